@@ -1,0 +1,4 @@
+package gen
+
+// genSQL is being written (placeholder during development).
+func genSQL(specDir string) ([]File, error) { return nil, nil }

@@ -1,0 +1,3 @@
+module github.com/simba-go/simba
+
+go 1.26

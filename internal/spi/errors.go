@@ -1,0 +1,93 @@
+package spi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/simba-go/simba/generated/wire"
+)
+
+// Sentinel errors shared by the engine, the backends and package simba (which re-exports them).
+// All are testable with errors.Is.
+var (
+	// ErrInvalidName: a lease or group name breaks the wire grammar. It is the generated
+	// wire package's sentinel, so name errors from any layer match it.
+	ErrInvalidName = wire.ErrInvalidName
+	// ErrClosed: the client (or backend) was closed.
+	ErrClosed = errors.New("simba: client closed")
+	// ErrNotHeld: the caller is not the leader / does not hold the lock.
+	ErrNotHeld = errors.New("simba: not held")
+	// ErrLockHeld: TryLock found the lock held by another session.
+	ErrLockHeld = errors.New("simba: lock held")
+	// ErrUnavailable: the backend could not be reached or answered with a transient failure;
+	// it wraps the cause and is retryable.
+	ErrUnavailable = errors.New("simba: backend unavailable")
+	// ErrSchemaMissing: the backend's schema is missing or older than this library needs; the
+	// wrapping error names the migration to apply. Permanent.
+	ErrSchemaMissing = errors.New("simba: schema missing")
+	// ErrInvalidOption: a configuration value (option, DSN) is invalid. Permanent.
+	ErrInvalidOption = errors.New("simba: invalid option")
+)
+
+// Class is how the shell treats a backend error.
+type Class uint8
+
+const (
+	// Retryable errors (timeouts, connection loss, busy servers) leave the call's outcome
+	// unknown; the engine retries with backoff inside the time the session has left.
+	Retryable Class = iota + 1
+	// Permanent errors (authentication, missing schema, invalid configuration) will not heal by
+	// retrying; the client reports them.
+	Permanent
+)
+
+// String names the class.
+func (c Class) String() string {
+	if c == Permanent {
+		return "permanent"
+	}
+	return "retryable"
+}
+
+// Classify says whether err is worth retrying. Errors are retryable unless marked permanent
+// with Permanentf / AsPermanent or wrapping ErrSchemaMissing, ErrInvalidOption, ErrInvalidName
+// or ErrClosed: an unknown failure of a network call is more likely transient than not, and
+// treating it as transient loses nothing but a retry.
+func Classify(err error) Class {
+	switch {
+	case err == nil:
+		return Retryable
+	case errors.Is(err, errPermanent),
+		errors.Is(err, ErrSchemaMissing),
+		errors.Is(err, ErrInvalidOption),
+		errors.Is(err, ErrInvalidName),
+		errors.Is(err, ErrClosed),
+		errors.Is(err, context.Canceled):
+		return Permanent
+	}
+	return Retryable
+}
+
+var errPermanent = errors.New("permanent")
+
+type permanentError struct{ err error }
+
+func (e permanentError) Error() string { return e.err.Error() }
+func (e permanentError) Unwrap() []error {
+	return []error{e.err, errPermanent}
+}
+
+// AsPermanent marks err as permanent for Classify, keeping it testable with errors.Is.
+func AsPermanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return permanentError{err}
+}
+
+// Unavailable wraps a transient cause from operation op so that it is errors.Is-testable as
+// ErrUnavailable and as the cause.
+func Unavailable(op string, cause error) error {
+	return fmt.Errorf("%w: %s: %w", ErrUnavailable, op, cause)
+}
