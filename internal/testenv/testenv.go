@@ -1,0 +1,91 @@
+// Package testenv finds the real servers tests run against. A test that needs a server asks for
+// it here; when the server is absent the test is skipped locally, but fails when
+// SIMBA_REQUIRE_SERVICES=1 (as .ci/run sets), so CI never silently skips a backend.
+package testenv
+
+import (
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Required reports whether missing services must fail tests instead of skipping them.
+func Required() bool { return os.Getenv("SIMBA_REQUIRE_SERVICES") == "1" }
+
+// Unavailable skips t, or fails it when services are required, explaining what is missing.
+func Unavailable(t testing.TB, service, why string) {
+	t.Helper()
+	if Required() {
+		t.Fatalf("%s is required (SIMBA_REQUIRE_SERVICES=1) but unavailable: %s", service, why)
+	}
+	t.Skipf("%s unavailable (%s); set SIMBA_REQUIRE_SERVICES=1 to make this a failure", service, why)
+}
+
+// env returns the value of the environment variable name, or def.
+func env(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// reachable dials every host:port in addrs, failing on the first that does not answer.
+func reachable(addrs ...string) error {
+	for _, a := range addrs {
+		c, err := net.DialTimeout("tcp", a, 2*time.Second)
+		if err != nil {
+			return err
+		}
+		c.Close()
+	}
+	return nil
+}
+
+// need returns dsn if every address answers, else skips or fails t.
+func need(t testing.TB, service, dsn string, addrs ...string) string {
+	t.Helper()
+	if err := reachable(addrs...); err != nil {
+		Unavailable(t, service, err.Error())
+	}
+	return dsn
+}
+
+// Postgres returns a DSN for the PostgreSQL test database (SIMBA_TEST_POSTGRES overrides).
+func Postgres(t testing.TB) string {
+	t.Helper()
+	return need(t, "PostgreSQL", env("SIMBA_TEST_POSTGRES", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"), env("SIMBA_TEST_POSTGRES_ADDR", "127.0.0.1:5432"))
+}
+
+// MySQL returns a go-sql-driver/mysql DSN for the MySQL/MariaDB test database
+// (SIMBA_TEST_MYSQL overrides).
+func MySQL(t testing.TB) string {
+	t.Helper()
+	return need(t, "MySQL/MariaDB", env("SIMBA_TEST_MYSQL", "root@tcp(127.0.0.1:3306)/test"), env("SIMBA_TEST_MYSQL_ADDR", "127.0.0.1:3306"))
+}
+
+// Redis returns host:port of the standalone Redis test server (SIMBA_TEST_REDIS overrides).
+func Redis(t testing.TB) string {
+	t.Helper()
+	addr := env("SIMBA_TEST_REDIS", "127.0.0.1:6379")
+	return need(t, "Redis", addr, addr)
+}
+
+// RedisCluster returns the seed addresses of the Redis Cluster test servers
+// (SIMBA_TEST_REDIS_CLUSTER, comma-separated, overrides; .ci/run starts them on 7001-7006).
+func RedisCluster(t testing.TB) []string {
+	t.Helper()
+	addrs := strings.Split(env("SIMBA_TEST_REDIS_CLUSTER", "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003"), ",")
+	need(t, "Redis Cluster", "", addrs...)
+	return addrs
+}
+
+// ZooKeeper returns the host:port list of the ZooKeeper test server (SIMBA_TEST_ZOOKEEPER,
+// comma-separated, overrides; .ci/run starts one with a short tickTime on 2181).
+func ZooKeeper(t testing.TB) []string {
+	t.Helper()
+	addrs := strings.Split(env("SIMBA_TEST_ZOOKEEPER", "127.0.0.1:2181"), ",")
+	need(t, "ZooKeeper", "", addrs...)
+	return addrs
+}
