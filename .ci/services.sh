@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Starts, idempotently, every server Simba's tests need: PostgreSQL, MariaDB, Redis, a Redis
+# Cluster (3 masters with a replica each on 7001-7006) and ZooKeeper (our own zoo.cfg with a
+# short tickTime on 2181). What already answers is left alone; what is missing is installed
+# from Debian's packages. Used by .ci/run and `make services`.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+state=${SIMBA_SERVICES_DIR:-/tmp/simba-services}
+mkdir -p "$state"
+
+log() { printf '[services] %s\n' "$*"; }
+up() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+wait_port() { # port what
+  for _ in $(seq 1 150); do up "$1" && return 0; sleep 0.2; done
+  log "$2 did not come up on port $1"; return 1
+}
+apt_updated=
+need_pkg() { # command package...
+  command -v "$1" >/dev/null 2>&1 && return 0
+  if [ -z "$apt_updated" ]; then apt-get update -qq; apt_updated=1; fi
+  shift
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+# PostgreSQL
+if ! up 5432; then
+  need_pkg pg_ctlcluster postgresql
+  ver=$(ls /etc/postgresql | sort -n | tail -1)
+  log "starting PostgreSQL $ver"
+  pg_ctlcluster --skip-systemctl-redirect "$ver" main start || true
+  wait_port 5432 PostgreSQL
+fi
+pg() { if [ "$(id -u)" = 0 ] && id postgres >/dev/null 2>&1; then su postgres -c "psql -qtA -h 127.0.0.1 -c \"$1\""; else psql -qtA -h 127.0.0.1 -U postgres -c "$1"; fi; }
+if [ "$(pg "select 1 from pg_database where datname='test'" 2>/dev/null)" != 1 ]; then
+  log "creating PostgreSQL database test"; pg "create database test"
+fi
+pg "do \$\$ begin if not exists (select from pg_roles where rolname='root') then create role root superuser login; end if; end \$\$" >/dev/null 2>&1 || true
+
+# MariaDB
+if ! up 3306; then
+  need_pkg mariadbd mariadb-server
+  log "starting MariaDB"
+  mkdir -p /run/mysqld; chown mysql /run/mysqld 2>/dev/null || true
+  start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd
+  wait_port 3306 MariaDB
+fi
+for _ in $(seq 1 50); do mariadb -uroot -h127.0.0.1 -e 'select 1' >/dev/null 2>&1 && break; sleep 0.2; done
+mariadb -uroot -h127.0.0.1 -e 'CREATE DATABASE IF NOT EXISTS test'
+
+# Redis
+need_pkg redis-server redis-server
+if ! up 6379; then
+  log "starting Redis"
+  mkdir -p /var/lib/redis /var/log/redis
+  redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no --dir /var/lib/redis --logfile /var/log/redis/ci.log
+  wait_port 6379 Redis
+fi
+
+# Redis Cluster: 3 masters (7001-7003) with a replica each (7004-7006).
+cluster_ok() { redis-cli -p 7001 cluster info 2>/dev/null | grep -q 'cluster_state:ok'; }
+if ! cluster_ok; then
+  log "starting Redis Cluster on 7001-7006"
+  for p in 7001 7002 7003 7004 7005 7006; do
+    if ! up $p; then
+      d="$state/redis-cluster/$p"; rm -rf "$d"; mkdir -p "$d"
+      redis-server --daemonize yes --port $p --bind 127.0.0.1 --cluster-enabled yes \
+        --cluster-config-file "$d/nodes.conf" --cluster-node-timeout 2000 --save "" --appendonly no \
+        --dir "$d" --logfile "$d/redis.log"
+    fi
+  done
+  for p in 7001 7002 7003 7004 7005 7006; do wait_port $p "Redis Cluster node"; done
+  if ! redis-cli -p 7001 cluster info | grep -q 'cluster_known_nodes:6'; then
+    redis-cli --cluster create 127.0.0.1:7001 127.0.0.1:7002 127.0.0.1:7003 \
+      127.0.0.1:7004 127.0.0.1:7005 127.0.0.1:7006 --cluster-replicas 1 --cluster-yes >/dev/null
+  fi
+  for _ in $(seq 1 150); do cluster_ok && break; sleep 0.2; done
+  cluster_ok || { log "Redis Cluster not ok"; redis-cli -p 7001 cluster info; exit 1; }
+fi
+
+# ZooKeeper with our zoo.cfg (short tickTime).
+if ! up 2181; then
+  need_pkg java default-jre-headless
+  [ -x /usr/share/zookeeper/bin/zkServer.sh ] || need_pkg /usr/share/zookeeper/bin/zkServer.sh zookeeperd
+  log "starting ZooKeeper"
+  mkdir -p /tmp/simba-zookeeper/data "$state/zookeeper"
+  cp "$here/zoo.cfg" "$state/zookeeper/zoo.cfg"
+  ZOO_LOG_DIR="$state/zookeeper" ZOOPIDFILE="$state/zookeeper/zk.pid" \
+    /usr/share/zookeeper/bin/zkServer.sh start "$state/zookeeper/zoo.cfg" >/dev/null
+  wait_port 2181 ZooKeeper
+fi
+for _ in $(seq 1 100); do
+  [ "$(echo ruok | timeout 2 bash -c 'exec 3<>/dev/tcp/127.0.0.1/2181; cat >&3; cat <&3' 2>/dev/null)" = imok ] && break
+  sleep 0.2
+done
+log "all services up"

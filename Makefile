@@ -1,0 +1,47 @@
+# Simba's developer entry points. `make test` is what CI runs after `make verify`.
+GO ?= go
+SEEDS ?= 10000
+
+.PHONY: all generate verify test test-short vet fmt bench sim services redis-cluster zookeeper demo
+
+all: verify test
+
+## generate: regenerate every artifact from spec/ (SQL, Lua, ZooKeeper layout, generated Go)
+generate:
+	$(GO) generate ./...
+
+## verify: regenerate and fail on any difference, stale leftovers included
+verify:
+	$(GO) -C gen run ./cmd/simbagen -root .. -verify
+	$(GO) generate ./...
+	@changes=$$(git status --porcelain --untracked-files=all -- generated sql lua zk); \
+	if [ -n "$$changes" ]; then echo "generated artifacts are stale; run make generate and commit:"; echo "$$changes"; git --no-pager diff --stat -- generated sql lua zk; exit 1; fi
+
+## vet: static checks over both modules
+vet:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) -C gen vet ./...
+
+## test: every test of both modules, with the race detector (the README's test command)
+test: vet
+	$(GO) test -race -count=1 ./...
+	$(GO) -C gen test -count=1 ./...
+
+## test-short: the fast subset
+test-short:
+	$(GO) test -short ./...
+
+## bench: the benchmarks; each reports its speed as a ratio against a baseline of the same run
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime 2s ./...
+
+## sim: the simulator over many seeds (SEEDS=10000 by default)
+sim:
+	$(GO) test ./internal/sim -run TestSimulate -seeds=$(SEEDS) -timeout 60m -v
+
+## services: start PostgreSQL, MariaDB, Redis, a Redis Cluster and ZooKeeper if not running
+services:
+	bash .ci/services.sh
+
+redis-cluster zookeeper: services
