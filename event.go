@@ -1,0 +1,133 @@
+package simba
+
+import (
+	"fmt"
+	"time"
+)
+
+// EventKind says what an Event reports.
+type EventKind uint8
+
+// The kinds of Event a client publishes.
+const (
+	// EventSessionOpened: a new backend session is live (Session set).
+	EventSessionOpened EventKind = iota + 1
+	// EventSessionExpired: the session expired; every term it backed was revoked.
+	EventSessionExpired
+	// EventElected: this client became the holder of Name with Token.
+	EventElected
+	// EventRevoked: this client's term of Name ended (Reason says why).
+	EventRevoked
+	// EventMembers: the member view of group Name changed (Members, Partitions set).
+	EventMembers
+	// EventBackendError: a backend call failed (Err); retryable errors are retried.
+	EventBackendError
+	// EventClosed: the client finished closing.
+	EventClosed
+)
+
+var eventKindNames = [...]string{
+	EventSessionOpened:  "session-opened",
+	EventSessionExpired: "session-expired",
+	EventElected:        "elected",
+	EventRevoked:        "revoked",
+	EventMembers:        "members",
+	EventBackendError:   "backend-error",
+	EventClosed:         "closed",
+}
+
+// String names the kind.
+func (k EventKind) String() string {
+	if int(k) < len(eventKindNames) && eventKindNames[k] != "" {
+		return eventKindNames[k]
+	}
+	return fmt.Sprintf("EventKind(%d)", uint8(k))
+}
+
+// Event is what listeners, Election.Events and Election.All receive.
+type Event struct {
+	Kind EventKind
+	// At is the client's monotonic clock reading when the event happened.
+	At time.Duration
+	// Session is the backend session concerned.
+	Session SessionID
+	// Name is the lease (or, for EventMembers, the group) concerned.
+	Name string
+	// Token is the fencing token (EventElected, EventRevoked).
+	Token int64
+	// Reason says why a term was revoked (EventRevoked).
+	Reason RevokeReason
+	// Members is the group's live members; Partitions those assigned to this client
+	// (EventMembers).
+	Members    []SessionID
+	Partitions []int
+	// Err is the failure (EventBackendError).
+	Err error
+}
+
+// String renders the event for logs.
+func (e Event) String() string {
+	switch e.Kind {
+	case EventElected:
+		return fmt.Sprintf("%v %s#%d", e.Kind, e.Name, e.Token)
+	case EventRevoked:
+		return fmt.Sprintf("%v %s#%d (%v)", e.Kind, e.Name, e.Token, e.Reason)
+	case EventMembers:
+		return fmt.Sprintf("%v %s members=%v partitions=%v", e.Kind, e.Name, e.Members, e.Partitions)
+	case EventBackendError:
+		return fmt.Sprintf("%v %v", e.Kind, e.Err)
+	}
+	return fmt.Sprintf("%v %s", e.Kind, e.Session)
+}
+
+// RevokeReason says why a term ended.
+type RevokeReason uint8
+
+// The reasons a term ends.
+const (
+	// RevokedDeadline: the session's local deadline passed before a keep-alive confirmed it.
+	RevokedDeadline RevokeReason = iota + 1
+	// RevokedTakenOver: the backend no longer lists the lease as ours.
+	RevokedTakenOver
+	// RevokedSessionExpired: the backend reported the session expired.
+	RevokedSessionExpired
+	// RevokedStopped: Stop (or Unlock, or Leave) ended the term.
+	RevokedStopped
+	// RevokedSteppedDown: StepDown ended the term.
+	RevokedSteppedDown
+	// RevokedClosed: the client was closed.
+	RevokedClosed
+)
+
+var revokeReasonNames = [...]string{
+	RevokedDeadline:       "deadline",
+	RevokedTakenOver:      "taken-over",
+	RevokedSessionExpired: "session-expired",
+	RevokedStopped:        "stopped",
+	RevokedSteppedDown:    "stepped-down",
+	RevokedClosed:         "closed",
+}
+
+// String names the reason.
+func (r RevokeReason) String() string {
+	if int(r) < len(revokeReasonNames) && revokeReasonNames[r] != "" {
+		return revokeReasonNames[r]
+	}
+	return fmt.Sprintf("RevokeReason(%d)", uint8(r))
+}
+
+// RevokedError is the cause of a revoked term's context (context.Cause) and of errors that
+// report a revocation.
+type RevokedError struct {
+	Name   string
+	Token  int64
+	Reason RevokeReason
+}
+
+// Error implements error.
+func (e *RevokedError) Error() string {
+	return fmt.Sprintf("simba: term %s#%d revoked: %v", e.Name, e.Token, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrNotHeld) hold: a revoked term is no longer held.
+func (e *RevokedError) Is(target error) bool { return target == ErrNotHeld }

@@ -1,0 +1,241 @@
+package simba
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"time"
+)
+
+// Defaults (DESIGN.md §4).
+const (
+	DefaultTTL    = 15 * time.Second
+	DefaultDrift  = 0.01
+	DefaultMargin = 50 * time.Millisecond
+	// DefaultMaxJitter bounds the jitter a candidate adds to the holder's remaining time.
+	DefaultMaxJitter = 25 * time.Millisecond
+	// DefaultMinBackoff is the first backoff after a failed call; it doubles up to the renewal
+	// interval, with full jitter.
+	DefaultMinBackoff = 50 * time.Millisecond
+)
+
+// Executor runs a function asynchronously: callbacks (OnElected / OnRevoked) and leader work.
+// The default starts a goroutine per call. An executor must not run f on the calling goroutine.
+type Executor func(f func())
+
+// Listener receives every Event the client publishes. It runs on the client's loop goroutine
+// and must return quickly.
+type Listener func(Event)
+
+// Option configures a Client.
+type Option func(*config) error
+
+type config struct {
+	ttl        time.Duration
+	renewEvery time.Duration // 0: ttl/3
+	drift      float64
+	margin     time.Duration
+	cooldown   time.Duration // 0: ttl
+	maxJitter  time.Duration
+	minBackoff time.Duration
+	owner      string
+	clock      Clock
+	logger     *slog.Logger
+	callbacks  Executor
+	work       Executor
+	listeners  []Listener
+	seed       uint64
+	seeded     bool
+}
+
+func defaultConfig() config {
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "unknown"
+	}
+	return config{
+		ttl:        DefaultTTL,
+		drift:      DefaultDrift,
+		margin:     DefaultMargin,
+		maxJitter:  DefaultMaxJitter,
+		minBackoff: DefaultMinBackoff,
+		owner:      host + ":" + strconv.Itoa(os.Getpid()),
+		logger:     slog.New(slog.DiscardHandler),
+		callbacks:  func(f func()) { go f() },
+		work:       func(f func()) { go f() },
+	}
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, args...)...)
+}
+
+// WithTTL sets the session TTL (default 15 s): how long the backend keeps the session, and so
+// every lease it holds, without a keep-alive.
+func WithTTL(ttl time.Duration) Option {
+	return func(c *config) error {
+		if ttl <= 0 {
+			return invalid("TTL %v must be positive", ttl)
+		}
+		c.ttl = ttl
+		return nil
+	}
+}
+
+// WithRenewEvery sets the keep-alive interval (default TTL/3). It is also each backend call's
+// timeout. The TTL must exceed it by at least twice the call timeout, that is TTL > 3 × renewEvery.
+func WithRenewEvery(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return invalid("renewal interval %v must be positive", d)
+		}
+		c.renewEvery = d
+		return nil
+	}
+}
+
+// WithDrift sets the assumed maximum clock-rate difference between client and backend (default
+// 0.01): the local deadline is sentAt + remaining × (1 − drift) − margin.
+func WithDrift(drift float64) Option {
+	return func(c *config) error {
+		if drift < 0 || drift >= 0.5 {
+			return invalid("drift %v must be in [0, 0.5)", drift)
+		}
+		c.drift = drift
+		return nil
+	}
+}
+
+// WithMargin sets the safety margin subtracted from every local deadline (default 50 ms).
+func WithMargin(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 0 {
+			return invalid("margin %v must not be negative", d)
+		}
+		c.margin = d
+		return nil
+	}
+}
+
+// WithCooldown sets how long an election stays out of the race after StepDown (default one TTL).
+func WithCooldown(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 0 {
+			return invalid("cooldown %v must not be negative", d)
+		}
+		c.cooldown = d
+		return nil
+	}
+}
+
+// WithOwner sets the owner string shown as the leader by status tools (default host:pid, at
+// most 255 bytes).
+func WithOwner(owner string) Option {
+	return func(c *config) error {
+		if owner == "" || len(owner) > 255 {
+			return invalid("owner must be 1 to 255 bytes, got %d", len(owner))
+		}
+		c.owner = owner
+		return nil
+	}
+}
+
+// WithClock sets the monotonic clock (default SystemClock). Tests use simbatest's virtual clock.
+func WithClock(clock Clock) Option {
+	return func(c *config) error {
+		if clock == nil {
+			return invalid("clock is nil")
+		}
+		c.clock = clock
+		return nil
+	}
+}
+
+// WithLogger sets the logger (default: discard).
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) error {
+		if l == nil {
+			return invalid("logger is nil")
+		}
+		c.logger = l
+		return nil
+	}
+}
+
+// WithCallbackExecutor sets what runs OnElected / OnRevoked callbacks (default: a goroutine
+// each). Callbacks of one election are still delivered one at a time, in order.
+func WithCallbackExecutor(e Executor) Option {
+	return func(c *config) error {
+		if e == nil {
+			return invalid("callback executor is nil")
+		}
+		c.callbacks = e
+		return nil
+	}
+}
+
+// WithWorkExecutor sets what runs leader work (RunWhileLeader, Schedule, partition handlers);
+// default: a goroutine per term.
+func WithWorkExecutor(e Executor) Option {
+	return func(c *config) error {
+		if e == nil {
+			return invalid("work executor is nil")
+		}
+		c.work = e
+		return nil
+	}
+}
+
+// WithListener adds an event listener. Listeners run on the loop goroutine and must be cheap.
+func WithListener(l Listener) Option {
+	return func(c *config) error {
+		if l == nil {
+			return invalid("listener is nil")
+		}
+		c.listeners = append(c.listeners, l)
+		return nil
+	}
+}
+
+// WithJitter bounds the random delay a candidate adds to the holder's remaining time before
+// retrying (default 25 ms).
+func WithJitter(max time.Duration) Option {
+	return func(c *config) error {
+		if max < 0 {
+			return invalid("jitter %v must not be negative", max)
+		}
+		c.maxJitter = max
+		return nil
+	}
+}
+
+// WithSeed makes the client's jitter deterministic (for tests); by default it is random.
+func WithSeed(seed uint64) Option {
+	return func(c *config) error {
+		c.seed, c.seeded = seed, true
+		return nil
+	}
+}
+
+// finish fills derived defaults and checks the combination.
+func (c *config) finish() error {
+	if c.renewEvery == 0 {
+		c.renewEvery = c.ttl / 3
+	}
+	if c.cooldown == 0 {
+		c.cooldown = c.ttl
+	}
+	if c.clock == nil {
+		c.clock = SystemClock()
+	}
+	// Each call times out after one renewal interval; a keep-alive sent just before the
+	// deadline must still be able to time out and be retried once before the TTL runs out.
+	if c.ttl < 3*c.renewEvery {
+		return invalid("TTL %v must be at least 3 × the renewal interval %v (renewal + 2 × call timeout)", c.ttl, c.renewEvery)
+	}
+	if c.minBackoff > c.renewEvery {
+		c.minBackoff = c.renewEvery
+	}
+	return nil
+}

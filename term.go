@@ -1,0 +1,103 @@
+package simba
+
+import (
+	"context"
+	"strconv"
+	"sync/atomic"
+	"time"
+)
+
+// Term is one tenure of one lease by this client: the lease name, its fencing token and its
+// validity. A Term is valid while it has not been revoked and the session's local deadline has
+// not passed; IsValid and Remaining read only atomics and the clock, so they are cheap enough to
+// call before every fenced write. Pass Token to the resource you protect and have it reject
+// tokens lower than the highest it has seen.
+//
+// The zero Term is invalid. Terms are values; copies share state.
+type Term struct{ s *termState }
+
+// termState is shared by every copy of a Term. revoked is set once by the loop goroutine;
+// deadline points at the session's published local deadline (nanoseconds on the client's
+// clock), which every term of that session shares.
+type termState struct {
+	name     string
+	token    int64
+	owner    string
+	clock    Clock
+	deadline *atomic.Int64
+	revoked  atomic.Bool
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+}
+
+func newTerm(name string, token int64, owner string, clock Clock, deadline *atomic.Int64) Term {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	return Term{s: &termState{name: name, token: token, owner: owner, clock: clock, deadline: deadline, ctx: ctx, cancel: cancel}}
+}
+
+// revoke invalidates the term at once and cancels its context with cause.
+func (t Term) revoke(cause error) {
+	if t.s == nil {
+		return
+	}
+	t.s.revoked.Store(true)
+	t.s.cancel(cause)
+}
+
+// Name is the lease name.
+func (t Term) Name() string {
+	if t.s == nil {
+		return ""
+	}
+	return t.s.name
+}
+
+// Token is the fencing token: strictly increasing per name across all holders.
+func (t Term) Token() int64 {
+	if t.s == nil {
+		return 0
+	}
+	return t.s.token
+}
+
+// Owner is the owner string of the session holding the term (this client's).
+func (t Term) Owner() string {
+	if t.s == nil {
+		return ""
+	}
+	return t.s.owner
+}
+
+// IsValid reports whether the term is still held: not revoked and before the session's local
+// deadline.
+func (t Term) IsValid() bool { return t.Remaining() > 0 }
+
+// Remaining is how long the term stays valid without a further keep-alive; 0 once invalid.
+func (t Term) Remaining() time.Duration {
+	if t.s == nil || t.s.revoked.Load() {
+		return 0
+	}
+	left := time.Duration(t.s.deadline.Load()) - t.s.clock.Now()
+	if left < 0 {
+		return 0
+	}
+	return left
+}
+
+// Context is cancelled when the term is revoked; context.Cause tells why (a *RevokedError).
+func (t Term) Context() context.Context {
+	if t.s == nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		return ctx
+	}
+	return t.s.ctx
+}
+
+// String renders the term for logs: "name#token".
+func (t Term) String() string {
+	if t.s == nil {
+		return "<no term>"
+	}
+	return t.s.name + "#" + strconv.FormatInt(t.s.token, 10)
+}
