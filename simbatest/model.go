@@ -1,0 +1,492 @@
+package simbatest
+
+import (
+	"cmp"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/simba-go/simba/generated/wire"
+	"github.com/simba-go/simba/internal/spi"
+)
+
+// MaxOwnerLen is the longest owner string a session may carry, in bytes (DESIGN.md §1).
+const MaxOwnerLen = 255
+
+// maxQueuedHints bounds the hint queue of a Model nobody drains; the oldest hints are dropped
+// first (hints may be lost: they only speed clients up).
+const maxQueuedHints = 4096
+
+// Model is the in-memory model of Simba's wire semantics (DESIGN.md §3 and §5): sessions with a
+// TTL, leases whose fencing token per name only grows, and groups of live sessions. It is the one
+// model both Server (for tests on real goroutines) and the deterministic simulator (on virtual
+// time) drive.
+//
+// A Model is pure and deterministic: it reads no clock, starts no goroutine, takes no lock and
+// uses no randomness beyond its seeded session id source. Every operation takes the backend's
+// current time now explicitly, as a duration since an arbitrary origin; the same sequence of
+// calls always gives the same replies. Backend time never goes backwards: a now earlier than the
+// latest one seen is treated as the latest. A Model is not safe for concurrent use (Server adds
+// the lock).
+//
+// Semantics, all measured on the backend's time:
+//   - A session opened or kept alive at now expires at now + ttl and is live while time is before
+//     that. An expired session never comes back: every later operation on it replies
+//     Expired / SessionExpired, and it releases its leases and leaves its groups (with hints) as
+//     soon as the model observes the expiry (at the next operation or Tick).
+//   - Leases are rows keyed by name that are never deleted, so the token of a name only grows.
+//     Acquire grants a free lease (or one whose holder's session expired) with the previous token
+//     plus one; a re-acquire by the holder is idempotent and returns the same token.
+//   - Release changes nothing unless the session holds the name with that token.
+//   - Invalid names and groups are rejected with an error matching spi.ErrInvalidName, and
+//     invalid TTLs or owners with one matching spi.ErrInvalidOption, before any state changes.
+type Model struct {
+	now      time.Duration
+	ids      func() spi.SessionID
+	sessions map[spi.SessionID]*session
+	leases   map[string]*lease
+	groups   map[string]map[spi.SessionID]struct{}
+	hints    []spi.Hint
+
+	// earliest is a lower bound of every live session's expiry; observe skips its scan before it.
+	earliest time.Duration
+
+	reportAllHeld bool
+	expiryHints   bool
+}
+
+type session struct {
+	id     spi.SessionID
+	owner  string
+	ttl    time.Duration
+	expiry time.Duration
+	leases map[string]struct{}
+	groups map[string]struct{}
+}
+
+type lease struct {
+	holder spi.SessionID // empty when free
+	token  int64
+}
+
+// ModelOption configures a Model.
+type ModelOption func(*Model)
+
+// WithSeed makes the model's session ids come from a deterministic source seeded with seed: each
+// id is 32 lowercase hex characters (128 bits, the SQL and Redis format) and no id repeats within
+// one model. The default seed is 0, so two models built alike hand out the same ids.
+func WithSeed(seed uint64) ModelOption {
+	return func(m *Model) { m.ids = seededIDs(seed) }
+}
+
+// WithIDs makes the model take its session ids from next, which must be deterministic (for the
+// simulator) and never return an id twice. OpenSession fails if next returns the id of a live
+// session.
+func WithIDs(next func() spi.SessionID) ModelOption {
+	return func(m *Model) { m.ids = next }
+}
+
+// WithReportAllHeld makes KeepAlive list every lease the session holds, not only those it asked
+// about: the SPI allows a backend to report more (Redis reads the session's whole lease set), and
+// clients must cope with it.
+func WithReportAllHeld() ModelOption {
+	return func(m *Model) { m.reportAllHeld = true }
+}
+
+// WithoutExpiryHints makes the model release an expired session's leases and memberships
+// silently, as SQL and Redis backends do; by default it queues Released and GroupChanged hints
+// for them, as ZooKeeper's watches do. Hints only speed clients up, so both must be correct.
+func WithoutExpiryHints() ModelOption {
+	return func(m *Model) { m.expiryHints = false }
+}
+
+// NewModel returns an empty model at backend time 0.
+func NewModel(opts ...ModelOption) *Model {
+	m := &Model{
+		ids:         seededIDs(0),
+		sessions:    make(map[spi.SessionID]*session),
+		leases:      make(map[string]*lease),
+		groups:      make(map[string]map[spi.SessionID]struct{}),
+		expiryHints: true,
+	}
+	for _, o := range opts {
+		o(m)
+	}
+	return m
+}
+
+// seededIDs returns a source of distinct 128-bit ids: splitmix64 is a bijection of uint64, so the
+// first half of the ids of distinct counters already differ.
+func seededIDs(seed uint64) func() spi.SessionID {
+	var n uint64
+	return func() spi.SessionID {
+		var b [16]byte
+		binary.BigEndian.PutUint64(b[:8], splitmix64(seed+2*n))
+		binary.BigEndian.PutUint64(b[8:], splitmix64(seed+2*n+1))
+		n++
+		return spi.SessionID(hex.EncodeToString(b[:]))
+	}
+}
+
+func splitmix64(x uint64) uint64 {
+	x += 0x9E3779B97F4A7C15
+	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9
+	x = (x ^ (x >> 27)) * 0x94D049BB133111EB
+	return x ^ (x >> 31)
+}
+
+// Now returns the latest backend time the model has seen.
+func (m *Model) Now() time.Duration { return m.now }
+
+// Tick moves the model to now and observes every expiry due by then (releasing the expired
+// sessions' leases and memberships, with hints). Every operation does this first; a driver calls
+// Tick at NextExpiry to have expiry hints on time.
+func (m *Model) Tick(now time.Duration) {
+	if now > m.now {
+		m.now = now
+	}
+	if len(m.sessions) == 0 || m.now < m.earliest {
+		return
+	}
+	var due []*session
+	next := time.Duration(0)
+	first := true
+	for _, s := range m.sessions {
+		if s.expiry <= m.now {
+			due = append(due, s)
+		} else if first || s.expiry < next {
+			next, first = s.expiry, false
+		}
+	}
+	m.earliest = next
+	slices.SortFunc(due, func(a, b *session) int {
+		if a.expiry != b.expiry {
+			return cmp.Compare(a.expiry, b.expiry)
+		}
+		return cmp.Compare(string(a.id), string(b.id))
+	})
+	for _, s := range due {
+		m.drop(s, m.expiryHints)
+	}
+}
+
+// NextExpiry returns the earliest expiry of a live session, if any.
+func (m *Model) NextExpiry() (time.Duration, bool) {
+	var next time.Duration
+	ok := false
+	for _, s := range m.sessions {
+		if !ok || s.expiry < next {
+			next, ok = s.expiry, true
+		}
+	}
+	return next, ok
+}
+
+// drop removes s: it releases its leases and leaves its groups, queueing hints if hints is set.
+func (m *Model) drop(s *session, hints bool) {
+	delete(m.sessions, s.id)
+	for _, name := range sortedKeys(s.leases) {
+		if l := m.leases[name]; l != nil && l.holder == s.id {
+			l.holder = ""
+			if hints {
+				m.hint(spi.Released, name)
+			}
+		}
+	}
+	for _, g := range sortedKeys(s.groups) {
+		m.removeMember(g, s.id, hints)
+	}
+}
+
+func (m *Model) removeMember(g string, id spi.SessionID, hints bool) bool {
+	members := m.groups[g]
+	if _, ok := members[id]; !ok {
+		return false
+	}
+	delete(members, id)
+	if len(members) == 0 {
+		delete(m.groups, g)
+	}
+	if s := m.sessions[id]; s != nil {
+		delete(s.groups, g)
+	}
+	if hints {
+		m.hint(spi.GroupChanged, g)
+	}
+	return true
+}
+
+func (m *Model) hint(kind spi.HintKind, name string) {
+	if len(m.hints) >= maxQueuedHints {
+		m.hints = m.hints[1:]
+	}
+	m.hints = append(m.hints, spi.Hint{Kind: kind, Name: name})
+}
+
+// TakeHints returns the hints queued since the last call, in the order the model produced them,
+// and empties the queue. A driver that does not deliver hints may ignore them: the queue keeps
+// only the latest few thousand.
+func (m *Model) TakeHints() []spi.Hint {
+	h := m.hints
+	m.hints = nil
+	return h
+}
+
+// live returns the session id at now, or nil if it does not exist or has expired.
+func (m *Model) live(now time.Duration, id spi.SessionID) *session {
+	m.Tick(now)
+	return m.sessions[id]
+}
+
+// OpenSession opens a session for owner that expires ttl after now (and after each keep-alive).
+// The reply's Remaining is ttl.
+func (m *Model) OpenSession(now time.Duration, owner string, ttl time.Duration) (spi.Session, error) {
+	if ttl <= 0 {
+		return spi.Session{}, fmt.Errorf("%w: session TTL %v is not positive", spi.ErrInvalidOption, ttl)
+	}
+	if len(owner) > MaxOwnerLen {
+		return spi.Session{}, fmt.Errorf("%w: owner is %d bytes, longer than %d", spi.ErrInvalidOption, len(owner), MaxOwnerLen)
+	}
+	m.Tick(now)
+	id := m.ids()
+	if _, dup := m.sessions[id]; dup || id == "" {
+		return spi.Session{}, fmt.Errorf("simbatest: session id source returned %q, empty or in use", id)
+	}
+	s := &session{
+		id:     id,
+		owner:  owner,
+		ttl:    ttl,
+		expiry: m.now + ttl,
+		leases: make(map[string]struct{}),
+		groups: make(map[string]struct{}),
+	}
+	m.sessions[id] = s
+	if len(m.sessions) == 1 || s.expiry < m.earliest {
+		m.earliest = s.expiry
+	}
+	return spi.Session{ID: id, Remaining: ttl}, nil
+}
+
+// KeepAlive renews session to expire ttl after now and reports the leases among names that it
+// holds (every lease it holds with WithReportAllHeld), sorted by name, and the live members of
+// each group in groups, sorted ascending. An expired or unknown session gets Expired.
+func (m *Model) KeepAlive(now time.Duration, id spi.SessionID, names, groups []string) (spi.KeepAlive, error) {
+	for _, g := range groups {
+		if err := wire.ValidateName(g); err != nil {
+			return spi.KeepAlive{}, err
+		}
+	}
+	s := m.live(now, id)
+	if s == nil {
+		return spi.KeepAlive{Expired: true}, nil
+	}
+	s.expiry = m.now + s.ttl
+	reply := spi.KeepAlive{Remaining: s.ttl}
+	if m.reportAllHeld {
+		for _, name := range sortedKeys(s.leases) {
+			reply.Held = append(reply.Held, spi.Held{Name: name, Token: m.leases[name].token})
+		}
+	} else {
+		for _, name := range names {
+			if _, ok := s.leases[name]; ok {
+				reply.Held = append(reply.Held, spi.Held{Name: name, Token: m.leases[name].token})
+			}
+		}
+		slices.SortFunc(reply.Held, func(a, b spi.Held) int { return cmp.Compare(a.Name, b.Name) })
+		reply.Held = slices.CompactFunc(reply.Held, func(a, b spi.Held) bool { return a.Name == b.Name })
+	}
+	if len(groups) > 0 {
+		reply.Members = make(map[string][]spi.SessionID, len(groups))
+		for _, g := range groups {
+			reply.Members[g] = m.members(g)
+		}
+	}
+	return reply, nil
+}
+
+// CloseSession ends the session and releases everything it holds, queueing a Released hint per
+// lease and a GroupChanged hint per group it was in. Closing an expired or unknown session does
+// nothing.
+func (m *Model) CloseSession(now time.Duration, id spi.SessionID) error {
+	if s := m.live(now, id); s != nil {
+		m.drop(s, true)
+	}
+	return nil
+}
+
+// Acquire takes name for the session if it is free or its holder's session has expired, with a
+// token one greater than the name's last. A re-acquire by the holder returns the same token. The
+// reply's Remaining is the acquiring session's time left for Granted and the holder's for HeldBy.
+func (m *Model) Acquire(now time.Duration, id spi.SessionID, name string) (spi.Acquire, error) {
+	if err := wire.ValidateName(name); err != nil {
+		return spi.Acquire{}, err
+	}
+	s := m.live(now, id)
+	if s == nil {
+		return spi.Acquire{Kind: spi.SessionExpired}, nil
+	}
+	l := m.leases[name]
+	if l == nil {
+		l = &lease{}
+		m.leases[name] = l
+	}
+	switch {
+	case l.holder == id:
+	case l.holder != "":
+		// Holders are live: the model drops an expired session's leases when it observes the
+		// expiry, which live() above just did.
+		h := m.sessions[l.holder]
+		return spi.Acquire{Kind: spi.HeldBy, Holder: h.id, HolderOwner: h.owner, Remaining: h.expiry - m.now}, nil
+	default:
+		l.holder = id
+		l.token++
+		s.leases[name] = struct{}{}
+	}
+	return spi.Acquire{Kind: spi.Granted, Token: l.token, Remaining: s.expiry - m.now}, nil
+}
+
+// Release frees name if the session holds it with token, queueing a Released hint; otherwise it
+// changes nothing.
+func (m *Model) Release(now time.Duration, id spi.SessionID, name string, token int64) error {
+	if err := wire.ValidateName(name); err != nil {
+		return err
+	}
+	s := m.live(now, id)
+	l := m.leases[name]
+	if s == nil || l == nil || l.holder != id || l.token != token {
+		return nil
+	}
+	l.holder = ""
+	delete(s.leases, name)
+	m.hint(spi.Released, name)
+	return nil
+}
+
+// Join makes the session a member of group until it leaves, closes or expires, queueing a
+// GroupChanged hint if it was not a member yet.
+func (m *Model) Join(now time.Duration, id spi.SessionID, group string) (spi.Status, error) {
+	if err := wire.ValidateName(group); err != nil {
+		return 0, err
+	}
+	s := m.live(now, id)
+	if s == nil {
+		return spi.Expired, nil
+	}
+	members := m.groups[group]
+	if members == nil {
+		members = make(map[spi.SessionID]struct{})
+		m.groups[group] = members
+	}
+	if _, ok := members[id]; !ok {
+		members[id] = struct{}{}
+		s.groups[group] = struct{}{}
+		m.hint(spi.GroupChanged, group)
+	}
+	return spi.OK, nil
+}
+
+// Leave removes the session from group, queueing a GroupChanged hint if it was a member.
+func (m *Model) Leave(now time.Duration, id spi.SessionID, group string) (spi.Status, error) {
+	if err := wire.ValidateName(group); err != nil {
+		return 0, err
+	}
+	if m.live(now, id) == nil {
+		return spi.Expired, nil
+	}
+	m.removeMember(group, id, true)
+	return spi.OK, nil
+}
+
+// Members lists the live members of group, sorted ascending.
+func (m *Model) Members(now time.Duration, group string) ([]spi.SessionID, error) {
+	if err := wire.ValidateName(group); err != nil {
+		return nil, err
+	}
+	m.Tick(now)
+	return m.members(group), nil
+}
+
+func (m *Model) members(g string) []spi.SessionID {
+	out := make([]spi.SessionID, 0, len(m.groups[g]))
+	for id := range m.groups[g] {
+		out = append(out, id)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// ExpireSession makes the session expire at now, as if its TTL had run out, and reports whether
+// it was live. Its leases and memberships are released as for any expiry.
+func (m *Model) ExpireSession(now time.Duration, id spi.SessionID) bool {
+	s := m.live(now, id)
+	if s == nil {
+		return false
+	}
+	s.expiry = m.now
+	m.earliest = m.now
+	m.Tick(m.now)
+	return true
+}
+
+// Restart models a server restart that keeps the lease rows (so tokens keep growing) but loses
+// every session and membership, silently: clients find their sessions expired.
+func (m *Model) Restart(now time.Duration) {
+	m.Tick(now)
+	for _, id := range sortedKeys(m.sessions) {
+		m.drop(m.sessions[id], false)
+	}
+}
+
+// Lease returns the state of name at now: its holder (empty when free), the holder's owner and
+// time left, and the name's latest token. It reports false for a name never acquired.
+func (m *Model) Lease(now time.Duration, name string) (spi.LeaseInfo, bool) {
+	m.Tick(now)
+	l := m.leases[name]
+	if l == nil {
+		return spi.LeaseInfo{}, false
+	}
+	info := spi.LeaseInfo{Name: name, Token: l.token}
+	if h := m.sessions[l.holder]; h != nil && l.holder != "" {
+		info.Holder, info.Owner, info.Remaining = h.id, h.owner, h.expiry-m.now
+	}
+	return info, true
+}
+
+// Session returns the live session id at now, with its owner and time left.
+func (m *Model) Session(now time.Duration, id spi.SessionID) (spi.SessionInfo, bool) {
+	s := m.live(now, id)
+	if s == nil {
+		return spi.SessionInfo{}, false
+	}
+	return spi.SessionInfo{ID: s.id, Owner: s.owner, Remaining: s.expiry - m.now}, true
+}
+
+// Inspect returns the model's state at now: every lease row sorted by name (free ones with an
+// empty holder and their latest token), the live sessions sorted by id and the non-empty groups.
+func (m *Model) Inspect(now time.Duration) spi.Snapshot {
+	m.Tick(now)
+	snap := spi.Snapshot{Groups: make(map[string][]spi.SessionID, len(m.groups))}
+	for _, name := range sortedKeys(m.leases) {
+		info, _ := m.Lease(m.now, name)
+		snap.Leases = append(snap.Leases, info)
+	}
+	for _, id := range sortedKeys(m.sessions) {
+		s := m.sessions[id]
+		snap.Sessions = append(snap.Sessions, spi.SessionInfo{ID: id, Owner: s.owner, Remaining: s.expiry - m.now})
+	}
+	for g := range m.groups {
+		snap.Groups[g] = m.members(g)
+	}
+	return snap
+}
+
+func sortedKeys[K ~string, V any](m map[K]V) []K {
+	keys := make([]K, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
