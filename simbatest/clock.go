@@ -1,0 +1,210 @@
+package simbatest
+
+import (
+	"container/heap"
+	"context"
+	"sync"
+	"time"
+
+	"github.com/simba-go/simba/internal/spi"
+)
+
+// VirtualClock is an spi.Clock whose time moves only when a test advances it. It starts at 0.
+//
+// Firing: Advance and Set move the time forward step by step to each due timer's deadline, in
+// deadline order (ties in the order the timers were armed), and run each callback on its own
+// goroutine, as spi.Clock requires, waiting for it to return before firing the next one. So when
+// Advance returns, every callback due by the new time has run, including those armed by earlier
+// callbacks within the advanced span, and each callback saw Now() equal to its deadline. A
+// callback must therefore not wait for the goroutine that called Advance, and must not call
+// Advance or Set itself. AfterFunc with d ≤ 0 runs f at once on a new goroutine, like
+// time.AfterFunc.
+//
+// All methods are safe for concurrent use; Advance and Set calls are serialised.
+type VirtualClock struct {
+	advance sync.Mutex // serialises Advance and Set
+
+	mu      sync.Mutex
+	now     time.Duration
+	timers  timerHeap
+	seq     uint64
+	changed chan struct{} // closed and replaced whenever the set of pending timers changes
+}
+
+// NewVirtualClock returns a virtual clock at time 0 with no timers.
+func NewVirtualClock() *VirtualClock {
+	return &VirtualClock{changed: make(chan struct{})}
+}
+
+var _ spi.Clock = (*VirtualClock)(nil)
+
+// Now returns the clock's current time.
+func (c *VirtualClock) Now() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// AfterFunc arms a timer that calls f on its own goroutine once the clock has advanced by d.
+func (c *VirtualClock) AfterFunc(d time.Duration, f func()) spi.Timer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := &virtualTimer{clock: c, f: f, index: -1}
+	if d <= 0 {
+		go f()
+		return t
+	}
+	t.deadline = c.now + d
+	t.seq = c.seq
+	c.seq++
+	heap.Push(&c.timers, t)
+	c.notifyLocked()
+	return t
+}
+
+// Advance moves the clock forward by d, firing every timer due by then as the type documents.
+// It panics if d is negative.
+func (c *VirtualClock) Advance(d time.Duration) {
+	if d < 0 {
+		panic("simbatest: VirtualClock.Advance with a negative duration")
+	}
+	c.advance.Lock()
+	defer c.advance.Unlock()
+	c.mu.Lock()
+	target := c.now + d
+	c.mu.Unlock()
+	c.advanceTo(target)
+}
+
+// Set moves the clock to t. Moving forward fires timers as Advance does. Moving backward (to
+// simulate a clock that jumps, which a monotonic clock never does) fires nothing; pending timers
+// keep their deadlines, so they fire when the clock reaches them again.
+func (c *VirtualClock) Set(t time.Duration) {
+	c.advance.Lock()
+	defer c.advance.Unlock()
+	c.mu.Lock()
+	if t < c.now {
+		c.now = t
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Unlock()
+	c.advanceTo(t)
+}
+
+func (c *VirtualClock) advanceTo(target time.Duration) {
+	for {
+		c.mu.Lock()
+		if len(c.timers) == 0 || c.timers[0].deadline > target {
+			c.now = target
+			c.mu.Unlock()
+			return
+		}
+		t := heap.Pop(&c.timers).(*virtualTimer)
+		if t.deadline > c.now {
+			c.now = t.deadline
+		}
+		c.notifyLocked()
+		c.mu.Unlock()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			t.f()
+		}()
+		<-done
+	}
+}
+
+// Pending returns the number of armed timers that have not fired or been stopped.
+func (c *VirtualClock) Pending() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.timers)
+}
+
+// Next returns the deadline of the earliest pending timer, if any.
+func (c *VirtualClock) Next() (time.Duration, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.timers) == 0 {
+		return 0, false
+	}
+	return c.timers[0].deadline, true
+}
+
+// BlockUntil waits until at least n timers are pending: tests call it to let the code under test
+// arm its timers before they advance the clock.
+func (c *VirtualClock) BlockUntil(n int) {
+	_ = c.BlockUntilContext(context.Background(), n)
+}
+
+// BlockUntilContext is BlockUntil that gives up when ctx is done, returning ctx.Err().
+func (c *VirtualClock) BlockUntilContext(ctx context.Context, n int) error {
+	for {
+		c.mu.Lock()
+		pending, changed := len(c.timers), c.changed
+		c.mu.Unlock()
+		if pending >= n {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (c *VirtualClock) notifyLocked() {
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+type virtualTimer struct {
+	clock    *VirtualClock
+	f        func()
+	deadline time.Duration
+	seq      uint64
+	index    int // in the heap; -1 when not pending
+}
+
+// Stop cancels the timer if it has not fired yet and reports whether it did so.
+func (t *virtualTimer) Stop() bool {
+	c := t.clock
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t.index < 0 {
+		return false
+	}
+	heap.Remove(&c.timers, t.index)
+	c.notifyLocked()
+	return true
+}
+
+type timerHeap []*virtualTimer
+
+func (h timerHeap) Len() int { return len(h) }
+func (h timerHeap) Less(i, j int) bool {
+	if h[i].deadline != h[j].deadline {
+		return h[i].deadline < h[j].deadline
+	}
+	return h[i].seq < h[j].seq
+}
+func (h timerHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index = i
+	h[j].index = j
+}
+func (h *timerHeap) Push(x any) {
+	t := x.(*virtualTimer)
+	t.index = len(*h)
+	*h = append(*h, t)
+}
+func (h *timerHeap) Pop() any {
+	old := *h
+	t := old[len(old)-1]
+	old[len(old)-1] = nil
+	t.index = -1
+	*h = old[:len(old)-1]
+	return t
+}
