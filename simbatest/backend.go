@@ -1,0 +1,288 @@
+package simbatest
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/simba-go/simba/internal/spi"
+)
+
+// Backend is one client's connection to a Server: a goroutine-safe spi.Backend, spi.Hinter and
+// spi.Inspector. Its embedded Faults apply only to its own calls.
+//
+// A call runs as: refused or hung while cut off; failed by FailNext; delayed by DelayRequests;
+// applied to the model at the server clock's current time; reply dropped by DropNextReplies;
+// delayed by DelayReplies. The server's faults are checked before the backend's. A call whose
+// context is done before it takes effect has no effect.
+type Backend struct {
+	// Faults apply to this client's calls only.
+	*Faults
+
+	srv *Server
+
+	// guarded by srv.mu
+	closed bool
+	calls  map[string]int
+}
+
+var (
+	_ spi.Backend   = (*Backend)(nil)
+	_ spi.Hinter    = (*Backend)(nil)
+	_ spi.Inspector = (*Backend)(nil)
+)
+
+// Server returns the server this backend is connected to.
+func (b *Backend) Server() *Server { return b.srv }
+
+// Calls returns how many calls of the SPI method op this client made that reached the server.
+func (b *Backend) Calls(op string) int {
+	b.srv.mu.Lock()
+	defer b.srv.mu.Unlock()
+	return b.calls[op]
+}
+
+// call carries out one SPI call with the faults of the server and of this client, applying f to
+// the model at the backend's current time.
+func (b *Backend) call(ctx context.Context, op string, f func(m *Model, now time.Duration) error) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("simbatest: %s: %w", op, err)
+	}
+	srv := b.srv
+	srv.mu.Lock()
+	closed := b.closed
+	srv.mu.Unlock()
+	if closed {
+		return fmt.Errorf("simbatest: %s: %w", op, spi.ErrClosed)
+	}
+	var delay time.Duration
+	for _, faults := range []*Faults{srv.Faults, b.Faults} {
+		a := faults.admit()
+		switch a.cut {
+		case Refuse:
+			return spi.Unavailable(op, ErrCutOff)
+		case Hang:
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("simbatest: %s: %w", op, ctx.Err())
+			case <-a.restored:
+				return spi.Unavailable(op, ErrCutOff)
+			}
+		}
+		if a.fail {
+			if a.failErr != nil {
+				return a.failErr
+			}
+			return spi.Unavailable(op, ErrInjected)
+		}
+		delay += a.delay
+	}
+	if err := sleep(ctx, srv.clock, delay); err != nil {
+		return fmt.Errorf("simbatest: %s: %w", op, err)
+	}
+	var err error
+	srv.update(func(m *Model, now time.Duration) {
+		if closed = b.closed; closed {
+			return
+		}
+		srv.calls[op]++
+		b.calls[op]++
+		err = f(m, now)
+	})
+	if closed {
+		return fmt.Errorf("simbatest: %s: %w", op, spi.ErrClosed)
+	}
+	if err != nil {
+		return err
+	}
+	delay = 0
+	drop := false
+	for _, faults := range []*Faults{srv.Faults, b.Faults} {
+		d, rd := faults.afterEffect()
+		drop = drop || d
+		delay += rd
+	}
+	if err := sleep(ctx, srv.clock, delay); err != nil {
+		return fmt.Errorf("simbatest: %s: %w", op, err)
+	}
+	if drop {
+		return spi.Unavailable(op, ErrReplyLost)
+	}
+	return nil
+}
+
+// sleep waits d on clock, or until ctx is done.
+func sleep(ctx context.Context, clock spi.Clock, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	done := make(chan struct{})
+	t := clock.AfterFunc(d, func() { close(done) })
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		t.Stop()
+		return ctx.Err()
+	}
+}
+
+// OpenSession implements spi.Backend.
+func (b *Backend) OpenSession(ctx context.Context, owner string, ttl time.Duration) (spi.Session, error) {
+	var s spi.Session
+	err := b.call(ctx, "OpenSession", func(m *Model, now time.Duration) (err error) {
+		s, err = m.OpenSession(now, owner, ttl)
+		return err
+	})
+	if err != nil {
+		return spi.Session{}, err
+	}
+	return s, nil
+}
+
+// KeepAlive implements spi.Backend.
+func (b *Backend) KeepAlive(ctx context.Context, session spi.SessionID, names, groups []string) (spi.KeepAlive, error) {
+	var r spi.KeepAlive
+	err := b.call(ctx, "KeepAlive", func(m *Model, now time.Duration) (err error) {
+		r, err = m.KeepAlive(now, session, names, groups)
+		return err
+	})
+	if err != nil {
+		return spi.KeepAlive{}, err
+	}
+	return r, nil
+}
+
+// CloseSession implements spi.Backend.
+func (b *Backend) CloseSession(ctx context.Context, session spi.SessionID) error {
+	return b.call(ctx, "CloseSession", func(m *Model, now time.Duration) error {
+		return m.CloseSession(now, session)
+	})
+}
+
+// Acquire implements spi.Backend.
+func (b *Backend) Acquire(ctx context.Context, session spi.SessionID, name string) (spi.Acquire, error) {
+	var r spi.Acquire
+	err := b.call(ctx, "Acquire", func(m *Model, now time.Duration) (err error) {
+		r, err = m.Acquire(now, session, name)
+		return err
+	})
+	if err != nil {
+		return spi.Acquire{}, err
+	}
+	return r, nil
+}
+
+// Release implements spi.Backend.
+func (b *Backend) Release(ctx context.Context, session spi.SessionID, name string, token int64) error {
+	return b.call(ctx, "Release", func(m *Model, now time.Duration) error {
+		return m.Release(now, session, name, token)
+	})
+}
+
+// Join implements spi.Backend.
+func (b *Backend) Join(ctx context.Context, session spi.SessionID, group string) (spi.Status, error) {
+	var st spi.Status
+	err := b.call(ctx, "Join", func(m *Model, now time.Duration) (err error) {
+		st, err = m.Join(now, session, group)
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return st, nil
+}
+
+// Leave implements spi.Backend.
+func (b *Backend) Leave(ctx context.Context, session spi.SessionID, group string) (spi.Status, error) {
+	var st spi.Status
+	err := b.call(ctx, "Leave", func(m *Model, now time.Duration) (err error) {
+		st, err = m.Leave(now, session, group)
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return st, nil
+}
+
+// Members implements spi.Backend.
+func (b *Backend) Members(ctx context.Context, group string) ([]spi.SessionID, error) {
+	var ms []spi.SessionID
+	err := b.call(ctx, "Members", func(m *Model, now time.Duration) (err error) {
+		ms, err = m.Members(now, group)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ms, nil
+}
+
+// Inspect implements spi.Inspector.
+func (b *Backend) Inspect(ctx context.Context) (spi.Snapshot, error) {
+	var snap spi.Snapshot
+	err := b.call(ctx, "Inspect", func(m *Model, now time.Duration) error {
+		snap = m.Inspect(now)
+		return nil
+	})
+	if err != nil {
+		return spi.Snapshot{}, err
+	}
+	return snap, nil
+}
+
+// Hints implements spi.Hinter: the returned channel receives the released names and group
+// changes of every client's calls (and of expiries the server observes) until ctx is done or the
+// backend is closed, then is closed. Hints are dropped while the client is cut off and when the
+// subscriber falls 1024 hints behind.
+func (b *Backend) Hints(ctx context.Context) (<-chan spi.Hint, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("simbatest: Hints: %w", err)
+	}
+	if b.srv.Faults.isCut() || b.Faults.isCut() {
+		return nil, spi.Unavailable("Hints", ErrCutOff)
+	}
+	srv := b.srv
+	sub := &subscriber{b: b, ch: make(chan spi.Hint, hintBuffer), stop: make(chan struct{})}
+	srv.mu.Lock()
+	if b.closed {
+		srv.mu.Unlock()
+		return nil, fmt.Errorf("simbatest: Hints: %w", spi.ErrClosed)
+	}
+	srv.subs[sub] = struct{}{}
+	srv.mu.Unlock()
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-sub.stop:
+		}
+		srv.mu.Lock()
+		defer srv.mu.Unlock()
+		if _, ok := srv.subs[sub]; ok {
+			delete(srv.subs, sub)
+			close(sub.ch)
+		}
+	}()
+	return sub.ch, nil
+}
+
+// Close disconnects this client: later calls fail with spi.ErrClosed and its hint channels are
+// closed. Like a real backend's Close, it leaves the client's sessions to expire at the server.
+func (b *Backend) Close() error {
+	srv := b.srv
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if b.closed {
+		return nil
+	}
+	b.closed = true
+	for sub := range srv.subs {
+		if sub.b == b {
+			delete(srv.subs, sub)
+			close(sub.ch)
+			close(sub.stop)
+		}
+	}
+	return nil
+}
