@@ -1,0 +1,480 @@
+package engine
+
+import (
+	"time"
+
+	"github.com/simba-go/simba/generated/wire"
+	"github.com/simba-go/simba/internal/spi"
+)
+
+// election is the per-name record: an election (or lock, or partition) and the bookkeeping of
+// the lease of that name (acquire in flight, unknown outcomes).
+type election struct {
+	name    string
+	state   State
+	flavor  Flavor
+	hasWork bool
+	group   *group
+	part    int
+
+	// future is the Lock/TryLock future waiting for a grant.
+	future FutureID
+	// waiters are Stop/StepDown futures waiting for the handover to end.
+	waiters []FutureID
+	// after is the state a handover ends in (Cooldown after step-down, Ended after stop).
+	after State
+	// until is the end of the cooldown or handover.
+	until time.Duration
+
+	// pendingStart: Start arrived during a handover that ends the election; it becomes a
+	// candidate when the handover ends (its old lease released first).
+	pendingStart   bool
+	pendingFlavor  Flavor
+	pendingWork    bool
+	pendingFuture  FutureID
+	pendingGroup   *group
+	pendingPart    int
+
+	// The acquire. At most one is in flight per name; current says it is the election's
+	// current attempt (rule 1).
+	inflight ReqID
+	current  bool
+	retryAt  time.Duration
+	waitSess bool
+	hinted   bool
+	fails    int
+	// unknown: an acquire or release failed, so the session may hold the lease without
+	// knowing; keep-alives ask about it until unknownAt + one call timeout (rule 3).
+	unknown   bool
+	unknownAt time.Duration
+
+	// The term (Leader, Handover).
+	token       int64
+	adoptedReq  ReqID // the first request id issued after adoption
+	workRunning bool
+
+	seenKA     ReqID
+	seenToken  int64
+	lastHolder spi.SessionID
+
+	activeIdx int // 1-based position in Engine.active; 0 when absent
+}
+
+// sync keeps the active index and the election map in step with e's fields. Call it after
+// changing state, inflight or unknown.
+func (s *Engine) sync(e *election) {
+	want := e.state == Leader || e.state == Handover || e.inflight != 0 || e.unknown
+	switch {
+	case want && e.activeIdx == 0:
+		s.active = append(s.active, e)
+		e.activeIdx = len(s.active)
+	case !want && e.activeIdx != 0:
+		i := e.activeIdx - 1
+		last := s.active[len(s.active)-1]
+		s.active[i] = last
+		last.activeIdx = i + 1
+		s.active[len(s.active)-1] = nil
+		s.active = s.active[:len(s.active)-1]
+		e.activeIdx = 0
+	}
+	if !want && e.state == Ended && !e.pendingStart && s.elections[e.name] == e {
+		delete(s.elections, e.name)
+	}
+}
+
+func (s *Engine) start(ev Event) {
+	fail := func(err error) {
+		if ev.Future != 0 {
+			s.complete(ev.Future, err)
+		} else {
+			s.emit(Effect{Kind: EfPublish, Publish: PubError, Name: ev.Name, Err: err})
+		}
+	}
+	if s.closing {
+		fail(spi.ErrClosed)
+		return
+	}
+	if ev.Flavor > FlavorTryLock {
+		fail(errorf(spi.ErrInvalidOption, "flavor %v cannot be started", ev.Flavor))
+		return
+	}
+	if err := wire.ValidateName(ev.Name); err != nil {
+		fail(err)
+		return
+	}
+	if gname, p, ok := wire.ParsePartition(ev.Name); ok {
+		if g := s.groups[gname]; g != nil && p < g.partitions {
+			fail(errorf(spi.ErrInvalidOption, "%q is partition %d of the joined group %q", ev.Name, p, gname))
+			return
+		}
+	}
+	e := s.elections[ev.Name]
+	if e != nil && e.state != Ended {
+		if e.state == Handover && e.after == Ended && !e.pendingStart {
+			e.pendingStart, e.pendingFlavor, e.pendingWork, e.pendingGroup = true, ev.Flavor, ev.HasWork, nil
+			e.pendingFuture = 0
+			if ev.Flavor == FlavorElection {
+				s.complete(ev.Future, nil)
+			} else {
+				e.pendingFuture = ev.Future
+			}
+			return
+		}
+		fail(errorf(spi.ErrInvalidOption, "election %q is already running", ev.Name))
+		return
+	}
+	if e == nil {
+		e = &election{name: ev.Name}
+		s.elections[ev.Name] = e
+	}
+	e.flavor, e.hasWork, e.group, e.part = ev.Flavor, ev.HasWork, nil, -1
+	if ev.Flavor == FlavorElection {
+		s.complete(ev.Future, nil)
+	} else {
+		e.future = ev.Future
+	}
+	s.becomeCandidate(e)
+}
+
+func (s *Engine) startPartition(g *group, p int) {
+	name := wire.PartitionName(g.name, p)
+	e := s.elections[name]
+	if e != nil && e.state != Ended {
+		if e.state == Handover && e.after == Ended {
+			e.pendingStart, e.pendingFlavor, e.pendingWork, e.pendingGroup, e.pendingPart = true, FlavorPartition, g.hasWork, g, p
+			e.pendingFuture = 0
+		}
+		return
+	}
+	if e == nil {
+		e = &election{name: name}
+		s.elections[name] = e
+	}
+	e.flavor, e.hasWork, e.group, e.part = FlavorPartition, g.hasWork, g, p
+	s.becomeCandidate(e)
+}
+
+func (s *Engine) cancelPendingStart(e *election, err error) {
+	if e.pendingStart {
+		e.pendingStart = false
+		s.complete(e.pendingFuture, err)
+		e.pendingFuture = 0
+	}
+}
+
+// stop handles Stop (stepDown false) and StepDown, and the unassignment of a partition.
+func (s *Engine) stop(name string, f FutureID, stepDown bool) {
+	e := s.elections[name]
+	if e == nil || e.state == Ended {
+		s.complete(f, nil)
+		return
+	}
+	if e.flavor == FlavorLock || e.flavor == FlavorTryLock {
+		stepDown = false // a lock that steps down is unlocked
+	}
+	s.cancelPendingStart(e, ErrStopped)
+	then, reason := Ended, ReasonStopped
+	if stepDown {
+		then, reason = Cooldown, ReasonSteppedDown
+	}
+	switch e.state {
+	case Candidate:
+		if stepDown {
+			s.enter(e, Cooldown)
+		} else {
+			s.end(e, ErrStopped)
+		}
+	case Cooldown:
+		if !stepDown {
+			s.end(e, ErrStopped)
+		}
+	case Leader:
+		s.leaderExit(e, reason, then)
+	case Handover:
+		if !stepDown {
+			e.after = Ended
+		}
+	}
+	if e.state == Handover {
+		if f != 0 {
+			e.waiters = append(e.waiters, f)
+		}
+		return
+	}
+	s.complete(f, nil)
+}
+
+func (s *Engine) workExited(name string, token int64) {
+	e := s.elections[name]
+	if e == nil || e.token != token {
+		return
+	}
+	switch e.state {
+	case Leader:
+		e.workRunning = false
+	case Handover:
+		s.endHandover(e, true)
+	}
+}
+
+// enter moves e (not a leader) to Cooldown, Ended or Candidate.
+func (s *Engine) enter(e *election, st State) {
+	switch st {
+	case Cooldown:
+		e.state, e.current, e.retryAt = Cooldown, false, 0
+		e.until = s.now + s.opt.Cooldown
+		s.arm(TimerCooldown, e.name, e.until)
+		s.sync(e)
+	case Candidate:
+		s.becomeCandidate(e)
+	default:
+		s.end(e, ErrStopped)
+	}
+}
+
+// end ends e; a Lock future still waiting completes with err.
+func (s *Engine) end(e *election, err error) {
+	e.state, e.current, e.retryAt, e.workRunning = Ended, false, 0, false
+	if e.future != 0 {
+		s.complete(e.future, err)
+		e.future = 0
+	}
+	s.sync(e)
+}
+
+func (s *Engine) becomeCandidate(e *election) {
+	e.state, e.current, e.retryAt, e.fails, e.hinted = Candidate, false, 0, 0, false
+	if e.inflight == 0 {
+		s.acquire(e)
+	} else {
+		s.sync(e) // the stale attempt's reply will start the new one
+	}
+}
+
+// acquire sends e's acquire, or queues e for the next live session.
+func (s *Engine) acquire(e *election) {
+	if s.sess.state != SessionLive {
+		if !e.waitSess {
+			e.waitSess = true
+			s.waiting = append(s.waiting, e)
+		}
+		s.sync(e)
+		return
+	}
+	e.retryAt, e.hinted = 0, false
+	e.inflight = s.call(OpAcquire, s.sess.id, pending{e: e, name: e.name}, Effect{Name: e.name})
+	e.current = true
+	s.sync(e)
+}
+
+func (s *Engine) retryLater(e *election, at time.Duration) {
+	e.retryAt = max(at, s.now)
+	s.arm(TimerRetry, e.name, e.retryAt)
+	s.sync(e)
+}
+
+func (s *Engine) onAcquireReply(p pending, ev Event) {
+	e := p.e
+	if e.inflight != ev.Req {
+		return // from a session already lost
+	}
+	e.inflight = 0
+	current := e.current && e.state == Candidate
+	e.current = false
+	sent := s.sentAt(p, ev)
+	if ev.Err != nil {
+		e.unknown, e.unknownAt = true, max(e.unknownAt, sent)
+		s.failed(OpAcquire, e.name, ev.Err)
+		switch {
+		case !current:
+			s.afterStale(e)
+		case e.flavor == FlavorTryLock:
+			s.end(e, spi.Unavailable("acquire "+e.name, ev.Err))
+		case e.flavor == FlavorLock && spi.Classify(ev.Err) == spi.Permanent:
+			s.end(e, ev.Err)
+		default:
+			e.fails++
+			s.retryLater(e, s.now+s.backoff(e.fails, ev.Err))
+		}
+		return
+	}
+	a := ev.Acquire
+	switch a.Kind {
+	case spi.SessionExpired:
+		if s.backendExpired() {
+			if e.state == Candidate {
+				s.acquire(e) // queued for the new session
+			}
+			return
+		}
+		e.fails++
+		s.retryLater(e, s.now+s.backoff(e.fails, nil))
+	case spi.HeldBy:
+		e.fails = 0
+		if a.Holder != e.lastHolder {
+			e.lastHolder = a.Holder
+			s.emit(Effect{Kind: EfPublish, Publish: PubHolder, Name: e.name, Holder: a.Holder, HolderOwner: a.HolderOwner})
+		}
+		switch {
+		case !current:
+			s.afterStale(e)
+		case e.flavor == FlavorTryLock:
+			e.future = s.completeHeld(e.future, e.name, a)
+			s.end(e, nil)
+		case e.hinted:
+			s.acquire(e) // a released hint arrived meanwhile: this HeldBy may be stale
+		case a.RemainingUnknown:
+			s.retryLater(e, s.now+s.opt.TTL) // the hint should come first
+		default:
+			s.retryLater(e, sent+a.Remaining+time.Duration(s.jitter*float64(s.opt.RetryJitter)))
+		}
+	case spi.Granted:
+		// Rule 1: adopt only from the current attempt, before the deadline (checked on
+		// entry to Step: a live session), with a token above every token this session
+		// released for the name.
+		adopt := current && a.Token > s.sess.released[e.name]
+		if s.opt.Break == Rule1 {
+			adopt = e.state == Candidate
+		}
+		if adopt {
+			s.adopt(e, a.Token)
+			return
+		}
+		s.release(e.name, a.Token)
+		if current {
+			// Our own released token came back (the release has not landed yet).
+			e.fails++
+			s.retryLater(e, s.now+s.backoff(e.fails, nil))
+			return
+		}
+		s.afterStale(e)
+	default:
+		e.fails++
+		s.retryLater(e, s.now+s.backoff(e.fails, nil))
+	}
+}
+
+// afterStale continues after the reply of an attempt that is no longer current: a restarted
+// candidate sends its own attempt now.
+func (s *Engine) afterStale(e *election) {
+	if e.state == Candidate && e.inflight == 0 {
+		s.acquire(e)
+		return
+	}
+	s.sync(e)
+}
+
+func (s *Engine) completeHeld(f FutureID, name string, a spi.Acquire) FutureID {
+	if f != 0 {
+		s.emit(Effect{Kind: EfComplete, Future: f, Name: name, Holder: a.Holder, HolderOwner: a.HolderOwner,
+			Err: errorf(spi.ErrLockHeld, "%s held by %s (session %s)", name, a.HolderOwner, a.Holder)})
+	}
+	return 0
+}
+
+func (s *Engine) adopt(e *election, token int64) {
+	e.state, e.token, e.adoptedReq = Leader, token, s.lastReq+1
+	e.workRunning, e.unknown, e.fails = e.hasWork, false, 0
+	ef := Effect{Kind: EfElected, Name: e.name, Token: token, Session: s.sess.id, Owner: s.opt.Owner, At: s.sess.deadline, Partition: -1}
+	if e.group != nil {
+		ef.Group, ef.Partition = e.group.name, e.part
+	}
+	s.emit(ef)
+	if e.future != 0 {
+		s.emit(Effect{Kind: EfComplete, Future: e.future, Name: e.name, Token: token, Session: s.sess.id, At: s.sess.deadline})
+		e.future = 0
+	}
+	s.sync(e)
+}
+
+// revoke ends e's term (the lease may still be held: the caller releases it after).
+func (s *Engine) revoke(e *election, reason Reason) {
+	s.emit(Effect{Kind: EfRevoked, Name: e.name, Token: e.token, Reason: reason})
+	e.workRunning = false
+}
+
+// afterLoss continues after a leader lost its term involuntarily: a candidate again, except
+// locks, which end (they never re-acquire behind their caller's back).
+func (s *Engine) afterLoss(e *election) {
+	if e.flavor == FlavorLock || e.flavor == FlavorTryLock {
+		s.end(e, nil)
+		return
+	}
+	s.becomeCandidate(e)
+}
+
+// leaderExit ends a leader's term voluntarily (stop, step-down, close): rule 2 revokes before
+// releasing; rule 5 keeps the lease while the work runs.
+func (s *Engine) leaderExit(e *election, reason Reason, then State) {
+	work := e.workRunning
+	if s.opt.Break == Rule2 {
+		s.release(e.name, e.token)
+		s.revoke(e, reason)
+		s.enter(e, then)
+		return
+	}
+	s.revoke(e, reason)
+	if work && s.opt.Break != Rule5 {
+		e.state, e.after, e.until = Handover, then, s.sess.deadline
+		s.handovers++
+		s.arm(TimerHandover, e.name, e.until)
+		s.sync(e)
+		return
+	}
+	s.release(e.name, e.token)
+	s.enter(e, then)
+}
+
+// endHandover ends e's handover (work exited, deadline passed, or the lease is lost).
+func (s *Engine) endHandover(e *election, release bool) {
+	s.handovers--
+	if release {
+		s.release(e.name, e.token)
+	}
+	for _, f := range e.waiters {
+		s.complete(f, nil)
+	}
+	e.waiters = nil
+	e.state = Ended
+	if e.pendingStart {
+		e.pendingStart = false
+		e.flavor, e.hasWork, e.group, e.part = e.pendingFlavor, e.pendingWork, e.pendingGroup, e.pendingPart
+		if e.group == nil {
+			e.part = -1
+		}
+		e.future, e.pendingFuture = e.pendingFuture, 0
+		s.becomeCandidate(e)
+	} else {
+		s.enter(e, e.after)
+	}
+	s.maybeFinishClose()
+}
+
+// release frees name's lease with token and remembers the token (rule 1).
+func (s *Engine) release(name string, token int64) {
+	if s.sess.state != SessionLive && s.sess.state != SessionClosing {
+		return // the session is gone, and its leases with it
+	}
+	if s.sess.released == nil {
+		s.sess.released = make(map[string]int64)
+	}
+	if token > s.sess.released[name] {
+		s.sess.released[name] = token
+	}
+	s.call(OpRelease, s.sess.id, pending{name: name, token: token}, Effect{Name: name, Token: token})
+}
+
+func (s *Engine) onReleaseReply(p pending, ev Event) {
+	if ev.Err == nil || p.gen != s.sess.gen || s.sess.state != SessionLive {
+		return
+	}
+	s.failed(OpRelease, p.name, ev.Err)
+	// The lease may still be ours: keep-alives ask about it, and rule 3 releases it again.
+	e := s.elections[p.name]
+	if e == nil {
+		e = &election{name: p.name, part: -1}
+		s.elections[p.name] = e
+	}
+	e.unknown, e.unknownAt = true, max(e.unknownAt, s.sentAt(p, ev))
+	s.sync(e)
+}

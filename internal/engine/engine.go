@@ -1,0 +1,584 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/simba-go/simba/internal/spi"
+)
+
+// ErrStopped completes the future of a Lock whose election was stopped (or stepped down)
+// before it was granted.
+var ErrStopped = errors.New("simba: election stopped before it was elected")
+
+// Engine is the state of one client: its session, elections and groups. It is not safe for
+// concurrent use: one goroutine (the shell's loop, or the simulator) owns it and calls Step.
+type Engine struct {
+	opt    Options
+	now    time.Duration
+	out    []Effect
+	jitter float64
+
+	lastReq ReqID
+	booted  bool
+	closing bool
+
+	sess      session
+	closeFuts []FutureID
+	handovers int
+
+	elections map[string]*election
+	// active holds the elections a keep-alive must ask about: those in Leader or Handover,
+	// with an acquire in flight, or with an acquire or release of unknown outcome. Nothing
+	// per event iterates over all elections; the keep-alive and session loss iterate active.
+	active []*election
+	// waiting holds candidates that wait for a live session (entries may be stale: check
+	// waitSess).
+	waiting []*election
+
+	groups     map[string]*group
+	groupNames []string // sorted keys of groups
+
+	pending map[ReqID]pending
+	scratch []*election
+	scratch2 []*election
+}
+
+type session struct {
+	state    SessionState
+	gen      uint64
+	id       spi.SessionID
+	deadline time.Duration
+	openReq  ReqID
+	openAt   time.Duration
+	fails    int
+	kaReq    ReqID
+	kaAt     time.Duration
+	closeReq ReqID
+	// released is the highest token this session released per name (rule 1).
+	released map[string]int64
+}
+
+type pending struct {
+	op    Op
+	gen   uint64
+	sent  time.Duration
+	e     *election
+	g     *group
+	name  string
+	token int64
+}
+
+// New returns an engine for opts (zero fields take the defaults of DESIGN.md §4). It does
+// nothing until it is stepped with Boot.
+func New(opts Options) (*Engine, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Engine{
+		opt:       o,
+		elections: make(map[string]*election),
+		groups:    make(map[string]*group),
+		pending:   make(map[ReqID]pending),
+	}, nil
+}
+
+// Step applies ev at time now (engine time: the duration since the client's monotonic clock
+// origin) and returns the effects the driver must carry out, in order. The returned slice is
+// reused by the next Step: copy what must outlive it. now never goes backwards: a smaller
+// value is taken as the previous one.
+func (s *Engine) Step(ev Event, now time.Duration) []Effect {
+	s.out = s.out[:0]
+	if now > s.now {
+		s.now = now
+	}
+	s.jitter = ev.Jitter
+	if !(s.jitter >= 0) { // also NaN
+		s.jitter = 0
+	} else if s.jitter > 1 {
+		s.jitter = 1
+	}
+	// Rule 1 and 4: nothing is adopted or renewed after the local deadline; a late timer
+	// (a paused client) changes nothing about that.
+	s.checkDeadline()
+	switch ev.Kind {
+	case EvBoot:
+		if !s.booted && !s.closing {
+			s.booted = true
+			s.openSession()
+		}
+	case EvStart:
+		s.start(ev)
+	case EvStop:
+		s.stop(ev.Name, ev.Future, false)
+	case EvStepDown:
+		s.stop(ev.Name, ev.Future, true)
+	case EvTimer:
+		s.timer(ev.Timer)
+	case EvReply:
+		s.reply(ev)
+	case EvHint:
+		s.hint(ev.Hint)
+	case EvWorkExited:
+		s.workExited(ev.Name, ev.Token)
+	case EvJoin:
+		s.join(ev)
+	case EvLeave:
+		s.leave(ev.Name, ev.Future)
+	case EvClose:
+		s.close(ev.Future)
+	}
+	return s.out
+}
+
+// --- effects ---
+
+func (s *Engine) emit(ef Effect) { s.out = append(s.out, ef) }
+
+func (s *Engine) call(op Op, sid spi.SessionID, p pending, ef Effect) ReqID {
+	s.lastReq++
+	id := s.lastReq
+	p.op, p.gen, p.sent = op, s.sess.gen, s.now
+	s.pending[id] = p
+	ef.Kind, ef.Req, ef.Op, ef.Session = EfCall, id, op, sid
+	s.emit(ef)
+	return id
+}
+
+func (s *Engine) arm(kind TimerKind, name string, at time.Duration) {
+	s.emit(Effect{Kind: EfArm, Timer: Timer{Kind: kind, Name: name}, At: at})
+}
+
+func (s *Engine) complete(f FutureID, err error) {
+	if f != 0 {
+		s.emit(Effect{Kind: EfComplete, Future: f, Err: err})
+	}
+}
+
+// deadlineFrom is the local deadline a reply grants: sentAt + remaining×(1−drift) − margin.
+func (s *Engine) deadlineFrom(sent, remaining time.Duration) time.Duration {
+	return sent + time.Duration(float64(remaining)*(1-s.opt.Drift)) - s.opt.Margin
+}
+
+// backoff draws the delay before retry number fails (1-based): full jitter below
+// min(BackoffMin·2^(fails−1), BackoffMax); permanent errors use BackoffMax.
+func (s *Engine) backoff(fails int, err error) time.Duration {
+	bound := s.opt.BackoffMax
+	if spi.Classify(err) != spi.Permanent && fails < 31 {
+		if b := s.opt.BackoffMin << max(fails-1, 0); b > 0 && b < bound {
+			bound = b
+		}
+	}
+	return time.Duration(s.jitter * float64(bound))
+}
+
+// failed publishes a permanent error.
+func (s *Engine) failed(op Op, name string, err error) {
+	if spi.Classify(err) == spi.Permanent {
+		s.emit(Effect{Kind: EfPublish, Publish: PubError, Op: op, Name: name, Err: err})
+	}
+}
+
+// sentAt is the send time of a reply, clamped to [issued, now].
+func (s *Engine) sentAt(p pending, ev Event) time.Duration {
+	return min(max(ev.SentAt, p.sent), s.now)
+}
+
+// --- session ---
+
+func (s *Engine) openSession() {
+	s.sess = session{state: SessionOpening, gen: s.sess.gen + 1, fails: s.sess.fails}
+	s.sess.openReq = s.call(OpOpenSession, "", pending{}, Effect{Owner: s.opt.Owner, TTL: s.opt.TTL})
+}
+
+func (s *Engine) checkDeadline() {
+	if s.sess.state == SessionLive && s.now >= s.sess.deadline {
+		s.loseSession(ReasonDeadline)
+	}
+}
+
+func (s *Engine) onOpenReply(p pending, ev Event) {
+	if p.gen != s.sess.gen || ev.Req != s.sess.openReq {
+		return
+	}
+	s.sess.openReq = 0
+	if s.closing {
+		if ev.Err == nil {
+			s.sess.id = ev.Session.ID
+			s.sess.state = SessionClosing
+			s.sess.closeReq = s.call(OpCloseSession, s.sess.id, pending{}, Effect{})
+		} else {
+			s.closed()
+		}
+		return
+	}
+	if ev.Err != nil {
+		s.sess.fails++
+		s.failed(OpOpenSession, "", ev.Err)
+		if spi.Classify(ev.Err) == spi.Permanent {
+			// Nobody waiting for a lock should hang on a backend that cannot work.
+			for _, e := range s.waiting {
+				if e.waitSess && e.state == Candidate && e.future != 0 {
+					s.end(e, ev.Err)
+				}
+			}
+		}
+		s.sess.openAt = s.now + s.backoff(s.sess.fails, ev.Err)
+		s.arm(TimerOpen, "", s.sess.openAt)
+		return
+	}
+	sent := s.sentAt(p, ev)
+	s.sess.state = SessionLive
+	s.sess.id = ev.Session.ID
+	s.sess.fails = 0
+	s.sess.deadline = s.deadlineFrom(sent, ev.Session.Remaining)
+	s.emit(Effect{Kind: EfPublish, Publish: PubSessionOpened, Session: s.sess.id, At: s.sess.deadline})
+	s.emit(Effect{Kind: EfDeadline, Session: s.sess.id, At: s.sess.deadline})
+	s.sess.kaAt = max(sent+s.opt.RenewInterval, s.now)
+	s.arm(TimerRenew, "", s.sess.kaAt)
+	s.arm(TimerDeadline, "", s.sess.deadline)
+	if s.now >= s.sess.deadline { // the reply came too late to be of use
+		s.loseSession(ReasonDeadline)
+		return
+	}
+	for _, name := range s.groupNames {
+		if g := s.groups[name]; !g.leaving {
+			s.sendJoin(g)
+		}
+	}
+	waiting := s.waiting
+	s.waiting = nil
+	for _, e := range waiting {
+		if e.waitSess {
+			e.waitSess = false
+			if e.state == Candidate && e.inflight == 0 && e.retryAt == 0 {
+				s.acquire(e)
+			}
+		}
+	}
+}
+
+func (s *Engine) sendKeepAlive() {
+	names := make([]string, 0, len(s.active))
+	for _, e := range s.active {
+		// Rule 3: ask about acquires in flight or of unknown outcome too, so a grant whose
+		// reply is lost is found and released.
+		if e.state == Leader || e.state == Handover || s.opt.Break != Rule3 {
+			names = append(names, e.name)
+		}
+	}
+	slices.Sort(names)
+	var groups []string
+	for _, name := range s.groupNames {
+		if g := s.groups[name]; g.joined && !g.leaving {
+			groups = append(groups, name)
+		}
+	}
+	s.sess.kaReq = s.call(OpKeepAlive, s.sess.id, pending{}, Effect{Names: names, Groups: groups})
+}
+
+func (s *Engine) onKeepAliveReply(p pending, ev Event) {
+	if p.gen != s.sess.gen || ev.Req != s.sess.kaReq {
+		return
+	}
+	s.sess.kaReq = 0
+	ka := ev.KeepAlive
+	if ev.Err == nil && ka.Expired {
+		if s.opt.Break != Rule4 {
+			s.loseSession(ReasonSessionExpired)
+			return
+		}
+		ev.Err = errors.New("session expired (ignored: rule 4 broken)")
+	}
+	if ev.Err != nil {
+		// Retried inside the remaining time: the deadline timer ends the session first if
+		// the retries do not succeed in time.
+		s.sess.fails++
+		s.failed(OpKeepAlive, "", ev.Err)
+		s.sess.kaAt = s.now + s.backoff(s.sess.fails, ev.Err)
+		s.arm(TimerRenew, "", s.sess.kaAt)
+		return
+	}
+	s.sess.fails = 0
+	sent := s.sentAt(p, ev)
+	if dl := s.deadlineFrom(sent, ka.Remaining); dl > s.sess.deadline {
+		s.sess.deadline = dl
+		s.emit(Effect{Kind: EfDeadline, Session: s.sess.id, At: dl})
+		s.arm(TimerDeadline, "", dl)
+	}
+	s.sess.kaAt = max(sent+s.opt.RenewInterval, s.now)
+	s.arm(TimerRenew, "", s.sess.kaAt)
+	s.reconcile(ev.Req, sent, ka.Held)
+	if len(ka.Members) > 0 {
+		for _, name := range s.groupNames {
+			g := s.groups[name]
+			if m, ok := ka.Members[name]; ok && g.joined && !g.leaving {
+				s.setView(g, m)
+			}
+		}
+	}
+}
+
+// reconcile applies rule 3 to the reply of keep-alive req, sent at sent.
+func (s *Engine) reconcile(req ReqID, sent time.Duration, held []spi.Held) {
+	if s.opt.Break == Rule3 {
+		return
+	}
+	found := s.scratch[:0]
+	for _, h := range held {
+		e := s.elections[h.Name]
+		found = append(found, e)
+		if e != nil {
+			e.seenKA, e.seenToken = req, h.Token
+		}
+	}
+	s.scratch = found[:0]
+	// A term adopted before the request was sent but missing from the reply is taken over.
+	act := append(s.scratch2[:0], s.active...)
+	for _, e := range act {
+		seen := e.seenKA == req
+		switch {
+		case (e.state == Leader || e.state == Handover) && e.adoptedReq <= req && !(seen && e.seenToken == e.token):
+			if e.state == Leader {
+				s.revoke(e, ReasonTakenOver)
+				s.afterLoss(e)
+			} else {
+				s.endHandover(e, false)
+			}
+		case e.unknown && !seen && sent >= e.unknownAt+s.opt.RenewInterval:
+			// Asked about long enough after the unknown outcome (one call timeout): not ours.
+			e.unknown = false
+			s.sync(e)
+		}
+	}
+	s.scratch2 = act[:0]
+	// A lease that no election wants and no acquire is in flight for is released.
+	for i, h := range held {
+		e := found[i]
+		if e != nil {
+			if (e.state == Leader || e.state == Handover) && e.token == h.Token {
+				continue // confirmed
+			}
+			if e.inflight != 0 {
+				continue // its reply decides
+			}
+			if e.state == Candidate && h.Token > s.sess.released[h.Name] {
+				s.acquire(e) // we hold what it wants: the acquire is granted at once
+				continue
+			}
+		}
+		s.release(h.Name, h.Token)
+	}
+}
+
+// loseSession ends the current session (rule 4: it never comes back): every term is revoked
+// and a new session opened.
+func (s *Engine) loseSession(reason Reason) {
+	old := s.sess.id
+	s.sess.state = SessionOpening // not live while the elections are told
+	s.sess.kaReq = 0
+	s.emit(Effect{Kind: EfPublish, Publish: PubSessionLost, Session: old, Reason: reason})
+	act := append(s.scratch2[:0], s.active...)
+	for _, e := range act {
+		e.inflight, e.current, e.unknown = 0, false, false
+		switch e.state {
+		case Leader:
+			s.revoke(e, reason)
+			s.afterLoss(e)
+		case Handover:
+			s.endHandover(e, false)
+		case Candidate:
+			s.acquire(e) // queues it for the next session
+		default:
+			s.sync(e)
+		}
+	}
+	s.scratch2 = act[:0]
+	for _, name := range s.groupNames {
+		g := s.groups[name]
+		g.joined, g.joinReq, g.membersReq, g.membersDirty = false, 0, 0, false
+		s.setView(g, nil)
+	}
+	if reason == ReasonDeadline {
+		// The backend may not have noticed yet: end it there too (best effort).
+		s.call(OpCloseSession, old, pending{}, Effect{})
+	}
+	if s.closing {
+		s.closed()
+		return
+	}
+	s.openSession()
+}
+
+func (s *Engine) maybeFinishClose() {
+	if !s.closing || s.handovers > 0 {
+		return
+	}
+	switch s.sess.state {
+	case SessionLive:
+		s.sess.state = SessionClosing
+		s.sess.closeReq = s.call(OpCloseSession, s.sess.id, pending{}, Effect{})
+	case SessionOpening:
+		if s.sess.openReq == 0 {
+			s.closed()
+		}
+	case SessionNone:
+		s.closed()
+	}
+}
+
+func (s *Engine) closed() {
+	if s.sess.state == SessionClosed {
+		return
+	}
+	s.sess.state = SessionClosed
+	s.emit(Effect{Kind: EfPublish, Publish: PubSessionClosed, Session: s.sess.id})
+	for _, f := range s.closeFuts {
+		s.complete(f, nil)
+	}
+	s.closeFuts = nil
+}
+
+func (s *Engine) close(f FutureID) {
+	if s.sess.state == SessionClosed {
+		s.complete(f, nil)
+		return
+	}
+	if f != 0 {
+		s.closeFuts = append(s.closeFuts, f)
+	}
+	if s.closing {
+		return
+	}
+	s.closing = true
+	names := make([]string, 0, len(s.elections))
+	for name := range s.elections {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		e := s.elections[name]
+		s.cancelPendingStart(e, spi.ErrClosed)
+		switch e.state {
+		case Candidate, Cooldown:
+			s.end(e, spi.ErrClosed)
+		case Leader:
+			s.leaderExit(e, ReasonClosed, Ended)
+		case Handover:
+			e.after = Ended
+		}
+	}
+	for _, name := range s.groupNames {
+		g := s.groups[name]
+		if len(g.assigned) > 0 {
+			s.emit(Effect{Kind: EfMembers, Group: name})
+		}
+	}
+	s.groups = make(map[string]*group)
+	s.groupNames = nil
+	s.maybeFinishClose()
+}
+
+// --- dispatch ---
+
+func (s *Engine) timer(t Timer) {
+	switch t.Kind {
+	case TimerOpen:
+		if s.sess.state == SessionOpening && s.sess.openReq == 0 && s.sess.openAt <= s.now && !s.closing {
+			s.sess.openReq = s.call(OpOpenSession, "", pending{}, Effect{Owner: s.opt.Owner, TTL: s.opt.TTL})
+		}
+	case TimerRenew:
+		if s.sess.state == SessionLive && s.sess.kaReq == 0 && s.sess.kaAt <= s.now {
+			s.sendKeepAlive()
+		}
+	case TimerDeadline:
+		// checkDeadline already acted.
+	case TimerRetry:
+		if e := s.elections[t.Name]; e != nil && e.state == Candidate && e.inflight == 0 && e.retryAt != 0 && e.retryAt <= s.now {
+			e.retryAt = 0
+			s.acquire(e)
+		}
+	case TimerCooldown:
+		if e := s.elections[t.Name]; e != nil && e.state == Cooldown && e.until <= s.now {
+			s.becomeCandidate(e)
+		}
+	case TimerHandover:
+		if e := s.elections[t.Name]; e != nil && e.state == Handover && e.until <= s.now {
+			s.endHandover(e, true)
+		}
+	case TimerJoin:
+		if g := s.groups[t.Name]; g != nil && g.retryAt != 0 && g.retryAt <= s.now && s.sess.state == SessionLive {
+			g.retryAt = 0
+			if g.leaving {
+				s.sendLeave(g)
+			} else if !g.joined && g.joinReq == 0 {
+				s.sendJoin(g)
+			}
+		}
+	}
+}
+
+func (s *Engine) reply(ev Event) {
+	p, ok := s.pending[ev.Req]
+	if !ok || p.op != ev.Op {
+		return // unknown or duplicate reply
+	}
+	delete(s.pending, ev.Req)
+	switch p.op {
+	case OpOpenSession:
+		s.onOpenReply(p, ev)
+	case OpKeepAlive:
+		s.onKeepAliveReply(p, ev)
+	case OpCloseSession:
+		if ev.Req == s.sess.closeReq && s.sess.state == SessionClosing {
+			s.failed(OpCloseSession, "", ev.Err)
+			s.closed()
+		}
+	case OpAcquire:
+		s.onAcquireReply(p, ev)
+	case OpRelease:
+		s.onReleaseReply(p, ev)
+	case OpJoin:
+		s.onJoinReply(p, ev)
+	case OpLeave:
+		s.onLeaveReply(p, ev)
+	case OpMembers:
+		s.onMembersReply(p, ev)
+	}
+}
+
+func (s *Engine) hint(h spi.Hint) {
+	switch h.Kind {
+	case spi.Released:
+		e := s.elections[h.Name]
+		if e == nil || e.state != Candidate {
+			return
+		}
+		if e.inflight != 0 {
+			e.hinted = true // a HeldBy reply may predate the release: retry at once then
+		} else if !e.waitSess {
+			s.acquire(e)
+		}
+	case spi.GroupChanged:
+		if g := s.groups[h.Name]; g != nil && g.joined && !g.leaving {
+			s.sendMembers(g)
+		}
+	}
+}
+
+// backendExpired reports whether a SessionExpired reply must end the session (it always must,
+// unless rule 4 is broken for a test).
+func (s *Engine) backendExpired() bool {
+	if s.opt.Break == Rule4 {
+		return false
+	}
+	s.loseSession(ReasonSessionExpired)
+	return true
+}
+
+func errorf(base error, format string, args ...any) error {
+	return fmt.Errorf("%w: %s", base, fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,235 @@
+package engine
+
+import (
+	"slices"
+	"time"
+
+	"github.com/simba-go/simba/generated/wire"
+	"github.com/simba-go/simba/internal/spi"
+)
+
+// group is a joined partition group.
+type group struct {
+	name       string
+	partitions int
+	hasWork    bool
+
+	joined  bool
+	leaving bool
+	joinReq ReqID
+	retryAt time.Duration
+	fails   int
+
+	membersReq   ReqID
+	membersDirty bool
+
+	members  []spi.SessionID // the last view (owned by effects once emitted: never mutated)
+	owned    []bool
+	assigned []int
+}
+
+func (s *Engine) join(ev Event) {
+	if s.closing {
+		s.complete(ev.Future, spi.ErrClosed)
+		return
+	}
+	if err := wire.ValidateGroup(ev.Name, ev.Partitions); err != nil {
+		s.complete(ev.Future, err)
+		return
+	}
+	if g := s.groups[ev.Name]; g != nil {
+		if g.leaving {
+			s.complete(ev.Future, errorf(spi.ErrInvalidOption, "group %q is still leaving", ev.Name))
+		} else {
+			s.complete(ev.Future, errorf(spi.ErrInvalidOption, "group %q is already joined", ev.Name))
+		}
+		return
+	}
+	for p := 0; p < ev.Partitions; p++ {
+		name := wire.PartitionName(ev.Name, p)
+		if e := s.elections[name]; e != nil && e.state != Ended && e.flavor != FlavorPartition {
+			s.complete(ev.Future, errorf(spi.ErrInvalidOption, "partition %d of group %q is the running election %q", p, ev.Name, name))
+			return
+		}
+	}
+	g := &group{name: ev.Name, partitions: ev.Partitions, hasWork: ev.HasWork, owned: make([]bool, ev.Partitions)}
+	s.groups[g.name] = g
+	i, _ := slices.BinarySearch(s.groupNames, g.name)
+	s.groupNames = slices.Insert(s.groupNames, i, g.name)
+	s.complete(ev.Future, nil)
+	if s.sess.state == SessionLive {
+		s.sendJoin(g)
+	}
+}
+
+func (s *Engine) leave(name string, f FutureID) {
+	g := s.groups[name]
+	if g == nil || g.leaving {
+		s.complete(f, nil)
+		return
+	}
+	s.setView(g, nil)
+	s.complete(f, nil)
+	if g.joined || g.joinReq != 0 {
+		g.leaving, g.joined = true, false
+		if g.joinReq == 0 && s.sess.state == SessionLive {
+			s.sendLeave(g)
+		}
+		return // the join reply sends the Leave
+	}
+	s.dropGroup(g)
+}
+
+func (s *Engine) dropGroup(g *group) {
+	if s.groups[g.name] != g {
+		return
+	}
+	delete(s.groups, g.name)
+	if i, ok := slices.BinarySearch(s.groupNames, g.name); ok {
+		s.groupNames = slices.Delete(s.groupNames, i, i+1)
+	}
+}
+
+func (s *Engine) sendJoin(g *group) {
+	g.joinReq = s.call(OpJoin, s.sess.id, pending{g: g}, Effect{Name: g.name})
+}
+
+func (s *Engine) sendLeave(g *group) {
+	s.call(OpLeave, s.sess.id, pending{g: g}, Effect{Name: g.name})
+}
+
+func (s *Engine) sendMembers(g *group) {
+	if g.membersReq != 0 {
+		g.membersDirty = true
+		return
+	}
+	g.membersReq = s.call(OpMembers, "", pending{g: g}, Effect{Name: g.name})
+}
+
+func (s *Engine) retryGroup(g *group, err error) {
+	g.fails++
+	s.failed(OpJoin, g.name, err)
+	g.retryAt = s.now + s.backoff(g.fails, err)
+	s.arm(TimerJoin, g.name, g.retryAt)
+}
+
+func (s *Engine) onJoinReply(p pending, ev Event) {
+	g := p.g
+	if g.joinReq != ev.Req || p.gen != s.sess.gen || s.sess.state != SessionLive {
+		return
+	}
+	g.joinReq = 0
+	if ev.Err != nil {
+		if g.leaving {
+			s.sendLeave(g) // the join may have landed
+			return
+		}
+		s.retryGroup(g, ev.Err)
+		return
+	}
+	if ev.Status == spi.Expired {
+		if s.backendExpired() {
+			return
+		}
+		s.retryGroup(g, nil)
+		return
+	}
+	g.fails = 0
+	if g.leaving {
+		s.sendLeave(g)
+		return
+	}
+	g.joined = true
+	s.sendMembers(g)
+}
+
+func (s *Engine) onLeaveReply(p pending, ev Event) {
+	g := p.g
+	if p.gen != s.sess.gen || s.sess.state != SessionLive || s.groups[g.name] != g {
+		return
+	}
+	if ev.Err != nil {
+		s.retryGroup(g, ev.Err)
+		return
+	}
+	if ev.Status == spi.Expired && s.backendExpired() {
+		return
+	}
+	s.dropGroup(g)
+}
+
+func (s *Engine) onMembersReply(p pending, ev Event) {
+	g := p.g
+	if g.membersReq != ev.Req {
+		return
+	}
+	g.membersReq = 0
+	if s.groups[g.name] != g || !g.joined || g.leaving || p.gen != s.sess.gen || s.sess.state != SessionLive {
+		return
+	}
+	if ev.Err != nil {
+		s.failed(OpMembers, g.name, ev.Err) // the next keep-alive brings the members anyway
+	} else {
+		s.setView(g, ev.Members)
+	}
+	if g.membersDirty {
+		g.membersDirty = false
+		s.sendMembers(g)
+	}
+}
+
+// setView applies a member view of g (nil: none, as after a session loss or Leave): it starts
+// the elections of the partitions rendezvous hashing now assigns to this session and stops
+// (hands over) those it no longer does. It costs O(partitions × members), only when the view
+// changes.
+func (s *Engine) setView(g *group, members []spi.SessionID) {
+	if members != nil && slices.Equal(g.members, members) {
+		return
+	}
+	if members == nil && g.members == nil {
+		return
+	}
+	var view []string
+	if members != nil {
+		g.members = slices.Clone(members)
+		view = make([]string, len(members))
+		for i, m := range members {
+			view[i] = string(m)
+		}
+	} else {
+		g.members = nil
+	}
+	self := string(s.sess.id)
+	live := s.sess.state == SessionLive && slices.Contains(view, self)
+	var assigned []int
+	for p := 0; p < g.partitions; p++ {
+		own := live && wire.Owner(p, view) == self
+		switch {
+		case own && !g.owned[p]:
+			s.startPartition(g, p)
+		case !own && g.owned[p]:
+			s.stopPartition(g, p)
+		}
+		g.owned[p] = own
+		if own {
+			assigned = append(assigned, p)
+		}
+	}
+	if len(assigned) == 0 && len(g.assigned) == 0 && members == nil {
+		return
+	}
+	g.assigned = assigned
+	s.emit(Effect{Kind: EfMembers, Group: g.name, Members: g.members, Assigned: assigned})
+}
+
+func (s *Engine) stopPartition(g *group, p int) {
+	e := s.elections[wire.PartitionName(g.name, p)]
+	if e == nil || e.flavor != FlavorPartition || e.group != g {
+		if e != nil && e.pendingStart && e.pendingGroup == g {
+			e.pendingStart = false
+		}
+		return
+	}
+	e.pendingStart = false
+	s.stop(e.name, 0, false)
+}

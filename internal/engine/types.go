@@ -1,0 +1,574 @@
+package engine
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/simba-go/simba/internal/spi"
+)
+
+// ReqID identifies one backend call the engine asked for (a Call effect). The driver echoes it
+// in the Reply event. Ids increase by one per call, starting at 1, and are never reused.
+type ReqID uint64
+
+// FutureID identifies a caller waiting for an answer (Lock, Stop, StepDown, Close...). The
+// driver chooses it (non-zero) and passes it in the event; the engine echoes it in exactly one
+// Complete effect. Zero means "nobody waits".
+type FutureID uint64
+
+// EventKind says which event an Event is.
+type EventKind uint8
+
+// The events. Each is described on Event.
+const (
+	EvBoot EventKind = iota + 1
+	EvStart
+	EvStop
+	EvStepDown
+	EvTimer
+	EvReply
+	EvHint
+	EvWorkExited
+	EvJoin
+	EvLeave
+	EvClose
+	numEventKinds
+)
+
+var eventKindNames = [...]string{"", "boot", "start", "stop", "step-down", "timer", "reply", "hint", "work-exited", "join", "leave", "close"}
+
+// String names the kind as transcripts print it.
+func (k EventKind) String() string {
+	if k > 0 && k < numEventKinds {
+		return eventKindNames[k]
+	}
+	return "event(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Op is a backend operation of the SPI (DESIGN.md §3).
+type Op uint8
+
+// The operations a Call effect asks for.
+const (
+	OpOpenSession Op = iota + 1
+	OpKeepAlive
+	OpCloseSession
+	OpAcquire
+	OpRelease
+	OpJoin
+	OpLeave
+	OpMembers
+	numOps
+)
+
+var opNames = [...]string{"", "open-session", "keep-alive", "close-session", "acquire", "release", "join", "leave", "members"}
+
+// String names the operation as transcripts print it.
+func (o Op) String() string {
+	if o > 0 && o < numOps {
+		return opNames[o]
+	}
+	return "op(" + strconv.Itoa(int(o)) + ")"
+}
+
+// Flavor says what an election is used for.
+type Flavor uint8
+
+// Election flavors.
+const (
+	// FlavorElection is a long-lived candidacy: after losing a term it is a candidate again.
+	FlavorElection Flavor = iota
+	// FlavorLock is a mutex: the Start future completes with the term when granted; the
+	// election ends when its term ends (it never re-acquires behind the caller's back).
+	FlavorLock
+	// FlavorTryLock is a lock that makes a single attempt: the Start future completes at once
+	// with the term, or with spi.ErrLockHeld naming the holder.
+	FlavorTryLock
+	// FlavorPartition is a partition of a joined group; the engine starts and stops these
+	// itself. Start refuses it.
+	FlavorPartition
+)
+
+var flavorNames = [...]string{"election", "lock", "trylock", "partition"}
+
+// String names the flavor.
+func (f Flavor) String() string {
+	if int(f) < len(flavorNames) {
+		return flavorNames[f]
+	}
+	return "flavor(" + strconv.Itoa(int(f)) + ")"
+}
+
+// State is the state of an election (DESIGN.md §2).
+type State uint8
+
+// Election states.
+const (
+	// Ended: not running (never started, stopped, or a lock that ended).
+	Ended State = iota
+	// Candidate: wants the lease; acquires when the session is live.
+	Candidate
+	// Leader: holds a valid term.
+	Leader
+	// Handover: the term was revoked (stop or step-down) but its work still runs, so the lease
+	// is kept until the work exits or the session's local deadline as of the stop passes.
+	Handover
+	// Cooldown: stepped down; a candidate again when the cooldown ends.
+	Cooldown
+	numStates
+)
+
+var stateNames = [...]string{"ended", "candidate", "leader", "handover", "cooldown"}
+
+// String names the state as transcripts print it.
+func (s State) String() string {
+	if s < numStates {
+		return stateNames[s]
+	}
+	return "state(" + strconv.Itoa(int(s)) + ")"
+}
+
+// SessionState is the state of the client's session.
+type SessionState uint8
+
+// Session states.
+const (
+	// SessionNone: before Boot.
+	SessionNone SessionState = iota
+	// SessionOpening: an OpenSession call is in flight or waits for its retry timer.
+	SessionOpening
+	// SessionLive: the session is open and its local deadline has not passed.
+	SessionLive
+	// SessionClosing: Close has been asked and the engine waits for handovers or CloseSession.
+	SessionClosing
+	// SessionClosed: the client is closed; every later request fails with spi.ErrClosed.
+	SessionClosed
+	numSessionStates
+)
+
+var sessionStateNames = [...]string{"none", "opening", "live", "closing", "closed"}
+
+// String names the state as transcripts print it.
+func (s SessionState) String() string {
+	if s < numSessionStates {
+		return sessionStateNames[s]
+	}
+	return "session-state(" + strconv.Itoa(int(s)) + ")"
+}
+
+// Reason says why a term was revoked.
+type Reason uint8
+
+// Revocation reasons.
+const (
+	// ReasonDeadline: the session's local deadline passed without a renewal.
+	ReasonDeadline Reason = iota + 1
+	// ReasonTakenOver: a keep-alive reply did not list the lease.
+	ReasonTakenOver
+	// ReasonSessionExpired: the backend reported the session expired.
+	ReasonSessionExpired
+	// ReasonStopped: the election was stopped (or its partition is no longer assigned here).
+	ReasonStopped
+	// ReasonSteppedDown: the leader stepped down.
+	ReasonSteppedDown
+	// ReasonClosed: the client was closed.
+	ReasonClosed
+	numReasons
+)
+
+var reasonNames = [...]string{"", "deadline", "taken-over", "session-expired", "stopped", "stepped-down", "closed"}
+
+// String names the reason as transcripts print it.
+func (r Reason) String() string {
+	if r > 0 && r < numReasons {
+		return reasonNames[r]
+	}
+	return "reason(" + strconv.Itoa(int(r)) + ")"
+}
+
+// TimerKind says what a timer is for.
+type TimerKind uint8
+
+// Timer kinds. Session timers have an empty Timer.Name; election timers carry the election's
+// name, group timers the group's.
+const (
+	// TimerOpen retries OpenSession after a failure.
+	TimerOpen TimerKind = iota + 1
+	// TimerRenew sends the next keep-alive (or retries a failed one).
+	TimerRenew
+	// TimerDeadline fires at the session's local deadline.
+	TimerDeadline
+	// TimerRetry retries an election's acquire.
+	TimerRetry
+	// TimerCooldown ends an election's cooldown.
+	TimerCooldown
+	// TimerHandover ends an election's handover at the session's deadline as of the stop.
+	TimerHandover
+	// TimerJoin retries a failed Join of a group.
+	TimerJoin
+	numTimerKinds
+)
+
+var timerKindNames = [...]string{"", "open", "renew", "deadline", "retry", "cooldown", "handover", "join"}
+
+// String names the kind as transcripts print it.
+func (k TimerKind) String() string {
+	if k > 0 && k < numTimerKinds {
+		return timerKindNames[k]
+	}
+	return "timer(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Timer identifies one timer. It is comparable: drivers key their pending timers by it.
+type Timer struct {
+	Kind TimerKind
+	Name string
+}
+
+// String prints the timer as "renew" or "retry(name)".
+func (t Timer) String() string {
+	if t.Name == "" {
+		return t.Kind.String()
+	}
+	return t.Kind.String() + "(" + t.Name + ")"
+}
+
+// PublishKind says what a Publish effect reports.
+type PublishKind uint8
+
+// Kinds of published events.
+const (
+	// PubSessionOpened: a session opened (Session, At = its local deadline).
+	PubSessionOpened PublishKind = iota + 1
+	// PubSessionLost: the session ended without Close (Session, Reason: deadline or
+	// session-expired). A new one is being opened.
+	PubSessionLost
+	// PubSessionClosed: Close finished (Session may be empty).
+	PubSessionClosed
+	// PubError: a backend call failed permanently (Op, Name, Err). The engine keeps retrying
+	// at the longest backoff, since an operator may fix the cause (apply a migration).
+	PubError
+	// PubHolder: an acquire found Name held by Holder (HolderOwner); published when the holder
+	// changes.
+	PubHolder
+	numPublishKinds
+)
+
+var publishKindNames = [...]string{"", "session-opened", "session-lost", "session-closed", "error", "holder"}
+
+// String names the kind as transcripts print it.
+func (k PublishKind) String() string {
+	if k > 0 && k < numPublishKinds {
+		return publishKindNames[k]
+	}
+	return "publish(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Event is one input of Step. Kind says which fields matter:
+//
+//   - EvBoot: none. Opens the first session.
+//   - EvStart: Name, Flavor, HasWork, Future (completes with the term for locks; at once for
+//     elections).
+//   - EvStop, EvStepDown: Name, Future.
+//   - EvTimer: Timer (the key of an earlier Arm effect).
+//   - EvReply: Req, Op (both copied from the Call), SentAt (when the request was sent), and the
+//     result for Op: Err (any op), or Session (OpenSession), KeepAlive, Acquire, Status (Join,
+//     Leave), Members (Members). Release and CloseSession carry only Err.
+//   - EvHint: Hint.
+//   - EvWorkExited: Name and Token of the term whose work returned.
+//   - EvJoin: Name (the group), Partitions, HasWork, Future (completes at once).
+//   - EvLeave: Name (the group), Future (completes at once).
+//   - EvClose: Future (completes when every handover ended and the session is closed).
+//
+// Jitter, in [0, 1], is the driver's random draw for this event; the engine multiplies it into
+// retry delays (backoff and the retry after HeldBy), so it never draws randomness itself.
+type Event struct {
+	Kind       EventKind
+	Name       string
+	Flavor     Flavor
+	HasWork    bool
+	Partitions int
+	Future     FutureID
+	Token      int64
+	Timer      Timer
+	Req        ReqID
+	Op         Op
+	SentAt     time.Duration
+	Err        error
+	Session    spi.Session
+	KeepAlive  spi.KeepAlive
+	Acquire    spi.Acquire
+	Status     spi.Status
+	Members    []spi.SessionID
+	Hint       spi.Hint
+	Jitter     float64
+}
+
+// ReplyTo starts the Reply event for a Call effect: Kind, Req and Op are set; the caller sets
+// SentAt and the result.
+func ReplyTo(call Effect) Event {
+	return Event{Kind: EvReply, Req: call.Req, Op: call.Op}
+}
+
+// String prints the event in the stable form transcripts and logs use.
+func (ev Event) String() string {
+	var b strings.Builder
+	b.WriteString(ev.Kind.String())
+	switch ev.Kind {
+	case EvStart:
+		b.WriteString(" " + ev.Name)
+		if ev.Flavor != FlavorElection {
+			b.WriteString(" " + ev.Flavor.String())
+		}
+		if ev.HasWork {
+			b.WriteString(" work")
+		}
+	case EvStop, EvStepDown:
+		b.WriteString(" " + ev.Name)
+	case EvTimer:
+		b.WriteString(" " + ev.Timer.String())
+	case EvReply:
+		b.WriteString(" " + strconv.FormatUint(uint64(ev.Req), 10) + " " + ev.Op.String() + " sent=" + ev.SentAt.String())
+		writeResult(&b, ev)
+	case EvHint:
+		b.WriteString(" " + ev.Hint.Kind.String() + " " + ev.Hint.Name)
+	case EvWorkExited:
+		b.WriteString(" " + ev.Name + " token=" + strconv.FormatInt(ev.Token, 10))
+	case EvJoin:
+		b.WriteString(" " + ev.Name + " partitions=" + strconv.Itoa(ev.Partitions))
+		if ev.HasWork {
+			b.WriteString(" work")
+		}
+	case EvLeave:
+		b.WriteString(" " + ev.Name)
+	}
+	if ev.Future != 0 {
+		b.WriteString(" f" + strconv.FormatUint(uint64(ev.Future), 10))
+	}
+	if ev.Jitter != 0 {
+		b.WriteString(" jitter=" + strconv.FormatFloat(ev.Jitter, 'g', -1, 64))
+	}
+	return b.String()
+}
+
+func writeResult(b *strings.Builder, ev Event) {
+	if ev.Err != nil {
+		b.WriteString(" err(" + spi.Classify(ev.Err).String() + ")=" + strconv.Quote(ev.Err.Error()))
+		return
+	}
+	switch ev.Op {
+	case OpOpenSession:
+		b.WriteString(" id=" + string(ev.Session.ID) + " remaining=" + ev.Session.Remaining.String())
+	case OpKeepAlive:
+		ka := ev.KeepAlive
+		if ka.Expired {
+			b.WriteString(" expired")
+			return
+		}
+		b.WriteString(" remaining=" + ka.Remaining.String() + " held=[")
+		for i, h := range ka.Held {
+			if i > 0 {
+				b.WriteByte(' ')
+			}
+			b.WriteString(h.Name + ":" + strconv.FormatInt(h.Token, 10))
+		}
+		b.WriteByte(']')
+		if len(ka.Members) > 0 {
+			groups := make([]string, 0, len(ka.Members))
+			for g := range ka.Members {
+				groups = append(groups, g)
+			}
+			slices.Sort(groups)
+			for _, g := range groups {
+				b.WriteString(" " + g + "=")
+				writeIDs(b, ka.Members[g])
+			}
+		}
+	case OpAcquire:
+		a := ev.Acquire
+		b.WriteString(" " + a.Kind.String())
+		switch a.Kind {
+		case spi.Granted:
+			b.WriteString(" token=" + strconv.FormatInt(a.Token, 10) + " remaining=" + a.Remaining.String())
+		case spi.HeldBy:
+			b.WriteString(" holder=" + string(a.Holder) + " owner=" + a.HolderOwner)
+			if a.RemainingUnknown {
+				b.WriteString(" remaining=unknown")
+			} else {
+				b.WriteString(" remaining=" + a.Remaining.String())
+			}
+		}
+	case OpJoin, OpLeave:
+		b.WriteString(" " + ev.Status.String())
+	case OpMembers:
+		b.WriteByte(' ')
+		writeIDs(b, ev.Members)
+	default:
+		b.WriteString(" ok")
+	}
+}
+
+func writeIDs(b *strings.Builder, ids []spi.SessionID) {
+	b.WriteByte('[')
+	for i, id := range ids {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(string(id))
+	}
+	b.WriteByte(']')
+}
+
+// EffectKind says which effect an Effect is.
+type EffectKind uint8
+
+// The effects. Each is described on Effect.
+const (
+	EfCall EffectKind = iota + 1
+	EfArm
+	EfDeadline
+	EfElected
+	EfRevoked
+	EfComplete
+	EfPublish
+	EfMembers
+	numEffectKinds
+)
+
+var effectKindNames = [...]string{"", "call", "arm", "deadline", "elected", "revoked", "complete", "publish", "members"}
+
+// String names the kind as transcripts print it.
+func (k EffectKind) String() string {
+	if k > 0 && k < numEffectKinds {
+		return effectKindNames[k]
+	}
+	return "effect(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Effect is one output of Step: something the driver must do. Kind says which fields matter:
+//
+//   - EfCall: start backend call Op with Req, on its own goroutine, with a timeout of one
+//     renewal interval; when it returns, step a Reply event (ReplyTo) carrying Req, Op, the
+//     time the request was sent and the result. Arguments: Session; Name (Acquire, Release:
+//     the lease; Join, Leave, Members: the group); Token (Release); Names and Groups
+//     (KeepAlive); Owner and TTL (OpenSession). Replies may arrive in any order or never
+//     (a lost reply is an error reply after the timeout).
+//   - EfArm: (re)arm Timer to fire at At (engine time): step a Timer event then. An Arm
+//     replaces any pending firing of the same Timer. Stale or early firings are ignored, so a
+//     driver need not cancel anything.
+//   - EfDeadline: the session's local deadline is now At; publish it to every valid term of
+//     Session (Term.IsValid compares the clock against it).
+//   - EfElected: a new term: Name, Token, Session, Owner, At (the session's local deadline
+//     when adopted), Group and Partition for partitions (Partition is -1 otherwise). Start the
+//     election's work, if any, under a context cancelled by the matching Revoked.
+//   - EfRevoked: the term Name/Token is over (Reason): mark it invalid and cancel its context
+//     before doing anything else this step asks.
+//   - EfComplete: answer Future with Err (nil on success); for Lock and TryLock futures Name,
+//     Token, Session and At describe the term, and Holder/HolderOwner name the holder when
+//     Err is spi.ErrLockHeld.
+//   - EfPublish: an event for listeners (Publish says which; see PublishKind).
+//   - EfMembers: the view of Group changed: Members (sorted) and Assigned, the partitions this
+//     client owns.
+type Effect struct {
+	Kind        EffectKind
+	Req         ReqID
+	Op          Op
+	Session     spi.SessionID
+	Name        string
+	Token       int64
+	Names       []string
+	Groups      []string
+	Owner       string
+	TTL         time.Duration
+	Timer       Timer
+	At          time.Duration
+	Reason      Reason
+	Future      FutureID
+	Err         error
+	Publish     PublishKind
+	Holder      spi.SessionID
+	HolderOwner string
+	Group       string
+	Partition   int
+	Members     []spi.SessionID
+	Assigned    []int
+}
+
+// String prints the effect in the stable form transcripts and logs use.
+func (ef Effect) String() string {
+	var b strings.Builder
+	b.WriteString(ef.Kind.String())
+	switch ef.Kind {
+	case EfCall:
+		b.WriteString(" " + strconv.FormatUint(uint64(ef.Req), 10) + " " + ef.Op.String())
+		if ef.Session != "" {
+			b.WriteString(" " + string(ef.Session))
+		}
+		switch ef.Op {
+		case OpOpenSession:
+			b.WriteString(" owner=" + ef.Owner + " ttl=" + ef.TTL.String())
+		case OpKeepAlive:
+			b.WriteString(" names=[" + strings.Join(ef.Names, " ") + "] groups=[" + strings.Join(ef.Groups, " ") + "]")
+		case OpAcquire, OpJoin, OpLeave, OpMembers:
+			b.WriteString(" " + ef.Name)
+		case OpRelease:
+			b.WriteString(" " + ef.Name + " token=" + strconv.FormatInt(ef.Token, 10))
+		}
+	case EfArm:
+		b.WriteString(" " + ef.Timer.String() + " at=" + ef.At.String())
+	case EfDeadline:
+		b.WriteString(" " + string(ef.Session) + " at=" + ef.At.String())
+	case EfElected:
+		b.WriteString(" " + ef.Name + " token=" + strconv.FormatInt(ef.Token, 10) + " " + string(ef.Session) + " owner=" + ef.Owner + " deadline=" + ef.At.String())
+	case EfRevoked:
+		b.WriteString(" " + ef.Name + " token=" + strconv.FormatInt(ef.Token, 10) + " reason=" + ef.Reason.String())
+	case EfComplete:
+		b.WriteString(" f" + strconv.FormatUint(uint64(ef.Future), 10))
+		if ef.Err != nil {
+			b.WriteString(" err=" + strconv.Quote(ef.Err.Error()))
+		} else {
+			b.WriteString(" ok")
+			if ef.Token != 0 {
+				b.WriteString(" " + ef.Name + " token=" + strconv.FormatInt(ef.Token, 10))
+			}
+		}
+	case EfPublish:
+		b.WriteString(" " + ef.Publish.String())
+		if ef.Session != "" {
+			b.WriteString(" " + string(ef.Session))
+		}
+		if ef.Op != 0 {
+			b.WriteString(" op=" + ef.Op.String())
+		}
+		if ef.Name != "" {
+			b.WriteString(" " + ef.Name)
+		}
+		if ef.Reason != 0 {
+			b.WriteString(" reason=" + ef.Reason.String())
+		}
+		if ef.Holder != "" {
+			b.WriteString(" holder=" + string(ef.Holder) + " owner=" + ef.HolderOwner)
+		}
+		if ef.Publish == PubSessionOpened {
+			b.WriteString(" deadline=" + ef.At.String())
+		}
+		if ef.Err != nil {
+			b.WriteString(" err=" + strconv.Quote(ef.Err.Error()))
+		}
+	case EfMembers:
+		b.WriteString(" " + ef.Group + " ")
+		writeIDs(&b, ef.Members)
+		b.WriteString(" assigned=[")
+		for i, p := range ef.Assigned {
+			if i > 0 {
+				b.WriteByte(' ')
+			}
+			b.WriteString(strconv.Itoa(p))
+		}
+		b.WriteByte(']')
+	}
+	return b.String()
+}
+
