@@ -1,0 +1,44 @@
+-- keep_alive: renew the session, then move the expiry of each asked lease it holds and refresh
+-- its membership of each asked group, all in one call (standalone). With no leases and no groups
+-- it touches only the session's slot: that is the session part of a Cluster keep-alive.
+-- KEYS: session, session_leases, session_groups, lease keys..., group keys...
+-- ARGV: session_id, lease_count, lease names..., group names...
+-- Reply: {status, remaining_ms, expires_ms, {{name, token}...}, {{member...} per group}}
+local sid, nl = ARGV[1], tonumber(ARGV[2])
+local ng = #KEYS - 3 - nl
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local s = redis.call('HMGET', KEYS[1], '${session.ttl}', '${session.expires}')
+local ttl, expires = tonumber(s[1]), tonumber(s[2])
+if not ttl or not expires or expires <= now then
+  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+  return {${status.expired}, 0, 0, {}, {}}
+end
+expires = now + ttl
+local e = string.format('%d', expires)
+redis.call('HSET', KEYS[1], '${session.expires}', e)
+redis.call('PEXPIREAT', KEYS[1], e)
+local held = {}
+for i = 1, nl do
+  local key, name = KEYS[3 + i], ARGV[2 + i]
+  local l = redis.call('HMGET', key, '${lease.session}', '${lease.token}')
+  if l[1] == sid and l[2] then
+    redis.call('HSET', key, '${lease.expires}', e)
+    held[#held + 1] = {name, tonumber(l[2])}
+  else
+    redis.call('SREM', KEYS[2], name)
+  end
+end
+redis.call('PEXPIREAT', KEYS[2], e)
+local members = {}
+for j = 1, ng do
+  local key, group = KEYS[3 + nl + j], ARGV[2 + nl + j]
+  local changed = redis.call('ZREMRANGEBYSCORE', key, '-inf', now) + redis.call('ZADD', key, e, sid)
+  redis.call('SADD', KEYS[3], group)
+  if changed > 0 then
+    redis.call('PUBLISH', key, group)
+  end
+  members[j] = redis.call('ZRANGE', key, 0, -1)
+end
+redis.call('PEXPIREAT', KEYS[3], e)
+return {${status.ok}, ttl, expires, held, members}

@@ -1,0 +1,21 @@
+-- keep_alive_leases (Cluster, one slot): move the expiry of each given lease the session holds to
+-- the session's new expiry (Redis TIME ms, from the session part of the keep-alive) and report
+-- them; an expiry already past is refused as expired.
+-- KEYS: lease keys...   ARGV: session_id, expires_ms, names...
+-- Reply: {status, remaining_ms, {{name, token}...}}
+local sid, expires = ARGV[1], tonumber(ARGV[2])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if not expires or expires <= now then
+  return {${status.expired}, 0, {}}
+end
+local e = string.format('%d', expires)
+local held = {}
+for i = 1, #KEYS do
+  local l = redis.call('HMGET', KEYS[i], '${lease.session}', '${lease.token}')
+  if l[1] == sid and l[2] then
+    redis.call('HSET', KEYS[i], '${lease.expires}', e)
+    held[#held + 1] = {ARGV[2 + i], tonumber(l[2])}
+  end
+end
+return {${status.ok}, expires - now, held}

@@ -1,0 +1,15 @@
+-- open_session: create (or, on a retried open, recreate) the session hash with its expiry.
+-- KEYS: session, session_leases, session_groups   ARGV: owner, ttl_ms
+-- Reply: {remaining_ms, expires_ms}
+local ttl = tonumber(ARGV[2])
+if not ttl or ttl < 1 or ttl ~= math.floor(ttl) then
+  return redis.error_reply('ERR simba: ttl_ms must be a positive integer')
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local expires = now + ttl
+local e = string.format('%d', expires)
+redis.call('DEL', KEYS[2], KEYS[3])
+redis.call('HSET', KEYS[1], '${session.owner}', ARGV[1], '${session.ttl}', string.format('%d', ttl), '${session.expires}', e)
+redis.call('PEXPIREAT', KEYS[1], e)
+return {ttl, expires}

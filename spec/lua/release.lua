@@ -1,0 +1,12 @@
+-- release (standalone): free the lease if the session holds it with this token, and publish the
+-- name on the lease key's channel; otherwise change nothing.
+-- KEYS: lease, session_leases   ARGV: session_id, name, token
+-- Reply: {released}
+local l = redis.call('HMGET', KEYS[1], '${lease.session}', '${lease.token}')
+if l[1] ~= ARGV[1] or tonumber(l[2]) ~= tonumber(ARGV[3]) then
+  return {0}
+end
+redis.call('HDEL', KEYS[1], '${lease.session}', '${lease.expires}', '${lease.owner}')
+redis.call('SREM', KEYS[2], ARGV[2])
+redis.call('PUBLISH', KEYS[1], ARGV[2])
+return {1}

@@ -1,0 +1,16 @@
+-- release_leases (Cluster, one slot): free each given lease the session holds with the given
+-- token (token 0: whatever token the session holds, as a close does), publishing each name.
+-- KEYS: lease keys...   ARGV: session_id, names..., tokens...
+-- Reply: {released}
+local sid, n = ARGV[1], #KEYS
+local released = 0
+for i = 1, n do
+  local key, name, token = KEYS[i], ARGV[1 + i], tonumber(ARGV[1 + n + i])
+  local l = redis.call('HMGET', key, '${lease.session}', '${lease.token}')
+  if l[1] == sid and (token == 0 or tonumber(l[2]) == token) then
+    redis.call('HDEL', key, '${lease.session}', '${lease.expires}', '${lease.owner}')
+    redis.call('PUBLISH', key, name)
+    released = released + 1
+  end
+end
+return {released}
