@@ -28,12 +28,12 @@ type election struct {
 
 	// pendingStart: Start arrived during a handover that ends the election; it becomes a
 	// candidate when the handover ends (its old lease released first).
-	pendingStart   bool
-	pendingFlavor  Flavor
-	pendingWork    bool
-	pendingFuture  FutureID
-	pendingGroup   *group
-	pendingPart    int
+	pendingStart  bool
+	pendingFlavor Flavor
+	pendingWork   bool
+	pendingFuture FutureID
+	pendingGroup  *group
+	pendingPart   int
 
 	// The acquire. At most one is in flight per name; current says it is the election's
 	// current attempt (rule 1).

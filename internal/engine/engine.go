@@ -41,8 +41,8 @@ type Engine struct {
 	groups     map[string]*group
 	groupNames []string // sorted keys of groups
 
-	pending map[ReqID]pending
-	scratch []*election
+	pending  map[ReqID]pending
+	scratch  []*election
 	scratch2 []*election
 }
 
@@ -304,7 +304,9 @@ func (s *Engine) onKeepAliveReply(p pending, ev Event) {
 	}
 	s.sess.fails = 0
 	sent := s.sentAt(p, ev)
-	if dl := s.deadlineFrom(sent, ka.Remaining); dl > s.sess.deadline {
+	// The latest reply is the backend's freshest word, even when it shortens the deadline
+	// (at most one keep-alive is in flight, so replies arrive in order).
+	if dl := s.deadlineFrom(sent, ka.Remaining); dl != s.sess.deadline {
 		s.sess.deadline = dl
 		s.emit(Effect{Kind: EfDeadline, Session: s.sess.id, At: dl})
 		s.arm(TimerDeadline, "", dl)

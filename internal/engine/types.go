@@ -571,4 +571,3 @@ func (ef Effect) String() string {
 	}
 	return b.String()
 }
-
