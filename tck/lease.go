@@ -1,0 +1,671 @@
+package tck
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/simba-go/simba/internal/spi"
+)
+
+// LeaseBackendSpec checks the SPI semantics of sessions, leases, names, groups, hints and time
+// (DESIGN.md §3–§5) against the backend f describes.
+func LeaseBackendSpec(t *testing.T, f Factory) {
+	h := newHarness(t, f)
+	t.Run("Sessions", func(t *testing.T) {
+		t.Run("OpenReturnsDistinctIDsAndRemaining", h.sessionOpen)
+		t.Run("InvalidTTLIsRejected", h.sessionInvalidTTL)
+		t.Run("KeepAliveReturnsRemainingAndHeldLeases", h.sessionKeepAliveHeld)
+		t.Run("ExpiresAfterTTLWithoutKeepAlive", h.sessionExpiresAfterTTL)
+		t.Run("KeepAliveExtendsExpiry", h.sessionKeepAliveExtends)
+		t.Run("ExpiredCannotKeepAliveAcquireOrJoin", h.sessionExpiredIsDead)
+		t.Run("CloseReleasesEverything", h.sessionCloseReleasesAll)
+		t.Run("OwnerIsReportedToOthers", h.sessionOwner)
+	})
+	t.Run("Leases", func(t *testing.T) {
+		t.Run("FreeIsGranted", h.leaseFreeGranted)
+		t.Run("HeldIsHeldByWithHolderRemaining", h.leaseHeldBy)
+		t.Run("ReacquireByHolderIsIdempotent", h.leaseReacquire)
+		t.Run("ReleaseWithWrongTokenOrSessionChangesNothing", h.leaseBadRelease)
+		t.Run("ReleaseFreesForOthers", h.leaseRelease)
+		t.Run("TakeoverAfterHolderExpiryHasGreaterToken", h.leaseTakeover)
+	})
+	t.Run("Names", func(t *testing.T) {
+		t.Run("OneCharacter", h.nameOneChar)
+		t.Run("MaxLength", h.nameMaxLen)
+		t.Run("Punctuation", h.namePunctuation)
+		t.Run("CaseSensitive", h.nameCase)
+		t.Run("PartitionNamesAreLeases", h.namePartition)
+		t.Run("InvalidNamesAreRejected", h.nameInvalid)
+	})
+	t.Run("Groups", func(t *testing.T) {
+		t.Run("JoinAndMembers", h.groupJoin)
+		t.Run("Leave", h.groupLeave)
+		t.Run("ExpiryRemovesMember", h.groupExpiry)
+		t.Run("EmptyGroupHasNoMembers", h.groupEmpty)
+	})
+	if f.Hints {
+		t.Run("Hints", func(t *testing.T) {
+			t.Run("SubscriberSeesRelease", h.hintRelease)
+			t.Run("ChannelClosesWithContext", h.hintClose)
+		})
+	} else {
+		t.Log("tck: Factory.Hints is false: the hint suite does not apply")
+	}
+	t.Run("Time", func(t *testing.T) {
+		t.Run("ClientClockJumpsChangeNothing", h.timeClientJumps)
+		t.Run("RemainingIsBackendTime", h.timeRemainingShrinks)
+		t.Run("TTLBounds", h.timeTTLBounds)
+	})
+}
+
+// --- sessions ---
+
+func (h *harness) sessionOpen(t *testing.T) {
+	b := h.backend(t)
+	seen := map[spi.SessionID]bool{}
+	for range 5 {
+		s := h.open(t, b, h.long)
+		if seen[s] {
+			t.Fatalf("OpenSession returned the id %s twice", s)
+		}
+		seen[s] = true
+	}
+	// A second client of the same server gets distinct ids too.
+	if s := h.open(t, h.backend(t), h.long); seen[s] {
+		t.Fatalf("a second client got the id %s again", s)
+	}
+}
+
+func (h *harness) sessionInvalidTTL(t *testing.T) {
+	b := h.backend(t)
+	for _, ttl := range []time.Duration{0, -time.Second} {
+		s, err := b.OpenSession(ctx(t), h.owner(), ttl)
+		if !errors.Is(err, spi.ErrInvalidOption) {
+			if err == nil {
+				b.CloseSession(ctx(t), s.ID)
+			}
+			t.Errorf("OpenSession with TTL %v: err = %v, want spi.ErrInvalidOption", ttl, err)
+		}
+	}
+}
+
+func (h *harness) sessionKeepAliveHeld(t *testing.T) {
+	b, other := h.backend(t), h.backend(t)
+	s, o := h.open(t, b, h.long), h.open(t, other, h.long)
+	n1, n2, n3, n4 := h.name("held1"), h.name("held2"), h.name("others"), h.name("free")
+	t1, t2 := h.grant(t, b, s, n1), h.grant(t, b, s, n2)
+	h.grant(t, other, o, n3)
+	h.live(t, b, s, h.long)
+	ka := h.keepAlive(t, b, s, []string{n1, n2, n3, n4}, nil)
+	if ka.Expired || ka.Remaining <= 0 || ka.Remaining > h.long {
+		t.Fatalf("KeepAlive = %+v, want live with remaining in (0, %v]", ka, h.long)
+	}
+	want := map[string]int64{n1: t1, n2: t2}
+	for _, held := range ka.Held {
+		switch held.Name {
+		case n3:
+			t.Errorf("KeepAlive reports %q, which another session holds", n3)
+		case n4:
+			t.Errorf("KeepAlive reports %q, which nobody holds", n4)
+		}
+		if tok, ok := want[held.Name]; ok {
+			if held.Token != tok {
+				t.Errorf("KeepAlive reports %q with token %d, want %d", held.Name, held.Token, tok)
+			}
+			delete(want, held.Name)
+		}
+	}
+	for name := range want {
+		t.Errorf("KeepAlive does not report %q, which the session holds (reply %+v)", name, ka.Held)
+	}
+	if len(ka.Members) != 0 {
+		t.Errorf("KeepAlive without groups returned members %v", ka.Members)
+	}
+}
+
+func (h *harness) sessionExpiresAfterTTL(t *testing.T) {
+	b := h.backend(t)
+	s := h.open(t, b, h.short)
+	h.wait(t, h.expiryWait(h.short))
+	if ka := h.keepAlive(t, b, s, nil, nil); !ka.Expired {
+		t.Fatalf("KeepAlive %v after opening with TTL %v = %+v, want expired", h.expiryWait(h.short), h.short, ka)
+	}
+}
+
+func (h *harness) sessionKeepAliveExtends(t *testing.T) {
+	b := h.backend(t)
+	s := h.open(t, b, h.short)
+	// Renewing at 0.6 TTL keeps the session live at 1.2 TTL after it was opened.
+	h.wait(t, h.short*6/10)
+	h.live(t, b, s, h.short)
+	h.wait(t, h.short*6/10)
+	h.live(t, b, s, h.short)
+}
+
+func (h *harness) sessionExpiredIsDead(t *testing.T) {
+	b, other := h.backend(t), h.backend(t)
+	s := h.open(t, b, h.short)
+	name, fresh, group := h.name("lease"), h.name("fresh"), h.name("group")
+	h.grant(t, b, s, name)
+	o := h.open(t, other, h.long)
+	h.expire(t, s)
+	for i := range 2 { // an expired session never comes back
+		if ka := h.keepAlive(t, b, s, []string{name}, nil); !ka.Expired {
+			t.Fatalf("KeepAlive #%d of an expired session = %+v, want expired", i+1, ka)
+		}
+	}
+	for _, n := range []string{name, fresh} {
+		if r := h.acquire(t, b, s, n); r.Kind != spi.SessionExpired {
+			t.Fatalf("Acquire(%q) by an expired session = %s, want session-expired", n, r.Kind)
+		}
+	}
+	st, err := b.Join(ctx(t), s, group)
+	if err != nil || st != spi.Expired {
+		t.Fatalf("Join by an expired session = %s, %v; want session-expired", st, err)
+	}
+	if ms := h.members(t, other, group); slices.Contains(ms, s) {
+		t.Fatalf("members of %q = %v, include the expired session", group, ms)
+	}
+	h.grant(t, other, o, name)
+}
+
+func (h *harness) sessionCloseReleasesAll(t *testing.T) {
+	b, other := h.backend(t), h.backend(t)
+	s, o := h.open(t, b, h.long), h.open(t, other, h.long)
+	n1, n2, group := h.name("a"), h.name("b"), h.name("group")
+	t1, t2 := h.grant(t, b, s, n1), h.grant(t, b, s, n2)
+	for _, id := range []spi.SessionID{s, o} {
+		if st, err := b.Join(ctx(t), id, group); err != nil || st != spi.OK {
+			t.Fatalf("Join(%s) = %s, %v", id, st, err)
+		}
+	}
+	if err := b.CloseSession(ctx(t), s); err != nil {
+		t.Fatalf("CloseSession: %v", err)
+	}
+	if tok := h.grant(t, other, o, n1); tok <= t1 {
+		t.Errorf("token after close = %d, want > %d", tok, t1)
+	}
+	if tok := h.grant(t, other, o, n2); tok <= t2 {
+		t.Errorf("token after close = %d, want > %d", tok, t2)
+	}
+	if ms := h.members(t, other, group); !slices.Equal(ms, []spi.SessionID{o}) {
+		t.Errorf("members after close = %v, want [%s]", ms, o)
+	}
+	if ka := h.keepAlive(t, b, s, nil, nil); !ka.Expired {
+		t.Errorf("KeepAlive of a closed session = %+v, want expired", ka)
+	}
+	if err := b.CloseSession(ctx(t), s); err != nil {
+		t.Errorf("closing a closed session: %v", err)
+	}
+}
+
+func (h *harness) sessionOwner(t *testing.T) {
+	b, other := h.backend(t), h.backend(t)
+	owner := strings.Repeat("o", 255-len(h.prefix)-1) + ":" + h.prefix // the longest owner
+	s := h.openOwner(t, b, h.long, owner)
+	o := h.open(t, other, h.long)
+	name := h.name("owned")
+	h.grant(t, b, s, name)
+	if r := h.heldBy(t, other, o, name, s); r.HolderOwner != owner {
+		t.Fatalf("HeldBy owner = %q, want %q", r.HolderOwner, owner)
+	}
+}
+
+// --- leases ---
+
+func (h *harness) leaseFreeGranted(t *testing.T) {
+	b := h.backend(t)
+	s := h.open(t, b, h.long)
+	r := h.acquire(t, b, s, h.name("free"))
+	if r.Kind != spi.Granted || r.Token <= 0 {
+		t.Fatalf("Acquire of a free lease = %+v, want granted with a positive token", r)
+	}
+	if r.Remaining <= 0 || r.Remaining > h.long {
+		t.Fatalf("Granted remaining = %v, want in (0, %v]", r.Remaining, h.long)
+	}
+}
+
+func (h *harness) leaseHeldBy(t *testing.T) {
+	b, other := h.backend(t), h.backend(t)
+	holderTTL := h.long / 2 // shorter than the asker's: HeldBy reports the holder's time
+	s, o := h.open(t, b, holderTTL), h.open(t, other, h.long)
+	name := h.name("held")
+	h.grant(t, b, s, name)
+	r := h.heldBy(t, other, o, name, s)
+	if r.HolderOwner != h.owner() {
+		t.Errorf("HeldBy owner = %q, want %q", r.HolderOwner, h.owner())
+	}
+	switch {
+	case r.RemainingUnknown && !h.f.Hints:
+		t.Errorf("HeldBy remaining unknown from a backend without hints")
+	case !r.RemainingUnknown && (r.Remaining <= 0 || r.Remaining > holderTTL):
+		t.Errorf("HeldBy remaining = %v, want in (0, %v] (the holder's TTL)", r.Remaining, holderTTL)
+	}
+	if r.Token != 0 {
+		t.Errorf("HeldBy carries token %d; tokens belong to grants", r.Token)
+	}
+}
+
+func (h *harness) leaseReacquire(t *testing.T) {
+	b := h.backend(t)
+	s := h.open(t, b, h.long)
+	name := h.name("again")
+	tok := h.grant(t, b, s, name)
+	for i := range 3 {
+		if again := h.grant(t, b, s, name); again != tok {
+			t.Fatalf("re-acquire #%d token = %d, want the same %d", i+1, again, tok)
+		}
+	}
+	ka := h.keepAlive(t, b, s, []string{name}, nil)
+	if !slices.Contains(ka.Held, spi.Held{Name: name, Token: tok}) {
+		t.Fatalf("KeepAlive held = %v, want %s with token %d", ka.Held, name, tok)
+	}
+}
+
+func (h *harness) leaseBadRelease(t *testing.T) {
+	b, other := h.backend(t), h.backend(t)
+	s, o := h.open(t, b, h.long), h.open(t, other, h.long)
+	name := h.name("kept")
+	tok := h.grant(t, b, s, name)
+	h.release(t, b, s, name, tok+1)
+	h.release(t, b, s, name, tok-1)
+	h.release(t, other, o, name, tok) // right token, wrong session
+	h.heldBy(t, other, o, name, s)
+	if again := h.grant(t, b, s, name); again != tok {
+		t.Fatalf("after bad releases the holder's token = %d, want %d", again, tok)
+	}
+	ka := h.keepAlive(t, b, s, []string{name}, nil)
+	if !slices.Contains(ka.Held, spi.Held{Name: name, Token: tok}) {
+		t.Fatalf("after bad releases KeepAlive held = %v, want %s with token %d", ka.Held, name, tok)
+	}
+	// Releasing a lease nobody ever acquired is not an error either.
+	h.release(t, b, s, h.name("never"), 1)
+}
+
+func (h *harness) leaseRelease(t *testing.T) {
+	b, other := h.backend(t), h.backend(t)
+	s, o := h.open(t, b, h.long), h.open(t, other, h.long)
+	name := h.name("freed")
+	tok := h.grant(t, b, s, name)
+	h.release(t, b, s, name, tok)
+	if ka := h.keepAlive(t, b, s, []string{name}, nil); slices.ContainsFunc(ka.Held, func(x spi.Held) bool { return x.Name == name }) {
+		t.Fatalf("KeepAlive after release still reports %q: %v", name, ka.Held)
+	}
+	if next := h.grant(t, other, o, name); next <= tok {
+		t.Fatalf("token after release = %d, want > %d", next, tok)
+	}
+	h.heldBy(t, b, s, name, o)
+}
+
+func (h *harness) leaseTakeover(t *testing.T) {
+	b, other := h.backend(t), h.backend(t)
+	s := h.open(t, b, h.short)
+	name := h.name("taken")
+	tok := h.grant(t, b, s, name)
+	o := h.open(t, other, h.long)
+	h.expire(t, s)
+	if next := h.grant(t, other, o, name); next <= tok {
+		t.Fatalf("takeover token = %d, want > %d", next, tok)
+	}
+	if r := h.acquire(t, b, s, name); r.Kind != spi.SessionExpired {
+		t.Fatalf("old holder's acquire = %s, want session-expired", r.Kind)
+	}
+	h.release(t, b, s, name, tok) // the expired holder's release changes nothing
+	h.heldBy(t, b, h.open(t, b, h.long), name, o)
+}
+
+// --- names ---
+
+const alnum = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+
+// grantFree acquires the first of candidates that no foreign session holds (names this short
+// cannot be unique per run, so another run may hold one), returning it and its session.
+func (h *harness) grantFree(t *testing.T, b spi.Backend, candidates []string) (string, spi.SessionID) {
+	t.Helper()
+	for _, name := range candidates {
+		s := h.open(t, b, h.long)
+		switch r := h.acquire(t, b, s, name); r.Kind {
+		case spi.Granted:
+			return name, s
+		case spi.HeldBy:
+			continue
+		default:
+			t.Fatalf("Acquire(%q) = %s", name, r.Kind)
+		}
+	}
+	t.Fatalf("every candidate name is held by another session: %v", candidates)
+	return "", ""
+}
+
+func (h *harness) nameOneChar(t *testing.T) {
+	b, other := h.backend(t), h.backend(t)
+	var cands []string
+	for _, i := range rand.Perm(len(alnum))[:10] {
+		cands = append(cands, alnum[i:i+1])
+	}
+	name, s := h.grantFree(t, b, cands)
+	h.heldBy(t, other, h.open(t, other, h.long), name, s)
+}
+
+func (h *harness) nameMaxLen(t *testing.T) {
+	b, other := h.backend(t), h.backend(t)
+	base := h.name("max")
+	long := base + strings.Repeat("x", 128-len(base))
+	s := h.open(t, b, h.long)
+	h.grant(t, b, s, long)
+	o := h.open(t, other, h.long)
+	h.heldBy(t, other, o, long, s)
+	// A name one character shorter is another lease.
+	h.grant(t, other, o, long[:127])
+}
+
+func (h *harness) namePunctuation(t *testing.T) {
+	b, other := h.backend(t), h.backend(t)
+	s, o := h.open(t, b, h.long), h.open(t, other, h.long)
+	base := h.name("p")
+	var names []string
+	for _, p := range []string{".", "_", ":", "-"} {
+		names = append(names, base+p+"x", p+base, base+p)
+	}
+	names = append(names, "..."+base, base+"._:-", "-._:"+base)
+	for _, n := range names {
+		h.grant(t, b, s, n)
+	}
+	// Each is its own lease, held by s.
+	for _, n := range names {
+		h.heldBy(t, other, o, n, s)
+	}
+}
+
+func (h *harness) nameCase(t *testing.T) {
+	b, other := h.backend(t), h.backend(t)
+	s, o := h.open(t, b, h.long), h.open(t, other, h.long)
+	lower := h.name("case-x")
+	upper := strings.ToUpper(lower)
+	h.grant(t, b, s, lower)
+	if r := h.acquire(t, other, o, upper); r.Kind != spi.Granted {
+		t.Fatalf("Acquire(%q) while %q is held = %s (holder %s); names must be case-sensitive", upper, lower, r.Kind, r.Holder)
+	}
+	// The one-character pair a/A: pick a letter whose lower- and upper-case forms are free.
+	letters := rand.Perm(26)
+	for _, i := range letters[:8] {
+		lo, up := alnum[i:i+1], strings.ToUpper(alnum[i:i+1])
+		sl := h.open(t, b, h.long)
+		if r := h.acquire(t, b, sl, lo); r.Kind != spi.Granted {
+			continue // held by another run
+		}
+		su := h.open(t, other, h.long)
+		r := h.acquire(t, other, su, up)
+		if r.Kind == spi.HeldBy && r.Holder == sl {
+			t.Fatalf("Acquire(%q) is held by the holder of %q; names must be case-sensitive", up, lo)
+		}
+		if r.Kind == spi.Granted {
+			return
+		}
+	}
+	t.Fatal("no free one-letter pair found to check case-sensitivity")
+}
+
+func (h *harness) namePartition(t *testing.T) {
+	b, other := h.backend(t), h.backend(t)
+	s, o := h.open(t, b, h.long), h.open(t, other, h.long)
+	group := h.name("orders")
+	for _, p := range []string{"0", "7", "65535"} {
+		h.grant(t, b, s, group+"."+p)
+		h.heldBy(t, other, o, group+"."+p, s)
+	}
+	h.grant(t, other, o, group) // the group name itself is a separate lease
+}
+
+func (h *harness) nameInvalid(t *testing.T) {
+	b := h.backend(t)
+	s := h.open(t, b, h.long)
+	bad := []string{"", ".", "..", strings.Repeat("n", 129), "a/b", "a b", "a\x00b", "é", "a*", "{a}"}
+	for _, name := range bad {
+		if r, err := b.Acquire(ctx(t), s, name); !errors.Is(err, spi.ErrInvalidName) {
+			t.Errorf("Acquire(%q) = %s, %v; want spi.ErrInvalidName", name, r.Kind, err)
+		}
+		if err := b.Release(ctx(t), s, name, 1); !errors.Is(err, spi.ErrInvalidName) {
+			t.Errorf("Release(%q) = %v; want spi.ErrInvalidName", name, err)
+		}
+		if st, err := b.Join(ctx(t), s, name); !errors.Is(err, spi.ErrInvalidName) {
+			t.Errorf("Join(%q) = %s, %v; want spi.ErrInvalidName", name, st, err)
+		}
+	}
+	h.live(t, b, s, h.long)
+}
+
+// --- groups ---
+
+func sorted(ids ...spi.SessionID) []spi.SessionID {
+	out := slices.Clone(ids)
+	slices.Sort(out)
+	return out
+}
+
+func (h *harness) join(t testing.TB, b spi.Backend, s spi.SessionID, group string) {
+	t.Helper()
+	if st, err := b.Join(ctx(t), s, group); err != nil || st != spi.OK {
+		t.Fatalf("Join(%s, %q) = %s, %v; want ok", s, group, st, err)
+	}
+}
+
+func (h *harness) groupJoin(t *testing.T) {
+	b, other := h.backend(t), h.backend(t)
+	s, o := h.open(t, b, h.long), h.open(t, other, h.long)
+	group := h.name("g")
+	h.join(t, b, s, group)
+	h.join(t, other, o, group)
+	h.join(t, b, s, group) // joining twice is one membership
+	want := sorted(s, o)
+	if ms := h.members(t, b, group); !slices.Equal(ms, want) {
+		t.Fatalf("Members = %v, want %v (sorted, once each)", ms, want)
+	}
+	ka := h.keepAlive(t, b, s, nil, []string{group})
+	if ka.Expired || !slices.Equal(ka.Members[group], want) {
+		t.Fatalf("KeepAlive members = %v, want %s: %v", ka.Members, group, want)
+	}
+}
+
+func (h *harness) groupLeave(t *testing.T) {
+	b, other := h.backend(t), h.backend(t)
+	s, o := h.open(t, b, h.long), h.open(t, other, h.long)
+	group := h.name("g")
+	h.join(t, b, s, group)
+	h.join(t, other, o, group)
+	for i := range 2 {
+		if st, err := b.Leave(ctx(t), s, group); err != nil || st != spi.OK {
+			t.Fatalf("Leave #%d = %s, %v; want ok", i+1, st, err)
+		}
+	}
+	if ms := h.members(t, other, group); !slices.Equal(ms, []spi.SessionID{o}) {
+		t.Fatalf("Members after leave = %v, want [%s]", ms, o)
+	}
+	if ka := h.keepAlive(t, other, o, nil, []string{group}); !slices.Equal(ka.Members[group], []spi.SessionID{o}) {
+		t.Fatalf("KeepAlive members after leave = %v", ka.Members)
+	}
+}
+
+func (h *harness) groupExpiry(t *testing.T) {
+	b, other := h.backend(t), h.backend(t)
+	s := h.open(t, b, h.short)
+	o := h.open(t, other, h.long)
+	group := h.name("g")
+	h.join(t, b, s, group)
+	h.join(t, other, o, group)
+	h.expire(t, s)
+	if ms := h.members(t, other, group); !slices.Equal(ms, []spi.SessionID{o}) {
+		t.Fatalf("Members after %s expired = %v, want [%s]", s, ms, o)
+	}
+	if ka := h.keepAlive(t, other, o, nil, []string{group}); !slices.Equal(ka.Members[group], []spi.SessionID{o}) {
+		t.Fatalf("KeepAlive members after expiry = %v", ka.Members)
+	}
+	for _, op := range []struct {
+		name string
+		f    func(context.Context, spi.SessionID, string) (spi.Status, error)
+	}{{"Join", b.Join}, {"Leave", b.Leave}} {
+		if st, err := op.f(ctx(t), s, group); err != nil || st != spi.Expired {
+			t.Fatalf("%s by an expired session = %s, %v; want session-expired", op.name, st, err)
+		}
+	}
+	if ms := h.members(t, other, group); !slices.Equal(ms, []spi.SessionID{o}) {
+		t.Fatalf("Members after the expired session's join = %v, want [%s]", ms, o)
+	}
+}
+
+func (h *harness) groupEmpty(t *testing.T) {
+	b := h.backend(t)
+	group := h.name("nobody")
+	if ms := h.members(t, b, group); len(ms) != 0 {
+		t.Fatalf("Members of a group nobody joined = %v", ms)
+	}
+	s := h.open(t, b, h.long)
+	ka := h.keepAlive(t, b, s, nil, []string{group})
+	if ka.Expired || len(ka.Members[group]) != 0 {
+		t.Fatalf("KeepAlive = %+v, want %s with no members", ka, group)
+	}
+}
+
+// --- hints ---
+
+func (h *harness) hinter(t *testing.T) spi.Hinter {
+	t.Helper()
+	hb, ok := h.backend(t).Backend.(spi.Hinter)
+	if !ok {
+		t.Fatal("Factory.Hints is set but the backend does not implement spi.Hinter")
+	}
+	return hb
+}
+
+func (h *harness) hintRelease(t *testing.T) {
+	hb := h.hinter(t)
+	hints, err := hb.Hints(ctx(t))
+	if err != nil {
+		t.Fatalf("Hints: %v", err)
+	}
+	b := h.backend(t)
+	s := h.open(t, b, h.long)
+	name := h.name("hinted")
+	// Hints may be lost (e.g. while the subscription is being set up): release a few times.
+	deadline := time.Now().Add(callTimeout)
+	for time.Now().Before(deadline) {
+		tok := h.grant(t, b, s, name)
+		h.release(t, b, s, name, tok)
+		wait := time.After(500 * time.Millisecond)
+		for waiting := true; waiting; {
+			select {
+			case hint, ok := <-hints:
+				if !ok {
+					t.Fatal("hint channel closed early")
+				}
+				if hint.Kind == spi.Released && hint.Name == name {
+					return
+				}
+			case <-wait:
+				waiting = false
+			}
+		}
+	}
+	t.Fatalf("no released hint for %q within %v", name, callTimeout)
+}
+
+func (h *harness) hintClose(t *testing.T) {
+	hb := h.hinter(t)
+	c, cancel := context.WithCancel(context.Background())
+	hints, err := hb.Hints(c)
+	if err != nil {
+		cancel()
+		t.Fatalf("Hints: %v", err)
+	}
+	cancel()
+	timeout := time.After(callTimeout)
+	for {
+		select {
+		case _, ok := <-hints:
+			if !ok {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("hint channel still open %v after its context ended", callTimeout)
+		}
+	}
+}
+
+// --- time ---
+
+func (h *harness) timeClientJumps(t *testing.T) {
+	b, other := h.backend(t), h.backend(t)
+	s, o := h.open(t, b, h.long), h.open(t, other, h.long)
+	name := h.name("jump")
+	tok := h.grant(t, b, s, name)
+	for _, jump := range []time.Duration{time.Hour, -2 * time.Hour} { // +1 h, then -1 h from the start
+		b.clock.Jump(jump)
+		other.clock.Jump(jump)
+		ka := h.live(t, b, s, h.long)
+		if ka.Remaining < h.long/2 {
+			t.Fatalf("after a client clock jump of %v KeepAlive remaining = %v, want close to %v", jump, ka.Remaining, h.long)
+		}
+		if again := h.grant(t, b, s, name); again != tok {
+			t.Fatalf("after a client clock jump of %v the holder's token = %d, want %d", jump, again, tok)
+		}
+		r := h.heldBy(t, other, o, name, s)
+		if !r.RemainingUnknown && (r.Remaining < h.long/2 || r.Remaining > h.long) {
+			t.Fatalf("after a client clock jump of %v HeldBy remaining = %v, want close to %v", jump, r.Remaining, h.long)
+		}
+		fresh := h.open(t, other, h.long)
+		h.live(t, other, fresh, h.long)
+	}
+}
+
+func (h *harness) timeRemainingShrinks(t *testing.T) {
+	b, other := h.backend(t), h.backend(t)
+	ttl := 4 * h.short
+	s, o := h.open(t, b, ttl), h.open(t, other, h.long)
+	name := h.name("shrink")
+	h.grant(t, b, s, name)
+	// Keep alive at a known point, then let server time pass: the holder's remaining time, as
+	// the backend reports it, shrinks by (at least about) that much.
+	h.live(t, b, s, ttl)
+	d := h.short
+	h.wait(t, d)
+	slack := h.short/10 + 10*time.Millisecond // clock granularity and rate
+	r := h.heldBy(t, other, o, name, s)
+	if !r.RemainingUnknown && (r.Remaining > ttl-d+slack || r.Remaining <= 0) {
+		t.Fatalf("HeldBy remaining %v after a keep-alive and %v of server time = %v, want ≤ %v", ttl, d, r.Remaining, ttl-d)
+	}
+	g := h.acquire(t, b, s, name)
+	if g.Kind != spi.Granted || g.Remaining > ttl-d+slack || g.Remaining <= 0 {
+		t.Fatalf("holder's re-acquire after %v = %+v, want remaining ≤ %v", d, g, ttl-d)
+	}
+	ka := h.live(t, b, s, ttl)
+	if ka.Remaining < ttl-slack {
+		t.Fatalf("KeepAlive remaining = %v, want about %v again", ka.Remaining, ttl)
+	}
+}
+
+func (h *harness) timeTTLBounds(t *testing.T) {
+	b := h.backend(t)
+	s := h.open(t, b, h.f.MinTTL)
+	h.live(t, b, s, h.f.MinTTL)
+	if h.f.MaxTTL > 0 {
+		s := h.open(t, b, h.f.MaxTTL)
+		h.live(t, b, s, h.f.MaxTTL)
+	}
+	// A TTL that is not a whole number of milliseconds is accepted (backends may round it).
+	odd := h.f.MinTTL + 1500*time.Microsecond
+	if h.f.MaxTTL == 0 || odd <= h.f.MaxTTL {
+		s, err := b.OpenSession(ctx(t), h.owner(), odd)
+		if err != nil {
+			t.Fatalf("OpenSession(%v): %v", odd, err)
+		}
+		defer b.CloseSession(ctx(t), s.ID)
+		if s.Remaining <= 0 || s.Remaining > odd+time.Millisecond {
+			t.Fatalf("OpenSession(%v) remaining = %v", odd, s.Remaining)
+		}
+	}
+}

@@ -1,0 +1,63 @@
+package tck_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/simbatest"
+	"github.com/simba-go/simba/tck"
+)
+
+// memoryFactory runs the suites on one simbatest server on its virtual clock: waiting advances
+// the clock, so the suites take no wall time.
+func memoryFactory(t *testing.T) (tck.Factory, *simbatest.Server) {
+	srv := simbatest.NewServer()
+	clock := srv.VirtualClock()
+	return tck.Factory{
+		NewBackend: func(testing.TB, tck.BackendConfig) spi.Backend { return srv.Backend() },
+		ExpireSession: func(t testing.TB, id spi.SessionID) {
+			srv.ExpireSession(id)
+		},
+		Restart:        func(testing.TB) { srv.Restart() },
+		PersistsTokens: true,
+		MinTTL:         time.Second,
+		Hints:          true,
+		Wait:           func(_ testing.TB, d time.Duration) { clock.Advance(d) },
+	}, srv
+}
+
+func TestMemoryLeaseBackendSpec(t *testing.T) {
+	f, _ := memoryFactory(t)
+	tck.LeaseBackendSpec(t, f)
+}
+
+func TestMemoryFencingSpec(t *testing.T) {
+	f, _ := memoryFactory(t)
+	tck.FencingSpec(t, f)
+}
+
+// Without the expiry hook the suites let sessions expire by waiting out their TTL, and without
+// the restart hook they skip server restarts; simbatest passes that way too.
+func TestMemoryWithoutOptionalHooks(t *testing.T) {
+	f, _ := memoryFactory(t)
+	f.ExpireSession, f.Restart, f.Hints = nil, nil, false
+	t.Run("LeaseBackendSpec", func(t *testing.T) { tck.LeaseBackendSpec(t, f) })
+	t.Run("FencingSpec", func(t *testing.T) { tck.FencingSpec(t, f) })
+}
+
+// A model that reports every held lease on keep-alive and sends no expiry hints is as
+// conformant as the default.
+func TestMemoryModelVariants(t *testing.T) {
+	srv := simbatest.NewServer(simbatest.WithModelOptions(simbatest.WithReportAllHeld(), simbatest.WithoutExpiryHints()))
+	clock := srv.VirtualClock()
+	f := tck.Factory{
+		NewBackend:     func(testing.TB, tck.BackendConfig) spi.Backend { return srv.Backend() },
+		ExpireSession:  func(_ testing.TB, id spi.SessionID) { srv.ExpireSession(id) },
+		PersistsTokens: true,
+		Hints:          true,
+		Wait:           func(_ testing.TB, d time.Duration) { clock.Advance(d) },
+	}
+	t.Run("LeaseBackendSpec", func(t *testing.T) { tck.LeaseBackendSpec(t, f) })
+	t.Run("FencingSpec", func(t *testing.T) { tck.FencingSpec(t, f) })
+}
