@@ -1,4 +1,358 @@
 package gen
 
-// genZK is being written (placeholder during development).
-func genZK(specDir string) ([]File, error) { return nil, nil }
+import (
+	"bytes"
+	"fmt"
+	"go/token"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/dave/jennifer/jen"
+	"go.yaml.in/yaml/v3"
+)
+
+// ZKSpec is spec/zk.yaml: the ZooKeeper paths, node modes, data, tokens and ACL intent.
+type ZKSpec struct {
+	Root      string           `yaml:"root"`
+	ACLIntent string           `yaml:"acl_intent"`
+	Nodes     []ZKNode         `yaml:"nodes"`
+	Perms     map[string]int32 `yaml:"perms"`
+	Modes     map[string]int32 `yaml:"modes"`
+}
+
+// ZKNode is one kind of node: a fixed path or a pattern with <param> segments.
+type ZKNode struct {
+	Name  string `yaml:"name"`
+	Path  string `yaml:"path"`
+	Mode  string `yaml:"mode"`
+	Data  string `yaml:"data"`
+	Token string `yaml:"token"`
+	Doc   string `yaml:"doc"`
+	ACL   struct {
+		Creator []string `yaml:"creator"`
+		World   []string `yaml:"world"`
+	} `yaml:"acl"`
+
+	params []string // derived: the <param> segments in order
+}
+
+const zkFile = "zk.yaml"
+
+// ZooKeeper's own constants: the spec restates them (so that the layout document is complete)
+// and the generator checks them, since they are not Simba's to choose.
+var (
+	zkPerms = map[string]int32{"read": 1, "write": 2, "create": 4, "delete": 8, "admin": 16}
+	// Sequential modes are excluded on purpose: a lease's token is its czxid, and a lease path
+	// must be the name itself so that at most one node per name can exist.
+	zkModes = map[string]int32{"persistent": 0, "ephemeral": 1}
+)
+
+// LoadZK loads and validates spec/zk.yaml.
+func LoadZK(specDir string) (*ZKSpec, error) {
+	var s ZKSpec
+	if err := loadYAML(specDir, zkFile, &s); err != nil {
+		return nil, err
+	}
+	if !maps.Equal(s.Perms, zkPerms) {
+		return nil, specErr(zkFile, "perms", "must be ZooKeeper's permission bits %v", sortedMap(zkPerms))
+	}
+	for m, v := range s.Modes {
+		if w, ok := zkModes[m]; !ok || w != v {
+			return nil, specErr(zkFile, "modes."+m, "unsupported mode or wrong flag value (supported: %v)", sortedMap(zkModes))
+		}
+	}
+	if err := checkZKPath("root", s.Root); err != nil {
+		return nil, err
+	}
+	if strings.Contains(s.Root, "<") {
+		return nil, specErr(zkFile, "root", "has no parameters")
+	}
+	if strings.TrimSpace(s.ACLIntent) == "" {
+		return nil, specErr(zkFile, "acl_intent", "missing: document who may delete Simba's nodes")
+	}
+	if len(s.Nodes) == 0 {
+		return nil, specErr(zkFile, "nodes", "no nodes")
+	}
+	byPath := map[string]*ZKNode{}
+	names := map[string]bool{}
+	for i := range s.Nodes {
+		n := &s.Nodes[i]
+		if err := checkIdent(zkFile, fmt.Sprintf("nodes[%d].name", i), n.Name); err != nil {
+			return nil, err
+		}
+		field := "nodes." + n.Name
+		if names[n.Name] {
+			return nil, specErr(zkFile, field, "duplicate node")
+		}
+		names[n.Name] = true
+		if err := checkZKPath(field+".path", n.Path); err != nil {
+			return nil, err
+		}
+		if n.Path != s.Root && !strings.HasPrefix(n.Path, s.Root+"/") {
+			return nil, specErr(zkFile, field+".path", "%q is not under the root %q", n.Path, s.Root)
+		}
+		// The pattern with every parameter replaced by one placeholder identifies the node kind.
+		shape := n.Path
+		seen := map[string]bool{}
+		for _, seg := range strings.Split(n.Path[1:], "/") {
+			if p, ok := strings.CutPrefix(seg, "<"); ok {
+				p, ok = strings.CutSuffix(p, ">")
+				if !ok || !identRE.MatchString(p) || token.IsKeyword(p) {
+					return nil, specErr(zkFile, field+".path", "segment %q must be a whole parameter like <name>", seg)
+				}
+				if seen[p] {
+					return nil, specErr(zkFile, field+".path", "parameter <%s> occurs twice", p)
+				}
+				seen[p] = true
+				n.params = append(n.params, p)
+				shape = strings.Replace(shape, seg, "<>", 1)
+			} else if strings.ContainsAny(seg, "<>") {
+				return nil, specErr(zkFile, field+".path", "segment %q mixes a parameter with text", seg)
+			}
+		}
+		if other := byPath[shape]; other != nil {
+			return nil, specErr(zkFile, field+".path", "same shape as node %s", other.Name)
+		}
+		byPath[shape] = n
+		if _, ok := s.Modes[n.Mode]; !ok {
+			return nil, specErr(zkFile, field+".mode", "unknown mode %q (want one of %s)", n.Mode, strings.Join(slices.Sorted(maps.Keys(s.Modes)), ", "))
+		}
+		switch n.Data {
+		case "", "owner":
+		default:
+			return nil, specErr(zkFile, field+".data", "unknown data %q (want owner or nothing)", n.Data)
+		}
+		switch {
+		case n.Token == "":
+		case n.Token != "czxid":
+			return nil, specErr(zkFile, field+".token", "unknown token source %q (want czxid)", n.Token)
+		case n.Mode != "ephemeral":
+			return nil, specErr(zkFile, field+".token", "only an ephemeral node (a tenure) carries a token")
+		}
+		if n.Doc == "" {
+			return nil, specErr(zkFile, field+".doc", "missing")
+		}
+		if len(n.ACL.Creator) == 0 {
+			return nil, specErr(zkFile, field+".acl.creator", "missing: the creator needs at least one permission")
+		}
+		for who, perms := range map[string][]string{"creator": n.ACL.Creator, "world": n.ACL.World} {
+			for _, p := range perms {
+				if _, ok := s.Perms[p]; !ok && p != "all" {
+					return nil, specErr(zkFile, field+".acl."+who, "unknown permission %q", p)
+				}
+			}
+		}
+		if w := permBits(s.Perms, n.ACL.World); w&(s.Perms["delete"]|s.Perms["write"]|s.Perms["admin"]) != 0 {
+			return nil, specErr(zkFile, field+".acl.world", "grants delete, write or admin to everyone: other clients could delete or change Simba's nodes")
+		}
+	}
+	// Every node but the root hangs under a declared, persistent node (ephemeral nodes cannot
+	// have children).
+	for i := range s.Nodes {
+		n := &s.Nodes[i]
+		if n.Path == s.Root {
+			if n.Mode != "persistent" {
+				return nil, specErr(zkFile, "nodes."+n.Name+".mode", "the root must be persistent")
+			}
+			continue
+		}
+		parent := n.Path[:strings.LastIndexByte(n.Path, '/')]
+		shape := parent
+		for _, p := range n.params {
+			shape = strings.Replace(shape, "<"+p+">", "<>", 1)
+		}
+		pn := byPath[shape]
+		if pn == nil {
+			return nil, specErr(zkFile, "nodes."+n.Name+".path", "its parent %q is not a declared node", parent)
+		}
+		if pn.Mode != "persistent" {
+			return nil, specErr(zkFile, "nodes."+n.Name+".path", "its parent %s is %s: only persistent nodes have children", pn.Name, pn.Mode)
+		}
+	}
+	if byPath[s.Root] == nil {
+		return nil, specErr(zkFile, "nodes", "the root %q is not declared as a node", s.Root)
+	}
+	return &s, nil
+}
+
+func checkZKPath(field, p string) error {
+	if !strings.HasPrefix(p, "/") || p == "/" || strings.HasSuffix(p, "/") || strings.Contains(p, "//") {
+		return specErr(zkFile, field, "%q is not an absolute ZooKeeper path", p)
+	}
+	for _, seg := range strings.Split(p[1:], "/") {
+		if seg == "." || seg == ".." || seg == "zookeeper" && p == "/zookeeper" {
+			return specErr(zkFile, field, "%q has a reserved segment %q", p, seg)
+		}
+	}
+	return nil
+}
+
+func permBits(perms map[string]int32, names []string) int32 {
+	var b int32
+	for _, n := range names {
+		if n == "all" {
+			for _, v := range perms {
+				b |= v
+			}
+			continue
+		}
+		b |= perms[n]
+	}
+	return b
+}
+
+func sortedMap(m map[string]int32) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
+	}
+	return strings.Join(parts, " ")
+}
+
+func genZK(specDir string) ([]File, error) {
+	s, err := LoadZK(specDir)
+	if err != nil {
+		return nil, err
+	}
+	layout, err := s.layout()
+	if err != nil {
+		return nil, err
+	}
+	goFile, err := s.genGo()
+	if err != nil {
+		return nil, err
+	}
+	return []File{layout, goFile}, nil
+}
+
+// layout renders zk/layout.yaml: the layout as a document for operators and other
+// implementations, with the flag and permission values resolved.
+func (s *ZKSpec) layout() (File, error) {
+	type acl struct {
+		Scheme string   `yaml:"scheme"`
+		ID     string   `yaml:"id"`
+		Perms  []string `yaml:"perms,flow"`
+		Bits   int32    `yaml:"bits"`
+	}
+	type node struct {
+		Path  string `yaml:"path"`
+		Mode  string `yaml:"mode"`
+		Flags int32  `yaml:"flags"`
+		Data  string `yaml:"data,omitempty"`
+		Token string `yaml:"token,omitempty"`
+		ACL   []acl  `yaml:"acl"`
+		Doc   string `yaml:"doc"`
+	}
+	doc := struct {
+		Protocol  string           `yaml:"protocol"`
+		Root      string           `yaml:"root"`
+		ACLIntent string           `yaml:"acl_intent"`
+		Nodes     []node           `yaml:"nodes"`
+		Perms     map[string]int32 `yaml:"perms"`
+	}{Protocol: "5.x", Root: s.Root, ACLIntent: s.ACLIntent, Perms: s.Perms}
+	for _, n := range s.Nodes {
+		acls := []acl{{Scheme: "auth", ID: "", Perms: n.ACL.Creator, Bits: permBits(s.Perms, n.ACL.Creator)}}
+		if len(n.ACL.World) > 0 {
+			acls = append(acls, acl{Scheme: "world", ID: "anyone", Perms: n.ACL.World, Bits: permBits(s.Perms, n.ACL.World)})
+		}
+		doc.Nodes = append(doc.Nodes, node{Path: n.Path, Mode: n.Mode, Flags: s.Modes[n.Mode], Data: n.Data, Token: n.Token, ACL: acls, Doc: strings.Join(strings.Fields(n.Doc), " ")})
+	}
+	var buf bytes.Buffer
+	buf.WriteString(textHeader("#"))
+	buf.WriteString("# The ZooKeeper layout of Simba's wire protocol (from spec/zk.yaml). Paths are relative to the\n# client's chroot; flags are the create flags; bits are ZooKeeper permission bits.\n")
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(doc); err != nil {
+		return File{}, fmt.Errorf("gen: rendering zk/layout.yaml: %w", err)
+	}
+	if err := enc.Close(); err != nil {
+		return File{}, err
+	}
+	return File{Path: "zk/layout.yaml", Data: buf.Bytes()}, nil
+}
+
+func (s *ZKSpec) genGo() (File, error) {
+	f := jen.NewFilePathName(wirePkg, "wire")
+	f.Comment(cmt("ZKACLIntent is the ACL intent of the ZooKeeper layout (spec/zk.yaml), which the ZooKeeper backend implements: " + strings.Join(strings.Fields(s.ACLIntent), " ")))
+	f.Const().Id("ZKACLIntent").Op("=").Lit(s.ACLIntent)
+
+	var perms []jen.Code
+	for _, p := range slices.SortedFunc(maps.Keys(s.Perms), func(a, b string) int { return int(s.Perms[a] - s.Perms[b]) }) {
+		id := "ZKPerm" + camel(p)
+		perms = append(perms, jen.Comment(fmt.Sprintf("%s is ZooKeeper's %s permission bit.", id, strings.ToUpper(p))), jen.Id(id).Int32().Op("=").Lit(int(s.Perms[p])))
+	}
+	perms = append(perms, jen.Comment("ZKPermAll is every permission bit."), jen.Id("ZKPermAll").Int32().Op("=").Lit(int(permBits(s.Perms, []string{"all"}))))
+	f.Comment("ZooKeeper permission bits, as zk.ACL.Perms takes them.")
+	f.Const().Defs(perms...)
+
+	var modes []jen.Code
+	for _, m := range slices.Sorted(maps.Keys(s.Modes)) {
+		id := "ZKFlag" + camel(m)
+		modes = append(modes, jen.Comment(fmt.Sprintf("%s is the create flag of %s nodes.", id, m)), jen.Id(id).Int32().Op("=").Lit(int(s.Modes[m])))
+	}
+	f.Comment("ZooKeeper create flags (modes), as zk.Conn.Create takes them.")
+	f.Const().Defs(modes...)
+
+	f.Comment("ACL schemes of the layout's ACL entries.")
+	f.Const().Defs(
+		jen.Comment(`ZKSchemeCreator is the scheme of the creator entry: "auth", the creating connection's`),
+		jen.Comment("authenticated (digest) identities."),
+		jen.Id("ZKSchemeCreator").Op("=").Lit("auth"),
+		jen.Comment(`ZKSchemeWorld and ZKWorldID name the world:anyone entry.`),
+		jen.Id("ZKSchemeWorld").Op("=").Lit("world"),
+		jen.Comment(`ZKWorldID is the id of the world entry.`),
+		jen.Id("ZKWorldID").Op("=").Lit("anyone"),
+		jen.Comment(`ZKSchemeDigest is the auth scheme of the DSN's user:password (AddAuth).`),
+		jen.Id("ZKSchemeDigest").Op("=").Lit("digest"),
+	)
+
+	for _, n := range s.Nodes {
+		id := camel(n.Name) + "Path"
+		what := fmt.Sprintf("the %s ZooKeeper node %q", n.Mode, n.Path)
+		d := strings.Join(strings.Fields(n.Doc), " ")
+		d = strings.ToUpper(d[:1]) + strings.TrimSuffix(d[1:], ".") + "."
+		if len(n.params) == 0 {
+			f.Comment(cmt(fmt.Sprintf("%s is %s. %s", id, what, d)))
+			f.Const().Id(id).Op("=").Lit(n.Path)
+		} else {
+			var params []jen.Code
+			var expr *jen.Statement
+			rest := n.Path
+			for _, p := range n.params {
+				i := strings.Index(rest, "<"+p+">")
+				params = append(params, jen.Id(p).String())
+				lit := jen.Lit(rest[:i])
+				if expr == nil {
+					expr = lit.Op("+").Id(p)
+				} else {
+					expr = expr.Op("+").Add(lit).Op("+").Id(p)
+				}
+				rest = rest[i+len(p)+2:]
+			}
+			if rest != "" {
+				expr = expr.Op("+").Lit(rest)
+			}
+			f.Comment(cmt(fmt.Sprintf("%s returns the path of %s. %s", id, what, d)))
+			f.Func().Id(id).Params(params...).String().Block(jen.Return(expr))
+		}
+		cn := camel(n.Name) + "Node"
+		f.Comment(fmt.Sprintf("Create flags and ACL permissions of %s nodes.", n.Name))
+		f.Const().Defs(
+			jen.Comment(fmt.Sprintf("%sFlags is the create flag of %s nodes (%s).", cn, n.Name, n.Mode)),
+			jen.Id(cn+"Flags").Op("=").Id("ZKFlag"+camel(n.Mode)),
+			jen.Comment(fmt.Sprintf("%sCreatorPerms are the perms of the creator (%s) ACL entry: %s.", cn, "auth", strings.Join(n.ACL.Creator, ", "))),
+			jen.Id(cn+"CreatorPerms").Int32().Op("=").Lit(int(permBits(s.Perms, n.ACL.Creator))),
+			jen.Comment(fmt.Sprintf("%sWorldPerms are the perms of the world:anyone ACL entry: %s.", cn, strings.Join(append([]string{}, orNone(n.ACL.World)...), ", "))),
+			jen.Id(cn+"WorldPerms").Int32().Op("=").Lit(int(permBits(s.Perms, n.ACL.World))),
+		)
+	}
+	return renderGo("generated/wire/zk.go", f)
+}
+
+func orNone(l []string) []string {
+	if len(l) == 0 {
+		return []string{"none"}
+	}
+	return l
+}
