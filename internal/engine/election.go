@@ -221,7 +221,7 @@ func (s *Engine) workExited(name string, token int64) {
 func (s *Engine) enter(e *election, st State) {
 	switch st {
 	case Cooldown:
-		e.state, e.current, e.retryAt = Cooldown, false, 0
+		e.state, e.current, e.retryAt, e.workRunning = Cooldown, false, 0, false
 		e.until = s.now + s.opt.Cooldown
 		s.arm(TimerCooldown, e.name, e.until)
 		s.sync(e)
@@ -243,7 +243,7 @@ func (s *Engine) end(e *election, err error) {
 }
 
 func (s *Engine) becomeCandidate(e *election) {
-	e.state, e.current, e.retryAt, e.fails, e.hinted = Candidate, false, 0, 0, false
+	e.state, e.current, e.retryAt, e.fails, e.hinted, e.workRunning = Candidate, false, 0, 0, false, false
 	if e.inflight == 0 {
 		s.acquire(e)
 	} else {
@@ -390,7 +390,6 @@ func (s *Engine) adopt(e *election, token int64) {
 // revoke ends e's term (the lease may still be held: the caller releases it after).
 func (s *Engine) revoke(e *election, reason Reason) {
 	s.emit(Effect{Kind: EfRevoked, Name: e.name, Token: e.token, Reason: reason})
-	e.workRunning = false
 }
 
 // afterLoss continues after a leader lost its term involuntarily: a candidate again, except
@@ -435,7 +434,7 @@ func (s *Engine) endHandover(e *election, release bool) {
 		s.complete(f, nil)
 	}
 	e.waiters = nil
-	e.state = Ended
+	e.state, e.workRunning = Ended, false
 	if e.pendingStart {
 		e.pendingStart = false
 		e.flavor, e.hasWork, e.group, e.part = e.pendingFlavor, e.pendingWork, e.pendingGroup, e.pendingPart
