@@ -10,12 +10,17 @@ import (
 )
 
 // memoryFactory runs the suites on one simbatest server on its virtual clock: waiting advances
-// the clock, so the suites take no wall time.
-func memoryFactory(t *testing.T) (tck.Factory, *simbatest.Server) {
+// the clock, so the suites take no wall time. wrap, if not nil, wraps each client's backend.
+func memoryFactory(wrap func(*simbatest.Backend, tck.BackendConfig) spi.Backend) (tck.Factory, *simbatest.Server) {
 	srv := simbatest.NewServer()
 	clock := srv.VirtualClock()
 	return tck.Factory{
-		NewBackend: func(testing.TB, tck.BackendConfig) spi.Backend { return srv.Backend() },
+		NewBackend: func(_ testing.TB, cfg tck.BackendConfig) spi.Backend {
+			if wrap != nil {
+				return wrap(srv.Backend(), cfg)
+			}
+			return srv.Backend()
+		},
 		ExpireSession: func(t testing.TB, id spi.SessionID) {
 			srv.ExpireSession(id)
 		},
@@ -28,19 +33,19 @@ func memoryFactory(t *testing.T) (tck.Factory, *simbatest.Server) {
 }
 
 func TestMemoryLeaseBackendSpec(t *testing.T) {
-	f, _ := memoryFactory(t)
+	f, _ := memoryFactory(nil)
 	tck.LeaseBackendSpec(t, f)
 }
 
 func TestMemoryFencingSpec(t *testing.T) {
-	f, _ := memoryFactory(t)
+	f, _ := memoryFactory(nil)
 	tck.FencingSpec(t, f)
 }
 
 // Without the expiry hook the suites let sessions expire by waiting out their TTL, and without
 // the restart hook they skip server restarts; simbatest passes that way too.
 func TestMemoryWithoutOptionalHooks(t *testing.T) {
-	f, _ := memoryFactory(t)
+	f, _ := memoryFactory(nil)
 	f.ExpireSession, f.Restart, f.Hints = nil, nil, false
 	t.Run("LeaseBackendSpec", func(t *testing.T) { tck.LeaseBackendSpec(t, f) })
 	t.Run("FencingSpec", func(t *testing.T) { tck.FencingSpec(t, f) })

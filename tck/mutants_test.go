@@ -1,0 +1,281 @@
+package tck_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/simbatest"
+	"github.com/simba-go/simba/tck"
+)
+
+// mutant is simbatest with one rule of the wire semantics broken, and the subtests of the suites
+// that must catch it.
+type mutant struct {
+	wrap  func(b *simbatest.Backend, cfg tck.BackendConfig) spi.Backend
+	fails []string
+}
+
+// broken wraps a simbatest backend; each mutant overrides one method through a hook.
+type broken struct {
+	*simbatest.Backend
+	cfg       tck.BackendConfig
+	acquire   func(b *broken, ctx context.Context, s spi.SessionID, name string) (spi.Acquire, error)
+	release   func(b *broken, ctx context.Context, s spi.SessionID, name string, token int64) error
+	keepAlive func(b *broken, ctx context.Context, s spi.SessionID, names, groups []string) (spi.KeepAlive, error)
+	join      func(b *broken, ctx context.Context, s spi.SessionID, group string) (spi.Status, error)
+	leave     func(b *broken, ctx context.Context, s spi.SessionID, group string) (spi.Status, error)
+	close     func(b *broken, ctx context.Context, s spi.SessionID) error
+}
+
+func (b *broken) Acquire(ctx context.Context, s spi.SessionID, name string) (spi.Acquire, error) {
+	if b.acquire != nil {
+		return b.acquire(b, ctx, s, name)
+	}
+	return b.Backend.Acquire(ctx, s, name)
+}
+
+func (b *broken) Release(ctx context.Context, s spi.SessionID, name string, token int64) error {
+	if b.release != nil {
+		return b.release(b, ctx, s, name, token)
+	}
+	return b.Backend.Release(ctx, s, name, token)
+}
+
+func (b *broken) KeepAlive(ctx context.Context, s spi.SessionID, names, groups []string) (spi.KeepAlive, error) {
+	if b.keepAlive != nil {
+		return b.keepAlive(b, ctx, s, names, groups)
+	}
+	return b.Backend.KeepAlive(ctx, s, names, groups)
+}
+
+func (b *broken) Join(ctx context.Context, s spi.SessionID, group string) (spi.Status, error) {
+	if b.join != nil {
+		return b.join(b, ctx, s, group)
+	}
+	return b.Backend.Join(ctx, s, group)
+}
+
+func (b *broken) Leave(ctx context.Context, s spi.SessionID, group string) (spi.Status, error) {
+	if b.leave != nil {
+		return b.leave(b, ctx, s, group)
+	}
+	return b.Backend.Leave(ctx, s, group)
+}
+
+func (b *broken) CloseSession(ctx context.Context, s spi.SessionID) error {
+	if b.close != nil {
+		return b.close(b, ctx, s)
+	}
+	return b.Backend.CloseSession(ctx, s)
+}
+
+// with builds a mutant's wrap from a function that sets hooks.
+func with(set func(b *broken)) func(*simbatest.Backend, tck.BackendConfig) spi.Backend {
+	return func(sb *simbatest.Backend, cfg tck.BackendConfig) spi.Backend {
+		b := &broken{Backend: sb, cfg: cfg}
+		set(b)
+		return b
+	}
+}
+
+// escape maps characters the grammar forbids to ones it allows: a backend that "sanitises"
+// names instead of rejecting them.
+var escape = strings.NewReplacer("/", "_", " ", "_", "\x00", "_", "*", "_", "{", "_", "}", "_", "é", "e")
+
+var mutants = map[string]mutant{
+	"constant-token": {
+		wrap: with(func(b *broken) {
+			b.acquire = func(b *broken, ctx context.Context, s spi.SessionID, name string) (spi.Acquire, error) {
+				r, err := b.Backend.Acquire(ctx, s, name)
+				if r.Kind == spi.Granted {
+					r.Token = 1
+				}
+				return r, err
+			}
+		}),
+		fails: []string{"FencingSpec/TokensIncrease/AcrossReleases", "FencingSpec/TokensIncrease/AcrossExpiries", "LeaseBackendSpec/Leases/ReleaseFreesForOthers"},
+	},
+	"release-ignores-token": {
+		wrap: with(func(b *broken) {
+			b.release = func(b *broken, ctx context.Context, s spi.SessionID, name string, _ int64) error {
+				if info, ok := b.Server().Lease(name); ok && info.Holder == s {
+					return b.Backend.Release(ctx, s, name, info.Token)
+				}
+				return nil
+			}
+		}),
+		fails: []string{"LeaseBackendSpec/Leases/ReleaseWithWrongTokenOrSessionChangesNothing"},
+	},
+	"release-ignores-session": {
+		wrap: with(func(b *broken) {
+			b.release = func(b *broken, ctx context.Context, _ spi.SessionID, name string, token int64) error {
+				if info, ok := b.Server().Lease(name); ok && info.Holder != "" {
+					return b.Backend.Release(ctx, info.Holder, name, token)
+				}
+				return nil
+			}
+		}),
+		fails: []string{"LeaseBackendSpec/Leases/ReleaseWithWrongTokenOrSessionChangesNothing"},
+	},
+	"session-never-expires": {
+		wrap: with(func(b *broken) {
+			b.keepAlive = func(b *broken, ctx context.Context, s spi.SessionID, names, groups []string) (spi.KeepAlive, error) {
+				ka, err := b.Backend.KeepAlive(ctx, s, names, groups)
+				if ka.Expired {
+					return spi.KeepAlive{Remaining: time.Second}, err
+				}
+				return ka, err
+			}
+		}),
+		fails: []string{"LeaseBackendSpec/Sessions/ExpiresAfterTTLWithoutKeepAlive", "LeaseBackendSpec/Sessions/ExpiredCannotKeepAliveAcquireOrJoin", "LeaseBackendSpec/Sessions/CloseReleasesEverything"},
+	},
+	"expired-session-acquires": {
+		wrap: with(func(b *broken) {
+			b.acquire = func(b *broken, ctx context.Context, s spi.SessionID, name string) (spi.Acquire, error) {
+				r, err := b.Backend.Acquire(ctx, s, name)
+				if r.Kind == spi.SessionExpired {
+					fresh, _ := b.Backend.OpenSession(ctx, "zombie", time.Minute)
+					return b.Backend.Acquire(ctx, fresh.ID, name)
+				}
+				return r, err
+			}
+		}),
+		fails: []string{"LeaseBackendSpec/Sessions/ExpiredCannotKeepAliveAcquireOrJoin", "LeaseBackendSpec/Leases/TakeoverAfterHolderExpiryHasGreaterToken"},
+	},
+	"double-grant": {
+		wrap: with(func(b *broken) {
+			b.acquire = func(b *broken, ctx context.Context, s spi.SessionID, name string) (spi.Acquire, error) {
+				r, err := b.Backend.Acquire(ctx, s, name)
+				if r.Kind == spi.HeldBy {
+					info, _ := b.Server().Lease(name)
+					return spi.Acquire{Kind: spi.Granted, Token: info.Token, Remaining: r.Remaining}, err
+				}
+				return r, err
+			}
+		}),
+		fails: []string{"FencingSpec/Concurrent/ExactlyOneGrantedOfFreeLease", "LeaseBackendSpec/Leases/HeldIsHeldByWithHolderRemaining"},
+	},
+	"held-by-asker-remaining": {
+		wrap: with(func(b *broken) {
+			b.acquire = func(b *broken, ctx context.Context, s spi.SessionID, name string) (spi.Acquire, error) {
+				r, err := b.Backend.Acquire(ctx, s, name)
+				if r.Kind == spi.HeldBy {
+					r.Remaining += time.Hour
+				}
+				return r, err
+			}
+		}),
+		fails: []string{"LeaseBackendSpec/Leases/HeldIsHeldByWithHolderRemaining", "LeaseBackendSpec/Time/RemainingIsBackendTime"},
+	},
+	"keep-alive-omits-held": {
+		wrap: with(func(b *broken) {
+			b.keepAlive = func(b *broken, ctx context.Context, s spi.SessionID, names, groups []string) (spi.KeepAlive, error) {
+				ka, err := b.Backend.KeepAlive(ctx, s, names, groups)
+				ka.Held = nil
+				return ka, err
+			}
+		}),
+		fails: []string{"LeaseBackendSpec/Sessions/KeepAliveReturnsRemainingAndHeldLeases", "LeaseBackendSpec/Leases/ReacquireByHolderIsIdempotent"},
+	},
+	"keep-alive-reports-others": {
+		wrap: with(func(b *broken) {
+			b.keepAlive = func(b *broken, ctx context.Context, s spi.SessionID, names, groups []string) (spi.KeepAlive, error) {
+				ka, err := b.Backend.KeepAlive(ctx, s, names, groups)
+				ka.Held = nil
+				for _, n := range names {
+					if info, ok := b.Server().Lease(n); ok && info.Holder != "" {
+						ka.Held = append(ka.Held, spi.Held{Name: n, Token: info.Token})
+					}
+				}
+				return ka, err
+			}
+		}),
+		fails: []string{"LeaseBackendSpec/Sessions/KeepAliveReturnsRemainingAndHeldLeases"},
+	},
+	"case-insensitive": {
+		wrap: with(func(b *broken) {
+			b.acquire = func(b *broken, ctx context.Context, s spi.SessionID, name string) (spi.Acquire, error) {
+				return b.Backend.Acquire(ctx, s, strings.ToLower(name))
+			}
+		}),
+		fails: []string{"LeaseBackendSpec/Names/CaseSensitive"},
+	},
+	"sanitises-names": {
+		wrap: with(func(b *broken) {
+			b.acquire = func(b *broken, ctx context.Context, s spi.SessionID, name string) (spi.Acquire, error) {
+				return b.Backend.Acquire(ctx, s, escape.Replace(name))
+			}
+		}),
+		fails: []string{"LeaseBackendSpec/Names/InvalidNamesAreRejected"},
+	},
+	"leave-does-nothing": {
+		wrap: with(func(b *broken) {
+			b.leave = func(*broken, context.Context, spi.SessionID, string) (spi.Status, error) { return spi.OK, nil }
+		}),
+		fails: []string{"LeaseBackendSpec/Groups/Leave"},
+	},
+	"close-keeps-leases": {
+		wrap: with(func(b *broken) {
+			b.close = func(*broken, context.Context, spi.SessionID) error { return nil }
+		}),
+		fails: []string{"LeaseBackendSpec/Sessions/CloseReleasesEverything", "FencingSpec/TokensIncrease/AcrossHolders"},
+	},
+	"client-clock-decides": {
+		wrap: with(func(b *broken) {
+			start := b.cfg.Clock.Now()
+			b.keepAlive = func(b *broken, ctx context.Context, s spi.SessionID, names, groups []string) (spi.KeepAlive, error) {
+				ka, err := b.Backend.KeepAlive(ctx, s, names, groups)
+				// A backend that ages the reply by the client's clock.
+				if ka.Remaining -= b.cfg.Clock.Now() - start; !ka.Expired && ka.Remaining <= 0 {
+					return spi.KeepAlive{Expired: true}, err
+				}
+				return ka, err
+			}
+		}),
+		fails: []string{"LeaseBackendSpec/Time/ClientClockJumpsChangeNothing"},
+	},
+}
+
+// TestSuitesCatchMutants shows that the suites are not vacuous: for each mutant of simbatest
+// with one rule broken, it runs both suites in a child process and checks that they fail, in the
+// subtests expected to catch that rule.
+func TestSuitesCatchMutants(t *testing.T) {
+	if name := os.Getenv("TCK_MUTANT"); name != "" {
+		runMutant(t, name)
+		return
+	}
+	for name, m := range mutants {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestSuitesCatchMutants$", "-test.count=1", "-test.v")
+			cmd.Env = append(os.Environ(), "TCK_MUTANT="+name)
+			out, err := cmd.CombinedOutput()
+			if err == nil {
+				t.Fatalf("the suites pass on mutant %s:\n%s", name, out)
+			}
+			for _, sub := range m.fails {
+				if !strings.Contains(string(out), "--- FAIL: TestSuitesCatchMutants/"+sub+" ") {
+					t.Errorf("mutant %s: subtest %s did not fail; output:\n%s", name, sub, out)
+				}
+			}
+		})
+	}
+}
+
+// runMutant is the child process: it runs both suites on the named mutant.
+func runMutant(t *testing.T, name string) {
+	m, ok := mutants[name]
+	if !ok {
+		t.Fatalf("unknown mutant %q", name)
+	}
+	f, _ := memoryFactory(m.wrap)
+	t.Run("LeaseBackendSpec", func(t *testing.T) { tck.LeaseBackendSpec(t, f) })
+	t.Run("FencingSpec", func(t *testing.T) { tck.FencingSpec(t, f) })
+}
