@@ -1,4 +1,823 @@
 package gen
 
-// genSQL is being written (placeholder during development).
-func genSQL(specDir string) ([]File, error) { return nil, nil }
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/dave/jennifer/jen"
+	"go.yaml.in/yaml/v3"
+)
+
+const sqlFile = "sql.yaml"
+
+// sqlDialects are the dialects the spec must describe, in output order.
+var sqlDialects = []string{"postgres", "mysql", "sqlite"}
+
+// sqlEngines maps each dialect to the sqlc engine that parses it.
+var sqlEngines = map[string]string{"postgres": "postgresql", "mysql": "mysql", "sqlite": "sqlite"}
+
+// sqlPackages maps each dialect to the sqlc sql_package values it may use.
+var sqlPackages = map[string][]string{
+	"postgres": {"pgx/v5"},
+	"mysql":    {"database/sql"},
+	"sqlite":   {"database/sql"},
+}
+
+// SQLSpec is spec/sql.yaml: tables, dialect variants, statements and the SPI operations built
+// from them.
+type SQLSpec struct {
+	SchemaVersion  int                          `yaml:"schema_version"`
+	Migration      string                       `yaml:"migration"`
+	ReleaseChannel string                       `yaml:"release_channel"`
+	GroupChannel   string                       `yaml:"group_channel"`
+	Dialects       map[string]SQLDialectSpec    `yaml:"dialects"`
+	Variants       map[string]map[string]string `yaml:"variants"`
+	Types          map[string]map[string]string `yaml:"types"`
+	Tables         []SQLTable                   `yaml:"tables"`
+	VersionTable   string                       `yaml:"version_table"`
+	VersionInsert  string                       `yaml:"version_insert"`
+	Statements     []SQLStatement               `yaml:"statements"`
+	Operations     []SQLOperationSpec           `yaml:"operations"`
+}
+
+// SQLDialectSpec describes how one dialect is driven.
+type SQLDialectSpec struct {
+	Engine        string   `yaml:"engine"`
+	SQLPackage    string   `yaml:"sql_package"`
+	Begin         string   `yaml:"begin"`
+	SessionSetup  []string `yaml:"session_setup"`
+	TableOptions  string   `yaml:"table_options"`
+	InlineIndexes bool     `yaml:"inline_indexes"`
+}
+
+// SQLTable is one table of the schema.
+type SQLTable struct {
+	Name       string      `yaml:"name"`
+	Doc        string      `yaml:"doc"`
+	Columns    []SQLColumn `yaml:"columns"`
+	PrimaryKey []string    `yaml:"primary_key"`
+	Indexes    []SQLIndex  `yaml:"indexes"`
+}
+
+// SQLColumn is one column; Type names an entry of the spec's types.
+type SQLColumn struct {
+	Name       string         `yaml:"name"`
+	Type       string         `yaml:"type"`
+	Nullable   bool           `yaml:"nullable"`
+	References *SQLReferences `yaml:"references"`
+}
+
+// SQLReferences is a foreign key from a column to a table's column.
+type SQLReferences struct {
+	Table      string `yaml:"table"`
+	Column     string `yaml:"column"`
+	OnDelete   string `yaml:"on_delete"` // set_null | cascade
+	Constraint string `yaml:"constraint"`
+}
+
+// SQLIndex is a secondary index.
+type SQLIndex struct {
+	Name    string   `yaml:"name"`
+	Columns []string `yaml:"columns"`
+}
+
+// SQLStatement is one sqlc query, shared by the dialects it lists.
+type SQLStatement struct {
+	Name     string   `yaml:"name"`
+	Dialects []string `yaml:"dialects"`
+	Returns  string   `yaml:"returns"`
+	Doc      string   `yaml:"doc"`
+	SQL      string   `yaml:"sql"`
+}
+
+// SQLOperationSpec is one SPI operation: its statements in order.
+type SQLOperationSpec struct {
+	Name        string         `yaml:"name"`
+	Transaction []string       `yaml:"transaction"`
+	Statements  []SQLStepEntry `yaml:"statements"`
+}
+
+// SQLStepEntry names a statement of an operation, optionally narrowed to some dialects. In YAML
+// it is either the statement's name or {name: ..., dialects: [...]}.
+type SQLStepEntry struct {
+	Name     string   `yaml:"name"`
+	Dialects []string `yaml:"dialects"`
+}
+
+// UnmarshalYAML accepts a bare statement name or the long form.
+func (e *SQLStepEntry) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		e.Name = n.Value
+		return nil
+	}
+	type plain SQLStepEntry
+	var p plain
+	if err := n.Decode(&p); err != nil {
+		return err
+	}
+	*e = SQLStepEntry(p)
+	return nil
+}
+
+var (
+	sqlPlaceholderRE = regexp.MustCompile(`\{\{([^{}]*)\}\}`)
+	// sqlTypeRE is the column types the generator accepts: the base types every dialect's
+	// Go mapping handles, optionally followed by a character set and collation.
+	sqlTypeRE = regexp.MustCompile(`^(VARCHAR\([1-9][0-9]*\)|TEXT|BIGINT|INTEGER)( (CHARACTER SET [a-z0-9]+ )?COLLATE ("C"|BINARY|[a-z0-9_]+))?$`)
+	// sqlIntTypeRE is the types a millisecond, token or version column may have.
+	sqlIntTypeRE = regexp.MustCompile(`^(BIGINT|INTEGER)$`)
+	// sqlChannelRE is a PostgreSQL channel name that needs no quoting.
+	sqlChannelRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+)
+
+// LoadSQL loads and validates spec/sql.yaml.
+func LoadSQL(specDir string) (*SQLSpec, error) {
+	var s SQLSpec
+	if err := loadYAML(specDir, sqlFile, &s); err != nil {
+		return nil, err
+	}
+	if err := s.validate(); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// sqlInt64Column reports whether a column holds a millisecond value, a token or a version: those
+// must be 64-bit integers.
+func sqlInt64Column(name string) bool {
+	return strings.HasSuffix(name, "_ms") || name == "token" || name == "version"
+}
+
+func (s *SQLSpec) validate() error {
+	f := sqlFile
+	if s.SchemaVersion < 1 || s.SchemaVersion > 9999 {
+		return specErr(f, "schema_version", "must be in [1, 9999], got %d", s.SchemaVersion)
+	}
+	if err := checkIdent(f, "migration", s.Migration); err != nil {
+		return err
+	}
+	if !sqlChannelRE.MatchString(s.ReleaseChannel) {
+		return specErr(f, "release_channel", "%q is not a plain channel name", s.ReleaseChannel)
+	}
+	if !sqlChannelRE.MatchString(s.GroupChannel) || s.GroupChannel == s.ReleaseChannel {
+		return specErr(f, "group_channel", "%q is not a plain channel name distinct from release_channel", s.GroupChannel)
+	}
+
+	// Dialects: exactly the known ones.
+	for _, name := range sqlSortedKeys(s.Dialects) {
+		if !slices.Contains(sqlDialects, name) {
+			return specErr(f, "dialects."+name, "unknown dialect (want one of %s)", strings.Join(sqlDialects, ", "))
+		}
+	}
+	for _, d := range sqlDialects {
+		ds, ok := s.Dialects[d]
+		if !ok {
+			return specErr(f, "dialects", "missing dialect %s", d)
+		}
+		field := "dialects." + d
+		if ds.Engine != sqlEngines[d] {
+			return specErr(f, field+".engine", "must be %q, got %q", sqlEngines[d], ds.Engine)
+		}
+		if !slices.Contains(sqlPackages[d], ds.SQLPackage) {
+			return specErr(f, field+".sql_package", "must be one of %q, got %q", sqlPackages[d], ds.SQLPackage)
+		}
+		if strings.TrimSpace(ds.Begin) == "" {
+			return specErr(f, field+".begin", "is empty")
+		}
+		for i, st := range ds.SessionSetup {
+			if strings.TrimSpace(st) == "" || strings.Contains(st, ";") {
+				return specErr(f, fmt.Sprintf("%s.session_setup[%d]", field, i), "must be one non-empty statement without ';'")
+			}
+		}
+		if ds.InlineIndexes && d == "postgres" {
+			return specErr(f, field+".inline_indexes", "PostgreSQL cannot declare indexes inside CREATE TABLE")
+		}
+	}
+
+	// Variants: every dialect, and no placeholders inside.
+	for _, name := range sqlSortedKeys(s.Variants) {
+		field := "variants." + name
+		if err := checkIdent(f, field, name); err != nil {
+			return err
+		}
+		if sqlBuiltinPlaceholder(name) {
+			return specErr(f, field, "%q is a built-in placeholder", name)
+		}
+		if err := s.perDialect(field, s.Variants[name], true); err != nil {
+			return err
+		}
+		for _, d := range sqlDialects {
+			if sqlPlaceholderRE.MatchString(s.Variants[name][d]) {
+				return specErr(f, field+"."+d, "variants cannot contain placeholders")
+			}
+		}
+	}
+
+	// Types.
+	for _, name := range sqlSortedKeys(s.Types) {
+		field := "types." + name
+		if err := checkIdent(f, field, name); err != nil {
+			return err
+		}
+		if err := s.perDialect(field, s.Types[name], false); err != nil {
+			return err
+		}
+		for _, d := range sqlDialects {
+			if !sqlTypeRE.MatchString(s.Types[name][d]) {
+				return specErr(f, field+"."+d, "bad column type %q", s.Types[name][d])
+			}
+		}
+	}
+
+	// Tables.
+	if len(s.Tables) == 0 {
+		return specErr(f, "tables", "is empty")
+	}
+	tables := map[string]*SQLTable{}
+	indexNames := map[string]bool{}
+	for i := range s.Tables {
+		t := &s.Tables[i]
+		field := fmt.Sprintf("tables[%d]", i)
+		if err := checkIdent(f, field+".name", t.Name); err != nil {
+			return err
+		}
+		if tables[t.Name] != nil {
+			return specErr(f, field+".name", "duplicate table %s", t.Name)
+		}
+		field = "tables." + t.Name
+		if len(t.Columns) == 0 {
+			return specErr(f, field+".columns", "is empty")
+		}
+		cols := map[string]bool{}
+		for j, c := range t.Columns {
+			cf := fmt.Sprintf("%s.columns[%d]", field, j)
+			if err := checkIdent(f, cf+".name", c.Name); err != nil {
+				return err
+			}
+			if cols[c.Name] {
+				return specErr(f, cf+".name", "duplicate column %s", c.Name)
+			}
+			cols[c.Name] = true
+			ty, ok := s.Types[c.Type]
+			if !ok {
+				return specErr(f, cf+".type", "bad column type %q: not one of the spec's types", c.Type)
+			}
+			if sqlInt64Column(c.Name) {
+				for _, d := range sqlDialects {
+					if !sqlIntTypeRE.MatchString(ty[d]) {
+						return specErr(f, cf+".type", "%s holds a token, version or millisecond value and must be a 64-bit integer on %s, got %q", c.Name, d, ty[d])
+					}
+				}
+			}
+			if r := c.References; r != nil {
+				rt := tables[r.Table]
+				if rt == nil {
+					return specErr(f, cf+".references.table", "%q is not a table declared before %s", r.Table, t.Name)
+				}
+				if len(rt.PrimaryKey) != 1 || rt.PrimaryKey[0] != r.Column {
+					return specErr(f, cf+".references.column", "%s.%s is not the single-column primary key of %s", r.Table, r.Column, r.Table)
+				}
+				if r.OnDelete != "set_null" && r.OnDelete != "cascade" {
+					return specErr(f, cf+".references.on_delete", "must be set_null or cascade, got %q", r.OnDelete)
+				}
+				if r.OnDelete == "set_null" && !c.Nullable {
+					return specErr(f, cf+".references.on_delete", "set_null needs a nullable column")
+				}
+				if err := checkIdent(f, cf+".references.constraint", r.Constraint); err != nil {
+					return err
+				}
+				if indexNames[r.Constraint] {
+					return specErr(f, cf+".references.constraint", "duplicate name %s", r.Constraint)
+				}
+				indexNames[r.Constraint] = true
+			}
+		}
+		if len(t.PrimaryKey) == 0 {
+			return specErr(f, field+".primary_key", "is empty")
+		}
+		for j, k := range t.PrimaryKey {
+			if !cols[k] {
+				return specErr(f, fmt.Sprintf("%s.primary_key[%d]", field, j), "unknown column %q", k)
+			}
+		}
+		for j, ix := range t.Indexes {
+			xf := fmt.Sprintf("%s.indexes[%d]", field, j)
+			if err := checkIdent(f, xf+".name", ix.Name); err != nil {
+				return err
+			}
+			if indexNames[ix.Name] {
+				return specErr(f, xf+".name", "duplicate name %s", ix.Name)
+			}
+			indexNames[ix.Name] = true
+			if len(ix.Columns) == 0 {
+				return specErr(f, xf+".columns", "is empty")
+			}
+			for k, c := range ix.Columns {
+				if !cols[c] {
+					return specErr(f, fmt.Sprintf("%s.columns[%d]", xf, k), "unknown column %q", c)
+				}
+			}
+		}
+		tables[t.Name] = t
+	}
+	if vt := tables[s.VersionTable]; vt == nil {
+		return specErr(f, "version_table", "%q is not a declared table", s.VersionTable)
+	}
+	if _, err := s.expandAll("version_insert", s.VersionInsert); err != nil {
+		return err
+	}
+
+	// Statements.
+	stmts := map[string]*SQLStatement{}
+	for i := range s.Statements {
+		st := &s.Statements[i]
+		field := fmt.Sprintf("statements[%d]", i)
+		if err := checkIdent(f, field+".name", st.Name); err != nil {
+			return err
+		}
+		if stmts[st.Name] != nil {
+			return specErr(f, field+".name", "duplicate statement %s", st.Name)
+		}
+		stmts[st.Name] = st
+		field = "statements." + st.Name
+		if len(st.Dialects) == 0 {
+			st.Dialects = slices.Clone(sqlDialects)
+		}
+		if err := sqlCheckDialects(field+".dialects", st.Dialects); err != nil {
+			return err
+		}
+		switch st.Returns {
+		case "one", "many", "exec":
+		default:
+			return specErr(f, field+".returns", "must be one, many or exec, got %q", st.Returns)
+		}
+		if strings.TrimSpace(st.SQL) == "" {
+			return specErr(f, field+".sql", "is empty")
+		}
+		if strings.Contains(strings.TrimRight(strings.TrimSpace(st.SQL), ";"), ";") {
+			return specErr(f, field+".sql", "holds more than one statement")
+		}
+		for _, d := range st.Dialects {
+			if _, err := s.expand(field+".sql", st.SQL, d); err != nil {
+				return err
+			}
+		}
+	}
+
+	// Operations.
+	if len(s.Operations) == 0 {
+		return specErr(f, "operations", "is empty")
+	}
+	ops := map[string]bool{}
+	used := map[string]bool{}
+	for i, op := range s.Operations {
+		field := fmt.Sprintf("operations[%d]", i)
+		if err := checkIdent(f, field+".name", op.Name); err != nil {
+			return err
+		}
+		if ops[op.Name] {
+			return specErr(f, field+".name", "duplicate operation %s", op.Name)
+		}
+		ops[op.Name] = true
+		field = "operations." + op.Name
+		if err := sqlCheckDialects(field+".transaction", op.Transaction); err != nil {
+			return err
+		}
+		for j, e := range op.Statements {
+			ef := fmt.Sprintf("%s.statements[%d]", field, j)
+			st := stmts[e.Name]
+			if st == nil {
+				return specErr(f, ef, "unknown statement %q", e.Name)
+			}
+			used[e.Name] = true
+			if err := sqlCheckDialects(ef+".dialects", e.Dialects); err != nil {
+				return err
+			}
+			for _, d := range e.Dialects {
+				if !slices.Contains(st.Dialects, d) {
+					return specErr(f, ef+".dialects", "statement %s has no %s variant", e.Name, d)
+				}
+			}
+		}
+		for _, d := range sqlDialects {
+			if len(s.steps(op, d)) == 0 {
+				return specErr(f, field, "missing variant for %s", d)
+			}
+		}
+	}
+	for _, st := range s.Statements {
+		if !used[st.Name] {
+			return specErr(f, "statements."+st.Name, "is used by no operation")
+		}
+	}
+	return nil
+}
+
+// sqlCheckDialects checks a list of dialect names for unknown and repeated entries.
+func sqlCheckDialects(field string, ds []string) error {
+	seen := map[string]bool{}
+	for i, d := range ds {
+		if !slices.Contains(sqlDialects, d) {
+			return specErr(sqlFile, fmt.Sprintf("%s[%d]", field, i), "unknown dialect %q", d)
+		}
+		if seen[d] {
+			return specErr(sqlFile, fmt.Sprintf("%s[%d]", field, i), "dialect %s listed twice", d)
+		}
+		seen[d] = true
+	}
+	return nil
+}
+
+// perDialect checks that m names every dialect and nothing else; empty values are allowed only
+// when allowEmpty.
+func (s *SQLSpec) perDialect(field string, m map[string]string, allowEmpty bool) error {
+	for _, k := range sqlSortedKeys(m) {
+		if !slices.Contains(sqlDialects, k) {
+			return specErr(sqlFile, field+"."+k, "unknown dialect")
+		}
+	}
+	for _, d := range sqlDialects {
+		v, ok := m[d]
+		if !ok {
+			return specErr(sqlFile, field, "missing variant for %s", d)
+		}
+		if !allowEmpty && strings.TrimSpace(v) == "" {
+			return specErr(sqlFile, field+"."+d, "is empty")
+		}
+	}
+	return nil
+}
+
+func sqlBuiltinPlaceholder(name string) bool {
+	switch name {
+	case "release_channel", "group_channel", "schema_version":
+		return true
+	}
+	return false
+}
+
+// expand substitutes every placeholder of text for dialect d.
+func (s *SQLSpec) expand(field, text, d string) (string, error) {
+	var err error
+	out := sqlPlaceholderRE.ReplaceAllStringFunc(text, func(m string) string {
+		name := strings.TrimSpace(m[2 : len(m)-2])
+		switch name {
+		case "release_channel":
+			return "'" + s.ReleaseChannel + "'"
+		case "group_channel":
+			return "'" + s.GroupChannel + "'"
+		case "schema_version":
+			return strconv.Itoa(s.SchemaVersion)
+		}
+		v, ok := s.Variants[name]
+		if !ok {
+			if err == nil {
+				err = specErr(sqlFile, field, "unknown placeholder {{%s}}", name)
+			}
+			return m
+		}
+		return v[d]
+	})
+	if err != nil {
+		return "", err
+	}
+	if strings.Contains(out, "{{") || strings.Contains(out, "}}") {
+		return "", specErr(sqlFile, field, "unbalanced placeholder braces")
+	}
+	return out, nil
+}
+
+func (s *SQLSpec) expandAll(field, text string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, d := range sqlDialects {
+		v, err := s.expand(field, text, d)
+		if err != nil {
+			return nil, err
+		}
+		out[d] = v
+	}
+	return out, nil
+}
+
+// steps lists the statements op runs on dialect d, in order.
+func (s *SQLSpec) steps(op SQLOperationSpec, d string) []*SQLStatement {
+	var out []*SQLStatement
+	for _, e := range op.Statements {
+		st := s.statement(e.Name)
+		if st == nil || !slices.Contains(st.Dialects, d) {
+			continue
+		}
+		if len(e.Dialects) > 0 && !slices.Contains(e.Dialects, d) {
+			continue
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+func (s *SQLSpec) statement(name string) *SQLStatement {
+	for i := range s.Statements {
+		if s.Statements[i].Name == name {
+			return &s.Statements[i]
+		}
+	}
+	return nil
+}
+
+func sqlSortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// migrationFile is the file name of the spec's migration.
+func (s *SQLSpec) migrationFile() string {
+	return fmt.Sprintf("%04d_%s.sql", s.SchemaVersion, s.Migration)
+}
+
+// ddlStatements renders the migration of dialect d as separate statements.
+func (s *SQLSpec) ddlStatements(d string) []string {
+	ds := s.Dialects[d]
+	var out []string
+	for _, t := range s.Tables {
+		var lines []string
+		for _, c := range t.Columns {
+			null := " NOT NULL"
+			if c.Nullable {
+				null = "" // nullable by default; an explicit NULL confuses sqlc's SQLite parser
+			}
+			lines = append(lines, "    "+c.Name+" "+s.Types[c.Type][d]+null)
+		}
+		lines = append(lines, "    PRIMARY KEY ("+strings.Join(t.PrimaryKey, ", ")+")")
+		if ds.InlineIndexes {
+			for _, ix := range t.Indexes {
+				lines = append(lines, "    INDEX "+ix.Name+" ("+strings.Join(ix.Columns, ", ")+")")
+			}
+		}
+		for _, c := range t.Columns {
+			if r := c.References; r != nil {
+				action := map[string]string{"set_null": "SET NULL", "cascade": "CASCADE"}[r.OnDelete]
+				lines = append(lines, fmt.Sprintf("    CONSTRAINT %s FOREIGN KEY (%s) REFERENCES %s (%s) ON DELETE %s",
+					r.Constraint, c.Name, r.Table, r.Column, action))
+			}
+		}
+		var b strings.Builder
+		b.WriteString("CREATE TABLE IF NOT EXISTS " + t.Name + " (\n")
+		b.WriteString(strings.Join(lines, ",\n"))
+		b.WriteString("\n)")
+		if ds.TableOptions != "" {
+			b.WriteString(" " + ds.TableOptions)
+		}
+		out = append(out, b.String())
+		if !ds.InlineIndexes {
+			for _, ix := range t.Indexes {
+				out = append(out, fmt.Sprintf("CREATE INDEX IF NOT EXISTS %s ON %s (%s)", ix.Name, t.Name, strings.Join(ix.Columns, ", ")))
+			}
+		}
+	}
+	ins, _ := s.expand("version_insert", s.VersionInsert, d) // validated
+	out = append(out, ins)
+	return out
+}
+
+// sqlDocLines wraps a doc string into SQL comment lines of at most about 100 characters.
+func sqlDocLines(doc string) string {
+	var b strings.Builder
+	for _, para := range strings.Split(strings.TrimSpace(doc), "\n") {
+		line := "--"
+		for _, w := range strings.Fields(para) {
+			if len(line) > 2 && len(line)+1+len(w) > 100 {
+				b.WriteString(line + "\n")
+				line = "--"
+			}
+			line += " " + w
+		}
+		b.WriteString(line + "\n")
+	}
+	return b.String()
+}
+
+func genSQL(specDir string) ([]File, error) {
+	s, err := LoadSQL(specDir)
+	if err != nil {
+		return nil, err
+	}
+	var files []File
+	ddl := map[string][]string{}
+	for _, d := range sqlDialects {
+		stmts := s.ddlStatements(d)
+		ddl[d] = stmts
+		var b strings.Builder
+		b.WriteString(textHeader("--"))
+		fmt.Fprintf(&b, "--\n-- Simba schema version %d for %s. Idempotent: applying it twice is harmless.\n", s.SchemaVersion, d)
+		for _, st := range stmts {
+			b.WriteString("\n")
+			for _, t := range s.Tables {
+				if strings.HasPrefix(st, "CREATE TABLE IF NOT EXISTS "+t.Name+" (") && t.Doc != "" {
+					b.WriteString(sqlDocLines(t.Doc))
+				}
+			}
+			b.WriteString(st + ";\n")
+		}
+		files = append(files, File{Path: "sql/schema/" + d + "/" + s.migrationFile(), Data: []byte(b.String())})
+
+		for _, st := range s.Statements {
+			if !slices.Contains(st.Dialects, d) {
+				continue
+			}
+			body, _ := s.expand("statements."+st.Name+".sql", st.SQL, d) // validated
+			body = strings.TrimRight(strings.TrimSpace(body), ";")
+			var q strings.Builder
+			// A block comment: sqlc copies every "--" line before a query into the Go doc of its
+			// method, but drops the lines of a multi-line block comment.
+			q.WriteString("/*\n" + strings.TrimSpace(textHeader("")) + "\n*/\n\n")
+			fmt.Fprintf(&q, "-- name: %s :%s\n", camel(st.Name), st.Returns)
+			if st.Doc != "" {
+				q.WriteString(sqlDocLines(st.Doc))
+			}
+			q.WriteString(body + ";\n")
+			files = append(files, File{Path: "sql/queries/" + d + "/" + st.Name + ".sql", Data: []byte(q.String())})
+		}
+	}
+
+	// sqlc.yaml
+	var y strings.Builder
+	y.WriteString(textHeader("#"))
+	y.WriteString("# sqlc reads this from sql/ (go generate runs it from tools/).\nversion: \"2\"\nsql:\n")
+	for _, d := range sqlDialects {
+		ds := s.Dialects[d]
+		fmt.Fprintf(&y, "  - engine: %s\n    schema: schema/%s\n    queries: queries/%s\n    gen:\n      go:\n        package: %s\n        out: ../generated/sqlc/%s\n",
+			ds.Engine, d, d, d, d)
+		if ds.SQLPackage != "database/sql" {
+			fmt.Fprintf(&y, "        sql_package: %s\n", ds.SQLPackage)
+		}
+	}
+	files = append(files, File{Path: "sql/sqlc.yaml", Data: []byte(y.String())})
+
+	embed, err := s.genEmbed(ddl)
+	if err != nil {
+		return nil, err
+	}
+	wire, err := s.genWire()
+	if err != nil {
+		return nil, err
+	}
+	return append(files, embed, wire), nil
+}
+
+// genEmbed writes sql/schema/embed.go: the migrations embedded, with their versions and
+// statements per dialect.
+func (s *SQLSpec) genEmbed(ddl map[string][]string) (File, error) {
+	f := jen.NewFilePathName("github.com/simba-go/simba/sql/schema", "schema")
+	for _, line := range []string{
+		"Package schema embeds Simba's SQL migrations, one directory per dialect (postgres, mysql,",
+		"sqlite), and lists them with their versions and statements. Generated from spec/sql.yaml by",
+		"simbagen; never edit it by hand.",
+	} {
+		f.PackageComment(line)
+	}
+	var patterns []string
+	for _, d := range sqlDialects {
+		patterns = append(patterns, d+"/*.sql")
+	}
+	f.Comment("FS holds the migration files, at <dialect>/<version>_<name>.sql.")
+	f.Comment("//go:embed " + strings.Join(patterns, " "))
+	f.Var().Id("FS").Qual("embed", "FS")
+
+	f.Comment("Migration is one migration of one dialect.")
+	f.Type().Id("Migration").Struct(
+		jen.Comment("Version is the schema version the migration brings the database to."),
+		jen.Id("Version").Int(),
+		jen.Comment("Path is the file's path in FS, e.g. \""+sqlDialects[0]+"/"+s.migrationFile()+"\"."),
+		jen.Id("Path").String(),
+		jen.Comment("Statements are the file's statements, in order, without their terminating"),
+		jen.Comment("semicolons, for drivers that run one statement per call."),
+		jen.Id("Statements").Index().String(),
+	)
+	lineComments(f, "LatestVersion is the schema version the library's statements need. It equals the\nversion of each dialect's last migration.")
+	f.Const().Id("LatestVersion").Op("=").Lit(s.SchemaVersion)
+
+	var cases []jen.Code
+	for _, d := range sqlDialects {
+		var sts []jen.Code
+		for _, st := range ddl[d] {
+			sts = append(sts, jen.Lit(st))
+		}
+		cases = append(cases, jen.Case(jen.Lit(d)).Block(
+			jen.Return(jen.Index().Id("Migration").Values(
+				jen.Values(jen.Dict{
+					jen.Id("Version"):    jen.Lit(s.SchemaVersion),
+					jen.Id("Path"):       jen.Lit(d + "/" + s.migrationFile()),
+					jen.Id("Statements"): jen.Index().String().Values(sts...),
+				}),
+			)),
+		))
+	}
+	cases = append(cases, jen.Default().Block(jen.Return(jen.Nil())))
+	lineComments(f, "Migrations lists the migrations of dialect (\""+strings.Join(sqlDialects, "\", \"")+"\") in the order to\napply them; nil for an unknown dialect. Each call returns fresh slices.")
+	f.Func().Id("Migrations").Params(jen.Id("dialect").String()).Index().Id("Migration").Block(
+		jen.Switch(jen.Id("dialect")).Block(cases...),
+	)
+	return renderGo("sql/schema/embed.go", f)
+}
+
+// genWire writes generated/wire/sql.go: channels, the schema version and per-dialect rules.
+func (s *SQLSpec) genWire() (File, error) {
+	f := jen.NewFilePathName(wirePkg, "wire")
+	f.Comment("SQLSchemaVersion is the schema version the generated SQL statements need.")
+	f.Const().Id("SQLSchemaVersion").Op("=").Lit(s.SchemaVersion)
+	f.Comment("SQLReleaseChannel is the PostgreSQL NOTIFY channel a release publishes the lease name on.")
+	f.Const().Id("SQLReleaseChannel").Op("=").Lit(s.ReleaseChannel)
+	f.Comment("SQLGroupChannel is the PostgreSQL NOTIFY channel a join or leave publishes the group name on.")
+	f.Const().Id("SQLGroupChannel").Op("=").Lit(s.GroupChannel)
+
+	var names []jen.Code
+	for _, d := range sqlDialects {
+		names = append(names, jen.Id("SQL"+sqlDialectGo(d)).Op("=").Lit(d))
+	}
+	f.Comment("The SQL dialect names, as sql/schema and sql/queries name their directories.")
+	f.Const().Defs(names...)
+
+	f.Comment("SQLDialect says how to drive one SQL dialect.")
+	f.Type().Id("SQLDialect").Struct(
+		jen.Comment("Name is the dialect's name."),
+		jen.Id("Name").String(),
+		jen.Comment("Migration is the path of the dialect's migration within sql/schema (and schema.FS)."),
+		jen.Id("Migration").String(),
+		jen.Comment("SessionSetup are the statements to run on every new connection before any other."),
+		jen.Id("SessionSetup").Index().String(),
+		jen.Comment("Begin is the statement that opens a transaction of an operation."),
+		jen.Id("Begin").String(),
+		jen.Comment("Operations maps each SPI operation to the statements it runs."),
+		jen.Id("Operations").Map(jen.String()).Id("SQLOperation"),
+	)
+	f.Comment("SQLOperation is how one SPI operation runs on one dialect.")
+	f.Type().Id("SQLOperation").Struct(
+		jen.Comment("Transaction: the statements run in one transaction opened with the dialect's Begin."),
+		jen.Id("Transaction").Bool(),
+		jen.Comment("Queries are the sqlc query names (the methods of generated/sqlc/<dialect>), in order."),
+		jen.Id("Queries").Index().String(),
+	)
+
+	var cases []jen.Code
+	for _, d := range sqlDialects {
+		ds := s.Dialects[d]
+		var setup []jen.Code
+		for _, st := range ds.SessionSetup {
+			setup = append(setup, jen.Lit(st))
+		}
+		var ops []jen.Code
+		for _, op := range s.Operations {
+			var qs []jen.Code
+			for _, st := range s.steps(op, d) {
+				qs = append(qs, jen.Lit(camel(st.Name)))
+			}
+			ops = append(ops, jen.Lit(op.Name).Op(":").Values(jen.Dict{
+				jen.Id("Transaction"): jen.Lit(slices.Contains(op.Transaction, d)),
+				jen.Id("Queries"):     jen.Index().String().Values(qs...),
+			}))
+		}
+		cases = append(cases, jen.Case(jen.Id("SQL"+sqlDialectGo(d))).Block(
+			jen.Return(jen.Id("SQLDialect").Values(jen.Dict{
+				jen.Id("Name"):         jen.Id("SQL" + sqlDialectGo(d)),
+				jen.Id("Migration"):    jen.Lit(d + "/" + s.migrationFile()),
+				jen.Id("SessionSetup"): jen.Index().String().Values(setup...),
+				jen.Id("Begin"):        jen.Lit(ds.Begin),
+				jen.Id("Operations"):   jen.Map(jen.String()).Id("SQLOperation").Values(ops...),
+			}), jen.True()),
+		))
+	}
+	cases = append(cases, jen.Default().Block(jen.Return(jen.Id("SQLDialect").Values(), jen.False())))
+	lineComments(f, "SQLDialectByName describes dialect name, or reports false if there is no such dialect.\nEach call returns fresh slices and maps.")
+	f.Func().Id("SQLDialectByName").Params(jen.Id("name").String()).Params(jen.Id("SQLDialect"), jen.Bool()).Block(
+		jen.Switch(jen.Id("name")).Block(cases...),
+	)
+	return renderGo("generated/wire/sql.go", f)
+}
+
+func sqlDialectGo(d string) string {
+	switch d {
+	case "postgres":
+		return "Postgres"
+	case "mysql":
+		return "MySQL"
+	case "sqlite":
+		return "SQLite"
+	}
+	return camel(d)
+}
+
+// lineComments adds text to f as "//" line comments (jennifer renders a multi-line Comment as a
+// block comment).
+func lineComments(f *jen.File, text string) {
+	for _, line := range strings.Split(text, "\n") {
+		f.Comment(line)
+	}
+}
