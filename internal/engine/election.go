@@ -43,8 +43,9 @@ type election struct {
 	waitSess bool
 	hinted   bool
 	fails    int
-	// unknown: an acquire or release failed, so the session may hold the lease without
-	// knowing; keep-alives ask about it until unknownAt + one call timeout (rule 3).
+	// unknown: an acquire or release failed (at unknownAt), so the session may hold the
+	// lease without knowing; keep-alives ask about it until one sent at least a call timeout
+	// (the renewal interval) after unknownAt does not list it (rule 3).
 	unknown   bool
 	unknownAt time.Duration
 
@@ -283,7 +284,9 @@ func (s *Engine) onAcquireReply(p pending, ev Event) {
 	e.current = false
 	sent := s.sentAt(p, ev)
 	if ev.Err != nil {
-		e.unknown, e.unknownAt = true, max(e.unknownAt, sent)
+		// The call was abandoned now; the backend may still apply it, so keep-alives ask
+		// about the name until one sent a call timeout from now says otherwise.
+		e.unknown, e.unknownAt = true, s.now
 		s.failed(OpAcquire, e.name, ev.Err)
 		switch {
 		case !current:
@@ -474,6 +477,6 @@ func (s *Engine) onReleaseReply(p pending, ev Event) {
 		e = &election{name: p.name, part: -1}
 		s.elections[p.name] = e
 	}
-	e.unknown, e.unknownAt = true, max(e.unknownAt, s.sentAt(p, ev))
+	e.unknown, e.unknownAt = true, s.now
 	s.sync(e)
 }
