@@ -547,3 +547,26 @@ func checkInvariants(t *testing.T, m *Model, now time.Duration) {
 		}
 	}
 }
+
+// BenchmarkModelRound is one renewal round of a simulator seed: 5 sessions each keeping alive
+// with 3 names and a group and acquiring one name.
+func BenchmarkModelRound(b *testing.B) {
+	m := NewModel()
+	var ids []spi.SessionID
+	for range 5 {
+		s, _ := m.OpenSession(0, "o", 3*time.Second)
+		ids = append(ids, s.ID)
+	}
+	names := []string{"e0", "e1", "e2"}
+	groups := []string{"g"}
+	now := time.Duration(0)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		now += time.Second
+		for j, id := range ids {
+			m.KeepAlive(now, id, names, groups)
+			m.Acquire(now, id, names[(i+j)%3])
+		}
+		m.TakeHints()
+	}
+}

@@ -179,11 +179,8 @@ func (h *harness) sessionCloseReleasesAll(t *testing.T) {
 	s, o := h.open(t, b, h.long), h.open(t, other, h.long)
 	n1, n2, group := h.name("a"), h.name("b"), h.name("group")
 	t1, t2 := h.grant(t, b, s, n1), h.grant(t, b, s, n2)
-	for _, id := range []spi.SessionID{s, o} {
-		if st, err := b.Join(ctx(t), id, group); err != nil || st != spi.OK {
-			t.Fatalf("Join(%s) = %s, %v", id, st, err)
-		}
-	}
+	h.join(t, b, s, group)
+	h.join(t, other, o, group)
 	if err := b.CloseSession(ctx(t), s); err != nil {
 		t.Fatalf("CloseSession: %v", err)
 	}

@@ -24,6 +24,12 @@
 // restarts the server (and whether tokens survive it), whether the backend pushes hints, and how
 // to wait out server time (real backends sleep; simbatest advances its virtual clock).
 //
+// What the suites require beyond the SPI's doc comments: a session is only ever used through
+// the backend (client) that opened it, as on ZooKeeper where a session is a connection;
+// OpenSession rejects a TTL ≤ 0 with an error matching spi.ErrInvalidOption; Acquire, Release
+// and Join reject names outside the wire grammar with one matching spi.ErrInvalidName before
+// any I/O; tokens are positive; Members and KeepAlive list members sorted ascending.
+//
 // The suites run their subtests one after another on one server, each on lease and group names
 // no other subtest or earlier run uses (a random prefix per run), so they can share a database
 // with other tests. They never pass client time to a backend: every remaining time they check
