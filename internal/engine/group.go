@@ -29,26 +29,33 @@ type group struct {
 }
 
 func (s *Engine) join(ev Event) {
+	fail := func(err error) {
+		if ev.Future != 0 {
+			s.complete(ev.Future, err)
+		} else {
+			s.emit(Effect{Kind: EfPublish, Publish: PubError, Op: OpJoin, Name: ev.Name, Err: err})
+		}
+	}
 	if s.closing {
-		s.complete(ev.Future, spi.ErrClosed)
+		fail(spi.ErrClosed)
 		return
 	}
 	if err := wire.ValidateGroup(ev.Name, ev.Partitions); err != nil {
-		s.complete(ev.Future, err)
+		fail(err)
 		return
 	}
 	if g := s.groups[ev.Name]; g != nil {
 		if g.leaving {
-			s.complete(ev.Future, errorf(spi.ErrInvalidOption, "group %q is still leaving", ev.Name))
+			fail(errorf(spi.ErrInvalidOption, "group %q is still leaving", ev.Name))
 		} else {
-			s.complete(ev.Future, errorf(spi.ErrInvalidOption, "group %q is already joined", ev.Name))
+			fail(errorf(spi.ErrInvalidOption, "group %q is already joined", ev.Name))
 		}
 		return
 	}
 	for p := 0; p < ev.Partitions; p++ {
 		name := wire.PartitionName(ev.Name, p)
 		if e := s.elections[name]; e != nil && e.state != Ended && e.flavor != FlavorPartition {
-			s.complete(ev.Future, errorf(spi.ErrInvalidOption, "partition %d of group %q is the running election %q", p, ev.Name, name))
+			fail(errorf(spi.ErrInvalidOption, "partition %d of group %q is the running election %q", p, ev.Name, name))
 			return
 		}
 	}
