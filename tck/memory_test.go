@@ -66,3 +66,24 @@ func TestMemoryModelVariants(t *testing.T) {
 	t.Run("LeaseBackendSpec", func(t *testing.T) { tck.LeaseBackendSpec(t, f) })
 	t.Run("FencingSpec", func(t *testing.T) { tck.FencingSpec(t, f) })
 }
+
+// realClock is the real monotonic clock.
+type realClock struct{ origin time.Time }
+
+func (c realClock) Now() time.Duration { return time.Since(c.origin) }
+func (c realClock) AfterFunc(d time.Duration, f func()) spi.Timer {
+	return time.AfterFunc(d, f)
+}
+
+// On the real clock, with no hooks, the suites wait out TTLs with time.Sleep as they do for
+// real backends: this checks their timing margins.
+func TestMemoryOnRealTime(t *testing.T) {
+	srv := simbatest.NewServer(simbatest.WithClock(realClock{origin: time.Now()}))
+	f := tck.Factory{
+		NewBackend: func(testing.TB, tck.BackendConfig) spi.Backend { return srv.Backend() },
+		MinTTL:     300 * time.Millisecond,
+		Hints:      true,
+	}
+	t.Run("LeaseBackendSpec", func(t *testing.T) { tck.LeaseBackendSpec(t, f) })
+	t.Run("FencingSpec", func(t *testing.T) { tck.FencingSpec(t, f) })
+}
