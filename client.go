@@ -1,0 +1,550 @@
+package simba
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/simba-go/simba/internal/engine"
+)
+
+// Client is one participant: one backend session, kept alive by one keep-alive per renewal
+// interval however many leases it holds, and any number of elections, locks and partition
+// groups on it.
+//
+// A Client runs the pure engine (internal/engine) on one loop goroutine, the only one that
+// touches engine state; backend calls run on goroutines of their own with a timeout of one
+// renewal interval; callbacks go through a serial dispatcher per election; leader work runs on
+// one goroutine per term. All methods are safe for concurrent use.
+type Client struct {
+	cfg     config
+	backend Backend
+	eng     *engine.Engine // loop goroutine only
+	rng     *rand.Rand     // loop goroutine only
+
+	in       chan func()
+	loopDone chan struct{}
+	baseCtx  context.Context // cancelled when the loop exits: aborts calls in flight
+	cancel   context.CancelFunc
+	inside   context.Context // marks callbacks and work (Close from inside must not wait)
+
+	calls sync.WaitGroup // backend calls and the hint reader
+	work  sync.WaitGroup // leader work
+
+	// Loop-goroutine state.
+	timers    map[engine.Timer]Timer
+	futures   map[engine.FutureID]*future
+	nextFut   engine.FutureID
+	deadlines map[SessionID]*atomic.Int64
+	closeFut  engine.FutureID
+	stopping  bool
+
+	mu      sync.Mutex // guards handles, session, closed
+	handles map[string]leaseHandle
+	groups  map[string]*PartitionGroup
+	session SessionID
+	closed  bool
+
+	closeOnce sync.Once
+	closeDone *future
+	finished  chan struct{} // closed once every goroutine of the client has exited
+}
+
+// leaseHandle is what the loop tells about the terms of one name: an *Election, a *Lock, or a
+// partition of a *PartitionGroup.
+type leaseHandle interface {
+	elected(t Term)
+	revoked(t Term, reason RevokeReason)
+	publish(ev Event)
+	// term returns the current term of the handle if its token is token.
+	termFor(token int64) (Term, bool)
+}
+
+type insideKey struct{}
+
+// New starts a client on backend. It validates every option before any I/O, opens the first
+// session in the background and returns at once; elections wait for the session by themselves.
+func New(backend Backend, opts ...Option) (*Client, error) {
+	if backend == nil {
+		return nil, invalid("backend is nil")
+	}
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if o == nil {
+			return nil, invalid("nil option")
+		}
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	if err := cfg.finish(); err != nil {
+		return nil, err
+	}
+	eo := engine.Options{
+		Owner:         cfg.owner,
+		TTL:           cfg.ttl,
+		RenewInterval: cfg.renewEvery,
+		Drift:         cfg.drift,
+		Margin:        cfg.margin,
+		Cooldown:      cfg.cooldown,
+		RetryJitter:   cfg.maxJitter,
+		BackoffMin:    cfg.minBackoff,
+	}
+	// The engine reads zero as "default"; an explicit zero is a negative value there.
+	if cfg.drift == 0 {
+		eo.Drift = -1
+	}
+	if cfg.margin == 0 {
+		eo.Margin = -1
+	}
+	if cfg.maxJitter == 0 {
+		eo.RetryJitter = time.Nanosecond
+	}
+	eng, err := engine.New(eo)
+	if err != nil {
+		return nil, err
+	}
+	seed := cfg.seed
+	if !cfg.seeded {
+		seed = rand.Uint64()
+	}
+	c := &Client{
+		cfg:       cfg,
+		backend:   backend,
+		eng:       eng,
+		rng:       rand.New(rand.NewPCG(seed, seed^0x9E3779B97F4A7C15)),
+		in:        make(chan func(), 1024),
+		loopDone:  make(chan struct{}),
+		timers:    make(map[engine.Timer]Timer),
+		futures:   make(map[engine.FutureID]*future),
+		deadlines: make(map[SessionID]*atomic.Int64),
+		handles:   make(map[string]leaseHandle),
+		groups:    make(map[string]*PartitionGroup),
+		closeDone: newFuture(),
+		finished:  make(chan struct{}),
+	}
+	c.baseCtx, c.cancel = context.WithCancel(context.Background())
+	c.inside = context.WithValue(context.Background(), insideKey{}, c)
+	if h, ok := backend.(Hinter); ok {
+		hints, err := h.Hints(c.baseCtx)
+		if err != nil {
+			c.cancel()
+			return nil, fmt.Errorf("simba: subscribing to hints: %w", err)
+		}
+		c.calls.Add(1)
+		go c.readHints(hints)
+	}
+	go c.loop()
+	c.post(func() { c.step(engine.Event{Kind: engine.EvBoot}) })
+	return c, nil
+}
+
+// Owner is the owner string this client's sessions carry.
+func (c *Client) Owner() string { return c.cfg.owner }
+
+// Session is the id of the current backend session ("" while none is live).
+func (c *Client) Session() SessionID {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.session
+}
+
+// Close stops every election, lock and group of the client (their terms end with
+// RevokedClosed; handovers wait for their work as usual), closes the backend session and
+// waits until every goroutine of the client has exited or ctx ends. Called from inside a
+// callback or leader work (with the context it was given, or one derived from it), Close
+// starts the close and returns at once without waiting. Close does not close the backend.
+func (c *Client) Close(ctx context.Context) error {
+	c.closeOnce.Do(func() {
+		c.mu.Lock()
+		c.closed = true
+		c.mu.Unlock()
+		if !c.post(func() {
+			f := c.newFuture()
+			c.closeFut = f.id
+			c.step(engine.Event{Kind: engine.EvClose, Future: f.id})
+		}) {
+			c.closeDone.complete(Term{}, nil)
+		}
+	})
+	if ctx.Value(insideKey{}) == c {
+		return nil
+	}
+	select {
+	case <-c.finished:
+		return c.closeDone.err
+	case <-ctx.Done():
+		return fmt.Errorf("simba: close: %w", ctx.Err())
+	}
+}
+
+// post hands f to the loop goroutine; it reports false once the loop has exited.
+func (c *Client) post(f func()) bool {
+	select {
+	case <-c.loopDone:
+		return false
+	default:
+	}
+	select {
+	case c.in <- f:
+		return true
+	case <-c.loopDone:
+		return false
+	}
+}
+
+// loop is the client's one goroutine that owns the engine: it only selects and steps.
+func (c *Client) loop() {
+	for {
+		f := <-c.in
+		f()
+		if c.stopping {
+			break
+		}
+	}
+	close(c.loopDone)
+	for _, t := range c.timers {
+		t.Stop()
+	}
+	c.cancel()
+	for id, f := range c.futures {
+		f.complete(Term{}, ErrClosed)
+		delete(c.futures, id)
+	}
+	go func() {
+		c.calls.Wait()
+		c.work.Wait()
+		c.mu.Lock()
+		var subs []interface{ closeSubs() }
+		var disps []*serialDispatcher
+		for _, h := range c.handles {
+			if l, ok := h.(interface {
+				closeSubs()
+				dispatcher() *serialDispatcher
+			}); ok {
+				subs, disps = append(subs, l), append(disps, l.dispatcher())
+			}
+		}
+		for _, g := range c.groups {
+			subs, disps = append(subs, g), append(disps, g.disp)
+		}
+		c.mu.Unlock()
+		for _, d := range disps {
+			d.wait()
+		}
+		for _, s := range subs {
+			s.closeSubs()
+		}
+		close(c.finished)
+	}()
+}
+
+func (c *Client) newFuture() *future {
+	c.nextFut++
+	f := newFuture()
+	f.id = c.nextFut
+	c.futures[f.id] = f
+	return f
+}
+
+// request posts an engine event that completes a future and waits for it (or ctx). If the loop
+// has exited, it fails with ErrClosed.
+func (c *Client) request(ctx context.Context, ev engine.Event) (*future, error) {
+	var f *future
+	ready := make(chan struct{})
+	if !c.post(func() {
+		f = c.newFuture()
+		close(ready)
+		ev.Future = f.id
+		c.step(ev)
+	}) {
+		return nil, ErrClosed
+	}
+	select {
+	case <-ready:
+	case <-c.loopDone:
+		return nil, ErrClosed
+	}
+	select {
+	case <-f.done:
+		return f, f.err
+	case <-ctx.Done():
+		return f, ctx.Err()
+	}
+}
+
+// step runs one engine step and carries out its effects, on the loop goroutine.
+func (c *Client) step(ev engine.Event) {
+	ev.Jitter = c.rng.Float64()
+	now := c.cfg.clock.Now()
+	effects := c.eng.Step(ev, now)
+	if c.cfg.logger.Enabled(context.Background(), slog.LevelDebug) {
+		c.cfg.logger.Debug("simba step", "event", ev.String(), "effects", len(effects))
+	}
+	for i := range effects {
+		c.apply(&effects[i], now)
+	}
+}
+
+func (c *Client) apply(ef *engine.Effect, now time.Duration) {
+	switch ef.Kind {
+	case engine.EfCall:
+		c.startCall(*ef)
+	case engine.EfArm:
+		c.arm(ef.Timer, ef.At, now)
+	case engine.EfDeadline:
+		c.deadline(ef.Session).Store(int64(ef.At))
+	case engine.EfElected:
+		c.elected(ef)
+	case engine.EfRevoked:
+		c.revoked(ef)
+	case engine.EfComplete:
+		c.completeFuture(ef)
+	case engine.EfPublish:
+		c.published(ef, now)
+	case engine.EfMembers:
+		c.mu.Lock()
+		g := c.groups[ef.Group]
+		c.mu.Unlock()
+		if g != nil {
+			g.view(ef.Members, ef.Assigned)
+			c.emit(Event{Kind: EventMembers, At: now, Session: c.eng.SessionID(), Name: ef.Group,
+				Members: g.Members(), Partitions: g.Assigned()}, g)
+		}
+	}
+}
+
+// deadline is the published local deadline of session sid, shared by its terms.
+func (c *Client) deadline(sid SessionID) *atomic.Int64 {
+	d := c.deadlines[sid]
+	if d == nil {
+		d = new(atomic.Int64)
+		c.deadlines[sid] = d
+		// Keep only the current session's: older sessions' terms are all revoked.
+		for id := range c.deadlines {
+			if id != sid {
+				delete(c.deadlines, id)
+			}
+		}
+	}
+	return d
+}
+
+func (c *Client) arm(key engine.Timer, at, now time.Duration) {
+	if old := c.timers[key]; old != nil {
+		old.Stop()
+	}
+	d := at - now
+	if d < 0 {
+		d = 0
+	}
+	c.timers[key] = c.cfg.clock.AfterFunc(d, func() {
+		c.post(func() {
+			delete(c.timers, key)
+			c.step(engine.Event{Kind: engine.EvTimer, Timer: key})
+		})
+	})
+}
+
+// startCall runs one backend call on its own goroutine with a timeout of one renewal interval
+// and feeds the reply back to the loop.
+func (c *Client) startCall(ef engine.Effect) {
+	ef.Names = append([]string(nil), ef.Names...)
+	ef.Groups = append([]string(nil), ef.Groups...)
+	c.calls.Add(1)
+	go func() {
+		defer c.calls.Done()
+		ctx, cancel := context.WithTimeout(c.baseCtx, c.cfg.renewEvery)
+		defer cancel()
+		ev := engine.ReplyTo(ef)
+		ev.SentAt = c.cfg.clock.Now()
+		b := c.backend
+		switch ef.Op {
+		case engine.OpOpenSession:
+			ev.Session, ev.Err = b.OpenSession(ctx, ef.Owner, ef.TTL)
+		case engine.OpKeepAlive:
+			ev.KeepAlive, ev.Err = b.KeepAlive(ctx, ef.Session, ef.Names, ef.Groups)
+		case engine.OpCloseSession:
+			ev.Err = b.CloseSession(ctx, ef.Session)
+		case engine.OpAcquire:
+			ev.Acquire, ev.Err = b.Acquire(ctx, ef.Session, ef.Name)
+		case engine.OpRelease:
+			ev.Err = b.Release(ctx, ef.Session, ef.Name, ef.Token)
+		case engine.OpJoin:
+			ev.Status, ev.Err = b.Join(ctx, ef.Session, ef.Name)
+		case engine.OpLeave:
+			ev.Status, ev.Err = b.Leave(ctx, ef.Session, ef.Name)
+		case engine.OpMembers:
+			ev.Members, ev.Err = b.Members(ctx, ef.Name)
+		}
+		if ev.Err != nil && ctx.Err() != nil && !errors.Is(ev.Err, ErrUnavailable) {
+			// A timed-out call's outcome is unknown: retryable.
+			ev.Err = Unavailable(ef.Op.String(), ev.Err)
+		}
+		c.post(func() { c.step(ev) })
+	}()
+}
+
+func (c *Client) readHints(hints <-chan Hint) {
+	defer c.calls.Done()
+	for h := range hints {
+		if !c.post(func() { c.step(engine.Event{Kind: engine.EvHint, Hint: h}) }) {
+			// Drain until the backend closes the channel (its context is cancelled).
+			for range hints {
+			}
+			return
+		}
+	}
+}
+
+func (c *Client) handle(name string) leaseHandle {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.handles[name]
+}
+
+func (c *Client) elected(ef *engine.Effect) {
+	h := c.handle(ef.Name)
+	if h == nil && ef.Group != "" {
+		c.mu.Lock()
+		if g := c.groups[ef.Group]; g != nil {
+			h = g.partition(ef.Partition)
+		}
+		c.mu.Unlock()
+	}
+	t := newTerm(ef.Name, ef.Token, ef.Owner, c.cfg.clock, c.deadline(ef.Session))
+	c.emit(Event{Kind: EventElected, At: c.eng.Now(), Session: ef.Session, Name: ef.Name, Token: ef.Token}, h)
+	if h != nil {
+		h.elected(t)
+		return
+	}
+	// Nobody wants it any more (its handle is gone): end its work at once.
+	c.post(func() { c.step(engine.Event{Kind: engine.EvWorkExited, Name: ef.Name, Token: ef.Token}) })
+}
+
+func (c *Client) revoked(ef *engine.Effect) {
+	h := c.handle(ef.Name)
+	if h == nil && ef.Group != "" {
+		c.mu.Lock()
+		if g := c.groups[ef.Group]; g != nil {
+			h = g.partition(ef.Partition)
+		}
+		c.mu.Unlock()
+	}
+	reason := RevokeReason(ef.Reason)
+	if h != nil {
+		if t, ok := h.termFor(ef.Token); ok {
+			// Invalidate first (rule 2: revoke before anything else this step asks).
+			t.revoke(&RevokedError{Name: ef.Name, Token: ef.Token, Reason: reason})
+			h.revoked(t, reason)
+		}
+	}
+	c.emit(Event{Kind: EventRevoked, At: c.eng.Now(), Session: ef.Session, Name: ef.Name, Token: ef.Token, Reason: reason}, h)
+}
+
+func (c *Client) completeFuture(ef *engine.Effect) {
+	f := c.futures[ef.Future]
+	if f == nil {
+		return
+	}
+	delete(c.futures, ef.Future)
+	if ef.Future == c.closeFut && c.closeFut != 0 {
+		c.stopping = true
+		c.closeDone.complete(Term{}, ef.Err)
+		f.complete(Term{}, ef.Err)
+		c.emit(Event{Kind: EventClosed, At: c.eng.Now()}, nil)
+		return
+	}
+	var t Term
+	if ef.Err == nil && ef.Token != 0 {
+		if h := c.handle(ef.Name); h != nil {
+			t, _ = h.termFor(ef.Token)
+		}
+	}
+	err := ef.Err
+	if errors.Is(err, ErrLockHeld) {
+		err = &LockHeldError{Name: ef.Name, Holder: ef.Holder, Owner: ef.HolderOwner}
+	}
+	f.complete(t, err)
+}
+
+func (c *Client) published(ef *engine.Effect, now time.Duration) {
+	switch ef.Publish {
+	case engine.PubSessionOpened:
+		c.mu.Lock()
+		c.session = ef.Session
+		c.mu.Unlock()
+		c.deadline(ef.Session).Store(int64(ef.At))
+		c.cfg.logger.Info("simba session opened", "session", ef.Session, "owner", c.cfg.owner)
+		c.emit(Event{Kind: EventSessionOpened, At: now, Session: ef.Session}, nil)
+	case engine.PubSessionLost:
+		c.mu.Lock()
+		c.session = ""
+		c.mu.Unlock()
+		c.cfg.logger.Warn("simba session lost", "session", ef.Session, "reason", ef.Reason.String())
+		c.emit(Event{Kind: EventSessionExpired, At: now, Session: ef.Session, Reason: RevokeReason(ef.Reason)}, nil)
+	case engine.PubSessionClosed:
+		c.mu.Lock()
+		c.session = ""
+		c.mu.Unlock()
+	case engine.PubError:
+		err := ef.Err
+		if ef.Op != 0 {
+			err = fmt.Errorf("simba: %v %s: %w", ef.Op, ef.Name, ef.Err)
+		}
+		c.cfg.logger.Error("simba backend error", "op", ef.Op.String(), "name", ef.Name, "err", ef.Err)
+		c.emit(Event{Kind: EventBackendError, At: now, Session: c.eng.SessionID(), Name: ef.Name, Err: err}, c.handle(ef.Name))
+	case engine.PubHolder:
+		if h, ok := c.handle(ef.Name).(interface{ setHolder(SessionID, string) }); ok {
+			h.setHolder(ef.Holder, ef.HolderOwner)
+		}
+	}
+}
+
+// publisher is anything with event subscribers: a lease handle or a group.
+type publisher interface{ publish(Event) }
+
+// emit delivers ev to the client's listeners and to p's subscribers.
+func (c *Client) emit(ev Event, p publisher) {
+	for _, l := range c.cfg.listeners {
+		l(ev)
+	}
+	if p != nil {
+		p.publish(ev)
+	}
+}
+
+// register adds a handle for name, refusing a second handle for the same name.
+func (c *Client) register(name string, h leaseHandle) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return ErrClosed
+	}
+	if _, dup := c.handles[name]; dup {
+		return invalid("%q already has an election or lock on this client", name)
+	}
+	c.handles[name] = h
+	return nil
+}
+
+// LockHeldError is returned by TryLock when another session holds the lock. errors.Is(err,
+// ErrLockHeld) holds for it.
+type LockHeldError struct {
+	Name   string
+	Holder SessionID
+	Owner  string
+}
+
+// Error implements error.
+func (e *LockHeldError) Error() string {
+	return fmt.Sprintf("simba: lock %s held by %s (%s)", e.Name, e.Owner, e.Holder)
+}
+
+// Is makes errors.Is(err, ErrLockHeld) hold.
+func (e *LockHeldError) Is(target error) bool { return target == ErrLockHeld }

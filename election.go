@@ -1,0 +1,335 @@
+package simba
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/simba-go/simba/generated/wire"
+	"github.com/simba-go/simba/internal/engine"
+)
+
+// eventBuffer is the capacity of each Events channel. The loop never blocks on a subscriber:
+// when a channel is full, the event is dropped for that subscriber (and counted).
+const eventBuffer = 256
+
+// leaseCore is what an Election, a Lock and a partition share: the current term, callbacks
+// through a serial dispatcher, leader work, the known holder and event subscribers.
+type leaseCore struct {
+	c    *Client
+	name string
+	disp *serialDispatcher
+
+	onElected func(ctx context.Context, t Term)
+	onRevoked func(ctx context.Context, t Term, reason RevokeReason)
+	work      func(ctx context.Context, t Term) error
+
+	mu          sync.Mutex
+	term        Term
+	holder      SessionID
+	holderOwner string
+	holderSelf  bool
+	subs        []chan Event
+	dropped     int
+}
+
+func (l *leaseCore) elected(t Term) {
+	l.mu.Lock()
+	l.term = t
+	l.holder, l.holderOwner, l.holderSelf = l.c.eng.SessionID(), t.Owner(), true
+	l.mu.Unlock()
+	if l.onElected != nil {
+		l.disp.submit(func() { l.onElected(l.c.inside, t) })
+	}
+	if l.work != nil {
+		l.c.startWork(l.name, t, l.work)
+	}
+}
+
+func (l *leaseCore) revoked(t Term, reason RevokeReason) {
+	l.mu.Lock()
+	if l.holderSelf {
+		l.holder, l.holderOwner, l.holderSelf = "", "", false
+	}
+	l.mu.Unlock()
+	if l.onRevoked != nil {
+		l.disp.submit(func() { l.onRevoked(l.c.inside, t, reason) })
+	}
+}
+
+func (l *leaseCore) termFor(token int64) (Term, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.term.s != nil && l.term.Token() == token {
+		return l.term, true
+	}
+	return Term{}, false
+}
+
+func (l *leaseCore) setHolder(id SessionID, owner string) {
+	l.mu.Lock()
+	l.holder, l.holderOwner, l.holderSelf = id, owner, false
+	l.mu.Unlock()
+}
+
+func (l *leaseCore) publish(ev Event) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, ch := range l.subs {
+		select {
+		case ch <- ev:
+		default:
+			l.dropped++
+		}
+	}
+}
+
+func (l *leaseCore) dispatcher() *serialDispatcher { return l.disp }
+
+// subscribe returns a new buffered channel of this handle's events; it is closed when the
+// client finishes closing or unsubscribe is called.
+func (l *leaseCore) subscribe() chan Event {
+	ch := make(chan Event, eventBuffer)
+	l.mu.Lock()
+	l.subs = append(l.subs, ch)
+	l.mu.Unlock()
+	return ch
+}
+
+func (l *leaseCore) unsubscribe(ch chan Event) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, s := range l.subs {
+		if s == ch {
+			l.subs = append(l.subs[:i], l.subs[i+1:]...)
+			close(ch)
+			return
+		}
+	}
+}
+
+func (l *leaseCore) closeSubs() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, ch := range l.subs {
+		close(ch)
+	}
+	l.subs = nil
+}
+
+// current returns the term if it is still valid.
+func (l *leaseCore) current() (Term, bool) {
+	l.mu.Lock()
+	t := l.term
+	l.mu.Unlock()
+	if t.IsValid() {
+		return t, true
+	}
+	return Term{}, false
+}
+
+// startWork runs leader work for term t on the work executor; when it returns, the loop is
+// told (WorkExited), which ends a handover.
+func (c *Client) startWork(name string, t Term, fn func(ctx context.Context, t Term) error) {
+	c.work.Add(1)
+	c.cfg.work(func() {
+		defer c.work.Done()
+		ctx := context.WithValue(t.Context(), insideKey{}, c)
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					c.cfg.logger.Error("simba leader work panicked", "name", name, "token", t.Token(), "panic", fmt.Sprint(r))
+				}
+			}()
+			if err := fn(ctx, t); err != nil && ctx.Err() == nil {
+				c.cfg.logger.Warn("simba leader work returned an error", "name", name, "token", t.Token(), slog.Any("err", err))
+			}
+		}()
+		c.post(func() { c.step(engine.Event{Kind: engine.EvWorkExited, Name: name, Token: t.Token()}) })
+	})
+}
+
+// Leader describes the current holder of a lease as this client last learned it.
+type Leader struct {
+	Session SessionID
+	Owner   string
+	// Self reports that this client holds the lease.
+	Self bool
+}
+
+// Election is a long-lived candidacy for one lease name: Start makes this client a candidate;
+// when it wins it holds a Term until it loses it (session expiry, deadline, takeover), steps
+// down, or stops — and then, unless stopped, it is a candidate again.
+type Election struct {
+	leaseCore
+}
+
+// ElectionOption configures an Election.
+type ElectionOption func(*leaseCore) error
+
+// OnElected sets a callback run when this client becomes leader. Callbacks of one election run
+// one at a time, in order, never on the loop goroutine; ctx marks the callback for Close.
+func OnElected(fn func(ctx context.Context, t Term)) ElectionOption {
+	return func(l *leaseCore) error {
+		if fn == nil {
+			return invalid("OnElected function is nil")
+		}
+		l.onElected = fn
+		return nil
+	}
+}
+
+// OnRevoked sets a callback run when a term of this election ends, with the reason.
+func OnRevoked(fn func(ctx context.Context, t Term, reason RevokeReason)) ElectionOption {
+	return func(l *leaseCore) error {
+		if fn == nil {
+			return invalid("OnRevoked function is nil")
+		}
+		l.onRevoked = fn
+		return nil
+	}
+}
+
+// RunWhileLeader sets the leader work: fn runs on its own goroutine for each term, with a ctx
+// cancelled when the term is revoked. Handover: when the election is stopped or steps down,
+// the lease is kept until fn returns or the session's local deadline passes, whichever is
+// first, so no new leader starts while fn may still act under a term it believes valid.
+func RunWhileLeader(fn func(ctx context.Context, t Term) error) ElectionOption {
+	return func(l *leaseCore) error {
+		if fn == nil {
+			return invalid("RunWhileLeader function is nil")
+		}
+		if l.work != nil {
+			return invalid("election %q already has leader work", l.name)
+		}
+		l.work = fn
+		return nil
+	}
+}
+
+// Schedule sets leader work that calls fn at once and then every interval while this client
+// leads (on the client's clock), with handover as RunWhileLeader.
+func Schedule(every time.Duration, fn func(ctx context.Context, t Term)) ElectionOption {
+	return func(l *leaseCore) error {
+		if fn == nil {
+			return invalid("Schedule function is nil")
+		}
+		if every <= 0 {
+			return invalid("Schedule interval %v must be positive", every)
+		}
+		if l.work != nil {
+			return invalid("election %q already has leader work", l.name)
+		}
+		clock := l.c.cfg.clock
+		l.work = func(ctx context.Context, t Term) error {
+			for {
+				fn(ctx, t)
+				tick := make(chan struct{})
+				timer := clock.AfterFunc(every, func() { close(tick) })
+				select {
+				case <-ctx.Done():
+					timer.Stop()
+					return nil
+				case <-tick:
+				}
+			}
+		}
+		return nil
+	}
+}
+
+// NewElection creates an election for name on this client. It validates name and options
+// before any I/O. One client has at most one election or lock per name.
+func (c *Client) NewElection(name string, opts ...ElectionOption) (*Election, error) {
+	if err := wire.ValidateName(name); err != nil {
+		return nil, err
+	}
+	e := &Election{leaseCore{c: c, name: name, disp: newSerialDispatcher(c.cfg.callbacks)}}
+	for _, o := range opts {
+		if o == nil {
+			return nil, invalid("nil election option")
+		}
+		if err := o(&e.leaseCore); err != nil {
+			return nil, err
+		}
+	}
+	if err := c.register(name, e); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// Name is the lease name.
+func (e *Election) Name() string { return e.name }
+
+// Start makes this client a candidate. It returns once the engine has taken the request; the
+// election then runs in the background (watch OnElected, Events or Term).
+func (e *Election) Start(ctx context.Context) error {
+	_, err := e.c.request(ctx, engine.Event{Kind: engine.EvStart, Name: e.name, Flavor: engine.FlavorElection, HasWork: e.work != nil})
+	return err
+}
+
+// Stop ends the candidacy. A leader's term is revoked (RevokedStopped) and its lease released
+// once its work exits (handover); Stop returns when that is done or ctx ends.
+func (e *Election) Stop(ctx context.Context) error {
+	_, err := e.c.request(ctx, engine.Event{Kind: engine.EvStop, Name: e.name})
+	return err
+}
+
+// StepDown gives up leadership for the cooldown (default one TTL), then the election is a
+// candidate again. It returns when the lease is released (after the handover, if work runs).
+func (e *Election) StepDown(ctx context.Context) error {
+	_, err := e.c.request(ctx, engine.Event{Kind: engine.EvStepDown, Name: e.name})
+	return err
+}
+
+// Term returns the current term if this client leads and the term is valid.
+func (e *Election) Term() (Term, bool) { return e.current() }
+
+// IsLeader reports whether this client holds a valid term.
+func (e *Election) IsLeader() bool {
+	_, ok := e.current()
+	return ok
+}
+
+// Leader returns the holder of the lease as this client last learned it (from its own terms
+// and from the holder an acquire reported). It reports false when nothing is known.
+func (e *Election) Leader() (Leader, bool) {
+	if t, ok := e.current(); ok {
+		return Leader{Session: e.c.Session(), Owner: t.Owner(), Self: true}, true
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.holder == "" || e.holderSelf {
+		return Leader{}, false
+	}
+	return Leader{Session: e.holder, Owner: e.holderOwner}, true
+}
+
+// Events returns a channel of this election's events (elected, revoked, backend errors). It is
+// buffered; if the reader falls behind, events are dropped rather than blocking the client. It
+// is closed when the client closes.
+func (e *Election) Events() <-chan Event { return e.subscribe() }
+
+// All iterates over this election's events until ctx ends or the client closes.
+func (e *Election) All(ctx context.Context) iter.Seq[Event] { return all(ctx, &e.leaseCore) }
+
+func all(ctx context.Context, l *leaseCore) iter.Seq[Event] {
+	return func(yield func(Event) bool) {
+		ch := l.subscribe()
+		defer l.unsubscribe(ch)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ev, ok := <-ch:
+				if !ok || !yield(ev) {
+					return
+				}
+			}
+		}
+	}
+}

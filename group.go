@@ -1,0 +1,215 @@
+package simba
+
+import (
+	"context"
+	"slices"
+	"sync"
+
+	"github.com/simba-go/simba/generated/wire"
+	"github.com/simba-go/simba/internal/engine"
+)
+
+// PartitionGroup is this client's membership of a group of P partitions. Partition p is the
+// lease named "<group>.<p>"; each member contends only for the partitions rendezvous hashing
+// assigns to it (wire.Owner over the live members) and hands over those it no longer owns, so
+// after a membership change every partition ends up led by exactly one member.
+type PartitionGroup struct {
+	c          *Client
+	name       string
+	partitions int
+	disp       *serialDispatcher
+
+	onAssigned func(ctx context.Context, p int, t Term)
+	onRevoked  func(ctx context.Context, p int, t Term, reason RevokeReason)
+	work       func(ctx context.Context, p int, t Term) error
+
+	mu       sync.Mutex
+	members  []SessionID
+	assigned []int
+	parts    map[int]*leaseCore
+	events   leaseCore // subscribers of group-level events
+}
+
+// GroupOption configures a PartitionGroup.
+type GroupOption func(*PartitionGroup) error
+
+// OnAssigned sets a callback run when this client starts leading partition p. Callbacks of a
+// group run one at a time, in order.
+func OnAssigned(fn func(ctx context.Context, p int, t Term)) GroupOption {
+	return func(g *PartitionGroup) error {
+		if fn == nil {
+			return invalid("OnAssigned function is nil")
+		}
+		g.onAssigned = fn
+		return nil
+	}
+}
+
+// OnUnassigned sets a callback run when this client's term of partition p ends (rebalanced
+// away, lost, or the group left).
+func OnUnassigned(fn func(ctx context.Context, p int, t Term, reason RevokeReason)) GroupOption {
+	return func(g *PartitionGroup) error {
+		if fn == nil {
+			return invalid("OnUnassigned function is nil")
+		}
+		g.onRevoked = fn
+		return nil
+	}
+}
+
+// RunPartition sets per-partition leader work: fn runs for each term of each partition this
+// client leads, with a ctx cancelled on revocation; a partition rebalanced away is handed over
+// only after fn returns (or the session's local deadline passes).
+func RunPartition(fn func(ctx context.Context, p int, t Term) error) GroupOption {
+	return func(g *PartitionGroup) error {
+		if fn == nil {
+			return invalid("RunPartition function is nil")
+		}
+		g.work = fn
+		return nil
+	}
+}
+
+// JoinGroup joins group with the given number of partitions. It validates the group name (every
+// partition name must be a valid lease name) and the options before any I/O and returns once
+// the engine has taken the request; membership and partitions then follow in the background.
+func (c *Client) JoinGroup(ctx context.Context, group string, partitions int, opts ...GroupOption) (*PartitionGroup, error) {
+	if err := wire.ValidateGroup(group, partitions); err != nil {
+		return nil, err
+	}
+	g := &PartitionGroup{c: c, name: group, partitions: partitions, disp: newSerialDispatcher(c.cfg.callbacks), parts: make(map[int]*leaseCore)}
+	g.events = leaseCore{c: c, name: group, disp: g.disp}
+	for _, o := range opts {
+		if o == nil {
+			return nil, invalid("nil group option")
+		}
+		if err := o(g); err != nil {
+			return nil, err
+		}
+	}
+	c.mu.Lock()
+	switch {
+	case c.closed:
+		c.mu.Unlock()
+		return nil, ErrClosed
+	case c.groups[group] != nil:
+		c.mu.Unlock()
+		return nil, invalid("group %q is already joined on this client", group)
+	}
+	c.groups[group] = g
+	c.mu.Unlock()
+	if _, err := c.request(ctx, engine.Event{Kind: engine.EvJoin, Name: group, Partitions: partitions, HasWork: g.work != nil}); err != nil {
+		c.mu.Lock()
+		delete(c.groups, group)
+		c.mu.Unlock()
+		return nil, err
+	}
+	return g, nil
+}
+
+// Name is the group name.
+func (g *PartitionGroup) Name() string { return g.name }
+
+// Partitions is the group's partition count.
+func (g *PartitionGroup) Partitions() int { return g.partitions }
+
+// Leave leaves the group: every partition this client leads is revoked (RevokedStopped) and
+// handed over. It returns once the engine has taken the request.
+func (g *PartitionGroup) Leave(ctx context.Context) error {
+	_, err := g.c.request(ctx, engine.Event{Kind: engine.EvLeave, Name: g.name})
+	if err == nil {
+		g.c.mu.Lock()
+		if g.c.groups[g.name] == g {
+			delete(g.c.groups, g.name)
+		}
+		g.c.mu.Unlock()
+	}
+	return err
+}
+
+// Members is the group's live membership as last reported by the backend, sorted.
+func (g *PartitionGroup) Members() []SessionID {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.members)
+}
+
+// Assigned lists the partitions rendezvous hashing assigns to this client in the current view,
+// ascending. A partition is led (has a valid term) shortly after it is assigned; see Held.
+func (g *PartitionGroup) Assigned() []int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.assigned)
+}
+
+// Held returns the partitions this client leads now, with their valid terms.
+func (g *PartitionGroup) Held() map[int]Term {
+	g.mu.Lock()
+	parts := make(map[int]*leaseCore, len(g.parts))
+	for p, l := range g.parts {
+		parts[p] = l
+	}
+	g.mu.Unlock()
+	out := make(map[int]Term)
+	for p, l := range parts {
+		if t, ok := l.current(); ok {
+			out[p] = t
+		}
+	}
+	return out
+}
+
+// Events returns a channel of the group's events (members, and elected/revoked for each
+// partition). It is buffered and drops events when the reader falls behind; it is closed when
+// the client closes.
+func (g *PartitionGroup) Events() <-chan Event { return g.events.subscribe() }
+
+func (g *PartitionGroup) view(members []SessionID, assigned []int) {
+	g.mu.Lock()
+	g.members = slices.Clone(members)
+	g.assigned = slices.Clone(assigned)
+	g.mu.Unlock()
+}
+
+// partition returns the handle of partition p, creating it on first use.
+func (g *PartitionGroup) partition(p int) leaseHandle {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if l := g.parts[p]; l != nil {
+		return partitionHandle{l, g}
+	}
+	l := &leaseCore{c: g.c, name: wire.PartitionName(g.name, p), disp: g.disp}
+	if fn := g.onAssigned; fn != nil {
+		l.onElected = func(ctx context.Context, t Term) { fn(ctx, p, t) }
+	}
+	if fn := g.onRevoked; fn != nil {
+		l.onRevoked = func(ctx context.Context, t Term, r RevokeReason) { fn(ctx, p, t, r) }
+	}
+	if fn := g.work; fn != nil {
+		l.work = func(ctx context.Context, t Term) error { return fn(ctx, p, t) }
+	}
+	g.parts[p] = l
+	return partitionHandle{l, g}
+}
+
+// partitionHandle forwards a partition's events to the group's subscribers too.
+type partitionHandle struct {
+	*leaseCore
+	g *PartitionGroup
+}
+
+func (h partitionHandle) publish(ev Event) {
+	h.leaseCore.publish(ev)
+	h.g.events.publish(ev)
+}
+
+func (g *PartitionGroup) publish(ev Event) { g.events.publish(ev) }
+
+func (g *PartitionGroup) closeSubs() {
+	g.events.closeSubs()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, l := range g.parts {
+		l.closeSubs()
+	}
+}
