@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/simba-go/simba/generated/wire"
 	"github.com/simba-go/simba/internal/engine"
 )
 
@@ -47,6 +48,7 @@ type Client struct {
 	mu      sync.Mutex // guards handles, session, closed
 	handles map[string]leaseHandle
 	groups  map[string]*PartitionGroup
+	left    []*PartitionGroup
 	session SessionID
 	closed  bool
 
@@ -233,6 +235,9 @@ func (c *Client) loop() {
 		for _, g := range c.groups {
 			subs, disps = append(subs, g), append(disps, g.disp)
 		}
+		for _, g := range c.left {
+			subs, disps = append(subs, g), append(disps, g.disp)
+		}
 		c.mu.Unlock()
 		for _, d := range disps {
 			d.wait()
@@ -402,6 +407,25 @@ func (c *Client) readHints(hints <-chan Hint) {
 	}
 }
 
+// handleFor finds the handle of a lease: an election or lock of that name, or else the
+// partition of a joined group that the name denotes.
+func (c *Client) handleFor(name string) leaseHandle {
+	if h := c.handle(name); h != nil {
+		return h
+	}
+	group, p, ok := wire.ParsePartition(name)
+	if !ok {
+		return nil
+	}
+	c.mu.Lock()
+	g := c.groups[group]
+	c.mu.Unlock()
+	if g == nil || p >= g.partitions {
+		return nil
+	}
+	return g.partition(p)
+}
+
 func (c *Client) handle(name string) leaseHandle {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -409,14 +433,7 @@ func (c *Client) handle(name string) leaseHandle {
 }
 
 func (c *Client) elected(ef *engine.Effect) {
-	h := c.handle(ef.Name)
-	if h == nil && ef.Group != "" {
-		c.mu.Lock()
-		if g := c.groups[ef.Group]; g != nil {
-			h = g.partition(ef.Partition)
-		}
-		c.mu.Unlock()
-	}
+	h := c.handleFor(ef.Name)
 	t := newTerm(ef.Name, ef.Token, ef.Owner, c.cfg.clock, c.deadline(ef.Session))
 	c.emit(Event{Kind: EventElected, At: c.eng.Now(), Session: ef.Session, Name: ef.Name, Token: ef.Token}, h)
 	if h != nil {
@@ -428,14 +445,7 @@ func (c *Client) elected(ef *engine.Effect) {
 }
 
 func (c *Client) revoked(ef *engine.Effect) {
-	h := c.handle(ef.Name)
-	if h == nil && ef.Group != "" {
-		c.mu.Lock()
-		if g := c.groups[ef.Group]; g != nil {
-			h = g.partition(ef.Partition)
-		}
-		c.mu.Unlock()
-	}
+	h := c.handleFor(ef.Name)
 	reason := RevokeReason(ef.Reason)
 	if h != nil {
 		if t, ok := h.termFor(ef.Token); ok {

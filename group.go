@@ -121,6 +121,7 @@ func (g *PartitionGroup) Leave(ctx context.Context) error {
 		g.c.mu.Lock()
 		if g.c.groups[g.name] == g {
 			delete(g.c.groups, g.name)
+			g.c.left = append(g.c.left, g) // Close still waits for its callbacks
 		}
 		g.c.mu.Unlock()
 	}

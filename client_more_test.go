@@ -1,0 +1,247 @@
+package simba_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/simba-go/simba"
+	"github.com/simba-go/simba/simbatest"
+)
+
+func TestSessionExpiredAtServerRevokesAndReopens(t *testing.T) {
+	w := newWorld(t)
+	c, _ := w.client("a")
+	var reasons atomic.Value
+	e, _ := c.NewElection("x", simba.OnRevoked(func(_ context.Context, _ simba.Term, r simba.RevokeReason) { reasons.Store(r) }))
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	w.until(5*time.Second, "leadership", e.IsLeader)
+	t1, _ := e.Term()
+	old := c.Session()
+	w.srv.ExpireSession(old)
+	w.until(5*time.Second, "revocation", func() bool { return !t1.IsValid() })
+	w.until(5*time.Second, "the revoked callback", func() bool { return reasons.Load() != nil })
+	if r := reasons.Load().(simba.RevokeReason); r != simba.RevokedSessionExpired {
+		t.Fatalf("revoked with %v, want session-expired", r)
+	}
+	w.until(5*time.Second, "leadership on a new session", e.IsLeader)
+	if c.Session() == old {
+		t.Fatal("the expired session came back (rule 4)")
+	}
+	t2, _ := e.Term()
+	if t2.Token() <= t1.Token() {
+		t.Fatalf("token %d after %d", t2.Token(), t1.Token())
+	}
+	if errors.Is(context.Cause(t1.Context()), simba.ErrNotHeld) == false {
+		t.Fatalf("revoked term's context cause %v does not match ErrNotHeld", context.Cause(t1.Context()))
+	}
+}
+
+func TestHandoverKeepsLeaseUntilWorkExits(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	release := make(chan struct{})
+	var workSawCancel atomic.Bool
+	ca, _ := w.client("a")
+	ea, _ := ca.NewElection("h", simba.RunWhileLeader(func(ctx context.Context, _ simba.Term) error {
+		<-ctx.Done()
+		workSawCancel.Store(true)
+		<-release // still finishing up: the lease must stay ours
+		return nil
+	}))
+	if err := ea.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w.until(5*time.Second, "a leads", ea.IsLeader)
+	cb, _ := w.client("b")
+	eb, _ := cb.NewElection("h")
+	if err := eb.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- ea.Stop(ctx) }()
+	w.until(time.Second, "a's work to see the revocation", workSawCancel.Load)
+	// Well inside a's local deadline: b must not lead while a's work runs.
+	for i := 0; i < 100; i++ {
+		w.clock.Advance(10 * time.Millisecond)
+		time.Sleep(200 * time.Microsecond)
+		if eb.IsLeader() {
+			t.Fatal("b leads while a's work still runs (rule 5)")
+		}
+	}
+	select {
+	case err := <-stopped:
+		t.Fatalf("Stop returned (%v) before the work exited", err)
+	default:
+	}
+	close(release)
+	w.until(5*time.Second, "b leads after the handover", eb.IsLeader)
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestStepDownWithCooldown(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	ca, _ := w.client("a", simba.WithCooldown(5*time.Second))
+	ea, _ := ca.NewElection("s")
+	_ = ea.Start(ctx)
+	w.until(5*time.Second, "a leads", ea.IsLeader)
+	cb, _ := w.client("b")
+	eb, _ := cb.NewElection("s")
+	_ = eb.Start(ctx)
+	w.async(func() error { return ea.StepDown(ctx) })
+	w.until(5*time.Second, "b leads", eb.IsLeader)
+	w.async(func() error { return eb.Stop(ctx) })
+	// a is cooling down: it does not take the free lease before the cooldown ends.
+	start := w.clock.Now()
+	w.until(10*time.Second, "a leads again", ea.IsLeader)
+	if waited := w.clock.Now() - start; waited < 4*time.Second {
+		t.Fatalf("a led again after %v, inside its 5s cooldown", waited)
+	}
+}
+
+func TestPartitionsRebalance(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	const P = 8
+	var groups []*simba.PartitionGroup
+	join := func(owner string) *simba.PartitionGroup {
+		c, _ := w.client(owner)
+		g, err := c.JoinGroup(ctx, "orders", P)
+		if err != nil {
+			t.Fatal(err)
+		}
+		groups = append(groups, g)
+		return g
+	}
+	balanced := func(gs []*simba.PartitionGroup) func() bool {
+		return func() bool {
+			owner := map[int]int{}
+			for i, g := range gs {
+				held := g.Held()
+				assigned := g.Assigned()
+				keys := make([]int, 0, len(held))
+				for p := range held {
+					if _, dup := owner[p]; dup {
+						t.Fatalf("partition %d led by two members", p)
+					}
+					owner[p] = i
+					keys = append(keys, p)
+				}
+				slices.Sort(keys)
+				if !slices.Equal(keys, assigned) || len(g.Members()) != len(gs) {
+					return false
+				}
+			}
+			return len(owner) == P
+		}
+	}
+	join("a")
+	join("b")
+	join("c")
+	w.until(20*time.Second, "8 partitions spread over 3 members", balanced(groups))
+	if err := groups[1].Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rest := []*simba.PartitionGroup{groups[0], groups[2]}
+	w.until(20*time.Second, "8 partitions over the 2 remaining members", balanced(rest))
+	d := join("d")
+	w.until(20*time.Second, "8 partitions over 3 members again", balanced([]*simba.PartitionGroup{groups[0], groups[2], d}))
+}
+
+func TestCloseWithWorkRunningAndFromInsideCallback(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	c, _ := w.client("a")
+	var exited atomic.Bool
+	e, _ := c.NewElection("w", simba.RunWhileLeader(func(ctx context.Context, _ simba.Term) error {
+		<-ctx.Done()
+		exited.Store(true)
+		return nil
+	}))
+	_ = e.Start(ctx)
+	w.until(5*time.Second, "leadership", e.IsLeader)
+	term, _ := e.Term()
+	w.async(func() error { return c.Close(ctx) })
+	if !exited.Load() || term.IsValid() {
+		t.Fatal("Close returned with the work running or the term valid")
+	}
+	if _, err := c.NewElection("again"); !errors.Is(err, simba.ErrClosed) {
+		t.Fatalf("NewElection after Close: %v, want ErrClosed", err)
+	}
+	if lead, _ := w.srv.Lease("w"); lead.Holder != "" {
+		t.Fatalf("lease still held by %s after Close", lead.Holder)
+	}
+
+	// Close from inside a callback starts the close and returns without waiting.
+	c2, _ := w.client("b")
+	returned := make(chan error, 1)
+	e2, _ := c2.NewElection("w2", simba.OnElected(func(ctx context.Context, _ simba.Term) {
+		returned <- c2.Close(ctx)
+	}))
+	_ = e2.Start(ctx)
+	w.until(5*time.Second, "the callback's Close to return", func() bool { return len(returned) == 1 })
+	if err := <-returned; err != nil {
+		t.Fatal(err)
+	}
+	w.async(func() error { return c2.Close(ctx) })
+}
+
+func TestBadInputIsRejectedBeforeIO(t *testing.T) {
+	w := newWorld(t)
+	c, b := w.client("a")
+	ctx := context.Background()
+	for _, name := range []string{"", ".", "..", "has space", "brace{x}", "ünï", string(make([]byte, 129))} {
+		if _, err := c.NewElection(name); !errors.Is(err, simba.ErrInvalidName) {
+			t.Errorf("NewElection(%q): %v, want ErrInvalidName", name, err)
+		}
+		if _, err := c.NewLock(name); !errors.Is(err, simba.ErrInvalidName) {
+			t.Errorf("NewLock(%q): %v, want ErrInvalidName", name, err)
+		}
+	}
+	for _, opt := range []simba.ElectionOption{
+		simba.OnElected(nil), simba.OnRevoked(nil), simba.RunWhileLeader(nil),
+		simba.Schedule(-time.Second, func(context.Context, simba.Term) {}), simba.Schedule(time.Second, nil),
+	} {
+		if _, err := c.NewElection("ok", opt); !errors.Is(err, simba.ErrInvalidOption) {
+			t.Errorf("bad election option: %v, want ErrInvalidOption", err)
+		}
+	}
+	if _, err := c.JoinGroup(ctx, "g", 0); err == nil {
+		t.Error("JoinGroup with 0 partitions succeeded")
+	}
+	if _, err := c.JoinGroup(ctx, "g", 8, simba.OnAssigned(nil)); !errors.Is(err, simba.ErrInvalidOption) {
+		t.Errorf("JoinGroup with a nil handler: %v, want ErrInvalidOption", err)
+	}
+	l, _ := c.NewLock("lk")
+	if err := l.WithLock(ctx, nil); !errors.Is(err, simba.ErrInvalidOption) {
+		t.Errorf("WithLock(nil): %v", err)
+	}
+	if b.Calls("acquire") != 0 {
+		t.Errorf("bad input reached the backend: %d acquires", b.Calls("acquire"))
+	}
+	for _, opts := range [][]simba.Option{
+		{simba.WithTTL(-time.Second)},
+		{simba.WithTTL(time.Second), simba.WithRenewEvery(time.Second)},
+		{simba.WithRenewEvery(-1)},
+		{simba.WithMargin(-1)},
+		{simba.WithDrift(0.7)},
+		{simba.WithOwner("")},
+		{simba.WithClock(nil)},
+		{nil},
+	} {
+		if _, err := simba.New(simbatest.NewServer().Backend(), opts...); !errors.Is(err, simba.ErrInvalidOption) {
+			t.Errorf("New with bad options: %v, want ErrInvalidOption", err)
+		}
+	}
+	if _, err := simba.New(nil); !errors.Is(err, simba.ErrInvalidOption) {
+		t.Errorf("New(nil): %v", err)
+	}
+}
