@@ -39,6 +39,7 @@ type election struct {
 	// current attempt (rule 1).
 	inflight ReqID
 	current  bool
+	retrying bool // a retry timer is armed for retryAt
 	retryAt  time.Duration
 	waitSess bool
 	hinted   bool
@@ -222,7 +223,7 @@ func (s *Engine) workExited(name string, token int64) {
 func (s *Engine) enter(e *election, st State) {
 	switch st {
 	case Cooldown:
-		e.state, e.current, e.retryAt, e.workRunning = Cooldown, false, 0, false
+		e.state, e.current, e.retrying, e.workRunning = Cooldown, false, false, false
 		e.until = s.now + s.opt.Cooldown
 		s.arm(TimerCooldown, e.name, e.until)
 		s.sync(e)
@@ -235,7 +236,7 @@ func (s *Engine) enter(e *election, st State) {
 
 // end ends e; a Lock future still waiting completes with err.
 func (s *Engine) end(e *election, err error) {
-	e.state, e.current, e.retryAt, e.workRunning = Ended, false, 0, false
+	e.state, e.current, e.retrying, e.workRunning = Ended, false, false, false
 	if e.future != 0 {
 		s.complete(e.future, err)
 		e.future = 0
@@ -244,7 +245,7 @@ func (s *Engine) end(e *election, err error) {
 }
 
 func (s *Engine) becomeCandidate(e *election) {
-	e.state, e.current, e.retryAt, e.fails, e.hinted, e.workRunning = Candidate, false, 0, 0, false, false
+	e.state, e.current, e.retrying, e.fails, e.hinted, e.workRunning = Candidate, false, false, 0, false, false
 	if e.inflight == 0 {
 		s.acquire(e)
 	} else {
@@ -262,14 +263,14 @@ func (s *Engine) acquire(e *election) {
 		s.sync(e)
 		return
 	}
-	e.retryAt, e.hinted = 0, false
+	e.retrying, e.hinted = false, false
 	e.inflight = s.call(OpAcquire, s.sess.id, pending{e: e, name: e.name}, Effect{Name: e.name})
 	e.current = true
 	s.sync(e)
 }
 
 func (s *Engine) retryLater(e *election, at time.Duration) {
-	e.retryAt = max(at, s.now)
+	e.retrying, e.retryAt = true, max(at, s.now)
 	s.arm(TimerRetry, e.name, e.retryAt)
 	s.sync(e)
 }

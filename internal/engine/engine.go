@@ -254,7 +254,7 @@ func (s *Engine) onOpenReply(p pending, ev Event) {
 	for _, e := range waiting {
 		if e.waitSess {
 			e.waitSess = false
-			if e.state == Candidate && e.inflight == 0 && e.retryAt == 0 {
+			if e.state == Candidate && e.inflight == 0 && !e.retrying {
 				s.acquire(e)
 			}
 		}
@@ -499,8 +499,8 @@ func (s *Engine) timer(t Timer) {
 	case TimerDeadline:
 		// checkDeadline already acted.
 	case TimerRetry:
-		if e := s.elections[t.Name]; e != nil && e.state == Candidate && e.inflight == 0 && e.retryAt != 0 && e.retryAt <= s.now {
-			e.retryAt = 0
+		if e := s.elections[t.Name]; e != nil && e.state == Candidate && e.inflight == 0 && e.retrying && e.retryAt <= s.now {
+			e.retrying = false
 			s.acquire(e)
 		}
 	case TimerCooldown:
@@ -512,8 +512,8 @@ func (s *Engine) timer(t Timer) {
 			s.endHandover(e, true)
 		}
 	case TimerJoin:
-		if g := s.groups[t.Name]; g != nil && g.retryAt != 0 && g.retryAt <= s.now && s.sess.state == SessionLive {
-			g.retryAt = 0
+		if g := s.groups[t.Name]; g != nil && g.retrying && g.retryAt <= s.now && s.sess.state == SessionLive {
+			g.retrying = false
 			if g.leaving {
 				s.sendLeave(g)
 			} else if !g.joined && g.joinReq == 0 {

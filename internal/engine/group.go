@@ -14,11 +14,12 @@ type group struct {
 	partitions int
 	hasWork    bool
 
-	joined  bool
-	leaving bool
-	joinReq ReqID
-	retryAt time.Duration
-	fails   int
+	joined   bool
+	leaving  bool
+	joinReq  ReqID
+	retrying bool
+	retryAt  time.Duration
+	fails    int
 
 	membersReq   ReqID
 	membersDirty bool
@@ -116,7 +117,7 @@ func (s *Engine) sendMembers(g *group) {
 func (s *Engine) retryGroup(g *group, err error) {
 	g.fails++
 	s.failed(OpJoin, g.name, err)
-	g.retryAt = s.now + s.backoff(g.fails, err)
+	g.retrying, g.retryAt = true, s.now+s.backoff(g.fails, err)
 	s.arm(TimerJoin, g.name, g.retryAt)
 }
 

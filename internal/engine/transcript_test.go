@@ -554,3 +554,43 @@ func TestRulesNeeded(t *testing.T) {
 		})
 	}
 }
+
+// TestTranscriptCoverage runs every transcript and asserts that each election state, session
+// state, event kind, effect kind, backend operation and revocation reason appears in at
+// least one: a new state or event without a transcript fails here.
+func TestTranscriptCoverage(t *testing.T) {
+	cov := newCoverage()
+	for _, path := range transcriptFiles(t) {
+		runTranscript(t, path, cov, 0)
+	}
+	for st := State(0); st < numStates; st++ {
+		if !cov.states[st] {
+			t.Errorf("no transcript reaches election state %v", st)
+		}
+	}
+	for st := SessionState(0); st < numSessionStates; st++ {
+		if !cov.sessions[st] && st != SessionNone { // none: only before Boot
+			t.Errorf("no transcript reaches session state %v", st)
+		}
+	}
+	for k := EvBoot; k < numEventKinds; k++ {
+		if !cov.events[k] {
+			t.Errorf("no transcript steps a %v event", k)
+		}
+	}
+	for k := EfCall; k < numEffectKinds; k++ {
+		if !cov.effects[k] {
+			t.Errorf("no transcript shows a %v effect", k)
+		}
+	}
+	for op := OpOpenSession; op < numOps; op++ {
+		if !cov.ops[op] {
+			t.Errorf("no transcript calls %v", op)
+		}
+	}
+	for r := ReasonDeadline; r < numReasons; r++ {
+		if !cov.reasons[r] {
+			t.Errorf("no transcript revokes a term for reason %v", r)
+		}
+	}
+}
