@@ -527,35 +527,42 @@ func (h *harness) groupEmpty(t *testing.T) {
 
 // --- hints ---
 
-func (h *harness) hinter(t *testing.T) spi.Hinter {
+// hinter returns a new client and its spi.Hinter.
+func (h *harness) hinter(t *testing.T) (*client, spi.Hinter) {
 	t.Helper()
-	hb, ok := h.backend(t).Backend.(spi.Hinter)
+	c := h.backend(t)
+	hb, ok := c.Backend.(spi.Hinter)
 	if !ok {
 		t.Fatal("Factory.Hints is set but the backend does not implement spi.Hinter")
 	}
-	return hb
+	return c, hb
 }
 
 func (h *harness) hintRelease(t *testing.T) {
-	hb := h.hinter(t)
-	hints, err := hb.Hints(ctx(t))
+	sub, hb := h.hinter(t)
+	subCtx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	hints, err := hb.Hints(subCtx)
 	if err != nil {
 		t.Fatalf("Hints: %v", err)
 	}
 	b := h.backend(t)
-	s := h.open(t, b, h.long)
+	s, waiter := h.open(t, b, h.long), h.open(t, sub, h.long)
 	name := h.name("hinted")
-	// Hints may be lost (e.g. while the subscription is being set up): release a few times.
+	// The subscriber shows interest the way a candidate does, by finding the lease held (a
+	// ZooKeeper backend sets its watch then). Hints may be lost, e.g. while the subscription is
+	// being set up, so the holder releases a few times.
 	deadline := time.Now().Add(callTimeout)
 	for time.Now().Before(deadline) {
 		tok := h.grant(t, b, s, name)
+		h.heldBy(t, sub, waiter, name, s)
 		h.release(t, b, s, name, tok)
-		wait := time.After(500 * time.Millisecond)
+		wait := time.After(time.Second)
 		for waiting := true; waiting; {
 			select {
 			case hint, ok := <-hints:
 				if !ok {
-					t.Fatal("hint channel closed early")
+					t.Fatal("hint channel closed while its context is live")
 				}
 				if hint.Kind == spi.Released && hint.Name == name {
 					return
@@ -569,7 +576,7 @@ func (h *harness) hintRelease(t *testing.T) {
 }
 
 func (h *harness) hintClose(t *testing.T) {
-	hb := h.hinter(t)
+	_, hb := h.hinter(t)
 	c, cancel := context.WithCancel(context.Background())
 	hints, err := hb.Hints(c)
 	if err != nil {

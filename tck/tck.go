@@ -51,7 +51,9 @@ import (
 
 // Factory describes a backend under test and the hooks the suites need. New fields are only ever
 // added with a zero value that keeps the current behaviour, so a Factory written today keeps
-// working as suites (ClientSpec among them) are added.
+// working as suites are added: ClientSpec (Election, Lock and PartitionGroup through a real
+// simba.Client) will run clients over NewBackend and use Wait to let time pass, with at most an
+// optional field for the clock those clients run on.
 type Factory struct {
 	// NewBackend returns a new client of the server under test, as a separate process would
 	// open it: every backend it returns shares the same server (database, Redis, ensemble).
@@ -92,9 +94,11 @@ type Factory struct {
 
 // BackendConfig is what the client side passes to NewBackend.
 type BackendConfig struct {
-	// Clock is the client's clock. A backend that takes a clock (for its own timeouts or
-	// caches) may use it, but never for lease decisions: the suites jump it by hours to check
-	// that replies do not change. Backends that take no clock ignore it.
+	// Clock is the client's clock. A backend that takes a clock (for its own timeouts, or to
+	// count a remaining time from a request's send time, as ZooKeeper's does) may use it, but
+	// the backend's clock decides: the suites jump this clock by +1 h and −1 h between calls and
+	// check that replies stay the same (no spurious expiry, a remaining time within the TTL,
+	// the same holder and token). Backends that take no clock ignore it.
 	Clock spi.Clock
 }
 
