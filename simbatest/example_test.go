@@ -79,3 +79,36 @@ func ExampleVirtualClock() {
 	fmt.Println("fired at", <-fired, "now", clock.Now())
 	// Output: fired at 5s now 10s
 }
+
+// A lost reply: the call takes effect at the server but the client gets a retryable error, so
+// it cannot know it holds the lease until a keep-alive reports it.
+func ExampleFaults_DropNextReplies() {
+	ctx := context.Background()
+	srv := simbatest.NewServer()
+	b := srv.Backend()
+	s, _ := b.OpenSession(ctx, "node-a", 3*time.Second)
+
+	b.DropNextReplies(1)
+	_, err := b.Acquire(ctx, s.ID, "leader")
+	fmt.Println("reply lost:", errors.Is(err, simbatest.ErrReplyLost), "retryable:", spi.Classify(err) == spi.Retryable)
+	ka, _ := b.KeepAlive(ctx, s.ID, []string{"leader"}, nil)
+	fmt.Println("held:", ka.Held)
+	// Output:
+	// reply lost: true retryable: true
+	// held: [{leader 1}]
+}
+
+// WaitHolder blocks until some session holds a lease: how a test waits for an election to have
+// a leader.
+func ExampleServer_WaitHolder() {
+	ctx := context.Background()
+	srv := simbatest.NewServer()
+	b := srv.Backend()
+	go func() {
+		s, _ := b.OpenSession(ctx, "node-a", 3*time.Second)
+		b.Acquire(ctx, s.ID, "leader")
+	}()
+	info, _ := srv.WaitHolder(ctx, "leader")
+	fmt.Println(info.Owner, "holds", info.Name, "with token", info.Token)
+	// Output: node-a holds leader with token 1
+}
