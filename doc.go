@@ -2,6 +2,43 @@
 // leadership with fencing tokens, over PostgreSQL, MySQL/MariaDB, SQLite, Redis (standalone and
 // Cluster) and ZooKeeper.
 //
+// # Concepts
+//
+// A Client holds one backend session, kept alive by one keep-alive per renewal interval however
+// many leases it holds. When the session expires every term it backed is revoked and a new
+// session is opened; an expired session never comes back.
+//
+// A lease is a named exclusive right held by at most one live session. A Term is one tenure of
+// one lease by this client: its name, its fencing token (strictly increasing per name across
+// all holders), IsValid / Remaining (cheap: atomics and the monotonic clock) and a Context
+// cancelled on revocation. Pass the token to the resource you protect and have it reject lower
+// tokens: that, not the lease alone, is what makes a paused ex-leader harmless.
+//
+//   - Election: a long-lived candidacy (NewElection, Start, Stop, StepDown) with OnElected /
+//     OnRevoked callbacks, leader work (RunWhileLeader, Schedule) and handover: a stopped
+//     leader keeps the lease until its work exits, so no new leader starts while old work runs.
+//   - Lock: an election used as a mutex (Lock, TryLock, Unlock, WithLock).
+//   - PartitionGroup: P partitions spread over the group's live members by rendezvous hashing
+//     (JoinGroup, Leave, Assigned, Held, Members).
+//
+// # Time
+//
+// The client never reads the wall clock for lease decisions. Remaining times come from the
+// backend (its own clock decides), and the local deadline of a session is
+// sentAt + remaining × (1 − drift) − margin on the client's monotonic clock, where sentAt is
+// when the renewing request was sent. Defaults: TTL 15 s, renewal every TTL/3, drift 1 %,
+// margin 50 ms, cooldown one TTL.
+//
+// # Layers
+//
+// The decisions are made by a pure engine (internal/engine: no goroutines, clocks or I/O),
+// checked by transcript tests and a deterministic simulator. The Client is its shell: one loop
+// goroutine steps the engine and carries out its effects — backend calls on their own
+// goroutines, timers, callbacks through a serial dispatcher per election, leader work on one
+// goroutine per term. Backends implement the small SPI (Backend); package simbatest offers an
+// in-memory one with fault injection and a virtual clock for your tests, and package tck the
+// conformance suites every backend passes.
+//
 // The wire artifacts every backend uses (SQL, Lua, the ZooKeeper layout and the Go under
 // generated/) come from the declarative spec in spec/; `go generate ./...` rebuilds them.
 package simba
