@@ -142,6 +142,32 @@ var brokenSpecCases = []struct {
 	{"wrong vector", "assign.yaml", "weight: 961102844131960919", "weight: 961102844131960918", "spec/assign.yaml: weight_vectors[0]: weight(0, \"a\") is 961102844131960919"},
 	{"wrong owner", "assign.yaml", `owner: "b"`, `owner: "a"`, "spec/assign.yaml: owner_vectors[2]"},
 	{"bad type", "assign.yaml", "final_shift: 31", "final_shift: thirty-one", "spec/assign.yaml: "},
+	// Redis (spec/redis.yaml, spec/lua/).
+	{"redis token not int64", "redis.yaml", "{name: token, type: int64, doc: the grant's token}", "{name: token, type: string, doc: the grant's token}", "spec/redis.yaml: scripts.grab.reply.token.type: token is a token or millisecond value and must be int64"},
+	{"redis ms arg not int64", "redis.yaml", "{name: ttl_ms, type: int64}", "{name: ttl_ms, type: string}", "spec/redis.yaml: scripts.renew.args.ttl_ms.type: ttl_ms is a token or millisecond value"},
+	{"redis record token not int64", "redis.yaml", "- {name: token, type: int64}\n", "- {name: token, type: string}\n", "spec/redis.yaml: records.held.fields.token.type: token is a token or millisecond value"},
+	{"redis bad reply type", "redis.yaml", "{name: held, type: \"[]held\"}", "{name: held, type: \"[]helt\"}", "spec/redis.yaml: scripts.renew.reply.held.type: unknown type \"[]helt\""},
+	{"redis duplicate script", "redis.yaml", "name: renew", "name: grab", "spec/redis.yaml: scripts.grab: duplicate script"},
+	{"redis key without hash tag", "redis.yaml", `pattern: "simba:lease:{<name>}"`, `pattern: "simba:lease:<name>"`, "spec/redis.yaml: keys.lease.pattern: \"simba:lease:<name>\" must hold exactly one hash tag"},
+	{"redis unknown key type", "redis.yaml", "type: string\n    doc: a session key", "type: list\n    doc: a session key", "spec/redis.yaml: keys.session.type: unknown Redis type \"list\""},
+	{"redis unknown key in script", "redis.yaml", "{name: lease, key: lease}", "{name: lease, key: lock}", "spec/redis.yaml: scripts.grab.keys.lease.key: unknown key \"lock\""},
+	{"redis list arg without length", "redis.yaml", `type: "[]string", len_of: leases}`, `type: "[]string"}`, "spec/redis.yaml: scripts.renew.args.names.len_of: missing"},
+	{"redis cluster script across slots", "redis.yaml", "cluster: false", "cluster: true", "spec/redis.yaml: scripts.renew.cluster: a cluster script with a list key has no other key"},
+	{"redis missing cluster flag", "redis.yaml", "    cluster: true\n", "", "spec/redis.yaml: scripts.grab.cluster: missing"},
+	{"lua unknown placeholder", "lua/grab.lua", "'${lease.token}'", "'${lease.tokn}'", "spec/lua/grab.lua: line 6: unknown placeholder ${lease.tokn}"},
+	{"lua builds a key", "lua/grab.lua", "redis.call('HSET', KEYS[1],", "redis.call('HSET', 'simba:lease:{' .. ARGV[1] .. '}',", "spec/lua/grab.lua: line 7: builds the key lease inside Lua"},
+	{"lua KEYS out of range", "lua/grab.lua", "redis.call('HINCRBY', KEYS[1]", "redis.call('HINCRBY', KEYS[2]", "spec/lua/grab.lua: line 6: KEYS[2] is out of range"},
+	{"lua ARGV out of range", "lua/grab.lua", "holder ~= ARGV[1]", "holder ~= ARGV[3]", "spec/lua/grab.lua: line 3: ARGV[3] is out of range"},
+	{"lua source missing", "redis.yaml", "source: lua/grab.lua", "source: lua/grabs.lua", "spec/lua/grabs.lua: cannot read"},
+	// ZooKeeper (spec/zk.yaml).
+	{"zk unknown mode", "zk.yaml", "mode: ephemeral", "mode: sequential", "spec/zk.yaml: nodes.lease.mode: unknown mode \"sequential\""},
+	{"zk ephemeral parent", "zk.yaml", "path: /simba/leases\n    mode: persistent", "path: /simba/leases\n    mode: ephemeral", "spec/zk.yaml: nodes.lease.path: its parent leases is ephemeral"},
+	{"zk undeclared parent", "zk.yaml", "path: /simba/leases/<name>", "path: /simba/locks/<name>", "spec/zk.yaml: nodes.lease.path: its parent \"/simba/locks\" is not a declared node"},
+	{"zk world may delete", "zk.yaml", "token: czxid\n    doc: a lease\n    acl: {creator: [all], world: [read]}", "token: czxid\n    doc: a lease\n    acl: {creator: [all], world: [read, delete]}", "spec/zk.yaml: nodes.lease.acl.world: grants delete"},
+	{"zk token on a persistent node", "zk.yaml", "path: /simba/leases/<name>\n    mode: ephemeral", "path: /simba/leases/<name>\n    mode: persistent", "spec/zk.yaml: nodes.lease.token: only an ephemeral node"},
+	{"zk bad parameter", "zk.yaml", "path: /simba/leases/<name>", "path: /simba/leases/lease-<name>", "spec/zk.yaml: nodes.lease.path: segment \"lease-<name>\" mixes a parameter with text"},
+	{"zk wrong perm bits", "zk.yaml", "delete: 8", "delete: 16", "spec/zk.yaml: perms: must be ZooKeeper's permission bits"},
+	{"zk missing acl intent", "zk.yaml", "acl_intent: only", "acl_intent_x: only", "spec/zk.yaml: "},
 }
 
 func TestBrokenSpec(t *testing.T) {
@@ -170,6 +196,15 @@ var dependentCases = []struct {
 }{
 	{"separator", "names.yaml", `separator: "."`, `separator: ":"`, []string{"generated/wire/names.go"}},
 	{"vector", "assign.yaml", `{partition: 1000, members: ["x", "a"], owner: "x"}`, `{partition: 1000, members: ["a", "x"], owner: "x"}`, []string{"generated/wire/assign_vectors_test.go"}},
+	// Redis: a script's source changes only that script's artifacts; a key pattern only the
+	// key builders; a status code used in Lua changes the scripts that use it and its constant.
+	{"lua source", "lua/grab.lua", "-- grab: KEYS lease; ARGV session_id", "-- grab: takes a lease", []string{"generated/luascripts/grab_script.go", "lua/grab.lua"}},
+	{"redis key pattern", "redis.yaml", `pattern: "simba:session:{<sid>}"`, `pattern: "simba:sess:{<sid>}"`, []string{"generated/wire/redis.go"}},
+	{"redis status value", "redis.yaml", "{name: held_by, value: 2", "{name: held_by, value: 5", []string{"generated/luascripts/grab_script.go", "generated/luascripts/luascripts.go", "lua/grab.lua"}},
+	{"redis field doc", "redis.yaml", "{name: token, doc: the fencing token}", "{name: token, doc: the lease's fencing token}", []string{"generated/wire/redis.go"}},
+	{"redis reply doc", "redis.yaml", "doc: the grant's token", "doc: the token of the grant", []string{"generated/luascripts/grab_script.go"}},
+	// ZooKeeper: the layout document and the path builders.
+	{"zk node doc", "zk.yaml", "path: /simba/leases\n    mode: persistent\n    doc: the leases' parent", "path: /simba/leases\n    mode: persistent\n    doc: the parent of the leases", []string{"generated/wire/zk.go", "zk/layout.yaml"}},
 }
 
 func TestOneDetailChangesOnlyItsDependents(t *testing.T) {
