@@ -1,0 +1,684 @@
+package zookeeper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/simba-go/simba/generated/wire"
+	"github.com/simba-go/simba/internal/spi"
+)
+
+// MaxOwnerLen bounds a session's owner string, in bytes.
+const MaxOwnerLen = 255
+
+// Option configures a Backend.
+type Option func(*options)
+
+type options struct {
+	logger zk.Logger
+}
+
+// WithLogger sends go-zookeeper's connection log lines to l (they are dropped by default).
+func WithLogger(l zk.Logger) Option { return func(o *options) { o.logger = l } }
+
+// Backend is the ZooKeeper implementation of the Simba SPI (spi.Backend, spi.Hinter and
+// spi.Inspector). Each Simba session is one ZooKeeper session on its own *zk.Conn. It is
+// safe for concurrent use.
+type Backend struct {
+	cfg   Config
+	lay   layout
+	acls  acls
+	clock monotonic
+	zlog  zk.Logger
+
+	mu       sync.Mutex
+	closed   bool
+	sessions map[spi.SessionID]*session
+	observer *session // for Members and Inspect when no session is open
+
+	rootsMu sync.Mutex
+	rootsOK bool
+
+	hmu     sync.Mutex
+	subs    map[chan spi.Hint]struct{}
+	watcher *watcher // while there are subscribers
+}
+
+var (
+	_ spi.Backend   = (*Backend)(nil)
+	_ spi.Hinter    = (*Backend)(nil)
+	_ spi.Inspector = (*Backend)(nil)
+)
+
+// New returns a Backend for the ZooKeeper ensemble named by dsn (see ParseDSN). It does no
+// I/O: sessions connect when they are opened.
+func New(dsn string, opts ...Option) (*Backend, error) {
+	cfg, err := ParseDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	return NewFromConfig(cfg, opts...)
+}
+
+// NewFromConfig returns a Backend for cfg. It does no I/O.
+//
+// There is deliberately no constructor taking the caller's *zk.Conn: go-zookeeper neither
+// exposes the negotiated session timeout nor lets a caller stop it from silently opening a
+// new session after expiry, and Simba's safety rests on both (see the package doc).
+func NewFromConfig(cfg Config, opts ...Option) (*Backend, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	o := options{logger: quietLogger{}}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	b := &Backend{
+		cfg:      cfg,
+		lay:      layout{chroot: cfg.Chroot},
+		clock:    monotonic{origin: time.Now()},
+		zlog:     o.logger,
+		sessions: map[spi.SessionID]*session{},
+		subs:     map[chan spi.Hint]struct{}{},
+	}
+	b.acls = newACLs(cfg.User != "")
+	return b, nil
+}
+
+// quietLogger drops go-zookeeper's log lines.
+type quietLogger struct{}
+
+func (quietLogger) Printf(string, ...any) {}
+
+// monotonic is the backend's clock: Go's monotonic reading since origin, which wall-clock
+// jumps do not move. The backend takes no injectable clock: its remaining times are server
+// time (the negotiated timeout) measured locally, never client time.
+type monotonic struct{ origin time.Time }
+
+func (m monotonic) Now() time.Duration { return time.Since(m.origin) }
+
+// SessionIDString formats a ZooKeeper session id the way Simba names sessions: 16 lowercase
+// hex digits.
+func SessionIDString(zid int64) spi.SessionID {
+	return spi.SessionID(fmt.Sprintf("%016x", uint64(zid)))
+}
+
+// OpenSession connects a new ZooKeeper session that asks for ttl as its session timeout. The
+// server clamps it into its [minSessionTimeout, maxSessionTimeout]; the reply's Remaining is
+// based on the negotiated timeout.
+func (b *Backend) OpenSession(ctx context.Context, owner string, ttl time.Duration) (spi.Session, error) {
+	if len(owner) > MaxOwnerLen {
+		return spi.Session{}, fmt.Errorf("%w: zookeeper: owner is %d bytes, longer than %d", spi.ErrInvalidOption, len(owner), MaxOwnerLen)
+	}
+	if ttl < time.Millisecond || ttl > time.Duration(1<<31-1)*time.Millisecond {
+		return spi.Session{}, fmt.Errorf("%w: zookeeper: ttl %v out of range", spi.ErrInvalidOption, ttl)
+	}
+	if err := b.checkOpen(); err != nil {
+		return spi.Session{}, err
+	}
+	s, err := b.connect(ctx, owner, ttl)
+	if err != nil {
+		return spi.Session{}, err
+	}
+	if neg := s.tap.sessionTimeout(); neg < ttl-time.Millisecond {
+		s.end(false)
+		return spi.Session{}, fmt.Errorf("%w: zookeeper: ttl %v is longer than the server's maxSessionTimeout (it granted %v)", spi.ErrInvalidOption, ttl, neg)
+	}
+	if err := b.ensureRoots(ctx, s); err != nil {
+		s.end(false)
+		return spi.Session{}, err
+	}
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		s.end(false)
+		return spi.Session{}, spi.ErrClosed
+	}
+	b.sessions[s.id] = s
+	b.mu.Unlock()
+	return spi.Session{ID: s.id, Remaining: s.remaining()}, nil
+}
+
+func (b *Backend) checkOpen() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return spi.ErrClosed
+	}
+	return nil
+}
+
+// lookup returns the live session sid, or nil if it is unknown or gone (expired or closed).
+func (b *Backend) lookup(sid spi.SessionID) (*session, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, spi.ErrClosed
+	}
+	s := b.sessions[sid]
+	if s == nil {
+		return nil, nil
+	}
+	if s.gone() {
+		delete(b.sessions, sid)
+		return nil, nil
+	}
+	return s, nil
+}
+
+// forget drops s from the session table.
+func (b *Backend) forget(s *session) {
+	b.mu.Lock()
+	if b.sessions[s.id] == s {
+		delete(b.sessions, s.id)
+	}
+	if b.observer == s {
+		b.observer = nil
+	}
+	b.mu.Unlock()
+}
+
+// ensureRoots creates the persistent nodes of the layout (once per backend, again after an
+// acquire or join found them missing).
+func (b *Backend) ensureRoots(ctx context.Context, s *session) error {
+	b.rootsMu.Lock()
+	defer b.rootsMu.Unlock()
+	if b.rootsOK {
+		return nil
+	}
+	for _, n := range b.lay.persistent(b.acls) {
+		_, err := call(ctx, func() (string, error) { return s.conn.Create(n.path, nil, n.flags, n.acl) })
+		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			return s.fail("create "+n.path, err)
+		}
+	}
+	b.rootsOK = true
+	return nil
+}
+
+func (b *Backend) rootsMissing() {
+	b.rootsMu.Lock()
+	b.rootsOK = false
+	b.rootsMu.Unlock()
+}
+
+// KeepAlive renews the session with one cheap request (an exists on the leases node; its send
+// time renews the session's remaining time), reads each group's members (one getChildren with
+// a child watch per group) and reports, among names, the leases the session holds. Membership
+// needs no refresh: a member node is ephemeral and lives as long as the session.
+//
+// Which leases are held comes from the session's own state rather than from one read per
+// lease, so that the round trips do not grow with the leases held. That state is exact
+// because (1) the session's connection can only ever carry this one ZooKeeper session (the
+// tap refuses to let go-zookeeper open another), (2) a lease node is ephemeral, so it exists
+// exactly while the session lives unless it is deleted, (3) only this session deletes its own
+// nodes (Release, CloseSession) and ACLs keep clients without Simba's identity from deleting
+// any, and (4) an exists watch on every held node reports the one remaining case, a deletion
+// by a privileged outsider: ZooKeeper delivers the watch event before the reply to any later
+// request of the session, so after this keep-alive's reply every deletion the server had
+// applied when it answered is already reflected. Names whose acquire had an unknown outcome
+// and held nodes whose watch could not be set are checked with one read each (these exist only
+// after connection trouble).
+func (b *Backend) KeepAlive(ctx context.Context, sid spi.SessionID, names []string, groups []string) (spi.KeepAlive, error) {
+	for _, n := range names {
+		if err := wire.ValidateName(n); err != nil {
+			return spi.KeepAlive{}, err
+		}
+	}
+	for _, g := range groups {
+		if err := wire.ValidateName(g); err != nil {
+			return spi.KeepAlive{}, err
+		}
+	}
+	s, err := b.lookup(sid)
+	if err != nil || s == nil {
+		return spi.KeepAlive{Expired: s == nil && err == nil}, err
+	}
+	members := make([][]string, len(groups))
+	errs := make([]error, len(groups)+1)
+	var wg sync.WaitGroup
+	sentAt := b.clock.Now()
+	wg.Go(func() {
+		_, errs[0] = call(ctx, func() (bool, error) {
+			ok, _, err := s.conn.Exists(b.lay.leasesRoot())
+			return ok, err
+		})
+	})
+	for i, g := range groups {
+		wg.Go(func() {
+			members[i], errs[i+1] = call(ctx, func() ([]string, error) {
+				ch, _, _, err := s.conn.ChildrenW(b.lay.group(g))
+				if errors.Is(err, zk.ErrNoNode) {
+					return nil, nil
+				}
+				return ch, err
+			})
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		if s.expiredBy(err) {
+			return spi.KeepAlive{Expired: true}, nil
+		}
+		return spi.KeepAlive{}, s.fail("keep-alive", err)
+	}
+	s.renew(sentAt)
+	reply := spi.KeepAlive{Members: make(map[string][]spi.SessionID, len(groups))}
+	for i, g := range groups {
+		reply.Members[g] = sortedIDs(members[i])
+	}
+	held, err := s.heldAmong(ctx, names)
+	if err != nil {
+		if s.expiredBy(err) {
+			return spi.KeepAlive{Expired: true}, nil
+		}
+		return spi.KeepAlive{}, err
+	}
+	if s.gone() {
+		return spi.KeepAlive{Expired: true}, nil
+	}
+	reply.Held = held
+	reply.Remaining = s.remaining()
+	return reply, nil
+}
+
+// CloseSession closes the ZooKeeper session, which deletes its ephemeral nodes (its leases
+// and memberships) at once; watchers, including this backend's hints, see the deletions.
+func (b *Backend) CloseSession(ctx context.Context, sid spi.SessionID) error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return spi.ErrClosed
+	}
+	s := b.sessions[sid]
+	delete(b.sessions, sid)
+	b.mu.Unlock()
+	if s == nil {
+		return nil
+	}
+	names := s.heldNames()
+	done := make(chan struct{})
+	go func() { s.end(false); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return spi.Unavailable("close session", ctx.Err())
+	}
+	for _, n := range names {
+		b.hint(spi.Released, n)
+	}
+	return nil
+}
+
+// Acquire creates the lease's ephemeral node. If it exists it reads it (setting a watch, so
+// that its deletion yields a Released hint): the session's own node is a Granted re-acquire
+// with the same token; another session's is HeldBy with RemainingUnknown, since ZooKeeper
+// cannot tell how long another session has left.
+func (b *Backend) Acquire(ctx context.Context, sid spi.SessionID, name string) (spi.Acquire, error) {
+	if err := wire.ValidateName(name); err != nil {
+		return spi.Acquire{}, err
+	}
+	s, err := b.lookup(sid)
+	if err != nil {
+		return spi.Acquire{}, err
+	}
+	if s == nil {
+		return spi.Acquire{Kind: spi.SessionExpired}, nil
+	}
+	path := b.lay.lease(name)
+	for attempt := 0; attempt < 4; attempt++ {
+		_, err := call(ctx, func() (string, error) { return s.conn.Create(path, s.owner, wire.LeaseNodeFlags, b.acls.lease) })
+		switch {
+		case err == nil:
+			token, ok := s.tap.takeCreated(path)
+			if !ok {
+				// The tap always sees the reply before Create returns; this is a guard only.
+				s.markUncertain(name)
+				return spi.Acquire{}, spi.Unavailable("acquire", errors.New("create reply without zxid"))
+			}
+			s.adopt(name, token, false)
+			return spi.Acquire{Kind: spi.Granted, Token: token, Remaining: s.remaining()}, nil
+		case errors.Is(err, zk.ErrNodeExists):
+			type got struct {
+				data []byte
+				stat *zk.Stat
+			}
+			g, err := call(ctx, func() (got, error) {
+				data, stat, _, err := s.conn.GetW(path)
+				return got{data, stat}, err
+			})
+			switch {
+			case errors.Is(err, zk.ErrNoNode):
+				continue // released in between: try again
+			case err != nil:
+				if s.expiredBy(err) {
+					return spi.Acquire{Kind: spi.SessionExpired}, nil
+				}
+				return spi.Acquire{}, s.fail("acquire: read "+path, err)
+			case g.stat.EphemeralOwner == s.zid:
+				s.adopt(name, g.stat.Czxid, true)
+				return spi.Acquire{Kind: spi.Granted, Token: g.stat.Czxid, Remaining: s.remaining()}, nil
+			case g.stat.EphemeralOwner == 0:
+				return spi.Acquire{}, spi.AsPermanent(fmt.Errorf("zookeeper: acquire %q: %s is not an ephemeral node; something other than Simba created it", name, path))
+			}
+			s.resolved(name)
+			return spi.Acquire{Kind: spi.HeldBy, Holder: SessionIDString(g.stat.EphemeralOwner),
+				HolderOwner: string(g.data), RemainingUnknown: true}, nil
+		case errors.Is(err, zk.ErrNoNode):
+			b.rootsMissing()
+			if err := b.ensureRoots(ctx, s); err != nil {
+				if s.expiredBy(err) {
+					return spi.Acquire{Kind: spi.SessionExpired}, nil
+				}
+				return spi.Acquire{}, err
+			}
+		default:
+			if s.expiredBy(err) {
+				return spi.Acquire{Kind: spi.SessionExpired}, nil
+			}
+			if outcomeUnknown(err) {
+				s.markUncertain(name)
+			}
+			return spi.Acquire{}, s.fail("acquire", err)
+		}
+	}
+	return spi.Acquire{}, spi.Unavailable("acquire", fmt.Errorf("lease node %s kept changing", path))
+}
+
+// Release deletes the lease node if the session holds it with token. When the session's
+// state knows the node (created or adopted with that czxid and not reported deleted since),
+// it deletes it with its version in one round trip; otherwise it reads the stat and deletes
+// only if the ephemeral owner is this session and the czxid is token.
+func (b *Backend) Release(ctx context.Context, sid spi.SessionID, name string, token int64) error {
+	if err := wire.ValidateName(name); err != nil {
+		return err
+	}
+	s, err := b.lookup(sid)
+	if err != nil || s == nil {
+		return err
+	}
+	path := b.lay.lease(name)
+	if s.forgetHeld(name, token) {
+		// Simba never changes a lease node's data, so its version is 0.
+		err := callErr(ctx, func() error { return s.conn.Delete(path, 0) })
+		switch {
+		case err == nil, errors.Is(err, zk.ErrNoNode):
+			b.hint(spi.Released, name)
+			return nil
+		case errors.Is(err, zk.ErrBadVersion):
+			// someone changed the node's data: fall back to the checked path
+		default:
+			if s.expiredBy(err) {
+				return nil
+			}
+			s.markUncertain(name)
+			return s.fail("release", err)
+		}
+	}
+	for attempt := 0; attempt < 4; attempt++ {
+		type got struct {
+			ok   bool
+			stat *zk.Stat
+		}
+		g, err := call(ctx, func() (got, error) {
+			ok, stat, err := s.conn.Exists(path)
+			return got{ok, stat}, err
+		})
+		if err != nil {
+			if s.expiredBy(err) {
+				return nil
+			}
+			return s.fail("release: read "+path, err)
+		}
+		if !g.ok || g.stat.EphemeralOwner != s.zid || g.stat.Czxid != token {
+			return nil
+		}
+		err = callErr(ctx, func() error { return s.conn.Delete(path, g.stat.Version) })
+		switch {
+		case err == nil, errors.Is(err, zk.ErrNoNode):
+			s.resolved(name)
+			b.hint(spi.Released, name)
+			return nil
+		case errors.Is(err, zk.ErrBadVersion):
+			continue
+		default:
+			if s.expiredBy(err) {
+				return nil
+			}
+			return s.fail("release", err)
+		}
+	}
+	return spi.Unavailable("release", fmt.Errorf("lease node %s kept changing", path))
+}
+
+// Join creates the session's ephemeral member node of group (and the group's node if
+// missing).
+func (b *Backend) Join(ctx context.Context, sid spi.SessionID, group string) (spi.Status, error) {
+	if err := wire.ValidateName(group); err != nil {
+		return 0, err
+	}
+	s, err := b.lookup(sid)
+	if err != nil {
+		return 0, err
+	}
+	if s == nil {
+		return spi.Expired, nil
+	}
+	return b.join(ctx, s, group)
+}
+
+func (b *Backend) join(ctx context.Context, s *session, group string) (spi.Status, error) {
+	member := b.lay.member(group, string(s.id))
+	for attempt := 0; attempt < 4; attempt++ {
+		_, err := call(ctx, func() (string, error) { return s.conn.Create(member, s.owner, wire.MemberNodeFlags, b.acls.member) })
+		switch {
+		case err == nil, errors.Is(err, zk.ErrNodeExists):
+			return spi.OK, nil
+		case errors.Is(err, zk.ErrNoNode):
+			_, err := call(ctx, func() (string, error) {
+				return s.conn.Create(b.lay.group(group), nil, wire.GroupNodeFlags, b.acls.group)
+			})
+			if errors.Is(err, zk.ErrNoNode) {
+				b.rootsMissing()
+				err = b.ensureRoots(ctx, s)
+			}
+			if err != nil && !errors.Is(err, zk.ErrNodeExists) {
+				if s.expiredBy(err) {
+					return spi.Expired, nil
+				}
+				return 0, s.fail("join", err)
+			}
+		default:
+			if s.expiredBy(err) {
+				return spi.Expired, nil
+			}
+			return 0, s.fail("join", err)
+		}
+	}
+	return 0, spi.Unavailable("join", fmt.Errorf("group node of %q kept vanishing", group))
+}
+
+// Leave deletes the session's member node of group.
+func (b *Backend) Leave(ctx context.Context, sid spi.SessionID, group string) (spi.Status, error) {
+	if err := wire.ValidateName(group); err != nil {
+		return 0, err
+	}
+	s, err := b.lookup(sid)
+	if err != nil {
+		return 0, err
+	}
+	if s == nil {
+		return spi.Expired, nil
+	}
+	err = callErr(ctx, func() error { return s.conn.Delete(b.lay.member(group, string(s.id)), -1) })
+	if err != nil && !errors.Is(err, zk.ErrNoNode) {
+		if s.expiredBy(err) {
+			return spi.Expired, nil
+		}
+		return 0, s.fail("leave", err)
+	}
+	return spi.OK, nil
+}
+
+// Members lists the live members of group (the children of its node), setting a child watch
+// so that a change yields a GroupChanged hint.
+func (b *Backend) Members(ctx context.Context, group string) ([]spi.SessionID, error) {
+	if err := wire.ValidateName(group); err != nil {
+		return nil, err
+	}
+	s, err := b.anySession(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ch, err := call(ctx, func() ([]string, error) {
+		ch, _, _, err := s.conn.ChildrenW(b.lay.group(group))
+		if errors.Is(err, zk.ErrNoNode) {
+			return nil, nil
+		}
+		return ch, err
+	})
+	if err != nil {
+		return nil, s.fail("members", err)
+	}
+	return sortedIDs(ch), nil
+}
+
+// anySession returns a live session for requests that belong to no session (Members,
+// Inspect): an open one if any, else the backend's own observer session.
+func (b *Backend) anySession(ctx context.Context) (*session, error) {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil, spi.ErrClosed
+	}
+	for _, s := range b.sessions {
+		if !s.gone() {
+			b.mu.Unlock()
+			return s, nil
+		}
+	}
+	if o := b.observer; o != nil && !o.gone() {
+		b.mu.Unlock()
+		return o, nil
+	}
+	b.mu.Unlock()
+	o, err := b.connect(ctx, "simba-observer", observerTTL)
+	if err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		go o.end(false)
+		return nil, spi.ErrClosed
+	}
+	if b.observer != nil && !b.observer.gone() {
+		go o.end(false)
+		return b.observer, nil
+	}
+	b.observer = o
+	return o, nil
+}
+
+// observerTTL is the session timeout the observer session asks for.
+const observerTTL = 30 * time.Second
+
+// Close drops the connections of every session this backend opened, without closing the
+// sessions at the server (use CloseSession for that): like a crashed client's, they expire
+// after their timeout and only then free their leases, since a process that merely lost its
+// backend must not let another take over while it may still be working. It stops the hints
+// and is idempotent.
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	all := make([]*session, 0, len(b.sessions)+1)
+	for _, s := range b.sessions {
+		all = append(all, s)
+	}
+	if b.observer != nil {
+		all = append(all, b.observer)
+	}
+	b.sessions = map[spi.SessionID]*session{}
+	b.observer = nil
+	b.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, s := range all {
+		wg.Go(func() { s.end(true) })
+	}
+	wg.Wait()
+	b.stopHints()
+	return nil
+}
+
+func sortedIDs(ids []string) []spi.SessionID {
+	out := make([]spi.SessionID, len(ids))
+	for i, id := range ids {
+		out[i] = spi.SessionID(id)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// outcomeUnknown reports whether a failed request may still have been applied.
+func outcomeUnknown(err error) bool {
+	return errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrClosing) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
+		errors.Is(err, zk.ErrNoServer) || errors.Is(err, zk.ErrSessionExpired) ||
+		!isAPIError(err)
+}
+
+// isAPIError reports whether err is a definite answer of the server to the request.
+func isAPIError(err error) bool {
+	for _, e := range []error{zk.ErrNoNode, zk.ErrNodeExists, zk.ErrNoAuth, zk.ErrBadVersion,
+		zk.ErrInvalidACL, zk.ErrNotEmpty, zk.ErrBadArguments, zk.ErrNoChildrenForEphemerals} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// call runs f, a blocking go-zookeeper request, and gives up waiting when ctx is done (the
+// request's outcome is then unknown).
+func call[T any](ctx context.Context, f func() (T, error)) (T, error) {
+	if ctx.Done() == nil {
+		return f()
+	}
+	var zero T
+	if err := ctx.Err(); err != nil {
+		return zero, err
+	}
+	type result struct {
+		v   T
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		v, err := f()
+		ch <- result{v, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.Done():
+		return zero, ctx.Err()
+	}
+}
+
+func callErr(ctx context.Context, f func() error) error {
+	_, err := call(ctx, func() (struct{}, error) { return struct{}{}, f() })
+	return err
+}

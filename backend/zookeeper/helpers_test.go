@@ -1,0 +1,193 @@
+package zookeeper
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/internal/testenv"
+)
+
+// credential is what it takes to act as a ZooKeeper session: its id and password.
+type credential struct {
+	zid    int64
+	passwd []byte
+	server string
+	s      *session
+}
+
+// credentialsOf returns the credentials of the backend's session sid.
+func (b *Backend) credentialsOf(sid spi.SessionID) (credential, bool) {
+	b.mu.Lock()
+	s := b.sessions[sid]
+	b.mu.Unlock()
+	if s == nil {
+		return credential{}, false
+	}
+	zid, pw := s.tap.credentials()
+	return credential{zid: zid, passwd: pw, server: s.conn.Server(), s: s}, true
+}
+
+// recorder wraps backends so that tests can end their sessions at the server even after the
+// backend is closed (as a crashed client's): it remembers every session's credentials.
+type recorder struct {
+	mu    sync.Mutex
+	creds map[spi.SessionID]credential
+}
+
+func newRecorder() *recorder { return &recorder{creds: map[spi.SessionID]credential{}} }
+
+// recorded is a Backend whose OpenSession records the session's credentials.
+type recorded struct {
+	*Backend
+	r *recorder
+}
+
+// OpenSession implements spi.Backend.
+func (r recorded) OpenSession(ctx context.Context, owner string, ttl time.Duration) (spi.Session, error) {
+	s, err := r.Backend.OpenSession(ctx, owner, ttl)
+	if err == nil {
+		if c, ok := r.Backend.credentialsOf(s.ID); ok {
+			r.r.mu.Lock()
+			r.r.creds[s.ID] = c
+			r.r.mu.Unlock()
+		}
+	}
+	return s, err
+}
+
+// expire ends session sid at the server now.
+func (r *recorder) expire(t testing.TB, sid spi.SessionID) {
+	t.Helper()
+	r.mu.Lock()
+	c, ok := r.creds[sid]
+	r.mu.Unlock()
+	if !ok {
+		t.Fatalf("no credentials recorded for session %s", sid)
+	}
+	if err := killSession(c.server, c.zid, c.passwd); err != nil {
+		t.Fatalf("killing session %s: %v", sid, err)
+	}
+	// The backend learns of the expiry when its connection, which the server has closed,
+	// reconnects (go-zookeeper waits a second before retrying a lone server); wait for that so
+	// that the next call sees it.
+	deadline := time.Now().Add(15 * time.Second)
+	for !c.s.gone() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the backend did not notice that session %s was killed", sid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// killSession ends a ZooKeeper session at the server as if it had expired: it connects a second
+// client with the session's id and password (which moves the session to it) and closes the
+// session there, the technique of Curator's KillSession. The backend's own connection then
+// finds the session gone.
+func killSession(server string, zid int64, passwd []byte) error {
+	c, err := net.DialTimeout("tcp", server, 5*time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	// ConnectRequest: protocolVersion, lastZxidSeen, timeOut, sessionId, passwd.
+	req := make([]byte, 4+4+8+4+8+4+len(passwd))
+	binary.BigEndian.PutUint32(req, uint32(len(req)-4))
+	binary.BigEndian.PutUint32(req[8+4:], 0) // lastZxidSeen (low half; high half is zero)
+	binary.BigEndian.PutUint32(req[16:], 30000)
+	binary.BigEndian.PutUint64(req[20:], uint64(zid))
+	binary.BigEndian.PutUint32(req[28:], uint32(len(passwd)))
+	copy(req[32:], passwd)
+	if _, err := c.Write(req); err != nil {
+		return err
+	}
+	resp, err := readFrame(c)
+	if err != nil {
+		return fmt.Errorf("connect response: %w", err)
+	}
+	if len(resp) < 16 {
+		return fmt.Errorf("short connect response (%d bytes)", len(resp))
+	}
+	if got := int64(binary.BigEndian.Uint64(resp[8:])); got != zid {
+		return nil // the session is already gone
+	}
+	// closeSession: xid 1, opcode -11.
+	closeReq := make([]byte, 12)
+	binary.BigEndian.PutUint32(closeReq, 8)
+	binary.BigEndian.PutUint32(closeReq[4:], 1)
+	binary.BigEndian.PutUint32(closeReq[8:], uint32(0xFFFFFFF5)) // -11
+	if _, err := c.Write(closeReq); err != nil {
+		return err
+	}
+	if _, err := readFrame(c); err != nil && err != io.EOF {
+		return fmt.Errorf("close reply: %w", err)
+	}
+	return nil
+}
+
+func readFrame(c net.Conn) ([]byte, error) {
+	var n [4]byte
+	if _, err := io.ReadFull(c, n[:]); err != nil {
+		return nil, err
+	}
+	buf := make([]byte, binary.BigEndian.Uint32(n[:]))
+	_, err := io.ReadFull(c, buf)
+	return buf, err
+}
+
+// serverDSN returns the DSN of the shared test server under a fresh chroot.
+func serverDSN(t testing.TB, query string) string {
+	t.Helper()
+	addrs := testenv.ZooKeeper(t)
+	dsn := "zk://"
+	for i, a := range addrs {
+		if i > 0 {
+			dsn += ","
+		}
+		dsn += a
+	}
+	dsn += fmt.Sprintf("/simba-test-%d", time.Now().UnixNano())
+	if query != "" {
+		dsn += "?" + query
+	}
+	return dsn
+}
+
+// openBackend returns a backend for dsn, closed when the test ends.
+func openBackend(t testing.TB, dsn string, opts ...Option) *Backend {
+	t.Helper()
+	b, err := New(dsn, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// ttlBounds asks the server for its session timeout bounds: the timeouts it grants for a
+// very short and a very long request.
+func ttlBounds(t testing.TB, b *Backend) (lo, hi time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i, ttl := range []time.Duration{time.Millisecond, 24 * time.Hour} {
+		s, err := b.connect(ctx, "bounds", ttl)
+		if err != nil {
+			t.Fatalf("connect: %v", err)
+		}
+		if i == 0 {
+			lo = s.tap.sessionTimeout()
+		} else {
+			hi = s.tap.sessionTimeout()
+		}
+		s.end(false)
+	}
+	return lo, hi
+}

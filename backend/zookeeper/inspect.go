@@ -1,0 +1,152 @@
+package zookeeper
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/simba-go/simba/internal/spi"
+)
+
+// inspectParallel bounds the reads Inspect keeps in flight.
+const inspectParallel = 64
+
+// Inspect lists the held leases (holder, owner, token), the sessions that hold leases or
+// belong to groups, and the groups' members. ZooKeeper does not tell one client how long
+// another session has left, so Remaining is filled in only for this backend's own sessions
+// (0 for others). Inspect reads every lease node: it is for status tools, not hot paths.
+func (b *Backend) Inspect(ctx context.Context) (spi.Snapshot, error) {
+	s, err := b.anySession(ctx)
+	if err != nil {
+		return spi.Snapshot{}, err
+	}
+	children := func(p string) ([]string, error) {
+		ch, err := call(ctx, func() ([]string, error) {
+			ch, _, err := s.conn.Children(p)
+			return ch, err
+		})
+		if errors.Is(err, zk.ErrNoNode) {
+			return nil, nil
+		}
+		return ch, err
+	}
+	names, err := children(b.lay.leasesRoot())
+	if err != nil {
+		return spi.Snapshot{}, s.fail("inspect", err)
+	}
+	groupNames, err := children(b.lay.groupsRoot())
+	if err != nil {
+		return spi.Snapshot{}, s.fail("inspect", err)
+	}
+	type node struct {
+		path  string
+		data  []byte
+		stat  *zk.Stat
+		found bool
+	}
+	var nodes []*node
+	for _, n := range names {
+		nodes = append(nodes, &node{path: b.lay.lease(n)})
+	}
+	members := map[string][]string{}
+	for _, g := range groupNames {
+		ms, err := children(b.lay.group(g))
+		if err != nil {
+			return spi.Snapshot{}, s.fail("inspect", err)
+		}
+		members[g] = ms
+		for _, m := range ms {
+			nodes = append(nodes, &node{path: b.lay.member(g, m)})
+		}
+	}
+	sem := make(chan struct{}, inspectParallel)
+	errs := make([]error, len(nodes))
+	var wg sync.WaitGroup
+	for i, nd := range nodes {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			type got struct {
+				data []byte
+				stat *zk.Stat
+			}
+			g, err := call(ctx, func() (got, error) {
+				data, stat, err := s.conn.Get(nd.path)
+				return got{data, stat}, err
+			})
+			switch {
+			case errors.Is(err, zk.ErrNoNode):
+			case err != nil:
+				errs[i] = err
+			default:
+				nd.data, nd.stat, nd.found = g.data, g.stat, true
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return spi.Snapshot{}, s.fail("inspect", err)
+	}
+
+	own := map[spi.SessionID]*session{}
+	b.mu.Lock()
+	for id, ss := range b.sessions {
+		if !ss.gone() {
+			own[id] = ss
+		}
+	}
+	b.mu.Unlock()
+	remaining := func(id spi.SessionID) time.Duration {
+		if ss := own[id]; ss != nil {
+			return ss.remaining()
+		}
+		return 0
+	}
+	snap := spi.Snapshot{Groups: map[string][]spi.SessionID{}}
+	sessions := map[spi.SessionID]string{}
+	for i, n := range names {
+		nd := nodes[i]
+		if !nd.found || nd.stat.EphemeralOwner == 0 {
+			continue
+		}
+		holder := SessionIDString(nd.stat.EphemeralOwner)
+		sessions[holder] = string(nd.data)
+		snap.Leases = append(snap.Leases, spi.LeaseInfo{
+			Name: n, Holder: holder, Owner: string(nd.data), Token: nd.stat.Czxid,
+			Remaining: remaining(holder),
+		})
+	}
+	for _, nd := range nodes[len(names):] {
+		if !nd.found {
+			continue
+		}
+		id := spi.SessionID(nd.path[strings.LastIndexByte(nd.path, '/')+1:])
+		g := nd.path[len(b.lay.groupsRoot())+1 : strings.LastIndexByte(nd.path, '/')]
+		snap.Groups[g] = append(snap.Groups[g], id)
+		if _, ok := sessions[id]; !ok {
+			sessions[id] = string(nd.data)
+		}
+	}
+	for id, ss := range own {
+		if _, ok := sessions[id]; !ok {
+			sessions[id] = string(ss.owner)
+		}
+	}
+	for g := range members {
+		if _, ok := snap.Groups[g]; !ok {
+			snap.Groups[g] = []spi.SessionID{}
+		}
+		slices.Sort(snap.Groups[g])
+	}
+	for id, owner := range sessions {
+		snap.Sessions = append(snap.Sessions, spi.SessionInfo{ID: id, Owner: owner, Remaining: remaining(id)})
+	}
+	slices.SortFunc(snap.Leases, func(a, b spi.LeaseInfo) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(snap.Sessions, func(a, b spi.SessionInfo) int { return strings.Compare(string(a.ID), string(b.ID)) })
+	return snap, nil
+}

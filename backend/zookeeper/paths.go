@@ -1,0 +1,90 @@
+package zookeeper
+
+import (
+	"strings"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/simba-go/simba/generated/wire"
+)
+
+// layout places the generated ZooKeeper layout (package wire, from spec/zk.yaml) under the
+// configured chroot. go-zookeeper has no chroot of its own, so the backend prefixes every
+// path.
+type layout struct{ chroot string }
+
+func (l layout) lease(name string) string    { return l.chroot + wire.LeasePath(name) }
+func (l layout) group(g string) string       { return l.chroot + wire.GroupPath(g) }
+func (l layout) member(g, sid string) string { return l.chroot + wire.MemberPath(g, sid) }
+func (l layout) leasesRoot() string          { return l.chroot + wire.LeasesPath }
+func (l layout) groupsRoot() string          { return l.chroot + wire.GroupsPath }
+func (l layout) root() string                { return l.chroot + wire.RootPath }
+
+// persistentNode is a node the backend creates if missing.
+type persistentNode struct {
+	path  string
+	flags int32
+	acl   []zk.ACL
+}
+
+// persistent lists the persistent nodes the backend creates, parents first: the chroot's
+// segments (with the root's ACL), then the layout's roots.
+func (l layout) persistent(a acls) []persistentNode {
+	var out []persistentNode
+	if l.chroot != "" {
+		segs := strings.Split(l.chroot[1:], "/")
+		for i := range segs {
+			out = append(out, persistentNode{"/" + strings.Join(segs[:i+1], "/"), wire.RootNodeFlags, a.root})
+		}
+	}
+	return append(out,
+		persistentNode{l.root(), wire.RootNodeFlags, a.root},
+		persistentNode{l.leasesRoot(), wire.LeasesNodeFlags, a.leases},
+		persistentNode{l.groupsRoot(), wire.GroupsNodeFlags, a.groups})
+}
+
+// leaseName returns the lease name of a lease node path.
+func (l layout) leaseName(p string) (string, bool) {
+	rest, ok := strings.CutPrefix(p, l.leasesRoot()+"/")
+	if !ok || rest == "" || strings.Contains(rest, "/") {
+		return "", false
+	}
+	return rest, true
+}
+
+// groupName returns the group name of a group node path.
+func (l layout) groupName(p string) (string, bool) {
+	rest, ok := strings.CutPrefix(p, l.groupsRoot()+"/")
+	if !ok || rest == "" || strings.Contains(rest, "/") {
+		return "", false
+	}
+	return rest, true
+}
+
+// acls are the ACLs of each kind of node, following the layout's ACL intent
+// (wire.ZKACLIntent): with a digest identity, creator (scheme "auth") and world entries with
+// the layout's perms; without one, world:anyone with all perms (nothing protects the nodes).
+type acls struct {
+	root, leases, lease, groups, group, member []zk.ACL
+}
+
+func newACLs(authenticated bool) acls {
+	mk := func(creator, world int32) []zk.ACL {
+		if !authenticated {
+			return []zk.ACL{{Perms: wire.ZKPermAll, Scheme: wire.ZKSchemeWorld, ID: wire.ZKWorldID}}
+		}
+		out := []zk.ACL{{Perms: creator, Scheme: wire.ZKSchemeCreator, ID: ""}}
+		if world != 0 {
+			out = append(out, zk.ACL{Perms: world, Scheme: wire.ZKSchemeWorld, ID: wire.ZKWorldID})
+		}
+		return out
+	}
+	return acls{
+		root:   mk(wire.RootNodeCreatorPerms, wire.RootNodeWorldPerms),
+		leases: mk(wire.LeasesNodeCreatorPerms, wire.LeasesNodeWorldPerms),
+		lease:  mk(wire.LeaseNodeCreatorPerms, wire.LeaseNodeWorldPerms),
+		groups: mk(wire.GroupsNodeCreatorPerms, wire.GroupsNodeWorldPerms),
+		group:  mk(wire.GroupNodeCreatorPerms, wire.GroupNodeWorldPerms),
+		member: mk(wire.MemberNodeCreatorPerms, wire.MemberNodeWorldPerms),
+	}
+}

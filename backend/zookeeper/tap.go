@@ -1,0 +1,404 @@
+package zookeeper
+
+import (
+	"encoding/binary"
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ZooKeeper wire constants the tap needs (jute framing: a 4-byte big-endian length, then the
+// record). Request header: xid int32, opcode int32. Reply header: xid int32, zxid int64,
+// err int32. The first frame each way on a TCP connection is the connect request/response.
+const (
+	opCreate       = 1
+	opPing         = 11
+	opCloseSession = -11
+	xidWatchEvent  = -1
+	xidPing        = -2
+	replyHeaderLen = 16
+)
+
+// errSessionGone is what the tap's dialer answers once the session it is bound to has ended:
+// go-zookeeper would otherwise open a fresh session on the same *zk.Conn by itself.
+var errSessionGone = errors.New("zookeeper: the session of this connection has ended; not reconnecting")
+
+// tap is bound to one *zk.Conn and so to one ZooKeeper session. It wraps every TCP connection
+// go-zookeeper dials and reads the protocol as it passes, because go-zookeeper neither exposes
+// nor lets a caller control what Simba needs:
+//
+//   - The negotiated session timeout, id and password (from each connect response).
+//   - Session replacement: when a reconnect finds the session expired (the connect response
+//     carries another id), the tap marks the session gone before go-zookeeper sees the reply,
+//     and its dialer refuses every later dial, so no request can ever run under a new session.
+//   - The czxid of each created node: the zxid of a successful create reply (go-zookeeper's
+//     Create returns only the path), so an acquire costs one round trip.
+//   - Renewal: a Simba session lives while its keep-alives arrive, so the tap drops
+//     go-zookeeper's automatic pings; it then also replaces go-zookeeper's idle read timeout
+//     (which would otherwise reconnect, and so renew the session, every 2/3 of the timeout)
+//     by one that runs only while a request awaits its reply.
+//   - Crash-like shutdown: once abandoned, the close-session request is dropped, so closing
+//     the backend leaves the session to expire at the server like a crashed client's.
+//
+// Apart from the dropped pings and close requests the tap never changes a byte.
+type tap struct {
+	dialTimeout time.Duration
+	onGone      func() // called once, on go-zookeeper's goroutine, when the session ends
+
+	ready     chan struct{} // closed at the first successful handshake
+	readyOnce sync.Once
+	sid       atomic.Int64 // bound session id (0 until the first handshake)
+	timeoutMs atomic.Int32 // negotiated session timeout
+	gone      atomic.Bool
+	goneOnce  sync.Once
+	abandoned atomic.Bool
+
+	mu          sync.Mutex
+	passwd      []byte
+	conn        *tapConn         // the current TCP connection
+	outstanding int              // requests on conn awaiting their reply
+	creates     map[int32]string // xid → path of an outstanding create on conn
+	created     map[string]int64 // path → czxid of creates replied to but not yet collected
+}
+
+func newTap(dialTimeout time.Duration, onGone func()) *tap {
+	return &tap{
+		dialTimeout: dialTimeout,
+		onGone:      onGone,
+		ready:       make(chan struct{}),
+		creates:     map[int32]string{},
+		created:     map[string]int64{},
+	}
+}
+
+// dial is the go-zookeeper Dialer: it refuses once the session is gone.
+func (t *tap) dial(network, address string, timeout time.Duration) (net.Conn, error) {
+	if t.gone.Load() {
+		return nil, errSessionGone
+	}
+	if t.dialTimeout > 0 && (timeout <= 0 || t.dialTimeout < timeout) {
+		timeout = t.dialTimeout
+	}
+	c, err := net.DialTimeout(network, address, timeout)
+	if err != nil {
+		return nil, err
+	}
+	tc := &tapConn{Conn: c, t: t}
+	t.mu.Lock()
+	t.conn = tc
+	t.outstanding = 0
+	clear(t.creates)
+	t.mu.Unlock()
+	if t.gone.Load() { // gone while dialling
+		c.Close()
+		return nil, errSessionGone
+	}
+	return tc, nil
+}
+
+// markGone records that the session has ended (expired, closed or replaced).
+func (t *tap) markGone() {
+	t.goneOnce.Do(func() {
+		t.gone.Store(true)
+		if t.onGone != nil {
+			t.onGone()
+		}
+	})
+}
+
+// abandon makes the connection go away like a crashed client's: no more dials, the
+// close-session request is dropped and the TCP connection is closed.
+func (t *tap) abandon() {
+	t.abandoned.Store(true)
+	t.gone.Store(true)
+	t.mu.Lock()
+	c := t.conn
+	t.mu.Unlock()
+	if c != nil {
+		c.Conn.Close()
+	}
+}
+
+// sessionTimeout is the negotiated session timeout (0 before the first handshake).
+func (t *tap) sessionTimeout() time.Duration {
+	return time.Duration(t.timeoutMs.Load()) * time.Millisecond
+}
+
+// replyTimeout is how long a request may wait for its reply before the connection is deemed
+// dead: 2/3 of the session timeout, as go-zookeeper's own receive timeout.
+func (t *tap) replyTimeout() time.Duration {
+	if d := t.sessionTimeout() * 2 / 3; d > 0 {
+		return d
+	}
+	return 10 * time.Second
+}
+
+// credentials returns the bound session id and password.
+func (t *tap) credentials() (int64, []byte) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.sid.Load(), append([]byte(nil), t.passwd...)
+}
+
+// takeCreated returns and forgets the czxid of the last successful create of path.
+func (t *tap) takeCreated(path string) (int64, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	z, ok := t.created[path]
+	if ok {
+		delete(t.created, path)
+	}
+	return z, ok
+}
+
+// handshake handles a connect response.
+func (t *tap) handshake(timeoutMs int32, sid int64, passwd []byte) {
+	bound := t.sid.Load()
+	switch {
+	case sid == 0 || (bound != 0 && sid != bound):
+		// The server no longer knows our session (expired or closed) or gave us another one.
+		if bound != 0 {
+			t.markGone()
+		}
+		return
+	case bound == 0:
+		t.mu.Lock()
+		t.passwd = append([]byte(nil), passwd...)
+		t.mu.Unlock()
+		t.sid.Store(sid)
+	}
+	t.timeoutMs.Store(timeoutMs)
+	t.readyOnce.Do(func() { close(t.ready) })
+}
+
+// request records an outgoing request frame (header and the start of its body) and reports
+// whether it is the only one awaiting a reply.
+func (t *tap) request(c *tapConn, xid, op int32, body []byte) (first bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.conn != c {
+		return false
+	}
+	t.outstanding++
+	if op == opCreate && len(body) >= 4 {
+		n := int(binary.BigEndian.Uint32(body))
+		if n >= 0 && 4+n <= len(body) {
+			t.creates[xid] = string(body[4 : 4+n])
+		}
+	}
+	return t.outstanding == 1
+}
+
+// reply records an incoming reply header.
+func (t *tap) reply(c *tapConn, xid int32, zxid int64, code int32) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.conn != c || xid < 0 {
+		return
+	}
+	if t.outstanding > 0 {
+		t.outstanding--
+	}
+	if path, ok := t.creates[xid]; ok {
+		delete(t.creates, xid)
+		if code == 0 {
+			t.created[path] = zxid
+		}
+	}
+}
+
+// tapConn is one TCP connection of a tapped *zk.Conn.
+type tapConn struct {
+	net.Conn
+	t *tap
+
+	// outgoing framing (Write is called from one goroutine at a time)
+	out       []byte // partial frame
+	outFrames int
+	// incoming framing (Read is called from one goroutine at a time)
+	lenBuf   []byte // bytes of the current frame's length read so far
+	haveLen  bool   // the current frame's length is known
+	frameLen int    // length of the current frame
+	head     []byte // header bytes of the current frame read so far, up to headNeed
+	headNeed int
+	skip     int // body bytes of the current frame still to pass
+	inFrames int
+}
+
+// Write passes p through and parses the complete request frames it contains. A lone ping,
+// and a close-session request once the tap is abandoned, are dropped (reported as written).
+func (c *tapConn) Write(p []byte) (int, error) {
+	if len(c.out) == 0 && c.outFrames > 0 && len(p) >= 12 && int(binary.BigEndian.Uint32(p)) == len(p)-4 {
+		switch op := int32(binary.BigEndian.Uint32(p[8:])); {
+		case op == opPing && int32(binary.BigEndian.Uint32(p[4:])) == xidPing,
+			op == opCloseSession && c.t.abandoned.Load():
+			return len(p), nil
+		}
+	}
+	// Record before writing: the reply may be read before Write returns. If the write
+	// fails, go-zookeeper drops the connection, and with it what was recorded for it.
+	c.parseOut(p)
+	return c.Conn.Write(p)
+}
+
+// SetReadDeadline replaces go-zookeeper's receive timeout once the session is established:
+// the read times out only while a request awaits its reply (pings are dropped, so an idle
+// connection is silent and must not be taken for a dead one).
+func (c *tapConn) SetReadDeadline(d time.Time) error {
+	if c.inFrames == 0 {
+		return c.Conn.SetReadDeadline(c.floor(d)) // the handshake
+	}
+	return c.armRead()
+}
+
+// SetWriteDeadline passes go-zookeeper's write deadlines on, but never shorter than the dial
+// timeout: go-zookeeper derives them from the session timeout, which may be tiny.
+func (c *tapConn) SetWriteDeadline(d time.Time) error {
+	return c.Conn.SetWriteDeadline(c.floor(d))
+}
+
+// floor moves a non-zero deadline to at least the dial timeout from now.
+func (c *tapConn) floor(d time.Time) time.Time {
+	if d.IsZero() {
+		return d
+	}
+	if min := time.Now().Add(c.t.dialTimeout); d.Before(min) {
+		return min
+	}
+	return d
+}
+
+// armRead sets the read deadline from the requests awaiting replies; the check and the set
+// happen under the tap's lock so that the reader and the writer cannot undo each other.
+func (c *tapConn) armRead() error {
+	c.t.mu.Lock()
+	defer c.t.mu.Unlock()
+	if c.t.conn == c && c.t.outstanding > 0 {
+		return c.Conn.SetReadDeadline(time.Now().Add(c.t.replyTimeout()))
+	}
+	return c.Conn.SetReadDeadline(time.Time{})
+}
+
+func (c *tapConn) parseOut(p []byte) {
+	if len(c.out) == 0 {
+		// Fast path: go-zookeeper writes whole frames in one call.
+		for len(p) >= 4 {
+			n := int(binary.BigEndian.Uint32(p))
+			if 4+n > len(p) {
+				break
+			}
+			c.outFrame(p[4 : 4+n])
+			p = p[4+n:]
+		}
+		if len(p) == 0 {
+			return
+		}
+	}
+	c.out = append(c.out, p...)
+	for len(c.out) >= 4 {
+		n := int(binary.BigEndian.Uint32(c.out))
+		if 4+n > len(c.out) {
+			return
+		}
+		c.outFrame(c.out[4 : 4+n])
+		c.out = c.out[4+n:]
+	}
+	if len(c.out) == 0 {
+		c.out = nil
+	}
+}
+
+func (c *tapConn) outFrame(f []byte) {
+	c.outFrames++
+	if c.outFrames == 1 || len(f) < 8 { // the connect request
+		return
+	}
+	xid := int32(binary.BigEndian.Uint32(f))
+	op := int32(binary.BigEndian.Uint32(f[4:]))
+	if xid < 0 {
+		return
+	}
+	if c.t.request(c, xid, op, f[8:]) {
+		// A reply is now awaited: arm the read timeout of a reader that may be idle.
+		c.armRead()
+	}
+}
+
+// Read passes bytes through and parses the reply headers and the connect response.
+func (c *tapConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.parseIn(p[:n])
+	}
+	return n, err
+}
+
+// connectHeadLen is the part of a connect response the tap reads: protocol version,
+// timeout, session id, password length and a password of up to 16 bytes.
+const connectHeadLen = 4 + 4 + 8 + 4 + 16
+
+func (c *tapConn) parseIn(p []byte) {
+	for len(p) > 0 {
+		if c.skip > 0 {
+			k := min(c.skip, len(p))
+			c.skip -= k
+			p = p[k:]
+			continue
+		}
+		if !c.haveLen {
+			k := min(4-len(c.lenBuf), len(p))
+			c.lenBuf = append(c.lenBuf, p[:k]...)
+			p = p[k:]
+			if len(c.lenBuf) < 4 {
+				continue
+			}
+			c.frameLen = int(binary.BigEndian.Uint32(c.lenBuf))
+			c.lenBuf = c.lenBuf[:0]
+			c.haveLen = true
+			c.head = c.head[:0]
+			c.headNeed = replyHeaderLen
+			if c.inFrames == 0 {
+				c.headNeed = connectHeadLen
+			}
+			c.headNeed = min(c.headNeed, c.frameLen)
+		}
+		k := min(c.headNeed-len(c.head), len(p))
+		c.head = append(c.head, p[:k]...)
+		p = p[k:]
+		if len(c.head) < c.headNeed {
+			continue
+		}
+		c.frameIn(c.head)
+		c.skip = c.frameLen - c.headNeed
+		c.haveLen = false
+	}
+}
+
+func (c *tapConn) frameIn(h []byte) {
+	c.inFrames++
+	if c.inFrames == 1 {
+		if len(h) >= 20 {
+			timeout := int32(binary.BigEndian.Uint32(h[4:]))
+			sid := int64(binary.BigEndian.Uint64(h[8:]))
+			pl := int(int32(binary.BigEndian.Uint32(h[16:])))
+			var pw []byte
+			if pl > 0 && 20+pl <= len(h) {
+				pw = h[20 : 20+pl]
+			}
+			c.t.handshake(timeout, sid, pw)
+		}
+		return
+	}
+	if len(h) < replyHeaderLen {
+		return
+	}
+	xid := int32(binary.BigEndian.Uint32(h))
+	zxid := int64(binary.BigEndian.Uint64(h[4:]))
+	code := int32(binary.BigEndian.Uint32(h[12:]))
+	if xid == xidWatchEvent {
+		return
+	}
+	c.t.reply(c, xid, zxid, code)
+}

@@ -1,0 +1,41 @@
+package zookeeper
+
+import (
+	"testing"
+
+	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/tck"
+)
+
+// factory describes the shared test server (127.0.0.1:2181 by default) to the TCK, every
+// backend under one fresh chroot.
+func factory(t *testing.T) tck.Factory {
+	dsn := serverDSN(t, "")
+	probe := openBackend(t, dsn)
+	lo, hi := ttlBounds(t, probe)
+	rec := newRecorder()
+	return tck.Factory{
+		NewBackend: func(t testing.TB, _ tck.BackendConfig) spi.Backend {
+			b, err := New(dsn) // the backend keeps its own monotonic clock: cfg.Clock is client time
+			if err != nil {
+				t.Fatal(err)
+			}
+			return recorded{Backend: b, r: rec}
+		},
+		ExpireSession: rec.expire,
+		MinTTL:        lo,
+		MaxTTL:        hi,
+		// ZooKeeper checks expiries on its ticks (half the minimum session timeout by
+		// default) and the client learns of it when it reconnects.
+		ExpiryLag: lo,
+		Hints:     true,
+	}
+}
+
+func TestLeaseBackendSpec(t *testing.T) {
+	tck.LeaseBackendSpec(t, factory(t))
+}
+
+func TestFencingSpec(t *testing.T) {
+	tck.FencingSpec(t, factory(t))
+}

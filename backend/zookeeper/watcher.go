@@ -1,0 +1,266 @@
+package zookeeper
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/simba-go/simba/internal/spi"
+)
+
+// The watcher's own protocol constants (go-zookeeper has no addWatch).
+const (
+	opAddWatch             = 106
+	opSetAuth              = 100
+	xidAuth                = -4
+	addWatchRecursive      = 1 // AddWatchMode.PERSISTENT_RECURSIVE
+	eventNodeCreated       = 1
+	eventNodeDeleted       = 2
+	errUnimplemented       = -6
+	watcherSessionTimeout  = 30 * time.Second
+	watcherMaxBackoff      = 5 * time.Second
+	watcherInitialBackoff  = 50 * time.Millisecond
+	watcherMaxFrame        = 1 << 20
+	watcherConnectRespHead = 4 + 4 + 8
+)
+
+// watcher keeps, while Hints has subscribers, one connection of its own with persistent
+// recursive watches (ZooKeeper 3.6+ addWatch) on the leases and groups nodes, so that every
+// subscriber sees every release and membership change under this chroot, whoever made it,
+// with one watch each instead of one per lease. go-zookeeper does not offer addWatch, so the
+// watcher speaks the few requests it needs itself (connect, auth, addWatch, ping). It
+// reconnects with backoff; events lost meanwhile are lost, which costs latency only. On a
+// server without addWatch it stops, and hints then come only from the sessions' own watches.
+type watcher struct {
+	b    *Backend
+	stop chan struct{}
+	done chan struct{}
+	live atomic.Bool // the watches are set
+}
+
+func newWatcher(b *Backend) *watcher {
+	w := &watcher{b: b, stop: make(chan struct{}), done: make(chan struct{})}
+	go w.run()
+	return w
+}
+
+// close stops the watcher and waits for it.
+func (w *watcher) close() {
+	close(w.stop)
+	<-w.done
+}
+
+func (w *watcher) run() {
+	defer close(w.done)
+	backoff := watcherInitialBackoff
+	for i := 0; ; i++ {
+		start := time.Now()
+		err := w.connection(w.b.cfg.Servers[i%len(w.b.cfg.Servers)])
+		w.live.Store(false)
+		if errors.Is(err, errNoAddWatch) {
+			w.b.zlog.Printf("simba: %v; hints come from per-session watches only", err)
+			return
+		}
+		if time.Since(start) > watcherSessionTimeout {
+			backoff = watcherInitialBackoff
+		}
+		select {
+		case <-w.stop:
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, watcherMaxBackoff)
+	}
+}
+
+var errNoAddWatch = errors.New("zookeeper: the server does not support addWatch (ZooKeeper < 3.6)")
+
+// connection runs one connection until it fails or the watcher stops.
+func (w *watcher) connection(server string) error {
+	c, err := net.DialTimeout("tcp", server, w.b.cfg.Timeout)
+	if err != nil {
+		return err
+	}
+	ended := make(chan struct{})
+	defer close(ended)
+	go func() {
+		select {
+		case <-w.stop:
+		case <-ended:
+		}
+		c.Close()
+	}()
+	c.SetDeadline(time.Now().Add(w.b.cfg.Timeout))
+	var wmu sync.Mutex
+	write := func(frame []byte) error {
+		wmu.Lock()
+		defer wmu.Unlock()
+		c.SetWriteDeadline(time.Now().Add(w.b.cfg.Timeout))
+		_, err := c.Write(frame)
+		return err
+	}
+	// connect: protocolVersion, lastZxidSeen, timeOut, sessionId, passwd, readOnly
+	var req frameBuilder
+	req.i32(0).i64(0).i32(int32(watcherSessionTimeout / time.Millisecond)).i64(0).buf(make([]byte, 16)).u8(0)
+	if err := write(req.frame()); err != nil {
+		return err
+	}
+	resp, err := readZKFrame(c)
+	if err != nil {
+		return err
+	}
+	if len(resp) < watcherConnectRespHead {
+		return fmt.Errorf("zookeeper watcher: short connect response")
+	}
+	timeout := time.Duration(int32(binary.BigEndian.Uint32(resp[4:]))) * time.Millisecond
+	if binary.BigEndian.Uint64(resp[8:]) == 0 || timeout <= 0 {
+		return fmt.Errorf("zookeeper watcher: no session")
+	}
+	if w.b.cfg.User != "" {
+		var a frameBuilder
+		a.i32(xidAuth).i32(opSetAuth).i32(0).str("digest").buf([]byte(w.b.cfg.User + ":" + w.b.cfg.Password))
+		if err := write(a.frame()); err != nil {
+			return err
+		}
+	}
+	for i, root := range []string{w.b.lay.leasesRoot(), w.b.lay.groupsRoot()} {
+		var a frameBuilder
+		a.i32(int32(i + 1)).i32(opAddWatch).str(root).i32(addWatchRecursive)
+		if err := write(a.frame()); err != nil {
+			return err
+		}
+	}
+	c.SetDeadline(time.Time{})
+	// Ping every third of the timeout; reads time out after two thirds.
+	pingErr := make(chan error, 1)
+	go func() {
+		t := time.NewTicker(timeout / 3)
+		defer t.Stop()
+		var p frameBuilder
+		p.i32(xidPing).i32(opPing)
+		ping := p.frame()
+		for {
+			select {
+			case <-ended:
+				return
+			case <-t.C:
+				if err := write(ping); err != nil {
+					pingErr <- err
+					return
+				}
+			}
+		}
+	}()
+	set := 0
+	for {
+		c.SetReadDeadline(time.Now().Add(timeout * 2 / 3))
+		f, err := readZKFrame(c)
+		if err != nil {
+			select {
+			case perr := <-pingErr:
+				return perr
+			default:
+			}
+			return err
+		}
+		if len(f) < replyHeaderLen {
+			return fmt.Errorf("zookeeper watcher: short reply")
+		}
+		xid := int32(binary.BigEndian.Uint32(f))
+		code := int32(binary.BigEndian.Uint32(f[12:]))
+		switch {
+		case xid == xidWatchEvent:
+			w.event(f[replyHeaderLen:])
+		case xid == xidAuth && code != 0:
+			return fmt.Errorf("zookeeper watcher: auth failed (%d)", code)
+		case xid == 1 || xid == 2:
+			switch code {
+			case 0:
+			case errUnimplemented:
+				return errNoAddWatch
+			default:
+				// The root does not exist yet: retry after the backoff.
+				return fmt.Errorf("zookeeper watcher: addWatch failed (%d)", code)
+			}
+			if set++; set == 2 {
+				w.live.Store(true)
+			}
+		}
+	}
+}
+
+// event handles a WatcherEvent {type int32, state int32, path string}.
+func (w *watcher) event(body []byte) {
+	if len(body) < 12 {
+		return
+	}
+	typ := int32(binary.BigEndian.Uint32(body))
+	n := int(int32(binary.BigEndian.Uint32(body[8:])))
+	if n < 0 || 12+n > len(body) {
+		return
+	}
+	path := string(body[12 : 12+n])
+	if typ == eventNodeDeleted {
+		if name, ok := w.b.lay.leaseName(path); ok {
+			w.b.publish(spi.Released, name)
+			return
+		}
+	}
+	if typ == eventNodeCreated || typ == eventNodeDeleted {
+		// a member node /groups/<g>/<sid>
+		rest, ok := strings.CutPrefix(path, w.b.lay.groupsRoot()+"/")
+		if !ok {
+			return
+		}
+		for i := 0; i < len(rest); i++ {
+			if rest[i] == '/' {
+				w.b.publish(spi.GroupChanged, rest[:i])
+				return
+			}
+		}
+	}
+}
+
+// frameBuilder encodes a jute record with its length prefix.
+type frameBuilder struct{ b []byte }
+
+func (f *frameBuilder) i32(v int32) *frameBuilder {
+	f.b = binary.BigEndian.AppendUint32(f.b, uint32(v))
+	return f
+}
+func (f *frameBuilder) i64(v int64) *frameBuilder {
+	f.b = binary.BigEndian.AppendUint64(f.b, uint64(v))
+	return f
+}
+func (f *frameBuilder) u8(v byte) *frameBuilder { f.b = append(f.b, v); return f }
+func (f *frameBuilder) buf(v []byte) *frameBuilder {
+	f.i32(int32(len(v)))
+	f.b = append(f.b, v...)
+	return f
+}
+func (f *frameBuilder) str(s string) *frameBuilder { return f.buf([]byte(s)) }
+func (f *frameBuilder) frame() []byte {
+	out := binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(f.b)), uint32(len(f.b)))
+	return append(out, f.b...)
+}
+
+// readZKFrame reads one length-prefixed frame.
+func readZKFrame(r io.Reader) ([]byte, error) {
+	var n [4]byte
+	if _, err := io.ReadFull(r, n[:]); err != nil {
+		return nil, err
+	}
+	size := binary.BigEndian.Uint32(n[:])
+	if size > watcherMaxFrame {
+		return nil, fmt.Errorf("zookeeper watcher: frame of %d bytes", size)
+	}
+	buf := make([]byte, size)
+	_, err := io.ReadFull(r, buf)
+	return buf, err
+}
