@@ -399,10 +399,13 @@ func (s *Engine) loseSession(reason Reason) {
 		}
 	}
 	s.scratch2 = act[:0]
-	for _, name := range s.groupNames {
+	for _, name := range slices.Clone(s.groupNames) {
 		g := s.groups[name]
-		g.joined, g.joinReq, g.membersReq, g.membersDirty = false, 0, 0, false
+		g.joined, g.joinReq, g.membersReq, g.membersDirty, g.retrying = false, 0, 0, false, false
 		s.setView(g, nil)
+		if g.leaving {
+			s.dropGroup(g) // its membership ended with the session
+		}
 	}
 	if reason == ReasonDeadline {
 		// The backend may not have noticed yet: end it there too (best effort).

@@ -1,0 +1,95 @@
+// Package engine is the pure decision logic of a Simba client (DESIGN.md §2–§4): one session,
+// its elections (and locks, and the partitions of joined groups), and the five rules that
+// keep terms safe. It has no goroutines, clock reads, randomness or I/O. Everything it
+// learns arrives as an Event; everything it decides leaves as an Effect. Because Step is a
+// function of the state and the event, every race is a sequence of events: the transcripts
+// under testdata/ and the simulator (internal/sim) replay them exactly.
+//
+// # Driving the engine
+//
+// Create one Engine per client with New (it validates Options and fills the defaults of
+// DESIGN.md §4), then call Step(ev, now) from a single goroutine, once per event, and carry out
+// the returned effects in order before the next Step. now is the client's monotonic time
+// (spi.Clock.Now(): a duration since an arbitrary origin); it must not go backwards (a
+// smaller value is taken as the previous one). The returned slice is reused by the next
+// Step: copy what must outlive it (the slices inside effects — Names, Groups, Members,
+// Assigned — are never reused and may be kept).
+//
+// Start with an EvBoot event: it opens the session. Then feed:
+//
+//   - user requests: EvStart (an election, or a Lock/TryLock with a Future that completes with
+//     the term or an error), EvStop, EvStepDown, EvJoin and EvLeave (groups), EvClose;
+//   - EvWorkExited when the work started for a term (Elected) returns, with that term's
+//     name and token;
+//   - EvHint for each backend hint (spi.Hinter), if the backend has them;
+//   - EvTimer and EvReply, as the effects below ask.
+//
+// Effects and what the driver does with them:
+//
+//   - EfCall: make backend call Op with the arguments in the effect, on its own goroutine,
+//     with a timeout of one renewal interval (Options.RenewInterval). When it returns — with
+//     a result, an error, or the timeout's error — step exactly one reply: ReplyTo(call) with
+//     SentAt set to the time the request was actually sent (never earlier than the Step that
+//     asked for it) and Err or the result field for Op (Session, KeepAlive, Acquire, Status,
+//     Members). Every call must get its reply, even late: the engine ignores replies that no
+//     longer matter, but waits for the one it needs (at most one keep-alive and one acquire
+//     per name are in flight, and the next waits for the reply). Replies may come in any order.
+//   - EfArm: fire Timer at At: step EvTimer{Timer} when the clock reaches At. An Arm replaces
+//     any pending firing of the same Timer (it is comparable: key a map by it). The engine
+//     checks every timer against its own state, so early, late, duplicate or stale firings are
+//     harmless and no cancellation is ever needed.
+//   - EfDeadline: the local deadline of session Session is now At (sentAt + remaining×(1−drift)
+//     − margin); store it where the terms of that session read it (Term.IsValid is
+//     `!revoked && clock.Now() < deadline`).
+//   - EfElected: a new term (Name, Token, Session, Owner, At = the deadline when adopted; Group
+//     and Partition for partitions, Partition is -1 otherwise): create the Term, run OnElected
+//     and start the leader work under a context that Revoked cancels.
+//   - EfRevoked: the term Name/Token ended (Reason): mark it revoked and cancel its context
+//     first — a Release of its lease may follow in the same batch, and rule 2 needs the term
+//     invalid before the release leaves.
+//   - EfComplete: answer Future (nil Err is success; for locks Name/Token/Session/At describe
+//     the term; spi.ErrLockHeld comes with Holder/HolderOwner).
+//   - EfPublish: hand the event to listeners (session opened/lost/closed, permanent errors,
+//     the holder seen by a candidate).
+//   - EfMembers: the view of Group changed (Members, and Assigned: this client's partitions).
+//
+// Request ids (ReqID) are the engine's: it numbers calls 1, 2, 3… and matches replies by id
+// and Op, so a reply to a call from an earlier session, or to an attempt that is no longer
+// current, is recognised and changes nothing (or releases a grant nobody wants). Future ids
+// are the driver's: any non-zero value, completed by exactly one EfComplete.
+//
+// The engine draws no randomness: each event carries Jitter in [0, 1], the driver's random
+// draw, which the engine multiplies into the delays it picks on that event (full-jitter
+// backoff from 50 ms up to the renewal interval; up to 25 ms added to a candidate's retry at
+// the holder's remaining time). A simulator makes Jitter from its seed; the shell from
+// math/rand/v2.
+//
+// # Semantics in brief
+//
+// The session opens with retries and backoff; it is renewed once per renewal interval with
+// one keep-alive in flight, and failed keep-alives are retried inside the remaining time.
+// When the local deadline passes, or the backend answers SessionExpired, every term is
+// revoked (deadline / session-expired), the old session is closed best-effort and a new one
+// opened — never resurrected (rule 4).
+//
+// An election is Candidate, Leader, Handover, Cooldown or Ended (DESIGN.md §2). A term is
+// adopted only from a reply to the election's current attempt, before the local deadline,
+// with a token above every token the session released for the name (rule 1). A term is
+// revoked before its lease is released, and the release carries the token (rule 2). Each
+// keep-alive asks about the names of current terms, acquires in flight and acquires or
+// releases of unknown outcome, and the joined groups; a term adopted before the request but
+// missing from the reply is revoked (taken-over), and a lease in the reply that nothing
+// wants is released (rule 3). A stopped or stepped-down term whose work still runs keeps its
+// lease until the work exits or the deadline as of the stop, whichever is first (rule 5).
+// Locks end with their term instead of becoming candidates again. Partitions are elections
+// named wire.PartitionName(group, p) that the engine starts and stops as rendezvous hashing
+// (wire.Owner over the member view) assigns them.
+//
+// # For tests and the simulator
+//
+// The read-only accessors (SessionState, SessionID, Deadline, Election, Elections, Group,
+// Closed) expose what invariant checkers need. Options.Break disables one rule of DESIGN.md
+// §2 (Rule1…Rule5) so mutation tests can prove each rule is needed; it must never be set
+// outside tests. Every Event and Effect has a stable String form, used by logs and by the
+// transcripts (go test ./internal/engine -run TestTranscripts -rewrite regenerates them).
+package engine
