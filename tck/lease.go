@@ -46,6 +46,7 @@ func LeaseBackendSpec(t *testing.T, f Factory) {
 		t.Run("JoinAndMembers", h.groupJoin)
 		t.Run("Leave", h.groupLeave)
 		t.Run("ExpiryRemovesMember", h.groupExpiry)
+		t.Run("KeepAliveKeepsMembershipPastTTL", h.groupKeepAlive)
 		t.Run("EmptyGroupHasNoMembers", h.groupEmpty)
 	})
 	if f.Hints {
@@ -509,6 +510,25 @@ func (h *harness) groupExpiry(t *testing.T) {
 	}
 	if ms := h.members(t, other, group); !slices.Equal(ms, []spi.SessionID{o}) {
 		t.Fatalf("Members after the expired session's join = %v, want [%s]", ms, o)
+	}
+}
+
+func (h *harness) groupKeepAlive(t *testing.T) {
+	b, other := h.backend(t), h.backend(t)
+	s := h.open(t, b, h.short)
+	group := h.name("g")
+	h.join(t, b, s, group)
+	// Renewing (with the group, as clients do) every half TTL keeps the membership for longer
+	// than a TTL.
+	for range 5 {
+		h.wait(t, h.short/2)
+		ka := h.keepAlive(t, b, s, nil, []string{group})
+		if ka.Expired || !slices.Equal(ka.Members[group], []spi.SessionID{s}) {
+			t.Fatalf("KeepAlive = %+v, want live and the only member of %s", ka, group)
+		}
+	}
+	if ms := h.members(t, other, group); !slices.Equal(ms, []spi.SessionID{s}) {
+		t.Fatalf("Members after %v of keep-alives = %v, want [%s]", 5*h.short/2, ms, s)
 	}
 }
 
