@@ -4,7 +4,9 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,7 +32,18 @@ type broken struct {
 	join      func(b *broken, ctx context.Context, s spi.SessionID, group string) (spi.Status, error)
 	leave     func(b *broken, ctx context.Context, s spi.SessionID, group string) (spi.Status, error)
 	close     func(b *broken, ctx context.Context, s spi.SessionID) error
+	members   func(b *broken, ctx context.Context, group string) ([]spi.SessionID, error)
 }
+
+func (b *broken) Members(ctx context.Context, group string) ([]spi.SessionID, error) {
+	if b.members != nil {
+		return b.members(b, ctx, group)
+	}
+	return b.Backend.Members(ctx, group)
+}
+
+// joined remembers every join of the "members-outlive-sessions" mutant, across its clients.
+var joined sync.Map // group -> *sync.Map of spi.SessionID
 
 func (b *broken) Acquire(ctx context.Context, s spi.SessionID, name string) (spi.Acquire, error) {
 	if b.acquire != nil {
@@ -218,6 +231,32 @@ var mutants = map[string]mutant{
 			b.leave = func(*broken, context.Context, spi.SessionID, string) (spi.Status, error) { return spi.OK, nil }
 		}),
 		fails: []string{"LeaseBackendSpec/Groups/Leave"},
+	},
+	"members-outlive-sessions": {
+		wrap: with(func(b *broken) {
+			b.join = func(b *broken, ctx context.Context, s spi.SessionID, group string) (spi.Status, error) {
+				st, err := b.Backend.Join(ctx, s, group)
+				if st == spi.OK {
+					m, _ := joined.LoadOrStore(group, &sync.Map{})
+					m.(*sync.Map).Store(s, true)
+				}
+				return st, err
+			}
+			b.members = func(b *broken, ctx context.Context, group string) ([]spi.SessionID, error) {
+				ms, err := b.Backend.Members(ctx, group)
+				if m, ok := joined.Load(group); ok {
+					m.(*sync.Map).Range(func(k, _ any) bool {
+						if id := k.(spi.SessionID); !slices.Contains(ms, id) {
+							ms = append(ms, id)
+						}
+						return true
+					})
+				}
+				slices.Sort(ms)
+				return ms, err
+			}
+		}),
+		fails: []string{"LeaseBackendSpec/Groups/ExpiryRemovesMember", "LeaseBackendSpec/Sessions/CloseReleasesEverything"},
 	},
 	"close-keeps-leases": {
 		wrap: with(func(b *broken) {
