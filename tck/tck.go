@@ -6,7 +6,7 @@
 //
 //	func TestConformance(t *testing.T) {
 //		f := tck.Factory{
-//			NewBackend: func(t testing.TB, _ tck.BackendConfig) spi.Backend {
+//			NewBackend: func(t testing.TB, _ tck.BackendConfig) simba.Backend {
 //				b, err := mybackend.Open(dsn) // a new client of the shared server
 //				if err != nil {
 //					t.Fatal(err)
@@ -18,6 +18,9 @@
 //		tck.LeaseBackendSpec(t, f)
 //		tck.FencingSpec(t, f)
 //	}
+//
+// (simba.Backend, simba.SessionID and simba.Clock are aliases of the SPI types the Factory
+// names, so code outside this module writes them that way.)
 //
 // Everything else in Factory is optional and makes the suites faster or stricter: a hook that
 // forces a session's expiry at the server (otherwise the suites wait out the TTL), a hook that
