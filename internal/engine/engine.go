@@ -113,6 +113,11 @@ func (s *Engine) Step(ev Event, now time.Duration) []Effect {
 	case EvStart:
 		s.start(ev)
 	case EvStop:
+		if e := s.elections[ev.Name]; e != nil && e.flavor == FlavorPartition && e.group != nil && e.state != Ended {
+			// Partitions follow the assignment; Leave the group to give them up.
+			s.complete(ev.Future, errorf(spi.ErrInvalidOption, "%q is a partition of group %q: leave the group instead", ev.Name, e.group.name))
+			break
+		}
 		s.stop(ev.Name, ev.Future, false)
 	case EvStepDown:
 		s.stop(ev.Name, ev.Future, true)
@@ -190,7 +195,7 @@ func (s *Engine) sentAt(p pending, ev Event) time.Duration {
 // --- session ---
 
 func (s *Engine) openSession() {
-	s.sess = session{state: SessionOpening, gen: s.sess.gen + 1, fails: s.sess.fails}
+	s.sess = session{state: SessionOpening, gen: s.sess.gen + 1}
 	s.sess.openReq = s.call(OpOpenSession, "", pending{}, Effect{Owner: s.opt.Owner, TTL: s.opt.TTL})
 }
 
@@ -310,6 +315,10 @@ func (s *Engine) onKeepAliveReply(p pending, ev Event) {
 		s.sess.deadline = dl
 		s.emit(Effect{Kind: EfDeadline, Session: s.sess.id, At: dl})
 		s.arm(TimerDeadline, "", dl)
+		if s.now >= dl { // already past: the session may be gone at the backend
+			s.loseSession(ReasonDeadline)
+			return
+		}
 	}
 	s.sess.kaAt = max(sent+s.opt.RenewInterval, s.now)
 	s.arm(TimerRenew, "", s.sess.kaAt)
