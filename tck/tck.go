@@ -35,7 +35,7 @@
 //
 // The suites run their subtests one after another on one server, each on lease and group names
 // no other subtest or earlier run uses (a random prefix per run), so they can share a database
-// with other tests. They never pass client time to a backend: every remaining time they check
+// with other tests. No call they make carries client time: every remaining time they check
 // comes from the backend.
 package tck
 
