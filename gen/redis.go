@@ -113,8 +113,9 @@ var (
 	placeholderRE = regexp.MustCompile(`\$\{([^}]*)\}`)
 	keysIndexRE   = regexp.MustCompile(`\bKEYS\[(\d+)\]`)
 	argvIndexRE   = regexp.MustCompile(`\bARGV\[(\d+)\]`)
-	// int64Name matches the names of values that must be int64: tokens and milliseconds.
-	int64Name = regexp.MustCompile(`(^|_)tokens?$|_ms$`)
+	// int64NameRE matches the names of values that must be int64: tokens and milliseconds (the
+	// words token, ms, expiry, remaining and ttl, as the sqlc output check uses).
+	int64NameRE = regexp.MustCompile(`(^|_)(tokens?|ms|expiry|remaining|ttl)(_|$)`)
 )
 
 // LoadRedis loads and validates spec/redis.yaml and the Lua sources it names.
@@ -330,7 +331,7 @@ func checkTyped(field string, vals []RedisTyped, allowed []string, records map[s
 
 // checkInt64 enforces DESIGN.md §6: every token and millisecond value is int64 in generated Go.
 func checkInt64(field, name, typ string) error {
-	if int64Name.MatchString(name) && typ != "int64" && typ != "[]int64" {
+	if int64NameRE.MatchString(name) && typ != "int64" && typ != "[]int64" {
 		return specErr(redisFile, field+".type", "%s is a token or millisecond value and must be int64 (or []int64), got %s", name, typ)
 	}
 	return nil
@@ -693,7 +694,7 @@ func (s *RedisSpec) genCommon() (File, error) {
 		jen.Return(jen.Err().Op("!=").Nil().Op("&&").Parens(jen.Qual("errors", "Is").Call(jen.Err(), jen.Qual(goRedisPkg, "ErrNoScript")).Op("||").Qual(goRedisPkg, "HasErrorPrefix").Call(jen.Err(), jen.Lit("NOSCRIPT")))),
 	)
 
-	f.Comment(cmt("LoadAll loads every script into the script cache of the server c talks to (SCRIPT LOAD) and checks that the server computes the SHA1 generated here. On a Cluster, call it for each master."))
+	f.Comment(cmt("LoadAll loads every script into the script cache of the server c talks to (SCRIPT LOAD) and checks that the server computes the SHA1 generated here. A *redis.ClusterClient runs SCRIPT LOAD on every shard by itself; a pipeline does not load anything."))
 	f.Func().Id("LoadAll").Params(jen.Id("ctx").Qual("context", "Context"), jen.Id("c").Qual(goRedisPkg, "Scripter")).Error().Block(
 		jen.For(jen.List(jen.Id("_"), jen.Id("s")).Op(":=").Range().Id("All")).Block(
 			jen.List(jen.Id("sha"), jen.Err()).Op(":=").Id("c").Dot("ScriptLoad").Call(jen.Id("ctx"), jen.Id("s").Dot("Source")).Dot("Result").Call(),

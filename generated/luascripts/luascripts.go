@@ -113,7 +113,8 @@ func IsNoScript(err error) bool {
 }
 
 // LoadAll loads every script into the script cache of the server c talks to (SCRIPT LOAD) and
-// checks that the server computes the SHA1 generated here. On a Cluster, call it for each master.
+// checks that the server computes the SHA1 generated here. A *redis.ClusterClient runs SCRIPT
+// LOAD on every shard by itself; a pipeline does not load anything.
 func LoadAll(ctx context.Context, c redis.Scripter) error {
 	for _, s := range All {
 		sha, err := c.ScriptLoad(ctx, s.Source).Result()

@@ -132,20 +132,35 @@ func clusterFlow(t *testing.T, c universal) {
 		}
 		bySlot[slot] = append(bySlot[slot], n)
 	}
+	// As a backend would: make sure the scripts are cached, pipeline EVALSHA, and resend any call
+	// that still met NOSCRIPT (a failover or flush in between) with EVAL.
+	if err := luascripts.LoadAll(ctx, c); err != nil {
+		t.Fatal(err)
+	}
 	pipe := c.Pipeline()
 	var cmds []*redis.Cmd
+	var calls []luascripts.KeepAliveLeasesKeys
+	var args []luascripts.KeepAliveLeasesArgs
 	for _, group := range bySlot {
 		keys := luascripts.KeepAliveLeasesKeys{}
 		for _, n := range group {
 			keys.Leases = append(keys.Leases, wire.LeaseKey(n))
 		}
-		cmds = append(cmds, luascripts.KeepAliveLeases.EvalSha(ctx, pipe, keys, luascripts.KeepAliveLeasesArgs{SessionID: sid, ExpiresMS: ka2.ExpiresMS, Names: group}))
+		a := luascripts.KeepAliveLeasesArgs{SessionID: sid, ExpiresMS: ka2.ExpiresMS, Names: group}
+		calls, args = append(calls, keys), append(args, a)
+		cmds = append(cmds, luascripts.KeepAliveLeases.EvalSha(ctx, pipe, keys, a))
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
+	if _, err := pipe.Exec(ctx); err != nil && !luascripts.IsNoScript(err) {
 		t.Fatalf("pipelined keep_alive_leases: %v", err)
 	}
 	var held []luascripts.Held
-	for _, cmd := range cmds {
+	for i, cmd := range cmds {
+		if luascripts.IsNoScript(cmd.Err()) {
+			cmd = luascripts.KeepAliveLeases.Eval(ctx, c, calls[i], args[i])
+		}
+		if cmd.Err() != nil {
+			t.Fatalf("keep_alive_leases: %v", cmd.Err())
+		}
 		r, err := luascripts.KeepAliveLeases.Decode(cmd.Val())
 		if err != nil || r.Status != luascripts.StatusOK {
 			t.Fatalf("keep_alive_leases: %+v %v", r, err)
@@ -161,6 +176,18 @@ func clusterFlow(t *testing.T, c universal) {
 		}
 		if e := atoi64(t, leaseField(t, c, hl.Name, wire.LeaseFieldExpires)); e != ka2.ExpiresMS {
 			t.Errorf("%s expires %d, want %d", hl.Name, e, ka2.ExpiresMS)
+		}
+	}
+	// A late call carrying the older expiry never moves a lease's expiry back.
+	if r := acquireAt(sid, "routed", names[1], ka.ExpiresMS); r.Status != luascripts.StatusOK || r.Token != tokens[names[1]] {
+		t.Fatalf("re-acquire_at with an older expiry: %+v", r)
+	}
+	if r, err := luascripts.KeepAliveLeases.Run(ctx, c, luascripts.KeepAliveLeasesKeys{Leases: []string{wire.LeaseKey(names[2])}}, luascripts.KeepAliveLeasesArgs{SessionID: sid, ExpiresMS: ka.ExpiresMS, Names: names[2:3]}); err != nil || r.Status != luascripts.StatusOK || len(r.Held) != 1 {
+		t.Fatalf("keep_alive_leases with an older expiry: %+v %v", r, err)
+	}
+	for _, n := range names[1:3] {
+		if e := atoi64(t, leaseField(t, c, n, wire.LeaseFieldExpires)); e != ka2.ExpiresMS {
+			t.Fatalf("%s expires moved back to %d, want %d", n, e, ka2.ExpiresMS)
 		}
 	}
 	if r, err := luascripts.KeepAliveLeases.Run(ctx, c, luascripts.KeepAliveLeasesKeys{Leases: []string{wire.LeaseKey(names[0])}}, luascripts.KeepAliveLeasesArgs{SessionID: sid, ExpiresMS: redisNowMS(t, c) - 1, Names: names[:1]}); err != nil || r.Status != luascripts.StatusExpired {

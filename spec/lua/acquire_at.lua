@@ -1,6 +1,7 @@
 -- acquire_at (Cluster): acquire touching only the lease key. The session's owner and expiry (in
 -- Redis TIME ms, from its last keep-alive reply) come from the client; an expiry already past is
--- refused as expired.
+-- refused as expired. A re-acquire by the holder keeps its token and never moves the lease's
+-- expiry back.
 -- KEYS: lease   ARGV: session_id, owner, expires_ms
 -- Reply: {status, token, remaining_ms, holder, owner}
 local sid, owner, expires = ARGV[1], ARGV[2], tonumber(ARGV[3])
@@ -12,7 +13,9 @@ end
 local l = redis.call('HMGET', KEYS[1], '${lease.session}', '${lease.token}', '${lease.expires}', '${lease.owner}')
 local token
 if l[1] == sid and l[2] then
+  -- A re-acquire never moves the expiry back: a keep-alive may have moved it past ARGV's.
   token = tonumber(l[2])
+  expires = math.max(expires, tonumber(l[3]) or 0)
 else
   local until_ms = tonumber(l[3])
   if l[1] and until_ms and until_ms > now then

@@ -1,6 +1,7 @@
 -- keep_alive_leases (Cluster, one slot): move the expiry of each given lease the session holds to
 -- the session's new expiry (Redis TIME ms, from the session part of the keep-alive) and report
--- them; an expiry already past is refused as expired.
+-- them (never moving an expiry back: a late call cannot shorten a lease); an expiry already past
+-- is refused as expired.
 -- KEYS: lease keys...   ARGV: session_id, expires_ms, names...
 -- Reply: {status, remaining_ms, {{name, token}...}}
 local sid, expires = ARGV[1], tonumber(ARGV[2])
@@ -12,9 +13,11 @@ end
 local e = string.format('%d', expires)
 local held = {}
 for i = 1, #KEYS do
-  local l = redis.call('HMGET', KEYS[i], '${lease.session}', '${lease.token}')
+  local l = redis.call('HMGET', KEYS[i], '${lease.session}', '${lease.token}', '${lease.expires}')
   if l[1] == sid and l[2] then
-    redis.call('HSET', KEYS[i], '${lease.expires}', e)
+    if (tonumber(l[3]) or 0) < expires then
+      redis.call('HSET', KEYS[i], '${lease.expires}', e)
+    end
     held[#held + 1] = {ARGV[2 + i], tonumber(l[2])}
   end
 end
