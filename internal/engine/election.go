@@ -174,6 +174,10 @@ func (s *Engine) stop(name string, f FutureID, stepDown bool) {
 	if e.flavor == FlavorLock || e.flavor == FlavorTryLock {
 		stepDown = false // a lock that steps down is unlocked
 	}
+	if e.pendingStart && stepDown {
+		// Restarted during a stop's handover, then stepped down: a cooldown follows.
+		e.pendingStart, e.after = false, Cooldown
+	}
 	s.cancelPendingStart(e, ErrStopped)
 	then, reason := Ended, ReasonStopped
 	if stepDown {

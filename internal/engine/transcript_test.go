@@ -594,3 +594,40 @@ func TestTranscriptCoverage(t *testing.T) {
 		}
 	}
 }
+
+// TestRuleCommentsQuoteTheEngine keeps the RULE comments honest: every `code` they quote must
+// appear (whitespace aside) in the engine file they name.
+func TestRuleCommentsQuoteTheEngine(t *testing.T) {
+	squash := func(s string) string { return strings.Join(strings.Fields(s), " ") }
+	for r, file := range ruleTranscripts {
+		var quoted []string
+		for _, c := range parseTranscript(t, filepath.Join("testdata", file)) {
+			text := squash(strings.ReplaceAll(strings.Join(c.comments, " "), "#", " "))
+			if !strings.Contains(text, fmt.Sprintf("RULE %d", r)) {
+				continue
+			}
+			parts := strings.Split(text, "`")
+			for i := 1; i < len(parts); i += 2 {
+				quoted = append(quoted, parts[i])
+			}
+			for _, src := range []string{"engine.go", "election.go", "group.go"} {
+				if !strings.Contains(text, src) {
+					continue
+				}
+				data, err := os.ReadFile(src)
+				if err != nil {
+					t.Fatal(err)
+				}
+				code := squash(string(data))
+				for _, q := range quoted {
+					if !strings.Contains(code, q) {
+						t.Errorf("%s: the RULE %d comment quotes `%s`, which %s does not contain", file, r, q, src)
+					}
+				}
+			}
+		}
+		if len(quoted) == 0 {
+			t.Errorf("%s: no RULE %d comment quotes the engine line that breaks it", file, r)
+		}
+	}
+}
