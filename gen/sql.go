@@ -1,7 +1,11 @@
 package gen
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -820,4 +824,66 @@ func lineComments(f *jen.File, text string) {
 	for _, line := range strings.Split(text, "\n") {
 		f.Comment(line)
 	}
+}
+
+// SQLCOutputs lists the files sqlc writes from the spec in specDir, relative to the repository
+// root: generated/sqlc/<dialect>/{db.go,models.go,<statement>.sql.go}.
+func SQLCOutputs(specDir string) ([]string, error) {
+	s, err := LoadSQL(specDir)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, d := range sqlDialects {
+		dir := "generated/sqlc/" + d + "/"
+		out = append(out, dir+"db.go", dir+"models.go")
+		for _, st := range s.Statements {
+			if slices.Contains(st.Dialects, d) {
+				out = append(out, dir+st.Name+".sql.go")
+			}
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// PruneSQLC removes every file under root/generated/sqlc that sqlc would not write from the
+// spec (the output of a statement since removed, a dialect since dropped), so that a regenerated
+// tree has no stale leftovers. It returns the removed paths, relative to root.
+func PruneSQLC(root string) ([]string, error) {
+	want, err := SQLCOutputs(filepath.Join(root, "spec"))
+	if err != nil {
+		return nil, err
+	}
+	keep := map[string]bool{}
+	for _, p := range want {
+		keep[p] = true
+	}
+	var removed []string
+	base := filepath.Join(root, "generated", "sqlc")
+	err = filepath.WalkDir(base, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if e.IsDir() {
+			return nil
+		}
+		rel, err := filepath.Rel(root, p)
+		if err != nil {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		if keep[rel] {
+			return nil
+		}
+		if err := os.Remove(p); err != nil {
+			return err
+		}
+		removed = append(removed, rel)
+		return nil
+	})
+	return removed, err
 }

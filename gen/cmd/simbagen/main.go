@@ -2,6 +2,7 @@
 //
 //	simbagen -root .           # write every artifact, removing stale ones
 //	simbagen -root . -verify   # fail, listing each difference, if anything is out of date
+//	simbagen -check-int64 dir  # fail if sqlc's output under dir has a token or ms value that is not int64
 package main
 
 import (
@@ -16,7 +17,15 @@ import (
 func main() {
 	root := flag.String("root", ".", "repository root (spec/ is read from here, artifacts written here)")
 	verify := flag.Bool("verify", false, "write nothing; exit 1 if any artifact differs from the spec")
+	checkInt64 := flag.String("check-int64", "", "only check that every token and millisecond value in the Go files under this directory is int64")
 	flag.Parse()
+	if *checkInt64 != "" {
+		if err := gen.CheckInt64(*checkInt64); err != nil {
+			fmt.Fprintln(os.Stderr, "simbagen:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(*root, *verify); err != nil {
 		fmt.Fprintln(os.Stderr, "simbagen:", err)
 		os.Exit(1)
@@ -29,7 +38,13 @@ func run(root string, verify bool) error {
 		return err
 	}
 	if !verify {
-		return gen.Write(root, files)
+		if err := gen.Write(root, files); err != nil {
+			return err
+		}
+		// sqlc (run next by go generate) rewrites generated/sqlc but never deletes: drop the
+		// outputs of statements the spec no longer has.
+		_, err := gen.PruneSQLC(root)
+		return err
 	}
 	diffs, err := gen.Diff(root, files)
 	if err != nil {
