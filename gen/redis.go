@@ -543,6 +543,16 @@ func genRedis(specDir string) ([]File, error) {
 // doc renders a spec doc string as one paragraph.
 func doc(s string) string { return strings.Join(strings.Fields(s), " ") }
 
+// sentence renders a spec doc string as one paragraph starting with a capital and ending with a
+// period.
+func sentence(s string) string {
+	s = strings.TrimSuffix(doc(s), ".")
+	if s == "" {
+		return ""
+	}
+	return strings.ToUpper(s[:1]) + s[1:] + "."
+}
+
 // cmt renders text as a // comment folded at about 95 columns (jen renders a multi-line
 // comment string that starts with "//" as is).
 func cmt(text string) string {
@@ -571,7 +581,7 @@ func (s *RedisSpec) genWire() (File, error) {
 	f := jen.NewFilePathName(wirePkg, "wire")
 	for _, k := range s.Keys {
 		fn := camel(k.Name) + "Key"
-		f.Comment(cmt(fmt.Sprintf("%s returns the Redis key %q (a %s). %s", fn, k.Pattern, k.Type, doc(k.Doc))))
+		f.Comment(cmt(fmt.Sprintf("%s returns the Redis key %q (a %s). %s", fn, k.Pattern, k.Type, sentence(k.Doc))))
 		f.Func().Id(fn).Params(jen.Id(k.param).String()).String().Block(
 			jen.Return(jen.Lit(k.prefix).Op("+").Id(k.param).Op("+").Lit(k.suffix)),
 		)
@@ -603,7 +613,7 @@ func (s *RedisSpec) genWire() (File, error) {
 	for _, c := range s.Channels {
 		k := keys[c.Key]
 		fn := camel(c.Name) + "Channel"
-		f.Comment(cmt(fmt.Sprintf("%s is the pub/sub channel %q, the same string as %sKey(%s); the message is the %s. %s", fn, k.Pattern, camel(k.Name), k.param, c.Payload, doc(c.Doc))))
+		f.Comment(cmt(fmt.Sprintf("%s is the pub/sub channel %q, the same string as %sKey(%s); the message is the %s. %s", fn, k.Pattern, camel(k.Name), k.param, c.Payload, sentence(c.Doc))))
 		f.Func().Id(fn).Params(jen.Id(k.param).String()).String().Block(jen.Return(jen.Id(camel(k.Name) + "Key").Call(jen.Id(k.param))))
 		f.Comment(cmt(fmt.Sprintf("%sMatch is the PSUBSCRIBE pattern that matches every %s channel.", fn, c.Name)))
 		f.Const().Id(fn + "Match").Op("=").Id(camel(k.Name) + "KeyMatch")
@@ -883,7 +893,7 @@ func (sc *RedisScript) genGo(keys map[string]*RedisKey) (File, error) {
 	if *sc.Cluster {
 		slot = "Every key of one call lies in one hash slot, so it is safe under routeBySlot (Redis Cluster) and on standalone Redis."
 	}
-	f.Comment(cmt(fmt.Sprintf("%sScript is the %s script. %s %s", n, sc.Name, doc(sc.Doc), slot)))
+	f.Comment(cmt(fmt.Sprintf("%sScript is the %s script. %s %s", n, sc.Name, sentence(sc.Doc), slot)))
 	f.Type().Id(n + "Script").Struct()
 	f.Comment(fmt.Sprintf("%s is the %s script.", n, sc.Name))
 	f.Var().Id(n).Id(n + "Script")

@@ -153,8 +153,8 @@ func ParseGroupKey(key string) (group string, ok bool) {
 }
 
 // ReleasedChannel is the pub/sub channel "simba:lease:{<name>}", the same string as
-// LeaseKey(name); the message is the name. a release (or a close) publishes the lease name on the
-// lease key's channel
+// LeaseKey(name); the message is the name. A release (or a close) publishes the lease name on the
+// lease key's channel.
 func ReleasedChannel(name string) string {
 	return LeaseKey(name)
 }
@@ -163,8 +163,8 @@ func ReleasedChannel(name string) string {
 const ReleasedChannelMatch = LeaseKeyMatch
 
 // GroupChangedChannel is the pub/sub channel "simba:group:{<group>}", the same string as
-// GroupKey(group); the message is the group. a change of a group's membership publishes the group
-// name on the group key's channel
+// GroupKey(group); the message is the group. A change of a group's membership publishes the group
+// name on the group key's channel.
 func GroupChangedChannel(group string) string {
 	return GroupKey(group)
 }
