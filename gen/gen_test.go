@@ -168,6 +168,20 @@ var brokenSpecCases = []struct {
 	{"zk bad parameter", "zk.yaml", "path: /simba/leases/<name>", "path: /simba/leases/lease-<name>", "spec/zk.yaml: nodes.lease.path: segment \"lease-<name>\" mixes a parameter with text"},
 	{"zk wrong perm bits", "zk.yaml", "delete: 8", "delete: 16", "spec/zk.yaml: perms: must be ZooKeeper's permission bits"},
 	{"zk missing acl intent", "zk.yaml", "acl_intent: only", "acl_intent_x: only", "spec/zk.yaml: "},
+	// SQL (spec/sql.yaml).
+	{"sql unknown dialect", "sql.yaml", "  sqlite:\n    engine: sqlite", "  oracle:\n    engine: sqlite", "spec/sql.yaml: dialects.oracle: unknown dialect"},
+	{"sql missing variant", "sql.yaml", "    sqlite: \"CAST(unixepoch('subsec') * 1000 AS INTEGER)\"\n", "", "spec/sql.yaml: variants.now: missing variant for sqlite"},
+	{"sql operation missing a dialect", "sql.yaml", "dialects: [mysql, sqlite]", "dialects: [mysql]", "spec/sql.yaml: operations.release: missing variant for sqlite"},
+	{"sql duplicate operation", "sql.yaml", "  - name: database_now\n    statements:", "  - name: release\n    statements:", "spec/sql.yaml: operations[1].name: duplicate operation release"},
+	{"sql duplicate statement", "sql.yaml", "  - name: release_no_notify", "  - name: release", "spec/sql.yaml: statements[1].name: duplicate statement release"},
+	{"sql bad column type", "sql.yaml", `postgres: "BIGINT"`, `postgres: "BIGNUM"`, `spec/sql.yaml: types.int64.postgres: bad column type "BIGNUM"`},
+	{"sql undeclared column type", "sql.yaml", "{name: token, type: int64}", "{name: token, type: int32}", `spec/sql.yaml: tables.simba_lease.columns[2].type: bad column type "int32"`},
+	{"sql token not int64", "sql.yaml", "{name: token, type: int64}", "{name: token, type: name}", "spec/sql.yaml: tables.simba_lease.columns[2].type: token holds a token, version or millisecond value and must be a 64-bit integer"},
+	{"sql unknown placeholder", "sql.yaml", "SELECT {{now}} AS now_ms", "SELECT {{nowish}} AS now_ms", "spec/sql.yaml: statements.database_now.sql: unknown placeholder {{nowish}}"},
+	{"sql bad returns", "sql.yaml", "returns: one", "returns: row", "spec/sql.yaml: statements.database_now.returns: must be one, many or exec"},
+	{"sql unknown statement", "sql.yaml", "statements: [database_now]", "statements: [database_later]", `spec/sql.yaml: operations.database_now.statements[0]: unknown statement "database_later"`},
+	{"sql unknown field", "sql.yaml", "inline_indexes: true", "inline_indexs: true", "spec/sql.yaml: "},
+	{"sql index on unknown column", "sql.yaml", "columns: [session_id]", "columns: [holder]", `spec/sql.yaml: tables.simba_lease.indexes[0].columns[0]: unknown column "holder"`},
 }
 
 func TestBrokenSpec(t *testing.T) {
@@ -205,6 +219,13 @@ var dependentCases = []struct {
 	{"redis reply doc", "redis.yaml", "doc: the grant's token", "doc: the token of the grant", []string{"generated/luascripts/grab_script.go"}},
 	// ZooKeeper: the layout document and the path builders.
 	{"zk node doc", "zk.yaml", "path: /simba/leases\n    mode: persistent\n    doc: the leases' parent", "path: /simba/leases\n    mode: persistent\n    doc: the parent of the leases", []string{"generated/wire/zk.go", "zk/layout.yaml"}},
+	// SQL: a dialect's variant changes only that dialect's statements using it; a column type
+	// only that dialect's migration (and its embedded copy); a channel the statements that notify
+	// and the wire constant; a session setup statement only the wire constants.
+	{"sql mysql now", "sql.yaml", `mysql: "CAST(UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000 AS SIGNED)"`, `mysql: "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)"`, []string{"sql/queries/mysql/database_now.sql"}},
+	{"sql postgres type", "sql.yaml", `postgres: 'VARCHAR(128) COLLATE "C"'`, `postgres: 'VARCHAR(200) COLLATE "C"'`, []string{"sql/schema/embed.go", "sql/schema/postgres/0001_init.sql"}},
+	{"sql release channel", "sql.yaml", "release_channel: simba_released", "release_channel: simba_freed", []string{"generated/wire/sql.go", "sql/queries/postgres/release.sql"}},
+	{"sql session setup", "sql.yaml", "session_setup: [PRAGMA busy_timeout = 10000]", "session_setup: [PRAGMA busy_timeout = 5000]", []string{"generated/wire/sql.go"}},
 }
 
 func TestOneDetailChangesOnlyItsDependents(t *testing.T) {
