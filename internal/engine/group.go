@@ -114,9 +114,9 @@ func (s *Engine) sendMembers(g *group) {
 	g.membersReq = s.call(OpMembers, "", pending{g: g}, Effect{Name: g.name})
 }
 
-func (s *Engine) retryGroup(g *group, err error) {
+func (s *Engine) retryGroup(g *group, op Op, err error) {
 	g.fails++
-	s.failed(OpJoin, g.name, err)
+	s.failed(op, g.name, err)
 	g.retrying, g.retryAt = true, s.now+s.backoff(g.fails, err)
 	s.arm(TimerJoin, g.name, g.retryAt)
 }
@@ -132,14 +132,14 @@ func (s *Engine) onJoinReply(p pending, ev Event) {
 			s.sendLeave(g) // the join may have landed
 			return
 		}
-		s.retryGroup(g, ev.Err)
+		s.retryGroup(g, OpJoin, ev.Err)
 		return
 	}
 	if ev.Status == spi.Expired {
 		if s.backendExpired() {
 			return
 		}
-		s.retryGroup(g, nil)
+		s.retryGroup(g, OpJoin, nil)
 		return
 	}
 	g.fails = 0
@@ -157,7 +157,7 @@ func (s *Engine) onLeaveReply(p pending, ev Event) {
 		return
 	}
 	if ev.Err != nil {
-		s.retryGroup(g, ev.Err)
+		s.retryGroup(g, OpLeave, ev.Err)
 		return
 	}
 	if ev.Status == spi.Expired && s.backendExpired() {

@@ -32,6 +32,7 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of the tr
 //	boot [owner=a] [ttl=D] [renew=D] [drift=F] [margin=D] [cooldown=D] [retry-jitter=D]
 //	     [backoff-min=D] [backoff-max=D] [break=N]
 //	advance D [jitter=F]        move the clock by D, firing due timers in time order
+//	pause D                     move the clock by D without firing timers (a paused client)
 //	start NAME [work] [lock|trylock] [f=N] [jitter=F]
 //	stop NAME | stepdown NAME   (a future is made up)
 //	work-exited NAME [token=N]  (default: the election's current token)
@@ -120,11 +121,14 @@ type coverage struct {
 	effects  map[EffectKind]bool
 	reasons  map[Reason]bool
 	ops      map[Op]bool
+	timers   map[TimerKind]bool
+	pubs     map[PublishKind]bool
 }
 
 func newCoverage() *coverage {
 	return &coverage{events: map[EventKind]bool{}, states: map[State]bool{}, sessions: map[SessionState]bool{},
-		effects: map[EffectKind]bool{}, reasons: map[Reason]bool{}, ops: map[Op]bool{}}
+		effects: map[EffectKind]bool{}, reasons: map[Reason]bool{}, ops: map[Op]bool{},
+		timers: map[TimerKind]bool{}, pubs: map[PublishKind]bool{}}
 }
 
 // driver plays the shell for transcripts: it keeps the armed timers and the outstanding
@@ -152,6 +156,9 @@ func (d *driver) step(ev Event) {
 	effects := d.eng.Step(ev, d.now)
 	fmt.Fprintf(&d.out, "t=%v %v\n", d.now, ev)
 	d.cov.events[ev.Kind] = true
+	if ev.Kind == EvTimer {
+		d.cov.timers[ev.Timer.Kind] = true
+	}
 	for _, ef := range effects {
 		fmt.Fprintf(&d.out, "  %v\n", ef)
 		d.cov.effects[ef.Kind] = true
@@ -164,6 +171,8 @@ func (d *driver) step(ev Event) {
 			d.timers[ef.Timer] = ef.At
 		case EfRevoked:
 			d.cov.reasons[ef.Reason] = true
+		case EfPublish:
+			d.cov.pubs[ef.Publish] = true
 		}
 	}
 	d.cov.sessions[d.eng.SessionState()] = true
@@ -294,6 +303,8 @@ func (d *driver) run(cmd string) (out string, err error) {
 			d.step(Event{Kind: EvTimer, Timer: next, Jitter: jitter(args)})
 		}
 		d.now = target
+	case "pause":
+		d.now += dur(arg(0)) // the client was paused: timers fire late, at the next advance
 	case "start":
 		ev := Event{Kind: EvStart, Name: arg(0), Jitter: jitter(args)}
 		for _, w := range words[1:] {
@@ -556,7 +567,8 @@ func TestRulesNeeded(t *testing.T) {
 }
 
 // TestTranscriptCoverage runs every transcript and asserts that each election state, session
-// state, event kind, effect kind, backend operation and revocation reason appears in at
+// state, event kind, effect kind, backend operation, revocation reason, timer kind and
+// published event kind appears in at
 // least one: a new state or event without a transcript fails here.
 func TestTranscriptCoverage(t *testing.T) {
 	cov := newCoverage()
@@ -591,6 +603,16 @@ func TestTranscriptCoverage(t *testing.T) {
 	for r := ReasonDeadline; r < numReasons; r++ {
 		if !cov.reasons[r] {
 			t.Errorf("no transcript revokes a term for reason %v", r)
+		}
+	}
+	for k := TimerOpen; k < numTimerKinds; k++ {
+		if !cov.timers[k] {
+			t.Errorf("no transcript fires a %v timer", k)
+		}
+	}
+	for k := PubSessionOpened; k < numPublishKinds; k++ {
+		if !cov.pubs[k] {
+			t.Errorf("no transcript publishes %v", k)
 		}
 	}
 }
