@@ -76,8 +76,21 @@ func (b *Backend) connect(ctx context.Context, owner string, ttl time.Duration) 
 		_, _, err := conn.Exists("/")
 		return err
 	}
-	sentAt := b.clock.Now()
-	if err := callErr(ctx, first); err != nil {
+	// go-zookeeper fails queued requests with ErrNoServer whenever it has tried every server
+	// once; the connection keeps trying, so the first request is re-sent until ctx ends.
+	var sentAt time.Duration
+	for {
+		sentAt = b.clock.Now()
+		err = callErr(ctx, first)
+		if err == nil || !(errors.Is(err, zk.ErrNoServer) || errors.Is(err, zk.ErrConnectionClosed)) || ctx.Err() != nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if err != nil {
 		go conn.Close()
 		if errors.Is(err, zk.ErrAuthFailed) {
 			return nil, spi.AsPermanent(fmt.Errorf("zookeeper: authentication: %w", err))
