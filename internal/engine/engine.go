@@ -24,6 +24,7 @@ type Engine struct {
 	lastReq ReqID
 	booted  bool
 	closing bool
+	losing  bool // inside loseSession: Close finishes after it, not in the middle
 
 	sess      session
 	closeFuts []FutureID
@@ -391,6 +392,7 @@ func (s *Engine) loseSession(reason Reason) {
 	old := s.sess.id
 	s.sess.state = SessionOpening // not live while the elections are told
 	s.sess.kaReq = 0
+	s.losing = true
 	s.emit(Effect{Kind: EfPublish, Publish: PubSessionLost, Session: old, Reason: reason})
 	act := append(s.scratch2[:0], s.active...)
 	for _, e := range act {
@@ -416,6 +418,7 @@ func (s *Engine) loseSession(reason Reason) {
 			s.dropGroup(g) // its membership ended with the session
 		}
 	}
+	s.losing = false
 	if reason == ReasonDeadline {
 		// The backend may not have noticed yet: end it there too (best effort).
 		s.call(OpCloseSession, old, pending{}, Effect{})
@@ -428,7 +431,7 @@ func (s *Engine) loseSession(reason Reason) {
 }
 
 func (s *Engine) maybeFinishClose() {
-	if !s.closing || s.handovers > 0 {
+	if !s.closing || s.handovers > 0 || s.losing {
 		return
 	}
 	switch s.sess.state {

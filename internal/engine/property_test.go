@@ -19,7 +19,8 @@ import (
 //     above every token its session released for the name (rule 1);
 //   - a release never targets a term that is not yet revoked (rule 2);
 //   - at most one acquire in flight per name, at most one keep-alive in flight;
-//   - every future completes at most once.
+//   - every future completes at most once, and after Close and a drain (every call answered,
+//     every timer fired) the client is closed and every future has completed.
 func TestStepProperties(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		e, err := New(Options{Owner: "p", TTL: 3 * time.Second, Cooldown: 500 * time.Millisecond})
@@ -82,9 +83,45 @@ func TestStepProperties(t *testing.T) {
 				}
 			}
 		}
+		drained := false
 		step(Event{Kind: EvBoot})
 		steps := rapid.IntRange(1, 300).Draw(rt, "steps")
-		for i := 0; i < steps; i++ {
+		for i := 0; i <= steps+2000; i++ {
+			if i == steps {
+				// Drain: close, then answer every call and let time pass until nothing is
+				// left. Every future must have completed by then.
+				nextFut++
+				step(Event{Kind: EvClose, Future: nextFut})
+			}
+			if i >= steps {
+				if len(calls) > 0 {
+					c := calls[0]
+					calls = calls[1:]
+					ev := ReplyTo(c)
+					ev.SentAt = now
+					ev.Session = spi.Session{ID: "final", Remaining: time.Second}
+					ev.Acquire = spi.Acquire{Kind: spi.HeldBy, Holder: "zz", Remaining: time.Second}
+					ev.Status = spi.OK
+					ev.KeepAlive.Remaining = time.Second
+					step(ev)
+					continue
+				}
+				if len(timers) > 0 {
+					now += 10 * time.Second
+					for tm := range timers {
+						delete(timers, tm)
+						step(Event{Kind: EvTimer, Timer: tm})
+						break
+					}
+					continue
+				}
+				check(e.Closed(), "drained but not closed: session %v", e.SessionState())
+				for f := FutureID(1); f <= nextFut; f++ {
+					check(completed[f], "future %d never completed", f)
+				}
+				drained = true
+				break
+			}
 			jit := rapid.Float64Range(0, 1).Draw(rt, "jitter")
 			switch rapid.IntRange(0, 12).Draw(rt, "action") {
 			case 0, 1, 2, 3: // answer an outstanding call
@@ -195,6 +232,7 @@ func TestStepProperties(t *testing.T) {
 				}
 			}
 		}
+		check(drained, "no quiescence after 2000 drain steps: %d calls, %d timers left", len(calls), len(timers))
 	})
 }
 
