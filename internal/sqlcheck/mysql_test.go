@@ -322,3 +322,13 @@ func (o *myOps) sessionRows(ctx context.Context, sid string) (int, error) {
 	err := o.conn.QueryRowContext(ctx, "SELECT count(*) FROM simba_session WHERE id = ?", sid).Scan(&n)
 	return n, err
 }
+
+func TestMySQLContention(t *testing.T) {
+	t.Parallel()
+	myShared(t) // the schema
+	db := myDB(t, "")
+	contend(t, func(t *testing.T) ops {
+		c := myConn(t, db)
+		return &myOps{conn: c, q: mysql.New(c), d: dialect(t, wire.SQLMySQL)}
+	}, 8, 3*time.Second)
+}

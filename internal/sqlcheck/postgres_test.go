@@ -5,6 +5,7 @@ import (
 	"errors"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -294,4 +295,10 @@ func checkOperations(t *testing.T, d string, queries reflect.Type) {
 			}
 		}
 	}
+}
+
+func TestPostgresContention(t *testing.T) {
+	t.Parallel()
+	pool := pgShared(t)
+	contend(t, func(t *testing.T) ops { return &pgOps{pool: pool, q: postgres.New(pool)} }, 8, 3*time.Second)
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+	"time"
 
 	_ "modernc.org/sqlite"
 
@@ -233,4 +234,17 @@ func (o *liteOps) sessionRows(ctx context.Context, sid string) (int, error) {
 	var n int
 	err := o.conn.QueryRowContext(ctx, "SELECT count(*) FROM simba_session WHERE id = ?", sid).Scan(&n)
 	return n, err
+}
+
+// TestSQLiteContention: several connections share one database file.
+func TestSQLiteContention(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "simba.db")
+	first := liteConn(t, path)
+	ctx := testCtx(t)
+	applyTwice(t, wire.SQLSQLite, func(st string) error { _, err := first.ExecContext(ctx, st); return err })
+	contend(t, func(t *testing.T) ops {
+		c := liteConn(t, path)
+		return &liteOps{conn: c, q: sqlite.New(c), d: dialect(t, wire.SQLSQLite)}
+	}, 6, 3*time.Second)
 }
