@@ -86,7 +86,7 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 				Queries:     []string{"DatabaseNow"},
 				Transaction: false,
 			}},
-			SessionSetup: []string{},
+			SessionSetup: []string{"SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED"},
 		}, true
 	case SQLMySQL:
 		return SQLDialect{
