@@ -142,7 +142,7 @@ func (s *Engine) startPartition(g *group, p int) {
 	name := wire.PartitionName(g.name, p)
 	e := s.elections[name]
 	if e != nil && e.state != Ended {
-		if e.state == Handover && e.after == Ended {
+		if e.state == Handover && e.after == Ended && (!e.pendingStart || e.pendingFlavor == FlavorPartition) {
 			e.pendingStart, e.pendingFlavor, e.pendingWork, e.pendingGroup, e.pendingPart = true, FlavorPartition, g.hasWork, g, p
 			e.pendingFuture = 0
 		}
@@ -174,8 +174,9 @@ func (s *Engine) stop(name string, f FutureID, stepDown bool) {
 	if e.flavor == FlavorLock || e.flavor == FlavorTryLock {
 		stepDown = false // a lock that steps down is unlocked
 	}
-	if e.pendingStart && stepDown {
-		// Restarted during a stop's handover, then stepped down: a cooldown follows.
+	if e.pendingStart && stepDown && e.pendingFlavor != FlavorLock && e.pendingFlavor != FlavorTryLock {
+		// Restarted during a stop's handover, then stepped down: a cooldown follows. (A
+		// pending lock that steps down is unlocked: cancelled below.)
 		e.pendingStart, e.after = false, Cooldown
 	}
 	s.cancelPendingStart(e, ErrStopped)

@@ -55,7 +55,8 @@ func (s *Engine) join(ev Event) {
 	}
 	for p := 0; p < ev.Partitions; p++ {
 		name := wire.PartitionName(ev.Name, p)
-		if e := s.elections[name]; e != nil && e.state != Ended && e.flavor != FlavorPartition {
+		if e := s.elections[name]; e != nil && ((e.state != Ended && e.flavor != FlavorPartition) ||
+			(e.pendingStart && e.pendingFlavor != FlavorPartition)) {
 			fail(errorf(spi.ErrInvalidOption, "partition %d of group %q is the running election %q", p, ev.Name, name))
 			return
 		}

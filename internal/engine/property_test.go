@@ -42,7 +42,7 @@ func TestStepProperties(t *testing.T) {
 		)
 		check := func(cond bool, format string, args ...any) {
 			if !cond {
-				rt.Fatalf("after %d events: %s\n%s", len(log), fmt.Sprintf(format, args...), tail(log, 30))
+				rt.Fatalf("after %d events: %s\n%s", len(log), fmt.Sprintf(format, args...), tail(log, 150))
 			}
 		}
 		step := func(ev Event) {
