@@ -18,7 +18,8 @@ import (
 //   - a term is elected only while the session is live and before its deadline, with a token
 //     above every token its session released for the name (rule 1);
 //   - a release never targets a term that is not yet revoked (rule 2);
-//   - at most one acquire in flight per name, at most one keep-alive in flight;
+//   - at most one acquire in flight per name, at most one keep-alive in flight; calls go to
+//     the live session only; every keep-alive asks about every open term (rule 3);
 //   - every future completes at most once, and after Close and a drain (every call answered,
 //     every timer fired) the client is closed and every future has completed.
 func TestStepProperties(t *testing.T) {
@@ -51,6 +52,16 @@ func TestStepProperties(t *testing.T) {
 				log = append(log, "  "+ef.String())
 				switch ef.Kind {
 				case EfCall:
+					switch ef.Op {
+					case OpAcquire, OpRelease, OpKeepAlive, OpJoin, OpLeave:
+						check(ef.Session == e.SessionID() && (e.SessionState() == SessionLive || e.SessionState() == SessionClosing),
+							"%v for session %q while the session is %v %q", ef.Op, ef.Session, e.SessionState(), e.SessionID())
+					}
+					if ef.Op == OpKeepAlive {
+						for n := range term {
+							check(slices.Contains(ef.Names, n), "keep-alive names %v miss the term %s", ef.Names, n)
+						}
+					}
 					if ef.Op == OpAcquire || ef.Op == OpKeepAlive {
 						for _, c := range calls {
 							check(!(c.Op == ef.Op && c.Name == ef.Name && c.Session == ef.Session), "second %v in flight for %q", ef.Op, ef.Name)
