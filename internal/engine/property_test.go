@@ -17,7 +17,8 @@ import (
 //   - per name, Elected and Revoked alternate, with matching tokens;
 //   - a term is elected only while the session is live and before its deadline, with a token
 //     above every token its session released for the name (rule 1);
-//   - a release never targets a term that is not yet revoked (rule 2);
+//   - a release never targets a term that is not yet revoked (rule 2), nor the lease of a
+//     stopped term whose work still runs before the deadline as of the stop (rule 5);
 //   - at most one acquire in flight per name, at most one keep-alive in flight; calls go to
 //     the live session only; every keep-alive asks about every open term (rule 3);
 //   - every future completes at most once, and after Close and a drain (every call answered,
@@ -34,6 +35,8 @@ func TestStepProperties(t *testing.T) {
 			calls     []Effect
 			timers    = map[Timer]time.Duration{}
 			term      = map[string]int64{} // open terms by name
+			working   = map[string]int64{} // terms whose work runs (token by name)
+			handUntil = map[string]time.Duration{}
 			released  = map[spi.SessionID]map[string]int64{}
 			completed = map[FutureID]bool{}
 			nextFut   FutureID
@@ -48,6 +51,9 @@ func TestStepProperties(t *testing.T) {
 		}
 		step := func(ev Event) {
 			log = append(log, fmt.Sprintf("t=%v %v", now, ev))
+			if tok, ok := working[ev.Name]; ev.Kind == EvWorkExited && ok && tok == ev.Token {
+				delete(working, ev.Name)
+			}
 			for _, ef := range e.Step(ev, now) {
 				log = append(log, "  "+ef.String())
 				switch ef.Kind {
@@ -68,6 +74,9 @@ func TestStepProperties(t *testing.T) {
 						}
 					}
 					if ef.Op == OpRelease {
+						if tok, ok := working[ef.Name]; ok && tok == ef.Token {
+							check(now >= handUntil[ef.Name], "rule 5: release of %s token %d while its work runs, before %v", ef.Name, ef.Token, handUntil[ef.Name])
+						}
 						tok, open := term[ef.Name]
 						check(!open || tok != ef.Token, "release of %s token %d before its term is revoked", ef.Name, ef.Token)
 						if released[ef.Session] == nil {
@@ -88,9 +97,18 @@ func TestStepProperties(t *testing.T) {
 					tok, open := term[ef.Name]
 					check(open && tok == ef.Token, "Revoked %s token %d without a matching Elected", ef.Name, ef.Token)
 					delete(term, ef.Name)
+					handUntil[ef.Name] = e.Deadline() // the deadline as of the stop
+					if ef.Reason != ReasonStopped && ef.Reason != ReasonSteppedDown && ef.Reason != ReasonClosed {
+						delete(working, ef.Name) // an involuntary loss: the lease is not ours to keep
+					}
 				case EfComplete:
 					check(!completed[ef.Future], "future %d completed twice", ef.Future)
 					completed[ef.Future] = true
+				}
+			}
+			for n, tok := range term {
+				if in, ok := e.Election(n); ok && in.Token == tok && in.WorkRunning {
+					working[n] = tok
 				}
 			}
 		}
