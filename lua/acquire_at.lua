@@ -22,7 +22,8 @@ else
   if l[1] and until_ms and until_ms > now then
     return {2, tonumber(l[2]) or 0, until_ms - now, l[1], l[4] or ''}
   end
-  token = redis.call('HINCRBY', KEYS[1], 'token', 1)
+  token = (tonumber(l[2]) or 0) + 1
 end
-redis.call('HSET', KEYS[1], 'session', sid, 'expires', string.format('%d', expires), 'owner', owner)
+redis.call('HSET', KEYS[1], 'session', sid, 'token', string.format('%d', token),
+  'expires', string.format('%d', expires), 'owner', owner)
 return {1, token, expires - now, '', ''}

@@ -33,14 +33,15 @@ else
   if l[1] and until_ms and until_ms > now then
     return {2, tonumber(l[2]) or 0, until_ms - now, l[1], l[4] or ''}
   end
-  token = redis.call('HINCRBY', KEYS[1], 'token', 1)
+  token = (tonumber(l[2]) or 0) + 1
 end
-redis.call('HSET', KEYS[1], 'session', sid, 'expires', string.format('%d', expires), 'owner', owner)
+redis.call('HSET', KEYS[1], 'session', sid, 'token', string.format('%d', token),
+  'expires', string.format('%d', expires), 'owner', owner)
 return {1, token, expires - now, '', ''}
 `
 
 // AcquireAtSHA1 is the SHA1 of AcquireAtSource, the digest EVALSHA and SCRIPT LOAD use.
-const AcquireAtSHA1 = "ec128006d3370b3c1b125417a993e1879cc4c90a"
+const AcquireAtSHA1 = "daddb7f7792d9a98073c76545677aa8d3c29432f"
 
 // AcquireAtKeys are the KEYS of the acquire_at script.
 type AcquireAtKeys struct {

@@ -22,7 +22,6 @@ end
 local e = string.format('%d', expires)
 local changed = redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now) + redis.call('ZADD', KEYS[3], e, ARGV[1])
 redis.call('SADD', KEYS[2], ARGV[2])
-redis.call('PEXPIREAT', KEYS[2], e)
 if changed > 0 then
   redis.call('PUBLISH', KEYS[3], ARGV[2])
 end
@@ -30,7 +29,7 @@ return {1}
 `
 
 // JoinSHA1 is the SHA1 of JoinSource, the digest EVALSHA and SCRIPT LOAD use.
-const JoinSHA1 = "3af674848e89cd3c79f6de2b91407f301f93d1a8"
+const JoinSHA1 = "3f0c8d3c54df12dc2c51f6068c65f802ea83ebab"
 
 // JoinKeys are the KEYS of the join script.
 type JoinKeys struct {

@@ -16,7 +16,7 @@ import (
 )
 
 // client connects to the standalone test Redis (skipping or failing as testenv decides).
-func client(t *testing.T) *redis.Client {
+func client(t testing.TB) *redis.Client {
 	t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: testenv.Redis(t)})
 	t.Cleanup(func() { c.Close() })
@@ -45,7 +45,7 @@ func sessionKeys(sid string) (string, string, string) {
 }
 
 // open opens a session with the given ttl and returns its id and reply.
-func open(t *testing.T, c redis.Scripter, owner string, ttl time.Duration) (string, luascripts.OpenSessionReply) {
+func open(t testing.TB, c redis.Scripter, owner string, ttl time.Duration) (string, luascripts.OpenSessionReply) {
 	t.Helper()
 	sid := newSID()
 	s, l, g := sessionKeys(sid)

@@ -40,6 +40,15 @@ func TestOpenSession(t *testing.T) {
 	if pexp.Milliseconds() != r.ExpiresMS {
 		t.Errorf("PEXPIRETIME %d, want the expiry %d", pexp.Milliseconds(), r.ExpiresMS)
 	}
+	for _, k := range []string{wire.SessionLeasesKey(sid), wire.SessionGroupsKey(sid)} {
+		members, err := c.SMembers(ctx, k).Result()
+		if err != nil || !slices.Equal(members, []string{""}) {
+			t.Errorf("%s holds %q (%v), want only the empty sentinel", k, members, err)
+		}
+		if p, _ := c.PExpireTime(ctx, k).Result(); p.Milliseconds() != r.ExpiresMS {
+			t.Errorf("%s PEXPIRETIME %d, want the session's expiry %d", k, p.Milliseconds(), r.ExpiresMS)
+		}
+	}
 	s, l, g := sessionKeys(newSID())
 	_, err = luascripts.OpenSession.Run(ctx, c, luascripts.OpenSessionKeys{Session: s, SessionLeases: l, SessionGroups: g}, luascripts.OpenSessionArgs{Owner: "x", TTLMS: 0})
 	if err == nil {
@@ -289,8 +298,10 @@ func TestKeepAliveMovesLeaseExpiry(t *testing.T) {
 	if h, _ := c.HGet(ctx, wire.SessionKey(sid), wire.SessionFieldExpires).Result(); atoi64(t, h) != r.ExpiresMS {
 		t.Errorf("session hash expires %s, want %d", h, r.ExpiresMS)
 	}
-	if p, _ := c.PExpireTime(ctx, wire.SessionKey(sid)).Result(); p.Milliseconds() != r.ExpiresMS {
-		t.Errorf("session PEXPIRETIME %d, want %d", p.Milliseconds(), r.ExpiresMS)
+	for _, k := range sessionKeysList(sid) {
+		if p, _ := c.PExpireTime(ctx, k).Result(); p.Milliseconds() != r.ExpiresMS {
+			t.Errorf("%s PEXPIRETIME %d, want %d", k, p.Milliseconds(), r.ExpiresMS)
+		}
 	}
 	// A session kept alive past its first TTL keeps its leases against other sessions.
 	for i := 0; i < 3; i++ {
@@ -456,6 +467,12 @@ func TestCloseSession(t *testing.T) {
 	groups, err := c.SMembers(ctx, wire.SessionGroupsKey(sid)).Result()
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The sets hold the empty string as a sentinel (never a name): readers skip it.
+	held = slices.DeleteFunc(held, func(n string) bool { return n == "" })
+	groups = slices.DeleteFunc(groups, func(n string) bool { return n == "" })
+	if len(held) != 2 || len(groups) != 1 {
+		t.Fatalf("session sets hold %q and %q", held, groups)
 	}
 	held = append(held, foreign) // not held by sid: must stay untouched
 	s, l, gk := sessionKeys(sid)

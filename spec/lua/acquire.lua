@@ -20,10 +20,12 @@ else
   if l[1] and until_ms and until_ms > now then
     return {${status.held_by}, tonumber(l[2]) or 0, until_ms - now, l[1], l[4] or ''}
   end
-  token = redis.call('HINCRBY', KEYS[1], '${lease.token}', 1)
+  -- A new tenure: the next token, written in the same atomic script (the hash is never deleted,
+  -- so tokens only grow).
+  token = (tonumber(l[2]) or 0) + 1
 end
-local e = string.format('%d', expires)
-redis.call('HSET', KEYS[1], '${lease.session}', sid, '${lease.expires}', e, '${lease.owner}', s[1] or '')
+redis.call('HSET', KEYS[1], '${lease.session}', sid, '${lease.token}', string.format('%d', token),
+  '${lease.expires}', string.format('%d', expires), '${lease.owner}', s[1] or '')
+-- The set exists (open_session) and carries the session's expiry; SADD keeps it.
 redis.call('SADD', KEYS[3], name)
-redis.call('PEXPIREAT', KEYS[3], e)
 return {${status.ok}, token, expires - now, '', ''}

@@ -21,7 +21,8 @@ else
   if l[1] and until_ms and until_ms > now then
     return {${status.held_by}, tonumber(l[2]) or 0, until_ms - now, l[1], l[4] or ''}
   end
-  token = redis.call('HINCRBY', KEYS[1], '${lease.token}', 1)
+  token = (tonumber(l[2]) or 0) + 1
 end
-redis.call('HSET', KEYS[1], '${lease.session}', sid, '${lease.expires}', string.format('%d', expires), '${lease.owner}', owner)
+redis.call('HSET', KEYS[1], '${lease.session}', sid, '${lease.token}', string.format('%d', token),
+  '${lease.expires}', string.format('%d', expires), '${lease.owner}', owner)
 return {${status.ok}, token, expires - now, '', ''}

@@ -10,7 +10,6 @@ end
 local e = string.format('%d', expires)
 local changed = redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now) + redis.call('ZADD', KEYS[3], e, ARGV[1])
 redis.call('SADD', KEYS[2], ARGV[2])
-redis.call('PEXPIREAT', KEYS[2], e)
 if changed > 0 then
   redis.call('PUBLISH', KEYS[3], ARGV[2])
 end

@@ -1,4 +1,5 @@
--- open_session: create (or, on a retried open, recreate) the session hash with its expiry.
+-- open_session: create (or, on a retried open, recreate) the session hash and its two sets, all
+-- expiring at TIME + ttl_ms.
 -- KEYS: session, session_leases, session_groups   ARGV: owner, ttl_ms
 -- Reply: {remaining_ms, expires_ms}
 local ttl = tonumber(ARGV[2])
@@ -11,5 +12,11 @@ local expires = now + ttl
 local e = string.format('%d', expires)
 redis.call('DEL', KEYS[2], KEYS[3])
 redis.call('HSET', KEYS[1], '${session.owner}', ARGV[1], '${session.ttl}', string.format('%d', ttl), '${session.expires}', e)
+-- The sets hold the empty string (never a name) from the start, so that they exist, with the
+-- session's expiry, for the session's whole life: SADD and SREM then never need a PEXPIREAT.
+redis.call('SADD', KEYS[2], '')
+redis.call('SADD', KEYS[3], '')
 redis.call('PEXPIREAT', KEYS[1], e)
+redis.call('PEXPIREAT', KEYS[2], e)
+redis.call('PEXPIREAT', KEYS[3], e)
 return {ttl, expires}
