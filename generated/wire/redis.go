@@ -5,9 +5,9 @@ package wire
 import "strings"
 
 // LeaseKey returns the Redis key "simba:lease:{<name>}" (a hash). The lease <name>. Never expires
-// and is never deleted, so its token counter only grows (HINCRBY). The lease is live while its
-// session field is set and its expires field is in the future; an acquire decides that from this
-// hash alone, without reading another slot.
+// and is never deleted, so its token counter only grows (each new tenure writes token + 1 inside
+// the atomic script). The lease is live while its session field is set and its expires field is
+// in the future; an acquire decides that from this hash alone, without reading another slot.
 func LeaseKey(name string) string {
 	return "simba:lease:{" + name + "}"
 }
@@ -81,8 +81,10 @@ const (
 )
 
 // SessionLeasesKey returns the Redis key "simba:session:{<sid>}:leases" (a set). Names of the
-// leases the session acquired (standalone mode only: in Cluster mode the lease keys live in other
-// slots). Expires with the session.
+// leases the session acquired (maintained in standalone mode only: in Cluster mode the lease keys
+// live in other slots). open_session creates it holding the empty string (never a name: readers
+// skip it) so that it exists with the session's expiry for the session's whole life, and
+// SADD/SREM never need a PEXPIREAT. Expires with the session.
 func SessionLeasesKey(sid string) string {
 	return "simba:session:{" + sid + "}:leases"
 }
@@ -106,7 +108,8 @@ func ParseSessionLeasesKey(key string) (sid string, ok bool) {
 }
 
 // SessionGroupsKey returns the Redis key "simba:session:{<sid>}:groups" (a set). Names of the
-// groups the session joined (standalone mode only). Expires with the session.
+// groups the session joined (maintained in standalone mode only), plus the empty string as for
+// session_leases. Expires with the session.
 func SessionGroupsKey(sid string) string {
 	return "simba:session:{" + sid + "}:groups"
 }
