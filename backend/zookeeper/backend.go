@@ -246,6 +246,9 @@ func (b *Backend) KeepAlive(ctx context.Context, sid spi.SessionID, names []stri
 	members := make([][]string, len(groups))
 	errs := make([]error, len(groups)+1)
 	var wg sync.WaitGroup
+	// Held leases whose watch is still pending get it now (pipelined with this request);
+	// heldAmong waits for them, so the reply reflects every deletion they saw.
+	s.startWatches(names)
 	sentAt := b.clock.Now()
 	wg.Go(func() {
 		_, errs[0] = call(ctx, func() (bool, error) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,13 +32,18 @@ type session struct {
 	mu        sync.Mutex
 	held      map[string]*heldLease // leases this session holds, kept exact by watches
 	uncertain map[string]struct{}   // names whose acquire or release had an unknown outcome
+	unstarted int                   // held leases whose watch timer has not fired
 }
 
 // heldLease is one lease node of the session.
 type heldLease struct {
 	token   int64
-	watched chan struct{} // closed once the exists watch is set (or failed)
-	watchOK bool          // the watch is set (guarded by session.mu, valid once watched is closed)
+	timer   *time.Timer   // arms the watch after watchDelay
+	watched chan struct{} // closed once the watch is set (or failed, or not needed)
+	// guarded by session.mu:
+	started bool // the watch is being set (or not needed)
+	done    bool // watched is closed
+	watchOK bool // the watch is set
 }
 
 // connect opens a ZooKeeper session asking for ttl and waits until it is established.
@@ -215,25 +219,63 @@ func (s *session) onEvent(ev zk.Event) {
 	}
 }
 
-// adopt records that the session holds name with token. When watched is false it sets the
-// exists watch in the background (off the acquire's path; KeepAlive waits for it).
+// watchDelay is how long a newly adopted lease waits before its exists watch is set. A lease
+// released sooner never costs the extra request (an acquire+release cycle stays at about one
+// create+delete pair); KeepAlive sets every pending watch at once, pipelined with its own
+// request, and waits for them, so the held set it reports is exact either way.
+const watchDelay = 100 * time.Millisecond
+
+// adopt records that the session holds name with token. Unless watched (the node was read
+// with a watch) it arms the lease's exists watch after watchDelay.
 func (s *session) adopt(name string, token int64, watched bool) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	delete(s.uncertain, name)
 	if h := s.held[name]; h != nil && h.token == token {
-		s.mu.Unlock()
 		return
 	}
+	if old := s.held[name]; old != nil && s.startLocked(old) {
+		s.finishLocked(old, false)
+	}
 	h := &heldLease{token: token, watched: make(chan struct{})}
-	if watched {
-		h.watchOK = true
-		close(h.watched)
-	}
 	s.held[name] = h
-	s.mu.Unlock()
-	if !watched {
-		go s.watch(name, h)
+	if watched {
+		s.startLocked(h)
+		s.finishLocked(h, true)
+		return
 	}
+	s.unstarted++
+	h.timer = time.AfterFunc(watchDelay, func() { s.startWatch(name, h) })
+}
+
+// startWatch sets h's exists watch unless that has started already or h was dropped.
+func (s *session) startWatch(name string, h *heldLease) {
+	s.mu.Lock()
+	start := s.startLocked(h)
+	s.mu.Unlock()
+	if start {
+		s.watch(name, h)
+	}
+}
+
+// startLocked claims the start of h's watch; it reports whether the caller must set it (or
+// finish h).
+func (s *session) startLocked(h *heldLease) bool {
+	if h.started {
+		return false
+	}
+	h.started = true
+	if h.timer != nil {
+		h.timer.Stop()
+		s.unstarted--
+	}
+	return true
+}
+
+// finishLocked records the outcome of h's watch.
+func (s *session) finishLocked(h *heldLease, ok bool) {
+	h.done, h.watchOK = true, ok
+	close(h.watched)
 }
 
 // watch sets the exists watch on a held lease node.
@@ -241,16 +283,17 @@ func (s *session) watch(name string, h *heldLease) {
 	ok, stat, _, err := s.conn.ExistsW(s.b.lay.lease(name))
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	defer close(h.watched)
 	switch {
 	case err != nil:
-		h.watchOK = false // KeepAlive checks it with a read
+		s.sawError(err)
+		s.finishLocked(h, false) // KeepAlive checks it with a read
 	case !ok || stat.Czxid != h.token || stat.EphemeralOwner != s.zid:
 		if s.held[name] == h {
 			delete(s.held, name) // deleted before the watch was set
 		}
+		s.finishLocked(h, false)
 	default:
-		h.watchOK = true
+		s.finishLocked(h, true)
 	}
 }
 
@@ -274,6 +317,9 @@ func (s *session) forgetHeld(name string, token int64) bool {
 	defer s.mu.Unlock()
 	if h := s.held[name]; h != nil && h.token == token {
 		delete(s.held, name)
+		if s.startLocked(h) { // the watch is no longer needed
+			s.finishLocked(h, false)
+		}
 		return true
 	}
 	return false
@@ -289,32 +335,53 @@ func (s *session) heldNames() []string {
 	return out
 }
 
-// heldAmong reports which of names the session holds. Held leases whose watch is being set
-// are waited for; names with an unknown outcome, and held leases whose watch failed, are
-// read (with a watch) to settle them.
-func (s *session) heldAmong(ctx context.Context, names []string) ([]spi.Held, error) {
-	var check []string
-	var wait []chan struct{}
+// startWatches sets, at once, the pending watches of the held leases among names.
+func (s *session) startWatches(names []string) {
+	var start []string
+	var hs []*heldLease
 	s.mu.Lock()
-	for _, n := range names {
-		h := s.held[n]
-		switch {
-		case h != nil:
-			select {
-			case <-h.watched:
-				if !h.watchOK {
-					check = append(check, n)
-				}
-			default:
-				wait = append(wait, h.watched)
-			}
-		default:
-			if _, ok := s.uncertain[n]; ok {
-				check = append(check, n)
+	if s.unstarted > 0 {
+		for _, n := range names {
+			if h := s.held[n]; h != nil && s.startLocked(h) {
+				start, hs = append(start, n), append(hs, h)
 			}
 		}
 	}
 	s.mu.Unlock()
+	for i, n := range start {
+		go s.watch(n, hs[i])
+	}
+}
+
+// heldAmong reports which of names the session holds, in the order of names. Held leases
+// whose watch is being set are waited for; names with an unknown outcome, and held leases
+// whose watch failed, are read (with a watch) to settle them.
+func (s *session) heldAmong(ctx context.Context, names []string) ([]spi.Held, error) {
+	var check []string
+	var wait []chan struct{}
+	held := make([]spi.Held, 0, min(len(names), len(s.held)))
+	s.mu.Lock()
+	for _, n := range names {
+		h := s.held[n]
+		switch {
+		case h == nil:
+			if len(s.uncertain) > 0 {
+				if _, ok := s.uncertain[n]; ok {
+					check = append(check, n)
+				}
+			}
+		case !h.done:
+			wait = append(wait, h.watched)
+		case !h.watchOK:
+			check = append(check, n)
+		default:
+			held = append(held, spi.Held{Name: n, Token: h.token})
+		}
+	}
+	s.mu.Unlock()
+	if len(wait) == 0 && len(check) == 0 {
+		return held, nil
+	}
 	for _, w := range wait {
 		select {
 		case <-w:
@@ -333,7 +400,7 @@ func (s *session) heldAmong(ctx context.Context, names []string) ([]spi.Held, er
 			return nil, s.fail("keep-alive: settle", err)
 		}
 	}
-	var held []spi.Held
+	held = held[:0]
 	s.mu.Lock()
 	for _, n := range names {
 		if h := s.held[n]; h != nil {
@@ -341,15 +408,6 @@ func (s *session) heldAmong(ctx context.Context, names []string) ([]spi.Held, er
 		}
 	}
 	s.mu.Unlock()
-	slices.SortFunc(held, func(a, b spi.Held) int {
-		switch {
-		case a.Name < b.Name:
-			return -1
-		case a.Name > b.Name:
-			return 1
-		}
-		return 0
-	})
 	return held, nil
 }
 
@@ -369,14 +427,16 @@ func (s *session) settle(ctx context.Context, name string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.uncertain, name)
+	h := s.held[name]
+	if h != nil && s.startLocked(h) {
+		s.finishLocked(h, false)
+	}
 	if g.ok && g.stat.EphemeralOwner == s.zid {
-		h := s.held[name]
-		if h == nil || h.token != g.stat.Czxid {
-			h = &heldLease{token: g.stat.Czxid, watched: make(chan struct{})}
-			close(h.watched)
-			s.held[name] = h
-		}
-		h.watchOK = true
+		// The read set a watch on the node: the session holds it, watched.
+		h := &heldLease{token: g.stat.Czxid, watched: make(chan struct{})}
+		s.startLocked(h)
+		s.finishLocked(h, true)
+		s.held[name] = h
 		return nil
 	}
 	delete(s.held, name)

@@ -1,0 +1,147 @@
+package zookeeper
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/simba-go/simba/internal/spi"
+)
+
+// benchEnv is a backend with one session, and a plain go-zookeeper connection (no tap) on
+// which the baseline runs: a raw create+delete of an ephemeral node under the same parent.
+type benchEnv struct {
+	b       *Backend
+	session spi.SessionID
+	raw     *zk.Conn
+	rawPath string
+	ctx     context.Context
+}
+
+func newBenchEnv(b *testing.B) *benchEnv {
+	dsn := serverDSN(b, "")
+	be := openBackend(b, dsn)
+	ctx, cancel := context.WithCancel(context.Background())
+	b.Cleanup(cancel)
+	s, err := be.OpenSession(ctx, "bench", 30*time.Second)
+	if err != nil {
+		b.Fatal(err)
+	}
+	raw, _, err := zk.Connect(be.cfg.Servers, 30*time.Second, zk.WithLogInfo(false), zk.WithLogger(quietLogger{}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(raw.Close)
+	return &benchEnv{b: be, session: s.ID, raw: raw, rawPath: be.lay.lease("raw-baseline"), ctx: ctx}
+}
+
+// pair is the baseline: create an ephemeral node and delete it, as a bare client would.
+func (e *benchEnv) pair(b *testing.B) {
+	if _, err := e.raw.Create(e.rawPath, []byte("bench"), zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
+		b.Fatal(err)
+	}
+	if err := e.raw.Delete(e.rawPath, -1); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// ratio runs op and the baseline pair interleaved b.N times and reports op's cost in
+// baseline pairs (the target for an acquire+release cycle is ≤ 1.1), with both latencies.
+func ratio(b *testing.B, e *benchEnv, unit string, op func()) {
+	var opTotal, pairTotal time.Duration
+	for range 20 { // warm up both paths
+		e.pair(b)
+		op()
+	}
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		e.pair(b)
+		t1 := time.Now()
+		op()
+		opTotal += time.Since(t1)
+		pairTotal += t1.Sub(t0)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(opTotal)/float64(pairTotal), "pairs/"+unit)
+	b.ReportMetric(float64(opTotal.Nanoseconds())/float64(b.N), "ns/"+unit)
+	b.ReportMetric(float64(pairTotal.Nanoseconds())/float64(b.N), "ns/pair")
+}
+
+// BenchmarkAcquireRelease measures the acquire+release cycle of one lease (Granted, then
+// Release with its token) against a raw create+delete pair of an ephemeral node in the same
+// run; go-zookeeper's own Lock+Unlock is measured the same way for comparison.
+func BenchmarkAcquireRelease(b *testing.B) {
+	b.Run("simba", func(b *testing.B) {
+		e := newBenchEnv(b)
+		ratio(b, e, "cycle", func() {
+			r, err := e.b.Acquire(e.ctx, e.session, "cycle")
+			if err != nil || r.Kind != spi.Granted {
+				b.Fatalf("Acquire = %+v, %v", r, err)
+			}
+			if err := e.b.Release(e.ctx, e.session, "cycle", r.Token); err != nil {
+				b.Fatal(err)
+			}
+		})
+	})
+	b.Run("go-zookeeper-Lock", func(b *testing.B) {
+		e := newBenchEnv(b)
+		lock := zk.NewLock(e.raw, e.b.lay.lease("zk-lock"), zk.WorldACL(zk.PermAll))
+		ratio(b, e, "cycle", func() {
+			if err := lock.Lock(); err != nil {
+				b.Fatal(err)
+			}
+			if err := lock.Unlock(); err != nil {
+				b.Fatal(err)
+			}
+		})
+	})
+}
+
+// BenchmarkKeepAlive10000 measures a keep-alive of a session holding 10,000 leases (asking
+// about all of them) against the raw create+delete pair: it is one request, whatever the
+// number of leases.
+func BenchmarkKeepAlive10000(b *testing.B) {
+	const n = 10000
+	e := newBenchEnv(b)
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("held-%05d", i)
+	}
+	// Acquire them with some concurrency (the session's requests are pipelined).
+	var wg sync.WaitGroup
+	errs := make(chan error, 1)
+	sem := make(chan struct{}, 64)
+	for _, name := range names {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			r, err := e.b.Acquire(e.ctx, e.session, name)
+			if err == nil && r.Kind != spi.Granted {
+				err = fmt.Errorf("acquire %s: %s", name, r.Kind)
+			}
+			if err != nil {
+				select {
+				case errs <- err:
+				default:
+				}
+			}
+		})
+	}
+	wg.Wait()
+	select {
+	case err := <-errs:
+		b.Fatal(err)
+	default:
+	}
+	ratio(b, e, "keepalive", func() {
+		ka, err := e.b.KeepAlive(e.ctx, e.session, names, nil)
+		if err != nil || ka.Expired || len(ka.Held) != n {
+			b.Fatalf("KeepAlive: held %d, expired %v, %v", len(ka.Held), ka.Expired, err)
+		}
+	})
+}
