@@ -114,7 +114,11 @@ func (s *Sim) startCall(c *client, ef *engine.Effect, sent time.Duration) {
 	case u < p+f.LostReply+f.Timeout:
 		s.note(c.idx, nTimedOut, req, op)
 		scheduleTimeout()
-		s.q.push(item{at: s.now + s.between(timeout/2, timeout*3/2), kind: kCall, client: c.idx, idx: idx})
+		land := s.between(timeout/2, timeout*3/2) // often after the client gave up
+		if !s.LandAfterTimeout {
+			land = s.between(timeout/2, timeout)
+		}
+		s.q.push(item{at: s.now + land, kind: kCall, client: c.idx, idx: idx})
 		return
 	case u < p+f.LostReply+f.Timeout+f.Late:
 		// A backend that ignores the call's context: the reply comes whenever it comes.

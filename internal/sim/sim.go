@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/simba-go/simba/generated/wire"
@@ -64,6 +65,14 @@ type Result struct {
 // Sim runs seeds. A Sim reuses its buffers from run to run, so one per goroutine: it is not safe
 // for concurrent use.
 type Sim struct {
+	// Lines is how many transcript lines a failure report shows (default DefaultTranscript).
+	Lines int
+	// LandAfterTimeout lets a timed-out request reach the backend after the client gave up
+	// on it (up to half a call timeout later), as a request stuck in a queue does (default
+	// true). Setting it false avoids two engine issues found with it (see doc.go) while they
+	// are open.
+	LandAfterTimeout bool
+
 	shape Shape
 
 	cfg     Config
@@ -178,7 +187,7 @@ type sessRec struct {
 
 // New returns a simulator of runs shaped sh.
 func New(sh Shape) *Sim {
-	s := &Sim{shape: sh, nameIdx: make(map[string]int)}
+	s := &Sim{Lines: DefaultTranscript, LandAfterTimeout: true, shape: sh, nameIdx: make(map[string]int)}
 	for i := 0; i < sh.Elections; i++ {
 		s.names = append(s.names, "e"+strconv.Itoa(i))
 	}
@@ -229,7 +238,7 @@ func (s *Sim) reset(seed uint64, brk engine.Rule) {
 	}
 	s.model = simbatest.NewModel(opts...)
 	s.q.reset()
-	s.tr.reset()
+	s.tr.reset(s.Lines)
 	clear(s.calls)
 	s.calls = s.calls[:0]
 	clear(s.terms)
@@ -444,5 +453,5 @@ func (r *Result) Report() string {
 		return "seed " + strconv.FormatUint(r.Config.Seed, 10) + ": ok"
 	}
 	return fmt.Sprintf("seed %d FAILED: %s: %s\n  at backend time %v\nreplay: %s\noptions:\n%s\ntranscript (backend time, client, [client time], event / effect / -- driver note), last %d lines:\n%s",
-		r.Config.Seed, r.Violation.Check, r.Violation.Msg, r.Violation.At, ReplayCommand(r.Config.Seed), r.Config.String(), transcriptSize, r.Transcript)
+		r.Config.Seed, r.Violation.Check, r.Violation.Msg, r.Violation.At, ReplayCommand(r.Config.Seed), r.Config.String(), strings.Count(r.Transcript, "\n"), r.Transcript)
 }

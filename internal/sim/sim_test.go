@@ -16,6 +16,8 @@ var (
 	flagSeeds    = flag.Int("seeds", defaultSeeds, "number of seeds TestSimulate runs (seeds seedbase .. seedbase+seeds-1)")
 	flagSeedBase = flag.Uint64("seedbase", 1, "first seed TestSimulate runs")
 	flagSeed     = flag.Uint64("seed", 0, "replay this one seed (verbose: prints its options and, on failure, its transcript)")
+	flagLines    = flag.Int("lines", DefaultTranscript, "transcript lines a failure report shows")
+	flagLand     = flag.Bool("land-after-timeout", true, "let timed-out requests reach the backend after the client gave up (Sim.LandAfterTimeout)")
 )
 
 // runSeeds runs seeds from..from+n-1 with rule brk broken on GOMAXPROCS workers. It returns
@@ -37,6 +39,7 @@ func runSeeds(from uint64, n int, brk engine.Rule, stopAfter int) (failed []Resu
 		go func() {
 			defer wg.Done()
 			s := New(DefaultShape())
+			s.LandAfterTimeout = *flagLand
 			for !stop.Load() {
 				seed := next.Add(1) - 1
 				if seed >= limit {
@@ -76,7 +79,10 @@ func TestSimulate(t *testing.T) {
 		seed := *flagSeed
 		t.Logf("seed %d (replay: %s)", seed, ReplayCommand(seed))
 		start := time.Now()
-		res := New(DefaultShape()).Run(seed, 0)
+		s := New(DefaultShape())
+		s.Lines = max(*flagLines, 1)
+		s.LandAfterTimeout = *flagLand
+		res := s.Run(seed, 0)
 		t.Logf("options:\n%s", res.Config.String())
 		t.Logf("%+v in %v", res.Stats, time.Since(start))
 		if res.Violation != nil {

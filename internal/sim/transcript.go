@@ -9,8 +9,8 @@ import (
 	"github.com/simba-go/simba/internal/engine"
 )
 
-// transcriptSize is how many lines of the past a failure report shows.
-const transcriptSize = 400
+// DefaultTranscript is how many lines of the past a failure report shows by default.
+const DefaultTranscript = 400
 
 type recKind uint8
 
@@ -60,22 +60,26 @@ type record struct {
 	ef     engine.Effect
 }
 
-// ring keeps the last transcriptSize records.
+// ring keeps the last len(recs) records.
 type ring struct {
-	recs [transcriptSize]record
+	recs []record
 	next int
 	full bool
 }
 
-func (r *ring) reset() {
-	r.recs = [transcriptSize]record{}
+func (r *ring) reset(size int) {
+	if len(r.recs) != size {
+		r.recs = make([]record, size)
+	} else {
+		clear(r.recs)
+	}
 	r.next, r.full = 0, false
 }
 
 func (r *ring) slot() *record {
 	rec := &r.recs[r.next]
 	r.next++
-	if r.next == transcriptSize {
+	if r.next == len(r.recs) {
 		r.next, r.full = 0, true
 	}
 	return rec
@@ -86,10 +90,10 @@ func (r *ring) String() string {
 	var b strings.Builder
 	start, n := 0, r.next
 	if r.full {
-		start, n = r.next, transcriptSize
+		start, n = r.next, len(r.recs)
 	}
 	for i := 0; i < n; i++ {
-		rec := &r.recs[(start+i)%transcriptSize]
+		rec := &r.recs[(start+i)%len(r.recs)]
 		b.WriteString(fmtDur(rec.at))
 		if rec.client >= 0 {
 			b.WriteString(" c" + strconv.Itoa(int(rec.client)))
