@@ -69,3 +69,57 @@ func TestLuaPlaceholdersSubstituted(t *testing.T) {
 	}
 	t.Fatal("lua/grab.lua not generated")
 }
+
+// TestRedisWireFrozen: the repository spec keeps DESIGN.md §5's Redis layout, which nodes of one
+// major version share: a change here is a wire break, not a refactoring.
+func TestRedisWireFrozen(t *testing.T) {
+	s, err := LoadRedis("../spec")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]struct{ pattern, typ string }{
+		"lease":          {"simba:lease:{<name>}", "hash"},
+		"session":        {"simba:session:{<sid>}", "hash"},
+		"session_leases": {"simba:session:{<sid>}:leases", "set"},
+		"session_groups": {"simba:session:{<sid>}:groups", "set"},
+		"group":          {"simba:group:{<group>}", "zset"},
+	}
+	for _, k := range s.Keys {
+		w, ok := want[k.Name]
+		if !ok {
+			continue
+		}
+		delete(want, k.Name)
+		if k.Pattern != w.pattern || k.Type != w.typ {
+			t.Errorf("key %s is %q (%s), frozen as %q (%s)", k.Name, k.Pattern, k.Type, w.pattern, w.typ)
+		}
+		if k.Name == "lease" {
+			var fields []string
+			for _, f := range k.Fields {
+				fields = append(fields, f.Name)
+			}
+			for _, f := range []string{"session", "token", "expires"} {
+				if !strings.Contains(" "+strings.Join(fields, " ")+" ", " "+f+" ") {
+					t.Errorf("the lease hash lost its %s field", f)
+				}
+			}
+		}
+	}
+	for name := range want {
+		t.Errorf("key %s is missing", name)
+	}
+	channels := map[string]string{}
+	for _, c := range s.Channels {
+		channels[c.Name] = c.Key
+	}
+	if channels["released"] != "lease" {
+		t.Errorf("a release must publish on the lease key's channel, got key %q", channels["released"])
+	}
+	for _, sc := range s.Scripts {
+		if sc.Name == "acquire" || sc.Name == "release" || sc.Name == "acquire_at" {
+			if regexp.MustCompile(`redis\.call\('(DEL|UNLINK|P?EXPIRE(AT)?)', KEYS\[1\]`).MatchString(sc.lua) {
+				t.Errorf("%s deletes or expires the lease hash, which is never deleted and never expires", sc.Name)
+			}
+		}
+	}
+}
