@@ -289,7 +289,10 @@ func (s *session) watch(name string, h *heldLease) {
 		s.finishLocked(h, false) // KeepAlive checks it with a read
 	case !ok || stat.Czxid != h.token || stat.EphemeralOwner != s.zid:
 		if s.held[name] == h {
-			delete(s.held, name) // deleted before the watch was set
+			// Deleted before the watch was set, so no watch reported it: publish the hint
+			// here (a hint may repeat, but should not be lost when it can be helped).
+			delete(s.held, name)
+			s.b.publish(spi.Released, name)
 		}
 		s.finishLocked(h, false)
 	default:
@@ -359,8 +362,8 @@ func (s *session) startWatches(names []string) {
 func (s *session) heldAmong(ctx context.Context, names []string) ([]spi.Held, error) {
 	var check []string
 	var wait []chan struct{}
-	held := make([]spi.Held, 0, min(len(names), len(s.held)))
 	s.mu.Lock()
+	held := make([]spi.Held, 0, min(len(names), len(s.held)))
 	for _, n := range names {
 		h := s.held[n]
 		switch {

@@ -1,0 +1,168 @@
+package zookeeper
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/simba-go/simba/internal/spi"
+)
+
+func TestParseDSN(t *testing.T) {
+	for _, tc := range []struct {
+		dsn  string
+		want Config
+	}{
+		{"zk://127.0.0.1:2181", Config{Servers: []string{"127.0.0.1:2181"}}},
+		{"zk://h1,h2:2182/", Config{Servers: []string{"h1:2181", "h2:2182"}}},
+		{"zk://h1:2181,h2:2181,h3:2181/apps/simba?timeout=3s", Config{
+			Servers: []string{"h1:2181", "h2:2181", "h3:2181"}, Chroot: "/apps/simba", Timeout: 3 * time.Second}},
+		{"zk://simba:s%40cret:x@h1/c", Config{Servers: []string{"h1:2181"}, Chroot: "/c", User: "simba", Password: "s@cret:x"}},
+		{"zk://[::1]:2181,[::1]", Config{Servers: []string{"[::1]:2181", "[::1]:2181"}}},
+	} {
+		got, err := ParseDSN(tc.dsn)
+		if err != nil {
+			t.Errorf("ParseDSN(%q): %v", tc.dsn, err)
+			continue
+		}
+		if !slices.Equal(got.Servers, tc.want.Servers) || got.Chroot != tc.want.Chroot ||
+			got.User != tc.want.User || got.Password != tc.want.Password || got.Timeout != tc.want.Timeout {
+			t.Errorf("ParseDSN(%q) = %+v, want %+v", tc.dsn, got, tc.want)
+		}
+	}
+}
+
+func TestParseDSNRejects(t *testing.T) {
+	for _, dsn := range []string{
+		"",
+		"127.0.0.1:2181",
+		"redis://h:6379",
+		"zk://",
+		"zk:///chroot",
+		"zk://h1,,h2",
+		"zk://h:0",
+		"zk://h:99999",
+		"zk://h:port",
+		"zk://h/a//b",
+		"zk://h/a/",
+		"zk://h/a/../b",
+		"zk://h/zookeeper",
+		"zk://h/zookeeper/x",
+		"zk://h?timeout=soon",
+		"zk://h?timeout=-1s",
+		"zk://h?retries=3",
+		"zk://user@h",
+		"zk://:pw@h",
+	} {
+		_, err := ParseDSN(dsn)
+		if !errors.Is(err, spi.ErrInvalidOption) {
+			t.Errorf("ParseDSN(%q) = %v, want spi.ErrInvalidOption", dsn, err)
+		}
+		if spi.Classify(err) != spi.Permanent {
+			t.Errorf("ParseDSN(%q) error is not permanent", dsn)
+		}
+	}
+}
+
+func TestParseDSNHidesPassword(t *testing.T) {
+	_, err := ParseDSN("zk://simba:topsecret@h/a//b")
+	if err == nil || strings.Contains(err.Error(), "topsecret") {
+		t.Fatalf("error %v should not contain the password", err)
+	}
+}
+
+func TestNewFromConfigValidates(t *testing.T) {
+	for _, cfg := range []Config{
+		{},
+		{Servers: []string{"h:0"}},
+		{Servers: []string{"h"}, Chroot: "rel"},
+		{Servers: []string{"h"}, Password: "pw"},
+		{Servers: []string{"h"}, Timeout: -time.Second},
+	} {
+		if _, err := NewFromConfig(cfg); !errors.Is(err, spi.ErrInvalidOption) {
+			t.Errorf("NewFromConfig(%+v) = %v, want spi.ErrInvalidOption", cfg, err)
+		}
+	}
+}
+
+func TestLayout(t *testing.T) {
+	l := layout{chroot: "/apps/x"}
+	if got := l.lease("a.1"); got != "/apps/x/simba/leases/a.1" {
+		t.Errorf("lease path = %q", got)
+	}
+	if n, ok := l.leaseName(l.lease("a.1")); !ok || n != "a.1" {
+		t.Errorf("leaseName = %q, %v", n, ok)
+	}
+	for _, p := range []string{"/apps/x/simba/leases", "/apps/x/simba/leases/", "/simba/leases/a", l.member("g", "s")} {
+		if n, ok := l.leaseName(p); ok {
+			t.Errorf("leaseName(%q) = %q, want none", p, n)
+		}
+	}
+	if g, ok := l.groupName(l.group("g1")); !ok || g != "g1" {
+		t.Errorf("groupName = %q, %v", g, ok)
+	}
+	var paths []string
+	for _, n := range l.persistent(newACLs(true)) {
+		paths = append(paths, n.path)
+	}
+	want := []string{"/apps", "/apps/x", "/apps/x/simba", "/apps/x/simba/leases", "/apps/x/simba/groups"}
+	if !slices.Equal(paths, want) {
+		t.Errorf("persistent nodes = %v, want %v", paths, want)
+	}
+}
+
+func TestACLs(t *testing.T) {
+	open := newACLs(false)
+	if len(open.lease) != 1 || open.lease[0].Scheme != "world" || open.lease[0].Perms != 31 {
+		t.Errorf("ACL without credentials = %+v, want world:anyone all", open.lease)
+	}
+	auth := newACLs(true)
+	if len(auth.lease) != 2 || auth.lease[0].Scheme != "auth" || auth.lease[0].Perms != 31 ||
+		auth.lease[1].Scheme != "world" || auth.lease[1].Perms != 1 {
+		t.Errorf("ACL with credentials = %+v, want auth all + world read", auth.lease)
+	}
+}
+
+func TestOpenSessionRejectsBadInputBeforeIO(t *testing.T) {
+	b, err := New("zk://127.0.0.1:1") // nothing listens: any I/O would fail differently
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx := t.Context()
+	if _, err := b.OpenSession(ctx, strings.Repeat("o", MaxOwnerLen+1), time.Second); !errors.Is(err, spi.ErrInvalidOption) {
+		t.Errorf("long owner: %v", err)
+	}
+	for _, ttl := range []time.Duration{0, -time.Second, time.Microsecond} {
+		if _, err := b.OpenSession(ctx, "o", ttl); !errors.Is(err, spi.ErrInvalidOption) {
+			t.Errorf("ttl %v: %v", ttl, err)
+		}
+	}
+	for _, name := range []string{"", ".", "..", "a/b", strings.Repeat("n", 129)} {
+		if _, err := b.Acquire(ctx, "0000000000000001", name); !errors.Is(err, spi.ErrInvalidName) {
+			t.Errorf("Acquire(%q): %v", name, err)
+		}
+		if err := b.Release(ctx, "0000000000000001", name, 1); !errors.Is(err, spi.ErrInvalidName) {
+			t.Errorf("Release(%q): %v", name, err)
+		}
+		if _, err := b.Join(ctx, "0000000000000001", name); !errors.Is(err, spi.ErrInvalidName) {
+			t.Errorf("Join(%q): %v", name, err)
+		}
+		if _, err := b.Members(ctx, name); !errors.Is(err, spi.ErrInvalidName) {
+			t.Errorf("Members(%q): %v", name, err)
+		}
+		if _, err := b.KeepAlive(ctx, "0000000000000001", []string{name}, nil); !errors.Is(err, spi.ErrInvalidName) {
+			t.Errorf("KeepAlive(%q): %v", name, err)
+		}
+	}
+	// A session this backend does not know is expired, without I/O.
+	if r, err := b.Acquire(ctx, "0000000000000001", "x"); err != nil || r.Kind != spi.SessionExpired {
+		t.Errorf("Acquire by an unknown session = %+v, %v", r, err)
+	}
+	b.Close()
+	if _, err := b.OpenSession(ctx, "o", time.Second); !errors.Is(err, spi.ErrClosed) {
+		t.Errorf("OpenSession after Close: %v", err)
+	}
+}

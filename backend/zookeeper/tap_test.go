@@ -1,0 +1,173 @@
+package zookeeper
+
+import (
+	"bytes"
+	"errors"
+	"net"
+	"testing"
+	"time"
+)
+
+// fakeConn serves a fixed byte stream in reads of at most chunk bytes and records writes.
+type fakeConn struct {
+	net.Conn
+	in      []byte
+	chunk   int
+	written bytes.Buffer
+}
+
+func (f *fakeConn) Read(p []byte) (int, error) {
+	if len(f.in) == 0 {
+		return 0, errors.New("eof")
+	}
+	n := min(len(p), f.chunk, len(f.in))
+	copy(p, f.in[:n])
+	f.in = f.in[n:]
+	return n, nil
+}
+func (f *fakeConn) Write(p []byte) (int, error)      { return f.written.Write(p) }
+func (f *fakeConn) SetReadDeadline(time.Time) error  { return nil }
+func (f *fakeConn) SetWriteDeadline(time.Time) error { return nil }
+func (f *fakeConn) Close() error                     { return nil }
+func (f *fakeConn) RemoteAddr() net.Addr             { return &net.TCPAddr{} }
+func (f *fakeConn) LocalAddr() net.Addr              { return &net.TCPAddr{} }
+func (f *fakeConn) SetDeadline(d time.Time) error    { return nil }
+func (f *fakeConn) readAll(c *tapConn, bufSize int) {
+	buf := make([]byte, bufSize)
+	for {
+		if _, err := c.Read(buf); err != nil {
+			return
+		}
+	}
+}
+
+func connectResponse(timeoutMs int32, sid int64, passwd []byte) []byte {
+	var f frameBuilder
+	f.i32(0).i32(timeoutMs).i64(sid).buf(passwd).u8(0)
+	return f.frame()
+}
+
+func replyFrame(xid int32, zxid int64, code int32, body []byte) []byte {
+	var f frameBuilder
+	f.i32(xid).i64(zxid).i32(code)
+	f.b = append(f.b, body...)
+	return f.frame()
+}
+
+func requestFrame(xid, op int32, body []byte) []byte {
+	var f frameBuilder
+	f.i32(xid).i32(op)
+	f.b = append(f.b, body...)
+	return f.frame()
+}
+
+func createBody(path string) []byte {
+	var f frameBuilder
+	f.str(path).buf([]byte("owner")).i32(0).i32(1)
+	return f.b
+}
+
+// TestTapParsesFragmentedStreams feeds a connect response, a large reply, a watch event, a
+// ping reply and create replies in reads of every size from 1 byte up, and checks what the
+// tap learnt: session, timeout, password and the czxid of the successful create only.
+func TestTapParsesFragmentedStreams(t *testing.T) {
+	pw := []byte("0123456789abcdef")
+	var stream []byte
+	stream = append(stream, connectResponse(4000, 0x1234, pw)...)
+	stream = append(stream, replyFrame(1, 100, 0, bytes.Repeat([]byte{7}, 5000))...) // a big getChildren
+	stream = append(stream, replyFrame(-1, -1, 0, []byte{0, 0, 0, 2, 0, 0, 0, 3})...)
+	stream = append(stream, replyFrame(-2, 0, 0, nil)...)
+	stream = append(stream, replyFrame(2, 0x500000007, 0, []byte{0, 0, 0, 0})...) // create /a: ok
+	stream = append(stream, replyFrame(3, 0x500000008, -110, nil)...)             // create /b: exists
+	for chunk := 1; chunk <= 64; chunk++ {
+		tp := newTap(time.Second, nil)
+		fc := &fakeConn{in: append([]byte(nil), stream...), chunk: chunk}
+		c := &tapConn{Conn: fc, t: tp}
+		tp.conn = c
+		c.Write(append(make([]byte, 4), make([]byte, 40)...)) // the connect request
+		c.Write(requestFrame(1, 12, []byte{0, 0, 0, 1, '/'}))
+		c.Write(requestFrame(2, opCreate, createBody("/a")))
+		c.Write(requestFrame(3, opCreate, createBody("/b")))
+		fc.readAll(c, 4096)
+		select {
+		case <-tp.ready:
+		default:
+			t.Fatalf("chunk %d: no handshake seen", chunk)
+		}
+		if zid, gotPw := tp.credentials(); zid != 0x1234 || !bytes.Equal(gotPw, pw) {
+			t.Fatalf("chunk %d: credentials %x %q", chunk, zid, gotPw)
+		}
+		if tp.sessionTimeout() != 4*time.Second {
+			t.Fatalf("chunk %d: timeout %v", chunk, tp.sessionTimeout())
+		}
+		if z, ok := tp.takeCreated("/a"); !ok || z != 0x500000007 {
+			t.Fatalf("chunk %d: czxid of /a = %x, %v", chunk, z, ok)
+		}
+		if _, ok := tp.takeCreated("/a"); ok {
+			t.Fatalf("chunk %d: czxid of /a collected twice", chunk)
+		}
+		if z, ok := tp.takeCreated("/b"); ok {
+			t.Fatalf("chunk %d: failed create of /b recorded czxid %x", chunk, z)
+		}
+		if tp.outstanding != 0 {
+			t.Fatalf("chunk %d: %d requests outstanding after all replies", chunk, tp.outstanding)
+		}
+	}
+}
+
+// TestTapEndsSessionOnReplacement: a reconnect answered with another session id (or none)
+// marks the session gone, and the dialer refuses from then on.
+func TestTapEndsSessionOnReplacement(t *testing.T) {
+	for _, newSid := range []int64{0, 0x999} {
+		gone := 0
+		tp := newTap(time.Second, func() { gone++ })
+		first := &tapConn{Conn: &fakeConn{in: connectResponse(4000, 0x1234, make([]byte, 16)), chunk: 100}, t: tp}
+		first.Conn.(*fakeConn).readAll(first, 100)
+		if tp.gone.Load() {
+			t.Fatal("gone after the first handshake")
+		}
+		// the same session again: a plain reconnect
+		again := &tapConn{Conn: &fakeConn{in: connectResponse(4000, 0x1234, make([]byte, 16)), chunk: 100}, t: tp}
+		again.Conn.(*fakeConn).readAll(again, 100)
+		if tp.gone.Load() {
+			t.Fatal("gone after reconnecting to the same session")
+		}
+		other := &tapConn{Conn: &fakeConn{in: connectResponse(4000, newSid, make([]byte, 16)), chunk: 100}, t: tp}
+		other.Conn.(*fakeConn).readAll(other, 100)
+		if !tp.gone.Load() || gone != 1 {
+			t.Fatalf("session id %x after 1234: gone=%v (callbacks %d), want gone", newSid, tp.gone.Load(), gone)
+		}
+		if _, err := tp.dial("tcp", "127.0.0.1:1", time.Second); !errors.Is(err, errSessionGone) {
+			t.Fatalf("dial after the session ended: %v, want errSessionGone", err)
+		}
+	}
+}
+
+// TestTapDropsPingsAndAbandonedClose: pings never reach the server (so only keep-alives renew
+// the session); after abandon, neither does the close-session request.
+func TestTapDropsPingsAndAbandonedClose(t *testing.T) {
+	tp := newTap(time.Second, nil)
+	fc := &fakeConn{chunk: 100}
+	c := &tapConn{Conn: fc, t: tp}
+	tp.conn = c
+	connect := append([]byte{0, 0, 0, 8}, make([]byte, 8)...)
+	c.Write(connect)
+	ping := requestFrame(xidPing, opPing, nil)
+	if n, err := c.Write(ping); n != len(ping) || err != nil {
+		t.Fatalf("ping write = %d, %v", n, err)
+	}
+	exists := requestFrame(1, 3, []byte{0, 0, 0, 1, '/', 0})
+	c.Write(exists)
+	closeReq := requestFrame(2, opCloseSession, nil)
+	c.Write(closeReq)
+	want := append(append(append([]byte(nil), connect...), exists...), closeReq...)
+	if !bytes.Equal(fc.written.Bytes(), want) {
+		t.Fatalf("written %x, want %x (ping dropped)", fc.written.Bytes(), want)
+	}
+	tp.abandon()
+	fc.written.Reset()
+	c.Write(requestFrame(3, opCloseSession, nil))
+	if fc.written.Len() != 0 {
+		t.Fatalf("close-session request written after abandon: %x", fc.written.Bytes())
+	}
+}
