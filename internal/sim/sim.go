@@ -74,6 +74,9 @@ type Sim struct {
 	LandAfterTimeout bool
 
 	shape Shape
+	// driftScale multiplies every client's clock-rate deviation (tests: beyond the bound the
+	// engine allows for, the one-valid-term check must fire).
+	driftScale float64
 
 	cfg     Config
 	rng     *rand.Rand
@@ -167,7 +170,6 @@ type term struct {
 	// revocation: the session's deadline as of a stop, step-down or close; the revocation
 	// itself otherwise.
 	coverW time.Duration
-	lock   bool
 }
 
 type nameState struct {
@@ -187,7 +189,7 @@ type sessRec struct {
 
 // New returns a simulator of runs shaped sh.
 func New(sh Shape) *Sim {
-	s := &Sim{Lines: DefaultTranscript, LandAfterTimeout: true, shape: sh, nameIdx: make(map[string]int)}
+	s := &Sim{Lines: DefaultTranscript, LandAfterTimeout: true, shape: sh, driftScale: 1, nameIdx: make(map[string]int)}
 	for i := 0; i < sh.Elections; i++ {
 		s.names = append(s.names, "e"+strconv.Itoa(i))
 	}
@@ -227,6 +229,9 @@ func (s *Sim) Run(seed uint64, brk engine.Rule) Result {
 func (s *Sim) reset(seed uint64, brk engine.Rule) {
 	s.rng = newRand(seed)
 	s.cfg = Derive(seed, s.shape, brk, s.rng)
+	for i, r := range s.cfg.Rates {
+		s.cfg.Rates[i] = 1 + (r-1)*s.driftScale
+	}
 	f := &s.cfg.Faults
 	s.now, s.healed, s.vio, s.stats = 0, false, nil, Stats{}
 	opts := []simbatest.ModelOption{simbatest.WithSeed(seed)}

@@ -3,7 +3,9 @@ package sim
 import (
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,7 +14,13 @@ import (
 	"github.com/simba-go/simba/internal/engine"
 )
 
+// defaultSeeds is how many seeds TestSimulate runs by default (CI, with or without the race
+// detector: about 3 s either way here) and within which the mutation tests must find a
+// violation.
+const defaultSeeds = 500
+
 var (
+	flagAll      = flag.Bool("all", false, "TestSimulate: run every seed and report every failure (default: stop at the first)")
 	flagSeeds    = flag.Int("seeds", defaultSeeds, "number of seeds TestSimulate runs (seeds seedbase .. seedbase+seeds-1)")
 	flagSeedBase = flag.Uint64("seedbase", 1, "first seed TestSimulate runs")
 	flagSeed     = flag.Uint64("seed", 0, "replay this one seed (verbose: prints its options and, on failure, its transcript)")
@@ -94,25 +102,51 @@ func TestSimulate(t *testing.T) {
 	t.Logf("seeds %d..%d on %d workers (replay one with: %s)", *flagSeedBase, *flagSeedBase+uint64(n)-1,
 		runtime.GOMAXPROCS(0), ReplayCommand(*flagSeedBase))
 	start := time.Now()
-	failed, ran := runSeeds(*flagSeedBase, n, 0, 1)
+	stopAfter := 1
+	if *flagAll {
+		stopAfter = 0
+	}
+	failed, ran := runSeeds(*flagSeedBase, n, 0, stopAfter)
 	elapsed := time.Since(start)
-	t.Logf("%d seeds in %v (%.0f seeds/s)", ran, elapsed.Round(time.Millisecond), float64(ran)/elapsed.Seconds())
-	for _, res := range failed {
-		t.Error(res.Report())
+	t.Logf("%d seeds in %v (%.0f seeds/s), %d failed", ran, elapsed.Round(time.Millisecond), float64(ran)/elapsed.Seconds(), len(failed))
+	for i, res := range failed {
+		if i < 5 {
+			t.Error(res.Report())
+		} else {
+			t.Errorf("seed %d FAILED: %v (replay: %s)", res.Config.Seed, res.Violation, ReplayCommand(res.Config.Seed))
+		}
 	}
 }
 
 // TestMutations proves each rule of DESIGN.md §2 is needed: with the rule broken
-// (engine.Options.Break), the simulator finds a violation within the default seed count.
+// (engine.Options.Break), the simulator finds a violation of a check that guards that rule
+// within the default seed count.
 func TestMutations(t *testing.T) {
-	for _, rule := range []engine.Rule{engine.Rule1, engine.Rule2, engine.Rule3, engine.Rule4, engine.Rule5} {
-		t.Run(fmt.Sprintf("rule%d", rule), func(t *testing.T) {
-			failed, ran := runSeeds(1, defaultSeeds, rule, 1)
-			if len(failed) == 0 {
-				t.Fatalf("rule %d broken: %d seeds found no violation", rule, ran)
+	for _, tc := range []struct {
+		rule   engine.Rule
+		checks []string
+	}{
+		{engine.Rule1, []string{CheckTokens, CheckOneValid, CheckAdoptDeadline}},
+		{engine.Rule2, []string{CheckRevokeRelease}},
+		{engine.Rule3, []string{CheckUnwanted}},
+		{engine.Rule4, []string{CheckExpired, CheckOneValid}},
+		{engine.Rule5, []string{CheckHandover}},
+	} {
+		t.Run(fmt.Sprintf("rule%d", tc.rule), func(t *testing.T) {
+			s := New(DefaultShape())
+			var other []string
+			for seed := uint64(1); seed <= defaultSeeds; seed++ {
+				res := s.Run(seed, tc.rule)
+				if res.Violation == nil {
+					continue
+				}
+				if slices.Contains(tc.checks, res.Violation.Check) {
+					t.Logf("rule %d broken: caught by %s on seed %d: %s", tc.rule, res.Violation.Check, seed, res.Violation.Msg)
+					return
+				}
+				other = append(other, fmt.Sprintf("seed %d: %v", seed, res.Violation))
 			}
-			v := failed[0].Violation
-			t.Logf("rule %d broken: caught by %s on seed %d (%d seeds run): %s", rule, v.Check, failed[0].Config.Seed, ran, v.Msg)
+			t.Fatalf("rule %d broken: none of %v fired in %d seeds (other violations: %v)", tc.rule, tc.checks, defaultSeeds, other)
 		})
 	}
 }
@@ -138,19 +172,105 @@ func TestDeterministic(t *testing.T) {
 }
 
 // BenchmarkSeed runs whole seeds (60 s of virtual time each) on every core and reports
-// seeds/s.
+// seeds/s, engine steps per seed, and how many seeds found a violation (TestSimulate is the
+// judge of those: a violation ends its run early).
 func BenchmarkSeed(b *testing.B) {
-	var seed atomic.Uint64
+	var seed, steps, failed atomic.Int64
 	b.ReportAllocs()
 	start := time.Now()
 	b.RunParallel(func(pb *testing.PB) {
 		s := New(DefaultShape())
 		for pb.Next() {
-			if res := s.Run(seed.Add(1), 0); res.Violation != nil {
-				b.Error(res.Report())
-				return
+			res := s.Run(uint64(seed.Add(1)), 0)
+			steps.Add(int64(res.Stats.Steps))
+			if res.Violation != nil {
+				failed.Add(1)
 			}
 		}
 	})
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "seeds/s")
+	b.ReportMetric(float64(steps.Load())/float64(b.N), "steps/seed")
+	b.ReportMetric(float64(failed.Load()), "violations")
+}
+
+// TestCheckersFire shows that the checks that no broken engine rule trips can fire too: clocks
+// drifting well beyond the bound the engine allows for give two valid terms at once, and a
+// liveness bound of zero finds the system unsettled just after healing.
+func TestCheckersFire(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		check string
+		sim   func() *Sim
+	}{
+		{"drift-beyond-bound", CheckOneValid, func() *Sim {
+			s := New(DefaultShape())
+			s.driftScale = 3
+			return s
+		}},
+		{"liveness-bound-zero", CheckLiveness, func() *Sim {
+			sh := DefaultShape()
+			sh.LivenessBound = 0
+			return New(sh)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := tc.sim()
+			for seed := uint64(1); seed <= defaultSeeds; seed++ {
+				res := s.Run(seed, 0)
+				if res.Violation == nil {
+					continue
+				}
+				if res.Violation.Check != tc.check {
+					continue // another check may fire first on some seeds
+				}
+				t.Logf("seed %d: %v", seed, res.Violation)
+				return
+			}
+			t.Fatalf("%s never fired in %d seeds", tc.check, defaultSeeds)
+		})
+	}
+}
+
+// TestQueueOrder: the heap pops items by time, then by push order.
+func TestQueueOrder(t *testing.T) {
+	var q queue
+	rng := rand.New(rand.NewPCG(1, 2))
+	for round := 0; round < 3; round++ {
+		q.reset()
+		for i := 0; i < 1000; i++ {
+			q.push(item{at: time.Duration(rng.IntN(50)), idx: int32(i)})
+		}
+		var prev item
+		for i := 0; q.len() > 0; i++ {
+			it := q.pop()
+			if i > 0 && (it.at < prev.at || (it.at == prev.at && it.idx < prev.idx)) {
+				t.Fatalf("popped (%v, %d) after (%v, %d)", it.at, it.idx, prev.at, prev.idx)
+			}
+			prev = it
+		}
+	}
+}
+
+// TestDeriveBounds: every derived clock rate is strictly within the drift the engine allows
+// for, and the faults stop by the time the run heals.
+func TestDeriveBounds(t *testing.T) {
+	sh := DefaultShape()
+	for seed := uint64(1); seed <= 2000; seed++ {
+		c := Derive(seed, sh, 0, newRand(seed))
+		for i, r := range c.Rates {
+			if d := r - 1; d >= c.Drift || -d >= c.Drift {
+				t.Fatalf("seed %d: c%d's rate %v is not within drift %v", seed, i, r, c.Drift)
+			}
+		}
+		for _, w := range c.Faults.Outages {
+			if w.To > sh.Heal() || w.From > w.To {
+				t.Fatalf("seed %d: outage %v past healing", seed, w)
+			}
+		}
+		for _, p := range c.Faults.Pauses {
+			if p.To > sh.Heal() || p.From > p.To {
+				t.Fatalf("seed %d: pause %v past healing", seed, p)
+			}
+		}
+	}
 }

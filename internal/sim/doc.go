@@ -1,0 +1,95 @@
+// Package sim is Simba's deterministic simulator (DESIGN.md §8): N pure engines
+// (internal/engine) as clients against one model backend (simbatest.Model, the same model the
+// in-memory backend serves) on virtual time, with faults, and invariant checks over the whole
+// run. Every source of nondeterminism — the configuration and fault mix, latencies, fates of
+// calls and hints, user actions, clock rates and origins, the Jitter of every event, session
+// ids — comes from one seed (a math/rand/v2 PCG stream), so a seed replays exactly.
+//
+// # A run
+//
+// Sim.Run(seed, 0) plays DefaultShape: 60 s of backend (virtual) time, 5 clients × 3
+// elections (e0..e2) × 1 group g of 8 partitions, plus a lock lk, TTL 3 s (renewal interval
+// and call timeout 1 s). A discrete-event scheduler (a heap of (time, seq) items) delivers
+// requests to the backend after a request latency, replies back after a reply latency (or a
+// timeout error after one renewal interval), engine timers from Arm effects (stale firings are
+// dropped by arm sequence), hints, the exits of leader work, user actions and faults. Each
+// client has its own clock, client time = origin + rate × backend time, with |rate − 1| within
+// the engine's Options.Drift (1%, 5% or 20% by seed); the engine is stepped with client time,
+// and checks convert back to backend time through the same mapping.
+//
+// The first 45 s are the safety phase, with faults chosen per seed (see Faults): lost
+// requests; lost replies (the call takes effect, the client sees a timeout); call timeouts
+// whose requests may still reach the backend after the client gave up (Sim.LandAfterTimeout);
+// late replies (a backend that ignores the call's context: past the deadline); slow legs;
+// sessions expired by force at the backend (Model.ExpireSession); backend outages; client
+// pauses mostly longer than the TTL (nothing is processed, then everything queued at once at
+// the late time); crashes (the engine is dropped, its session expires at the backend) and
+// restarts (a fresh engine); lost hints, no hints, expiry hints or not, keep-alives that report
+// every held lease; leader work that exits on its own, soon after revocation, slowly or never;
+// and users that Start, Stop, StepDown, Lock, TryLock (then unlock), Join, Leave and Close at
+// random points. Then the faults heal: paused clients resume, crashed clients due to restart
+// do (others stay dead), calls are normal, and only unlocks remain.
+//
+// # Checks
+//
+// Each check has a name (the Check* constants) and reports the backend time, the clients and
+// the names involved:
+//   - one-valid-term: at no instant do two clients hold a term they believe valid for one name
+//     (valid from Elected until Revoked, while the client's clock is before the session
+//     deadline it last published); checked whenever a term starts, which suffices because a
+//     lapsed term never becomes valid again (no-revival). Partitions are names like any other.
+//     Terms of sessions the backend expired by force are exempt (the backend broke the promise
+//     the engine relies on); expired-session-revoked then checks that the client revokes them
+//     as soon as any reply tells it the session expired (rule 4).
+//   - tokens-increase, adopt-before-deadline, revoke-before-release (rule 2),
+//     elected-revoked-pairs (exactly one Revoked per Elected, or the end of the run).
+//   - handover (rule 5): a new holder never starts while an earlier holder's work still runs
+//     and its client's clock is before the deadline as of the stop (or the revocation, for a
+//     lost term).
+//   - unwanted-lease-released (rule 3), polled every 100 ms at the model: a lease held by the
+//     live current session of a running client none of whose elections wants it (candidate,
+//     leader, handover or acquire in flight) is released within one renewal interval plus a
+//     round trip, counted from the later of when it became unwanted and the last fault that
+//     touched that client.
+//   - futures-complete: every future completes exactly once, by the end of the run.
+//   - liveness: 3 TTLs after healing and again at the end, every running client has a live
+//     session, every election some client wants has a leader whose session holds the lease,
+//     the group's members at the backend are exactly the running clients that joined it, and
+//     each partition is held by a valid term of its rendezvous owner (wire.Owner).
+//
+// # Running it
+//
+//	go test ./internal/sim                                        # 500 seeds (CI), ~1-3 s here
+//	go test ./internal/sim -run TestSimulate -seeds=N [-seedbase=B] [-all] -v
+//	go test ./internal/sim -run TestSimulate -seed=S -v [-lines=N] # replay one seed
+//	make sim                                                      # 10,000 seeds
+//
+// A failure prints the seed, the configuration derived from it, the exact replay command and
+// the last 400 lines (-lines) of events, effects and driver notes before the violation,
+// printed with the engine's stable Event.String and Effect.String.
+//
+// TestMutations breaks each of rules 1–5 in turn (engine.Options.Break) and asserts that the
+// default seeds find a violation; with the seeds of this commit rule 1 is caught by
+// tokens-increase (seed 2), rule 2 by revoke-before-release (seed 1), rule 3 by
+// unwanted-lease-released (seed 6), rule 4 by expired-session-revoked (seed 4) and rule 5 by
+// handover (seed 1). TestCheckersFire shows that one-valid-term fires when clocks drift three
+// times beyond the bound, and liveness when given no time to settle.
+//
+// # Speed
+//
+// On this 2-core machine (shared with other builds), BenchmarkSeed runs 650–730 seeds/s on
+// both cores (about 1,600 engine steps per seed), 180 seeds/s under the race detector; the
+// 500 CI seeds take about 3 s with -race. `make sim` (10,000 seeds) takes 14–19 s of wall
+// time. Items, calls and terms live in slices reused from run to run; the transcript ring
+// copies events and effects and formats them only on failure.
+//
+// # Open engine issues
+//
+// With LandAfterTimeout (the default), 10 of the seeds 1..10,000 fail on two engine issues: an
+// adoption clears the unknown outcome of an abandoned acquire that can still land, after
+// which nobody asks about the lease and the session holds it until it ends
+// (TestEngineReleasesLateGrantAfterAdoption reproduces it), and a Leave does not wait out a
+// join of unknown outcome, so the join can land after the Leave and the session stays a
+// member of the group, owning partitions it never takes. With both fixed, the 10,000 seeds
+// pass.
+package sim
