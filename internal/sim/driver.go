@@ -15,6 +15,9 @@ func (s *Sim) step(c *client, ev engine.Event, callIdx int32) {
 	r := s.tr.slot()
 	r.at, r.ct, r.client, r.kind, r.ev = s.now, now, c.idx, recEvent, ev
 	s.stats.Steps++
+	if ev.Kind == engine.EvReply && c.eng.SessionState() == engine.SessionLive && now >= c.eng.Deadline() {
+		s.stats.PastDeadline++
+	}
 	effs := c.eng.Step(ev, now)
 	for i := range effs {
 		s.apply(c, &effs[i], now)
@@ -466,6 +469,7 @@ func (s *Sim) crash(c *client, i int32) {
 		return
 	}
 	s.note(c.idx, nCrash, 0, "")
+	s.stats.Crashes++
 	s.drop(c)
 	if r := s.cfg.Faults.Crashes[i].Restart; r >= 0 {
 		c.restartAt = max(r, s.now)
@@ -500,6 +504,7 @@ func (s *Sim) expire(c *client) {
 	id := c.eng.SessionID()
 	if s.model.ExpireSession(s.now, id) {
 		s.note(c.idx, nExpire, 0, string(id))
+		s.stats.Expired++
 		r := s.sess[id]
 		r.forced = true
 		s.sess[id] = r

@@ -46,9 +46,28 @@ func (v *Violation) Error() string {
 	return fmt.Sprintf("%s at %v: %s", v.Check, v.At, v.Msg)
 }
 
-// Stats counts what a run did.
+// Stats counts what a run did, and how often the faults that matter most struck.
 type Stats struct {
 	Steps, Calls, Elected, Revoked, Hints int
+	// PastDeadline counts replies that reached a live session at or after its local deadline
+	// (late replies, pauses).
+	PastDeadline int
+	// Expired counts sessions the backend expired by force; Pauses and Crashes count the
+	// client pauses and crashes that struck a running engine.
+	Expired, Pauses, Crashes int
+}
+
+// Add adds o to st.
+func (st *Stats) Add(o Stats) {
+	st.Steps += o.Steps
+	st.Calls += o.Calls
+	st.Elected += o.Elected
+	st.Revoked += o.Revoked
+	st.Hints += o.Hints
+	st.PastDeadline += o.PastDeadline
+	st.Expired += o.Expired
+	st.Pauses += o.Pauses
+	st.Crashes += o.Crashes
 }
 
 // Result is the outcome of one run.
@@ -386,6 +405,7 @@ func (s *Sim) dispatch(it *item) {
 	case kPause:
 		if c.eng != nil && !c.paused && !s.healed {
 			c.paused = true
+			s.stats.Pauses++
 			s.note(c.idx, nPause, 0, "")
 			for _, p := range s.cfg.Faults.Pauses {
 				if p.Client == int(c.idx) && p.From == s.now {

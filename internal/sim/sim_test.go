@@ -31,7 +31,7 @@ var (
 // runSeeds runs seeds from..from+n-1 with rule brk broken on GOMAXPROCS workers. It returns
 // the failed results, lowest seed first, stopping early once stopAfter failures are found
 // (0: never).
-func runSeeds(from uint64, n int, brk engine.Rule, stopAfter int) (failed []Result, ran int64) {
+func runSeeds(from uint64, n int, brk engine.Rule, stopAfter int) (failed []Result, ran int64, total Stats) {
 	var (
 		next  atomic.Uint64
 		done  atomic.Int64
@@ -55,6 +55,9 @@ func runSeeds(from uint64, n int, brk engine.Rule, stopAfter int) (failed []Resu
 				}
 				res := s.Run(seed, brk)
 				done.Add(1)
+				mu.Lock()
+				total.Add(res.Stats)
+				mu.Unlock()
 				if res.Violation != nil {
 					mu.Lock()
 					failed = append(failed, res)
@@ -68,7 +71,7 @@ func runSeeds(from uint64, n int, brk engine.Rule, stopAfter int) (failed []Resu
 	}
 	wg.Wait()
 	sortResults(failed)
-	return failed, done.Load()
+	return failed, done.Load(), total
 }
 
 func sortResults(rs []Result) {
@@ -106,9 +109,9 @@ func TestSimulate(t *testing.T) {
 	if *flagAll {
 		stopAfter = 0
 	}
-	failed, ran := runSeeds(*flagSeedBase, n, 0, stopAfter)
+	failed, ran, total := runSeeds(*flagSeedBase, n, 0, stopAfter)
 	elapsed := time.Since(start)
-	t.Logf("%d seeds in %v (%.0f seeds/s), %d failed", ran, elapsed.Round(time.Millisecond), float64(ran)/elapsed.Seconds(), len(failed))
+	t.Logf("%d seeds in %v (%.0f seeds/s), %d failed; in all: %+v", ran, elapsed.Round(time.Millisecond), float64(ran)/elapsed.Seconds(), len(failed), total)
 	for i, res := range failed {
 		if i < 5 {
 			t.Error(res.Report())
