@@ -332,3 +332,20 @@ func TestMySQLContention(t *testing.T) {
 		return &myOps{conn: c, q: mysql.New(c), d: dialect(t, wire.SQLMySQL)}
 	}, 8, 3*time.Second)
 }
+
+func TestMySQLRenewalBeatsTakeover(t *testing.T) {
+	t.Parallel()
+	conn := myShared(t)
+	renewer := myConn(t, myDB(t, ""))
+	d := dialect(t, wire.SQLMySQL)
+	o := &myOps{conn: conn, q: mysql.New(conn), d: d}
+	renewalBeatsTakeover(t, o, func(ctx context.Context, sid string) (func() error, error) {
+		if _, err := renewer.ExecContext(ctx, d.Begin); err != nil {
+			return nil, err
+		}
+		if err := mysql.New(renewer).KeepAliveRenewNoReturn(ctx, sid); err != nil {
+			return nil, err
+		}
+		return func() error { _, err := renewer.ExecContext(ctx, "COMMIT"); return err }, nil
+	})
+}

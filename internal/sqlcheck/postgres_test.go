@@ -302,3 +302,20 @@ func TestPostgresContention(t *testing.T) {
 	pool := pgShared(t)
 	contend(t, func(t *testing.T) ops { return &pgOps{pool: pool, q: postgres.New(pool)} }, 8, 3*time.Second)
 }
+
+func TestPostgresRenewalBeatsTakeover(t *testing.T) {
+	t.Parallel()
+	pool := pgShared(t)
+	o := &pgOps{pool: pool, q: postgres.New(pool)}
+	renewalBeatsTakeover(t, o, func(ctx context.Context, sid string) (func() error, error) {
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := postgres.New(tx).KeepAliveRenew(ctx, sid); err != nil {
+			tx.Rollback(ctx)
+			return nil, err
+		}
+		return func() error { return tx.Commit(ctx) }, nil
+	})
+}
