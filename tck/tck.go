@@ -17,10 +17,15 @@
 //		}
 //		tck.LeaseBackendSpec(t, f)
 //		tck.FencingSpec(t, f)
+//		tck.ClientSpec(t, f)
 //	}
 //
 // (simba.Backend, simba.SessionID and simba.Clock are aliases of the SPI types the Factory
 // names, so code outside this module writes them that way.)
+//
+// LeaseBackendSpec and FencingSpec call the SPI directly; ClientSpec runs the Election, Lock,
+// PartitionGroup and Close scenarios through real simba.Clients on the backend, on real time
+// (see ClientSpec).
 //
 // Everything else in Factory is optional and makes the suites faster or stricter: a hook that
 // forces a session's expiry at the server (otherwise the suites wait out the TTL), a hook that
@@ -54,9 +59,9 @@ import (
 
 // Factory describes a backend under test and the hooks the suites need. New fields are only ever
 // added with a zero value that keeps the current behaviour, so a Factory written today keeps
-// working as suites are added: ClientSpec (Election, Lock and PartitionGroup through a real
-// simba.Client) will run clients over NewBackend and use Wait to let time pass, with at most an
-// optional field for the clock those clients run on.
+// working as suites are added. ClientSpec (Election, Lock and PartitionGroup through real
+// simba.Clients) runs its clients over NewBackend on the real clock and uses ExpireSession,
+// MinTTL, MaxTTL and ExpiryLag; it does not use Wait, so the server must keep real time.
 type Factory struct {
 	// NewBackend returns a new client of the server under test, as a separate process would
 	// open it: every backend it returns shares the same server (database, Redis, ensemble).
@@ -66,7 +71,8 @@ type Factory struct {
 
 	// ExpireSession makes the session expire at the server now, as if its TTL had run out
 	// (SQL: set its expiry to the database clock; Redis: delete its key; simbatest:
-	// Server.ExpireSession). Optional: when nil, the suites wait for expiries (see ExpiryLag).
+	// Server.ExpireSession). Optional: when nil, the suites wait for expiries (see ExpiryLag),
+	// and ClientSpec leaves out its scenario of a leader whose session is expired at the server.
 	ExpireSession func(t testing.TB, id spi.SessionID)
 
 	// Restart restarts the server; backends obtained before may fail afterwards (the suites
@@ -91,7 +97,7 @@ type Factory struct {
 	Hints bool
 
 	// Wait waits until d has passed on the server's clock. Optional: nil means time.Sleep;
-	// simbatest advances its virtual clock instead.
+	// simbatest advances its virtual clock instead. ClientSpec does not use it.
 	Wait func(t testing.TB, d time.Duration)
 }
 
@@ -101,7 +107,8 @@ type BackendConfig struct {
 	// count a remaining time from a request's send time, as ZooKeeper's does) may use it, but
 	// the backend's clock decides: the suites jump this clock by +1 h and −1 h between calls and
 	// check that replies stay the same (no spurious expiry, a remaining time within the TTL,
-	// the same holder and token). Backends that take no clock ignore it.
+	// the same holder and token). Backends that take no clock ignore it. ClientSpec passes
+	// the real monotonic clock its simba.Clients run on, and never jumps it.
 	Clock spi.Clock
 }
 
