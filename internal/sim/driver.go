@@ -410,7 +410,6 @@ func (s *Sim) restart(c *client) {
 	}
 	s.note(c.idx, nRestart, 0, "")
 	c.eng = eng
-	c.restartAt = -1
 	s.step(c, engine.Event{Kind: engine.EvBoot}, -1)
 	for i := range c.started {
 		s.startElection(c, i)
@@ -460,8 +459,8 @@ func (s *Sim) closed(c *client) {
 	if s.healed {
 		return
 	}
-	c.restartAt = s.now + s.between(time.Second, 2*s.shape.TTL)
-	s.q.push(item{at: min(c.restartAt, s.shape.Heal()), kind: kRestart, client: c.idx})
+	at := s.now + s.between(time.Second, 2*s.shape.TTL)
+	s.q.push(item{at: min(at, s.shape.Heal()), kind: kRestart, client: c.idx})
 }
 
 func (s *Sim) crash(c *client, i int32) {
@@ -472,8 +471,7 @@ func (s *Sim) crash(c *client, i int32) {
 	s.stats.Crashes++
 	s.drop(c)
 	if r := s.cfg.Faults.Crashes[i].Restart; r >= 0 {
-		c.restartAt = max(r, s.now)
-		s.q.push(item{at: min(c.restartAt, s.shape.Heal()), kind: kRestart, client: c.idx})
+		s.q.push(item{at: min(max(r, s.now), s.shape.Heal()), kind: kRestart, client: c.idx})
 	}
 }
 

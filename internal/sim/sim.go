@@ -135,7 +135,6 @@ type client struct {
 	nextFuture engine.FutureID
 	futures    map[engine.FutureID]future
 	closing    bool
-	restartAt  time.Duration // -1: none pending
 
 	open      map[string]int32 // name → index of its unrevoked term
 	started   []bool           // the user runs election i
@@ -281,8 +280,8 @@ func (s *Sim) reset(seed uint64, brk engine.Rule) {
 		c := &s.clients[i]
 		*c = client{
 			idx: int32(i), owner: "c" + strconv.Itoa(i), rate: s.cfg.Rates[i], origin: s.cfg.Origins[i],
-			deferred: c.deferred[:0], restartAt: -1,
-			timers: make(map[engine.Timer]uint64), futures: make(map[engine.FutureID]future),
+			deferred: c.deferred[:0],
+			timers:   make(map[engine.Timer]uint64), futures: make(map[engine.FutureID]future),
 			open: make(map[string]int32), started: make([]bool, s.shape.Elections), workFor: make([]bool, s.shape.Elections),
 		}
 		c.renewB = time.Duration(float64(s.cfg.RenewInterval()) / c.rate)
