@@ -1,0 +1,85 @@
+package gen
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestRepositorySQLSpecCoversSPI: the repository's SQL spec has every SPI operation on every
+// dialect, acquire and release are one statement on PostgreSQL (the benchmark target), and the
+// multi-statement acquire and close run in a transaction elsewhere.
+func TestRepositorySQLSpecCoversSPI(t *testing.T) {
+	s, err := LoadSQL("../spec")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := map[string]SQLOperationSpec{}
+	for _, op := range s.Operations {
+		ops[op.Name] = op
+	}
+	for _, name := range []string{"open_session", "keep_alive", "close_session", "acquire", "release",
+		"join", "leave", "members", "housekeeping", "inspect", "schema_version"} {
+		op, ok := ops[name]
+		if !ok {
+			t.Errorf("operation %s missing", name)
+			continue
+		}
+		for _, d := range sqlDialects {
+			steps := s.steps(op, d)
+			if len(steps) == 0 {
+				t.Errorf("%s has no statement on %s", name, d)
+			}
+			if len(steps) > 1 && !slices.Contains(op.Transaction, d) && (name == "acquire" || name == "close_session") {
+				t.Errorf("%s runs %d statements on %s outside a transaction", name, len(steps), d)
+			}
+		}
+	}
+	for _, name := range []string{"acquire", "release", "close_session"} {
+		if n := len(s.steps(ops[name], "postgres")); n != 1 {
+			t.Errorf("%s is %d statements on PostgreSQL, want 1", name, n)
+		}
+	}
+}
+
+// TestSQLMigrationStatements: the migration's statements carry no semicolons (drivers run them
+// one per call) and create every table idempotently, with MySQL's indexes inline.
+func TestSQLMigrationStatements(t *testing.T) {
+	s, err := LoadSQL("../spec")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range sqlDialects {
+		stmts := s.ddlStatements(d)
+		creates := 0
+		for _, st := range stmts {
+			if strings.Contains(st, ";") {
+				t.Errorf("%s: statement holds a semicolon: %q", d, st)
+			}
+			if strings.HasPrefix(st, "CREATE TABLE ") {
+				creates++
+				if !strings.HasPrefix(st, "CREATE TABLE IF NOT EXISTS ") {
+					t.Errorf("%s: not idempotent: %q", d, st)
+				}
+			}
+			if strings.HasPrefix(st, "CREATE INDEX") && (d == "mysql" || !strings.HasPrefix(st, "CREATE INDEX IF NOT EXISTS ")) {
+				t.Errorf("%s: index statement %q", d, st)
+			}
+		}
+		if creates != len(s.Tables) {
+			t.Errorf("%s: %d CREATE TABLE statements for %d tables", d, creates, len(s.Tables))
+		}
+	}
+}
+
+func TestSQLDocLinesWrap(t *testing.T) {
+	got := sqlDocLines(strings.Repeat("word ", 40) + "\nsecond paragraph")
+	for _, line := range strings.Split(strings.TrimSuffix(got, "\n"), "\n") {
+		if !strings.HasPrefix(line, "-- ") || len(line) > 100 {
+			t.Errorf("bad doc line %q", line)
+		}
+	}
+	if !strings.HasSuffix(got, "-- second paragraph\n") {
+		t.Errorf("paragraph lost: %q", got)
+	}
+}
