@@ -259,7 +259,7 @@ func (b *Backend) KeepAlive(ctx context.Context, sid spi.SessionID, names []stri
 	for i, g := range groups {
 		wg.Go(func() {
 			members[i], errs[i+1] = call(ctx, func() ([]string, error) {
-				ch, _, _, err := s.conn.ChildrenW(b.lay.group(g))
+				ch, err := s.children(b.lay.group(g))
 				if errors.Is(err, zk.ErrNoNode) {
 					return nil, nil
 				}
@@ -356,7 +356,7 @@ func (b *Backend) Acquire(ctx context.Context, sid spi.SessionID, name string) (
 				stat *zk.Stat
 			}
 			g, err := call(ctx, func() (got, error) {
-				data, stat, _, err := s.conn.GetW(path)
+				data, stat, err := s.getData(path)
 				return got{data, stat}, err
 			})
 			switch {
@@ -543,7 +543,7 @@ func (b *Backend) Members(ctx context.Context, group string) ([]spi.SessionID, e
 		return nil, err
 	}
 	ch, err := call(ctx, func() ([]string, error) {
-		ch, _, _, err := s.conn.ChildrenW(b.lay.group(group))
+		ch, err := s.children(b.lay.group(group))
 		if errors.Is(err, zk.ErrNoNode) {
 			return nil, nil
 		}

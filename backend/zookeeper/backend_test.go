@@ -282,3 +282,47 @@ func TestGroupsAndInspect(t *testing.T) {
 		t.Errorf("sessions = %v, want %v", ids, want)
 	}
 }
+
+// TestWatchesAreNotRepeated: polling a held lease (HeldBy) and keep-alives with a group keep
+// one pending watch per path, not one per call, and a fired watch is set again.
+func TestWatchesAreNotRepeated(t *testing.T) {
+	dsn := serverDSN(t, "")
+	holder, poller := openBackend(t, dsn), openBackend(t, dsn)
+	h, p := openSession(t, holder, 10*time.Second), openSession(t, poller, 10*time.Second)
+	tok := mustGrant(t, holder, h, "polled")
+	if st, err := poller.Join(testCtx(t), p, "team"); err != nil || st != spi.OK {
+		t.Fatalf("Join = %s, %v", st, err)
+	}
+	for range 50 {
+		if r, err := poller.Acquire(testCtx(t), p, "polled"); err != nil || r.Kind != spi.HeldBy {
+			t.Fatalf("Acquire = %+v, %v", r, err)
+		}
+		if _, err := poller.KeepAlive(testCtx(t), p, nil, []string{"team"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ps, _ := poller.lookup(p)
+	ps.mu.Lock()
+	pending := len(ps.watching)
+	ps.mu.Unlock()
+	if pending != 2 {
+		t.Fatalf("%d pending watches after 50 polls of one lease and one group, want 2", pending)
+	}
+	if err := holder.Release(testCtx(t), h, "polled", tok); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ps.mu.Lock()
+		fired := !ps.watching[poller.lay.lease("polled")]
+		ps.mu.Unlock()
+		if fired {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the lease watch did not fire on release")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	mustGrant(t, poller, p, "polled")
+}

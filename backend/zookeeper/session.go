@@ -33,6 +33,11 @@ type session struct {
 	held      map[string]*heldLease // leases this session holds, kept exact by watches
 	uncertain map[string]struct{}   // names whose acquire or release had an unknown outcome
 	unstarted int                   // held leases whose watch timer has not fired
+	// watching holds the paths with a data or child watch this session set that has not
+	// fired yet: ZooKeeper keeps one watch per path and type, but go-zookeeper adds a channel
+	// per call, so repeating a watching read (a HeldBy poll, a keep-alive's group read) would
+	// grow its table without bound.
+	watching map[string]bool
 }
 
 // heldLease is one lease node of the session.
@@ -53,6 +58,7 @@ func (b *Backend) connect(ctx context.Context, owner string, ttl time.Duration) 
 		owner:     []byte(owner),
 		held:      map[string]*heldLease{},
 		uncertain: map[string]struct{}{},
+		watching:  map[string]bool{},
 		setUp:     make(chan struct{}),
 	}
 	defer close(s.setUp)
@@ -195,9 +201,69 @@ func (s *session) fail(op string, err error) error {
 	return spi.Unavailable("zookeeper: "+op, err)
 }
 
+// claimWatch reports whether a watching read of path must set a watch (none is pending);
+// if so the caller owns the claim and must call unclaimWatch if the read fails.
+func (s *session) claimWatch(path string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.watching[path] {
+		return false
+	}
+	s.watching[path] = true
+	return true
+}
+
+func (s *session) unclaimWatch(path string) {
+	s.mu.Lock()
+	delete(s.watching, path)
+	s.mu.Unlock()
+}
+
+// children reads path's children, with a child watch unless one is pending.
+func (s *session) children(path string) ([]string, error) {
+	if !s.claimWatch(path) {
+		ch, _, err := s.conn.Children(path)
+		return ch, err
+	}
+	ch, _, _, err := s.conn.ChildrenW(path)
+	if err != nil {
+		s.unclaimWatch(path)
+	}
+	return ch, err
+}
+
+// getData reads path's data and stat, with a data watch unless one is pending.
+func (s *session) getData(path string) ([]byte, *zk.Stat, error) {
+	if !s.claimWatch(path) {
+		return s.conn.Get(path)
+	}
+	data, stat, _, err := s.conn.GetW(path)
+	if err != nil {
+		s.unclaimWatch(path)
+	}
+	return data, stat, err
+}
+
+// exists reads path's stat, with a watch unless one is pending.
+func (s *session) exists(path string) (bool, *zk.Stat, error) {
+	if !s.claimWatch(path) {
+		return s.conn.Exists(path)
+	}
+	ok, stat, _, err := s.conn.ExistsW(path)
+	if err != nil {
+		s.unclaimWatch(path)
+	}
+	return ok, stat, err
+}
+
 // onEvent runs on go-zookeeper's receive goroutine for every event of this connection; it
 // must not block. Watch events keep the held set exact and become hints.
 func (s *session) onEvent(ev zk.Event) {
+	if ev.Type != zk.EventSession && ev.Path != "" {
+		s.mu.Lock()
+		delete(s.watching, ev.Path) // the watch fired (or was dropped)
+		s.mu.Unlock()
+	}
 	switch ev.Type {
 	case zk.EventNodeDeleted:
 		if name, ok := s.b.lay.leaseName(ev.Path); ok {
@@ -280,7 +346,7 @@ func (s *session) finishLocked(h *heldLease, ok bool) {
 
 // watch sets the exists watch on a held lease node.
 func (s *session) watch(name string, h *heldLease) {
-	ok, stat, _, err := s.conn.ExistsW(s.b.lay.lease(name))
+	ok, stat, err := s.exists(s.b.lay.lease(name))
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
@@ -421,7 +487,7 @@ func (s *session) settle(ctx context.Context, name string) error {
 		stat *zk.Stat
 	}
 	g, err := call(ctx, func() (got, error) {
-		ok, stat, _, err := s.conn.ExistsW(s.b.lay.lease(name))
+		ok, stat, err := s.exists(s.b.lay.lease(name))
 		return got{ok, stat}, err
 	})
 	if err != nil {
