@@ -39,3 +39,7 @@ func TestLeaseBackendSpec(t *testing.T) {
 func TestFencingSpec(t *testing.T) {
 	tck.FencingSpec(t, factory(t))
 }
+
+func TestClientSpec(t *testing.T) {
+	tck.ClientSpec(t, factory(t))
+}
