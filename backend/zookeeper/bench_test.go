@@ -3,6 +3,7 @@ package zookeeper
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -50,26 +51,43 @@ func (e *benchEnv) pair(b *testing.B) {
 }
 
 // ratio runs op and the baseline pair interleaved b.N times and reports op's cost in
-// baseline pairs (the target for an acquire+release cycle is ≤ 1.1), with both latencies.
+// baseline pairs (the target for an acquire+release cycle is ≤ 1.1) as the ratio of the
+// medians, which fsync stalls of the server move far less than the means, with both mean
+// latencies.
 func ratio(b *testing.B, e *benchEnv, unit string, op func()) {
-	var opTotal, pairTotal time.Duration
 	for range 20 { // warm up both paths
 		e.pair(b)
 		op()
 	}
+	ops := make([]time.Duration, 0, b.N)
+	pairs := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for range b.N {
 		t0 := time.Now()
 		e.pair(b)
 		t1 := time.Now()
 		op()
-		opTotal += time.Since(t1)
-		pairTotal += t1.Sub(t0)
+		ops = append(ops, time.Since(t1))
+		pairs = append(pairs, t1.Sub(t0))
 	}
 	b.StopTimer()
-	b.ReportMetric(float64(opTotal)/float64(pairTotal), "pairs/"+unit)
-	b.ReportMetric(float64(opTotal.Nanoseconds())/float64(b.N), "ns/"+unit)
-	b.ReportMetric(float64(pairTotal.Nanoseconds())/float64(b.N), "ns/pair")
+	b.ReportMetric(float64(median(ops))/float64(median(pairs)), "pairs/"+unit)
+	b.ReportMetric(float64(mean(ops).Nanoseconds()), "ns/"+unit)
+	b.ReportMetric(float64(mean(pairs).Nanoseconds()), "ns/pair")
+}
+
+func median(d []time.Duration) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func mean(d []time.Duration) time.Duration {
+	var sum time.Duration
+	for _, x := range d {
+		sum += x
+	}
+	return sum / time.Duration(len(d))
 }
 
 // BenchmarkAcquireRelease measures the acquire+release cycle of one lease (Granted, then
