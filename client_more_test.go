@@ -245,3 +245,36 @@ func TestBadInputIsRejectedBeforeIO(t *testing.T) {
 		t.Errorf("New(nil): %v", err)
 	}
 }
+
+// Stop, StepDown and Unlock return once the lease is free at the backend, not when the
+// release was merely sent.
+func TestStopAndUnlockReturnAfterTheLeaseIsReleased(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	c, b := w.client("a")
+	l, _ := c.NewLock("r")
+	w.async(func() error { _, err := l.Lock(ctx); return err })
+	b.DelayRequests(time.Second) // the release takes 1s to reach the server
+	w.async(func() error { return l.Unlock(ctx) })
+	if info, _ := w.srv.Lease("r"); info.Holder != "" {
+		t.Fatalf("Unlock returned while %s still holds the lease", info.Holder)
+	}
+	b.DelayRequests(0)
+
+	for _, stepDown := range []bool{false, true} {
+		e, _ := c.NewElection(map[bool]string{false: "stop", true: "step-down"}[stepDown])
+		_ = e.Start(ctx)
+		w.until(5*time.Second, "leadership", e.IsLeader)
+		b.DelayRequests(time.Second)
+		w.async(func() error {
+			if stepDown {
+				return e.StepDown(ctx)
+			}
+			return e.Stop(ctx)
+		})
+		if info, _ := w.srv.Lease(e.Name()); info.Holder != "" {
+			t.Fatalf("%s returned while %s still holds the lease", e.Name(), info.Holder)
+		}
+		b.DelayRequests(0)
+	}
+}

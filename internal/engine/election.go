@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/simba-go/simba/generated/wire"
@@ -196,7 +197,10 @@ func (s *Engine) stop(name string, f FutureID, stepDown bool) {
 			s.end(e, ErrStopped)
 		}
 	case Leader:
-		s.leaderExit(e, reason, then)
+		if req := s.leaderExit(e, reason, then); req != 0 && e.state != Handover {
+			s.completeOnRelease(req, f)
+			return
+		}
 	case Handover:
 		if !stepDown {
 			e.after = Ended
@@ -209,6 +213,16 @@ func (s *Engine) stop(name string, f FutureID, stepDown bool) {
 		return
 	}
 	s.complete(f, nil)
+}
+
+// completeOnRelease makes future f complete with the reply of Release req.
+func (s *Engine) completeOnRelease(req ReqID, f FutureID) {
+	if f == 0 {
+		return
+	}
+	p := s.pending[req]
+	p.futures = append(p.futures, f)
+	s.pending[req] = p
 }
 
 func (s *Engine) workExited(name string, token int64) {
@@ -413,13 +427,14 @@ func (s *Engine) afterLoss(e *election) {
 
 // leaderExit ends a leader's term voluntarily (stop, step-down, close): rule 2 revokes before
 // releasing; rule 5 keeps the lease while the work runs.
-func (s *Engine) leaderExit(e *election, reason Reason, then State) {
+// It returns the request id of the Release it sent (0 if none: a handover, or no live session).
+func (s *Engine) leaderExit(e *election, reason Reason, then State) ReqID {
 	work := e.workRunning
 	if s.opt.Break == Rule2 {
-		s.release(e.name, e.token)
+		req := s.release(e.name, e.token)
 		s.revoke(e, reason)
 		s.enter(e, then)
-		return
+		return req
 	}
 	s.revoke(e, reason)
 	if work && s.opt.Break != Rule5 {
@@ -427,20 +442,26 @@ func (s *Engine) leaderExit(e *election, reason Reason, then State) {
 		s.handovers++
 		s.arm(TimerHandover, e.name, e.until)
 		s.sync(e)
-		return
+		return 0
 	}
-	s.release(e.name, e.token)
+	req := s.release(e.name, e.token)
 	s.enter(e, then)
+	return req
 }
 
 // endHandover ends e's handover (work exited, deadline passed, or the lease is lost).
 func (s *Engine) endHandover(e *election, release bool) {
 	s.handovers--
+	var req ReqID
 	if release {
-		s.release(e.name, e.token)
+		req = s.release(e.name, e.token)
 	}
 	for _, f := range e.waiters {
-		s.complete(f, nil)
+		if req != 0 {
+			s.completeOnRelease(req, f)
+		} else {
+			s.complete(f, nil)
+		}
 	}
 	e.waiters = nil
 	e.state, e.workRunning = Ended, false
@@ -458,10 +479,11 @@ func (s *Engine) endHandover(e *election, release bool) {
 	s.maybeFinishClose()
 }
 
-// release frees name's lease with token and remembers the token (rule 1).
-func (s *Engine) release(name string, token int64) {
+// release frees name's lease with token and remembers the token (rule 1). It returns the
+// request id of the Release call, or 0 when there is no session to release from.
+func (s *Engine) release(name string, token int64) ReqID {
 	if s.sess.state != SessionLive && s.sess.state != SessionClosing {
-		return // the session is gone, and its leases with it
+		return 0 // the session is gone, and its leases with it
 	}
 	if s.sess.released == nil {
 		s.sess.released = make(map[string]int64)
@@ -469,10 +491,19 @@ func (s *Engine) release(name string, token int64) {
 	if token > s.sess.released[name] {
 		s.sess.released[name] = token
 	}
-	s.call(OpRelease, s.sess.id, pending{name: name, token: token}, Effect{Name: name, Token: token})
+	return s.call(OpRelease, s.sess.id, pending{name: name, token: token}, Effect{Name: name, Token: token})
 }
 
 func (s *Engine) onReleaseReply(p pending, ev Event) {
+	// Stop and StepDown return when the lease is released. When the release failed its outcome
+	// is unknown; keep-alives settle it (rule 3), and the caller is told so.
+	var ferr error
+	if ev.Err != nil && p.gen == s.sess.gen && s.sess.state == SessionLive {
+		ferr = fmt.Errorf("simba: release of %s: outcome unknown, the next keep-alives settle it: %w", p.name, ev.Err)
+	}
+	for _, f := range p.futures {
+		s.complete(f, ferr)
+	}
 	if ev.Err == nil || p.gen != s.sess.gen || s.sess.state != SessionLive {
 		return
 	}

@@ -70,6 +70,9 @@ type pending struct {
 	g     *group
 	name  string
 	token int64
+	// futures are Stop/StepDown futures that complete with this Release's reply: they return
+	// when the lease is released, not merely when the release was sent.
+	futures []FutureID
 }
 
 // New returns an engine for opts (zero fields take the defaults of DESIGN.md §4). It does
