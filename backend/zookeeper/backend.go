@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -91,8 +92,16 @@ func NewFromConfig(cfg Config, opts ...Option) (*Backend, error) {
 		subs:     map[chan spi.Hint]struct{}{},
 	}
 	b.acls = newACLs(cfg.User != "")
+	if cfg.User == "" {
+		warnOpenACL.Do(func() {
+			slog.Warn("simba: ZooKeeper DSN without user:password: Simba's nodes get the open ACL world:anyone (all perms), so any client can delete them; add credentials to protect leases")
+		})
+	}
 	return b, nil
 }
+
+// warnOpenACL says once per process that a backend without credentials leaves its nodes open.
+var warnOpenACL sync.Once
 
 // quietLogger drops go-zookeeper's log lines.
 type quietLogger struct{}

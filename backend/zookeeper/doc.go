@@ -63,7 +63,8 @@ about one raw create+delete pair (see BenchmarkAcquireRelease).
 With a user:password in the DSN every session adds it as a ZooKeeper digest identity and every
 node gets the ACL creator-all (scheme "auth") plus world-read (wire.ZKACLIntent): clients
 without that identity can look but cannot delete, change or create Simba's nodes. Without
-credentials the nodes are open (world-all) and nothing protects them from other clients.
+credentials the nodes are open (world-all) and nothing protects them from other clients; the
+backend then logs a warning (log/slog) once per process.
 
 # The protocol tap
 
