@@ -397,7 +397,9 @@ func (s *Engine) completeHeld(f FutureID, name string, a spi.Acquire) FutureID {
 
 func (s *Engine) adopt(e *election, token int64) {
 	e.state, e.token, e.adoptedReq = Leader, token, s.lastReq+1
-	e.workRunning, e.unknown, e.fails = e.hasWork, false, 0
+	// An earlier attempt of unknown outcome stays unknown: it may still land after this
+	// adoption (and after a release), so keep-alives keep asking about the name (rule 3).
+	e.workRunning, e.fails = e.hasWork, 0
 	ef := Effect{Kind: EfElected, Name: e.name, Token: token, Session: s.sess.id, Owner: s.opt.Owner, At: s.sess.deadline, Partition: -1}
 	if e.group != nil {
 		ef.Group, ef.Partition = e.group.name, e.part

@@ -330,9 +330,20 @@ func (s *Engine) onKeepAliveReply(p pending, ev Event) {
 	if len(ka.Members) > 0 {
 		for _, name := range s.groupNames {
 			g := s.groups[name]
-			if m, ok := ka.Members[name]; ok && g.joined && !g.leaving {
-				s.setView(g, m)
+			m, ok := ka.Members[name]
+			if !ok || !g.joined || g.leaving {
+				continue
 			}
+			if sent >= g.joinedAt && !slices.Contains(m, s.sess.id) {
+				// A Leave of an earlier membership landed after this Join: join again.
+				g.joined = false
+				s.setView(g, m)
+				if g.joinReq == 0 {
+					s.sendJoin(g)
+				}
+				continue
+			}
+			s.setView(g, m)
 		}
 	}
 }

@@ -20,6 +20,13 @@ type group struct {
 	retrying bool
 	retryAt  time.Duration
 	fails    int
+	// unknown: a Join failed, so it may still land at the backend; a Leave must wait until
+	// one call timeout after unknownAt, or the late Join would re-add the member.
+	unknown   bool
+	unknownAt time.Duration
+	// joinedAt is when the last Join was confirmed; a keep-alive sent after it that does not
+	// list this session means a stale Leave landed: the engine joins again.
+	joinedAt time.Duration
 
 	membersReq   ReqID
 	membersDirty bool
@@ -79,12 +86,17 @@ func (s *Engine) leave(name string, f FutureID) {
 	}
 	s.setView(g, nil)
 	s.complete(f, nil)
-	if g.joined || g.joinReq != 0 {
+	if g.joined || g.joinReq != 0 || g.unknown {
 		g.leaving, g.joined = true, false
 		if g.joinReq == 0 && s.sess.state == SessionLive {
-			s.sendLeave(g)
+			if settled := g.unknownAt + s.opt.RenewInterval; g.unknown && s.now < settled {
+				g.retrying, g.retryAt = true, settled
+				s.arm(TimerJoin, g.name, settled)
+			} else {
+				s.sendLeave(g)
+			}
 		}
-		return // the join reply sends the Leave
+		return // the join reply (or the timer) sends the Leave
 	}
 	s.dropGroup(g)
 }
@@ -129,8 +141,11 @@ func (s *Engine) onJoinReply(p pending, ev Event) {
 	}
 	g.joinReq = 0
 	if ev.Err != nil {
+		g.unknown, g.unknownAt = true, s.now
 		if g.leaving {
-			s.sendLeave(g) // the join may have landed
+			// The join may still land: leave once it no longer can.
+			g.retrying, g.retryAt = true, s.now+s.opt.RenewInterval
+			s.arm(TimerJoin, g.name, g.retryAt)
 			return
 		}
 		s.retryGroup(g, OpJoin, ev.Err)
@@ -143,12 +158,12 @@ func (s *Engine) onJoinReply(p pending, ev Event) {
 		s.retryGroup(g, OpJoin, nil)
 		return
 	}
-	g.fails = 0
+	g.fails, g.unknown = 0, false
 	if g.leaving {
 		s.sendLeave(g)
 		return
 	}
-	g.joined = true
+	g.joined, g.joinedAt = true, s.now
 	s.sendMembers(g)
 }
 

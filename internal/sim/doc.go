@@ -81,27 +81,23 @@
 // runs 355–730 seeds/s on both cores (about 1,600 engine steps, 230 KB and 2,300 allocations
 // per seed, most of them the engine's), and TestSimulate 70–180 seeds/s under the race
 // detector: the 500 CI seeds take 1.5–3 s, or 3–7 s with -race. `make sim` (10,000 seeds)
-// took 14–24 s of wall time (with the engine issues below fixed; on the current engine it
-// stops at seed 892 after about 1.3 s, and -all runs all 10,000 in about 14 s). Items, calls
+// takes 14–24 s of wall time. Items, calls
 // and terms live in slices reused from run to run, the scheduler is a heap of small structs,
 // and the transcript ring copies events and effects and formats them only on failure.
 //
-// # Open engine issues
+// # Engine issues the simulator found
 //
-// With LandAfterTimeout (the default), 10 of the seeds 1..10,000 fail on engine issues that
-// share one cause, an outcome left unknown by a timeout and forgotten while the abandoned
-// request can still land:
-//   - an adoption clears the unknown outcome of an earlier, abandoned acquire; once the term
-//     is released, the abandoned request lands, grants the lease again and no keep-alive asks
-//     about it, so the session holds it until it ends (seeds 892, 1545, 4725, 6218, 7469, 9837;
-//     TestEngineReleasesLateGrantAfterAdoption reproduces it);
-//   - a Leave does not wait out a join of unknown outcome (timed out, or failed and waiting
-//     for its retry): the join lands after the Leave, or no Leave is sent at all, and the
-//     session stays a member of the group it left, owning partitions it never takes (seeds
-//     1711, 3236, 5207, 5778);
-//   - rarer (seeds 36882, 75172): a timed-out Leave lands after the group was joined again,
-//     and the session is no member while its engine believes it joined (keep-alives re-add
-//     nothing on the model, as on SQL; Redis's keep-alive re-asserts membership).
+// With LandAfterTimeout (the default) the simulator found three engine bugs sharing one cause,
+// an outcome left unknown by a timeout and forgotten while the abandoned request could still
+// land. Each has a reproduction that now passes:
+//   - an adoption cleared the unknown outcome of an earlier, abandoned acquire, so after the
+//     term was released the abandoned request could grant the lease again unasked-about
+//     (TestEngineReleasesLateGrantAfterAdoption; seeds 892, 1545, 4725, 6218, 7469, 9837);
+//   - a Leave did not wait out a Join of unknown outcome, which could land after it
+//     (TestEngineLeaveAfterLateJoin; seeds 1711, 3236, 5207, 5778);
+//   - a timed-out Leave landing after the group was joined again left the engine believing
+//     it was a member: a keep-alive sent after the Join that does not list the session now
+//     makes the engine join again (TestEngineRejoinAfterLateLeave; seeds 36882, 75172).
 //
-// With the first two fixed, seeds 1..100,000 pass except 36882 and 75172.
+// With the fixes, `make sim` (seeds 1..10,000) runs clean in about 20 s here.
 package sim
