@@ -62,7 +62,7 @@ func (b *Backend) connect(ctx context.Context, owner string, ttl time.Duration) 
 		setUp:     make(chan struct{}),
 	}
 	defer close(s.setUp)
-	s.tap = newTap(b.cfg.Timeout, s.onGone)
+	s.tap = newTap(b.clock.Now, b.cfg.Timeout, s.onGone)
 	conn, _, err := zk.Connect(b.cfg.Servers, ttl,
 		zk.WithDialer(s.tap.dial),
 		zk.WithEventCallback(s.onEvent),
@@ -88,9 +88,7 @@ func (b *Backend) connect(ctx context.Context, owner string, ttl time.Duration) 
 	}
 	// go-zookeeper fails queued requests with ErrNoServer whenever it has tried every server
 	// once; the connection keeps trying, so the first request is re-sent until ctx ends.
-	var sentAt time.Duration
 	for {
-		sentAt = b.clock.Now()
 		err = callErr(ctx, first)
 		if err == nil || !(errors.Is(err, zk.ErrNoServer) || errors.Is(err, zk.ErrConnectionClosed)) || ctx.Err() != nil {
 			break
@@ -113,7 +111,9 @@ func (b *Backend) connect(ctx context.Context, owner string, ttl time.Duration) 
 		go conn.Close()
 		return nil, spi.Unavailable("open session", errors.New("no session handshake seen"))
 	}
-	s.renew(sentAt)
+	// The session's first timeout runs from when the server got the connect request (an auth
+	// request does not renew a session), so count from when that request was sent.
+	s.renew(s.tap.opened())
 	zid, _ := s.tap.credentials()
 	s.zid = zid
 	s.id = SessionIDString(zid)

@@ -44,6 +44,7 @@ var errSessionGone = errors.New("zookeeper: the session of this connection has e
 //
 // Apart from the dropped pings and close requests the tap never changes a byte.
 type tap struct {
+	now         func() time.Duration // the backend's monotonic clock
 	dialTimeout time.Duration
 	onGone      func() // called once, on go-zookeeper's goroutine, when the session ends
 
@@ -51,6 +52,7 @@ type tap struct {
 	readyOnce sync.Once
 	sid       atomic.Int64 // bound session id (0 until the first handshake)
 	timeoutMs atomic.Int32 // negotiated session timeout
+	openedAt  atomic.Int64 // when the connect request that created the session was sent
 	gone      atomic.Bool
 	goneOnce  sync.Once
 	abandoned atomic.Bool
@@ -63,8 +65,9 @@ type tap struct {
 	created     map[string]int64 // path → czxid of creates replied to but not yet collected
 }
 
-func newTap(dialTimeout time.Duration, onGone func()) *tap {
+func newTap(now func() time.Duration, dialTimeout time.Duration, onGone func()) *tap {
 	return &tap{
+		now:         now,
 		dialTimeout: dialTimeout,
 		onGone:      onGone,
 		ready:       make(chan struct{}),
@@ -153,8 +156,12 @@ func (t *tap) takeCreated(path string) (int64, bool) {
 	return z, ok
 }
 
-// handshake handles a connect response.
-func (t *tap) handshake(timeoutMs int32, sid int64, passwd []byte) {
+// opened returns the send time of the connect request that created the session: the server
+// counts the session's first timeout from no earlier than that.
+func (t *tap) opened() time.Duration { return time.Duration(t.openedAt.Load()) }
+
+// handshake handles a connect response on c.
+func (t *tap) handshake(c *tapConn, timeoutMs int32, sid int64, passwd []byte) {
 	bound := t.sid.Load()
 	switch {
 	case sid == 0 || (bound != 0 && sid != bound):
@@ -167,6 +174,7 @@ func (t *tap) handshake(timeoutMs int32, sid int64, passwd []byte) {
 		t.mu.Lock()
 		t.passwd = append([]byte(nil), passwd...)
 		t.mu.Unlock()
+		t.openedAt.Store(int64(c.connectSent))
 		t.sid.Store(sid)
 	}
 	t.timeoutMs.Store(timeoutMs)
@@ -215,8 +223,9 @@ type tapConn struct {
 	t *tap
 
 	// outgoing framing (Write is called from one goroutine at a time)
-	out       []byte // partial frame
-	outFrames int
+	out         []byte // partial frame
+	outFrames   int
+	connectSent time.Duration // when the connect request was written
 	// incoming framing (Read is called from one goroutine at a time)
 	lenBuf   []byte // bytes of the current frame's length read so far
 	haveLen  bool   // the current frame's length is known
@@ -312,7 +321,13 @@ func (c *tapConn) parseOut(p []byte) {
 
 func (c *tapConn) outFrame(f []byte) {
 	c.outFrames++
-	if c.outFrames == 1 || len(f) < 8 { // the connect request
+	if c.outFrames == 1 { // the connect request
+		if c.t.now != nil {
+			c.connectSent = c.t.now()
+		}
+		return
+	}
+	if len(f) < 8 {
 		return
 	}
 	xid := int32(binary.BigEndian.Uint32(f))
@@ -387,7 +402,7 @@ func (c *tapConn) frameIn(h []byte) {
 			if pl > 0 && 20+pl <= len(h) {
 				pw = h[20 : 20+pl]
 			}
-			c.t.handshake(timeout, sid, pw)
+			c.t.handshake(c, timeout, sid, pw)
 		}
 		return
 	}
