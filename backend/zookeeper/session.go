@@ -69,7 +69,8 @@ func (b *Backend) connect(ctx context.Context, owner string, ttl time.Duration) 
 		zk.WithLogger(b.zlog),
 		zk.WithLogInfo(false))
 	if err != nil {
-		return nil, fmt.Errorf("%w: zookeeper: %v", spi.ErrInvalidOption, err)
+		// The server list was checked by ParseDSN: what fails here is resolving the hosts.
+		return nil, spi.Unavailable("zookeeper: resolve servers", err)
 	}
 	s.conn = conn
 	if _, ok := ctx.Deadline(); !ok {

@@ -87,16 +87,6 @@ func (w *watcher) connection(server string) error {
 	if err != nil {
 		return err
 	}
-	ended := make(chan struct{})
-	defer close(ended)
-	go func() {
-		select {
-		case <-w.stop:
-		case <-ended:
-		}
-		c.Close()
-	}()
-	c.SetDeadline(time.Now().Add(w.b.cfg.Timeout))
 	var wmu sync.Mutex
 	write := func(frame []byte) error {
 		wmu.Lock()
@@ -105,6 +95,19 @@ func (w *watcher) connection(server string) error {
 		_, err := c.Write(frame)
 		return err
 	}
+	ended := make(chan struct{})
+	defer close(ended)
+	go func() {
+		select {
+		case <-w.stop:
+			// End the watcher's session at once rather than leave it to expire.
+			var f frameBuilder
+			write(f.i32(3).i32(opCloseSession).frame())
+		case <-ended:
+		}
+		c.Close()
+	}()
+	c.SetDeadline(time.Now().Add(w.b.cfg.Timeout))
 	// connect: protocolVersion, lastZxidSeen, timeOut, sessionId, passwd, readOnly
 	var req frameBuilder
 	req.i32(0).i64(0).i32(int32(watcherSessionTimeout / time.Millisecond)).i64(0).buf(make([]byte, 16)).u8(0)
