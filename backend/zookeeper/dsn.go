@@ -48,12 +48,12 @@ func ParseDSN(dsn string) (Config, error) {
 	bad := func(format string, args ...any) (Config, error) {
 		return Config{}, fmt.Errorf("%w: zookeeper DSN %q: %s", spi.ErrInvalidOption, redact(dsn), fmt.Sprintf(format, args...))
 	}
-	rest, ok := strings.CutPrefix(dsn, "zk://")
+	scheme, rest, ok := strings.Cut(dsn, "://")
 	if !ok {
-		if i := strings.Index(dsn, "://"); i >= 0 {
-			return bad("scheme %q is not zk", dsn[:i])
-		}
 		return bad("want zk://host:port[,host:port...][/chroot][?timeout=...]")
+	}
+	if !strings.EqualFold(scheme, "zk") {
+		return bad("scheme %q is not zk", scheme)
 	}
 	// Split off the query, then the path, then the user information. A host list with
 	// commas is not a valid URL authority, so this is done by hand.
@@ -197,7 +197,7 @@ func (c Config) validate() error {
 
 // redact hides the password of a DSN for error messages.
 func redact(dsn string) string {
-	rest, ok := strings.CutPrefix(dsn, "zk://")
+	scheme, rest, ok := strings.Cut(dsn, "://")
 	if !ok {
 		return dsn
 	}
@@ -210,5 +210,5 @@ func redact(dsn string) string {
 		return dsn
 	}
 	user, _, _ := strings.Cut(rest[:at], ":")
-	return "zk://" + user + ":xxxxx@" + rest[at+1:]
+	return scheme + "://" + user + ":xxxxx@" + rest[at+1:]
 }

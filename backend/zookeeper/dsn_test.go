@@ -16,6 +16,7 @@ func TestParseDSN(t *testing.T) {
 		want Config
 	}{
 		{"zk://127.0.0.1:2181", Config{Servers: []string{"127.0.0.1:2181"}}},
+		{"ZK://127.0.0.1:2181", Config{Servers: []string{"127.0.0.1:2181"}}},
 		{"zk://h1,h2:2182/", Config{Servers: []string{"h1:2181", "h2:2182"}}},
 		{"zk://h1:2181,h2:2181,h3:2181/apps/simba?timeout=3s", Config{
 			Servers: []string{"h1:2181", "h2:2181", "h3:2181"}, Chroot: "/apps/simba", Timeout: 3 * time.Second}},
