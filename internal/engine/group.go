@@ -158,7 +158,9 @@ func (s *Engine) onJoinReply(p pending, ev Event) {
 		s.retryGroup(g, OpJoin, nil)
 		return
 	}
-	g.fails, g.unknown = 0, false
+	// A success does not settle an earlier Join abandoned by a timeout: it may still land, so
+	// g.unknown stays until its window has passed (leave checks the time).
+	g.fails = 0
 	if g.leaving {
 		s.sendLeave(g)
 		return
