@@ -1,0 +1,552 @@
+package sql
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/simba-go/simba/generated/wire"
+	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/sql/schema"
+)
+
+// MaxOwnerLen bounds the owner string of a session, in bytes (DESIGN.md §1).
+const MaxOwnerLen = 255
+
+// DefaultHousekeepingInterval is how often a Backend deletes expired sessions and memberships
+// unless WithHousekeepingInterval says otherwise.
+const DefaultHousekeepingInterval = time.Minute
+
+// Option configures a Backend.
+type Option func(*config) error
+
+type config struct {
+	housekeeping time.Duration
+	autoMigrate  bool
+}
+
+// WithHousekeepingInterval sets how often the backend runs Housekeeping in the background
+// (deleting the memberships of expired sessions and the expired sessions that hold no lease).
+// The default is DefaultHousekeepingInterval; d ≤ 0 turns the background run off (call
+// Housekeeping yourself, or rely on another client's backend: one is enough per database).
+// Each run waits a random extra of up to a tenth of d, so that many clients do not run it in
+// step.
+func WithHousekeepingInterval(d time.Duration) Option {
+	return func(c *config) error {
+		c.housekeeping = d
+		return nil
+	}
+}
+
+// WithAutoMigrate makes the backend apply the embedded migrations (Migrate) before its first
+// operation instead of only checking the schema version. Open with this option migrates at once.
+// Applying a migration needs the privileges to create tables.
+func WithAutoMigrate() Option {
+	return func(c *config) error {
+		c.autoMigrate = true
+		return nil
+	}
+}
+
+// Backend is the SQL implementation of the Simba SPI (spi.Backend, and spi.Inspector; on
+// PostgreSQL also spi.Hinter) for one of the three dialects. It is safe for concurrent use.
+type Backend struct {
+	d       dialect
+	name    string // wire.SQLPostgres, wire.SQLMySQL or wire.SQLSQLite
+	cfg     config
+	closers []func() // what Close closes: only what Open created
+	closed  atomic.Bool
+	lifeMu  sync.Mutex // orders Close with goroutine starts (Hints)
+
+	schemaMu sync.Mutex
+	schemaOK bool
+
+	stop chan struct{} // closed by Close: stops the background goroutines
+	wg   sync.WaitGroup
+}
+
+var (
+	_ spi.Backend   = (*Backend)(nil)
+	_ spi.Inspector = (*Backend)(nil)
+	_ spi.Hinter    = (*Backend)(nil)
+)
+
+// dialect is what one SQL dialect implements on its generated queries. Names are validated and
+// the schema checked before any method is called; errors are returned raw and classified by
+// the dialect's classify.
+type dialect interface {
+	openSession(ctx context.Context, id, owner string, ttlMs int64) error
+	keepAlive(ctx context.Context, sid string, groups []string) (spi.KeepAlive, error)
+	closeSession(ctx context.Context, sid string) error
+	acquire(ctx context.Context, sid, name string) (spi.Acquire, error)
+	release(ctx context.Context, sid, name string, token int64) error
+	join(ctx context.Context, sid, group string) (bool, error)
+	leave(ctx context.Context, sid, group string) (bool, error)
+	members(ctx context.Context, group string) ([]string, error)
+	housekeeping(ctx context.Context) error
+	inspect(ctx context.Context) (spi.Snapshot, error)
+	schemaVersion(ctx context.Context) (int64, error)
+	databaseNow(ctx context.Context) (int64, error)
+	// migrate runs the statements of every migration whose version is above current,
+	// holding whatever lock keeps two migrating clients apart.
+	migrate(ctx context.Context, ms []schema.Migration) error
+	// classify turns a raw error into a Simba error: transient → spi.Unavailable, missing
+	// table → ErrSchemaMissing, permanent → spi.AsPermanent.
+	classify(op string, err error) error
+}
+
+func newBackend(name string, d dialect, opts []Option) (*Backend, error) {
+	cfg := config{housekeeping: DefaultHousekeepingInterval}
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	b := &Backend{d: d, name: name, cfg: cfg, stop: make(chan struct{})}
+	if cfg.housekeeping > 0 {
+		b.wg.Add(1)
+		go b.housekeepingLoop(cfg.housekeeping)
+	}
+	return b, nil
+}
+
+// Dialect returns the backend's SQL dialect: "postgres", "mysql" or "sqlite" (the directory
+// names of sql/schema).
+func (b *Backend) Dialect() string { return b.name }
+
+// MigrationPath is the path, within the repository's sql/schema directory (and schema.FS), of
+// the migration that brings a database of this dialect to the schema the library needs, e.g.
+// "postgres/0001_init.sql".
+func (b *Backend) MigrationPath() string {
+	d, _ := wire.SQLDialectByName(b.name)
+	return d.Migration
+}
+
+// Close stops the backend's background work (housekeeping, the PostgreSQL hint listener) and
+// closes the pool if Open created it. A pool passed to NewPostgres, NewMySQL or NewSQLite is left
+// open. Sessions are not closed: they expire after their TTL unless CloseSession ends them.
+// Close is idempotent; every later call of another method fails with spi.ErrClosed.
+func (b *Backend) Close() error {
+	b.lifeMu.Lock()
+	if b.closed.Swap(true) {
+		b.lifeMu.Unlock()
+		return nil
+	}
+	close(b.stop)
+	b.lifeMu.Unlock()
+	b.wg.Wait()
+	for i := len(b.closers) - 1; i >= 0; i-- {
+		b.closers[i]()
+	}
+	return nil
+}
+
+func (b *Backend) checkOpen() error {
+	if b.closed.Load() {
+		return fmt.Errorf("sql %s: %w", b.name, spi.ErrClosed)
+	}
+	return nil
+}
+
+// fail classifies err from op; nil stays nil.
+func (b *Backend) fail(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if b.closed.Load() {
+		return fmt.Errorf("sql %s: %s: %w (%w)", b.name, op, spi.ErrClosed, err)
+	}
+	if errors.Is(err, context.Canceled) {
+		return fmt.Errorf("sql %s: %s: %w", b.name, op, err)
+	}
+	if errors.Is(err, spi.ErrSchemaMissing) {
+		return err
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return spi.Unavailable("sql "+b.name+" "+op, err)
+	}
+	return b.d.classify("sql "+b.name+" "+op, err)
+}
+
+// schemaMissing is the error for a database without the schema this library needs.
+func (b *Backend) schemaMissing(why string, cause error) error {
+	msg := fmt.Sprintf("%s: %s: apply sql/schema/%s (embedded in github.com/simba-go/simba/sql/schema) or call Migrate",
+		spi.ErrSchemaMissing, why, b.MigrationPath())
+	if cause != nil {
+		return fmt.Errorf("%s: %w: %w", msg, spi.ErrSchemaMissing, cause)
+	}
+	return fmt.Errorf("%s: %w", msg, spi.ErrSchemaMissing)
+}
+
+// ready checks the schema once (or migrates it, WithAutoMigrate) before the first operation.
+func (b *Backend) ready(ctx context.Context) error {
+	if err := b.checkOpen(); err != nil {
+		return err
+	}
+	b.schemaMu.Lock()
+	defer b.schemaMu.Unlock()
+	if b.schemaOK {
+		return nil
+	}
+	var err error
+	if b.cfg.autoMigrate {
+		err = b.migrateLocked(ctx)
+	} else {
+		err = b.checkSchemaLocked(ctx)
+	}
+	if err == nil {
+		b.schemaOK = true
+	}
+	return err
+}
+
+// CheckSchema reads the database's schema version and returns an error matching
+// spi.ErrSchemaMissing, naming the migration to apply, when the schema is missing or older than
+// the library needs (schema.LatestVersion). Other errors are classified like every call's
+// (spi.ErrUnavailable when the database cannot be reached).
+func (b *Backend) CheckSchema(ctx context.Context) error {
+	if err := b.checkOpen(); err != nil {
+		return err
+	}
+	b.schemaMu.Lock()
+	defer b.schemaMu.Unlock()
+	err := b.checkSchemaLocked(ctx)
+	if err == nil {
+		b.schemaOK = true
+	}
+	return err
+}
+
+func (b *Backend) checkSchemaLocked(ctx context.Context) error {
+	v, err := b.d.schemaVersion(ctx)
+	if err != nil {
+		err = b.fail("schema version", err)
+		if errors.Is(err, spi.ErrSchemaMissing) || spi.Classify(err) == spi.Retryable {
+			return err
+		}
+		// Another permanent error reading the version table (e.g. a privilege error) is
+		// reported as it is.
+		return err
+	}
+	if v < schema.LatestVersion {
+		return b.schemaMissing(fmt.Sprintf("schema version %d is older than %d", v, schema.LatestVersion), nil)
+	}
+	return nil
+}
+
+// Migrate applies the embedded migrations of the backend's dialect (schema.Migrations) that the
+// database lacks, in order. Every migration is idempotent and Migrate serialises concurrent
+// callers (a PostgreSQL advisory lock, a MySQL named lock, SQLite's write lock), so any number of
+// clients may call it at once. It needs the privileges to create tables and indexes.
+func (b *Backend) Migrate(ctx context.Context) error {
+	if err := b.checkOpen(); err != nil {
+		return err
+	}
+	b.schemaMu.Lock()
+	defer b.schemaMu.Unlock()
+	if err := b.migrateLocked(ctx); err != nil {
+		return err
+	}
+	b.schemaOK = true
+	return nil
+}
+
+func (b *Backend) migrateLocked(ctx context.Context) error {
+	ms := schema.Migrations(b.name)
+	if len(ms) == 0 {
+		return spi.AsPermanent(fmt.Errorf("sql %s: no embedded migrations", b.name))
+	}
+	if err := b.d.migrate(ctx, ms); err != nil {
+		return b.fail("migrate", err)
+	}
+	v, err := b.d.schemaVersion(ctx)
+	if err != nil {
+		return b.fail("schema version after migrate", err)
+	}
+	if v < schema.LatestVersion {
+		return b.schemaMissing(fmt.Sprintf("schema version %d after migrating, want %d", v, schema.LatestVersion), nil)
+	}
+	return nil
+}
+
+// SchemaVersion returns the highest schema version applied to the database (0 when the version
+// table is empty). A missing version table is an error matching spi.ErrSchemaMissing.
+func (b *Backend) SchemaVersion(ctx context.Context) (int64, error) {
+	if err := b.checkOpen(); err != nil {
+		return 0, err
+	}
+	v, err := b.d.schemaVersion(ctx)
+	return v, b.fail("schema version", err)
+}
+
+// DatabaseNow returns the database clock, the one every lease decision uses, as UTC epoch
+// milliseconds (PostgreSQL clock_timestamp(); MySQL/MariaDB the statement's start time; SQLite
+// the host clock).
+func (b *Backend) DatabaseNow(ctx context.Context) (int64, error) {
+	if err := b.checkOpen(); err != nil {
+		return 0, err
+	}
+	v, err := b.d.databaseNow(ctx)
+	return v, b.fail("database now", err)
+}
+
+// newSessionID makes 128 random bits as 32 lowercase hex characters.
+func newSessionID() (string, error) {
+	var b [16]byte
+	if _, err := crand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+// OpenSession opens a session with a client-made id (128 random bits), live for ttl by the
+// database clock. ttl must be at least one millisecond (it is truncated to whole milliseconds);
+// owner at most MaxOwnerLen bytes of UTF-8.
+func (b *Backend) OpenSession(ctx context.Context, owner string, ttl time.Duration) (spi.Session, error) {
+	ttlMs := ttl.Milliseconds()
+	if ttlMs <= 0 {
+		return spi.Session{}, fmt.Errorf("%w: sql %s: session TTL %v is below one millisecond", spi.ErrInvalidOption, b.name, ttl)
+	}
+	if len(owner) > MaxOwnerLen {
+		return spi.Session{}, fmt.Errorf("%w: sql %s: owner is %d bytes, longer than %d", spi.ErrInvalidOption, b.name, len(owner), MaxOwnerLen)
+	}
+	if !utf8.ValidString(owner) {
+		return spi.Session{}, fmt.Errorf("%w: sql %s: owner %q is not valid UTF-8", spi.ErrInvalidOption, b.name, owner)
+	}
+	if err := b.ready(ctx); err != nil {
+		return spi.Session{}, err
+	}
+	id, err := newSessionID()
+	if err != nil {
+		return spi.Session{}, spi.Unavailable("sql "+b.name+" open session: random id", err)
+	}
+	if err := b.d.openSession(ctx, id, owner, ttlMs); err != nil {
+		return spi.Session{}, b.fail("open session", err)
+	}
+	return spi.Session{ID: spi.SessionID(id), Remaining: time.Duration(ttlMs) * time.Millisecond}, nil
+}
+
+// KeepAlive renews the session and lists every lease it holds (not only those in names) and the
+// live members of groups, in a fixed number of statements whatever the number of leases: three
+// pipelined in one round trip on PostgreSQL, four on MySQL/MariaDB, three on SQLite (one fewer
+// when groups is empty).
+func (b *Backend) KeepAlive(ctx context.Context, session spi.SessionID, names []string, groups []string) (spi.KeepAlive, error) {
+	for _, g := range groups {
+		if err := wire.ValidateName(g); err != nil {
+			return spi.KeepAlive{}, err
+		}
+	}
+	if err := b.ready(ctx); err != nil {
+		return spi.KeepAlive{}, err
+	}
+	ka, err := b.d.keepAlive(ctx, string(session), groups)
+	if err != nil {
+		return spi.KeepAlive{}, b.fail("keep-alive", err)
+	}
+	if ka.Expired {
+		return spi.KeepAlive{Expired: true}, nil
+	}
+	if len(groups) > 0 {
+		if ka.Members == nil {
+			ka.Members = make(map[string][]spi.SessionID, len(groups))
+		}
+		for _, g := range groups {
+			if _, ok := ka.Members[g]; !ok {
+				ka.Members[g] = []spi.SessionID{}
+			}
+		}
+	}
+	return ka, nil
+}
+
+// CloseSession releases every lease the session holds, drops its memberships and deletes it, in
+// one statement on PostgreSQL (which notifies every released lease and left group) and one
+// transaction elsewhere. Closing a session that is gone changes nothing.
+func (b *Backend) CloseSession(ctx context.Context, session spi.SessionID) error {
+	if err := b.ready(ctx); err != nil {
+		return err
+	}
+	return b.fail("close session", b.d.closeSession(ctx, string(session)))
+}
+
+// Acquire takes the lease name for session if it is free or its holder's session expired by the
+// database clock; a re-acquire by the holder returns the same token.
+func (b *Backend) Acquire(ctx context.Context, session spi.SessionID, name string) (spi.Acquire, error) {
+	if err := wire.ValidateName(name); err != nil {
+		return spi.Acquire{}, err
+	}
+	if err := b.ready(ctx); err != nil {
+		return spi.Acquire{}, err
+	}
+	r, err := b.d.acquire(ctx, string(session), name)
+	if err != nil {
+		return spi.Acquire{}, b.fail("acquire", err)
+	}
+	return r, nil
+}
+
+// Release frees name if session holds it with token (on PostgreSQL with a NOTIFY); otherwise it
+// changes nothing.
+func (b *Backend) Release(ctx context.Context, session spi.SessionID, name string, token int64) error {
+	if err := wire.ValidateName(name); err != nil {
+		return err
+	}
+	if err := b.ready(ctx); err != nil {
+		return err
+	}
+	return b.fail("release", b.d.release(ctx, string(session), name, token))
+}
+
+// Join makes session a member of group while it is live.
+func (b *Backend) Join(ctx context.Context, session spi.SessionID, group string) (spi.Status, error) {
+	return b.joinLeave(ctx, "join", session, group, b.d.join)
+}
+
+// Leave removes session from group.
+func (b *Backend) Leave(ctx context.Context, session spi.SessionID, group string) (spi.Status, error) {
+	return b.joinLeave(ctx, "leave", session, group, b.d.leave)
+}
+
+func (b *Backend) joinLeave(ctx context.Context, op string, session spi.SessionID, group string,
+	f func(ctx context.Context, sid, group string) (bool, error)) (spi.Status, error) {
+	if err := wire.ValidateName(group); err != nil {
+		return 0, err
+	}
+	if err := b.ready(ctx); err != nil {
+		return 0, err
+	}
+	live, err := f(ctx, string(session), group)
+	if err != nil {
+		return 0, b.fail(op, err)
+	}
+	if !live {
+		return spi.Expired, nil
+	}
+	return spi.OK, nil
+}
+
+// Members lists the live members of group, sorted ascending (bytewise).
+func (b *Backend) Members(ctx context.Context, group string) ([]spi.SessionID, error) {
+	if err := wire.ValidateName(group); err != nil {
+		return nil, err
+	}
+	if err := b.ready(ctx); err != nil {
+		return nil, err
+	}
+	ids, err := b.d.members(ctx, group)
+	if err != nil {
+		return nil, b.fail("members", err)
+	}
+	out := make([]spi.SessionID, len(ids))
+	for i, id := range ids {
+		out[i] = spi.SessionID(id)
+	}
+	return out, nil
+}
+
+// Housekeeping deletes the memberships of expired sessions, then the expired sessions that hold
+// no lease (two statements). Lease rows are never deleted: the lease of an expired session stays
+// with it, free for any acquirer to take over, so that its token keeps growing. The backend runs
+// it in the background (see WithHousekeepingInterval); a rare deadlock with a concurrent acquire
+// is reported as retryable.
+func (b *Backend) Housekeeping(ctx context.Context) error {
+	if err := b.ready(ctx); err != nil {
+		return err
+	}
+	return b.fail("housekeeping", b.d.housekeeping(ctx))
+}
+
+func (b *Backend) housekeepingLoop(every time.Duration) {
+	defer b.wg.Done()
+	for {
+		wait := every + rand.N(every/10+1)
+		t := time.NewTimer(wait)
+		select {
+		case <-b.stop:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), every)
+		go func() {
+			select {
+			case <-b.stop:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		_ = b.Housekeeping(ctx) // failures are retried on the next period
+		cancel()
+	}
+}
+
+// Inspect lists every lease (with holder, owner, token and the holder's time left; a lease whose
+// holder expired is shown free), every live session and every group's live members, for status
+// tools. It reads three statements, not one snapshot, so a lease may name a session the session
+// list no longer has.
+func (b *Backend) Inspect(ctx context.Context) (spi.Snapshot, error) {
+	if err := b.ready(ctx); err != nil {
+		return spi.Snapshot{}, err
+	}
+	s, err := b.d.inspect(ctx)
+	if err != nil {
+		return spi.Snapshot{}, b.fail("inspect", err)
+	}
+	return s, nil
+}
+
+// Hints delivers a Released hint for every release of a lease (including those of a closed
+// session) and a GroupChanged hint for every join or leave, by any client, until ctx is done;
+// then it closes the channel. Only PostgreSQL pushes hints (LISTEN/NOTIFY on a dedicated
+// connection that reconnects by itself; hints sent while it is down are lost). On MySQL/MariaDB
+// and SQLite, Hints returns a channel that only closes with ctx: the engine's retry timing covers
+// them (a candidate retries at the holder's remaining time).
+func (b *Backend) Hints(ctx context.Context) (<-chan spi.Hint, error) {
+	b.lifeMu.Lock()
+	defer b.lifeMu.Unlock()
+	if err := b.checkOpen(); err != nil {
+		return nil, err
+	}
+	if h, ok := b.d.(interface {
+		hints(ctx context.Context, stop <-chan struct{}, wg *sync.WaitGroup) (<-chan spi.Hint, error)
+	}); ok {
+		return h.hints(ctx, b.stop, &b.wg)
+	}
+	ch := make(chan spi.Hint)
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		select {
+		case <-ctx.Done():
+		case <-b.stop:
+		}
+		close(ch)
+	}()
+	return ch, nil
+}
+
+// PushesHints reports whether Hints delivers anything (PostgreSQL only).
+func (b *Backend) PushesHints() bool { return b.name == wire.SQLPostgres }
+
+func millis(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }
+
+// leaseInfo turns an inspected lease row into a LeaseInfo; an expired holder is shown free.
+func leaseInfo(name, holder, owner string, token, remainingMs int64) spi.LeaseInfo {
+	if holder == "" || remainingMs <= 0 {
+		return spi.LeaseInfo{Name: name, Token: token}
+	}
+	return spi.LeaseInfo{Name: name, Holder: spi.SessionID(holder), Owner: owner, Token: token, Remaining: millis(remainingMs)}
+}
+
+// memberMap makes the Members map of a keep-alive reply.
+func memberMap(n int) map[string][]spi.SessionID { return make(map[string][]spi.SessionID, n) }

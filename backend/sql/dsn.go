@@ -1,0 +1,232 @@
+package sql
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+
+	mysqldriver "github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/simba-go/simba/internal/spi"
+)
+
+// Open returns a backend on a pool it opens from dsn (and Close closes):
+//
+//	postgres://user:password@host:port/db?param=value...      PostgreSQL (also postgresql://)
+//	mysql://user:password@host:port/db?param=value...         MySQL 8 / MariaDB 10.11
+//	sqlite:///absolute/path.db?param=value...                  SQLite (sqlite://relative/path.db)
+//
+// PostgreSQL: the DSN is pgx's (pgxpool.ParseConfig: pool_max_conns, sslmode, search_path, ...);
+// every connection runs the session setup (PostgresAfterConnect).
+//
+// MySQL/MariaDB: user, password (percent-encoded), host (default port 3306) and database are
+// translated to go-sql-driver/mysql's form; the parameters are go-sql-driver's (tls, timeout,
+// readTimeout, ...), with interpolateParams=true unless the DSN says otherwise (one round trip per
+// statement instead of three). The database name is required.
+//
+// SQLite: the path is a file name (created if missing); the parameters are modernc.org/sqlite's
+// (_pragma=..., mode=ro is refused by the first write). Open adds _pragma=busy_timeout(10000),
+// _pragma=foreign_keys(1) (the dialect's session setup) and _pragma=journal_mode(wal) (readers do
+// not block the writer) unless the DSN sets them itself. An in-memory database (:memory:,
+// mode=memory) is refused: it lives and dies with one connection of one process, so there is
+// nothing to coordinate; use a file, or NewSQLite on your own pool.
+//
+// Errors in the DSN match spi.ErrInvalidOption, say what is wrong and never show the password.
+// Open does no I/O (connections are made on first use) unless WithAutoMigrate is given: then it
+// applies the migrations with ctx before returning.
+func Open(ctx context.Context, dsn string, opts ...Option) (*Backend, error) {
+	scheme, _, ok := strings.Cut(dsn, "://")
+	if !ok {
+		return nil, fmt.Errorf("%w: sql DSN %q: want postgres://, postgresql://, mysql:// or sqlite://", spi.ErrInvalidOption, redact(dsn))
+	}
+	var (
+		b   *Backend
+		err error
+	)
+	switch scheme {
+	case "postgres", "postgresql":
+		b, err = openPostgres(dsn, opts)
+	case "mysql":
+		b, err = openMySQL(dsn, opts)
+	case "sqlite", "sqlite3":
+		b, err = openSQLite(dsn, opts)
+	default:
+		return nil, fmt.Errorf("%w: sql DSN %q: unknown scheme %q (want postgres, postgresql, mysql or sqlite)", spi.ErrInvalidOption, redact(dsn), scheme)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if b.cfg.autoMigrate {
+		if err := b.Migrate(ctx); err != nil {
+			b.Close()
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
+// redact hides the password of a URL-shaped DSN.
+func redact(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil || u.User == nil {
+		if i := strings.LastIndexByte(dsn, '@'); i >= 0 {
+			if j := strings.Index(dsn, "://"); j >= 0 && j < i {
+				return dsn[:j+3] + "xxxxx" + dsn[i:]
+			}
+		}
+		return dsn
+	}
+	if _, has := u.User.Password(); has {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	return u.String()
+}
+
+func openPostgres(dsn string, opts []Option) (*Backend, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("%w: sql postgres DSN %q: %v", spi.ErrInvalidOption, redact(dsn), err)
+	}
+	cfg.AfterConnect = PostgresAfterConnect
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: sql postgres DSN %q: %v", spi.ErrInvalidOption, redact(dsn), err)
+	}
+	b, err := NewPostgres(pool, opts...)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	b.closers = append(b.closers, pool.Close)
+	return b, nil
+}
+
+// MySQLConfig translates a mysql:// DSN into go-sql-driver/mysql's configuration (see Open).
+func MySQLConfig(dsn string) (*mysqldriver.Config, error) {
+	bad := func(format string, args ...any) (*mysqldriver.Config, error) {
+		return nil, fmt.Errorf("%w: sql mysql DSN %q: %s", spi.ErrInvalidOption, redact(dsn), fmt.Sprintf(format, args...))
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return bad("not a URL (percent-encode reserved characters in the user and password)")
+	}
+	if u.Scheme != "mysql" {
+		return bad("scheme %q, want mysql", u.Scheme)
+	}
+	if u.Opaque != "" {
+		return bad("want mysql://user:password@host:port/database")
+	}
+	cfg := mysqldriver.NewConfig()
+	if u.RawQuery != "" {
+		parsed, err := mysqldriver.ParseDSN("/?" + u.RawQuery)
+		if err != nil {
+			return bad("bad parameter: %v", err)
+		}
+		cfg = parsed
+	}
+	if !u.Query().Has("interpolateParams") {
+		cfg.InterpolateParams = true
+	}
+	if u.User != nil {
+		cfg.User = u.User.Username()
+		cfg.Passwd, _ = u.User.Password()
+	}
+	host := u.Host
+	if host == "" {
+		return bad("no host")
+	}
+	if _, _, err := net.SplitHostPort(host); err != nil {
+		host = net.JoinHostPort(strings.Trim(host, "[]"), "3306")
+	}
+	cfg.Net, cfg.Addr = "tcp", host
+	cfg.DBName = strings.TrimPrefix(u.Path, "/")
+	if cfg.DBName == "" || strings.Contains(cfg.DBName, "/") {
+		return bad("name one database: mysql://user:password@host:port/database")
+	}
+	return cfg, nil
+}
+
+func openMySQL(dsn string, opts []Option) (*Backend, error) {
+	cfg, err := MySQLConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := mysqldriver.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: sql mysql DSN %q: %v", spi.ErrInvalidOption, redact(dsn), err)
+	}
+	db := sql.OpenDB(conn)
+	b, err := NewMySQL(db, opts...)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	b.closers = append(b.closers, func() { db.Close() })
+	return b, nil
+}
+
+// SQLiteDSN translates a sqlite:// DSN into the data source name modernc.org/sqlite opens (see
+// Open).
+func SQLiteDSN(dsn string) (string, error) {
+	bad := func(format string, args ...any) (string, error) {
+		return "", fmt.Errorf("%w: sql sqlite DSN %q: %s", spi.ErrInvalidOption, dsn, fmt.Sprintf(format, args...))
+	}
+	rest, ok := strings.CutPrefix(dsn, "sqlite://")
+	if !ok {
+		if rest, ok = strings.CutPrefix(dsn, "sqlite3://"); !ok {
+			return bad("want sqlite://path")
+		}
+	}
+	path, query, _ := strings.Cut(rest, "?")
+	if path == "" {
+		return bad("no file path (sqlite:///absolute/path.db or sqlite://relative/path.db)")
+	}
+	vals, err := url.ParseQuery(query)
+	if err != nil {
+		return bad("bad parameters: %v", err)
+	}
+	if path == ":memory:" || strings.HasPrefix(path, "file::memory:") || vals.Get("mode") == "memory" {
+		return bad("an in-memory database lives in one connection of one process and cannot coordinate anything; use a file")
+	}
+	have := func(pragma string) bool {
+		for _, p := range vals["_pragma"] {
+			if strings.HasPrefix(strings.ToLower(strings.TrimSpace(p)), pragma) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, p := range []struct{ name, value string }{
+		{"busy_timeout", "busy_timeout(10000)"},
+		{"foreign_keys", "foreign_keys(1)"},
+		{"journal_mode", "journal_mode(wal)"},
+	} {
+		if !have(p.name) {
+			vals.Add("_pragma", p.value)
+		}
+	}
+	return "file:" + path + "?" + vals.Encode(), nil
+}
+
+func openSQLite(dsn string, opts []Option) (*Backend, error) {
+	name, err := SQLiteDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	db, err := sql.Open("sqlite", name)
+	if err != nil {
+		return nil, fmt.Errorf("%w: sql sqlite DSN %q: %v", spi.ErrInvalidOption, dsn, err)
+	}
+	// The DSN carries the session setup: no per-connection setup needed.
+	b, err := newSQLite(db, nil, opts)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	b.closers = append(b.closers, func() { db.Close() })
+	return b, nil
+}

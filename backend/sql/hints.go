@@ -1,0 +1,162 @@
+package sql
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/simba-go/simba/generated/wire"
+	"github.com/simba-go/simba/internal/spi"
+)
+
+// hintBuffer is each subscriber's channel capacity; a subscriber that falls further behind loses
+// hints (hints only save latency, never safety).
+const hintBuffer = 1024
+
+// Reconnection backoff of the hint listener.
+const (
+	listenBackoffMin = 50 * time.Millisecond
+	listenBackoffMax = 5 * time.Second
+)
+
+// pgHub fans the notifications of one dedicated LISTEN connection out to the Hints subscribers.
+// The listener runs while there is at least one subscriber.
+type pgHub struct {
+	mu     sync.Mutex
+	subs   map[chan spi.Hint]struct{}
+	cancel context.CancelFunc // stops the listener
+	done   chan struct{}      // closed when the listener has exited
+	// listening is signalled (non-blocking) every time the listener has (re)subscribed; tests
+	// wait on it.
+	listening chan struct{}
+}
+
+// hints subscribes to the hub, starting the listener with the first subscriber.
+func (d *pgDialect) hints(ctx context.Context, stop <-chan struct{}, wg *sync.WaitGroup) (<-chan spi.Hint, error) {
+	h := &d.hub
+	ch := make(chan spi.Hint, hintBuffer)
+	h.mu.Lock()
+	if d.b.closed.Load() {
+		h.mu.Unlock()
+		return nil, d.b.checkOpen()
+	}
+	if h.subs == nil {
+		h.subs = map[chan spi.Hint]struct{}{}
+	}
+	if h.listening == nil {
+		h.listening = make(chan struct{}, 1)
+	}
+	h.subs[ch] = struct{}{}
+	if h.cancel == nil {
+		lctx, cancel := context.WithCancel(context.Background())
+		h.cancel, h.done = cancel, make(chan struct{})
+		wg.Add(1)
+		go func(done chan struct{}) {
+			defer wg.Done()
+			defer close(done)
+			d.listen(lctx)
+		}(h.done)
+	}
+	h.mu.Unlock()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		select {
+		case <-ctx.Done():
+		case <-stop:
+		}
+		h.remove(ch)
+	}()
+	return ch, nil
+}
+
+// remove ends one subscription, and the listener with the last one.
+func (h *pgHub) remove(ch chan spi.Hint) {
+	h.mu.Lock()
+	if _, ok := h.subs[ch]; !ok {
+		h.mu.Unlock()
+		return
+	}
+	delete(h.subs, ch)
+	close(ch)
+	var done chan struct{}
+	if len(h.subs) == 0 && h.cancel != nil {
+		h.cancel()
+		done = h.done
+		h.cancel, h.done = nil, nil
+	}
+	h.mu.Unlock()
+	if done != nil {
+		<-done
+	}
+}
+
+func (h *pgHub) deliver(hint spi.Hint) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for ch := range h.subs {
+		select {
+		case ch <- hint:
+		default: // a slow subscriber loses the hint
+		}
+	}
+}
+
+// listen keeps one connection LISTENing on the release and group channels until ctx ends,
+// reconnecting with capped exponential backoff (full jitter) after any failure.
+func (d *pgDialect) listen(ctx context.Context) {
+	backoff := listenBackoffMin
+	for ctx.Err() == nil {
+		ok := d.listenOnce(ctx)
+		if ok {
+			backoff = listenBackoffMin
+		}
+		t := time.NewTimer(rand.N(backoff) + time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		backoff = min(2*backoff, listenBackoffMax)
+	}
+}
+
+// listenOnce connects, LISTENs and forwards notifications until the connection fails or ctx
+// ends. It reports whether it got as far as listening.
+func (d *pgDialect) listenOnce(ctx context.Context) bool {
+	cfg := d.pool.Config().ConnConfig.Copy()
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return false
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		conn.Close(cctx)
+	}()
+	for _, ch := range []string{wire.SQLReleaseChannel, wire.SQLGroupChannel} {
+		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
+			return false
+		}
+	}
+	select {
+	case d.hub.listening <- struct{}{}:
+	default:
+	}
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return true
+		}
+		switch n.Channel {
+		case wire.SQLReleaseChannel:
+			d.hub.deliver(spi.Hint{Kind: spi.Released, Name: n.Payload})
+		case wire.SQLGroupChannel:
+			d.hub.deliver(spi.Hint{Kind: spi.GroupChanged, Name: n.Payload})
+		}
+	}
+}
