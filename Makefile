@@ -2,7 +2,7 @@
 GO ?= go
 SEEDS ?= 10000
 
-.PHONY: all generate verify test test-short vet fmt bench sim services redis-cluster zookeeper demo
+.PHONY: all generate verify test test-short vet fmt bench sim services redis-cluster zookeeper zk-ensemble zk-ensemble-stop demo
 
 all: verify test
 
@@ -40,8 +40,17 @@ bench:
 sim:
 	$(GO) test ./internal/sim -run TestSimulate -seeds=$(SEEDS) -timeout 60m -v
 
-## services: start PostgreSQL, MariaDB, Redis, a Redis Cluster and ZooKeeper if not running
+## services: start PostgreSQL, MariaDB, Redis, a Redis Cluster, ZooKeeper and a 3-server
+## ZooKeeper ensemble if not running
 services:
 	bash .ci/services.sh
+	bash .ci/zk-ensemble.sh start
 
 redis-cluster zookeeper: services
+
+## zk-ensemble: start the 3-server ZooKeeper ensemble (2191-2193) for the failover test
+zk-ensemble:
+	bash .ci/zk-ensemble.sh start
+
+zk-ensemble-stop:
+	bash .ci/zk-ensemble.sh stop
