@@ -1,0 +1,39 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/simba-go/simba"
+	sqlbackend "github.com/simba-go/simba/backend/sql"
+	"github.com/simba-go/simba/backend/zookeeper"
+)
+
+// openBackend opens the backend a DSN names. The caller closes it.
+func openBackend(ctx context.Context, dsn string) (simba.Backend, error) {
+	scheme, _, ok := strings.Cut(dsn, "://")
+	if !ok {
+		return nil, fmt.Errorf("%w: DSN %q has no scheme (sqlite://, postgres://, mysql://, redis://, zk://)", simba.ErrInvalidOption, dsn)
+	}
+	switch strings.ToLower(scheme) {
+	case "sqlite", "postgres", "postgresql", "mysql":
+		return sqlbackend.Open(ctx, dsn)
+	case "zk":
+		return zookeeper.New(dsn)
+	}
+	return nil, fmt.Errorf("%w: unknown DSN scheme %q", simba.ErrInvalidOption, scheme)
+}
+
+// redact hides a DSN's password for printing.
+func redact(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil || u.User == nil {
+		return dsn
+	}
+	if _, has := u.User.Password(); has {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	return u.String()
+}

@@ -1,0 +1,181 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"sort"
+	"text/tabwriter"
+	"time"
+
+	"github.com/simba-go/simba"
+)
+
+func dsnFlags(name string) (*flag.FlagSet, *string) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	dsn := fs.String("dsn", os.Getenv("SIMBA_DSN"), "backend DSN (default $SIMBA_DSN)")
+	return fs, dsn
+}
+
+func needDSN(dsn string) error {
+	if dsn == "" {
+		return fmt.Errorf("%w: -dsn (or $SIMBA_DSN) is required", simba.ErrInvalidOption)
+	}
+	return nil
+}
+
+// migrate applies the embedded schema of a SQL backend.
+func migrate(ctx context.Context, args []string) error {
+	fs, dsn := dsnFlags("migrate")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := needDSN(*dsn); err != nil {
+		return err
+	}
+	b, err := openBackend(ctx, *dsn)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	m, ok := b.(interface{ Migrate(context.Context) error })
+	if !ok {
+		fmt.Printf("%s needs no schema\n", redact(*dsn))
+		return nil
+	}
+	if err := m.Migrate(ctx); err != nil {
+		return err
+	}
+	fmt.Printf("schema of %s is up to date\n", redact(*dsn))
+	return nil
+}
+
+// status prints what the backend knows: leases, sessions, groups.
+func status(ctx context.Context, args []string) error {
+	fs, dsn := dsnFlags("status")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := needDSN(*dsn); err != nil {
+		return err
+	}
+	b, err := openBackend(ctx, *dsn)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	in, ok := b.(simba.Inspector)
+	if !ok {
+		return fmt.Errorf("%w: the backend of %s cannot list its state", simba.ErrInvalidOption, redact(*dsn))
+	}
+	snap, err := in.Inspect(ctx)
+	if err != nil {
+		return err
+	}
+	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "LEASE\tTOKEN\tHOLDER\tOWNER\tREMAINING")
+	for _, l := range snap.Leases {
+		holder, rem := string(l.Holder), l.Remaining.Round(time.Millisecond).String()
+		if holder == "" {
+			holder, rem = "-", "-"
+		}
+		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\n", l.Name, l.Token, holder, l.Owner, rem)
+	}
+	fmt.Fprintln(w, "\nSESSION\tOWNER\tREMAINING")
+	for _, s := range snap.Sessions {
+		fmt.Fprintf(w, "%s\t%s\t%s\n", s.ID, s.Owner, s.Remaining.Round(time.Millisecond))
+	}
+	groups := make([]string, 0, len(snap.Groups))
+	for g := range snap.Groups {
+		groups = append(groups, g)
+	}
+	sort.Strings(groups)
+	fmt.Fprintln(w, "\nGROUP\tMEMBERS")
+	for _, g := range groups {
+		fmt.Fprintf(w, "%s\t%v\n", g, snap.Groups[g])
+	}
+	return w.Flush()
+}
+
+// runCommand runs a command while this process leads (run) or holds the lock (lock) -name.
+// When leadership is lost the command is sent SIGTERM (then killed after -grace); the fencing
+// token is passed in $SIMBA_TOKEN. The exit status is the command's.
+func runCommand(ctx context.Context, args []string, lock bool) error {
+	name := "run"
+	if lock {
+		name = "lock"
+	}
+	fs, dsn := dsnFlags(name)
+	lease := fs.String("name", "", "lease name")
+	ttl := fs.Duration("ttl", simba.DefaultTTL, "session TTL")
+	grace := fs.Duration("grace", 5*time.Second, "time the command has to exit after SIGTERM")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := needDSN(*dsn); err != nil {
+		return err
+	}
+	argv := fs.Args()
+	if len(argv) == 0 {
+		return fmt.Errorf("%w: no command given (simba %s -dsn D -name N -- CMD [ARGS])", simba.ErrInvalidOption, name)
+	}
+	b, err := openBackend(ctx, *dsn)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	c, err := simba.New(b, simba.WithTTL(*ttl))
+	if err != nil {
+		return err
+	}
+	defer c.Close(context.WithoutCancel(ctx))
+
+	run := func(ctx context.Context, t simba.Term) error {
+		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+		cmd.Env = append(os.Environ(), fmt.Sprintf("SIMBA_TOKEN=%d", t.Token()), "SIMBA_LEASE="+t.Name())
+		cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+		cmd.WaitDelay = *grace
+		err := cmd.Run()
+		var exit *exec.ExitError
+		if errors.As(err, &exit) && ctx.Err() == nil {
+			return exitCode(exit.ExitCode())
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("leadership of %s lost: %w", t.Name(), context.Cause(ctx))
+		}
+		return err
+	}
+
+	if lock {
+		l, err := c.NewLock(*lease)
+		if err != nil {
+			return err
+		}
+		return l.WithLock(ctx, run)
+	}
+	done := make(chan error, 1)
+	e, err := c.NewElection(*lease, simba.RunWhileLeader(func(ctx context.Context, t simba.Term) error {
+		err := run(ctx, t)
+		select {
+		case done <- err:
+		default:
+		}
+		return err
+	}))
+	if err != nil {
+		return err
+	}
+	if err := e.Start(ctx); err != nil {
+		return err
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
