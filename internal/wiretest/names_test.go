@@ -37,8 +37,8 @@ func TestValidateNameEdgeCases(t *testing.T) {
 		{" a", false},
 		{"a\t", false},
 		{"a\n", false},
-		{"a/b", false},  // ZooKeeper path separator
-		{"{a}", false},  // Redis hash tag braces
+		{"a/b", false}, // ZooKeeper path separator
+		{"{a}", false}, // Redis hash tag braces
 		{"a{", false},
 		{"a}", false},
 		{"a*", false},
