@@ -1,6 +1,7 @@
 -- keep_alive: renew the session, then move the expiry of each asked lease it holds and refresh
--- its membership of each asked group, all in one call (standalone). With no leases and no groups
--- it touches only the session's slot: that is the session part of a Cluster keep-alive.
+-- its membership of each asked group it is a member of, all in one call (standalone). With no
+-- leases and no groups it touches only the session's slot: that is the session part of a
+-- Cluster keep-alive.
 -- KEYS: session, session_leases, session_groups, lease keys..., group keys...
 -- ARGV: session_id, lease_count, lease names..., group names...
 -- Reply: {status, remaining_ms, expires_ms, {{name, token}...}, {{member...} per group}}
@@ -33,8 +34,10 @@ redis.call('PEXPIREAT', KEYS[2], e)
 local members = {}
 for j = 1, ng do
   local key, group = KEYS[3 + nl + j], ARGV[2 + nl + j]
-  local changed = redis.call('ZREMRANGEBYSCORE', key, '-inf', now) + redis.call('ZADD', key, e, sid)
-  redis.call('SADD', KEYS[3], group)
+  -- Refresh only: a keep-alive never makes the session a member (join does), so a keep-alive
+  -- that crosses a leave does not undo it.
+  local changed = redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
+  redis.call('ZADD', key, 'XX', e, sid)
   if changed > 0 then
     redis.call('PUBLISH', key, group)
   end

@@ -1,0 +1,532 @@
+package redis
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/simba-go/simba/generated/luascripts"
+	"github.com/simba-go/simba/generated/wire"
+	"github.com/simba-go/simba/internal/spi"
+)
+
+// MaxOwnerLen bounds the owner string of a session, in bytes (DESIGN.md §1).
+const MaxOwnerLen = 255
+
+// Option configures a Backend.
+type Option func(*config) error
+
+type config struct {
+	route       *bool
+	waitN       int
+	waitTimeout time.Duration
+}
+
+// WithRouteBySlot forces routeBySlot on or off. By default it is on exactly when the client is
+// a *redis.ClusterClient. Turn it on for a client that reaches a Redis Cluster some other way (a
+// cluster-aware proxy): every script call then stays inside one hash slot. Turning it off for a
+// *redis.ClusterClient is refused (the combined standalone scripts span several slots).
+func WithRouteBySlot(on bool) Option {
+	return func(c *config) error {
+		c.route = &on
+		return nil
+	}
+}
+
+// WithWaitReplicas makes every grant (an Acquire answered Granted) and every keep-alive wait,
+// with Redis WAIT, until n replicas of the master that wrote it have acknowledged the write, for
+// at most timeout. The WAIT is pipelined behind the script on the same connection, so it adds
+// no round trip, only the replication delay. If fewer than n replicas acknowledge in time, the
+// call fails with a retryable error (matching spi.ErrUnavailable): the grant or renewal happened
+// on the master but is not reported, so the client never acts on it (the engine retries; a
+// re-acquire by the holder is idempotent).
+//
+// What it buys: a grant or renewal the client was told about is on n replicas, so after a
+// failover to one of them (Sentinel or Cluster promote a replica) the new master still has the
+// lease held by the session with the same token and an expiry no earlier than the client
+// believes; no second holder can be granted the lease, and no later grant reuses its token.
+// Choose n so that every replica that can be promoted is among the acknowledging ones (with one
+// replica per master, n = 1). Releases, joins and session opens do not wait: losing one in a
+// failover costs availability (a lease stays held until its expiry, a session is reported
+// expired and replaced), never safety.
+//
+// Without it, replication is asynchronous and a failover can lose the last writes the old
+// master acknowledged: a grant (the new master has the lease free or held by the previous
+// holder, so another session is granted it while the client still believes it holds it: two
+// holders), a keep-alive (the lease's expiry on the new master is earlier than the client's
+// deadline: again two holders for a while), or a release. A lost grant also loses its token
+// increment, so the next grant on the new master hands out the same token again: two tenures
+// with one token, which a fenced resource cannot tell apart. Fencing then protects nothing
+// between those two holders; it still rejects every older token.
+//
+// WAIT is not a consensus protocol: a replica that acknowledged can still lose the write if it
+// crashes too, and a failover may promote a replica that did not acknowledge unless n covers
+// them all. n ≤ 0 turns the option off; timeout must be positive when n > 0.
+func WithWaitReplicas(n int, timeout time.Duration) Option {
+	return func(c *config) error {
+		if n > 0 && timeout <= 0 {
+			return fmt.Errorf("%w: redis: WithWaitReplicas(%d, %v): the timeout must be positive", spi.ErrInvalidOption, n, timeout)
+		}
+		c.waitN, c.waitTimeout = max(n, 0), timeout
+		return nil
+	}
+}
+
+// Backend is the Redis implementation of the Simba SPI (spi.Backend, spi.Hinter,
+// spi.Inspector). It is safe for concurrent use.
+type Backend struct {
+	c       goredis.UniversalClient
+	cc      *goredis.ClusterClient // set when c is a Cluster client
+	owned   bool                   // Close closes c
+	cluster bool                   // routeBySlot
+	waitN   int
+	waitTO  time.Duration
+	closed  atomic.Bool
+
+	loadMu sync.Mutex
+	loaded bool // luascripts.LoadAll succeeded (before the first pipeline)
+
+	mu       sync.Mutex
+	sessions map[spi.SessionID]*session // routeBySlot only
+
+	hub hub
+}
+
+// session is what a routeBySlot backend remembers of a session it opened: the owner and expiry
+// the Cluster scripts take from the client, and the names it acquired and groups it joined, for
+// CloseSession (the session's sets are not maintained in Cluster mode).
+type session struct {
+	owner   string
+	expires int64 // Redis TIME epoch ms, from the latest successful session renewal
+	expired bool  // a keep-alive found the session gone: it never comes back
+	leases  map[string]struct{}
+	groups  map[string]struct{}
+}
+
+var (
+	_ spi.Backend   = (*Backend)(nil)
+	_ spi.Hinter    = (*Backend)(nil)
+	_ spi.Inspector = (*Backend)(nil)
+)
+
+// New returns a backend on c: a *redis.Client (standalone, or Sentinel failover from
+// redis.NewFailoverClient), a *redis.ClusterClient (routeBySlot is then on) or any other
+// redis.UniversalClient. New does no I/O. Close does not close c.
+func New(c goredis.UniversalClient, opts ...Option) (*Backend, error) {
+	if c == nil {
+		return nil, fmt.Errorf("%w: redis: nil client", spi.ErrInvalidOption)
+	}
+	var cfg config
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	b := &Backend{c: c, waitN: cfg.waitN, waitTO: cfg.waitTimeout, sessions: map[spi.SessionID]*session{}}
+	b.cc, b.cluster = c.(*goredis.ClusterClient)
+	if cfg.route != nil {
+		if !*cfg.route && b.cc != nil {
+			return nil, fmt.Errorf("%w: redis: routeBySlot cannot be off for a *redis.ClusterClient", spi.ErrInvalidOption)
+		}
+		b.cluster = *cfg.route
+	}
+	b.hub.b = b
+	return b, nil
+}
+
+// RouteBySlot reports whether the backend keeps every script call inside one hash slot (Redis
+// Cluster).
+func (b *Backend) RouteBySlot() bool { return b.cluster }
+
+// Client returns the go-redis client the backend uses.
+func (b *Backend) Client() goredis.UniversalClient { return b.c }
+
+// Close stops the hint subscription and, if the backend opened its client itself (Open),
+// closes it. A client passed to New is left open. Sessions are not closed: they expire after
+// their TTL unless CloseSession ends them.
+func (b *Backend) Close() error {
+	if b.closed.Swap(true) {
+		return nil
+	}
+	b.hub.shutdown()
+	if b.owned {
+		return b.c.Close()
+	}
+	return nil
+}
+
+func (b *Backend) checkOpen() error {
+	if b.closed.Load() {
+		return spi.ErrClosed
+	}
+	return nil
+}
+
+// fail classifies err from operation op: authentication and permission errors, wrong-type
+// keys, script argument errors and replies of the wrong shape are permanent; everything else
+// (connection loss, timeouts, LOADING, BUSY, TRYAGAIN, CLUSTERDOWN, READONLY during a failover,
+// MOVED during a resharding) is retryable and matches spi.ErrUnavailable.
+func (b *Backend) fail(op string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, goredis.ErrClosed) && b.closed.Load():
+		return fmt.Errorf("redis: %s: %w", op, spi.ErrClosed)
+	case errors.Is(err, context.Canceled):
+		return fmt.Errorf("redis: %s: %w", op, err)
+	case errors.Is(err, luascripts.ErrReply), errors.Is(err, luascripts.ErrArgs),
+		goredis.HasErrorPrefix(err, "NOAUTH"), goredis.HasErrorPrefix(err, "WRONGPASS"),
+		goredis.HasErrorPrefix(err, "NOPERM"), goredis.HasErrorPrefix(err, "WRONGTYPE"),
+		goredis.HasErrorPrefix(err, "simba:"): // HasErrorPrefix strips "ERR "
+		return spi.AsPermanent(fmt.Errorf("redis: %s: %w", op, err))
+	}
+	return spi.Unavailable("redis "+op, err)
+}
+
+// newSessionID makes 128 random bits as 32 lowercase hex characters.
+func newSessionID() (spi.SessionID, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return spi.SessionID(hex.EncodeToString(b[:])), nil
+}
+
+func ms(d int64) time.Duration { return time.Duration(d) * time.Millisecond }
+
+// OpenSession opens a session for owner expiring ttl (rounded down to whole milliseconds, at
+// least 1 ms) after Redis TIME. The id is made here, so a retried open after a lost reply
+// cannot leave a second session behind: open_session is safe to retry with the same id.
+func (b *Backend) OpenSession(ctx context.Context, owner string, ttl time.Duration) (spi.Session, error) {
+	if ttl <= 0 {
+		return spi.Session{}, fmt.Errorf("%w: redis: session TTL %v is not positive", spi.ErrInvalidOption, ttl)
+	}
+	if len(owner) > MaxOwnerLen {
+		return spi.Session{}, fmt.Errorf("%w: redis: owner is %d bytes, longer than %d", spi.ErrInvalidOption, len(owner), MaxOwnerLen)
+	}
+	if err := b.checkOpen(); err != nil {
+		return spi.Session{}, err
+	}
+	sid, err := newSessionID()
+	if err != nil {
+		return spi.Session{}, fmt.Errorf("redis: open session: %w", err)
+	}
+	s := string(sid)
+	r, err := luascripts.OpenSession.Run(ctx, b.c,
+		luascripts.OpenSessionKeys{Session: wire.SessionKey(s), SessionLeases: wire.SessionLeasesKey(s), SessionGroups: wire.SessionGroupsKey(s)},
+		luascripts.OpenSessionArgs{Owner: owner, TTLMS: max(ttl.Milliseconds(), 1)})
+	if err != nil {
+		return spi.Session{}, b.fail("open session", err)
+	}
+	if b.cluster {
+		b.mu.Lock()
+		b.sessions[sid] = &session{owner: owner, expires: r.ExpiresMS, leases: map[string]struct{}{}, groups: map[string]struct{}{}}
+		b.mu.Unlock()
+	}
+	return spi.Session{ID: sid, Remaining: ms(r.RemainingMS)}, nil
+}
+
+// Acquire takes name for the session. Standalone: one acquire script call, which reads the
+// session's expiry and owner from the session hash. routeBySlot: one acquire_at call touching
+// only the lease key, with the session's expiry from its latest keep-alive (see the package
+// documentation for the one case that needs a second call).
+func (b *Backend) Acquire(ctx context.Context, sid spi.SessionID, name string) (spi.Acquire, error) {
+	if err := wire.ValidateName(name); err != nil {
+		return spi.Acquire{}, err
+	}
+	if err := b.checkOpen(); err != nil {
+		return spi.Acquire{}, err
+	}
+	if b.cluster {
+		return b.acquireAt(ctx, sid, name)
+	}
+	s := string(sid)
+	keys := luascripts.AcquireKeys{Lease: wire.LeaseKey(name), Session: wire.SessionKey(s), SessionLeases: wire.SessionLeasesKey(s)}
+	args := luascripts.AcquireArgs{SessionID: s, Name: name}
+	var r luascripts.AcquireReply
+	var err error
+	if b.waitN > 0 {
+		r, err = waited(ctx, b, b.c, luascripts.Acquire.EvalSha, luascripts.Acquire.Eval, luascripts.Acquire.Decode, keys, args,
+			func(r luascripts.AcquireReply) bool { return r.Status == luascripts.StatusOK })
+	} else {
+		r, err = luascripts.Acquire.Run(ctx, b.c, keys, args)
+	}
+	if err != nil {
+		return spi.Acquire{}, b.fail("acquire "+name, err)
+	}
+	return acquireReply(r.Status, r.Token, r.RemainingMS, r.Holder, r.Owner)
+}
+
+func acquireReply(status, token, remaining int64, holder, owner string) (spi.Acquire, error) {
+	switch status {
+	case luascripts.StatusOK:
+		return spi.Acquire{Kind: spi.Granted, Token: token, Remaining: ms(remaining)}, nil
+	case luascripts.StatusHeldBy:
+		return spi.Acquire{Kind: spi.HeldBy, Token: 0, Remaining: ms(remaining), Holder: spi.SessionID(holder), HolderOwner: owner}, nil
+	case luascripts.StatusExpired:
+		return spi.Acquire{Kind: spi.SessionExpired}, nil
+	}
+	return spi.Acquire{}, spi.AsPermanent(fmt.Errorf("redis: acquire: %w: status %d", luascripts.ErrReply, status))
+}
+
+// Release frees name if the session holds it with token. Standalone: the release script;
+// routeBySlot: release_leases with this one name and token.
+func (b *Backend) Release(ctx context.Context, sid spi.SessionID, name string, token int64) error {
+	if err := wire.ValidateName(name); err != nil {
+		return err
+	}
+	if err := b.checkOpen(); err != nil {
+		return err
+	}
+	if token <= 0 {
+		return nil // tokens are positive: no tenure has it (and 0 would mean "any" to release_leases)
+	}
+	s := string(sid)
+	if !b.cluster {
+		_, err := luascripts.Release.Run(ctx, b.c,
+			luascripts.ReleaseKeys{Lease: wire.LeaseKey(name), SessionLeases: wire.SessionLeasesKey(s)},
+			luascripts.ReleaseArgs{SessionID: s, Name: name, Token: token})
+		return b.fail("release "+name, err)
+	}
+	r, err := luascripts.ReleaseLeases.Run(ctx, b.c,
+		luascripts.ReleaseLeasesKeys{Leases: []string{wire.LeaseKey(name)}},
+		luascripts.ReleaseLeasesArgs{SessionID: s, Names: []string{name}, Tokens: []int64{token}})
+	if err != nil {
+		return b.fail("release "+name, err)
+	}
+	if r.Released > 0 {
+		b.mu.Lock()
+		if st := b.sessions[sid]; st != nil {
+			delete(st.leases, name)
+		}
+		b.mu.Unlock()
+	}
+	return nil
+}
+
+// KeepAlive renews the session and the given leases it holds, refreshes its membership of the
+// given groups and returns their live members. Standalone: one keep_alive call whatever the
+// number of leases and groups. routeBySlot: one keep_alive call on the session's slot, then one
+// pipelined round per master (keep_alive_leases per slot of the asked names, join_at per group);
+// it succeeds only if every call did.
+func (b *Backend) KeepAlive(ctx context.Context, sid spi.SessionID, names, groups []string) (spi.KeepAlive, error) {
+	for _, n := range names {
+		if err := wire.ValidateName(n); err != nil {
+			return spi.KeepAlive{}, err
+		}
+	}
+	for _, g := range groups {
+		if err := wire.ValidateName(g); err != nil {
+			return spi.KeepAlive{}, err
+		}
+	}
+	if err := b.checkOpen(); err != nil {
+		return spi.KeepAlive{}, err
+	}
+	if b.cluster {
+		return b.keepAliveCluster(ctx, sid, names, groups)
+	}
+	s := string(sid)
+	keys := luascripts.KeepAliveKeys{Session: wire.SessionKey(s), SessionLeases: wire.SessionLeasesKey(s), SessionGroups: wire.SessionGroupsKey(s),
+		Leases: make([]string, len(names)), Groups: make([]string, len(groups))}
+	for i, n := range names {
+		keys.Leases[i] = wire.LeaseKey(n)
+	}
+	for i, g := range groups {
+		keys.Groups[i] = wire.GroupKey(g)
+	}
+	args := luascripts.KeepAliveArgs{SessionID: s, Names: names, GroupNames: groups}
+	var r luascripts.KeepAliveReply
+	var err error
+	if b.waitN > 0 {
+		r, err = waited(ctx, b, b.c, luascripts.KeepAlive.EvalSha, luascripts.KeepAlive.Eval, luascripts.KeepAlive.Decode, keys, args,
+			func(r luascripts.KeepAliveReply) bool { return r.Status == luascripts.StatusOK })
+	} else {
+		r, err = luascripts.KeepAlive.Run(ctx, b.c, keys, args)
+	}
+	if err != nil {
+		return spi.KeepAlive{}, b.fail("keep-alive", err)
+	}
+	if r.Status != luascripts.StatusOK {
+		return spi.KeepAlive{Expired: true}, nil
+	}
+	ka := spi.KeepAlive{Remaining: ms(r.RemainingMS), Held: heldList(r.Held)}
+	if len(groups) > 0 {
+		ka.Members = make(map[string][]spi.SessionID, len(groups))
+		for i, g := range groups {
+			if i < len(r.Members) {
+				ka.Members[g] = sortedIDs(r.Members[i])
+			}
+		}
+	}
+	return ka, nil
+}
+
+func heldList(h []luascripts.Held) []spi.Held {
+	out := make([]spi.Held, len(h))
+	for i, x := range h {
+		out[i] = spi.Held{Name: x.Name, Token: x.Token}
+	}
+	return out
+}
+
+// sortedIDs converts members (the scripts list them in expiry order) to sorted session ids.
+func sortedIDs(m []string) []spi.SessionID {
+	out := make([]spi.SessionID, len(m))
+	for i, s := range m {
+		out[i] = spi.SessionID(s)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Join makes the session a member of group.
+func (b *Backend) Join(ctx context.Context, sid spi.SessionID, group string) (spi.Status, error) {
+	if err := wire.ValidateName(group); err != nil {
+		return 0, err
+	}
+	if err := b.checkOpen(); err != nil {
+		return 0, err
+	}
+	if b.cluster {
+		return b.joinAt(ctx, sid, group)
+	}
+	s := string(sid)
+	r, err := luascripts.Join.Run(ctx, b.c,
+		luascripts.JoinKeys{Session: wire.SessionKey(s), SessionGroups: wire.SessionGroupsKey(s), Group: wire.GroupKey(group)},
+		luascripts.JoinArgs{SessionID: s, GroupName: group})
+	if err != nil {
+		return 0, b.fail("join "+group, err)
+	}
+	return status(r.Status), nil
+}
+
+// Leave removes the session from group.
+func (b *Backend) Leave(ctx context.Context, sid spi.SessionID, group string) (spi.Status, error) {
+	if err := wire.ValidateName(group); err != nil {
+		return 0, err
+	}
+	if err := b.checkOpen(); err != nil {
+		return 0, err
+	}
+	if b.cluster {
+		return b.leaveAt(ctx, sid, group)
+	}
+	s := string(sid)
+	r, err := luascripts.Leave.Run(ctx, b.c,
+		luascripts.LeaveKeys{Session: wire.SessionKey(s), SessionGroups: wire.SessionGroupsKey(s), Group: wire.GroupKey(group)},
+		luascripts.LeaveArgs{SessionID: s, GroupName: group})
+	if err != nil {
+		return 0, b.fail("leave "+group, err)
+	}
+	return status(r.Status), nil
+}
+
+func status(s int64) spi.Status {
+	if s == luascripts.StatusOK {
+		return spi.OK
+	}
+	return spi.Expired
+}
+
+// Members lists the live members of group, sorted ascending.
+func (b *Backend) Members(ctx context.Context, group string) ([]spi.SessionID, error) {
+	if err := wire.ValidateName(group); err != nil {
+		return nil, err
+	}
+	if err := b.checkOpen(); err != nil {
+		return nil, err
+	}
+	r, err := luascripts.Members.Run(ctx, b.c, luascripts.MembersKeys{Group: wire.GroupKey(group)}, luascripts.MembersArgs{GroupName: group})
+	if err != nil {
+		return nil, b.fail("members "+group, err)
+	}
+	return sortedIDs(r.Members), nil
+}
+
+// CloseSession releases every lease the session holds and leaves its groups (publishing each),
+// then deletes the session. Standalone: the session's sets are read (one round trip), then one
+// close_session call. routeBySlot: release_leases per slot and leave_at per group (one
+// pipelined round per master) for the names this backend acquired and joined, then
+// close_session on the session's slot. Closing a closed or expired session is not an error.
+func (b *Backend) CloseSession(ctx context.Context, sid spi.SessionID) error {
+	if err := b.checkOpen(); err != nil {
+		return err
+	}
+	if b.cluster {
+		return b.closeCluster(ctx, sid)
+	}
+	s := string(sid)
+	pipe := b.c.Pipeline()
+	lc := pipe.SMembers(ctx, wire.SessionLeasesKey(s))
+	gc := pipe.SMembers(ctx, wire.SessionGroupsKey(s))
+	if _, err := pipe.Exec(ctx); err != nil {
+		return b.fail("close session", err)
+	}
+	names, groups := nonEmpty(lc.Val()), nonEmpty(gc.Val())
+	keys := luascripts.CloseSessionKeys{Session: wire.SessionKey(s), SessionLeases: wire.SessionLeasesKey(s), SessionGroups: wire.SessionGroupsKey(s)}
+	for _, n := range names {
+		keys.Leases = append(keys.Leases, wire.LeaseKey(n))
+	}
+	for _, g := range groups {
+		keys.Groups = append(keys.Groups, wire.GroupKey(g))
+	}
+	_, err := luascripts.CloseSession.Run(ctx, b.c, keys, luascripts.CloseSessionArgs{SessionID: s, Names: names, GroupNames: groups})
+	return b.fail("close session", err)
+}
+
+// nonEmpty drops the "" placeholder of the session's sets (and anything that is not a valid
+// name, which no Simba script writes).
+func nonEmpty(in []string) []string {
+	out := in[:0]
+	for _, s := range in {
+		if wire.ValidateName(s) == nil {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// waited runs one script call followed by WAIT on the same connection (a pipeline of two
+// commands: one round trip), falling back to EVAL on NOSCRIPT, and fails with a retryable error
+// when the reply is one that wrote (wrote(r)) and fewer than b.waitN replicas acknowledged it.
+func waited[K, A, R any](ctx context.Context, b *Backend, c goredis.Cmdable,
+	evalSha, eval func(context.Context, goredis.Scripter, K, A) *goredis.Cmd, decode func(any) (R, error),
+	keys K, args A, wrote func(R) bool) (R, error) {
+	var zero R
+	for _, send := range []func(context.Context, goredis.Scripter, K, A) *goredis.Cmd{evalSha, eval} {
+		pipe := c.Pipeline()
+		cmd := send(ctx, pipe, keys, args)
+		w := pipe.Do(ctx, "wait", b.waitN, b.waitTO.Milliseconds())
+		_, _ = pipe.Exec(ctx)
+		if luascripts.IsNoScript(cmd.Err()) {
+			continue
+		}
+		if err := cmd.Err(); err != nil {
+			return zero, err
+		}
+		r, err := decode(cmd.Val())
+		if err != nil {
+			return zero, err
+		}
+		if !wrote(r) {
+			return r, nil
+		}
+		if err := w.Err(); err != nil {
+			return zero, fmt.Errorf("WAIT %d: %w", b.waitN, err)
+		}
+		if n, _ := w.Int64(); n < int64(b.waitN) {
+			return zero, fmt.Errorf("WAIT: %d of %d replicas acknowledged within %v", n, b.waitN, b.waitTO)
+		}
+		return r, nil
+	}
+	return zero, errors.New("NOSCRIPT after EVAL")
+}

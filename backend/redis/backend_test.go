@@ -1,0 +1,370 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/simba-go/simba/generated/luascripts"
+	"github.com/simba-go/simba/generated/wire"
+	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/internal/testenv"
+)
+
+func uniq(prefix string) string {
+	return "rb." + prefix + "." + strconv.FormatInt(time.Now().UnixNano(), 36)
+}
+
+func open(t *testing.T, b *Backend, ttl time.Duration) spi.SessionID {
+	t.Helper()
+	s, err := b.OpenSession(context.Background(), "test:"+t.Name(), ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.CloseSession(context.Background(), s.ID) })
+	return s.ID
+}
+
+func TestSlotOfMatchesCluster(t *testing.T) {
+	c := clusterClient(t)
+	ctx := context.Background()
+	names := []string{"a", "A", "orders.7", "x:y-z_1", strings.Repeat("n", 128), "123456789"}
+	for i := range 200 {
+		names = append(names, "slot."+strconv.Itoa(i))
+	}
+	for _, n := range names {
+		want, err := c.ClusterKeySlot(ctx, wire.LeaseKey(n)).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := slotOf(n); int64(got) != want {
+			t.Fatalf("slotOf(%q) = %d, CLUSTER KEYSLOT %s = %d", n, got, wire.LeaseKey(n), want)
+		}
+	}
+	if slotOf("123456789") != 0x31c3&16383 { // the CRC16/XMODEM check value
+		t.Fatalf("slotOf(123456789) = %#x", slotOf("123456789"))
+	}
+}
+
+// TestErrorsAreClassified: an unreachable server is retryable (spi.ErrUnavailable), a wrong
+// password permanent, a closed backend spi.ErrClosed, and nothing is sent for a bad name.
+func TestErrorsAreClassified(t *testing.T) {
+	addr := testenv.Redis(t)
+	ctx := context.Background()
+
+	down, err := Open("redis://127.0.0.1:1?dial_timeout=200ms&max_retries=-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer down.Close()
+	if _, err := down.OpenSession(ctx, "x", time.Second); !errors.Is(err, spi.ErrUnavailable) || spi.Classify(err) != spi.Retryable {
+		t.Errorf("unreachable server: %v (%s), want retryable spi.ErrUnavailable", err, spi.Classify(err))
+	}
+
+	auth, err := Open("redis://nobody:wrong@" + addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer auth.Close()
+	if _, err := auth.OpenSession(ctx, "x", time.Second); err == nil || spi.Classify(err) != spi.Permanent {
+		t.Errorf("wrong password: %v (%s), want permanent", err, spi.Classify(err))
+	}
+
+	b := newBackend(t, standaloneClient(t))
+	sid := open(t, b, time.Minute)
+	for _, name := range []string{"", "a b", "{x}"} {
+		if _, err := b.Acquire(ctx, sid, name); !errors.Is(err, spi.ErrInvalidName) {
+			t.Errorf("Acquire(%q) = %v", name, err)
+		}
+		if _, err := b.KeepAlive(ctx, sid, []string{name}, nil); !errors.Is(err, spi.ErrInvalidName) {
+			t.Errorf("KeepAlive(%q) = %v", name, err)
+		}
+		if _, err := b.Members(ctx, name); !errors.Is(err, spi.ErrInvalidName) {
+			t.Errorf("Members(%q) = %v", name, err)
+		}
+	}
+	if _, err := b.OpenSession(ctx, strings.Repeat("o", MaxOwnerLen+1), time.Second); !errors.Is(err, spi.ErrInvalidOption) {
+		t.Errorf("long owner: %v", err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := b.Acquire(cctx, sid, uniq("cancel")); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled context: %v", err)
+	}
+	b.Close()
+	if _, err := b.Acquire(ctx, sid, "x"); !errors.Is(err, spi.ErrClosed) {
+		t.Errorf("after Close: %v", err)
+	}
+	if _, err := b.Hints(ctx); !errors.Is(err, spi.ErrClosed) {
+		t.Errorf("Hints after Close: %v", err)
+	}
+}
+
+// TestCloseLeavesCallersClient: Close closes only a client the backend opened.
+func TestCloseLeavesCallersClient(t *testing.T) {
+	c := standaloneClient(t)
+	b := newBackend(t, c)
+	b.Close()
+	if err := c.Ping(context.Background()).Err(); err != nil {
+		t.Fatalf("the caller's client was closed: %v", err)
+	}
+	o, err := Open("redis://" + testenv.Redis(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	oc := o.Client()
+	o.Close()
+	if err := oc.Ping(context.Background()).Err(); !errors.Is(err, goredis.ErrClosed) {
+		t.Fatalf("Open's client after Close: %v, want closed", err)
+	}
+}
+
+// failing is a hook that fails the pipelined commands whose first key passes match.
+type failing struct{ match func(key string) bool }
+
+func (failing) DialHook(next goredis.DialHook) goredis.DialHook          { return next }
+func (failing) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook { return next }
+func (f failing) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, c := range cmds {
+			if a := c.Args(); len(a) > 3 && f.match(fmt.Sprint(a[3])) {
+				c.SetErr(errors.New("injected failure"))
+			}
+		}
+		return err
+	}
+}
+
+// TestClusterKeepAliveFailsAsAWhole: when the call of one slot fails, the keep-alive reports a
+// retryable error, never a reply listing fewer leases.
+func TestClusterKeepAliveFailsAsAWhole(t *testing.T) {
+	c := clusterClient(t)
+	b := newBackend(t, c)
+	ctx := context.Background()
+	sid := open(t, b, time.Minute)
+	var names []string
+	for i := range 20 {
+		n := uniq("whole") + "." + strconv.Itoa(i)
+		if r, err := b.Acquire(ctx, sid, n); err != nil || r.Kind != spi.Granted {
+			t.Fatalf("acquire %s: %+v %v", n, r, err)
+		}
+		names = append(names, n)
+	}
+	victim := wire.LeaseKey(names[7])
+	c.AddHook(failing{match: func(k string) bool { return k == victim }})
+	ka, err := b.KeepAlive(ctx, sid, names, nil)
+	if !errors.Is(err, spi.ErrUnavailable) || ka.Held != nil || ka.Expired {
+		t.Fatalf("keep-alive with one failed slot = %+v, %v; want a retryable error and no reply", ka, err)
+	}
+}
+
+// TestClusterAcquireFollowsRenewal: a keep-alive that renews the session while an acquire
+// carrying the older expiry is in flight does not leave the grant at the older expiry.
+func TestClusterAcquireFollowsRenewal(t *testing.T) {
+	c := clusterClient(t)
+	b := newBackend(t, c)
+	ctx := context.Background()
+	sid := open(t, b, time.Minute)
+	time.Sleep(5 * time.Millisecond)
+	s := string(sid)
+	ka, err := luascripts.KeepAlive.Run(ctx, c, luascripts.KeepAliveKeys{Session: wire.SessionKey(s), SessionLeases: wire.SessionLeasesKey(s), SessionGroups: wire.SessionGroupsKey(s)}, luascripts.KeepAliveArgs{SessionID: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.mu.Lock()
+	e1 := b.sessions[sid].expires
+	b.mu.Unlock()
+	if ka.ExpiresMS <= e1 {
+		t.Fatalf("renewal %d is not after %d", ka.ExpiresMS, e1)
+	}
+	// The renewal's reply reaches the backend while acquire_at is on the wire.
+	var fired atomic.Bool
+	c.AddHook(hookProcess(func(cmd goredis.Cmder) {
+		if a := cmd.Args(); len(a) > 1 && a[1] == luascripts.AcquireAtSHA1 && !fired.Swap(true) {
+			b.renewed(sid, ka.ExpiresMS)
+		}
+	}))
+	name := uniq("follow")
+	r, err := b.Acquire(ctx, sid, name)
+	if err != nil || r.Kind != spi.Granted {
+		t.Fatalf("acquire: %+v %v", r, err)
+	}
+	got, err := c.HGet(ctx, wire.LeaseKey(name), wire.LeaseFieldExpires).Int64()
+	if err != nil || got != ka.ExpiresMS {
+		t.Fatalf("lease expires %d (%v), want the renewed %d (not the acquire's %d)", got, err, ka.ExpiresMS, e1)
+	}
+}
+
+type hookProcess func(goredis.Cmder)
+
+func (h hookProcess) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+func (h hookProcess) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		err := next(ctx, cmd)
+		h(cmd)
+		return err
+	}
+}
+func (h hookProcess) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return next
+}
+
+// TestReleaseTokenZeroReleasesNothing: token 0 means "any token" to release_leases; Release
+// must never send it.
+func TestReleaseTokenZeroReleasesNothing(t *testing.T) {
+	for _, mode := range []struct {
+		name string
+		c    func(testing.TB) goredis.UniversalClient
+	}{{"standalone", func(t testing.TB) goredis.UniversalClient { return standaloneClient(t) }},
+		{"cluster", func(t testing.TB) goredis.UniversalClient { return clusterClient(t) }}} {
+		t.Run(mode.name, func(t *testing.T) {
+			b := newBackend(t, mode.c(t))
+			ctx := context.Background()
+			sid := open(t, b, time.Minute)
+			name := uniq("zero")
+			r, err := b.Acquire(ctx, sid, name)
+			if err != nil || r.Kind != spi.Granted {
+				t.Fatal(r, err)
+			}
+			for _, tok := range []int64{0, -1} {
+				if err := b.Release(ctx, sid, name, tok); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ka, err := b.KeepAlive(ctx, sid, []string{name}, nil)
+			if err != nil || !slices.Contains(ka.Held, spi.Held{Name: name, Token: r.Token}) {
+				t.Fatalf("after releases with tokens 0 and -1: %+v %v", ka, err)
+			}
+		})
+	}
+}
+
+// TestHintsResubscribeAfterReconnect: the pub/sub connection is killed at the server; hints
+// keep coming after go-redis reconnects.
+func TestHintsResubscribeAfterReconnect(t *testing.T) {
+	name := uniq("hintconn")
+	c := goredis.NewClient(&goredis.Options{Addr: testenv.Redis(t), ClientName: name})
+	t.Cleanup(func() { c.Close() })
+	b := newBackend(t, c)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	hints, err := b.Hints(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := standaloneClient(t)
+	other := newBackend(t, standaloneClient(t))
+	sid := open(t, other, time.Minute)
+	lease := uniq("hinted")
+	expect := func(what string) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for time.Now().Before(deadline) {
+			r, err := other.Acquire(ctx, sid, lease)
+			if err != nil || r.Kind != spi.Granted {
+				t.Fatal(r, err)
+			}
+			if err := other.Release(ctx, sid, lease, r.Token); err != nil {
+				t.Fatal(err)
+			}
+			timeout := time.After(200 * time.Millisecond)
+			for waiting := true; waiting; {
+				select {
+				case h := <-hints:
+					if h.Kind == spi.Released && h.Name == lease {
+						return
+					}
+				case <-timeout:
+					waiting = false
+				}
+			}
+		}
+		t.Fatalf("no released hint %s", what)
+	}
+	expect("before the reconnect")
+	killed := 0
+	list, err := admin.ClientList(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(list, "\n") {
+		if strings.Contains(line, " name="+name+" ") && strings.Contains(line, "psub=2") {
+			for _, f := range strings.Fields(line) {
+				if id, ok := strings.CutPrefix(f, "id="); ok {
+					n, _ := strconv.ParseInt(id, 10, 64)
+					if err := admin.ClientKillByFilter(ctx, "ID", strconv.FormatInt(n, 10)).Err(); err != nil {
+						t.Fatal(err)
+					}
+					killed++
+				}
+			}
+		}
+	}
+	if killed != 1 {
+		t.Fatalf("found %d pub/sub connections named %s, want 1:\n%s", killed, name, list)
+	}
+	expect("after the pub/sub connection was killed")
+}
+
+// TestInspect lists leases, sessions and groups (standalone on database 9, and the Cluster).
+func TestInspect(t *testing.T) {
+	for _, mode := range []struct {
+		name string
+		c    func(testing.TB) goredis.UniversalClient
+	}{{"standalone", func(t testing.TB) goredis.UniversalClient {
+		c := goredis.NewClient(&goredis.Options{Addr: testenv.Redis(t), DB: 9})
+		t.Cleanup(func() { c.Close() })
+		if err := c.Ping(context.Background()).Err(); err != nil {
+			testenv.Unavailable(t, "Redis", err.Error())
+		}
+		return c
+	}}, {"cluster", func(t testing.TB) goredis.UniversalClient { return clusterClient(t) }}} {
+		t.Run(mode.name, func(t *testing.T) {
+			b := newBackend(t, mode.c(t))
+			ctx := context.Background()
+			sid := open(t, b, time.Minute)
+			held, freed, group := uniq("held"), uniq("freed"), uniq("group")
+			r, err := b.Acquire(ctx, sid, held)
+			if err != nil || r.Kind != spi.Granted {
+				t.Fatal(r, err)
+			}
+			f, _ := b.Acquire(ctx, sid, freed)
+			if err := b.Release(ctx, sid, freed, f.Token); err != nil {
+				t.Fatal(err)
+			}
+			if st, err := b.Join(ctx, sid, group); err != nil || st != spi.OK {
+				t.Fatal(st, err)
+			}
+			snap, err := b.Inspect(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sawHeld, sawFreed, sawSession bool
+			for _, l := range snap.Leases {
+				switch l.Name {
+				case held:
+					sawHeld = l.Holder == sid && l.Token == r.Token && l.Owner == "test:"+t.Name() && l.Remaining > 0 && l.Remaining <= time.Minute
+				case freed:
+					sawFreed = l.Holder == "" && l.Token == f.Token
+				}
+			}
+			for _, s := range snap.Sessions {
+				if s.ID == sid {
+					sawSession = s.Owner == "test:"+t.Name() && s.Remaining > 0
+				}
+			}
+			if !sawHeld || !sawFreed || !sawSession || !slices.Equal(snap.Groups[group], []spi.SessionID{sid}) {
+				t.Fatalf("snapshot: held %v, freed %v, session %v, group %v", sawHeld, sawFreed, sawSession, snap.Groups[group])
+			}
+		})
+	}
+}

@@ -1,0 +1,198 @@
+package redis
+
+import (
+	"context"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/simba-go/simba/generated/luascripts"
+	"github.com/simba-go/simba/generated/wire"
+	"github.com/simba-go/simba/internal/spi"
+)
+
+// Issue 8's measures, through the Backend, each with its baseline measured in the same run:
+//
+//	go test -run '^$' -bench . -count 5 ./backend/redis
+//
+// BenchmarkTrivialEvalSha is the baseline: EVALSHA of a script doing nothing, through the same
+// go-redis client. BenchmarkAcquireRelease reports the cost of one Acquire + Release cycle as
+// "baseline-calls": each iteration times one baseline call and one cycle side by side (see
+// paired), and the metric is the cycles' total time over the baseline calls' (target ≤ 2.0).
+// ns/op includes the baseline call; op-ns is the cycle alone. BenchmarkKeepAlive10000 renews 10,000 held
+// leases and reports "round-trips" (commands and pipelines the client sent per KeepAlive: 1 on
+// standalone Redis) and its cost in baseline calls.
+
+// trivial is the baseline script.
+var trivial = goredis.NewScript("return 1")
+
+// counter counts round trips: every command or pipeline the client sends.
+type counter struct{ n atomic.Int64 }
+
+func (c *counter) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+func (c *counter) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		c.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (c *counter) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		c.n.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
+// paired times, in each iteration, one trivial EVALSHA (the baseline) and then op, and reports
+// op's cost in baseline calls: the sum of op's times over the sum of the baseline's. Measuring
+// both side by side keeps the ratio meaningful on a loaded machine, where back-to-back runs
+// differ by tens of percent.
+func paired(b *testing.B, c goredis.Scripter, op func()) {
+	ctx := context.Background()
+	if err := trivial.Load(ctx, c).Err(); err != nil {
+		b.Fatal(err)
+	}
+	var base, cost time.Duration
+	b.ResetTimer()
+	for b.Loop() {
+		t0 := time.Now()
+		if err := trivial.EvalSha(ctx, c, nil).Err(); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		op()
+		cost += time.Since(t1)
+		base += t1.Sub(t0)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(cost)/float64(base), "baseline-calls")
+	b.ReportMetric(float64(base.Nanoseconds())/float64(b.N), "baseline-ns")
+	b.ReportMetric(float64(cost.Nanoseconds())/float64(b.N), "op-ns")
+}
+
+func BenchmarkTrivialEvalSha(b *testing.B) {
+	c := standaloneClient(b)
+	ctx := context.Background()
+	if err := trivial.Load(ctx, c).Err(); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if err := trivial.EvalSha(ctx, c, nil).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func benchCycle(b *testing.B, c goredis.UniversalClient, opts ...Option) {
+	be := newBackend(b, c, opts...)
+	ctx := context.Background()
+	s, err := be.OpenSession(ctx, "bench", time.Hour)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer be.CloseSession(ctx, s.ID)
+	name := "bench.cycle." + strconv.FormatInt(time.Now().UnixNano(), 36)
+	cycle := func() {
+		r, err := be.Acquire(ctx, s.ID, name)
+		if err != nil || r.Kind != spi.Granted {
+			b.Fatalf("acquire: %+v %v", r, err)
+		}
+		if err := be.Release(ctx, s.ID, name, r.Token); err != nil {
+			b.Fatalf("release: %v", err)
+		}
+	}
+	for range 200 { // warm the pool and the script cache
+		cycle()
+	}
+	paired(b, c, cycle)
+}
+
+// BenchmarkAcquireRelease is one Acquire + Release cycle on standalone Redis: two script calls.
+func BenchmarkAcquireRelease(b *testing.B) { benchCycle(b, standaloneClient(b)) }
+
+// BenchmarkAcquireReleaseCluster is the cycle on the Redis Cluster (acquire_at +
+// release_leases; the baseline runs on whichever master serves its empty key list).
+func BenchmarkAcquireReleaseCluster(b *testing.B) { benchCycle(b, clusterClient(b)) }
+
+// BenchmarkRawSetNXCycle is a redislock-style cycle for comparison: SET NX PX, then an
+// unlock script (GET compare DEL) by EVALSHA.
+func BenchmarkRawSetNXCycle(b *testing.B) {
+	c := standaloneClient(b)
+	ctx := context.Background()
+	unlock := goredis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
+	if err := unlock.Load(ctx, c).Err(); err != nil {
+		b.Fatal(err)
+	}
+	key := "bench.setnx." + strconv.FormatInt(time.Now().UnixNano(), 36)
+	paired(b, c, func() {
+		if ok, err := c.SetNX(ctx, key, "token", time.Minute).Result(); err != nil || !ok {
+			b.Fatalf("set nx: %v %v", ok, err)
+		}
+		if err := unlock.EvalSha(ctx, c, []string{key}, "token").Err(); err != nil {
+			b.Fatal(err)
+		}
+	})
+}
+
+func benchKeepAlive(b *testing.B, c goredis.UniversalClient, n int) {
+	be := newBackend(b, c)
+	ctx := context.Background()
+	s, err := be.OpenSession(ctx, "bench", time.Hour)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer be.CloseSession(ctx, s.ID)
+	prefix := "bench.ka." + strconv.FormatInt(time.Now().UnixNano(), 36) + "."
+	names := make([]string, n)
+	for i := range names {
+		names[i] = prefix + strconv.Itoa(i)
+	}
+	// Grant them all in a few pipelines (the scripts directly, as Acquire would one by one).
+	if _, err := be.KeepAlive(ctx, s.ID, nil, nil); err != nil { // routeBySlot: learn E
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	for i := 0; i < n; i += 1000 {
+		calls := []*call{}
+		for _, name := range names[i:min(i+1000, n)] {
+			var sha func(goredis.Pipeliner) *goredis.Cmd
+			if be.cluster {
+				be.track(s.ID, true, name, true)
+				keys := luascripts.AcquireAtKeys{Lease: wire.LeaseKey(name)}
+				args := luascripts.AcquireAtArgs{SessionID: string(s.ID), Owner: "bench", ExpiresMS: be.sessions[s.ID].expires}
+				sha = func(p goredis.Pipeliner) *goredis.Cmd { return luascripts.AcquireAt.Eval(ctx, p, keys, args) }
+			} else {
+				keys := luascripts.AcquireKeys{Lease: wire.LeaseKey(name), Session: wire.SessionKey(string(s.ID)), SessionLeases: wire.SessionLeasesKey(string(s.ID))}
+				args := luascripts.AcquireArgs{SessionID: string(s.ID), Name: name}
+				sha = func(p goredis.Pipeliner) *goredis.Cmd { return luascripts.Acquire.Eval(ctx, p, keys, args) }
+			}
+			calls = append(calls, &call{key: wire.LeaseKey(name), sha: sha, eval: sha})
+		}
+		if err := be.pipeline(ctx, c, calls); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cnt := &counter{}
+	c.AddHook(cnt)
+	var calls int64
+	b.StartTimer()
+	paired(b, c, func() {
+		n0 := cnt.n.Load()
+		ka, err := be.KeepAlive(ctx, s.ID, names, nil)
+		if err != nil || ka.Expired || len(ka.Held) != n {
+			b.Fatalf("keep-alive: %d held, expired %v, %v", len(ka.Held), ka.Expired, err)
+		}
+		calls += cnt.n.Load() - n0
+	})
+	b.ReportMetric(float64(calls)/float64(b.N), "round-trips")
+}
+
+// BenchmarkKeepAlive10000 renews 10,000 held leases on standalone Redis: one keep_alive call.
+func BenchmarkKeepAlive10000(b *testing.B) { benchKeepAlive(b, standaloneClient(b), 10000) }
+
+// BenchmarkKeepAlive10000Cluster renews 10,000 held leases on the Redis Cluster: one session
+// call plus one pipelined round (go-redis sends each master its part concurrently).
+func BenchmarkKeepAlive10000Cluster(b *testing.B) { benchKeepAlive(b, clusterClient(b), 10000) }

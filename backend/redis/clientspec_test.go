@@ -1,0 +1,11 @@
+package redis
+
+import (
+	"testing"
+
+	"github.com/simba-go/simba/tck"
+)
+
+// ClientSpec: Election, Lock and PartitionGroup through real simba.Clients on this backend.
+func TestClientSpecStandalone(t *testing.T) { tck.ClientSpec(t, standaloneFactory(t)) }
+func TestClientSpecCluster(t *testing.T)    { tck.ClientSpec(t, clusterFactory(t)) }

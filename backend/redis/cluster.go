@@ -1,0 +1,531 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/simba-go/simba/generated/luascripts"
+	"github.com/simba-go/simba/generated/wire"
+	"github.com/simba-go/simba/internal/spi"
+)
+
+// slotOf returns the Redis Cluster hash slot of every key whose hash tag is tag (CRC16/XMODEM
+// of the tag, mod 16384). Simba's keys are tagged with the whole name, which contains no
+// braces, so the slot of wire.LeaseKey(name) is slotOf(name).
+func slotOf(tag string) uint16 {
+	var crc uint16
+	for i := 0; i < len(tag); i++ {
+		crc = crc<<8 ^ crcTable[byte(crc>>8)^tag[i]]
+	}
+	return crc & 16383
+}
+
+var crcTable = func() (t [256]uint16) {
+	for i := range t {
+		c := uint16(i) << 8
+		for range 8 {
+			if c&0x8000 != 0 {
+				c = c<<1 ^ 0x1021
+			} else {
+				c <<= 1
+			}
+		}
+		t[i] = c
+	}
+	return t
+}()
+
+// sessionView is a copy of a routeBySlot session's state taken under b.mu.
+type sessionView struct {
+	owner   string
+	expires int64
+	expired bool
+}
+
+// clusterSession returns what the backend knows of sid. A session this backend did not open
+// (another backend's, or one from before a restart) is read once from its hash; a session
+// that no longer exists is reported expired.
+func (b *Backend) clusterSession(ctx context.Context, sid spi.SessionID) (sessionView, error) {
+	b.mu.Lock()
+	st := b.sessions[sid]
+	if st != nil {
+		v := sessionView{st.owner, st.expires, st.expired}
+		b.mu.Unlock()
+		return v, nil
+	}
+	b.mu.Unlock()
+	vals, err := b.c.HMGet(ctx, wire.SessionKey(string(sid)), wire.SessionFieldOwner, wire.SessionFieldExpires).Result()
+	if err != nil {
+		return sessionView{}, b.fail("read session", err)
+	}
+	owner, _ := vals[0].(string)
+	e, _ := vals[1].(string)
+	expires, perr := strconv.ParseInt(e, 10, 64)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if st = b.sessions[sid]; st == nil {
+		st = &session{owner: owner, expires: expires, leases: map[string]struct{}{}, groups: map[string]struct{}{}}
+		st.expired = vals[0] == nil || perr != nil
+		b.sessions[sid] = st
+	}
+	return sessionView{st.owner, st.expires, st.expired}, nil
+}
+
+// renewed records a session expiry from a successful renewal (expiries only move forward) and
+// reports the latest.
+func (b *Backend) renewed(sid spi.SessionID, expires int64) int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	st := b.sessions[sid]
+	if st == nil {
+		st = &session{leases: map[string]struct{}{}, groups: map[string]struct{}{}}
+		b.sessions[sid] = st
+	}
+	st.expires = max(st.expires, expires)
+	return st.expires
+}
+
+// expiredNow records that sid no longer exists at the server.
+func (b *Backend) expiredNow(sid spi.SessionID) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if st := b.sessions[sid]; st != nil {
+		st.expired = true
+		return
+	}
+	b.sessions[sid] = &session{expired: true, leases: map[string]struct{}{}, groups: map[string]struct{}{}}
+}
+
+// track adds (or, with add false, removes) a lease or group name of sid and returns the
+// session's latest expiry.
+func (b *Backend) track(sid spi.SessionID, lease bool, name string, add bool) int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	st := b.sessions[sid]
+	if st == nil {
+		return 0
+	}
+	m := st.groups
+	if lease {
+		m = st.leases
+	}
+	if add {
+		m[name] = struct{}{}
+	} else {
+		delete(m, name)
+	}
+	return st.expires
+}
+
+// onNode returns the client of the master that serves key when replies must be followed by a
+// WAIT on the same connection (a *redis.ClusterClient pipeline would send WAIT to any node);
+// otherwise the backend's client.
+func (b *Backend) onNode(ctx context.Context, key string) (goredis.Cmdable, error) {
+	if b.cc == nil || b.waitN == 0 {
+		return b.c, nil
+	}
+	n, err := b.cc.MasterForKey(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// acquireAt is Acquire under routeBySlot: acquire_at on the lease key alone, with the owner and
+// the session's expiry (Redis time) from the latest keep-alive.
+//
+// One race needs a second call: a keep-alive that renewed the session (expiry E2) and ran its
+// keep_alive_leases on this lease's slot before this grant landed there did not move the lease,
+// which then carries the older expiry E1 the acquire sent, while the engine adopts the term under
+// the session deadline of E2. When the session's expiry moved while the acquire was in flight,
+// the grant is therefore followed by keep_alive_leases(E2) on the lease before it is reported.
+func (b *Backend) acquireAt(ctx context.Context, sid spi.SessionID, name string) (spi.Acquire, error) {
+	st, err := b.clusterSession(ctx, sid)
+	if err != nil {
+		return spi.Acquire{}, err
+	}
+	if st.expired {
+		return spi.Acquire{Kind: spi.SessionExpired}, nil
+	}
+	key := wire.LeaseKey(name)
+	keys := luascripts.AcquireAtKeys{Lease: key}
+	args := luascripts.AcquireAtArgs{SessionID: string(sid), Owner: st.owner, ExpiresMS: st.expires}
+	var r luascripts.AcquireAtReply
+	if b.waitN > 0 {
+		var node goredis.Cmdable
+		if node, err = b.onNode(ctx, key); err == nil {
+			r, err = waited(ctx, b, node, luascripts.AcquireAt.EvalSha, luascripts.AcquireAt.Eval, luascripts.AcquireAt.Decode, keys, args,
+				func(r luascripts.AcquireAtReply) bool { return r.Status == luascripts.StatusOK })
+		}
+	} else {
+		r, err = luascripts.AcquireAt.Run(ctx, b.c, keys, args)
+	}
+	if err != nil {
+		return spi.Acquire{}, b.clusterFail("acquire "+name, err)
+	}
+	if r.Status != luascripts.StatusOK {
+		return acquireReply(r.Status, r.Token, r.RemainingMS, r.Holder, r.Owner)
+	}
+	latest := b.track(sid, true, name, true)
+	if latest > st.expires {
+		kr, err := b.keepAliveLeases(ctx, sid, latest, []string{name})
+		if err != nil {
+			return spi.Acquire{}, b.clusterFail("acquire "+name, err)
+		}
+		if kr.Status != luascripts.StatusOK || len(kr.Held) != 1 || kr.Held[0].Token != r.Token {
+			return spi.Acquire{}, spi.Unavailable("redis acquire "+name, fmt.Errorf("moving the grant to the session's renewed expiry: %+v", kr))
+		}
+		r.RemainingMS = kr.RemainingMS
+	}
+	return acquireReply(r.Status, r.Token, r.RemainingMS, r.Holder, r.Owner)
+}
+
+// keepAliveLeases runs keep_alive_leases on names (one slot), followed by WAIT when configured.
+func (b *Backend) keepAliveLeases(ctx context.Context, sid spi.SessionID, expires int64, names []string) (luascripts.KeepAliveLeasesReply, error) {
+	keys := luascripts.KeepAliveLeasesKeys{Leases: make([]string, len(names))}
+	for i, n := range names {
+		keys.Leases[i] = wire.LeaseKey(n)
+	}
+	args := luascripts.KeepAliveLeasesArgs{SessionID: string(sid), ExpiresMS: expires, Names: names}
+	if b.waitN == 0 {
+		return luascripts.KeepAliveLeases.Run(ctx, b.c, keys, args)
+	}
+	node, err := b.onNode(ctx, keys.Leases[0])
+	if err != nil {
+		return luascripts.KeepAliveLeasesReply{}, err
+	}
+	return waited(ctx, b, node, luascripts.KeepAliveLeases.EvalSha, luascripts.KeepAliveLeases.Eval, luascripts.KeepAliveLeases.Decode, keys, args,
+		func(r luascripts.KeepAliveLeasesReply) bool { return r.Status == luascripts.StatusOK })
+}
+
+// clusterFail classifies err and, for a redirection (the slot moved), has the Cluster client
+// reload its slot map so that the retry goes to the right master.
+func (b *Backend) clusterFail(op string, err error) error {
+	if b.cc != nil && (goredis.HasErrorPrefix(err, "MOVED") || goredis.HasErrorPrefix(err, "ASK") ||
+		goredis.HasErrorPrefix(err, "CLUSTERDOWN") || goredis.HasErrorPrefix(err, "READONLY")) {
+		b.cc.ReloadState(context.Background())
+	}
+	return b.fail(op, err)
+}
+
+// joinAt is Join under routeBySlot: join_at with the session's expiry from its latest
+// keep-alive (redone with the newer expiry if a keep-alive renewed the session meanwhile, so
+// that a late join never lowers the membership's score below the session's expiry).
+func (b *Backend) joinAt(ctx context.Context, sid spi.SessionID, group string) (spi.Status, error) {
+	st, err := b.clusterSession(ctx, sid)
+	if err != nil {
+		return 0, err
+	}
+	if st.expired {
+		return spi.Expired, nil
+	}
+	expires := st.expires
+	for {
+		r, err := luascripts.JoinAt.Run(ctx, b.c, luascripts.JoinAtKeys{Group: wire.GroupKey(group)},
+			luascripts.JoinAtArgs{SessionID: string(sid), ExpiresMS: expires, GroupName: group})
+		if err != nil {
+			return 0, b.clusterFail("join "+group, err)
+		}
+		if r.Status != luascripts.StatusOK {
+			return spi.Expired, nil
+		}
+		latest := b.track(sid, false, group, true)
+		if latest <= expires {
+			return spi.OK, nil
+		}
+		expires = latest
+	}
+}
+
+// leaveAt is Leave under routeBySlot.
+func (b *Backend) leaveAt(ctx context.Context, sid spi.SessionID, group string) (spi.Status, error) {
+	st, err := b.clusterSession(ctx, sid)
+	if err != nil {
+		return 0, err
+	}
+	r, err := luascripts.LeaveAt.Run(ctx, b.c, luascripts.LeaveAtKeys{Group: wire.GroupKey(group)},
+		luascripts.LeaveAtArgs{SessionID: string(sid), ExpiresMS: st.expires, GroupName: group})
+	if err != nil {
+		return 0, b.clusterFail("leave "+group, err)
+	}
+	b.track(sid, false, group, false)
+	if st.expired {
+		return spi.Expired, nil
+	}
+	return status(r.Status), nil
+}
+
+// call is one script call of a pipelined round: its routing key, how to queue it with EVALSHA
+// and with EVAL, and its command once sent.
+type call struct {
+	key  string
+	sha  func(goredis.Pipeliner) *goredis.Cmd
+	eval func(goredis.Pipeliner) *goredis.Cmd
+	cmd  *goredis.Cmd
+}
+
+// loadScripts runs luascripts.LoadAll once per backend before its first pipeline (a
+// *redis.ClusterClient loads them on every master). A failure is not fatal: calls that then meet
+// NOSCRIPT are resent with EVAL.
+func (b *Backend) loadScripts(ctx context.Context) {
+	b.loadMu.Lock()
+	defer b.loadMu.Unlock()
+	if !b.loaded {
+		b.loaded = luascripts.LoadAll(ctx, b.c) == nil
+	}
+}
+
+// round sends calls as one pipelined round: through the Cluster client's pipeline (which sends
+// each master its part, concurrently), or, with WithWaitReplicas, as one pipeline per master
+// each ending with WAIT. Calls that met NOSCRIPT are resent with EVAL in a second round. It
+// fails if any call failed (or a WAIT fell short).
+func (b *Backend) round(ctx context.Context, calls []*call) error {
+	if len(calls) == 0 {
+		return nil
+	}
+	b.loadScripts(ctx)
+	if b.waitN == 0 || b.cc == nil {
+		return b.pipeline(ctx, b.c, calls)
+	}
+	byNode := map[*goredis.Client][]*call{}
+	for _, c := range calls {
+		n, err := b.cc.MasterForKey(ctx, c.key)
+		if err != nil {
+			return err
+		}
+		byNode[n] = append(byNode[n], c)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, len(byNode))
+	for n, cs := range byNode {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- b.pipeline(ctx, n, cs)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	var all []error
+	for err := range errs {
+		if err != nil {
+			all = append(all, err)
+		}
+	}
+	return errors.Join(all...)
+}
+
+// pipeline sends calls in one pipeline on c (followed by WAIT when configured and c is not a
+// Cluster client), resending NOSCRIPT failures with EVAL.
+func (b *Backend) pipeline(ctx context.Context, c goredis.Cmdable, calls []*call) error {
+	_, isCluster := c.(*goredis.ClusterClient)
+	wait := b.waitN > 0 && !isCluster
+	send := func(cs []*call, eval bool) *goredis.Cmd {
+		pipe := c.Pipeline()
+		for _, x := range cs {
+			if eval {
+				x.cmd = x.eval(pipe)
+			} else {
+				x.cmd = x.sha(pipe)
+			}
+		}
+		var w *goredis.Cmd
+		if wait {
+			w = pipe.Do(ctx, "wait", b.waitN, b.waitTO.Milliseconds())
+		}
+		_, _ = pipe.Exec(ctx)
+		return w
+	}
+	w := send(calls, false)
+	var again []*call
+	for _, x := range calls {
+		if luascripts.IsNoScript(x.cmd.Err()) {
+			again = append(again, x)
+		}
+	}
+	if len(again) > 0 {
+		w = send(again, true)
+	}
+	for _, x := range calls {
+		if err := x.cmd.Err(); err != nil {
+			return err
+		}
+	}
+	if wait {
+		if err := w.Err(); err != nil {
+			return fmt.Errorf("WAIT %d: %w", b.waitN, err)
+		}
+		if n, _ := w.Int64(); n < int64(b.waitN) {
+			return fmt.Errorf("WAIT: %d of %d replicas acknowledged within %v", n, b.waitN, b.waitTO)
+		}
+	}
+	return nil
+}
+
+// keepAliveCluster is KeepAlive under routeBySlot: keep_alive with the session's keys only
+// (its slot) gives the session's new expiry E; then one pipelined round per master renews the
+// asked leases to E (keep_alive_leases, one call per slot) and, per group, refreshes the
+// membership's score to E (ZADD XX GT) and reads the live members (members). The keep-alive fails as a whole, with a retryable error, unless every call
+// succeeded: it never reports a lease as not held, nor a renewal, from a partial result.
+func (b *Backend) keepAliveCluster(ctx context.Context, sid spi.SessionID, names, groups []string) (spi.KeepAlive, error) {
+	b.mu.Lock()
+	st := b.sessions[sid]
+	dead := st != nil && st.expired
+	b.mu.Unlock()
+	if dead {
+		return spi.KeepAlive{Expired: true}, nil
+	}
+	s := string(sid)
+	skeys := luascripts.KeepAliveKeys{Session: wire.SessionKey(s), SessionLeases: wire.SessionLeasesKey(s), SessionGroups: wire.SessionGroupsKey(s)}
+	sargs := luascripts.KeepAliveArgs{SessionID: s}
+	var r luascripts.KeepAliveReply
+	var err error
+	if b.waitN > 0 {
+		var node goredis.Cmdable
+		if node, err = b.onNode(ctx, skeys.Session); err == nil {
+			r, err = waited(ctx, b, node, luascripts.KeepAlive.EvalSha, luascripts.KeepAlive.Eval, luascripts.KeepAlive.Decode, skeys, sargs,
+				func(r luascripts.KeepAliveReply) bool { return r.Status == luascripts.StatusOK })
+		}
+	} else {
+		r, err = luascripts.KeepAlive.Run(ctx, b.c, skeys, sargs)
+	}
+	if err != nil {
+		return spi.KeepAlive{}, b.clusterFail("keep-alive", err)
+	}
+	if r.Status != luascripts.StatusOK {
+		b.expiredNow(sid)
+		return spi.KeepAlive{Expired: true}, nil
+	}
+	b.renewed(sid, r.ExpiresMS)
+	e := r.ExpiresMS
+
+	bySlot := map[uint16][]string{}
+	for _, n := range names {
+		slot := slotOf(n)
+		bySlot[slot] = append(bySlot[slot], n)
+	}
+	ctx2 := ctx
+	leaseCalls := make([]*call, 0, len(bySlot))
+	for _, ns := range bySlot {
+		keys := luascripts.KeepAliveLeasesKeys{Leases: make([]string, len(ns))}
+		for i, n := range ns {
+			keys.Leases[i] = wire.LeaseKey(n)
+		}
+		args := luascripts.KeepAliveLeasesArgs{SessionID: s, ExpiresMS: e, Names: ns}
+		leaseCalls = append(leaseCalls, &call{
+			key:  keys.Leases[0],
+			sha:  func(p goredis.Pipeliner) *goredis.Cmd { return luascripts.KeepAliveLeases.EvalSha(ctx2, p, keys, args) },
+			eval: func(p goredis.Pipeliner) *goredis.Cmd { return luascripts.KeepAliveLeases.Eval(ctx2, p, keys, args) },
+		})
+	}
+	// Per group: refresh the membership's score to E if the session is a member (ZADD XX GT:
+	// never a join, never lowering a score a newer keep-alive set), then the members script.
+	groupCalls := make([]*call, 0, 2*len(groups))
+	for _, g := range groups {
+		key := wire.GroupKey(g)
+		margs := luascripts.MembersArgs{GroupName: g}
+		refresh := func(p goredis.Pipeliner) *goredis.Cmd { return p.Do(ctx2, "zadd", key, "XX", "GT", e, s) }
+		groupCalls = append(groupCalls, &call{key: key, sha: refresh, eval: refresh}, &call{
+			key: key,
+			sha: func(p goredis.Pipeliner) *goredis.Cmd {
+				return luascripts.Members.EvalSha(ctx2, p, luascripts.MembersKeys{Group: key}, margs)
+			},
+			eval: func(p goredis.Pipeliner) *goredis.Cmd {
+				return luascripts.Members.Eval(ctx2, p, luascripts.MembersKeys{Group: key}, margs)
+			},
+		})
+	}
+	if err := b.round(ctx, append(append([]*call(nil), leaseCalls...), groupCalls...)); err != nil {
+		return spi.KeepAlive{}, b.clusterFail("keep-alive", err)
+	}
+	ka := spi.KeepAlive{Remaining: ms(r.RemainingMS)}
+	for _, c := range leaseCalls {
+		lr, err := luascripts.KeepAliveLeases.Decode(c.cmd.Val())
+		if err != nil {
+			return spi.KeepAlive{}, b.fail("keep-alive", err)
+		}
+		if lr.Status != luascripts.StatusOK {
+			return spi.KeepAlive{}, spi.Unavailable("redis keep-alive", fmt.Errorf("the session's expiry %d has passed by the clock of the master of %s", e, c.key))
+		}
+		ka.Held = append(ka.Held, heldList(lr.Held)...)
+	}
+	if len(groups) > 0 {
+		ka.Members = make(map[string][]spi.SessionID, len(groups))
+	}
+	for i, g := range groups {
+		mr, err := luascripts.Members.Decode(groupCalls[2*i+1].cmd.Val())
+		if err != nil {
+			return spi.KeepAlive{}, b.fail("keep-alive", err)
+		}
+		ka.Members[g] = sortedIDs(mr.Members)
+	}
+	return ka, nil
+}
+
+// closeCluster is CloseSession under routeBySlot: release_leases (any token of this session)
+// per slot of the names this backend acquired for the session and leave_at per group it
+// joined, in one pipelined round per master, then close_session with the session's keys only.
+func (b *Backend) closeCluster(ctx context.Context, sid spi.SessionID) error {
+	s := string(sid)
+	b.mu.Lock()
+	var names, groups []string
+	var e int64
+	if st := b.sessions[sid]; st != nil {
+		for n := range st.leases {
+			names = append(names, n)
+		}
+		for g := range st.groups {
+			groups = append(groups, g)
+		}
+		e = st.expires
+	}
+	b.mu.Unlock()
+	bySlot := map[uint16][]string{}
+	for _, n := range names {
+		slot := slotOf(n)
+		bySlot[slot] = append(bySlot[slot], n)
+	}
+	var calls []*call
+	for _, ns := range bySlot {
+		keys := luascripts.ReleaseLeasesKeys{Leases: make([]string, len(ns))}
+		for i, n := range ns {
+			keys.Leases[i] = wire.LeaseKey(n)
+		}
+		args := luascripts.ReleaseLeasesArgs{SessionID: s, Names: ns, Tokens: make([]int64, len(ns))}
+		calls = append(calls, &call{
+			key:  keys.Leases[0],
+			sha:  func(p goredis.Pipeliner) *goredis.Cmd { return luascripts.ReleaseLeases.EvalSha(ctx, p, keys, args) },
+			eval: func(p goredis.Pipeliner) *goredis.Cmd { return luascripts.ReleaseLeases.Eval(ctx, p, keys, args) },
+		})
+	}
+	for _, g := range groups {
+		keys := luascripts.LeaveAtKeys{Group: wire.GroupKey(g)}
+		args := luascripts.LeaveAtArgs{SessionID: s, ExpiresMS: e, GroupName: g}
+		calls = append(calls, &call{
+			key:  keys.Group,
+			sha:  func(p goredis.Pipeliner) *goredis.Cmd { return luascripts.LeaveAt.EvalSha(ctx, p, keys, args) },
+			eval: func(p goredis.Pipeliner) *goredis.Cmd { return luascripts.LeaveAt.Eval(ctx, p, keys, args) },
+		})
+	}
+	if len(calls) > 0 {
+		b.loadScripts(ctx)
+		if err := b.pipeline(ctx, b.c, calls); err != nil {
+			return b.clusterFail("close session", err)
+		}
+	}
+	_, err := luascripts.CloseSession.Run(ctx, b.c,
+		luascripts.CloseSessionKeys{Session: wire.SessionKey(s), SessionLeases: wire.SessionLeasesKey(s), SessionGroups: wire.SessionGroupsKey(s)},
+		luascripts.CloseSessionArgs{SessionID: s})
+	if err != nil {
+		return b.clusterFail("close session", err)
+	}
+	b.mu.Lock()
+	delete(b.sessions, sid) // a later call reads the (deleted) hash and finds it expired
+	b.mu.Unlock()
+	return nil
+}

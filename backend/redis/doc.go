@@ -1,0 +1,106 @@
+/*
+Package redis is Simba's Redis backend: it implements the SPI (spi.Backend, with the spi.Hinter
+and spi.Inspector capabilities) with github.com/redis/go-redis/v9 on the generated Lua scripts
+(package luascripts) and key layout (package wire) of spec/redis.yaml, DESIGN.md §5. It needs
+Redis 6.2 or later (7 recommended: scripts replicate by their effects).
+
+# Construction
+
+New takes any redis.UniversalClient: a *redis.Client (standalone, or Sentinel failover from
+redis.NewFailoverClient), a *redis.ClusterClient (routeBySlot is then on, see below) or another
+implementation; Close leaves it open. Open takes a DSN (see ParseDSN):
+
+	redis://[user:password@]host[:port][/db][?wait_replicas=1&wait_timeout=500ms&...]
+	rediss://...                                   (TLS)
+	redis+cluster://[user:password@]host:port,host:port[/][?...]
+	rediss+cluster://...                           (Cluster over TLS)
+
+with the ACL user and password in the user information; Close then closes the client. A bad
+DSN fails with an error matching spi.ErrInvalidOption that names what is wrong.
+
+# Layout and time
+
+The lease simba:lease:{name} is a hash {session, token, expires, owner} that never expires and
+is never deleted, so its token only grows; a lease is live while its session field is set and
+its expires (the holder session's expiry) is in the future. The session simba:session:{sid} is a
+hash expiring at its expiry (PEXPIREAT), with its sets :leases and :groups (maintained in
+standalone mode); a group is a sorted set of session ids scored by their session's expiry. Every
+expiry is Redis TIME, read inside the scripts: the client's clock is never sent. Session ids are
+128 random bits as 32 lowercase hex, made by the client, so a retried OpenSession reuses its id.
+
+Every call is EVALSHA with EVAL on NOSCRIPT (after a restart, failover or SCRIPT FLUSH), and
+every key a script touches is in KEYS. A release publishes the lease name on the lease key's
+channel; a membership change publishes the group name on the group key's channel.
+
+# Standalone and Sentinel
+
+Each SPI call is one script call (one round trip), whatever the number of leases: KeepAlive
+renews the session, moves the expiry of every asked lease the session holds and refreshes its
+group memberships in one keep_alive call (BenchmarkKeepAlive10000: 10,000 leases, one round
+trip). Acquire reads the session's expiry and owner from the session hash in the same script.
+CloseSession reads the session's sets (one round trip), then releases everything in one call.
+
+# Redis Cluster (routeBySlot)
+
+With routeBySlot every script call stays inside one hash slot (the braces of every key are a
+hash tag). Acquire runs acquire_at, touching only the lease key: the holder's liveness comes
+from the lease hash alone, and the acquiring session's owner and expiry come from the client —
+the expiry as Redis computed it in the session's last keep-alive, refused as SessionExpired if
+already past. The backend therefore remembers, per session it opened, its owner, its latest
+expiry and the names it acquired and groups it joined (for CloseSession: the session's sets are
+not maintained in Cluster mode, their keys being in other slots).
+
+KeepAlive is bounded by the number of masters, not of leases: one keep_alive call on the
+session's slot renews the session and returns its new expiry E; then one pipelined round, in
+which go-redis sends each master its part concurrently, runs keep_alive_leases(E) once per hash
+slot of the asked names and, per group, ZADD XX GT (refresh the membership's score to E, never
+join) and members. That is 1 session call + 1 pipelined round per master. The keep-alive fails
+as a whole: it reports success only if the session call and every slot and group call
+succeeded; otherwise it returns a retryable error and the engine keeps its previous deadline,
+so no lease is ever reported not held, nor extended, from a partial result. (Leases of slots
+whose call did succeed were moved to E: they are held longer than the client believes, which is
+safe.)
+
+Two races are closed in the backend. A keep-alive that renews the session to E2 while an
+Acquire carrying the older E1 is in flight may run its keep_alive_leases on the lease's slot
+before the grant lands, leaving the lease at E1 while the engine adopts the term under E2's
+deadline; so when the session's expiry moved while an acquire was in flight, the grant is moved
+to the newer expiry (one keep_alive_leases call) before it is reported. A Join carrying an older
+expiry is likewise redone with the newer one.
+
+Release is release_leases with the one name and token. CloseSession is release_leases (any
+token of this session) per slot of the names the backend acquired and leave_at per group it
+joined, in one pipelined round, then close_session on the session's slot.
+
+# Replication and failover
+
+Redis replicates asynchronously: a master acknowledges a write before any replica has it. A
+failover (Sentinel or Cluster promoting a replica) can therefore lose the writes the old master
+acknowledged last — a grant, a keep-alive or a release. A lost grant or keep-alive means the new
+master has the lease free (or expiring earlier than the holder believes) and grants it to
+another session while the first still holds a valid term: two holders. A lost grant also loses
+its token increment, so the next grant repeats the token, and fencing cannot tell the two
+tenures apart (TestClusterFailoverLosesStateWithoutWait shows it). A lost session is reported
+SessionExpired by the next keep-alive and the client opens a new session; a lost release only
+keeps a lease held until it expires.
+
+WithWaitReplicas(n, timeout) closes that gap for grants and keep-alives: each waits (WAIT,
+pipelined behind the script on the same connection) until n replicas acknowledged it, and fails
+with a retryable error otherwise, so the client never acts on a write a promoted replica could
+lack (TestClusterFailoverWithWait). Its cost is the replication delay on each grant and renewal,
+and availability: while fewer than n replicas of a master are connected, grants and renewals on
+it fail. WAIT does not make Redis a consensus system: see WithWaitReplicas.
+
+# Hints
+
+Hints keeps one pub/sub connection per backend (while there are subscribers) that
+PSUBSCRIBEs the released and group-changed channel patterns; a Cluster propagates PUBLISH to
+every node, so any node serves. go-redis reconnects the connection and resubscribes after a
+connection loss (hints published meanwhile are lost: they only save latency).
+
+# Inspect
+
+Inspect SCANs the lease, session and group keys (on a Cluster, of every master) and reads them
+in pipelined batches: it is meant for status tools, not hot paths.
+*/
+package redis

@@ -1,0 +1,118 @@
+package redis
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/simba-go/simba/internal/spi"
+)
+
+func TestParseDSN(t *testing.T) {
+	cfg, err := ParseDSN("redis://app:s%40cret@10.0.0.1:6380/3?dial_timeout=2s&wait_replicas=2&wait_timeout=150ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := cfg.Options
+	if o == nil || cfg.ClusterOptions != nil {
+		t.Fatalf("standalone DSN gave %+v", cfg)
+	}
+	if o.Addr != "10.0.0.1:6380" || o.Username != "app" || o.Password != "s@cret" || o.DB != 3 || o.DialTimeout != 2*time.Second || o.TLSConfig != nil {
+		t.Errorf("options %+v", o)
+	}
+	if cfg.WaitReplicas != 2 || cfg.WaitTimeout != 150*time.Millisecond {
+		t.Errorf("wait %d %v", cfg.WaitReplicas, cfg.WaitTimeout)
+	}
+
+	cfg, err = ParseDSN("rediss://:pw@cache.example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := cfg.Options; o.Addr != "cache.example.com:6379" || o.Username != "" || o.Password != "pw" || o.TLSConfig == nil || o.TLSConfig.ServerName != "cache.example.com" {
+		t.Errorf("rediss options %+v", o)
+	}
+
+	cfg, err = ParseDSN("redis+cluster://u:p@127.0.0.1:7001,127.0.0.1:7002,[::1]:7003/?read_timeout=1s&wait_replicas=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	co := cfg.ClusterOptions
+	if co == nil || cfg.Options != nil {
+		t.Fatalf("cluster DSN gave %+v", cfg)
+	}
+	if !slices.Equal(co.Addrs, []string{"127.0.0.1:7001", "127.0.0.1:7002", "[::1]:7003"}) || co.Username != "u" || co.Password != "p" || co.ReadTimeout != time.Second || co.TLSConfig != nil {
+		t.Errorf("cluster options %+v", co)
+	}
+	if cfg.WaitReplicas != 1 || cfg.WaitTimeout != time.Second {
+		t.Errorf("wait default: %d %v", cfg.WaitReplicas, cfg.WaitTimeout)
+	}
+	cfg, err = ParseDSN("rediss+cluster://h1:7001")
+	if err != nil || cfg.ClusterOptions.TLSConfig == nil {
+		t.Errorf("rediss+cluster: %+v %v", cfg, err)
+	}
+}
+
+func TestParseDSNErrors(t *testing.T) {
+	for dsn, want := range map[string]string{
+		"":                           "want redis://",
+		"127.0.0.1:6379":             "want redis://",
+		"http://127.0.0.1":           `unknown scheme "http"`,
+		"redis://":                   "no host",
+		"redis://h1:1,h2:2":          "several hosts need redis+cluster://",
+		"redis://h:99999":            "bad port",
+		"redis://h/x/y":              "invalid URL path",
+		"redis://h/zero":             "invalid database number",
+		"redis://h?nope=1":           "unexpected option: nope",
+		"redis://h?wait_replicas=-1": "wait_replicas",
+		"redis://h?wait_replicas=1&wait_timeout=": "wait_timeout",
+		"redis+cluster://h1":                      `seed "h1" needs host:port`,
+		"redis+cluster://h1:1,,h2:2":              "empty host",
+		"redis+cluster://h1:1/0":                  "no database path",
+		"redis+cluster://h1:1?addr=h2:2":          "not with addr=",
+		"redis+cluster://u:secret@h1:1?x=1":       "unexpected option: x",
+	} {
+		_, err := ParseDSN(dsn)
+		if !errors.Is(err, spi.ErrInvalidOption) || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseDSN(%q) = %v, want spi.ErrInvalidOption mentioning %q", dsn, err, want)
+		}
+		if err != nil && strings.Contains(err.Error(), "secret") {
+			t.Errorf("ParseDSN(%q) shows the password: %v", dsn, err)
+		}
+		if _, err := Open(dsn); !errors.Is(err, spi.ErrInvalidOption) {
+			t.Errorf("Open(%q) = %v, want spi.ErrInvalidOption", dsn, err)
+		}
+	}
+}
+
+func TestOptions(t *testing.T) {
+	if _, err := New(nil); !errors.Is(err, spi.ErrInvalidOption) {
+		t.Errorf("New(nil) = %v", err)
+	}
+	if _, err := Open("redis://h", WithWaitReplicas(1, 0)); !errors.Is(err, spi.ErrInvalidOption) {
+		t.Errorf("WithWaitReplicas(1, 0) = %v", err)
+	}
+	if _, err := Open("redis+cluster://h:1", WithRouteBySlot(false)); !errors.Is(err, spi.ErrInvalidOption) {
+		t.Errorf("routeBySlot off for a Cluster client = %v", err)
+	}
+	b, err := Open("redis://h", WithRouteBySlot(true))
+	if err != nil || !b.RouteBySlot() {
+		t.Errorf("routeBySlot forced on: %v", err)
+	}
+	b.Close()
+}
+
+func TestRedact(t *testing.T) {
+	for in, want := range map[string]string{
+		"redis://u:pw@h:1/0?x=1":      "redis://u:xxxxx@h:1/0?x=1",
+		"redis://:pw@h":               "redis://:xxxxx@h",
+		"redis://u@h":                 "redis://u@h",
+		"redis+cluster://u:p@a:1,b:2": "redis+cluster://u:xxxxx@a:1,b:2",
+		"redis://h/?q=a@b":            "redis://h/?q=a@b",
+	} {
+		if got := redact(in); got != want {
+			t.Errorf("redact(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -1,0 +1,117 @@
+package redis
+
+import (
+	"context"
+	"sync"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/simba-go/simba/generated/wire"
+	"github.com/simba-go/simba/internal/spi"
+)
+
+// hintBuffer is each subscriber's channel capacity; a subscriber that falls further behind
+// loses hints (hints only save latency, never safety).
+const hintBuffer = 1024
+
+// hub fans the messages of the backend's one pub/sub connection out to the Hints subscribers.
+type hub struct {
+	b    *Backend
+	mu   sync.Mutex
+	subs map[chan spi.Hint]struct{}
+	ps   *goredis.PubSub
+}
+
+// Hints delivers a Released hint for every release (or close) of a lease and a GroupChanged
+// hint for every change of a group's membership, by any client, until ctx is done; then it
+// closes the channel. While there are subscribers the backend keeps one pub/sub connection
+// that PSUBSCRIBEs wire.ReleasedChannelMatch and wire.GroupChangedChannelMatch (a Redis Cluster
+// propagates PUBLISH to every node, so one node is enough); go-redis reconnects it and
+// resubscribes after a connection loss, and hints published meanwhile are lost. A hint may
+// repeat.
+func (b *Backend) Hints(ctx context.Context) (<-chan spi.Hint, error) {
+	if err := b.checkOpen(); err != nil {
+		return nil, err
+	}
+	h := &b.hub
+	ch := make(chan spi.Hint, hintBuffer)
+	h.mu.Lock()
+	if b.closed.Load() {
+		h.mu.Unlock()
+		return nil, spi.ErrClosed
+	}
+	if h.subs == nil {
+		h.subs = map[chan spi.Hint]struct{}{}
+	}
+	h.subs[ch] = struct{}{}
+	if h.ps == nil {
+		h.ps = b.c.PSubscribe(context.Background(), wire.ReleasedChannelMatch, wire.GroupChangedChannelMatch)
+		go h.pump(h.ps)
+	}
+	h.mu.Unlock()
+	go func() {
+		<-ctx.Done()
+		h.remove(ch)
+	}()
+	return ch, nil
+}
+
+// pump forwards the messages of ps until it is closed.
+func (h *hub) pump(ps *goredis.PubSub) {
+	for m := range ps.Channel(goredis.WithChannelSize(hintBuffer)) {
+		var hint spi.Hint
+		switch m.Pattern {
+		case wire.ReleasedChannelMatch:
+			name, ok := wire.ParseLeaseKey(m.Channel)
+			if !ok {
+				continue
+			}
+			hint = spi.Hint{Kind: spi.Released, Name: name}
+		case wire.GroupChangedChannelMatch:
+			name, ok := wire.ParseGroupKey(m.Channel)
+			if !ok {
+				continue
+			}
+			hint = spi.Hint{Kind: spi.GroupChanged, Name: name}
+		default:
+			continue
+		}
+		h.mu.Lock()
+		for ch := range h.subs {
+			select {
+			case ch <- hint:
+			default: // a slow subscriber loses the hint
+			}
+		}
+		h.mu.Unlock()
+	}
+}
+
+// remove ends one subscription, and the pub/sub connection with the last one.
+func (h *hub) remove(ch chan spi.Hint) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.subs[ch]; !ok {
+		return
+	}
+	delete(h.subs, ch)
+	close(ch)
+	if len(h.subs) == 0 && h.ps != nil {
+		h.ps.Close()
+		h.ps = nil
+	}
+}
+
+// shutdown ends every subscription (Close).
+func (h *hub) shutdown() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for ch := range h.subs {
+		delete(h.subs, ch)
+		close(ch)
+	}
+	if h.ps != nil {
+		h.ps.Close()
+		h.ps = nil
+	}
+}

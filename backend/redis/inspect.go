@@ -1,0 +1,163 @@
+package redis
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/simba-go/simba/generated/wire"
+	"github.com/simba-go/simba/internal/spi"
+)
+
+// scanCount is the COUNT hint of Inspect's SCANs and the size of its pipelined read batches.
+const scanCount = 1000
+
+// Inspect lists every lease key (free ones with Holder empty and their last token), every live
+// session and every group's live members, as status tools show them. It SCANs the keyspace (on
+// a Cluster, every master) and reads what it finds in pipelined batches, with remaining times
+// by each master's TIME: it is for status tools, not hot paths, and is not a consistent
+// snapshot.
+func (b *Backend) Inspect(ctx context.Context) (spi.Snapshot, error) {
+	if err := b.checkOpen(); err != nil {
+		return spi.Snapshot{}, err
+	}
+	var mu sync.Mutex
+	snap := spi.Snapshot{Groups: map[string][]spi.SessionID{}}
+	node := func(ctx context.Context, c goredis.Cmdable) error {
+		part, err := inspectNode(ctx, c)
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		snap.Leases = append(snap.Leases, part.Leases...)
+		snap.Sessions = append(snap.Sessions, part.Sessions...)
+		for g, m := range part.Groups {
+			snap.Groups[g] = append(snap.Groups[g], m...)
+		}
+		return nil
+	}
+	var err error
+	if b.cc != nil {
+		err = b.cc.ForEachMaster(ctx, func(ctx context.Context, c *goredis.Client) error { return node(ctx, c) })
+	} else {
+		err = node(ctx, b.c)
+	}
+	if err != nil {
+		return spi.Snapshot{}, b.fail("inspect", err)
+	}
+	slices.SortFunc(snap.Leases, func(a, b spi.LeaseInfo) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(snap.Sessions, func(a, b spi.SessionInfo) int { return strings.Compare(string(a.ID), string(b.ID)) })
+	for _, m := range snap.Groups {
+		slices.Sort(m)
+	}
+	return snap, nil
+}
+
+func scanKeys(ctx context.Context, c goredis.Cmdable, match string) ([]string, error) {
+	var keys []string
+	it := c.Scan(ctx, 0, match, scanCount).Iterator()
+	for it.Next(ctx) {
+		keys = append(keys, it.Val())
+	}
+	return keys, it.Err()
+}
+
+// inspectNode reads one server's part of the snapshot.
+func inspectNode(ctx context.Context, c goredis.Cmdable) (spi.Snapshot, error) {
+	snap := spi.Snapshot{Groups: map[string][]spi.SessionID{}}
+	t, err := c.Time(ctx).Result()
+	if err != nil {
+		return snap, err
+	}
+	now := t.UnixMilli()
+	leaseKeys, err := scanKeys(ctx, c, wire.LeaseKeyMatch)
+	if err != nil {
+		return snap, err
+	}
+	for batch := range slices.Chunk(leaseKeys, scanCount) {
+		pipe := c.Pipeline()
+		cmds := make([]*goredis.SliceCmd, len(batch))
+		for i, k := range batch {
+			cmds[i] = pipe.HMGet(ctx, k, wire.LeaseFieldSession, wire.LeaseFieldToken, wire.LeaseFieldExpires, wire.LeaseFieldOwner)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return snap, err
+		}
+		for i, k := range batch {
+			name, ok := wire.ParseLeaseKey(k)
+			if !ok {
+				continue
+			}
+			v := cmds[i].Val()
+			info := spi.LeaseInfo{Name: name, Token: num(v[1])}
+			if holder, _ := v[0].(string); holder != "" {
+				if exp := num(v[2]); exp > now {
+					info.Holder, info.Remaining = spi.SessionID(holder), ms(exp-now)
+					info.Owner, _ = v[3].(string)
+				}
+			}
+			snap.Leases = append(snap.Leases, info)
+		}
+	}
+	sessionKeys, err := scanKeys(ctx, c, wire.SessionKeyMatch)
+	if err != nil {
+		return snap, err
+	}
+	for batch := range slices.Chunk(sessionKeys, scanCount) {
+		pipe := c.Pipeline()
+		cmds := make([]*goredis.SliceCmd, len(batch))
+		for i, k := range batch {
+			cmds[i] = pipe.HMGet(ctx, k, wire.SessionFieldOwner, wire.SessionFieldExpires)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return snap, err
+		}
+		for i, k := range batch {
+			sid, ok := wire.ParseSessionKey(k)
+			if !ok {
+				continue
+			}
+			v := cmds[i].Val()
+			if exp := num(v[1]); exp > now {
+				owner, _ := v[0].(string)
+				snap.Sessions = append(snap.Sessions, spi.SessionInfo{ID: spi.SessionID(sid), Owner: owner, Remaining: ms(exp - now)})
+			}
+		}
+	}
+	groupKeys, err := scanKeys(ctx, c, wire.GroupKeyMatch)
+	if err != nil {
+		return snap, err
+	}
+	for batch := range slices.Chunk(groupKeys, scanCount) {
+		pipe := c.Pipeline()
+		cmds := make([]*goredis.StringSliceCmd, len(batch))
+		for i, k := range batch {
+			cmds[i] = pipe.ZRangeByScore(ctx, k, &goredis.ZRangeBy{Min: "(" + strconv.FormatInt(now, 10), Max: "+inf"})
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return snap, err
+		}
+		for i, k := range batch {
+			g, ok := wire.ParseGroupKey(k)
+			if !ok {
+				continue
+			}
+			for _, m := range cmds[i].Val() {
+				snap.Groups[g] = append(snap.Groups[g], spi.SessionID(m))
+			}
+		}
+	}
+	return snap, nil
+}
+
+// num parses a decimal hash field (0 when absent or malformed).
+func num(v any) int64 {
+	s, _ := v.(string)
+	n, _ := strconv.ParseInt(s, 10, 64)
+	return n
+}
