@@ -120,6 +120,9 @@ func MySQLConfig(dsn string) (*mysqldriver.Config, error) {
 	if u.Opaque != "" {
 		return bad("want mysql://user:password@host:port/database")
 	}
+	if _, err := url.ParseQuery(u.RawQuery); err != nil {
+		return bad("bad parameters: %v", err)
+	}
 	cfg := mysqldriver.NewConfig()
 	if u.RawQuery != "" {
 		parsed, err := mysqldriver.ParseDSN("/?" + u.RawQuery)
