@@ -312,4 +312,3 @@ func TestStatementCounts(t *testing.T) {
 		})
 	}
 }
-
