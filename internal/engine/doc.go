@@ -81,7 +81,9 @@
 // missing from the reply is revoked (taken-over), and a lease in the reply that nothing
 // wants is released (rule 3). A stopped or stepped-down term whose work still runs keeps its
 // lease until the work exits or the deadline as of the stop, whichever is first (rule 5).
-// Locks end with their term instead of becoming candidates again. Partitions are elections
+// The futures of Stop and StepDown complete with the reply of the Release they cause (after
+// the handover, if any), so a caller returns once the lease is free at the backend; a failed
+// release completes them with an error saying the outcome is unknown. Locks end with their term instead of becoming candidates again. Partitions are elections
 // named wire.PartitionName(group, p) that the engine starts and stops as rendezvous hashing
 // (wire.Owner over the member view) assigns them.
 //
