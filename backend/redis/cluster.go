@@ -122,6 +122,16 @@ func (b *Backend) track(sid spi.SessionID, lease bool, name string, add bool) in
 	return st.expires
 }
 
+// latest returns the session's latest known expiry.
+func (b *Backend) latest(sid spi.SessionID) int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if st := b.sessions[sid]; st != nil {
+		return st.expires
+	}
+	return 0
+}
+
 // onNode returns the client of the master that serves key when replies must be followed by a
 // WAIT on the same connection (a *redis.ClusterClient pipeline would send WAIT to any node);
 // otherwise the backend's client.
@@ -152,6 +162,8 @@ func (b *Backend) acquireAt(ctx context.Context, sid spi.SessionID, name string)
 	if st.expired {
 		return spi.Acquire{Kind: spi.SessionExpired}, nil
 	}
+	// Tracked before sending, so that CloseSession also releases a grant whose reply is lost.
+	b.track(sid, true, name, true)
 	key := wire.LeaseKey(name)
 	keys := luascripts.AcquireAtKeys{Lease: key}
 	args := luascripts.AcquireAtArgs{SessionID: string(sid), Owner: st.owner, ExpiresMS: st.expires}
@@ -169,10 +181,12 @@ func (b *Backend) acquireAt(ctx context.Context, sid spi.SessionID, name string)
 		return spi.Acquire{}, b.clusterFail("acquire "+name, err)
 	}
 	if r.Status != luascripts.StatusOK {
+		if r.Status == luascripts.StatusHeldBy {
+			b.track(sid, true, name, false)
+		}
 		return acquireReply(r.Status, r.Token, r.RemainingMS, r.Holder, r.Owner)
 	}
-	latest := b.track(sid, true, name, true)
-	if latest > st.expires {
+	if latest := b.latest(sid); latest > st.expires {
 		kr, err := b.keepAliveLeases(ctx, sid, latest, []string{name})
 		if err != nil {
 			return spi.Acquire{}, b.clusterFail("acquire "+name, err)

@@ -47,8 +47,10 @@ hash tag). Acquire runs acquire_at, touching only the lease key: the holder's li
 from the lease hash alone, and the acquiring session's owner and expiry come from the client —
 the expiry as Redis computed it in the session's last keep-alive, refused as SessionExpired if
 already past. The backend therefore remembers, per session it opened, its owner, its latest
-expiry and the names it acquired and groups it joined (for CloseSession: the session's sets are
-not maintained in Cluster mode, their keys being in other slots).
+expiry and the names it asked to acquire (recorded when the acquire is sent, so that a grant
+whose reply was lost is released too; dropped on HeldBy and on release) and the groups it
+joined, for CloseSession: the session's sets are not maintained in Cluster mode, their keys
+being in other slots.
 
 KeepAlive is bounded by the number of masters, not of leases: one keep_alive call on the
 session's slot renews the session and returns its new expiry E; then one pipelined round, in
@@ -68,9 +70,10 @@ deadline; so when the session's expiry moved while an acquire was in flight, the
 to the newer expiry (one keep_alive_leases call) before it is reported. A Join carrying an older
 expiry is likewise redone with the newer one.
 
-Release is release_leases with the one name and token. CloseSession is release_leases (any
-token of this session) per slot of the names the backend acquired and leave_at per group it
-joined, in one pipelined round, then close_session on the session's slot.
+Release is release_leases with the one name and token (a token ≤ 0 is never sent: 0 means any
+token to release_leases). CloseSession is release_leases (any token of this session) per slot of
+the names the backend recorded and leave_at per group it joined, in one pipelined round, then
+close_session on the session's slot.
 
 # Replication and failover
 
