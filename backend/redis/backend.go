@@ -67,9 +67,16 @@ func WithRouteBySlot(on bool) Option {
 // with one token, which a fenced resource cannot tell apart. Fencing then protects nothing
 // between those two holders; it still rejects every older token.
 //
+// The price is availability: while fewer than n replicas of a master are connected, every grant
+// and renewal of the leases and sessions on it fails, and sessions there expire. With one
+// replica per master that is the case right after a failover, until a replica (say, the old
+// master restarted) rejoins the new master.
+//
 // WAIT is not a consensus protocol: a replica that acknowledged can still lose the write if it
 // crashes too, and a failover may promote a replica that did not acknowledge unless n covers
-// them all. n ≤ 0 turns the option off; timeout must be positive when n > 0.
+// them all. n ≤ 0 turns the option off; timeout must be positive when n > 0, and should be well
+// below both the client's read timeout (go-redis: 3 s by default) and the engine's call timeout
+// (the renewal interval), since the WAIT's time is part of each grant's and renewal's.
 func WithWaitReplicas(n int, timeout time.Duration) Option {
 	return func(c *config) error {
 		if n > 0 && timeout <= 0 {

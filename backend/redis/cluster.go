@@ -95,7 +95,9 @@ func (b *Backend) expiredNow(sid spi.SessionID) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if st := b.sessions[sid]; st != nil {
+		// Its leases and memberships expired with it: nothing is left to release on close.
 		st.expired = true
+		st.leases, st.groups = map[string]struct{}{}, map[string]struct{}{}
 		return
 	}
 	b.sessions[sid] = &session{expired: true, leases: map[string]struct{}{}, groups: map[string]struct{}{}}
@@ -387,18 +389,18 @@ func (b *Backend) pipeline(ctx context.Context, c goredis.Cmdable, calls []*call
 // membership's score to E (ZADD XX GT) and reads the live members (members). The keep-alive fails as a whole, with a retryable error, unless every call
 // succeeded: it never reports a lease as not held, nor a renewal, from a partial result.
 func (b *Backend) keepAliveCluster(ctx context.Context, sid spi.SessionID, names, groups []string) (spi.KeepAlive, error) {
-	b.mu.Lock()
-	st := b.sessions[sid]
-	dead := st != nil && st.expired
-	b.mu.Unlock()
-	if dead {
+	// A session this backend did not open is read once (for the owner acquire_at needs).
+	st, err := b.clusterSession(ctx, sid)
+	if err != nil {
+		return spi.KeepAlive{}, err
+	}
+	if st.expired {
 		return spi.KeepAlive{Expired: true}, nil
 	}
 	s := string(sid)
 	skeys := luascripts.KeepAliveKeys{Session: wire.SessionKey(s), SessionLeases: wire.SessionLeasesKey(s), SessionGroups: wire.SessionGroupsKey(s)}
 	sargs := luascripts.KeepAliveArgs{SessionID: s}
 	var r luascripts.KeepAliveReply
-	var err error
 	if b.waitN > 0 {
 		var node goredis.Cmdable
 		if node, err = b.onNode(ctx, skeys.Session); err == nil {
