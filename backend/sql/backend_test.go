@@ -11,6 +11,7 @@ import (
 	"time"
 
 	mysqldriver "github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/simba-go/simba/internal/spi"
@@ -600,9 +601,13 @@ func TestPostgresHintsReconnect(t *testing.T) {
 	if _, err := other.Join(testCtx(t), s, g); err != nil {
 		t.Fatal(err)
 	}
-	for h := range hints {
-		if h.Kind == spi.GroupChanged && h.Name == g {
-			break
+	timeout := time.After(30 * time.Second)
+	for seen := false; !seen; {
+		select {
+		case h := <-hints:
+			seen = h.Kind == spi.GroupChanged && h.Name == g
+		case <-timeout:
+			t.Fatalf("no group-changed hint for %s", g)
 		}
 	}
 	cancel()
@@ -636,5 +641,92 @@ func TestHintsWithoutPushCloseWithContext(t *testing.T) {
 	}
 	if _, err := b.Hints(context.Background()); !errors.Is(err, spi.ErrClosed) {
 		t.Fatalf("Hints after Close = %v", err)
+	}
+}
+
+// TestErrorClassification: deadlocks, serialization failures, lock timeouts and SQLITE_BUSY are
+// retryable (ErrUnavailable); a missing table is ErrSchemaMissing naming the migration;
+// authentication and syntax errors are permanent.
+func TestErrorClassification(t *testing.T) {
+	pg := &Backend{name: "postgres"}
+	pgd := &pgDialect{b: pg}
+	pg.d = pgd
+	for code, want := range map[string]error{
+		"40P01": spi.ErrUnavailable, "40001": spi.ErrUnavailable, "55P03": spi.ErrUnavailable,
+		"08006": spi.ErrUnavailable, "57P01": spi.ErrUnavailable, "53300": spi.ErrUnavailable,
+		"42P01": spi.ErrSchemaMissing, "42703": spi.ErrSchemaMissing,
+	} {
+		err := pg.fail("op", &pgconn.PgError{Code: code, Message: "m"})
+		if !errors.Is(err, want) {
+			t.Errorf("PostgreSQL %s: %v, want %v", code, err, want)
+		}
+	}
+	for _, code := range []string{"28P01", "42501", "3D000", "42601"} {
+		if err := pg.fail("op", &pgconn.PgError{Code: code}); spi.Classify(err) != spi.Permanent {
+			t.Errorf("PostgreSQL %s: %v is not permanent", code, err)
+		}
+	}
+	my := &Backend{name: "mysql"}
+	my.d = &stdDialect{b: my, classifyErr: classifyMySQL}
+	for num, want := range map[uint16]error{
+		1213: spi.ErrUnavailable, 1205: spi.ErrUnavailable, 1040: spi.ErrUnavailable, 2013: spi.ErrUnavailable,
+		1146: spi.ErrSchemaMissing, 1054: spi.ErrSchemaMissing,
+	} {
+		err := my.fail("op", &mysqldriver.MySQLError{Number: num, Message: "m"})
+		if !errors.Is(err, want) {
+			t.Errorf("MySQL %d: %v, want %v", num, err, want)
+		}
+		if want == spi.ErrSchemaMissing && !strings.Contains(err.Error(), "sql/schema/mysql/0001_init.sql") {
+			t.Errorf("MySQL %d: %v does not name the migration", num, err)
+		}
+	}
+	for _, num := range []uint16{1045, 1044, 1049, 1064, 1142} {
+		if err := my.fail("op", &mysqldriver.MySQLError{Number: num}); spi.Classify(err) != spi.Permanent {
+			t.Errorf("MySQL %d: %v is not permanent", num, err)
+		}
+	}
+	if err := my.fail("op", mysqldriver.ErrInvalidConn); !errors.Is(err, spi.ErrUnavailable) {
+		t.Errorf("invalid connection: %v", err)
+	}
+	if err := my.fail("op", context.DeadlineExceeded); !errors.Is(err, spi.ErrUnavailable) {
+		t.Errorf("deadline: %v", err)
+	}
+	if err := my.fail("op", context.Canceled); spi.Classify(err) != spi.Permanent || !errors.Is(err, context.Canceled) {
+		t.Errorf("canceled: %v", err)
+	}
+
+	// A real SQLITE_BUSY: another connection holds the write lock and this one does not wait.
+	dsn := liteDSN(t)
+	b := migrated(t, dsn)
+	db, err := sql.Open("sqlite", strings.TrimPrefix(dsn, "sqlite://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := testCtx(t)
+	c1, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c1.Close()
+	c2, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if _, err := c1.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	defer c1.ExecContext(ctx, "ROLLBACK")
+	_, busy := c2.ExecContext(ctx, "BEGIN IMMEDIATE")
+	if busy == nil {
+		t.Fatal("a second writer got the write lock")
+	}
+	if err := b.fail("op", busy); !errors.Is(err, spi.ErrUnavailable) {
+		t.Errorf("SQLITE_BUSY: %v, want ErrUnavailable", err)
+	}
+	_, missing := c2.ExecContext(ctx, "SELECT * FROM simba_nonexistent")
+	if err := b.fail("op", missing); !errors.Is(err, spi.ErrSchemaMissing) || !strings.Contains(err.Error(), "sql/schema/sqlite/0001_init.sql") {
+		t.Errorf("no such table: %v, want ErrSchemaMissing naming the migration", err)
 	}
 }
