@@ -15,6 +15,12 @@
 // Open takes a DSN (postgres://, postgresql://, mysql://, sqlite://path) and owns the pool it
 // opens; NewPostgres, NewMySQL and NewSQLite take the user's own pool and leave it open on Close.
 //
+// Open does no I/O unless WithAutoMigrate is given. For SQLite, Open refuses in-memory
+// databases (they cannot coordinate anything) and adds busy_timeout, foreign_keys and WAL
+// journal pragmas unless the DSN sets them; NewSQLite runs the session setup on every connection
+// of the user's pool itself. For MySQL/MariaDB, Open sets interpolateParams=true (one round trip
+// per statement). For PostgreSQL, a user's pool should run PostgresAfterConnect (READ COMMITTED).
+//
 // # Schema
 //
 // The tables are those of sql/schema/<dialect>/0001_init.sql, embedded in package
@@ -47,6 +53,13 @@
 // channel simba_released, and every join or leave the group name on simba_group; Hints LISTENs
 // on a dedicated connection that reconnects with backoff. MySQL/MariaDB and SQLite have no push:
 // a candidate retries at the holder's remaining time.
+//
+// # Inspection
+//
+// Inspect (spi.Inspector) lists every lease with its holder, owner, token and the holder's time
+// left (a lease whose holder expired is shown free: anyone may take it over), every live session
+// and every group's live members. SchemaVersion and DatabaseNow read the schema version and the
+// database clock.
 //
 // # Housekeeping
 //
