@@ -368,3 +368,111 @@ func TestInspect(t *testing.T) {
 		})
 	}
 }
+
+// TestKeepAliveRoundTrips: a keep-alive of 10,000 leases and 3 groups is one round trip on
+// standalone Redis, and the session call plus one pipelined round on a Cluster.
+func TestKeepAliveRoundTrips(t *testing.T) {
+	for _, mode := range []struct {
+		name string
+		c    func(testing.TB) goredis.UniversalClient
+		want int64
+	}{{"standalone", func(t testing.TB) goredis.UniversalClient { return standaloneClient(t) }, 1},
+		{"cluster", func(t testing.TB) goredis.UniversalClient { return clusterClient(t) }, 2}} {
+		t.Run(mode.name, func(t *testing.T) {
+			c := mode.c(t)
+			b := newBackend(t, c)
+			ctx := context.Background()
+			sid := open(t, b, time.Minute)
+			prefix := uniq("rt")
+			held := prefix + ".held"
+			if r, err := b.Acquire(ctx, sid, held); err != nil || r.Kind != spi.Granted {
+				t.Fatal(r, err)
+			}
+			names := []string{held}
+			for i := range 9999 {
+				names = append(names, prefix+"."+strconv.Itoa(i))
+			}
+			groups := []string{prefix + ".g1", prefix + ".g2", prefix + ".g3"}
+			if _, err := b.Join(ctx, sid, groups[1]); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := b.KeepAlive(ctx, sid, names, groups); err != nil { // warm up (LoadAll)
+				t.Fatal(err)
+			}
+			cnt := &counter{}
+			c.AddHook(cnt)
+			ka, err := b.KeepAlive(ctx, sid, names, groups)
+			if err != nil || ka.Expired {
+				t.Fatal(ka, err)
+			}
+			if n := cnt.n.Load(); n != mode.want {
+				t.Errorf("keep-alive of %d leases and %d groups took %d round trips, want %d", len(names), len(groups), n, mode.want)
+			}
+			if len(ka.Held) != 1 || ka.Held[0].Name != held || len(ka.Members) != 3 ||
+				len(ka.Members[groups[0]]) != 0 || !slices.Equal(ka.Members[groups[1]], []spi.SessionID{sid}) {
+				t.Errorf("keep-alive reply %+v", ka)
+			}
+		})
+	}
+}
+
+// TestACLUser runs a session and hints through an ACL user limited to Simba's keys and channels,
+// on a private server (the shared one is left alone), and checks that a user without the
+// literal channel patterns gets a permanent error from Hints and a wrong password a permanent
+// error from the first call.
+func TestACLUser(t *testing.T) {
+	pc := startPrivServer(t, 7120, "user default off",
+		"user simba on >s3cret ~simba:* &simba:lease:{*} &simba:group:{*} +@all",
+		"user narrow on >s3cret ~simba:* &simba:* +@all")
+	ctx := context.Background()
+	b, err := Open(fmt.Sprintf("redis://simba:s3cret@127.0.0.1:%d", pc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	hctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	hints, err := b.Hints(hctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := open(t, b, time.Minute)
+	deadline := time.Now().Add(10 * time.Second)
+	for got := false; !got; {
+		if time.Now().After(deadline) {
+			t.Fatal("no released hint as the ACL user")
+		}
+		r, err := b.Acquire(ctx, sid, "acl.lease")
+		if err != nil || r.Kind != spi.Granted {
+			t.Fatalf("acquire as the ACL user: %+v %v", r, err)
+		}
+		if _, err := b.KeepAlive(ctx, sid, []string{"acl.lease"}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Release(ctx, sid, "acl.lease", r.Token); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case h := <-hints:
+			got = h == spi.Hint{Kind: spi.Released, Name: "acl.lease"}
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	// PSUBSCRIBE needs the channel patterns literally: &simba:* is not enough.
+	narrow, err := Open(fmt.Sprintf("redis://narrow:s3cret@127.0.0.1:%d", pc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer narrow.Close()
+	if _, err := narrow.Hints(ctx); err == nil || !strings.Contains(err.Error(), "NOPERM") || spi.Classify(err) != spi.Permanent {
+		t.Fatalf("Hints without the channel patterns: %v, want a permanent NOPERM error", err)
+	}
+	bad, err := Open(fmt.Sprintf("redis://simba:wrong@127.0.0.1:%d", pc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bad.Close()
+	if _, err := bad.OpenSession(ctx, "x", time.Second); err == nil || spi.Classify(err) != spi.Permanent {
+		t.Fatalf("wrong password: %v, want a permanent error", err)
+	}
+}

@@ -101,6 +101,16 @@ PSUBSCRIBEs the released and group-changed channel patterns; a Cluster propagate
 every node, so any node serves. go-redis reconnects the connection and resubscribes after a
 connection loss (hints published meanwhile are lost: they only save latency).
 
+# ACL
+
+An ACL user (Redis 6+) needs the keys ~simba:* and, for hints, the channel patterns
+&simba:lease:{*} and &simba:group:{*} literally (PSUBSCRIBE is checked against the patterns
+as written, so &simba:* is not enough; Hints then fails with a permanent NOPERM error). Its
+commands: EVALSHA, EVAL, SCRIPT LOAD, SMEMBERS, HMGET, ZADD, PSUBSCRIBE, PING, WAIT (with
+WithWaitReplicas), SCAN, TIME and ZRANGEBYSCORE (Inspect), CLUSTER SLOTS (Cluster clients), and
+inside the scripts TIME, HGET, HMGET, HSET, HDEL, SADD, SREM, DEL, PEXPIREAT, PUBLISH, ZADD, ZREM,
+ZRANGE and ZREMRANGEBYSCORE. TestACLUser runs a backend as such a user (with +@all).
+
 # Inspect
 
 Inspect SCANs the lease, session and group keys (on a Cluster, of every master) and reads them

@@ -2,7 +2,9 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"sync"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -45,8 +47,15 @@ func (b *Backend) Hints(ctx context.Context) (<-chan spi.Hint, error) {
 	}
 	h.subs[ch] = struct{}{}
 	if h.ps == nil {
-		h.ps = b.c.PSubscribe(context.Background(), wire.ReleasedChannelMatch, wire.GroupChangedChannelMatch)
-		go h.pump(h.ps)
+		ps := b.c.PSubscribe(context.Background(), wire.ReleasedChannelMatch, wire.GroupChangedChannelMatch)
+		if err := confirm(ctx, ps); err != nil {
+			ps.Close()
+			delete(h.subs, ch)
+			h.mu.Unlock()
+			return nil, b.fail("hints", err)
+		}
+		h.ps = ps
+		go h.pump(ps)
 	}
 	h.mu.Unlock()
 	go func() {
@@ -54,6 +63,28 @@ func (b *Backend) Hints(ctx context.Context) (<-chan spi.Hint, error) {
 		h.remove(ch)
 	}()
 	return ch, nil
+}
+
+// confirm waits for the server to confirm both pattern subscriptions and returns the error the
+// server replied with instead (NOPERM: an ACL user needs the channel patterns
+// simba:lease:{*} and simba:group:{*} literally, or allchannels). A connection failure is not
+// an error here: go-redis reconnects and subscribes again by itself.
+func confirm(ctx context.Context, ps *goredis.PubSub) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	for n := 0; n < 2; {
+		msg, err := ps.Receive(ctx)
+		if err != nil {
+			if re := goredis.Error(nil); errors.As(err, &re) {
+				return err
+			}
+			return nil
+		}
+		if _, ok := msg.(*goredis.Subscription); ok {
+			n++
+		}
+	}
+	return nil
 }
 
 // pump forwards the messages of ps until it is closed.

@@ -288,3 +288,28 @@ func (pc *privCluster) breakReplication(port int) {
 	}
 	pc.t.Fatal("the replica is still connected")
 }
+
+// startPrivServer starts a private standalone redis-server on port with the extra config lines
+// and returns the port; it is killed when the test ends.
+func startPrivServer(t *testing.T, port int, lines ...string) int {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		testenv.Unavailable(t, "redis-server", err.Error())
+	}
+	if c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), 200*time.Millisecond); err == nil {
+		c.Close()
+		t.Skipf("port %d is taken", port)
+	}
+	dir := t.TempDir()
+	conf := fmt.Sprintf("port %d\nbind 127.0.0.1\nsave \"\"\nappendonly no\ndir %s\nlogfile %s\n%s\n",
+		port, dir, filepath.Join(dir, "redis.log"), strings.Join(lines, "\n"))
+	cf := filepath.Join(dir, "redis.conf")
+	if err := os.WriteFile(cf, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pc := &privCluster{t: t, procs: map[int]*exec.Cmd{}, confs: map[int]string{port: cf}}
+	t.Cleanup(pc.stop)
+	pc.start(port)
+	pc.waitPort(port)
+	return port
+}
