@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/simba-go/simba"
+	redisbackend "github.com/simba-go/simba/backend/redis"
 	sqlbackend "github.com/simba-go/simba/backend/sql"
 	"github.com/simba-go/simba/backend/zookeeper"
 )
@@ -20,6 +21,8 @@ func openBackend(ctx context.Context, dsn string) (simba.Backend, error) {
 	switch strings.ToLower(scheme) {
 	case "sqlite", "postgres", "postgresql", "mysql":
 		return sqlbackend.Open(ctx, dsn)
+	case "redis", "rediss", "redis+cluster":
+		return redisbackend.Open(dsn)
 	case "zk":
 		return zookeeper.New(dsn)
 	}
