@@ -21,7 +21,7 @@ func openBackend(ctx context.Context, dsn string) (simba.Backend, error) {
 	switch strings.ToLower(scheme) {
 	case "sqlite", "postgres", "postgresql", "mysql":
 		return sqlbackend.Open(ctx, dsn)
-	case "redis", "rediss", "redis+cluster":
+	case "redis", "rediss", "redis+cluster", "rediss+cluster":
 		return redisbackend.Open(dsn)
 	case "zk":
 		return zookeeper.New(dsn)
