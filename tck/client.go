@@ -5,13 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/simba-go/simba"
-	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/simbatest"
 )
 
 // ClientSpec runs the scenarios of the Client (Election, Lock, PartitionGroup, Close) through
@@ -103,7 +102,7 @@ func newClientHarness(h *harness) *clientHarness {
 type member struct {
 	*simba.Client
 	label string
-	link  *cuttable
+	link  *simbatest.Link
 }
 
 // client starts a client labelled label with the given TTL on a new backend; the client is
@@ -116,15 +115,15 @@ func (c *clientHarness) client(t testing.TB, label string, ttl time.Duration, op
 		t.Fatal("tck: Factory.NewBackend returned nil")
 	}
 	t.Cleanup(func() { b.Close() })
-	link := cut(b)
+	link := simbatest.NewLink(b)
 	owner := c.owner() + ":" + label
 	opts = append([]simba.Option{simba.WithTTL(ttl), simba.WithClock(clock), simba.WithOwner(owner)}, opts...)
-	cl, err := simba.New(link.backend(), opts...)
+	cl, err := simba.New(link.Backend(), opts...)
 	if err != nil {
 		t.Fatalf("simba.New(%s): %v", label, err)
 	}
 	t.Cleanup(func() {
-		link.restore()
+		link.Restore()
 		ctx, cancel := context.WithTimeout(context.Background(), c.patience)
 		defer cancel()
 		if err := cl.Close(ctx); err != nil {
@@ -336,7 +335,7 @@ func (c *clientHarness) electCutOff(t *testing.T) {
 	// The network drops the leader's traffic: keep-alives hang until they time out, the local
 	// deadline passes (the term ends), the session expires at the server, another client
 	// takes over.
-	l.link.cutOff()
+	l.link.CutOff()
 	i, t2 := r.await(t, c.patience, "a new leader after the old one was cut off", func(i int, term simba.Term) bool {
 		return i >= 0 && term.Token() != t1.Token()
 	})
@@ -355,7 +354,7 @@ func (c *clientHarness) electCutOff(t *testing.T) {
 	}
 	// Back on the network it finds its session gone and opens a new one (an expired session
 	// never comes back); it does not lead while the new leader does.
-	l.link.restore()
+	l.link.Restore()
 	r.await(t, c.patience, "the cut-off client to open a new session", func(int, simba.Term) bool {
 		s := l.Session()
 		return s != "" && s != old
@@ -849,151 +848,4 @@ func (c *clientHarness) closeFromCallback(t *testing.T) {
 	if tb.Token() <= res.term.Token() {
 		t.Fatalf("b's token %d is not greater than a's %d", tb.Token(), res.term.Token())
 	}
-}
-
-// --- a link that can be cut ---
-
-// cuttable stands between a client and its backend like a network link that can be cut: while
-// cut, every call hangs until its context ends (a partition drops packets), including calls
-// already under way (their replies are lost), and no hints get through.
-type cuttable struct {
-	spi.Backend
-	mu       sync.Mutex
-	severed  bool
-	restored chan struct{} // closed by restore; replaced by cutOff
-}
-
-func cut(b spi.Backend) *cuttable { return &cuttable{Backend: b, restored: make(chan struct{})} }
-
-// backend returns the link as a backend: a spi.Hinter too when the backend behind it is one.
-func (l *cuttable) backend() spi.Backend {
-	if _, ok := l.Backend.(spi.Hinter); ok {
-		return hintingLink{l}
-	}
-	return l
-}
-
-func (l *cuttable) cutOff() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.severed {
-		l.severed = true
-		l.restored = make(chan struct{})
-	}
-}
-
-func (l *cuttable) restore() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.severed {
-		l.severed = false
-		close(l.restored)
-	}
-}
-
-func (l *cuttable) isCut() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.severed
-}
-
-// errCut is the cause of a call that a cut link dropped.
-var errCut = errors.New("tck: link cut")
-
-// pass returns nil if the link is up; while it is cut it waits until ctx ends (or the link is
-// restored) and returns a retryable error.
-func (l *cuttable) pass(ctx context.Context, op string) error {
-	l.mu.Lock()
-	severed, restored := l.severed, l.restored
-	l.mu.Unlock()
-	if !severed {
-		return nil
-	}
-	select {
-	case <-ctx.Done():
-		return spi.Unavailable(op, fmt.Errorf("%w: %w", errCut, ctx.Err()))
-	case <-restored:
-		return spi.Unavailable(op, errCut)
-	}
-}
-
-// call runs f through the link: not at all while cut, and with its reply lost if the link was
-// cut while it ran.
-func call[T any](l *cuttable, ctx context.Context, op string, f func() (T, error)) (T, error) {
-	var zero T
-	if err := l.pass(ctx, op); err != nil {
-		return zero, err
-	}
-	v, err := f()
-	if err := l.pass(ctx, op); err != nil {
-		return zero, err
-	}
-	return v, err
-}
-
-// OpenSession implements spi.Backend.
-func (l *cuttable) OpenSession(ctx context.Context, owner string, ttl time.Duration) (spi.Session, error) {
-	return call(l, ctx, "open-session", func() (spi.Session, error) { return l.Backend.OpenSession(ctx, owner, ttl) })
-}
-
-// KeepAlive implements spi.Backend.
-func (l *cuttable) KeepAlive(ctx context.Context, s spi.SessionID, names, groups []string) (spi.KeepAlive, error) {
-	return call(l, ctx, "keep-alive", func() (spi.KeepAlive, error) { return l.Backend.KeepAlive(ctx, s, names, groups) })
-}
-
-// CloseSession implements spi.Backend.
-func (l *cuttable) CloseSession(ctx context.Context, s spi.SessionID) error {
-	_, err := call(l, ctx, "close-session", func() (struct{}, error) { return struct{}{}, l.Backend.CloseSession(ctx, s) })
-	return err
-}
-
-// Acquire implements spi.Backend.
-func (l *cuttable) Acquire(ctx context.Context, s spi.SessionID, name string) (spi.Acquire, error) {
-	return call(l, ctx, "acquire", func() (spi.Acquire, error) { return l.Backend.Acquire(ctx, s, name) })
-}
-
-// Release implements spi.Backend.
-func (l *cuttable) Release(ctx context.Context, s spi.SessionID, name string, token int64) error {
-	_, err := call(l, ctx, "release", func() (struct{}, error) { return struct{}{}, l.Backend.Release(ctx, s, name, token) })
-	return err
-}
-
-// Join implements spi.Backend.
-func (l *cuttable) Join(ctx context.Context, s spi.SessionID, group string) (spi.Status, error) {
-	return call(l, ctx, "join", func() (spi.Status, error) { return l.Backend.Join(ctx, s, group) })
-}
-
-// Leave implements spi.Backend.
-func (l *cuttable) Leave(ctx context.Context, s spi.SessionID, group string) (spi.Status, error) {
-	return call(l, ctx, "leave", func() (spi.Status, error) { return l.Backend.Leave(ctx, s, group) })
-}
-
-// Members implements spi.Backend.
-func (l *cuttable) Members(ctx context.Context, group string) ([]spi.SessionID, error) {
-	return call(l, ctx, "members", func() ([]spi.SessionID, error) { return l.Backend.Members(ctx, group) })
-}
-
-// hintingLink is a cuttable link to a backend with hints; hints are dropped while it is cut.
-type hintingLink struct{ *cuttable }
-
-// Hints implements spi.Hinter.
-func (l hintingLink) Hints(ctx context.Context) (<-chan spi.Hint, error) {
-	in, err := l.Backend.(spi.Hinter).Hints(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make(chan spi.Hint)
-	go func() {
-		defer close(out)
-		for h := range in {
-			if l.isCut() {
-				continue
-			}
-			select {
-			case out <- h:
-			case <-ctx.Done():
-			}
-		}
-	}()
-	return out, nil
 }

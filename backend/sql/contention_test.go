@@ -2,78 +2,17 @@ package sql
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"sort"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/simba-go/simba"
-	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/simbatest"
 )
-
-// killable is a backend that can be killed hard: from then on every call fails (retryably) and
-// nothing is closed, as when a process dies or is cut off from the database. Its sessions stay in
-// the database until they expire there.
-type killable struct {
-	*Backend
-	dead atomic.Bool
-}
-
-var errKilled = spi.Unavailable("killed", errors.New("client killed by the test"))
-
-func (k *killable) OpenSession(ctx context.Context, owner string, ttl time.Duration) (spi.Session, error) {
-	if k.dead.Load() {
-		return spi.Session{}, errKilled
-	}
-	return k.Backend.OpenSession(ctx, owner, ttl)
-}
-
-func (k *killable) KeepAlive(ctx context.Context, s spi.SessionID, names, groups []string) (spi.KeepAlive, error) {
-	if k.dead.Load() {
-		return spi.KeepAlive{}, errKilled
-	}
-	return k.Backend.KeepAlive(ctx, s, names, groups)
-}
-
-func (k *killable) CloseSession(ctx context.Context, s spi.SessionID) error {
-	if k.dead.Load() {
-		return errKilled
-	}
-	return k.Backend.CloseSession(ctx, s)
-}
-
-func (k *killable) Acquire(ctx context.Context, s spi.SessionID, name string) (spi.Acquire, error) {
-	if k.dead.Load() {
-		return spi.Acquire{}, errKilled
-	}
-	return k.Backend.Acquire(ctx, s, name)
-}
-
-func (k *killable) Release(ctx context.Context, s spi.SessionID, name string, token int64) error {
-	if k.dead.Load() {
-		return errKilled
-	}
-	return k.Backend.Release(ctx, s, name, token)
-}
-
-func (k *killable) Join(ctx context.Context, s spi.SessionID, g string) (spi.Status, error) {
-	if k.dead.Load() {
-		return 0, errKilled
-	}
-	return k.Backend.Join(ctx, s, g)
-}
-
-func (k *killable) Leave(ctx context.Context, s spi.SessionID, g string) (spi.Status, error) {
-	if k.dead.Load() {
-		return 0, errKilled
-	}
-	return k.Backend.Leave(ctx, s, g)
-}
 
 // interval is one term's validity as observed: from OnElected (no earlier than the term became
 // valid) to the last instant a poller saw it valid (no later than it stopped being valid), so an
@@ -130,9 +69,10 @@ func runContention(t *testing.T, dsn string, clients, names int, d, killEvery ti
 	prefix := "cont-" + unique(t)
 	rec := &contentionRecorder{intervals: map[string][]*interval{}, byClient: map[string]map[int][]int64{}}
 	type member struct {
-		k  *killable
-		c  *simba.Client
-		es []*simba.Election
+		b    *Backend
+		link *simbatest.Link // cut: the client is killed hard, as when its process dies
+		c    *simba.Client
+		es   []*simba.Election
 	}
 	leads := func(m member) bool {
 		for _, e := range m.es {
@@ -161,8 +101,8 @@ func runContention(t *testing.T, dsn string, clients, names int, d, killEvery ti
 		if err != nil {
 			t.Fatal(err)
 		}
-		k := &killable{Backend: b}
-		c, err := simba.New(k, simba.WithTTL(ttl), simba.WithOwner(fmt.Sprintf("client-%d", id)))
+		link := simbatest.NewLink(b)
+		c, err := simba.New(link.Backend(), simba.WithTTL(ttl), simba.WithOwner(fmt.Sprintf("client-%d", id)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -179,8 +119,8 @@ func runContention(t *testing.T, dsn string, clients, names int, d, killEvery ti
 			es = append(es, e)
 		}
 		mu.Lock()
-		all = append(all, member{k, c, es})
-		live[id] = member{k, c, es}
+		all = append(all, member{b, link, c, es})
+		live[id] = member{b, link, c, es}
 		mu.Unlock()
 	}
 	for range clients {
@@ -204,7 +144,7 @@ func runContention(t *testing.T, dsn string, clients, names int, d, killEvery ti
 		if leads(live[victim]) {
 			hkills++
 		}
-		live[victim].k.dead.Store(true)
+		live[victim].link.CutOff()
 		delete(live, victim)
 		kills++
 		mu.Unlock()
@@ -219,10 +159,10 @@ func runContention(t *testing.T, dsn string, clients, names int, d, killEvery ti
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			if err := m.c.Close(ctx); err != nil && !m.k.dead.Load() {
+			if err := m.c.Close(ctx); err != nil && !m.link.IsCut() {
 				t.Errorf("closing a live client: %v", err)
 			}
-			m.k.Backend.Close()
+			m.b.Close()
 		}()
 	}
 	wg.Wait()
