@@ -11,6 +11,8 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/simba-go/simba/internal/spi"
+
+	dsnutil "github.com/simba-go/simba/internal/dsn"
 )
 
 // Config is a parsed DSN: the go-redis options of a standalone or a Cluster client, and the
@@ -41,7 +43,7 @@ type Config struct {
 // spi.ErrInvalidOption, name what is wrong and never show the password; ParseDSN does no I/O.
 func ParseDSN(dsn string) (Config, error) {
 	bad := func(format string, args ...any) (Config, error) {
-		return Config{}, fmt.Errorf("%w: redis DSN %q: %s", spi.ErrInvalidOption, redact(dsn), fmt.Sprintf(format, args...))
+		return Config{}, fmt.Errorf("%w: redis DSN %q: %s", spi.ErrInvalidOption, dsnutil.Redact(dsn), fmt.Sprintf(format, args...))
 	}
 	scheme, rest, ok := strings.Cut(dsn, "://")
 	if !ok {
@@ -161,27 +163,6 @@ func checkHost(h string, cluster bool) error {
 		return fmt.Errorf("host %q has a bad port", h)
 	}
 	return nil
-}
-
-// redact hides the password of a DSN for error messages.
-func redact(dsn string) string {
-	scheme, rest, ok := strings.Cut(dsn, "://")
-	if !ok {
-		return dsn
-	}
-	end := len(rest)
-	if i := strings.IndexAny(rest, "/?"); i >= 0 {
-		end = i
-	}
-	at := strings.LastIndexByte(rest[:end], '@')
-	if at < 0 {
-		return dsn
-	}
-	user, _, hasPass := strings.Cut(rest[:at], ":")
-	if !hasPass {
-		return dsn
-	}
-	return scheme + "://" + user + ":xxxxx" + rest[at:]
 }
 
 // Open parses dsn (see ParseDSN), connects a go-redis client of its own (redis.NewClient or

@@ -102,17 +102,3 @@ func TestOptions(t *testing.T) {
 	}
 	b.Close()
 }
-
-func TestRedact(t *testing.T) {
-	for in, want := range map[string]string{
-		"redis://u:pw@h:1/0?x=1":      "redis://u:xxxxx@h:1/0?x=1",
-		"redis://:pw@h":               "redis://:xxxxx@h",
-		"redis://u@h":                 "redis://u@h",
-		"redis+cluster://u:p@a:1,b:2": "redis+cluster://u:xxxxx@a:1,b:2",
-		"redis://h/?q=a@b":            "redis://h/?q=a@b",
-	} {
-		if got := redact(in); got != want {
-			t.Errorf("redact(%q) = %q, want %q", in, got, want)
-		}
-	}
-}

@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/simba-go/simba/internal/spi"
+
+	dsnutil "github.com/simba-go/simba/internal/dsn"
 )
 
 // Open returns a backend on a pool it opens from dsn (and Close closes):
@@ -41,7 +43,7 @@ import (
 func Open(ctx context.Context, dsn string, opts ...Option) (*Backend, error) {
 	scheme, _, ok := strings.Cut(dsn, "://")
 	if !ok {
-		return nil, fmt.Errorf("%w: sql DSN %q: want postgres://, postgresql://, mysql:// or sqlite://", spi.ErrInvalidOption, redact(dsn))
+		return nil, fmt.Errorf("%w: sql DSN %q: want postgres://, postgresql://, mysql:// or sqlite://", spi.ErrInvalidOption, dsnutil.Redact(dsn))
 	}
 	var (
 		b   *Backend
@@ -55,7 +57,7 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Backend, error) {
 	case "sqlite", "sqlite3":
 		b, err = openSQLite(dsn, opts)
 	default:
-		return nil, fmt.Errorf("%w: sql DSN %q: unknown scheme %q (want postgres, postgresql, mysql or sqlite)", spi.ErrInvalidOption, redact(dsn), scheme)
+		return nil, fmt.Errorf("%w: sql DSN %q: unknown scheme %q (want postgres, postgresql, mysql or sqlite)", spi.ErrInvalidOption, dsnutil.Redact(dsn), scheme)
 	}
 	if err != nil {
 		return nil, err
@@ -69,32 +71,15 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Backend, error) {
 	return b, nil
 }
 
-// redact hides the password of a URL-shaped DSN.
-func redact(dsn string) string {
-	u, err := url.Parse(dsn)
-	if err != nil || u.User == nil {
-		if i := strings.LastIndexByte(dsn, '@'); i >= 0 {
-			if j := strings.Index(dsn, "://"); j >= 0 && j < i {
-				return dsn[:j+3] + "xxxxx" + dsn[i:]
-			}
-		}
-		return dsn
-	}
-	if _, has := u.User.Password(); has {
-		u.User = url.UserPassword(u.User.Username(), "xxxxx")
-	}
-	return u.String()
-}
-
 func openPostgres(dsn string, opts []Option) (*Backend, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("%w: sql postgres DSN %q: %v", spi.ErrInvalidOption, redact(dsn), err)
+		return nil, fmt.Errorf("%w: sql postgres DSN %q: %v", spi.ErrInvalidOption, dsnutil.Redact(dsn), err)
 	}
 	cfg.AfterConnect = PostgresAfterConnect
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
-		return nil, fmt.Errorf("%w: sql postgres DSN %q: %v", spi.ErrInvalidOption, redact(dsn), err)
+		return nil, fmt.Errorf("%w: sql postgres DSN %q: %v", spi.ErrInvalidOption, dsnutil.Redact(dsn), err)
 	}
 	b, err := NewPostgres(pool, opts...)
 	if err != nil {
@@ -108,7 +93,7 @@ func openPostgres(dsn string, opts []Option) (*Backend, error) {
 // MySQLConfig translates a mysql:// DSN into go-sql-driver/mysql's configuration (see Open).
 func MySQLConfig(dsn string) (*mysqldriver.Config, error) {
 	bad := func(format string, args ...any) (*mysqldriver.Config, error) {
-		return nil, fmt.Errorf("%w: sql mysql DSN %q: %s", spi.ErrInvalidOption, redact(dsn), fmt.Sprintf(format, args...))
+		return nil, fmt.Errorf("%w: sql mysql DSN %q: %s", spi.ErrInvalidOption, dsnutil.Redact(dsn), fmt.Sprintf(format, args...))
 	}
 	u, err := url.Parse(dsn)
 	if err != nil {
@@ -160,7 +145,7 @@ func openMySQL(dsn string, opts []Option) (*Backend, error) {
 	}
 	conn, err := mysqldriver.NewConnector(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("%w: sql mysql DSN %q: %v", spi.ErrInvalidOption, redact(dsn), err)
+		return nil, fmt.Errorf("%w: sql mysql DSN %q: %v", spi.ErrInvalidOption, dsnutil.Redact(dsn), err)
 	}
 	db := sql.OpenDB(conn)
 	b, err := NewMySQL(db, opts...)

@@ -18,6 +18,8 @@ import (
 
 	"github.com/simba-go/simba/internal/spi"
 	"github.com/simba-go/simba/internal/testenv"
+
+	dsnutil "github.com/simba-go/simba/internal/dsn"
 )
 
 func TestMain(m *testing.M) {
@@ -140,7 +142,7 @@ func open(t testing.TB, dsn string, opts ...Option) *Backend {
 	t.Helper()
 	b, err := Open(testCtx(t), dsn, opts...)
 	if err != nil {
-		t.Fatalf("Open(%s): %v", redact(dsn), err)
+		t.Fatalf("Open(%s): %v", dsnutil.Redact(dsn), err)
 	}
 	t.Cleanup(func() { b.Close() })
 	return b

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/simba-go/simba/internal/spi"
+
+	dsnutil "github.com/simba-go/simba/internal/dsn"
 )
 
 // DefaultTimeout bounds dialing one server and, for calls whose context has no deadline,
@@ -46,7 +48,7 @@ type Config struct {
 func ParseDSN(dsn string) (Config, error) {
 	var cfg Config
 	bad := func(format string, args ...any) (Config, error) {
-		return Config{}, fmt.Errorf("%w: zookeeper DSN %q: %s", spi.ErrInvalidOption, redact(dsn), fmt.Sprintf(format, args...))
+		return Config{}, fmt.Errorf("%w: zookeeper DSN %q: %s", spi.ErrInvalidOption, dsnutil.Redact(dsn), fmt.Sprintf(format, args...))
 	}
 	scheme, rest, ok := strings.Cut(dsn, "://")
 	if !ok {
@@ -193,22 +195,4 @@ func (c Config) validate() error {
 		return fmt.Errorf("%w: zookeeper: negative timeout", spi.ErrInvalidOption)
 	}
 	return nil
-}
-
-// redact hides the password of a DSN for error messages.
-func redact(dsn string) string {
-	scheme, rest, ok := strings.Cut(dsn, "://")
-	if !ok {
-		return dsn
-	}
-	end := len(rest)
-	if i := strings.IndexAny(rest, "/?"); i >= 0 {
-		end = i
-	}
-	at := strings.LastIndexByte(rest[:end], '@')
-	if at < 0 {
-		return dsn
-	}
-	user, _, _ := strings.Cut(rest[:at], ":")
-	return scheme + "://" + user + ":xxxxx@" + rest[at+1:]
 }

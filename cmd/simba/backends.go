@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"strings"
 
 	"github.com/simba-go/simba"
@@ -27,16 +26,4 @@ func openBackend(ctx context.Context, dsn string) (simba.Backend, error) {
 		return zookeeper.New(dsn)
 	}
 	return nil, fmt.Errorf("%w: unknown DSN scheme %q", simba.ErrInvalidOption, scheme)
-}
-
-// redact hides a DSN's password for printing.
-func redact(dsn string) string {
-	u, err := url.Parse(dsn)
-	if err != nil || u.User == nil {
-		return dsn
-	}
-	if _, has := u.User.Password(); has {
-		u.User = url.UserPassword(u.User.Username(), "xxxxx")
-	}
-	return u.String()
 }

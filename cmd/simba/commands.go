@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/simba-go/simba"
+
+	dsnutil "github.com/simba-go/simba/internal/dsn"
 )
 
 func dsnFlags(name string) (*flag.FlagSet, *string) {
@@ -43,13 +45,13 @@ func migrate(ctx context.Context, args []string) error {
 	defer b.Close()
 	m, ok := b.(interface{ Migrate(context.Context) error })
 	if !ok {
-		fmt.Printf("%s needs no schema\n", redact(*dsn))
+		fmt.Printf("%s needs no schema\n", dsnutil.Redact(*dsn))
 		return nil
 	}
 	if err := m.Migrate(ctx); err != nil {
 		return err
 	}
-	fmt.Printf("schema of %s is up to date\n", redact(*dsn))
+	fmt.Printf("schema of %s is up to date\n", dsnutil.Redact(*dsn))
 	return nil
 }
 
@@ -69,7 +71,7 @@ func status(ctx context.Context, args []string) error {
 	defer b.Close()
 	in, ok := b.(simba.Inspector)
 	if !ok {
-		return fmt.Errorf("%w: the backend of %s cannot list its state", simba.ErrInvalidOption, redact(*dsn))
+		return fmt.Errorf("%w: the backend of %s cannot list its state", simba.ErrInvalidOption, dsnutil.Redact(*dsn))
 	}
 	snap, err := in.Inspect(ctx)
 	if err != nil {

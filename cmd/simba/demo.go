@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/simba-go/simba"
+
+	dsnutil "github.com/simba-go/simba/internal/dsn"
 )
 
 // The demo runs real worker processes (this binary, as `simba demo-worker`) that elect a
@@ -47,7 +49,7 @@ func demo(ctx context.Context, args []string) error {
 		defer os.RemoveAll(dir)
 		*dsn = "sqlite://" + filepath.Join(dir, "simba.db")
 	}
-	fmt.Printf("simba demo: %d worker processes electing %q on %s (TTL %v)\n", *workers, demoElection, redact(*dsn), *ttl)
+	fmt.Printf("simba demo: %d worker processes electing %q on %s (TTL %v)\n", *workers, demoElection, dsnutil.Redact(*dsn), *ttl)
 	if err := prepare(ctx, *dsn); err != nil {
 		return err
 	}
@@ -167,7 +169,7 @@ func prepare(ctx context.Context, dsn string) error {
 	defer b.Close()
 	if m, ok := b.(interface{ Migrate(context.Context) error }); ok {
 		if err := m.Migrate(ctx); err != nil {
-			return fmt.Errorf("migrating %s: %w", redact(dsn), err)
+			return fmt.Errorf("migrating %s: %w", dsnutil.Redact(dsn), err)
 		}
 	}
 	return nil
