@@ -42,9 +42,7 @@ const replUser, replPass = "repl", "replpw"
 // taken, and tears everything down when the test ends.
 func startPrivCluster(t *testing.T, base int) *privCluster {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("starts a private Redis Cluster")
-	}
+	testenv.Short(t, "starts a private Redis Cluster")
 	for _, bin := range []string{"redis-server", "redis-cli"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			testenv.Unavailable(t, "redis-server and redis-cli", err.Error())
@@ -55,7 +53,7 @@ func startPrivCluster(t *testing.T, base int) *privCluster {
 	for p := base; p < base+6; p++ {
 		if c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(p), 200*time.Millisecond); err == nil {
 			c.Close()
-			t.Skipf("port %d is taken: cannot start the private cluster on %d-%d", p, base, base+5)
+			testenv.Unavailable(t, "the private Redis Cluster", fmt.Sprintf("port %d is taken: cannot start it on %d-%d", p, base, base+5))
 		}
 		pc.ports = append(pc.ports, p)
 	}
@@ -298,7 +296,7 @@ func startPrivServer(t *testing.T, port int, lines ...string) int {
 	}
 	if c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), 200*time.Millisecond); err == nil {
 		c.Close()
-		t.Skipf("port %d is taken", port)
+		testenv.Unavailable(t, "a private Redis server", fmt.Sprintf("port %d is taken", port))
 	}
 	dir := t.TempDir()
 	conf := fmt.Sprintf("port %d\nbind 127.0.0.1\nsave \"\"\nappendonly no\ndir %s\nlogfile %s\n%s\n",

@@ -184,9 +184,7 @@ func (c *ensembleClient) run(ctx context.Context) {
 // successive holders must increase, and after the failover both clients work again, one
 // holding the lease.
 func TestEnsembleLeaderFailover(t *testing.T) {
-	if testing.Short() {
-		t.Skip("stops and restarts ensemble servers")
-	}
+	testenv.Short(t, "stops and restarts ensemble servers")
 	addrs := ensembleAddrs(t)
 	// A TTL the election fits in (the holder normally keeps its term), and one it does not
 	// (the holder's local deadline passes while the servers elect a leader).

@@ -7,14 +7,14 @@ import (
 
 	"github.com/simba-go/simba/internal/spi"
 	"github.com/simba-go/simba/tck"
+
+	"github.com/simba-go/simba/internal/testenv"
 )
 
 // TestFencingSpecAcrossServerRestarts runs the fencing suite on a private server that the
 // suite restarts: ZooKeeper persists its zxid counter, so czxid tokens keep growing.
 func TestFencingSpecAcrossServerRestarts(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts its own ZooKeeper")
-	}
+	testenv.Short(t, "starts its own ZooKeeper")
 	z := startPrivateZK(t)
 	dsn := "zk://" + z.addr + "/fencing"
 	rec := newRecorder()
@@ -40,9 +40,7 @@ func TestFencingSpecAcrossServerRestarts(t *testing.T) {
 // and two server restarts (one while it is held, one while it is free): every grant has a
 // greater token, and a session that survives the restart keeps its lease and token.
 func TestTokensIncreaseAcrossExpiryAndRestart(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts its own ZooKeeper")
-	}
+	testenv.Short(t, "starts its own ZooKeeper")
 	z := startPrivateZK(t)
 	dsn := "zk://" + z.addr
 	rec := newRecorder()

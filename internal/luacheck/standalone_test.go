@@ -10,6 +10,8 @@ import (
 
 	"github.com/simba-go/simba/generated/luascripts"
 	"github.com/simba-go/simba/generated/wire"
+
+	"github.com/simba-go/simba/internal/testenv"
 )
 
 const ttl = 10 * time.Second
@@ -317,9 +319,7 @@ func TestKeepAliveMovesLeaseExpiry(t *testing.T) {
 
 // TestKeepAliveTenThousandLeasesInOneCall: one keep_alive call renews 10,000 held leases.
 func TestKeepAliveTenThousandLeasesInOneCall(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: skipping the 10,000-lease keep-alive")
-	}
+	testenv.Short(t, "the 10,000-lease keep-alive")
 	c := client(t)
 	ctx := context.Background()
 	sid, _ := open(t, c, "bulk", 30*time.Second)

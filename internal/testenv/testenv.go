@@ -89,3 +89,12 @@ func ZooKeeper(t testing.TB) []string {
 	need(t, "ZooKeeper", "", addrs...)
 	return addrs
 }
+
+// Short skips a slow test under `go test -short`, except when services are required (as in CI),
+// where every test runs.
+func Short(t testing.TB, why string) {
+	t.Helper()
+	if testing.Short() && !Required() {
+		t.Skipf("-short: %s", why)
+	}
+}
