@@ -1,12 +1,16 @@
 package sqlcheck
 
 import (
+	"errors"
 	"fmt"
 	mrand "math/rand/v2"
 	"sort"
 	"sync"
 	"testing"
 	"time"
+
+	mysqldrv "github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // heldTerm is one tenure as its holder saw it: granted by a reply received at recv to a request
@@ -33,10 +37,11 @@ func contend(t *testing.T, newOps func(t *testing.T) ops, workers int, dur time.
 	names := []string{"sqlcheck-" + p + ".x", "sqlcheck-" + p + ".y"}
 	const ttl = 250 // ms
 	var (
-		mu     sync.Mutex
-		terms  []*heldTerm
-		errs   []error
-		grants int
+		mu      sync.Mutex
+		terms   []*heldTerm
+		errs    []error
+		grants  int
+		retried int
 	)
 	stop := time.Now().Add(dur)
 	var wg sync.WaitGroup
@@ -48,8 +53,14 @@ func contend(t *testing.T, newOps func(t *testing.T) ops, workers int, dur time.
 			rnd := mrand.New(mrand.NewPCG(uint64(w), uint64(time.Now().UnixNano())))
 			fail := func(err error) {
 				mu.Lock()
+				defer mu.Unlock()
+				if transient(err) {
+					// The transaction was rolled back and changed nothing; the backend
+					// reports these as retryable and the engine retries.
+					retried++
+					return
+				}
 				errs = append(errs, err)
-				mu.Unlock()
 			}
 			for s := 0; time.Now().Before(stop); s++ {
 				sid := fmt.Sprintf("%s%02d%04d", p, w, s)
@@ -177,8 +188,23 @@ func contend(t *testing.T, newOps func(t *testing.T) ops, workers int, dur time.
 			}
 		}
 	}
-	t.Logf("%d grants, %d changes of holder, %d worker errors", grants, takeovers, len(errs))
+	t.Logf("%d grants, %d changes of holder, %d worker errors, %d transient errors (deadlock, lock timeout) retried", grants, takeovers, len(errs), retried)
 	if takeovers < 5 {
 		t.Errorf("only %d changes of holder: the test exercised too little", takeovers)
 	}
+}
+
+// transient reports a deadlock or lock-wait timeout: the database rolled the statement's
+// transaction back, so it changed nothing and may be retried (the backend classifies these as
+// retryable).
+func transient(err error) bool {
+	var my *mysqldrv.MySQLError
+	if errors.As(err, &my) {
+		return my.Number == 1213 || my.Number == 1205
+	}
+	var pg *pgconn.PgError
+	if errors.As(err, &pg) {
+		return pg.Code == "40P01" || pg.Code == "40001"
+	}
+	return false
 }
