@@ -32,9 +32,10 @@
 // fails calls without effect, DropNextReplies lets calls take effect but lose their replies,
 // DelayRequests and DelayReplies delay calls on the server's clock (honouring the call's
 // context), CutOff cuts a client off (calls refused or hanging) until Restore, and Heal clears
-// everything. Server.ExpireSession expires a session now, Server.Restart loses every session
-// but keeps lease tokens. Every injected failure is retryable (it matches spi.ErrUnavailable)
-// unless the test passes its own error.
+// everything. NewLink wraps ANY backend (a real server's too) in a link a test can cut like a
+// network partition, to crash a client without a goodbye. Server.ExpireSession expires a
+// session now, Server.Restart loses every session but keeps lease tokens. Every injected
+// failure is retryable (it matches spi.ErrUnavailable) unless the test passes its own error.
 //
 // Server.WaitHolder waits until a lease has a live holder (an election has a leader),
 // Server.WaitFor until any condition on the server's state holds, and Server.Calls counts the
