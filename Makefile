@@ -28,6 +28,8 @@ vet:
 ## packages hammering the same servers at once on a 2-core machine only add noise.
 test: vet
 	$(GO) test -race -count=1 -p 1 ./...
+	# Built without -race (see backend/zookeeper/ensemble_test.go: an upstream go-zookeeper race).
+	$(GO) test -count=1 -run TestEnsembleLeaderFailover ./backend/zookeeper
 	$(GO) -C gen test -count=1 ./...
 
 ## test-short: the fast subset

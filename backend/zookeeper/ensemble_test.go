@@ -1,3 +1,12 @@
+// The ensemble failover test is built without the race detector: stopping the ensemble leader
+// makes go-zookeeper reconnect with watches set, and go-zookeeper v1.0.4 (the latest) reads
+// Conn.lastZxid in sendSetWatches while its recvLoop writes it — an upstream data race
+// (go-zookeeper/zk pull request 35, unmerged) that -race reports and that is not in our code.
+// `make test` runs this test in a separate step without -race; the rest of the package runs
+// under -race.
+
+//go:build !race
+
 package zookeeper
 
 import (
