@@ -314,12 +314,14 @@ func (e *Election) Leader() (Leader, bool) {
 // is closed when the client closes.
 func (e *Election) Events() <-chan Event { return e.subscribe() }
 
-// All iterates over this election's events until ctx ends or the client closes.
+// All iterates over this election's events until ctx ends, the loop body breaks, or the client
+// closes. It subscribes when called, so it sees every event after All returns; the sequence
+// can be iterated once.
 func (e *Election) All(ctx context.Context) iter.Seq[Event] { return all(ctx, &e.leaseCore) }
 
 func all(ctx context.Context, l *leaseCore) iter.Seq[Event] {
+	ch := l.subscribe()
 	return func(yield func(Event) bool) {
-		ch := l.subscribe()
 		defer l.unsubscribe(ch)
 		for {
 			select {
