@@ -235,52 +235,45 @@ func (d *demoRun) handle(l workerLine) (election, bool) {
 	return election{}, false
 }
 
-// waitElected waits for an election with a token above after.
-func (d *demoRun) waitElected(ctx context.Context, after int64, limit time.Duration) (election, error) {
-	timeout := time.After(limit)
+// pump handles worker lines until stop, given each line's election (if it reported one),
+// says so, ctx ends or dur passes. It reports whether stop said so.
+func (d *demoRun) pump(ctx context.Context, dur time.Duration, stop func(e election, elected bool) bool) bool {
+	timeout := time.After(dur)
 	for {
 		select {
 		case <-ctx.Done():
-			return election{}, ctx.Err()
+			return false
 		case <-timeout:
-			return election{}, errors.New("no new leader in time")
+			return false
 		case l := <-d.lines:
-			if e, ok := d.handle(l); ok && e.token > after {
-				return e, nil
+			if stop(d.handle(l)) {
+				return true
 			}
 		}
 	}
 }
 
+// waitElected waits for an election with a token above after.
+func (d *demoRun) waitElected(ctx context.Context, after int64, limit time.Duration) (election, error) {
+	var won election
+	if !d.pump(ctx, limit, func(e election, ok bool) bool { won = e; return ok && e.token > after }) {
+		if err := ctx.Err(); err != nil {
+			return election{}, err
+		}
+		return election{}, errors.New("no new leader in time")
+	}
+	return won, nil
+}
+
 // waitWrites waits until owner has made n more accepted writes.
 func (d *demoRun) waitWrites(ctx context.Context, owner string, n int, limit time.Duration) {
 	want := d.writes[owner] + n
-	timeout := time.After(limit)
-	for d.writes[owner] < want {
-		select {
-		case <-ctx.Done():
-			return
-		case <-timeout:
-			return
-		case l := <-d.lines:
-			d.handle(l)
-		}
-	}
+	d.pump(ctx, limit, func(election, bool) bool { return d.writes[owner] >= want })
 }
 
 // drain handles lines for a while.
 func (d *demoRun) drain(ctx context.Context, dur time.Duration) {
-	timeout := time.After(dur)
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-timeout:
-			return
-		case l := <-d.lines:
-			d.handle(l)
-		}
-	}
+	d.pump(ctx, dur, func(election, bool) bool { return false })
 }
 
 // demoWorker is one worker process: it campaigns and, while it leads, writes to the fenced
