@@ -17,11 +17,15 @@ import (
 // RedisSpec is spec/redis.yaml: the Redis key layout, pub/sub channels, reply status codes,
 // reply records and the Lua scripts with their typed KEYS, ARGV and reply.
 type RedisSpec struct {
-	Keys     []RedisKey     `yaml:"keys"`
-	Channels []RedisChannel `yaml:"channels"`
-	Statuses []RedisStatus  `yaml:"statuses"`
-	Records  []RedisRecord  `yaml:"records"`
-	Scripts  []RedisScript  `yaml:"scripts"`
+	// ErrorPrefix starts the message of every error a script raises (after Redis's "ERR "), so
+	// clients can tell Simba's script errors from the server's: ${error_prefix} in Lua,
+	// luascripts.ErrorPrefix in Go. Optional.
+	ErrorPrefix string         `yaml:"error_prefix"`
+	Keys        []RedisKey     `yaml:"keys"`
+	Channels    []RedisChannel `yaml:"channels"`
+	Statuses    []RedisStatus  `yaml:"statuses"`
+	Records     []RedisRecord  `yaml:"records"`
+	Scripts     []RedisScript  `yaml:"scripts"`
 }
 
 // RedisKey is one key pattern, e.g. "simba:lease:{<name>}".
@@ -249,12 +253,20 @@ func (s *RedisSpec) checkChannels(keys map[string]*RedisKey) error {
 
 // checkStatuses validates the status codes and returns the placeholder substitutions for Lua:
 // ${status.<name>} and ${<hash key>.<field>}.
+var errorPrefixRE = regexp.MustCompile(`^[a-z]+:$`)
+
 func (s *RedisSpec) checkStatuses(keys map[string]*RedisKey) (map[string]string, error) {
 	subst := map[string]string{}
 	for _, k := range s.Keys {
 		for _, f := range k.Fields {
 			subst[k.Name+"."+f.Name] = f.Name
 		}
+	}
+	if s.ErrorPrefix != "" {
+		if !errorPrefixRE.MatchString(s.ErrorPrefix) {
+			return nil, specErr(redisFile, "error_prefix", "%q must be lowercase letters and a colon, like \"simba:\"", s.ErrorPrefix)
+		}
+		subst["error_prefix"] = s.ErrorPrefix
 	}
 	values := map[int64]string{}
 	for i, st := range s.Statuses {
@@ -674,6 +686,10 @@ func (s *RedisSpec) genCommon() (File, error) {
 	if len(defs) > 0 {
 		f.Comment("The status codes scripts reply with.")
 		f.Const().Defs(defs...)
+	}
+	if s.ErrorPrefix != "" {
+		f.Comment(cmt("ErrorPrefix starts the message of every error a script raises (after Redis's \"ERR \"): go-redis's HasErrorPrefix(err, ErrorPrefix) tells them from the server's own errors."))
+		f.Const().Id("ErrorPrefix").Op("=").Lit(s.ErrorPrefix)
 	}
 
 	f.Comment("Info describes one script.")

@@ -192,7 +192,7 @@ func (b *Backend) fail(op string, err error) error {
 	case errors.Is(err, luascripts.ErrReply), errors.Is(err, luascripts.ErrArgs),
 		goredis.HasErrorPrefix(err, "NOAUTH"), goredis.HasErrorPrefix(err, "WRONGPASS"),
 		goredis.HasErrorPrefix(err, "NOPERM"), goredis.HasErrorPrefix(err, "WRONGTYPE"),
-		goredis.HasErrorPrefix(err, "simba:"): // HasErrorPrefix strips "ERR "
+		goredis.HasErrorPrefix(err, luascripts.ErrorPrefix): // HasErrorPrefix strips "ERR "
 		return spi.AsPermanent(fmt.Errorf("redis: %s: %w", op, err))
 	}
 	return spi.Unavailable("redis "+op, err)

@@ -23,6 +23,10 @@ const (
 	StatusExpired int64 = 3
 )
 
+// ErrorPrefix starts the message of every error a script raises (after Redis's "ERR "):
+// go-redis's HasErrorPrefix(err, ErrorPrefix) tells them from the server's own errors.
+const ErrorPrefix = "simba:"
+
 // Info describes one script.
 type Info struct {
 	Name    string // the script's name in spec/redis.yaml

@@ -4,7 +4,7 @@
 -- Reply: {remaining_ms, expires_ms}
 local ttl = tonumber(ARGV[2])
 if not ttl or ttl < 1 or ttl ~= math.floor(ttl) then
-  return redis.error_reply('ERR simba: ttl_ms must be a positive integer')
+  return redis.error_reply('ERR ${error_prefix} ttl_ms must be a positive integer')
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
