@@ -23,7 +23,8 @@ import (
 // "baseline-calls": each iteration times one baseline call and one cycle side by side (see
 // paired), and the metric is the cycles' total time over the baseline calls' (target ≤ 2.0).
 // ns/op includes the baseline call; op-ns is the cycle alone. BenchmarkRawSetNXCycle is a
-// redislock-style SET NX + unlock-script cycle measured the same way, for comparison.
+// redislock-style SET NX + unlock-script cycle measured the same way, for comparison, and
+// BenchmarkScriptPairFloor the cost of two script calls that do no work.
 //
 // BenchmarkKeepAlive10000 renews 10,000 held leases and reports "round-trips": the commands and
 // pipelines the client sent per KeepAlive (1 on standalone Redis; on a Cluster 2: the session
@@ -136,6 +137,35 @@ func BenchmarkRawSetNXCycle(b *testing.B) {
 			b.Fatalf("set nx: %v %v", ok, err)
 		}
 		if err := unlock.EvalSha(ctx, c, []string{key}, "token").Err(); err != nil {
+			b.Fatal(err)
+		}
+	})
+}
+
+// BenchmarkScriptPairFloor is the floor of any cycle made of two script calls: two scripts
+// that do nothing but return, sent with exactly the keys, arguments and reply shapes of the
+// standalone acquire and release. Its baseline-calls (2.18–2.26 on the 2-vCPU development
+// machine, Redis 7.0) less BenchmarkAcquireRelease's is what the scripts' own work costs; each
+// redis.call inside a script costs about 0.05 of a baseline call there.
+func BenchmarkScriptPairFloor(b *testing.B) {
+	c := standaloneClient(b)
+	ctx := context.Background()
+	acquire := goredis.NewScript("return {1, 1, 1, '', ''}")
+	release := goredis.NewScript("return {1}")
+	for _, s := range []*goredis.Script{acquire, release} {
+		if err := s.Load(ctx, c).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	name := "bench.floor." + strconv.FormatInt(time.Now().UnixNano(), 36)
+	sid := "0123456789abcdef0123456789abcdef"
+	acquireKeys := []string{wire.LeaseKey(name), wire.SessionKey(sid), wire.SessionLeasesKey(sid)}
+	releaseKeys := []string{wire.LeaseKey(name), wire.SessionLeasesKey(sid)}
+	paired(b, c, func() {
+		if err := acquire.EvalSha(ctx, c, acquireKeys, sid, name).Err(); err != nil {
+			b.Fatal(err)
+		}
+		if err := release.EvalSha(ctx, c, releaseKeys, sid, name, 1).Err(); err != nil {
 			b.Fatal(err)
 		}
 	})
