@@ -42,6 +42,7 @@ type Violation struct {
 	Msg   string
 }
 
+// Error prints the violation as "<check> at <time>: <what>".
 func (v *Violation) Error() string {
 	return fmt.Sprintf("%s at %v: %s", v.Check, v.At, v.Msg)
 }
