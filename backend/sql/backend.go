@@ -457,8 +457,8 @@ func (b *Backend) Members(ctx context.Context, group string) ([]spi.SessionID, e
 // Housekeeping deletes the memberships of expired sessions, then the expired sessions that hold
 // no lease (two statements). Lease rows are never deleted: the lease of an expired session stays
 // with it, free for any acquirer to take over, so that its token keeps growing. The backend runs
-// it in the background (see WithHousekeepingInterval); a rare deadlock with a concurrent acquire
-// is reported as retryable.
+// it in the background (see WithHousekeepingInterval); a deadlock with a concurrent acquire is
+// run again (MySQL/MariaDB) or reported as retryable.
 func (b *Backend) Housekeeping(ctx context.Context) error {
 	if err := b.ready(ctx); err != nil {
 		return err

@@ -42,6 +42,7 @@ func mysqlStd(db *sql.DB) *stdDialect {
 		begin:       wd.Begin,
 		setup:       wd.SessionSetup, // empty for MySQL
 		classifyErr: classifyMySQL,
+		rolledBack:  mysqlDeadlock,
 		lockMigrate: func(ctx context.Context, c *sql.Conn) (func(), error) {
 			var got sql.NullInt64
 			if err := c.QueryRowContext(ctx, "SELECT GET_LOCK('simba_migrate', 60)").Scan(&got); err != nil {
@@ -57,6 +58,14 @@ func mysqlStd(db *sql.DB) *stdDialect {
 			}, nil
 		},
 	}
+}
+
+// mysqlDeadlock reports ER_LOCK_DEADLOCK (1213): InnoDB rolled the whole transaction back.
+// (A lock wait timeout, 1205, rolls back only the statement, and only after
+// innodb_lock_wait_timeout: it goes up as retryable instead.)
+func mysqlDeadlock(err error) bool {
+	var me *mysqldriver.MySQLError
+	return errors.As(err, &me) && me.Number == 1213
 }
 
 // classifyMySQL: deadlocks (1213), lock wait timeouts (1205), too many connections, server

@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -90,6 +91,10 @@ type stdDialect struct {
 	seen   map[any]struct{} // driver connections that ran setup
 
 	classifyErr func(b *Backend, op string, err error) error
+	// rolledBack reports an error by which the database says it rolled the whole transaction
+	// (or autocommit statement) back to break a deadlock: nothing of it took effect, so it is
+	// run again (see retryRolledBack). nil: the dialect has none.
+	rolledBack func(error) bool
 	// lockMigrate takes the lock that serialises Migrate on conn and returns its release.
 	lockMigrate func(ctx context.Context, conn *sql.Conn) (func(), error)
 	// ddlInTx: the migration's statements run in one transaction (SQLite).
@@ -137,30 +142,65 @@ func (d *stdDialect) conn(ctx context.Context) (*sql.Conn, error) {
 	return c, nil
 }
 
-// run runs fn on the pool, or on a pinned connection when connections need setup.
+// run runs fn on the pool, or on a pinned connection when connections need setup. Every fn
+// given to run is a sequence of autocommit statements each safe to repeat, so run repeats fn
+// when the database rolled one of them back to break a deadlock.
 func (d *stdDialect) run(ctx context.Context, fn func(q stdQueries) error) error {
-	if len(d.setup) == 0 {
-		return fn(d.q(d.db))
-	}
-	c, err := d.conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	return fn(d.q(c))
+	return d.retryRolledBack(ctx, func() error {
+		if len(d.setup) == 0 {
+			return fn(d.q(d.db))
+		}
+		c, err := d.conn(ctx)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		return fn(d.q(c))
+	})
 }
 
 // tx runs fn between the dialect's begin statement and COMMIT on one connection. On any
 // failure, including a failed COMMIT (SQLite keeps the transaction open after a busy COMMIT),
 // it rolls back; if even that fails the connection is discarded, never returned to the pool
-// inside a transaction.
+// inside a transaction. A transaction the database rolled back to break a deadlock is run
+// again.
 func (d *stdDialect) tx(ctx context.Context, fn func(q stdQueries) error) error {
-	c, err := d.conn(ctx)
-	if err != nil {
-		return err
+	return d.retryRolledBack(ctx, func() error {
+		c, err := d.conn(ctx)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		return d.txOn(ctx, c, fn)
+	})
+}
+
+// rolledBackAttempts bounds how often an operation runs when the database keeps choosing it as
+// a deadlock victim; after the last attempt the error goes up as retryable (ErrUnavailable).
+const rolledBackAttempts = 4
+
+// retryRolledBack runs op, and runs it again (after a short random pause, so that the two
+// transactions that deadlocked do not meet again in step) while the database answers that it
+// rolled op back to break a deadlock. Such an answer is certain: nothing of op took effect,
+// so running it again is safe, and it saves the caller an outcome-unknown error for what is
+// routine under contention (InnoDB's advice: be ready to re-issue a transaction that failed
+// with a deadlock). A deadlock between an acquire (lease row, then the holder's session row)
+// and the holder's own release or close (session row, then lease rows) cannot be ordered away:
+// the acquire learns which session row to lock only by reading the lease row.
+func (d *stdDialect) retryRolledBack(ctx context.Context, op func() error) error {
+	for attempt := 1; ; attempt++ {
+		err := op()
+		if err == nil || d.rolledBack == nil || !d.rolledBack(err) || attempt == rolledBackAttempts {
+			return err
+		}
+		pause := time.NewTimer(time.Duration(rand.Int64N(int64(attempt) * int64(2*time.Millisecond))))
+		select {
+		case <-ctx.Done():
+			pause.Stop()
+			return err
+		case <-pause.C:
+		}
 	}
-	defer c.Close()
-	return d.txOn(ctx, c, fn)
 }
 
 func (d *stdDialect) rollback(ctx context.Context, c *sql.Conn) {
