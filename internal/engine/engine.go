@@ -45,6 +45,25 @@ type Engine struct {
 	pending  map[ReqID]pending
 	scratch  []*election
 	scratch2 []*election
+
+	// barriers are the waits behind the engine's own futures (see part); lastPart numbers them.
+	barriers map[FutureID]*barrier
+	lastPart FutureID
+	// stopping is the barrier of the Leave whose partitions are being stopped, nil otherwise.
+	stopping *barrier
+}
+
+// internalFuture marks the futures the engine makes for itself: a Leave waits for each of its
+// partitions' stops through one. The shell numbers its futures from 1 and never reaches it.
+const internalFuture FutureID = 1 << 63
+
+// barrier completes its futures once every part it waits for is done, with the first error a
+// part reported. A Leave's parts: each partition it stops (done when the lease is released or
+// the session that held it is gone) and the group's membership (done when it is deleted).
+type barrier struct {
+	futs  []FutureID
+	parts int
+	err   error
 }
 
 type session struct {
@@ -87,6 +106,7 @@ func New(opts Options) (*Engine, error) {
 		elections: make(map[string]*election),
 		groups:    make(map[string]*group),
 		pending:   make(map[ReqID]pending),
+		barriers:  make(map[FutureID]*barrier),
 	}, nil
 }
 
@@ -162,9 +182,38 @@ func (s *Engine) arm(kind TimerKind, name string, at time.Duration) {
 }
 
 func (s *Engine) complete(f FutureID, err error) {
+	if f&internalFuture != 0 {
+		if b := s.barriers[f]; b != nil {
+			delete(s.barriers, f)
+			s.partDone(b, err)
+		}
+		return
+	}
 	if f != 0 {
 		s.emit(Effect{Kind: EfComplete, Future: f, Err: err})
 	}
+}
+
+// part adds a part to b and returns the engine's own future that marks it done when completed.
+func (s *Engine) part(b *barrier) FutureID {
+	s.lastPart++
+	f := internalFuture | s.lastPart
+	b.parts++
+	s.barriers[f] = b
+	return f
+}
+
+func (s *Engine) partDone(b *barrier, err error) {
+	if b.err == nil {
+		b.err = err
+	}
+	if b.parts--; b.parts > 0 {
+		return
+	}
+	for _, f := range b.futs {
+		s.complete(f, b.err)
+	}
+	b.futs = nil
 }
 
 // deadlineFrom is the local deadline a reply grants: sentAt + remaining×(1−drift) − margin.
@@ -427,6 +476,8 @@ func (s *Engine) loseSession(reason Reason) {
 	for _, name := range slices.Clone(s.groupNames) {
 		g := s.groups[name]
 		g.joined, g.joinReq, g.membersReq, g.membersDirty, g.retrying = false, 0, 0, false, false
+		// A Join of unknown outcome was the lost session's: its membership ended with it.
+		g.unknown = false
 		s.setView(g, nil)
 		if g.leaving {
 			s.dropGroup(g) // its membership ended with the session
@@ -507,6 +558,7 @@ func (s *Engine) close(f FutureID) {
 		if len(g.assigned) > 0 {
 			s.emit(Effect{Kind: EfMembers, Group: name})
 		}
+		s.membershipGone(g) // closing the session deletes it
 	}
 	s.groups = make(map[string]*group)
 	s.groupNames = nil

@@ -34,6 +34,11 @@ type group struct {
 	members  []spi.SessionID // the last view (owned by effects once emitted: never mutated)
 	owned    []bool
 	assigned []int
+
+	// leaveWait is what a Leave's futures wait for (its partitions' stops and leavePart); nil
+	// until Leave. leavePart is done when the membership is deleted or gone with the session.
+	leaveWait *barrier
+	leavePart FutureID
 }
 
 func (s *Engine) join(ev Event) {
@@ -78,14 +83,33 @@ func (s *Engine) join(ev Event) {
 	}
 }
 
+// leave leaves group name. Its future completes, like a Stop's, once the work is done: every
+// partition the session led is released (after its handover) and the membership is deleted
+// (or gone with the session), with the first error among them.
 func (s *Engine) leave(name string, f FutureID) {
 	g := s.groups[name]
-	if g == nil || g.leaving {
+	if g == nil {
 		s.complete(f, nil)
 		return
 	}
+	if g.leaving {
+		if f != 0 {
+			g.leaveWait.futs = append(g.leaveWait.futs, f)
+		}
+		return
+	}
+	b := &barrier{}
+	if f != 0 {
+		b.futs = []FutureID{f}
+	}
+	g.leaveWait = b
+	// hold keeps b from completing while its parts are being added.
+	hold := s.part(b)
+	defer s.complete(hold, nil)
+	s.stopping = b
 	s.setView(g, nil)
-	s.complete(f, nil)
+	s.stopping = nil
+	g.leavePart = s.part(b)
 	if g.joined || g.joinReq != 0 || g.unknown {
 		g.leaving, g.joined = true, false
 		if g.joinReq == 0 && s.sess.state == SessionLive {
@@ -101,10 +125,19 @@ func (s *Engine) leave(name string, f FutureID) {
 	s.dropGroup(g)
 }
 
+// membershipGone marks the membership part of a Leave of g done.
+func (s *Engine) membershipGone(g *group) {
+	if f := g.leavePart; f != 0 {
+		g.leavePart = 0
+		s.complete(f, nil)
+	}
+}
+
 func (s *Engine) dropGroup(g *group) {
 	if s.groups[g.name] != g {
 		return
 	}
+	s.membershipGone(g)
 	delete(s.groups, g.name)
 	if i, ok := slices.BinarySearch(s.groupNames, g.name); ok {
 		s.groupNames = slices.Delete(s.groupNames, i, i+1)
@@ -257,5 +290,9 @@ func (s *Engine) stopPartition(g *group, p int) {
 		return
 	}
 	e.pendingStart = false
-	s.stop(e.name, 0, false)
+	var f FutureID
+	if s.stopping != nil {
+		f = s.part(s.stopping) // a Leave waits for this partition's release
+	}
+	s.stop(e.name, f, false)
 }

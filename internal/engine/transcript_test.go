@@ -344,10 +344,14 @@ func (d *driver) run(cmd string) (out string, err error) {
 		}
 		d.step(Event{Kind: EvHint, Hint: h, Jitter: jitter(args)})
 	case "join":
+		var f FutureID
+		if _, ok := args["f"]; ok { // the Join's future only when asked: it completes at once
+			f = d.future(args)
+		}
 		d.step(Event{Kind: EvJoin, Name: arg(0), Partitions: int(num(args["partitions"])),
-			HasWork: slices.Contains(words, "work")})
+			HasWork: slices.Contains(words, "work"), Future: f})
 	case "leave":
-		d.step(Event{Kind: EvLeave, Name: arg(0)})
+		d.step(Event{Kind: EvLeave, Name: arg(0), Future: d.future(args)})
 	case "close":
 		d.step(Event{Kind: EvClose, Future: d.future(args)})
 	case "reply":

@@ -271,7 +271,8 @@ func (k PublishKind) String() string {
 //   - EvBoot: none. Opens the first session.
 //   - EvStart: Name, Flavor, HasWork, Future (completes with the term for locks; at once for
 //     elections).
-//   - EvStop, EvStepDown: Name, Future.
+//   - EvStop, EvStepDown: Name, Future (completes once the lease is released; at once when
+//     it is not held).
 //   - EvTimer: Timer (the key of an earlier Arm effect).
 //   - EvReply: Req, Op (both copied from the Call), SentAt (when the request was sent), and the
 //     result for Op: Err (any op), or Session (OpenSession), KeepAlive, Acquire, Status (Join,
@@ -279,7 +280,9 @@ func (k PublishKind) String() string {
 //   - EvHint: Hint.
 //   - EvWorkExited: Name and Token of the term whose work returned.
 //   - EvJoin: Name (the group), Partitions, HasWork, Future (completes at once).
-//   - EvLeave: Name (the group), Future (completes at once).
+//   - EvLeave: Name (the group), Future (completes when every partition the session led is
+//     released, after its handover, and the membership is deleted or gone with the session;
+//     with the first error, such as a release of unknown outcome).
 //   - EvClose: Future (completes when every handover ended and the session is closed).
 //
 // Jitter, in [0, 1], is the driver's random draw for this event; the engine multiplies it into
