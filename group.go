@@ -114,10 +114,14 @@ func (g *PartitionGroup) Name() string { return g.name }
 func (g *PartitionGroup) Partitions() int { return g.partitions }
 
 // Leave leaves the group: every partition this client leads is revoked (RevokedStopped) and
-// handed over. It returns once the engine has taken the request.
+// handed over. Like Election.Stop, it returns once the work is done: each of those partitions
+// released (after its RunPartition work returned) and the membership deleted, or gone with a
+// lost session. A release whose outcome is unknown is reported as an error (keep-alives settle
+// it). If ctx ends first Leave returns ctx's error, and leaving goes on; the group can be
+// joined again once leaving is done.
 func (g *PartitionGroup) Leave(ctx context.Context) error {
-	_, err := g.c.request(ctx, engine.Event{Kind: engine.EvLeave, Name: g.name})
-	if err == nil {
+	f, err := g.c.request(ctx, engine.Event{Kind: engine.EvLeave, Name: g.name})
+	if f != nil { // the engine took the Leave, whatever err says
 		g.c.mu.Lock()
 		if g.c.groups[g.name] == g {
 			delete(g.c.groups, g.name)
