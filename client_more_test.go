@@ -321,3 +321,29 @@ func TestLeaveReturnsWhenPartitionsAreReleased(t *testing.T) {
 	}
 	w.until(10*time.Second, "all partitions led again", func() bool { return len(again.Held()) == P })
 }
+
+// TestLeaveDuringClose: a Leave waiting for its partitions' handovers returns when Close ends
+// them, and neither call hangs.
+func TestLeaveDuringClose(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	c, _ := w.client("a")
+	g, err := c.JoinGroup(ctx, "jobs", 2, simba.RunPartition(func(ctx context.Context, p int, _ simba.Term) error {
+		<-ctx.Done()
+		return nil
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.until(10*time.Second, "both partitions led", func() bool { return len(g.Held()) == 2 })
+	left := make(chan error, 1)
+	go func() { left <- g.Leave(ctx) }()
+	w.async(func() error { return c.Close(ctx) })
+	w.until(10*time.Second, "Leave to return", func() bool { return len(left) == 1 })
+	if err := <-left; err != nil && !errors.Is(err, simba.ErrClosed) {
+		t.Fatalf("Leave during Close: %v", err)
+	}
+	if snap := w.srv.Snapshot(); len(snap.Groups["jobs"]) != 0 {
+		t.Fatalf("members %v left after Close", snap.Groups["jobs"])
+	}
+}
