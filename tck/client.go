@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/simba-go/simba"
+	"github.com/simba-go/simba/generated/wire"
 	"github.com/simba-go/simba/simbatest"
 )
 
@@ -24,7 +25,8 @@ import (
 //   - Lock: Lock, TryLock, Unlock and WithLock across two clients with increasing tokens; Unlock
 //     of a lock not held; Lock with a context that ends while another client holds the lock.
 //   - PartitionGroup: eight partitions over three members, rebalanced when one leaves and when
-//     another joins.
+//     another joins; Leave returns only once the leaver's session holds no partition and is no
+//     longer a member at the server.
 //   - Close: with leader work running, and from inside OnElected.
 //
 // At no instant the scenarios observe may two clients hold valid terms of one lease.
@@ -101,8 +103,9 @@ func newClientHarness(h *harness) *clientHarness {
 // off from the server.
 type member struct {
 	*simba.Client
-	label string
-	link  *simbatest.Link
+	label   string
+	link    *simbatest.Link
+	backend simba.Backend // the backend under the link, for checks that go around the client
 }
 
 // client starts a client labelled label with the given TTL on a new backend; the client is
@@ -130,7 +133,7 @@ func (c *clientHarness) client(t testing.TB, label string, ttl time.Duration, op
 			t.Errorf("closing client %s: %v", label, err)
 		}
 	})
-	return &member{Client: cl, label: label, link: link}
+	return &member{Client: cl, label: label, link: link, backend: b}
 }
 
 // election creates and starts an election for name on m.
@@ -749,8 +752,26 @@ func (c *clientHarness) groupRebalance(t *testing.T) {
 	join("b")
 	join("c")
 	balanced("8 partitions spread over 3 members", 0, 1, 2)
+	leaver := g.members[1]
+	sid := leaver.Session()
 	if err := g.groups[1].Leave(ctx(t)); err != nil {
 		t.Fatalf("b: Leave: %v", err)
+	}
+	// Leave returns once the work is done: at the server, b holds no partition and is no
+	// longer a member (asked around b's client, on its session).
+	names := make([]string, partitions)
+	for p := range names {
+		names[p] = wire.PartitionName(g.name, p)
+	}
+	if ka, err := leaver.backend.KeepAlive(ctx(t), sid, names, nil); err != nil {
+		t.Fatalf("keep-alive of b's session after Leave: %v", err)
+	} else if len(ka.Held) > 0 {
+		t.Fatalf("Leave returned while b's session still holds %v", ka.Held)
+	}
+	if ms, err := leaver.backend.Members(ctx(t), g.name); err != nil {
+		t.Fatalf("Members(%q) after Leave: %v", g.name, err)
+	} else if slices.Contains(ms, sid) {
+		t.Fatalf("Leave returned while b's session is still a member: %v", ms)
 	}
 	balanced("8 partitions over the 2 remaining members", 0, 2)
 	join("d")
