@@ -40,6 +40,8 @@ const (
 	CheckUnwanted = "unwanted-lease-released"
 	// CheckFutures: every future completes exactly once, by the end of the run.
 	CheckFutures = "futures-complete"
+	// CheckJoin: a Join made after the group's Leave completed is taken, never refused.
+	CheckJoin = "join-after-leave"
 	// CheckLiveness: after healing, every wanted lease has a leader and every partition its
 	// rendezvous owner within the liveness bound; every running client has a live session.
 	CheckLiveness = "liveness"

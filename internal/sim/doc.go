@@ -52,6 +52,8 @@
 //     round trip, counted from the later of when it became unwanted and the last fault that
 //     touched that client.
 //   - futures-complete: every future completes exactly once, by the end of the run.
+//   - join-after-leave: the user joins again only after its Leave completed, and the engine
+//     never refuses that Join (a Leave that completes while still leaving would be caught).
 //   - liveness: 3 TTLs after healing and again at the end, every running client has a live
 //     session, every election some client wants has a leader whose session holds the lease,
 //     the group's members at the backend are exactly the running clients that joined it, and
@@ -97,7 +99,10 @@
 //     (TestEngineLeaveAfterLateJoin; seeds 1711, 3236, 5207, 5778);
 //   - a timed-out Leave landing after the group was joined again left the engine believing
 //     it was a member: a keep-alive sent after the Join that does not list the session now
-//     makes the engine join again (TestEngineRejoinAfterLateLeave; seeds 36882, 75172).
+//     makes the engine join again (TestEngineRejoinAfterLateLeave; seeds 36882, 75172);
+//   - a Join of unknown outcome outlived its session, so a Leave while the next session
+//     opened never finished and the group could never be joined again (futures-complete once
+//     Leave waited for its work; seed 87; testdata/leave.txt in package engine).
 //
 // With the fixes, `make sim` (seeds 1..10,000) runs clean in about 20 s here.
 package sim

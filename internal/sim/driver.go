@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"errors"
 	"time"
 
 	"github.com/simba-go/simba/internal/engine"
@@ -321,6 +322,14 @@ func (s *Sim) onComplete(c *client, ef *engine.Effect) {
 		if c.eng.Closed() {
 			s.closed(c)
 		}
+	case "leave":
+		c.leaving = false
+	case "join":
+		// The user joins only when not joined and no Leave is outstanding: the engine must
+		// take it (a refusal such as "still leaving" means a Leave completed too early).
+		if ef.Err != nil && !errors.Is(ef.Err, spi.ErrClosed) {
+			s.fail(CheckJoin, "c%d: Join of %s refused: %v", c.idx, f.name, ef.Err)
+		}
 	}
 }
 
@@ -360,10 +369,11 @@ func (s *Sim) action(c *client) {
 			s.step(c, engine.Event{Kind: engine.EvStart, Name: lockName, Flavor: engine.FlavorTryLock, Future: s.newFuture(c, "trylock", lockName)}, -1)
 		}
 	case u < 0.85:
-		if c.joined {
-			c.joined = false
+		switch {
+		case c.joined:
+			c.joined, c.leaving = false, true
 			s.step(c, engine.Event{Kind: engine.EvLeave, Name: groupName, Future: s.newFuture(c, "leave", groupName)}, -1)
-		} else {
+		case !c.leaving:
 			s.join(c)
 		}
 	default:
@@ -445,7 +455,7 @@ func (s *Sim) drop(c *client) {
 	}
 	c.eng = nil
 	c.inc++
-	c.paused, c.closing, c.joined, c.lockBusy = false, false, false, false
+	c.paused, c.closing, c.joined, c.leaving, c.lockBusy = false, false, false, false, false
 	clear(c.deferred)
 	c.deferred = c.deferred[:0]
 	clear(c.timers)

@@ -141,6 +141,7 @@ type client struct {
 	started   []bool           // the user runs election i
 	workFor   []bool           // election i was started with work
 	joined    bool
+	leaving   bool // a Leave's future is outstanding: the user joins again only after it
 	groupWork bool
 	lockBusy  bool
 
