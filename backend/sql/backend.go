@@ -457,8 +457,8 @@ func (b *Backend) Members(ctx context.Context, group string) ([]spi.SessionID, e
 // Housekeeping deletes the memberships of expired sessions, then the expired sessions that hold
 // no lease (two statements). Lease rows are never deleted: the lease of an expired session stays
 // with it, free for any acquirer to take over, so that its token keeps growing. The backend runs
-// it in the background (see WithHousekeepingInterval); a deadlock with a concurrent acquire is
-// run again (MySQL/MariaDB) or reported as retryable.
+// it in the background (see WithHousekeepingInterval); if a deadlock with a concurrent acquire
+// rolls it back it runs again.
 func (b *Backend) Housekeeping(ctx context.Context) error {
 	if err := b.ready(ctx); err != nil {
 		return err
@@ -550,3 +550,34 @@ func leaseInfo(name, holder, owner string, token, remainingMs int64) spi.LeaseIn
 
 // memberMap makes the Members map of a keep-alive reply.
 func memberMap(n int) map[string][]spi.SessionID { return make(map[string][]spi.SessionID, n) }
+
+// rolledBackAttempts bounds how often an operation runs when the database keeps choosing it as
+// a deadlock victim; after the last attempt the error goes up as retryable (ErrUnavailable).
+const rolledBackAttempts = 4
+
+// retryRolledBack runs op, and runs it again (after a short random pause, so that the two
+// transactions that deadlocked do not meet again in step) while rolledBack (nil: never) says
+// the database rolled op back to break a deadlock. Such an answer is certain: nothing of op
+// took effect, so running it again is safe, and it saves the caller an outcome-unknown error
+// for what is routine under contention (InnoDB's advice: be ready to re-issue a transaction
+// that failed with a deadlock). A deadlock between an acquire (lease row, then the holder's
+// session row) and the holder's own release or close (session row, then lease rows) cannot be
+// ordered away: the acquire learns which session row to lock only by reading the lease row.
+// On PostgreSQL the same cycle needs a close (its DELETE locks the session row, then its
+// cascade the lease rows); every PostgreSQL operation is one statement or one pipelined batch,
+// rolled back whole.
+func retryRolledBack(ctx context.Context, rolledBack func(error) bool, op func() error) error {
+	for attempt := 1; ; attempt++ {
+		err := op()
+		if err == nil || rolledBack == nil || !rolledBack(err) || attempt == rolledBackAttempts {
+			return err
+		}
+		pause := time.NewTimer(time.Duration(rand.Int64N(int64(attempt) * int64(2*time.Millisecond))))
+		select {
+		case <-ctx.Done():
+			pause.Stop()
+			return err
+		case <-pause.C:
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package sql
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -125,4 +126,92 @@ func releaseWaits(t *testing.T, d *stdDialect) bool {
 		}
 	}
 	return false
+}
+
+// TestPostgresDeadlockVictimRunsAgain builds the PostgreSQL form of the cycle: an acquire of a
+// lease whose holder expired locks the lease row, then wants the holder's session row, which
+// another transaction (standing in for the holder's close) has locked and which then wants
+// the lease row. The acquire, waiting longer, detects the deadlock and is rolled back; the
+// backend runs it again and it takes the lease once the other transaction commits.
+func TestPostgresDeadlockVictimRunsAgain(t *testing.T) {
+	b := migrated(t, pgDSN(t))
+	ctx := testCtx(t)
+	pool := b.d.(*pgDialect).pool
+	holder, err := b.OpenSession(ctx, "holder", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const name = "deadlock.lease"
+	got, err := b.Acquire(ctx, holder.ID, name)
+	if err != nil || got.Kind != spi.Granted {
+		t.Fatalf("acquire: %+v %v", got, err)
+	}
+	expire(t, b, holder.ID)
+	taker, err := b.OpenSession(ctx, "taker", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadlocks := func() int64 {
+		var n int64
+		if err := pool.QueryRow(ctx, "SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := deadlocks()
+
+	other, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Rollback(context.Background())
+	if _, err := other.Exec(ctx, "SELECT id FROM simba_session WHERE id = $1 FOR UPDATE", string(holder.ID)); err != nil {
+		t.Fatal(err)
+	}
+	acquired := make(chan spi.Acquire, 1)
+	failed := make(chan error, 1)
+	go func() {
+		r, err := b.Acquire(ctx, taker.ID, name)
+		if err != nil {
+			failed <- err
+			return
+		}
+		acquired <- r
+	}()
+	// Wait until the acquire waits for the holder's session row (holding the lease row).
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		var waiting int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND query LIKE '%name: Acquire :one%'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the acquire never waited for the holder's session row")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Closing the cycle. The acquire has waited longer: its deadlock check runs first and
+	// rolls it back, which grants this lock.
+	if _, err := other.Exec(ctx, "SELECT token FROM simba_lease WHERE name = $1 FOR UPDATE", name); err != nil {
+		t.Fatalf("the other transaction was chosen as the victim (the test's setup no longer holds): %v", err)
+	}
+	if err := other.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-failed:
+		t.Fatalf("acquire after being a deadlock victim: %v", err)
+	case r := <-acquired:
+		if r.Kind != spi.Granted || r.Token != got.Token+1 {
+			t.Fatalf("acquire after the deadlock: %+v; want granted with token %d", r, got.Token+1)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("acquire did not return")
+	}
+	if after := deadlocks(); after <= before {
+		t.Fatalf("pg_stat_database.deadlocks %d → %d: no deadlock happened, the test proves nothing", before, after)
+	}
 }

@@ -70,10 +70,11 @@
 // # Errors
 //
 // Transient failures (connection loss, timeouts, deadlocks, serialization failures,
-// SQLITE_BUSY) match spi.ErrUnavailable and are retried by the client. A MySQL/MariaDB operation
-// that InnoDB rolled back to break a deadlock (routine under contention: an acquire locks the
-// lease row before the holder's session row, the holder's release and close the other way round)
-// is first run again by the backend itself, up to four times; a missing schema matches
+// SQLITE_BUSY) match spi.ErrUnavailable and are retried by the client. An operation the
+// database rolled back to break a deadlock (routine under contention on MySQL/MariaDB: an
+// acquire locks the lease row before the holder's session row, the holder's release and close
+// the other way round; rarer on PostgreSQL) or for a serialization failure is first run again
+// by the backend itself, up to four times: nothing of it took effect; a missing schema matches
 // spi.ErrSchemaMissing; invalid names spi.ErrInvalidName (before any I/O); invalid options and
 // DSNs spi.ErrInvalidOption; authentication and privilege errors are permanent.
 package sql

@@ -98,8 +98,17 @@ func statement(call func(q *postgres.Queries) error) captured {
 }
 
 // keepAlive pipelines KeepAliveRenew, KeepAliveHeld and KeepAliveMembers (the last only when
-// groups are asked) in one batch: one round trip, run by the server in order.
-func (d *pgDialect) keepAlive(ctx context.Context, sid string, groups []string) (spi.KeepAlive, error) {
+// groups are asked) in one batch: one round trip, run by the server in order (in one implicit
+// transaction, so a deadlock rolls the whole batch back and it is sent again).
+func (d *pgDialect) keepAlive(ctx context.Context, sid string, groups []string) (ka spi.KeepAlive, err error) {
+	err = retryRolledBack(ctx, pgRolledBack, func() (err error) {
+		ka, err = d.keepAliveBatch(ctx, sid, groups)
+		return err
+	})
+	return ka, err
+}
+
+func (d *pgDialect) keepAliveBatch(ctx context.Context, sid string, groups []string) (spi.KeepAlive, error) {
 	renew := statement(func(q *postgres.Queries) error { _, err := q.KeepAliveRenew(ctx, sid); return err })
 	held := statement(func(q *postgres.Queries) error { _, err := q.KeepAliveHeld(ctx, sid); return err })
 	var batch pgx.Batch
@@ -151,7 +160,7 @@ func (d *pgDialect) keepAlive(ctx context.Context, sid string, groups []string) 
 }
 
 func (d *pgDialect) closeSession(ctx context.Context, sid string) error {
-	return d.q.CloseSession(ctx, sid)
+	return retryRolledBack(ctx, pgRolledBack, func() error { return d.q.CloseSession(ctx, sid) })
 }
 
 // pgAcquireAttempts bounds how often acquire re-runs the Acquire statement after a race.
@@ -166,7 +175,11 @@ const pgAcquireAttempts = 3
 // ("retry soon"), never a grant.
 func (d *pgDialect) acquire(ctx context.Context, sid, name string) (spi.Acquire, error) {
 	for attempt := 1; ; attempt++ {
-		r, err := d.q.Acquire(ctx, postgres.AcquireParams{Name: name, SessionID: sid})
+		var r postgres.AcquireRow
+		err := retryRolledBack(ctx, pgRolledBack, func() (err error) {
+			r, err = d.q.Acquire(ctx, postgres.AcquireParams{Name: name, SessionID: sid})
+			return err
+		})
 		switch {
 		case err != nil:
 			return spi.Acquire{}, err
@@ -188,16 +201,26 @@ func (d *pgDialect) acquire(ctx context.Context, sid, name string) (spi.Acquire,
 }
 
 func (d *pgDialect) release(ctx context.Context, sid, name string, token int64) error {
-	return d.q.Release(ctx, postgres.ReleaseParams{Name: name, SessionID: sid, Token: token})
+	return retryRolledBack(ctx, pgRolledBack, func() error {
+		return d.q.Release(ctx, postgres.ReleaseParams{Name: name, SessionID: sid, Token: token})
+	})
 }
 
 func (d *pgDialect) join(ctx context.Context, sid, group string) (bool, error) {
-	r, err := d.q.Join(ctx, postgres.JoinParams{SessionID: sid, GroupName: group})
+	var r postgres.JoinRow
+	err := retryRolledBack(ctx, pgRolledBack, func() (err error) {
+		r, err = d.q.Join(ctx, postgres.JoinParams{SessionID: sid, GroupName: group})
+		return err
+	})
 	return r.SessionLive, err
 }
 
 func (d *pgDialect) leave(ctx context.Context, sid, group string) (bool, error) {
-	r, err := d.q.Leave(ctx, postgres.LeaveParams{SessionID: sid, GroupName: group})
+	var r postgres.LeaveRow
+	err := retryRolledBack(ctx, pgRolledBack, func() (err error) {
+		r, err = d.q.Leave(ctx, postgres.LeaveParams{SessionID: sid, GroupName: group})
+		return err
+	})
 	return r.SessionLive, err
 }
 
@@ -206,10 +229,12 @@ func (d *pgDialect) members(ctx context.Context, group string) ([]string, error)
 }
 
 func (d *pgDialect) housekeeping(ctx context.Context) error {
-	if err := d.q.HousekeepingMembers(ctx); err != nil {
-		return err
-	}
-	return d.q.HousekeepingSessions(ctx)
+	return retryRolledBack(ctx, pgRolledBack, func() error {
+		if err := d.q.HousekeepingMembers(ctx); err != nil {
+			return err
+		}
+		return d.q.HousekeepingSessions(ctx)
+	})
 }
 
 func (d *pgDialect) inspect(ctx context.Context) (spi.Snapshot, error) {
@@ -276,6 +301,13 @@ func (d *pgDialect) migrate(ctx context.Context, ms []schema.Migration) error {
 		}
 	}
 	return nil
+}
+
+// pgRolledBack reports deadlock_detected (40P01) and serialization_failure (40001):
+// PostgreSQL rolled the statement, and the implicit transaction it ran in, back.
+func pgRolledBack(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
 }
 
 func isPgUndefined(err error) bool {

@@ -6,7 +6,6 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -146,7 +145,7 @@ func (d *stdDialect) conn(ctx context.Context) (*sql.Conn, error) {
 // given to run is a sequence of autocommit statements each safe to repeat, so run repeats fn
 // when the database rolled one of them back to break a deadlock.
 func (d *stdDialect) run(ctx context.Context, fn func(q stdQueries) error) error {
-	return d.retryRolledBack(ctx, func() error {
+	return retryRolledBack(ctx, d.rolledBack, func() error {
 		if len(d.setup) == 0 {
 			return fn(d.q(d.db))
 		}
@@ -165,7 +164,7 @@ func (d *stdDialect) run(ctx context.Context, fn func(q stdQueries) error) error
 // inside a transaction. A transaction the database rolled back to break a deadlock is run
 // again.
 func (d *stdDialect) tx(ctx context.Context, fn func(q stdQueries) error) error {
-	return d.retryRolledBack(ctx, func() error {
+	return retryRolledBack(ctx, d.rolledBack, func() error {
 		c, err := d.conn(ctx)
 		if err != nil {
 			return err
@@ -173,34 +172,6 @@ func (d *stdDialect) tx(ctx context.Context, fn func(q stdQueries) error) error 
 		defer c.Close()
 		return d.txOn(ctx, c, fn)
 	})
-}
-
-// rolledBackAttempts bounds how often an operation runs when the database keeps choosing it as
-// a deadlock victim; after the last attempt the error goes up as retryable (ErrUnavailable).
-const rolledBackAttempts = 4
-
-// retryRolledBack runs op, and runs it again (after a short random pause, so that the two
-// transactions that deadlocked do not meet again in step) while the database answers that it
-// rolled op back to break a deadlock. Such an answer is certain: nothing of op took effect,
-// so running it again is safe, and it saves the caller an outcome-unknown error for what is
-// routine under contention (InnoDB's advice: be ready to re-issue a transaction that failed
-// with a deadlock). A deadlock between an acquire (lease row, then the holder's session row)
-// and the holder's own release or close (session row, then lease rows) cannot be ordered away:
-// the acquire learns which session row to lock only by reading the lease row.
-func (d *stdDialect) retryRolledBack(ctx context.Context, op func() error) error {
-	for attempt := 1; ; attempt++ {
-		err := op()
-		if err == nil || d.rolledBack == nil || !d.rolledBack(err) || attempt == rolledBackAttempts {
-			return err
-		}
-		pause := time.NewTimer(time.Duration(rand.Int64N(int64(attempt) * int64(2*time.Millisecond))))
-		select {
-		case <-ctx.Done():
-			pause.Stop()
-			return err
-		case <-pause.C:
-		}
-	}
 }
 
 func (d *stdDialect) rollback(ctx context.Context, c *sql.Conn) {
