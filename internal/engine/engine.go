@@ -49,8 +49,6 @@ type Engine struct {
 	// barriers are the waits behind the engine's own futures (see part); lastPart numbers them.
 	barriers map[FutureID]*barrier
 	lastPart FutureID
-	// stopping is the barrier of the Leave whose partitions are being stopped, nil otherwise.
-	stopping *barrier
 }
 
 // internalFuture marks the futures the engine makes for itself: a Leave waits for each of its
@@ -386,13 +384,13 @@ func (s *Engine) onKeepAliveReply(p pending, ev Event) {
 			if sent >= g.joinedAt && !slices.Contains(m, s.sess.id) {
 				// A Leave of an earlier membership landed after this Join: join again.
 				g.joined = false
-				s.setView(g, m)
+				s.setView(g, m, nil)
 				if g.joinReq == 0 {
 					s.sendJoin(g)
 				}
 				continue
 			}
-			s.setView(g, m)
+			s.setView(g, m, nil)
 		}
 	}
 }
@@ -478,7 +476,7 @@ func (s *Engine) loseSession(reason Reason) {
 		g.joined, g.joinReq, g.membersReq, g.membersDirty, g.retrying = false, 0, 0, false, false
 		// A Join of unknown outcome was the lost session's: its membership ended with it.
 		g.unknown = false
-		s.setView(g, nil)
+		s.setView(g, nil, nil)
 		if g.leaving {
 			s.dropGroup(g) // its membership ended with the session
 		}

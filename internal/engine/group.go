@@ -106,9 +106,7 @@ func (s *Engine) leave(name string, f FutureID) {
 	// hold keeps b from completing while its parts are being added.
 	hold := s.part(b)
 	defer s.complete(hold, nil)
-	s.stopping = b
-	s.setView(g, nil)
-	s.stopping = nil
+	s.setView(g, nil, b)
 	g.leavePart = s.part(b)
 	if g.joined || g.joinReq != 0 || g.unknown {
 		g.leaving, g.joined = true, false
@@ -229,7 +227,7 @@ func (s *Engine) onMembersReply(p pending, ev Event) {
 	if ev.Err != nil {
 		s.failed(OpMembers, g.name, ev.Err) // the next keep-alive brings the members anyway
 	} else {
-		s.setView(g, ev.Members)
+		s.setView(g, ev.Members, nil)
 	}
 	if g.membersDirty {
 		g.membersDirty = false
@@ -239,9 +237,10 @@ func (s *Engine) onMembersReply(p pending, ev Event) {
 
 // setView applies a member view of g (nil: none, as after a session loss or Leave): it starts
 // the elections of the partitions rendezvous hashing now assigns to this session and stops
-// (hands over) those it no longer does. It costs O(partitions × members), only when the view
-// changes.
-func (s *Engine) setView(g *group, members []spi.SessionID) {
+// (hands over) those it no longer does; leave (nil unless a Leave asks) is the barrier the
+// Leave's future waits on, one part per stopped partition. It costs O(partitions × members),
+// only when the view changes.
+func (s *Engine) setView(g *group, members []spi.SessionID, leave *barrier) {
 	if members != nil && slices.Equal(g.members, members) {
 		return
 	}
@@ -267,7 +266,7 @@ func (s *Engine) setView(g *group, members []spi.SessionID) {
 		case own && !g.owned[p]:
 			s.startPartition(g, p)
 		case !own && g.owned[p]:
-			s.stopPartition(g, p)
+			s.stopPartition(g, p, leave)
 		}
 		g.owned[p] = own
 		if own {
@@ -281,7 +280,8 @@ func (s *Engine) setView(g *group, members []spi.SessionID) {
 	s.emit(Effect{Kind: EfMembers, Group: g.name, Members: g.members, Assigned: assigned})
 }
 
-func (s *Engine) stopPartition(g *group, p int) {
+// stopPartition hands partition p over; a Leave's barrier (nil: none) waits for its release.
+func (s *Engine) stopPartition(g *group, p int, leave *barrier) {
 	e := s.elections[wire.PartitionName(g.name, p)]
 	if e == nil || e.flavor != FlavorPartition || e.group != g {
 		if e != nil && e.pendingStart && e.pendingGroup == g {
@@ -291,8 +291,8 @@ func (s *Engine) stopPartition(g *group, p int) {
 	}
 	e.pendingStart = false
 	var f FutureID
-	if s.stopping != nil {
-		f = s.part(s.stopping) // a Leave waits for this partition's release
+	if leave != nil {
+		f = s.part(leave)
 	}
 	s.stop(e.name, f, false)
 }
