@@ -52,15 +52,22 @@ func (c *counter) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.
 	}
 }
 
+// load loads scripts into the script cache, so that the timed EVALSHAs never fall back to EVAL.
+func load(b *testing.B, c goredis.Scripter, scripts ...*goredis.Script) {
+	for _, s := range scripts {
+		if err := s.Load(context.Background(), c).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // paired times, in each iteration, one trivial EVALSHA (the baseline) and then op, and reports
 // op's cost in baseline calls: the sum of op's times over the sum of the baseline's. Measuring
 // both side by side keeps the ratio meaningful on a loaded machine, where back-to-back runs
 // differ by tens of percent.
 func paired(b *testing.B, c goredis.Scripter, op func()) {
 	ctx := context.Background()
-	if err := trivial.Load(ctx, c).Err(); err != nil {
-		b.Fatal(err)
-	}
+	load(b, c, trivial)
 	var base, cost time.Duration
 	b.ResetTimer()
 	for b.Loop() {
@@ -82,9 +89,7 @@ func paired(b *testing.B, c goredis.Scripter, op func()) {
 func BenchmarkTrivialEvalSha(b *testing.B) {
 	c := standaloneClient(b)
 	ctx := context.Background()
-	if err := trivial.Load(ctx, c).Err(); err != nil {
-		b.Fatal(err)
-	}
+	load(b, c, trivial)
 	for b.Loop() {
 		if err := trivial.EvalSha(ctx, c, nil).Err(); err != nil {
 			b.Fatal(err)
@@ -129,9 +134,7 @@ func BenchmarkRawSetNXCycle(b *testing.B) {
 	c := standaloneClient(b)
 	ctx := context.Background()
 	unlock := goredis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
-	if err := unlock.Load(ctx, c).Err(); err != nil {
-		b.Fatal(err)
-	}
+	load(b, c, unlock)
 	key := "bench.setnx." + strconv.FormatInt(time.Now().UnixNano(), 36)
 	paired(b, c, func() {
 		if ok, err := c.SetNX(ctx, key, "token", time.Minute).Result(); err != nil || !ok {
@@ -157,11 +160,7 @@ return redis.status_reply('OK')`)
 if v[1] ~= ARGV[1] then return false end
 redis.call('DEL', KEYS[1])
 return redis.status_reply('OK')`)
-	for _, s := range []*goredis.Script{obtain, release} {
-		if err := s.Load(ctx, c).Err(); err != nil {
-			b.Fatal(err)
-		}
-	}
+	load(b, c, obtain, release)
 	key := "bench.redislock." + strconv.FormatInt(time.Now().UnixNano(), 36)
 	const value = "0123456789abcdefABCDEF" // redislock's token: 16 random bytes, base64 (22)
 	paired(b, c, func() {
@@ -185,11 +184,7 @@ func BenchmarkScriptPairFloor(b *testing.B) {
 	ctx := context.Background()
 	acquire := goredis.NewScript("return {1, 1, 1, '', ''}")
 	release := goredis.NewScript("return {1}")
-	for _, s := range []*goredis.Script{acquire, release} {
-		if err := s.Load(ctx, c).Err(); err != nil {
-			b.Fatal(err)
-		}
-	}
+	load(b, c, acquire, release)
 	name := "bench.floor." + strconv.FormatInt(time.Now().UnixNano(), 36)
 	sid := "0123456789abcdef0123456789abcdef"
 	acquireKeys := []string{wire.LeaseKey(name), wire.SessionKey(sid), wire.SessionLeasesKey(sid)}
@@ -262,9 +257,7 @@ func benchKeepAlive(b *testing.B, c goredis.UniversalClient, n int) {
 // long to pair call by call with the baseline).
 func baselineOf(b *testing.B, c goredis.Scripter, n int) time.Duration {
 	ctx := context.Background()
-	if err := trivial.Load(ctx, c).Err(); err != nil {
-		b.Fatal(err)
-	}
+	load(b, c, trivial)
 	start := time.Now()
 	for range n {
 		if err := trivial.EvalSha(ctx, c, nil).Err(); err != nil {
