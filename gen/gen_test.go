@@ -139,6 +139,9 @@ var brokenSpecCases = []struct {
 	{"bad alphabet range", "names.yaml", `["A-Z", "a-z"`, `["A-Z", "z-a"`, "spec/names.yaml: name.alphabet[1]"},
 	{"slash allowed", "names.yaml", `"_"`, `"/"`, `spec/names.yaml: name.alphabet: '/' cannot be allowed`},
 	{"unknown field", "names.yaml", "case_sensitive: true", "case_sensitive: true\n  colour: red", "spec/names.yaml: "},
+	{"owner without bound", "names.yaml", "max_bytes: 255", "max_bytes: 0", "spec/names.yaml: owner.max_bytes: must be in [1, 65535]"},
+	{"odd client session id", "names.yaml", "client_hex_digits: 32", "client_hex_digits: 31", "spec/names.yaml: session_id.client_hex_digits: must be an even number"},
+	{"zookeeper session id not 64 bits", "names.yaml", "zookeeper_hex_digits: 16", "zookeeper_hex_digits: 8", "spec/names.yaml: session_id.zookeeper_hex_digits: must be 16"},
 	{"wrong vector", "assign.yaml", "weight: 961102844131960919", "weight: 961102844131960918", "spec/assign.yaml: weight_vectors[0]: weight(0, \"a\") is 961102844131960919"},
 	{"wrong owner", "assign.yaml", `owner: "b"`, `owner: "a"`, "spec/assign.yaml: owner_vectors[2]"},
 	{"bad type", "assign.yaml", "final_shift: 31", "final_shift: thirty-one", "spec/assign.yaml: "},
@@ -210,6 +213,7 @@ var dependentCases = []struct {
 	changed              []string
 }{
 	{"separator", "names.yaml", `separator: "."`, `separator: ":"`, []string{"generated/wire/names.go"}},
+	{"owner bound", "names.yaml", "max_bytes: 255", "max_bytes: 200", []string{"generated/wire/names.go"}},
 	{"vector", "assign.yaml", `{partition: 1000, members: ["x", "a"], owner: "x"}`, `{partition: 1000, members: ["a", "x"], owner: "x"}`, []string{"generated/wire/assign_vectors_test.go"}},
 	// Redis: a script's source changes only that script's artifacts; a key pattern only the
 	// key builders; a status code used in Lua changes the scripts that use it and its constant.

@@ -24,6 +24,13 @@ type NamesSpec struct {
 		Separator     string `yaml:"separator"`
 		MaxPartitions int    `yaml:"max_partitions"`
 	} `yaml:"partition"`
+	Owner struct {
+		MaxBytes int `yaml:"max_bytes"`
+	} `yaml:"owner"`
+	SessionID struct {
+		ClientHexDigits    int `yaml:"client_hex_digits"`
+		ZooKeeperHexDigits int `yaml:"zookeeper_hex_digits"`
+	} `yaml:"session_id"`
 }
 
 const namesFile = "names.yaml"
@@ -85,6 +92,15 @@ func LoadNames(specDir string) (*NamesSpec, [256]bool, error) {
 		if !allowed[c] {
 			return nil, allowed, specErr(namesFile, "name.alphabet", "must contain the digits: partition names end in a decimal number")
 		}
+	}
+	if s.Owner.MaxBytes < 1 || s.Owner.MaxBytes > 65535 {
+		return nil, allowed, specErr(namesFile, "owner.max_bytes", "must be in [1, 65535], got %d", s.Owner.MaxBytes)
+	}
+	if d := s.SessionID.ClientHexDigits; d < 16 || d > 64 || d%2 != 0 {
+		return nil, allowed, specErr(namesFile, "session_id.client_hex_digits", "must be an even number in [16, 64], got %d", d)
+	}
+	if d := s.SessionID.ZooKeeperHexDigits; d != 16 {
+		return nil, allowed, specErr(namesFile, "session_id.zookeeper_hex_digits", "must be 16 (a ZooKeeper session id has 64 bits), got %d", d)
 	}
 	return &s, allowed, nil
 }
@@ -201,9 +217,67 @@ func genNames(specDir string) ([]File, error) {
 		jen.Return(jen.Id("name").Index(jen.Empty(), jen.Id("i")), jen.Id("p"), jen.True()),
 	)
 
+	genOwner(f, s)
+	genSessionIDs(f, s)
+
 	file, err := renderGo("generated/wire/names.go", f)
 	if err != nil {
 		return nil, err
 	}
 	return []File{file}, nil
+}
+
+// genOwner emits the owner-string rule: MaxOwnerLen, ErrInvalidOwner and ValidateOwner.
+func genOwner(f *jen.File, s *NamesSpec) {
+	f.Comment("MaxOwnerLen bounds a session's owner string, in bytes.")
+	f.Const().Id("MaxOwnerLen").Op("=").Lit(s.Owner.MaxBytes)
+	f.Comment("ErrInvalidOwner is matched (errors.Is) by every error ValidateOwner returns.")
+	f.Var().Id("ErrInvalidOwner").Op("=").Qual("errors", "New").Call(jen.Lit("simba: invalid owner"))
+	f.Comment(fmt.Sprintf("ValidateOwner checks a session's owner string: 1 to %d bytes of valid UTF-8 without control\n"+
+		"characters (Unicode Cc: C0, DEL, C1), so an owner can never carry a terminal escape sequence or a\n"+
+		"NUL to a status tool, a log or a driver. Its errors match ErrInvalidOwner and quote the owner\n"+
+		"escaped.", s.Owner.MaxBytes))
+	bad := func(format string, args ...jen.Code) jen.Code {
+		return jen.Return(jen.Qual("fmt", "Errorf").Call(append([]jen.Code{jen.Lit("%w: " + format), jen.Id("ErrInvalidOwner")}, args...)...))
+	}
+	f.Func().Id("ValidateOwner").Params(jen.Id("owner").String()).Error().Block(
+		jen.If(jen.Id("owner").Op("==").Lit("")).Block(bad("empty")),
+		jen.If(jen.Len(jen.Id("owner")).Op(">").Id("MaxOwnerLen")).Block(bad(fmt.Sprintf("%%d bytes, longer than %d", s.Owner.MaxBytes), jen.Len(jen.Id("owner")))),
+		jen.If(jen.Op("!").Qual("unicode/utf8", "ValidString").Call(jen.Id("owner"))).Block(bad("%+q is not valid UTF-8", jen.Id("owner"))),
+		jen.For(jen.List(jen.Id("i"), jen.Id("r")).Op(":=").Range().Id("owner")).Block(
+			jen.If(jen.Qual("unicode", "IsControl").Call(jen.Id("r"))).Block(
+				bad("%+q has a control character (%U) at byte %d", jen.Id("owner"), jen.Id("r"), jen.Id("i")),
+			),
+		),
+		jen.Return(jen.Nil()),
+	)
+}
+
+// genSessionIDs emits the two session-id forms: IsClientSessionID and IsZooKeeperSessionID.
+func genSessionIDs(f *jen.File, s *NamesSpec) {
+	f.Comment("Session id lengths, in lowercase hex digits: ids that SQL and Redis clients make, and\nZooKeeper session ids.")
+	f.Const().Defs(
+		jen.Id("ClientSessionIDLen").Op("=").Lit(s.SessionID.ClientHexDigits),
+		jen.Id("ZooKeeperSessionIDLen").Op("=").Lit(s.SessionID.ZooKeeperHexDigits),
+	)
+	f.Func().Id("isLowerHex").Params(jen.Id("s").String(), jen.Id("n").Int()).Bool().Block(
+		jen.If(jen.Len(jen.Id("s")).Op("!=").Id("n")).Block(jen.Return(jen.False())),
+		jen.For(jen.Id("i").Op(":=").Lit(0), jen.Id("i").Op("<").Len(jen.Id("s")), jen.Id("i").Op("++")).Block(
+			jen.Id("c").Op(":=").Id("s").Index(jen.Id("i")),
+			jen.If(jen.Parens(jen.Id("c").Op("<").LitRune('0').Op("||").Id("c").Op(">").LitRune('9')).Op("&&").
+				Parens(jen.Id("c").Op("<").LitRune('a').Op("||").Id("c").Op(">").LitRune('f'))).Block(jen.Return(jen.False())),
+		),
+		jen.Return(jen.True()),
+	)
+	f.Comment(fmt.Sprintf("IsClientSessionID reports whether id has the form of a session id that SQL and Redis clients\n"+
+		"make: %d lowercase hex digits. Anything else found where a session id belongs (a lease holder,\n"+
+		"a group member) is a foreign record.", s.SessionID.ClientHexDigits))
+	f.Func().Id("IsClientSessionID").Params(jen.Id("id").String()).Bool().Block(
+		jen.Return(jen.Id("isLowerHex").Call(jen.Id("id"), jen.Id("ClientSessionIDLen"))),
+	)
+	f.Comment(fmt.Sprintf("IsZooKeeperSessionID reports whether id has the form of a ZooKeeper session id as Simba\n"+
+		"writes it: %d lowercase hex digits.", s.SessionID.ZooKeeperHexDigits))
+	f.Func().Id("IsZooKeeperSessionID").Params(jen.Id("id").String()).Bool().Block(
+		jen.Return(jen.Id("isLowerHex").Call(jen.Id("id"), jen.Id("ZooKeeperSessionIDLen"))),
+	)
 }

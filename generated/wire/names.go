@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Name length bounds, in bytes (every allowed character is one byte).
@@ -122,4 +124,73 @@ func ParsePartition(name string) (group string, p int, ok bool) {
 		return "", 0, false
 	}
 	return name[:i], p, true
+}
+
+// MaxOwnerLen bounds a session's owner string, in bytes.
+const MaxOwnerLen = 255
+
+// ErrInvalidOwner is matched (errors.Is) by every error ValidateOwner returns.
+var ErrInvalidOwner = errors.New("simba: invalid owner")
+
+/*
+ValidateOwner checks a session's owner string: 1 to 255 bytes of valid UTF-8 without control
+characters (Unicode Cc: C0, DEL, C1), so an owner can never carry a terminal escape sequence or a
+NUL to a status tool, a log or a driver. Its errors match ErrInvalidOwner and quote the owner
+escaped.
+*/
+func ValidateOwner(owner string) error {
+	if owner == "" {
+		return fmt.Errorf("%w: empty", ErrInvalidOwner)
+	}
+	if len(owner) > MaxOwnerLen {
+		return fmt.Errorf("%w: %d bytes, longer than 255", ErrInvalidOwner, len(owner))
+	}
+	if !utf8.ValidString(owner) {
+		return fmt.Errorf("%w: %+q is not valid UTF-8", ErrInvalidOwner, owner)
+	}
+	for i, r := range owner {
+		if unicode.IsControl(r) {
+			return fmt.Errorf("%w: %+q has a control character (%U) at byte %d", ErrInvalidOwner, owner, r, i)
+		}
+	}
+	return nil
+}
+
+/*
+Session id lengths, in lowercase hex digits: ids that SQL and Redis clients make, and
+ZooKeeper session ids.
+*/
+const (
+	ClientSessionIDLen    = 32
+	ZooKeeperSessionIDLen = 16
+)
+
+func isLowerHex(s string, n int) bool {
+	if len(s) != n {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+/*
+IsClientSessionID reports whether id has the form of a session id that SQL and Redis clients
+make: 32 lowercase hex digits. Anything else found where a session id belongs (a lease holder,
+a group member) is a foreign record.
+*/
+func IsClientSessionID(id string) bool {
+	return isLowerHex(id, ClientSessionIDLen)
+}
+
+/*
+IsZooKeeperSessionID reports whether id has the form of a ZooKeeper session id as Simba
+writes it: 16 lowercase hex digits.
+*/
+func IsZooKeeperSessionID(id string) bool {
+	return isLowerHex(id, ZooKeeperSessionIDLen)
 }
