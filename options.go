@@ -5,7 +5,13 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/simba-go/simba/generated/wire"
+	"github.com/simba-go/simba/internal/engine"
 )
 
 // Defaults (DESIGN.md §4).
@@ -18,6 +24,14 @@ const (
 	// DefaultMinBackoff is the first backoff after a failed call; it doubles up to the renewal
 	// interval, with full jitter.
 	DefaultMinBackoff = 50 * time.Millisecond
+	// MaxTTL bounds the TTL and every other duration option (cooldown, jitter): 24 hours. A
+	// lease that must outlive a day without a keep-alive is not a lease, and the bound keeps
+	// every time sum the client makes (a monotonic time plus a few option values) far below the
+	// ~292 years that int64 nanoseconds hold, so no option value can make a deadline wrap
+	// around into the far future. (The engine's time sums also saturate.)
+	MaxTTL = engine.MaxDuration
+	// MaxDrift bounds the drift option: drift is in [0, MaxDrift).
+	MaxDrift = 0.5
 )
 
 // Executor runs a function asynchronously: callbacks (OnElected / OnRevoked) and leader work.
@@ -51,20 +65,38 @@ type config struct {
 
 func defaultConfig() config {
 	host, _ := os.Hostname()
-	if host == "" {
-		host = "unknown"
-	}
 	return config{
 		ttl:        DefaultTTL,
 		drift:      DefaultDrift,
 		margin:     DefaultMargin,
 		maxJitter:  DefaultMaxJitter,
 		minBackoff: DefaultMinBackoff,
-		owner:      host + ":" + strconv.Itoa(os.Getpid()),
+		owner:      defaultOwner(host, os.Getpid()),
 		logger:     slog.New(slog.DiscardHandler),
 		callbacks:  func(f func()) { go f() },
 		work:       func(f func()) { go f() },
 	}
+}
+
+// defaultOwner is host:pid made a valid owner (wire.ValidateOwner) whatever the host name:
+// invalid UTF-8 and control characters become '?', and the host name is cut (at a rune
+// boundary) so that the whole fits wire.MaxOwnerLen bytes.
+func defaultOwner(host string, pid int) string {
+	suffix := ":" + strconv.Itoa(pid)
+	var b strings.Builder
+	for _, r := range strings.ToValidUTF8(host, "?") {
+		if unicode.IsControl(r) {
+			r = '?'
+		}
+		if b.Len()+utf8.RuneLen(r)+len(suffix) > wire.MaxOwnerLen {
+			break
+		}
+		b.WriteRune(r)
+	}
+	if b.Len() == 0 {
+		b.WriteString("unknown")
+	}
+	return b.String() + suffix
 }
 
 func invalid(format string, args ...any) error {
@@ -72,11 +104,12 @@ func invalid(format string, args ...any) error {
 }
 
 // WithTTL sets the session TTL (default 15 s): how long the backend keeps the session, and so
-// every lease it holds, without a keep-alive.
+// every lease it holds, without a keep-alive. It must be in (0, MaxTTL] (24 h) and at least
+// three renewal intervals.
 func WithTTL(ttl time.Duration) Option {
 	return func(c *config) error {
-		if ttl <= 0 {
-			return invalid("TTL %v must be positive", ttl)
+		if ttl <= 0 || ttl > MaxTTL {
+			return invalid("TTL %v must be in (0, %v]", ttl, MaxTTL)
 		}
 		c.ttl = ttl
 		return nil
@@ -84,11 +117,12 @@ func WithTTL(ttl time.Duration) Option {
 }
 
 // WithRenewEvery sets the keep-alive interval (default TTL/3). It is also each backend call's
-// timeout. The TTL must exceed it by at least twice the call timeout, that is TTL > 3 × renewEvery.
+// timeout. The TTL must exceed it by at least twice the call timeout, that is TTL ≥ 3 × renewEvery;
+// so it is in (0, MaxTTL/3].
 func WithRenewEvery(d time.Duration) Option {
 	return func(c *config) error {
-		if d <= 0 {
-			return invalid("renewal interval %v must be positive", d)
+		if d <= 0 || d > MaxTTL/3 {
+			return invalid("renewal interval %v must be in (0, %v]", d, MaxTTL/3)
 		}
 		c.renewEvery = d
 		return nil
@@ -96,45 +130,50 @@ func WithRenewEvery(d time.Duration) Option {
 }
 
 // WithDrift sets the assumed maximum clock-rate difference between client and backend (default
-// 0.01): the local deadline is sentAt + remaining × (1 − drift) − margin.
+// 0.01): the local deadline is sentAt + remaining × (1 − drift) − margin. It must be a finite
+// number in [0, MaxDrift): NaN and ±Inf are rejected.
 func WithDrift(drift float64) Option {
 	return func(c *config) error {
-		if drift < 0 || drift >= 0.5 {
-			return invalid("drift %v must be in [0, 0.5)", drift)
+		if !(drift >= 0 && drift < MaxDrift) { // also NaN
+			return invalid("drift %v must be a number in [0, %v)", drift, MaxDrift)
 		}
 		c.drift = drift
 		return nil
 	}
 }
 
-// WithMargin sets the safety margin subtracted from every local deadline (default 50 ms).
+// WithMargin sets the safety margin subtracted from every local deadline (default 50 ms). It
+// must be in [0, TTL/2) (New checks it against the TTL).
 func WithMargin(d time.Duration) Option {
 	return func(c *config) error {
-		if d < 0 {
-			return invalid("margin %v must not be negative", d)
+		if d < 0 || d >= MaxTTL/2 {
+			return invalid("margin %v must be in [0, %v)", d, MaxTTL/2)
 		}
 		c.margin = d
 		return nil
 	}
 }
 
-// WithCooldown sets how long an election stays out of the race after StepDown (default one TTL).
+// WithCooldown sets how long an election stays out of the race after StepDown (default one
+// TTL), in [0, MaxTTL]; 0 means the default.
 func WithCooldown(d time.Duration) Option {
 	return func(c *config) error {
-		if d < 0 {
-			return invalid("cooldown %v must not be negative", d)
+		if d < 0 || d > MaxTTL {
+			return invalid("cooldown %v must be in [0, %v]", d, MaxTTL)
 		}
 		c.cooldown = d
 		return nil
 	}
 }
 
-// WithOwner sets the owner string shown as the leader by status tools (default host:pid, at
-// most 255 bytes).
+// WithOwner sets the owner string shown as the leader by status tools (default host:pid). It
+// must pass wire.ValidateOwner: 1 to wire.MaxOwnerLen (255) bytes of valid UTF-8 without
+// control characters. The error of an invalid owner matches both ErrInvalidOption and
+// wire.ErrInvalidOwner.
 func WithOwner(owner string) Option {
 	return func(c *config) error {
-		if owner == "" || len(owner) > 255 {
-			return invalid("owner must be 1 to 255 bytes, got %d", len(owner))
+		if err := wire.ValidateOwner(owner); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidOption, err)
 		}
 		c.owner = owner
 		return nil
@@ -199,11 +238,11 @@ func WithListener(l Listener) Option {
 }
 
 // WithJitter bounds the random delay a candidate adds to the holder's remaining time before
-// retrying (default 25 ms).
+// retrying (default 25 ms), in [0, MaxTTL].
 func WithJitter(max time.Duration) Option {
 	return func(c *config) error {
-		if max < 0 {
-			return invalid("jitter %v must not be negative", max)
+		if max < 0 || max > MaxTTL {
+			return invalid("jitter %v must be in [0, %v]", max, MaxTTL)
 		}
 		c.maxJitter = max
 		return nil
@@ -231,8 +270,15 @@ func (c *config) finish() error {
 	}
 	// Each call times out after one renewal interval; a keep-alive sent just before the
 	// deadline must still be able to time out and be retried once before the TTL runs out.
-	if c.ttl < 3*c.renewEvery {
+	// (Written as a division: 3 × renewEvery could overflow.)
+	if c.renewEvery <= 0 {
+		return invalid("TTL %v is too short for a renewal interval of TTL/3", c.ttl)
+	}
+	if c.renewEvery > c.ttl/3 {
 		return invalid("TTL %v must be at least 3 × the renewal interval %v (renewal + 2 × call timeout)", c.ttl, c.renewEvery)
+	}
+	if c.margin >= c.ttl/2 {
+		return invalid("margin %v must be below half the TTL %v", c.margin, c.ttl)
 	}
 	if c.minBackoff > c.renewEvery {
 		c.minBackoff = c.renewEvery

@@ -243,7 +243,7 @@ func (s *Engine) enter(e *election, st State) {
 	switch st {
 	case Cooldown:
 		e.state, e.current, e.retrying, e.workRunning = Cooldown, false, false, false
-		e.until = s.now + s.opt.Cooldown
+		e.until = add(s.now, s.opt.Cooldown)
 		s.arm(TimerCooldown, e.name, e.until)
 		s.sync(e)
 	case Candidate:
@@ -317,7 +317,7 @@ func (s *Engine) onAcquireReply(p pending, ev Event) {
 			s.end(e, ev.Err)
 		default:
 			e.fails++
-			s.retryLater(e, s.now+s.backoff(e.fails, ev.Err))
+			s.retryLater(e, add(s.now, s.backoff(e.fails, ev.Err)))
 		}
 		return
 	}
@@ -331,7 +331,7 @@ func (s *Engine) onAcquireReply(p pending, ev Event) {
 			return
 		}
 		e.fails++
-		s.retryLater(e, s.now+s.backoff(e.fails, nil))
+		s.retryLater(e, add(s.now, s.backoff(e.fails, nil)))
 	case spi.HeldBy:
 		e.fails = 0
 		if a.Holder != e.lastHolder {
@@ -347,9 +347,12 @@ func (s *Engine) onAcquireReply(p pending, ev Event) {
 		case e.hinted:
 			s.acquire(e) // a released hint arrived meanwhile: this HeldBy may be stale
 		case a.RemainingUnknown:
-			s.retryLater(e, s.now+s.opt.TTL) // the hint should come first
+			s.retryLater(e, add(s.now, s.opt.TTL)) // the hint should come first
 		default:
-			s.retryLater(e, sent+a.Remaining+time.Duration(s.jitter*float64(s.opt.RetryJitter)))
+			// The holder's remaining is clamped to [0, TTL]: a hostile or buggy reply can make
+			// this candidate poll once per TTL at worst, never wait for ever.
+			rem := min(max(a.Remaining, 0), s.opt.TTL)
+			s.retryLater(e, add(add(sent, rem), time.Duration(s.jitter*float64(s.opt.RetryJitter))))
 		}
 	case spi.Granted:
 		// Rule 1: adopt only from the current attempt, before the deadline (checked on
@@ -367,13 +370,13 @@ func (s *Engine) onAcquireReply(p pending, ev Event) {
 		if current {
 			// Our own released token came back (the release has not landed yet).
 			e.fails++
-			s.retryLater(e, s.now+s.backoff(e.fails, nil))
+			s.retryLater(e, add(s.now, s.backoff(e.fails, nil)))
 			return
 		}
 		s.afterStale(e)
 	default:
 		e.fails++
-		s.retryLater(e, s.now+s.backoff(e.fails, nil))
+		s.retryLater(e, add(s.now, s.backoff(e.fails, nil)))
 	}
 }
 

@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -215,18 +216,39 @@ func (s *Engine) partDone(b *barrier, err error) {
 }
 
 // deadlineFrom is the local deadline a reply grants: sentAt + remaining×(1−drift) − margin.
+// remaining is first clamped to [0, TTL] (a backend can never legitimately grant more than the
+// TTL it was asked for, and a negative remaining is an expired session), and the sum
+// saturates: a huge or negative remaining from a hostile or buggy backend can shorten the
+// deadline, never push it into the far future.
 func (s *Engine) deadlineFrom(sent, remaining time.Duration) time.Duration {
-	return sent + time.Duration(float64(remaining)*(1-s.opt.Drift)) - s.opt.Margin
+	remaining = min(max(remaining, 0), s.opt.TTL)
+	return add(sent, time.Duration(float64(remaining)*(1-s.opt.Drift))-s.opt.Margin)
+}
+
+// add returns a + b saturated to the range of time.Duration: no time sum the engine makes
+// wraps around, whatever the driver's clock or a backend reports.
+func add(a, b time.Duration) time.Duration {
+	c := a + b
+	if (c > a) != (b > 0) { // the sum wrapped
+		if b > 0 {
+			return math.MaxInt64
+		}
+		return math.MinInt64
+	}
+	return c
 }
 
 // backoff draws the delay before retry number fails (1-based): full jitter below
-// min(BackoffMin·2^(fails−1), BackoffMax); permanent errors use BackoffMax.
+// min(BackoffMin·2^(fails−1), BackoffMax); permanent errors use BackoffMax. The doubling
+// stops at BackoffMax, so it cannot overflow.
 func (s *Engine) backoff(fails int, err error) time.Duration {
 	bound := s.opt.BackoffMax
-	if spi.Classify(err) != spi.Permanent && fails < 31 {
-		if b := s.opt.BackoffMin << max(fails-1, 0); b > 0 && b < bound {
-			bound = b
+	if spi.Classify(err) != spi.Permanent {
+		b := s.opt.BackoffMin
+		for i := 1; i < fails && b < bound; i++ {
+			b *= 2 // b < bound ≤ MaxDuration: no overflow
 		}
+		bound = min(b, bound)
 	}
 	return time.Duration(s.jitter * float64(bound))
 }
@@ -282,7 +304,7 @@ func (s *Engine) onOpenReply(p pending, ev Event) {
 				}
 			}
 		}
-		s.sess.openAt = s.now + s.backoff(s.sess.fails, ev.Err)
+		s.sess.openAt = add(s.now, s.backoff(s.sess.fails, ev.Err))
 		s.arm(TimerOpen, "", s.sess.openAt)
 		return
 	}
@@ -293,7 +315,7 @@ func (s *Engine) onOpenReply(p pending, ev Event) {
 	s.sess.deadline = s.deadlineFrom(sent, ev.Session.Remaining)
 	s.emit(Effect{Kind: EfPublish, Publish: PubSessionOpened, Session: s.sess.id, At: s.sess.deadline})
 	s.emit(Effect{Kind: EfDeadline, Session: s.sess.id, At: s.sess.deadline})
-	s.sess.kaAt = max(sent+s.opt.RenewInterval, s.now)
+	s.sess.kaAt = max(add(sent, s.opt.RenewInterval), s.now)
 	s.arm(TimerRenew, "", s.sess.kaAt)
 	s.arm(TimerDeadline, "", s.sess.deadline)
 	if s.now >= s.sess.deadline { // the reply came too late to be of use
@@ -354,7 +376,7 @@ func (s *Engine) onKeepAliveReply(p pending, ev Event) {
 		// the retries do not succeed in time.
 		s.sess.fails++
 		s.failed(OpKeepAlive, "", ev.Err)
-		s.sess.kaAt = s.now + s.backoff(s.sess.fails, ev.Err)
+		s.sess.kaAt = add(s.now, s.backoff(s.sess.fails, ev.Err))
 		s.arm(TimerRenew, "", s.sess.kaAt)
 		return
 	}
@@ -371,7 +393,7 @@ func (s *Engine) onKeepAliveReply(p pending, ev Event) {
 			return
 		}
 	}
-	s.sess.kaAt = max(sent+s.opt.RenewInterval, s.now)
+	s.sess.kaAt = max(add(sent, s.opt.RenewInterval), s.now)
 	s.arm(TimerRenew, "", s.sess.kaAt)
 	s.reconcile(ev.Req, sent, ka.Held)
 	if len(ka.Members) > 0 {
@@ -421,7 +443,7 @@ func (s *Engine) reconcile(req ReqID, sent time.Duration, held []spi.Held) {
 			} else {
 				s.endHandover(e, false)
 			}
-		case e.unknown && !seen && sent >= e.unknownAt+s.opt.RenewInterval:
+		case e.unknown && !seen && sent >= add(e.unknownAt, s.opt.RenewInterval):
 			// Asked about long enough after the unknown outcome (one call timeout): not ours.
 			e.unknown = false
 			s.sync(e)

@@ -111,7 +111,7 @@ func (s *Engine) leave(name string, f FutureID) {
 	if g.joined || g.joinReq != 0 || g.unknown {
 		g.leaving, g.joined = true, false
 		if g.joinReq == 0 && s.sess.state == SessionLive {
-			if settled := g.unknownAt + s.opt.RenewInterval; g.unknown && s.now < settled {
+			if settled := add(g.unknownAt, s.opt.RenewInterval); g.unknown && s.now < settled {
 				g.retrying, g.retryAt = true, settled
 				s.arm(TimerJoin, g.name, settled)
 			} else {
@@ -161,7 +161,7 @@ func (s *Engine) sendMembers(g *group) {
 func (s *Engine) retryGroup(g *group, op Op, err error) {
 	g.fails++
 	s.failed(op, g.name, err)
-	g.retrying, g.retryAt = true, s.now+s.backoff(g.fails, err)
+	g.retrying, g.retryAt = true, add(s.now, s.backoff(g.fails, err))
 	s.arm(TimerJoin, g.name, g.retryAt)
 }
 
@@ -175,7 +175,7 @@ func (s *Engine) onJoinReply(p pending, ev Event) {
 		g.unknown, g.unknownAt = true, s.now
 		if g.leaving {
 			// The join may still land: leave once it no longer can.
-			g.retrying, g.retryAt = true, s.now+s.opt.RenewInterval
+			g.retrying, g.retryAt = true, add(s.now, s.opt.RenewInterval)
 			s.arm(TimerJoin, g.name, g.retryAt)
 			return
 		}

@@ -2,8 +2,10 @@ package engine
 
 import (
 	"fmt"
+	"math"
 	"time"
 
+	"github.com/simba-go/simba/generated/wire"
 	"github.com/simba-go/simba/internal/spi"
 )
 
@@ -14,8 +16,13 @@ const (
 	DefaultMargin      = 50 * time.Millisecond
 	DefaultRetryJitter = 25 * time.Millisecond
 	DefaultBackoffMin  = 50 * time.Millisecond
-	// MaxOwnerLen bounds the owner string, in bytes.
-	MaxOwnerLen = 255
+	// MaxDuration bounds every duration option (TTL, renewal interval, margin, cooldown, retry
+	// jitter, backoff bounds): 24 hours. A lease that must survive a day without a keep-alive
+	// is not a lease; the bound keeps every time sum the engine makes (a monotonic time of up
+	// to decades plus a few option values) far below the 292 years that int64 nanoseconds
+	// hold, so no option value can make a deadline wrap around. The engine's time sums also
+	// saturate, so even a monotonic time near the limit cannot wrap.
+	MaxDuration = 24 * time.Hour
 )
 
 // Rule names one of the rules of DESIGN.md §2 that the engine keeps.
@@ -39,28 +46,32 @@ const (
 
 // Options configure an engine. Zero values take the defaults of DESIGN.md §4.
 type Options struct {
-	// Owner is shown as the holder of this client's leases; 1..255 bytes. Required.
+	// Owner is shown as the holder of this client's leases. Required; wire.ValidateOwner
+	// checks it (1..wire.MaxOwnerLen bytes of UTF-8 without control characters).
 	Owner string
-	// TTL is the session time-to-live (default 15 s).
+	// TTL is the session time-to-live (default 15 s), at most MaxDuration. It also bounds
+	// every remaining time a backend reports for this client's session: a backend can never
+	// legitimately grant more than the TTL it was asked for.
 	TTL time.Duration
 	// RenewInterval is the time between keep-alives and the timeout of every call (default
 	// TTL/3). TTL must be at least three renewal intervals (a renewal interval plus twice the
 	// call timeout).
 	RenewInterval time.Duration
 	// Drift is the clock-rate drift the local deadline allows for, in [0, 0.5) (default 1%).
-	// A negative value means zero.
+	// A negative finite value means zero; NaN and ±Inf are invalid.
 	Drift float64
-	// Margin is subtracted from every local deadline (default 50 ms). A negative value means
-	// zero.
+	// Margin is subtracted from every local deadline (default 50 ms), below TTL/2. A negative
+	// value means zero.
 	Margin time.Duration
 	// Cooldown is how long a stepped-down election waits before it is a candidate again
-	// (default one TTL).
+	// (default one TTL), at most MaxDuration.
 	Cooldown time.Duration
 	// RetryJitter bounds the jitter added to a candidate's retry at the holder's remaining
-	// time (default 25 ms).
+	// time (default 25 ms), at most MaxDuration.
 	RetryJitter time.Duration
 	// BackoffMin and BackoffMax bound the exponential backoff of failed calls (defaults 50 ms
-	// and the renewal interval); each delay is drawn uniformly below the bound (full jitter).
+	// and the renewal interval; 0 < BackoffMin ≤ BackoffMax ≤ MaxDuration); each delay is drawn
+	// uniformly below the bound (full jitter).
 	BackoffMin, BackoffMax time.Duration
 
 	// Break disables one rule of DESIGN.md §2. TEST ONLY: the engine's transcripts and the
@@ -76,6 +87,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.RenewInterval == 0 {
 		o.RenewInterval = o.TTL / 3
+	}
+	if math.IsNaN(o.Drift) || math.IsInf(o.Drift, 0) {
+		return o, fmt.Errorf("%w: drift %v must be a finite number in [0, 0.5)", spi.ErrInvalidOption, o.Drift)
 	}
 	if o.Drift == 0 {
 		o.Drift = DefaultDrift
@@ -102,21 +116,27 @@ func (o Options) withDefaults() (Options, error) {
 	bad := func(format string, args ...any) (Options, error) {
 		return o, fmt.Errorf("%w: %s", spi.ErrInvalidOption, fmt.Sprintf(format, args...))
 	}
+	if err := wire.ValidateOwner(o.Owner); err != nil {
+		return o, fmt.Errorf("%w: %w", spi.ErrInvalidOption, err)
+	}
+	// Every comparison is written so that no product or sum can overflow.
 	switch {
-	case o.Owner == "" || len(o.Owner) > MaxOwnerLen:
-		return bad("owner must be 1..%d bytes, got %d", MaxOwnerLen, len(o.Owner))
 	case o.TTL < 0 || o.RenewInterval <= 0:
 		return bad("TTL %v and renewal interval %v must be positive", o.TTL, o.RenewInterval)
-	case o.TTL < 3*o.RenewInterval:
-		return bad("TTL %v must be at least three renewal intervals (%v): one interval plus twice the call timeout", o.TTL, 3*o.RenewInterval)
-	case o.Drift >= 0.5:
+	case o.TTL > MaxDuration:
+		return bad("TTL %v must be at most %v", o.TTL, MaxDuration)
+	case o.RenewInterval > o.TTL/3:
+		return bad("TTL %v must be at least three renewal intervals (renewal interval %v): one interval plus twice the call timeout", o.TTL, o.RenewInterval)
+	case !(o.Drift >= 0 && o.Drift < 0.5):
 		return bad("drift %v must be below 0.5", o.Drift)
 	case o.Margin >= o.TTL/2:
 		return bad("margin %v must be below half the TTL %v", o.Margin, o.TTL)
 	case o.Cooldown < 0 || o.RetryJitter < 0:
 		return bad("cooldown %v and retry jitter %v must not be negative", o.Cooldown, o.RetryJitter)
-	case o.BackoffMin <= 0 || o.BackoffMax < o.BackoffMin:
-		return bad("backoff bounds [%v, %v] are invalid", o.BackoffMin, o.BackoffMax)
+	case o.Cooldown > MaxDuration || o.RetryJitter > MaxDuration:
+		return bad("cooldown %v and retry jitter %v must be at most %v", o.Cooldown, o.RetryJitter, MaxDuration)
+	case o.BackoffMin <= 0 || o.BackoffMax < o.BackoffMin || o.BackoffMax > MaxDuration:
+		return bad("backoff bounds [%v, %v] are invalid: want 0 < min ≤ max ≤ %v", o.BackoffMin, o.BackoffMax, MaxDuration)
 	case o.Break > Rule5:
 		return bad("unknown rule %d", o.Break)
 	}
