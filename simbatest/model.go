@@ -13,7 +13,7 @@ import (
 )
 
 // MaxOwnerLen is the longest owner string a session may carry, in bytes (DESIGN.md §1).
-const MaxOwnerLen = 255
+const MaxOwnerLen = wire.MaxOwnerLen
 
 // maxQueuedHints bounds the hint queue of a Model nobody drains; the oldest hints are dropped
 // first (hints may be lost: they only speed clients up).
@@ -246,8 +246,8 @@ func (m *Model) OpenSession(now time.Duration, owner string, ttl time.Duration) 
 	if ttl <= 0 {
 		return spi.Session{}, fmt.Errorf("%w: session TTL %v is not positive", spi.ErrInvalidOption, ttl)
 	}
-	if len(owner) > MaxOwnerLen {
-		return spi.Session{}, fmt.Errorf("%w: owner is %d bytes, longer than %d", spi.ErrInvalidOption, len(owner), MaxOwnerLen)
+	if err := spi.ValidateOwner(owner); err != nil {
+		return spi.Session{}, err
 	}
 	m.Tick(now)
 	id := m.ids()

@@ -19,6 +19,7 @@ func LeaseBackendSpec(t *testing.T, f Factory) {
 	t.Run("Sessions", func(t *testing.T) {
 		t.Run("OpenReturnsDistinctIDsAndRemaining", h.sessionOpen)
 		t.Run("InvalidTTLIsRejected", h.sessionInvalidTTL)
+		t.Run("InvalidOwnerIsRejected", h.sessionInvalidOwner)
 		t.Run("KeepAliveReturnsRemainingAndHeldLeases", h.sessionKeepAliveHeld)
 		t.Run("ExpiresAfterTTLWithoutKeepAlive", h.sessionExpiresAfterTTL)
 		t.Run("KeepAliveExtendsExpiry", h.sessionKeepAliveExtends)

@@ -19,7 +19,7 @@ import (
 )
 
 // MaxOwnerLen bounds the owner string of a session, in bytes (DESIGN.md §1).
-const MaxOwnerLen = 255
+const MaxOwnerLen = wire.MaxOwnerLen
 
 // Option configures a Backend.
 type Option func(*config) error
@@ -216,8 +216,8 @@ func (b *Backend) OpenSession(ctx context.Context, owner string, ttl time.Durati
 	if ttl <= 0 {
 		return spi.Session{}, fmt.Errorf("%w: redis: session TTL %v is not positive", spi.ErrInvalidOption, ttl)
 	}
-	if len(owner) > MaxOwnerLen {
-		return spi.Session{}, fmt.Errorf("%w: redis: owner is %d bytes, longer than %d", spi.ErrInvalidOption, len(owner), MaxOwnerLen)
+	if err := spi.ValidateOwner(owner); err != nil {
+		return spi.Session{}, fmt.Errorf("redis: %w", err)
 	}
 	if err := b.checkOpen(); err != nil {
 		return spi.Session{}, err

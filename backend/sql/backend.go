@@ -10,7 +10,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/simba-go/simba/generated/wire"
 	"github.com/simba-go/simba/internal/spi"
@@ -18,7 +17,7 @@ import (
 )
 
 // MaxOwnerLen bounds the owner string of a session, in bytes (DESIGN.md §1).
-const MaxOwnerLen = 255
+const MaxOwnerLen = wire.MaxOwnerLen
 
 // DefaultHousekeepingInterval is how often a Backend deletes expired sessions and memberships
 // unless WithHousekeepingInterval says otherwise.
@@ -311,17 +310,15 @@ func newSessionID() (string, error) {
 
 // OpenSession opens a session with a client-made id (128 random bits), live for ttl by the
 // database clock. ttl must be at least one millisecond (it is truncated to whole milliseconds);
-// owner at most MaxOwnerLen bytes of UTF-8.
+// owner valid by wire.ValidateOwner (else the error matches spi.ErrInvalidOption and
+// wire.ErrInvalidOwner).
 func (b *Backend) OpenSession(ctx context.Context, owner string, ttl time.Duration) (spi.Session, error) {
 	ttlMs := ttl.Milliseconds()
 	if ttlMs <= 0 {
 		return spi.Session{}, fmt.Errorf("%w: sql %s: session TTL %v is below one millisecond", spi.ErrInvalidOption, b.name, ttl)
 	}
-	if len(owner) > MaxOwnerLen {
-		return spi.Session{}, fmt.Errorf("%w: sql %s: owner is %d bytes, longer than %d", spi.ErrInvalidOption, b.name, len(owner), MaxOwnerLen)
-	}
-	if !utf8.ValidString(owner) {
-		return spi.Session{}, fmt.Errorf("%w: sql %s: owner %q is not valid UTF-8", spi.ErrInvalidOption, b.name, owner)
+	if err := spi.ValidateOwner(owner); err != nil {
+		return spi.Session{}, fmt.Errorf("sql %s: %w", b.name, err)
 	}
 	if err := b.ready(ctx); err != nil {
 		return spi.Session{}, err

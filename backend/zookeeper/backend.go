@@ -16,7 +16,7 @@ import (
 )
 
 // MaxOwnerLen bounds a session's owner string, in bytes.
-const MaxOwnerLen = 255
+const MaxOwnerLen = wire.MaxOwnerLen
 
 // Option configures a Backend.
 type Option func(*options)
@@ -125,8 +125,8 @@ func SessionIDString(zid int64) spi.SessionID {
 // server clamps it into its [minSessionTimeout, maxSessionTimeout]; the reply's Remaining is
 // based on the negotiated timeout.
 func (b *Backend) OpenSession(ctx context.Context, owner string, ttl time.Duration) (spi.Session, error) {
-	if len(owner) > MaxOwnerLen {
-		return spi.Session{}, fmt.Errorf("%w: zookeeper: owner is %d bytes, longer than %d", spi.ErrInvalidOption, len(owner), MaxOwnerLen)
+	if err := spi.ValidateOwner(owner); err != nil {
+		return spi.Session{}, fmt.Errorf("zookeeper: %w", err)
 	}
 	if ttl < time.Millisecond || ttl > time.Duration(1<<31-1)*time.Millisecond {
 		return spi.Session{}, fmt.Errorf("%w: zookeeper: ttl %v out of range", spi.ErrInvalidOption, ttl)

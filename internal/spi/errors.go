@@ -30,6 +30,16 @@ var (
 	ErrInvalidOption = errors.New("simba: invalid option")
 )
 
+// ValidateOwner checks a session's owner string for a backend's OpenSession, before any I/O:
+// wire.ValidateOwner (1 to wire.MaxOwnerLen bytes of UTF-8 without control characters). An SPI
+// caller can pass anything; the error matches both ErrInvalidOption and wire.ErrInvalidOwner.
+func ValidateOwner(owner string) error {
+	if err := wire.ValidateOwner(owner); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidOption, err)
+	}
+	return nil
+}
+
 // Class is how the shell treats a backend error.
 type Class uint8
 
