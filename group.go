@@ -71,9 +71,14 @@ func RunPartition(fn func(ctx context.Context, p int, t Term) error) GroupOption
 }
 
 // JoinGroup joins group with the given number of partitions. It validates the group name (every
-// partition name must be a valid lease name) and the options before any I/O and returns once
+// partition name must be a valid lease name: ErrInvalidName), the partition count (1 to
+// wire.MaxPartitions: ErrInvalidOption) and the options before any I/O and returns once
 // the engine has taken the request; membership and partitions then follow in the background.
 func (c *Client) JoinGroup(ctx context.Context, group string, partitions int, opts ...GroupOption) (*PartitionGroup, error) {
+	// A partition count is an option, not a name: out of range, it is ErrInvalidOption.
+	if partitions < 1 || partitions > wire.MaxPartitions {
+		return nil, invalid("group %q: partition count %d is outside [1, %d]", group, partitions, wire.MaxPartitions)
+	}
 	if err := wire.ValidateGroup(group, partitions); err != nil {
 		return nil, err
 	}

@@ -53,6 +53,10 @@ func (s *Engine) join(ev Event) {
 		fail(spi.ErrClosed)
 		return
 	}
+	if ev.Partitions < 1 || ev.Partitions > wire.MaxPartitions {
+		fail(errorf(spi.ErrInvalidOption, "group %q: partition count %d is outside [1, %d]", ev.Name, ev.Partitions, wire.MaxPartitions))
+		return
+	}
 	if err := wire.ValidateGroup(ev.Name, ev.Partitions); err != nil {
 		fail(err)
 		return

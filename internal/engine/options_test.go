@@ -95,3 +95,25 @@ func TestBackoffNeverOverflows(t *testing.T) {
 		}
 	}
 }
+
+// TestJoinPartitionCountIsAnOption: the engine answers a Join with a partition count out of
+// [1, wire.MaxPartitions] with ErrInvalidOption, not a name error.
+func TestJoinPartitionCountIsAnOption(t *testing.T) {
+	e, err := New(Options{Owner: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range []int{0, -1, wire.MaxPartitions + 1} {
+		f := FutureID(i + 1)
+		var got error
+		completed := false
+		for _, ef := range e.Step(Event{Kind: EvJoin, Name: "g", Partitions: p, Future: f}, 0) {
+			if ef.Kind == EfComplete && ef.Future == f {
+				got, completed = ef.Err, true
+			}
+		}
+		if !completed || !errors.Is(got, spi.ErrInvalidOption) || errors.Is(got, spi.ErrInvalidName) {
+			t.Errorf("join g with %d partitions: completed %v with %v, want ErrInvalidOption", p, completed, got)
+		}
+	}
+}
