@@ -5,11 +5,16 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"sort"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/simba-go/simba"
 
@@ -57,6 +62,11 @@ func migrate(ctx context.Context, args []string) error {
 
 // status prints what the backend knows: leases, sessions, groups.
 func status(ctx context.Context, args []string) error {
+	return statusTo(ctx, os.Stdout, args)
+}
+
+// statusTo is status writing to out.
+func statusTo(ctx context.Context, out io.Writer, args []string) error {
 	fs, dsn := dsnFlags("status")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -77,18 +87,25 @@ func status(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	return printStatus(out, snap)
+}
+
+// printStatus prints a snapshot as tables. Every string in it comes from backend records that
+// anyone with write access to the backend can forge, so each goes through safe: no control
+// character (a terminal escape sequence) or invalid UTF-8 reaches the terminal.
+func printStatus(out io.Writer, snap simba.Snapshot) error {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "LEASE\tTOKEN\tHOLDER\tOWNER\tREMAINING")
 	for _, l := range snap.Leases {
-		holder, rem := string(l.Holder), l.Remaining.Round(time.Millisecond).String()
-		if holder == "" {
+		holder, owner, rem := safe(string(l.Holder)), safe(l.Owner), l.Remaining.Round(time.Millisecond).String()
+		if l.Holder == "" {
 			holder, rem = "-", "-"
 		}
-		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\n", l.Name, l.Token, holder, l.Owner, rem)
+		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\n", safe(l.Name), l.Token, holder, owner, rem)
 	}
 	fmt.Fprintln(w, "\nSESSION\tOWNER\tREMAINING")
 	for _, s := range snap.Sessions {
-		fmt.Fprintf(w, "%s\t%s\t%s\n", s.ID, s.Owner, s.Remaining.Round(time.Millisecond))
+		fmt.Fprintf(w, "%s\t%s\t%s\n", safe(string(s.ID)), safe(s.Owner), s.Remaining.Round(time.Millisecond))
 	}
 	groups := make([]string, 0, len(snap.Groups))
 	for g := range snap.Groups {
@@ -97,9 +114,26 @@ func status(ctx context.Context, args []string) error {
 	sort.Strings(groups)
 	fmt.Fprintln(w, "\nGROUP\tMEMBERS")
 	for _, g := range groups {
-		fmt.Fprintf(w, "%s\t%v\n", g, snap.Groups[g])
+		members := make([]string, len(snap.Groups[g]))
+		for i, m := range snap.Groups[g] {
+			members[i] = safe(string(m))
+		}
+		fmt.Fprintf(w, "%s\t[%s]\n", safe(g), strings.Join(members, " "))
 	}
 	return w.Flush()
+}
+
+// safe returns s unchanged when it is valid UTF-8 made only of graphic characters (letters,
+// marks, numbers, punctuation, symbols, spaces) other than '"', and otherwise as a quoted Go
+// string literal (strconv.QuoteToGraphic): control characters, format characters such as
+// bidirectional overrides, and invalid bytes become \x.., \u.... escapes.
+func safe(s string) string {
+	for _, r := range s {
+		if r == utf8.RuneError || r == '"' || !unicode.IsGraphic(r) {
+			return strconv.QuoteToGraphic(s)
+		}
+	}
+	return s
 }
 
 // runCommand runs a command while this process leads (run) or holds the lock (lock) -name.
