@@ -45,6 +45,13 @@ type election struct {
 	waitSess bool
 	hinted   bool
 	fails    int
+	// Hint-storm damping (see Engine.hint). byHint: the acquire in flight was sent because
+	// of a released hint; hintRetry: the armed retry stands for coalesced hints (the acquire
+	// it sends counts as sent by a hint); quietUntil: until then hints do not send acquires
+	// at once but are coalesced into one retry at quietUntil.
+	byHint     bool
+	hintRetry  bool
+	quietUntil time.Duration
 	// unknown: an acquire or release failed (at unknownAt), so the session may hold the
 	// lease without knowing; keep-alives ask about it until one sent at least a call timeout
 	// (the renewal interval) after unknownAt does not list it (rule 3).
@@ -283,6 +290,7 @@ func (s *Engine) acquire(e *election) {
 		return
 	}
 	e.retrying, e.hinted = false, false
+	e.byHint, e.hintRetry = e.hintRetry, false
 	e.inflight = s.call(OpAcquire, s.sess.id, pending{e: e, name: e.name}, Effect{Name: e.name})
 	e.current = true
 	s.sync(e)
@@ -334,6 +342,14 @@ func (s *Engine) onAcquireReply(p pending, ev Event) {
 		s.retryLater(e, add(s.now, s.backoff(e.fails, nil)))
 	case spi.HeldBy:
 		e.fails = 0
+		// quiet: an earlier hint already proved false less than a hintWindow ago. An attempt
+		// a released hint sent that finds the same holder still there proves this one false
+		// too (or the holder took the lease back): hints for this name in the next
+		// hintWindow are coalesced into one retry at its end (see Engine.hint).
+		quiet := s.now < e.quietUntil
+		if current && e.byHint && a.Holder == e.lastHolder && (a.RemainingUnknown || a.Remaining > 0) {
+			e.quietUntil = add(s.now, s.hintWindow())
+		}
 		if a.Holder != e.lastHolder {
 			e.lastHolder = a.Holder
 			s.emit(Effect{Kind: EfPublish, Publish: PubHolder, Name: e.name, Holder: a.Holder, HolderOwner: a.HolderOwner})
@@ -344,15 +360,26 @@ func (s *Engine) onAcquireReply(p pending, ev Event) {
 		case e.flavor == FlavorTryLock:
 			e.future = s.completeHeld(e.future, e.name, a)
 			s.end(e, nil)
-		case e.hinted:
-			s.acquire(e) // a released hint arrived meanwhile: this HeldBy may be stale
-		case a.RemainingUnknown:
-			s.retryLater(e, add(s.now, s.opt.TTL)) // the hint should come first
+		case e.hinted && !quiet:
+			// A released hint arrived meanwhile: this HeldBy may be stale; try again at once
+			// (one follow-up for every hint that came during the attempt).
+			e.hintRetry = true
+			s.acquire(e)
 		default:
-			// The holder's remaining is clamped to [0, TTL]: a hostile or buggy reply can make
-			// this candidate poll once per TTL at worst, never wait for ever.
-			rem := min(max(a.Remaining, 0), s.opt.TTL)
-			s.retryLater(e, add(add(sent, rem), time.Duration(s.jitter*float64(s.opt.RetryJitter))))
+			var at time.Duration
+			if a.RemainingUnknown {
+				at = add(s.now, s.opt.TTL) // the hint should come first
+			} else {
+				// The holder's remaining is clamped to [0, TTL]: a hostile or buggy reply can
+				// make this candidate poll once per TTL at worst, never wait for ever.
+				rem := min(max(a.Remaining, 0), s.opt.TTL)
+				at = add(add(sent, rem), time.Duration(s.jitter*float64(s.opt.RetryJitter)))
+			}
+			if e.hinted && e.quietUntil < at { // a quiet window: coalesced
+				at, e.hintRetry = e.quietUntil, true
+			}
+			e.hinted = false
+			s.retryLater(e, at)
 		}
 	case spi.Granted:
 		// Rule 1: adopt only from the current attempt, before the deadline (checked on

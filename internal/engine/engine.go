@@ -225,6 +225,15 @@ func (s *Engine) deadlineFrom(sent, remaining time.Duration) time.Duration {
 	return add(sent, time.Duration(float64(remaining)*(1-s.opt.Drift))-s.opt.Margin)
 }
 
+// HintWindow bounds how long released hints for a name are coalesced after one proved false
+// (Engine.hint); the window is min(HintWindow, the renewal interval). 100 ms caps a storm of
+// forged hints at about ten acquires per second per waiter and name — negligible load — while
+// the only honest case it can delay (a holder that releases and re-takes a lease while others
+// wait) waits at most 100 ms, far below the renewal interval that lease timing works at.
+const HintWindow = 100 * time.Millisecond
+
+func (s *Engine) hintWindow() time.Duration { return min(HintWindow, s.opt.RenewInterval) }
+
 // add returns a + b saturated to the range of time.Duration: no time sum the engine makes
 // wraps around, whatever the driver's clock or a backend reports.
 func add(a, b time.Duration) time.Duration {
@@ -653,6 +662,18 @@ func (s *Engine) reply(ev Event) {
 	}
 }
 
+// hint handles a backend hint. A released hint makes a candidate acquire at once — the
+// hand-over latency of backends with hints depends on it — but hints can be forged (anyone
+// who can PUBLISH on a Redis channel or NOTIFY on PostgreSQL) or come in storms, and each
+// would cost every waiter an acquire. So hints are damped per name:
+//   - while an acquire is in flight, any number of hints make at most one follow-up acquire
+//     when its reply is HeldBy;
+//   - when an acquire a hint sent finds the same holder still live (the hint was false),
+//     hints for the next hintWindow are coalesced into one retry at its end.
+//
+// A genuine release is not slowed: the first hint after a HeldBy acts at once, and a
+// hand-over to another session (a different holder) opens no window. A storm of false hints
+// costs each waiter about one acquire per hintWindow.
 func (s *Engine) hint(h spi.Hint) {
 	switch h.Kind {
 	case spi.Released:
@@ -660,9 +681,18 @@ func (s *Engine) hint(h spi.Hint) {
 		if e == nil || e.state != Candidate {
 			return
 		}
-		if e.inflight != 0 {
+		switch {
+		case e.inflight != 0:
 			e.hinted = true // a HeldBy reply may predate the release: retry at once then
-		} else if !e.waitSess {
+		case e.waitSess:
+		case s.now < e.quietUntil:
+			// A hint just proved false: coalesce into one retry at the end of the window.
+			if !e.retrying || e.retryAt > e.quietUntil {
+				s.retryLater(e, e.quietUntil)
+			}
+			e.hintRetry = true
+		default:
+			e.hintRetry = true
 			s.acquire(e)
 		}
 	case spi.GroupChanged:
