@@ -21,7 +21,8 @@
 //     the term or an error), EvStop, EvStepDown, EvJoin and EvLeave (groups), EvClose;
 //   - EvWorkExited when the work started for a term (Elected) returns, with that term's
 //     name and token;
-//   - EvHint for each backend hint (spi.Hinter), if the backend has them;
+//   - EvHint for each backend hint (spi.Hinter), if the backend has them (hints can be forged
+//     or come in storms: the engine damps them per name, see HintWindow);
 //   - EvTimer and EvReply, as the effects below ask.
 //
 // Effects and what the driver does with them:
@@ -39,7 +40,8 @@
 //     checks every timer against its own state, so early, late, duplicate or stale firings are
 //     harmless and no cancellation is ever needed.
 //   - EfDeadline: the local deadline of session Session is now At (sentAt + remaining×(1−drift)
-//     − margin); store it where the terms of that session read it (Term.IsValid is
+//     − margin, with remaining clamped to [0, TTL] and the sum saturated, so no reply can push
+//     it into the far future); store it where the terms of that session read it (Term.IsValid is
 //     `!revoked && clock.Now() < deadline`).
 //   - EfElected: a new term (Name, Token, Session, Owner, At = the deadline when adopted; Group
 //     and Partition for partitions, Partition is -1 otherwise): create the Term, run OnElected

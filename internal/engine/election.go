@@ -44,13 +44,13 @@ type election struct {
 	retryAt  time.Duration
 	waitSess bool
 	hinted   bool
-	fails    int
 	// Hint-storm damping (see Engine.hint). byHint: the acquire in flight was sent because
 	// of a released hint; hintRetry: the armed retry stands for coalesced hints (the acquire
 	// it sends counts as sent by a hint); quietUntil: until then hints do not send acquires
 	// at once but are coalesced into one retry at quietUntil.
 	byHint     bool
 	hintRetry  bool
+	fails      int
 	quietUntil time.Duration
 	// unknown: an acquire or release failed (at unknownAt), so the session may hold the
 	// lease without knowing; keep-alives ask about it until one sent at least a call timeout
