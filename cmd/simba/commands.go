@@ -136,6 +136,27 @@ func safe(s string) string {
 	return s
 }
 
+// escapeControls returns s with each control or format character and each invalid byte
+// replaced by its Go escape (\x1b, \u202e, \xff), leaving everything else as it is: for
+// messages (errors) that may quote backend-provided strings.
+func escapeControls(s string) string {
+	var b strings.Builder
+	for len(s) > 0 {
+		r, size := utf8.DecodeRuneInString(s)
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[0])
+		case r != ' ' && !unicode.IsGraphic(r):
+			q := strconv.QuoteRuneToGraphic(r)
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			b.WriteString(s[:size])
+		}
+		s = s[size:]
+	}
+	return b.String()
+}
+
 // runCommand runs a command while this process leads (run) or holds the lock (lock) -name.
 // When leadership is lost the command is sent SIGTERM (then killed after -grace); the fencing
 // token is passed in $SIMBA_TOKEN. The exit status is the command's.

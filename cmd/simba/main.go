@@ -67,7 +67,7 @@ func main() {
 		if errors.As(err, &code) {
 			os.Exit(int(code))
 		}
-		fmt.Fprintln(os.Stderr, "simba:", err)
+		fmt.Fprintln(os.Stderr, "simba:", escapeControls(err.Error()))
 		os.Exit(1)
 	}
 }

@@ -96,3 +96,21 @@ func TestStatusOnSQLiteEscapesForgedOwner(t *testing.T) {
 		t.Errorf("output does not show the forged owner escaped")
 	}
 }
+
+// TestEscapeControls: error messages printed by the CLI keep their text and quotes but lose
+// every control character, format character and invalid byte to an escape.
+func TestEscapeControls(t *testing.T) {
+	for in, want := range map[string]string{
+		`lock "x" held by web-1 (ab12)`: `lock "x" held by web-1 (ab12)`,
+		"held by \x1b[2Jevil\x07":       `held by \x1b[2Jevil\a`,
+		"bad \xff byte, nul \x00":       `bad \xff byte, nul \x00`,
+		"bidi \u202e, c1 \u009b, é 界":   `bidi \u202e, c1 \u009b, é 界`,
+		"two\nlines\ttab\r":             `two\nlines\ttab\r`,
+	} {
+		got := escapeControls(in)
+		if got != want {
+			t.Errorf("escapeControls(%q) = %q, want %q", in, got, want)
+		}
+		checkTerminalSafe(t, got)
+	}
+}
