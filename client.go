@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -344,9 +345,11 @@ func (c *Client) arm(key engine.Timer, at, now time.Duration) {
 	if old := c.timers[key]; old != nil {
 		old.Stop()
 	}
-	d := at - now
-	if d < 0 {
-		d = 0
+	var d time.Duration // 0: fire at once
+	if at > now {
+		if d = at - now; d < 0 { // wrapped: the engine saturates at MaxInt64
+			d = math.MaxInt64
+		}
 	}
 	c.timers[key] = c.cfg.clock.AfterFunc(d, func() {
 		c.post(func() {
