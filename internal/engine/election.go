@@ -272,6 +272,7 @@ func (s *Engine) end(e *election, err error) {
 
 func (s *Engine) becomeCandidate(e *election) {
 	e.state, e.current, e.retrying, e.fails, e.hinted, e.workRunning = Candidate, false, false, 0, false, false
+	e.hintRetry = false
 	if e.inflight == 0 {
 		s.acquire(e)
 	} else {
