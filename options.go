@@ -34,6 +34,11 @@ const (
 	MaxDrift = 0.5
 )
 
+// ErrInvalidOwner is matched (errors.Is), together with ErrInvalidOption, by the error of an
+// owner string that breaks the wire rule (WithOwner, or a backend's OpenSession): 1 to
+// wire.MaxOwnerLen bytes of valid UTF-8 without control characters.
+var ErrInvalidOwner = wire.ErrInvalidOwner
+
 // Executor runs a function asynchronously: callbacks (OnElected / OnRevoked) and leader work.
 // The default starts a goroutine per call. An executor must not run f on the calling goroutine.
 type Executor func(f func())
@@ -169,7 +174,7 @@ func WithCooldown(d time.Duration) Option {
 // WithOwner sets the owner string shown as the leader by status tools (default host:pid). It
 // must pass wire.ValidateOwner: 1 to wire.MaxOwnerLen (255) bytes of valid UTF-8 without
 // control characters. The error of an invalid owner matches both ErrInvalidOption and
-// wire.ErrInvalidOwner.
+// ErrInvalidOwner.
 func WithOwner(owner string) Option {
 	return func(c *config) error {
 		if err := wire.ValidateOwner(owner); err != nil {

@@ -38,7 +38,7 @@ func TestWithOwnerValidates(t *testing.T) {
 	for _, owner := range []string{"", "a\x00b", "\x1b[2J", "a\xff", "a\nb", strings.Repeat("o", wire.MaxOwnerLen+1)} {
 		var c config
 		err := WithOwner(owner)(&c)
-		if !errors.Is(err, ErrInvalidOption) || !errors.Is(err, wire.ErrInvalidOwner) {
+		if !errors.Is(err, ErrInvalidOption) || !errors.Is(err, ErrInvalidOwner) {
 			t.Errorf("WithOwner(%q) = %v, want ErrInvalidOption and wire.ErrInvalidOwner", owner, err)
 		}
 	}
