@@ -224,8 +224,8 @@ func TestBadInputIsRejectedBeforeIO(t *testing.T) {
 	if err := l.WithLock(ctx, nil); !errors.Is(err, simba.ErrInvalidOption) {
 		t.Errorf("WithLock(nil): %v", err)
 	}
-	if b.Calls("acquire") != 0 {
-		t.Errorf("bad input reached the backend: %d acquires", b.Calls("acquire"))
+	if b.Calls("Acquire") != 0 {
+		t.Errorf("bad input reached the backend: %d acquires", b.Calls("Acquire"))
 	}
 	for _, opts := range [][]simba.Option{
 		{simba.WithTTL(-time.Second)},
