@@ -348,7 +348,7 @@ func (b *Backend) Acquire(ctx context.Context, sid spi.SessionID, name string) (
 	}
 	path := b.lay.lease(name)
 	for attempt := 0; attempt < 4; attempt++ {
-		_, err := call(ctx, func() (string, error) { return s.conn.Create(path, s.owner, wire.LeaseNodeFlags, b.acls.lease) })
+		g, err := s.createLease(ctx, path)
 		switch {
 		case err == nil:
 			token, ok := s.tap.takeCreated(path)
@@ -357,18 +357,12 @@ func (b *Backend) Acquire(ctx context.Context, sid spi.SessionID, name string) (
 				s.markUncertain(name)
 				return spi.Acquire{}, spi.Unavailable("acquire", errors.New("create reply without zxid"))
 			}
-			s.adopt(name, token, false)
+			// The read behind the create confirms the node (and its watch) when it found the
+			// node just created; otherwise the watch is set later and Release reads the stat.
+			s.adopt(name, token, g.err == nil && g.watched && g.stat.Czxid == token && g.stat.EphemeralOwner == s.zid)
 			return spi.Acquire{Kind: spi.Granted, Token: token, Remaining: s.remaining()}, nil
 		case errors.Is(err, zk.ErrNodeExists):
-			type got struct {
-				data []byte
-				stat *zk.Stat
-			}
-			g, err := call(ctx, func() (got, error) {
-				data, stat, err := s.getData(path)
-				return got{data, stat}, err
-			})
-			switch {
+			switch err := g.err; {
 			case errors.Is(err, zk.ErrNoNode):
 				continue // released in between: try again
 			case err != nil:
@@ -377,7 +371,7 @@ func (b *Backend) Acquire(ctx context.Context, sid spi.SessionID, name string) (
 				}
 				return spi.Acquire{}, s.fail("acquire: read "+path, err)
 			case g.stat.EphemeralOwner == s.zid:
-				s.adopt(name, g.stat.Czxid, true)
+				s.adopt(name, g.stat.Czxid, g.watched)
 				return spi.Acquire{Kind: spi.Granted, Token: g.stat.Czxid, Remaining: s.remaining()}, nil
 			case g.stat.EphemeralOwner == 0:
 				return spi.Acquire{}, spi.AsPermanent(fmt.Errorf("zookeeper: acquire %q: %s is not an ephemeral node; something other than Simba created it", name, path))
@@ -406,10 +400,28 @@ func (b *Backend) Acquire(ctx context.Context, sid spi.SessionID, name string) (
 	return spi.Acquire{}, spi.Unavailable("acquire", fmt.Errorf("lease node %s kept changing", path))
 }
 
-// Release deletes the lease node if the session holds it with token. When the session's
-// state knows the node (created or adopted with that czxid and not reported deleted since),
-// it deletes it with its version in one round trip; otherwise it reads the stat and deletes
-// only if the ephemeral owner is this session and the czxid is token.
+// Release deletes the lease node if the session holds it with token, and never another
+// node: ZooKeeper's delete can only be made conditional on the node's data version, which is
+// 0 for every node Simba creates, so a delete(version 0) sent on the strength of a stale
+// record would delete whatever node is at the path, such as the next holder's after an
+// outsider deleted ours and another session created the name again.
+//
+// The one-round-trip delete is therefore taken only when the session's record holds the node
+// with that token AND a watch confirmed it: a read the session answered after the node's
+// creation found it with this czxid and owner while a watch was set on it (the read behind
+// the acquire's create, the delayed watch, or a keep-alive's read), and no event on it has
+// reached the session since. ZooKeeper delivers an event before the reply to any later request
+// of the session, so the record then shows every deletion the server applied before the
+// session's last reply. Otherwise Release reads the stat and deletes with its version only if
+// the ephemeral owner is this session and the czxid is token.
+//
+// What remains is a window of about one round trip, the same for both paths: a foreign delete
+// of the node AND a create of the name by another session, both applied after the last reply
+// the session processed before sending the delete (or after the stat read) and before the
+// delete itself. Only a client with delete permission on the leases node can start it: any
+// client when the nodes are open (no credentials), else only one holding Simba's digest
+// credentials (Simba itself deletes no node it does not hold), which digest ACLs keep from
+// everyone else. See the package doc.
 func (b *Backend) Release(ctx context.Context, sid spi.SessionID, name string, token int64) error {
 	if err := wire.ValidateName(name); err != nil {
 		return err
@@ -419,7 +431,8 @@ func (b *Backend) Release(ctx context.Context, sid spi.SessionID, name string, t
 		return err
 	}
 	path := b.lay.lease(name)
-	if s.forgetHeld(name, token) {
+	held, confirmed := s.forgetHeld(name, token)
+	if held && confirmed {
 		// Simba never changes a lease node's data, so its version is 0.
 		err := callErr(ctx, func() error { return s.conn.Delete(path, 0) })
 		switch {
@@ -449,6 +462,9 @@ func (b *Backend) Release(ctx context.Context, sid spi.SessionID, name string, t
 			if s.expiredBy(err) {
 				return nil
 			}
+			if held {
+				s.markUncertain(name) // the next keep-alive reads it
+			}
 			return s.fail("release: read "+path, err)
 		}
 		if !g.ok || g.stat.EphemeralOwner != s.zid || g.stat.Czxid != token {
@@ -466,6 +482,7 @@ func (b *Backend) Release(ctx context.Context, sid spi.SessionID, name string, t
 			if s.expiredBy(err) {
 				return nil
 			}
+			s.markUncertain(name)
 			return s.fail("release", err)
 		}
 	}

@@ -314,7 +314,8 @@ func TestWatchesAreNotRepeated(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		ps.mu.Lock()
-		fired := !ps.watching[poller.lay.lease("polled")]
+		_, pending := ps.watching[poller.lay.lease("polled")]
+		fired := !pending
 		ps.mu.Unlock()
 		if fired {
 			break

@@ -35,28 +35,43 @@ spi.KeepAlive with Expired, spi.Expired); the engine opens a new session.
 
 # Releases and keep-alives
 
-Acquire is one create (its reply's zxid is the new node's czxid). On NodeExists it reads the
-node, setting a watch: the session's own node is a Granted re-acquire with its czxid, another
-session's is HeldBy with RemainingUnknown, since ZooKeeper cannot tell how long another session
-has left; the watch yields the Released hint the engine waits for.
+Acquire is one create (its reply's zxid is the new node's czxid) with a watching read of the
+node pipelined right behind it (no extra round trip). On success the read confirms that the
+node just created is still there, now watched; on NodeExists it is the holder's data and stat:
+the session's own node is a Granted re-acquire with its czxid, another session's is HeldBy
+with RemainingUnknown, since ZooKeeper cannot tell how long another session has left; the watch
+yields the Released hint the engine waits for.
 
 KeepAlive is one cheap request (an exists on the leases node) plus one getChildren per group,
 whatever the number of leases held. Which of the asked names the session holds comes from its
 own record, kept exact by the facts that a connection carries one session only, that a lease
 node is ephemeral, that only the holding session deletes its node (ACLs keep clients without
-Simba's identity from deleting any), and that an exists watch on every held node (set 100 ms
-after the grant, or at once by the next keep-alive, which waits for it) reports a deletion by
-a privileged outsider: ZooKeeper delivers a watch event before the reply to any later request
-of the session. Such a lease is then missing from the keep-alive's reply, which the engine
-treats as TAKEN_OVER. Names whose acquire had an unknown outcome (a lost reply) are read once
-by the next keep-alive that asks about them.
+Simba's identity from deleting any), and that a watch on every held node (set by the read
+behind the create, else 100 ms after the grant, or at once by the next keep-alive, which waits
+for it) reports a deletion by a privileged outsider: ZooKeeper delivers a watch event before
+the reply to any later request of the session. Such a lease is then missing from the
+keep-alive's reply, which the engine treats as TAKEN_OVER. Names whose acquire had an unknown
+outcome (a lost reply) are read once by the next keep-alive that asks about them.
 
-Release deletes the node only if it is this session's with the term's czxid. When the
-session's record holds the node with that czxid, that record stands in for reading the stat
-(it is as fresh as a read, by the argument above) and the delete is sent with the node's
-version at once; otherwise the backend reads the stat and deletes with its version only if the
-ephemeral owner is this session and the czxid is the token. An acquire+release cycle so costs
-about one raw create+delete pair (see BenchmarkAcquireRelease).
+Release deletes only the node whose czxid is the term's token. ZooKeeper can make a delete
+conditional on the data version only, and that is 0 for every node Simba creates, so a delete
+sent on a stale record would delete whatever node is at the path: after an outsider deleted
+the holder's node and another session created the name again, the old holder's release used
+to delete the new holder's node. Release therefore deletes at once (with version 0) only a
+node CONFIRMED by a watch: the session holds it with that token, a read answered after its
+creation found it with this czxid and owner while a watch was set on it, and no event on it
+has reached the session since. Otherwise it reads the stat and deletes with its version only
+if the ephemeral owner is this session and the czxid is the token. An acquire+release cycle so
+costs one create+delete pair plus one read pipelined behind the create (see
+BenchmarkAcquireRelease).
+
+The residual window, on both paths, is about one round trip: a foreign delete of the node
+followed by a create of the name by another session, both applied after the last reply the
+session processed before it sent its delete (or after its stat read) and before the server
+applies that delete; the deletion's event is then still on its way. Only a client with delete
+permission on the leases node can open that window: any client when the nodes are open (a DSN
+without credentials), otherwise only one that holds Simba's digest credentials, since Simba
+itself never deletes a node it does not hold.
 
 # Security
 

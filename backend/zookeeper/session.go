@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/simba-go/simba/generated/wire"
 	"github.com/simba-go/simba/internal/spi"
 )
 
@@ -37,7 +38,14 @@ type session struct {
 	// fired yet: ZooKeeper keeps one watch per path and type, but go-zookeeper adds a channel
 	// per call, so repeating a watching read (a HeldBy poll, a keep-alive's group read) would
 	// grow its table without bound.
-	watching map[string]bool
+	watching map[string]watchState
+	watchGen uint64 // numbers the entries of watching
+}
+
+// watchState is a watch this session set (or is setting) on a path and that has not fired.
+type watchState struct {
+	gen   uint64 // a new number for every watch set, so that a fired and re-set one differs
+	armed bool   // the read that set it has been answered: the watch is set at the server
 }
 
 // heldLease is one lease node of the session.
@@ -58,7 +66,7 @@ func (b *Backend) connect(ctx context.Context, owner string, ttl time.Duration) 
 		owner:     []byte(owner),
 		held:      map[string]*heldLease{},
 		uncertain: map[string]struct{}{},
-		watching:  map[string]bool{},
+		watching:  map[string]watchState{},
 		setUp:     make(chan struct{}),
 	}
 	defer close(s.setUp)
@@ -202,59 +210,70 @@ func (s *session) fail(op string, err error) error {
 	return spi.Unavailable("zookeeper: "+op, err)
 }
 
-// claimWatch reports whether a watching read of path must set a watch (none is pending);
-// if so the caller owns the claim and must call unclaimWatch if the read fails.
-func (s *session) claimWatch(path string) bool {
+// watchRead runs a read of path that leaves a watch on it: set (a watching read) unless a
+// watch this session set on path is still pending, else plain (ZooKeeper keeps one watch per
+// path and type, go-zookeeper one channel per call). It reports whether a watch is known to
+// cover path from before the server processed this read until at least its reply: then every
+// later change of the node reaches onEvent before the reply to any later request of the
+// session. That holds for a watch set by this read, and for a pending one only if it was
+// armed (its read answered) before this read was sent and has not fired since.
+func (s *session) watchRead(path string, set, plain func() error) (watched bool, err error) {
+	s.mu.Lock()
+	w, pending := s.watching[path]
+	if !pending {
+		s.watchGen++
+		w = watchState{gen: s.watchGen}
+		s.watching[path] = w
+	}
+	s.mu.Unlock()
+	if pending {
+		err = plain()
+	} else {
+		err = set()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.watching[path] {
-		return false
+	cur, ok := s.watching[path]
+	same := ok && cur.gen == w.gen // the watch has not fired (nor been dropped) meanwhile
+	switch {
+	case pending:
+		return err == nil && w.armed && same, err
+	case err != nil:
+		if same {
+			delete(s.watching, path) // the read failed: it set no watch (as far as we know)
+		}
+		return false, err
+	case same:
+		cur.armed = true
+		s.watching[path] = cur
 	}
-	s.watching[path] = true
-	return true
-}
-
-func (s *session) unclaimWatch(path string) {
-	s.mu.Lock()
-	delete(s.watching, path)
-	s.mu.Unlock()
+	return same, nil
 }
 
 // children reads path's children, with a child watch unless one is pending.
 func (s *session) children(path string) ([]string, error) {
-	if !s.claimWatch(path) {
-		ch, _, err := s.conn.Children(path)
-		return ch, err
-	}
-	ch, _, _, err := s.conn.ChildrenW(path)
-	if err != nil {
-		s.unclaimWatch(path)
-	}
+	var ch []string
+	_, err := s.watchRead(path,
+		func() (err error) { ch, _, _, err = s.conn.ChildrenW(path); return err },
+		func() (err error) { ch, _, err = s.conn.Children(path); return err })
 	return ch, err
 }
 
-// getData reads path's data and stat, with a data watch unless one is pending.
-func (s *session) getData(path string) ([]byte, *zk.Stat, error) {
-	if !s.claimWatch(path) {
-		return s.conn.Get(path)
-	}
-	data, stat, _, err := s.conn.GetW(path)
-	if err != nil {
-		s.unclaimWatch(path)
-	}
-	return data, stat, err
+// getData reads path's data and stat, with a data watch unless one is pending; watched is as
+// for watchRead.
+func (s *session) getData(path string) (data []byte, stat *zk.Stat, watched bool, err error) {
+	watched, err = s.watchRead(path,
+		func() (err error) { data, stat, _, err = s.conn.GetW(path); return err },
+		func() (err error) { data, stat, err = s.conn.Get(path); return err })
+	return data, stat, watched, err
 }
 
-// exists reads path's stat, with a watch unless one is pending.
-func (s *session) exists(path string) (bool, *zk.Stat, error) {
-	if !s.claimWatch(path) {
-		return s.conn.Exists(path)
-	}
-	ok, stat, _, err := s.conn.ExistsW(path)
-	if err != nil {
-		s.unclaimWatch(path)
-	}
-	return ok, stat, err
+// exists reads path's stat, with a watch unless one is pending; watched is as for watchRead.
+func (s *session) exists(path string) (ok bool, stat *zk.Stat, watched bool, err error) {
+	watched, err = s.watchRead(path,
+		func() (err error) { ok, stat, _, err = s.conn.ExistsW(path); return err },
+		func() (err error) { ok, stat, err = s.conn.Exists(path); return err })
+	return ok, stat, watched, err
 }
 
 // onEvent runs on go-zookeeper's receive goroutine for every event of this connection; it
@@ -274,6 +293,17 @@ func (s *session) onEvent(ev zk.Event) {
 			delete(s.held, name)
 			s.mu.Unlock()
 			s.b.hint(spi.Released, name)
+		}
+	case zk.EventNodeDataChanged, zk.EventNodeCreated:
+		if name, ok := s.b.lay.leaseName(ev.Path); ok {
+			// Someone changed a lease node (Simba never does): its watch has fired, so the
+			// session no longer sees the node's deletion. The next keep-alive reads it again
+			// and Release checks its stat.
+			s.mu.Lock()
+			if h := s.held[name]; h != nil && h.done {
+				h.watchOK = false
+			}
+			s.mu.Unlock()
 		}
 	case zk.EventNodeChildrenChanged:
 		if g, ok := s.b.lay.groupName(ev.Path); ok {
@@ -347,10 +377,12 @@ func (s *session) finishLocked(h *heldLease, ok bool) {
 
 // watch sets the exists watch on a held lease node.
 func (s *session) watch(name string, h *heldLease) {
-	ok, stat, err := s.exists(s.b.lay.lease(name))
+	ok, stat, watched, err := s.exists(s.b.lay.lease(name))
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
+	case h.done:
+		// an event or Release settled h meanwhile
 	case err != nil:
 		s.sawError(err)
 		s.finishLocked(h, false) // KeepAlive checks it with a read
@@ -363,7 +395,65 @@ func (s *session) watch(name string, h *heldLease) {
 		}
 		s.finishLocked(h, false)
 	default:
-		s.finishLocked(h, true)
+		s.finishLocked(h, watched) // not watched: KeepAlive checks it with a read
+	}
+}
+
+// leaseRead is the outcome of the watching read sent behind a lease's create.
+type leaseRead struct {
+	data    []byte
+	stat    *zk.Stat
+	watched bool // as for watchRead
+	err     error
+}
+
+// testHookLeaseRead, when set, runs before the read behind a lease's create is sent (tests
+// use it to change the node in between).
+var testHookLeaseRead atomic.Pointer[func(path string)]
+
+// createLease creates the lease node path and, pipelined right behind the create (queued as
+// soon as the tap sees the create written, so that the server processes it next), reads the
+// node with a watch. The read costs no extra round trip: on success it confirms that the node
+// just created is still there and watched, so that Release may delete it without reading it
+// first; on NodeExists it is the holder's data and stat. The read's outcome is valid only when
+// the create's error is nil or ErrNodeExists.
+func (s *session) createLease(ctx context.Context, path string) (leaseRead, error) {
+	written, unwait := s.tap.awaitCreate(path)
+	createDone := make(chan struct{})
+	var createErr error
+	go func() {
+		_, createErr = s.conn.Create(path, s.owner, wire.LeaseNodeFlags, s.b.acls.lease)
+		close(createDone)
+	}()
+	read := make(chan leaseRead, 1)
+	go func() {
+		select {
+		case <-written:
+		case <-createDone:
+		}
+		unwait()
+		if h := testHookLeaseRead.Load(); h != nil {
+			(*h)(path)
+		}
+		var r leaseRead
+		r.watched, r.err = s.watchRead(path,
+			func() (err error) { r.data, r.stat, _, err = s.conn.GetW(path); return err },
+			func() (err error) { r.data, r.stat, err = s.conn.Get(path); return err })
+		read <- r
+	}()
+	select {
+	case <-createDone:
+	case <-ctx.Done():
+		return leaseRead{err: ctx.Err()}, ctx.Err()
+	}
+	if createErr != nil && !errors.Is(createErr, zk.ErrNodeExists) {
+		return leaseRead{err: createErr}, createErr
+	}
+	select {
+	case r := <-read:
+		return r, createErr
+	case <-ctx.Done():
+		return leaseRead{err: ctx.Err()}, createErr
 	}
 }
 
@@ -381,18 +471,20 @@ func (s *session) resolved(name string) {
 	s.mu.Unlock()
 }
 
-// forgetHeld drops name from the held set if it is held with token, reporting whether it was.
-func (s *session) forgetHeld(name string, token int64) bool {
+// forgetHeld drops name from the held set if it is held with token, reporting whether it was
+// and whether its node was confirmed by a watch (see Backend.Release).
+func (s *session) forgetHeld(name string, token int64) (held, confirmed bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if h := s.held[name]; h != nil && h.token == token {
 		delete(s.held, name)
+		confirmed = h.done && h.watchOK
 		if s.startLocked(h) { // the watch is no longer needed
 			s.finishLocked(h, false)
 		}
-		return true
+		return true, confirmed
 	}
-	return false
+	return false, false
 }
 
 func (s *session) heldNames() []string {
@@ -484,12 +576,12 @@ func (s *session) heldAmong(ctx context.Context, names []string) ([]spi.Held, er
 // settle reads name's node with a watch and records whether this session holds it.
 func (s *session) settle(ctx context.Context, name string) error {
 	type got struct {
-		ok   bool
-		stat *zk.Stat
+		ok, watched bool
+		stat        *zk.Stat
 	}
 	g, err := call(ctx, func() (got, error) {
-		ok, stat, err := s.exists(s.b.lay.lease(name))
-		return got{ok, stat}, err
+		ok, stat, watched, err := s.exists(s.b.lay.lease(name))
+		return got{ok: ok, watched: watched, stat: stat}, err
 	})
 	if err != nil {
 		return err
@@ -502,10 +594,11 @@ func (s *session) settle(ctx context.Context, name string) error {
 		s.finishLocked(h, false)
 	}
 	if g.ok && g.stat.EphemeralOwner == s.zid {
-		// The read set a watch on the node: the session holds it, watched.
+		// The session holds it; watched unless the read could not vouch for a watch (the
+		// next keep-alive then reads it again).
 		h := &heldLease{token: g.stat.Czxid, watched: make(chan struct{})}
 		s.startLocked(h)
-		s.finishLocked(h, true)
+		s.finishLocked(h, g.watched)
 		s.held[name] = h
 		return nil
 	}
