@@ -290,9 +290,17 @@ func (s *session) onEvent(ev zk.Event) {
 			// ZooKeeper orders this event before the reply to any later request of the
 			// session, so it always concerns the node this session knows at this path.
 			s.mu.Lock()
+			_, held := s.held[name]
 			delete(s.held, name)
 			s.mu.Unlock()
-			s.b.hint(spi.Released, name)
+			if held {
+				// Someone else deleted this session's node: publish even if the watcher
+				// connection is up, since its watch may have been set after the deletion (a
+				// hint may repeat, but should not be lost when it can be helped).
+				s.b.publish(spi.Released, name)
+			} else {
+				s.b.hint(spi.Released, name)
+			}
 		}
 	case zk.EventNodeDataChanged, zk.EventNodeCreated:
 		if name, ok := s.b.lay.leaseName(ev.Path); ok {
