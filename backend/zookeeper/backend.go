@@ -2,6 +2,7 @@ package zookeeper
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -23,20 +24,48 @@ type Option func(*options)
 
 type options struct {
 	logger zk.Logger
+	slog   *slog.Logger
+	dialer zk.Dialer
+	tls    *tls.Config
 }
 
 // WithLogger sends go-zookeeper's connection log lines to l (they are dropped by default).
 func WithLogger(l zk.Logger) Option { return func(o *options) { o.logger = l } }
 
+// WithSlog sends the backend's own warnings to l (slog.Default() by default): open ACLs
+// (a DSN without credentials), and nodes at Simba's paths that Simba did not create (group
+// children that are not members, foreign lease nodes), which the backend skips or honours but
+// never deletes.
+func WithSlog(l *slog.Logger) Option { return func(o *options) { o.slog = l } }
+
+// WithDialer makes every connection of the backend (its sessions' and the hint watcher's) with
+// d instead of net.DialTimeout: a proxy, a tunnel, a custom resolver. The backend still reads
+// the ZooKeeper protocol over the connection d returns (see the package doc), so d must return
+// a connection that carries the client port's plain protocol, or one that TLS then wraps (with
+// WithTLS or a zk+tls DSN). A d that does TLS itself should return crypto/tls errors as they
+// are: a handshake or verification failure is then a permanent error of OpenSession.
+func WithDialer(d zk.Dialer) Option { return func(o *options) { o.dialer = d } }
+
+// WithTLS makes every connection TLS with cfg (ZooKeeper's secureClientPort), over the
+// default dialer or WithDialer's. It overrides the DSN's TLS settings (Config.TLS). A server
+// name left empty defaults to the host of the address dialled. A certificate that does not
+// verify, a server that does not speak TLS or one that rejects the handshake (e.g. for a
+// missing client certificate: ZooKeeper's ssl.clientAuth is "need" by default) is a permanent
+// error of OpenSession.
+func WithTLS(cfg *tls.Config) Option { return func(o *options) { o.tls = cfg } }
+
 // Backend is the ZooKeeper implementation of the Simba SPI (spi.Backend, spi.Hinter and
 // spi.Inspector). Each Simba session is one ZooKeeper session on its own *zk.Conn. It is
 // safe for concurrent use.
 type Backend struct {
-	cfg   Config
-	lay   layout
-	acls  acls
-	clock monotonic
-	zlog  zk.Logger
+	cfg    Config
+	lay    layout
+	acls   acls
+	clock  monotonic
+	zlog   zk.Logger
+	log    *slog.Logger // the backend's own warnings
+	dialer zk.Dialer
+	tls    *tls.Config
 
 	mu       sync.Mutex
 	closed   bool
@@ -79,22 +108,31 @@ func NewFromConfig(cfg Config, opts ...Option) (*Backend, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultTimeout
 	}
-	o := options{logger: quietLogger{}}
+	o := options{logger: quietLogger{}, slog: slog.Default(), tls: cfg.TLS}
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if o.logger == nil {
+		o.logger = quietLogger{}
+	}
+	if o.slog == nil {
+		o.slog = slog.New(slog.DiscardHandler)
 	}
 	b := &Backend{
 		cfg:      cfg,
 		lay:      layout{chroot: cfg.Chroot},
 		clock:    monotonic{origin: time.Now()},
 		zlog:     o.logger,
+		log:      o.slog,
+		dialer:   o.dialer,
+		tls:      o.tls,
 		sessions: map[spi.SessionID]*session{},
 		subs:     map[chan spi.Hint]struct{}{},
 	}
 	b.acls = newACLs(cfg.User != "")
 	if cfg.User == "" {
 		warnOpenACL.Do(func() {
-			slog.Warn("simba: ZooKeeper DSN without user:password: Simba's nodes get the open ACL world:anyone (all perms), so any client can delete them; add credentials to protect leases")
+			b.log.Warn("simba: ZooKeeper DSN without user:password: Simba's nodes get the open ACL world:anyone (all perms), so any client can delete them; add credentials to protect leases")
 		})
 	}
 	return b, nil

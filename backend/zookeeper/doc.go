@@ -79,7 +79,42 @@ With a user:password in the DSN every session adds it as a ZooKeeper digest iden
 node gets the ACL creator-all (scheme "auth") plus world-read (wire.ZKACLIntent): clients
 without that identity can look but cannot delete, change or create Simba's nodes. Without
 credentials the nodes are open (world-all) and nothing protects them from other clients; the
-backend then logs a warning (log/slog) once per process.
+backend then logs a warning (WithSlog, slog.Default() by default) once per process.
+
+What digest auth does and does not protect:
+
+  - The credential crosses the network in clear text: every connection sends "user:password"
+    in its auth request (again after each reconnect), and the server keeps only
+    user:base64(sha1(user:password)) in the ACLs, which anyone may read. Without TLS, anyone
+    who can read the traffic can take the credential and then act as Simba. Use TLS (below).
+  - ACLs tell identities apart, not clients: every client that holds the credential, every
+    Simba process and any tool or operator configured with it, may delete, change or create
+    any of Simba's nodes. Simba's own code deletes only nodes its session holds, but a
+    deletion by another holder of the credential is what the release window above needs; give
+    the credential to Simba's processes only.
+  - World-read is deliberate (status tools, operators): owner strings and group memberships
+    are public to every client of the ensemble. Do not put secrets in owner strings.
+  - It does not authenticate the server, nor encrypt anything: only TLS with certificate
+    verification does.
+  - Nodes keep the identity that created them: changing the password (or the user) locks the
+    backend out of the persistent nodes created before (/simba, its leases and groups nodes,
+    group nodes): OpenSession, Acquire and Join then fail with a permanent error naming the
+    root, until an administrator changes the ACLs or deletes those nodes.
+  - A ZooKeeper super user (superDigest), a server run with skipACL, and anyone with access
+    to the servers' data directories bypass ACLs altogether.
+
+# TLS
+
+The DSN scheme zk+tls (with ca, cert, key and servername parameters, see ParseDSN), Config.TLS
+or the option WithTLS make every connection TLS: the servers' secure client port
+(secureClientPort, with serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory).
+WithDialer replaces the transport under it (proxies, tunnels). A server certificate that does
+not verify, a peer that does not speak TLS in the handshake, or a server that refuses the
+handshake (ZooKeeper's default ssl.clientAuth=need refuses a client without a certificate its
+trust store accepts) is a permanent error of OpenSession, returned at once. An EOF in the
+handshake stays retryable, since a server over its connection limit closes connections the
+same way as a plain client port that receives a TLS hello; the error then names the last
+connection attempt's failure.
 
 # The protocol tap
 
@@ -95,6 +130,7 @@ the leases and groups nodes.
 # DSN
 
 	zk://[user:password@]host1[:port][,host2[:port]...][/chroot][?timeout=10s]
+	zk+tls://[user:password@]host1:securePort[,...][/chroot][?ca=…&cert=…&key=…&servername=…]
 
 See ParseDSN. Close drops the connections without closing the sessions (a crashed client's
 sessions expire after their timeout); CloseSession closes one session at once, deleting its

@@ -70,7 +70,7 @@ func (b *Backend) connect(ctx context.Context, owner string, ttl time.Duration) 
 		setUp:     make(chan struct{}),
 	}
 	defer close(s.setUp)
-	s.tap = newTap(b.clock.Now, b.cfg.Timeout, s.onGone)
+	s.tap = newTap(b.clock.Now, b.cfg.Timeout, b.dialer, b.tls, s.onGone)
 	conn, _, err := zk.Connect(b.cfg.Servers, ttl,
 		zk.WithDialer(s.tap.dial),
 		zk.WithEventCallback(s.onEvent),
@@ -102,6 +102,10 @@ func (b *Backend) connect(ctx context.Context, owner string, ttl time.Duration) 
 		if err == nil || !(errors.Is(err, zk.ErrNoServer) || errors.Is(err, zk.ErrConnectionClosed)) || ctx.Err() != nil {
 			break
 		}
+		if terr := s.tap.tlsFailure(); terr != nil {
+			go conn.Close()
+			return nil, spi.AsPermanent(fmt.Errorf("zookeeper: TLS with %v: %w", b.cfg.Servers, terr))
+		}
 		select {
 		case <-ctx.Done():
 		case <-time.After(50 * time.Millisecond):
@@ -109,8 +113,16 @@ func (b *Backend) connect(ctx context.Context, owner string, ttl time.Duration) 
 	}
 	if err != nil {
 		go conn.Close()
+		if terr := s.tap.tlsFailure(); terr != nil {
+			return nil, spi.AsPermanent(fmt.Errorf("zookeeper: TLS with %v: %w", b.cfg.Servers, terr))
+		}
 		if errors.Is(err, zk.ErrAuthFailed) {
 			return nil, spi.AsPermanent(fmt.Errorf("zookeeper: authentication: %w", err))
+		}
+		if p := s.tap.dialErr.Load(); p != nil {
+			// e.g. an EOF in a TLS handshake: a plain client port closes on a ClientHello, and
+			// so does a server over its connection limit, so it stays retryable.
+			err = fmt.Errorf("%w (last connection attempt: %v)", err, *p)
 		}
 		return nil, spi.Unavailable("open session", err)
 	}
