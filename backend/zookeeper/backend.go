@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,6 +15,16 @@ import (
 	"github.com/simba-go/simba/generated/wire"
 	"github.com/simba-go/simba/internal/spi"
 )
+
+// ForeignHolder is the holder an Acquire reports for a lease node that is no session's: a
+// persistent node that something other than Simba created at the lease's path. No ZooKeeper
+// session has the id 0. Simba honours such a node as held (the name is free again once
+// someone deletes it; a watch reports that), never takes it for its own and never deletes it.
+const ForeignHolder spi.SessionID = "0000000000000000"
+
+// ForeignOwner is the holder owner an Acquire reports for a lease node that Simba did not
+// create: a persistent node, or one whose data is not an owner string.
+const ForeignOwner = "<foreign node>"
 
 // MaxOwnerLen bounds a session's owner string, in bytes.
 const MaxOwnerLen = 255
@@ -64,6 +74,7 @@ type Backend struct {
 	clock  monotonic
 	zlog   zk.Logger
 	log    *slog.Logger // the backend's own warnings
+	warned sync.Map     // keys already warned about (warnOnce)
 	dialer zk.Dialer
 	tls    *tls.Config
 
@@ -136,6 +147,13 @@ func NewFromConfig(cfg Config, opts ...Option) (*Backend, error) {
 		})
 	}
 	return b, nil
+}
+
+// warnOnce logs a warning about key (a node path) once per backend.
+func (b *Backend) warnOnce(key, msg string, args ...any) {
+	if _, dup := b.warned.LoadOrStore(key, struct{}{}); !dup {
+		b.log.Warn(msg, args...)
+	}
 }
 
 // warnOpenACL says once per process that a backend without credentials leaves its nodes open.
@@ -244,12 +262,40 @@ func (b *Backend) ensureRoots(ctx context.Context, s *session) error {
 	}
 	for _, n := range b.lay.persistent(b.acls) {
 		_, err := call(ctx, func() (string, error) { return s.conn.Create(n.path, nil, n.flags, n.acl) })
-		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		switch {
+		case errors.Is(err, zk.ErrNoChildrenForEphemerals):
+			return underEphemeral(n.path, err)
+		case errors.Is(err, zk.ErrNodeExists):
+			// Someone may have put an ephemeral node where Simba needs a persistent one.
+			type got struct {
+				ok   bool
+				stat *zk.Stat
+			}
+			g, err := call(ctx, func() (got, error) {
+				ok, stat, err := s.conn.Exists(n.path)
+				return got{ok, stat}, err
+			})
+			if err != nil {
+				return s.fail("read "+n.path, err)
+			}
+			if g.ok && g.stat.EphemeralOwner != 0 {
+				return spi.AsPermanent(fmt.Errorf("zookeeper: %s is an ephemeral node of session %s, where Simba needs a persistent node (its parent of leases or groups); something other than Simba created it: delete it",
+					n.path, SessionIDString(g.stat.EphemeralOwner)))
+			}
+		case err != nil:
 			return s.fail("create "+n.path, err)
 		}
 	}
 	b.rootsOK = true
 	return nil
+}
+
+// underEphemeral is the permanent error of a create that ZooKeeper refused because the parent
+// of path is an ephemeral node, which can have no children: something other than Simba put it
+// where Simba needs a persistent node.
+func underEphemeral(path string, err error) error {
+	parent := path[:max(strings.LastIndexByte(path, '/'), 1)]
+	return spi.AsPermanent(fmt.Errorf("zookeeper: cannot create %s: its parent %s is an ephemeral node, where Simba needs a persistent node; something other than Simba created it: delete it: %w", path, parent, err))
 }
 
 func (b *Backend) rootsMissing() {
@@ -290,7 +336,7 @@ func (b *Backend) KeepAlive(ctx context.Context, sid spi.SessionID, names []stri
 	if err != nil || s == nil {
 		return spi.KeepAlive{Expired: s == nil && err == nil}, err
 	}
-	members := make([][]string, len(groups))
+	members := make([][]spi.SessionID, len(groups))
 	errs := make([]error, len(groups)+1)
 	var wg sync.WaitGroup
 	// Held leases whose watch is still pending get it now (pipelined with this request);
@@ -305,12 +351,8 @@ func (b *Backend) KeepAlive(ctx context.Context, sid spi.SessionID, names []stri
 	})
 	for i, g := range groups {
 		wg.Go(func() {
-			members[i], errs[i+1] = call(ctx, func() ([]string, error) {
-				ch, err := s.children(b.lay.group(g))
-				if errors.Is(err, zk.ErrNoNode) {
-					return nil, nil
-				}
-				return ch, err
+			members[i], errs[i+1] = call(ctx, func() ([]spi.SessionID, error) {
+				return s.groupMembers(g)
 			})
 		})
 	}
@@ -324,7 +366,7 @@ func (b *Backend) KeepAlive(ctx context.Context, sid spi.SessionID, names []stri
 	s.renew(sentAt)
 	reply := spi.KeepAlive{Members: make(map[string][]spi.SessionID, len(groups))}
 	for i, g := range groups {
-		reply.Members[g] = sortedIDs(members[i])
+		reply.Members[g] = members[i]
 	}
 	held, err := s.heldAmong(ctx, names)
 	if err != nil {
@@ -412,11 +454,22 @@ func (b *Backend) Acquire(ctx context.Context, sid spi.SessionID, name string) (
 				s.adopt(name, g.stat.Czxid, g.watched)
 				return spi.Acquire{Kind: spi.Granted, Token: g.stat.Czxid, Remaining: s.remaining()}, nil
 			case g.stat.EphemeralOwner == 0:
-				return spi.Acquire{}, spi.AsPermanent(fmt.Errorf("zookeeper: acquire %q: %s is not an ephemeral node; something other than Simba created it", name, path))
+				// Not any session's: honoured as held (the read's watch reports its deletion),
+				// never taken for ours and never deleted by Simba.
+				b.warnOnce(path, "simba: ZooKeeper: a persistent node that Simba did not create sits at a lease path; the name stays held until someone deletes it",
+					"name", name, "node", path)
+				s.resolved(name)
+				return spi.Acquire{Kind: spi.HeldBy, Holder: ForeignHolder, HolderOwner: ForeignOwner, RemainingUnknown: true}, nil
 			}
 			s.resolved(name)
+			owner := string(g.data)
+			if wire.ValidateOwner(owner) != nil {
+				b.warnOnce(path, "simba: ZooKeeper: a lease node's data is not an owner string; another session's node that Simba may not have created",
+					"name", name, "node", path, "session", SessionIDString(g.stat.EphemeralOwner))
+				owner = ForeignOwner
+			}
 			return spi.Acquire{Kind: spi.HeldBy, Holder: SessionIDString(g.stat.EphemeralOwner),
-				HolderOwner: string(g.data), RemainingUnknown: true}, nil
+				HolderOwner: owner, RemainingUnknown: true}, nil
 		case errors.Is(err, zk.ErrNoNode):
 			b.rootsMissing()
 			if err := b.ensureRoots(ctx, s); err != nil {
@@ -425,6 +478,8 @@ func (b *Backend) Acquire(ctx context.Context, sid spi.SessionID, name string) (
 				}
 				return spi.Acquire{}, err
 			}
+		case errors.Is(err, zk.ErrNoChildrenForEphemerals):
+			return spi.Acquire{}, underEphemeral(path, err)
 		default:
 			if s.expiredBy(err) {
 				return spi.Acquire{Kind: spi.SessionExpired}, nil
@@ -550,6 +605,8 @@ func (b *Backend) join(ctx context.Context, s *session, group string) (spi.Statu
 		switch {
 		case err == nil, errors.Is(err, zk.ErrNodeExists):
 			return spi.OK, nil
+		case errors.Is(err, zk.ErrNoChildrenForEphemerals):
+			return 0, underEphemeral(member, err)
 		case errors.Is(err, zk.ErrNoNode):
 			_, err := call(ctx, func() (string, error) {
 				return s.conn.Create(b.lay.group(group), nil, wire.GroupNodeFlags, b.acls.group)
@@ -557,6 +614,9 @@ func (b *Backend) join(ctx context.Context, s *session, group string) (spi.Statu
 			if errors.Is(err, zk.ErrNoNode) {
 				b.rootsMissing()
 				err = b.ensureRoots(ctx, s)
+			}
+			if errors.Is(err, zk.ErrNoChildrenForEphemerals) {
+				return 0, underEphemeral(b.lay.group(group), err)
 			}
 			if err != nil && !errors.Is(err, zk.ErrNodeExists) {
 				if s.expiredBy(err) {
@@ -606,17 +666,11 @@ func (b *Backend) Members(ctx context.Context, group string) ([]spi.SessionID, e
 	if err != nil {
 		return nil, err
 	}
-	ch, err := call(ctx, func() ([]string, error) {
-		ch, err := s.children(b.lay.group(group))
-		if errors.Is(err, zk.ErrNoNode) {
-			return nil, nil
-		}
-		return ch, err
-	})
+	ms, err := call(ctx, func() ([]spi.SessionID, error) { return s.groupMembers(group) })
 	if err != nil {
 		return nil, s.fail("members", err)
 	}
-	return sortedIDs(ch), nil
+	return ms, nil
 }
 
 // anySession returns a live session for requests that belong to no session (Members,
@@ -688,15 +742,6 @@ func (b *Backend) Close() error {
 	wg.Wait()
 	b.stopHints()
 	return nil
-}
-
-func sortedIDs(ids []string) []spi.SessionID {
-	out := make([]spi.SessionID, len(ids))
-	for i, id := range ids {
-		out[i] = spi.SessionID(id)
-	}
-	slices.Sort(out)
-	return out
 }
 
 // outcomeUnknown reports whether a failed request may still have been applied.

@@ -12,6 +12,23 @@ generated from spec/zk.yaml (package wire; DESIGN.md §5):
     every new grant of a name carries a greater token, across session expiry and server
     restarts. A re-acquire by the holder returns the same node, so the same token.
   - Group members are ephemeral nodes /simba/groups/<group>/<sid>.
+
+# Nodes Simba did not create
+
+Simba never deletes a node it did not create, and never takes one for its own:
+
+  - A child of a group node is a member only if its name is a ZooKeeper session id and it is
+    an ephemeral node of that very session. Anything else (a persistent node, another name, one
+    session's node under another's id) is skipped with a warning (WithSlog), so it is never
+    assigned partitions that nobody would then lead. A verdict costs one exists per child,
+    cached until the group's child watch fires.
+  - A node at a lease path that is no session's (persistent) is reported HeldBy ForeignHolder
+    with the owner ForeignOwner, with a warning: the name is held until someone deletes the
+    node (the acquire's watch then yields the Released hint). Another session's node whose
+    data is not an owner string is HeldBy that session with the owner ForeignOwner.
+  - An ephemeral node where Simba needs a persistent one (the chroot, /simba, its leases and
+    groups nodes, a group node) is a permanent error naming the path: ZooKeeper refuses
+    children under an ephemeral node, so retrying cannot help. OpenSession checks the roots.
   - Watches are the hints: Released when a lease node is deleted, GroupChanged when a
     membership changes (see Backend.Hints).
 

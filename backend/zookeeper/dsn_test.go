@@ -190,7 +190,7 @@ func TestParseDSNTLS(t *testing.T) {
 		t.Fatalf("zk: %+v, %v; want no TLS", cfg, err)
 	}
 	for _, dsn := range []string{
-		"zk://h?ca=" + caFile,                  // TLS parameter without zk+tls
+		"zk://h?ca=" + caFile,                   // TLS parameter without zk+tls
 		"zk+tls://h?ca=" + dir + "/missing.pem", // unreadable
 		"zk+tls://h?ca=" + keyFile,              // no certificate in it
 		"zk+tls://h?cert=" + certFile,           // cert without key

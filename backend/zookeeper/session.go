@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,6 +41,11 @@ type session struct {
 	// grow its table without bound.
 	watching map[string]watchState
 	watchGen uint64 // numbers the entries of watching
+	// members caches, per group node path, which children were verified to be members or
+	// not (see groupMembers); groupGen counts the events on each group node, which drop its
+	// entry.
+	members  map[string]map[string]bool
+	groupGen map[string]uint64
 }
 
 // watchState is a watch this session set (or is setting) on a path and that has not fired.
@@ -67,6 +73,8 @@ func (b *Backend) connect(ctx context.Context, owner string, ttl time.Duration) 
 		held:      map[string]*heldLease{},
 		uncertain: map[string]struct{}{},
 		watching:  map[string]watchState{},
+		members:   map[string]map[string]bool{},
+		groupGen:  map[string]uint64{},
 		setUp:     make(chan struct{}),
 	}
 	defer close(s.setUp)
@@ -262,13 +270,101 @@ func (s *session) watchRead(path string, set, plain func() error) (watched bool,
 	return same, nil
 }
 
-// children reads path's children, with a child watch unless one is pending.
-func (s *session) children(path string) ([]string, error) {
+// groupMembers lists the members of group: the children of its node, with a child watch
+// unless one is pending, that are members. A child is one only if its name has the form of a
+// ZooKeeper session id and it is an ephemeral node of that very session; anything else
+// (a persistent node, a node named otherwise, another session's ephemeral under a session's
+// name) was not created by Simba and would leave the partitions it is assigned unled for as
+// long as it stays, so it is skipped, with a warning. A child's verdict takes one exists,
+// pipelined with the others', and is cached until the group's child watch fires (a member
+// node's owner never changes while it exists; replacing it fires the watch).
+func (s *session) groupMembers(group string) ([]spi.SessionID, error) {
+	path := s.b.lay.group(group)
+	s.mu.Lock()
+	gen := s.groupGen[path]
+	s.mu.Unlock()
 	var ch []string
-	_, err := s.watchRead(path,
+	watched, err := s.watchRead(path,
 		func() (err error) { ch, _, _, err = s.conn.ChildrenW(path); return err },
 		func() (err error) { ch, _, err = s.conn.Children(path); return err })
-	return ch, err
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	type verdict struct {
+		known, member, gone bool
+		why                 string
+	}
+	vs := make([]verdict, len(ch))
+	var check []int
+	s.mu.Lock()
+	cache := s.members[path]
+	for i, c := range ch {
+		if m, ok := cache[c]; ok {
+			vs[i] = verdict{known: true, member: m}
+		} else {
+			check = append(check, i)
+		}
+	}
+	s.mu.Unlock()
+	if len(check) > 0 {
+		errs := make([]error, len(check))
+		var wg sync.WaitGroup
+		for j, i := range check {
+			c := ch[i]
+			if !wire.IsZooKeeperSessionID(c) {
+				vs[i] = verdict{why: "its name is not a ZooKeeper session id"}
+				continue
+			}
+			wg.Go(func() {
+				ok, st, err := s.conn.Exists(path + "/" + c)
+				switch {
+				case err != nil:
+					errs[j] = err
+				case !ok:
+					vs[i] = verdict{gone: true}
+				case st.EphemeralOwner == 0:
+					vs[i] = verdict{why: "it is a persistent node"}
+				case SessionIDString(st.EphemeralOwner) != spi.SessionID(c):
+					vs[i] = verdict{why: "it is an ephemeral node of session " + string(SessionIDString(st.EphemeralOwner))}
+				default:
+					vs[i] = verdict{member: true}
+				}
+			})
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return nil, err
+		}
+		s.mu.Lock()
+		if watched && s.groupGen[path] == gen {
+			if s.members[path] == nil {
+				s.members[path] = map[string]bool{}
+			}
+			for _, i := range check {
+				if !vs[i].gone {
+					s.members[path][ch[i]] = vs[i].member
+				}
+			}
+		}
+		s.mu.Unlock()
+		for _, i := range check {
+			if v := vs[i]; !v.member && !v.gone {
+				s.b.warnOnce(path+"/"+ch[i], "simba: ZooKeeper: skipping a child of a group node that is not a Simba member; it was not created by Simba and is neither used nor deleted",
+					"group", group, "node", path+"/"+ch[i], "reason", v.why)
+			}
+		}
+	}
+	out := make([]spi.SessionID, 0, len(ch))
+	for i, c := range ch {
+		if vs[i].member {
+			out = append(out, spi.SessionID(c))
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }
 
 // getData reads path's data and stat, with a data watch unless one is pending; watched is as
@@ -292,8 +388,14 @@ func (s *session) exists(path string) (ok bool, stat *zk.Stat, watched bool, err
 // must not block. Watch events keep the held set exact and become hints.
 func (s *session) onEvent(ev zk.Event) {
 	if ev.Type != zk.EventSession && ev.Path != "" {
+		_, group := s.b.lay.groupName(ev.Path)
 		s.mu.Lock()
 		delete(s.watching, ev.Path) // the watch fired (or was dropped)
+		if group {
+			// The group's child watch fired: its cached member verdicts may be stale.
+			delete(s.members, ev.Path)
+			s.groupGen[ev.Path]++
+		}
 		s.mu.Unlock()
 	}
 	switch ev.Type {
