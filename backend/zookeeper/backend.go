@@ -37,6 +37,8 @@ type options struct {
 	slog   *slog.Logger
 	dialer zk.Dialer
 	tls    *tls.Config
+	// connector, when set, makes each session's *zk.Conn (NewFromConnector).
+	connector Connector
 }
 
 // WithLogger sends go-zookeeper's connection log lines to l (they are dropped by default).
@@ -77,6 +79,8 @@ type Backend struct {
 	warned sync.Map     // keys already warned about (warnOnce)
 	dialer zk.Dialer
 	tls    *tls.Config
+	// connector, when set, makes each session's *zk.Conn (NewFromConnector).
+	connector Connector
 
 	mu       sync.Mutex
 	closed   bool
@@ -109,9 +113,7 @@ func New(dsn string, opts ...Option) (*Backend, error) {
 
 // NewFromConfig returns a Backend for cfg. It does no I/O.
 //
-// There is deliberately no constructor taking the caller's *zk.Conn: go-zookeeper neither
-// exposes the negotiated session timeout nor lets a caller stop it from silently opening a
-// new session after expiry, and Simba's safety rests on both (see the package doc).
+// To make the sessions' connections with your own go-zookeeper set-up, see NewFromConnector.
 func NewFromConfig(cfg Config, opts ...Option) (*Backend, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -146,6 +148,45 @@ func NewFromConfig(cfg Config, opts ...Option) (*Backend, error) {
 			b.log.Warn("simba: ZooKeeper DSN without user:password: Simba's nodes get the open ACL world:anyone (all perms), so any client can delete them; add credentials to protect leases")
 		})
 	}
+	return b, nil
+}
+
+// Connector makes the *zk.Conn of one Simba session for NewFromConnector, with the caller's
+// own go-zookeeper options (host provider, logger, buffer sizes...). It must call zk.Connect
+// (or an equivalent) asking for sessionTimeout, with zk.WithDialer(dialer) and
+// zk.WithEventCallback(callback) and no other dialer or event callback; the transport goes in
+// the backend's options (WithDialer, WithTLS), under dialer. The backend calls it once per
+// session it opens, again after a session expires.
+//
+// What the backend needs of the connection, and why it cannot take an arbitrary *zk.Conn: it
+// reads the protocol through dialer (the negotiated session timeout, on which every reply's
+// remaining time rests; the zxid of each create, which is the token; a reconnect answered with
+// another session id, which must end the session rather than let go-zookeeper silently
+// continue under a new one) and drops go-zookeeper's pings (a session lives exactly as long as
+// its keep-alives); it learns of watch events through callback, in order with the replies, which
+// keeps its record of the leases held exact. go-zookeeper exposes none of this on a connection
+// made without them. OpenSession fails with a permanent spi.ErrInvalidOption error when the
+// connection did not use dialer or callback.
+//
+// The connection then belongs to the backend: do not use it for anything else (a request of
+// yours renews the session behind the engine's back; closing it ends the session), and do not
+// share it. CloseSession closes it (ending the ZooKeeper session), Close drops it without
+// ending the session (as a crashed client's, it expires after its timeout).
+type Connector func(sessionTimeout time.Duration, dialer zk.Dialer, callback zk.EventCallback) (*zk.Conn, error)
+
+// NewFromConnector returns a Backend whose sessions' connections connect makes (see
+// Connector). cfg is used as by NewFromConfig: Servers (still required: the hint connection
+// dials them itself, with the same transport), Chroot, the digest identity and Timeout. It
+// does no I/O.
+func NewFromConnector(cfg Config, connect Connector, opts ...Option) (*Backend, error) {
+	if connect == nil {
+		return nil, fmt.Errorf("%w: zookeeper: nil Connector", spi.ErrInvalidOption)
+	}
+	b, err := NewFromConfig(cfg, opts...)
+	if err != nil {
+		return nil, err
+	}
+	b.connector = connect
 	return b, nil
 }
 

@@ -139,7 +139,10 @@ go-zookeeper does not expose the negotiated session timeout or the zxid of a cre
 cannot be stopped from replacing an expired session or from pinging. Each session's
 connection is therefore dialled through a tap that reads the ZooKeeper protocol as it passes
 (connect responses, reply headers) and drops only pings and, when the backend is closed, the
-close-session request. For the same reason there is no constructor taking a caller's *zk.Conn.
+close-session request. For the same reason the backend cannot take an arbitrary *zk.Conn:
+NewFromConnector lets the caller make each session's connection with its own go-zookeeper
+options, through the tap's dialer and event callback (see Connector for what the backend needs
+of the connection and does with it).
 Hints come from one extra connection per backend (while Hints has subscribers) that speaks
 the few requests go-zookeeper lacks itself: a persistent recursive watch (ZooKeeper 3.6+) on
 the leases and groups nodes.

@@ -25,6 +25,9 @@ type session struct {
 	tap   *tap
 	conn  *zk.Conn // set before the session is shared; never changes
 	ended atomic.Bool
+	// hasSession is set when the event callback sees StateHasSession (a check that a
+	// Connector passed the callback on).
+	hasSession atomic.Bool
 	// renewed is the send time (on the backend's clock) of the last acknowledged renewal:
 	// the request that opened the session or a keep-alive.
 	renewed atomic.Int64
@@ -79,14 +82,26 @@ func (b *Backend) connect(ctx context.Context, owner string, ttl time.Duration) 
 	}
 	defer close(s.setUp)
 	s.tap = newTap(b.clock.Now, b.cfg.Timeout, b.dialer, b.tls, s.onGone)
-	conn, _, err := zk.Connect(b.cfg.Servers, ttl,
-		zk.WithDialer(s.tap.dial),
-		zk.WithEventCallback(s.onEvent),
-		zk.WithLogger(b.zlog),
-		zk.WithLogInfo(false))
-	if err != nil {
-		// The server list was checked by ParseDSN: what fails here is resolving the hosts.
-		return nil, spi.Unavailable("zookeeper: resolve servers", err)
+	var conn *zk.Conn
+	var err error
+	if b.connector != nil {
+		conn, err = b.connector(ttl, s.tap.dial, s.onEvent)
+		if err == nil && conn == nil {
+			err = errors.New("the Connector returned no connection")
+		}
+		if err != nil {
+			return nil, spi.Unavailable("zookeeper: Connector", err)
+		}
+	} else {
+		conn, _, err = zk.Connect(b.cfg.Servers, ttl,
+			zk.WithDialer(s.tap.dial),
+			zk.WithEventCallback(s.onEvent),
+			zk.WithLogger(b.zlog),
+			zk.WithLogInfo(false))
+		if err != nil {
+			// The server list was checked by ParseDSN: what fails here is resolving the hosts.
+			return nil, spi.Unavailable("zookeeper: resolve servers", err)
+		}
 	}
 	s.conn = conn
 	if _, ok := ctx.Deadline(); !ok {
@@ -138,7 +153,15 @@ func (b *Backend) connect(ctx context.Context, owner string, ttl time.Duration) 
 	case <-s.tap.ready:
 	default:
 		go conn.Close()
+		if b.connector != nil {
+			return nil, spi.AsPermanent(fmt.Errorf("%w: zookeeper: the Connector's connection did not dial through the dialer it was given (pass zk.WithDialer(dialer) to zk.Connect, and no other dialer)", spi.ErrInvalidOption))
+		}
 		return nil, spi.Unavailable("open session", errors.New("no session handshake seen"))
+	}
+	if !s.hasSession.Load() {
+		// go-zookeeper reports StateHasSession to the callback before any request's reply.
+		go conn.Close()
+		return nil, spi.AsPermanent(fmt.Errorf("%w: zookeeper: the Connector's connection does not report its events to the callback it was given (pass zk.WithEventCallback(callback) to zk.Connect, and no other callback)", spi.ErrInvalidOption))
 	}
 	// The session's first timeout runs from when the server got the connect request (an auth
 	// request does not renew a session), so count from when that request was sent.
@@ -432,8 +455,11 @@ func (s *session) onEvent(ev zk.Event) {
 			s.b.hint(spi.GroupChanged, g)
 		}
 	case zk.EventSession:
-		if ev.State == zk.StateExpired {
+		switch ev.State {
+		case zk.StateExpired:
 			s.tap.markGone()
+		case zk.StateHasSession:
+			s.hasSession.Store(true)
 		}
 	}
 }
