@@ -469,7 +469,7 @@ func (b *Backend) Acquire(ctx context.Context, sid spi.SessionID, name string) (
 	}
 	path := b.lay.lease(name)
 	for attempt := 0; attempt < 4; attempt++ {
-		g, err := s.createLease(ctx, path)
+		_, err := call(ctx, func() (string, error) { return s.conn.Create(path, s.owner, wire.LeaseNodeFlags, s.leaseACL) })
 		switch {
 		case err == nil:
 			token, ok := s.tap.takeCreated(path)
@@ -478,12 +478,22 @@ func (b *Backend) Acquire(ctx context.Context, sid spi.SessionID, name string) (
 				s.markUncertain(name)
 				return spi.Acquire{}, spi.Unavailable("acquire", errors.New("create reply without zxid"))
 			}
-			// The read behind the create confirms the node (and its watch) when it found the
-			// node just created; otherwise the watch is set later and Release reads the stat.
-			s.adopt(name, token, g.err == nil && g.watched && g.stat.Czxid == token && g.stat.EphemeralOwner == s.zid)
+			if h := testHookGranted.Load(); h != nil {
+				(*h)(path)
+			}
+			s.adopt(name, token, false)
 			return spi.Acquire{Kind: spi.Granted, Token: token, Remaining: s.remaining()}, nil
 		case errors.Is(err, zk.ErrNodeExists):
-			switch err := g.err; {
+			type got struct {
+				data    []byte
+				stat    *zk.Stat
+				watched bool
+			}
+			g, err := call(ctx, func() (got, error) {
+				data, stat, watched, err := s.getData(path)
+				return got{data, stat, watched}, err
+			})
+			switch {
 			case errors.Is(err, zk.ErrNoNode):
 				continue // released in between: try again
 			case err != nil:
@@ -535,27 +545,24 @@ func (b *Backend) Acquire(ctx context.Context, sid spi.SessionID, name string) (
 }
 
 // Release deletes the lease node if the session holds it with token, and never another
-// node: ZooKeeper's delete can only be made conditional on the node's data version, which is
-// 0 for every node Simba creates, so a delete(version 0) sent on the strength of a stale
-// record would delete whatever node is at the path, such as the next holder's after an
-// outsider deleted ours and another session created the name again.
+// session's node. ZooKeeper can make a delete conditional on the data version only, which is 0
+// for every node Simba creates, so a bare delete sent on a stale record would delete whatever
+// node is at the path: after an outsider deleted the holder's node and another session
+// created the name again, the old holder's release used to delete the new holder's node.
 //
-// The one-round-trip delete is therefore taken only when the session's record holds the node
-// with that token AND a watch confirmed it: a read the session answered after the node's
-// creation found it with this czxid and owner while a watch was set on it (the read behind
-// the acquire's create, the delayed watch, or a keep-alive's read), and no event on it has
-// reached the session since. ZooKeeper delivers an event before the reply to any later request
-// of the session, so the record then shows every deletion the server applied before the
-// session's last reply. Otherwise Release reads the stat and deletes with its version only if
+// So a lease node grants write to the creating session's own digest identity alone (a random
+// one, added when the session connects), and Release deletes in one multi-op that first writes
+// the node (empty data, at the expected version) and then deletes it at the version that
+// write gives it. ZooKeeper applies a multi-op atomically and checks each part's permission:
+// on a node of any other session's tenure the write fails with NoAuth and nothing is deleted.
+// When the session's record holds the node with that token, the multi goes out at once (one
+// round trip, as a bare delete); otherwise Release reads the stat first and sends it only if
 // the ephemeral owner is this session and the czxid is token.
 //
-// What remains is a window of about one round trip, the same for both paths: a foreign delete
-// of the node AND a create of the name by another session, both applied after the last reply
-// the session processed before sending the delete (or after the stat read) and before the
-// delete itself. Only a client with delete permission on the leases node can start it: any
-// client when the nodes are open (no credentials), else only one holding Simba's digest
-// credentials (Simba itself deletes no node it does not hold), which digest ACLs keep from
-// everyone else. See the package doc.
+// What this does not cover: a node created at the path by a client holding a write
+// permission that this session's identities also hold (a Simba client of an earlier 5.x
+// release, whose nodes grant all to the shared DSN identity, or a foreign client with an open
+// ACL), and ZooKeeper super users. See the package doc.
 func (b *Backend) Release(ctx context.Context, sid spi.SessionID, name string, token int64) error {
 	if err := wire.ValidateName(name); err != nil {
 		return err
@@ -565,14 +572,16 @@ func (b *Backend) Release(ctx context.Context, sid spi.SessionID, name string, t
 		return err
 	}
 	path := b.lay.lease(name)
-	held, confirmed := s.forgetHeld(name, token)
-	if held && confirmed {
+	held := s.forgetHeld(name, token)
+	if held {
 		// Simba never changes a lease node's data, so its version is 0.
-		err := callErr(ctx, func() error { return s.conn.Delete(path, 0) })
+		err := callErr(ctx, func() error { return s.deleteOwn(path, 0) })
 		switch {
 		case err == nil, errors.Is(err, zk.ErrNoNode):
 			b.hint(spi.Released, name)
 			return nil
+		case errors.Is(err, zk.ErrNoAuth):
+			return nil // another session's node: ours is gone
 		case errors.Is(err, zk.ErrBadVersion):
 			// someone changed the node's data: fall back to the checked path
 		default:
@@ -604,12 +613,14 @@ func (b *Backend) Release(ctx context.Context, sid spi.SessionID, name string, t
 		if !g.ok || g.stat.EphemeralOwner != s.zid || g.stat.Czxid != token {
 			return nil
 		}
-		err = callErr(ctx, func() error { return s.conn.Delete(path, g.stat.Version) })
+		err = callErr(ctx, func() error { return s.deleteOwn(path, g.stat.Version) })
 		switch {
 		case err == nil, errors.Is(err, zk.ErrNoNode):
 			s.resolved(name)
 			b.hint(spi.Released, name)
 			return nil
+		case errors.Is(err, zk.ErrNoAuth):
+			return nil // deleted and created again by another session since the read
 		case errors.Is(err, zk.ErrBadVersion):
 			continue
 		default:

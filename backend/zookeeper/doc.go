@@ -52,51 +52,50 @@ spi.KeepAlive with Expired, spi.Expired); the engine opens a new session.
 
 # Releases and keep-alives
 
-Acquire is one create (its reply's zxid is the new node's czxid) with a watching read of the
-node pipelined right behind it (no extra round trip). On success the read confirms that the
-node just created is still there, now watched; on NodeExists it is the holder's data and stat:
-the session's own node is a Granted re-acquire with its czxid, another session's is HeldBy
-with RemainingUnknown, since ZooKeeper cannot tell how long another session has left; the watch
-yields the Released hint the engine waits for.
+Acquire is one create (its reply's zxid is the new node's czxid). On NodeExists it reads the
+node, setting a watch: the session's own node is a Granted re-acquire with its czxid, another
+session's is HeldBy with RemainingUnknown, since ZooKeeper cannot tell how long another session
+has left; the watch yields the Released hint the engine waits for.
 
 KeepAlive is one cheap request (an exists on the leases node) plus one getChildren per group,
 whatever the number of leases held. Which of the asked names the session holds comes from its
 own record, kept exact by the facts that a connection carries one session only, that a lease
 node is ephemeral, that only the holding session deletes its node (ACLs keep clients without
-Simba's identity from deleting any), and that a watch on every held node (set by the read
-behind the create, else 100 ms after the grant, or at once by the next keep-alive, which waits
-for it) reports a deletion by a privileged outsider: ZooKeeper delivers a watch event before
-the reply to any later request of the session. Such a lease is then missing from the
-keep-alive's reply, which the engine treats as TAKEN_OVER. Names whose acquire had an unknown
-outcome (a lost reply) are read once by the next keep-alive that asks about them.
+Simba's identity from deleting any), and that an exists watch on every held node (set 100 ms
+after the grant, or at once by the next keep-alive, which waits for it) reports a deletion by
+a privileged outsider: ZooKeeper delivers a watch event before the reply to any later request
+of the session. Such a lease is then missing from the keep-alive's reply, which the engine
+treats as TAKEN_OVER. Names whose acquire had an unknown outcome (a lost reply) are read once
+by the next keep-alive that asks about them.
 
-Release deletes only the node whose czxid is the term's token. ZooKeeper can make a delete
-conditional on the data version only, and that is 0 for every node Simba creates, so a delete
-sent on a stale record would delete whatever node is at the path: after an outsider deleted
-the holder's node and another session created the name again, the old holder's release used
-to delete the new holder's node. Release therefore deletes at once (with version 0) only a
-node CONFIRMED by a watch: the session holds it with that token, a read answered after its
-creation found it with this czxid and owner while a watch was set on it, and no event on it
-has reached the session since. Otherwise it reads the stat and deletes with its version only
-if the ephemeral owner is this session and the czxid is the token. An acquire+release cycle so
-costs one create+delete pair plus one read pipelined behind the create (see
-BenchmarkAcquireRelease).
-
-The residual window, on both paths, is about one round trip: a foreign delete of the node
-followed by a create of the name by another session, both applied after the last reply the
-session processed before it sent its delete (or after its stat read) and before the server
-applies that delete; the deletion's event is then still on its way. Only a client with delete
-permission on the leases node can open that window: any client when the nodes are open (a DSN
-without credentials), otherwise only one that holds Simba's digest credentials, since Simba
-itself never deletes a node it does not hold.
+Release deletes only the node of the caller's tenure. ZooKeeper can make a delete
+conditional on the data version only, and that is 0 for every node Simba creates, so a bare
+delete sent on a stale record deletes whatever node is at the path: after an outsider deleted
+the holder's node, before its watch was set, and another session created the name again, the
+old holder's release used to delete the new holder's node. So every session adds a digest
+identity of its own when it connects (user "simba-session", a random password known to no one
+else), its lease nodes grant write to that identity alone (and read to the world), and a
+release is one multi-op that writes the node (empty data, at the expected version) and
+deletes it at the version that write gives it. ZooKeeper applies a multi-op atomically and
+checks the permission of each part: on a node of another session's tenure the write fails
+with NoAuth, and nothing is deleted. When the session's record holds the node with the token,
+that multi goes out at once; otherwise the backend reads the stat first and sends it only if
+the ephemeral owner is this session and the czxid is the token. An acquire+release cycle so
+costs one create and one multi, about one raw create+delete pair (see BenchmarkAcquireRelease).
+What this does not cover: a node at the path created by a client with a write permission this
+session also holds (a Simba client of an earlier 5.x release, whose lease nodes grant all to
+the shared DSN identity; a foreign client's node with an open ACL), and ZooKeeper super
+users, who bypass ACLs. The release's write fires a NodeDataChanged to watchers of the node;
+the backend takes it, on a lease it does not hold, as a Released hint.
 
 # Security
 
 With a user:password in the DSN every session adds it as a ZooKeeper digest identity and every
 node gets the ACL creator-all (scheme "auth") plus world-read (wire.ZKACLIntent): clients
 without that identity can look but cannot delete, change or create Simba's nodes. Without
-credentials the nodes are open (world-all) and nothing protects them from other clients; the
-backend then logs a warning (WithSlog, slog.Default() by default) once per process.
+credentials the nodes are open (world-all; lease nodes world-read, with write for their own
+session only) and nothing protects them from deletion by other clients; the backend then logs
+a warning (WithSlog, slog.Default() by default) once per process.
 
 What digest auth does and does not protect:
 
@@ -106,13 +105,16 @@ What digest auth does and does not protect:
     who can read the traffic can take the credential and then act as Simba. Use TLS (below).
   - ACLs tell identities apart, not clients: every client that holds the credential, every
     Simba process and any tool or operator configured with it, may delete, change or create
-    any of Simba's nodes. Simba's own code deletes only nodes its session holds, but a
-    deletion by another holder of the credential is what the release window above needs; give
-    the credential to Simba's processes only.
+    any of Simba's nodes (lease nodes: delete only). Simba's own code deletes only nodes its
+    session holds; a deletion by another holder of the credential takes a lease from its
+    holder (who sees it as taken over). Give the credential to Simba's processes only.
   - World-read is deliberate (status tools, operators): owner strings and group memberships
     are public to every client of the ensemble. Do not put secrets in owner strings.
   - It does not authenticate the server, nor encrypt anything: only TLS with certificate
     verification does.
+  - Lease nodes grant write to the creating session's own identity only (see Releases): not
+    even a client with the DSN's credentials can write them, though it can delete them (the
+    delete permission is the leases node's).
   - Nodes keep the identity that created them: changing the password (or the user) locks the
     backend out of the persistent nodes created before (/simba, its leases and groups nodes,
     group nodes): OpenSession, Acquire and Join then fail with a permanent error naming the

@@ -116,13 +116,20 @@ func TestLayout(t *testing.T) {
 
 func TestACLs(t *testing.T) {
 	open := newACLs(false)
-	if len(open.lease) != 1 || open.lease[0].Scheme != "world" || open.lease[0].Perms != 31 {
-		t.Errorf("ACL without credentials = %+v, want world:anyone all", open.lease)
+	if len(open.member) != 1 || open.member[0].Scheme != "world" || open.member[0].Perms != 31 {
+		t.Errorf("ACL without credentials = %+v, want world:anyone all", open.member)
 	}
 	auth := newACLs(true)
-	if len(auth.lease) != 2 || auth.lease[0].Scheme != "auth" || auth.lease[0].Perms != 31 ||
-		auth.lease[1].Scheme != "world" || auth.lease[1].Perms != 1 {
-		t.Errorf("ACL with credentials = %+v, want auth all + world read", auth.lease)
+	if len(auth.member) != 2 || auth.member[0].Scheme != "auth" || auth.member[0].Perms != 31 ||
+		auth.member[1].Scheme != "world" || auth.member[1].Perms != 1 {
+		t.Errorf("ACL with credentials = %+v, want auth all + world read", auth.member)
+	}
+	// A lease node's creator entry is the session's own identity (see session.leaseACL); the
+	// world may read it, with or without credentials.
+	for _, a := range []acls{open, auth} {
+		if len(a.leaseWorld) != 1 || a.leaseWorld[0].Scheme != "world" || a.leaseWorld[0].Perms != 1 {
+			t.Errorf("lease world entry = %+v, want world read", a.leaseWorld)
+		}
 	}
 }
 

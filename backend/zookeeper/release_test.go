@@ -13,12 +13,13 @@ import (
 )
 
 // TestReleaseNeverDeletesTheNextHolder builds the race of issue 13 (item 3) on purpose.
-// Session 1 is granted a name; before its session has confirmed the new node with a watch (a
-// test hook holds the read that does it), an outsider with Simba's credentials deletes the
+// Session 1 is granted a name; before its session has set any watch on the new node (a test
+// hook runs right after the create's reply), an outsider with Simba's credentials deletes the
 // node and session 2, of another client, is granted the name: a new node, at the same data
-// version 0. Session 1's release with its own token must then leave session 2's node alone
-// (it used to delete it, since a delete can only be conditional on the data version), and
-// session 2 must still hold the name.
+// version 0. Session 1's release with its own token, which its record still says it holds,
+// must then leave session 2's node alone (it used to delete it, since a delete can only be
+// conditional on the data version), and session 2 must still hold the name. The second half
+// releases after session 1 has seen the deletion, through the checked path.
 func TestReleaseNeverDeletesTheNextHolder(t *testing.T) {
 	dsn := strings.Replace(serverDSN(t, ""), "zk://", "zk://simba:pw@", 1)
 	b1, b2 := openBackend(t, dsn), openBackend(t, dsn)
@@ -32,7 +33,7 @@ func TestReleaseNeverDeletesTheNextHolder(t *testing.T) {
 		return int64(v)
 	}
 	zid1, zid2 := zid(s1), zid(s2)
-	t.Cleanup(func() { testHookLeaseRead.Store(nil) })
+	t.Cleanup(func() { testHookGranted.Store(nil) })
 	for i := range 5 {
 		name := fmt.Sprintf("raced-%d", i)
 		path := b1.lay.lease(name)
@@ -44,7 +45,7 @@ func TestReleaseNeverDeletesTheNextHolder(t *testing.T) {
 				return // session 2's own acquire, or another name
 			}
 			hookErr <- func() error {
-				// Session 1's create is written; wait until the server has applied it.
+				// Session 1's create has been applied (its reply is in); make sure.
 				for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
 					ok, st, err := admin.Exists(path)
 					if err != nil {
@@ -68,9 +69,9 @@ func TestReleaseNeverDeletesTheNextHolder(t *testing.T) {
 				return nil
 			}()
 		}
-		testHookLeaseRead.Store(&hook)
+		testHookGranted.Store(&hook)
 		tok1 := mustGrant(t, b1, s1, name)
-		testHookLeaseRead.Store(nil)
+		testHookGranted.Store(nil)
 		if !fired.Load() {
 			t.Fatal("the hook never ran")
 		}

@@ -2,8 +2,11 @@ package zookeeper
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -24,7 +27,10 @@ type session struct {
 	owner []byte
 	tap   *tap
 	conn  *zk.Conn // set before the session is shared; never changes
-	ended atomic.Bool
+	// leaseACL is the ACL of this session's lease nodes: all permissions for the session's
+	// own digest identity (added at connect, known to no one else), read for the world.
+	leaseACL []zk.ACL
+	ended    atomic.Bool
 	// hasSession is set when the event callback sees StateHasSession (a check that a
 	// Connector passed the callback on).
 	hasSession atomic.Bool
@@ -149,6 +155,15 @@ func (b *Backend) connect(ctx context.Context, owner string, ttl time.Duration) 
 		}
 		return nil, spi.Unavailable("open session", err)
 	}
+	// The session's own identity: its lease nodes grant write to it alone, so that a release,
+	// which deletes in one multi with a write of the node, can never delete a node of another
+	// session's tenure (see Backend.Release).
+	user, pw := sessionIdentity()
+	if err := callErr(ctx, func() error { return conn.AddAuth("digest", []byte(user+":"+pw)) }); err != nil {
+		go conn.Close()
+		return nil, spi.Unavailable("open session: add the session's identity", err)
+	}
+	s.leaseACL = append(zk.DigestACL(wire.LeaseNodeCreatorPerms, user, pw), s.b.acls.leaseWorld...)
 	select {
 	case <-s.tap.ready:
 	default:
@@ -170,6 +185,18 @@ func (b *Backend) connect(ctx context.Context, owner string, ttl time.Duration) 
 	s.zid = zid
 	s.id = SessionIDString(zid)
 	return s, nil
+}
+
+// sessionIdentityUser is the user name of every session's own digest identity; the password
+// is 128 random bits, so the identity is the session's alone.
+const sessionIdentityUser = "simba-session"
+
+func sessionIdentity() (user, password string) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand never fails on supported platforms
+	}
+	return sessionIdentityUser, hex.EncodeToString(b[:])
 }
 
 // gone reports whether the session has ended (expired at the server, or closed).
@@ -441,14 +468,19 @@ func (s *session) onEvent(ev zk.Event) {
 		}
 	case zk.EventNodeDataChanged, zk.EventNodeCreated:
 		if name, ok := s.b.lay.leaseName(ev.Path); ok {
-			// Someone changed a lease node (Simba never does): its watch has fired, so the
-			// session no longer sees the node's deletion. The next keep-alive reads it again
-			// and Release checks its stat.
+			// The node's watch has fired, so the session no longer sees its deletion: the
+			// next keep-alive reads a held one again.
 			s.mu.Lock()
-			if h := s.held[name]; h != nil && h.done {
+			h := s.held[name]
+			if h != nil && h.done {
 				h.watchOK = false
 			}
 			s.mu.Unlock()
+			if h == nil && ev.Type == zk.EventNodeDataChanged {
+				// A release writes the node in the multi that deletes it (see
+				// Backend.Release), and that write fires a data watch first.
+				s.b.hint(spi.Released, name)
+			}
 		}
 	case zk.EventNodeChildrenChanged:
 		if g, ok := s.b.lay.groupName(ev.Path); ok {
@@ -547,62 +579,37 @@ func (s *session) watch(name string, h *heldLease) {
 	}
 }
 
-// leaseRead is the outcome of the watching read sent behind a lease's create.
-type leaseRead struct {
-	data    []byte
-	stat    *zk.Stat
-	watched bool // as for watchRead
-	err     error
-}
+// testHookGranted, when set, runs when an acquire's create has succeeded, before the session
+// has set any watch on the new node (tests use it to change the node in between).
+var testHookGranted atomic.Pointer[func(path string)]
 
-// testHookLeaseRead, when set, runs before the read behind a lease's create is sent (tests
-// use it to change the node in between).
-var testHookLeaseRead atomic.Pointer[func(path string)]
-
-// createLease creates the lease node path and, pipelined right behind the create (queued as
-// soon as the tap sees the create written, so that the server processes it next), reads the
-// node with a watch. The read costs no extra round trip: on success it confirms that the node
-// just created is still there and watched, so that Release may delete it without reading it
-// first; on NodeExists it is the holder's data and stat. The read's outcome is valid only when
-// the create's error is nil or ErrNodeExists.
-func (s *session) createLease(ctx context.Context, path string) (leaseRead, error) {
-	written, unwait := s.tap.awaitCreate(path)
-	createDone := make(chan struct{})
-	var createErr error
-	go func() {
-		_, createErr = s.conn.Create(path, s.owner, wire.LeaseNodeFlags, s.b.acls.lease)
-		close(createDone)
-	}()
-	read := make(chan leaseRead, 1)
-	go func() {
-		select {
-		case <-written:
-		case <-createDone:
+// deleteOwn deletes path, a lease node at data version version, only if it is this session's:
+// one multi-op writes the node (which only the creating session's identity may do, see
+// Backend.Release) and deletes it. It fails with ErrNoAuth when the node is another session's,
+// ErrBadVersion when its version differs, ErrNoNode when it is gone, and nothing is changed.
+func (s *session) deleteOwn(path string, version int32) error {
+	if version == math.MaxInt32 {
+		return zk.ErrBadVersion
+	}
+	mr, err := s.conn.Multi(
+		&zk.SetDataRequest{Path: path, Data: nil, Version: version},
+		&zk.DeleteRequest{Path: path, Version: version + 1})
+	if err != nil {
+		return err
+	}
+	// A failed multi-op is normally reported in the reply header (err above); should a server
+	// report it only per operation, the failing operation's error is the answer.
+	var first error
+	for _, r := range mr {
+		switch {
+		case r.Error == nil:
+		case errors.Is(r.Error, zk.ErrNoAuth), errors.Is(r.Error, zk.ErrBadVersion), errors.Is(r.Error, zk.ErrNoNode):
+			return r.Error
+		case first == nil:
+			first = r.Error
 		}
-		unwait()
-		if h := testHookLeaseRead.Load(); h != nil {
-			(*h)(path)
-		}
-		var r leaseRead
-		r.watched, r.err = s.watchRead(path,
-			func() (err error) { r.data, r.stat, _, err = s.conn.GetW(path); return err },
-			func() (err error) { r.data, r.stat, err = s.conn.Get(path); return err })
-		read <- r
-	}()
-	select {
-	case <-createDone:
-	case <-ctx.Done():
-		return leaseRead{err: ctx.Err()}, ctx.Err()
 	}
-	if createErr != nil && !errors.Is(createErr, zk.ErrNodeExists) {
-		return leaseRead{err: createErr}, createErr
-	}
-	select {
-	case r := <-read:
-		return r, createErr
-	case <-ctx.Done():
-		return leaseRead{err: ctx.Err()}, createErr
-	}
+	return first
 }
 
 // markUncertain records that a request on name had an unknown outcome.
@@ -619,20 +626,18 @@ func (s *session) resolved(name string) {
 	s.mu.Unlock()
 }
 
-// forgetHeld drops name from the held set if it is held with token, reporting whether it was
-// and whether its node was confirmed by a watch (see Backend.Release).
-func (s *session) forgetHeld(name string, token int64) (held, confirmed bool) {
+// forgetHeld drops name from the held set if it is held with token, reporting whether it was.
+func (s *session) forgetHeld(name string, token int64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if h := s.held[name]; h != nil && h.token == token {
 		delete(s.held, name)
-		confirmed = h.done && h.watchOK
 		if s.startLocked(h) { // the watch is no longer needed
 			s.finishLocked(h, false)
 		}
-		return true, confirmed
+		return true
 	}
-	return false, false
+	return false
 }
 
 func (s *session) heldNames() []string {

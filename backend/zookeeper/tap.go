@@ -73,9 +73,6 @@ type tap struct {
 	outstanding int              // requests on conn awaiting their reply
 	creates     map[int32]string // xid → path of an outstanding create on conn
 	created     map[string]int64 // path → czxid of creates replied to but not yet collected
-	// sent holds, per path, channels to close when a create of that path is written
-	// (awaitCreate): a request queued after that goes out, and is processed, after the create.
-	sent map[string][]chan struct{}
 }
 
 func newTap(now func() time.Duration, dialTimeout time.Duration, dialer zk.Dialer, tlsCfg *tls.Config, onGone func()) *tap {
@@ -88,32 +85,6 @@ func newTap(now func() time.Duration, dialTimeout time.Duration, dialer zk.Diale
 		ready:       make(chan struct{}),
 		creates:     map[int32]string{},
 		created:     map[string]int64{},
-		sent:        map[string][]chan struct{}{},
-	}
-}
-
-// awaitCreate returns a channel closed when a create request of path is next written to the
-// connection, and a function that stops waiting (to call in any case).
-func (t *tap) awaitCreate(path string) (<-chan struct{}, func()) {
-	ch := make(chan struct{})
-	t.mu.Lock()
-	t.sent[path] = append(t.sent[path], ch)
-	t.mu.Unlock()
-	return ch, func() {
-		t.mu.Lock()
-		defer t.mu.Unlock()
-		ws := t.sent[path]
-		for i, w := range ws {
-			if w == ch {
-				ws = append(ws[:i], ws[i+1:]...)
-				break
-			}
-		}
-		if len(ws) == 0 {
-			delete(t.sent, path)
-		} else {
-			t.sent[path] = ws
-		}
 	}
 }
 
@@ -304,14 +275,7 @@ func (t *tap) request(c *tapConn, xid, op int32, body []byte) (first bool) {
 	if op == opCreate && len(body) >= 4 {
 		n := int(binary.BigEndian.Uint32(body))
 		if n >= 0 && 4+n <= len(body) {
-			path := string(body[4 : 4+n])
-			t.creates[xid] = path
-			if ws, ok := t.sent[path]; ok {
-				for _, w := range ws {
-					close(w)
-				}
-				delete(t.sent, path)
-			}
+			t.creates[xid] = string(body[4 : 4+n])
 		}
 	}
 	return t.outstanding == 1
