@@ -197,6 +197,20 @@ func TestTLSSecureClientPort(t *testing.T) {
 	if dials.Load() == 0 {
 		t.Fatal("WithDialer's dialer was never used")
 	}
+	// The hint connection speaks the protocol itself, over the same TLS transport.
+	hctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if _, err := b.Hints(hctx); err != nil {
+		t.Fatal(err)
+	}
+	b.hmu.Lock()
+	w := b.watcher
+	b.hmu.Unlock()
+	for deadline := time.Now().Add(20 * time.Second); !w.live.Load(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the hint connection never set its watches over TLS")
+		}
+	}
 
 	for _, c := range []struct {
 		name  string
