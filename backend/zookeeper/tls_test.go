@@ -11,17 +11,20 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/internal/testenv"
 )
 
 // testCA is a throwaway certificate authority.
@@ -234,5 +237,43 @@ func TestTLSSecureClientPort(t *testing.T) {
 			}
 			t.Logf("%v", err)
 		})
+	}
+}
+
+// TestTLSFailureClasses: verification failures, alerts and non-TLS replies are permanent; an
+// EOF or a timeout in the handshake is not (a server over its connection limit closes
+// connections as a plain client port does on a TLS hello).
+func TestTLSFailureClasses(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		perm bool
+	}{
+		{x509.UnknownAuthorityError{}, true},
+		{x509.HostnameError{Host: "h"}, true},
+		{x509.CertificateInvalidError{}, true},
+		{&tls.CertificateVerificationError{Err: errors.New("x")}, true},
+		{tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}, true},
+		{&net.OpError{Op: "remote error", Err: errors.New("tls: bad certificate")}, true},
+		{fmt.Errorf("dial: %w", x509.UnknownAuthorityError{}), true},
+		{io.EOF, false},
+		{context.DeadlineExceeded, false},
+		{&net.OpError{Op: "dial", Err: errors.New("connection refused")}, false},
+	} {
+		if got := isTLSFailure(c.err); got != c.perm {
+			t.Errorf("isTLSFailure(%v) = %v, want %v", c.err, got, c.perm)
+		}
+	}
+}
+
+// TestTLSToPlainPort: zk+tls to a plain client port stays retryable (the server closes the
+// connection, an EOF), and the error names the last connection attempt's failure.
+func TestTLSToPlainPort(t *testing.T) {
+	addrs := testenv.ZooKeeper(t)
+	b := openBackend(t, "zk+tls://"+addrs[0]+"/plain?timeout=1s")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err := b.OpenSession(ctx, "o", 5*time.Second)
+	if err == nil || spi.Classify(err) != spi.Retryable || !strings.Contains(err.Error(), "last connection attempt") {
+		t.Fatalf("OpenSession = %v (%v); want a retryable error naming the last connection attempt", err, spi.Classify(err))
 	}
 }
