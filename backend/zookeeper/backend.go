@@ -2,10 +2,11 @@ package zookeeper
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,6 +16,16 @@ import (
 	"github.com/simba-go/simba/internal/spi"
 )
 
+// ForeignHolder is the holder an Acquire reports for a lease node that is no session's: a
+// persistent node that something other than Simba created at the lease's path. No ZooKeeper
+// session has the id 0. Simba honours such a node as held (the name is free again once
+// someone deletes it; a watch reports that), never takes it for its own and never deletes it.
+const ForeignHolder spi.SessionID = "0000000000000000"
+
+// ForeignOwner is the holder owner an Acquire reports for a lease node that Simba did not
+// create: a persistent node, or one whose data is not an owner string.
+const ForeignOwner = "<foreign node>"
+
 // MaxOwnerLen bounds a session's owner string, in bytes.
 const MaxOwnerLen = wire.MaxOwnerLen
 
@@ -23,20 +34,53 @@ type Option func(*options)
 
 type options struct {
 	logger zk.Logger
+	slog   *slog.Logger
+	dialer zk.Dialer
+	tls    *tls.Config
+	// connector, when set, makes each session's *zk.Conn (NewFromConnector).
+	connector Connector
 }
 
 // WithLogger sends go-zookeeper's connection log lines to l (they are dropped by default).
 func WithLogger(l zk.Logger) Option { return func(o *options) { o.logger = l } }
 
+// WithSlog sends the backend's own warnings to l (slog.Default() by default): open ACLs
+// (a DSN without credentials), and nodes at Simba's paths that Simba did not create (group
+// children that are not members, foreign lease nodes), which the backend skips or honours but
+// never deletes.
+func WithSlog(l *slog.Logger) Option { return func(o *options) { o.slog = l } }
+
+// WithDialer makes every connection of the backend (its sessions' and the hint watcher's) with
+// d instead of net.DialTimeout: a proxy, a tunnel, a custom resolver. The backend still reads
+// the ZooKeeper protocol over the connection d returns (see the package doc), so d must return
+// a connection that carries the client port's plain protocol, or one that TLS then wraps (with
+// WithTLS or a zk+tls DSN). A d that does TLS itself should return crypto/tls errors as they
+// are: a handshake or verification failure is then a permanent error of OpenSession.
+func WithDialer(d zk.Dialer) Option { return func(o *options) { o.dialer = d } }
+
+// WithTLS makes every connection TLS with cfg (ZooKeeper's secureClientPort), over the
+// default dialer or WithDialer's. It overrides the DSN's TLS settings (Config.TLS). A server
+// name left empty defaults to the host of the address dialled. A certificate that does not
+// verify, a server that does not speak TLS or one that rejects the handshake (e.g. for a
+// missing client certificate: ZooKeeper's ssl.clientAuth is "need" by default) is a permanent
+// error of OpenSession.
+func WithTLS(cfg *tls.Config) Option { return func(o *options) { o.tls = cfg } }
+
 // Backend is the ZooKeeper implementation of the Simba SPI (spi.Backend, spi.Hinter and
 // spi.Inspector). Each Simba session is one ZooKeeper session on its own *zk.Conn. It is
 // safe for concurrent use.
 type Backend struct {
-	cfg   Config
-	lay   layout
-	acls  acls
-	clock monotonic
-	zlog  zk.Logger
+	cfg    Config
+	lay    layout
+	acls   acls
+	clock  monotonic
+	zlog   zk.Logger
+	log    *slog.Logger // the backend's own warnings
+	warned sync.Map     // keys already warned about (warnOnce)
+	dialer zk.Dialer
+	tls    *tls.Config
+	// connector, when set, makes each session's *zk.Conn (NewFromConnector).
+	connector Connector
 
 	mu       sync.Mutex
 	closed   bool
@@ -69,9 +113,7 @@ func New(dsn string, opts ...Option) (*Backend, error) {
 
 // NewFromConfig returns a Backend for cfg. It does no I/O.
 //
-// There is deliberately no constructor taking the caller's *zk.Conn: go-zookeeper neither
-// exposes the negotiated session timeout nor lets a caller stop it from silently opening a
-// new session after expiry, and Simba's safety rests on both (see the package doc).
+// To make the sessions' connections with your own go-zookeeper set-up, see NewFromConnector.
 func NewFromConfig(cfg Config, opts ...Option) (*Backend, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -79,25 +121,80 @@ func NewFromConfig(cfg Config, opts ...Option) (*Backend, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultTimeout
 	}
-	o := options{logger: quietLogger{}}
+	o := options{logger: quietLogger{}, slog: slog.Default(), tls: cfg.TLS}
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if o.logger == nil {
+		o.logger = quietLogger{}
+	}
+	if o.slog == nil {
+		o.slog = slog.New(slog.DiscardHandler)
 	}
 	b := &Backend{
 		cfg:      cfg,
 		lay:      layout{chroot: cfg.Chroot},
 		clock:    monotonic{origin: time.Now()},
 		zlog:     o.logger,
+		log:      o.slog,
+		dialer:   o.dialer,
+		tls:      o.tls,
 		sessions: map[spi.SessionID]*session{},
 		subs:     map[chan spi.Hint]struct{}{},
 	}
 	b.acls = newACLs(cfg.User != "")
 	if cfg.User == "" {
 		warnOpenACL.Do(func() {
-			slog.Warn("simba: ZooKeeper DSN without user:password: Simba's nodes get the open ACL world:anyone (all perms), so any client can delete them; add credentials to protect leases")
+			b.log.Warn("simba: ZooKeeper DSN without user:password: Simba's nodes get the open ACL world:anyone (all perms), so any client can delete them; add credentials to protect leases")
 		})
 	}
 	return b, nil
+}
+
+// Connector makes the *zk.Conn of one Simba session for NewFromConnector, with the caller's
+// own go-zookeeper options (host provider, logger, buffer sizes...). It must call zk.Connect
+// (or an equivalent) asking for sessionTimeout, with zk.WithDialer(dialer) and
+// zk.WithEventCallback(callback) and no other dialer or event callback; the transport goes in
+// the backend's options (WithDialer, WithTLS), under dialer. The backend calls it once per
+// session it opens, again after a session expires.
+//
+// What the backend needs of the connection, and why it cannot take an arbitrary *zk.Conn: it
+// reads the protocol through dialer (the negotiated session timeout, on which every reply's
+// remaining time rests; the zxid of each create, which is the token; a reconnect answered with
+// another session id, which must end the session rather than let go-zookeeper silently
+// continue under a new one) and drops go-zookeeper's pings (a session lives exactly as long as
+// its keep-alives); it learns of watch events through callback, in order with the replies, which
+// keeps its record of the leases held exact. go-zookeeper exposes none of this on a connection
+// made without them. OpenSession fails with a permanent spi.ErrInvalidOption error when the
+// connection did not use dialer or callback.
+//
+// The connection then belongs to the backend: do not use it for anything else (a request of
+// yours renews the session behind the engine's back; closing it ends the session), and do not
+// share it. CloseSession closes it (ending the ZooKeeper session), Close drops it without
+// ending the session (as a crashed client's, it expires after its timeout).
+type Connector func(sessionTimeout time.Duration, dialer zk.Dialer, callback zk.EventCallback) (*zk.Conn, error)
+
+// NewFromConnector returns a Backend whose sessions' connections connect makes (see
+// Connector). cfg is used as by NewFromConfig: Servers (still required: the hint connection
+// dials them itself, with the same transport), Chroot, the digest identity and Timeout. It
+// does no I/O.
+func NewFromConnector(cfg Config, connect Connector, opts ...Option) (*Backend, error) {
+	if connect == nil {
+		return nil, fmt.Errorf("%w: zookeeper: nil Connector", spi.ErrInvalidOption)
+	}
+	b, err := NewFromConfig(cfg, opts...)
+	if err != nil {
+		return nil, err
+	}
+	b.connector = connect
+	return b, nil
+}
+
+// warnOnce logs a warning about key (a node path) once per backend.
+func (b *Backend) warnOnce(key, msg string, args ...any) {
+	if _, dup := b.warned.LoadOrStore(key, struct{}{}); !dup {
+		b.log.Warn(msg, args...)
+	}
 }
 
 // warnOpenACL says once per process that a backend without credentials leaves its nodes open.
@@ -206,12 +303,40 @@ func (b *Backend) ensureRoots(ctx context.Context, s *session) error {
 	}
 	for _, n := range b.lay.persistent(b.acls) {
 		_, err := call(ctx, func() (string, error) { return s.conn.Create(n.path, nil, n.flags, n.acl) })
-		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		switch {
+		case errors.Is(err, zk.ErrNoChildrenForEphemerals):
+			return underEphemeral(n.path, err)
+		case errors.Is(err, zk.ErrNodeExists):
+			// Someone may have put an ephemeral node where Simba needs a persistent one.
+			type got struct {
+				ok   bool
+				stat *zk.Stat
+			}
+			g, err := call(ctx, func() (got, error) {
+				ok, stat, err := s.conn.Exists(n.path)
+				return got{ok, stat}, err
+			})
+			if err != nil {
+				return s.fail("read "+n.path, err)
+			}
+			if g.ok && g.stat.EphemeralOwner != 0 {
+				return spi.AsPermanent(fmt.Errorf("zookeeper: %s is an ephemeral node of session %s, where Simba needs a persistent node (its parent of leases or groups); something other than Simba created it: delete it",
+					n.path, SessionIDString(g.stat.EphemeralOwner)))
+			}
+		case err != nil:
 			return s.fail("create "+n.path, err)
 		}
 	}
 	b.rootsOK = true
 	return nil
+}
+
+// underEphemeral is the permanent error of a create that ZooKeeper refused because the parent
+// of path is an ephemeral node, which can have no children: something other than Simba put it
+// where Simba needs a persistent node.
+func underEphemeral(path string, err error) error {
+	parent := path[:max(strings.LastIndexByte(path, '/'), 1)]
+	return spi.AsPermanent(fmt.Errorf("zookeeper: cannot create %s: its parent %s is an ephemeral node, where Simba needs a persistent node; something other than Simba created it: delete it: %w", path, parent, err))
 }
 
 func (b *Backend) rootsMissing() {
@@ -252,7 +377,7 @@ func (b *Backend) KeepAlive(ctx context.Context, sid spi.SessionID, names []stri
 	if err != nil || s == nil {
 		return spi.KeepAlive{Expired: s == nil && err == nil}, err
 	}
-	members := make([][]string, len(groups))
+	members := make([][]spi.SessionID, len(groups))
 	errs := make([]error, len(groups)+1)
 	var wg sync.WaitGroup
 	// Held leases whose watch is still pending get it now (pipelined with this request);
@@ -267,12 +392,8 @@ func (b *Backend) KeepAlive(ctx context.Context, sid spi.SessionID, names []stri
 	})
 	for i, g := range groups {
 		wg.Go(func() {
-			members[i], errs[i+1] = call(ctx, func() ([]string, error) {
-				ch, err := s.children(b.lay.group(g))
-				if errors.Is(err, zk.ErrNoNode) {
-					return nil, nil
-				}
-				return ch, err
+			members[i], errs[i+1] = call(ctx, func() ([]spi.SessionID, error) {
+				return s.groupMembers(g)
 			})
 		})
 	}
@@ -286,7 +407,7 @@ func (b *Backend) KeepAlive(ctx context.Context, sid spi.SessionID, names []stri
 	s.renew(sentAt)
 	reply := spi.KeepAlive{Members: make(map[string][]spi.SessionID, len(groups))}
 	for i, g := range groups {
-		reply.Members[g] = sortedIDs(members[i])
+		reply.Members[g] = members[i]
 	}
 	held, err := s.heldAmong(ctx, names)
 	if err != nil {
@@ -348,7 +469,7 @@ func (b *Backend) Acquire(ctx context.Context, sid spi.SessionID, name string) (
 	}
 	path := b.lay.lease(name)
 	for attempt := 0; attempt < 4; attempt++ {
-		_, err := call(ctx, func() (string, error) { return s.conn.Create(path, s.owner, wire.LeaseNodeFlags, b.acls.lease) })
+		_, err := call(ctx, func() (string, error) { return s.conn.Create(path, s.owner, wire.LeaseNodeFlags, s.leaseACL) })
 		switch {
 		case err == nil:
 			token, ok := s.tap.takeCreated(path)
@@ -357,16 +478,20 @@ func (b *Backend) Acquire(ctx context.Context, sid spi.SessionID, name string) (
 				s.markUncertain(name)
 				return spi.Acquire{}, spi.Unavailable("acquire", errors.New("create reply without zxid"))
 			}
+			if h := testHookGranted.Load(); h != nil {
+				(*h)(path)
+			}
 			s.adopt(name, token, false)
 			return spi.Acquire{Kind: spi.Granted, Token: token, Remaining: s.remaining()}, nil
 		case errors.Is(err, zk.ErrNodeExists):
 			type got struct {
-				data []byte
-				stat *zk.Stat
+				data    []byte
+				stat    *zk.Stat
+				watched bool
 			}
 			g, err := call(ctx, func() (got, error) {
-				data, stat, err := s.getData(path)
-				return got{data, stat}, err
+				data, stat, watched, err := s.getData(path)
+				return got{data, stat, watched}, err
 			})
 			switch {
 			case errors.Is(err, zk.ErrNoNode):
@@ -377,14 +502,25 @@ func (b *Backend) Acquire(ctx context.Context, sid spi.SessionID, name string) (
 				}
 				return spi.Acquire{}, s.fail("acquire: read "+path, err)
 			case g.stat.EphemeralOwner == s.zid:
-				s.adopt(name, g.stat.Czxid, true)
+				s.adopt(name, g.stat.Czxid, g.watched)
 				return spi.Acquire{Kind: spi.Granted, Token: g.stat.Czxid, Remaining: s.remaining()}, nil
 			case g.stat.EphemeralOwner == 0:
-				return spi.Acquire{}, spi.AsPermanent(fmt.Errorf("zookeeper: acquire %q: %s is not an ephemeral node; something other than Simba created it", name, path))
+				// Not any session's: honoured as held (the read's watch reports its deletion),
+				// never taken for ours and never deleted by Simba.
+				b.warnOnce(path, "simba: ZooKeeper: a persistent node that Simba did not create sits at a lease path; the name stays held until someone deletes it",
+					"name", name, "node", path)
+				s.resolved(name)
+				return spi.Acquire{Kind: spi.HeldBy, Holder: ForeignHolder, HolderOwner: ForeignOwner, RemainingUnknown: true}, nil
 			}
 			s.resolved(name)
+			owner := string(g.data)
+			if wire.ValidateOwner(owner) != nil {
+				b.warnOnce(path, "simba: ZooKeeper: a lease node's data is not an owner string; another session's node that Simba may not have created",
+					"name", name, "node", path, "session", SessionIDString(g.stat.EphemeralOwner))
+				owner = ForeignOwner
+			}
 			return spi.Acquire{Kind: spi.HeldBy, Holder: SessionIDString(g.stat.EphemeralOwner),
-				HolderOwner: string(g.data), RemainingUnknown: true}, nil
+				HolderOwner: owner, RemainingUnknown: true}, nil
 		case errors.Is(err, zk.ErrNoNode):
 			b.rootsMissing()
 			if err := b.ensureRoots(ctx, s); err != nil {
@@ -393,6 +529,8 @@ func (b *Backend) Acquire(ctx context.Context, sid spi.SessionID, name string) (
 				}
 				return spi.Acquire{}, err
 			}
+		case errors.Is(err, zk.ErrNoChildrenForEphemerals):
+			return spi.Acquire{}, underEphemeral(path, err)
 		default:
 			if s.expiredBy(err) {
 				return spi.Acquire{Kind: spi.SessionExpired}, nil
@@ -406,10 +544,25 @@ func (b *Backend) Acquire(ctx context.Context, sid spi.SessionID, name string) (
 	return spi.Acquire{}, spi.Unavailable("acquire", fmt.Errorf("lease node %s kept changing", path))
 }
 
-// Release deletes the lease node if the session holds it with token. When the session's
-// state knows the node (created or adopted with that czxid and not reported deleted since),
-// it deletes it with its version in one round trip; otherwise it reads the stat and deletes
-// only if the ephemeral owner is this session and the czxid is token.
+// Release deletes the lease node if the session holds it with token, and never another
+// session's node. ZooKeeper can make a delete conditional on the data version only, which is 0
+// for every node Simba creates, so a bare delete sent on a stale record would delete whatever
+// node is at the path: after an outsider deleted the holder's node and another session
+// created the name again, the old holder's release used to delete the new holder's node.
+//
+// So a lease node grants write to the creating session's own digest identity alone (a random
+// one, added when the session connects), and Release deletes in one multi-op that first writes
+// the node (empty data, at the expected version) and then deletes it at the version that
+// write gives it. ZooKeeper applies a multi-op atomically and checks each part's permission:
+// on a node of any other session's tenure the write fails with NoAuth and nothing is deleted.
+// When the session's record holds the node with that token, the multi goes out at once (one
+// round trip, as a bare delete); otherwise Release reads the stat first and sends it only if
+// the ephemeral owner is this session and the czxid is token.
+//
+// What this does not cover: a node created at the path by a client holding a write
+// permission that this session's identities also hold (a Simba client of an earlier 5.x
+// release, whose nodes grant all to the shared DSN identity, or a foreign client with an open
+// ACL), and ZooKeeper super users. See the package doc.
 func (b *Backend) Release(ctx context.Context, sid spi.SessionID, name string, token int64) error {
 	if err := wire.ValidateName(name); err != nil {
 		return err
@@ -419,13 +572,16 @@ func (b *Backend) Release(ctx context.Context, sid spi.SessionID, name string, t
 		return err
 	}
 	path := b.lay.lease(name)
-	if s.forgetHeld(name, token) {
+	held := s.forgetHeld(name, token)
+	if held {
 		// Simba never changes a lease node's data, so its version is 0.
-		err := callErr(ctx, func() error { return s.conn.Delete(path, 0) })
+		err := callErr(ctx, func() error { return s.deleteOwn(path, 0) })
 		switch {
 		case err == nil, errors.Is(err, zk.ErrNoNode):
 			b.hint(spi.Released, name)
 			return nil
+		case errors.Is(err, zk.ErrNoAuth):
+			return nil // another session's node: ours is gone
 		case errors.Is(err, zk.ErrBadVersion):
 			// someone changed the node's data: fall back to the checked path
 		default:
@@ -449,23 +605,29 @@ func (b *Backend) Release(ctx context.Context, sid spi.SessionID, name string, t
 			if s.expiredBy(err) {
 				return nil
 			}
+			if held {
+				s.markUncertain(name) // the next keep-alive reads it
+			}
 			return s.fail("release: read "+path, err)
 		}
 		if !g.ok || g.stat.EphemeralOwner != s.zid || g.stat.Czxid != token {
 			return nil
 		}
-		err = callErr(ctx, func() error { return s.conn.Delete(path, g.stat.Version) })
+		err = callErr(ctx, func() error { return s.deleteOwn(path, g.stat.Version) })
 		switch {
 		case err == nil, errors.Is(err, zk.ErrNoNode):
 			s.resolved(name)
 			b.hint(spi.Released, name)
 			return nil
+		case errors.Is(err, zk.ErrNoAuth):
+			return nil // deleted and created again by another session since the read
 		case errors.Is(err, zk.ErrBadVersion):
 			continue
 		default:
 			if s.expiredBy(err) {
 				return nil
 			}
+			s.markUncertain(name)
 			return s.fail("release", err)
 		}
 	}
@@ -495,6 +657,8 @@ func (b *Backend) join(ctx context.Context, s *session, group string) (spi.Statu
 		switch {
 		case err == nil, errors.Is(err, zk.ErrNodeExists):
 			return spi.OK, nil
+		case errors.Is(err, zk.ErrNoChildrenForEphemerals):
+			return 0, underEphemeral(member, err)
 		case errors.Is(err, zk.ErrNoNode):
 			_, err := call(ctx, func() (string, error) {
 				return s.conn.Create(b.lay.group(group), nil, wire.GroupNodeFlags, b.acls.group)
@@ -502,6 +666,9 @@ func (b *Backend) join(ctx context.Context, s *session, group string) (spi.Statu
 			if errors.Is(err, zk.ErrNoNode) {
 				b.rootsMissing()
 				err = b.ensureRoots(ctx, s)
+			}
+			if errors.Is(err, zk.ErrNoChildrenForEphemerals) {
+				return 0, underEphemeral(b.lay.group(group), err)
 			}
 			if err != nil && !errors.Is(err, zk.ErrNodeExists) {
 				if s.expiredBy(err) {
@@ -551,17 +718,11 @@ func (b *Backend) Members(ctx context.Context, group string) ([]spi.SessionID, e
 	if err != nil {
 		return nil, err
 	}
-	ch, err := call(ctx, func() ([]string, error) {
-		ch, err := s.children(b.lay.group(group))
-		if errors.Is(err, zk.ErrNoNode) {
-			return nil, nil
-		}
-		return ch, err
-	})
+	ms, err := call(ctx, func() ([]spi.SessionID, error) { return s.groupMembers(group) })
 	if err != nil {
 		return nil, s.fail("members", err)
 	}
-	return sortedIDs(ch), nil
+	return ms, nil
 }
 
 // anySession returns a live session for requests that belong to no session (Members,
@@ -633,15 +794,6 @@ func (b *Backend) Close() error {
 	wg.Wait()
 	b.stopHints()
 	return nil
-}
-
-func sortedIDs(ids []string) []spi.SessionID {
-	out := make([]spi.SessionID, len(ids))
-	for i, id := range ids {
-		out[i] = spi.SessionID(id)
-	}
-	slices.Sort(out)
-	return out
 }
 
 // outcomeUnknown reports whether a failed request may still have been applied.

@@ -86,9 +86,14 @@ func TestDigestACLProtectsNodes(t *testing.T) {
 		}
 	}
 	acl, _, err := rawClient(t, b, "").GetACL(lease)
-	if err != nil || len(acl) != 2 || acl[0].Scheme != "digest" || !strings.HasPrefix(acl[0].ID, "simba:") ||
+	if err != nil || len(acl) != 2 || acl[0].Scheme != "digest" || !strings.HasPrefix(acl[0].ID, sessionIdentityUser+":") ||
 		acl[0].Perms != zk.PermAll || acl[1].Scheme != "world" || acl[1].Perms != zk.PermRead {
-		t.Errorf("lease ACL = %+v, %v; want digest simba all + world read", acl, err)
+		t.Errorf("lease ACL = %+v, %v; want the session's own digest identity all + world read", acl, err)
+	}
+	// Even a client with Simba's credentials cannot write a session's lease node (it can delete
+	// it: deletion is the parent's permission).
+	if _, err := rawClient(t, b, "simba:s3cret").Set(lease, []byte("x"), -1); !errors.Is(err, zk.ErrNoAuth) {
+		t.Errorf("Set(lease) with Simba's credentials = %v, want ErrNoAuth", err)
 	}
 	// A second client with the same credentials is a Simba client: it sees the holder.
 	other := openBackend(t, dsn)
@@ -149,7 +154,7 @@ func TestUnknownOutcomeSettledByKeepAlive(t *testing.T) {
 	sid := openSession(t, b, 10*time.Second)
 	s, _ := b.lookup(sid)
 	path := b.lay.lease("lost-reply")
-	if _, err := s.conn.Create(path, s.owner, zk.FlagEphemeral, b.acls.lease); err != nil {
+	if _, err := s.conn.Create(path, s.owner, zk.FlagEphemeral, s.leaseACL); err != nil {
 		t.Fatal(err)
 	}
 	s.tap.takeCreated(path) // as if the reply had been lost
@@ -314,7 +319,8 @@ func TestWatchesAreNotRepeated(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		ps.mu.Lock()
-		fired := !ps.watching[poller.lay.lease("polled")]
+		_, pending := ps.watching[poller.lay.lease("polled")]
+		fired := !pending
 		ps.mu.Unlock()
 		if fired {
 			break

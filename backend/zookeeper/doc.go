@@ -12,6 +12,23 @@ generated from spec/zk.yaml (package wire; DESIGN.md §5):
     every new grant of a name carries a greater token, across session expiry and server
     restarts. A re-acquire by the holder returns the same node, so the same token.
   - Group members are ephemeral nodes /simba/groups/<group>/<sid>.
+
+# Nodes Simba did not create
+
+Simba never deletes a node it did not create, and never takes one for its own:
+
+  - A child of a group node is a member only if its name is a ZooKeeper session id and it is
+    an ephemeral node of that very session. Anything else (a persistent node, another name, one
+    session's node under another's id) is skipped with a warning (WithSlog), so it is never
+    assigned partitions that nobody would then lead. A verdict costs one exists per child,
+    cached until the group's child watch fires.
+  - A node at a lease path that is no session's (persistent) is reported HeldBy ForeignHolder
+    with the owner ForeignOwner, with a warning: the name is held until someone deletes the
+    node (the acquire's watch then yields the Released hint). Another session's node whose
+    data is not an owner string is HeldBy that session with the owner ForeignOwner.
+  - An ephemeral node where Simba needs a persistent one (the chroot, /simba, its leases and
+    groups nodes, a group node) is a permanent error naming the path: ZooKeeper refuses
+    children under an ephemeral node, so retrying cannot help. OpenSession checks the roots.
   - Watches are the hints: Released when a lease node is deleted, GroupChanged when a
     membership changes (see Backend.Hints).
 
@@ -51,20 +68,72 @@ of the session. Such a lease is then missing from the keep-alive's reply, which 
 treats as TAKEN_OVER. Names whose acquire had an unknown outcome (a lost reply) are read once
 by the next keep-alive that asks about them.
 
-Release deletes the node only if it is this session's with the term's czxid. When the
-session's record holds the node with that czxid, that record stands in for reading the stat
-(it is as fresh as a read, by the argument above) and the delete is sent with the node's
-version at once; otherwise the backend reads the stat and deletes with its version only if the
-ephemeral owner is this session and the czxid is the token. An acquire+release cycle so costs
-about one raw create+delete pair (see BenchmarkAcquireRelease).
+Release deletes only the node of the caller's tenure. ZooKeeper can make a delete
+conditional on the data version only, and that is 0 for every node Simba creates, so a bare
+delete sent on a stale record deletes whatever node is at the path: after an outsider deleted
+the holder's node, before its watch was set, and another session created the name again, the
+old holder's release used to delete the new holder's node. So every session adds a digest
+identity of its own when it connects (user "simba-session", a random password known to no one
+else), its lease nodes grant write to that identity alone (and read to the world), and a
+release is one multi-op that writes the node (empty data, at the expected version) and
+deletes it at the version that write gives it. ZooKeeper applies a multi-op atomically and
+checks the permission of each part: on a node of another session's tenure the write fails
+with NoAuth, and nothing is deleted. When the session's record holds the node with the token,
+that multi goes out at once; otherwise the backend reads the stat first and sends it only if
+the ephemeral owner is this session and the czxid is the token. An acquire+release cycle so
+costs one create and one multi, about one raw create+delete pair (see BenchmarkAcquireRelease).
+What this does not cover: a node at the path created by a client with a write permission this
+session also holds (a Simba client of an earlier 5.x release, whose lease nodes grant all to
+the shared DSN identity; a foreign client's node with an open ACL), and ZooKeeper super
+users, who bypass ACLs. The release's write fires a NodeDataChanged to watchers of the node;
+the backend takes it, on a lease it does not hold, as a Released hint.
 
 # Security
 
 With a user:password in the DSN every session adds it as a ZooKeeper digest identity and every
 node gets the ACL creator-all (scheme "auth") plus world-read (wire.ZKACLIntent): clients
 without that identity can look but cannot delete, change or create Simba's nodes. Without
-credentials the nodes are open (world-all) and nothing protects them from other clients; the
-backend then logs a warning (log/slog) once per process.
+credentials the nodes are open (world-all; lease nodes world-read, with write for their own
+session only) and nothing protects them from deletion by other clients; the backend then logs
+a warning (WithSlog, slog.Default() by default) once per process.
+
+What digest auth does and does not protect:
+
+  - The credential crosses the network in clear text: every connection sends "user:password"
+    in its auth request (again after each reconnect), and the server keeps only
+    user:base64(sha1(user:password)) in the ACLs, which anyone may read. Without TLS, anyone
+    who can read the traffic can take the credential and then act as Simba. Use TLS (below).
+  - ACLs tell identities apart, not clients: every client that holds the credential, every
+    Simba process and any tool or operator configured with it, may delete, change or create
+    any of Simba's nodes (lease nodes: delete only). Simba's own code deletes only nodes its
+    session holds; a deletion by another holder of the credential takes a lease from its
+    holder (who sees it as taken over). Give the credential to Simba's processes only.
+  - World-read is deliberate (status tools, operators): owner strings and group memberships
+    are public to every client of the ensemble. Do not put secrets in owner strings.
+  - It does not authenticate the server, nor encrypt anything: only TLS with certificate
+    verification does.
+  - Lease nodes grant write to the creating session's own identity only (see Releases): not
+    even a client with the DSN's credentials can write them, though it can delete them (the
+    delete permission is the leases node's).
+  - Nodes keep the identity that created them: changing the password (or the user) locks the
+    backend out of the persistent nodes created before (/simba, its leases and groups nodes,
+    group nodes): OpenSession, Acquire and Join then fail with a permanent error naming the
+    root, until an administrator changes the ACLs or deletes those nodes.
+  - A ZooKeeper super user (superDigest), a server run with skipACL, and anyone with access
+    to the servers' data directories bypass ACLs altogether.
+
+# TLS
+
+The DSN scheme zk+tls (with ca, cert, key and servername parameters, see ParseDSN), Config.TLS
+or the option WithTLS make every connection TLS: the servers' secure client port
+(secureClientPort, with serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory).
+WithDialer replaces the transport under it (proxies, tunnels). A server certificate that does
+not verify, a peer that does not speak TLS in the handshake, or a server that refuses the
+handshake (ZooKeeper's default ssl.clientAuth=need refuses a client without a certificate its
+trust store accepts) is a permanent error of OpenSession, returned at once. An EOF in the
+handshake stays retryable, since a server over its connection limit closes connections the
+same way as a plain client port that receives a TLS hello; the error then names the last
+connection attempt's failure.
 
 # The protocol tap
 
@@ -72,7 +141,10 @@ go-zookeeper does not expose the negotiated session timeout or the zxid of a cre
 cannot be stopped from replacing an expired session or from pinging. Each session's
 connection is therefore dialled through a tap that reads the ZooKeeper protocol as it passes
 (connect responses, reply headers) and drops only pings and, when the backend is closed, the
-close-session request. For the same reason there is no constructor taking a caller's *zk.Conn.
+close-session request. For the same reason the backend cannot take an arbitrary *zk.Conn:
+NewFromConnector lets the caller make each session's connection with its own go-zookeeper
+options, through the tap's dialer and event callback (see Connector for what the backend needs
+of the connection and does with it).
 Hints come from one extra connection per backend (while Hints has subscribers) that speaks
 the few requests go-zookeeper lacks itself: a persistent recursive watch (ZooKeeper 3.6+) on
 the leases and groups nodes.
@@ -80,6 +152,7 @@ the leases and groups nodes.
 # DSN
 
 	zk://[user:password@]host1[:port][,host2[:port]...][/chroot][?timeout=10s]
+	zk+tls://[user:password@]host1:securePort[,...][/chroot][?ca=…&cert=…&key=…&servername=…]
 
 See ParseDSN. Close drops the connections without closing the sessions (a crashed client's
 sessions expire after their timeout); CloseSession closes one session at once, deleting its

@@ -1,9 +1,12 @@
 package zookeeper
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -36,15 +39,25 @@ type Config struct {
 	// Timeout bounds dialing one server and establishing a session when the caller's
 	// context has no deadline (DefaultTimeout if zero).
 	Timeout time.Duration
+	// TLS, when set, makes every connection TLS with this configuration (the servers' secure
+	// client port, ZooKeeper's secureClientPort). The option WithTLS overrides it. Without
+	// TLS, everything crosses the network in clear text, digest credentials included.
+	TLS *tls.Config
 }
 
 // ParseDSN parses a ZooKeeper DSN:
 //
 //	zk://[user:password@]host1[:port],host2[:port]/[chroot]?timeout=10s
+//	zk+tls://[user:password@]host1:securePort,.../[chroot]?ca=/ca.pem&cert=/c.pem&key=/k.pem
 //
 // The user information, if present, is the digest identity (see Config.User). The path is
-// the chroot (optional). The only query parameter is timeout, a Go duration (see
-// Config.Timeout). Errors wrap spi.ErrInvalidOption and are reported before any I/O.
+// the chroot (optional). Query parameters: timeout, a Go duration (see Config.Timeout); and,
+// with the scheme zk+tls (TLS to the servers' secure client port, Config.TLS), ca (a PEM file
+// of the certificate authorities to trust instead of the system's), cert and key (PEM files of
+// a client certificate and its key, which ZooKeeper's default ssl.clientAuth=need requires)
+// and servername (the name to verify in the servers' certificates instead of each address's
+// host). The files are read here. Errors wrap spi.ErrInvalidOption and are reported before
+// any network I/O.
 func ParseDSN(dsn string) (Config, error) {
 	var cfg Config
 	bad := func(format string, args ...any) (Config, error) {
@@ -54,8 +67,9 @@ func ParseDSN(dsn string) (Config, error) {
 	if !ok {
 		return bad("want zk://host:port[,host:port...][/chroot][?timeout=...]")
 	}
-	if !strings.EqualFold(scheme, "zk") {
-		return bad("scheme %q is not zk", scheme)
+	useTLS := strings.EqualFold(scheme, "zk+tls")
+	if !useTLS && !strings.EqualFold(scheme, "zk") {
+		return bad("scheme %q is not zk or zk+tls", scheme)
 	}
 	// Split off the query, then the path, then the user information. A host list with
 	// commas is not a valid URL authority, so this is done by hand.
@@ -107,20 +121,76 @@ func ParseDSN(dsn string) (Config, error) {
 		if err != nil {
 			return bad("bad query: %v", err)
 		}
+		var ca, cert, key, serverName string
 		for k, v := range vals {
+			last := v[len(v)-1]
 			switch k {
 			case "timeout":
-				d, err := time.ParseDuration(v[len(v)-1])
+				d, err := time.ParseDuration(last)
 				if err != nil || d <= 0 {
-					return bad("timeout %q is not a positive duration", v[len(v)-1])
+					return bad("timeout %q is not a positive duration", last)
 				}
 				cfg.Timeout = d
+			case "ca", "cert", "key", "servername":
+				if !useTLS {
+					return bad("parameter %q needs the scheme zk+tls", k)
+				}
+				if last == "" {
+					return bad("parameter %q is empty", k)
+				}
+				switch k {
+				case "ca":
+					ca = last
+				case "cert":
+					cert = last
+				case "key":
+					key = last
+				default:
+					serverName = last
+				}
 			default:
-				return bad("unknown parameter %q (known: timeout)", k)
+				return bad("unknown parameter %q (known: timeout; with zk+tls: ca, cert, key, servername)", k)
 			}
 		}
+		if useTLS {
+			tc, err := tlsConfig(ca, cert, key, serverName)
+			if err != nil {
+				return bad("%v", err)
+			}
+			cfg.TLS = tc
+		}
+	}
+	if useTLS && cfg.TLS == nil {
+		cfg.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
 	}
 	return cfg, nil
+}
+
+// tlsConfig builds the TLS configuration of a zk+tls DSN from its files.
+func tlsConfig(ca, cert, key, serverName string) (*tls.Config, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: serverName}
+	if ca != "" {
+		pem, err := os.ReadFile(ca)
+		if err != nil {
+			return nil, fmt.Errorf("ca: %v", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("ca: %s holds no PEM certificate", ca)
+		}
+		tc.RootCAs = pool
+	}
+	if (cert == "") != (key == "") {
+		return nil, fmt.Errorf("cert and key go together")
+	}
+	if cert != "" {
+		pair, err := tls.LoadX509KeyPair(cert, key)
+		if err != nil {
+			return nil, fmt.Errorf("client certificate: %v", err)
+		}
+		tc.Certificates = []tls.Certificate{pair}
+	}
+	return tc, nil
 }
 
 // normaliseHost checks host[:port] and adds the default port.

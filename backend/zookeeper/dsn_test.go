@@ -116,13 +116,20 @@ func TestLayout(t *testing.T) {
 
 func TestACLs(t *testing.T) {
 	open := newACLs(false)
-	if len(open.lease) != 1 || open.lease[0].Scheme != "world" || open.lease[0].Perms != 31 {
-		t.Errorf("ACL without credentials = %+v, want world:anyone all", open.lease)
+	if len(open.member) != 1 || open.member[0].Scheme != "world" || open.member[0].Perms != 31 {
+		t.Errorf("ACL without credentials = %+v, want world:anyone all", open.member)
 	}
 	auth := newACLs(true)
-	if len(auth.lease) != 2 || auth.lease[0].Scheme != "auth" || auth.lease[0].Perms != 31 ||
-		auth.lease[1].Scheme != "world" || auth.lease[1].Perms != 1 {
-		t.Errorf("ACL with credentials = %+v, want auth all + world read", auth.lease)
+	if len(auth.member) != 2 || auth.member[0].Scheme != "auth" || auth.member[0].Perms != 31 ||
+		auth.member[1].Scheme != "world" || auth.member[1].Perms != 1 {
+		t.Errorf("ACL with credentials = %+v, want auth all + world read", auth.member)
+	}
+	// A lease node's creator entry is the session's own identity (see session.leaseACL); the
+	// world may read it, with or without credentials.
+	for _, a := range []acls{open, auth} {
+		if len(a.leaseWorld) != 1 || a.leaseWorld[0].Scheme != "world" || a.leaseWorld[0].Perms != 1 {
+			t.Errorf("lease world entry = %+v, want world read", a.leaseWorld)
+		}
 	}
 }
 
@@ -165,5 +172,41 @@ func TestOpenSessionRejectsBadInputBeforeIO(t *testing.T) {
 	b.Close()
 	if _, err := b.OpenSession(ctx, "o", time.Second); !errors.Is(err, spi.ErrClosed) {
 		t.Errorf("OpenSession after Close: %v", err)
+	}
+}
+
+// TestParseDSNTLS: zk+tls gives a TLS configuration from the DSN's files; TLS parameters need
+// the zk+tls scheme; unreadable files are reported before any network I/O.
+func TestParseDSNTLS(t *testing.T) {
+	dir := t.TempDir()
+	ca := newTestCA(t, "dsn CA")
+	cert, key := ca.issue(t, "client")
+	caFile, certFile, keyFile := writeFile(t, dir, "ca.pem", ca.pem), writeFile(t, dir, "c.pem", cert), writeFile(t, dir, "k.pem", key)
+	cfg, err := ParseDSN("zk+tls://u:p@h1:2281,h2/app?ca=" + caFile + "&cert=" + certFile + "&key=" + keyFile + "&servername=zk.internal&timeout=3s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.TLS == nil || cfg.TLS.RootCAs == nil || len(cfg.TLS.Certificates) != 1 || cfg.TLS.ServerName != "zk.internal" ||
+		cfg.Timeout != 3*time.Second || cfg.User != "u" || cfg.Chroot != "/app" || len(cfg.Servers) != 2 {
+		t.Fatalf("cfg = %+v", cfg)
+	}
+	if cfg, err := ParseDSN("ZK+TLS://h"); err != nil || cfg.TLS == nil || cfg.TLS.RootCAs != nil {
+		t.Fatalf("bare zk+tls: %+v, %v; want TLS with the system roots", cfg, err)
+	}
+	if cfg, err := ParseDSN("zk://h"); err != nil || cfg.TLS != nil {
+		t.Fatalf("zk: %+v, %v; want no TLS", cfg, err)
+	}
+	for _, dsn := range []string{
+		"zk://h?ca=" + caFile,                   // TLS parameter without zk+tls
+		"zk+tls://h?ca=" + dir + "/missing.pem", // unreadable
+		"zk+tls://h?ca=" + keyFile,              // no certificate in it
+		"zk+tls://h?cert=" + certFile,           // cert without key
+		"zk+tls://h?cert=" + certFile + "&key=" + caFile,
+		"zk+tls://h?ca=",
+		"zks://h",
+	} {
+		if _, err := ParseDSN(dsn); !errors.Is(err, spi.ErrInvalidOption) {
+			t.Errorf("ParseDSN(%q) = %v; want ErrInvalidOption", dsn, err)
+		}
 	}
 }

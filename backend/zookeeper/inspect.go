@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/simba-go/simba/generated/wire"
 	"github.com/simba-go/simba/internal/spi"
 )
 
@@ -111,13 +112,22 @@ func (b *Backend) Inspect(ctx context.Context) (spi.Snapshot, error) {
 	sessions := map[spi.SessionID]string{}
 	for i, n := range names {
 		nd := nodes[i]
-		if !nd.found || nd.stat.EphemeralOwner == 0 {
+		switch {
+		case !nd.found:
+			continue
+		case nd.stat.EphemeralOwner == 0:
+			// A foreign node (see ForeignHolder): shown, since it keeps the name held.
+			snap.Leases = append(snap.Leases, spi.LeaseInfo{Name: n, Holder: ForeignHolder, Owner: ForeignOwner})
 			continue
 		}
 		holder := SessionIDString(nd.stat.EphemeralOwner)
-		sessions[holder] = string(nd.data)
+		owner := string(nd.data)
+		if wire.ValidateOwner(owner) != nil {
+			owner = ForeignOwner
+		}
+		sessions[holder] = owner
 		snap.Leases = append(snap.Leases, spi.LeaseInfo{
-			Name: n, Holder: holder, Owner: string(nd.data), Token: nd.stat.Czxid,
+			Name: n, Holder: holder, Owner: owner, Token: nd.stat.Czxid,
 			Remaining: remaining(holder),
 		})
 	}
@@ -126,6 +136,9 @@ func (b *Backend) Inspect(ctx context.Context) (spi.Snapshot, error) {
 			continue
 		}
 		id := spi.SessionID(nd.path[strings.LastIndexByte(nd.path, '/')+1:])
+		if !wire.IsZooKeeperSessionID(string(id)) || SessionIDString(nd.stat.EphemeralOwner) != id {
+			continue // not a member (see Backend.Members)
+		}
 		g := nd.path[len(b.lay.groupsRoot())+1 : strings.LastIndexByte(nd.path, '/')]
 		snap.Groups[g] = append(snap.Groups[g], id)
 		if _, ok := sessions[id]; !ok {

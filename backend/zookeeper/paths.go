@@ -65,7 +65,10 @@ func (l layout) groupName(p string) (string, bool) {
 // (wire.ZKACLIntent): with a digest identity, creator (scheme "auth") and world entries with
 // the layout's perms; without one, world:anyone with all perms (nothing protects the nodes).
 type acls struct {
-	root, leases, lease, groups, group, member []zk.ACL
+	root, leases, groups, group, member []zk.ACL
+	// leaseWorld is the world entry of a lease node's ACL; the creator entry is the creating
+	// session's own identity (session.leaseACL).
+	leaseWorld []zk.ACL
 }
 
 func newACLs(authenticated bool) acls {
@@ -80,11 +83,11 @@ func newACLs(authenticated bool) acls {
 		return out
 	}
 	return acls{
-		root:   mk(wire.RootNodeCreatorPerms, wire.RootNodeWorldPerms),
-		leases: mk(wire.LeasesNodeCreatorPerms, wire.LeasesNodeWorldPerms),
-		lease:  mk(wire.LeaseNodeCreatorPerms, wire.LeaseNodeWorldPerms),
-		groups: mk(wire.GroupsNodeCreatorPerms, wire.GroupsNodeWorldPerms),
-		group:  mk(wire.GroupNodeCreatorPerms, wire.GroupNodeWorldPerms),
-		member: mk(wire.MemberNodeCreatorPerms, wire.MemberNodeWorldPerms),
+		root:       mk(wire.RootNodeCreatorPerms, wire.RootNodeWorldPerms),
+		leases:     mk(wire.LeasesNodeCreatorPerms, wire.LeasesNodeWorldPerms),
+		leaseWorld: []zk.ACL{{Perms: wire.LeaseNodeWorldPerms, Scheme: wire.ZKSchemeWorld, ID: wire.ZKWorldID}},
+		groups:     mk(wire.GroupsNodeCreatorPerms, wire.GroupsNodeWorldPerms),
+		group:      mk(wire.GroupNodeCreatorPerms, wire.GroupNodeWorldPerms),
+		member:     mk(wire.MemberNodeCreatorPerms, wire.MemberNodeWorldPerms),
 	}
 }

@@ -26,16 +26,24 @@ const (
 // directory, so that a test can restart it without disturbing the shared server other tests
 // use.
 type privateZK struct {
-	addr string
-	cfg  string
-	dir  string
-	cmd  *exec.Cmd
+	addr    string
+	cfg     string
+	dir     string
+	cmd     *exec.Cmd
+	extraCP []string // jars added to the class path
 }
 
 // startPrivateZK starts a private single server with a short tick (200 ms, as .ci/zoo.cfg),
 // skipping the test (failing under SIMBA_REQUIRE_SERVICES=1) when java or ZooKeeper is not
 // installed.
 func startPrivateZK(t *testing.T) *privateZK {
+	t.Helper()
+	return startPrivateZKWith(t, "")
+}
+
+// startPrivateZKWith is startPrivateZK with extra lines appended to the server's zoo.cfg and
+// extra jars on its class path.
+func startPrivateZKWith(t *testing.T, extraCfg string, extraCP ...string) *privateZK {
 	t.Helper()
 	java, err := exec.LookPath("java")
 	if err != nil {
@@ -48,7 +56,7 @@ func startPrivateZK(t *testing.T) *privateZK {
 	}
 	dir := t.TempDir()
 	port := freePort(t)
-	z := &privateZK{addr: "127.0.0.1:" + strconv.Itoa(port), cfg: filepath.Join(dir, "zoo.cfg"), dir: dir}
+	z := &privateZK{addr: "127.0.0.1:" + strconv.Itoa(port), cfg: filepath.Join(dir, "zoo.cfg"), dir: dir, extraCP: extraCP}
 	cfg := fmt.Sprintf(`tickTime=200
 initLimit=10
 syncLimit=5
@@ -59,7 +67,7 @@ clientPort=%d
 clientPortAddress=127.0.0.1
 admin.enableServer=false
 4lw.commands.whitelist=ruok,srvr
-`, filepath.Join(dir, "data"), port)
+`, filepath.Join(dir, "data"), port) + extraCfg
 	if err := os.WriteFile(z.cfg, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -73,6 +81,9 @@ func (z *privateZK) start(t testing.TB, java string) {
 	cp := os.Getenv("SIMBA_ZK_CLASSPATH")
 	if cp == "" {
 		cp = zkConfDir + ":" + zkJar
+	}
+	for _, j := range z.extraCP {
+		cp += ":" + j
 	}
 	cmd := exec.Command(java, "-Xmx256m", "-Dzookeeper.log.dir="+z.dir, "-Dzookeeper.root.logger=WARN,CONSOLE",
 		"-cp", cp, zkMainPeer, z.cfg)

@@ -2,14 +2,19 @@ package zookeeper
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/simba-go/simba/generated/wire"
 	"github.com/simba-go/simba/internal/spi"
 )
 
@@ -22,7 +27,13 @@ type session struct {
 	owner []byte
 	tap   *tap
 	conn  *zk.Conn // set before the session is shared; never changes
-	ended atomic.Bool
+	// leaseACL is the ACL of this session's lease nodes: all permissions for the session's
+	// own digest identity (added at connect, known to no one else), read for the world.
+	leaseACL []zk.ACL
+	ended    atomic.Bool
+	// hasSession is set when the event callback sees StateHasSession (a check that a
+	// Connector passed the callback on).
+	hasSession atomic.Bool
 	// renewed is the send time (on the backend's clock) of the last acknowledged renewal:
 	// the request that opened the session or a keep-alive.
 	renewed atomic.Int64
@@ -37,7 +48,19 @@ type session struct {
 	// fired yet: ZooKeeper keeps one watch per path and type, but go-zookeeper adds a channel
 	// per call, so repeating a watching read (a HeldBy poll, a keep-alive's group read) would
 	// grow its table without bound.
-	watching map[string]bool
+	watching map[string]watchState
+	watchGen uint64 // numbers the entries of watching
+	// members caches, per group node path, which children were verified to be members or
+	// not (see groupMembers); groupGen counts the events on each group node, which drop its
+	// entry.
+	members  map[string]map[string]bool
+	groupGen map[string]uint64
+}
+
+// watchState is a watch this session set (or is setting) on a path and that has not fired.
+type watchState struct {
+	gen   uint64 // a new number for every watch set, so that a fired and re-set one differs
+	armed bool   // the read that set it has been answered: the watch is set at the server
 }
 
 // heldLease is one lease node of the session.
@@ -58,19 +81,33 @@ func (b *Backend) connect(ctx context.Context, owner string, ttl time.Duration) 
 		owner:     []byte(owner),
 		held:      map[string]*heldLease{},
 		uncertain: map[string]struct{}{},
-		watching:  map[string]bool{},
+		watching:  map[string]watchState{},
+		members:   map[string]map[string]bool{},
+		groupGen:  map[string]uint64{},
 		setUp:     make(chan struct{}),
 	}
 	defer close(s.setUp)
-	s.tap = newTap(b.clock.Now, b.cfg.Timeout, s.onGone)
-	conn, _, err := zk.Connect(b.cfg.Servers, ttl,
-		zk.WithDialer(s.tap.dial),
-		zk.WithEventCallback(s.onEvent),
-		zk.WithLogger(b.zlog),
-		zk.WithLogInfo(false))
-	if err != nil {
-		// The server list was checked by ParseDSN: what fails here is resolving the hosts.
-		return nil, spi.Unavailable("zookeeper: resolve servers", err)
+	s.tap = newTap(b.clock.Now, b.cfg.Timeout, b.dialer, b.tls, s.onGone)
+	var conn *zk.Conn
+	var err error
+	if b.connector != nil {
+		conn, err = b.connector(ttl, s.tap.dial, s.onEvent)
+		if err == nil && conn == nil {
+			err = errors.New("the Connector returned no connection")
+		}
+		if err != nil {
+			return nil, spi.Unavailable("zookeeper: Connector", err)
+		}
+	} else {
+		conn, _, err = zk.Connect(b.cfg.Servers, ttl,
+			zk.WithDialer(s.tap.dial),
+			zk.WithEventCallback(s.onEvent),
+			zk.WithLogger(b.zlog),
+			zk.WithLogInfo(false))
+		if err != nil {
+			// The server list was checked by ParseDSN: what fails here is resolving the hosts.
+			return nil, spi.Unavailable("zookeeper: resolve servers", err)
+		}
 	}
 	s.conn = conn
 	if _, ok := ctx.Deadline(); !ok {
@@ -94,6 +131,10 @@ func (b *Backend) connect(ctx context.Context, owner string, ttl time.Duration) 
 		if err == nil || !(errors.Is(err, zk.ErrNoServer) || errors.Is(err, zk.ErrConnectionClosed)) || ctx.Err() != nil {
 			break
 		}
+		if terr := s.tap.tlsFailure(); terr != nil {
+			go conn.Close()
+			return nil, spi.AsPermanent(fmt.Errorf("zookeeper: TLS with %v: %w", b.cfg.Servers, terr))
+		}
 		select {
 		case <-ctx.Done():
 		case <-time.After(50 * time.Millisecond):
@@ -101,16 +142,41 @@ func (b *Backend) connect(ctx context.Context, owner string, ttl time.Duration) 
 	}
 	if err != nil {
 		go conn.Close()
+		if terr := s.tap.tlsFailure(); terr != nil {
+			return nil, spi.AsPermanent(fmt.Errorf("zookeeper: TLS with %v: %w", b.cfg.Servers, terr))
+		}
 		if errors.Is(err, zk.ErrAuthFailed) {
 			return nil, spi.AsPermanent(fmt.Errorf("zookeeper: authentication: %w", err))
 		}
+		if p := s.tap.dialErr.Load(); p != nil {
+			// e.g. an EOF in a TLS handshake: a plain client port closes on a ClientHello, and
+			// so does a server over its connection limit, so it stays retryable.
+			err = fmt.Errorf("%w (last connection attempt: %v)", err, *p)
+		}
 		return nil, spi.Unavailable("open session", err)
 	}
+	// The session's own identity: its lease nodes grant write to it alone, so that a release,
+	// which deletes in one multi with a write of the node, can never delete a node of another
+	// session's tenure (see Backend.Release).
+	user, pw := sessionIdentity()
+	if err := callErr(ctx, func() error { return conn.AddAuth("digest", []byte(user+":"+pw)) }); err != nil {
+		go conn.Close()
+		return nil, spi.Unavailable("open session: add the session's identity", err)
+	}
+	s.leaseACL = append(zk.DigestACL(wire.LeaseNodeCreatorPerms, user, pw), s.b.acls.leaseWorld...)
 	select {
 	case <-s.tap.ready:
 	default:
 		go conn.Close()
+		if b.connector != nil {
+			return nil, spi.AsPermanent(fmt.Errorf("%w: zookeeper: the Connector's connection did not dial through the dialer it was given (pass zk.WithDialer(dialer) to zk.Connect, and no other dialer)", spi.ErrInvalidOption))
+		}
 		return nil, spi.Unavailable("open session", errors.New("no session handshake seen"))
+	}
+	if !s.hasSession.Load() {
+		// go-zookeeper reports StateHasSession to the callback before any request's reply.
+		go conn.Close()
+		return nil, spi.AsPermanent(fmt.Errorf("%w: zookeeper: the Connector's connection does not report its events to the callback it was given (pass zk.WithEventCallback(callback) to zk.Connect, and no other callback)", spi.ErrInvalidOption))
 	}
 	// The session's first timeout runs from when the server got the connect request (an auth
 	// request does not renew a session), so count from when that request was sent.
@@ -119,6 +185,18 @@ func (b *Backend) connect(ctx context.Context, owner string, ttl time.Duration) 
 	s.zid = zid
 	s.id = SessionIDString(zid)
 	return s, nil
+}
+
+// sessionIdentityUser is the user name of every session's own digest identity; the password
+// is 128 random bits, so the identity is the session's alone.
+const sessionIdentityUser = "simba-session"
+
+func sessionIdentity() (user, password string) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand never fails on supported platforms
+	}
+	return sessionIdentityUser, hex.EncodeToString(b[:])
 }
 
 // gone reports whether the session has ended (expired at the server, or closed).
@@ -202,67 +280,172 @@ func (s *session) fail(op string, err error) error {
 	return spi.Unavailable("zookeeper: "+op, err)
 }
 
-// claimWatch reports whether a watching read of path must set a watch (none is pending);
-// if so the caller owns the claim and must call unclaimWatch if the read fails.
-func (s *session) claimWatch(path string) bool {
+// watchRead runs a read of path that leaves a watch on it: set (a watching read) unless a
+// watch this session set on path is still pending, else plain (ZooKeeper keeps one watch per
+// path and type, go-zookeeper one channel per call). It reports whether a watch is known to
+// cover path from before the server processed this read until at least its reply: then every
+// later change of the node reaches onEvent before the reply to any later request of the
+// session. That holds for a watch set by this read, and for a pending one only if it was
+// armed (its read answered) before this read was sent and has not fired since.
+func (s *session) watchRead(path string, set, plain func() error) (watched bool, err error) {
+	s.mu.Lock()
+	w, pending := s.watching[path]
+	if !pending {
+		s.watchGen++
+		w = watchState{gen: s.watchGen}
+		s.watching[path] = w
+	}
+	s.mu.Unlock()
+	if pending {
+		err = plain()
+	} else {
+		err = set()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.watching[path] {
-		return false
+	cur, ok := s.watching[path]
+	same := ok && cur.gen == w.gen // the watch has not fired (nor been dropped) meanwhile
+	switch {
+	case pending:
+		return err == nil && w.armed && same, err
+	case err != nil:
+		if same {
+			delete(s.watching, path) // the read failed: it set no watch (as far as we know)
+		}
+		return false, err
+	case same:
+		cur.armed = true
+		s.watching[path] = cur
 	}
-	s.watching[path] = true
-	return true
+	return same, nil
 }
 
-func (s *session) unclaimWatch(path string) {
+// groupMembers lists the members of group: the children of its node, with a child watch
+// unless one is pending, that are members. A child is one only if its name has the form of a
+// ZooKeeper session id and it is an ephemeral node of that very session; anything else
+// (a persistent node, a node named otherwise, another session's ephemeral under a session's
+// name) was not created by Simba and would leave the partitions it is assigned unled for as
+// long as it stays, so it is skipped, with a warning. A child's verdict takes one exists,
+// pipelined with the others', and is cached until the group's child watch fires (a member
+// node's owner never changes while it exists; replacing it fires the watch).
+func (s *session) groupMembers(group string) ([]spi.SessionID, error) {
+	path := s.b.lay.group(group)
 	s.mu.Lock()
-	delete(s.watching, path)
+	gen := s.groupGen[path]
 	s.mu.Unlock()
+	var ch []string
+	watched, err := s.watchRead(path,
+		func() (err error) { ch, _, _, err = s.conn.ChildrenW(path); return err },
+		func() (err error) { ch, _, err = s.conn.Children(path); return err })
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	type verdict struct {
+		known, member, gone bool
+		why                 string
+	}
+	vs := make([]verdict, len(ch))
+	var check []int
+	s.mu.Lock()
+	cache := s.members[path]
+	for i, c := range ch {
+		if m, ok := cache[c]; ok {
+			vs[i] = verdict{known: true, member: m}
+		} else {
+			check = append(check, i)
+		}
+	}
+	s.mu.Unlock()
+	if len(check) > 0 {
+		errs := make([]error, len(check))
+		var wg sync.WaitGroup
+		for j, i := range check {
+			c := ch[i]
+			if !wire.IsZooKeeperSessionID(c) {
+				vs[i] = verdict{why: "its name is not a ZooKeeper session id"}
+				continue
+			}
+			wg.Go(func() {
+				ok, st, err := s.conn.Exists(path + "/" + c)
+				switch {
+				case err != nil:
+					errs[j] = err
+				case !ok:
+					vs[i] = verdict{gone: true}
+				case st.EphemeralOwner == 0:
+					vs[i] = verdict{why: "it is a persistent node"}
+				case SessionIDString(st.EphemeralOwner) != spi.SessionID(c):
+					vs[i] = verdict{why: "it is an ephemeral node of session " + string(SessionIDString(st.EphemeralOwner))}
+				default:
+					vs[i] = verdict{member: true}
+				}
+			})
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return nil, err
+		}
+		s.mu.Lock()
+		if watched && s.groupGen[path] == gen {
+			if s.members[path] == nil {
+				s.members[path] = map[string]bool{}
+			}
+			for _, i := range check {
+				if !vs[i].gone {
+					s.members[path][ch[i]] = vs[i].member
+				}
+			}
+		}
+		s.mu.Unlock()
+		for _, i := range check {
+			if v := vs[i]; !v.member && !v.gone {
+				s.b.warnOnce(path+"/"+ch[i], "simba: ZooKeeper: skipping a child of a group node that is not a Simba member; it was not created by Simba and is neither used nor deleted",
+					"group", group, "node", path+"/"+ch[i], "reason", v.why)
+			}
+		}
+	}
+	out := make([]spi.SessionID, 0, len(ch))
+	for i, c := range ch {
+		if vs[i].member {
+			out = append(out, spi.SessionID(c))
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }
 
-// children reads path's children, with a child watch unless one is pending.
-func (s *session) children(path string) ([]string, error) {
-	if !s.claimWatch(path) {
-		ch, _, err := s.conn.Children(path)
-		return ch, err
-	}
-	ch, _, _, err := s.conn.ChildrenW(path)
-	if err != nil {
-		s.unclaimWatch(path)
-	}
-	return ch, err
+// getData reads path's data and stat, with a data watch unless one is pending; watched is as
+// for watchRead.
+func (s *session) getData(path string) (data []byte, stat *zk.Stat, watched bool, err error) {
+	watched, err = s.watchRead(path,
+		func() (err error) { data, stat, _, err = s.conn.GetW(path); return err },
+		func() (err error) { data, stat, err = s.conn.Get(path); return err })
+	return data, stat, watched, err
 }
 
-// getData reads path's data and stat, with a data watch unless one is pending.
-func (s *session) getData(path string) ([]byte, *zk.Stat, error) {
-	if !s.claimWatch(path) {
-		return s.conn.Get(path)
-	}
-	data, stat, _, err := s.conn.GetW(path)
-	if err != nil {
-		s.unclaimWatch(path)
-	}
-	return data, stat, err
-}
-
-// exists reads path's stat, with a watch unless one is pending.
-func (s *session) exists(path string) (bool, *zk.Stat, error) {
-	if !s.claimWatch(path) {
-		return s.conn.Exists(path)
-	}
-	ok, stat, _, err := s.conn.ExistsW(path)
-	if err != nil {
-		s.unclaimWatch(path)
-	}
-	return ok, stat, err
+// exists reads path's stat, with a watch unless one is pending; watched is as for watchRead.
+func (s *session) exists(path string) (ok bool, stat *zk.Stat, watched bool, err error) {
+	watched, err = s.watchRead(path,
+		func() (err error) { ok, stat, _, err = s.conn.ExistsW(path); return err },
+		func() (err error) { ok, stat, err = s.conn.Exists(path); return err })
+	return ok, stat, watched, err
 }
 
 // onEvent runs on go-zookeeper's receive goroutine for every event of this connection; it
 // must not block. Watch events keep the held set exact and become hints.
 func (s *session) onEvent(ev zk.Event) {
 	if ev.Type != zk.EventSession && ev.Path != "" {
+		_, group := s.b.lay.groupName(ev.Path)
 		s.mu.Lock()
 		delete(s.watching, ev.Path) // the watch fired (or was dropped)
+		if group {
+			// The group's child watch fired: its cached member verdicts may be stale.
+			delete(s.members, ev.Path)
+			s.groupGen[ev.Path]++
+		}
 		s.mu.Unlock()
 	}
 	switch ev.Type {
@@ -271,17 +454,44 @@ func (s *session) onEvent(ev zk.Event) {
 			// ZooKeeper orders this event before the reply to any later request of the
 			// session, so it always concerns the node this session knows at this path.
 			s.mu.Lock()
+			_, held := s.held[name]
 			delete(s.held, name)
 			s.mu.Unlock()
-			s.b.hint(spi.Released, name)
+			if held {
+				// Someone else deleted this session's node: publish even if the watcher
+				// connection is up, since its watch may have been set after the deletion (a
+				// hint may repeat, but should not be lost when it can be helped).
+				s.b.publish(spi.Released, name)
+			} else {
+				s.b.hint(spi.Released, name)
+			}
+		}
+	case zk.EventNodeDataChanged, zk.EventNodeCreated:
+		if name, ok := s.b.lay.leaseName(ev.Path); ok {
+			// The node's watch has fired, so the session no longer sees its deletion: the
+			// next keep-alive reads a held one again.
+			s.mu.Lock()
+			h := s.held[name]
+			if h != nil && h.done {
+				h.watchOK = false
+			}
+			s.mu.Unlock()
+			if h == nil && ev.Type == zk.EventNodeDataChanged {
+				// A release writes the node in the multi that deletes it (see
+				// Backend.Release), and that write fires a data watch first.
+				s.b.hint(spi.Released, name)
+			}
 		}
 	case zk.EventNodeChildrenChanged:
 		if g, ok := s.b.lay.groupName(ev.Path); ok {
 			s.b.hint(spi.GroupChanged, g)
 		}
 	case zk.EventSession:
-		if ev.State == zk.StateExpired {
+		switch ev.State {
+		case zk.StateExpired:
 			s.tap.markGone()
+		case zk.StateHasSession:
+			s.hasSession.Store(true)
 		}
 	}
 }
@@ -347,10 +557,12 @@ func (s *session) finishLocked(h *heldLease, ok bool) {
 
 // watch sets the exists watch on a held lease node.
 func (s *session) watch(name string, h *heldLease) {
-	ok, stat, err := s.exists(s.b.lay.lease(name))
+	ok, stat, watched, err := s.exists(s.b.lay.lease(name))
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
+	case h.done:
+		// an event or Release settled h meanwhile
 	case err != nil:
 		s.sawError(err)
 		s.finishLocked(h, false) // KeepAlive checks it with a read
@@ -363,8 +575,41 @@ func (s *session) watch(name string, h *heldLease) {
 		}
 		s.finishLocked(h, false)
 	default:
-		s.finishLocked(h, true)
+		s.finishLocked(h, watched) // not watched: KeepAlive checks it with a read
 	}
+}
+
+// testHookGranted, when set, runs when an acquire's create has succeeded, before the session
+// has set any watch on the new node (tests use it to change the node in between).
+var testHookGranted atomic.Pointer[func(path string)]
+
+// deleteOwn deletes path, a lease node at data version version, only if it is this session's:
+// one multi-op writes the node (which only the creating session's identity may do, see
+// Backend.Release) and deletes it. It fails with ErrNoAuth when the node is another session's,
+// ErrBadVersion when its version differs, ErrNoNode when it is gone, and nothing is changed.
+func (s *session) deleteOwn(path string, version int32) error {
+	if version == math.MaxInt32 {
+		return zk.ErrBadVersion
+	}
+	mr, err := s.conn.Multi(
+		&zk.SetDataRequest{Path: path, Data: nil, Version: version},
+		&zk.DeleteRequest{Path: path, Version: version + 1})
+	if err != nil {
+		return err
+	}
+	// A failed multi-op is normally reported in the reply header (err above); should a server
+	// report it only per operation, the failing operation's error is the answer.
+	var first error
+	for _, r := range mr {
+		switch {
+		case r.Error == nil:
+		case errors.Is(r.Error, zk.ErrNoAuth), errors.Is(r.Error, zk.ErrBadVersion), errors.Is(r.Error, zk.ErrNoNode):
+			return r.Error
+		case first == nil:
+			first = r.Error
+		}
+	}
+	return first
 }
 
 // markUncertain records that a request on name had an unknown outcome.
@@ -484,12 +729,12 @@ func (s *session) heldAmong(ctx context.Context, names []string) ([]spi.Held, er
 // settle reads name's node with a watch and records whether this session holds it.
 func (s *session) settle(ctx context.Context, name string) error {
 	type got struct {
-		ok   bool
-		stat *zk.Stat
+		ok, watched bool
+		stat        *zk.Stat
 	}
 	g, err := call(ctx, func() (got, error) {
-		ok, stat, err := s.exists(s.b.lay.lease(name))
-		return got{ok, stat}, err
+		ok, stat, watched, err := s.exists(s.b.lay.lease(name))
+		return got{ok: ok, watched: watched, stat: stat}, err
 	})
 	if err != nil {
 		return err
@@ -502,10 +747,11 @@ func (s *session) settle(ctx context.Context, name string) error {
 		s.finishLocked(h, false)
 	}
 	if g.ok && g.stat.EphemeralOwner == s.zid {
-		// The read set a watch on the node: the session holds it, watched.
+		// The session holds it; watched unless the read could not vouch for a watch (the
+		// next keep-alive then reads it again).
 		h := &heldLease{token: g.stat.Czxid, watched: make(chan struct{})}
 		s.startLocked(h)
-		s.finishLocked(h, true)
+		s.finishLocked(h, g.watched)
 		s.held[name] = h
 		return nil
 	}

@@ -1,12 +1,17 @@
 package zookeeper
 
 import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/binary"
 	"errors"
 	"net"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/go-zookeeper/zk"
 )
 
 // ZooKeeper wire constants the tap needs (jute framing: a 4-byte big-endian length, then the
@@ -46,7 +51,12 @@ var errSessionGone = errors.New("zookeeper: the session of this connection has e
 type tap struct {
 	now         func() time.Duration // the backend's monotonic clock
 	dialTimeout time.Duration
-	onGone      func() // called once, on go-zookeeper's goroutine, when the session ends
+	dialer      zk.Dialer   // the transport (net.DialTimeout unless WithDialer)
+	tls         *tls.Config // when set, every connection is TLS over the dialer's
+	// tlsFailed holds the last TLS handshake or verification failure (see tlsFailure).
+	tlsFailed atomic.Pointer[error]
+	dialErr   atomic.Pointer[error] // the last failed dial, for error messages
+	onGone    func()                // called once, on go-zookeeper's goroutine, when the session ends
 
 	ready     chan struct{} // closed at the first successful handshake
 	readyOnce sync.Once
@@ -65,10 +75,12 @@ type tap struct {
 	created     map[string]int64 // path → czxid of creates replied to but not yet collected
 }
 
-func newTap(now func() time.Duration, dialTimeout time.Duration, onGone func()) *tap {
+func newTap(now func() time.Duration, dialTimeout time.Duration, dialer zk.Dialer, tlsCfg *tls.Config, onGone func()) *tap {
 	return &tap{
 		now:         now,
 		dialTimeout: dialTimeout,
+		dialer:      dialer,
+		tls:         tlsCfg,
 		onGone:      onGone,
 		ready:       make(chan struct{}),
 		creates:     map[int32]string{},
@@ -84,8 +96,10 @@ func (t *tap) dial(network, address string, timeout time.Duration) (net.Conn, er
 	if t.dialTimeout > 0 && (timeout <= 0 || t.dialTimeout < timeout) {
 		timeout = t.dialTimeout
 	}
-	c, err := net.DialTimeout(network, address, timeout)
+	c, err := dialTransport(t.dialer, t.tls, network, address, timeout)
 	if err != nil {
+		t.noteTLS(err)
+		t.dialErr.Store(&err)
 		return nil, err
 	}
 	tc := &tapConn{Conn: c, t: t}
@@ -99,6 +113,74 @@ func (t *tap) dial(network, address string, timeout time.Duration) (net.Conn, er
 		return nil, errSessionGone
 	}
 	return tc, nil
+}
+
+// dialTransport connects to a server with dialer (net.DialTimeout if nil) and, when cfg is set,
+// completes a TLS handshake over it within timeout (the server name defaults to the address's
+// host, as crypto/tls verifies it).
+func dialTransport(dialer zk.Dialer, cfg *tls.Config, network, address string, timeout time.Duration) (net.Conn, error) {
+	if dialer == nil {
+		dialer = net.DialTimeout
+	}
+	c, err := dialer(network, address, timeout)
+	if err != nil || cfg == nil {
+		return c, err
+	}
+	cfg = cfg.Clone()
+	if cfg.ServerName == "" {
+		if host, _, err := net.SplitHostPort(address); err == nil {
+			cfg.ServerName = host
+		}
+	}
+	tc := tls.Client(c, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := tc.HandshakeContext(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return tc, nil
+}
+
+// noteTLS records err if it is a TLS handshake or verification failure.
+func (t *tap) noteTLS(err error) {
+	if isTLSFailure(err) {
+		t.tlsFailed.Store(&err)
+	}
+}
+
+// tlsFailure returns the last TLS handshake or verification failure seen, or nil.
+func (t *tap) tlsFailure() error {
+	if p := t.tlsFailed.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// isTLSFailure reports whether err is a TLS failure that retrying will not heal: the server's
+// certificate does not verify (unknown authority, wrong host name, expired), the peer does not
+// speak TLS, or the server refused the handshake (an alert, e.g. for a missing or rejected
+// client certificate). A connection reset or EOF during the handshake is not one: it may be a
+// server restarting or over its connection limit.
+func isTLSFailure(err error) bool {
+	var (
+		unknownCA  x509.UnknownAuthorityError
+		hostname   x509.HostnameError
+		invalid    x509.CertificateInvalidError
+		verify     *tls.CertificateVerificationError
+		header     tls.RecordHeaderError
+		alert      tls.AlertError
+		constraint x509.ConstraintViolationError
+	)
+	if errors.As(err, &unknownCA) || errors.As(err, &hostname) || errors.As(err, &invalid) ||
+		errors.As(err, &verify) || errors.As(err, &header) || errors.As(err, &alert) ||
+		errors.As(err, &constraint) {
+		return true
+	}
+	// crypto/tls reports an alert received over TCP as a *net.OpError "remote error" (e.g.
+	// "remote error: tls: bad certificate" when the server rejects the client certificate).
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "remote error"
 }
 
 // markGone records that the session has ended (expired, closed or replaced).
@@ -346,6 +428,11 @@ func (c *tapConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 {
 		c.parseIn(p[:n])
+	}
+	if err != nil && c.inFrames == 0 {
+		// With TLS 1.3 a server that rejects the client's certificate says so after the
+		// handshake, on the first read.
+		c.t.noteTLS(err)
 	}
 	return n, err
 }

@@ -80,7 +80,7 @@ func TestTapParsesFragmentedStreams(t *testing.T) {
 	stream = append(stream, replyFrame(2, 0x500000007, 0, []byte{0, 0, 0, 0})...) // create /a: ok
 	stream = append(stream, replyFrame(3, 0x500000008, -110, nil)...)             // create /b: exists
 	for chunk := 1; chunk <= 64; chunk++ {
-		tp := newTap(nil, time.Second, nil)
+		tp := newTap(nil, time.Second, nil, nil, nil)
 		fc := &fakeConn{in: append([]byte(nil), stream...), chunk: chunk}
 		c := &tapConn{Conn: fc, t: tp}
 		tp.conn = c
@@ -120,7 +120,7 @@ func TestTapParsesFragmentedStreams(t *testing.T) {
 func TestTapEndsSessionOnReplacement(t *testing.T) {
 	for _, newSid := range []int64{0, 0x999} {
 		gone := 0
-		tp := newTap(nil, time.Second, func() { gone++ })
+		tp := newTap(nil, time.Second, nil, nil, func() { gone++ })
 		first := &tapConn{Conn: &fakeConn{in: connectResponse(4000, 0x1234, make([]byte, 16)), chunk: 100}, t: tp}
 		first.Conn.(*fakeConn).readAll(first, 100)
 		if tp.gone.Load() {
@@ -146,7 +146,7 @@ func TestTapEndsSessionOnReplacement(t *testing.T) {
 // TestTapDropsPingsAndAbandonedClose: pings never reach the server (so only keep-alives renew
 // the session); after abandon, neither does the close-session request.
 func TestTapDropsPingsAndAbandonedClose(t *testing.T) {
-	tp := newTap(nil, time.Second, nil)
+	tp := newTap(nil, time.Second, nil, nil, nil)
 	fc := &fakeConn{chunk: 100}
 	c := &tapConn{Conn: fc, t: tp}
 	tp.conn = c

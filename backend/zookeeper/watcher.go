@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -83,7 +82,7 @@ var errNoAddWatch = errors.New("zookeeper: the server does not support addWatch 
 
 // connection runs one connection until it fails or the watcher stops.
 func (w *watcher) connection(server string) error {
-	c, err := net.DialTimeout("tcp", server, w.b.cfg.Timeout)
+	c, err := dialTransport(w.b.dialer, w.b.tls, "tcp", server, w.b.cfg.Timeout)
 	if err != nil {
 		return err
 	}

@@ -22,7 +22,7 @@ func openBackend(ctx context.Context, dsn string) (simba.Backend, error) {
 		return sqlbackend.Open(ctx, dsn)
 	case "redis", "rediss", "redis+cluster", "rediss+cluster":
 		return redisbackend.Open(dsn)
-	case "zk":
+	case "zk", "zk+tls":
 		return zookeeper.New(dsn)
 	}
 	return nil, fmt.Errorf("%w: unknown DSN scheme %q", simba.ErrInvalidOption, scheme)

@@ -8,7 +8,7 @@
 //	simba lock    -dsn D -name N -- CMD [ARGS]     run CMD under the lock N
 //
 // D is a backend DSN: sqlite://path (the default for demo: a file in a temporary directory),
-// postgres://…, mysql://…, redis://…, rediss://…, redis+cluster://…, zk://….
+// postgres://…, mysql://…, redis://…, rediss://…, redis+cluster://…, zk://…, zk+tls://….
 package main
 
 import (

@@ -12,11 +12,20 @@ package wire
 // but not delete, overwrite or create). A client without the digest identity can then neither
 // delete a lease or member node (it lacks DELETE on the parent) nor change its data (it lacks
 // WRITE on the node). Clients that share the identity can; Simba's own code deletes only its own
-// session's node with the term's czxid (read the stat: ephemeralOwner and czxid; then delete with
-// the stat's version). Without digest auth the backend falls back to world:anyone with all perms
-// (ZooKeeper's OPEN_ACL_UNSAFE) and says so: nothing then keeps other clients from deleting
-// Simba's nodes.
-const ZKACLIntent = "ZooKeeper checks DELETE on the parent of the node being deleted and WRITE on the node itself,\nso \"only Simba may delete Simba's nodes\" is enforced as follows.\nWith digest auth configured (the DSN's user:password, added with AddAuth(\"digest\", ...) before\nany node is created), every node gets two ACL entries: scheme \"auth\" (the creating\nconnection's authenticated identities, i.e. the shared Simba digest identity) with the node's\ncreator perms, and world:anyone with its world perms (READ only, so that status tools and\noperators can look, but not delete, overwrite or create).\nA client without the digest identity can then neither delete a lease or member node (it lacks\nDELETE on the parent) nor change its data (it lacks WRITE on the node). Clients that share the\nidentity can; Simba's own code deletes only its own session's node with the term's czxid\n(read the stat: ephemeralOwner and czxid; then delete with the stat's version).\nWithout digest auth the backend falls back to world:anyone with all perms (ZooKeeper's\nOPEN_ACL_UNSAFE) and says so: nothing then keeps other clients from deleting Simba's nodes."
+// session's node with the term's czxid. Lease nodes are the exception to "auth": their creator
+// entry is an explicit digest entry for the creating SESSION's own identity (user
+// "simba-session", 128 random bits of password, added by every session when it connects and known
+// to no other client), with the creator perms; the world entry is READ, with or without digest
+// auth. A release deletes in one multi-op that first writes the node (setData, empty, at the
+// expected version) and then deletes it at the next version: the write needs WRITE on the node,
+// which only the creating session has, so a release can never delete a node of another session's
+// tenure (a node deleted by someone else and created again by another session at the same data
+// version 0), whatever its record says. Clients of earlier 5.x releases create lease nodes with
+// "auth" and delete with a bare delete; they interoperate, without that guarantee for their own
+// releases. Without digest auth the backend falls back to world:anyone with all perms
+// (ZooKeeper's OPEN_ACL_UNSAFE) on every node but the lease nodes, and says so: nothing then
+// keeps other clients from deleting Simba's nodes.
+const ZKACLIntent = "ZooKeeper checks DELETE on the parent of the node being deleted and WRITE on the node itself,\nso \"only Simba may delete Simba's nodes\" is enforced as follows.\nWith digest auth configured (the DSN's user:password, added with AddAuth(\"digest\", ...) before\nany node is created), every node gets two ACL entries: scheme \"auth\" (the creating\nconnection's authenticated identities, i.e. the shared Simba digest identity) with the node's\ncreator perms, and world:anyone with its world perms (READ only, so that status tools and\noperators can look, but not delete, overwrite or create).\nA client without the digest identity can then neither delete a lease or member node (it lacks\nDELETE on the parent) nor change its data (it lacks WRITE on the node). Clients that share the\nidentity can; Simba's own code deletes only its own session's node with the term's czxid.\nLease nodes are the exception to \"auth\": their creator entry is an explicit digest entry for\nthe creating SESSION's own identity (user \"simba-session\", 128 random bits of password, added\nby every session when it connects and known to no other client), with the creator perms; the\nworld entry is READ, with or without digest auth. A release deletes in one multi-op that\nfirst writes the node (setData, empty, at the expected version) and then deletes it at\nthe next version: the write needs WRITE on the node, which only the creating session has, so\na release can never delete a node of another session's tenure (a node deleted by someone\nelse and created again by another session at the same data version 0), whatever its record\nsays. Clients of earlier 5.x releases create lease nodes with \"auth\" and delete with a bare\ndelete; they interoperate, without that guarantee for their own releases.\nWithout digest auth the backend falls back to world:anyone with all perms (ZooKeeper's\nOPEN_ACL_UNSAFE) on every node but the lease nodes, and says so: nothing then keeps other\nclients from deleting Simba's nodes."
 
 // ZooKeeper permission bits, as zk.ACL.Perms takes them.
 const (
@@ -86,9 +95,9 @@ const (
 // LeasePath returns the path of the ephemeral ZooKeeper node "/simba/leases/<name>". The lease
 // <name>, held while the node exists: created by the acquiring session (an existing node is
 // HeldBy its ephemeralOwner, or a re-acquire by the same session, which keeps the czxid), deleted
-// by release (only by its own session, with the term's czxid and the stat's version) or by
-// ZooKeeper when the session expires. Its data is the holder's owner (UTF-8); its token is its
-// czxid.
+// by release (only by its own session, with the term's czxid, in a multi-op that writes the node,
+// which only the creating session's own identity may do, and then deletes it) or by ZooKeeper
+// when the session expires. Its data is the holder's owner (UTF-8); its token is its czxid.
 func LeasePath(name string) string {
 	return "/simba/leases/" + name
 }
