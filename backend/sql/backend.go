@@ -94,6 +94,9 @@ type dialect interface {
 	inspect(ctx context.Context) (spi.Snapshot, error)
 	schemaVersion(ctx context.Context) (int64, error)
 	databaseNow(ctx context.Context) (int64, error)
+	// catalog runs a catalog query of the schema check (wire.SQLSchemaCheck) and returns its
+	// rows, each of ncols values as text (NULL as "").
+	catalog(ctx context.Context, query string, ncols int) ([][]string, error)
 	// migrate runs the statements of every migration whose version is above current,
 	// holding whatever lock keeps two migrating clients apart.
 	migrate(ctx context.Context, ms []schema.Migration) error
@@ -212,7 +215,11 @@ func (b *Backend) ready(ctx context.Context) error {
 
 // CheckSchema reads the database's schema version and returns an error matching
 // spi.ErrSchemaMissing, naming the migration to apply, when the schema is missing or older than
-// the library needs (schema.LatestVersion). Other errors are classified like every call's
+// the library needs (schema.LatestVersion). It then compares the live tables with the schema
+// the spec declares (wire.SQLSchemaCheckByName: columns with their types, lengths, collations
+// and nullability, primary keys, foreign keys with their ON DELETE actions) and returns an error
+// matching spi.ErrSchemaDrift (and spi.ErrSchemaMissing) that lists every difference. The
+// backend runs the same check once, before its first operation. Other errors are classified like every call's
 // (spi.ErrUnavailable when the database cannot be reached).
 func (b *Backend) CheckSchema(ctx context.Context) error {
 	if err := b.checkOpen(); err != nil {
@@ -241,7 +248,7 @@ func (b *Backend) checkSchemaLocked(ctx context.Context) error {
 	if v < schema.LatestVersion {
 		return b.schemaMissing(fmt.Sprintf("schema version %d is older than %d", v, schema.LatestVersion), nil)
 	}
-	return nil
+	return b.checkDrift(ctx)
 }
 
 // Migrate applies the embedded migrations of the backend's dialect (schema.Migrations) that the
@@ -276,7 +283,7 @@ func (b *Backend) migrateLocked(ctx context.Context) error {
 	if v < schema.LatestVersion {
 		return b.schemaMissing(fmt.Sprintf("schema version %d after migrating, want %d", v, schema.LatestVersion), nil)
 	}
-	return nil
+	return b.checkDrift(ctx)
 }
 
 // SchemaVersion returns the highest schema version applied to the database (0 when the version
