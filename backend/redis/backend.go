@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/simba-go/simba/generated/luascripts"
 	"github.com/simba-go/simba/generated/wire"
+	"github.com/simba-go/simba/internal/foreign"
 	"github.com/simba-go/simba/internal/spi"
 )
 
@@ -28,6 +30,17 @@ type config struct {
 	route       *bool
 	waitN       int
 	waitTimeout time.Duration
+	logger      *slog.Logger
+}
+
+// WithLogger sets where the backend logs warnings: foreign records it skips, such as a group
+// member that is not a client session id (logged once per record). The default is
+// slog.Default().
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) error {
+		c.logger = l
+		return nil
+	}
 }
 
 // WithRouteBySlot forces routeBySlot on or off. By default it is on exactly when the client is
@@ -105,6 +118,8 @@ type Backend struct {
 	sessions map[spi.SessionID]*session // routeBySlot only
 
 	hub hub
+
+	foreign *foreign.Filter // skips and reports foreign group members
 }
 
 // session is what a routeBySlot backend remembers of a session it opened: the owner and expiry
@@ -137,7 +152,8 @@ func New(c goredis.UniversalClient, opts ...Option) (*Backend, error) {
 			return nil, err
 		}
 	}
-	b := &Backend{c: c, waitN: cfg.waitN, waitTO: cfg.waitTimeout, sessions: map[spi.SessionID]*session{}}
+	b := &Backend{c: c, waitN: cfg.waitN, waitTO: cfg.waitTimeout, sessions: map[spi.SessionID]*session{},
+		foreign: foreign.New(cfg.logger, "redis")}
 	b.cc, b.cluster = c.(*goredis.ClusterClient)
 	if cfg.route != nil {
 		if !*cfg.route && b.cc != nil {
@@ -370,7 +386,7 @@ func (b *Backend) KeepAlive(ctx context.Context, sid spi.SessionID, names, group
 		ka.Members = make(map[string][]spi.SessionID, len(groups))
 		for i, g := range groups {
 			if i < len(r.Members) {
-				ka.Members[g] = sortedIDs(r.Members[i])
+				ka.Members[g] = b.memberIDs(g, r.Members[i])
 			}
 		}
 	}
@@ -385,8 +401,12 @@ func heldList(h []luascripts.Held) []spi.Held {
 	return out
 }
 
-// sortedIDs converts members (the scripts list them in expiry order) to sorted session ids.
-func sortedIDs(m []string) []spi.SessionID {
+// memberIDs converts the members of group (the scripts list them in expiry order) to sorted
+// session ids, skipping (with a warning) every entry that is not a client session id: a
+// hand-added zset entry with a far-future score would otherwise count as a live member forever
+// and take partitions that nobody leads.
+func (b *Backend) memberIDs(group string, m []string) []spi.SessionID {
+	m = foreign.Members(b.foreign, group, m)
 	out := make([]spi.SessionID, len(m))
 	for i, s := range m {
 		out[i] = spi.SessionID(s)
@@ -456,7 +476,7 @@ func (b *Backend) Members(ctx context.Context, group string) ([]spi.SessionID, e
 	if err != nil {
 		return nil, b.fail("members "+group, err)
 	}
-	return sortedIDs(r.Members), nil
+	return b.memberIDs(group, r.Members), nil
 }
 
 // CloseSession releases every lease the session holds and leaves its groups (publishing each),

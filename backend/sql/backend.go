@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/simba-go/simba/generated/wire"
+	"github.com/simba-go/simba/internal/foreign"
 	"github.com/simba-go/simba/internal/spi"
 	"github.com/simba-go/simba/sql/schema"
 )
@@ -30,6 +32,17 @@ type Option func(*config) error
 type config struct {
 	housekeeping time.Duration
 	autoMigrate  bool
+	logger       *slog.Logger
+}
+
+// WithLogger sets where the backend logs warnings: foreign records it skips, such as a group
+// member whose session id is not of the form clients make (logged once per record). The default
+// is slog.Default().
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) error {
+		c.logger = l
+		return nil
+	}
 }
 
 // WithHousekeepingInterval sets how often the backend runs Housekeeping in the background
@@ -67,6 +80,8 @@ type Backend struct {
 
 	schemaMu sync.Mutex
 	schemaOK bool
+
+	foreign *foreign.Filter // skips and reports foreign group members
 
 	stop chan struct{} // closed by Close: stops the background goroutines
 	wg   sync.WaitGroup
@@ -115,7 +130,7 @@ func newBackend(name string, d dialect, opts []Option) (*Backend, error) {
 			return nil, err
 		}
 	}
-	b := &Backend{d: d, name: name, cfg: cfg, stop: make(chan struct{})}
+	b := &Backend{d: d, name: name, cfg: cfg, stop: make(chan struct{}), foreign: foreign.New(cfg.logger, "sql "+name)}
 	if cfg.housekeeping > 0 {
 		b.wg.Add(1)
 		go b.housekeepingLoop(cfg.housekeeping)
@@ -370,6 +385,8 @@ func (b *Backend) KeepAlive(ctx context.Context, session spi.SessionID, names []
 		for _, g := range groups {
 			if _, ok := ka.Members[g]; !ok {
 				ka.Members[g] = []spi.SessionID{}
+			} else {
+				ka.Members[g] = foreign.Members(b.foreign, g, ka.Members[g])
 			}
 		}
 	}
@@ -442,7 +459,9 @@ func (b *Backend) joinLeave(ctx context.Context, op string, session spi.SessionI
 	return spi.OK, nil
 }
 
-// Members lists the live members of group, sorted ascending (bytewise).
+// Members lists the live members of group, sorted ascending (bytewise). A member whose session
+// id is not of the form clients make (a row written by hand) is skipped with a warning, in
+// KeepAlive too: it would take partitions nobody leads.
 func (b *Backend) Members(ctx context.Context, group string) ([]spi.SessionID, error) {
 	if err := wire.ValidateName(group); err != nil {
 		return nil, err
@@ -454,6 +473,7 @@ func (b *Backend) Members(ctx context.Context, group string) ([]spi.SessionID, e
 	if err != nil {
 		return nil, b.fail("members", err)
 	}
+	ids = foreign.Members(b.foreign, group, ids)
 	out := make([]spi.SessionID, len(ids))
 	for i, id := range ids {
 		out[i] = spi.SessionID(id)
