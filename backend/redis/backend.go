@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -223,7 +224,18 @@ func newSessionID() (spi.SessionID, error) {
 	return spi.SessionID(hex.EncodeToString(b[:])), nil
 }
 
-func ms(d int64) time.Duration { return time.Duration(d) * time.Millisecond }
+// ms converts milliseconds to a Duration, saturating instead of overflowing (a foreign lease
+// hash may carry an expiry centuries away).
+func ms(d int64) time.Duration {
+	const limit = math.MaxInt64 / int64(time.Millisecond)
+	switch {
+	case d > limit:
+		return math.MaxInt64
+	case d < -limit:
+		return math.MinInt64
+	}
+	return time.Duration(d) * time.Millisecond
+}
 
 // OpenSession opens a session for owner expiring ttl (rounded down to whole milliseconds, at
 // least 1 ms) after Redis TIME. The id is made here, so a retried open after a lost reply
@@ -268,6 +280,23 @@ func (b *Backend) Acquire(ctx context.Context, sid spi.SessionID, name string) (
 	if err := b.checkOpen(); err != nil {
 		return spi.Acquire{}, err
 	}
+	r, err := b.acquireOnce(ctx, sid, name)
+	if err != nil || r.Kind != spi.HeldBy || wire.IsClientSessionID(string(r.Holder)) {
+		return r, err
+	}
+	// A foreign holder (no client makes such a session id): a record written by hand or by
+	// something else, which no Simba holder relies on. It would block the name until its expires
+	// field, possibly forever; free it, keeping the token, and acquire again.
+	b.foreign.Warn("lease holder is not a client session id; freeing the lease (its token is kept)", "lease", name, "holder", string(r.Holder))
+	_, err = luascripts.ClearForeign.Run(ctx, b.c, luascripts.ClearForeignKeys{Lease: wire.LeaseKey(name)}, luascripts.ClearForeignArgs{Holder: string(r.Holder)})
+	if err != nil {
+		return spi.Acquire{}, b.clusterFail("acquire "+name+": clear foreign holder", err)
+	}
+	return b.acquireOnce(ctx, sid, name)
+}
+
+// acquireOnce is one acquire script call: acquire (standalone) or acquire_at (routeBySlot).
+func (b *Backend) acquireOnce(ctx context.Context, sid spi.SessionID, name string) (spi.Acquire, error) {
 	if b.cluster {
 		return b.acquireAt(ctx, sid, name)
 	}

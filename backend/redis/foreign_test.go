@@ -17,6 +17,7 @@ import (
 
 	"github.com/simba-go/simba"
 	"github.com/simba-go/simba/generated/wire"
+	"github.com/simba-go/simba/internal/spi"
 )
 
 // syncBuffer is a bytes.Buffer safe for the concurrent writes of a slog handler.
@@ -127,6 +128,73 @@ func TestGarbageGroupMemberDoesNotBlockPartitions(t *testing.T) {
 			}
 			if out := logs.String(); !strings.Contains(out, "not a client session id") || !strings.Contains(out, "group="+group) {
 				t.Fatalf("no warning about the foreign member; log:\n%s", out)
+			}
+		})
+	}
+}
+
+// TestForeignLeaseHolderFreed: a lease hash whose holder is not a client session id (written by
+// hand, with an expiry far in the future, or an empty holder) no longer blocks the name: the
+// acquire frees it, with one warning, keeping the token (the grant's token is the next one), and
+// a lease held by a real session (or by a hand-written holder of the client form) is still
+// refused.
+func TestForeignLeaseHolderFreed(t *testing.T) {
+	for _, mode := range []struct {
+		name   string
+		client func(t testing.TB) goredis.UniversalClient
+	}{
+		{"standalone", func(t testing.TB) goredis.UniversalClient { return standaloneClient(t) }},
+		{"cluster", func(t testing.TB) goredis.UniversalClient { return clusterClient(t) }},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			c := mode.client(t)
+			var logs syncBuffer
+			b := newBackend(t, c, WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+			var rnd [6]byte
+			_, _ = rand.Read(rnd[:])
+			for i, holder := range []string{"intruder", "", "0123456789ABCDEF0123456789ABCDEF"} {
+				name := fmt.Sprintf("foreign-%x.%d", rnd, i)
+				key := wire.LeaseKey(name)
+				t.Cleanup(func() { c.Del(context.Background(), key) })
+				if err := c.HSet(ctx, key, wire.LeaseFieldSession, holder, wire.LeaseFieldToken, "41", wire.LeaseFieldExpires, "9000000000000000", wire.LeaseFieldOwner, "x").Err(); err != nil {
+					t.Fatal(err)
+				}
+				s, err := b.OpenSession(ctx, "o", 30*time.Second)
+				if err != nil {
+					t.Fatal(err)
+				}
+				r, err := b.Acquire(ctx, s.ID, name)
+				if err != nil || r.Kind != spi.Granted || r.Token != 42 {
+					t.Fatalf("Acquire over foreign holder %q = %+v, %v; want granted with token 42", holder, r, err)
+				}
+				other, err := b.OpenSession(ctx, "o", 30*time.Second)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r, err := b.Acquire(ctx, other.ID, name); err != nil || r.Kind != spi.HeldBy || r.Holder != s.ID {
+					t.Fatalf("Acquire of a lease held by a real session = %+v, %v; want held by %s", r, err, s.ID)
+				}
+				if !strings.Contains(logs.String(), fmt.Sprintf("lease=%s", name)) {
+					t.Fatalf("no warning about the foreign holder of %s; log:\n%s", name, logs.String())
+				}
+			}
+			// A holder of the client form is honoured, even with an expiry centuries away: HeldBy
+			// with a positive time left (the milliseconds once overflowed into a negative one).
+			name := fmt.Sprintf("foreign-%x.honoured", rnd)
+			key := wire.LeaseKey(name)
+			t.Cleanup(func() { c.Del(context.Background(), key) })
+			holder := "0123456789abcdef0123456789abcdef"
+			if err := c.HSet(ctx, key, wire.LeaseFieldSession, holder, wire.LeaseFieldToken, "7", wire.LeaseFieldExpires, "9000000000000000").Err(); err != nil {
+				t.Fatal(err)
+			}
+			s, err := b.OpenSession(ctx, "o", 30*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r, err := b.Acquire(ctx, s.ID, name); err != nil || r.Kind != spi.HeldBy || r.Holder != spi.SessionID(holder) || r.Remaining <= 0 {
+				t.Fatalf("Acquire of a hand-written lease = %+v, %v; want held by %s with time left", r, err, holder)
 			}
 		})
 	}

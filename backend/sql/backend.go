@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -565,7 +566,18 @@ func (b *Backend) Hints(ctx context.Context) (<-chan spi.Hint, error) {
 // PushesHints reports whether Hints delivers anything (PostgreSQL only).
 func (b *Backend) PushesHints() bool { return b.name == wire.SQLPostgres }
 
-func millis(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }
+// millis converts milliseconds to a Duration, saturating instead of overflowing (a session row
+// written by hand may carry an expiry centuries away).
+func millis(ms int64) time.Duration {
+	const limit = math.MaxInt64 / int64(time.Millisecond)
+	switch {
+	case ms > limit:
+		return math.MaxInt64
+	case ms < -limit:
+		return math.MinInt64
+	}
+	return time.Duration(ms) * time.Millisecond
+}
 
 // leaseInfo turns an inspected lease row into a LeaseInfo; an expired holder is shown free.
 func leaseInfo(name, holder, owner string, token, remainingMs int64) spi.LeaseInfo {
