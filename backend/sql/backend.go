@@ -113,6 +113,9 @@ type dialect interface {
 	// catalog runs a catalog query of the schema check (wire.SQLSchemaCheck) and returns its
 	// rows, each of ncols values as text (NULL as "").
 	catalog(ctx context.Context, query string, ncols int) ([][]string, error)
+	// clearForeignHolder frees name if its holder is exactly holder (a foreign session id),
+	// keeping the token.
+	clearForeignHolder(ctx context.Context, name, holder string) error
 	// migrate runs the statements of every migration whose version is above current,
 	// holding whatever lock keeps two migrating clients apart.
 	migrate(ctx context.Context, ms []schema.Migration) error
@@ -405,7 +408,9 @@ func (b *Backend) CloseSession(ctx context.Context, session spi.SessionID) error
 }
 
 // Acquire takes the lease name for session if it is free or its holder's session expired by the
-// database clock; a re-acquire by the holder returns the same token.
+// database clock; a re-acquire by the holder returns the same token. A lease held by a session
+// whose id is not of the form clients make (a row written by hand) is freed, keeping its token,
+// with a warning, and acquired again.
 func (b *Backend) Acquire(ctx context.Context, session spi.SessionID, name string) (spi.Acquire, error) {
 	if err := wire.ValidateName(name); err != nil {
 		return spi.Acquire{}, err
@@ -414,6 +419,20 @@ func (b *Backend) Acquire(ctx context.Context, session spi.SessionID, name strin
 		return spi.Acquire{}, err
 	}
 	r, err := b.d.acquire(ctx, string(session), name)
+	if err != nil {
+		return spi.Acquire{}, b.fail("acquire", err)
+	}
+	if r.Kind != spi.HeldBy || wire.IsClientSessionID(string(r.Holder)) {
+		return r, nil
+	}
+	// A foreign holder: a session row no client made (written by hand or by something else),
+	// which no Simba holder relies on. It would block the name until its expiry, possibly
+	// forever; free the lease, keeping its token, and acquire again.
+	b.foreign.Warn("lease holder is not a client session id; freeing the lease (its token is kept)", "lease", name, "holder", string(r.Holder))
+	if err := b.d.clearForeignHolder(ctx, name, string(r.Holder)); err != nil {
+		return spi.Acquire{}, b.fail("acquire: clear foreign holder", err)
+	}
+	r, err = b.d.acquire(ctx, string(session), name)
 	if err != nil {
 		return spi.Acquire{}, b.fail("acquire", err)
 	}

@@ -263,6 +263,12 @@ func (d *pgDialect) inspect(ctx context.Context) (spi.Snapshot, error) {
 	return s, nil
 }
 
+func (d *pgDialect) clearForeignHolder(ctx context.Context, name, holder string) error {
+	return retryRolledBack(ctx, pgRolledBack, func() error {
+		return d.q.ClearForeignHolder(ctx, postgres.ClearForeignHolderParams{Name: name, SessionID: holder})
+	})
+}
+
 func (d *pgDialect) catalog(ctx context.Context, query string, ncols int) ([][]string, error) {
 	rows, err := d.pool.Query(ctx, query)
 	if err != nil {

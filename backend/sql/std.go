@@ -72,6 +72,7 @@ type stdQueries interface {
 	inspectMembers(ctx context.Context) ([]member, error)
 	schemaVersion(ctx context.Context) (int64, error)
 	databaseNow(ctx context.Context) (int64, error)
+	clearForeignHolder(ctx context.Context, name, holder string) error
 }
 
 // stdDialect runs the MySQL/MariaDB and SQLite operations on database/sql: multi-statement
@@ -369,6 +370,10 @@ func (d *stdDialect) databaseNow(ctx context.Context) (v int64, err error) {
 		return err
 	})
 	return v, err
+}
+
+func (d *stdDialect) clearForeignHolder(ctx context.Context, name, holder string) error {
+	return d.run(ctx, func(q stdQueries) error { return q.clearForeignHolder(ctx, name, holder) })
 }
 
 func (d *stdDialect) catalog(ctx context.Context, query string, ncols int) ([][]string, error) {
