@@ -37,6 +37,14 @@
 // spi.ErrSchemaMissing) that lists every difference and names the migration. Migrate creates
 // missing tables but never alters existing ones.
 //
+// # Foreign records
+//
+// Rows no Simba client wrote never take a partition or a name from the real clients: a group
+// member whose session id is not of the client form (32 lowercase hex digits) is skipped by
+// KeepAlive and Members, and a lease held by such a session is freed by the next Acquire (the
+// clear_foreign_holder statement: its token is kept) and acquired again. Each such record is
+// logged once as a warning (WithLogger; slog.Default() by default).
+//
 // # Time
 //
 // Every expiry is decided by the database clock, as UTC epoch milliseconds: PostgreSQL's
