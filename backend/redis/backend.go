@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -224,15 +223,18 @@ func newSessionID() (spi.SessionID, error) {
 	return spi.SessionID(hex.EncodeToString(b[:])), nil
 }
 
-// ms converts milliseconds to a Duration, saturating instead of overflowing (a foreign lease
-// hash may carry an expiry centuries away).
+// maxMillis bounds the milliseconds a reply's time converts to: 2^62 ns (about 146 years), so
+// that neither the conversion nor the engine's "time sent + time left" overflows (a hand-written
+// lease hash may carry an expiry centuries away).
+const maxMillis = (1 << 62) / int64(time.Millisecond)
+
+// ms converts milliseconds to a Duration, saturating at ±maxMillis.
 func ms(d int64) time.Duration {
-	const limit = math.MaxInt64 / int64(time.Millisecond)
 	switch {
-	case d > limit:
-		return math.MaxInt64
-	case d < -limit:
-		return math.MinInt64
+	case d > maxMillis:
+		return time.Duration(maxMillis) * time.Millisecond
+	case d < -maxMillis:
+		return -time.Duration(maxMillis) * time.Millisecond
 	}
 	return time.Duration(d) * time.Millisecond
 }

@@ -193,7 +193,7 @@ func TestForeignLeaseHolderFreed(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if r, err := b.Acquire(ctx, s.ID, name); err != nil || r.Kind != spi.HeldBy || r.Holder != spi.SessionID(holder) || r.Remaining <= 0 {
+			if r, err := b.Acquire(ctx, s.ID, name); err != nil || r.Kind != spi.HeldBy || r.Holder != spi.SessionID(holder) || r.Remaining <= 0 || r.Remaining > 1<<62 {
 				t.Fatalf("Acquire of a hand-written lease = %+v, %v; want held by %s with time left", r, err, holder)
 			}
 		})

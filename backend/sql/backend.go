@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -585,15 +584,18 @@ func (b *Backend) Hints(ctx context.Context) (<-chan spi.Hint, error) {
 // PushesHints reports whether Hints delivers anything (PostgreSQL only).
 func (b *Backend) PushesHints() bool { return b.name == wire.SQLPostgres }
 
-// millis converts milliseconds to a Duration, saturating instead of overflowing (a session row
+// maxMillis bounds the milliseconds a reply's time converts to: 2^62 ns (about 146 years), so
+// that neither the conversion nor the engine's "time sent + time left" overflows (a session row
 // written by hand may carry an expiry centuries away).
+const maxMillis = (1 << 62) / int64(time.Millisecond)
+
+// millis converts milliseconds to a Duration, saturating at ±maxMillis.
 func millis(ms int64) time.Duration {
-	const limit = math.MaxInt64 / int64(time.Millisecond)
 	switch {
-	case ms > limit:
-		return math.MaxInt64
-	case ms < -limit:
-		return math.MinInt64
+	case ms > maxMillis:
+		return time.Duration(maxMillis) * time.Millisecond
+	case ms < -maxMillis:
+		return -time.Duration(maxMillis) * time.Millisecond
 	}
 	return time.Duration(ms) * time.Millisecond
 }

@@ -108,7 +108,7 @@ func TestForeignLeaseHolderFreed(t *testing.T) {
 			holder := "0123456789abcdef0123456789abcdef"
 			exec(t, b, "INSERT INTO simba_session (id, owner, ttl_ms, expiry_ms) VALUES (?, 'x', 1000, ?)", holder, int64(9e15))
 			exec(t, b, "INSERT INTO simba_lease (name, session_id, token) VALUES (?, ?, 7)", name, holder)
-			if r, err := b.Acquire(ctx, openSession(t, b, longTTL), name); err != nil || r.Kind != spi.HeldBy || r.Holder != spi.SessionID(holder) || r.Remaining <= 0 {
+			if r, err := b.Acquire(ctx, openSession(t, b, longTTL), name); err != nil || r.Kind != spi.HeldBy || r.Holder != spi.SessionID(holder) || r.Remaining <= 0 || r.Remaining > 1<<62 {
 				t.Fatalf("Acquire of a hand-written lease = %+v, %v; want held by %s with time left", r, err, holder)
 			}
 		})
