@@ -72,6 +72,10 @@ var (
 	ErrUnavailable = spi.ErrUnavailable
 	// ErrSchemaMissing: the backend's schema is missing or old; the error names the migration.
 	ErrSchemaMissing = spi.ErrSchemaMissing
+	// ErrSchemaDrift: the backend's schema differs from the one the library needs (a column,
+	// collation, key or foreign key changed by hand); the error names what. It matches
+	// ErrSchemaMissing too.
+	ErrSchemaDrift = spi.ErrSchemaDrift
 	// ErrInvalidOption: an option or DSN is invalid.
 	ErrInvalidOption = spi.ErrInvalidOption
 )

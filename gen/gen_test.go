@@ -186,6 +186,10 @@ var brokenSpecCases = []struct {
 	{"sql unknown statement", "sql.yaml", "statements: [database_now]", "statements: [database_later]", `spec/sql.yaml: operations.database_now.statements[0]: unknown statement "database_later"`},
 	{"sql unknown field", "sql.yaml", "inline_indexes: true", "inline_indexs: true", "spec/sql.yaml: "},
 	{"sql index on unknown column", "sql.yaml", "columns: [session_id]", "columns: [holder]", `spec/sql.yaml: tables.simba_lease.indexes[0].columns[0]: unknown column "holder"`},
+	{"sql catalog query unrestricted", "sql.yaml", "foreign_keys: SELECT '', '', '', '', '', '' FROM DUAL WHERE 'x' IN ({{schema_tables}})", "foreign_keys: SELECT 1 FROM DUAL", "spec/sql.yaml: schema_check.queries.mysql.foreign_keys: must restrict itself to {{schema_tables}}"},
+	{"sql catalog query missing", "sql.yaml", "      primary_keys: SELECT '', '' FROM DUAL WHERE 'x' IN ({{schema_tables}})\n", "", "spec/sql.yaml: schema_check.queries.mysql.primary_keys: is empty"},
+	{"sql no catalog type for a base type", "sql.yaml", "    BIGINT: {postgres: [int8], mysql: [bigint], sqlite: [integer, bigint]}\n", "", "spec/sql.yaml: schema_check.compatible_types: no entry for BIGINT"},
+	{"sql catalog type missing a dialect", "sql.yaml", "VARCHAR: {postgres: [varchar, text], mysql: [varchar], sqlite: [text, varchar]}", "VARCHAR: {postgres: [varchar, text], mysql: [varchar]}", "spec/sql.yaml: schema_check.compatible_types.VARCHAR: missing catalog types for sqlite"},
 }
 
 func TestBrokenSpec(t *testing.T) {
@@ -228,9 +232,12 @@ var dependentCases = []struct {
 	// only that dialect's migration (and its embedded copy); a channel the statements that notify
 	// and the wire constant; a session setup statement only the wire constants.
 	{"sql mysql now", "sql.yaml", `mysql: "CAST(UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000 AS SIGNED)"`, `mysql: "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)"`, []string{"sql/queries/mysql/database_now.sql"}},
-	{"sql postgres type", "sql.yaml", `postgres: 'VARCHAR(128) COLLATE "C"'`, `postgres: 'VARCHAR(200) COLLATE "C"'`, []string{"sql/schema/embed.go", "sql/schema/postgres/0001_init.sql"}},
+	{"sql postgres type", "sql.yaml", `postgres: 'VARCHAR(128) COLLATE "C"'`, `postgres: 'VARCHAR(200) COLLATE "C"'`, []string{"generated/wire/sqlschema.go", "sql/schema/embed.go", "sql/schema/postgres/0001_init.sql"}},
 	{"sql release channel", "sql.yaml", "release_channel: simba_released", "release_channel: simba_freed", []string{"generated/wire/sql.go", "sql/queries/postgres/release.sql"}},
 	{"sql session setup", "sql.yaml", "session_setup: [PRAGMA busy_timeout = 10000]", "session_setup: [PRAGMA busy_timeout = 5000]", []string{"generated/wire/sql.go"}},
+	// The schema check: a catalog query or a compatible type changes only the check.
+	{"sql catalog query", "sql.yaml", "table_definitions: SELECT name, sql FROM", "table_definitions: SELECT name AS table_name, sql FROM", []string{"generated/wire/sqlschema.go"}},
+	{"sql compatible type", "sql.yaml", "mysql: [varchar]", "mysql: [varchar, char]", []string{"generated/wire/sqlschema.go"}},
 }
 
 func TestOneDetailChangesOnlyItsDependents(t *testing.T) {

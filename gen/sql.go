@@ -46,6 +46,7 @@ type SQLSpec struct {
 	VersionInsert  string                       `yaml:"version_insert"`
 	Statements     []SQLStatement               `yaml:"statements"`
 	Operations     []SQLOperationSpec           `yaml:"operations"`
+	SchemaCheck    SQLSchemaCheckSpec           `yaml:"schema_check"`
 }
 
 // SQLDialectSpec describes how one dialect is driven.
@@ -418,7 +419,7 @@ func (s *SQLSpec) validate() error {
 			return specErr(f, "statements."+st.Name, "is used by no operation")
 		}
 	}
-	return nil
+	return s.validateSchemaCheck()
 }
 
 // sqlCheckDialects checks a list of dialect names for unknown and repeated entries.
@@ -673,7 +674,11 @@ func genSQL(specDir string) ([]File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append(files, embed, wire), nil
+	check, err := s.genSchemaCheck()
+	if err != nil {
+		return nil, err
+	}
+	return append(files, embed, wire, check), nil
 }
 
 // genEmbed writes sql/schema/embed.go: the migrations embedded, with their versions and

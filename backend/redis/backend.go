@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/simba-go/simba/generated/luascripts"
 	"github.com/simba-go/simba/generated/wire"
+	"github.com/simba-go/simba/internal/foreign"
 	"github.com/simba-go/simba/internal/spi"
 )
 
@@ -28,6 +30,17 @@ type config struct {
 	route       *bool
 	waitN       int
 	waitTimeout time.Duration
+	logger      *slog.Logger
+}
+
+// WithLogger sets where the backend logs warnings: foreign records it skips, such as a group
+// member that is not a client session id (logged once per record). The default is
+// slog.Default().
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) error {
+		c.logger = l
+		return nil
+	}
 }
 
 // WithRouteBySlot forces routeBySlot on or off. By default it is on exactly when the client is
@@ -105,6 +118,8 @@ type Backend struct {
 	sessions map[spi.SessionID]*session // routeBySlot only
 
 	hub hub
+
+	foreign *foreign.Filter // skips and reports foreign group members
 }
 
 // session is what a routeBySlot backend remembers of a session it opened: the owner and expiry
@@ -137,7 +152,8 @@ func New(c goredis.UniversalClient, opts ...Option) (*Backend, error) {
 			return nil, err
 		}
 	}
-	b := &Backend{c: c, waitN: cfg.waitN, waitTO: cfg.waitTimeout, sessions: map[spi.SessionID]*session{}}
+	b := &Backend{c: c, waitN: cfg.waitN, waitTO: cfg.waitTimeout, sessions: map[spi.SessionID]*session{},
+		foreign: foreign.New(cfg.logger, "redis")}
 	b.cc, b.cluster = c.(*goredis.ClusterClient)
 	if cfg.route != nil {
 		if !*cfg.route && b.cc != nil {
@@ -207,7 +223,21 @@ func newSessionID() (spi.SessionID, error) {
 	return spi.SessionID(hex.EncodeToString(b[:])), nil
 }
 
-func ms(d int64) time.Duration { return time.Duration(d) * time.Millisecond }
+// maxMillis bounds the milliseconds a reply's time converts to: 2^62 ns (about 146 years), so
+// that neither the conversion nor the engine's "time sent + time left" overflows (a hand-written
+// lease hash may carry an expiry centuries away).
+const maxMillis = (1 << 62) / int64(time.Millisecond)
+
+// ms converts milliseconds to a Duration, saturating at ±maxMillis.
+func ms(d int64) time.Duration {
+	switch {
+	case d > maxMillis:
+		return time.Duration(maxMillis) * time.Millisecond
+	case d < -maxMillis:
+		return -time.Duration(maxMillis) * time.Millisecond
+	}
+	return time.Duration(d) * time.Millisecond
+}
 
 // OpenSession opens a session for owner expiring ttl (rounded down to whole milliseconds, at
 // least 1 ms) after Redis TIME. The id is made here, so a retried open after a lost reply
@@ -252,6 +282,23 @@ func (b *Backend) Acquire(ctx context.Context, sid spi.SessionID, name string) (
 	if err := b.checkOpen(); err != nil {
 		return spi.Acquire{}, err
 	}
+	r, err := b.acquireOnce(ctx, sid, name)
+	if err != nil || r.Kind != spi.HeldBy || wire.IsClientSessionID(string(r.Holder)) {
+		return r, err
+	}
+	// A foreign holder (no client makes such a session id): a record written by hand or by
+	// something else, which no Simba holder relies on. It would block the name until its expires
+	// field, possibly forever; free it, keeping the token, and acquire again.
+	b.foreign.Warn("lease holder is not a client session id; freeing the lease (its token is kept)", "lease", name, "holder", string(r.Holder))
+	_, err = luascripts.ClearForeign.Run(ctx, b.c, luascripts.ClearForeignKeys{Lease: wire.LeaseKey(name)}, luascripts.ClearForeignArgs{Holder: string(r.Holder)})
+	if err != nil {
+		return spi.Acquire{}, b.clusterFail("acquire "+name+": clear foreign holder", err)
+	}
+	return b.acquireOnce(ctx, sid, name)
+}
+
+// acquireOnce is one acquire script call: acquire (standalone) or acquire_at (routeBySlot).
+func (b *Backend) acquireOnce(ctx context.Context, sid spi.SessionID, name string) (spi.Acquire, error) {
 	if b.cluster {
 		return b.acquireAt(ctx, sid, name)
 	}
@@ -370,7 +417,7 @@ func (b *Backend) KeepAlive(ctx context.Context, sid spi.SessionID, names, group
 		ka.Members = make(map[string][]spi.SessionID, len(groups))
 		for i, g := range groups {
 			if i < len(r.Members) {
-				ka.Members[g] = sortedIDs(r.Members[i])
+				ka.Members[g] = b.memberIDs(g, r.Members[i])
 			}
 		}
 	}
@@ -385,8 +432,12 @@ func heldList(h []luascripts.Held) []spi.Held {
 	return out
 }
 
-// sortedIDs converts members (the scripts list them in expiry order) to sorted session ids.
-func sortedIDs(m []string) []spi.SessionID {
+// memberIDs converts the members of group (the scripts list them in expiry order) to sorted
+// session ids, skipping (with a warning) every entry that is not a client session id: a
+// hand-added zset entry with a far-future score would otherwise count as a live member forever
+// and take partitions that nobody leads.
+func (b *Backend) memberIDs(group string, m []string) []spi.SessionID {
+	m = foreign.Members(b.foreign, group, m)
 	out := make([]spi.SessionID, len(m))
 	for i, s := range m {
 		out[i] = spi.SessionID(s)
@@ -456,7 +507,7 @@ func (b *Backend) Members(ctx context.Context, group string) ([]spi.SessionID, e
 	if err != nil {
 		return nil, b.fail("members "+group, err)
 	}
-	return sortedIDs(r.Members), nil
+	return b.memberIDs(group, r.Members), nil
 }
 
 // CloseSession releases every lease the session holds and leaves its groups (publishing each),

@@ -478,7 +478,7 @@ func (b *Backend) keepAliveCluster(ctx context.Context, sid spi.SessionID, names
 		if err != nil {
 			return spi.KeepAlive{}, b.fail("keep-alive", err)
 		}
-		ka.Members[g] = sortedIDs(mr.Members)
+		ka.Members[g] = b.memberIDs(g, mr.Members)
 	}
 	return ka, nil
 }

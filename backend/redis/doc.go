@@ -94,6 +94,16 @@ lack (TestClusterFailoverWithWait). Its cost is the replication delay on each gr
 and availability: while fewer than n replicas of a master are connected, grants and renewals on
 it fail. WAIT does not make Redis a consensus system: see WithWaitReplicas.
 
+# Foreign records
+
+Entries no Simba client wrote never take a partition or a name from the real clients. A group
+member that is not a client session id (32 lowercase hex digits), such as a hand-added zset
+entry with a far-future score, is skipped by KeepAlive and Members; a lease whose session field
+is not a client session id (or is empty) is freed by the next Acquire (the clear_foreign script:
+its holder, expiry and owner fields are deleted, its token kept) and acquired again. Each such
+record is logged once as a warning (WithLogger; slog.Default() by default). A hand-written lease
+whose holder has the client form is honoured until its expires field passes, like any other.
+
 # Hints
 
 Hints keeps one pub/sub connection per backend (while there are subscribers) that

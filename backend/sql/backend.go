@@ -6,12 +6,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/simba-go/simba/generated/wire"
+	"github.com/simba-go/simba/internal/foreign"
 	"github.com/simba-go/simba/internal/spi"
 	"github.com/simba-go/simba/sql/schema"
 )
@@ -29,6 +31,17 @@ type Option func(*config) error
 type config struct {
 	housekeeping time.Duration
 	autoMigrate  bool
+	logger       *slog.Logger
+}
+
+// WithLogger sets where the backend logs warnings: foreign records it skips, such as a group
+// member whose session id is not of the form clients make (logged once per record). The default
+// is slog.Default().
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) error {
+		c.logger = l
+		return nil
+	}
 }
 
 // WithHousekeepingInterval sets how often the backend runs Housekeeping in the background
@@ -67,6 +80,8 @@ type Backend struct {
 	schemaMu sync.Mutex
 	schemaOK bool
 
+	foreign *foreign.Filter // skips and reports foreign group members
+
 	stop chan struct{} // closed by Close: stops the background goroutines
 	wg   sync.WaitGroup
 }
@@ -93,6 +108,12 @@ type dialect interface {
 	inspect(ctx context.Context) (spi.Snapshot, error)
 	schemaVersion(ctx context.Context) (int64, error)
 	databaseNow(ctx context.Context) (int64, error)
+	// catalog runs a catalog query of the schema check (wire.SQLSchemaCheck) and returns its
+	// rows, each of ncols values as text (NULL as "").
+	catalog(ctx context.Context, query string, ncols int) ([][]string, error)
+	// clearForeignHolder frees name if its holder is exactly holder (a foreign session id),
+	// keeping the token.
+	clearForeignHolder(ctx context.Context, name, holder string) error
 	// migrate runs the statements of every migration whose version is above current,
 	// holding whatever lock keeps two migrating clients apart.
 	migrate(ctx context.Context, ms []schema.Migration) error
@@ -111,7 +132,7 @@ func newBackend(name string, d dialect, opts []Option) (*Backend, error) {
 			return nil, err
 		}
 	}
-	b := &Backend{d: d, name: name, cfg: cfg, stop: make(chan struct{})}
+	b := &Backend{d: d, name: name, cfg: cfg, stop: make(chan struct{}), foreign: foreign.New(cfg.logger, "sql "+name)}
 	if cfg.housekeeping > 0 {
 		b.wg.Add(1)
 		go b.housekeepingLoop(cfg.housekeeping)
@@ -211,7 +232,11 @@ func (b *Backend) ready(ctx context.Context) error {
 
 // CheckSchema reads the database's schema version and returns an error matching
 // spi.ErrSchemaMissing, naming the migration to apply, when the schema is missing or older than
-// the library needs (schema.LatestVersion). Other errors are classified like every call's
+// the library needs (schema.LatestVersion). It then compares the live tables with the schema
+// the spec declares (wire.SQLSchemaCheckByName: columns with their types, lengths, collations
+// and nullability, primary keys, foreign keys with their ON DELETE actions) and returns an error
+// matching spi.ErrSchemaDrift (and spi.ErrSchemaMissing) that lists every difference. The
+// backend runs the same check once, before its first operation. Other errors are classified like every call's
 // (spi.ErrUnavailable when the database cannot be reached).
 func (b *Backend) CheckSchema(ctx context.Context) error {
 	if err := b.checkOpen(); err != nil {
@@ -240,7 +265,7 @@ func (b *Backend) checkSchemaLocked(ctx context.Context) error {
 	if v < schema.LatestVersion {
 		return b.schemaMissing(fmt.Sprintf("schema version %d is older than %d", v, schema.LatestVersion), nil)
 	}
-	return nil
+	return b.checkDrift(ctx)
 }
 
 // Migrate applies the embedded migrations of the backend's dialect (schema.Migrations) that the
@@ -275,7 +300,7 @@ func (b *Backend) migrateLocked(ctx context.Context) error {
 	if v < schema.LatestVersion {
 		return b.schemaMissing(fmt.Sprintf("schema version %d after migrating, want %d", v, schema.LatestVersion), nil)
 	}
-	return nil
+	return b.checkDrift(ctx)
 }
 
 // SchemaVersion returns the highest schema version applied to the database (0 when the version
@@ -360,6 +385,8 @@ func (b *Backend) KeepAlive(ctx context.Context, session spi.SessionID, names []
 		for _, g := range groups {
 			if _, ok := ka.Members[g]; !ok {
 				ka.Members[g] = []spi.SessionID{}
+			} else {
+				ka.Members[g] = foreign.Members(b.foreign, g, ka.Members[g])
 			}
 		}
 	}
@@ -377,7 +404,9 @@ func (b *Backend) CloseSession(ctx context.Context, session spi.SessionID) error
 }
 
 // Acquire takes the lease name for session if it is free or its holder's session expired by the
-// database clock; a re-acquire by the holder returns the same token.
+// database clock; a re-acquire by the holder returns the same token. A lease held by a session
+// whose id is not of the form clients make (a row written by hand) is freed, keeping its token,
+// with a warning, and acquired again.
 func (b *Backend) Acquire(ctx context.Context, session spi.SessionID, name string) (spi.Acquire, error) {
 	if err := wire.ValidateName(name); err != nil {
 		return spi.Acquire{}, err
@@ -386,6 +415,20 @@ func (b *Backend) Acquire(ctx context.Context, session spi.SessionID, name strin
 		return spi.Acquire{}, err
 	}
 	r, err := b.d.acquire(ctx, string(session), name)
+	if err != nil {
+		return spi.Acquire{}, b.fail("acquire", err)
+	}
+	if r.Kind != spi.HeldBy || wire.IsClientSessionID(string(r.Holder)) {
+		return r, nil
+	}
+	// A foreign holder: a session row no client made (written by hand or by something else),
+	// which no Simba holder relies on. It would block the name until its expiry, possibly
+	// forever; free the lease, keeping its token, and acquire again.
+	b.foreign.Warn("lease holder is not a client session id; freeing the lease (its token is kept)", "lease", name, "holder", string(r.Holder))
+	if err := b.d.clearForeignHolder(ctx, name, string(r.Holder)); err != nil {
+		return spi.Acquire{}, b.fail("acquire: clear foreign holder", err)
+	}
+	r, err = b.d.acquire(ctx, string(session), name)
 	if err != nil {
 		return spi.Acquire{}, b.fail("acquire", err)
 	}
@@ -432,7 +475,9 @@ func (b *Backend) joinLeave(ctx context.Context, op string, session spi.SessionI
 	return spi.OK, nil
 }
 
-// Members lists the live members of group, sorted ascending (bytewise).
+// Members lists the live members of group, sorted ascending (bytewise). A member whose session
+// id is not of the form clients make (a row written by hand) is skipped with a warning, in
+// KeepAlive too: it would take partitions nobody leads.
 func (b *Backend) Members(ctx context.Context, group string) ([]spi.SessionID, error) {
 	if err := wire.ValidateName(group); err != nil {
 		return nil, err
@@ -444,6 +489,7 @@ func (b *Backend) Members(ctx context.Context, group string) ([]spi.SessionID, e
 	if err != nil {
 		return nil, b.fail("members", err)
 	}
+	ids = foreign.Members(b.foreign, group, ids)
 	out := make([]spi.SessionID, len(ids))
 	for i, id := range ids {
 		out[i] = spi.SessionID(id)
@@ -535,7 +581,21 @@ func (b *Backend) Hints(ctx context.Context) (<-chan spi.Hint, error) {
 // PushesHints reports whether Hints delivers anything (PostgreSQL only).
 func (b *Backend) PushesHints() bool { return b.name == wire.SQLPostgres }
 
-func millis(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }
+// maxMillis bounds the milliseconds a reply's time converts to: 2^62 ns (about 146 years), so
+// that neither the conversion nor the engine's "time sent + time left" overflows (a session row
+// written by hand may carry an expiry centuries away).
+const maxMillis = (1 << 62) / int64(time.Millisecond)
+
+// millis converts milliseconds to a Duration, saturating at ±maxMillis.
+func millis(ms int64) time.Duration {
+	switch {
+	case ms > maxMillis:
+		return time.Duration(maxMillis) * time.Millisecond
+	case ms < -maxMillis:
+		return -time.Duration(maxMillis) * time.Millisecond
+	}
+	return time.Duration(ms) * time.Millisecond
+}
 
 // leaseInfo turns an inspected lease row into a LeaseInfo; an expired holder is shown free.
 func leaseInfo(name, holder, owner string, token, remainingMs int64) spi.LeaseInfo {

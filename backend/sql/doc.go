@@ -26,9 +26,24 @@
 // The tables are those of sql/schema/<dialect>/0001_init.sql, embedded in package
 // github.com/simba-go/simba/sql/schema. Apply the file with your migration tool, or call
 // Migrate (idempotent, safe to run from several clients at once), or pass WithAutoMigrate. A
-// backend checks the schema version once, before its first operation: a missing or old schema is
+// backend checks the schema once, before its first operation: a missing or old schema version is
 // an error matching spi.ErrSchemaMissing (simba.ErrSchemaMissing) that names the migration to
-// apply.
+// apply. It then compares the live tables with the schema spec/sql.yaml declares, in three or
+// four catalog queries (wire.SQLSchemaCheckByName): every column with a compatible type and
+// length, the bytewise collation of names and ids (PostgreSQL "C", MySQL/MariaDB ascii_bin,
+// SQLite BINARY), NOT NULL, the primary keys and the foreign keys with their ON DELETE actions.
+// A schema changed by hand (a dropped foreign key blocks a lease name forever; a case-insensitive
+// collation merges names and revokes terms) is an error matching spi.ErrSchemaDrift (and
+// spi.ErrSchemaMissing) that lists every difference and names the migration. Migrate creates
+// missing tables but never alters existing ones.
+//
+// # Foreign records
+//
+// Rows no Simba client wrote never take a partition or a name from the real clients: a group
+// member whose session id is not of the client form (32 lowercase hex digits) is skipped by
+// KeepAlive and Members, and a lease held by such a session is freed by the next Acquire (the
+// clear_foreign_holder statement: its token is kept) and acquired again. Each such record is
+// logged once as a warning (WithLogger; slog.Default() by default).
 //
 // # Time
 //
@@ -75,6 +90,6 @@
 // acquire locks the lease row before the holder's session row, the holder's release and close
 // the other way round; rarer on PostgreSQL) or for a serialization failure is first run again
 // by the backend itself, up to four times: nothing of it took effect; a missing schema matches
-// spi.ErrSchemaMissing; invalid names spi.ErrInvalidName (before any I/O); invalid options and
+// spi.ErrSchemaMissing, a drifted one spi.ErrSchemaDrift too; invalid names spi.ErrInvalidName (before any I/O); invalid options and
 // DSNs spi.ErrInvalidOption; authentication and privilege errors are permanent.
 package sql

@@ -121,3 +121,7 @@ func (a mysqlQ) inspectMembers(ctx context.Context) ([]member, error) {
 
 func (a mysqlQ) schemaVersion(ctx context.Context) (int64, error) { return a.q.SchemaVersion(ctx) }
 func (a mysqlQ) databaseNow(ctx context.Context) (int64, error)   { return a.q.DatabaseNow(ctx) }
+
+func (a mysqlQ) clearForeignHolder(ctx context.Context, name, holder string) error {
+	return a.q.ClearForeignHolder(ctx, mysql.ClearForeignHolderParams{Name: name, SessionID: holder})
+}

@@ -263,6 +263,38 @@ func (d *pgDialect) inspect(ctx context.Context) (spi.Snapshot, error) {
 	return s, nil
 }
 
+func (d *pgDialect) clearForeignHolder(ctx context.Context, name, holder string) error {
+	return retryRolledBack(ctx, pgRolledBack, func() error {
+		return d.q.ClearForeignHolder(ctx, postgres.ClearForeignHolderParams{Name: name, SessionID: holder})
+	})
+}
+
+func (d *pgDialect) catalog(ctx context.Context, query string, ncols int) ([][]string, error) {
+	rows, err := d.pool.Query(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out [][]string
+	for rows.Next() {
+		vals, err := rows.Values()
+		if err != nil {
+			return nil, err
+		}
+		if len(vals) != ncols {
+			return nil, fmt.Errorf("catalog query returned %d columns, want %d", len(vals), ncols)
+		}
+		row := make([]string, ncols)
+		for i, v := range vals {
+			if v != nil {
+				row[i] = fmt.Sprint(v)
+			}
+		}
+		out = append(out, row)
+	}
+	return out, rows.Err()
+}
+
 func (d *pgDialect) schemaVersion(ctx context.Context) (int64, error) { return d.q.SchemaVersion(ctx) }
 func (d *pgDialect) databaseNow(ctx context.Context) (int64, error)   { return d.q.DatabaseNow(ctx) }
 

@@ -123,3 +123,7 @@ func (a sqliteQ) inspectMembers(ctx context.Context) ([]member, error) {
 
 func (a sqliteQ) schemaVersion(ctx context.Context) (int64, error) { return a.q.SchemaVersion(ctx) }
 func (a sqliteQ) databaseNow(ctx context.Context) (int64, error)   { return a.q.DatabaseNow(ctx) }
+
+func (a sqliteQ) clearForeignHolder(ctx context.Context, name, holder string) error {
+	return a.q.ClearForeignHolder(ctx, sqlite.ClearForeignHolderParams{Name: name, SessionID: holder})
+}

@@ -72,6 +72,7 @@ type stdQueries interface {
 	inspectMembers(ctx context.Context) ([]member, error)
 	schemaVersion(ctx context.Context) (int64, error)
 	databaseNow(ctx context.Context) (int64, error)
+	clearForeignHolder(ctx context.Context, name, holder string) error
 }
 
 // stdDialect runs the MySQL/MariaDB and SQLite operations on database/sql: multi-statement
@@ -369,6 +370,51 @@ func (d *stdDialect) databaseNow(ctx context.Context) (v int64, err error) {
 		return err
 	})
 	return v, err
+}
+
+func (d *stdDialect) clearForeignHolder(ctx context.Context, name, holder string) error {
+	return d.run(ctx, func(q stdQueries) error { return q.clearForeignHolder(ctx, name, holder) })
+}
+
+func (d *stdDialect) catalog(ctx context.Context, query string, ncols int) ([][]string, error) {
+	var db dbtx = d.db
+	if len(d.setup) > 0 {
+		c, err := d.conn(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer c.Close()
+		db = c
+	}
+	rows, err := db.QueryContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	names, err := rows.Columns()
+	if err != nil {
+		return nil, err
+	}
+	if len(names) != ncols {
+		return nil, fmt.Errorf("catalog query returned %d columns, want %d", len(names), ncols)
+	}
+	var out [][]string
+	vals := make([]sql.NullString, ncols)
+	ptrs := make([]any, ncols)
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	for rows.Next() {
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, err
+		}
+		row := make([]string, ncols)
+		for i, v := range vals {
+			row[i] = v.String
+		}
+		out = append(out, row)
+	}
+	return out, rows.Err()
 }
 
 func (d *stdDialect) migrate(ctx context.Context, ms []schema.Migration) error {

@@ -101,6 +101,11 @@ var All = []Info{{
 	Name:    "members",
 	SHA1:    MembersSHA1,
 	Source:  MembersSource,
+}, {
+	Cluster: true,
+	Name:    "clear_foreign",
+	SHA1:    ClearForeignSHA1,
+	Source:  ClearForeignSource,
 }}
 
 // ErrReply is matched (errors.Is) by every error a Decode returns for a reply of the wrong shape.

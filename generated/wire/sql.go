@@ -85,6 +85,9 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 			}, "database_now": {
 				Queries:     []string{"DatabaseNow"},
 				Transaction: false,
+			}, "clear_foreign_holder": {
+				Queries:     []string{"ClearForeignHolder"},
+				Transaction: false,
 			}},
 			SessionSetup: []string{"SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED"},
 		}, true
@@ -129,6 +132,9 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 			}, "database_now": {
 				Queries:     []string{"DatabaseNow"},
 				Transaction: false,
+			}, "clear_foreign_holder": {
+				Queries:     []string{"ClearForeignHolder"},
+				Transaction: false,
 			}},
 			SessionSetup: []string{},
 		}, true
@@ -172,6 +178,9 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 				Transaction: false,
 			}, "database_now": {
 				Queries:     []string{"DatabaseNow"},
+				Transaction: false,
+			}, "clear_foreign_holder": {
+				Queries:     []string{"ClearForeignHolder"},
 				Transaction: false,
 			}},
 			SessionSetup: []string{"PRAGMA busy_timeout = 10000", "PRAGMA foreign_keys = ON"},

@@ -28,6 +28,11 @@ var (
 	ErrSchemaMissing = errors.New("simba: schema missing")
 	// ErrInvalidOption: a configuration value (option, DSN) is invalid. Permanent.
 	ErrInvalidOption = errors.New("simba: invalid option")
+	// ErrSchemaDrift: the backend's schema has the right version but differs from the one the
+	// library needs (a table, column, type, collation, primary key or foreign key changed or
+	// dropped by hand); the wrapping error names the table, the column, what is wrong and the
+	// migration. It matches ErrSchemaMissing too. Permanent.
+	ErrSchemaDrift error = &childError{msg: "simba: schema drift", parent: ErrSchemaMissing}
 )
 
 // ValidateOwner checks a session's owner string for a backend's OpenSession, before any I/O:
@@ -39,6 +44,15 @@ func ValidateOwner(owner string) error {
 	}
 	return nil
 }
+
+// childError is a sentinel that also matches a more general sentinel (its parent).
+type childError struct {
+	msg    string
+	parent error
+}
+
+func (e *childError) Error() string { return e.msg }
+func (e *childError) Unwrap() error { return e.parent }
 
 // Class is how the shell treats a backend error.
 type Class uint8
