@@ -74,6 +74,12 @@ var (
 	ErrSchemaMissing = spi.ErrSchemaMissing
 	// ErrInvalidOption: an option or DSN is invalid.
 	ErrInvalidOption = spi.ErrInvalidOption
+	// ErrTokenOverflow: a lease's fencing token has no successor the backend can store; nothing
+	// was written. Permanent.
+	ErrTokenOverflow = spi.ErrTokenOverflow
+	// ErrCorruptToken: a lease record holds a token that is not a non-negative integer (never
+	// coerced); nothing was written. Permanent.
+	ErrCorruptToken = spi.ErrCorruptToken
 )
 
 // Classify says whether a backend error is retryable or permanent.
