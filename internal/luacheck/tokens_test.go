@@ -128,3 +128,37 @@ func TestTokenCorruptAndOverflow(t *testing.T) {
 		t.Fatalf("stored %q, want 9007199254740991", got)
 	}
 }
+
+// TestCorruptTokenNeverCoercedByKeepAliveOrRelease: when a held lease's token is overwritten
+// with something that is not a plain decimal, keep_alive and keep_alive_leases do not report
+// the lease held (tonumber would have reported "0x10" as 16), and release and release_leases
+// with the coerced value (16) release nothing.
+func TestCorruptTokenNeverCoercedByKeepAliveOrRelease(t *testing.T) {
+	c := client(t)
+	ctx := context.Background()
+	sid, o := open(t, c, "one", ttl)
+	name := newName("coerce")
+	if r := acquire(t, c, sid, name); r.Status != luascripts.StatusOK {
+		t.Fatalf("acquire: %+v", r)
+	}
+	c.HSet(ctx, wire.LeaseKey(name), wire.LeaseFieldToken, "0x10")
+	if ka := keepAlive(t, c, sid, []string{name}, nil); ka.Status != luascripts.StatusOK || len(ka.Held) != 0 {
+		t.Fatalf("keep_alive: %+v, want the lease not reported held", ka)
+	}
+	kl, err := luascripts.KeepAliveLeases.Run(ctx, c, luascripts.KeepAliveLeasesKeys{Leases: []string{wire.LeaseKey(name)}},
+		luascripts.KeepAliveLeasesArgs{SessionID: sid, ExpiresMS: o.ExpiresMS, Names: []string{name}})
+	if err != nil || len(kl.Held) != 0 {
+		t.Fatalf("keep_alive_leases: %+v %v, want the lease not reported held", kl, err)
+	}
+	if release(t, c, sid, name, 16) {
+		t.Fatal("release with token 16 released a lease whose token is \"0x10\"")
+	}
+	rl, err := luascripts.ReleaseLeases.Run(ctx, c, luascripts.ReleaseLeasesKeys{Leases: []string{wire.LeaseKey(name)}},
+		luascripts.ReleaseLeasesArgs{SessionID: sid, Names: []string{name}, Tokens: []int64{16}})
+	if err != nil || rl.Released != 0 {
+		t.Fatalf("release_leases with token 16: %+v %v, want nothing released", rl, err)
+	}
+	if got := leaseField(t, c, name, wire.LeaseFieldSession); got != sid {
+		t.Fatalf("the lease's holder is %q, want still %s", got, sid)
+	}
+}
