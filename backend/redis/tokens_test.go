@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -237,10 +238,11 @@ func TestDurabilityCheck(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		masters := 0
-		if err := cc.ForEachMaster(ctx, func(context.Context, *goredis.Client) error { masters++; return nil }); err != nil {
+		var n atomic.Int32 // ForEachMaster runs the callbacks concurrently
+		if err := cc.ForEachMaster(ctx, func(context.Context, *goredis.Client) error { n.Add(1); return nil }); err != nil {
 			t.Fatal(err)
 		}
+		masters := int(n.Load())
 		seen := map[string]bool{}
 		for _, d := range ds {
 			if !d.Checked || d.Addr == "" {
