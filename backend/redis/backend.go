@@ -228,7 +228,9 @@ func ms(d int64) time.Duration { return time.Duration(d) * time.Millisecond }
 
 // OpenSession opens a session for owner expiring ttl (rounded down to whole milliseconds, at
 // least 1 ms) after Redis TIME. The id is made here, so a retried open after a lost reply
-// cannot leave a second session behind: open_session is safe to retry with the same id.
+// cannot leave a second session behind: open_session is safe to retry with the same id. The
+// backend's first OpenSession also runs the durability check (see CheckDurability): it logs a
+// warning, or with WithStrictDurability fails with ErrNotDurable.
 func (b *Backend) OpenSession(ctx context.Context, owner string, ttl time.Duration) (spi.Session, error) {
 	if ttl <= 0 {
 		return spi.Session{}, fmt.Errorf("%w: redis: session TTL %v is not positive", spi.ErrInvalidOption, ttl)

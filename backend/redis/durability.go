@@ -33,7 +33,9 @@ func WithLogger(l *slog.Logger) Option {
 // WithStrictDurability makes the first OpenSession fail with a permanent error matching
 // ErrNotDurable, instead of logging a warning, when a server (every master, on a Cluster) could
 // lose lease hashes — an allkeys-* maxmemory-policy, or appendonly off — or its configuration
-// cannot be read (CONFIG and INFO refused). See CheckDurability.
+// cannot be read (CONFIG and INFO refused). See CheckDurability. The check runs once per
+// Backend and its verdict is kept: after changing the server's configuration, build a new
+// Backend. (A server that could not be reached is checked again at the next OpenSession.)
 func WithStrictDurability() Option {
 	return func(c *config) error {
 		c.strict = true
