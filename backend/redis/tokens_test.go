@@ -25,6 +25,7 @@ const (
 	portRestart    = 6451
 	portUndurable  = 6452
 	portDurable    = 6453
+	portRenamed    = 6454
 	privTestTTL    = time.Minute
 	junkValueBytes = 8 << 10
 )
@@ -171,7 +172,8 @@ func TestTokensSurviveRestart(t *testing.T) {
 
 // TestDurabilityCheck: at the first OpenSession the backend reads maxmemory-policy and
 // appendonly and warns through its logger when lease hashes could be lost (allkeys-lru, no
-// AOF), or when CONFIG and INFO are refused; WithStrictDurability refuses with a permanent
+// AOF; read by INFO where CONFIG is refused or renamed away), or when CONFIG and INFO are both
+// refused; WithStrictDurability refuses with a permanent
 // ErrNotDurable instead. A server with AOF and noeviction gets no warning.
 func TestDurabilityCheck(t *testing.T) {
 	ctx := context.Background()
@@ -180,6 +182,7 @@ func TestDurabilityCheck(t *testing.T) {
 		"user infoonly on >pw ~* &* +@all -config",
 		"user blind on >pw ~* &* +@all -config -info")
 	startPrivServerProc(t, portDurable, "maxmemory-policy noeviction", "appendonly yes")
+	startPrivServerProc(t, portRenamed, "maxmemory-policy allkeys-lfu", `rename-command CONFIG ""`)
 
 	for _, tc := range []struct {
 		name, user string
@@ -217,6 +220,14 @@ func TestDurabilityCheck(t *testing.T) {
 			}
 		})
 	}
+	t.Run("CONFIG renamed away", func(t *testing.T) {
+		lb, log := capture()
+		b := newBackend(t, privClient(t, portRenamed, "", ""), WithLogger(log))
+		open(t, b, privTestTTL)
+		if out := lb.String(); !strings.Contains(out, "allkeys-lfu") || strings.Count(out, "level=WARN") != 1 {
+			t.Fatalf("warning %q, want one naming allkeys-lfu (read by INFO)", out)
+		}
+	})
 	t.Run("durable", func(t *testing.T) {
 		lb, log := capture()
 		b := newBackend(t, privClient(t, portDurable, "", ""), WithLogger(log))
