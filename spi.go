@@ -78,6 +78,12 @@ var (
 	ErrSchemaDrift = spi.ErrSchemaDrift
 	// ErrInvalidOption: an option or DSN is invalid.
 	ErrInvalidOption = spi.ErrInvalidOption
+	// ErrTokenOverflow: a lease's fencing token has no successor the backend can store; nothing
+	// was written. Permanent.
+	ErrTokenOverflow = spi.ErrTokenOverflow
+	// ErrCorruptToken: a lease record holds a token that is not a non-negative integer (never
+	// coerced); nothing was written. Permanent.
+	ErrCorruptToken = spi.ErrCorruptToken
 )
 
 // Classify says whether a backend error is retryable or permanent.

@@ -146,6 +146,9 @@ var brokenSpecCases = []struct {
 	{"wrong owner", "assign.yaml", `owner: "b"`, `owner: "a"`, "spec/assign.yaml: owner_vectors[2]"},
 	{"bad type", "assign.yaml", "final_shift: 31", "final_shift: thirty-one", "spec/assign.yaml: "},
 	{"bad error prefix", "redis.yaml", "\nstatuses:", "\nerror_prefix: \"Simba\"\nstatuses:", "spec/redis.yaml: error_prefix: \"Simba\" must be lowercase letters and a colon"},
+	{"redis error without prefix", "redis.yaml", "\nstatuses:", "\nerrors: [{name: boom}]\nstatuses:", "spec/redis.yaml: errors.boom: named errors need error_prefix"},
+	{"redis duplicate error", "redis.yaml", "\nstatuses:", "\nerror_prefix: \"simba:\"\nerrors: [{name: boom}, {name: boom}]\nstatuses:", "spec/redis.yaml: errors.boom: duplicate error"},
+	{"redis bad error name", "redis.yaml", "\nstatuses:", "\nerror_prefix: \"simba:\"\nerrors: [{name: Boom}]\nstatuses:", "spec/redis.yaml: errors[0].name"},
 	// Redis (spec/redis.yaml, spec/lua/).
 	{"redis token not int64", "redis.yaml", "{name: token, type: int64, doc: the grant's token}", "{name: token, type: string, doc: the grant's token}", "spec/redis.yaml: scripts.grab.reply.token.type: token is a token or millisecond value and must be int64"},
 	{"redis ms arg not int64", "redis.yaml", "{name: ttl_ms, type: int64}", "{name: ttl_ms, type: string}", "spec/redis.yaml: scripts.renew.args.ttl_ms.type: ttl_ms is a token or millisecond value"},

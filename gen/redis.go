@@ -20,12 +20,22 @@ type RedisSpec struct {
 	// ErrorPrefix starts the message of every error a script raises (after Redis's "ERR "), so
 	// clients can tell Simba's script errors from the server's: ${error_prefix} in Lua,
 	// luascripts.ErrorPrefix in Go. Optional.
-	ErrorPrefix string         `yaml:"error_prefix"`
-	Keys        []RedisKey     `yaml:"keys"`
-	Channels    []RedisChannel `yaml:"channels"`
-	Statuses    []RedisStatus  `yaml:"statuses"`
-	Records     []RedisRecord  `yaml:"records"`
-	Scripts     []RedisScript  `yaml:"scripts"`
+	ErrorPrefix string `yaml:"error_prefix"`
+	// Errors are the named errors scripts raise, each "ERR <error_prefix> <name> ..." (Lua:
+	// 'ERR ${error.<name>} ...'; Go: luascripts.Error<Name>, to match with HasErrorPrefix).
+	// They need error_prefix.
+	Errors   []RedisError   `yaml:"errors"`
+	Keys     []RedisKey     `yaml:"keys"`
+	Channels []RedisChannel `yaml:"channels"`
+	Statuses []RedisStatus  `yaml:"statuses"`
+	Records  []RedisRecord  `yaml:"records"`
+	Scripts  []RedisScript  `yaml:"scripts"`
+}
+
+// RedisError is a named error a script raises.
+type RedisError struct {
+	Name string `yaml:"name"`
+	Doc  string `yaml:"doc"`
 }
 
 // RedisKey is one key pattern, e.g. "simba:lease:{<name>}".
@@ -268,6 +278,18 @@ func (s *RedisSpec) checkStatuses(keys map[string]*RedisKey) (map[string]string,
 		}
 		subst["error_prefix"] = s.ErrorPrefix
 	}
+	for i, e := range s.Errors {
+		if err := checkIdent(redisFile, fmt.Sprintf("errors[%d].name", i), e.Name); err != nil {
+			return nil, err
+		}
+		if s.ErrorPrefix == "" {
+			return nil, specErr(redisFile, "errors."+e.Name, "named errors need error_prefix")
+		}
+		if _, dup := subst["error."+e.Name]; dup {
+			return nil, specErr(redisFile, "errors."+e.Name, "duplicate error")
+		}
+		subst["error."+e.Name] = s.ErrorPrefix + " " + e.Name
+	}
 	values := map[int64]string{}
 	for i, st := range s.Statuses {
 		if err := checkIdent(redisFile, fmt.Sprintf("statuses[%d].name", i), st.Name); err != nil {
@@ -488,7 +510,7 @@ func (sc *RedisScript) loadLua(specDir, field string, keys map[string]*RedisKey,
 	for n, line := range strings.Split(src, "\n") {
 		for _, m := range placeholderRE.FindAllStringSubmatch(line, -1) {
 			if _, ok := subst[m[1]]; !ok {
-				return specErr(sc.Source, fmt.Sprintf("line %d", n+1), "unknown placeholder %s (want ${<hash key>.<field>} or ${status.<name>})", m[0])
+				return specErr(sc.Source, fmt.Sprintf("line %d", n+1), "unknown placeholder %s (want ${<hash key>.<field>}, ${status.<name>}, ${error.<name>} or ${error_prefix})", m[0])
 			}
 		}
 		code, _, _ := strings.Cut(line, "--")
@@ -690,6 +712,16 @@ func (s *RedisSpec) genCommon() (File, error) {
 	if s.ErrorPrefix != "" {
 		f.Comment(cmt("ErrorPrefix starts the message of every error a script raises (after Redis's \"ERR \"): go-redis's HasErrorPrefix(err, ErrorPrefix) tells them from the server's own errors."))
 		f.Const().Id("ErrorPrefix").Op("=").Lit(s.ErrorPrefix)
+	}
+	if len(s.Errors) > 0 {
+		var defs []jen.Code
+		for _, e := range s.Errors {
+			id := "Error" + camel(e.Name)
+			defs = append(defs, jen.Comment(cmt(fmt.Sprintf("%s: %s. A script raises it as \"ERR %s ...\".", id, strings.TrimSuffix(doc(e.Doc), "."), s.ErrorPrefix+" "+e.Name))),
+				jen.Id(id).Op("=").Lit(s.ErrorPrefix+" "+e.Name))
+		}
+		f.Comment(cmt("The named errors scripts raise: match one with go-redis's HasErrorPrefix(err, Error<Name>)."))
+		f.Const().Defs(defs...)
 	}
 
 	f.Comment("Info describes one script.")

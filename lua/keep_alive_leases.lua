@@ -15,7 +15,8 @@ local e = string.format('%d', expires)
 local held = {}
 for i = 1, #KEYS do
   local l = redis.call('HMGET', KEYS[i], 'session', 'token', 'expires')
-  if l[1] == sid and l[2] then
+  -- A token that is not a plain decimal is never coerced: not reported held (see keep_alive).
+  if l[1] == sid and l[2] and string.match(l[2], '^%d+$') then
     if (tonumber(l[3]) or 0) < expires then
       redis.call('HSET', KEYS[i], 'expires', e)
     end

@@ -6,9 +6,10 @@
 local sid, n = ARGV[1], #KEYS
 local released = 0
 for i = 1, n do
-  local key, name, token = KEYS[i], ARGV[1 + i], tonumber(ARGV[1 + n + i])
+  local key, name, token = KEYS[i], ARGV[1 + i], ARGV[1 + n + i]
   local l = redis.call('HMGET', key, 'session', 'token')
-  if l[1] == sid and (token == 0 or tonumber(l[2]) == token) then
+  -- Tokens compare as the decimal strings the scripts write, never coerced ("0x10" is not 16).
+  if l[1] == sid and (token == '0' or l[2] == token) then
     redis.call('HDEL', key, 'session', 'expires', 'owner')
     redis.call('PUBLISH', key, name)
     released = released + 1

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -317,7 +318,8 @@ func (m *Model) CloseSession(now time.Duration, id spi.SessionID) error {
 }
 
 // Acquire takes name for the session if it is free or its holder's session has expired, with a
-// token one greater than the name's last. A re-acquire by the holder returns the same token. The
+// token one greater than the name's last (ErrTokenOverflow when the last is the int64 maximum).
+// A re-acquire by the holder returns the same token. The
 // reply's Remaining is the acquiring session's time left for Granted and the holder's for HeldBy.
 func (m *Model) Acquire(now time.Duration, id spi.SessionID, name string) (spi.Acquire, error) {
 	if err := wire.ValidateName(name); err != nil {
@@ -340,6 +342,9 @@ func (m *Model) Acquire(now time.Duration, id spi.SessionID, name string) (spi.A
 		h := m.sessions[l.holder]
 		return spi.Acquire{Kind: spi.HeldBy, Holder: h.id, HolderOwner: h.owner, Remaining: h.expiry - m.now}, nil
 	default:
+		if l.token == math.MaxInt64 { // no successor: a permanent, named error, nothing changed
+			return spi.Acquire{}, spi.AsPermanent(fmt.Errorf("%w: simbatest: lease %q holds token %d", spi.ErrTokenOverflow, name, l.token))
+		}
 		l.holder = id
 		l.token++
 		s.leases[name] = struct{}{}

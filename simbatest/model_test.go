@@ -3,6 +3,7 @@ package simbatest
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"reflect"
 	"regexp"
@@ -568,5 +569,21 @@ func BenchmarkModelRound(b *testing.B) {
 			m.Acquire(now, id, names[(i+j)%3])
 		}
 		m.TakeHints()
+	}
+}
+
+// TestTokenOverflow: a name whose last token is the int64 maximum has no next tenure: Acquire
+// fails with a permanent ErrTokenOverflow and changes nothing (the model's counter cannot get
+// there by itself; the test sets it).
+func TestTokenOverflow(t *testing.T) {
+	m := NewModel(WithSeed(1))
+	a := open(t, m, 0, "a")
+	m.leases["x"] = &lease{token: math.MaxInt64}
+	r, err := m.Acquire(0, a, "x")
+	if !errors.Is(err, spi.ErrTokenOverflow) || spi.Classify(err) != spi.Permanent {
+		t.Fatalf("Acquire = %+v, %v; want a permanent ErrTokenOverflow", r, err)
+	}
+	if info, _ := m.Lease(0, "x"); info.Holder != "" || info.Token != math.MaxInt64 {
+		t.Fatalf("the refused acquire changed the lease: %+v", info)
 	}
 }

@@ -31,16 +31,7 @@ type config struct {
 	waitN       int
 	waitTimeout time.Duration
 	logger      *slog.Logger
-}
-
-// WithLogger sets where the backend logs warnings: foreign records it skips, such as a group
-// member that is not a client session id (logged once per record). The default is
-// slog.Default().
-func WithLogger(l *slog.Logger) Option {
-	return func(c *config) error {
-		c.logger = l
-		return nil
-	}
+	strict      bool
 }
 
 // WithRouteBySlot forces routeBySlot on or off. By default it is on exactly when the client is
@@ -114,6 +105,12 @@ type Backend struct {
 	loadMu sync.Mutex
 	loaded bool // luascripts.LoadAll succeeded (before the first pipeline)
 
+	log     *slog.Logger
+	strict  bool       // WithStrictDurability
+	durMu   sync.Mutex // serialises the durability check
+	durDone bool       // the durability check ran (durErr: its verdict in strict mode)
+	durErr  error
+
 	mu       sync.Mutex
 	sessions map[spi.SessionID]*session // routeBySlot only
 
@@ -141,19 +138,20 @@ var (
 
 // New returns a backend on c: a *redis.Client (standalone, or Sentinel failover from
 // redis.NewFailoverClient), a *redis.ClusterClient (routeBySlot is then on) or any other
-// redis.UniversalClient. New does no I/O. Close does not close c.
+// redis.UniversalClient. New does no I/O: the server's durability settings are checked at the
+// first OpenSession (see CheckDurability). Close does not close c.
 func New(c goredis.UniversalClient, opts ...Option) (*Backend, error) {
 	if c == nil {
 		return nil, fmt.Errorf("%w: redis: nil client", spi.ErrInvalidOption)
 	}
-	var cfg config
+	cfg := config{logger: slog.Default()}
 	for _, o := range opts {
 		if err := o(&cfg); err != nil {
 			return nil, err
 		}
 	}
 	b := &Backend{c: c, waitN: cfg.waitN, waitTO: cfg.waitTimeout, sessions: map[spi.SessionID]*session{},
-		foreign: foreign.New(cfg.logger, "redis")}
+		foreign: foreign.New(cfg.logger, "redis"), log: cfg.logger, strict: cfg.strict}
 	b.cc, b.cluster = c.(*goredis.ClusterClient)
 	if cfg.route != nil {
 		if !*cfg.route && b.cc != nil {
@@ -194,7 +192,9 @@ func (b *Backend) checkOpen() error {
 }
 
 // fail classifies err from operation op: authentication and permission errors, wrong-type
-// keys, script argument errors and replies of the wrong shape are permanent; everything else
+// keys, script argument errors, replies of the wrong shape and the scripts' own errors are
+// permanent (token_overflow and corrupt_token match spi.ErrTokenOverflow and
+// spi.ErrCorruptToken); everything else
 // (connection loss, timeouts, LOADING, BUSY, TRYAGAIN, CLUSTERDOWN, READONLY during a failover,
 // MOVED during a resharding) is retryable and matches spi.ErrUnavailable.
 func (b *Backend) fail(op string, err error) error {
@@ -205,6 +205,10 @@ func (b *Backend) fail(op string, err error) error {
 		return fmt.Errorf("redis: %s: %w", op, spi.ErrClosed)
 	case errors.Is(err, context.Canceled):
 		return fmt.Errorf("redis: %s: %w", op, err)
+	case goredis.HasErrorPrefix(err, luascripts.ErrorTokenOverflow):
+		return spi.AsPermanent(fmt.Errorf("redis: %s: %w: %w", op, spi.ErrTokenOverflow, err))
+	case goredis.HasErrorPrefix(err, luascripts.ErrorCorruptToken):
+		return spi.AsPermanent(fmt.Errorf("redis: %s: %w: %w", op, spi.ErrCorruptToken, err))
 	case errors.Is(err, luascripts.ErrReply), errors.Is(err, luascripts.ErrArgs),
 		goredis.HasErrorPrefix(err, "NOAUTH"), goredis.HasErrorPrefix(err, "WRONGPASS"),
 		goredis.HasErrorPrefix(err, "NOPERM"), goredis.HasErrorPrefix(err, "WRONGTYPE"),
@@ -241,7 +245,9 @@ func ms(d int64) time.Duration {
 
 // OpenSession opens a session for owner expiring ttl (rounded down to whole milliseconds, at
 // least 1 ms) after Redis TIME. The id is made here, so a retried open after a lost reply
-// cannot leave a second session behind: open_session is safe to retry with the same id.
+// cannot leave a second session behind: open_session is safe to retry with the same id. The
+// backend's first OpenSession also runs the durability check (see CheckDurability): it logs a
+// warning, or with WithStrictDurability fails with ErrNotDurable.
 func (b *Backend) OpenSession(ctx context.Context, owner string, ttl time.Duration) (spi.Session, error) {
 	if ttl <= 0 {
 		return spi.Session{}, fmt.Errorf("%w: redis: session TTL %v is not positive", spi.ErrInvalidOption, ttl)
@@ -250,6 +256,9 @@ func (b *Backend) OpenSession(ctx context.Context, owner string, ttl time.Durati
 		return spi.Session{}, fmt.Errorf("redis: %w", err)
 	}
 	if err := b.checkOpen(); err != nil {
+		return spi.Session{}, err
+	}
+	if err := b.durability(ctx); err != nil {
 		return spi.Session{}, err
 	}
 	sid, err := newSessionID()

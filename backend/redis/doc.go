@@ -20,9 +20,9 @@ DSN fails with an error matching spi.ErrInvalidOption that names what is wrong.
 
 # Layout and time
 
-The lease simba:lease:{name} is a hash {session, token, expires, owner} that never expires and
-is never deleted, so its token only grows; a lease is live while its session field is set and
-its expires (the holder session's expiry) is in the future. The session simba:session:{sid} is a
+The lease simba:lease:{name} is a hash {session, token, expires, owner} that Simba never
+expires or deletes; a lease is live while its session field is set and its expires (the holder
+session's expiry) is in the future. The session simba:session:{sid} is a
 hash expiring at its expiry (PEXPIREAT), with its sets :leases and :groups (maintained in
 standalone mode); a group is a sorted set of session ids scored by their session's expiry. Every
 expiry is Redis TIME, read inside the scripts: the client's clock is never sent. Session ids are
@@ -31,6 +31,36 @@ expiry is Redis TIME, read inside the scripts: the client's clock is never sent.
 Every call is EVALSHA with EVAL on NOSCRIPT (after a restart, failover or SCRIPT FLUSH), and
 every key a script touches is in KEYS. A release publishes the lease name on the lease key's
 channel; a membership change publishes the group name on the group key's channel.
+
+# Fencing tokens and durability
+
+A lease's token is strictly increasing per name across holders: every new tenure's token is
+max(last token + 1, Redis TIME in microseconds since the epoch), computed inside the acquire
+script (DESIGN.md §5); a re-acquire by the holder returns the same token. Tokens are therefore
+microsecond-scale numbers (about 1.8e15 in 2026), not 1, 2, 3: only their order means
+anything. They stay below 2^53, where Lua's numbers (doubles) are exact, until the year 2255.
+
+The token lives in the lease hash, and Redis can lose the hash: an allkeys-* maxmemory-policy
+evicts it (it never expires, so volatile-* policies and noeviction leave it alone), a restart
+without AOF loses it (RDB snapshots lose every write since the last save), and so do a
+FLUSHALL, an operator's DEL and a failover that loses the last writes (see WithWaitReplicas).
+Then the next grant starts from the clock floor instead of from 1: tokens still increase as long
+as the server's clock has not gone back by more than the time since the last grant. What is at
+risk is a clock that goes back: a server restored on another host or a clock stepped back could
+then repeat tokens. For the full promise run Redis with maxmemory-policy noeviction or a
+volatile-* policy, and with appendonly yes.
+
+At the first OpenSession the backend reads those settings on the server (on a Cluster, on every
+master) with CONFIG GET, falling back to INFO where CONFIG is refused (an ACL without it, a
+renamed command), and logs a warning through WithLogger's logger (slog.Default() by default)
+for each server that could lose lease hashes, or that it could not check; CheckDurability runs
+the same check on demand. WithStrictDurability turns the warning into a refusal: OpenSession
+then fails with a permanent error matching ErrNotDurable.
+
+A stored token that is not a plain decimal integer (say "0x10", "-5" or "abc", written by
+someone else) fails the acquire with a permanent error matching spi.ErrCorruptToken, and one
+whose successor would reach 2^53 with spi.ErrTokenOverflow; nothing is written, and the token
+is never coerced (Lua's tonumber would read "0x10" as 16).
 
 # Standalone and Sentinel
 
@@ -117,7 +147,9 @@ An ACL user (Redis 6+) needs the keys ~simba:* and, for hints, the channel patte
 &simba:lease:{*} and &simba:group:{*} literally (PSUBSCRIBE is checked against the patterns
 as written, so &simba:* is not enough; Hints then fails with a permanent NOPERM error). Its
 commands: EVALSHA, EVAL, SCRIPT LOAD, SMEMBERS, HMGET, ZADD, PSUBSCRIBE, PING, WAIT (with
-WithWaitReplicas), SCAN, TIME and ZRANGEBYSCORE (Inspect), CLUSTER SLOTS (Cluster clients), and
+WithWaitReplicas), SCAN, TIME and ZRANGEBYSCORE (Inspect), CLUSTER SLOTS (Cluster clients),
+CONFIG GET or else INFO (the durability check; without either it warns that it could not check),
+and
 inside the scripts TIME, HGET, HMGET, HSET, HDEL, SADD, SREM, DEL, PEXPIREAT, PUBLISH, ZADD, ZREM,
 ZRANGE and ZREMRANGEBYSCORE. TestACLUser runs a backend as such a user (with +@all).
 

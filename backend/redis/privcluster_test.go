@@ -291,6 +291,14 @@ func (pc *privCluster) breakReplication(port int) {
 // and returns the port; it is killed when the test ends.
 func startPrivServer(t *testing.T, port int, lines ...string) int {
 	t.Helper()
+	startPrivServerProc(t, port, lines...)
+	return port
+}
+
+// startPrivServerProc is startPrivServer returning the handle that restarts the server
+// (kill, then start and waitPort, with the same configuration).
+func startPrivServerProc(t *testing.T, port int, lines ...string) *privCluster {
+	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		testenv.Unavailable(t, "redis-server", err.Error())
 	}
@@ -309,5 +317,5 @@ func startPrivServer(t *testing.T, port int, lines ...string) int {
 	t.Cleanup(pc.stop)
 	pc.start(port)
 	pc.waitPort(port)
-	return port
+	return pc
 }

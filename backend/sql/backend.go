@@ -189,7 +189,7 @@ func (b *Backend) fail(op string, err error) error {
 	if errors.Is(err, context.Canceled) {
 		return fmt.Errorf("sql %s: %s: %w", b.name, op, err)
 	}
-	if errors.Is(err, spi.ErrSchemaMissing) {
+	if errors.Is(err, spi.ErrSchemaMissing) || errors.Is(err, spi.ErrTokenOverflow) || errors.Is(err, spi.ErrCorruptToken) {
 		return err
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
@@ -580,6 +580,16 @@ func (b *Backend) Hints(ctx context.Context) (<-chan spi.Hint, error) {
 
 // PushesHints reports whether Hints delivers anything (PostgreSQL only).
 func (b *Backend) PushesHints() bool { return b.name == wire.SQLPostgres }
+
+// tokenOverflow is the permanent error for a lease whose stored token has no successor.
+func tokenOverflow(name string, token int64) error {
+	return spi.AsPermanent(fmt.Errorf("%w: lease %q holds token %d, which has no successor (nothing written)", spi.ErrTokenOverflow, name, token))
+}
+
+// corruptToken is the permanent error for a lease whose stored token is negative.
+func corruptToken(name string, token int64) error {
+	return spi.AsPermanent(fmt.Errorf("%w: lease %q holds the negative token %d (nothing written)", spi.ErrCorruptToken, name, token))
+}
 
 // maxMillis bounds the milliseconds a reply's time converts to: 2^62 ns (about 146 years), so
 // that neither the conversion nor the engine's "time sent + time left" overflows (a session row

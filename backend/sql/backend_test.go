@@ -464,7 +464,7 @@ func TestInspect(t *testing.T) {
 			}
 			s2 := openSession(t, b, longTTL)
 			tok := grant(t, b, s1.ID, "held")
-			grant(t, b, s2, "expired")
+			expTok := grant(t, b, s2, "expired")
 			if _, err := b.Join(ctx, s1.ID, "g"); err != nil {
 				t.Fatal(err)
 			}
@@ -477,8 +477,8 @@ func TestInspect(t *testing.T) {
 				t.Fatalf("leases %+v", snap.Leases)
 			}
 			exp, held := snap.Leases[0], snap.Leases[1]
-			if exp.Name != "expired" || exp.Holder != "" || exp.Token != 1 {
-				t.Errorf("expired holder's lease = %+v, want free with token 1", exp)
+			if exp.Name != "expired" || exp.Holder != "" || exp.Token != expTok {
+				t.Errorf("expired holder's lease = %+v, want free with token %d", exp, expTok)
 			}
 			if held.Name != "held" || held.Holder != s1.ID || held.Owner != "owner-one" || held.Token != tok ||
 				held.Remaining <= 0 || held.Remaining > longTTL {

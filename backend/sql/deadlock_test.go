@@ -105,8 +105,8 @@ func TestMySQLDeadlockVictimRunsAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	next, err := b.Acquire(ctx, s2.ID, name)
-	if err != nil || next.Kind != spi.Granted || next.Token != got.Token+1 {
-		t.Fatalf("acquire after the release: %+v %v; want granted with token %d", next, err, got.Token+1)
+	if err != nil || next.Kind != spi.Granted || next.Token <= got.Token {
+		t.Fatalf("acquire after the release: %+v %v; want granted with a token > %d", next, err, got.Token)
 	}
 }
 
@@ -205,8 +205,8 @@ func TestPostgresDeadlockVictimRunsAgain(t *testing.T) {
 	case err := <-failed:
 		t.Fatalf("acquire after being a deadlock victim: %v", err)
 	case r := <-acquired:
-		if r.Kind != spi.Granted || r.Token != got.Token+1 {
-			t.Fatalf("acquire after the deadlock: %+v; want granted with token %d", r, got.Token+1)
+		if r.Kind != spi.Granted || r.Token <= got.Token {
+			t.Fatalf("acquire after the deadlock: %+v; want granted with a token > %d", r, got.Token)
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("acquire did not return")

@@ -53,6 +53,21 @@
 // client's clock is never consulted: every remaining time the backend reports comes from the
 // database.
 //
+// # Fencing tokens
+//
+// A lease's token (simba_lease.token) is strictly increasing per name across holders: every new
+// tenure writes max(last token + 1, the database clock in microseconds since the epoch), computed
+// by the database in the acquire's statements (DESIGN.md §5); a re-acquire by the holder returns
+// the same token. Tokens are therefore microsecond-scale numbers (about 1.8e15 in 2026), not 1,
+// 2, 3: only their order means anything. Simba never deletes a lease row, so the token only
+// grows; if an operator deletes one anyway, the clock floor still puts the next token above
+// every earlier one, as long as the database's clock has not gone back by more than the time
+// since that earlier grant (a restored backup or a clock stepped back could repeat tokens; so
+// could restoring an old copy of the table). SQLite's clock has millisecond resolution and is
+// the host's. A stored token that is negative fails the acquire with spi.ErrCorruptToken, and
+// one at the int64 maximum (no successor) a new tenure with spi.ErrTokenOverflow: both
+// permanent, nothing written, never wrapped or coerced.
+//
 // # Cost per operation
 //
 // Every operation is a bounded number of statements, whatever the number of leases a session
@@ -78,7 +93,7 @@
 //
 // # Housekeeping
 //
-// Lease rows are never deleted (their token only grows). Expired sessions that hold no lease and
+// Lease rows are never deleted (their token only grows; see Fencing tokens). Expired sessions that hold no lease and
 // the memberships of expired sessions are deleted by Housekeeping, which every backend runs in
 // the background once a minute (WithHousekeepingInterval).
 //
@@ -90,6 +105,8 @@
 // acquire locks the lease row before the holder's session row, the holder's release and close
 // the other way round; rarer on PostgreSQL) or for a serialization failure is first run again
 // by the backend itself, up to four times: nothing of it took effect; a missing schema matches
-// spi.ErrSchemaMissing, a drifted one spi.ErrSchemaDrift too; invalid names spi.ErrInvalidName (before any I/O); invalid options and
-// DSNs spi.ErrInvalidOption; authentication and privilege errors are permanent.
+// spi.ErrSchemaMissing, a drifted one spi.ErrSchemaDrift too; invalid names spi.ErrInvalidName
+// (before any I/O); invalid options and DSNs spi.ErrInvalidOption; a corrupt or exhausted stored
+// token spi.ErrCorruptToken or spi.ErrTokenOverflow; authentication, privilege and data errors
+// (MySQL's out-of-range 1264 and 1690 included) are permanent.
 package sql

@@ -35,18 +35,20 @@ func Example() {
 	alice, _ := b.OpenSession(ctx, "alice", 15*time.Second)
 	bob, _ := b.OpenSession(ctx, "bob", 15*time.Second)
 
+	// Tokens are microsecond-scale numbers (at least the database clock in µs), not 1, 2, 3:
+	// only their order matters.
 	r, _ := b.Acquire(ctx, alice.ID, "orders")
-	fmt.Println("alice:", r.Kind, "token", r.Token)
+	fmt.Println("alice:", r.Kind, "token > 0:", r.Token > 0)
 	r2, _ := b.Acquire(ctx, bob.ID, "orders")
 	fmt.Println("bob:", r2.Kind, r2.HolderOwner)
 
 	_ = b.Release(ctx, alice.ID, "orders", r.Token)
 	r3, _ := b.Acquire(ctx, bob.ID, "orders")
-	fmt.Println("bob:", r3.Kind, "token", r3.Token)
+	fmt.Println("bob:", r3.Kind, "token greater than alice's:", r3.Token > r.Token)
 	// Output:
-	// alice: granted token 1
+	// alice: granted token > 0: true
 	// bob: held-by alice
-	// bob: granted token 2
+	// bob: granted token greater than alice's: true
 }
 
 // A distributed lock through a simba.Client on a SQLite file.
@@ -74,14 +76,15 @@ func Example_lock() {
 		log.Fatal(err)
 	}
 	err = lock.WithLock(ctx, func(ctx context.Context, t simba.Term) error {
-		fmt.Println("holding", t.Name(), "with fencing token", t.Token())
+		// Pass t.Token() to the resource; it is a µs-scale number, only its order matters.
+		fmt.Println("holding", t.Name(), "with a fencing token:", t.Token() > 0)
 		return nil
 	})
 	if err != nil {
 		log.Fatal(err)
 	}
 	// Output:
-	// holding nightly-report with fencing token 1
+	// holding nightly-report with a fencing token: true
 }
 
 // Migrate applies the embedded schema (idempotent; safe from several clients at once), as the

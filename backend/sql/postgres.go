@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"strings"
 
@@ -172,7 +173,8 @@ const pgAcquireAttempts = 3
 // expired previous holder, with 0 remaining. The statement is then run again (at most
 // pgAcquireAttempts times in all; the new snapshot sees the winner): re-running is safe, as an
 // acquire by the caller is idempotent. If the race persists the reply is HeldBy with remaining 0
-// ("retry soon"), never a grant.
+// ("retry soon"), never a grant. A stored token the statement refused to take (negative, or at
+// the int64 maximum for a new tenure) is ErrCorruptToken / ErrTokenOverflow: nothing was written.
 func (d *pgDialect) acquire(ctx context.Context, sid, name string) (spi.Acquire, error) {
 	for attempt := 1; ; attempt++ {
 		var r postgres.AcquireRow
@@ -187,8 +189,13 @@ func (d *pgDialect) acquire(ctx context.Context, sid, name string) (spi.Acquire,
 			return spi.Acquire{Kind: spi.SessionExpired}, nil
 		case r.Granted:
 			return spi.Acquire{Kind: spi.Granted, Token: r.Token, Remaining: millis(r.RemainingMs)}, nil
+		case r.StoredToken < 0:
+			return spi.Acquire{}, corruptToken(name, r.StoredToken)
 		}
 		stale := r.HolderID == "" || r.HolderID == sid || r.RemainingMs <= 0
+		if stale && r.StoredToken == math.MaxInt64 && r.HolderID != sid {
+			return spi.Acquire{}, tokenOverflow(name, r.StoredToken)
+		}
 		if stale && attempt < pgAcquireAttempts {
 			continue
 		}

@@ -68,11 +68,11 @@ func (a sqliteQ) ensureLease(ctx context.Context, name string) error {
 
 func (a sqliteQ) readLease(ctx context.Context, name string) (readLease, error) {
 	r, err := a.q.AcquireReadLease(ctx, name)
-	return readLease{holder: r.HolderID, token: r.Token, owner: r.HolderOwner, remainingMs: r.HolderRemainingMs}, err
+	return readLease{holder: r.HolderID, token: r.Token, nextToken: r.NextToken, owner: r.HolderOwner, remainingMs: r.HolderRemainingMs}, err
 }
 
-func (a sqliteQ) take(ctx context.Context, sid, name string) error {
-	return a.q.AcquireTake(ctx, sqlite.AcquireTakeParams{SessionID: sid, Name: name})
+func (a sqliteQ) take(ctx context.Context, sid, name string, token int64) error {
+	return a.q.AcquireTake(ctx, sqlite.AcquireTakeParams{NextToken: token, SessionID: sid, Name: name})
 }
 
 func (a sqliteQ) release(ctx context.Context, sid, name string, token int64) error {

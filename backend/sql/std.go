@@ -25,6 +25,7 @@ type dbtx interface {
 type readLease struct {
 	holder      string
 	token       int64
+	nextToken   int64 // max(token + 1, the database clock in µs); -1 when token < 0 or at the maximum
 	owner       string
 	remainingMs int64
 }
@@ -59,7 +60,7 @@ type stdQueries interface {
 	lockSession(ctx context.Context, sid string) (int64, error)
 	ensureLease(ctx context.Context, name string) error
 	readLease(ctx context.Context, name string) (readLease, error)
-	take(ctx context.Context, sid, name string) error
+	take(ctx context.Context, sid, name string, token int64) error
 	release(ctx context.Context, sid, name string, token int64) error
 	joinInsert(ctx context.Context, sid, group string) error
 	leaveDelete(ctx context.Context, sid, group string) error
@@ -235,7 +236,9 @@ func (d *stdDialect) closeSession(ctx context.Context, sid string) error {
 
 // acquire is one transaction of four steps (DESIGN.md §5, spec/sql.yaml): lock the caller's
 // live session row, ensure the lease row exists (locking it), read the holder with its session
-// row share-locked, and take the lease when it is free or its holder expired.
+// row share-locked and the next token (max(token + 1, the database clock in µs)), and take the
+// lease with that token when it is free or its holder expired. A negative stored token, or one
+// with no successor, rolls back with ErrCorruptToken / ErrTokenOverflow: nothing is written.
 func (d *stdDialect) acquire(ctx context.Context, sid, name string) (spi.Acquire, error) {
 	var r spi.Acquire
 	err := d.tx(ctx, func(q stdQueries) error {
@@ -255,13 +258,18 @@ func (d *stdDialect) acquire(ctx context.Context, sid, name string) (spi.Acquire
 			return err
 		}
 		switch {
+		case l.token < 0:
+			return corruptToken(name, l.token)
 		case l.holder == sid:
 			r = spi.Acquire{Kind: spi.Granted, Token: l.token, Remaining: millis(mine)}
 		case l.holder == "" || l.remainingMs <= 0:
-			if err := q.take(ctx, sid, name); err != nil {
+			if l.nextToken <= l.token {
+				return tokenOverflow(name, l.token)
+			}
+			if err := q.take(ctx, sid, name, l.nextToken); err != nil {
 				return err
 			}
-			r = spi.Acquire{Kind: spi.Granted, Token: l.token + 1, Remaining: millis(mine)}
+			r = spi.Acquire{Kind: spi.Granted, Token: l.nextToken, Remaining: millis(mine)}
 		default:
 			r = spi.Acquire{Kind: spi.HeldBy, Holder: spi.SessionID(l.holder), HolderOwner: l.owner, Remaining: millis(l.remainingMs)}
 		}

@@ -10,7 +10,13 @@ generated from spec/zk.yaml (package wire; DESIGN.md §5):
   - A lease is the ephemeral node /simba/leases/<name>; its data is the holder's owner and its
     czxid is the fencing token. ZooKeeper's zxids only grow (and persist across restarts), so
     every new grant of a name carries a greater token, across session expiry and server
-    restarts. A re-acquire by the holder returns the same node, so the same token.
+    restarts. A re-acquire by the holder returns the same node, so the same token. The token
+    cannot be lost as a Redis hash or a SQL row can: a node deleted by hand, or with its
+    session, takes no counter with it, as the next node's czxid is a later zxid of the whole
+    ensemble. It needs nothing beyond ZooKeeper's own durability (its transaction log; an
+    ensemble restored from an old snapshot could repeat zxids). A czxid carries the leader
+    epoch in its high 32 bits, so tokens are large numbers, not 1, 2, 3: only their order
+    means anything.
   - Group members are ephemeral nodes /simba/groups/<group>/<sid>.
 
 # Nodes Simba did not create

@@ -24,17 +24,35 @@ if not expires or expires <= now then
   return {3, 0, 0, '', ''}
 end
 local l = redis.call('HMGET', KEYS[1], 'session', 'token', 'expires', 'owner')
+-- The stored token, never coerced: absent (never granted, or the hash was lost) is 0; anything
+-- but a plain decimal is corrupt (tonumber would read "0x10" as 16 and "-5" as -5). Lua numbers
+-- are doubles, exact below 2^53 only, so a token there or above has no exact successor.
+local last = 0
+if l[2] then
+  if not string.match(l[2], '^%d+$') then
+    return redis.error_reply('ERR simba: corrupt_token ' .. KEYS[1] .. ' holds token "' .. string.sub(l[2], 1, 32) .. '"')
+  end
+  last = tonumber(l[2])
+  if last >= 9007199254740992 then
+    return redis.error_reply('ERR simba: token_overflow ' .. KEYS[1] .. ' holds token ' .. l[2] .. ', at or above 2^53')
+  end
+end
 local token
 if l[1] == sid and l[2] then
-  token = tonumber(l[2])
+  token = last
 else
   local until_ms = tonumber(l[3])
   if l[1] and until_ms and until_ms > now then
-    return {2, tonumber(l[2]) or 0, until_ms - now, l[1], l[4] or ''}
+    return {2, last, until_ms - now, l[1], l[4] or ''}
   end
-  -- A new tenure: the next token, written in the same atomic script (the hash is never deleted,
-  -- so tokens only grow).
-  token = (tonumber(l[2]) or 0) + 1
+  -- A new tenure: max(last + 1, Redis TIME in microseconds since the epoch), written in this
+  -- atomic script. Simba never deletes the hash, but Redis may lose it (eviction under an
+  -- allkeys-* policy, a restart without AOF, an operator's DEL): the clock floor keeps the next
+  -- token above every earlier one while the server's clock does not go back (DESIGN.md §5).
+  token = math.max(last + 1, tonumber(t[1]) * 1000000 + tonumber(t[2]))
+  if token >= 9007199254740992 then
+    return redis.error_reply('ERR simba: token_overflow ' .. KEYS[1] .. ': the next token would reach 2^53')
+  end
 end
 redis.call('HSET', KEYS[1], 'session', sid, 'token', string.format('%d', token),
   'expires', string.format('%d', expires), 'owner', s[1] or '')
@@ -44,7 +62,7 @@ return {1, token, expires - now, '', ''}
 `
 
 // AcquireSHA1 is the SHA1 of AcquireSource, the digest EVALSHA and SCRIPT LOAD use.
-const AcquireSHA1 = "701cacd404a828ad64075ce5f7bb5e26dc23d34f"
+const AcquireSHA1 = "374fa7091afd4618308eff4ccc9bb246b0263181"
 
 // AcquireKeys are the KEYS of the acquire script.
 type AcquireKeys struct {
@@ -80,9 +98,11 @@ type AcquireReply struct {
 }
 
 // AcquireScript is the acquire script. Acquire (standalone): grants the lease if it is free, its
-// holder's expiry has passed (a new token) or the session already holds it (the same token); the
-// session's owner and expiry come from the session hash. Standalone only: its keys span several
-// hash slots.
+// holder's expiry has passed (a new token: max(last + 1, Redis TIME in µs)) or the session
+// already holds it (the same token); the session's owner and expiry come from the session hash. A
+// stored token that is not a plain decimal raises corrupt_token, one with no successor below 2^53
+// raises token_overflow; neither writes anything. Standalone only: its keys span several hash
+// slots.
 type AcquireScript struct{}
 
 // Acquire is the acquire script.

@@ -26,7 +26,8 @@ local e = string.format('%d', expires)
 local held = {}
 for i = 1, #KEYS do
   local l = redis.call('HMGET', KEYS[i], 'session', 'token', 'expires')
-  if l[1] == sid and l[2] then
+  -- A token that is not a plain decimal is never coerced: not reported held (see keep_alive).
+  if l[1] == sid and l[2] and string.match(l[2], '^%d+$') then
     if (tonumber(l[3]) or 0) < expires then
       redis.call('HSET', KEYS[i], 'expires', e)
     end
@@ -38,7 +39,7 @@ return {1, expires - now, held}
 
 // KeepAliveLeasesSHA1 is the SHA1 of KeepAliveLeasesSource, the digest EVALSHA and SCRIPT LOAD
 // use.
-const KeepAliveLeasesSHA1 = "c507157fc236aadea5604a2106d059885dbaa9aa"
+const KeepAliveLeasesSHA1 = "c03b03a25748b11e650642df69be420f963f5471"
 
 // KeepAliveLeasesKeys are the KEYS of the keep_alive_leases script.
 type KeepAliveLeasesKeys struct {

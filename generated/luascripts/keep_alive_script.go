@@ -35,7 +35,9 @@ local held = {}
 for i = 1, nl do
   local key, name = KEYS[3 + i], ARGV[2 + i]
   local l = redis.call('HMGET', key, 'session', 'token')
-  if l[1] == sid and l[2] then
+  -- A token that is not a plain decimal (someone else wrote it) is never coerced: the lease is
+  -- not reported held, and the next acquire refuses it as corrupt_token.
+  if l[1] == sid and l[2] and string.match(l[2], '^%d+$') then
     redis.call('HSET', key, 'expires', e)
     held[#held + 1] = {name, tonumber(l[2])}
   else
@@ -60,7 +62,7 @@ return {1, ttl, expires, held, members}
 `
 
 // KeepAliveSHA1 is the SHA1 of KeepAliveSource, the digest EVALSHA and SCRIPT LOAD use.
-const KeepAliveSHA1 = "7aaef7a76a7e22ee1b0b089e113b2f8aa279ed61"
+const KeepAliveSHA1 = "ce7da251476a25c39514084429f2ed8d85a8c69a"
 
 // KeepAliveKeys are the KEYS of the keep_alive script.
 type KeepAliveKeys struct {

@@ -27,6 +27,18 @@ const (
 // go-redis's HasErrorPrefix(err, ErrorPrefix) tells them from the server's own errors.
 const ErrorPrefix = "simba:"
 
+// The named errors scripts raise: match one with go-redis's HasErrorPrefix(err, Error<Name>).
+const (
+	// ErrorTokenOverflow: the lease's next token would reach 2^53 (Lua numbers are doubles, exact
+	// only below 2^53), or its stored token already did; nothing was written (spi.ErrTokenOverflow).
+	// A script raises it as "ERR simba: token_overflow ...".
+	ErrorTokenOverflow = "simba: token_overflow"
+	// ErrorCorruptToken: the lease hash's token field is not a plain non-negative decimal integer
+	// (hex, sign, fraction, exponent or junk); it is never coerced and nothing was written
+	// (spi.ErrCorruptToken). A script raises it as "ERR simba: corrupt_token ...".
+	ErrorCorruptToken = "simba: corrupt_token"
+)
+
 // Info describes one script.
 type Info struct {
 	Name    string // the script's name in spec/redis.yaml

@@ -4,10 +4,14 @@ package wire
 
 import "strings"
 
-// LeaseKey returns the Redis key "simba:lease:{<name>}" (a hash). The lease <name>. Never expires
-// and is never deleted, so its token counter only grows (each new tenure writes token + 1 inside
-// the atomic script). The lease is live while its session field is set and its expires field is
-// in the future; an acquire decides that from this hash alone, without reading another slot.
+// LeaseKey returns the Redis key "simba:lease:{<name>}" (a hash). The lease <name>. Simba never
+// expires or deletes it, so its token only grows; each new tenure writes max(token + 1, Redis
+// TIME in microseconds since the epoch) inside the atomic script, so even if the hash is lost
+// (evicted under an allkeys-* maxmemory-policy, a restart without AOF, FLUSHALL, an operator's
+// DEL) the next token is still greater than every earlier one as long as the server's clock has
+// not gone back (DESIGN.md §5). The lease is live while its session field is set and its expires
+// field is in the future; an acquire decides that from this hash alone, without reading another
+// slot.
 func LeaseKey(name string) string {
 	return "simba:lease:{" + name + "}"
 }
@@ -32,8 +36,10 @@ func ParseLeaseKey(key string) (name string, ok bool) {
 const (
 	// LeaseFieldSession is the field "session": the holder's session id; absent when free.
 	LeaseFieldSession = "session"
-	// LeaseFieldToken is the field "token": the fencing token of the current or last tenure;
-	// incremented on every new grant, kept on release.
+	// LeaseFieldToken is the field "token": the fencing token of the current or last tenure, a plain
+	// decimal integer below 2^53; max(token + 1, TIME in µs) on every new grant, kept on a
+	// re-acquire and on release. Tokens are microsecond-scale numbers, not 1, 2, 3: only their order
+	// means anything.
 	LeaseFieldToken = "token"
 	// LeaseFieldExpires is the field "expires": the holder session's expiry in Redis TIME epoch ms;
 	// moved by every keep-alive.

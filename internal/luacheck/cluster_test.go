@@ -99,16 +99,17 @@ func clusterFlow(t *testing.T, c universal) {
 	tokens := map[string]int64{}
 	for i := range names {
 		names[i] = newName("routed")
+		floor := redisNowUS(t, c)
 		r := acquireAt(sid, "routed", names[i], ka.ExpiresMS)
-		if r.Status != luascripts.StatusOK || r.Token != 1 || r.RemainingMS <= 0 || r.RemainingMS > ttl.Milliseconds() {
-			t.Fatalf("acquire_at %s: %+v, want granted with token 1", names[i], r)
+		if r.Status != luascripts.StatusOK || r.Token < floor || r.Token >= 1<<53 || r.RemainingMS <= 0 || r.RemainingMS > ttl.Milliseconds() {
+			t.Fatalf("acquire_at %s: %+v, want granted with a token in [%d, 2^53)", names[i], r, floor)
 		}
 		tokens[names[i]] = r.Token
 		if e := atoi64(t, leaseField(t, c, names[i], wire.LeaseFieldExpires)); e != ka.ExpiresMS {
 			t.Fatalf("lease expires %d, want the client's %d", e, ka.ExpiresMS)
 		}
 	}
-	if r := acquireAt(sid, "routed", names[0], ka.ExpiresMS); r.Status != luascripts.StatusOK || r.Token != 1 {
+	if r := acquireAt(sid, "routed", names[0], ka.ExpiresMS); r.Status != luascripts.StatusOK || r.Token != tokens[names[0]] {
 		t.Fatalf("re-acquire_at by the holder: %+v, want the same token", r)
 	}
 	h := acquireAt(other, "routed-other", names[0], kaOther.ExpiresMS)
@@ -207,17 +208,17 @@ func clusterFlow(t *testing.T, c universal) {
 		}
 		return r.Released
 	}
-	if n := releaseLeases(sid, names[:1], []int64{2}); n != 0 {
+	if n := releaseLeases(sid, names[:1], []int64{tokens[names[0]] + 1}); n != 0 {
 		t.Fatal("release_leases with the wrong token released")
 	}
 	if n := releaseLeases(other, names[:1], []int64{0}); n != 0 {
 		t.Fatal("release_leases by another session released")
 	}
-	if n := releaseLeases(sid, names[:1], []int64{1}); n != 1 {
+	if n := releaseLeases(sid, names[:1], []int64{tokens[names[0]]}); n != 1 {
 		t.Fatal("release_leases with the right token did not release")
 	}
-	if r := acquireAt(other, "routed-other", names[0], kaOther.ExpiresMS); r.Status != luascripts.StatusOK || r.Token != 2 {
-		t.Fatalf("acquire_at after release: %+v, want token 2", r)
+	if r := acquireAt(other, "routed-other", names[0], kaOther.ExpiresMS); r.Status != luascripts.StatusOK || r.Token <= tokens[names[0]] {
+		t.Fatalf("acquire_at after release: %+v, want a token > %d", r, tokens[names[0]])
 	}
 
 	// Groups: join_at (also the group part of a keep-alive), members, leave_at.

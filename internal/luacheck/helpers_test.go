@@ -131,3 +131,14 @@ func redisNowMS(t *testing.T, c redis.Cmdable) int64 {
 	}
 	return tm.UnixMilli()
 }
+
+// redisNowUS reads Redis TIME in microseconds since the epoch: the floor of a new tenure's
+// token (DESIGN.md §5).
+func redisNowUS(t *testing.T, c redis.Cmdable) int64 {
+	t.Helper()
+	tm, err := c.Time(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tm.UnixMicro()
+}

@@ -33,6 +33,14 @@ var (
 	// dropped by hand); the wrapping error names the table, the column, what is wrong and the
 	// migration. It matches ErrSchemaMissing too. Permanent.
 	ErrSchemaDrift error = &childError{msg: "simba: schema drift", parent: ErrSchemaMissing}
+	// ErrTokenOverflow: a lease's fencing token has no successor the backend can store (SQL: the
+	// stored token is the int64 maximum; Redis: the next token would reach 2^53, past which Lua
+	// numbers are inexact). Nothing was written. Permanent: the lease needs an operator.
+	ErrTokenOverflow = errors.New("simba: token overflow")
+	// ErrCorruptToken: a lease record holds a token that is not a non-negative integer (a
+	// negative SQL token; a Redis token that is not a plain decimal). It is never coerced and
+	// nothing was written. Permanent: the lease needs an operator.
+	ErrCorruptToken = errors.New("simba: corrupt token")
 )
 
 // ValidateOwner checks a session's owner string for a backend's OpenSession, before any I/O:
@@ -75,8 +83,8 @@ func (c Class) String() string {
 }
 
 // Classify says whether err is worth retrying. Errors are retryable unless marked permanent
-// with Permanentf / AsPermanent or wrapping ErrSchemaMissing, ErrInvalidOption, ErrInvalidName
-// or ErrClosed: an unknown failure of a network call is more likely transient than not, and
+// with Permanentf / AsPermanent or wrapping ErrSchemaMissing, ErrInvalidOption, ErrInvalidName,
+// ErrClosed, ErrTokenOverflow or ErrCorruptToken: an unknown failure of a network call is more likely transient than not, and
 // treating it as transient loses nothing but a retry.
 func Classify(err error) Class {
 	switch {
@@ -87,6 +95,8 @@ func Classify(err error) Class {
 		errors.Is(err, ErrInvalidOption),
 		errors.Is(err, ErrInvalidName),
 		errors.Is(err, ErrClosed),
+		errors.Is(err, ErrTokenOverflow),
+		errors.Is(err, ErrCorruptToken),
 		errors.Is(err, context.Canceled):
 		return Permanent
 	}

@@ -36,6 +36,19 @@ func behave(t *testing.T, o ops) {
 			t.Fatalf("got %+v, want granted with token %d and remaining in (0, %d]", r, token, ttl)
 		}
 	}
+	// newTerm acquires n for s and wants a new tenure: granted with a token greater than after
+	// and at least the database clock in µs as read before the call (tokens are max(last + 1,
+	// now_us), DESIGN.md §5; the ms clock read here rounds, hence the 1 ms of slack).
+	newTerm := func(s, n string, after, ttl int64) int64 {
+		t.Helper()
+		nowMs, err := o.now(ctx)
+		must(err)
+		r := acq(s, n)
+		if r.Kind != "granted" || r.Token <= after || r.Token < (nowMs-1)*1000 || r.Remaining <= 0 || r.Remaining > ttl {
+			t.Fatalf("got %+v, want granted with a token > %d and >= the clock floor %d µs, remaining in (0, %d]", r, after, (nowMs-1)*1000, ttl)
+		}
+		return r.Token
+	}
 	wantHeld := func(r acquireReply, holder, owner string, ttl int64) {
 		t.Helper()
 		if r.Kind != "held" || r.Holder != holder || r.Owner != owner || r.Remaining <= 0 || r.Remaining > ttl {
@@ -55,23 +68,23 @@ func behave(t *testing.T, o ops) {
 
 	// Grant, contention, idempotent re-acquire.
 	n1 := name("one")
-	wantGranted(acq(a, n1), 1, longTTL)
+	t1 := newTerm(a, n1, 0, longTTL)
 	wantHeld(acq(b, n1), a, "owner-"+a, longTTL)
-	wantGranted(acq(a, n1), 1, longTTL)
+	wantGranted(acq(a, n1), t1, longTTL)
 
 	// Releases that do not match change nothing.
-	must(o.release(ctx, b, n1, 1)) // wrong session
-	must(o.release(ctx, a, n1, 2)) // wrong token
+	must(o.release(ctx, b, n1, t1))   // wrong session
+	must(o.release(ctx, a, n1, t1+1)) // wrong token
 	wantHeld(acq(b, n1), a, "owner-"+a, longTTL)
 
-	// Keep-alive lists the lease; release then takeover gives token 2.
+	// Keep-alive lists the lease; release then takeover gives a greater token.
 	ka, err := o.keepAlive(ctx, a, nil)
 	must(err)
-	if ka.Expired || ka.Remaining <= longTTL-2000 || ka.Remaining > longTTL || ka.Held[n1] != 1 {
+	if ka.Expired || ka.Remaining <= longTTL-2000 || ka.Remaining > longTTL || ka.Held[n1] != t1 {
 		t.Fatalf("keep-alive of a: %+v", ka)
 	}
-	must(o.release(ctx, a, n1, 1))
-	wantGranted(acq(b, n1), 2, longTTL)
+	must(o.release(ctx, a, n1, t1))
+	t2 := newTerm(b, n1, t1, longTTL)
 	ka, err = o.keepAlive(ctx, a, nil)
 	must(err)
 	if _, ok := ka.Held[n1]; ok || ka.Expired {
@@ -81,10 +94,10 @@ func behave(t *testing.T, o ops) {
 	// Expiry: a session with a tiny TTL loses its lease to a takeover with a greater token.
 	n2 := name("two")
 	must(o.open(ctx, c, "owner-"+c, shortTTL))
-	wantGranted(acq(c, n2), 1, shortTTL)
+	c1 := newTerm(c, n2, 0, shortTTL)
 	wantHeld(acq(b, n2), c, "owner-"+c, shortTTL)
 	time.Sleep(2 * shortTTL * time.Millisecond)
-	wantGranted(acq(b, n2), 2, longTTL)
+	c2 := newTerm(b, n2, c1, longTTL)
 	ka, err = o.keepAlive(ctx, c, nil)
 	must(err)
 	if !ka.Expired {
@@ -97,7 +110,7 @@ func behave(t *testing.T, o ops) {
 		t.Fatalf("join by an expired session: live %v, %v", live, err)
 	}
 	// The expired session's release of its old token changes nothing.
-	must(o.release(ctx, c, n2, 1))
+	must(o.release(ctx, c, n2, c1))
 	wantHeld(acq(a, n2), b, "owner-"+b, longTTL)
 
 	// Members: only live sessions, sorted; leave removes.
@@ -145,7 +158,7 @@ func behave(t *testing.T, o ops) {
 	// takeable); expired sessions holding nothing go; lease rows stay.
 	n4 := name("four")
 	must(o.open(ctx, e, "owner-"+e, shortTTL))
-	wantGranted(acq(e, n4), 1, shortTTL)
+	e1 := newTerm(e, n4, 0, shortTTL)
 	time.Sleep(2 * shortTTL * time.Millisecond)
 	must(o.housekeeping(ctx))
 	for s, want := range map[string]int{c: 0, d: 0, e: 1, a: 1} {
@@ -157,15 +170,15 @@ func behave(t *testing.T, o ops) {
 	}
 	leases, err := o.leases(ctx)
 	must(err)
-	if l := leases[n4]; l.Holder != e || l.Token != 1 || l.Remaining > 0 {
+	if l := leases[n4]; l.Holder != e || l.Token != e1 || l.Remaining > 0 {
 		t.Fatalf("lease of an expired holder after housekeeping: %+v", l)
 	}
-	wantGranted(acq(a, n4), 2, longTTL)
+	e2 := newTerm(a, n4, e1, longTTL)
 
 	// Close releases everything the session holds and ends it.
 	must(o.closeSession(ctx, b))
-	wantGranted(acq(a, n1), 3, longTTL)
-	wantGranted(acq(a, n2), 3, longTTL)
+	t3 := newTerm(a, n1, t2, longTTL)
+	c3 := newTerm(a, n2, c2, longTTL)
 	ka, err = o.keepAlive(ctx, b, nil)
 	must(err)
 	if !ka.Expired {
@@ -175,7 +188,7 @@ func behave(t *testing.T, o ops) {
 	// Inspection and the never-deleted lease rows.
 	leases, err = o.leases(ctx)
 	must(err)
-	for n, want := range map[string]int64{n1: 3, n2: 3, n4: 2} {
+	for n, want := range map[string]int64{n1: t3, n2: c3, n4: e2} {
 		l, ok := leases[n]
 		if !ok || l.Holder != a || l.Owner != "owner-"+a || l.Token != want || l.Remaining <= 0 {
 			t.Fatalf("inspect %s: %+v (present %v), want held by %s with token %d", n, l, ok, a, want)

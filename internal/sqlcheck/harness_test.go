@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -182,6 +183,13 @@ type keepAliveReply struct {
 }
 
 // leaseRow is one row of InspectLeases.
+// The errors the ops report, as the backend does with spi.ErrCorruptToken and
+// spi.ErrTokenOverflow, when the statements refuse a stored token.
+var (
+	errCorruptToken  = errors.New("corrupt token")
+	errTokenOverflow = errors.New("token overflow")
+)
+
 type leaseRow struct {
 	Holder, Owner string
 	Token         int64

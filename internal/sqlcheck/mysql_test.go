@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -201,13 +202,18 @@ func (o *myOps) acquire(ctx context.Context, sid, name string) (acquireReply, er
 			return err
 		}
 		switch {
+		case l.Token < 0:
+			return fmt.Errorf("%w: %s holds token %d", errCorruptToken, name, l.Token)
 		case l.HolderID == sid:
 			r = acquireReply{Kind: "granted", Token: l.Token, Remaining: mine}
 		case l.HolderID == "" || l.HolderRemainingMs <= 0:
-			if err := o.q.AcquireTake(ctx, mysql.AcquireTakeParams{SessionID: sid, Name: name}); err != nil {
+			if l.NextToken <= l.Token {
+				return fmt.Errorf("%w: %s holds token %d", errTokenOverflow, name, l.Token)
+			}
+			if err := o.q.AcquireTake(ctx, mysql.AcquireTakeParams{NextToken: l.NextToken, SessionID: sid, Name: name}); err != nil {
 				return err
 			}
-			r = acquireReply{Kind: "granted", Token: l.Token + 1, Remaining: mine}
+			r = acquireReply{Kind: "granted", Token: l.NextToken, Remaining: mine}
 		default:
 			r = acquireReply{Kind: "held", Holder: l.HolderID, Owner: l.HolderOwner, Remaining: l.HolderRemainingMs}
 		}

@@ -3,6 +3,8 @@ package sqlcheck
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math"
 	"reflect"
 	"testing"
 	"time"
@@ -191,6 +193,10 @@ func (o *pgOps) acquire(ctx context.Context, sid, name string) (acquireReply, er
 		return acquireReply{Kind: "expired"}, nil
 	case r.Granted:
 		return acquireReply{Kind: "granted", Token: r.Token, Remaining: r.RemainingMs}, nil
+	case r.StoredToken < 0:
+		return acquireReply{}, fmt.Errorf("%w: %s holds token %d", errCorruptToken, name, r.StoredToken)
+	case r.StoredToken == math.MaxInt64 && (r.HolderID == "" || r.RemainingMs <= 0):
+		return acquireReply{}, fmt.Errorf("%w: %s holds token %d", errTokenOverflow, name, r.StoredToken)
 	}
 	return acquireReply{Kind: "held", Holder: r.HolderID, Owner: r.HolderOwner, Remaining: r.RemainingMs}, nil
 }

@@ -23,7 +23,9 @@ local held = {}
 for i = 1, nl do
   local key, name = KEYS[3 + i], ARGV[2 + i]
   local l = redis.call('HMGET', key, '${lease.session}', '${lease.token}')
-  if l[1] == sid and l[2] then
+  -- A token that is not a plain decimal (someone else wrote it) is never coerced: the lease is
+  -- not reported held, and the next acquire refuses it as corrupt_token.
+  if l[1] == sid and l[2] and string.match(l[2], '^%d+$') then
     redis.call('HSET', key, '${lease.expires}', e)
     held[#held + 1] = {name, tonumber(l[2])}
   else

@@ -3,7 +3,8 @@
 -- KEYS: lease, session_leases   ARGV: session_id, name, token
 -- Reply: {released}
 local l = redis.call('HMGET', KEYS[1], '${lease.session}', '${lease.token}')
-if l[1] ~= ARGV[1] or tonumber(l[2]) ~= tonumber(ARGV[3]) then
+-- Tokens compare as the decimal strings the scripts write, never coerced ("0x10" is not 16).
+if l[1] ~= ARGV[1] or l[2] ~= ARGV[3] then
   return {0}
 end
 redis.call('HDEL', KEYS[1], '${lease.session}', '${lease.expires}', '${lease.owner}')

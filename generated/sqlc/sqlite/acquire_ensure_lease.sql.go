@@ -20,7 +20,8 @@ ON CONFLICT (name) DO NOTHING
 `
 
 // Acquire, step 2: inserts the lease row, free with token 0, if it is missing, and (MySQL) takes
-// its exclusive row lock.
+// its exclusive row lock. Token 0 is "no tenure yet": step 3's next_token applies the clock floor,
+// so a row deleted by hand and inserted again here never repeats a token.
 func (q *Queries) AcquireEnsureLease(ctx context.Context, name string) error {
 	_, err := q.db.ExecContext(ctx, acquireEnsureLease, name)
 	return err

@@ -19,7 +19,9 @@ CREATE TABLE IF NOT EXISTS simba_session (
 ) ENGINE=InnoDB;
 
 -- One row per lease name ever acquired, never deleted. session_id is the holder (NULL when free);
--- token counts tenures and only grows.
+-- token is the fencing token of the current or last tenure and only grows: each new tenure sets it
+-- to max(token + 1, the database clock in microseconds), so even a row deleted by hand comes back
+-- above every earlier token.
 CREATE TABLE IF NOT EXISTS simba_lease (
     name VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
     session_id VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin,

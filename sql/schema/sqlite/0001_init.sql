@@ -20,7 +20,9 @@ CREATE TABLE IF NOT EXISTS simba_session (
 CREATE INDEX IF NOT EXISTS simba_session_expiry ON simba_session (expiry_ms);
 
 -- One row per lease name ever acquired, never deleted. session_id is the holder (NULL when free);
--- token counts tenures and only grows.
+-- token is the fencing token of the current or last tenure and only grows: each new tenure sets it
+-- to max(token + 1, the database clock in microseconds), so even a row deleted by hand comes back
+-- above every earlier token.
 CREATE TABLE IF NOT EXISTS simba_lease (
     name TEXT COLLATE BINARY NOT NULL,
     session_id TEXT COLLATE BINARY,

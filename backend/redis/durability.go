@@ -1,0 +1,214 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/simba-go/simba/internal/spi"
+)
+
+// ErrNotDurable matches the error of a backend built WithStrictDurability whose server could
+// lose lease hashes (an allkeys-* maxmemory-policy, or no AOF), or whose configuration could not
+// be read. It is permanent.
+var ErrNotDurable = errors.New("redis: tokens not durable")
+
+// WithLogger sets where the backend logs its warnings: the durability check at the first
+// OpenSession (see CheckDurability) and foreign records it skips or frees, such as a group member
+// or a lease holder that is not a client session id (logged once per record). The default is slog.Default(); nil turns logging off.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) error {
+		if l == nil {
+			l = slog.New(slog.DiscardHandler)
+		}
+		c.logger = l
+		return nil
+	}
+}
+
+// WithStrictDurability makes the first OpenSession fail with a permanent error matching
+// ErrNotDurable, instead of logging a warning, when a server (every master, on a Cluster) could
+// lose lease hashes — an allkeys-* maxmemory-policy, or appendonly off — or its configuration
+// cannot be read (CONFIG and INFO refused). See CheckDurability. The check runs once per
+// Backend and its verdict is kept: after changing the server's configuration, build a new
+// Backend. (A server that could not be reached is checked again at the next OpenSession.)
+func WithStrictDurability() Option {
+	return func(c *config) error {
+		c.strict = true
+		return nil
+	}
+}
+
+// Durability is what CheckDurability found on one server.
+type Durability struct {
+	Addr           string // the server's address ("" when the client gives none)
+	Checked        bool   // the configuration could be read (CONFIG GET, else INFO)
+	Policy         string // maxmemory-policy
+	MaxMemory      string // maxmemory in bytes ("0": no limit)
+	AppendOnly     bool   // appendonly yes (AOF)
+	Err            error  // why it could not be checked (Checked false)
+	EvictsLeases   bool   // an allkeys-* policy: a lease hash can be evicted
+	LosesOnRestart bool   // no AOF: a restart loses what the last RDB save (if any) lacks
+}
+
+// Safe reports whether nothing on this server can lose a lease hash short of an operator.
+func (d Durability) Safe() bool { return d.Checked && !d.EvictsLeases && !d.LosesOnRestart }
+
+// String describes the finding, and what is at risk, in one sentence.
+func (d Durability) String() string {
+	at := ""
+	if d.Addr != "" {
+		at = " at " + d.Addr
+	}
+	floor := "tokens still increase because every new tenure's token is at least the server's clock in microseconds, but only while that clock moves forward: a clock that goes back (a restored or migrated server, a stepped clock) could then repeat tokens"
+	switch {
+	case !d.Checked:
+		return fmt.Sprintf("simba: could not check the Redis server%s for settings that lose lease records (%v); tokens stay increasing only while the server's clock moves forward if a lease hash is lost", at, d.Err)
+	case d.EvictsLeases && d.LosesOnRestart:
+		return fmt.Sprintf("simba: Redis server%s has maxmemory-policy %s (maxmemory %s) and appendonly no: lease hashes can be evicted and a restart loses them; %s. Use noeviction or a volatile-* policy, and AOF (appendonly yes)", at, d.Policy, d.MaxMemory, floor)
+	case d.EvictsLeases:
+		return fmt.Sprintf("simba: Redis server%s has maxmemory-policy %s (maxmemory %s): lease hashes can be evicted; %s. Use noeviction or a volatile-* policy", at, d.Policy, d.MaxMemory, floor)
+	case d.LosesOnRestart:
+		return fmt.Sprintf("simba: Redis server%s has appendonly no: a restart loses lease hashes written since the last RDB save (or all of them without one); %s. Turn AOF on (appendonly yes)", at, floor)
+	}
+	return fmt.Sprintf("simba: Redis server%s keeps lease records (maxmemory-policy %s, appendonly yes)", at, d.Policy)
+}
+
+// CheckDurability reads, on the server (on a Cluster, on every master), the settings under which
+// Redis itself can lose a lease hash and with it the lease's token: maxmemory-policy (an
+// allkeys-* policy evicts keys that never expire, lease hashes included), maxmemory, and
+// appendonly (without AOF a restart loses every write since the last RDB snapshot). It uses
+// CONFIG GET and, where that is refused (an ACL without CONFIG, a renamed command), INFO memory
+// and INFO persistence; a server where both are refused is reported unchecked. An error is
+// returned only when a server could not be reached.
+//
+// The backend runs it once, at the first OpenSession, and logs every finding that is not Safe
+// as a warning (or, WithStrictDurability, refuses with ErrNotDurable). Losing a lease hash does
+// not make tokens go back while the server's clock moves forward: a new tenure's token is at
+// least the server's clock in microseconds (DESIGN.md §5).
+func (b *Backend) CheckDurability(ctx context.Context) ([]Durability, error) {
+	if b.cc != nil {
+		var mu sync.Mutex
+		var out []Durability
+		err := b.cc.ForEachMaster(ctx, func(ctx context.Context, c *goredis.Client) error {
+			d, err := checkDurability(ctx, c, c.Options().Addr)
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			out = append(out, d)
+			mu.Unlock()
+			return nil
+		})
+		if err != nil {
+			return nil, b.fail("check durability", err)
+		}
+		return out, nil
+	}
+	addr := ""
+	if c, ok := b.c.(*goredis.Client); ok {
+		addr = c.Options().Addr
+	}
+	d, err := checkDurability(ctx, b.c, addr)
+	if err != nil {
+		return nil, b.fail("check durability", err)
+	}
+	return []Durability{d}, nil
+}
+
+// refused reports an error by which the server refused a command (no permission, unknown or
+// renamed command) rather than failing to answer.
+func refused(err error) bool {
+	var re goredis.Error
+	if !errors.As(err, &re) {
+		return false
+	}
+	return goredis.HasErrorPrefix(err, "NOPERM") || strings.Contains(err.Error(), "unknown command") ||
+		strings.Contains(err.Error(), "not allowed")
+}
+
+func checkDurability(ctx context.Context, c goredis.Cmdable, addr string) (Durability, error) {
+	d := Durability{Addr: addr}
+	pipe := c.Pipeline()
+	pol := pipe.ConfigGet(ctx, "maxmemory-policy")
+	mem := pipe.ConfigGet(ctx, "maxmemory")
+	aof := pipe.ConfigGet(ctx, "appendonly")
+	_, err := pipe.Exec(ctx)
+	if err == nil {
+		d.Checked = true
+		d.Policy, d.MaxMemory = pol.Val()["maxmemory-policy"], mem.Val()["maxmemory"]
+		d.AppendOnly = aof.Val()["appendonly"] == "yes"
+	} else if !refused(err) {
+		return d, err
+	} else {
+		cfgErr := err
+		pipe := c.Pipeline()
+		im := pipe.Info(ctx, "memory")
+		ip := pipe.Info(ctx, "persistence")
+		if _, err := pipe.Exec(ctx); err != nil {
+			if !refused(err) {
+				return d, err
+			}
+			d.Err = fmt.Errorf("CONFIG GET: %w; INFO: %w", cfgErr, err)
+			return d, nil
+		}
+		f := infoFields(im.Val() + "\n" + ip.Val())
+		d.Policy, d.MaxMemory = f["maxmemory_policy"], f["maxmemory"]
+		d.AppendOnly = f["aof_enabled"] == "1"
+		d.Checked = d.Policy != "" && f["aof_enabled"] != ""
+		if !d.Checked {
+			d.Err = fmt.Errorf("CONFIG GET: %w; INFO lacks maxmemory_policy or aof_enabled", cfgErr)
+			return d, nil
+		}
+	}
+	d.EvictsLeases = strings.HasPrefix(d.Policy, "allkeys-")
+	d.LosesOnRestart = !d.AppendOnly
+	return d, nil
+}
+
+// infoFields parses INFO's "key:value" lines.
+func infoFields(s string) map[string]string {
+	out := map[string]string{}
+	for _, line := range strings.Split(s, "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok && !strings.HasPrefix(k, "#") {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// durability runs CheckDurability once, before the first session is opened: it logs each
+// finding that is not safe (or, strict, fails with ErrNotDurable). A server that could not be
+// reached leaves the check for the next OpenSession (which fails anyway when not strict).
+func (b *Backend) durability(ctx context.Context) error {
+	b.durMu.Lock()
+	defer b.durMu.Unlock()
+	if b.durDone {
+		return b.durErr
+	}
+	ds, err := b.CheckDurability(ctx)
+	if err != nil {
+		if b.strict {
+			return err
+		}
+		return nil
+	}
+	b.durDone = true
+	var bad []string
+	for _, d := range ds {
+		if d.Safe() {
+			continue
+		}
+		bad = append(bad, d.String())
+		b.log.Warn(d.String(), "addr", d.Addr, "maxmemory_policy", d.Policy, "maxmemory", d.MaxMemory, "appendonly", d.AppendOnly, "checked", d.Checked)
+	}
+	if b.strict && len(bad) > 0 {
+		b.durErr = spi.AsPermanent(fmt.Errorf("%w (WithStrictDurability): %s", ErrNotDurable, strings.Join(bad, "; ")))
+	}
+	return b.durErr
+}

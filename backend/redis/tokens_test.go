@@ -1,0 +1,318 @@
+package redis
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/simba-go/simba/generated/wire"
+	"github.com/simba-go/simba/internal/spi"
+)
+
+// Private servers of these tests (spare ports 6450-6469).
+const (
+	portEvict      = 6450
+	portRestart    = 6451
+	portUndurable  = 6452
+	portDurable    = 6453
+	portRenamed    = 6454
+	privTestTTL    = time.Minute
+	junkValueBytes = 8 << 10
+)
+
+// privClient is a plain client of the private server on port, closed when the test ends.
+func privClient(t *testing.T, port int, user, pass string) *goredis.Client {
+	t.Helper()
+	c := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:" + strconv.Itoa(port), Username: user, Password: pass})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// discard is a logger that drops everything.
+var discard = slog.New(slog.DiscardHandler)
+
+// logBuffer is a concurrency-safe buffer for a test's slog output.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func capture() (*logBuffer, *slog.Logger) {
+	lb := &logBuffer{}
+	return lb, slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+// grantsThenLoses grants name to two sessions in turn (releasing in between) and returns the
+// greatest token granted.
+func grantsThenLoses(t *testing.T, b *Backend, name string) int64 {
+	t.Helper()
+	ctx := context.Background()
+	var last int64
+	for i := range 3 {
+		s := open(t, b, privTestTTL)
+		r, err := b.Acquire(ctx, s, name)
+		if err != nil || r.Kind != spi.Granted || r.Token <= last {
+			t.Fatalf("grant %d: %+v %v, want a token > %d", i, r, err, last)
+		}
+		last = r.Token
+		if i < 2 {
+			if err := b.Release(ctx, s, name, r.Token); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return last
+}
+
+// TestTokensSurviveEviction: with maxmemory-policy allkeys-lru and a tiny maxmemory, filling the
+// server with junk evicts the lease hash (the token counter with it); the next grant's token is
+// still greater than every token granted before (the µs clock floor), where it used to restart
+// at 1.
+func TestTokensSurviveEviction(t *testing.T) {
+	startPrivServerProc(t, portEvict, "maxmemory-policy allkeys-lru")
+	ctx := context.Background()
+	c := privClient(t, portEvict, "", "")
+	b := newBackend(t, c, WithLogger(discard))
+	const name = "evict.me"
+	last := grantsThenLoses(t, b, name)
+
+	info, err := c.Info(ctx, "memory").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	used, err := strconv.ParseInt(infoFields(info)["used_memory"], 10, 64)
+	if err != nil {
+		t.Fatalf("used_memory in %q: %v", info, err)
+	}
+	if err := c.ConfigSet(ctx, "maxmemory", strconv.FormatInt(used+(2<<20), 10)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	junk := strings.Repeat("x", junkValueBytes)
+	deadline := time.Now().Add(30 * time.Second)
+	for i := 0; ; i++ {
+		n, err := c.Exists(ctx, wire.LeaseKey(name)).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			t.Logf("the lease hash was evicted after %d junk keys", i*50)
+			break
+		}
+		if time.Now().After(deadline) || i > 20000 {
+			t.Fatalf("the lease hash survived %d junk keys: no eviction, the test proves nothing", i*50)
+		}
+		pipe := c.Pipeline()
+		for j := range 50 {
+			pipe.Set(ctx, fmt.Sprintf("junk:%d:%d", i, j), junk, 0)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := open(t, b, privTestTTL)
+	r, err := b.Acquire(ctx, s, name)
+	if err != nil || r.Kind != spi.Granted || r.Token <= last {
+		t.Fatalf("grant after the eviction: %+v %v, want a token > %d", r, err, last)
+	}
+}
+
+// TestTokensSurviveRestart: a server without persistence (save "", appendonly no) restarts with
+// every lease hash gone; the next grant's token is still greater than every token granted
+// before the restart.
+func TestTokensSurviveRestart(t *testing.T) {
+	pc := startPrivServerProc(t, portRestart, `save ""`, "appendonly no")
+	ctx := context.Background()
+	c := privClient(t, portRestart, "", "")
+	b := newBackend(t, c, WithLogger(discard))
+	const name = "restart.me"
+	last := grantsThenLoses(t, b, name) // the last tenure is still held when the server dies
+
+	pc.kill(portRestart)
+	pc.start(portRestart)
+	pc.waitPort(portRestart)
+	var n int64
+	var err error
+	for range 20 { // the pool's connections died with the server: go-redis redials
+		if n, err = c.Exists(ctx, wire.LeaseKey(name)).Result(); err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil || n != 0 {
+		t.Fatalf("after the restart: EXISTS %d, %v; want the lease hash gone", n, err)
+	}
+	s := open(t, b, privTestTTL)
+	r, err := b.Acquire(ctx, s, name)
+	if err != nil || r.Kind != spi.Granted || r.Token <= last {
+		t.Fatalf("grant after the restart: %+v %v, want a token > %d", r, err, last)
+	}
+}
+
+// TestDurabilityCheck: at the first OpenSession the backend reads maxmemory-policy and
+// appendonly and warns through its logger when lease hashes could be lost (allkeys-lru, no
+// AOF; read by INFO where CONFIG is refused or renamed away), or when CONFIG and INFO are both
+// refused; WithStrictDurability refuses with a permanent
+// ErrNotDurable instead. A server with AOF and noeviction gets no warning.
+func TestDurabilityCheck(t *testing.T) {
+	ctx := context.Background()
+	startPrivServerProc(t, portUndurable, "maxmemory-policy allkeys-lru", "appendonly no",
+		"user default on nopass ~* &* +@all",
+		"user infoonly on >pw ~* &* +@all -config",
+		"user blind on >pw ~* &* +@all -config -info")
+	startPrivServerProc(t, portDurable, "maxmemory-policy noeviction", "appendonly yes")
+	startPrivServerProc(t, portRenamed, "maxmemory-policy allkeys-lfu", `rename-command CONFIG ""`)
+
+	for _, tc := range []struct {
+		name, user string
+		want       []string // in the warning
+	}{
+		{"config", "", []string{"level=WARN", "allkeys-lru", "appendonly no", "evicted", "restart", "clock"}},
+		{"info fallback", "infoonly", []string{"level=WARN", "allkeys-lru", "appendonly no"}},
+		{"refused", "blind", []string{"level=WARN", "could not check", "NOPERM", "clock"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pass := ""
+			if tc.user != "" {
+				pass = "pw"
+			}
+			lb, log := capture()
+			b := newBackend(t, privClient(t, portUndurable, tc.user, pass), WithLogger(log))
+			open(t, b, privTestTTL)
+			open(t, b, privTestTTL) // warned once, not per session
+			out := lb.String()
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("warning %q lacks %q", out, w)
+				}
+			}
+			if n := strings.Count(out, "level=WARN"); n != 1 {
+				t.Errorf("%d warnings, want 1: %s", n, out)
+			}
+			strict := newBackend(t, privClient(t, portUndurable, tc.user, pass), WithLogger(discard), WithStrictDurability())
+			_, err := strict.OpenSession(ctx, "strict", privTestTTL)
+			if !errors.Is(err, ErrNotDurable) || spi.Classify(err) != spi.Permanent {
+				t.Fatalf("strict OpenSession: %v, want a permanent ErrNotDurable", err)
+			}
+			if _, again := strict.OpenSession(ctx, "strict", privTestTTL); !errors.Is(again, ErrNotDurable) {
+				t.Fatalf("second strict OpenSession: %v, want ErrNotDurable again", again)
+			}
+		})
+	}
+	t.Run("CONFIG renamed away", func(t *testing.T) {
+		lb, log := capture()
+		b := newBackend(t, privClient(t, portRenamed, "", ""), WithLogger(log))
+		open(t, b, privTestTTL)
+		if out := lb.String(); !strings.Contains(out, "allkeys-lfu") || strings.Count(out, "level=WARN") != 1 {
+			t.Fatalf("warning %q, want one naming allkeys-lfu (read by INFO)", out)
+		}
+	})
+	t.Run("durable", func(t *testing.T) {
+		lb, log := capture()
+		b := newBackend(t, privClient(t, portDurable, "", ""), WithLogger(log))
+		open(t, b, privTestTTL)
+		if out := lb.String(); out != "" {
+			t.Fatalf("logged %q for a server with AOF and noeviction", out)
+		}
+		ds, err := b.CheckDurability(ctx)
+		if err != nil || len(ds) != 1 || !ds[0].Safe() || ds[0].Policy != "noeviction" || !ds[0].AppendOnly {
+			t.Fatalf("CheckDurability: %+v %v", ds, err)
+		}
+		strict := newBackend(t, privClient(t, portDurable, "", ""), WithLogger(log), WithStrictDurability())
+		open(t, strict, privTestTTL)
+	})
+	t.Run("cluster checks every master", func(t *testing.T) {
+		cc := clusterClient(t)
+		b := newBackend(t, cc, WithLogger(discard))
+		ds, err := b.CheckDurability(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n atomic.Int32 // ForEachMaster runs the callbacks concurrently
+		if err := cc.ForEachMaster(ctx, func(context.Context, *goredis.Client) error { n.Add(1); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		masters := int(n.Load())
+		seen := map[string]bool{}
+		for _, d := range ds {
+			if !d.Checked || d.Addr == "" {
+				t.Errorf("master %+v not checked", d)
+			}
+			seen[d.Addr] = true
+		}
+		if len(ds) != masters || len(seen) != masters {
+			t.Fatalf("checked %d servers (%v), want each of the %d masters", len(ds), seen, masters)
+		}
+	})
+}
+
+// TestTokenOverflowAndCorruptTokens: a lease hash whose token is at or above 2^53 - 1 (no exact
+// successor in Lua's doubles) gives a permanent ErrTokenOverflow, one whose token is not a plain
+// decimal ("0x10", "-5", "abc", ...) a permanent ErrCorruptToken, on standalone and Cluster
+// backends; nothing is written.
+func TestTokenOverflowAndCorruptTokens(t *testing.T) {
+	ctx := context.Background()
+	cases := []struct {
+		stored string
+		want   error
+	}{
+		{"9007199254740991", spi.ErrTokenOverflow}, // 2^53 - 1
+		{"9007199254740992", spi.ErrTokenOverflow}, // 2^53
+		{"9007199254740993", spi.ErrTokenOverflow},
+		{"9223372036854775807", spi.ErrTokenOverflow},
+		{"0x10", spi.ErrCorruptToken},
+		{"-5", spi.ErrCorruptToken},
+		{"abc", spi.ErrCorruptToken},
+		{"1.5", spi.ErrCorruptToken},
+		{"1e3", spi.ErrCorruptToken},
+	}
+	for _, mode := range []struct {
+		name string
+		c    func(t testing.TB) goredis.UniversalClient
+	}{
+		{"standalone", func(t testing.TB) goredis.UniversalClient { return standaloneClient(t) }},
+		{"cluster", func(t testing.TB) goredis.UniversalClient { return clusterClient(t) }},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			c := mode.c(t)
+			b := newBackend(t, c, WithLogger(discard))
+			s := open(t, b, privTestTTL)
+			for _, tc := range cases {
+				name := "tokens." + strconv.FormatInt(time.Now().UnixNano(), 36)
+				key := wire.LeaseKey(name)
+				if err := c.HSet(ctx, key, wire.LeaseFieldToken, tc.stored).Err(); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { c.Del(context.Background(), key) })
+				r, err := b.Acquire(ctx, s, name)
+				if !errors.Is(err, tc.want) || spi.Classify(err) != spi.Permanent {
+					t.Fatalf("stored %q: %+v, %v; want a permanent %v", tc.stored, r, err, tc.want)
+				}
+				if h, err := c.HGetAll(ctx, key).Result(); err != nil || len(h) != 1 || h[wire.LeaseFieldToken] != tc.stored {
+					t.Fatalf("stored %q: the refused acquire wrote %v (%v)", tc.stored, h, err)
+				}
+			}
+		})
+	}
+}
