@@ -43,7 +43,7 @@ type Config struct {
 // spi.ErrInvalidOption, name what is wrong and never show the password; ParseDSN does no I/O.
 func ParseDSN(dsn string) (Config, error) {
 	bad := func(format string, args ...any) (Config, error) {
-		return Config{}, fmt.Errorf("%w: redis DSN %q: %s", spi.ErrInvalidOption, dsnutil.Redact(dsn), fmt.Sprintf(format, args...))
+		return Config{}, dsnutil.Errorf(spi.ErrInvalidOption, "redis DSN", dsn, format, args...)
 	}
 	scheme, rest, ok := strings.Cut(dsn, "://")
 	if !ok {

@@ -48,7 +48,7 @@ type Config struct {
 func ParseDSN(dsn string) (Config, error) {
 	var cfg Config
 	bad := func(format string, args ...any) (Config, error) {
-		return Config{}, fmt.Errorf("%w: zookeeper DSN %q: %s", spi.ErrInvalidOption, dsnutil.Redact(dsn), fmt.Sprintf(format, args...))
+		return Config{}, dsnutil.Errorf(spi.ErrInvalidOption, "zookeeper DSN", dsn, format, args...)
 	}
 	scheme, rest, ok := strings.Cut(dsn, "://")
 	if !ok {

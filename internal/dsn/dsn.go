@@ -17,6 +17,7 @@ package dsn
 
 import (
 	"errors"
+	"fmt"
 	"net/url"
 	"sort"
 	"strings"
@@ -134,7 +135,21 @@ func ScrubError(err error, dsn string) error {
 	return errWithheld
 }
 
-var errWithheld = errors.New("the parser's message is withheld: it quotes part of the credentials")
+const withheld = "the parser's message is withheld: it quotes part of the credentials"
+
+var errWithheld = errors.New(withheld)
+
+// Errorf returns the error of a bad DSN, `<sentinel>: <what> "<Redact(dsn)>": <detail>`, where
+// detail is fmt.Sprintf(format, args...) passed through Scrub (withheld when Scrub cannot make
+// it safe). It matches sentinel with errors.Is and wraps nothing else: an argument that is a
+// driver's error is quoted scrubbed, never kept in the chain.
+func Errorf(sentinel error, what, dsn, format string, args ...any) error {
+	detail, ok := Scrub(fmt.Sprintf(format, args...), dsn)
+	if !ok {
+		detail = withheld
+	}
+	return fmt.Errorf("%w: %s %q: %s", sentinel, what, Redact(dsn), detail)
+}
 
 // span is a byte range [from, to) of a DSN.
 type span struct{ from, to int }

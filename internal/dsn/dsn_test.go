@@ -117,3 +117,19 @@ func TestMaskIsDsntestMask(t *testing.T) {
 		t.Fatalf("dsn.Mask %q != dsntest.Mask %q", Mask, dsntest.Mask)
 	}
 }
+
+func TestErrorf(t *testing.T) {
+	sentinel := errors.New("bad option")
+	d := "redis://u:s3cr3tpw@h:6379/x"
+	err := Errorf(sentinel, "redis DSN", d, "bad database %q: %v", "x", errors.New("near s3cr3tpw@h"))
+	if !errors.Is(err, sentinel) {
+		t.Errorf("%v does not match the sentinel", err)
+	}
+	if want := `bad option: redis DSN "redis://u:xxxxx@h:6379/x": bad database "x": near xxxxx@h`; err.Error() != want {
+		t.Errorf("Errorf = %q, want %q", err, want)
+	}
+	err = Errorf(sentinel, "redis DSN", d, "bad host %q", "s3cr3")
+	if strings.Contains(err.Error(), "s3cr3") || !errors.Is(err, sentinel) {
+		t.Errorf("Errorf with a fragment of the password = %q", err)
+	}
+}
