@@ -74,6 +74,9 @@ var (
 	ErrSchemaMissing = spi.ErrSchemaMissing
 	// ErrInvalidOption: an option or DSN is invalid.
 	ErrInvalidOption = spi.ErrInvalidOption
+	// ErrTLS: a TLS failure (a certificate that does not verify, a server that does not speak
+	// or refuses TLS); permanent.
+	ErrTLS = spi.ErrTLS
 )
 
 // Classify says whether a backend error is retryable or permanent.

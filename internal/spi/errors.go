@@ -2,8 +2,11 @@ package spi
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 
 	"github.com/simba-go/simba/generated/wire"
 )
@@ -28,6 +31,11 @@ var (
 	ErrSchemaMissing = errors.New("simba: schema missing")
 	// ErrInvalidOption: a configuration value (option, DSN) is invalid. Permanent.
 	ErrInvalidOption = errors.New("simba: invalid option")
+	// ErrTLS: a TLS failure: a server certificate that does not verify, a server that does not
+	// speak TLS or refuses it, a handshake the server rejects. Permanent: it does not heal by
+	// retrying; the DSN's TLS settings (sslmode, tls, rediss://) or the server's certificate
+	// need fixing. The wrapping error names the cause (see IsTLSError, TLSFailure).
+	ErrTLS = errors.New("simba: TLS failure")
 )
 
 // Class is how the shell treats a backend error.
@@ -51,9 +59,10 @@ func (c Class) String() string {
 }
 
 // Classify says whether err is worth retrying. Errors are retryable unless marked permanent
-// with Permanentf / AsPermanent or wrapping ErrSchemaMissing, ErrInvalidOption, ErrInvalidName
-// or ErrClosed: an unknown failure of a network call is more likely transient than not, and
-// treating it as transient loses nothing but a retry.
+// with Permanentf / AsPermanent, wrapping ErrSchemaMissing, ErrInvalidOption, ErrInvalidName
+// or ErrClosed, or a TLS failure (IsTLSError, wherever it comes from): an unknown failure of a
+// network call is more likely transient than not, and treating it as transient loses nothing
+// but a retry.
 func Classify(err error) Class {
 	switch {
 	case err == nil:
@@ -63,10 +72,59 @@ func Classify(err error) Class {
 		errors.Is(err, ErrInvalidOption),
 		errors.Is(err, ErrInvalidName),
 		errors.Is(err, ErrClosed),
-		errors.Is(err, context.Canceled):
+		errors.Is(err, context.Canceled),
+		IsTLSError(err):
 		return Permanent
 	}
 	return Retryable
+}
+
+// IsTLSError reports whether err is or wraps a TLS failure: ErrTLS; a certificate that does not
+// verify (tls.CertificateVerificationError and the x509 errors: unknown authority, wrong host
+// name, expired or otherwise invalid certificate, ...); a server that does not speak TLS
+// (tls.RecordHeaderError, "first record does not look like a TLS handshake"); or an alert the
+// server sent during the handshake ("remote error: tls: ..."). Backends call it before their
+// own classification (a TLS failure often arrives wrapped in a net.Error, which they would
+// otherwise class retryable), and Classify calls it for errors no backend classified.
+func IsTLSError(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, ErrTLS) {
+		return true
+	}
+	var (
+		verify   *tls.CertificateVerificationError
+		header   tls.RecordHeaderError
+		alert    tls.AlertError
+		ech      *tls.ECHRejectionError
+		unknown  x509.UnknownAuthorityError
+		hostname x509.HostnameError
+		invalid  x509.CertificateInvalidError
+		roots    x509.SystemRootsError
+		algo     x509.InsecureAlgorithmError
+		critical x509.UnhandledCriticalExtension
+		op       *net.OpError
+	)
+	switch {
+	case errors.As(err, &verify), errors.As(err, &header), errors.As(err, &alert),
+		errors.As(err, &ech), errors.As(err, &unknown), errors.As(err, &hostname),
+		errors.As(err, &invalid), errors.As(err, &roots), errors.As(err, &algo),
+		errors.As(err, &critical):
+		return true
+	case errors.As(err, &op) && op.Op == "remote error":
+		return true // crypto/tls reports the server's alerts as a *net.OpError "remote error"
+	}
+	return false
+}
+
+// TLSFailure wraps a TLS failure of operation op so that it matches ErrTLS (permanent) and
+// stays errors.Is/As-testable as cause.
+func TLSFailure(op string, cause error) error {
+	if errors.Is(cause, ErrTLS) {
+		return fmt.Errorf("%s: %w", op, cause)
+	}
+	return fmt.Errorf("%w: %s: %w", ErrTLS, op, cause)
 }
 
 var errPermanent = errors.New("permanent")
