@@ -51,7 +51,7 @@ func ParseDSN(dsn string) (Config, error) {
 		return Config{}, dsnutil.Errorf(spi.ErrInvalidOption, "redis DSN", dsn, format, args...)
 	}
 	scheme, rest, ok := strings.Cut(dsn, "://")
-	if !ok {
+	if !ok || !dsnutil.ValidScheme(scheme) {
 		return bad("want redis://, rediss://, redis+cluster:// or rediss+cluster://")
 	}
 	var cluster bool

@@ -43,7 +43,7 @@ import (
 // applies the migrations with ctx before returning.
 func Open(ctx context.Context, dsn string, opts ...Option) (*Backend, error) {
 	scheme, _, ok := strings.Cut(dsn, "://")
-	if !ok {
+	if !ok || !dsnutil.ValidScheme(scheme) {
 		return nil, dsnutil.Errorf(spi.ErrInvalidOption, "sql DSN", dsn, "want postgres://, postgresql://, mysql:// or sqlite://")
 	}
 	var (

@@ -51,7 +51,7 @@ func ParseDSN(dsn string) (Config, error) {
 		return Config{}, dsnutil.Errorf(spi.ErrInvalidOption, "zookeeper DSN", dsn, format, args...)
 	}
 	scheme, rest, ok := strings.Cut(dsn, "://")
-	if !ok {
+	if !ok || !dsnutil.ValidScheme(scheme) {
 		return bad("want zk://host:port[,host:port...][/chroot][?timeout=...]")
 	}
 	if !strings.EqualFold(scheme, "zk") {

@@ -16,7 +16,7 @@ import (
 // openBackend opens the backend a DSN names. The caller closes it.
 func openBackend(ctx context.Context, dsn string) (simba.Backend, error) {
 	scheme, _, ok := strings.Cut(dsn, "://")
-	if !ok {
+	if !ok || !dsnutil.ValidScheme(scheme) {
 		return nil, dsnutil.Errorf(simba.ErrInvalidOption, "DSN", dsn, "no scheme (sqlite://, postgres://, mysql://, redis://, zk://)")
 	}
 	switch strings.ToLower(scheme) {

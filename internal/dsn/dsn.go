@@ -178,7 +178,7 @@ func credentialSpans(dsn string) []span {
 func rawSpans(dsn string) []span {
 	var spans []span
 	base := 0
-	if scheme, _, ok := strings.Cut(dsn, "://"); ok && validScheme(scheme) {
+	if scheme, _, ok := strings.Cut(dsn, "://"); ok && ValidScheme(scheme) {
 		base = len(scheme) + 3
 	}
 	rest := dsn[base:]
@@ -190,9 +190,10 @@ func rawSpans(dsn string) []span {
 	return append(spans, paramSpans(dsn)...)
 }
 
-// validScheme reports whether s is an RFC 3986 scheme (ALPHA *( ALPHA / DIGIT / "+" / "-" /
-// "." )).
-func validScheme(s string) bool {
+// ValidScheme reports whether s is an RFC 3986 scheme (ALPHA *( ALPHA / DIGIT / "+" / "-" /
+// "." )). What precedes "://" in a string that is not a URL may be part of a password
+// ("user:pa://ss@host"): messages quote a scheme only when it is valid.
+func ValidScheme(s string) bool {
 	if s == "" {
 		return false
 	}
