@@ -76,5 +76,10 @@
 // the other way round; rarer on PostgreSQL) or for a serialization failure is first run again
 // by the backend itself, up to four times: nothing of it took effect; a missing schema matches
 // spi.ErrSchemaMissing; invalid names spi.ErrInvalidName (before any I/O); invalid options and
-// DSNs spi.ErrInvalidOption; authentication and privilege errors are permanent.
+// DSNs spi.ErrInvalidOption; authentication and privilege errors are permanent. TLS failures
+// (PostgreSQL sslmode=verify-ca/verify-full with a certificate that does not verify,
+// sslmode=require to a server without TLS; MySQL tls=true to a server without TLS or with a
+// certificate that does not verify) match spi.ErrTLS and are permanent: retrying cannot fix
+// them. No error shows a DSN's password: DSNs are redacted (internal/dsn) and the drivers' own
+// DSN parse errors are quoted scrubbed of every credential, never wrapped.
 package sql
