@@ -40,7 +40,10 @@ const Mask = "xxxxx"
 //     of a SQLite pragma (_pragma=key('secret')).
 //
 // "postgres://u:secret@h/db" becomes "postgres://u:xxxxx@h/db", "host=h password='a b'"
-// becomes "host=h password=xxxxx". A DSN without any of these is returned unchanged.
+// becomes "host=h password=xxxxx". A DSN without any of these is returned unchanged. The rules
+// over-redact rather than guess: "postgres://h:5432/db?application_name=a@b" (an '@' after a
+// ':' that is not a password's) becomes "postgres://h:xxxxx@b", as no rule can tell it from a
+// password "5432/db?application_name=a" that a driver would read.
 func Redact(dsn string) string {
 	spans := credentialSpans(dsn)
 	if len(spans) == 0 {
