@@ -84,6 +84,9 @@ var (
 	// ErrCorruptToken: a lease record holds a token that is not a non-negative integer (never
 	// coerced); nothing was written. Permanent.
 	ErrCorruptToken = spi.ErrCorruptToken
+	// ErrTLS: a TLS failure (a certificate that does not verify, a server that does not speak
+	// or refuses TLS); permanent.
+	ErrTLS = spi.ErrTLS
 )
 
 // Classify says whether a backend error is retryable or permanent.

@@ -192,11 +192,11 @@ func (b *Backend) checkOpen() error {
 }
 
 // fail classifies err from operation op: authentication and permission errors, wrong-type
-// keys, script argument errors, replies of the wrong shape and the scripts' own errors are
-// permanent (token_overflow and corrupt_token match spi.ErrTokenOverflow and
-// spi.ErrCorruptToken); everything else
-// (connection loss, timeouts, LOADING, BUSY, TRYAGAIN, CLUSTERDOWN, READONLY during a failover,
-// MOVED during a resharding) is retryable and matches spi.ErrUnavailable.
+// keys, script argument errors, replies of the wrong shape, TLS failures (spi.ErrTLS) and the
+// scripts' own errors are permanent (token_overflow and corrupt_token match spi.ErrTokenOverflow
+// and spi.ErrCorruptToken); everything else (connection loss, timeouts, LOADING, BUSY, TRYAGAIN,
+// CLUSTERDOWN, READONLY during a failover, MOVED during a resharding) is retryable and matches
+// spi.ErrUnavailable.
 func (b *Backend) fail(op string, err error) error {
 	switch {
 	case err == nil:
@@ -214,6 +214,8 @@ func (b *Backend) fail(op string, err error) error {
 		goredis.HasErrorPrefix(err, "NOPERM"), goredis.HasErrorPrefix(err, "WRONGTYPE"),
 		goredis.HasErrorPrefix(err, luascripts.ErrorPrefix): // HasErrorPrefix strips "ERR "
 		return spi.AsPermanent(fmt.Errorf("redis: %s: %w", op, err))
+	case spi.IsTLSError(err):
+		return spi.TLSFailure("redis "+op, err)
 	}
 	return spi.Unavailable("redis "+op, err)
 }

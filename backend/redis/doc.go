@@ -16,7 +16,11 @@ implementation; Close leaves it open. Open takes a DSN (see ParseDSN):
 	rediss+cluster://...                           (Cluster over TLS)
 
 with the ACL user and password in the user information; Close then closes the client. A bad
-DSN fails with an error matching spi.ErrInvalidOption that names what is wrong.
+DSN fails with an error matching spi.ErrInvalidOption that names what is wrong (and never shows
+the password). Over TLS, a certificate that does not verify, and a server that speaks plain
+RESP (found fast: a plain-text Redis never answers a TLS handshake, so after 500 ms the dialer
+asks it a plain-text PING on a second connection), fail with a permanent spi.ErrTLS instead of
+being retried until the caller's context ends.
 
 # Layout and time
 

@@ -41,12 +41,17 @@ type Config struct {
 // 1s when wait_replicas is set); every other parameter is go-redis's (redis.ParseURL and
 // redis.ParseClusterURL: dial_timeout, read_timeout, pool_size, max_retries, ...). Errors match
 // spi.ErrInvalidOption, name what is wrong and never show the password; ParseDSN does no I/O.
+//
+// For rediss:// and rediss+cluster:// the options' Dialer makes the TLS connection and fails
+// fast with a permanent spi.ErrTLS when the server's certificate does not verify or when the
+// server speaks plain RESP (a plain-text Redis never answers a TLS handshake: after 500 ms
+// without an answer the dialer sends a plain-text PING on a second connection to find out).
 func ParseDSN(dsn string) (Config, error) {
 	bad := func(format string, args ...any) (Config, error) {
-		return Config{}, fmt.Errorf("%w: redis DSN %q: %s", spi.ErrInvalidOption, dsnutil.Redact(dsn), fmt.Sprintf(format, args...))
+		return Config{}, dsnutil.Errorf(spi.ErrInvalidOption, "redis DSN", dsn, format, args...)
 	}
 	scheme, rest, ok := strings.Cut(dsn, "://")
-	if !ok {
+	if !ok || !dsnutil.ValidScheme(scheme) {
 		return bad("want redis://, rediss://, redis+cluster:// or rediss+cluster://")
 	}
 	var cluster bool
@@ -120,6 +125,9 @@ func ParseDSN(dsn string) (Config, error) {
 		if err != nil {
 			return bad("%v", err)
 		}
+		if o.TLSConfig != nil {
+			o.Dialer = newTLSDialer(o.TLSConfig)
+		}
 		cfg.Options = o
 		return cfg, nil
 	}
@@ -136,6 +144,9 @@ func ParseDSN(dsn string) (Config, error) {
 	o, err := goredis.ParseClusterURL(u)
 	if err != nil {
 		return bad("%v", err)
+	}
+	if o.TLSConfig != nil {
+		o.Dialer = newTLSDialer(o.TLSConfig)
 	}
 	cfg.ClusterOptions = o
 	return cfg, nil

@@ -72,6 +72,8 @@ func TestParseDSNErrors(t *testing.T) {
 		"redis+cluster://h1:1/0":                  "no database path",
 		"redis+cluster://h1:1?addr=h2:2":          "not with addr=",
 		"redis+cluster://u:secret@h1:1?x=1":       "unexpected option: x",
+		"u:secret://x@h1:1":                       "want redis://",
+		"redis://u:secret@h/zero":                 "invalid database number",
 	} {
 		_, err := ParseDSN(dsn)
 		if !errors.Is(err, spi.ErrInvalidOption) || !strings.Contains(err.Error(), want) {

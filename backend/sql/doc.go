@@ -108,5 +108,10 @@
 // spi.ErrSchemaMissing, a drifted one spi.ErrSchemaDrift too; invalid names spi.ErrInvalidName
 // (before any I/O); invalid options and DSNs spi.ErrInvalidOption; a corrupt or exhausted stored
 // token spi.ErrCorruptToken or spi.ErrTokenOverflow; authentication, privilege and data errors
-// (MySQL's out-of-range 1264 and 1690 included) are permanent.
+// (MySQL's out-of-range 1264 and 1690 included) are permanent. TLS failures
+// (PostgreSQL sslmode=verify-ca/verify-full with a certificate that does not verify,
+// sslmode=require to a server without TLS; MySQL tls=true to a server without TLS or with a
+// certificate that does not verify) match spi.ErrTLS and are permanent: retrying cannot fix
+// them. No error shows a DSN's password: DSNs are redacted (internal/dsn) and the drivers' own
+// DSN parse errors are quoted scrubbed of every credential, never wrapped.
 package sql

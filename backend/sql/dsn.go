@@ -3,12 +3,13 @@ package sql
 import (
 	"context"
 	"database/sql"
-	"fmt"
+	"errors"
 	"net"
 	"net/url"
 	"strings"
 
 	mysqldriver "github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/simba-go/simba/internal/spi"
@@ -42,8 +43,8 @@ import (
 // applies the migrations with ctx before returning.
 func Open(ctx context.Context, dsn string, opts ...Option) (*Backend, error) {
 	scheme, _, ok := strings.Cut(dsn, "://")
-	if !ok {
-		return nil, fmt.Errorf("%w: sql DSN %q: want postgres://, postgresql://, mysql:// or sqlite://", spi.ErrInvalidOption, dsnutil.Redact(dsn))
+	if !ok || !dsnutil.ValidScheme(scheme) {
+		return nil, dsnutil.Errorf(spi.ErrInvalidOption, "sql DSN", dsn, "want postgres://, postgresql://, mysql:// or sqlite://")
 	}
 	var (
 		b   *Backend
@@ -57,7 +58,7 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Backend, error) {
 	case "sqlite", "sqlite3":
 		b, err = openSQLite(dsn, opts)
 	default:
-		return nil, fmt.Errorf("%w: sql DSN %q: unknown scheme %q (want postgres, postgresql, mysql or sqlite)", spi.ErrInvalidOption, dsnutil.Redact(dsn), scheme)
+		return nil, dsnutil.Errorf(spi.ErrInvalidOption, "sql DSN", dsn, "unknown scheme %q (want postgres, postgresql, mysql or sqlite)", scheme)
 	}
 	if err != nil {
 		return nil, err
@@ -74,12 +75,12 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Backend, error) {
 func openPostgres(dsn string, opts []Option) (*Backend, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("%w: sql postgres DSN %q: %v", spi.ErrInvalidOption, dsnutil.Redact(dsn), err)
+		return nil, dsnutil.Errorf(spi.ErrInvalidOption, "sql postgres DSN", dsn, "%s", pgParseMessage(err))
 	}
 	cfg.AfterConnect = PostgresAfterConnect
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
-		return nil, fmt.Errorf("%w: sql postgres DSN %q: %v", spi.ErrInvalidOption, dsnutil.Redact(dsn), err)
+		return nil, dsnutil.Errorf(spi.ErrInvalidOption, "sql postgres DSN", dsn, "%v", err)
 	}
 	b, err := NewPostgres(pool, opts...)
 	if err != nil {
@@ -90,10 +91,23 @@ func openPostgres(dsn string, opts []Option) (*Backend, error) {
 	return b, nil
 }
 
+// pgParseMessage is what pgx says is wrong with a DSN, without the DSN it quotes ("cannot parse
+// `<the DSN, redacted by pgx's own rules>`: <what is wrong>"; the caller scrubs what is left).
+func pgParseMessage(err error) string {
+	msg := err.Error()
+	var pce *pgconn.ParseConfigError
+	if rest, ok := strings.CutPrefix(msg, "cannot parse `"); ok && errors.As(err, &pce) {
+		if _, what, ok := strings.Cut(rest, "`: "); ok {
+			return what
+		}
+	}
+	return msg
+}
+
 // MySQLConfig translates a mysql:// DSN into go-sql-driver/mysql's configuration (see Open).
 func MySQLConfig(dsn string) (*mysqldriver.Config, error) {
 	bad := func(format string, args ...any) (*mysqldriver.Config, error) {
-		return nil, fmt.Errorf("%w: sql mysql DSN %q: %s", spi.ErrInvalidOption, dsnutil.Redact(dsn), fmt.Sprintf(format, args...))
+		return nil, dsnutil.Errorf(spi.ErrInvalidOption, "sql mysql DSN", dsn, format, args...)
 	}
 	u, err := url.Parse(dsn)
 	if err != nil {
@@ -145,7 +159,7 @@ func openMySQL(dsn string, opts []Option) (*Backend, error) {
 	}
 	conn, err := mysqldriver.NewConnector(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("%w: sql mysql DSN %q: %v", spi.ErrInvalidOption, dsnutil.Redact(dsn), err)
+		return nil, dsnutil.Errorf(spi.ErrInvalidOption, "sql mysql DSN", dsn, "%v", err)
 	}
 	db := sql.OpenDB(conn)
 	b, err := NewMySQL(db, opts...)
@@ -161,7 +175,7 @@ func openMySQL(dsn string, opts []Option) (*Backend, error) {
 // Open).
 func SQLiteDSN(dsn string) (string, error) {
 	bad := func(format string, args ...any) (string, error) {
-		return "", fmt.Errorf("%w: sql sqlite DSN %q: %s", spi.ErrInvalidOption, dsn, fmt.Sprintf(format, args...))
+		return "", dsnutil.Errorf(spi.ErrInvalidOption, "sql sqlite DSN", dsn, format, args...)
 	}
 	rest, ok := strings.CutPrefix(dsn, "sqlite://")
 	if !ok {
@@ -207,7 +221,7 @@ func openSQLite(dsn string, opts []Option) (*Backend, error) {
 	}
 	db, err := sql.Open("sqlite", name)
 	if err != nil {
-		return nil, fmt.Errorf("%w: sql sqlite DSN %q: %v", spi.ErrInvalidOption, dsn, err)
+		return nil, dsnutil.Errorf(spi.ErrInvalidOption, "sql sqlite DSN", dsn, "%v", err)
 	}
 	// The DSN carries the session setup: no per-connection setup needed.
 	b, err := newSQLite(db, nil, opts)

@@ -71,8 +71,12 @@ func mysqlDeadlock(err error) bool {
 // classifyMySQL: deadlocks (1213), lock wait timeouts (1205), too many connections, server
 // shutdown, interrupted or killed connections, read-only servers during a failover and network
 // errors are retryable; a missing table or column is ErrSchemaMissing; access denied, an unknown
-// database, syntax and data errors (out-of-range values, 1264 and 1690, included) are permanent.
+// database, syntax and data errors (out-of-range values, 1264 and 1690, included) and TLS
+// failures (tls=true to a server without TLS or whose certificate does not verify) are permanent.
 func classifyMySQL(b *Backend, op string, err error) error {
+	if spi.IsTLSError(err) || errors.Is(err, mysqldriver.ErrNoTLS) {
+		return spi.TLSFailure(op, err)
+	}
 	var me *mysqldriver.MySQLError
 	if errors.As(err, &me) {
 		switch me.Number {

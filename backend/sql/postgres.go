@@ -349,6 +349,12 @@ func pgRolledBack(err error) bool {
 	return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
 }
 
+// pgTLSRefused reports pgconn's "server refused TLS connection" (sslmode=require or stricter
+// against a server without TLS): pgconn has no exported error for it, so its text is matched.
+func pgTLSRefused(err error) bool {
+	return strings.Contains(err.Error(), "server refused TLS connection")
+}
+
 func isPgUndefined(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && (pe.Code == "42P01" || pe.Code == "42703" || pe.Code == "42883")
@@ -356,9 +362,13 @@ func isPgUndefined(err error) bool {
 
 // classify: serialization failures, deadlocks, lock timeouts, connection and resource errors,
 // server shutdown and network errors are retryable; a missing table or column is
-// ErrSchemaMissing; authentication, privileges, a missing database and statement errors are
-// permanent.
+// ErrSchemaMissing; authentication, privileges, a missing database, statement errors and TLS
+// failures (a certificate that does not verify with sslmode=verify-ca/verify-full, a server
+// that refuses TLS with sslmode=require) are permanent.
 func (d *pgDialect) classify(op string, err error) error {
+	if spi.IsTLSError(err) || pgTLSRefused(err) {
+		return spi.TLSFailure(op, err)
+	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		switch {

@@ -61,10 +61,10 @@ type Config struct {
 func ParseDSN(dsn string) (Config, error) {
 	var cfg Config
 	bad := func(format string, args ...any) (Config, error) {
-		return Config{}, fmt.Errorf("%w: zookeeper DSN %q: %s", spi.ErrInvalidOption, dsnutil.Redact(dsn), fmt.Sprintf(format, args...))
+		return Config{}, dsnutil.Errorf(spi.ErrInvalidOption, "zookeeper DSN", dsn, format, args...)
 	}
 	scheme, rest, ok := strings.Cut(dsn, "://")
-	if !ok {
+	if !ok || !dsnutil.ValidScheme(scheme) {
 		return bad("want zk://host:port[,host:port...][/chroot][?timeout=...]")
 	}
 	useTLS := strings.EqualFold(scheme, "zk+tls")

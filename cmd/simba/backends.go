@@ -9,13 +9,15 @@ import (
 	redisbackend "github.com/simba-go/simba/backend/redis"
 	sqlbackend "github.com/simba-go/simba/backend/sql"
 	"github.com/simba-go/simba/backend/zookeeper"
+
+	dsnutil "github.com/simba-go/simba/internal/dsn"
 )
 
 // openBackend opens the backend a DSN names. The caller closes it.
 func openBackend(ctx context.Context, dsn string) (simba.Backend, error) {
 	scheme, _, ok := strings.Cut(dsn, "://")
-	if !ok {
-		return nil, fmt.Errorf("%w: DSN %q has no scheme (sqlite://, postgres://, mysql://, redis://, zk://)", simba.ErrInvalidOption, dsn)
+	if !ok || !dsnutil.ValidScheme(scheme) {
+		return nil, dsnutil.Errorf(simba.ErrInvalidOption, "DSN", dsn, "no scheme (sqlite://, postgres://, mysql://, redis://, zk://)")
 	}
 	switch strings.ToLower(scheme) {
 	case "sqlite", "postgres", "postgresql", "mysql":

@@ -2,8 +2,11 @@ package spi
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 
 	"github.com/simba-go/simba/generated/wire"
 )
@@ -41,6 +44,11 @@ var (
 	// negative SQL token; a Redis token that is not a plain decimal). It is never coerced and
 	// nothing was written. Permanent: the lease needs an operator.
 	ErrCorruptToken = errors.New("simba: corrupt token")
+	// ErrTLS: a TLS failure: a server certificate that does not verify, a server that does not
+	// speak TLS or refuses it, a handshake the server rejects. Permanent: it does not heal by
+	// retrying; the DSN's TLS settings (sslmode, tls, rediss://) or the server's certificate
+	// need fixing. The wrapping error names the cause (see IsTLSError, TLSFailure).
+	ErrTLS = errors.New("simba: TLS failure")
 )
 
 // ValidateOwner checks a session's owner string for a backend's OpenSession, before any I/O:
@@ -83,8 +91,9 @@ func (c Class) String() string {
 }
 
 // Classify says whether err is worth retrying. Errors are retryable unless marked permanent
-// with Permanentf / AsPermanent or wrapping ErrSchemaMissing, ErrInvalidOption, ErrInvalidName,
-// ErrClosed, ErrTokenOverflow or ErrCorruptToken: an unknown failure of a network call is more likely transient than not, and
+// with Permanentf / AsPermanent, wrapping ErrSchemaMissing, ErrInvalidOption, ErrInvalidName,
+// ErrClosed, ErrTokenOverflow or ErrCorruptToken, or a TLS failure (IsTLSError, wherever it
+// comes from): an unknown failure of a network call is more likely transient than not, and
 // treating it as transient loses nothing but a retry.
 func Classify(err error) Class {
 	switch {
@@ -97,10 +106,59 @@ func Classify(err error) Class {
 		errors.Is(err, ErrClosed),
 		errors.Is(err, ErrTokenOverflow),
 		errors.Is(err, ErrCorruptToken),
-		errors.Is(err, context.Canceled):
+		errors.Is(err, context.Canceled),
+		IsTLSError(err):
 		return Permanent
 	}
 	return Retryable
+}
+
+// IsTLSError reports whether err is or wraps a TLS failure: ErrTLS; a certificate that does not
+// verify (tls.CertificateVerificationError and the x509 errors: unknown authority, wrong host
+// name, expired or otherwise invalid certificate, ...); a server that does not speak TLS
+// (tls.RecordHeaderError, "first record does not look like a TLS handshake"); or an alert the
+// server sent during the handshake ("remote error: tls: ..."). Backends call it before their
+// own classification (a TLS failure often arrives wrapped in a net.Error, which they would
+// otherwise class retryable), and Classify calls it for errors no backend classified.
+func IsTLSError(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, ErrTLS) {
+		return true
+	}
+	var (
+		verify   *tls.CertificateVerificationError
+		header   tls.RecordHeaderError
+		alert    tls.AlertError
+		ech      *tls.ECHRejectionError
+		unknown  x509.UnknownAuthorityError
+		hostname x509.HostnameError
+		invalid  x509.CertificateInvalidError
+		roots    x509.SystemRootsError
+		algo     x509.InsecureAlgorithmError
+		critical x509.UnhandledCriticalExtension
+		op       *net.OpError
+	)
+	switch {
+	case errors.As(err, &verify), errors.As(err, &header), errors.As(err, &alert),
+		errors.As(err, &ech), errors.As(err, &unknown), errors.As(err, &hostname),
+		errors.As(err, &invalid), errors.As(err, &roots), errors.As(err, &algo),
+		errors.As(err, &critical):
+		return true
+	case errors.As(err, &op) && op.Op == "remote error":
+		return true // crypto/tls reports the server's alerts as a *net.OpError "remote error"
+	}
+	return false
+}
+
+// TLSFailure wraps a TLS failure of operation op so that it matches ErrTLS (permanent) and
+// stays errors.Is/As-testable as cause.
+func TLSFailure(op string, cause error) error {
+	if errors.Is(cause, ErrTLS) {
+		return fmt.Errorf("%s: %w", op, cause)
+	}
+	return fmt.Errorf("%w: %s: %w", ErrTLS, op, cause)
 }
 
 var errPermanent = errors.New("permanent")

@@ -1,0 +1,45 @@
+package spi
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"testing"
+)
+
+// TestTLSFailuresArePermanent: every kind of TLS failure is recognised and permanent, however
+// it is wrapped (a net.OpError, as crypto/tls and the drivers return them, or ErrUnavailable
+// by a backend that did not look), and ordinary network failures stay retryable.
+func TestTLSFailuresArePermanent(t *testing.T) {
+	for _, err := range []error{
+		&tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}},
+		x509.HostnameError{Certificate: &x509.Certificate{}, Host: "127.0.0.1"},
+		x509.CertificateInvalidError{Reason: x509.Expired},
+		tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"},
+		&net.OpError{Op: "remote error", Net: "tcp", Err: errors.New("tls: handshake failure")},
+		fmt.Errorf("dial: %w", &net.OpError{Op: "write", Net: "tcp", Err: &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}}),
+		Unavailable("op", tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}),
+		TLSFailure("op", errors.New("server refused TLS connection")),
+		TLSFailure("outer", TLSFailure("inner", io.EOF)),
+	} {
+		if !IsTLSError(err) || Classify(err) != Permanent {
+			t.Errorf("%v (%T): IsTLSError %v, class %v; want a permanent TLS failure", err, err, IsTLSError(err), Classify(err))
+		}
+	}
+	if err := TLSFailure("op", io.EOF); !errors.Is(err, ErrTLS) || !errors.Is(err, io.EOF) {
+		t.Errorf("TLSFailure = %v: want ErrTLS and the cause", err)
+	}
+	for _, err := range []error{
+		io.EOF,
+		&net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")},
+		&net.OpError{Op: "read", Net: "tcp", Err: errors.New("i/o timeout")},
+		Unavailable("op", errors.New("connection reset")),
+	} {
+		if IsTLSError(err) || Classify(err) != Retryable {
+			t.Errorf("%v: IsTLSError %v, class %v; want a retryable non-TLS error", err, IsTLSError(err), Classify(err))
+		}
+	}
+}
