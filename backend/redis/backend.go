@@ -229,21 +229,8 @@ func newSessionID() (spi.SessionID, error) {
 	return spi.SessionID(hex.EncodeToString(b[:])), nil
 }
 
-// maxMillis bounds the milliseconds a reply's time converts to: 2^62 ns (about 146 years), so
-// that neither the conversion nor the engine's "time sent + time left" overflows (a hand-written
-// lease hash may carry an expiry centuries away).
-const maxMillis = (1 << 62) / int64(time.Millisecond)
-
-// ms converts milliseconds to a Duration, saturating at ±maxMillis.
-func ms(d int64) time.Duration {
-	switch {
-	case d > maxMillis:
-		return time.Duration(maxMillis) * time.Millisecond
-	case d < -maxMillis:
-		return -time.Duration(maxMillis) * time.Millisecond
-	}
-	return time.Duration(d) * time.Millisecond
-}
+// ms converts a reply's milliseconds to a Duration, saturating (spi.Millis).
+func ms(d int64) time.Duration { return spi.Millis(d) }
 
 // OpenSession opens a session for owner expiring ttl (rounded down to whole milliseconds, at
 // least 1 ms) after Redis TIME. The id is made here, so a retried open after a lost reply

@@ -1,7 +1,6 @@
 package redis
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -9,7 +8,6 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,25 +16,8 @@ import (
 	"github.com/simba-go/simba"
 	"github.com/simba-go/simba/generated/wire"
 	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/internal/testenv"
 )
-
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of a slog handler.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestGarbageGroupMemberDoesNotBlockPartitions: a hand-added entry of a group's zset that is not
 // a client session id, with a far-future score (a "member" that never expires), is skipped with
@@ -73,7 +54,7 @@ func TestGarbageGroupMemberDoesNotBlockPartitions(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			var logs syncBuffer
+			var logs testenv.LogBuffer
 			logger := slog.New(slog.NewTextHandler(&logs, nil))
 			var groups []*simba.PartitionGroup
 			for range 2 {
@@ -150,7 +131,7 @@ func TestForeignLeaseHolderFreed(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			c := mode.client(t)
-			var logs syncBuffer
+			var logs testenv.LogBuffer
 			b := newBackend(t, c, WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 			var rnd [6]byte
 			_, _ = rand.Read(rnd[:])

@@ -1,14 +1,12 @@
 package redis
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/simba-go/simba/generated/wire"
 	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/internal/testenv"
 )
 
 // Private servers of these tests (spare ports 6450-6469).
@@ -41,26 +40,8 @@ func privClient(t *testing.T, port int, user, pass string) *goredis.Client {
 // discard is a logger that drops everything.
 var discard = slog.New(slog.DiscardHandler)
 
-// logBuffer is a concurrency-safe buffer for a test's slog output.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func capture() (*logBuffer, *slog.Logger) {
-	lb := &logBuffer{}
+func capture() (*testenv.LogBuffer, *slog.Logger) {
+	lb := &testenv.LogBuffer{}
 	return lb, slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelInfo}))
 }
 

@@ -591,21 +591,8 @@ func corruptToken(name string, token int64) error {
 	return spi.AsPermanent(fmt.Errorf("%w: lease %q holds the negative token %d (nothing written)", spi.ErrCorruptToken, name, token))
 }
 
-// maxMillis bounds the milliseconds a reply's time converts to: 2^62 ns (about 146 years), so
-// that neither the conversion nor the engine's "time sent + time left" overflows (a session row
-// written by hand may carry an expiry centuries away).
-const maxMillis = (1 << 62) / int64(time.Millisecond)
-
-// millis converts milliseconds to a Duration, saturating at ±maxMillis.
-func millis(ms int64) time.Duration {
-	switch {
-	case ms > maxMillis:
-		return time.Duration(maxMillis) * time.Millisecond
-	case ms < -maxMillis:
-		return -time.Duration(maxMillis) * time.Millisecond
-	}
-	return time.Duration(ms) * time.Millisecond
-}
+// millis converts a reply's milliseconds to a Duration, saturating (spi.Millis).
+func millis(ms int64) time.Duration { return spi.Millis(ms) }
 
 // leaseInfo turns an inspected lease row into a LeaseInfo; an expired holder is shown free.
 func leaseInfo(name, holder, owner string, token, remainingMs int64) spi.LeaseInfo {

@@ -1,34 +1,15 @@
 package sql
 
 import (
-	"bytes"
 	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/internal/testenv"
 )
-
-// logBuffer is a bytes.Buffer safe for the concurrent writes of a slog handler.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestForeignGroupMemberSkipped: a membership written by hand for a "session" whose id is not
 // of the form clients make (the foreign key needs a session row, so one is written too, live
@@ -37,7 +18,7 @@ func (l *logBuffer) String() string {
 func TestForeignGroupMemberSkipped(t *testing.T) {
 	for _, d := range dialects {
 		t.Run(d.name, func(t *testing.T) {
-			var logs logBuffer
+			var logs testenv.LogBuffer
 			b := migrated(t, d.dsn(t), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 			ctx := testCtx(t)
 			group := "foreign-" + unique(t)
@@ -80,7 +61,7 @@ func TestForeignGroupMemberSkipped(t *testing.T) {
 func TestForeignLeaseHolderFreed(t *testing.T) {
 	for _, d := range dialects {
 		t.Run(d.name, func(t *testing.T) {
-			var logs logBuffer
+			var logs testenv.LogBuffer
 			b := migrated(t, d.dsn(t), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 			ctx := testCtx(t)
 			now, err := b.DatabaseNow(ctx)

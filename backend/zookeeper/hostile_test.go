@@ -1,12 +1,10 @@
 package zookeeper
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,25 +12,8 @@ import (
 
 	"github.com/simba-go/simba"
 	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/internal/testenv"
 )
-
-// syncBuffer is a log sink safe for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestGarbageGroupMembersAreSkipped: children of a group node that are not Simba members (a
 // persistent node named like a session, a node whose name is not a session id, an ephemeral
@@ -40,7 +21,7 @@ func (s *syncBuffer) String() string {
 // assigned partitions: two real clients that join lead every partition between them.
 func TestGarbageGroupMembersAreSkipped(t *testing.T) {
 	dsn := serverDSN(t, "")
-	logs := &syncBuffer{}
+	logs := &testenv.LogBuffer{}
 	setup := openBackend(t, dsn)
 	openSession(t, setup, 10*time.Second) // creates the roots
 	raw := rawClient(t, setup, "")
@@ -173,7 +154,7 @@ func TestEphemeralAtLibraryPath(t *testing.T) {
 // broken for good) and the name is granted once someone deletes it; another session's
 // ephemeral whose data is not an owner string is HeldBy that session with ForeignOwner.
 func TestForeignLeaseNode(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &testenv.LogBuffer{}
 	b := openBackend(t, serverDSN(t, ""), WithSlog(slog.New(slog.NewTextHandler(logs, nil))))
 	s := openSession(t, b, 5*time.Second)
 	raw := rawClient(t, b, "")
