@@ -139,7 +139,7 @@ func TestForeignLeaseHolderFreed(t *testing.T) {
 				name := fmt.Sprintf("foreign-%x.%d", rnd, i)
 				key := wire.LeaseKey(name)
 				t.Cleanup(func() { c.Del(context.Background(), key) })
-				if err := c.HSet(ctx, key, wire.LeaseFieldSession, holder, wire.LeaseFieldToken, "41", wire.LeaseFieldExpires, "9000000000000000", wire.LeaseFieldOwner, "x").Err(); err != nil {
+				if err := c.HSet(ctx, key, wire.LeaseFieldSession, holder, wire.LeaseFieldToken, "8999999999999999", wire.LeaseFieldExpires, "9000000000000000", wire.LeaseFieldOwner, "x").Err(); err != nil {
 					t.Fatal(err)
 				}
 				s, err := b.OpenSession(ctx, "o", 30*time.Second)
@@ -147,8 +147,8 @@ func TestForeignLeaseHolderFreed(t *testing.T) {
 					t.Fatal(err)
 				}
 				r, err := b.Acquire(ctx, s.ID, name)
-				if err != nil || r.Kind != spi.Granted || r.Token != 42 {
-					t.Fatalf("Acquire over foreign holder %q = %+v, %v; want granted with token 42", holder, r, err)
+				if err != nil || r.Kind != spi.Granted || r.Token != 9000000000000000 {
+					t.Fatalf("Acquire over foreign holder %q = %+v, %v; want granted with token 9000000000000000 (the foreign record's token + 1: it is kept, and above the clock floor)", holder, r, err)
 				}
 				other, err := b.OpenSession(ctx, "o", 30*time.Second)
 				if err != nil {

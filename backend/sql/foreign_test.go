@@ -71,11 +71,11 @@ func TestForeignLeaseHolderFreed(t *testing.T) {
 			for i, holder := range []string{"intruder", "0123456789ABCDEF0123456789ABCDEF"} {
 				name := fmt.Sprintf("foreign-%s.%d", unique(t), i)
 				exec(t, b, "INSERT INTO simba_session (id, owner, ttl_ms, expiry_ms) VALUES (?, 'x', 1000, ?)", holder, now+1e12)
-				exec(t, b, "INSERT INTO simba_lease (name, session_id, token) VALUES (?, ?, 41)", name, holder)
+				exec(t, b, "INSERT INTO simba_lease (name, session_id, token) VALUES (?, ?, 8999999999999999)", name, holder)
 				s := openSession(t, b, longTTL)
 				r, err := b.Acquire(ctx, s, name)
-				if err != nil || r.Kind != spi.Granted || r.Token != 42 {
-					t.Fatalf("Acquire over foreign holder %q = %+v, %v; want granted with token 42", holder, r, err)
+				if err != nil || r.Kind != spi.Granted || r.Token != 9000000000000000 {
+					t.Fatalf("Acquire over foreign holder %q = %+v, %v; want granted with token 9000000000000000 (the foreign record's token + 1: it is kept, and above the clock floor)", holder, r, err)
 				}
 				other := openSession(t, b, longTTL)
 				if r, err := b.Acquire(ctx, other, name); err != nil || r.Kind != spi.HeldBy || r.Holder != s {
