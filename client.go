@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,6 +46,7 @@ type Client struct {
 	deadlines map[SessionID]*atomic.Int64
 	closeFut  engine.FutureID
 	stopping  bool
+	self      []func() // posted by the loop goroutine to itself, run before c.in
 
 	mu      sync.Mutex // guards handles, session, closed
 	handles map[string]leaseHandle
@@ -53,9 +55,14 @@ type Client struct {
 	session SessionID
 	closed  bool
 
-	closeOnce sync.Once
-	closeDone *future
-	finished  chan struct{} // closed once every goroutine of the client has exited
+	closeStarted atomic.Bool
+	closeTaken   chan struct{} // closed once the loop has stepped the close
+	closeDone    *future
+	finished     chan struct{} // closed once every goroutine of the client has exited
+
+	loopG   atomic.Uint64 // goroutine id of the loop (Listeners run there)
+	insideM sync.Mutex
+	insideG map[uint64]int // goroutines running a callback or leader work of this client
 }
 
 // leaseHandle is what the loop tells about the terms of one name: an *Election, a *Lock, or a
@@ -117,19 +124,21 @@ func New(backend Backend, opts ...Option) (*Client, error) {
 		seed = rand.Uint64()
 	}
 	c := &Client{
-		cfg:       cfg,
-		backend:   backend,
-		eng:       eng,
-		rng:       rand.New(rand.NewPCG(seed, seed^0x9E3779B97F4A7C15)),
-		in:        make(chan func(), 1024),
-		loopDone:  make(chan struct{}),
-		timers:    make(map[engine.Timer]Timer),
-		futures:   make(map[engine.FutureID]*future),
-		deadlines: make(map[SessionID]*atomic.Int64),
-		handles:   make(map[string]leaseHandle),
-		groups:    make(map[string]*PartitionGroup),
-		closeDone: newFuture(),
-		finished:  make(chan struct{}),
+		cfg:        cfg,
+		backend:    backend,
+		eng:        eng,
+		rng:        rand.New(rand.NewPCG(seed, seed^0x9E3779B97F4A7C15)),
+		in:         make(chan func(), 1024),
+		loopDone:   make(chan struct{}),
+		timers:     make(map[engine.Timer]Timer),
+		futures:    make(map[engine.FutureID]*future),
+		deadlines:  make(map[SessionID]*atomic.Int64),
+		handles:    make(map[string]leaseHandle),
+		groups:     make(map[string]*PartitionGroup),
+		closeTaken: make(chan struct{}),
+		closeDone:  newFuture(),
+		finished:   make(chan struct{}),
+		insideG:    make(map[uint64]int),
 	}
 	c.baseCtx, c.cancel = context.WithCancel(context.Background())
 	c.inside = context.WithValue(context.Background(), insideKey{}, c)
@@ -159,24 +168,48 @@ func (c *Client) Session() SessionID {
 
 // Close stops every election, lock and group of the client (their terms end with
 // RevokedClosed; handovers wait for their work as usual), closes the backend session and
-// waits until every goroutine of the client has exited or ctx ends. Called from inside a
-// callback or leader work (with the context it was given, or one derived from it), Close
-// starts the close and returns at once without waiting. Close does not close the backend.
+// waits until every goroutine of the client has exited or ctx ends. Close does not close the
+// backend. Every call after the first waits the same way; none starts a second close.
+//
+// Close never waits for the goroutine that called it. Called from inside an OnElected,
+// OnRevoked, OnAssigned or OnUnassigned callback, or from leader work (RunWhileLeader,
+// Schedule, RunPartition), with any ctx, Close starts the close and returns once the client
+// is closed — every term is revoked and every later operation fails with ErrClosed — or ctx
+// ends; the rest of the close (handovers, which wait for that very work, the session's close,
+// the callbacks and work still running) goes on in the background, and a Close from any other
+// goroutine waits for all of it. "Inside" means the goroutine the client runs the callback or
+// work on, not goroutines it starts. Called from a Listener (on the loop goroutine), Close
+// starts the close and returns at once.
 func (c *Client) Close(ctx context.Context) error {
-	c.closeOnce.Do(func() {
+	me := goid()
+	onLoop := me == c.loopG.Load()
+	if c.closeStarted.CompareAndSwap(false, true) {
 		c.mu.Lock()
 		c.closed = true
 		c.mu.Unlock()
-		if !c.post(func() {
+		start := func() {
 			f := c.newFuture()
 			c.closeFut = f.id
 			c.step(engine.Event{Kind: engine.EvClose, Future: f.id})
-		}) {
+			close(c.closeTaken)
+		}
+		if onLoop {
+			c.postSelf(start)
+		} else if !c.post(start) {
+			close(c.closeTaken)
 			c.closeDone.complete(Term{}, nil)
 		}
-	})
-	if ctx.Value(insideKey{}) == c {
-		return nil
+	}
+	if onLoop {
+		return nil // everything Close could wait for needs this goroutine
+	}
+	if ctx.Value(insideKey{}) == c || c.isInside(me) {
+		select {
+		case <-c.closeTaken:
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("simba: close: %w", ctx.Err())
+		}
 	}
 	select {
 	case <-c.finished:
@@ -185,6 +218,52 @@ func (c *Client) Close(ctx context.Context) error {
 		return fmt.Errorf("simba: close: %w", ctx.Err())
 	}
 }
+
+// enter marks the calling goroutine as running a callback or leader work of c until the
+// returned function is called, so that a Close from it does not wait for it.
+func (c *Client) enter() func() {
+	id := goid()
+	c.insideM.Lock()
+	c.insideG[id]++
+	c.insideM.Unlock()
+	return func() {
+		c.insideM.Lock()
+		if c.insideG[id]--; c.insideG[id] <= 0 {
+			delete(c.insideG, id)
+		}
+		c.insideM.Unlock()
+	}
+}
+
+func (c *Client) isInside(id uint64) bool {
+	c.insideM.Lock()
+	defer c.insideM.Unlock()
+	return c.insideG[id] > 0
+}
+
+// goid returns the id of the calling goroutine, read from the header of its stack trace
+// ("goroutine 42 [running]:"). Go has no other way to tell one goroutine from another, and
+// Close must know whether its caller is a callback or work that the close would wait for.
+func goid() uint64 {
+	var buf [64]byte
+	b := buf[:runtime.Stack(buf[:], false)]
+	const prefix = "goroutine "
+	if len(b) < len(prefix) || string(b[:len(prefix)]) != prefix {
+		return 0
+	}
+	var id uint64
+	for _, ch := range b[len(prefix):] {
+		if ch < '0' || ch > '9' {
+			break
+		}
+		id = id*10 + uint64(ch-'0')
+	}
+	return id
+}
+
+// postSelf queues f for the loop goroutine from the loop goroutine itself: it never blocks
+// (the loop would be waiting for itself on a full channel).
+func (c *Client) postSelf(f func()) { c.self = append(c.self, f) }
 
 // post hands f to the loop goroutine; it reports false once the loop has exited.
 func (c *Client) post(f func()) bool {
@@ -203,13 +282,19 @@ func (c *Client) post(f func()) bool {
 
 // loop is the client's one goroutine that owns the engine: it only selects and steps.
 func (c *Client) loop() {
-	for {
-		f := <-c.in
-		f()
-		if c.stopping {
-			break
+	c.loopG.Store(goid())
+	for !c.stopping {
+		var f func()
+		if len(c.self) > 0 {
+			f = c.self[0]
+			c.self[0] = nil
+			c.self = c.self[1:]
+		} else {
+			f = <-c.in
 		}
+		f()
 	}
+	c.self = nil
 	close(c.loopDone)
 	for _, t := range c.timers {
 		t.Stop()
@@ -444,7 +529,7 @@ func (c *Client) elected(ef *engine.Effect) {
 		return
 	}
 	// Nobody wants it any more (its handle is gone): end its work at once.
-	c.post(func() { c.step(engine.Event{Kind: engine.EvWorkExited, Name: ef.Name, Token: ef.Token}) })
+	c.postSelf(func() { c.step(engine.Event{Kind: engine.EvWorkExited, Name: ef.Name, Token: ef.Token}) })
 }
 
 func (c *Client) revoked(ef *engine.Effect) {

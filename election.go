@@ -42,7 +42,7 @@ func (l *leaseCore) elected(t Term) {
 	l.holder, l.holderOwner, l.holderSelf = l.c.eng.SessionID(), t.Owner(), true
 	l.mu.Unlock()
 	if l.onElected != nil {
-		l.disp.submit(func() { l.onElected(l.c.inside, t) })
+		l.disp.submit(func() { defer l.c.enter()(); l.onElected(l.c.inside, t) })
 	}
 	if l.work != nil {
 		l.c.startWork(l.name, t, l.work)
@@ -56,7 +56,7 @@ func (l *leaseCore) revoked(t Term, reason RevokeReason) {
 	}
 	l.mu.Unlock()
 	if l.onRevoked != nil {
-		l.disp.submit(func() { l.onRevoked(l.c.inside, t, reason) })
+		l.disp.submit(func() { defer l.c.enter()(); l.onRevoked(l.c.inside, t, reason) })
 	}
 }
 
@@ -137,6 +137,7 @@ func (c *Client) startWork(name string, t Term, fn func(ctx context.Context, t T
 	c.work.Add(1)
 	c.cfg.work(func() {
 		defer c.work.Done()
+		leave := c.enter()
 		ctx := context.WithValue(t.Context(), insideKey{}, c)
 		func() {
 			defer func() {
@@ -148,6 +149,7 @@ func (c *Client) startWork(name string, t Term, fn func(ctx context.Context, t T
 				c.cfg.logger.Warn("simba leader work returned an error", "name", name, "token", t.Token(), slog.Any("err", err))
 			}
 		}()
+		leave()
 		c.post(func() { c.step(engine.Event{Kind: engine.EvWorkExited, Name: name, Token: t.Token()}) })
 	})
 }
