@@ -215,6 +215,8 @@ func (h partitionHandle) publish(ev Event) {
 
 func (g *PartitionGroup) publish(ev Event) { g.events.publish(ev) }
 
+func (g *PartitionGroup) errs() *errNote { return g.events.errs() }
+
 func (g *PartitionGroup) closeSubs() {
 	g.events.closeSubs()
 	g.mu.Lock()
