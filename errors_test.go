@@ -156,3 +156,20 @@ func TestElectionReportsAPermanentSessionError(t *testing.T) {
 		t.Errorf("Err = %v after the session opened", err)
 	}
 }
+
+// TestGroupReportsAPermanentError: JoinGroup returns once the engine has the group; a
+// permanent failure of the group's join call is then reported by the group's Err and Events.
+func TestGroupReportsAPermanentError(t *testing.T) {
+	w := newWorld(t)
+	c, b := w.client("a")
+	w.until(5*time.Second, "a session", func() bool { return c.Session() != "" })
+	noperm := errors.New("NOPERM")
+	b.FailNext(1, simba.AsPermanent(noperm))
+	var g *simba.PartitionGroup
+	w.async(func() (err error) { g, err = c.JoinGroup(context.Background(), "g", 2); return err })
+	w.until(10*time.Second, "Err to report the failure", func() bool { return errors.Is(g.Err(), noperm) })
+	w.until(time.Hour, "partitions once the join succeeds", func() bool { return len(g.Assigned()) == 2 })
+	if err := g.Err(); err != nil {
+		t.Errorf("Err = %v after the join succeeded", err)
+	}
+}
