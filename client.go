@@ -55,6 +55,9 @@ type Client struct {
 	session SessionID
 	closed  bool
 
+	errSeq  atomic.Uint64 // numbers the backend errors reported, for request's ctx errors
+	sessErr errNote       // errors of session calls (open, keep-alive, close)
+
 	closeStarted atomic.Bool
 	closeTaken   chan struct{} // closed once the loop has stepped the close
 	closeDone    *future
@@ -347,6 +350,7 @@ func (c *Client) newFuture() *future {
 // has exited, it fails with ErrClosed.
 func (c *Client) request(ctx context.Context, ev engine.Event) (*future, error) {
 	var f *future
+	since := c.errSeq.Load()
 	ready := make(chan struct{})
 	if !c.post(func() {
 		f = c.newFuture()
@@ -365,8 +369,23 @@ func (c *Client) request(ctx context.Context, ev engine.Event) (*future, error) 
 	case <-f.done:
 		return f, f.err
 	case <-ctx.Done():
-		return f, ctx.Err()
+		return f, c.withLastError(ctx.Err(), since, ev.Name)
 	}
+}
+
+// withLastError joins err (ctx's) with the latest backend error reported since seq for name
+// or for the session, so that errors.Is finds both ctx's error and the backend's.
+func (c *Client) withLastError(err error, seq uint64, name string) error {
+	n, last := c.sessErr.since(seq)
+	if t := c.errTarget(name); t != nil {
+		if m, e := t.errs().since(seq); m > n {
+			last = e
+		}
+	}
+	if last == nil {
+		return err
+	}
+	return errors.Join(err, last)
 }
 
 // step runs one engine step and carries out its effects, on the loop goroutine.
@@ -479,8 +498,140 @@ func (c *Client) startCall(ef engine.Effect) {
 			// A timed-out call's outcome is unknown: retryable.
 			ev.Err = Unavailable(ef.Op.String(), ev.Err)
 		}
-		c.post(func() { c.step(ev) })
+		c.post(func() {
+			c.callDone(ef.Op, ef.Name, ev.Err)
+			c.step(ev)
+		})
 	}()
+}
+
+// callDone reports a backend call's outcome on the loop goroutine before the engine sees it:
+// a retryable failure is reported here (a permanent one when the engine publishes it), and a
+// success clears the permanent error it proves gone.
+func (c *Client) callDone(op engine.Op, name string, err error) {
+	switch {
+	case err != nil && Classify(err) != Permanent:
+		c.backendError(op, name, err, c.cfg.clock.Now())
+	case err != nil:
+	case op == engine.OpOpenSession || op == engine.OpKeepAlive:
+		c.sessErr.clear()
+	case op == engine.OpAcquire || op == engine.OpJoin:
+		if t := c.errTarget(name); t != nil {
+			t.errs().clear()
+		}
+	}
+}
+
+// errHolder is a handle or group that keeps its backend errors.
+type errHolder interface {
+	publisher
+	errs() *errNote
+}
+
+// errTarget is the handle or group that the errors of calls about name concern (nil if none).
+func (c *Client) errTarget(name string) errHolder {
+	if name == "" {
+		return nil
+	}
+	if h, ok := c.handleFor(name).(errHolder); ok {
+		return h
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if g := c.groups[name]; g != nil {
+		return g
+	}
+	return nil
+}
+
+// backendError reports a failed backend call (op 0: a request the engine refused): it is
+// logged (WARN, or ERROR if permanent), kept for Err and for request's ctx errors, and emitted
+// as an EventBackendError to the listeners and to the handle concerned (for a session call, to
+// every handle and group).
+func (c *Client) backendError(op engine.Op, name string, err error, now time.Duration) {
+	class := Classify(err)
+	opName := ""
+	if op != 0 {
+		opName = op.String()
+		if name != "" {
+			err = fmt.Errorf("simba: %s %s: %w", opName, name, err)
+		} else {
+			err = fmt.Errorf("simba: %s: %w", opName, err)
+		}
+	}
+	level := slog.LevelWarn
+	if class == Permanent {
+		level = slog.LevelError
+	}
+	c.cfg.logger.Log(context.Background(), level, "simba backend error", "op", opName, "name", name,
+		"class", class.String(), "err", err)
+	seq := c.errSeq.Add(1)
+	ev := Event{Kind: EventBackendError, At: now, Session: c.eng.SessionID(), Name: name, Op: opName,
+		Class: class, Err: err}
+	for _, l := range c.cfg.listeners {
+		l(ev)
+	}
+	if t := c.errTarget(name); t != nil {
+		t.errs().note(seq, err)
+		t.publish(ev)
+		return
+	}
+	if name != "" {
+		return
+	}
+	c.sessErr.note(seq, err)
+	c.mu.Lock()
+	ps := make([]publisher, 0, len(c.handles)+len(c.groups))
+	for _, h := range c.handles {
+		ps = append(ps, h)
+	}
+	for _, g := range c.groups {
+		ps = append(ps, g)
+	}
+	c.mu.Unlock()
+	for _, p := range ps {
+		p.publish(ev)
+	}
+}
+
+// errNote keeps the latest backend error reported for a handle, a group or the session, and
+// the latest permanent one until a successful call clears it.
+type errNote struct {
+	mu   sync.Mutex
+	seq  uint64
+	last error
+	perm error
+}
+
+func (n *errNote) note(seq uint64, err error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.seq, n.last = seq, err
+	if Classify(err) == Permanent {
+		n.perm = err
+	}
+}
+
+func (n *errNote) clear() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.perm = nil
+}
+
+// since returns the latest error and its number if it was reported after seq.
+func (n *errNote) since(seq uint64) (uint64, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.seq > seq {
+		return n.seq, n.last
+	}
+	return 0, nil
+}
+
+func (n *errNote) permanent() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.perm
 }
 
 func (c *Client) readHints(hints <-chan Hint) {
@@ -523,6 +674,7 @@ func (c *Client) handle(name string) leaseHandle {
 func (c *Client) elected(ef *engine.Effect) {
 	h := c.handleFor(ef.Name)
 	t := newTerm(ef.Name, ef.Token, ef.Owner, c.cfg.clock, c.deadline(ef.Session))
+	c.cfg.logger.Info("simba elected", "name", ef.Name, "token", ef.Token, "session", ef.Session)
 	c.emit(Event{Kind: EventElected, At: c.eng.Now(), Session: ef.Session, Name: ef.Name, Token: ef.Token}, h)
 	if h != nil {
 		h.elected(t)
@@ -535,6 +687,7 @@ func (c *Client) elected(ef *engine.Effect) {
 func (c *Client) revoked(ef *engine.Effect) {
 	h := c.handleFor(ef.Name)
 	reason := RevokeReason(ef.Reason)
+	c.cfg.logger.Info("simba revoked", "name", ef.Name, "token", ef.Token, "reason", reason.String(), "session", ef.Session)
 	if h != nil {
 		if t, ok := h.termFor(ef.Token); ok {
 			// Invalidate first (rule 2: revoke before anything else this step asks).
@@ -584,19 +737,14 @@ func (c *Client) published(ef *engine.Effect, now time.Duration) {
 		c.mu.Lock()
 		c.session = ""
 		c.mu.Unlock()
-		c.cfg.logger.Warn("simba session lost", "session", ef.Session, "reason", ef.Reason.String())
+		c.cfg.logger.Info("simba session lost", "session", ef.Session, "reason", ef.Reason.String())
 		c.emit(Event{Kind: EventSessionExpired, At: now, Session: ef.Session, Reason: RevokeReason(ef.Reason)}, nil)
 	case engine.PubSessionClosed:
 		c.mu.Lock()
 		c.session = ""
 		c.mu.Unlock()
 	case engine.PubError:
-		err := ef.Err
-		if ef.Op != 0 {
-			err = fmt.Errorf("simba: %v %s: %w", ef.Op, ef.Name, ef.Err)
-		}
-		c.cfg.logger.Error("simba backend error", "op", ef.Op.String(), "name", ef.Name, "err", ef.Err)
-		c.emit(Event{Kind: EventBackendError, At: now, Session: c.eng.SessionID(), Name: ef.Name, Err: err}, c.handle(ef.Name))
+		c.backendError(ef.Op, ef.Name, ef.Err, now)
 	case engine.PubHolder:
 		if h, ok := c.handle(ef.Name).(interface{ setHolder(SessionID, string) }); ok {
 			h.setHolder(ef.Holder, ef.HolderOwner)

@@ -34,7 +34,10 @@ type leaseCore struct {
 	holderSelf  bool
 	subs        []chan Event
 	dropped     int
+	lastErrs    errNote
 }
+
+func (l *leaseCore) errs() *errNote { return &l.lastErrs }
 
 func (l *leaseCore) elected(t Term) {
 	l.mu.Lock()
@@ -286,6 +289,19 @@ func (e *Election) Stop(ctx context.Context) error {
 func (e *Election) StepDown(ctx context.Context) error {
 	_, err := e.c.request(ctx, engine.Event{Kind: engine.EvStepDown, Name: e.name})
 	return err
+}
+
+// Err returns the permanent backend error that keeps this election from leading, or nil: a
+// missing or old schema (matching ErrSchemaMissing), a DSN that names the wrong kind of server,
+// bad credentials or permissions. It is set when a call for this election or for the client's
+// session fails permanently (an EventBackendError with Class Permanent reports it too) and
+// cleared when such a call succeeds. The election keeps retrying at the longest backoff, since
+// an operator may fix the cause.
+func (e *Election) Err() error {
+	if err := e.lastErrs.permanent(); err != nil {
+		return err
+	}
+	return e.c.sessErr.permanent()
 }
 
 // Term returns the current term if this client leads and the term is valid.

@@ -20,7 +20,10 @@ const (
 	EventRevoked
 	// EventMembers: the member view of group Name changed (Members, Partitions set).
 	EventMembers
-	// EventBackendError: a backend call failed (Err); retryable errors are retried.
+	// EventBackendError: a backend call failed (Op, Class, Err; Name when the call concerned a
+	// lease or group). Every failed call is reported; retryable errors are retried, and so are
+	// permanent ones, at the longest backoff (a Lock, TryLock or JoinGroup waiting on the call
+	// fails with the permanent error instead).
 	EventBackendError
 	// EventClosed: the client finished closing.
 	EventClosed
@@ -61,6 +64,12 @@ type Event struct {
 	// (EventMembers).
 	Members    []SessionID
 	Partitions []int
+	// Op is the backend operation that failed ("open-session", "keep-alive", "acquire",
+	// "release", "join", "leave", "members", "close-session"; empty for a refused request)
+	// (EventBackendError).
+	Op string
+	// Class says whether the failure is retryable or permanent (EventBackendError).
+	Class ErrorClass
 	// Err is the failure (EventBackendError).
 	Err error
 }
@@ -75,7 +84,7 @@ func (e Event) String() string {
 	case EventMembers:
 		return fmt.Sprintf("%v %s members=%v partitions=%v", e.Kind, e.Name, e.Members, e.Partitions)
 	case EventBackendError:
-		return fmt.Sprintf("%v %v", e.Kind, e.Err)
+		return fmt.Sprintf("%v %s (%v): %v", e.Kind, e.Op, e.Class, e.Err)
 	}
 	return fmt.Sprintf("%v %s", e.Kind, e.Session)
 }

@@ -174,6 +174,18 @@ func (g *PartitionGroup) Held() map[int]Term {
 // the client closes.
 func (g *PartitionGroup) Events() <-chan Event { return g.events.subscribe() }
 
+// Err returns the permanent backend error that keeps this group from working, or nil: a
+// missing or old schema (matching ErrSchemaMissing), a DSN that names the wrong kind of server,
+// bad credentials or permissions. It is set when a join or members call of the group, or a
+// call of the client's session, fails permanently (an EventBackendError with Class Permanent
+// reports it too) and cleared when such a call succeeds.
+func (g *PartitionGroup) Err() error {
+	if err := g.events.lastErrs.permanent(); err != nil {
+		return err
+	}
+	return g.c.sessErr.permanent()
+}
+
 func (g *PartitionGroup) view(members []SessionID, assigned []int) {
 	g.mu.Lock()
 	g.members = slices.Clone(members)
@@ -214,6 +226,8 @@ func (h partitionHandle) publish(ev Event) {
 }
 
 func (g *PartitionGroup) publish(ev Event) { g.events.publish(ev) }
+
+func (g *PartitionGroup) errs() *errNote { return g.events.errs() }
 
 func (g *PartitionGroup) closeSubs() {
 	g.events.closeSubs()

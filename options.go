@@ -196,7 +196,9 @@ func WithClock(clock Clock) Option {
 	}
 }
 
-// WithLogger sets the logger (default: discard).
+// WithLogger sets the logger (default: discard). Every failed backend call is logged at WARN
+// (ERROR when the error is permanent), elected, revoked and session opened/lost at INFO, and
+// each engine step at DEBUG.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) error {
 		if l == nil {

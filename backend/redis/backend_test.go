@@ -476,3 +476,33 @@ func TestACLUser(t *testing.T) {
 		t.Fatalf("wrong password: %v, want a permanent error", err)
 	}
 }
+
+// TestStandaloneOnAClusterNodeIsPermanent points a standalone client at one Cluster node: the
+// MOVED (or CROSSSLOT) replies mean the DSN is wrong, so OpenSession fails with a permanent
+// error that says to use redis+cluster://, rather than a retryable one retried forever.
+func TestStandaloneOnAClusterNodeIsPermanent(t *testing.T) {
+	clusterClient(t) // skips or fails as testenv decides when the Cluster is down
+	c := goredis.NewClient(&goredis.Options{Addr: testenv.RedisCluster(t)[0]})
+	t.Cleanup(func() { c.Close() })
+	b := newBackend(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var err error
+	// Some owner keys may hash to the node's own slots; a handful of sessions meet MOVED.
+	for i := 0; i < 16 && err == nil; i++ {
+		var s spi.Session
+		if s, err = b.OpenSession(ctx, fmt.Sprintf("owner-%d", i), 10*time.Second); err == nil {
+			b.CloseSession(ctx, s.ID)
+		}
+	}
+	if err == nil {
+		t.Fatal("OpenSession on a Cluster node through a standalone client never failed")
+	}
+	if spi.Classify(err) != spi.Permanent || errors.Is(err, spi.ErrUnavailable) {
+		t.Errorf("err = %v: want a permanent error", err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "redis+cluster://") ||
+		!(strings.Contains(msg, "MOVED") || strings.Contains(msg, "CROSSSLOT")) {
+		t.Errorf("err = %q does not name the misconfiguration", msg)
+	}
+}

@@ -1,0 +1,40 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/simba-go/simba"
+	"github.com/simba-go/simba/internal/testenv"
+)
+
+// TestLockOnAClusterNodeFailsFast runs `simba lock -dsn redis://<a Cluster node> -name x --
+// true`: a standalone client pointed at a Cluster node gets MOVED (or, for the keys of one
+// call that the node holds in different slots, CROSSSLOT), which is a
+// misconfiguration, so the command fails at once with a permanent error naming it instead of
+// retrying until killed. (The bound is generous for a loaded machine; the time is logged.)
+func TestLockOnAClusterNodeFailsFast(t *testing.T) {
+	node := testenv.RedisCluster(t)[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	err := runCommand(ctx, []string{"-dsn", "redis://" + node, "-name", "x", "--", "true"}, true)
+	took := time.Since(start)
+	t.Logf("simba lock -dsn redis://%s failed after %v: %v", node, took, err)
+	if err == nil {
+		t.Fatal("simba lock on a Cluster node succeeded")
+	}
+	if ctx.Err() != nil || took > 10*time.Second {
+		t.Fatalf("simba lock took %v (ctx %v): not failing fast", took, ctx.Err())
+	}
+	if simba.Classify(err) != simba.Permanent || errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("error %v is not a permanent misconfiguration error", err)
+	}
+	if msg := err.Error(); !(strings.Contains(msg, "MOVED") || strings.Contains(msg, "CROSSSLOT")) ||
+		!strings.Contains(msg, "redis+cluster://") {
+		t.Errorf("error %q does not name the misconfiguration (MOVED or CROSSSLOT, use redis+cluster://)", msg)
+	}
+}

@@ -1,0 +1,175 @@
+package simba_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/simba-go/simba"
+	"github.com/simba-go/simba/internal/testenv"
+	"github.com/simba-go/simba/simbatest"
+)
+
+// errorEvents records a client's EventBackendError events.
+type errorEvents struct {
+	mu  sync.Mutex
+	evs []simba.Event
+}
+
+func (r *errorEvents) listen(ev simba.Event) {
+	if ev.Kind == simba.EventBackendError {
+		r.mu.Lock()
+		r.evs = append(r.evs, ev)
+		r.mu.Unlock()
+	}
+}
+
+// count returns how many recorded events have op and class.
+func (r *errorEvents) count(op string, class simba.ErrorClass) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, ev := range r.evs {
+		if ev.Op == op && ev.Class == class {
+			n++
+		}
+	}
+	return n
+}
+
+// TestEveryFailedCallIsReported: three retryable failures of OpenSession are three
+// EventBackendError events (op open-session, class retryable) and three WARN lines; a permanent
+// acquire failure is an event of class permanent, an ERROR line and Lock's error at once;
+// elected and revoked are logged at INFO.
+func TestEveryFailedCallIsReported(t *testing.T) {
+	w := newWorld(t)
+	var rec errorEvents
+	var logs testenv.LogBuffer
+	b := w.srv.Backend()
+	b.FailNext(3, nil)
+	c, err := simba.New(b, simba.WithClock(w.clock), simba.WithTTL(testTTL), simba.WithOwner("a"),
+		simba.WithSeed(1), simba.WithListener(rec.listen), simba.WithLogger(logs.Logger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	w.until(10*time.Second, "a session", func() bool { return c.Session() != "" })
+	if n := rec.count("open-session", simba.Retryable); n != 3 {
+		t.Errorf("%d retryable open-session events, want 3 (%v)", n, rec.evs)
+	}
+	if n := strings.Count(logs.String(), `level=WARN msg="simba backend error" op=open-session`); n != 3 {
+		t.Errorf("%d WARN lines for the 3 failed calls:\n%s", n, logs.String())
+	}
+
+	l, _ := c.NewLock("l")
+	var tm simba.Term
+	w.async(func() (err error) { tm, err = l.Lock(context.Background()); return err })
+	if !strings.Contains(logs.String(), `level=INFO msg="simba elected" name=l token=`+itoa(tm.Token())) {
+		t.Errorf("elected not logged at INFO:\n%s", logs.String())
+	}
+	w.async(func() error { return l.Unlock(context.Background()) })
+	if !strings.Contains(logs.String(), `level=INFO msg="simba revoked" name=l token=`+itoa(tm.Token())+" reason=stopped") {
+		t.Errorf("revoked not logged at INFO:\n%s", logs.String())
+	}
+
+	denied := errors.New("denied")
+	b.FailNext(1, simba.AsPermanent(denied))
+	l2, _ := c.NewLock("p")
+	var lockErr error
+	w.async(func() error { _, lockErr = l2.Lock(context.Background()); return nil })
+	if !errors.Is(lockErr, denied) || simba.Classify(lockErr) != simba.Permanent {
+		t.Errorf("Lock = %v, want the permanent error", lockErr)
+	}
+	if n := rec.count("acquire", simba.Permanent); n != 1 {
+		t.Errorf("%d permanent acquire events, want 1 (%v)", n, rec.evs)
+	}
+	if !strings.Contains(logs.String(), `level=ERROR msg="simba backend error" op=acquire name=p class=permanent`) {
+		t.Errorf("the permanent failure is not logged at ERROR:\n%s", logs.String())
+	}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// TestLockEndingOnCtxJoinsTheBackendError: a Lock whose calls keep failing (retryably) ends on
+// ctx with ctx's error joined with the last backend error: errors.Is holds for both.
+func TestLockEndingOnCtxJoinsTheBackendError(t *testing.T) {
+	w := newWorld(t)
+	c, b := w.client("a")
+	w.until(5*time.Second, "a session", func() bool { return c.Session() != "" })
+	b.FailNext(1<<30, nil)
+	l, _ := c.NewLock("x")
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	var err error
+	done := make(chan struct{})
+	go func() { _, err = l.Lock(ctx); close(done) }()
+	w.until(time.Hour, "Lock to end", func() bool {
+		select {
+		case <-done:
+			return true
+		default:
+			return false
+		}
+	})
+	b.FailNext(0, nil)
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, simba.ErrUnavailable) ||
+		!errors.Is(err, simbatest.ErrInjected) {
+		t.Fatalf("Lock = %v, want ctx's deadline joined with the injected backend error", err)
+	}
+}
+
+// TestElectionReportsAPermanentSessionError: when the session cannot open for a permanent
+// reason (a missing schema), Start still succeeds but the election's Err and its Events report
+// it; once the cause is gone and a session opens, Err is nil and the election leads.
+func TestElectionReportsAPermanentSessionError(t *testing.T) {
+	w := newWorld(t)
+	b := w.srv.Backend()
+	missing := simba.AsPermanent(errors.New("no schema: " + simba.ErrSchemaMissing.Error()))
+	missing = errors.Join(missing, simba.ErrSchemaMissing)
+	b.FailNext(2, missing)
+	c, err := simba.New(b, simba.WithClock(w.clock), simba.WithTTL(testTTL), simba.WithOwner("a"), simba.WithSeed(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	e, _ := c.NewElection("x")
+	events := e.Events()
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	w.until(10*time.Second, "Err to report the missing schema", func() bool { return errors.Is(e.Err(), simba.ErrSchemaMissing) })
+	select {
+	case ev := <-events:
+		if ev.Kind != simba.EventBackendError || ev.Op != "open-session" || ev.Class != simba.Permanent ||
+			!errors.Is(ev.Err, simba.ErrSchemaMissing) {
+			t.Errorf("first event %+v, want a permanent open-session EventBackendError", ev)
+		}
+	default:
+		t.Error("no event on the election's channel")
+	}
+	w.until(time.Hour, "leadership once the session opens", e.IsLeader)
+	if err := e.Err(); err != nil {
+		t.Errorf("Err = %v after the session opened", err)
+	}
+}
+
+// TestGroupReportsAPermanentError: JoinGroup returns once the engine has the group; a
+// permanent failure of the group's join call is then reported by the group's Err and Events.
+func TestGroupReportsAPermanentError(t *testing.T) {
+	w := newWorld(t)
+	c, b := w.client("a")
+	w.until(5*time.Second, "a session", func() bool { return c.Session() != "" })
+	noperm := errors.New("NOPERM")
+	b.FailNext(1, simba.AsPermanent(noperm))
+	var g *simba.PartitionGroup
+	w.async(func() (err error) { g, err = c.JoinGroup(context.Background(), "g", 2); return err })
+	w.until(10*time.Second, "Err to report the failure", func() bool { return errors.Is(g.Err(), noperm) })
+	w.until(time.Hour, "partitions once the join succeeds", func() bool { return len(g.Assigned()) == 2 })
+	if err := g.Err(); err != nil {
+		t.Errorf("Err = %v after the join succeeded", err)
+	}
+}
