@@ -185,7 +185,7 @@ func (c *Client) Session() SessionID {
 // starts the close and returns at once.
 func (c *Client) Close(ctx context.Context) error {
 	me := goid()
-	onLoop := me == c.loopG.Load()
+	onLoop := me != 0 && me == c.loopG.Load() // 0: goid could not tell; never assume the loop
 	if c.closeStarted.CompareAndSwap(false, true) {
 		c.mu.Lock()
 		c.closed = true
