@@ -90,6 +90,14 @@ func withParam(t testing.TB, dsn, k, v string) string {
 // the test and dropped after it.
 func myDSN(t testing.TB) string {
 	t.Helper()
+	dsn, _ := myDatabase(t, "simba_sqlbe_")
+	return dsn
+}
+
+// myDatabase creates a database prefix<random> on the MySQL/MariaDB test server, dropped when the
+// test ends, and returns its mysql:// DSN and its go-sql-driver configuration.
+func myDatabase(t testing.TB, prefix string) (string, *mysqldriver.Config) {
+	t.Helper()
 	cfg, err := mysqldriver.ParseDSN(testenv.MySQL(t))
 	if err != nil {
 		t.Fatalf("bad MySQL DSN: %v", err)
@@ -103,7 +111,7 @@ func myDSN(t testing.TB) string {
 	if err := admin.PingContext(ctx); err != nil {
 		testenv.Unavailable(t, "MySQL/MariaDB", err.Error())
 	}
-	name := "simba_sqlbe_" + unique(t)
+	name := prefix + unique(t)
 	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +126,8 @@ func myDSN(t testing.TB) string {
 	} else if cfg.User != "" {
 		u.User = url.User(cfg.User)
 	}
-	return u.String()
+	cfg.DBName = name
+	return u.String(), cfg
 }
 
 // liteDSN returns a sqlite:// DSN of a new file in a temporary directory.

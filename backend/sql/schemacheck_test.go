@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	mysqldriver "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/simba-go/simba/generated/wire"
@@ -70,49 +69,12 @@ func pgDriftDB(t *testing.T) driftDB {
 // myDriftDB creates a MySQL/MariaDB database simba_drift_<random>, dropped when the test ends.
 func myDriftDB(t *testing.T) driftDB {
 	t.Helper()
-	cfg, err := mysqldriver.ParseDSN(testenv.MySQL(t))
-	if err != nil {
-		t.Fatalf("bad MySQL DSN: %v", err)
-	}
-	admin, err := sql.Open("mysql", cfg.FormatDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { admin.Close() })
-	ctx := testCtx(t)
-	if err := admin.PingContext(ctx); err != nil {
-		testenv.Unavailable(t, "MySQL/MariaDB", err.Error())
-	}
-	name := "simba_drift_" + unique(t)
-	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if _, err := admin.ExecContext(context.Background(), "DROP DATABASE "+name); err != nil {
-			t.Errorf("dropping database %s: %v", name, err)
-		}
-	})
-	cfg.DBName = name
+	dsn, cfg := myDatabase(t, "simba_drift_")
 	db, err := sql.Open("mysql", cfg.FormatDSN())
 	if err != nil {
 		t.Fatal(err)
 	}
-	db.SetMaxOpenConns(1)
-	t.Cleanup(func() { db.Close() })
-	u := url.URL{Scheme: "mysql", Host: cfg.Addr, Path: "/" + name}
-	if cfg.Passwd != "" {
-		u.User = url.UserPassword(cfg.User, cfg.Passwd)
-	} else if cfg.User != "" {
-		u.User = url.User(cfg.User)
-	}
-	return driftDB{dsn: u.String(), tamper: func(t *testing.T, stmts ...string) {
-		t.Helper()
-		for _, st := range stmts {
-			if _, err := db.ExecContext(testCtx(t), st); err != nil {
-				t.Fatalf("%s: %v", st, err)
-			}
-		}
-	}}
+	return driftDB{dsn: dsn, tamper: execOn(t, db)}
 }
 
 // liteDriftDB is a SQLite file in a temporary directory.
@@ -123,16 +85,22 @@ func liteDriftDB(t *testing.T) driftDB {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return driftDB{dsn: "sqlite://" + path, tamper: execOn(t, db)}
+}
+
+// execOn keeps db to one connection (PRAGMA and SET statements stick), closes it when the test
+// ends and returns a tamper function that runs statements on it.
+func execOn(t *testing.T, db *sql.DB) func(t *testing.T, stmts ...string) {
 	db.SetMaxOpenConns(1)
 	t.Cleanup(func() { db.Close() })
-	return driftDB{dsn: "sqlite://" + path, tamper: func(t *testing.T, stmts ...string) {
+	return func(t *testing.T, stmts ...string) {
 		t.Helper()
 		for _, st := range stmts {
 			if _, err := db.ExecContext(testCtx(t), st); err != nil {
 				t.Fatalf("%s: %v", st, err)
 			}
 		}
-	}}
+	}
 }
 
 // driftCases tamper with a migrated schema the way an operator (or a tool) might; each must be
