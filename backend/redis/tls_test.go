@@ -72,21 +72,10 @@ func selfSignedListener(t *testing.T) net.Listener {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				c.SetDeadline(time.Now().Add(5 * time.Second))
-				c.(*tls.Conn).Handshake()
-			}()
-		}
-	}()
-	return ln
+	return testenv.Serve(t, ln, func(c net.Conn) {
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		c.(*tls.Conn).Handshake()
+	})
 }
 
 // TestRedissUntrustedCertificateIsPermanent: a certificate that does not verify is a permanent
@@ -111,23 +100,7 @@ func TestRedissUntrustedCertificateIsPermanent(t *testing.T) {
 // nothing at all (neither TLS nor RESP: an overloaded TLS server looks the same) is not
 // mistaken for a plain-text one: the dial times out and the error is retryable.
 func TestRedissSilentServerStaysRetryable(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				io.Copy(io.Discard, c)
-			}()
-		}
-	}()
+	ln := testenv.Serve(t, testenv.Listen(t), func(c net.Conn) { io.Copy(io.Discard, c) })
 	b, err := Open("rediss://" + ln.Addr().String() + "?dial_timeout=1s&max_retries=0")
 	if err != nil {
 		t.Fatal(err)

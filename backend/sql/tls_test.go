@@ -37,28 +37,14 @@ func TestPostgresTLSFailureIsPermanent(t *testing.T) {
 // SSLRequest with 'N' (no TLS) is a permanent TLS failure. The server is a fake: the local
 // PostgreSQL offers TLS.
 func TestPostgresTLSRefusedIsPermanent(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				var req [8]byte // int32 length 8, int32 code 80877103
-				if _, err := io.ReadFull(c, req[:]); err != nil || binary.BigEndian.Uint32(req[4:]) != 80877103 {
-					return
-				}
-				c.Write([]byte{'N'})
-				io.Copy(io.Discard, c)
-			}()
+	ln := testenv.Serve(t, testenv.Listen(t), func(c net.Conn) {
+		var req [8]byte // int32 length 8, int32 code 80877103
+		if _, err := io.ReadFull(c, req[:]); err != nil || binary.BigEndian.Uint32(req[4:]) != 80877103 {
+			return
 		}
-	}()
+		c.Write([]byte{'N'})
+		io.Copy(io.Discard, c)
+	})
 	wantTLSFailure(t, "postgres://u:pw@"+ln.Addr().String()+"/db?sslmode=require&connect_timeout=5")
 }
 

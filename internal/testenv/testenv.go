@@ -98,3 +98,33 @@ func Short(t testing.TB, why string) {
 		t.Skipf("-short: %s", why)
 	}
 }
+
+// Serve accepts connections on ln until the test ends (then it closes ln) and runs handle on
+// each, on a goroutine of its own, closing the connection after: a fake server for tests of
+// what a client does with a peer that misbehaves.
+func Serve(t testing.TB, ln net.Listener, handle func(net.Conn)) net.Listener {
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				handle(c)
+			}()
+		}
+	}()
+	return ln
+}
+
+// Listen listens on a free loopback port, for Serve.
+func Listen(t testing.TB) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ln
+}
