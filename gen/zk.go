@@ -14,11 +14,13 @@ import (
 
 // ZKSpec is spec/zk.yaml: the ZooKeeper paths, node modes, data, tokens and ACL intent.
 type ZKSpec struct {
-	Root      string           `yaml:"root"`
-	ACLIntent string           `yaml:"acl_intent"`
-	Nodes     []ZKNode         `yaml:"nodes"`
-	Perms     map[string]int32 `yaml:"perms"`
-	Modes     map[string]int32 `yaml:"modes"`
+	Root      string `yaml:"root"`
+	ACLIntent string `yaml:"acl_intent"`
+	// SessionIdentityUser is the user of each session's own digest identity.
+	SessionIdentityUser string           `yaml:"session_identity_user"`
+	Nodes               []ZKNode         `yaml:"nodes"`
+	Perms               map[string]int32 `yaml:"perms"`
+	Modes               map[string]int32 `yaml:"modes"`
 }
 
 // ZKNode is one kind of node: a fixed path or a pattern with <param> segments.
@@ -70,6 +72,9 @@ func LoadZK(specDir string) (*ZKSpec, error) {
 	}
 	if strings.TrimSpace(s.ACLIntent) == "" {
 		return nil, specErr(zkFile, "acl_intent", "missing: document who may delete Simba's nodes")
+	}
+	if u := s.SessionIdentityUser; u == "" || strings.ContainsAny(u, ":, \t\n") {
+		return nil, specErr(zkFile, "session_identity_user", "must be a digest user name (no ':', ',' or white space), got %q", u)
 	}
 	if len(s.Nodes) == 0 {
 		return nil, specErr(zkFile, "nodes", "no nodes")
@@ -276,6 +281,8 @@ func (s *ZKSpec) genGo() (File, error) {
 	f := jen.NewFilePathName(wirePkg, "wire")
 	f.Comment(cmt("ZKACLIntent is the ACL intent of the ZooKeeper layout (spec/zk.yaml), which the ZooKeeper backend implements: " + strings.Join(strings.Fields(s.ACLIntent), " ")))
 	f.Const().Id("ZKACLIntent").Op("=").Lit(s.ACLIntent)
+	f.Comment("ZKSessionIdentityUser is the user of the digest identity every session adds for itself when it\nconnects; lease nodes grant WRITE to that identity alone.")
+	f.Const().Id("ZKSessionIdentityUser").Op("=").Lit(s.SessionIdentityUser)
 
 	var perms []jen.Code
 	for _, p := range slices.SortedFunc(maps.Keys(s.Perms), func(a, b string) int { return int(s.Perms[a] - s.Perms[b]) }) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/simba-go/simba/generated/wire"
 	"github.com/simba-go/simba/internal/spi"
 )
 
@@ -86,7 +87,7 @@ func TestDigestACLProtectsNodes(t *testing.T) {
 		}
 	}
 	acl, _, err := rawClient(t, b, "").GetACL(lease)
-	if err != nil || len(acl) != 2 || acl[0].Scheme != "digest" || !strings.HasPrefix(acl[0].ID, sessionIdentityUser+":") ||
+	if err != nil || len(acl) != 2 || acl[0].Scheme != "digest" || !strings.HasPrefix(acl[0].ID, wire.ZKSessionIdentityUser+":") ||
 		acl[0].Perms != zk.PermAll || acl[1].Scheme != "world" || acl[1].Perms != zk.PermRead {
 		t.Errorf("lease ACL = %+v, %v; want the session's own digest identity all + world read", acl, err)
 	}

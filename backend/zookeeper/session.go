@@ -187,16 +187,14 @@ func (b *Backend) connect(ctx context.Context, owner string, ttl time.Duration) 
 	return s, nil
 }
 
-// sessionIdentityUser is the user name of every session's own digest identity; the password
-// is 128 random bits, so the identity is the session's alone.
-const sessionIdentityUser = "simba-session"
-
+// sessionIdentity makes a session's own digest identity: the spec's user and 128 random bits of
+// password, so the identity is the session's alone.
 func sessionIdentity() (user, password string) {
 	var b [16]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		panic(err) // crypto/rand never fails on supported platforms
 	}
-	return sessionIdentityUser, hex.EncodeToString(b[:])
+	return wire.ZKSessionIdentityUser, hex.EncodeToString(b[:])
 }
 
 // gone reports whether the session has ended (expired at the server, or closed).

@@ -27,6 +27,12 @@ package wire
 // keeps other clients from deleting Simba's nodes.
 const ZKACLIntent = "ZooKeeper checks DELETE on the parent of the node being deleted and WRITE on the node itself,\nso \"only Simba may delete Simba's nodes\" is enforced as follows.\nWith digest auth configured (the DSN's user:password, added with AddAuth(\"digest\", ...) before\nany node is created), every node gets two ACL entries: scheme \"auth\" (the creating\nconnection's authenticated identities, i.e. the shared Simba digest identity) with the node's\ncreator perms, and world:anyone with its world perms (READ only, so that status tools and\noperators can look, but not delete, overwrite or create).\nA client without the digest identity can then neither delete a lease or member node (it lacks\nDELETE on the parent) nor change its data (it lacks WRITE on the node). Clients that share the\nidentity can; Simba's own code deletes only its own session's node with the term's czxid.\nLease nodes are the exception to \"auth\": their creator entry is an explicit digest entry for\nthe creating SESSION's own identity (user \"simba-session\", 128 random bits of password, added\nby every session when it connects and known to no other client), with the creator perms; the\nworld entry is READ, with or without digest auth. A release deletes in one multi-op that\nfirst writes the node (setData, empty, at the expected version) and then deletes it at\nthe next version: the write needs WRITE on the node, which only the creating session has, so\na release can never delete a node of another session's tenure (a node deleted by someone\nelse and created again by another session at the same data version 0), whatever its record\nsays. Clients of earlier 5.x releases create lease nodes with \"auth\" and delete with a bare\ndelete; they interoperate, without that guarantee for their own releases.\nWithout digest auth the backend falls back to world:anyone with all perms (ZooKeeper's\nOPEN_ACL_UNSAFE) on every node but the lease nodes, and says so: nothing then keeps other\nclients from deleting Simba's nodes."
 
+/*
+ZKSessionIdentityUser is the user of the digest identity every session adds for itself when it
+connects; lease nodes grant WRITE to that identity alone.
+*/
+const ZKSessionIdentityUser = "simba-session"
+
 // ZooKeeper permission bits, as zk.ACL.Perms takes them.
 const (
 	// ZKPermRead is ZooKeeper's READ permission bit.
