@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/simba-go/simba/spi"
+
 	"github.com/simba-go/simba/generated/wire"
 	"github.com/simba-go/simba/internal/engine"
 )
@@ -26,7 +28,7 @@ import (
 // one goroutine per term. All methods are safe for concurrent use.
 type Client struct {
 	cfg     config
-	backend Backend
+	backend spi.Backend
 	eng     *engine.Engine // loop goroutine only
 	rng     *rand.Rand     // loop goroutine only
 
@@ -40,7 +42,7 @@ type Client struct {
 	work  sync.WaitGroup // leader work
 
 	// Loop-goroutine state.
-	timers    map[engine.Timer]Timer
+	timers    map[engine.Timer]spi.Timer
 	futures   map[engine.FutureID]*future
 	nextFut   engine.FutureID
 	deadlines map[SessionID]*atomic.Int64
@@ -82,7 +84,7 @@ type insideKey struct{}
 
 // New starts a client on backend. It validates every option before any I/O, opens the first
 // session in the background and returns at once; elections wait for the session by themselves.
-func New(backend Backend, opts ...Option) (*Client, error) {
+func New(backend spi.Backend, opts ...Option) (*Client, error) {
 	if backend == nil {
 		return nil, invalid("backend is nil")
 	}
@@ -133,7 +135,7 @@ func New(backend Backend, opts ...Option) (*Client, error) {
 		rng:        rand.New(rand.NewPCG(seed, seed^0x9E3779B97F4A7C15)),
 		in:         make(chan func(), 1024),
 		loopDone:   make(chan struct{}),
-		timers:     make(map[engine.Timer]Timer),
+		timers:     make(map[engine.Timer]spi.Timer),
 		futures:    make(map[engine.FutureID]*future),
 		deadlines:  make(map[SessionID]*atomic.Int64),
 		handles:    make(map[string]leaseHandle),
@@ -145,7 +147,7 @@ func New(backend Backend, opts ...Option) (*Client, error) {
 	}
 	c.baseCtx, c.cancel = context.WithCancel(context.Background())
 	c.inside = context.WithValue(context.Background(), insideKey{}, c)
-	if h, ok := backend.(Hinter); ok {
+	if h, ok := backend.(spi.Hinter); ok {
 		hints, err := h.Hints(c.baseCtx)
 		if err != nil {
 			c.cancel()
@@ -496,7 +498,7 @@ func (c *Client) startCall(ef engine.Effect) {
 		}
 		if ev.Err != nil && ctx.Err() != nil && !errors.Is(ev.Err, ErrUnavailable) {
 			// A timed-out call's outcome is unknown: retryable.
-			ev.Err = Unavailable(ef.Op.String(), ev.Err)
+			ev.Err = spi.Unavailable(ef.Op.String(), ev.Err)
 		}
 		c.post(func() {
 			c.callDone(ef.Op, ef.Name, ev.Err)
@@ -510,7 +512,7 @@ func (c *Client) startCall(ef engine.Effect) {
 // success clears the permanent error it proves gone.
 func (c *Client) callDone(op engine.Op, name string, err error) {
 	switch {
-	case err != nil && Classify(err) != Permanent:
+	case err != nil && spi.Classify(err) != spi.Permanent:
 		c.backendError(op, name, err, c.cfg.clock.Now())
 	case err != nil:
 	case op == engine.OpOpenSession || op == engine.OpKeepAlive:
@@ -549,7 +551,7 @@ func (c *Client) errTarget(name string) errHolder {
 // as an EventBackendError to the listeners and to the handle concerned (for a session call, to
 // every handle and group).
 func (c *Client) backendError(op engine.Op, name string, err error, now time.Duration) {
-	class := Classify(err)
+	class := spi.Classify(err)
 	opName := ""
 	if op != 0 {
 		opName = op.String()
@@ -560,7 +562,7 @@ func (c *Client) backendError(op engine.Op, name string, err error, now time.Dur
 		}
 	}
 	level := slog.LevelWarn
-	if class == Permanent {
+	if class == spi.Permanent {
 		level = slog.LevelError
 	}
 	c.cfg.logger.Log(context.Background(), level, "simba backend error", "op", opName, "name", name,
@@ -607,7 +609,7 @@ func (n *errNote) note(seq uint64, err error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.seq, n.last = seq, err
-	if Classify(err) == Permanent {
+	if spi.Classify(err) == spi.Permanent {
 		n.perm = err
 	}
 }
@@ -634,7 +636,7 @@ func (n *errNote) permanent() error {
 	return n.perm
 }
 
-func (c *Client) readHints(hints <-chan Hint) {
+func (c *Client) readHints(hints <-chan spi.Hint) {
 	defer c.calls.Done()
 	for h := range hints {
 		if !c.post(func() { c.step(engine.Event{Kind: engine.EvHint, Hint: h}) }) {

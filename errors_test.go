@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simba-go/simba/spi"
+
 	"github.com/simba-go/simba"
 	"github.com/simba-go/simba/internal/testenv"
 	"github.com/simba-go/simba/simbatest"
@@ -29,7 +31,7 @@ func (r *errorEvents) listen(ev simba.Event) {
 }
 
 // count returns how many recorded events have op and class.
-func (r *errorEvents) count(op string, class simba.ErrorClass) int {
+func (r *errorEvents) count(op string, class spi.Class) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n := 0
@@ -58,7 +60,7 @@ func TestEveryFailedCallIsReported(t *testing.T) {
 	}
 	defer c.Close(context.Background())
 	w.until(10*time.Second, "a session", func() bool { return c.Session() != "" })
-	if n := rec.count("open-session", simba.Retryable); n != 3 {
+	if n := rec.count("open-session", spi.Retryable); n != 3 {
 		t.Errorf("%d retryable open-session events, want 3 (%v)", n, rec.evs)
 	}
 	if n := strings.Count(logs.String(), `level=WARN msg="simba backend error" op=open-session`); n != 3 {
@@ -77,14 +79,14 @@ func TestEveryFailedCallIsReported(t *testing.T) {
 	}
 
 	denied := errors.New("denied")
-	b.FailNext(1, simba.AsPermanent(denied))
+	b.FailNext(1, spi.AsPermanent(denied))
 	l2, _ := c.NewLock("p")
 	var lockErr error
 	w.async(func() error { _, lockErr = l2.Lock(context.Background()); return nil })
-	if !errors.Is(lockErr, denied) || simba.Classify(lockErr) != simba.Permanent {
+	if !errors.Is(lockErr, denied) || spi.Classify(lockErr) != spi.Permanent {
 		t.Errorf("Lock = %v, want the permanent error", lockErr)
 	}
-	if n := rec.count("acquire", simba.Permanent); n != 1 {
+	if n := rec.count("acquire", spi.Permanent); n != 1 {
 		t.Errorf("%d permanent acquire events, want 1 (%v)", n, rec.evs)
 	}
 	if !strings.Contains(logs.String(), `level=ERROR msg="simba backend error" op=acquire name=p class=permanent`) {
@@ -128,7 +130,7 @@ func TestLockEndingOnCtxJoinsTheBackendError(t *testing.T) {
 func TestElectionReportsAPermanentSessionError(t *testing.T) {
 	w := newWorld(t)
 	b := w.srv.Backend()
-	missing := simba.AsPermanent(errors.New("no schema: " + simba.ErrSchemaMissing.Error()))
+	missing := spi.AsPermanent(errors.New("no schema: " + simba.ErrSchemaMissing.Error()))
 	missing = errors.Join(missing, simba.ErrSchemaMissing)
 	b.FailNext(2, missing)
 	c, err := simba.New(b, simba.WithClock(w.clock), simba.WithTTL(testTTL), simba.WithOwner("a"), simba.WithSeed(1))
@@ -144,7 +146,7 @@ func TestElectionReportsAPermanentSessionError(t *testing.T) {
 	w.until(10*time.Second, "Err to report the missing schema", func() bool { return errors.Is(e.Err(), simba.ErrSchemaMissing) })
 	select {
 	case ev := <-events:
-		if ev.Kind != simba.EventBackendError || ev.Op != "open-session" || ev.Class != simba.Permanent ||
+		if ev.Kind != simba.EventBackendError || ev.Op != "open-session" || ev.Class != spi.Permanent ||
 			!errors.Is(ev.Err, simba.ErrSchemaMissing) {
 			t.Errorf("first event %+v, want a permanent open-session EventBackendError", ev)
 		}
@@ -164,7 +166,7 @@ func TestGroupReportsAPermanentError(t *testing.T) {
 	c, b := w.client("a")
 	w.until(5*time.Second, "a session", func() bool { return c.Session() != "" })
 	noperm := errors.New("NOPERM")
-	b.FailNext(1, simba.AsPermanent(noperm))
+	b.FailNext(1, spi.AsPermanent(noperm))
 	var g *simba.PartitionGroup
 	w.async(func() (err error) { g, err = c.JoinGroup(context.Background(), "g", 2); return err })
 	w.until(10*time.Second, "Err to report the failure", func() bool { return errors.Is(g.Err(), noperm) })

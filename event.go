@@ -3,6 +3,8 @@ package simba
 import (
 	"fmt"
 	"time"
+
+	"github.com/simba-go/simba/spi"
 )
 
 // EventKind says what an Event reports.
@@ -69,7 +71,7 @@ type Event struct {
 	// (EventBackendError).
 	Op string
 	// Class says whether the failure is retryable or permanent (EventBackendError).
-	Class ErrorClass
+	Class spi.Class
 	// Err is the failure (EventBackendError).
 	Err error
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/simba-go/simba/spi"
+
 	"github.com/simba-go/simba"
 	"github.com/simba-go/simba/simbatest"
 )
@@ -13,7 +15,7 @@ import (
 // An Election keeps one leader among many clients. Here two clients share an in-memory server;
 // the first to start leads, and when it stops the other takes over with a greater fencing token.
 func ExampleElection() {
-	srv := simbatest.NewServer(simbatest.WithClock(simba.SystemClock()))
+	srv := simbatest.NewServer(simbatest.WithClock(spi.SystemClock()))
 	ctx := context.Background()
 	opts := []simba.Option{simba.WithTTL(time.Second)}
 
@@ -44,7 +46,7 @@ func ExampleElection() {
 // A Lock is a mutex across processes. TryLock fails at once while another client holds it;
 // WithLock runs a function under the lock and unlocks.
 func ExampleLock() {
-	srv := simbatest.NewServer(simbatest.WithClock(simba.SystemClock()))
+	srv := simbatest.NewServer(simbatest.WithClock(spi.SystemClock()))
 	ctx := context.Background()
 	a, _ := simba.New(srv.Backend(), simba.WithTTL(time.Second), simba.WithOwner("a"))
 	defer a.Close(ctx)
@@ -76,7 +78,7 @@ func ExampleLock() {
 // partition is led by exactly one member, and a member that joins or leaves moves only its
 // share.
 func ExamplePartitionGroup() {
-	srv := simbatest.NewServer(simbatest.WithClock(simba.SystemClock()))
+	srv := simbatest.NewServer(simbatest.WithClock(spi.SystemClock()))
 	ctx := context.Background()
 	var groups []*simba.PartitionGroup
 	for _, owner := range []string{"a", "b"} {

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simba-go/simba/spi"
+
 	"github.com/simba-go/simba"
 	"github.com/simba-go/simba/internal/engine"
 	"github.com/simba-go/simba/simbatest"
@@ -14,19 +16,19 @@ import (
 // like PUBLISHes anyone can send on a Redis lease channel.
 type stormBackend struct {
 	*simbatest.Backend
-	fake chan simba.Hint
+	fake chan spi.Hint
 }
 
-func (s stormBackend) Hints(ctx context.Context) (<-chan simba.Hint, error) {
+func (s stormBackend) Hints(ctx context.Context) (<-chan spi.Hint, error) {
 	real, err := s.Backend.Hints(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := make(chan simba.Hint)
+	out := make(chan spi.Hint)
 	go func() {
 		defer close(out)
 		for {
-			var h simba.Hint
+			var h spi.Hint
 			var ok bool
 			select {
 			case h, ok = <-real:
@@ -64,13 +66,13 @@ func TestHintStormIsDamped(t *testing.T) {
 
 	type waiter struct {
 		b    *simbatest.Backend
-		fake chan simba.Hint
+		fake chan spi.Hint
 		got  chan simba.Term
 	}
 	var ws []waiter
 	for _, owner := range []string{"w1", "w2", "w3"} {
 		b := w.srv.Backend()
-		sb := stormBackend{Backend: b, fake: make(chan simba.Hint)}
+		sb := stormBackend{Backend: b, fake: make(chan spi.Hint)}
 		c, err := simba.New(sb, simba.WithClock(w.clock), simba.WithTTL(testTTL), simba.WithOwner(owner), simba.WithSeed(1))
 		if err != nil {
 			t.Fatal(err)
@@ -126,7 +128,7 @@ func TestHintStormIsDamped(t *testing.T) {
 	const hints, every = 2000, time.Millisecond
 	for i := 0; i < hints; i++ {
 		for _, x := range ws {
-			x.fake <- simba.Hint{Kind: simba.HintReleased, Name: "res"}
+			x.fake <- spi.Hint{Kind: spi.Released, Name: "res"}
 		}
 		w.clock.Advance(every)
 		time.Sleep(20 * time.Microsecond)

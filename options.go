@@ -10,6 +10,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/simba-go/simba/spi"
+
 	"github.com/simba-go/simba/generated/wire"
 	"github.com/simba-go/simba/internal/engine"
 )
@@ -59,7 +61,7 @@ type config struct {
 	maxJitter  time.Duration
 	minBackoff time.Duration
 	owner      string
-	clock      Clock
+	clock      spi.Clock
 	logger     *slog.Logger
 	callbacks  Executor
 	work       Executor
@@ -186,7 +188,7 @@ func WithOwner(owner string) Option {
 }
 
 // WithClock sets the monotonic clock (default SystemClock). Tests use simbatest's virtual clock.
-func WithClock(clock Clock) Option {
+func WithClock(clock spi.Clock) Option {
 	return func(c *config) error {
 		if clock == nil {
 			return invalid("clock is nil")
@@ -273,7 +275,7 @@ func (c *config) finish() error {
 		c.cooldown = c.ttl
 	}
 	if c.clock == nil {
-		c.clock = SystemClock()
+		c.clock = spi.SystemClock()
 	}
 	// Each call times out after one renewal interval; a keep-alive sent just before the
 	// deadline must still be able to time out and be retried once before the TTL runs out.

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simba-go/simba/spi"
+
 	"github.com/simba-go/simba"
 	"github.com/simba-go/simba/simbatest"
 )
@@ -108,7 +110,7 @@ func (o optionSet) effective() (ttl, renew time.Duration, valid bool) {
 // open or keep-alive was sent (on the virtual clock), counts calls in flight, and optionally
 // replaces the remaining time of every reply with a hostile value.
 type recorder struct {
-	simba.Backend
+	spi.Backend
 	clock     *simbatest.VirtualClock
 	remaining time.Duration
 
@@ -134,7 +136,7 @@ func (r *recorder) end(sent time.Duration, ok bool) {
 	}
 }
 
-func (r *recorder) OpenSession(ctx context.Context, owner string, ttl time.Duration) (simba.Session, error) {
+func (r *recorder) OpenSession(ctx context.Context, owner string, ttl time.Duration) (spi.Session, error) {
 	sent := r.begin()
 	s, err := r.Backend.OpenSession(ctx, owner, ttl)
 	if err == nil && r.remaining != 0 {
@@ -144,7 +146,7 @@ func (r *recorder) OpenSession(ctx context.Context, owner string, ttl time.Durat
 	return s, err
 }
 
-func (r *recorder) KeepAlive(ctx context.Context, s simba.SessionID, names, groups []string) (simba.KeepAliveReply, error) {
+func (r *recorder) KeepAlive(ctx context.Context, s simba.SessionID, names, groups []string) (spi.KeepAlive, error) {
 	sent := r.begin()
 	ka, err := r.Backend.KeepAlive(ctx, s, names, groups)
 	if err == nil && !ka.Expired && r.remaining != 0 {

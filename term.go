@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+
+	"github.com/simba-go/simba/spi"
 )
 
 // Term is one tenure of one lease by this client: the lease name, its fencing token and its
@@ -23,14 +25,14 @@ type termState struct {
 	name     string
 	token    int64
 	owner    string
-	clock    Clock
+	clock    spi.Clock
 	deadline *atomic.Int64
 	revoked  atomic.Bool
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
 }
 
-func newTerm(name string, token int64, owner string, clock Clock, deadline *atomic.Int64) Term {
+func newTerm(name string, token int64, owner string, clock spi.Clock, deadline *atomic.Int64) Term {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	return Term{s: &termState{name: name, token: token, owner: owner, clock: clock, deadline: deadline, ctx: ctx, cancel: cancel}}
 }

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/spi"
 )
 
 // Backend is one client's connection to a Server: a goroutine-safe spi.Backend, spi.Hinter and

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/spi"
 )
 
 // VirtualClock is an spi.Clock whose time moves only when a test advances it. It starts at 0.

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/simba-go/simba/internal/spi"
 	"github.com/simba-go/simba/simbatest"
+	"github.com/simba-go/simba/spi"
 )
 
 // The model is pure: every call names the backend time, and the same calls give the same

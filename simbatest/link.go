@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/spi"
 )
 
 // ErrLinkCut is the cause of a call that a cut Link dropped.

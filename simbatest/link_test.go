@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/simba-go/simba/internal/spi"
 	"github.com/simba-go/simba/simbatest"
+	"github.com/simba-go/simba/spi"
 )
 
 func TestLinkCutHangsCallsAndDropsHints(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/simba-go/simba/generated/wire"
-	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/spi"
 )
 
 // MaxOwnerLen is the longest owner string a session may carry, in bytes (DESIGN.md §1).

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/spi"
 )
 
 const ttl = 3 * time.Second

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/spi"
 )
 
 // Server is an in-memory Simba server: one Model behind a lock, with backend time read from a

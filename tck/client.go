@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simba-go/simba/spi"
+
 	"github.com/simba-go/simba"
 	"github.com/simba-go/simba/generated/wire"
 	"github.com/simba-go/simba/simbatest"
@@ -32,8 +34,8 @@ import (
 // At no instant the scenarios observe may two clients hold valid terms of one lease.
 //
 // Unlike the other suites, ClientSpec runs on real time: the clients use the real monotonic
-// clock (simba.SystemClock, also passed as BackendConfig.Clock), so the server must expire
-// sessions on real time too (simbatest: a Server made WithClock(simba.SystemClock())).
+// clock (spi.SystemClock, also passed as BackendConfig.Clock), so the server must expire
+// sessions on real time too (simbatest: a Server made WithClock(spi.SystemClock())).
 // Factory.Wait is not used. The clients' TTL is max(MinTTL, 1 s) where sessions are let expire,
 // at least 8 s where Factory.ExpireSession expires them, and max(2 × the first, 2 s) elsewhere,
 // all capped by MaxTTL; every wait polls the clients until an outcome holds, with generous
@@ -105,14 +107,14 @@ type member struct {
 	*simba.Client
 	label   string
 	link    *simbatest.Link
-	backend simba.Backend // the backend under the link, for checks that go around the client
+	backend spi.Backend // the backend under the link, for checks that go around the client
 }
 
 // client starts a client labelled label with the given TTL on a new backend; the client is
 // closed (after its link is restored) and then its backend when the test ends.
 func (c *clientHarness) client(t testing.TB, label string, ttl time.Duration, opts ...simba.Option) *member {
 	t.Helper()
-	clock := simba.SystemClock()
+	clock := spi.SystemClock()
 	b := c.f.NewBackend(t, BackendConfig{Clock: clock})
 	if b == nil {
 		t.Fatal("tck: Factory.NewBackend returned nil")

@@ -10,9 +10,8 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/simba-go/simba"
-	"github.com/simba-go/simba/internal/spi"
 	"github.com/simba-go/simba/simbatest"
+	"github.com/simba-go/simba/spi"
 	"github.com/simba-go/simba/tck"
 )
 
@@ -22,7 +21,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // realTimeFactory is a simbatest server on the real clock, as ClientSpec needs: its clients
 // cannot run on a virtual clock.
 func realTimeFactory() tck.Factory {
-	srv := simbatest.NewServer(simbatest.WithClock(simba.SystemClock()))
+	srv := simbatest.NewServer(simbatest.WithClock(spi.SystemClock()))
 	return tck.Factory{
 		NewBackend:    func(testing.TB, tck.BackendConfig) spi.Backend { return srv.Backend() },
 		ExpireSession: func(_ testing.TB, id spi.SessionID) { srv.ExpireSession(id) },
@@ -65,7 +64,7 @@ func TestClientSpecCatchesMutants(t *testing.T) {
 			t.Fatalf("unknown mutant %q", name)
 		}
 		f := realTimeFactory()
-		srv := simbatest.NewServer(simbatest.WithClock(simba.SystemClock()))
+		srv := simbatest.NewServer(simbatest.WithClock(spi.SystemClock()))
 		f.NewBackend = func(_ testing.TB, cfg tck.BackendConfig) spi.Backend { return m.wrap(srv.Backend(), cfg) }
 		f.ExpireSession = func(_ testing.TB, id spi.SessionID) { srv.ExpireSession(id) }
 		tck.ClientSpec(t, f)

@@ -4,7 +4,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/spi"
 )
 
 // FencingSpec checks that fencing tokens strictly increase per name across holders, releases,

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/spi"
 )
 
 // LeaseBackendSpec checks the SPI semantics of sessions, leases, names, groups, hints and time

@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/simba-go/simba/internal/spi"
 	"github.com/simba-go/simba/simbatest"
+	"github.com/simba-go/simba/spi"
 	"github.com/simba-go/simba/tck"
 )
 

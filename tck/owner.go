@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/simba-go/simba/generated/wire"
-	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/spi"
 )
 
 // sessionInvalidOwner: OpenSession rejects an owner that breaks wire.ValidateOwner (NUL,

@@ -6,7 +6,7 @@
 //
 //	func TestConformance(t *testing.T) {
 //		f := tck.Factory{
-//			NewBackend: func(t testing.TB, _ tck.BackendConfig) simba.Backend {
+//			NewBackend: func(t testing.TB, _ tck.BackendConfig) spi.Backend {
 //				b, err := mybackend.Open(dsn) // a new client of the shared server
 //				if err != nil {
 //					t.Fatal(err)
@@ -20,8 +20,8 @@
 //		tck.ClientSpec(t, f)
 //	}
 //
-// (simba.Backend, simba.SessionID and simba.Clock are aliases of the SPI types the Factory
-// names, so code outside this module writes them that way.)
+// The Factory names only types of the public package github.com/simba-go/simba/spi, the way a
+// database/sql driver names database/sql/driver: code outside this module writes them the same.
 //
 // LeaseBackendSpec and FencingSpec call the SPI directly; ClientSpec runs the Election, Lock,
 // PartitionGroup and Close scenarios through real simba.Clients on the backend, on real time
@@ -54,7 +54,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/spi"
 )
 
 // Factory describes a backend under test and the hooks the suites need. New fields are only ever

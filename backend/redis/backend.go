@@ -17,7 +17,7 @@ import (
 	"github.com/simba-go/simba/generated/luascripts"
 	"github.com/simba-go/simba/generated/wire"
 	"github.com/simba-go/simba/internal/foreign"
-	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/spi"
 )
 
 // MaxOwnerLen bounds the owner string of a session, in bytes (DESIGN.md §1).

@@ -15,8 +15,8 @@ import (
 
 	"github.com/simba-go/simba/generated/luascripts"
 	"github.com/simba-go/simba/generated/wire"
-	"github.com/simba-go/simba/internal/spi"
 	"github.com/simba-go/simba/internal/testenv"
+	"github.com/simba-go/simba/spi"
 )
 
 func uniq(prefix string) string {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/simba-go/simba/generated/luascripts"
 	"github.com/simba-go/simba/generated/wire"
-	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/spi"
 )
 
 // Issue 8's measures, through the Backend, each with its baseline measured in the same run:

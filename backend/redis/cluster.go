@@ -11,7 +11,7 @@ import (
 
 	"github.com/simba-go/simba/generated/luascripts"
 	"github.com/simba-go/simba/generated/wire"
-	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/spi"
 )
 
 // slotOf returns the Redis Cluster hash slot of every key whose hash tag is tag (CRC16/XMODEM

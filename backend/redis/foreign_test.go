@@ -15,8 +15,8 @@ import (
 
 	"github.com/simba-go/simba"
 	"github.com/simba-go/simba/generated/wire"
-	"github.com/simba-go/simba/internal/spi"
 	"github.com/simba-go/simba/internal/testenv"
+	"github.com/simba-go/simba/spi"
 )
 
 // TestGarbageGroupMemberDoesNotBlockPartitions: a hand-added entry of a group's zset that is not

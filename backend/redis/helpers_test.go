@@ -7,8 +7,8 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/simba-go/simba/generated/wire"
-	"github.com/simba-go/simba/internal/spi"
 	"github.com/simba-go/simba/internal/testenv"
+	"github.com/simba-go/simba/spi"
 )
 
 // standaloneClient connects to the standalone test Redis (skipping or failing as testenv

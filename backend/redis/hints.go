@@ -9,7 +9,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/simba-go/simba/generated/wire"
-	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/spi"
 )
 
 // hintBuffer is each subscriber's channel capacity; a subscriber that falls further behind

@@ -9,8 +9,8 @@ import (
 
 	"github.com/simba-go/simba"
 	"github.com/simba-go/simba/generated/wire"
-	"github.com/simba-go/simba/internal/spi"
 	"github.com/simba-go/simba/simbatest"
+	"github.com/simba-go/simba/spi"
 )
 
 // countingBackend counts the acquires a client makes (Hints is the embedded backend's).

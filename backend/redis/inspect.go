@@ -10,7 +10,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/simba-go/simba/generated/wire"
-	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/spi"
 )
 
 // scanCount is the COUNT hint of Inspect's SCANs and the size of its pipelined read batches.

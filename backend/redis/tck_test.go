@@ -7,7 +7,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/spi"
 	"github.com/simba-go/simba/tck"
 )
 

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/spi"
 )
 
 // plaintextProbeDelay is how long a TLS handshake may go unanswered before the dialer checks,

@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/simba-go/simba/internal/spi"
 	"github.com/simba-go/simba/internal/testenv"
+	"github.com/simba-go/simba/spi"
 )
 
 // TestRedissToPlaintextFailsFast: rediss:// (and rediss+cluster://) to the plain-text test

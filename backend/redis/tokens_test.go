@@ -14,8 +14,8 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/simba-go/simba/generated/wire"
-	"github.com/simba-go/simba/internal/spi"
 	"github.com/simba-go/simba/internal/testenv"
+	"github.com/simba-go/simba/spi"
 )
 
 // Private servers of these tests (spare ports 6450-6469).

@@ -14,7 +14,7 @@ import (
 
 	"github.com/simba-go/simba/generated/wire"
 	"github.com/simba-go/simba/internal/foreign"
-	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/spi"
 	"github.com/simba-go/simba/sql/schema"
 )
 

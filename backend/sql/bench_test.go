@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/spi"
 )
 
 // baseline measures, on the backend's own pool, the server's raw rate of two single statements:

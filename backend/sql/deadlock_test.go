@@ -10,7 +10,7 @@ import (
 
 	mysqldriver "github.com/go-sql-driver/mysql"
 
-	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/spi"
 )
 
 // TestMySQLDeadlockVictimRunsAgain builds, on purpose, the deadlock that contention produces

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/simba-go/simba/internal/spi"
 	"github.com/simba-go/simba/internal/testenv"
+	"github.com/simba-go/simba/spi"
 )
 
 // TestForeignGroupMemberSkipped: a membership written by hand for a "session" whose id is not

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/simba-go/simba/generated/wire"
-	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/spi"
 )
 
 // hintBuffer is each subscriber's channel capacity; a subscriber that falls further behind loses

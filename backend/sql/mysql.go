@@ -12,7 +12,7 @@ import (
 
 	"github.com/simba-go/simba/generated/sqlc/mysql"
 	"github.com/simba-go/simba/generated/wire"
-	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/spi"
 )
 
 // NewMySQL returns a MySQL 8 / MariaDB 10.11 backend on the user's go-sql-driver/mysql pool.

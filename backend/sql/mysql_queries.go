@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/simba-go/simba/generated/sqlc/mysql"
-	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/spi"
 )
 
 // mysqlQ adapts the generated mysql queries to stdQueries.

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/spi"
 )
 
 // childEnv carries the SQLite DSN to the child process of TestSQLiteTwoProcesses (the test

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/simba-go/simba/generated/wire"
-	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/spi"
 )
 
 // The columns each catalog query returns (spec/sql.yaml schema_check.queries).

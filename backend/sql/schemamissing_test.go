@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simba-go/simba/spi"
+
 	"github.com/simba-go/simba"
 )
 
@@ -44,7 +46,7 @@ func TestMissingSchemaIsReported(t *testing.T) {
 	}
 	select {
 	case ev := <-events:
-		if ev.Kind != simba.EventBackendError || ev.Class != simba.Permanent || !errors.Is(ev.Err, simba.ErrSchemaMissing) {
+		if ev.Kind != simba.EventBackendError || ev.Class != spi.Permanent || !errors.Is(ev.Err, simba.ErrSchemaMissing) {
 			t.Errorf("event %v, want a permanent EventBackendError matching ErrSchemaMissing", ev)
 		}
 	case <-ctx.Done():

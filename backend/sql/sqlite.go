@@ -11,7 +11,7 @@ import (
 
 	gensqlite "github.com/simba-go/simba/generated/sqlc/sqlite"
 	"github.com/simba-go/simba/generated/wire"
-	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/spi"
 )
 
 // NewSQLite returns a SQLite backend on the user's modernc.org/sqlite pool (driver name

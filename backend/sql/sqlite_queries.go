@@ -6,7 +6,7 @@ import (
 	"errors"
 
 	"github.com/simba-go/simba/generated/sqlc/sqlite"
-	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/spi"
 )
 
 // sqliteQ adapts the generated sqlite queries to stdQueries.

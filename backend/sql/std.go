@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/spi"
 	"github.com/simba-go/simba/sql/schema"
 )
 

@@ -3,7 +3,7 @@ package sql
 import (
 	"testing"
 
-	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/spi"
 	"github.com/simba-go/simba/tck"
 )
 

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/simba-go/simba/internal/spi"
 	"github.com/simba-go/simba/internal/testenv"
+	"github.com/simba-go/simba/spi"
 )
 
 // wantTLSFailure checks that the first call of a backend on dsn fails with a permanent ErrTLS.

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/spi"
 )
 
 // leaseToken reads a lease row's token with test-only SQL (found false: no row).

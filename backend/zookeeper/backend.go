@@ -13,7 +13,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/simba-go/simba/generated/wire"
-	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/spi"
 )
 
 // ForeignHolder is the holder an Acquire reports for a lease node that is no session's: a

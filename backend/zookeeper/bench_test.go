@@ -10,7 +10,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/spi"
 )
 
 // benchEnv is a backend with one session, and a plain go-zookeeper connection (no tap) on

@@ -9,7 +9,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/spi"
 )
 
 // TestConnector: NewFromConnector makes every session's *zk.Conn with the caller's own

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/spi"
 
 	dsnutil "github.com/simba-go/simba/internal/dsn"
 )

@@ -22,8 +22,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/simba-go/simba/internal/spi"
 	"github.com/simba-go/simba/internal/testenv"
+	"github.com/simba-go/simba/spi"
 )
 
 // ensembleAddrs returns the client addresses of the 3-server test ensemble that

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/simba-go/simba/internal/spi"
 	"github.com/simba-go/simba/internal/testenv"
+	"github.com/simba-go/simba/spi"
 )
 
 // credential is what it takes to act as a ZooKeeper session: its id and password.

@@ -3,7 +3,7 @@ package zookeeper
 import (
 	"context"
 
-	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/spi"
 )
 
 // hintBuffer is each subscriber's channel capacity; a subscriber that falls further behind

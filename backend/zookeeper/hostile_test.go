@@ -11,8 +11,8 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/simba-go/simba"
-	"github.com/simba-go/simba/internal/spi"
 	"github.com/simba-go/simba/internal/testenv"
+	"github.com/simba-go/simba/spi"
 )
 
 // TestGarbageGroupMembersAreSkipped: children of a group node that are not Simba members (a

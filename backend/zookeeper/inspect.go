@@ -11,7 +11,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/simba-go/simba/generated/wire"
-	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/spi"
 )
 
 // inspectParallel bounds the reads Inspect keeps in flight.

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/spi"
 )
 
 // TestReleaseNeverDeletesTheNextHolder builds the race of issue 13 (item 3) on purpose.

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/spi"
 	"github.com/simba-go/simba/tck"
 
 	"github.com/simba-go/simba/internal/testenv"

@@ -15,7 +15,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/simba-go/simba/generated/wire"
-	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/spi"
 )
 
 // session is one Simba session: one ZooKeeper session on its own *zk.Conn, which the tap

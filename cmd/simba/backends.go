@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/simba-go/simba/spi"
+
 	"github.com/simba-go/simba"
 	redisbackend "github.com/simba-go/simba/backend/redis"
 	sqlbackend "github.com/simba-go/simba/backend/sql"
@@ -14,7 +16,7 @@ import (
 )
 
 // openBackend opens the backend a DSN names. The caller closes it.
-func openBackend(ctx context.Context, dsn string) (simba.Backend, error) {
+func openBackend(ctx context.Context, dsn string) (spi.Backend, error) {
 	scheme, _, ok := strings.Cut(dsn, "://")
 	if !ok || !dsnutil.ValidScheme(scheme) {
 		return nil, dsnutil.Errorf(simba.ErrInvalidOption, "DSN", dsn, "no scheme (sqlite://, postgres://, mysql://, redis://, zk://)")

@@ -16,6 +16,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/simba-go/simba/spi"
+
 	"github.com/simba-go/simba"
 
 	dsnutil "github.com/simba-go/simba/internal/dsn"
@@ -79,7 +81,7 @@ func statusTo(ctx context.Context, out io.Writer, args []string) error {
 		return err
 	}
 	defer b.Close()
-	in, ok := b.(simba.Inspector)
+	in, ok := b.(spi.Inspector)
 	if !ok {
 		return fmt.Errorf("%w: the backend of %s cannot list its state", simba.ErrInvalidOption, dsnutil.Redact(*dsn))
 	}
@@ -93,7 +95,7 @@ func statusTo(ctx context.Context, out io.Writer, args []string) error {
 // printStatus prints a snapshot as tables. Every string in it comes from backend records that
 // anyone with write access to the backend can forge, so each goes through safe: no control
 // character (a terminal escape sequence) or invalid UTF-8 reaches the terminal.
-func printStatus(out io.Writer, snap simba.Snapshot) error {
+func printStatus(out io.Writer, snap spi.Snapshot) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "LEASE\tTOKEN\tHOLDER\tOWNER\tREMAINING")
 	for _, l := range snap.Leases {

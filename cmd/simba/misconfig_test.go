@@ -7,7 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/simba-go/simba"
+	"github.com/simba-go/simba/spi"
+
 	"github.com/simba-go/simba/internal/testenv"
 )
 
@@ -30,7 +31,7 @@ func TestLockOnAClusterNodeFailsFast(t *testing.T) {
 	if ctx.Err() != nil || took > 10*time.Second {
 		t.Fatalf("simba lock took %v (ctx %v): not failing fast", took, ctx.Err())
 	}
-	if simba.Classify(err) != simba.Permanent || errors.Is(err, context.DeadlineExceeded) {
+	if spi.Classify(err) != spi.Permanent || errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("error %v is not a permanent misconfiguration error", err)
 	}
 	if msg := err.Error(); !(strings.Contains(msg, "MOVED") || strings.Contains(msg, "CROSSSLOT")) ||

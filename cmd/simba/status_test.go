@@ -10,6 +10,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/simba-go/simba/spi"
+
 	"github.com/simba-go/simba"
 	sqlbackend "github.com/simba-go/simba/backend/sql"
 )
@@ -33,12 +35,12 @@ func checkTerminalSafe(t *testing.T, out string) {
 // unchanged otherwise.
 func TestPrintStatusEscapes(t *testing.T) {
 	const esc = "\x1b[2J\x1b]0;pwned\x07"
-	snap := simba.Snapshot{
-		Leases: []simba.LeaseInfo{
+	snap := spi.Snapshot{
+		Leases: []spi.LeaseInfo{
 			{Name: "jobs", Holder: "0123456789abcdef", Owner: "web-1:42", Token: 7, Remaining: time.Second},
 			{Name: "x" + esc, Holder: simba.SessionID("h" + esc), Owner: "o" + esc + "\xff\u202e\u009b", Token: 1, Remaining: time.Second},
 		},
-		Sessions: []simba.SessionInfo{{ID: simba.SessionID("s\r" + esc), Owner: "\x00nul", Remaining: time.Second}},
+		Sessions: []spi.SessionInfo{{ID: simba.SessionID("s\r" + esc), Owner: "\x00nul", Remaining: time.Second}},
 		Groups:   map[string][]simba.SessionID{"g" + esc: {"m\t" + esc, "ok-member"}},
 	}
 	var buf bytes.Buffer
@@ -71,7 +73,7 @@ func TestStatusOnSQLiteEscapesForgedOwner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a, err := b.Acquire(ctx, s.ID, "jobs"); err != nil || a.Kind != simba.Granted {
+	if a, err := b.Acquire(ctx, s.ID, "jobs"); err != nil || a.Kind != spi.Granted {
 		t.Fatalf("acquire: %+v, %v", a, err)
 	}
 	db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(10000)")

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/spi"
 )
 
 const benchTTL = 15 * time.Second

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/simba-go/simba/generated/wire"
-	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/spi"
 )
 
 // election is the per-name record: an election (or lock, or partition) and the bookkeeping of

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/spi"
 )
 
 // ErrStopped completes the future of a Lock whose election was stopped (or stepped down)

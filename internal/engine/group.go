@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/simba-go/simba/generated/wire"
-	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/spi"
 )
 
 // group is a joined partition group.

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/spi"
 )
 
 // ElectionInfo is a read-only view of one election, for invariant checkers and status pages.

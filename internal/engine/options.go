@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/simba-go/simba/generated/wire"
-	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/spi"
 )
 
 // Defaults (DESIGN.md §4).

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/simba-go/simba/generated/wire"
-	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/spi"
 )
 
 // TestOptionsRejectNonFiniteAndOverflow: every float and duration option is finite and in

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/spi"
 	"pgregory.net/rapid"
 )
 

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/spi"
 )
 
 var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of the transcripts under testdata/")

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/spi"
 )
 
 // ReqID identifies one backend call the engine asked for (a Call effect). The driver echoes it

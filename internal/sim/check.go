@@ -7,7 +7,7 @@ import (
 
 	"github.com/simba-go/simba/generated/wire"
 	"github.com/simba-go/simba/internal/engine"
-	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/spi"
 )
 
 // The names of the invariant checks, as violations report them.

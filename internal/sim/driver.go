@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/simba-go/simba/internal/engine"
-	"github.com/simba-go/simba/internal/spi"
+	"github.com/simba-go/simba/spi"
 )
 
 // step runs one engine step of client c at the current backend time and carries out its

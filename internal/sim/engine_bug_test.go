@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/simba-go/simba/internal/engine"
-	"github.com/simba-go/simba/internal/spi"
 	"github.com/simba-go/simba/simbatest"
+	"github.com/simba-go/simba/spi"
 )
 
 // rig drives one engine against the model by hand: calls are answered at once, except those

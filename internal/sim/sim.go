@@ -12,8 +12,8 @@ import (
 
 	"github.com/simba-go/simba/generated/wire"
 	"github.com/simba-go/simba/internal/engine"
-	"github.com/simba-go/simba/internal/spi"
 	"github.com/simba-go/simba/simbatest"
+	"github.com/simba-go/simba/spi"
 )
 
 // The names every run uses: elections e0.., the lock lk and the group g.

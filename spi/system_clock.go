@@ -1,4 +1,4 @@
-package simba
+package spi
 
 import "time"
 

@@ -1,10 +1,18 @@
-// Package spi defines the backend service-provider interface of Simba: the operations every
-// backend implements and the plain-value replies they return. It is a leaf package so that the
-// pure engine, the model backend and package simba (which re-exports these names) share one set
-// of types without import cycles.
+// Package spi is Simba's backend service-provider interface, public the way database/sql/driver
+// is: what a backend implements (Backend, and optionally Hinter and Inspector), the plain-value
+// replies it returns, the errors it wraps and how they are classified (Classify, AsPermanent,
+// Unavailable), and the monotonic Clock a client runs on. Package simba (the client), package
+// tck (the conformance suites every backend passes) and package simbatest (the in-memory
+// backend) are written against it, and so is every backend under backend/ — a third-party
+// backend imports only this package and, for its tests, tck.
 //
 // Replies are values, not errors: an expired session is a reply (Expired / SessionExpired). An
 // error means the outcome of a call is unknown or the backend is unusable; see Classify.
+//
+// A backend is handed to simba.New; the client runs at most one call per lease at a time, each
+// with a context that times out after one renewal interval, and never shares a session between
+// backends (see Backend for the contract of each method). The spi package is a leaf: it imports
+// only the generated wire rules, so the pure engine and the model backend share its types.
 package spi
 
 import (

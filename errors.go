@@ -1,0 +1,38 @@
+package simba
+
+import "github.com/simba-go/simba/spi"
+
+// SessionID identifies a backend session (events, Leader and group members carry it).
+type SessionID = spi.SessionID
+
+// Sentinel errors, all testable with errors.Is.
+var (
+	// ErrInvalidName: a lease or group name breaks the wire grammar (1–128 of [A-Za-z0-9._:-],
+	// not "." or "..").
+	ErrInvalidName = spi.ErrInvalidName
+	// ErrClosed: the client was closed.
+	ErrClosed = spi.ErrClosed
+	// ErrNotHeld: the caller is not the leader / does not hold the lock.
+	ErrNotHeld = spi.ErrNotHeld
+	// ErrLockHeld: TryLock found the lock held by another session.
+	ErrLockHeld = spi.ErrLockHeld
+	// ErrUnavailable: the backend is unreachable or failing transiently; wraps the cause.
+	ErrUnavailable = spi.ErrUnavailable
+	// ErrSchemaMissing: the backend's schema is missing or old; the error names the migration.
+	ErrSchemaMissing = spi.ErrSchemaMissing
+	// ErrSchemaDrift: the backend's schema differs from the one the library needs (a column,
+	// collation, key or foreign key changed by hand); the error names what. It matches
+	// ErrSchemaMissing too.
+	ErrSchemaDrift = spi.ErrSchemaDrift
+	// ErrInvalidOption: an option or DSN is invalid.
+	ErrInvalidOption = spi.ErrInvalidOption
+	// ErrTokenOverflow: a lease's fencing token has no successor the backend can store; nothing
+	// was written. Permanent.
+	ErrTokenOverflow = spi.ErrTokenOverflow
+	// ErrCorruptToken: a lease record holds a token that is not a non-negative integer (never
+	// coerced); nothing was written. Permanent.
+	ErrCorruptToken = spi.ErrCorruptToken
+	// ErrTLS: a TLS failure (a certificate that does not verify, a server that does not speak
+	// or refuses TLS); permanent.
+	ErrTLS = spi.ErrTLS
+)
