@@ -309,6 +309,7 @@ func (s *Engine) onAcquireReply(p pending, ev Event) {
 		return // from a session already lost
 	}
 	e.inflight = 0
+	defer s.forget(e.name, false)
 	current := e.current && e.state == Candidate
 	e.current = false
 	sent := s.sentAt(p, ev)
@@ -520,11 +521,27 @@ func (s *Engine) release(name string, token int64) ReqID {
 	}
 	if s.sess.released == nil {
 		s.sess.released = make(map[string]int64)
+		s.sess.releasing = make(map[string]int)
 	}
 	if token > s.sess.released[name] {
 		s.sess.released[name] = token
 	}
+	s.sess.releasing[name]++
 	return s.call(OpRelease, s.sess.id, pending{name: name, token: token}, Effect{Name: name, Token: token})
+}
+
+// forget drops the session's release bookkeeping of name once nothing about it is in flight
+// (see session.released). A release that failed keeps it: its outcome is unknown, and rule 3
+// releases again.
+func (s *Engine) forget(name string, releaseFailed bool) {
+	if releaseFailed || s.sess.releasing[name] > 0 {
+		return
+	}
+	if e := s.elections[name]; e != nil && (e.inflight != 0 || e.unknown) {
+		return
+	}
+	delete(s.sess.released, name)
+	delete(s.sess.releasing, name)
 }
 
 func (s *Engine) onReleaseReply(p pending, ev Event) {
@@ -537,7 +554,16 @@ func (s *Engine) onReleaseReply(p pending, ev Event) {
 	for _, f := range p.futures {
 		s.complete(f, ferr)
 	}
-	if ev.Err == nil || p.gen != s.sess.gen || s.sess.state != SessionLive {
+	if p.gen != s.sess.gen {
+		return // the session is gone, and its bookkeeping with it
+	}
+	if s.sess.releasing[p.name]--; s.sess.releasing[p.name] <= 0 {
+		delete(s.sess.releasing, p.name)
+		if ev.Err == nil {
+			s.forget(p.name, false)
+		}
+	}
+	if ev.Err == nil || s.sess.state != SessionLive {
 		return
 	}
 	s.failed(OpRelease, p.name, ev.Err)

@@ -76,8 +76,14 @@ type session struct {
 	kaReq    ReqID
 	kaAt     time.Duration
 	closeReq ReqID
-	// released is the highest token this session released per name (rule 1).
-	released map[string]int64
+	// released is the highest token this session released per name (rule 1), and releasing
+	// the number of its releases in flight per name. A name's entries are dropped once no
+	// release and no acquire for it is in flight and the last release succeeded (forget): an
+	// acquire sent after that is handled after the release, so its token is a new tenure's,
+	// above every token released. So the maps hold only names with calls in flight or of
+	// unknown outcome, not every name the session ever released.
+	released  map[string]int64
+	releasing map[string]int
 }
 
 type pending struct {
@@ -456,6 +462,7 @@ func (s *Engine) reconcile(req ReqID, sent time.Duration, held []spi.Held) {
 			// Asked about long enough after the unknown outcome (one call timeout): not ours.
 			e.unknown = false
 			s.sync(e)
+			s.forget(e.name, false)
 		}
 	}
 	s.scratch2 = act[:0]

@@ -38,6 +38,12 @@ func TestStepProperties(t *testing.T) {
 			working   = map[string]int64{} // terms whose work runs (token by name)
 			handUntil = map[string]time.Duration{}
 			released  = map[spi.SessionID]map[string]int64{}
+			// confirmed: per session and name, the highest released token whose release was
+			// answered with success, and the last request id sent by then. A backend re-grants a
+			// released token only to an acquire it may have handled before that release: one
+			// sent before the success reply (tokens strictly increase across tenures).
+			confirmed = map[spi.SessionID]map[string][2]int64{}
+			lastReq   ReqID
 			completed = map[FutureID]bool{}
 			nextFut   FutureID
 			nextSess  int
@@ -58,6 +64,7 @@ func TestStepProperties(t *testing.T) {
 				log = append(log, "  "+ef.String())
 				switch ef.Kind {
 				case EfCall:
+					lastReq = max(lastReq, ef.Req)
 					switch ef.Op {
 					case OpAcquire, OpRelease, OpKeepAlive, OpJoin, OpLeave:
 						check(ef.Session == e.SessionID() && (e.SessionState() == SessionLive || e.SessionState() == SessionClosing),
@@ -193,6 +200,9 @@ func TestStepProperties(t *testing.T) {
 					case OpAcquire:
 						if rapid.Bool().Draw(rt, "granted") {
 							tok := released[c.Session][c.Name] // an idempotent re-grant of a released token
+							if conf := confirmed[c.Session][c.Name]; ReqID(conf[1]) < c.Req && tok <= conf[0] {
+								tok = 0 // sent after that release succeeded: a new tenure
+							}
 							if tok == 0 || rapid.Bool().Draw(rt, "fresh") {
 								nextToken++
 								tok = nextToken
@@ -207,6 +217,13 @@ func TestStepProperties(t *testing.T) {
 					case OpMembers:
 						ev.Members = []spi.SessionID{e.SessionID(), "zz"}
 					}
+				}
+				if c.Op == OpRelease && ev.Err == nil {
+					if confirmed[c.Session] == nil {
+						confirmed[c.Session] = map[string][2]int64{}
+					}
+					conf := confirmed[c.Session][c.Name]
+					confirmed[c.Session][c.Name] = [2]int64{max(conf[0], c.Token), int64(lastReq)}
 				}
 				step(ev)
 			case 4, 5: // time passes; due timers fire in order
