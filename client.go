@@ -38,8 +38,9 @@ type Client struct {
 	cancel   context.CancelFunc
 	inside   context.Context // marks callbacks and work (Close from inside must not wait)
 
-	calls sync.WaitGroup // backend calls and the hint reader
-	work  sync.WaitGroup // leader work
+	calls     sync.WaitGroup // backend calls and the hint reader
+	work      sync.WaitGroup // leader work
+	callbacks sync.WaitGroup // serial dispatchers with callbacks to run
 
 	// Loop-goroutine state.
 	timers    map[engine.Timer]spi.Timer
@@ -50,12 +51,17 @@ type Client struct {
 	stopping  bool
 	self      []func() // posted by the loop goroutine to itself, run before c.in
 
-	mu      sync.Mutex // guards handles, session, closed
-	handles map[string]leaseHandle
-	groups  map[string]*PartitionGroup
-	left    []*PartitionGroup
-	session SessionID
-	closed  bool
+	// mu guards the fields below. A name is in handles while an Election of this client has
+	// it (from NewElection to Stop) or while some goroutine holds or waits for the lock of that
+	// name (a *lockQueue); a group is in groups from JoinGroup to Leave. Nothing else keeps
+	// per-name state, so the maps return to their size once names are let go.
+	mu         sync.Mutex
+	handles    map[string]leaseHandle
+	groups     map[string]*PartitionGroup
+	subs       map[*subscription]struct{} // every live Events / All subscription
+	subsClosed bool                       // the client finished closing: no new subscription
+	session    SessionID
+	closed     bool
 
 	errSeq  atomic.Uint64 // numbers the backend errors reported, for request's ctx errors
 	sessErr errNote       // errors of session calls (open, keep-alive, close)
@@ -140,6 +146,7 @@ func New(backend spi.Backend, opts ...Option) (*Client, error) {
 		deadlines:  make(map[SessionID]*atomic.Int64),
 		handles:    make(map[string]leaseHandle),
 		groups:     make(map[string]*PartitionGroup),
+		subs:       make(map[*subscription]struct{}),
 		closeTaken: make(chan struct{}),
 		closeDone:  newFuture(),
 		finished:   make(chan struct{}),
@@ -312,29 +319,16 @@ func (c *Client) loop() {
 	go func() {
 		c.calls.Wait()
 		c.work.Wait()
+		c.callbacks.Wait()
 		c.mu.Lock()
-		var subs []interface{ closeSubs() }
-		var disps []*serialDispatcher
-		for _, h := range c.handles {
-			if l, ok := h.(interface {
-				closeSubs()
-				dispatcher() *serialDispatcher
-			}); ok {
-				subs, disps = append(subs, l), append(disps, l.dispatcher())
-			}
+		subs := make([]*subscription, 0, len(c.subs))
+		for sub := range c.subs {
+			subs = append(subs, sub)
 		}
-		for _, g := range c.groups {
-			subs, disps = append(subs, g), append(disps, g.disp)
-		}
-		for _, g := range c.left {
-			subs, disps = append(subs, g), append(disps, g.disp)
-		}
+		c.subsClosed = true
 		c.mu.Unlock()
-		for _, d := range disps {
-			d.wait()
-		}
-		for _, s := range subs {
-			s.closeSubs()
+		for _, sub := range subs {
+			sub.unsubscribe()
 		}
 		close(c.finished)
 	}()
@@ -767,18 +761,34 @@ func (c *Client) emit(ev Event, p publisher) {
 	}
 }
 
-// register adds a handle for name, refusing a second handle for the same name.
+// register adds a handle for name, refusing a second handle for the same name; registering
+// the handle that has the name already is a no-op.
 func (c *Client) register(name string, h leaseHandle) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return ErrClosed
 	}
-	if _, dup := c.handles[name]; dup {
-		return invalid("%q already has an election or lock on this client", name)
+	switch old := c.handles[name]; {
+	case old == h:
+	case old != nil:
+		if _, ok := old.(*lockQueue); ok {
+			return invalid("%q is locked or being locked on this client", name)
+		}
+		return invalid("%q already has an election on this client", name)
+	default:
+		c.handles[name] = h
 	}
-	c.handles[name] = h
 	return nil
+}
+
+// unregister forgets h as the handle of name.
+func (c *Client) unregister(name string, h leaseHandle) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.handles[name] == h {
+		delete(c.handles, name)
+	}
 }
 
 // LockHeldError is returned by TryLock when another session holds the lock. errors.Is(err,

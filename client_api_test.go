@@ -57,7 +57,7 @@ func TestEventsAllLeaderAndListener(t *testing.T) {
 	}
 	ca, _ := w.client("a", simba.WithListener(listener))
 	ea, _ := ca.NewElection("ev")
-	events := ea.Events()
+	events := ea.Events(ctx)
 	allCtx, stopAll := context.WithCancel(ctx)
 	defer stopAll()
 	fromAll := make(chan simba.Event, 16)

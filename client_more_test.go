@@ -202,8 +202,11 @@ func TestBadInputIsRejectedBeforeIO(t *testing.T) {
 		if _, err := c.NewElection(name); !errors.Is(err, simba.ErrInvalidName) {
 			t.Errorf("NewElection(%q): %v, want ErrInvalidName", name, err)
 		}
-		if _, err := c.NewLock(name); !errors.Is(err, simba.ErrInvalidName) {
-			t.Errorf("NewLock(%q): %v, want ErrInvalidName", name, err)
+		if _, err := c.Lock(ctx, name); !errors.Is(err, simba.ErrInvalidName) {
+			t.Errorf("Lock(%q): %v, want ErrInvalidName", name, err)
+		}
+		if _, err := c.TryLock(ctx, name); !errors.Is(err, simba.ErrInvalidName) {
+			t.Errorf("TryLock(%q): %v, want ErrInvalidName", name, err)
 		}
 	}
 	for _, opt := range []simba.ElectionOption{
@@ -220,8 +223,7 @@ func TestBadInputIsRejectedBeforeIO(t *testing.T) {
 	if _, err := c.JoinGroup(ctx, "g", 8, simba.OnAssigned(nil)); !errors.Is(err, simba.ErrInvalidOption) {
 		t.Errorf("JoinGroup with a nil handler: %v, want ErrInvalidOption", err)
 	}
-	l, _ := c.NewLock("lk")
-	if err := l.WithLock(ctx, nil); !errors.Is(err, simba.ErrInvalidOption) {
+	if err := c.WithLock(ctx, "lk", nil); !errors.Is(err, simba.ErrInvalidOption) {
 		t.Errorf("WithLock(nil): %v", err)
 	}
 	if b.Calls("Acquire") != 0 {
@@ -252,8 +254,8 @@ func TestStopAndUnlockReturnAfterTheLeaseIsReleased(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
 	c, b := w.client("a")
-	l, _ := c.NewLock("r")
-	w.async(func() error { _, err := l.Lock(ctx); return err })
+	var l *simba.Held
+	w.async(func() (err error) { l, err = c.Lock(ctx, "r"); return err })
 	b.DelayRequests(time.Second) // the release takes 1s to reach the server
 	w.async(func() error { return l.Unlock(ctx) })
 	if info, _ := w.srv.Lease("r"); info.Holder != "" {

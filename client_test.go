@@ -133,17 +133,13 @@ func TestLockTryLockWithLock(t *testing.T) {
 	ctx := context.Background()
 	c1, _ := w.client("one")
 	c2, _ := w.client("two")
-	l1, err := c1.NewLock("res")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l2, _ := c2.NewLock("res")
-	var term simba.Term
-	w.async(func() error { var err error; term, err = l1.Lock(ctx); return err })
-	if term.Token() < 1 || !term.IsValid() {
+	var l1 *simba.Held
+	w.async(func() (err error) { l1, err = c1.Lock(ctx, "res"); return err })
+	term := l1.Term
+	if term.Token() < 1 || !term.IsValid() || term.Name() != "res" {
 		t.Fatalf("lock term %v", term)
 	}
-	_, err = l2.TryLock(ctx)
+	_, err := c2.TryLock(ctx, "res")
 	if !errors.Is(err, simba.ErrLockHeld) {
 		t.Fatalf("TryLock while held: %v, want ErrLockHeld", err)
 	}
@@ -157,7 +153,7 @@ func TestLockTryLockWithLock(t *testing.T) {
 	}
 	var ran atomic.Bool
 	w.async(func() error {
-		return l2.WithLock(ctx, func(ctx context.Context, t2 simba.Term) error {
+		return c2.WithLock(ctx, "res", func(ctx context.Context, t2 simba.Term) error {
 			if t2.Token() <= term.Token() {
 				return errors.New("token did not increase")
 			}
@@ -169,7 +165,7 @@ func TestLockTryLockWithLock(t *testing.T) {
 		t.Fatal("WithLock did not run its function")
 	}
 	if err := l1.Unlock(ctx); !errors.Is(err, simba.ErrNotHeld) {
-		t.Fatalf("Unlock of an unheld lock: %v, want ErrNotHeld", err)
+		t.Fatalf("second Unlock: %v, want ErrNotHeld", err)
 	}
 }
 

@@ -149,7 +149,7 @@ func TestCloseFromEventsConsumerWithBackgroundContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	events := e.Events()
+	events := e.Events(context.Background())
 	consumed := make(chan struct{})
 	go func() {
 		defer close(consumed)

@@ -8,28 +8,30 @@ import (
 
 // serialDispatcher runs submitted functions one at a time, in submission order, on the
 // callback executor: the callbacks of one election never overlap and never block the loop.
+//
+// running counts the dispatchers of a client that have functions to run: the client's close
+// waits for it, so no callback outlives Close, whether or not its election is still known.
 type serialDispatcher struct {
 	exec    Executor
+	running *sync.WaitGroup
 	mu      sync.Mutex
 	queue   []func()
-	running bool
-	idle    *sync.Cond // signalled when the queue drains
+	busy    bool
 }
 
-func newSerialDispatcher(exec Executor) *serialDispatcher {
-	d := &serialDispatcher{exec: exec}
-	d.idle = sync.NewCond(&d.mu)
-	return d
+func newSerialDispatcher(exec Executor, running *sync.WaitGroup) *serialDispatcher {
+	return &serialDispatcher{exec: exec, running: running}
 }
 
 // submit queues f; it never blocks.
 func (d *serialDispatcher) submit(f func()) {
 	d.mu.Lock()
 	d.queue = append(d.queue, f)
-	start := !d.running
-	d.running = true
+	start := !d.busy
+	d.busy = true
 	d.mu.Unlock()
 	if start {
+		d.running.Add(1)
 		d.exec(d.drain)
 	}
 }
@@ -38,9 +40,9 @@ func (d *serialDispatcher) drain() {
 	for {
 		d.mu.Lock()
 		if len(d.queue) == 0 {
-			d.running = false
-			d.idle.Broadcast()
+			d.busy = false
 			d.mu.Unlock()
+			d.running.Done()
 			return
 		}
 		f := d.queue[0]
@@ -49,15 +51,6 @@ func (d *serialDispatcher) drain() {
 		d.mu.Unlock()
 		f()
 	}
-}
-
-// wait blocks until every submitted function has run.
-func (d *serialDispatcher) wait() {
-	d.mu.Lock()
-	for d.running {
-		d.idle.Wait()
-	}
-	d.mu.Unlock()
 }
 
 // future is a one-shot result the loop completes and a caller waits for.

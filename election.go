@@ -2,10 +2,12 @@ package simba
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/simba-go/simba/generated/wire"
@@ -32,8 +34,8 @@ type leaseCore struct {
 	holder      SessionID
 	holderOwner string
 	holderSelf  bool
-	subs        []chan Event
-	dropped     int
+	subs        []*subscription
+	dropped     atomic.Uint64
 	lastErrs    errNote
 }
 
@@ -81,46 +83,69 @@ func (l *leaseCore) setHolder(id SessionID, owner string) {
 func (l *leaseCore) publish(ev Event) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, ch := range l.subs {
+	for _, sub := range l.subs {
 		select {
-		case ch <- ev:
+		case sub.ch <- ev:
 		default:
-			l.dropped++
+			l.dropped.Add(1)
 		}
 	}
 }
 
-func (l *leaseCore) dispatcher() *serialDispatcher { return l.disp }
-
-// subscribe returns a new buffered channel of this handle's events; it is closed when the
-// client finishes closing or unsubscribe is called.
-func (l *leaseCore) subscribe() chan Event {
-	ch := make(chan Event, eventBuffer)
-	l.mu.Lock()
-	l.subs = append(l.subs, ch)
-	l.mu.Unlock()
-	return ch
+// subscription is one Events channel of a handle or group. It is closed when its ctx ends,
+// when the iteration of All stops, or when the client finishes closing, whichever is first.
+type subscription struct {
+	ch    chan Event
+	owner *leaseCore
 }
 
-func (l *leaseCore) unsubscribe(ch chan Event) {
+// subscribe returns a new subscription to l's events, registered with the client so that the
+// client's close ends it. If the client has finished closing, the channel is closed at once.
+func (l *leaseCore) subscribe() *subscription {
+	sub := &subscription{ch: make(chan Event, eventBuffer), owner: l}
+	c := l.c
+	c.mu.Lock()
+	if c.subsClosed {
+		c.mu.Unlock()
+		close(sub.ch)
+		return sub
+	}
+	c.subs[sub] = struct{}{}
+	c.mu.Unlock()
+	l.mu.Lock()
+	l.subs = append(l.subs, sub)
+	l.mu.Unlock()
+	return sub
+}
+
+// unsubscribe ends sub: it is forgotten by its handle and the client and its channel closed.
+// Only the first call counts.
+func (sub *subscription) unsubscribe() {
+	l := sub.owner
+	c := l.c
+	c.mu.Lock()
+	_, live := c.subs[sub]
+	delete(c.subs, sub)
+	c.mu.Unlock()
+	if !live {
+		return
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for i, s := range l.subs {
-		if s == ch {
+		if s == sub {
 			l.subs = append(l.subs[:i], l.subs[i+1:]...)
-			close(ch)
-			return
+			break
 		}
 	}
+	close(sub.ch)
 }
 
-func (l *leaseCore) closeSubs() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, ch := range l.subs {
-		close(ch)
-	}
-	l.subs = nil
+// events subscribes for as long as ctx lasts (see Election.Events).
+func (l *leaseCore) events(ctx context.Context) <-chan Event {
+	sub := l.subscribe()
+	context.AfterFunc(ctx, sub.unsubscribe)
+	return sub.ch
 }
 
 // current returns the term if it is still valid.
@@ -247,12 +272,13 @@ func Schedule(every time.Duration, fn func(ctx context.Context, t Term)) Electio
 }
 
 // NewElection creates an election for name on this client. It validates name and options
-// before any I/O. One client has at most one election or lock per name.
+// before any I/O. A name has at most one election on a client, and no lock while it has one;
+// Stop lets the name go (a new election of the same name may follow, or this one restarted).
 func (c *Client) NewElection(name string, opts ...ElectionOption) (*Election, error) {
 	if err := wire.ValidateName(name); err != nil {
 		return nil, err
 	}
-	e := &Election{leaseCore{c: c, name: name, disp: newSerialDispatcher(c.cfg.callbacks)}}
+	e := &Election{leaseCore{c: c, name: name, disp: newSerialDispatcher(c.cfg.callbacks, &c.callbacks)}}
 	for _, o := range opts {
 		if o == nil {
 			return nil, invalid("nil election option")
@@ -271,16 +297,26 @@ func (c *Client) NewElection(name string, opts ...ElectionOption) (*Election, er
 func (e *Election) Name() string { return e.name }
 
 // Start makes this client a candidate. It returns once the engine has taken the request; the
-// election then runs in the background (watch OnElected, Events or Term).
+// election then runs in the background (watch OnElected, Events or Term). A stopped election
+// can be started again, unless another election or a lock of this client has taken the name
+// meanwhile.
 func (e *Election) Start(ctx context.Context) error {
+	if err := e.c.register(e.name, e); err != nil {
+		return err
+	}
 	_, err := e.c.request(ctx, engine.Event{Kind: engine.EvStart, Name: e.name, Flavor: engine.FlavorElection, HasWork: e.work != nil})
 	return err
 }
 
 // Stop ends the candidacy. A leader's term is revoked (RevokedStopped) and its lease released
-// once its work exits (handover); Stop returns when that is done or ctx ends.
+// once its work exits (handover); Stop returns when that is done or ctx ends (the release then
+// goes on). Once Stop has been taken the client keeps nothing of the election: the name is free
+// for a new election or lock, and callbacks already due still run (Close waits for them).
 func (e *Election) Stop(ctx context.Context) error {
-	_, err := e.c.request(ctx, engine.Event{Kind: engine.EvStop, Name: e.name})
+	f, err := e.c.request(ctx, engine.Event{Kind: engine.EvStop, Name: e.name})
+	if f != nil || errors.Is(err, ErrClosed) {
+		e.c.unregister(e.name, e)
+	}
 	return err
 }
 
@@ -327,10 +363,15 @@ func (e *Election) Leader() (Leader, bool) {
 	return Leader{Session: e.holder, Owner: e.holderOwner}, true
 }
 
-// Events returns a channel of this election's events (elected, revoked, backend errors). It is
-// buffered; if the reader falls behind, events are dropped rather than blocking the client. It
-// is closed when the client closes.
-func (e *Election) Events() <-chan Event { return e.subscribe() }
+// Events returns a channel of this election's events (elected, revoked, backend errors) from
+// now until ctx ends: then, or when the client finishes closing, the channel is closed and
+// forgotten. It is buffered; if the reader falls behind, events are dropped rather than
+// blocking the client, and counted (DroppedEvents).
+func (e *Election) Events(ctx context.Context) <-chan Event { return e.events(ctx) }
+
+// DroppedEvents is the number of this election's events dropped so far because a subscriber
+// (Events, All) was full.
+func (e *Election) DroppedEvents() uint64 { return e.dropped.Load() }
 
 // All iterates over this election's events until ctx ends, the loop body breaks, or the client
 // closes. It subscribes when called, so it sees every event after All returns; the sequence
@@ -338,14 +379,14 @@ func (e *Election) Events() <-chan Event { return e.subscribe() }
 func (e *Election) All(ctx context.Context) iter.Seq[Event] { return all(ctx, &e.leaseCore) }
 
 func all(ctx context.Context, l *leaseCore) iter.Seq[Event] {
-	ch := l.subscribe()
+	sub := l.subscribe()
 	return func(yield func(Event) bool) {
-		defer l.unsubscribe(ch)
+		defer sub.unsubscribe()
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case ev, ok := <-ch:
+			case ev, ok := <-sub.ch:
 				if !ok || !yield(ev) {
 					return
 				}

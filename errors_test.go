@@ -67,9 +67,9 @@ func TestEveryFailedCallIsReported(t *testing.T) {
 		t.Errorf("%d WARN lines for the 3 failed calls:\n%s", n, logs.String())
 	}
 
-	l, _ := c.NewLock("l")
-	var tm simba.Term
-	w.async(func() (err error) { tm, err = l.Lock(context.Background()); return err })
+	var l *simba.Held
+	w.async(func() (err error) { l, err = c.Lock(context.Background(), "l"); return err })
+	tm := l.Term
 	if !strings.Contains(logs.String(), `level=INFO msg="simba elected" name=l token=`+itoa(tm.Token())) {
 		t.Errorf("elected not logged at INFO:\n%s", logs.String())
 	}
@@ -80,9 +80,8 @@ func TestEveryFailedCallIsReported(t *testing.T) {
 
 	denied := errors.New("denied")
 	b.FailNext(1, spi.AsPermanent(denied))
-	l2, _ := c.NewLock("p")
 	var lockErr error
-	w.async(func() error { _, lockErr = l2.Lock(context.Background()); return nil })
+	w.async(func() error { _, lockErr = c.Lock(context.Background(), "p"); return nil })
 	if !errors.Is(lockErr, denied) || spi.Classify(lockErr) != spi.Permanent {
 		t.Errorf("Lock = %v, want the permanent error", lockErr)
 	}
@@ -103,12 +102,11 @@ func TestLockEndingOnCtxJoinsTheBackendError(t *testing.T) {
 	c, b := w.client("a")
 	w.until(5*time.Second, "a session", func() bool { return c.Session() != "" })
 	b.FailNext(1<<30, nil)
-	l, _ := c.NewLock("x")
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	var err error
 	done := make(chan struct{})
-	go func() { _, err = l.Lock(ctx); close(done) }()
+	go func() { _, err = c.Lock(ctx, "x"); close(done) }()
 	w.until(time.Hour, "Lock to end", func() bool {
 		select {
 		case <-done:
@@ -139,7 +137,7 @@ func TestElectionReportsAPermanentSessionError(t *testing.T) {
 	}
 	defer c.Close(context.Background())
 	e, _ := c.NewElection("x")
-	events := e.Events()
+	events := e.Events(context.Background())
 	if err := e.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -43,9 +43,11 @@ func ExampleElection() {
 	// b leads reports with token 2
 }
 
-// A Lock is a mutex across processes. TryLock fails at once while another client holds it;
-// WithLock runs a function under the lock and unlocks.
-func ExampleLock() {
+// Client.Lock is a mutex across processes: it waits for the named lock and returns it held,
+// with its fencing token. TryLock fails at once while another client holds it; WithLock runs a
+// function under the lock and unlocks. Locks are calls, not objects: lock as many names as you
+// like, the client keeps nothing of a name once it is unlocked.
+func ExampleClient_Lock() {
 	srv := simbatest.NewServer(simbatest.WithClock(spi.SystemClock()))
 	ctx := context.Background()
 	a, _ := simba.New(srv.Backend(), simba.WithTTL(time.Second), simba.WithOwner("a"))
@@ -53,17 +55,14 @@ func ExampleLock() {
 	b, _ := simba.New(srv.Backend(), simba.WithTTL(time.Second), simba.WithOwner("b"))
 	defer b.Close(ctx)
 
-	la, _ := a.NewLock("invoice-42")
-	lb, _ := b.NewLock("invoice-42")
+	held, _ := a.Lock(ctx, "invoice-42")
+	fmt.Println("a holds the lock with token", held.Token())
 
-	term, _ := la.Lock(ctx)
-	fmt.Println("a holds the lock with token", term.Token())
-
-	_, err := lb.TryLock(ctx)
+	_, err := b.TryLock(ctx, "invoice-42")
 	fmt.Println("b's TryLock:", errors.Is(err, simba.ErrLockHeld))
 
-	_ = la.Unlock(ctx)
-	_ = lb.WithLock(ctx, func(ctx context.Context, t simba.Term) error {
+	_ = held.Unlock(ctx)
+	_ = b.WithLock(ctx, "invoice-42", func(ctx context.Context, t simba.Term) error {
 		// Pass t.Token() to the resource: it rejects writes with a lower token.
 		fmt.Println("b works under token", t.Token())
 		return nil

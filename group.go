@@ -82,7 +82,7 @@ func (c *Client) JoinGroup(ctx context.Context, group string, partitions int, op
 	if err := wire.ValidateGroup(group, partitions); err != nil {
 		return nil, err
 	}
-	g := &PartitionGroup{c: c, name: group, partitions: partitions, disp: newSerialDispatcher(c.cfg.callbacks), parts: make(map[int]*leaseCore)}
+	g := &PartitionGroup{c: c, name: group, partitions: partitions, disp: newSerialDispatcher(c.cfg.callbacks, &c.callbacks), parts: make(map[int]*leaseCore)}
 	g.events = leaseCore{c: c, name: group, disp: g.disp}
 	for _, o := range opts {
 		if o == nil {
@@ -129,8 +129,7 @@ func (g *PartitionGroup) Leave(ctx context.Context) error {
 	if f != nil { // the engine took the Leave, whatever err says
 		g.c.mu.Lock()
 		if g.c.groups[g.name] == g {
-			delete(g.c.groups, g.name)
-			g.c.left = append(g.c.left, g) // Close still waits for its callbacks
+			delete(g.c.groups, g.name) // Close still waits for its callbacks
 		}
 		g.c.mu.Unlock()
 	}
@@ -170,9 +169,14 @@ func (g *PartitionGroup) Held() map[int]Term {
 }
 
 // Events returns a channel of the group's events (members, and elected/revoked for each
-// partition). It is buffered and drops events when the reader falls behind; it is closed when
-// the client closes.
-func (g *PartitionGroup) Events() <-chan Event { return g.events.subscribe() }
+// partition) from now until ctx ends: then, or when the client finishes closing, the channel is
+// closed and forgotten. It is buffered; if the reader falls behind, events are dropped rather
+// than blocking the client, and counted (DroppedEvents).
+func (g *PartitionGroup) Events(ctx context.Context) <-chan Event { return g.events.events(ctx) }
+
+// DroppedEvents is the number of the group's events dropped so far because a subscriber of the
+// group was full.
+func (g *PartitionGroup) DroppedEvents() uint64 { return g.events.dropped.Load() }
 
 // Err returns the permanent backend error that keeps this group from working, or nil: a
 // missing or old schema (matching ErrSchemaMissing), a DSN that names the wrong kind of server,
@@ -228,12 +232,3 @@ func (h partitionHandle) publish(ev Event) {
 func (g *PartitionGroup) publish(ev Event) { g.events.publish(ev) }
 
 func (g *PartitionGroup) errs() *errNote { return g.events.errs() }
-
-func (g *PartitionGroup) closeSubs() {
-	g.events.closeSubs()
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for _, l := range g.parts {
-		l.closeSubs()
-	}
-}

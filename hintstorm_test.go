@@ -57,12 +57,9 @@ func TestHintStormIsDamped(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
 	holder, _ := w.client("holder")
-	hl, err := holder.NewLock("res")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var held simba.Term
-	w.async(func() error { var err error; held, err = hl.Lock(ctx); return err })
+	var hl *simba.Held
+	w.async(func() (err error) { hl, err = holder.Lock(ctx, "res"); return err })
+	held := hl.Term
 
 	type waiter struct {
 		b    *simbatest.Backend
@@ -78,15 +75,11 @@ func TestHintStormIsDamped(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := make(chan simba.Term, 1)
-		l, err := c.NewLock("res")
-		if err != nil {
-			t.Fatal(err)
-		}
 		lockCtx, cancel := context.WithCancel(ctx)
 		go func() {
-			term, err := l.Lock(lockCtx)
+			h, err := c.Lock(lockCtx, "res")
 			if err == nil {
-				got <- term
+				got <- h.Term
 			}
 			close(got)
 		}()

@@ -4,110 +4,218 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/simba-go/simba/generated/wire"
 	"github.com/simba-go/simba/internal/engine"
 )
 
-// Lock is a distributed mutex on one lease name: an election that ends with its term. Lock
-// waits for the lease, TryLock makes one attempt, Unlock releases it. The Term a Lock returns
-// carries the fencing token; check Term.IsValid (or Term.Context) before acting under it, since
-// a lock can be lost (session expiry) while held.
-type Lock struct {
+// Locks are calls, not objects: Client.Lock, Client.TryLock and Client.WithLock take a name and
+// return a *Held. A lock is a cheap value: the client keeps state for a name only while some
+// goroutine holds or waits for it, and forgets the name when the last one lets go, so locking
+// one entity after another (invoice-42, invoice-43, …) from one client leaves nothing behind.
+//
+// Goroutines of one client that ask for the same name are served one after the other, in the
+// order they asked (FIFO within the client), through one backend lease: only the goroutine at
+// the head of a name's queue contends at the backend. Each goroutine that gets the lock gets
+// its own term, with its own fencing token, strictly above the previous holder's; the lease is
+// released before the next goroutine's acquire is sent.
+
+// lockQueue is a name's local queue: the goroutine whose turn it is (acquiring or holding the
+// lock) and those waiting behind it. It is the lease handle of the name while it exists.
+type lockQueue struct {
 	leaseCore
+	waiters []chan struct{} // guarded by Client.mu
 }
 
-// NewLock creates a lock for name on this client. It validates name before any I/O. One
-// client has at most one election or lock per name.
-func (c *Client) NewLock(name string) (*Lock, error) {
+// Held is a lock this client holds: the Term (its name, fencing token, validity and a context
+// cancelled when the lock is lost) and Unlock. Check IsValid (or watch Context) before acting
+// under the lock, and pass Token to the resource you protect: a lock can be lost while held,
+// when the session expires. Unlock it exactly once, also after it was lost: until then the
+// name's local queue is not handed on.
+type Held struct {
+	Term
+	c        *Client
+	q        *lockQueue
+	unlocked atomic.Bool
+}
+
+// Lock waits until this client holds the lock name, or ctx ends. Goroutines of this client
+// asking for the same name are served one after the other, in order. On ctx's end the attempt
+// is withdrawn (a grant that raced with it is released) and ctx's error returned, joined with
+// the last backend error if a call failed meanwhile. A permanent backend error (a missing
+// schema, a server of the wrong kind) ends the wait with that error. The name is validated
+// before any I/O (ErrInvalidName).
+func (c *Client) Lock(ctx context.Context, name string) (*Held, error) {
+	return c.lock(ctx, name, engine.FlavorLock)
+}
+
+// TryLock makes one attempt to take the lock name. It returns an error matching ErrLockHeld
+// (a *LockHeldError naming the holder) when another session holds it, or at once, without a
+// backend call, when another goroutine of this client holds or is taking it.
+func (c *Client) TryLock(ctx context.Context, name string) (*Held, error) {
+	return c.lock(ctx, name, engine.FlavorTryLock)
+}
+
+// WithLock takes the lock name (as Lock), runs fn with a context cancelled when ctx ends or
+// the lock is lost, and unlocks. It returns fn's error, or else the error of taking or losing
+// the lock.
+func (c *Client) WithLock(ctx context.Context, name string, fn func(ctx context.Context, t Term) error) error {
+	if fn == nil {
+		return invalid("WithLock function is nil")
+	}
+	h, err := c.Lock(ctx, name)
+	if err != nil {
+		return err
+	}
+	runCtx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(h.Context(), func() { cancel(context.Cause(h.Context())) })
+	ferr := func() error {
+		defer func() {
+			if r := recover(); r != nil {
+				stop()
+				cancel(nil)
+				_ = h.Unlock(context.WithoutCancel(ctx))
+				panic(r)
+			}
+		}()
+		return fn(runCtx, h.Term)
+	}()
+	stop()
+	cancel(nil)
+	uerr := h.Unlock(context.WithoutCancel(ctx))
+	if ferr != nil {
+		return ferr
+	}
+	return uerr
+}
+
+func (c *Client) lock(ctx context.Context, name string, flavor engine.Flavor) (*Held, error) {
 	if err := wire.ValidateName(name); err != nil {
 		return nil, err
 	}
-	l := &Lock{leaseCore{c: c, name: name, disp: newSerialDispatcher(c.cfg.callbacks)}}
-	if err := c.register(name, l); err != nil {
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return l, nil
-}
-
-// Name is the lease name.
-func (l *Lock) Name() string { return l.name }
-
-// Lock waits until this client holds the lock or ctx ends. On ctx's end the attempt is
-// withdrawn (and a grant that raced with it released) and ctx's error returned.
-func (l *Lock) Lock(ctx context.Context) (Term, error) {
-	return l.acquire(ctx, engine.FlavorLock)
-}
-
-// TryLock makes one attempt: it returns the term, or an error matching ErrLockHeld (a
-// *LockHeldError naming the holder) when another session holds the lock.
-func (l *Lock) TryLock(ctx context.Context) (Term, error) {
-	return l.acquire(ctx, engine.FlavorTryLock)
-}
-
-func (l *Lock) acquire(ctx context.Context, flavor engine.Flavor) (Term, error) {
-	if err := ctx.Err(); err != nil {
-		return Term{}, err
+	q, err := c.takeTurn(ctx, name, flavor == engine.FlavorTryLock)
+	if err != nil {
+		return nil, err
 	}
-	f, err := l.c.request(ctx, engine.Event{Kind: engine.EvStart, Name: l.name, Flavor: flavor})
+	f, err := c.request(ctx, engine.Event{Kind: engine.EvStart, Name: name, Flavor: flavor})
 	if err != nil {
 		if f != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-			// Withdraw the attempt; the engine releases a grant that raced with it.
-			l.c.post(func() { l.c.step(engine.Event{Kind: engine.EvStop, Name: l.name}) })
+			// Withdraw the attempt before the next goroutine's start: the engine releases a
+			// grant that raced with it. A stop completes at once for a candidate, and after
+			// one call timeout at worst for a grant.
+			_, _ = c.request(context.WithoutCancel(ctx), engine.Event{Kind: engine.EvStop, Name: name})
 		}
+		c.passTurn(q)
 		if errors.Is(err, engine.ErrStopped) {
-			err = fmt.Errorf("simba: lock %s: %w", l.name, ErrNotHeld)
+			err = fmt.Errorf("simba: lock %s: %w", name, ErrNotHeld)
 		}
-		return Term{}, err
+		return nil, err
 	}
 	if f.term.s == nil {
-		return Term{}, fmt.Errorf("simba: lock %s granted without a term: %w", l.name, ErrNotHeld)
+		c.passTurn(q)
+		return nil, fmt.Errorf("simba: lock %s granted without a term: %w", name, ErrNotHeld)
 	}
-	return f.term, nil
+	return &Held{Term: f.term, c: c, q: q}, nil
 }
 
-// Unlock releases the lock. It returns an error matching ErrNotHeld if this client did not
-// hold it (or had lost it: then the error is a *RevokedError).
-func (l *Lock) Unlock(ctx context.Context) error {
-	l.mu.Lock()
-	t := l.term
-	l.mu.Unlock()
-	held := t.IsValid()
-	if _, err := l.c.request(ctx, engine.Event{Kind: engine.EvStop, Name: l.name}); err != nil {
+// takeTurn waits until it is the caller's turn at name (creating the queue if the name has
+// none) or ctx ends. With try it never waits: a busy name fails with a *LockHeldError.
+func (c *Client) takeTurn(ctx context.Context, name string, try bool) (*lockQueue, error) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, ErrClosed
+	}
+	switch h := c.handles[name].(type) {
+	case nil:
+		q := &lockQueue{leaseCore: leaseCore{c: c, name: name}}
+		c.handles[name] = q
+		c.mu.Unlock()
+		return q, nil
+	case *lockQueue:
+		if try {
+			sid := c.session
+			c.mu.Unlock()
+			return nil, &LockHeldError{Name: name, Holder: sid, Owner: c.cfg.owner}
+		}
+		turn := make(chan struct{}, 1)
+		h.waiters = append(h.waiters, turn)
+		c.mu.Unlock()
+		select {
+		case <-turn:
+			return h, nil
+		case <-ctx.Done():
+		}
+		c.mu.Lock()
+		for i, w := range h.waiters {
+			if w == turn {
+				h.waiters = append(h.waiters[:i], h.waiters[i+1:]...)
+				c.mu.Unlock()
+				return nil, ctx.Err()
+			}
+		}
+		c.mu.Unlock()
+		// The turn was handed to us as ctx ended: hand it on.
+		c.passTurn(h)
+		return nil, ctx.Err()
+	default:
+		c.mu.Unlock()
+		return nil, invalid("%q has an election on this client", name)
+	}
+}
+
+// passTurn hands name's turn to the first waiter, or forgets the name if none waits.
+func (c *Client) passTurn(q *lockQueue) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(q.waiters) > 0 {
+		next := q.waiters[0]
+		q.waiters[0] = nil
+		q.waiters = q.waiters[1:]
+		q.resetTerm()
+		next <- struct{}{}
+		return
+	}
+	if c.handles[q.name] == q {
+		delete(c.handles, q.name)
+	}
+}
+
+// Unlock releases the lock and hands it to the next goroutine of this client waiting for it.
+// It returns once the lease is released, or ctx ends (the release goes on). It returns an error
+// matching ErrNotHeld if the lock had been lost meanwhile (then the error is the *RevokedError
+// that says why) or was already unlocked.
+func (h *Held) Unlock(ctx context.Context) error {
+	if h == nil || h.c == nil {
+		return fmt.Errorf("simba: unlock of no lock: %w", ErrNotHeld)
+	}
+	if !h.unlocked.CompareAndSwap(false, true) {
+		return fmt.Errorf("simba: unlock %s: already unlocked: %w", h.Name(), ErrNotHeld)
+	}
+	held := h.IsValid()
+	_, err := h.c.request(ctx, engine.Event{Kind: engine.EvStop, Name: h.Name()})
+	// The stop is queued ahead of the next goroutine's start (or the client is closed, and
+	// the next start fails): hand the turn on whatever err says.
+	h.c.passTurn(h.q)
+	if err != nil {
 		return err
 	}
 	if held {
 		return nil
 	}
-	if t.s != nil {
-		if cause := context.Cause(t.Context()); cause != nil && !errors.Is(cause, context.Canceled) {
-			return cause
-		}
+	if cause := context.Cause(h.Context()); cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause
 	}
-	return fmt.Errorf("simba: unlock %s: %w", l.name, ErrNotHeld)
+	return fmt.Errorf("simba: unlock %s: %w", h.Name(), ErrNotHeld)
 }
 
-// WithLock takes the lock, runs fn with a context cancelled when ctx ends or the lock is lost,
-// and unlocks. It returns fn's error, or the error of taking or losing the lock.
-func (l *Lock) WithLock(ctx context.Context, fn func(ctx context.Context, t Term) error) error {
-	if fn == nil {
-		return invalid("WithLock function is nil")
-	}
-	t, err := l.Lock(ctx)
-	if err != nil {
-		return err
-	}
-	runCtx, cancel := context.WithCancelCause(ctx)
-	stop := context.AfterFunc(t.Context(), func() { cancel(context.Cause(t.Context())) })
-	ferr := fn(runCtx, t)
-	stop()
-	cancel(nil)
-	uerr := l.Unlock(context.WithoutCancel(ctx))
-	if ferr != nil {
-		return ferr
-	}
-	if uerr != nil {
-		return uerr
-	}
-	return nil
+// resetTerm forgets the term of the turn that ended (the queue is handed on).
+func (l *leaseCore) resetTerm() {
+	l.mu.Lock()
+	l.term = Term{}
+	l.mu.Unlock()
 }

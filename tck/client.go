@@ -24,8 +24,11 @@ import (
 //     server, another client wins with a greater token); failover when the leader's session
 //     is expired at the server (only with Factory.ExpireSession); handover keeps the lease until
 //     the leader work exits; StepDown keeps the client out of the race for its cooldown.
-//   - Lock: Lock, TryLock, Unlock and WithLock across two clients with increasing tokens; Unlock
-//     of a lock not held; Lock with a context that ends while another client holds the lock.
+//   - Lock: Client.Lock, TryLock, Held.Unlock and WithLock across two clients with increasing
+//     tokens; Unlock of a lock not held or unlocked twice; Lock with a context that ends while
+//     another client holds the lock; goroutines of one client queued on one name, served one
+//     after the other with increasing tokens, and the name free at the server once they are
+//     done.
 //   - PartitionGroup: eight partitions over three members, rebalanced when one leaves and when
 //     another joins; Leave returns only once the leaver's session holds no partition and is no
 //     longer a member at the server.
@@ -59,6 +62,7 @@ func ClientSpec(t *testing.T, f Factory) {
 		t.Run("LockTryLockUnlockWithLock", c.lockCycle)
 		t.Run("UnlockNotHeld", c.lockUnlockNotHeld)
 		t.Run("LockContextEndsWhileHeld", c.lockContextEnds)
+		t.Run("LocalQueue", c.lockLocalQueue)
 	})
 	t.Run("PartitionGroup", func(t *testing.T) {
 		t.Run("RebalancesOnLeaveAndJoin", c.groupRebalance)
@@ -516,15 +520,15 @@ func (c *clientHarness) electStepDown(t *testing.T) {
 func (c *clientHarness) lockCycle(t *testing.T) {
 	name := c.name("lock")
 	one, two := c.client(t, "one", c.steady), c.client(t, "two", c.steady)
-	l1, l2 := one.lock(t, name), two.lock(t, name)
-	t1, err := l1.Lock(ctx(t))
+	h1, err := one.Lock(ctx(t), name)
 	if err != nil {
 		t.Fatalf("one: Lock: %v", err)
 	}
+	t1 := h1.Term
 	if !t1.IsValid() || t1.Token() <= 0 || t1.Name() != name {
 		t.Fatalf("one: Lock returned term %v (valid %v), want a valid term of %q with a positive token", t1, t1.IsValid(), name)
 	}
-	_, err = l2.TryLock(ctx(t))
+	_, err = two.TryLock(ctx(t), name)
 	if !errors.Is(err, simba.ErrLockHeld) {
 		t.Fatalf("two: TryLock while one holds the lock: %v, want ErrLockHeld", err)
 	}
@@ -535,14 +539,14 @@ func (c *clientHarness) lockCycle(t *testing.T) {
 	if !t1.IsValid() {
 		t.Fatal("one's term ended when two tried the lock")
 	}
-	if err := l1.Unlock(ctx(t)); err != nil {
+	if err := h1.Unlock(ctx(t)); err != nil {
 		t.Fatalf("one: Unlock: %v", err)
 	}
 	if t1.IsValid() {
 		t.Fatal("one's term is valid after Unlock")
 	}
 	var t2 simba.Term
-	err = l2.WithLock(ctx(t), func(ctx context.Context, term simba.Term) error {
+	err = two.WithLock(ctx(t), name, func(ctx context.Context, term simba.Term) error {
 		if !term.IsValid() || ctx.Err() != nil {
 			return fmt.Errorf("WithLock ran its function with term %v valid %v, ctx %v", term, term.IsValid(), ctx.Err())
 		}
@@ -559,81 +563,95 @@ func (c *clientHarness) lockCycle(t *testing.T) {
 		t.Fatal("two's term is valid after WithLock returned")
 	}
 	// WithLock unlocked: one takes the lock, with a greater token again.
-	t3 := c.tryLock(t, one, l1, "one to take the lock after two's WithLock")
-	if t3.Token() <= t2.Token() {
-		t.Fatalf("one: TryLock token %d, not greater than two's %d", t3.Token(), t2.Token())
+	h3 := c.tryLock(t, one, name, "one to take the lock after two's WithLock")
+	if h3.Token() <= t2.Token() {
+		t.Fatalf("one: TryLock token %d, not greater than two's %d", h3.Token(), t2.Token())
 	}
 	// WithLock returns its function's error, and unlocks.
 	boom := errors.New("boom")
-	if err := l1.Unlock(ctx(t)); err != nil {
+	if err := h3.Unlock(ctx(t)); err != nil {
 		t.Fatalf("one: Unlock: %v", err)
 	}
-	if err := l2.WithLock(ctx(t), func(context.Context, simba.Term) error { return boom }); !errors.Is(err, boom) {
+	if err := two.WithLock(ctx(t), name, func(context.Context, simba.Term) error { return boom }); !errors.Is(err, boom) {
 		t.Fatalf("two: WithLock returned %v, want its function's error", err)
 	}
-	t4 := c.tryLock(t, one, l1, "one to take the lock after two's failed WithLock")
-	if t4.Token() <= t3.Token() {
-		t.Fatalf("one: TryLock token %d, not greater than %d", t4.Token(), t3.Token())
+	h4 := c.tryLock(t, one, name, "one to take the lock after two's failed WithLock")
+	if h4.Token() <= h3.Token() {
+		t.Fatalf("one: TryLock token %d, not greater than %d", h4.Token(), h3.Token())
 	}
-	if err := l1.Unlock(ctx(t)); err != nil {
+	if err := h4.Unlock(ctx(t)); err != nil {
+		t.Fatalf("one: Unlock: %v", err)
+	}
+	// The name is free on one again: an election of that name can run on it, and after Stop,
+	// another one, and then a lock again.
+	for i := range 2 {
+		e := one.election(t, name)
+		until(t, c.patience, "an election of the unlocked name to lead", e.IsLeader)
+		if err := e.Stop(ctx(t)); err != nil {
+			t.Fatalf("one: Stop of election %d: %v", i, err)
+		}
+	}
+	h5 := c.tryLock(t, one, name, "one to lock the name again after its elections stopped")
+	if err := h5.Unlock(ctx(t)); err != nil {
 		t.Fatalf("one: Unlock: %v", err)
 	}
 }
 
-// tryLock calls m's TryLock on l once and fails the test unless it is granted: the lock was
+// tryLock calls m's TryLock of name once and fails the test unless it is granted: the lock was
 // just released by another client, whose Unlock returns only once the lease is free at the
 // server.
-func (c *clientHarness) tryLock(t testing.TB, m *member, l *simba.Lock, what string) simba.Term {
+func (c *clientHarness) tryLock(t testing.TB, m *member, name, what string) *simba.Held {
 	t.Helper()
 	tctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
-	term, err := l.TryLock(tctx)
+	h, err := m.TryLock(tctx, name)
 	if err != nil {
 		t.Fatalf("%s: %s: TryLock: %v", m.label, what, err)
 	}
-	return term
-}
-
-// lock creates a lock for name on m.
-func (m *member) lock(t testing.TB, name string) *simba.Lock {
-	t.Helper()
-	l, err := m.NewLock(name)
-	if err != nil {
-		t.Fatalf("%s: NewLock(%q): %v", m.label, name, err)
-	}
-	return l
+	return h
 }
 
 func (c *clientHarness) lockUnlockNotHeld(t *testing.T) {
 	name := c.name("unheld")
 	one, two := c.client(t, "one", c.steady), c.client(t, "two", c.steady)
-	l1, l2 := one.lock(t, name), two.lock(t, name)
-	if err := l1.Unlock(ctx(t)); !errors.Is(err, simba.ErrNotHeld) {
-		t.Fatalf("Unlock of a lock never taken: %v, want ErrNotHeld", err)
+	var none *simba.Held
+	if err := none.Unlock(ctx(t)); !errors.Is(err, simba.ErrNotHeld) {
+		t.Fatalf("Unlock of no lock: %v, want ErrNotHeld", err)
 	}
-	if _, err := l2.Lock(ctx(t)); err != nil {
+	h2, err := two.Lock(ctx(t), name)
+	if err != nil {
 		t.Fatalf("two: Lock: %v", err)
 	}
-	// one does not hold it, two does: one's Unlock changes nothing.
-	if err := l1.Unlock(ctx(t)); !errors.Is(err, simba.ErrNotHeld) {
-		t.Fatalf("Unlock of a lock another client holds: %v, want ErrNotHeld", err)
+	if _, err := one.TryLock(ctx(t), name); !errors.Is(err, simba.ErrLockHeld) {
+		t.Fatalf("one: TryLock while two holds it: %v, want ErrLockHeld", err)
 	}
-	if _, err := l1.TryLock(ctx(t)); !errors.Is(err, simba.ErrLockHeld) {
-		t.Fatalf("one: TryLock after its stray Unlock: %v, want ErrLockHeld (two still holds it)", err)
-	}
-	if err := l2.Unlock(ctx(t)); err != nil {
+	if err := h2.Unlock(ctx(t)); err != nil {
 		t.Fatalf("two: Unlock: %v", err)
 	}
-	if err := l2.Unlock(ctx(t)); !errors.Is(err, simba.ErrNotHeld) {
+	if err := h2.Unlock(ctx(t)); !errors.Is(err, simba.ErrNotHeld) {
 		t.Fatalf("a second Unlock: %v, want ErrNotHeld", err)
+	}
+	// The second Unlock changed nothing: one takes the lock, and two's stray Unlock of its
+	// old lock does not release one's.
+	h1 := c.tryLock(t, one, name, "one to take the lock two released")
+	if err := h2.Unlock(ctx(t)); !errors.Is(err, simba.ErrNotHeld) {
+		t.Fatalf("two: a third Unlock: %v, want ErrNotHeld", err)
+	}
+	if !h1.IsValid() {
+		t.Fatal("one's term ended when two unlocked its old lock again")
+	}
+	if _, err := two.TryLock(ctx(t), name); !errors.Is(err, simba.ErrLockHeld) {
+		t.Fatalf("two: TryLock after its stray Unlock: %v, want ErrLockHeld (one still holds it)", err)
+	}
+	if err := h1.Unlock(ctx(t)); err != nil {
+		t.Fatalf("one: Unlock: %v", err)
 	}
 }
 
 func (c *clientHarness) lockContextEnds(t *testing.T) {
 	name := c.name("lockctx")
 	one, two, three := c.client(t, "one", c.steady), c.client(t, "two", c.steady), c.client(t, "three", c.steady)
-	l1, l2, l3 := one.lock(t, name), two.lock(t, name), three.lock(t, name)
-	t1, err := l1.Lock(ctx(t))
+	h1, err := one.Lock(ctx(t), name)
 	if err != nil {
 		t.Fatalf("one: Lock: %v", err)
 	}
@@ -641,33 +659,99 @@ func (c *clientHarness) lockContextEnds(t *testing.T) {
 	lctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	start := time.Now()
-	t2, err := l2.Lock(lctx)
+	h2, err := two.Lock(lctx, name)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("two: Lock with a context that ends while one holds the lock: %v, want the context's error", err)
 	}
 	if took := time.Since(start); took < wait {
 		t.Fatalf("two: Lock returned after %v, before its context ended (%v)", took, wait)
 	}
-	if t2.IsValid() || t2.Token() != 0 {
-		t.Fatalf("two: failed Lock returned the term %v", t2)
+	if h2 != nil {
+		t.Fatalf("two: failed Lock returned the lock %v", h2.Term)
 	}
-	if !t1.IsValid() {
+	if !h1.IsValid() {
 		t.Fatal("one's term ended while two waited")
 	}
-	if err := l1.Unlock(ctx(t)); err != nil {
+	if err := h1.Unlock(ctx(t)); err != nil {
 		t.Fatalf("one: Unlock: %v", err)
 	}
 	// two withdrew: the lease is free for a third client (a grant that raced with two's
 	// withdrawal is released at once, not held for a TTL).
-	t3 := c.tryLock(t, three, l3, "three to take the lock one released")
-	if t3.Token() <= t1.Token() {
-		t.Fatalf("three's token %d is not greater than one's %d", t3.Token(), t1.Token())
+	h3 := c.tryLock(t, three, name, "three to take the lock one released")
+	if h3.Token() <= h1.Token() {
+		t.Fatalf("three's token %d is not greater than one's %d", h3.Token(), h1.Token())
 	}
-	if err := l2.Unlock(ctx(t)); !errors.Is(err, simba.ErrNotHeld) {
-		t.Fatalf("two: Unlock after its Lock failed: %v, want ErrNotHeld", err)
-	}
-	if err := l3.Unlock(ctx(t)); err != nil {
+	if err := h3.Unlock(ctx(t)); err != nil {
 		t.Fatalf("three: Unlock: %v", err)
+	}
+}
+
+// lockLocalQueue: goroutines of one client asking for the same name are served one after the
+// other, each with its own term and a token above the previous one's; TryLock on the client
+// fails at once while the name is taken there; a goroutine whose context ends while it waits
+// leaves the queue without taking the lock; and once every goroutine has unlocked, the name
+// is free at the server (another client takes it at once).
+func (c *clientHarness) lockLocalQueue(t *testing.T) {
+	name := c.name("queue")
+	one, two := c.client(t, "one", c.steady), c.client(t, "two", c.steady)
+	first, err := one.Lock(ctx(t), name)
+	if err != nil {
+		t.Fatalf("one: Lock: %v", err)
+	}
+	if _, err := one.TryLock(ctx(t), name); !errors.Is(err, simba.ErrLockHeld) {
+		t.Fatalf("one: TryLock while another goroutine of one holds it: %v, want ErrLockHeld", err)
+	}
+	gctx, cancelGone := context.WithTimeout(ctx(t), c.steady/4)
+	defer cancelGone()
+	if _, err := one.Lock(gctx, name); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("one: a waiter whose context ended: %v, want context.DeadlineExceeded", err)
+	}
+	const waiters = 4
+	type got struct {
+		h *simba.Held
+		e error
+	}
+	granted := make(chan got, waiters)
+	for range waiters {
+		go func() {
+			h, err := one.Lock(ctx(t), name)
+			granted <- got{h, err}
+		}()
+	}
+	prev := first.Term
+	if err := first.Unlock(ctx(t)); err != nil {
+		t.Fatalf("one: Unlock: %v", err)
+	}
+	for i := range waiters {
+		var g got
+		select {
+		case g = <-granted:
+		case <-time.After(callTimeout):
+			t.Fatalf("one: no waiter got the lock after holder %d unlocked", i)
+		}
+		if g.e != nil {
+			t.Fatalf("one: waiter: Lock: %v", g.e)
+		}
+		if !g.h.IsValid() || g.h.Token() <= prev.Token() || prev.IsValid() {
+			t.Fatalf("one: a waiter got term %v (valid %v) after %v (valid %v): want a new valid term with a greater token",
+				g.h.Term, g.h.IsValid(), prev, prev.IsValid())
+		}
+		select {
+		case other := <-granted:
+			t.Fatalf("one: two goroutines hold the lock at once: %v and %v (%v)", g.h.Term, other.h, other.e)
+		default:
+		}
+		prev = g.h.Term
+		if err := g.h.Unlock(ctx(t)); err != nil {
+			t.Fatalf("one: Unlock: %v", err)
+		}
+	}
+	h2 := c.tryLock(t, two, name, "two to take the lock once every goroutine of one unlocked")
+	if h2.Token() <= prev.Token() {
+		t.Fatalf("two's token %d is not greater than one's last %d", h2.Token(), prev.Token())
+	}
+	if err := h2.Unlock(ctx(t)); err != nil {
+		t.Fatalf("two: Unlock: %v", err)
 	}
 }
 
@@ -864,7 +948,7 @@ func (c *clientHarness) closeFromCallback(t *testing.T) {
 	// Close returned once the session was closed, its lease with it: another client takes it
 	// at once.
 	b := c.client(t, "b", c.steady)
-	tb, err := b.lock(t, name).TryLock(ctx(t))
+	tb, err := b.TryLock(ctx(t), name)
 	if err != nil {
 		t.Fatalf("b: TryLock after a closed: %v", err)
 	}

@@ -67,14 +67,11 @@ func TestForgedReleasedPublishStormIsDamped(t *testing.T) {
 		return c, cb
 	}
 	holder, _ := newClient("holder")
-	hl, err := holder.NewLock(name)
+	hl, err := holder.Lock(ctx, name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	held, err := hl.Lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	held := hl.Term
 	type waiter struct {
 		b   *countingBackend
 		got chan simba.Term
@@ -82,16 +79,12 @@ func TestForgedReleasedPublishStormIsDamped(t *testing.T) {
 	var ws []waiter
 	for _, owner := range []string{"w1", "w2", "w3"} {
 		c, cb := newClient(owner)
-		l, err := c.NewLock(name)
-		if err != nil {
-			t.Fatal(err)
-		}
 		got := make(chan simba.Term, 1)
 		lockCtx, stop := context.WithCancel(ctx)
 		t.Cleanup(stop)
 		go func() {
-			if term, err := l.Lock(lockCtx); err == nil {
-				got <- term
+			if h, err := c.Lock(lockCtx, name); err == nil {
+				got <- h.Term
 			}
 		}()
 		ws = append(ws, waiter{b: cb, got: got})

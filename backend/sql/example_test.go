@@ -71,11 +71,7 @@ func Example_lock() {
 	}
 	defer client.Close(ctx)
 
-	lock, err := client.NewLock("nightly-report")
-	if err != nil {
-		log.Fatal(err)
-	}
-	err = lock.WithLock(ctx, func(ctx context.Context, t simba.Term) error {
+	err = client.WithLock(ctx, "nightly-report", func(ctx context.Context, t simba.Term) error {
 		// Pass t.Token() to the resource; it is a µs-scale number, only its order matters.
 		fmt.Println("holding", t.Name(), "with a fencing token:", t.Token() > 0)
 		return nil

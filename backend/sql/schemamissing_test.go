@@ -25,15 +25,14 @@ func TestMissingSchemaIsReported(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	l, _ := c.NewLock("l")
 	start := time.Now()
-	if _, err := l.Lock(ctx); !errors.Is(err, simba.ErrSchemaMissing) || ctx.Err() != nil {
+	if _, err := c.Lock(ctx, "l"); !errors.Is(err, simba.ErrSchemaMissing) || ctx.Err() != nil {
 		t.Fatalf("Lock = %v, want ErrSchemaMissing at once", err)
 	}
 	t.Logf("Lock failed after %v", time.Since(start))
 
 	e, _ := c.NewElection("x")
-	events := e.Events()
+	events := e.Events(ctx)
 	if err := e.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

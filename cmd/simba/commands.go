@@ -210,11 +210,7 @@ func runCommand(ctx context.Context, args []string, lock bool) error {
 	}
 
 	if lock {
-		l, err := c.NewLock(*lease)
-		if err != nil {
-			return err
-		}
-		return l.WithLock(ctx, run)
+		return c.WithLock(ctx, *lease, run)
 	}
 	done := make(chan error, 1)
 	e, err := c.NewElection(*lease, simba.RunWhileLeader(func(ctx context.Context, t simba.Term) error {
