@@ -212,6 +212,7 @@ func TestBadInputIsRejectedBeforeIO(t *testing.T) {
 	for _, opt := range []simba.ElectionOption{
 		simba.OnElected(nil), simba.OnRevoked(nil), simba.RunWhileLeader(nil),
 		simba.Schedule(-time.Second, func(context.Context, simba.Term) {}), simba.Schedule(time.Second, nil),
+		{}, // the zero option
 	} {
 		if _, err := c.NewElection("ok", opt); !errors.Is(err, simba.ErrInvalidOption) {
 			t.Errorf("bad election option: %v, want ErrInvalidOption", err)
@@ -222,6 +223,9 @@ func TestBadInputIsRejectedBeforeIO(t *testing.T) {
 	}
 	if _, err := c.JoinGroup(ctx, "g", 8, simba.OnAssigned(nil)); !errors.Is(err, simba.ErrInvalidOption) {
 		t.Errorf("JoinGroup with a nil handler: %v, want ErrInvalidOption", err)
+	}
+	if _, err := c.JoinGroup(ctx, "g", 8, simba.GroupOption{}); !errors.Is(err, simba.ErrInvalidOption) {
+		t.Errorf("JoinGroup with the zero option: %v, want ErrInvalidOption", err)
 	}
 	if err := c.WithLock(ctx, "lk", nil); !errors.Is(err, simba.ErrInvalidOption) {
 		t.Errorf("WithLock(nil): %v", err)

@@ -197,30 +197,31 @@ type Election struct {
 	leaseCore
 }
 
-// ElectionOption configures an Election.
-type ElectionOption func(*leaseCore) error
+// ElectionOption configures an Election (OnElected, OnRevoked, RunWhileLeader, Schedule). The
+// zero ElectionOption is invalid.
+type ElectionOption struct{ apply func(*leaseCore) error }
 
 // OnElected sets a callback run when this client becomes leader. Callbacks of one election run
 // one at a time, in order, never on the loop goroutine; ctx marks the callback for Close.
 func OnElected(fn func(ctx context.Context, t Term)) ElectionOption {
-	return func(l *leaseCore) error {
+	return ElectionOption{func(l *leaseCore) error {
 		if fn == nil {
 			return invalid("OnElected function is nil")
 		}
 		l.onElected = fn
 		return nil
-	}
+	}}
 }
 
 // OnRevoked sets a callback run when a term of this election ends, with the reason.
 func OnRevoked(fn func(ctx context.Context, t Term, reason RevokeReason)) ElectionOption {
-	return func(l *leaseCore) error {
+	return ElectionOption{func(l *leaseCore) error {
 		if fn == nil {
 			return invalid("OnRevoked function is nil")
 		}
 		l.onRevoked = fn
 		return nil
-	}
+	}}
 }
 
 // RunWhileLeader sets the leader work: fn runs on its own goroutine for each term, with a ctx
@@ -228,7 +229,7 @@ func OnRevoked(fn func(ctx context.Context, t Term, reason RevokeReason)) Electi
 // the lease is kept until fn returns or the session's local deadline passes, whichever is
 // first, so no new leader starts while fn may still act under a term it believes valid.
 func RunWhileLeader(fn func(ctx context.Context, t Term) error) ElectionOption {
-	return func(l *leaseCore) error {
+	return ElectionOption{func(l *leaseCore) error {
 		if fn == nil {
 			return invalid("RunWhileLeader function is nil")
 		}
@@ -237,13 +238,13 @@ func RunWhileLeader(fn func(ctx context.Context, t Term) error) ElectionOption {
 		}
 		l.work = fn
 		return nil
-	}
+	}}
 }
 
 // Schedule sets leader work that calls fn at once and then every interval while this client
 // leads (on the client's clock), with handover as RunWhileLeader.
 func Schedule(every time.Duration, fn func(ctx context.Context, t Term)) ElectionOption {
-	return func(l *leaseCore) error {
+	return ElectionOption{func(l *leaseCore) error {
 		if fn == nil {
 			return invalid("Schedule function is nil")
 		}
@@ -268,7 +269,7 @@ func Schedule(every time.Duration, fn func(ctx context.Context, t Term)) Electio
 			}
 		}
 		return nil
-	}
+	}}
 }
 
 // NewElection creates an election for name on this client. It validates name and options
@@ -280,10 +281,10 @@ func (c *Client) NewElection(name string, opts ...ElectionOption) (*Election, er
 	}
 	e := &Election{leaseCore{c: c, name: name, disp: newSerialDispatcher(c.cfg.callbacks, &c.callbacks)}}
 	for _, o := range opts {
-		if o == nil {
-			return nil, invalid("nil election option")
+		if o.apply == nil {
+			return nil, invalid("zero election option")
 		}
-		if err := o(&e.leaseCore); err != nil {
+		if err := o.apply(&e.leaseCore); err != nil {
 			return nil, err
 		}
 	}

@@ -30,44 +30,45 @@ type PartitionGroup struct {
 	events   leaseCore // subscribers of group-level events
 }
 
-// GroupOption configures a PartitionGroup.
-type GroupOption func(*PartitionGroup) error
+// GroupOption configures a PartitionGroup (OnAssigned, OnUnassigned, RunPartition). The zero
+// GroupOption is invalid.
+type GroupOption struct{ apply func(*PartitionGroup) error }
 
 // OnAssigned sets a callback run when this client starts leading partition p. Callbacks of a
 // group run one at a time, in order.
 func OnAssigned(fn func(ctx context.Context, p int, t Term)) GroupOption {
-	return func(g *PartitionGroup) error {
+	return GroupOption{func(g *PartitionGroup) error {
 		if fn == nil {
 			return invalid("OnAssigned function is nil")
 		}
 		g.onAssigned = fn
 		return nil
-	}
+	}}
 }
 
 // OnUnassigned sets a callback run when this client's term of partition p ends (rebalanced
 // away, lost, or the group left).
 func OnUnassigned(fn func(ctx context.Context, p int, t Term, reason RevokeReason)) GroupOption {
-	return func(g *PartitionGroup) error {
+	return GroupOption{func(g *PartitionGroup) error {
 		if fn == nil {
 			return invalid("OnUnassigned function is nil")
 		}
 		g.onRevoked = fn
 		return nil
-	}
+	}}
 }
 
 // RunPartition sets per-partition leader work: fn runs for each term of each partition this
 // client leads, with a ctx cancelled on revocation; a partition rebalanced away is handed over
 // only after fn returns (or the session's local deadline passes).
 func RunPartition(fn func(ctx context.Context, p int, t Term) error) GroupOption {
-	return func(g *PartitionGroup) error {
+	return GroupOption{func(g *PartitionGroup) error {
 		if fn == nil {
 			return invalid("RunPartition function is nil")
 		}
 		g.work = fn
 		return nil
-	}
+	}}
 }
 
 // JoinGroup joins group with the given number of partitions. It validates the group name (every
@@ -85,10 +86,10 @@ func (c *Client) JoinGroup(ctx context.Context, group string, partitions int, op
 	g := &PartitionGroup{c: c, name: group, partitions: partitions, disp: newSerialDispatcher(c.cfg.callbacks, &c.callbacks), parts: make(map[int]*leaseCore)}
 	g.events = leaseCore{c: c, name: group, disp: g.disp}
 	for _, o := range opts {
-		if o == nil {
-			return nil, invalid("nil group option")
+		if o.apply == nil {
+			return nil, invalid("zero group option")
 		}
-		if err := o(g); err != nil {
+		if err := o.apply(g); err != nil {
 			return nil, err
 		}
 	}
