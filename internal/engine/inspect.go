@@ -96,3 +96,18 @@ func (s *Engine) Group(name string) (GroupInfo, bool) {
 	return GroupInfo{Name: g.name, Partitions: g.partitions, Joined: g.joined,
 		Members: slices.Clone(g.members), Assigned: slices.Clone(g.assigned)}, true
 }
+
+// Footprint counts what the engine keeps per name and per call, for tests that check that
+// state returns to its size once names are let go.
+type Footprint struct {
+	Elections, Active, Waiting, Groups, Pending, Released, Releasing, Barriers int
+}
+
+// Footprint returns the sizes of the engine's per-name and per-call state.
+func (s *Engine) Footprint() Footprint {
+	return Footprint{
+		Elections: len(s.elections), Active: len(s.active), Waiting: len(s.waiting),
+		Groups: len(s.groups), Pending: len(s.pending), Released: len(s.sess.released),
+		Releasing: len(s.sess.releasing), Barriers: len(s.barriers),
+	}
+}
