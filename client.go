@@ -106,27 +106,7 @@ func New(backend spi.Backend, opts ...Option) (*Client, error) {
 	if err := cfg.finish(); err != nil {
 		return nil, err
 	}
-	eo := engine.Options{
-		Owner:         cfg.owner,
-		TTL:           cfg.ttl,
-		RenewInterval: cfg.renewEvery,
-		Drift:         cfg.drift,
-		Margin:        cfg.margin,
-		Cooldown:      cfg.cooldown,
-		RetryJitter:   cfg.maxJitter,
-		BackoffMin:    cfg.minBackoff,
-	}
-	// The engine reads zero as "default"; an explicit zero is a negative value there.
-	if cfg.drift == 0 {
-		eo.Drift = -1
-	}
-	if cfg.margin == 0 {
-		eo.Margin = -1
-	}
-	if cfg.maxJitter == 0 {
-		eo.RetryJitter = time.Nanosecond
-	}
-	eng, err := engine.New(eo)
+	eng, err := engine.New(cfg.engineOptions())
 	if err != nil {
 		return nil, err
 	}

@@ -26,8 +26,11 @@
 // The client never reads the wall clock for lease decisions. Remaining times come from the
 // backend (its own clock decides), and the local deadline of a session is
 // sentAt + remaining × (1 − drift) − margin on the client's monotonic clock, where sentAt is
-// when the renewing request was sent. Defaults: TTL 15 s, renewal every TTL/3, drift 1 %,
-// margin 50 ms, cooldown one TTL.
+// when the renewing request was sent. Defaults (DefaultTTL and the other Default constants):
+// TTL 15 s, renewal every TTL/3, drift 1 %, margin 50 ms, cooldown one TTL, retry jitter up to
+// 25 ms, backoff from 50 ms up to the renewal interval. WithDrift(0), WithMargin(0) and
+// WithJitter(0) mean zero, not the default; WithCooldown(0) means the default; WithTTL(0) and
+// WithRenewEvery(0) are rejected.
 //
 // # Layers
 //

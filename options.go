@@ -16,24 +16,35 @@ import (
 	"github.com/simba-go/simba/internal/engine"
 )
 
-// Defaults (DESIGN.md §4).
+// Defaults (DESIGN.md §4). They are the engine's defaults (internal/engine defines each one,
+// once); a Client made without options runs with exactly these, and the renewal interval TTL/3,
+// the cooldown one TTL and backoffs from DefaultMinBackoff up to the renewal interval.
+//
+// Each With... option says what its zero value means: zero is the default for WithCooldown, a
+// literal zero for WithDrift, WithMargin and WithJitter, and rejected by WithTTL and
+// WithRenewEvery (leave them out for the default).
 const (
-	DefaultTTL    = 15 * time.Second
-	DefaultDrift  = 0.01
-	DefaultMargin = 50 * time.Millisecond
-	// DefaultMaxJitter bounds the jitter a candidate adds to the holder's remaining time.
-	DefaultMaxJitter = 25 * time.Millisecond
-	// DefaultMinBackoff is the first backoff after a failed call; it doubles up to the renewal
-	// interval, with full jitter.
-	DefaultMinBackoff = 50 * time.Millisecond
+	// DefaultTTL is the session TTL (WithTTL): 15 s.
+	DefaultTTL = engine.DefaultTTL
+	// DefaultDrift is the assumed clock-rate drift (WithDrift): 0.01 (1%).
+	DefaultDrift = engine.DefaultDrift
+	// DefaultMargin is the safety margin of every local deadline (WithMargin): 50 ms.
+	DefaultMargin = engine.DefaultMargin
+	// DefaultMaxJitter bounds the jitter a candidate adds to the holder's remaining time
+	// (WithJitter): 25 ms.
+	DefaultMaxJitter = engine.DefaultRetryJitter
+	// DefaultMinBackoff is the first backoff bound after a failed call, 50 ms, capped at the
+	// renewal interval; it doubles up to the renewal interval, and each delay is drawn below it
+	// (full jitter).
+	DefaultMinBackoff = engine.DefaultBackoffMin
 	// MaxTTL bounds the TTL and every other duration option (cooldown, jitter): 24 hours. A
 	// lease that must outlive a day without a keep-alive is not a lease, and the bound keeps
 	// every time sum the client makes (a monotonic time plus a few option values) far below the
 	// ~292 years that int64 nanoseconds hold, so no option value can make a deadline wrap
 	// around into the far future. (The engine's time sums also saturate.)
 	MaxTTL = engine.MaxDuration
-	// MaxDrift bounds the drift option: drift is in [0, MaxDrift).
-	MaxDrift = 0.5
+	// MaxDrift bounds the drift option: drift is in [0, MaxDrift), MaxDrift = 0.5.
+	MaxDrift = engine.MaxDrift
 )
 
 // ErrInvalidOwner is matched (errors.Is), together with ErrInvalidOption, by the error of an
@@ -52,14 +63,15 @@ type Listener func(Event)
 // Option configures a Client.
 type Option func(*config) error
 
+// config holds the options as given; finish resolves them with the engine's rules
+// (engine.Options.Resolve), so that New hands the engine exactly the values it runs with.
 type config struct {
 	ttl        time.Duration
-	renewEvery time.Duration // 0: ttl/3
+	renewEvery time.Duration // 0 until finish: the engine's default (TTL/3)
 	drift      float64
 	margin     time.Duration
-	cooldown   time.Duration // 0: ttl
+	cooldown   time.Duration // 0 until finish: the engine's default (one TTL)
 	maxJitter  time.Duration
-	minBackoff time.Duration
 	owner      string
 	clock      spi.Clock
 	logger     *slog.Logger
@@ -70,14 +82,18 @@ type config struct {
 	seeded     bool
 }
 
+// defaultConfig starts from the engine's defaults (engine.Defaults: the one place they are
+// defined).
 func defaultConfig() config {
 	host, _ := os.Hostname()
+	d := engine.Defaults()
 	return config{
-		ttl:        DefaultTTL,
-		drift:      DefaultDrift,
-		margin:     DefaultMargin,
-		maxJitter:  DefaultMaxJitter,
-		minBackoff: DefaultMinBackoff,
+		ttl:        d.TTL,
+		renewEvery: d.RenewInterval,
+		drift:      d.Drift,
+		margin:     d.Margin,
+		cooldown:   d.Cooldown,
+		maxJitter:  d.RetryJitter,
 		owner:      defaultOwner(host, os.Getpid()),
 		logger:     slog.New(slog.DiscardHandler),
 		callbacks:  func(f func()) { go f() },
@@ -110,9 +126,10 @@ func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, args...)...)
 }
 
-// WithTTL sets the session TTL (default 15 s): how long the backend keeps the session, and so
-// every lease it holds, without a keep-alive. It must be in (0, MaxTTL] (24 h) and at least
-// three renewal intervals.
+// WithTTL sets the session TTL (default DefaultTTL, 15 s): how long the backend keeps the
+// session, and so every lease it holds, without a keep-alive. It must be in (0, MaxTTL] (24 h)
+// and at least three renewal intervals; zero is rejected (leave the option out for the
+// default).
 func WithTTL(ttl time.Duration) Option {
 	return func(c *config) error {
 		if ttl <= 0 || ttl > MaxTTL {
@@ -125,7 +142,7 @@ func WithTTL(ttl time.Duration) Option {
 
 // WithRenewEvery sets the keep-alive interval (default TTL/3). It is also each backend call's
 // timeout. The TTL must exceed it by at least twice the call timeout, that is TTL ≥ 3 × renewEvery;
-// so it is in (0, MaxTTL/3].
+// so it is in (0, MaxTTL/3]. Zero is rejected (leave the option out for the default TTL/3).
 func WithRenewEvery(d time.Duration) Option {
 	return func(c *config) error {
 		if d <= 0 || d > MaxTTL/3 {
@@ -137,8 +154,9 @@ func WithRenewEvery(d time.Duration) Option {
 }
 
 // WithDrift sets the assumed maximum clock-rate difference between client and backend (default
-// 0.01): the local deadline is sentAt + remaining × (1 − drift) − margin. It must be a finite
-// number in [0, MaxDrift): NaN and ±Inf are rejected.
+// DefaultDrift, 0.01): the local deadline is sentAt + remaining × (1 − drift) − margin. It must
+// be a finite number in [0, MaxDrift): NaN and ±Inf are rejected. Zero is taken literally: no
+// drift allowance (not the default).
 func WithDrift(drift float64) Option {
 	return func(c *config) error {
 		if !(drift >= 0 && drift < MaxDrift) { // also NaN
@@ -149,8 +167,9 @@ func WithDrift(drift float64) Option {
 	}
 }
 
-// WithMargin sets the safety margin subtracted from every local deadline (default 50 ms). It
-// must be in [0, TTL/2) (New checks it against the TTL).
+// WithMargin sets the safety margin subtracted from every local deadline (default
+// DefaultMargin, 50 ms). It must be in [0, TTL/2) (New checks it against the TTL). Zero is
+// taken literally: no margin (not the default).
 func WithMargin(d time.Duration) Option {
 	return func(c *config) error {
 		if d < 0 || d >= MaxTTL/2 {
@@ -162,7 +181,8 @@ func WithMargin(d time.Duration) Option {
 }
 
 // WithCooldown sets how long an election stays out of the race after StepDown (default one
-// TTL), in [0, MaxTTL]; 0 means the default.
+// TTL), in [0, MaxTTL]. Zero means the default, one TTL (a cooldown cannot be zero: use a
+// small positive value for a near-immediate return to the race).
 func WithCooldown(d time.Duration) Option {
 	return func(c *config) error {
 		if d < 0 || d > MaxTTL {
@@ -247,7 +267,8 @@ func WithListener(l Listener) Option {
 }
 
 // WithJitter bounds the random delay a candidate adds to the holder's remaining time before
-// retrying (default 25 ms), in [0, MaxTTL].
+// retrying (default DefaultMaxJitter, 25 ms), in [0, MaxTTL]. Zero is taken literally: no
+// jitter, the candidate retries exactly at the holder's remaining time (not the default).
 func WithJitter(max time.Duration) Option {
 	return func(c *config) error {
 		if max < 0 || max > MaxTTL {
@@ -266,31 +287,34 @@ func WithSeed(seed uint64) Option {
 	}
 }
 
-// finish fills derived defaults and checks the combination.
+// finish resolves the options with the engine's rules (engine.Options.Resolve fills the
+// derived defaults — renewal interval TTL/3, cooldown one TTL — and checks the combination:
+// TTL ≥ 3 × renewal interval, margin < TTL/2, every bound), so the client and its engine agree
+// on every value; New hands the engine the result (engineOptions).
 func (c *config) finish() error {
-	if c.renewEvery == 0 {
-		c.renewEvery = c.ttl / 3
-	}
-	if c.cooldown == 0 {
-		c.cooldown = c.ttl
-	}
 	if c.clock == nil {
 		c.clock = spi.SystemClock()
 	}
-	// Each call times out after one renewal interval; a keep-alive sent just before the
-	// deadline must still be able to time out and be retried once before the TTL runs out.
-	// (Written as a division: 3 × renewEvery could overflow.)
-	if c.renewEvery <= 0 {
-		return invalid("TTL %v is too short for a renewal interval of TTL/3", c.ttl)
+	o, err := c.engineOptions().Resolve()
+	if err != nil {
+		return err
 	}
-	if c.renewEvery > c.ttl/3 {
-		return invalid("TTL %v must be at least 3 × the renewal interval %v (renewal + 2 × call timeout)", c.ttl, c.renewEvery)
-	}
-	if c.margin >= c.ttl/2 {
-		return invalid("margin %v must be below half the TTL %v", c.margin, c.ttl)
-	}
-	if c.minBackoff > c.renewEvery {
-		c.minBackoff = c.renewEvery
-	}
+	c.renewEvery, c.cooldown = o.RenewInterval, o.Cooldown
 	return nil
+}
+
+// engineOptions maps the options to the engine's, value for value: a zero drift, margin or
+// jitter is a literal zero there too, and a zero renewal interval or cooldown (before finish)
+// is the engine's derived default. The backoff bounds are the engine's defaults (no option
+// sets them).
+func (c *config) engineOptions() engine.Options {
+	return engine.Options{
+		Owner:         c.owner,
+		TTL:           c.ttl,
+		RenewInterval: c.renewEvery,
+		Drift:         c.drift,
+		Margin:        c.margin,
+		Cooldown:      c.cooldown,
+		RetryJitter:   c.maxJitter,
+	}
 }

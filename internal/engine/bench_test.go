@@ -14,7 +14,9 @@ const benchTTL = 15 * time.Second
 // candidates waiting on a HeldBy retry far in the future.
 func benchEngine(tb testing.TB, idle, held int) *Engine {
 	tb.Helper()
-	e, err := New(Options{Owner: "bench", TTL: benchTTL})
+	o := Defaults()
+	o.Owner, o.TTL = "bench", benchTTL
+	e, err := New(o)
 	if err != nil {
 		tb.Fatal(err)
 	}

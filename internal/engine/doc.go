@@ -7,13 +7,13 @@
 //
 // # Driving the engine
 //
-// Create one Engine per client with New (it validates Options and fills the defaults of
-// DESIGN.md §4), then call Step(ev, now) from a single goroutine, once per event, and carry out
-// the returned effects in order before the next Step. now is the client's monotonic time
-// (spi.Clock.Now(): a duration since an arbitrary origin); it must not go backwards (a
-// smaller value is taken as the previous one). The returned slice is reused by the next
-// Step: copy what must outlive it (the slices inside effects — Names, Groups, Members,
-// Assigned — are never reused and may be kept).
+// Create one Engine per client with New (it validates Options; Defaults() returns the defaults
+// of DESIGN.md §4, the only place they are defined), then call Step(ev, now) from a single
+// goroutine, once per event, and carry out the returned effects in order before the next
+// Step. now is the client's monotonic time (spi.Clock.Now(): a duration since an arbitrary
+// origin); it must not go backwards (a smaller value is taken as the previous one). The
+// returned slice is reused by the next Step: copy what must outlive it (the slices inside
+// effects — Names, Groups, Members, Assigned — are never reused and may be kept).
 //
 // Start with an EvBoot event: it opens the session. Then feed:
 //

@@ -99,10 +99,11 @@ type pending struct {
 	futures []FutureID
 }
 
-// New returns an engine for opts (zero fields take the defaults of DESIGN.md §4). It does
-// nothing until it is stepped with Boot.
+// New returns an engine for opts, resolved by Options.Resolve (which fills only the derived
+// defaults; start from Defaults() for the others). It does nothing until it is stepped with
+// Boot.
 func New(opts Options) (*Engine, error) {
-	o, err := opts.withDefaults()
+	o, err := opts.Resolve()
 	if err != nil {
 		return nil, err
 	}

@@ -37,7 +37,7 @@ type GroupInfo struct {
 	Assigned   []int
 }
 
-// Options returns the options in force (with defaults filled in).
+// Options returns the options in force: those given to New, resolved (Options.Resolve).
 func (s *Engine) Options() Options { return s.opt }
 
 // Now returns the time of the latest Step.

@@ -9,13 +9,22 @@ import (
 	"github.com/simba-go/simba/spi"
 )
 
-// Defaults (DESIGN.md §4).
+// Defaults (DESIGN.md §4). These are the only definitions of the defaults: package simba's
+// DefaultTTL, DefaultDrift, DefaultMargin, DefaultMaxJitter and DefaultMinBackoff are these
+// constants, and its Client hands every option to the engine as it is (Options.Resolve derives
+// the rest).
 const (
-	DefaultTTL         = 15 * time.Second
-	DefaultDrift       = 0.01
-	DefaultMargin      = 50 * time.Millisecond
+	// DefaultTTL is the session time-to-live.
+	DefaultTTL = 15 * time.Second
+	// DefaultDrift is the clock-rate drift every local deadline allows for (1%).
+	DefaultDrift = 0.01
+	// DefaultMargin is subtracted from every local deadline.
+	DefaultMargin = 50 * time.Millisecond
+	// DefaultRetryJitter bounds the jitter a candidate adds to the holder's remaining time.
 	DefaultRetryJitter = 25 * time.Millisecond
-	DefaultBackoffMin  = 50 * time.Millisecond
+	// DefaultBackoffMin is the first backoff bound after a failed call, capped at BackoffMax
+	// (see Options.BackoffMin).
+	DefaultBackoffMin = 50 * time.Millisecond
 	// MaxDuration bounds every duration option (TTL, renewal interval, margin, cooldown, retry
 	// jitter, backoff bounds): 24 hours. A lease that must survive a day without a keep-alive
 	// is not a lease; the bound keeps every time sum the engine makes (a monotonic time of up
@@ -23,7 +32,39 @@ const (
 	// hold, so no option value can make a deadline wrap around. The engine's time sums also
 	// saturate, so even a monotonic time near the limit cannot wrap.
 	MaxDuration = 24 * time.Hour
+	// MaxDrift bounds Options.Drift: drift is in [0, MaxDrift).
+	MaxDrift = 0.5
 )
+
+// DefaultRenewInterval is the renewal interval of a session with the given TTL when none is
+// set: TTL/3, the longest the rule TTL ≥ 3 × renewal interval allows.
+func DefaultRenewInterval(ttl time.Duration) time.Duration { return ttl / 3 }
+
+// DefaultCooldown is the cooldown of a session with the given TTL when none is set: one TTL.
+func DefaultCooldown(ttl time.Duration) time.Duration { return ttl }
+
+// DefaultBackoffMax is the backoff bound for a given renewal interval when none is set: the
+// renewal interval.
+func DefaultBackoffMax(renew time.Duration) time.Duration { return renew }
+
+// DefaultBackoffMinFor is the first backoff bound for a given BackoffMax when none is set:
+// DefaultBackoffMin, capped at backoffMax (a short renewal interval keeps its backoffs short).
+func DefaultBackoffMinFor(backoffMax time.Duration) time.Duration {
+	return min(DefaultBackoffMin, backoffMax)
+}
+
+// Defaults returns the options of DESIGN.md §4 with no owner: TTL DefaultTTL, Drift
+// DefaultDrift, Margin DefaultMargin, RetryJitter DefaultRetryJitter, and zero (derived from
+// the TTL by Resolve) in RenewInterval, Cooldown, BackoffMin and BackoffMax. Set Owner (and
+// change what else you need) before New.
+func Defaults() Options {
+	return Options{
+		TTL:         DefaultTTL,
+		Drift:       DefaultDrift,
+		Margin:      DefaultMargin,
+		RetryJitter: DefaultRetryJitter,
+	}
+}
 
 // Rule names one of the rules of DESIGN.md §2 that the engine keeps.
 type Rule uint8
@@ -44,34 +85,40 @@ const (
 	Rule5
 )
 
-// Options configure an engine. Zero values take the defaults of DESIGN.md §4.
+// Options configure an engine. They are taken literally: a zero Drift, Margin or RetryJitter
+// is zero, and a zero TTL or Owner is invalid. Only the four fields whose defaults derive from
+// another field read zero as "the default": RenewInterval, Cooldown, BackoffMin and
+// BackoffMax. Start from Defaults() for the defaults of DESIGN.md §4.
 type Options struct {
 	// Owner is shown as the holder of this client's leases. Required; wire.ValidateOwner
 	// checks it (1..wire.MaxOwnerLen bytes of UTF-8 without control characters).
 	Owner string
-	// TTL is the session time-to-live (default 15 s), at most MaxDuration. It also bounds
-	// every remaining time a backend reports for this client's session: a backend can never
-	// legitimately grant more than the TTL it was asked for.
+	// TTL is the session time-to-live, in (0, MaxDuration] (DefaultTTL in Defaults). It also
+	// bounds every remaining time a backend reports for this client's session: a backend can
+	// never legitimately grant more than the TTL it was asked for.
 	TTL time.Duration
-	// RenewInterval is the time between keep-alives and the timeout of every call (default
-	// TTL/3). TTL must be at least three renewal intervals (a renewal interval plus twice the
-	// call timeout).
+	// RenewInterval is the time between keep-alives and the timeout of every call; zero means
+	// DefaultRenewInterval(TTL), that is TTL/3. TTL must be at least three renewal intervals (a
+	// renewal interval plus twice the call timeout).
 	RenewInterval time.Duration
-	// Drift is the clock-rate drift the local deadline allows for, in [0, 0.5) (default 1%).
-	// A negative finite value means zero; NaN and ±Inf are invalid.
+	// Drift is the clock-rate drift the local deadline allows for, a finite number in
+	// [0, MaxDrift) (DefaultDrift in Defaults); zero is no drift allowance. NaN, ±Inf and
+	// negative values are invalid.
 	Drift float64
-	// Margin is subtracted from every local deadline (default 50 ms), below TTL/2. A negative
-	// value means zero.
+	// Margin is subtracted from every local deadline, in [0, TTL/2) (DefaultMargin in
+	// Defaults); zero is no margin. Negative values are invalid.
 	Margin time.Duration
-	// Cooldown is how long a stepped-down election waits before it is a candidate again
-	// (default one TTL), at most MaxDuration.
+	// Cooldown is how long a stepped-down election waits before it is a candidate again, at
+	// most MaxDuration; zero means DefaultCooldown(TTL), one TTL.
 	Cooldown time.Duration
 	// RetryJitter bounds the jitter added to a candidate's retry at the holder's remaining
-	// time (default 25 ms), at most MaxDuration.
+	// time, in [0, MaxDuration] (DefaultRetryJitter in Defaults); zero is no jitter.
 	RetryJitter time.Duration
-	// BackoffMin and BackoffMax bound the exponential backoff of failed calls (defaults 50 ms
-	// and the renewal interval; 0 < BackoffMin ≤ BackoffMax ≤ MaxDuration); each delay is drawn
-	// uniformly below the bound (full jitter).
+	// BackoffMin and BackoffMax bound the exponential backoff of failed calls, with
+	// 0 < BackoffMin ≤ BackoffMax ≤ MaxDuration once resolved; each delay is drawn uniformly
+	// below the bound (full jitter). A zero BackoffMax means DefaultBackoffMax(RenewInterval),
+	// the renewal interval; a zero BackoffMin means DefaultBackoffMinFor(BackoffMax), 50 ms
+	// capped at BackoffMax.
 	BackoffMin, BackoffMax time.Duration
 
 	// Break disables one rule of DESIGN.md §2. TEST ONLY: the engine's transcripts and the
@@ -80,38 +127,22 @@ type Options struct {
 	Break Rule
 }
 
-// withDefaults fills zero fields and validates the result.
-func (o Options) withDefaults() (Options, error) {
-	if o.TTL == 0 {
-		o.TTL = DefaultTTL
-	}
+// Resolve returns o with its derived defaults filled in (the zero RenewInterval, Cooldown,
+// BackoffMin and BackoffMax) and checks every field; the error wraps spi.ErrInvalidOption. New
+// runs the engine with exactly the options Resolve returns, so a driver can read the values
+// the engine uses (the renewal interval is also its call timeout) from it.
+func (o Options) Resolve() (Options, error) {
 	if o.RenewInterval == 0 {
-		o.RenewInterval = o.TTL / 3
-	}
-	if math.IsNaN(o.Drift) || math.IsInf(o.Drift, 0) {
-		return o, fmt.Errorf("%w: drift %v must be a finite number in [0, 0.5)", spi.ErrInvalidOption, o.Drift)
-	}
-	if o.Drift == 0 {
-		o.Drift = DefaultDrift
-	} else if o.Drift < 0 {
-		o.Drift = 0
-	}
-	if o.Margin == 0 {
-		o.Margin = DefaultMargin
-	} else if o.Margin < 0 {
-		o.Margin = 0
+		o.RenewInterval = DefaultRenewInterval(o.TTL)
 	}
 	if o.Cooldown == 0 {
-		o.Cooldown = o.TTL
-	}
-	if o.RetryJitter == 0 {
-		o.RetryJitter = DefaultRetryJitter
-	}
-	if o.BackoffMin == 0 {
-		o.BackoffMin = DefaultBackoffMin
+		o.Cooldown = DefaultCooldown(o.TTL)
 	}
 	if o.BackoffMax == 0 {
-		o.BackoffMax = o.RenewInterval
+		o.BackoffMax = DefaultBackoffMax(o.RenewInterval)
+	}
+	if o.BackoffMin == 0 {
+		o.BackoffMin = DefaultBackoffMinFor(o.BackoffMax)
 	}
 	bad := func(format string, args ...any) (Options, error) {
 		return o, fmt.Errorf("%w: %s", spi.ErrInvalidOption, fmt.Sprintf(format, args...))
@@ -121,16 +152,16 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	// Every comparison is written so that no product or sum can overflow.
 	switch {
-	case o.TTL < 0 || o.RenewInterval <= 0:
+	case o.TTL <= 0 || o.RenewInterval <= 0:
 		return bad("TTL %v and renewal interval %v must be positive", o.TTL, o.RenewInterval)
 	case o.TTL > MaxDuration:
 		return bad("TTL %v must be at most %v", o.TTL, MaxDuration)
 	case o.RenewInterval > o.TTL/3:
 		return bad("TTL %v must be at least three renewal intervals (renewal interval %v): one interval plus twice the call timeout", o.TTL, o.RenewInterval)
-	case !(o.Drift >= 0 && o.Drift < 0.5):
-		return bad("drift %v must be below 0.5", o.Drift)
-	case o.Margin >= o.TTL/2:
-		return bad("margin %v must be below half the TTL %v", o.Margin, o.TTL)
+	case math.IsNaN(o.Drift) || math.IsInf(o.Drift, 0) || !(o.Drift >= 0 && o.Drift < MaxDrift):
+		return bad("drift %v must be a finite number in [0, %v)", o.Drift, MaxDrift)
+	case o.Margin < 0 || o.Margin >= o.TTL/2:
+		return bad("margin %v must be in [0, TTL/2) for the TTL %v", o.Margin, o.TTL)
 	case o.Cooldown < 0 || o.RetryJitter < 0:
 		return bad("cooldown %v and retry jitter %v must not be negative", o.Cooldown, o.RetryJitter)
 	case o.Cooldown > MaxDuration || o.RetryJitter > MaxDuration:

@@ -25,7 +25,9 @@ import (
 //     every timer fired) the client is closed and every future has completed.
 func TestStepProperties(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
-		e, err := New(Options{Owner: "p", TTL: 3 * time.Second, Cooldown: 500 * time.Millisecond})
+		o := Defaults()
+		o.Owner, o.TTL, o.Cooldown = "p", 3*time.Second, 500*time.Millisecond
+		e, err := New(o)
 		if err != nil {
 			rt.Fatal(err)
 		}

@@ -249,7 +249,8 @@ func (d *driver) run(cmd string) (out string, err error) {
 	}
 	switch fields[0] {
 	case "boot":
-		opts := Options{Owner: "a"}
+		opts := Defaults() // a transcript's boot line lists only what differs from the defaults
+		opts.Owner = "a"
 		for k, v := range args {
 			switch k {
 			case "owner":

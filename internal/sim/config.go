@@ -123,7 +123,7 @@ type Config struct {
 	Shape Shape
 	// Drift is the engine's Options.Drift: the clock-rate drift its deadlines allow for.
 	Drift float64
-	// Margin is the engine's Options.Margin.
+	// Margin is the engine's Options.Margin (zero is no margin).
 	Margin time.Duration
 	// Rates and Origins define each client's clock: client time = origin + rate × backend
 	// time, with |rate − 1| below Drift.
@@ -134,8 +134,9 @@ type Config struct {
 	Faults Faults
 }
 
-// RenewInterval is the engine's renewal interval and call timeout (client time).
-func (c *Config) RenewInterval() time.Duration { return c.Shape.TTL / 3 }
+// RenewInterval is the engine's renewal interval and call timeout (client time): the engine's
+// default for the TTL, since the simulator sets none.
+func (c *Config) RenewInterval() time.Duration { return engine.DefaultRenewInterval(c.Shape.TTL) }
 
 // newRand returns the one random stream of seed: the configuration and then the run draw from
 // it, in that order.
@@ -158,7 +159,7 @@ func Derive(seed uint64, shape Shape, brk engine.Rule, rng *rand.Rand) Config {
 	}
 
 	c.Drift = []float64{0.01, 0.01, 0.05, 0.2}[rng.IntN(4)]
-	c.Margin = []time.Duration{50 * time.Millisecond, 50 * time.Millisecond, 10 * time.Millisecond, -1}[rng.IntN(4)]
+	c.Margin = []time.Duration{50 * time.Millisecond, 50 * time.Millisecond, 10 * time.Millisecond, 0}[rng.IntN(4)]
 	for i := 0; i < shape.Clients; i++ {
 		rate := 1.0
 		if pick(0.8) {

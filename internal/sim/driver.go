@@ -413,7 +413,11 @@ func (s *Sim) restart(c *client) {
 	if c.eng != nil {
 		s.drop(c) // the closed engine's leftovers
 	}
-	eng, err := engine.New(engine.Options{Owner: c.owner, TTL: s.shape.TTL, Drift: s.cfg.Drift, Margin: s.cfg.Margin, Break: s.cfg.Break})
+	// The engine's defaults (retry jitter; renewal interval, cooldown and backoff derived from
+	// the TTL), with the TTL, drift and margin of this run.
+	o := engine.Defaults()
+	o.Owner, o.TTL, o.Drift, o.Margin, o.Break = c.owner, s.shape.TTL, s.cfg.Drift, s.cfg.Margin, s.cfg.Break
+	eng, err := engine.New(o)
 	if err != nil {
 		s.fail("config", "engine options: %v", err)
 		return

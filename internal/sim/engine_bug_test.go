@@ -24,7 +24,9 @@ type rig struct {
 }
 
 func newRig(t *testing.T) *rig {
-	eng, err := engine.New(engine.Options{Owner: "a", TTL: 3 * time.Second})
+	o := engine.Defaults()
+	o.Owner, o.TTL = "a", 3*time.Second
+	eng, err := engine.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
