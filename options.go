@@ -16,35 +16,55 @@ import (
 	"github.com/simba-go/simba/internal/engine"
 )
 
-// Defaults (DESIGN.md §4). They are the engine's defaults (internal/engine defines each one,
-// once); a Client made without options runs with exactly these, and the renewal interval TTL/3,
-// the cooldown one TTL and backoffs from DefaultMinBackoff up to the renewal interval.
+// Defaults (DESIGN.md §4). A Client made without options runs with exactly these, and the
+// renewal interval TTL/3, the cooldown one TTL and backoffs from DefaultMinBackoff up to the
+// renewal interval. (The engine under the client defines each default once; these constants
+// restate them for this documentation, and the compiler checks that they agree.)
 //
 // Each With... option says what its zero value means: zero is the default for WithCooldown, a
 // literal zero for WithDrift, WithMargin and WithJitter, and rejected by WithTTL and
 // WithRenewEvery (leave them out for the default).
 const (
-	// DefaultTTL is the session TTL (WithTTL): 15 s.
-	DefaultTTL = engine.DefaultTTL
-	// DefaultDrift is the assumed clock-rate drift (WithDrift): 0.01 (1%).
-	DefaultDrift = engine.DefaultDrift
-	// DefaultMargin is the safety margin of every local deadline (WithMargin): 50 ms.
-	DefaultMargin = engine.DefaultMargin
+	// DefaultTTL is the session TTL (WithTTL).
+	DefaultTTL = 15 * time.Second
+	// DefaultDrift is the assumed clock-rate drift (WithDrift): 1%.
+	DefaultDrift = 0.01
+	// DefaultMargin is the safety margin of every local deadline (WithMargin).
+	DefaultMargin = 50 * time.Millisecond
 	// DefaultMaxJitter bounds the jitter a candidate adds to the holder's remaining time
-	// (WithJitter): 25 ms.
-	DefaultMaxJitter = engine.DefaultRetryJitter
-	// DefaultMinBackoff is the first backoff bound after a failed call, 50 ms, capped at the
-	// renewal interval; it doubles up to the renewal interval, and each delay is drawn below it
-	// (full jitter).
-	DefaultMinBackoff = engine.DefaultBackoffMin
+	// (WithJitter).
+	DefaultMaxJitter = 25 * time.Millisecond
+	// DefaultMinBackoff is the first backoff bound after a failed call, capped at the renewal
+	// interval; it doubles up to the renewal interval, and each delay is drawn below it (full
+	// jitter).
+	DefaultMinBackoff = 50 * time.Millisecond
 	// MaxTTL bounds the TTL and every other duration option (cooldown, jitter): 24 hours. A
 	// lease that must outlive a day without a keep-alive is not a lease, and the bound keeps
 	// every time sum the client makes (a monotonic time plus a few option values) far below the
 	// ~292 years that int64 nanoseconds hold, so no option value can make a deadline wrap
 	// around into the far future. (The engine's time sums also saturate.)
-	MaxTTL = engine.MaxDuration
-	// MaxDrift bounds the drift option: drift is in [0, MaxDrift), MaxDrift = 0.5.
-	MaxDrift = engine.MaxDrift
+	MaxTTL = 24 * time.Hour
+	// MaxDrift bounds the drift option: drift is in [0, MaxDrift).
+	MaxDrift = 0.5
+)
+
+// The compiler checks that the constants above restate the engine's: an array length must be
+// a non-negative integer, so each pair of lengths compiles only if the two values are equal.
+var (
+	_ [DefaultTTL - engine.DefaultTTL]struct{}
+	_ [engine.DefaultTTL - DefaultTTL]struct{}
+	_ [(DefaultDrift - engine.DefaultDrift) * 1e9]struct{}
+	_ [(engine.DefaultDrift - DefaultDrift) * 1e9]struct{}
+	_ [DefaultMargin - engine.DefaultMargin]struct{}
+	_ [engine.DefaultMargin - DefaultMargin]struct{}
+	_ [DefaultMaxJitter - engine.DefaultRetryJitter]struct{}
+	_ [engine.DefaultRetryJitter - DefaultMaxJitter]struct{}
+	_ [DefaultMinBackoff - engine.DefaultBackoffMin]struct{}
+	_ [engine.DefaultBackoffMin - DefaultMinBackoff]struct{}
+	_ [MaxTTL - engine.MaxDuration]struct{}
+	_ [engine.MaxDuration - MaxTTL]struct{}
+	_ [(MaxDrift - engine.MaxDrift) * 1e9]struct{}
+	_ [(engine.MaxDrift - MaxDrift) * 1e9]struct{}
 )
 
 // ErrInvalidOwner is matched (errors.Is), together with ErrInvalidOption, by the error of an
