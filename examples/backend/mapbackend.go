@@ -45,7 +45,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/simba-go/simba/generated/wire"
 	"github.com/simba-go/simba/spi"
 )
 
@@ -227,7 +226,7 @@ func (b *Backend) begin(ctx context.Context, op string) (time.Duration, error) {
 // validName checks a lease or group name against the wire grammar before any work is done. The
 // error matches spi.ErrInvalidName (Classify: permanent).
 func validName(op, name string) error {
-	if err := wire.ValidateName(name); err != nil {
+	if err := spi.ValidateName(name); err != nil {
 		return fmt.Errorf("mapbackend: %s: %w", op, err)
 	}
 	return nil
