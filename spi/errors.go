@@ -75,12 +75,12 @@ type childError struct {
 func (e *childError) Error() string { return e.msg }
 func (e *childError) Unwrap() error { return e.parent }
 
-// Class is how the shell treats a backend error.
+// Class is how the client treats a backend error.
 type Class uint8
 
 const (
 	// Retryable errors (timeouts, connection loss, busy servers) leave the call's outcome
-	// unknown; the engine retries with backoff inside the time the session has left.
+	// unknown; the client retries with backoff inside the time the session has left.
 	Retryable Class = iota + 1
 	// Permanent errors (authentication, missing schema, invalid configuration) will not heal by
 	// retrying; the client reports them.
