@@ -36,7 +36,7 @@ var spiNames = []string{
 	"StatusOK", "StatusExpired", "HintKind", "HintReleased", "HintGroup", "HintGroupChanged",
 	"Hinter", "Inspector", "Snapshot", "LeaseInfo", "SessionInfo",
 	"Class", "Retryable", "Permanent", "Classify", "AsPermanent", "Unavailable",
-	"Millis", "MaxReplyDuration", "ValidateName",
+	"Millis", "MaxReplyDuration",
 }
 
 // TestPublicAPI checks the public surface of package simba, as `go doc -all` shows it and as
