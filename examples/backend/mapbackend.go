@@ -28,10 +28,14 @@
 // leases a session holds.
 //
 // Tokens here are a plain counter that starts again at 1 with the process, acceptable only
-// because this server lives and dies inside its clients' process. A backend whose records can be lost while the resources it fences
-// remember old tokens (a Redis key evicted, a row deleted by hand, a server restarted without its
-// data) must also keep every new token above a floor derived from the server's clock, so that the
-// sequence never restarts (DESIGN.md §5, tokens).
+// because this server lives and dies inside its clients' process. A backend whose records can
+// be lost while the resources it fences remember old tokens (a Redis key evicted, a row deleted
+// by hand, a server restarted without its data) must also keep every new token above a floor
+// derived from the server's clock, so that the sequence never restarts: Simba's SQL and Redis
+// backends grant max(last + 1, the server's time in microseconds since the epoch).
+//
+// The tests (example_test.go) are the other half of a backend: a tck.Factory that describes it
+// and the three conformance suites run against it.
 package mapbackend
 
 import (
@@ -317,9 +321,10 @@ func (b *Backend) CloseSession(ctx context.Context, id spi.SessionID) error {
 }
 
 // Acquire implements spi.Backend. The lease is granted when it is free (its holder released it
-// or expired: expired sessions were dropped by begin) with the row's token plus one; a holder's
-// re-acquire is granted again with the same token; otherwise the reply is HeldBy with the
-// holder's id, owner and time left. Each reply's Remaining is measured on the server's clock.
+// or expired: every call drops the expired sessions first) with the row's token plus one; a
+// holder's re-acquire is granted again with the same token; otherwise the reply is HeldBy with
+// the holder's id, owner and time left. Each reply's Remaining is measured on the server's
+// clock.
 func (b *Backend) Acquire(ctx context.Context, id spi.SessionID, name string) (spi.Acquire, error) {
 	if err := validName("Acquire", name); err != nil {
 		return spi.Acquire{}, err
