@@ -25,12 +25,12 @@ func Example() {
 	sa, _ := a.OpenSession(ctx, "worker-a", 10*time.Second)
 	sb, _ := b.OpenSession(ctx, "worker-b", 10*time.Second)
 
-	r, _ := a.Acquire(ctx, sa.ID, "invoice-42")
-	fmt.Println("a:", r.Kind, "token", r.Token)
-	r, _ = b.Acquire(ctx, sb.ID, "invoice-42")
+	grant, _ := a.Acquire(ctx, sa.ID, "invoice-42")
+	fmt.Println("a:", grant.Kind, "token", grant.Token)
+	r, _ := b.Acquire(ctx, sb.ID, "invoice-42")
 	fmt.Println("b:", r.Kind, r.HolderOwner)
 
-	_ = a.Release(ctx, sa.ID, "invoice-42", 1)
+	_ = a.Release(ctx, sa.ID, "invoice-42", grant.Token)
 	r, _ = b.Acquire(ctx, sb.ID, "invoice-42")
 	fmt.Println("b:", r.Kind, "token", r.Token)
 
