@@ -17,13 +17,16 @@ verify:
 	@changes=$$(git status --porcelain --untracked-files=all -- generated sql lua zk); \
 	if [ -n "$$changes" ]; then echo "generated artifacts are stale; run make generate and commit:"; echo "$$changes"; git --no-pager diff --stat -- generated sql lua zk; exit 1; fi
 
-## vet: static checks over both modules
+## vet: static checks over the modules: the root, gen/ and examples/backend
 vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) -C gen vet ./...
+	$(GO) -C examples/backend vet ./...
 
-## test: every test of both modules, with the race detector (the README's test command).
+## test: every test of the root, gen/ and examples/backend modules, with the race detector
+## (the README's test command). examples/backend is a module of its own (a backend written
+## outside Simba's module), so ./... does not reach it.
 ## Packages run one at a time (-p 1): many tests run real servers on real time, and two
 ## packages hammering the same servers at once on a 2-core machine only add noise.
 test: vet
@@ -31,10 +34,12 @@ test: vet
 	# Built without -race (see backend/zookeeper/ensemble_test.go: an upstream go-zookeeper race).
 	$(GO) test -count=1 -run TestEnsembleLeaderFailover ./backend/zookeeper
 	$(GO) -C gen test -count=1 ./...
+	$(GO) -C examples/backend test -race -count=1 ./...
 
 ## test-short: the fast subset
 test-short:
 	$(GO) test -short ./...
+	$(GO) -C examples/backend test -short ./...
 
 ## bench: the benchmarks; each reports its speed as a ratio against a baseline of the same run
 bench:

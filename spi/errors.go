@@ -51,6 +51,11 @@ var (
 	ErrTLS = errors.New("simba: TLS failure")
 )
 
+// ValidateName checks a lease or group name for a backend's Acquire, Release, Join, Leave,
+// Members and KeepAlive, before any I/O: 1 to wire.MaxNameLen characters of [A-Za-z0-9._:-],
+// and not "." or "..". The error matches ErrInvalidName (permanent for Classify).
+func ValidateName(name string) error { return wire.ValidateName(name) }
+
 // ValidateOwner checks a session's owner string for a backend's OpenSession, before any I/O:
 // wire.ValidateOwner (1 to wire.MaxOwnerLen bytes of UTF-8 without control characters). An SPI
 // caller can pass anything; the error matches both ErrInvalidOption and wire.ErrInvalidOwner.
@@ -70,12 +75,12 @@ type childError struct {
 func (e *childError) Error() string { return e.msg }
 func (e *childError) Unwrap() error { return e.parent }
 
-// Class is how the shell treats a backend error.
+// Class is how the client treats a backend error.
 type Class uint8
 
 const (
 	// Retryable errors (timeouts, connection loss, busy servers) leave the call's outcome
-	// unknown; the engine retries with backoff inside the time the session has left.
+	// unknown; the client retries with backoff inside the time the session has left.
 	Retryable Class = iota + 1
 	// Permanent errors (authentication, missing schema, invalid configuration) will not heal by
 	// retrying; the client reports them.
@@ -91,10 +96,15 @@ func (c Class) String() string {
 }
 
 // Classify says whether err is worth retrying. Errors are retryable unless marked permanent
-// with Permanentf / AsPermanent, wrapping ErrSchemaMissing, ErrInvalidOption, ErrInvalidName,
-// ErrClosed, ErrTokenOverflow or ErrCorruptToken, or a TLS failure (IsTLSError, wherever it
-// comes from): an unknown failure of a network call is more likely transient than not, and
-// treating it as transient loses nothing but a retry.
+// with AsPermanent, wrapping ErrSchemaMissing (or ErrSchemaDrift), ErrInvalidOption,
+// ErrInvalidName, ErrClosed, ErrTokenOverflow, ErrCorruptToken or context.Canceled, or a TLS
+// failure (IsTLSError, wherever it comes from): an unknown failure of a network call is more
+// likely transient than not, and treating it as transient loses nothing but a retry. The whole
+// chain counts, so Unavailable around a permanent cause is still permanent.
+//
+// The client retries a retryable error with backoff while the session has time left, and
+// reports a permanent one instead of retrying it. A backend therefore never has to retry by
+// itself; it has to classify.
 func Classify(err error) Class {
 	switch {
 	case err == nil:
@@ -170,7 +180,11 @@ func (e permanentError) Unwrap() []error {
 	return []error{e.err, errPermanent}
 }
 
-// AsPermanent marks err as permanent for Classify, keeping it testable with errors.Is.
+// AsPermanent marks err as permanent for Classify, keeping it (and everything it wraps)
+// testable with errors.Is and errors.As. Use it for failures that no sentinel names and that
+// retrying will not heal: authentication refused, a missing permission, a server of the wrong
+// kind (a Redis Cluster node where a standalone server was configured). It returns nil for a
+// nil err.
 func AsPermanent(err error) error {
 	if err == nil {
 		return nil
@@ -178,8 +192,9 @@ func AsPermanent(err error) error {
 	return permanentError{err}
 }
 
-// Unavailable wraps a transient cause from operation op so that it is errors.Is-testable as
-// ErrUnavailable and as the cause.
+// Unavailable wraps a transient cause from operation op (a timeout, a lost connection, a busy
+// server) so that it is errors.Is-testable as ErrUnavailable and as the cause. Classify reports
+// it retryable unless the cause itself is permanent (a TLS failure, say).
 func Unavailable(op string, cause error) error {
 	return fmt.Errorf("%w: %s: %w", ErrUnavailable, op, cause)
 }

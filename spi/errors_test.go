@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"testing"
 )
 
@@ -40,6 +41,20 @@ func TestTLSFailuresArePermanent(t *testing.T) {
 	} {
 		if IsTLSError(err) || Classify(err) != Retryable {
 			t.Errorf("%v: IsTLSError %v, class %v; want a retryable non-TLS error", err, IsTLSError(err), Classify(err))
+		}
+	}
+}
+
+// ValidateName is the wire grammar: its errors match ErrInvalidName and are permanent.
+func TestValidateName(t *testing.T) {
+	for _, name := range []string{"a", "orders.7", "A-b_c:d", strings.Repeat("n", 128)} {
+		if err := ValidateName(name); err != nil {
+			t.Errorf("ValidateName(%q) = %v, want nil", name, err)
+		}
+	}
+	for _, name := range []string{"", ".", "..", "a b", "a/b", "é", strings.Repeat("n", 129)} {
+		if err := ValidateName(name); !errors.Is(err, ErrInvalidName) || Classify(err) != Permanent {
+			t.Errorf("ValidateName(%q) = %v, want a permanent ErrInvalidName", name, err)
 		}
 	}
 }

@@ -13,6 +13,17 @@
 // with a context that times out after one renewal interval, and never shares a session between
 // backends (see Backend for the contract of each method). The spi package is a leaf: it imports
 // only the generated wire rules, so the pure engine and the model backend share its types.
+//
+// # Writing a backend
+//
+// Implement Backend (and Hinter if the server can push notifications, Inspector if it can list
+// its state) on a server that decides by its own clock; check names with ValidateName and
+// owners with ValidateOwner before any I/O; return expected outcomes as replies and classify
+// failures (Unavailable, AsPermanent, the sentinels). Then run the conformance suites of package
+// tck — LeaseBackendSpec, FencingSpec and ClientSpec — from the backend's tests with a
+// tck.Factory that opens a new client of a shared server. The directory examples/backend of the
+// Simba repository is a complete in-memory backend in its own module, written this way and
+// passing the three suites: a starting point to copy.
 package spi
 
 import (
@@ -27,13 +38,17 @@ type SessionID string
 // Session is the reply of OpenSession: the new session's id and the time it has left, measured
 // by the backend's clock from when the backend handled the request.
 type Session struct {
-	ID        SessionID
+	// ID identifies the session in every later call.
+	ID SessionID
+	// Remaining is the session's time left, in (0, ttl].
 	Remaining time.Duration
 }
 
 // Held is one lease a session holds, with the fencing token of its current tenure.
 type Held struct {
-	Name  string
+	// Name is the lease's name.
+	Name string
+	// Token is the fencing token the lease was granted with.
 	Token int64
 }
 
@@ -77,6 +92,7 @@ func (k AcquireKind) String() string {
 
 // Acquire is the reply of Acquire.
 type Acquire struct {
+	// Kind says which reply this is; the other fields are set as documented for each kind.
 	Kind AcquireKind
 	// Token is the fencing token of the grant (Granted only). A re-acquire by the holder returns
 	// the same token.
@@ -113,30 +129,105 @@ func (s Status) String() string {
 	return "invalid"
 }
 
-// Backend is the SPI every Simba backend implements. Each method makes a number of round trips
-// to the server that does not grow with the number of leases the session holds (KeepAlive on a
-// partitioned Redis Cluster is bounded by the number of masters). Methods are safe for
-// concurrent use.
+// Backend is the SPI every Simba backend implements. The client (package simba) calls it; a
+// backend author implements it and checks the result with the suites of package tck.
+//
+// Rules for every method:
+//
+//   - Atomic. Each call takes effect at the server entirely or not at all, as one step that no
+//     other call interleaves with (one transaction, one Lua script, one multi-op): two sessions
+//     racing for a free lease must never both be granted it.
+//   - Bounded round trips. Each method makes a number of round trips to the server that does not
+//     grow with the number of leases or groups the session has (KeepAlive on a partitioned
+//     Redis Cluster is bounded by the number of masters).
+//   - Arguments first. Arguments are checked before any I/O: a lease or group name outside the
+//     wire grammar (wire.ValidateName) fails with an error matching ErrInvalidName; a TTL ≤ 0 or
+//     beyond what the backend supports, and an owner that fails ValidateOwner, fail with one
+//     matching ErrInvalidOption. Nothing is sent and nothing changes.
+//   - Replies are values. An outcome the protocol expects — a lease held by another session,
+//     a session that has expired, a release that matched nothing — is a reply (HeldBy,
+//     SessionExpired, Expired, a nil error), never an error. An error means the outcome is
+//     unknown (the request may or may not have taken effect) or the backend is unusable, and
+//     the reply beside it is ignored.
+//   - Classified errors. Wrap a transient failure (timeout, connection lost, server busy,
+//     failover) with Unavailable; make a failure that will not heal by retrying permanent, by
+//     wrapping a sentinel (ErrSchemaMissing, ErrSchemaDrift, ErrInvalidOption, ErrClosed,
+//     ErrTokenOverflow, ErrCorruptToken, ErrTLS) or with AsPermanent (authentication, a
+//     misrouted or misconfigured server). Classify is how the client tells them apart; see it
+//     for the default of an unmarked error (retryable).
+//   - Contexts. A call returns promptly once ctx is done, with an error that wraps ctx.Err()
+//     where the driver allows; its outcome is then unknown. The client bounds each call with a
+//     timeout of one renewal interval.
+//   - Backend time. Every remaining time is measured on the backend's clock (the database's,
+//     Redis TIME, ZooKeeper's session timeout from the request's send time), never the
+//     caller's; convert server milliseconds with Millis.
+//   - Sessions stay with their backend. A session id is only ever used with the backend value
+//     that opened it (on ZooKeeper a session is a connection).
+//
+// Methods are safe for concurrent use. After Close, every method fails with an error matching
+// ErrClosed.
 type Backend interface {
-	// OpenSession opens a new session for owner that expires ttl after its last keep-alive.
+	// OpenSession opens a new session for owner that expires ttl after it is opened and after
+	// each keep-alive, and returns its id and its time left (in (0, ttl], by the backend's clock
+	// from when the backend handled the request; a backend may round ttl to its precision).
+	// Ids are never reused. A ttl ≤ 0 (or above the backend's maximum) fails with
+	// ErrInvalidOption and an owner that breaks ValidateOwner with its error, before any I/O.
 	OpenSession(ctx context.Context, owner string, ttl time.Duration) (Session, error)
-	// KeepAlive renews the session, reports which of names it holds, refreshes its membership
-	// of groups and returns each group's live members.
+
+	// KeepAlive renews session, atomically with two reports: which of names the session holds,
+	// with the token of its current tenure (it may list more of the leases it holds, never one
+	// it does not hold), and, for each of groups, the group's live members sorted ascending
+	// (refreshing the session's own memberships where the backend stores them with an
+	// expiry). A session that has expired, was closed or is unknown is the reply
+	// KeepAlive{Expired: true}, nil. A group name outside the wire grammar fails with
+	// ErrInvalidName before any I/O.
 	KeepAlive(ctx context.Context, session SessionID, names []string, groups []string) (KeepAlive, error)
-	// CloseSession ends the session and releases everything it holds, with hints.
+
+	// CloseSession ends session: it releases every lease the session holds and removes it from
+	// every group, with Released and GroupChanged hints, so others can take over at once.
+	// Later calls on the session reply as for an expired one. Closing an expired, closed or
+	// unknown session is not an error.
 	CloseSession(ctx context.Context, session SessionID) error
-	// Acquire takes the lease name for session if it is free or its holder's session expired.
+
+	// Acquire takes the lease name for session, in one atomic check-and-set:
+	//   - Granted, with a Token greater than every token name was ever granted with (across
+	//     holders, releases, expiries and client restarts, and server restarts where the backend
+	//     persists tokens), when the lease is free or its holder's session has expired; a
+	//     re-acquire by the holder is Granted with the same token and changes nothing;
+	//   - HeldBy, with the holder's id, owner and time left, when another live session holds it;
+	//   - SessionExpired when session itself is no longer live.
+	// A name outside the wire grammar fails with ErrInvalidName before any I/O. A token with no
+	// successor fails with ErrTokenOverflow, a stored token that is not a non-negative integer
+	// with ErrCorruptToken; both change nothing.
 	Acquire(ctx context.Context, session SessionID, name string) (Acquire, error)
-	// Release frees name if session holds it with token; otherwise it changes nothing.
+
+	// Release frees name, atomically, if and only if session holds it with token; the lease
+	// keeps its token (lease records are never deleted, so tokens only grow) and subscribers get
+	// a Released hint. Any other release — a wrong token, another session, an expired session,
+	// a free lease or a name never acquired — changes nothing and returns nil. A name outside
+	// the wire grammar fails with ErrInvalidName before any I/O.
 	Release(ctx context.Context, session SessionID, name string, token int64) error
-	// Join makes session a member of group until it leaves or expires.
+
+	// Join makes session a member of group until it leaves, closes or expires, and replies OK;
+	// joining twice is one membership. A session that is no longer live gets Expired and joins
+	// nothing. A group name outside the wire grammar fails with ErrInvalidName before any I/O.
 	Join(ctx context.Context, session SessionID, group string) (Status, error)
-	// Leave removes session from group.
+
+	// Leave removes session from group and replies OK, also when it was not a member; a session
+	// that is no longer live gets Expired. A group name outside the wire grammar fails with
+	// ErrInvalidName before any I/O.
 	Leave(ctx context.Context, session SessionID, group string) (Status, error)
-	// Members lists the live members of group, sorted ascending.
+
+	// Members lists the live members of group (never an expired session), sorted ascending;
+	// a group nobody joined has none. A group name outside the wire grammar fails with
+	// ErrInvalidName before any I/O.
 	Members(ctx context.Context, group string) ([]SessionID, error)
-	// Close releases the backend's own resources (connections it opened). It does not close
-	// pools the user passed in.
+
+	// Close releases the backend's own resources (the connections it opened; it does not close
+	// pools the user passed in) and makes later calls fail with ErrClosed. It leaves sessions to
+	// expire at the server, except where a session is the connection (ZooKeeper). The client
+	// does not call it (simba.Client.Close leaves the backend open): whoever opened the backend
+	// closes it. Closing twice is not an error.
 	Close() error
 }
 
@@ -164,43 +255,73 @@ func (k HintKind) String() string {
 // Hint is a push notification from a backend. Hints only speed things up: a lost hint costs
 // latency, never safety.
 type Hint struct {
+	// Kind is what happened.
 	Kind HintKind
+	// Name is the released lease (Released) or the group whose membership changed
+	// (GroupChanged).
 	Name string
 }
 
 // Hinter is the optional capability of backends that push hints (PostgreSQL NOTIFY, Redis
-// pub/sub, ZooKeeper watches).
+// pub/sub, ZooKeeper watches). simba.New subscribes once if its backend implements it; the
+// client then retries a held lease as soon as it is released and reads a group's members as
+// soon as they change, instead of at the holder's remaining time or the next keep-alive.
 type Hinter interface {
-	// Hints delivers hints on the returned channel until ctx is done, then closes it. The
-	// implementation reconnects by itself; hints lost meanwhile are simply lost.
+	// Hints delivers hints on the returned channel until ctx is done or the backend is closed,
+	// then closes the channel; the channel is never closed earlier. A backend that pushes
+	// delivers, from every client of the server, a Released hint for each lease freed by
+	// Release or CloseSession and a GroupChanged hint for each join or leave (hints for
+	// expiries are welcome, not required); one that implements Hinter but has nothing to push
+	// on some servers (the SQL backend on MySQL and SQLite) returns a channel that only closes.
+	// Delivery must never block the backend's calls: a slow reader may lose hints. The
+	// implementation reconnects by itself; hints lost meanwhile are simply lost. An error
+	// means no subscription could be made at all (the backend is closed, ctx is done) and
+	// fails simba.New: a server that is briefly unreachable is a reason to reconnect, not to
+	// fail.
 	Hints(ctx context.Context) (<-chan Hint, error)
 }
 
 // LeaseInfo describes one lease in a Snapshot.
 type LeaseInfo struct {
-	Name      string
-	Holder    SessionID // empty when free
-	Owner     string
-	Token     int64
+	// Name is the lease's name.
+	Name string
+	// Holder is the session holding the lease; empty when the lease is free.
+	Holder SessionID
+	// Owner is the holder's owner string (empty when free).
+	Owner string
+	// Token is the token of the current tenure, or of the latest one when the lease is free
+	// (zero where the backend keeps no record of free leases, as on ZooKeeper).
+	Token int64
+	// Remaining is the holder's time left, by the backend's clock (zero when free).
 	Remaining time.Duration
 }
 
 // SessionInfo describes one live session in a Snapshot.
 type SessionInfo struct {
-	ID        SessionID
-	Owner     string
+	// ID is the session's id.
+	ID SessionID
+	// Owner is the owner string the session was opened with.
+	Owner string
+	// Remaining is the session's time left, by the backend's clock.
 	Remaining time.Duration
 }
 
 // Snapshot is what Inspect returns: the backend's view for status tools.
 type Snapshot struct {
-	Leases   []LeaseInfo
+	// Leases lists the leases the backend knows, sorted by name.
+	Leases []LeaseInfo
+	// Sessions lists the live sessions, sorted by id.
 	Sessions []SessionInfo
-	Groups   map[string][]SessionID
+	// Groups maps each group with live members to its members, sorted ascending.
+	Groups map[string][]SessionID
 }
 
 // Inspector is the optional capability of backends that can list their state for `simba status`
 // and the HTTP status page.
 type Inspector interface {
+	// Inspect returns the backend's current state. It only reads: it changes nothing, and
+	// expired sessions (and the leases only they held) show as gone. It is meant for people
+	// and tools, not for decisions: the snapshot may be stale by the time it is read, and on a
+	// large backend it may take many round trips.
 	Inspect(ctx context.Context) (Snapshot, error)
 }

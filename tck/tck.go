@@ -22,6 +22,8 @@
 //
 // The Factory names only types of the public package github.com/simba-go/simba/spi, the way a
 // database/sql driver names database/sql/driver: code outside this module writes them the same.
+// The directory examples/backend of the Simba repository is such a backend, in a module of its
+// own, with the test above (TestConformance).
 //
 // LeaseBackendSpec and FencingSpec call the SPI directly; ClientSpec runs the Election, Lock,
 // PartitionGroup and Close scenarios through real simba.Clients on the backend, on real time
