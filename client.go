@@ -22,7 +22,7 @@ import (
 // interval however many leases it holds, and any number of elections, locks and partition
 // groups on it.
 //
-// A Client runs the pure engine (internal/engine) on one loop goroutine, the only one that
+// A Client runs the pure engine on one loop goroutine, the only one that
 // touches engine state; backend calls run on goroutines of their own with a timeout of one
 // renewal interval; callbacks go through a serial dispatcher per election; leader work runs on
 // one goroutine per term. All methods are safe for concurrent use.
@@ -96,10 +96,10 @@ func New(backend spi.Backend, opts ...Option) (*Client, error) {
 	}
 	cfg := defaultConfig()
 	for _, o := range opts {
-		if o == nil {
-			return nil, invalid("nil option")
+		if o.apply == nil {
+			return nil, invalid("zero option")
 		}
-		if err := o(&cfg); err != nil {
+		if err := o.apply(&cfg); err != nil {
 			return nil, err
 		}
 	}

@@ -241,7 +241,7 @@ func TestBadInputIsRejectedBeforeIO(t *testing.T) {
 		{simba.WithDrift(0.7)},
 		{simba.WithOwner("")},
 		{simba.WithClock(nil)},
-		{nil},
+		{{}}, // the zero option
 	} {
 		if _, err := simba.New(simbatest.NewServer().Backend(), opts...); !errors.Is(err, simba.ErrInvalidOption) {
 			t.Errorf("New with bad options: %v, want ErrInvalidOption", err)

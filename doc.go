@@ -34,7 +34,7 @@
 //
 // # Layers
 //
-// The decisions are made by a pure engine (internal/engine: no goroutines, clocks or I/O),
+// The decisions are made by a pure engine (no goroutines, clocks or I/O),
 // checked by transcript tests and a deterministic simulator. The Client is its shell: one loop
 // goroutine steps the engine and carries out its effects — backend calls on their own
 // goroutines, timers, callbacks through a serial dispatcher per election, leader work on one

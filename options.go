@@ -80,8 +80,8 @@ type Executor func(f func())
 // and must return quickly.
 type Listener func(Event)
 
-// Option configures a Client.
-type Option func(*config) error
+// Option configures a Client (the With... functions). The zero Option is invalid.
+type Option struct{ apply func(*config) error }
 
 // config holds the options as given; finish resolves them with the engine's rules
 // (engine.Options.Resolve), so that New hands the engine exactly the values it runs with.
@@ -151,26 +151,26 @@ func invalid(format string, args ...any) error {
 // and at least three renewal intervals; zero is rejected (leave the option out for the
 // default).
 func WithTTL(ttl time.Duration) Option {
-	return func(c *config) error {
+	return Option{func(c *config) error {
 		if ttl <= 0 || ttl > MaxTTL {
 			return invalid("TTL %v must be in (0, %v]", ttl, MaxTTL)
 		}
 		c.ttl = ttl
 		return nil
-	}
+	}}
 }
 
 // WithRenewEvery sets the keep-alive interval (default TTL/3). It is also each backend call's
 // timeout. The TTL must exceed it by at least twice the call timeout, that is TTL ≥ 3 × renewEvery;
 // so it is in (0, MaxTTL/3]. Zero is rejected (leave the option out for the default TTL/3).
 func WithRenewEvery(d time.Duration) Option {
-	return func(c *config) error {
+	return Option{func(c *config) error {
 		if d <= 0 || d > MaxTTL/3 {
 			return invalid("renewal interval %v must be in (0, %v]", d, MaxTTL/3)
 		}
 		c.renewEvery = d
 		return nil
-	}
+	}}
 }
 
 // WithDrift sets the assumed maximum clock-rate difference between client and backend (default
@@ -178,39 +178,39 @@ func WithRenewEvery(d time.Duration) Option {
 // be a finite number in [0, MaxDrift): NaN and ±Inf are rejected. Zero is taken literally: no
 // drift allowance (not the default).
 func WithDrift(drift float64) Option {
-	return func(c *config) error {
+	return Option{func(c *config) error {
 		if !(drift >= 0 && drift < MaxDrift) { // also NaN
 			return invalid("drift %v must be a number in [0, %v)", drift, MaxDrift)
 		}
 		c.drift = drift
 		return nil
-	}
+	}}
 }
 
 // WithMargin sets the safety margin subtracted from every local deadline (default
 // DefaultMargin, 50 ms). It must be in [0, TTL/2) (New checks it against the TTL). Zero is
 // taken literally: no margin (not the default).
 func WithMargin(d time.Duration) Option {
-	return func(c *config) error {
+	return Option{func(c *config) error {
 		if d < 0 || d >= MaxTTL/2 {
 			return invalid("margin %v must be in [0, %v)", d, MaxTTL/2)
 		}
 		c.margin = d
 		return nil
-	}
+	}}
 }
 
 // WithCooldown sets how long an election stays out of the race after StepDown (default one
 // TTL), in [0, MaxTTL]. Zero means the default, one TTL (a cooldown cannot be zero: use a
 // small positive value for a near-immediate return to the race).
 func WithCooldown(d time.Duration) Option {
-	return func(c *config) error {
+	return Option{func(c *config) error {
 		if d < 0 || d > MaxTTL {
 			return invalid("cooldown %v must be in [0, %v]", d, MaxTTL)
 		}
 		c.cooldown = d
 		return nil
-	}
+	}}
 }
 
 // WithOwner sets the owner string shown as the leader by status tools (default host:pid). It
@@ -218,93 +218,93 @@ func WithCooldown(d time.Duration) Option {
 // control characters. The error of an invalid owner matches both ErrInvalidOption and
 // ErrInvalidOwner.
 func WithOwner(owner string) Option {
-	return func(c *config) error {
+	return Option{func(c *config) error {
 		if err := wire.ValidateOwner(owner); err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalidOption, err)
 		}
 		c.owner = owner
 		return nil
-	}
+	}}
 }
 
 // WithClock sets the monotonic clock (default SystemClock). Tests use simbatest's virtual clock.
 func WithClock(clock spi.Clock) Option {
-	return func(c *config) error {
+	return Option{func(c *config) error {
 		if clock == nil {
 			return invalid("clock is nil")
 		}
 		c.clock = clock
 		return nil
-	}
+	}}
 }
 
 // WithLogger sets the logger (default: discard). Every failed backend call is logged at WARN
 // (ERROR when the error is permanent), elected, revoked and session opened/lost at INFO, and
 // each engine step at DEBUG.
 func WithLogger(l *slog.Logger) Option {
-	return func(c *config) error {
+	return Option{func(c *config) error {
 		if l == nil {
 			return invalid("logger is nil")
 		}
 		c.logger = l
 		return nil
-	}
+	}}
 }
 
 // WithCallbackExecutor sets what runs OnElected / OnRevoked callbacks (default: a goroutine
 // each). Callbacks of one election are still delivered one at a time, in order.
 func WithCallbackExecutor(e Executor) Option {
-	return func(c *config) error {
+	return Option{func(c *config) error {
 		if e == nil {
 			return invalid("callback executor is nil")
 		}
 		c.callbacks = e
 		return nil
-	}
+	}}
 }
 
 // WithWorkExecutor sets what runs leader work (RunWhileLeader, Schedule, partition handlers);
 // default: a goroutine per term.
 func WithWorkExecutor(e Executor) Option {
-	return func(c *config) error {
+	return Option{func(c *config) error {
 		if e == nil {
 			return invalid("work executor is nil")
 		}
 		c.work = e
 		return nil
-	}
+	}}
 }
 
 // WithListener adds an event listener. Listeners run on the loop goroutine and must be cheap.
 func WithListener(l Listener) Option {
-	return func(c *config) error {
+	return Option{func(c *config) error {
 		if l == nil {
 			return invalid("listener is nil")
 		}
 		c.listeners = append(c.listeners, l)
 		return nil
-	}
+	}}
 }
 
 // WithJitter bounds the random delay a candidate adds to the holder's remaining time before
 // retrying (default DefaultMaxJitter, 25 ms), in [0, MaxTTL]. Zero is taken literally: no
 // jitter, the candidate retries exactly at the holder's remaining time (not the default).
 func WithJitter(max time.Duration) Option {
-	return func(c *config) error {
+	return Option{func(c *config) error {
 		if max < 0 || max > MaxTTL {
 			return invalid("jitter %v must be in [0, %v]", max, MaxTTL)
 		}
 		c.maxJitter = max
 		return nil
-	}
+	}}
 }
 
 // WithSeed makes the client's jitter deterministic (for tests); by default it is random.
 func WithSeed(seed uint64) Option {
-	return func(c *config) error {
+	return Option{func(c *config) error {
 		c.seed, c.seeded = seed, true
 		return nil
-	}
+	}}
 }
 
 // finish resolves the options with the engine's rules (engine.Options.Resolve fills the

@@ -37,14 +37,14 @@ func TestDefaultOwnerIsValid(t *testing.T) {
 func TestWithOwnerValidates(t *testing.T) {
 	for _, owner := range []string{"", "a\x00b", "\x1b[2J", "a\xff", "a\nb", strings.Repeat("o", wire.MaxOwnerLen+1)} {
 		var c config
-		err := WithOwner(owner)(&c)
+		err := WithOwner(owner).apply(&c)
 		if !errors.Is(err, ErrInvalidOption) || !errors.Is(err, ErrInvalidOwner) {
 			t.Errorf("WithOwner(%q) = %v, want ErrInvalidOption and wire.ErrInvalidOwner", owner, err)
 		}
 	}
 	for _, owner := range []string{"a", "web-1:4242", "ünïcode ok", strings.Repeat("o", wire.MaxOwnerLen)} {
 		var c config
-		if err := WithOwner(owner)(&c); err != nil || c.owner != owner {
+		if err := WithOwner(owner).apply(&c); err != nil || c.owner != owner {
 			t.Errorf("WithOwner(%q) = %v, owner %q", owner, err, c.owner)
 		}
 	}
