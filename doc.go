@@ -17,7 +17,13 @@
 //   - Election: a long-lived candidacy (NewElection, Start, Stop, StepDown) with OnElected /
 //     OnRevoked callbacks, leader work (RunWhileLeader, Schedule) and handover: a stopped
 //     leader keeps the lease until its work exits, so no new leader starts while old work runs.
-//   - Lock: an election used as a mutex (Lock, TryLock, Unlock, WithLock).
+//   - Locks: Client.Lock, TryLock and WithLock take a name and return a *Held (its Term and
+//     Unlock). Locks are calls, not objects, so that the common pattern — one lock per entity,
+//     invoice-42, invoice-43, … — costs nothing once a lock is released: the client keeps a
+//     name only while some goroutine holds or waits for it. Goroutines of one client that want
+//     the same name take turns in the order they asked, through one backend lease, each with a
+//     term and a token of its own (the way sync.Mutex serves goroutines, and redislock's Obtain
+//     serves callers).
 //   - PartitionGroup: P partitions spread over the group's live members by rendezvous hashing
 //     (JoinGroup, Leave, Assigned, Held, Members).
 //
@@ -38,7 +44,8 @@
 // checked by transcript tests and a deterministic simulator. The Client is its shell: one loop
 // goroutine steps the engine and carries out its effects — backend calls on their own
 // goroutines, timers, callbacks through a serial dispatcher per election, leader work on one
-// goroutine per term. Backends implement the small SPI (Backend); package simbatest offers an
+// goroutine per term. Backends implement the public SPI (package spi, as database/sql drivers
+// implement database/sql/driver); package simbatest offers an
 // in-memory one with fault injection and a virtual clock for your tests, and package tck the
 // conformance suites every backend passes.
 //
