@@ -1,8 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"os/exec"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -37,5 +41,37 @@ func TestLockOnAClusterNodeFailsFast(t *testing.T) {
 	if msg := err.Error(); !(strings.Contains(msg, "MOVED") || strings.Contains(msg, "CROSSSLOT")) ||
 		!strings.Contains(msg, "redis+cluster://") {
 		t.Errorf("error %q does not name the misconfiguration (MOVED or CROSSSLOT, use redis+cluster://)", msg)
+	}
+}
+
+// TestLockCommandOnAClusterNodeExitsAtOnce runs the built simba binary as a user would:
+// `simba lock -dsn redis://<a Cluster node> -name x -- true` exits non-zero within one second,
+// and its stderr names the misconfiguration.
+func TestLockCommandOnAClusterNodeExitsAtOnce(t *testing.T) {
+	node := testenv.RedisCluster(t)[0]
+	bin := filepath.Join(t.TempDir(), "simba")
+	build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, bin, "lock", "-dsn", "redis://"+node, "-name", "x", "--", "true")
+	cmd.Stderr = &stderr
+	start := time.Now()
+	err := cmd.Run()
+	took := time.Since(start)
+	t.Logf("exited after %v: %v\n%s", took, err, stderr.String())
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() <= 0 {
+		t.Fatalf("simba lock on a Cluster node: %v, want a non-zero exit", err)
+	}
+	if took > time.Second {
+		t.Errorf("simba lock took %v to exit, want at most 1 s", took)
+	}
+	if msg := stderr.String(); !(strings.Contains(msg, "MOVED") || strings.Contains(msg, "CROSSSLOT")) ||
+		!strings.Contains(msg, "redis+cluster://") {
+		t.Errorf("stderr %q does not name the misconfiguration (MOVED or CROSSSLOT, use redis+cluster://)", msg)
 	}
 }
