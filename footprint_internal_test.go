@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/simba-go/simba/internal/engine"
+	"github.com/simba-go/simba/simbatest"
 	"github.com/simba-go/simba/spi"
 )
 
@@ -189,3 +190,75 @@ func TestLockingManyNamesLeavesNothingBehind(t *testing.T) {
 }
 
 func (b *grantAll) Close() error { return nil }
+
+// TestStopAndLeaveLeaveNothingBehind: elections started, elected and stopped, groups joined and
+// left, and Events subscriptions whose ctx ended leave the client's and the engine's state at
+// its size; a stopped election's name can be elected again on the same client.
+func TestStopAndLeaveLeaveNothingBehind(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	srv := simbatest.NewServer(simbatest.WithClock(spi.SystemClock()))
+	c, err := New(srv.Backend(), WithOwner("stop"), WithTTL(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	warm, err := c.Lock(ctx, "warm-up")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := warm.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := c.footprint(t)
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+		}
+	}
+	for i := range 200 {
+		for round := range 2 { // the same name twice: elected again after Stop
+			evCtx, stopEvents := context.WithCancel(ctx)
+			var elected atomic.Bool
+			e, err := c.NewElection(fmt.Sprintf("job-%d", i), OnElected(func(context.Context, Term) { elected.Store(true) }))
+			if err != nil {
+				t.Fatalf("round %d: NewElection: %v", round, err)
+			}
+			events := e.Events(evCtx)
+			if err := e.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			waitFor("leadership", func() bool { return e.IsLeader() && elected.Load() })
+			if ev := <-events; ev.Kind != EventElected {
+				t.Fatalf("first event %v, want elected", ev)
+			}
+			if err := e.Stop(ctx); err != nil {
+				t.Fatal(err)
+			}
+			stopEvents()
+			for range events { // closed once ctx ended
+			}
+		}
+	}
+	for i := range 50 {
+		g, err := c.JoinGroup(ctx, fmt.Sprintf("grp-%d", i), 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		evCtx, stopEvents := context.WithCancel(ctx)
+		events := g.Events(evCtx)
+		waitFor("partitions", func() bool { return len(g.Held()) == 4 })
+		if err := g.Leave(ctx); err != nil {
+			t.Fatal(err)
+		}
+		stopEvents()
+		for range events {
+		}
+	}
+	waitFor("the state to settle", func() bool { return c.footprint(t) == before })
+	if err := c.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

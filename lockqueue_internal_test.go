@@ -52,6 +52,7 @@ func TestLockQueueIsFIFO(t *testing.T) {
 	}
 	grants := make(chan grant, n)
 	leaving, leave := context.WithCancel(ctx)
+	defer leave()
 	left := make(chan error, 1)
 	for i := range n {
 		go func() { h, err := c.Lock(ctx, "q"); grants <- grant{i, h, err} }()
