@@ -145,23 +145,27 @@ func (c *Client) takeTurn(ctx context.Context, name string, try bool) (*lockQueu
 		turn := make(chan struct{}, 1)
 		h.waiters = append(h.waiters, turn)
 		c.mu.Unlock()
+		var err error
 		select {
 		case <-turn:
 			return h, nil
 		case <-ctx.Done():
+			err = ctx.Err()
+		case <-c.closeTaken: // the holder may never unlock: waiters end with the client
+			err = ErrClosed
 		}
 		c.mu.Lock()
 		for i, w := range h.waiters {
 			if w == turn {
 				h.waiters = append(h.waiters[:i], h.waiters[i+1:]...)
 				c.mu.Unlock()
-				return nil, ctx.Err()
+				return nil, err
 			}
 		}
 		c.mu.Unlock()
-		// The turn was handed to us as ctx ended: hand it on.
+		// The turn was handed to us as we gave up: hand it on.
 		c.passTurn(h)
-		return nil, ctx.Err()
+		return nil, err
 	default:
 		c.mu.Unlock()
 		return nil, invalid("%q has an election on this client", name)

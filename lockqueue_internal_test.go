@@ -2,6 +2,7 @@ package simba
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -86,5 +87,36 @@ func TestLockQueueIsFIFO(t *testing.T) {
 	}
 	if w := c.waiters("q"); w != -1 {
 		t.Fatalf("the name is still queued (%d waiters) after the last unlock", w)
+	}
+}
+
+// TestCloseEndsLocalWaiters: goroutines waiting behind a lock that is never unlocked end with
+// ErrClosed when the client closes.
+func TestCloseEndsLocalWaiters(t *testing.T) {
+	srv := simbatest.NewServer(simbatest.WithClock(spi.SystemClock()))
+	c, err := New(srv.Backend(), WithOwner("closing"), WithTTL(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := c.Lock(ctx, "q"); err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 3)
+	for range 3 {
+		go func() { _, err := c.Lock(ctx, "q"); errs <- err }()
+	}
+	for deadline := time.Now().Add(10 * time.Second); c.waiters("q") != 3; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d waiters, want 3", c.waiters("q"))
+		}
+	}
+	if err := c.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := <-errs; !errors.Is(err, ErrClosed) {
+			t.Fatalf("a waiter ended with %v, want ErrClosed", err)
+		}
 	}
 }
