@@ -76,7 +76,7 @@ type Client struct {
 	insideG map[uint64]int // goroutines running a callback or leader work of this client
 }
 
-// leaseHandle is what the loop tells about the terms of one name: an *Election, a *Lock, or a
+// leaseHandle is what the loop tells about the terms of one name: an *Election, a *lockQueue, or a
 // partition of a *PartitionGroup.
 type leaseHandle interface {
 	elected(t Term)
@@ -160,7 +160,8 @@ func (c *Client) Session() SessionID {
 
 // Close stops every election, lock and group of the client (their terms end with
 // RevokedClosed; handovers wait for their work as usual), closes the backend session and
-// waits until every goroutine of the client has exited or ctx ends. Close does not close the
+// waits until every goroutine of the client has exited or ctx ends. Goroutines waiting in
+// Lock behind another goroutine of this client return ErrClosed. Close does not close the
 // backend. Every call after the first waits the same way; none starts a second close.
 //
 // Close never waits for the goroutine that called it. Called from inside an OnElected,
@@ -771,12 +772,16 @@ func (c *Client) unregister(name string, h leaseHandle) {
 	}
 }
 
-// LockHeldError is returned by TryLock when another session holds the lock. errors.Is(err,
-// ErrLockHeld) holds for it.
+// LockHeldError is returned by TryLock when another session holds the lock, or when another
+// goroutine of this client holds or is taking it (then Holder and Owner are this client's).
+// errors.Is(err, ErrLockHeld) holds for it.
 type LockHeldError struct {
-	Name   string
+	// Name is the lock's name.
+	Name string
+	// Holder is the holding session, as the backend reported it.
 	Holder SessionID
-	Owner  string
+	// Owner is the holding session's owner string.
+	Owner string
 }
 
 // Error implements error.
