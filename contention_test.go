@@ -1,11 +1,9 @@
 package simba_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
-	"github.com/simba-go/simba"
 	"github.com/simba-go/simba/internal/locktest"
 	"github.com/simba-go/simba/simbatest"
 	"github.com/simba-go/simba/spi"
@@ -19,16 +17,7 @@ func TestLockContentionMemory(t *testing.T) {
 		t.Skip("10 s of contention; run without -short")
 	}
 	srv := simbatest.NewServer(simbatest.WithClock(spi.SystemClock()))
-	var clients []*simba.Client
-	for _, owner := range []string{"one", "two"} {
-		c, err := simba.New(srv.Backend(), simba.WithOwner(owner), simba.WithTTL(time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = c.Close(context.Background()) })
-		clients = append(clients, c)
-	}
-	r := locktest.Contend(t, clients, locktest.Config{Name: "contended", Goroutines: 8, Duration: 10 * time.Second,
-		Hold: 2 * time.Millisecond, Think: 20 * time.Millisecond, Seed: 1})
+	clients := locktest.Clients(t, time.Second, srv.Backend(), srv.Backend())
+	r := locktest.Contend(t, clients, locktest.Eight8("contended"))
 	t.Logf("%d turns; per goroutine %v", r.Total, r.Turns)
 }

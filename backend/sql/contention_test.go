@@ -1,11 +1,9 @@
 package sql
 
 import (
-	"context"
 	"testing"
 	"time"
 
-	"github.com/simba-go/simba"
 	"github.com/simba-go/simba/internal/locktest"
 )
 
@@ -20,16 +18,7 @@ func TestLockContentionSQLite(t *testing.T) {
 	}
 	dsn := liteDSN(t)
 	migrated(t, dsn)
-	var clients []*simba.Client
-	for _, owner := range []string{"one", "two"} {
-		c, err := simba.New(open(t, dsn), simba.WithOwner(owner), simba.WithTTL(time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = c.Close(context.Background()) })
-		clients = append(clients, c)
-	}
-	r := locktest.Contend(t, clients, locktest.Config{Name: "contended", Goroutines: 8, Duration: 10 * time.Second,
-		Hold: 2 * time.Millisecond, Think: 20 * time.Millisecond, Seed: 1})
+	clients := locktest.Clients(t, time.Second, open(t, dsn), open(t, dsn))
+	r := locktest.Contend(t, clients, locktest.Eight8("contended"))
 	t.Logf("%d turns; per goroutine %v", r.Total, r.Turns)
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/simba-go/simba"
+	"github.com/simba-go/simba/spi"
 )
 
 // Config is a contention run: Goroutines goroutines on each client lock Name for Duration,
@@ -34,6 +35,30 @@ type Report struct {
 	// Total is the number of turns, and Tokens the fencing tokens in the order the turns began.
 	Total  int
 	Tokens []int64
+}
+
+// Clients makes one client per backend, owners "one", "two", … with TTL ttl, closed when the
+// test ends.
+func Clients(t testing.TB, ttl time.Duration, backends ...spi.Backend) []*simba.Client {
+	t.Helper()
+	owners := []string{"one", "two", "three", "four", "five", "six", "seven", "eight"}
+	var clients []*simba.Client
+	for i, b := range backends {
+		c, err := simba.New(b, simba.WithOwner(owners[i%len(owners)]), simba.WithTTL(ttl))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close(context.Background()) })
+		clients = append(clients, c)
+	}
+	return clients
+}
+
+// Eight8 is the contention of the API issue: 8 goroutines on each client for 10 s, each turn
+// held up to 2 ms and followed by a pause of up to 20 ms.
+func Eight8(name string) Config {
+	return Config{Name: name, Goroutines: 8, Duration: 10 * time.Second, Hold: 2 * time.Millisecond,
+		Think: 20 * time.Millisecond, Seed: 1}
 }
 
 // Contend runs cfg over clients and fails t if at any turn's start another turn's term was
