@@ -1,0 +1,114 @@
+package simba_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/simba-go/simba"
+	"github.com/simba-go/simba/backend/redis"
+	simbasql "github.com/simba-go/simba/backend/sql"
+	"github.com/simba-go/simba/internal/testenv"
+	"github.com/simba-go/simba/simbatest"
+	"github.com/simba-go/simba/spi"
+)
+
+// BenchmarkLockCycle measures the public Lock + Unlock cycle and reports it in SPI cycles
+// (Acquire + Release called directly on another connection to the same server) measured in the
+// same run: the shell's cost over the backend's own, on the memory backend, Redis and
+// PostgreSQL. (On a fast backend the shell, not the backend, is the cost.)
+func BenchmarkLockCycle(b *testing.B) {
+	b.Run("memory", func(b *testing.B) {
+		srv := simbatest.NewServer(simbatest.WithClock(spi.SystemClock()))
+		benchLockCycle(b, srv.Backend(), srv.Backend())
+	})
+	b.Run("redis", func(b *testing.B) {
+		addr := testenv.Redis(b)
+		open := func() spi.Backend {
+			be, err := redis.Open("redis://" + addr)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { be.Close() })
+			return be
+		}
+		benchLockCycle(b, open(), open())
+	})
+	b.Run("postgres", func(b *testing.B) {
+		dsn := testenv.Postgres(b)
+		open := func() spi.Backend {
+			be, err := simbasql.Open(context.Background(), dsn, simbasql.WithAutoMigrate())
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { be.Close() })
+			return be
+		}
+		benchLockCycle(b, open(), open())
+	})
+}
+
+func benchLockCycle(b *testing.B, raw, backend spi.Backend) {
+	ctx := context.Background()
+	sess, err := raw.OpenSession(ctx, "raw", 15*time.Second)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer raw.CloseSession(ctx, sess.ID)
+	rawName := fmt.Sprintf("bench-raw-%d", time.Now().UnixNano())
+	spiCycle := func() {
+		a, err := raw.Acquire(ctx, sess.ID, rawName)
+		if err != nil || a.Kind != spi.Granted {
+			b.Fatalf("acquire: %v %v", a, err)
+		}
+		if err := raw.Release(ctx, sess.ID, rawName, a.Token); err != nil {
+			b.Fatal(err)
+		}
+	}
+	c, err := simba.New(backend, simba.WithOwner("bench"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close(ctx)
+	name := fmt.Sprintf("bench-lock-%d", time.Now().UnixNano())
+	lockCycle := func() {
+		h, err := c.Lock(ctx, name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := h.Unlock(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	lockCycle() // the session
+	SameRunRatio(b, "spi-cycles/op", spiCycle, lockCycle)
+}
+
+// SameRunRatio times op and base alternately in rounds and reports op's time per iteration in
+// base's (unit) and in ns (ns/op is op's).
+func SameRunRatio(b *testing.B, unit string, base, op func()) {
+	b.Helper()
+	var baseTime, opTime time.Duration
+	const round = 64
+	n := 0
+	b.ResetTimer()
+	for n < b.N {
+		k := min(round, b.N-n)
+		start := time.Now()
+		for range k {
+			base()
+		}
+		baseTime += time.Since(start)
+		start = time.Now()
+		for range k {
+			op()
+		}
+		opTime += time.Since(start)
+		n += k
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(opTime)/float64(baseTime), unit)
+	b.ReportMetric(float64(opTime.Nanoseconds())/float64(b.N), "lock-ns/op")
+	b.ReportMetric(float64(baseTime.Nanoseconds())/float64(b.N), "spi-ns/op")
+}
