@@ -38,9 +38,11 @@ type Client struct {
 	cancel   context.CancelFunc
 	inside   context.Context // marks callbacks and work (Close from inside must not wait)
 
-	calls     sync.WaitGroup // backend calls and the hint reader
-	work      sync.WaitGroup // leader work
-	callbacks sync.WaitGroup // serial dispatchers with callbacks to run
+	calls       sync.WaitGroup     // call workers and the hint reader
+	callQ       chan engine.Effect // calls handed to idle workers (unbuffered)
+	idleWorkers atomic.Int32
+	work        sync.WaitGroup // leader work
+	callbacks   sync.WaitGroup // serial dispatchers with callbacks to run
 
 	// Loop-goroutine state.
 	timers    map[engine.Timer]spi.Timer
@@ -120,6 +122,7 @@ func New(backend spi.Backend, opts ...Option) (*Client, error) {
 		eng:        eng,
 		rng:        rand.New(rand.NewPCG(seed, seed^0x9E3779B97F4A7C15)),
 		in:         make(chan func(), 1024),
+		callQ:      make(chan engine.Effect),
 		loopDone:   make(chan struct{}),
 		timers:     make(map[engine.Timer]spi.Timer),
 		futures:    make(map[engine.FutureID]*future),
@@ -316,30 +319,31 @@ func (c *Client) loop() {
 }
 
 func (c *Client) newFuture() *future {
-	c.nextFut++
 	f := newFuture()
-	f.id = c.nextFut
-	c.futures[f.id] = f
+	c.addFuture(f)
 	return f
 }
 
-// request posts an engine event that completes a future and waits for it (or ctx). If the loop
-// has exited, it fails with ErrClosed.
+// addFuture numbers f and registers it for completion by the engine (loop goroutine).
+func (c *Client) addFuture(f *future) {
+	c.nextFut++
+	f.id = c.nextFut
+	c.futures[f.id] = f
+}
+
+// request posts an engine event that completes a future and waits for it (or ctx). The future
+// is made here, so that the caller waits on it at once: the loop takes the event in order and
+// wakes the caller only when the future completes. It returns the future once the event is
+// posted — the engine takes every posted event in order, even if ctx ends first — and
+// ErrClosed (with no future) if the loop has exited.
 func (c *Client) request(ctx context.Context, ev engine.Event) (*future, error) {
-	var f *future
 	since := c.errSeq.Load()
-	ready := make(chan struct{})
+	f := newFuture()
 	if !c.post(func() {
-		f = c.newFuture()
-		close(ready)
+		c.addFuture(f)
 		ev.Future = f.id
 		c.step(ev)
 	}) {
-		return nil, ErrClosed
-	}
-	select {
-	case <-ready:
-	case <-c.loopDone:
 		return nil, ErrClosed
 	}
 	select {
@@ -347,6 +351,14 @@ func (c *Client) request(ctx context.Context, ev engine.Event) (*future, error) 
 		return f, f.err
 	case <-ctx.Done():
 		return f, c.withLastError(ctx.Err(), since, ev.Name)
+	case <-c.loopDone:
+		// The loop completes every future it took with ErrClosed as it exits.
+		select {
+		case <-f.done:
+			return f, f.err
+		default:
+			return nil, ErrClosed
+		}
 	}
 }
 
@@ -440,46 +452,93 @@ func (c *Client) arm(key engine.Timer, at, now time.Duration) {
 	})
 }
 
-// startCall runs one backend call on its own goroutine with a timeout of one renewal interval
-// and feeds the reply back to the loop.
+// startCall runs one backend call with a timeout of one renewal interval on a call worker and
+// feeds the reply back to the loop. Workers are goroutines kept for the next call (a call must
+// not wait for another, so an idle worker takes it, or a new one starts): reusing them spares
+// each call a goroutine's start and the growth of its stack, which on a fast backend cost more
+// than the call.
 func (c *Client) startCall(ef engine.Effect) {
 	ef.Names = append([]string(nil), ef.Names...)
 	ef.Groups = append([]string(nil), ef.Groups...)
-	c.calls.Add(1)
-	go func() {
-		defer c.calls.Done()
-		ctx, cancel := context.WithTimeout(c.baseCtx, c.cfg.renewEvery)
-		defer cancel()
-		ev := engine.ReplyTo(ef)
-		ev.SentAt = c.cfg.clock.Now()
-		b := c.backend
-		switch ef.Op {
-		case engine.OpOpenSession:
-			ev.Session, ev.Err = b.OpenSession(ctx, ef.Owner, ef.TTL)
-		case engine.OpKeepAlive:
-			ev.KeepAlive, ev.Err = b.KeepAlive(ctx, ef.Session, ef.Names, ef.Groups)
-		case engine.OpCloseSession:
-			ev.Err = b.CloseSession(ctx, ef.Session)
-		case engine.OpAcquire:
-			ev.Acquire, ev.Err = b.Acquire(ctx, ef.Session, ef.Name)
-		case engine.OpRelease:
-			ev.Err = b.Release(ctx, ef.Session, ef.Name, ef.Token)
-		case engine.OpJoin:
-			ev.Status, ev.Err = b.Join(ctx, ef.Session, ef.Name)
-		case engine.OpLeave:
-			ev.Status, ev.Err = b.Leave(ctx, ef.Session, ef.Name)
-		case engine.OpMembers:
-			ev.Members, ev.Err = b.Members(ctx, ef.Name)
+	select {
+	case c.callQ <- ef:
+	default:
+		c.calls.Add(1)
+		go c.callWorker(ef)
+	}
+}
+
+// maxIdleWorkers bounds the call workers kept idle; idleWorkerFor is how long one waits for a
+// call before it exits.
+const (
+	maxIdleWorkers = 8
+	idleWorkerFor  = 10 * time.Second
+)
+
+// callWorker runs ef, then further calls handed to it, until it has been idle for a while, too
+// many workers are idle, or the client's loop has exited.
+func (c *Client) callWorker(ef engine.Effect) {
+	defer c.calls.Done()
+	var idle *time.Timer
+	for {
+		c.runCall(ef)
+		if c.idleWorkers.Add(1) > maxIdleWorkers {
+			c.idleWorkers.Add(-1)
+			return
 		}
-		if ev.Err != nil && ctx.Err() != nil && !errors.Is(ev.Err, ErrUnavailable) {
-			// A timed-out call's outcome is unknown: retryable.
-			ev.Err = spi.Unavailable(ef.Op.String(), ev.Err)
+		if idle == nil {
+			idle = time.NewTimer(idleWorkerFor)
+		} else {
+			idle.Reset(idleWorkerFor)
 		}
-		c.post(func() {
-			c.callDone(ef.Op, ef.Name, ev.Err)
-			c.step(ev)
-		})
-	}()
+		select {
+		case ef = <-c.callQ:
+			c.idleWorkers.Add(-1)
+			idle.Stop()
+		case <-idle.C:
+			c.idleWorkers.Add(-1)
+			return
+		case <-c.baseCtx.Done():
+			c.idleWorkers.Add(-1)
+			idle.Stop()
+			return
+		}
+	}
+}
+
+// runCall makes the backend call ef asks for and posts the reply to the loop.
+func (c *Client) runCall(ef engine.Effect) {
+	ctx, cancel := context.WithTimeout(c.baseCtx, c.cfg.renewEvery)
+	defer cancel()
+	ev := engine.ReplyTo(ef)
+	ev.SentAt = c.cfg.clock.Now()
+	b := c.backend
+	switch ef.Op {
+	case engine.OpOpenSession:
+		ev.Session, ev.Err = b.OpenSession(ctx, ef.Owner, ef.TTL)
+	case engine.OpKeepAlive:
+		ev.KeepAlive, ev.Err = b.KeepAlive(ctx, ef.Session, ef.Names, ef.Groups)
+	case engine.OpCloseSession:
+		ev.Err = b.CloseSession(ctx, ef.Session)
+	case engine.OpAcquire:
+		ev.Acquire, ev.Err = b.Acquire(ctx, ef.Session, ef.Name)
+	case engine.OpRelease:
+		ev.Err = b.Release(ctx, ef.Session, ef.Name, ef.Token)
+	case engine.OpJoin:
+		ev.Status, ev.Err = b.Join(ctx, ef.Session, ef.Name)
+	case engine.OpLeave:
+		ev.Status, ev.Err = b.Leave(ctx, ef.Session, ef.Name)
+	case engine.OpMembers:
+		ev.Members, ev.Err = b.Members(ctx, ef.Name)
+	}
+	if ev.Err != nil && ctx.Err() != nil && !errors.Is(ev.Err, ErrUnavailable) {
+		// A timed-out call's outcome is unknown: retryable.
+		ev.Err = spi.Unavailable(ef.Op.String(), ev.Err)
+	}
+	c.post(func() {
+		c.callDone(ef.Op, ef.Name, ev.Err)
+		c.step(ev)
+	})
 }
 
 // callDone reports a backend call's outcome on the loop goroutine before the engine sees it:
