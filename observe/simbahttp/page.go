@@ -17,15 +17,21 @@ const timelineWindow = 10 * time.Minute
 
 type pageData struct {
 	Title    string
+	Open     bool // the timeline's term tables start unfolded
 	Refresh  int
 	Status   Status
 	Now      string
 	Health   string
-	Holders  []Holder
+	Holders  []pageHolder
 	Lines    []timelineLine
 	Groups   []pageGroup
 	Sessions []pageSession
 	Window   string
+}
+
+type pageHolder struct {
+	Holder
+	Color template.CSS
 }
 
 type timelineLine struct {
@@ -61,8 +67,9 @@ type pageGroup struct {
 }
 
 type pageMember struct {
-	ID   simba.SessionID
-	Self bool
+	ID    simba.SessionID
+	Owner string
+	Self  bool
 }
 
 type pageSession struct {
@@ -74,8 +81,12 @@ type pageSession struct {
 
 func (h *Handler) servePage(w http.ResponseWriter, r *http.Request) {
 	st := h.Status(r.Context())
+	col := newColors(st)
 	d := pageData{Title: h.o.Title, Refresh: max(1, int(h.o.Refresh.Round(time.Second)/time.Second)), Status: st,
-		Now: clock(st.At), Holders: st.Holders}
+		Now: clock(st.At)}
+	for _, hd := range st.Holders {
+		d.Holders = append(d.Holders, pageHolder{Holder: hd, Color: col.of(hd.Owner, hd.Session)})
+	}
 	if st.Healthy {
 		d.Health = "live"
 	} else {
@@ -113,7 +124,7 @@ func (h *Handler) servePage(w http.ResponseWriter, r *http.Request) {
 			if e.Until != nil {
 				until = *e.Until
 			}
-			color := ownerColor(e.Owner, e.Session)
+			color := col.of(e.Owner, e.Session)
 			if until.After(start) {
 				if from.Before(start) {
 					from = start
@@ -128,7 +139,7 @@ func (h *Handler) servePage(w http.ResponseWriter, r *http.Request) {
 		for i := len(entries) - 1; i >= 0; i-- {
 			e := entries[i]
 			pe := pageEntry{Token: e.Token, Owner: who(e), Self: e.Self, Since: clock(e.Since), Until: "now",
-				Reason: e.Reason, Color: ownerColor(e.Owner, e.Session)}
+				Reason: e.Reason, Color: col.of(e.Owner, e.Session)}
 			end := st.At
 			if e.Until != nil {
 				end = *e.Until
@@ -139,11 +150,18 @@ func (h *Handler) servePage(w http.ResponseWriter, r *http.Request) {
 		}
 		d.Lines = append(d.Lines, line)
 	}
+	d.Open = len(d.Lines) <= 2
 
+	owners := make(map[simba.SessionID]string)
+	if st.Backend != nil {
+		for _, s := range st.Backend.Sessions {
+			owners[s.ID] = s.Owner
+		}
+	}
 	for _, g := range st.Groups {
 		pg := pageGroup{Name: g.Name, Count: g.Count, Partitions: ints(g.Partitions)}
 		for _, m := range g.Members {
-			pg.Members = append(pg.Members, pageMember{ID: m, Self: st.Session.Live && m == st.Session.ID})
+			pg.Members = append(pg.Members, pageMember{ID: m, Owner: owners[m], Self: st.Session.Live && m == st.Session.ID})
 		}
 		d.Groups = append(d.Groups, pg)
 	}
@@ -195,15 +213,51 @@ func short(id simba.SessionID) string {
 	return string(id)
 }
 
-// ownerColor gives each holder a stable hue.
-func ownerColor(owner string, session simba.SessionID) template.CSS {
-	f := fnv.New32a()
+// palette holds distinguishable colors for holders.
+var palette = []template.CSS{"#2f81f7", "#d2691e", "#2da44e", "#8250df", "#cf222e", "#0a7d8c", "#bf8700", "#e85aad"}
+
+// colors gives each holder (by owner, or session when the owner is unknown) a color: the
+// holders sorted by name take the palette in order, so the colors stay put across refreshes
+// while the set of holders does.
+type colors map[string]template.CSS
+
+func holderKey(owner string, session simba.SessionID) string {
 	if owner != "" {
-		f.Write([]byte(owner))
-	} else {
-		f.Write([]byte(session))
+		return owner
 	}
-	return template.CSS(fmt.Sprintf("hsl(%d 60%% 45%%)", f.Sum32()%360))
+	return string(session)
+}
+
+func newColors(st Status) colors {
+	keys := make(map[string]bool)
+	for _, hd := range st.Holders {
+		keys[holderKey(hd.Owner, hd.Session)] = true
+	}
+	for _, entries := range st.Timeline {
+		for _, e := range entries {
+			keys[holderKey(e.Owner, e.Session)] = true
+		}
+	}
+	sorted := make([]string, 0, len(keys))
+	for k := range keys {
+		sorted = append(sorted, k)
+	}
+	sort.Strings(sorted)
+	c := make(colors, len(sorted))
+	for i, k := range sorted {
+		if i < len(palette) {
+			c[k] = palette[i]
+			continue
+		}
+		f := fnv.New32a()
+		f.Write([]byte(k))
+		c[k] = template.CSS(fmt.Sprintf("hsl(%d 55%% 45%%)", f.Sum32()%360))
+	}
+	return c
+}
+
+func (c colors) of(owner string, session simba.SessionID) template.CSS {
+	return c[holderKey(owner, session)]
 }
 
 func millis(ms int64) string {
@@ -217,7 +271,6 @@ var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
 	"short":  short,
 	"millis": millis,
 	"token":  token,
-	"color":  ownerColor,
 	"clock":  clock,
 }).Parse(`<!doctype html>
 <html lang="en">
@@ -248,13 +301,14 @@ tr:last-child td { border-bottom:0; }
 code, .mono { font-family:ui-monospace,SFMono-Regular,Menlo,monospace; font-size:12.5px; }
 .muted { color:var(--muted); }
 .dot { display:inline-block; width:9px; height:9px; border-radius:50%; margin-right:6px; vertical-align:middle; }
-.line { margin:10px 0 16px; }
-.line .name { font-weight:600; margin-bottom:4px; }
+.line { display:grid; grid-template-columns:110px 1fr; column-gap:12px; align-items:center; margin:6px 0; }
+.line .name { font-weight:600; overflow:hidden; text-overflow:ellipsis; white-space:nowrap; }
+.line details { grid-column:2; }
 .bar { position:relative; height:26px; background:var(--bg); border:1px solid var(--line); border-radius:5px; overflow:hidden; }
 .seg { position:absolute; top:0; bottom:0; color:#fff; font-size:11.5px; line-height:26px; padding:0 6px; overflow:hidden; text-overflow:ellipsis; white-space:nowrap; border-right:1px solid #fff; }
 .seg.open { box-shadow:inset -3px 0 0 rgba(255,255,255,.6); }
 .axis { display:flex; justify-content:space-between; color:var(--muted); font-size:11px; margin-top:2px; }
-details summary { cursor:pointer; color:var(--muted); font-size:12px; margin-top:4px; }
+details summary { cursor:pointer; color:var(--muted); font-size:12px; margin:2px 0; }
 .error { color:var(--bad); }
 </style>
 </head>
@@ -275,7 +329,7 @@ details summary { cursor:pointer; color:var(--muted); font-size:12px; margin-top
     {{range .Holders}}
     <tr class="holder" data-name="{{.Name}}" data-holder="{{.Owner}}" data-token="{{.Token}}" data-self="{{.Self}}">
       <td><b>{{.Name}}</b></td>
-      <td><span class="dot" style="background:{{color .Owner .Session}}"></span>{{.Owner}}{{if .Self}}<span class="you">this client</span>{{end}}</td>
+      <td><span class="dot" style="background:{{.Color}}"></span>{{.Owner}}{{if .Self}}<span class="you">this client</span>{{end}}</td>
       <td class="mono">{{short .Session}}</td>
       <td class="mono">{{token .Token}}</td>
       <td>{{millis .RemainingMillis}}</td>
@@ -286,11 +340,12 @@ details summary { cursor:pointer; color:var(--muted); font-size:12px; margin-top
 </section>
 <section>
   <h2>Timeline <span class="muted" style="font-weight:400">{{.Window}} UTC</span></h2>
+  {{$open := .Open}}
   {{range .Lines}}
   <div class="line" data-name="{{.Name}}">
     <div class="name">{{.Name}}</div>
     <div class="bar">{{range .Segments}}<div class="seg{{if .Open}} open{{end}}" title="{{.Title}}" style="left:{{printf "%.2f" .Left}}%;width:{{printf "%.2f" .Width}}%;background:{{.Color}}">{{.Label}}</div>{{end}}</div>
-    <details{{if le (len .Entries) 4}} open{{end}}><summary>{{len .Entries}} term(s)</summary>
+    <details{{if $open}} open{{end}}><summary>{{len .Entries}} term(s) of {{.Name}}</summary>
     <table>
       <tr><th>Token</th><th>Holder</th><th>From</th><th>Until</th><th>For</th><th>Ended</th></tr>
       {{range .Entries}}
@@ -308,7 +363,7 @@ details summary { cursor:pointer; color:var(--muted); font-size:12px; margin-top
     <tr><th>Group</th><th>Members</th><th>Partitions of this client</th></tr>
     {{range .Groups}}
     <tr data-group="{{.Name}}"><td><b>{{.Name}}</b>{{if .Count}} <span class="muted">({{.Count}} partitions)</span>{{end}}</td>
-      <td class="mono">{{range $i, $m := .Members}}{{if $i}}, {{end}}{{if $m.Self}}<b>{{short $m.ID}}</b>{{else}}{{short $m.ID}}{{end}}{{end}}</td>
+      <td>{{range $i, $m := .Members}}{{if $i}}, {{end}}{{with $m.Owner}}{{.}} {{end}}<span class="mono muted">{{short $m.ID}}</span>{{if $m.Self}}<span class="you">this client</span>{{end}}{{end}}</td>
       <td>{{.Partitions}}</td></tr>
     {{end}}
   </table>

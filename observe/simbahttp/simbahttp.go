@@ -230,8 +230,10 @@ func (h *Handler) endOpenLocked(name string, session simba.SessionID, now time.T
 	for _, e := range h.timeline[name] {
 		if e.Until == nil && e.Session != session {
 			e.Until = &now
-			if e.Reason == "" {
-				e.Reason = "observed-ended"
+			if e.Reason == "" && session == "" {
+				e.Reason = "seen-free"
+			} else if e.Reason == "" {
+				e.Reason = "seen-replaced"
 			}
 		}
 	}
@@ -254,11 +256,12 @@ type Entry struct {
 	Owner   string          `json:"owner"`
 	// Self reports a term of this client.
 	Self bool `json:"self"`
-	// Since is when the term began (this client's) or was first observed (another's).
+	// Since is when the term began (this client's) or was first seen (another's).
 	Since time.Time `json:"since"`
 	// Until is when the term ended or was last seen ended (nil while current).
 	Until *time.Time `json:"until,omitempty"`
-	// Reason says why this client's term ended, or "observed-ended" for another's.
+	// Reason says why this client's term ended (a simba.RevokeReason), or, for another's, how
+	// it was seen to end: "seen-replaced" (another holder) or "seen-free".
 	Reason string `json:"reason,omitempty"`
 }
 
