@@ -2,7 +2,10 @@ module github.com/simba-go/simba/observe
 
 go 1.26.0
 
-require github.com/simba-go/simba v0.0.0-00010101000000-000000000000
+require (
+	github.com/prometheus/client_golang v1.25.0
+	github.com/simba-go/simba v0.0.0-00010101000000-000000000000
+)
 
 require (
 	filippo.io/edwards25519 v1.2.0 // indirect
@@ -18,7 +21,6 @@ require (
 	github.com/mattn/go-isatty v0.0.24 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/ncruces/go-strftime v1.1.0 // indirect
-	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect

@@ -224,11 +224,12 @@ func (h *Handler) observeLocked(name string, session simba.SessionID, owner stri
 	h.timeline[name] = entries
 }
 
-// endOpenLocked ends the open timeline entries of name whose holder is not session (all when
-// session is empty): another holder, or none, was observed.
+// endOpenLocked ends the open timeline entries of other clients for name whose holder is not
+// session (all when session is empty): another holder, or none, was observed. This client's
+// own terms end only by its own events (a snapshot read before one of them may be stale).
 func (h *Handler) endOpenLocked(name string, session simba.SessionID, now time.Time) {
 	for _, e := range h.timeline[name] {
-		if e.Until == nil && e.Session != session {
+		if e.Until == nil && !e.Self && e.Session != session {
 			e.Until = &now
 			if e.Reason == "" && session == "" {
 				e.Reason = "seen-free"
@@ -386,7 +387,8 @@ func (h *Handler) Status(ctx context.Context) Status {
 	now := h.o.Now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	st := Status{Backend: snap, BackendError: snapErr, At: now, LastError: h.lastErr}
+	st := Status{Backend: snap, BackendError: snapErr, At: now, LastError: h.lastErr,
+		Terms: []HeldTerm{}, Holders: []Holder{}, Groups: []Group{}}
 	st.Healthy, st.Session.Reason = h.healthLocked()
 	st.Session.ID, st.Session.Live, st.Session.Since = h.session, h.live, h.since
 	if !h.live {

@@ -22,6 +22,7 @@
 //	simba_sessions_lost_total{reason}             sessions lost (deadline, session-expired)
 //	simba_term_held{name}                         1 while this client holds name's term, else 0
 //	simba_term_token{name}                        fencing token of this client's latest term of name
+//	                                              (a float64: exact up to 2^53)
 //	simba_terms_granted_total{name}               terms of name this client was granted
 //	simba_terms_revoked_total{name,reason}        terms of name that ended, by reason
 //	simba_acquire_attempts_total{name,outcome}    acquire calls by outcome (granted, held, error)
