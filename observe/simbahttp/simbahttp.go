@@ -242,8 +242,10 @@ func (h *Handler) endOpenLocked(name string, session simba.SessionID, now time.T
 
 // BackendError is the last backend error the client reported (Status.LastError).
 type BackendError struct {
-	Op    string    `json:"op"`
-	Name  string    `json:"name,omitempty"`
+	// Op is the failed operation (see simba.Event.Op), Name the lease or group it concerned.
+	Op   string `json:"op"`
+	Name string `json:"name,omitempty"`
+	// Class is "retryable" or "permanent"; Error the error's text; At when it was reported.
 	Class string    `json:"class"`
 	Error string    `json:"error"`
 	At    time.Time `json:"at"`
@@ -251,8 +253,10 @@ type BackendError struct {
 
 // Entry is one term in the timeline of a name.
 type Entry struct {
+	// Name is the lease; Token the term's fencing token (0 when the holder was seen without
+	// it); Session and Owner the holder.
 	Name    string          `json:"name"`
-	Token   int64           `json:"token"` // 0 when the holder was seen without its token
+	Token   int64           `json:"token"`
 	Session simba.SessionID `json:"session"`
 	Owner   string          `json:"owner"`
 	// Self reports a term of this client.
@@ -268,6 +272,8 @@ type Entry struct {
 
 // Session is the client's session in a Status.
 type Session struct {
+	// ID is the live session's id (empty when none is live); Owner the client's owner string
+	// (empty until Attach); Live whether the session is live.
 	ID    simba.SessionID `json:"id,omitempty"`
 	Owner string          `json:"owner,omitempty"`
 	Live  bool            `json:"live"`
@@ -279,6 +285,7 @@ type Session struct {
 
 // HeldTerm is a term this client holds.
 type HeldTerm struct {
+	// Name is the lease, Token the term's fencing token, Since when it was granted.
 	Name  string    `json:"name"`
 	Token int64     `json:"token"`
 	Since time.Time `json:"since"`
@@ -289,13 +296,16 @@ type HeldTerm struct {
 
 // Holder is the holder of a lease as known to this client or its backend.
 type Holder struct {
+	// Name is the lease; Session and Owner its holder; Token the holder's fencing token (0 when
+	// unknown).
 	Name    string          `json:"name"`
 	Session simba.SessionID `json:"session"`
 	Owner   string          `json:"owner"`
-	Token   int64           `json:"token"` // 0 when unknown
+	Token   int64           `json:"token"`
 	// RemainingMillis is the holder's time left by the backend's clock; -1 when unknown.
 	RemainingMillis int64 `json:"remaining_ms"`
-	Self            bool  `json:"self"`
+	// Self reports that this client is the holder.
+	Self bool `json:"self"`
 	// Source is where the holder is known from: "backend" (Inspector), "client" (a tracked
 	// election) or "self".
 	Source string `json:"source"`
@@ -303,6 +313,7 @@ type Holder struct {
 
 // Group is a partition group this client is in.
 type Group struct {
+	// Name is the group; Members its live members as this client last learned them.
 	Name    string            `json:"name"`
 	Members []simba.SessionID `json:"members"`
 	// Partitions are the partitions assigned to this client; Count is the group's partition
@@ -313,18 +324,23 @@ type Group struct {
 
 // Status is the body of /status.
 type Status struct {
-	Healthy   bool                `json:"healthy"`
-	Session   Session             `json:"session"`
-	Terms     []HeldTerm          `json:"terms"`
-	Holders   []Holder            `json:"holders"`
-	Groups    []Group             `json:"groups"`
-	Timeline  map[string][]*Entry `json:"timeline"`
-	LastError *BackendError       `json:"last_error,omitempty"`
+	// Healthy is what /healthz answers (the session is live).
+	Healthy bool    `json:"healthy"`
+	Session Session `json:"session"`
+	// Terms are the terms this client holds; Holders every holder known, by name.
+	Terms   []HeldTerm `json:"terms"`
+	Holders []Holder   `json:"holders"`
+	Groups  []Group    `json:"groups"`
+	// Timeline lists the terms seen per name, oldest first (at most Opts.History each).
+	Timeline map[string][]*Entry `json:"timeline"`
+	// LastError is the last backend error since the session opened.
+	LastError *BackendError `json:"last_error,omitempty"`
 	// Backend is the backend's snapshot (nil when it has no Inspector or Inspect failed:
 	// BackendError says why).
 	Backend      *spi.Snapshot `json:"backend,omitempty"`
 	BackendError string        `json:"backend_error,omitempty"`
-	At           time.Time     `json:"at"`
+	// At is when the status was taken.
+	At time.Time `json:"at"`
 }
 
 // health returns whether the session is live and, if not, why.
