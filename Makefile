@@ -17,16 +17,18 @@ verify:
 	@changes=$$(git status --porcelain --untracked-files=all -- generated sql lua zk); \
 	if [ -n "$$changes" ]; then echo "generated artifacts are stale; run make generate and commit:"; echo "$$changes"; git --no-pager diff --stat -- generated sql lua zk; exit 1; fi
 
-## vet: static checks over the modules: the root, gen/ and examples/backend
+## vet: static checks over the modules: the root, gen/, examples/backend and observe/
 vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) -C gen vet ./...
 	$(GO) -C examples/backend vet ./...
+	$(GO) -C observe vet ./...
 
-## test: every test of the root, gen/ and examples/backend modules, with the race detector
-## (the README's test command). examples/backend is a module of its own (a backend written
-## outside Simba's module), so ./... does not reach it.
+## test: every test of the root, gen/, examples/backend and observe/ modules, with the race
+## detector (the README's test command). examples/backend is a module of its own (a backend
+## written outside Simba's module), and so is observe/ (metrics and the HTTP handler, which
+## bring in Prometheus: the library's go.mod stays without it), so ./... reaches neither.
 ## Packages run one at a time (-p 1): many tests run real servers on real time, and two
 ## packages hammering the same servers at once on a 2-core machine only add noise.
 test: vet
@@ -35,11 +37,13 @@ test: vet
 	$(GO) test -count=1 -run TestEnsembleLeaderFailover ./backend/zookeeper
 	$(GO) -C gen test -count=1 ./...
 	$(GO) -C examples/backend test -race -count=1 ./...
+	$(GO) -C observe test -race -count=1 -p 1 ./...
 
 ## test-short: the fast subset
 test-short:
 	$(GO) test -short ./...
 	$(GO) -C examples/backend test -short ./...
+	$(GO) -C observe test -short ./...
 
 ## bench: the benchmarks; each reports its speed as a ratio against a baseline of the same run
 bench:

@@ -535,6 +535,10 @@ func (c *Client) runCall(ef engine.Effect) {
 		// A timed-out call's outcome is unknown: retryable.
 		ev.Err = spi.Unavailable(ef.Op.String(), ev.Err)
 	}
+	for _, f := range c.cfg.observers {
+		f(CallInfo{Op: ef.Op.String(), Name: ef.Name, Took: c.cfg.clock.Now() - ev.SentAt,
+			Token: ev.Acquire.Token, Err: ev.Err, Class: spi.Classify(ev.Err)})
+	}
 	c.post(func() {
 		c.callDone(ef.Op, ef.Name, ev.Err)
 		c.step(ev)

@@ -98,6 +98,7 @@ type config struct {
 	callbacks  Executor
 	work       Executor
 	listeners  []Listener
+	observers  []func(CallInfo)
 	seed       uint64
 	seeded     bool
 }
@@ -282,6 +283,36 @@ func WithListener(l Listener) Option {
 			return invalid("listener is nil")
 		}
 		c.listeners = append(c.listeners, l)
+		return nil
+	}}
+}
+
+// CallInfo describes one backend call that returned (WithCallObserver).
+type CallInfo struct {
+	// Op is the operation: "open-session", "keep-alive", "close-session", "acquire", "release",
+	// "join", "leave" or "members".
+	Op string
+	// Name is the lease or group the call concerned (empty for session calls).
+	Name string
+	// Took is how long the call took, by the client's clock.
+	Took time.Duration
+	// Token is, for an acquire that granted the lease, its fencing token (zero otherwise).
+	Token int64
+	// Err is the call's failure (nil on success; a call that timed out is Unavailable).
+	Err error
+	// Class is Err's class (spi.Classify; meaningful only when Err is set).
+	Class spi.Class
+}
+
+// WithCallObserver adds an observer of backend calls, for metrics: it is called on the call's
+// goroutine after every backend call returns, before the client sees the reply, so it must be
+// cheap and must not block.
+func WithCallObserver(f func(CallInfo)) Option {
+	return Option{func(c *config) error {
+		if f == nil {
+			return invalid("call observer is nil")
+		}
+		c.observers = append(c.observers, f)
 		return nil
 	}}
 }

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Starts, idempotently, every server Simba's tests need: PostgreSQL, MariaDB, Redis, a Redis
 # Cluster (3 masters with a replica each on 7001-7006) and ZooKeeper (our own zoo.cfg with a
-# short tickTime on 2181). What already answers is left alone; what is missing is installed
-# from Debian's packages. Used by .ci/run and `make services`.
+# short tickTime on 2181), and installs Chromium for the status page test. What already answers
+# is left alone; what is missing is installed from Debian's packages. Used by .ci/run and
+# `make services`.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 state=${SIMBA_SERVICES_DIR:-/tmp/simba-services}
@@ -92,4 +93,7 @@ for _ in $(seq 1 100); do
   [ "$(echo ruok | timeout 2 bash -c 'exec 3<>/dev/tcp/127.0.0.1/2181; cat >&3; cat <&3' 2>/dev/null)" = imok ] && break
   sleep 0.2
 done
+# Chromium (Debian's package), headless, for the status page test of observe/simbahttp.
+need_pkg chromium chromium
+
 log "all services up"

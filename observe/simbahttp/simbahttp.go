@@ -1,0 +1,503 @@
+// Package simbahttp serves a Simba client's health and status over HTTP: a health check for
+// load balancers and orchestrators, a JSON status for tools, and a small page for people.
+//
+// A Handler follows one client through a listener (Options), so it needs nothing from the
+// client's hot paths; Attach tells it the client (for its owner string), and Track adds the
+// live view of elections and groups (time left of their terms, the holder they last learned).
+// When Opts.Backend implements spi.Inspector, the status and the page show the backend's view as
+// well — every lease with its holder and token, every live session, every group:
+//
+//	h := simbahttp.New(simbahttp.Opts{Backend: backend})
+//	c, err := simba.New(backend, append(h.Options(), simba.WithOwner("node-a"))...)
+//	h.Attach(c)
+//	e, err := c.NewElection("leader")
+//	h.Track(e)
+//	http.Handle("/simba/", http.StripPrefix("/simba", h))
+//
+// Routes (relative to where the handler is mounted):
+//
+//	GET /healthz   200 "ok" while the client's session is live; 503 with the reason otherwise
+//	               (no session yet, session lost and why, client closed; with the last backend
+//	               error)
+//	GET /status    JSON: session, terms held with token and time left, known holders, groups
+//	               with members and partitions, the timeline of terms per name, and the
+//	               backend's Inspector snapshot when the backend has one
+//	GET /          an HTML page that refreshes itself: holders, a timeline of terms per name
+//	               (who held what, when, with which token), members and partitions
+//
+// The timeline records this client's own terms from its events, and other holders as the
+// handler observes them (through the backend's Inspector, or tracked elections) each time the
+// status or the page is requested: a term of another client that began and ended between two
+// requests does not show.
+package simbahttp
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/simba-go/simba"
+	"github.com/simba-go/simba/spi"
+)
+
+// Opts configures a Handler. The zero value is ready to use.
+type Opts struct {
+	// Backend is the client's backend; when it implements spi.Inspector, the status and the page
+	// show its snapshot and the timeline follows every holder. Nil leaves the backend's view out.
+	Backend spi.Backend
+	// Title heads the page (default "Simba").
+	Title string
+	// Refresh is how often the page reloads itself (default 2 s).
+	Refresh time.Duration
+	// History is how many terms the timeline keeps per name (default 20).
+	History int
+	// InspectTimeout bounds the backend's Inspect per request (default 2 s).
+	InspectTimeout time.Duration
+	// Now is the wall clock the handler stamps events with (default time.Now).
+	Now func() time.Time
+}
+
+// Handler is an http.Handler with the routes /healthz, /status and /. It is safe for
+// concurrent use.
+type Handler struct {
+	o         Opts
+	inspector spi.Inspector
+	mux       *http.ServeMux
+
+	mu        sync.Mutex
+	client    *simba.Client
+	session   simba.SessionID
+	live      bool
+	closed    bool
+	since     time.Time // of the session state
+	lost      string    // why the last session ended
+	lastErr   *BackendError
+	held      map[string]heldTerm
+	groups    map[string]groupView
+	timeline  map[string][]*Entry
+	elections map[string]*simba.Election
+	pgroups   map[string]*simba.PartitionGroup
+}
+
+type heldTerm struct {
+	token int64
+	since time.Time
+}
+
+type groupView struct {
+	members    []simba.SessionID
+	partitions []int
+	at         time.Time
+}
+
+// New returns a handler; pass its Options to simba.New.
+func New(o Opts) *Handler {
+	if o.Title == "" {
+		o.Title = "Simba"
+	}
+	if o.Refresh <= 0 {
+		o.Refresh = 2 * time.Second
+	}
+	if o.History <= 0 {
+		o.History = 20
+	}
+	if o.InspectTimeout <= 0 {
+		o.InspectTimeout = 2 * time.Second
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	h := &Handler{
+		o:         o,
+		held:      make(map[string]heldTerm),
+		groups:    make(map[string]groupView),
+		timeline:  make(map[string][]*Entry),
+		elections: make(map[string]*simba.Election),
+		pgroups:   make(map[string]*simba.PartitionGroup),
+		since:     o.Now(),
+	}
+	h.inspector, _ = o.Backend.(spi.Inspector)
+	h.mux = http.NewServeMux()
+	h.mux.HandleFunc("GET /healthz", h.serveHealth)
+	h.mux.HandleFunc("GET /status", h.serveStatus)
+	h.mux.HandleFunc("GET /{$}", h.servePage)
+	return h
+}
+
+// Options are the client options that feed the handler (a listener). Pass them to simba.New; a
+// Handler follows one client.
+func (h *Handler) Options() []simba.Option {
+	return []simba.Option{simba.WithListener(h.listen)}
+}
+
+// Attach tells the handler its client, whose owner string the status and page then show.
+func (h *Handler) Attach(c *simba.Client) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.client = c
+}
+
+// Track adds an election's or group's live view: the time left of its terms and, for an
+// election, the holder it last learned. It accepts *simba.Election and *simba.PartitionGroup
+// (other values are ignored); a later Track of the same name replaces the earlier one.
+func (h *Handler) Track(x interface{ Name() string }) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch v := x.(type) {
+	case *simba.Election:
+		h.elections[v.Name()] = v
+	case *simba.PartitionGroup:
+		h.pgroups[v.Name()] = v
+	}
+}
+
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+// listen runs on the client's loop goroutine: it only records.
+func (h *Handler) listen(ev simba.Event) {
+	now := h.o.Now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch ev.Kind {
+	case simba.EventSessionOpened:
+		h.session, h.live, h.since, h.lost, h.lastErr = ev.Session, true, now, "", nil
+	case simba.EventSessionExpired:
+		h.live, h.since = false, now
+		h.lost = fmt.Sprintf("session %s lost (%v)", ev.Session, ev.Reason)
+	case simba.EventClosed:
+		h.live, h.closed, h.since = false, true, now
+	case simba.EventElected:
+		h.held[ev.Name] = heldTerm{token: ev.Token, since: now}
+		owner := ""
+		if h.client != nil {
+			owner = h.client.Owner()
+		}
+		h.observeLocked(ev.Name, ev.Session, owner, ev.Token, true, now)
+	case simba.EventRevoked:
+		if t, ok := h.held[ev.Name]; ok && t.token == ev.Token {
+			delete(h.held, ev.Name)
+		}
+		for _, e := range h.timeline[ev.Name] {
+			if e.Token == ev.Token && e.Self && e.Until == nil {
+				e.Until, e.Reason = &now, ev.Reason.String()
+			}
+		}
+	case simba.EventMembers:
+		h.groups[ev.Name] = groupView{members: slices.Clone(ev.Members), partitions: slices.Clone(ev.Partitions), at: now}
+	case simba.EventBackendError:
+		h.lastErr = &BackendError{Op: ev.Op, Name: ev.Name, Class: ev.Class.String(), Error: ev.Err.Error(), At: now}
+	}
+}
+
+// observeLocked records that session (owner) holds name with token (0: unknown) as of now:
+// a new timeline entry unless the latest one already says so; an open entry of another
+// holder ends.
+func (h *Handler) observeLocked(name string, session simba.SessionID, owner string, token int64, self bool, now time.Time) {
+	entries := h.timeline[name]
+	for _, e := range entries {
+		if (token != 0 && e.Token == token) || (token == 0 && e.Session == session && e.Until == nil) {
+			if e.Owner == "" {
+				e.Owner = owner
+			}
+			return
+		}
+	}
+	if n := len(entries); n > 0 {
+		last := entries[n-1]
+		if last.Session == session && last.Token == 0 && last.Until == nil {
+			last.Token = token // the holder's token learned
+			return
+		}
+	}
+	h.endOpenLocked(name, session, now)
+	e := &Entry{Name: name, Token: token, Session: session, Owner: owner, Self: self, Since: now}
+	entries = append(entries, e)
+	if len(entries) > h.o.History {
+		entries = entries[len(entries)-h.o.History:]
+	}
+	h.timeline[name] = entries
+}
+
+// endOpenLocked ends the open timeline entries of other clients for name whose holder is not
+// session (all when session is empty): another holder, or none, was observed. This client's
+// own terms end only by its own events (a snapshot read before one of them may be stale).
+func (h *Handler) endOpenLocked(name string, session simba.SessionID, now time.Time) {
+	for _, e := range h.timeline[name] {
+		if e.Until == nil && !e.Self && e.Session != session {
+			e.Until = &now
+			if e.Reason == "" && session == "" {
+				e.Reason = "seen-free"
+			} else if e.Reason == "" {
+				e.Reason = "seen-replaced"
+			}
+		}
+	}
+}
+
+// BackendError is the last backend error the client reported (Status.LastError).
+type BackendError struct {
+	// Op is the failed operation (see simba.Event.Op), Name the lease or group it concerned.
+	Op   string `json:"op"`
+	Name string `json:"name,omitempty"`
+	// Class is "retryable" or "permanent"; Error the error's text; At when it was reported.
+	Class string    `json:"class"`
+	Error string    `json:"error"`
+	At    time.Time `json:"at"`
+}
+
+// Entry is one term in the timeline of a name.
+type Entry struct {
+	// Name is the lease; Token the term's fencing token (0 when the holder was seen without
+	// it); Session and Owner the holder.
+	Name    string          `json:"name"`
+	Token   int64           `json:"token"`
+	Session simba.SessionID `json:"session"`
+	Owner   string          `json:"owner"`
+	// Self reports a term of this client.
+	Self bool `json:"self"`
+	// Since is when the term began (this client's) or was first seen (another's).
+	Since time.Time `json:"since"`
+	// Until is when the term ended or was last seen ended (nil while current).
+	Until *time.Time `json:"until,omitempty"`
+	// Reason says why this client's term ended (a simba.RevokeReason), or, for another's, how
+	// it was seen to end: "seen-replaced" (another holder) or "seen-free".
+	Reason string `json:"reason,omitempty"`
+}
+
+// Session is the client's session in a Status.
+type Session struct {
+	// ID is the live session's id (empty when none is live); Owner the client's owner string
+	// (empty until Attach); Live whether the session is live.
+	ID    simba.SessionID `json:"id,omitempty"`
+	Owner string          `json:"owner,omitempty"`
+	Live  bool            `json:"live"`
+	// Since is when the session opened (live) or was lost.
+	Since time.Time `json:"since"`
+	// Reason says why there is no live session (empty while live).
+	Reason string `json:"reason,omitempty"`
+}
+
+// HeldTerm is a term this client holds.
+type HeldTerm struct {
+	// Name is the lease, Token the term's fencing token, Since when it was granted.
+	Name  string    `json:"name"`
+	Token int64     `json:"token"`
+	Since time.Time `json:"since"`
+	// RemainingMillis is the term's time left by the client's clock; -1 when unknown (a term
+	// of a name that is not tracked).
+	RemainingMillis int64 `json:"remaining_ms"`
+}
+
+// Holder is the holder of a lease as known to this client or its backend.
+type Holder struct {
+	// Name is the lease; Session and Owner its holder; Token the holder's fencing token (0 when
+	// unknown).
+	Name    string          `json:"name"`
+	Session simba.SessionID `json:"session"`
+	Owner   string          `json:"owner"`
+	Token   int64           `json:"token"`
+	// RemainingMillis is the holder's time left by the backend's clock; -1 when unknown.
+	RemainingMillis int64 `json:"remaining_ms"`
+	// Self reports that this client is the holder.
+	Self bool `json:"self"`
+	// Source is where the holder is known from: "backend" (Inspector), "client" (a tracked
+	// election) or "self".
+	Source string `json:"source"`
+}
+
+// Group is a partition group this client is in.
+type Group struct {
+	// Name is the group; Members its live members as this client last learned them.
+	Name    string            `json:"name"`
+	Members []simba.SessionID `json:"members"`
+	// Partitions are the partitions assigned to this client; Count is the group's partition
+	// count (0 when the group is not tracked).
+	Partitions []int `json:"partitions"`
+	Count      int   `json:"count,omitempty"`
+}
+
+// Status is the body of /status.
+type Status struct {
+	// Healthy is what /healthz answers (the session is live).
+	Healthy bool    `json:"healthy"`
+	Session Session `json:"session"`
+	// Terms are the terms this client holds; Holders every holder known, by name.
+	Terms   []HeldTerm `json:"terms"`
+	Holders []Holder   `json:"holders"`
+	Groups  []Group    `json:"groups"`
+	// Timeline lists the terms seen per name, oldest first (at most Opts.History each).
+	Timeline map[string][]*Entry `json:"timeline"`
+	// LastError is the last backend error since the session opened.
+	LastError *BackendError `json:"last_error,omitempty"`
+	// Backend is the backend's snapshot (nil when it has no Inspector or Inspect failed:
+	// BackendError says why).
+	Backend      *spi.Snapshot `json:"backend,omitempty"`
+	BackendError string        `json:"backend_error,omitempty"`
+	// At is when the status was taken.
+	At time.Time `json:"at"`
+}
+
+// health returns whether the session is live and, if not, why.
+func (h *Handler) healthLocked() (bool, string) {
+	switch {
+	case h.live:
+		return true, ""
+	case h.closed:
+		return false, "client closed"
+	}
+	reason := "no session yet"
+	if h.lost != "" {
+		reason = h.lost + "; no new session yet"
+	}
+	if h.lastErr != nil {
+		reason += "; last backend error: " + h.lastErr.Error
+	}
+	return false, reason
+}
+
+func (h *Handler) serveHealth(w http.ResponseWriter, r *http.Request) {
+	h.mu.Lock()
+	ok, reason := h.healthLocked()
+	session := h.session
+	h.mu.Unlock()
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	if ok {
+		fmt.Fprintf(w, "ok: session %s\n", session)
+		return
+	}
+	w.WriteHeader(http.StatusServiceUnavailable)
+	fmt.Fprintf(w, "unavailable: %s\n", reason)
+}
+
+func (h *Handler) serveStatus(w http.ResponseWriter, r *http.Request) {
+	st := h.Status(r.Context())
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(st)
+}
+
+// Status returns the status that /status serves, reading the backend's snapshot (with
+// Opts.InspectTimeout) and folding the holders it shows into the timeline.
+func (h *Handler) Status(ctx context.Context) Status {
+	var snap *spi.Snapshot
+	var snapErr string
+	if h.inspector != nil {
+		ictx, cancel := context.WithTimeout(ctx, h.o.InspectTimeout)
+		s, err := h.inspector.Inspect(ictx)
+		cancel()
+		if err != nil {
+			snapErr = err.Error()
+		} else {
+			snap = &s
+		}
+	}
+	now := h.o.Now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	st := Status{Backend: snap, BackendError: snapErr, At: now, LastError: h.lastErr,
+		Terms: []HeldTerm{}, Holders: []Holder{}, Groups: []Group{}}
+	st.Healthy, st.Session.Reason = h.healthLocked()
+	st.Session.ID, st.Session.Live, st.Session.Since = h.session, h.live, h.since
+	if !h.live {
+		st.Session.ID = ""
+	}
+	if h.client != nil {
+		st.Session.Owner = h.client.Owner()
+	}
+
+	// Terms held, with time left where the election or group is tracked.
+	remaining := make(map[string]time.Duration)
+	for _, e := range h.elections {
+		if t, ok := e.Term(); ok {
+			remaining[t.Name()] = t.Remaining()
+		}
+	}
+	for _, g := range h.pgroups {
+		for _, t := range g.Held() {
+			remaining[t.Name()] = t.Remaining()
+		}
+	}
+	for name, t := range h.held {
+		ms := int64(-1)
+		if d, ok := remaining[name]; ok {
+			ms = max(d.Milliseconds(), 0)
+		}
+		st.Terms = append(st.Terms, HeldTerm{Name: name, Token: t.token, Since: t.since, RemainingMillis: ms})
+	}
+	sort.Slice(st.Terms, func(i, j int) bool { return st.Terms[i].Name < st.Terms[j].Name })
+
+	// Holders: the backend's view first, then what tracked elections learned, then our own.
+	holders := make(map[string]Holder)
+	if snap != nil {
+		seen := make(map[string]bool)
+		for _, l := range snap.Leases {
+			seen[l.Name] = true
+			if l.Holder == "" {
+				h.endOpenLocked(l.Name, "", now)
+				continue
+			}
+			self := h.live && l.Holder == h.session
+			holders[l.Name] = Holder{Name: l.Name, Session: l.Holder, Owner: l.Owner, Token: l.Token,
+				RemainingMillis: l.Remaining.Milliseconds(), Self: self, Source: "backend"}
+			h.observeLocked(l.Name, l.Holder, l.Owner, l.Token, self, now)
+		}
+		for name := range h.timeline {
+			if !seen[name] {
+				h.endOpenLocked(name, "", now)
+			}
+		}
+	}
+	for name, e := range h.elections {
+		if _, ok := holders[name]; ok {
+			continue
+		}
+		if l, ok := e.Leader(); ok && !l.Self {
+			holders[name] = Holder{Name: name, Session: l.Session, Owner: l.Owner, RemainingMillis: -1, Source: "client"}
+			h.observeLocked(name, l.Session, l.Owner, 0, false, now)
+		}
+	}
+	for name, t := range h.held {
+		if _, ok := holders[name]; ok {
+			continue
+		}
+		ms := int64(-1)
+		if d, ok := remaining[name]; ok {
+			ms = max(d.Milliseconds(), 0)
+		}
+		holders[name] = Holder{Name: name, Session: h.session, Owner: st.Session.Owner, Token: t.token,
+			RemainingMillis: ms, Self: true, Source: "self"}
+	}
+	for _, hd := range holders {
+		st.Holders = append(st.Holders, hd)
+	}
+	sort.Slice(st.Holders, func(i, j int) bool { return st.Holders[i].Name < st.Holders[j].Name })
+
+	for name, g := range h.groups {
+		gr := Group{Name: name, Members: slices.Clone(g.members), Partitions: slices.Clone(g.partitions)}
+		if pg := h.pgroups[name]; pg != nil {
+			gr.Count = pg.Partitions()
+		}
+		st.Groups = append(st.Groups, gr)
+	}
+	sort.Slice(st.Groups, func(i, j int) bool { return st.Groups[i].Name < st.Groups[j].Name })
+
+	st.Timeline = make(map[string][]*Entry, len(h.timeline))
+	for name, entries := range h.timeline {
+		out := make([]*Entry, len(entries))
+		for i, e := range entries {
+			c := *e
+			out[i] = &c
+		}
+		st.Timeline[name] = out
+	}
+	return st
+}

@@ -1,0 +1,252 @@
+package simbahttp_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/simba-go/simba"
+	"github.com/simba-go/simba/observe/simbahttp"
+	"github.com/simba-go/simba/simbatest"
+	"github.com/simba-go/simba/spi"
+)
+
+// until polls cond until it holds or the deadline passes.
+func until(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		<-tick.C
+	}
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+func status(t *testing.T, url string) simbahttp.Status {
+	t.Helper()
+	code, body := get(t, url+"/status")
+	if code != http.StatusOK {
+		t.Fatalf("/status: %d %s", code, body)
+	}
+	var st simbahttp.Status
+	if err := json.Unmarshal([]byte(body), &st); err != nil {
+		t.Fatalf("/status: %v in %s", err, body)
+	}
+	return st
+}
+
+// /healthz answers 503 within one TTL of cutting the client's link to its backend (its
+// session's local deadline passes: the client no longer knows it is live), with the reason, and
+// 200 again once the link is restored and a new session opens.
+func TestHealthzFollowsTheSessionAcrossACut(t *testing.T) {
+	const ttl = 3 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	srv := simbatest.NewServer(simbatest.WithClock(spi.SystemClock()))
+	link := simbatest.NewLink(srv.Backend())
+	h := simbahttp.New(simbahttp.Opts{Backend: link.Backend()})
+	c, err := simba.New(link.Backend(), append(h.Options(), simba.WithOwner("node-a"), simba.WithTTL(ttl),
+		simba.WithMargin(300*time.Millisecond), simba.WithDrift(0.05))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Attach(c)
+	defer c.Close(ctx)
+	hs := httptest.NewServer(h)
+	defer hs.Close()
+
+	var code int
+	var body string
+	until(t, "a live session", 10*time.Second, func() bool {
+		code, _ := get(t, hs.URL+"/healthz")
+		return code == http.StatusOK
+	})
+	// Let one keep-alive go through, so the cut lands mid-session.
+	n := srv.Calls("KeepAlive")
+	until(t, "a keep-alive", 10*time.Second, func() bool { return srv.Calls("KeepAlive") > n })
+
+	cut := time.Now()
+	link.CutOff()
+	var took time.Duration
+	until(t, "503 after the cut", 10*ttl, func() bool {
+		code, body = get(t, hs.URL+"/healthz")
+		took = time.Since(cut)
+		return code == http.StatusServiceUnavailable
+	})
+	if took > ttl {
+		t.Fatalf("503 came %v after the cut, more than one TTL (%v)", took, ttl)
+	}
+	if !strings.Contains(body, "lost (deadline)") {
+		t.Fatalf("503 without the reason: %q", body)
+	}
+	t.Logf("503 %v after the cut: %s", took.Round(time.Millisecond), strings.TrimSpace(body))
+
+	link.Restore()
+	until(t, "200 after healing", 10*ttl, func() bool {
+		code, body = get(t, hs.URL+"/healthz")
+		return code == http.StatusOK
+	})
+	t.Logf("after healing: %s", strings.TrimSpace(body))
+	if st := status(t, hs.URL); !st.Healthy || !st.Session.Live || st.Session.ID != c.Session() {
+		t.Fatalf("status after healing: %+v (client session %s)", st.Session, c.Session())
+	}
+
+	if err := c.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	code, body = get(t, hs.URL+"/healthz")
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "client closed") {
+		t.Fatalf("after Close: %d %q", code, body)
+	}
+}
+
+// A handler whose client has not opened a session yet is unhealthy, and says so.
+func TestHealthzBeforeAnySession(t *testing.T) {
+	h := simbahttp.New(simbahttp.Opts{})
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "no session yet") {
+		t.Fatalf("%d %q", rec.Code, rec.Body.String())
+	}
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/nope", nil))
+	if rec.Code != http.StatusNotFound {
+		t.Fatalf("/nope: %d", rec.Code)
+	}
+}
+
+// /status and the page show the holder of an election with its token (from the backend's
+// Inspector and from the client's own terms), the timeline of terms across a failover, and a
+// group's members and partitions.
+func TestStatusAndPage(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	srv := simbatest.NewServer(simbatest.WithClock(spi.SystemClock()))
+	type node struct {
+		c  *simba.Client
+		e  *simba.Election
+		hs *httptest.Server
+	}
+	var nodes []node
+	for _, owner := range []string{"node-a", "node-b"} {
+		b := srv.Backend()
+		h := simbahttp.New(simbahttp.Opts{Backend: b, Title: "Simba test"})
+		c, err := simba.New(b, append(h.Options(), simba.WithOwner(owner), simba.WithTTL(3*time.Second))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Attach(c)
+		defer c.Close(ctx)
+		e, err := c.NewElection("leader")
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Track(e)
+		g, err := c.JoinGroup(ctx, "shards", 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Track(g)
+		hs := httptest.NewServer(h)
+		defer hs.Close()
+		nodes = append(nodes, node{c, e, hs})
+	}
+	if err := nodes[0].e.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	until(t, "node-a to lead", 10*time.Second, nodes[0].e.IsLeader)
+	if err := nodes[1].e.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t1, _ := nodes[0].e.Term()
+
+	until(t, "both members, the four partitions shared out", 10*time.Second, func() bool {
+		total := 0
+		for _, n := range nodes {
+			st := status(t, n.hs.URL)
+			if len(st.Groups) != 1 || len(st.Groups[0].Members) != 2 || st.Groups[0].Count != 4 {
+				return false
+			}
+			total += len(st.Groups[0].Partitions)
+		}
+		return total == 4
+	})
+	for i, n := range nodes {
+		st := status(t, n.hs.URL)
+		var found bool
+		for _, hd := range st.Holders {
+			if hd.Name == "leader" {
+				found = true
+				if hd.Owner != "node-a" || hd.Token != t1.Token() || hd.Self != (i == 0) || hd.Source != "backend" {
+					t.Errorf("node %d sees holder %+v, want node-a with token %d", i, hd, t1.Token())
+				}
+			}
+		}
+		if !found || st.Backend == nil || len(st.Backend.Sessions) != 2 {
+			t.Errorf("node %d status: holders %+v backend %+v", i, st.Holders, st.Backend)
+		}
+	}
+	st := status(t, nodes[0].hs.URL)
+	if len(st.Terms) == 0 || st.Terms[0].Name != "leader" || st.Terms[0].Token != t1.Token() || st.Terms[0].RemainingMillis <= 0 {
+		t.Fatalf("node-a's terms: %+v", st.Terms)
+	}
+
+	// Fail over: node-a steps down; node-b takes the lease with a greater token.
+	if err := nodes[0].e.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	until(t, "node-b to lead", 10*time.Second, nodes[1].e.IsLeader)
+	t2, _ := nodes[1].e.Term()
+	st = status(t, nodes[0].hs.URL)
+	tl := st.Timeline["leader"]
+	if len(tl) != 2 || tl[0].Owner != "node-a" || tl[0].Token != t1.Token() || tl[0].Until == nil ||
+		tl[0].Reason != "stopped" || !tl[0].Self || tl[1].Owner != "node-b" || tl[1].Token != t2.Token() ||
+		tl[1].Until != nil || tl[1].Self {
+		b, _ := json.Marshal(tl)
+		t.Fatalf("node-a's timeline of leader: %s", b)
+	}
+
+	code, page := get(t, nodes[0].hs.URL+"/")
+	if code != http.StatusOK {
+		t.Fatalf("page: %d", code)
+	}
+	for _, want := range []string{
+		`<meta http-equiv="refresh" content="2">`,
+		`data-name="leader" data-holder="node-b" data-token="` + itoa(t2.Token()) + `"`,
+		`data-token="` + itoa(t1.Token()) + `" data-holder="node-a"`,
+		`data-group="shards"`,
+		`<span class="badge live" id="health">live</span>`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %s", want)
+		}
+	}
+	if strings.Contains(page, "ZgotmplZ") {
+		t.Errorf("the template rejected a value: %s", page)
+	}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -1,0 +1,262 @@
+// Package simbaprom exports a Simba client's state and activity as Prometheus metrics.
+//
+// A Metrics is one client's prometheus.Collector. Hand its Options to simba.New (they add a
+// listener and a call observer, both cheap and non-blocking), register it, and serve the
+// registry as usual:
+//
+//	m := simbaprom.New(simbaprom.Opts{})
+//	c, err := simba.New(backend, append(m.Options(), simba.WithOwner("node-a"))...)
+//	prometheus.MustRegister(m)
+//	http.Handle("/metrics", promhttp.Handler())
+//
+// Every metric has the simba_ prefix, durations are in seconds, counters end in _total, and the
+// only label values are the names the client uses (its elections, locks, groups and their
+// partitions), the backend operations, the error classes, the revocation reasons and the acquire
+// outcomes: the cardinality is bounded by the names a client uses. Several clients in one
+// registry are told apart by Opts.ConstLabels.
+//
+// The metrics:
+//
+//	simba_session_up                              1 while the client has a live backend session
+//	simba_sessions_opened_total                   sessions opened
+//	simba_sessions_lost_total{reason}             sessions lost (deadline, session-expired)
+//	simba_term_held{name}                         1 while this client holds name's term, else 0
+//	simba_term_token{name}                        fencing token of this client's latest term of name
+//	                                              (a float64: exact up to 2^53)
+//	simba_terms_granted_total{name}               terms of name this client was granted
+//	simba_terms_revoked_total{name,reason}        terms of name that ended, by reason
+//	simba_acquire_attempts_total{name,outcome}    acquire calls by outcome (granted, held, error)
+//	simba_keepalive_duration_seconds              histogram of keep-alive call latency
+//	simba_backend_errors_total{op,class}          failed backend calls by operation and class
+//	simba_group_members{group}                    live members of a group this client is in
+//	simba_partitions_owned{group}                 partitions of the group assigned to this client
+//	simba_events_dropped_total{name}              events dropped by slow Events subscribers of
+//	                                              the elections and groups passed to Track
+package simbaprom
+
+import (
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/simba-go/simba"
+)
+
+// Opts configures a Metrics. The zero value is ready to use.
+type Opts struct {
+	// ConstLabels are added to every metric, to tell several clients apart in one registry
+	// (for example {"client": "orders"}).
+	ConstLabels prometheus.Labels
+	// Names, if set, says which lease and group names get a label value of their own: a client
+	// that locks one name per entity (a worker pool) keeps its cardinality bounded by counting
+	// the other names under the label value OtherName and leaving them out of the per-name
+	// gauges. Nil means every name.
+	Names func(name string) bool
+	// KeepAliveBuckets are the upper bounds, in seconds, of the keep-alive latency histogram;
+	// nil means DefaultKeepAliveBuckets.
+	KeepAliveBuckets []float64
+}
+
+// DefaultKeepAliveBuckets are the keep-alive latency buckets, in seconds: 1 ms to 10 s.
+var DefaultKeepAliveBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+
+// OtherName is the name label value under which names that Opts.Names rejects are counted.
+const OtherName = "_other"
+
+// Acquire outcomes (the outcome label of simba_acquire_attempts_total).
+const (
+	// OutcomeGranted: the acquire granted (or confirmed) the lease.
+	OutcomeGranted = "granted"
+	// OutcomeHeld: another session holds the lease.
+	OutcomeHeld = "held"
+	// OutcomeError: the call failed.
+	OutcomeError = "error"
+)
+
+// Metrics is the prometheus.Collector of one Simba client. It is safe for concurrent use.
+type Metrics struct {
+	sessionUp      prometheus.Gauge
+	sessionsOpened prometheus.Counter
+	sessionsLost   *prometheus.CounterVec
+	termHeld       *prometheus.GaugeVec
+	termToken      *prometheus.GaugeVec
+	termsGranted   *prometheus.CounterVec
+	termsRevoked   *prometheus.CounterVec
+	acquires       *prometheus.CounterVec
+	keepAlive      prometheus.Histogram
+	backendErrors  *prometheus.CounterVec
+	groupMembers   *prometheus.GaugeVec
+	partitions     *prometheus.GaugeVec
+	dropped        *prometheus.Desc
+	names          func(string) bool
+
+	mu      sync.Mutex
+	tracked map[string]*tracked // by name
+}
+
+// tracked is an election or group passed to Track; base carries the drops counted by the
+// ones it replaced under the same name, so the counter never goes down.
+type tracked struct {
+	src  Droppable
+	base uint64
+}
+
+// Droppable is what Track accepts: *simba.Election and *simba.PartitionGroup.
+type Droppable interface {
+	Name() string
+	DroppedEvents() uint64
+}
+
+// New returns the metrics of one client; pass Options to simba.New.
+func New(o Opts) *Metrics {
+	buckets := o.KeepAliveBuckets
+	if buckets == nil {
+		buckets = DefaultKeepAliveBuckets
+	}
+	cl := o.ConstLabels
+	gauge := func(name, help string, labels ...string) *prometheus.GaugeVec {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: cl}, labels)
+	}
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: cl}, labels)
+	}
+	return &Metrics{
+		sessionUp: prometheus.NewGauge(prometheus.GaugeOpts{Name: "simba_session_up",
+			Help: "1 while the client has a live backend session, else 0.", ConstLabels: cl}),
+		sessionsOpened: prometheus.NewCounter(prometheus.CounterOpts{Name: "simba_sessions_opened_total",
+			Help: "Backend sessions the client opened.", ConstLabels: cl}),
+		sessionsLost: counter("simba_sessions_lost_total",
+			"Backend sessions the client lost without closing them, by reason.", "reason"),
+		termHeld: gauge("simba_term_held",
+			"1 while this client holds the term of the lease name (it leads), else 0.", "name"),
+		termToken: gauge("simba_term_token",
+			"Fencing token of this client's latest term of the lease name.", "name"),
+		termsGranted: counter("simba_terms_granted_total",
+			"Terms of the lease name granted to this client (term changes).", "name"),
+		termsRevoked: counter("simba_terms_revoked_total",
+			"Terms of the lease name that ended, by reason.", "name", "reason"),
+		acquires: counter("simba_acquire_attempts_total",
+			"Acquire calls by lease name and outcome (granted, held, error).", "name", "outcome"),
+		keepAlive: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "simba_keepalive_duration_seconds",
+			Help: "Latency of keep-alive calls, failed ones included.", Buckets: buckets, ConstLabels: cl}),
+		backendErrors: counter("simba_backend_errors_total",
+			"Failed backend calls by operation and error class (retryable, permanent).", "op", "class"),
+		groupMembers: gauge("simba_group_members",
+			"Live members of a partition group this client is in.", "group"),
+		partitions: gauge("simba_partitions_owned",
+			"Partitions of the group assigned to this client.", "group"),
+		dropped: prometheus.NewDesc("simba_events_dropped_total",
+			"Events dropped because an Events subscriber of the election or group was full.",
+			[]string{"name"}, cl),
+		names:   o.Names,
+		tracked: make(map[string]*tracked),
+	}
+}
+
+// Options are the client options that feed the metrics: a listener and a call observer. Pass
+// them to simba.New; a Metrics observes one client.
+func (m *Metrics) Options() []simba.Option {
+	return []simba.Option{simba.WithListener(m.listen), simba.WithCallObserver(m.observe)}
+}
+
+// Track counts the events dropped by Events subscribers of an election or group (an
+// *simba.Election or *simba.PartitionGroup) in simba_events_dropped_total. A later Track of the
+// same name replaces the earlier one, keeping its count.
+func (m *Metrics) Track(d Droppable) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	name := d.Name()
+	var base uint64
+	if old := m.tracked[name]; old != nil {
+		base = old.base + old.src.DroppedEvents()
+	}
+	m.tracked[name] = &tracked{src: d, base: base}
+}
+
+// label returns the name label value of name and whether name has a value of its own.
+func (m *Metrics) label(name string) (string, bool) {
+	if m.names == nil || m.names(name) {
+		return name, true
+	}
+	return OtherName, false
+}
+
+// listen runs on the client's loop goroutine: it only updates the metric values.
+func (m *Metrics) listen(ev simba.Event) {
+	switch ev.Kind {
+	case simba.EventSessionOpened:
+		m.sessionUp.Set(1)
+		m.sessionsOpened.Inc()
+	case simba.EventSessionExpired:
+		m.sessionUp.Set(0)
+		m.sessionsLost.WithLabelValues(ev.Reason.String()).Inc()
+	case simba.EventClosed:
+		m.sessionUp.Set(0)
+	case simba.EventElected:
+		name, own := m.label(ev.Name)
+		if own {
+			m.termHeld.WithLabelValues(name).Set(1)
+			m.termToken.WithLabelValues(name).Set(float64(ev.Token))
+		}
+		m.termsGranted.WithLabelValues(name).Inc()
+	case simba.EventRevoked:
+		name, own := m.label(ev.Name)
+		if own {
+			m.termHeld.WithLabelValues(name).Set(0)
+		}
+		m.termsRevoked.WithLabelValues(name, ev.Reason.String()).Inc()
+	case simba.EventMembers:
+		if name, own := m.label(ev.Name); own {
+			m.groupMembers.WithLabelValues(name).Set(float64(len(ev.Members)))
+			m.partitions.WithLabelValues(name).Set(float64(len(ev.Partitions)))
+		}
+	}
+}
+
+// observe runs on a backend call's goroutine.
+func (m *Metrics) observe(ci simba.CallInfo) {
+	switch ci.Op {
+	case "keep-alive":
+		m.keepAlive.Observe(ci.Took.Seconds())
+	case "acquire":
+		outcome := OutcomeHeld
+		switch {
+		case ci.Err != nil:
+			outcome = OutcomeError
+		case ci.Token != 0:
+			outcome = OutcomeGranted
+		}
+		name, _ := m.label(ci.Name)
+		m.acquires.WithLabelValues(name, outcome).Inc()
+	}
+	if ci.Err != nil {
+		m.backendErrors.WithLabelValues(ci.Op, ci.Class.String()).Inc()
+	}
+}
+
+func (m *Metrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.sessionUp, m.sessionsOpened, m.sessionsLost, m.termHeld,
+		m.termToken, m.termsGranted, m.termsRevoked, m.acquires, m.keepAlive, m.backendErrors,
+		m.groupMembers, m.partitions}
+}
+
+// Describe implements prometheus.Collector.
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range m.collectors() {
+		c.Describe(ch)
+	}
+	ch <- m.dropped
+}
+
+// Collect implements prometheus.Collector.
+func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range m.collectors() {
+		c.Collect(ch)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for name, t := range m.tracked {
+		ch <- prometheus.MustNewConstMetric(m.dropped, prometheus.CounterValue,
+			float64(t.base+t.src.DroppedEvents()), name)
+	}
+}
