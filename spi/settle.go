@@ -8,6 +8,9 @@ import "context"
 // that moves the clock sees every consequence due by the new time (timers fired, the events they
 // caused stepped, backend calls that completed replied, callbacks run) without sleeping.
 //
+// A Settler also waits for the callbacks of its AfterFunc while they run (those with d ≤ 0
+// too): a client hands a timer's event to its loop from the callback, beginning a unit there.
+//
 // A client never blocks the clock for something that itself waits for the clock: a unit of
 // work that waits (Activity.Wait) for a timer, a context or the test counts as idle until what
 // it waits for is ready. A client on a clock that is not a Settler reports nothing.
