@@ -30,13 +30,16 @@ import (
 // due. A test written this way needs neither sleeps nor BlockUntil. What the clock does not wait
 // for, because it waits for the clock or for the test itself: a call that a fault holds (a
 // delay, a cut-off, a cut Link) until its timeout on this clock or the test's Restore; a
-// request (Stop, StepDown, Lock) made from a callback that needs time to pass; leader work of
-// RunWhileLeader and RunPartition, which is the user's code (only its start is waited for when
-// Schedule runs it). Consequently a callback or a Schedule function must not wait for the test
-// (or for anything but the client and the clock): Advance would wait for it.
+// request (Stop, StepDown, Lock) made from a callback or a Schedule function that needs time
+// to pass; leader work of RunWhileLeader and RunPartition, which is the user's code: the clock
+// does not wait for it to start, act or return (Schedule's calls of its function, by contrast,
+// are waited for). Consequently a callback or a Schedule function must not wait for the test
+// (or for anything but the client and the clock): Advance would wait for it. A client's backend
+// calls time out on this clock, after one renewal interval of virtual time.
 //
-// A client that keeps working without the time moving (a livelock: tens of thousands of units
-// of work at one instant) is not waited for beyond that: Advance returns rather than hang.
+// A client that keeps working without the time moving (a livelock: over 16,000 units of work
+// begun while the clock waits at one instant) is not waited for beyond that, nor again until it
+// is next idle: Advance returns rather than hang.
 //
 // Code that is not a simba.Client sees the plain timer semantics above: its callbacks are
 // waited for, anything they start on other goroutines is not, unless it reports itself through
