@@ -2,7 +2,7 @@
 GO ?= go
 SEEDS ?= 10000
 
-.PHONY: all generate verify test test-short vet fmt bench sim services redis-cluster zookeeper zk-ensemble zk-ensemble-stop demo
+.PHONY: all generate verify test test-short vet fmt bench sim failover services redis-cluster zookeeper zk-ensemble zk-ensemble-stop demo
 
 all: verify test
 
@@ -52,6 +52,12 @@ bench:
 ## sim: the simulator over many seeds (SEEDS=10000 by default)
 sim:
 	$(GO) test ./internal/sim -run TestSimulate -seeds=$(SEEDS) -timeout 60m -v
+
+## failover: the cron-singleton failover test of simbatest, RUNS times under -race (1000 by
+## default): 3 clients, the leader's link cut, virtual time advanced, no sleeps
+RUNS ?= 1000
+failover:
+	$(GO) test -race -count=1 -run TestCronSingletonFailover ./simbatest -failover.runs=$(RUNS) -v
 
 ## services: start PostgreSQL, MariaDB, Redis, a Redis Cluster, ZooKeeper and a 3-server
 ## ZooKeeper ensemble if not running

@@ -25,7 +25,10 @@ import (
 // A Client runs the pure engine on one loop goroutine, the only one that
 // touches engine state; backend calls run on goroutines of their own with a timeout of one
 // renewal interval; callbacks go through a serial dispatcher per election; leader work runs on
-// one goroutine per term. All methods are safe for concurrent use.
+// one goroutine per term. On a clock that is an spi.Settler (simbatest.VirtualClock) the client
+// reports which of that work is under way, so that the clock, when a test moves it, waits until
+// the client has processed everything due (settle.go); its calls then time out on that clock.
+// All methods are safe for concurrent use.
 type Client struct {
 	cfg     config
 	backend spi.Backend
@@ -76,6 +79,8 @@ type Client struct {
 	loopG   atomic.Uint64 // goroutine id of the loop (Listeners run there)
 	insideM sync.Mutex
 	insideG map[uint64]int // goroutines running a callback or leader work of this client
+
+	settle settle // activity reported to a settling clock (settle.go)
 }
 
 // leaseHandle is what the loop tells about the terms of one name: an *Election, a *lockQueue, or a
@@ -137,10 +142,13 @@ func New(backend spi.Backend, opts ...Option) (*Client, error) {
 	}
 	c.baseCtx, c.cancel = context.WithCancel(context.Background())
 	c.inside = context.WithValue(context.Background(), insideKey{}, c)
+	c.settle.init(cfg.clock, cfg.owner)
+	c.cfg.callbacks = c.settle.executor(c.cfg.callbacks)
 	if h, ok := backend.(spi.Hinter); ok {
-		hints, err := h.Hints(c.baseCtx)
+		hints, err := h.Hints(c.settle.hintsContext(c.baseCtx))
 		if err != nil {
 			c.cancel()
+			c.settle.close()
 			return nil, fmt.Errorf("simba: subscribing to hints: %w", err)
 		}
 		c.calls.Add(1)
@@ -259,10 +267,11 @@ func goid() uint64 {
 
 // postSelf queues f for the loop goroutine from the loop goroutine itself: it never blocks
 // (the loop would be waiting for itself on a full channel).
-func (c *Client) postSelf(f func()) { c.self = append(c.self, f) }
+func (c *Client) postSelf(f func()) { c.self = append(c.self, c.settle.tracked(f)) }
 
 // post hands f to the loop goroutine; it reports false once the loop has exited.
 func (c *Client) post(f func()) bool {
+	f = c.settle.tracked(f)
 	select {
 	case <-c.loopDone:
 		return false
@@ -291,6 +300,7 @@ func (c *Client) loop() {
 		f()
 	}
 	c.self = nil
+	c.settle.close()
 	close(c.loopDone)
 	for _, t := range c.timers {
 		t.Stop()
@@ -346,6 +356,9 @@ func (c *Client) request(ctx context.Context, ev engine.Event) (*future, error) 
 	}) {
 		return nil, ErrClosed
 	}
+	if c.settle.act != nil {
+		return c.awaitSettling(ctx, f, since, ev.Name)
+	}
 	select {
 	case <-f.done:
 		return f, f.err
@@ -360,6 +373,27 @@ func (c *Client) request(ctx context.Context, ev engine.Event) (*future, error) 
 			return nil, ErrClosed
 		}
 	}
+}
+
+// awaitSettling is request's wait on a settling clock (settle.go): a callback or Schedule
+// function waits idle, so that the clock does not wait for it while it waits for the loop.
+func (c *Client) awaitSettling(ctx context.Context, f *future, since uint64, name string) (*future, error) {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(c.baseCtx, cancel) // cancelled as the loop exits
+	defer stop()
+	if err := c.settle.await(wctx, f.done); err != nil {
+		if ctx.Err() != nil {
+			return f, c.withLastError(ctx.Err(), since, name)
+		}
+		select {
+		case <-f.done:
+			return f, f.err
+		default:
+			return nil, ErrClosed
+		}
+	}
+	return f, f.err
 }
 
 // withLastError joins err (ctx's) with the latest backend error reported since seq for name
@@ -460,6 +494,7 @@ func (c *Client) arm(key engine.Timer, at, now time.Duration) {
 func (c *Client) startCall(ef engine.Effect) {
 	ef.Names = append([]string(nil), ef.Names...)
 	ef.Groups = append([]string(nil), ef.Groups...)
+	c.settle.begin() // ended by runCall once the reply is posted
 	select {
 	case c.callQ <- ef:
 	default:
@@ -508,7 +543,8 @@ func (c *Client) callWorker(ef engine.Effect) {
 
 // runCall makes the backend call ef asks for and posts the reply to the loop.
 func (c *Client) runCall(ef engine.Effect) {
-	ctx, cancel := context.WithTimeout(c.baseCtx, c.cfg.renewEvery)
+	defer c.settle.end()
+	ctx, cancel := c.settle.callContext(c.baseCtx, c.cfg.clock, c.cfg.renewEvery)
 	defer cancel()
 	ev := engine.ReplyTo(ef)
 	ev.SentAt = c.cfg.clock.Now()
@@ -677,9 +713,12 @@ func (n *errNote) permanent() error {
 func (c *Client) readHints(hints <-chan spi.Hint) {
 	defer c.calls.Done()
 	for h := range hints {
-		if !c.post(func() { c.step(engine.Event{Kind: engine.EvHint, Hint: h}) }) {
+		posted := c.post(func() { c.step(engine.Event{Kind: engine.EvHint, Hint: h}) })
+		c.settle.hintDone()
+		if !posted {
 			// Drain until the backend closes the channel (its context is cancelled).
 			for range hints {
+				c.settle.hintDone()
 			}
 			return
 		}

@@ -260,7 +260,9 @@ func TestStopAndUnlockReturnAfterTheLeaseIsReleased(t *testing.T) {
 	c, b := w.client("a")
 	var l *simba.Held
 	w.async(func() (err error) { l, err = c.Lock(ctx, "r"); return err })
-	b.DelayRequests(time.Second) // the release takes 1s to reach the server
+	// The release takes 500ms to reach the server (within the call's timeout of one renewal
+	// interval, 1s, which runs on the virtual clock too).
+	b.DelayRequests(500 * time.Millisecond)
 	w.async(func() error { return l.Unlock(ctx) })
 	if info, _ := w.srv.Lease("r"); info.Holder != "" {
 		t.Fatalf("Unlock returned while %s still holds the lease", info.Holder)
@@ -271,7 +273,7 @@ func TestStopAndUnlockReturnAfterTheLeaseIsReleased(t *testing.T) {
 		e, _ := c.NewElection(map[bool]string{false: "stop", true: "step-down"}[stepDown])
 		_ = e.Start(ctx)
 		w.until(5*time.Second, "leadership", e.IsLeader)
-		b.DelayRequests(time.Second)
+		b.DelayRequests(500 * time.Millisecond)
 		w.async(func() error {
 			if stepDown {
 				return e.StepDown(ctx)

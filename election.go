@@ -28,6 +28,8 @@ type leaseCore struct {
 	onElected func(ctx context.Context, t Term)
 	onRevoked func(ctx context.Context, t Term, reason RevokeReason)
 	work      func(ctx context.Context, t Term) error
+	// workSettles: the work reports its own activity to a settling clock (Schedule).
+	workSettles bool
 
 	mu          sync.Mutex
 	term        Term
@@ -50,7 +52,7 @@ func (l *leaseCore) elected(t Term) {
 		l.disp.submit(func() { defer l.c.enter()(); l.onElected(l.c.inside, t) })
 	}
 	if l.work != nil {
-		l.c.startWork(l.name, t, l.work)
+		l.c.startWork(l.name, t, l.work, l.workSettles)
 	}
 }
 
@@ -160,11 +162,19 @@ func (l *leaseCore) current() (Term, bool) {
 }
 
 // startWork runs leader work for term t on the work executor; when it returns, the loop is
-// told (WorkExited), which ends a handover.
-func (c *Client) startWork(name string, t Term, fn func(ctx context.Context, t Term) error) {
+// told (WorkExited), which ends a handover. Work that settles holds a unit of the client's
+// activity throughout (it waits idle through c.settle.await).
+func (c *Client) startWork(name string, t Term, fn func(ctx context.Context, t Term) error, settles bool) {
 	c.work.Add(1)
+	if settles {
+		c.settle.begin()
+	}
 	c.cfg.work(func() {
 		defer c.work.Done()
+		if settles {
+			defer c.settle.end()
+			defer c.settle.own()()
+		}
 		leave := c.enter()
 		ctx := context.WithValue(t.Context(), insideKey{}, c)
 		func() {
@@ -254,17 +264,16 @@ func Schedule(every time.Duration, fn func(ctx context.Context, t Term)) Electio
 		if l.work != nil {
 			return invalid("election %q already has leader work", l.name)
 		}
-		clock := l.c.cfg.clock
+		c := l.c
+		l.workSettles = true
 		l.work = func(ctx context.Context, t Term) error {
 			for {
 				fn(ctx, t)
 				tick := make(chan struct{})
-				timer := clock.AfterFunc(every, func() { close(tick) })
-				select {
-				case <-ctx.Done():
+				timer := c.cfg.clock.AfterFunc(every, func() { close(tick) })
+				if c.settle.await(ctx, tick) != nil {
 					timer.Stop()
 					return nil
-				case <-tick:
 				}
 			}
 		}

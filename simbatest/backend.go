@@ -62,12 +62,10 @@ func (b *Backend) call(ctx context.Context, op string, f func(m *Model, now time
 		case Refuse:
 			return spi.Unavailable(op, ErrCutOff)
 		case Hang:
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("simbatest: %s: %w", op, ctx.Err())
-			case <-a.restored:
-				return spi.Unavailable(op, ErrCutOff)
+			if err := spi.Await(ctx, a.restored); err != nil {
+				return fmt.Errorf("simbatest: %s: %w", op, err)
 			}
+			return spi.Unavailable(op, ErrCutOff)
 		}
 		if a.fail {
 			if a.failErr != nil {
@@ -111,20 +109,19 @@ func (b *Backend) call(ctx context.Context, op string, f func(m *Model, now time
 	return nil
 }
 
-// sleep waits d on clock, or until ctx is done.
+// sleep waits d on clock, or until ctx is done. A client's call waits idle (spi.Await): the
+// clock does not wait for it.
 func sleep(ctx context.Context, clock spi.Clock, d time.Duration) error {
 	if d <= 0 {
 		return nil
 	}
 	done := make(chan struct{})
 	t := clock.AfterFunc(d, func() { close(done) })
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
+	if err := spi.Await(ctx, done); err != nil {
 		t.Stop()
-		return ctx.Err()
+		return err
 	}
+	return nil
 }
 
 // OpenSession implements spi.Backend.
@@ -235,7 +232,8 @@ func (b *Backend) Inspect(ctx context.Context) (spi.Snapshot, error) {
 // Hints implements spi.Hinter: the returned channel receives the released names and group
 // changes of every client's calls (and of expiries the server observes) until ctx is done or the
 // backend is closed, then is closed. Hints are dropped while the client is cut off and when the
-// subscriber falls 1024 hints behind.
+// subscriber falls 1024 hints behind. If ctx carries an spi.Activity (a simba.Client's does), a
+// unit of it is begun for each hint sent, for the client to end once it has handled the hint.
 func (b *Backend) Hints(ctx context.Context) (<-chan spi.Hint, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("simbatest: Hints: %w", err)
@@ -244,7 +242,7 @@ func (b *Backend) Hints(ctx context.Context) (<-chan spi.Hint, error) {
 		return nil, spi.Unavailable("Hints", ErrCutOff)
 	}
 	srv := b.srv
-	sub := &subscriber{b: b, ch: make(chan spi.Hint, hintBuffer), stop: make(chan struct{})}
+	sub := &subscriber{b: b, ch: make(chan spi.Hint, hintBuffer), stop: make(chan struct{}), act: spi.ActivityFromContext(ctx)}
 	srv.mu.Lock()
 	if b.closed {
 		srv.mu.Unlock()

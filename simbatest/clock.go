@@ -18,7 +18,32 @@ import (
 // callbacks within the advanced span, and each callback saw Now() equal to its deadline. A
 // callback must therefore not wait for the goroutine that called Advance, and must not call
 // Advance or Set itself. AfterFunc with d ≤ 0 runs f at once on a new goroutine, like
-// time.AfterFunc.
+// time.AfterFunc (Advance, Set and Settle wait for it to return too).
+//
+// Settling: VirtualClock is an spi.Settler. Every simba.Client running on it reports its
+// activity, and Advance and Set wait, before moving the time, after each timer they fire, and
+// before they return, until every client is idle (Settle waits the same way without moving the
+// time). So when Advance returns, every client has processed everything due up to the new time:
+// its timers fired and the events they caused stepped by its loop, backend calls that the
+// in-memory Server answers at once made, replied to and stepped, hints delivered and stepped,
+// OnElected/OnRevoked (and group) callbacks run, and Schedule's function called for each tick
+// due. A test written this way needs neither sleeps nor BlockUntil. What the clock does not wait
+// for, because it waits for the clock or for the test itself: a call that a fault holds (a
+// delay, a cut-off, a cut Link) until its timeout on this clock or the test's Restore; a
+// request (Stop, StepDown, Lock) made from a callback or a Schedule function that needs time
+// to pass; leader work of RunWhileLeader and RunPartition, which is the user's code: the clock
+// does not wait for it to start, act or return (Schedule's calls of its function, by contrast,
+// are waited for). Consequently a callback or a Schedule function must not wait for the test
+// (or for anything but the client and the clock): Advance would wait for it. A client's backend
+// calls time out on this clock, after one renewal interval of virtual time.
+//
+// A client that keeps working without the time moving (a livelock: over 16,000 units of work
+// begun while the clock waits at one instant) is not waited for beyond that, nor again until it
+// is next idle: Advance returns rather than hang.
+//
+// Code that is not a simba.Client sees the plain timer semantics above: its callbacks are
+// waited for, anything they start on other goroutines is not, unless it reports itself through
+// Track (spi.Settler).
 //
 // All methods are safe for concurrent use; Advance and Set calls are serialised.
 type VirtualClock struct {
@@ -29,14 +54,25 @@ type VirtualClock struct {
 	timers  timerHeap
 	seq     uint64
 	changed chan struct{} // closed and replaced whenever the set of pending timers changes
+
+	smu       sync.Mutex // guards acts and immediate; lock order: mu, then smu
+	idle      *sync.Cond // on smu: signalled when some unit may have become idle
+	acts      map[*activity]struct{}
+	immediate int    // AfterFunc(d ≤ 0) callbacks running
+	begun     uint64 // units begun by all activities, ever
 }
 
 // NewVirtualClock returns a virtual clock at time 0 with no timers.
 func NewVirtualClock() *VirtualClock {
-	return &VirtualClock{changed: make(chan struct{})}
+	c := &VirtualClock{changed: make(chan struct{}), acts: make(map[*activity]struct{})}
+	c.idle = sync.NewCond(&c.smu)
+	return c
 }
 
-var _ spi.Clock = (*VirtualClock)(nil)
+var (
+	_ spi.Clock   = (*VirtualClock)(nil)
+	_ spi.Settler = (*VirtualClock)(nil)
+)
 
 // Now returns the clock's current time.
 func (c *VirtualClock) Now() time.Duration {
@@ -51,7 +87,18 @@ func (c *VirtualClock) AfterFunc(d time.Duration, f func()) spi.Timer {
 	defer c.mu.Unlock()
 	t := &virtualTimer{clock: c, f: f, index: -1}
 	if d <= 0 {
-		go f()
+		c.smu.Lock()
+		c.immediate++
+		c.smu.Unlock()
+		go func() {
+			defer func() {
+				c.smu.Lock()
+				c.immediate--
+				c.idle.Broadcast()
+				c.smu.Unlock()
+			}()
+			f()
+		}()
 		return t
 	}
 	t.deadline = c.now + d
@@ -62,8 +109,8 @@ func (c *VirtualClock) AfterFunc(d time.Duration, f func()) spi.Timer {
 	return t
 }
 
-// Advance moves the clock forward by d, firing every timer due by then as the type documents.
-// It panics if d is negative.
+// Advance moves the clock forward by d, firing every timer due by then and waiting for every
+// client on the clock to settle, as the type documents. It panics if d is negative.
 func (c *VirtualClock) Advance(d time.Duration) {
 	if d < 0 {
 		panic("simbatest: VirtualClock.Advance with a negative duration")
@@ -76,28 +123,44 @@ func (c *VirtualClock) Advance(d time.Duration) {
 	c.advanceTo(target)
 }
 
-// Set moves the clock to t. Moving forward fires timers as Advance does. Moving backward (to
-// simulate a clock that jumps, which a monotonic clock never does) fires nothing; pending timers
-// keep their deadlines, so they fire when the clock reaches them again.
+// Set moves the clock to t. Moving forward fires timers and settles as Advance does. Moving
+// backward (to simulate a clock that jumps, which a monotonic clock never does) fires nothing;
+// pending timers keep their deadlines, so they fire when the clock reaches them again. Set
+// settles before and after moving the clock either way.
 func (c *VirtualClock) Set(t time.Duration) {
 	c.advance.Lock()
 	defer c.advance.Unlock()
 	c.mu.Lock()
 	if t < c.now {
+		c.mu.Unlock()
+		c.settle()
+		c.mu.Lock()
 		c.now = t
 		c.mu.Unlock()
+		c.settle()
 		return
 	}
 	c.mu.Unlock()
 	c.advanceTo(t)
 }
 
+// Settle waits until every client on the clock is idle (see the type's doc), without moving the
+// time: what a test calls after acting on a client (Start, a Lock, a fault) to see its effects
+// at the current time. Advance(0) does the same.
+func (c *VirtualClock) Settle() {
+	c.advance.Lock()
+	defer c.advance.Unlock()
+	c.settle()
+}
+
 func (c *VirtualClock) advanceTo(target time.Duration) {
+	c.settle()
 	for {
 		c.mu.Lock()
 		if len(c.timers) == 0 || c.timers[0].deadline > target {
 			c.now = target
 			c.mu.Unlock()
+			c.settle()
 			return
 		}
 		t := heap.Pop(&c.timers).(*virtualTimer)
@@ -112,6 +175,7 @@ func (c *VirtualClock) advanceTo(target time.Duration) {
 			t.f()
 		}()
 		<-done
+		c.settle()
 	}
 }
 
@@ -132,8 +196,9 @@ func (c *VirtualClock) Next() (time.Duration, bool) {
 	return c.timers[0].deadline, true
 }
 
-// BlockUntil waits until at least n timers are pending: tests call it to let the code under test
-// arm its timers before they advance the clock.
+// BlockUntil waits until at least n timers are pending: a test of code that is not a
+// simba.Client calls it to let that code arm its timers (on goroutines the clock does not know)
+// before it advances the clock. Tests of clients need not: Advance and Settle wait for them.
 func (c *VirtualClock) BlockUntil(n int) {
 	_ = c.BlockUntilContext(context.Background(), n)
 }

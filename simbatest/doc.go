@@ -42,10 +42,39 @@
 // Server.WaitFor until any condition on the server's state holds, and Server.Calls counts the
 // calls that reached the server.
 //
-// # Virtual time
+// # Virtual time, and tests without sleeps
 //
 // VirtualClock's time moves only in Advance and Set. Due timers fire in deadline order, each on
-// its own goroutine, with Now equal to their deadline; Advance returns after they have run.
-// BlockUntil waits until the code under test has armed its timers, so a test can advance the
-// clock without racing it. The Server arms no timers itself except for delay faults.
+// its own goroutine, with Now equal to their deadline. The clock is an spi.Settler: every
+// simba.Client on it reports its work, and Advance returns only once every client has processed
+// everything due up to the new time — timers fired and stepped, calls the server answers at
+// once made and their replies stepped, hints handled, OnElected/OnRevoked callbacks run,
+// Schedule's function called. Settle (or Advance(0)) waits the same way without moving time.
+// So a test reads state right after Advance, with no sleeps and no timer counts (see
+// Example_failover):
+//
+//	srv := simbatest.NewServer()
+//	clock := srv.VirtualClock()
+//	linkA := simbatest.NewLink(srv.Backend())
+//	a, _ := simba.New(linkA.Backend(), simba.WithClock(clock), simba.WithTTL(3*time.Second))
+//	b, _ := simba.New(srv.Backend(), simba.WithClock(clock), simba.WithTTL(3*time.Second))
+//	ea, _ := a.NewElection("jobs", simba.Schedule(time.Second, runJob))
+//	eb, _ := b.NewElection("jobs", simba.Schedule(time.Second, runJob))
+//	_ = ea.Start(ctx)
+//	clock.Settle()                 // a is elected and has run the job: no time had to pass
+//	_ = eb.Start(ctx)
+//	linkA.CutOff()                 // a crashes without a goodbye
+//	clock.Advance(4 * time.Second) // TTL + one renewal interval later...
+//	_ = eb.IsLeader()              // ...b leads, and has run the job
+//
+// The clock never waits for what waits for it or for the test: calls held by a fault (a delay,
+// a cut-off, a cut Link) until their timeout on the clock or a Restore; a Stop or StepDown made
+// from a callback; leader work of RunWhileLeader and RunPartition (the user's code, which the
+// clock cannot see). Hence callbacks and Schedule functions must not wait for the test, and a
+// test that checks what leader work did after Advance has the work report through its own
+// channel. A client's backend calls time out on the client's clock, so a hanging call fails
+// after one renewal interval of virtual time.
+//
+// BlockUntil is for code that is not a simba.Client: it waits until such code, running on
+// goroutines the clock does not know, has armed its timers.
 package simbatest

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/simba-go/simba"
 	"github.com/simba-go/simba/simbatest"
 	"github.com/simba-go/simba/spi"
 )
@@ -67,17 +68,72 @@ func ExampleServer() {
 	// alice expired: true
 }
 
-// Tests let the code under test arm its timers, then advance the clock; Advance returns once
-// every due callback has run.
+// Advance returns once every callback due by the new time has run, each at its deadline.
 func ExampleVirtualClock() {
 	clock := simbatest.NewVirtualClock()
 	fired := make(chan time.Duration, 1)
-	go clock.AfterFunc(5*time.Second, func() { fired <- clock.Now() })
+	clock.AfterFunc(5*time.Second, func() { fired <- clock.Now() })
 
-	clock.BlockUntil(1) // wait until the timer is armed
 	clock.Advance(10 * time.Second)
 	fmt.Println("fired at", <-fired, "now", clock.Now())
 	// Output: fired at 5s now 10s
+}
+
+// A failover test with real clients, written without sleeps: Settle and Advance return once
+// every client on the clock has processed everything due (elections won, calls replied,
+// callbacks run), so the test reads the state right after them.
+func Example_failover() {
+	ctx := context.Background()
+	srv := simbatest.NewServer()
+	clock := srv.VirtualClock()
+	jobs := make(chan string, 100)
+	node := func(owner string, seed uint64) (*simbatest.Link, *simba.Client, *simba.Election) {
+		link := simbatest.NewLink(srv.Backend()) // to crash this node without a goodbye
+		c, err := simba.New(link.Backend(), simba.WithClock(clock), simba.WithTTL(3*time.Second),
+			simba.WithOwner(owner), simba.WithSeed(seed))
+		if err != nil {
+			panic(err)
+		}
+		e, err := c.NewElection("cron", simba.Schedule(time.Second, func(_ context.Context, t simba.Term) {
+			if t.IsValid() {
+				jobs <- fmt.Sprintf("%s@%v", owner, clock.Now())
+			}
+		}))
+		if err != nil {
+			panic(err)
+		}
+		if err := e.Start(ctx); err != nil {
+			panic(err)
+		}
+		return link, c, e
+	}
+	linkA, a, ea := node("a", 1)
+	clock.Settle() // a opens its session, wins and runs the job: no time has to pass
+	_, b, eb := node("b", 2)
+	clock.Settle() // b is a candidate: a holds the lease
+	fmt.Println("a leads:", ea.IsLeader(), "b leads:", eb.IsLeader(), "job:", <-jobs)
+
+	// a's network fails: its term ends at its local deadline, its session expires at the server
+	// at 3s, which b's keep-alive at 3s makes the server notice; the release hint has b take
+	// the lease at once.
+	linkA.CutOff()
+	clock.Advance(4 * time.Second) // TTL + one renewal interval
+	t, _ := eb.Term()
+	fmt.Println("a leads:", ea.IsLeader(), "b leads:", eb.IsLeader(), "token:", t.Token())
+	for len(jobs) > 0 {
+		fmt.Println("job:", <-jobs)
+	}
+
+	linkA.Restore()
+	_ = a.Close(ctx)
+	_ = b.Close(ctx)
+	// Output:
+	// a leads: true b leads: false job: a@0s
+	// a leads: false b leads: true token: 2
+	// job: a@1s
+	// job: a@2s
+	// job: b@3s
+	// job: b@4s
 }
 
 // A lost reply: the call takes effect at the server but the client gets a retryable error, so

@@ -73,12 +73,10 @@ func (l *Link) pass(ctx context.Context, op string) error {
 	if !severed {
 		return nil
 	}
-	select {
-	case <-ctx.Done():
-		return spi.Unavailable(op, fmt.Errorf("%w: %w", ErrLinkCut, ctx.Err()))
-	case <-restored:
-		return spi.Unavailable(op, ErrLinkCut)
+	if err := spi.Await(ctx, restored); err != nil { // a client's call waits idle
+		return spi.Unavailable(op, fmt.Errorf("%w: %w", ErrLinkCut, err))
 	}
+	return spi.Unavailable(op, ErrLinkCut)
 }
 
 // through runs f over the link: not at all while it is cut, and with its reply lost if the
@@ -138,21 +136,31 @@ func (k linked) Close() error { return k.l.b.Close() }
 // hintingLink is a link to a backend with hints; hints are dropped while the link is cut.
 type hintingLink struct{ linked }
 
+// Hints forwards the backend's hints while the link is up. A hint it drops ends the unit the
+// backend may have begun for it in ctx's activity (see spi.ContextWithActivity).
 func (k hintingLink) Hints(ctx context.Context) (<-chan spi.Hint, error) {
 	in, err := k.l.b.(spi.Hinter).Hints(ctx)
 	if err != nil {
 		return nil, err
+	}
+	act := spi.ActivityFromContext(ctx)
+	drop := func() {
+		if act != nil {
+			act.End()
+		}
 	}
 	out := make(chan spi.Hint)
 	go func() {
 		defer close(out)
 		for h := range in {
 			if k.l.IsCut() {
+				drop()
 				continue
 			}
 			select {
 			case out <- h:
 			case <-ctx.Done():
+				drop()
 			}
 		}
 	}()

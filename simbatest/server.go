@@ -16,8 +16,9 @@ import (
 //
 // Expiries are observed when the next call (or Tick) reaches the server, so expiry hints are
 // delivered then; clients renew at least every TTL/3, so that is never much later. A Server
-// arms no timers of its own on its clock (only delay faults do), so VirtualClock.BlockUntil
-// counts only the timers of the code under test.
+// arms no timers of its own on its clock (only delay faults do). Calls that a fault holds (a
+// delay, a Hang cut-off) wait idle for a VirtualClock's settling, and each hint sent to a
+// client counts as that client's work until the client has handled it (see VirtualClock).
 type Server struct {
 	// Faults apply to every call of every client of this server.
 	*Faults
@@ -186,6 +187,7 @@ type subscriber struct {
 	b    *Backend
 	ch   chan spi.Hint
 	stop chan struct{} // closed when the subscription ends through Backend.Close
+	act  spi.Activity  // of the subscriber's client, or nil: a unit per hint sent
 }
 
 // deliver sends h unless the subscriber's buffer is full or its client is cut off: hints may be
@@ -194,10 +196,13 @@ func (sub *subscriber) deliver(h spi.Hint) {
 	if sub.b.srv.Faults.isCut() || sub.b.Faults.isCut() {
 		return
 	}
-	select {
-	case sub.ch <- h:
-	default:
+	if len(sub.ch) == cap(sub.ch) {
+		return // only deliver sends on the channel, under the server's lock: it stays full
 	}
+	if sub.act != nil {
+		sub.act.Begin()
+	}
+	sub.ch <- h
 }
 
 // hintBuffer is the number of undelivered hints a subscriber buffers before new ones are dropped.
