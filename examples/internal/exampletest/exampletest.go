@@ -213,13 +213,13 @@ func Failover(t *testing.T, run RunFunc, dsn string) {
 	}
 
 	a := out.Start(run, args("a", "5m")...)
-	tokA := Token(t, out.Expect(`^a leads `+regexp.QuoteMeta(name)+` with token (\d+)$`)[1])
+	tokA := Token(t, out.Expect(`^a leads ` + regexp.QuoteMeta(name) + ` with token (\d+)$`)[1])
 
 	b := out.Start(run, args("b", "5m")...)
 	out.Expect(`^b is a candidate for ` + regexp.QuoteMeta(name) + `$`)
 	a.Stop()
 	out.Expect(`^a stops leading ` + regexp.QuoteMeta(name))
-	tokB := Token(t, out.Expect(`^b leads `+regexp.QuoteMeta(name)+` with token (\d+)$`)[1])
+	tokB := Token(t, out.Expect(`^b leads ` + regexp.QuoteMeta(name) + ` with token (\d+)$`)[1])
 	if tokB <= tokA {
 		t.Fatalf("b's token %d is not greater than a's %d", tokB, tokA)
 	}
