@@ -2,10 +2,13 @@ package open
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/simba-go/simba/spi"
+
+	"github.com/simba-go/simba/internal/dsn/dsntest"
 )
 
 // TestCheckError: a failed check's error is one line, names the redacted DSN once, masks every
@@ -49,4 +52,23 @@ func TestCheckError(t *testing.T) {
 			}
 		}
 	}
+}
+
+// FuzzCheckError: a failed check's error never shows the password, whatever the backend's
+// message quotes of the DSN (the DSN, the password as written and decoded, half of it).
+func FuzzCheckError(f *testing.F) {
+	forms := dsntest.Forms
+	dsntest.Seed(forms, f.Add)
+	f.Fuzz(func(t *testing.T, form uint8, user, pw string) {
+		fm := forms[int(form)%len(forms)]
+		_, written := fm.Build(user, pw)
+		render := func(d string) string {
+			msg := fmt.Sprintf("connect %s:\n\tauth %q (%s) failed near %q", d, written, pw, pw[len(pw)/2:])
+			return checkError(spi.Unavailable("open session", errors.New(msg)), d).Error()
+		}
+		if leak := dsntest.Leak(fm, user, pw, render); leak != "" {
+			d, _ := fm.Build(user, pw)
+			t.Fatalf("%s: checkError(message about %q) = %q shows %q", fm.Name, d, render(d), leak)
+		}
+	})
 }
