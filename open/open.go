@@ -2,15 +2,16 @@
 // a command line) can name the backend as a string instead of picking a backend package and its
 // constructor by hand:
 //
-//	postgres://user:password@host:5432/db?sslmode=verify-full   PostgreSQL (backend/sql; also postgresql://)
-//	mysql://user:password@host:3306/db                          MySQL 8 / MariaDB (backend/sql)
-//	sqlite:///var/lib/app/simba.db                               SQLite file, absolute path (backend/sql)
-//	sqlite://relative/simba.db                                   SQLite file, relative path (backend/sql)
-//	redis://[user:password@]host:6379[/db]                       Redis standalone (backend/redis; rediss:// for TLS)
-//	redis+cluster://[user:password@]host:7001,host:7002          Redis Cluster (backend/redis; rediss+cluster://)
-//	redis+sentinel://[user:password@]host:26379,host/master      Redis via Sentinel (backend/redis; rediss+sentinel://)
-//	zk://[user:password@]host:2181,host:2181[/chroot]            ZooKeeper (backend/zookeeper; zk+tls:// for TLS)
+//	postgres://user:password@host:5432/db      PostgreSQL (also postgresql://)
+//	mysql://user:password@host:3306/db         MySQL 8, MariaDB
+//	sqlite:///var/lib/app/simba.db             SQLite file (sqlite://relative/path.db)
+//	redis://[user:password@]host:6379[/db]     Redis (rediss:// over TLS)
+//	redis+cluster://host:7001,host:7002        Redis Cluster (rediss+cluster://)
+//	redis+sentinel://host:26379,host/master    Redis through Sentinel (rediss+sentinel://)
+//	zk://[user:password@]host:2181[/chroot]    ZooKeeper (zk+tls:// over TLS)
 //
+// The SQL schemes open backend/sql, the redis ones backend/redis, the zk ones
+// backend/zookeeper.
 // Each DSN's parameters are its backend's (see Open in backend/sql, ParseDSN in backend/redis and
 // in backend/zookeeper); the scheme is case-insensitive.
 //
