@@ -14,6 +14,8 @@ implementation; Close leaves it open. Open takes a DSN (see ParseDSN):
 	rediss://...                                   (TLS)
 	redis+cluster://[user:password@]host:port,host:port[/][?...]
 	rediss+cluster://...                           (Cluster over TLS)
+	redis+sentinel://[user:password@]host[:port],host[:port]/master[/db][?...]   (Sentinel)
+	rediss+sentinel://...                          (Sentinel over TLS)
 
 with the ACL user and password in the user information; Close then closes the client. A bad
 DSN fails with an error matching spi.ErrInvalidOption that names what is wrong (and never shows

@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/url"
@@ -15,13 +16,19 @@ import (
 	dsnutil "github.com/simba-go/simba/internal/dsn"
 )
 
-// Config is a parsed DSN: the go-redis options of a standalone or a Cluster client, and the
-// backend's own options.
+// DefaultSentinelPort is the port of a Sentinel named without one in a redis+sentinel:// DSN.
+const DefaultSentinelPort = "26379"
+
+// Config is a parsed DSN: the go-redis options of a standalone, a Cluster or a Sentinel
+// failover client (exactly one is set), and the backend's own options.
 type Config struct {
 	// Options is set for redis:// and rediss:// (standalone; TLS for rediss).
 	Options *goredis.Options
 	// ClusterOptions is set for redis+cluster:// and rediss+cluster:// (Redis Cluster).
 	ClusterOptions *goredis.ClusterOptions
+	// FailoverOptions is set for redis+sentinel:// and rediss+sentinel:// (a master found
+	// through Redis Sentinel, redis.NewFailoverClient).
+	FailoverOptions *goredis.FailoverOptions
 	// WaitReplicas and WaitTimeout are the wait_replicas and wait_timeout parameters (see
 	// WithWaitReplicas).
 	WaitReplicas int
@@ -34,12 +41,18 @@ type Config struct {
 //	rediss://[user:password@]host[:port][/db][?...]                     standalone over TLS
 //	redis+cluster://[user:password@]host:port[,host:port...][/][?...]   Redis Cluster (seed nodes)
 //	rediss+cluster://[user:password@]host:port[,host:port...][/][?...]  Redis Cluster over TLS
+//	redis+sentinel://[user:password@]host[:port][,host[:port]...]/master[/db][?...]  Sentinel
+//	rediss+sentinel://...                                               Sentinel over TLS
 //
 // The user and password are the ACL user (Redis 6+) and its password; a password alone
-// (redis://:password@host) authenticates the default user. Simba's own parameters are
+// (redis://:password@host) authenticates the default user. A Sentinel DSN lists the Sentinels
+// (default port 26379) and names the master they monitor in its path; its user and password
+// are the master's and replicas' (as for redis://), and the parameters sentinel_username and
+// sentinel_password authenticate to Sentinels that require it. Simba's own parameters are
 // wait_replicas (an integer, see WithWaitReplicas) and wait_timeout (a Go duration, default
 // 1s when wait_replicas is set); every other parameter is go-redis's (redis.ParseURL and
-// redis.ParseClusterURL: dial_timeout, read_timeout, pool_size, max_retries, ...). Errors match
+// redis.ParseClusterURL, redis.ParseFailoverURL: dial_timeout, read_timeout, pool_size,
+// max_retries, ...). Errors match
 // spi.ErrInvalidOption, name what is wrong and never show the password; ParseDSN does no I/O.
 //
 // For rediss:// and rediss+cluster:// the options' Dialer makes the TLS connection and fails
@@ -52,15 +65,17 @@ func ParseDSN(dsn string) (Config, error) {
 	}
 	scheme, rest, ok := strings.Cut(dsn, "://")
 	if !ok || !dsnutil.ValidScheme(scheme) {
-		return bad("want redis://, rediss://, redis+cluster:// or rediss+cluster://")
+		return bad("want redis://, rediss://, redis+cluster://, rediss+cluster://, redis+sentinel:// or rediss+sentinel://")
 	}
-	var cluster bool
+	var cluster, sentinel bool
 	switch scheme {
 	case "redis", "rediss":
 	case "redis+cluster", "rediss+cluster":
 		cluster, scheme = true, strings.TrimSuffix(scheme, "+cluster")
+	case "redis+sentinel", "rediss+sentinel":
+		sentinel, scheme = true, strings.TrimSuffix(scheme, "+sentinel")
 	default:
-		return bad("unknown scheme %q (want redis, rediss, redis+cluster or rediss+cluster)", scheme)
+		return bad("unknown scheme %q (want redis, rediss, redis+cluster, rediss+cluster, redis+sentinel or rediss+sentinel)", scheme)
 	}
 	var query string
 	if i := strings.IndexByte(rest, '?'); i >= 0 {
@@ -113,6 +128,14 @@ func ParseDSN(dsn string) (Config, error) {
 			return bad("%v", err)
 		}
 	}
+	if sentinel {
+		o, err := parseSentinel(scheme, userinfo, list, path, vals)
+		if err != nil {
+			return bad("%v", err)
+		}
+		cfg.FailoverOptions = o
+		return cfg, nil
+	}
 	if !cluster {
 		if len(list) > 1 {
 			return bad("several hosts need redis+cluster:// (or a redis.UniversalClient passed to New)")
@@ -152,6 +175,74 @@ func ParseDSN(dsn string) (Config, error) {
 	return cfg, nil
 }
 
+// parseSentinel makes the failover options of a Sentinel DSN: list are the Sentinels (checked
+// by checkHost), path is /master[/db], vals the parameters left after Simba's own.
+func parseSentinel(scheme, userinfo string, list []string, path string, vals url.Values) (*goredis.FailoverOptions, error) {
+	for _, k := range []string{"master_name", "username", "password"} {
+		if _, ok := vals[k]; ok {
+			return nil, fmt.Errorf("parameter %s: put the master in the path and the user:password@ in the host part", k)
+		}
+	}
+	segs := strings.Split(strings.TrimPrefix(path, "/"), "/")
+	master, err := url.PathUnescape(segs[0])
+	if err != nil || master == "" {
+		return nil, fmt.Errorf("name the master the Sentinels monitor: redis+sentinel://host:26379/master")
+	}
+	if len(segs) > 2 || (len(segs) == 2 && segs[1] == "") {
+		return nil, fmt.Errorf("path %q: want /master or /master/db", path)
+	}
+	sentUser, sentPass := vals.Get("sentinel_username"), vals.Get("sentinel_password")
+	vals.Del("sentinel_username")
+	vals.Del("sentinel_password")
+	vals.Set("master_name", master)
+	for i, h := range list {
+		if _, _, err := net.SplitHostPort(h); err != nil {
+			list[i] = net.JoinHostPort(strings.Trim(h, "[]"), DefaultSentinelPort)
+		}
+	}
+	for _, h := range list[1:] {
+		vals.Add("addr", h)
+	}
+	u := scheme + "://" + list[0]
+	if len(segs) == 2 {
+		u += "/" + segs[1]
+	}
+	o, err := goredis.ParseFailoverURL(u + "?" + vals.Encode())
+	if err != nil {
+		return nil, err
+	}
+	if userinfo != "" {
+		ui, err := url.Parse(scheme + "://" + userinfo + "x")
+		if err != nil || ui.User == nil {
+			return nil, fmt.Errorf("bad user:password@ (percent-encode reserved characters)")
+		}
+		o.Username = ui.User.Username()
+		o.Password, _ = ui.User.Password()
+	}
+	o.SentinelUsername, o.SentinelPassword = sentUser, sentPass
+	if o.TLSConfig != nil {
+		o.Dialer = newTLSDialer(o.TLSConfig)
+	}
+	return o, nil
+}
+
+// UseTLS makes the client Open builds from c connect with TLS configured by tc (replacing the
+// DSN's: rediss:// verifies the servers against the system's roots), whatever the scheme, with
+// the same fast failures as a rediss:// DSN (see ParseDSN). A nil tc changes nothing.
+func (c *Config) UseTLS(tc *tls.Config) {
+	if tc == nil {
+		return
+	}
+	switch {
+	case c.Options != nil:
+		c.Options.TLSConfig, c.Options.Dialer = tc, newTLSDialer(tc)
+	case c.ClusterOptions != nil:
+		c.ClusterOptions.TLSConfig, c.ClusterOptions.Dialer = tc, newTLSDialer(tc)
+	case c.FailoverOptions != nil:
+		c.FailoverOptions.TLSConfig, c.FailoverOptions.Dialer = tc, newTLSDialer(tc)
+	}
+}
+
 // checkHost checks host[:port]; a Cluster seed needs its port.
 func checkHost(h string, cluster bool) error {
 	if h == "" {
@@ -176,20 +267,31 @@ func checkHost(h string, cluster bool) error {
 	return nil
 }
 
-// Open parses dsn (see ParseDSN), connects a go-redis client of its own (redis.NewClient or
-// redis.NewClusterClient; routeBySlot is on for a Cluster DSN) and returns a backend on it. The
-// DSN's wait_replicas applies unless opts override it. Open does no I/O: a bad address shows in
-// the first call. Close closes the client.
+// Open parses dsn (see ParseDSN), connects a go-redis client of its own (redis.NewClient,
+// redis.NewClusterClient or redis.NewFailoverClient; routeBySlot is on for a Cluster DSN) and
+// returns a backend on it. The DSN's wait_replicas applies unless opts override it. Open does no
+// I/O: a bad address shows in the first call. Close closes the client.
 func Open(dsn string, opts ...Option) (*Backend, error) {
 	cfg, err := ParseDSN(dsn)
 	if err != nil {
 		return nil, err
 	}
+	return OpenConfig(cfg, opts...)
+}
+
+// OpenConfig is Open for a parsed (and possibly adjusted, see Config.UseTLS) DSN: it makes the
+// client of the options cfg holds and returns a backend on it that Close closes.
+func OpenConfig(cfg Config, opts ...Option) (*Backend, error) {
 	var c goredis.UniversalClient
-	if cfg.ClusterOptions != nil {
+	switch {
+	case cfg.ClusterOptions != nil:
 		c = goredis.NewClusterClient(cfg.ClusterOptions)
-	} else {
+	case cfg.FailoverOptions != nil:
+		c = goredis.NewFailoverClient(cfg.FailoverOptions)
+	case cfg.Options != nil:
 		c = goredis.NewClient(cfg.Options)
+	default:
+		return nil, fmt.Errorf("%w: redis: a Config without client options (use ParseDSN)", spi.ErrInvalidOption)
 	}
 	if cfg.WaitReplicas > 0 {
 		opts = append([]Option{WithWaitReplicas(cfg.WaitReplicas, cfg.WaitTimeout)}, opts...)

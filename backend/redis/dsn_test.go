@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"crypto/tls"
 	"errors"
 	"slices"
 	"strings"
@@ -52,6 +53,58 @@ func TestParseDSN(t *testing.T) {
 	if err != nil || cfg.ClusterOptions.TLSConfig == nil {
 		t.Errorf("rediss+cluster: %+v %v", cfg, err)
 	}
+
+	cfg, err = ParseDSN("redis+sentinel://app:s%40cret@s1,s2:26380/my%20master/2?dial_timeout=2s&sentinel_password=spw&wait_replicas=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fo := cfg.FailoverOptions
+	if fo == nil || cfg.Options != nil || cfg.ClusterOptions != nil {
+		t.Fatalf("sentinel DSN gave %+v", cfg)
+	}
+	if fo.MasterName != "my master" || !slices.Equal(fo.SentinelAddrs, []string{"s1:26379", "s2:26380"}) ||
+		fo.Username != "app" || fo.Password != "s@cret" || fo.SentinelUsername != "" || fo.SentinelPassword != "spw" ||
+		fo.DB != 2 || fo.DialTimeout != 2*time.Second || fo.TLSConfig != nil || cfg.WaitReplicas != 1 {
+		t.Errorf("sentinel options %+v, wait %d", fo, cfg.WaitReplicas)
+	}
+	cfg, err = ParseDSN("rediss+sentinel://s1:26379/m")
+	if err != nil || cfg.FailoverOptions.TLSConfig == nil || cfg.FailoverOptions.Dialer == nil {
+		t.Errorf("rediss+sentinel: %+v %v", cfg, err)
+	}
+}
+
+// TestUseTLS: Config.UseTLS sets the TLS configuration (and the fast-failing dialer) of whichever
+// client the DSN names, and OpenConfig makes a backend from the adjusted Config.
+func TestUseTLS(t *testing.T) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS13, ServerName: "example"}
+	for _, dsn := range []string{"redis://h", "rediss://h", "redis+cluster://h:1", "redis+sentinel://h/m"} {
+		cfg, err := ParseDSN(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.UseTLS(tc)
+		var got *tls.Config
+		var dialer bool
+		switch {
+		case cfg.Options != nil:
+			got, dialer = cfg.Options.TLSConfig, cfg.Options.Dialer != nil
+		case cfg.ClusterOptions != nil:
+			got, dialer = cfg.ClusterOptions.TLSConfig, cfg.ClusterOptions.Dialer != nil
+		default:
+			got, dialer = cfg.FailoverOptions.TLSConfig, cfg.FailoverOptions.Dialer != nil
+		}
+		if got != tc || !dialer {
+			t.Errorf("%s: UseTLS left TLS %v, dialer set %v", dsn, got, dialer)
+		}
+		b, err := OpenConfig(cfg)
+		if err != nil {
+			t.Fatalf("OpenConfig(%s): %v", dsn, err)
+		}
+		b.Close()
+	}
+	if _, err := OpenConfig(Config{}); !errors.Is(err, spi.ErrInvalidOption) {
+		t.Errorf("OpenConfig(Config{}) = %v, want spi.ErrInvalidOption", err)
+	}
 }
 
 func TestParseDSNErrors(t *testing.T) {
@@ -74,6 +127,13 @@ func TestParseDSNErrors(t *testing.T) {
 		"redis+cluster://u:secret@h1:1?x=1":       "unexpected option: x",
 		"u:secret://x@h1:1":                       "want redis://",
 		"redis://u:secret@h/zero":                 "invalid database number",
+		"redis+sentinel://u:secret@s1:26379":      "name the master",
+		"redis+sentinel://s1/":                    "name the master",
+		"redis+sentinel://s1/m/0/x":               "want /master or /master/db",
+		"redis+sentinel://s1/m?master_name=n":     "put the master in the path",
+		"redis+sentinel://s1/m?password=secret":   "put the master in the path",
+		"redis+sentinel://u:secret@s1/m?x=1":      "unexpected option: x",
+		"redis+sentinel://s1/m/zero":              "invalid database number",
 	} {
 		_, err := ParseDSN(dsn)
 		if !errors.Is(err, spi.ErrInvalidOption) || !strings.Contains(err.Error(), want) {
