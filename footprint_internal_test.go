@@ -262,3 +262,36 @@ func TestStopAndLeaveLeaveNothingBehind(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// noTime is a backend that opens sessions with no time left: every session is dead on arrival.
+type noTime struct {
+	grantAll
+	opens atomic.Int64
+}
+
+func (b *noTime) OpenSession(ctx context.Context, owner string, ttl time.Duration) (spi.Session, error) {
+	b.opens.Add(1)
+	return spi.Session{ID: "00000000000000000000000000000002", Remaining: 0}, nil
+}
+
+// TestSessionsDeadOnArrivalAreReopenedWithBackoff: a backend that grants sessions no time (or
+// expires each at once) gets opens at the backoff's pace, not as fast as it answers.
+func TestSessionsDeadOnArrivalAreReopenedWithBackoff(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	b := &noTime{grantAll: grantAll{held: map[string]int64{}}}
+	c, err := New(b, WithTTL(3*time.Second), WithSeed(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // real time passes: the client keeps reopening
+	if err := c.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// Backoff from 50 ms doubling to the renewal interval (1 s), with full jitter: a dozen
+	// opens at most in a second; without it, thousands.
+	if n := b.opens.Load(); n > 50 {
+		t.Fatalf("%d opens in 1 s of sessions dead on arrival", n)
+	} else {
+		t.Logf("%d opens in 1 s", n)
+	}
+}

@@ -29,6 +29,11 @@ type Engine struct {
 
 	sess      session
 	closeFuts []FutureID
+	// shortLived counts the sessions in a row that were lost within one renewal interval of
+	// their opening (a backend that grants no time, or expires every session at once): from
+	// the second, the next session is opened after a backoff, not at once, so such a backend
+	// is not hammered with opens as fast as it answers.
+	shortLived int
 	handovers int
 
 	elections map[string]*election
@@ -76,6 +81,7 @@ type session struct {
 	kaReq    ReqID
 	kaAt     time.Duration
 	closeReq ReqID
+	openedAt time.Duration // when the open reply came
 	// released is the highest token this session released per name (rule 1), and releasing
 	// the number of its releases in flight per name. A name's entries are dropped once no
 	// release and no acquire for it is in flight and the last release succeeded (forget): an
@@ -328,6 +334,7 @@ func (s *Engine) onOpenReply(p pending, ev Event) {
 	s.sess.state = SessionLive
 	s.sess.id = ev.Session.ID
 	s.sess.fails = 0
+	s.sess.openedAt = s.now
 	s.sess.deadline = s.deadlineFrom(sent, ev.Session.Remaining)
 	s.emit(Effect{Kind: EfPublish, Publish: PubSessionOpened, Session: s.sess.id, At: s.sess.deadline})
 	s.emit(Effect{Kind: EfDeadline, Session: s.sess.id, At: s.sess.deadline})
@@ -529,7 +536,18 @@ func (s *Engine) loseSession(reason Reason) {
 		s.closed()
 		return
 	}
-	s.openSession()
+	if s.now < add(s.sess.openedAt, s.opt.RenewInterval) {
+		s.shortLived++
+	} else {
+		s.shortLived = 0
+	}
+	if s.shortLived < 2 {
+		s.openSession()
+		return
+	}
+	s.sess = session{state: SessionOpening, gen: s.sess.gen + 1}
+	s.sess.openAt = add(s.now, s.backoff(s.shortLived-1, nil))
+	s.arm(TimerOpen, "", s.sess.openAt)
 }
 
 func (s *Engine) maybeFinishClose() {
