@@ -34,7 +34,7 @@ type Engine struct {
 	// the second, the next session is opened after a backoff, not at once, so such a backend
 	// is not hammered with opens as fast as it answers.
 	shortLived int
-	handovers int
+	handovers  int
 
 	elections map[string]*election
 	// active holds the elections a keep-alive must ask about: those in Leader or Handover,
