@@ -336,6 +336,11 @@ func runCommand(ctx context.Context, args []string, lock bool) error {
 		case runCtx.Err() != nil:
 			return fmt.Errorf("%s of %s lost (token %d); the command was stopped (exit status %d): %w",
 				what, t.Name(), t.Token(), status, context.Cause(runCtx))
+		case !t.IsValid():
+			// simba was paused (or starved) past the term's validity, and the supervisor
+			// killed the command; the term's revocation has not been processed yet.
+			return fmt.Errorf("%s of %s lost (token %d): its validity ran out; the command was stopped (exit status %d)",
+				what, t.Name(), t.Token(), status)
 		case status != 0:
 			return exitCode(status)
 		}

@@ -4,6 +4,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -15,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	sqlbackend "github.com/simba-go/simba/backend/sql"
 )
 
 // runScript is the command the tests run under `simba run`: a shell ($0 is the test's
@@ -327,5 +330,42 @@ func TestRunPausedLeaderLosesItsCommand(t *testing.T) {
 	var exit *exec.ExitError
 	if !errors.As(leader.err, &exit) || exit.ExitCode() != 1 || !strings.Contains(leader.output.String(), "simba: leadership of job lost") {
 		t.Errorf("the resumed ex-leader: %v, printed %q; want exit status 1 and the loss named", leader.err, leader.output.String())
+	}
+}
+
+// TestLockRunsCommandUnderTheLock runs `simba lock` in this process (the test binary serves
+// as the supervisor, see TestMain): the command gets $SIMBA_LEASE and a positive
+// $SIMBA_TOKEN, simba's result is the command's exit status, and the lock is free afterwards.
+func TestLockRunsCommandUnderTheLock(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	dsn := "sqlite://" + filepath.Join(dir, "simba.db")
+	b, err := sqlbackend.Open(ctx, dsn, sqlbackend.WithAutoMigrate())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	err = runCommand(ctx, []string{"-dsn", dsn, "-name", "job", "-ttl", "2s", "--",
+		"sh", "-c", `echo "$SIMBA_LEASE $SIMBA_TOKEN" > "$0/env"; exit 5`, dir}, true)
+	var code exitCode
+	if !errors.As(err, &code) || code != 5 {
+		t.Fatalf("simba lock: %v, want exit status 5", err)
+	}
+	env, err := os.ReadFile(filepath.Join(dir, "env"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lease string
+	var token int64
+	if _, err := fmt.Sscan(string(env), &lease, &token); err != nil || lease != "job" || token <= 0 {
+		t.Errorf("the command saw %q, want \"job <positive token>\"", env)
+	}
+	snap, err := b.Inspect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Leases) != 1 || snap.Leases[0].Holder != "" || snap.Leases[0].Token != token {
+		t.Errorf("leases after simba lock: %+v, want job free with token %d", snap.Leases, token)
 	}
 }

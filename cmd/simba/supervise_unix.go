@@ -27,8 +27,12 @@ import (
 // or when simba goes away. simba talks to it over a pipe (the supervisor's fd 3), one line per
 // message:
 //
-//	deadline <ns>   the term is valid for <ns> more nanoseconds (sent at every tick while valid)
-//	stop <ns>       the term ended: SIGTERM the group now and SIGKILL it after <ns>
+//	deadline <t>   the term is valid until <t> (sent at every tick while it is valid)
+//	stop <t>       the term ended: SIGTERM the group now and SIGKILL it at <t>
+//
+// Times are readings of a clock both processes share (monoNow: CLOCK_MONOTONIC on Linux), so
+// that a message read late — the supervisor still starting, or descheduled — still means the
+// instant simba meant; the supervisor starts the command only if -deadline has not passed.
 //
 // End of file on the pipe means simba is gone (killed, even by SIGKILL, or crashed): the
 // supervisor then stops the group as for "stop" with the -grace it was started with. In every
@@ -45,8 +49,8 @@ const supervisorFD = 3
 // is stopped with a grace of at most grace and the term's remaining validity. tick is how
 // often the supervisor is told the term's validity.
 func runTerm(ctx context.Context, t simba.Term, argv []string, grace, tick time.Duration) (int, error) {
-	rem := t.Remaining()
-	if rem <= 0 {
+	lastDeadline := monoNow() + int64(t.Remaining())
+	if !t.IsValid() {
 		return 0, fmt.Errorf("term %s ended before its command started", t)
 	}
 	self, err := os.Executable()
@@ -58,12 +62,11 @@ func runTerm(ctx context.Context, t simba.Term, argv []string, grace, tick time.
 		return 0, err
 	}
 	defer w.Close()
-	args := append([]string{supervisorCommand, "-grace", grace.String(), "-deadline", rem.String(), "--"}, argv...)
+	args := append([]string{supervisorCommand, "-grace", grace.String(), "-deadline", strconv.FormatInt(lastDeadline, 10), "--"}, argv...)
 	cmd := exec.Command(self, args...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Env = termEnv(t)
 	cmd.ExtraFiles = []*os.File{r} // fd 3 (supervisorFD)
-	lastDeadline := time.Now().Add(rem)
 	err = cmd.Start()
 	r.Close()
 	if err != nil {
@@ -82,15 +85,15 @@ func runTerm(ctx context.Context, t simba.Term, argv []string, grace, tick time.
 	for {
 		select {
 		case <-ticker.C:
+			now := monoNow()
 			if rem := t.Remaining(); rem > 0 {
-				lastDeadline = time.Now().Add(rem)
-				send("deadline %d\n", rem)
+				lastDeadline = now + int64(rem)
+				send("deadline %d\n", lastDeadline)
 			}
 		case <-done:
 			done = nil
 			ticker.Stop()
-			g := min(grace, time.Until(lastDeadline))
-			send("stop %d\n", max(g, 0))
+			send("stop %d\n", min(monoNow()+int64(grace), lastDeadline))
 		case err := <-exited:
 			var exit *exec.ExitError
 			if err == nil || errors.As(err, &exit) {
@@ -106,13 +109,19 @@ func runTerm(ctx context.Context, t simba.Term, argv []string, grace, tick time.
 func supervise(args []string) int {
 	fs := flag.NewFlagSet(supervisorCommand, flag.ContinueOnError)
 	grace := fs.Duration("grace", 5*time.Second, "time the command has after SIGTERM when simba goes away")
-	deadline := fs.Duration("deadline", 0, "the term's validity at the start")
+	deadline := fs.Int64("deadline", 0, "the end of the term's validity (monoNow)")
 	if err := fs.Parse(args); err != nil || fs.NArg() == 0 || *deadline <= 0 {
 		fmt.Fprintf(os.Stderr, "simba: %s is started by simba run and simba lock, not by hand\n", supervisorCommand)
 		return 2
 	}
 	argv := fs.Args()
-	validUntil := time.Now().Add(*deadline)
+	// at converts a monoNow reading into a time.Time of this process.
+	at := func(mono int64) time.Time { return time.Now().Add(time.Duration(mono - monoNow())) }
+	validUntil := at(*deadline)
+	if !time.Now().Before(validUntil) {
+		fmt.Fprintf(os.Stderr, "simba: the term ended before its command could start: %s not run\n", argv[0])
+		return 1
+	}
 
 	// Ctrl-C reaches simba's process group, which this process shares: simba handles it and
 	// sends "stop". A SIGTERM or SIGHUP for this process alone stops the command as well.
@@ -122,6 +131,7 @@ func supervise(args []string) int {
 	// Pdeathsig is tied to the thread that starts the child: keep this goroutine on its
 	// thread, which then never exits before the process does.
 	runtime.LockOSThread()
+	syscall.CloseOnExec(supervisorFD) // the pipe is the supervisor's, not the command's
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.SysProcAttr = commandSysProcAttr()
@@ -141,17 +151,16 @@ func supervise(args []string) int {
 
 	stopping, killed := false, false
 	var killAt time.Time
-	stop := func(g time.Duration) {
-		at := time.Now().Add(max(g, 0))
-		if at.After(validUntil) {
-			at = validUntil
+	stop := func(kill time.Time) {
+		if kill.After(validUntil) {
+			kill = validUntil
 		}
 		if !stopping {
 			stopping = true
-			killAt = at
+			killAt = kill
 			_ = syscall.Kill(group, syscall.SIGTERM)
-		} else if at.Before(killAt) {
-			killAt = at
+		} else if kill.Before(killAt) {
+			killAt = kill
 		}
 	}
 	timer := time.NewTimer(time.Until(validUntil))
@@ -179,26 +188,26 @@ func supervise(args []string) int {
 			}
 		case sig := <-sigs:
 			if sig != syscall.SIGINT {
-				stop(*grace)
+				stop(time.Now().Add(*grace))
 			}
 		case m, ok := <-msgs:
 			if !ok { // simba is gone
 				msgs = nil
-				stop(*grace)
+				stop(time.Now().Add(*grace))
 				continue
 			}
 			verb, arg, _ := strings.Cut(m, " ")
-			ns, err := strconv.ParseInt(arg, 10, 64)
+			mono, err := strconv.ParseInt(arg, 10, 64)
 			if err != nil {
 				continue
 			}
 			switch verb {
 			case "deadline":
 				if !stopping {
-					validUntil = time.Now().Add(time.Duration(ns))
+					validUntil = at(mono)
 				}
 			case "stop":
-				stop(time.Duration(ns))
+				stop(at(mono))
 			}
 		}
 	}
