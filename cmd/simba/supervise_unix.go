@@ -97,7 +97,7 @@ func runTerm(ctx context.Context, t simba.Term, argv []string, grace, tick time.
 		case err := <-exited:
 			var exit *exec.ExitError
 			if err == nil || errors.As(err, &exit) {
-				return cmd.ProcessState.ExitCode(), nil
+				return exitStatus(cmd.ProcessState), nil // 128+n if the supervisor itself was killed
 			}
 			return 0, err
 		}
