@@ -45,9 +45,10 @@ type options struct {
 func WithLogger(l zk.Logger) Option { return func(o *options) { o.logger = l } }
 
 // WithSlog sends the backend's own warnings to l (slog.Default() by default): open ACLs
-// (a DSN without credentials), and nodes at Simba's paths that Simba did not create (group
-// children that are not members, foreign lease nodes), which the backend skips or honours but
-// never deletes.
+// (a DSN without credentials; once per logger), the hint watcher falling back to per-session
+// watches (a server without persistent recursive watches), and nodes at Simba's paths that
+// Simba did not create (group children that are not members, foreign lease nodes), which the
+// backend skips or honours but never deletes. A nil l discards them.
 func WithSlog(l *slog.Logger) Option { return func(o *options) { o.slog = l } }
 
 // WithDialer makes every connection of the backend (its sessions' and the hint watcher's) with
@@ -143,10 +144,10 @@ func NewFromConfig(cfg Config, opts ...Option) (*Backend, error) {
 		subs:     map[chan spi.Hint]struct{}{},
 	}
 	b.acls = newACLs(cfg.User != "")
-	if cfg.User == "" {
-		warnOpenACL.Do(func() {
+	if cfg.User == "" && b.log.Enabled(context.Background(), slog.LevelWarn) {
+		if _, dup := warnedOpenACL.LoadOrStore(b.log, struct{}{}); !dup {
 			b.log.Warn("simba: ZooKeeper DSN without user:password: Simba's nodes get the open ACL world:anyone (all perms), so any client can delete them; add credentials to protect leases")
-		})
+		}
 	}
 	return b, nil
 }
@@ -197,8 +198,10 @@ func (b *Backend) warnOnce(key, msg string, args ...any) {
 	}
 }
 
-// warnOpenACL says once per process that a backend without credentials leaves its nodes open.
-var warnOpenACL sync.Once
+// warnedOpenACL holds each *slog.Logger already told that a backend without credentials
+// leaves its nodes open: the warning goes to every logger given with WithSlog (once each), and
+// to slog.Default() once per process.
+var warnedOpenACL sync.Map
 
 // quietLogger drops go-zookeeper's log lines.
 type quietLogger struct{}

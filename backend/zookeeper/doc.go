@@ -101,7 +101,8 @@ node gets the ACL creator-all (scheme "auth") plus world-read (wire.ZKACLIntent)
 without that identity can look but cannot delete, change or create Simba's nodes. Without
 credentials the nodes are open (world-all; lease nodes world-read, with write for their own
 session only) and nothing protects them from deletion by other clients; the backend then logs
-a warning (WithSlog, slog.Default() by default) once per process.
+a warning through the logger given with WithSlog (once per logger; slog.Default(), once per
+process, when none is given).
 
 What digest auth does and does not protect:
 

@@ -63,7 +63,7 @@ func (w *watcher) run() {
 		err := w.connection(w.b.cfg.Servers[i%len(w.b.cfg.Servers)])
 		w.live.Store(false)
 		if errors.Is(err, errNoAddWatch) {
-			w.b.zlog.Printf("simba: %v; hints come from per-session watches only", err)
+			w.b.log.Warn("simba: ZooKeeper: hints come from per-session watches only", "reason", err.Error())
 			return
 		}
 		if time.Since(start) > watcherSessionTimeout {

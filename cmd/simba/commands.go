@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
@@ -22,6 +21,88 @@ import (
 
 	dsnutil "github.com/simba-go/simba/internal/dsn"
 )
+
+// supervisorCommand is the hidden command simba run and simba lock start between themselves
+// and the user's command (see runTerm).
+const supervisorCommand = "run-supervisor"
+
+// synopses holds each command's usage line and description for its -h.
+var synopses = map[string]string{
+	"demo": `usage: simba demo [-dsn D] [-workers N] [-ttl T]
+
+Leader election across real worker processes: the leader is killed with SIGKILL, the next one
+paused with SIGSTOP past its TTL, and a fenced resource rejects the paused ex-leader's write.
+`,
+	"migrate": `usage: simba migrate -dsn D
+
+Apply the embedded SQL schema to the database of D (other backends need none).
+`,
+	"status": `usage: simba status -dsn D [-prefix P] [-all]
+
+List the leases (name, token, holder, owner, time left), the live sessions and the groups D
+knows. Free leases are hidden unless -all is given (a free lease keeps its row or hash for its
+token, so a backend accumulates them); -prefix P keeps only the leases and groups whose name
+starts with P, and the sessions holding or in them.
+`,
+	"run": `usage: simba run -dsn D -name N [-ttl T] [-grace G] -- CMD [ARGS]
+
+Stand for election as leader of N and run CMD while leading, like etcdctl elect or consul
+lock: one CMD at a time across every simba run of N.
+` + commandDetails,
+	"lock": `usage: simba lock -dsn D -name N [-ttl T] [-grace G] -- CMD [ARGS]
+
+Take the lock N, run CMD and release the lock when CMD exits, like flock(1), etcdctl lock or
+consul lock.
+` + commandDetails,
+	"demo-worker": "usage: simba demo-worker (started by simba demo)\n",
+}
+
+// commandDetails is the part of run's and lock's help about the command.
+const commandDetails = `
+CMD's environment has SIMBA_TOKEN, the term's fencing token (greater than every token of N
+before it: pass it to what CMD writes to and have that reject lower ones), and SIMBA_LEASE,
+the lease name N.
+
+CMD runs in a process group of its own (so it cannot read from the terminal); neither CMD
+nor what it starts outlives the term or simba itself:
+  - when the term ends (leadership or the lock lost) or simba gets SIGINT or SIGTERM, the
+    group gets SIGTERM, then SIGKILL after -grace or when the term's validity runs out,
+    whichever comes first;
+  - if simba dies, even by SIGKILL, a supervisor process does the same at once; if simba is
+    paused past the term's validity, the supervisor SIGKILLs the group when it runs out
+    (on Linux CMD also gets SIGKILL if the supervisor dies);
+  - what CMD leaves running in its group when it exits is killed.
+simba exits with CMD's status (128+n after signal n); after losing the term it prints why and
+exits 1.
+`
+
+// parseFlags parses args with fs. After -h it prints the command's help to stdout and returns
+// exitCode(0); after a bad flag it prints the problem and the help to stderr and returns
+// exitCode(2).
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	if err == nil {
+		return nil
+	}
+	help := func(out io.Writer) {
+		fmt.Fprint(out, synopses[fs.Name()])
+		fmt.Fprintln(out, "\nflags:")
+		fs.SetOutput(out)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+		if fs.Lookup("dsn") != nil {
+			fmt.Fprint(out, "\n"+dsnForms)
+		}
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		help(os.Stdout)
+		return exitCode(0)
+	}
+	fmt.Fprintf(os.Stderr, "simba: %s: %v\n\n", fs.Name(), err)
+	help(os.Stderr)
+	return exitCode(2)
+}
 
 func dsnFlags(name string) (*flag.FlagSet, *string) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
@@ -39,7 +120,7 @@ func needDSN(dsn string) error {
 // migrate applies the embedded schema of a SQL backend.
 func migrate(ctx context.Context, args []string) error {
 	fs, dsn := dsnFlags("migrate")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if err := needDSN(*dsn); err != nil {
@@ -70,7 +151,10 @@ func status(ctx context.Context, args []string) error {
 // statusTo is status writing to out.
 func statusTo(ctx context.Context, out io.Writer, args []string) error {
 	fs, dsn := dsnFlags("status")
-	if err := fs.Parse(args); err != nil {
+	var filter statusFilter
+	fs.StringVar(&filter.prefix, "prefix", "", "show only leases and groups whose name starts with `P`")
+	fs.BoolVar(&filter.all, "all", false, "show free leases too")
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if err := needDSN(*dsn); err != nil {
@@ -89,13 +173,54 @@ func statusTo(ctx context.Context, out io.Writer, args []string) error {
 	if err != nil {
 		return err
 	}
-	return printStatus(out, snap)
+	return printStatus(out, snap, filter)
+}
+
+// statusFilter says which part of a snapshot simba status prints.
+type statusFilter struct {
+	prefix string // only leases and groups whose name starts with it ("": all)
+	all    bool   // free leases too
+}
+
+// apply returns the part of snap that f keeps, and how many free leases it hid. With a prefix,
+// the sessions kept are those holding a kept lease or in a kept group.
+func (f statusFilter) apply(snap spi.Snapshot) (spi.Snapshot, int) {
+	var out spi.Snapshot
+	hidden := 0
+	sessions := map[simba.SessionID]bool{}
+	for _, l := range snap.Leases {
+		if !strings.HasPrefix(l.Name, f.prefix) {
+			continue
+		}
+		if l.Holder == "" && !f.all {
+			hidden++
+			continue
+		}
+		out.Leases = append(out.Leases, l)
+		sessions[l.Holder] = true
+	}
+	out.Groups = map[string][]simba.SessionID{}
+	for g, members := range snap.Groups {
+		if strings.HasPrefix(g, f.prefix) {
+			out.Groups[g] = members
+			for _, m := range members {
+				sessions[m] = true
+			}
+		}
+	}
+	for _, s := range snap.Sessions {
+		if f.prefix == "" || sessions[s.ID] {
+			out.Sessions = append(out.Sessions, s)
+		}
+	}
+	return out, hidden
 }
 
 // printStatus prints a snapshot as tables. Every string in it comes from backend records that
 // anyone with write access to the backend can forge, so each goes through safe: no control
 // character (a terminal escape sequence) or invalid UTF-8 reaches the terminal.
-func printStatus(out io.Writer, snap spi.Snapshot) error {
+func printStatus(out io.Writer, snap spi.Snapshot, f statusFilter) error {
+	snap, hidden := f.apply(snap)
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "LEASE\tTOKEN\tHOLDER\tOWNER\tREMAINING")
 	for _, l := range snap.Leases {
@@ -104,6 +229,9 @@ func printStatus(out io.Writer, snap spi.Snapshot) error {
 			holder, rem = "-", "-"
 		}
 		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\n", safe(l.Name), l.Token, holder, owner, rem)
+	}
+	if hidden > 0 {
+		fmt.Fprintf(w, "(%d free lease(s) not shown: -all shows them)\n", hidden)
 	}
 	fmt.Fprintln(w, "\nSESSION\tOWNER\tREMAINING")
 	for _, s := range snap.Sessions {
@@ -159,19 +287,19 @@ func escapeControls(s string) string {
 	return b.String()
 }
 
-// runCommand runs a command while this process leads (run) or holds the lock (lock) -name.
-// When leadership is lost the command is sent SIGTERM (then killed after -grace); the fencing
-// token is passed in $SIMBA_TOKEN. The exit status is the command's.
+// runCommand runs a command while this process leads (run) or holds the lock (lock) -name,
+// under a supervisor (runTerm) that stops it when the term ends or this process goes away (see
+// the run and lock help). The exit status is the command's.
 func runCommand(ctx context.Context, args []string, lock bool) error {
-	name := "run"
+	name, what := "run", "leadership"
 	if lock {
-		name = "lock"
+		name, what = "lock", "lock"
 	}
 	fs, dsn := dsnFlags(name)
-	lease := fs.String("name", "", "lease name")
-	ttl := fs.Duration("ttl", simba.DefaultTTL, "session TTL")
-	grace := fs.Duration("grace", 5*time.Second, "time the command has to exit after SIGTERM")
-	if err := fs.Parse(args); err != nil {
+	lease := fs.String("name", "", "lease `name` (in the command's $SIMBA_LEASE)")
+	ttl := fs.Duration("ttl", simba.DefaultTTL, "session TTL: how long a dead simba holds the lease")
+	grace := fs.Duration("grace", 5*time.Second, "time the command has after SIGTERM before SIGKILL (at most the term's remaining validity)")
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if err := needDSN(*dsn); err != nil {
@@ -180,6 +308,9 @@ func runCommand(ctx context.Context, args []string, lock bool) error {
 	argv := fs.Args()
 	if len(argv) == 0 {
 		return fmt.Errorf("%w: no command given (simba %s -dsn D -name N -- CMD [ARGS])", simba.ErrInvalidOption, name)
+	}
+	if *grace < 0 {
+		return fmt.Errorf("%w: -grace %v is negative", simba.ErrInvalidOption, *grace)
 	}
 	b, err := openBackend(ctx, *dsn)
 	if err != nil {
@@ -191,26 +322,37 @@ func runCommand(ctx context.Context, args []string, lock bool) error {
 		return err
 	}
 	defer c.Close(context.WithoutCancel(ctx))
+	// The supervisor hears of the term's validity ten times per TTL (the client renews it
+	// three times per TTL).
+	tick := min(max(*ttl/10, 20*time.Millisecond), time.Second)
 
-	run := func(ctx context.Context, t simba.Term) error {
-		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-		cmd.Env = append(os.Environ(), fmt.Sprintf("SIMBA_TOKEN=%d", t.Token()), "SIMBA_LEASE="+t.Name())
-		cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
-		cmd.WaitDelay = *grace
-		err := cmd.Run()
-		var exit *exec.ExitError
-		if errors.As(err, &exit) && ctx.Err() == nil {
-			return exitCode(exit.ExitCode())
+	run := func(runCtx context.Context, t simba.Term) error {
+		status, err := runTerm(runCtx, t, argv, *grace, tick)
+		switch {
+		case err != nil:
+			return err
+		case ctx.Err() != nil: // simba was told to stop: exit as the command did
+			return exitCode(status)
+		case runCtx.Err() != nil:
+			return fmt.Errorf("%s of %s lost (token %d); the command was stopped (exit status %d): %w",
+				what, t.Name(), t.Token(), status, context.Cause(runCtx))
+		case !t.IsValid():
+			// simba was paused (or starved) past the term's validity, and the supervisor
+			// killed the command; the term's revocation has not been processed yet.
+			return fmt.Errorf("%s of %s lost (token %d): its validity ran out; the command was stopped (exit status %d)",
+				what, t.Name(), t.Token(), status)
+		case status != 0:
+			return exitCode(status)
 		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("leadership of %s lost: %w", t.Name(), context.Cause(ctx))
-		}
-		return err
+		return nil
 	}
 
 	if lock {
-		return c.WithLock(ctx, *lease, run)
+		err := c.WithLock(ctx, *lease, run)
+		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			return fmt.Errorf("stopped by a signal while waiting for the lock %s", *lease)
+		}
+		return err
 	}
 	done := make(chan error, 1)
 	e, err := c.NewElection(*lease, simba.RunWhileLeader(func(ctx context.Context, t simba.Term) error {
@@ -231,6 +373,19 @@ func runCommand(ctx context.Context, args []string, lock bool) error {
 	case err := <-done:
 		return err
 	case <-ctx.Done():
-		return ctx.Err()
 	}
+	// Stopped by a signal: Close revokes the term, which stops the command, and waits for it.
+	_ = c.Close(context.WithoutCancel(ctx))
+	select {
+	case err := <-done:
+		return err
+	default:
+		return fmt.Errorf("stopped by a signal while waiting to lead %s", *lease)
+	}
+}
+
+// termEnv is the command's environment for the term t: simba's, with $SIMBA_TOKEN and
+// $SIMBA_LEASE set.
+func termEnv(t simba.Term) []string {
+	return append(os.Environ(), fmt.Sprintf("SIMBA_TOKEN=%d", t.Token()), "SIMBA_LEASE="+t.Name())
 }

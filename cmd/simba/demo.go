@@ -35,7 +35,7 @@ func demo(ctx context.Context, args []string) error {
 	dsn := fs.String("dsn", "", "backend DSN (default: sqlite:// on a file in a temporary directory)")
 	workers := fs.Int("workers", 3, "worker processes")
 	ttl := fs.Duration("ttl", 2*time.Second, "session TTL of the workers")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *workers < 3 {
@@ -283,7 +283,7 @@ func demoWorker(ctx context.Context, args []string) error {
 	dsn := fs.String("dsn", "", "backend DSN")
 	owner := fs.String("owner", "", "owner string")
 	ttl := fs.Duration("ttl", 2*time.Second, "session TTL")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	b, err := openBackend(ctx, *dsn)

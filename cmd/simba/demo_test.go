@@ -15,8 +15,9 @@ import (
 	"github.com/simba-go/simba/internal/testenv"
 )
 
-// TestMain lets the test binary serve as the demo's worker processes: the demo re-executes
-// its own binary as `<binary> demo-worker …`.
+// TestMain lets the test binary serve as the demo's worker processes and as the supervisor of
+// run and lock: they re-execute their own binary as `<binary> demo-worker …` and
+// `<binary> run-supervisor …`. It removes the simba binary built by simbaBinary.
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "demo-worker" {
 		if err := demoWorker(context.Background(), os.Args[2:]); err != nil {
@@ -25,7 +26,12 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	if len(os.Args) > 1 && os.Args[1] == supervisorCommand {
+		os.Exit(supervise(os.Args[2:]))
+	}
+	code := m.Run()
+	removeSimbaBinary()
+	os.Exit(code)
 }
 
 // runDemo runs the demo in this process (its workers are real child processes) and returns

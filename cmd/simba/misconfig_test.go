@@ -5,8 +5,6 @@ import (
 	"context"
 	"errors"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -49,11 +47,7 @@ func TestLockOnAClusterNodeFailsFast(t *testing.T) {
 // and its stderr names the misconfiguration.
 func TestLockCommandOnAClusterNodeExitsAtOnce(t *testing.T) {
 	node := testenv.RedisCluster(t)[0]
-	bin := filepath.Join(t.TempDir(), "simba")
-	build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := simbaBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var stderr bytes.Buffer

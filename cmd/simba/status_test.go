@@ -44,7 +44,7 @@ func TestPrintStatusEscapes(t *testing.T) {
 		Groups:   map[string][]simba.SessionID{"g" + esc: {"m\t" + esc, "ok-member"}},
 	}
 	var buf bytes.Buffer
-	if err := printStatus(&buf, snap); err != nil {
+	if err := printStatus(&buf, snap, statusFilter{}); err != nil {
 		t.Fatal(err)
 	}
 	out := buf.String()

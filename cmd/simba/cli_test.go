@@ -1,0 +1,208 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/simba-go/simba"
+	sqlbackend "github.com/simba-go/simba/backend/sql"
+	"github.com/simba-go/simba/spi"
+)
+
+// runSimba runs the built simba binary with args and no $SIMBA_DSN, and returns its stdout,
+// stderr and exit status.
+func runSimba(t *testing.T, args ...string) (stdout, stderr string, status int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	cmd := exec.CommandContext(ctx, simbaBinary(t), args...)
+	cmd.Env = append(os.Environ(), "SIMBA_DSN=")
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatalf("simba %q: %v", args, err)
+	}
+	return out.String(), errOut.String(), cmd.ProcessState.ExitCode()
+}
+
+// TestHelpExitsZero: -h, for the tool and for each command, prints the help to stdout and
+// exits 0; an unknown flag exits 2 with one "simba:" line naming it, and the help, on stderr.
+func TestHelpExitsZero(t *testing.T) {
+	for _, args := range [][]string{
+		{"-h"}, {"--help"}, {"help"},
+		{"run", "-h"}, {"lock", "-h"}, {"status", "-h"}, {"migrate", "-h"}, {"demo", "-h"}, {"run", "--help"},
+	} {
+		stdout, stderr, status := runSimba(t, args...)
+		if status != 0 || !strings.HasPrefix(stdout, "usage: simba") || stderr != "" {
+			t.Errorf("simba %q: exit status %d, stdout %q, stderr %q; want 0, the help on stdout, nothing on stderr",
+				args, status, stdout, stderr)
+		}
+	}
+	stdout, stderr, status := runSimba(t, "run", "-bogus", "-dsn", "sqlite://x.db", "-name", "job", "--", "true")
+	first, _, _ := strings.Cut(stderr, "\n")
+	if status != 2 || stdout != "" || first != "simba: run: flag provided but not defined: -bogus" ||
+		!strings.Contains(stderr, "usage: simba run") || strings.Count(stderr, "simba:") != 1 {
+		t.Errorf("simba run -bogus: exit status %d, stdout %q, stderr %q; want 2 and one error line with the help on stderr",
+			status, stdout, stderr)
+	}
+}
+
+// TestHelpListsEveryDSNForm: the tool's help and the help of each command that takes -dsn
+// list every DSN scheme; run's and lock's name $SIMBA_TOKEN, $SIMBA_LEASE and SIGTERM.
+func TestHelpListsEveryDSNForm(t *testing.T) {
+	schemes := []string{"sqlite://", "postgres://", "mysql://", "redis://", "rediss://", "redis+cluster://",
+		"redis+sentinel://", "zk://", "zk+tls://"}
+	for _, args := range [][]string{{"-h"}, {"run", "-h"}, {"lock", "-h"}, {"status", "-h"}, {"migrate", "-h"}} {
+		stdout, _, _ := runSimba(t, args...)
+		for _, s := range schemes {
+			if !strings.Contains(stdout, s) {
+				t.Errorf("simba %q does not list %s:\n%s", args, s, stdout)
+			}
+		}
+	}
+	for _, cmd := range []string{"run", "lock"} {
+		stdout, _, _ := runSimba(t, cmd, "-h")
+		for _, want := range []string{"SIMBA_TOKEN", "SIMBA_LEASE", "group gets SIGTERM", "-grace"} {
+			if !strings.Contains(stdout, want) {
+				t.Errorf("simba %s -h does not mention %q:\n%s", cmd, want, stdout)
+			}
+		}
+	}
+}
+
+// TestErrorsHaveOneSimbaPrefix: errors from the CLI itself, from the DSN parser and from the
+// library (whose messages start with "simba: " of their own) are printed as one line with
+// exactly one "simba:" prefix, exit status 1.
+func TestErrorsHaveOneSimbaPrefix(t *testing.T) {
+	dir := t.TempDir()
+	unmigrated := "sqlite://" + filepath.Join(dir, "empty.db")
+	for _, tc := range []struct {
+		args []string
+		want string // what the line says after the prefix
+	}{
+		{[]string{"status"}, "-dsn (or $SIMBA_DSN) is required"},
+		{[]string{"lock", "-dsn", "no-scheme", "-name", "x", "--", "true"}, "no scheme"},
+		{[]string{"run", "-dsn", unmigrated, "-name", "job"}, "no command given"},
+		{[]string{"lock", "-dsn", unmigrated, "-name", "bad name!", "--", "true"}, "invalid name"},
+		{[]string{"lock", "-dsn", unmigrated, "-name", "job", "--", "true"}, "schema"},
+	} {
+		stdout, stderr, status := runSimba(t, tc.args...)
+		if status != 1 || stdout != "" || !strings.HasPrefix(stderr, "simba: ") || strings.Count(stderr, "simba:") != 1 ||
+			strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("simba %q: exit status %d, stdout %q, stderr %q; want 1 and one line \"simba: ...%s...\"",
+				tc.args, status, stdout, stderr, tc.want)
+		}
+	}
+}
+
+// TestErrorLine: the line main prints drops the "simba: " the library puts at the start of its
+// messages and after each wrapping, keeping one in front.
+func TestErrorLine(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{simba.ErrInvalidOption, "simba: invalid option"},
+		{fmt.Errorf("%w: -dsn is required", simba.ErrInvalidOption), "simba: invalid option: -dsn is required"},
+		{fmt.Errorf("leadership of job lost: %w", fmt.Errorf("simba: term job#3 revoked: %w", simba.ErrUnavailable)),
+			"simba: leadership of job lost: term job#3 revoked: backend unavailable"},
+		{errors.New("lock \"simba: x\" held"), "simba: lock \"simba: x\" held"},
+		{errors.New("bad \x1b[2J byte"), `simba: bad \x1b[2J byte`},
+	} {
+		if got := errorLine(tc.err); got != tc.want {
+			t.Errorf("errorLine(%q) = %q, want %q", tc.err, got, tc.want)
+		}
+	}
+}
+
+// TestStatusPrefixAndAll runs `simba status` on SQLite with leases jobs.a (held), jobs.b (free)
+// and other (held by another session): -prefix jobs. shows only jobs. leases and the session
+// holding one; free leases show only with -all, and a line says how many were hidden.
+func TestStatusPrefixAndAll(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dsn := "sqlite://" + filepath.Join(t.TempDir(), "simba.db")
+	b, err := sqlbackend.Open(ctx, dsn, sqlbackend.WithAutoMigrate())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	jobs, err := b.OpenSession(ctx, "jobs-worker", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	others, err := b.OpenSession(ctx, "other-worker", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []struct {
+		s    spi.Session
+		name string
+	}{{jobs, "jobs.a"}, {jobs, "jobs.b"}, {others, "other"}} {
+		if a, err := b.Acquire(ctx, l.s.ID, l.name); err != nil || a.Kind != spi.Granted {
+			t.Fatalf("acquire %s: %+v, %v", l.name, a, err)
+		} else if l.name == "jobs.b" {
+			if err := b.Release(ctx, l.s.ID, l.name, a.Token); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	status := func(args ...string) string {
+		var buf bytes.Buffer
+		if err := statusTo(ctx, &buf, append([]string{"-dsn", dsn}, args...)); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("simba status %q:\n%s", args, buf.String())
+		return buf.String()
+	}
+	check := func(out string, want, notWant []string) {
+		t.Helper()
+		for _, w := range want {
+			if !strings.Contains(out, w) {
+				t.Errorf("output lacks %q", w)
+			}
+		}
+		for _, w := range notWant {
+			if strings.Contains(out, w) {
+				t.Errorf("output shows %q", w)
+			}
+		}
+	}
+	check(status(), []string{"jobs.a", "other", "jobs-worker", "other-worker", "1 free lease(s) not shown"}, []string{"jobs.b"})
+	check(status("-all"), []string{"jobs.a", "jobs.b", "other"}, []string{"not shown"})
+	check(status("-prefix", "jobs."), []string{"jobs.a", "jobs-worker", "1 free lease(s) not shown"}, []string{"jobs.b", "other"})
+	check(status("-prefix", "jobs.", "-all"), []string{"jobs.a", "jobs.b", "jobs-worker"}, []string{"other"})
+}
+
+// TestStatusFilterGroups: -prefix keeps the groups whose name starts with it and their
+// members' sessions.
+func TestStatusFilterGroups(t *testing.T) {
+	snap := spi.Snapshot{
+		Leases: []spi.LeaseInfo{{Name: "jobs.a", Holder: "s1", Owner: "w1", Token: 1, Remaining: time.Second}},
+		Sessions: []spi.SessionInfo{
+			{ID: "s1", Owner: "w1", Remaining: time.Second},
+			{ID: "s2", Owner: "w2", Remaining: time.Second},
+			{ID: "s3", Owner: "w3", Remaining: time.Second},
+		},
+		Groups: map[string][]simba.SessionID{"jobs.consumers": {"s2"}, "mail": {"s3"}},
+	}
+	got, hidden := statusFilter{prefix: "jobs."}.apply(snap)
+	var ids []simba.SessionID
+	for _, s := range got.Sessions {
+		ids = append(ids, s.ID)
+	}
+	if hidden != 0 || len(got.Leases) != 1 || len(got.Groups) != 1 || got.Groups["jobs.consumers"] == nil ||
+		fmt.Sprint(ids) != "[s1 s2]" {
+		t.Errorf("filtered snapshot %+v (hidden %d), want jobs.a, jobs.consumers and sessions s1, s2", got, hidden)
+	}
+}

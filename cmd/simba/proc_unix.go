@@ -1,0 +1,21 @@
+//go:build unix && !linux
+
+package main
+
+import (
+	"syscall"
+	"time"
+)
+
+// commandSysProcAttr puts the command of simba run / simba lock in a process group of its own,
+// so that stopping it reaches everything it started. (There is no parent-death signal outside
+// Linux: the supervisor's pipe from simba is what notices simba's death.)
+func commandSysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true}
+}
+
+// monoNow reads the wall clock: simba and the supervisor of its command (runTerm) exchange
+// deadlines as readings of a clock they share, and the syscall package offers no monotonic
+// one outside Linux. A step of the system time while a command runs shifts its deadline by as
+// much.
+func monoNow() int64 { return time.Now().UnixNano() }

@@ -1,0 +1,371 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	sqlbackend "github.com/simba-go/simba/backend/sql"
+)
+
+// runScript is the command the tests run under `simba run`: a shell ($0 is the test's
+// directory) that starts a background sleep in its process group, records
+// "$SIMBA_TOKEN $$ $! $SIMBA_LEASE" in <dir>/<shell pid>.run, and waits. On SIGTERM it writes
+// "TERM" to <dir>/<shell pid>.sig and exits 7; on SIGINT it writes "INT" and exits 8.
+const runScript = `trap 'echo TERM > "$0/$$.sig"; exit 7' TERM
+trap 'echo INT > "$0/$$.sig"; exit 8' INT
+sleep 600 &
+echo "$SIMBA_TOKEN $$ $! $SIMBA_LEASE" > "$0/$$.tmp" && mv "$0/$$.tmp" "$0/$$.run"
+wait`
+
+// runRecord is one command started by a `simba run` of the tests.
+type runRecord struct {
+	token      int64
+	shell      int // the shell's pid ($$), the leader of the command's process group
+	background int // the background sleep's pid ($!), in the same group
+	lease      string
+}
+
+// readRuns returns the commands started so far, by shell pid.
+func readRuns(t *testing.T, dir string) map[int]runRecord {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.run"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := map[int]runRecord{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r runRecord
+		if _, err := fmt.Sscan(string(b), &r.token, &r.shell, &r.background, &r.lease); err != nil {
+			t.Fatalf("%s: %q: %v", f, b, err)
+		}
+		runs[r.shell] = r
+	}
+	return runs
+}
+
+// alive reports whether pid is a live process (a zombie, dead but not yet reaped, is not).
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// pid (comm) state ...: comm may hold spaces and parentheses; the state follows the last ')'.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i >= 0 && i+2 < len(s) && s[i+2] != 'Z'
+}
+
+// parent returns the parent pid of pid, or 0.
+func parent(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return ppid
+}
+
+// running returns the commands of runs whose shell or background process is alive.
+func running(runs map[int]runRecord) []runRecord {
+	var out []runRecord
+	for _, r := range runs {
+		if alive(r.shell) || alive(r.background) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// waitFor polls cond every 10 ms until it holds or limit passes, and reports whether it held.
+func waitFor(limit time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(limit)
+	for {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for a process's output and the test reading it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// simbaRun is one `simba run` process of a test.
+type simbaRun struct {
+	cmd    *exec.Cmd
+	output *lockedBuffer
+	exited chan struct{}
+	err    error // cmd.Wait's, once exited is closed
+}
+
+// startRun starts `simba run -dsn dsn -name job -ttl 1s -- sh -c runScript dir`.
+func startRun(t *testing.T, bin, dsn, dir string) *simbaRun {
+	t.Helper()
+	r := &simbaRun{output: &lockedBuffer{}, exited: make(chan struct{})}
+	r.cmd = exec.Command(bin, "run", "-dsn", dsn, "-name", "job", "-ttl", "1s", "-grace", "5s", "--", "sh", "-c", runScript, dir)
+	r.cmd.Stdout, r.cmd.Stderr = r.output, r.output
+	if err := r.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		r.err = r.cmd.Wait()
+		close(r.exited)
+	}()
+	t.Cleanup(func() {
+		_ = r.cmd.Process.Kill()
+		<-r.exited
+		if out := r.output.String(); out != "" {
+			t.Logf("simba run (pid %d) printed:\n%s", r.cmd.Process.Pid, out)
+		}
+	})
+	return r
+}
+
+// leadsCommand reports whether r's process is the grandparent of the command whose shell is
+// shell (simba run → supervisor → shell).
+func (r *simbaRun) leadsCommand(shell int) bool {
+	return parent(parent(shell)) == r.cmd.Process.Pid
+}
+
+// migrated returns the DSN of a new SQLite file in dir with the schema applied by
+// `simba migrate`.
+func migrated(t *testing.T, bin, dir string) string {
+	t.Helper()
+	dsn := "sqlite://" + filepath.Join(dir, "simba.db")
+	if out, err := exec.Command(bin, "migrate", "-dsn", dsn).CombinedOutput(); err != nil {
+		t.Fatalf("simba migrate: %v\n%s", err, out)
+	}
+	return dsn
+}
+
+// TestRunKilledLeaderLeavesOneCommand: two `simba run -name job` processes on one SQLite file;
+// the one whose command runs is killed with SIGKILL. Its command — the shell and the
+// background process in its group — is gone within one second (the supervisor sees simba's
+// pipe close and stops the group with SIGTERM), and then exactly one command runs: the other
+// simba's, with a greater $SIMBA_TOKEN. Never are two commands seen running at once. Finally
+// SIGTERM to the remaining simba reaches its command as SIGTERM (the signal the help names),
+// and simba exits with the command's status.
+func TestRunKilledLeaderLeavesOneCommand(t *testing.T) {
+	bin := simbaBinary(t)
+	dir := t.TempDir()
+	dsn := migrated(t, bin, dir)
+	runs := []*simbaRun{startRun(t, bin, dsn, dir), startRun(t, bin, dsn, dir)}
+
+	var first runRecord
+	if !waitFor(30*time.Second, func() bool {
+		for _, r := range readRuns(t, dir) {
+			first = r
+			return true
+		}
+		return false
+	}) {
+		t.Fatal("no command started within 30 s")
+	}
+	var leader, follower *simbaRun
+	for i, r := range runs {
+		if r.leadsCommand(first.shell) {
+			leader, follower = r, runs[1-i]
+		}
+	}
+	if leader == nil {
+		t.Fatalf("the command %+v is not a grandchild of either simba run", first)
+	}
+	if first.lease != "job" || first.token <= 0 || !alive(first.shell) || !alive(first.background) {
+		t.Fatalf("first command %+v: want $SIMBA_LEASE job, a positive $SIMBA_TOKEN, shell and background alive", first)
+	}
+	t.Logf("simba run %d leads, its command %+v", leader.cmd.Process.Pid, first)
+
+	if err := leader.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	<-leader.exited
+	if !waitFor(time.Second, func() bool { return !alive(first.shell) && !alive(first.background) }) {
+		t.Fatalf("1 s after SIGKILL of the leading simba run, its command still runs (shell alive %v, background alive %v)",
+			alive(first.shell), alive(first.background))
+	}
+	t.Logf("the killed leader's command was gone %v after the SIGKILL", time.Since(killed).Round(time.Millisecond))
+
+	var second runRecord
+	if !waitFor(30*time.Second, func() bool {
+		if n := len(running(readRuns(t, dir))); n > 1 {
+			t.Fatalf("%d commands run at once", n)
+		}
+		for _, r := range readRuns(t, dir) {
+			if r.shell != first.shell {
+				second = r
+				return true
+			}
+		}
+		return false
+	}) {
+		t.Fatal("no command started within 30 s of the leader's death")
+	}
+	t.Logf("the follower's command started %v after the SIGKILL: %+v", time.Since(killed).Round(time.Millisecond), second)
+	if !follower.leadsCommand(second.shell) {
+		t.Errorf("the new command %+v is not the follower's (simba run %d)", second, follower.cmd.Process.Pid)
+	}
+	if second.token <= first.token {
+		t.Errorf("the new command's $SIMBA_TOKEN %d is not greater than the killed leader's %d", second.token, first.token)
+	}
+	if now := running(readRuns(t, dir)); len(now) != 1 || now[0].shell != second.shell {
+		t.Errorf("running commands %+v, want exactly the follower's %+v", now, second)
+	}
+
+	if err := follower.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	<-follower.exited
+	var exit *exec.ExitError
+	if !errors.As(follower.err, &exit) || exit.ExitCode() != 7 {
+		t.Errorf("simba run after SIGTERM: %v, want exit status 7 (the command's, from its TERM trap)", follower.err)
+	}
+	if !waitFor(time.Second, func() bool { return !alive(second.shell) && !alive(second.background) }) {
+		t.Error("the follower's command outlives it")
+	}
+	for _, r := range []runRecord{first, second} {
+		if sig, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("%d.sig", r.shell))); err != nil || strings.TrimSpace(string(sig)) != "TERM" {
+			t.Errorf("command %d got %q (%v), want SIGTERM", r.shell, sig, err)
+		}
+	}
+}
+
+// TestRunPausedLeaderLosesItsCommand: the leading `simba run` is paused with SIGSTOP past its
+// TTL. Its supervisor kills its command when the term's validity runs out, before the other
+// simba's command starts (with a greater token): never two at once. Resumed, the paused simba
+// finds its term lost and exits 1 naming it.
+func TestRunPausedLeaderLosesItsCommand(t *testing.T) {
+	bin := simbaBinary(t)
+	dir := t.TempDir()
+	dsn := migrated(t, bin, dir)
+	runs := []*simbaRun{startRun(t, bin, dsn, dir), startRun(t, bin, dsn, dir)}
+
+	var first runRecord
+	if !waitFor(30*time.Second, func() bool {
+		for _, r := range readRuns(t, dir) {
+			first = r
+			return true
+		}
+		return false
+	}) {
+		t.Fatal("no command started within 30 s")
+	}
+	var leader *simbaRun
+	for _, r := range runs {
+		if r.leadsCommand(first.shell) {
+			leader = r
+		}
+	}
+	if leader == nil {
+		t.Fatalf("the command %+v is not a grandchild of either simba run", first)
+	}
+	if err := leader.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	var second runRecord
+	if !waitFor(30*time.Second, func() bool {
+		if now := running(readRuns(t, dir)); len(now) > 1 {
+			t.Fatalf("%d commands run at once: %+v", len(now), now)
+		}
+		for _, r := range readRuns(t, dir) {
+			if r.shell != first.shell {
+				second = r
+				return true
+			}
+		}
+		return false
+	}) {
+		t.Fatal("no command started within 30 s of pausing the leader")
+	}
+	if alive(first.shell) || alive(first.background) {
+		t.Errorf("the paused leader's command %+v still runs beside the new one %+v", first, second)
+	}
+	if second.token <= first.token {
+		t.Errorf("the new command's $SIMBA_TOKEN %d is not greater than the paused leader's %d", second.token, first.token)
+	}
+	if err := leader.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	<-leader.exited
+	var exit *exec.ExitError
+	if !errors.As(leader.err, &exit) || exit.ExitCode() != 1 || !strings.Contains(leader.output.String(), "simba: leadership of job lost") {
+		t.Errorf("the resumed ex-leader: %v, printed %q; want exit status 1 and the loss named", leader.err, leader.output.String())
+	}
+}
+
+// TestLockRunsCommandUnderTheLock runs `simba lock` in this process (the test binary serves
+// as the supervisor, see TestMain): the command gets $SIMBA_LEASE and a positive
+// $SIMBA_TOKEN, simba's result is the command's exit status, and the lock is free afterwards.
+func TestLockRunsCommandUnderTheLock(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	dsn := "sqlite://" + filepath.Join(dir, "simba.db")
+	b, err := sqlbackend.Open(ctx, dsn, sqlbackend.WithAutoMigrate())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	err = runCommand(ctx, []string{"-dsn", dsn, "-name", "job", "-ttl", "2s", "--",
+		"sh", "-c", `echo "$SIMBA_LEASE $SIMBA_TOKEN" > "$0/env"; exit 5`, dir}, true)
+	var code exitCode
+	if !errors.As(err, &code) || code != 5 {
+		t.Fatalf("simba lock: %v, want exit status 5", err)
+	}
+	env, err := os.ReadFile(filepath.Join(dir, "env"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lease string
+	var token int64
+	if _, err := fmt.Sscan(string(env), &lease, &token); err != nil || lease != "job" || token <= 0 {
+		t.Errorf("the command saw %q, want \"job <positive token>\"", env)
+	}
+	snap, err := b.Inspect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Leases) != 1 || snap.Leases[0].Holder != "" || snap.Leases[0].Token != token {
+		t.Errorf("leases after simba lock: %+v, want job free with token %d", snap.Leases, token)
+	}
+}

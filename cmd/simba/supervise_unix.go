@@ -1,0 +1,234 @@
+//go:build unix
+
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/simba-go/simba"
+)
+
+// `simba run` and `simba lock` do not start the command themselves: they start this binary as
+// `simba run-supervisor`, which starts the command in a process group of its own and stops the
+// whole group (SIGTERM, then SIGKILL) when it is told to, when the term's validity runs out,
+// or when simba goes away. simba talks to it over a pipe (the supervisor's fd 3), one line per
+// message:
+//
+//	deadline <t>   the term is valid until <t> (sent at every tick while it is valid)
+//	stop <t>       the term ended: SIGTERM the group now and SIGKILL it at <t>
+//
+// Times are readings of a clock both processes share (monoNow: CLOCK_MONOTONIC on Linux), so
+// that a message read late — the supervisor still starting, or descheduled — still means the
+// instant simba meant; the supervisor starts the command only if -deadline has not passed.
+//
+// End of file on the pipe means simba is gone (killed, even by SIGKILL, or crashed): the
+// supervisor then stops the group as for "stop" with the -grace it was started with. In every
+// case the SIGKILL comes no later than the last deadline simba sent: past it, another process
+// may hold the lease. A simba paused (SIGSTOP) past that deadline therefore finds its command
+// killed. On Linux the command also gets SIGKILL if the supervisor itself dies
+// (PR_SET_PDEATHSIG), though the rest of its group then survives.
+
+// supervisorFD is the supervisor's end of the pipe from simba.
+const supervisorFD = 3
+
+// runTerm runs argv under the supervisor for the term t and returns its exit status: the
+// command's, or 128 plus the number of the signal that ended it. When ctx ends, the command
+// is stopped with a grace of at most grace and the term's remaining validity. tick is how
+// often the supervisor is told the term's validity.
+func runTerm(ctx context.Context, t simba.Term, argv []string, grace, tick time.Duration) (int, error) {
+	lastDeadline := monoNow() + int64(t.Remaining())
+	if !t.IsValid() {
+		return 0, fmt.Errorf("term %s ended before its command started", t)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return 0, fmt.Errorf("finding the simba binary to supervise the command: %w", err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return 0, err
+	}
+	defer w.Close()
+	args := append([]string{supervisorCommand, "-grace", grace.String(), "-deadline", strconv.FormatInt(lastDeadline, 10), "--"}, argv...)
+	cmd := exec.Command(self, args...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Env = termEnv(t)
+	cmd.ExtraFiles = []*os.File{r} // fd 3 (supervisorFD)
+	err = cmd.Start()
+	r.Close()
+	if err != nil {
+		return 0, fmt.Errorf("starting the command's supervisor: %w", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	send := func(format string, args ...any) {
+		// The supervisor reads at once; a deadline keeps a stopped one from blocking simba.
+		_ = w.SetWriteDeadline(time.Now().Add(time.Second))
+		_, _ = fmt.Fprintf(w, format, args...)
+	}
+	ticker := time.NewTicker(tick)
+	defer ticker.Stop()
+	done := ctx.Done()
+	for {
+		select {
+		case <-ticker.C:
+			now := monoNow()
+			if rem := t.Remaining(); rem > 0 {
+				lastDeadline = now + int64(rem)
+				send("deadline %d\n", lastDeadline)
+			}
+		case <-done:
+			done = nil
+			ticker.Stop()
+			send("stop %d\n", min(monoNow()+int64(grace), lastDeadline))
+		case err := <-exited:
+			var exit *exec.ExitError
+			if err == nil || errors.As(err, &exit) {
+				return exitStatus(cmd.ProcessState), nil // 128+n if the supervisor itself was killed
+			}
+			return 0, err
+		}
+	}
+}
+
+// supervise is `simba run-supervisor [-grace G] [-deadline D] -- CMD [ARGS]`; it returns the
+// exit status (see runTerm).
+func supervise(args []string) int {
+	fs := flag.NewFlagSet(supervisorCommand, flag.ContinueOnError)
+	grace := fs.Duration("grace", 5*time.Second, "time the command has after SIGTERM when simba goes away")
+	deadline := fs.Int64("deadline", 0, "the end of the term's validity (monoNow)")
+	if err := fs.Parse(args); err != nil || fs.NArg() == 0 || *deadline <= 0 {
+		fmt.Fprintf(os.Stderr, "simba: %s is started by simba run and simba lock, not by hand\n", supervisorCommand)
+		return 2
+	}
+	argv := fs.Args()
+	// at converts a monoNow reading into a time.Time of this process.
+	at := func(mono int64) time.Time { return time.Now().Add(time.Duration(mono - monoNow())) }
+	validUntil := at(*deadline)
+	if !time.Now().Before(validUntil) {
+		fmt.Fprintf(os.Stderr, "simba: the term ended before its command could start: %s not run\n", argv[0])
+		return 1
+	}
+
+	// Ctrl-C reaches simba's process group, which this process shares: simba handles it and
+	// sends "stop". A SIGTERM or SIGHUP for this process alone stops the command as well.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+
+	// Pdeathsig is tied to the thread that starts the child: keep this goroutine on its
+	// thread, which then never exits before the process does.
+	runtime.LockOSThread()
+	syscall.CloseOnExec(supervisorFD) // the pipe is the supervisor's, not the command's
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.SysProcAttr = commandSysProcAttr()
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, errorLine(err))
+		return 127
+	}
+	group := -cmd.Process.Pid
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+
+	msgs := make(chan string)
+	go readSupervisorPipe(os.NewFile(supervisorFD, "simba-pipe"), msgs)
+
+	stopping, killed := false, false
+	var killAt time.Time
+	stop := func(kill time.Time) {
+		if kill.After(validUntil) {
+			kill = validUntil
+		}
+		if !stopping {
+			stopping = true
+			killAt = kill
+			_ = syscall.Kill(group, syscall.SIGTERM)
+		} else if kill.Before(killAt) {
+			killAt = kill
+		}
+	}
+	timer := time.NewTimer(time.Until(validUntil))
+	defer timer.Stop()
+	for {
+		next := validUntil
+		if stopping && killAt.Before(next) {
+			next = killAt
+		}
+		fire := timer.C
+		if killed {
+			fire = nil // SIGKILL sent: only the command's exit is left to wait for
+		} else {
+			timer.Reset(time.Until(next))
+		}
+		select {
+		case <-exited:
+			// What the command left behind in its group must not outlive the term either.
+			_ = syscall.Kill(group, syscall.SIGKILL)
+			return exitStatus(cmd.ProcessState)
+		case <-fire:
+			if !time.Now().Before(next) {
+				_ = syscall.Kill(group, syscall.SIGKILL)
+				killed = true
+			}
+		case sig := <-sigs:
+			if sig != syscall.SIGINT {
+				stop(time.Now().Add(*grace))
+			}
+		case m, ok := <-msgs:
+			if !ok { // simba is gone
+				msgs = nil
+				stop(time.Now().Add(*grace))
+				continue
+			}
+			verb, arg, _ := strings.Cut(m, " ")
+			mono, err := strconv.ParseInt(arg, 10, 64)
+			if err != nil {
+				continue
+			}
+			switch verb {
+			case "deadline":
+				if !stopping {
+					validUntil = at(mono)
+				}
+			case "stop":
+				stop(at(mono))
+			}
+		}
+	}
+}
+
+// readSupervisorPipe sends each line of f to msgs and closes msgs at end of file (or on any
+// read error: simba is gone either way).
+func readSupervisorPipe(f io.ReadCloser, msgs chan<- string) {
+	defer close(msgs)
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		msgs <- sc.Text()
+	}
+}
+
+// exitStatus is the status a shell would report for a finished process: its exit code, or 128
+// plus the signal that killed it.
+func exitStatus(ps *os.ProcessState) int {
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ps.ExitCode()
+}
