@@ -575,8 +575,9 @@ func (c *Client) runCall(ef engine.Effect) {
 		f(CallInfo{Op: ef.Op.String(), Name: ef.Name, Took: c.cfg.clock.Now() - ev.SentAt,
 			Token: ev.Acquire.Token, Err: ev.Err, Class: spi.Classify(ev.Err)})
 	}
+	op, name := ef.Op, ef.Name // not ef: it would escape to the heap with the closure
 	c.post(func() {
-		c.callDone(ef.Op, ef.Name, ev.Err)
+		c.callDone(op, name, ev.Err)
 		c.step(ev)
 	})
 }
