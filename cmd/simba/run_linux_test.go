@@ -178,20 +178,15 @@ func migrated(t *testing.T, bin, dir string) string {
 	return dsn
 }
 
-// TestRunKilledLeaderLeavesOneCommand: two `simba run -name job` processes on one SQLite file;
-// the one whose command runs is killed with SIGKILL. Its command — the shell and the
-// background process in its group — is gone within one second (the supervisor sees simba's
-// pipe close and stops the group with SIGTERM), and then exactly one command runs: the other
-// simba's, with a greater $SIMBA_TOKEN. Never are two commands seen running at once. Finally
-// SIGTERM to the remaining simba reaches its command as SIGTERM (the signal the help names),
-// and simba exits with the command's status.
-func TestRunKilledLeaderLeavesOneCommand(t *testing.T) {
+// startTwoRuns starts two `simba run -name job` processes on a new migrated SQLite file in a
+// new directory, and waits (30 s at most) for the first command one of them starts. It returns
+// the directory, that command, the run that leads it and the other run.
+func startTwoRuns(t *testing.T) (dir string, first runRecord, leader, follower *simbaRun) {
+	t.Helper()
 	bin := simbaBinary(t)
-	dir := t.TempDir()
+	dir = t.TempDir()
 	dsn := migrated(t, bin, dir)
 	runs := []*simbaRun{startRun(t, bin, dsn, dir), startRun(t, bin, dsn, dir)}
-
-	var first runRecord
 	if !waitFor(30*time.Second, func() bool {
 		for _, r := range readRuns(t, dir) {
 			first = r
@@ -201,7 +196,6 @@ func TestRunKilledLeaderLeavesOneCommand(t *testing.T) {
 	}) {
 		t.Fatal("no command started within 30 s")
 	}
-	var leader, follower *simbaRun
 	for i, r := range runs {
 		if r.leadsCommand(first.shell) {
 			leader, follower = r, runs[1-i]
@@ -210,6 +204,40 @@ func TestRunKilledLeaderLeavesOneCommand(t *testing.T) {
 	if leader == nil {
 		t.Fatalf("the command %+v is not a grandchild of either simba run", first)
 	}
+	return dir, first, leader, follower
+}
+
+// nextCommand waits (30 s at most after event) for a command other than first to start, and
+// fails the test if it ever sees two commands running at once.
+func nextCommand(t *testing.T, dir string, first runRecord, event string) runRecord {
+	t.Helper()
+	var next runRecord
+	if !waitFor(30*time.Second, func() bool {
+		if now := running(readRuns(t, dir)); len(now) > 1 {
+			t.Fatalf("%d commands run at once: %+v", len(now), now)
+		}
+		for _, r := range readRuns(t, dir) {
+			if r.shell != first.shell {
+				next = r
+				return true
+			}
+		}
+		return false
+	}) {
+		t.Fatalf("no command started within 30 s of %s", event)
+	}
+	return next
+}
+
+// TestRunKilledLeaderLeavesOneCommand: two `simba run -name job` processes on one SQLite file;
+// the one whose command runs is killed with SIGKILL. Its command — the shell and the
+// background process in its group — is gone within one second (the supervisor sees simba's
+// pipe close and stops the group with SIGTERM), and then exactly one command runs: the other
+// simba's, with a greater $SIMBA_TOKEN. Never are two commands seen running at once. Finally
+// SIGTERM to the remaining simba reaches its command as SIGTERM (the signal the help names),
+// and simba exits with the command's status.
+func TestRunKilledLeaderLeavesOneCommand(t *testing.T) {
+	dir, first, leader, follower := startTwoRuns(t)
 	if first.lease != "job" || first.token <= 0 || !alive(first.shell) || !alive(first.background) {
 		t.Fatalf("first command %+v: want $SIMBA_LEASE job, a positive $SIMBA_TOKEN, shell and background alive", first)
 	}
@@ -226,21 +254,7 @@ func TestRunKilledLeaderLeavesOneCommand(t *testing.T) {
 	}
 	t.Logf("the killed leader's command was gone %v after the SIGKILL", time.Since(killed).Round(time.Millisecond))
 
-	var second runRecord
-	if !waitFor(30*time.Second, func() bool {
-		if n := len(running(readRuns(t, dir))); n > 1 {
-			t.Fatalf("%d commands run at once", n)
-		}
-		for _, r := range readRuns(t, dir) {
-			if r.shell != first.shell {
-				second = r
-				return true
-			}
-		}
-		return false
-	}) {
-		t.Fatal("no command started within 30 s of the leader's death")
-	}
+	second := nextCommand(t, dir, first, "the leader's death")
 	t.Logf("the follower's command started %v after the SIGKILL: %+v", time.Since(killed).Round(time.Millisecond), second)
 	if !follower.leadsCommand(second.shell) {
 		t.Errorf("the new command %+v is not the follower's (simba run %d)", second, follower.cmd.Process.Pid)
@@ -275,48 +289,11 @@ func TestRunKilledLeaderLeavesOneCommand(t *testing.T) {
 // simba's command starts (with a greater token): never two at once. Resumed, the paused simba
 // finds its term lost and exits 1 naming it.
 func TestRunPausedLeaderLosesItsCommand(t *testing.T) {
-	bin := simbaBinary(t)
-	dir := t.TempDir()
-	dsn := migrated(t, bin, dir)
-	runs := []*simbaRun{startRun(t, bin, dsn, dir), startRun(t, bin, dsn, dir)}
-
-	var first runRecord
-	if !waitFor(30*time.Second, func() bool {
-		for _, r := range readRuns(t, dir) {
-			first = r
-			return true
-		}
-		return false
-	}) {
-		t.Fatal("no command started within 30 s")
-	}
-	var leader *simbaRun
-	for _, r := range runs {
-		if r.leadsCommand(first.shell) {
-			leader = r
-		}
-	}
-	if leader == nil {
-		t.Fatalf("the command %+v is not a grandchild of either simba run", first)
-	}
+	dir, first, leader, _ := startTwoRuns(t)
 	if err := leader.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	var second runRecord
-	if !waitFor(30*time.Second, func() bool {
-		if now := running(readRuns(t, dir)); len(now) > 1 {
-			t.Fatalf("%d commands run at once: %+v", len(now), now)
-		}
-		for _, r := range readRuns(t, dir) {
-			if r.shell != first.shell {
-				second = r
-				return true
-			}
-		}
-		return false
-	}) {
-		t.Fatal("no command started within 30 s of pausing the leader")
-	}
+	second := nextCommand(t, dir, first, "pausing the leader")
 	if alive(first.shell) || alive(first.background) {
 		t.Errorf("the paused leader's command %+v still runs beside the new one %+v", first, second)
 	}

@@ -12,57 +12,35 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/simba-go/simba"
 	simbasql "github.com/simba-go/simba/backend/sql"
+	"github.com/simba-go/simba/examples/internal/cli"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "cron:", err)
-		os.Exit(1)
-	}
-}
+func main() { cli.Main("cron", run) }
 
 // run is one replica: it runs the job while it leads, until ctx ends or -for has passed.
 func run(ctx context.Context, args []string, stdout io.Writer) error {
-	flags := flag.NewFlagSet("cron", flag.ContinueOnError)
-	dsn := flags.String("dsn", "sqlite://"+filepath.Join(os.TempDir(), "simba-example.db"), "sqlite://, postgres:// or mysql:// DSN")
+	flags := cli.NewFlags("cron", cli.SQLiteDSN, cli.SQLUsage, 10*time.Second)
 	name := flags.String("name", "example-cron", "the job's name: replicas with the same name share it")
-	owner := flags.String("owner", "", "who this replica is, as the holder shows (default host:pid)")
+	flags.AddOwner("replica")
 	every := flags.Duration("every", time.Second, "how often the job runs")
-	runFor := flags.Duration("for", 10*time.Second, "how long to run")
-	if err := flags.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
+	if ok, err := flags.Parse(args); !ok {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, *runFor)
+	ctx, cancel := context.WithTimeout(ctx, flags.For)
 	defer cancel()
 
-	backend, err := simbasql.Open(ctx, *dsn, simbasql.WithAutoMigrate())
+	backend, err := simbasql.Open(ctx, flags.DSN, simbasql.WithAutoMigrate())
 	if err != nil {
 		return err
 	}
 	defer backend.Close()
-	opts := []simba.Option{simba.WithTTL(3 * time.Second)}
-	if *owner != "" {
-		opts = append(opts, simba.WithOwner(*owner))
-	}
-	client, err := simba.New(backend, opts...)
+	client, err := cli.Client(backend, flags.Owner) // a TTL of 3 s: a takeover after a crash is quick to watch
 	if err != nil {
 		return err
 	}

@@ -10,58 +10,36 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/simba-go/simba"
 	simbasql "github.com/simba-go/simba/backend/sql"
+	"github.com/simba-go/simba/examples/internal/cli"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "partitions:", err)
-		os.Exit(1)
-	}
-}
+func main() { cli.Main("partitions", run) }
 
 // run is one member of the group: it consumes its partitions until ctx ends or -for has
 // passed, then leaves.
 func run(ctx context.Context, args []string, stdout io.Writer) error {
-	flags := flag.NewFlagSet("partitions", flag.ContinueOnError)
-	dsn := flags.String("dsn", "sqlite://"+filepath.Join(os.TempDir(), "simba-example.db"), "sqlite://, postgres:// or mysql:// DSN")
+	flags := cli.NewFlags("partitions", cli.SQLiteDSN, cli.SQLUsage, 10*time.Second)
 	groupName := flags.String("group", "example-orders", "the group's name: its partitions are the leases <group>.<p>")
 	partitions := flags.Int("partitions", 8, "the number of partitions")
-	owner := flags.String("owner", "", "who this member is, as the holder shows (default host:pid)")
-	runFor := flags.Duration("for", 10*time.Second, "how long to run")
-	if err := flags.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
+	flags.AddOwner("member")
+	if ok, err := flags.Parse(args); !ok {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, *runFor)
+	ctx, cancel := context.WithTimeout(ctx, flags.For)
 	defer cancel()
 
-	backend, err := simbasql.Open(ctx, *dsn, simbasql.WithAutoMigrate())
+	backend, err := simbasql.Open(ctx, flags.DSN, simbasql.WithAutoMigrate())
 	if err != nil {
 		return err
 	}
 	defer backend.Close()
-	opts := []simba.Option{simba.WithTTL(3 * time.Second)}
-	if *owner != "" {
-		opts = append(opts, simba.WithOwner(*owner))
-	}
-	client, err := simba.New(backend, opts...)
+	client, err := cli.Client(backend, flags.Owner) // a TTL of 3 s: a takeover after a crash is quick to watch
 	if err != nil {
 		return err
 	}

@@ -10,92 +10,31 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
-	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"path/filepath"
-	"syscall"
-	"time"
 
-	"github.com/simba-go/simba"
 	simbasql "github.com/simba-go/simba/backend/sql"
-	"github.com/simba-go/simba/spi"
+	"github.com/simba-go/simba/examples/internal/cli"
+	"github.com/simba-go/simba/examples/internal/elect"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "sqlite:", err)
-		os.Exit(1)
-	}
-}
+func main() { cli.Main("sqlite", run) }
 
 // run is the program: it leads or waits to lead until ctx ends or -for has passed.
 func run(ctx context.Context, args []string, stdout io.Writer) error {
-	flags := flag.NewFlagSet("sqlite", flag.ContinueOnError)
-	dsn := flags.String("dsn", "sqlite://"+filepath.Join(os.TempDir(), "simba-example.db"), "the SQLite file, as sqlite:///path/to/file.db")
-	name := flags.String("name", "example-leader", "the election's name")
-	owner := flags.String("owner", "", "who this process is, as the holder shows (default host:pid)")
-	runFor := flags.Duration("for", 10*time.Second, "how long to run")
-	if err := flags.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
+	flags := elect.NewFlags("sqlite", cli.SQLiteDSN, "the SQLite file, as sqlite:///path/to/file.db")
+	if ok, err := flags.Parse(args); !ok {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, *runFor)
+	ctx, cancel := context.WithTimeout(ctx, flags.For)
 	defer cancel()
 
 	// The backend: a pool on the file (created if missing), with Simba's tables.
-	backend, err := simbasql.Open(ctx, *dsn, simbasql.WithAutoMigrate())
+	backend, err := simbasql.Open(ctx, flags.DSN, simbasql.WithAutoMigrate())
 	if err != nil {
 		return err
 	}
 	defer backend.Close()
 
-	// A short TTL, so that a takeover after a crash is quick to watch.
-	opts := []simba.Option{simba.WithTTL(3 * time.Second)}
-	if *owner != "" {
-		opts = append(opts, simba.WithOwner(*owner))
-	}
-	client, err := simba.New(backend, opts...)
-	if err != nil {
-		return err
-	}
-	defer client.Close(context.WithoutCancel(ctx))
-
-	election, err := client.NewElection(*name, simba.RunWhileLeader(func(ctx context.Context, t simba.Term) error {
-		fmt.Fprintf(stdout, "%s leads %s with token %d\n", client.Owner(), t.Name(), t.Token())
-		// The leader's work goes here: hand t.Token() to whatever it writes to, and stop when
-		// ctx ends (the term is over).
-		<-ctx.Done()
-		fmt.Fprintf(stdout, "%s stops leading %s: %v\n", client.Owner(), t.Name(), context.Cause(ctx))
-		return nil
-	}))
-	if err != nil {
-		return err
-	}
-	events := election.Events(ctx)
-	if err := election.Start(ctx); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "%s is a candidate for %s\n", client.Owner(), *name)
-	for ev := range events { // until ctx ends
-		if ev.Kind == simba.EventBackendError {
-			fmt.Fprintf(stdout, "%s: %v\n", client.Owner(), ev)
-			if ev.Class == spi.Permanent { // a misconfiguration: retrying will not help
-				return ev.Err
-			}
-		}
-	}
-
-	// Let the name go: the work's ctx is cancelled, and the lease released once it returns.
-	stopCtx, cancelStop := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancelStop()
-	return election.Stop(stopCtx)
+	// The election: a candidate that leads until ctx ends (see package elect).
+	return elect.Run(ctx, stdout, backend, flags.Options())
 }

@@ -22,49 +22,32 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"path/filepath"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/simba-go/simba"
 	simbasql "github.com/simba-go/simba/backend/sql"
+	"github.com/simba-go/simba/examples/internal/cli"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "workers:", err)
-		os.Exit(1)
-	}
-}
+func main() { cli.Main("workers", run) }
 
 // run processes -jobs jobs, or as many as it can before ctx ends or -for has passed.
 func run(ctx context.Context, args []string, stdout io.Writer) error {
-	flags := flag.NewFlagSet("workers", flag.ContinueOnError)
-	dsn := flags.String("dsn", "sqlite://"+filepath.Join(os.TempDir(), "simba-example.db"), "sqlite://, postgres:// or mysql:// DSN")
+	flags := cli.NewFlags("workers", cli.SQLiteDSN, cli.SQLUsage, 30*time.Second)
 	prefix := flags.String("prefix", "invoice", "the locks are named <prefix>-<invoice number>")
 	workers := flags.Int("workers", 8, "how many goroutines process jobs")
 	invoices := flags.Int("invoices", 5, "how many invoices the jobs are about")
 	jobs := flags.Int("jobs", 40, "how many jobs to process")
-	runFor := flags.Duration("for", 30*time.Second, "the longest to run")
-	if err := flags.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
+	if ok, err := flags.Parse(args); !ok {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, *runFor)
+	ctx, cancel := context.WithTimeout(ctx, flags.For)
 	defer cancel()
 
-	backend, err := simbasql.Open(ctx, *dsn, simbasql.WithAutoMigrate())
+	backend, err := simbasql.Open(ctx, flags.DSN, simbasql.WithAutoMigrate())
 	if err != nil {
 		return err
 	}
