@@ -76,6 +76,7 @@ func (p *pair) sample(ctx context.Context) (time.Duration, error) {
 	time.Sleep(waiterSettle)
 	t0 := time.Now()
 	if err := h.release(ctx); err != nil {
+		p.held = false
 		return 0, err
 	}
 	g := <-got
@@ -87,10 +88,26 @@ func (p *pair) sample(ctx context.Context) (time.Duration, error) {
 	return g.at.Sub(t0), nil
 }
 
-// handRow is one line of the handover table.
+// finish releases the lock at the end of a round's samples (not every library renews a lock
+// by itself, and the next round comes long after one TTL).
+func (p *pair) finish(ctx context.Context) {
+	if p.held {
+		_ = p.s[p.holder].release(ctx)
+		p.held = false
+	}
+}
+
+// handRow is one line of the handover table; finish, if set, runs after a round's samples.
 type handRow struct {
 	group, name string
 	sample      func(context.Context) (time.Duration, error)
+	finish      func(context.Context)
+}
+
+// pairRow is the handover row of a lock pair.
+func pairRow(group, name string, s [2]side) handRow {
+	p := &pair{s: s}
+	return handRow{group: group, name: name, sample: p.sample, finish: p.finish}
 }
 
 // grant is when a waiter got the lock, or why it did not.

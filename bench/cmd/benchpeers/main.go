@@ -28,7 +28,7 @@ import (
 func main() {
 	var (
 		rounds  = flag.Int("rounds", 6, "rounds of every measure (interleaved)")
-		budget  = flag.Duration("budget", 5*time.Minute, "time for the whole run; rounds stop early to keep a quarter for the keep-alive measure")
+		budget  = flag.Duration("budget", 6*time.Minute, "time for the whole run; rounds stop early to keep a third for the keep-alive measure")
 		ttl     = flag.Duration("ttl", 2*time.Second, "lease/session TTL of every library (whole seconds, for etcd)")
 		out     = flag.String("out", "results", "directory for latest.md, latest.json and the charts")
 		leases  = flag.String("leases", "1,100,10000", "held-lease counts of the keep-alive measure")
@@ -128,7 +128,7 @@ type report struct {
 func run(rounds int, budget, ttl time.Duration, out, leaseList string, noEtcd bool) error {
 	start := time.Now()
 	deadline := start.Add(budget)
-	roundsEnd := start.Add(budget * 3 / 4)
+	roundsEnd := start.Add(budget * 2 / 3)
 	dir, err := os.MkdirTemp("", "simba-benchpeers-")
 	if err != nil {
 		return err
@@ -306,9 +306,14 @@ func handSlice(ctx context.Context, r handRow, res *handRes, ttl time.Duration) 
 		if err != nil {
 			res.Errors++
 			res.LastError = err.Error()
-			return
+			break
 		}
 		res.MS = append(res.MS, float64(d.Microseconds())/1000)
+	}
+	if r.finish != nil {
+		fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		r.finish(fctx)
+		cancel()
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -244,8 +245,7 @@ func setup(ctx context.Context, c conf, r *resources) (cy []cycleRow, hand []han
 			if err != nil {
 				return err
 			}
-			p := &pair{s: [2]side{a, b}}
-			hand = append(hand, handRow{group: g, name: "**Simba `Lock`**", sample: p.sample})
+			hand = append(hand, pairRow(g, "**Simba `Lock`**", [2]side{a, b}))
 			for _, sd := range []bool{false, true} {
 				ep, err := newElectionPair(ctx, sb.open, c.ttl, name(fmt.Sprintf("elect-%v", sd)), sd, r)
 				if err != nil {
@@ -321,7 +321,14 @@ func setupRedis(ctx context.Context, c conf, r *resources, name func(string) str
 		return err
 	}
 	*cy = append(*cy, cycleRow{group: "Redis", name: "baseline: EVALSHA of a trivial script", baseline: true, op: func(ctx context.Context) error {
-		return rc.EvalSha(ctx, sha, nil).Err()
+		err := rc.EvalSha(ctx, sha, nil).Err()
+		if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+			// Another client of the shared server flushed the script cache: load it again.
+			if sha, err = rc.ScriptLoad(ctx, "return 1").Result(); err == nil {
+				err = rc.EvalSha(ctx, sha, nil).Err()
+			}
+		}
+		return err
 	}})
 	lk := redislock.New(rc)
 	*cy = append(*cy, cycleRow{group: "Redis", name: "redislock", op: func(ctx context.Context) error {
@@ -362,8 +369,8 @@ func setupRedis(ctx context.Context, c conf, r *resources, name func(string) str
 			rel: func(ctx context.Context) error { _, err := m.UnlockContext(ctx); return err },
 		}
 	}
-	*hand = append(*hand, handRow{group: "Redis", name: "redislock (retry every 10 ms)", sample: (&pair{s: rl}).sample},
-		handRow{group: "Redis", name: "redsync (default retry delay)", sample: (&pair{s: rsy}).sample})
+	*hand = append(*hand, pairRow("Redis", "redislock (retry every 10 ms)", rl),
+		pairRow("Redis", "redsync (default retry delay)", rsy))
 	redisWaiter := func(obtain func(ctx context.Context, cl *goredis.Client, name string) error) func(ctx context.Context, n string) (*waiter, error) {
 		return func(ctx context.Context, n string) (*waiter, error) {
 			h := new(countHook)
@@ -434,7 +441,7 @@ func setupPG(ctx context.Context, c conf, r *resources, name func(string) string
 			rel: func(ctx context.Context) error { return pc.ReleaseContext(ctx, l) },
 		}
 	}
-	*hand = append(*hand, handRow{group: "PostgreSQL", name: "pglock", sample: (&pair{s: s}).sample})
+	*hand = append(*hand, pairRow("PostgreSQL", "pglock", s))
 	*fail = append(*fail, failRow{group: "PostgreSQL", name: "pglock", holder: "pglock", wait: func(ctx context.Context, n string) (*waiter, error) {
 		pc, err := newPglock(c.ttl)
 		if err != nil {
@@ -483,7 +490,7 @@ func setupZK(ctx context.Context, c conf, r *resources, name func(string) string
 		l := zk.NewLock(cn, "/simba-bench/"+name("zklock-hand"), zk.WorldACL(zk.PermAll))
 		s[i] = funcSide{acq: func(context.Context) error { return l.Lock() }, rel: func(context.Context) error { return l.Unlock() }}
 	}
-	*hand = append(*hand, handRow{group: "ZooKeeper", name: "go-zookeeper `zk.Lock`", sample: (&pair{s: s}).sample})
+	*hand = append(*hand, pairRow("ZooKeeper", "go-zookeeper `zk.Lock`", s))
 	*fail = append(*fail, failRow{group: "ZooKeeper", name: "go-zookeeper `zk.Lock`", holder: "zk", wait: func(ctx context.Context, n string) (*waiter, error) {
 		cn, err := zkConnect(c.ttl)
 		if err != nil {
@@ -549,8 +556,8 @@ func setupEtcd(ctx context.Context, c conf, r *resources, name func(string) stri
 		e := concurrency.NewElection(s, "/simba-bench/"+name("election-hand"))
 		es[i] = funcSide{acq: func(ctx context.Context) error { return e.Campaign(ctx, "x") }, rel: e.Resign}
 	}
-	*hand = append(*hand, handRow{group: g, name: "etcd `concurrency.Mutex`", sample: (&pair{s: ms}).sample},
-		handRow{group: g, name: "etcd `concurrency.Election` (Resign)", sample: (&pair{s: es}).sample})
+	*hand = append(*hand, pairRow(g, "etcd `concurrency.Mutex`", ms),
+		pairRow(g, "etcd `concurrency.Election` (Resign)", es))
 	*fail = append(*fail, failRow{group: g, name: "etcd `concurrency.Mutex`", holder: "etcd-mutex", wait: func(ctx context.Context, n string) (*waiter, error) {
 		cli, cnt, err := etcdClient(c.etcdURL)
 		if err != nil {
