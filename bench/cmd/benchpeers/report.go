@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -245,6 +246,13 @@ func plain(s string) string { return strings.NewReplacer("**", "", "`", "").Repl
 func barChart(path, title, unit string, labels []string, vals []plotter.Values, legend []string, logScale bool) error {
 	if len(labels) == 0 {
 		return nil
+	}
+	// The first row on top: NominalY counts from the bottom.
+	labels = slices.Clone(labels)
+	slices.Reverse(labels)
+	for i := range vals {
+		vals[i] = slices.Clone(vals[i])
+		slices.Reverse(vals[i])
 	}
 	p := plot.New()
 	p.Title.Text = title
