@@ -2,7 +2,7 @@
 GO ?= go
 SEEDS ?= 10000
 
-.PHONY: all generate verify test test-short vet fmt bench sim failover services redis-cluster zookeeper zk-ensemble zk-ensemble-stop demo
+.PHONY: all generate verify test test-short vet fmt bench bench-peers sim failover services redis-cluster zookeeper zk-ensemble zk-ensemble-stop demo
 
 all: verify test
 
@@ -17,13 +17,15 @@ verify:
 	@changes=$$(git status --porcelain --untracked-files=all -- generated sql lua zk); \
 	if [ -n "$$changes" ]; then echo "generated artifacts are stale; run make generate and commit:"; echo "$$changes"; git --no-pager diff --stat -- generated sql lua zk; exit 1; fi
 
-## vet: static checks over the modules: the root, gen/, examples/backend and observe/
+## vet: static checks over the modules: the root, gen/, examples/backend, observe/ and bench/
+## (bench/ is only vetted, so CI compiles it; its run is make bench-peers)
 vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) -C gen vet ./...
 	$(GO) -C examples/backend vet ./...
 	$(GO) -C observe vet ./...
+	$(GO) -C bench vet ./...
 
 ## test: every test of the root, gen/, examples/backend and observe/ modules, with the race
 ## detector (the README's test command). examples/backend is a module of its own (a backend
@@ -48,6 +50,12 @@ test-short:
 ## bench: the benchmarks; each reports its speed as a ratio against a baseline of the same run
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./...
+
+## bench-peers: Simba beside redislock, redsync, pglock, zk.Lock and etcd on the local servers
+## (a few minutes; bench/ is a module of its own so the peers stay out of Simba's dependencies).
+## Writes bench/results/latest.md, latest.json and the charts.
+bench-peers:
+	$(GO) -C bench run ./cmd/benchpeers
 
 ## sim: the simulator over many seeds (SEEDS=10000 by default)
 sim:

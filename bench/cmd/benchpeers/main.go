@@ -1,0 +1,364 @@
+// Command benchpeers measures Simba beside the lock libraries people already run — redislock,
+// redsync, pglock, go-zookeeper's zk.Lock and etcd's concurrency Mutex and Election — on the
+// same servers, in one run, interleaved round by round: the cost of an acquire + release
+// cycle in same-run baseline operations, the graceful handover latency, the crash failover
+// time with a SIGKILLed holder process (and the waiter's calls meanwhile), and Simba's
+// keep-alive calls per renewal interval with 1, 100 and 10,000 held leases.
+//
+// It prints one Markdown table per measure and writes them, with the raw samples as JSON and
+// charts as PNG, under -out. Every loop is bounded in count (-rounds) and time (-budget).
+// Servers: Redis 127.0.0.1:6379, PostgreSQL 127.0.0.1:5432 (db test), MariaDB 127.0.0.1:3306
+// (root, db test), ZooKeeper 127.0.0.1:2181; SQLite on a temporary file and etcd embedded in
+// this process. Run it with `make bench-peers`.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+func main() {
+	var (
+		rounds  = flag.Int("rounds", 6, "rounds of every measure (interleaved)")
+		budget  = flag.Duration("budget", 6*time.Minute, "time for the whole run; rounds stop early to keep a third for the keep-alive measure")
+		ttl     = flag.Duration("ttl", 2*time.Second, "lease/session TTL of every library (whole seconds, for etcd)")
+		out     = flag.String("out", "results", "directory for latest.md, latest.json and the charts")
+		leases  = flag.String("leases", "1,100,10000", "held-lease counts of the keep-alive measure")
+		noEtcd  = flag.Bool("no-etcd", false, "leave etcd out")
+		holder  = flag.String("holder", "", "internal: run as a holder process of this role")
+		holdFor = flag.String("name", "", "internal: the holder's lock name")
+	)
+	flag.Parse()
+	if *holder != "" {
+		os.Exit(runHolder(*holder, *holdFor))
+	}
+	if err := run(*rounds, *budget, *ttl, *out, *leases, *noEtcd); err != nil {
+		fmt.Fprintln(os.Stderr, "benchpeers:", err)
+		os.Exit(1)
+	}
+}
+
+// runHolder takes the lock and keeps it until the parent kills the process (at most ten
+// minutes).
+func runHolder(role, name string) int {
+	c, err := confFromEnv()
+	if err != nil {
+		fmt.Println("error:", err)
+		return 2
+	}
+	f, ok := c.roles()[role]
+	if !ok {
+		fmt.Println("error: unknown role", role)
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	err = f(ctx, name)
+	cancel()
+	if err != nil {
+		fmt.Println("error:", err)
+		return 1
+	}
+	fmt.Println("held")
+	time.Sleep(10 * time.Minute)
+	return 0
+}
+
+type cycleRes struct {
+	Group, Name string
+	Baseline    bool
+	USPerOp     []float64 `json:"us_per_op"`
+	Ratios      []float64 `json:"ratios"`
+	Errors      int
+	LastError   string `json:",omitempty"`
+	MedianUS    float64
+	MedianRatio float64
+	warm        bool
+}
+
+type handRes struct {
+	Group, Name   string
+	MS            []float64 `json:"samples_ms"`
+	Errors        int
+	LastError     string `json:",omitempty"`
+	P50, P99, Max float64
+}
+
+type failRes struct {
+	Group, Name    string
+	TTLRatios      []float64 `json:"ttl_ratios"`
+	AcqPerTTL      []float64 `json:"acquire_calls_per_ttl"`
+	AllPerTTL      []float64 `json:"calls_per_ttl"`
+	Counted        bool
+	Errors         int
+	LastError      string `json:",omitempty"`
+	P50, Max       float64
+	MedAcq, MedAll float64
+}
+
+type kaRes struct {
+	Group             string
+	Leases, Held      int
+	KeepAlivePerRenew float64
+	CallsPerRenew     float64
+	Error             string `json:",omitempty"`
+}
+
+type report struct {
+	Date, Machine, CPU, Go, Simba string
+	CPUs                          int
+	Peers                         map[string]string
+	TTL                           string
+	Rounds                        int
+	Elapsed                       string
+	Cycle                         []*cycleRes
+	Handover                      []*handRes
+	Failover                      []*failRes
+	KeepAlive                     []*kaRes
+	Skipped                       map[string]string
+}
+
+func run(rounds int, budget, ttl time.Duration, out, leaseList string, noEtcd bool) error {
+	start := time.Now()
+	deadline := start.Add(budget)
+	roundsEnd := start.Add(budget * 2 / 3)
+	dir, err := os.MkdirTemp("", "simba-benchpeers-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	c := conf{ttl: ttl, dir: dir, run: strconv.FormatInt(time.Now().Unix()%1e6, 36)}
+	rep := &report{Skipped: map[string]string{}, TTL: ttl.String()}
+	if noEtcd {
+		rep.Skipped["etcd (embedded)"] = "left out (-no-etcd)"
+	} else if url, stop, err := startEtcd(dir); err != nil {
+		rep.Skipped["etcd (embedded)"] = "embedded etcd did not start: " + err.Error()
+	} else {
+		defer stop()
+		c.etcdURL = url
+	}
+	ctx := context.Background()
+	res := new(resources)
+	defer res.close()
+	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	cy, hand, fail, skipped := setup(sctx, c, res)
+	cancel()
+	sortRows(cy, hand, fail)
+	for k, v := range skipped {
+		rep.Skipped[k] = v
+	}
+	cres := make([]*cycleRes, len(cy))
+	for i, r := range cy {
+		cres[i] = &cycleRes{Group: r.group, Name: r.name, Baseline: r.baseline}
+	}
+	hres := make([]*handRes, len(hand))
+	for i, r := range hand {
+		hres[i] = &handRes{Group: r.group, Name: r.name}
+	}
+	fres := make([]*failRes, len(fail))
+	for i, r := range fail {
+		fres[i] = &failRes{Group: r.group, Name: r.name}
+	}
+	done := 0
+	for round := 0; round < rounds && time.Now().Before(roundsEnd); round++ {
+		fmt.Fprintf(os.Stderr, "round %d/%d (%v elapsed)\n", round+1, rounds, time.Since(start).Round(time.Second))
+		perOp := make([]float64, len(cy))
+		// Cycle: rows in a rotated order, so no row always runs first.
+		for k := range cy {
+			i := (k + round) % len(cy)
+			perOp[i] = cycleSlice(ctx, cy[i], cres[i])
+		}
+		for i, r := range cy {
+			if perOp[i] <= 0 {
+				continue
+			}
+			cres[i].USPerOp = append(cres[i].USPerOp, perOp[i])
+			for j, b := range cy {
+				if b.baseline && b.group == r.group && perOp[j] > 0 {
+					cres[i].Ratios = append(cres[i].Ratios, perOp[i]/perOp[j])
+				}
+			}
+		}
+		// Graceful handover.
+		for k := range hand {
+			i := (k + round) % len(hand)
+			handSlice(ctx, hand[i], hres[i], ttl)
+		}
+		// Crash failover: every row at once, each with its own holder process, all killed after
+		// the same random delay.
+		delay := 300*time.Millisecond + rand.N(ttl/2)
+		var wg sync.WaitGroup
+		for i := range fail {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				fctx, cancel := context.WithTimeout(ctx, 5*ttl+30*time.Second)
+				defer cancel()
+				name := fmt.Sprintf("bench-%s-fo-%d-%d", c.run, i, round)
+				s, err := runFailover(fctx, c.env(), fail[i], name, ttl, delay)
+				if err != nil {
+					fres[i].Errors++
+					fres[i].LastError = err.Error()
+					return
+				}
+				fres[i].TTLRatios = append(fres[i].TTLRatios, s.ttlRatio)
+				if s.counted {
+					fres[i].Counted = true
+					fres[i].AcqPerTTL = append(fres[i].AcqPerTTL, s.acqPerTTL)
+					fres[i].AllPerTTL = append(fres[i].AllPerTTL, s.allPerTTL)
+				}
+			}()
+		}
+		wg.Wait()
+		done++
+	}
+	rep.Rounds = done
+	// Keep-alive calls with many held leases (Simba only), within what is left of the budget.
+	var sizes []int
+	for _, s := range strings.Split(leaseList, ",") {
+		if n, err := strconv.Atoi(strings.TrimSpace(s)); err == nil && n > 0 {
+			sizes = append(sizes, n)
+		}
+	}
+	for _, sb := range c.simbaBackends() {
+		for _, n := range sizes {
+			r := &kaRes{Group: sb.group, Leases: n}
+			rep.KeepAlive = append(rep.KeepAlive, r)
+			left := time.Until(deadline)
+			if left < 5*time.Second {
+				r.Error = "budget spent"
+				continue
+			}
+			fmt.Fprintf(os.Stderr, "keep-alive: %s with %d leases\n", sb.group, n)
+			kctx, cancel := context.WithTimeout(ctx, min(left, 120*time.Second))
+			ka, all, held, err := keepAliveCalls(kctx, sb.open, ttl, fmt.Sprintf("bench-%s-ka-%d", c.run, n), n)
+			cancel()
+			r.KeepAlivePerRenew, r.CallsPerRenew, r.Held = ka, all, held
+			if err != nil {
+				r.Error = err.Error()
+			}
+		}
+	}
+	for _, r := range cres {
+		r.MedianUS, r.MedianRatio = pct(r.USPerOp, 50), pct(r.Ratios, 50)
+	}
+	for _, r := range hres {
+		r.P50, r.P99, r.Max = pct(r.MS, 50), pct(r.MS, 99), pct(r.MS, 100)
+	}
+	for _, r := range fres {
+		r.P50, r.Max = pct(r.TTLRatios, 50), pct(r.TTLRatios, 100)
+		r.MedAcq, r.MedAll = pct(r.AcqPerTTL, 50), pct(r.AllPerTTL, 50)
+	}
+	rep.Cycle, rep.Handover, rep.Failover = cres, hres, fres
+	rep.Elapsed = time.Since(start).Round(time.Second).String()
+	describe(rep)
+	return write(rep, out)
+}
+
+// cycleSlice runs one row's cycles for up to 250 ms or 3,000 cycles and returns µs per cycle
+// (0 on error).
+func cycleSlice(ctx context.Context, r cycleRow, res *cycleRes) float64 {
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	fail := func(err error) float64 {
+		res.Errors++
+		res.LastError = err.Error()
+		return 0
+	}
+	if r.prep != nil {
+		if err := r.prep(sctx); err != nil {
+			return fail(err)
+		}
+	}
+	if !res.warm {
+		for range 20 {
+			if err := r.op(sctx); err != nil {
+				return fail(err)
+			}
+		}
+		res.warm = true
+	}
+	t0 := time.Now()
+	n := 0
+	for n < 3000 && (n < 10 || time.Since(t0) < 250*time.Millisecond) {
+		if err := r.op(sctx); err != nil {
+			return fail(err)
+		}
+		n++
+	}
+	return float64(time.Since(t0).Microseconds()) / float64(n)
+}
+
+// handSlice takes up to 10 handover samples of one row, for at most 2 s after the first.
+func handSlice(ctx context.Context, r handRow, res *handRes, ttl time.Duration) {
+	t0 := time.Now()
+	for k := 0; k < 10 && (k == 0 || time.Since(t0) < 2*time.Second); k++ {
+		sctx, cancel := context.WithTimeout(ctx, 4*ttl+10*time.Second)
+		d, err := r.sample(sctx)
+		cancel()
+		if err != nil {
+			res.Errors++
+			res.LastError = err.Error()
+			break
+		}
+		res.MS = append(res.MS, float64(d.Microseconds())/1000)
+	}
+	if r.finish != nil {
+		fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		r.finish(fctx)
+		cancel()
+	}
+}
+
+// pct is the nearest-rank percentile p of xs (0 when empty).
+func pct(xs []float64, p float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	k := int(float64(len(s))*p/100+0.999999) - 1
+	return s[max(0, min(k, len(s)-1))]
+}
+
+// groupOrder is the order of the servers in every table.
+var groupOrder = []string{"Redis", "PostgreSQL", "MariaDB", "SQLite", "ZooKeeper", "etcd (embedded)"}
+
+// rank orders a server's rows: its baseline, the peers, Simba's SPI, Simba's public API.
+func rank(group, name string, baseline bool) int {
+	g := len(groupOrder)
+	for i, o := range groupOrder {
+		if o == group {
+			g = i
+		}
+	}
+	k := 1
+	switch {
+	case baseline:
+		k = 0
+	case strings.HasPrefix(name, "Simba backend"):
+		k = 2
+	case strings.Contains(name, "Simba"):
+		k = 3
+	}
+	return g*10 + k
+}
+
+func sortRows(cy []cycleRow, hand []handRow, fail []failRow) {
+	sort.SliceStable(cy, func(i, j int) bool {
+		return rank(cy[i].group, cy[i].name, cy[i].baseline) < rank(cy[j].group, cy[j].name, cy[j].baseline)
+	})
+	sort.SliceStable(hand, func(i, j int) bool {
+		return rank(hand[i].group, hand[i].name, false) < rank(hand[j].group, hand[j].name, false)
+	})
+	sort.SliceStable(fail, func(i, j int) bool {
+		return rank(fail[i].group, fail[i].name, false) < rank(fail[j].group, fail[j].name, false)
+	})
+}

@@ -1,0 +1,296 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"image/color"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+)
+
+// describe fills in the machine, versions and date.
+func describe(r *report) {
+	r.Date = time.Now().UTC().Format("2006-01-02 15:04 MST")
+	if b, err := exec.Command("uname", "-srm").Output(); err == nil {
+		r.Machine = strings.TrimSpace(string(b))
+	}
+	r.CPUs = runtime.NumCPU()
+	if f, err := os.Open("/proc/cpuinfo"); err == nil {
+		s := bufio.NewScanner(f)
+		for s.Scan() {
+			if k, v, ok := strings.Cut(s.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+				r.CPU = strings.TrimSpace(v)
+				break
+			}
+		}
+		f.Close()
+	}
+	r.Go = runtime.Version()
+	r.Simba = "unknown"
+	if b, err := exec.Command("git", "describe", "--always", "--dirty").Output(); err == nil {
+		r.Simba = strings.TrimSpace(string(b))
+	}
+	r.Peers = map[string]string{}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range bi.Deps {
+			for _, p := range []string{"github.com/bsm/redislock", "github.com/go-redsync/redsync/v4", "cirello.io/pglock", "github.com/go-zookeeper/zk", "go.etcd.io/etcd/server/v3", "go.etcd.io/etcd/client/v3", "github.com/redis/go-redis/v9"} {
+				if d.Path == p {
+					r.Peers[p] = d.Version
+				}
+			}
+		}
+	}
+}
+
+func f2(x float64) string {
+	if x == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f", x)
+}
+
+func ms(x float64) string {
+	switch {
+	case x == 0:
+		return "–"
+	case x >= 100:
+		return fmt.Sprintf("%.0f", x)
+	case x >= 10:
+		return fmt.Sprintf("%.1f", x)
+	}
+	return fmt.Sprintf("%.2f", x)
+}
+
+func errNote(n int, last string) string {
+	if n == 0 {
+		return ""
+	}
+	if len(last) > 120 {
+		last = last[:120] + "…"
+	}
+	return fmt.Sprintf("%d failed (%s)", n, strings.ReplaceAll(last, "|", "/"))
+}
+
+// markdown renders the report as one table per measure.
+func markdown(r *report) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Simba beside the peers\n\n")
+	fmt.Fprintf(&b, "Run %s on %s, %d CPUs (%s); %s; Simba %s; TTL %s; %d rounds, interleaved; %s in all.  \n", r.Date, r.Machine, r.CPUs, r.CPU, r.Go, r.Simba, r.TTL, r.Rounds, r.Elapsed)
+	var peers []string
+	for k, v := range r.Peers {
+		peers = append(peers, k+" "+v)
+	}
+	sort.Strings(peers)
+	fmt.Fprintf(&b, "Peers: %s.  \n", strings.Join(peers, ", "))
+	fmt.Fprintf(&b, "Reproduce: `make bench-peers` (`go -C bench run ./cmd/benchpeers -h` for the flags). Servers on this machine: Redis, PostgreSQL, MariaDB, ZooKeeper (tickTime 200 ms); SQLite on a temporary file; etcd embedded in the harness.\n\n")
+
+	b.WriteString("## Cycle: acquire + release, one goroutine\n\n")
+	b.WriteString("In same-run baseline operations: the median over rounds of (µs per cycle ÷ µs per baseline op of the same round and server). Baselines: Redis one EVALSHA of `return 1`; PostgreSQL, MariaDB, SQLite one one-row UPDATE; ZooKeeper one create + delete; etcd one Put.\n\n")
+	b.WriteString("| server | library | cycle (baseline ops) | µs per cycle (median) | notes |\n|---|---|---|---|---|\n")
+	for _, c := range r.Cycle {
+		ratio := f2(c.MedianRatio)
+		if c.Baseline {
+			ratio = "1 (baseline)"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %.0f | %s |\n", c.Group, c.Name, ratio, c.MedianUS, errNote(c.Errors, c.LastError))
+	}
+
+	b.WriteString("\n## Graceful handover: holder lets go → waiter granted\n\n")
+	b.WriteString("Two clients (two sessions, two connection pools) in this process; the waiter has been waiting for 30 ms when the holder unlocks (Election: the leader calls Stop or StepDown; the time runs to the candidate's OnElected). Up to 10 samples per row per round (fewer where one takes long).\n\n")
+	b.WriteString("| server | library | samples | p50 ms | p99 ms | max ms | notes |\n|---|---|---|---|---|---|---|\n")
+	for _, h := range r.Handover {
+		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s |\n", h.Group, h.Name, len(h.MS), ms(h.P50), ms(h.P99), ms(h.Max), errNote(h.Errors, h.LastError))
+	}
+
+	b.WriteString("\n## Crash failover: holder process SIGKILLed → waiter granted\n\n")
+	b.WriteString("A holder process (this binary re-executed) takes the lock and renews it; a waiter in the harness waits; the holder is SIGKILLed after a random 0.3–1.3 s; time to the waiter's grant in TTLs. One sample per row per round, all rows at once. Calls: the waiter's backend calls from the kill to the grant, per TTL (Simba: counted by a spi.Backend decorator, acquire calls / all calls; redislock, redsync: every Redis command, by a go-redis hook; etcd: unary gRPC calls, watches not counted; – where the library gives no hook).\n\n")
+	b.WriteString("| server | library | samples | p50 ×TTL | max ×TTL | waiter's acquire calls per TTL | waiter's calls per TTL | notes |\n|---|---|---|---|---|---|---|---|\n")
+	for _, f := range r.Failover {
+		acq, all := "–", "–"
+		if f.Counted {
+			acq, all = fmt.Sprintf("%.1f", f.MedAcq), fmt.Sprintf("%.1f", f.MedAll)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s | %s |\n", f.Group, f.Name, len(f.TTLRatios), f2(f.P50), f2(f.Max), acq, all, errNote(f.Errors, f.LastError))
+	}
+
+	b.WriteString("\n## Keep-alive: Simba's calls per renewal interval while holding N leases\n\n")
+	b.WriteString("One client holds N locks (taken by 32 goroutines); its backend calls are counted from just after a keep-alive over 3.5 renewal intervals (TTL/3) and divided by 3. Cells: KeepAlive calls / all calls, per interval.\n\n")
+	var sizes []int
+	seen := map[int]bool{}
+	for _, k := range r.KeepAlive {
+		if !seen[k.Leases] {
+			seen[k.Leases] = true
+			sizes = append(sizes, k.Leases)
+		}
+	}
+	b.WriteString("| server |")
+	for _, n := range sizes {
+		fmt.Fprintf(&b, " %d leases |", n)
+	}
+	b.WriteString("\n|---|")
+	for range sizes {
+		b.WriteString("---|")
+	}
+	b.WriteString("\n")
+	var groups []string
+	for _, k := range r.KeepAlive {
+		if len(groups) == 0 || groups[len(groups)-1] != k.Group {
+			groups = append(groups, k.Group)
+		}
+	}
+	for _, g := range groups {
+		fmt.Fprintf(&b, "| %s |", g)
+		for _, n := range sizes {
+			for _, k := range r.KeepAlive {
+				if k.Group == g && k.Leases == n {
+					if k.Error != "" {
+						e := k.Error
+						if len(e) > 80 {
+							e = e[:80] + "…"
+						}
+						fmt.Fprintf(&b, " not measured: %s |", strings.ReplaceAll(strings.ReplaceAll(e, "\n", " "), "|", "/"))
+					} else {
+						fmt.Fprintf(&b, " %.2f / %.2f |", k.KeepAlivePerRenew, k.CallsPerRenew)
+					}
+				}
+			}
+		}
+		b.WriteString("\n")
+	}
+	if len(r.Skipped) > 0 {
+		b.WriteString("\n## Left out\n\n| what | why |\n|---|---|\n")
+		var ks []string
+		for k := range r.Skipped {
+			ks = append(ks, k)
+		}
+		sort.Strings(ks)
+		for _, k := range ks {
+			fmt.Fprintf(&b, "| %s | %s |\n", k, strings.ReplaceAll(r.Skipped[k], "|", "/"))
+		}
+	}
+	return b.String()
+}
+
+func write(r *report, out string) error {
+	md := markdown(r)
+	fmt.Print(md)
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(out, "latest.md"), []byte(md), 0o644); err != nil {
+		return err
+	}
+	js, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(out, "latest.json"), append(js, '\n'), 0o644); err != nil {
+		return err
+	}
+	var labels []string
+	var vals plotter.Values
+	for _, c := range r.Cycle {
+		if c.Baseline || c.MedianRatio == 0 {
+			continue
+		}
+		labels = append(labels, c.Group+": "+plain(c.Name))
+		vals = append(vals, c.MedianRatio)
+	}
+	if err := barChart(filepath.Join(out, "cycle.png"), "Cycle cost (acquire + release) in same-run baseline ops, TTL "+r.TTL, "baseline ops", labels, []plotter.Values{vals}, nil, false); err != nil {
+		return err
+	}
+	labels = nil
+	var p50, p99 plotter.Values
+	for _, h := range r.Handover {
+		if len(h.MS) == 0 {
+			continue
+		}
+		labels = append(labels, h.Group+": "+plain(h.Name))
+		p50 = append(p50, max(h.P50, 0.01))
+		p99 = append(p99, max(h.P99, 0.01))
+	}
+	return barChart(filepath.Join(out, "handover.png"), "Graceful handover latency (ms, log scale)", "ms", labels, []plotter.Values{p50, p99}, []string{"p50", "p99"}, true)
+}
+
+// logBase is the value at the left edge of a log-scaled bar chart.
+const logBase = 0.01
+
+// decadeTicks labels a log10(v/logBase) axis with v at every decade.
+type decadeTicks struct{}
+
+func (decadeTicks) Ticks(lo, hi float64) []plot.Tick {
+	var t []plot.Tick
+	for k := math.Floor(lo); k <= math.Ceil(hi); k++ {
+		t = append(t, plot.Tick{Value: k, Label: strconv.FormatFloat(logBase*math.Pow(10, k), 'g', -1, 64)})
+	}
+	return t
+}
+
+func plain(s string) string { return strings.NewReplacer("**", "", "`", "").Replace(s) }
+
+// barChart draws horizontal bars, one series per vals entry, one row per label.
+func barChart(path, title, unit string, labels []string, vals []plotter.Values, legend []string, logScale bool) error {
+	if len(labels) == 0 {
+		return nil
+	}
+	// The first row on top: NominalY counts from the bottom.
+	labels = slices.Clone(labels)
+	slices.Reverse(labels)
+	for i := range vals {
+		vals[i] = slices.Clone(vals[i])
+		slices.Reverse(vals[i])
+	}
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = unit
+	if logScale {
+		// Bars start at zero, which a log scale cannot show: plot log10(v/logBase) on a
+		// linear axis and label its ticks with v.
+		for _, v := range vals {
+			for i := range v {
+				v[i] = math.Log10(max(v[i], logBase) / logBase)
+			}
+		}
+		p.X.Tick.Marker = decadeTicks{}
+		p.X.Min = 0
+	}
+	w := vg.Points(14) / vg.Length(len(vals))
+	for i, v := range vals {
+		bars, err := plotter.NewBarChart(v, w)
+		if err != nil {
+			return err
+		}
+		bars.Horizontal = true
+		bars.Offset = vg.Length(i)*w - vg.Length(len(vals)-1)*w/2
+		bars.Color = plotter.DefaultLineStyle.Color
+		if i > 0 {
+			bars.Color = plotter.DefaultGlyphStyle.Color
+		}
+		if i == 1 {
+			bars.Color = colorOrange
+		}
+		p.Add(bars)
+		if legend != nil {
+			p.Legend.Add(legend[i], bars)
+		}
+	}
+	p.Legend.Top = true
+	p.NominalY(labels...)
+	return p.Save(9*vg.Inch, vg.Length(len(labels))*vg.Points(20)+vg.Inch*1.5, path)
+}
+
+var colorOrange = color.RGBA{R: 230, G: 130, B: 30, A: 255}
