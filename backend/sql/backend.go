@@ -81,6 +81,7 @@ type Backend struct {
 	schemaOK bool
 
 	foreign *foreign.Filter // skips and reports foreign group members
+	waker   *sqliteWaker    // SQLite only: wake-up hints for waiters (sqlitewake.go)
 
 	stop chan struct{} // closed by Close: stops the background goroutines
 	wg   sync.WaitGroup
@@ -355,6 +356,9 @@ func (b *Backend) OpenSession(ctx context.Context, owner string, ttl time.Durati
 	if err := b.d.openSession(ctx, id, owner, ttlMs); err != nil {
 		return spi.Session{}, b.fail("open session", err)
 	}
+	if b.waker != nil {
+		b.waker.opened(ttl)
+	}
 	return spi.Session{ID: spi.SessionID(id), Remaining: time.Duration(ttlMs) * time.Millisecond}, nil
 }
 
@@ -417,6 +421,9 @@ func (b *Backend) Acquire(ctx context.Context, session spi.SessionID, name strin
 	r, err := b.d.acquire(ctx, string(session), name)
 	if err != nil {
 		return spi.Acquire{}, b.fail("acquire", err)
+	}
+	if b.waker != nil {
+		b.waker.acquired(name, r)
 	}
 	if r.Kind != spi.HeldBy || wire.IsClientSessionID(string(r.Holder)) {
 		return r, nil
@@ -550,15 +557,22 @@ func (b *Backend) Inspect(ctx context.Context) (spi.Snapshot, error) {
 
 // Hints delivers a Released hint for every release of a lease (including those of a closed
 // session) and a GroupChanged hint for every join or leave, by any client, until ctx is done;
-// then it closes the channel. Only PostgreSQL pushes hints (LISTEN/NOTIFY on a dedicated
-// connection that reconnects by itself; hints sent while it is down are lost). On MySQL/MariaDB
-// and SQLite, Hints returns a channel that only closes with ctx: the engine's retry timing covers
-// them (a candidate retries at the holder's remaining time).
+// then it closes the channel. PostgreSQL pushes hints (LISTEN/NOTIFY on a dedicated connection
+// that reconnects by itself; hints sent while it is down are lost). SQLite delivers wake-ups
+// instead: while an acquire of this backend has found a name held (for two session TTLs after),
+// it polls PRAGMA data_version every 2 ms on a connection of its own and, when another
+// connection has committed, sends a Released hint for each such name (sqlitewake.go): a lease
+// released by any process on the host is seen within milliseconds. On MySQL/MariaDB, Hints
+// returns a channel that only closes with ctx: the engine's retry timing covers them (a
+// candidate retries at the holder's remaining time).
 func (b *Backend) Hints(ctx context.Context) (<-chan spi.Hint, error) {
 	b.lifeMu.Lock()
 	defer b.lifeMu.Unlock()
 	if err := b.checkOpen(); err != nil {
 		return nil, err
+	}
+	if b.waker != nil {
+		return b.waker.hints(ctx, b.stop, &b.wg)
 	}
 	if h, ok := b.d.(interface {
 		hints(ctx context.Context, stop <-chan struct{}, wg *sync.WaitGroup) (<-chan spi.Hint, error)
@@ -578,7 +592,8 @@ func (b *Backend) Hints(ctx context.Context) (<-chan spi.Hint, error) {
 	return ch, nil
 }
 
-// PushesHints reports whether Hints delivers anything (PostgreSQL only).
+// PushesHints reports whether Hints delivers a hint for every release and membership change
+// (PostgreSQL only; SQLite's wake-ups cover only the names its acquires found held).
 func (b *Backend) PushesHints() bool { return b.name == wire.SQLPostgres }
 
 // tokenOverflow is the permanent error for a lease whose stored token has no successor.

@@ -81,8 +81,12 @@
 //
 // On PostgreSQL every release (and the releases of a closed session) NOTIFYs the lease name on
 // channel simba_released, and every join or leave the group name on simba_group; Hints LISTENs
-// on a dedicated connection that reconnects with backoff. MySQL/MariaDB and SQLite have no push:
-// a candidate retries at the holder's remaining time.
+// on a dedicated connection that reconnects with backoff. SQLite has no server to push, but all
+// its clients share one host: while an acquire has found a name held, the backend polls PRAGMA
+// data_version (every 2 ms, on a connection of its own) and, when another connection committed,
+// hints the names it waits for as released, so a released lease passes to a waiting process in
+// milliseconds rather than when the holder's lease would run out. MySQL/MariaDB have no push: a
+// candidate retries at the holder's remaining time.
 //
 // # Inspection
 //

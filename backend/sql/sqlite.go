@@ -47,6 +47,7 @@ func newSQLite(db *sql.DB, setup []string, opts []Option) (*Backend, error) {
 		return nil, err
 	}
 	d.b = b
+	b.waker = newSQLiteWaker(db)
 	return b, nil
 }
 

@@ -1,0 +1,226 @@
+package sql
+
+import (
+	"context"
+	"database/sql"
+	"sync"
+	"time"
+
+	"github.com/simba-go/simba/spi"
+)
+
+// SQLite has no server to push a release to the processes that wait for a lease, so without
+// help a waiter retries only when the holder's lease would run out: a graceful hand-over took a
+// TTL. The waker closes that gap on one host, cheaply: while (and only while) this backend has
+// names that an acquire found held, it polls PRAGMA data_version on a connection of its own —
+// a counter SQLite changes whenever another connection commits, read from the file's header
+// without touching a table — and on a change delivers a Released hint for each of those names.
+// A hint is only a wake-up (the client acquires, and damps hints that prove false), so a commit
+// that was not a release costs each waiting name at most one acquire.
+const (
+	// sqliteWakePoll is the polling period while someone waits: a hand-over is seen within
+	// it. Each poll is one pragma on an idle connection (microseconds).
+	sqliteWakePoll = 2 * time.Millisecond
+	// sqliteWaitTTLs is how long a name counts as waited for after an acquire found it held,
+	// in session TTLs: a waiting client acquires again at least once per TTL, which renews it.
+	sqliteWaitTTLs = 2
+)
+
+// sqliteWaker delivers wake-up hints to the Hints subscribers of one SQLite backend.
+type sqliteWaker struct {
+	db *sql.DB // the backend's pool: only to find the file
+
+	mu      sync.Mutex
+	ttl     time.Duration        // the longest session TTL opened (15 s until one is)
+	waiting map[string]time.Time // name → until when it counts as waited for
+	subs    map[chan spi.Hint]struct{}
+	running bool
+	kick    chan struct{} // a name started to be waited for (capacity 1)
+}
+
+func newSQLiteWaker(db *sql.DB) *sqliteWaker {
+	return &sqliteWaker{db: db, ttl: 15 * time.Second, waiting: make(map[string]time.Time), subs: make(map[chan spi.Hint]struct{}),
+		kick: make(chan struct{}, 1)}
+}
+
+// opened notes a session's TTL.
+func (w *sqliteWaker) opened(ttl time.Duration) {
+	w.mu.Lock()
+	w.ttl = max(w.ttl, ttl)
+	w.mu.Unlock()
+}
+
+// acquired notes an acquire's reply: a held name is waited for, a granted one no longer.
+func (w *sqliteWaker) acquired(name string, r spi.Acquire) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch r.Kind {
+	case spi.HeldBy:
+		w.waiting[name] = time.Now().Add(sqliteWaitTTLs * w.ttl)
+		select {
+		case w.kick <- struct{}{}:
+		default:
+		}
+	case spi.Granted:
+		delete(w.waiting, name)
+	}
+}
+
+// hints subscribes to the waker, starting its poller with the first subscriber; the channel is
+// closed when ctx ends or the backend closes.
+func (w *sqliteWaker) hints(ctx context.Context, stop <-chan struct{}, wg *sync.WaitGroup) (<-chan spi.Hint, error) {
+	ch := make(chan spi.Hint, hintBuffer)
+	w.mu.Lock()
+	w.subs[ch] = struct{}{}
+	start := !w.running
+	w.running = true
+	w.mu.Unlock()
+	if start {
+		wg.Add(1)
+		go w.poll(stop, wg)
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		select {
+		case <-ctx.Done():
+		case <-stop:
+		}
+		w.mu.Lock()
+		delete(w.subs, ch)
+		w.mu.Unlock()
+		close(ch)
+	}()
+	return ch, nil
+}
+
+// poll runs while the backend has subscribers: it waits idle until a name is waited for, then
+// polls data_version until no name is.
+func (w *sqliteWaker) poll(stop <-chan struct{}, wg *sync.WaitGroup) {
+	defer wg.Done()
+	var (
+		db   *sql.DB
+		conn *sql.Conn
+		last int64 = -1
+	)
+	defer func() {
+		if conn != nil {
+			conn.Close()
+		}
+		if db != nil {
+			db.Close()
+		}
+	}()
+	tick := time.NewTicker(sqliteWakePoll)
+	defer tick.Stop()
+	for {
+		if w.idle() {
+			return
+		}
+		names := w.waitedFor()
+		if names == nil {
+			last = -1 // a new wait compares against the version when it began
+			select {
+			case <-stop:
+				return
+			case <-w.kick:
+			case <-time.After(time.Second): // subscribers may have gone
+			}
+			continue
+		}
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		if conn == nil {
+			var err error
+			if db, conn, err = w.open(); err != nil {
+				// Hints only save latency: without them the client retries on its timing.
+				select {
+				case <-stop:
+					return
+				case <-time.After(time.Second):
+				}
+				continue
+			}
+		}
+		var v int64
+		if err := conn.QueryRowContext(context.Background(), "PRAGMA data_version").Scan(&v); err != nil {
+			conn.Close()
+			db.Close()
+			conn, db, last = nil, nil, -1
+			continue
+		}
+		if last >= 0 && v != last {
+			w.send(names)
+		}
+		last = v
+	}
+}
+
+// open opens a connection of the waker's own to the backend's file (data_version counts the
+// commits of every other connection, the backend's pool included).
+func (w *sqliteWaker) open() (*sql.DB, *sql.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var seq int
+	var name, file string
+	if err := w.db.QueryRowContext(ctx, "PRAGMA database_list").Scan(&seq, &name, &file); err != nil {
+		return nil, nil, err
+	}
+	db, err := sql.Open("sqlite", file)
+	if err != nil {
+		return nil, nil, err
+	}
+	db.SetMaxOpenConns(1)
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	return db, conn, nil
+}
+
+// waitedFor returns the names waited for now (nil if none), forgetting those whose wait ended.
+func (w *sqliteWaker) waitedFor() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := time.Now()
+	var names []string
+	for n, until := range w.waiting {
+		if now.After(until) {
+			delete(w.waiting, n)
+			continue
+		}
+		names = append(names, n)
+	}
+	return names
+}
+
+// idle reports that nobody subscribes any more, and then marks the poller stopped (in the same
+// lock, so a later subscriber starts a new one); the poller then exits.
+func (w *sqliteWaker) idle() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.subs) > 0 {
+		return false
+	}
+	w.running = false
+	return true
+}
+
+// send delivers a Released hint for each name to every subscriber, dropping what a full
+// subscriber cannot take (hints only save latency).
+func (w *sqliteWaker) send(names []string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for ch := range w.subs {
+		for _, n := range names {
+			select {
+			case ch <- spi.Hint{Kind: spi.Released, Name: n}:
+			default:
+			}
+		}
+	}
+}
