@@ -52,6 +52,9 @@ type election struct {
 	hintRetry  bool
 	fails      int
 	quietUntil time.Duration
+	// falseHint: a hint proved false at falseHintAt (see onAcquireReply).
+	falseHint   bool
+	falseHintAt time.Duration
 	// unknown: an acquire or release failed (at unknownAt), so the session may hold the
 	// lease without knowing; keep-alives ask about it until one sent at least a call timeout
 	// (the renewal interval) after unknownAt does not list it (rule 3).
@@ -344,13 +347,18 @@ func (s *Engine) onAcquireReply(p pending, ev Event) {
 		s.retryLater(e, add(s.now, s.backoff(e.fails, nil)))
 	case spi.HeldBy:
 		e.fails = 0
-		// quiet: an earlier hint already proved false less than a hintWindow ago. An attempt
-		// a released hint sent that finds the same holder still there proves this one false
-		// too (or the holder took the lease back): hints for this name in the next
-		// hintWindow are coalesced into one retry at its end (see Engine.hint).
+		// quiet: hints already proved false less than a hintWindow ago. An attempt a released
+		// hint sent that finds the same holder still there proves this one false (or the
+		// holder took the lease back). One false hint is common and harmless — a late hint of
+		// the previous tenure's release, just before the genuine one — so it changes nothing;
+		// a second within a hintWindow of the first is a storm: hints for this name in the
+		// next hintWindow are coalesced into one retry at its end (see Engine.hint).
 		quiet := s.now < e.quietUntil
 		if current && e.byHint && a.Holder == e.lastHolder && (a.RemainingUnknown || a.Remaining > 0) {
-			e.quietUntil = add(s.now, s.hintWindow())
+			if e.falseHint && s.now <= add(e.falseHintAt, s.hintWindow()) {
+				e.quietUntil = add(s.now, s.hintWindow())
+			}
+			e.falseHint, e.falseHintAt = true, s.now
 		}
 		if a.Holder != e.lastHolder {
 			e.lastHolder = a.Holder
