@@ -561,7 +561,8 @@ func (b *Backend) Inspect(ctx context.Context) (spi.Snapshot, error) {
 // that reconnects by itself; hints sent while it is down are lost). SQLite delivers wake-ups
 // instead: while an acquire of this backend has found a name held (for two session TTLs after),
 // it polls PRAGMA data_version every 2 ms on a connection of its own and, when another
-// connection has committed, sends a Released hint for each such name (sqlitewake.go): a lease
+// connection has committed, reads those leases and sends a Released hint for each that is free
+// (sqlitewake.go): a lease
 // released by any process on the host is seen within milliseconds. On MySQL/MariaDB, Hints
 // returns a channel that only closes with ctx: the engine's retry timing covers them (a
 // candidate retries at the holder's remaining time).

@@ -84,7 +84,7 @@
 // on a dedicated connection that reconnects with backoff. SQLite has no server to push, but all
 // its clients share one host: while an acquire has found a name held, the backend polls PRAGMA
 // data_version (every 2 ms, on a connection of its own) and, when another connection committed,
-// hints the names it waits for as released, so a released lease passes to a waiting process in
+// reads those leases and hints the free ones as released, so a released lease passes to a waiting process in
 // milliseconds rather than when the holder's lease would run out. MySQL/MariaDB have no push: a
 // candidate retries at the holder's remaining time.
 //

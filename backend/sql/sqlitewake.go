@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	gensqlite "github.com/simba-go/simba/generated/sqlc/sqlite"
 	"github.com/simba-go/simba/spi"
 )
 
@@ -14,9 +15,10 @@ import (
 // TTL. The waker closes that gap on one host, cheaply: while (and only while) this backend has
 // names that an acquire found held, it polls PRAGMA data_version on a connection of its own —
 // a counter SQLite changes whenever another connection commits, read from the file's header
-// without touching a table — and on a change delivers a Released hint for each of those names.
-// A hint is only a wake-up (the client acquires, and damps hints that prove false), so a commit
-// that was not a release costs each waiting name at most one acquire.
+// without touching a table — and on a change reads each of those leases (the acquire's own
+// read, generated from the spec) and delivers a Released hint for each that is free. Commits
+// that free nothing (other sessions' keep-alives) cost a read on the waker's connection, not an
+// acquire.
 const (
 	// sqliteWakePoll is the polling period while someone waits: a hand-over is seen within
 	// it. Each poll is one pragma on an idle connection (microseconds).
@@ -153,7 +155,7 @@ func (w *sqliteWaker) poll(stop <-chan struct{}, wg *sync.WaitGroup) {
 			continue
 		}
 		if last >= 0 && v != last {
-			w.send(names)
+			w.send(w.free(conn, names))
 		}
 		last = v
 	}
@@ -180,6 +182,21 @@ func (w *sqliteWaker) open() (*sql.DB, *sql.Conn, error) {
 		return nil, nil, err
 	}
 	return db, conn, nil
+}
+
+// free returns the names whose lease is free now (no holder, or the holder's session expired).
+func (w *sqliteWaker) free(conn *sql.Conn, names []string) []string {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	q := gensqlite.New(conn)
+	var out []string
+	for _, n := range names {
+		r, err := q.AcquireReadLease(ctx, n)
+		if err != nil || r.HolderID == "" || r.HolderRemainingMs <= 0 {
+			out = append(out, n) // unknown counts as free: a hint only costs an acquire
+		}
+	}
+	return out
 }
 
 // waitedFor returns the names waited for now (nil if none), forgetting those whose wait ended.
