@@ -13,9 +13,6 @@ import (
 // for 10 s on the memory backend, on real time: never two valid terms at once, tokens strictly
 // increase, and every goroutine gets the lock.
 func TestLockContentionMemory(t *testing.T) {
-	if testing.Short() {
-		t.Skip("10 s of contention; run without -short")
-	}
 	srv := simbatest.NewServer(simbatest.WithClock(spi.SystemClock()))
 	clients := locktest.Clients(t, time.Second, srv.Backend(), srv.Backend())
 	r := locktest.Contend(t, clients, locktest.Eight8("contended"))

@@ -13,9 +13,6 @@ import (
 // hints, so a waiting client polls when the holder's lease would expire; each goroutine pauses
 // between turns (as real work does), which leaves gaps for the other client.
 func TestLockContentionSQLite(t *testing.T) {
-	if testing.Short() {
-		t.Skip("10 s of contention; run without -short")
-	}
 	dsn := liteDSN(t)
 	migrated(t, dsn)
 	clients := locktest.Clients(t, time.Second, open(t, dsn), open(t, dsn))
