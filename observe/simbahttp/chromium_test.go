@@ -20,6 +20,7 @@ import (
 
 	"github.com/simba-go/simba"
 	simbasql "github.com/simba-go/simba/backend/sql"
+	"github.com/simba-go/simba/internal/testenv"
 	"github.com/simba-go/simba/observe/simbahttp"
 	"github.com/simba-go/simba/spi"
 )
@@ -78,16 +79,14 @@ func runNode(owner, dsn string) error {
 // chromium finds Debian's chromium; without it the test fails under SIMBA_REQUIRE_SERVICES=1
 // (CI, where .ci/services.sh installs it) and is skipped otherwise.
 func chromium(t *testing.T) string {
+	t.Helper()
 	for _, name := range []string{"chromium", "chromium-browser"} {
 		if p, err := exec.LookPath(name); err == nil {
 			return p
 		}
 	}
-	if os.Getenv("SIMBA_REQUIRE_SERVICES") == "1" {
-		t.Fatal("chromium not found (install Debian's chromium package: bash .ci/services.sh)")
-	}
-	t.Skip("chromium not found; SIMBA_REQUIRE_SERVICES=1 makes this a failure")
-	return ""
+	testenv.Unavailable(t, "Chromium", "no chromium on PATH (install Debian's chromium package: bash .ci/services.sh)")
+	return "" // not reached: Unavailable fails or skips the test
 }
 
 // browse runs headless Chromium on url with args (--dump-dom, --screenshot=...) and returns
