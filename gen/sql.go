@@ -55,6 +55,8 @@ type SQLDialectSpec struct {
 	SQLPackage    string   `yaml:"sql_package"`
 	Begin         string   `yaml:"begin"`
 	SessionSetup  []string `yaml:"session_setup"`
+	ChangeCounter string   `yaml:"change_counter"`
+	DatabaseFile  string   `yaml:"database_file"`
 	TableOptions  string   `yaml:"table_options"`
 	InlineIndexes bool     `yaml:"inline_indexes"`
 }
@@ -196,6 +198,11 @@ func (s *SQLSpec) validate() error {
 		for i, st := range ds.SessionSetup {
 			if strings.TrimSpace(st) == "" || strings.Contains(st, ";") {
 				return specErr(f, fmt.Sprintf("%s.session_setup[%d]", field, i), "must be one non-empty statement without ';'")
+			}
+		}
+		for _, st := range []struct{ key, stmt string }{{"change_counter", ds.ChangeCounter}, {"database_file", ds.DatabaseFile}} {
+			if strings.Contains(st.stmt, ";") || (st.stmt != "" && strings.TrimSpace(st.stmt) == "") {
+				return specErr(f, field+"."+st.key, "must be one statement without ';'")
 			}
 		}
 		if ds.InlineIndexes && d == "postgres" {
@@ -764,6 +771,10 @@ func (s *SQLSpec) genWire() (File, error) {
 		jen.Id("SessionSetup").Index().String(),
 		jen.Comment("Begin is the statement that opens a transaction of an operation."),
 		jen.Id("Begin").String(),
+		jen.Comment("ChangeCounter reads a number that changes whenever another connection commits (empty: the dialect has none)."),
+		jen.Id("ChangeCounter").String(),
+		jen.Comment("DatabaseFile lists the attached databases, the main one first, as (seq, name, file) rows (empty: not a file database)."),
+		jen.Id("DatabaseFile").String(),
 		jen.Comment("Operations maps each SPI operation to the statements it runs."),
 		jen.Id("Operations").Map(jen.String()).Id("SQLOperation"),
 	)
@@ -795,11 +806,13 @@ func (s *SQLSpec) genWire() (File, error) {
 		}
 		cases = append(cases, jen.Case(jen.Id("SQL"+sqlDialectGo(d))).Block(
 			jen.Return(jen.Id("SQLDialect").Values(jen.Dict{
-				jen.Id("Name"):         jen.Id("SQL" + sqlDialectGo(d)),
-				jen.Id("Migration"):    jen.Lit(d + "/" + s.migrationFile()),
-				jen.Id("SessionSetup"): jen.Index().String().Values(setup...),
-				jen.Id("Begin"):        jen.Lit(ds.Begin),
-				jen.Id("Operations"):   jen.Map(jen.String()).Id("SQLOperation").Values(ops...),
+				jen.Id("Name"):          jen.Id("SQL" + sqlDialectGo(d)),
+				jen.Id("Migration"):     jen.Lit(d + "/" + s.migrationFile()),
+				jen.Id("SessionSetup"):  jen.Index().String().Values(setup...),
+				jen.Id("ChangeCounter"): jen.Lit(ds.ChangeCounter),
+				jen.Id("DatabaseFile"):  jen.Lit(ds.DatabaseFile),
+				jen.Id("Begin"):         jen.Lit(ds.Begin),
+				jen.Id("Operations"):    jen.Map(jen.String()).Id("SQLOperation").Values(ops...),
 			}), jen.True()),
 		))
 	}

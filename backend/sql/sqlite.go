@@ -47,7 +47,7 @@ func newSQLite(db *sql.DB, setup []string, opts []Option) (*Backend, error) {
 		return nil, err
 	}
 	d.b = b
-	b.waker = newSQLiteWaker(db)
+	b.waker = newSQLiteWaker(db, wd)
 	return b, nil
 }
 

@@ -7,13 +7,15 @@ import (
 	"time"
 
 	gensqlite "github.com/simba-go/simba/generated/sqlc/sqlite"
+	"github.com/simba-go/simba/generated/wire"
 	"github.com/simba-go/simba/spi"
 )
 
 // SQLite has no server to push a release to the processes that wait for a lease, so without
 // help a waiter retries only when the holder's lease would run out: a graceful hand-over took a
 // TTL. The waker closes that gap on one host, cheaply: while (and only while) this backend has
-// names that an acquire found held, it polls PRAGMA data_version on a connection of its own —
+// names that an acquire found held, it polls the dialect's change counter (spec/sql.yaml:
+// PRAGMA data_version) on a connection of its own —
 // a counter SQLite changes whenever another connection commits, read from the file's header
 // without touching a table — and on a change reads each of those leases (the acquire's own
 // read, generated from the spec) and delivers a Released hint for each that is free. Commits
@@ -30,7 +32,9 @@ const (
 
 // sqliteWaker delivers wake-up hints to the Hints subscribers of one SQLite backend.
 type sqliteWaker struct {
-	db *sql.DB // the backend's pool: only to find the file
+	db      *sql.DB // the backend's pool: only to find the file
+	counter string  // wire.SQLDialect.ChangeCounter
+	file    string  // wire.SQLDialect.DatabaseFile
 
 	mu      sync.Mutex
 	ttl     time.Duration        // the longest session TTL opened (15 s until one is)
@@ -40,8 +44,8 @@ type sqliteWaker struct {
 	kick    chan struct{} // a name started to be waited for (capacity 1)
 }
 
-func newSQLiteWaker(db *sql.DB) *sqliteWaker {
-	return &sqliteWaker{db: db, ttl: 15 * time.Second, waiting: make(map[string]time.Time), subs: make(map[chan spi.Hint]struct{}),
+func newSQLiteWaker(db *sql.DB, wd wire.SQLDialect) *sqliteWaker {
+	return &sqliteWaker{db: db, counter: wd.ChangeCounter, file: wd.DatabaseFile, ttl: 15 * time.Second, waiting: make(map[string]time.Time), subs: make(map[chan spi.Hint]struct{}),
 		kick: make(chan struct{}, 1)}
 }
 
@@ -148,7 +152,7 @@ func (w *sqliteWaker) poll(stop <-chan struct{}, wg *sync.WaitGroup) {
 			}
 		}
 		var v int64
-		if err := conn.QueryRowContext(context.Background(), "PRAGMA data_version").Scan(&v); err != nil {
+		if err := conn.QueryRowContext(context.Background(), w.counter).Scan(&v); err != nil {
 			conn.Close()
 			db.Close()
 			conn, db, last = nil, nil, -1
@@ -168,7 +172,7 @@ func (w *sqliteWaker) open() (*sql.DB, *sql.Conn, error) {
 	defer cancel()
 	var seq int
 	var name, file string
-	if err := w.db.QueryRowContext(ctx, "PRAGMA database_list").Scan(&seq, &name, &file); err != nil {
+	if err := w.db.QueryRowContext(ctx, w.file).Scan(&seq, &name, &file); err != nil {
 		return nil, nil, err
 	}
 	db, err := sql.Open("sqlite", file)

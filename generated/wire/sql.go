@@ -28,6 +28,10 @@ type SQLDialect struct {
 	SessionSetup []string
 	// Begin is the statement that opens a transaction of an operation.
 	Begin string
+	// ChangeCounter reads a number that changes whenever another connection commits (empty: the dialect has none).
+	ChangeCounter string
+	// DatabaseFile lists the attached databases, the main one first, as (seq, name, file) rows (empty: not a file database).
+	DatabaseFile string
 	// Operations maps each SPI operation to the statements it runs.
 	Operations map[string]SQLOperation
 }
@@ -46,9 +50,11 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 	switch name {
 	case SQLPostgres:
 		return SQLDialect{
-			Begin:     "BEGIN",
-			Migration: "postgres/0001_init.sql",
-			Name:      SQLPostgres,
+			Begin:         "BEGIN",
+			ChangeCounter: "",
+			DatabaseFile:  "",
+			Migration:     "postgres/0001_init.sql",
+			Name:          SQLPostgres,
 			Operations: map[string]SQLOperation{"open_session": {
 				Queries:     []string{"OpenSession"},
 				Transaction: false,
@@ -93,9 +99,11 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 		}, true
 	case SQLMySQL:
 		return SQLDialect{
-			Begin:     "START TRANSACTION",
-			Migration: "mysql/0001_init.sql",
-			Name:      SQLMySQL,
+			Begin:         "START TRANSACTION",
+			ChangeCounter: "",
+			DatabaseFile:  "",
+			Migration:     "mysql/0001_init.sql",
+			Name:          SQLMySQL,
 			Operations: map[string]SQLOperation{"open_session": {
 				Queries:     []string{"OpenSession"},
 				Transaction: false,
@@ -140,9 +148,11 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 		}, true
 	case SQLSQLite:
 		return SQLDialect{
-			Begin:     "BEGIN IMMEDIATE",
-			Migration: "sqlite/0001_init.sql",
-			Name:      SQLSQLite,
+			Begin:         "BEGIN IMMEDIATE",
+			ChangeCounter: "PRAGMA data_version",
+			DatabaseFile:  "PRAGMA database_list",
+			Migration:     "sqlite/0001_init.sql",
+			Name:          SQLSQLite,
 			Operations: map[string]SQLOperation{"open_session": {
 				Queries:     []string{"OpenSession"},
 				Transaction: false,
