@@ -180,7 +180,6 @@ func (c *Client) passTurn(q *lockQueue) {
 		next := q.waiters[0]
 		q.waiters[0] = nil
 		q.waiters = q.waiters[1:]
-		q.resetTerm()
 		next <- struct{}{}
 		return
 	}
@@ -215,11 +214,4 @@ func (h *Held) Unlock(ctx context.Context) error {
 		return cause
 	}
 	return fmt.Errorf("simba: unlock %s: %w", h.Name(), ErrNotHeld)
-}
-
-// resetTerm forgets the term of the turn that ended (the queue is handed on).
-func (l *leaseCore) resetTerm() {
-	l.mu.Lock()
-	l.term = Term{}
-	l.mu.Unlock()
 }
