@@ -77,8 +77,7 @@ type Client struct {
 	finished     chan struct{} // closed once every goroutine of the client has exited
 
 	loopG   atomic.Uint64 // goroutine id of the loop (Listeners run there)
-	insideM sync.Mutex
-	insideG map[uint64]int // goroutines running a callback or leader work of this client
+	insideG goroutines    // goroutines running a callback or leader work of this client
 
 	settle settle // activity reported to a settling clock (settle.go)
 }
@@ -138,7 +137,6 @@ func New(backend spi.Backend, opts ...Option) (*Client, error) {
 		closeTaken: make(chan struct{}),
 		closeDone:  newFuture(),
 		finished:   make(chan struct{}),
-		insideG:    make(map[uint64]int),
 	}
 	c.baseCtx, c.cancel = context.WithCancel(context.Background())
 	c.inside = context.WithValue(context.Background(), insideKey{}, c)
@@ -225,24 +223,39 @@ func (c *Client) Close(ctx context.Context) error {
 
 // enter marks the calling goroutine as running a callback or leader work of c until the
 // returned function is called, so that a Close from it does not wait for it.
-func (c *Client) enter() func() {
+func (c *Client) enter() func() { return c.insideG.enter() }
+
+func (c *Client) isInside(id uint64) bool { return c.insideG.has(id) }
+
+// goroutines is a set of goroutines (by goid), each counted as often as it entered.
+type goroutines struct {
+	mu  sync.Mutex
+	ids map[uint64]int
+}
+
+// enter adds the calling goroutine until the returned function is called.
+func (g *goroutines) enter() func() {
 	id := goid()
-	c.insideM.Lock()
-	c.insideG[id]++
-	c.insideM.Unlock()
+	g.mu.Lock()
+	if g.ids == nil {
+		g.ids = make(map[uint64]int)
+	}
+	g.ids[id]++
+	g.mu.Unlock()
 	return func() {
-		c.insideM.Lock()
-		if c.insideG[id]--; c.insideG[id] <= 0 {
-			delete(c.insideG, id)
+		g.mu.Lock()
+		if g.ids[id]--; g.ids[id] <= 0 {
+			delete(g.ids, id)
 		}
-		c.insideM.Unlock()
+		g.mu.Unlock()
 	}
 }
 
-func (c *Client) isInside(id uint64) bool {
-	c.insideM.Lock()
-	defer c.insideM.Unlock()
-	return c.insideG[id] > 0
+// has reports whether goroutine id is in the set.
+func (g *goroutines) has(id uint64) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.ids[id] > 0
 }
 
 // goid returns the id of the calling goroutine, read from the header of its stack trace

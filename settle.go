@@ -3,7 +3,6 @@ package simba
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"github.com/simba-go/simba/spi"
@@ -28,11 +27,9 @@ import (
 // code that typically runs for the whole term), and a callback or Schedule function blocked in
 // a request (Stop, StepDown, Lock, ...) that needs the clock to move.
 type settle struct {
-	act   spi.Activity // nil unless the clock is a spi.Settler
-	hints spi.Activity // hints received and not yet posted to the loop
-
-	mu     sync.Mutex
-	owners map[uint64]int // goroutines that hold a unit of act: callback runs, Schedule work
+	act    spi.Activity // nil unless the clock is a spi.Settler
+	hints  spi.Activity // hints received and not yet posted to the loop
+	owners goroutines   // goroutines that hold a unit of act: callback runs, Schedule work
 }
 
 // init starts tracking when clock is a Settler.
@@ -43,7 +40,6 @@ func (s *settle) init(clock spi.Clock, owner string) {
 	}
 	s.act = st.Track("simba client " + owner)
 	s.hints = st.Track("simba client " + owner + " hints")
-	s.owners = make(map[uint64]int)
 }
 
 // close stops tracking: the loop has exited and will run nothing more.
@@ -99,30 +95,15 @@ func (s *settle) own() func() {
 	if s.act == nil {
 		return func() {}
 	}
-	id := goid()
-	s.mu.Lock()
-	s.owners[id]++
-	s.mu.Unlock()
-	return func() {
-		s.mu.Lock()
-		if s.owners[id]--; s.owners[id] <= 0 {
-			delete(s.owners, id)
-		}
-		s.mu.Unlock()
-	}
+	return s.owners.enter()
 }
 
 // await waits until ch is closed (nil) or ctx is done (ctx.Err()); a goroutine that holds a
 // unit waits idle, so that a callback waiting for something that needs the clock to move does
 // not keep the clock from moving.
 func (s *settle) await(ctx context.Context, ch <-chan struct{}) error {
-	if s.act != nil {
-		s.mu.Lock()
-		owner := s.owners[goid()] > 0
-		s.mu.Unlock()
-		if owner {
-			return s.act.Wait(ctx, ch)
-		}
+	if s.act != nil && s.owners.has(goid()) {
+		return s.act.Wait(ctx, ch)
 	}
 	select {
 	case <-ch:
