@@ -22,42 +22,33 @@ const (
 	listenBackoffMax = 5 * time.Second
 )
 
-// pgHub fans the notifications of one dedicated LISTEN connection out to the Hints subscribers.
-// The listener runs while there is at least one subscriber.
-type pgHub struct {
+// hintHub fans the hints of one background runner out to the Hints subscribers. The runner
+// runs while there is at least one subscriber: it starts with the first and its context is
+// cancelled when the last leaves (or the backend closes). PostgreSQL's runner LISTENs;
+// SQLite's polls its change counter (sqlitewake.go).
+type hintHub struct {
 	mu     sync.Mutex
 	subs   map[chan spi.Hint]struct{}
-	cancel context.CancelFunc // stops the listener
-	done   chan struct{}      // closed when the listener has exited
-	// listening is signalled (non-blocking) every time the listener has (re)subscribed; tests
-	// wait on it.
-	listening chan struct{}
+	cancel context.CancelFunc // stops the runner
+	done   chan struct{}      // closed when the runner has exited
 }
 
-// hints subscribes to the hub, starting the listener with the first subscriber.
-func (d *pgDialect) hints(ctx context.Context, stop <-chan struct{}, wg *sync.WaitGroup) (<-chan spi.Hint, error) {
-	h := &d.hub
+// subscribe adds a subscriber until ctx ends or stop closes, starting run with the first.
+func (h *hintHub) subscribe(ctx context.Context, stop <-chan struct{}, wg *sync.WaitGroup, run func(context.Context)) <-chan spi.Hint {
 	ch := make(chan spi.Hint, hintBuffer)
 	h.mu.Lock()
-	if d.b.closed.Load() {
-		h.mu.Unlock()
-		return nil, d.b.checkOpen()
-	}
 	if h.subs == nil {
 		h.subs = map[chan spi.Hint]struct{}{}
 	}
-	if h.listening == nil {
-		h.listening = make(chan struct{}, 1)
-	}
 	h.subs[ch] = struct{}{}
 	if h.cancel == nil {
-		lctx, cancel := context.WithCancel(context.Background())
+		rctx, cancel := context.WithCancel(context.Background())
 		h.cancel, h.done = cancel, make(chan struct{})
 		wg.Add(1)
 		go func(done chan struct{}) {
 			defer wg.Done()
 			defer close(done)
-			d.listen(lctx)
+			run(rctx)
 		}(h.done)
 	}
 	h.mu.Unlock()
@@ -70,11 +61,11 @@ func (d *pgDialect) hints(ctx context.Context, stop <-chan struct{}, wg *sync.Wa
 		}
 		h.remove(ch)
 	}()
-	return ch, nil
+	return ch
 }
 
-// remove ends one subscription, and the listener with the last one.
-func (h *pgHub) remove(ch chan spi.Hint) {
+// remove ends one subscription, and the runner with the last one.
+func (h *hintHub) remove(ch chan spi.Hint) {
 	h.mu.Lock()
 	if _, ok := h.subs[ch]; !ok {
 		h.mu.Unlock()
@@ -94,15 +85,30 @@ func (h *pgHub) remove(ch chan spi.Hint) {
 	}
 }
 
-func (h *pgHub) deliver(hint spi.Hint) {
+// deliver sends hint to every subscriber; a slow subscriber loses it (hints only save latency).
+func (h *hintHub) deliver(hint spi.Hint) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for ch := range h.subs {
 		select {
 		case ch <- hint:
-		default: // a slow subscriber loses the hint
+		default:
 		}
 	}
+}
+
+// pgHub is PostgreSQL's hub: its runner keeps one dedicated connection LISTENing.
+type pgHub struct {
+	hintHub
+	// listening is signalled (non-blocking) every time the listener has (re)subscribed; tests
+	// wait on it.
+	listening chan struct{}
+}
+
+// hints subscribes to the hub, starting the listener with the first subscriber. (Backend.Hints
+// has checked, under the lock Close takes, that the backend is open.)
+func (d *pgDialect) hints(ctx context.Context, stop <-chan struct{}, wg *sync.WaitGroup) (<-chan spi.Hint, error) {
+	return d.hub.subscribe(ctx, stop, wg, d.listen), nil
 }
 
 // listen keeps one connection LISTENing on the release and group channels until ctx ends,

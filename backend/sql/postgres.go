@@ -27,7 +27,7 @@ func NewPostgres(pool *pgxpool.Pool, opts ...Option) (*Backend, error) {
 	if pool == nil {
 		return nil, fmt.Errorf("%w: sql postgres: nil pool", spi.ErrInvalidOption)
 	}
-	d := &pgDialect{pool: pool, q: postgres.New(pool)}
+	d := &pgDialect{pool: pool, q: postgres.New(pool), hub: pgHub{listening: make(chan struct{}, 1)}}
 	b, err := newBackend(wire.SQLPostgres, d, opts)
 	if err != nil {
 		return nil, err

@@ -30,8 +30,10 @@ const (
 	sqliteWaitTTLs = 2
 )
 
-// sqliteWaker delivers wake-up hints to the Hints subscribers of one SQLite backend.
+// sqliteWaker delivers wake-up hints to the Hints subscribers of one SQLite backend: its hub's
+// runner is poll.
 type sqliteWaker struct {
+	hub     hintHub
 	db      *sql.DB // the backend's pool: only to find the file
 	counter string  // wire.SQLDialect.ChangeCounter
 	file    string  // wire.SQLDialect.DatabaseFile
@@ -39,14 +41,12 @@ type sqliteWaker struct {
 	mu      sync.Mutex
 	ttl     time.Duration        // the longest session TTL opened (15 s until one is)
 	waiting map[string]time.Time // name → until when it counts as waited for
-	subs    map[chan spi.Hint]struct{}
-	running bool
-	kick    chan struct{} // a name started to be waited for (capacity 1)
+	kick    chan struct{}        // a name started to be waited for (capacity 1)
 }
 
 func newSQLiteWaker(db *sql.DB, wd wire.SQLDialect) *sqliteWaker {
-	return &sqliteWaker{db: db, counter: wd.ChangeCounter, file: wd.DatabaseFile, ttl: 15 * time.Second, waiting: make(map[string]time.Time), subs: make(map[chan spi.Hint]struct{}),
-		kick: make(chan struct{}, 1)}
+	return &sqliteWaker{db: db, counter: wd.ChangeCounter, file: wd.DatabaseFile, ttl: 15 * time.Second,
+		waiting: make(map[string]time.Time), kick: make(chan struct{}, 1)}
 }
 
 // opened notes a session's TTL.
@@ -72,38 +72,14 @@ func (w *sqliteWaker) acquired(name string, r spi.Acquire) {
 	}
 }
 
-// hints subscribes to the waker, starting its poller with the first subscriber; the channel is
-// closed when ctx ends or the backend closes.
+// hints subscribes to the waker (Backend.Hints has checked that the backend is open).
 func (w *sqliteWaker) hints(ctx context.Context, stop <-chan struct{}, wg *sync.WaitGroup) (<-chan spi.Hint, error) {
-	ch := make(chan spi.Hint, hintBuffer)
-	w.mu.Lock()
-	w.subs[ch] = struct{}{}
-	start := !w.running
-	w.running = true
-	w.mu.Unlock()
-	if start {
-		wg.Add(1)
-		go w.poll(stop, wg)
-	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		select {
-		case <-ctx.Done():
-		case <-stop:
-		}
-		w.mu.Lock()
-		delete(w.subs, ch)
-		w.mu.Unlock()
-		close(ch)
-	}()
-	return ch, nil
+	return w.hub.subscribe(ctx, stop, wg, w.poll), nil
 }
 
-// poll runs while the backend has subscribers: it waits idle until a name is waited for, then
-// polls data_version until no name is.
-func (w *sqliteWaker) poll(stop <-chan struct{}, wg *sync.WaitGroup) {
-	defer wg.Done()
+// poll runs while the backend has subscribers (until ctx ends): it waits idle until a name is
+// waited for, then polls the change counter until no name is.
+func (w *sqliteWaker) poll(ctx context.Context) {
 	var (
 		db   *sql.DB
 		conn *sql.Conn
@@ -112,39 +88,33 @@ func (w *sqliteWaker) poll(stop <-chan struct{}, wg *sync.WaitGroup) {
 	defer func() {
 		if conn != nil {
 			conn.Close()
-		}
-		if db != nil {
 			db.Close()
 		}
 	}()
 	tick := time.NewTicker(sqliteWakePoll)
 	defer tick.Stop()
 	for {
-		if w.idle() {
-			return
-		}
 		names := w.waitedFor()
 		if names == nil {
 			last = -1 // a new wait compares against the version when it began
 			select {
-			case <-stop:
+			case <-ctx.Done():
 				return
 			case <-w.kick:
-			case <-time.After(time.Second): // subscribers may have gone
 			}
 			continue
 		}
 		select {
-		case <-stop:
+		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}
 		if conn == nil {
 			var err error
-			if db, conn, err = w.open(); err != nil {
+			if db, conn, err = w.open(ctx); err != nil {
 				// Hints only save latency: without them the client retries on its timing.
 				select {
-				case <-stop:
+				case <-ctx.Done():
 					return
 				case <-time.After(time.Second):
 				}
@@ -152,23 +122,25 @@ func (w *sqliteWaker) poll(stop <-chan struct{}, wg *sync.WaitGroup) {
 			}
 		}
 		var v int64
-		if err := conn.QueryRowContext(context.Background(), w.counter).Scan(&v); err != nil {
+		if err := conn.QueryRowContext(ctx, w.counter).Scan(&v); err != nil {
 			conn.Close()
 			db.Close()
 			conn, db, last = nil, nil, -1
 			continue
 		}
 		if last >= 0 && v != last {
-			w.send(w.free(conn, names))
+			for _, n := range w.free(ctx, conn, names) {
+				w.hub.deliver(spi.Hint{Kind: spi.Released, Name: n})
+			}
 		}
 		last = v
 	}
 }
 
-// open opens a connection of the waker's own to the backend's file (data_version counts the
-// commits of every other connection, the backend's pool included).
-func (w *sqliteWaker) open() (*sql.DB, *sql.Conn, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+// open opens a connection of the waker's own to the backend's file (the change counter counts
+// the commits of every other connection, the backend's pool included).
+func (w *sqliteWaker) open(ctx context.Context) (*sql.DB, *sql.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	var seq int
 	var name, file string
@@ -189,8 +161,8 @@ func (w *sqliteWaker) open() (*sql.DB, *sql.Conn, error) {
 }
 
 // free returns the names whose lease is free now (no holder, or the holder's session expired).
-func (w *sqliteWaker) free(conn *sql.Conn, names []string) []string {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+func (w *sqliteWaker) free(ctx context.Context, conn *sql.Conn, names []string) []string {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	q := gensqlite.New(conn)
 	var out []string
@@ -217,31 +189,4 @@ func (w *sqliteWaker) waitedFor() []string {
 		names = append(names, n)
 	}
 	return names
-}
-
-// idle reports that nobody subscribes any more, and then marks the poller stopped (in the same
-// lock, so a later subscriber starts a new one); the poller then exits.
-func (w *sqliteWaker) idle() bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if len(w.subs) > 0 {
-		return false
-	}
-	w.running = false
-	return true
-}
-
-// send delivers a Released hint for each name to every subscriber, dropping what a full
-// subscriber cannot take (hints only save latency).
-func (w *sqliteWaker) send(names []string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for ch := range w.subs {
-		for _, n := range names {
-			select {
-			case ch <- spi.Hint{Kind: spi.Released, Name: n}:
-			default:
-			}
-		}
-	}
 }
