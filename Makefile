@@ -10,14 +10,19 @@ all: verify test
 generate:
 	$(GO) generate ./...
 
-## verify: regenerate and fail on any difference, stale leftovers included
+## verify: regenerate and fail on any difference, stale leftovers included; then check that
+## backend/ spells no wire detail by hand (internal/wirecheck) and that every generated
+## statement prepares on a real server of its dialect (sqlc vet with sqlc/db-prepare, over
+## sql/sqlc-vet.yaml; needs PostgreSQL and MySQL/MariaDB: make services)
 verify:
 	$(GO) -C gen run ./cmd/simbagen -root .. -verify
 	$(GO) generate ./...
 	@changes=$$(git status --porcelain --untracked-files=all -- generated sql lua zk); \
 	if [ -n "$$changes" ]; then echo "generated artifacts are stale; run make generate and commit:"; echo "$$changes"; git --no-pager diff --stat -- generated sql lua zk; exit 1; fi
+	$(GO) test -count=1 ./internal/wirecheck
+	$(GO) -C tools run ./cmd/sqlcvet -root ..
 
-## vet: static checks over the modules: the root, gen/, examples/backend, observe/ and bench/
+## vet: static checks over the modules: the root, gen/, examples/backend, observe/, bench/ and tools/
 ## (bench/ is only vetted, so CI compiles it; its run is make bench-peers)
 vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
@@ -26,6 +31,7 @@ vet:
 	$(GO) -C examples/backend vet ./...
 	$(GO) -C observe vet ./...
 	$(GO) -C bench vet ./...
+	$(GO) -C tools vet ./...
 
 ## test: every test of the root, gen/, examples/backend and observe/ modules, with the race
 ## detector (the README's test command). examples/backend is a module of its own (a backend

@@ -192,6 +192,11 @@ var brokenSpecCases = []struct {
 	{"sql catalog query unrestricted", "sql.yaml", "foreign_keys: SELECT '', '', '', '', '', '' FROM DUAL WHERE 'x' IN ({{schema_tables}})", "foreign_keys: SELECT 1 FROM DUAL", "spec/sql.yaml: schema_check.queries.mysql.foreign_keys: must restrict itself to {{schema_tables}}"},
 	{"sql catalog query missing", "sql.yaml", "      primary_keys: SELECT '', '' FROM DUAL WHERE 'x' IN ({{schema_tables}})\n", "", "spec/sql.yaml: schema_check.queries.mysql.primary_keys: is empty"},
 	{"sql no catalog type for a base type", "sql.yaml", "    BIGINT: {postgres: [int8], mysql: [bigint], sqlite: [integer, bigint]}\n", "", "spec/sql.yaml: schema_check.compatible_types: no entry for BIGINT"},
+	{"sql unused variant", "sql.yaml", "variants:\n", "variants:\n  share_lock: {postgres: \"FOR SHARE\"}\n", "spec/sql.yaml: variants.share_lock.postgres: is used by no postgres statement"},
+	{"sql variant missing for a dialect that uses it", "sql.yaml", "    postgres: \" ON CONFLICT DO NOTHING\"\n", "", "spec/sql.yaml: variants.on_conflict_ignore: missing variant for postgres (used by version_insert)"},
+	{"sql migrate lock without unlock", "sql.yaml", "    migrate_unlock: \"DO RELEASE_LOCK({{migrate_lock_name}})\"\n", "", "spec/sql.yaml: dialects.mysql.migrate_unlock: migrate_lock and migrate_unlock go together"},
+	{"sql bad migrate lock name", "sql.yaml", "name: simba_migrate", "name: \"simba migrate\"", "spec/sql.yaml: migrate_lock.name: \"simba migrate\" is not a plain lock name"},
+	{"sql migrate lock without key", "sql.yaml", "key: 495690015329, ", "", "spec/sql.yaml: migrate_lock.key: is missing or 0"},
 	{"sql catalog type missing a dialect", "sql.yaml", "VARCHAR: {postgres: [varchar, text], mysql: [varchar], sqlite: [text, varchar]}", "VARCHAR: {postgres: [varchar, text], mysql: [varchar]}", "spec/sql.yaml: schema_check.compatible_types.VARCHAR: missing catalog types for sqlite"},
 }
 
@@ -238,6 +243,7 @@ var dependentCases = []struct {
 	{"sql postgres type", "sql.yaml", `postgres: 'VARCHAR(128) COLLATE "C"'`, `postgres: 'VARCHAR(200) COLLATE "C"'`, []string{"generated/wire/sqlschema.go", "sql/schema/embed.go", "sql/schema/postgres/0001_init.sql"}},
 	{"sql release channel", "sql.yaml", "release_channel: simba_released", "release_channel: simba_freed", []string{"generated/wire/sql.go", "sql/queries/postgres/release.sql"}},
 	{"sql session setup", "sql.yaml", "session_setup: [PRAGMA busy_timeout = 10000]", "session_setup: [PRAGMA busy_timeout = 5000]", []string{"generated/wire/sql.go"}},
+	{"sql migrate lock name", "sql.yaml", "name: simba_migrate", "name: simba_migrator", []string{"generated/wire/sql.go"}},
 	{"sql change counter", "sql.yaml", "change_counter: PRAGMA data_version", "change_counter: PRAGMA schema_version", []string{"generated/wire/sql.go"}},
 	// The schema check: a catalog query or a compatible type changes only the check.
 	{"sql catalog query", "sql.yaml", "table_definitions: SELECT name, sql FROM", "table_definitions: SELECT name AS table_name, sql FROM", []string{"generated/wire/sqlschema.go"}},

@@ -38,6 +38,9 @@ type SQLSpec struct {
 	Migration      string                       `yaml:"migration"`
 	ReleaseChannel string                       `yaml:"release_channel"`
 	GroupChannel   string                       `yaml:"group_channel"`
+	MigrateLock    SQLMigrateLockSpec           `yaml:"migrate_lock"`
+	Commit         string                       `yaml:"commit"`
+	Rollback       string                       `yaml:"rollback"`
 	Dialects       map[string]SQLDialectSpec    `yaml:"dialects"`
 	Variants       map[string]map[string]string `yaml:"variants"`
 	Types          map[string]map[string]string `yaml:"types"`
@@ -47,6 +50,17 @@ type SQLSpec struct {
 	Statements     []SQLStatement               `yaml:"statements"`
 	Operations     []SQLOperationSpec           `yaml:"operations"`
 	SchemaCheck    SQLSchemaCheckSpec           `yaml:"schema_check"`
+
+	// usedVariants records each (variant, dialect) a text expanded during validation used.
+	usedVariants map[[2]string]bool
+}
+
+// SQLMigrateLockSpec is the lock Migrate holds while it applies migrations: the identities
+// every client of one major version must share.
+type SQLMigrateLockSpec struct {
+	Key      int64  `yaml:"key"`       // PostgreSQL advisory lock key
+	Name     string `yaml:"name"`      // MySQL/MariaDB GET_LOCK name
+	TimeoutS int64  `yaml:"timeout_s"` // how long GET_LOCK waits, in seconds
 }
 
 // SQLDialectSpec describes how one dialect is driven.
@@ -57,6 +71,9 @@ type SQLDialectSpec struct {
 	SessionSetup  []string `yaml:"session_setup"`
 	ChangeCounter string   `yaml:"change_counter"`
 	DatabaseFile  string   `yaml:"database_file"`
+	Listen        []string `yaml:"listen"`
+	MigrateLock   string   `yaml:"migrate_lock"`
+	MigrateUnlock string   `yaml:"migrate_unlock"`
 	TableOptions  string   `yaml:"table_options"`
 	InlineIndexes bool     `yaml:"inline_indexes"`
 }
@@ -174,6 +191,22 @@ func (s *SQLSpec) validate() error {
 		return specErr(f, "group_channel", "%q is not a plain channel name distinct from release_channel", s.GroupChannel)
 	}
 
+	ml := s.MigrateLock
+	if ml.Key == 0 {
+		return specErr(f, "migrate_lock.key", "is missing or 0")
+	}
+	if !sqlChannelRE.MatchString(ml.Name) {
+		return specErr(f, "migrate_lock.name", "%q is not a plain lock name", ml.Name)
+	}
+	if ml.TimeoutS < 1 {
+		return specErr(f, "migrate_lock.timeout_s", "must be at least 1, got %d", ml.TimeoutS)
+	}
+	for _, st := range []struct{ key, stmt string }{{"commit", s.Commit}, {"rollback", s.Rollback}} {
+		if strings.TrimSpace(st.stmt) == "" || strings.Contains(st.stmt, ";") {
+			return specErr(f, st.key, "must be one non-empty statement without ';'")
+		}
+	}
+
 	// Dialects: exactly the known ones.
 	for _, name := range sqlSortedKeys(s.Dialects) {
 		if !slices.Contains(sqlDialects, name) {
@@ -205,12 +238,34 @@ func (s *SQLSpec) validate() error {
 				return specErr(f, field+"."+st.key, "must be one statement without ';'")
 			}
 		}
+		for i, st := range ds.Listen {
+			lf := fmt.Sprintf("%s.listen[%d]", field, i)
+			if strings.TrimSpace(st) == "" || strings.Contains(st, ";") {
+				return specErr(f, lf, "must be one non-empty statement without ';'")
+			}
+			if _, err := s.expand(lf, st, d); err != nil {
+				return err
+			}
+		}
+		if (ds.MigrateLock == "") != (ds.MigrateUnlock == "") {
+			return specErr(f, field+".migrate_unlock", "migrate_lock and migrate_unlock go together")
+		}
+		for _, st := range []struct{ key, stmt string }{{"migrate_lock", ds.MigrateLock}, {"migrate_unlock", ds.MigrateUnlock}} {
+			if strings.Contains(st.stmt, ";") || (st.stmt != "" && strings.TrimSpace(st.stmt) == "") {
+				return specErr(f, field+"."+st.key, "must be one statement without ';'")
+			}
+			if _, err := s.expand(field+"."+st.key, st.stmt, d); err != nil {
+				return err
+			}
+		}
 		if ds.InlineIndexes && d == "postgres" {
 			return specErr(f, field+".inline_indexes", "PostgreSQL cannot declare indexes inside CREATE TABLE")
 		}
 	}
 
-	// Variants: every dialect, and no placeholders inside.
+	// Variants: known dialects only, and no placeholders inside. Which dialects a variant must
+	// give is decided by use: expand refuses a use without a value, and checkVariantsUsed a value
+	// without a use.
 	for _, name := range sqlSortedKeys(s.Variants) {
 		field := "variants." + name
 		if err := checkIdent(f, field, name); err != nil {
@@ -219,10 +274,10 @@ func (s *SQLSpec) validate() error {
 		if sqlBuiltinPlaceholder(name) {
 			return specErr(f, field, "%q is a built-in placeholder", name)
 		}
-		if err := s.perDialect(field, s.Variants[name], true); err != nil {
-			return err
-		}
-		for _, d := range sqlDialects {
+		for _, d := range sqlSortedKeys(s.Variants[name]) {
+			if !slices.Contains(sqlDialects, d) {
+				return specErr(f, field+"."+d, "unknown dialect")
+			}
 			if sqlPlaceholderRE.MatchString(s.Variants[name][d]) {
 				return specErr(f, field+"."+d, "variants cannot contain placeholders")
 			}
@@ -426,7 +481,23 @@ func (s *SQLSpec) validate() error {
 			return specErr(f, "statements."+st.Name, "is used by no operation")
 		}
 	}
-	return s.validateSchemaCheck()
+	if err := s.validateSchemaCheck(); err != nil {
+		return err
+	}
+	return s.checkVariantsUsed()
+}
+
+// checkVariantsUsed fails on a variant value that no text of its dialect used during
+// validation (a declared difference that does not exist on the wire).
+func (s *SQLSpec) checkVariantsUsed() error {
+	for _, name := range sqlSortedKeys(s.Variants) {
+		for _, d := range sqlDialects {
+			if _, ok := s.Variants[name][d]; ok && !s.usedVariants[[2]string{name, d}] {
+				return specErr(sqlFile, "variants."+name+"."+d, "is used by no %s statement (drop it, or use {{%s}} where the %s text differs)", d, name, d)
+			}
+		}
+	}
+	return nil
 }
 
 // sqlCheckDialects checks a list of dialect names for unknown and repeated entries.
@@ -466,7 +537,8 @@ func (s *SQLSpec) perDialect(field string, m map[string]string, allowEmpty bool)
 
 func sqlBuiltinPlaceholder(name string) bool {
 	switch name {
-	case "release_channel", "group_channel", "schema_version":
+	case "release_channel", "group_channel", "release_channel_ident", "group_channel_ident", "schema_version",
+		"migrate_lock_key", "migrate_lock_name", "migrate_lock_timeout_s":
 		return true
 	}
 	return false
@@ -482,8 +554,18 @@ func (s *SQLSpec) expand(field, text, d string) (string, error) {
 			return "'" + s.ReleaseChannel + "'"
 		case "group_channel":
 			return "'" + s.GroupChannel + "'"
+		case "release_channel_ident":
+			return s.ReleaseChannel
+		case "group_channel_ident":
+			return s.GroupChannel
 		case "schema_version":
 			return strconv.Itoa(s.SchemaVersion)
+		case "migrate_lock_key":
+			return strconv.FormatInt(s.MigrateLock.Key, 10)
+		case "migrate_lock_name":
+			return "'" + s.MigrateLock.Name + "'"
+		case "migrate_lock_timeout_s":
+			return strconv.FormatInt(s.MigrateLock.TimeoutS, 10)
 		}
 		v, ok := s.Variants[name]
 		if !ok {
@@ -492,7 +574,18 @@ func (s *SQLSpec) expand(field, text, d string) (string, error) {
 			}
 			return m
 		}
-		return v[d]
+		val, ok := v[d]
+		if !ok {
+			if err == nil {
+				err = specErr(sqlFile, "variants."+name, "missing variant for %s (used by %s)", d, field)
+			}
+			return m
+		}
+		if s.usedVariants == nil {
+			s.usedVariants = map[[2]string]bool{}
+		}
+		s.usedVariants[[2]string{name, d}] = true
+		return val
 	})
 	if err != nil {
 		return "", err
@@ -673,6 +766,19 @@ func genSQL(specDir string) ([]File, error) {
 	}
 	files = append(files, File{Path: "sql/sqlc.yaml", Data: []byte(y.String())})
 
+	// sqlc-vet.yaml: the same queries against real servers with sqlc's db-prepare rule (every
+	// statement must prepare on the dialect's server). The database URIs come from the
+	// environment (tools/cmd/sqlcvet sets them after loading the migration into a scratch
+	// schema); SQLite's in-memory database gets the migration from sqlc itself.
+	var v strings.Builder
+	v.WriteString(textHeader("#"))
+	v.WriteString("# sqlc vet reads this from sql/ (make verify runs it through tools/cmd/sqlcvet).\nversion: \"2\"\nsql:\n")
+	for _, d := range sqlDialects {
+		fmt.Fprintf(&v, "  - engine: %s\n    schema: schema/%s\n    queries: queries/%s\n    database:\n      uri: \"${%s}\"\n    rules: [sqlc/db-prepare]\n",
+			s.Dialects[d].Engine, d, d, SQLCVetURIEnv(d))
+	}
+	files = append(files, File{Path: "sql/sqlc-vet.yaml", Data: []byte(v.String())})
+
 	embed, err := s.genEmbed(ddl)
 	if err != nil {
 		return nil, err
@@ -753,6 +859,17 @@ func (s *SQLSpec) genWire() (File, error) {
 	f.Const().Id("SQLReleaseChannel").Op("=").Lit(s.ReleaseChannel)
 	f.Comment("SQLGroupChannel is the PostgreSQL NOTIFY channel a join or leave publishes the group name on.")
 	f.Const().Id("SQLGroupChannel").Op("=").Lit(s.GroupChannel)
+	lineComments(f, "The lock Migrate holds while it applies migrations (each dialect's MigrateLock takes it):\nthe PostgreSQL advisory lock key, the MySQL/MariaDB GET_LOCK name and how long GET_LOCK\nwaits for it.")
+	f.Const().Defs(
+		jen.Id("SQLMigrateLockKey").Int64().Op("=").Lit(int(s.MigrateLock.Key)),
+		jen.Id("SQLMigrateLockName").Op("=").Lit(s.MigrateLock.Name),
+		jen.Id("SQLMigrateLockTimeoutS").Int64().Op("=").Lit(int(s.MigrateLock.TimeoutS)),
+	)
+	f.Comment("SQLCommit ends an operation's transaction; SQLRollback abandons it (every dialect).")
+	f.Const().Defs(
+		jen.Id("SQLCommit").Op("=").Lit(s.Commit),
+		jen.Id("SQLRollback").Op("=").Lit(s.Rollback),
+	)
 
 	var names []jen.Code
 	for _, d := range sqlDialects {
@@ -775,6 +892,13 @@ func (s *SQLSpec) genWire() (File, error) {
 		jen.Id("ChangeCounter").String(),
 		jen.Comment("DatabaseFile lists the attached databases, the main one first, as (seq, name, file) rows (empty: not a file database)."),
 		jen.Id("DatabaseFile").String(),
+		jen.Comment("Listen are the statements that subscribe a connection to the hint channels (empty: the dialect has none)."),
+		jen.Id("Listen").Index().String(),
+		jen.Comment("MigrateLock takes the lock that serialises Migrate on its connection, and MigrateUnlock"),
+		jen.Comment("releases it (both empty: the dialect needs none). On MySQL/MariaDB MigrateLock returns 1"),
+		jen.Comment("when it got the lock."),
+		jen.Id("MigrateLock").String(),
+		jen.Id("MigrateUnlock").String(),
 		jen.Comment("Operations maps each SPI operation to the statements it runs."),
 		jen.Id("Operations").Map(jen.String()).Id("SQLOperation"),
 	)
@@ -793,6 +917,13 @@ func (s *SQLSpec) genWire() (File, error) {
 		for _, st := range ds.SessionSetup {
 			setup = append(setup, jen.Lit(st))
 		}
+		var listen []jen.Code
+		for i, st := range ds.Listen {
+			x, _ := s.expand(fmt.Sprintf("dialects.%s.listen[%d]", d, i), st, d) // validated
+			listen = append(listen, jen.Lit(x))
+		}
+		lock, _ := s.expand("dialects."+d+".migrate_lock", ds.MigrateLock, d)       // validated
+		unlock, _ := s.expand("dialects."+d+".migrate_unlock", ds.MigrateUnlock, d) // validated
 		var ops []jen.Code
 		for _, op := range s.Operations {
 			var qs []jen.Code
@@ -811,6 +942,9 @@ func (s *SQLSpec) genWire() (File, error) {
 				jen.Id("SessionSetup"):  jen.Index().String().Values(setup...),
 				jen.Id("ChangeCounter"): jen.Lit(ds.ChangeCounter),
 				jen.Id("DatabaseFile"):  jen.Lit(ds.DatabaseFile),
+				jen.Id("Listen"):        jen.Index().String().Values(listen...),
+				jen.Id("MigrateLock"):   jen.Lit(lock),
+				jen.Id("MigrateUnlock"): jen.Lit(unlock),
 				jen.Id("Begin"):         jen.Lit(ds.Begin),
 				jen.Id("Operations"):    jen.Map(jen.String()).Id("SQLOperation").Values(ops...),
 			}), jen.True()),
@@ -823,6 +957,10 @@ func (s *SQLSpec) genWire() (File, error) {
 	)
 	return renderGo("generated/wire/sql.go", f)
 }
+
+// SQLCVetURIEnv is the environment variable sql/sqlc-vet.yaml reads dialect d's database URI
+// from.
+func SQLCVetURIEnv(d string) string { return "SIMBA_SQLC_VET_" + strings.ToUpper(d) }
 
 func sqlDialectGo(d string) string {
 	switch d {

@@ -342,6 +342,23 @@ func (s *ZKSpec) genGo() (File, error) {
 			}
 			f.Comment(cmt(fmt.Sprintf("%s returns the path of %s. %s", id, what, d)))
 			f.Func().Id(id).Params(params...).String().Block(jen.Return(expr))
+
+			// The inverse: the parameters of a path of this kind, from the same pattern.
+			var results, zeros, vals []jen.Code
+			for i, p := range n.params {
+				results = append(results, jen.Id(p).String())
+				zeros = append(zeros, jen.Lit(""))
+				vals = append(vals, jen.Id("v").Index(jen.Lit(i)))
+			}
+			results = append(results, jen.Id("ok").Bool())
+			f.Comment(cmt(fmt.Sprintf("Parse%s is the inverse of %s: the %s of path p, or ok false if p is not a path of that form (a parameter is one non-empty segment).", id, id, strings.Join(n.params, " and "))))
+			f.Func().Id("Parse"+id).Params(jen.Id("p").String()).Params(results...).Block(
+				jen.Var().Id("v").Index(jen.Lit(len(n.params))).String(),
+				jen.If(jen.Op("!").Id("zkMatch").Call(jen.Id("p"), jen.Lit(n.Path), jen.Id("v").Index(jen.Op(":")))).Block(
+					jen.Return(append(zeros, jen.False())...),
+				),
+				jen.Return(append(vals, jen.True())...),
+			)
 		}
 		cn := camel(n.Name) + "Node"
 		f.Comment(fmt.Sprintf("Create flags and ACL permissions of %s nodes.", n.Name))
@@ -354,6 +371,24 @@ func (s *ZKSpec) genGo() (File, error) {
 			jen.Id(cn+"WorldPerms").Int32().Op("=").Lit(int(permBits(s.Perms, n.ACL.World))),
 		)
 	}
+	f.Comment("zkMatch matches path p against pattern (segments are literal or <param>), storing each")
+	f.Comment("parameter's segment in out, in order. It allocates nothing.")
+	f.Func().Id("zkMatch").Params(jen.List(jen.Id("p"), jen.Id("pattern")).String(), jen.Id("out").Index().String()).Bool().Block(
+		jen.Id("n").Op(":=").Lit(0),
+		jen.For(jen.Id("pattern").Op("!=").Lit("").Op("||").Id("p").Op("!=").Lit("")).Block(
+			jen.Var().List(jen.Id("ps"), jen.Id("seg")).String(),
+			jen.Var().List(jen.Id("okP"), jen.Id("okS")).Bool(),
+			jen.List(jen.Id("ps"), jen.Id("pattern"), jen.Id("okP")).Op("=").Qual("strings", "Cut").Call(jen.Id("pattern"), jen.Lit("/")),
+			jen.List(jen.Id("seg"), jen.Id("p"), jen.Id("okS")).Op("=").Qual("strings", "Cut").Call(jen.Id("p"), jen.Lit("/")),
+			jen.If(jen.Id("okP").Op("!=").Id("okS")).Block(jen.Return(jen.False())),
+			jen.If(jen.Qual("strings", "HasPrefix").Call(jen.Id("ps"), jen.Lit("<"))).Block(
+				jen.If(jen.Id("seg").Op("==").Lit("").Op("||").Id("n").Op(">=").Len(jen.Id("out"))).Block(jen.Return(jen.False())),
+				jen.Id("out").Index(jen.Id("n")).Op("=").Id("seg"),
+				jen.Id("n").Op("++"),
+			).Else().If(jen.Id("ps").Op("!=").Id("seg")).Block(jen.Return(jen.False())),
+		),
+		jen.Return(jen.Id("n").Op("==").Len(jen.Id("out"))),
+	)
 	return renderGo("generated/wire/zk.go", f)
 }
 

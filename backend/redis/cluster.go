@@ -386,8 +386,8 @@ func (b *Backend) pipeline(ctx context.Context, c goredis.Cmdable, calls []*call
 // keepAliveCluster is KeepAlive under routeBySlot: keep_alive with the session's keys only
 // (its slot) gives the session's new expiry E; then one pipelined round per master renews the
 // asked leases to E (keep_alive_leases, one call per slot) and, per group, refreshes the
-// membership's score to E (ZADD XX GT) and reads the live members (members). The keep-alive fails as a whole, with a retryable error, unless every call
-// succeeded: it never reports a lease as not held, nor a renewal, from a partial result.
+// membership's score to E and reads the live members (keep_alive_group). The keep-alive fails
+// as a whole, with a retryable error, unless every call succeeded: it never reports a lease as not held, nor a renewal, from a partial result.
 func (b *Backend) keepAliveCluster(ctx context.Context, sid spi.SessionID, names, groups []string) (spi.KeepAlive, error) {
 	// A session this backend did not open is read once (for the owner acquire_at needs).
 	st, err := b.clusterSession(ctx, sid)
@@ -439,21 +439,16 @@ func (b *Backend) keepAliveCluster(ctx context.Context, sid spi.SessionID, names
 			eval: func(p goredis.Pipeliner) *goredis.Cmd { return luascripts.KeepAliveLeases.Eval(ctx2, p, keys, args) },
 		})
 	}
-	// Per group: refresh the membership's score to E if the session is a member (ZADD XX GT:
-	// never a join, never lowering a score a newer keep-alive set), then the members script.
-	groupCalls := make([]*call, 0, 2*len(groups))
+	// Per group: refresh the membership's score to E if the session is a member (never a join,
+	// never lowering a score a newer keep-alive set) and read the live members.
+	groupCalls := make([]*call, 0, len(groups))
 	for _, g := range groups {
-		key := wire.GroupKey(g)
-		margs := luascripts.MembersArgs{GroupName: g}
-		refresh := func(p goredis.Pipeliner) *goredis.Cmd { return p.Do(ctx2, "zadd", key, "XX", "GT", e, s) }
-		groupCalls = append(groupCalls, &call{key: key, sha: refresh, eval: refresh}, &call{
-			key: key,
-			sha: func(p goredis.Pipeliner) *goredis.Cmd {
-				return luascripts.Members.EvalSha(ctx2, p, luascripts.MembersKeys{Group: key}, margs)
-			},
-			eval: func(p goredis.Pipeliner) *goredis.Cmd {
-				return luascripts.Members.Eval(ctx2, p, luascripts.MembersKeys{Group: key}, margs)
-			},
+		keys := luascripts.KeepAliveGroupKeys{Group: wire.GroupKey(g)}
+		gargs := luascripts.KeepAliveGroupArgs{SessionID: s, ExpiresMS: e, GroupName: g}
+		groupCalls = append(groupCalls, &call{
+			key:  keys.Group,
+			sha:  func(p goredis.Pipeliner) *goredis.Cmd { return luascripts.KeepAliveGroup.EvalSha(ctx2, p, keys, gargs) },
+			eval: func(p goredis.Pipeliner) *goredis.Cmd { return luascripts.KeepAliveGroup.Eval(ctx2, p, keys, gargs) },
 		})
 	}
 	if err := b.round(ctx, append(append([]*call(nil), leaseCalls...), groupCalls...)); err != nil {
@@ -474,7 +469,7 @@ func (b *Backend) keepAliveCluster(ctx context.Context, sid spi.SessionID, names
 		ka.Members = make(map[string][]spi.SessionID, len(groups))
 	}
 	for i, g := range groups {
-		mr, err := luascripts.Members.Decode(groupCalls[2*i+1].cmd.Val())
+		mr, err := luascripts.KeepAliveGroup.Decode(groupCalls[i].cmd.Val())
 		if err != nil {
 			return spi.KeepAlive{}, b.fail("keep-alive", err)
 		}

@@ -144,8 +144,9 @@ func (d *pgDialect) listenOnce(ctx context.Context) bool {
 		defer cancel()
 		conn.Close(cctx)
 	}()
-	for _, ch := range []string{wire.SQLReleaseChannel, wire.SQLGroupChannel} {
-		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
+	wd, _ := wire.SQLDialectByName(wire.SQLPostgres)
+	for _, listen := range wd.Listen {
+		if _, err := conn.Exec(ctx, listen); err != nil {
 			return false
 		}
 	}

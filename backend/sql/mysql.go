@@ -45,14 +45,14 @@ func mysqlStd(db *sql.DB) *stdDialect {
 		rolledBack:  mysqlDeadlock,
 		lockMigrate: func(ctx context.Context, c *sql.Conn) (func(), error) {
 			var got sql.NullInt64
-			if err := c.QueryRowContext(ctx, "SELECT GET_LOCK('simba_migrate', 60)").Scan(&got); err != nil {
+			if err := c.QueryRowContext(ctx, wd.MigrateLock).Scan(&got); err != nil {
 				return nil, err
 			}
 			if got.Int64 != 1 {
-				return nil, errors.New("another client held the migration lock (GET_LOCK('simba_migrate')) for 60 s")
+				return nil, fmt.Errorf("another client held the migration lock (GET_LOCK name %s) for %d s", wire.SQLMigrateLockName, wire.SQLMigrateLockTimeoutS)
 			}
 			return func() {
-				if _, err := c.ExecContext(context.Background(), "DO RELEASE_LOCK('simba_migrate')"); err != nil {
+				if _, err := c.ExecContext(context.Background(), wd.MigrateUnlock); err != nil {
 					_ = c.Raw(func(any) error { return driver.ErrBadConn }) // the lock goes with the connection
 				}
 			}, nil

@@ -305,20 +305,18 @@ func (d *pgDialect) catalog(ctx context.Context, query string, ncols int) ([][]s
 func (d *pgDialect) schemaVersion(ctx context.Context) (int64, error) { return d.q.SchemaVersion(ctx) }
 func (d *pgDialect) databaseNow(ctx context.Context) (int64, error)   { return d.q.DatabaseNow(ctx) }
 
-// pgMigrateLock is the advisory lock key Migrate holds (an arbitrary constant: "simba" in ASCII).
-const pgMigrateLock = 0x73696d6261
-
 func (d *pgDialect) migrate(ctx context.Context, ms []schema.Migration) error {
 	conn, err := d.pool.Acquire(ctx)
 	if err != nil {
 		return err
 	}
 	defer conn.Release()
-	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", int64(pgMigrateLock)); err != nil {
+	wd, _ := wire.SQLDialectByName(wire.SQLPostgres) // the advisory lock on wire.SQLMigrateLockKey
+	if _, err := conn.Exec(ctx, wd.MigrateLock); err != nil {
 		return err
 	}
 	defer func() {
-		if _, err := conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", int64(pgMigrateLock)); err != nil {
+		if _, err := conn.Exec(context.WithoutCancel(ctx), wd.MigrateUnlock); err != nil {
 			conn.Conn().Close(context.Background()) // the lock goes with the connection
 		}
 	}()

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/simba-go/simba/generated/wire"
 	"github.com/simba-go/simba/spi"
 	"github.com/simba-go/simba/sql/schema"
 )
@@ -179,7 +180,7 @@ func (d *stdDialect) tx(ctx context.Context, fn func(q stdQueries) error) error 
 func (d *stdDialect) rollback(ctx context.Context, c *sql.Conn) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if _, err := c.ExecContext(rctx, "ROLLBACK"); err != nil {
+	if _, err := c.ExecContext(rctx, wire.SQLRollback); err != nil {
 		// Discard the connection: returning driver.ErrBadConn from Raw closes it.
 		_ = c.Raw(func(any) error { return driver.ErrBadConn })
 	}
@@ -477,7 +478,7 @@ func (d *stdDialect) txOn(ctx context.Context, c *sql.Conn, fn func(q stdQueries
 		d.rollback(ctx, c)
 		return err
 	}
-	if _, err := c.ExecContext(ctx, "COMMIT"); err != nil {
+	if _, err := c.ExecContext(ctx, wire.SQLCommit); err != nil {
 		d.rollback(ctx, c)
 		return err
 	}

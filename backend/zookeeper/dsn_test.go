@@ -104,6 +104,24 @@ func TestLayout(t *testing.T) {
 	if g, ok := l.groupName(l.group("g1")); !ok || g != "g1" {
 		t.Errorf("groupName = %q, %v", g, ok)
 	}
+	for _, p := range []string{"/apps/x/simba/groups", "/apps/x/simba/groups/", l.member("g1", "s"), "/apps/xy/simba/groups/g1", "/apps/x/simba/leases/g1"} {
+		if g, ok := l.groupName(p); ok {
+			t.Errorf("groupName(%q) = %q, want none", p, g)
+		}
+	}
+	// The parsers are the generated inverses of the builders (wire.Parse*Path).
+	if g, s, ok := l.memberOf(l.member("g1", "00000000000000ab")); !ok || g != "g1" || s != "00000000000000ab" {
+		t.Errorf("memberOf = %q, %q, %v", g, s, ok)
+	}
+	for _, p := range []string{l.group("g1"), l.group("g1") + "/", l.member("g1", "s") + "/x", "/apps/x/simba/groups//s", l.lease("a")} {
+		if g, s, ok := l.memberOf(p); ok {
+			t.Errorf("memberOf(%q) = %q, %q, want none", p, g, s)
+		}
+	}
+	root := layout{}
+	if n, ok := root.leaseName(root.lease("a:b")); !ok || n != "a:b" {
+		t.Errorf("leaseName without chroot = %q, %v", n, ok)
+	}
 	var paths []string
 	for _, n := range l.persistent(newACLs(true)) {
 		paths = append(paths, n.path)

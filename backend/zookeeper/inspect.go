@@ -135,11 +135,11 @@ func (b *Backend) Inspect(ctx context.Context) (spi.Snapshot, error) {
 		if !nd.found {
 			continue
 		}
-		id := spi.SessionID(nd.path[strings.LastIndexByte(nd.path, '/')+1:])
-		if !wire.IsZooKeeperSessionID(string(id)) || SessionIDString(nd.stat.EphemeralOwner) != id {
+		g, sid, ok := b.lay.memberOf(nd.path)
+		id := spi.SessionID(sid)
+		if !ok || !wire.IsZooKeeperSessionID(sid) || SessionIDString(nd.stat.EphemeralOwner) != id {
 			continue // not a member (see Backend.Members)
 		}
-		g := nd.path[len(b.lay.groupsRoot())+1 : strings.LastIndexByte(nd.path, '/')]
 		snap.Groups[g] = append(snap.Groups[g], id)
 		if _, ok := sessions[id]; !ok {
 			sessions[id] = string(nd.data)

@@ -43,22 +43,34 @@ func (l layout) persistent(a acls) []persistentNode {
 		persistentNode{l.groupsRoot(), wire.GroupsNodeFlags, a.groups})
 }
 
-// leaseName returns the lease name of a lease node path.
-func (l layout) leaseName(p string) (string, bool) {
-	rest, ok := strings.CutPrefix(p, l.leasesRoot()+"/")
-	if !ok || rest == "" || strings.Contains(rest, "/") {
-		return "", false
-	}
-	return rest, true
+// unchroot returns p relative to the chroot, as the generated layout spells it.
+func (l layout) unchroot(p string) (string, bool) {
+	rest, ok := strings.CutPrefix(p, l.chroot)
+	return rest, ok && strings.HasPrefix(rest, "/")
 }
 
-// groupName returns the group name of a group node path.
-func (l layout) groupName(p string) (string, bool) {
-	rest, ok := strings.CutPrefix(p, l.groupsRoot()+"/")
-	if !ok || rest == "" || strings.Contains(rest, "/") {
-		return "", false
+// leaseName returns the lease name of a lease node path (wire.ParseLeasePath).
+func (l layout) leaseName(p string) (string, bool) {
+	if rest, ok := l.unchroot(p); ok {
+		return wire.ParseLeasePath(rest)
 	}
-	return rest, true
+	return "", false
+}
+
+// groupName returns the group name of a group node path (wire.ParseGroupPath).
+func (l layout) groupName(p string) (string, bool) {
+	if rest, ok := l.unchroot(p); ok {
+		return wire.ParseGroupPath(rest)
+	}
+	return "", false
+}
+
+// memberOf returns the group and session id of a member node path (wire.ParseMemberPath).
+func (l layout) memberOf(p string) (group, sid string, ok bool) {
+	if rest, ok := l.unchroot(p); ok {
+		return wire.ParseMemberPath(rest)
+	}
+	return "", "", false
 }
 
 // acls are the ACLs of each kind of node, following the layout's ACL intent

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -215,16 +214,8 @@ func (w *watcher) event(body []byte) {
 		}
 	}
 	if typ == eventNodeCreated || typ == eventNodeDeleted {
-		// a member node /groups/<g>/<sid>
-		rest, ok := strings.CutPrefix(path, w.b.lay.groupsRoot()+"/")
-		if !ok {
-			return
-		}
-		for i := 0; i < len(rest); i++ {
-			if rest[i] == '/' {
-				w.b.publish(spi.GroupChanged, rest[:i])
-				return
-			}
+		if g, _, ok := w.b.lay.memberOf(path); ok {
+			w.b.publish(spi.GroupChanged, g)
 		}
 	}
 }

@@ -110,6 +110,11 @@ var All = []Info{{
 	Source:  LeaveAtSource,
 }, {
 	Cluster: true,
+	Name:    "keep_alive_group",
+	SHA1:    KeepAliveGroupSHA1,
+	Source:  KeepAliveGroupSource,
+}, {
+	Cluster: true,
 	Name:    "members",
 	SHA1:    MembersSHA1,
 	Source:  MembersSource,

@@ -11,6 +11,21 @@ const SQLReleaseChannel = "simba_released"
 // SQLGroupChannel is the PostgreSQL NOTIFY channel a join or leave publishes the group name on.
 const SQLGroupChannel = "simba_group"
 
+// The lock Migrate holds while it applies migrations (each dialect's MigrateLock takes it):
+// the PostgreSQL advisory lock key, the MySQL/MariaDB GET_LOCK name and how long GET_LOCK
+// waits for it.
+const (
+	SQLMigrateLockKey      int64 = 495690015329
+	SQLMigrateLockName           = "simba_migrate"
+	SQLMigrateLockTimeoutS int64 = 60
+)
+
+// SQLCommit ends an operation's transaction; SQLRollback abandons it (every dialect).
+const (
+	SQLCommit   = "COMMIT"
+	SQLRollback = "ROLLBACK"
+)
+
 // The SQL dialect names, as sql/schema and sql/queries name their directories.
 const (
 	SQLPostgres = "postgres"
@@ -32,6 +47,13 @@ type SQLDialect struct {
 	ChangeCounter string
 	// DatabaseFile lists the attached databases, the main one first, as (seq, name, file) rows (empty: not a file database).
 	DatabaseFile string
+	// Listen are the statements that subscribe a connection to the hint channels (empty: the dialect has none).
+	Listen []string
+	// MigrateLock takes the lock that serialises Migrate on its connection, and MigrateUnlock
+	// releases it (both empty: the dialect needs none). On MySQL/MariaDB MigrateLock returns 1
+	// when it got the lock.
+	MigrateLock   string
+	MigrateUnlock string
 	// Operations maps each SPI operation to the statements it runs.
 	Operations map[string]SQLOperation
 }
@@ -53,6 +75,9 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 			Begin:         "BEGIN",
 			ChangeCounter: "",
 			DatabaseFile:  "",
+			Listen:        []string{"LISTEN simba_released", "LISTEN simba_group"},
+			MigrateLock:   "SELECT pg_advisory_lock(495690015329)",
+			MigrateUnlock: "SELECT pg_advisory_unlock(495690015329)",
 			Migration:     "postgres/0001_init.sql",
 			Name:          SQLPostgres,
 			Operations: map[string]SQLOperation{"open_session": {
@@ -102,6 +127,9 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 			Begin:         "START TRANSACTION",
 			ChangeCounter: "",
 			DatabaseFile:  "",
+			Listen:        []string{},
+			MigrateLock:   "SELECT GET_LOCK('simba_migrate', 60)",
+			MigrateUnlock: "DO RELEASE_LOCK('simba_migrate')",
 			Migration:     "mysql/0001_init.sql",
 			Name:          SQLMySQL,
 			Operations: map[string]SQLOperation{"open_session": {
@@ -151,6 +179,9 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 			Begin:         "BEGIN IMMEDIATE",
 			ChangeCounter: "PRAGMA data_version",
 			DatabaseFile:  "PRAGMA database_list",
+			Listen:        []string{},
+			MigrateLock:   "",
+			MigrateUnlock: "",
 			Migration:     "sqlite/0001_init.sql",
 			Name:          SQLSQLite,
 			Operations: map[string]SQLOperation{"open_session": {

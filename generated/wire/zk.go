@@ -2,6 +2,8 @@
 
 package wire
 
+import "strings"
+
 // ZKACLIntent is the ACL intent of the ZooKeeper layout (spec/zk.yaml), which the ZooKeeper
 // backend implements: ZooKeeper checks DELETE on the parent of the node being deleted and WRITE
 // on the node itself, so "only Simba may delete Simba's nodes" is enforced as follows. With
@@ -108,6 +110,16 @@ func LeasePath(name string) string {
 	return "/simba/leases/" + name
 }
 
+// ParseLeasePath is the inverse of LeasePath: the name of path p, or ok false if p is not a path
+// of that form (a parameter is one non-empty segment).
+func ParseLeasePath(p string) (name string, ok bool) {
+	var v [1]string
+	if !zkMatch(p, "/simba/leases/<name>", v[:]) {
+		return "", false
+	}
+	return v[0], true
+}
+
 // Create flags and ACL permissions of lease nodes.
 const (
 	// LeaseNodeFlags is the create flag of lease nodes (ephemeral).
@@ -138,6 +150,16 @@ func GroupPath(group string) string {
 	return "/simba/groups/" + group
 }
 
+// ParseGroupPath is the inverse of GroupPath: the group of path p, or ok false if p is not a path
+// of that form (a parameter is one non-empty segment).
+func ParseGroupPath(p string) (group string, ok bool) {
+	var v [1]string
+	if !zkMatch(p, "/simba/groups/<group>", v[:]) {
+		return "", false
+	}
+	return v[0], true
+}
+
 // Create flags and ACL permissions of group nodes.
 const (
 	// GroupNodeFlags is the create flag of group nodes (persistent).
@@ -156,6 +178,16 @@ func MemberPath(group string, sid string) string {
 	return "/simba/groups/" + group + "/" + sid
 }
 
+// ParseMemberPath is the inverse of MemberPath: the group and sid of path p, or ok false if p is
+// not a path of that form (a parameter is one non-empty segment).
+func ParseMemberPath(p string) (group string, sid string, ok bool) {
+	var v [2]string
+	if !zkMatch(p, "/simba/groups/<group>/<sid>", v[:]) {
+		return "", "", false
+	}
+	return v[0], v[1], true
+}
+
 // Create flags and ACL permissions of member nodes.
 const (
 	// MemberNodeFlags is the create flag of member nodes (ephemeral).
@@ -165,3 +197,28 @@ const (
 	// MemberNodeWorldPerms are the perms of the world:anyone ACL entry: read.
 	MemberNodeWorldPerms int32 = 1
 )
+
+// zkMatch matches path p against pattern (segments are literal or <param>), storing each
+// parameter's segment in out, in order. It allocates nothing.
+func zkMatch(p, pattern string, out []string) bool {
+	n := 0
+	for pattern != "" || p != "" {
+		var ps, seg string
+		var okP, okS bool
+		ps, pattern, okP = strings.Cut(pattern, "/")
+		seg, p, okS = strings.Cut(p, "/")
+		if okP != okS {
+			return false
+		}
+		if strings.HasPrefix(ps, "<") {
+			if seg == "" || n >= len(out) {
+				return false
+			}
+			out[n] = seg
+			n++
+		} else if ps != seg {
+			return false
+		}
+	}
+	return n == len(out)
+}
