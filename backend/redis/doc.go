@@ -91,8 +91,8 @@ being in other slots.
 KeepAlive is bounded by the number of masters, not of leases: one keep_alive call on the
 session's slot renews the session and returns its new expiry E; then one pipelined round, in
 which go-redis sends each master its part concurrently, runs keep_alive_leases(E) once per hash
-slot of the asked names and, per group, ZADD XX GT (refresh the membership's score to E, never
-join) and members. That is 1 session call + 1 pipelined round per master. The keep-alive fails
+slot of the asked names and keep_alive_group(E) per group (ZADD XX GT: refresh the membership's
+score to E, never join; then the live members). That is 1 session call + 1 pipelined round per master. The keep-alive fails
 as a whole: it reports success only if the session call and every slot and group call
 succeeded; otherwise it returns a retryable error and the engine keeps its previous deadline,
 so no lease is ever reported not held, nor extended, from a partial result. (Leases of slots
@@ -152,7 +152,7 @@ connection loss (hints published meanwhile are lost: they only save latency).
 An ACL user (Redis 6+) needs the keys ~simba:* and, for hints, the channel patterns
 &simba:lease:{*} and &simba:group:{*} literally (PSUBSCRIBE is checked against the patterns
 as written, so &simba:* is not enough; Hints then fails with a permanent NOPERM error). Its
-commands: EVALSHA, EVAL, SCRIPT LOAD, SMEMBERS, HMGET, ZADD, PSUBSCRIBE, PING, WAIT (with
+commands: EVALSHA, EVAL, SCRIPT LOAD, SMEMBERS, HMGET, PSUBSCRIBE, PING, WAIT (with
 WithWaitReplicas), SCAN, TIME and ZRANGEBYSCORE (Inspect), CLUSTER SLOTS (Cluster clients),
 CONFIG GET or else INFO (the durability check; without either it warns that it could not check),
 and

@@ -51,9 +51,9 @@ const (
 	LeaseFieldOwner = "owner"
 )
 
-// SessionKey returns the Redis key "simba:session:{<sid>}" (a hash). The session <sid>, a hash
-// whose key expiry (PEXPIREAT, the PX of DESIGN.md §5) is the session's expiry. Once it is gone
-// the session never comes back.
+// SessionKey returns the Redis key "simba:session:{<sid>}" (a hash). The session <sid>: a hash
+// (owner, ttl, expires; DESIGN.md §5 describes it as a plain key set with PX) whose key expiry,
+// set with PEXPIREAT, is the session's expiry. Once it is gone the session never comes back.
 func SessionKey(sid string) string {
 	return "simba:session:{" + sid + "}"
 }

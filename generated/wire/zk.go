@@ -172,8 +172,10 @@ const (
 
 // MemberPath returns the path of the ephemeral ZooKeeper node "/simba/groups/<group>/<sid>".
 // Session <sid> is a member of group <group> while this node exists; ZooKeeper deletes it when
-// the session expires. Its data is the member's owner (UTF-8). A child watch on the group node
-// delivers membership changes.
+// the session expires, and Leave deletes it (OK also when it is missing). Its data is the
+// member's owner (UTF-8). A child watch on the group node delivers membership changes. The
+// client's Leave completes once that delete (or the session's loss) and the release of every
+// partition it led are in.
 func MemberPath(group string, sid string) string {
 	return "/simba/groups/" + group + "/" + sid
 }

@@ -38,7 +38,9 @@ type LeaveRow struct {
 }
 
 // Removes a session from a group and NOTIFYs the group channel if it was a member. session_live
-// false: SessionExpired (the membership is removed anyway).
+// false: SessionExpired (the membership is removed anyway). Leaving a group one is not a member of
+// is OK. The client's Leave completes once this reply (or the session's loss) and the release of
+// every partition it led are in.
 func (q *Queries) Leave(ctx context.Context, arg LeaveParams) (LeaveRow, error) {
 	row := q.db.QueryRow(ctx, leave, arg.SessionID, arg.GroupName)
 	var i LeaveRow
