@@ -273,3 +273,61 @@ func BenchmarkKeepAlive10000(b *testing.B) { benchKeepAlive(b, standaloneClient(
 // BenchmarkKeepAlive10000Cluster renews 10,000 held leases on the Redis Cluster: one session
 // call plus one pipelined round (go-redis sends each master its part concurrently).
 func BenchmarkKeepAlive10000Cluster(b *testing.B) { benchKeepAlive(b, clusterClient(b), 10000) }
+
+// BenchmarkKeepAliveGroupsCluster renews a session that is a member of 32 groups on the Redis
+// Cluster, paired call by call with the baseline (see paired): the session call plus one
+// pipelined round with one keep_alive_group call per group. "commands" counts the commands the
+// keep-alive sent, pipelined ones included.
+func BenchmarkKeepAliveGroupsCluster(b *testing.B) {
+	c := clusterClient(b)
+	be := newBackend(b, c)
+	ctx := context.Background()
+	s, err := be.OpenSession(ctx, "bench", time.Hour)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer be.CloseSession(ctx, s.ID)
+	prefix := "bench.groups." + strconv.FormatInt(time.Now().UnixNano(), 36) + "."
+	groups := make([]string, 32)
+	for i := range groups {
+		groups[i] = prefix + strconv.Itoa(i)
+		if st, err := be.Join(ctx, s.ID, groups[i]); err != nil || st != spi.OK {
+			b.Fatalf("join: %v %v", st, err)
+		}
+	}
+	keepAlive := func() {
+		ka, err := be.KeepAlive(ctx, s.ID, nil, groups)
+		if err != nil || ka.Expired || len(ka.Members) != len(groups) {
+			b.Fatalf("keep-alive: %+v %v", ka, err)
+		}
+		for _, g := range groups {
+			if len(ka.Members[g]) != 1 || ka.Members[g][0] != s.ID {
+				b.Fatalf("keep-alive: members of %s = %v", g, ka.Members[g])
+			}
+		}
+	}
+	for range 20 { // warm the pool and the script cache
+		keepAlive()
+	}
+	cnt := &commandCounter{}
+	c.AddHook(cnt)
+	paired(b, c, keepAlive)
+	b.ReportMetric(float64(cnt.n.Load()-int64(b.N))/float64(b.N), "commands") // minus the baseline's
+}
+
+// commandCounter counts commands, each command of a pipeline included.
+type commandCounter struct{ n atomic.Int64 }
+
+func (c *commandCounter) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+func (c *commandCounter) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		c.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (c *commandCounter) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		c.n.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
+}
