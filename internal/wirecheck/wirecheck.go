@@ -33,6 +33,7 @@ type Finding struct {
 	Literal string
 }
 
+// String formats the finding as "file:line:col: kind literal \"value\"".
 func (f Finding) String() string { return fmt.Sprintf("%s: %s literal %q", f.Pos, f.Kind, f.Literal) }
 
 // Exception allows one literal in one file, with the reason it is not a wire detail.

@@ -20,8 +20,7 @@ WITH me AS (
     FOR SHARE
 ), ins AS (
     INSERT INTO simba_member (group_name, session_id)
-    SELECT $2, me.id FROM me
-    ON CONFLICT DO NOTHING
+    SELECT $2, me.id FROM me ON CONFLICT DO NOTHING
     RETURNING group_name
 ), n AS (
     SELECT pg_notify('simba_group', ins.group_name) FROM ins
