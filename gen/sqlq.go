@@ -372,22 +372,12 @@ func GenerateSQLQ(root string) ([]File, error) {
 // WriteSQLQ writes the adapters step's files under root and removes every other file of
 // generated/sqlq (and a queue file the spec no longer asks for).
 func WriteSQLQ(root string, files []File) error {
-	want := map[string]bool{}
-	for _, f := range files {
-		want[f.Path] = true
-		full := filepath.Join(root, filepath.FromSlash(f.Path))
-		if old, err := os.ReadFile(full); err == nil && bytes.Equal(old, f.Data) {
-			continue
-		}
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			return err
-		}
-		if err := os.WriteFile(full, f.Data, 0o644); err != nil {
-			return err
-		}
+	want, err := writeChanged(root, files)
+	if err != nil {
+		return err
 	}
 	var stale []string
-	err := filepath.WalkDir(filepath.Join(root, filepath.FromSlash(sqlqDir)), func(p string, e fs.DirEntry, err error) error {
+	err = filepath.WalkDir(filepath.Join(root, filepath.FromSlash(sqlqDir)), func(p string, e fs.DirEntry, err error) error {
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				return nil
