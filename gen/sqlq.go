@@ -443,6 +443,19 @@ var sqlqTemplates = template.Must(template.New("sqlq").Funcs(template.FuncMap{
 		}
 		return q.Methods[d].Elem
 	},
+	// rowFn is the pgx row function that scans one row of q on dialect d: sqlc's row struct
+	// field by field, in sqlc's order (no reflection), or the scalar.
+	"rowFn": func(q *sqlqStatement, d string) string {
+		m := q.Methods[d]
+		if q.Row == nil {
+			return "pgx.RowTo[" + m.Elem + "]"
+		}
+		var dst []string
+		for _, f := range q.Row {
+			dst = append(dst, "&i."+f.Name)
+		}
+		return "func(row pgx.CollectableRow) (" + m.Elem + ", error) {\nvar i " + m.Elem + "\nerr := row.Scan(" + strings.Join(dst, ", ") + ")\nreturn i, err\n}"
+	},
 	"anyOne": func(qs []*sqlqStatement) bool {
 		return slices.ContainsFunc(qs, func(q *sqlqStatement) bool { return q.Returns == "one" })
 	},
@@ -768,7 +781,7 @@ func Queue{{.Name}}(b *pgx.Batch{{pkgParams $m}}{{if eq .Returns "one"}}, done f
 	b.Queue({{$m.Const}}{{range $m.Args}}, {{.}}{{end}})
 {{- else if eq .Returns "one"}}
 	b.Queue({{$m.Const}}{{range $m.Args}}, {{.}}{{end}}).Query(func(rows pgx.Rows) error {
-		v, err := pgx.CollectOneRow(rows, {{if .Row}}pgx.RowToStructByPos[{{$m.Elem}}]{{else}}pgx.RowTo[{{$m.Elem}}]{{end}})
+		v, err := pgx.CollectOneRow(rows, {{rowFn . $.Name}})
 		if errors.Is(err, pgx.ErrNoRows) {
 			done(v, false)
 			return nil
@@ -781,7 +794,7 @@ func Queue{{.Name}}(b *pgx.Batch{{pkgParams $m}}{{if eq .Returns "one"}}, done f
 	})
 {{- else}}
 	b.Queue({{$m.Const}}{{range $m.Args}}, {{.}}{{end}}).Query(func(rows pgx.Rows) error {
-		v, err := pgx.CollectRows(rows, {{if .Row}}pgx.RowToStructByPos[{{$m.Elem}}]{{else}}pgx.RowTo[{{$m.Elem}}]{{end}})
+		v, err := pgx.CollectRows(rows, {{rowFn . $.Name}})
 		if err != nil {
 			return err
 		}

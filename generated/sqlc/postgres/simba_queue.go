@@ -28,7 +28,11 @@ func QueueKeepAliveRenew(b *pgx.Batch, id string, done func(int64, bool)) {
 // QueueKeepAliveHeld queues KeepAliveHeld on b; done receives its rows while the batch's results are read.
 func QueueKeepAliveHeld(b *pgx.Batch, sessionID string, done func([]KeepAliveHeldRow)) {
 	b.Queue(keepAliveHeld, sessionID).Query(func(rows pgx.Rows) error {
-		v, err := pgx.CollectRows(rows, pgx.RowToStructByPos[KeepAliveHeldRow])
+		v, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (KeepAliveHeldRow, error) {
+			var i KeepAliveHeldRow
+			err := row.Scan(&i.Name, &i.Token)
+			return i, err
+		})
 		if err != nil {
 			return err
 		}
@@ -40,7 +44,11 @@ func QueueKeepAliveHeld(b *pgx.Batch, sessionID string, done func([]KeepAliveHel
 // QueueKeepAliveMembers queues KeepAliveMembers on b; done receives its rows while the batch's results are read.
 func QueueKeepAliveMembers(b *pgx.Batch, groupNames []string, done func([]SimbaMember)) {
 	b.Queue(keepAliveMembers, groupNames).Query(func(rows pgx.Rows) error {
-		v, err := pgx.CollectRows(rows, pgx.RowToStructByPos[SimbaMember])
+		v, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (SimbaMember, error) {
+			var i SimbaMember
+			err := row.Scan(&i.GroupName, &i.SessionID)
+			return i, err
+		})
 		if err != nil {
 			return err
 		}
