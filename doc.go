@@ -56,3 +56,4 @@ package simba
 //go:generate go -C gen run ./cmd/simbagen -root ..
 //go:generate go -C tools run github.com/sqlc-dev/sqlc/cmd/sqlc generate -f ../sql/sqlc.yaml
 //go:generate go -C gen run ./cmd/simbagen -check-int64 ../generated/sqlc
+//go:generate go -C gen run ./cmd/simbagen -root .. -sqlq

@@ -118,19 +118,9 @@ func owned(path string) bool {
 // Write writes files under root, creating directories, and removes every other file in the
 // owned directories. Files whose contents are unchanged are not rewritten.
 func Write(root string, files []File) error {
-	want := make(map[string]bool, len(files))
-	for _, f := range files {
-		want[f.Path] = true
-		full := filepath.Join(root, filepath.FromSlash(f.Path))
-		if old, err := os.ReadFile(full); err == nil && bytes.Equal(old, f.Data) {
-			continue
-		}
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			return err
-		}
-		if err := os.WriteFile(full, f.Data, 0o644); err != nil {
-			return err
-		}
+	want, err := writeChanged(root, files)
+	if err != nil {
+		return err
 	}
 	stale, err := existing(root)
 	if err != nil {
@@ -144,6 +134,26 @@ func Write(root string, files []File) error {
 		}
 	}
 	return nil
+}
+
+// writeChanged writes the files whose contents differ from what is under root, creating
+// directories, and returns the set of paths written or kept.
+func writeChanged(root string, files []File) (map[string]bool, error) {
+	want := make(map[string]bool, len(files))
+	for _, f := range files {
+		want[f.Path] = true
+		full := filepath.Join(root, filepath.FromSlash(f.Path))
+		if old, err := os.ReadFile(full); err == nil && bytes.Equal(old, f.Data) {
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(full, f.Data, 0o644); err != nil {
+			return nil, err
+		}
+	}
+	return want, nil
 }
 
 // Diff compares files with what is under root and lists every difference: missing, changed and

@@ -48,6 +48,7 @@ type SQLSpec struct {
 	VersionTable   string                       `yaml:"version_table"`
 	VersionInsert  string                       `yaml:"version_insert"`
 	Statements     []SQLStatement               `yaml:"statements"`
+	Decisions      []SQLDecisionSpec            `yaml:"decisions"`
 	Operations     []SQLOperationSpec           `yaml:"operations"`
 	SchemaCheck    SQLSchemaCheckSpec           `yaml:"schema_check"`
 
@@ -122,15 +123,47 @@ type SQLStatement struct {
 type SQLOperationSpec struct {
 	Name        string         `yaml:"name"`
 	Transaction []string       `yaml:"transaction"`
+	Batch       []string       `yaml:"batch"`
 	Statements  []SQLStepEntry `yaml:"statements"`
 }
 
-// SQLStepEntry names a statement of an operation, optionally narrowed to some dialects. In YAML
-// it is either the statement's name or {name: ..., dialects: [...]}.
+// SQLDecisionSpec is a named decision: the backend's function of that name reads the values
+// the statements returned and answers one of these outcomes.
+type SQLDecisionSpec struct {
+	Name string `yaml:"name"`
+	Doc  string `yaml:"doc"`
+	// Reply: outcomes that end the operation (its reply is decided).
+	Reply []string `yaml:"reply"`
+	// Continue: outcomes after which the later steps run (those with when: <outcome> only
+	// after that outcome).
+	Continue []string `yaml:"continue"`
+}
+
+// SQLStepEntry names a statement of an operation, optionally narrowed to some dialects, with
+// what decides after it. In YAML it is either the statement's name or the long form.
 type SQLStepEntry struct {
 	Name     string   `yaml:"name"`
 	Dialects []string `yaml:"dialects"`
+	// NoRows: a "one" statement that returns no row ends the operation with this outcome.
+	NoRows string `yaml:"no_rows"`
+	// Decide names the decision that reads the values after the statement.
+	Decide string `yaml:"decide"`
+	// When: the step runs only after this outcome.
+	When string `yaml:"when"`
+	// If: the step runs only when this parameter is given (non-empty).
+	If string `yaml:"if"`
+	// Repeat: the step runs again while its decision answers Outcome, Attempts times in all.
+	Repeat *SQLRepeat `yaml:"repeat"`
 }
+
+// SQLRepeat bounds how often a step runs again after one outcome of its decision.
+type SQLRepeat struct {
+	Outcome  string `yaml:"outcome"`
+	Attempts int    `yaml:"attempts"`
+}
+
+// outcomes lists every outcome of the decision, reply ones first.
+func (d SQLDecisionSpec) outcomes() []string { return append(slices.Clone(d.Reply), d.Continue...) }
 
 // UnmarshalYAML accepts a bare statement name or the long form.
 func (e *SQLStepEntry) UnmarshalYAML(n *yaml.Node) error {
@@ -435,6 +468,34 @@ func (s *SQLSpec) validate() error {
 		}
 	}
 
+	// Decisions.
+	decisions := map[string]SQLDecisionSpec{}
+	for i, dc := range s.Decisions {
+		field := fmt.Sprintf("decisions[%d]", i)
+		if err := checkIdent(f, field+".name", dc.Name); err != nil {
+			return err
+		}
+		if _, dup := decisions[dc.Name]; dup {
+			return specErr(f, field+".name", "duplicate decision %s", dc.Name)
+		}
+		decisions[dc.Name] = dc
+		field = "decisions." + dc.Name
+		if len(dc.outcomes()) == 0 {
+			return specErr(f, field, "has no outcome")
+		}
+		seen := map[string]bool{}
+		for _, o := range dc.outcomes() {
+			if err := checkIdent(f, field+".outcomes", o); err != nil {
+				return err
+			}
+			if seen[o] {
+				return specErr(f, field, "outcome %s listed twice", o)
+			}
+			seen[o] = true
+		}
+	}
+	usedDecisions := map[string]bool{}
+
 	// Operations.
 	if len(s.Operations) == 0 {
 		return specErr(f, "operations", "is empty")
@@ -469,11 +530,26 @@ func (s *SQLSpec) validate() error {
 					return specErr(f, ef+".dialects", "statement %s has no %s variant", e.Name, d)
 				}
 			}
+			if err := s.validateStep(ef, e, st, decisions, usedDecisions); err != nil {
+				return err
+			}
+		}
+		if err := sqlCheckDialects(field+".batch", op.Batch); err != nil {
+			return err
 		}
 		for _, d := range sqlDialects {
-			if len(s.steps(op, d)) == 0 {
+			steps := s.stepEntries(op, d)
+			if len(steps) == 0 {
 				return specErr(f, field, "missing variant for %s", d)
 			}
+			if err := s.validateFlow(field, op, d, steps, decisions); err != nil {
+				return err
+			}
+		}
+	}
+	for _, dc := range s.Decisions {
+		if !usedDecisions[dc.Name] {
+			return specErr(f, "decisions."+dc.Name, "is used by no step")
 		}
 	}
 	for _, st := range s.Statements {
@@ -611,6 +687,15 @@ func (s *SQLSpec) expandAll(field, text string) (map[string]string, error) {
 // steps lists the statements op runs on dialect d, in order.
 func (s *SQLSpec) steps(op SQLOperationSpec, d string) []*SQLStatement {
 	var out []*SQLStatement
+	for _, e := range s.stepEntries(op, d) {
+		out = append(out, s.statement(e.Name))
+	}
+	return out
+}
+
+// stepEntries lists the step entries of op that apply to dialect d, in order.
+func (s *SQLSpec) stepEntries(op SQLOperationSpec, d string) []SQLStepEntry {
+	var out []SQLStepEntry
 	for _, e := range op.Statements {
 		st := s.statement(e.Name)
 		if st == nil || !slices.Contains(st.Dialects, d) {
@@ -619,9 +704,77 @@ func (s *SQLSpec) steps(op SQLOperationSpec, d string) []*SQLStatement {
 		if len(e.Dialects) > 0 && !slices.Contains(e.Dialects, d) {
 			continue
 		}
-		out = append(out, st)
+		out = append(out, e)
 	}
 	return out
+}
+
+// validateStep checks one step's attributes against its statement and the decisions.
+func (s *SQLSpec) validateStep(field string, e SQLStepEntry, st *SQLStatement, decisions map[string]SQLDecisionSpec, used map[string]bool) error {
+	f := sqlFile
+	if e.NoRows != "" {
+		if st.Returns != "one" {
+			return specErr(f, field+".no_rows", "statement %s returns %s; only a one statement can return no row", e.Name, st.Returns)
+		}
+		if err := checkIdent(f, field+".no_rows", e.NoRows); err != nil {
+			return err
+		}
+	}
+	if e.Decide != "" {
+		dc, ok := decisions[e.Decide]
+		if !ok {
+			return specErr(f, field+".decide", "unknown decision %q", e.Decide)
+		}
+		used[e.Decide] = true
+		if e.Repeat != nil {
+			if !slices.Contains(dc.outcomes(), e.Repeat.Outcome) {
+				return specErr(f, field+".repeat.outcome", "%q is not an outcome of decision %s", e.Repeat.Outcome, e.Decide)
+			}
+			if e.Repeat.Attempts < 2 {
+				return specErr(f, field+".repeat.attempts", "must be at least 2, got %d", e.Repeat.Attempts)
+			}
+		}
+	} else if e.Repeat != nil {
+		return specErr(f, field+".repeat", "needs decide")
+	}
+	if e.If != "" {
+		for _, d := range st.Dialects {
+			body, _ := s.expand(field, st.SQL, d) // validated
+			if !strings.Contains(body, "sqlc.arg("+e.If+")") && !strings.Contains(body, "sqlc.slice("+e.If+")") {
+				return specErr(f, field+".if", "%q is not a parameter of statement %s on %s", e.If, e.Name, d)
+			}
+		}
+	}
+	return nil
+}
+
+// validateFlow checks the steps op runs on dialect d: every when names an outcome that an
+// earlier step's decision continues with, and a batch runs no step conditionally on an outcome.
+func (s *SQLSpec) validateFlow(field string, op SQLOperationSpec, d string, steps []SQLStepEntry, decisions map[string]SQLDecisionSpec) error {
+	f := sqlFile
+	batch := slices.Contains(op.Batch, d)
+	if batch && slices.Contains(op.Transaction, d) {
+		return specErr(f, field+".batch", "%s: a batch runs in its own implicit transaction; drop it from transaction", d)
+	}
+	if batch && s.Dialects[d].SQLPackage != "pgx/v5" {
+		return specErr(f, field+".batch", "%s: only a pgx/v5 dialect pipelines a batch", d)
+	}
+	continues := map[string]bool{}
+	for _, e := range steps {
+		ef := fmt.Sprintf("%s.statements[%s]", field, e.Name)
+		if e.When != "" && !continues[e.When] {
+			return specErr(f, ef+".when", "on %s no earlier step's decision continues with %q", d, e.When)
+		}
+		if batch && (e.When != "" || e.Repeat != nil) {
+			return specErr(f, ef, "on %s the operation is a batch: its steps run at once, with no when or repeat", d)
+		}
+		if e.Decide != "" {
+			for _, o := range decisions[e.Decide].Continue {
+				continues[o] = true
+			}
+		}
+	}
+	return nil
 }
 
 func (s *SQLSpec) statement(name string) *SQLStatement {
@@ -906,8 +1059,35 @@ func (s *SQLSpec) genWire() (File, error) {
 	f.Type().Id("SQLOperation").Struct(
 		jen.Comment("Transaction: the statements run in one transaction opened with the dialect's Begin."),
 		jen.Id("Transaction").Bool(),
+		jen.Comment("Batch: the statements are sent at once, pipelined in one round trip; the decisions read"),
+		jen.Comment("their values afterwards, in step order."),
+		jen.Id("Batch").Bool(),
 		jen.Comment("Queries are the sqlc query names (the methods of generated/sqlc/<dialect>), in order."),
 		jen.Id("Queries").Index().String(),
+		jen.Comment("Steps are the statements with what decides after each, in order (one per query)."),
+		jen.Id("Steps").Index().Id("SQLStep"),
+	)
+	f.Comment("SQLStep is one statement of an operation and what decides after it. The backend runs the")
+	f.Comment("steps in order: a step whose When is not the current outcome, or whose If parameter is not")
+	f.Comment("given, is skipped; a one statement that returns no row ends the operation with NoRows (an")
+	f.Comment("error when empty); a Decide decision answers the outcome, and an outcome in Reply ends it.")
+	f.Type().Id("SQLStep").Struct(
+		jen.Comment("Query is the sqlc query name."),
+		jen.Id("Query").String(),
+		jen.Comment("NoRows is the outcome when the statement returns no row (empty: no row is an error)."),
+		jen.Id("NoRows").String(),
+		jen.Comment("Decide names the decision run after the statement (empty: none)."),
+		jen.Id("Decide").String(),
+		jen.Comment("Reply lists the outcomes of Decide that end the operation."),
+		jen.Id("Reply").Index().String(),
+		jen.Comment("When: the step runs only after this outcome (empty: always)."),
+		jen.Id("When").String(),
+		jen.Comment("If: the step runs only when this parameter (a spec parameter name) is given."),
+		jen.Id("If").String(),
+		jen.Comment("Repeat: the step runs again while Decide answers this outcome, Attempts times in all."),
+		jen.Id("Repeat").String(),
+		jen.Comment("Attempts bounds the runs of a repeated step."),
+		jen.Id("Attempts").Int(),
 	)
 
 	var cases []jen.Code
@@ -926,13 +1106,42 @@ func (s *SQLSpec) genWire() (File, error) {
 		unlock, _ := s.expand("dialects."+d+".migrate_unlock", ds.MigrateUnlock, d) // validated
 		var ops []jen.Code
 		for _, op := range s.Operations {
-			var qs []jen.Code
-			for _, st := range s.steps(op, d) {
-				qs = append(qs, jen.Lit(camel(st.Name)))
+			var qs, steps []jen.Code
+			for _, e := range s.stepEntries(op, d) {
+				qs = append(qs, jen.Lit(camel(e.Name)))
+				step := jen.Dict{jen.Id("Query"): jen.Lit(camel(e.Name))}
+				if e.NoRows != "" {
+					step[jen.Id("NoRows")] = jen.Lit(e.NoRows)
+				}
+				if e.Decide != "" {
+					step[jen.Id("Decide")] = jen.Lit(e.Decide)
+					var reply []jen.Code
+					for _, dc := range s.Decisions {
+						if dc.Name == e.Decide {
+							for _, o := range dc.Reply {
+								reply = append(reply, jen.Lit(o))
+							}
+						}
+					}
+					step[jen.Id("Reply")] = jen.Index().String().Values(reply...)
+				}
+				if e.When != "" {
+					step[jen.Id("When")] = jen.Lit(e.When)
+				}
+				if e.If != "" {
+					step[jen.Id("If")] = jen.Lit(e.If)
+				}
+				if e.Repeat != nil {
+					step[jen.Id("Repeat")] = jen.Lit(e.Repeat.Outcome)
+					step[jen.Id("Attempts")] = jen.Lit(e.Repeat.Attempts)
+				}
+				steps = append(steps, jen.Values(step))
 			}
 			ops = append(ops, jen.Lit(op.Name).Op(":").Values(jen.Dict{
 				jen.Id("Transaction"): jen.Lit(slices.Contains(op.Transaction, d)),
+				jen.Id("Batch"):       jen.Lit(slices.Contains(op.Batch, d)),
 				jen.Id("Queries"):     jen.Index().String().Values(qs...),
+				jen.Id("Steps"):       jen.Index().Id("SQLStep").Values(steps...),
 			}))
 		}
 		cases = append(cases, jen.Case(jen.Id("SQL"+sqlDialectGo(d))).Block(
@@ -951,6 +1160,18 @@ func (s *SQLSpec) genWire() (File, error) {
 		))
 	}
 	cases = append(cases, jen.Default().Block(jen.Return(jen.Id("SQLDialect").Values(), jen.False())))
+	var decs []jen.Code
+	for _, dc := range s.Decisions {
+		var outs []jen.Code
+		for _, o := range dc.outcomes() {
+			outs = append(outs, jen.Lit(o))
+		}
+		decs = append(decs, jen.Lit(dc.Name).Op(":").Index().String().Values(outs...))
+	}
+	lineComments(f, "SQLDecisions maps each decision an operation step may name to its outcomes (those that end\nthe operation first). The backend implements exactly these. Each call returns a fresh map.")
+	f.Func().Id("SQLDecisions").Params().Map(jen.String()).Index().String().Block(
+		jen.Return(jen.Map(jen.String()).Index().String().Values(decs...)),
+	)
 	lineComments(f, "SQLDialectByName describes dialect name, or reports false if there is no such dialect.\nEach call returns fresh slices and maps.")
 	f.Func().Id("SQLDialectByName").Params(jen.Id("name").String()).Params(jen.Id("SQLDialect"), jen.Bool()).Block(
 		jen.Switch(jen.Id("name")).Block(cases...),
@@ -993,6 +1214,13 @@ func SQLCOutputs(specDir string) ([]string, error) {
 	for _, d := range sqlDialects {
 		dir := "generated/sqlc/" + d + "/"
 		out = append(out, dir+"db.go", dir+"models.go")
+		for _, op := range s.Operations {
+			if slices.Contains(op.Batch, d) {
+				// Written after sqlc by simbagen -sqlq.
+				out = append(out, dir+sqlcQueueFile)
+				break
+			}
+		}
 		for _, st := range s.Statements {
 			if slices.Contains(st.Dialects, d) {
 				out = append(out, dir+st.Name+".sql.go")

@@ -1,6 +1,9 @@
 package gen
 
 import (
+	"bytes"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -81,5 +84,28 @@ func TestSQLDocLinesWrap(t *testing.T) {
 	}
 	if !strings.HasSuffix(got, "-- second paragraph\n") {
 		t.Errorf("paragraph lost: %q", got)
+	}
+}
+
+// TestRepositorySQLQUpToDate: the adapters step's output (generated/sqlq and the batch queue
+// functions) matches the repository's spec and sqlc output, what make verify checks after go
+// generate.
+func TestRepositorySQLQUpToDate(t *testing.T) {
+	files, err := GenerateSQLQ("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for _, f := range files {
+		paths = append(paths, f.Path)
+		old, err := os.ReadFile(filepath.Join("..", filepath.FromSlash(f.Path)))
+		if err != nil || !bytes.Equal(old, f.Data) {
+			t.Errorf("%s is out of date (run go generate ./...): %v", f.Path, err)
+		}
+	}
+	for _, want := range []string{"generated/sqlq/sqlq.go", "generated/sqlq/postgres.go", "generated/sqlq/mysql.go", "generated/sqlq/sqlite.go", "generated/sqlc/postgres/simba_queue.go"} {
+		if !slices.Contains(paths, want) {
+			t.Errorf("the adapters step does not write %s", want)
+		}
 	}
 }

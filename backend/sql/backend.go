@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/simba-go/simba/generated/sqlq"
 	"github.com/simba-go/simba/generated/wire"
 	"github.com/simba-go/simba/internal/foreign"
 	"github.com/simba-go/simba/spi"
@@ -70,7 +71,10 @@ func WithAutoMigrate() Option {
 // Backend is the SQL implementation of the Simba SPI (spi.Backend, and spi.Inspector; on
 // PostgreSQL also spi.Hinter) for one of the three dialects. It is safe for concurrent use.
 type Backend struct {
-	d       dialect
+	d     dialect
+	plans map[string]*plan // the spec's operations on this dialect (ops.go)
+	// wrap, when set (tests only), wraps the queries every operation runs on.
+	wrap    func(sqlq.Queries) sqlq.Queries
 	name    string // wire.SQLPostgres, wire.SQLMySQL or wire.SQLSQLite
 	cfg     config
 	closers []func() // what Close closes: only what Open created
@@ -93,28 +97,17 @@ var (
 	_ spi.Hinter    = (*Backend)(nil)
 )
 
-// dialect is what one SQL dialect implements on its generated queries. Names are validated and
-// the schema checked before any method is called; errors are returned raw and classified by
-// the dialect's classify.
+// dialect is how one SQL dialect runs statements: the operations themselves are the spec's
+// (ops.go). Names are validated and the schema checked before an operation runs; errors are
+// returned raw and classified by the dialect's classify.
 type dialect interface {
-	openSession(ctx context.Context, id, owner string, ttlMs int64) error
-	keepAlive(ctx context.Context, sid string, groups []string) (spi.KeepAlive, error)
-	closeSession(ctx context.Context, sid string) error
-	acquire(ctx context.Context, sid, name string) (spi.Acquire, error)
-	release(ctx context.Context, sid, name string, token int64) error
-	join(ctx context.Context, sid, group string) (bool, error)
-	leave(ctx context.Context, sid, group string) (bool, error)
-	members(ctx context.Context, group string) ([]string, error)
-	housekeeping(ctx context.Context) error
-	inspect(ctx context.Context) (spi.Snapshot, error)
-	schemaVersion(ctx context.Context) (int64, error)
-	databaseNow(ctx context.Context) (int64, error)
+	// with runs fn on the dialect's queries: inside one transaction (the dialect's begin, then
+	// COMMIT, or ROLLBACK when fn fails) when tx, otherwise statement by statement. A run the
+	// database rolled back to break a deadlock is run again.
+	with(ctx context.Context, tx bool, fn func(q sqlq.Queries) error) error
 	// catalog runs a catalog query of the schema check (wire.SQLSchemaCheck) and returns its
 	// rows, each of ncols values as text (NULL as "").
 	catalog(ctx context.Context, query string, ncols int) ([][]string, error)
-	// clearForeignHolder frees name if its holder is exactly holder (a foreign session id),
-	// keeping the token.
-	clearForeignHolder(ctx context.Context, name, holder string) error
 	// migrate runs the statements of every migration whose version is above current,
 	// holding whatever lock keeps two migrating clients apart.
 	migrate(ctx context.Context, ms []schema.Migration) error
@@ -133,7 +126,11 @@ func newBackend(name string, d dialect, opts []Option) (*Backend, error) {
 			return nil, err
 		}
 	}
-	b := &Backend{d: d, name: name, cfg: cfg, stop: make(chan struct{}), foreign: foreign.New(cfg.logger, "sql "+name)}
+	plans, err := compilePlans(name)
+	if err != nil {
+		return nil, err
+	}
+	b := &Backend{d: d, name: name, plans: plans, cfg: cfg, stop: make(chan struct{}), foreign: foreign.New(cfg.logger, "sql "+name)}
 	if cfg.housekeeping > 0 {
 		b.wg.Add(1)
 		go b.housekeepingLoop(cfg.housekeeping)
@@ -253,7 +250,7 @@ func (b *Backend) CheckSchema(ctx context.Context) error {
 }
 
 func (b *Backend) checkSchemaLocked(ctx context.Context) error {
-	v, err := b.d.schemaVersion(ctx)
+	v, err := b.schemaVersion(ctx)
 	if err != nil {
 		err = b.fail("schema version", err)
 		if errors.Is(err, spi.ErrSchemaMissing) || spi.Classify(err) == spi.Retryable {
@@ -294,7 +291,7 @@ func (b *Backend) migrateLocked(ctx context.Context) error {
 	if err := b.d.migrate(ctx, ms); err != nil {
 		return b.fail("migrate", err)
 	}
-	v, err := b.d.schemaVersion(ctx)
+	v, err := b.schemaVersion(ctx)
 	if err != nil {
 		return b.fail("schema version after migrate", err)
 	}
@@ -310,7 +307,7 @@ func (b *Backend) SchemaVersion(ctx context.Context) (int64, error) {
 	if err := b.checkOpen(); err != nil {
 		return 0, err
 	}
-	v, err := b.d.schemaVersion(ctx)
+	v, err := b.schemaVersion(ctx)
 	return v, b.fail("schema version", err)
 }
 
@@ -321,7 +318,7 @@ func (b *Backend) DatabaseNow(ctx context.Context) (int64, error) {
 	if err := b.checkOpen(); err != nil {
 		return 0, err
 	}
-	v, err := b.d.databaseNow(ctx)
+	v, err := b.databaseNow(ctx)
 	return v, b.fail("database now", err)
 }
 
@@ -353,7 +350,7 @@ func (b *Backend) OpenSession(ctx context.Context, owner string, ttl time.Durati
 	if err != nil {
 		return spi.Session{}, spi.Unavailable("sql "+b.name+" open session: random id", err)
 	}
-	if err := b.d.openSession(ctx, id, owner, ttlMs); err != nil {
+	if err := b.openSession(ctx, id, owner, ttlMs); err != nil {
 		return spi.Session{}, b.fail("open session", err)
 	}
 	if b.waker != nil {
@@ -375,7 +372,7 @@ func (b *Backend) KeepAlive(ctx context.Context, session spi.SessionID, names []
 	if err := b.ready(ctx); err != nil {
 		return spi.KeepAlive{}, err
 	}
-	ka, err := b.d.keepAlive(ctx, string(session), groups)
+	ka, err := b.keepAlive(ctx, string(session), groups)
 	if err != nil {
 		return spi.KeepAlive{}, b.fail("keep-alive", err)
 	}
@@ -404,7 +401,7 @@ func (b *Backend) CloseSession(ctx context.Context, session spi.SessionID) error
 	if err := b.ready(ctx); err != nil {
 		return err
 	}
-	return b.fail("close session", b.d.closeSession(ctx, string(session)))
+	return b.fail("close session", b.closeSession(ctx, string(session)))
 }
 
 // Acquire takes the lease name for session if it is free or its holder's session expired by the
@@ -418,7 +415,7 @@ func (b *Backend) Acquire(ctx context.Context, session spi.SessionID, name strin
 	if err := b.ready(ctx); err != nil {
 		return spi.Acquire{}, err
 	}
-	r, err := b.d.acquire(ctx, string(session), name)
+	r, err := b.acquire(ctx, string(session), name)
 	if err != nil {
 		return spi.Acquire{}, b.fail("acquire", err)
 	}
@@ -432,10 +429,10 @@ func (b *Backend) Acquire(ctx context.Context, session spi.SessionID, name strin
 	// which no Simba holder relies on. It would block the name until its expiry, possibly
 	// forever; free the lease, keeping its token, and acquire again.
 	b.foreign.Warn("lease holder is not a client session id; freeing the lease (its token is kept)", "lease", name, "holder", string(r.Holder))
-	if err := b.d.clearForeignHolder(ctx, name, string(r.Holder)); err != nil {
+	if err := b.clearForeignHolder(ctx, name, string(r.Holder)); err != nil {
 		return spi.Acquire{}, b.fail("acquire: clear foreign holder", err)
 	}
-	r, err = b.d.acquire(ctx, string(session), name)
+	r, err = b.acquire(ctx, string(session), name)
 	if err != nil {
 		return spi.Acquire{}, b.fail("acquire", err)
 	}
@@ -451,17 +448,17 @@ func (b *Backend) Release(ctx context.Context, session spi.SessionID, name strin
 	if err := b.ready(ctx); err != nil {
 		return err
 	}
-	return b.fail("release", b.d.release(ctx, string(session), name, token))
+	return b.fail("release", b.release(ctx, string(session), name, token))
 }
 
 // Join makes session a member of group while it is live.
 func (b *Backend) Join(ctx context.Context, session spi.SessionID, group string) (spi.Status, error) {
-	return b.joinLeave(ctx, "join", session, group, b.d.join)
+	return b.joinLeave(ctx, "join", session, group, b.join)
 }
 
 // Leave removes session from group.
 func (b *Backend) Leave(ctx context.Context, session spi.SessionID, group string) (spi.Status, error) {
-	return b.joinLeave(ctx, "leave", session, group, b.d.leave)
+	return b.joinLeave(ctx, "leave", session, group, b.leave)
 }
 
 func (b *Backend) joinLeave(ctx context.Context, op string, session spi.SessionID, group string,
@@ -492,7 +489,7 @@ func (b *Backend) Members(ctx context.Context, group string) ([]spi.SessionID, e
 	if err := b.ready(ctx); err != nil {
 		return nil, err
 	}
-	ids, err := b.d.members(ctx, group)
+	ids, err := b.members(ctx, group)
 	if err != nil {
 		return nil, b.fail("members", err)
 	}
@@ -513,7 +510,7 @@ func (b *Backend) Housekeeping(ctx context.Context) error {
 	if err := b.ready(ctx); err != nil {
 		return err
 	}
-	return b.fail("housekeeping", b.d.housekeeping(ctx))
+	return b.fail("housekeeping", b.housekeeping(ctx))
 }
 
 func (b *Backend) housekeepingLoop(every time.Duration) {
@@ -548,7 +545,7 @@ func (b *Backend) Inspect(ctx context.Context) (spi.Snapshot, error) {
 	if err := b.ready(ctx); err != nil {
 		return spi.Snapshot{}, err
 	}
-	s, err := b.d.inspect(ctx)
+	s, err := b.inspect(ctx)
 	if err != nil {
 		return spi.Snapshot{}, b.fail("inspect", err)
 	}

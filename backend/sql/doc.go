@@ -1,7 +1,10 @@
 // Package sql is Simba's SQL backend: the Backend SPI (with spi.Inspector, and spi.Hinter on
 // PostgreSQL) on PostgreSQL (pgx/v5), MySQL 8 / MariaDB 10.11 (go-sql-driver/mysql) and SQLite
-// (modernc.org/sqlite, no cgo), driving the statements generated from spec/sql.yaml
-// (generated/sqlc/<dialect>, in the order and transactions generated/wire prescribes).
+// (modernc.org/sqlite, no cgo), driving the statements generated from spec/sql.yaml. Every
+// operation runs the steps the spec's operation table declares for the dialect
+// (wire.SQLDialect.Operations: statement order, transaction or pipelined batch, which named
+// decision reads which values), interpreted over the one neutral queries interface of
+// generated/sqlq, which adapts each dialect's sqlc package (generated/sqlc/<dialect>).
 //
 // Import it under another name, as it shadows database/sql:
 //

@@ -10,7 +10,7 @@ import (
 
 	mysqldriver "github.com/go-sql-driver/mysql"
 
-	"github.com/simba-go/simba/generated/sqlc/mysql"
+	"github.com/simba-go/simba/generated/sqlq"
 	"github.com/simba-go/simba/generated/wire"
 	"github.com/simba-go/simba/spi"
 )
@@ -38,7 +38,7 @@ func mysqlStd(db *sql.DB) *stdDialect {
 	wd, _ := wire.SQLDialectByName(wire.SQLMySQL)
 	return &stdDialect{
 		db:          db,
-		q:           func(c dbtx) stdQueries { return mysqlQ{mysql.New(c)} },
+		q:           func(c dbtx) sqlq.Queries { return sqlq.MySQL(c) },
 		begin:       wd.Begin,
 		setup:       wd.SessionSetup, // empty for MySQL
 		classifyErr: classifyMySQL,

@@ -9,7 +9,7 @@ import (
 
 	"modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
-	gensqlite "github.com/simba-go/simba/generated/sqlc/sqlite"
+	"github.com/simba-go/simba/generated/sqlq"
 	"github.com/simba-go/simba/generated/wire"
 	"github.com/simba-go/simba/spi"
 )
@@ -33,7 +33,7 @@ func newSQLite(db *sql.DB, setup []string, opts []Option) (*Backend, error) {
 	wd, _ := wire.SQLDialectByName(wire.SQLSQLite)
 	d := &stdDialect{
 		db:          db,
-		q:           func(c dbtx) stdQueries { return sqliteQ{gensqlite.New(c)} },
+		q:           func(c dbtx) sqlq.Queries { return sqlq.SQLite(c) },
 		begin:       wd.Begin,
 		setup:       setup,
 		classifyErr: classifySQLite,

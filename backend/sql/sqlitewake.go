@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	gensqlite "github.com/simba-go/simba/generated/sqlc/sqlite"
+	"github.com/simba-go/simba/generated/sqlq"
 	"github.com/simba-go/simba/generated/wire"
 	"github.com/simba-go/simba/spi"
 )
@@ -164,10 +164,10 @@ func (w *sqliteWaker) open(ctx context.Context) (*sql.DB, *sql.Conn, error) {
 func (w *sqliteWaker) free(ctx context.Context, conn *sql.Conn, names []string) []string {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	q := gensqlite.New(conn)
+	q := sqlq.SQLite(conn)
 	var out []string
 	for _, n := range names {
-		r, err := q.AcquireReadLease(ctx, n)
+		r, err := q.AcquireReadLease(ctx, sqlq.AcquireReadLeaseParams{Name: n})
 		if err != nil || r.HolderID == "" || r.HolderRemainingMs <= 0 {
 			out = append(out, n) // unknown counts as free: a hint only costs an acquire
 		}

@@ -62,8 +62,42 @@ type SQLDialect struct {
 type SQLOperation struct {
 	// Transaction: the statements run in one transaction opened with the dialect's Begin.
 	Transaction bool
+	// Batch: the statements are sent at once, pipelined in one round trip; the decisions read
+	// their values afterwards, in step order.
+	Batch bool
 	// Queries are the sqlc query names (the methods of generated/sqlc/<dialect>), in order.
 	Queries []string
+	// Steps are the statements with what decides after each, in order (one per query).
+	Steps []SQLStep
+}
+
+// SQLStep is one statement of an operation and what decides after it. The backend runs the
+// steps in order: a step whose When is not the current outcome, or whose If parameter is not
+// given, is skipped; a one statement that returns no row ends the operation with NoRows (an
+// error when empty); a Decide decision answers the outcome, and an outcome in Reply ends it.
+type SQLStep struct {
+	// Query is the sqlc query name.
+	Query string
+	// NoRows is the outcome when the statement returns no row (empty: no row is an error).
+	NoRows string
+	// Decide names the decision run after the statement (empty: none).
+	Decide string
+	// Reply lists the outcomes of Decide that end the operation.
+	Reply []string
+	// When: the step runs only after this outcome (empty: always).
+	When string
+	// If: the step runs only when this parameter (a spec parameter name) is given.
+	If string
+	// Repeat: the step runs again while Decide answers this outcome, Attempts times in all.
+	Repeat string
+	// Attempts bounds the runs of a repeated step.
+	Attempts int
+}
+
+// SQLDecisions maps each decision an operation step may name to its outcomes (those that end
+// the operation first). The backend implements exactly these. Each call returns a fresh map.
+func SQLDecisions() map[string][]string {
+	return map[string][]string{"renewed": []string{"live"}, "session_live": []string{"session_expired", "live"}, "member_row": []string{"session_expired", "live"}, "acquired": []string{"session_expired", "granted", "held_by", "stale"}, "lease_holder": []string{"granted", "held_by", "take"}}
 }
 
 // SQLDialectByName describes dialect name, or reports false if there is no such dialect.
@@ -81,43 +115,91 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 			Migration:     "postgres/0001_init.sql",
 			Name:          SQLPostgres,
 			Operations: map[string]SQLOperation{"open_session": {
+				Batch:       false,
 				Queries:     []string{"OpenSession"},
+				Steps:       []SQLStep{{Query: "OpenSession"}},
 				Transaction: false,
 			}, "keep_alive": {
-				Queries:     []string{"KeepAliveRenew", "KeepAliveHeld", "KeepAliveMembers"},
+				Batch:   true,
+				Queries: []string{"KeepAliveRenew", "KeepAliveHeld", "KeepAliveMembers"},
+				Steps: []SQLStep{{
+					Decide: "renewed",
+					NoRows: "session_expired",
+					Query:  "KeepAliveRenew",
+					Reply:  []string{},
+				}, {Query: "KeepAliveHeld"}, {
+					If:    "group_names",
+					Query: "KeepAliveMembers",
+				}},
 				Transaction: false,
 			}, "close_session": {
+				Batch:       false,
 				Queries:     []string{"CloseSession"},
+				Steps:       []SQLStep{{Query: "CloseSession"}},
 				Transaction: false,
 			}, "acquire": {
-				Queries:     []string{"Acquire"},
+				Batch:   false,
+				Queries: []string{"Acquire"},
+				Steps: []SQLStep{{
+					Attempts: 3,
+					Decide:   "acquired",
+					Query:    "Acquire",
+					Repeat:   "stale",
+					Reply:    []string{"session_expired", "granted", "held_by", "stale"},
+				}},
 				Transaction: false,
 			}, "release": {
+				Batch:       false,
 				Queries:     []string{"Release"},
+				Steps:       []SQLStep{{Query: "Release"}},
 				Transaction: false,
 			}, "join": {
-				Queries:     []string{"Join"},
+				Batch:   false,
+				Queries: []string{"Join"},
+				Steps: []SQLStep{{
+					Decide: "member_row",
+					Query:  "Join",
+					Reply:  []string{"session_expired"},
+				}},
 				Transaction: false,
 			}, "leave": {
-				Queries:     []string{"Leave"},
+				Batch:   false,
+				Queries: []string{"Leave"},
+				Steps: []SQLStep{{
+					Decide: "member_row",
+					Query:  "Leave",
+					Reply:  []string{"session_expired"},
+				}},
 				Transaction: false,
 			}, "members": {
+				Batch:       false,
 				Queries:     []string{"Members"},
+				Steps:       []SQLStep{{Query: "Members"}},
 				Transaction: false,
 			}, "housekeeping": {
+				Batch:       false,
 				Queries:     []string{"HousekeepingMembers", "HousekeepingSessions"},
+				Steps:       []SQLStep{{Query: "HousekeepingMembers"}, {Query: "HousekeepingSessions"}},
 				Transaction: false,
 			}, "inspect": {
+				Batch:       false,
 				Queries:     []string{"InspectLeases", "InspectSessions", "InspectMembers"},
+				Steps:       []SQLStep{{Query: "InspectLeases"}, {Query: "InspectSessions"}, {Query: "InspectMembers"}},
 				Transaction: false,
 			}, "schema_version": {
+				Batch:       false,
 				Queries:     []string{"SchemaVersion"},
+				Steps:       []SQLStep{{Query: "SchemaVersion"}},
 				Transaction: false,
 			}, "database_now": {
+				Batch:       false,
 				Queries:     []string{"DatabaseNow"},
+				Steps:       []SQLStep{{Query: "DatabaseNow"}},
 				Transaction: false,
 			}, "clear_foreign_holder": {
+				Batch:       false,
 				Queries:     []string{"ClearForeignHolder"},
+				Steps:       []SQLStep{{Query: "ClearForeignHolder"}},
 				Transaction: false,
 			}},
 			SessionSetup: []string{"SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED"},
@@ -133,43 +215,97 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 			Migration:     "mysql/0001_init.sql",
 			Name:          SQLMySQL,
 			Operations: map[string]SQLOperation{"open_session": {
+				Batch:       false,
 				Queries:     []string{"OpenSession"},
+				Steps:       []SQLStep{{Query: "OpenSession"}},
 				Transaction: false,
 			}, "keep_alive": {
-				Queries:     []string{"KeepAliveRenewNoReturn", "SessionRemaining", "KeepAliveHeld", "KeepAliveMembers"},
+				Batch:   false,
+				Queries: []string{"KeepAliveRenewNoReturn", "SessionRemaining", "KeepAliveHeld", "KeepAliveMembers"},
+				Steps: []SQLStep{{Query: "KeepAliveRenewNoReturn"}, {
+					Decide: "session_live",
+					NoRows: "session_expired",
+					Query:  "SessionRemaining",
+					Reply:  []string{"session_expired"},
+				}, {Query: "KeepAliveHeld"}, {
+					If:    "group_names",
+					Query: "KeepAliveMembers",
+				}},
 				Transaction: false,
 			}, "close_session": {
+				Batch:       false,
 				Queries:     []string{"CloseSessionRelease", "CloseSessionLeave", "CloseSessionDelete"},
+				Steps:       []SQLStep{{Query: "CloseSessionRelease"}, {Query: "CloseSessionLeave"}, {Query: "CloseSessionDelete"}},
 				Transaction: true,
 			}, "acquire": {
-				Queries:     []string{"AcquireLockSession", "AcquireEnsureLease", "AcquireReadLease", "AcquireTake"},
+				Batch:   false,
+				Queries: []string{"AcquireLockSession", "AcquireEnsureLease", "AcquireReadLease", "AcquireTake"},
+				Steps: []SQLStep{{
+					NoRows: "session_expired",
+					Query:  "AcquireLockSession",
+				}, {Query: "AcquireEnsureLease"}, {
+					Decide: "lease_holder",
+					Query:  "AcquireReadLease",
+					Reply:  []string{"granted", "held_by"},
+				}, {
+					Query: "AcquireTake",
+					When:  "take",
+				}},
 				Transaction: true,
 			}, "release": {
+				Batch:       false,
 				Queries:     []string{"ReleaseNoNotify"},
+				Steps:       []SQLStep{{Query: "ReleaseNoNotify"}},
 				Transaction: false,
 			}, "join": {
-				Queries:     []string{"JoinInsert", "SessionRemaining"},
+				Batch:   false,
+				Queries: []string{"JoinInsert", "SessionRemaining"},
+				Steps: []SQLStep{{Query: "JoinInsert"}, {
+					Decide: "session_live",
+					NoRows: "session_expired",
+					Query:  "SessionRemaining",
+					Reply:  []string{"session_expired"},
+				}},
 				Transaction: false,
 			}, "leave": {
-				Queries:     []string{"LeaveDelete", "SessionRemaining"},
+				Batch:   false,
+				Queries: []string{"LeaveDelete", "SessionRemaining"},
+				Steps: []SQLStep{{Query: "LeaveDelete"}, {
+					Decide: "session_live",
+					NoRows: "session_expired",
+					Query:  "SessionRemaining",
+					Reply:  []string{"session_expired"},
+				}},
 				Transaction: false,
 			}, "members": {
+				Batch:       false,
 				Queries:     []string{"Members"},
+				Steps:       []SQLStep{{Query: "Members"}},
 				Transaction: false,
 			}, "housekeeping": {
+				Batch:       false,
 				Queries:     []string{"HousekeepingMembers", "HousekeepingSessions"},
+				Steps:       []SQLStep{{Query: "HousekeepingMembers"}, {Query: "HousekeepingSessions"}},
 				Transaction: false,
 			}, "inspect": {
+				Batch:       false,
 				Queries:     []string{"InspectLeases", "InspectSessions", "InspectMembers"},
+				Steps:       []SQLStep{{Query: "InspectLeases"}, {Query: "InspectSessions"}, {Query: "InspectMembers"}},
 				Transaction: false,
 			}, "schema_version": {
+				Batch:       false,
 				Queries:     []string{"SchemaVersion"},
+				Steps:       []SQLStep{{Query: "SchemaVersion"}},
 				Transaction: false,
 			}, "database_now": {
+				Batch:       false,
 				Queries:     []string{"DatabaseNow"},
+				Steps:       []SQLStep{{Query: "DatabaseNow"}},
 				Transaction: false,
 			}, "clear_foreign_holder": {
+				Batch:       false,
 				Queries:     []string{"ClearForeignHolder"},
+				Steps:       []SQLStep{{Query: "ClearForeignHolder"}},
 				Transaction: false,
 			}},
 			SessionSetup: []string{},
@@ -185,43 +321,97 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 			Migration:     "sqlite/0001_init.sql",
 			Name:          SQLSQLite,
 			Operations: map[string]SQLOperation{"open_session": {
+				Batch:       false,
 				Queries:     []string{"OpenSession"},
+				Steps:       []SQLStep{{Query: "OpenSession"}},
 				Transaction: false,
 			}, "keep_alive": {
-				Queries:     []string{"KeepAliveRenew", "KeepAliveHeld", "KeepAliveMembers"},
+				Batch:   false,
+				Queries: []string{"KeepAliveRenew", "KeepAliveHeld", "KeepAliveMembers"},
+				Steps: []SQLStep{{
+					Decide: "renewed",
+					NoRows: "session_expired",
+					Query:  "KeepAliveRenew",
+					Reply:  []string{},
+				}, {Query: "KeepAliveHeld"}, {
+					If:    "group_names",
+					Query: "KeepAliveMembers",
+				}},
 				Transaction: false,
 			}, "close_session": {
+				Batch:       false,
 				Queries:     []string{"CloseSessionRelease", "CloseSessionLeave", "CloseSessionDelete"},
+				Steps:       []SQLStep{{Query: "CloseSessionRelease"}, {Query: "CloseSessionLeave"}, {Query: "CloseSessionDelete"}},
 				Transaction: true,
 			}, "acquire": {
-				Queries:     []string{"AcquireLockSession", "AcquireEnsureLease", "AcquireReadLease", "AcquireTake"},
+				Batch:   false,
+				Queries: []string{"AcquireLockSession", "AcquireEnsureLease", "AcquireReadLease", "AcquireTake"},
+				Steps: []SQLStep{{
+					NoRows: "session_expired",
+					Query:  "AcquireLockSession",
+				}, {Query: "AcquireEnsureLease"}, {
+					Decide: "lease_holder",
+					Query:  "AcquireReadLease",
+					Reply:  []string{"granted", "held_by"},
+				}, {
+					Query: "AcquireTake",
+					When:  "take",
+				}},
 				Transaction: true,
 			}, "release": {
+				Batch:       false,
 				Queries:     []string{"ReleaseNoNotify"},
+				Steps:       []SQLStep{{Query: "ReleaseNoNotify"}},
 				Transaction: false,
 			}, "join": {
-				Queries:     []string{"JoinInsert", "SessionRemaining"},
+				Batch:   false,
+				Queries: []string{"JoinInsert", "SessionRemaining"},
+				Steps: []SQLStep{{Query: "JoinInsert"}, {
+					Decide: "session_live",
+					NoRows: "session_expired",
+					Query:  "SessionRemaining",
+					Reply:  []string{"session_expired"},
+				}},
 				Transaction: false,
 			}, "leave": {
-				Queries:     []string{"LeaveDelete", "SessionRemaining"},
+				Batch:   false,
+				Queries: []string{"LeaveDelete", "SessionRemaining"},
+				Steps: []SQLStep{{Query: "LeaveDelete"}, {
+					Decide: "session_live",
+					NoRows: "session_expired",
+					Query:  "SessionRemaining",
+					Reply:  []string{"session_expired"},
+				}},
 				Transaction: false,
 			}, "members": {
+				Batch:       false,
 				Queries:     []string{"Members"},
+				Steps:       []SQLStep{{Query: "Members"}},
 				Transaction: false,
 			}, "housekeeping": {
+				Batch:       false,
 				Queries:     []string{"HousekeepingMembers", "HousekeepingSessions"},
+				Steps:       []SQLStep{{Query: "HousekeepingMembers"}, {Query: "HousekeepingSessions"}},
 				Transaction: false,
 			}, "inspect": {
+				Batch:       false,
 				Queries:     []string{"InspectLeases", "InspectSessions", "InspectMembers"},
+				Steps:       []SQLStep{{Query: "InspectLeases"}, {Query: "InspectSessions"}, {Query: "InspectMembers"}},
 				Transaction: false,
 			}, "schema_version": {
+				Batch:       false,
 				Queries:     []string{"SchemaVersion"},
+				Steps:       []SQLStep{{Query: "SchemaVersion"}},
 				Transaction: false,
 			}, "database_now": {
+				Batch:       false,
 				Queries:     []string{"DatabaseNow"},
+				Steps:       []SQLStep{{Query: "DatabaseNow"}},
 				Transaction: false,
 			}, "clear_foreign_holder": {
+				Batch:       false,
 				Queries:     []string{"ClearForeignHolder"},
+				Steps:       []SQLStep{{Query: "ClearForeignHolder"}},
 				Transaction: false,
 			}},
 			SessionSetup: []string{"PRAGMA busy_timeout = 10000", "PRAGMA foreign_keys = ON"},

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -182,22 +181,15 @@ type keepAliveReply struct {
 	Members   map[string][]string
 }
 
-// leaseRow is one row of InspectLeases.
-// The errors the ops report, as the backend does with spi.ErrCorruptToken and
-// spi.ErrTokenOverflow, when the statements refuse a stored token.
-var (
-	errCorruptToken  = errors.New("corrupt token")
-	errTokenOverflow = errors.New("token overflow")
-)
-
+// leaseRow is one lease as Inspect shows it (a lease whose holder expired is shown free).
 type leaseRow struct {
 	Holder, Owner string
 	Token         int64
 	Remaining     int64
 }
 
-// ops drives the generated statements of one dialect the way a backend does: in the order and
-// transactions generated/wire prescribes, detecting each reply as the spec documents.
+// ops drives the production backend of one dialect (backendOps, over the public SPI of
+// backend/sql) with session labels the test chooses.
 type ops interface {
 	open(ctx context.Context, id, owner string, ttlMs int64) error
 	acquire(ctx context.Context, sid, name string) (acquireReply, error)
@@ -214,4 +206,9 @@ type ops interface {
 	now(ctx context.Context) (int64, error)
 	// sessionRows counts the rows of simba_session with this id, live or not (test-only SQL).
 	sessionRows(ctx context.Context, sid string) (int, error)
+	// leaseRowHeldBy tells whether the lease row of name names session sid with token, live or
+	// not (test-only SQL).
+	leaseRowHeldBy(ctx context.Context, name, sid string, token int64) (bool, error)
+	// sessionID is the session id the backend made for the label sid.
+	sessionID(sid string) string
 }

@@ -2,16 +2,16 @@ package sqlcheck
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"math"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	sqlbe "github.com/simba-go/simba/backend/sql"
 	"github.com/simba-go/simba/generated/sqlc/postgres"
 	"github.com/simba-go/simba/generated/wire"
 	"github.com/simba-go/simba/internal/testenv"
@@ -116,13 +116,13 @@ func TestPostgresOperationsNameGeneratedMethods(t *testing.T) {
 func TestPostgresClock(t *testing.T) {
 	t.Parallel()
 	pool := pgShared(t)
-	checkClock(t, testCtx(t), &pgOps{pool: pool, q: postgres.New(pool)})
+	checkClock(t, testCtx(t), pgOps(t, pool))
 }
 
 func TestPostgresBehaviour(t *testing.T) {
 	t.Parallel()
 	pool := pgShared(t)
-	behave(t, &pgOps{pool: pool, q: postgres.New(pool)})
+	behave(t, pgOps(t, pool))
 }
 
 // TestPostgresReleaseNotifies: a release NOTIFYs the release channel with the lease name, and
@@ -139,7 +139,7 @@ func TestPostgresReleaseNotifies(t *testing.T) {
 	if _, err := listener.Exec(ctx, "LISTEN "+pgx.Identifier{wire.SQLReleaseChannel}.Sanitize()); err != nil {
 		t.Fatal(err)
 	}
-	o := &pgOps{pool: pool, q: postgres.New(pool)}
+	o := pgOps(t, pool)
 	p := unique(t)
 	sid, n := p+"s", "sqlcheck-"+p+".notify"
 	if err := o.open(ctx, sid, "o", longTTL); err != nil {
@@ -173,116 +173,6 @@ func TestPostgresReleaseNotifies(t *testing.T) {
 	}
 }
 
-// pgOps drives the postgres package: every operation is one statement except keep-alive
-// (renew, then list leases, then members) and housekeeping.
-type pgOps struct {
-	pool *pgxpool.Pool
-	q    *postgres.Queries
-}
-
-func (o *pgOps) open(ctx context.Context, id, owner string, ttl int64) error {
-	return o.q.OpenSession(ctx, postgres.OpenSessionParams{ID: id, Owner: owner, TtlMs: ttl})
-}
-
-func (o *pgOps) acquire(ctx context.Context, sid, name string) (acquireReply, error) {
-	r, err := o.q.Acquire(ctx, postgres.AcquireParams{SessionID: sid, Name: name})
-	switch {
-	case err != nil:
-		return acquireReply{}, err
-	case !r.SessionLive:
-		return acquireReply{Kind: "expired"}, nil
-	case r.Granted:
-		return acquireReply{Kind: "granted", Token: r.Token, Remaining: r.RemainingMs}, nil
-	case r.StoredToken < 0:
-		return acquireReply{}, fmt.Errorf("%w: %s holds token %d", errCorruptToken, name, r.StoredToken)
-	case r.StoredToken == math.MaxInt64 && (r.HolderID == "" || r.RemainingMs <= 0):
-		return acquireReply{}, fmt.Errorf("%w: %s holds token %d", errTokenOverflow, name, r.StoredToken)
-	}
-	return acquireReply{Kind: "held", Holder: r.HolderID, Owner: r.HolderOwner, Remaining: r.RemainingMs}, nil
-}
-
-func (o *pgOps) release(ctx context.Context, sid, name string, token int64) error {
-	return o.q.Release(ctx, postgres.ReleaseParams{SessionID: sid, Name: name, Token: token})
-}
-
-func (o *pgOps) keepAlive(ctx context.Context, sid string, groups []string) (keepAliveReply, error) {
-	rem, err := o.q.KeepAliveRenew(ctx, sid)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return keepAliveReply{Expired: true}, nil
-	}
-	if err != nil {
-		return keepAliveReply{}, err
-	}
-	held, err := o.q.KeepAliveHeld(ctx, sid)
-	if err != nil {
-		return keepAliveReply{}, err
-	}
-	members, err := o.q.KeepAliveMembers(ctx, groups)
-	if err != nil {
-		return keepAliveReply{}, err
-	}
-	r := keepAliveReply{Remaining: rem, Held: map[string]int64{}, Members: map[string][]string{}}
-	for _, h := range held {
-		r.Held[h.Name] = h.Token
-	}
-	for _, m := range members {
-		r.Members[m.GroupName] = append(r.Members[m.GroupName], m.SessionID)
-	}
-	return r, nil
-}
-
-func (o *pgOps) join(ctx context.Context, sid, group string) (bool, error) {
-	r, err := o.q.Join(ctx, postgres.JoinParams{SessionID: sid, GroupName: group})
-	return r.SessionLive, err
-}
-
-func (o *pgOps) leave(ctx context.Context, sid, group string) (bool, error) {
-	r, err := o.q.Leave(ctx, postgres.LeaveParams{SessionID: sid, GroupName: group})
-	return r.SessionLive, err
-}
-
-func (o *pgOps) members(ctx context.Context, group string) ([]string, error) {
-	return o.q.Members(ctx, group)
-}
-
-func (o *pgOps) closeSession(ctx context.Context, sid string) error {
-	return o.q.CloseSession(ctx, sid)
-}
-
-func (o *pgOps) housekeeping(ctx context.Context) error {
-	if err := o.q.HousekeepingMembers(ctx); err != nil {
-		return err
-	}
-	return o.q.HousekeepingSessions(ctx)
-}
-
-func (o *pgOps) leases(ctx context.Context) (map[string]leaseRow, error) {
-	rows, err := o.q.InspectLeases(ctx)
-	out := map[string]leaseRow{}
-	for _, r := range rows {
-		out[r.Name] = leaseRow{Holder: r.HolderID, Owner: r.Owner, Token: r.Token, Remaining: r.RemainingMs}
-	}
-	return out, err
-}
-
-func (o *pgOps) liveSessions(ctx context.Context) (map[string]int64, error) {
-	rows, err := o.q.InspectSessions(ctx)
-	out := map[string]int64{}
-	for _, r := range rows {
-		out[r.ID] = r.RemainingMs
-	}
-	return out, err
-}
-
-func (o *pgOps) schemaVersion(ctx context.Context) (int64, error) { return o.q.SchemaVersion(ctx) }
-func (o *pgOps) now(ctx context.Context) (int64, error)           { return o.q.DatabaseNow(ctx) }
-
-func (o *pgOps) sessionRows(ctx context.Context, sid string) (int, error) {
-	var n int
-	err := o.pool.QueryRow(ctx, "SELECT count(*) FROM simba_session WHERE id = $1", sid).Scan(&n)
-	return n, err
-}
-
 // checkOperations checks that every query generated/wire names for dialect d is a method of
 // the generated Queries type, and that every operation has at least one.
 func checkOperations(t *testing.T, d string, queries reflect.Type) {
@@ -306,13 +196,14 @@ func checkOperations(t *testing.T, d string, queries reflect.Type) {
 func TestPostgresContention(t *testing.T) {
 	t.Parallel()
 	pool := pgShared(t)
-	contend(t, func(t *testing.T) ops { return &pgOps{pool: pool, q: postgres.New(pool)} }, 8, 3*time.Second)
+	be := pgBackend(t, pool)
+	contend(t, func(t *testing.T) ops { return newBackendOps(be, pgCount(pool)) }, 8, 3*time.Second)
 }
 
 func TestPostgresRenewalBeatsTakeover(t *testing.T) {
 	t.Parallel()
 	pool := pgShared(t)
-	o := &pgOps{pool: pool, q: postgres.New(pool)}
+	o := pgOps(t, pool)
 	renewalBeatsTakeover(t, o, func(ctx context.Context, sid string) (func() error, error) {
 		tx, err := pool.Begin(ctx)
 		if err != nil {
@@ -324,4 +215,32 @@ func TestPostgresRenewalBeatsTakeover(t *testing.T) {
 		}
 		return func() error { return tx.Commit(ctx) }, nil
 	})
+}
+
+// pgBackend is the production backend on pool, with no background housekeeping.
+func pgBackend(t *testing.T, pool *pgxpool.Pool) *sqlbe.Backend {
+	t.Helper()
+	b, err := sqlbe.NewPostgres(pool, sqlbe.WithHousekeepingInterval(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// pgCount runs a test-only count query on pool ("?" placeholders).
+func pgCount(pool *pgxpool.Pool) func(ctx context.Context, query string, args ...any) (int, error) {
+	return func(ctx context.Context, query string, args ...any) (int, error) {
+		for i := 1; strings.Contains(query, "?"); i++ {
+			query = strings.Replace(query, "?", fmt.Sprintf("$%d", i), 1)
+		}
+		var n int
+		err := pool.QueryRow(ctx, query, args...).Scan(&n)
+		return n, err
+	}
+}
+
+// pgOps drives the production PostgreSQL backend on pool.
+func pgOps(t *testing.T, pool *pgxpool.Pool) ops {
+	return newBackendOps(pgBackend(t, pool), pgCount(pool))
 }

@@ -28,7 +28,7 @@ func renewalBeatsTakeover(t *testing.T, o ops, renewInTx func(ctx context.Contex
 		t.Fatalf("holder's acquire: %+v, %v", r, err)
 	}
 	time.Sleep(ttl * 5 / 6 * time.Millisecond)
-	commit, err := renewInTx(ctx, h)
+	commit, err := renewInTx(ctx, o.sessionID(h))
 	if err != nil {
 		t.Fatal(err)
 	}

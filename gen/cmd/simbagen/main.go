@@ -3,6 +3,7 @@
 //	simbagen -root .           # write every artifact, removing stale ones
 //	simbagen -root . -verify   # fail, listing each difference, if anything is out of date
 //	simbagen -check-int64 dir  # fail if sqlc's output under dir has a token or ms value that is not int64
+//	simbagen -root . -sqlq     # after sqlc: the neutral queries interface and the dialect adapters
 package main
 
 import (
@@ -18,7 +19,19 @@ func main() {
 	root := flag.String("root", ".", "repository root (spec/ is read from here, artifacts written here)")
 	verify := flag.Bool("verify", false, "write nothing; exit 1 if any artifact differs from the spec")
 	checkInt64 := flag.String("check-int64", "", "only check that every token and millisecond value in the Go files under this directory is int64")
+	sqlq := flag.Bool("sqlq", false, "after sqlc: write generated/sqlq (one queries interface, an adapter per dialect) and the batch queue functions from the spec and sqlc's output")
 	flag.Parse()
+	if *sqlq {
+		files, err := gen.GenerateSQLQ(*root)
+		if err == nil {
+			err = gen.WriteSQLQ(*root, files)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "simbagen:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *checkInt64 != "" {
 		if err := gen.CheckInt64(*checkInt64); err != nil {
 			fmt.Fprintln(os.Stderr, "simbagen:", err)

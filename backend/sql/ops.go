@@ -1,0 +1,398 @@
+package sql
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/simba-go/simba/generated/sqlq"
+	"github.com/simba-go/simba/generated/wire"
+	"github.com/simba-go/simba/spi"
+)
+
+// The interpreter: every SPI operation runs the steps spec/sql.yaml declares for it on the
+// backend's dialect (wire.SQLDialect.Operations), over the one neutral queries interface of
+// generated/sqlq. A step runs its statement, then (if the spec says so) ends the operation when
+// a one statement returned no row, or runs a named decision (below) whose outcome either ends
+// the operation or lets the later steps run; steps may be conditional on an outcome or on a
+// parameter being given. A batch operation queues its statements in one round trip and runs
+// the decisions afterwards, in step order. Nothing here knows a statement's order: reorder the
+// spec's steps and regenerate, and this code runs the new order.
+
+// opState is what one run of an operation reads and fills: the statements' parameters and
+// values (sqlq.State), the current outcome and what the decisions decided.
+type opState struct {
+	sqlq.State
+	outcome   string
+	acquire   spi.Acquire // acquire's reply, when a decision granted or refused
+	remaining int64       // the session's time left in milliseconds, when a decision read it
+}
+
+// decision reads the values the steps so far returned (s is the statement just run) and
+// answers one of its outcomes as spec/sql.yaml declares them (wire.SQLDecisions).
+type decision func(st *opState, s sqlq.Statement) (string, error)
+
+// decisions are the named decisions of spec/sql.yaml, exactly those (checked when a backend is
+// made, and by TestDecisionsMatchSpec).
+var decisions = map[string]decision{
+	"renewed": func(st *opState, _ sqlq.Statement) (string, error) {
+		st.remaining = st.Out.KeepAliveRenew
+		return "live", nil
+	},
+	"session_live": func(st *opState, _ sqlq.Statement) (string, error) {
+		if st.Out.SessionRemaining <= 0 {
+			return "session_expired", nil
+		}
+		st.remaining = st.Out.SessionRemaining
+		return "live", nil
+	},
+	"member_row": func(st *opState, s sqlq.Statement) (string, error) {
+		var live bool
+		switch s {
+		case sqlq.StmtJoin:
+			live = st.Out.Join.SessionLive
+		case sqlq.StmtLeave:
+			live = st.Out.Leave.SessionLive
+		default:
+			return "", fmt.Errorf("decision member_row after %s", s)
+		}
+		if !live {
+			return "session_expired", nil
+		}
+		return "live", nil
+	},
+	"acquired":     decideAcquired,
+	"lease_holder": decideLeaseHolder,
+}
+
+// decideAcquired reads PostgreSQL's one-statement acquire. After a race the statement may
+// report neither a grant nor a live holder: its final SELECT reads the statement's snapshot,
+// taken before the concurrent winner it waited for committed, so the holder is empty, the
+// caller itself or the expired previous holder, with 0 remaining (stale). The spec runs the
+// statement again then (re-running is safe, as an acquire by the caller is idempotent; the new
+// snapshot sees the winner); if the race persists the reply is HeldBy with remaining 0 ("retry
+// soon"), never a grant. A stored token the statement refused to take (negative, or at the int64
+// maximum for a new tenure) is ErrCorruptToken / ErrTokenOverflow: nothing was written.
+func decideAcquired(st *opState, _ sqlq.Statement) (string, error) {
+	r, sid, name := st.Out.Acquire, st.Args.SessionID, st.Args.Name
+	switch {
+	case !r.SessionLive:
+		return "session_expired", nil
+	case r.Granted:
+		st.acquire = spi.Acquire{Kind: spi.Granted, Token: r.Token, Remaining: millis(r.RemainingMs)}
+		return "granted", nil
+	case r.StoredToken < 0:
+		return "", corruptToken(name, r.StoredToken)
+	}
+	stale := r.HolderID == "" || r.HolderID == sid || r.RemainingMs <= 0
+	if stale && r.StoredToken == math.MaxInt64 && r.HolderID != sid {
+		return "", tokenOverflow(name, r.StoredToken)
+	}
+	rem := max(r.RemainingMs, 0)
+	if stale {
+		rem = 0
+	}
+	st.acquire = spi.Acquire{Kind: spi.HeldBy, Holder: spi.SessionID(r.HolderID), HolderOwner: r.HolderOwner, Remaining: millis(rem)}
+	if stale {
+		return "stale", nil
+	}
+	return "held_by", nil
+}
+
+// decideLeaseHolder reads the lease with its holder's session row locked (the multi-statement
+// acquire, DESIGN.md §5): the caller holds it (same token), it is free or its holder expired
+// (take it with next_token: max(token + 1, the database clock in µs)), or a live session holds
+// it. A negative stored token, or one with no successor, is an error: the transaction rolls
+// back and nothing is written.
+func decideLeaseHolder(st *opState, _ sqlq.Statement) (string, error) {
+	l, mine, sid, name := st.Out.AcquireReadLease, st.Out.AcquireLockSession, st.Args.SessionID, st.Args.Name
+	switch {
+	case l.Token < 0:
+		return "", corruptToken(name, l.Token)
+	case l.HolderID == sid:
+		st.acquire = spi.Acquire{Kind: spi.Granted, Token: l.Token, Remaining: millis(mine)}
+		return "granted", nil
+	case l.HolderID == "" || l.HolderRemainingMs <= 0:
+		if l.NextToken <= l.Token {
+			return "", tokenOverflow(name, l.Token)
+		}
+		st.Args.NextToken = l.NextToken
+		st.acquire = spi.Acquire{Kind: spi.Granted, Token: l.NextToken, Remaining: millis(mine)}
+		return "take", nil
+	}
+	st.acquire = spi.Acquire{Kind: spi.HeldBy, Holder: spi.SessionID(l.HolderID), HolderOwner: l.HolderOwner, Remaining: millis(l.HolderRemainingMs)}
+	return "held_by", nil
+}
+
+// step is one compiled step of an operation.
+type step struct {
+	wire.SQLStep
+	stmt     sqlq.Statement
+	decide   decision
+	outcomes []string // every outcome decide may answer
+}
+
+// plan is one operation compiled for the backend's dialect.
+type plan struct {
+	name  string
+	tx    bool
+	batch bool
+	steps []step
+}
+
+// compilePlans compiles the operation table of dialect, failing on a statement the neutral
+// interface does not have or a decision this package does not implement.
+func compilePlans(dialect string) (map[string]*plan, error) {
+	wd, ok := wire.SQLDialectByName(dialect)
+	if !ok {
+		return nil, fmt.Errorf("sql: unknown dialect %q", dialect)
+	}
+	outcomes := wire.SQLDecisions()
+	plans := make(map[string]*plan, len(wd.Operations))
+	for name, op := range wd.Operations {
+		p := &plan{name: name, tx: op.Transaction, batch: op.Batch}
+		for _, ws := range op.Steps {
+			s := step{SQLStep: ws}
+			if s.stmt, ok = sqlq.StatementByName(ws.Query); !ok {
+				return nil, fmt.Errorf("sql %s: operation %s: no statement %s in generated/sqlq", dialect, name, ws.Query)
+			}
+			if ws.Decide != "" {
+				if s.decide = decisions[ws.Decide]; s.decide == nil {
+					return nil, fmt.Errorf("sql %s: operation %s: decision %s is not implemented", dialect, name, ws.Decide)
+				}
+				s.outcomes = outcomes[ws.Decide]
+			}
+			p.steps = append(p.steps, s)
+		}
+		plans[name] = p
+	}
+	return plans, nil
+}
+
+// run runs operation name with the parameters st.Args on the backend's dialect: in a
+// transaction, a batch or statement by statement, as the spec declares. On return st holds the
+// values, the final outcome and what the decisions decided.
+func (b *Backend) run(ctx context.Context, name string, st *opState) error {
+	p := b.plans[name]
+	if p == nil {
+		return fmt.Errorf("sql %s: no operation %s in the spec", b.name, name)
+	}
+	return b.d.with(ctx, p.tx, func(q sqlq.Queries) error {
+		if b.wrap != nil {
+			q = b.wrap(q)
+		}
+		// A run again after a deadlock starts afresh.
+		st.Out, st.NoRow, st.outcome = sqlq.Results{}, [sqlq.NumStatements]bool{}, ""
+		if p.batch {
+			return p.runBatch(ctx, q, st)
+		}
+		return p.runSteps(ctx, q, st)
+	})
+}
+
+func (p *plan) runSteps(ctx context.Context, q sqlq.Queries, st *opState) error {
+	for i := range p.steps {
+		s := &p.steps[i]
+		if (s.When != "" && s.When != st.outcome) || (s.If != "" && !st.Args.Given(s.If)) {
+			continue
+		}
+		for attempt := 1; ; attempt++ {
+			st.NoRow[s.stmt] = false
+			if err := sqlq.Exec(ctx, q, s.stmt, &st.State); err != nil {
+				return err
+			}
+			again, end, err := p.after(s, st)
+			if err != nil || end {
+				return err
+			}
+			if !again || attempt >= s.Attempts {
+				break
+			}
+		}
+		if s.decide != nil && slices.Contains(s.Reply, st.outcome) {
+			return nil
+		}
+	}
+	return nil
+}
+
+func (p *plan) runBatch(ctx context.Context, q sqlq.Queries, st *opState) error {
+	var buf [8]sqlq.Statement
+	stmts := buf[:0]
+	for i := range p.steps {
+		if s := &p.steps[i]; s.If == "" || st.Args.Given(s.If) {
+			stmts = append(stmts, s.stmt)
+		}
+	}
+	if err := q.Batch(ctx, stmts, &st.State); err != nil {
+		return err
+	}
+	for i := range p.steps {
+		s := &p.steps[i]
+		if s.If != "" && !st.Args.Given(s.If) {
+			continue
+		}
+		if _, end, err := p.after(s, st); err != nil || end {
+			return err
+		}
+		if s.decide != nil && slices.Contains(s.Reply, st.outcome) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// after applies step s's no_rows and decision to the values its statement returned: end says
+// the operation ends here, again that the step is to run again (its repeat outcome).
+func (p *plan) after(s *step, st *opState) (again, end bool, err error) {
+	if st.NoRow[s.stmt] {
+		if s.NoRows == "" {
+			return false, false, fmt.Errorf("operation %s: %s returned no row", p.name, s.stmt)
+		}
+		st.outcome = s.NoRows
+		return false, true, nil
+	}
+	if s.decide == nil {
+		return false, false, nil
+	}
+	o, err := s.decide(st, s.stmt)
+	if err != nil {
+		return false, false, err
+	}
+	if !slices.Contains(s.outcomes, o) {
+		return false, false, fmt.Errorf("operation %s: decision %s answered %q, which the spec does not declare", p.name, s.Decide, o)
+	}
+	st.outcome = o
+	return s.Repeat != "" && o == s.Repeat, false, nil
+}
+
+// The SPI operations on the interpreter: each sets its parameters, runs the spec's steps and
+// builds its reply from the values and the decisions.
+
+func (b *Backend) openSession(ctx context.Context, id, owner string, ttlMs int64) error {
+	st := &opState{}
+	st.Args.ID, st.Args.Owner, st.Args.TtlMs = id, owner, ttlMs
+	return b.run(ctx, "open_session", st)
+}
+
+// keepAlive renews the session, then lists the held leases and (when groups are asked) the
+// groups' members: a fixed number of statements whatever the number of leases.
+func (b *Backend) keepAlive(ctx context.Context, sid string, groups []string) (spi.KeepAlive, error) {
+	st := &opState{}
+	st.Args.ID, st.Args.SessionID, st.Args.GroupNames = sid, sid, groups
+	if err := b.run(ctx, "keep_alive", st); err != nil {
+		return spi.KeepAlive{}, err
+	}
+	if st.outcome == "session_expired" {
+		return spi.KeepAlive{Expired: true}, nil
+	}
+	ka := spi.KeepAlive{Remaining: millis(st.remaining)}
+	if len(st.Out.KeepAliveHeld) > 0 {
+		ka.Held = make([]spi.Held, len(st.Out.KeepAliveHeld))
+		for i, h := range st.Out.KeepAliveHeld {
+			ka.Held[i] = spi.Held{Name: h.Name, Token: h.Token}
+		}
+	}
+	if len(groups) > 0 {
+		ka.Members = memberMap(len(groups))
+		for _, m := range st.Out.KeepAliveMembers {
+			ka.Members[m.GroupName] = append(ka.Members[m.GroupName], spi.SessionID(m.SessionID))
+		}
+	}
+	return ka, nil
+}
+
+func (b *Backend) closeSession(ctx context.Context, sid string) error {
+	st := &opState{}
+	st.Args.ID, st.Args.SessionID = sid, sid
+	return b.run(ctx, "close_session", st)
+}
+
+func (b *Backend) acquire(ctx context.Context, sid, name string) (spi.Acquire, error) {
+	st := &opState{}
+	st.Args.SessionID, st.Args.Name = sid, name
+	if err := b.run(ctx, "acquire", st); err != nil {
+		return spi.Acquire{}, err
+	}
+	if st.outcome == "session_expired" {
+		return spi.Acquire{Kind: spi.SessionExpired}, nil
+	}
+	if st.acquire.Kind == 0 {
+		return spi.Acquire{}, fmt.Errorf("sql %s: acquire ended with outcome %q and no reply", b.name, st.outcome)
+	}
+	return st.acquire, nil
+}
+
+func (b *Backend) release(ctx context.Context, sid, name string, token int64) error {
+	st := &opState{}
+	st.Args.SessionID, st.Args.Name, st.Args.Token = sid, name, token
+	return b.run(ctx, "release", st)
+}
+
+// joinLeaveOp runs join or leave and tells whether the session is live.
+func (b *Backend) joinLeaveOp(ctx context.Context, op, sid, group string) (bool, error) {
+	st := &opState{}
+	st.Args.ID, st.Args.SessionID, st.Args.GroupName = sid, sid, group
+	if err := b.run(ctx, op, st); err != nil {
+		return false, err
+	}
+	return st.outcome != "session_expired", nil
+}
+
+func (b *Backend) join(ctx context.Context, sid, group string) (bool, error) {
+	return b.joinLeaveOp(ctx, "join", sid, group)
+}
+
+func (b *Backend) leave(ctx context.Context, sid, group string) (bool, error) {
+	return b.joinLeaveOp(ctx, "leave", sid, group)
+}
+
+func (b *Backend) members(ctx context.Context, group string) ([]string, error) {
+	st := &opState{}
+	st.Args.GroupName = group
+	err := b.run(ctx, "members", st)
+	return st.Out.Members, err
+}
+
+func (b *Backend) housekeeping(ctx context.Context) error {
+	return b.run(ctx, "housekeeping", &opState{})
+}
+
+func (b *Backend) inspect(ctx context.Context) (spi.Snapshot, error) {
+	st := &opState{}
+	if err := b.run(ctx, "inspect", st); err != nil {
+		return spi.Snapshot{}, err
+	}
+	s := spi.Snapshot{Groups: memberMap(0)}
+	for _, l := range st.Out.InspectLeases {
+		s.Leases = append(s.Leases, leaseInfo(l.Name, l.HolderID, l.Owner, l.Token, l.RemainingMs))
+	}
+	for _, x := range st.Out.InspectSessions {
+		s.Sessions = append(s.Sessions, spi.SessionInfo{ID: spi.SessionID(x.ID), Owner: x.Owner, Remaining: millis(x.RemainingMs)})
+	}
+	for _, m := range st.Out.InspectMembers {
+		s.Groups[m.GroupName] = append(s.Groups[m.GroupName], spi.SessionID(m.SessionID))
+	}
+	return s, nil
+}
+
+func (b *Backend) schemaVersion(ctx context.Context) (int64, error) {
+	st := &opState{}
+	err := b.run(ctx, "schema_version", st)
+	return st.Out.SchemaVersion, err
+}
+
+func (b *Backend) databaseNow(ctx context.Context) (int64, error) {
+	st := &opState{}
+	err := b.run(ctx, "database_now", st)
+	return st.Out.DatabaseNow, err
+}
+
+// clearForeignHolder frees name if its holder is exactly holder (a foreign session id),
+// keeping the token.
+func (b *Backend) clearForeignHolder(ctx context.Context, name, holder string) error {
+	st := &opState{}
+	st.Args.Name, st.Args.SessionID = name, holder
+	return b.run(ctx, "clear_foreign_holder", st)
+}
