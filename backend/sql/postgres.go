@@ -78,7 +78,7 @@ func (d *pgDialect) with(ctx context.Context, tx bool, fn func(q sqlq.Queries) e
 			d.rollback(ctx, conn)
 			return err
 		}
-		if _, err := conn.Exec(ctx, "COMMIT"); err != nil {
+		if _, err := conn.Exec(ctx, wire.SQLCommit); err != nil {
 			d.rollback(ctx, conn)
 			return err
 		}
@@ -91,7 +91,7 @@ func (d *pgDialect) with(ctx context.Context, tx bool, fn func(q sqlq.Queries) e
 func (d *pgDialect) rollback(ctx context.Context, conn *pgxpool.Conn) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if _, err := conn.Exec(rctx, "ROLLBACK"); err != nil {
+	if _, err := conn.Exec(rctx, wire.SQLRollback); err != nil {
 		conn.Conn().Close(rctx)
 	}
 }
