@@ -160,6 +160,7 @@ var brokenSpecCases = []struct {
 	{"redis unknown key in script", "redis.yaml", "{name: lease, key: lease}", "{name: lease, key: lock}", "spec/redis.yaml: scripts.grab.keys.lease.key: unknown key \"lock\""},
 	{"redis list arg without length", "redis.yaml", `type: "[]string", len_of: leases}`, `type: "[]string"}`, "spec/redis.yaml: scripts.renew.args.names.len_of: missing"},
 	{"redis cluster script across slots", "redis.yaml", "cluster: false", "cluster: true", "spec/redis.yaml: scripts.renew.cluster: a cluster script with a list key has no other key"},
+	{"redis caller key with a pattern", "redis.yaml", "{name: lease, key: lease}", "{name: lease, key: lease, caller: true}", "spec/redis.yaml: scripts.grab.keys.lease: a caller key names no key pattern"},
 	{"redis missing cluster flag", "redis.yaml", "    cluster: true\n", "", "spec/redis.yaml: scripts.grab.cluster: missing"},
 	{"lua unknown placeholder", "lua/grab.lua", "'${lease.token}'", "'${lease.tokn}'", "spec/lua/grab.lua: line 6: unknown placeholder ${lease.tokn}"},
 	{"lua builds a key", "lua/grab.lua", "redis.call('HSET', KEYS[1],", "redis.call('HSET', 'simba:lease:{' .. ARGV[1] .. '}',", "spec/lua/grab.lua: line 7: builds the key lease inside Lua"},

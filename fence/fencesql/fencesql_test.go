@@ -23,6 +23,7 @@ import (
 	"github.com/simba-go/simba/fence/internal/fencetest"
 	"github.com/simba-go/simba/internal/testenv"
 	"github.com/simba-go/simba/spi"
+	"github.com/simba-go/simba/sql/schema"
 )
 
 func testCtx(t testing.TB) context.Context {
@@ -342,5 +343,49 @@ func TestInvalidInput(t *testing.T) {
 	}
 	if err := f.Write(context.Background(), "r", -1, nil); !errors.Is(err, fence.ErrInvalidResource) {
 		t.Errorf("token -1: %v", err)
+	}
+}
+
+// TestLeaseSchemaWithoutFence: a database with only the lease schema (0001_init, version 1)
+// keeps working with the lease backend — the fence migration is not required by it — while the
+// fence names the migration it lacks.
+func TestLeaseSchemaWithoutFence(t *testing.T) {
+	for _, dl := range dialects {
+		t.Run(dl.name, func(t *testing.T) {
+			d := dl.open(t)
+			ctx := testCtx(t)
+			ms := schema.Migrations(d.dialect)
+			if len(ms) < 2 || ms[0].Version != schema.LatestVersion || ms[len(ms)-1].Version != schema.FenceVersion {
+				t.Fatalf("migrations %+v: want the lease schema at %d first, the fence at %d last", ms, schema.LatestVersion, schema.FenceVersion)
+			}
+			for _, st := range ms[0].Statements {
+				if _, err := d.db.ExecContext(ctx, st); err != nil {
+					t.Fatalf("%s: %v", st, err)
+				}
+			}
+			b, err := simbasql.Open(ctx, d.dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			if err := b.CheckSchema(ctx); err != nil {
+				t.Fatalf("the lease backend on a database at version 1: %v", err)
+			}
+			if _, err := b.OpenSession(ctx, "o", time.Minute); err != nil {
+				t.Fatalf("OpenSession at version 1: %v", err)
+			}
+			f, _ := fencesql.New(d.db, d.dialect)
+			err = f.Write(ctx, "r", 1, func(context.Context, *sql.Tx) error { return nil })
+			var missing *fencesql.SchemaMissingError
+			if !errors.As(err, &missing) || missing.Migration != d.dialect+"/0002_fence.sql" {
+				t.Fatalf("fence at version 1: %v", err)
+			}
+			if err := b.Migrate(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Write(ctx, "r", 1, func(context.Context, *sql.Tx) error { return nil }); err != nil {
+				t.Fatalf("fence after Migrate: %v", err)
+			}
+		})
 	}
 }
