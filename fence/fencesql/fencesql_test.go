@@ -61,7 +61,7 @@ func (d database) bind(q string) string {
 	return q
 }
 
-func postgresDB(t *testing.T) database {
+func postgresDB(t testing.TB) database {
 	base := testenv.Postgres(t)
 	ctx := testCtx(t)
 	admin, err := sql.Open("pgx", base)
@@ -96,7 +96,7 @@ func postgresDB(t *testing.T) database {
 	return database{"postgres", u.String(), db}
 }
 
-func mysqlDB(t *testing.T) database {
+func mysqlDB(t testing.TB) database {
 	cfg, err := mysqldriver.ParseDSN(testenv.MySQL(t))
 	if err != nil {
 		t.Fatal(err)
@@ -134,7 +134,7 @@ func mysqlDB(t *testing.T) database {
 	return database{"mysql", u.String(), db}
 }
 
-func sqliteDB(t *testing.T) database {
+func sqliteDB(t testing.TB) database {
 	path := filepath.Join(t.TempDir(), "app.db")
 	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(20000)&_pragma=journal_mode(wal)")
 	if err != nil {
@@ -146,7 +146,7 @@ func sqliteDB(t *testing.T) database {
 
 var dialects = []struct {
 	name string
-	open func(t *testing.T) database
+	open func(t testing.TB) database
 }{
 	{"postgres", postgresDB},
 	{"mysql", mysqlDB},
@@ -154,7 +154,7 @@ var dialects = []struct {
 }
 
 // backend opens a Simba SQL backend on d, applying the migrations (0001_init and 0002_fence).
-func backend(t *testing.T, d database) *simbasql.Backend {
+func backend(t testing.TB, d database) *simbasql.Backend {
 	t.Helper()
 	b, err := simbasql.Open(testCtx(t), d.dsn, simbasql.WithAutoMigrate())
 	if err != nil {
@@ -168,7 +168,7 @@ func backend(t *testing.T, d database) *simbasql.Backend {
 }
 
 // ledger is the test's own fenced table: one row per resource, holding the last value written.
-func ledger(t *testing.T, d database) {
+func ledger(t testing.TB, d database) {
 	t.Helper()
 	if _, err := d.db.ExecContext(testCtx(t), "CREATE TABLE ledger (resource VARCHAR(128) PRIMARY KEY, value VARCHAR(255) NOT NULL)"); err != nil {
 		t.Fatal(err)
@@ -176,7 +176,7 @@ func ledger(t *testing.T, d database) {
 }
 
 // writer returns a fenced write of value to resource's ledger row, and a read of it.
-func writer(t *testing.T, d database, f *fencesql.Fence, resource string) (fencetest.WriteFunc, fencetest.ReadFunc) {
+func writer(t testing.TB, d database, f *fencesql.Fence, resource string) (fencetest.WriteFunc, fencetest.ReadFunc) {
 	t.Helper()
 	if _, err := d.db.ExecContext(testCtx(t), d.bind("INSERT INTO ledger (resource, value) VALUES (?, '')"), resource); err != nil {
 		t.Fatal(err)
