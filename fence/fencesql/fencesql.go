@@ -1,7 +1,8 @@
 // Package fencesql fences a SQL resource: it runs a write only if its fencing token is at least
 // the highest token the resource has seen, in one transaction with the check, on PostgreSQL,
 // MySQL/MariaDB or SQLite through database/sql (any driver: pgx's stdlib, go-sql-driver/mysql,
-// modernc.org/sqlite, ...).
+// modernc.org/sqlite, ...). A program on a pgxpool.Pool gets a *sql.DB on the same pool with
+// github.com/jackc/pgx/v5/stdlib.OpenDBFromPool.
 //
 // The highest token of each resource lives in the table simba_fence, created by the migration
 // sql/schema/<dialect>/0002_fence.sql (embedded in github.com/simba-go/simba/sql/schema;
