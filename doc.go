@@ -12,7 +12,9 @@
 // one lease by this client: its name, its fencing token (strictly increasing per name across
 // all holders), IsValid / Remaining (cheap: atomics and the monotonic clock) and a Context
 // cancelled on revocation. Pass the token to the resource you protect and have it reject lower
-// tokens: that, not the lease alone, is what makes a paused ex-leader harmless.
+// tokens: that, not the lease alone, is what makes a paused ex-leader harmless. Package fence
+// does that check for SQL databases (fence/fencesql), Redis keys (fence/fenceredis) and HTTP
+// services (fence/fencehttp).
 //
 //   - Election: a long-lived candidacy (NewElection, Start, Stop, StepDown) with OnElected /
 //     OnRevoked callbacks, leader work (RunWhileLeader, Schedule) and handover: a stopped

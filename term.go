@@ -13,7 +13,8 @@ import (
 // validity. A Term is valid while it has not been revoked and the session's local deadline has
 // not passed; IsValid and Remaining read only atomics and the clock, so they are cheap enough to
 // call before every fenced write. Pass Token to the resource you protect and have it reject
-// tokens lower than the highest it has seen.
+// tokens lower than the highest it has seen (package fence and its fencesql, fenceredis and
+// fencehttp do).
 //
 // The zero Term is invalid. Terms are values; copies share state.
 type Term struct{ s *termState }

@@ -160,6 +160,7 @@ var brokenSpecCases = []struct {
 	{"redis unknown key in script", "redis.yaml", "{name: lease, key: lease}", "{name: lease, key: lock}", "spec/redis.yaml: scripts.grab.keys.lease.key: unknown key \"lock\""},
 	{"redis list arg without length", "redis.yaml", `type: "[]string", len_of: leases}`, `type: "[]string"}`, "spec/redis.yaml: scripts.renew.args.names.len_of: missing"},
 	{"redis cluster script across slots", "redis.yaml", "cluster: false", "cluster: true", "spec/redis.yaml: scripts.renew.cluster: a cluster script with a list key has no other key"},
+	{"redis caller key with a pattern", "redis.yaml", "{name: lease, key: lease}", "{name: lease, key: lease, caller: true}", "spec/redis.yaml: scripts.grab.keys.lease: a caller key names no key pattern"},
 	{"redis missing cluster flag", "redis.yaml", "    cluster: true\n", "", "spec/redis.yaml: scripts.grab.cluster: missing"},
 	{"lua unknown placeholder", "lua/grab.lua", "'${lease.token}'", "'${lease.tokn}'", "spec/lua/grab.lua: line 6: unknown placeholder ${lease.tokn}"},
 	{"lua builds a key", "lua/grab.lua", "redis.call('HSET', KEYS[1],", "redis.call('HSET', 'simba:lease:{' .. ARGV[1] .. '}',", "spec/lua/grab.lua: line 7: builds the key lease inside Lua"},
@@ -206,6 +207,13 @@ var brokenSpecCases = []struct {
 	{"sql bad migrate lock name", "sql.yaml", "name: simba_migrate", "name: \"simba migrate\"", "spec/sql.yaml: migrate_lock.name: \"simba migrate\" is not a plain lock name"},
 	{"sql migrate lock without key", "sql.yaml", "key: 495690015329, ", "", "spec/sql.yaml: migrate_lock.key: is missing or 0"},
 	{"sql catalog type missing a dialect", "sql.yaml", "VARCHAR: {postgres: [varchar, text], mysql: [varchar], sqlite: [text, varchar]}", "VARCHAR: {postgres: [varchar, text], mysql: [varchar]}", "spec/sql.yaml: schema_check.compatible_types.VARCHAR: missing catalog types for sqlite"},
+	// Fencing (spec/fence.yaml).
+	{"fence version not after the lease schema", "fence.yaml", "schema_version: 2", "schema_version: 1", "spec/fence.yaml: schema_version: must follow spec/sql.yaml's schema_version 1"},
+	{"fence unknown argument", "fence.yaml", "WHERE resource = sqlc.arg(resource)\n      sqlite", "WHERE resource = sqlc.arg(name)\n      sqlite", `spec/fence.yaml: statements.highest.sql.mysql: unknown argument "name"`},
+	{"fence missing statement", "fence.yaml", "  - name: table_exists", "  - name: highest_again", `spec/fence.yaml: statements[2].name: unknown statement "highest_again"`},
+	{"fence table taken", "fence.yaml", "  - name: simba_fence", "  - name: simba_lease", "spec/fence.yaml: tables[0].name: duplicate table simba_lease"},
+	{"fence token not int64", "fence.yaml", "{name: token, type: int64}", "{name: token, type: name}", "spec/fence.yaml: tables.simba_fence.columns[1].type: token holds a token"},
+	{"fence highest returns nothing", "fence.yaml", "returns: {postgres: one, mysql: one, sqlite: one}\n    sql:\n      postgres: SELECT token", "returns: {postgres: exec, mysql: one, sqlite: one}\n    sql:\n      postgres: SELECT token", "spec/fence.yaml: statements.highest.returns.postgres: highest returns one row"},
 }
 
 func TestBrokenSpec(t *testing.T) {
@@ -248,7 +256,11 @@ var dependentCases = []struct {
 	// only that dialect's migration (and its embedded copy); a channel the statements that notify
 	// and the wire constant; a session setup statement only the wire constants.
 	{"sql mysql now", "sql.yaml", `mysql: "CAST(UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000 AS SIGNED)"`, `mysql: "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)"`, []string{"sql/queries/mysql/database_now.sql"}},
-	{"sql postgres type", "sql.yaml", `postgres: 'VARCHAR(128) COLLATE "C"'`, `postgres: 'VARCHAR(200) COLLATE "C"'`, []string{"generated/wire/sqlschema.go", "sql/schema/embed.go", "sql/schema/postgres/0001_init.sql"}},
+	{"sql postgres type", "sql.yaml", `postgres: 'VARCHAR(128) COLLATE "C"'`, `postgres: 'VARCHAR(200) COLLATE "C"'`, []string{"generated/wire/sqlschema.go", "sql/schema/embed.go", "sql/schema/postgres/0001_init.sql", "sql/schema/postgres/0002_fence.sql"}},
+	// The fence (spec/fence.yaml): a statement changes only the generated statements; the
+	// table's doc only its migration.
+	{"fence statement", "fence.yaml", "WHERE name = 'simba_fence'", "WHERE type = 'table' AND name = 'simba_fence'", []string{"generated/wire/sqlfence.go"}},
+	{"fence table doc", "fence.yaml", "doc: The highest token per resource.", "doc: The highest token of each resource.", []string{"sql/schema/mysql/0002_fence.sql", "sql/schema/postgres/0002_fence.sql", "sql/schema/sqlite/0002_fence.sql"}},
 	{"sql release channel", "sql.yaml", "release_channel: simba_released", "release_channel: simba_freed", []string{"generated/wire/sql.go", "sql/queries/postgres/release.sql"}},
 	{"sql session setup", "sql.yaml", "session_setup: [PRAGMA busy_timeout = 10000]", "session_setup: [PRAGMA busy_timeout = 5000]", []string{"generated/wire/sql.go"}},
 	{"sql migrate lock name", "sql.yaml", "name: simba_migrate", "name: simba_migrator", []string{"generated/wire/sql.go"}},

@@ -103,6 +103,10 @@ type RedisScriptKey struct {
 	Key  string `yaml:"key"`
 	List bool   `yaml:"list"`
 	Doc  string `yaml:"doc"`
+	// Caller: the key is the caller's own (a key Simba does not lay out, such as the user key a
+	// fence script guards), so it names no key pattern; the caller keeps it in the hash slot of
+	// the script's other keys.
+	Caller bool `yaml:"caller"`
 }
 
 // RedisScriptArg is one ARGV entry (or, for a list type, a run of ARGV entries) of a script.
@@ -394,7 +398,14 @@ func (sc *RedisScript) check(specDir string, keys map[string]*RedisKey, records 
 			return specErr(redisFile, f, "duplicate key")
 		}
 		names[k.Name] = k
-		if keys[k.Key] == nil {
+		switch {
+		case k.Caller && (k.Key != "" || k.List):
+			return specErr(redisFile, f, "a caller key names no key pattern and is not a list")
+		case k.Caller && strings.TrimSpace(k.Doc) == "":
+			return specErr(redisFile, f+".doc", "missing: say what the caller's key is")
+		case k.Caller && i == 0:
+			return specErr(redisFile, f, "a caller key comes after a key Simba lays out (whose slot it shares)")
+		case !k.Caller && keys[k.Key] == nil:
 			return specErr(redisFile, f+".key", "unknown key %q", k.Key)
 		}
 		if k.List {
@@ -483,6 +494,9 @@ func (sc *RedisScript) checkOneSlot(field string, keys map[string]*RedisKey, lis
 	}
 	first := keys[sc.Keys[0].Key]
 	for _, k := range sc.Keys[1:] {
+		if k.Caller {
+			continue // the caller keeps it in the slot of the others
+		}
 		if p := keys[k.Key].param; p != first.param {
 			return specErr(redisFile, field+".cluster", "keys %s and %s hash to different slots ({<%s>} and {<%s>})", sc.Keys[0].Name, k.Name, first.param, p)
 		}
@@ -890,6 +904,14 @@ func (sc *RedisScript) genGo(keys map[string]*RedisKey) (File, error) {
 	for _, k := range sc.Keys {
 		key := keys[k.Key]
 		var d string
+		if k.Caller {
+			d = fmt.Sprintf("%s is the caller's own key, in the hash slot of the script's other keys.", camel(k.Name))
+			if k.Doc != "" {
+				d += " " + doc(k.Doc)
+			}
+			kf = append(kf, jen.Comment(cmt(d)), jen.Id(camel(k.Name)).String())
+			continue
+		}
 		if k.List {
 			d = fmt.Sprintf("%s are wire.%sKey(%s) of each %s.", camel(k.Name), camel(key.Name), key.param, key.param)
 			if *sc.Cluster {

@@ -868,23 +868,34 @@ func genSQL(specDir string) ([]File, error) {
 		return nil, err
 	}
 	var files []File
-	ddl := map[string][]string{}
+	// The migrations in order: the lease schema, then spec/fence.yaml's fence table.
+	fence, err := LoadFence(specDir, s)
+	if err != nil {
+		return nil, err
+	}
+	migrations := []*SQLSpec{s, fence.asSQL()}
+	ddl := make([]map[string][]string, len(migrations))
 	for _, d := range sqlDialects {
-		stmts := s.ddlStatements(d)
-		ddl[d] = stmts
-		var b strings.Builder
-		b.WriteString(textHeader("--"))
-		fmt.Fprintf(&b, "--\n-- Simba schema version %d for %s. Idempotent: applying it twice is harmless.\n", s.SchemaVersion, d)
-		for _, st := range stmts {
-			b.WriteString("\n")
-			for _, t := range s.Tables {
-				if strings.HasPrefix(st, "CREATE TABLE IF NOT EXISTS "+t.Name+" (") && t.Doc != "" {
-					b.WriteString(sqlDocLines(t.Doc))
-				}
+		for i, m := range migrations {
+			if ddl[i] == nil {
+				ddl[i] = map[string][]string{}
 			}
-			b.WriteString(st + ";\n")
+			stmts := m.ddlStatements(d)
+			ddl[i][d] = stmts
+			var b strings.Builder
+			b.WriteString(textHeader("--"))
+			fmt.Fprintf(&b, "--\n-- Simba schema version %d for %s. Idempotent: applying it twice is harmless.\n", m.SchemaVersion, d)
+			for _, st := range stmts {
+				b.WriteString("\n")
+				for _, t := range m.Tables {
+					if strings.HasPrefix(st, "CREATE TABLE IF NOT EXISTS "+t.Name+" (") && t.Doc != "" {
+						b.WriteString(sqlDocLines(t.Doc))
+					}
+				}
+				b.WriteString(st + ";\n")
+			}
+			files = append(files, File{Path: "sql/schema/" + d + "/" + m.migrationFile(), Data: []byte(b.String())})
 		}
-		files = append(files, File{Path: "sql/schema/" + d + "/" + s.migrationFile(), Data: []byte(b.String())})
 
 		for _, st := range s.Statements {
 			if !slices.Contains(st.Dialects, d) {
@@ -932,10 +943,15 @@ func genSQL(specDir string) ([]File, error) {
 	}
 	files = append(files, File{Path: "sql/sqlc-vet.yaml", Data: []byte(v.String())})
 
-	embed, err := s.genEmbed(ddl)
+	embed, err := s.genEmbed(migrations, ddl)
 	if err != nil {
 		return nil, err
 	}
+	fenceWire, err := fence.genWire()
+	if err != nil {
+		return nil, err
+	}
+	files = append(files, fenceWire)
 	wire, err := s.genWire()
 	if err != nil {
 		return nil, err
@@ -948,8 +964,9 @@ func genSQL(specDir string) ([]File, error) {
 }
 
 // genEmbed writes sql/schema/embed.go: the migrations embedded, with their versions and
-// statements per dialect.
-func (s *SQLSpec) genEmbed(ddl map[string][]string) (File, error) {
+// statements per dialect. migrations[0] is s (the lease schema); ddl[i] are the statements of
+// migrations[i] per dialect.
+func (s *SQLSpec) genEmbed(migrations []*SQLSpec, ddl []map[string][]string) (File, error) {
 	f := jen.NewFilePathName("github.com/simba-go/simba/sql/schema", "schema")
 	for _, line := range []string{
 		"Package schema embeds Simba's SQL migrations, one directory per dialect (postgres, mysql,",
@@ -976,23 +993,29 @@ func (s *SQLSpec) genEmbed(ddl map[string][]string) (File, error) {
 		jen.Comment("semicolons, for drivers that run one statement per call."),
 		jen.Id("Statements").Index().String(),
 	)
-	lineComments(f, "LatestVersion is the schema version the library's statements need. It equals the\nversion of each dialect's last migration.")
+	lineComments(f, "LatestVersion is the schema version the lease backends' statements need: a database at\nthis version or later works with them. Later migrations add tables for other parts of the\nlibrary (FenceVersion).")
 	f.Const().Id("LatestVersion").Op("=").Lit(s.SchemaVersion)
+	for _, m := range migrations[1:] {
+		lineComments(f, fmt.Sprintf("%sVersion is the schema version of the migration %s (spec/%s.yaml), which\nthe lease backends do not need.", camel(m.Migration), m.migrationFile(), m.Migration))
+		f.Const().Id(camel(m.Migration) + "Version").Op("=").Lit(m.SchemaVersion)
+	}
 
 	var cases []jen.Code
 	for _, d := range sqlDialects {
-		var sts []jen.Code
-		for _, st := range ddl[d] {
-			sts = append(sts, jen.Lit(st))
+		var ms []jen.Code
+		for i, m := range migrations {
+			var sts []jen.Code
+			for _, st := range ddl[i][d] {
+				sts = append(sts, jen.Lit(st))
+			}
+			ms = append(ms, jen.Values(jen.Dict{
+				jen.Id("Version"):    jen.Lit(m.SchemaVersion),
+				jen.Id("Path"):       jen.Lit(d + "/" + m.migrationFile()),
+				jen.Id("Statements"): jen.Index().String().Values(sts...),
+			}))
 		}
 		cases = append(cases, jen.Case(jen.Lit(d)).Block(
-			jen.Return(jen.Index().Id("Migration").Values(
-				jen.Values(jen.Dict{
-					jen.Id("Version"):    jen.Lit(s.SchemaVersion),
-					jen.Id("Path"):       jen.Lit(d + "/" + s.migrationFile()),
-					jen.Id("Statements"): jen.Index().String().Values(sts...),
-				}),
-			)),
+			jen.Return(jen.Index().Id("Migration").Values(ms...)),
 		))
 	}
 	cases = append(cases, jen.Default().Block(jen.Return(jen.Nil())))

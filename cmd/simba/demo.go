@@ -5,6 +5,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"database/sql"
 	"errors"
 	"flag"
 	"fmt"
@@ -18,15 +19,19 @@ import (
 	"time"
 
 	"github.com/simba-go/simba"
+	"github.com/simba-go/simba/fence"
+	"github.com/simba-go/simba/fence/fencesql"
 
 	dsnutil "github.com/simba-go/simba/internal/dsn"
 )
 
 // The demo runs real worker processes (this binary, as `simba demo-worker`) that elect a
-// leader on the backend. The leader writes to a fenced resource — played by this process —
-// that rejects any write whose token is lower than the highest it has seen. The demo kills the
-// first leader with SIGKILL, then pauses the next one with SIGSTOP past its TTL and resumes it,
-// and shows the failovers and the stale write the fence rejects.
+// leader on the backend. The leader appends to a ledger table in a SQLite file, the fenced
+// resource, through fencesql: a write whose token is lower than the highest the ledger has seen
+// is rolled back with fence.ErrStaleToken. The demo kills the first leader with SIGKILL, then
+// pauses the next one with SIGSTOP past its TTL and resumes it, and shows the failovers and the
+// stale write the fence rejects; at the end it reads the ledger back to show that its tokens
+// never went back.
 
 const demoElection = "demo-leader"
 
@@ -41,16 +46,20 @@ func demo(ctx context.Context, args []string) error {
 	if *workers < 3 {
 		return fmt.Errorf("%w: -workers must be at least 3 (one is killed, one paused)", simba.ErrInvalidOption)
 	}
+	dir, err := os.MkdirTemp("", "simba-demo-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
 	if *dsn == "" {
-		dir, err := os.MkdirTemp("", "simba-demo-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(dir)
 		*dsn = "sqlite://" + filepath.Join(dir, "simba.db")
 	}
+	resource := filepath.Join(dir, "ledger.db")
 	fmt.Printf("simba demo: %d worker processes electing %q on %s (TTL %v)\n", *workers, demoElection, dsnutil.Redact(*dsn), *ttl)
 	if err := prepare(ctx, *dsn); err != nil {
+		return err
+	}
+	if err := prepareLedger(ctx, resource); err != nil {
 		return err
 	}
 	self, err := os.Executable()
@@ -71,7 +80,7 @@ func demo(ctx context.Context, args []string) error {
 	}()
 	for i := 1; i <= *workers; i++ {
 		owner := fmt.Sprintf("worker-%d", i)
-		cmd := exec.Command(self, "demo-worker", "-dsn", *dsn, "-owner", owner, "-ttl", ttl.String())
+		cmd := exec.Command(self, "demo-worker", "-dsn", *dsn, "-owner", owner, "-ttl", ttl.String(), "-ledger", resource)
 		cmd.Stderr = os.Stderr
 		out, err := cmd.StdoutPipe()
 		if err != nil {
@@ -140,7 +149,7 @@ func demo(ctx context.Context, args []string) error {
 		}
 		fmt.Printf("%s#%d", e.owner, e.token)
 	}
-	fmt.Printf("\nfenced resource: %s accepted, %s rejected\n", plural(d.accepted, "write"), plural(len(d.rejected), "stale write"))
+	fmt.Printf("\nfenced resource (fencesql on %s): %s accepted, %s rejected\n", resource, plural(d.accepted, "write"), plural(len(d.rejected), "stale write"))
 	for _, r := range d.rejected {
 		fmt.Printf("  rejected: %s\n", r)
 	}
@@ -149,8 +158,64 @@ func demo(ctx context.Context, args []string) error {
 			return fmt.Errorf("fencing tokens did not increase: %v", d.elected)
 		}
 	}
-	fmt.Println("tokens strictly increased across every failover; no stale write reached the resource.")
+	rows, err := checkLedger(ctx, resource)
+	if err != nil {
+		return err
+	}
+	fmt.Println("tokens strictly increased across every failover.")
+	fmt.Printf("the ledger read back: %s (a killed worker's last write may have gone unreported), tokens never going back: no stale write reached the resource.\n", plural(rows, "row"))
 	return nil
+}
+
+// demoLedgerResource is the fenced resource's name in the ledger's simba_fence table.
+const demoLedgerResource = "demo-ledger"
+
+// openLedger opens the SQLite file that plays the fenced resource.
+func openLedger(path string) (*sql.DB, error) {
+	return sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(wal)")
+}
+
+// prepareLedger creates the fenced resource: Simba's migrations (0002_fence brings the
+// simba_fence table fencesql needs) and the ledger table the leaders append to.
+func prepareLedger(ctx context.Context, path string) error {
+	if err := prepare(ctx, "sqlite://"+path); err != nil {
+		return err
+	}
+	db, err := openLedger(path)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	_, err = db.ExecContext(ctx, "CREATE TABLE demo_ledger (id INTEGER PRIMARY KEY AUTOINCREMENT, writer TEXT NOT NULL, token INTEGER NOT NULL)")
+	return err
+}
+
+// checkLedger reads the ledger back in the order the rows were written and fails if a token
+// ever went back; it returns the number of rows.
+func checkLedger(ctx context.Context, path string) (int, error) {
+	db, err := openLedger(path)
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	rows, err := db.QueryContext(ctx, "SELECT writer, token FROM demo_ledger ORDER BY id")
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	n, last := 0, int64(0)
+	for rows.Next() {
+		var writer string
+		var token int64
+		if err := rows.Scan(&writer, &token); err != nil {
+			return 0, err
+		}
+		if token < last {
+			return 0, fmt.Errorf("the ledger's row %d, by %s, has token %d after token %d: a stale write got through", n+1, writer, token, last)
+		}
+		n, last = n+1, token
+	}
+	return n, rows.Err()
 }
 
 func plural(n int, what string) string {
@@ -192,19 +257,19 @@ type election struct {
 	token int64
 }
 
-// demoRun is the parent's view: the elections seen, and the fenced resource.
+// demoRun is the parent's view: the elections seen, and the writes the workers report.
 type demoRun struct {
 	lines    <-chan workerLine
 	procs    map[string]*exec.Cmd
 	ttl      time.Duration
 	elected  []election
 	writes   map[string]int
-	maxToken int64 // the fenced resource: the highest token it has accepted
 	accepted int
 	rejected []string
 }
 
-// handle applies one worker line: `elected TOKEN`, `revoked TOKEN REASON`, `write TOKEN SEQ`.
+// handle applies one worker line: `elected TOKEN`, `revoked TOKEN REASON`, `write TOKEN SEQ`
+// (the ledger took it), `fenced TOKEN HIGHEST` (the ledger refused it).
 func (d *demoRun) handle(l workerLine) (election, bool) {
 	f := strings.Fields(l.text)
 	if len(f) < 2 {
@@ -218,14 +283,15 @@ func (d *demoRun) handle(l workerLine) (election, bool) {
 		return e, true
 	case "revoked":
 		fmt.Printf("          %s lost token %d (%s)\n", l.owner, token, strings.Join(f[2:], " "))
-	case "write":
-		if token < d.maxToken {
-			msg := fmt.Sprintf("write from %s with token %d; the resource has seen token %d", l.owner, token, d.maxToken)
-			fmt.Printf("          FENCED: %s\n", msg)
-			d.rejected = append(d.rejected, msg)
-			return election{}, false
+	case "fenced":
+		highest := "?"
+		if len(f) > 2 {
+			highest = f[2]
 		}
-		d.maxToken = token
+		msg := fmt.Sprintf("write from %s with token %d; the resource has seen token %s", l.owner, token, highest)
+		fmt.Printf("          FENCED: %s\n", msg)
+		d.rejected = append(d.rejected, msg)
+	case "write":
 		d.accepted++
 		if d.writes == nil {
 			d.writes = map[string]int{}
@@ -276,14 +342,24 @@ func (d *demoRun) drain(ctx context.Context, dur time.Duration) {
 	d.pump(ctx, dur, func(election, bool) bool { return false })
 }
 
-// demoWorker is one worker process: it campaigns and, while it leads, writes to the fenced
-// resource (its stdout) every 100 ms.
+// demoWorker is one worker process: it campaigns and, while it leads, appends to the fenced
+// ledger every 100 ms, reporting each write (or its refusal) on stdout.
 func demoWorker(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("demo-worker", flag.ContinueOnError)
 	dsn := fs.String("dsn", "", "backend DSN")
 	owner := fs.String("owner", "", "owner string")
 	ttl := fs.Duration("ttl", 2*time.Second, "session TTL")
+	ledgerPath := fs.String("ledger", "", "the fenced resource: a SQLite file with the ledger table")
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	ledger, err := openLedger(*ledgerPath)
+	if err != nil {
+		return err
+	}
+	defer ledger.Close()
+	fenced, err := fencesql.New(ledger, "sqlite")
+	if err != nil {
 		return err
 	}
 	b, err := openBackend(ctx, *dsn)
@@ -310,7 +386,23 @@ func demoWorker(ctx context.Context, args []string) error {
 				if !valid {
 					return nil
 				}
-				out <- fmt.Sprintf("write %d %d", t.Token(), seq)
+				// The write ignores ctx on purpose: a process that was paused does not know
+				// its term ended. The ledger decides, by the token.
+				wctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				err := fenced.Write(wctx, demoLedgerResource, t.Token(), func(ctx context.Context, tx *sql.Tx) error {
+					_, err := tx.ExecContext(ctx, "INSERT INTO demo_ledger (writer, token) VALUES (?, ?)", *owner, t.Token())
+					return err
+				})
+				cancel()
+				var stale *fence.StaleTokenError
+				switch {
+				case errors.As(err, &stale):
+					out <- fmt.Sprintf("fenced %d %d", t.Token(), stale.Highest)
+				case err != nil:
+					fmt.Fprintf(os.Stderr, "%s: ledger: %v\n", *owner, err)
+				default:
+					out <- fmt.Sprintf("write %d %d", t.Token(), seq)
+				}
 				if ctx.Err() != nil {
 					return nil
 				}

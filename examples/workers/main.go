@@ -5,10 +5,10 @@
 // the number of invoices costs nothing.
 //
 // Each job reads the invoice's balance from a ledger and writes it back increased, two steps
-// that would lose updates without the lock; the ledger (an in-memory stand-in for your
-// database) also refuses a write whose fencing token is lower than one it has seen for that
-// invoice, which is what keeps a worker that lost its lock (a paused process, a partition)
-// from writing.
+// that would lose updates without the lock; the ledger (a SQLite file standing for your
+// database, -ledger) also refuses a write whose fencing token is lower than one it has seen
+// for that invoice, through package fence/fencesql: that is what keeps a worker that lost its
+// lock (a paused process, a partition) from writing.
 //
 // Goroutines of one process that want the same invoice take turns in the order they asked.
 // Across processes, a waiter is woken as soon as the lock is released on PostgreSQL, Redis and
@@ -16,20 +16,25 @@
 // TTL), so share busy locks across processes through one of the first three.
 //
 //	go run ./examples/workers -workers 8 -invoices 5 -jobs 40
+//	go run ./examples/workers -ledger /tmp/ledger.db   # and again in a second terminal
 //	go run ./examples/workers -dsn 'mysql://root@127.0.0.1:3306/test'
 package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/simba-go/simba"
 	simbasql "github.com/simba-go/simba/backend/sql"
 	"github.com/simba-go/simba/examples/internal/cli"
+	"github.com/simba-go/simba/fence/fencesql"
 )
 
 func main() { cli.Main("workers", run) }
@@ -41,6 +46,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	workers := flags.Int("workers", 8, "how many goroutines process jobs")
 	invoices := flags.Int("invoices", 5, "how many invoices the jobs are about")
 	jobs := flags.Int("jobs", 40, "how many jobs to process")
+	ledgerPath := flags.String("ledger", "", "the ledger's SQLite file, to share it between processes (default: a new file for this run)")
 	if ok, err := flags.Parse(args); !ok {
 		return err
 	}
@@ -64,7 +70,11 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	close(queue)
 
-	books := newLedger()
+	books, err := openLedger(ctx, *ledgerPath)
+	if err != nil {
+		return err
+	}
+	defer books.close()
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
@@ -79,8 +89,11 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 				err := client.WithLock(ctx, invoice, func(ctx context.Context, t simba.Term) error {
 					// Under the lock: this worker alone works on this invoice. ctx ends if the
 					// lock is lost; every write carries the token.
-					balance := books.balance(invoice)
-					if err := books.write(invoice, balance+1, t.Token()); err != nil {
+					balance, err := books.balance(ctx, invoice)
+					if err != nil {
+						return err
+					}
+					if err := books.write(ctx, invoice, balance+1, t.Token()); err != nil {
 						return err
 					}
 					written = true
@@ -108,48 +121,87 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	wg.Wait()
 
-	fmt.Fprintf(stdout, "%d of %d jobs done by %d workers; the ledger counts %d\n", done, *jobs, *workers, books.total())
+	total, err := books.total(context.WithoutCancel(ctx))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%d of %d jobs done by %d workers; the ledger counts %d\n", done, *jobs, *workers, total)
 	if ctx.Err() != nil { // -for passed or interrupted: not an error
 		return nil
 	}
 	return errors.Join(errs...)
 }
 
-// ledger stands for the database the workers write to. It keeps, per invoice, a balance and
-// the highest fencing token a write carried, and refuses writes with a lower token.
+// ledger stands for the database the workers write to: a table of balances per invoice in a
+// SQLite file, fenced per invoice by fencesql, which refuses a write whose token is lower than
+// the highest it has seen for that invoice.
 type ledger struct {
-	mu       sync.Mutex
-	balances map[string]int
-	tokens   map[string]int64
+	db    *sql.DB
+	fence *fencesql.Fence
+	dir   string // a temporary directory to remove, or ""
 }
 
-func newLedger() *ledger {
-	return &ledger{balances: map[string]int{}, tokens: map[string]int64{}}
-}
-
-func (l *ledger) balance(invoice string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.balances[invoice]
-}
-
-func (l *ledger) write(invoice string, balance int, token int64) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if token < l.tokens[invoice] {
-		return fmt.Errorf("%s: write with token %d refused: the ledger has seen token %d", invoice, token, l.tokens[invoice])
+// openLedger opens (creating it if needed) the ledger at path, or at a new temporary file when
+// path is empty. Simba's migrations bring the fence table (0002_fence).
+func openLedger(ctx context.Context, path string) (*ledger, error) {
+	l := &ledger{}
+	if path == "" {
+		dir, err := os.MkdirTemp("", "simba-workers-")
+		if err != nil {
+			return nil, err
+		}
+		l.dir, path = dir, filepath.Join(dir, "ledger.db")
 	}
-	l.tokens[invoice] = token
-	l.balances[invoice] = balance
-	return nil
+	b, err := simbasql.Open(ctx, "sqlite://"+path, simbasql.WithAutoMigrate())
+	if err == nil {
+		err = b.Migrate(ctx)
+		b.Close()
+	}
+	if err != nil {
+		l.close()
+		return nil, err
+	}
+	if l.db, err = sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(wal)"); err != nil {
+		l.close()
+		return nil, err
+	}
+	if _, err := l.db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS ledger (invoice TEXT PRIMARY KEY, balance INTEGER NOT NULL)"); err != nil {
+		l.close()
+		return nil, err
+	}
+	l.fence, err = fencesql.New(l.db, "sqlite")
+	return l, err
 }
 
-func (l *ledger) total() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	for _, b := range l.balances {
-		n += b
+func (l *ledger) close() {
+	if l.db != nil {
+		l.db.Close()
 	}
-	return n
+	if l.dir != "" {
+		os.RemoveAll(l.dir)
+	}
+}
+
+func (l *ledger) balance(ctx context.Context, invoice string) (int, error) {
+	var b int
+	err := l.db.QueryRowContext(ctx, "SELECT balance FROM ledger WHERE invoice = ?", invoice).Scan(&b)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	return b, err
+}
+
+// write sets the invoice's balance if token is at least the highest token the ledger has seen
+// for the invoice; otherwise it fails with fence.ErrStaleToken and writes nothing.
+func (l *ledger) write(ctx context.Context, invoice string, balance int, token int64) error {
+	return l.fence.Write(ctx, invoice, token, func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, "INSERT INTO ledger (invoice, balance) VALUES (?, ?) ON CONFLICT (invoice) DO UPDATE SET balance = excluded.balance", invoice, balance)
+		return err
+	})
+}
+
+func (l *ledger) total(ctx context.Context) (int, error) {
+	var n int
+	err := l.db.QueryRowContext(ctx, "SELECT COALESCE(SUM(balance), 0) FROM ledger").Scan(&n)
+	return n, err
 }

@@ -21,6 +21,8 @@ const (
 	StatusHeldBy int64 = 2
 	// StatusExpired (3): the session no longer exists or its expiry has passed (SessionExpired).
 	StatusExpired int64 = 3
+	// StatusStale (4): the fence has seen a higher token than the write's; nothing was written.
+	StatusStale int64 = 4
 )
 
 // ErrorPrefix starts the message of every error a script raises (after Redis's "ERR "):
@@ -123,6 +125,16 @@ var All = []Info{{
 	Name:    "clear_foreign",
 	SHA1:    ClearForeignSHA1,
 	Source:  ClearForeignSource,
+}, {
+	Cluster: true,
+	Name:    "fence_set",
+	SHA1:    FenceSetSHA1,
+	Source:  FenceSetSource,
+}, {
+	Cluster: true,
+	Name:    "fence_hset",
+	SHA1:    FenceHsetSHA1,
+	Source:  FenceHsetSource,
 }}
 
 // ErrReply is matched (errors.Is) by every error a Decode returns for a reply of the wrong shape.

@@ -161,6 +161,32 @@ func ParseGroupKey(key string) (group string, ok bool) {
 	return group, true
 }
 
+// FenceKey returns the Redis key "simba:fence:{<resource>}" (a string). The highest fencing token
+// the fenced resource <resource> has seen (package fence/fenceredis), a plain decimal integer. It
+// never expires and Simba never deletes it: if it is lost (eviction under an allkeys-* policy, a
+// restart without AOF, an operator's DEL) a stale writer's token is accepted again, so the same
+// durability settings as the lease hashes apply. The keys it guards share its hash tag
+// {<resource>}.
+func FenceKey(resource string) string {
+	return "simba:fence:{" + resource + "}"
+}
+
+// FenceKeyMatch is the glob (SCAN MATCH, PSUBSCRIBE) that matches every fence key.
+const FenceKeyMatch = "simba:fence:{*}"
+
+// ParseFenceKey returns the resource of a key made by FenceKey, and false for any other string.
+func ParseFenceKey(key string) (resource string, ok bool) {
+	rest, ok := strings.CutPrefix(key, "simba:fence:{")
+	if !ok {
+		return "", false
+	}
+	resource, ok = strings.CutSuffix(rest, "}")
+	if !ok || resource == "" || strings.ContainsAny(resource, "{}") {
+		return "", false
+	}
+	return resource, true
+}
+
 // ReleasedChannel is the pub/sub channel "simba:lease:{<name>}", the same string as
 // LeaseKey(name); the message is the name. A release (or a close) publishes the lease name on the
 // lease key's channel.

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -76,11 +77,18 @@ func migrationStatements(t *testing.T, d string) []string {
 	if schema.LatestVersion != wire.SQLSchemaVersion {
 		t.Fatalf("schema.LatestVersion %d != wire.SQLSchemaVersion %d", schema.LatestVersion, wire.SQLSchemaVersion)
 	}
-	if last := ms[len(ms)-1]; last.Version != schema.LatestVersion {
-		t.Fatalf("last migration of %s is version %d, want %d", d, last.Version, schema.LatestVersion)
+	// The lease schema's migration is the one at LatestVersion; the fence migration follows it
+	// (the lease backends do not need it).
+	i := slices.IndexFunc(ms, func(m schema.Migration) bool { return m.Version == schema.LatestVersion })
+	if i < 0 {
+		t.Fatalf("no migration of %s at version %d", d, schema.LatestVersion)
 	}
-	if dialect(t, d).Migration != ms[len(ms)-1].Path {
-		t.Fatalf("wire migration %q != schema path %q", dialect(t, d).Migration, ms[len(ms)-1].Path)
+	if dialect(t, d).Migration != ms[i].Path {
+		t.Fatalf("wire migration %q != schema path %q", dialect(t, d).Migration, ms[i].Path)
+	}
+	fence, _ := wire.SQLFenceByName(d)
+	if last := ms[len(ms)-1]; last.Version != schema.FenceVersion || last.Path != fence.Migration || schema.FenceVersion != wire.SQLFenceVersion {
+		t.Fatalf("last migration of %s is %s at version %d, want the fence migration %s at %d", d, last.Path, last.Version, fence.Migration, schema.FenceVersion)
 	}
 	return out
 }

@@ -23,9 +23,14 @@ type Migration struct {
 	Statements []string
 }
 
-// LatestVersion is the schema version the library's statements need. It equals the
-// version of each dialect's last migration.
+// LatestVersion is the schema version the lease backends' statements need: a database at
+// this version or later works with them. Later migrations add tables for other parts of the
+// library (FenceVersion).
 const LatestVersion = 1
+
+// FenceVersion is the schema version of the migration 0002_fence.sql (spec/fence.yaml), which
+// the lease backends do not need.
+const FenceVersion = 2
 
 // Migrations lists the migrations of dialect ("postgres", "mysql", "sqlite") in the order to
 // apply them; nil for an unknown dialect. Each call returns fresh slices.
@@ -36,18 +41,30 @@ func Migrations(dialect string) []Migration {
 			Path:       "postgres/0001_init.sql",
 			Statements: []string{"CREATE TABLE IF NOT EXISTS simba_schema_version (\n    version BIGINT NOT NULL,\n    PRIMARY KEY (version)\n)", "CREATE TABLE IF NOT EXISTS simba_session (\n    id VARCHAR(64) COLLATE \"C\" NOT NULL,\n    owner VARCHAR(255) NOT NULL,\n    ttl_ms BIGINT NOT NULL,\n    expiry_ms BIGINT NOT NULL,\n    PRIMARY KEY (id)\n)", "CREATE INDEX IF NOT EXISTS simba_session_expiry ON simba_session (expiry_ms)", "CREATE TABLE IF NOT EXISTS simba_lease (\n    name VARCHAR(128) COLLATE \"C\" NOT NULL,\n    session_id VARCHAR(64) COLLATE \"C\",\n    token BIGINT NOT NULL,\n    PRIMARY KEY (name),\n    CONSTRAINT simba_lease_session_fk FOREIGN KEY (session_id) REFERENCES simba_session (id) ON DELETE SET NULL\n)", "CREATE INDEX IF NOT EXISTS simba_lease_session ON simba_lease (session_id)", "CREATE TABLE IF NOT EXISTS simba_member (\n    group_name VARCHAR(128) COLLATE \"C\" NOT NULL,\n    session_id VARCHAR(64) COLLATE \"C\" NOT NULL,\n    PRIMARY KEY (group_name, session_id),\n    CONSTRAINT simba_member_session_fk FOREIGN KEY (session_id) REFERENCES simba_session (id) ON DELETE CASCADE\n)", "CREATE INDEX IF NOT EXISTS simba_member_session ON simba_member (session_id)", "INSERT INTO simba_schema_version (version) VALUES (1) ON CONFLICT DO NOTHING"},
 			Version:    1,
+		}, {
+			Path:       "postgres/0002_fence.sql",
+			Statements: []string{"CREATE TABLE IF NOT EXISTS simba_fence (\n    resource VARCHAR(128) COLLATE \"C\" NOT NULL,\n    token BIGINT NOT NULL,\n    PRIMARY KEY (resource)\n)", "INSERT INTO simba_schema_version (version) VALUES (2) ON CONFLICT DO NOTHING"},
+			Version:    2,
 		}}
 	case "mysql":
 		return []Migration{{
 			Path:       "mysql/0001_init.sql",
 			Statements: []string{"CREATE TABLE IF NOT EXISTS simba_schema_version (\n    version BIGINT NOT NULL,\n    PRIMARY KEY (version)\n) ENGINE=InnoDB", "CREATE TABLE IF NOT EXISTS simba_session (\n    id VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,\n    owner VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,\n    ttl_ms BIGINT NOT NULL,\n    expiry_ms BIGINT NOT NULL,\n    PRIMARY KEY (id),\n    INDEX simba_session_expiry (expiry_ms)\n) ENGINE=InnoDB", "CREATE TABLE IF NOT EXISTS simba_lease (\n    name VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,\n    session_id VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin,\n    token BIGINT NOT NULL,\n    PRIMARY KEY (name),\n    INDEX simba_lease_session (session_id),\n    CONSTRAINT simba_lease_session_fk FOREIGN KEY (session_id) REFERENCES simba_session (id) ON DELETE SET NULL\n) ENGINE=InnoDB", "CREATE TABLE IF NOT EXISTS simba_member (\n    group_name VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,\n    session_id VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,\n    PRIMARY KEY (group_name, session_id),\n    INDEX simba_member_session (session_id),\n    CONSTRAINT simba_member_session_fk FOREIGN KEY (session_id) REFERENCES simba_session (id) ON DELETE CASCADE\n) ENGINE=InnoDB", "INSERT IGNORE INTO simba_schema_version (version) VALUES (1)"},
 			Version:    1,
+		}, {
+			Path:       "mysql/0002_fence.sql",
+			Statements: []string{"CREATE TABLE IF NOT EXISTS simba_fence (\n    resource VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,\n    token BIGINT NOT NULL,\n    PRIMARY KEY (resource)\n) ENGINE=InnoDB", "INSERT IGNORE INTO simba_schema_version (version) VALUES (2)"},
+			Version:    2,
 		}}
 	case "sqlite":
 		return []Migration{{
 			Path:       "sqlite/0001_init.sql",
 			Statements: []string{"CREATE TABLE IF NOT EXISTS simba_schema_version (\n    version INTEGER NOT NULL,\n    PRIMARY KEY (version)\n)", "CREATE TABLE IF NOT EXISTS simba_session (\n    id TEXT COLLATE BINARY NOT NULL,\n    owner TEXT NOT NULL,\n    ttl_ms INTEGER NOT NULL,\n    expiry_ms INTEGER NOT NULL,\n    PRIMARY KEY (id)\n)", "CREATE INDEX IF NOT EXISTS simba_session_expiry ON simba_session (expiry_ms)", "CREATE TABLE IF NOT EXISTS simba_lease (\n    name TEXT COLLATE BINARY NOT NULL,\n    session_id TEXT COLLATE BINARY,\n    token INTEGER NOT NULL,\n    PRIMARY KEY (name),\n    CONSTRAINT simba_lease_session_fk FOREIGN KEY (session_id) REFERENCES simba_session (id) ON DELETE SET NULL\n)", "CREATE INDEX IF NOT EXISTS simba_lease_session ON simba_lease (session_id)", "CREATE TABLE IF NOT EXISTS simba_member (\n    group_name TEXT COLLATE BINARY NOT NULL,\n    session_id TEXT COLLATE BINARY NOT NULL,\n    PRIMARY KEY (group_name, session_id),\n    CONSTRAINT simba_member_session_fk FOREIGN KEY (session_id) REFERENCES simba_session (id) ON DELETE CASCADE\n)", "CREATE INDEX IF NOT EXISTS simba_member_session ON simba_member (session_id)", "INSERT OR IGNORE INTO simba_schema_version (version) VALUES (1)"},
 			Version:    1,
+		}, {
+			Path:       "sqlite/0002_fence.sql",
+			Statements: []string{"CREATE TABLE IF NOT EXISTS simba_fence (\n    resource TEXT COLLATE BINARY NOT NULL,\n    token INTEGER NOT NULL,\n    PRIMARY KEY (resource)\n)", "INSERT OR IGNORE INTO simba_schema_version (version) VALUES (2)"},
+			Version:    2,
 		}}
 	default:
 		return nil

@@ -8,6 +8,11 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+type SimbaFence struct {
+	Resource string
+	Token    int64
+}
+
 type SimbaLease struct {
 	Name      string
 	SessionID pgtype.Text

@@ -8,6 +8,11 @@ import (
 	"database/sql"
 )
 
+type SimbaFence struct {
+	Resource string
+	Token    int64
+}
+
 type SimbaLease struct {
 	Name      string
 	SessionID sql.NullString

@@ -1,0 +1,46 @@
+package fence_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/simba-go/simba/fence"
+)
+
+func TestStaleTokenError(t *testing.T) {
+	var err error = &fence.StaleTokenError{Resource: "invoice-42", Token: 5, Highest: 9}
+	wrapped := fmt.Errorf("charging: %w", err)
+	if !errors.Is(wrapped, fence.ErrStaleToken) {
+		t.Fatal("a wrapped *StaleTokenError does not match ErrStaleToken")
+	}
+	var stale *fence.StaleTokenError
+	if !errors.As(wrapped, &stale) || stale.Highest != 9 {
+		t.Fatalf("errors.As: %+v", stale)
+	}
+	for _, want := range []string{"invoice-42", "5", "9", "stale"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q does not mention %q", err, want)
+		}
+	}
+}
+
+func TestValidateResource(t *testing.T) {
+	for _, ok := range []string{"a", "invoice-42", "orders/7", "x:y.z_~!", strings.Repeat("r", fence.MaxResourceLen)} {
+		if err := fence.ValidateResource(ok); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", " ", "a b", "tab\t", "{tag}", "a}", "é", "\x00", strings.Repeat("r", fence.MaxResourceLen+1)} {
+		if err := fence.ValidateResource(bad); !errors.Is(err, fence.ErrInvalidResource) {
+			t.Errorf("%q: %v, want ErrInvalidResource", bad, err)
+		}
+	}
+	if err := fence.ValidateToken(-1); !errors.Is(err, fence.ErrInvalidResource) {
+		t.Errorf("token -1: %v", err)
+	}
+	if err := fence.ValidateToken(0); err != nil {
+		t.Errorf("token 0: %v", err)
+	}
+}

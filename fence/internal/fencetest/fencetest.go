@@ -1,0 +1,192 @@
+// Package fencetest holds the scenarios every fence helper's tests run: a paused ex-holder's
+// stale write after a newer holder wrote (with real Simba clients on a real backend), and
+// concurrent writers with interleaved tokens.
+package fencetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/simba-go/simba"
+	"github.com/simba-go/simba/fence"
+	"github.com/simba-go/simba/spi"
+)
+
+// WriteFunc writes value to the fenced resource with token; a stale token must fail with an
+// error matching fence.ErrStaleToken.
+type WriteFunc func(ctx context.Context, token int64, value string) error
+
+// ReadFunc returns the resource's current value.
+type ReadFunc func(ctx context.Context) (string, error)
+
+// errPaused is what the paused backend answers with: a call whose outcome is unknown.
+var errPaused = fmt.Errorf("%w: fencetest: the process is paused", spi.ErrUnavailable)
+
+// paused is a backend whose process can be paused: while paused, every call fails (as if the
+// process were SIGSTOPped, its keep-alives never leave), so its session expires on the server.
+type paused struct {
+	spi.Backend
+	on atomic.Bool
+}
+
+func (p *paused) KeepAlive(ctx context.Context, s spi.SessionID, names, groups []string) (spi.KeepAlive, error) {
+	if p.on.Load() {
+		return spi.KeepAlive{}, errPaused
+	}
+	return p.Backend.KeepAlive(ctx, s, names, groups)
+}
+
+func (p *paused) Acquire(ctx context.Context, s spi.SessionID, name string) (spi.Acquire, error) {
+	if p.on.Load() {
+		return spi.Acquire{}, errPaused
+	}
+	return p.Backend.Acquire(ctx, s, name)
+}
+
+// PausedHolder runs the fencing story on real Simba clients: holder A (on backend a) locks
+// name and writes; A's process pauses (its backend calls stop, so its session expires on the
+// server); holder B (on backend b, the same store) locks name with a higher token and writes;
+// A resumes and writes with its old token, which the resource must refuse with a
+// *fence.StaleTokenError naming both tokens. It checks that the resource then holds B's
+// value, and returns A's and B's tokens.
+func PausedHolder(t *testing.T, a, b spi.Backend, name string, write WriteFunc, read ReadFunc) (tokenA, tokenB int64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pa := &paused{Backend: a}
+	ttl := simba.WithTTL(1500 * time.Millisecond)
+	ca, err := simba.New(pa, ttl, simba.WithOwner("holder-a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { pa.on.Store(false); _ = ca.Close(context.Background()) }()
+	cb, err := simba.New(b, ttl, simba.WithOwner("holder-b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cb.Close(context.Background()) }()
+
+	heldA, err := ca.Lock(ctx, name)
+	if err != nil {
+		t.Fatalf("A: Lock: %v", err)
+	}
+	tokenA = heldA.Token()
+	if err := write(ctx, tokenA, "written by A"); err != nil {
+		t.Fatalf("A's write with token %d while it holds the lock: %v", tokenA, err)
+	}
+
+	pa.on.Store(true) // A pauses: a GC pause, a SIGSTOP, a partition
+	heldB, err := cb.Lock(ctx, name)
+	if err != nil {
+		t.Fatalf("B: Lock after A paused: %v", err)
+	}
+	tokenB = heldB.Token()
+	if tokenB <= tokenA {
+		t.Fatalf("B's token %d is not above A's %d", tokenB, tokenA)
+	}
+	if err := write(ctx, tokenB, "written by B"); err != nil {
+		t.Fatalf("B's write with token %d: %v", tokenB, err)
+	}
+
+	// A resumes, still believing in its term, and writes with its old token.
+	err = write(ctx, tokenA, "stale write by A")
+	var stale *fence.StaleTokenError
+	if !errors.Is(err, fence.ErrStaleToken) || !errors.As(err, &stale) {
+		t.Fatalf("A's stale write with token %d after B wrote with %d: got %v, want a *fence.StaleTokenError", tokenA, tokenB, err)
+	}
+	if stale.Token != tokenA || stale.Highest != tokenB {
+		t.Fatalf("stale error %+v: want token %d, highest %d", stale, tokenA, tokenB)
+	}
+	if got, err := read(ctx); err != nil || got != "written by B" {
+		t.Fatalf("resource holds %q (%v) after A's stale write, want B's value", got, err)
+	}
+	pa.on.Store(false)
+	if err := heldB.Unlock(ctx); err != nil {
+		t.Errorf("B: Unlock: %v", err)
+	}
+	_ = heldA.Unlock(ctx) // lost long ago; Unlock exactly once
+	return tokenA, tokenB
+}
+
+// Interleaved runs writers goroutines against one resource, each writing perWriter times with
+// tokens drawn from a shuffled, interleaved sequence (a seeded random order, logged so a
+// failure can be replayed with the seed), the value being the token in decimal. It checks that
+// every refusal is a *fence.StaleTokenError whose Highest exceeds its token, that the highest
+// token was accepted, and that the resource ends holding the highest token's value.
+func Interleaved(t *testing.T, seed uint64, writers, perWriter int, write WriteFunc, read ReadFunc) {
+	t.Helper()
+	t.Logf("seed %d (%d writers × %d writes)", seed, writers, perWriter)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	n := writers * perWriter
+	tokens := make([]int64, n)
+	base := int64(1_700_000_000_000_000) // microsecond-scale, as Simba's tokens are
+	for i := range tokens {
+		tokens[i] = base + int64(i/2) // pairs of equal tokens: "at least the highest" admits both
+	}
+	rng.Shuffle(n, func(i, j int) { tokens[i], tokens[j] = tokens[j], tokens[i] })
+	highest := base + int64((n-1)/2)
+
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		accepted = map[int64]bool{}
+		rejected int
+		failures []string
+	)
+	for w := range writers {
+		wg.Add(1)
+		go func(mine []int64) {
+			defer wg.Done()
+			for _, tok := range mine {
+				err := write(ctx, tok, strconv.FormatInt(tok, 10))
+				mu.Lock()
+				var stale *fence.StaleTokenError
+				switch {
+				case err == nil:
+					accepted[tok] = true
+				case errors.As(err, &stale) && errors.Is(err, fence.ErrStaleToken) && stale.Token == tok && stale.Highest > tok:
+					rejected++
+				default:
+					failures = append(failures, fmt.Sprintf("token %d: %v", tok, err))
+				}
+				mu.Unlock()
+			}
+		}(tokens[w*perWriter : (w+1)*perWriter])
+	}
+	wg.Wait()
+	if len(failures) > 0 {
+		t.Fatalf("seed %d: %d writes failed otherwise than stale, e.g. %s", seed, len(failures), failures[0])
+	}
+	if !accepted[highest] {
+		t.Fatalf("seed %d: the highest token %d was refused", seed, highest)
+	}
+	got, err := read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := strconv.FormatInt(highest, 10); got != want {
+		t.Fatalf("seed %d: the resource holds %q, want the highest token's value %q", seed, got, want)
+	}
+	t.Logf("%d writes accepted, %d refused as stale", len(accepted), rejected)
+}
+
+// Seed returns a fresh seed for Interleaved, or the one in $FENCE_SEED to replay a failure.
+func Seed(t *testing.T) uint64 {
+	t.Helper()
+	if s, err := strconv.ParseUint(getenv("FENCE_SEED"), 10, 64); err == nil {
+		return s
+	}
+	return rand.Uint64()
+}
+
+func getenv(k string) string { return os.Getenv(k) }
