@@ -7,7 +7,7 @@
 // deterministic, and Write / Diff apply or check them. cmd/simbagen is the thin command that
 // `go generate` runs; its -verify flag fails on any difference, stale leftovers included.
 //
-// The spec is split by concern, one part per file group (names, assignment, sql, redis, zk);
+// The spec is split by concern, one part per file group (names, assignment, sql, redis, zk, etcd);
 // each part validates its own input and reports errors as *SpecError naming file, field and
 // what is wrong.
 package gen
@@ -56,6 +56,7 @@ func specErr(file, field, format string, args ...any) *SpecError {
 var OwnedDirs = []string{
 	"generated/wire",
 	"generated/luascripts",
+	"generated/etcdtxn",
 	"sql",
 	"lua",
 	"zk",
@@ -74,6 +75,7 @@ var parts = []part{
 	{"sql", genSQL},
 	{"redis", genRedis},
 	{"zk", genZK},
+	{"etcd", genEtcd},
 }
 
 // Generate loads and validates the spec in specDir and returns every artifact, sorted by path.
