@@ -28,9 +28,15 @@ const MaxTTL = 9_000_000_000 * time.Second
 // Backend is the etcd implementation of the Simba SPI (spi.Backend, spi.Hinter and
 // spi.Inspector). It is safe for concurrent use.
 type Backend struct {
-	cli    *clientv3.Client
-	own    bool // Close closes cli
-	prefix string
+	own       bool // Close closes cli
+	prefix    string
+	endpoints string // for errors
+
+	// cli is the client; for a backend made from a Config it is made on first use (cfg),
+	// since an etcd client with credentials authenticates as it is made.
+	cliMu sync.Mutex
+	cli   *clientv3.Client
+	cfg   *clientv3.Config
 
 	// ctx is cancelled by Close: it ends the hint watches.
 	ctx    context.Context
@@ -83,7 +89,7 @@ func NewFromConfig(cfg Config) (*Backend, error) {
 	if dt <= 0 {
 		dt = DefaultDialTimeout
 	}
-	cli, err := clientv3.New(clientv3.Config{
+	cc := &clientv3.Config{
 		Endpoints:   cfg.Endpoints,
 		DialTimeout: dt,
 		Username:    cfg.User,
@@ -93,12 +99,9 @@ func NewFromConfig(cfg Config) (*Backend, error) {
 		DialKeepAliveTime:    2 * time.Second,
 		DialKeepAliveTimeout: 2 * time.Second,
 		Logger:               zap.NewNop(), // errors reach the caller; the client's own logs are noise
-	})
-	if err != nil {
-		return nil, classify("connect", err)
 	}
-	b := newBackend(cli, cfg.Prefix)
-	b.own = true
+	b := newBackend(nil, cfg.Prefix, cfg.Endpoints)
+	b.cfg, b.own = cc, true
 	return b, nil
 }
 
@@ -113,19 +116,33 @@ func NewFromClient(cli *clientv3.Client, prefix string) (*Backend, error) {
 			return nil, fmt.Errorf("%w: etcd: %v", spi.ErrInvalidOption, err)
 		}
 	}
-	return newBackend(cli, prefix), nil
+	return newBackend(cli, prefix, cli.Endpoints()), nil
 }
 
-func newBackend(cli *clientv3.Client, prefix string) *Backend {
+func newBackend(cli *clientv3.Client, prefix string, endpoints []string) *Backend {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Backend{cli: cli, prefix: prefixOf(prefix), ctx: ctx, cancel: cancel, sessions: map[spi.SessionID]*session{}}
+	return &Backend{cli: cli, prefix: prefixOf(prefix), endpoints: strings.Join(endpoints, ","), ctx: ctx, cancel: cancel, sessions: map[spi.SessionID]*session{}}
+}
+
+// client returns the etcd client, making it on first use (a failure is retried by the next
+// call).
+func (b *Backend) client() (*clientv3.Client, error) {
+	b.cliMu.Lock()
+	defer b.cliMu.Unlock()
+	if b.cli != nil {
+		return b.cli, nil
+	}
+	cli, err := clientv3.New(*b.cfg)
+	if err != nil {
+		return nil, b.classify("connect", err)
+	}
+	b.cli = cli
+	return cli, nil
 }
 
 // Prefix returns the key prefix the backend keeps its keys under.
 func (b *Backend) Prefix() string { return b.prefix }
 
-// Client returns the etcd client the backend runs on.
-func (b *Backend) Client() *clientv3.Client { return b.cli }
 
 // Close makes later calls fail with spi.ErrClosed, ends the hint watches and, when the
 // backend made its client (New, NewFromConfig), closes it. Sessions are left to expire.
@@ -138,19 +155,23 @@ func (b *Backend) Close() error {
 	b.closed = true
 	b.mu.Unlock()
 	b.cancel()
-	if b.own {
+	b.cliMu.Lock()
+	defer b.cliMu.Unlock()
+	if b.own && b.cli != nil {
 		return b.cli.Close()
 	}
 	return nil
 }
 
-func (b *Backend) check() error {
+// check fails once the backend is closed and otherwise returns its client.
+func (b *Backend) check() (*clientv3.Client, error) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return fmt.Errorf("etcd: %w", spi.ErrClosed)
+	closed := b.closed
+	b.mu.Unlock()
+	if closed {
+		return nil, fmt.Errorf("etcd: %w", spi.ErrClosed)
 	}
-	return nil
+	return b.client()
 }
 
 // sessionID formats an etcd lease id as a session id.
@@ -179,22 +200,23 @@ func (b *Backend) OpenSession(ctx context.Context, owner string, ttl time.Durati
 	if ttl < time.Second || ttl > MaxTTL {
 		return spi.Session{}, fmt.Errorf("%w: etcd: TTL %v outside [1s, %v] (etcd leases count whole seconds)", spi.ErrInvalidOption, ttl, MaxTTL)
 	}
-	if err := b.check(); err != nil {
+	cli, err := b.check()
+	if err != nil {
 		return spi.Session{}, err
 	}
 	secs := int64(ttl / time.Second)
 	sent := time.Now()
-	g, err := b.cli.Grant(ctx, secs)
+	g, err := cli.Grant(ctx, secs)
 	if err != nil {
-		return spi.Session{}, classify("open session: grant", err)
+		return spi.Session{}, b.classify("open session: grant", err)
 	}
 	sid := sessionID(g.ID)
-	if _, err := b.cli.Put(ctx, wire.EtcdSessionKey(b.prefix, string(sid)), owner, clientv3.WithLease(g.ID)); err != nil {
+	if _, err := cli.Put(ctx, wire.EtcdSessionKey(b.prefix, string(sid)), owner, clientv3.WithLease(g.ID)); err != nil {
 		// Best effort: the lease would expire by itself.
 		rctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		b.cli.Revoke(rctx, g.ID) //nolint:errcheck
+		cli.Revoke(rctx, g.ID) //nolint:errcheck
 		cancel()
-		return spi.Session{}, classify("open session: put", err)
+		return spi.Session{}, b.classify("open session: put", err)
 	}
 	s := &session{lease: g.ID, owner: owner, ttl: time.Duration(secs) * time.Second, renewed: sent}
 	b.mu.Lock()
@@ -213,7 +235,7 @@ func (s *session) remaining() time.Duration {
 // lookup returns what the backend knows of session id, reading the owner from etcd for a
 // session it did not open (the renewal time is then unknown: its time left is counted from
 // now minus one TTL, i.e. as already spent, unless a keep-alive follows).
-func (b *Backend) lookup(ctx context.Context, id spi.SessionID) (*session, bool, error) {
+func (b *Backend) lookup(ctx context.Context, cli *clientv3.Client, id spi.SessionID) (*session, bool, error) {
 	lease, ok := leaseOf(id)
 	if !ok {
 		return nil, false, nil
@@ -227,19 +249,19 @@ func (b *Backend) lookup(ctx context.Context, id spi.SessionID) (*session, bool,
 		b.mu.Unlock()
 		return &c, true, nil
 	}
-	r, err := b.cli.Get(ctx, wire.EtcdSessionKey(b.prefix, string(id)))
+	r, err := cli.Get(ctx, wire.EtcdSessionKey(b.prefix, string(id)))
 	if err != nil {
-		return nil, false, classify("read session", err)
+		return nil, false, b.classify("read session", err)
 	}
 	if len(r.Kvs) == 0 || clientv3.LeaseID(r.Kvs[0].Lease) != lease {
 		return nil, false, nil
 	}
-	ttl, err := b.cli.TimeToLive(ctx, lease)
+	ttl, err := cli.TimeToLive(ctx, lease)
 	if err != nil {
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			return nil, false, nil
 		}
-		return nil, false, classify("read session lease", err)
+		return nil, false, b.classify("read session lease", err)
 	}
 	// TTL is whole seconds rounded down: a lower bound of the time left.
 	return &session{lease: lease, owner: string(r.Kvs[0].Value), ttl: time.Duration(ttl.TTL) * time.Second, renewed: time.Now()}, true, nil
@@ -259,7 +281,8 @@ func (b *Backend) KeepAlive(ctx context.Context, id spi.SessionID, names []strin
 			return spi.KeepAlive{}, err
 		}
 	}
-	if err := b.check(); err != nil {
+	cli, err := b.check()
+	if err != nil {
 		return spi.KeepAlive{}, err
 	}
 	lease, ok := leaseOf(id)
@@ -267,13 +290,13 @@ func (b *Backend) KeepAlive(ctx context.Context, id spi.SessionID, names []strin
 		return spi.KeepAlive{Expired: true}, nil
 	}
 	sent := time.Now()
-	ka, err := b.cli.KeepAliveOnce(ctx, lease)
+	ka, err := cli.KeepAliveOnce(ctx, lease)
 	switch {
 	case errors.Is(err, rpctypes.ErrLeaseNotFound):
 		b.forget(id)
 		return spi.KeepAlive{Expired: true}, nil
 	case err != nil:
-		return spi.KeepAlive{}, classify("keep-alive", err)
+		return spi.KeepAlive{}, b.classify("keep-alive", err)
 	case ka.TTL <= 0:
 		b.forget(id)
 		return spi.KeepAlive{Expired: true}, nil
@@ -282,9 +305,9 @@ func (b *Backend) KeepAlive(ctx context.Context, id spi.SessionID, names []strin
 	for _, g := range groups {
 		then = append(then, etcdtxn.MembersRange(b.prefix, g))
 	}
-	r, err := b.cli.Txn(ctx).If(cmps...).Then(then...).Commit()
+	r, err := cli.Txn(ctx).If(cmps...).Then(then...).Commit()
 	if err != nil {
-		return spi.KeepAlive{}, classify("keep-alive: report", err)
+		return spi.KeepAlive{}, b.classify("keep-alive: report", err)
 	}
 	if !r.Succeeded {
 		b.forget(id)
@@ -327,16 +350,17 @@ func memberIDs(kvs []*mvccpb.KeyValue, prefix string) []spi.SessionID {
 // CloseSession revokes the session's lease: etcd deletes its session key, leases and
 // memberships in one revision, which the watches of every client report.
 func (b *Backend) CloseSession(ctx context.Context, id spi.SessionID) error {
-	if err := b.check(); err != nil {
+	cli, err := b.check()
+	if err != nil {
 		return err
 	}
 	lease, ok := leaseOf(id)
 	if !ok {
 		return nil
 	}
-	_, err := b.cli.Revoke(ctx, lease)
+	_, err = cli.Revoke(ctx, lease)
 	if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
-		return classify("close session", err)
+		return b.classify("close session", err)
 	}
 	b.forget(id)
 	return nil
@@ -349,10 +373,11 @@ func (b *Backend) Acquire(ctx context.Context, id spi.SessionID, name string) (s
 	if err := spi.ValidateName(name); err != nil {
 		return spi.Acquire{}, err
 	}
-	if err := b.check(); err != nil {
+	cli, err := b.check()
+	if err != nil {
 		return spi.Acquire{}, err
 	}
-	s, ok, err := b.lookup(ctx, id)
+	s, ok, err := b.lookup(ctx, cli, id)
 	if err != nil {
 		return spi.Acquire{}, err
 	}
@@ -360,9 +385,9 @@ func (b *Backend) Acquire(ctx context.Context, id spi.SessionID, name string) (s
 		return spi.Acquire{Kind: spi.SessionExpired}, nil
 	}
 	cmps, then, els := etcdtxn.Acquire(b.prefix, string(id), name, s.owner, s.lease)
-	r, err := b.cli.Txn(ctx).If(cmps...).Then(then...).Else(els...).Commit()
+	r, err := cli.Txn(ctx).If(cmps...).Then(then...).Else(els...).Commit()
 	if err != nil {
-		return spi.Acquire{}, classify("acquire", err)
+		return spi.Acquire{}, b.classify("acquire", err)
 	}
 	if r.Succeeded {
 		// Both puts carry the transaction's revision: the lease key's create revision.
@@ -390,7 +415,8 @@ func (b *Backend) Release(ctx context.Context, id spi.SessionID, name string, to
 	if err := spi.ValidateName(name); err != nil {
 		return err
 	}
-	if err := b.check(); err != nil {
+	cli, err := b.check()
+	if err != nil {
 		return err
 	}
 	lease, ok := leaseOf(id)
@@ -398,8 +424,8 @@ func (b *Backend) Release(ctx context.Context, id spi.SessionID, name string, to
 		return nil
 	}
 	cmps, then, _ := etcdtxn.Release(b.prefix, string(id), name, lease, token)
-	if _, err := b.cli.Txn(ctx).If(cmps...).Then(then...).Commit(); err != nil {
-		return classify("release", err)
+	if _, err := cli.Txn(ctx).If(cmps...).Then(then...).Commit(); err != nil {
+		return b.classify("release", err)
 	}
 	return nil
 }
@@ -410,10 +436,11 @@ func (b *Backend) Join(ctx context.Context, id spi.SessionID, group string) (spi
 	if err := spi.ValidateName(group); err != nil {
 		return 0, err
 	}
-	if err := b.check(); err != nil {
+	cli, err := b.check()
+	if err != nil {
 		return 0, err
 	}
-	s, ok, err := b.lookup(ctx, id)
+	s, ok, err := b.lookup(ctx, cli, id)
 	if err != nil {
 		return 0, err
 	}
@@ -421,9 +448,9 @@ func (b *Backend) Join(ctx context.Context, id spi.SessionID, group string) (spi
 		return spi.Expired, nil
 	}
 	cmps, then, _ := etcdtxn.Join(b.prefix, string(id), group, s.owner, s.lease)
-	r, err := b.cli.Txn(ctx).If(cmps...).Then(then...).Commit()
+	r, err := cli.Txn(ctx).If(cmps...).Then(then...).Commit()
 	if err != nil {
-		return 0, classify("join", err)
+		return 0, b.classify("join", err)
 	}
 	if !r.Succeeded {
 		b.forget(id)
@@ -437,16 +464,17 @@ func (b *Backend) Leave(ctx context.Context, id spi.SessionID, group string) (sp
 	if err := spi.ValidateName(group); err != nil {
 		return 0, err
 	}
-	if err := b.check(); err != nil {
+	cli, err := b.check()
+	if err != nil {
 		return 0, err
 	}
 	if _, ok := leaseOf(id); !ok {
 		return spi.Expired, nil
 	}
 	cmps, then, _ := etcdtxn.Leave(b.prefix, string(id), group)
-	r, err := b.cli.Txn(ctx).If(cmps...).Then(then...).Commit()
+	r, err := cli.Txn(ctx).If(cmps...).Then(then...).Commit()
 	if err != nil {
-		return 0, classify("leave", err)
+		return 0, b.classify("leave", err)
 	}
 	if !r.Succeeded {
 		b.forget(id)
@@ -460,13 +488,14 @@ func (b *Backend) Members(ctx context.Context, group string) ([]spi.SessionID, e
 	if err := spi.ValidateName(group); err != nil {
 		return nil, err
 	}
-	if err := b.check(); err != nil {
+	cli, err := b.check()
+	if err != nil {
 		return nil, err
 	}
 	p := wire.EtcdMembersPrefix(b.prefix, group)
-	r, err := b.cli.Get(ctx, p, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	r, err := cli.Get(ctx, p, clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
-		return nil, classify("members", err)
+		return nil, b.classify("members", err)
 	}
 	return memberIDs(r.Kvs, p), nil
 }
@@ -474,6 +503,10 @@ func (b *Backend) Members(ctx context.Context, group string) ([]spi.SessionID, e
 // classify wraps an etcd client error for the SPI: authentication and permission failures,
 // TLS failures and invalid requests are permanent; the rest (timeouts, lost leaders,
 // unreachable members) retryable.
+func (b *Backend) classify(op string, err error) error {
+	return classify(op+" ("+b.endpoints+")", err)
+}
+
 func classify(op string, err error) error {
 	switch {
 	case spi.IsTLSError(err):

@@ -62,3 +62,5 @@ func minTTL(t testing.TB, cli *clientv3.Client) time.Duration {
 	cli.Revoke(ctx, g.ID) //nolint:errcheck
 	return time.Duration(g.TTL) * time.Second
 }
+
+func clientLease(id int64) clientv3.LeaseID { return clientv3.LeaseID(id) }

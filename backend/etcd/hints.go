@@ -21,7 +21,8 @@ const hintBuffer = 1024
 // leader (clientv3.WithRequireLeader): a member cut off from the quorum ends them and they are
 // made again, on whichever member the client reaches, from the current revision.
 func (b *Backend) Hints(ctx context.Context) (<-chan spi.Hint, error) {
-	if err := b.check(); err != nil {
+	cli, err := b.check()
+	if err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -34,13 +35,13 @@ func (b *Backend) Hints(ctx context.Context) (<-chan spi.Hint, error) {
 		defer close(ch)
 		defer cancel()
 		defer stop()
-		b.watch(wctx, ch)
+		b.watch(wctx, cli, ch)
 	}()
 	return ch, nil
 }
 
 // watch runs the two watches until ctx is done, making them again whenever they end.
-func (b *Backend) watch(ctx context.Context, ch chan<- spi.Hint) {
+func (b *Backend) watch(ctx context.Context, cli *clientv3.Client, ch chan<- spi.Hint) {
 	leases, groups := wire.EtcdLeasesPrefix(b.prefix), wire.EtcdGroupsPrefix(b.prefix)
 	send := func(h spi.Hint) {
 		select {
@@ -50,8 +51,8 @@ func (b *Backend) watch(ctx context.Context, ch chan<- spi.Hint) {
 	}
 	for ctx.Err() == nil {
 		rctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-		lw := b.cli.Watch(rctx, leases, clientv3.WithPrefix(), clientv3.WithFilterPut())
-		gw := b.cli.Watch(rctx, groups, clientv3.WithPrefix())
+		lw := cli.Watch(rctx, leases, clientv3.WithPrefix(), clientv3.WithFilterPut())
+		gw := cli.Watch(rctx, groups, clientv3.WithPrefix())
 		for lw != nil && gw != nil {
 			select {
 			case r, ok := <-lw:

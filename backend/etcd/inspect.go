@@ -18,27 +18,28 @@ import (
 // transaction (one revision), then each live session's time left with LeaseTimeToLive (whole
 // seconds, rounded down). Free leases have no key, so they do not show.
 func (b *Backend) Inspect(ctx context.Context) (spi.Snapshot, error) {
-	if err := b.check(); err != nil {
+	cli, err := b.check()
+	if err != nil {
 		return spi.Snapshot{}, err
 	}
 	sp, lp, gp := wire.EtcdSessionsPrefix(b.prefix), wire.EtcdLeasesPrefix(b.prefix), wire.EtcdGroupsPrefix(b.prefix)
-	r, err := b.cli.Txn(ctx).Then(
+	r, err := cli.Txn(ctx).Then(
 		clientv3.OpGet(sp, clientv3.WithPrefix()),
 		clientv3.OpGet(lp, clientv3.WithPrefix()),
 		clientv3.OpGet(gp, clientv3.WithPrefix(), clientv3.WithKeysOnly()),
 	).Commit()
 	if err != nil {
-		return spi.Snapshot{}, classify("inspect", err)
+		return spi.Snapshot{}, b.classify("inspect", err)
 	}
 	remaining := map[int64]time.Duration{}
 	var snap spi.Snapshot
 	for _, kv := range r.Responses[0].GetResponseRange().Kvs {
-		ttl, err := b.cli.TimeToLive(ctx, clientv3.LeaseID(kv.Lease))
+		ttl, err := cli.TimeToLive(ctx, clientv3.LeaseID(kv.Lease))
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) || err == nil && ttl.TTL < 0 {
 			continue // expired since the read
 		}
 		if err != nil {
-			return spi.Snapshot{}, classify("inspect: lease", err)
+			return spi.Snapshot{}, b.classify("inspect: lease", err)
 		}
 		remaining[kv.Lease] = time.Duration(ttl.TTL) * time.Second
 		snap.Sessions = append(snap.Sessions, spi.SessionInfo{ID: spi.SessionID(strings.TrimPrefix(string(kv.Key), sp)), Owner: string(kv.Value), Remaining: remaining[kv.Lease]})
