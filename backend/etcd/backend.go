@@ -143,7 +143,6 @@ func (b *Backend) client() (*clientv3.Client, error) {
 // Prefix returns the key prefix the backend keeps its keys under.
 func (b *Backend) Prefix() string { return b.prefix }
 
-
 // Close makes later calls fail with spi.ErrClosed, ends the hint watches and, when the
 // backend made its client (New, NewFromConfig), closes it. Sessions are left to expire.
 func (b *Backend) Close() error {
