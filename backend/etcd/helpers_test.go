@@ -9,6 +9,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/simba-go/simba/internal/testenv"
 )
@@ -41,7 +42,7 @@ func openBackend(t testing.TB, dsn string) *Backend {
 // rawClient returns a plain etcd client of endpoints, closed when the test ends.
 func rawClient(t testing.TB, endpoints []string) *clientv3.Client {
 	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
