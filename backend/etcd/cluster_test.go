@@ -185,7 +185,10 @@ func TestLeaderLossKeepsTokenOrder(t *testing.T) {
 		t.Fatal("the dead member is still leader")
 	}
 	var ka spi.KeepAlive
-	if err := retry(ctx, func(ctx context.Context) (err error) { ka, err = holder.KeepAlive(ctx, hs.ID, []string{name}, nil); return }); err != nil {
+	if err := retry(ctx, func(ctx context.Context) (err error) {
+		ka, err = holder.KeepAlive(ctx, hs.ID, []string{name}, nil)
+		return
+	}); err != nil {
 		t.Fatalf("KeepAlive after the leader's death: %v", err)
 	}
 	if ka.Expired || !slices.Contains(ka.Held, spi.Held{Name: name, Token: first.Token}) {
