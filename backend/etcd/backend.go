@@ -22,6 +22,9 @@ import (
 	"github.com/simba-go/simba/spi"
 )
 
+// maxGroupRanges is the most groups a keep-alive reads with a range each.
+const maxGroupRanges = 64
+
 // MaxTTL is the longest session TTL etcd grants (its MaxLeaseTTL, 9,000,000,000 s).
 const MaxTTL = 9_000_000_000 * time.Second
 
@@ -301,8 +304,15 @@ func (b *Backend) KeepAlive(ctx context.Context, id spi.SessionID, names []strin
 		return spi.KeepAlive{Expired: true}, nil
 	}
 	cmps, then, _ := etcdtxn.Report(b.prefix, string(id))
-	for _, g := range groups {
-		then = append(then, etcdtxn.MembersRange(b.prefix, g))
+	// One range per group while that keeps the transaction well under etcd's limit on
+	// operations (--max-txn-ops, 128 by default); beyond, one range over every group.
+	perGroup := len(groups) <= maxGroupRanges
+	if perGroup {
+		for _, g := range groups {
+			then = append(then, etcdtxn.MembersRange(b.prefix, g))
+		}
+	} else {
+		then = append(then, etcdtxn.GroupsRange(b.prefix))
 	}
 	r, err := cli.Txn(ctx).If(cmps...).Then(then...).Commit()
 	if err != nil {
@@ -329,8 +339,22 @@ func (b *Backend) KeepAlive(ctx context.Context, id spi.SessionID, names []strin
 	}
 	if len(groups) > 0 {
 		out.Members = make(map[string][]spi.SessionID, len(groups))
-		for i, g := range groups {
-			out.Members[g] = memberIDs(r.Responses[len(then)-len(groups)+i].GetResponseRange().Kvs, wire.EtcdMembersPrefix(b.prefix, g))
+		if perGroup {
+			for i, g := range groups {
+				out.Members[g] = memberIDs(r.Responses[len(then)-len(groups)+i].GetResponseRange().Kvs, wire.EtcdMembersPrefix(b.prefix, g))
+			}
+		} else {
+			all := r.Responses[len(then)-1].GetResponseRange().Kvs
+			for _, g := range groups {
+				p := wire.EtcdMembersPrefix(b.prefix, g)
+				var kvs []*mvccpb.KeyValue
+				for _, kv := range all {
+					if strings.HasPrefix(string(kv.Key), p) {
+						kvs = append(kvs, kv)
+					}
+				}
+				out.Members[g] = memberIDs(kvs, p)
+			}
 		}
 	}
 	return out, nil
