@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -51,7 +52,7 @@ func quantile(d []time.Duration, q float64) time.Duration {
 
 // ratio runs op and the baseline Put interleaved b.N times and reports op's cost in Puts as
 // the ratio of the medians, with op's mean latency.
-func ratio(b *testing.B, e *benchEnv, op func()) {
+func ratio(b *testing.B, e *benchEnv, unit string, op func()) {
 	for range 20 {
 		e.put(b)
 		op()
@@ -68,8 +69,8 @@ func ratio(b *testing.B, e *benchEnv, op func()) {
 		puts = append(puts, t1.Sub(t0))
 	}
 	b.StopTimer()
-	b.ReportMetric(float64(quantile(ops, 0.5))/float64(quantile(puts, 0.5)), "puts/cycle")
-	b.ReportMetric(float64(quantile(ops, 0.5).Microseconds()), "µs/cycle")
+	b.ReportMetric(float64(quantile(ops, 0.5))/float64(quantile(puts, 0.5)), "puts/"+unit)
+	b.ReportMetric(float64(quantile(ops, 0.5).Microseconds()), "µs/"+unit)
 }
 
 // BenchmarkAcquireRelease measures the acquire+release cycle of one lease (two transactions)
@@ -77,7 +78,7 @@ func ratio(b *testing.B, e *benchEnv, op func()) {
 func BenchmarkAcquireRelease(b *testing.B) {
 	b.Run("simba", func(b *testing.B) {
 		e := newBenchEnv(b)
-		ratio(b, e, func() {
+		ratio(b, e, "cycle", func() {
 			r, err := e.b.Acquire(e.ctx, e.session, "cycle")
 			if err != nil || r.Kind != spi.Granted {
 				b.Fatalf("Acquire = %+v, %v", r, err)
@@ -95,7 +96,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 		}
 		defer s.Close()
 		mu := concurrency.NewMutex(s, e.b.prefix+"/etcd-mutex")
-		ratio(b, e, func() {
+		ratio(b, e, "cycle", func() {
 			if err := mu.Lock(e.ctx); err != nil {
 				b.Fatal(err)
 			}
@@ -242,4 +243,45 @@ func BenchmarkCrashFailover(b *testing.B) {
 	b.ReportMetric(float64(quantile(fails, 0.5))/float64(ttl), "p50-xTTL")
 	b.ReportMetric(float64(slices.Max(fails))/float64(ttl), "max-xTTL")
 	b.ReportMetric(ttl.Seconds(), "ttl-s")
+}
+
+// BenchmarkKeepAlive10000 measures a keep-alive of a session holding 10,000 leases (asking
+// about all of them) in same-run Puts: one LeaseKeepAliveOnce and one read-only transaction,
+// whatever the number of leases.
+func BenchmarkKeepAlive10000(b *testing.B) {
+	const n = 10000
+	e := newBenchEnv(b)
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("held-%05d", i)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 1)
+	sem := make(chan struct{}, 64)
+	for _, name := range names {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			ctx, cancel := context.WithTimeout(e.ctx, time.Minute)
+			defer cancel()
+			if r, err := e.b.Acquire(ctx, e.session, name); err != nil || r.Kind != spi.Granted {
+				select {
+				case errs <- fmt.Errorf("Acquire(%s) = %+v, %v", name, r, err):
+				default:
+				}
+			}
+		})
+	}
+	wg.Wait()
+	select {
+	case err := <-errs:
+		b.Fatal(err)
+	default:
+	}
+	ratio(b, e, "keep-alive", func() {
+		ka, err := e.b.KeepAlive(e.ctx, e.session, names, nil)
+		if err != nil || ka.Expired || len(ka.Held) != n {
+			b.Fatalf("KeepAlive: %d held, expired %v, %v", len(ka.Held), ka.Expired, err)
+		}
+	})
 }
