@@ -28,9 +28,9 @@ import (
 	"google.golang.org/grpc"
 	_ "modernc.org/sqlite"
 
+	simbaetcd "github.com/simba-go/simba/backend/etcd"
 	simbaredis "github.com/simba-go/simba/backend/redis"
 	simbasql "github.com/simba-go/simba/backend/sql"
-	simbaetcd "github.com/simba-go/simba/backend/etcd"
 	"github.com/simba-go/simba/backend/zookeeper"
 	"github.com/simba-go/simba/spi"
 )
