@@ -1,7 +1,7 @@
 // Package gen turns Simba's declarative wire spec (the spec/ directory) into every backend's
 // artifacts: SQL migrations and sqlc queries per dialect, Lua scripts, the ZooKeeper layout, and
 // Go under generated/ (name validation, assignment weights, key and path builders, typed Lua
-// wrappers).
+// wrappers, the etcd transactions' compare and operation lists).
 //
 // The generator is a library: Generate returns the files, sorted and byte-for-byte
 // deterministic, and Write / Diff apply or check them. cmd/simbagen is the thin command that
