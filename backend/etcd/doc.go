@@ -29,6 +29,15 @@ transactions):
     holder's keys go. etcd revokes expired leases on a timer of its own (every 500 ms), so a
     crashed holder's lease is freed up to that much after its TTL.
 
+# Keys Simba did not write
+
+Simba's keys are meant to be written by Simba only (with etcd's authentication, give other users
+no write access to the prefix). A key at a lease path that is attached to no lease (a Put by
+hand) holds that name for good: it is reported HeldBy the session id 0000000000000000 until
+someone deletes it. Keep-alive trusts the held index: an operator who deletes a lease key by hand
+must delete its held key too (or revoke the holder's lease, which deletes both), or the
+holder keeps believing it holds the lease until its session ends.
+
 Open a backend with New (a DSN, see ParseDSN), NewFromConfig, or NewFromClient (a
 *clientv3.Client you own). Tokens and sessions live in etcd; nothing is kept by the client
 but, per session, when its lease was last renewed.
