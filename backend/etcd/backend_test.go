@@ -60,3 +60,49 @@ func TestKeepAliveManyGroups(t *testing.T) {
 		}
 	}
 }
+
+// TestHints: a join and a leave are GroupChanged hints, and a session's end (CloseSession:
+// etcd deletes its keys with its lease) is a Released hint for each lease it held; the channel
+// closes when the backend does.
+func TestHints(t *testing.T) {
+	dsn := serverDSN(t)
+	b := openBackend(t, dsn)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	hints, err := b.Hints(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := openBackend(t, dsn)
+	s, err := other.OpenSession(ctx, "hints", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := func(h spi.Hint, do func()) {
+		t.Helper()
+		deadline := time.After(10 * time.Second)
+		for {
+			do()
+			select {
+			case got := <-hints:
+				if got == h {
+					return
+				}
+				do = func() {}
+			case <-time.After(500 * time.Millisecond):
+				// the watch may not be established yet: do it again
+			case <-deadline:
+				t.Fatalf("no hint %+v", h)
+			}
+		}
+	}
+	want(spi.Hint{Kind: spi.GroupChanged, Name: "grp"}, func() { other.Join(ctx, s.ID, "grp") })  //nolint:errcheck
+	want(spi.Hint{Kind: spi.GroupChanged, Name: "grp"}, func() { other.Leave(ctx, s.ID, "grp") }) //nolint:errcheck
+	if r, err := other.Acquire(ctx, s.ID, "l1"); err != nil || r.Kind != spi.Granted {
+		t.Fatalf("Acquire = %+v, %v", r, err)
+	}
+	want(spi.Hint{Kind: spi.Released, Name: "l1"}, func() { other.CloseSession(ctx, s.ID) }) //nolint:errcheck
+	b.Close()
+	for range hints {
+	}
+}
