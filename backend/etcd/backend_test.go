@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -104,5 +105,60 @@ func TestHints(t *testing.T) {
 	want(spi.Hint{Kind: spi.Released, Name: "l1"}, func() { other.CloseSession(ctx, s.ID) }) //nolint:errcheck
 	b.Close()
 	for range hints {
+	}
+}
+
+// TestInspect: the snapshot lists the live sessions with their owners, the held leases with
+// holder, owner, token and time left, and the groups' members; a closed session and what it
+// held are gone.
+func TestInspect(t *testing.T) {
+	b := openBackend(t, serverDSN(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s1, err := b.OpenSession(ctx, "one", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, err := b.OpenSession(ctx, "two", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := b.Acquire(ctx, s1.ID, "res")
+	if err != nil || r.Kind != spi.Granted {
+		t.Fatalf("Acquire = %+v, %v", r, err)
+	}
+	for _, s := range []spi.SessionID{s1.ID, s2.ID} {
+		if st, err := b.Join(ctx, s, "grp"); err != nil || st != spi.OK {
+			t.Fatalf("Join = %v, %v", st, err)
+		}
+	}
+	snap, err := b.Inspect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Leases) != 1 {
+		t.Fatalf("leases %+v, want one", snap.Leases)
+	}
+	l := snap.Leases[0]
+	if l.Name != "res" || l.Holder != s1.ID || l.Owner != "one" || l.Token != r.Token || l.Remaining <= 0 || l.Remaining > 10*time.Second {
+		t.Errorf("lease %+v, want res held by %s (one) with token %d", l, s1.ID, r.Token)
+	}
+	if len(snap.Sessions) != 2 || !slices.IsSortedFunc(snap.Sessions, func(a, b spi.SessionInfo) int { return strings.Compare(string(a.ID), string(b.ID)) }) {
+		t.Errorf("sessions %+v, want two, sorted", snap.Sessions)
+	}
+	want := []spi.SessionID{s1.ID, s2.ID}
+	slices.Sort(want)
+	if !slices.Equal(snap.Groups["grp"], want) {
+		t.Errorf("group grp = %v, want %v", snap.Groups["grp"], want)
+	}
+	if err := b.CloseSession(ctx, s1.ID); err != nil {
+		t.Fatal(err)
+	}
+	snap, err = b.Inspect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Leases) != 0 || len(snap.Sessions) != 1 || !slices.Equal(snap.Groups["grp"], []spi.SessionID{s2.ID}) {
+		t.Errorf("after CloseSession: %+v", snap)
 	}
 }
