@@ -73,8 +73,8 @@ RUNS ?= 1000
 failover:
 	$(GO) test -race -count=1 -run TestCronSingletonFailover ./simbatest -failover.runs=$(RUNS) -v
 
-## services: start PostgreSQL, MariaDB, Redis, a Redis Cluster, ZooKeeper and a 3-server
-## ZooKeeper ensemble if not running
+## services: start PostgreSQL, MariaDB, Redis, a Redis Cluster, ZooKeeper, etcd and a 3-server
+## ZooKeeper ensemble if not running (the etcd leader-loss test starts its own 3 members)
 services:
 	bash .ci/services.sh
 	bash .ci/zk-ensemble.sh start

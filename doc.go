@@ -1,6 +1,6 @@
 // Package simba is a Go library for leader election, distributed locks and partitioned
 // leadership with fencing tokens, over PostgreSQL, MySQL/MariaDB, SQLite, Redis (standalone and
-// Cluster) and ZooKeeper.
+// Cluster), ZooKeeper and etcd.
 //
 // # Concepts
 //
@@ -51,8 +51,8 @@
 // in-memory one with fault injection and a virtual clock for your tests, and package tck the
 // conformance suites every backend passes.
 //
-// The wire artifacts every backend uses (SQL, Lua, the ZooKeeper layout and the Go under
-// generated/) come from the declarative spec in spec/; `go generate ./...` rebuilds them.
+// The wire artifacts every backend uses (SQL, Lua, the ZooKeeper layout, the etcd transactions
+// and the Go under generated/) come from the declarative spec in spec/; `go generate ./...` rebuilds them.
 package simba
 
 //go:generate go -C gen run ./cmd/simbagen -root ..

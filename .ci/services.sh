@@ -93,6 +93,22 @@ for _ in $(seq 1 100); do
   [ "$(echo ruok | timeout 2 bash -c 'exec 3<>/dev/tcp/127.0.0.1/2181; cat >&3; cat <&3' 2>/dev/null)" = imok ] && break
   sleep 0.2
 done
+# etcd: one node on 2379 (Debian's etcd-server), data under $state/etcd. The 3-member cluster
+# of the leader-loss test is started by that test itself, on ports of its own.
+if ! up 2379; then
+  need_pkg etcd etcd-server
+  log "starting etcd"
+  mkdir -p "$state/etcd"
+  nohup etcd --name simba-ci --data-dir "$state/etcd/data" \
+    --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
+    --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
+    --initial-cluster simba-ci=http://127.0.0.1:2380 >"$state/etcd/etcd.log" 2>&1 &
+  wait_port 2379 etcd
+fi
+for _ in $(seq 1 100); do
+  etcdctl --endpoints=127.0.0.1:2379 endpoint health >/dev/null 2>&1 && break
+  sleep 0.2
+done
 # Chromium (Debian's package), headless, for the status page test of observe/simbahttp.
 need_pkg chromium chromium
 

@@ -1,13 +1,13 @@
 // Package gen turns Simba's declarative wire spec (the spec/ directory) into every backend's
 // artifacts: SQL migrations and sqlc queries per dialect, Lua scripts, the ZooKeeper layout, and
 // Go under generated/ (name validation, assignment weights, key and path builders, typed Lua
-// wrappers).
+// wrappers, the etcd transactions' compare and operation lists).
 //
 // The generator is a library: Generate returns the files, sorted and byte-for-byte
 // deterministic, and Write / Diff apply or check them. cmd/simbagen is the thin command that
 // `go generate` runs; its -verify flag fails on any difference, stale leftovers included.
 //
-// The spec is split by concern, one part per file group (names, assignment, sql, redis, zk);
+// The spec is split by concern, one part per file group (names, assignment, sql, redis, zk, etcd);
 // each part validates its own input and reports errors as *SpecError naming file, field and
 // what is wrong.
 package gen
@@ -56,6 +56,7 @@ func specErr(file, field, format string, args ...any) *SpecError {
 var OwnedDirs = []string{
 	"generated/wire",
 	"generated/luascripts",
+	"generated/etcdtxn",
 	"sql",
 	"lua",
 	"zk",
@@ -74,6 +75,7 @@ var parts = []part{
 	{"sql", genSQL},
 	{"redis", genRedis},
 	{"zk", genZK},
+	{"etcd", genEtcd},
 }
 
 // Generate loads and validates the spec in specDir and returns every artifact, sorted by path.

@@ -199,6 +199,11 @@ var brokenSpecCases = []struct {
 	{"sql unknown field", "sql.yaml", "inline_indexes: true", "inline_indexs: true", "spec/sql.yaml: "},
 	{"sql index on unknown column", "sql.yaml", "columns: [session_id]", "columns: [holder]", `spec/sql.yaml: tables.simba_lease.indexes[0].columns[0]: unknown column "holder"`},
 	{"sql catalog query unrestricted", "sql.yaml", "foreign_keys: SELECT '', '', '', '', '', '' FROM DUAL WHERE 'x' IN ({{schema_tables}})", "foreign_keys: SELECT 1 FROM DUAL", "spec/sql.yaml: schema_check.queries.mysql.foreign_keys: must restrict itself to {{schema_tables}}"},
+	{"etcd key outside the prefix", "etcd.yaml", "pattern: <prefix>/sessions/<sid>", "pattern: /sessions/<sid>", "spec/etcd.yaml: keys.session.pattern: \"/sessions/<sid>\" must start with <prefix>/"},
+	{"etcd unknown compare target", "etcd.yaml", "{key: lease, target: lease, op: \"=\", value: lease}", "{key: lease, target: value, op: \"=\", value: lease}", "spec/etcd.yaml: txns.release.if[1].target: unknown target"},
+	{"etcd put without lease", "etcd.yaml", "    value: empty\n    lease: session", "    value: empty\n    lease: none", "spec/etcd.yaml: keys.held.lease: must be session"},
+	{"etcd unguarded txn", "etcd.yaml", "    if:\n      - {key: session, target: create_revision, op: \">\", value: \"0\"}\n    then:\n      - {op: delete, key: member}", "    then:\n      - {op: delete, key: member}", "spec/etcd.yaml: txns.leave: needs an if and a then"},
+	{"etcd two token keys", "etcd.yaml", "    value: empty\n    lease: session", "    value: empty\n    lease: session\n    token: create_revision", "spec/etcd.yaml: keys: exactly one key carries the token, found 2"},
 	{"sql catalog query missing", "sql.yaml", "      primary_keys: SELECT '', '' FROM DUAL WHERE 'x' IN ({{schema_tables}})\n", "", "spec/sql.yaml: schema_check.queries.mysql.primary_keys: is empty"},
 	{"sql no catalog type for a base type", "sql.yaml", "    BIGINT: {postgres: [int8], mysql: [bigint], sqlite: [integer, bigint]}\n", "", "spec/sql.yaml: schema_check.compatible_types: no entry for BIGINT"},
 	{"sql unused variant", "sql.yaml", "variants:\n", "variants:\n  share_lock: {postgres: \"FOR SHARE\"}\n", "spec/sql.yaml: variants.share_lock.postgres: is used by no postgres statement"},
@@ -252,6 +257,9 @@ var dependentCases = []struct {
 	{"redis reply doc", "redis.yaml", "doc: the grant's token", "doc: the token of the grant", []string{"generated/luascripts/grab_script.go"}},
 	// ZooKeeper: the layout document and the path builders.
 	{"zk node doc", "zk.yaml", "path: /simba/leases\n    mode: persistent\n    doc: the leases' parent", "path: /simba/leases\n    mode: persistent\n    doc: the parent of the leases", []string{"generated/wire/zk.go", "zk/layout.yaml"}},
+	// etcd: a key pattern changes the key builders only; a compare only the transactions.
+	{"etcd key pattern", "etcd.yaml", "pattern: <prefix>/held/<sid>/<name>", "pattern: <prefix>/index/<sid>/<name>", []string{"generated/wire/etcd.go"}},
+	{"etcd compare", "etcd.yaml", "{key: lease, target: create_revision, op: \"=\", value: token}", "{key: lease, target: mod_revision, op: \"=\", value: token}", []string{"generated/etcdtxn/etcdtxn.go"}},
 	// SQL: a dialect's variant changes only that dialect's statements using it; a column type
 	// only that dialect's migration (and its embedded copy); a channel the statements that notify
 	// and the wire constant; a session setup statement only the wire constants.

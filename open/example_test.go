@@ -11,7 +11,7 @@ import (
 )
 
 // Open a backend by DSN (here a SQLite file; the same code takes postgres://, mysql://,
-// redis://, redis+cluster://, redis+sentinel:// or zk:// DSNs, from a flag or a configuration
+// redis://, redis+cluster://, redis+sentinel://, zk:// or etcd:// DSNs, from a flag or a configuration
 // file), make a client on it and take a lock.
 func Example() {
 	dir, err := os.MkdirTemp("", "simba-open-example")
@@ -55,5 +55,5 @@ func ExampleOpen_badDSN() {
 	fmt.Println(err)
 	// Output:
 	// simba: invalid option: sql postgres DSN "postgres://app:xxxxx@db.example.com:5432/app?sslmode=verify-ful": failed to configure TLS (sslmode is invalid)
-	// simba: invalid option: DSN "memcached://app:xxxxx@cache:11211": unknown scheme "memcached" (want postgres://, postgresql://, mysql://, sqlite://, redis://, rediss://, redis+cluster://, rediss+cluster://, redis+sentinel://, rediss+sentinel://, zk:// or zk+tls://)
+	// simba: invalid option: DSN "memcached://app:xxxxx@cache:11211": unknown scheme "memcached" (want postgres://, postgresql://, mysql://, sqlite://, redis://, rediss://, redis+cluster://, rediss+cluster://, redis+sentinel://, rediss+sentinel://, zk://, zk+tls://, etcd:// or etcd+tls://)
 }

@@ -9,11 +9,12 @@
 //	redis+cluster://host:7001,host:7002        Redis Cluster (rediss+cluster://)
 //	redis+sentinel://host:26379,host/master    Redis through Sentinel (rediss+sentinel://)
 //	zk://[user:password@]host:2181[/chroot]    ZooKeeper (zk+tls:// over TLS)
+//	etcd://[user:password@]host:2379[,host…][/prefix]  etcd (etcd+tls:// over TLS)
 //
 // The SQL schemes open backend/sql, the redis ones backend/redis, the zk ones
-// backend/zookeeper.
-// Each DSN's parameters are its backend's (see Open in backend/sql, ParseDSN in backend/redis and
-// in backend/zookeeper); the scheme is case-insensitive.
+// backend/zookeeper, the etcd ones backend/etcd.
+// Each DSN's parameters are its backend's (see Open in backend/sql, ParseDSN in backend/redis,
+// backend/zookeeper and backend/etcd); the scheme is case-insensitive.
 //
 // Errors: a DSN that cannot work (no or an unknown scheme, a malformed DSN, a bad parameter)
 // fails Open with a one-line error matching simba.ErrInvalidOption (spi.ErrInvalidOption) that
@@ -42,6 +43,7 @@ import (
 	"strings"
 	"time"
 
+	etcdbackend "github.com/simba-go/simba/backend/etcd"
 	redisbackend "github.com/simba-go/simba/backend/redis"
 	sqlbackend "github.com/simba-go/simba/backend/sql"
 	"github.com/simba-go/simba/backend/zookeeper"
@@ -94,9 +96,9 @@ func WithAutoMigrate() Option {
 	}}
 }
 
-// WithTLS makes every connection to Redis (any redis scheme: redis.Config.UseTLS) or ZooKeeper
-// (zookeeper.WithTLS) use TLS configured by cfg, replacing what the DSN says (rediss://,
-// zk+tls://). SQL drivers take their TLS settings from the DSN (PostgreSQL sslmode,
+// WithTLS makes every connection to Redis (any redis scheme: redis.Config.UseTLS), ZooKeeper
+// (zookeeper.WithTLS) or etcd (etcd.Config.TLS) use TLS configured by cfg, replacing what the
+// DSN says (rediss://, zk+tls://, etcd+tls://). SQL drivers take their TLS settings from the DSN (PostgreSQL sslmode,
 // sslrootcert, sslcert and sslkey; MySQL tls=true or tls=skip-verify), so WithTLS with a SQL DSN
 // is an error matching spi.ErrInvalidOption rather than a setting silently not applied. A nil
 // cfg changes nothing.
@@ -154,7 +156,7 @@ func Open(ctx context.Context, dsn string, opts ...Option) (spi.Backend, error) 
 
 // schemeList names the schemes Open knows, for its errors.
 const schemeList = "postgres://, postgresql://, mysql://, sqlite://, redis://, rediss://, " +
-	"redis+cluster://, rediss+cluster://, redis+sentinel://, rediss+sentinel://, zk:// or zk+tls://"
+	"redis+cluster://, rediss+cluster://, redis+sentinel://, rediss+sentinel://, zk://, zk+tls://, etcd:// or etcd+tls://"
 
 // openScheme dispatches to the backend of scheme (lower case).
 func openScheme(ctx context.Context, scheme, dsn string, cfg config) (spi.Backend, error) {
@@ -205,6 +207,19 @@ func openScheme(ctx context.Context, scheme, dsn string, cfg config) (spi.Backen
 		b, err := zookeeper.New(dsn, o...)
 		if err != nil {
 			return nil, err
+		}
+		return b, nil
+	case "etcd", "etcd+tls":
+		ec, err := etcdbackend.ParseDSN(dsn)
+		if err != nil {
+			return nil, err
+		}
+		if cfg.tls != nil {
+			ec.TLS = cfg.tls
+		}
+		b, err := etcdbackend.NewFromConfig(ec)
+		if err != nil {
+			return nil, checkError(err, dsn)
 		}
 		return b, nil
 	}

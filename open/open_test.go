@@ -80,6 +80,7 @@ func TestBadDSNs(t *testing.T) {
 		{"malformed redis cluster", "redis+cluster://u:secret@h1", invalid, []string{`"h1" needs host:port`}},
 		{"redis sentinel without master", "redis+sentinel://u:secret@h:26379", invalid, []string{"name the master"}},
 		{"malformed zk", "zk://u:secret@h:2181?nope=1", invalid, []string{`unknown parameter "nope"`}},
+		{"malformed etcd", "etcd://u:secret@h:2379?nope=1", invalid, []string{`unknown parameter "nope"`}},
 		{"wrong password postgres", "postgres://nobody:secret@" + pgURL.Host + "/test", refused, []string{"nobody", pgURL.Host}},
 		{"wrong password mariadb", "mysql://root:wrongpw@127.0.0.1:3306/test", refused, []string{"Access denied", "root"}},
 		{"unreachable postgres", "postgres://u:secret@127.0.0.1:1/test", unavailable, []string{"127.0.0.1:1", "connection refused"}},
@@ -92,6 +93,7 @@ func TestBadDSNs(t *testing.T) {
 		{"unreachable redis sentinel", "redis+sentinel://u:secret@127.0.0.1:1/mymaster", unavailable, []string{"127.0.0.1:1", "sentinel"}},
 		{"unreachable zk", "zk://u:secret@127.0.0.1:1", unavailable, []string{"127.0.0.1:1", "connection refused"}},
 		{"unreachable zk+tls", "zk+tls://u:secret@127.0.0.1:1", unavailable, []string{"127.0.0.1:1", "connection refused"}},
+		{"unreachable etcd", "etcd://u:secret@127.0.0.1:1", unavailable, []string{"127.0.0.1:1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -133,7 +135,7 @@ func TestOpenDoesNoIO(t *testing.T) {
 	for _, dsn := range []string{
 		"postgres://u:secret@127.0.0.1:1/test", "mysql://u:secret@127.0.0.1:1/test",
 		"redis://127.0.0.1:1", "redis+cluster://127.0.0.1:1", "redis+sentinel://127.0.0.1:1/m",
-		"zk://u:secret@127.0.0.1:1",
+		"zk://u:secret@127.0.0.1:1", "etcd://u:secret@127.0.0.1:1",
 	} {
 		b, err := open.Open(context.Background(), dsn)
 		if err != nil {
@@ -157,7 +159,7 @@ func TestOptions(t *testing.T) {
 	if !errors.Is(err, simba.ErrInvalidOption) || !strings.Contains(err.Error(), "set TLS in the DSN") {
 		t.Errorf("WithTLS with a SQL DSN = %v, want ErrInvalidOption saying to set TLS in the DSN", err)
 	}
-	for _, dsn := range []string{"redis://127.0.0.1:1", "zk://127.0.0.1:1", "redis+sentinel://127.0.0.1:1/m"} {
+	for _, dsn := range []string{"redis://127.0.0.1:1", "zk://127.0.0.1:1", "redis+sentinel://127.0.0.1:1/m", "etcd://127.0.0.1:1"} {
 		b, err := open.Open(ctx, dsn, open.WithTLS(&tls.Config{MinVersion: tls.VersionTLS12}), open.WithAutoMigrate())
 		if err != nil {
 			t.Errorf("Open(%q, WithTLS, WithAutoMigrate): %v", dsn, err)
@@ -205,6 +207,9 @@ func TestOpenEveryScheme(t *testing.T) {
 		},
 		"zk": func(t *testing.T) (string, []open.Option) {
 			return "zk://simba:open@" + strings.Join(testenv.ZooKeeper(t), ",") + "/simba-open-test", nil
+		},
+		"etcd": func(t *testing.T) (string, []open.Option) {
+			return "etcd://" + strings.Join(testenv.Etcd(t), ",") + "/simba-open-test", nil
 		},
 	}
 	for name, make := range dsns {

@@ -9,7 +9,7 @@
 //
 // D is a backend DSN: sqlite://path (the default for demo: a file in a temporary directory),
 // postgres://…, mysql://…, redis://…, rediss://…, redis+cluster://…, redis+sentinel://…,
-// zk://…, zk+tls://….
+// zk://…, zk+tls://…, etcd://…, etcd+tls://….
 //
 // run and lock start CMD with $SIMBA_TOKEN (the term's fencing token) and $SIMBA_LEASE (the
 // lease name) in its environment, in a process group of its own. CMD never outlives the term
@@ -40,6 +40,8 @@ const dsnForms = `DSN forms (-dsn, or $SIMBA_DSN):
   redis+sentinel://:pass@s1:26379,s2/mymaster     Redis behind Sentinel (rediss+sentinel://)
   zk://user:pass@host1:2181,host2:2181/chroot     ZooKeeper ensemble
   zk+tls://user:pass@host:2281/chroot             ZooKeeper over TLS (secureClientPort)
+  etcd://user:pass@host1:2379,host2:2379/prefix   etcd cluster (key prefix; /simba if none)
+  etcd+tls://host:2379/prefix?ca=ca.pem           etcd over TLS (cert=, key= for client certs)
 `
 
 const usage = `usage: simba <command> [flags]

@@ -6,6 +6,7 @@ package testenv
 import (
 	"net"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -88,6 +89,27 @@ func ZooKeeper(t testing.TB) []string {
 	addrs := strings.Split(env("SIMBA_TEST_ZOOKEEPER", "127.0.0.1:2181"), ",")
 	need(t, "ZooKeeper", "", addrs...)
 	return addrs
+}
+
+// Etcd returns the client addresses (host:port) of the etcd test server (SIMBA_TEST_ETCD,
+// comma-separated, overrides; .ci/services.sh starts a single node on 2379).
+func Etcd(t testing.TB) []string {
+	t.Helper()
+	addrs := strings.Split(env("SIMBA_TEST_ETCD", "127.0.0.1:2379"), ",")
+	need(t, "etcd", "", addrs...)
+	return addrs
+}
+
+// EtcdBinary returns the path of an etcd server binary for tests that run private members
+// (SIMBA_TEST_ETCD_BIN overrides; .ci/services.sh installs Debian's etcd-server).
+func EtcdBinary(t testing.TB) string {
+	t.Helper()
+	bin := env("SIMBA_TEST_ETCD_BIN", "etcd")
+	p, err := exec.LookPath(bin)
+	if err != nil {
+		Unavailable(t, "etcd server binary", err.Error())
+	}
+	return p
 }
 
 // Short skips a slow test under `go test -short`, except when services are required (as in CI),

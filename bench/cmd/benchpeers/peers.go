@@ -28,6 +28,7 @@ import (
 	"google.golang.org/grpc"
 	_ "modernc.org/sqlite"
 
+	simbaetcd "github.com/simba-go/simba/backend/etcd"
 	simbaredis "github.com/simba-go/simba/backend/redis"
 	simbasql "github.com/simba-go/simba/backend/sql"
 	"github.com/simba-go/simba/backend/zookeeper"
@@ -69,7 +70,7 @@ func (c conf) simbaBackends() []struct {
 	group, role string
 	open        opener
 } {
-	return []struct {
+	out := []struct {
 		group, role string
 		open        opener
 	}{
@@ -87,6 +88,14 @@ func (c conf) simbaBackends() []struct {
 		}},
 		{"ZooKeeper", "simba-zk", func(context.Context) (spi.Backend, error) { return zookeeper.New("zk://" + zkAddr) }},
 	}
+	if c.etcdURL != "" {
+		dsn := "etcd://" + strings.TrimPrefix(c.etcdURL, "http://") + "/simba-bench"
+		out = append(out, struct {
+			group, role string
+			open        opener
+		}{"etcd (embedded)", "simba-etcd", func(context.Context) (spi.Backend, error) { return simbaetcd.New(dsn) }})
+	}
+	return out
 }
 
 // roles are the holder processes' parts, by name.

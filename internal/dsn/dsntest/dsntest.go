@@ -14,7 +14,7 @@ const Mask = "xxxxx"
 // Form builds a DSN of one form around a user name and a password.
 type Form struct {
 	// Name says the form; it starts with the backend's scheme family ("postgres", "mysql",
-	// "redis", "zk", "sqlite") or "other".
+	// "redis", "zk", "etcd", "sqlite") or "other".
 	Name string
 	// Build returns the DSN and the password as written in it (raw, percent-encoded or
 	// quoted).
@@ -73,6 +73,8 @@ var Forms = []Form{
 	{"redis+sentinel-url-raw", urlRaw("redis+sentinel", "127.0.0.1:1", "/mymaster")},
 	{"zk-url-raw", urlRaw("zk", "127.0.0.1:1,127.0.0.1:2", "/chroot?timeout=1s")},
 	{"zk-url-encoded", urlEnc("zk", "127.0.0.1:1", "")},
+	{"etcd-url-raw", urlRaw("etcd", "127.0.0.1:1,127.0.0.1:2", "/prefix?dial_timeout=1s")},
+	{"etcd-url-encoded", urlEnc("etcd+tls", "127.0.0.1:1", "/p?servername=x")},
 	{"sqlite-url-password-param", query("sqlite:///tmp/simba-fuzz-USER.db?_pragma=busy_timeout(1)", "password")},
 	{"sqlite-file-auth-param", query("file:/tmp/simba-fuzz.db?_pragma=foreign_keys(1)&_auth_user=USER", "_auth_pass")},
 	{"sqlite-url-pragma-key", func(user, pw string) (string, string) {

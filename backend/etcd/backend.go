@@ -1,0 +1,551 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/simba-go/simba/generated/etcdtxn"
+	"github.com/simba-go/simba/generated/wire"
+	"github.com/simba-go/simba/spi"
+)
+
+// maxGroupRanges is the most groups a keep-alive reads with a range each.
+const maxGroupRanges = 64
+
+// MaxTTL is the longest session TTL etcd grants (its MaxLeaseTTL, 9,000,000,000 s).
+const MaxTTL = 9_000_000_000 * time.Second
+
+// Backend is the etcd implementation of the Simba SPI (spi.Backend, spi.Hinter and
+// spi.Inspector). It is safe for concurrent use.
+type Backend struct {
+	own       bool // Close closes cli
+	prefix    string
+	endpoints string // for errors
+
+	// cli is the client; for a backend made from a Config it is made on first use (cfg),
+	// since an etcd client with credentials authenticates as it is made.
+	cliMu sync.Mutex
+	cli   *clientv3.Client
+	cfg   *clientv3.Config
+
+	// ctx is cancelled by Close: it ends the hint watches.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu       sync.Mutex
+	closed   bool
+	sessions map[spi.SessionID]*session
+}
+
+// session is what the backend remembers of a session it opened: its etcd lease, owner, TTL
+// (whole seconds) and when the last renewal that etcd acknowledged was sent, from which its
+// time left is counted (etcd renews a lease from when it handles the request, which is after
+// the send).
+type session struct {
+	lease   clientv3.LeaseID
+	owner   string
+	ttl     time.Duration
+	renewed time.Time // monotonic
+}
+
+var (
+	_ spi.Backend   = (*Backend)(nil)
+	_ spi.Hinter    = (*Backend)(nil)
+	_ spi.Inspector = (*Backend)(nil)
+)
+
+// New returns a Backend for the etcd cluster named by dsn (see ParseDSN). Its client is its
+// own: Close closes it.
+func New(dsn string) (*Backend, error) {
+	cfg, err := ParseDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	return NewFromConfig(cfg)
+}
+
+// NewFromConfig returns a Backend for cfg, with a client of its own (Close closes it).
+// Connecting happens in the background; calls wait for it within their contexts.
+func NewFromConfig(cfg Config) (*Backend, error) {
+	if len(cfg.Endpoints) == 0 {
+		return nil, fmt.Errorf("%w: etcd: no endpoints", spi.ErrInvalidOption)
+	}
+	if cfg.Prefix != "" {
+		if err := validatePrefix(cfg.Prefix); err != nil {
+			return nil, fmt.Errorf("%w: etcd: %v", spi.ErrInvalidOption, err)
+		}
+	}
+	dt := cfg.DialTimeout
+	if dt <= 0 {
+		dt = DefaultDialTimeout
+	}
+	cc := &clientv3.Config{
+		Endpoints:   cfg.Endpoints,
+		DialTimeout: dt,
+		Username:    cfg.User,
+		Password:    cfg.Password,
+		TLS:         cfg.TLS,
+		// Keep-alive pings notice a dead member; the balancer then moves to another.
+		DialKeepAliveTime:    2 * time.Second,
+		DialKeepAliveTimeout: 2 * time.Second,
+		Logger:               zap.NewNop(), // errors reach the caller; the client's own logs are noise
+	}
+	b := newBackend(nil, cfg.Prefix, cfg.Endpoints)
+	b.cfg, b.own = cc, true
+	return b, nil
+}
+
+// NewFromClient returns a Backend on cli, a client the caller owns (Close leaves it open),
+// keeping its keys under prefix (wire.EtcdPrefix if empty).
+func NewFromClient(cli *clientv3.Client, prefix string) (*Backend, error) {
+	if cli == nil {
+		return nil, fmt.Errorf("%w: etcd: nil client", spi.ErrInvalidOption)
+	}
+	if prefix != "" {
+		if err := validatePrefix(prefix); err != nil {
+			return nil, fmt.Errorf("%w: etcd: %v", spi.ErrInvalidOption, err)
+		}
+	}
+	return newBackend(cli, prefix, cli.Endpoints()), nil
+}
+
+func newBackend(cli *clientv3.Client, prefix string, endpoints []string) *Backend {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Backend{cli: cli, prefix: prefixOf(prefix), endpoints: strings.Join(endpoints, ","), ctx: ctx, cancel: cancel, sessions: map[spi.SessionID]*session{}}
+}
+
+// client returns the etcd client, making it on first use (a failure is retried by the next
+// call).
+func (b *Backend) client() (*clientv3.Client, error) {
+	b.cliMu.Lock()
+	defer b.cliMu.Unlock()
+	if b.cli != nil {
+		return b.cli, nil
+	}
+	cli, err := clientv3.New(*b.cfg)
+	if err != nil {
+		return nil, b.classify("connect", err)
+	}
+	b.cli = cli
+	return cli, nil
+}
+
+// Prefix returns the key prefix the backend keeps its keys under.
+func (b *Backend) Prefix() string { return b.prefix }
+
+// Close makes later calls fail with spi.ErrClosed, ends the hint watches and, when the
+// backend made its client (New, NewFromConfig), closes it. Sessions are left to expire.
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	b.mu.Unlock()
+	b.cancel()
+	b.cliMu.Lock()
+	defer b.cliMu.Unlock()
+	if b.own && b.cli != nil {
+		return b.cli.Close()
+	}
+	return nil
+}
+
+// check fails once the backend is closed and otherwise returns its client.
+func (b *Backend) check() (*clientv3.Client, error) {
+	b.mu.Lock()
+	closed := b.closed
+	b.mu.Unlock()
+	if closed {
+		return nil, fmt.Errorf("etcd: %w", spi.ErrClosed)
+	}
+	return b.client()
+}
+
+// sessionID formats an etcd lease id as a session id.
+func sessionID(id clientv3.LeaseID) spi.SessionID {
+	return spi.SessionID(fmt.Sprintf("%016x", uint64(id)))
+}
+
+// leaseOf parses a session id back to its etcd lease id.
+func leaseOf(id spi.SessionID) (clientv3.LeaseID, bool) {
+	if !wire.IsZooKeeperSessionID(string(id)) { // the same form: 16 lowercase hex digits
+		return 0, false
+	}
+	n, err := strconv.ParseUint(string(id), 16, 64)
+	if err != nil || n == 0 {
+		return 0, false
+	}
+	return clientv3.LeaseID(n), true
+}
+
+// OpenSession grants an etcd lease of ttl (rounded down to whole seconds) and writes the
+// session key on it.
+func (b *Backend) OpenSession(ctx context.Context, owner string, ttl time.Duration) (spi.Session, error) {
+	if err := spi.ValidateOwner(owner); err != nil {
+		return spi.Session{}, err
+	}
+	if ttl < time.Second || ttl > MaxTTL {
+		return spi.Session{}, fmt.Errorf("%w: etcd: TTL %v outside [1s, %v] (etcd leases count whole seconds)", spi.ErrInvalidOption, ttl, MaxTTL)
+	}
+	cli, err := b.check()
+	if err != nil {
+		return spi.Session{}, err
+	}
+	secs := int64(ttl / time.Second)
+	sent := time.Now()
+	g, err := cli.Grant(ctx, secs)
+	if err != nil {
+		return spi.Session{}, b.classify("open session: grant", err)
+	}
+	sid := sessionID(g.ID)
+	if _, err := cli.Put(ctx, wire.EtcdSessionKey(b.prefix, string(sid)), owner, clientv3.WithLease(g.ID)); err != nil {
+		// Best effort: the lease would expire by itself.
+		rctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		cli.Revoke(rctx, g.ID) //nolint:errcheck
+		cancel()
+		return spi.Session{}, b.classify("open session: put", err)
+	}
+	s := &session{lease: g.ID, owner: owner, ttl: time.Duration(secs) * time.Second, renewed: sent}
+	b.mu.Lock()
+	b.sessions[sid] = s
+	b.mu.Unlock()
+	return spi.Session{ID: sid, Remaining: s.remaining()}, nil
+}
+
+// remaining is the session's time left as the backend counts it: its TTL from the send time
+// of the last acknowledged renewal (a lower bound of etcd's own count).
+func (s *session) remaining() time.Duration {
+	r := s.ttl - time.Since(s.renewed)
+	return max(r, time.Millisecond)
+}
+
+// lookup returns what the backend knows of session id, reading the owner from etcd for a
+// session it did not open (the renewal time is then unknown: its time left is counted from
+// now minus one TTL, i.e. as already spent, unless a keep-alive follows).
+func (b *Backend) lookup(ctx context.Context, cli *clientv3.Client, id spi.SessionID) (*session, bool, error) {
+	lease, ok := leaseOf(id)
+	if !ok {
+		return nil, false, nil
+	}
+	b.mu.Lock()
+	s := b.sessions[id]
+	b.mu.Unlock()
+	if s != nil {
+		b.mu.Lock()
+		c := *s
+		b.mu.Unlock()
+		return &c, true, nil
+	}
+	r, err := cli.Get(ctx, wire.EtcdSessionKey(b.prefix, string(id)))
+	if err != nil {
+		return nil, false, b.classify("read session", err)
+	}
+	if len(r.Kvs) == 0 || clientv3.LeaseID(r.Kvs[0].Lease) != lease {
+		return nil, false, nil
+	}
+	ttl, err := cli.TimeToLive(ctx, lease)
+	if err != nil {
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return nil, false, nil
+		}
+		return nil, false, b.classify("read session lease", err)
+	}
+	// TTL is whole seconds rounded down: a lower bound of the time left.
+	return &session{lease: lease, owner: string(r.Kvs[0].Value), ttl: time.Duration(ttl.TTL) * time.Second, renewed: time.Now()}, true, nil
+}
+
+func (b *Backend) forget(id spi.SessionID) {
+	b.mu.Lock()
+	delete(b.sessions, id)
+	b.mu.Unlock()
+}
+
+// KeepAlive renews the session's lease with one LeaseKeepAliveOnce and reads what it holds
+// and the members of groups with one read-only transaction.
+func (b *Backend) KeepAlive(ctx context.Context, id spi.SessionID, names []string, groups []string) (spi.KeepAlive, error) {
+	for _, g := range groups {
+		if err := spi.ValidateName(g); err != nil {
+			return spi.KeepAlive{}, err
+		}
+	}
+	cli, err := b.check()
+	if err != nil {
+		return spi.KeepAlive{}, err
+	}
+	lease, ok := leaseOf(id)
+	if !ok {
+		return spi.KeepAlive{Expired: true}, nil
+	}
+	sent := time.Now()
+	ka, err := cli.KeepAliveOnce(ctx, lease)
+	switch {
+	case errors.Is(err, rpctypes.ErrLeaseNotFound):
+		b.forget(id)
+		return spi.KeepAlive{Expired: true}, nil
+	case err != nil:
+		return spi.KeepAlive{}, b.classify("keep-alive", err)
+	case ka.TTL <= 0:
+		b.forget(id)
+		return spi.KeepAlive{Expired: true}, nil
+	}
+	cmps, then, _ := etcdtxn.Report(b.prefix, string(id))
+	// One range per group while that keeps the transaction well under etcd's limit on
+	// operations (--max-txn-ops, 128 by default); beyond, one range over every group.
+	perGroup := len(groups) <= maxGroupRanges
+	if perGroup {
+		for _, g := range groups {
+			then = append(then, etcdtxn.MembersRange(b.prefix, g))
+		}
+	} else {
+		then = append(then, etcdtxn.GroupsRange(b.prefix))
+	}
+	r, err := cli.Txn(ctx).If(cmps...).Then(then...).Commit()
+	if err != nil {
+		return spi.KeepAlive{}, b.classify("keep-alive: report", err)
+	}
+	if !r.Succeeded {
+		b.forget(id)
+		return spi.KeepAlive{Expired: true}, nil
+	}
+	b.mu.Lock()
+	s := b.sessions[id]
+	if s == nil { // a session this backend did not open: adopt it
+		s = &session{lease: lease, ttl: time.Duration(ka.TTL) * time.Second}
+		b.sessions[id] = s
+	}
+	s.renewed = sent
+	rem := s.remaining()
+	b.mu.Unlock()
+
+	out := spi.KeepAlive{Remaining: rem}
+	heldPrefix := wire.EtcdHeldPrefix(b.prefix, string(id))
+	for _, kv := range r.Responses[etcdtxn.ReportThenHeld].GetResponseRange().Kvs {
+		out.Held = append(out.Held, spi.Held{Name: strings.TrimPrefix(string(kv.Key), heldPrefix), Token: kv.CreateRevision})
+	}
+	if len(groups) > 0 {
+		out.Members = make(map[string][]spi.SessionID, len(groups))
+		if perGroup {
+			for i, g := range groups {
+				out.Members[g] = memberIDs(r.Responses[len(then)-len(groups)+i].GetResponseRange().Kvs, wire.EtcdMembersPrefix(b.prefix, g))
+			}
+		} else {
+			all := r.Responses[len(then)-1].GetResponseRange().Kvs
+			for _, g := range groups {
+				p := wire.EtcdMembersPrefix(b.prefix, g)
+				var kvs []*mvccpb.KeyValue
+				for _, kv := range all {
+					if strings.HasPrefix(string(kv.Key), p) {
+						kvs = append(kvs, kv)
+					}
+				}
+				out.Members[g] = memberIDs(kvs, p)
+			}
+		}
+	}
+	return out, nil
+}
+
+// memberIDs turns member keys under prefix into sorted session ids.
+func memberIDs(kvs []*mvccpb.KeyValue, prefix string) []spi.SessionID {
+	ids := make([]spi.SessionID, 0, len(kvs))
+	for _, kv := range kvs {
+		ids = append(ids, spi.SessionID(strings.TrimPrefix(string(kv.Key), prefix)))
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// CloseSession revokes the session's lease: etcd deletes its session key, leases and
+// memberships in one revision, which the watches of every client report.
+func (b *Backend) CloseSession(ctx context.Context, id spi.SessionID) error {
+	cli, err := b.check()
+	if err != nil {
+		return err
+	}
+	lease, ok := leaseOf(id)
+	if !ok {
+		return nil
+	}
+	_, err = cli.Revoke(ctx, lease)
+	if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return b.classify("close session", err)
+	}
+	b.forget(id)
+	return nil
+}
+
+// Acquire runs the acquire transaction (spec/etcd.yaml): create the lease key and the held
+// index on the session's lease if the session key exists and the lease key does not; otherwise
+// read both to answer.
+func (b *Backend) Acquire(ctx context.Context, id spi.SessionID, name string) (spi.Acquire, error) {
+	if err := spi.ValidateName(name); err != nil {
+		return spi.Acquire{}, err
+	}
+	cli, err := b.check()
+	if err != nil {
+		return spi.Acquire{}, err
+	}
+	s, ok, err := b.lookup(ctx, cli, id)
+	if err != nil {
+		return spi.Acquire{}, err
+	}
+	if !ok {
+		return spi.Acquire{Kind: spi.SessionExpired}, nil
+	}
+	cmps, then, els := etcdtxn.Acquire(b.prefix, string(id), name, s.owner, s.lease)
+	r, err := cli.Txn(ctx).If(cmps...).Then(then...).Else(els...).Commit()
+	if err != nil {
+		return spi.Acquire{}, b.classify("acquire", err)
+	}
+	if r.Succeeded {
+		// Both puts carry the transaction's revision: the lease key's create revision.
+		return spi.Acquire{Kind: spi.Granted, Token: r.Header.Revision, Remaining: s.remaining()}, nil
+	}
+	if len(r.Responses[etcdtxn.AcquireElseSession].GetResponseRange().Kvs) == 0 {
+		b.forget(id)
+		return spi.Acquire{Kind: spi.SessionExpired}, nil
+	}
+	kvs := r.Responses[etcdtxn.AcquireElseLease].GetResponseRange().Kvs
+	if len(kvs) == 0 {
+		// Unreachable: the guard failed on a live session, so the lease key existed.
+		return spi.Acquire{}, spi.Unavailable("acquire", errors.New("etcd: lease key vanished inside a transaction"))
+	}
+	kv := kvs[0]
+	if clientv3.LeaseID(kv.Lease) == s.lease {
+		return spi.Acquire{Kind: spi.Granted, Token: kv.CreateRevision, Remaining: s.remaining()}, nil
+	}
+	return spi.Acquire{Kind: spi.HeldBy, Holder: sessionID(clientv3.LeaseID(kv.Lease)), HolderOwner: string(kv.Value), RemainingUnknown: true}, nil
+}
+
+// Release runs the release transaction: delete the lease key and the held index if the lease
+// key carries token as its create revision and is attached to the session's lease.
+func (b *Backend) Release(ctx context.Context, id spi.SessionID, name string, token int64) error {
+	if err := spi.ValidateName(name); err != nil {
+		return err
+	}
+	cli, err := b.check()
+	if err != nil {
+		return err
+	}
+	lease, ok := leaseOf(id)
+	if !ok {
+		return nil
+	}
+	cmps, then, _ := etcdtxn.Release(b.prefix, string(id), name, lease, token)
+	if _, err := cli.Txn(ctx).If(cmps...).Then(then...).Commit(); err != nil {
+		return b.classify("release", err)
+	}
+	return nil
+}
+
+// Join runs the join transaction: put the member key on the session's lease if the session
+// key exists.
+func (b *Backend) Join(ctx context.Context, id spi.SessionID, group string) (spi.Status, error) {
+	if err := spi.ValidateName(group); err != nil {
+		return 0, err
+	}
+	cli, err := b.check()
+	if err != nil {
+		return 0, err
+	}
+	s, ok, err := b.lookup(ctx, cli, id)
+	if err != nil {
+		return 0, err
+	}
+	if !ok {
+		return spi.Expired, nil
+	}
+	cmps, then, _ := etcdtxn.Join(b.prefix, string(id), group, s.owner, s.lease)
+	r, err := cli.Txn(ctx).If(cmps...).Then(then...).Commit()
+	if err != nil {
+		return 0, b.classify("join", err)
+	}
+	if !r.Succeeded {
+		b.forget(id)
+		return spi.Expired, nil
+	}
+	return spi.OK, nil
+}
+
+// Leave runs the leave transaction: delete the member key if the session key exists.
+func (b *Backend) Leave(ctx context.Context, id spi.SessionID, group string) (spi.Status, error) {
+	if err := spi.ValidateName(group); err != nil {
+		return 0, err
+	}
+	cli, err := b.check()
+	if err != nil {
+		return 0, err
+	}
+	if _, ok := leaseOf(id); !ok {
+		return spi.Expired, nil
+	}
+	cmps, then, _ := etcdtxn.Leave(b.prefix, string(id), group)
+	r, err := cli.Txn(ctx).If(cmps...).Then(then...).Commit()
+	if err != nil {
+		return 0, b.classify("leave", err)
+	}
+	if !r.Succeeded {
+		b.forget(id)
+		return spi.Expired, nil
+	}
+	return spi.OK, nil
+}
+
+// Members reads the member keys of group (their leases are live: etcd deletes them with it).
+func (b *Backend) Members(ctx context.Context, group string) ([]spi.SessionID, error) {
+	if err := spi.ValidateName(group); err != nil {
+		return nil, err
+	}
+	cli, err := b.check()
+	if err != nil {
+		return nil, err
+	}
+	p := wire.EtcdMembersPrefix(b.prefix, group)
+	r, err := cli.Get(ctx, p, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		return nil, b.classify("members", err)
+	}
+	return memberIDs(r.Kvs, p), nil
+}
+
+// classify wraps an etcd client error for the SPI: authentication and permission failures,
+// TLS failures and invalid requests are permanent; the rest (timeouts, lost leaders,
+// unreachable members) retryable.
+func (b *Backend) classify(op string, err error) error {
+	return classify(op+" ("+b.endpoints+")", err)
+}
+
+func classify(op string, err error) error {
+	switch {
+	case spi.IsTLSError(err):
+		return spi.TLSFailure("etcd: "+op, err)
+	case errors.Is(err, context.Canceled):
+		return fmt.Errorf("etcd: %s: %w", op, err)
+	case errors.Is(err, context.DeadlineExceeded):
+		return spi.Unavailable("etcd: "+op, err)
+	case errors.Is(err, rpctypes.ErrAuthFailed), errors.Is(err, rpctypes.ErrPermissionDenied),
+		errors.Is(err, rpctypes.ErrInvalidAuthToken), errors.Is(err, rpctypes.ErrUserEmpty),
+		errors.Is(err, rpctypes.ErrAuthNotEnabled), errors.Is(err, rpctypes.ErrTooManyOps):
+		return spi.AsPermanent(fmt.Errorf("etcd: %s: %w", op, err))
+	}
+	switch status.Code(err) {
+	case codes.Unauthenticated, codes.PermissionDenied, codes.InvalidArgument:
+		return spi.AsPermanent(fmt.Errorf("etcd: %s: %w", op, err))
+	}
+	return spi.Unavailable("etcd: "+op, err)
+}

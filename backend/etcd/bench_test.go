@@ -1,0 +1,287 @@
+package etcd
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/simba-go/simba"
+	"github.com/simba-go/simba/internal/testenv"
+	"github.com/simba-go/simba/spi"
+)
+
+// benchEnv is a backend with one session on the shared server, and a plain client on which the
+// baseline runs: one Put.
+type benchEnv struct {
+	b       *Backend
+	session spi.SessionID
+	ctx     context.Context
+	dsn     string
+}
+
+func newBenchEnv(b *testing.B) *benchEnv {
+	dsn := serverDSN(b)
+	be := openBackend(b, dsn)
+	ctx, cancel := context.WithCancel(context.Background())
+	b.Cleanup(cancel)
+	s, err := be.OpenSession(ctx, "bench", 30*time.Second)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return &benchEnv{b: be, session: s.ID, ctx: ctx, dsn: dsn}
+}
+
+// put is the baseline: one Put of a key under the backend's prefix.
+func (e *benchEnv) put(b *testing.B) {
+	if _, err := e.b.cli.Put(e.ctx, e.b.prefix+"/baseline", "x"); err != nil {
+		b.Fatal(err)
+	}
+}
+
+func quantile(d []time.Duration, q float64) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(q*float64(len(s))))]
+}
+
+// ratio runs op and the baseline Put interleaved b.N times and reports op's cost in Puts as
+// the ratio of the medians, with op's mean latency.
+func ratio(b *testing.B, e *benchEnv, unit string, op func()) {
+	for range 20 {
+		e.put(b)
+		op()
+	}
+	ops := make([]time.Duration, 0, b.N)
+	puts := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		e.put(b)
+		t1 := time.Now()
+		op()
+		ops = append(ops, time.Since(t1))
+		puts = append(puts, t1.Sub(t0))
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(quantile(ops, 0.5))/float64(quantile(puts, 0.5)), "puts/"+unit)
+	b.ReportMetric(float64(quantile(ops, 0.5).Microseconds()), "µs/"+unit)
+}
+
+// BenchmarkAcquireRelease measures the acquire+release cycle of one lease (two transactions)
+// in same-run Puts, beside etcd's own concurrency.Mutex Lock+Unlock measured the same way.
+func BenchmarkAcquireRelease(b *testing.B) {
+	b.Run("simba", func(b *testing.B) {
+		e := newBenchEnv(b)
+		ratio(b, e, "cycle", func() {
+			r, err := e.b.Acquire(e.ctx, e.session, "cycle")
+			if err != nil || r.Kind != spi.Granted {
+				b.Fatalf("Acquire = %+v, %v", r, err)
+			}
+			if err := e.b.Release(e.ctx, e.session, "cycle", r.Token); err != nil {
+				b.Fatal(err)
+			}
+		})
+	})
+	b.Run("concurrency.Mutex", func(b *testing.B) {
+		e := newBenchEnv(b)
+		s, err := concurrency.NewSession(e.b.cli, concurrency.WithTTL(30))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.Close()
+		mu := concurrency.NewMutex(s, e.b.prefix+"/etcd-mutex")
+		ratio(b, e, "cycle", func() {
+			if err := mu.Lock(e.ctx); err != nil {
+				b.Fatal(err)
+			}
+			if err := mu.Unlock(e.ctx); err != nil {
+				b.Fatal(err)
+			}
+		})
+	})
+}
+
+// newSimba starts a simba.Client on a backend of its own on dsn.
+func newSimba(b *testing.B, dsn string, ttl time.Duration) (*simba.Client, *Backend) {
+	be, err := New(dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := simba.New(be, simba.WithTTL(ttl))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		c.Close(ctx) //nolint:errcheck
+		be.Close()
+	})
+	return c, be
+}
+
+// BenchmarkHandover measures a graceful hand-over of a simba Lock between two clients (two
+// sessions, two etcd clients): the waiter has been waiting 20 ms when the holder unlocks; the
+// time runs from Unlock to the waiter's grant (the release transaction, the watch event, the
+// waiter's acquire transaction). Reported: p50 and p99 in ms, and the p99 in same-run
+// concurrency.Mutex hand-overs, measured the same way.
+func BenchmarkHandover(b *testing.B) {
+	dsn := serverDSN(b)
+	ctx := context.Background()
+	ca, _ := newSimba(b, dsn, 10*time.Second)
+	cb, _ := newSimba(b, dsn, 10*time.Second)
+	raw := rawClient(b, testenv.Etcd(b))
+	sa, err := concurrency.NewSession(raw, concurrency.WithTTL(10))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sa.Close()
+	sb, err := concurrency.NewSession(raw, concurrency.WithTTL(10))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sb.Close()
+	prefix, _ := ParseDSN(dsn)
+	ma, mb := concurrency.NewMutex(sa, prefix.Prefix+"/mutex-hand"), concurrency.NewMutex(sb, prefix.Prefix+"/mutex-hand")
+
+	var simbaLat, mutexLat []time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		hold, wait := ca, cb
+		if i%2 == 1 {
+			hold, wait = cb, ca
+		}
+		h, err := hold.Lock(ctx, "hand")
+		if err != nil {
+			b.Fatal(err)
+		}
+		got := make(chan time.Time, 1)
+		go func() {
+			w, err := wait.Lock(ctx, "hand")
+			got <- time.Now()
+			if err == nil {
+				w.Unlock(ctx) //nolint:errcheck
+			}
+		}()
+		time.Sleep(20 * time.Millisecond)
+		t0 := time.Now()
+		if err := h.Unlock(ctx); err != nil {
+			b.Fatal(err)
+		}
+		simbaLat = append(simbaLat, (<-got).Sub(t0))
+		time.Sleep(5 * time.Millisecond) // let the waiter's unlock finish
+
+		// etcd's Mutex, the same way.
+		if err := ma.Lock(ctx); err != nil {
+			b.Fatal(err)
+		}
+		mgot := make(chan time.Time, 1)
+		go func() {
+			err := mb.Lock(ctx)
+			mgot <- time.Now()
+			if err == nil {
+				mb.Unlock(ctx) //nolint:errcheck
+			}
+		}()
+		time.Sleep(20 * time.Millisecond)
+		t0 = time.Now()
+		if err := ma.Unlock(ctx); err != nil {
+			b.Fatal(err)
+		}
+		mutexLat = append(mutexLat, (<-mgot).Sub(t0))
+		time.Sleep(5 * time.Millisecond)
+	}
+	b.StopTimer()
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	b.ReportMetric(ms(quantile(simbaLat, 0.5)), "p50-ms")
+	b.ReportMetric(ms(quantile(simbaLat, 0.99)), "p99-ms")
+	b.ReportMetric(ms(quantile(mutexLat, 0.99)), "mutex-p99-ms")
+	b.ReportMetric(float64(quantile(simbaLat, 0.99))/float64(quantile(mutexLat, 0.99)), "p99/mutex-p99")
+}
+
+// BenchmarkCrashFailover measures a crash failover of a simba Lock: the holder's client takes
+// the lock, the waiter waits, and after a random 0.3–1.3 s the holder "crashes" (its backend
+// is closed under it: no more keep-alives, no release, exactly what a killed process leaves
+// behind); the time runs from the crash to the waiter's grant, in TTLs. The TTL is the
+// server's shortest lease. The bound is etcd's: the lease expires at most one TTL after the
+// crash, and etcd's lessor revokes expired leases on a 500 ms timer, so the waiter's watch
+// sees the deletion up to that much later. Reported: p50 and max ×TTL. Run it with
+// -benchtime=Nx (each iteration takes about a TTL).
+func BenchmarkCrashFailover(b *testing.B) {
+	dsn := serverDSN(b)
+	ttl := minTTL(b, rawClient(b, testenv.Etcd(b)))
+	ctx := context.Background()
+	waiter, _ := newSimba(b, dsn, ttl)
+	var fails []time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		holder, hb := newSimba(b, dsn, ttl)
+		name := fmt.Sprintf("crash-%d", i)
+		if _, err := holder.Lock(ctx, name); err != nil {
+			b.Fatal(err)
+		}
+		got := make(chan time.Time, 1)
+		go func() {
+			w, err := waiter.Lock(ctx, name)
+			got <- time.Now()
+			if err == nil {
+				w.Unlock(ctx) //nolint:errcheck
+			}
+		}()
+		time.Sleep(300*time.Millisecond + rand.N(time.Second))
+		t0 := time.Now()
+		hb.Close() // the crash
+		fails = append(fails, (<-got).Sub(t0))
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(quantile(fails, 0.5))/float64(ttl), "p50-xTTL")
+	b.ReportMetric(float64(slices.Max(fails))/float64(ttl), "max-xTTL")
+	b.ReportMetric(ttl.Seconds(), "ttl-s")
+}
+
+// BenchmarkKeepAlive10000 measures a keep-alive of a session holding 10,000 leases (asking
+// about all of them) in same-run Puts: one LeaseKeepAliveOnce and one read-only transaction,
+// whatever the number of leases.
+func BenchmarkKeepAlive10000(b *testing.B) {
+	const n = 10000
+	e := newBenchEnv(b)
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("held-%05d", i)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 1)
+	sem := make(chan struct{}, 64)
+	for _, name := range names {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			ctx, cancel := context.WithTimeout(e.ctx, time.Minute)
+			defer cancel()
+			if r, err := e.b.Acquire(ctx, e.session, name); err != nil || r.Kind != spi.Granted {
+				select {
+				case errs <- fmt.Errorf("Acquire(%s) = %+v, %v", name, r, err):
+				default:
+				}
+			}
+		})
+	}
+	wg.Wait()
+	select {
+	case err := <-errs:
+		b.Fatal(err)
+	default:
+	}
+	ratio(b, e, "keep-alive", func() {
+		ka, err := e.b.KeepAlive(e.ctx, e.session, names, nil)
+		if err != nil || ka.Expired || len(ka.Held) != n {
+			b.Fatalf("KeepAlive: %d held, expired %v, %v", len(ka.Held), ka.Expired, err)
+		}
+	})
+}

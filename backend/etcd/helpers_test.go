@@ -1,0 +1,67 @@
+package etcd
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/simba-go/simba/internal/testenv"
+)
+
+// testPrefix returns a key prefix no other test or run uses.
+func testPrefix(t testing.TB) string {
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	return "/simba-test-" + hex.EncodeToString(b[:])
+}
+
+// serverDSN returns a DSN of the shared etcd test server under a fresh prefix.
+func serverDSN(t testing.TB) string {
+	return "etcd://" + strings.Join(testenv.Etcd(t), ",") + testPrefix(t)
+}
+
+// openBackend opens a backend on dsn, closed when the test ends.
+func openBackend(t testing.TB, dsn string) *Backend {
+	t.Helper()
+	b, err := New(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// rawClient returns a plain etcd client of endpoints, closed when the test ends.
+func rawClient(t testing.TB, endpoints []string) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// minTTL asks the server for a one-second lease and returns the TTL it grants: etcd raises
+// TTLs below its minimum (1.5 election timeouts, rounded up to a second).
+func minTTL(t testing.TB, cli *clientv3.Client) time.Duration {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	g, err := cli.Grant(ctx, 1)
+	if err != nil {
+		testenv.Unavailable(t, "etcd", err.Error())
+	}
+	cli.Revoke(ctx, g.ID) //nolint:errcheck
+	return time.Duration(g.TTL) * time.Second
+}
+
+func clientLease(id int64) clientv3.LeaseID { return clientv3.LeaseID(id) }
