@@ -353,3 +353,39 @@ func TestSpecOrderChangesExecution(t *testing.T) {
 		t.Errorf("after swapping two statements in the spec, close_session ran %q, want %q (this tree: %q)", got["sqlite/close_session"], want, ours)
 	}
 }
+
+// TestTransactionOnEveryDialect: with every operation made transactional (PostgreSQL's spec
+// declares none today), the operations run between the dialect's begin and COMMIT on every
+// dialect and their writes commit; a decision's error fails the operation (ROLLBACK) and leaves
+// the lease as it was.
+func TestTransactionOnEveryDialect(t *testing.T) {
+	for _, d := range dialects {
+		t.Run(d.name, func(t *testing.T) {
+			b, rec := recorded(t, d.name, d.dsn(t))
+			ctx := testCtx(t)
+			for _, p := range b.plans {
+				p.tx = true
+			}
+			s := openSession(t, b, longTTL)
+			tok := grant(t, b, s, "tx")
+			if err := b.Release(ctx, s, "tx", tok); err != nil {
+				t.Fatal(err)
+			}
+			if again := grant(t, b, s, "tx"); again <= tok {
+				t.Fatalf("token %d after %d: the release did not commit", again, tok)
+			}
+			// A refused token fails the acquire's decision.
+			exec(t, b, "INSERT INTO simba_lease (name, session_id, token) VALUES (?, NULL, ?)", "tx-corrupt", int64(-5))
+			rec.Take()
+			if _, err := b.Acquire(ctx, s, "tx-corrupt"); !errors.Is(err, spi.ErrCorruptToken) {
+				t.Fatalf("acquire of a corrupt token: %v", err)
+			}
+			if len(rec.Take()) == 0 {
+				t.Fatal("the acquire ran no statement")
+			}
+			if tok, holder, _ := leaseToken(t, b, "tx-corrupt"); tok != -5 || holder != "" {
+				t.Fatalf("after the rolled-back acquire the lease holds token %d, holder %q", tok, holder)
+			}
+		})
+	}
+}
