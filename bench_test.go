@@ -51,7 +51,7 @@ func BenchmarkLockCycle(b *testing.B) {
 
 func benchLockCycle(b *testing.B, raw, backend spi.Backend) {
 	ctx := context.Background()
-	sess, err := raw.OpenSession(ctx, "raw", 15*time.Second)
+	sess, err := raw.OpenSession(ctx, "raw", time.Minute) // no keep-alive: outlive the run
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -86,29 +86,40 @@ func benchLockCycle(b *testing.B, raw, backend spi.Backend) {
 }
 
 // SameRunRatio times op and base alternately in rounds and reports op's time per iteration in
-// base's (unit) and in ns (ns/op is op's).
+// base's (unit) and in ns (ns/op is op's). It also reports the process's CPU time per iteration
+// of each (lock-cpu-ns/op, spi-cpu-ns/op): wall time on a shared, busy machine swings with the
+// load, while the client's own CPU per cycle, which is what the shell adds, does not.
 func SameRunRatio(b *testing.B, unit string, base, op func()) {
 	b.Helper()
-	var baseTime, opTime time.Duration
+	var baseTime, opTime, baseCPU, opCPU time.Duration
 	const round = 64
 	n := 0
 	b.ResetTimer()
 	for n < b.N {
 		k := min(round, b.N-n)
+		c0, _ := processCPU()
 		start := time.Now()
 		for range k {
 			base()
 		}
 		baseTime += time.Since(start)
+		c1, _ := processCPU()
 		start = time.Now()
 		for range k {
 			op()
 		}
 		opTime += time.Since(start)
+		c2, _ := processCPU()
+		baseCPU += c1 - c0
+		opCPU += c2 - c1
 		n += k
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(opTime)/float64(baseTime), unit)
 	b.ReportMetric(float64(opTime.Nanoseconds())/float64(b.N), "lock-ns/op")
 	b.ReportMetric(float64(baseTime.Nanoseconds())/float64(b.N), "spi-ns/op")
+	if _, ok := processCPU(); ok {
+		b.ReportMetric(float64(opCPU.Nanoseconds())/float64(b.N), "lock-cpu-ns/op")
+		b.ReportMetric(float64(baseCPU.Nanoseconds())/float64(b.N), "spi-cpu-ns/op")
+	}
 }
