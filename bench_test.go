@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/simba-go/simba"
 	"github.com/simba-go/simba/backend/redis"
 	simbasql "github.com/simba-go/simba/backend/sql"
@@ -82,14 +84,71 @@ func benchLockCycle(b *testing.B, raw, backend spi.Backend) {
 		}
 	}
 	lockCycle() // the session
-	SameRunRatio(b, "spi-cycles/op", spiCycle, lockCycle)
+	SameRunRatio(b, "spi-cycles/op", "spi", spiCycle, lockCycle)
+}
+
+// BenchmarkLockCycleRedislockShape measures the public Lock + Unlock cycle on Redis in cycles of
+// bsm/redislock's shape measured in the same run: its obtain script (MSETNX, then PEXPIRE) and
+// its release script (MGET, compare, DEL), one EVALSHA each, as backend/redis's
+// BenchmarkRedislockShapedCycle sends them (the target is 1.10 at most).
+func BenchmarkLockCycleRedislockShape(b *testing.B) {
+	addr := testenv.Redis(b)
+	ctx := context.Background()
+	rc := goredis.NewClient(&goredis.Options{Addr: addr})
+	defer rc.Close()
+	obtain := goredis.NewScript(`if redis.call('MSETNX', KEYS[1], ARGV[1]) ~= 1 then return false end
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return redis.status_reply('OK')`)
+	release := goredis.NewScript(`local v = redis.call('MGET', KEYS[1])
+if v[1] ~= ARGV[1] then return false end
+redis.call('DEL', KEYS[1])
+return redis.status_reply('OK')`)
+	for _, s := range []*goredis.Script{obtain, release} {
+		if err := s.Load(ctx, rc).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	key := fmt.Sprintf("bench.redislock.%d", time.Now().UnixNano())
+	const value = "0123456789abcdefABCDEF" // redislock's token: 16 random bytes, base64 (22)
+	shape := func() {
+		if err := obtain.EvalSha(ctx, rc, []string{key}, value, len(value), 60000).Err(); err != nil {
+			b.Fatalf("obtain: %v", err)
+		}
+		if err := release.EvalSha(ctx, rc, []string{key}, value).Err(); err != nil {
+			b.Fatalf("release: %v", err)
+		}
+	}
+	be, err := redis.Open("redis://" + addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer be.Close()
+	c, err := simba.New(be, simba.WithOwner("bench"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close(ctx)
+	name := fmt.Sprintf("bench-lock-%d", time.Now().UnixNano())
+	lockCycle := func() {
+		h, err := c.Lock(ctx, name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := h.Unlock(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	lockCycle() // the session
+	shape()
+	SameRunRatio(b, "redislock-cycles/op", "redislock", shape, lockCycle)
 }
 
 // SameRunRatio times op and base alternately in rounds and reports op's time per iteration in
-// base's (unit) and in ns (ns/op is op's). It also reports the process's CPU time per iteration
-// of each (lock-cpu-ns/op, spi-cpu-ns/op): wall time on a shared, busy machine swings with the
-// load, while the client's own CPU per cycle, which is what the shell adds, does not.
-func SameRunRatio(b *testing.B, unit string, base, op func()) {
+// base's (unit) and in ns (lock-ns/op, and <baseName>-ns/op for base). It also reports the
+// process's CPU time per iteration of each (lock-cpu-ns/op, <baseName>-cpu-ns/op): wall time on
+// a shared, busy machine swings with the load, while the client's own CPU per cycle, which is
+// what the shell adds, does not.
+func SameRunRatio(b *testing.B, unit, baseName string, base, op func()) {
 	b.Helper()
 	var baseTime, opTime, baseCPU, opCPU time.Duration
 	const round = 64
@@ -117,9 +176,9 @@ func SameRunRatio(b *testing.B, unit string, base, op func()) {
 	b.StopTimer()
 	b.ReportMetric(float64(opTime)/float64(baseTime), unit)
 	b.ReportMetric(float64(opTime.Nanoseconds())/float64(b.N), "lock-ns/op")
-	b.ReportMetric(float64(baseTime.Nanoseconds())/float64(b.N), "spi-ns/op")
+	b.ReportMetric(float64(baseTime.Nanoseconds())/float64(b.N), baseName+"-ns/op")
 	if _, ok := processCPU(); ok {
 		b.ReportMetric(float64(opCPU.Nanoseconds())/float64(b.N), "lock-cpu-ns/op")
-		b.ReportMetric(float64(baseCPU.Nanoseconds())/float64(b.N), "spi-cpu-ns/op")
+		b.ReportMetric(float64(baseCPU.Nanoseconds())/float64(b.N), baseName+"-cpu-ns/op")
 	}
 }

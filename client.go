@@ -445,7 +445,10 @@ func (c *Client) addFuture(f *future) {
 // is made here, so that the caller waits on it at once: the loop takes the event in order and
 // wakes the caller only when the future completes. It returns the future once the event is
 // posted — the engine takes every posted event in order, even if ctx ends first — and
-// ErrClosed (with no future) if the loop has exited.
+// ErrClosed (with no future) if the loop has exited. When the loop is idle the caller steps
+// the event itself (post), and if ctx cannot end it also runs the acquire or release that the
+// step asks for about the event's name (callClaim): then an uncontended Lock or Unlock is one
+// backend call on the caller's goroutine with no hand-off at all.
 func (c *Client) request(ctx context.Context, ev engine.Event) (*future, error) {
 	since := c.errSeq.Load()
 	f := newFuture()
