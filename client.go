@@ -466,6 +466,12 @@ func (c *Client) request(ctx context.Context, ev engine.Event) (*future, error) 
 		c.claim = &own
 		run()
 		c.claim = nil
+		if own.taken && f.completed() {
+			// Nothing to wait for (an election's Start): the call goes to a worker after all.
+			own.taken = false
+			c.calls.Done()
+			c.dispatchCall(own.ef)
+		}
 	}):
 		if own.taken {
 			c.runCall(own.ef)
@@ -619,6 +625,11 @@ func (c *Client) startCall(ef engine.Effect) {
 		c.calls.Add(1) // before the loop can exit and wait for the calls: it needs the stepper
 		return
 	}
+	c.dispatchCall(ef)
+}
+
+// dispatchCall hands ef to an idle call worker, or starts one (loop goroutine).
+func (c *Client) dispatchCall(ef engine.Effect) {
 	select {
 	case c.callQ <- ef:
 	default:
