@@ -145,40 +145,46 @@ return redis.status_reply('OK')`)
 
 // SameRunRatio times op and base alternately in rounds and reports op's time per iteration in
 // base's (unit) and in ns (lock-ns/op, and <baseName>-ns/op for base). It also reports the
-// process's CPU time per iteration of each (lock-cpu-ns/op, <baseName>-cpu-ns/op): wall time on
-// a shared, busy machine swings with the load, while the client's own CPU per cycle, which is
-// what the shell adds, does not.
+// process's CPU time and voluntary context switches per iteration of each (lock-cpu-ns/op,
+// lock-csw/op, and the same for base): wall time on a shared, busy machine swings with the
+// load, while the client's own CPU per cycle and the thread wake-ups its hand-offs cause, which
+// are what the shell adds, do not as much.
 func SameRunRatio(b *testing.B, unit, baseName string, base, op func()) {
 	b.Helper()
 	var baseTime, opTime, baseCPU, opCPU time.Duration
+	var baseCS, opCS int64
 	const round = 64
 	n := 0
 	b.ResetTimer()
 	for n < b.N {
 		k := min(round, b.N-n)
-		c0, _ := processCPU()
+		c0, s0, _ := processCPU()
 		start := time.Now()
 		for range k {
 			base()
 		}
 		baseTime += time.Since(start)
-		c1, _ := processCPU()
+		c1, s1, _ := processCPU()
 		start = time.Now()
 		for range k {
 			op()
 		}
 		opTime += time.Since(start)
-		c2, _ := processCPU()
+		c2, s2, _ := processCPU()
 		baseCPU += c1 - c0
 		opCPU += c2 - c1
+		baseCS += s1 - s0
+		opCS += s2 - s1
 		n += k
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(opTime)/float64(baseTime), unit)
 	b.ReportMetric(float64(opTime.Nanoseconds())/float64(b.N), "lock-ns/op")
 	b.ReportMetric(float64(baseTime.Nanoseconds())/float64(b.N), baseName+"-ns/op")
-	if _, ok := processCPU(); ok {
+	if _, _, ok := processCPU(); ok {
 		b.ReportMetric(float64(opCPU.Nanoseconds())/float64(b.N), "lock-cpu-ns/op")
 		b.ReportMetric(float64(baseCPU.Nanoseconds())/float64(b.N), baseName+"-cpu-ns/op")
+		b.ReportMetric(float64(opCS)/float64(b.N), "lock-csw/op")
+		b.ReportMetric(float64(baseCS)/float64(b.N), baseName+"-csw/op")
 	}
 }

@@ -4,6 +4,6 @@ package simba_test
 
 import "time"
 
-// processCPU is the CPU time this process has used so far, or false where the platform cannot
-// tell (here).
-func processCPU() (time.Duration, bool) { return 0, false }
+// processCPU is the CPU time this process has used so far and its voluntary context switches,
+// or false where the platform cannot tell (here).
+func processCPU() (time.Duration, int64, bool) { return 0, 0, false }
