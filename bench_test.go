@@ -37,6 +37,22 @@ func BenchmarkLockCycle(b *testing.B) {
 		}
 		benchLockCycle(b, open(), open())
 	})
+	// The same with a context that can end, as most callers pass: the calls then run on call
+	// workers, not on the caller's goroutine.
+	b.Run("redis-cancellable", func(b *testing.B) {
+		addr := testenv.Redis(b)
+		open := func() spi.Backend {
+			be, err := redis.Open("redis://" + addr)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { be.Close() })
+			return be
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		benchLockCycleCtx(b, ctx, open(), open())
+	})
 	b.Run("postgres", func(b *testing.B) {
 		dsn := testenv.Postgres(b)
 		open := func() spi.Backend {
@@ -52,7 +68,11 @@ func BenchmarkLockCycle(b *testing.B) {
 }
 
 func benchLockCycle(b *testing.B, raw, backend spi.Backend) {
-	ctx := context.Background()
+	benchLockCycleCtx(b, context.Background(), raw, backend)
+}
+
+// benchLockCycleCtx is benchLockCycle with the context every call gets.
+func benchLockCycleCtx(b *testing.B, ctx context.Context, raw, backend spi.Backend) {
 	sess, err := raw.OpenSession(ctx, "raw", time.Minute) // no keep-alive: outlive the run
 	if err != nil {
 		b.Fatal(err)
