@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/simba-go/simba"
 	"github.com/simba-go/simba/backend/redis"
 	simbasql "github.com/simba-go/simba/backend/sql"
@@ -35,6 +37,22 @@ func BenchmarkLockCycle(b *testing.B) {
 		}
 		benchLockCycle(b, open(), open())
 	})
+	// The same with a context that can end, as most callers pass: the calls then run on call
+	// workers, not on the caller's goroutine.
+	b.Run("redis-cancellable", func(b *testing.B) {
+		addr := testenv.Redis(b)
+		open := func() spi.Backend {
+			be, err := redis.Open("redis://" + addr)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { be.Close() })
+			return be
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		benchLockCycleCtx(b, ctx, open(), open())
+	})
 	b.Run("postgres", func(b *testing.B) {
 		dsn := testenv.Postgres(b)
 		open := func() spi.Backend {
@@ -50,8 +68,12 @@ func BenchmarkLockCycle(b *testing.B) {
 }
 
 func benchLockCycle(b *testing.B, raw, backend spi.Backend) {
-	ctx := context.Background()
-	sess, err := raw.OpenSession(ctx, "raw", 15*time.Second)
+	benchLockCycleCtx(b, context.Background(), raw, backend)
+}
+
+// benchLockCycleCtx is benchLockCycle with the context every call gets.
+func benchLockCycleCtx(b *testing.B, ctx context.Context, raw, backend spi.Backend) {
+	sess, err := raw.OpenSession(ctx, "raw", time.Minute) // no keep-alive: outlive the run
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -82,33 +104,107 @@ func benchLockCycle(b *testing.B, raw, backend spi.Backend) {
 		}
 	}
 	lockCycle() // the session
-	SameRunRatio(b, "spi-cycles/op", spiCycle, lockCycle)
+	SameRunRatio(b, "spi-cycles/op", "spi", spiCycle, lockCycle)
+}
+
+// BenchmarkLockCycleRedislockShape measures the public Lock + Unlock cycle on Redis in cycles of
+// bsm/redislock's shape measured in the same run: its obtain script (MSETNX, then PEXPIRE) and
+// its release script (MGET, compare, DEL), one EVALSHA each, as backend/redis's
+// BenchmarkRedislockShapedCycle sends them (the target is 1.10 at most).
+func BenchmarkLockCycleRedislockShape(b *testing.B) {
+	addr := testenv.Redis(b)
+	ctx := context.Background()
+	rc := goredis.NewClient(&goredis.Options{Addr: addr})
+	defer rc.Close()
+	obtain := goredis.NewScript(`if redis.call('MSETNX', KEYS[1], ARGV[1]) ~= 1 then return false end
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return redis.status_reply('OK')`)
+	release := goredis.NewScript(`local v = redis.call('MGET', KEYS[1])
+if v[1] ~= ARGV[1] then return false end
+redis.call('DEL', KEYS[1])
+return redis.status_reply('OK')`)
+	for _, s := range []*goredis.Script{obtain, release} {
+		if err := s.Load(ctx, rc).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	key := fmt.Sprintf("bench.redislock.%d", time.Now().UnixNano())
+	const value = "0123456789abcdefABCDEF" // redislock's token: 16 random bytes, base64 (22)
+	shape := func() {
+		if err := obtain.EvalSha(ctx, rc, []string{key}, value, len(value), 60000).Err(); err != nil {
+			b.Fatalf("obtain: %v", err)
+		}
+		if err := release.EvalSha(ctx, rc, []string{key}, value).Err(); err != nil {
+			b.Fatalf("release: %v", err)
+		}
+	}
+	be, err := redis.Open("redis://" + addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer be.Close()
+	c, err := simba.New(be, simba.WithOwner("bench"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close(ctx)
+	name := fmt.Sprintf("bench-lock-%d", time.Now().UnixNano())
+	lockCycle := func() {
+		h, err := c.Lock(ctx, name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := h.Unlock(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	lockCycle() // the session
+	shape()
+	SameRunRatio(b, "redislock-cycles/op", "redislock", shape, lockCycle)
 }
 
 // SameRunRatio times op and base alternately in rounds and reports op's time per iteration in
-// base's (unit) and in ns (ns/op is op's).
-func SameRunRatio(b *testing.B, unit string, base, op func()) {
+// base's (unit) and in ns (lock-ns/op, and <baseName>-ns/op for base). It also reports the
+// process's CPU time and voluntary context switches per iteration of each (lock-cpu-ns/op,
+// lock-csw/op, and the same for base): wall time on a shared, busy machine swings with the
+// load, while the client's own CPU per cycle and the thread wake-ups its hand-offs cause, which
+// are what the shell adds, do not as much.
+func SameRunRatio(b *testing.B, unit, baseName string, base, op func()) {
 	b.Helper()
-	var baseTime, opTime time.Duration
+	var baseTime, opTime, baseCPU, opCPU time.Duration
+	var baseCS, opCS int64
 	const round = 64
 	n := 0
 	b.ResetTimer()
 	for n < b.N {
 		k := min(round, b.N-n)
+		c0, s0, _ := processCPU()
 		start := time.Now()
 		for range k {
 			base()
 		}
 		baseTime += time.Since(start)
+		c1, s1, _ := processCPU()
 		start = time.Now()
 		for range k {
 			op()
 		}
 		opTime += time.Since(start)
+		c2, s2, _ := processCPU()
+		baseCPU += c1 - c0
+		opCPU += c2 - c1
+		baseCS += s1 - s0
+		opCS += s2 - s1
 		n += k
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(opTime)/float64(baseTime), unit)
 	b.ReportMetric(float64(opTime.Nanoseconds())/float64(b.N), "lock-ns/op")
-	b.ReportMetric(float64(baseTime.Nanoseconds())/float64(b.N), "spi-ns/op")
+	b.ReportMetric(float64(baseTime.Nanoseconds())/float64(b.N), baseName+"-ns/op")
+	if _, _, ok := processCPU(); ok {
+		b.ReportMetric(float64(opCPU.Nanoseconds())/float64(b.N), "lock-cpu-ns/op")
+		b.ReportMetric(float64(baseCPU.Nanoseconds())/float64(b.N), baseName+"-cpu-ns/op")
+		b.ReportMetric(float64(opCS)/float64(b.N), "lock-csw/op")
+		b.ReportMetric(float64(baseCS)/float64(b.N), baseName+"-csw/op")
+	}
 }

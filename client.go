@@ -22,9 +22,12 @@ import (
 // interval however many leases it holds, and any number of elections, locks and partition
 // groups on it.
 //
-// A Client runs the pure engine on one loop goroutine, the only one that
-// touches engine state; backend calls run on goroutines of their own with a timeout of one
-// renewal interval; callbacks go through a serial dispatcher per election; leader work runs on
+// A Client runs the pure engine on one loop goroutine, which steps every event in the order
+// it was posted; when the loop is idle, the goroutine that posts an event (a Lock, an Unlock,
+// a backend reply) steps it in the loop's place, one stepper at a time, sparing the wake-ups
+// of the loop and of the waiting caller. Backend calls run on call workers with a timeout of one
+// renewal interval — an acquire or release that a Lock or Unlock with a context that cannot
+// end asked for runs on that caller's goroutine, which would only wait meanwhile; callbacks go through a serial dispatcher per election; leader work runs on
 // one goroutine per term. On a clock that is an spi.Settler (simbatest.VirtualClock) the client
 // reports which of that work is under way, so that the clock, when a test moves it, waits until
 // the client has processed everything due (settle.go); its calls then time out on that clock.
@@ -36,6 +39,7 @@ type Client struct {
 	rng     *rand.Rand     // loop goroutine only
 
 	in       chan func()
+	pending  atomic.Int64 // functions sent to in and not yet run
 	loopDone chan struct{}
 	baseCtx  context.Context // cancelled when the loop exits: aborts calls in flight
 	cancel   context.CancelFunc
@@ -46,6 +50,12 @@ type Client struct {
 	idleWorkers atomic.Int32
 	work        sync.WaitGroup // leader work
 	callbacks   sync.WaitGroup // serial dispatchers with callbacks to run
+
+	// stepper is held by the goroutine that steps the engine: the loop goroutine, or a goroutine
+	// that found the loop idle and steps its own event inline (runInline). The fields below and
+	// the engine are touched only by its holder ("the loop goroutine" in comments means that).
+	stepper sync.Mutex
+	claim   *callClaim // the call a request stepping inline runs on its own goroutine
 
 	// Loop-goroutine state.
 	timers    map[engine.Timer]spi.Timer
@@ -77,6 +87,7 @@ type Client struct {
 	finished     chan struct{} // closed once every goroutine of the client has exited
 
 	loopG   atomic.Uint64 // goroutine id of the loop (Listeners run there)
+	inlineG atomic.Uint64 // goroutine id of a caller stepping inline, if listeners need it
 	insideG goroutines    // goroutines running a callback or leader work of this client
 
 	settle settle // activity reported to a settling clock (settle.go)
@@ -184,7 +195,8 @@ func (c *Client) Session() SessionID {
 // starts the close and returns at once.
 func (c *Client) Close(ctx context.Context) error {
 	me := goid()
-	onLoop := me != 0 && me == c.loopG.Load() // 0: goid could not tell; never assume the loop
+	// 0: goid could not tell; never assume the loop.
+	onLoop := me != 0 && (me == c.loopG.Load() || me == c.inlineG.Load())
 	if c.closeStarted.CompareAndSwap(false, true) {
 		c.mu.Lock()
 		c.closed = true
@@ -282,35 +294,110 @@ func goid() uint64 {
 // (the loop would be waiting for itself on a full channel).
 func (c *Client) postSelf(f func()) { c.self = append(c.self, c.settle.tracked(f)) }
 
-// post hands f to the loop goroutine; it reports false once the loop has exited.
+// post hands f to the loop goroutine; it reports false once the loop has exited. When the
+// loop is idle (nothing queued, nobody stepping) f runs at once on the calling goroutine
+// instead (runInline): the engine is still stepped by one goroutine at a time and in the order
+// events were posted, but an uncontended event costs no wake-up of the loop goroutine and of
+// the goroutine waiting for the outcome — on a fast backend those hand-offs cost more than the
+// backend's round trip. The caller must hold no lock that a step takes (c.mu, a handle's).
 func (c *Client) post(f func()) bool {
+	if c.runInline(f) {
+		return true
+	}
+	return c.enqueue(f)
+}
+
+// enqueue hands f to the loop goroutine's channel, never running it inline: for callers that
+// must not step the engine themselves (timer callbacks, which a test clock may run while it
+// holds its own lock). It reports false once the loop has exited.
+func (c *Client) enqueue(f func()) bool {
 	f = c.settle.tracked(f)
 	select {
 	case <-c.loopDone:
 		return false
 	default:
 	}
+	c.pending.Add(1)
 	select {
 	case c.in <- f:
 		return true
 	case <-c.loopDone:
+		c.pending.Add(-1)
 		return false
 	}
 }
 
-// loop is the client's one goroutine that owns the engine: it only selects and steps.
+// runInline runs f as the loop would, on the calling goroutine, if the loop is idle: nothing
+// queued for it (pending is zero once the stepper is held: every function posted before has
+// run), the stepper free, the client not stopping. It reports whether f ran. On a settling
+// clock (settle.go) everything goes through the loop, whose work the clock tracks.
+func (c *Client) runInline(f func()) bool {
+	if c.settle.act != nil || !c.stepper.TryLock() {
+		return false
+	}
+	// Listeners run on the stepping goroutine: Close from one must know it is "on the loop".
+	listeners := len(c.cfg.listeners) > 0
+	if listeners {
+		c.inlineG.Store(goid())
+	}
+	// Run what is queued first, as the loop would have (a hint that came in meanwhile must not
+	// send this event, and the caller waiting for it, through the loop). An item the loop
+	// goroutine has already taken off the channel keeps pending above zero: then queue behind it.
+	for c.pending.Load() != 0 && !c.stopping {
+		select {
+		case g := <-c.in:
+			g()
+			c.pending.Add(-1)
+			c.runSelf()
+			continue
+		default:
+		}
+		break
+	}
+	ran := false
+	if c.pending.Load() == 0 && !c.stopping {
+		f()
+		c.runSelf()
+		ran = true
+	}
+	stopping := c.stopping
+	if listeners {
+		c.inlineG.Store(0)
+	}
+	c.stepper.Unlock()
+	if stopping {
+		// Wake the loop goroutine so that it sees the client stopping and exits.
+		c.enqueue(func() {})
+	}
+	return ran
+}
+
+// runSelf runs what the stepping goroutine posted to itself, until the client stops.
+func (c *Client) runSelf() {
+	for len(c.self) > 0 && !c.stopping {
+		f := c.self[0]
+		c.self[0] = nil
+		c.self = c.self[1:]
+		f()
+	}
+}
+
+// loop is the client's goroutine that owns the engine whenever no caller steps it inline: it
+// only receives and steps. It keeps the stepper once the client stops.
 func (c *Client) loop() {
 	c.loopG.Store(goid())
-	for !c.stopping {
-		var f func()
-		if len(c.self) > 0 {
-			f = c.self[0]
-			c.self[0] = nil
-			c.self = c.self[1:]
-		} else {
-			f = <-c.in
+	for {
+		f := <-c.in
+		c.stepper.Lock()
+		if !c.stopping { // what was queued behind the close is dropped, as before
+			f()
+			c.runSelf()
 		}
-		f()
+		c.pending.Add(-1)
+		if c.stopping {
+			break
+		}
+		c.stepper.Unlock()
 	}
 	c.self = nil
 	c.settle.close()
@@ -358,15 +445,40 @@ func (c *Client) addFuture(f *future) {
 // is made here, so that the caller waits on it at once: the loop takes the event in order and
 // wakes the caller only when the future completes. It returns the future once the event is
 // posted — the engine takes every posted event in order, even if ctx ends first — and
-// ErrClosed (with no future) if the loop has exited.
+// ErrClosed (with no future) if the loop has exited. When the loop is idle the caller steps
+// the event itself (post), and if ctx cannot end it also runs the acquire or release that the
+// step asks for about the event's name (callClaim): then an uncontended Lock or Unlock is one
+// backend call on the caller's goroutine with no hand-off at all.
 func (c *Client) request(ctx context.Context, ev engine.Event) (*future, error) {
 	since := c.errSeq.Load()
 	f := newFuture()
-	if !c.post(func() {
+	var own callClaim
+	run := func() {
 		c.addFuture(f)
 		ev.Future = f.id
 		c.step(ev)
-	}) {
+	}
+	switch {
+	case ctx.Done() == nil && c.runInline(func() {
+		// Nothing can end this wait but the outcome: the call the step asks for about this
+		// name may as well run here, on the goroutine that waits for it anyway.
+		own = callClaim{name: ev.Name}
+		c.claim = &own
+		run()
+		c.claim = nil
+		if own.taken && f.completed() {
+			// Nothing to wait for (an election's Start): the call goes to a worker after all.
+			own.taken = false
+			c.calls.Done()
+			c.dispatchCall(own.ef)
+		}
+	}):
+		if own.taken {
+			c.runCall(own.ef)
+			c.calls.Done()
+		}
+	case c.post(run):
+	default:
 		return nil, ErrClosed
 	}
 	if c.settle.act != nil {
@@ -492,7 +604,7 @@ func (c *Client) arm(key engine.Timer, at, now time.Duration) {
 		}
 	}
 	c.timers[key] = c.cfg.clock.AfterFunc(d, func() {
-		c.post(func() {
+		c.enqueue(func() {
 			delete(c.timers, key)
 			c.step(engine.Event{Kind: engine.EvTimer, Timer: key})
 		})
@@ -508,12 +620,31 @@ func (c *Client) startCall(ef engine.Effect) {
 	ef.Names = append([]string(nil), ef.Names...)
 	ef.Groups = append([]string(nil), ef.Groups...)
 	c.settle.begin() // ended by runCall once the reply is posted
+	if cl := c.claim; cl != nil && !cl.taken && ef.Name == cl.name && (ef.Op == engine.OpAcquire || ef.Op == engine.OpRelease) {
+		cl.ef, cl.taken = ef, true
+		c.calls.Add(1) // before the loop can exit and wait for the calls: it needs the stepper
+		return
+	}
+	c.dispatchCall(ef)
+}
+
+// dispatchCall hands ef to an idle call worker, or starts one (loop goroutine).
+func (c *Client) dispatchCall(ef engine.Effect) {
 	select {
 	case c.callQ <- ef:
 	default:
 		c.calls.Add(1)
 		go c.callWorker(ef)
 	}
+}
+
+// callClaim is a request's claim, while it steps its event inline, on the call the step asks
+// for about its name (an acquire or a release): the requesting goroutine runs that call itself
+// instead of handing it to a worker, since it would only wait for the outcome meanwhile.
+type callClaim struct {
+	name  string
+	taken bool
+	ef    engine.Effect
 }
 
 // maxIdleWorkers bounds the call workers kept idle; idleWorkerFor is how long one waits for a
@@ -727,6 +858,13 @@ func (n *errNote) permanent() error {
 func (c *Client) readHints(hints <-chan spi.Hint) {
 	defer c.calls.Done()
 	for h := range hints {
+		if h.Kind == spi.Released && c.handleFor(h.Name) == nil {
+			// No election, lock or joined partition of that name: the engine waits for no such
+			// lease (an acquire sent after this check sees the release the hint reports), so
+			// the hint would only wake the loop for nothing. Every client gets every release.
+			c.settle.hintDone()
+			continue
+		}
 		posted := c.post(func() { c.step(engine.Event{Kind: engine.EvHint, Hint: h}) })
 		c.settle.hintDone()
 		if !posted {

@@ -63,6 +63,16 @@ type future struct {
 
 func newFuture() *future { return &future{done: make(chan struct{})} }
 
+// completed reports whether the future has its result.
+func (f *future) completed() bool {
+	select {
+	case <-f.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // complete sets the result; only the first call counts.
 func (f *future) complete(t Term, err error) {
 	select {

@@ -76,8 +76,9 @@ var ErrInvalidOwner = wire.ErrInvalidOwner
 // The default starts a goroutine per call. An executor must not run f on the calling goroutine.
 type Executor func(f func())
 
-// Listener receives every Event the client publishes. It runs on the client's loop goroutine
-// and must return quickly.
+// Listener receives every Event the client publishes. It runs on the goroutine stepping the
+// client's engine (the loop goroutine, or a caller stepping in its place while it is idle), one
+// event at a time, and must return quickly.
 type Listener func(Event)
 
 // Option configures a Client (the With... functions). The zero Option is invalid.
@@ -276,7 +277,8 @@ func WithWorkExecutor(e Executor) Option {
 	}}
 }
 
-// WithListener adds an event listener. Listeners run on the loop goroutine and must be cheap.
+// WithListener adds an event listener. Listeners run where the engine is stepped, one event at
+// a time, and must be cheap.
 func WithListener(l Listener) Option {
 	return Option{func(c *config) error {
 		if l == nil {
