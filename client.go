@@ -340,20 +340,11 @@ func (c *Client) runInline(f func()) bool {
 	if listeners {
 		c.inlineG.Store(goid())
 	}
-	// Run what is queued first, as the loop would have (a hint that came in meanwhile must not
-	// send this event, and the caller waiting for it, through the loop). An item the loop
-	// goroutine has already taken off the channel keeps pending above zero: then queue behind it.
-	for c.pending.Load() != 0 && !c.stopping {
-		select {
-		case g := <-c.in:
-			g()
-			c.pending.Add(-1)
-			c.runSelf()
-			continue
-		default:
-		}
-		break
-	}
+	// Step inline only when nothing posted before is still to run: pending counts what was
+	// sent to the loop (or is being sent) and has not run, including a function the loop
+	// goroutine has taken off the channel and waits to step. Otherwise f queues behind them, so
+	// every poster's events keep their order. (Taking queued functions off the channel here
+	// could run one before the function the loop goroutine holds.)
 	ran := false
 	if c.pending.Load() == 0 && !c.stopping {
 		f()
