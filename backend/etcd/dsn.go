@@ -2,12 +2,7 @@ package etcd
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
-	"net"
-	"net/url"
-	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -62,143 +57,44 @@ func ParseDSN(dsn string) (Config, error) {
 	if !useTLS && !strings.EqualFold(scheme, "etcd") {
 		return bad("scheme %q is not etcd or etcd+tls", scheme)
 	}
-	var query string
-	if i := strings.IndexByte(rest, '?'); i >= 0 {
-		rest, query = rest[:i], rest[i+1:]
+	hl, err := dsnutil.ParseHostList(rest, DefaultPort, "endpoint")
+	if err != nil {
+		return bad("%v", err)
 	}
-	hosts, path := rest, ""
-	if i := strings.IndexByte(rest, '/'); i >= 0 {
-		hosts, path = rest[:i], rest[i:]
-	}
-	if i := strings.LastIndexByte(hosts, '@'); i >= 0 {
-		userinfo := hosts[:i]
-		hosts = hosts[i+1:]
-		u, p, ok := strings.Cut(userinfo, ":")
-		var err error
-		if cfg.User, err = url.PathUnescape(u); err != nil || cfg.User == "" {
-			return bad("bad user in user:password@")
-		}
-		if !ok {
-			return bad("user without password; want user:password@")
-		}
-		if cfg.Password, err = url.PathUnescape(p); err != nil {
-			return bad("bad password in user:password@")
-		}
-	}
-	if hosts == "" {
-		return bad("no endpoints")
-	}
-	for _, h := range strings.Split(hosts, ",") {
-		addr, err := normaliseHost(h)
-		if err != nil {
+	cfg.Endpoints, cfg.User, cfg.Password = hl.Hosts, hl.User, hl.Password
+	if hl.Path != "" {
+		if err := validatePrefix(hl.Path); err != nil {
 			return bad("%v", err)
 		}
-		cfg.Endpoints = append(cfg.Endpoints, addr)
+		cfg.Prefix = hl.Path
 	}
-	if path != "" && path != "/" {
-		p, err := url.PathUnescape(path)
-		if err != nil {
-			return bad("bad prefix: %v", err)
-		}
-		if err := validatePrefix(p); err != nil {
-			return bad("%v", err)
-		}
-		cfg.Prefix = p
-	}
-	var ca, cert, key, serverName string
-	if query != "" {
-		vals, err := url.ParseQuery(query)
-		if err != nil {
-			return bad("bad query: %v", err)
-		}
-		for k, v := range vals {
-			last := v[len(v)-1]
-			switch k {
-			case "dial_timeout":
-				d, err := time.ParseDuration(last)
-				if err != nil || d <= 0 {
-					return bad("dial_timeout %q is not a positive duration", last)
-				}
-				cfg.DialTimeout = d
-			case "ca", "cert", "key", "servername":
-				if !useTLS {
-					return bad("parameter %q needs the scheme etcd+tls", k)
-				}
-				if last == "" {
-					return bad("parameter %q is empty", k)
-				}
-				switch k {
-				case "ca":
-					ca = last
-				case "cert":
-					cert = last
-				case "key":
-					key = last
-				default:
-					serverName = last
-				}
-			default:
-				return bad("unknown parameter %q (known: dial_timeout; with etcd+tls: ca, cert, key, servername)", k)
+	var files dsnutil.TLSFiles
+	for k, v := range hl.Query {
+		last := v[len(v)-1]
+		if k == "dial_timeout" {
+			d, err := time.ParseDuration(last)
+			if err != nil || d <= 0 {
+				return bad("dial_timeout %q is not a positive duration", last)
 			}
+			cfg.DialTimeout = d
+			continue
+		}
+		isTLS, err := files.Set(k, last)
+		switch {
+		case !isTLS:
+			return bad("unknown parameter %q (known: dial_timeout; with etcd+tls: ca, cert, key, servername)", k)
+		case !useTLS:
+			return bad("parameter %q needs the scheme etcd+tls", k)
+		case err != nil:
+			return bad("%v", err)
 		}
 	}
 	if useTLS {
-		tc, err := tlsConfig(ca, cert, key, serverName)
-		if err != nil {
+		if cfg.TLS, err = files.Config(); err != nil {
 			return bad("%v", err)
 		}
-		cfg.TLS = tc
 	}
 	return cfg, nil
-}
-
-// tlsConfig builds the TLS configuration of an etcd+tls DSN from its files.
-func tlsConfig(ca, cert, key, serverName string) (*tls.Config, error) {
-	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: serverName}
-	if ca != "" {
-		pem, err := os.ReadFile(ca)
-		if err != nil {
-			return nil, fmt.Errorf("ca: %v", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("ca: %s holds no PEM certificate", ca)
-		}
-		tc.RootCAs = pool
-	}
-	if (cert == "") != (key == "") {
-		return nil, fmt.Errorf("cert and key go together")
-	}
-	if cert != "" {
-		pair, err := tls.LoadX509KeyPair(cert, key)
-		if err != nil {
-			return nil, fmt.Errorf("client certificate: %v", err)
-		}
-		tc.Certificates = []tls.Certificate{pair}
-	}
-	return tc, nil
-}
-
-// normaliseHost checks host[:port] and adds the default port.
-func normaliseHost(h string) (string, error) {
-	if h == "" {
-		return "", fmt.Errorf("empty endpoint in host list")
-	}
-	host, port, err := net.SplitHostPort(h)
-	if err != nil {
-		host, port = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]"), strconv.Itoa(DefaultPort)
-		if strings.ContainsAny(host, "[]") || (strings.Contains(host, ":") && !strings.HasPrefix(h, "[")) {
-			return "", fmt.Errorf("bad endpoint %q", h)
-		}
-	}
-	if host == "" {
-		return "", fmt.Errorf("endpoint %q has no host", h)
-	}
-	n, err := strconv.Atoi(port)
-	if err != nil || n < 1 || n > 65535 {
-		return "", fmt.Errorf("endpoint %q has a bad port", h)
-	}
-	return net.JoinHostPort(host, strconv.Itoa(n)), nil
 }
 
 // validatePrefix checks a key prefix: absolute, no trailing slash, no empty or relative

@@ -2,12 +2,7 @@ package zookeeper
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
-	"net"
-	"net/url"
-	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -71,149 +66,44 @@ func ParseDSN(dsn string) (Config, error) {
 	if !useTLS && !strings.EqualFold(scheme, "zk") {
 		return bad("scheme %q is not zk or zk+tls", scheme)
 	}
-	// Split off the query, then the path, then the user information. A host list with
-	// commas is not a valid URL authority, so this is done by hand.
-	var query string
-	if i := strings.IndexByte(rest, '?'); i >= 0 {
-		rest, query = rest[:i], rest[i+1:]
+	hl, err := dsnutil.ParseHostList(rest, DefaultPort, "server")
+	if err != nil {
+		return bad("%v", err)
 	}
-	hosts, path := rest, ""
-	if i := strings.IndexByte(rest, '/'); i >= 0 {
-		hosts, path = rest[:i], rest[i:]
-	}
-	if i := strings.LastIndexByte(hosts, '@'); i >= 0 {
-		userinfo := hosts[:i]
-		hosts = hosts[i+1:]
-		u, p, ok := strings.Cut(userinfo, ":")
-		var err error
-		if cfg.User, err = url.PathUnescape(u); err != nil || cfg.User == "" {
-			return bad("bad user in user:password@")
-		}
-		if !ok {
-			return bad("user without password; want user:password@")
-		}
-		if cfg.Password, err = url.PathUnescape(p); err != nil {
-			return bad("bad password in user:password@")
-		}
-	}
-	if hosts == "" {
-		return bad("no servers")
-	}
-	for _, h := range strings.Split(hosts, ",") {
-		addr, err := normaliseHost(h)
-		if err != nil {
+	cfg.Servers, cfg.User, cfg.Password = hl.Hosts, hl.User, hl.Password
+	if hl.Path != "" {
+		if err := validateChroot(hl.Path); err != nil {
 			return bad("%v", err)
 		}
-		cfg.Servers = append(cfg.Servers, addr)
+		cfg.Chroot = hl.Path
 	}
-	if path != "" && path != "/" {
-		p, err := url.PathUnescape(path)
-		if err != nil {
-			return bad("bad chroot: %v", err)
+	var files dsnutil.TLSFiles
+	for k, v := range hl.Query {
+		last := v[len(v)-1]
+		if k == "timeout" {
+			d, err := time.ParseDuration(last)
+			if err != nil || d <= 0 {
+				return bad("timeout %q is not a positive duration", last)
+			}
+			cfg.Timeout = d
+			continue
 		}
-		if err := validateChroot(p); err != nil {
+		isTLS, err := files.Set(k, last)
+		switch {
+		case !isTLS:
+			return bad("unknown parameter %q (known: timeout; with zk+tls: ca, cert, key, servername)", k)
+		case !useTLS:
+			return bad("parameter %q needs the scheme zk+tls", k)
+		case err != nil:
 			return bad("%v", err)
 		}
-		cfg.Chroot = p
 	}
-	if query != "" {
-		vals, err := url.ParseQuery(query)
-		if err != nil {
-			return bad("bad query: %v", err)
+	if useTLS {
+		if cfg.TLS, err = files.Config(); err != nil {
+			return bad("%v", err)
 		}
-		var ca, cert, key, serverName string
-		for k, v := range vals {
-			last := v[len(v)-1]
-			switch k {
-			case "timeout":
-				d, err := time.ParseDuration(last)
-				if err != nil || d <= 0 {
-					return bad("timeout %q is not a positive duration", last)
-				}
-				cfg.Timeout = d
-			case "ca", "cert", "key", "servername":
-				if !useTLS {
-					return bad("parameter %q needs the scheme zk+tls", k)
-				}
-				if last == "" {
-					return bad("parameter %q is empty", k)
-				}
-				switch k {
-				case "ca":
-					ca = last
-				case "cert":
-					cert = last
-				case "key":
-					key = last
-				default:
-					serverName = last
-				}
-			default:
-				return bad("unknown parameter %q (known: timeout; with zk+tls: ca, cert, key, servername)", k)
-			}
-		}
-		if useTLS {
-			tc, err := tlsConfig(ca, cert, key, serverName)
-			if err != nil {
-				return bad("%v", err)
-			}
-			cfg.TLS = tc
-		}
-	}
-	if useTLS && cfg.TLS == nil {
-		cfg.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
 	}
 	return cfg, nil
-}
-
-// tlsConfig builds the TLS configuration of a zk+tls DSN from its files.
-func tlsConfig(ca, cert, key, serverName string) (*tls.Config, error) {
-	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: serverName}
-	if ca != "" {
-		pem, err := os.ReadFile(ca)
-		if err != nil {
-			return nil, fmt.Errorf("ca: %v", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("ca: %s holds no PEM certificate", ca)
-		}
-		tc.RootCAs = pool
-	}
-	if (cert == "") != (key == "") {
-		return nil, fmt.Errorf("cert and key go together")
-	}
-	if cert != "" {
-		pair, err := tls.LoadX509KeyPair(cert, key)
-		if err != nil {
-			return nil, fmt.Errorf("client certificate: %v", err)
-		}
-		tc.Certificates = []tls.Certificate{pair}
-	}
-	return tc, nil
-}
-
-// normaliseHost checks host[:port] and adds the default port.
-func normaliseHost(h string) (string, error) {
-	if h == "" {
-		return "", fmt.Errorf("empty server in host list")
-	}
-	host, port, err := net.SplitHostPort(h)
-	if err != nil {
-		// no port (or a bare IPv6 address in brackets)
-		host, port = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]"), strconv.Itoa(DefaultPort)
-		if strings.ContainsAny(host, "[]") || (strings.Contains(host, ":") && !strings.HasPrefix(h, "[")) {
-			return "", fmt.Errorf("bad server %q", h)
-		}
-	}
-	if host == "" {
-		return "", fmt.Errorf("server %q has no host", h)
-	}
-	n, err := strconv.Atoi(port)
-	if err != nil || n < 1 || n > 65535 {
-		return "", fmt.Errorf("server %q has a bad port", h)
-	}
-	return net.JoinHostPort(host, strconv.Itoa(n)), nil
 }
 
 // validateChroot checks an absolute ZooKeeper path without a trailing slash.
@@ -249,7 +139,7 @@ func (c Config) validate() error {
 		return fmt.Errorf("%w: zookeeper: no servers", spi.ErrInvalidOption)
 	}
 	for _, s := range c.Servers {
-		if _, err := normaliseHost(s); err != nil {
+		if _, err := dsnutil.NormaliseHost(s, DefaultPort, "server"); err != nil {
 			return fmt.Errorf("%w: zookeeper: %v", spi.ErrInvalidOption, err)
 		}
 	}

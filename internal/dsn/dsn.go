@@ -1,5 +1,6 @@
 // Package dsn holds what every backend's DSN handling shares: hiding the credentials of a DSN
-// in messages (Redact) and in the errors of the drivers' own DSN parsers (Scrub, ScrubError).
+// in messages (Redact) and in the errors of the drivers' own DSN parsers (Scrub, ScrubError),
+// and parsing the host-list form that ZooKeeper and etcd share (ParseHostList, TLSFiles).
 //
 // One function handles every form a caller may hand a backend, or hand it by mistake:
 //
