@@ -336,9 +336,10 @@ type Inspector interface {
 // re-acquires in a loop can then keep a waiter out indefinitely).
 //
 // The waiter queue of a name is a list of entries (session, arrival order, expiry). An entry
-// is live while its session is live and its expiry has not passed; its expiry is the
-// session's expiry as of the entry's latest AcquireQueued (the client re-attempts before
-// that, see below), so a waiter that crashed drops out with its session and one that gave up
+// is live while its expiry has not passed (and, where the backend can tell in the same atomic
+// step, its session is live); its expiry is the session's expiry as of the entry's latest
+// AcquireQueued (the client re-attempts before that, see below). A waiter that crashed thus
+// drops out no later than its session expires, and one that gave up withdraws (Withdraw) or
 // drops out at most one TTL after its last attempt. Once a backend implements Queuer, both
 // acquires obey the queue:
 //

@@ -138,6 +138,55 @@ func ParseSessionGroupsKey(key string) (sid string, ok bool) {
 	return sid, true
 }
 
+// WaitersKey returns the Redis key "simba:waiters:{<name>}" (a zset). The waiter queue of lease
+// <name> (spi.Queuer; in the lease key's slot): the ids of sessions waiting for it, scored by
+// arrival (Redis TIME in µs at their first queued acquire). A free lease goes to the first live
+// waiter before anyone else. Entries are pruned (with their waiting field) when found dead;
+// absent when nobody waits.
+func WaitersKey(name string) string {
+	return "simba:waiters:{" + name + "}"
+}
+
+// WaitersKeyMatch is the glob (SCAN MATCH, PSUBSCRIBE) that matches every waiters key.
+const WaitersKeyMatch = "simba:waiters:{*}"
+
+// ParseWaitersKey returns the name of a key made by WaitersKey, and false for any other string.
+func ParseWaitersKey(key string) (name string, ok bool) {
+	rest, ok := strings.CutPrefix(key, "simba:waiters:{")
+	if !ok {
+		return "", false
+	}
+	name, ok = strings.CutSuffix(rest, "}")
+	if !ok || name == "" || strings.ContainsAny(name, "{}") {
+		return "", false
+	}
+	return name, true
+}
+
+// WaitingKey returns the Redis key "simba:waiting:{<name>}" (a zset). The entries of lease
+// <name>'s waiters: session ids scored by the waiter's session expiry (Redis TIME epoch ms) as of
+// its latest queued acquire. An entry is live while its score is in the future. (A HeldBy that
+// names a waiter carries no owner: it is not stored.).
+func WaitingKey(name string) string {
+	return "simba:waiting:{" + name + "}"
+}
+
+// WaitingKeyMatch is the glob (SCAN MATCH, PSUBSCRIBE) that matches every waiting key.
+const WaitingKeyMatch = "simba:waiting:{*}"
+
+// ParseWaitingKey returns the name of a key made by WaitingKey, and false for any other string.
+func ParseWaitingKey(key string) (name string, ok bool) {
+	rest, ok := strings.CutPrefix(key, "simba:waiting:{")
+	if !ok {
+		return "", false
+	}
+	name, ok = strings.CutSuffix(rest, "}")
+	if !ok || name == "" || strings.ContainsAny(name, "{}") {
+		return "", false
+	}
+	return name, true
+}
+
 // GroupKey returns the Redis key "simba:group:{<group>}" (a zset). The members of group <group>:
 // session ids scored by their session's expiry (Redis TIME epoch ms). Members whose score has
 // passed are dead and are removed by the next script that reads the group.
