@@ -46,6 +46,7 @@ if l[2] then
   end
 end
 local token
+local head = false -- the session is the first live waiter of the free lease
 if l[1] == sid and l[2] then
   token = last
 else
@@ -67,6 +68,7 @@ else
         wait()
         return {2, last, x - now, first, ''}
       end
+      head = true
       break
     end
     redis.call('ZREM', KEYS[4], first)
@@ -81,7 +83,9 @@ else
     return redis.error_reply('ERR simba: token_overflow ' .. KEYS[1] .. ': the next token would reach 2^53')
   end
 end
-if redis.call('ZREM', KEYS[5], sid) == 1 then
+-- The grantee leaves the queue (it can only have a live entry if it was the head waiter).
+if head then
+  redis.call('ZREM', KEYS[5], sid)
   redis.call('ZREM', KEYS[4], sid)
 end
 redis.call('HSET', KEYS[1], 'session', sid, 'token', string.format('%d', token),

@@ -56,6 +56,7 @@ if l[2] then
   end
 end
 local token
+local head = false -- the session is the first live waiter of the free lease
 if l[1] == sid and l[2] then
   -- A re-acquire never moves the expiry back: a keep-alive may have moved it past ARGV's.
   token = last
@@ -79,6 +80,7 @@ else
         wait()
         return {2, last, x - now, first, ''}
       end
+      head = true
       break
     end
     redis.call('ZREM', KEYS[2], first)
@@ -93,7 +95,9 @@ else
     return redis.error_reply('ERR simba: token_overflow ' .. KEYS[1] .. ': the next token would reach 2^53')
   end
 end
-if redis.call('ZREM', KEYS[3], sid) == 1 then
+-- The grantee leaves the queue (it can only have a live entry if it was the head waiter).
+if head then
+  redis.call('ZREM', KEYS[3], sid)
   redis.call('ZREM', KEYS[2], sid)
 end
 redis.call('HSET', KEYS[1], 'session', sid, 'token', string.format('%d', token),
@@ -102,7 +106,7 @@ return {1, token, expires - now, '', ''}
 `
 
 // AcquireAtSHA1 is the SHA1 of AcquireAtSource, the digest EVALSHA and SCRIPT LOAD use.
-const AcquireAtSHA1 = "44763ffdc6e70b828dbc8c7f6e5df4e6850bbecd"
+const AcquireAtSHA1 = "8fcb3b958949886afa02f2a98dd257fa609d172a"
 
 // AcquireAtKeys are the KEYS of the acquire_at script.
 type AcquireAtKeys struct {

@@ -57,6 +57,7 @@ if l[2] then
   end
 end
 local token
+local head = false -- the session is the first live waiter of the free lease
 if l[1] == sid and l[2] then
   token = last
 else
@@ -78,6 +79,7 @@ else
         wait()
         return {2, last, x - now, first, ''}
       end
+      head = true
       break
     end
     redis.call('ZREM', KEYS[4], first)
@@ -92,7 +94,9 @@ else
     return redis.error_reply('ERR simba: token_overflow ' .. KEYS[1] .. ': the next token would reach 2^53')
   end
 end
-if redis.call('ZREM', KEYS[5], sid) == 1 then
+-- The grantee leaves the queue (it can only have a live entry if it was the head waiter).
+if head then
+  redis.call('ZREM', KEYS[5], sid)
   redis.call('ZREM', KEYS[4], sid)
 end
 redis.call('HSET', KEYS[1], 'session', sid, 'token', string.format('%d', token),
@@ -103,7 +107,7 @@ return {1, token, expires - now, '', ''}
 `
 
 // AcquireSHA1 is the SHA1 of AcquireSource, the digest EVALSHA and SCRIPT LOAD use.
-const AcquireSHA1 = "d4cdf77fdeafa52308570e864571374c058322b9"
+const AcquireSHA1 = "30abb200932fb9b3df3d39274e546b50c1239ff1"
 
 // AcquireKeys are the KEYS of the acquire script.
 type AcquireKeys struct {
