@@ -12,10 +12,12 @@ local expires = tonumber(s[2])
 if not expires or expires <= now then
   return {3, 0, 0, '', ''}
 end
+local l = redis.call('HMGET', KEYS[1], 'session', 'token', 'expires', 'owner', 'waiters')
 -- The waiter queue (spi.Queuer): KEYS[4] is a sorted set of waiting session ids scored by
 -- arrival (Redis TIME µs), KEYS[5] the same ids scored by their entry's expiry (ms): the
 -- waiter's session expiry as of its latest queued acquire. An entry whose expiry has passed is
--- dead; dead entries are pruned when the lease is free.
+-- dead; dead entries are pruned when the lease is free. The lease's waiters field is set while the
+-- queue may hold entries, so that an acquire with nobody waiting reads no queue key.
 local queued = ARGV[3] == '1'
 local function entry(id)
   return tonumber(redis.call('ZSCORE', KEYS[5], id))
@@ -30,8 +32,11 @@ local function wait()
     redis.call('ZADD', KEYS[4], tonumber(t[1]) * 1000000 + tonumber(t[2]), sid)
   end
   redis.call('ZADD', KEYS[5], expires, sid)
+  if not l[5] then
+    redis.call('HSET', KEYS[1], 'waiters', '1')
+    l[5] = '1'
+  end
 end
-local l = redis.call('HMGET', KEYS[1], 'session', 'token', 'expires', 'owner')
 -- The stored token, never coerced: absent (never granted, or the hash was lost) is 0; anything
 -- but a plain decimal is corrupt (tonumber would read "0x10" as 16 and "-5" as -5). Lua numbers
 -- are doubles, exact below 2^53 only, so a token there or above has no exact successor.
@@ -56,10 +61,11 @@ else
     return {2, last, until_ms - now, l[1], l[4] or ''}
   end
   -- A free lease goes to the first live waiter: prune dead entries, then refuse anyone else,
-  -- naming that waiter, with its entry's time left.
-  while true do
+  -- naming that waiter, with its entry's time left. An empty queue clears the waiters field.
+  while l[5] do
     local first = redis.call('ZRANGE', KEYS[4], 0, 0)[1]
     if not first then
+      redis.call('HDEL', KEYS[1], 'waiters')
       break
     end
     local x = entry(first)

@@ -49,6 +49,11 @@ const (
 	// DESIGN.md §5's {session, token, expires}: a free lease has neither session, expires nor
 	// owner).
 	LeaseFieldOwner = "owner"
+	// LeaseFieldWaiters is the field "waiters": "1" while the lease's waiter queue (waiters, waiting)
+	// may hold entries: set when a session queues, cleared by an acquire of the free lease that finds
+	// the queue empty, so that an acquire with nobody waiting reads no queue key (if the hash is
+	// lost, the queue is consulted again from the next queued acquire on).
+	LeaseFieldWaiters = "waiters"
 )
 
 // SessionKey returns the Redis key "simba:session:{<sid>}" (a hash). The session <sid>, a hash
