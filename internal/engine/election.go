@@ -201,6 +201,7 @@ func (s *Engine) stop(name string, f FutureID, stepDown bool) {
 	if stepDown {
 		then, reason = Cooldown, ReasonSteppedDown
 	}
+	before := s.lastReq
 	switch e.state {
 	case Candidate:
 		if stepDown {
@@ -228,10 +229,16 @@ func (s *Engine) stop(name string, f FutureID, stepDown bool) {
 		}
 		return
 	}
+	if s.lastReq > before && s.pending[s.lastReq].op == OpWithdraw {
+		// A waiter that stops returns once it has left the backend's waiter queue, so that
+		// the lease it waited for is not held back for others after the stop returns.
+		s.completeOnRelease(s.lastReq, f)
+		return
+	}
 	s.complete(f, nil)
 }
 
-// completeOnRelease makes future f complete with the reply of Release req.
+// completeOnRelease makes future f complete with the reply of Release (or Withdraw) req.
 func (s *Engine) completeOnRelease(req ReqID, f FutureID) {
 	if f == 0 {
 		return

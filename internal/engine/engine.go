@@ -689,9 +689,13 @@ func (s *Engine) reply(ev Event) {
 		s.onMembersReply(p, ev)
 	case OpWithdraw:
 		// Best effort: a withdrawal that failed leaves an entry that lapses by itself
-		// (spi.Queuer), so a failure is reported and not retried.
+		// (spi.Queuer), so a failure is reported and not retried, and the stop that caused
+		// it completes either way.
 		if ev.Err != nil {
 			s.failed(OpWithdraw, p.name, ev.Err)
+		}
+		for _, f := range p.futures {
+			s.complete(f, nil)
 		}
 	}
 }
