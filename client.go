@@ -35,8 +35,10 @@ import (
 type Client struct {
 	cfg     config
 	backend spi.Backend
-	eng     *engine.Engine // loop goroutine only
-	rng     *rand.Rand     // loop goroutine only
+	// queuer is backend's waiter queue (nil when it has none): waiting acquires go through it.
+	queuer spi.Queuer
+	eng    *engine.Engine // loop goroutine only
+	rng    *rand.Rand     // loop goroutine only
 
 	in       chan func()
 	pending  atomic.Int64 // functions sent to in and not yet run
@@ -123,7 +125,10 @@ func New(backend spi.Backend, opts ...Option) (*Client, error) {
 	if err := cfg.finish(); err != nil {
 		return nil, err
 	}
-	eng, err := engine.New(cfg.engineOptions())
+	eopt := cfg.engineOptions()
+	queuer, queues := backend.(spi.Queuer)
+	eopt.Queue = queues
+	eng, err := engine.New(eopt)
 	if err != nil {
 		return nil, err
 	}
@@ -134,6 +139,7 @@ func New(backend spi.Backend, opts ...Option) (*Client, error) {
 	c := &Client{
 		cfg:        cfg,
 		backend:    backend,
+		queuer:     queuer,
 		eng:        eng,
 		rng:        rand.New(rand.NewPCG(seed, seed^0x9E3779B97F4A7C15)),
 		in:         make(chan func(), 1024),
@@ -692,7 +698,11 @@ func (c *Client) runCall(ef engine.Effect) {
 	case engine.OpCloseSession:
 		ev.Err = b.CloseSession(ctx, ef.Session)
 	case engine.OpAcquire:
-		ev.Acquire, ev.Err = b.Acquire(ctx, ef.Session, ef.Name)
+		if ef.Queue && c.queuer != nil {
+			ev.Acquire, ev.Err = c.queuer.AcquireQueued(ctx, ef.Session, ef.Name)
+		} else {
+			ev.Acquire, ev.Err = b.Acquire(ctx, ef.Session, ef.Name)
+		}
 	case engine.OpRelease:
 		ev.Err = b.Release(ctx, ef.Session, ef.Name, ef.Token)
 	case engine.OpJoin:
@@ -701,6 +711,10 @@ func (c *Client) runCall(ef engine.Effect) {
 		ev.Status, ev.Err = b.Leave(ctx, ef.Session, ef.Name)
 	case engine.OpMembers:
 		ev.Members, ev.Err = b.Members(ctx, ef.Name)
+	case engine.OpWithdraw:
+		if c.queuer != nil {
+			ev.Err = c.queuer.Withdraw(ctx, ef.Session, ef.Name)
+		}
 	}
 	if ev.Err != nil && ctx.Err() != nil && !errors.Is(ev.Err, ErrUnavailable) {
 		// A timed-out call's outcome is unknown: retryable.

@@ -28,11 +28,11 @@ func newClientForTest(t *testing.T, opts ...Option) *Client {
 }
 
 // engineDefaults returns engine.Defaults() for owner, resolved: what an engine made from the
-// defaults runs with.
+// defaults runs with on a backend with waiter queues (spi.Queuer), as the tests' simbatest is.
 func engineDefaults(t *testing.T, owner string) engine.Options {
 	t.Helper()
 	d := engine.Defaults()
-	d.Owner = owner
+	d.Owner, d.Queue = owner, true
 	r, err := d.Resolve()
 	if err != nil {
 		t.Fatal(err)
@@ -90,7 +90,7 @@ func TestOptionZeros(t *testing.T) {
 	// The derived defaults follow the TTL given, exactly as the engine derives them.
 	c = newClientForTest(t, WithTTL(30*time.Millisecond), WithMargin(0), WithCooldown(0))
 	want = engine.Defaults()
-	want.Owner, want.TTL, want.Margin = c.Owner(), 30*time.Millisecond, 0
+	want.Owner, want.TTL, want.Margin, want.Queue = c.Owner(), 30*time.Millisecond, 0, true
 	want, err := want.Resolve()
 	if err != nil {
 		t.Fatal(err)

@@ -105,8 +105,9 @@ func (c *Client) lock(ctx context.Context, name string, flavor engine.Flavor) (*
 	if err != nil {
 		if f != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 			// Withdraw the attempt before the next goroutine's start: the engine releases a
-			// grant that raced with it. A stop completes at once for a candidate, and after
-			// one call timeout at worst for a grant.
+			// grant that raced with it. A stop completes once a candidate has left the
+			// backend's waiter queue (spi.Queuer), and after one call timeout at worst for a
+			// grant.
 			_, _ = c.request(context.WithoutCancel(ctx), engine.Event{Kind: engine.EvStop, Name: name})
 		}
 		c.passTurn(q)

@@ -9,7 +9,7 @@ import (
 )
 
 // Backend is one client's connection to a Server: a goroutine-safe spi.Backend, spi.Hinter and
-// spi.Inspector. Its embedded Faults apply only to its own calls.
+// spi.Inspector and spi.Queuer. Its embedded Faults apply only to its own calls.
 //
 // A call runs as: refused or hung while cut off; failed by FailNext; delayed by DelayRequests;
 // applied to the model at the server clock's current time; reply dropped by DropNextReplies;
@@ -30,6 +30,7 @@ var (
 	_ spi.Backend   = (*Backend)(nil)
 	_ spi.Hinter    = (*Backend)(nil)
 	_ spi.Inspector = (*Backend)(nil)
+	_ spi.Queuer    = (*Backend)(nil)
 )
 
 // Server returns the server this backend is connected to.
@@ -168,6 +169,26 @@ func (b *Backend) Acquire(ctx context.Context, session spi.SessionID, name strin
 		return spi.Acquire{}, err
 	}
 	return r, nil
+}
+
+// AcquireQueued implements spi.Queuer (Calls counts it as an "Acquire").
+func (b *Backend) AcquireQueued(ctx context.Context, session spi.SessionID, name string) (spi.Acquire, error) {
+	var r spi.Acquire
+	err := b.call(ctx, "Acquire", func(m *Model, now time.Duration) (err error) {
+		r, err = m.AcquireQueued(now, session, name)
+		return err
+	})
+	if err != nil {
+		return spi.Acquire{}, err
+	}
+	return r, nil
+}
+
+// Withdraw implements spi.Queuer.
+func (b *Backend) Withdraw(ctx context.Context, session spi.SessionID, name string) error {
+	return b.call(ctx, "Withdraw", func(m *Model, now time.Duration) error {
+		return m.Withdraw(now, session, name)
+	})
 }
 
 // Release implements spi.Backend.

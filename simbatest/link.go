@@ -28,11 +28,18 @@ type Link struct {
 // NewLink returns an uncut link to b.
 func NewLink(b spi.Backend) *Link { return &Link{b: b, restored: make(chan struct{})} }
 
-// Backend returns the link as a backend for a client: a spi.Hinter too when the backend behind
-// it is one.
+// Backend returns the link as a backend for a client: a spi.Hinter and a spi.Queuer too when
+// the backend behind it is one.
 func (l *Link) Backend() spi.Backend {
-	if _, ok := l.b.(spi.Hinter); ok {
+	_, hints := l.b.(spi.Hinter)
+	_, queues := l.b.(spi.Queuer)
+	switch {
+	case hints && queues:
+		return hintingQueuingLink{hintingLink{linked{l}}}
+	case hints:
 		return hintingLink{linked{l}}
+	case queues:
+		return queuingLink{linked{l}}
 	}
 	return linked{l}
 }
@@ -165,4 +172,43 @@ func (k hintingLink) Hints(ctx context.Context) (<-chan spi.Hint, error) {
 		}
 	}()
 	return out, nil
+}
+
+// queuingLink is a link to a backend with a waiter queue.
+type queuingLink struct{ linked }
+
+// AcquireQueued forwards spi.Queuer's AcquireQueued over the link.
+func (k queuingLink) AcquireQueued(ctx context.Context, s spi.SessionID, name string) (spi.Acquire, error) {
+	return acquireQueued(k.linked, ctx, s, name)
+}
+
+// hintingQueuingLink is a link to a backend with hints and a waiter queue.
+type hintingQueuingLink struct{ hintingLink }
+
+// AcquireQueued forwards spi.Queuer's AcquireQueued over the link.
+func (k hintingQueuingLink) AcquireQueued(ctx context.Context, s spi.SessionID, name string) (spi.Acquire, error) {
+	return acquireQueued(k.linked, ctx, s, name)
+}
+
+// Withdraw forwards spi.Queuer's Withdraw over the link.
+func (k queuingLink) Withdraw(ctx context.Context, s spi.SessionID, name string) error {
+	return withdraw(k.linked, ctx, s, name)
+}
+
+// Withdraw forwards spi.Queuer's Withdraw over the link.
+func (k hintingQueuingLink) Withdraw(ctx context.Context, s spi.SessionID, name string) error {
+	return withdraw(k.linked, ctx, s, name)
+}
+
+func withdraw(k linked, ctx context.Context, s spi.SessionID, name string) error {
+	_, err := through(k.l, ctx, "withdraw", func() (struct{}, error) {
+		return struct{}{}, k.l.b.(spi.Queuer).Withdraw(ctx, s, name)
+	})
+	return err
+}
+
+func acquireQueued(k linked, ctx context.Context, s spi.SessionID, name string) (spi.Acquire, error) {
+	return through(k.l, ctx, "acquire", func() (spi.Acquire, error) {
+		return k.l.b.(spi.Queuer).AcquireQueued(ctx, s, name)
+	})
 }

@@ -54,8 +54,19 @@ type Model struct {
 	// earliest is a lower bound of every live session's expiry; observe skips its scan before it.
 	earliest time.Duration
 
+	// waiters is each name's waiter queue (spi.Queuer), oldest first; entries are pruned
+	// lazily, when the name is next acquired.
+	waiters map[string][]waiter
+	unfair  bool
+
 	reportAllHeld bool
 	expiryHints   bool
+}
+
+// waiter is one entry of a waiter queue: live while its session is and expiry has not passed.
+type waiter struct {
+	id     spi.SessionID
+	expiry time.Duration
 }
 
 type session struct {
@@ -103,6 +114,14 @@ func WithoutExpiryHints() ModelOption {
 	return func(m *Model) { m.expiryHints = false }
 }
 
+// WithoutFairness makes the model ignore its waiter queues: a free lease goes to whoever asks
+// first, and AcquireQueued registers nobody — the semantics of a backend without spi.Queuer.
+// The simulator's mutation test uses it to show that its fairness check catches a backend that
+// passes waiters over.
+func WithoutFairness() ModelOption {
+	return func(m *Model) { m.unfair = true }
+}
+
 // NewModel returns an empty model at backend time 0.
 func NewModel(opts ...ModelOption) *Model {
 	m := &Model{
@@ -110,6 +129,7 @@ func NewModel(opts ...ModelOption) *Model {
 		sessions:    make(map[spi.SessionID]*session),
 		leases:      make(map[string]*lease),
 		groups:      make(map[string]map[spi.SessionID]struct{}),
+		waiters:     make(map[string][]waiter),
 		expiryHints: true,
 	}
 	for _, o := range opts {
@@ -318,10 +338,25 @@ func (m *Model) CloseSession(now time.Duration, id spi.SessionID) error {
 }
 
 // Acquire takes name for the session if it is free or its holder's session has expired, with a
-// token one greater than the name's last (ErrTokenOverflow when the last is the int64 maximum).
-// A re-acquire by the holder returns the same token. The
-// reply's Remaining is the acquiring session's time left for Granted and the holder's for HeldBy.
+// token one greater than the name's last (ErrTokenOverflow when the last is the int64 maximum),
+// unless the name has live waiters (see AcquireQueued): a free lease is then reserved for the
+// first of them, and the reply is HeldBy naming it. A re-acquire by the holder returns the same
+// token. The reply's Remaining is the acquiring session's time left for Granted, the holder's
+// (or the first waiter entry's) for HeldBy. Acquire never registers a waiter.
 func (m *Model) Acquire(now time.Duration, id spi.SessionID, name string) (spi.Acquire, error) {
+	return m.acquire(now, id, name, false)
+}
+
+// AcquireQueued is Acquire for a session that waits (spi.Queuer): when the reply is HeldBy,
+// the session is appended to name's waiter queue, or keeps its place there, with its entry's
+// expiry set to the session's current expiry. A free lease goes to the first live entry of the
+// queue (an entry is live while its session is and its expiry has not passed); a grant removes
+// the grantee's entry.
+func (m *Model) AcquireQueued(now time.Duration, id spi.SessionID, name string) (spi.Acquire, error) {
+	return m.acquire(now, id, name, true)
+}
+
+func (m *Model) acquire(now time.Duration, id spi.SessionID, name string, queued bool) (spi.Acquire, error) {
 	if err := wire.ValidateName(name); err != nil {
 		return spi.Acquire{}, err
 	}
@@ -340,16 +375,81 @@ func (m *Model) Acquire(now time.Duration, id spi.SessionID, name string) (spi.A
 		// Holders are live: the model drops an expired session's leases when it observes the
 		// expiry, which live() above just did.
 		h := m.sessions[l.holder]
+		m.wait(name, s, queued)
 		return spi.Acquire{Kind: spi.HeldBy, Holder: h.id, HolderOwner: h.owner, Remaining: h.expiry - m.now}, nil
 	default:
+		if first, ok := m.firstWaiter(name); ok && first.id != id {
+			m.wait(name, s, queued)
+			w := m.sessions[first.id]
+			return spi.Acquire{Kind: spi.HeldBy, Holder: w.id, HolderOwner: w.owner, Remaining: first.expiry - m.now}, nil
+		}
 		if l.token == math.MaxInt64 { // no successor: a permanent, named error, nothing changed
 			return spi.Acquire{}, spi.AsPermanent(fmt.Errorf("%w: simbatest: lease %q holds token %d", spi.ErrTokenOverflow, name, l.token))
 		}
 		l.holder = id
 		l.token++
 		s.leases[name] = struct{}{}
+		m.unwait(name, id)
 	}
 	return spi.Acquire{Kind: spi.Granted, Token: l.token, Remaining: s.expiry - m.now}, nil
+}
+
+// Withdraw removes the session's entry from name's waiter queue, if any (spi.Queuer).
+func (m *Model) Withdraw(now time.Duration, id spi.SessionID, name string) error {
+	if err := wire.ValidateName(name); err != nil {
+		return err
+	}
+	m.Tick(now)
+	m.unwait(name, id)
+	return nil
+}
+
+// firstWaiter prunes name's queue of dead entries and returns the first live one.
+func (m *Model) firstWaiter(name string) (waiter, bool) {
+	q := m.waiters[name]
+	if m.unfair || len(q) == 0 {
+		return waiter{}, false
+	}
+	q = slices.DeleteFunc(q, func(w waiter) bool { return m.sessions[w.id] == nil || w.expiry <= m.now })
+	if len(q) == 0 {
+		delete(m.waiters, name)
+		return waiter{}, false
+	}
+	m.waiters[name] = q
+	return q[0], true
+}
+
+// wait appends s to name's queue, or refreshes its entry, when queued is set.
+func (m *Model) wait(name string, s *session, queued bool) {
+	if !queued || m.unfair {
+		return
+	}
+	q := m.waiters[name]
+	for i := range q {
+		if q[i].id == s.id {
+			if q[i].expiry > m.now { // live: it keeps its place
+				q[i].expiry = s.expiry
+				return
+			}
+			q = slices.Delete(q, i, i+1) // lapsed: it queues anew, at the end
+			break
+		}
+	}
+	m.waiters[name] = append(q, waiter{id: s.id, expiry: s.expiry})
+}
+
+// unwait removes id's entry from name's queue.
+func (m *Model) unwait(name string, id spi.SessionID) {
+	q := m.waiters[name]
+	if len(q) == 0 {
+		return
+	}
+	q = slices.DeleteFunc(q, func(w waiter) bool { return w.id == id })
+	if len(q) == 0 {
+		delete(m.waiters, name)
+		return
+	}
+	m.waiters[name] = q
 }
 
 // Release frees name if the session holds it with token, queueing a Released hint; otherwise it

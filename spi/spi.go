@@ -1,5 +1,5 @@
 // Package spi is Simba's backend service-provider interface, public the way database/sql/driver
-// is: what a backend implements (Backend, and optionally Hinter and Inspector), the plain-value
+// is: what a backend implements (Backend, and optionally Hinter, Inspector and Queuer), the plain-value
 // replies it returns, the errors it wraps and how they are classified (Classify, AsPermanent,
 // Unavailable), and the monotonic Clock a client runs on (with Settler, the capability of a
 // test's virtual clock to wait for the clients on it). Package simba (the client), package
@@ -325,4 +325,51 @@ type Inspector interface {
 	// and tools, not for decisions: the snapshot may be stale by the time it is read, and on a
 	// large backend it may take many round trips.
 	Inspect(ctx context.Context) (Snapshot, error)
+}
+
+// Queuer is the optional capability of backends that serve waiters in arrival order
+// (DESIGN.md §5, waiters): a session that waits for a held lease registers as a waiter, and
+// a free lease goes to the longest-waiting live waiter before anyone else. simba.New uses it
+// when its backend implements it: Lock, an election's campaign and a partition's candidacy
+// wait through AcquireQueued; TryLock keeps using Acquire, which never waits and never queues.
+// A backend without Queuer still works, without the ordering guarantee (a holder that
+// re-acquires in a loop can then keep a waiter out indefinitely).
+//
+// The waiter queue of a name is a list of entries (session, arrival order, expiry). An entry
+// is live while its expiry has not passed (and, where the backend can tell in the same atomic
+// step, its session is live); its expiry is the session's expiry as of the entry's latest
+// AcquireQueued (the client re-attempts before that, see below). A waiter that crashed thus
+// drops out no later than its session expires, and one that gave up withdraws (Withdraw) or
+// drops out at most one TTL after its last attempt. Once a backend implements Queuer, both
+// acquires obey the queue:
+//
+//   - A free lease (or one whose holder's session expired) is Granted only to the session of
+//     the first live entry, or to anyone when there is no live entry. Otherwise the reply is
+//     HeldBy naming the first live waiter (Holder, HolderOwner) with Remaining the time left
+//     to its entry: the lease is reserved for it.
+//   - A grant removes the grantee's entry; a re-acquire by the holder is Granted with the same
+//     token, whatever the queue holds.
+//   - AcquireQueued that is not Granted (HeldBy) appends the session's entry at the end of the
+//     queue, or keeps its place if it has one (a live one: a lapsed entry is gone), and
+//     refreshes its expiry. Acquire never adds an entry.
+//   - Withdraw removes the session's entry: a waiter that stopped waiting (a Lock whose
+//     context ended, an election stopped while a candidate) no longer holds the lease back.
+//
+// The guarantee, as long as every waiter re-attempts before its entry expires (the client
+// does: it retries a queued wait at the earlier of the holder's remaining time and its own
+// session's local deadline as of the attempt, and at once on a released hint): a waiter is
+// granted the lease after at most as many tenures as there were live waiters ahead of it
+// when it registered — no tenure goes to a session behind it or outside the queue, in
+// particular not to a holder that releases and re-acquires in a loop.
+type Queuer interface {
+	// AcquireQueued is Acquire for a session that waits for name: the same replies and
+	// errors, and, unless Granted or SessionExpired, the session is (or stays) a waiter for
+	// name as described on Queuer, in the same atomic step.
+	AcquireQueued(ctx context.Context, session SessionID, name string) (Acquire, error)
+
+	// Withdraw removes session's entry from name's waiter queue, if it has one; it changes
+	// nothing else (a lease the session holds stays held) and returns nil also when there was
+	// no entry or the session is no longer live. A name outside the wire grammar fails with
+	// ErrInvalidName before any I/O.
+	Withdraw(ctx context.Context, session SessionID, name string) error
 }

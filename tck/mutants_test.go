@@ -52,6 +52,15 @@ func (b *broken) Acquire(ctx context.Context, s spi.SessionID, name string) (spi
 	return b.Backend.Acquire(ctx, s, name)
 }
 
+// AcquireQueued goes through the acquire hook too (waiting acquires are Lock's and elections'),
+// so that a mutant's broken acquire is what every client sees.
+func (b *broken) AcquireQueued(ctx context.Context, s spi.SessionID, name string) (spi.Acquire, error) {
+	if b.acquire != nil {
+		return b.acquire(b, ctx, s, name)
+	}
+	return b.Backend.AcquireQueued(ctx, s, name)
+}
+
 func (b *broken) Release(ctx context.Context, s spi.SessionID, name string, token int64) error {
 	if b.release != nil {
 		return b.release(b, ctx, s, name, token)

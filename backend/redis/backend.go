@@ -134,6 +134,7 @@ var (
 	_ spi.Backend   = (*Backend)(nil)
 	_ spi.Hinter    = (*Backend)(nil)
 	_ spi.Inspector = (*Backend)(nil)
+	_ spi.Queuer    = (*Backend)(nil)
 )
 
 // New returns a backend on c: a *redis.Client (standalone, or Sentinel failover from
@@ -282,13 +283,39 @@ func (b *Backend) OpenSession(ctx context.Context, owner string, ttl time.Durati
 // only the lease key, with the session's expiry from its latest keep-alive (see the package
 // documentation for the one case that needs a second call).
 func (b *Backend) Acquire(ctx context.Context, sid spi.SessionID, name string) (spi.Acquire, error) {
+	return b.acquire(ctx, sid, name, false)
+}
+
+// AcquireQueued implements spi.Queuer: Acquire, with the session registered as a waiter for
+// name when the reply is HeldBy (in the same script call).
+func (b *Backend) AcquireQueued(ctx context.Context, sid spi.SessionID, name string) (spi.Acquire, error) {
+	return b.acquire(ctx, sid, name, true)
+}
+
+// Withdraw implements spi.Queuer: one withdraw script call on the lease's slot.
+func (b *Backend) Withdraw(ctx context.Context, sid spi.SessionID, name string) error {
+	if err := wire.ValidateName(name); err != nil {
+		return err
+	}
+	if err := b.checkOpen(); err != nil {
+		return err
+	}
+	_, err := luascripts.Withdraw.Run(ctx, b.c, luascripts.WithdrawKeys{Waiters: wire.WaitersKey(name), Waiting: wire.WaitingKey(name)},
+		luascripts.WithdrawArgs{SessionID: string(sid)})
+	if err != nil {
+		return b.clusterFail("withdraw "+name, err)
+	}
+	return nil
+}
+
+func (b *Backend) acquire(ctx context.Context, sid spi.SessionID, name string, queued bool) (spi.Acquire, error) {
 	if err := wire.ValidateName(name); err != nil {
 		return spi.Acquire{}, err
 	}
 	if err := b.checkOpen(); err != nil {
 		return spi.Acquire{}, err
 	}
-	r, err := b.acquireOnce(ctx, sid, name)
+	r, err := b.acquireOnce(ctx, sid, name, queued)
 	if err != nil || r.Kind != spi.HeldBy || wire.IsClientSessionID(string(r.Holder)) {
 		return r, err
 	}
@@ -300,17 +327,18 @@ func (b *Backend) Acquire(ctx context.Context, sid spi.SessionID, name string) (
 	if err != nil {
 		return spi.Acquire{}, b.clusterFail("acquire "+name+": clear foreign holder", err)
 	}
-	return b.acquireOnce(ctx, sid, name)
+	return b.acquireOnce(ctx, sid, name, queued)
 }
 
 // acquireOnce is one acquire script call: acquire (standalone) or acquire_at (routeBySlot).
-func (b *Backend) acquireOnce(ctx context.Context, sid spi.SessionID, name string) (spi.Acquire, error) {
+func (b *Backend) acquireOnce(ctx context.Context, sid spi.SessionID, name string, queued bool) (spi.Acquire, error) {
 	if b.cluster {
-		return b.acquireAt(ctx, sid, name)
+		return b.acquireAt(ctx, sid, name, queued)
 	}
 	s := string(sid)
-	keys := luascripts.AcquireKeys{Lease: wire.LeaseKey(name), Session: wire.SessionKey(s), SessionLeases: wire.SessionLeasesKey(s)}
-	args := luascripts.AcquireArgs{SessionID: s, Name: name}
+	keys := luascripts.AcquireKeys{Lease: wire.LeaseKey(name), Session: wire.SessionKey(s), SessionLeases: wire.SessionLeasesKey(s),
+		Waiters: wire.WaitersKey(name), Waiting: wire.WaitingKey(name)}
+	args := luascripts.AcquireArgs{SessionID: s, Name: name, Queued: flag(queued)}
 	var r luascripts.AcquireReply
 	var err error
 	if b.waitN > 0 {
@@ -323,6 +351,14 @@ func (b *Backend) acquireOnce(ctx context.Context, sid spi.SessionID, name strin
 		return spi.Acquire{}, b.fail("acquire "+name, err)
 	}
 	return acquireReply(r.Status, r.Token, r.RemainingMS, r.Holder, r.Owner)
+}
+
+// flag is a script's 0/1 argument.
+func flag(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func acquireReply(status, token, remaining int64, holder, owner string) (spi.Acquire, error) {

@@ -156,7 +156,7 @@ func (b *Backend) onNode(ctx context.Context, key string) (goredis.Cmdable, erro
 // which then carries the older expiry E1 the acquire sent, while the engine adopts the term under
 // the session deadline of E2. When the session's expiry moved while the acquire was in flight,
 // the grant is therefore followed by keep_alive_leases(E2) on the lease before it is reported.
-func (b *Backend) acquireAt(ctx context.Context, sid spi.SessionID, name string) (spi.Acquire, error) {
+func (b *Backend) acquireAt(ctx context.Context, sid spi.SessionID, name string, queued bool) (spi.Acquire, error) {
 	st, err := b.clusterSession(ctx, sid)
 	if err != nil {
 		return spi.Acquire{}, err
@@ -167,8 +167,8 @@ func (b *Backend) acquireAt(ctx context.Context, sid spi.SessionID, name string)
 	// Tracked before sending, so that CloseSession also releases a grant whose reply is lost.
 	b.track(sid, true, name, true)
 	key := wire.LeaseKey(name)
-	keys := luascripts.AcquireAtKeys{Lease: key}
-	args := luascripts.AcquireAtArgs{SessionID: string(sid), Owner: st.owner, ExpiresMS: st.expires}
+	keys := luascripts.AcquireAtKeys{Lease: key, Waiters: wire.WaitersKey(name), Waiting: wire.WaitingKey(name)}
+	args := luascripts.AcquireAtArgs{SessionID: string(sid), Owner: st.owner, ExpiresMS: st.expires, Queued: flag(queued)}
 	var r luascripts.AcquireAtReply
 	if b.waitN > 0 {
 		var node goredis.Cmdable

@@ -1,6 +1,6 @@
 /*
-Package redis is Simba's Redis backend: it implements the SPI (spi.Backend, with the spi.Hinter
-and spi.Inspector capabilities) with github.com/redis/go-redis/v9 on the generated Lua scripts
+Package redis is Simba's Redis backend: it implements the SPI (spi.Backend, with the spi.Hinter,
+spi.Inspector and spi.Queuer capabilities) with github.com/redis/go-redis/v9 on the generated Lua scripts
 (package luascripts) and key layout (package wire) of spec/redis.yaml, DESIGN.md §5. It needs
 Redis 6.2 or later (7 recommended: scripts replicate by their effects).
 
@@ -33,6 +33,16 @@ hash expiring at its expiry (PEXPIREAT), with its sets :leases and :groups (main
 standalone mode); a group is a sorted set of session ids scored by their session's expiry. Every
 expiry is Redis TIME, read inside the scripts: the client's clock is never sent. Session ids are
 128 random bits as 32 lowercase hex, made by the client, so a retried OpenSession reuses its id.
+
+Waiters (spi.Queuer: fairness across sessions) live in the lease's slot: simba:waiters:{name}
+holds the waiting session ids scored by arrival and simba:waiting:{name} the same ids scored by
+their entry's expiry (the session's expiry as of its latest queued acquire). The acquire
+scripts take a queued flag: a free lease goes to the first live waiter (anyone else gets HeldBy
+naming it, without an owner), a queued acquire that is refused registers its session or keeps
+its place, and a grant removes the grantee's entry; the withdraw script removes an entry. The
+lease hash's waiters field says the queue may hold entries, so an acquire with nobody waiting
+reads no queue key. A waiter that crashed drops out when its entry expires (no later than its
+session), one that gave up withdraws.
 
 Every call is EVALSHA with EVAL on NOSCRIPT (after a restart, failover or SCRIPT FLUSH), and
 every key a script touches is in KEYS. A release publishes the lease name on the lease key's

@@ -13,7 +13,8 @@ import (
 	"github.com/simba-go/simba/spi"
 )
 
-// countingBackend counts the acquires a client makes (Hints is the embedded backend's).
+// countingBackend counts the acquires a client makes, queued or not (Hints and Withdraw are
+// the embedded backend's).
 type countingBackend struct {
 	*Backend
 	acquires atomic.Int64
@@ -22,6 +23,11 @@ type countingBackend struct {
 func (c *countingBackend) Acquire(ctx context.Context, s spi.SessionID, name string) (spi.Acquire, error) {
 	c.acquires.Add(1)
 	return c.Backend.Acquire(ctx, s, name)
+}
+
+func (c *countingBackend) AcquireQueued(ctx context.Context, s spi.SessionID, name string) (spi.Acquire, error) {
+	c.acquires.Add(1)
+	return c.Backend.AcquireQueued(ctx, s, name)
 }
 
 // TestForgedReleasedPublishStormIsDamped is issue 13's reproduction on a real Redis: 2,000

@@ -76,6 +76,11 @@ var All = []Info{{
 	SHA1:    AcquireAtSHA1,
 	Source:  AcquireAtSource,
 }, {
+	Cluster: true,
+	Name:    "withdraw",
+	SHA1:    WithdrawSHA1,
+	Source:  WithdrawSource,
+}, {
 	Cluster: false,
 	Name:    "release",
 	SHA1:    ReleaseSHA1,

@@ -49,6 +49,11 @@ const (
 	// DESIGN.md §5's {session, token, expires}: a free lease has neither session, expires nor
 	// owner).
 	LeaseFieldOwner = "owner"
+	// LeaseFieldWaiters is the field "waiters": "1" while the lease's waiter queue (waiters, waiting)
+	// may hold entries: set when a session queues, cleared by an acquire of the free lease that finds
+	// the queue empty, so that an acquire with nobody waiting reads no queue key (if the hash is
+	// lost, the queue is consulted again from the next queued acquire on).
+	LeaseFieldWaiters = "waiters"
 )
 
 // SessionKey returns the Redis key "simba:session:{<sid>}" (a hash). The session <sid>: a hash
@@ -136,6 +141,55 @@ func ParseSessionGroupsKey(key string) (sid string, ok bool) {
 		return "", false
 	}
 	return sid, true
+}
+
+// WaitersKey returns the Redis key "simba:waiters:{<name>}" (a zset). The waiter queue of lease
+// <name> (spi.Queuer; in the lease key's slot): the ids of sessions waiting for it, scored by
+// arrival (Redis TIME in µs at their first queued acquire). A free lease goes to the first live
+// waiter before anyone else. Entries are pruned (with their waiting field) when found dead;
+// absent when nobody waits.
+func WaitersKey(name string) string {
+	return "simba:waiters:{" + name + "}"
+}
+
+// WaitersKeyMatch is the glob (SCAN MATCH, PSUBSCRIBE) that matches every waiters key.
+const WaitersKeyMatch = "simba:waiters:{*}"
+
+// ParseWaitersKey returns the name of a key made by WaitersKey, and false for any other string.
+func ParseWaitersKey(key string) (name string, ok bool) {
+	rest, ok := strings.CutPrefix(key, "simba:waiters:{")
+	if !ok {
+		return "", false
+	}
+	name, ok = strings.CutSuffix(rest, "}")
+	if !ok || name == "" || strings.ContainsAny(name, "{}") {
+		return "", false
+	}
+	return name, true
+}
+
+// WaitingKey returns the Redis key "simba:waiting:{<name>}" (a zset). The entries of lease
+// <name>'s waiters: session ids scored by the waiter's session expiry (Redis TIME epoch ms) as of
+// its latest queued acquire. An entry is live while its score is in the future. (A HeldBy that
+// names a waiter carries no owner: it is not stored.).
+func WaitingKey(name string) string {
+	return "simba:waiting:{" + name + "}"
+}
+
+// WaitingKeyMatch is the glob (SCAN MATCH, PSUBSCRIBE) that matches every waiting key.
+const WaitingKeyMatch = "simba:waiting:{*}"
+
+// ParseWaitingKey returns the name of a key made by WaitingKey, and false for any other string.
+func ParseWaitingKey(key string) (name string, ok bool) {
+	rest, ok := strings.CutPrefix(key, "simba:waiting:{")
+	if !ok {
+		return "", false
+	}
+	name, ok = strings.CutSuffix(rest, "}")
+	if !ok || name == "" || strings.ContainsAny(name, "{}") {
+		return "", false
+	}
+	return name, true
 }
 
 // GroupKey returns the Redis key "simba:group:{<group>}" (a zset). The members of group <group>:

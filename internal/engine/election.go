@@ -42,6 +42,12 @@ type election struct {
 	current  bool
 	retrying bool // a retry timer is armed for retryAt
 	retryAt  time.Duration
+	// queueUntil is the session's local deadline when the acquire in flight (or the last one)
+	// was sent: a queued waiter's entry lives at least that long at the backend (Options.Queue).
+	queueUntil time.Duration
+	// queued: a queued acquire was sent since the last grant, so this session may be a waiter
+	// for the name at the backend; an election that stops waiting withdraws (see unqueue).
+	queued   bool
 	waitSess bool
 	hinted   bool
 	// Hint-storm damping (see Engine.hint). byHint: the acquire in flight was sent because
@@ -195,6 +201,7 @@ func (s *Engine) stop(name string, f FutureID, stepDown bool) {
 	if stepDown {
 		then, reason = Cooldown, ReasonSteppedDown
 	}
+	before := s.lastReq
 	switch e.state {
 	case Candidate:
 		if stepDown {
@@ -222,10 +229,16 @@ func (s *Engine) stop(name string, f FutureID, stepDown bool) {
 		}
 		return
 	}
+	if s.lastReq > before && s.pending[s.lastReq].op == OpWithdraw {
+		// A waiter that stops returns once it has left the backend's waiter queue, so that
+		// the lease it waited for is not held back for others after the stop returns.
+		s.completeOnRelease(s.lastReq, f)
+		return
+	}
 	s.complete(f, nil)
 }
 
-// completeOnRelease makes future f complete with the reply of Release req.
+// completeOnRelease makes future f complete with the reply of Release (or Withdraw) req.
 func (s *Engine) completeOnRelease(req ReqID, f FutureID) {
 	if f == 0 {
 		return
@@ -252,6 +265,7 @@ func (s *Engine) workExited(name string, token int64) {
 func (s *Engine) enter(e *election, st State) {
 	switch st {
 	case Cooldown:
+		s.unqueue(e)
 		e.state, e.current, e.retrying, e.workRunning = Cooldown, false, false, false
 		e.until = add(s.now, s.opt.Cooldown)
 		s.arm(TimerCooldown, e.name, e.until)
@@ -265,12 +279,25 @@ func (s *Engine) enter(e *election, st State) {
 
 // end ends e; a Lock future still waiting completes with err.
 func (s *Engine) end(e *election, err error) {
+	s.unqueue(e)
 	e.state, e.current, e.retrying, e.workRunning = Ended, false, false, false
 	if e.future != 0 {
 		s.complete(e.future, err)
 		e.future = 0
 	}
 	s.sync(e)
+}
+
+// unqueue withdraws e from the name's waiter queue at the backend if it may be waiting there:
+// a waiter that stops waiting must not hold a free lease back until its entry lapses.
+func (s *Engine) unqueue(e *election) {
+	if !e.queued {
+		return
+	}
+	e.queued = false
+	if s.sess.state == SessionLive {
+		s.call(OpWithdraw, s.sess.id, pending{name: e.name}, Effect{Name: e.name})
+	}
 }
 
 func (s *Engine) becomeCandidate(e *election) {
@@ -295,7 +322,10 @@ func (s *Engine) acquire(e *election) {
 	}
 	e.retrying, e.hinted = false, false
 	e.byHint, e.hintRetry = e.hintRetry, false
-	e.inflight = s.call(OpAcquire, s.sess.id, pending{e: e, name: e.name}, Effect{Name: e.name})
+	queue := s.opt.Queue && e.flavor != FlavorTryLock
+	e.queueUntil = s.sess.deadline
+	e.queued = e.queued || queue
+	e.inflight = s.call(OpAcquire, s.sess.id, pending{e: e, name: e.name, queued: queue}, Effect{Name: e.name, Queue: queue})
 	e.current = true
 	s.sync(e)
 }
@@ -366,6 +396,11 @@ func (s *Engine) onAcquireReply(p pending, ev Event) {
 		}
 		switch {
 		case !current:
+			if p.queued && e.state != Candidate {
+				// A late queued attempt registered this session after it stopped waiting.
+				e.queued = true
+				s.unqueue(e)
+			}
 			s.afterStale(e)
 		case e.flavor == FlavorTryLock:
 			e.future = s.completeHeld(e.future, e.name, a)
@@ -384,6 +419,13 @@ func (s *Engine) onAcquireReply(p pending, ev Event) {
 				// make this candidate poll once per TTL at worst, never wait for ever.
 				rem := min(max(a.Remaining, 0), s.opt.TTL)
 				at = add(add(sent, rem), time.Duration(s.jitter*float64(s.opt.RetryJitter)))
+			}
+			if s.opt.Queue && e.flavor != FlavorTryLock {
+				// Fairness: the waiter's entry expires with the session's expiry as of the
+				// attempt, which is no earlier than the local deadline then; re-attempt
+				// before it so the entry keeps its place (but not sooner than half a
+				// renewal interval from now, should keep-alives be failing).
+				at = min(at, max(e.queueUntil, add(s.now, s.opt.RenewInterval/2)))
 			}
 			if e.hinted && e.quietUntil < at { // a quiet window: coalesced
 				at, e.hintRetry = e.quietUntil, true
@@ -437,6 +479,7 @@ func (s *Engine) completeHeld(f FutureID, name string, a spi.Acquire) FutureID {
 
 func (s *Engine) adopt(e *election, token int64) {
 	e.state, e.token, e.adoptedReq = Leader, token, s.lastReq+1
+	e.queued = false // the grant removed this session's entry
 	// An earlier attempt of unknown outcome stays unknown: it may still land after this
 	// adoption (and after a release), so keep-alives keep asking about the name (rule 3).
 	e.workRunning, e.fails = e.hasWork, 0

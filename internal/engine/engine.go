@@ -100,6 +100,8 @@ type pending struct {
 	g     *group
 	name  string
 	token int64
+	// queued: the acquire waited in the name's queue (Effect.Queue).
+	queued bool
 	// futures are Stop/StepDown futures that complete with this Release's reply: they return
 	// when the lease is released, not merely when the release was sent.
 	futures []FutureID
@@ -685,6 +687,16 @@ func (s *Engine) reply(ev Event) {
 		s.onLeaveReply(p, ev)
 	case OpMembers:
 		s.onMembersReply(p, ev)
+	case OpWithdraw:
+		// Best effort: a withdrawal that failed leaves an entry that lapses by itself
+		// (spi.Queuer), so a failure is reported and not retried, and the stop that caused
+		// it completes either way.
+		if ev.Err != nil {
+			s.failed(OpWithdraw, p.name, ev.Err)
+		}
+		for _, f := range p.futures {
+			s.complete(f, nil)
+		}
 	}
 }
 

@@ -120,6 +120,12 @@ type Options struct {
 	// the renewal interval; a zero BackoffMin means DefaultBackoffMinFor(BackoffMax), 50 ms
 	// capped at BackoffMax.
 	BackoffMin, BackoffMax time.Duration
+	// Queue says the backend keeps a waiter queue per name (spi.Queuer). The acquires of
+	// Lock, elections and partitions then wait in it (Effect.Queue), and a waiting candidate
+	// re-attempts no later than its session's local deadline as of its previous attempt, so
+	// that its entry (which expires with the session's expiry as of that attempt) never lapses
+	// while it waits. TryLock never queues.
+	Queue bool
 
 	// Break disables one rule of DESIGN.md §2. TEST ONLY: the engine's transcripts and the
 	// simulator's mutation tests use it to prove that each rule is needed. Never set it

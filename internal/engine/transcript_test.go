@@ -30,7 +30,7 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of the tr
 // event takes one):
 //
 //	boot [owner=a] [ttl=D] [renew=D] [drift=F] [margin=D] [cooldown=D] [retry-jitter=D]
-//	     [backoff-min=D] [backoff-max=D] [break=N]
+//	     [backoff-min=D] [backoff-max=D] [break=N] [queue=true]
 //	advance D [jitter=F]        move the clock by D, firing due timers in time order
 //	pause D                     move the clock by D without firing timers (a paused client)
 //	start NAME [work] [lock|trylock] [f=N] [jitter=F]
@@ -43,7 +43,7 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of the tr
 //	    id=S remaining=D                         open-session
 //	    expired | remaining=D [held=x:1,y:2] [members=g:a,b/h:c]   keep-alive
 //	    granted token=N [remaining=D] | heldby holder=S owner=O remaining=D|unknown | expired   acquire
-//	    ok | expired                             release, close-session, join, leave
+//	    ok | expired                             release, close-session, join, leave, withdraw
 //	    members=a,b                              members
 //	state                        print the engine's session, elections, groups, calls, timers
 type transcriptCase struct {
@@ -273,6 +273,8 @@ func (d *driver) run(cmd string) (out string, err error) {
 				opts.BackoffMax = dur(v)
 			case "break":
 				opts.Break = Rule(num(v))
+			case "queue":
+				opts.Queue = v == "true"
 			default:
 				panic("boot: unknown option " + k)
 			}

@@ -60,10 +60,12 @@ const (
 	OpJoin
 	OpLeave
 	OpMembers
+	// OpWithdraw leaves the waiter queue of Name (spi.Queuer.Withdraw); only with Options.Queue.
+	OpWithdraw
 	numOps
 )
 
-var opNames = [...]string{"", "open-session", "keep-alive", "close-session", "acquire", "release", "join", "leave", "members"}
+var opNames = [...]string{"", "open-session", "keep-alive", "close-session", "acquire", "release", "join", "leave", "members", "withdraw"}
 
 // String names the operation as transcripts print it.
 func (o Op) String() string {
@@ -456,7 +458,8 @@ func (k EffectKind) String() string {
 //     renewal interval; when it returns, step a Reply event (ReplyTo) carrying Req, Op, the
 //     time the request was sent and the result. Arguments: Session; Name (Acquire, Release:
 //     the lease; Join, Leave, Members: the group); Token (Release); Names and Groups
-//     (KeepAlive); Owner and TTL (OpenSession). Replies may arrive in any order or never
+//     (KeepAlive); Owner and TTL (OpenSession); Name (Withdraw: the lease); Queue (Acquire: wait in the name's waiter
+//     queue, spi.Queuer.AcquireQueued). Replies may arrive in any order or never
 //     (a lost reply is an error reply after the timeout).
 //   - EfArm: (re)arm Timer to fire at At (engine time): step a Timer event then. An Arm
 //     replaces any pending firing of the same Timer. Stale or early firings are ignored, so a
@@ -497,6 +500,9 @@ type Effect struct {
 	Partition   int
 	Members     []spi.SessionID
 	Assigned    []int
+	// Queue (EfCall of OpAcquire) says the caller waits for the lease: call AcquireQueued
+	// (spi.Queuer) instead of Acquire. Only set when Options.Queue is.
+	Queue bool
 }
 
 // String prints the effect in the stable form transcripts and logs use.
@@ -514,8 +520,11 @@ func (ef Effect) String() string {
 			b.WriteString(" owner=" + ef.Owner + " ttl=" + ef.TTL.String())
 		case OpKeepAlive:
 			b.WriteString(" names=[" + strings.Join(ef.Names, " ") + "] groups=[" + strings.Join(ef.Groups, " ") + "]")
-		case OpAcquire, OpJoin, OpLeave, OpMembers:
+		case OpAcquire, OpJoin, OpLeave, OpMembers, OpWithdraw:
 			b.WriteString(" " + ef.Name)
+			if ef.Queue {
+				b.WriteString(" queued")
+			}
 		case OpRelease:
 			b.WriteString(" " + ef.Name + " token=" + strconv.FormatInt(ef.Token, 10))
 		}

@@ -41,7 +41,7 @@ func BenchmarkAcquireReleaseCycle(b *testing.B) {
 	ctx := context.Background()
 	sid, _ := open(b, c, "bench", time.Hour)
 	name := newName("bench")
-	akeys := luascripts.AcquireKeys{Lease: wire.LeaseKey(name), Session: wire.SessionKey(sid), SessionLeases: wire.SessionLeasesKey(sid)}
+	akeys := luascripts.AcquireKeys{Lease: wire.LeaseKey(name), Session: wire.SessionKey(sid), SessionLeases: wire.SessionLeasesKey(sid), Waiters: wire.WaitersKey(name), Waiting: wire.WaitingKey(name)}
 	aargs := luascripts.AcquireArgs{SessionID: sid, Name: name}
 	rkeys := luascripts.ReleaseKeys{Lease: wire.LeaseKey(name), SessionLeases: wire.SessionLeasesKey(sid)}
 	if err := luascripts.LoadAll(ctx, c); err != nil {
@@ -72,7 +72,7 @@ func BenchmarkKeepAlive10000(b *testing.B) {
 		n := prefix + "." + strconv.Itoa(i)
 		args.Names = append(args.Names, n)
 		keys.Leases = append(keys.Leases, wire.LeaseKey(n))
-		luascripts.Acquire.Eval(ctx, pipe, luascripts.AcquireKeys{Lease: wire.LeaseKey(n), Session: wire.SessionKey(sid), SessionLeases: wire.SessionLeasesKey(sid)}, luascripts.AcquireArgs{SessionID: sid, Name: n})
+		luascripts.Acquire.Eval(ctx, pipe, luascripts.AcquireKeys{Lease: wire.LeaseKey(n), Session: wire.SessionKey(sid), SessionLeases: wire.SessionLeasesKey(sid), Waiters: wire.WaitersKey(n), Waiting: wire.WaitingKey(n)}, luascripts.AcquireArgs{SessionID: sid, Name: n})
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		b.Fatal(err)

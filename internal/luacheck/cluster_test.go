@@ -52,7 +52,7 @@ func TestCombinedScriptsCrossSlotOnCluster(t *testing.T) {
 		name = newName("cross")
 	}
 	_, err := luascripts.Acquire.Run(ctx, c,
-		luascripts.AcquireKeys{Lease: wire.LeaseKey(name), Session: wire.SessionKey(sid), SessionLeases: wire.SessionLeasesKey(sid)},
+		luascripts.AcquireKeys{Lease: wire.LeaseKey(name), Session: wire.SessionKey(sid), SessionLeases: wire.SessionLeasesKey(sid), Waiters: wire.WaitersKey(name), Waiting: wire.WaitingKey(name)},
 		luascripts.AcquireArgs{SessionID: sid, Name: name})
 	if err == nil || !strings.Contains(err.Error(), "CROSSSLOT") && !strings.Contains(err.Error(), "slot") {
 		t.Fatalf("standalone acquire across slots on a Cluster: %v, want a cross-slot error", err)
@@ -79,7 +79,7 @@ func clusterFlow(t *testing.T, c universal) {
 
 	acquireAt := func(sid, owner, name string, expires int64) luascripts.AcquireAtReply {
 		t.Helper()
-		r, err := luascripts.AcquireAt.Run(ctx, c, luascripts.AcquireAtKeys{Lease: wire.LeaseKey(name)}, luascripts.AcquireAtArgs{SessionID: sid, Owner: owner, ExpiresMS: expires})
+		r, err := luascripts.AcquireAt.Run(ctx, c, luascripts.AcquireAtKeys{Lease: wire.LeaseKey(name), Waiters: wire.WaitersKey(name), Waiting: wire.WaitingKey(name)}, luascripts.AcquireAtArgs{SessionID: sid, Owner: owner, ExpiresMS: expires})
 		if err != nil {
 			t.Fatalf("acquire_at %s: %v", name, err)
 		}

@@ -62,7 +62,7 @@ func open(t testing.TB, c redis.Scripter, owner string, ttl time.Duration) (stri
 func acquire(t *testing.T, c redis.Scripter, sid, name string) luascripts.AcquireReply {
 	t.Helper()
 	r, err := luascripts.Acquire.Run(context.Background(), c,
-		luascripts.AcquireKeys{Lease: wire.LeaseKey(name), Session: wire.SessionKey(sid), SessionLeases: wire.SessionLeasesKey(sid)},
+		luascripts.AcquireKeys{Lease: wire.LeaseKey(name), Session: wire.SessionKey(sid), SessionLeases: wire.SessionLeasesKey(sid), Waiters: wire.WaitersKey(name), Waiting: wire.WaitingKey(name)},
 		luascripts.AcquireArgs{SessionID: sid, Name: name})
 	if err != nil {
 		t.Fatalf("acquire %s: %v", name, err)

@@ -330,7 +330,7 @@ func TestKeepAliveTenThousandLeasesInOneCall(t *testing.T) {
 	pipe := c.Pipeline()
 	for i := range names {
 		names[i] = prefix + "." + itoa(i)
-		luascripts.Acquire.EvalSha(ctx, pipe, luascripts.AcquireKeys{Lease: wire.LeaseKey(names[i]), Session: wire.SessionKey(sid), SessionLeases: wire.SessionLeasesKey(sid)}, luascripts.AcquireArgs{SessionID: sid, Name: names[i]})
+		luascripts.Acquire.EvalSha(ctx, pipe, luascripts.AcquireKeys{Lease: wire.LeaseKey(names[i]), Session: wire.SessionKey(sid), SessionLeases: wire.SessionLeasesKey(sid), Waiters: wire.WaitersKey(names[i]), Waiting: wire.WaitingKey(names[i])}, luascripts.AcquireArgs{SessionID: sid, Name: names[i]})
 	}
 	if err := luascripts.LoadAll(ctx, c); err != nil {
 		t.Fatal(err)

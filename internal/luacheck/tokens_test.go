@@ -17,13 +17,13 @@ type acquireFunc func(t *testing.T, c *redis.Client, sid, owner, name string, ex
 
 func acquireStandalone(t *testing.T, c *redis.Client, sid, _, name string, _ int64) (luascripts.AcquireReply, error) {
 	return luascripts.Acquire.Run(context.Background(), c,
-		luascripts.AcquireKeys{Lease: wire.LeaseKey(name), Session: wire.SessionKey(sid), SessionLeases: wire.SessionLeasesKey(sid)},
+		luascripts.AcquireKeys{Lease: wire.LeaseKey(name), Session: wire.SessionKey(sid), SessionLeases: wire.SessionLeasesKey(sid), Waiters: wire.WaitersKey(name), Waiting: wire.WaitingKey(name)},
 		luascripts.AcquireArgs{SessionID: sid, Name: name})
 }
 
 func acquireAtCall(t *testing.T, c *redis.Client, sid, owner, name string, expires int64) (luascripts.AcquireReply, error) {
 	r, err := luascripts.AcquireAt.Run(context.Background(), c,
-		luascripts.AcquireAtKeys{Lease: wire.LeaseKey(name)},
+		luascripts.AcquireAtKeys{Lease: wire.LeaseKey(name), Waiters: wire.WaitersKey(name), Waiting: wire.WaitingKey(name)},
 		luascripts.AcquireAtArgs{SessionID: sid, Owner: owner, ExpiresMS: expires})
 	return luascripts.AcquireReply(r), err
 }

@@ -42,6 +42,10 @@ const (
 	CheckFutures = "futures-complete"
 	// CheckJoin: a Join made after the group's Leave completed is taken, never refused.
 	CheckJoin = "join-after-leave"
+	// CheckFair: a new tenure never goes to a session while a live waiter registered before
+	// it (or any live waiter, if the grantee never registered) waits: the waiter queue of
+	// spi.Queuer, checked against the simulator's own record of queued acquires.
+	CheckFair = "fair-queue"
 	// CheckLiveness: after healing, every wanted lease has a leader and every partition its
 	// rendezvous owner within the liveness bound; every running client has a live session.
 	CheckLiveness = "liveness"
@@ -316,4 +320,55 @@ func (s *Sim) heldBy(name string, owner spi.SessionID) bool {
 			s.now-s.shape.Heal(), name, who, info.Holder, info.Token)
 	}
 	return false
+}
+
+// shadowWaiter is the fair-queue check's record of one waiter: a session whose queued acquire
+// of the name was answered HeldBy, live while the session is and expiry (the session's expiry
+// as of its latest queued acquire) has not passed.
+type shadowWaiter struct {
+	id     spi.SessionID
+	expiry time.Duration
+}
+
+// checkFair checks one acquire the model answered (holder: the lease's holder just before):
+// a new tenure goes to the first live waiter of the check's own queue, or to anyone when no
+// waiter is live; then it updates the queue as spi.Queuer describes.
+func (s *Sim) checkFair(client int32, ef *engine.Effect, holder spi.SessionID, a spi.Acquire) {
+	q := s.fairQ[ef.Name]
+	live := func(w shadowWaiter) bool {
+		_, ok := s.model.Session(s.now, w.id)
+		return ok && w.expiry > s.now
+	}
+	switch a.Kind {
+	case spi.Granted:
+		if holder != ef.Session {
+			for _, w := range q {
+				if w.id == ef.Session {
+					break
+				}
+				if live(w) {
+					s.fail(CheckFair, "%s granted to c%d (session %s, queued=%v) while waiter %s (entry until %v) waits ahead of it",
+						ef.Name, client, ef.Session, ef.Queue, w.id, w.expiry)
+					return
+				}
+			}
+		}
+		q = slices.DeleteFunc(q, func(w shadowWaiter) bool { return w.id == ef.Session })
+	case spi.HeldBy:
+		info, ok := s.model.Session(s.now, ef.Session)
+		if !ef.Queue || !ok {
+			break
+		}
+		i := slices.IndexFunc(q, func(w shadowWaiter) bool { return w.id == ef.Session })
+		if i >= 0 && q[i].expiry <= s.now { // a lapsed entry is gone: the waiter queues anew
+			q = slices.Delete(q, i, i+1)
+			i = -1
+		}
+		if i < 0 {
+			q = append(q, shadowWaiter{id: ef.Session})
+			i = len(q) - 1
+		}
+		q[i].expiry = s.now + info.Remaining
+	}
+	s.fairQ[ef.Name] = q
 }

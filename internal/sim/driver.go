@@ -2,6 +2,7 @@ package sim
 
 import (
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/simba-go/simba/internal/engine"
@@ -177,7 +178,15 @@ func (s *Sim) handleCall(idx int32) {
 	case engine.OpCloseSession:
 		ev.Err = m.CloseSession(s.now, ef.Session)
 	case engine.OpAcquire:
-		ev.Acquire, ev.Err = m.Acquire(s.now, ef.Session, ef.Name)
+		before, _ := m.Lease(s.now, ef.Name)
+		if ef.Queue {
+			ev.Acquire, ev.Err = m.AcquireQueued(s.now, ef.Session, ef.Name)
+		} else {
+			ev.Acquire, ev.Err = m.Acquire(s.now, ef.Session, ef.Name)
+		}
+		if ev.Err == nil {
+			s.checkFair(cl.client, ef, before.Holder, ev.Acquire)
+		}
 	case engine.OpRelease:
 		ev.Err = m.Release(s.now, ef.Session, ef.Name, ef.Token)
 	case engine.OpJoin:
@@ -186,6 +195,11 @@ func (s *Sim) handleCall(idx int32) {
 		ev.Status, ev.Err = m.Leave(s.now, ef.Session, ef.Name)
 	case engine.OpMembers:
 		ev.Members, ev.Err = m.Members(s.now, ef.Name)
+	case engine.OpWithdraw:
+		ev.Err = m.Withdraw(s.now, ef.Session, ef.Name)
+		if ev.Err == nil {
+			s.fairQ[ef.Name] = slices.DeleteFunc(s.fairQ[ef.Name], func(w shadowWaiter) bool { return w.id == ef.Session })
+		}
 	}
 	if ev.Err != nil {
 		s.fail("model-error", "the model refused %v from c%d: %v", ef.String(), cl.client, ev.Err)
@@ -417,6 +431,7 @@ func (s *Sim) restart(c *client) {
 	// the TTL), with the TTL, drift and margin of this run.
 	o := engine.Defaults()
 	o.Owner, o.TTL, o.Drift, o.Margin, o.Break = c.owner, s.shape.TTL, s.cfg.Drift, s.cfg.Margin, s.cfg.Break
+	o.Queue = true // the model keeps waiter queues (spi.Queuer)
 	eng, err := engine.New(o)
 	if err != nil {
 		s.fail("config", "engine options: %v", err)

@@ -98,11 +98,16 @@ type Sim struct {
 	// engine allows for, the one-valid-term check must fire).
 	driftScale float64
 
-	cfg     Config
-	rng     *rand.Rand
-	now     time.Duration
-	healed  bool
-	model   *simbatest.Model
+	cfg    Config
+	rng    *rand.Rand
+	now    time.Duration
+	healed bool
+	model  *simbatest.Model
+	// unfair runs the model without waiter queues (simbatest.WithoutFairness): the mutation
+	// that the fair-queue check must catch.
+	unfair bool
+	// fairQ is the fair-queue check's own record of each name's waiters (see checkFair).
+	fairQ   map[string][]shadowWaiter
 	q       queue
 	tr      ring
 	clients []client
@@ -261,7 +266,11 @@ func (s *Sim) reset(seed uint64, brk engine.Rule) {
 	if f.ReportAllHeld {
 		opts = append(opts, simbatest.WithReportAllHeld())
 	}
+	if s.unfair {
+		opts = append(opts, simbatest.WithoutFairness())
+	}
 	s.model = simbatest.NewModel(opts...)
+	s.fairQ = make(map[string][]shadowWaiter)
 	s.q.reset()
 	s.tr.reset(s.Lines)
 	clear(s.calls)

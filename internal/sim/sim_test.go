@@ -154,6 +154,26 @@ func TestMutations(t *testing.T) {
 	}
 }
 
+// TestFairnessMutation proves the fair-queue check is needed and works: with a model that
+// ignores its waiter queues (a backend that lets a re-acquiring holder or a late comer pass a
+// waiter over), the default seeds find a fair-queue violation.
+func TestFairnessMutation(t *testing.T) {
+	s := New(DefaultShape())
+	s.unfair = true
+	for seed := uint64(1); seed <= defaultSeeds; seed++ {
+		res := s.Run(seed, 0)
+		if res.Violation == nil {
+			continue
+		}
+		if res.Violation.Check == CheckFair {
+			t.Logf("unfair model: caught by %s on seed %d: %s", CheckFair, seed, res.Violation.Msg)
+			return
+		}
+		t.Fatalf("unfair model: seed %d broke %v, not %s", seed, res.Violation, CheckFair)
+	}
+	t.Fatalf("unfair model: %s never fired in %d seeds", CheckFair, defaultSeeds)
+}
+
 // TestDeterministic: a seed replays to the same outcome, transcript included.
 func TestDeterministic(t *testing.T) {
 	s := New(DefaultShape())
