@@ -57,6 +57,8 @@ type SQLDialectSpec struct {
 	SessionSetup  []string `yaml:"session_setup"`
 	ChangeCounter string   `yaml:"change_counter"`
 	DatabaseFile  string   `yaml:"database_file"`
+	WakeLock      string   `yaml:"wake_lock"`
+	WakeUnlock    string   `yaml:"wake_unlock"`
 	TableOptions  string   `yaml:"table_options"`
 	InlineIndexes bool     `yaml:"inline_indexes"`
 }
@@ -200,10 +202,13 @@ func (s *SQLSpec) validate() error {
 				return specErr(f, fmt.Sprintf("%s.session_setup[%d]", field, i), "must be one non-empty statement without ';'")
 			}
 		}
-		for _, st := range []struct{ key, stmt string }{{"change_counter", ds.ChangeCounter}, {"database_file", ds.DatabaseFile}} {
+		for _, st := range []struct{ key, stmt string }{{"change_counter", ds.ChangeCounter}, {"database_file", ds.DatabaseFile}, {"wake_lock", ds.WakeLock}, {"wake_unlock", ds.WakeUnlock}} {
 			if strings.Contains(st.stmt, ";") || (st.stmt != "" && strings.TrimSpace(st.stmt) == "") {
 				return specErr(f, field+"."+st.key, "must be one statement without ';'")
 			}
+		}
+		if (ds.WakeLock == "") != (ds.WakeUnlock == "") {
+			return specErr(f, field+".wake_lock", "wake_lock and wake_unlock go together")
 		}
 		if ds.InlineIndexes && d == "postgres" {
 			return specErr(f, field+".inline_indexes", "PostgreSQL cannot declare indexes inside CREATE TABLE")
@@ -775,6 +780,10 @@ func (s *SQLSpec) genWire() (File, error) {
 		jen.Id("ChangeCounter").String(),
 		jen.Comment("DatabaseFile lists the attached databases, the main one first, as (seq, name, file) rows (empty: not a file database)."),
 		jen.Id("DatabaseFile").String(),
+		jen.Comment("WakeLock takes the named lock of a lease (parameters: the lease name, a timeout in seconds) and returns 1 when taken, 0 on timeout (empty: the dialect has no named locks)."),
+		jen.Id("WakeLock").String(),
+		jen.Comment("WakeUnlock releases the named lock of a lease (parameter: the lease name)."),
+		jen.Id("WakeUnlock").String(),
 		jen.Comment("Operations maps each SPI operation to the statements it runs."),
 		jen.Id("Operations").Map(jen.String()).Id("SQLOperation"),
 	)
@@ -811,6 +820,8 @@ func (s *SQLSpec) genWire() (File, error) {
 				jen.Id("SessionSetup"):  jen.Index().String().Values(setup...),
 				jen.Id("ChangeCounter"): jen.Lit(ds.ChangeCounter),
 				jen.Id("DatabaseFile"):  jen.Lit(ds.DatabaseFile),
+				jen.Id("WakeLock"):      jen.Lit(ds.WakeLock),
+				jen.Id("WakeUnlock"):    jen.Lit(ds.WakeUnlock),
 				jen.Id("Begin"):         jen.Lit(ds.Begin),
 				jen.Id("Operations"):    jen.Map(jen.String()).Id("SQLOperation").Values(ops...),
 			}), jen.True()),

@@ -81,7 +81,7 @@ type Backend struct {
 	schemaOK bool
 
 	foreign *foreign.Filter // skips and reports foreign group members
-	waker   *sqliteWaker    // SQLite only: wake-up hints for waiters (sqlitewake.go)
+	waker   waker           // SQLite and MySQL/MariaDB: wake-up hints for waiters (wake.go)
 
 	stop chan struct{} // closed by Close: stops the background goroutines
 	wg   sync.WaitGroup
@@ -379,6 +379,9 @@ func (b *Backend) KeepAlive(ctx context.Context, session spi.SessionID, names []
 	if err != nil {
 		return spi.KeepAlive{}, b.fail("keep-alive", err)
 	}
+	if b.waker != nil {
+		b.waker.keptAlive(string(session), ka)
+	}
 	if ka.Expired {
 		return spi.KeepAlive{Expired: true}, nil
 	}
@@ -404,7 +407,11 @@ func (b *Backend) CloseSession(ctx context.Context, session spi.SessionID) error
 	if err := b.ready(ctx); err != nil {
 		return err
 	}
-	return b.fail("close session", b.d.closeSession(ctx, string(session)))
+	err := b.d.closeSession(ctx, string(session))
+	if err == nil && b.waker != nil {
+		b.waker.closed(string(session))
+	}
+	return b.fail("close session", err)
 }
 
 // Acquire takes the lease name for session if it is free or its holder's session expired by the
@@ -423,7 +430,7 @@ func (b *Backend) Acquire(ctx context.Context, session spi.SessionID, name strin
 		return spi.Acquire{}, b.fail("acquire", err)
 	}
 	if b.waker != nil {
-		b.waker.acquired(name, r)
+		b.waker.acquired(string(session), name, r)
 	}
 	if r.Kind != spi.HeldBy || wire.IsClientSessionID(string(r.Holder)) {
 		return r, nil
@@ -443,7 +450,8 @@ func (b *Backend) Acquire(ctx context.Context, session spi.SessionID, name strin
 }
 
 // Release frees name if session holds it with token (on PostgreSQL with a NOTIFY); otherwise it
-// changes nothing.
+// changes nothing. The backend's own Hints subscribers (other clients in this process on this
+// backend) get a Released hint at once, without waiting for the server's.
 func (b *Backend) Release(ctx context.Context, session spi.SessionID, name string, token int64) error {
 	if err := wire.ValidateName(name); err != nil {
 		return err
@@ -451,7 +459,11 @@ func (b *Backend) Release(ctx context.Context, session spi.SessionID, name strin
 	if err := b.ready(ctx); err != nil {
 		return err
 	}
-	return b.fail("release", b.d.release(ctx, string(session), name, token))
+	if err := b.d.release(ctx, string(session), name, token); err != nil {
+		return b.fail("release", err)
+	}
+	b.releasedLocally(string(session), name)
+	return nil
 }
 
 // Join makes session a member of group while it is live.

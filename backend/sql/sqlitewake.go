@@ -3,6 +3,7 @@ package sql
 import (
 	"context"
 	"database/sql"
+	"os"
 	"sync"
 	"time"
 
@@ -25,6 +26,9 @@ const (
 	// sqliteWakePoll is the polling period while someone waits: a hand-over is seen within
 	// it. Each poll is one pragma on an idle connection (microseconds).
 	sqliteWakePoll = 2 * time.Millisecond
+	// sqliteWakeFullPoll bounds how long the poll trusts the file fingerprint (see
+	// fileChanged): the change counter is read at least this often while someone waits.
+	sqliteWakeFullPoll = 50 * time.Millisecond
 	// sqliteWaitTTLs is how long a name counts as waited for after an acquire found it held,
 	// in session TTLs: a waiting client acquires again at least once per TTL, which renews it.
 	sqliteWaitTTLs = 2
@@ -42,6 +46,16 @@ type sqliteWaker struct {
 	ttl     time.Duration        // the longest session TTL opened (15 s until one is)
 	waiting map[string]time.Time // name → until when it counts as waited for
 	kick    chan struct{}        // a name started to be waited for (capacity 1)
+
+	// Only poll's goroutine uses these.
+	path  string     // the database file ("" until open, or when not a file)
+	print [2]fileKey // the last fingerprint of the database file and its WAL
+}
+
+// fileKey is what a commit changes in a file: its size or its modification time.
+type fileKey struct {
+	size  int64
+	mtime time.Time
 }
 
 func newSQLiteWaker(db *sql.DB, wd wire.SQLDialect) *sqliteWaker {
@@ -57,7 +71,7 @@ func (w *sqliteWaker) opened(ttl time.Duration) {
 }
 
 // acquired notes an acquire's reply: a held name is waited for, a granted one no longer.
-func (w *sqliteWaker) acquired(name string, r spi.Acquire) {
+func (w *sqliteWaker) acquired(_, name string, r spi.Acquire) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	switch r.Kind {
@@ -72,6 +86,15 @@ func (w *sqliteWaker) acquired(name string, r spi.Acquire) {
 	}
 }
 
+// keptAlive, released and closed: the change counter sees every commit, so the waker needs
+// no account of what this backend holds.
+func (w *sqliteWaker) keptAlive(string, spi.KeepAlive) {}
+func (w *sqliteWaker) released(string, string)         {}
+func (w *sqliteWaker) closed(string)                   {}
+
+// local is the hub of the waker's subscribers.
+func (w *sqliteWaker) local() *hintHub { return &w.hub }
+
 // hints subscribes to the waker (Backend.Hints has checked that the backend is open).
 func (w *sqliteWaker) hints(ctx context.Context, stop <-chan struct{}, wg *sync.WaitGroup) (<-chan spi.Hint, error) {
 	return w.hub.subscribe(ctx, stop, wg, w.poll), nil
@@ -81,9 +104,10 @@ func (w *sqliteWaker) hints(ctx context.Context, stop <-chan struct{}, wg *sync.
 // waited for, then polls the change counter until no name is.
 func (w *sqliteWaker) poll(ctx context.Context) {
 	var (
-		db   *sql.DB
-		conn *sql.Conn
-		last int64 = -1
+		db       *sql.DB
+		conn     *sql.Conn
+		last     int64 = -1
+		lastRead time.Time
 	)
 	defer func() {
 		if conn != nil {
@@ -121,6 +145,10 @@ func (w *sqliteWaker) poll(ctx context.Context) {
 				continue
 			}
 		}
+		if last >= 0 && !w.fileChanged() && time.Since(lastRead) < sqliteWakeFullPoll {
+			continue
+		}
+		lastRead = time.Now()
 		var v int64
 		if err := conn.QueryRowContext(ctx, w.counter).Scan(&v); err != nil {
 			conn.Close()
@@ -147,6 +175,7 @@ func (w *sqliteWaker) open(ctx context.Context) (*sql.DB, *sql.Conn, error) {
 	if err := w.db.QueryRowContext(ctx, w.file).Scan(&seq, &name, &file); err != nil {
 		return nil, nil, err
 	}
+	w.path = file
 	db, err := sql.Open("sqlite", file)
 	if err != nil {
 		return nil, nil, err
@@ -189,4 +218,27 @@ func (w *sqliteWaker) waitedFor() []string {
 		names = append(names, n)
 	}
 	return names
+}
+
+// fileChanged reports whether the database file or its WAL changed size or modification time
+// since the last call: a stat each, far cheaper than a statement on the connection, so the
+// change counter is read only when a commit may have happened (and at least every
+// sqliteWakeFullPoll, since a commit within the file system's timestamp granularity that
+// keeps the size can go unseen). With no file to look at it reports true.
+func (w *sqliteWaker) fileChanged() bool {
+	if w.path == "" {
+		return true
+	}
+	changed := false
+	for i, p := range [2]string{w.path, w.path + "-wal"} {
+		var k fileKey
+		if fi, err := os.Stat(p); err == nil {
+			k = fileKey{size: fi.Size(), mtime: fi.ModTime()}
+		}
+		if k != w.print[i] {
+			w.print[i] = k
+			changed = true
+		}
+	}
+	return changed
 }

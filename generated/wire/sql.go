@@ -32,6 +32,10 @@ type SQLDialect struct {
 	ChangeCounter string
 	// DatabaseFile lists the attached databases, the main one first, as (seq, name, file) rows (empty: not a file database).
 	DatabaseFile string
+	// WakeLock takes the named lock of a lease (parameters: the lease name, a timeout in seconds) and returns 1 when taken, 0 on timeout (empty: the dialect has no named locks).
+	WakeLock string
+	// WakeUnlock releases the named lock of a lease (parameter: the lease name).
+	WakeUnlock string
 	// Operations maps each SPI operation to the statements it runs.
 	Operations map[string]SQLOperation
 }
@@ -96,6 +100,8 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 				Transaction: false,
 			}},
 			SessionSetup: []string{"SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED"},
+			WakeLock:     "",
+			WakeUnlock:   "",
 		}, true
 	case SQLMySQL:
 		return SQLDialect{
@@ -145,6 +151,8 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 				Transaction: false,
 			}},
 			SessionSetup: []string{},
+			WakeLock:     "SELECT GET_LOCK(CONCAT('simba:', LEFT(SHA2(CONCAT(COALESCE(DATABASE(), ''), '/', ?), 256), 48)), ?)",
+			WakeUnlock:   "SELECT RELEASE_LOCK(CONCAT('simba:', LEFT(SHA2(CONCAT(COALESCE(DATABASE(), ''), '/', ?), 256), 48)))",
 		}, true
 	case SQLSQLite:
 		return SQLDialect{
@@ -194,6 +202,8 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 				Transaction: false,
 			}},
 			SessionSetup: []string{"PRAGMA busy_timeout = 10000", "PRAGMA foreign_keys = ON"},
+			WakeLock:     "",
+			WakeUnlock:   "",
 		}, true
 	default:
 		return SQLDialect{}, false
