@@ -570,14 +570,14 @@ func (b *Backend) Inspect(ctx context.Context) (spi.Snapshot, error) {
 // Hints delivers a Released hint for every release of a lease (including those of a closed
 // session) and a GroupChanged hint for every join or leave, by any client, until ctx is done;
 // then it closes the channel. PostgreSQL pushes hints (LISTEN/NOTIFY on a dedicated connection
-// that reconnects by itself; hints sent while it is down are lost). SQLite delivers wake-ups
-// instead: while an acquire of this backend has found a name held (for two session TTLs after),
-// it polls PRAGMA data_version every 2 ms on a connection of its own and, when another
-// connection has committed, reads those leases and sends a Released hint for each that is free
-// (sqlitewake.go): a lease
-// released by any process on the host is seen within milliseconds. On MySQL/MariaDB, Hints
-// returns a channel that only closes with ctx: the engine's retry timing covers them (a
-// candidate retries at the holder's remaining time).
+// that reconnects by itself; hints sent while it is down are lost). SQLite and MySQL/MariaDB
+// deliver wake-ups instead, for the names an acquire of this backend found held (for two
+// session TTLs after): SQLite reads PRAGMA data_version on a connection of its own when the
+// database file is written (inotify on Linux, a 2 ms stat poll elsewhere) and sends a Released
+// hint for each of those leases that is free (sqlitewake.go); MySQL/MariaDB block in GET_LOCK
+// on the named lock that the holder's backend keeps for its tenure, and send a Released hint
+// when they get it (mysqlwake.go). Every dialect also sends its own subscribers a Released
+// hint at once when this backend releases a lease.
 func (b *Backend) Hints(ctx context.Context) (<-chan spi.Hint, error) {
 	b.lifeMu.Lock()
 	defer b.lifeMu.Unlock()
@@ -606,7 +606,8 @@ func (b *Backend) Hints(ctx context.Context) (<-chan spi.Hint, error) {
 }
 
 // PushesHints reports whether Hints delivers a hint for every release and membership change
-// (PostgreSQL only; SQLite's wake-ups cover only the names its acquires found held).
+// (PostgreSQL only; the wake-ups of SQLite and MySQL/MariaDB cover only the names its acquires
+// found held).
 func (b *Backend) PushesHints() bool { return b.name == wire.SQLPostgres }
 
 // tokenOverflow is the permanent error for a lease whose stored token has no successor.

@@ -15,20 +15,30 @@ import (
 // SQLite has no server to push a release to the processes that wait for a lease, so without
 // help a waiter retries only when the holder's lease would run out: a graceful hand-over took a
 // TTL. The waker closes that gap on one host, cheaply: while (and only while) this backend has
-// names that an acquire found held, it polls the dialect's change counter (spec/sql.yaml:
-// PRAGMA data_version) on a connection of its own —
-// a counter SQLite changes whenever another connection commits, read from the file's header
-// without touching a table — and on a change reads each of those leases (the acquire's own
-// read, generated from the spec) and delivers a Released hint for each that is free. Commits
-// that free nothing (other sessions' keep-alives) cost a read on the waker's connection, not an
-// acquire.
+// names that an acquire found held, it reads the dialect's change counter (spec/sql.yaml:
+// PRAGMA data_version) on a connection of its own — a counter SQLite changes whenever another
+// connection commits, read from the file's header without touching a table — and on a change
+// reads each of those leases (the acquire's own read, generated from the spec) and delivers a
+// Released hint for each that is free. Commits that free nothing (other sessions' keep-alives)
+// cost a read on the waker's connection, not an acquire.
+//
+// When to read: on Linux an inotify watch on the file's directory wakes the waker when the
+// file, its WAL or its journal is written (by any process), and it reads then and once more
+// sqliteWakePoll later (a commit writes the WAL before it publishes the new version), plus a
+// safety-net read every sqliteWakeWatchedPoll: a waiting process costs about 0.2% of a core
+// (TestSQLiteWaiterCPU). Elsewhere it wakes every sqliteWakePoll, stats the file and its WAL,
+// and reads only when one changed (or every sqliteWakeFullPoll): about 4–5% of a core, mostly
+// the wake-ups themselves.
 const (
-	// sqliteWakePoll is the polling period while someone waits: a hand-over is seen within
-	// it. Each poll is one pragma on an idle connection (microseconds).
+	// sqliteWakePoll is the polling period while someone waits when there is no file watch
+	// (a hand-over is seen within it), and the delay of the second read after a file event.
 	sqliteWakePoll = 2 * time.Millisecond
 	// sqliteWakeFullPoll bounds how long the poll trusts the file fingerprint (see
 	// fileChanged): the change counter is read at least this often while someone waits.
 	sqliteWakeFullPoll = 50 * time.Millisecond
+	// sqliteWakeWatchedPoll is the period of the safety-net read when a file watch (inotify)
+	// wakes the poll on writes: it only covers an event lost or missed.
+	sqliteWakeWatchedPoll = 250 * time.Millisecond
 	// sqliteWaitTTLs is how long a name counts as waited for after an acquire found it held,
 	// in session TTLs: a waiting client acquires again at least once per TTL, which renews it.
 	sqliteWaitTTLs = 2
@@ -106,17 +116,22 @@ func (w *sqliteWaker) poll(ctx context.Context) {
 	var (
 		db       *sql.DB
 		conn     *sql.Conn
-		last     int64 = -1
+		watch    *fileWatch // nil: none (not Linux, or inotify failed): poll every sqliteWakePoll
+		last     int64      = -1
 		lastRead time.Time
+		recheck  bool // a file event came: read again once more after sqliteWakePoll
 	)
 	defer func() {
+		if watch != nil {
+			watch.close()
+		}
 		if conn != nil {
 			conn.Close()
 			db.Close()
 		}
 	}()
-	tick := time.NewTicker(sqliteWakePoll)
-	defer tick.Stop()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
 	for {
 		names := w.waitedFor()
 		if names == nil {
@@ -128,11 +143,26 @@ func (w *sqliteWaker) poll(ctx context.Context) {
 			}
 			continue
 		}
+		// Wait for the next look: a file event, or the period (sqliteWakePoll without a
+		// watch; with one, sqliteWakePoll after an event, else sqliteWakeWatchedPoll).
+		period := sqliteWakePoll
+		var events <-chan struct{}
+		if watch != nil {
+			events = watch.events
+			if !recheck {
+				period = sqliteWakeWatchedPoll
+			}
+		}
+		timer.Reset(period)
+		event := false
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case <-events:
+			event = true
+		case <-timer.C:
 		}
+		timer.Stop()
 		if conn == nil {
 			var err error
 			if db, conn, err = w.open(ctx); err != nil {
@@ -144,8 +174,18 @@ func (w *sqliteWaker) poll(ctx context.Context) {
 				}
 				continue
 			}
+			if watch == nil && w.path != "" {
+				watch, _ = watchFile(w.path) // nil on error: poll instead
+			}
 		}
-		if last >= 0 && !w.fileChanged() && time.Since(lastRead) < sqliteWakeFullPoll {
+		switch {
+		case event:
+			// A commit writes the WAL before it publishes the new version: look now and
+			// once more shortly after.
+			recheck = true
+		case recheck:
+			recheck = false
+		case watch == nil && last >= 0 && !w.fileChanged() && time.Since(lastRead) < sqliteWakeFullPoll:
 			continue
 		}
 		lastRead = time.Now()
