@@ -28,9 +28,11 @@ import (
 //   - Waiter side: for each name an acquire of this backend found held (for two session TTLs
 //     after, like SQLite's waker), a connection of the waker's probes the lock,
 //     GET_LOCK(lock(name), 0): taken (1) means the holder keeps none (yet) — it is let go at
-//     once and probed again after a backoff, and from the second such probe on a Released hint
-//     is sent each time (the holder may have released meanwhile, or run a client that does not
-//     mark): a waiter whose holder never marks costs log₄(TTL/5 ms) ≈ 6 extra acquires per TTL.
+//     once and probed again after a backoff (5 ms, ×4 up to a TTL); on the second probe in a
+//     row that finds it free, one Released hint is sent (the holder may have released before
+//     the first probe). A holder that does not mark (a crashed one: its locks went with its
+//     connection) thus costs the waiter one extra acquire and log₄(TTL/5 ms) probes per TTL;
+//     its lease is then taken on the engine's timing.
 //     Not taken (0) means the holder marks it: the connection then blocks in GET_LOCK(lock(name),
 //     up to a TTL) and, when it gets the lock, sends a Released hint and lets the lock go.
 //
@@ -292,7 +294,11 @@ func (w *mysqlWaker) wait(ctx context.Context, name string) {
 				fail()
 				return
 			}
-			if unmarked > 0 {
+			if unmarked == 1 {
+				// Unmarked twice in a row, mysqlProbeBackoff apart: the holder may have
+				// released before the first probe. Hint once; the engine's own timing
+				// covers a holder that does not mark (or that died: its locks went with
+				// its connection, and its lease runs out on its TTL).
 				w.wake(name)
 			}
 			unmarked++
@@ -304,12 +310,12 @@ func (w *mysqlWaker) wait(ctx context.Context, name string) {
 		}
 		backoff, unmarked = mysqlProbeBackoff, 0
 		secs := int64(math.Ceil(min(ttl, time.Until(until)).Seconds()))
+		w.count(&w.stats.blocks)
 		got, err = w.getLock(ctx, conn, name, max(secs, 1))
 		if err != nil {
 			fail()
 			return
 		}
-		w.count(&w.stats.blocks)
 		if got {
 			w.wake(name)
 			if err := w.release(ctx, conn, name); err != nil {

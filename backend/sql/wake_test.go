@@ -10,6 +10,7 @@ import (
 	osexec "os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/simba-go/simba"
 	"github.com/simba-go/simba/internal/locktest"
+	"github.com/simba-go/simba/spi"
 )
 
 // Environment of the holder process of TestWakeAcrossProcesses (the test binary re-executed).
@@ -335,4 +337,115 @@ func rusage(t *testing.T) (user, sys time.Duration) {
 		t.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano())
+}
+
+// callCounter counts a backend's SPI calls (it keeps the backend's Hints: the method is
+// promoted).
+type callCounter struct {
+	*Backend
+	mu              sync.Mutex
+	acquires, calls int64
+}
+
+func (c *callCounter) note(acquire bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls++
+	if acquire {
+		c.acquires++
+	}
+}
+
+func (c *callCounter) reset() (acquires, calls int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	acquires, calls = c.acquires, c.calls
+	c.acquires, c.calls = 0, 0
+	return
+}
+
+func (c *callCounter) Acquire(ctx context.Context, s spi.SessionID, name string) (spi.Acquire, error) {
+	c.note(true)
+	return c.Backend.Acquire(ctx, s, name)
+}
+
+func (c *callCounter) KeepAlive(ctx context.Context, s spi.SessionID, names, groups []string) (spi.KeepAlive, error) {
+	c.note(false)
+	return c.Backend.KeepAlive(ctx, s, names, groups)
+}
+
+func (c *callCounter) Release(ctx context.Context, s spi.SessionID, name string, token int64) error {
+	c.note(false)
+	return c.Backend.Release(ctx, s, name, token)
+}
+
+func (c *callCounter) OpenSession(ctx context.Context, owner string, ttl time.Duration) (spi.Session, error) {
+	c.note(false)
+	return c.Backend.OpenSession(ctx, owner, ttl)
+}
+
+// TestWaitCost reports what one client waiting for a held lock (session TTL 1 s) costs per TTL,
+// on MySQL/MariaDB and SQLite: the waiting client's backend calls (acquires / all) and, on
+// MySQL/MariaDB, the statements its waker ran (probes and blocking GET_LOCKs, each counted when
+// it starts). It checks that the waiter kept waiting and, on MySQL/MariaDB, that the waker
+// waited on the named lock; the numbers are for the report.
+func TestWaitCost(t *testing.T) {
+	const ttl, window = time.Second, 4 * time.Second
+	for _, d := range []struct {
+		name string
+		dsn  func(testing.TB) string
+	}{{"mysql", myDSN}, {"sqlite", liteDSN}} {
+		t.Run(d.name, func(t *testing.T) {
+			dsn := d.dsn(t)
+			migrated(t, dsn)
+			waiter := &callCounter{Backend: open(t, dsn)}
+			clients := locktest.Clients(t, ttl, open(t, dsn), waiter)
+			ctx := testCtx(t)
+			name := "cost-" + unique(t)
+			h, err := clients[0].Lock(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wctx, cancel := context.WithCancel(ctx)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				_, _ = clients[1].Lock(wctx, name)
+			}()
+			time.Sleep(300 * time.Millisecond)
+			waiter.reset()
+			mw, isMySQL := waiter.waker.(*mysqlWaker)
+			var w0 mysqlStats
+			if isMySQL {
+				w0 = mw.snapshot()
+			}
+			start := time.Now()
+			time.Sleep(window)
+			elapsed := time.Since(start)
+			acquires, calls := waiter.reset()
+			select {
+			case <-done:
+				t.Fatal("the waiter's Lock returned while the lock was held")
+			default:
+			}
+			cancel()
+			<-done
+			perTTL := func(n int64) float64 { return float64(n) * ttl.Seconds() / elapsed.Seconds() }
+			t.Logf("%s waiter: %.2f acquires / %.2f backend calls per TTL", d.name, perTTL(acquires), perTTL(calls))
+			if isMySQL {
+				w1 := mw.snapshot()
+				t.Logf("MySQL/MariaDB waker: %.2f statements per TTL (%d probes, %d blocking GET_LOCKs, %d hints in %v)",
+					perTTL((w1.probes-w0.probes)+(w1.blocks-w0.blocks)), w1.probes-w0.probes, w1.blocks-w0.blocks, w1.hints-w0.hints, elapsed.Round(time.Millisecond))
+				if w1.blocks == 0 {
+					t.Error("the waker never waited on the named lock")
+				}
+			}
+			if calls == 0 {
+				t.Error("the waiting client made no backend call in four TTLs (no keep-alive)")
+			}
+			if err := h.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
 }
