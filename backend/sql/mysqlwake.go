@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	genmysql "github.com/simba-go/simba/generated/sqlc/mysql"
 	"github.com/simba-go/simba/generated/wire"
 	"github.com/simba-go/simba/spi"
 )
@@ -28,11 +29,12 @@ import (
 //   - Waiter side: for each name an acquire of this backend found held (for two session TTLs
 //     after, like SQLite's waker), a connection of the waker's probes the lock,
 //     GET_LOCK(lock(name), 0): taken (1) means the holder keeps none (yet) — it is let go at
-//     once and probed again after a backoff (5 ms, ×4 up to a TTL); on the second probe in a
-//     row that finds it free, one Released hint is sent (the holder may have released before
-//     the first probe). A holder that does not mark (a crashed one: its locks went with its
-//     connection) thus costs the waiter one extra acquire and log₄(TTL/5 ms) probes per TTL;
-//     its lease is then taken on the engine's timing.
+//     once and probed again after a backoff (5 ms, ×4 up to 500 ms); from the second probe in
+//     a row that finds it free on, the waker reads the lease row (the acquire's read, generated
+//     from the spec) and sends a Released hint if the lease is free (the holder released, or
+//     its session expired). A holder that does not mark — a crashed one (its locks went with
+//     its connection), or a backend without Hints subscribers — thus costs a waiter three
+//     cheap statements per 500 ms, and no acquire, until its lease is released or expires.
 //     Not taken (0) means the holder marks it: the connection then blocks in GET_LOCK(lock(name),
 //     up to a TTL) and, when it gets the lock, sends a Released hint and lets the lock go.
 //
@@ -48,8 +50,10 @@ const (
 	// for a round trip).
 	mysqlMarkTimeout = 1
 	// mysqlProbeBackoff is the first pause after a probe found the lock unmarked; it is
-	// multiplied by 4 up to the session TTL while the lock stays unmarked.
+	// multiplied by 4 up to mysqlProbeMax while the lock stays unmarked.
 	mysqlProbeBackoff = 5 * time.Millisecond
+	// mysqlProbeMax caps the pause between probes of an unmarked lock.
+	mysqlProbeMax = 500 * time.Millisecond
 	// mysqlMaxWaits bounds the names waited for on named locks at once (one connection each).
 	mysqlMaxWaits = 8
 	// mysqlWaitTTLs is how long a name counts as waited for after an acquire found it held, in
@@ -76,9 +80,9 @@ type mysqlWaker struct {
 	stats   mysqlStats
 }
 
-// mysqlStats counts the waker's statements: marking GET_LOCKs, probes, blocking waits, and
-// the hints they sent.
-type mysqlStats struct{ marks, probes, blocks, hints int64 }
+// mysqlStats counts the waker's statements: marking GET_LOCKs, probes, lease reads, blocking
+// waits, and the hints they sent.
+type mysqlStats struct{ marks, probes, reads, blocks, hints int64 }
 
 // snapshot returns the counts so far.
 func (w *mysqlWaker) snapshot() mysqlStats {
@@ -294,18 +298,17 @@ func (w *mysqlWaker) wait(ctx context.Context, name string) {
 				fail()
 				return
 			}
-			if unmarked == 1 {
-				// Unmarked twice in a row, mysqlProbeBackoff apart: the holder may have
-				// released before the first probe. Hint once; the engine's own timing
-				// covers a holder that does not mark (or that died: its locks went with
-				// its connection, and its lease runs out on its TTL).
+			unmarked++
+			// The first unmarked probe is routine (the holder marks mysqlMarkDelay into
+			// its tenure); from the second on, the holder may have released, died (its
+			// locks went with its connection) or not mark at all: the lease row tells.
+			if unmarked > 1 && w.leaseFree(ctx, conn, name) {
 				w.wake(name)
 			}
-			unmarked++
 			if !sleepCtx(ctx, backoff) {
 				return
 			}
-			backoff = min(4*backoff, ttl)
+			backoff = min(4*backoff, mysqlProbeMax, ttl)
 			continue
 		}
 		backoff, unmarked = mysqlProbeBackoff, 0
@@ -324,6 +327,17 @@ func (w *mysqlWaker) wait(ctx context.Context, name string) {
 			}
 		}
 	}
+}
+
+// leaseFree reads name's lease row: free when it has no holder or the holder's session
+// expired. A failed read counts as free (a hint only costs an acquire).
+func (w *mysqlWaker) leaseFree(ctx context.Context, conn *sql.Conn, name string) bool {
+	w.count(&w.stats.reads)
+	r, err := genmysql.New(conn).AcquireReadLease(ctx, name)
+	if err != nil {
+		return true
+	}
+	return r.HolderID == "" || r.HolderRemainingMs <= 0
 }
 
 // wake sends a Released hint for name to the subscribers.
