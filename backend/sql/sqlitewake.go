@@ -120,6 +120,7 @@ func (w *sqliteWaker) poll(ctx context.Context) {
 		last     int64      = -1
 		lastRead time.Time
 		recheck  bool // a file event came: read again once more after sqliteWakePoll
+		noWatch  bool // a file watch failed: poll
 	)
 	defer func() {
 		if watch != nil {
@@ -136,6 +137,10 @@ func (w *sqliteWaker) poll(ctx context.Context) {
 		names := w.waitedFor()
 		if names == nil {
 			last = -1 // a new wait compares against the version when it began
+			if watch != nil {
+				watch.close() // no wake-ups from writes while nobody waits
+				watch = nil
+			}
 			select {
 			case <-ctx.Done():
 				return
@@ -174,8 +179,11 @@ func (w *sqliteWaker) poll(ctx context.Context) {
 				}
 				continue
 			}
-			if watch == nil && w.path != "" {
-				watch, _ = watchFile(w.path) // nil on error: poll instead
+		}
+		if watch == nil && w.path != "" && !noWatch {
+			var err error
+			if watch, err = watchFile(w.path); err != nil {
+				noWatch = true // poll instead (e.g. out of inotify instances)
 			}
 		}
 		switch {
@@ -196,7 +204,9 @@ func (w *sqliteWaker) poll(ctx context.Context) {
 			conn, db, last = nil, nil, -1
 			continue
 		}
-		if last >= 0 && v != last {
+		// On a wait's first read, look at the leases too: the holder may have released
+		// between the acquire that found the lease held and this read.
+		if last < 0 || v != last {
 			for _, n := range w.free(ctx, conn, names) {
 				w.hub.deliver(spi.Hint{Kind: spi.Released, Name: n})
 			}
