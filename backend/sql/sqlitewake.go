@@ -23,9 +23,9 @@ import (
 // cost a read on the waker's connection, not an acquire.
 //
 // When to read: on Linux an inotify watch on the file's directory wakes the waker when the
-// file, its WAL or its journal is written (by any process), and it reads then and once more
-// sqliteWakePoll later (a commit writes the WAL before it publishes the new version), plus a
-// safety-net read every sqliteWakeWatchedPoll: a waiting process costs about 0.2% of a core
+// file, its WAL or its journal is written (by any process), and it reads then and again 2, 4,
+// 8 … 64 ms later (a commit writes and syncs the WAL before it publishes the new version), plus
+// a safety-net read every sqliteWakeWatchedPoll: a waiting process costs about 0.2% of a core
 // (TestSQLiteWaiterCPU). Elsewhere it wakes every sqliteWakePoll, stats the file and its WAL,
 // and reads only when one changed (or every sqliteWakeFullPoll): about 4–5% of a core, mostly
 // the wake-ups themselves.
@@ -39,6 +39,8 @@ const (
 	// sqliteWakeWatchedPoll is the period of the safety-net read when a file watch (inotify)
 	// wakes the poll on writes: it only covers an event lost or missed.
 	sqliteWakeWatchedPoll = 250 * time.Millisecond
+	// sqliteWakeRecheckMax bounds the doubling delays of the reads after a file event.
+	sqliteWakeRecheckMax = 64 * time.Millisecond
 	// sqliteWaitTTLs is how long a name counts as waited for after an acquire found it held,
 	// in session TTLs: a waiting client acquires again at least once per TTL, which renews it.
 	sqliteWaitTTLs = 2
@@ -119,8 +121,8 @@ func (w *sqliteWaker) poll(ctx context.Context) {
 		watch    *fileWatch // nil: none (not Linux, or inotify failed): poll every sqliteWakePoll
 		last     int64      = -1
 		lastRead time.Time
-		recheck  bool // a file event came: read again once more after sqliteWakePoll
-		noWatch  bool // a file watch failed: poll
+		recheck  time.Duration // after a file event: the delay of the next read again (0: none)
+		noWatch  bool          // a file watch failed: poll
 	)
 	defer func() {
 		if watch != nil {
@@ -149,13 +151,14 @@ func (w *sqliteWaker) poll(ctx context.Context) {
 			continue
 		}
 		// Wait for the next look: a file event, or the period (sqliteWakePoll without a
-		// watch; with one, sqliteWakePoll after an event, else sqliteWakeWatchedPoll).
+		// watch; with one, the recheck delay after an event, else sqliteWakeWatchedPoll).
 		period := sqliteWakePoll
 		var events <-chan struct{}
 		if watch != nil {
 			events = watch.events
-			if !recheck {
-				period = sqliteWakeWatchedPoll
+			period = sqliteWakeWatchedPoll
+			if recheck > 0 {
+				period = recheck
 			}
 		}
 		timer.Reset(period)
@@ -188,11 +191,13 @@ func (w *sqliteWaker) poll(ctx context.Context) {
 		}
 		switch {
 		case event:
-			// A commit writes the WAL before it publishes the new version: look now and
-			// once more shortly after.
-			recheck = true
-		case recheck:
-			recheck = false
+			// A commit writes the WAL, syncs it (milliseconds on a slow disk), then
+			// publishes the new version: look now and again 2, 4, 8 … 64 ms later.
+			recheck = sqliteWakePoll
+		case recheck > 0:
+			if recheck *= 2; recheck > sqliteWakeRecheckMax {
+				recheck = 0
+			}
 		case watch == nil && last >= 0 && !w.fileChanged() && time.Since(lastRead) < sqliteWakeFullPoll:
 			continue
 		}
