@@ -272,6 +272,7 @@ var dependentCases = []struct {
 	{"sql release channel", "sql.yaml", "release_channel: simba_released", "release_channel: simba_freed", []string{"generated/wire/sql.go", "sql/queries/postgres/release.sql"}},
 	{"sql session setup", "sql.yaml", "session_setup: [PRAGMA busy_timeout = 10000]", "session_setup: [PRAGMA busy_timeout = 5000]", []string{"generated/wire/sql.go"}},
 	{"sql migrate lock name", "sql.yaml", "name: simba_migrate", "name: simba_migrator", []string{"generated/wire/sql.go"}},
+	{"sql wake lock", "sql.yaml", "wake_lock: SELECT GET_LOCK(CONCAT('simba:', ?), ?)", "wake_lock: SELECT GET_LOCK(CONCAT('simba.', ?), ?)", []string{"generated/wire/sql.go"}},
 	{"sql change counter", "sql.yaml", "change_counter: PRAGMA data_version", "change_counter: PRAGMA schema_version", []string{"generated/wire/sql.go"}},
 	// The schema check: a catalog query or a compatible type changes only the check.
 	{"sql catalog query", "sql.yaml", "table_definitions: SELECT name, sql FROM", "table_definitions: SELECT name AS table_name, sql FROM", []string{"generated/wire/sqlschema.go"}},

@@ -75,6 +75,8 @@ type SQLDialectSpec struct {
 	Listen        []string `yaml:"listen"`
 	MigrateLock   string   `yaml:"migrate_lock"`
 	MigrateUnlock string   `yaml:"migrate_unlock"`
+	WakeLock      string   `yaml:"wake_lock"`
+	WakeUnlock    string   `yaml:"wake_unlock"`
 	TableOptions  string   `yaml:"table_options"`
 	InlineIndexes bool     `yaml:"inline_indexes"`
 }
@@ -266,7 +268,7 @@ func (s *SQLSpec) validate() error {
 				return specErr(f, fmt.Sprintf("%s.session_setup[%d]", field, i), "must be one non-empty statement without ';'")
 			}
 		}
-		for _, st := range []struct{ key, stmt string }{{"change_counter", ds.ChangeCounter}, {"database_file", ds.DatabaseFile}} {
+		for _, st := range []struct{ key, stmt string }{{"change_counter", ds.ChangeCounter}, {"database_file", ds.DatabaseFile}, {"wake_lock", ds.WakeLock}, {"wake_unlock", ds.WakeUnlock}} {
 			if strings.Contains(st.stmt, ";") || (st.stmt != "" && strings.TrimSpace(st.stmt) == "") {
 				return specErr(f, field+"."+st.key, "must be one statement without ';'")
 			}
@@ -290,6 +292,9 @@ func (s *SQLSpec) validate() error {
 			if _, err := s.expand(field+"."+st.key, st.stmt, d); err != nil {
 				return err
 			}
+		}
+		if (ds.WakeLock == "") != (ds.WakeUnlock == "") {
+			return specErr(f, field+".wake_lock", "wake_lock and wake_unlock go together")
 		}
 		if ds.InlineIndexes && d == "postgres" {
 			return specErr(f, field+".inline_indexes", "PostgreSQL cannot declare indexes inside CREATE TABLE")
@@ -1075,6 +1080,10 @@ func (s *SQLSpec) genWire() (File, error) {
 		jen.Comment("when it got the lock."),
 		jen.Id("MigrateLock").String(),
 		jen.Id("MigrateUnlock").String(),
+		jen.Comment("WakeLock takes the named lock of a lease (parameters: the lease name, a timeout in seconds) and returns 1 when taken, 0 on timeout (empty: the dialect has no named locks)."),
+		jen.Id("WakeLock").String(),
+		jen.Comment("WakeUnlock releases the named lock of a lease (parameter: the lease name)."),
+		jen.Id("WakeUnlock").String(),
 		jen.Comment("Operations maps each SPI operation to the statements it runs."),
 		jen.Id("Operations").Map(jen.String()).Id("SQLOperation"),
 	)
@@ -1177,6 +1186,8 @@ func (s *SQLSpec) genWire() (File, error) {
 				jen.Id("Listen"):        jen.Index().String().Values(listen...),
 				jen.Id("MigrateLock"):   jen.Lit(lock),
 				jen.Id("MigrateUnlock"): jen.Lit(unlock),
+				jen.Id("WakeLock"):      jen.Lit(ds.WakeLock),
+				jen.Id("WakeUnlock"):    jen.Lit(ds.WakeUnlock),
 				jen.Id("Begin"):         jen.Lit(ds.Begin),
 				jen.Id("Operations"):    jen.Map(jen.String()).Id("SQLOperation").Values(ops...),
 			}), jen.True()),

@@ -374,7 +374,9 @@ func acquireReply(status, token, remaining int64, holder, owner string) (spi.Acq
 }
 
 // Release frees name if the session holds it with token. Standalone: the release script;
-// routeBySlot: release_leases with this one name and token.
+// routeBySlot: release_leases with this one name and token. The backend's own Hints
+// subscribers (other clients of this process on this backend) get a Released hint at once,
+// before the server's PUBLISH comes back.
 func (b *Backend) Release(ctx context.Context, sid spi.SessionID, name string, token int64) error {
 	if err := wire.ValidateName(name); err != nil {
 		return err
@@ -390,7 +392,11 @@ func (b *Backend) Release(ctx context.Context, sid spi.SessionID, name string, t
 		_, err := luascripts.Release.Run(ctx, b.c,
 			luascripts.ReleaseKeys{Lease: wire.LeaseKey(name), SessionLeases: wire.SessionLeasesKey(s)},
 			luascripts.ReleaseArgs{SessionID: s, Name: name, Token: token})
-		return b.fail("release "+name, err)
+		if err != nil {
+			return b.fail("release "+name, err)
+		}
+		b.hub.releasedLocally(name)
+		return nil
 	}
 	r, err := luascripts.ReleaseLeases.Run(ctx, b.c,
 		luascripts.ReleaseLeasesKeys{Leases: []string{wire.LeaseKey(name)}},
@@ -404,6 +410,7 @@ func (b *Backend) Release(ctx context.Context, sid spi.SessionID, name string, t
 			delete(st.leases, name)
 		}
 		b.mu.Unlock()
+		b.hub.releasedLocally(name)
 	}
 	return nil
 }

@@ -107,15 +107,28 @@ func (h *hub) pump(ps *goredis.PubSub) {
 		default:
 			continue
 		}
-		h.mu.Lock()
-		for ch := range h.subs {
-			select {
-			case ch <- hint:
-			default: // a slow subscriber loses the hint
-			}
-		}
-		h.mu.Unlock()
+		h.deliver(hint)
 	}
+}
+
+// deliver sends hint to every subscriber.
+func (h *hub) deliver(hint spi.Hint) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for ch := range h.subs {
+		select {
+		case ch <- hint:
+		default: // a slow subscriber loses the hint
+		}
+	}
+}
+
+// releasedLocally wakes the backend's own waiters (other clients of this process on this
+// backend) at once after a release by this backend, before the server's PUBLISH comes back;
+// a waiter that acts on both pays at most one more acquire (the engine damps hints that prove
+// false).
+func (h *hub) releasedLocally(name string) {
+	h.deliver(spi.Hint{Kind: spi.Released, Name: name})
 }
 
 // remove ends one subscription, and the pub/sub connection with the last one.

@@ -85,7 +85,7 @@ type Backend struct {
 	schemaOK bool
 
 	foreign *foreign.Filter // skips and reports foreign group members
-	waker   *sqliteWaker    // SQLite only: wake-up hints for waiters (sqlitewake.go)
+	waker   waker           // SQLite and MySQL/MariaDB: wake-up hints for waiters (wake.go)
 
 	stop chan struct{} // closed by Close: stops the background goroutines
 	wg   sync.WaitGroup
@@ -376,6 +376,9 @@ func (b *Backend) KeepAlive(ctx context.Context, session spi.SessionID, names []
 	if err != nil {
 		return spi.KeepAlive{}, b.fail("keep-alive", err)
 	}
+	if b.waker != nil {
+		b.waker.keptAlive(string(session), ka)
+	}
 	if ka.Expired {
 		return spi.KeepAlive{Expired: true}, nil
 	}
@@ -401,7 +404,11 @@ func (b *Backend) CloseSession(ctx context.Context, session spi.SessionID) error
 	if err := b.ready(ctx); err != nil {
 		return err
 	}
-	return b.fail("close session", b.closeSession(ctx, string(session)))
+	err := b.closeSession(ctx, string(session))
+	if err == nil && b.waker != nil {
+		b.waker.closed(string(session))
+	}
+	return b.fail("close session", err)
 }
 
 // Acquire takes the lease name for session if it is free or its holder's session expired by the
@@ -420,7 +427,7 @@ func (b *Backend) Acquire(ctx context.Context, session spi.SessionID, name strin
 		return spi.Acquire{}, b.fail("acquire", err)
 	}
 	if b.waker != nil {
-		b.waker.acquired(name, r)
+		b.waker.acquired(string(session), name, r)
 	}
 	if r.Kind != spi.HeldBy || wire.IsClientSessionID(string(r.Holder)) {
 		return r, nil
@@ -440,7 +447,8 @@ func (b *Backend) Acquire(ctx context.Context, session spi.SessionID, name strin
 }
 
 // Release frees name if session holds it with token (on PostgreSQL with a NOTIFY); otherwise it
-// changes nothing.
+// changes nothing. The backend's own Hints subscribers (other clients in this process on this
+// backend) get a Released hint at once, without waiting for the server's.
 func (b *Backend) Release(ctx context.Context, session spi.SessionID, name string, token int64) error {
 	if err := wire.ValidateName(name); err != nil {
 		return err
@@ -448,7 +456,11 @@ func (b *Backend) Release(ctx context.Context, session spi.SessionID, name strin
 	if err := b.ready(ctx); err != nil {
 		return err
 	}
-	return b.fail("release", b.release(ctx, string(session), name, token))
+	if err := b.release(ctx, string(session), name, token); err != nil {
+		return b.fail("release", err)
+	}
+	b.releasedLocally(string(session), name)
+	return nil
 }
 
 // Join makes session a member of group while it is live.
@@ -555,14 +567,14 @@ func (b *Backend) Inspect(ctx context.Context) (spi.Snapshot, error) {
 // Hints delivers a Released hint for every release of a lease (including those of a closed
 // session) and a GroupChanged hint for every join or leave, by any client, until ctx is done;
 // then it closes the channel. PostgreSQL pushes hints (LISTEN/NOTIFY on a dedicated connection
-// that reconnects by itself; hints sent while it is down are lost). SQLite delivers wake-ups
-// instead: while an acquire of this backend has found a name held (for two session TTLs after),
-// it polls PRAGMA data_version every 2 ms on a connection of its own and, when another
-// connection has committed, reads those leases and sends a Released hint for each that is free
-// (sqlitewake.go): a lease
-// released by any process on the host is seen within milliseconds. On MySQL/MariaDB, Hints
-// returns a channel that only closes with ctx: the engine's retry timing covers them (a
-// candidate retries at the holder's remaining time).
+// that reconnects by itself; hints sent while it is down are lost). SQLite and MySQL/MariaDB
+// deliver wake-ups instead, for the names an acquire of this backend found held (for two
+// session TTLs after): SQLite reads PRAGMA data_version on a connection of its own when the
+// database file is written (inotify on Linux, a 2 ms stat poll elsewhere) and sends a Released
+// hint for each of those leases that is free (sqlitewake.go); MySQL/MariaDB block in GET_LOCK
+// on the named lock that the holder's backend keeps for its tenure, and send a Released hint
+// when they get it (mysqlwake.go). Every dialect also sends its own subscribers a Released
+// hint at once when this backend releases a lease.
 func (b *Backend) Hints(ctx context.Context) (<-chan spi.Hint, error) {
 	b.lifeMu.Lock()
 	defer b.lifeMu.Unlock()
@@ -591,7 +603,8 @@ func (b *Backend) Hints(ctx context.Context) (<-chan spi.Hint, error) {
 }
 
 // PushesHints reports whether Hints delivers a hint for every release and membership change
-// (PostgreSQL only; SQLite's wake-ups cover only the names its acquires found held).
+// (PostgreSQL only; the wake-ups of SQLite and MySQL/MariaDB cover only the names its acquires
+// found held).
 func (b *Backend) PushesHints() bool { return b.name == wire.SQLPostgres }
 
 // tokenOverflow is the permanent error for a lease whose stored token has no successor.

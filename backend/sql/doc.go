@@ -85,11 +85,17 @@
 // On PostgreSQL every release (and the releases of a closed session) NOTIFYs the lease name on
 // channel simba_released, and every join or leave the group name on simba_group; Hints LISTENs
 // on a dedicated connection that reconnects with backoff. SQLite has no server to push, but all
-// its clients share one host: while an acquire has found a name held, the backend polls PRAGMA
-// data_version (every 2 ms, on a connection of its own) and, when another connection committed,
-// reads those leases and hints the free ones as released, so a released lease passes to a waiting process in
-// milliseconds rather than when the holder's lease would run out. MySQL/MariaDB have no push: a
-// candidate retries at the holder's remaining time.
+// its clients share one host: while an acquire has found a name held, the backend reads PRAGMA
+// data_version on a connection of its own whenever the database file or its WAL is written
+// (inotify on Linux; elsewhere a 2 ms stat poll) and, when another connection committed, reads
+// those leases and hints the free ones as released. MySQL/MariaDB push nothing either: the
+// holder's backend keeps a named lock per held lease (GET_LOCK, all on one connection of its
+// own) for the tenure, and a waiting backend blocks in GET_LOCK on that lock on a connection of
+// its own (at most eight names at once), hinting the lease as released when it gets it. Either
+// way a released lease passes to a waiting process in milliseconds rather than when the holder's
+// lease would run out; the named lock and the change counter are only hints, every decision is
+// the table statements'. A backend also hints its own subscribers (other clients of the process
+// on the same backend) at once on every release it makes.
 //
 // # Inspection
 //

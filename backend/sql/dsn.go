@@ -168,6 +168,10 @@ func openMySQL(dsn string, opts []Option) (*Backend, error) {
 		return nil, err
 	}
 	b.closers = append(b.closers, func() { db.Close() })
+	// The waker's connections (named locks, blocking waits) come from a pool of their own.
+	wakeDB := sql.OpenDB(conn)
+	b.waker.(*mysqlWaker).ownPool(wakeDB)
+	b.closers = append(b.closers, func() { wakeDB.Close() })
 	return b, nil
 }
 

@@ -23,7 +23,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if child() {
+	if child() || wakeChild() {
 		return
 	}
 	goleak.VerifyTestMain(m)

@@ -111,6 +111,9 @@ func (d *pgDialect) hints(ctx context.Context, stop <-chan struct{}, wg *sync.Wa
 	return d.hub.subscribe(ctx, stop, wg, d.listen), nil
 }
 
+// localHub is the hub that Release fans a release out to at once (wake.go).
+func (d *pgDialect) localHub() *hintHub { return &d.hub.hintHub }
+
 // listen keeps one connection LISTENing on the release and group channels until ctx ends,
 // reconnecting with capped exponential backoff (full jitter) after any failure.
 func (d *pgDialect) listen(ctx context.Context) {

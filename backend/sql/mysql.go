@@ -31,6 +31,8 @@ func NewMySQL(db *sql.DB, opts ...Option) (*Backend, error) {
 		return nil, err
 	}
 	d.b = b
+	wd, _ := wire.SQLDialectByName(wire.SQLMySQL)
+	b.waker = newMySQLWaker(db, wd)
 	return b, nil
 }
 

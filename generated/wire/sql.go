@@ -54,6 +54,10 @@ type SQLDialect struct {
 	// when it got the lock.
 	MigrateLock   string
 	MigrateUnlock string
+	// WakeLock takes the named lock of a lease (parameters: the lease name, a timeout in seconds) and returns 1 when taken, 0 on timeout (empty: the dialect has no named locks).
+	WakeLock string
+	// WakeUnlock releases the named lock of a lease (parameter: the lease name).
+	WakeUnlock string
 	// Operations maps each SPI operation to the statements it runs.
 	Operations map[string]SQLOperation
 }
@@ -203,6 +207,8 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 				Transaction: false,
 			}},
 			SessionSetup: []string{"SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED"},
+			WakeLock:     "",
+			WakeUnlock:   "",
 		}, true
 	case SQLMySQL:
 		return SQLDialect{
@@ -309,6 +315,8 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 				Transaction: false,
 			}},
 			SessionSetup: []string{},
+			WakeLock:     "SELECT GET_LOCK(CONCAT('simba:', LEFT(SHA2(CONCAT(COALESCE(DATABASE(), ''), '/', ?), 256), 48)), ?)",
+			WakeUnlock:   "SELECT RELEASE_LOCK(CONCAT('simba:', LEFT(SHA2(CONCAT(COALESCE(DATABASE(), ''), '/', ?), 256), 48)))",
 		}, true
 	case SQLSQLite:
 		return SQLDialect{
@@ -415,6 +423,8 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 				Transaction: false,
 			}},
 			SessionSetup: []string{"PRAGMA busy_timeout = 10000", "PRAGMA foreign_keys = ON"},
+			WakeLock:     "",
+			WakeUnlock:   "",
 		}, true
 	default:
 		return SQLDialect{}, false

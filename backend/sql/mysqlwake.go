@@ -1,0 +1,488 @@
+package sql
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"math"
+	"sync"
+	"time"
+
+	genmysql "github.com/simba-go/simba/generated/sqlc/mysql"
+	"github.com/simba-go/simba/generated/wire"
+	"github.com/simba-go/simba/spi"
+)
+
+// MySQL and MariaDB push nothing when a lease is released, so without help a waiter retries
+// only when the holder's lease would run out: a graceful hand-over took up to a TTL. The waker
+// closes that gap with the server's named locks (spec/sql.yaml: wake_lock, wake_unlock), which
+// cost nothing while nobody waits and no query per waiter per few milliseconds while someone
+// does:
+//
+//   - Holder side (mark): while this backend holds a lease (for longer than mysqlMarkDelay, so
+//     that a short acquire–release cycle sends nothing), one connection of the waker's holds the
+//     lease's named lock: GET_LOCK(lock(name), 1). It lets it go (RELEASE_LOCK) after the
+//     lease's release, its session's close or a keep-alive that no longer lists it; if the
+//     connection dies the server lets every lock of it go, which wakes the waiters too (a
+//     spurious hint costs an acquire). One connection holds the locks of every lease of the
+//     backend, whatever their number.
+//   - Waiter side: for each name an acquire of this backend found held (for two session TTLs
+//     after, like SQLite's waker), a connection of the waker's probes the lock,
+//     GET_LOCK(lock(name), 0): taken (1) means the holder keeps none (yet) — it is let go at
+//     once and probed again after a backoff (5 ms, ×4 up to 500 ms); from the second probe in
+//     a row that finds it free on, the waker reads the lease row (the acquire's read, generated
+//     from the spec) and sends a Released hint if the lease is free (the holder released, or
+//     its session expired). A holder that does not mark — a crashed one (its locks went with
+//     its connection), or a backend without Hints subscribers — thus costs a waiter three
+//     cheap statements per 500 ms, and no acquire, until its lease is released or expires.
+//     Not taken (0) means the holder marks it: the connection then blocks in GET_LOCK(lock(name),
+//     up to a TTL) and, when it gets the lock, sends a Released hint and lets the lock go.
+//
+// The named lock is only a hint: every decision is the table statements'. At most
+// mysqlMaxWaits names are waited for on named locks at once per backend (each blocks one
+// connection); others wait on the engine's timing. Open gives the waker a pool of its own (the
+// user's pool limits stay whole); on a pool given to NewMySQL it pins at most a quarter of a
+// bounded pool's connections, and wakes nothing when that is none.
+const (
+	// mysqlMarkDelay is how long a lease is held before its named lock is taken.
+	mysqlMarkDelay = 2 * time.Millisecond
+	// mysqlMarkTimeout bounds the wait of the marking GET_LOCK (a waiter's probe holds the lock
+	// for a round trip).
+	mysqlMarkTimeout = 1
+	// mysqlProbeBackoff is the first pause after a probe found the lock unmarked; it is
+	// multiplied by 4 up to mysqlProbeMax while the lock stays unmarked.
+	mysqlProbeBackoff = 5 * time.Millisecond
+	// mysqlProbeMax caps the pause between probes of an unmarked lock.
+	mysqlProbeMax = 500 * time.Millisecond
+	// mysqlMaxWaits bounds the names waited for on named locks at once (one connection each).
+	mysqlMaxWaits = 8
+	// mysqlWaitTTLs is how long a name counts as waited for after an acquire found it held, in
+	// session TTLs (a waiting client acquires again at least once per TTL, which renews it).
+	mysqlWaitTTLs = 2
+	// mysqlRetry is the pause before a failed connection is replaced.
+	mysqlRetry = time.Second
+)
+
+// mysqlWaker delivers wake-up hints to the Hints subscribers of one MySQL/MariaDB backend and
+// marks the leases it holds; its hub's runner is run.
+type mysqlWaker struct {
+	hub          hintHub
+	db           *sql.DB // where its connections come from (see ownPool)
+	own          bool    // db is the waker's own pool, not the user's
+	lock, unlock string  // wire.SQLDialect.WakeLock, WakeUnlock
+
+	mu      sync.Mutex
+	ttl     time.Duration        // the longest session TTL opened (15 s until one is)
+	held    map[string]heldLease // name → this backend's tenure
+	waiting map[string]time.Time // name → until when it counts as waited for
+	waits   map[string]func()    // running waits: name → cancel
+	kick    chan struct{}        // held or waiting changed (capacity 1)
+	stats   mysqlStats
+}
+
+// mysqlStats counts the waker's statements: marking GET_LOCKs, probes, lease reads, blocking
+// waits, and the hints they sent.
+type mysqlStats struct{ marks, probes, reads, blocks, hints int64 }
+
+// snapshot returns the counts so far.
+func (w *mysqlWaker) snapshot() mysqlStats {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.stats
+}
+
+// heldLease is one tenure of this backend's: its session and since when.
+type heldLease struct {
+	sid   string
+	since time.Time
+}
+
+func newMySQLWaker(db *sql.DB, wd wire.SQLDialect) *mysqlWaker {
+	return &mysqlWaker{db: db, lock: wd.WakeLock, unlock: wd.WakeUnlock, ttl: 15 * time.Second,
+		held: map[string]heldLease{}, waiting: map[string]time.Time{}, waits: map[string]func(){},
+		kick: make(chan struct{}, 1)}
+}
+
+// ownPool makes db (a pool of the waker's own, closed by the backend's Close) the waker's.
+func (w *mysqlWaker) ownPool(db *sql.DB) {
+	w.db, w.own = db, true
+}
+
+func (w *mysqlWaker) poke() {
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (w *mysqlWaker) local() *hintHub { return &w.hub }
+
+func (w *mysqlWaker) opened(ttl time.Duration) {
+	w.mu.Lock()
+	w.ttl = max(w.ttl, ttl)
+	w.mu.Unlock()
+}
+
+func (w *mysqlWaker) acquired(sid, name string, r spi.Acquire) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch r.Kind {
+	case spi.Granted:
+		if h, ok := w.held[name]; !ok || h.sid != sid {
+			w.held[name] = heldLease{sid: sid, since: time.Now()}
+		}
+		delete(w.waiting, name)
+		if cancel := w.waits[name]; cancel != nil {
+			cancel()
+		}
+	case spi.HeldBy:
+		w.waiting[name] = time.Now().Add(mysqlWaitTTLs * w.ttl)
+	default:
+		return
+	}
+	w.poke()
+}
+
+func (w *mysqlWaker) keptAlive(sid string, ka spi.KeepAlive) {
+	still := make(map[string]bool, len(ka.Held))
+	for _, h := range ka.Held {
+		still[h.Name] = true
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for n, h := range w.held {
+		if h.sid == sid && (ka.Expired || !still[n]) {
+			delete(w.held, n)
+			w.poke()
+		}
+	}
+}
+
+func (w *mysqlWaker) released(sid, name string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if h, ok := w.held[name]; ok && h.sid == sid {
+		delete(w.held, name)
+		w.poke()
+	}
+}
+
+func (w *mysqlWaker) closed(sid string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for n, h := range w.held {
+		if h.sid == sid {
+			delete(w.held, n)
+			w.poke()
+		}
+	}
+}
+
+func (w *mysqlWaker) hints(ctx context.Context, stop <-chan struct{}, wg *sync.WaitGroup) (<-chan spi.Hint, error) {
+	return w.hub.subscribe(ctx, stop, wg, w.run), nil
+}
+
+// budget is how many connections the waker may pin: the marker's and the waits'.
+func (w *mysqlWaker) budget() int {
+	if w.own {
+		return 1 + mysqlMaxWaits
+	}
+	if n := w.db.Stats().MaxOpenConnections; n > 0 {
+		return min(n/4, 1+mysqlMaxWaits)
+	}
+	return 1 + mysqlMaxWaits
+}
+
+// run marks the held leases and starts the waits, while the backend has Hints subscribers
+// (until ctx ends); it returns once every wait it started has ended.
+func (w *mysqlWaker) run(ctx context.Context) {
+	var waits sync.WaitGroup
+	m := marker{w: w}
+	defer func() {
+		w.mu.Lock()
+		for _, cancel := range w.waits {
+			cancel()
+		}
+		w.mu.Unlock()
+		waits.Wait()
+		m.drop()
+	}()
+	budget := w.budget()
+	if budget == 0 {
+		<-ctx.Done()
+		return
+	}
+	for {
+		next := m.sync(ctx)
+		w.startWaits(ctx, &waits, budget-1)
+		t := time.NewTimer(next)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-w.kick:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// startWaits starts a wait for every name waited for that has none, within limit, and forgets
+// the names whose wait ended.
+func (w *mysqlWaker) startWaits(ctx context.Context, waits *sync.WaitGroup, limit int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := time.Now()
+	for n, until := range w.waiting {
+		if now.After(until) {
+			delete(w.waiting, n)
+			if cancel := w.waits[n]; cancel != nil {
+				cancel()
+			}
+			continue
+		}
+		if _, ok := w.waits[n]; ok || len(w.waits) >= limit {
+			continue
+		}
+		wctx, cancel := context.WithCancel(ctx)
+		w.waits[n] = cancel
+		waits.Add(1)
+		go func() {
+			defer waits.Done()
+			w.wait(wctx, n)
+			cancel()
+			w.mu.Lock()
+			delete(w.waits, n)
+			w.mu.Unlock()
+			w.poke() // a wait that failed is started again on the next run (after mysqlRetry)
+		}()
+	}
+}
+
+// waitedFor reports whether name is still waited for, and until when.
+func (w *mysqlWaker) waitedFor(name string) (time.Time, time.Duration, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	until, ok := w.waiting[name]
+	return until, w.ttl, ok && time.Now().Before(until)
+}
+
+// wait waits for name's release on a connection of its own while name is waited for (see the
+// comment at the top); it returns when it is not, ctx ends, or the connection fails (after
+// mysqlRetry).
+func (w *mysqlWaker) wait(ctx context.Context, name string) {
+	conn, err := w.db.Conn(ctx)
+	if err != nil {
+		sleepCtx(ctx, mysqlRetry)
+		return
+	}
+	defer conn.Close()
+	fail := func() {
+		_ = conn.Raw(func(any) error { return driver.ErrBadConn }) // it may hold the lock: discard it
+		sleepCtx(ctx, mysqlRetry)
+	}
+	backoff, unmarked := mysqlProbeBackoff, 0
+	for {
+		until, ttl, ok := w.waitedFor(name)
+		if !ok || ctx.Err() != nil {
+			return
+		}
+		got, err := w.getLock(ctx, conn, name, 0)
+		if err != nil {
+			fail()
+			return
+		}
+		w.count(&w.stats.probes)
+		if got {
+			if err := w.release(ctx, conn, name); err != nil {
+				fail()
+				return
+			}
+			unmarked++
+			// The first unmarked probe is routine (the holder marks mysqlMarkDelay into
+			// its tenure); from the second on, the holder may have released, died (its
+			// locks went with its connection) or not mark at all: the lease row tells.
+			if unmarked > 1 && w.leaseFree(ctx, conn, name) {
+				w.wake(name)
+			}
+			if !sleepCtx(ctx, backoff) {
+				return
+			}
+			backoff = min(4*backoff, mysqlProbeMax, ttl)
+			continue
+		}
+		backoff, unmarked = mysqlProbeBackoff, 0
+		secs := int64(math.Ceil(min(ttl, time.Until(until)).Seconds()))
+		w.count(&w.stats.blocks)
+		got, err = w.getLock(ctx, conn, name, max(secs, 1))
+		if err != nil {
+			fail()
+			return
+		}
+		if got {
+			w.wake(name)
+			if err := w.release(ctx, conn, name); err != nil {
+				fail()
+				return
+			}
+		}
+	}
+}
+
+// leaseFree reads name's lease row: free when it has no holder or the holder's session
+// expired. A failed read counts as free (a hint only costs an acquire).
+func (w *mysqlWaker) leaseFree(ctx context.Context, conn *sql.Conn, name string) bool {
+	w.count(&w.stats.reads)
+	r, err := genmysql.New(conn).AcquireReadLease(ctx, name)
+	if err != nil {
+		return true
+	}
+	return r.HolderID == "" || r.HolderRemainingMs <= 0
+}
+
+// wake sends a Released hint for name to the subscribers.
+func (w *mysqlWaker) wake(name string) {
+	w.count(&w.stats.hints)
+	w.hub.deliver(spi.Hint{Kind: spi.Released, Name: name})
+}
+
+func (w *mysqlWaker) count(c *int64) {
+	w.mu.Lock()
+	*c++
+	w.mu.Unlock()
+}
+
+// getLock runs the wake_lock statement: true when the lock was taken. A NULL (an error the
+// server reports that way, e.g. the wait was killed) is an error.
+func (w *mysqlWaker) getLock(ctx context.Context, conn *sql.Conn, name string, timeoutSecs int64) (bool, error) {
+	var got sql.NullInt64
+	if err := conn.QueryRowContext(ctx, w.lock, name, timeoutSecs).Scan(&got); err != nil {
+		return false, err
+	}
+	if !got.Valid {
+		return false, errWakeLockNull
+	}
+	return got.Int64 == 1, nil
+}
+
+// release runs the wake_unlock statement (its result, 1, 0 or NULL, tells nothing the waker
+// needs).
+func (w *mysqlWaker) release(ctx context.Context, conn *sql.Conn, name string) error {
+	var r sql.NullInt64
+	return conn.QueryRowContext(ctx, w.unlock, name).Scan(&r)
+}
+
+// errWakeLockNull is a GET_LOCK that returned NULL.
+var errWakeLockNull = &wakeError{"GET_LOCK returned NULL"}
+
+type wakeError struct{ msg string }
+
+func (e *wakeError) Error() string { return "sql mysql waker: " + e.msg }
+
+// marker holds the named locks of the leases the backend holds on one connection.
+type marker struct {
+	w      *mysqlWaker
+	conn   *sql.Conn
+	marked map[string]bool
+	failed time.Time // when the connection last failed
+}
+
+// sync takes the locks of the leases held for at least mysqlMarkDelay and lets go of those no
+// longer held; it returns when it wants to run again.
+func (m *marker) sync(ctx context.Context) time.Duration {
+	next := time.Hour
+	m.w.mu.Lock()
+	now := time.Now()
+	var take, drop []string
+	for n, h := range m.w.held {
+		if m.marked[n] {
+			continue
+		}
+		if d := h.since.Add(mysqlMarkDelay).Sub(now); d > 0 {
+			next = min(next, d)
+			continue
+		}
+		take = append(take, n)
+	}
+	for n := range m.marked {
+		if _, ok := m.w.held[n]; !ok {
+			drop = append(drop, n)
+		}
+	}
+	m.w.mu.Unlock()
+	if len(take) == 0 && len(drop) == 0 {
+		return next
+	}
+	if m.conn == nil {
+		if d := time.Until(m.failed.Add(mysqlRetry)); d > 0 {
+			return min(next, d)
+		}
+		if len(take) == 0 {
+			m.marked = nil // a dropped connection holds nothing
+			return next
+		}
+		c, err := m.w.db.Conn(ctx)
+		if err != nil {
+			m.failed = time.Now()
+			return min(next, mysqlRetry)
+		}
+		m.conn, m.marked = c, map[string]bool{}
+		drop = nil
+	}
+	for _, n := range drop {
+		if err := m.w.release(ctx, m.conn, n); err != nil {
+			m.fail()
+			return min(next, mysqlRetry)
+		}
+		delete(m.marked, n)
+	}
+	for _, n := range take {
+		got, err := m.w.getLock(ctx, m.conn, n, mysqlMarkTimeout)
+		if err != nil {
+			m.fail()
+			return min(next, mysqlRetry)
+		}
+		if got {
+			m.marked[n] = true
+			m.w.count(&m.w.stats.marks)
+		}
+		// Not got: a waiter kept it past the timeout; the next sync tries again.
+		if !got {
+			next = min(next, mysqlProbeBackoff)
+		}
+	}
+	if len(m.marked) == 0 {
+		m.drop() // hold no connection while nothing is held
+	}
+	return next
+}
+
+// fail discards the connection (the server lets its locks go).
+func (m *marker) fail() {
+	m.drop()
+	m.failed = time.Now()
+}
+
+// drop closes the connection, discarding it if it holds locks.
+func (m *marker) drop() {
+	if m.conn == nil {
+		return
+	}
+	if len(m.marked) > 0 {
+		_ = m.conn.Raw(func(any) error { return driver.ErrBadConn })
+	}
+	m.conn.Close()
+	m.conn, m.marked = nil, nil
+}
+
+// sleepCtx sleeps for d or until ctx ends, and reports whether it slept the whole d.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

@@ -1,0 +1,451 @@
+package sql
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"os"
+	osexec "os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	mysqldriver "github.com/go-sql-driver/mysql"
+
+	"github.com/simba-go/simba"
+	"github.com/simba-go/simba/internal/locktest"
+	"github.com/simba-go/simba/spi"
+)
+
+// Environment of the holder process of TestWakeAcrossProcesses (the test binary re-executed).
+const (
+	wakeChildEnv = "SIMBA_SQL_WAKE_CHILD_DSN"
+	wakeNameEnv  = "SIMBA_SQL_WAKE_NAME"
+	// wakeTTL is long, so a waiter that was not woken would wait for it.
+	wakeTTL = 10 * time.Second
+)
+
+// wakeChild runs the holder's part when the binary was started as the holder, and reports
+// whether it did: it takes the lock, prints "locked <token>", unlocks on a line of stdin,
+// prints "unlocked", then closes on stdin's end.
+func wakeChild() bool {
+	dsn := os.Getenv(wakeChildEnv)
+	if dsn == "" {
+		return false
+	}
+	if err := runWakeChild(dsn, os.Getenv(wakeNameEnv), os.Stdin, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "wake child:", err)
+		os.Exit(2)
+	}
+	os.Exit(0)
+	return true
+}
+
+func runWakeChild(dsn, name string, in io.Reader, out io.Writer) error {
+	ctx := context.Background()
+	b, err := Open(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	c, err := simba.New(b, simba.WithOwner("holder"), simba.WithTTL(wakeTTL))
+	if err != nil {
+		return err
+	}
+	defer c.Close(ctx)
+	h, err := c.Lock(ctx, name)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "locked %d\n", h.Token())
+	sc := bufio.NewScanner(in)
+	if !sc.Scan() {
+		return fmt.Errorf("stdin ended before unlock: %v", sc.Err())
+	}
+	if err := h.Unlock(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "unlocked")
+	for sc.Scan() {
+	}
+	return nil
+}
+
+// TestWakeAcrossProcesses: on MySQL/MariaDB and SQLite, a client waiting for a lock that a client
+// of another process holds (TTL 10 s) gets it within a fraction of a second of the holder's
+// Unlock: the waker (named locks, the change counter) wakes it; without it the waiter would
+// retry only when the 10 s lease ran out. It logs the hand-over time and, on MySQL/MariaDB, the
+// statements the waiting backend's waker ran while it waited.
+func TestWakeAcrossProcesses(t *testing.T) {
+	for _, d := range []struct {
+		name string
+		dsn  func(testing.TB) string
+	}{{"mysql", myDSN}, {"sqlite", liteDSN}} {
+		t.Run(d.name, func(t *testing.T) {
+			dsn := d.dsn(t)
+			b := migrated(t, dsn)
+			name := "wake-" + unique(t)
+			cmd := osexec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), wakeChildEnv+"="+dsn, wakeNameEnv+"="+name)
+			stdin, err := cmd.StdinPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd.Stderr = os.Stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				stdin.Close()
+				if err := cmd.Wait(); err != nil {
+					t.Errorf("holder process: %v", err)
+				}
+			}()
+			lines := bufio.NewScanner(stdout)
+			expect := func(word string) string {
+				t.Helper()
+				if !lines.Scan() {
+					t.Fatalf("holder process ended before %q: %v", word, lines.Err())
+				}
+				f := strings.Fields(lines.Text())
+				if len(f) == 0 || f[0] != word {
+					t.Fatalf("holder process said %q, want %q", lines.Text(), word)
+				}
+				return lines.Text()
+			}
+			held, err := strconv.ParseInt(strings.TrimPrefix(expect("locked"), "locked "), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := locktest.Clients(t, wakeTTL, b)[0]
+			ctx := testCtx(t)
+			got := make(chan *simba.Held, 1)
+			errs := make(chan error, 1)
+			waitStart := time.Now()
+			go func() {
+				h, err := c.Lock(ctx, name)
+				if err != nil {
+					errs <- err
+					return
+				}
+				got <- h
+			}()
+			time.Sleep(500 * time.Millisecond) // the waiter finds the lock held and waits
+			var before mysqlStats
+			if w, ok := b.waker.(*mysqlWaker); ok {
+				before = w.snapshot()
+			}
+			unlocked := time.Now()
+			fmt.Fprintln(stdin, "unlock")
+			expect("unlocked")
+			select {
+			case h := <-got:
+				took := time.Since(unlocked)
+				t.Logf("the waiter got the lock %v after the holder process was told to unlock (TTL %v)", took, wakeTTL)
+				if h.Token() <= held {
+					t.Fatalf("token %d after %d", h.Token(), held)
+				}
+				if w, ok := b.waker.(*mysqlWaker); ok {
+					s := w.snapshot()
+					t.Logf("waker statements while waiting %v: %d probes, %d blocking waits, %d hints", unlocked.Sub(waitStart), before.probes, before.blocks, before.hints)
+					t.Logf("waker statements in all: %+v", s)
+					if s.blocks == 0 || s.hints == 0 {
+						t.Errorf("the waiter was not woken through the named lock: %+v", s)
+					}
+				}
+				if err := h.Unlock(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			case err := <-errs:
+				t.Fatal(err)
+			case <-time.After(wakeTTL - time.Second):
+				t.Fatalf("the waiter was not woken by the release (it would retry only when the %v lease ran out)", wakeTTL)
+			}
+		})
+	}
+}
+
+// TestMySQLNamedLockFollowsTenure: the holder's backend keeps the lease's named lock while it
+// holds the lease and lets it go after Unlock and Close: nothing is left on the server.
+func TestMySQLNamedLockFollowsTenure(t *testing.T) {
+	dsn := myDSN(t)
+	b := migrated(t, dsn)
+	c := locktest.Clients(t, wakeTTL, b)[0]
+	ctx := testCtx(t)
+	name := "tenure-" + unique(t)
+	wd := b.waker.(*mysqlWaker)
+	used := func() bool {
+		var id sql.NullInt64
+		q := strings.Replace(wd.unlock, "RELEASE_LOCK", "IS_USED_LOCK", 1)
+		if err := b.d.(*stdDialect).db.QueryRowContext(ctx, q, name).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		return id.Valid
+	}
+	eventually := func(want bool, what string) {
+		t.Helper()
+		for end := time.Now().Add(5 * time.Second); used() != want; {
+			if time.Now().After(end) {
+				t.Fatalf("the named lock is not %s", what)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	h, err := c.Lock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(true, "taken while the lease is held")
+	if err := h.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eventually(false, "released after Unlock")
+	if _, err := c.Lock(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	eventually(true, "taken again")
+	if err := c.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eventually(false, "released after Close")
+}
+
+// TestLocalReleaseWakesSameBackend: two clients of one process on one backend hand a lock over
+// without the server's help: on a MySQL pool too small for the waker (no named locks, no
+// hints from the server) the waiter still gets the lock at once, from the backend's own
+// fan-out of the release; on PostgreSQL the fan-out comes before the NOTIFY.
+func TestLocalReleaseWakesSameBackend(t *testing.T) {
+	for _, d := range []struct {
+		name string
+		open func(t *testing.T) *Backend
+	}{
+		{"mysql-small-pool", func(t *testing.T) *Backend {
+			_, cfg := myDatabase(t, "simba_sqlbe_")
+			conn, err := mysqldriver.NewConnector(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			db := sql.OpenDB(conn)
+			db.SetMaxOpenConns(3) // a quarter of it is no connection: the waker stays off
+			t.Cleanup(func() { db.Close() })
+			b, err := NewMySQL(db, WithAutoMigrate())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { b.Close() })
+			if err := b.Migrate(testCtx(t)); err != nil {
+				t.Fatal(err)
+			}
+			return b
+		}},
+		{"postgres", func(t *testing.T) *Backend { return migrated(t, pgDSN(t)) }},
+	} {
+		t.Run(d.name, func(t *testing.T) {
+			b := d.open(t)
+			clients := locktest.Clients(t, wakeTTL, b, b)
+			ctx := testCtx(t)
+			name := "local-" + unique(t)
+			h, err := clients[0].Lock(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make(chan error, 1)
+			go func() {
+				h2, err := clients[1].Lock(ctx, name)
+				if err == nil {
+					err = h2.Unlock(context.Background())
+				}
+				got <- err
+			}()
+			time.Sleep(300 * time.Millisecond)
+			released := time.Now()
+			if err := h.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-got:
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("hand-over within one backend: %v (TTL %v)", time.Since(released), wakeTTL)
+			case <-time.After(wakeTTL - time.Second):
+				t.Fatal("the waiter of the same backend was not woken by the release")
+			}
+		})
+	}
+}
+
+// TestSQLiteWaiterCPU reports the CPU time a process spends while one of its clients waits
+// for a SQLite lock held by another client (the waker polls the change counter every 2 ms),
+// as a fraction of one core, beside the statements the waiter's backend sent (the waker's
+// polls run on a connection of its own). It checks that the waiter kept waiting; the numbers
+// are for the report.
+func TestSQLiteWaiterCPU(t *testing.T) {
+	dsn := liteDSN(t)
+	migrated(t, dsn)
+	c := &counter{}
+	clients := locktest.Clients(t, wakeTTL, open(t, dsn), countedBackend(t, "sqlite", dsn, c))
+	ctx := testCtx(t)
+	name := "cpu-" + unique(t)
+	h, err := clients[0].Lock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = clients[1].Lock(wctx, name)
+	}()
+	time.Sleep(200 * time.Millisecond)
+	c.reset()
+	const window = 3 * time.Second
+	u0, s0 := rusage(t)
+	start := time.Now()
+	time.Sleep(window)
+	u1, s1 := rusage(t)
+	wall := time.Since(start)
+	stmts, trips, _ := c.reset()
+	select {
+	case <-done:
+		t.Fatal("the waiter's Lock returned while the lock was held")
+	default:
+	}
+	cancel()
+	<-done
+	cpu := (u1 - u0) + (s1 - s0)
+	t.Logf("SQLite waiter: process CPU %v over %v = %.2f%% of a core (user %v, sys %v); the waiting backend sent %d statements in %d round trips on its pool (%.2f per TTL of %v)",
+		cpu, wall.Round(time.Millisecond), 100*cpu.Seconds()/wall.Seconds(), u1-u0, s1-s0, stmts, trips, float64(trips)*wakeTTL.Seconds()/wall.Seconds(), wakeTTL)
+	if err := h.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rusage returns the process's user and system CPU time.
+func rusage(t *testing.T) (user, sys time.Duration) {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano())
+}
+
+// callCounter counts a backend's SPI calls (it keeps the backend's Hints: the method is
+// promoted).
+type callCounter struct {
+	*Backend
+	mu              sync.Mutex
+	acquires, calls int64
+}
+
+func (c *callCounter) note(acquire bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls++
+	if acquire {
+		c.acquires++
+	}
+}
+
+func (c *callCounter) reset() (acquires, calls int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	acquires, calls = c.acquires, c.calls
+	c.acquires, c.calls = 0, 0
+	return
+}
+
+func (c *callCounter) Acquire(ctx context.Context, s spi.SessionID, name string) (spi.Acquire, error) {
+	c.note(true)
+	return c.Backend.Acquire(ctx, s, name)
+}
+
+func (c *callCounter) KeepAlive(ctx context.Context, s spi.SessionID, names, groups []string) (spi.KeepAlive, error) {
+	c.note(false)
+	return c.Backend.KeepAlive(ctx, s, names, groups)
+}
+
+func (c *callCounter) Release(ctx context.Context, s spi.SessionID, name string, token int64) error {
+	c.note(false)
+	return c.Backend.Release(ctx, s, name, token)
+}
+
+func (c *callCounter) OpenSession(ctx context.Context, owner string, ttl time.Duration) (spi.Session, error) {
+	c.note(false)
+	return c.Backend.OpenSession(ctx, owner, ttl)
+}
+
+// TestWaitCost reports what one client waiting for a held lock (session TTL 1 s) costs per TTL,
+// on MySQL/MariaDB and SQLite: the waiting client's backend calls (acquires / all) and, on
+// MySQL/MariaDB, the statements its waker ran (probes and blocking GET_LOCKs, each counted when
+// it starts). It checks that the waiter kept waiting and, on MySQL/MariaDB, that the waker
+// waited on the named lock; the numbers are for the report.
+func TestWaitCost(t *testing.T) {
+	const ttl, window = time.Second, 4 * time.Second
+	for _, d := range []struct {
+		name string
+		dsn  func(testing.TB) string
+	}{{"mysql", myDSN}, {"sqlite", liteDSN}} {
+		t.Run(d.name, func(t *testing.T) {
+			dsn := d.dsn(t)
+			migrated(t, dsn)
+			waiter := &callCounter{Backend: open(t, dsn)}
+			clients := locktest.Clients(t, ttl, open(t, dsn), waiter)
+			ctx := testCtx(t)
+			name := "cost-" + unique(t)
+			h, err := clients[0].Lock(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wctx, cancel := context.WithCancel(ctx)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				_, _ = clients[1].Lock(wctx, name)
+			}()
+			time.Sleep(300 * time.Millisecond)
+			waiter.reset()
+			mw, isMySQL := waiter.waker.(*mysqlWaker)
+			var w0 mysqlStats
+			if isMySQL {
+				w0 = mw.snapshot()
+			}
+			start := time.Now()
+			time.Sleep(window)
+			elapsed := time.Since(start)
+			acquires, calls := waiter.reset()
+			select {
+			case <-done:
+				t.Fatal("the waiter's Lock returned while the lock was held")
+			default:
+			}
+			cancel()
+			<-done
+			perTTL := func(n int64) float64 { return float64(n) * ttl.Seconds() / elapsed.Seconds() }
+			t.Logf("%s waiter: %.2f acquires / %.2f backend calls per TTL", d.name, perTTL(acquires), perTTL(calls))
+			if isMySQL {
+				w1 := mw.snapshot()
+				t.Logf("MySQL/MariaDB waker: %.2f statements per TTL (%d probes, %d blocking GET_LOCKs, %d hints in %v)",
+					perTTL((w1.probes-w0.probes)+(w1.reads-w0.reads)+(w1.blocks-w0.blocks)), w1.probes-w0.probes, w1.blocks-w0.blocks, w1.hints-w0.hints, elapsed.Round(time.Millisecond))
+				if w1.blocks == 0 {
+					t.Error("the waker never waited on the named lock")
+				}
+			}
+			if calls == 0 {
+				t.Error("the waiting client made no backend call in four TTLs (no keep-alive)")
+			}
+			if err := h.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
