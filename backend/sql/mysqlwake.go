@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"errors"
 	"math"
 	"sync"
 	"time"
@@ -373,11 +374,7 @@ func (w *mysqlWaker) release(ctx context.Context, conn *sql.Conn, name string) e
 }
 
 // errWakeLockNull is a GET_LOCK that returned NULL.
-var errWakeLockNull = &wakeError{"GET_LOCK returned NULL"}
-
-type wakeError struct{ msg string }
-
-func (e *wakeError) Error() string { return "sql mysql waker: " + e.msg }
+var errWakeLockNull = errors.New("sql mysql waker: GET_LOCK returned NULL")
 
 // marker holds the named locks of the leases the backend holds on one connection.
 type marker struct {
