@@ -129,9 +129,9 @@ func Check(evs []Event, cfg Config) Report {
 func buildTerms(evs []Event) ([]*term, []Violation) {
 	var terms []*term
 	var vs []Violation
-	open := map[string]*term{}    // worker \x00 name → open term
+	open := map[string]*term{}     // worker \x00 name → open term
 	boundary := map[string]int64{} // worker \x00 name → last begin or end
-	ended := map[string]*term{}   // worker \x00 name \x00 token → last ended term
+	ended := map[string]*term{}    // worker \x00 name \x00 token → last ended term
 	for _, e := range evs {
 		k := e.Worker + "\x00" + e.Name
 		switch e.Kind {
