@@ -363,13 +363,21 @@ func checkLiveness(evs []Event, terms []*term, cfg Config) []Violation {
 // by another worker.
 func failovers(evs []Event, terms []*term) []Failover {
 	var out []Failover
-	for _, e := range evs {
+	for i, e := range evs {
 		if e.Kind != Fault || e.Worker == "" || e.Name == "" {
 			continue
 		}
+		// Only an acquisition before the next fault answers this one.
+		next := int64(1) << 62
+		for _, n := range evs[i+1:] {
+			if n.Kind == Fault {
+				next = n.Mono
+				break
+			}
+		}
 		f := Failover{Fault: e.Fault, Name: e.Name}
 		for _, t := range terms {
-			if t.name == e.Name && t.worker != e.Worker && t.acq > e.Mono {
+			if t.name == e.Name && t.worker != e.Worker && t.acq > e.Mono && t.acq < next {
 				if !f.Found || time.Duration(t.acq-e.Mono) < f.After {
 					f.After, f.Found = time.Duration(t.acq-e.Mono), true
 				}

@@ -4,6 +4,7 @@
 //	                                                    through fault proxies, inject faults,
 //	                                                    then check the history
 //	chaos worker ...                                    one worker (started by run)
+//	chaos table -results FILE                           the Markdown table of docs/reliability.md
 //
 // run prints its seed and the command that replays it; the schedule of faults (which, on whom,
 // for how long) follows from the seed. See docs/reliability.md.
@@ -16,7 +17,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: chaos run|worker [flags]")
+		fmt.Fprintln(os.Stderr, "usage: chaos run|worker|table [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -25,6 +26,8 @@ func main() {
 		err = runChaos(os.Args[2:])
 	case "worker":
 		err = runWorker(os.Args[2:])
+	case "table":
+		err = runTable(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}

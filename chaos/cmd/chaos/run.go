@@ -316,6 +316,10 @@ func runChaos(args []string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
+	// The private servers run as their own users (postgres, mysql) when started by root.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return err
+	}
 	bin, err := os.Executable()
 	if err != nil {
 		return err
