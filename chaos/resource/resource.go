@@ -29,6 +29,8 @@ type Resource interface {
 	// Write stores token for name if it is at least the highest stored; it reports whether
 	// the write was accepted.
 	Write(ctx context.Context, name string, token int64, writer string) (bool, error)
+	// Drop removes what Setup created and every write.
+	Drop(ctx context.Context) error
 	// Close releases the connections.
 	Close() error
 }
@@ -70,6 +72,11 @@ func (t *sqlTable) Setup(ctx context.Context) error {
 		return fmt.Errorf("resource %s: create %s: %w", t.label, t.table, err)
 	}
 	return nil
+}
+
+func (t *sqlTable) Drop(ctx context.Context) error {
+	_, err := t.db.ExecContext(ctx, "DROP TABLE IF EXISTS "+t.table)
+	return err
 }
 
 func (t *sqlTable) ph(i int) string {
@@ -121,6 +128,14 @@ func (r *redisKey) Label() string { return r.label }
 func (r *redisKey) Close() error { return r.c.Close() }
 
 func (r *redisKey) Setup(ctx context.Context) error { return r.c.Ping(ctx).Err() }
+
+func (r *redisKey) Drop(ctx context.Context) error {
+	keys, err := r.c.Keys(ctx, r.prefix+"*").Result()
+	if err != nil || len(keys) == 0 {
+		return err
+	}
+	return r.c.Del(ctx, keys...).Err()
+}
 
 func (r *redisKey) Write(ctx context.Context, name string, token int64, _ string) (bool, error) {
 	n, err := casScript.Run(ctx, r.c, []string{r.prefix + name}, token).Int()

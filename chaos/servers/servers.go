@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -32,6 +33,8 @@ type Server struct {
 	argv []string
 	cred *syscall.Credential
 	env  []string
+	// ready, if set, tells whether a server whose port is open serves yet.
+	ready func() bool
 	cmd  *exec.Cmd
 	log  *os.File
 }
@@ -87,6 +90,9 @@ func (s *Server) startOnce(ctx context.Context) error {
 		}
 		if c, err := net.DialTimeout("tcp", s.Addr(), time.Second); err == nil {
 			c.Close()
+			if s.ready != nil && !s.ready() {
+				continue
+			}
 			s.cmd = cmd
 			go func() { <-exited }()
 			return nil
@@ -312,5 +318,20 @@ admin.enableServer=false
 	// start-foreground keeps the JVM our child, so Kill reaches it.
 	s.argv = []string{zk, "start-foreground", cfg}
 	s.env = []string{"ZOO_LOG_DIR=" + s.dir}
+	// ZooKeeper accepts connections before it has loaded its data: it serves once srvr
+	// reports a mode.
+	s.ready = func() bool {
+		c, err := net.DialTimeout("tcp", s.Addr(), time.Second)
+		if err != nil {
+			return false
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(time.Second))
+		if _, err := c.Write([]byte("srvr")); err != nil {
+			return false
+		}
+		b, _ := io.ReadAll(c)
+		return strings.Contains(string(b), "Mode:")
+	}
 	return s, s.Start(ctx)
 }

@@ -427,10 +427,25 @@ func runChaos(args []string) error {
 	if !rep.OK() {
 		return fmt.Errorf("%d violations (linearizable: %s); history in %s; replay with: %s", len(rep.Violations), rep.Linearizable, dir, replay)
 	}
+	for _, f := range r.fences {
+		dropFence(ctx, f)
+	}
 	if *out == "" {
 		os.RemoveAll(dir)
 	}
 	return nil
+}
+
+// dropFence removes a passed run's table or keys from a shared server.
+func dropFence(ctx context.Context, spec string) {
+	res, err := resource.Open(spec)
+	if err != nil {
+		return
+	}
+	defer res.Close()
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_ = res.Drop(dctx)
 }
 
 // result is one run's line in the results file that docs/reliability.md is made from.
@@ -494,7 +509,7 @@ func printResult(res result, rep history.Report, dir string) {
 		}
 		fmt.Println("  VIOLATION", v)
 	}
-	fmt.Println("chaos: history in", filepath.Join(dir, "history.jsonl"))
+	fmt.Println("chaos: history in", filepath.Join(dir, "history.jsonl"), "(kept with -out, or when a check fails)")
 }
 
 func appendResult(path string, res result) error {
