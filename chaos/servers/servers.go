@@ -35,8 +35,8 @@ type Server struct {
 	env  []string
 	// ready, if set, tells whether a server whose port is open serves yet.
 	ready func() bool
-	cmd  *exec.Cmd
-	log  *os.File
+	cmd   *exec.Cmd
+	log   *os.File
 }
 
 // Addr is host:port.
