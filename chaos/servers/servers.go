@@ -289,14 +289,98 @@ func MariaDB(ctx context.Context, root string) (*Server, error) {
 
 // ZooKeeper starts a private single ZooKeeper server (tickTime 200 ms, as .ci/zoo.cfg).
 func ZooKeeper(ctx context.Context, root string) (*Server, error) {
+	s, err := zkServer(root)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.configureZK(""); err != nil {
+		return nil, err
+	}
+	return s, s.Start(ctx)
+}
+
+// ZooKeeperEnsemble starts a private ensemble of three servers (as .ci/zk-ensemble.sh, on spare
+// ports) and waits until each serves.
+func ZooKeeperEnsemble(ctx context.Context, root string) ([]*Server, error) {
+	var ss []*Server
+	var peers strings.Builder
+	for i := range 3 {
+		s, err := zkServer(root)
+		if err != nil {
+			return nil, err
+		}
+		quorum, err := FreePort()
+		if err != nil {
+			return nil, err
+		}
+		election, err := FreePort()
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(&peers, "server.%d=127.0.0.1:%d:%d\n", i+1, quorum, election)
+		ss = append(ss, s)
+	}
+	for i, s := range ss {
+		if err := os.WriteFile(filepath.Join(s.dir, "data", "myid"), []byte(strconv.Itoa(i+1)+"\n"), 0o644); err != nil {
+			return nil, err
+		}
+		if err := s.configureZK(peers.String()); err != nil {
+			return nil, err
+		}
+	}
+	errs := make(chan error, len(ss))
+	for _, s := range ss {
+		go func() { errs <- s.Start(ctx) }()
+	}
+	var first error
+	for range ss {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	if first != nil {
+		for _, s := range ss {
+			s.Close()
+		}
+		return nil, first
+	}
+	return ss, nil
+}
+
+// ZKMode returns what srvr reports as the server's mode (standalone, leader, follower), or "".
+func (s *Server) ZKMode() string {
+	c, err := net.DialTimeout("tcp", s.Addr(), time.Second)
+	if err != nil {
+		return ""
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write([]byte("srvr")); err != nil {
+		return ""
+	}
+	b, _ := io.ReadAll(c)
+	for _, line := range strings.Split(string(b), "\n") {
+		if m, ok := strings.CutPrefix(line, "Mode: "); ok {
+			return strings.TrimSpace(m)
+		}
+	}
+	return ""
+}
+
+func zkServer(root string) (*Server, error) {
 	s, err := newServer("zookeeper", root, true)
 	if err != nil {
 		return nil, err
 	}
-	data := filepath.Join(s.dir, "data")
-	if err := os.MkdirAll(data, 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(s.dir, "data"), 0o755); err != nil {
 		return nil, err
 	}
+	return s, nil
+}
+
+// configureZK writes the server's zoo.cfg (peers: the server.N lines of an ensemble) and its
+// command line.
+func (s *Server) configureZK(peers string) error {
 	cfg := filepath.Join(s.dir, "zoo.cfg")
 	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`tickTime=200
 initLimit=10
@@ -308,8 +392,8 @@ clientPort=%d
 clientPortAddress=127.0.0.1
 admin.enableServer=false
 4lw.commands.whitelist=srvr,ruok,stat,mntr
-`, data, s.Port)), 0o644); err != nil {
-		return nil, err
+%s`, filepath.Join(s.dir, "data"), s.Port, peers)), 0o644); err != nil {
+		return err
 	}
 	zk := os.Getenv("ZKSERVER")
 	if zk == "" {
@@ -318,20 +402,7 @@ admin.enableServer=false
 	// start-foreground keeps the JVM our child, so Kill reaches it.
 	s.argv = []string{zk, "start-foreground", cfg}
 	s.env = []string{"ZOO_LOG_DIR=" + s.dir}
-	// ZooKeeper accepts connections before it has loaded its data: it serves once srvr
-	// reports a mode.
-	s.ready = func() bool {
-		c, err := net.DialTimeout("tcp", s.Addr(), time.Second)
-		if err != nil {
-			return false
-		}
-		defer c.Close()
-		c.SetDeadline(time.Now().Add(time.Second))
-		if _, err := c.Write([]byte("srvr")); err != nil {
-			return false
-		}
-		b, _ := io.ReadAll(c)
-		return strings.Contains(string(b), "Mode:")
-	}
-	return s, s.Start(ctx)
+	// ZooKeeper accepts connections before it serves: it serves once srvr reports a mode.
+	s.ready = func() bool { return s.ZKMode() != "" }
+	return nil
 }

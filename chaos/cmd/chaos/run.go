@@ -250,6 +250,14 @@ func (r *runner) round(ctx context.Context, fault string) error {
 	case "restart":
 		s := r.setup.servers[r.rng.IntN(len(r.setup.servers))]
 		ev.Fault = "restart " + s.Kind
+		if len(r.setup.servers) > 1 && r.rng.IntN(2) == 0 {
+			// Half the restarts of an ensemble hit its leader.
+			for _, l := range r.setup.servers {
+				if l.ZKMode() == "leader" {
+					s, ev.Fault = l, "restart zookeeper leader"
+				}
+			}
+		}
 		r.record(ev)
 		s.Kill()
 		r.sleep(r.jitter(r.ttl/2, 1))
@@ -281,7 +289,7 @@ func faultsFor(b *backendSetup) []string {
 
 func runChaos(args []string) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	backend := fs.String("backend", "sqlite", "sqlite, postgres, mariadb, redis, redis-nodurable, redis-cluster, zookeeper")
+	backend := fs.String("backend", "sqlite", "sqlite, postgres, mariadb, redis, redis-nodurable, redis-cluster, zookeeper, zookeeper-ensemble")
 	rounds := fs.Int("rounds", 1, "rounds of each fault")
 	seed := fs.Uint64("seed", 0, "seed (0: from the clock)")
 	ttl := fs.Duration("ttl", time.Second, "session TTL of the workers")
@@ -602,6 +610,13 @@ func setupBackend(ctx context.Context, backend, dir, runID string) (*backendSetu
 		}
 		return &backendSetup{servers: []*servers.Server{s}, durable: true,
 			dsn: func(a []string) string { return "zk://" + a[0] + "/simba-chaos-" + runID }}, nil
+	case "zookeeper-ensemble":
+		ss, err := servers.ZooKeeperEnsemble(ctx, dir)
+		if err != nil {
+			return nil, err
+		}
+		return &backendSetup{servers: ss, durable: true,
+			dsn: func(a []string) string { return "zk://" + strings.Join(a, ",") + "/simba-chaos-" + runID }}, nil
 	}
 	return nil, errors.New("unknown backend")
 }
