@@ -72,7 +72,8 @@ func (s *Server) startOnce(ctx context.Context) error {
 	cmd.Dir = s.dir
 	cmd.Stdout, cmd.Stderr = s.log, s.log
 	cmd.Env = append(os.Environ(), s.env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: s.cred}
+	// Pdeathsig: a harness that dies takes its servers with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: s.cred, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return err
 	}
