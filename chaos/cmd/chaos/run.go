@@ -428,6 +428,7 @@ func runChaos(args []string) error {
 	}
 	rep := history.Check(evs, cfg)
 	res := summarize(*backend, *mode, *seed, *ttl, schedule, setup.durable, rep, time.Since(start))
+	res.Restarted = setup.proxied()
 	printResult(res, rep, dir)
 	if *resultFile != "" {
 		if err := appendResult(*resultFile, res); err != nil {
@@ -468,6 +469,7 @@ type result struct {
 	Violations   []string           `json:"violations"`
 	Linearizable string             `json:"linearizable"`
 	Durable      bool               `json:"durable"`
+	Restarted    bool               `json:"restarted"` // the run could restart its servers
 	Failover     map[string][]int64 `json:"failover_ms"` // per fault, ms from fault to new holder
 	Terms        int                `json:"terms"`
 	Writes       int                `json:"writes"`

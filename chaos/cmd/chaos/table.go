@@ -30,7 +30,7 @@ func runTable(args []string) error {
 	type agg struct {
 		rounds, violations, runs int
 		failover                 []float64
-		durable                  bool
+		durable, restarted       bool
 		unknown                  int
 	}
 	rows := map[key]*agg{}
@@ -52,6 +52,7 @@ func runTable(args []string) error {
 			a.rounds += n
 			a.runs++
 			a.durable = a.durable && r.Durable
+			a.restarted = r.Restarted
 			// A run's violations are the run's, not one fault's: count them on every row of the run.
 			a.violations += len(r.Violations)
 			if r.Linearizable != "ok" {
@@ -79,7 +80,7 @@ func runTable(args []string) error {
 		}
 		return a.fault < b.fault
 	})
-	fmt.Println("| backend | mode | fault | rounds | violations | linearizability not ok | failover p50 | failover max | durable |")
+	fmt.Println("| backend | mode | fault | rounds | violations | linearizability not ok | failover p50 | failover max | durable servers |")
 	fmt.Println("|---|---|---|---:|---:|---:|---:|---:|---|")
 	for _, k := range keys {
 		a := rows[k]
@@ -90,7 +91,10 @@ func runTable(args []string) error {
 			mx = fmt.Sprintf("%.2f×TTL", a.failover[len(a.failover)-1])
 		}
 		durable := "yes"
-		if !a.durable {
+		switch {
+		case !a.restarted:
+			durable = "not restarted (embedded or shared)"
+		case !a.durable:
 			durable = "**no** (not counted as a pass)"
 		}
 		fmt.Printf("| %s | %s | %s | %d | %d | %d | %s | %s | %s |\n", k.backend, k.mode, k.fault, a.rounds, a.violations, a.unknown, p50, mx, durable)
