@@ -86,7 +86,7 @@ zk-ensemble-stop:
 
 ## chaos: the fault-injection harness (chaos/, a module of its own) on real servers and real
 ## worker processes: BACKEND (sqlite postgres mariadb redis redis-nodurable redis-cluster
-## zookeeper zookeeper-ensemble, or all), MODE (election, lock, group), ROUNDS of each fault, SEED (0: from the
+## zookeeper zookeeper-ensemble, or all: every one but redis-nodurable), MODE (election, lock, group), ROUNDS of each fault, SEED (0: from the
 ## clock; every run prints its seed and the command that replays it), TTL, FAULTS (a comma
 ## list), RESULTS (append one JSON line per run). Private servers on spare ports are started,
 ## killed and restarted; the shared ones are only read and written (fence tables, keys).
@@ -97,7 +97,9 @@ SEED ?= 0
 TTL ?= 1s
 FAULTS ?=
 RESULTS ?=
-CHAOS_BACKENDS = sqlite postgres mariadb redis redis-nodurable redis-cluster zookeeper zookeeper-ensemble
+# redis-nodurable (no persistence) is not in BACKEND=all: a restart loses its leases, which the
+# checkers then report (overlap, linearizability) as the README says it must; run it by name.
+CHAOS_BACKENDS = sqlite postgres mariadb redis redis-cluster zookeeper zookeeper-ensemble
 CHAOS_BIN = $${TMPDIR:-/tmp}/simba-chaos-bin
 chaos:
 	$(GO) -C chaos build -o $(CHAOS_BIN) ./cmd/chaos
