@@ -86,9 +86,10 @@ zk-ensemble-stop:
 
 ## chaos: the fault-injection harness (chaos/, a module of its own) on real servers and real
 ## worker processes: BACKEND (sqlite postgres mariadb redis redis-nodurable redis-cluster
-## zookeeper zookeeper-ensemble, or all: every one but redis-nodurable), MODE (election, lock, group), ROUNDS of each fault, SEED (0: from the
-## clock; every run prints its seed and the command that replays it), TTL, FAULTS (a comma
-## list), RESULTS (append one JSON line per run). Private servers on spare ports are started,
+## zookeeper zookeeper-ensemble, or all: every one but redis-nodurable), MODE (election, lock,
+## group), ROUNDS of each fault, SEED (0: from the clock; every run prints its seed and the
+## command that replays it), TTL, FAULTS (a comma list), RESULTS (append one JSON line per
+## run). Private servers on spare ports are started,
 ## killed and restarted; the shared ones are only read and written (fence tables, keys).
 BACKEND ?= postgres
 MODE ?= election
