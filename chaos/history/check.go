@@ -148,7 +148,11 @@ func buildTerms(evs []Event) ([]*term, []Violation) {
 				terms = append(terms, t)
 				open[k] = t
 			}
-			t.observe(e.Mono, e.Remaining)
+			// A term seen only once already expired (leader work started after a pause)
+			// was never believed valid from here.
+			if e.Remaining > 0 {
+				t.observe(e.Mono, e.Remaining)
+			}
 		case Write:
 			if !e.Valid {
 				continue
@@ -469,7 +473,7 @@ func lockOperations(terms []*term) []porcupine.Operation {
 		// The lock was held through every belief of validity: the release (or loss) comes
 		// after the last belief ends, and before the end the worker saw, if it saw one (a
 		// killed worker's loss may come any time later).
-		var call int64
+		call := t.acq
 		for _, iv := range t.beliefs {
 			call = max(call, iv.to)
 		}

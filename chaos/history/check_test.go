@@ -95,3 +95,18 @@ func TestNoHolderAfterHealIsCaught(t *testing.T) {
 		t.Fatalf("violations %q, want liveness", got)
 	}
 }
+
+// A worker paused right after its acquisition starts its work after the pause, on a term that
+// has expired meanwhile (Remaining 0): that is no belief of validity, and no violation.
+func TestExpiredAcquisitionIsNoBelief(t *testing.T) {
+	h := handOver()
+	h = append(h,
+		Event{Kind: Acquired, Worker: "w3", Name: "x", Token: 5, Mono: 1 * ms, Remaining: 5 * ms},
+		Event{Kind: Acquired, Worker: "w3", Name: "x", Token: 5, Mono: 260 * ms},
+		Event{Kind: Write, Worker: "w3", Name: "x", Token: 5, Mono: 260 * ms},
+		Event{Kind: Ended, Worker: "w3", Name: "x", Token: 5, Mono: 261 * ms})
+	Sort(h)
+	if rep := Check(h, Config{TTL: 100 * time.Millisecond}); !rep.OK() {
+		t.Fatalf("violations %q (linearizable %s), want none", checks(rep), rep.Linearizable)
+	}
+}

@@ -4,6 +4,7 @@
 //	                                                    through fault proxies, inject faults,
 //	                                                    then check the history
 //	chaos worker ...                                    one worker (started by run)
+//	chaos check -history FILE -ttl 1s                   the checkers again, over a kept history
 //	chaos table -results FILE                           the Markdown table of docs/reliability.md
 //
 // run prints its seed and the command that replays it; the schedule of faults (which, on whom,
@@ -17,7 +18,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: chaos run|worker|table [flags]")
+		fmt.Fprintln(os.Stderr, "usage: chaos run|worker|check|table [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -26,6 +27,8 @@ func main() {
 		err = runChaos(os.Args[2:])
 	case "worker":
 		err = runWorker(os.Args[2:])
+	case "check":
+		err = runCheck(os.Args[2:])
 	case "table":
 		err = runTable(os.Args[2:])
 	default:

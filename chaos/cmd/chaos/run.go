@@ -469,7 +469,7 @@ type result struct {
 	Violations   []string           `json:"violations"`
 	Linearizable string             `json:"linearizable"`
 	Durable      bool               `json:"durable"`
-	Restarted    bool               `json:"restarted"` // the run could restart its servers
+	Restarted    bool               `json:"restarted"`   // the run could restart its servers
 	Failover     map[string][]int64 `json:"failover_ms"` // per fault, ms from fault to new holder
 	Terms        int                `json:"terms"`
 	Writes       int                `json:"writes"`
