@@ -1,0 +1,233 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/simba-go/simba"
+	"github.com/simba-go/simba/chaos/history"
+	"github.com/simba-go/simba/chaos/resource"
+	"github.com/simba-go/simba/open"
+)
+
+// mutantEnv names the environment variable that breaks a worker on purpose, for the mutation
+// test of the harness: "ignore-deadline" makes it believe its term valid for one TTL past the
+// last time the term itself said so, and keep writing after the term is revoked.
+const mutantEnv = "CHAOS_MUTANT"
+
+// recorder writes history events to stdout, one line per write call so that a SIGKILL tears
+// at most the line being written.
+type recorder struct {
+	mu     sync.Mutex
+	worker string
+}
+
+func (r *recorder) emit(e history.Event) {
+	e.Worker = r.worker
+	if e.Mono == 0 {
+		e.Mono = history.Now()
+	}
+	var b bytes.Buffer
+	_ = json.NewEncoder(&b).Encode(e)
+	r.mu.Lock()
+	os.Stdout.Write(b.Bytes())
+	r.mu.Unlock()
+}
+
+type worker struct {
+	rec      *recorder
+	ttl      time.Duration
+	every    time.Duration
+	res      []resource.Resource
+	mutant   bool
+	lastSeen sync.Map // name → mono of the last time the term said valid (mutant only)
+}
+
+// belief is what the worker believes of its term now: valid, and for how long.
+func (w *worker) belief(ctx context.Context, t simba.Term) (int64, bool, time.Duration) {
+	m := history.Now()
+	rem := t.Remaining()
+	if !w.mutant {
+		return m, rem > 0, rem
+	}
+	if rem > 0 {
+		w.lastSeen.Store(t.Name(), m)
+		return m, true, w.ttl
+	}
+	last, _ := w.lastSeen.Load(t.Name())
+	if l, ok := last.(int64); ok && m-l < int64(w.ttl) {
+		return m, true, time.Duration(l + int64(w.ttl) - m)
+	}
+	return m, false, 0
+}
+
+// work writes the term's token to every resource while the worker believes its term valid;
+// it returns when the belief ends (or, for a sound worker, when ctx ends).
+func (w *worker) work(ctx context.Context, t simba.Term) {
+	// The work may start before the OnElected callback runs: the term is held from here on.
+	w.rec.emit(history.Event{Kind: history.Acquired, Name: t.Name(), Token: t.Token(), Remaining: int64(t.Remaining())})
+	for {
+		m, valid, rem := w.belief(ctx, t)
+		if !valid {
+			w.rec.emit(history.Event{Kind: history.Write, Name: t.Name(), Token: t.Token(), Mono: m})
+			return
+		}
+		for _, r := range w.res {
+			wctx, cancel := context.WithTimeout(context.Background(), w.ttl)
+			ok, err := r.Write(wctx, t.Name(), t.Token(), w.rec.worker)
+			cancel()
+			e := history.Event{Kind: history.Write, Name: t.Name(), Token: t.Token(), Mono: m, Valid: true,
+				Remaining: int64(rem), Resource: r.Label(), Accepted: ok, Done: history.Now()}
+			if err != nil {
+				e.Err = err.Error()
+			}
+			w.rec.emit(e)
+		}
+		if ctx.Err() != nil && !w.mutant {
+			return
+		}
+		time.Sleep(w.every)
+	}
+}
+
+func runWorker(args []string) error {
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	id := fs.String("id", "", "worker id (with its incarnation)")
+	dsn := fs.String("dsn", "", "backend DSN")
+	mode := fs.String("mode", "election", "election, lock or group")
+	name := fs.String("name", "chaos", "election, lock or group name")
+	partitions := fs.Int("partitions", 4, "partitions of a group")
+	ttl := fs.Duration("ttl", time.Second, "session TTL")
+	seed := fs.Uint64("seed", 1, "seed of the client's jitter and of the lock holds")
+	var fences multiFlag
+	fs.Var(&fences, "fence", "a fenced resource, label|driver|dsn|table (repeatable)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	w := &worker{rec: &recorder{worker: *id}, ttl: *ttl, every: *ttl / 20, mutant: os.Getenv(mutantEnv) == "ignore-deadline"}
+	for _, f := range fences {
+		r, err := resource.Open(f)
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		w.res = append(w.res, r)
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	b, err := open.Open(ctx, *dsn, open.WithAutoMigrate(), open.WithLogger(logger))
+	for err != nil && ctx.Err() == nil { // a server being restarted: try again
+		time.Sleep(100 * time.Millisecond)
+		b, err = open.Open(ctx, *dsn, open.WithAutoMigrate(), open.WithLogger(logger))
+	}
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	c, err := simba.New(b, simba.WithTTL(*ttl), simba.WithOwner(*id), simba.WithSeed(*seed), simba.WithLogger(logger))
+	if err != nil {
+		return err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 2**ttl)
+		defer cancel()
+		c.Close(cctx)
+	}()
+	switch *mode {
+	case "election":
+		return w.election(ctx, c, *name)
+	case "lock":
+		return w.lock(ctx, c, *name, *seed)
+	case "group":
+		return w.group(ctx, c, *name, *partitions)
+	}
+	return fmt.Errorf("unknown mode %q", *mode)
+}
+
+func (w *worker) election(ctx context.Context, c *simba.Client, name string) error {
+	w.rec.emit(history.Event{Kind: history.Begin, Name: name})
+	e, err := c.NewElection(name,
+		simba.OnElected(func(_ context.Context, t simba.Term) {
+			w.rec.emit(history.Event{Kind: history.Acquired, Name: name, Token: t.Token(), Remaining: int64(t.Remaining())})
+		}),
+		simba.OnRevoked(func(_ context.Context, t simba.Term, _ simba.RevokeReason) {
+			w.rec.emit(history.Event{Kind: history.Ended, Name: name, Token: t.Token()})
+		}),
+		simba.RunWhileLeader(func(ctx context.Context, t simba.Term) error {
+			w.work(ctx, t)
+			return nil
+		}))
+	if err != nil {
+		return err
+	}
+	if err := e.Start(ctx); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	return nil
+}
+
+func (w *worker) lock(ctx context.Context, c *simba.Client, name string, seed uint64) error {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	for ctx.Err() == nil {
+		w.rec.emit(history.Event{Kind: history.Begin, Name: name})
+		h, err := c.Lock(ctx, name)
+		if err != nil {
+			time.Sleep(w.every)
+			continue
+		}
+		t := h.Term
+		w.rec.emit(history.Event{Kind: history.Acquired, Name: name, Token: t.Token(), Remaining: int64(t.Remaining())})
+		hold, cancel := context.WithTimeout(t.Context(), time.Duration(float64(w.ttl)*(0.5+rng.Float64())))
+		w.work(hold, t)
+		cancel()
+		w.rec.emit(history.Event{Kind: history.Ended, Name: name, Token: t.Token()})
+		uctx, ucancel := context.WithTimeout(context.Background(), w.ttl)
+		_ = h.Unlock(uctx)
+		ucancel()
+		time.Sleep(time.Duration(rng.Int64N(int64(w.ttl / 4))))
+	}
+	return nil
+}
+
+func (w *worker) group(ctx context.Context, c *simba.Client, name string, partitions int) error {
+	pname := func(p int) string { return name + "." + strconv.Itoa(p) }
+	for p := range partitions {
+		w.rec.emit(history.Event{Kind: history.Begin, Name: pname(p)})
+	}
+	_, err := c.JoinGroup(ctx, name, partitions,
+		simba.OnAssigned(func(_ context.Context, p int, t simba.Term) {
+			w.rec.emit(history.Event{Kind: history.Acquired, Name: pname(p), Token: t.Token(), Remaining: int64(t.Remaining())})
+		}),
+		simba.OnUnassigned(func(_ context.Context, p int, t simba.Term, _ simba.RevokeReason) {
+			w.rec.emit(history.Event{Kind: history.Ended, Name: pname(p), Token: t.Token()})
+		}),
+		simba.RunPartition(func(ctx context.Context, p int, t simba.Term) error {
+			w.work(ctx, t)
+			return nil
+		}))
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	return nil
+}
+
+type multiFlag []string
+
+func (m *multiFlag) String() string { return strings.Join(*m, ",") }
+
+func (m *multiFlag) Set(s string) error { *m = append(*m, s); return nil }

@@ -1,0 +1,409 @@
+// Package servers starts the private servers a chaos run may kill and restart: Redis with AOF
+// (appendfsync always), PostgreSQL (initdb, postgres), MariaDB (mariadb-install-db, mariadbd)
+// and ZooKeeper, each on a spare port with a data directory of its own. The shared servers the
+// tests use are never touched.
+package servers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Server is one private server process.
+type Server struct {
+	// Kind is redis, postgres, mariadb or zookeeper.
+	Kind string
+	// Port is the server's TCP port on 127.0.0.1.
+	Port int
+	// Durable reports whether an acknowledged write survives a SIGKILL.
+	Durable bool
+
+	dir  string
+	argv []string
+	cred *syscall.Credential
+	env  []string
+	// ready, if set, tells whether a server whose port is open serves yet.
+	ready func() bool
+	cmd   *exec.Cmd
+	log   *os.File
+}
+
+// Addr is host:port.
+func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.Port) }
+
+// FreePort returns a port nothing listens on now.
+func FreePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Start starts the process and waits until its port accepts connections.
+func (s *Server) Start(ctx context.Context) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		err := s.startOnce(ctx)
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("%s on %d: %w (log %s)", s.Kind, s.Port, err, s.log.Name())
+		}
+		time.Sleep(200 * time.Millisecond) // e.g. a killed postmaster's children still exiting
+	}
+}
+
+func (s *Server) startOnce(ctx context.Context) error {
+	cmd := exec.Command(s.argv[0], s.argv[1:]...)
+	cmd.Dir = s.dir
+	cmd.Stdout, cmd.Stderr = s.log, s.log
+	cmd.Env = append(os.Environ(), s.env...)
+	// Pdeathsig: a harness that dies takes its servers with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: s.cred, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	for i := 0; ; i++ {
+		select {
+		case err := <-exited:
+			return fmt.Errorf("exited: %v", err)
+		case <-ctx.Done():
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-exited
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		if c, err := net.DialTimeout("tcp", s.Addr(), time.Second); err == nil {
+			c.Close()
+			if s.ready != nil && !s.ready() {
+				continue
+			}
+			s.cmd = cmd
+			go func() { <-exited }()
+			return nil
+		}
+		if i > 600 {
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-exited
+			return errors.New("port never opened")
+		}
+	}
+}
+
+// retry runs fn until it succeeds (a server that opened its port may still be starting up),
+// for 30 s at most; on failure it kills the server.
+func (s *Server) retry(ctx context.Context, fn func() error) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := fn()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			s.Kill()
+			return err
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// Kill sends SIGKILL to the server's process group and waits until its port is closed.
+func (s *Server) Kill() {
+	if s.cmd == nil {
+		return
+	}
+	syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+	s.cmd = nil
+	for range 100 {
+		c, err := net.DialTimeout("tcp", s.Addr(), 100*time.Millisecond)
+		if err != nil {
+			return
+		}
+		c.Close()
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Close kills the server and removes its data.
+func (s *Server) Close() {
+	s.Kill()
+	s.log.Close()
+	os.RemoveAll(s.dir)
+}
+
+func newServer(kind, root string, durable bool) (*Server, error) {
+	port, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(root, fmt.Sprintf("%s-%d", kind, port))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	log, err := os.Create(filepath.Join(root, fmt.Sprintf("%s-%d.log", kind, port)))
+	if err != nil {
+		return nil, err
+	}
+	return &Server{Kind: kind, Port: port, Durable: durable, dir: dir, log: log}, nil
+}
+
+// Redis starts a private Redis; durable means AOF with appendfsync always, else no persistence.
+func Redis(ctx context.Context, root string, durable bool) (*Server, error) {
+	s, err := newServer("redis", root, durable)
+	if err != nil {
+		return nil, err
+	}
+	aof := "no"
+	if durable {
+		aof = "yes"
+	}
+	s.argv = []string{"redis-server", "--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1", "--dir", s.dir,
+		"--appendonly", aof, "--appendfsync", "always", "--save", "", "--daemonize", "no"}
+	return s, s.Start(ctx)
+}
+
+func lookupCred(name string) (*syscall.Credential, error) {
+	u, err := user.Lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+}
+
+func chown(dir string, c *syscall.Credential) error {
+	return filepath.Walk(dir, func(p string, _ os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Chown(p, int(c.Uid), int(c.Gid))
+	})
+}
+
+func run(cred *syscall.Credential, log *os.File, argv ...string) error {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s: %w (log %s)", strings.Join(argv, " "), err, log.Name())
+	}
+	return nil
+}
+
+// pgBin finds PostgreSQL's server binaries (Debian: /usr/lib/postgresql/N/bin).
+func pgBin() (string, error) {
+	m, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
+	if len(m) == 0 {
+		return "", errors.New("initdb not found under /usr/lib/postgresql/*/bin")
+	}
+	return filepath.Dir(m[len(m)-1]), nil
+}
+
+// Postgres starts a private PostgreSQL (fsync on) with a database named test, trust auth.
+func Postgres(ctx context.Context, root string) (*Server, error) {
+	s, err := newServer("postgres", root, true)
+	if err != nil {
+		return nil, err
+	}
+	bin, err := pgBin()
+	if err != nil {
+		return nil, err
+	}
+	if os.Geteuid() == 0 {
+		if s.cred, err = lookupCred("postgres"); err != nil {
+			return nil, err
+		}
+		if err := chown(s.dir, s.cred); err != nil {
+			return nil, err
+		}
+	}
+	data := filepath.Join(s.dir, "data")
+	if err := run(s.cred, s.log, filepath.Join(bin, "initdb"), "-D", data, "-A", "trust", "-U", "postgres", "--no-sync"); err != nil {
+		return nil, err
+	}
+	s.argv = []string{filepath.Join(bin, "postgres"), "-D", data, "-p", strconv.Itoa(s.Port), "-k", s.dir,
+		"-c", "listen_addresses=127.0.0.1", "-c", "fsync=on", "-c", "max_connections=200"}
+	if err := s.Start(ctx); err != nil {
+		return nil, err
+	}
+	return s, s.retry(ctx, func() error {
+		return run(s.cred, s.log, filepath.Join(bin, "createdb"), "-h", "127.0.0.1", "-p", strconv.Itoa(s.Port), "-U", "postgres", "test")
+	})
+}
+
+// MariaDB starts a private MariaDB (InnoDB, flushed at each commit) with a database named
+// test; root has no password.
+func MariaDB(ctx context.Context, root string) (*Server, error) {
+	s, err := newServer("mariadb", root, true)
+	if err != nil {
+		return nil, err
+	}
+	data := filepath.Join(s.dir, "data")
+	args := []string{"--no-defaults", "--datadir=" + data, "--auth-root-authentication-method=normal", "--skip-test-db"}
+	if os.Geteuid() == 0 {
+		args = append(args, "--user=mysql")
+		if err := os.MkdirAll(data, 0o755); err != nil {
+			return nil, err
+		}
+		c, err := lookupCred("mysql")
+		if err != nil {
+			return nil, err
+		}
+		if err := chown(s.dir, c); err != nil {
+			return nil, err
+		}
+	}
+	if err := run(nil, s.log, append([]string{"mariadb-install-db"}, args...)...); err != nil {
+		return nil, err
+	}
+	s.argv = []string{"mariadbd", "--no-defaults", "--datadir=" + data, "--port=" + strconv.Itoa(s.Port),
+		"--bind-address=127.0.0.1", "--socket=" + filepath.Join(s.dir, "mysqld.sock"), "--skip-grant-tables",
+		"--innodb-flush-log-at-trx-commit=1", "--max-connections=300", "--skip-name-resolve"}
+	if os.Geteuid() == 0 {
+		s.argv = append(s.argv, "--user=mysql")
+	}
+	if err := s.Start(ctx); err != nil {
+		return nil, err
+	}
+	return s, s.retry(ctx, func() error {
+		return run(nil, s.log, "mariadb", "--no-defaults", "-h", "127.0.0.1", "-P", strconv.Itoa(s.Port), "-u", "root",
+			"-e", "CREATE DATABASE IF NOT EXISTS test")
+	})
+}
+
+// ZooKeeper starts a private single ZooKeeper server (tickTime 200 ms, as .ci/zoo.cfg).
+func ZooKeeper(ctx context.Context, root string) (*Server, error) {
+	s, err := zkServer(root)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.configureZK(""); err != nil {
+		return nil, err
+	}
+	return s, s.Start(ctx)
+}
+
+// ZooKeeperEnsemble starts a private ensemble of three servers (as .ci/zk-ensemble.sh, on spare
+// ports) and waits until each serves.
+func ZooKeeperEnsemble(ctx context.Context, root string) ([]*Server, error) {
+	var ss []*Server
+	var peers strings.Builder
+	for i := range 3 {
+		s, err := zkServer(root)
+		if err != nil {
+			return nil, err
+		}
+		quorum, err := FreePort()
+		if err != nil {
+			return nil, err
+		}
+		election, err := FreePort()
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(&peers, "server.%d=127.0.0.1:%d:%d\n", i+1, quorum, election)
+		ss = append(ss, s)
+	}
+	for i, s := range ss {
+		if err := os.WriteFile(filepath.Join(s.dir, "data", "myid"), []byte(strconv.Itoa(i+1)+"\n"), 0o644); err != nil {
+			return nil, err
+		}
+		if err := s.configureZK(peers.String()); err != nil {
+			return nil, err
+		}
+	}
+	errs := make(chan error, len(ss))
+	for _, s := range ss {
+		go func() { errs <- s.Start(ctx) }()
+	}
+	var first error
+	for range ss {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	if first != nil {
+		for _, s := range ss {
+			s.Close()
+		}
+		return nil, first
+	}
+	return ss, nil
+}
+
+// ZKMode returns what srvr reports as the server's mode (standalone, leader, follower), or "".
+func (s *Server) ZKMode() string {
+	c, err := net.DialTimeout("tcp", s.Addr(), time.Second)
+	if err != nil {
+		return ""
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write([]byte("srvr")); err != nil {
+		return ""
+	}
+	b, _ := io.ReadAll(c)
+	for _, line := range strings.Split(string(b), "\n") {
+		if m, ok := strings.CutPrefix(line, "Mode: "); ok {
+			return strings.TrimSpace(m)
+		}
+	}
+	return ""
+}
+
+func zkServer(root string) (*Server, error) {
+	s, err := newServer("zookeeper", root, true)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Join(s.dir, "data"), 0o755); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// configureZK writes the server's zoo.cfg (peers: the server.N lines of an ensemble) and its
+// command line.
+func (s *Server) configureZK(peers string) error {
+	cfg := filepath.Join(s.dir, "zoo.cfg")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`tickTime=200
+initLimit=10
+syncLimit=5
+minSessionTimeout=400
+maxSessionTimeout=60000
+dataDir=%s
+clientPort=%d
+clientPortAddress=127.0.0.1
+admin.enableServer=false
+4lw.commands.whitelist=srvr,ruok,stat,mntr
+%s`, filepath.Join(s.dir, "data"), s.Port, peers)), 0o644); err != nil {
+		return err
+	}
+	zk := os.Getenv("ZKSERVER")
+	if zk == "" {
+		zk = "/usr/share/zookeeper/bin/zkServer.sh"
+	}
+	// start-foreground keeps the JVM our child, so Kill reaches it.
+	s.argv = []string{zk, "start-foreground", cfg}
+	s.env = []string{"ZOO_LOG_DIR=" + s.dir}
+	// ZooKeeper accepts connections before it serves: it serves once srvr reports a mode.
+	s.ready = func() bool { return s.ZKMode() != "" }
+	return nil
+}
