@@ -739,16 +739,9 @@ func (a {{lower $d.Go}}Queries) Batch(ctx context.Context, stmts []Statement, st
 				st.Out.{{.Name}}, st.NoRow[s] = {{if .Row}}{{.Name}}Row(v){{else}}v{{end}}, !found
 			})
 {{- else}}
-			{{$d.Name}}.Queue{{.Name}}(&b{{call . $d.Name $d.Name "st.Args"}}, func(rows []{{elem . $d.Name}}) {
-{{- if .Row}}
-				out := make([]{{.Name}}Row, len(rows))
-				for i, r := range rows {
-					out[i] = {{.Name}}Row(r)
-				}
-				st.Out.{{.Name}} = out
-{{- else}}
-				st.Out.{{.Name}} = rows
-{{- end}}
+			st.Out.{{.Name}} = nil // the batch may be sent again (a retried deadlock)
+			{{$d.Name}}.Queue{{.Name}}(&b{{call . $d.Name $d.Name "st.Args"}}, func(r {{elem . $d.Name}}) {
+				st.Out.{{.Name}} = append(st.Out.{{.Name}}, {{if .Row}}{{.Name}}Row(r){{else}}r{{end}})
 			})
 {{- end}}
 {{- end}}
@@ -774,9 +767,10 @@ import (
 	{{end}}"github.com/jackc/pgx/v5"
 )
 {{range .Batch}}{{$m := index .Methods $.Name}}
-// Queue{{.Name}} queues {{.Name}} on b{{if ne .Returns "exec"}}; done receives its {{if eq .Returns "one"}}row (found
-// false when there is none){{else}}rows{{end}} while the batch's results are read{{end}}.
-func Queue{{.Name}}(b *pgx.Batch{{pkgParams $m}}{{if eq .Returns "one"}}, done func({{$m.Elem}}, bool){{else if eq .Returns "many"}}, done func([]{{$m.Elem}}){{end}}) {
+// Queue{{.Name}} queues {{.Name}} on b{{if eq .Returns "one"}}; done receives its row (found false when there is
+// none) while the batch's results are read{{else if eq .Returns "many"}}; each receives its rows, in order, while the
+// batch's results are read (no slice is collected: the caller keeps what it needs){{end}}.
+func Queue{{.Name}}(b *pgx.Batch{{pkgParams $m}}{{if eq .Returns "one"}}, done func({{$m.Elem}}, bool){{else if eq .Returns "many"}}, each func({{$m.Elem}}){{end}}) {
 {{- if eq .Returns "exec"}}
 	b.Queue({{$m.Const}}{{range $m.Args}}, {{.}}{{end}})
 {{- else if eq .Returns "one"}}
@@ -793,13 +787,16 @@ func Queue{{.Name}}(b *pgx.Batch{{pkgParams $m}}{{if eq .Returns "one"}}, done f
 		return nil
 	})
 {{- else}}
+	scan := {{rowFn . $.Name}}
 	b.Queue({{$m.Const}}{{range $m.Args}}, {{.}}{{end}}).Query(func(rows pgx.Rows) error {
-		v, err := pgx.CollectRows(rows, {{rowFn . $.Name}})
-		if err != nil {
-			return err
+		for rows.Next() {
+			v, err := scan(rows)
+			if err != nil {
+				return err
+			}
+			each(v)
 		}
-		done(v)
-		return nil
+		return rows.Err()
 	})
 {{- end}}
 }

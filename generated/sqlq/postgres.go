@@ -213,20 +213,14 @@ func (a postgresQueries) Batch(ctx context.Context, stmts []Statement, st *State
 				st.Out.KeepAliveRenew, st.NoRow[s] = v, !found
 			})
 		case StmtKeepAliveHeld:
-			postgres.QueueKeepAliveHeld(&b, st.Args.SessionID, func(rows []postgres.KeepAliveHeldRow) {
-				out := make([]KeepAliveHeldRow, len(rows))
-				for i, r := range rows {
-					out[i] = KeepAliveHeldRow(r)
-				}
-				st.Out.KeepAliveHeld = out
+			st.Out.KeepAliveHeld = nil // the batch may be sent again (a retried deadlock)
+			postgres.QueueKeepAliveHeld(&b, st.Args.SessionID, func(r postgres.KeepAliveHeldRow) {
+				st.Out.KeepAliveHeld = append(st.Out.KeepAliveHeld, KeepAliveHeldRow(r))
 			})
 		case StmtKeepAliveMembers:
-			postgres.QueueKeepAliveMembers(&b, st.Args.GroupNames, func(rows []postgres.SimbaMember) {
-				out := make([]KeepAliveMembersRow, len(rows))
-				for i, r := range rows {
-					out[i] = KeepAliveMembersRow(r)
-				}
-				st.Out.KeepAliveMembers = out
+			st.Out.KeepAliveMembers = nil // the batch may be sent again (a retried deadlock)
+			postgres.QueueKeepAliveMembers(&b, st.Args.GroupNames, func(r postgres.SimbaMember) {
+				st.Out.KeepAliveMembers = append(st.Out.KeepAliveMembers, KeepAliveMembersRow(r))
 			})
 		default:
 			return errors.New("sqlq: statement " + s.String() + " is not batched on postgres")

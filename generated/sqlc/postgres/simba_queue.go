@@ -8,8 +8,8 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// QueueKeepAliveRenew queues KeepAliveRenew on b; done receives its row (found
-// false when there is none) while the batch's results are read.
+// QueueKeepAliveRenew queues KeepAliveRenew on b; done receives its row (found false when there is
+// none) while the batch's results are read.
 func QueueKeepAliveRenew(b *pgx.Batch, id string, done func(int64, bool)) {
 	b.Queue(keepAliveRenew, id).Query(func(rows pgx.Rows) error {
 		v, err := pgx.CollectOneRow(rows, pgx.RowTo[int64])
@@ -25,34 +25,42 @@ func QueueKeepAliveRenew(b *pgx.Batch, id string, done func(int64, bool)) {
 	})
 }
 
-// QueueKeepAliveHeld queues KeepAliveHeld on b; done receives its rows while the batch's results are read.
-func QueueKeepAliveHeld(b *pgx.Batch, sessionID string, done func([]KeepAliveHeldRow)) {
+// QueueKeepAliveHeld queues KeepAliveHeld on b; each receives its rows, in order, while the
+// batch's results are read (no slice is collected: the caller keeps what it needs).
+func QueueKeepAliveHeld(b *pgx.Batch, sessionID string, each func(KeepAliveHeldRow)) {
+	scan := func(row pgx.CollectableRow) (KeepAliveHeldRow, error) {
+		var i KeepAliveHeldRow
+		err := row.Scan(&i.Name, &i.Token)
+		return i, err
+	}
 	b.Queue(keepAliveHeld, sessionID).Query(func(rows pgx.Rows) error {
-		v, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (KeepAliveHeldRow, error) {
-			var i KeepAliveHeldRow
-			err := row.Scan(&i.Name, &i.Token)
-			return i, err
-		})
-		if err != nil {
-			return err
+		for rows.Next() {
+			v, err := scan(rows)
+			if err != nil {
+				return err
+			}
+			each(v)
 		}
-		done(v)
-		return nil
+		return rows.Err()
 	})
 }
 
-// QueueKeepAliveMembers queues KeepAliveMembers on b; done receives its rows while the batch's results are read.
-func QueueKeepAliveMembers(b *pgx.Batch, groupNames []string, done func([]SimbaMember)) {
+// QueueKeepAliveMembers queues KeepAliveMembers on b; each receives its rows, in order, while the
+// batch's results are read (no slice is collected: the caller keeps what it needs).
+func QueueKeepAliveMembers(b *pgx.Batch, groupNames []string, each func(SimbaMember)) {
+	scan := func(row pgx.CollectableRow) (SimbaMember, error) {
+		var i SimbaMember
+		err := row.Scan(&i.GroupName, &i.SessionID)
+		return i, err
+	}
 	b.Queue(keepAliveMembers, groupNames).Query(func(rows pgx.Rows) error {
-		v, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (SimbaMember, error) {
-			var i SimbaMember
-			err := row.Scan(&i.GroupName, &i.SessionID)
-			return i, err
-		})
-		if err != nil {
-			return err
+		for rows.Next() {
+			v, err := scan(rows)
+			if err != nil {
+				return err
+			}
+			each(v)
 		}
-		done(v)
-		return nil
+		return rows.Err()
 	})
 }
