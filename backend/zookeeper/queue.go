@@ -1,9 +1,11 @@
 package zookeeper
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/go-zookeeper/zk"
 
@@ -165,9 +167,12 @@ func (s *session) createLease(name, path string, q queueState) (int64, error) {
 }
 
 // readQueue reads name's waiter queue. If it lets this session have the lease (no waiter
-// node, or the first is the session's), it records the state for the next createLease and
+// node ahead of the session's own), it records the state for the next createLease and
 // returns nil; otherwise it returns the HeldBy reply naming the first waiter, whose node it
-// read with a watch. errQueueChanged asks the caller to try again.
+// read with a watch (its deletion is a hint). A child that is not a waiter node of the
+// session its name says (a node Simba did not create) is skipped with a warning, as it would
+// otherwise hold the lease back for as long as it stays. errQueueChanged asks the caller to
+// try again.
 func (s *session) readQueue(ctx context.Context, name string) (*spi.Acquire, error) {
 	qp := s.b.lay.queue(name)
 	type got struct {
@@ -185,67 +190,67 @@ func (s *session) readQueue(ctx context.Context, name string) (*spi.Acquire, err
 	if err != nil {
 		return nil, err
 	}
-	first, firstSid, _ := s.scanQueue(name, g.children)
-	switch {
-	case first == "":
-		s.setQueue(name, queueState{exists: true, version: g.stat.Version})
-		return nil, nil
-	case firstSid == string(s.id):
-		s.setQueue(name, queueState{exists: true, version: g.stat.Version, mine: first})
-		return nil, nil
-	}
-	type node struct {
-		data []byte
-		stat *zk.Stat
-	}
-	n, err := call(ctx, func() (node, error) {
-		data, stat, _, err := s.getData(first)
-		return node{data, stat}, err
-	})
-	if errors.Is(err, zk.ErrNoNode) {
-		return nil, errQueueChanged
-	}
-	if err != nil {
-		return nil, err
-	}
-	owner := string(n.data)
-	if wire.ValidateOwner(owner) != nil {
-		owner = ForeignOwner
-	}
-	holder := spi.SessionID(firstSid)
-	if n.stat.EphemeralOwner != 0 {
-		holder = SessionIDString(n.stat.EphemeralOwner)
-	}
-	return &spi.Acquire{Kind: spi.HeldBy, Holder: holder, HolderOwner: owner, RemainingUnknown: true}, nil
-}
-
-// scanQueue finds, among the children of name's queue node, the first waiter node (its path
-// and session id) and this session's own first waiter node, which it records (or forgets).
-// Children that are not waiter nodes are skipped.
-func (s *session) scanQueue(name string, children []string) (first, firstSid, mine string) {
-	qp := s.b.lay.queue(name)
-	var firstSeq, mineSeq int64
-	for _, c := range children {
-		p := qp + "/" + c
-		n, sid, seq, ok := s.b.lay.waiterOf(p)
-		if !ok || n != name {
+	for _, w := range s.scanQueue(name, g.children) {
+		if w.sid == string(s.id) {
+			s.setQueue(name, queueState{exists: true, version: g.stat.Version, mine: w.path})
+			return nil, nil
+		}
+		type node struct {
+			data []byte
+			stat *zk.Stat
+		}
+		n, err := call(ctx, func() (node, error) {
+			data, stat, _, err := s.getData(w.path)
+			return node{data, stat}, err
+		})
+		switch {
+		case errors.Is(err, zk.ErrNoNode):
+			continue // its session ended (a grant or withdrawal also changed the version)
+		case err != nil:
+			return nil, err
+		case SessionIDString(n.stat.EphemeralOwner) != spi.SessionID(w.sid):
+			s.b.warnOnce(w.path, "simba: ZooKeeper: skipping a child of a waiter queue that is not an ephemeral node of the session its name gives; it was not created by Simba and is neither used nor deleted",
+				"name", name, "node", w.path)
 			continue
 		}
-		if first == "" || seq < firstSeq {
-			first, firstSid, firstSeq = p, sid, seq
+		owner := string(n.data)
+		if wire.ValidateOwner(owner) != nil {
+			owner = ForeignOwner
 		}
-		if sid == string(s.id) && (mine == "" || seq < mineSeq) {
-			mine, mineSeq = p, seq
+		return &spi.Acquire{Kind: spi.HeldBy, Holder: spi.SessionID(w.sid), HolderOwner: owner, RemainingUnknown: true}, nil
+	}
+	s.setQueue(name, queueState{exists: true, version: g.stat.Version})
+	return nil, nil
+}
+
+// waiterNode is a child of a queue node named as a waiter node.
+type waiterNode struct {
+	path, sid string
+	seq       int64
+}
+
+// scanQueue returns the children of name's queue node that are named as waiter nodes, in
+// queue order (by sequence number), and records (or forgets) the session's own first one.
+func (s *session) scanQueue(name string, children []string) []waiterNode {
+	qp := s.b.lay.queue(name)
+	ws := make([]waiterNode, 0, len(children))
+	for _, c := range children {
+		p := qp + "/" + c
+		if n, sid, seq, ok := s.b.lay.waiterOf(p); ok && n == name {
+			ws = append(ws, waiterNode{p, sid, seq})
 		}
 	}
+	slices.SortFunc(ws, func(a, b waiterNode) int { return cmp.Compare(a.seq, b.seq) })
 	s.mu.Lock()
-	if mine != "" {
-		s.waiters[name] = mine
-	} else {
-		delete(s.waiters, name)
+	delete(s.waiters, name)
+	for _, w := range ws {
+		if w.sid == string(s.id) {
+			s.waiters[name] = w.path
+			break
+		}
 	}
 	s.mu.Unlock()
-	return first, firstSid, mine
+	return ws
 }
 
 // ownWaiter returns the path of the session's waiter node for name, or "" if it has none:
@@ -268,8 +273,12 @@ func (s *session) ownWaiter(ctx context.Context, name string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	_, _, mine := s.scanQueue(name, ch)
-	return mine, nil
+	for _, w := range s.scanQueue(name, ch) {
+		if w.sid == string(s.id) {
+			return w.path, nil
+		}
+	}
+	return "", nil
 }
 
 // ensureWaiter makes sure the session has a waiter node for name: it keeps the one it has

@@ -148,3 +148,28 @@ func TestHeadWaiterWithdrawalIsHinted(t *testing.T) {
 		t.Fatalf("waiter nodes after the grant = %v, want none (a grant removes the grantee's)", n)
 	}
 }
+
+// TestForeignNodeInQueue: a node in a waiter queue that Simba did not create (a persistent node
+// named as a waiter node) does not hold the lease back; the waiters behind it are served.
+func TestForeignNodeInQueue(t *testing.T) {
+	b := openBackend(t, serverDSN(t, ""))
+	holder, w, late := openSession(t, b, 10*time.Second), openSession(t, b, 10*time.Second), openSession(t, b, 10*time.Second)
+	tok := mustGrant(t, b, holder, "f")
+	c := rawClient(t, b, "")
+	if _, err := c.Create(b.lay.queue("f"), nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Create(b.lay.waiter("f", "00000000000000ff")+"0000000000", []byte("squatter"), 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	queued(t, b, w, "f", spi.HeldBy)
+	if err := b.Release(testCtx(t), holder, "f", tok); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := b.Acquire(testCtx(t), late, "f"); err != nil || r.Kind != spi.HeldBy || r.Holder != w {
+		t.Fatalf("a late comer's Acquire = %+v, %v; want held by the waiter %s (not the foreign node)", r, err, w)
+	}
+	if r := queued(t, b, w, "f", spi.Granted); r.Token <= tok {
+		t.Fatalf("token %d, want above %d", r.Token, tok)
+	}
+}
