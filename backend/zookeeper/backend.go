@@ -577,6 +577,7 @@ func (b *Backend) acquire(ctx context.Context, sid spi.SessionID, name string, q
 			}
 			if outcomeUnknown(err) {
 				s.markUncertain(name)
+				s.forgetQueue(name) // the multi-op may have deleted the session's waiter node
 			}
 			return spi.Acquire{}, s.fail("acquire", err)
 		}

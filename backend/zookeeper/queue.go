@@ -72,10 +72,7 @@ func (b *Backend) Withdraw(ctx context.Context, sid spi.SessionID, name string) 
 				_, err := s.conn.Multi(&zk.DeleteRequest{Path: p, Version: -1}, &zk.SetDataRequest{Path: qp, Version: -1})
 				return err
 			})
-			s.mu.Lock()
-			delete(s.waiters, name)
-			delete(s.queues, name)
-			s.mu.Unlock()
+			s.forgetQueue(name)
 			if err == nil {
 				return nil
 			}
@@ -114,6 +111,15 @@ func (s *session) granted(name string, q queueState) {
 	if q.mine == "" {
 		return
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.queues, name)
+	delete(s.waiters, name)
+}
+
+// forgetQueue drops what the session knows of name's queue and of its own waiter node there,
+// after a request whose outcome is unknown: the next attempt reads them again.
+func (s *session) forgetQueue(name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.queues, name)
@@ -326,9 +332,7 @@ func (s *session) ensureWaiter(ctx context.Context, name string) error {
 			}
 		default:
 			if outcomeUnknown(err) {
-				s.mu.Lock()
-				delete(s.waiters, name) // a node may have been created: look for it next time
-				s.mu.Unlock()
+				s.forgetQueue(name) // a node may have been created: look for it next time
 			}
 			return s.fail("queue: add a waiter to "+qp, err)
 		}
