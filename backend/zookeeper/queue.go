@@ -288,34 +288,28 @@ func (s *session) ownWaiter(ctx context.Context, name string) (string, error) {
 }
 
 // ensureWaiter makes sure the session has a waiter node for name: it keeps the one it has
-// (its place in the queue) or appends one, in a multi-op that bumps the queue's version.
+// (its place in the queue) or appends one, in a multi-op that writes the queue node at the
+// version it listed the queue at (so it knows whether its node is the first). When the
+// session's node is the first, it records the queue's state, so that the attempt after the
+// Released hint is one request.
 func (s *session) ensureWaiter(ctx context.Context, name string) error {
+	s.mu.Lock()
+	have := s.waiters[name] != ""
+	s.mu.Unlock()
+	if have {
+		return nil
+	}
 	qp := s.b.lay.queue(name)
+	type listed struct {
+		children []string
+		stat     *zk.Stat
+	}
 	for attempt := 0; attempt < 4; attempt++ {
-		p, err := s.ownWaiter(ctx, name)
-		if err != nil {
-			return s.fail("queue: read "+qp, err)
-		}
-		if p != "" {
-			return nil
-		}
-		created, err := call(ctx, func() (string, error) {
-			mr, err := s.conn.Multi(
-				&zk.CreateRequest{Path: s.b.lay.waiter(name, string(s.id)), Data: s.owner, Acl: s.b.acls.waiter, Flags: wire.WaiterNodeFlags},
-				&zk.SetDataRequest{Path: qp, Version: -1})
-			if err != nil {
-				return "", err
-			}
-			return mr[0].String, nil
+		l, err := call(ctx, func() (listed, error) {
+			ch, st, err := s.conn.Children(qp)
+			return listed{ch, st}, err
 		})
-		switch {
-		case err == nil:
-			s.mu.Lock()
-			s.waiters[name] = created
-			delete(s.queues, name)
-			s.mu.Unlock()
-			return nil
-		case errors.Is(err, zk.ErrNoNode):
+		if errors.Is(err, zk.ErrNoNode) {
 			// No queue node yet: create it (the first waiter of name), and the roots if needed.
 			_, err := call(ctx, func() (string, error) {
 				return s.conn.Create(qp, nil, wire.QueueNodeFlags, s.b.acls.queue)
@@ -330,6 +324,45 @@ func (s *session) ensureWaiter(ctx context.Context, name string) error {
 			default:
 				return s.fail("queue: create "+qp, err)
 			}
+			continue
+		}
+		if err != nil {
+			return s.fail("queue: read "+qp, err)
+		}
+		ws := s.scanQueue(name, l.children)
+		for i, w := range ws {
+			if w.sid == string(s.id) {
+				if i == 0 {
+					s.setQueue(name, queueState{exists: true, version: l.stat.Version, mine: w.path})
+				}
+				return nil
+			}
+		}
+		type added struct {
+			path    string
+			version int32
+		}
+		a, err := call(ctx, func() (added, error) {
+			mr, err := s.conn.Multi(
+				&zk.CreateRequest{Path: s.b.lay.waiter(name, string(s.id)), Data: s.owner, Acl: s.b.acls.waiter, Flags: wire.WaiterNodeFlags},
+				&zk.SetDataRequest{Path: qp, Version: l.stat.Version})
+			if err != nil {
+				return added{}, err
+			}
+			return added{mr[0].String, mr[1].Stat.Version}, nil
+		})
+		switch {
+		case err == nil:
+			s.mu.Lock()
+			s.waiters[name] = a.path
+			delete(s.queues, name)
+			s.mu.Unlock()
+			if len(ws) == 0 {
+				s.setQueue(name, queueState{exists: true, version: a.version, mine: a.path})
+			}
+			return nil
+		case errors.Is(err, zk.ErrBadVersion), errors.Is(err, zk.ErrNoNode):
+			continue // the queue changed since it was listed
 		default:
 			if outcomeUnknown(err) {
 				s.forgetQueue(name) // a node may have been created: look for it next time
