@@ -45,10 +45,18 @@ const zkFile = "zk.yaml"
 // and the generator checks them, since they are not Simba's to choose.
 var (
 	zkPerms = map[string]int32{"read": 1, "write": 2, "create": 4, "delete": 8, "admin": 16}
-	// Sequential modes are excluded on purpose: a lease's token is its czxid, and a lease path
-	// must be the name itself so that at most one node per name can exist.
-	zkModes = map[string]int32{"persistent": 0, "ephemeral": 1}
+	// Only ephemeral_sequential of the sequential modes, for waiter queues: a lease's token is
+	// its czxid and a lease path must be the name itself so that at most one node per name can
+	// exist, so a token node is never sequential (the token check requires mode ephemeral).
+	zkModes = map[string]int32{"persistent": 0, "ephemeral": 1, "ephemeral_sequential": 3}
 )
+
+// zkSeqSep separates a sequential node's last parameter from the 10-digit sequence number
+// ZooKeeper appends to the name it is created with.
+const zkSeqSep = "-"
+
+// sequential reports whether nodes of n are created with a sequence number appended.
+func (n *ZKNode) sequential() bool { return strings.HasSuffix(n.Mode, "_sequential") }
 
 // LoadZK loads and validates spec/zk.yaml.
 func LoadZK(specDir string) (*ZKSpec, error) {
@@ -122,6 +130,9 @@ func LoadZK(specDir string) (*ZKSpec, error) {
 		byPath[shape] = n
 		if _, ok := s.Modes[n.Mode]; !ok {
 			return nil, specErr(zkFile, field+".mode", "unknown mode %q (want one of %s)", n.Mode, strings.Join(slices.Sorted(maps.Keys(s.Modes)), ", "))
+		}
+		if n.sequential() && (len(n.params) == 0 || !strings.HasSuffix(n.Path, "/<"+n.params[len(n.params)-1]+">")) {
+			return nil, specErr(zkFile, field+".path", "a sequential node's last segment must be a parameter (ZooKeeper appends %q and its sequence number to it)", zkSeqSep)
 		}
 		switch n.Data {
 		case "", "owner":
@@ -337,29 +348,25 @@ func (s *ZKSpec) genGo() (File, error) {
 				}
 				rest = rest[i+len(p)+2:]
 			}
+			if n.sequential() {
+				rest += zkSeqSep
+			}
 			if rest != "" {
 				expr = expr.Op("+").Lit(rest)
 			}
-			f.Comment(cmt(fmt.Sprintf("%s returns the path of %s. %s", id, what, d)))
-			f.Func().Id(id).Params(params...).String().Block(jen.Return(expr))
-
-			// The inverse: the parameters of a path of this kind, from the same pattern.
-			var results, zeros, vals []jen.Code
-			for i, p := range n.params {
-				results = append(results, jen.Id(p).String())
-				zeros = append(zeros, jen.Lit(""))
-				vals = append(vals, jen.Id("v").Index(jen.Lit(i)))
+			if n.sequential() {
+				f.Comment(cmt(fmt.Sprintf("%s returns the path to create %s with: ZooKeeper appends a 10-digit sequence number to it. %s", id, what, d)))
+			} else {
+				f.Comment(cmt(fmt.Sprintf("%s returns the path of %s. %s", id, what, d)))
 			}
-			results = append(results, jen.Id("ok").Bool())
-			f.Comment(cmt(fmt.Sprintf("Parse%s is the inverse of %s: the %s of path p, or ok false if p is not a path of that form (a parameter is one non-empty segment).", id, id, strings.Join(n.params, " and "))))
-			f.Func().Id("Parse"+id).Params(jen.Id("p").String()).Params(results...).Block(
-				jen.Var().Id("v").Index(jen.Lit(len(n.params))).String(),
-				jen.If(jen.Op("!").Id("zkMatch").Call(jen.Id("p"), jen.Lit(n.Path), jen.Id("v").Index(jen.Op(":")))).Block(
-					jen.Return(append(zeros, jen.False())...),
-				),
-				jen.Return(append(vals, jen.True())...),
-			)
+			f.Func().Id(id).Params(params...).String().Block(jen.Return(expr))
+			if n.sequential() {
+				genZKSeqParse(f, &n, id)
+			} else {
+				genZKParse(f, &n, id)
+			}
 		}
+
 		cn := camel(n.Name) + "Node"
 		f.Comment(fmt.Sprintf("Create flags and ACL permissions of %s nodes.", n.Name))
 		f.Const().Defs(
@@ -390,6 +397,59 @@ func (s *ZKSpec) genGo() (File, error) {
 		jen.Return(jen.Id("n").Op("==").Len(jen.Id("out"))),
 	)
 	return renderGo("generated/wire/zk.go", f)
+}
+
+// genZKParse emits the inverse of a node's path builder: its parameters.
+func genZKParse(f *jen.File, n *ZKNode, id string) {
+	// The inverse: the parameters of a path of this kind, from the same pattern.
+	var results, zeros, vals []jen.Code
+	for i, p := range n.params {
+		results = append(results, jen.Id(p).String())
+		zeros = append(zeros, jen.Lit(""))
+		vals = append(vals, jen.Id("v").Index(jen.Lit(i)))
+	}
+	results = append(results, jen.Id("ok").Bool())
+	f.Comment(cmt(fmt.Sprintf("Parse%s is the inverse of %s: the %s of path p, or ok false if p is not a path of that form (a parameter is one non-empty segment).", id, id, strings.Join(n.params, " and "))))
+	f.Func().Id("Parse"+id).Params(jen.Id("p").String()).Params(results...).Block(
+		jen.Var().Id("v").Index(jen.Lit(len(n.params))).String(),
+		jen.If(jen.Op("!").Id("zkMatch").Call(jen.Id("p"), jen.Lit(n.Path), jen.Id("v").Index(jen.Op(":")))).Block(
+			jen.Return(append(zeros, jen.False())...),
+		),
+		jen.Return(append(vals, jen.True())...),
+	)
+}
+
+// genZKSeqParse emits the inverse of a sequential node's path builder: its parameters and the
+// sequence number ZooKeeper appended to the last one.
+func genZKSeqParse(f *jen.File, n *ZKNode, id string) {
+	last := len(n.params) - 1
+	var results, zeros, vals []jen.Code
+	for i, p := range n.params {
+		results = append(results, jen.Id(p).String())
+		zeros = append(zeros, jen.Lit(""))
+		if i < last {
+			vals = append(vals, jen.Id("v").Index(jen.Lit(i)))
+		}
+	}
+	results = append(results, jen.Id("seq").Int64(), jen.Id("ok").Bool())
+	zeros = append(zeros, jen.Lit(0), jen.False())
+	vals = append(vals, jen.Id("p"+camel(n.params[last])), jen.Id("n"), jen.True())
+	f.Comment(cmt(fmt.Sprintf("Parse%s is the inverse of %s for a created node: the %s of path p and the sequence number ZooKeeper appended (after %q, 10 digits), or ok false if p is not a path of that form.", id, id, strings.Join(n.params, " and "), zkSeqSep)))
+	f.Func().Id("Parse"+id).Params(jen.Id("p").String()).Params(results...).Block(
+		jen.Var().Id("v").Index(jen.Lit(len(n.params))).String(),
+		jen.If(jen.Op("!").Id("zkMatch").Call(jen.Id("p"), jen.Lit(n.Path), jen.Id("v").Index(jen.Op(":")))).Block(
+			jen.Return(zeros...),
+		),
+		jen.List(jen.Id("p"+camel(n.params[last])), jen.Id("digits"), jen.Id("cut")).Op(":=").Qual("strings", "Cut").Call(jen.Id("v").Index(jen.Lit(last)), jen.Lit(zkSeqSep)),
+		jen.If(jen.Op("!").Id("cut").Op("||").Id("p"+camel(n.params[last])).Op("==").Lit("").Op("||").Len(jen.Id("digits")).Op("!=").Lit(10)).Block(
+			jen.Return(zeros...),
+		),
+		jen.List(jen.Id("n"), jen.Id("err")).Op(":=").Qual("strconv", "ParseInt").Call(jen.Id("digits"), jen.Lit(10), jen.Lit(64)),
+		jen.If(jen.Id("err").Op("!=").Nil().Op("||").Id("n").Op("<").Lit(0)).Block(
+			jen.Return(zeros...),
+		),
+		jen.Return(vals...),
+	)
 }
 
 func orNone(l []string) []string {

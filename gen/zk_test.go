@@ -15,6 +15,9 @@ func TestZKLayoutFrozen(t *testing.T) {
 		"/simba/groups":               {"persistent", "", ""},
 		"/simba/groups/<group>":       {"persistent", "", ""},
 		"/simba/groups/<group>/<sid>": {"ephemeral", "owner", ""},
+		"/simba/waiters":              {"persistent", "", ""},
+		"/simba/waiters/<name>":       {"persistent", "", ""},
+		"/simba/waiters/<name>/<sid>": {"ephemeral_sequential", "owner", ""},
 	}
 	for _, n := range s.Nodes {
 		w, ok := want[n.Path]

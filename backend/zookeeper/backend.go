@@ -460,6 +460,13 @@ func (b *Backend) CloseSession(ctx context.Context, sid spi.SessionID) error {
 // with the same token; another session's is HeldBy with RemainingUnknown, since ZooKeeper
 // cannot tell how long another session has left.
 func (b *Backend) Acquire(ctx context.Context, sid spi.SessionID, name string) (spi.Acquire, error) {
+	return b.acquire(ctx, sid, name, false)
+}
+
+// acquire is Acquire, and AcquireQueued when queued: the lease node is created in one
+// multi-op with a check that the name's waiter queue lets this session have it (see
+// session.createLease), so a free lease goes to the queue's first waiter.
+func (b *Backend) acquire(ctx context.Context, sid spi.SessionID, name string, queued bool) (spi.Acquire, error) {
 	if err := wire.ValidateName(name); err != nil {
 		return spi.Acquire{}, err
 	}
@@ -471,21 +478,40 @@ func (b *Backend) Acquire(ctx context.Context, sid spi.SessionID, name string) (
 		return spi.Acquire{Kind: spi.SessionExpired}, nil
 	}
 	path := b.lay.lease(name)
-	for attempt := 0; attempt < 4; attempt++ {
-		_, err := call(ctx, func() (string, error) { return s.conn.Create(path, s.owner, wire.LeaseNodeFlags, s.leaseACL) })
+	for attempt := 0; attempt < 8; attempt++ {
+		q := s.queueGuess(name)
+		token, err := call(ctx, func() (int64, error) { return s.createLease(name, path, q) })
 		switch {
 		case err == nil:
-			token, ok := s.tap.takeCreated(path)
-			if !ok {
-				// The tap always sees the reply before Create returns; this is a guard only.
-				s.markUncertain(name)
-				return spi.Acquire{}, spi.Unavailable("acquire", errors.New("create reply without zxid"))
-			}
 			if h := testHookGranted.Load(); h != nil {
 				(*h)(path)
 			}
+			s.granted(name, q)
 			s.adopt(name, token, false)
 			return spi.Acquire{Kind: spi.Granted, Token: token, Remaining: s.remaining()}, nil
+		case errors.Is(err, errQueueChanged):
+			head, err := s.readQueue(ctx, name)
+			switch {
+			case errors.Is(err, errQueueChanged):
+				continue
+			case err != nil:
+				if s.expiredBy(err) {
+					return spi.Acquire{Kind: spi.SessionExpired}, nil
+				}
+				return spi.Acquire{}, s.fail("acquire: read the waiters of "+name, err)
+			case head == nil:
+				continue // the queue lets this session in: try again with its version
+			}
+			s.resolved(name)
+			if queued {
+				if err := s.ensureWaiter(ctx, name); err != nil {
+					if s.expiredBy(err) {
+						return spi.Acquire{Kind: spi.SessionExpired}, nil
+					}
+					return spi.Acquire{}, err
+				}
+			}
+			return *head, nil
 		case errors.Is(err, zk.ErrNodeExists):
 			type got struct {
 				data    []byte
@@ -507,23 +533,34 @@ func (b *Backend) Acquire(ctx context.Context, sid spi.SessionID, name string) (
 			case g.stat.EphemeralOwner == s.zid:
 				s.adopt(name, g.stat.Czxid, g.watched)
 				return spi.Acquire{Kind: spi.Granted, Token: g.stat.Czxid, Remaining: s.remaining()}, nil
-			case g.stat.EphemeralOwner == 0:
+			}
+			var reply spi.Acquire
+			if g.stat.EphemeralOwner == 0 {
 				// Not any session's: honoured as held (the read's watch reports its deletion),
 				// never taken for ours and never deleted by Simba.
 				b.warnOnce(path, "simba: ZooKeeper: a persistent node that Simba did not create sits at a lease path; the name stays held until someone deletes it",
 					"name", name, "node", path)
-				s.resolved(name)
-				return spi.Acquire{Kind: spi.HeldBy, Holder: ForeignHolder, HolderOwner: ForeignOwner, RemainingUnknown: true}, nil
+				reply = spi.Acquire{Kind: spi.HeldBy, Holder: ForeignHolder, HolderOwner: ForeignOwner, RemainingUnknown: true}
+			} else {
+				owner := string(g.data)
+				if wire.ValidateOwner(owner) != nil {
+					b.warnOnce(path, "simba: ZooKeeper: a lease node's data is not an owner string; another session's node that Simba may not have created",
+						"name", name, "node", path, "session", SessionIDString(g.stat.EphemeralOwner))
+					owner = ForeignOwner
+				}
+				reply = spi.Acquire{Kind: spi.HeldBy, Holder: SessionIDString(g.stat.EphemeralOwner),
+					HolderOwner: owner, RemainingUnknown: true}
 			}
 			s.resolved(name)
-			owner := string(g.data)
-			if wire.ValidateOwner(owner) != nil {
-				b.warnOnce(path, "simba: ZooKeeper: a lease node's data is not an owner string; another session's node that Simba may not have created",
-					"name", name, "node", path, "session", SessionIDString(g.stat.EphemeralOwner))
-				owner = ForeignOwner
+			if queued {
+				if err := s.ensureWaiter(ctx, name); err != nil {
+					if s.expiredBy(err) {
+						return spi.Acquire{Kind: spi.SessionExpired}, nil
+					}
+					return spi.Acquire{}, err
+				}
 			}
-			return spi.Acquire{Kind: spi.HeldBy, Holder: SessionIDString(g.stat.EphemeralOwner),
-				HolderOwner: owner, RemainingUnknown: true}, nil
+			return reply, nil
 		case errors.Is(err, zk.ErrNoNode):
 			b.rootsMissing()
 			if err := b.ensureRoots(ctx, s); err != nil {
@@ -540,11 +577,12 @@ func (b *Backend) Acquire(ctx context.Context, sid spi.SessionID, name string) (
 			}
 			if outcomeUnknown(err) {
 				s.markUncertain(name)
+				s.forgetQueue(name) // the multi-op may have deleted the session's waiter node
 			}
 			return spi.Acquire{}, s.fail("acquire", err)
 		}
 	}
-	return spi.Acquire{}, spi.Unavailable("acquire", fmt.Errorf("lease node %s kept changing", path))
+	return spi.Acquire{}, spi.Unavailable("acquire", fmt.Errorf("lease node %s or its waiter queue kept changing", path))
 }
 
 // Release deletes the lease node if the session holds it with token, and never another

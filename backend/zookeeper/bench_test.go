@@ -106,6 +106,37 @@ func BenchmarkAcquireRelease(b *testing.B) {
 			}
 		})
 	})
+	// A name that once had waiters (its queue node exists, now empty): the acquire's multi-op
+	// checks the queue node's version.
+	b.Run("simba-queue-node", func(b *testing.B) {
+		e := newBenchEnv(b)
+		other, err := e.b.OpenSession(e.ctx, "bench-waiter", 30*time.Second)
+		if err != nil {
+			b.Fatal(err)
+		}
+		r, err := e.b.Acquire(e.ctx, e.session, "cycle")
+		if err != nil || r.Kind != spi.Granted {
+			b.Fatalf("Acquire = %+v, %v", r, err)
+		}
+		if w, err := e.b.AcquireQueued(e.ctx, other.ID, "cycle"); err != nil || w.Kind != spi.HeldBy {
+			b.Fatalf("AcquireQueued = %+v, %v", w, err)
+		}
+		if err := e.b.Withdraw(e.ctx, other.ID, "cycle"); err != nil {
+			b.Fatal(err)
+		}
+		if err := e.b.Release(e.ctx, e.session, "cycle", r.Token); err != nil {
+			b.Fatal(err)
+		}
+		ratio(b, e, "cycle", func() {
+			r, err := e.b.Acquire(e.ctx, e.session, "cycle")
+			if err != nil || r.Kind != spi.Granted {
+				b.Fatalf("Acquire = %+v, %v", r, err)
+			}
+			if err := e.b.Release(e.ctx, e.session, "cycle", r.Token); err != nil {
+				b.Fatal(err)
+			}
+		})
+	})
 	b.Run("go-zookeeper-Lock", func(b *testing.B) {
 		e := newBenchEnv(b)
 		lock := zk.NewLock(e.raw, e.b.lay.lease("zk-lock"), zk.WorldACL(zk.PermAll))

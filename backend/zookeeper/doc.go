@@ -1,6 +1,6 @@
 /*
 Package zookeeper is Simba's ZooKeeper backend: it implements the SPI (spi.Backend, with the
-spi.Hinter and spi.Inspector capabilities) with github.com/go-zookeeper/zk on the layout
+spi.Hinter, spi.Inspector and spi.Queuer capabilities) with github.com/go-zookeeper/zk on the layout
 generated from spec/zk.yaml (package wire; DESIGN.md §5):
 
   - A Simba session is a ZooKeeper session, on a connection of its own; its id is the
@@ -18,6 +18,29 @@ generated from spec/zk.yaml (package wire; DESIGN.md §5):
     epoch in its high 32 bits, so tokens are large numbers, not 1, 2, 3: only their order
     means anything.
   - Group members are ephemeral nodes /simba/groups/<group>/<sid>.
+  - Waiters (spi.Queuer) are ephemeral sequential nodes /simba/waiters/<name>/<sid>-<seq>
+    under a persistent queue node per name; see Waiter queues.
+
+# Waiter queues
+
+A session that waits for a held lease (AcquireQueued: Lock, a campaign, a candidacy) gets a
+waiter node, created with ZooKeeper's sequence number, which orders the queue; it keeps that
+node (its place) on later attempts, loses it with its session (the node is ephemeral), and
+deletes it when granted or when it stops waiting (Withdraw). A free lease goes only to the
+session of the first waiter node, or to anyone while the queue is empty: every other acquire,
+queued or plain (TryLock), is HeldBy that first waiter (RemainingUnknown), whose node the
+reply's read watches, so that its deletion is a Released hint. A waiter is therefore granted
+the lease after at most as many tenures as there were live waiters ahead of it when it
+queued; a holder that re-locks in a loop cannot keep it out.
+
+ZooKeeper's multi-op cannot check a node's children, so every add or remove of a waiter node
+writes the queue node (empty) in the same multi-op, bumping its data version, and an acquire
+creates the lease node in one multi-op with a check of the queue version it last saw (or,
+while the name has no queue node, with a create and delete of it, which succeed only while it
+does not exist); when that check fails, the acquire reads the queue and tries again. Without
+waiters an acquire thus stays one request (the multi-op's zxid is the new node's czxid). A
+queue node, once created, is kept, as group nodes are. A child of a queue node that is not an
+ephemeral node of the session its name gives is skipped with a warning.
 
 # Nodes Simba did not create
 
@@ -58,7 +81,8 @@ spi.KeepAlive with Expired, spi.Expired); the engine opens a new session.
 
 # Releases and keep-alives
 
-Acquire is one create (its reply's zxid is the new node's czxid). On NodeExists it reads the
+Acquire is one multi-op: the create and the check of the waiter queue (its reply's zxid is
+the new node's czxid). On NodeExists it reads the
 node, setting a watch: the session's own node is a Granted re-acquire with its czxid, another
 session's is HeldBy with RemainingUnknown, since ZooKeeper cannot tell how long another session
 has left; the watch yields the Released hint the engine waits for.

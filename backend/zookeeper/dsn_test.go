@@ -118,6 +118,15 @@ func TestLayout(t *testing.T) {
 			t.Errorf("memberOf(%q) = %q, %q, want none", p, g, s)
 		}
 	}
+	// Waiter nodes: ZooKeeper appends a 10-digit sequence number to the created path.
+	if n, s, seq, ok := l.waiterOf(l.waiter("a:b", "00000000000000ab") + "0000000042"); !ok || n != "a:b" || s != "00000000000000ab" || seq != 42 {
+		t.Errorf("waiterOf = %q, %q, %d, %v", n, s, seq, ok)
+	}
+	for _, p := range []string{l.waiter("a", "00000000000000ab"), l.waiter("a", "00000000000000ab") + "42", l.waiter("a", "") + "0000000042", l.queue("a"), l.lease("a")} {
+		if n, s, seq, ok := l.waiterOf(p); ok {
+			t.Errorf("waiterOf(%q) = %q, %q, %d, want none", p, n, s, seq)
+		}
+	}
 	root := layout{}
 	if n, ok := root.leaseName(root.lease("a:b")); !ok || n != "a:b" {
 		t.Errorf("leaseName without chroot = %q, %v", n, ok)
@@ -126,7 +135,7 @@ func TestLayout(t *testing.T) {
 	for _, n := range l.persistent(newACLs(true)) {
 		paths = append(paths, n.path)
 	}
-	want := []string{"/apps", "/apps/x", "/apps/x/simba", "/apps/x/simba/leases", "/apps/x/simba/groups"}
+	want := []string{"/apps", "/apps/x", "/apps/x/simba", "/apps/x/simba/leases", "/apps/x/simba/groups", "/apps/x/simba/waiters"}
 	if !slices.Equal(paths, want) {
 		t.Errorf("persistent nodes = %v, want %v", paths, want)
 	}

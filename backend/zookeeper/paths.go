@@ -19,6 +19,21 @@ func (l layout) member(g, sid string) string { return l.chroot + wire.MemberPath
 func (l layout) leasesRoot() string          { return l.chroot + wire.LeasesPath }
 func (l layout) groupsRoot() string          { return l.chroot + wire.GroupsPath }
 func (l layout) root() string                { return l.chroot + wire.RootPath }
+func (l layout) waitersRoot() string         { return l.chroot + wire.WaitersPath }
+func (l layout) queue(name string) string    { return l.chroot + wire.QueuePath(name) }
+
+// waiter is the path a waiter node of session sid for name is created with (ZooKeeper
+// appends the sequence number).
+func (l layout) waiter(name, sid string) string { return l.chroot + wire.WaiterPath(name, sid) }
+
+// waiterOf returns the lease name, session id and sequence number of a waiter node path
+// (wire.ParseWaiterPath).
+func (l layout) waiterOf(p string) (name, sid string, seq int64, ok bool) {
+	if rest, ok := l.unchroot(p); ok {
+		return wire.ParseWaiterPath(rest)
+	}
+	return "", "", 0, false
+}
 
 // persistentNode is a node the backend creates if missing.
 type persistentNode struct {
@@ -40,7 +55,8 @@ func (l layout) persistent(a acls) []persistentNode {
 	return append(out,
 		persistentNode{l.root(), wire.RootNodeFlags, a.root},
 		persistentNode{l.leasesRoot(), wire.LeasesNodeFlags, a.leases},
-		persistentNode{l.groupsRoot(), wire.GroupsNodeFlags, a.groups})
+		persistentNode{l.groupsRoot(), wire.GroupsNodeFlags, a.groups},
+		persistentNode{l.waitersRoot(), wire.WaitersNodeFlags, a.waiters})
 }
 
 // unchroot returns p relative to the chroot, as the generated layout spells it.
@@ -78,6 +94,7 @@ func (l layout) memberOf(p string) (group, sid string, ok bool) {
 // the layout's perms; without one, world:anyone with all perms (nothing protects the nodes).
 type acls struct {
 	root, leases, groups, group, member []zk.ACL
+	waiters, queue, waiter              []zk.ACL
 	// leaseWorld is the world entry of a lease node's ACL; the creator entry is the creating
 	// session's own identity (session.leaseACL).
 	leaseWorld []zk.ACL
@@ -101,5 +118,8 @@ func newACLs(authenticated bool) acls {
 		groups:     mk(wire.GroupsNodeCreatorPerms, wire.GroupsNodeWorldPerms),
 		group:      mk(wire.GroupNodeCreatorPerms, wire.GroupNodeWorldPerms),
 		member:     mk(wire.MemberNodeCreatorPerms, wire.MemberNodeWorldPerms),
+		waiters:    mk(wire.WaitersNodeCreatorPerms, wire.WaitersNodeWorldPerms),
+		queue:      mk(wire.QueueNodeCreatorPerms, wire.QueueNodeWorldPerms),
+		waiter:     mk(wire.WaiterNodeCreatorPerms, wire.WaiterNodeWorldPerms),
 	}
 }

@@ -55,6 +55,10 @@ type session struct {
 	// entry.
 	members  map[string]map[string]bool
 	groupGen map[string]uint64
+	// queues holds, per name, the waiter queue state the session's last grant check passed
+	// with (see queue.go); waiters the path of the session's own waiter node per name.
+	queues  map[string]queueState
+	waiters map[string]string
 }
 
 // watchState is a watch this session set (or is setting) on a path and that has not fired.
@@ -84,6 +88,8 @@ func (b *Backend) connect(ctx context.Context, owner string, ttl time.Duration) 
 		watching:  map[string]watchState{},
 		members:   map[string]map[string]bool{},
 		groupGen:  map[string]uint64{},
+		queues:    map[string]queueState{},
+		waiters:   map[string]string{},
 		setUp:     make(chan struct{}),
 	}
 	defer close(s.setUp)
@@ -448,6 +454,12 @@ func (s *session) onEvent(ev zk.Event) {
 	}
 	switch ev.Type {
 	case zk.EventNodeDeleted:
+		if name, _, _, ok := s.b.lay.waiterOf(ev.Path); ok {
+			// A waiter this session found first in the queue is gone (granted, withdrawn or
+			// expired): the next waiter may now have the lease. The watcher connection does
+			// not watch waiter nodes, so this is published whether or not it is up.
+			s.b.publish(spi.Released, name)
+		}
 		if name, ok := s.b.lay.leaseName(ev.Path); ok {
 			// ZooKeeper orders this event before the reply to any later request of the
 			// session, so it always concerns the node this session knows at this path.

@@ -19,6 +19,8 @@ import (
 // err int32. The first frame each way on a TCP connection is the connect request/response.
 const (
 	opCreate       = 1
+	opMulti        = 14
+	multiHeaderLen = 9 // a multi-op's part header: type int32, done bool, err int32
 	opPing         = 11
 	opCloseSession = -11
 	xidWatchEvent  = -1
@@ -272,6 +274,12 @@ func (t *tap) request(c *tapConn, xid, op int32, body []byte) (first bool) {
 		return false
 	}
 	t.outstanding++
+	if op == opMulti && len(body) >= multiHeaderLen && int32(binary.BigEndian.Uint32(body)) == opCreate {
+		// A multi-op whose first part is a create (a queue-checked acquire): its zxid, that of
+		// its one transaction, is the created node's czxid.
+		body = body[multiHeaderLen:]
+		op = opCreate
+	}
 	if op == opCreate && len(body) >= 4 {
 		n := int(binary.BigEndian.Uint32(body))
 		if n >= 0 && 4+n <= len(body) {

@@ -43,3 +43,7 @@ func TestFencingSpec(t *testing.T) {
 func TestClientSpec(t *testing.T) {
 	tck.ClientSpec(t, factory(t))
 }
+
+func TestFairnessSpec(t *testing.T) {
+	tck.FairnessSpec(t, factory(t))
+}

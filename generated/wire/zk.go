@@ -2,7 +2,10 @@
 
 package wire
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+)
 
 // ZKACLIntent is the ACL intent of the ZooKeeper layout (spec/zk.yaml), which the ZooKeeper
 // backend implements: ZooKeeper checks DELETE on the parent of the node being deleted and WRITE
@@ -55,6 +58,8 @@ const (
 const (
 	// ZKFlagEphemeral is the create flag of ephemeral nodes.
 	ZKFlagEphemeral int32 = 1
+	// ZKFlagEphemeralSequential is the create flag of ephemeral_sequential nodes.
+	ZKFlagEphemeralSequential int32 = 3
 	// ZKFlagPersistent is the create flag of persistent nodes.
 	ZKFlagPersistent int32 = 0
 )
@@ -198,6 +203,93 @@ const (
 	MemberNodeCreatorPerms int32 = 31
 	// MemberNodeWorldPerms are the perms of the world:anyone ACL entry: read.
 	MemberNodeWorldPerms int32 = 1
+)
+
+// WaitersPath is the persistent ZooKeeper node "/simba/waiters". The parent of every waiter
+// queue; never deleted.
+const WaitersPath = "/simba/waiters"
+
+// Create flags and ACL permissions of waiters nodes.
+const (
+	// WaitersNodeFlags is the create flag of waiters nodes (persistent).
+	WaitersNodeFlags = ZKFlagPersistent
+	// WaitersNodeCreatorPerms are the perms of the creator (auth) ACL entry: all.
+	WaitersNodeCreatorPerms int32 = 31
+	// WaitersNodeWorldPerms are the perms of the world:anyone ACL entry: read.
+	WaitersNodeWorldPerms int32 = 1
+)
+
+// QueuePath returns the path of the persistent ZooKeeper node "/simba/waiters/<name>". The waiter
+// queue of lease <name>: created when the first session queues for it, then kept (an empty queue
+// has no children). Every waiter node a client adds or removes bumps its data version in the same
+// multi-op (setData, empty), so an acquire can check in one multi-op that the queue did not
+// change since it read it: an acquire creates the lease node in a multi-op that also checks the
+// queue's version (or, while there is no queue, creates and deletes it, which succeeds only while
+// it does not exist). A lease is granted only to the session of the first waiter node (lowest
+// sequence number), whose node the granting multi-op deletes, or to anyone while the queue has no
+// waiter node; anyone else is HeldBy that first waiter.
+func QueuePath(name string) string {
+	return "/simba/waiters/" + name
+}
+
+// ParseQueuePath is the inverse of QueuePath: the name of path p, or ok false if p is not a path
+// of that form (a parameter is one non-empty segment).
+func ParseQueuePath(p string) (name string, ok bool) {
+	var v [1]string
+	if !zkMatch(p, "/simba/waiters/<name>", v[:]) {
+		return "", false
+	}
+	return v[0], true
+}
+
+// Create flags and ACL permissions of queue nodes.
+const (
+	// QueueNodeFlags is the create flag of queue nodes (persistent).
+	QueueNodeFlags = ZKFlagPersistent
+	// QueueNodeCreatorPerms are the perms of the creator (auth) ACL entry: all.
+	QueueNodeCreatorPerms int32 = 31
+	// QueueNodeWorldPerms are the perms of the world:anyone ACL entry: read.
+	QueueNodeWorldPerms int32 = 1
+)
+
+// WaiterPath returns the path to create the ephemeral_sequential ZooKeeper node
+// "/simba/waiters/<name>/<sid>" with: ZooKeeper appends a 10-digit sequence number to it. Session
+// <sid> waits for lease <name> while this node exists; ZooKeeper appends "-" and a 10-digit
+// sequence number to the name, which orders the queue (arrival order), and deletes the node when
+// the session expires. Added by a queued acquire that finds the lease held (kept if the session
+// has one), deleted by the grant to the session or by Withdraw. Its data is the waiter's owner
+// (UTF-8).
+func WaiterPath(name string, sid string) string {
+	return "/simba/waiters/" + name + "/" + sid + "-"
+}
+
+// ParseWaiterPath is the inverse of WaiterPath for a created node: the name and sid of path p and
+// the sequence number ZooKeeper appended (after "-", 10 digits), or ok false if p is not a path
+// of that form.
+func ParseWaiterPath(p string) (name string, sid string, seq int64, ok bool) {
+	var v [2]string
+	if !zkMatch(p, "/simba/waiters/<name>/<sid>", v[:]) {
+		return "", "", 0, false
+	}
+	pSid, digits, cut := strings.Cut(v[1], "-")
+	if !cut || pSid == "" || len(digits) != 10 {
+		return "", "", 0, false
+	}
+	n, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil || n < 0 {
+		return "", "", 0, false
+	}
+	return v[0], pSid, n, true
+}
+
+// Create flags and ACL permissions of waiter nodes.
+const (
+	// WaiterNodeFlags is the create flag of waiter nodes (ephemeral_sequential).
+	WaiterNodeFlags = ZKFlagEphemeralSequential
+	// WaiterNodeCreatorPerms are the perms of the creator (auth) ACL entry: all.
+	WaiterNodeCreatorPerms int32 = 31
+	// WaiterNodeWorldPerms are the perms of the world:anyone ACL entry: read.
+	WaiterNodeWorldPerms int32 = 1
 )
 
 // zkMatch matches path p against pattern (segments are literal or <param>), storing each

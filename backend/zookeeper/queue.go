@@ -1,0 +1,374 @@
+package zookeeper
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/simba-go/simba/generated/wire"
+	"github.com/simba-go/simba/spi"
+)
+
+// The waiter queue of a name (spec/zk.yaml, nodes queue and waiter) is a persistent queue node
+// with one ephemeral sequential waiter node per waiting session: the lowest sequence number is
+// the first waiter, and a waiter whose session expires drops out with its node. ZooKeeper's
+// multi-op cannot check a node's children, so every add or remove of a waiter node also writes
+// the queue node (empty data) in the same multi-op, bumping its data version; an acquire
+// creates the lease node in one multi-op with a check of the version it read the queue at
+// (or, while there is no queue node, with a create and delete of it, which succeed only while
+// it does not exist). A waiter node that vanishes with its session does not bump the version,
+// but that only shortens the queue: a check that the queue had no one ahead of a session
+// stays true.
+//
+// Each session remembers, per name, the queue state its last grant check passed with, so an
+// acquire without waiters stays one round trip (the multi-op), as a bare create was.
+
+// errQueueChanged reports that the waiter queue is not as the acquire's multi-op expected.
+var errQueueChanged = errors.New("zookeeper: the waiter queue changed")
+
+// maxQueueStates bounds each session's memory of queue states (names it acquired).
+const maxQueueStates = 4096
+
+// queueState is what a session knows of a name's waiter queue: absent (the zero value), or
+// present at version with no one ahead of this session, whose own first waiter node is mine
+// (or none).
+type queueState struct {
+	exists  bool
+	version int32
+	mine    string
+}
+
+// AcquireQueued implements spi.Queuer: Acquire for a session that waits for name. Unless the
+// reply is Granted or SessionExpired, the session has a waiter node for name when it returns
+// (one created now, or the one it had). A free lease with waiters is HeldBy the first waiter
+// (RemainingUnknown), and the reply's read of the waiter's node leaves a watch, so its
+// deletion (a grant, a withdrawal or its session's expiry) yields a Released hint.
+func (b *Backend) AcquireQueued(ctx context.Context, sid spi.SessionID, name string) (spi.Acquire, error) {
+	return b.acquire(ctx, sid, name, true)
+}
+
+// Withdraw implements spi.Queuer: it deletes the session's waiter node for name, if any, in a
+// multi-op that bumps the queue's version.
+func (b *Backend) Withdraw(ctx context.Context, sid spi.SessionID, name string) error {
+	if err := wire.ValidateName(name); err != nil {
+		return err
+	}
+	s, err := b.lookup(sid)
+	if err != nil || s == nil {
+		return err
+	}
+	qp := b.lay.queue(name)
+	for attempt := 0; attempt < 4; attempt++ {
+		p, err := s.ownWaiter(ctx, name)
+		if err == nil && p == "" {
+			return nil
+		}
+		if err == nil {
+			err = callErr(ctx, func() error {
+				_, err := s.conn.Multi(&zk.DeleteRequest{Path: p, Version: -1}, &zk.SetDataRequest{Path: qp, Version: -1})
+				return err
+			})
+			s.forgetQueue(name)
+			if err == nil {
+				return nil
+			}
+			if errors.Is(err, zk.ErrNoNode) {
+				continue // gone already (or the queue node was): look again
+			}
+		}
+		if s.expiredBy(err) {
+			return nil
+		}
+		return s.fail("withdraw", err)
+	}
+	return spi.Unavailable("withdraw", fmt.Errorf("the waiter queue %s kept changing", qp))
+}
+
+// queueGuess returns the state of name's queue the session last passed a grant check with.
+func (s *session) queueGuess(name string) queueState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.queues[name]
+}
+
+// setQueue records q as name's queue state.
+func (s *session) setQueue(name string, q queueState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.queues) >= maxQueueStates {
+		clear(s.queues)
+	}
+	s.queues[name] = q
+}
+
+// granted records a grant checked against q: a grant that deleted the session's waiter node
+// changed the queue's version.
+func (s *session) granted(name string, q queueState) {
+	if q.mine == "" {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.queues, name)
+	delete(s.waiters, name)
+}
+
+// forgetQueue drops what the session knows of name's queue and of its own waiter node there,
+// after a request whose outcome is unknown: the next attempt reads them again.
+func (s *session) forgetQueue(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.queues, name)
+	delete(s.waiters, name)
+}
+
+// createLease creates name's lease node at path in one multi-op with the check that the
+// queue is still as q says, and returns the new node's czxid (the multi-op's zxid, which the
+// tap reads). It fails with ErrNodeExists when the lease node exists, errQueueChanged when the
+// queue is not as q says, ErrNoNode when the roots are missing.
+func (s *session) createLease(name, path string, q queueState) (int64, error) {
+	qp := s.b.lay.queue(name)
+	ops := make([]any, 1, 3)
+	ops[0] = &zk.CreateRequest{Path: path, Data: s.owner, Acl: s.leaseACL, Flags: wire.LeaseNodeFlags}
+	switch {
+	case !q.exists:
+		ops = append(ops, &zk.CreateRequest{Path: qp, Acl: s.b.acls.queue, Flags: wire.QueueNodeFlags},
+			&zk.DeleteRequest{Path: qp, Version: -1})
+	case q.mine != "":
+		ops = append(ops, &zk.SetDataRequest{Path: qp, Version: q.version},
+			&zk.DeleteRequest{Path: q.mine, Version: -1})
+	default:
+		ops = append(ops, &zk.CheckVersionRequest{Path: qp, Version: q.version})
+	}
+	mr, err := s.conn.Multi(ops...)
+	if err == nil {
+		token, ok := s.tap.takeCreated(path)
+		if !ok {
+			// The tap always sees the reply before Multi returns; this is a guard only.
+			s.markUncertain(name)
+			return 0, errors.New("create reply without zxid")
+		}
+		return token, nil
+	}
+	if !isAPIError(err) {
+		return 0, err
+	}
+	for i, r := range mr {
+		if r.Error == nil || !isAPIError(r.Error) {
+			continue
+		}
+		switch {
+		case i == 0:
+			return 0, r.Error
+		case !q.exists && errors.Is(r.Error, zk.ErrNoNode):
+			return 0, r.Error // the waiters root is missing
+		}
+		break
+	}
+	return 0, errQueueChanged
+}
+
+// readQueue reads name's waiter queue. If it lets this session have the lease (no waiter
+// node ahead of the session's own), it records the state for the next createLease and
+// returns nil; otherwise it returns the HeldBy reply naming the first waiter, whose node it
+// read with a watch (its deletion is a hint). A child that is not a waiter node of the
+// session its name says (a node Simba did not create) is skipped with a warning, as it would
+// otherwise hold the lease back for as long as it stays. errQueueChanged asks the caller to
+// try again.
+func (s *session) readQueue(ctx context.Context, name string) (*spi.Acquire, error) {
+	qp := s.b.lay.queue(name)
+	type got struct {
+		children []string
+		stat     *zk.Stat
+	}
+	g, err := call(ctx, func() (got, error) {
+		ch, st, err := s.conn.Children(qp)
+		return got{ch, st}, err
+	})
+	if errors.Is(err, zk.ErrNoNode) {
+		s.setQueue(name, queueState{})
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range s.scanQueue(name, g.children) {
+		if w.sid == string(s.id) {
+			s.setQueue(name, queueState{exists: true, version: g.stat.Version, mine: w.path})
+			return nil, nil
+		}
+		type node struct {
+			data []byte
+			stat *zk.Stat
+		}
+		n, err := call(ctx, func() (node, error) {
+			data, stat, _, err := s.getData(w.path)
+			return node{data, stat}, err
+		})
+		switch {
+		case errors.Is(err, zk.ErrNoNode):
+			continue // its session ended (a grant or withdrawal also changed the version)
+		case err != nil:
+			return nil, err
+		case SessionIDString(n.stat.EphemeralOwner) != spi.SessionID(w.sid):
+			s.b.warnOnce(w.path, "simba: ZooKeeper: skipping a child of a waiter queue that is not an ephemeral node of the session its name gives; it was not created by Simba and is neither used nor deleted",
+				"name", name, "node", w.path)
+			continue
+		}
+		owner := string(n.data)
+		if wire.ValidateOwner(owner) != nil {
+			owner = ForeignOwner
+		}
+		return &spi.Acquire{Kind: spi.HeldBy, Holder: spi.SessionID(w.sid), HolderOwner: owner, RemainingUnknown: true}, nil
+	}
+	s.setQueue(name, queueState{exists: true, version: g.stat.Version})
+	return nil, nil
+}
+
+// waiterNode is a child of a queue node named as a waiter node.
+type waiterNode struct {
+	path, sid string
+	seq       int64
+}
+
+// scanQueue returns the children of name's queue node that are named as waiter nodes, in
+// queue order (by sequence number), and records (or forgets) the session's own first one.
+func (s *session) scanQueue(name string, children []string) []waiterNode {
+	qp := s.b.lay.queue(name)
+	ws := make([]waiterNode, 0, len(children))
+	for _, c := range children {
+		p := qp + "/" + c
+		if n, sid, seq, ok := s.b.lay.waiterOf(p); ok && n == name {
+			ws = append(ws, waiterNode{p, sid, seq})
+		}
+	}
+	slices.SortFunc(ws, func(a, b waiterNode) int { return cmp.Compare(a.seq, b.seq) })
+	s.mu.Lock()
+	delete(s.waiters, name)
+	for _, w := range ws {
+		if w.sid == string(s.id) {
+			s.waiters[name] = w.path
+			break
+		}
+	}
+	s.mu.Unlock()
+	return ws
+}
+
+// ownWaiter returns the path of the session's waiter node for name, or "" if it has none:
+// the one it remembers, else the one found among the queue's children (an earlier attempt's
+// reply may have been lost).
+func (s *session) ownWaiter(ctx context.Context, name string) (string, error) {
+	s.mu.Lock()
+	p := s.waiters[name]
+	s.mu.Unlock()
+	if p != "" {
+		return p, nil
+	}
+	ch, err := call(ctx, func() ([]string, error) {
+		ch, _, err := s.conn.Children(s.b.lay.queue(name))
+		return ch, err
+	})
+	if errors.Is(err, zk.ErrNoNode) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	for _, w := range s.scanQueue(name, ch) {
+		if w.sid == string(s.id) {
+			return w.path, nil
+		}
+	}
+	return "", nil
+}
+
+// ensureWaiter makes sure the session has a waiter node for name: it keeps the one it has
+// (its place in the queue) or appends one, in a multi-op that writes the queue node at the
+// version it listed the queue at (so it knows whether its node is the first). When the
+// session's node is the first, it records the queue's state, so that the attempt after the
+// Released hint is one request.
+func (s *session) ensureWaiter(ctx context.Context, name string) error {
+	s.mu.Lock()
+	have := s.waiters[name] != ""
+	s.mu.Unlock()
+	if have {
+		return nil
+	}
+	qp := s.b.lay.queue(name)
+	type listed struct {
+		children []string
+		stat     *zk.Stat
+	}
+	for attempt := 0; attempt < 4; attempt++ {
+		l, err := call(ctx, func() (listed, error) {
+			ch, st, err := s.conn.Children(qp)
+			return listed{ch, st}, err
+		})
+		if errors.Is(err, zk.ErrNoNode) {
+			// No queue node yet: create it (the first waiter of name), and the roots if needed.
+			_, err := call(ctx, func() (string, error) {
+				return s.conn.Create(qp, nil, wire.QueueNodeFlags, s.b.acls.queue)
+			})
+			switch {
+			case err == nil, errors.Is(err, zk.ErrNodeExists):
+			case errors.Is(err, zk.ErrNoNode):
+				s.b.rootsMissing()
+				if err := s.b.ensureRoots(ctx, s); err != nil {
+					return err
+				}
+			default:
+				return s.fail("queue: create "+qp, err)
+			}
+			continue
+		}
+		if err != nil {
+			return s.fail("queue: read "+qp, err)
+		}
+		ws := s.scanQueue(name, l.children)
+		for i, w := range ws {
+			if w.sid == string(s.id) {
+				if i == 0 {
+					s.setQueue(name, queueState{exists: true, version: l.stat.Version, mine: w.path})
+				}
+				return nil
+			}
+		}
+		type added struct {
+			path    string
+			version int32
+		}
+		a, err := call(ctx, func() (added, error) {
+			mr, err := s.conn.Multi(
+				&zk.CreateRequest{Path: s.b.lay.waiter(name, string(s.id)), Data: s.owner, Acl: s.b.acls.waiter, Flags: wire.WaiterNodeFlags},
+				&zk.SetDataRequest{Path: qp, Version: l.stat.Version})
+			if err != nil {
+				return added{}, err
+			}
+			return added{mr[0].String, mr[1].Stat.Version}, nil
+		})
+		switch {
+		case err == nil:
+			s.mu.Lock()
+			s.waiters[name] = a.path
+			delete(s.queues, name)
+			s.mu.Unlock()
+			if len(ws) == 0 {
+				s.setQueue(name, queueState{exists: true, version: a.version, mine: a.path})
+			}
+			return nil
+		case errors.Is(err, zk.ErrBadVersion), errors.Is(err, zk.ErrNoNode):
+			continue // the queue changed since it was listed
+		default:
+			if outcomeUnknown(err) {
+				s.forgetQueue(name) // a node may have been created: look for it next time
+			}
+			return s.fail("queue: add a waiter to "+qp, err)
+		}
+	}
+	return spi.Unavailable("queue", fmt.Errorf("the waiter queue %s kept changing", qp))
+}
