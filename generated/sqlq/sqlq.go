@@ -47,7 +47,7 @@ const (
 	StmtCloseSessionLeave
 	// StmtCloseSessionDelete: Deletes the session row (last statement of close_session's transaction).
 	StmtCloseSessionDelete
-	// StmtAcquire: Acquires a lease in one statement. session_live false: SessionExpired. granted: Granted(token, remaining_ms = the session's time left). Otherwise HeldBy(holder_id, holder_owner, remaining_ms = the holder's time left, 0 when unknown): holder_id and holder_owner come from the statement's snapshot and may be stale or empty after a race; retry soon then. Not granted with stored_token < 0: spi.ErrCorruptToken; not granted with stored_token at the int64 maximum and no live other holder: spi.ErrTokenOverflow (nothing was written). The waiter queue (spi.Queuer): a free or expired lease is taken only when no live waiter other than the caller is ahead of the caller's own live entry (or, without one, at all). waiter_id / waiter_remaining_ms: the first live waiter (possibly the caller) and its entry's time left; was_waiting: the caller had an entry (deleted after a grant).
+	// StmtAcquire: Acquires a lease in one statement. session_live false: SessionExpired. granted: Granted(token, remaining_ms = the session's time left). Otherwise HeldBy(holder_id, holder_owner, remaining_ms = the holder's time left, 0 when unknown): holder_id and holder_owner come from the statement's snapshot and may be stale or empty after a race; retry soon then. Not granted with stored_token < 0: spi.ErrCorruptToken; not granted with stored_token at the int64 maximum and no live other holder: spi.ErrTokenOverflow (nothing was written). The waiter queue (spi.Queuer): a free or expired lease is taken only when no live waiter other than the caller is ahead of the caller's own live entry (or, without one, at all). waiter_id / waiter_remaining_ms: the first live waiter (possibly the caller) and its entry's time left. A grant deletes the caller's entry (dequeued).
 	StmtAcquire
 	// StmtAcquireLockSession: Acquire, step 1 of 4 (in a transaction): locks the caller's live session row and returns its time left. No row: SessionExpired (roll back). Also the first step of PostgreSQL's acquire_queued transaction (the global lock order: the acting session's row first).
 	StmtAcquireLockSession
@@ -202,7 +202,6 @@ type AcquireRow struct {
 	StoredToken       int64
 	WaiterID          string
 	WaiterRemainingMs int64
-	WasWaiting        bool
 }
 
 // AcquireLockSessionParams are the parameters of AcquireLockSession.
@@ -366,7 +365,7 @@ type Queries interface {
 	CloseSessionLeave(ctx context.Context, p CloseSessionLeaveParams) error
 	// CloseSessionDelete: Deletes the session row (last statement of close_session's transaction).
 	CloseSessionDelete(ctx context.Context, p CloseSessionDeleteParams) error
-	// Acquire: Acquires a lease in one statement. session_live false: SessionExpired. granted: Granted(token, remaining_ms = the session's time left). Otherwise HeldBy(holder_id, holder_owner, remaining_ms = the holder's time left, 0 when unknown): holder_id and holder_owner come from the statement's snapshot and may be stale or empty after a race; retry soon then. Not granted with stored_token < 0: spi.ErrCorruptToken; not granted with stored_token at the int64 maximum and no live other holder: spi.ErrTokenOverflow (nothing was written). The waiter queue (spi.Queuer): a free or expired lease is taken only when no live waiter other than the caller is ahead of the caller's own live entry (or, without one, at all). waiter_id / waiter_remaining_ms: the first live waiter (possibly the caller) and its entry's time left; was_waiting: the caller had an entry (deleted after a grant).
+	// Acquire: Acquires a lease in one statement. session_live false: SessionExpired. granted: Granted(token, remaining_ms = the session's time left). Otherwise HeldBy(holder_id, holder_owner, remaining_ms = the holder's time left, 0 when unknown): holder_id and holder_owner come from the statement's snapshot and may be stale or empty after a race; retry soon then. Not granted with stored_token < 0: spi.ErrCorruptToken; not granted with stored_token at the int64 maximum and no live other holder: spi.ErrTokenOverflow (nothing was written). The waiter queue (spi.Queuer): a free or expired lease is taken only when no live waiter other than the caller is ahead of the caller's own live entry (or, without one, at all). waiter_id / waiter_remaining_ms: the first live waiter (possibly the caller) and its entry's time left. A grant deletes the caller's entry (dequeued).
 	Acquire(ctx context.Context, p AcquireParams) (AcquireRow, error)
 	// AcquireLockSession: Acquire, step 1 of 4 (in a transaction): locks the caller's live session row and returns its time left. No row: SessionExpired (roll back). Also the first step of PostgreSQL's acquire_queued transaction (the global lock order: the acting session's row first).
 	AcquireLockSession(ctx context.Context, p AcquireLockSessionParams) (int64, error)

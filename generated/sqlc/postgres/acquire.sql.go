@@ -47,6 +47,10 @@ WITH t AS (
                                 AND (m.arrival_us < w.arrival_us
                                      OR (m.arrival_us = w.arrival_us AND m.session_id < w.session_id))))))
     RETURNING l.token
+), dequeued AS (
+    DELETE FROM simba_waiter
+    WHERE name = $1 AND session_id = $2::text
+      AND EXISTS (SELECT 1 FROM take)
 )
 SELECT
     EXISTS (SELECT 1 FROM me) AS session_live,
@@ -60,9 +64,7 @@ SELECT
     CAST(COALESCE(hs.owner, '') AS TEXT) AS holder_owner,
     CAST(COALESCE(cur.token, 0) AS BIGINT) AS stored_token,
     CAST(COALESCE(q.session_id, '') AS TEXT) AS waiter_id,
-    CAST(COALESCE(q.expiry_ms - t.now_ms, 0) AS BIGINT) AS waiter_remaining_ms,
-    EXISTS (SELECT 1 FROM simba_waiter mw
-            WHERE mw.name = $1 AND mw.session_id = $2::text) AS was_waiting
+    CAST(COALESCE(q.expiry_ms - t.now_ms, 0) AS BIGINT) AS waiter_remaining_ms
 FROM t
 LEFT JOIN simba_lease cur ON cur.name = $1
 LEFT JOIN simba_session hs ON hs.id = cur.session_id
@@ -89,7 +91,6 @@ type AcquireRow struct {
 	StoredToken       int64
 	WaiterID          string
 	WaiterRemainingMs int64
-	WasWaiting        bool
 }
 
 // Acquires a lease in one statement. session_live false: SessionExpired. granted: Granted(token,
@@ -100,8 +101,7 @@ type AcquireRow struct {
 // holder: spi.ErrTokenOverflow (nothing was written). The waiter queue (spi.Queuer): a free or
 // expired lease is taken only when no live waiter other than the caller is ahead of the caller's
 // own live entry (or, without one, at all). waiter_id / waiter_remaining_ms: the first live waiter
-// (possibly the caller) and its entry's time left; was_waiting: the caller had an entry (deleted
-// after a grant).
+// (possibly the caller) and its entry's time left. A grant deletes the caller's entry (dequeued).
 func (q *Queries) Acquire(ctx context.Context, arg AcquireParams) (AcquireRow, error) {
 	row := q.db.QueryRow(ctx, acquire, arg.Name, arg.SessionID)
 	var i AcquireRow
@@ -115,7 +115,6 @@ func (q *Queries) Acquire(ctx context.Context, arg AcquireParams) (AcquireRow, e
 		&i.StoredToken,
 		&i.WaiterID,
 		&i.WaiterRemainingMs,
-		&i.WasWaiting,
 	)
 	return i, err
 }
