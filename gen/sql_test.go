@@ -109,3 +109,51 @@ func TestRepositorySQLQUpToDate(t *testing.T) {
 		}
 	}
 }
+
+// TestSQLLaterMigrations: the repository's lease schema splits into its migrations (the waiter
+// table in 0003_waiters, the rest in 0001_init), the backends need the last one, and a table
+// naming no declared migration or a version that does not increase is refused.
+func TestSQLLaterMigrations(t *testing.T) {
+	s, err := LoadSQL("../spec")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range s.leaseMigrations() {
+		var names []string
+		for _, tb := range m.Tables {
+			names = append(names, tb.Name)
+		}
+		got = append(got, m.migrationFile()+": "+strings.Join(names, ","))
+	}
+	want := []string{
+		"0001_init.sql: simba_schema_version,simba_session,simba_lease,simba_member",
+		"0003_waiters.sql: simba_waiter",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("migrations %q, want %q", got, want)
+	}
+	if s.latest().SchemaVersion != 3 {
+		t.Errorf("latest version %d, want 3", s.latest().SchemaVersion)
+	}
+	data, err := os.ReadFile("../spec/sql.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ old, new, wantErr string }{
+		{"    migration: waiters\n", "    migration: nowhere\n", "is not one of later_migrations"},
+		{"{schema_version: 3, migration: waiters}", "{schema_version: 1, migration: waiters}", "must be above 1"},
+		{"{schema_version: 3, migration: waiters}", "{schema_version: 3, migration: init}", "duplicate migration init"},
+	} {
+		if strings.Count(string(data), c.old) != 1 {
+			t.Fatalf("%q does not occur once in spec/sql.yaml", c.old)
+		}
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "sql.yaml"), []byte(strings.Replace(string(data), c.old, c.new, 1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := LoadSQL(dir); err == nil || !strings.Contains(err.Error(), c.wantErr) {
+			t.Errorf("%q → %q: error %v, want one containing %q", c.old, c.new, err, c.wantErr)
+		}
+	}
+}
