@@ -33,14 +33,31 @@ func TestRepositorySQLSpecCoversSPI(t *testing.T) {
 			if len(steps) == 0 {
 				t.Errorf("%s has no statement on %s", name, d)
 			}
-			if len(steps) > 1 && !slices.Contains(op.Transaction, d) && (name == "acquire" || name == "close_session") {
-				t.Errorf("%s runs %d statements on %s outside a transaction", name, len(steps), d)
+			// The decision-making statements of acquire and close run in one transaction; a
+			// step after a rare outcome (PostgreSQL acquire's waiter_remove after a grant to the
+			// first waiter, which only deletes the grantee's own entry) may run on its own.
+			unconditional := 0
+			for _, e := range s.stepEntries(op, d) {
+				if e.When == "" {
+					unconditional++
+				}
+			}
+			if unconditional > 1 && !slices.Contains(op.Transaction, d) && (name == "acquire" || name == "close_session") {
+				t.Errorf("%s runs %d statements on %s outside a transaction", name, unconditional, d)
 			}
 		}
 	}
+	// On PostgreSQL acquire's usual path is one statement: any later step runs only after a
+	// rare outcome (when), such as a grant to a session that was the first waiter.
 	for _, name := range []string{"acquire", "release", "close_session"} {
-		if n := len(s.steps(ops[name], "postgres")); n != 1 {
-			t.Errorf("%s is %d statements on PostgreSQL, want 1", name, n)
+		n := 0
+		for _, e := range s.stepEntries(ops[name], "postgres") {
+			if e.When == "" {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("%s is %d unconditional statements on PostgreSQL, want 1", name, n)
 		}
 	}
 }

@@ -83,6 +83,9 @@ func decideAcquired(st *opState, _ sqlq.Statement) (string, error) {
 		return "session_expired", nil
 	case r.Granted:
 		st.acquire = spi.Acquire{Kind: spi.Granted, Token: r.Token, Remaining: millis(r.RemainingMs)}
+		if r.WaiterID == sid {
+			return "granted_head", nil // the grantee's entry is deleted next
+		}
 		return "granted", nil
 	case r.StoredToken < 0:
 		return "", corruptToken(name, r.StoredToken)

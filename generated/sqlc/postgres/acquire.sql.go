@@ -47,10 +47,6 @@ WITH t AS (
                                 AND (m.arrival_us < w.arrival_us
                                      OR (m.arrival_us = w.arrival_us AND m.session_id < w.session_id))))))
     RETURNING l.token
-), dequeued AS (
-    DELETE FROM simba_waiter
-    WHERE name = $1 AND session_id = $2::text
-      AND EXISTS (SELECT 1 FROM take)
 )
 SELECT
     EXISTS (SELECT 1 FROM me) AS session_live,
@@ -101,7 +97,8 @@ type AcquireRow struct {
 // holder: spi.ErrTokenOverflow (nothing was written). The waiter queue (spi.Queuer): a free or
 // expired lease is taken only when no live waiter other than the caller is ahead of the caller's
 // own live entry (or, without one, at all). waiter_id / waiter_remaining_ms: the first live waiter
-// (possibly the caller) and its entry's time left. A grant deletes the caller's entry (dequeued).
+// (possibly the caller) and its entry's time left: a grant to the first waiter is followed by
+// waiter_remove.
 func (q *Queries) Acquire(ctx context.Context, arg AcquireParams) (AcquireRow, error) {
 	row := q.db.QueryRow(ctx, acquire, arg.Name, arg.SessionID)
 	var i AcquireRow
