@@ -122,7 +122,6 @@ func (d *pgDialect) catalog(ctx context.Context, query string, ncols int) ([][]s
 	return out, rows.Err()
 }
 
-
 func (d *pgDialect) migrate(ctx context.Context, ms []schema.Migration) error {
 	conn, err := d.pool.Acquire(ctx)
 	if err != nil {
