@@ -34,23 +34,27 @@ var sqlPackages = map[string][]string{
 // SQLSpec is spec/sql.yaml: tables, dialect variants, statements and the SPI operations built
 // from them.
 type SQLSpec struct {
-	SchemaVersion  int                          `yaml:"schema_version"`
-	Migration      string                       `yaml:"migration"`
-	ReleaseChannel string                       `yaml:"release_channel"`
-	GroupChannel   string                       `yaml:"group_channel"`
-	MigrateLock    SQLMigrateLockSpec           `yaml:"migrate_lock"`
-	Commit         string                       `yaml:"commit"`
-	Rollback       string                       `yaml:"rollback"`
-	Dialects       map[string]SQLDialectSpec    `yaml:"dialects"`
-	Variants       map[string]map[string]string `yaml:"variants"`
-	Types          map[string]map[string]string `yaml:"types"`
-	Tables         []SQLTable                   `yaml:"tables"`
-	VersionTable   string                       `yaml:"version_table"`
-	VersionInsert  string                       `yaml:"version_insert"`
-	Statements     []SQLStatement               `yaml:"statements"`
-	Decisions      []SQLDecisionSpec            `yaml:"decisions"`
-	Operations     []SQLOperationSpec           `yaml:"operations"`
-	SchemaCheck    SQLSchemaCheckSpec           `yaml:"schema_check"`
+	SchemaVersion int    `yaml:"schema_version"`
+	Migration     string `yaml:"migration"`
+	// LaterMigrations are the lease schema's migrations after the first (schema_version,
+	// migration): each creates the tables that name it (SQLTable.Migration). The lease backends
+	// need the last one.
+	LaterMigrations []SQLLaterMigration          `yaml:"later_migrations"`
+	ReleaseChannel  string                       `yaml:"release_channel"`
+	GroupChannel    string                       `yaml:"group_channel"`
+	MigrateLock     SQLMigrateLockSpec           `yaml:"migrate_lock"`
+	Commit          string                       `yaml:"commit"`
+	Rollback        string                       `yaml:"rollback"`
+	Dialects        map[string]SQLDialectSpec    `yaml:"dialects"`
+	Variants        map[string]map[string]string `yaml:"variants"`
+	Types           map[string]map[string]string `yaml:"types"`
+	Tables          []SQLTable                   `yaml:"tables"`
+	VersionTable    string                       `yaml:"version_table"`
+	VersionInsert   string                       `yaml:"version_insert"`
+	Statements      []SQLStatement               `yaml:"statements"`
+	Decisions       []SQLDecisionSpec            `yaml:"decisions"`
+	Operations      []SQLOperationSpec           `yaml:"operations"`
+	SchemaCheck     SQLSchemaCheckSpec           `yaml:"schema_check"`
 
 	// usedVariants records each (variant, dialect) a text expanded during validation used.
 	usedVariants map[[2]string]bool
@@ -83,11 +87,19 @@ type SQLDialectSpec struct {
 
 // SQLTable is one table of the schema.
 type SQLTable struct {
-	Name       string      `yaml:"name"`
+	Name string `yaml:"name"`
+	// Migration names the later migration that creates the table (empty: the first).
+	Migration  string      `yaml:"migration"`
 	Doc        string      `yaml:"doc"`
 	Columns    []SQLColumn `yaml:"columns"`
 	PrimaryKey []string    `yaml:"primary_key"`
 	Indexes    []SQLIndex  `yaml:"indexes"`
+}
+
+// SQLLaterMigration is one migration of the lease schema after the first.
+type SQLLaterMigration struct {
+	SchemaVersion int    `yaml:"schema_version"`
+	Migration     string `yaml:"migration"`
 }
 
 // SQLColumn is one column; Type names an entry of the spec's types.
@@ -335,6 +347,27 @@ func (s *SQLSpec) validate() error {
 			if !sqlTypeRE.MatchString(s.Types[name][d]) {
 				return specErr(f, field+"."+d, "bad column type %q", s.Types[name][d])
 			}
+		}
+	}
+
+	// Later migrations: increasing versions, distinct names.
+	prev, names := s.SchemaVersion, map[string]bool{s.Migration: true}
+	for i, m := range s.LaterMigrations {
+		field := fmt.Sprintf("later_migrations[%d]", i)
+		if m.SchemaVersion <= prev || m.SchemaVersion > 9999 {
+			return specErr(f, field+".schema_version", "must be above %d (and at most 9999), got %d", prev, m.SchemaVersion)
+		}
+		if err := checkIdent(f, field+".migration", m.Migration); err != nil {
+			return err
+		}
+		if names[m.Migration] {
+			return specErr(f, field+".migration", "duplicate migration %s", m.Migration)
+		}
+		prev, names[m.Migration] = m.SchemaVersion, true
+	}
+	for i, t := range s.Tables {
+		if t.Migration != "" && (t.Migration == s.Migration || !names[t.Migration]) {
+			return specErr(f, fmt.Sprintf("tables[%d].migration", i), "%q is not one of later_migrations", t.Migration)
 		}
 	}
 
@@ -800,6 +833,34 @@ func sqlSortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
+// leaseMigrations splits the spec into its migrations, in order: the first (the tables
+// without a migration name) and each later one with its tables. Each is a copy of s with its
+// own version, name and tables.
+func (s *SQLSpec) leaseMigrations() []*SQLSpec {
+	var out []*SQLSpec
+	part := func(version int, name, key string) {
+		c := *s
+		c.SchemaVersion, c.Migration, c.Tables = version, name, nil
+		for _, t := range s.Tables {
+			if t.Migration == key {
+				c.Tables = append(c.Tables, t)
+			}
+		}
+		out = append(out, &c)
+	}
+	part(s.SchemaVersion, s.Migration, "")
+	for _, m := range s.LaterMigrations {
+		part(m.SchemaVersion, m.Migration, m.Migration)
+	}
+	return out
+}
+
+// latest is the last migration of the lease schema: the one the lease backends need.
+func (s *SQLSpec) latest() *SQLSpec {
+	ms := s.leaseMigrations()
+	return ms[len(ms)-1]
+}
+
 // migrationFile is the file name of the spec's migration.
 func (s *SQLSpec) migrationFile() string {
 	return fmt.Sprintf("%04d_%s.sql", s.SchemaVersion, s.Migration)
@@ -878,7 +939,13 @@ func genSQL(specDir string) ([]File, error) {
 	if err != nil {
 		return nil, err
 	}
-	migrations := []*SQLSpec{s, fence.asSQL()}
+	migrations := append(s.leaseMigrations(), fence.asSQL())
+	slices.SortStableFunc(migrations, func(a, b *SQLSpec) int { return a.SchemaVersion - b.SchemaVersion })
+	for i := 1; i < len(migrations); i++ {
+		if migrations[i].SchemaVersion == migrations[i-1].SchemaVersion {
+			return nil, specErr(sqlFile, "later_migrations", "schema version %d is used by both %s and %s", migrations[i].SchemaVersion, migrations[i-1].Migration, migrations[i].Migration)
+		}
+	}
 	ddl := make([]map[string][]string, len(migrations))
 	for _, d := range sqlDialects {
 		for i, m := range migrations {
@@ -970,7 +1037,7 @@ func genSQL(specDir string) ([]File, error) {
 
 // genEmbed writes sql/schema/embed.go: the migrations embedded, with their versions and
 // statements per dialect. migrations[0] is s (the lease schema); ddl[i] are the statements of
-// migrations[i] per dialect.
+// migrations[i] per dialect; the lease backends need s.latest().
 func (s *SQLSpec) genEmbed(migrations []*SQLSpec, ddl []map[string][]string) (File, error) {
 	f := jen.NewFilePathName("github.com/simba-go/simba/sql/schema", "schema")
 	for _, line := range []string{
@@ -999,9 +1066,14 @@ func (s *SQLSpec) genEmbed(migrations []*SQLSpec, ddl []map[string][]string) (Fi
 		jen.Id("Statements").Index().String(),
 	)
 	lineComments(f, "LatestVersion is the schema version the lease backends' statements need: a database at\nthis version or later works with them. Later migrations add tables for other parts of the\nlibrary (FenceVersion).")
-	f.Const().Id("LatestVersion").Op("=").Lit(s.SchemaVersion)
+	f.Const().Id("LatestVersion").Op("=").Lit(s.latest().SchemaVersion)
 	for _, m := range migrations[1:] {
-		lineComments(f, fmt.Sprintf("%sVersion is the schema version of the migration %s (spec/%s.yaml), which\nthe lease backends do not need.", camel(m.Migration), m.migrationFile(), m.Migration))
+		need := "which\nthe lease backends need (LatestVersion or earlier)"
+		src := "sql"
+		if !slices.ContainsFunc(s.LaterMigrations, func(l SQLLaterMigration) bool { return l.Migration == m.Migration }) {
+			need, src = "which\nthe lease backends do not need", m.Migration
+		}
+		lineComments(f, fmt.Sprintf("%sVersion is the schema version of the migration %s (spec/%s.yaml), %s.", camel(m.Migration), m.migrationFile(), src, need))
 		f.Const().Id(camel(m.Migration) + "Version").Op("=").Lit(m.SchemaVersion)
 	}
 
@@ -1035,7 +1107,7 @@ func (s *SQLSpec) genEmbed(migrations []*SQLSpec, ddl []map[string][]string) (Fi
 func (s *SQLSpec) genWire() (File, error) {
 	f := jen.NewFilePathName(wirePkg, "wire")
 	f.Comment("SQLSchemaVersion is the schema version the generated SQL statements need.")
-	f.Const().Id("SQLSchemaVersion").Op("=").Lit(s.SchemaVersion)
+	f.Const().Id("SQLSchemaVersion").Op("=").Lit(s.latest().SchemaVersion)
 	f.Comment("SQLReleaseChannel is the PostgreSQL NOTIFY channel a release publishes the lease name on.")
 	f.Const().Id("SQLReleaseChannel").Op("=").Lit(s.ReleaseChannel)
 	f.Comment("SQLGroupChannel is the PostgreSQL NOTIFY channel a join or leave publishes the group name on.")

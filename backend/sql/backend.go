@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -95,6 +96,7 @@ var (
 	_ spi.Backend   = (*Backend)(nil)
 	_ spi.Inspector = (*Backend)(nil)
 	_ spi.Hinter    = (*Backend)(nil)
+	_ spi.Queuer    = (*Backend)(nil)
 )
 
 // dialect is how one SQL dialect runs statements: the operations themselves are the spec's
@@ -198,8 +200,26 @@ func (b *Backend) fail(op string, err error) error {
 
 // schemaMissing is the error for a database without the schema this library needs.
 func (b *Backend) schemaMissing(why string, cause error) error {
-	msg := fmt.Sprintf("%s: %s: apply sql/schema/%s (embedded in github.com/simba-go/simba/sql/schema) or call Migrate",
-		spi.ErrSchemaMissing, why, b.MigrationPath())
+	return b.schemaMissingFrom(0, why, cause)
+}
+
+// schemaMissingFrom is schemaMissing for a database at schema version v: it names the
+// migrations after v to apply (all of them for v 0), in order.
+func (b *Backend) schemaMissingFrom(v int64, why string, cause error) error {
+	apply := "sql/schema/" + b.MigrationPath()
+	if v > 0 {
+		var paths []string
+		for _, m := range schema.Migrations(b.name) {
+			if int64(m.Version) > v {
+				paths = append(paths, "sql/schema/"+m.Path)
+			}
+		}
+		if len(paths) > 0 {
+			apply = strings.Join(paths, ", then ")
+		}
+	}
+	msg := fmt.Sprintf("%s: %s: apply %s (embedded in github.com/simba-go/simba/sql/schema) or call Migrate",
+		spi.ErrSchemaMissing, why, apply)
 	if cause != nil {
 		return fmt.Errorf("%s: %w: %w", msg, spi.ErrSchemaMissing, cause)
 	}
@@ -261,7 +281,7 @@ func (b *Backend) checkSchemaLocked(ctx context.Context) error {
 		return err
 	}
 	if v < schema.LatestVersion {
-		return b.schemaMissing(fmt.Sprintf("schema version %d is older than %d", v, schema.LatestVersion), nil)
+		return b.schemaMissingFrom(v, fmt.Sprintf("schema version %d is older than %d", v, schema.LatestVersion), nil)
 	}
 	return b.checkDrift(ctx)
 }
@@ -296,7 +316,7 @@ func (b *Backend) migrateLocked(ctx context.Context) error {
 		return b.fail("schema version after migrate", err)
 	}
 	if v < schema.LatestVersion {
-		return b.schemaMissing(fmt.Sprintf("schema version %d after migrating, want %d", v, schema.LatestVersion), nil)
+		return b.schemaMissingFrom(v, fmt.Sprintf("schema version %d after migrating, want %d", v, schema.LatestVersion), nil)
 	}
 	return b.checkDrift(ctx)
 }
@@ -416,13 +436,40 @@ func (b *Backend) CloseSession(ctx context.Context, session spi.SessionID) error
 // whose id is not of the form clients make (a row written by hand) is freed, keeping its token,
 // with a warning, and acquired again.
 func (b *Backend) Acquire(ctx context.Context, session spi.SessionID, name string) (spi.Acquire, error) {
+	return b.acquireAs(ctx, "acquire", session, name)
+}
+
+// AcquireQueued implements spi.Queuer: Acquire for a session that waits, which (unless
+// granted or expired) registers the session in name's waiter queue, or keeps its place, in
+// the same transaction (spec/sql.yaml, operation acquire_queued).
+func (b *Backend) AcquireQueued(ctx context.Context, session spi.SessionID, name string) (spi.Acquire, error) {
+	return b.acquireAs(ctx, "acquire_queued", session, name)
+}
+
+// Withdraw implements spi.Queuer: it deletes session's entry from name's waiter queue, if
+// any.
+func (b *Backend) Withdraw(ctx context.Context, session spi.SessionID, name string) error {
+	if err := wire.ValidateName(name); err != nil {
+		return err
+	}
+	if err := b.ready(ctx); err != nil {
+		return err
+	}
+	if err := b.withdraw(ctx, string(session), name); err != nil {
+		return b.fail("withdraw", err)
+	}
+	return nil
+}
+
+// acquireAs runs the acquire operation op (acquire or acquire_queued).
+func (b *Backend) acquireAs(ctx context.Context, op string, session spi.SessionID, name string) (spi.Acquire, error) {
 	if err := wire.ValidateName(name); err != nil {
 		return spi.Acquire{}, err
 	}
 	if err := b.ready(ctx); err != nil {
 		return spi.Acquire{}, err
 	}
-	r, err := b.acquire(ctx, string(session), name)
+	r, err := b.acquire(ctx, op, string(session), name)
 	if err != nil {
 		return spi.Acquire{}, b.fail("acquire", err)
 	}
@@ -439,7 +486,7 @@ func (b *Backend) Acquire(ctx context.Context, session spi.SessionID, name strin
 	if err := b.clearForeignHolder(ctx, name, string(r.Holder)); err != nil {
 		return spi.Acquire{}, b.fail("acquire: clear foreign holder", err)
 	}
-	r, err = b.acquire(ctx, string(session), name)
+	r, err = b.acquire(ctx, op, string(session), name)
 	if err != nil {
 		return spi.Acquire{}, b.fail("acquire", err)
 	}

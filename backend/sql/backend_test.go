@@ -14,8 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/simba-go/simba/generated/wire"
 	"github.com/simba-go/simba/spi"
+	"github.com/simba-go/simba/sql/schema"
 )
 
 const longTTL = 30 * time.Second
@@ -72,7 +72,8 @@ func TestSchemaMissingNamesTheMigration(t *testing.T) {
 				}()
 			}
 			wg.Wait()
-			if v, err := b.SchemaVersion(testCtx(t)); err != nil || v != wire.SQLFenceVersion { // every migration, the fence table's last
+			ms := schema.Migrations(d.name)
+			if v, err := b.SchemaVersion(testCtx(t)); err != nil || v != int64(ms[len(ms)-1].Version) || v < schema.LatestVersion { // every migration
 				t.Fatalf("SchemaVersion after Migrate = %d, %v", v, err)
 			}
 			// An old schema: the version row is gone.
@@ -92,6 +93,16 @@ func TestSchemaMissingNamesTheMigration(t *testing.T) {
 			if err := old.CheckSchema(testCtx(t)); err != nil {
 				t.Fatal(err)
 			}
+			// A database at the fence schema's version, before the waiter queues: the error
+			// names the migration still to apply.
+			exec(t, b, "DELETE FROM simba_schema_version WHERE version > 2")
+			waiters := d.name + "/0003_waiters.sql"
+			if _, err := open(t, dsn).OpenSession(testCtx(t), "o", longTTL); !errors.Is(err, spi.ErrSchemaMissing) || !strings.Contains(err.Error(), waiters) || strings.Contains(err.Error(), "0001_init") {
+				t.Fatalf("OpenSession on a version 2 schema: %v; want ErrSchemaMissing naming %s only", err, waiters)
+			}
+			if err := open(t, dsn, WithAutoMigrate()).CheckSchema(testCtx(t)); err != nil {
+				t.Fatal(err)
+			}
 		})
 	}
 }
@@ -100,7 +111,8 @@ func TestAutoMigrate(t *testing.T) {
 	for _, d := range dialects {
 		t.Run(d.name, func(t *testing.T) {
 			b := open(t, d.dsn(t), WithAutoMigrate())
-			if v, err := b.SchemaVersion(testCtx(t)); err != nil || v != wire.SQLFenceVersion { // every migration, the fence table's last
+			ms := schema.Migrations(d.name)
+			if v, err := b.SchemaVersion(testCtx(t)); err != nil || v != int64(ms[len(ms)-1].Version) || v < schema.LatestVersion { // every migration
 				t.Fatalf("SchemaVersion after Open(WithAutoMigrate) = %d, %v", v, err)
 			}
 			if b.Dialect() != d.name || b.MigrationPath() != d.name+"/0001_init.sql" {

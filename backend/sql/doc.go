@@ -1,5 +1,5 @@
-// Package sql is Simba's SQL backend: the Backend SPI (with spi.Inspector, and spi.Hinter on
-// PostgreSQL) on PostgreSQL (pgx/v5), MySQL 8 / MariaDB 10.11 (go-sql-driver/mysql) and SQLite
+// Package sql is Simba's SQL backend: the Backend SPI (with spi.Inspector, spi.Queuer, and
+// spi.Hinter on PostgreSQL) on PostgreSQL (pgx/v5), MySQL 8 / MariaDB 10.11 (go-sql-driver/mysql) and SQLite
 // (modernc.org/sqlite, no cgo), driving the statements generated from spec/sql.yaml. Every
 // operation runs the steps the spec's operation table declares for the dialect
 // (wire.SQLDialect.Operations: statement order, transaction or pipelined batch, which named
@@ -12,6 +12,18 @@
 //
 //	b, err := simbasql.Open(ctx, "postgres://simba@db.internal/app", simbasql.WithAutoMigrate())
 //	client, err := simba.New(b)
+//
+// # Waiter queues
+//
+// The backend implements spi.Queuer with the table simba_waiter: AcquireQueued registers a
+// waiting session (or keeps its place) in the acquire's own transaction, and a free lease goes
+// only to the first live waiter, for Acquire too. On MySQL/MariaDB and SQLite the queue is read
+// and written under the lease row's lock (the acquire transaction). On PostgreSQL a plain
+// Acquire stays one statement that reads the queue in its snapshot, and AcquireQueued runs that
+// statement in a short transaction after locking the lease row, so a registration never races
+// a take that has begun under the lock. One race is left: a plain Acquire (TryLock) that waited
+// on the lease row's lock while a waiter registered may take the lease ahead of it once (the
+// waiter then waits one more tenure).
 //
 // # Construction
 //
@@ -26,8 +38,9 @@
 //
 // # Schema
 //
-// The tables are those of sql/schema/<dialect>/0001_init.sql, embedded in package
-// github.com/simba-go/simba/sql/schema. Apply the file with your migration tool, or call
+// The tables are those of sql/schema/<dialect>/0001_init.sql and 0003_waiters.sql (the waiter
+// queues of spi.Queuer; 0002_fence.sql is package fence/fencesql's), embedded in package
+// github.com/simba-go/simba/sql/schema. Apply the files in order with your migration tool, or call
 // Migrate (idempotent, safe to run from several clients at once), or pass WithAutoMigrate. A
 // backend checks the schema once, before its first operation: a missing or old schema version is
 // an error matching spi.ErrSchemaMissing (simba.ErrSchemaMissing) that names the migration to

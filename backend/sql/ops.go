@@ -62,8 +62,10 @@ var decisions = map[string]decision{
 		}
 		return "live", nil
 	},
-	"acquired":     decideAcquired,
-	"lease_holder": decideLeaseHolder,
+	"acquired":            decideAcquired,
+	"acquired_queued":     decideAcquired,
+	"lease_holder":        decideLeaseHolder,
+	"lease_holder_queued": decideLeaseHolder,
 }
 
 // decideAcquired reads PostgreSQL's one-statement acquire. After a race the statement may
@@ -81,11 +83,19 @@ func decideAcquired(st *opState, _ sqlq.Statement) (string, error) {
 		return "session_expired", nil
 	case r.Granted:
 		st.acquire = spi.Acquire{Kind: spi.Granted, Token: r.Token, Remaining: millis(r.RemainingMs)}
+		if r.WaiterID == sid {
+			return "granted_head", nil // the grantee's entry is deleted next
+		}
 		return "granted", nil
 	case r.StoredToken < 0:
 		return "", corruptToken(name, r.StoredToken)
 	}
 	stale := r.HolderID == "" || r.HolderID == sid || r.RemainingMs <= 0
+	if stale && r.WaiterID != "" && r.WaiterID != sid && r.WaiterRemainingMs > 0 {
+		// Free, but owed to the first live waiter (spi.Queuer): reserved for it.
+		st.acquire = spi.Acquire{Kind: spi.HeldBy, Holder: spi.SessionID(r.WaiterID), Remaining: millis(r.WaiterRemainingMs)}
+		return "held_by", nil
+	}
 	if stale && r.StoredToken == math.MaxInt64 && r.HolderID != sid {
 		return "", tokenOverflow(name, r.StoredToken)
 	}
@@ -114,11 +124,19 @@ func decideLeaseHolder(st *opState, _ sqlq.Statement) (string, error) {
 		st.acquire = spi.Acquire{Kind: spi.Granted, Token: l.Token, Remaining: millis(mine)}
 		return "granted", nil
 	case l.HolderID == "" || l.HolderRemainingMs <= 0:
+		if l.WaiterID != "" && l.WaiterID != sid && l.WaiterRemainingMs > 0 {
+			// Free, but owed to the first live waiter (spi.Queuer): reserved for it.
+			st.acquire = spi.Acquire{Kind: spi.HeldBy, Holder: spi.SessionID(l.WaiterID), Remaining: millis(l.WaiterRemainingMs)}
+			return "held_by", nil
+		}
 		if l.NextToken <= l.Token {
 			return "", tokenOverflow(name, l.Token)
 		}
 		st.Args.NextToken = l.NextToken
 		st.acquire = spi.Acquire{Kind: spi.Granted, Token: l.NextToken, Remaining: millis(mine)}
+		if l.WaiterID == sid {
+			return "take_head", nil
+		}
 		return "take", nil
 	}
 	st.acquire = spi.Acquire{Kind: spi.HeldBy, Holder: spi.SessionID(l.HolderID), HolderOwner: l.HolderOwner, Remaining: millis(l.HolderRemainingMs)}
@@ -309,10 +327,11 @@ func (b *Backend) closeSession(ctx context.Context, sid string) error {
 	return b.run(ctx, "close_session", st)
 }
 
-func (b *Backend) acquire(ctx context.Context, sid, name string) (spi.Acquire, error) {
+// acquire runs op: acquire, or acquire_queued (which also registers a waiter).
+func (b *Backend) acquire(ctx context.Context, op, sid, name string) (spi.Acquire, error) {
 	st := &opState{}
 	st.Args.SessionID, st.Args.Name = sid, name
-	if err := b.run(ctx, "acquire", st); err != nil {
+	if err := b.run(ctx, op, st); err != nil {
 		return spi.Acquire{}, err
 	}
 	if st.outcome == "session_expired" {
@@ -322,6 +341,13 @@ func (b *Backend) acquire(ctx context.Context, sid, name string) (spi.Acquire, e
 		return spi.Acquire{}, fmt.Errorf("sql %s: acquire ended with outcome %q and no reply", b.name, st.outcome)
 	}
 	return st.acquire, nil
+}
+
+// withdraw deletes sid's entry from name's waiter queue.
+func (b *Backend) withdraw(ctx context.Context, sid, name string) error {
+	st := &opState{}
+	st.Args.SessionID, st.Args.Name = sid, name
+	return b.run(ctx, "withdraw", st)
 }
 
 func (b *Backend) release(ctx context.Context, sid, name string, token int64) error {

@@ -131,27 +131,27 @@ func TestOperationsFollowSpec(t *testing.T) {
 
 			// acquire, every branch.
 			check("acquire/free", "acquire", acquireAs("granted", "take"), func() error {
-				r, err := b.acquire(ctx, string(me), "free")
+				r, err := b.acquire(ctx, "acquire", string(me), "free")
 				return wantKind(r, err, spi.Granted)
 			})
 			check("acquire/holder", "acquire", acquireAs("granted", "granted"), func() error {
-				r, err := b.acquire(ctx, string(me), "free")
+				r, err := b.acquire(ctx, "acquire", string(me), "free")
 				return wantKind(r, err, spi.Granted)
 			})
 			check("acquire/held_by", "acquire", acquireAs("held_by", "held_by"), func() error {
-				r, err := b.acquire(ctx, string(other), "free")
+				r, err := b.acquire(ctx, "acquire", string(other), "free")
 				return wantKind(r, err, spi.HeldBy)
 			})
 			gone := openSession(t, b, longTTL)
 			grant(t, b, gone, "taken")
 			expire(t, b, gone)
 			check("acquire/expired_holder", "acquire", acquireAs("granted", "take"), func() error {
-				r, err := b.acquire(ctx, string(me), "taken")
+				r, err := b.acquire(ctx, "acquire", string(me), "taken")
 				return wantKind(r, err, spi.Granted)
 			})
 			exec(t, b, "INSERT INTO simba_lease (name, session_id, token) VALUES (?, NULL, ?)", "corrupt", int64(-5))
 			check("acquire/corrupt_token", "acquire", refused, func() error {
-				_, err := b.acquire(ctx, string(me), "corrupt")
+				_, err := b.acquire(ctx, "acquire", string(me), "corrupt")
 				if !errors.Is(err, spi.ErrCorruptToken) {
 					return errors.New("no ErrCorruptToken: " + errString(err))
 				}
@@ -159,12 +159,67 @@ func TestOperationsFollowSpec(t *testing.T) {
 			})
 			exec(t, b, "INSERT INTO simba_lease (name, session_id, token) VALUES (?, NULL, ?)", "overflow", int64(math.MaxInt64))
 			check("acquire/token_overflow", "acquire", refused, func() error {
-				_, err := b.acquire(ctx, string(me), "overflow")
+				_, err := b.acquire(ctx, "acquire", string(me), "overflow")
 				if !errors.Is(err, spi.ErrTokenOverflow) {
 					return errors.New("no ErrTokenOverflow: " + errString(err))
 				}
 				return nil
 			})
+
+			// The waiter queue: acquire_queued's branches, acquire obeying the queue (a free lease
+			// reserved for the first waiter, a grant to the head deleting its entry) and withdraw.
+			queuedAs := func(pg, std string) branch {
+				return branch{outcomes: map[string]string{"acquired_queued": pg, "lease_holder_queued": std}}
+			}
+			var qTok int64
+			check("acquire_queued/free", "acquire_queued", queuedAs("granted", "take"), func() error {
+				r, err := b.acquire(ctx, "acquire_queued", string(me), "q")
+				qTok = r.Token
+				return wantKind(r, err, spi.Granted)
+			})
+			check("acquire_queued/holder", "acquire_queued", queuedAs("granted", "granted"), func() error {
+				r, err := b.acquire(ctx, "acquire_queued", string(me), "q")
+				return wantKind(r, err, spi.Granted)
+			})
+			check("acquire_queued/held_by", "acquire_queued", queuedAs("held_by", "held_by"), func() error {
+				r, err := b.acquire(ctx, "acquire_queued", string(other), "q")
+				return wantKind(r, err, spi.HeldBy)
+			})
+			if err := b.release(ctx, string(me), "q", qTok); err != nil {
+				t.Fatal(err)
+			}
+			check("acquire/reserved_for_waiter", "acquire", acquireAs("held_by", "held_by"), func() error {
+				r, err := b.acquire(ctx, "acquire", string(me), "q")
+				if err == nil && (r.Kind != spi.HeldBy || r.Holder != other) {
+					err = errors.New("reply " + r.Kind.String() + " naming " + string(r.Holder) + ", want HeldBy naming the waiter")
+				}
+				return err
+			})
+			check("acquire/head_waiter", "acquire", acquireAs("granted_head", "take_head"), func() error {
+				r, err := b.acquire(ctx, "acquire", string(other), "q")
+				qTok = r.Token
+				return wantKind(r, err, spi.Granted)
+			})
+			check("acquire_queued/queued_again", "acquire_queued", queuedAs("held_by", "held_by"), func() error {
+				r, err := b.acquire(ctx, "acquire_queued", string(me), "q")
+				return wantKind(r, err, spi.HeldBy)
+			})
+			if err := b.release(ctx, string(other), "q", qTok); err != nil {
+				t.Fatal(err)
+			}
+			check("acquire_queued/head_waiter", "acquire_queued", queuedAs("granted_head", "take_head"), func() error {
+				r, err := b.acquire(ctx, "acquire_queued", string(me), "q")
+				qTok = r.Token
+				return wantKind(r, err, spi.Granted)
+			})
+			check("acquire_queued/waiter_again", "acquire_queued", queuedAs("held_by", "held_by"), func() error {
+				r, err := b.acquire(ctx, "acquire_queued", string(other), "q")
+				return wantKind(r, err, spi.HeldBy)
+			})
+			check("withdraw", "withdraw", branch{}, func() error { return b.withdraw(ctx, string(other), "q") })
+			if err := b.release(ctx, string(me), "q", qTok); err != nil {
+				t.Fatal(err)
+			}
 
 			// keep-alive, join, leave: live (with and without groups) and expired.
 			withGroups := live
@@ -210,7 +265,11 @@ func TestOperationsFollowSpec(t *testing.T) {
 
 			expire(t, b, me)
 			check("acquire/session_expired", "acquire", expired, func() error {
-				r, err := b.acquire(ctx, string(me), "free")
+				r, err := b.acquire(ctx, "acquire", string(me), "free")
+				return wantKind(r, err, spi.SessionExpired)
+			})
+			check("acquire_queued/session_expired", "acquire_queued", expired, func() error {
+				r, err := b.acquire(ctx, "acquire_queued", string(me), "free")
 				return wantKind(r, err, spi.SessionExpired)
 			})
 			expiredGroups := expired

@@ -286,14 +286,20 @@ func TestSchemaProblems(t *testing.T) {
 			{"simba_lease", "token", "int8", "-1", "", "0"},
 			{"simba_member", "group_name", "varchar", "128", "C", "0"},
 			{"simba_member", "session_id", "varchar", "64", "C", "0"},
+			{"simba_waiter", "name", "varchar", "128", "C", "0"},
+			{"simba_waiter", "session_id", "varchar", "64", "C", "0"},
+			{"simba_waiter", "arrival_us", "int8", "-1", "", "0"},
+			{"simba_waiter", "expiry_ms", "int8", "-1", "", "0"},
 		},
 		primaryKeys: [][]string{
 			{"simba_schema_version", "version"}, {"simba_session", "id"}, {"simba_lease", "name"},
 			{"simba_member", "group_name"}, {"simba_member", "session_id"},
+			{"simba_waiter", "name"}, {"simba_waiter", "session_id"},
 		},
 		foreignKeys: [][]string{
 			{"simba_lease", "session_id", "simba_session", "id", "SET NULL", "x"},
 			{"simba_member", "session_id", "simba_session", "id", "CASCADE", "y"},
+			{"simba_waiter", "session_id", "simba_session", "id", "CASCADE", "z"},
 		},
 	}
 	if p := schemaProblems(want, good); len(p) != 0 {
@@ -321,6 +327,7 @@ func TestSchemaProblems(t *testing.T) {
 		"table simba_lease has primary key (token), want (name)",
 		"foreign key simba_lease_session_fk (simba_lease.session_id references simba_session.id ON DELETE SET NULL) has ON DELETE RESTRICT",
 		"table simba_member is missing",
+		"table simba_waiter is missing",
 	}
 	if strings.Join(got, "\n") != strings.Join(wantProblems, "\n") {
 		t.Fatalf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(wantProblems, "\n"))

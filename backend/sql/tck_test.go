@@ -50,3 +50,11 @@ func TestClientSpec(t *testing.T) {
 		})
 	}
 }
+
+func TestFairnessSpec(t *testing.T) {
+	for _, d := range dialects {
+		t.Run(d.name, func(t *testing.T) {
+			tck.FairnessSpec(t, factory(t, d.dsn(t)))
+		})
+	}
+}

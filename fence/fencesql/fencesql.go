@@ -6,7 +6,7 @@
 //
 // The highest token of each resource lives in the table simba_fence, created by the migration
 // sql/schema/<dialect>/0002_fence.sql (embedded in github.com/simba-go/simba/sql/schema;
-// `simba migrate`, the SQL backend's Migrate and WithAutoMigrate apply it after
+// `simba migrate`, the SQL backend's Migrate and WithAutoMigrate apply it, in version order, after
 // 0001_init.sql). The resource's database need not hold the leases: apply the migrations there
 // too. Without the table, every call fails with a *SchemaMissingError naming the migration.
 //

@@ -105,6 +105,26 @@ func (a mySQLQueries) AcquireTake(ctx context.Context, p AcquireTakeParams) erro
 	return a.q.AcquireTake(ctx, mysql.AcquireTakeParams{NextToken: p.NextToken, SessionID: p.SessionID, Name: p.Name})
 }
 
+func (mySQLQueries) AcquireLockLease(context.Context, AcquireLockLeaseParams) error {
+	return errNotIn("mysql", "AcquireLockLease")
+}
+
+func (mySQLQueries) WaiterEnqueue(context.Context, WaiterEnqueueParams) error {
+	return errNotIn("mysql", "WaiterEnqueue")
+}
+
+func (a mySQLQueries) WaiterEnqueueDupKey(ctx context.Context, p WaiterEnqueueDupKeyParams) error {
+	return a.q.WaiterEnqueueDupKey(ctx, mysql.WaiterEnqueueDupKeyParams{Name: p.Name, SessionID: p.SessionID})
+}
+
+func (a mySQLQueries) WaiterRemove(ctx context.Context, p WaiterRemoveParams) error {
+	return a.q.WaiterRemove(ctx, mysql.WaiterRemoveParams{Name: p.Name, SessionID: p.SessionID})
+}
+
+func (a mySQLQueries) HousekeepingWaiters(ctx context.Context) error {
+	return a.q.HousekeepingWaiters(ctx)
+}
+
 func (mySQLQueries) Release(context.Context, ReleaseParams) error {
 	return errNotIn("mysql", "Release")
 }

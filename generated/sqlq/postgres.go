@@ -96,9 +96,9 @@ func (a postgresQueries) Acquire(ctx context.Context, p AcquireParams) (AcquireR
 	return AcquireRow(v), postgresNoRows(err)
 }
 
-func (postgresQueries) AcquireLockSession(context.Context, AcquireLockSessionParams) (int64, error) {
-	var zero int64
-	return zero, errNotIn("postgres", "AcquireLockSession")
+func (a postgresQueries) AcquireLockSession(ctx context.Context, p AcquireLockSessionParams) (int64, error) {
+	v, err := a.q.AcquireLockSession(ctx, p.SessionID)
+	return v, postgresNoRows(err)
 }
 
 func (postgresQueries) AcquireEnsureLease(context.Context, AcquireEnsureLeaseParams) error {
@@ -112,6 +112,26 @@ func (postgresQueries) AcquireReadLease(context.Context, AcquireReadLeaseParams)
 
 func (postgresQueries) AcquireTake(context.Context, AcquireTakeParams) error {
 	return errNotIn("postgres", "AcquireTake")
+}
+
+func (a postgresQueries) AcquireLockLease(ctx context.Context, p AcquireLockLeaseParams) error {
+	return a.q.AcquireLockLease(ctx, p.Name)
+}
+
+func (a postgresQueries) WaiterEnqueue(ctx context.Context, p WaiterEnqueueParams) error {
+	return a.q.WaiterEnqueue(ctx, postgres.WaiterEnqueueParams{Name: p.Name, SessionID: p.SessionID})
+}
+
+func (postgresQueries) WaiterEnqueueDupKey(context.Context, WaiterEnqueueDupKeyParams) error {
+	return errNotIn("postgres", "WaiterEnqueueDupKey")
+}
+
+func (a postgresQueries) WaiterRemove(ctx context.Context, p WaiterRemoveParams) error {
+	return a.q.WaiterRemove(ctx, postgres.WaiterRemoveParams{Name: p.Name, SessionID: p.SessionID})
+}
+
+func (a postgresQueries) HousekeepingWaiters(ctx context.Context) error {
+	return a.q.HousekeepingWaiters(ctx)
 }
 
 func (a postgresQueries) Release(ctx context.Context, p ReleaseParams) error {

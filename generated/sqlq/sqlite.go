@@ -105,6 +105,26 @@ func (a sQLiteQueries) AcquireTake(ctx context.Context, p AcquireTakeParams) err
 	return a.q.AcquireTake(ctx, sqlite.AcquireTakeParams{NextToken: p.NextToken, SessionID: p.SessionID, Name: p.Name})
 }
 
+func (sQLiteQueries) AcquireLockLease(context.Context, AcquireLockLeaseParams) error {
+	return errNotIn("sqlite", "AcquireLockLease")
+}
+
+func (a sQLiteQueries) WaiterEnqueue(ctx context.Context, p WaiterEnqueueParams) error {
+	return a.q.WaiterEnqueue(ctx, sqlite.WaiterEnqueueParams{Name: p.Name, SessionID: p.SessionID})
+}
+
+func (sQLiteQueries) WaiterEnqueueDupKey(context.Context, WaiterEnqueueDupKeyParams) error {
+	return errNotIn("sqlite", "WaiterEnqueueDupKey")
+}
+
+func (a sQLiteQueries) WaiterRemove(ctx context.Context, p WaiterRemoveParams) error {
+	return a.q.WaiterRemove(ctx, sqlite.WaiterRemoveParams{Name: p.Name, SessionID: p.SessionID})
+}
+
+func (a sQLiteQueries) HousekeepingWaiters(ctx context.Context) error {
+	return a.q.HousekeepingWaiters(ctx)
+}
+
 func (sQLiteQueries) Release(context.Context, ReleaseParams) error {
 	return errNotIn("sqlite", "Release")
 }

@@ -47,16 +47,26 @@ const (
 	StmtCloseSessionLeave
 	// StmtCloseSessionDelete: Deletes the session row (last statement of close_session's transaction).
 	StmtCloseSessionDelete
-	// StmtAcquire: Acquires a lease in one statement. session_live false: SessionExpired. granted: Granted(token, remaining_ms = the session's time left). Otherwise HeldBy(holder_id, holder_owner, remaining_ms = the holder's time left, 0 when unknown): holder_id and holder_owner come from the statement's snapshot and may be stale or empty after a race; retry soon then. Not granted with stored_token < 0: spi.ErrCorruptToken; not granted with stored_token at the int64 maximum and no live other holder: spi.ErrTokenOverflow (nothing was written).
+	// StmtAcquire: Acquires a lease in one statement. session_live false: SessionExpired. granted: Granted(token, remaining_ms = the session's time left). Otherwise HeldBy(holder_id, holder_owner, remaining_ms = the holder's time left, 0 when unknown): holder_id and holder_owner come from the statement's snapshot and may be stale or empty after a race; retry soon then. Not granted with stored_token < 0: spi.ErrCorruptToken; not granted with stored_token at the int64 maximum and no live other holder: spi.ErrTokenOverflow (nothing was written). The waiter queue (spi.Queuer): a free or expired lease is taken only when no live waiter other than the caller is ahead of the caller's own live entry (or, without one, at all). waiter_id / waiter_remaining_ms: the first live waiter (possibly the caller) and its entry's time left: a grant to the first waiter is followed by waiter_remove.
 	StmtAcquire
-	// StmtAcquireLockSession: Acquire, step 1 of 4 (in a transaction): locks the caller's live session row and returns its time left. No row: SessionExpired (roll back).
+	// StmtAcquireLockSession: Acquire, step 1 of 4 (in a transaction): locks the caller's live session row and returns its time left. No row: SessionExpired (roll back). Also the first step of PostgreSQL's acquire_queued transaction (the global lock order: the acting session's row first).
 	StmtAcquireLockSession
 	// StmtAcquireEnsureLease: Acquire, step 2: inserts the lease row, free with token 0, if it is missing, and (MySQL) takes its exclusive row lock. Token 0 is "no tenure yet": step 3's next_token applies the clock floor, so a row deleted by hand and inserted again here never repeats a token.
 	StmtAcquireEnsureLease
-	// StmtAcquireReadLease: Acquire, step 3: the lease's holder and token with the holder's session row share-locked (latest committed versions). holder_id = caller: Granted(token), done. holder_id empty or holder_remaining_ms <= 0 (free, holder expired or gone): run acquire_take with next_token, Granted(next_token). Otherwise HeldBy(holder_id, holder_owner, holder_remaining_ms). token < 0: spi.ErrCorruptToken; a new tenure with next_token -1 (token at the int64 maximum): spi.ErrTokenOverflow.
+	// StmtAcquireReadLease: Acquire, step 3: the lease's holder and token with the holder's session row share-locked (latest committed versions). holder_id = caller: Granted(token), done. holder_id empty or holder_remaining_ms <= 0 (free, holder expired or gone): run acquire_take with next_token, Granted(next_token). Otherwise HeldBy(holder_id, holder_owner, holder_remaining_ms). token < 0: spi.ErrCorruptToken; a new tenure with next_token -1 (token at the int64 maximum): spi.ErrTokenOverflow. waiter_id / waiter_remaining_ms: the first live waiter (spi.Queuer) and its entry's time left; a free lease goes only to it (read after the lease row is locked: every entry is made under that lock, so none can appear before COMMIT).
 	StmtAcquireReadLease
 	// StmtAcquireTake: Acquire, step 4: takes the lease with step 3's next_token. token is assigned before session_id (MySQL evaluates SET left to right). The rows read in steps 1-3 stay locked, so next_token is still max(token + 1, the clock in microseconds) of the row as it is.
 	StmtAcquireTake
+	// StmtAcquireLockLease: acquire_queued on PostgreSQL, step 2 (in a transaction, after acquire_lock_session): makes the lease row (free, token 0, if missing) and locks it until COMMIT, so that the acquire statement that follows reads the waiter queue in a snapshot taken under the lock (every entry is made under it) and the caller's entry is made before anyone else can take the lease.
+	StmtAcquireLockLease
+	// StmtWaiterEnqueue: Makes the caller a waiter for the lease, at the end of the queue (arrival now), or keeps the place of its live entry; either way the entry's expiry becomes the session's. Runs in the acquire_queued transaction, under the lease row's lock.
+	StmtWaiterEnqueue
+	// StmtWaiterEnqueueDupKey: waiter_enqueue on MySQL/MariaDB. arrival_us is assigned before expiry_ms (MySQL evaluates SET left to right), so it reads the old expiry.
+	StmtWaiterEnqueueDupKey
+	// StmtWaiterRemove: Deletes the session's entry from the lease's waiter queue: after a grant to the first waiter, and for a withdraw.
+	StmtWaiterRemove
+	// StmtHousekeepingWaiters: Deletes lapsed waiter entries (their expiry passed; they no longer count).
+	StmtHousekeepingWaiters
 	// StmtRelease: Frees the lease if the session holds it with that token, and NOTIFYs the release channel with its name; otherwise changes nothing. Under READ COMMITTED the UPDATE re-checks the session and token on the row's latest version.
 	StmtRelease
 	// StmtReleaseNoNotify: Frees the lease if the session holds it with that token; otherwise changes nothing.
@@ -91,7 +101,7 @@ const (
 	NumStatements int = iota
 )
 
-var statementNames = [...]string{"OpenSession", "KeepAliveRenew", "KeepAliveRenewNoReturn", "SessionRemaining", "KeepAliveHeld", "KeepAliveMembers", "CloseSession", "CloseSessionRelease", "CloseSessionLeave", "CloseSessionDelete", "Acquire", "AcquireLockSession", "AcquireEnsureLease", "AcquireReadLease", "AcquireTake", "Release", "ReleaseNoNotify", "Join", "JoinInsert", "Leave", "LeaveDelete", "Members", "HousekeepingMembers", "HousekeepingSessions", "InspectLeases", "InspectSessions", "InspectMembers", "SchemaVersion", "DatabaseNow", "ClearForeignHolder"}
+var statementNames = [...]string{"OpenSession", "KeepAliveRenew", "KeepAliveRenewNoReturn", "SessionRemaining", "KeepAliveHeld", "KeepAliveMembers", "CloseSession", "CloseSessionRelease", "CloseSessionLeave", "CloseSessionDelete", "Acquire", "AcquireLockSession", "AcquireEnsureLease", "AcquireReadLease", "AcquireTake", "AcquireLockLease", "WaiterEnqueue", "WaiterEnqueueDupKey", "WaiterRemove", "HousekeepingWaiters", "Release", "ReleaseNoNotify", "Join", "JoinInsert", "Leave", "LeaveDelete", "Members", "HousekeepingMembers", "HousekeepingSessions", "InspectLeases", "InspectSessions", "InspectMembers", "SchemaVersion", "DatabaseNow", "ClearForeignHolder"}
 
 // String is the statement's sqlc query name.
 func (s Statement) String() string {
@@ -183,13 +193,15 @@ type AcquireParams struct {
 
 // AcquireRow is one row of Acquire.
 type AcquireRow struct {
-	SessionLive bool
-	Granted     bool
-	Token       int64
-	RemainingMs int64
-	HolderID    string
-	HolderOwner string
-	StoredToken int64
+	SessionLive       bool
+	Granted           bool
+	Token             int64
+	RemainingMs       int64
+	HolderID          string
+	HolderOwner       string
+	StoredToken       int64
+	WaiterID          string
+	WaiterRemainingMs int64
 }
 
 // AcquireLockSessionParams are the parameters of AcquireLockSession.
@@ -214,6 +226,8 @@ type AcquireReadLeaseRow struct {
 	NextToken         int64
 	HolderOwner       string
 	HolderRemainingMs int64
+	WaiterID          string
+	WaiterRemainingMs int64
 }
 
 // AcquireTakeParams are the parameters of AcquireTake.
@@ -221,6 +235,29 @@ type AcquireTakeParams struct {
 	NextToken int64
 	SessionID string
 	Name      string
+}
+
+// AcquireLockLeaseParams are the parameters of AcquireLockLease.
+type AcquireLockLeaseParams struct {
+	Name string
+}
+
+// WaiterEnqueueParams are the parameters of WaiterEnqueue.
+type WaiterEnqueueParams struct {
+	Name      string
+	SessionID string
+}
+
+// WaiterEnqueueDupKeyParams are the parameters of WaiterEnqueueDupKey.
+type WaiterEnqueueDupKeyParams struct {
+	Name      string
+	SessionID string
+}
+
+// WaiterRemoveParams are the parameters of WaiterRemove.
+type WaiterRemoveParams struct {
+	Name      string
+	SessionID string
 }
 
 // ReleaseParams are the parameters of Release.
@@ -328,16 +365,26 @@ type Queries interface {
 	CloseSessionLeave(ctx context.Context, p CloseSessionLeaveParams) error
 	// CloseSessionDelete: Deletes the session row (last statement of close_session's transaction).
 	CloseSessionDelete(ctx context.Context, p CloseSessionDeleteParams) error
-	// Acquire: Acquires a lease in one statement. session_live false: SessionExpired. granted: Granted(token, remaining_ms = the session's time left). Otherwise HeldBy(holder_id, holder_owner, remaining_ms = the holder's time left, 0 when unknown): holder_id and holder_owner come from the statement's snapshot and may be stale or empty after a race; retry soon then. Not granted with stored_token < 0: spi.ErrCorruptToken; not granted with stored_token at the int64 maximum and no live other holder: spi.ErrTokenOverflow (nothing was written).
+	// Acquire: Acquires a lease in one statement. session_live false: SessionExpired. granted: Granted(token, remaining_ms = the session's time left). Otherwise HeldBy(holder_id, holder_owner, remaining_ms = the holder's time left, 0 when unknown): holder_id and holder_owner come from the statement's snapshot and may be stale or empty after a race; retry soon then. Not granted with stored_token < 0: spi.ErrCorruptToken; not granted with stored_token at the int64 maximum and no live other holder: spi.ErrTokenOverflow (nothing was written). The waiter queue (spi.Queuer): a free or expired lease is taken only when no live waiter other than the caller is ahead of the caller's own live entry (or, without one, at all). waiter_id / waiter_remaining_ms: the first live waiter (possibly the caller) and its entry's time left: a grant to the first waiter is followed by waiter_remove.
 	Acquire(ctx context.Context, p AcquireParams) (AcquireRow, error)
-	// AcquireLockSession: Acquire, step 1 of 4 (in a transaction): locks the caller's live session row and returns its time left. No row: SessionExpired (roll back).
+	// AcquireLockSession: Acquire, step 1 of 4 (in a transaction): locks the caller's live session row and returns its time left. No row: SessionExpired (roll back). Also the first step of PostgreSQL's acquire_queued transaction (the global lock order: the acting session's row first).
 	AcquireLockSession(ctx context.Context, p AcquireLockSessionParams) (int64, error)
 	// AcquireEnsureLease: Acquire, step 2: inserts the lease row, free with token 0, if it is missing, and (MySQL) takes its exclusive row lock. Token 0 is "no tenure yet": step 3's next_token applies the clock floor, so a row deleted by hand and inserted again here never repeats a token.
 	AcquireEnsureLease(ctx context.Context, p AcquireEnsureLeaseParams) error
-	// AcquireReadLease: Acquire, step 3: the lease's holder and token with the holder's session row share-locked (latest committed versions). holder_id = caller: Granted(token), done. holder_id empty or holder_remaining_ms <= 0 (free, holder expired or gone): run acquire_take with next_token, Granted(next_token). Otherwise HeldBy(holder_id, holder_owner, holder_remaining_ms). token < 0: spi.ErrCorruptToken; a new tenure with next_token -1 (token at the int64 maximum): spi.ErrTokenOverflow.
+	// AcquireReadLease: Acquire, step 3: the lease's holder and token with the holder's session row share-locked (latest committed versions). holder_id = caller: Granted(token), done. holder_id empty or holder_remaining_ms <= 0 (free, holder expired or gone): run acquire_take with next_token, Granted(next_token). Otherwise HeldBy(holder_id, holder_owner, holder_remaining_ms). token < 0: spi.ErrCorruptToken; a new tenure with next_token -1 (token at the int64 maximum): spi.ErrTokenOverflow. waiter_id / waiter_remaining_ms: the first live waiter (spi.Queuer) and its entry's time left; a free lease goes only to it (read after the lease row is locked: every entry is made under that lock, so none can appear before COMMIT).
 	AcquireReadLease(ctx context.Context, p AcquireReadLeaseParams) (AcquireReadLeaseRow, error)
 	// AcquireTake: Acquire, step 4: takes the lease with step 3's next_token. token is assigned before session_id (MySQL evaluates SET left to right). The rows read in steps 1-3 stay locked, so next_token is still max(token + 1, the clock in microseconds) of the row as it is.
 	AcquireTake(ctx context.Context, p AcquireTakeParams) error
+	// AcquireLockLease: acquire_queued on PostgreSQL, step 2 (in a transaction, after acquire_lock_session): makes the lease row (free, token 0, if missing) and locks it until COMMIT, so that the acquire statement that follows reads the waiter queue in a snapshot taken under the lock (every entry is made under it) and the caller's entry is made before anyone else can take the lease.
+	AcquireLockLease(ctx context.Context, p AcquireLockLeaseParams) error
+	// WaiterEnqueue: Makes the caller a waiter for the lease, at the end of the queue (arrival now), or keeps the place of its live entry; either way the entry's expiry becomes the session's. Runs in the acquire_queued transaction, under the lease row's lock.
+	WaiterEnqueue(ctx context.Context, p WaiterEnqueueParams) error
+	// WaiterEnqueueDupKey: waiter_enqueue on MySQL/MariaDB. arrival_us is assigned before expiry_ms (MySQL evaluates SET left to right), so it reads the old expiry.
+	WaiterEnqueueDupKey(ctx context.Context, p WaiterEnqueueDupKeyParams) error
+	// WaiterRemove: Deletes the session's entry from the lease's waiter queue: after a grant to the first waiter, and for a withdraw.
+	WaiterRemove(ctx context.Context, p WaiterRemoveParams) error
+	// HousekeepingWaiters: Deletes lapsed waiter entries (their expiry passed; they no longer count).
+	HousekeepingWaiters(ctx context.Context) error
 	// Release: Frees the lease if the session holds it with that token, and NOTIFYs the release channel with its name; otherwise changes nothing. Under READ COMMITTED the UPDATE re-checks the session and token on the row's latest version.
 	Release(ctx context.Context, p ReleaseParams) error
 	// ReleaseNoNotify: Frees the lease if the session holds it with that token; otherwise changes nothing.
@@ -492,6 +539,16 @@ func Exec(ctx context.Context, q Queries, s Statement, st *State) error {
 		return err
 	case StmtAcquireTake:
 		return q.AcquireTake(ctx, AcquireTakeParams{NextToken: st.Args.NextToken, SessionID: st.Args.SessionID, Name: st.Args.Name})
+	case StmtAcquireLockLease:
+		return q.AcquireLockLease(ctx, AcquireLockLeaseParams{Name: st.Args.Name})
+	case StmtWaiterEnqueue:
+		return q.WaiterEnqueue(ctx, WaiterEnqueueParams{Name: st.Args.Name, SessionID: st.Args.SessionID})
+	case StmtWaiterEnqueueDupKey:
+		return q.WaiterEnqueueDupKey(ctx, WaiterEnqueueDupKeyParams{Name: st.Args.Name, SessionID: st.Args.SessionID})
+	case StmtWaiterRemove:
+		return q.WaiterRemove(ctx, WaiterRemoveParams{Name: st.Args.Name, SessionID: st.Args.SessionID})
+	case StmtHousekeepingWaiters:
+		return q.HousekeepingWaiters(ctx)
 	case StmtRelease:
 		return q.Release(ctx, ReleaseParams{Name: st.Args.Name, SessionID: st.Args.SessionID, Token: st.Args.Token})
 	case StmtReleaseNoNotify:
@@ -669,6 +726,36 @@ func (r *Recorder) AcquireReadLease(ctx context.Context, p AcquireReadLeaseParam
 func (r *Recorder) AcquireTake(ctx context.Context, p AcquireTakeParams) error {
 	r.record(StmtAcquireTake)
 	return r.Q.AcquireTake(ctx, p)
+}
+
+// AcquireLockLease records the statement and runs it on r.Q.
+func (r *Recorder) AcquireLockLease(ctx context.Context, p AcquireLockLeaseParams) error {
+	r.record(StmtAcquireLockLease)
+	return r.Q.AcquireLockLease(ctx, p)
+}
+
+// WaiterEnqueue records the statement and runs it on r.Q.
+func (r *Recorder) WaiterEnqueue(ctx context.Context, p WaiterEnqueueParams) error {
+	r.record(StmtWaiterEnqueue)
+	return r.Q.WaiterEnqueue(ctx, p)
+}
+
+// WaiterEnqueueDupKey records the statement and runs it on r.Q.
+func (r *Recorder) WaiterEnqueueDupKey(ctx context.Context, p WaiterEnqueueDupKeyParams) error {
+	r.record(StmtWaiterEnqueueDupKey)
+	return r.Q.WaiterEnqueueDupKey(ctx, p)
+}
+
+// WaiterRemove records the statement and runs it on r.Q.
+func (r *Recorder) WaiterRemove(ctx context.Context, p WaiterRemoveParams) error {
+	r.record(StmtWaiterRemove)
+	return r.Q.WaiterRemove(ctx, p)
+}
+
+// HousekeepingWaiters records the statement and runs it on r.Q.
+func (r *Recorder) HousekeepingWaiters(ctx context.Context) error {
+	r.record(StmtHousekeepingWaiters)
+	return r.Q.HousekeepingWaiters(ctx)
 }
 
 // Release records the statement and runs it on r.Q.

@@ -3,7 +3,7 @@
 package wire
 
 // SQLSchemaVersion is the schema version the generated SQL statements need.
-const SQLSchemaVersion = 1
+const SQLSchemaVersion = 3
 
 // SQLReleaseChannel is the PostgreSQL NOTIFY channel a release publishes the lease name on.
 const SQLReleaseChannel = "simba_released"
@@ -101,7 +101,7 @@ type SQLStep struct {
 // SQLDecisions maps each decision an operation step may name to its outcomes (those that end
 // the operation first). The backend implements exactly these. Each call returns a fresh map.
 func SQLDecisions() map[string][]string {
-	return map[string][]string{"renewed": []string{"live"}, "session_live": []string{"session_expired", "live"}, "member_row": []string{"session_expired", "live"}, "acquired": []string{"session_expired", "granted", "held_by", "stale"}, "lease_holder": []string{"granted", "held_by", "take"}}
+	return map[string][]string{"renewed": []string{"live"}, "session_live": []string{"session_expired", "live"}, "member_row": []string{"session_expired", "live"}, "acquired": []string{"session_expired", "granted", "held_by", "stale", "granted_head"}, "acquired_queued": []string{"session_expired", "granted", "granted_head", "held_by", "stale"}, "lease_holder": []string{"granted", "held_by", "take", "take_head"}, "lease_holder_queued": []string{"granted", "take", "take_head", "held_by"}}
 }
 
 // SQLDialectByName describes dialect name, or reports false if there is no such dialect.
@@ -143,14 +143,45 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 				Transaction: false,
 			}, "acquire": {
 				Batch:   false,
-				Queries: []string{"Acquire"},
+				Queries: []string{"Acquire", "WaiterRemove"},
 				Steps: []SQLStep{{
 					Attempts: 3,
 					Decide:   "acquired",
 					Query:    "Acquire",
 					Repeat:   "stale",
 					Reply:    []string{"session_expired", "granted", "held_by", "stale"},
+				}, {
+					Query: "WaiterRemove",
+					When:  "granted_head",
 				}},
+				Transaction: false,
+			}, "acquire_queued": {
+				Batch:   false,
+				Queries: []string{"AcquireLockSession", "AcquireLockLease", "Acquire", "WaiterRemove", "WaiterEnqueue", "WaiterEnqueue"},
+				Steps: []SQLStep{{
+					NoRows: "session_expired",
+					Query:  "AcquireLockSession",
+				}, {Query: "AcquireLockLease"}, {
+					Attempts: 3,
+					Decide:   "acquired_queued",
+					Query:    "Acquire",
+					Repeat:   "stale",
+					Reply:    []string{"session_expired", "granted"},
+				}, {
+					Query: "WaiterRemove",
+					When:  "granted_head",
+				}, {
+					Query: "WaiterEnqueue",
+					When:  "held_by",
+				}, {
+					Query: "WaiterEnqueue",
+					When:  "stale",
+				}},
+				Transaction: true,
+			}, "withdraw": {
+				Batch:       false,
+				Queries:     []string{"WaiterRemove"},
+				Steps:       []SQLStep{{Query: "WaiterRemove"}},
 				Transaction: false,
 			}, "release": {
 				Batch:       false,
@@ -182,8 +213,8 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 				Transaction: false,
 			}, "housekeeping": {
 				Batch:       false,
-				Queries:     []string{"HousekeepingMembers", "HousekeepingSessions"},
-				Steps:       []SQLStep{{Query: "HousekeepingMembers"}, {Query: "HousekeepingSessions"}},
+				Queries:     []string{"HousekeepingMembers", "HousekeepingWaiters", "HousekeepingSessions"},
+				Steps:       []SQLStep{{Query: "HousekeepingMembers"}, {Query: "HousekeepingWaiters"}, {Query: "HousekeepingSessions"}},
 				Transaction: false,
 			}, "inspect": {
 				Batch:       false,
@@ -245,7 +276,7 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 				Transaction: true,
 			}, "acquire": {
 				Batch:   false,
-				Queries: []string{"AcquireLockSession", "AcquireEnsureLease", "AcquireReadLease", "AcquireTake"},
+				Queries: []string{"AcquireLockSession", "AcquireEnsureLease", "AcquireReadLease", "AcquireTake", "AcquireTake", "WaiterRemove"},
 				Steps: []SQLStep{{
 					NoRows: "session_expired",
 					Query:  "AcquireLockSession",
@@ -256,8 +287,43 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 				}, {
 					Query: "AcquireTake",
 					When:  "take",
+				}, {
+					Query: "AcquireTake",
+					When:  "take_head",
+				}, {
+					Query: "WaiterRemove",
+					When:  "take_head",
 				}},
 				Transaction: true,
+			}, "acquire_queued": {
+				Batch:   false,
+				Queries: []string{"AcquireLockSession", "AcquireEnsureLease", "AcquireReadLease", "AcquireTake", "AcquireTake", "WaiterRemove", "WaiterEnqueueDupKey"},
+				Steps: []SQLStep{{
+					NoRows: "session_expired",
+					Query:  "AcquireLockSession",
+				}, {Query: "AcquireEnsureLease"}, {
+					Decide: "lease_holder_queued",
+					Query:  "AcquireReadLease",
+					Reply:  []string{"granted"},
+				}, {
+					Query: "AcquireTake",
+					When:  "take",
+				}, {
+					Query: "AcquireTake",
+					When:  "take_head",
+				}, {
+					Query: "WaiterRemove",
+					When:  "take_head",
+				}, {
+					Query: "WaiterEnqueueDupKey",
+					When:  "held_by",
+				}},
+				Transaction: true,
+			}, "withdraw": {
+				Batch:       false,
+				Queries:     []string{"WaiterRemove"},
+				Steps:       []SQLStep{{Query: "WaiterRemove"}},
+				Transaction: false,
 			}, "release": {
 				Batch:       false,
 				Queries:     []string{"ReleaseNoNotify"},
@@ -290,8 +356,8 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 				Transaction: false,
 			}, "housekeeping": {
 				Batch:       false,
-				Queries:     []string{"HousekeepingMembers", "HousekeepingSessions"},
-				Steps:       []SQLStep{{Query: "HousekeepingMembers"}, {Query: "HousekeepingSessions"}},
+				Queries:     []string{"HousekeepingMembers", "HousekeepingWaiters", "HousekeepingSessions"},
+				Steps:       []SQLStep{{Query: "HousekeepingMembers"}, {Query: "HousekeepingWaiters"}, {Query: "HousekeepingSessions"}},
 				Transaction: false,
 			}, "inspect": {
 				Batch:       false,
@@ -353,7 +419,7 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 				Transaction: true,
 			}, "acquire": {
 				Batch:   false,
-				Queries: []string{"AcquireLockSession", "AcquireEnsureLease", "AcquireReadLease", "AcquireTake"},
+				Queries: []string{"AcquireLockSession", "AcquireEnsureLease", "AcquireReadLease", "AcquireTake", "AcquireTake", "WaiterRemove"},
 				Steps: []SQLStep{{
 					NoRows: "session_expired",
 					Query:  "AcquireLockSession",
@@ -364,8 +430,43 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 				}, {
 					Query: "AcquireTake",
 					When:  "take",
+				}, {
+					Query: "AcquireTake",
+					When:  "take_head",
+				}, {
+					Query: "WaiterRemove",
+					When:  "take_head",
 				}},
 				Transaction: true,
+			}, "acquire_queued": {
+				Batch:   false,
+				Queries: []string{"AcquireLockSession", "AcquireEnsureLease", "AcquireReadLease", "AcquireTake", "AcquireTake", "WaiterRemove", "WaiterEnqueue"},
+				Steps: []SQLStep{{
+					NoRows: "session_expired",
+					Query:  "AcquireLockSession",
+				}, {Query: "AcquireEnsureLease"}, {
+					Decide: "lease_holder_queued",
+					Query:  "AcquireReadLease",
+					Reply:  []string{"granted"},
+				}, {
+					Query: "AcquireTake",
+					When:  "take",
+				}, {
+					Query: "AcquireTake",
+					When:  "take_head",
+				}, {
+					Query: "WaiterRemove",
+					When:  "take_head",
+				}, {
+					Query: "WaiterEnqueue",
+					When:  "held_by",
+				}},
+				Transaction: true,
+			}, "withdraw": {
+				Batch:       false,
+				Queries:     []string{"WaiterRemove"},
+				Steps:       []SQLStep{{Query: "WaiterRemove"}},
+				Transaction: false,
 			}, "release": {
 				Batch:       false,
 				Queries:     []string{"ReleaseNoNotify"},
@@ -398,8 +499,8 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 				Transaction: false,
 			}, "housekeeping": {
 				Batch:       false,
-				Queries:     []string{"HousekeepingMembers", "HousekeepingSessions"},
-				Steps:       []SQLStep{{Query: "HousekeepingMembers"}, {Query: "HousekeepingSessions"}},
+				Queries:     []string{"HousekeepingMembers", "HousekeepingWaiters", "HousekeepingSessions"},
+				Steps:       []SQLStep{{Query: "HousekeepingMembers"}, {Query: "HousekeepingWaiters"}, {Query: "HousekeepingSessions"}},
 				Transaction: false,
 			}, "inspect": {
 				Batch:       false,

@@ -69,9 +69,9 @@ func SQLSchemaCheckByName(name string) (SQLSchemaCheck, bool) {
 	switch name {
 	case SQLPostgres:
 		return SQLSchemaCheck{
-			ColumnsQuery:          "SELECT c.relname::text AS table_name, a.attname::text AS column_name, t.typname::text AS data_type,\n    (CASE WHEN t.typname IN ('varchar', 'bpchar') AND a.atttypmod >= 4 THEN a.atttypmod - 4 ELSE -1 END)::text AS max_length,\n    COALESCE(co.collname::text, '') AS collation,\n    (CASE WHEN a.attnotnull THEN '0' ELSE '1' END) AS nullable\nFROM pg_class c\nJOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped\nJOIN pg_type t ON t.oid = a.atttypid\nLEFT JOIN pg_collation co ON co.oid = a.attcollation\nWHERE c.oid IN (SELECT to_regclass(n) FROM unnest(ARRAY['simba_schema_version', 'simba_session', 'simba_lease', 'simba_member']) AS n)\nORDER BY c.relname, a.attnum",
-			ForeignKeysQuery:      "SELECT c.relname::text AS table_name, a.attname::text AS column_name,\n    rc.relname::text AS ref_table, ra.attname::text AS ref_column,\n    (CASE k.confdeltype WHEN 'a' THEN 'NO ACTION' WHEN 'r' THEN 'RESTRICT' WHEN 'c' THEN 'CASCADE'\n        WHEN 'n' THEN 'SET NULL' WHEN 'd' THEN 'SET DEFAULT' ELSE '' END) AS on_delete,\n    k.conname::text AS constraint_name\nFROM pg_constraint k\nJOIN pg_class c ON c.oid = k.conrelid\nJOIN pg_class rc ON rc.oid = k.confrelid\nJOIN pg_attribute a ON a.attrelid = k.conrelid AND a.attnum = k.conkey[1]\nJOIN pg_attribute ra ON ra.attrelid = k.confrelid AND ra.attnum = k.confkey[1]\nWHERE k.contype = 'f' AND cardinality(k.conkey) = 1\n  AND c.oid IN (SELECT to_regclass(n) FROM unnest(ARRAY['simba_schema_version', 'simba_session', 'simba_lease', 'simba_member']) AS n)\nORDER BY c.relname, a.attname",
-			PrimaryKeysQuery:      "SELECT c.relname::text AS table_name, a.attname::text AS column_name\nFROM pg_constraint k\nJOIN pg_class c ON c.oid = k.conrelid\nCROSS JOIN LATERAL unnest(k.conkey) WITH ORDINALITY AS u(attnum, pos)\nJOIN pg_attribute a ON a.attrelid = k.conrelid AND a.attnum = u.attnum\nWHERE k.contype = 'p' AND c.oid IN (SELECT to_regclass(n) FROM unnest(ARRAY['simba_schema_version', 'simba_session', 'simba_lease', 'simba_member']) AS n)\nORDER BY c.relname, u.pos",
+			ColumnsQuery:          "SELECT c.relname::text AS table_name, a.attname::text AS column_name, t.typname::text AS data_type,\n    (CASE WHEN t.typname IN ('varchar', 'bpchar') AND a.atttypmod >= 4 THEN a.atttypmod - 4 ELSE -1 END)::text AS max_length,\n    COALESCE(co.collname::text, '') AS collation,\n    (CASE WHEN a.attnotnull THEN '0' ELSE '1' END) AS nullable\nFROM pg_class c\nJOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped\nJOIN pg_type t ON t.oid = a.atttypid\nLEFT JOIN pg_collation co ON co.oid = a.attcollation\nWHERE c.oid IN (SELECT to_regclass(n) FROM unnest(ARRAY['simba_schema_version', 'simba_session', 'simba_lease', 'simba_member', 'simba_waiter']) AS n)\nORDER BY c.relname, a.attnum",
+			ForeignKeysQuery:      "SELECT c.relname::text AS table_name, a.attname::text AS column_name,\n    rc.relname::text AS ref_table, ra.attname::text AS ref_column,\n    (CASE k.confdeltype WHEN 'a' THEN 'NO ACTION' WHEN 'r' THEN 'RESTRICT' WHEN 'c' THEN 'CASCADE'\n        WHEN 'n' THEN 'SET NULL' WHEN 'd' THEN 'SET DEFAULT' ELSE '' END) AS on_delete,\n    k.conname::text AS constraint_name\nFROM pg_constraint k\nJOIN pg_class c ON c.oid = k.conrelid\nJOIN pg_class rc ON rc.oid = k.confrelid\nJOIN pg_attribute a ON a.attrelid = k.conrelid AND a.attnum = k.conkey[1]\nJOIN pg_attribute ra ON ra.attrelid = k.confrelid AND ra.attnum = k.confkey[1]\nWHERE k.contype = 'f' AND cardinality(k.conkey) = 1\n  AND c.oid IN (SELECT to_regclass(n) FROM unnest(ARRAY['simba_schema_version', 'simba_session', 'simba_lease', 'simba_member', 'simba_waiter']) AS n)\nORDER BY c.relname, a.attname",
+			PrimaryKeysQuery:      "SELECT c.relname::text AS table_name, a.attname::text AS column_name\nFROM pg_constraint k\nJOIN pg_class c ON c.oid = k.conrelid\nCROSS JOIN LATERAL unnest(k.conkey) WITH ORDINALITY AS u(attnum, pos)\nJOIN pg_attribute a ON a.attrelid = k.conrelid AND a.attnum = u.attnum\nWHERE k.contype = 'p' AND c.oid IN (SELECT to_regclass(n) FROM unnest(ARRAY['simba_schema_version', 'simba_session', 'simba_lease', 'simba_member', 'simba_waiter']) AS n)\nORDER BY c.relname, u.pos",
 			TableDefinitionsQuery: "",
 			Tables: []SQLTableCheck{{
 				Columns: []SQLColumnCheck{{
@@ -175,13 +175,52 @@ func SQLSchemaCheckByName(name string) (SQLSchemaCheck, bool) {
 				}},
 				Name:       "simba_member",
 				PrimaryKey: []string{"group_name", "session_id"},
+			}, {
+				Columns: []SQLColumnCheck{{
+					Collation: "C",
+					Declared:  "VARCHAR(128) COLLATE \"C\"",
+					MinLength: 128,
+					Name:      "name",
+					Nullable:  false,
+					Types:     []string{"varchar", "text"},
+				}, {
+					Collation: "C",
+					Declared:  "VARCHAR(64) COLLATE \"C\"",
+					MinLength: 64,
+					Name:      "session_id",
+					Nullable:  false,
+					Types:     []string{"varchar", "text"},
+				}, {
+					Collation: "",
+					Declared:  "BIGINT",
+					MinLength: 0,
+					Name:      "arrival_us",
+					Nullable:  false,
+					Types:     []string{"int8"},
+				}, {
+					Collation: "",
+					Declared:  "BIGINT",
+					MinLength: 0,
+					Name:      "expiry_ms",
+					Nullable:  false,
+					Types:     []string{"int8"},
+				}},
+				ForeignKeys: []SQLForeignKeyCheck{{
+					Column:     "session_id",
+					Constraint: "simba_waiter_session_fk",
+					OnDelete:   "CASCADE",
+					RefColumn:  "id",
+					RefTable:   "simba_session",
+				}},
+				Name:       "simba_waiter",
+				PrimaryKey: []string{"name", "session_id"},
 			}},
 		}, true
 	case SQLMySQL:
 		return SQLSchemaCheck{
-			ColumnsQuery:          "SELECT CAST(c.TABLE_NAME AS CHAR) AS table_name, CAST(c.COLUMN_NAME AS CHAR) AS column_name,\n    CAST(LOWER(c.DATA_TYPE) AS CHAR) AS data_type,\n    CAST(COALESCE(c.CHARACTER_MAXIMUM_LENGTH, -1) AS CHAR) AS max_length,\n    CAST(COALESCE(c.COLLATION_NAME, '') AS CHAR) AS collation,\n    CASE WHEN c.IS_NULLABLE = 'YES' THEN '1' ELSE '0' END AS nullable\nFROM information_schema.COLUMNS c\nWHERE c.TABLE_SCHEMA = DATABASE() AND c.TABLE_NAME IN ('simba_schema_version', 'simba_session', 'simba_lease', 'simba_member')\nORDER BY c.TABLE_NAME, c.ORDINAL_POSITION",
-			ForeignKeysQuery:      "SELECT CAST(k.TABLE_NAME AS CHAR) AS table_name, CAST(MAX(k.COLUMN_NAME) AS CHAR) AS column_name,\n    CAST(MAX(k.REFERENCED_TABLE_NAME) AS CHAR) AS ref_table, CAST(MAX(k.REFERENCED_COLUMN_NAME) AS CHAR) AS ref_column,\n    CAST(COALESCE((SELECT MAX(r.DELETE_RULE) FROM information_schema.REFERENTIAL_CONSTRAINTS r\n        WHERE r.CONSTRAINT_SCHEMA = DATABASE() AND r.TABLE_NAME = k.TABLE_NAME\n          AND r.CONSTRAINT_NAME = k.CONSTRAINT_NAME), '') AS CHAR) AS on_delete,\n    CAST(k.CONSTRAINT_NAME AS CHAR) AS constraint_name\nFROM information_schema.KEY_COLUMN_USAGE k\nWHERE k.TABLE_SCHEMA = DATABASE() AND k.TABLE_NAME IN ('simba_schema_version', 'simba_session', 'simba_lease', 'simba_member') AND k.REFERENCED_TABLE_NAME IS NOT NULL\nGROUP BY k.TABLE_NAME, k.CONSTRAINT_NAME\nHAVING COUNT(*) = 1\nORDER BY 1, 2",
-			PrimaryKeysQuery:      "SELECT CAST(k.TABLE_NAME AS CHAR) AS table_name, CAST(k.COLUMN_NAME AS CHAR) AS column_name\nFROM information_schema.KEY_COLUMN_USAGE k\nWHERE k.TABLE_SCHEMA = DATABASE() AND k.CONSTRAINT_NAME = 'PRIMARY' AND k.TABLE_NAME IN ('simba_schema_version', 'simba_session', 'simba_lease', 'simba_member')\nORDER BY k.TABLE_NAME, k.ORDINAL_POSITION",
+			ColumnsQuery:          "SELECT CAST(c.TABLE_NAME AS CHAR) AS table_name, CAST(c.COLUMN_NAME AS CHAR) AS column_name,\n    CAST(LOWER(c.DATA_TYPE) AS CHAR) AS data_type,\n    CAST(COALESCE(c.CHARACTER_MAXIMUM_LENGTH, -1) AS CHAR) AS max_length,\n    CAST(COALESCE(c.COLLATION_NAME, '') AS CHAR) AS collation,\n    CASE WHEN c.IS_NULLABLE = 'YES' THEN '1' ELSE '0' END AS nullable\nFROM information_schema.COLUMNS c\nWHERE c.TABLE_SCHEMA = DATABASE() AND c.TABLE_NAME IN ('simba_schema_version', 'simba_session', 'simba_lease', 'simba_member', 'simba_waiter')\nORDER BY c.TABLE_NAME, c.ORDINAL_POSITION",
+			ForeignKeysQuery:      "SELECT CAST(k.TABLE_NAME AS CHAR) AS table_name, CAST(MAX(k.COLUMN_NAME) AS CHAR) AS column_name,\n    CAST(MAX(k.REFERENCED_TABLE_NAME) AS CHAR) AS ref_table, CAST(MAX(k.REFERENCED_COLUMN_NAME) AS CHAR) AS ref_column,\n    CAST(COALESCE((SELECT MAX(r.DELETE_RULE) FROM information_schema.REFERENTIAL_CONSTRAINTS r\n        WHERE r.CONSTRAINT_SCHEMA = DATABASE() AND r.TABLE_NAME = k.TABLE_NAME\n          AND r.CONSTRAINT_NAME = k.CONSTRAINT_NAME), '') AS CHAR) AS on_delete,\n    CAST(k.CONSTRAINT_NAME AS CHAR) AS constraint_name\nFROM information_schema.KEY_COLUMN_USAGE k\nWHERE k.TABLE_SCHEMA = DATABASE() AND k.TABLE_NAME IN ('simba_schema_version', 'simba_session', 'simba_lease', 'simba_member', 'simba_waiter') AND k.REFERENCED_TABLE_NAME IS NOT NULL\nGROUP BY k.TABLE_NAME, k.CONSTRAINT_NAME\nHAVING COUNT(*) = 1\nORDER BY 1, 2",
+			PrimaryKeysQuery:      "SELECT CAST(k.TABLE_NAME AS CHAR) AS table_name, CAST(k.COLUMN_NAME AS CHAR) AS column_name\nFROM information_schema.KEY_COLUMN_USAGE k\nWHERE k.TABLE_SCHEMA = DATABASE() AND k.CONSTRAINT_NAME = 'PRIMARY' AND k.TABLE_NAME IN ('simba_schema_version', 'simba_session', 'simba_lease', 'simba_member', 'simba_waiter')\nORDER BY k.TABLE_NAME, k.ORDINAL_POSITION",
 			TableDefinitionsQuery: "",
 			Tables: []SQLTableCheck{{
 				Columns: []SQLColumnCheck{{
@@ -285,14 +324,53 @@ func SQLSchemaCheckByName(name string) (SQLSchemaCheck, bool) {
 				}},
 				Name:       "simba_member",
 				PrimaryKey: []string{"group_name", "session_id"},
+			}, {
+				Columns: []SQLColumnCheck{{
+					Collation: "ascii_bin",
+					Declared:  "VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin",
+					MinLength: 128,
+					Name:      "name",
+					Nullable:  false,
+					Types:     []string{"varchar"},
+				}, {
+					Collation: "ascii_bin",
+					Declared:  "VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin",
+					MinLength: 64,
+					Name:      "session_id",
+					Nullable:  false,
+					Types:     []string{"varchar"},
+				}, {
+					Collation: "",
+					Declared:  "BIGINT",
+					MinLength: 0,
+					Name:      "arrival_us",
+					Nullable:  false,
+					Types:     []string{"bigint"},
+				}, {
+					Collation: "",
+					Declared:  "BIGINT",
+					MinLength: 0,
+					Name:      "expiry_ms",
+					Nullable:  false,
+					Types:     []string{"bigint"},
+				}},
+				ForeignKeys: []SQLForeignKeyCheck{{
+					Column:     "session_id",
+					Constraint: "simba_waiter_session_fk",
+					OnDelete:   "CASCADE",
+					RefColumn:  "id",
+					RefTable:   "simba_session",
+				}},
+				Name:       "simba_waiter",
+				PrimaryKey: []string{"name", "session_id"},
 			}},
 		}, true
 	case SQLSQLite:
 		return SQLSchemaCheck{
-			ColumnsQuery:          "SELECT m.name AS table_name, p.name AS column_name,\n    lower(CASE WHEN instr(p.type, '(') > 0 THEN trim(substr(p.type, 1, instr(p.type, '(') - 1)) ELSE trim(p.type) END) AS data_type,\n    '-1' AS max_length,\n    CASE WHEN upper(p.type) LIKE '%CHAR%' OR upper(p.type) LIKE '%CLOB%' OR upper(p.type) LIKE '%TEXT%'\n        THEN 'BINARY' ELSE '' END AS collation,\n    CASE WHEN p.\"notnull\" THEN '0' ELSE '1' END AS nullable\nFROM sqlite_master m, pragma_table_info(m.name) p\nWHERE m.type = 'table' AND m.name IN ('simba_schema_version', 'simba_session', 'simba_lease', 'simba_member')\nORDER BY m.name, p.cid",
-			ForeignKeysQuery:      "SELECT m.name AS table_name, f.\"from\" AS column_name, f.\"table\" AS ref_table,\n    COALESCE(f.\"to\", (SELECT pk.name FROM pragma_table_info(f.\"table\") pk WHERE pk.pk = 1), '') AS ref_column,\n    upper(f.on_delete) AS on_delete, '' AS constraint_name\nFROM sqlite_master m, pragma_foreign_key_list(m.name) f\nWHERE m.type = 'table' AND m.name IN ('simba_schema_version', 'simba_session', 'simba_lease', 'simba_member')\n  AND (SELECT count(*) FROM pragma_foreign_key_list(m.name) g WHERE g.id = f.id) = 1\nORDER BY m.name, f.\"from\"",
-			PrimaryKeysQuery:      "SELECT m.name AS table_name, p.name AS column_name\nFROM sqlite_master m, pragma_table_info(m.name) p\nWHERE m.type = 'table' AND p.pk > 0 AND m.name IN ('simba_schema_version', 'simba_session', 'simba_lease', 'simba_member')\nORDER BY m.name, p.pk",
-			TableDefinitionsQuery: "SELECT name AS table_name, sql\nFROM sqlite_master\nWHERE type = 'table' AND name IN ('simba_schema_version', 'simba_session', 'simba_lease', 'simba_member')\nORDER BY name",
+			ColumnsQuery:          "SELECT m.name AS table_name, p.name AS column_name,\n    lower(CASE WHEN instr(p.type, '(') > 0 THEN trim(substr(p.type, 1, instr(p.type, '(') - 1)) ELSE trim(p.type) END) AS data_type,\n    '-1' AS max_length,\n    CASE WHEN upper(p.type) LIKE '%CHAR%' OR upper(p.type) LIKE '%CLOB%' OR upper(p.type) LIKE '%TEXT%'\n        THEN 'BINARY' ELSE '' END AS collation,\n    CASE WHEN p.\"notnull\" THEN '0' ELSE '1' END AS nullable\nFROM sqlite_master m, pragma_table_info(m.name) p\nWHERE m.type = 'table' AND m.name IN ('simba_schema_version', 'simba_session', 'simba_lease', 'simba_member', 'simba_waiter')\nORDER BY m.name, p.cid",
+			ForeignKeysQuery:      "SELECT m.name AS table_name, f.\"from\" AS column_name, f.\"table\" AS ref_table,\n    COALESCE(f.\"to\", (SELECT pk.name FROM pragma_table_info(f.\"table\") pk WHERE pk.pk = 1), '') AS ref_column,\n    upper(f.on_delete) AS on_delete, '' AS constraint_name\nFROM sqlite_master m, pragma_foreign_key_list(m.name) f\nWHERE m.type = 'table' AND m.name IN ('simba_schema_version', 'simba_session', 'simba_lease', 'simba_member', 'simba_waiter')\n  AND (SELECT count(*) FROM pragma_foreign_key_list(m.name) g WHERE g.id = f.id) = 1\nORDER BY m.name, f.\"from\"",
+			PrimaryKeysQuery:      "SELECT m.name AS table_name, p.name AS column_name\nFROM sqlite_master m, pragma_table_info(m.name) p\nWHERE m.type = 'table' AND p.pk > 0 AND m.name IN ('simba_schema_version', 'simba_session', 'simba_lease', 'simba_member', 'simba_waiter')\nORDER BY m.name, p.pk",
+			TableDefinitionsQuery: "SELECT name AS table_name, sql\nFROM sqlite_master\nWHERE type = 'table' AND name IN ('simba_schema_version', 'simba_session', 'simba_lease', 'simba_member', 'simba_waiter')\nORDER BY name",
 			Tables: []SQLTableCheck{{
 				Columns: []SQLColumnCheck{{
 					Collation: "",
@@ -395,6 +473,45 @@ func SQLSchemaCheckByName(name string) (SQLSchemaCheck, bool) {
 				}},
 				Name:       "simba_member",
 				PrimaryKey: []string{"group_name", "session_id"},
+			}, {
+				Columns: []SQLColumnCheck{{
+					Collation: "BINARY",
+					Declared:  "TEXT COLLATE BINARY",
+					MinLength: 0,
+					Name:      "name",
+					Nullable:  false,
+					Types:     []string{"text", "varchar"},
+				}, {
+					Collation: "BINARY",
+					Declared:  "TEXT COLLATE BINARY",
+					MinLength: 0,
+					Name:      "session_id",
+					Nullable:  false,
+					Types:     []string{"text", "varchar"},
+				}, {
+					Collation: "",
+					Declared:  "INTEGER",
+					MinLength: 0,
+					Name:      "arrival_us",
+					Nullable:  false,
+					Types:     []string{"integer", "bigint"},
+				}, {
+					Collation: "",
+					Declared:  "INTEGER",
+					MinLength: 0,
+					Name:      "expiry_ms",
+					Nullable:  false,
+					Types:     []string{"integer", "bigint"},
+				}},
+				ForeignKeys: []SQLForeignKeyCheck{{
+					Column:     "session_id",
+					Constraint: "simba_waiter_session_fk",
+					OnDelete:   "CASCADE",
+					RefColumn:  "id",
+					RefTable:   "simba_session",
+				}},
+				Name:       "simba_waiter",
+				PrimaryKey: []string{"name", "session_id"},
 			}},
 		}, true
 	default:

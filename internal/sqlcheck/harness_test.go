@@ -77,18 +77,25 @@ func migrationStatements(t *testing.T, d string) []string {
 	if schema.LatestVersion != wire.SQLSchemaVersion {
 		t.Fatalf("schema.LatestVersion %d != wire.SQLSchemaVersion %d", schema.LatestVersion, wire.SQLSchemaVersion)
 	}
-	// The lease schema's migration is the one at LatestVersion; the fence migration follows it
-	// (the lease backends do not need it).
-	i := slices.IndexFunc(ms, func(m schema.Migration) bool { return m.Version == schema.LatestVersion })
-	if i < 0 {
+	// The lease schema starts with the first migration (the one the wire names, the path
+	// errors point to) and ends with the one at LatestVersion; the fence migration is among
+	// them (the lease backends do not need it). Versions increase.
+	if i := slices.IndexFunc(ms, func(m schema.Migration) bool { return m.Version == schema.LatestVersion }); i < 0 {
 		t.Fatalf("no migration of %s at version %d", d, schema.LatestVersion)
 	}
-	if dialect(t, d).Migration != ms[i].Path {
-		t.Fatalf("wire migration %q != schema path %q", dialect(t, d).Migration, ms[i].Path)
+	if dialect(t, d).Migration != ms[0].Path {
+		t.Fatalf("wire migration %q != first schema path %q", dialect(t, d).Migration, ms[0].Path)
+	}
+	for i := 1; i < len(ms); i++ {
+		if ms[i].Version <= ms[i-1].Version {
+			t.Fatalf("%s: migration %s does not follow %s", d, ms[i].Path, ms[i-1].Path)
+		}
 	}
 	fence, _ := wire.SQLFenceByName(d)
-	if last := ms[len(ms)-1]; last.Version != schema.FenceVersion || last.Path != fence.Migration || schema.FenceVersion != wire.SQLFenceVersion {
-		t.Fatalf("last migration of %s is %s at version %d, want the fence migration %s at %d", d, last.Path, last.Version, fence.Migration, schema.FenceVersion)
+	if schema.FenceVersion != wire.SQLFenceVersion || !slices.ContainsFunc(ms, func(m schema.Migration) bool {
+		return m.Version == schema.FenceVersion && m.Path == fence.Migration
+	}) {
+		t.Fatalf("no fence migration %s at version %d among the migrations of %s", fence.Migration, schema.FenceVersion, d)
 	}
 	return out
 }
@@ -219,4 +226,11 @@ type ops interface {
 	leaseRowHeldBy(ctx context.Context, name, sid string, token int64) (bool, error)
 	// sessionID is the session id the backend made for the label sid.
 	sessionID(sid string) string
+}
+
+// lastVersion is the schema version of dialect d's last migration: a database with every
+// migration applied is at it.
+func lastVersion(d string) int64 {
+	ms := schema.Migrations(d)
+	return int64(ms[len(ms)-1].Version)
 }

@@ -90,8 +90,8 @@ func liteFreshAt(t *testing.T, path string) *sql.Conn {
 	}
 	applyTwice(t, wire.SQLSQLite, func(st string) error { _, err := conn.ExecContext(ctx, st); return err })
 	v, err := q.SchemaVersion(ctx)
-	if err != nil || v != wire.SQLFenceVersion { // every migration applied, the fence table's last
-		t.Fatalf("schema version %d, %v; want %d", v, err, wire.SQLFenceVersion)
+	if want := lastVersion("sqlite"); err != nil || v != want { // every migration applied
+		t.Fatalf("schema version %d, %v; want %d", v, err, lastVersion("sqlite"))
 	}
 	return conn
 }

@@ -26,11 +26,15 @@ type Migration struct {
 // LatestVersion is the schema version the lease backends' statements need: a database at
 // this version or later works with them. Later migrations add tables for other parts of the
 // library (FenceVersion).
-const LatestVersion = 1
+const LatestVersion = 3
 
 // FenceVersion is the schema version of the migration 0002_fence.sql (spec/fence.yaml), which
 // the lease backends do not need.
 const FenceVersion = 2
+
+// WaitersVersion is the schema version of the migration 0003_waiters.sql (spec/sql.yaml), which
+// the lease backends need (LatestVersion or earlier).
+const WaitersVersion = 3
 
 // Migrations lists the migrations of dialect ("postgres", "mysql", "sqlite") in the order to
 // apply them; nil for an unknown dialect. Each call returns fresh slices.
@@ -45,6 +49,10 @@ func Migrations(dialect string) []Migration {
 			Path:       "postgres/0002_fence.sql",
 			Statements: []string{"CREATE TABLE IF NOT EXISTS simba_fence (\n    resource VARCHAR(128) COLLATE \"C\" NOT NULL,\n    token BIGINT NOT NULL,\n    PRIMARY KEY (resource)\n)", "INSERT INTO simba_schema_version (version) VALUES (2) ON CONFLICT DO NOTHING"},
 			Version:    2,
+		}, {
+			Path:       "postgres/0003_waiters.sql",
+			Statements: []string{"CREATE TABLE IF NOT EXISTS simba_waiter (\n    name VARCHAR(128) COLLATE \"C\" NOT NULL,\n    session_id VARCHAR(64) COLLATE \"C\" NOT NULL,\n    arrival_us BIGINT NOT NULL,\n    expiry_ms BIGINT NOT NULL,\n    PRIMARY KEY (name, session_id),\n    CONSTRAINT simba_waiter_session_fk FOREIGN KEY (session_id) REFERENCES simba_session (id) ON DELETE CASCADE\n)", "CREATE INDEX IF NOT EXISTS simba_waiter_arrival ON simba_waiter (name, arrival_us)", "CREATE INDEX IF NOT EXISTS simba_waiter_session ON simba_waiter (session_id)", "INSERT INTO simba_schema_version (version) VALUES (3) ON CONFLICT DO NOTHING"},
+			Version:    3,
 		}}
 	case "mysql":
 		return []Migration{{
@@ -55,6 +63,10 @@ func Migrations(dialect string) []Migration {
 			Path:       "mysql/0002_fence.sql",
 			Statements: []string{"CREATE TABLE IF NOT EXISTS simba_fence (\n    resource VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,\n    token BIGINT NOT NULL,\n    PRIMARY KEY (resource)\n) ENGINE=InnoDB", "INSERT IGNORE INTO simba_schema_version (version) VALUES (2)"},
 			Version:    2,
+		}, {
+			Path:       "mysql/0003_waiters.sql",
+			Statements: []string{"CREATE TABLE IF NOT EXISTS simba_waiter (\n    name VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,\n    session_id VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,\n    arrival_us BIGINT NOT NULL,\n    expiry_ms BIGINT NOT NULL,\n    PRIMARY KEY (name, session_id),\n    INDEX simba_waiter_arrival (name, arrival_us),\n    INDEX simba_waiter_session (session_id),\n    CONSTRAINT simba_waiter_session_fk FOREIGN KEY (session_id) REFERENCES simba_session (id) ON DELETE CASCADE\n) ENGINE=InnoDB", "INSERT IGNORE INTO simba_schema_version (version) VALUES (3)"},
+			Version:    3,
 		}}
 	case "sqlite":
 		return []Migration{{
@@ -65,6 +77,10 @@ func Migrations(dialect string) []Migration {
 			Path:       "sqlite/0002_fence.sql",
 			Statements: []string{"CREATE TABLE IF NOT EXISTS simba_fence (\n    resource TEXT COLLATE BINARY NOT NULL,\n    token INTEGER NOT NULL,\n    PRIMARY KEY (resource)\n)", "INSERT OR IGNORE INTO simba_schema_version (version) VALUES (2)"},
 			Version:    2,
+		}, {
+			Path:       "sqlite/0003_waiters.sql",
+			Statements: []string{"CREATE TABLE IF NOT EXISTS simba_waiter (\n    name TEXT COLLATE BINARY NOT NULL,\n    session_id TEXT COLLATE BINARY NOT NULL,\n    arrival_us INTEGER NOT NULL,\n    expiry_ms INTEGER NOT NULL,\n    PRIMARY KEY (name, session_id),\n    CONSTRAINT simba_waiter_session_fk FOREIGN KEY (session_id) REFERENCES simba_session (id) ON DELETE CASCADE\n)", "CREATE INDEX IF NOT EXISTS simba_waiter_arrival ON simba_waiter (name, arrival_us)", "CREATE INDEX IF NOT EXISTS simba_waiter_session ON simba_waiter (session_id)", "INSERT OR IGNORE INTO simba_schema_version (version) VALUES (3)"},
+			Version:    3,
 		}}
 	default:
 		return nil

@@ -21,7 +21,8 @@ LOCK IN SHARE MODE
 `
 
 // Acquire, step 1 of 4 (in a transaction): locks the caller's live session row and returns its time
-// left. No row: SessionExpired (roll back).
+// left. No row: SessionExpired (roll back). Also the first step of PostgreSQL's acquire_queued
+// transaction (the global lock order: the acting session's row first).
 func (q *Queries) AcquireLockSession(ctx context.Context, sessionID string) (int64, error) {
 	row := q.db.QueryRowContext(ctx, acquireLockSession, sessionID)
 	var remaining_ms int64

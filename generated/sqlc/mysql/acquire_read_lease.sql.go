@@ -20,9 +20,16 @@ SELECT
     CAST(CASE WHEN l.token < 0 OR l.token >= 9223372036854775807 THEN -1
               ELSE GREATEST(l.token + 1, CAST(UNIX_TIMESTAMP() * 1000000 + MICROSECOND(NOW(6)) AS SIGNED)) END AS SIGNED) AS next_token,
     COALESCE(h.owner, '') AS holder_owner,
-    CAST(COALESCE(h.expiry_ms, 0) - CAST(UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000 AS SIGNED) AS SIGNED) AS holder_remaining_ms
+    CAST(COALESCE(h.expiry_ms, 0) - CAST(UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000 AS SIGNED) AS SIGNED) AS holder_remaining_ms,
+    COALESCE(q.session_id, '') AS waiter_id,
+    CAST(COALESCE(q.expiry_ms, 0) - CAST(UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000 AS SIGNED) AS SIGNED) AS waiter_remaining_ms
 FROM simba_lease l
 LEFT JOIN simba_session h ON h.id = l.session_id
+LEFT JOIN simba_waiter q ON q.name = l.name AND q.session_id = (
+    SELECT w.session_id FROM simba_waiter w
+    WHERE w.name = l.name AND w.expiry_ms > CAST(UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000 AS SIGNED)
+    ORDER BY w.arrival_us, w.session_id
+    LIMIT 1)
 WHERE l.name = ?
 LOCK IN SHARE MODE
 `
@@ -33,6 +40,8 @@ type AcquireReadLeaseRow struct {
 	NextToken         int64
 	HolderOwner       string
 	HolderRemainingMs int64
+	WaiterID          string
+	WaiterRemainingMs int64
 }
 
 // Acquire, step 3: the lease's holder and token with the holder's session row share-locked (latest
@@ -40,7 +49,9 @@ type AcquireReadLeaseRow struct {
 // holder_remaining_ms <= 0 (free, holder expired or gone): run acquire_take with next_token,
 // Granted(next_token). Otherwise HeldBy(holder_id, holder_owner, holder_remaining_ms). token < 0:
 // spi.ErrCorruptToken; a new tenure with next_token -1 (token at the int64 maximum):
-// spi.ErrTokenOverflow.
+// spi.ErrTokenOverflow. waiter_id / waiter_remaining_ms: the first live waiter (spi.Queuer) and its
+// entry's time left; a free lease goes only to it (read after the lease row is locked: every entry
+// is made under that lock, so none can appear before COMMIT).
 func (q *Queries) AcquireReadLease(ctx context.Context, name string) (AcquireReadLeaseRow, error) {
 	row := q.db.QueryRowContext(ctx, acquireReadLease, name)
 	var i AcquireReadLeaseRow
@@ -50,6 +61,8 @@ func (q *Queries) AcquireReadLease(ctx context.Context, name string) (AcquireRea
 		&i.NextToken,
 		&i.HolderOwner,
 		&i.HolderRemainingMs,
+		&i.WaiterID,
+		&i.WaiterRemainingMs,
 	)
 	return i, err
 }

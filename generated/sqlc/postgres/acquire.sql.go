@@ -35,7 +35,17 @@ WITH t AS (
                         OR EXISTS (
                             SELECT 1 FROM simba_session h, t
                             WHERE h.id = l.session_id AND h.expiry_ms <= t.now_ms
-                            FOR SHARE OF h))))
+                            FOR SHARE OF h))
+                   AND NOT EXISTS (
+                        SELECT 1 FROM simba_waiter w, t
+                        WHERE w.name = l.name AND w.expiry_ms > t.now_ms
+                          AND w.session_id <> EXCLUDED.session_id
+                          AND NOT EXISTS (
+                              SELECT 1 FROM simba_waiter m
+                              WHERE m.name = w.name AND m.session_id = EXCLUDED.session_id
+                                AND m.expiry_ms > t.now_ms
+                                AND (m.arrival_us < w.arrival_us
+                                     OR (m.arrival_us = w.arrival_us AND m.session_id < w.session_id))))))
     RETURNING l.token
 )
 SELECT
@@ -48,10 +58,18 @@ SELECT
     END AS BIGINT) AS remaining_ms,
     CAST(COALESCE(cur.session_id, '') AS TEXT) AS holder_id,
     CAST(COALESCE(hs.owner, '') AS TEXT) AS holder_owner,
-    CAST(COALESCE(cur.token, 0) AS BIGINT) AS stored_token
+    CAST(COALESCE(cur.token, 0) AS BIGINT) AS stored_token,
+    CAST(COALESCE(q.session_id, '') AS TEXT) AS waiter_id,
+    CAST(COALESCE(q.expiry_ms - t.now_ms, 0) AS BIGINT) AS waiter_remaining_ms
 FROM t
 LEFT JOIN simba_lease cur ON cur.name = $1
 LEFT JOIN simba_session hs ON hs.id = cur.session_id
+LEFT JOIN LATERAL (
+    SELECT w.session_id, w.expiry_ms FROM simba_waiter w
+    WHERE w.name = $1 AND w.expiry_ms > t.now_ms
+    ORDER BY w.arrival_us, w.session_id
+    LIMIT 1
+) q ON true
 `
 
 type AcquireParams struct {
@@ -60,13 +78,15 @@ type AcquireParams struct {
 }
 
 type AcquireRow struct {
-	SessionLive bool
-	Granted     bool
-	Token       int64
-	RemainingMs int64
-	HolderID    string
-	HolderOwner string
-	StoredToken int64
+	SessionLive       bool
+	Granted           bool
+	Token             int64
+	RemainingMs       int64
+	HolderID          string
+	HolderOwner       string
+	StoredToken       int64
+	WaiterID          string
+	WaiterRemainingMs int64
 }
 
 // Acquires a lease in one statement. session_live false: SessionExpired. granted: Granted(token,
@@ -74,7 +94,11 @@ type AcquireRow struct {
 // the holder's time left, 0 when unknown): holder_id and holder_owner come from the statement's
 // snapshot and may be stale or empty after a race; retry soon then. Not granted with stored_token <
 // 0: spi.ErrCorruptToken; not granted with stored_token at the int64 maximum and no live other
-// holder: spi.ErrTokenOverflow (nothing was written).
+// holder: spi.ErrTokenOverflow (nothing was written). The waiter queue (spi.Queuer): a free or
+// expired lease is taken only when no live waiter other than the caller is ahead of the caller's
+// own live entry (or, without one, at all). waiter_id / waiter_remaining_ms: the first live waiter
+// (possibly the caller) and its entry's time left: a grant to the first waiter is followed by
+// waiter_remove.
 func (q *Queries) Acquire(ctx context.Context, arg AcquireParams) (AcquireRow, error) {
 	row := q.db.QueryRow(ctx, acquire, arg.Name, arg.SessionID)
 	var i AcquireRow
@@ -86,6 +110,8 @@ func (q *Queries) Acquire(ctx context.Context, arg AcquireParams) (AcquireRow, e
 		&i.HolderID,
 		&i.HolderOwner,
 		&i.StoredToken,
+		&i.WaiterID,
+		&i.WaiterRemainingMs,
 	)
 	return i, err
 }

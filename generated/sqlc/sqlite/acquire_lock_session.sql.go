@@ -20,7 +20,8 @@ WHERE id = ?1 AND expiry_ms > CAST(unixepoch('subsec') * 1000 AS INTEGER)
 `
 
 // Acquire, step 1 of 4 (in a transaction): locks the caller's live session row and returns its time
-// left. No row: SessionExpired (roll back).
+// left. No row: SessionExpired (roll back). Also the first step of PostgreSQL's acquire_queued
+// transaction (the global lock order: the acting session's row first).
 func (q *Queries) AcquireLockSession(ctx context.Context, sessionID string) (int64, error) {
 	row := q.db.QueryRowContext(ctx, acquireLockSession, sessionID)
 	var remaining_ms int64

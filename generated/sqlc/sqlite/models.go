@@ -34,3 +34,10 @@ type SimbaSession struct {
 	TtlMs    int64
 	ExpiryMs int64
 }
+
+type SimbaWaiter struct {
+	Name      string
+	SessionID string
+	ArrivalUs int64
+	ExpiryMs  int64
+}
