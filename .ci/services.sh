@@ -82,11 +82,19 @@ fi
 if ! up 2181; then
   need_pkg java default-jre-headless
   [ -x /usr/share/zookeeper/bin/zkServer.sh ] || need_pkg /usr/share/zookeeper/bin/zkServer.sh zookeeperd
-  log "starting ZooKeeper"
   mkdir -p /tmp/simba-zookeeper/data "$state/zookeeper"
-  cp "$here/zoo.cfg" "$state/zookeeper/zoo.cfg"
-  ZOO_LOG_DIR="$state/zookeeper" ZOOPIDFILE="$state/zookeeper/zk.pid" \
-    /usr/share/zookeeper/bin/zkServer.sh start "$state/zookeeper/zoo.cfg" >/dev/null
+  zkpid="$state/zookeeper/zk.pid"
+  # A server of ours that is still starting keeps its pid file; any other pid file is stale (a
+  # reboot reuses pids) and would make zkServer.sh refuse to start ("already running").
+  if [ -f "$zkpid" ] && tr '\0' ' ' <"/proc/$(cat "$zkpid")/cmdline" 2>/dev/null | grep -qF "$state/zookeeper/zoo.cfg"; then
+    log "ZooKeeper is starting"
+  else
+    log "starting ZooKeeper"
+    rm -f "$zkpid"
+    cp "$here/zoo.cfg" "$state/zookeeper/zoo.cfg"
+    ZOO_LOG_DIR="$state/zookeeper" ZOOPIDFILE="$zkpid" \
+      /usr/share/zookeeper/bin/zkServer.sh start "$state/zookeeper/zoo.cfg" >/dev/null
+  fi
   wait_port 2181 ZooKeeper
 fi
 for _ in $(seq 1 100); do

@@ -28,9 +28,11 @@ four() { # port command: send a four-letter command, print the reply
   timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1; printf %s '$2' >&3; cat <&3" 2>/dev/null || true
 }
 mode() { four "$(client_port "$1")" srvr | sed -n 's/^Mode: //p'; }
-running() { # n
+running() { # n: the pid file names a live process started with this server's zoo.cfg. A bare
+  # kill -0 is not enough: after a reboot the pid of a server that is gone may be another
+  # process's, and zkServer.sh would then refuse to start ("already running").
   local pid="$state/$1/zk.pid"
-  [ -f "$pid" ] && kill -0 "$(cat "$pid")" 2>/dev/null
+  [ -f "$pid" ] && tr '\0' ' ' <"/proc/$(cat "$pid")/cmdline" 2>/dev/null | grep -qF "$state/$1/zoo.cfg"
 }
 
 configure() { # n
@@ -58,6 +60,7 @@ start_server() { # n
   if running "$1"; then return 0; fi
   [ -f "$state/$1/zoo.cfg" ] || configure "$1"
   log "starting server $1 on port $(client_port "$1")"
+  rm -f "$state/$1/zk.pid" # stale: running said so
   ZOO_LOG_DIR="$state/$1/logs" ZOOPIDFILE="$state/$1/zk.pid" \
     "$zkserver" start "$state/$1/zoo.cfg" >/dev/null
 }
