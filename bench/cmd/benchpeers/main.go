@@ -29,7 +29,7 @@ import (
 func main() {
 	var (
 		rounds  = flag.Int("rounds", 6, "rounds of every measure (interleaved)")
-		budget  = flag.Duration("budget", 6*time.Minute, "time for the whole run; rounds stop early to keep a third for the keep-alive measure")
+		budget  = flag.Duration("budget", 9*time.Minute, "time for the whole run at most; rounds stop early to keep a third for the waiting and keep-alive measures")
 		ttl     = flag.Duration("ttl", 2*time.Second, "lease/session TTL of every library (whole seconds, for etcd)")
 		out     = flag.String("out", "results", "directory for latest.md, latest.json and the charts")
 		leases  = flag.String("leases", "1,100,10000", "held-lease counts of the keep-alive measure")
