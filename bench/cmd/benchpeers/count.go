@@ -9,8 +9,10 @@ import (
 )
 
 // calls counts the calls a client makes to its backend.
+// keepAliveDone counts the KeepAlive calls that have returned.
 type calls struct {
 	acquire, keepAlive, all atomic.Int64
+	keepAliveDone           atomic.Int64
 }
 
 // snapshot returns the three counters.
@@ -24,8 +26,9 @@ type counting struct {
 	n *calls
 }
 
-// countingHinter is counting for a backend that also pushes hints (the client must still see
-// the Hinter capability, or it would fall back to polling).
+// The decorators below keep the capabilities the client looks for (spi.Hinter, spi.Queuer):
+// without them the client would fall back to polling, or wait without queueing, and the
+// harness would measure a client that no user runs.
 type countingHinter struct {
 	*counting
 	h spi.Hinter
@@ -33,11 +36,46 @@ type countingHinter struct {
 
 func (c countingHinter) Hints(ctx context.Context) (<-chan spi.Hint, error) { return c.h.Hints(ctx) }
 
-// countBackend wraps b so that its calls are counted in n, keeping the Hinter capability.
+// queued counts the spi.Queuer calls of a counting backend.
+type queued struct {
+	n *calls
+	q spi.Queuer
+}
+
+func (c queued) AcquireQueued(ctx context.Context, s spi.SessionID, name string) (spi.Acquire, error) {
+	c.n.all.Add(1)
+	c.n.acquire.Add(1)
+	return c.q.AcquireQueued(ctx, s, name)
+}
+
+func (c queued) Withdraw(ctx context.Context, s spi.SessionID, name string) error {
+	c.n.all.Add(1)
+	return c.q.Withdraw(ctx, s, name)
+}
+
+type countingQueuer struct {
+	*counting
+	queued
+}
+
+type countingHinterQueuer struct {
+	countingHinter
+	queued
+}
+
+// countBackend wraps b so that its calls are counted in n, keeping the Hinter and Queuer
+// capabilities.
 func countBackend(b spi.Backend, n *calls) spi.Backend {
 	c := &counting{Backend: b, n: n}
-	if h, ok := b.(spi.Hinter); ok {
+	h, hints := b.(spi.Hinter)
+	q, queues := b.(spi.Queuer)
+	switch {
+	case hints && queues:
+		return countingHinterQueuer{countingHinter{c, h}, queued{n, q}}
+	case hints:
 		return countingHinter{c, h}
+	case queues:
+		return countingQueuer{c, queued{n, q}}
 	}
 	return c
 }
@@ -50,6 +88,7 @@ func (c *counting) OpenSession(ctx context.Context, owner string, ttl time.Durat
 func (c *counting) KeepAlive(ctx context.Context, s spi.SessionID, names, groups []string) (spi.KeepAlive, error) {
 	c.n.all.Add(1)
 	c.n.keepAlive.Add(1)
+	defer c.n.keepAliveDone.Add(1)
 	return c.Backend.KeepAlive(ctx, s, names, groups)
 }
 

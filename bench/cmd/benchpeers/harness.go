@@ -40,10 +40,12 @@ func (r *resources) close() {
 
 // cycleRow is one line of the cycle table: op is one acquire + release (or one baseline
 // operation); prep runs untimed before each slice.
+// cmds, if set, reads the Redis commands the row's client has sent so far.
 type cycleRow struct {
 	group, name string
 	baseline    bool
 	prep, op    func(context.Context) error
+	cmds        func() int64
 }
 
 // side is one contender of a lock handover pair.
@@ -233,4 +235,122 @@ func runFailover(ctx context.Context, env []string, row failRow, name string, tt
 		}
 	}
 	return s, nil
+}
+
+// waitWatch is how long the waiting-cost measure watches a waiting process.
+func waitWatch(ttl time.Duration) time.Duration { return 2 * ttl }
+
+// waitSettle is how long a waiting process runs before it is watched: its client starts, opens
+// its session and finds the lock held.
+const waitSettle = time.Second
+
+// runWaiter is the waiting process of the waiting-cost measure: it waits for name (which a
+// holder process holds) and, after waitSettle, reports its CPU time and backend calls over
+// waitWatch on stdout as "waited <µs watched> <CPU µs> <acquire calls> <calls>", then exits.
+func runWaiter(role, name string) int {
+	c, err := confFromEnv()
+	if err != nil {
+		fmt.Println("error:", err)
+		return 2
+	}
+	var open opener
+	for _, sb := range c.simbaBackends() {
+		if sb.role == role {
+			open = sb.open
+		}
+	}
+	if open == nil {
+		fmt.Println("error: unknown role", role)
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitSettle+waitWatch(c.ttl)+20*time.Second)
+	defer cancel()
+	n := new(calls)
+	cl, _, err := newClient(ctx, open, c.ttl, n)
+	if err != nil {
+		fmt.Println("error:", err)
+		return 1
+	}
+	granted := make(chan error, 1)
+	go func() {
+		_, err := cl.Lock(ctx, name)
+		granted <- err
+	}()
+	time.Sleep(waitSettle)
+	a0, _, all0 := n.snapshot()
+	cpu0, t0 := cpuTime(), time.Now()
+	select {
+	case err := <-granted:
+		fmt.Println("error: the waiter got the lock from a live holder, or failed:", err)
+		return 1
+	case <-time.After(waitWatch(c.ttl)):
+	}
+	cpu1, d := cpuTime(), time.Since(t0)
+	a1, _, all1 := n.snapshot()
+	fmt.Printf("waited %d %d %d %d\n", d.Microseconds(), (cpu1 - cpu0).Microseconds(), a1-a0, all1-all0)
+	return 0
+}
+
+// cpuTime is this process's CPU time so far (user + system).
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// measureWaiting runs the waiting-cost measure of one Simba backend: a holder process takes
+// name, a waiting process waits for it and reports its CPU time and calls.
+func measureWaiting(ctx context.Context, env []string, role, name string, ttl time.Duration) (*waitRes, error) {
+	holder, err := spawnHolder(ctx, env, role, name)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		_ = holder.Process.Kill()
+		_ = holder.Wait()
+	}()
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(exe, "-waiter", role, "-name", name)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	defer func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}()
+	line := make(chan string, 1)
+	go func() {
+		s, _ := bufio.NewReader(out).ReadString('\n')
+		line <- strings.TrimSpace(s)
+	}()
+	var s string
+	select {
+	case s = <-line:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("waiting process: %w", ctx.Err())
+	case <-time.After(waitSettle + waitWatch(ttl) + 30*time.Second):
+		return nil, fmt.Errorf("waiting process: no report after %v", waitSettle+waitWatch(ttl)+30*time.Second)
+	}
+	var us, cpu, acq, all int64
+	if _, err := fmt.Sscanf(s, "waited %d %d %d %d", &us, &cpu, &acq, &all); err != nil {
+		return nil, fmt.Errorf("waiting process said %q", s)
+	}
+	ttls := float64(us) / float64(ttl.Microseconds())
+	return &waitRes{
+		Seconds:   float64(us) / 1e6,
+		CPUShare:  float64(cpu) / float64(us),
+		AcqPerTTL: float64(acq) / ttls,
+		AllPerTTL: float64(all) / ttls,
+	}, nil
 }

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -28,17 +29,21 @@ import (
 func main() {
 	var (
 		rounds  = flag.Int("rounds", 6, "rounds of every measure (interleaved)")
-		budget  = flag.Duration("budget", 6*time.Minute, "time for the whole run; rounds stop early to keep a third for the keep-alive measure")
+		budget  = flag.Duration("budget", 9*time.Minute, "time for the whole run at most; rounds stop early to keep a third for the waiting and keep-alive measures")
 		ttl     = flag.Duration("ttl", 2*time.Second, "lease/session TTL of every library (whole seconds, for etcd)")
 		out     = flag.String("out", "results", "directory for latest.md, latest.json and the charts")
 		leases  = flag.String("leases", "1,100,10000", "held-lease counts of the keep-alive measure")
 		noEtcd  = flag.Bool("no-etcd", false, "leave etcd out")
 		holder  = flag.String("holder", "", "internal: run as a holder process of this role")
+		waitAs  = flag.String("waiter", "", "internal: run as a waiting process of this role")
 		holdFor = flag.String("name", "", "internal: the holder's lock name")
 	)
 	flag.Parse()
 	if *holder != "" {
 		os.Exit(runHolder(*holder, *holdFor))
+	}
+	if *waitAs != "" {
+		os.Exit(runWaiter(*waitAs, *holdFor))
 	}
 	if err := run(*rounds, *budget, *ttl, *out, *leases, *noEtcd); err != nil {
 		fmt.Fprintln(os.Stderr, "benchpeers:", err)
@@ -76,6 +81,13 @@ type cycleRes struct {
 	Baseline    bool
 	USPerOp     []float64 `json:"us_per_op"`
 	Ratios      []float64 `json:"ratios"`
+	// ByRound is µs per cycle by round (0: the round failed), for same-round ratios between
+	// rows.
+	ByRound []float64 `json:"us_by_round"`
+	// CmdsPerOp is the Redis commands the row's client sent per cycle, by round (Redis rows
+	// only).
+	CmdsPerOp   []float64 `json:"redis_commands_per_op,omitempty"`
+	MedianCmds  float64   `json:",omitempty"`
 	Errors      int
 	LastError   string `json:",omitempty"`
 	MedianUS    float64
@@ -108,7 +120,25 @@ type kaRes struct {
 	Leases, Held      int
 	KeepAlivePerRenew float64
 	CallsPerRenew     float64
-	Error             string `json:",omitempty"`
+	// Redis only: the servers that got commands during the count, and per interval the most
+	// pipelines any one of them got and the single commands (one round trip each) in all.
+	Servers           int     `json:",omitempty"`
+	MaxPipesPerServer float64 `json:",omitempty"`
+	SinglesPerRenew   float64 `json:",omitempty"`
+	PerServerPipes    []int64 `json:",omitempty"`
+	Error             string  `json:",omitempty"`
+}
+
+// waitRes is the cost of a process that waits for a lock a live holder process holds.
+type waitRes struct {
+	Group string
+	// Seconds the waiter was watched, its CPU time meanwhile (user + system), as a share of one
+	// core, and its backend calls per TTL.
+	Seconds   float64
+	CPUShare  float64
+	AcqPerTTL float64
+	AllPerTTL float64
+	Error     string `json:",omitempty"`
 }
 
 type report struct {
@@ -122,6 +152,8 @@ type report struct {
 	Handover                      []*handRes
 	Failover                      []*failRes
 	KeepAlive                     []*kaRes
+	Waiting                       []*waitRes
+	Targets                       []*targetRes
 	Skipped                       map[string]string
 }
 
@@ -176,6 +208,7 @@ func run(rounds int, budget, ttl time.Duration, out, leaseList string, noEtcd bo
 			perOp[i] = cycleSlice(ctx, cy[i], cres[i])
 		}
 		for i, r := range cy {
+			cres[i].ByRound = append(cres[i].ByRound, perOp[i])
 			if perOp[i] <= 0 {
 				continue
 			}
@@ -220,6 +253,36 @@ func run(rounds int, budget, ttl time.Duration, out, leaseList string, noEtcd bo
 		done++
 	}
 	rep.Rounds = done
+	// The cost of waiting: one waiting process per Simba backend, all at once.
+	if time.Until(deadline) > waitSettle+waitWatch(ttl)+25*time.Second {
+		fmt.Fprintf(os.Stderr, "waiting cost (%v elapsed)\n", time.Since(start).Round(time.Second))
+		sbs := c.simbaBackends()
+		rep.Waiting = make([]*waitRes, len(sbs))
+		// A SQLite file of its own, which only the holder and the waiter write: the harness's
+		// other SQLite clients (cycle, handover) renew their sessions in the run's file, and
+		// every commit there would wake the waiter.
+		wc := c
+		wc.dir = filepath.Join(c.dir, "wait")
+		if err := os.MkdirAll(wc.dir, 0o755); err != nil {
+			return err
+		}
+		var wg sync.WaitGroup
+		for i, sb := range sbs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				wctx, cancel := context.WithTimeout(ctx, waitSettle+waitWatch(ttl)+60*time.Second)
+				defer cancel()
+				w, err := measureWaiting(wctx, wc.env(), sb.role, fmt.Sprintf("bench-%s-wait-%d", c.run, i), ttl)
+				if err != nil {
+					w = &waitRes{Error: err.Error()}
+				}
+				w.Group = sb.group
+				rep.Waiting[i] = w
+			}()
+		}
+		wg.Wait()
+	}
 	// Keep-alive calls with many held leases (Simba only), within what is left of the budget.
 	var sizes []int
 	for _, s := range strings.Split(leaseList, ",") {
@@ -238,9 +301,8 @@ func run(rounds int, budget, ttl time.Duration, out, leaseList string, noEtcd bo
 			}
 			fmt.Fprintf(os.Stderr, "keep-alive: %s with %d leases\n", sb.group, n)
 			kctx, cancel := context.WithTimeout(ctx, min(left, 120*time.Second))
-			ka, all, held, err := keepAliveCalls(kctx, sb.open, ttl, fmt.Sprintf("bench-%s-ka-%d", c.run, n), n)
+			err := keepAliveCalls(kctx, sb.open, ttl, fmt.Sprintf("bench-%s-ka-%d", c.run, n), n, r)
 			cancel()
-			r.KeepAlivePerRenew, r.CallsPerRenew, r.Held = ka, all, held
 			if err != nil {
 				r.Error = err.Error()
 			}
@@ -248,6 +310,7 @@ func run(rounds int, budget, ttl time.Duration, out, leaseList string, noEtcd bo
 	}
 	for _, r := range cres {
 		r.MedianUS, r.MedianRatio = pct(r.USPerOp, 50), pct(r.Ratios, 50)
+		r.MedianCmds = pct(r.CmdsPerOp, 50)
 	}
 	for _, r := range hres {
 		r.P50, r.P99, r.Max = pct(r.MS, 50), pct(r.MS, 99), pct(r.MS, 100)
@@ -285,6 +348,10 @@ func cycleSlice(ctx context.Context, r cycleRow, res *cycleRes) float64 {
 		}
 		res.warm = true
 	}
+	var c0 int64
+	if r.cmds != nil {
+		c0 = r.cmds()
+	}
 	t0 := time.Now()
 	n := 0
 	for n < 3000 && (n < 10 || time.Since(t0) < 250*time.Millisecond) {
@@ -293,7 +360,11 @@ func cycleSlice(ctx context.Context, r cycleRow, res *cycleRes) float64 {
 		}
 		n++
 	}
-	return float64(time.Since(t0).Microseconds()) / float64(n)
+	us := float64(time.Since(t0).Microseconds()) / float64(n)
+	if r.cmds != nil {
+		res.CmdsPerOp = append(res.CmdsPerOp, float64(r.cmds()-c0)/float64(n))
+	}
+	return us
 }
 
 // handSlice takes up to 10 handover samples of one row, for at most 2 s after the first.
@@ -329,7 +400,7 @@ func pct(xs []float64, p float64) float64 {
 }
 
 // groupOrder is the order of the servers in every table.
-var groupOrder = []string{"Redis", "PostgreSQL", "MariaDB", "SQLite", "ZooKeeper", "etcd (embedded)"}
+var groupOrder = []string{"Redis", "Redis Cluster", "PostgreSQL", "MariaDB", "SQLite", "ZooKeeper", "etcd (embedded)"}
 
 // rank orders a server's rows: its baseline, the peers, Simba's SPI, Simba's public API.
 func rank(group, name string, baseline bool) int {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -29,7 +30,6 @@ import (
 	_ "modernc.org/sqlite"
 
 	simbaetcd "github.com/simba-go/simba/backend/etcd"
-	simbaredis "github.com/simba-go/simba/backend/redis"
 	simbasql "github.com/simba-go/simba/backend/sql"
 	"github.com/simba-go/simba/backend/zookeeper"
 	"github.com/simba-go/simba/spi"
@@ -75,7 +75,10 @@ func (c conf) simbaBackends() []struct {
 		open        opener
 	}{
 		{"Redis", "simba-redis", func(context.Context) (spi.Backend, error) {
-			return simbaredis.Open("redis://"+redisAddr, simbaredis.WithLogger(quiet))
+			return openSimbaRedis("redis://" + redisAddr)
+		}},
+		{"Redis Cluster", "simba-redis-cluster", func(context.Context) (spi.Backend, error) {
+			return openSimbaRedis("redis+cluster://" + clusterAddrs)
 		}},
 		{"PostgreSQL", "simba-pg", func(ctx context.Context) (spi.Backend, error) {
 			return simbasql.Open(ctx, pgDSN, simbasql.WithAutoMigrate())
@@ -238,18 +241,20 @@ func setup(ctx context.Context, c conf, r *resources) (cy []cycleRow, hand []han
 		sb := sb
 		g := sb.group
 		try(g, "Simba backend (SPI)", func() error {
-			prep, op, err := spiCycle(ctx, sb.open, c.ttl, name("spi"), r)
+			o, last := lastOpened(sb.open)
+			prep, op, err := spiCycle(ctx, o, c.ttl, name("spi"), r)
 			if err == nil {
-				cy = append(cy, cycleRow{group: g, name: "Simba backend (SPI)", prep: prep, op: op})
+				cy = append(cy, cycleRow{group: g, name: "Simba backend (SPI)", prep: prep, op: op, cmds: redisCmds(last)})
 			}
 			return err
 		})
 		try(g, "Simba Lock", func() error {
-			op, err := lockCycle(ctx, sb.open, c.ttl, name("lock"), r)
+			o, last := lastOpened(sb.open)
+			op, err := lockCycle(ctx, o, c.ttl, name("lock"), r)
 			if err != nil {
 				return err
 			}
-			cy = append(cy, cycleRow{group: g, name: "**Simba `Lock`**", op: op})
+			cy = append(cy, cycleRow{group: g, name: "**Simba `Lock`**", op: op, cmds: redisCmds(last)})
 			a, b, err := simbaLockPair(ctx, sb.open, c.ttl, name("hand"), r)
 			if err != nil {
 				return err
@@ -273,6 +278,7 @@ func setup(ctx context.Context, c conf, r *resources) (cy []cycleRow, hand []han
 		})
 	}
 	try("Redis", "baseline", func() error { return setupRedis(ctx, c, r, name, &cy, &hand, &fail) })
+	try("Redis Cluster", "baseline", func() error { return setupRedisCluster(ctx, r, name, &cy) })
 	try("PostgreSQL", "baseline", func() error { return setupPG(ctx, c, r, name, &cy, &hand, &fail) })
 	try("MariaDB", "baseline", func() error {
 		db, err := sql.Open("mysql", myRawDSN)
@@ -325,22 +331,34 @@ func sqlUpdate(ctx context.Context, db *sql.DB, _ string) (func(context.Context)
 func setupRedis(ctx context.Context, c conf, r *resources, name func(string) string, cy *[]cycleRow, hand *[]handRow, fail *[]failRow) error {
 	rc := goredis.NewClient(&goredis.Options{Addr: redisAddr})
 	r.add(func() { _ = rc.Close() })
-	sha, err := rc.ScriptLoad(ctx, "return 1").Result()
-	if err != nil {
+	ch := new(countHook)
+	rc.AddHook(ch)
+	cmds := ch.n.Load
+	trivial := &script{src: "return 1"}
+	if err := trivial.load(ctx, rc); err != nil {
 		return err
 	}
-	*cy = append(*cy, cycleRow{group: "Redis", name: "baseline: EVALSHA of a trivial script", baseline: true, op: func(ctx context.Context) error {
-		err := rc.EvalSha(ctx, sha, nil).Err()
-		if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
-			// Another client of the shared server flushed the script cache: load it again.
-			if sha, err = rc.ScriptLoad(ctx, "return 1").Result(); err == nil {
-				err = rc.EvalSha(ctx, sha, nil).Err()
-			}
-		}
+	*cy = append(*cy, cycleRow{group: "Redis", name: "baseline: EVALSHA of a trivial script", baseline: true, cmds: cmds, op: func(ctx context.Context) error {
+		return trivial.run(ctx, rc, nil)
+	}})
+	obtain, release := &script{src: redislockObtain}, &script{src: redislockRelease}
+	if err := obtain.load(ctx, rc); err != nil {
 		return err
+	}
+	if err := release.load(ctx, rc); err != nil {
+		return err
+	}
+	shapedKey := []string{name("redislock-shaped")}
+	const token = "0123456789abcdefghijkl" // redislock's 22-character random token
+	ttlMS := strconv.FormatInt(c.ttl.Milliseconds(), 10)
+	*cy = append(*cy, cycleRow{group: "Redis", name: redislockShaped, cmds: cmds, op: func(ctx context.Context) error {
+		if err := obtain.run(ctx, rc, shapedKey, token, len(token), ttlMS); err != nil {
+			return err
+		}
+		return release.run(ctx, rc, shapedKey, token)
 	}})
 	lk := redislock.New(rc)
-	*cy = append(*cy, cycleRow{group: "Redis", name: "redislock", op: func(ctx context.Context) error {
+	*cy = append(*cy, cycleRow{group: "Redis", name: "redislock", cmds: cmds, op: func(ctx context.Context) error {
 		l, err := lk.Obtain(ctx, name("redislock"), c.ttl, nil)
 		if err != nil {
 			return err
@@ -349,7 +367,7 @@ func setupRedis(ctx context.Context, c conf, r *resources, name func(string) str
 	}})
 	rs := redsync.New(redsyncgoredis.NewPool(rc))
 	mu := rs.NewMutex(name("redsync"), redsync.WithExpiry(c.ttl), redsync.WithTries(1))
-	*cy = append(*cy, cycleRow{group: "Redis", name: "redsync", op: func(ctx context.Context) error {
+	*cy = append(*cy, cycleRow{group: "Redis", name: "redsync", cmds: cmds, op: func(ctx context.Context) error {
 		if err := mu.LockContext(ctx); err != nil {
 			return err
 		}
@@ -402,6 +420,48 @@ func setupRedis(ctx context.Context, c conf, r *resources, name func(string) str
 		failRow{group: "Redis", name: "redsync (default retry delay)", holder: "redsync", wait: redisWaiter(func(ctx context.Context, cl *goredis.Client, n string) error {
 			return redsync.New(redsyncgoredis.NewPool(cl)).NewMutex(n, redsync.WithExpiry(c.ttl), redsync.WithTries(1000)).LockContext(ctx)
 		})})
+	return nil
+}
+
+// redislockShaped is the name of the redislock-shaped cycle row.
+const redislockShaped = "redislock-shaped: its two scripts as raw EVALSHA (SET NX PX; GET + DEL)"
+
+// script is a Lua script run by EVALSHA, loaded again when the server lost it (another
+// client of the shared server may flush the script cache).
+type script struct {
+	src, sha string
+}
+
+func (s *script) load(ctx context.Context, c goredis.Scripter) (err error) {
+	s.sha, err = c.ScriptLoad(ctx, s.src).Result()
+	return err
+}
+
+func (s *script) run(ctx context.Context, c goredis.Scripter, keys []string, args ...any) error {
+	err := c.EvalSha(ctx, s.sha, keys, args...).Err()
+	if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+		if err = s.load(ctx, c); err == nil {
+			err = c.EvalSha(ctx, s.sha, keys, args...).Err()
+		}
+	}
+	return err // redis.Nil from the obtain script: the key was taken
+}
+
+// setupRedisCluster adds the Redis Cluster's baseline: one EVALSHA of a trivial script on one
+// key's master.
+func setupRedisCluster(ctx context.Context, r *resources, name func(string) string, cy *[]cycleRow) error {
+	cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: strings.Split(clusterAddrs, ",")})
+	r.add(func() { _ = cc.Close() })
+	ch := new(countHook)
+	cc.AddHook(ch)
+	trivial := &script{src: "return 1"}
+	if err := trivial.load(ctx, cc); err != nil {
+		return err
+	}
+	key := []string{name("cluster-baseline")}
+	*cy = append(*cy, cycleRow{group: "Redis Cluster", name: "baseline: EVALSHA of a trivial script", baseline: true, cmds: ch.n.Load, op: func(ctx context.Context) error {
+		return trivial.run(ctx, cc, key)
+	}})
 	return nil
 }
 

@@ -22,6 +22,26 @@ import (
 	"gonum.org/v1/plot/vg"
 )
 
+// targetWhy is the short, hand-written reason shown beside each target in the Targets table,
+// by target id (see targets in targets.go: e.g. "redis-vs-redislock", "failover/etcd",
+// "handover/mariadb"). It is static text: keep it in step with the numbers of a full run.
+var targetWhy = map[string]string{
+	"lock-vs-spi/redis":       "Issue 17: on a backend whose round trip is ~100 µs, the public call's hand-offs (caller → the client's loop → the call goroutine → the future) are a visible share of the cycle; on PostgreSQL they vanish in the round trip.",
+	"lock-vs-spi/postgresql":  "",
+	"redis-vs-redislock":      "Both send 2 EVALSHA per cycle (the Redis commands column), but Simba's two scripts run 9 commands inside (TIME, 3 × HMGET, HSET, SADD, SREM, HDEL, PUBLISH: the session check, the fencing token from the server's clock, the session's lease set, the released hint) against redislock's 3 (SET NX PX; GET, DEL): counted with INFO commandstats on a private redis-server, 2026-12-03. That work is fixed by the frozen wire protocol (spec/redis.yaml).",
+	"postgresql-vs-pglock":    "",
+	"zookeeper-vs-zklock":     "",
+	"handover/redis":          "",
+	"handover/postgresql":     "The waiter learns of the release by NOTIFY on its LISTEN connection, then acquires (one more round trip).",
+	"handover/zookeeper":      "The waiter learns of the release by a watch on the holder's node, then acquires (a multi-op).",
+	"handover/etcd":           "The waiter learns of the release by a watch on the lease prefix, then acquires (a transaction); etcd commits through raft even on one member.",
+	"handover/mariadb":        "MySQL/MariaDB push nothing: the waiter blocks in GET_LOCK on the holder's named lock (backend/sql, mysqlwake.go) and acquires when it gets it.",
+	"handover/sqlite":         "SQLite has no server: the waiter's backend watches the file and its WAL (inotify) and reads PRAGMA data_version 0, 2, 4 … 64 ms after each write (backend/sql, sqlitewake.go).",
+	"failover/etcd":           "etcd's lessor revokes expired leases on a fixed 500 ms timer (server/lease/lessor.go, runLoop), so a crashed holder's keys go up to 500 ms after its TTL; etcd's own concurrency.Mutex shows the same (its row in the crash-failover table).",
+	"keepalive/redis-cluster": "On a Cluster a keep-alive is the session's keep_alive script on its own slot (a single command), then one pipelined round: the Cluster client sends each master that holds some of the leases its share as one pipeline (backend/redis, cluster.go).",
+	"idle-cpu/sqlite":         "The waiting SQLite backend sleeps on an inotify watch and reads the change counter after each write to the file (7 reads: 0, 2, 4 … 64 ms after it) and every 250 ms (backend/sql, sqlitewake.go). At TTL 2 s the holder's and the waiter's own keep-alives write 3 times a second; TestSQLiteWaiterCPU (TTL 10 s) reports about 0.2 %. The 1 % line is this harness's reading of issue 16's \"a small fraction of a core\".",
+}
+
 // describe fills in the machine, versions and date.
 func describe(r *report) {
 	r.Date = time.Now().UTC().Format("2006-01-02 15:04 MST")
@@ -96,17 +116,23 @@ func markdown(r *report) string {
 	}
 	sort.Strings(peers)
 	fmt.Fprintf(&b, "Peers: %s.  \n", strings.Join(peers, ", "))
-	fmt.Fprintf(&b, "Reproduce: `make bench-peers` (`go -C bench run ./cmd/benchpeers -h` for the flags). Servers on this machine: Redis, PostgreSQL, MariaDB, ZooKeeper (tickTime 200 ms); SQLite on a temporary file; etcd embedded in the harness.\n\n")
+	fmt.Fprintf(&b, "Reproduce: `make bench-peers` (`go -C bench run ./cmd/benchpeers -h` for the flags). Servers on this machine: Redis, Redis Cluster (3 masters, 3 replicas), PostgreSQL, MariaDB, ZooKeeper (tickTime 200 ms); SQLite on a temporary file; etcd embedded in the harness (etcd's concurrency package and Simba's etcd backend on the same member).\n\n")
 
+	writeTargets(&b, r)
 	b.WriteString("## Cycle: acquire + release, one goroutine\n\n")
-	b.WriteString("In same-run baseline operations: the median over rounds of (µs per cycle ÷ µs per baseline op of the same round and server). Baselines: Redis one EVALSHA of `return 1`; PostgreSQL, MariaDB, SQLite one one-row UPDATE; ZooKeeper one create + delete; etcd one Put.\n\n")
-	b.WriteString("| server | library | cycle (baseline ops) | µs per cycle (median) | notes |\n|---|---|---|---|---|\n")
+	b.WriteString("In same-run baseline operations: the median over rounds of (µs per cycle ÷ µs per baseline op of the same round and server). Baselines: Redis (and Redis Cluster, on one key's master) one EVALSHA of `return 1`; PostgreSQL, MariaDB, SQLite one one-row UPDATE; ZooKeeper one create + delete; etcd one Put.\n\n")
+	b.WriteString("Redis commands per cycle: what the row's go-redis client sent (EVALSHA counts one, whatever its script does inside), median over rounds.\n\n")
+	b.WriteString("| server | library | cycle (baseline ops) | µs per cycle (median) | Redis commands per cycle | notes |\n|---|---|---|---|---|---|\n")
 	for _, c := range r.Cycle {
 		ratio := f2(c.MedianRatio)
 		if c.Baseline {
 			ratio = "1 (baseline)"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %.0f | %s |\n", c.Group, c.Name, ratio, c.MedianUS, errNote(c.Errors, c.LastError))
+		cmds := "–"
+		if len(c.CmdsPerOp) > 0 {
+			cmds = fmt.Sprintf("%.2f", c.MedianCmds)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %.0f | %s | %s |\n", c.Group, c.Name, ratio, c.MedianUS, cmds, errNote(c.Errors, c.LastError))
 	}
 
 	b.WriteString("\n## Graceful handover: holder lets go → waiter granted\n\n")
@@ -128,7 +154,7 @@ func markdown(r *report) string {
 	}
 
 	b.WriteString("\n## Keep-alive: Simba's calls per renewal interval while holding N leases\n\n")
-	b.WriteString("One client holds N locks (taken by 32 goroutines); its backend calls are counted from just after a keep-alive over 3.5 renewal intervals (TTL/3) and divided by 3. Cells: KeepAlive calls / all calls, per interval.\n\n")
+	b.WriteString("One client holds N locks (taken by 32 goroutines); its backend calls are counted from just after a keep-alive over 3.5 renewal intervals (TTL/3) and divided by 3. Cells: KeepAlive calls / all calls, per interval. On Redis, also the round trips per interval counted by a go-redis hook on each server's client: the most pipelines any one server (on a Cluster: master) got, and the single commands to all servers; \"on m\" is the number of servers that got any.\n\n")
 	var sizes []int
 	seen := map[int]bool{}
 	for _, k := range r.KeepAlive {
@@ -163,6 +189,8 @@ func markdown(r *report) string {
 							e = e[:80] + "…"
 						}
 						fmt.Fprintf(&b, " not measured: %s |", strings.ReplaceAll(strings.ReplaceAll(e, "\n", " "), "|", "/"))
+					} else if k.Servers > 0 {
+						fmt.Fprintf(&b, " %.2f / %.2f; ≤ %.2f pipelines per server + %.2f single commands, on %d |", k.KeepAlivePerRenew, k.CallsPerRenew, k.MaxPipesPerServer, k.SinglesPerRenew, k.Servers)
 					} else {
 						fmt.Fprintf(&b, " %.2f / %.2f |", k.KeepAlivePerRenew, k.CallsPerRenew)
 					}
@@ -170,6 +198,18 @@ func markdown(r *report) string {
 			}
 		}
 		b.WriteString("\n")
+	}
+	if len(r.Waiting) > 0 {
+		b.WriteString("\n## Waiting: what a waiting process costs while the holder lives\n\n")
+		fmt.Fprintf(&b, "A holder process takes a lock; a second process (this binary re-executed) calls `Lock` on it and, after %v, is watched for %v: its CPU time (getrusage, user + system, as a share of one core; the Go runtime's own work included; SQLite on a file of its own, which only the holder and the waiter write) and its backend calls (counted by the spi.Backend decorator), per TTL. Once per run, every backend at once.\n\n", waitSettle, waitWatch(mustTTL(r.TTL)))
+		b.WriteString("| server | watched s | CPU (% of a core) | acquire calls per TTL | all calls per TTL | notes |\n|---|---|---|---|---|---|\n")
+		for _, w := range r.Waiting {
+			if w.Error != "" {
+				fmt.Fprintf(&b, "| %s | – | – | – | – | %s |\n", w.Group, errNote(1, w.Error))
+				continue
+			}
+			fmt.Fprintf(&b, "| %s | %.1f | %.2f | %.2f | %.2f |  |\n", w.Group, w.Seconds, 100*w.CPUShare, w.AcqPerTTL, w.AllPerTTL)
+		}
 	}
 	if len(r.Skipped) > 0 {
 		b.WriteString("\n## Left out\n\n| what | why |\n|---|---|\n")

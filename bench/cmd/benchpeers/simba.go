@@ -246,14 +246,17 @@ func simbaWaiter(ctx context.Context, o opener, ttl time.Duration, name string) 
 }
 
 // keepAliveCalls holds n leases on one client and counts its backend calls over a few
-// renewal intervals.
-func keepAliveCalls(ctx context.Context, o opener, ttl time.Duration, prefix string, n int) (kaPer, allPer float64, held int, err error) {
+// renewal intervals into res (on Redis, also the round trips to each server).
+func keepAliveCalls(ctx context.Context, o opener, ttl time.Duration, prefix string, n int, res *kaRes) error {
 	cnt := new(calls)
+	o, last := lastOpened(o)
 	c, done, err := newClient(ctx, o, ttl, cnt)
 	if err != nil {
-		return 0, 0, 0, err
+		return err
 	}
 	defer done()
+	rc := redisCountOf(last())
+	held := 0
 	const workers = 32
 	next := make(chan int)
 	errs := make(chan error, workers)
@@ -291,21 +294,36 @@ feed:
 			firstErr = e
 		}
 	}
+	res.Held = held
 	if held < n {
-		return 0, 0, held, errors.Join(fmt.Errorf("held %d of %d leases", held, n), firstErr, ctx.Err())
+		return errors.Join(fmt.Errorf("held %d of %d leases", held, n), firstErr, ctx.Err())
 	}
-	// Count from just after a keep-alive over 3.5 renewal intervals: 3 renewals are due.
+	// Count from just after a keep-alive returned over 3.5 renewal intervals: 3 renewals are
+	// due. (Not from its start: a client's first keep-alive on a Cluster also loads the
+	// scripts on every node, once.)
 	interval := ttl / 3 // the default renewal interval
 	const intervals = 3
-	_, ka, _ := cnt.snapshot()
-	for k := 0; ; k++ {
-		if _, now, _ := cnt.snapshot(); now != ka || k > 2000 {
-			break
-		}
+	ka := cnt.keepAliveDone.Load()
+	for k := 0; cnt.keepAliveDone.Load() == ka && k < 2000; k++ {
 		time.Sleep(time.Millisecond)
 	}
 	_, ka0, all0 := cnt.snapshot()
+	var r0 redisSnap
+	if rc != nil {
+		r0 = rc.snapshot()
+	}
 	time.Sleep(intervals*interval + interval/2)
 	_, ka1, all1 := cnt.snapshot()
-	return float64(ka1-ka0) / intervals, float64(all1-all0) / intervals, held, nil
+	res.KeepAlivePerRenew, res.CallsPerRenew = float64(ka1-ka0)/intervals, float64(all1-all0)/intervals
+	if rc != nil {
+		addrs, singles, pipes := perServer(r0, rc.snapshot())
+		res.Servers, res.PerServerPipes = len(addrs), pipes
+		var s int64
+		for i := range addrs {
+			s += singles[i]
+			res.MaxPipesPerServer = max(res.MaxPipesPerServer, float64(pipes[i])/intervals)
+		}
+		res.SinglesPerRenew = float64(s) / intervals
+	}
+	return nil
 }
