@@ -21,9 +21,11 @@
 // and written under the lease row's lock (the acquire transaction). On PostgreSQL a plain
 // Acquire stays one statement that reads the queue in its snapshot, and AcquireQueued runs that
 // statement in a short transaction after locking the lease row, so a registration never races
-// a take that has begun under the lock. One race is left: a plain Acquire (TryLock) that waited
-// on the lease row's lock while a waiter registered may take the lease ahead of it once (the
-// waiter then waits one more tenure).
+// a take that has begun under the lock. A plain Acquire (TryLock) takes a free lease only if the
+// lease row it locked is the version of its snapshot: when anything wrote the row after the
+// snapshot (a registration, a release), it does not take the lease and reports HeldBy (or runs
+// again in a new snapshot), so it never passes a waiter that registered while it waited on the
+// row's lock.
 //
 // # Construction
 //

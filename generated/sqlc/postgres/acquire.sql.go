@@ -45,7 +45,8 @@ WITH t AS (
                               WHERE m.name = w.name AND m.session_id = EXCLUDED.session_id
                                 AND m.expiry_ms > t.now_ms
                                 AND (m.arrival_us < w.arrival_us
-                                     OR (m.arrival_us = w.arrival_us AND m.session_id < w.session_id))))))
+                                     OR (m.arrival_us = w.arrival_us AND m.session_id < w.session_id))))
+                   AND l.xmin = (SELECT c.xmin FROM simba_lease c WHERE c.name = l.name)))
     RETURNING l.token
 )
 SELECT
