@@ -70,3 +70,44 @@ func TestTryLockNeverPassesAQueuedWaiter(t *testing.T) {
 		})
 	}
 }
+
+// TestPostgresNoFlushStaysInItsStatement: the release and the head waiter's entry deletion
+// commit without waiting for the WAL flush (synchronous_commit off for their own transaction),
+// and the setting ends with them: on the pool's one connection, the statements that follow
+// (a grant among them) run with synchronous_commit on again.
+func TestPostgresNoFlushStaysInItsStatement(t *testing.T) {
+	b := migrated(t, withParam(t, pgDSN(t), "pool_max_conns", "1"))
+	ctx := testCtx(t)
+	d := b.d.(*pgDialect)
+	show := func(when string) {
+		t.Helper()
+		var v string
+		if err := d.pool.QueryRow(ctx, "SHOW synchronous_commit").Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		if v != "on" {
+			t.Fatalf("synchronous_commit after %s = %q, want on", when, v)
+		}
+	}
+	a, w := openSession(t, b, longTTL), openSession(t, b, longTTL)
+	tok := grant(t, b, a, "nf")
+	if r, err := b.AcquireQueued(ctx, w, "nf"); err != nil || r.Kind != spi.HeldBy {
+		t.Fatalf("AcquireQueued = %+v, %v; want held by", r, err)
+	}
+	if err := b.Release(ctx, a, "nf", tok); err != nil {
+		t.Fatal(err)
+	}
+	show("a release")
+	r, err := b.AcquireQueued(ctx, w, "nf") // the first waiter: granted, its entry deleted
+	if err != nil || r.Kind != spi.Granted {
+		t.Fatalf("the waiter's AcquireQueued = %+v, %v; want granted", r, err)
+	}
+	show("a grant to the first waiter")
+	var entries int
+	if err := d.pool.QueryRow(ctx, "SELECT count(*) FROM simba_waiter WHERE name = 'nf'").Scan(&entries); err != nil {
+		t.Fatal(err)
+	}
+	if entries != 0 {
+		t.Fatalf("%d waiter entries left after the grant to the first waiter, want 0", entries)
+	}
+}

@@ -65,9 +65,11 @@ const (
 	StmtWaiterEnqueueDupKey
 	// StmtWaiterRemove: Deletes the session's entry from the lease's waiter queue: after a grant to the first waiter, and for a withdraw.
 	StmtWaiterRemove
+	// StmtWaiterRemoveNoFlush: waiter_remove after PostgreSQL's autocommit acquire granted the lease to the first waiter: it commits without waiting for its WAL flush (synchronous_commit off for its own transaction; never run it inside a transaction).
+	StmtWaiterRemoveNoFlush
 	// StmtHousekeepingWaiters: Deletes lapsed waiter entries (their expiry passed; they no longer count).
 	StmtHousekeepingWaiters
-	// StmtRelease: Frees the lease if the session holds it with that token, and NOTIFYs the release channel with its name; otherwise changes nothing. Under READ COMMITTED the UPDATE re-checks the session and token on the row's latest version.
+	// StmtRelease: Frees the lease if the session holds it with that token, and NOTIFYs the release channel with its name; otherwise changes nothing. Under READ COMMITTED the UPDATE re-checks the session and token on the row's latest version. A release commits without waiting for its WAL flush (synchronous_commit off for its own transaction).
 	StmtRelease
 	// StmtReleaseNoNotify: Frees the lease if the session holds it with that token; otherwise changes nothing.
 	StmtReleaseNoNotify
@@ -101,7 +103,7 @@ const (
 	NumStatements int = iota
 )
 
-var statementNames = [...]string{"OpenSession", "KeepAliveRenew", "KeepAliveRenewNoReturn", "SessionRemaining", "KeepAliveHeld", "KeepAliveMembers", "CloseSession", "CloseSessionRelease", "CloseSessionLeave", "CloseSessionDelete", "Acquire", "AcquireLockSession", "AcquireEnsureLease", "AcquireReadLease", "AcquireTake", "AcquireLockLease", "WaiterEnqueue", "WaiterEnqueueDupKey", "WaiterRemove", "HousekeepingWaiters", "Release", "ReleaseNoNotify", "Join", "JoinInsert", "Leave", "LeaveDelete", "Members", "HousekeepingMembers", "HousekeepingSessions", "InspectLeases", "InspectSessions", "InspectMembers", "SchemaVersion", "DatabaseNow", "ClearForeignHolder"}
+var statementNames = [...]string{"OpenSession", "KeepAliveRenew", "KeepAliveRenewNoReturn", "SessionRemaining", "KeepAliveHeld", "KeepAliveMembers", "CloseSession", "CloseSessionRelease", "CloseSessionLeave", "CloseSessionDelete", "Acquire", "AcquireLockSession", "AcquireEnsureLease", "AcquireReadLease", "AcquireTake", "AcquireLockLease", "WaiterEnqueue", "WaiterEnqueueDupKey", "WaiterRemove", "WaiterRemoveNoFlush", "HousekeepingWaiters", "Release", "ReleaseNoNotify", "Join", "JoinInsert", "Leave", "LeaveDelete", "Members", "HousekeepingMembers", "HousekeepingSessions", "InspectLeases", "InspectSessions", "InspectMembers", "SchemaVersion", "DatabaseNow", "ClearForeignHolder"}
 
 // String is the statement's sqlc query name.
 func (s Statement) String() string {
@@ -260,6 +262,12 @@ type WaiterRemoveParams struct {
 	SessionID string
 }
 
+// WaiterRemoveNoFlushParams are the parameters of WaiterRemoveNoFlush.
+type WaiterRemoveNoFlushParams struct {
+	Name      string
+	SessionID string
+}
+
 // ReleaseParams are the parameters of Release.
 type ReleaseParams struct {
 	Name      string
@@ -383,9 +391,11 @@ type Queries interface {
 	WaiterEnqueueDupKey(ctx context.Context, p WaiterEnqueueDupKeyParams) error
 	// WaiterRemove: Deletes the session's entry from the lease's waiter queue: after a grant to the first waiter, and for a withdraw.
 	WaiterRemove(ctx context.Context, p WaiterRemoveParams) error
+	// WaiterRemoveNoFlush: waiter_remove after PostgreSQL's autocommit acquire granted the lease to the first waiter: it commits without waiting for its WAL flush (synchronous_commit off for its own transaction; never run it inside a transaction).
+	WaiterRemoveNoFlush(ctx context.Context, p WaiterRemoveNoFlushParams) error
 	// HousekeepingWaiters: Deletes lapsed waiter entries (their expiry passed; they no longer count).
 	HousekeepingWaiters(ctx context.Context) error
-	// Release: Frees the lease if the session holds it with that token, and NOTIFYs the release channel with its name; otherwise changes nothing. Under READ COMMITTED the UPDATE re-checks the session and token on the row's latest version.
+	// Release: Frees the lease if the session holds it with that token, and NOTIFYs the release channel with its name; otherwise changes nothing. Under READ COMMITTED the UPDATE re-checks the session and token on the row's latest version. A release commits without waiting for its WAL flush (synchronous_commit off for its own transaction).
 	Release(ctx context.Context, p ReleaseParams) error
 	// ReleaseNoNotify: Frees the lease if the session holds it with that token; otherwise changes nothing.
 	ReleaseNoNotify(ctx context.Context, p ReleaseNoNotifyParams) error
@@ -547,6 +557,8 @@ func Exec(ctx context.Context, q Queries, s Statement, st *State) error {
 		return q.WaiterEnqueueDupKey(ctx, WaiterEnqueueDupKeyParams{Name: st.Args.Name, SessionID: st.Args.SessionID})
 	case StmtWaiterRemove:
 		return q.WaiterRemove(ctx, WaiterRemoveParams{Name: st.Args.Name, SessionID: st.Args.SessionID})
+	case StmtWaiterRemoveNoFlush:
+		return q.WaiterRemoveNoFlush(ctx, WaiterRemoveNoFlushParams{Name: st.Args.Name, SessionID: st.Args.SessionID})
 	case StmtHousekeepingWaiters:
 		return q.HousekeepingWaiters(ctx)
 	case StmtRelease:
@@ -750,6 +762,12 @@ func (r *Recorder) WaiterEnqueueDupKey(ctx context.Context, p WaiterEnqueueDupKe
 func (r *Recorder) WaiterRemove(ctx context.Context, p WaiterRemoveParams) error {
 	r.record(StmtWaiterRemove)
 	return r.Q.WaiterRemove(ctx, p)
+}
+
+// WaiterRemoveNoFlush records the statement and runs it on r.Q.
+func (r *Recorder) WaiterRemoveNoFlush(ctx context.Context, p WaiterRemoveNoFlushParams) error {
+	r.record(StmtWaiterRemoveNoFlush)
+	return r.Q.WaiterRemoveNoFlush(ctx, p)
 }
 
 // HousekeepingWaiters records the statement and runs it on r.Q.
