@@ -33,10 +33,46 @@ type countingHinter struct {
 
 func (c countingHinter) Hints(ctx context.Context) (<-chan spi.Hint, error) { return c.h.Hints(ctx) }
 
-// countBackend wraps b so that its calls are counted in n, keeping the Hinter capability.
+// countingQueuer is counting for a backend with waiter queues (spi.Queuer): without it the
+// client would not queue, and the measures would miss the queued acquire.
+type countingQueuer struct {
+	*counting
+	q spi.Queuer
+}
+
+func (c countingQueuer) AcquireQueued(ctx context.Context, s spi.SessionID, name string) (spi.Acquire, error) {
+	c.n.all.Add(1)
+	c.n.acquire.Add(1)
+	return c.q.AcquireQueued(ctx, s, name)
+}
+
+func (c countingQueuer) Withdraw(ctx context.Context, s spi.SessionID, name string) error {
+	c.n.all.Add(1)
+	return c.q.Withdraw(ctx, s, name)
+}
+
+// countingHinterQueuer is counting for a backend with both capabilities.
+type countingHinterQueuer struct {
+	countingQueuer
+	h spi.Hinter
+}
+
+func (c countingHinterQueuer) Hints(ctx context.Context) (<-chan spi.Hint, error) {
+	return c.h.Hints(ctx)
+}
+
+// countBackend wraps b so that its calls are counted in n, keeping the Hinter and Queuer
+// capabilities.
 func countBackend(b spi.Backend, n *calls) spi.Backend {
 	c := &counting{Backend: b, n: n}
-	if h, ok := b.(spi.Hinter); ok {
+	h, hints := b.(spi.Hinter)
+	q, queues := b.(spi.Queuer)
+	switch {
+	case hints && queues:
+		return countingHinterQueuer{countingQueuer{c, q}, h}
+	case queues:
+		return countingQueuer{c, q}
+	case hints:
 		return countingHinter{c, h}
 	}
 	return c
