@@ -99,7 +99,7 @@ type AcquireRow struct {
 // expired lease is taken only when no live waiter other than the caller is ahead of the caller's
 // own live entry (or, without one, at all). waiter_id / waiter_remaining_ms: the first live waiter
 // (possibly the caller) and its entry's time left: a grant to the first waiter is followed by
-// waiter_remove.
+// waiter_remove_no_flush (by waiter_remove in acquire_queued's transaction).
 func (q *Queries) Acquire(ctx context.Context, arg AcquireParams) (AcquireRow, error) {
 	row := q.db.QueryRow(ctx, acquire, arg.Name, arg.SessionID)
 	var i AcquireRow
