@@ -138,7 +138,16 @@ type SQLOperationSpec struct {
 	Name        string         `yaml:"name"`
 	Transaction []string       `yaml:"transaction"`
 	Batch       []string       `yaml:"batch"`
+	First       *SQLFirstSpec  `yaml:"first"`
 	Statements  []SQLStepEntry `yaml:"statements"`
+}
+
+// SQLFirstSpec is an operation's first try on some dialects: another operation run on its own
+// before the operation's steps, whose outcome is the reply unless it is one of Continue.
+type SQLFirstSpec struct {
+	Operation string   `yaml:"operation"`
+	Dialects  []string `yaml:"dialects"`
+	Continue  []string `yaml:"continue"`
 }
 
 // SQLDecisionSpec is a named decision: the backend's function of that name reads the values
@@ -573,6 +582,9 @@ func (s *SQLSpec) validate() error {
 			}
 		}
 		if err := sqlCheckDialects(field+".batch", op.Batch); err != nil {
+			return err
+		}
+		if err := s.validateFirst(field+".first", op); err != nil {
 			return err
 		}
 		for _, d := range sqlDialects {
@@ -1170,6 +1182,11 @@ func (s *SQLSpec) genWire() (File, error) {
 		jen.Id("Queries").Index().String(),
 		jen.Comment("Steps are the statements with what decides after each, in order (one per query)."),
 		jen.Id("Steps").Index().Id("SQLStep"),
+		jen.Comment("First names an operation run on its own before the steps (empty: none): its outcome is"),
+		jen.Comment("the reply unless it is one of FirstContinue, in which case the steps run afresh."),
+		jen.Id("First").String(),
+		jen.Comment("FirstContinue lists the outcomes of First after which the steps run."),
+		jen.Id("FirstContinue").Index().String(),
 	)
 	f.Comment("SQLStep is one statement of an operation and what decides after it. The backend runs the")
 	f.Comment("steps in order: a step whose When is not the current outcome, or whose If parameter is not")
@@ -1241,12 +1258,21 @@ func (s *SQLSpec) genWire() (File, error) {
 				}
 				steps = append(steps, jen.Values(step))
 			}
-			ops = append(ops, jen.Lit(op.Name).Op(":").Values(jen.Dict{
+			dict := jen.Dict{
 				jen.Id("Transaction"): jen.Lit(slices.Contains(op.Transaction, d)),
 				jen.Id("Batch"):       jen.Lit(slices.Contains(op.Batch, d)),
 				jen.Id("Queries"):     jen.Index().String().Values(qs...),
 				jen.Id("Steps"):       jen.Index().Id("SQLStep").Values(steps...),
-			}))
+			}
+			if fs := op.First; fs != nil && slices.Contains(fs.Dialects, d) {
+				var cont []jen.Code
+				for _, o := range fs.Continue {
+					cont = append(cont, jen.Lit(o))
+				}
+				dict[jen.Id("First")] = jen.Lit(fs.Operation)
+				dict[jen.Id("FirstContinue")] = jen.Index().String().Values(cont...)
+			}
+			ops = append(ops, jen.Lit(op.Name).Op(":").Values(dict))
 		}
 		cases = append(cases, jen.Case(jen.Id("SQL"+sqlDialectGo(d))).Block(
 			jen.Return(jen.Id("SQLDialect").Values(jen.Dict{
@@ -1376,4 +1402,55 @@ func PruneSQLC(root string) ([]string, error) {
 		return nil
 	})
 	return removed, err
+}
+
+// validateFirst checks an operation's first try: a known operation other than op with no first
+// try of its own, valid dialects, and continue outcomes that some decision or no_rows of that
+// operation can answer.
+func (s *SQLSpec) validateFirst(field string, op SQLOperationSpec) error {
+	fs := op.First
+	if fs == nil {
+		return nil
+	}
+	f := sqlFile
+	if err := sqlCheckDialects(field+".dialects", fs.Dialects); err != nil {
+		return err
+	}
+	if len(fs.Dialects) == 0 {
+		return specErr(f, field+".dialects", "is empty")
+	}
+	if len(fs.Continue) == 0 {
+		return specErr(f, field+".continue", "is empty")
+	}
+	var first *SQLOperationSpec
+	for i := range s.Operations {
+		if s.Operations[i].Name == fs.Operation {
+			first = &s.Operations[i]
+		}
+	}
+	if first == nil || fs.Operation == op.Name {
+		return specErr(f, field+".operation", "unknown operation %q (or the operation itself)", fs.Operation)
+	}
+	if first.First != nil {
+		return specErr(f, field+".operation", "operation %s has a first try of its own", fs.Operation)
+	}
+	outcomes := map[string]bool{}
+	for _, e := range first.Statements {
+		if e.NoRows != "" {
+			outcomes[e.NoRows] = true
+		}
+		for _, dc := range s.Decisions {
+			if dc.Name == e.Decide {
+				for _, o := range append(append([]string(nil), dc.Reply...), dc.Continue...) {
+					outcomes[o] = true
+				}
+			}
+		}
+	}
+	for _, o := range fs.Continue {
+		if !outcomes[o] {
+			return specErr(f, field+".continue", "operation %s answers no outcome %q", fs.Operation, o)
+		}
+	}
+	return nil
 }

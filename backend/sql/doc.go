@@ -19,11 +19,15 @@
 // waiting session (or keeps its place) in the acquire's own transaction, and a free lease goes
 // only to the first live waiter, for Acquire too. On MySQL/MariaDB and SQLite the queue is read
 // and written under the lease row's lock (the acquire transaction). On PostgreSQL a plain
-// Acquire stays one statement that reads the queue in its snapshot, and AcquireQueued runs that
-// statement in a short transaction after locking the lease row, so a registration never races
-// a take that has begun under the lock. One race is left: a plain Acquire (TryLock) that waited
-// on the lease row's lock while a waiter registered may take the lease ahead of it once (the
-// waiter then waits one more tenure).
+// Acquire stays one statement that reads the queue in its snapshot. AcquireQueued tries that
+// statement first (a grant, to a free lease or to the first waiter, costs what Acquire costs)
+// and only after a HeldBy runs it again in a short transaction after locking the lease row,
+// registering the waiter there, so a registration never races a take that has begun under the
+// lock. A plain Acquire (TryLock) takes a free lease only if the
+// lease row it locked is the version of its snapshot: when anything wrote the row after the
+// snapshot (a registration, a release), it does not take the lease and reports HeldBy (or runs
+// again in a new snapshot), so it never passes a waiter that registered while it waited on the
+// row's lock.
 //
 // # Construction
 //
@@ -91,7 +95,10 @@
 // MySQL/MariaDB and three on SQLite (one fewer without groups); acquire, release, join, leave and
 // close are one statement each on PostgreSQL (an acquire that lost a race re-runs its statement,
 // at most three times in all), and acquire and close are one transaction of four and three
-// statements on MySQL/MariaDB and SQLite.
+// statements on MySQL/MariaDB and SQLite. A release on PostgreSQL commits without waiting for
+// its WAL flush: nothing relies on a release being durable (the term was revoked before it, a
+// release lost in a crash is repeated once a keep-alive lists the lease, and the grant that
+// follows a release waits for the flush of both).
 //
 // # Hints
 //

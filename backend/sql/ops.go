@@ -157,6 +157,10 @@ type plan struct {
 	tx    bool
 	batch bool
 	steps []step
+	// first is the operation run first, on its own (empty: none); the steps run only after
+	// one of the outcomes in firstContinue.
+	first         string
+	firstContinue []string
 }
 
 // compilePlans compiles the operation table of dialect, failing on a statement the neutral
@@ -169,7 +173,7 @@ func compilePlans(dialect string) (map[string]*plan, error) {
 	outcomes := wire.SQLDecisions()
 	plans := make(map[string]*plan, len(wd.Operations))
 	for name, op := range wd.Operations {
-		p := &plan{name: name, tx: op.Transaction, batch: op.Batch}
+		p := &plan{name: name, tx: op.Transaction, batch: op.Batch, first: op.First, firstContinue: op.FirstContinue}
 		for _, ws := range op.Steps {
 			s := step{SQLStep: ws}
 			if s.stmt, ok = sqlq.StatementByName(ws.Query); !ok {
@@ -185,16 +189,31 @@ func compilePlans(dialect string) (map[string]*plan, error) {
 		}
 		plans[name] = p
 	}
+	for name, p := range plans {
+		if f := plans[p.first]; p.first != "" && (f == nil || f.first != "") {
+			return nil, fmt.Errorf("sql %s: operation %s: first operation %s is missing or has a first of its own", dialect, name, p.first)
+		}
+	}
 	return plans, nil
 }
 
 // run runs operation name with the parameters st.Args on the backend's dialect: in a
-// transaction, a batch or statement by statement, as the spec declares. On return st holds the
-// values, the final outcome and what the decisions decided.
+// transaction, a batch or statement by statement, as the spec declares, after the operation's
+// first try if it has one. On return st holds the values, the final outcome and what the
+// decisions decided.
 func (b *Backend) run(ctx context.Context, name string, st *opState) error {
 	p := b.plans[name]
 	if p == nil {
 		return fmt.Errorf("sql %s: no operation %s in the spec", b.name, name)
+	}
+	if p.first != "" {
+		if err := b.run(ctx, p.first, st); err != nil {
+			return err
+		}
+		if !slices.Contains(p.firstContinue, st.outcome) {
+			return nil // the first try's outcome is the reply
+		}
+		st.acquire, st.remaining = spi.Acquire{}, 0
 	}
 	return b.d.with(ctx, p.tx, func(q sqlq.Queries) error {
 		if b.wrap != nil {

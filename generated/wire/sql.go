@@ -73,6 +73,11 @@ type SQLOperation struct {
 	Queries []string
 	// Steps are the statements with what decides after each, in order (one per query).
 	Steps []SQLStep
+	// First names an operation run on its own before the steps (empty: none): its outcome is
+	// the reply unless it is one of FirstContinue, in which case the steps run afresh.
+	First string
+	// FirstContinue lists the outcomes of First after which the steps run.
+	FirstContinue []string
 }
 
 // SQLStep is one statement of an operation and what decides after it. The backend runs the
@@ -143,7 +148,7 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 				Transaction: false,
 			}, "acquire": {
 				Batch:   false,
-				Queries: []string{"Acquire", "WaiterRemove"},
+				Queries: []string{"Acquire", "WaiterRemoveNoFlush"},
 				Steps: []SQLStep{{
 					Attempts: 3,
 					Decide:   "acquired",
@@ -151,13 +156,15 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 					Repeat:   "stale",
 					Reply:    []string{"session_expired", "granted", "held_by", "stale"},
 				}, {
-					Query: "WaiterRemove",
+					Query: "WaiterRemoveNoFlush",
 					When:  "granted_head",
 				}},
 				Transaction: false,
 			}, "acquire_queued": {
-				Batch:   false,
-				Queries: []string{"AcquireLockSession", "AcquireLockLease", "Acquire", "WaiterRemove", "WaiterEnqueue", "WaiterEnqueue"},
+				Batch:         false,
+				First:         "acquire",
+				FirstContinue: []string{"held_by", "stale"},
+				Queries:       []string{"AcquireLockSession", "AcquireLockLease", "Acquire", "WaiterRemove", "WaiterEnqueue", "WaiterEnqueue"},
 				Steps: []SQLStep{{
 					NoRows: "session_expired",
 					Query:  "AcquireLockSession",

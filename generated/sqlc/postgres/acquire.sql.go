@@ -45,7 +45,8 @@ WITH t AS (
                               WHERE m.name = w.name AND m.session_id = EXCLUDED.session_id
                                 AND m.expiry_ms > t.now_ms
                                 AND (m.arrival_us < w.arrival_us
-                                     OR (m.arrival_us = w.arrival_us AND m.session_id < w.session_id))))))
+                                     OR (m.arrival_us = w.arrival_us AND m.session_id < w.session_id))))
+                   AND l.xmin = (SELECT c.xmin FROM simba_lease c WHERE c.name = l.name)))
     RETURNING l.token
 )
 SELECT
@@ -98,7 +99,7 @@ type AcquireRow struct {
 // expired lease is taken only when no live waiter other than the caller is ahead of the caller's
 // own live entry (or, without one, at all). waiter_id / waiter_remaining_ms: the first live waiter
 // (possibly the caller) and its entry's time left: a grant to the first waiter is followed by
-// waiter_remove.
+// waiter_remove_no_flush (by waiter_remove in acquire_queued's transaction).
 func (q *Queries) Acquire(ctx context.Context, arg AcquireParams) (AcquireRow, error) {
 	row := q.db.QueryRow(ctx, acquire, arg.Name, arg.SessionID)
 	var i AcquireRow

@@ -21,7 +21,8 @@ WITH r AS (
       AND token = $3
     RETURNING name
 )
-SELECT pg_notify('simba_released', r.name) FROM r
+SELECT pg_notify('simba_released', r.name), set_config('synchronous_commit', 'off', true)
+FROM r
 `
 
 type ReleaseParams struct {
@@ -32,7 +33,8 @@ type ReleaseParams struct {
 
 // Frees the lease if the session holds it with that token, and NOTIFYs the release channel with its
 // name; otherwise changes nothing. Under READ COMMITTED the UPDATE re-checks the session and token
-// on the row's latest version.
+// on the row's latest version. A release commits without waiting for its WAL flush
+// (synchronous_commit off for its own transaction).
 func (q *Queries) Release(ctx context.Context, arg ReleaseParams) error {
 	_, err := q.db.Exec(ctx, release, arg.Name, arg.SessionID, arg.Token)
 	return err

@@ -1,0 +1,113 @@
+package sql
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/simba-go/simba/spi"
+)
+
+// TestTryLockNeverPassesAQueuedWaiter: many rounds of a waiter queueing (AcquireQueued), the
+// holder releasing and a third session acquiring (TryLock's plain Acquire), all at once, on
+// each dialect. Whenever the waiter's reply says it queued behind the holder, its entry was
+// committed before the release, so the free lease is the waiter's: the third session must not
+// be granted. (On PostgreSQL a plain acquire whose snapshot predates the entry's commit, and
+// which then waited on the lease row's lock, used to miss the entry.)
+func TestTryLockNeverPassesAQueuedWaiter(t *testing.T) {
+	rounds := map[string]int{"postgres": 1000, "mysql": 300, "sqlite": 100}
+	for _, d := range dialects {
+		t.Run(d.name, func(t *testing.T) {
+			b := migrated(t, d.dsn(t))
+			ctx := testCtx(t)
+			holder, waiter, third := openSession(t, b, longTTL), openSession(t, b, longTTL), openSession(t, b, longTTL)
+			queued, passed := 0, 0
+			for i := range rounds[d.name] {
+				name := fmt.Sprintf("race-%d", i)
+				tok := grant(t, b, holder, name)
+				var (
+					wg         sync.WaitGroup
+					start      = make(chan struct{})
+					wr, tr     spi.Acquire
+					werr, rerr error
+					terr       error
+				)
+				wg.Add(3)
+				go func() {
+					defer wg.Done()
+					<-start
+					wr, werr = b.AcquireQueued(ctx, waiter, name)
+				}()
+				go func() {
+					defer wg.Done()
+					<-start
+					rerr = b.Release(ctx, holder, name, tok)
+				}()
+				go func() {
+					defer wg.Done()
+					<-start
+					tr, terr = b.Acquire(ctx, third, name)
+				}()
+				close(start)
+				wg.Wait()
+				for _, err := range []error{werr, rerr, terr} {
+					if err != nil {
+						t.Fatalf("round %d: %v", i, err)
+					}
+				}
+				if wr.Kind == spi.HeldBy && wr.Holder == holder {
+					queued++
+					if tr.Kind == spi.Granted {
+						passed++
+						t.Errorf("round %d: the waiter queued behind the holder, yet the third session was granted the released lease (token %d)", i, tr.Token)
+					}
+				}
+			}
+			t.Logf("%s: the waiter queued behind the holder in %d of %d rounds; the third session passed it %d times", d.name, queued, rounds[d.name], passed)
+			if queued == 0 {
+				t.Fatalf("the waiter never queued behind the holder: the race was not exercised")
+			}
+		})
+	}
+}
+
+// TestPostgresNoFlushStaysInItsStatement: the release and the head waiter's entry deletion
+// commit without waiting for the WAL flush (synchronous_commit off for their own transaction),
+// and the setting ends with them: on the pool's one connection, the statements that follow
+// (a grant among them) run with synchronous_commit on again.
+func TestPostgresNoFlushStaysInItsStatement(t *testing.T) {
+	b := migrated(t, withParam(t, pgDSN(t), "pool_max_conns", "1"))
+	ctx := testCtx(t)
+	d := b.d.(*pgDialect)
+	show := func(when string) {
+		t.Helper()
+		var v string
+		if err := d.pool.QueryRow(ctx, "SHOW synchronous_commit").Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		if v != "on" {
+			t.Fatalf("synchronous_commit after %s = %q, want on", when, v)
+		}
+	}
+	a, w := openSession(t, b, longTTL), openSession(t, b, longTTL)
+	tok := grant(t, b, a, "nf")
+	if r, err := b.AcquireQueued(ctx, w, "nf"); err != nil || r.Kind != spi.HeldBy {
+		t.Fatalf("AcquireQueued = %+v, %v; want held by", r, err)
+	}
+	if err := b.Release(ctx, a, "nf", tok); err != nil {
+		t.Fatal(err)
+	}
+	show("a release")
+	r, err := b.AcquireQueued(ctx, w, "nf") // the first waiter: granted, its entry deleted
+	if err != nil || r.Kind != spi.Granted {
+		t.Fatalf("the waiter's AcquireQueued = %+v, %v; want granted", r, err)
+	}
+	show("a grant to the first waiter")
+	var entries int
+	if err := d.pool.QueryRow(ctx, "SELECT count(*) FROM simba_waiter WHERE name = 'nf'").Scan(&entries); err != nil {
+		t.Fatal(err)
+	}
+	if entries != 0 {
+		t.Fatalf("%d waiter entries left after the grant to the first waiter, want 0", entries)
+	}
+}
