@@ -203,6 +203,11 @@ var brokenSpecCases = []struct {
 	{"etcd unknown compare target", "etcd.yaml", "{key: lease, target: lease, op: \"=\", value: lease}", "{key: lease, target: value, op: \"=\", value: lease}", "spec/etcd.yaml: txns.release.if[1].target: unknown target"},
 	{"etcd put without lease", "etcd.yaml", "    value: empty\n    lease: session", "    value: empty\n    lease: none", "spec/etcd.yaml: keys.held.lease: must be session"},
 	{"etcd unguarded txn", "etcd.yaml", "    if:\n      - {key: session, target: create_revision, op: \">\", value: \"0\"}\n    then:\n      - {op: delete, key: member}", "    then:\n      - {op: delete, key: member}", "spec/etcd.yaml: txns.leave: needs an if and a then"},
+	{"etcd compare of a key and a prefix", "etcd.yaml", "{prefix: queue, target: create_revision, op: \"=\", value: \"0\"}", "{key: lease, prefix: queue, target: create_revision, op: \"=\", value: \"0\"}", "spec/etcd.yaml: txns.acquire.if[2]: compares a key or a prefix, not both"},
+	{"etcd compare of an unknown prefix", "etcd.yaml", "{prefix: queue, target: create_revision, op: \"=\", value: \"0\"}", "{prefix: line, target: create_revision, op: \"=\", value: \"0\"}", "spec/etcd.yaml: txns.acquire.if[2].prefix: unknown prefix \"line\""},
+	{"etcd first on a get", "etcd.yaml", "      - {op: get, key: lease}\n      - {op: range, prefix: queue, first: create_revision}\n  - name: enqueue", "      - {op: get, key: lease, first: create_revision}\n      - {op: range, prefix: queue, first: create_revision}\n  - name: enqueue", "spec/etcd.yaml: txns.acquire.else[1].first: only a range reads its first key"},
+	{"etcd lease compared with a revision", "etcd.yaml", "{key: waiter, target: lease, op: \"=\", value: lease}", "{key: waiter, target: lease, op: \"=\", value: rev}", "spec/etcd.yaml: txns.withdraw.if[0].value: a lease compares with lease"},
+	{"etcd at least zero", "etcd.yaml", "{prefix: queue, target: create_revision, op: \">=\", value: rev}", "{prefix: queue, target: create_revision, op: \">=\", value: \"0\"}", "spec/etcd.yaml: txns.take.if[3].op: >= 0 always holds"},
 	{"etcd two token keys", "etcd.yaml", "    value: empty\n    lease: session", "    value: empty\n    lease: session\n    token: create_revision", "spec/etcd.yaml: keys: exactly one key carries the token, found 2"},
 	{"sql catalog query missing", "sql.yaml", "      primary_keys: SELECT '', '' FROM DUAL WHERE 'x' IN ({{schema_tables}})\n", "", "spec/sql.yaml: schema_check.queries.mysql.primary_keys: is empty"},
 	{"sql no catalog type for a base type", "sql.yaml", "    BIGINT: {postgres: [int8], mysql: [bigint], sqlite: [integer, bigint]}\n", "", "spec/sql.yaml: schema_check.compatible_types: no entry for BIGINT"},
@@ -259,6 +264,7 @@ var dependentCases = []struct {
 	{"zk node doc", "zk.yaml", "path: /simba/leases\n    mode: persistent\n    doc: the leases' parent", "path: /simba/leases\n    mode: persistent\n    doc: the parent of the leases", []string{"generated/wire/zk.go", "zk/layout.yaml"}},
 	// etcd: a key pattern changes the key builders only; a compare only the transactions.
 	{"etcd key pattern", "etcd.yaml", "pattern: <prefix>/held/<sid>/<name>", "pattern: <prefix>/index/<sid>/<name>", []string{"generated/wire/etcd.go"}},
+	{"etcd range compare", "etcd.yaml", "{prefix: queue, target: create_revision, op: \">=\", value: rev}", "{prefix: queue, target: mod_revision, op: \">=\", value: rev}", []string{"generated/etcdtxn/etcdtxn.go"}},
 	{"etcd compare", "etcd.yaml", "{key: lease, target: create_revision, op: \"=\", value: token}", "{key: lease, target: mod_revision, op: \"=\", value: token}", []string{"generated/etcdtxn/etcdtxn.go"}},
 	// SQL: a dialect's variant changes only that dialect's statements using it; a column type
 	// only that dialect's migration (and its embedded copy); a channel the statements that notify
