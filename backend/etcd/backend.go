@@ -51,6 +51,10 @@ type Backend struct {
 	// places holds, per session and name it waits for, the create revision of its waiter
 	// key (its place in the queue), learnt by enqueue: take compares on it.
 	places map[place]int64
+	// withdrawals holds the withdrawals that failed: a waiter key lives as long as its
+	// session, so the session's next keep-alive withdraws again (a waiter that stopped
+	// waiting must not hold a free lease back while its client keeps the session alive).
+	withdrawals map[place]bool
 }
 
 // place is a session waiting for a name.
@@ -134,7 +138,7 @@ func NewFromClient(cli *clientv3.Client, prefix string) (*Backend, error) {
 
 func newBackend(cli *clientv3.Client, prefix string, endpoints []string) *Backend {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Backend{cli: cli, prefix: prefixOf(prefix), endpoints: strings.Join(endpoints, ","), ctx: ctx, cancel: cancel, sessions: map[spi.SessionID]*session{}, places: map[place]int64{}}
+	return &Backend{cli: cli, prefix: prefixOf(prefix), endpoints: strings.Join(endpoints, ","), ctx: ctx, cancel: cancel, sessions: map[spi.SessionID]*session{}, places: map[place]int64{}, withdrawals: map[place]bool{}}
 }
 
 // client returns the etcd client, making it on first use (a failure is retried by the next
@@ -287,7 +291,39 @@ func (b *Backend) forget(id spi.SessionID) {
 			delete(b.places, p)
 		}
 	}
+	for p := range b.withdrawals {
+		if p.id == id {
+			delete(b.withdrawals, p)
+		}
+	}
 	b.mu.Unlock()
+}
+
+// setWithdrawal records (pending) or forgets a withdrawal to retry at the next keep-alive.
+func (b *Backend) setWithdrawal(id spi.SessionID, name string, pending bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if pending {
+		b.withdrawals[place{id, name}] = true
+	} else {
+		delete(b.withdrawals, place{id, name})
+	}
+}
+
+// retryWithdrawals runs again the withdrawals of session id that failed (best effort: one that
+// fails again stays pending).
+func (b *Backend) retryWithdrawals(ctx context.Context, id spi.SessionID) {
+	b.mu.Lock()
+	var names []string
+	for p := range b.withdrawals {
+		if p.id == id {
+			names = append(names, p.name)
+		}
+	}
+	b.mu.Unlock()
+	for _, n := range names {
+		_ = b.Withdraw(ctx, id, n) // a failure is recorded again
+	}
 }
 
 // placeOf returns the create revision of the session's waiter key for name, if the backend
@@ -365,7 +401,14 @@ func (b *Backend) KeepAlive(ctx context.Context, id spi.SessionID, names []strin
 	}
 	s.renewed = sent
 	rem := s.remaining()
+	retry := false
+	for p := range b.withdrawals {
+		retry = retry || p.id == id
+	}
 	b.mu.Unlock()
+	if retry {
+		b.retryWithdrawals(ctx, id)
+	}
 
 	out := spi.KeepAlive{Remaining: rem}
 	heldPrefix := wire.EtcdHeldPrefix(b.prefix, string(id))
@@ -557,6 +600,7 @@ func (b *Backend) AcquireQueued(ctx context.Context, id spi.SessionID, name stri
 	if !ok {
 		return spi.Acquire{Kind: spi.SessionExpired}, nil
 	}
+	b.setWithdrawal(id, name, false) // waiting again: the key, if any, is its place
 	if rev, ok := b.placeOf(id, name); ok {
 		a, gone, err := b.take(ctx, cli, id, s, name, rev)
 		if err != nil || !gone || a.Kind != spi.HeldBy {
@@ -634,8 +678,10 @@ func (b *Backend) Withdraw(ctx context.Context, id spi.SessionID, name string) e
 	b.setPlace(id, name, 0)
 	cmps, then, _ := etcdtxn.Withdraw(b.prefix, string(id), name, lease)
 	if _, err := cli.Txn(ctx).If(cmps...).Then(then...).Commit(); err != nil {
+		b.setWithdrawal(id, name, true)
 		return b.classify("withdraw", err)
 	}
+	b.setWithdrawal(id, name, false)
 	return nil
 }
 

@@ -196,3 +196,35 @@ func TestHeadWaiterLeavingIsHinted(t *testing.T) {
 		t.Fatalf("token %d, want above %d", r.Token, tok)
 	}
 }
+
+// TestFailedWithdrawalIsRetried: a withdrawal whose outcome is unknown (here: its context was
+// already cancelled) is run again by the session's next keep-alive, so a waiter that stopped
+// waiting does not keep holding a free lease back while its session lives; a queued acquire
+// in between cancels the retry (the session waits again, in its place).
+func TestFailedWithdrawalIsRetried(t *testing.T) {
+	f := newQueueFixture(t)
+	holder, w := f.open(t, "holder"), f.open(t, "waiter")
+	f.acquire(t, false, holder, "n", spi.Granted)
+	f.acquire(t, true, w, "n", spi.HeldBy)
+	f.acquire(t, true, w, "m", spi.Granted)
+	f.acquire(t, false, holder, "m2", spi.Granted)
+	f.acquire(t, true, w, "m2", spi.HeldBy)
+	dead, cancel := context.WithCancel(f.ctx)
+	cancel()
+	for _, n := range []string{"n", "m2"} {
+		if err := f.b.Withdraw(dead, w, n); err == nil {
+			t.Fatal("Withdraw with a cancelled context succeeded")
+		}
+	}
+	place := f.waiters(t, "m2")[w]
+	f.acquire(t, true, w, "m2", spi.HeldBy) // waits again
+	if ka, err := f.b.KeepAlive(f.ctx, w, []string{"m"}, nil); err != nil || ka.Expired {
+		t.Fatalf("KeepAlive = %+v, %v", ka, err)
+	}
+	if got := f.waiters(t, "n"); len(got) != 0 {
+		t.Fatalf("waiter keys of n after the keep-alive: %v, want none (the withdrawal retried)", got)
+	}
+	if got := f.waiters(t, "m2"); got[w] != place {
+		t.Fatalf("waiter key of m2 after the keep-alive: %v, want %v (waiting again, in its place)", got[w], place)
+	}
+}
