@@ -61,13 +61,16 @@ type EtcdCmp struct {
 
 // EtcdOp is one operation of a transaction branch.
 type EtcdOp struct {
-	Op     string `yaml:"op"` // put, delete, get (a key), range (a prefix)
+	Op     string `yaml:"op"` // put, delete, get (a key), range (a prefix), txn (a nested transaction)
 	Key    string `yaml:"key"`
 	Prefix string `yaml:"prefix"`
 	Value  string `yaml:"value"` // put: owner or empty
 	// First, on a range, reads only the key that comes first by this target, ascending
 	// (create_revision: the oldest key under the prefix).
 	First string `yaml:"first"`
+	// Txn, on a txn op, names another transaction of the spec, run nested (etcd >= 3.3): its
+	// guard decides between its own branches, and its response is one TxnResponse.
+	Txn string `yaml:"txn"`
 }
 
 const (
@@ -161,6 +164,10 @@ func LoadEtcd(specDir string) (*EtcdSpec, error) {
 		}
 	}
 	names := map[string]bool{}
+	declared := map[string]*EtcdTxn{}
+	for i := range s.Txns {
+		declared[s.Txns[i].Name] = &s.Txns[i]
+	}
 	for i := range s.Txns {
 		t := &s.Txns[i]
 		if err := checkIdent(etcdFile, fmt.Sprintf("txns[%d].name", i), t.Name); err != nil {
@@ -217,8 +224,19 @@ func LoadEtcd(specDir string) (*EtcdSpec, error) {
 					if prefixes[o.Prefix] == nil || o.Key != "" {
 						return nil, specErr(etcdFile, f, "range needs a declared prefix (and no key), got %q", o.Prefix)
 					}
+				case "txn":
+					n := declared[o.Txn]
+					if n == nil || o.Key != "" || o.Prefix != "" {
+						return nil, specErr(etcdFile, f, "txn needs a declared transaction (and no key or prefix), got %q", o.Txn)
+					}
+					if n.Name == t.Name || slices.ContainsFunc(slices.Concat(n.Then, n.Else), func(o EtcdOp) bool { return o.Op == "txn" }) {
+						return nil, specErr(etcdFile, f+".txn", "%s nests a transaction itself: one level of nesting only", o.Txn)
+					}
 				default:
-					return nil, specErr(etcdFile, f+".op", "unknown operation %q (want put, delete, get or range)", o.Op)
+					return nil, specErr(etcdFile, f+".op", "unknown operation %q (want put, delete, get, range or txn)", o.Op)
+				}
+				if o.Txn != "" && o.Op != "txn" {
+					return nil, specErr(etcdFile, f+".txn", "only a txn op names a transaction")
 				}
 				if o.First != "" && (o.Op != "range" || o.First != "create_revision") {
 					return nil, specErr(etcdFile, f+".first", "only a range reads its first key, by create_revision")
@@ -376,6 +394,13 @@ func (s *EtcdSpec) txnParams(t EtcdTxn) []struct{ name, typ string } {
 			keyParams(o.Key)
 		}
 		prefixParams(o.Prefix)
+		for _, n := range s.Txns {
+			if n.Name == o.Txn {
+				for _, p := range s.txnParams(n) {
+					used[p.name] = true
+				}
+			}
+		}
 		if o.Op == "put" {
 			used["lease"] = true
 			if o.Value == "owner" {
@@ -430,6 +455,17 @@ func (s *EtcdSpec) opCode(o EtcdOp) jen.Code {
 		return jen.Qual(clientv3Pkg, "OpDelete").Call(s.keyCall(o.Key))
 	case "get":
 		return jen.Qual(clientv3Pkg, "OpGet").Call(s.keyCall(o.Key))
+	case "txn":
+		for _, n := range s.Txns {
+			if n.Name == o.Txn {
+				var args []jen.Code
+				for _, p := range s.txnParams(n) {
+					args = append(args, jen.Id(p.name))
+				}
+				// The builder's three results are OpTxn's three parameters.
+				return jen.Qual(clientv3Pkg, "OpTxn").Call(jen.Id(camel(n.Name)).Call(args...))
+			}
+		}
 	}
 	opts := []jen.Code{s.prefixCall(o.Prefix), jen.Qual(clientv3Pkg, "WithPrefix").Call()}
 	if o.First == "create_revision" {
@@ -532,18 +568,18 @@ func (s *EtcdSpec) genTxns() (File, error) {
 			ops  []EtcdOp
 		}{{"Then", t.Then}, {"Else", t.Else}} {
 			for j, o := range b.ops {
-				if o.Op != "get" && o.Op != "range" {
+				if o.Op != "get" && o.Op != "range" && o.Op != "txn" {
 					continue
 				}
-				what := o.Key
-				if what == "" {
-					what = o.Prefix
-				}
+				what := "the " + t.Name + " read of " + o.Key + o.Prefix
 				if o.First != "" {
 					what += " (its first key by " + strings.ReplaceAll(o.First, "_", " ") + ")"
 				}
-				cid := id + b.name + camel(o.Key+o.Prefix)
-				idx = append(idx, jen.Comment(cmt(fmt.Sprintf("%s is the index of the %s read of %s in the %s branch's responses.", cid, t.Name, what, strings.ToLower(b.name)))), jen.Id(cid).Op("=").Lit(j))
+				if o.Op == "txn" {
+					what = "the " + t.Name + " transaction's nested " + o.Txn + " transaction (a TxnResponse: its own indexes apply)"
+				}
+				cid := id + b.name + camel(o.Key+o.Prefix+o.Txn)
+				idx = append(idx, jen.Comment(cmt(fmt.Sprintf("%s is the index of %s in the %s branch's responses.", cid, what, strings.ToLower(b.name)))), jen.Id(cid).Op("=").Lit(j))
 			}
 		}
 		if len(idx) > 0 {

@@ -53,6 +53,15 @@ func TestEtcdLayoutFrozen(t *testing.T) {
 			{Key: "lease", Target: "lease", Op: "=", Value: "lease"},
 		},
 	}
+	txns := map[string]EtcdTxn{}
+	for _, tx := range s.Txns {
+		txns[tx.Name] = tx
+	}
+	// acquire_queued is acquire whose else branch is enqueue, nested.
+	aq, a := txns["acquire_queued"], txns["acquire"]
+	if !slices.Equal(aq.If, a.If) || !slices.Equal(aq.Then, a.Then) || !slices.Equal(aq.Else, []EtcdOp{{Op: "txn", Txn: "enqueue"}}) {
+		t.Errorf("acquire_queued = %+v, want acquire's guard and grant with enqueue nested in else", aq)
+	}
 	for _, tx := range s.Txns {
 		if g, ok := guards[tx.Name]; ok && !slices.Equal(g, tx.If) {
 			t.Errorf("txn %s guard %v, frozen as %v", tx.Name, tx.If, g)
@@ -72,14 +81,16 @@ func TestEtcdTxnParams(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string][]string{
-		"acquire":  {"prefix", "sid", "name", "owner", "lease"},
-		"release":  {"prefix", "sid", "name", "lease", "token"},
-		"join":     {"prefix", "sid", "group", "owner", "lease"},
-		"leave":    {"prefix", "sid", "group"},
-		"report":   {"prefix", "sid"},
-		"enqueue":  {"prefix", "sid", "name", "owner", "lease"},
-		"take":     {"prefix", "sid", "name", "owner", "lease", "rev"},
-		"withdraw": {"prefix", "sid", "name", "lease"},
+		"acquire": {"prefix", "sid", "name", "owner", "lease"},
+		"release": {"prefix", "sid", "name", "lease", "token"},
+		"join":    {"prefix", "sid", "group", "owner", "lease"},
+		"leave":   {"prefix", "sid", "group"},
+		"report":  {"prefix", "sid"},
+		"enqueue": {"prefix", "sid", "name", "owner", "lease"},
+		// acquire_queued nests enqueue: it takes what both take.
+		"acquire_queued": {"prefix", "sid", "name", "owner", "lease"},
+		"take":           {"prefix", "sid", "name", "owner", "lease", "rev"},
+		"withdraw":       {"prefix", "sid", "name", "lease"},
 	}
 	for _, tx := range s.Txns {
 		var got []string

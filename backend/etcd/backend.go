@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -582,9 +583,9 @@ func (b *Backend) take(ctx context.Context, cli *clientv3.Client, id spi.Session
 
 // AcquireQueued is Acquire for a session that waits for name (spi.Queuer): it takes the lease
 // if the caller may, and otherwise makes it a waiter (enqueue), keeping its place. A session
-// whose place the backend knows runs take (one transaction); otherwise acquire, then enqueue if
-// the lease is held or reserved (two; a third, take, when the lease was freed in between and
-// the caller is the oldest waiter).
+// whose place the backend knows runs take; otherwise acquire_queued, which is acquire with
+// enqueue nested in its else branch. Either is one transaction; a second, take, runs only when
+// the lease is free and the caller turns out to be the oldest waiter already.
 func (b *Backend) AcquireQueued(ctx context.Context, id spi.SessionID, name string) (spi.Acquire, error) {
 	if err := spi.ValidateName(name); err != nil {
 		return spi.Acquire{}, err
@@ -606,59 +607,58 @@ func (b *Backend) AcquireQueued(ctx context.Context, id spi.SessionID, name stri
 		if err != nil || !gone || a.Kind != spi.HeldBy {
 			return a, err
 		}
-	} else {
-		a, rev, err := b.acquire(ctx, cli, id, s, name)
+		// The session is no longer a waiter (its key was withdrawn or deleted by hand):
+		// register it again, as on the first attempt.
+		cmps, then, _ := etcdtxn.Enqueue(b.prefix, string(id), name, s.owner, s.lease)
+		r, err := cli.Txn(ctx).If(cmps...).Then(then...).Commit()
 		if err != nil {
-			return a, err
+			return spi.Acquire{}, b.classify("acquire: enqueue", err)
 		}
-		if rev != 0 {
-			a, gone, err := b.take(ctx, cli, id, s, name, rev)
-			if err != nil || !gone || a.Kind != spi.HeldBy {
-				return a, err
-			}
-		} else if a.Kind != spi.HeldBy {
-			return a, nil
-		}
+		return b.enqueued(ctx, cli, id, s, name, r.Succeeded, r.Responses)
 	}
-	return b.enqueue(ctx, cli, id, s, name)
+	cmps, then, els := etcdtxn.AcquireQueued(b.prefix, string(id), name, s.owner, s.lease)
+	r, err := cli.Txn(ctx).If(cmps...).Then(then...).Else(els...).Commit()
+	if err != nil {
+		return spi.Acquire{}, b.classify("acquire", err)
+	}
+	if r.Succeeded {
+		return spi.Acquire{Kind: spi.Granted, Token: r.Header.Revision, Remaining: s.remaining()}, nil
+	}
+	n := r.Responses[etcdtxn.AcquireQueuedElseEnqueue].GetResponseTxn()
+	return b.enqueued(ctx, cli, id, s, name, n.GetSucceeded(), n.GetResponses())
 }
 
-// enqueue runs the enqueue transaction: the session becomes (or stays) a waiter for name, and
-// the reply is read in the same revision. When the lease is free and the caller is the oldest
-// waiter, it runs take.
-func (b *Backend) enqueue(ctx context.Context, cli *clientv3.Client, id spi.SessionID, s *session, name string) (spi.Acquire, error) {
-	cmps, then, _ := etcdtxn.Enqueue(b.prefix, string(id), name, s.owner, s.lease)
-	r, err := cli.Txn(ctx).If(cmps...).Then(then...).Commit()
-	if err != nil {
-		return spi.Acquire{}, b.classify("acquire: enqueue", err)
+// enqueued answers from the responses of an enqueue transaction (run alone or nested in
+// acquire_queued). Registered: the session is a waiter for name, in the place the backend
+// now remembers, and the reply is read in the same revision; when the lease is free and the
+// caller is the oldest waiter, it runs take. Not registered: the session expired, or holds
+// the lease (a re-acquire, with the same token).
+func (b *Backend) enqueued(ctx context.Context, cli *clientv3.Client, id spi.SessionID, s *session, name string, registered bool, rs []*etcdserverpb.ResponseOp) (spi.Acquire, error) {
+	resp := func(i int) []*mvccpb.KeyValue {
+		if i >= len(rs) {
+			return nil
+		}
+		return rs[i].GetResponseRange().Kvs
 	}
-	if !r.Succeeded {
-		b.forget(id)
-		return spi.Acquire{Kind: spi.SessionExpired}, nil
+	if !registered {
+		a, _, err := b.answer(id, s, name, resp(etcdtxn.EnqueueElseSession), resp(etcdtxn.EnqueueElseLease), nil)
+		if err == nil && a.Kind == spi.Granted {
+			b.setPlace(id, name, 0)
+		}
+		return a, err
 	}
-	resp := func(i int) []*mvccpb.KeyValue { return r.Responses[i].GetResponseRange().Kvs }
 	mine := resp(etcdtxn.EnqueueThenWaiter)
 	if len(mine) == 0 {
 		return spi.Acquire{}, spi.Unavailable("acquire: enqueue", errors.New("etcd: waiter key missing after its put"))
 	}
-	rev := mine[0].CreateRevision
-	b.setPlace(id, name, rev)
+	b.setPlace(id, name, mine[0].CreateRevision)
 	// The session key was read by the guard: pass it as present.
 	a, first, err := b.answer(id, s, name, mine, resp(etcdtxn.EnqueueThenLease), resp(etcdtxn.EnqueueThenQueue))
-	if err != nil {
+	if err != nil || first == 0 {
 		return a, err
 	}
-	if first != 0 {
-		a, _, err = b.take(ctx, cli, id, s, name, first)
-		return a, err
-	}
-	if a.Kind == spi.Granted {
-		// A re-acquire (the session held the lease all along): a holder waits for nothing.
-		if err := b.Withdraw(ctx, id, name); err != nil {
-			return spi.Acquire{}, err
-		}
-	}
-	return a, nil
+	a, _, err = b.take(ctx, cli, id, s, name, first)
+	return a, err
 }
 
 // Withdraw runs the withdraw transaction: delete the session's waiter key for name, if it

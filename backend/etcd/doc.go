@@ -35,8 +35,9 @@ transactions):
 
 A session that waits for a held lease (AcquireQueued: Lock, a campaign, a candidacy) puts the
 key <prefix>/waiters/<name>/<sid> (value: its owner) on its session's lease, as etcd's
-concurrency.Mutex queues: the queue is ordered by the waiter keys' create revisions. A later
-attempt puts the key again, which keeps its create revision, so a waiter keeps its place; the
+concurrency.Mutex queues: the queue is ordered by the waiter keys' create revisions. A put
+of an existing waiter key (a session that registers again, e.g. from another Backend that does
+not remember its place) keeps its create revision, so a waiter keeps its place; the
 key goes when the waiter is granted (in the grant's transaction), when it stops waiting
 (Withdraw) or with its session's lease, in the revision that deletes the session's other keys.
 A free lease goes only to the oldest waiter, or to anyone while the name has no waiter key:
@@ -47,16 +48,17 @@ A free lease goes only to the oldest waiter, or to anyone while the name has no 
     the uncontended acquire stays one transaction, with one more compare over an empty range.
     When the lease is free but reserved, the reply is HeldBy its oldest waiter, with the time
     left unknown; when the caller is that waiter, it takes the lease (TryLock too).
-  - AcquireQueued first runs Acquire; if the lease is held or reserved, the enqueue transaction
-    puts the waiter key and reads, in the same revision, the key's create revision (the
-    waiter's place, which the backend remembers per session and name), the lease and the
-    oldest waiter. Every later attempt, the one after a wake-up included, is one take
-    transaction: the lease is put if the caller's waiter key still has that revision and no
-    waiter key is older ("every key under the queue prefix has a create revision >= mine"),
-    and the caller's waiter key is deleted in the same transaction; otherwise its reads answer
-    HeldBy. A queued acquire thus costs one transaction when the lease is free and no one
-    waits, two the first time it finds the lease held (a third only when the lease was freed
-    in between and the caller is the oldest), and one per attempt after that.
+  - AcquireQueued's first attempt runs acquire_queued: Acquire's transaction whose else
+    branch is the enqueue transaction, nested (etcd >= 3.3): a session that does not hold the
+    lease puts its waiter key and reads, in the same revision, the key's create revision (its
+    place, which the backend remembers per session and name), the lease and the oldest waiter.
+    Every later attempt, the one after a wake-up included, is one take transaction: the lease
+    is put if the caller's waiter key still has that revision and no waiter key is older
+    ("every key under the queue prefix has a create revision >= mine"), and the caller's
+    waiter key is deleted in the same transaction; otherwise its reads answer HeldBy. A queued
+    acquire is thus one transaction, whether it takes a free lease, registers behind a held one
+    or re-attempts (a second, take, only when the lease is free and the caller turns out to
+    be the oldest waiter already); TestQueuedAcquireRoundTrips counts them.
   - Wake-ups: a released lease is a Released hint from the lease watch; a deleted waiter key
     (a grant, a withdrawal, a waiter's session ending) is a Released hint for its name from
     a watch on <prefix>/waiters/, so the next waiter learns at once that it is now the

@@ -3,10 +3,13 @@ package etcd
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
 	"github.com/simba-go/simba/generated/wire"
 	"github.com/simba-go/simba/internal/testenv"
@@ -227,4 +230,48 @@ func TestFailedWithdrawalIsRetried(t *testing.T) {
 	if got := f.waiters(t, "m2"); got[w] != place {
 		t.Fatalf("waiter key of m2 after the keep-alive: %v, want %v (waiting again, in its place)", got[w], place)
 	}
+}
+
+// TestQueuedAcquireRoundTrips pins the round trips of the queue (spec/etcd.yaml): a queued
+// acquire is one request when the lease is free and no one waits, one when it finds the lease
+// held (it registers in the same transaction), one per later attempt (take), and the holder's
+// queued re-acquire is one and leaves no waiter key.
+func TestQueuedAcquireRoundTrips(t *testing.T) {
+	var calls atomic.Int64
+	count := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		calls.Add(1)
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: testenv.Etcd(t), DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithUnaryInterceptor(count)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	b, err := NewFromClient(cli, testPrefix(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &queueFixture{b: b, raw: rawClient(t, testenv.Etcd(t)), ctx: context.Background()}
+	holder, w := f.open(t, "holder"), f.open(t, "waiter")
+	step := func(what string, want int64, fn func()) {
+		t.Helper()
+		before := calls.Load()
+		fn()
+		if got := calls.Load() - before; got != want {
+			t.Errorf("%s: %d requests, want %d", what, got, want)
+		}
+	}
+	var tok int64
+	step("a queued acquire of a free lease", 1, func() { tok = f.acquire(t, true, holder, "n", spi.Granted).Token })
+	step("the holder's queued re-acquire", 1, func() { f.acquire(t, true, holder, "n", spi.Granted) })
+	if got := f.waiters(t, "n"); len(got) != 0 {
+		t.Fatalf("waiter keys after the holder's re-acquire: %v, want none", got)
+	}
+	step("a queued acquire of a held lease", 1, func() { f.acquire(t, true, w, "n", spi.HeldBy) })
+	step("a later attempt", 1, func() { f.acquire(t, true, w, "n", spi.HeldBy) })
+	if err := f.b.Release(f.ctx, holder, "n", tok); err != nil {
+		t.Fatal(err)
+	}
+	step("the attempt after the release", 1, func() { f.acquire(t, true, w, "n", spi.Granted) })
 }

@@ -46,19 +46,49 @@ const (
 	AcquireElseQueue = 2
 )
 
-// Enqueue is the enqueue transaction, guarded by create_revision(session) > 0. Register a live
-// session as a waiter for the lease (keeping its place if it has one), and read its place (the
-// waiter key's create revision), the lease and the oldest waiter.
+// AcquireQueued is the acquire_queued transaction, guarded by create_revision(session) > 0 and
+// create_revision(lease) = 0 and create_revision(every key under queue) = 0. Acquire for a
+// session that waits (the first attempt of a wait): the guard and the grant of acquire; else, in
+// the same transaction, enqueue.
+func AcquireQueued(prefix, sid, name, owner string, lease clientv3.LeaseID) (cmps []clientv3.Cmp, then, els []clientv3.Op) {
+	cmps = []clientv3.Cmp{
+		clientv3.Compare(clientv3.CreateRevision(wire.EtcdSessionKey(prefix, sid)), ">", 0),
+		clientv3.Compare(clientv3.CreateRevision(wire.EtcdLeaseKey(prefix, name)), "=", 0),
+		clientv3.Compare(clientv3.CreateRevision(wire.EtcdQueuePrefix(prefix, name)), "=", 0).WithPrefix(),
+	}
+	return cmps, []clientv3.Op{
+			clientv3.OpPut(wire.EtcdLeaseKey(prefix, name), owner, clientv3.WithLease(lease)),
+			clientv3.OpPut(wire.EtcdHeldKey(prefix, sid, name), "", clientv3.WithLease(lease)),
+		}, []clientv3.Op{
+			clientv3.OpTxn(Enqueue(prefix, sid, name, owner, lease)),
+		}
+}
+
+// Response indexes of the acquire_queued transaction's reads.
+const (
+	// AcquireQueuedElseEnqueue is the index of the acquire_queued transaction's nested enqueue
+	// transaction (a TxnResponse: its own indexes apply) in the else branch's responses.
+	AcquireQueuedElseEnqueue = 0
+)
+
+// Enqueue is the enqueue transaction, guarded by create_revision(session) > 0 and lease(lease) !=
+// lease. Register a live session that does not hold the lease as a waiter for it (keeping its
+// place if it has one), and read its place (the waiter key's create revision), the lease and the
+// oldest waiter. Else: read the session and the lease (expired, or a re-acquire).
 func Enqueue(prefix, sid, name, owner string, lease clientv3.LeaseID) (cmps []clientv3.Cmp, then, els []clientv3.Op) {
 	cmps = []clientv3.Cmp{
 		clientv3.Compare(clientv3.CreateRevision(wire.EtcdSessionKey(prefix, sid)), ">", 0),
+		clientv3.Compare(clientv3.LeaseValue(wire.EtcdLeaseKey(prefix, name)), "!=", lease),
 	}
 	return cmps, []clientv3.Op{
-		clientv3.OpPut(wire.EtcdWaiterKey(prefix, name, sid), owner, clientv3.WithLease(lease)),
-		clientv3.OpGet(wire.EtcdWaiterKey(prefix, name, sid)),
-		clientv3.OpGet(wire.EtcdLeaseKey(prefix, name)),
-		clientv3.OpGet(wire.EtcdQueuePrefix(prefix, name), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1)),
-	}, nil
+			clientv3.OpPut(wire.EtcdWaiterKey(prefix, name, sid), owner, clientv3.WithLease(lease)),
+			clientv3.OpGet(wire.EtcdWaiterKey(prefix, name, sid)),
+			clientv3.OpGet(wire.EtcdLeaseKey(prefix, name)),
+			clientv3.OpGet(wire.EtcdQueuePrefix(prefix, name), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1)),
+		}, []clientv3.Op{
+			clientv3.OpGet(wire.EtcdSessionKey(prefix, sid)),
+			clientv3.OpGet(wire.EtcdLeaseKey(prefix, name)),
+		}
 }
 
 // Response indexes of the enqueue transaction's reads.
@@ -70,6 +100,10 @@ const (
 	// EnqueueThenQueue is the index of the enqueue read of queue (its first key by create revision)
 	// in the then branch's responses.
 	EnqueueThenQueue = 3
+	// EnqueueElseSession is the index of the enqueue read of session in the else branch's responses.
+	EnqueueElseSession = 0
+	// EnqueueElseLease is the index of the enqueue read of lease in the else branch's responses.
+	EnqueueElseLease = 1
 )
 
 // Take is the take transaction, guarded by create_revision(session) > 0 and
