@@ -71,6 +71,9 @@ type EtcdOp struct {
 	// Txn, on a txn op, names another transaction of the spec, run nested (etcd >= 3.3): its
 	// guard decides between its own branches, and its response is one TxnResponse.
 	Txn string `yaml:"txn"`
+	// PrevKV, on a put, returns the key's previous version in the put's response (a read: it
+	// gets a response index).
+	PrevKV bool `yaml:"prev_kv"`
 }
 
 const (
@@ -234,6 +237,9 @@ func LoadEtcd(specDir string) (*EtcdSpec, error) {
 					}
 				default:
 					return nil, specErr(etcdFile, f+".op", "unknown operation %q (want put, delete, get, range or txn)", o.Op)
+				}
+				if o.PrevKV && o.Op != "put" {
+					return nil, specErr(etcdFile, f+".prev_kv", "only a put returns the previous version of its key")
 				}
 				if o.Txn != "" && o.Op != "txn" {
 					return nil, specErr(etcdFile, f+".txn", "only a txn op names a transaction")
@@ -450,7 +456,11 @@ func (s *EtcdSpec) opCode(o EtcdOp) jen.Code {
 		if o.Value == "owner" {
 			val = jen.Id("owner")
 		}
-		return jen.Qual(clientv3Pkg, "OpPut").Call(s.keyCall(o.Key), val, jen.Qual(clientv3Pkg, "WithLease").Call(jen.Id("lease")))
+		args := []jen.Code{s.keyCall(o.Key), val, jen.Qual(clientv3Pkg, "WithLease").Call(jen.Id("lease"))}
+		if o.PrevKV {
+			args = append(args, jen.Qual(clientv3Pkg, "WithPrevKV").Call())
+		}
+		return jen.Qual(clientv3Pkg, "OpPut").Call(args...)
 	case "delete":
 		return jen.Qual(clientv3Pkg, "OpDelete").Call(s.keyCall(o.Key))
 	case "get":
@@ -568,12 +578,15 @@ func (s *EtcdSpec) genTxns() (File, error) {
 			ops  []EtcdOp
 		}{{"Then", t.Then}, {"Else", t.Else}} {
 			for j, o := range b.ops {
-				if o.Op != "get" && o.Op != "range" && o.Op != "txn" {
+				if o.Op != "get" && o.Op != "range" && o.Op != "txn" && !o.PrevKV {
 					continue
 				}
 				what := "the " + t.Name + " read of " + o.Key + o.Prefix
 				if o.First != "" {
 					what += " (its first key by " + strings.ReplaceAll(o.First, "_", " ") + ")"
+				}
+				if o.PrevKV {
+					what = "the " + t.Name + " put of " + o.Key + " (with the key's previous version)"
 				}
 				if o.Op == "txn" {
 					what = "the " + t.Name + " transaction's nested " + o.Txn + " transaction (a TxnResponse: its own indexes apply)"

@@ -509,14 +509,14 @@ func (b *Backend) acquire(ctx context.Context, cli *clientv3.Client, id spi.Sess
 		return spi.Acquire{Kind: spi.Granted, Token: r.Header.Revision, Remaining: s.remaining()}, 0, nil
 	}
 	resp := func(i int) []*mvccpb.KeyValue { return r.Responses[i].GetResponseRange().Kvs }
-	return b.answer(id, s, name, resp(etcdtxn.AcquireElseSession), resp(etcdtxn.AcquireElseLease), resp(etcdtxn.AcquireElseQueue))
+	return b.answer(id, s, name, len(resp(etcdtxn.AcquireElseSession)) > 0, resp(etcdtxn.AcquireElseLease), resp(etcdtxn.AcquireElseQueue))
 }
 
 // answer reads the reply of an acquire that did not take the lease from the reads of one
 // revision: the session key, the lease key and the oldest waiter key. A non-zero rev means
 // the lease is free and the caller is the oldest waiter, with that create revision.
-func (b *Backend) answer(id spi.SessionID, s *session, name string, sess, lease, first []*mvccpb.KeyValue) (a spi.Acquire, rev int64, err error) {
-	if len(sess) == 0 {
+func (b *Backend) answer(id spi.SessionID, s *session, name string, live bool, lease, first []*mvccpb.KeyValue) (a spi.Acquire, rev int64, err error) {
+	if !live {
 		b.forget(id)
 		return spi.Acquire{Kind: spi.SessionExpired}, 0, nil
 	}
@@ -563,7 +563,7 @@ func (b *Backend) take(ctx context.Context, cli *clientv3.Client, id spi.Session
 	if gone {
 		b.setPlace(id, name, 0)
 	}
-	a, first, err := b.answer(id, s, name, resp(etcdtxn.TakeElseSession), resp(etcdtxn.TakeElseLease), resp(etcdtxn.TakeElseQueue))
+	a, first, err := b.answer(id, s, name, len(resp(etcdtxn.TakeElseSession)) > 0, resp(etcdtxn.TakeElseLease), resp(etcdtxn.TakeElseQueue))
 	if err == nil && first != 0 {
 		// Only a waiter key with another revision than rev can be the oldest and the caller's.
 		return spi.Acquire{}, true, spi.Unavailable("acquire: take", errors.New("etcd: waiter key replaced inside a transaction"))
@@ -614,7 +614,7 @@ func (b *Backend) AcquireQueued(ctx context.Context, id spi.SessionID, name stri
 		if err != nil {
 			return spi.Acquire{}, b.classify("acquire: enqueue", err)
 		}
-		return b.enqueued(ctx, cli, id, s, name, r.Succeeded, r.Responses)
+		return b.enqueued(ctx, cli, id, s, name, r.Succeeded, r.Header.Revision, r.Responses)
 	}
 	cmps, then, els := etcdtxn.AcquireQueued(b.prefix, string(id), name, s.owner, s.lease)
 	r, err := cli.Txn(ctx).If(cmps...).Then(then...).Else(els...).Commit()
@@ -625,35 +625,33 @@ func (b *Backend) AcquireQueued(ctx context.Context, id spi.SessionID, name stri
 		return spi.Acquire{Kind: spi.Granted, Token: r.Header.Revision, Remaining: s.remaining()}, nil
 	}
 	n := r.Responses[etcdtxn.AcquireQueuedElseEnqueue].GetResponseTxn()
-	return b.enqueued(ctx, cli, id, s, name, n.GetSucceeded(), n.GetResponses())
+	return b.enqueued(ctx, cli, id, s, name, n.GetSucceeded(), r.Header.Revision, n.GetResponses())
 }
 
 // enqueued answers from the responses of an enqueue transaction (run alone or nested in
-// acquire_queued). Registered: the session is a waiter for name, in the place the backend
-// now remembers, and the reply is read in the same revision; when the lease is free and the
-// caller is the oldest waiter, it runs take. Not registered: the session expired, or holds
-// the lease (a re-acquire, with the same token).
-func (b *Backend) enqueued(ctx context.Context, cli *clientv3.Client, id spi.SessionID, s *session, name string, registered bool, rs []*etcdserverpb.ResponseOp) (spi.Acquire, error) {
-	resp := func(i int) []*mvccpb.KeyValue {
-		if i >= len(rs) {
-			return nil
-		}
-		return rs[i].GetResponseRange().Kvs
-	}
+// acquire_queued) of revision rev. Registered: the session is a waiter for name, in the
+// place the backend now remembers, and the reply is read in the same revision; when the
+// lease is free and the caller is the oldest waiter, it runs take. Not registered: the session
+// expired or holds the lease (a re-acquire), which acquire tells apart.
+func (b *Backend) enqueued(ctx context.Context, cli *clientv3.Client, id spi.SessionID, s *session, name string, registered bool, rev int64, rs []*etcdserverpb.ResponseOp) (spi.Acquire, error) {
 	if !registered {
-		a, _, err := b.answer(id, s, name, resp(etcdtxn.EnqueueElseSession), resp(etcdtxn.EnqueueElseLease), nil)
-		if err == nil && a.Kind == spi.Granted {
-			b.setPlace(id, name, 0)
+		b.setPlace(id, name, 0)
+		a, first, err := b.acquire(ctx, cli, id, s, name)
+		if err != nil || first == 0 {
+			return a, err
 		}
+		a, _, err = b.take(ctx, cli, id, s, name, first) // freed meanwhile, and the caller first
 		return a, err
 	}
-	mine := resp(etcdtxn.EnqueueThenWaiter)
-	if len(mine) == 0 {
-		return spi.Acquire{}, spi.Unavailable("acquire: enqueue", errors.New("etcd: waiter key missing after its put"))
+	if len(rs) <= etcdtxn.EnqueueThenQueue {
+		return spi.Acquire{}, spi.Unavailable("acquire: enqueue", errors.New("etcd: short transaction response"))
 	}
-	b.setPlace(id, name, mine[0].CreateRevision)
-	// The session key was read by the guard: pass it as present.
-	a, first, err := b.answer(id, s, name, mine, resp(etcdtxn.EnqueueThenLease), resp(etcdtxn.EnqueueThenQueue))
+	if prev := rs[etcdtxn.EnqueueThenWaiter].GetResponsePut().GetPrevKv(); prev != nil {
+		rev = prev.CreateRevision // registered before: the key keeps its place
+	}
+	b.setPlace(id, name, rev)
+	resp := func(i int) []*mvccpb.KeyValue { return rs[i].GetResponseRange().Kvs }
+	a, first, err := b.answer(id, s, name, true, resp(etcdtxn.EnqueueThenLease), resp(etcdtxn.EnqueueThenQueue))
 	if err != nil || first == 0 {
 		return a, err
 	}

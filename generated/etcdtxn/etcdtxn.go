@@ -73,37 +73,33 @@ const (
 
 // Enqueue is the enqueue transaction, guarded by create_revision(session) > 0 and lease(lease) !=
 // lease. Register a live session that does not hold the lease as a waiter for it (keeping its
-// place if it has one), and read its place (the waiter key's create revision), the lease and the
-// oldest waiter. Else: read the session and the lease (expired, or a re-acquire).
+// place if it has one), and read its place (the waiter key's previous version: its create
+// revision, or none for a new key, whose create revision is the transaction's), the lease and the
+// oldest waiter. Nothing otherwise (an expired session or a re-acquire: rare; the caller runs
+// acquire to tell them apart, keeping the transaction that acquire_queued sends on every
+// uncontended acquire small).
 func Enqueue(prefix, sid, name, owner string, lease clientv3.LeaseID) (cmps []clientv3.Cmp, then, els []clientv3.Op) {
 	cmps = []clientv3.Cmp{
 		clientv3.Compare(clientv3.CreateRevision(wire.EtcdSessionKey(prefix, sid)), ">", 0),
 		clientv3.Compare(clientv3.LeaseValue(wire.EtcdLeaseKey(prefix, name)), "!=", lease),
 	}
 	return cmps, []clientv3.Op{
-			clientv3.OpPut(wire.EtcdWaiterKey(prefix, name, sid), owner, clientv3.WithLease(lease)),
-			clientv3.OpGet(wire.EtcdWaiterKey(prefix, name, sid)),
-			clientv3.OpGet(wire.EtcdLeaseKey(prefix, name)),
-			clientv3.OpGet(wire.EtcdQueuePrefix(prefix, name), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1)),
-		}, []clientv3.Op{
-			clientv3.OpGet(wire.EtcdSessionKey(prefix, sid)),
-			clientv3.OpGet(wire.EtcdLeaseKey(prefix, name)),
-		}
+		clientv3.OpPut(wire.EtcdWaiterKey(prefix, name, sid), owner, clientv3.WithLease(lease), clientv3.WithPrevKV()),
+		clientv3.OpGet(wire.EtcdLeaseKey(prefix, name)),
+		clientv3.OpGet(wire.EtcdQueuePrefix(prefix, name), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1)),
+	}, nil
 }
 
 // Response indexes of the enqueue transaction's reads.
 const (
-	// EnqueueThenWaiter is the index of the enqueue read of waiter in the then branch's responses.
-	EnqueueThenWaiter = 1
+	// EnqueueThenWaiter is the index of the enqueue put of waiter (with the key's previous version)
+	// in the then branch's responses.
+	EnqueueThenWaiter = 0
 	// EnqueueThenLease is the index of the enqueue read of lease in the then branch's responses.
-	EnqueueThenLease = 2
+	EnqueueThenLease = 1
 	// EnqueueThenQueue is the index of the enqueue read of queue (its first key by create revision)
 	// in the then branch's responses.
-	EnqueueThenQueue = 3
-	// EnqueueElseSession is the index of the enqueue read of session in the else branch's responses.
-	EnqueueElseSession = 0
-	// EnqueueElseLease is the index of the enqueue read of lease in the else branch's responses.
-	EnqueueElseLease = 1
+	EnqueueThenQueue = 2
 )
 
 // Take is the take transaction, guarded by create_revision(session) > 0 and
