@@ -26,11 +26,11 @@
 //     the same name take turns in the order they asked, through one backend lease, each with a
 //     term and a token of its own (the way sync.Mutex serves goroutines, and redislock's Obtain
 //     serves callers). Across clients, on a backend with waiter queues (spi.Queuer: the
-//     in-memory simbatest, Redis, the SQL backends and ZooKeeper; not yet etcd), a client
-//     that waits registers as a waiter and a free lease goes to the longest-waiting live
-//     waiter first: a waiter gets the lease after at
-//     most as many tenures as there were live waiters ahead of it, so a holder that unlocks
-//     and locks again in a loop cannot keep it out. TryLock never waits and never queues.
+//     in-memory simbatest, Redis, the SQL backends, ZooKeeper and etcd), a client that waits
+//     registers as a waiter and a free lease goes to the longest-waiting live waiter first: a
+//     waiter gets the lease after at most as many tenures as there were live waiters ahead of
+//     it, so a holder that unlocks and locks again in a loop cannot keep it out. TryLock never
+//     waits and never queues.
 //   - PartitionGroup: P partitions spread over the group's live members by rendezvous hashing
 //     (JoinGroup, Leave, Assigned, Held, Members).
 //

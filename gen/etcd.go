@@ -47,20 +47,33 @@ type EtcdTxn struct {
 	Else []EtcdOp  `yaml:"else"`
 }
 
-// EtcdCmp is one compare of a transaction's guard.
+// EtcdCmp is one compare of a transaction's guard, on one key or on every key under a prefix.
+// A compare over a prefix holds when it holds for every key under it; etcd compares an empty
+// range as one zero KeyValue (create revision, version and lease 0), so "create_revision = 0"
+// over a prefix holds exactly when no key is under it.
 type EtcdCmp struct {
 	Key    string `yaml:"key"`
+	Prefix string `yaml:"prefix"`
 	Target string `yaml:"target"` // create_revision, mod_revision, version, lease
-	Op     string `yaml:"op"`     // =, !=, <, >
-	Value  string `yaml:"value"`  // a non-negative integer, token or lease
+	Op     string `yaml:"op"`     // =, !=, <, >, >= (etcd has no >=: "> value-1" is sent)
+	Value  string `yaml:"value"`  // a non-negative integer, token, rev or lease
 }
 
 // EtcdOp is one operation of a transaction branch.
 type EtcdOp struct {
-	Op     string `yaml:"op"` // put, delete, get (a key), range (a prefix)
+	Op     string `yaml:"op"` // put, delete, get (a key), range (a prefix), txn (a nested transaction)
 	Key    string `yaml:"key"`
 	Prefix string `yaml:"prefix"`
 	Value  string `yaml:"value"` // put: owner or empty
+	// First, on a range, reads only the key that comes first by this target, ascending
+	// (create_revision: the oldest key under the prefix).
+	First string `yaml:"first"`
+	// Txn, on a txn op, names another transaction of the spec, run nested (etcd >= 3.3): its
+	// guard decides between its own branches, and its response is one TxnResponse.
+	Txn string `yaml:"txn"`
+	// PrevKV, on a put, returns the key's previous version in the put's response (a read: it
+	// gets a response index).
+	PrevKV bool `yaml:"prev_kv"`
 }
 
 const (
@@ -73,7 +86,7 @@ const (
 // functions take them, with their Go types.
 var etcdParams = []struct{ name, typ string }{
 	{"prefix", "string"}, {"sid", "string"}, {"name", "string"}, {"group", "string"},
-	{"owner", "string"}, {"lease", "lease"}, {"token", "int64"},
+	{"owner", "string"}, {"lease", "lease"}, {"token", "int64"}, {"rev", "int64"},
 }
 
 var etcdTargets = map[string]string{
@@ -154,6 +167,10 @@ func LoadEtcd(specDir string) (*EtcdSpec, error) {
 		}
 	}
 	names := map[string]bool{}
+	declared := map[string]*EtcdTxn{}
+	for i := range s.Txns {
+		declared[s.Txns[i].Name] = &s.Txns[i]
+	}
 	for i := range s.Txns {
 		t := &s.Txns[i]
 		if err := checkIdent(etcdFile, fmt.Sprintf("txns[%d].name", i), t.Name); err != nil {
@@ -172,17 +189,30 @@ func LoadEtcd(specDir string) (*EtcdSpec, error) {
 		}
 		for j, c := range t.If {
 			f := fmt.Sprintf("%s.if[%d]", field, j)
-			if keys[c.Key] == nil {
+			switch {
+			case c.Key != "" && c.Prefix != "":
+				return nil, specErr(etcdFile, f, "compares a key or a prefix, not both")
+			case c.Prefix != "":
+				if prefixes[c.Prefix] == nil {
+					return nil, specErr(etcdFile, f+".prefix", "unknown prefix %q", c.Prefix)
+				}
+			case keys[c.Key] == nil:
 				return nil, specErr(etcdFile, f+".key", "unknown key %q", c.Key)
 			}
 			if etcdTargets[c.Target] == "" {
 				return nil, specErr(etcdFile, f+".target", "unknown target %q (want create_revision, mod_revision, version or lease)", c.Target)
 			}
-			if !slices.Contains([]string{"=", "!=", "<", ">"}, c.Op) {
+			if !slices.Contains([]string{"=", "!=", "<", ">", ">="}, c.Op) {
 				return nil, specErr(etcdFile, f+".op", "unknown operator %q", c.Op)
 			}
-			if _, err := strconv.ParseUint(c.Value, 10, 63); err != nil && c.Value != "token" && c.Value != "lease" {
-				return nil, specErr(etcdFile, f+".value", "%q is neither a non-negative integer nor token or lease", c.Value)
+			if _, err := strconv.ParseUint(c.Value, 10, 63); err != nil && c.Value != "token" && c.Value != "lease" && c.Value != "rev" {
+				return nil, specErr(etcdFile, f+".value", "%q is neither a non-negative integer nor token, rev or lease", c.Value)
+			}
+			if (c.Target == "lease") != (c.Value == "lease") && !(c.Target == "lease" && c.Value == "0") {
+				return nil, specErr(etcdFile, f+".value", "a lease compares with lease (or 0), a revision or version with a number, token or rev")
+			}
+			if c.Op == ">=" && c.Value == "0" {
+				return nil, specErr(etcdFile, f+".op", ">= 0 always holds")
 			}
 		}
 		for branch, ops := range map[string][]EtcdOp{"then": t.Then, "else": t.Else} {
@@ -197,8 +227,25 @@ func LoadEtcd(specDir string) (*EtcdSpec, error) {
 					if prefixes[o.Prefix] == nil || o.Key != "" {
 						return nil, specErr(etcdFile, f, "range needs a declared prefix (and no key), got %q", o.Prefix)
 					}
+				case "txn":
+					n := declared[o.Txn]
+					if n == nil || o.Key != "" || o.Prefix != "" {
+						return nil, specErr(etcdFile, f, "txn needs a declared transaction (and no key or prefix), got %q", o.Txn)
+					}
+					if n.Name == t.Name || slices.ContainsFunc(slices.Concat(n.Then, n.Else), func(o EtcdOp) bool { return o.Op == "txn" }) {
+						return nil, specErr(etcdFile, f+".txn", "%s nests a transaction itself: one level of nesting only", o.Txn)
+					}
 				default:
-					return nil, specErr(etcdFile, f+".op", "unknown operation %q (want put, delete, get or range)", o.Op)
+					return nil, specErr(etcdFile, f+".op", "unknown operation %q (want put, delete, get, range or txn)", o.Op)
+				}
+				if o.PrevKV && o.Op != "put" {
+					return nil, specErr(etcdFile, f+".prev_kv", "only a put returns the previous version of its key")
+				}
+				if o.Txn != "" && o.Op != "txn" {
+					return nil, specErr(etcdFile, f+".txn", "only a txn op names a transaction")
+				}
+				if o.First != "" && (o.Op != "range" || o.First != "create_revision") {
+					return nil, specErr(etcdFile, f+".first", "only a range reads its first key, by create_revision")
 				}
 				if (o.Op == "put") != (o.Value != "") {
 					return nil, specErr(etcdFile, f+".value", "only a put has a value")
@@ -332,9 +379,19 @@ func (s *EtcdSpec) txnParams(t EtcdTxn) []struct{ name, typ string } {
 			}
 		}
 	}
+	prefixParams := func(name string) {
+		for _, p := range s.Prefixes {
+			if p.Name == name {
+				for _, q := range p.params {
+					used[q] = true
+				}
+			}
+		}
+	}
 	for _, c := range t.If {
 		keyParams(c.Key)
-		if c.Value == "token" || c.Value == "lease" {
+		prefixParams(c.Prefix)
+		if c.Value == "token" || c.Value == "lease" || c.Value == "rev" {
 			used[c.Value] = true
 		}
 	}
@@ -342,10 +399,11 @@ func (s *EtcdSpec) txnParams(t EtcdTxn) []struct{ name, typ string } {
 		if o.Key != "" {
 			keyParams(o.Key)
 		}
-		for _, p := range s.Prefixes {
-			if p.Name == o.Prefix {
-				for _, q := range p.params {
-					used[q] = true
+		prefixParams(o.Prefix)
+		for _, n := range s.Txns {
+			if n.Name == o.Txn {
+				for _, p := range s.txnParams(n) {
+					used[p.name] = true
 				}
 			}
 		}
@@ -398,13 +456,34 @@ func (s *EtcdSpec) opCode(o EtcdOp) jen.Code {
 		if o.Value == "owner" {
 			val = jen.Id("owner")
 		}
-		return jen.Qual(clientv3Pkg, "OpPut").Call(s.keyCall(o.Key), val, jen.Qual(clientv3Pkg, "WithLease").Call(jen.Id("lease")))
+		args := []jen.Code{s.keyCall(o.Key), val, jen.Qual(clientv3Pkg, "WithLease").Call(jen.Id("lease"))}
+		if o.PrevKV {
+			args = append(args, jen.Qual(clientv3Pkg, "WithPrevKV").Call())
+		}
+		return jen.Qual(clientv3Pkg, "OpPut").Call(args...)
 	case "delete":
 		return jen.Qual(clientv3Pkg, "OpDelete").Call(s.keyCall(o.Key))
 	case "get":
 		return jen.Qual(clientv3Pkg, "OpGet").Call(s.keyCall(o.Key))
+	case "txn":
+		for _, n := range s.Txns {
+			if n.Name == o.Txn {
+				var args []jen.Code
+				for _, p := range s.txnParams(n) {
+					args = append(args, jen.Id(p.name))
+				}
+				// The builder's three results are OpTxn's three parameters.
+				return jen.Qual(clientv3Pkg, "OpTxn").Call(jen.Id(camel(n.Name)).Call(args...))
+			}
+		}
 	}
-	return jen.Qual(clientv3Pkg, "OpGet").Call(s.prefixCall(o.Prefix), jen.Qual(clientv3Pkg, "WithPrefix").Call())
+	opts := []jen.Code{s.prefixCall(o.Prefix), jen.Qual(clientv3Pkg, "WithPrefix").Call()}
+	if o.First == "create_revision" {
+		opts = append(opts,
+			jen.Qual(clientv3Pkg, "WithSort").Call(jen.Qual(clientv3Pkg, "SortByCreateRevision"), jen.Qual(clientv3Pkg, "SortAscend")),
+			jen.Qual(clientv3Pkg, "WithLimit").Call(jen.Lit(1)))
+	}
+	return jen.Qual(clientv3Pkg, "OpGet").Call(opts...)
 }
 
 func (s *EtcdSpec) genTxns() (File, error) {
@@ -432,17 +511,33 @@ func (s *EtcdSpec) genTxns() (File, error) {
 		}
 		var cmps []jen.Code
 		for _, c := range t.If {
+			// etcd compares with =, !=, < and >: "x >= v" is sent as "x > v-1".
+			op, less := c.Op, 0
+			if op == ">=" {
+				op, less = ">", 1
+			}
 			var v jen.Code
 			switch c.Value {
-			case "token":
-				v = jen.Id("token")
-			case "lease":
-				v = jen.Id("lease")
+			case "token", "lease", "rev":
+				v = jen.Id(c.Value)
+				if less > 0 {
+					v = jen.Id(c.Value).Op("-").Lit(less)
+				}
 			default:
 				n, _ := strconv.ParseInt(c.Value, 10, 64)
-				v = jen.Lit(int(n))
+				v = jen.Lit(int(n) - less)
 			}
-			cmps = append(cmps, jen.Qual(clientv3Pkg, "Compare").Call(jen.Qual(clientv3Pkg, etcdTargets[c.Target]).Call(s.keyCall(c.Key)), jen.Lit(c.Op), v))
+			var subject *jen.Statement
+			if c.Prefix != "" {
+				subject = s.prefixCall(c.Prefix)
+			} else {
+				subject = s.keyCall(c.Key)
+			}
+			cmp := jen.Qual(clientv3Pkg, "Compare").Call(jen.Qual(clientv3Pkg, etcdTargets[c.Target]).Call(subject), jen.Lit(op), v)
+			if c.Prefix != "" {
+				cmp = cmp.Dot("WithPrefix").Call()
+			}
+			cmps = append(cmps, cmp)
 		}
 		branch := func(ops []EtcdOp) jen.Code {
 			if len(ops) == 0 {
@@ -461,7 +556,11 @@ func (s *EtcdSpec) genTxns() (File, error) {
 		}
 		var guard []string
 		for _, c := range t.If {
-			guard = append(guard, fmt.Sprintf("%s(%s) %s %s", c.Target, c.Key, c.Op, c.Value))
+			if c.Prefix != "" {
+				guard = append(guard, fmt.Sprintf("%s(every key under %s) %s %s", c.Target, c.Prefix, c.Op, c.Value))
+			} else {
+				guard = append(guard, fmt.Sprintf("%s(%s) %s %s", c.Target, c.Key, c.Op, c.Value))
+			}
 		}
 		f.Comment(cmt(fmt.Sprintf("%s is the %s transaction, guarded by %s. %s", id, t.Name, strings.Join(guard, " and "), doc(t.Doc))))
 		f.Func().Id(id).Params(sig...).Params(jen.Id("cmps").Index().Qual(clientv3Pkg, "Cmp"), jen.List(jen.Id("then"), jen.Id("els")).Index().Qual(clientv3Pkg, "Op")).Block(
@@ -479,15 +578,21 @@ func (s *EtcdSpec) genTxns() (File, error) {
 			ops  []EtcdOp
 		}{{"Then", t.Then}, {"Else", t.Else}} {
 			for j, o := range b.ops {
-				if o.Op != "get" && o.Op != "range" {
+				if o.Op != "get" && o.Op != "range" && o.Op != "txn" && !o.PrevKV {
 					continue
 				}
-				what := o.Key
-				if what == "" {
-					what = o.Prefix
+				what := "the " + t.Name + " read of " + o.Key + o.Prefix
+				if o.First != "" {
+					what += " (its first key by " + strings.ReplaceAll(o.First, "_", " ") + ")"
 				}
-				cid := id + b.name + camel(what)
-				idx = append(idx, jen.Comment(fmt.Sprintf("%s is the index of the %s read of %s in the %s branch's responses.", cid, t.Name, what, strings.ToLower(b.name))), jen.Id(cid).Op("=").Lit(j))
+				if o.PrevKV {
+					what = "the " + t.Name + " put of " + o.Key + " (with the key's previous version)"
+				}
+				if o.Op == "txn" {
+					what = "the " + t.Name + " transaction's nested " + o.Txn + " transaction (a TxnResponse: its own indexes apply)"
+				}
+				cid := id + b.name + camel(o.Key+o.Prefix+o.Txn)
+				idx = append(idx, jen.Comment(cmt(fmt.Sprintf("%s is the index of %s in the %s branch's responses.", cid, what, strings.ToLower(b.name)))), jen.Id(cid).Op("=").Lit(j))
 			}
 		}
 		if len(idx) > 0 {

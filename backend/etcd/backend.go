@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -28,8 +29,8 @@ const maxGroupRanges = 64
 // MaxTTL is the longest session TTL etcd grants (its MaxLeaseTTL, 9,000,000,000 s).
 const MaxTTL = 9_000_000_000 * time.Second
 
-// Backend is the etcd implementation of the Simba SPI (spi.Backend, spi.Hinter and
-// spi.Inspector). It is safe for concurrent use.
+// Backend is the etcd implementation of the Simba SPI (spi.Backend, spi.Hinter, spi.Inspector
+// and spi.Queuer). It is safe for concurrent use.
 type Backend struct {
 	own       bool // Close closes cli
 	prefix    string
@@ -48,6 +49,19 @@ type Backend struct {
 	mu       sync.Mutex
 	closed   bool
 	sessions map[spi.SessionID]*session
+	// places holds, per session and name it waits for, the create revision of its waiter
+	// key (its place in the queue), learnt by enqueue: take compares on it.
+	places map[place]int64
+	// withdrawals holds the withdrawals that failed: a waiter key lives as long as its
+	// session, so the session's next keep-alive withdraws again (a waiter that stopped
+	// waiting must not hold a free lease back while its client keeps the session alive).
+	withdrawals map[place]bool
+}
+
+// place is a session waiting for a name.
+type place struct {
+	id   spi.SessionID
+	name string
 }
 
 // session is what the backend remembers of a session it opened: its etcd lease, owner, TTL
@@ -65,6 +79,7 @@ var (
 	_ spi.Backend   = (*Backend)(nil)
 	_ spi.Hinter    = (*Backend)(nil)
 	_ spi.Inspector = (*Backend)(nil)
+	_ spi.Queuer    = (*Backend)(nil)
 )
 
 // New returns a Backend for the etcd cluster named by dsn (see ParseDSN). Its client is its
@@ -124,7 +139,7 @@ func NewFromClient(cli *clientv3.Client, prefix string) (*Backend, error) {
 
 func newBackend(cli *clientv3.Client, prefix string, endpoints []string) *Backend {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Backend{cli: cli, prefix: prefixOf(prefix), endpoints: strings.Join(endpoints, ","), ctx: ctx, cancel: cancel, sessions: map[spi.SessionID]*session{}}
+	return &Backend{cli: cli, prefix: prefixOf(prefix), endpoints: strings.Join(endpoints, ","), ctx: ctx, cancel: cancel, sessions: map[spi.SessionID]*session{}, places: map[place]int64{}, withdrawals: map[place]bool{}}
 }
 
 // client returns the etcd client, making it on first use (a failure is retried by the next
@@ -272,7 +287,64 @@ func (b *Backend) lookup(ctx context.Context, cli *clientv3.Client, id spi.Sessi
 func (b *Backend) forget(id spi.SessionID) {
 	b.mu.Lock()
 	delete(b.sessions, id)
+	for p := range b.places {
+		if p.id == id {
+			delete(b.places, p)
+		}
+	}
+	for p := range b.withdrawals {
+		if p.id == id {
+			delete(b.withdrawals, p)
+		}
+	}
 	b.mu.Unlock()
+}
+
+// setWithdrawal records (pending) or forgets a withdrawal to retry at the next keep-alive.
+func (b *Backend) setWithdrawal(id spi.SessionID, name string, pending bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if pending {
+		b.withdrawals[place{id, name}] = true
+	} else {
+		delete(b.withdrawals, place{id, name})
+	}
+}
+
+// retryWithdrawals runs again the withdrawals of session id that failed (best effort: one that
+// fails again stays pending).
+func (b *Backend) retryWithdrawals(ctx context.Context, id spi.SessionID) {
+	b.mu.Lock()
+	var names []string
+	for p := range b.withdrawals {
+		if p.id == id {
+			names = append(names, p.name)
+		}
+	}
+	b.mu.Unlock()
+	for _, n := range names {
+		_ = b.Withdraw(ctx, id, n) // a failure is recorded again
+	}
+}
+
+// placeOf returns the create revision of the session's waiter key for name, if the backend
+// learnt it.
+func (b *Backend) placeOf(id spi.SessionID, name string) (int64, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	rev, ok := b.places[place{id, name}]
+	return rev, ok
+}
+
+// setPlace records (rev > 0) or forgets (rev 0) the session's place in name's queue.
+func (b *Backend) setPlace(id spi.SessionID, name string, rev int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if rev == 0 {
+		delete(b.places, place{id, name})
+	} else {
+		b.places[place{id, name}] = rev
+	}
 }
 
 // KeepAlive renews the session's lease with one LeaseKeepAliveOnce and reads what it holds
@@ -330,7 +402,14 @@ func (b *Backend) KeepAlive(ctx context.Context, id spi.SessionID, names []strin
 	}
 	s.renewed = sent
 	rem := s.remaining()
+	retry := false
+	for p := range b.withdrawals {
+		retry = retry || p.id == id
+	}
 	b.mu.Unlock()
+	if retry {
+		b.retryWithdrawals(ctx, id)
+	}
 
 	out := spi.KeepAlive{Remaining: rem}
 	heldPrefix := wire.EtcdHeldPrefix(b.prefix, string(id))
@@ -390,8 +469,10 @@ func (b *Backend) CloseSession(ctx context.Context, id spi.SessionID) error {
 }
 
 // Acquire runs the acquire transaction (spec/etcd.yaml): create the lease key and the held
-// index on the session's lease if the session key exists and the lease key does not; otherwise
-// read both to answer.
+// index on the session's lease if the session key exists, the lease key does not and no one
+// waits for the name; otherwise read both and the oldest waiter to answer. A free lease is
+// reserved for its oldest waiter (HeldBy that waiter); when that is the caller, Acquire runs
+// take, as AcquireQueued does. Acquire never adds a waiter.
 func (b *Backend) Acquire(ctx context.Context, id spi.SessionID, name string) (spi.Acquire, error) {
 	if err := spi.ValidateName(name); err != nil {
 		return spi.Acquire{}, err
@@ -407,29 +488,199 @@ func (b *Backend) Acquire(ctx context.Context, id spi.SessionID, name string) (s
 	if !ok {
 		return spi.Acquire{Kind: spi.SessionExpired}, nil
 	}
+	a, rev, err := b.acquire(ctx, cli, id, s, name)
+	if err != nil || rev == 0 {
+		return a, err
+	}
+	a, _, err = b.take(ctx, cli, id, s, name, rev)
+	return a, err
+}
+
+// acquire runs the acquire transaction once. A non-zero rev means the lease is free and the
+// caller is its oldest waiter, with that create revision: the caller's turn to take it.
+func (b *Backend) acquire(ctx context.Context, cli *clientv3.Client, id spi.SessionID, s *session, name string) (a spi.Acquire, rev int64, err error) {
 	cmps, then, els := etcdtxn.Acquire(b.prefix, string(id), name, s.owner, s.lease)
+	r, err := cli.Txn(ctx).If(cmps...).Then(then...).Else(els...).Commit()
+	if err != nil {
+		return spi.Acquire{}, 0, b.classify("acquire", err)
+	}
+	if r.Succeeded {
+		// Both puts carry the transaction's revision: the lease key's create revision.
+		return spi.Acquire{Kind: spi.Granted, Token: r.Header.Revision, Remaining: s.remaining()}, 0, nil
+	}
+	resp := func(i int) []*mvccpb.KeyValue { return r.Responses[i].GetResponseRange().Kvs }
+	return b.answer(id, s, name, len(resp(etcdtxn.AcquireElseSession)) > 0, resp(etcdtxn.AcquireElseLease), resp(etcdtxn.AcquireElseQueue))
+}
+
+// answer reads the reply of an acquire that did not take the lease from the reads of one
+// revision: the session key, the lease key and the oldest waiter key. A non-zero rev means
+// the lease is free and the caller is the oldest waiter, with that create revision.
+func (b *Backend) answer(id spi.SessionID, s *session, name string, live bool, lease, first []*mvccpb.KeyValue) (a spi.Acquire, rev int64, err error) {
+	if !live {
+		b.forget(id)
+		return spi.Acquire{Kind: spi.SessionExpired}, 0, nil
+	}
+	if len(lease) > 0 {
+		kv := lease[0]
+		if clientv3.LeaseID(kv.Lease) == s.lease {
+			return spi.Acquire{Kind: spi.Granted, Token: kv.CreateRevision, Remaining: s.remaining()}, 0, nil
+		}
+		return spi.Acquire{Kind: spi.HeldBy, Holder: sessionID(clientv3.LeaseID(kv.Lease)), HolderOwner: string(kv.Value), RemainingUnknown: true}, 0, nil
+	}
+	if len(first) == 0 {
+		// Unreachable: the guard failed on a live session and a free lease, so a waiter existed.
+		return spi.Acquire{}, 0, spi.Unavailable("acquire", errors.New("etcd: waiter key vanished inside a transaction"))
+	}
+	kv := first[0]
+	w := spi.SessionID(strings.TrimPrefix(string(kv.Key), wire.EtcdQueuePrefix(b.prefix, name)))
+	if w == id {
+		return spi.Acquire{}, kv.CreateRevision, nil
+	}
+	// The free lease is reserved for the oldest waiter, whose key's deletion (a grant, a
+	// withdrawal, its session's end) is a released hint.
+	return spi.Acquire{Kind: spi.HeldBy, Holder: w, HolderOwner: string(kv.Value), RemainingUnknown: true}, 0, nil
+}
+
+// take runs the take transaction for the caller's waiter key of create revision rev. gone
+// reports that the key no longer has that revision (it was withdrawn or deleted by hand): the
+// caller is no longer a waiter, and the reply is what it would be for a session outside the
+// queue.
+func (b *Backend) take(ctx context.Context, cli *clientv3.Client, id spi.SessionID, s *session, name string, rev int64) (a spi.Acquire, gone bool, err error) {
+	cmps, then, els := etcdtxn.Take(b.prefix, string(id), name, s.owner, s.lease, rev)
+	r, err := cli.Txn(ctx).If(cmps...).Then(then...).Else(els...).Commit()
+	if err != nil {
+		// The outcome is unknown: enqueue again next time (it keeps an existing key's place).
+		b.setPlace(id, name, 0)
+		return spi.Acquire{}, false, b.classify("acquire: take", err)
+	}
+	if r.Succeeded {
+		b.setPlace(id, name, 0)
+		return spi.Acquire{Kind: spi.Granted, Token: r.Header.Revision, Remaining: s.remaining()}, false, nil
+	}
+	resp := func(i int) []*mvccpb.KeyValue { return r.Responses[i].GetResponseRange().Kvs }
+	mine := resp(etcdtxn.TakeElseWaiter)
+	gone = len(mine) == 0 || mine[0].CreateRevision != rev
+	if gone {
+		b.setPlace(id, name, 0)
+	}
+	a, first, err := b.answer(id, s, name, len(resp(etcdtxn.TakeElseSession)) > 0, resp(etcdtxn.TakeElseLease), resp(etcdtxn.TakeElseQueue))
+	if err == nil && first != 0 {
+		// Only a waiter key with another revision than rev can be the oldest and the caller's.
+		return spi.Acquire{}, true, spi.Unavailable("acquire: take", errors.New("etcd: waiter key replaced inside a transaction"))
+	}
+	switch {
+	case err != nil:
+	case a.Kind == spi.Granted: // a re-acquire: a holder waits for nothing
+		b.setPlace(id, name, 0)
+		if !gone {
+			err = b.Withdraw(ctx, id, name)
+		}
+	case !gone: // still waiting, in the place acquire may have just found
+		b.setPlace(id, name, rev)
+	}
+	return a, gone, err
+}
+
+// AcquireQueued is Acquire for a session that waits for name (spi.Queuer): it takes the lease
+// if the caller may, and otherwise makes it a waiter (enqueue), keeping its place. A session
+// whose place the backend knows runs take; otherwise acquire_queued, which is acquire with
+// enqueue nested in its else branch. Either is one transaction; a second, take, runs only when
+// the lease is free and the caller turns out to be the oldest waiter already.
+func (b *Backend) AcquireQueued(ctx context.Context, id spi.SessionID, name string) (spi.Acquire, error) {
+	if err := spi.ValidateName(name); err != nil {
+		return spi.Acquire{}, err
+	}
+	cli, err := b.check()
+	if err != nil {
+		return spi.Acquire{}, err
+	}
+	s, ok, err := b.lookup(ctx, cli, id)
+	if err != nil {
+		return spi.Acquire{}, err
+	}
+	if !ok {
+		return spi.Acquire{Kind: spi.SessionExpired}, nil
+	}
+	b.setWithdrawal(id, name, false) // waiting again: the key, if any, is its place
+	if rev, ok := b.placeOf(id, name); ok {
+		a, gone, err := b.take(ctx, cli, id, s, name, rev)
+		if err != nil || !gone || a.Kind != spi.HeldBy {
+			return a, err
+		}
+		// The session is no longer a waiter (its key was withdrawn or deleted by hand):
+		// register it again, as on the first attempt.
+		cmps, then, _ := etcdtxn.Enqueue(b.prefix, string(id), name, s.owner, s.lease)
+		r, err := cli.Txn(ctx).If(cmps...).Then(then...).Commit()
+		if err != nil {
+			return spi.Acquire{}, b.classify("acquire: enqueue", err)
+		}
+		return b.enqueued(ctx, cli, id, s, name, r.Succeeded, r.Header.Revision, r.Responses)
+	}
+	cmps, then, els := etcdtxn.AcquireQueued(b.prefix, string(id), name, s.owner, s.lease)
 	r, err := cli.Txn(ctx).If(cmps...).Then(then...).Else(els...).Commit()
 	if err != nil {
 		return spi.Acquire{}, b.classify("acquire", err)
 	}
 	if r.Succeeded {
-		// Both puts carry the transaction's revision: the lease key's create revision.
 		return spi.Acquire{Kind: spi.Granted, Token: r.Header.Revision, Remaining: s.remaining()}, nil
 	}
-	if len(r.Responses[etcdtxn.AcquireElseSession].GetResponseRange().Kvs) == 0 {
-		b.forget(id)
-		return spi.Acquire{Kind: spi.SessionExpired}, nil
+	n := r.Responses[etcdtxn.AcquireQueuedElseEnqueue].GetResponseTxn()
+	return b.enqueued(ctx, cli, id, s, name, n.GetSucceeded(), r.Header.Revision, n.GetResponses())
+}
+
+// enqueued answers from the responses of an enqueue transaction (run alone or nested in
+// acquire_queued) of revision rev. Registered: the session is a waiter for name, in the
+// place the backend now remembers, and the reply is read in the same revision; when the
+// lease is free and the caller is the oldest waiter, it runs take. Not registered: the session
+// expired or holds the lease (a re-acquire), which acquire tells apart.
+func (b *Backend) enqueued(ctx context.Context, cli *clientv3.Client, id spi.SessionID, s *session, name string, registered bool, rev int64, rs []*etcdserverpb.ResponseOp) (spi.Acquire, error) {
+	if !registered {
+		b.setPlace(id, name, 0)
+		a, first, err := b.acquire(ctx, cli, id, s, name)
+		if err != nil || first == 0 {
+			return a, err
+		}
+		a, _, err = b.take(ctx, cli, id, s, name, first) // freed meanwhile, and the caller first
+		return a, err
 	}
-	kvs := r.Responses[etcdtxn.AcquireElseLease].GetResponseRange().Kvs
-	if len(kvs) == 0 {
-		// Unreachable: the guard failed on a live session, so the lease key existed.
-		return spi.Acquire{}, spi.Unavailable("acquire", errors.New("etcd: lease key vanished inside a transaction"))
+	if len(rs) <= etcdtxn.EnqueueThenQueue {
+		return spi.Acquire{}, spi.Unavailable("acquire: enqueue", errors.New("etcd: short transaction response"))
 	}
-	kv := kvs[0]
-	if clientv3.LeaseID(kv.Lease) == s.lease {
-		return spi.Acquire{Kind: spi.Granted, Token: kv.CreateRevision, Remaining: s.remaining()}, nil
+	if prev := rs[etcdtxn.EnqueueThenWaiter].GetResponsePut().GetPrevKv(); prev != nil {
+		rev = prev.CreateRevision // registered before: the key keeps its place
 	}
-	return spi.Acquire{Kind: spi.HeldBy, Holder: sessionID(clientv3.LeaseID(kv.Lease)), HolderOwner: string(kv.Value), RemainingUnknown: true}, nil
+	b.setPlace(id, name, rev)
+	resp := func(i int) []*mvccpb.KeyValue { return rs[i].GetResponseRange().Kvs }
+	a, first, err := b.answer(id, s, name, true, resp(etcdtxn.EnqueueThenLease), resp(etcdtxn.EnqueueThenQueue))
+	if err != nil || first == 0 {
+		return a, err
+	}
+	a, _, err = b.take(ctx, cli, id, s, name, first)
+	return a, err
+}
+
+// Withdraw runs the withdraw transaction: delete the session's waiter key for name, if it
+// has one (spi.Queuer).
+func (b *Backend) Withdraw(ctx context.Context, id spi.SessionID, name string) error {
+	if err := spi.ValidateName(name); err != nil {
+		return err
+	}
+	cli, err := b.check()
+	if err != nil {
+		return err
+	}
+	lease, ok := leaseOf(id)
+	if !ok {
+		return nil
+	}
+	b.setPlace(id, name, 0)
+	cmps, then, _ := etcdtxn.Withdraw(b.prefix, string(id), name, lease)
+	if _, err := cli.Txn(ctx).If(cmps...).Then(then...).Commit(); err != nil {
+		b.setWithdrawal(id, name, true)
+		return b.classify("withdraw", err)
+	}
+	b.setWithdrawal(id, name, false)
+	return nil
 }
 
 // Release runs the release transaction: delete the lease key and the held index if the lease

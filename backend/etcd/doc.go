@@ -1,6 +1,6 @@
 /*
-Package etcd is Simba's etcd backend: it implements the SPI (spi.Backend, with the spi.Hinter
-and spi.Inspector capabilities) with go.etcd.io/etcd/client/v3 on the key layout and the
+Package etcd is Simba's etcd backend: it implements the SPI (spi.Backend, with the spi.Hinter,
+spi.Inspector and spi.Queuer capabilities) with go.etcd.io/etcd/client/v3 on the key layout and the
 transactions generated from spec/etcd.yaml (package wire for the keys, package etcdtxn for the
 transactions):
 
@@ -14,7 +14,8 @@ transactions):
   - A lease is the key <prefix>/leases/<name>, attached to the holder's etcd lease; its value
     is the holder's owner and its create revision the fencing token. Acquire, Release, Join
     and Leave are one etcd transaction each, guarded by compares on create revisions and on
-    the lease a key is attached to (see spec/etcd.yaml for their exact shape).
+    the lease a key is attached to (see spec/etcd.yaml for their exact shape); acquire also
+    compares that no one waits for the name (see Waiter queues).
   - Tokens are etcd revisions: the store-wide revision only grows and is never issued twice,
     and a new tenure creates the lease key afresh, so each tenure's token is greater than every
     earlier one of that name, across holders, expiries, leader changes and restarts, and
@@ -22,19 +23,63 @@ transactions):
     chosen). Restoring an older snapshot rewinds revisions: restore with `etcdutl snapshot
     restore --bump-revision <n> --mark-compacted`.
   - When a session's lease expires or is revoked, etcd deletes every key attached to it in one
-    revision: the session key, its leases and its memberships. Hints come from watches on the
-    lease prefix (a deletion is a Released hint) and the groups prefix (GroupChanged).
+    revision: the session key, its leases, its waiter keys and its memberships. Hints come
+    from watches on the lease prefix and the waiters prefix (a deletion is a Released hint) and
+    the groups prefix (GroupChanged).
   - A lease held by another session is reported HeldBy with its time left unknown: etcd's
     LeaseTimeToLive only counts whole seconds, and the watch tells waiters the moment the
     holder's keys go. etcd revokes expired leases on a timer of its own (every 500 ms), so a
     crashed holder's lease is freed up to that much after its TTL.
+
+# Waiter queues
+
+A session that waits for a held lease (AcquireQueued: Lock, a campaign, a candidacy) puts the
+key <prefix>/waiters/<name>/<sid> (value: its owner) on its session's lease, as etcd's
+concurrency.Mutex queues: the queue is ordered by the waiter keys' create revisions. A put
+of an existing waiter key (a session that registers again, e.g. from another Backend that does
+not remember its place) keeps its create revision, so a waiter keeps its place; the
+key goes when the waiter is granted (in the grant's transaction), when it stops waiting
+(Withdraw) or with its session's lease, in the revision that deletes the session's other keys.
+A free lease goes only to the oldest waiter, or to anyone while the name has no waiter key:
+
+  - Acquire's transaction compares "no key under <prefix>/waiters/<name>/" (etcd compares a
+    range key by key, and an empty range as a zero KeyValue, so "create revision = 0" holds
+    exactly when the range is empty). With no one waiting this is the only cost of the queue:
+    the uncontended acquire stays one transaction, with one more compare over an empty range.
+    When the lease is free but reserved, the reply is HeldBy its oldest waiter, with the time
+    left unknown; when the caller is that waiter, it takes the lease (TryLock too).
+  - AcquireQueued's first attempt runs acquire_queued: Acquire's transaction whose else
+    branch is the enqueue transaction, nested (etcd >= 3.3): a session that does not hold the
+    lease puts its waiter key and reads, in the same revision, the key's create revision (its
+    place, which the backend remembers per session and name), the lease and the oldest waiter.
+    Every later attempt, the one after a wake-up included, is one take transaction: the lease
+    is put if the caller's waiter key still has that revision and no waiter key is older
+    ("every key under the queue prefix has a create revision >= mine"), and the caller's
+    waiter key is deleted in the same transaction; otherwise its reads answer HeldBy. A queued
+    acquire is thus one transaction, whether it takes a free lease, registers behind a held one
+    or re-attempts (a second, take, only when the lease is free and the caller turns out to
+    be the oldest waiter already); TestQueuedAcquireRoundTrips counts them.
+  - Wake-ups: a released lease is a Released hint from the lease watch; a deleted waiter key
+    (a grant, a withdrawal, a waiter's session ending) is a Released hint for its name from
+    a watch on <prefix>/waiters/, so the next waiter learns at once that it is now the
+    oldest. A grant to a waiter thus also wakes the waiters behind it, for one take each.
+  - A waiter key lives as long as its session (the session's keep-alive keeps it), not just
+    until one TTL after the waiter's last attempt: a withdrawal that fails is therefore run
+    again by the session's next KeepAlive, so that a waiter that stopped waiting does not hold
+    a free lease back while its client lives.
+
+A waiter is granted the lease after at most as many tenures as there were live waiters ahead
+of it when it registered. A client of an earlier 5.x version, which does not know the waiter
+keys, takes a free lease without looking at the queue: mixing versions costs the ordering
+guarantee, never the lease's exclusion or the tokens' order.
 
 # Keys Simba did not write
 
 Simba's keys are meant to be written by Simba only (with etcd's authentication, give other users
 no write access to the prefix). A key at a lease path that is attached to no lease (a Put by
 hand) holds that name for good: it is reported HeldBy the session id 0000000000000000 until
-someone deletes it. Keep-alive trusts the held index: an operator who deletes a lease key by hand
+someone deletes it. Likewise a key written by hand under <prefix>/waiters/<name>/ holds the
+name's free lease back (a compare cannot skip it) until someone deletes it. Keep-alive trusts the held index: an operator who deletes a lease key by hand
 must delete its held key too (or revoke the holder's lease, which deletes both), or the
 holder keeps believing it holds the lease until its session ends.
 

@@ -49,3 +49,6 @@ func factory(t *testing.T) tck.Factory {
 func TestLeaseBackendSpec(t *testing.T) { tck.LeaseBackendSpec(t, factory(t)) }
 func TestFencingSpec(t *testing.T)      { tck.FencingSpec(t, factory(t)) }
 func TestClientSpec(t *testing.T)       { tck.ClientSpec(t, factory(t)) }
+
+// TestFairnessSpec: the waiter queue (spi.Queuer) and the starvation scenario.
+func TestFairnessSpec(t *testing.T) { tck.FairnessSpec(t, factory(t)) }

@@ -14,13 +14,16 @@ import (
 )
 
 // Acquire is the acquire transaction, guarded by create_revision(session) > 0 and
-// create_revision(lease) = 0. Take a free lease for a live session. Else: read both keys to tell
-// a re-acquire by the holder (same token), a lease held by another session and an expired session
-// apart.
+// create_revision(lease) = 0 and create_revision(every key under queue) = 0. Take a free lease
+// for a live session while no one waits for it. Else: read both keys and the oldest waiter to
+// tell a re-acquire by the holder (same token), a lease held by another session, a free lease
+// reserved for its oldest waiter (the caller's turn if it is that waiter: take) and an expired
+// session apart.
 func Acquire(prefix, sid, name, owner string, lease clientv3.LeaseID) (cmps []clientv3.Cmp, then, els []clientv3.Op) {
 	cmps = []clientv3.Cmp{
 		clientv3.Compare(clientv3.CreateRevision(wire.EtcdSessionKey(prefix, sid)), ">", 0),
 		clientv3.Compare(clientv3.CreateRevision(wire.EtcdLeaseKey(prefix, name)), "=", 0),
+		clientv3.Compare(clientv3.CreateRevision(wire.EtcdQueuePrefix(prefix, name)), "=", 0).WithPrefix(),
 	}
 	return cmps, []clientv3.Op{
 			clientv3.OpPut(wire.EtcdLeaseKey(prefix, name), owner, clientv3.WithLease(lease)),
@@ -28,6 +31,7 @@ func Acquire(prefix, sid, name, owner string, lease clientv3.LeaseID) (cmps []cl
 		}, []clientv3.Op{
 			clientv3.OpGet(wire.EtcdSessionKey(prefix, sid)),
 			clientv3.OpGet(wire.EtcdLeaseKey(prefix, name)),
+			clientv3.OpGet(wire.EtcdQueuePrefix(prefix, name), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1)),
 		}
 }
 
@@ -37,7 +41,115 @@ const (
 	AcquireElseSession = 0
 	// AcquireElseLease is the index of the acquire read of lease in the else branch's responses.
 	AcquireElseLease = 1
+	// AcquireElseQueue is the index of the acquire read of queue (its first key by create revision)
+	// in the else branch's responses.
+	AcquireElseQueue = 2
 )
+
+// AcquireQueued is the acquire_queued transaction, guarded by create_revision(session) > 0 and
+// create_revision(lease) = 0 and create_revision(every key under queue) = 0. Acquire for a
+// session that waits (the first attempt of a wait): the guard and the grant of acquire; else, in
+// the same transaction, enqueue.
+func AcquireQueued(prefix, sid, name, owner string, lease clientv3.LeaseID) (cmps []clientv3.Cmp, then, els []clientv3.Op) {
+	cmps = []clientv3.Cmp{
+		clientv3.Compare(clientv3.CreateRevision(wire.EtcdSessionKey(prefix, sid)), ">", 0),
+		clientv3.Compare(clientv3.CreateRevision(wire.EtcdLeaseKey(prefix, name)), "=", 0),
+		clientv3.Compare(clientv3.CreateRevision(wire.EtcdQueuePrefix(prefix, name)), "=", 0).WithPrefix(),
+	}
+	return cmps, []clientv3.Op{
+			clientv3.OpPut(wire.EtcdLeaseKey(prefix, name), owner, clientv3.WithLease(lease)),
+			clientv3.OpPut(wire.EtcdHeldKey(prefix, sid, name), "", clientv3.WithLease(lease)),
+		}, []clientv3.Op{
+			clientv3.OpTxn(Enqueue(prefix, sid, name, owner, lease)),
+		}
+}
+
+// Response indexes of the acquire_queued transaction's reads.
+const (
+	// AcquireQueuedElseEnqueue is the index of the acquire_queued transaction's nested enqueue
+	// transaction (a TxnResponse: its own indexes apply) in the else branch's responses.
+	AcquireQueuedElseEnqueue = 0
+)
+
+// Enqueue is the enqueue transaction, guarded by create_revision(session) > 0 and lease(lease) !=
+// lease. Register a live session that does not hold the lease as a waiter for it (keeping its
+// place if it has one), and read its place (the waiter key's previous version: its create
+// revision, or none for a new key, whose create revision is the transaction's), the lease and the
+// oldest waiter. Nothing otherwise (an expired session or a re-acquire: rare; the caller runs
+// acquire to tell them apart, keeping the transaction that acquire_queued sends on every
+// uncontended acquire small).
+func Enqueue(prefix, sid, name, owner string, lease clientv3.LeaseID) (cmps []clientv3.Cmp, then, els []clientv3.Op) {
+	cmps = []clientv3.Cmp{
+		clientv3.Compare(clientv3.CreateRevision(wire.EtcdSessionKey(prefix, sid)), ">", 0),
+		clientv3.Compare(clientv3.LeaseValue(wire.EtcdLeaseKey(prefix, name)), "!=", lease),
+	}
+	return cmps, []clientv3.Op{
+		clientv3.OpPut(wire.EtcdWaiterKey(prefix, name, sid), owner, clientv3.WithLease(lease), clientv3.WithPrevKV()),
+		clientv3.OpGet(wire.EtcdLeaseKey(prefix, name)),
+		clientv3.OpGet(wire.EtcdQueuePrefix(prefix, name), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1)),
+	}, nil
+}
+
+// Response indexes of the enqueue transaction's reads.
+const (
+	// EnqueueThenWaiter is the index of the enqueue put of waiter (with the key's previous version)
+	// in the then branch's responses.
+	EnqueueThenWaiter = 0
+	// EnqueueThenLease is the index of the enqueue read of lease in the then branch's responses.
+	EnqueueThenLease = 1
+	// EnqueueThenQueue is the index of the enqueue read of queue (its first key by create revision)
+	// in the then branch's responses.
+	EnqueueThenQueue = 2
+)
+
+// Take is the take transaction, guarded by create_revision(session) > 0 and
+// create_revision(lease) = 0 and create_revision(waiter) = rev and create_revision(every key
+// under queue) >= rev. Take a free lease for a live session that is the oldest waiter (its waiter
+// key has create revision rev and no waiter key is older), removing its waiter key in the same
+// revision. Else: read what acquire's else reads, and the caller's waiter key (gone: enqueue
+// again).
+func Take(prefix, sid, name, owner string, lease clientv3.LeaseID, rev int64) (cmps []clientv3.Cmp, then, els []clientv3.Op) {
+	cmps = []clientv3.Cmp{
+		clientv3.Compare(clientv3.CreateRevision(wire.EtcdSessionKey(prefix, sid)), ">", 0),
+		clientv3.Compare(clientv3.CreateRevision(wire.EtcdLeaseKey(prefix, name)), "=", 0),
+		clientv3.Compare(clientv3.CreateRevision(wire.EtcdWaiterKey(prefix, name, sid)), "=", rev),
+		clientv3.Compare(clientv3.CreateRevision(wire.EtcdQueuePrefix(prefix, name)), ">", rev-1).WithPrefix(),
+	}
+	return cmps, []clientv3.Op{
+			clientv3.OpPut(wire.EtcdLeaseKey(prefix, name), owner, clientv3.WithLease(lease)),
+			clientv3.OpPut(wire.EtcdHeldKey(prefix, sid, name), "", clientv3.WithLease(lease)),
+			clientv3.OpDelete(wire.EtcdWaiterKey(prefix, name, sid)),
+		}, []clientv3.Op{
+			clientv3.OpGet(wire.EtcdSessionKey(prefix, sid)),
+			clientv3.OpGet(wire.EtcdLeaseKey(prefix, name)),
+			clientv3.OpGet(wire.EtcdWaiterKey(prefix, name, sid)),
+			clientv3.OpGet(wire.EtcdQueuePrefix(prefix, name), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1)),
+		}
+}
+
+// Response indexes of the take transaction's reads.
+const (
+	// TakeElseSession is the index of the take read of session in the else branch's responses.
+	TakeElseSession = 0
+	// TakeElseLease is the index of the take read of lease in the else branch's responses.
+	TakeElseLease = 1
+	// TakeElseWaiter is the index of the take read of waiter in the else branch's responses.
+	TakeElseWaiter = 2
+	// TakeElseQueue is the index of the take read of queue (its first key by create revision) in the
+	// else branch's responses.
+	TakeElseQueue = 3
+)
+
+// Withdraw is the withdraw transaction, guarded by lease(waiter) = lease. Remove the session's
+// waiter key, if it has one.
+func Withdraw(prefix, sid, name string, lease clientv3.LeaseID) (cmps []clientv3.Cmp, then, els []clientv3.Op) {
+	cmps = []clientv3.Cmp{
+		clientv3.Compare(clientv3.LeaseValue(wire.EtcdWaiterKey(prefix, name, sid)), "=", lease),
+	}
+	return cmps, []clientv3.Op{
+		clientv3.OpDelete(wire.EtcdWaiterKey(prefix, name, sid)),
+	}, nil
+}
 
 // Release is the release transaction, guarded by create_revision(lease) = token and lease(lease)
 // = lease. Free a lease only if this session's lease holds it with this token; otherwise nothing.
@@ -108,6 +220,19 @@ func LeasesRange(prefix string) clientv3.Op {
 // <sid>).
 func HeldRange(prefix, sid string) clientv3.Op {
 	return clientv3.OpGet(wire.EtcdHeldPrefix(prefix, sid), clientv3.WithPrefix())
+}
+
+// WaitersRange returns the read of every key under <prefix>/waiters/ (every waiter key; the hint
+// watch reports each deletion under it as a released hint for the waiter's name (the next waiter
+// may now be first)).
+func WaitersRange(prefix string) clientv3.Op {
+	return clientv3.OpGet(wire.EtcdWaitersPrefix(prefix), clientv3.WithPrefix())
+}
+
+// QueueRange returns the read of every key under <prefix>/waiters/<name>/ (the waiter keys of
+// lease <name>, in queue order by create revision).
+func QueueRange(prefix, name string) clientv3.Op {
+	return clientv3.OpGet(wire.EtcdQueuePrefix(prefix, name), clientv3.WithPrefix())
 }
 
 // GroupsRange returns the read of every key under <prefix>/groups/ (every member key; the hint

@@ -28,6 +28,14 @@ func EtcdHeldKey(prefix, sid, name string) string {
 	return prefix + "/held/" + sid + "/" + name
 }
 
+// EtcdWaiterKey returns the etcd key "<prefix>/waiters/<name>/<sid>". Session <sid> waits for the
+// lease <name> while this key exists; its value is the waiter's owner, its create revision its
+// place in the queue (a put of the existing key keeps it). Deleted by take (in the grant's
+// transaction) or withdraw, or by etcd with the session's lease.
+func EtcdWaiterKey(prefix, name, sid string) string {
+	return prefix + "/waiters/" + name + "/" + sid
+}
+
 // EtcdMemberKey returns the etcd key "<prefix>/groups/<group>/<sid>". Session <sid> is a member
 // of group <group> while this key exists; its value is the member's owner. Gone with the
 // session's lease.
@@ -50,6 +58,19 @@ func EtcdLeasesPrefix(prefix string) string {
 // <sid>.
 func EtcdHeldPrefix(prefix, sid string) string {
 	return prefix + "/held/" + sid + "/"
+}
+
+// EtcdWaitersPrefix returns the etcd key prefix "<prefix>/waiters/": every waiter key; the hint
+// watch reports each deletion under it as a released hint for the waiter's name (the next waiter
+// may now be first).
+func EtcdWaitersPrefix(prefix string) string {
+	return prefix + "/waiters/"
+}
+
+// EtcdQueuePrefix returns the etcd key prefix "<prefix>/waiters/<name>/": the waiter keys of
+// lease <name>, in queue order by create revision.
+func EtcdQueuePrefix(prefix, name string) string {
+	return prefix + "/waiters/" + name + "/"
 }
 
 // EtcdGroupsPrefix returns the etcd key prefix "<prefix>/groups/": every member key; the hint
