@@ -424,6 +424,7 @@ func (b *Backend) KeepAlive(ctx context.Context, sid spi.SessionID, names []stri
 	}
 	reply.Held = held
 	reply.Remaining = s.remaining()
+	b.retryWithdrawals(ctx, s)
 	return reply, nil
 }
 

@@ -31,7 +31,11 @@ session of the first waiter node, or to anyone while the queue is empty: every o
 queued or plain (TryLock), is HeldBy that first waiter (RemainingUnknown), whose node the
 reply's read watches, so that its deletion is a Released hint. A waiter is therefore granted
 the lease after at most as many tenures as there were live waiters ahead of it when it
-queued; a holder that re-locks in a loop cannot keep it out.
+queued; a holder that re-locks in a loop cannot keep it out. A waiter node lives as long as
+its session, not one TTL after the waiter's last attempt, so a Withdraw that fails is run
+again after the session's next keep-alive (unless the session queues for that name again
+first): a waiter that stopped waiting does not keep a free lease reserved while its process
+runs.
 
 ZooKeeper's multi-op cannot check a node's children, so every add or remove of a waiter node
 writes the queue node (empty) in the same multi-op, bumping its data version, and an acquire

@@ -48,7 +48,35 @@ type queueState struct {
 // (RemainingUnknown), and the reply's read of the waiter's node leaves a watch, so its
 // deletion (a grant, a withdrawal or its session's expiry) yields a Released hint.
 func (b *Backend) AcquireQueued(ctx context.Context, sid spi.SessionID, name string) (spi.Acquire, error) {
+	if s, _ := b.lookup(sid); s != nil {
+		s.setWithdrawal(name, false) // waiting again: its node, if any, is its place
+	}
 	return b.acquire(ctx, sid, name, true)
+}
+
+// setWithdrawal records (pending) or forgets a withdrawal for the next keep-alive to retry.
+func (s *session) setWithdrawal(name string, pending bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if pending {
+		s.withdrawals[name] = struct{}{}
+	} else {
+		delete(s.withdrawals, name)
+	}
+}
+
+// retryWithdrawals runs again, after a keep-alive, the withdrawals of the session that failed
+// (best effort: one that fails again stays pending for the next keep-alive).
+func (b *Backend) retryWithdrawals(ctx context.Context, s *session) {
+	s.mu.Lock()
+	names := make([]string, 0, len(s.withdrawals))
+	for n := range s.withdrawals {
+		names = append(names, n)
+	}
+	s.mu.Unlock()
+	for _, n := range names {
+		_ = b.Withdraw(ctx, s.id, n) // a failure is recorded again
+	}
 }
 
 // Withdraw implements spi.Queuer: it deletes the session's waiter node for name, if any, in a
@@ -61,7 +89,13 @@ func (b *Backend) Withdraw(ctx context.Context, sid spi.SessionID, name string) 
 	if err != nil || s == nil {
 		return err
 	}
-	qp := b.lay.queue(name)
+	err = s.withdraw(ctx, b.lay.queue(name), name)
+	s.setWithdrawal(name, err != nil)
+	return err
+}
+
+// withdraw is Withdraw on the session's own connection.
+func (s *session) withdraw(ctx context.Context, qp, name string) error {
 	for attempt := 0; attempt < 4; attempt++ {
 		p, err := s.ownWaiter(ctx, name)
 		if err == nil && p == "" {

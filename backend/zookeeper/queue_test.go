@@ -173,3 +173,43 @@ func TestForeignNodeInQueue(t *testing.T) {
 		t.Fatalf("token %d, want above %d", r.Token, tok)
 	}
 }
+
+// TestFailedWithdrawalIsRetried: a waiter node lives as long as its session, so a withdrawal
+// that failed (here: its context was already cancelled) is run again by the session's next
+// keep-alive; otherwise a waiter that stopped waiting would keep a free lease reserved for as
+// long as its process runs. A queued acquire in between cancels the retry (the session waits
+// again, in its place).
+func TestFailedWithdrawalIsRetried(t *testing.T) {
+	b := openBackend(t, serverDSN(t, ""))
+	c := rawClient(t, b, "")
+	holder, w, other := openSession(t, b, 10*time.Second), openSession(t, b, 10*time.Second), openSession(t, b, 10*time.Second)
+	tok := mustGrant(t, b, holder, "n")
+	mustGrant(t, b, holder, "m")
+	queued(t, b, w, "n", spi.HeldBy)
+	queued(t, b, w, "m", spi.HeldBy)
+	dead, cancel := context.WithCancel(testCtx(t))
+	cancel()
+	for _, n := range []string{"n", "m"} {
+		if err := b.Withdraw(dead, w, n); err == nil {
+			t.Fatalf("Withdraw(%q) with a cancelled context succeeded", n)
+		}
+	}
+	place := waiterNodes(t, c, b, "m")
+	queued(t, b, w, "m", spi.HeldBy) // waits again
+	if ka, err := b.KeepAlive(testCtx(t), w, nil, nil); err != nil || ka.Expired {
+		t.Fatalf("KeepAlive = %+v, %v", ka, err)
+	}
+	if got := waiterNodes(t, c, b, "n"); len(got) != 0 {
+		t.Fatalf("waiter nodes of n after the keep-alive: %v, want none (the withdrawal retried)", got)
+	}
+	if got := waiterNodes(t, c, b, "m"); strings.Join(keys(got), "") != strings.Join(keys(place), "") {
+		t.Fatalf("waiter nodes of m after the keep-alive: %v, want %v (waiting again, in its place)", got, place)
+	}
+	// The free lease is no longer reserved for the waiter that stopped waiting.
+	if err := b.Release(testCtx(t), holder, "n", tok); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustGrant(t, b, other, "n"); got <= tok {
+		t.Fatalf("token %d, want above %d", got, tok)
+	}
+}

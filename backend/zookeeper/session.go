@@ -59,6 +59,11 @@ type session struct {
 	// with (see queue.go); waiters the path of the session's own waiter node per name.
 	queues  map[string]queueState
 	waiters map[string]string
+	// withdrawals holds the names whose Withdraw failed: a waiter node lives as long as its
+	// session, not one TTL after the waiter's last attempt (spi.Queuer), so the session's next
+	// keep-alive withdraws again, or a waiter that stopped waiting would keep a free lease
+	// reserved for as long as its process runs.
+	withdrawals map[string]struct{}
 }
 
 // watchState is a watch this session set (or is setting) on a path and that has not fired.
@@ -91,6 +96,8 @@ func (b *Backend) connect(ctx context.Context, owner string, ttl time.Duration) 
 		queues:    map[string]queueState{},
 		waiters:   map[string]string{},
 		setUp:     make(chan struct{}),
+
+		withdrawals: map[string]struct{}{},
 	}
 	defer close(s.setUp)
 	s.tap = newTap(b.clock.Now, b.cfg.Timeout, b.dialer, b.tls, s.onGone)
