@@ -26,11 +26,11 @@ import (
 // by target id (see targets in targets.go: e.g. "redis-vs-redislock", "failover/etcd",
 // "handover/mariadb"). It is static text: keep it in step with the numbers of a full run.
 var targetWhy = map[string]string{
-	"lock-vs-spi/redis":       "Issue 17: on a backend whose round trip is ~100 µs, the public call's hand-offs (caller → the client's loop → the call goroutine → the future) are a visible share of the cycle; on PostgreSQL they vanish in the round trip.",
+	"lock-vs-spi/redis":       "On a backend whose round trip is ~100 µs the shell's own work is a visible share of the cycle. The harness passes a context that can end, so each call runs on a call worker (a context that cannot end runs it on the caller's goroutine: 1.16–1.25× in the root package's BenchmarkLockCycle/redis against 1.28–1.34× for redis-cancellable, same run, loaded machine), and the client's pub/sub connection receives every release, its own included. On PostgreSQL the shell vanishes in the round trip.",
 	"lock-vs-spi/postgresql":  "",
 	"redis-vs-redislock":      "Both send 2 EVALSHA per cycle (the Redis commands column), but Simba's two scripts run 9 commands inside (TIME, 3 × HMGET, HSET, SADD, SREM, HDEL, PUBLISH: the session check, the fencing token from the server's clock, the session's lease set, the released hint) against redislock's 3 (SET NX PX; GET, DEL): counted with INFO commandstats on a private redis-server, 2026-12-03. That work is fixed by the frozen wire protocol (spec/redis.yaml).",
 	"postgresql-vs-pglock":    "",
-	"zookeeper-vs-zklock":     "",
+	"zookeeper-vs-zklock":     "A cycle is two ZooKeeper writes either way (each logged and synced by the server before it answers): zk.Lock creates a sequential node, lists the lock's children and deletes its node; Simba's acquire is one multi-op (create the lease node with a check of the waiter queue's version) and its release one multi-op delete. The writes are the cost: 0.85× would need one write per cycle, which the lease node (the fencing token is its czxid) cannot give.",
 	"handover/redis":          "",
 	"handover/postgresql":     "The waiter learns of the release by NOTIFY on its LISTEN connection, then acquires (one more round trip).",
 	"handover/zookeeper":      "The waiter learns of the release by a watch on the holder's node, then acquires (a multi-op).",
