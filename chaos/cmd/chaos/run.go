@@ -268,15 +268,33 @@ func (r *runner) round(ctx context.Context, fault string) error {
 		}
 	}
 	r.record(history.Event{Kind: history.Heal, Fault: fault})
-	// Give the run time to recover: a holder again (or the liveness bound), then a little more.
+	// Give the run time to recover: every name held again (every partition, for a group), or
+	// past the liveness bound, so that the next fault never cuts a liveness window short
+	// unless the bound has passed.
 	healed := time.Now()
 	for time.Since(healed) < 2*r.ttl+r.ttl/2 {
-		if h, _ := r.holder(); h != nil && time.Since(healed) > r.ttl/2 {
+		if r.allHeld() && time.Since(healed) > r.ttl/2 {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	return nil
+}
+
+// allHeld reports whether every name of the run has a holder now: each partition of a group,
+// the one name otherwise.
+func (r *runner) allHeld() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.mode != "group" {
+		return len(r.open[r.name]) > 0
+	}
+	for p := range r.partitions {
+		if len(r.open[r.name+"."+strconv.Itoa(p)]) == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // faultsFor lists the faults a backend supports: no proxy for the embedded SQLite or the
