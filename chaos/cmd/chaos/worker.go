@@ -24,7 +24,8 @@ import (
 
 // mutantEnv names the environment variable that breaks a worker on purpose, for the mutation
 // test of the harness: "ignore-deadline" makes it believe its term valid for one TTL past the
-// last time the term itself said so, and keep writing after the term is revoked.
+// last time the term itself said so, and keep writing after the term is revoked;
+// "release-ignores-token" gives it a backend whose release ignores the token (mutant.go).
 const mutantEnv = "CHAOS_MUTANT"
 
 // recorder writes history events to stdout, one line per write call so that a SIGKILL tears
@@ -118,7 +119,7 @@ func runWorker(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	w := &worker{rec: &recorder{worker: *id}, ttl: *ttl, every: *ttl / 20, mutant: os.Getenv(mutantEnv) == "ignore-deadline"}
+	w := &worker{rec: &recorder{worker: *id}, ttl: *ttl, every: *ttl / 20, mutant: os.Getenv(mutantEnv) == mutantIgnoreDeadline}
 	for _, f := range fences {
 		r, err := resource.Open(f)
 		if err != nil {
@@ -135,6 +136,14 @@ func runWorker(args []string) error {
 	}
 	if err != nil {
 		return err
+	}
+	if os.Getenv(mutantEnv) == mutantReleaseIgnoresToken {
+		mb, err := newTokenBlind(b, *dsn)
+		if err != nil {
+			b.Close()
+			return err
+		}
+		b = mb
 	}
 	defer b.Close()
 	c, err := simba.New(b, simba.WithTTL(*ttl), simba.WithOwner(*id), simba.WithSeed(*seed), simba.WithLogger(logger))
