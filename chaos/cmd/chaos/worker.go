@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"os"
 	"os/signal"
 	"strconv"
@@ -17,9 +18,11 @@ import (
 	"time"
 
 	"github.com/simba-go/simba"
+	redisbackend "github.com/simba-go/simba/backend/redis"
 	"github.com/simba-go/simba/chaos/history"
 	"github.com/simba-go/simba/chaos/resource"
 	"github.com/simba-go/simba/open"
+	"github.com/simba-go/simba/spi"
 )
 
 // mutantEnv names the environment variable that breaks a worker on purpose, for the mutation
@@ -114,6 +117,7 @@ func runWorker(args []string) error {
 	seed := fs.Uint64("seed", 1, "seed of the client's jitter and of the lock holds")
 	var fences multiFlag
 	fs.Var(&fences, "fence", "a fenced resource, label|driver|dsn|table (repeatable)")
+	redirect := fs.String("redirect", "", "Redis Cluster: node=proxy,... (dial each node through its proxy)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -129,10 +133,16 @@ func runWorker(args []string) error {
 		w.res = append(w.res, r)
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	b, err := open.Open(ctx, *dsn, open.WithAutoMigrate(), open.WithLogger(logger))
+	openBackend := func() (spi.Backend, error) {
+		if *redirect != "" {
+			return openRedirected(*dsn, *redirect, logger)
+		}
+		return open.Open(ctx, *dsn, open.WithAutoMigrate(), open.WithLogger(logger))
+	}
+	b, err := openBackend()
 	for err != nil && ctx.Err() == nil { // a server being restarted: try again
 		time.Sleep(100 * time.Millisecond)
-		b, err = open.Open(ctx, *dsn, open.WithAutoMigrate(), open.WithLogger(logger))
+		b, err = openBackend()
 	}
 	if err != nil {
 		return err
@@ -240,3 +250,34 @@ type multiFlag []string
 func (m *multiFlag) String() string { return strings.Join(*m, ",") }
 
 func (m *multiFlag) Set(s string) error { *m = append(*m, s); return nil }
+
+// openRedirected opens a Redis Cluster backend whose client dials every node through the
+// proxy redirect names for it ("node=proxy,..."): the seeds, and every address the nodes
+// announce or redirect to. A node missing from the map is dialed directly (and logged).
+func openRedirected(dsn, redirect string, logger *slog.Logger) (spi.Backend, error) {
+	to := map[string]string{}
+	for _, kv := range strings.Split(redirect, ",") {
+		node, px, ok := strings.Cut(kv, "=")
+		if !ok {
+			return nil, fmt.Errorf("-redirect %q: want node=proxy,...", redirect)
+		}
+		to[node] = px
+	}
+	cfg, err := redisbackend.ParseDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.ClusterOptions == nil {
+		return nil, fmt.Errorf("-redirect needs a redis+cluster:// DSN, not %q", dsn)
+	}
+	var d net.Dialer
+	cfg.ClusterOptions.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if px, ok := to[addr]; ok {
+			addr = px
+		} else {
+			logger.Warn("chaos: a cluster node without a proxy", "addr", addr)
+		}
+		return d.DialContext(ctx, network, addr)
+	}
+	return redisbackend.OpenConfig(cfg, redisbackend.WithLogger(logger))
+}
