@@ -104,6 +104,7 @@ SEED ?= 0
 TTL ?= 1s
 FAULTS ?=
 RESULTS ?=
+MUTANT_ROUNDS ?= 2
 # redis-nodurable (no persistence) is not in BACKEND=all: a restart loses its leases, which the
 # checkers then report (overlap, linearizability) as the README says it must; run it by name.
 CHAOS_BACKENDS = sqlite postgres mariadb redis redis-cluster zookeeper zookeeper-ensemble
@@ -114,15 +115,21 @@ chaos:
 	  $(CHAOS_BIN) run -backend $$b -mode $(MODE) -rounds $(ROUNDS) -seed $(SEED) -ttl $(TTL) \
 	    $(if $(FAULTS),-faults $(FAULTS)) $(if $(RESULTS),-result $(RESULTS)); done
 
-## chaos-mutant: the mutation test of the harness: a worker that believes its term valid past
-## its deadline must be caught by the checkers (this target fails if it is not)
+## chaos-mutant: the mutation test of the harness, one run per mutant on PostgreSQL; this target
+## fails unless the checkers catch each: ignore-deadline (a worker that believes its term valid
+## past its deadline; partition and one-way faults) and release-ignores-token (a backend whose
+## release frees a lease whatever its token and holder; pause and kill faults: a paused
+## holder's late close frees its successor's lease)
+CHAOS_MUTANTS = ignore-deadline:partition,oneway release-ignores-token:pause,kill
 chaos-mutant:
 	$(GO) -C chaos build -o $(CHAOS_BIN) ./cmd/chaos
-	@if CHAOS_MUTANT=ignore-deadline $(CHAOS_BIN) run -backend postgres -rounds 1 -seed $(SEED) -ttl $(TTL) \
-	    -faults partition,oneway > $${TMPDIR:-/tmp}/simba-chaos-mutant.log 2>&1; then \
-	  cat $${TMPDIR:-/tmp}/simba-chaos-mutant.log; echo "chaos-mutant: the broken worker was NOT caught"; exit 1; fi; \
-	grep -q VIOLATION $${TMPDIR:-/tmp}/simba-chaos-mutant.log || { cat $${TMPDIR:-/tmp}/simba-chaos-mutant.log; echo "chaos-mutant: failed without a violation"; exit 1; }; \
-	grep -m3 VIOLATION $${TMPDIR:-/tmp}/simba-chaos-mutant.log; echo "chaos-mutant: caught"
+	@set -e; for mf in $(CHAOS_MUTANTS); do m=$${mf%%:*}; f=$${mf#*:}; \
+	  log=$${TMPDIR:-/tmp}/simba-chaos-mutant-$$m.log; \
+	  if CHAOS_MUTANT=$$m $(CHAOS_BIN) run -backend postgres -rounds $(MUTANT_ROUNDS) -seed $(SEED) -ttl $(TTL) \
+	      -faults $$f > $$log 2>&1; then \
+	    cat $$log; echo "chaos-mutant: $$m was NOT caught"; exit 1; fi; \
+	  grep -q VIOLATION $$log || { cat $$log; echo "chaos-mutant: $$m failed without a violation"; exit 1; }; \
+	  grep -m3 VIOLATION $$log; echo "chaos-mutant: $$m caught"; done
 
 ## chaos-short: what CI runs: one round of each fault on every backend, then the mutation test
 chaos-short:

@@ -117,6 +117,11 @@ type Backend struct {
 	hub hub
 
 	foreign *foreign.Filter // skips and reports foreign group members
+
+	// kaFailed: the last keep-alive failed, so the way back from the server may be broken
+	// while the way there works (a one-way partition): the next keep-alive proves a round trip
+	// first (KeepAlive).
+	kaFailed atomic.Bool
 }
 
 // session is what a routeBySlot backend remembers of a session it opened: the owner and expiry
@@ -419,8 +424,17 @@ func (b *Backend) Release(ctx context.Context, sid spi.SessionID, name string, t
 // given groups and returns their live members. Standalone: one keep_alive call whatever the
 // number of leases and groups. routeBySlot: one keep_alive call on the session's slot, then one
 // pipelined round per master (keep_alive_leases per slot of the asked names, join_at per group);
-// it succeeds only if every call did.
+// it succeeds only if every call did. After a failed keep-alive, the next one sends a PING
+// first, and nothing more if that round trip fails.
 func (b *Backend) KeepAlive(ctx context.Context, sid spi.SessionID, names, groups []string) (spi.KeepAlive, error) {
+	ka, err := b.keepAlive(ctx, sid, names, groups)
+	if err == nil || !errors.Is(err, spi.ErrInvalidName) {
+		b.kaFailed.Store(err != nil)
+	}
+	return ka, err
+}
+
+func (b *Backend) keepAlive(ctx context.Context, sid spi.SessionID, names, groups []string) (spi.KeepAlive, error) {
 	for _, n := range names {
 		if err := wire.ValidateName(n); err != nil {
 			return spi.KeepAlive{}, err
@@ -433,6 +447,15 @@ func (b *Backend) KeepAlive(ctx context.Context, sid spi.SessionID, names, group
 	}
 	if err := b.checkOpen(); err != nil {
 		return spi.KeepAlive{}, err
+	}
+	// When replies cannot come back but requests still arrive, a retried renewal sent on a
+	// pooled connection would extend the session at the server while this client, seeing no
+	// reply, gives its terms up at its deadline, leaving the leases held by nobody for up to a
+	// TTL more. After a failure, a PING goes first: it fails instead, and nothing is renewed.
+	if b.kaFailed.Load() {
+		if err := b.c.Ping(ctx).Err(); err != nil {
+			return spi.KeepAlive{}, b.fail("keep-alive (round trip before a retried renewal)", err)
+		}
 	}
 	if b.cluster {
 		return b.keepAliveCluster(ctx, sid, names, groups)

@@ -88,6 +88,11 @@ type Backend struct {
 	foreign *foreign.Filter // skips and reports foreign group members
 	waker   waker           // SQLite and MySQL/MariaDB: wake-up hints for waiters (wake.go)
 
+	// kaFailed: the last keep-alive failed, so the way back from the server may be broken
+	// while the way there works (a one-way partition): the next keep-alive proves a round trip
+	// first (KeepAlive).
+	kaFailed atomic.Bool
+
 	stop chan struct{} // closed by Close: stops the background goroutines
 	wg   sync.WaitGroup
 }
@@ -382,7 +387,8 @@ func (b *Backend) OpenSession(ctx context.Context, owner string, ttl time.Durati
 // KeepAlive renews the session and lists every lease it holds (not only those in names) and the
 // live members of groups, in a fixed number of statements whatever the number of leases: three
 // pipelined in one round trip on PostgreSQL, four on MySQL/MariaDB, three on SQLite (one fewer
-// when groups is empty).
+// when groups is empty). After a failed keep-alive, the next one reads the database clock
+// first, and sends nothing more if that round trip fails.
 func (b *Backend) KeepAlive(ctx context.Context, session spi.SessionID, names []string, groups []string) (spi.KeepAlive, error) {
 	for _, g := range groups {
 		if err := wire.ValidateName(g); err != nil {
@@ -392,7 +398,18 @@ func (b *Backend) KeepAlive(ctx context.Context, session spi.SessionID, names []
 	if err := b.ready(ctx); err != nil {
 		return spi.KeepAlive{}, err
 	}
+	// After a failed keep-alive, a round trip (the database clock, read-only) goes first: when
+	// replies cannot come back but requests still arrive, a retried renewal sent on a pooled
+	// connection would extend the session at the server while this client, seeing no reply,
+	// gives its terms up at its deadline, leaving the leases held by nobody for up to a TTL
+	// more. The probe fails instead, and the renewal is never sent.
+	if b.kaFailed.Load() {
+		if _, err := b.databaseNow(ctx); err != nil {
+			return spi.KeepAlive{}, b.fail("keep-alive (round trip before a retried renewal)", err)
+		}
+	}
 	ka, err := b.keepAlive(ctx, string(session), groups)
+	b.kaFailed.Store(err != nil)
 	if err != nil {
 		return spi.KeepAlive{}, b.fail("keep-alive", err)
 	}

@@ -313,7 +313,8 @@ func checkFence(evs []Event) []Violation {
 	return vs
 }
 
-// checkLiveness: after every heal, each name has a believed-valid holder within LiveWithin.
+// checkLiveness: after every heal, each name has a believed-valid holder within LiveWithin,
+// unless a fault injected within that time cut the window short.
 func checkLiveness(evs []Event, terms []*term, cfg Config) []Violation {
 	names := cfg.Names
 	if len(names) == 0 {
@@ -330,13 +331,27 @@ func checkLiveness(evs []Event, terms []*term, cfg Config) []Violation {
 		end = evs[len(evs)-1].Mono
 	}
 	var vs []Violation
-	for _, e := range evs {
+	for i, e := range evs {
 		if e.Kind != Heal {
 			continue
 		}
 		from, to := e.Mono, e.Mono+int64(cfg.LiveWithin)
 		if to > end {
 			continue // the history ends before the bound: nothing to judge
+		}
+		// A fault injected before the bound cuts the window short: the promise is a holder
+		// within the bound of a heal that stays healed, so only the time up to that fault is
+		// judged, and a name without a holder by then is no violation (the next heal's window
+		// judges it again).
+		cut := false
+		for _, n := range evs[i+1:] {
+			if n.Mono > to {
+				break
+			}
+			if n.Kind == Fault {
+				to, cut = n.Mono, true
+				break
+			}
 		}
 		for _, name := range names {
 			held := false
@@ -354,7 +369,7 @@ func checkLiveness(evs []Event, terms []*term, cfg Config) []Violation {
 					break
 				}
 			}
-			if !held {
+			if !held && !cut {
 				vs = append(vs, Violation{CheckLiveness, name, fmt.Sprintf(
 					"no holder within %v after healing %s", cfg.LiveWithin, e.Fault)})
 			}

@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/simba-go/simba/chaos/history"
 	"github.com/simba-go/simba/chaos/proxy"
 	"github.com/simba-go/simba/chaos/resource"
@@ -38,9 +40,26 @@ type backendSetup struct {
 	// own is the fenced resource on the backend's own database (SQL), given the address.
 	own     func(addr string) string
 	durable bool
+	// nodes are shared servers (the Redis Cluster's nodes) each worker reaches through fault
+	// proxies of its own, without owning them: no restarts. The worker's client dials a node's
+	// proxy whenever it would dial the node (worker -redirect), so the addresses the nodes
+	// announce (and redirect to) lead through the proxies too.
+	nodes []string
 }
 
-func (b *backendSetup) proxied() bool { return len(b.servers) > 0 }
+func (b *backendSetup) proxied() bool { return len(b.servers) > 0 || len(b.nodes) > 0 }
+
+// targets are the addresses each worker gets a proxy to.
+func (b *backendSetup) targets() []string {
+	if len(b.nodes) > 0 {
+		return b.nodes
+	}
+	var t []string
+	for _, s := range b.servers {
+		t = append(t, s.Addr())
+	}
+	return t
+}
 
 type workerProc struct {
 	id, base    string
@@ -98,7 +117,7 @@ func (r *runner) startWorker(ctx context.Context, w *workerProc) error {
 	w.incarnation++
 	w.id = fmt.Sprintf("%s.%d", w.base, w.incarnation)
 	addrs := r.setup.fixed
-	if r.setup.proxied() {
+	if r.setup.proxied() && len(r.setup.nodes) == 0 {
 		addrs = nil
 		for _, p := range w.proxies {
 			addrs = append(addrs, p.Addr())
@@ -106,6 +125,13 @@ func (r *runner) startWorker(ctx context.Context, w *workerProc) error {
 	}
 	args := []string{"worker", "-id", w.id, "-dsn", r.setup.dsn(addrs), "-mode", r.mode, "-name", r.name,
 		"-ttl", r.ttl.String(), "-partitions", strconv.Itoa(r.partitions), "-seed", strconv.FormatUint(r.rng.Uint64(), 10)}
+	if len(r.setup.nodes) > 0 {
+		var m []string
+		for _, p := range w.proxies {
+			m = append(m, p.Target()+"="+p.Addr())
+		}
+		args = append(args, "-redirect", strings.Join(m, ","))
+	}
 	for _, f := range r.fences {
 		args = append(args, "-fence", f)
 	}
@@ -268,10 +294,12 @@ func (r *runner) round(ctx context.Context, fault string) error {
 		}
 	}
 	r.record(history.Event{Kind: history.Heal, Fault: fault})
-	// Give the run time to recover: a holder again (or the liveness bound), then a little more.
+	// Give the run time to recover: every name held again (every partition, for a group), or
+	// past the liveness bound, so that the next fault never cuts a liveness window short
+	// unless the bound has passed.
 	healed := time.Now()
 	for time.Since(healed) < 2*r.ttl+r.ttl/2 {
-		if h, _ := r.holder(); h != nil && time.Since(healed) > r.ttl/2 {
+		if r.allHeld() && time.Since(healed) > r.ttl/2 {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -279,12 +307,30 @@ func (r *runner) round(ctx context.Context, fault string) error {
 	return nil
 }
 
-// faultsFor lists the faults a backend supports: no proxy for the embedded SQLite or the
-// shared Redis Cluster (its nodes redirect clients to their own addresses), no restart of a
-// shared or embedded server.
+// allHeld reports whether every name of the run has a holder now: each partition of a group,
+// the one name otherwise.
+func (r *runner) allHeld() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.mode != "group" {
+		return len(r.open[r.name]) > 0
+	}
+	for p := range r.partitions {
+		if len(r.open[r.name+"."+strconv.Itoa(p)]) == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// faultsFor lists the faults a backend supports: no proxy for the embedded SQLite, no
+// restart of a shared (the Redis Cluster) or embedded server.
 func faultsFor(b *backendSetup) []string {
-	if b.proxied() {
+	switch {
+	case len(b.servers) > 0:
 		return allFaults
+	case b.proxied():
+		return slices.DeleteFunc(slices.Clone(allFaults), func(f string) bool { return f == "restart" })
 	}
 	return []string{"kill", "pause"}
 }
@@ -365,8 +411,8 @@ func runChaos(args []string) error {
 	defer r.hist.Close()
 	for i := range *nworkers {
 		w := &workerProc{base: fmt.Sprintf("w%d", i+1)}
-		for _, s := range setup.servers {
-			p, err := proxy.Start(s.Addr())
+		for _, t := range setup.targets() {
+			p, err := proxy.Start(t)
 			if err != nil {
 				return err
 			}
@@ -388,6 +434,11 @@ func runChaos(args []string) error {
 	faults := faultsFor(setup)
 	if *faultList != "" {
 		faults = strings.Split(*faultList, ",")
+		for _, f := range faults {
+			if !slices.Contains(faultsFor(setup), f) {
+				return fmt.Errorf("backend %s cannot take fault %q (it takes %s)", *backend, f, strings.Join(faultsFor(setup), ","))
+			}
+		}
 	}
 	var schedule []string
 	for range *rounds {
@@ -428,7 +479,7 @@ func runChaos(args []string) error {
 	}
 	rep := history.Check(evs, cfg)
 	res := summarize(*backend, *mode, *seed, *ttl, schedule, setup.durable, rep, time.Since(start))
-	res.Restarted = setup.proxied()
+	res.Restarted = len(setup.servers) > 0
 	printResult(res, rep, dir)
 	if *resultFile != "" {
 		if err := appendResult(*resultFile, res); err != nil {
@@ -605,7 +656,12 @@ func setupBackend(ctx context.Context, backend, dir, runID string) (*backendSetu
 		return &backendSetup{servers: []*servers.Server{s}, durable: s.Durable,
 			dsn: func(a []string) string { return "redis://" + a[0] }}, nil
 	case "redis-cluster":
-		return &backendSetup{fixed: strings.Split(sharedCluster(), ","), durable: false,
+		seeds := strings.Split(sharedCluster(), ",")
+		nodes, err := clusterNodes(ctx, seeds)
+		if err != nil {
+			return nil, err
+		}
+		return &backendSetup{fixed: seeds, nodes: nodes, durable: false,
 			dsn: func(a []string) string { return "redis+cluster://" + strings.Join(a, ",") }}, nil
 	case "zookeeper":
 		s, err := servers.ZooKeeper(ctx, dir)
@@ -623,4 +679,32 @@ func setupBackend(ctx context.Context, backend, dir, runID string) (*backendSetu
 			dsn: func(a []string) string { return "zk://" + strings.Join(a, ",") + "/simba-chaos-" + runID }}, nil
 	}
 	return nil, errors.New("unknown backend")
+}
+
+// clusterNodes lists the addresses of every node of the Redis Cluster seeds belong to
+// (masters and replicas), as the nodes announce them.
+func clusterNodes(ctx context.Context, seeds []string) ([]string, error) {
+	c := redis.NewClient(&redis.Options{Addr: seeds[0]})
+	defer c.Close()
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	slots, err := c.ClusterSlots(cctx).Result()
+	if err != nil {
+		return nil, fmt.Errorf("redis cluster nodes: %w", err)
+	}
+	seen := map[string]bool{}
+	var nodes []string
+	for _, s := range slots {
+		for _, n := range s.Nodes {
+			if !seen[n.Addr] {
+				seen[n.Addr] = true
+				nodes = append(nodes, n.Addr)
+			}
+		}
+	}
+	sort.Strings(nodes)
+	if len(nodes) == 0 {
+		return nil, errors.New("redis cluster nodes: CLUSTER SLOTS lists none")
+	}
+	return nodes, nil
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"os"
 	"os/signal"
 	"strconv"
@@ -17,14 +18,17 @@ import (
 	"time"
 
 	"github.com/simba-go/simba"
+	redisbackend "github.com/simba-go/simba/backend/redis"
 	"github.com/simba-go/simba/chaos/history"
 	"github.com/simba-go/simba/chaos/resource"
 	"github.com/simba-go/simba/open"
+	"github.com/simba-go/simba/spi"
 )
 
 // mutantEnv names the environment variable that breaks a worker on purpose, for the mutation
 // test of the harness: "ignore-deadline" makes it believe its term valid for one TTL past the
-// last time the term itself said so, and keep writing after the term is revoked.
+// last time the term itself said so, and keep writing after the term is revoked;
+// "release-ignores-token" gives it a backend whose release ignores the token (mutant.go).
 const mutantEnv = "CHAOS_MUTANT"
 
 // recorder writes history events to stdout, one line per write call so that a SIGKILL tears
@@ -113,12 +117,13 @@ func runWorker(args []string) error {
 	seed := fs.Uint64("seed", 1, "seed of the client's jitter and of the lock holds")
 	var fences multiFlag
 	fs.Var(&fences, "fence", "a fenced resource, label|driver|dsn|table (repeatable)")
+	redirect := fs.String("redirect", "", "Redis Cluster: node=proxy,... (dial each node through its proxy)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	w := &worker{rec: &recorder{worker: *id}, ttl: *ttl, every: *ttl / 20, mutant: os.Getenv(mutantEnv) == "ignore-deadline"}
+	w := &worker{rec: &recorder{worker: *id}, ttl: *ttl, every: *ttl / 20, mutant: os.Getenv(mutantEnv) == mutantIgnoreDeadline}
 	for _, f := range fences {
 		r, err := resource.Open(f)
 		if err != nil {
@@ -128,13 +133,27 @@ func runWorker(args []string) error {
 		w.res = append(w.res, r)
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	b, err := open.Open(ctx, *dsn, open.WithAutoMigrate(), open.WithLogger(logger))
+	openBackend := func() (spi.Backend, error) {
+		if *redirect != "" {
+			return openRedirected(*dsn, *redirect, logger)
+		}
+		return open.Open(ctx, *dsn, open.WithAutoMigrate(), open.WithLogger(logger))
+	}
+	b, err := openBackend()
 	for err != nil && ctx.Err() == nil { // a server being restarted: try again
 		time.Sleep(100 * time.Millisecond)
-		b, err = open.Open(ctx, *dsn, open.WithAutoMigrate(), open.WithLogger(logger))
+		b, err = openBackend()
 	}
 	if err != nil {
 		return err
+	}
+	if os.Getenv(mutantEnv) == mutantReleaseIgnoresToken {
+		mb, err := newTokenBlind(b, *dsn)
+		if err != nil {
+			b.Close()
+			return err
+		}
+		b = mb
 	}
 	defer b.Close()
 	c, err := simba.New(b, simba.WithTTL(*ttl), simba.WithOwner(*id), simba.WithSeed(*seed), simba.WithLogger(logger))
@@ -231,3 +250,34 @@ type multiFlag []string
 func (m *multiFlag) String() string { return strings.Join(*m, ",") }
 
 func (m *multiFlag) Set(s string) error { *m = append(*m, s); return nil }
+
+// openRedirected opens a Redis Cluster backend whose client dials every node through the
+// proxy redirect names for it ("node=proxy,..."): the seeds, and every address the nodes
+// announce or redirect to. A node missing from the map is dialed directly (and logged).
+func openRedirected(dsn, redirect string, logger *slog.Logger) (spi.Backend, error) {
+	to := map[string]string{}
+	for _, kv := range strings.Split(redirect, ",") {
+		node, px, ok := strings.Cut(kv, "=")
+		if !ok {
+			return nil, fmt.Errorf("-redirect %q: want node=proxy,...", redirect)
+		}
+		to[node] = px
+	}
+	cfg, err := redisbackend.ParseDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.ClusterOptions == nil {
+		return nil, fmt.Errorf("-redirect needs a redis+cluster:// DSN, not %q", dsn)
+	}
+	var d net.Dialer
+	cfg.ClusterOptions.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if px, ok := to[addr]; ok {
+			addr = px
+		} else {
+			logger.Warn("chaos: a cluster node without a proxy", "addr", addr)
+		}
+		return d.DialContext(ctx, network, addr)
+	}
+	return redisbackend.OpenConfig(cfg, redisbackend.WithLogger(logger))
+}
