@@ -45,9 +45,10 @@ func Example() {
 	// true permanent
 }
 
-// TestConformance runs the three conformance suites against the backend, each on its own
-// server on real time (ClientSpec needs real time; the other two would accept a Factory.Wait
-// that advances a virtual clock). ExpireSession lets the suites force an expiry instead of
+// TestConformance runs the four conformance suites against the backend (FairnessSpec because
+// Backend implements spi.Queuer), each on its own server on real time (ClientSpec and
+// FairnessSpec's client scenario need real time; the others would accept a Factory.Wait that
+// advances a virtual clock). ExpireSession lets the suites force an expiry instead of
 // waiting out a TTL, and Hints turns on the hint checks since Backend implements spi.Hinter.
 func TestConformance(t *testing.T) {
 	factory := func() tck.Factory {
@@ -63,6 +64,7 @@ func TestConformance(t *testing.T) {
 	t.Run("LeaseBackendSpec", func(t *testing.T) { tck.LeaseBackendSpec(t, factory()) })
 	t.Run("FencingSpec", func(t *testing.T) { tck.FencingSpec(t, factory()) })
 	t.Run("ClientSpec", func(t *testing.T) { tck.ClientSpec(t, factory()) })
+	t.Run("FairnessSpec", func(t *testing.T) { tck.FairnessSpec(t, factory()) })
 }
 
 // Inspect (spi.Inspector) lists the lease rows, including free ones with their latest token, the

@@ -20,6 +20,9 @@
 //     and the token of its latest grant, so a name's fencing token only grows. A new grant's
 //     token is the row's plus one; a re-acquire by the holder returns the same token.
 //   - Groups: sets of live member sessions.
+//   - Waiter queues (spi.Queuer): per lease row, the sessions waiting for it in arrival order,
+//     each entry with an expiry (its session's expiry as of its latest AcquireQueued). A free
+//     lease goes only to the first live entry's session, or to anyone when no entry is live.
 //
 // Expiry is lazy: every call first drops the sessions whose expiry has passed, releasing their
 // leases and group memberships (with hints), exactly as if a reaper had run at that instant.
@@ -35,7 +38,7 @@
 // backends grant max(last + 1, the server's time in microseconds since the epoch).
 //
 // The tests (example_test.go) are the other half of a backend: a tck.Factory that describes it
-// and the three conformance suites run against it.
+// and the four conformance suites run against it.
 package mapbackend
 
 import (
@@ -74,17 +77,74 @@ type Server struct {
 
 // session is one live session.
 type session struct {
-	owner  string
-	ttl    time.Duration
-	expiry time.Duration       // on the server's clock
-	leases map[string]struct{} // names it holds
-	groups map[string]struct{} // groups it is a member of
+	owner   string
+	ttl     time.Duration
+	expiry  time.Duration       // on the server's clock
+	leases  map[string]struct{} // names it holds
+	groups  map[string]struct{} // groups it is a member of
+	waiting map[string]struct{} // names it has a waiter entry for
 }
 
 // lease is one lease row. Rows are never deleted.
 type lease struct {
-	holder spi.SessionID // empty when free
-	token  int64         // the token of the latest grant
+	holder  spi.SessionID // empty when free
+	token   int64         // the token of the latest grant
+	waiters []waiter      // the waiter queue, in arrival order (spi.Queuer)
+}
+
+// waiter is one entry of a lease's waiter queue. It is live while its expiry has not passed and
+// its session is live; a lapsed entry is skipped and removed when the queue is next read.
+type waiter struct {
+	id     spi.SessionID
+	expiry time.Duration // on the server's clock
+}
+
+// firstWaiter prunes the entries of name's queue (l) that are no longer live and returns the
+// first live one, or nil. The caller holds s.mu and has called expire.
+func (s *Server) firstWaiter(name string, l *lease, now time.Duration) *waiter {
+	live := l.waiters[:0]
+	for _, w := range l.waiters {
+		sess := s.sessions[w.id]
+		switch {
+		case sess != nil && w.expiry > now:
+			live = append(live, w)
+		case sess != nil: // lapsed: the waiter stopped attempting without withdrawing
+			delete(sess.waiting, name)
+		}
+	}
+	clear(l.waiters[len(live):])
+	l.waiters = live
+	if len(live) == 0 {
+		return nil
+	}
+	return &l.waiters[0]
+}
+
+// enqueue appends id to the queue of name (l), or keeps its place and refreshes its expiry.
+func (s *Server) enqueue(name string, l *lease, id spi.SessionID, sess *session) {
+	sess.waiting[name] = struct{}{}
+	for i := range l.waiters {
+		if l.waiters[i].id == id {
+			l.waiters[i].expiry = sess.expiry
+			return
+		}
+	}
+	l.waiters = append(l.waiters, waiter{id: id, expiry: sess.expiry})
+}
+
+// dequeue removes id's entry from the queue of name (l) and reports whether it was the first
+// entry: the next waiter may then take a free lease, so the caller sends a Released hint.
+func (s *Server) dequeue(name string, l *lease, id spi.SessionID) (wasFirst bool) {
+	if sess := s.sessions[id]; sess != nil {
+		delete(sess.waiting, name)
+	}
+	for i, w := range l.waiters {
+		if w.id == id {
+			l.waiters = slices.Delete(l.waiters, i, i+1)
+			return i == 0
+		}
+	}
+	return false
 }
 
 // subscriber is one Hints channel.
@@ -153,6 +213,11 @@ func (s *Server) drop(id spi.SessionID, sess *session) {
 	}
 	for g := range sess.groups {
 		s.leave(g, id)
+	}
+	for name := range sess.waiting {
+		if l := s.leases[name]; l != nil && s.dequeue(name, l, id) && l.holder == "" {
+			s.hint(spi.Released, name) // the next waiter may take it now
+		}
 	}
 }
 
@@ -261,11 +326,12 @@ func (b *Backend) OpenSession(ctx context.Context, owner string, ttl time.Durati
 	defer b.srv.mu.Unlock()
 	id := newSessionID()
 	b.srv.sessions[id] = &session{
-		owner:  owner,
-		ttl:    ttl,
-		expiry: now + ttl,
-		leases: make(map[string]struct{}),
-		groups: make(map[string]struct{}),
+		owner:   owner,
+		ttl:     ttl,
+		expiry:  now + ttl,
+		leases:  make(map[string]struct{}),
+		groups:  make(map[string]struct{}),
+		waiting: make(map[string]struct{}),
 	}
 	return spi.Session{ID: id, Remaining: ttl}, nil
 }
@@ -321,15 +387,46 @@ func (b *Backend) CloseSession(ctx context.Context, id spi.SessionID) error {
 }
 
 // Acquire implements spi.Backend. The lease is granted when it is free (its holder released it
-// or expired: every call drops the expired sessions first) with the row's token plus one; a
-// holder's re-acquire is granted again with the same token; otherwise the reply is HeldBy with
-// the holder's id, owner and time left. Each reply's Remaining is measured on the server's
-// clock.
+// or expired: every call drops the expired sessions first) and no other session waits for it
+// (spi.Queuer) with the row's token plus one; a holder's re-acquire is granted again with the
+// same token; otherwise the reply is HeldBy with the holder's (or the first waiter's) id, owner
+// and time left. Each reply's Remaining is measured on the server's clock. Acquire never
+// queues: a TryLock must not wait.
 func (b *Backend) Acquire(ctx context.Context, id spi.SessionID, name string) (spi.Acquire, error) {
-	if err := validName("Acquire", name); err != nil {
+	return b.acquire(ctx, "Acquire", id, name, false)
+}
+
+// AcquireQueued implements spi.Queuer: Acquire for a session that waits for name. Unless the
+// reply is Granted or SessionExpired, the session has an entry in name's waiter queue when it
+// returns: a new one at the end, or its old one (its place) with its expiry refreshed to the
+// session's. A grant removes the grantee's entry.
+func (b *Backend) AcquireQueued(ctx context.Context, id spi.SessionID, name string) (spi.Acquire, error) {
+	return b.acquire(ctx, "AcquireQueued", id, name, true)
+}
+
+// Withdraw implements spi.Queuer: it removes the session's entry from name's queue, if any.
+// When the entry was first and the lease is free, the next waiter may take it now: Released
+// hint.
+func (b *Backend) Withdraw(ctx context.Context, id spi.SessionID, name string) error {
+	if err := validName("Withdraw", name); err != nil {
+		return err
+	}
+	if _, err := b.begin(ctx, "Withdraw"); err != nil {
+		return err
+	}
+	defer b.srv.mu.Unlock()
+	if l := b.srv.leases[name]; l != nil && b.srv.dequeue(name, l, id) && l.holder == "" {
+		b.srv.hint(spi.Released, name)
+	}
+	return nil
+}
+
+// acquire is Acquire, and AcquireQueued when queued.
+func (b *Backend) acquire(ctx context.Context, op string, id spi.SessionID, name string, queued bool) (spi.Acquire, error) {
+	if err := validName(op, name); err != nil {
 		return spi.Acquire{}, err
 	}
-	now, err := b.begin(ctx, "Acquire")
+	now, err := b.begin(ctx, op)
 	if err != nil {
 		return spi.Acquire{}, err
 	}
@@ -343,11 +440,19 @@ func (b *Backend) Acquire(ctx context.Context, id spi.SessionID, name string) (s
 		l = &lease{}
 		b.srv.leases[name] = l
 	}
-	switch {
-	case l.holder == id: // re-acquire: idempotent, same token
+	heldBy := func(holder spi.SessionID, remaining time.Duration) (spi.Acquire, error) {
+		if queued {
+			b.srv.enqueue(name, l, id, sess)
+		}
+		return spi.Acquire{Kind: spi.HeldBy, Holder: holder, HolderOwner: b.srv.sessions[holder].owner, Remaining: remaining}, nil
+	}
+	switch w := b.srv.firstWaiter(name, l, now); {
+	case l.holder == id: // re-acquire: idempotent, same token, whatever the queue holds
 	case l.holder != "":
-		holder := b.srv.sessions[l.holder]
-		return spi.Acquire{Kind: spi.HeldBy, Holder: l.holder, HolderOwner: holder.owner, Remaining: holder.expiry - now}, nil
+		return heldBy(l.holder, b.srv.sessions[l.holder].expiry-now)
+	case w != nil && w.id != id:
+		// Free, but reserved for the longest-waiting live waiter.
+		return heldBy(w.id, w.expiry-now)
 	case l.token == math.MaxInt64:
 		// No successor: a permanent error that changes nothing, never a wrapped-around token.
 		return spi.Acquire{}, fmt.Errorf("mapbackend: Acquire %q: %w", name, spi.ErrTokenOverflow)
@@ -355,6 +460,7 @@ func (b *Backend) Acquire(ctx context.Context, id spi.SessionID, name string) (s
 		l.holder = id
 		l.token++
 		sess.leases[name] = struct{}{}
+		b.srv.dequeue(name, l, id)
 	}
 	return spi.Acquire{Kind: spi.Granted, Token: l.token, Remaining: sess.expiry - now}, nil
 }
