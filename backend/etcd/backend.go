@@ -249,6 +249,24 @@ func (s *session) remaining() time.Duration {
 	return max(r, time.Millisecond)
 }
 
+// begin is the start of an operation on name by session id: name checked against the wire
+// grammar, the backend open, and the session looked up (nil, with a nil error, when it is not
+// live).
+func (b *Backend) begin(ctx context.Context, id spi.SessionID, name string) (*clientv3.Client, *session, error) {
+	if err := spi.ValidateName(name); err != nil {
+		return nil, nil, err
+	}
+	cli, err := b.check()
+	if err != nil {
+		return nil, nil, err
+	}
+	s, ok, err := b.lookup(ctx, cli, id)
+	if err != nil || !ok {
+		return nil, nil, err
+	}
+	return cli, s, nil
+}
+
 // lookup returns what the backend knows of session id, reading the owner from etcd for a
 // session it did not open (the renewal time is then unknown: its time left is counted from
 // now minus one TTL, i.e. as already spent, unless a keep-alive follows).
@@ -259,11 +277,12 @@ func (b *Backend) lookup(ctx context.Context, cli *clientv3.Client, id spi.Sessi
 	}
 	b.mu.Lock()
 	s := b.sessions[id]
+	var c session
+	if s != nil {
+		c = *s
+	}
 	b.mu.Unlock()
 	if s != nil {
-		b.mu.Lock()
-		c := *s
-		b.mu.Unlock()
 		return &c, true, nil
 	}
 	r, err := cli.Get(ctx, wire.EtcdSessionKey(b.prefix, string(id)))
@@ -474,18 +493,11 @@ func (b *Backend) CloseSession(ctx context.Context, id spi.SessionID) error {
 // reserved for its oldest waiter (HeldBy that waiter); when that is the caller, Acquire runs
 // take, as AcquireQueued does. Acquire never adds a waiter.
 func (b *Backend) Acquire(ctx context.Context, id spi.SessionID, name string) (spi.Acquire, error) {
-	if err := spi.ValidateName(name); err != nil {
-		return spi.Acquire{}, err
-	}
-	cli, err := b.check()
+	cli, s, err := b.begin(ctx, id, name)
 	if err != nil {
 		return spi.Acquire{}, err
 	}
-	s, ok, err := b.lookup(ctx, cli, id)
-	if err != nil {
-		return spi.Acquire{}, err
-	}
-	if !ok {
+	if s == nil {
 		return spi.Acquire{Kind: spi.SessionExpired}, nil
 	}
 	a, rev, err := b.acquire(ctx, cli, id, s, name)
@@ -587,18 +599,11 @@ func (b *Backend) take(ctx context.Context, cli *clientv3.Client, id spi.Session
 // enqueue nested in its else branch. Either is one transaction; a second, take, runs only when
 // the lease is free and the caller turns out to be the oldest waiter already.
 func (b *Backend) AcquireQueued(ctx context.Context, id spi.SessionID, name string) (spi.Acquire, error) {
-	if err := spi.ValidateName(name); err != nil {
-		return spi.Acquire{}, err
-	}
-	cli, err := b.check()
+	cli, s, err := b.begin(ctx, id, name)
 	if err != nil {
 		return spi.Acquire{}, err
 	}
-	s, ok, err := b.lookup(ctx, cli, id)
-	if err != nil {
-		return spi.Acquire{}, err
-	}
-	if !ok {
+	if s == nil {
 		return spi.Acquire{Kind: spi.SessionExpired}, nil
 	}
 	b.setWithdrawal(id, name, false) // waiting again: the key, if any, is its place
@@ -707,18 +712,11 @@ func (b *Backend) Release(ctx context.Context, id spi.SessionID, name string, to
 // Join runs the join transaction: put the member key on the session's lease if the session
 // key exists.
 func (b *Backend) Join(ctx context.Context, id spi.SessionID, group string) (spi.Status, error) {
-	if err := spi.ValidateName(group); err != nil {
-		return 0, err
-	}
-	cli, err := b.check()
+	cli, s, err := b.begin(ctx, id, group)
 	if err != nil {
 		return 0, err
 	}
-	s, ok, err := b.lookup(ctx, cli, id)
-	if err != nil {
-		return 0, err
-	}
-	if !ok {
+	if s == nil {
 		return spi.Expired, nil
 	}
 	cmps, then, _ := etcdtxn.Join(b.prefix, string(id), group, s.owner, s.lease)
