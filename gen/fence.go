@@ -87,23 +87,8 @@ func (fs *FenceSpec) validate() error {
 		cols := map[string]bool{}
 		for j, c := range t.Columns {
 			cf := fmt.Sprintf("%s.columns[%d]", field, j)
-			if err := checkIdent(f, cf+".name", c.Name); err != nil {
+			if err := checkSQLColumn(f, cf, c, fs.sql.Types, cols); err != nil {
 				return err
-			}
-			if cols[c.Name] {
-				return specErr(f, cf+".name", "duplicate column %s", c.Name)
-			}
-			cols[c.Name] = true
-			ty, ok := fs.sql.Types[c.Type]
-			if !ok {
-				return specErr(f, cf+".type", "bad column type %q: not one of spec/sql.yaml's types", c.Type)
-			}
-			if sqlInt64Column(c.Name) {
-				for _, d := range sqlDialects {
-					if !sqlIntTypeRE.MatchString(ty[d]) {
-						return specErr(f, cf+".type", "%s holds a token and must be a 64-bit integer on %s, got %q", c.Name, d, ty[d])
-					}
-				}
 			}
 			if c.References != nil {
 				return specErr(f, cf+".references", "a fence table references nothing: it may live in a database without the lease tables")

@@ -228,6 +228,32 @@ func LoadSQL(specDir string) (*SQLSpec, error) {
 
 // sqlInt64Column reports whether a column holds a millisecond value, a token or a version: those
 // must be 64-bit integers.
+// checkSQLColumn checks column c (at field cf of file f) against the rules of every declared
+// table, spec/sql.yaml's and spec/fence.yaml's: an identifier, not a duplicate within its table
+// (cols records the names seen), a type of spec/sql.yaml's types, and a 64-bit integer on every
+// dialect where it holds a token, version or millisecond value.
+func checkSQLColumn(f, cf string, c SQLColumn, types map[string]map[string]string, cols map[string]bool) error {
+	if err := checkIdent(f, cf+".name", c.Name); err != nil {
+		return err
+	}
+	if cols[c.Name] {
+		return specErr(f, cf+".name", "duplicate column %s", c.Name)
+	}
+	cols[c.Name] = true
+	ty, ok := types[c.Type]
+	if !ok {
+		return specErr(f, cf+".type", "bad column type %q: not one of spec/sql.yaml's types", c.Type)
+	}
+	if sqlInt64Column(c.Name) {
+		for _, d := range sqlDialects {
+			if !sqlIntTypeRE.MatchString(ty[d]) {
+				return specErr(f, cf+".type", "%s holds a token, version or millisecond value and must be a 64-bit integer on %s, got %q", c.Name, d, ty[d])
+			}
+		}
+	}
+	return nil
+}
+
 func sqlInt64Column(name string) bool {
 	return strings.HasSuffix(name, "_ms") || name == "token" || name == "version"
 }
@@ -402,23 +428,8 @@ func (s *SQLSpec) validate() error {
 		cols := map[string]bool{}
 		for j, c := range t.Columns {
 			cf := fmt.Sprintf("%s.columns[%d]", field, j)
-			if err := checkIdent(f, cf+".name", c.Name); err != nil {
+			if err := checkSQLColumn(f, cf, c, s.Types, cols); err != nil {
 				return err
-			}
-			if cols[c.Name] {
-				return specErr(f, cf+".name", "duplicate column %s", c.Name)
-			}
-			cols[c.Name] = true
-			ty, ok := s.Types[c.Type]
-			if !ok {
-				return specErr(f, cf+".type", "bad column type %q: not one of the spec's types", c.Type)
-			}
-			if sqlInt64Column(c.Name) {
-				for _, d := range sqlDialects {
-					if !sqlIntTypeRE.MatchString(ty[d]) {
-						return specErr(f, cf+".type", "%s holds a token, version or millisecond value and must be a 64-bit integer on %s, got %q", c.Name, d, ty[d])
-					}
-				}
 			}
 			if r := c.References; r != nil {
 				rt := tables[r.Table]
