@@ -478,6 +478,9 @@ func (b *Backend) acquire(ctx context.Context, sid spi.SessionID, name string, q
 	if s == nil {
 		return spi.Acquire{Kind: spi.SessionExpired}, nil
 	}
+	if queued {
+		s.setWithdrawal(name, false) // waiting again: its node, if any, is its place
+	}
 	path := b.lay.lease(name)
 	for attempt := 0; attempt < 8; attempt++ {
 		q := s.queueGuess(name)

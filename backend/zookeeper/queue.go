@@ -48,9 +48,6 @@ type queueState struct {
 // (RemainingUnknown), and the reply's read of the waiter's node leaves a watch, so its
 // deletion (a grant, a withdrawal or its session's expiry) yields a Released hint.
 func (b *Backend) AcquireQueued(ctx context.Context, sid spi.SessionID, name string) (spi.Acquire, error) {
-	if s, _ := b.lookup(sid); s != nil {
-		s.setWithdrawal(name, false) // waiting again: its node, if any, is its place
-	}
 	return b.acquire(ctx, sid, name, true)
 }
 
