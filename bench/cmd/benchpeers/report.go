@@ -118,98 +118,29 @@ func markdown(r *report) string {
 	fmt.Fprintf(&b, "Peers: %s.  \n", strings.Join(peers, ", "))
 	fmt.Fprintf(&b, "Reproduce: `make bench-peers` (`go -C bench run ./cmd/benchpeers -h` for the flags). Servers on this machine: Redis, Redis Cluster (3 masters, 3 replicas), PostgreSQL, MariaDB, ZooKeeper (tickTime 200 ms); SQLite on a temporary file; etcd embedded in the harness (etcd's concurrency package and Simba's etcd backend on the same member).\n\n")
 
+	if r.Selected != "" || r.HandoverSamples != defaultHandSamples {
+		sel := r.Selected
+		if r.HandoverSamples != defaultHandSamples {
+			sel = strings.TrimPrefix(sel+fmt.Sprintf("; up to %d hand-over samples per row per round (-handover-samples)", r.HandoverSamples), "; ")
+		}
+		fmt.Fprintf(&b, "**A partial run.** Selected: %s.\n\n", sel)
+	}
 	writeTargets(&b, r)
-	b.WriteString("## Cycle: acquire + release, one goroutine\n\n")
-	b.WriteString("In same-run baseline operations: the median over rounds of (µs per cycle ÷ µs per baseline op of the same round and server). Baselines: Redis (and Redis Cluster, on one key's master) one EVALSHA of `return 1`; PostgreSQL, MariaDB, SQLite one one-row UPDATE; ZooKeeper one create + delete; etcd one Put.\n\n")
-	b.WriteString("Redis commands per cycle: what the row's go-redis client sent (EVALSHA counts one, whatever its script does inside), median over rounds.\n\n")
-	b.WriteString("| server | library | cycle (baseline ops) | µs per cycle (median) | Redis commands per cycle | notes |\n|---|---|---|---|---|---|\n")
-	for _, c := range r.Cycle {
-		ratio := f2(c.MedianRatio)
-		if c.Baseline {
-			ratio = "1 (baseline)"
-		}
-		cmds := "–"
-		if len(c.CmdsPerOp) > 0 {
-			cmds = fmt.Sprintf("%.2f", c.MedianCmds)
-		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %.0f | %s | %s |\n", c.Group, c.Name, ratio, c.MedianUS, cmds, errNote(c.Errors, c.LastError))
+	// A partial run leaves out the sections of the measures it did not run.
+	if r.sel.measure(mCycle) {
+		writeCycle(&b, r)
 	}
-
-	b.WriteString("\n## Graceful handover: holder lets go → waiter granted\n\n")
-	b.WriteString("Two clients (two sessions, two connection pools) in this process; the waiter has been waiting for 30 ms when the holder unlocks (Election: the leader calls Stop or StepDown; the time runs to the candidate's OnElected). Up to 10 samples per row per round (fewer where one takes long).\n\n")
-	b.WriteString("| server | library | samples | p50 ms | p99 ms | max ms | notes |\n|---|---|---|---|---|---|---|\n")
-	for _, h := range r.Handover {
-		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s |\n", h.Group, h.Name, len(h.MS), ms(h.P50), ms(h.P99), ms(h.Max), errNote(h.Errors, h.LastError))
+	if r.sel.measure(mHandover) {
+		writeHandover(&b, r)
 	}
-
-	b.WriteString("\n## Crash failover: holder process SIGKILLed → waiter granted\n\n")
-	b.WriteString("A holder process (this binary re-executed) takes the lock and renews it; a waiter in the harness waits; the holder is SIGKILLed after a random 0.3–1.3 s; time to the waiter's grant in TTLs. One sample per row per round, all rows at once. Calls: the waiter's backend calls from the kill to the grant, per TTL (Simba: counted by a spi.Backend decorator, acquire calls / all calls; redislock, redsync: every Redis command, by a go-redis hook; etcd: unary gRPC calls, watches not counted; – where the library gives no hook).\n\n")
-	b.WriteString("| server | library | samples | p50 ×TTL | max ×TTL | waiter's acquire calls per TTL | waiter's calls per TTL | notes |\n|---|---|---|---|---|---|---|---|\n")
-	for _, f := range r.Failover {
-		acq, all := "–", "–"
-		if f.Counted {
-			acq, all = fmt.Sprintf("%.1f", f.MedAcq), fmt.Sprintf("%.1f", f.MedAll)
-		}
-		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s | %s |\n", f.Group, f.Name, len(f.TTLRatios), f2(f.P50), f2(f.Max), acq, all, errNote(f.Errors, f.LastError))
+	if r.sel.measure(mFailover) {
+		writeFailover(&b, r)
 	}
-
-	b.WriteString("\n## Keep-alive: Simba's calls per renewal interval while holding N leases\n\n")
-	b.WriteString("One client holds N locks (taken by 32 goroutines); its backend calls are counted from just after a keep-alive over 3.5 renewal intervals (TTL/3) and divided by 3. Cells: KeepAlive calls / all calls, per interval. On Redis, also the round trips per interval counted by a go-redis hook on each server's client: the most pipelines any one server (on a Cluster: master) got, and the single commands to all servers; \"on m\" is the number of servers that got any.\n\n")
-	var sizes []int
-	seen := map[int]bool{}
-	for _, k := range r.KeepAlive {
-		if !seen[k.Leases] {
-			seen[k.Leases] = true
-			sizes = append(sizes, k.Leases)
-		}
-	}
-	b.WriteString("| server |")
-	for _, n := range sizes {
-		fmt.Fprintf(&b, " %d leases |", n)
-	}
-	b.WriteString("\n|---|")
-	for range sizes {
-		b.WriteString("---|")
-	}
-	b.WriteString("\n")
-	var groups []string
-	for _, k := range r.KeepAlive {
-		if len(groups) == 0 || groups[len(groups)-1] != k.Group {
-			groups = append(groups, k.Group)
-		}
-	}
-	for _, g := range groups {
-		fmt.Fprintf(&b, "| %s |", g)
-		for _, n := range sizes {
-			for _, k := range r.KeepAlive {
-				if k.Group == g && k.Leases == n {
-					if k.Error != "" {
-						e := k.Error
-						if len(e) > 80 {
-							e = e[:80] + "…"
-						}
-						fmt.Fprintf(&b, " not measured: %s |", strings.ReplaceAll(strings.ReplaceAll(e, "\n", " "), "|", "/"))
-					} else if k.Servers > 0 {
-						fmt.Fprintf(&b, " %.2f / %.2f; ≤ %.2f pipelines per server + %.2f single commands, on %d |", k.KeepAlivePerRenew, k.CallsPerRenew, k.MaxPipesPerServer, k.SinglesPerRenew, k.Servers)
-					} else {
-						fmt.Fprintf(&b, " %.2f / %.2f |", k.KeepAlivePerRenew, k.CallsPerRenew)
-					}
-				}
-			}
-		}
-		b.WriteString("\n")
+	if r.sel.measure(mKeepAlive) {
+		writeKeepAlive(&b, r)
 	}
 	if len(r.Waiting) > 0 {
-		b.WriteString("\n## Waiting: what a waiting process costs while the holder lives\n\n")
-		fmt.Fprintf(&b, "A holder process takes a lock; a second process (this binary re-executed) calls `Lock` on it and, after %v, is watched for %v: its CPU time (getrusage, user + system, as a share of one core; the Go runtime's own work included; SQLite on a file of its own, which only the holder and the waiter write) and its backend calls (counted by the spi.Backend decorator), per TTL. Once per run, every backend at once.\n\n", waitSettle, waitWatch(mustTTL(r.TTL)))
-		b.WriteString("| server | watched s | CPU (% of a core) | acquire calls per TTL | all calls per TTL | notes |\n|---|---|---|---|---|---|\n")
-		for _, w := range r.Waiting {
-			if w.Error != "" {
-				fmt.Fprintf(&b, "| %s | – | – | – | – | %s |\n", w.Group, errNote(1, w.Error))
-				continue
-			}
-			fmt.Fprintf(&b, "| %s | %.1f | %.2f | %.2f | %.2f |  |\n", w.Group, w.Seconds, 100*w.CPUShare, w.AcqPerTTL, w.AllPerTTL)
-		}
+		writeWaiting(&b, r)
 	}
 	if len(r.Skipped) > 0 {
 		b.WriteString("\n## Left out\n\n| what | why |\n|---|---|\n")
@@ -223,6 +154,113 @@ func markdown(r *report) string {
 		}
 	}
 	return b.String()
+}
+
+// writeCycle writes the cycle section.
+func writeCycle(b *strings.Builder, r *report) {
+	b.WriteString("## Cycle: acquire + release, one goroutine\n\n")
+	b.WriteString("In same-run baseline operations: the median over rounds of (µs per cycle ÷ µs per baseline op of the same round and server). Baselines: Redis (and Redis Cluster, on one key's master) one EVALSHA of `return 1`; PostgreSQL, MariaDB, SQLite one one-row UPDATE; ZooKeeper one create + delete; etcd one Put.\n\n")
+	b.WriteString("Redis commands per cycle: what the row's go-redis client sent (EVALSHA counts one, whatever its script does inside), median over rounds.\n\n")
+	b.WriteString("| server | library | cycle (baseline ops) | µs per cycle (median) | Redis commands per cycle | notes |\n|---|---|---|---|---|---|\n")
+	for _, c := range r.Cycle {
+		ratio := f2(c.MedianRatio)
+		if c.Baseline {
+			ratio = "1 (baseline)"
+		}
+		cmds := "–"
+		if len(c.CmdsPerOp) > 0 {
+			cmds = fmt.Sprintf("%.2f", c.MedianCmds)
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %.0f | %s | %s |\n", c.Group, c.Name, ratio, c.MedianUS, cmds, errNote(c.Errors, c.LastError))
+	}
+}
+
+// writeHandover writes the graceful handover section.
+func writeHandover(b *strings.Builder, r *report) {
+	b.WriteString("\n## Graceful handover: holder lets go → waiter granted\n\n")
+	fmt.Fprintf(b, "Two clients (two sessions, two connection pools) in this process; the waiter has been waiting for 30 ms when the holder unlocks (Election: the leader calls Stop or StepDown; the time runs to the candidate's OnElected). Up to %d samples per row per round (fewer where one takes long).\n\n", r.HandoverSamples)
+	b.WriteString("| server | library | samples | p50 ms | p99 ms | max ms | notes |\n|---|---|---|---|---|---|---|\n")
+	for _, h := range r.Handover {
+		fmt.Fprintf(b, "| %s | %s | %d | %s | %s | %s | %s |\n", h.Group, h.Name, len(h.MS), ms(h.P50), ms(h.P99), ms(h.Max), errNote(h.Errors, h.LastError))
+	}
+}
+
+// writeFailover writes the crash failover section.
+func writeFailover(b *strings.Builder, r *report) {
+	b.WriteString("\n## Crash failover: holder process SIGKILLed → waiter granted\n\n")
+	b.WriteString("A holder process (this binary re-executed) takes the lock and renews it; a waiter in the harness waits; the holder is SIGKILLed after a random 0.3–1.3 s; time to the waiter's grant in TTLs. One sample per row per round, all rows at once. Calls: the waiter's backend calls from the kill to the grant, per TTL (Simba: counted by a spi.Backend decorator, acquire calls / all calls; redislock, redsync: every Redis command, by a go-redis hook; etcd: unary gRPC calls, watches not counted; – where the library gives no hook).\n\n")
+	b.WriteString("| server | library | samples | p50 ×TTL | max ×TTL | waiter's acquire calls per TTL | waiter's calls per TTL | notes |\n|---|---|---|---|---|---|---|---|\n")
+	for _, f := range r.Failover {
+		acq, all := "–", "–"
+		if f.Counted {
+			acq, all = fmt.Sprintf("%.1f", f.MedAcq), fmt.Sprintf("%.1f", f.MedAll)
+		}
+		fmt.Fprintf(b, "| %s | %s | %d | %s | %s | %s | %s | %s |\n", f.Group, f.Name, len(f.TTLRatios), f2(f.P50), f2(f.Max), acq, all, errNote(f.Errors, f.LastError))
+	}
+}
+
+// writeKeepAlive writes the keep-alive section.
+func writeKeepAlive(b *strings.Builder, r *report) {
+	b.WriteString("\n## Keep-alive: Simba's calls per renewal interval while holding N leases\n\n")
+	b.WriteString("One client holds N locks (taken by 32 goroutines); its backend calls are counted from just after a keep-alive over 3.5 renewal intervals (TTL/3) and divided by 3. Cells: KeepAlive calls / all calls, per interval. On Redis, also the round trips per interval counted by a go-redis hook on each server's client: the most pipelines any one server (on a Cluster: master) got, and the single commands to all servers; \"on m\" is the number of servers that got any.\n\n")
+	var sizes []int
+	seen := map[int]bool{}
+	for _, k := range r.KeepAlive {
+		if !seen[k.Leases] {
+			seen[k.Leases] = true
+			sizes = append(sizes, k.Leases)
+		}
+	}
+	b.WriteString("| server |")
+	for _, n := range sizes {
+		fmt.Fprintf(b, " %d leases |", n)
+	}
+	b.WriteString("\n|---|")
+	for range sizes {
+		b.WriteString("---|")
+	}
+	b.WriteString("\n")
+	var groups []string
+	for _, k := range r.KeepAlive {
+		if len(groups) == 0 || groups[len(groups)-1] != k.Group {
+			groups = append(groups, k.Group)
+		}
+	}
+	for _, g := range groups {
+		fmt.Fprintf(b, "| %s |", g)
+		for _, n := range sizes {
+			for _, k := range r.KeepAlive {
+				if k.Group == g && k.Leases == n {
+					if k.Error != "" {
+						e := k.Error
+						if len(e) > 80 {
+							e = e[:80] + "…"
+						}
+						fmt.Fprintf(b, " not measured: %s |", strings.ReplaceAll(strings.ReplaceAll(e, "\n", " "), "|", "/"))
+					} else if k.Servers > 0 {
+						fmt.Fprintf(b, " %.2f / %.2f; ≤ %.2f pipelines per server + %.2f single commands, on %d |", k.KeepAlivePerRenew, k.CallsPerRenew, k.MaxPipesPerServer, k.SinglesPerRenew, k.Servers)
+					} else {
+						fmt.Fprintf(b, " %.2f / %.2f |", k.KeepAlivePerRenew, k.CallsPerRenew)
+					}
+				}
+			}
+		}
+		b.WriteString("\n")
+	}
+}
+
+// writeWaiting writes the waiting-cost section.
+func writeWaiting(b *strings.Builder, r *report) {
+	b.WriteString("\n## Waiting: what a waiting process costs while the holder lives\n\n")
+	fmt.Fprintf(b, "A holder process takes a lock; a second process (this binary re-executed) calls `Lock` on it and, after %v, is watched for %v: its CPU time (getrusage, user + system, as a share of one core; the Go runtime's own work included; SQLite on a file of its own, which only the holder and the waiter write) and its backend calls (counted by the spi.Backend decorator), per TTL. Once per run, every backend at once.\n\n", waitSettle, waitWatch(mustTTL(r.TTL)))
+	b.WriteString("| server | watched s | CPU (% of a core) | acquire calls per TTL | all calls per TTL | notes |\n|---|---|---|---|---|---|\n")
+	for _, w := range r.Waiting {
+		if w.Error != "" {
+			fmt.Fprintf(b, "| %s | – | – | – | – | %s |\n", w.Group, errNote(1, w.Error))
+			continue
+		}
+		fmt.Fprintf(b, "| %s | %.1f | %.2f | %.2f | %.2f |  |\n", w.Group, w.Seconds, 100*w.CPUShare, w.AcqPerTTL, w.AllPerTTL)
+	}
 }
 
 func write(r *report, out string) error {
