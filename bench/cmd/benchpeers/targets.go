@@ -112,7 +112,12 @@ func judge(t *targetRes, v, bound float64, unit string, prec int) {
 	case met:
 		t.Verdict = fmt.Sprintf("met (%s ≤ %s)", num(v), num(bound))
 	case bound > 0:
-		t.Verdict = fmt.Sprintf("**not met**: %s over (%s, %.0f%% above %s)", num(v-bound), num(v), 100*(v/bound-1), num(bound))
+		above := 100 * (v/bound - 1)
+		pp := 0
+		if above < 1 {
+			pp = 1 // not "0% above"
+		}
+		t.Verdict = fmt.Sprintf("**not met**: %s over (%s, %.*f%% above %s)", num(v-bound), num(v), pp, above, num(bound))
 	default:
 		t.Verdict = fmt.Sprintf("**not met**: %s over %s", num(v-bound), num(bound))
 	}
@@ -221,8 +226,8 @@ func targets(r *report) []*targetRes {
 			unmeasured(t, "")
 		default:
 			worst := pct(f.AcqPerTTL, 100)
-			t.Measured = fmt.Sprintf("max %.1f (median %.1f; all calls median %.1f)", worst, f.MedAcq, f.MedAll)
-			judge(t, worst, boundAcquirePerTTL, "", 1)
+			t.Measured = fmt.Sprintf("max %.*f (median %.1f; all calls median %.1f)", decimals(worst, boundAcquirePerTTL), worst, f.MedAcq, f.MedAll)
+			judge(t, worst, boundAcquirePerTTL, "", decimals(worst, boundAcquirePerTTL))
 		}
 	}
 
@@ -357,4 +362,13 @@ func writeTargets(b *strings.Builder, r *report) {
 		fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", t.Target, t.Issue, t.Measured, t.Verdict, strings.ReplaceAll(targetWhy[t.ID], "|", "/"))
 	}
 	b.WriteString("\n")
+}
+
+// decimals is how many decimals (1 to 3) a calls-per-TTL verdict prints: one, unless v is over
+// bound and one decimal would print both alike (3.005 over 3 prints as 3.005, not 3.0).
+func decimals(v, bound float64) int {
+	p := 1
+	for ; p < 3 && v > bound && fmt.Sprintf("%.*f", p, v) == fmt.Sprintf("%.*f", p, bound); p++ {
+	}
+	return p
 }

@@ -183,8 +183,8 @@ func TestTargetsOfPartialRun(t *testing.T) {
 		}
 	}
 	calls := find(ts, "failover-calls/redis-cluster")
-	if calls == nil || calls.Met == nil || *calls.Met || !strings.Contains(calls.Verdict, "0.0 over (3.0, 0% above 3.0)") {
-		t.Errorf("failover-calls/redis-cluster: %+v; want not met (3.0 shown)", calls)
+	if calls == nil || calls.Met == nil || *calls.Met || !strings.Contains(calls.Verdict, "0.01 over (3.01, 0.2% above 3.00)") {
+		t.Errorf("failover-calls/redis-cluster: %+v; want not met, 0.01 over 3.00", calls)
 	}
 	if f := find(ts, "failover/redis-cluster"); f == nil || f.Met == nil || !*f.Met {
 		t.Errorf("failover/redis-cluster: %+v; want met", f)
@@ -192,6 +192,17 @@ func TestTargetsOfPartialRun(t *testing.T) {
 	for _, id := range []string{"keepalive/redis-cluster", "waiting-calls/redis-cluster"} {
 		if x := find(ts, id); x == nil || x.Met != nil || !strings.Contains(x.Verdict, "not measured (-measures left") {
 			t.Errorf("%s: %+v; want not measured, -measures left it out", id, x)
+		}
+	}
+}
+
+func TestDecimals(t *testing.T) {
+	for _, c := range []struct {
+		v    float64
+		want int
+	}{{2.8, 1}, {3, 1}, {2.999, 1}, {3.2, 1}, {3.04, 2}, {3.005, 3}, {3.0001, 3}} {
+		if got := decimals(c.v, 3); got != c.want {
+			t.Errorf("decimals(%v, 3) = %d, want %d", c.v, got, c.want)
 		}
 	}
 }
