@@ -369,6 +369,11 @@ func (c *callCounter) Acquire(ctx context.Context, s spi.SessionID, name string)
 	return c.Backend.Acquire(ctx, s, name)
 }
 
+func (c *callCounter) AcquireQueued(ctx context.Context, s spi.SessionID, name string) (spi.Acquire, error) {
+	c.note(true)
+	return c.Backend.AcquireQueued(ctx, s, name)
+}
+
 func (c *callCounter) KeepAlive(ctx context.Context, s spi.SessionID, names, groups []string) (spi.KeepAlive, error) {
 	c.note(false)
 	return c.Backend.KeepAlive(ctx, s, names, groups)
@@ -382,6 +387,85 @@ func (c *callCounter) Release(ctx context.Context, s spi.SessionID, name string,
 func (c *callCounter) OpenSession(ctx context.Context, owner string, ttl time.Duration) (spi.Session, error) {
 	c.note(false)
 	return c.Backend.OpenSession(ctx, owner, ttl)
+}
+
+// TestMySQLCrashWakesNobody: when the holder process is SIGKILLed, the server lets its named
+// locks go with its connection, and the waiter's waker gets the lock it blocked on. That is no
+// release — the crashed holder's lease lives on until its session expires (TTL 10 s) — so the
+// waker sends no hint and the waiting client makes no acquire for it; the waker goes back to
+// probing the lock and reading the lease row.
+func TestMySQLCrashWakesNobody(t *testing.T) {
+	dsn := myDSN(t)
+	migrated(t, dsn)
+	name := "crash-" + unique(t)
+	cmd := osexec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), wakeChildEnv+"="+dsn, wakeNameEnv+"="+name)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	killed := false
+	defer func() {
+		if !killed {
+			_ = cmd.Process.Kill()
+		}
+		_ = cmd.Wait()
+	}()
+	if lines := bufio.NewScanner(stdout); !lines.Scan() || !strings.HasPrefix(lines.Text(), "locked ") {
+		t.Fatalf("holder process said %q (%v), want locked", lines.Text(), lines.Err())
+	}
+	waiter := &callCounter{Backend: open(t, dsn)}
+	c := locktest.Clients(t, wakeTTL, waiter)[0]
+	wctx, cancel := context.WithCancel(testCtx(t))
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Lock(wctx, name)
+		done <- err
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	mw := waiter.waker.(*mysqlWaker)
+	// The waiter finds the lock held and its waker blocks on the holder's named lock.
+	for end := time.Now().Add(5 * time.Second); mw.snapshot().blocks == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("the waker did not wait on the named lock: %+v", mw.snapshot())
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	before := mw.snapshot()
+	waiter.reset()
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killed = true
+	_ = cmd.Wait()
+	time.Sleep(time.Second) // well within the crashed holder's 10 s lease
+	after := mw.snapshot()
+	acquires, _ := waiter.reset()
+	select {
+	case err := <-done:
+		t.Fatalf("the waiter's Lock returned while the crashed holder's lease lives: %v", err)
+	default:
+	}
+	t.Logf("waker statements in the second after the kill: %d probes, %d lease reads, %d blocking waits, %d hints; the waiter's acquires: %d",
+		after.probes-before.probes, after.reads-before.reads, after.blocks-before.blocks, after.hints-before.hints, acquires)
+	if after.hints != before.hints || acquires != 0 {
+		t.Errorf("the crash woke the waiter: %d hints, %d acquires; want none while the lease lives", after.hints-before.hints, acquires)
+	}
+	if after.reads == before.reads {
+		t.Errorf("the waker did not read the lease row after the named lock came free: %+v", after)
+	}
 }
 
 // TestWaitCost reports what one client waiting for a held lock (session TTL 1 s) costs per TTL,

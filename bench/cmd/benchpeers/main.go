@@ -7,6 +7,7 @@
 //
 // It prints one Markdown table per measure and writes them, with the raw samples as JSON and
 // charts as PNG, under -out. Every loop is bounded in count (-rounds) and time (-budget).
+// -only and -measures run a part of it (see -h).
 // Servers: Redis 127.0.0.1:6379, PostgreSQL 127.0.0.1:5432 (db test), MariaDB 127.0.0.1:3306
 // (root, db test), ZooKeeper 127.0.0.1:2181; SQLite on a temporary file and etcd embedded in
 // this process. Run it with `make bench-peers`.
@@ -19,6 +20,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -28,16 +30,20 @@ import (
 
 func main() {
 	var (
-		rounds  = flag.Int("rounds", 6, "rounds of every measure (interleaved)")
-		budget  = flag.Duration("budget", 9*time.Minute, "time for the whole run at most; rounds stop early to keep a third for the waiting and keep-alive measures")
-		ttl     = flag.Duration("ttl", 2*time.Second, "lease/session TTL of every library (whole seconds, for etcd)")
-		out     = flag.String("out", "results", "directory for latest.md, latest.json and the charts")
-		leases  = flag.String("leases", "1,100,10000", "held-lease counts of the keep-alive measure")
-		noEtcd  = flag.Bool("no-etcd", false, "leave etcd out")
-		holder  = flag.String("holder", "", "internal: run as a holder process of this role")
-		waitAs  = flag.String("waiter", "", "internal: run as a waiting process of this role")
-		holdFor = flag.String("name", "", "internal: the holder's lock name")
+		o        opts
+		only     = flag.String("only", "", "comma-separated servers to measure (default all): "+strings.Join(groupKeys, ", ")+" (postgresql, pg, zk, cluster also accepted)")
+		measures = flag.String("measures", "", "comma-separated measures to run (default all): "+strings.Join(measureKeys, ", ")+"; the targets of a measure not run are reported \"not measured\"")
+		holder   = flag.String("holder", "", "internal: run as a holder process of this role")
+		waitAs   = flag.String("waiter", "", "internal: run as a waiting process of this role")
+		holdFor  = flag.String("name", "", "internal: the holder's lock name")
 	)
+	flag.IntVar(&o.rounds, "rounds", 6, "rounds of every measure (interleaved)")
+	flag.DurationVar(&o.budget, "budget", 9*time.Minute, "time for the whole run at most; rounds stop early to keep a third for the waiting and keep-alive measures (when they run)")
+	flag.DurationVar(&o.ttl, "ttl", 2*time.Second, "lease/session TTL of every library (whole seconds, for etcd)")
+	flag.StringVar(&o.out, "out", "results", "directory for latest.md, latest.json and the charts (a run with -only or -measures writes to results/partial unless -out is given, so the full run's files stay)")
+	flag.StringVar(&o.leases, "leases", "1,100,10000", "held-lease counts of the keep-alive measure")
+	flag.BoolVar(&o.noEtcd, "no-etcd", false, "leave etcd out")
+	flag.IntVar(&o.handSamples, "handover-samples", defaultHandSamples, "graceful hand-over samples per row per round at most")
 	flag.Parse()
 	if *holder != "" {
 		os.Exit(runHolder(*holder, *holdFor))
@@ -45,10 +51,37 @@ func main() {
 	if *waitAs != "" {
 		os.Exit(runWaiter(*waitAs, *holdFor))
 	}
-	if err := run(*rounds, *budget, *ttl, *out, *leases, *noEtcd); err != nil {
+	sel, err := parseSelection(*only, *measures)
+	if err == nil && o.handSamples < 1 {
+		err = fmt.Errorf("-handover-samples %d: at least 1", o.handSamples)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "benchpeers:", err)
+		os.Exit(2)
+	}
+	o.sel = sel
+	outSet := false
+	flag.Visit(func(f *flag.Flag) { outSet = outSet || f.Name == "out" })
+	if !outSet && !sel.all() {
+		o.out = filepath.Join(o.out, "partial")
+	}
+	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "benchpeers:", err)
 		os.Exit(1)
 	}
+}
+
+// defaultHandSamples is -handover-samples' default.
+const defaultHandSamples = 10
+
+// opts are a run's settings, from the flags.
+type opts struct {
+	rounds      int
+	budget, ttl time.Duration
+	out, leases string
+	noEtcd      bool
+	handSamples int
+	sel         selection
 }
 
 // runHolder takes the lock and keeps it until the parent kills the process (at most ten
@@ -155,24 +188,40 @@ type report struct {
 	Waiting                       []*waitRes
 	Targets                       []*targetRes
 	Skipped                       map[string]string
+	// HandoverSamples is -handover-samples: hand-over samples per row per round at most.
+	HandoverSamples int
+	// Selected is the run's -only and -measures as the header states them (empty: all).
+	Selected string `json:",omitempty"`
+	// sel is the selection itself and leases -leases' counts, for the targets.
+	sel    selection
+	leases []int
 }
 
-func run(rounds int, budget, ttl time.Duration, out, leaseList string, noEtcd bool) error {
+func run(o opts) error {
+	rounds, budget, ttl, sel := o.rounds, o.budget, o.ttl, o.sel
 	start := time.Now()
 	deadline := start.Add(budget)
-	roundsEnd := start.Add(budget * 2 / 3)
+	roundsEnd := deadline
+	if sel.measure(mWaiting) || sel.measure(mKeepAlive) {
+		roundsEnd = start.Add(budget * 2 / 3)
+	}
 	dir, err := os.MkdirTemp("", "simba-benchpeers-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
 	c := conf{ttl: ttl, dir: dir, run: strconv.FormatInt(time.Now().Unix()%1e6, 36)}
-	rep := &report{Skipped: map[string]string{}, TTL: ttl.String()}
-	if noEtcd {
+	rep := &report{Skipped: map[string]string{}, TTL: ttl.String(), HandoverSamples: o.handSamples, Selected: sel.describe(), sel: sel, leases: parseLeases(o.leases)}
+	switch {
+	case !sel.group(groupEtc):
+	case o.noEtcd:
 		rep.Skipped["etcd (embedded)"] = "left out (-no-etcd)"
-	} else if url, stop, err := startEtcd(dir); err != nil {
-		rep.Skipped["etcd (embedded)"] = "embedded etcd did not start: " + err.Error()
-	} else {
+	default:
+		url, stop, err := startEtcd(dir)
+		if err != nil {
+			rep.Skipped["etcd (embedded)"] = "embedded etcd did not start: " + err.Error()
+			break
+		}
 		defer stop()
 		c.etcdURL = url
 	}
@@ -180,8 +229,9 @@ func run(rounds int, budget, ttl time.Duration, out, leaseList string, noEtcd bo
 	res := new(resources)
 	defer res.close()
 	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	cy, hand, fail, skipped := setup(sctx, c, res)
+	cy, hand, fail, skipped := setup(sctx, c, sel, res)
 	cancel()
+	cy, hand, fail = sel.filterRows(cy, hand, fail)
 	sortRows(cy, hand, fail)
 	for k, v := range skipped {
 		rep.Skipped[k] = v
@@ -197,6 +247,9 @@ func run(rounds int, budget, ttl time.Duration, out, leaseList string, noEtcd bo
 	fres := make([]*failRes, len(fail))
 	for i, r := range fail {
 		fres[i] = &failRes{Group: r.group, Name: r.name}
+	}
+	if len(cy)+len(hand)+len(fail) == 0 {
+		rounds = 0 // no measure of the rounds selected
 	}
 	done := 0
 	for round := 0; round < rounds && time.Now().Before(roundsEnd); round++ {
@@ -222,7 +275,7 @@ func run(rounds int, budget, ttl time.Duration, out, leaseList string, noEtcd bo
 		// Graceful handover.
 		for k := range hand {
 			i := (k + round) % len(hand)
-			handSlice(ctx, hand[i], hres[i], ttl)
+			handSlice(ctx, hand[i], hres[i], ttl, o.handSamples)
 		}
 		// Crash failover: every row at once, each with its own holder process, all killed after
 		// the same random delay.
@@ -254,9 +307,9 @@ func run(rounds int, budget, ttl time.Duration, out, leaseList string, noEtcd bo
 	}
 	rep.Rounds = done
 	// The cost of waiting: one waiting process per Simba backend, all at once.
-	if time.Until(deadline) > waitSettle+waitWatch(ttl)+25*time.Second {
+	sbs := slices.DeleteFunc(c.simbaBackends(), func(sb simbaBackend) bool { return !sel.group(sb.group) })
+	if sel.measure(mWaiting) && len(sbs) > 0 && time.Until(deadline) > waitSettle+waitWatch(ttl)+25*time.Second {
 		fmt.Fprintf(os.Stderr, "waiting cost (%v elapsed)\n", time.Since(start).Round(time.Second))
-		sbs := c.simbaBackends()
 		rep.Waiting = make([]*waitRes, len(sbs))
 		// A SQLite file of its own, which only the holder and the waiter write: the harness's
 		// other SQLite clients (cycle, handover) renew their sessions in the run's file, and
@@ -284,14 +337,11 @@ func run(rounds int, budget, ttl time.Duration, out, leaseList string, noEtcd bo
 		wg.Wait()
 	}
 	// Keep-alive calls with many held leases (Simba only), within what is left of the budget.
-	var sizes []int
-	for _, s := range strings.Split(leaseList, ",") {
-		if n, err := strconv.Atoi(strings.TrimSpace(s)); err == nil && n > 0 {
-			sizes = append(sizes, n)
+	for _, sb := range sbs {
+		if !sel.measure(mKeepAlive) {
+			break
 		}
-	}
-	for _, sb := range c.simbaBackends() {
-		for _, n := range sizes {
+		for _, n := range rep.leases {
 			r := &kaRes{Group: sb.group, Leases: n}
 			rep.KeepAlive = append(rep.KeepAlive, r)
 			left := time.Until(deadline)
@@ -322,7 +372,7 @@ func run(rounds int, budget, ttl time.Duration, out, leaseList string, noEtcd bo
 	rep.Cycle, rep.Handover, rep.Failover = cres, hres, fres
 	rep.Elapsed = time.Since(start).Round(time.Second).String()
 	describe(rep)
-	return write(rep, out)
+	return write(rep, o.out)
 }
 
 // cycleSlice runs one row's cycles for up to 250 ms or 3,000 cycles and returns µs per cycle
@@ -367,10 +417,12 @@ func cycleSlice(ctx context.Context, r cycleRow, res *cycleRes) float64 {
 	return us
 }
 
-// handSlice takes up to 10 handover samples of one row, for at most 2 s after the first.
-func handSlice(ctx context.Context, r handRow, res *handRes, ttl time.Duration) {
+// handSlice takes up to n handover samples of one row, for at most 2 s after the first per 10
+// samples.
+func handSlice(ctx context.Context, r handRow, res *handRes, ttl time.Duration, n int) {
 	t0 := time.Now()
-	for k := 0; k < 10 && (k == 0 || time.Since(t0) < 2*time.Second); k++ {
+	limit := 2 * time.Second * time.Duration(max(1, (n+9)/10))
+	for k := 0; k < n && (k == 0 || time.Since(t0) < limit); k++ {
 		sctx, cancel := context.WithTimeout(ctx, 4*ttl+10*time.Second)
 		d, err := r.sample(sctx)
 		cancel()
@@ -386,6 +438,17 @@ func handSlice(ctx context.Context, r handRow, res *handRes, ttl time.Duration) 
 		r.finish(fctx)
 		cancel()
 	}
+}
+
+// parseLeases reads -leases: the positive counts of a comma-separated list.
+func parseLeases(list string) []int {
+	var sizes []int
+	for _, s := range strings.Split(list, ",") {
+		if n, err := strconv.Atoi(strings.TrimSpace(s)); err == nil && n > 0 {
+			sizes = append(sizes, n)
+		}
+	}
+	return sizes
 }
 
 // pct is the nearest-rank percentile p of xs (0 when empty).

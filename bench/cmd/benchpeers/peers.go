@@ -65,15 +65,16 @@ func confFromEnv() (conf, error) {
 
 func (c conf) sqliteDSN() string { return "sqlite://" + filepath.Join(c.dir, "simba.db") }
 
-// simbaBackends are the Simba backends measured, by group title.
-func (c conf) simbaBackends() []struct {
+// simbaBackend is a Simba backend measured: its group title, its holder processes' role and
+// how to open it.
+type simbaBackend struct {
 	group, role string
 	open        opener
-} {
-	out := []struct {
-		group, role string
-		open        opener
-	}{
+}
+
+// simbaBackends are the Simba backends measured, in groupOrder's order.
+func (c conf) simbaBackends() []simbaBackend {
+	out := []simbaBackend{
 		{"Redis", "simba-redis", func(context.Context) (spi.Backend, error) {
 			return openSimbaRedis("redis://" + redisAddr)
 		}},
@@ -93,10 +94,7 @@ func (c conf) simbaBackends() []struct {
 	}
 	if c.etcdURL != "" {
 		dsn := "etcd://" + strings.TrimPrefix(c.etcdURL, "http://") + "/simba-bench"
-		out = append(out, struct {
-			group, role string
-			open        opener
-		}{"etcd (embedded)", "simba-etcd", func(context.Context) (spi.Backend, error) { return simbaetcd.New(dsn) }})
+		out = append(out, simbaBackend{"etcd (embedded)", "simba-etcd", func(context.Context) (spi.Backend, error) { return simbaetcd.New(dsn) }})
 	}
 	return out
 }
@@ -228,7 +226,9 @@ func (s funcSide) release(ctx context.Context) error { return s.rel(ctx) }
 
 // setup builds every row of every table. What cannot be set up is returned in skipped, with
 // the reason, and left out.
-func setup(ctx context.Context, c conf, r *resources) (cy []cycleRow, hand []handRow, fail []failRow, skipped map[string]string) {
+// Only the servers sel selects are set up, and Simba's clients only for the measures it
+// selects (the caller drops the other rows).
+func setup(ctx context.Context, c conf, sel selection, r *resources) (cy []cycleRow, hand []handRow, fail []failRow, skipped map[string]string) {
 	skipped = map[string]string{}
 	name := func(s string) string { return "bench-" + c.run + "-" + s }
 	try := func(group, what string, f func() error) {
@@ -240,36 +240,45 @@ func setup(ctx context.Context, c conf, r *resources) (cy []cycleRow, hand []han
 	for _, sb := range c.simbaBackends() {
 		sb := sb
 		g := sb.group
-		try(g, "Simba backend (SPI)", func() error {
-			o, last := lastOpened(sb.open)
-			prep, op, err := spiCycle(ctx, o, c.ttl, name("spi"), r)
-			if err == nil {
-				cy = append(cy, cycleRow{group: g, name: "Simba backend (SPI)", prep: prep, op: op, cmds: redisCmds(last)})
-			}
-			return err
-		})
+		if !sel.group(g) {
+			continue
+		}
+		if sel.measure(mCycle) {
+			try(g, "Simba backend (SPI)", func() error {
+				o, last := lastOpened(sb.open)
+				prep, op, err := spiCycle(ctx, o, c.ttl, name("spi"), r)
+				if err == nil {
+					cy = append(cy, cycleRow{group: g, name: "Simba backend (SPI)", prep: prep, op: op, cmds: redisCmds(last)})
+				}
+				return err
+			})
+		}
 		try(g, "Simba Lock", func() error {
-			o, last := lastOpened(sb.open)
-			op, err := lockCycle(ctx, o, c.ttl, name("lock"), r)
-			if err != nil {
-				return err
-			}
-			cy = append(cy, cycleRow{group: g, name: "**Simba `Lock`**", op: op, cmds: redisCmds(last)})
-			a, b, err := simbaLockPair(ctx, sb.open, c.ttl, name("hand"), r)
-			if err != nil {
-				return err
-			}
-			hand = append(hand, pairRow(g, "**Simba `Lock`**", [2]side{a, b}))
-			for _, sd := range []bool{false, true} {
-				ep, err := newElectionPair(ctx, sb.open, c.ttl, name(fmt.Sprintf("elect-%v", sd)), sd, r)
+			if sel.measure(mCycle) {
+				o, last := lastOpened(sb.open)
+				op, err := lockCycle(ctx, o, c.ttl, name("lock"), r)
 				if err != nil {
 					return err
 				}
-				n := "Simba Election `Stop`"
-				if sd {
-					n = "Simba Election `StepDown`"
+				cy = append(cy, cycleRow{group: g, name: "**Simba `Lock`**", op: op, cmds: redisCmds(last)})
+			}
+			if sel.measure(mHandover) {
+				a, b, err := simbaLockPair(ctx, sb.open, c.ttl, name("hand"), r)
+				if err != nil {
+					return err
 				}
-				hand = append(hand, handRow{group: g, name: n, sample: ep.sample})
+				hand = append(hand, pairRow(g, "**Simba `Lock`**", [2]side{a, b}))
+				for _, sd := range []bool{false, true} {
+					ep, err := newElectionPair(ctx, sb.open, c.ttl, name(fmt.Sprintf("elect-%v", sd)), sd, r)
+					if err != nil {
+						return err
+					}
+					n := "Simba Election `Stop`"
+					if sd {
+						n = "Simba Election `StepDown`"
+					}
+					hand = append(hand, handRow{group: g, name: n, sample: ep.sample})
+				}
 			}
 			fail = append(fail, failRow{group: g, name: "**Simba `Lock`**", holder: sb.role, wait: func(ctx context.Context, n string) (*waiter, error) {
 				return simbaWaiter(ctx, sb.open, c.ttl, n)
@@ -277,10 +286,17 @@ func setup(ctx context.Context, c conf, r *resources) (cy []cycleRow, hand []han
 			return nil
 		})
 	}
-	try("Redis", "baseline", func() error { return setupRedis(ctx, c, r, name, &cy, &hand, &fail) })
-	try("Redis Cluster", "baseline", func() error { return setupRedisCluster(ctx, r, name, &cy) })
-	try("PostgreSQL", "baseline", func() error { return setupPG(ctx, c, r, name, &cy, &hand, &fail) })
-	try("MariaDB", "baseline", func() error {
+	// The peers and baselines; their rows of the measures sel leaves out are dropped by the
+	// caller.
+	peer := func(group string, f func() error) {
+		if sel.group(group) {
+			try(group, "baseline", f)
+		}
+	}
+	peer("Redis", func() error { return setupRedis(ctx, c, r, name, &cy, &hand, &fail) })
+	peer("Redis Cluster", func() error { return setupRedisCluster(ctx, r, name, &cy) })
+	peer("PostgreSQL", func() error { return setupPG(ctx, c, r, name, &cy, &hand, &fail) })
+	peer("MariaDB", func() error {
 		db, err := sql.Open("mysql", myRawDSN)
 		if err != nil {
 			return err
@@ -292,7 +308,7 @@ func setup(ctx context.Context, c conf, r *resources) (cy []cycleRow, hand []han
 		}
 		return err
 	})
-	try("SQLite", "baseline", func() error {
+	peer("SQLite", func() error {
 		db, err := sql.Open("sqlite", "file:"+filepath.Join(c.dir, "simba.db")+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(wal)")
 		if err != nil {
 			return err
@@ -304,8 +320,8 @@ func setup(ctx context.Context, c conf, r *resources) (cy []cycleRow, hand []han
 		}
 		return err
 	})
-	try("ZooKeeper", "baseline", func() error { return setupZK(ctx, c, r, name, &cy, &hand, &fail) })
-	if c.etcdURL != "" {
+	peer("ZooKeeper", func() error { return setupZK(ctx, c, r, name, &cy, &hand, &fail) })
+	if c.etcdURL != "" && sel.group(groupEtc) {
 		try("etcd (embedded)", "all", func() error { return setupEtcd(ctx, c, r, name, &cy, &hand, &fail) })
 	}
 	return cy, hand, fail, skipped

@@ -26,20 +26,23 @@ import (
 // by target id (see targets in targets.go: e.g. "redis-vs-redislock", "failover/etcd",
 // "handover/mariadb"). It is static text: keep it in step with the numbers of a full run.
 var targetWhy = map[string]string{
-	"lock-vs-spi/redis":       "On a backend whose round trip is ~100 µs the shell's own work is a visible share of the cycle. The harness passes a context that can end, so each call runs on a call worker (a context that cannot end runs it on the caller's goroutine: 1.16–1.25× in the root package's BenchmarkLockCycle/redis against 1.28–1.34× for redis-cancellable, same run, loaded machine), and the client's pub/sub connection receives every release, its own included. On PostgreSQL the shell vanishes in the round trip.",
-	"lock-vs-spi/postgresql":  "",
-	"redis-vs-redislock":      "Both send 2 EVALSHA per cycle (the Redis commands column), but Simba's two scripts run 9 commands inside (TIME, 3 × HMGET, HSET, SADD, SREM, HDEL, PUBLISH: the session check, the fencing token from the server's clock, the session's lease set, the released hint) against redislock's 3 (SET NX PX; GET, DEL): counted with INFO commandstats on a private redis-server, 2026-12-03. That work is fixed by the frozen wire protocol (spec/redis.yaml).",
-	"postgresql-vs-pglock":    "",
-	"zookeeper-vs-zklock":     "A cycle is two ZooKeeper writes either way (each logged and synced by the server before it answers): zk.Lock creates a sequential node, lists the lock's children and deletes its node; Simba's acquire is one multi-op (create the lease node with a check of the waiter queue's version) and its release one multi-op delete. The writes are the cost: 0.85× would need one write per cycle, which the lease node (the fencing token is its czxid) cannot give.",
-	"handover/redis":          "",
-	"handover/postgresql":     "The waiter learns of the release by NOTIFY on its LISTEN connection, then acquires (one more round trip).",
-	"handover/zookeeper":      "The waiter learns of the release by a watch on the holder's node, then acquires (a multi-op).",
-	"handover/etcd":           "The waiter learns of the release by a watch on the lease prefix, then acquires (a transaction); etcd commits through raft even on one member.",
-	"handover/mariadb":        "MySQL/MariaDB push nothing: the waiter blocks in GET_LOCK on the holder's named lock (backend/sql, mysqlwake.go) and acquires when it gets it.",
-	"handover/sqlite":         "SQLite has no server: the waiter's backend watches the file and its WAL (inotify) and reads PRAGMA data_version 0, 2, 4 … 64 ms after each write (backend/sql, sqlitewake.go).",
-	"failover/etcd":           "etcd's lessor revokes expired leases on a fixed 500 ms timer (server/lease/lessor.go, runLoop), so a crashed holder's keys go up to 500 ms after its TTL; etcd's own concurrency.Mutex shows the same (its row in the crash-failover table).",
-	"keepalive/redis-cluster": "On a Cluster a keep-alive is the session's keep_alive script on its own slot (a single command), then one pipelined round: the Cluster client sends each master that holds some of the leases its share as one pipeline (backend/redis, cluster.go).",
-	"idle-cpu/sqlite":         "The waiting SQLite backend sleeps on an inotify watch and reads the change counter after each write to the file (7 reads: 0, 2, 4 … 64 ms after it) and every 250 ms (backend/sql, sqlitewake.go). At TTL 2 s the holder's and the waiter's own keep-alives write 3 times a second; TestSQLiteWaiterCPU (TTL 10 s) reports about 0.2 %. The 1 % line is this harness's reading of issue 16's \"a small fraction of a core\".",
+	"lock-vs-spi/redis":            "On a backend whose round trip is ~100 µs the shell's own work is a visible share of the cycle. The harness passes a context that can end, so each call runs on a call worker (a context that cannot end runs it on the caller's goroutine: 1.16–1.25× in the root package's BenchmarkLockCycle/redis against 1.28–1.34× for redis-cancellable, same run, loaded machine), and the client's pub/sub connection receives every release, its own included. On PostgreSQL the shell vanishes in the round trip.",
+	"lock-vs-spi/postgresql":       "",
+	"redis-vs-redislock":           "Both send 2 EVALSHA per cycle (the Redis commands column), but Simba's two scripts run 9 commands inside (TIME, 3 × HMGET, HSET, SADD, SREM, HDEL, PUBLISH: the session check, the fencing token from the server's clock, the session's lease set, the released hint) against redislock's 3 (SET NX PX; GET, DEL): counted with INFO commandstats on a private redis-server, 2026-12-03. That work is fixed by the frozen wire protocol (spec/redis.yaml).",
+	"postgresql-vs-pglock":         "",
+	"zookeeper-vs-zklock":          "A cycle is two ZooKeeper writes either way (each logged and synced by the server before it answers): zk.Lock creates a sequential node, lists the lock's children and deletes its node; Simba's acquire is one multi-op (create the lease node with a check of the waiter queue's version) and its release one multi-op delete. The writes are the cost: 0.85× would need one write per cycle, which the lease node (the fencing token is its czxid) cannot give.",
+	"handover/redis":               "",
+	"handover/postgresql":          "The waiter learns of the release by NOTIFY on its LISTEN connection, then acquires (one more round trip).",
+	"handover/zookeeper":           "The waiter learns of the release by a watch on the holder's node, then acquires (a multi-op).",
+	"handover/etcd":                "The waiter learns of the release by a watch on the lease prefix, then acquires (a transaction); etcd commits through raft even on one member.",
+	"handover/mariadb":             "MySQL/MariaDB push nothing: the waiter blocks in GET_LOCK on the holder's named lock (backend/sql, mysqlwake.go) and acquires when it gets it.",
+	"handover/sqlite":              "SQLite has no server: the waiter's backend watches the file and its WAL (inotify) and reads PRAGMA data_version 0, 2, 4 … 64 ms after each write (backend/sql, sqlitewake.go).",
+	"failover/zookeeper":           "ZooKeeper expires sessions in tickTime buckets: each request of a session moves its expiry to the next multiple of tickTime after now + the session timeout (ExpiryQueue.roundToNextInterval; SessionTrackerImpl's queue runs on tickTime), and the tracker closes a bucket's sessions when it comes. A crashed holder's lease node thus goes 0–200 ms (tickTime on this server, .ci/zoo.cfg) after its last request + TTL; then its watch wakes the waiter, which acquires. Measured 79–166 ms after the holder's last request + TTL (`-only zookeeper -measures failover`, 6 samples, 2026-12-03), so a kill just after a keep-alive can land up to about TTL + tickTime. go-zookeeper's zk.Lock waits on the same expiry (its row in the crash-failover table).",
+	"failover/etcd":                "etcd's lessor revokes expired leases on a fixed 500 ms timer (server/lease/lessor.go, runLoop), so a crashed holder's keys go up to 500 ms after its TTL; etcd's own concurrency.Mutex shows the same (its row in the crash-failover table).",
+	"failover-calls/redis-cluster": "Not a Cluster cost: 3 acquire calls in a failover of 0.998 TTL. A waiting candidate re-attempts before its queue entry lapses with its session's expiry as of its last attempt (every 2/3 to 1 TTL), then acquires when the holder's lease runs out, so a failover as long as a TTL can hold two such attempts and the grant: 3 per TTL is the bound's edge, and a window a hair under one TTL reads a hair over 3 (PostgreSQL in the same round: 3 calls in 1.0045 TTL, 2.99). Failovers shorter than a TTL take 2 (20 samples, `-only redis-cluster -measures failover`, 2026-12-03).",
+	"failover-calls/mariadb":       "MySQL/MariaDB free a crashed holder's named locks with its connection, which ends the waiter's blocking GET_LOCK while the lease lives on; the waker reads the lease row before it wakes anyone, so the crash costs no acquire (backend/sql, mysqlwake.go). Without that read each waiter paid one acquire for it: 3 per failover (4.3 per TTL in the 07:27 run); with it 2 (2.0–2.6 per TTL, `-only mariadb -measures failover`, 2026-12-03).",
+	"keepalive/redis-cluster":      "On a Cluster a keep-alive is the session's keep_alive script on its own slot (a single command), then one pipelined round: the Cluster client sends each master that holds some of the leases its share as one pipeline (backend/redis, cluster.go).",
+	"idle-cpu/sqlite":              "The waiting SQLite backend sleeps on an inotify watch and reads the change counter after each write to the file (7 reads: 0, 2, 4 … 64 ms after it) and every 250 ms (backend/sql, sqlitewake.go). At TTL 2 s the holder's and the waiter's own keep-alives write 3 times a second; TestSQLiteWaiterCPU (TTL 10 s) reports about 0.2 %. The 1 % line is this harness's reading of issue 16's \"a small fraction of a core\".",
 }
 
 // describe fills in the machine, versions and date.
@@ -118,98 +121,29 @@ func markdown(r *report) string {
 	fmt.Fprintf(&b, "Peers: %s.  \n", strings.Join(peers, ", "))
 	fmt.Fprintf(&b, "Reproduce: `make bench-peers` (`go -C bench run ./cmd/benchpeers -h` for the flags). Servers on this machine: Redis, Redis Cluster (3 masters, 3 replicas), PostgreSQL, MariaDB, ZooKeeper (tickTime 200 ms); SQLite on a temporary file; etcd embedded in the harness (etcd's concurrency package and Simba's etcd backend on the same member).\n\n")
 
+	if r.Selected != "" || r.HandoverSamples != defaultHandSamples {
+		sel := r.Selected
+		if r.HandoverSamples != defaultHandSamples {
+			sel = strings.TrimPrefix(sel+fmt.Sprintf("; up to %d hand-over samples per row per round (-handover-samples)", r.HandoverSamples), "; ")
+		}
+		fmt.Fprintf(&b, "**A partial run.** Selected: %s.\n\n", sel)
+	}
 	writeTargets(&b, r)
-	b.WriteString("## Cycle: acquire + release, one goroutine\n\n")
-	b.WriteString("In same-run baseline operations: the median over rounds of (µs per cycle ÷ µs per baseline op of the same round and server). Baselines: Redis (and Redis Cluster, on one key's master) one EVALSHA of `return 1`; PostgreSQL, MariaDB, SQLite one one-row UPDATE; ZooKeeper one create + delete; etcd one Put.\n\n")
-	b.WriteString("Redis commands per cycle: what the row's go-redis client sent (EVALSHA counts one, whatever its script does inside), median over rounds.\n\n")
-	b.WriteString("| server | library | cycle (baseline ops) | µs per cycle (median) | Redis commands per cycle | notes |\n|---|---|---|---|---|---|\n")
-	for _, c := range r.Cycle {
-		ratio := f2(c.MedianRatio)
-		if c.Baseline {
-			ratio = "1 (baseline)"
-		}
-		cmds := "–"
-		if len(c.CmdsPerOp) > 0 {
-			cmds = fmt.Sprintf("%.2f", c.MedianCmds)
-		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %.0f | %s | %s |\n", c.Group, c.Name, ratio, c.MedianUS, cmds, errNote(c.Errors, c.LastError))
+	// A partial run leaves out the sections of the measures it did not run.
+	if r.sel.measure(mCycle) {
+		writeCycle(&b, r)
 	}
-
-	b.WriteString("\n## Graceful handover: holder lets go → waiter granted\n\n")
-	b.WriteString("Two clients (two sessions, two connection pools) in this process; the waiter has been waiting for 30 ms when the holder unlocks (Election: the leader calls Stop or StepDown; the time runs to the candidate's OnElected). Up to 10 samples per row per round (fewer where one takes long).\n\n")
-	b.WriteString("| server | library | samples | p50 ms | p99 ms | max ms | notes |\n|---|---|---|---|---|---|---|\n")
-	for _, h := range r.Handover {
-		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s |\n", h.Group, h.Name, len(h.MS), ms(h.P50), ms(h.P99), ms(h.Max), errNote(h.Errors, h.LastError))
+	if r.sel.measure(mHandover) {
+		writeHandover(&b, r)
 	}
-
-	b.WriteString("\n## Crash failover: holder process SIGKILLed → waiter granted\n\n")
-	b.WriteString("A holder process (this binary re-executed) takes the lock and renews it; a waiter in the harness waits; the holder is SIGKILLed after a random 0.3–1.3 s; time to the waiter's grant in TTLs. One sample per row per round, all rows at once. Calls: the waiter's backend calls from the kill to the grant, per TTL (Simba: counted by a spi.Backend decorator, acquire calls / all calls; redislock, redsync: every Redis command, by a go-redis hook; etcd: unary gRPC calls, watches not counted; – where the library gives no hook).\n\n")
-	b.WriteString("| server | library | samples | p50 ×TTL | max ×TTL | waiter's acquire calls per TTL | waiter's calls per TTL | notes |\n|---|---|---|---|---|---|---|---|\n")
-	for _, f := range r.Failover {
-		acq, all := "–", "–"
-		if f.Counted {
-			acq, all = fmt.Sprintf("%.1f", f.MedAcq), fmt.Sprintf("%.1f", f.MedAll)
-		}
-		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s | %s |\n", f.Group, f.Name, len(f.TTLRatios), f2(f.P50), f2(f.Max), acq, all, errNote(f.Errors, f.LastError))
+	if r.sel.measure(mFailover) {
+		writeFailover(&b, r)
 	}
-
-	b.WriteString("\n## Keep-alive: Simba's calls per renewal interval while holding N leases\n\n")
-	b.WriteString("One client holds N locks (taken by 32 goroutines); its backend calls are counted from just after a keep-alive over 3.5 renewal intervals (TTL/3) and divided by 3. Cells: KeepAlive calls / all calls, per interval. On Redis, also the round trips per interval counted by a go-redis hook on each server's client: the most pipelines any one server (on a Cluster: master) got, and the single commands to all servers; \"on m\" is the number of servers that got any.\n\n")
-	var sizes []int
-	seen := map[int]bool{}
-	for _, k := range r.KeepAlive {
-		if !seen[k.Leases] {
-			seen[k.Leases] = true
-			sizes = append(sizes, k.Leases)
-		}
-	}
-	b.WriteString("| server |")
-	for _, n := range sizes {
-		fmt.Fprintf(&b, " %d leases |", n)
-	}
-	b.WriteString("\n|---|")
-	for range sizes {
-		b.WriteString("---|")
-	}
-	b.WriteString("\n")
-	var groups []string
-	for _, k := range r.KeepAlive {
-		if len(groups) == 0 || groups[len(groups)-1] != k.Group {
-			groups = append(groups, k.Group)
-		}
-	}
-	for _, g := range groups {
-		fmt.Fprintf(&b, "| %s |", g)
-		for _, n := range sizes {
-			for _, k := range r.KeepAlive {
-				if k.Group == g && k.Leases == n {
-					if k.Error != "" {
-						e := k.Error
-						if len(e) > 80 {
-							e = e[:80] + "…"
-						}
-						fmt.Fprintf(&b, " not measured: %s |", strings.ReplaceAll(strings.ReplaceAll(e, "\n", " "), "|", "/"))
-					} else if k.Servers > 0 {
-						fmt.Fprintf(&b, " %.2f / %.2f; ≤ %.2f pipelines per server + %.2f single commands, on %d |", k.KeepAlivePerRenew, k.CallsPerRenew, k.MaxPipesPerServer, k.SinglesPerRenew, k.Servers)
-					} else {
-						fmt.Fprintf(&b, " %.2f / %.2f |", k.KeepAlivePerRenew, k.CallsPerRenew)
-					}
-				}
-			}
-		}
-		b.WriteString("\n")
+	if r.sel.measure(mKeepAlive) {
+		writeKeepAlive(&b, r)
 	}
 	if len(r.Waiting) > 0 {
-		b.WriteString("\n## Waiting: what a waiting process costs while the holder lives\n\n")
-		fmt.Fprintf(&b, "A holder process takes a lock; a second process (this binary re-executed) calls `Lock` on it and, after %v, is watched for %v: its CPU time (getrusage, user + system, as a share of one core; the Go runtime's own work included; SQLite on a file of its own, which only the holder and the waiter write) and its backend calls (counted by the spi.Backend decorator), per TTL. Once per run, every backend at once.\n\n", waitSettle, waitWatch(mustTTL(r.TTL)))
-		b.WriteString("| server | watched s | CPU (% of a core) | acquire calls per TTL | all calls per TTL | notes |\n|---|---|---|---|---|---|\n")
-		for _, w := range r.Waiting {
-			if w.Error != "" {
-				fmt.Fprintf(&b, "| %s | – | – | – | – | %s |\n", w.Group, errNote(1, w.Error))
-				continue
-			}
-			fmt.Fprintf(&b, "| %s | %.1f | %.2f | %.2f | %.2f |  |\n", w.Group, w.Seconds, 100*w.CPUShare, w.AcqPerTTL, w.AllPerTTL)
-		}
+		writeWaiting(&b, r)
 	}
 	if len(r.Skipped) > 0 {
 		b.WriteString("\n## Left out\n\n| what | why |\n|---|---|\n")
@@ -223,6 +157,113 @@ func markdown(r *report) string {
 		}
 	}
 	return b.String()
+}
+
+// writeCycle writes the cycle section.
+func writeCycle(b *strings.Builder, r *report) {
+	b.WriteString("## Cycle: acquire + release, one goroutine\n\n")
+	b.WriteString("In same-run baseline operations: the median over rounds of (µs per cycle ÷ µs per baseline op of the same round and server). Baselines: Redis (and Redis Cluster, on one key's master) one EVALSHA of `return 1`; PostgreSQL, MariaDB, SQLite one one-row UPDATE; ZooKeeper one create + delete; etcd one Put.\n\n")
+	b.WriteString("Redis commands per cycle: what the row's go-redis client sent (EVALSHA counts one, whatever its script does inside), median over rounds.\n\n")
+	b.WriteString("| server | library | cycle (baseline ops) | µs per cycle (median) | Redis commands per cycle | notes |\n|---|---|---|---|---|---|\n")
+	for _, c := range r.Cycle {
+		ratio := f2(c.MedianRatio)
+		if c.Baseline {
+			ratio = "1 (baseline)"
+		}
+		cmds := "–"
+		if len(c.CmdsPerOp) > 0 {
+			cmds = fmt.Sprintf("%.2f", c.MedianCmds)
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %.0f | %s | %s |\n", c.Group, c.Name, ratio, c.MedianUS, cmds, errNote(c.Errors, c.LastError))
+	}
+}
+
+// writeHandover writes the graceful handover section.
+func writeHandover(b *strings.Builder, r *report) {
+	b.WriteString("\n## Graceful handover: holder lets go → waiter granted\n\n")
+	fmt.Fprintf(b, "Two clients (two sessions, two connection pools) in this process; the waiter has been waiting for 30 ms when the holder unlocks (Election: the leader calls Stop or StepDown; the time runs to the candidate's OnElected). Up to %d samples per row per round (fewer where one takes long).\n\n", r.HandoverSamples)
+	b.WriteString("| server | library | samples | p50 ms | p99 ms | max ms | notes |\n|---|---|---|---|---|---|---|\n")
+	for _, h := range r.Handover {
+		fmt.Fprintf(b, "| %s | %s | %d | %s | %s | %s | %s |\n", h.Group, h.Name, len(h.MS), ms(h.P50), ms(h.P99), ms(h.Max), errNote(h.Errors, h.LastError))
+	}
+}
+
+// writeFailover writes the crash failover section.
+func writeFailover(b *strings.Builder, r *report) {
+	b.WriteString("\n## Crash failover: holder process SIGKILLed → waiter granted\n\n")
+	b.WriteString("A holder process (this binary re-executed) takes the lock and renews it; a waiter in the harness waits; the holder is SIGKILLed after a random 0.3–1.3 s; time to the waiter's grant in TTLs. One sample per row per round, all rows at once. Calls: the waiter's backend calls from the kill to the grant, per TTL (Simba: counted by a spi.Backend decorator, acquire calls / all calls; redislock, redsync: every Redis command, by a go-redis hook; etcd: unary gRPC calls, watches not counted; – where the library gives no hook).\n\n")
+	b.WriteString("| server | library | samples | p50 ×TTL | max ×TTL | waiter's acquire calls per TTL | waiter's calls per TTL | notes |\n|---|---|---|---|---|---|---|---|\n")
+	for _, f := range r.Failover {
+		acq, all := "–", "–"
+		if f.Counted {
+			acq, all = fmt.Sprintf("%.1f", f.MedAcq), fmt.Sprintf("%.1f", f.MedAll)
+		}
+		fmt.Fprintf(b, "| %s | %s | %d | %s | %s | %s | %s | %s |\n", f.Group, f.Name, len(f.TTLRatios), f2(f.P50), f2(f.Max), acq, all, errNote(f.Errors, f.LastError))
+	}
+}
+
+// writeKeepAlive writes the keep-alive section.
+func writeKeepAlive(b *strings.Builder, r *report) {
+	b.WriteString("\n## Keep-alive: Simba's calls per renewal interval while holding N leases\n\n")
+	b.WriteString("One client holds N locks (taken by 32 goroutines); its backend calls are counted from just after a keep-alive over 3.5 renewal intervals (TTL/3) and divided by 3. Cells: KeepAlive calls / all calls, per interval. On Redis, also the round trips per interval counted by a go-redis hook on each server's client: the most pipelines any one server (on a Cluster: master) got, and the single commands to all servers; \"on m\" is the number of servers that got any.\n\n")
+	var sizes []int
+	seen := map[int]bool{}
+	for _, k := range r.KeepAlive {
+		if !seen[k.Leases] {
+			seen[k.Leases] = true
+			sizes = append(sizes, k.Leases)
+		}
+	}
+	b.WriteString("| server |")
+	for _, n := range sizes {
+		fmt.Fprintf(b, " %d leases |", n)
+	}
+	b.WriteString("\n|---|")
+	for range sizes {
+		b.WriteString("---|")
+	}
+	b.WriteString("\n")
+	var groups []string
+	for _, k := range r.KeepAlive {
+		if len(groups) == 0 || groups[len(groups)-1] != k.Group {
+			groups = append(groups, k.Group)
+		}
+	}
+	for _, g := range groups {
+		fmt.Fprintf(b, "| %s |", g)
+		for _, n := range sizes {
+			for _, k := range r.KeepAlive {
+				if k.Group == g && k.Leases == n {
+					if k.Error != "" {
+						e := k.Error
+						if len(e) > 80 {
+							e = e[:80] + "…"
+						}
+						fmt.Fprintf(b, " not measured: %s |", strings.ReplaceAll(strings.ReplaceAll(e, "\n", " "), "|", "/"))
+					} else if k.Servers > 0 {
+						fmt.Fprintf(b, " %.2f / %.2f; ≤ %.2f pipelines per server + %.2f single commands, on %d |", k.KeepAlivePerRenew, k.CallsPerRenew, k.MaxPipesPerServer, k.SinglesPerRenew, k.Servers)
+					} else {
+						fmt.Fprintf(b, " %.2f / %.2f |", k.KeepAlivePerRenew, k.CallsPerRenew)
+					}
+				}
+			}
+		}
+		b.WriteString("\n")
+	}
+}
+
+// writeWaiting writes the waiting-cost section.
+func writeWaiting(b *strings.Builder, r *report) {
+	b.WriteString("\n## Waiting: what a waiting process costs while the holder lives\n\n")
+	fmt.Fprintf(b, "A holder process takes a lock; a second process (this binary re-executed) calls `Lock` on it and, after %v, is watched for %v: its CPU time (getrusage, user + system, as a share of one core; the Go runtime's own work included; SQLite on a file of its own, which only the holder and the waiter write) and its backend calls (counted by the spi.Backend decorator), per TTL. Once per run, every backend at once.\n\n", waitSettle, waitWatch(mustTTL(r.TTL)))
+	b.WriteString("| server | watched s | CPU (% of a core) | acquire calls per TTL | all calls per TTL | notes |\n|---|---|---|---|---|---|\n")
+	for _, w := range r.Waiting {
+		if w.Error != "" {
+			fmt.Fprintf(b, "| %s | – | – | – | – | %s |\n", w.Group, errNote(1, w.Error))
+			continue
+		}
+		fmt.Fprintf(b, "| %s | %.1f | %.2f | %.2f | %.2f |  |\n", w.Group, w.Seconds, 100*w.CPUShare, w.AcqPerTTL, w.AllPerTTL)
+	}
 }
 
 func write(r *report, out string) error {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -111,7 +112,12 @@ func judge(t *targetRes, v, bound float64, unit string, prec int) {
 	case met:
 		t.Verdict = fmt.Sprintf("met (%s ≤ %s)", num(v), num(bound))
 	case bound > 0:
-		t.Verdict = fmt.Sprintf("**not met**: %s over (%s, %.0f%% above %s)", num(v-bound), num(v), 100*(v/bound-1), num(bound))
+		above := 100 * (v/bound - 1)
+		pp := 0
+		if above < 1 {
+			pp = 1 // not "0% above"
+		}
+		t.Verdict = fmt.Sprintf("**not met**: %s over (%s, %.*f%% above %s)", num(v-bound), num(v), pp, above, num(bound))
 	default:
 		t.Verdict = fmt.Sprintf("**not met**: %s over %s", num(v-bound), num(bound))
 	}
@@ -122,7 +128,8 @@ func unmeasured(t *targetRes, why string) {
 	t.Verdict = "not measured" + why
 }
 
-// targets judges every target on the report's numbers.
+// targets judges every target on the report's numbers. The targets of servers -only leaves
+// out are left out; those of measures -measures leaves out are not measured.
 func targets(r *report) []*targetRes {
 	var out []*targetRes
 	add := func(id, issue, target string) *targetRes {
@@ -130,8 +137,22 @@ func targets(r *report) []*targetRes {
 		out = append(out, t)
 		return t
 	}
+	// notRun marks t not measured when the run left its measure out.
+	notRun := func(t *targetRes, measure string) bool {
+		if r.sel.measure(measure) {
+			return false
+		}
+		unmeasured(t, " (-measures left "+measure+" out)")
+		return true
+	}
 	ratio := func(id, issue, target, group, a, b string, bound float64) {
+		if !r.sel.group(group) {
+			return
+		}
 		t := add(id, issue, target)
+		if notRun(t, mCycle) {
+			return
+		}
 		v, n := sameRound(r.cycle(group, a), r.cycle(group, b))
 		if n == 0 {
 			unmeasured(t, " (a row is missing or failed)")
@@ -150,7 +171,13 @@ func targets(r *report) []*targetRes {
 		group, issue string
 		bound        float64
 	}{{"Redis", "16, 17", boundHandoverFast}, {"PostgreSQL", "16, 17", boundHandoverFast}, {"ZooKeeper", "16, 17", boundHandoverFast}, {groupEtc, "17, 20", boundHandoverFast}, {"MariaDB", "16", boundHandoverSQL}, {"SQLite", "16", boundHandoverSQL}} {
+		if !r.sel.group(g.group) {
+			continue
+		}
 		t := add("handover/"+groupID(g.group), g.issue, fmt.Sprintf("%s: graceful hand-over p99 ≤ %.0f ms (the worst of `Lock`, Election `Stop`, `StepDown`)", g.group, g.bound))
+		if notRun(t, mHandover) {
+			continue
+		}
 		var parts []string
 		worst, n := -1.0, 0
 		for _, name := range []string{rowLock, rowStop, rowStep} {
@@ -172,27 +199,35 @@ func targets(r *report) []*targetRes {
 
 	ttl := mustTTL(r.TTL)
 	for _, sb := range groupOrder {
+		if !r.sel.group(sb) {
+			continue
+		}
 		f := r.failover(sb, rowLock)
 		if f == nil {
-			continue
+			f = new(failRes) // no row (its setup failed): not measured
 		}
 		issue := "17"
 		if sb == groupEtc {
 			issue = "17, 20"
 		}
 		t := add("failover/"+groupID(sb), issue, fmt.Sprintf("%s: crash failover max ≤ 1.0 × TTL + 50 ms", sb))
-		if len(f.TTLRatios) == 0 {
+		switch {
+		case notRun(t, mFailover):
+		case len(f.TTLRatios) == 0:
 			unmeasured(t, "")
-		} else {
+		default:
 			t.Measured = fmt.Sprintf("max %.2f ×TTL = %.0f ms (p50 %.2f; %d samples)", f.Max, f.Max*float64(ttl.Milliseconds()), f.P50, len(f.TTLRatios))
 			judge(t, f.Max*float64(ttl.Milliseconds()), float64((ttl + boundFailoverSlack).Milliseconds()), " ms", 0)
 		}
 		t = add("failover-calls/"+groupID(sb), "16, 17", fmt.Sprintf("%s: ≤ 3 acquire calls per waiting candidate per TTL (crash failover, kill to grant)", sb))
-		if !f.Counted || len(f.AcqPerTTL) == 0 {
+		switch {
+		case notRun(t, mFailover):
+		case !f.Counted || len(f.AcqPerTTL) == 0:
 			unmeasured(t, "")
-		} else {
-			t.Measured = fmt.Sprintf("max %.1f (median %.1f; all calls median %.1f)", pct(f.AcqPerTTL, 100), f.MedAcq, f.MedAll)
-			judge(t, pct(f.AcqPerTTL, 100), boundAcquirePerTTL, "", 1)
+		default:
+			worst := pct(f.AcqPerTTL, 100)
+			t.Measured = fmt.Sprintf("max %.*f (median %.1f; all calls median %.1f)", decimals(worst, boundAcquirePerTTL), worst, f.MedAcq, f.MedAll)
+			judge(t, worst, boundAcquirePerTTL, "", decimals(worst, boundAcquirePerTTL))
 		}
 	}
 
@@ -200,18 +235,31 @@ func targets(r *report) []*targetRes {
 	for _, k := range r.KeepAlive {
 		most = max(most, k.Leases)
 	}
+	if most == 0 {
+		most = 10000 // issue 17's count, when the run measured none
+		if len(r.leases) > 0 {
+			most = slices.Max(r.leases)
+		}
+	}
 	for _, sb := range groupOrder {
+		if !r.sel.group(sb) {
+			continue
+		}
 		var k *kaRes
 		for _, x := range r.KeepAlive {
 			if x.Group == sb && x.Leases == most {
 				k = x
 			}
 		}
-		if k == nil {
-			continue
-		}
 		if sb == "Redis Cluster" {
 			t := add("keepalive/redis-cluster", "17", fmt.Sprintf("Redis Cluster: keep-alive ≤ one pipeline per master per interval at %d leases", most))
+			if notRun(t, mKeepAlive) {
+				continue
+			}
+			if k == nil {
+				unmeasured(t, "")
+				continue
+			}
 			if k.Error != "" {
 				unmeasured(t, ": "+shorten(k.Error))
 				continue
@@ -225,6 +273,13 @@ func targets(r *report) []*targetRes {
 			issue = "20"
 		}
 		t := add("keepalive/"+groupID(sb), issue, fmt.Sprintf("%s: keep-alive 1 call per interval at %d leases", sb, most))
+		if notRun(t, mKeepAlive) {
+			continue
+		}
+		if k == nil {
+			unmeasured(t, "")
+			continue
+		}
 		if k.Error != "" {
 			unmeasured(t, ": "+shorten(k.Error))
 			continue
@@ -233,8 +288,27 @@ func targets(r *report) []*targetRes {
 		judge(t, k.CallsPerRenew, 1, "", 2)
 	}
 
-	for _, w := range r.Waiting {
-		t := add("waiting-calls/"+groupID(w.Group), "16", fmt.Sprintf("%s: a waiting process's acquire calls per TTL while the holder lives ≤ 3", w.Group))
+	waiting := func(g string) *waitRes {
+		for _, w := range r.Waiting {
+			if w.Group == g {
+				return w
+			}
+		}
+		return nil
+	}
+	for _, g := range groupOrder {
+		if !r.sel.group(g) {
+			continue
+		}
+		t := add("waiting-calls/"+groupID(g), "16", fmt.Sprintf("%s: a waiting process's acquire calls per TTL while the holder lives ≤ 3", g))
+		if notRun(t, mWaiting) {
+			continue
+		}
+		w := waiting(g)
+		if w == nil {
+			unmeasured(t, "")
+			continue
+		}
 		if w.Error != "" {
 			unmeasured(t, ": "+shorten(w.Error))
 			continue
@@ -242,17 +316,19 @@ func targets(r *report) []*targetRes {
 		t.Measured = fmt.Sprintf("%.2f acquire calls, %.2f calls in all, per TTL", w.AcqPerTTL, w.AllPerTTL)
 		judge(t, w.AcqPerTTL, boundAcquirePerTTL, "", 2)
 	}
-	for _, w := range r.Waiting {
-		if w.Group != "SQLite" {
-			continue
-		}
+	if r.sel.group("SQLite") {
 		t := add("idle-cpu/sqlite", "16", "SQLite: a waiting process's CPU ≤ 1 % of a core")
-		if w.Error != "" {
+		w := waiting("SQLite")
+		switch {
+		case notRun(t, mWaiting):
+		case w == nil:
+			unmeasured(t, "")
+		case w.Error != "":
 			unmeasured(t, ": "+shorten(w.Error))
-			continue
+		default:
+			t.Measured = fmt.Sprintf("%.2f %% of a core over %.1f s", 100*w.CPUShare, w.Seconds)
+			judge(t, 100*w.CPUShare, 100*boundIdleCPU, " %", 2)
 		}
-		t.Measured = fmt.Sprintf("%.2f %% of a core over %.1f s", 100*w.CPUShare, w.Seconds)
-		judge(t, 100*w.CPUShare, 100*boundIdleCPU, " %", 2)
 	}
 	return out
 }
@@ -286,4 +362,13 @@ func writeTargets(b *strings.Builder, r *report) {
 		fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", t.Target, t.Issue, t.Measured, t.Verdict, strings.ReplaceAll(targetWhy[t.ID], "|", "/"))
 	}
 	b.WriteString("\n")
+}
+
+// decimals is how many decimals (1 to 3) a calls-per-TTL verdict prints: one, unless v is over
+// bound and one decimal would print both alike (3.005 over 3 prints as 3.005, not 3.0).
+func decimals(v, bound float64) int {
+	p := 1
+	for ; p < 3 && v > bound && fmt.Sprintf("%.*f", p, v) == fmt.Sprintf("%.*f", p, bound); p++ {
+	}
+	return p
 }

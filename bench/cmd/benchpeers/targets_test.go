@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/simba-go/simba/spi"
 )
@@ -114,5 +115,108 @@ func TestTargetsJudgeSameRoundNumbers(t *testing.T) {
 	}
 	if got := find(ts, "postgresql-vs-pglock"); got == nil || got.Met != nil {
 		t.Errorf("postgresql-vs-pglock without rows: %+v, want not measured", got)
+	}
+}
+
+func TestParseSelection(t *testing.T) {
+	all, err := parseSelection("", " ")
+	if err != nil || !all.all() || all.describe() != "" || !all.group("ZooKeeper") || !all.measure(mWaiting) {
+		t.Fatalf("default selection: %+v, %v; want everything", all, err)
+	}
+	s, err := parseSelection("redis, Postgres,zk", "failover,keepalive")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for g, want := range map[string]bool{"Redis": true, "PostgreSQL": true, "ZooKeeper": true, "Redis Cluster": false, "MariaDB": false, groupEtc: false} {
+		if s.group(g) != want {
+			t.Errorf("group %q selected %v, want %v", g, s.group(g), want)
+		}
+	}
+	for _, m := range measureKeys {
+		if want := m == mFailover || m == mKeepAlive; s.measure(m) != want {
+			t.Errorf("measure %q selected %v, want %v", m, s.measure(m), want)
+		}
+	}
+	if got, want := s.describe(), "servers redis, postgres, zookeeper (-only); measures failover, keepalive (-measures)"; got != want {
+		t.Errorf("describe: %q, want %q", got, want)
+	}
+	for _, bad := range [][2]string{{"redis,mongo", ""}, {"", "cycle,latency"}} {
+		if _, err := parseSelection(bad[0], bad[1]); err == nil {
+			t.Errorf("parseSelection(%q, %q): no error", bad[0], bad[1])
+		}
+	}
+}
+
+func TestFilterRows(t *testing.T) {
+	s, err := parseSelection("mariadb", "failover,handover")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cy := []cycleRow{{group: "MariaDB"}, {group: "Redis"}}
+	hand := []handRow{{group: "MariaDB", name: rowLock}, {group: "SQLite", name: rowLock}}
+	fail := []failRow{{group: "Redis"}, {group: "MariaDB"}}
+	cy, hand, fail = s.filterRows(cy, hand, fail)
+	if len(cy) != 0 || len(hand) != 1 || hand[0].group != "MariaDB" || len(fail) != 1 || fail[0].group != "MariaDB" {
+		t.Errorf("kept cycle %v, handover %v, failover %v; want MariaDB's handover and failover rows", cy, hand, fail)
+	}
+}
+
+// A partial run judges the targets of the servers it selected: what it measured is judged,
+// the measures it left out are not measured, the other servers' targets are left out.
+func TestTargetsOfPartialRun(t *testing.T) {
+	sel, err := parseSelection("redis-cluster", "failover")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &report{
+		TTL: "2s",
+		sel: sel,
+		Failover: []*failRes{
+			// 3 acquire calls in 0.998 TTL: just over 3 per TTL.
+			{Group: "Redis Cluster", Name: rowLock, TTLRatios: []float64{0.7, 0.998}, Max: 0.998, P50: 0.7, Counted: true, AcqPerTTL: []float64{2.8, 3 / 0.998}, MedAcq: 2.8},
+		},
+	}
+	ts := targets(r)
+	for _, x := range ts {
+		if !strings.Contains(x.ID, "redis-cluster") {
+			t.Errorf("target %s of a server -only left out", x.ID)
+		}
+	}
+	calls := find(ts, "failover-calls/redis-cluster")
+	if calls == nil || calls.Met == nil || *calls.Met || !strings.Contains(calls.Verdict, "0.01 over (3.01, 0.2% above 3.00)") {
+		t.Errorf("failover-calls/redis-cluster: %+v; want not met, 0.01 over 3.00", calls)
+	}
+	if f := find(ts, "failover/redis-cluster"); f == nil || f.Met == nil || !*f.Met {
+		t.Errorf("failover/redis-cluster: %+v; want met", f)
+	}
+	for _, id := range []string{"keepalive/redis-cluster", "waiting-calls/redis-cluster"} {
+		if x := find(ts, id); x == nil || x.Met != nil || !strings.Contains(x.Verdict, "not measured (-measures left") {
+			t.Errorf("%s: %+v; want not measured, -measures left it out", id, x)
+		}
+	}
+}
+
+func TestDecimals(t *testing.T) {
+	for _, c := range []struct {
+		v    float64
+		want int
+	}{{2.8, 1}, {3, 1}, {2.999, 1}, {3.2, 1}, {3.04, 2}, {3.005, 3}, {3.0001, 3}} {
+		if got := decimals(c.v, 3); got != c.want {
+			t.Errorf("decimals(%v, 3) = %d, want %d", c.v, got, c.want)
+		}
+	}
+}
+
+// handSlice takes -handover-samples samples per round, not a fixed 10.
+func TestHandSliceTakesTheAskedSamples(t *testing.T) {
+	n := 0
+	row := handRow{group: "Redis", name: rowLock, sample: func(context.Context) (time.Duration, error) {
+		n++
+		return time.Duration(n) * time.Millisecond, nil
+	}}
+	res := new(handRes)
+	handSlice(context.Background(), row, res, time.Second, 25)
+	if len(res.MS) != 25 || res.MS[24] != 25 {
+		t.Errorf("samples %v, want 25 (1 … 25 ms)", res.MS)
 	}
 }
