@@ -82,10 +82,8 @@ func decideAcquired(st *opState, _ sqlq.Statement) (string, error) {
 	case !r.SessionLive:
 		return "session_expired", nil
 	case r.Granted:
+		// The statement deleted the grantee's waiter entry, if it had one.
 		st.acquire = spi.Acquire{Kind: spi.Granted, Token: r.Token, Remaining: millis(r.RemainingMs)}
-		if r.WaiterID == sid {
-			return "granted_head", nil // the grantee's entry is deleted next
-		}
 		return "granted", nil
 	case r.StoredToken < 0:
 		return "", corruptToken(name, r.StoredToken)

@@ -210,7 +210,7 @@ func TestOperationsFollowSpec(t *testing.T) {
 				}
 				return err
 			})
-			check("acquire/head_waiter", "acquire", acquireAs("granted_head", "take_head"), func() error {
+			check("acquire/head_waiter", "acquire", acquireAs("granted", "take_head"), func() error {
 				r, err := b.acquire(ctx, "acquire", string(other), "q")
 				qTok = r.Token
 				return wantKind(r, err, spi.Granted)
@@ -222,7 +222,7 @@ func TestOperationsFollowSpec(t *testing.T) {
 			if err := b.release(ctx, string(other), "q", qTok); err != nil {
 				t.Fatal(err)
 			}
-			check("acquire_queued/head_waiter", "acquire_queued", queuedAs("granted_head", "take_head"), func() error {
+			check("acquire_queued/head_waiter", "acquire_queued", queuedAs("granted", "take_head"), func() error {
 				r, err := b.acquire(ctx, "acquire_queued", string(me), "q")
 				qTok = r.Token
 				return wantKind(r, err, spi.Granted)

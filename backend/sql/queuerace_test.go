@@ -71,10 +71,11 @@ func TestTryLockNeverPassesAQueuedWaiter(t *testing.T) {
 	}
 }
 
-// TestPostgresNoFlushStaysInItsStatement: the release and the head waiter's entry deletion
-// commit without waiting for the WAL flush (synchronous_commit off for their own transaction),
-// and the setting ends with them: on the pool's one connection, the statements that follow
-// (a grant among them) run with synchronous_commit on again.
+// TestPostgresNoFlushStaysInItsStatement: the release commits without waiting for the WAL
+// flush (synchronous_commit off for its own transaction), and the setting ends with it: on the
+// pool's one connection, the statements that follow (a grant among them) run with
+// synchronous_commit on again. The grant to the first waiter deletes its entry in the same
+// statement.
 func TestPostgresNoFlushStaysInItsStatement(t *testing.T) {
 	b := migrated(t, withParam(t, pgDSN(t), "pool_max_conns", "1"))
 	ctx := testCtx(t)

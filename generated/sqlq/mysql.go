@@ -121,10 +121,6 @@ func (a mySQLQueries) WaiterRemove(ctx context.Context, p WaiterRemoveParams) er
 	return a.q.WaiterRemove(ctx, mysql.WaiterRemoveParams{Name: p.Name, SessionID: p.SessionID})
 }
 
-func (mySQLQueries) WaiterRemoveNoFlush(context.Context, WaiterRemoveNoFlushParams) error {
-	return errNotIn("mysql", "WaiterRemoveNoFlush")
-}
-
 func (a mySQLQueries) HousekeepingWaiters(ctx context.Context) error {
 	return a.q.HousekeepingWaiters(ctx)
 }

@@ -130,10 +130,6 @@ func (a postgresQueries) WaiterRemove(ctx context.Context, p WaiterRemoveParams)
 	return a.q.WaiterRemove(ctx, postgres.WaiterRemoveParams{Name: p.Name, SessionID: p.SessionID})
 }
 
-func (a postgresQueries) WaiterRemoveNoFlush(ctx context.Context, p WaiterRemoveNoFlushParams) error {
-	return a.q.WaiterRemoveNoFlush(ctx, postgres.WaiterRemoveNoFlushParams{Name: p.Name, SessionID: p.SessionID})
-}
-
 func (a postgresQueries) HousekeepingWaiters(ctx context.Context) error {
 	return a.q.HousekeepingWaiters(ctx)
 }

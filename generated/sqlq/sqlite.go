@@ -121,10 +121,6 @@ func (a sQLiteQueries) WaiterRemove(ctx context.Context, p WaiterRemoveParams) e
 	return a.q.WaiterRemove(ctx, sqlite.WaiterRemoveParams{Name: p.Name, SessionID: p.SessionID})
 }
 
-func (sQLiteQueries) WaiterRemoveNoFlush(context.Context, WaiterRemoveNoFlushParams) error {
-	return errNotIn("sqlite", "WaiterRemoveNoFlush")
-}
-
 func (a sQLiteQueries) HousekeepingWaiters(ctx context.Context) error {
 	return a.q.HousekeepingWaiters(ctx)
 }

@@ -47,7 +47,7 @@ const (
 	StmtCloseSessionLeave
 	// StmtCloseSessionDelete: Deletes the session row (last statement of close_session's transaction).
 	StmtCloseSessionDelete
-	// StmtAcquire: Acquires a lease in one statement. session_live false: SessionExpired. granted: Granted(token, remaining_ms = the session's time left). Otherwise HeldBy(holder_id, holder_owner, remaining_ms = the holder's time left, 0 when unknown): holder_id and holder_owner come from the statement's snapshot and may be stale or empty after a race; retry soon then. Not granted with stored_token < 0: spi.ErrCorruptToken; not granted with stored_token at the int64 maximum and no live other holder: spi.ErrTokenOverflow (nothing was written). The waiter queue (spi.Queuer): a free or expired lease is taken only when no live waiter other than the caller is ahead of the caller's own live entry (or, without one, at all). waiter_id / waiter_remaining_ms: the first live waiter (possibly the caller) and its entry's time left: a grant to the first waiter is followed by waiter_remove_no_flush (by waiter_remove in acquire_queued's transaction).
+	// StmtAcquire: Acquires a lease in one statement. session_live false: SessionExpired. granted: Granted(token, remaining_ms = the session's time left). Otherwise HeldBy(holder_id, holder_owner, remaining_ms = the holder's time left, 0 when unknown): holder_id and holder_owner come from the statement's snapshot and may be stale or empty after a race; retry soon then. Not granted with stored_token < 0: spi.ErrCorruptToken; not granted with stored_token at the int64 maximum and no live other holder: spi.ErrTokenOverflow (nothing was written). The waiter queue (spi.Queuer): a free or expired lease is taken only when no live waiter other than the caller is ahead of the caller's own live entry (or, without one, at all). waiter_id / waiter_remaining_ms: the first live waiter (possibly the caller) and its entry's time left. A grant deletes the grantee's own waiter entry in the same statement.
 	StmtAcquire
 	// StmtAcquireLockSession: Acquire, step 1 of 4 (in a transaction): locks the caller's live session row and returns its time left. No row: SessionExpired (roll back). Also the first step of PostgreSQL's acquire_queued transaction (the global lock order: the acting session's row first).
 	StmtAcquireLockSession
@@ -65,8 +65,6 @@ const (
 	StmtWaiterEnqueueDupKey
 	// StmtWaiterRemove: Deletes the session's entry from the lease's waiter queue: after a grant to the first waiter, and for a withdraw.
 	StmtWaiterRemove
-	// StmtWaiterRemoveNoFlush: waiter_remove after PostgreSQL's autocommit acquire granted the lease to the first waiter: it commits without waiting for its WAL flush (synchronous_commit off for its own transaction; never run it inside a transaction).
-	StmtWaiterRemoveNoFlush
 	// StmtHousekeepingWaiters: Deletes lapsed waiter entries (their expiry passed; they no longer count).
 	StmtHousekeepingWaiters
 	// StmtRelease: Frees the lease if the session holds it with that token, and NOTIFYs the release channel with its name; otherwise changes nothing. Under READ COMMITTED the UPDATE re-checks the session and token on the row's latest version. A release commits without waiting for its WAL flush (synchronous_commit off for its own transaction).
@@ -103,7 +101,7 @@ const (
 	NumStatements int = iota
 )
 
-var statementNames = [...]string{"OpenSession", "KeepAliveRenew", "KeepAliveRenewNoReturn", "SessionRemaining", "KeepAliveHeld", "KeepAliveMembers", "CloseSession", "CloseSessionRelease", "CloseSessionLeave", "CloseSessionDelete", "Acquire", "AcquireLockSession", "AcquireEnsureLease", "AcquireReadLease", "AcquireTake", "AcquireLockLease", "WaiterEnqueue", "WaiterEnqueueDupKey", "WaiterRemove", "WaiterRemoveNoFlush", "HousekeepingWaiters", "Release", "ReleaseNoNotify", "Join", "JoinInsert", "Leave", "LeaveDelete", "Members", "HousekeepingMembers", "HousekeepingSessions", "InspectLeases", "InspectSessions", "InspectMembers", "SchemaVersion", "DatabaseNow", "ClearForeignHolder"}
+var statementNames = [...]string{"OpenSession", "KeepAliveRenew", "KeepAliveRenewNoReturn", "SessionRemaining", "KeepAliveHeld", "KeepAliveMembers", "CloseSession", "CloseSessionRelease", "CloseSessionLeave", "CloseSessionDelete", "Acquire", "AcquireLockSession", "AcquireEnsureLease", "AcquireReadLease", "AcquireTake", "AcquireLockLease", "WaiterEnqueue", "WaiterEnqueueDupKey", "WaiterRemove", "HousekeepingWaiters", "Release", "ReleaseNoNotify", "Join", "JoinInsert", "Leave", "LeaveDelete", "Members", "HousekeepingMembers", "HousekeepingSessions", "InspectLeases", "InspectSessions", "InspectMembers", "SchemaVersion", "DatabaseNow", "ClearForeignHolder"}
 
 // String is the statement's sqlc query name.
 func (s Statement) String() string {
@@ -262,12 +260,6 @@ type WaiterRemoveParams struct {
 	SessionID string
 }
 
-// WaiterRemoveNoFlushParams are the parameters of WaiterRemoveNoFlush.
-type WaiterRemoveNoFlushParams struct {
-	Name      string
-	SessionID string
-}
-
 // ReleaseParams are the parameters of Release.
 type ReleaseParams struct {
 	Name      string
@@ -373,7 +365,7 @@ type Queries interface {
 	CloseSessionLeave(ctx context.Context, p CloseSessionLeaveParams) error
 	// CloseSessionDelete: Deletes the session row (last statement of close_session's transaction).
 	CloseSessionDelete(ctx context.Context, p CloseSessionDeleteParams) error
-	// Acquire: Acquires a lease in one statement. session_live false: SessionExpired. granted: Granted(token, remaining_ms = the session's time left). Otherwise HeldBy(holder_id, holder_owner, remaining_ms = the holder's time left, 0 when unknown): holder_id and holder_owner come from the statement's snapshot and may be stale or empty after a race; retry soon then. Not granted with stored_token < 0: spi.ErrCorruptToken; not granted with stored_token at the int64 maximum and no live other holder: spi.ErrTokenOverflow (nothing was written). The waiter queue (spi.Queuer): a free or expired lease is taken only when no live waiter other than the caller is ahead of the caller's own live entry (or, without one, at all). waiter_id / waiter_remaining_ms: the first live waiter (possibly the caller) and its entry's time left: a grant to the first waiter is followed by waiter_remove_no_flush (by waiter_remove in acquire_queued's transaction).
+	// Acquire: Acquires a lease in one statement. session_live false: SessionExpired. granted: Granted(token, remaining_ms = the session's time left). Otherwise HeldBy(holder_id, holder_owner, remaining_ms = the holder's time left, 0 when unknown): holder_id and holder_owner come from the statement's snapshot and may be stale or empty after a race; retry soon then. Not granted with stored_token < 0: spi.ErrCorruptToken; not granted with stored_token at the int64 maximum and no live other holder: spi.ErrTokenOverflow (nothing was written). The waiter queue (spi.Queuer): a free or expired lease is taken only when no live waiter other than the caller is ahead of the caller's own live entry (or, without one, at all). waiter_id / waiter_remaining_ms: the first live waiter (possibly the caller) and its entry's time left. A grant deletes the grantee's own waiter entry in the same statement.
 	Acquire(ctx context.Context, p AcquireParams) (AcquireRow, error)
 	// AcquireLockSession: Acquire, step 1 of 4 (in a transaction): locks the caller's live session row and returns its time left. No row: SessionExpired (roll back). Also the first step of PostgreSQL's acquire_queued transaction (the global lock order: the acting session's row first).
 	AcquireLockSession(ctx context.Context, p AcquireLockSessionParams) (int64, error)
@@ -391,8 +383,6 @@ type Queries interface {
 	WaiterEnqueueDupKey(ctx context.Context, p WaiterEnqueueDupKeyParams) error
 	// WaiterRemove: Deletes the session's entry from the lease's waiter queue: after a grant to the first waiter, and for a withdraw.
 	WaiterRemove(ctx context.Context, p WaiterRemoveParams) error
-	// WaiterRemoveNoFlush: waiter_remove after PostgreSQL's autocommit acquire granted the lease to the first waiter: it commits without waiting for its WAL flush (synchronous_commit off for its own transaction; never run it inside a transaction).
-	WaiterRemoveNoFlush(ctx context.Context, p WaiterRemoveNoFlushParams) error
 	// HousekeepingWaiters: Deletes lapsed waiter entries (their expiry passed; they no longer count).
 	HousekeepingWaiters(ctx context.Context) error
 	// Release: Frees the lease if the session holds it with that token, and NOTIFYs the release channel with its name; otherwise changes nothing. Under READ COMMITTED the UPDATE re-checks the session and token on the row's latest version. A release commits without waiting for its WAL flush (synchronous_commit off for its own transaction).
@@ -557,8 +547,6 @@ func Exec(ctx context.Context, q Queries, s Statement, st *State) error {
 		return q.WaiterEnqueueDupKey(ctx, WaiterEnqueueDupKeyParams{Name: st.Args.Name, SessionID: st.Args.SessionID})
 	case StmtWaiterRemove:
 		return q.WaiterRemove(ctx, WaiterRemoveParams{Name: st.Args.Name, SessionID: st.Args.SessionID})
-	case StmtWaiterRemoveNoFlush:
-		return q.WaiterRemoveNoFlush(ctx, WaiterRemoveNoFlushParams{Name: st.Args.Name, SessionID: st.Args.SessionID})
 	case StmtHousekeepingWaiters:
 		return q.HousekeepingWaiters(ctx)
 	case StmtRelease:
@@ -762,12 +750,6 @@ func (r *Recorder) WaiterEnqueueDupKey(ctx context.Context, p WaiterEnqueueDupKe
 func (r *Recorder) WaiterRemove(ctx context.Context, p WaiterRemoveParams) error {
 	r.record(StmtWaiterRemove)
 	return r.Q.WaiterRemove(ctx, p)
-}
-
-// WaiterRemoveNoFlush records the statement and runs it on r.Q.
-func (r *Recorder) WaiterRemoveNoFlush(ctx context.Context, p WaiterRemoveNoFlushParams) error {
-	r.record(StmtWaiterRemoveNoFlush)
-	return r.Q.WaiterRemoveNoFlush(ctx, p)
 }
 
 // HousekeepingWaiters records the statement and runs it on r.Q.

@@ -106,7 +106,7 @@ type SQLStep struct {
 // SQLDecisions maps each decision an operation step may name to its outcomes (those that end
 // the operation first). The backend implements exactly these. Each call returns a fresh map.
 func SQLDecisions() map[string][]string {
-	return map[string][]string{"renewed": []string{"live"}, "session_live": []string{"session_expired", "live"}, "member_row": []string{"session_expired", "live"}, "acquired": []string{"session_expired", "granted", "held_by", "stale", "granted_head"}, "acquired_queued": []string{"session_expired", "granted", "granted_head", "held_by", "stale"}, "lease_holder": []string{"granted", "held_by", "take", "take_head"}, "lease_holder_queued": []string{"granted", "take", "take_head", "held_by"}}
+	return map[string][]string{"renewed": []string{"live"}, "session_live": []string{"session_expired", "live"}, "member_row": []string{"session_expired", "live"}, "acquired": []string{"session_expired", "granted", "held_by", "stale"}, "acquired_queued": []string{"session_expired", "granted", "held_by", "stale"}, "lease_holder": []string{"granted", "held_by", "take", "take_head"}, "lease_holder_queued": []string{"granted", "take", "take_head", "held_by"}}
 }
 
 // SQLDialectByName describes dialect name, or reports false if there is no such dialect.
@@ -148,23 +148,20 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 				Transaction: false,
 			}, "acquire": {
 				Batch:   false,
-				Queries: []string{"Acquire", "WaiterRemoveNoFlush"},
+				Queries: []string{"Acquire"},
 				Steps: []SQLStep{{
 					Attempts: 3,
 					Decide:   "acquired",
 					Query:    "Acquire",
 					Repeat:   "stale",
 					Reply:    []string{"session_expired", "granted", "held_by", "stale"},
-				}, {
-					Query: "WaiterRemoveNoFlush",
-					When:  "granted_head",
 				}},
 				Transaction: false,
 			}, "acquire_queued": {
 				Batch:         false,
 				First:         "acquire",
 				FirstContinue: []string{"held_by", "stale"},
-				Queries:       []string{"AcquireLockSession", "AcquireLockLease", "Acquire", "WaiterRemove", "WaiterEnqueue", "WaiterEnqueue"},
+				Queries:       []string{"AcquireLockSession", "AcquireLockLease", "Acquire", "WaiterEnqueue", "WaiterEnqueue"},
 				Steps: []SQLStep{{
 					NoRows: "session_expired",
 					Query:  "AcquireLockSession",
@@ -174,9 +171,6 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 					Query:    "Acquire",
 					Repeat:   "stale",
 					Reply:    []string{"session_expired", "granted"},
-				}, {
-					Query: "WaiterRemove",
-					When:  "granted_head",
 				}, {
 					Query: "WaiterEnqueue",
 					When:  "held_by",

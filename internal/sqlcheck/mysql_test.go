@@ -3,6 +3,7 @@ package sqlcheck
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"reflect"
 	"testing"
 	"time"
@@ -196,13 +197,30 @@ func TestMySQLRenewalBeatsTakeover(t *testing.T) {
 	renewer := myConn(t, myDB(t, ""))
 	d := dialect(t, wire.SQLMySQL)
 	o := myOps(t, myDB(t, ""))
-	renewalBeatsTakeover(t, o, func(ctx context.Context, sid string) (func() error, error) {
+	renewalBeatsTakeover(t, o, func(ctx context.Context, sid string) (func(bool) error, bool, error) {
 		if _, err := renewer.ExecContext(ctx, d.Begin); err != nil {
-			return nil, err
+			return nil, false, err
 		}
-		if err := mysql.New(renewer).KeepAliveRenewNoReturn(ctx, sid); err != nil {
-			return nil, err
+		end := func(commit bool) error {
+			stmt := "ROLLBACK"
+			if commit {
+				stmt = "COMMIT"
+			}
+			_, err := renewer.ExecContext(ctx, stmt)
+			return err
 		}
-		return func() error { _, err := renewer.ExecContext(ctx, "COMMIT"); return err }, nil
+		q := mysql.New(renewer)
+		if err := q.KeepAliveRenewNoReturn(ctx, sid); err != nil {
+			return nil, false, errors.Join(err, end(false))
+		}
+		// The renewal's own write is visible in its transaction: time left means it renewed.
+		left, err := q.SessionRemaining(ctx, sid)
+		if errors.Is(err, sql.ErrNoRows) {
+			return end, false, nil
+		}
+		if err != nil {
+			return nil, false, errors.Join(err, end(false))
+		}
+		return end, left > 0, nil
 	})
 }

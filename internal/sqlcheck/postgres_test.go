@@ -2,6 +2,7 @@ package sqlcheck
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -204,16 +205,24 @@ func TestPostgresRenewalBeatsTakeover(t *testing.T) {
 	t.Parallel()
 	pool := pgShared(t)
 	o := pgOps(t, pool)
-	renewalBeatsTakeover(t, o, func(ctx context.Context, sid string) (func() error, error) {
+	renewalBeatsTakeover(t, o, func(ctx context.Context, sid string) (func(bool) error, bool, error) {
 		tx, err := pool.Begin(ctx)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
-		if _, err := postgres.New(tx).KeepAliveRenew(ctx, sid); err != nil {
-			tx.Rollback(ctx)
-			return nil, err
+		end := func(commit bool) error {
+			if commit {
+				return tx.Commit(ctx)
+			}
+			return tx.Rollback(ctx)
 		}
-		return func() error { return tx.Commit(ctx) }, nil
+		// The renewal returns no row when the session had already expired.
+		if _, err := postgres.New(tx).KeepAliveRenew(ctx, sid); errors.Is(err, pgx.ErrNoRows) {
+			return end, false, nil
+		} else if err != nil {
+			return nil, false, errors.Join(err, end(false))
+		}
+		return end, true, nil
 	})
 }
 

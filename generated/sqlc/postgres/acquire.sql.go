@@ -48,6 +48,11 @@ WITH t AS (
                                      OR (m.arrival_us = w.arrival_us AND m.session_id < w.session_id))))
                    AND l.xmin = (SELECT c.xmin FROM simba_lease c WHERE c.name = l.name)))
     RETURNING l.token
+), gone AS (
+    DELETE FROM simba_waiter g
+    WHERE g.name = $1 AND g.session_id = $2::text
+      AND EXISTS (SELECT 1 FROM take)
+    RETURNING g.name
 )
 SELECT
     EXISTS (SELECT 1 FROM me) AS session_live,
@@ -98,8 +103,8 @@ type AcquireRow struct {
 // holder: spi.ErrTokenOverflow (nothing was written). The waiter queue (spi.Queuer): a free or
 // expired lease is taken only when no live waiter other than the caller is ahead of the caller's
 // own live entry (or, without one, at all). waiter_id / waiter_remaining_ms: the first live waiter
-// (possibly the caller) and its entry's time left: a grant to the first waiter is followed by
-// waiter_remove_no_flush (by waiter_remove in acquire_queued's transaction).
+// (possibly the caller) and its entry's time left. A grant deletes the grantee's own waiter entry
+// in the same statement.
 func (q *Queries) Acquire(ctx context.Context, arg AcquireParams) (AcquireRow, error) {
 	row := q.db.QueryRow(ctx, acquire, arg.Name, arg.SessionID)
 	var i AcquireRow
