@@ -38,7 +38,7 @@ func main() {
 		holdFor  = flag.String("name", "", "internal: the holder's lock name")
 	)
 	flag.IntVar(&o.rounds, "rounds", 6, "rounds of every measure (interleaved)")
-	flag.DurationVar(&o.budget, "budget", 9*time.Minute, "time for the whole run at most; rounds stop early to keep a third for the waiting and keep-alive measures (when they run)")
+	flag.DurationVar(&o.budget, "budget", 15*time.Minute, "time for the whole run at most; rounds stop early to keep a third for the waiting and keep-alive measures (when they run)")
 	flag.DurationVar(&o.ttl, "ttl", 2*time.Second, "lease/session TTL of every library (whole seconds, for etcd)")
 	flag.StringVar(&o.out, "out", "results", "directory for latest.md, latest.json and the charts (a run with -only or -measures writes to results/partial unless -out is given, so the full run's files stay)")
 	flag.StringVar(&o.leases, "leases", "1,100,10000", "held-lease counts of the keep-alive measure")
@@ -72,7 +72,7 @@ func main() {
 }
 
 // defaultHandSamples is -handover-samples' default.
-const defaultHandSamples = 10
+const defaultHandSamples = 50
 
 // opts are a run's settings, from the flags.
 type opts struct {
