@@ -23,6 +23,13 @@ import (
 // dialect over sqlc's package, and, for a dialect whose operations are declared batch, the
 // functions that queue sqlc's statements on one pgx.Batch (generated/sqlc/<dialect>/simba_queue.go,
 // in sqlc's package so that they use its query constants and row types).
+//
+// They are not sqlc's own batch output: sqlc's :batchexec/:batchmany/:batchone methods (v1.31,
+// tools/go.mod) each queue one statement with many parameter sets and send their own batch, so
+// an operation of several different statements (keep-alive: renew, held, members) would cost a
+// round trip per statement, or a handle that intercepts their SendBatch. A queue function is
+// the same per-statement typed code for one batch the caller sends: sqlc's statement text and
+// row struct, scanned field by field in the order sqlc declares (and itself scans) them.
 
 const (
 	sqlqDir = "generated/sqlq"

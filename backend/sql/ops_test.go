@@ -1,6 +1,7 @@
 package sql
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"math"
@@ -11,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/simba-go/simba/generated/sqlq"
 	"github.com/simba-go/simba/generated/wire"
@@ -400,7 +402,12 @@ func TestSpecOrderChangesExecution(t *testing.T) {
 	}
 	run := func(env []string, args ...string) {
 		t.Helper()
-		cmd := osexec.CommandContext(testCtx(t), goCmd, args...)
+		// Each command compiles (the generator, the changed generated packages, the backend
+		// and its test binary): on a loaded 2-core machine that can take longer than
+		// testCtx's two minutes, so it gets ten; the test binary's -timeout still bounds it.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		cmd := osexec.CommandContext(ctx, goCmd, args...)
 		cmd.Dir = scratch
 		cmd.Env = append(os.Environ(), env...)
 		if out, err := cmd.CombinedOutput(); err != nil {
