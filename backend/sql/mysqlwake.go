@@ -84,6 +84,7 @@ type mysqlWaker struct {
 	waits   map[string]func()    // running waits: name → cancel
 	kick    chan struct{}        // held or waiting changed (capacity 1)
 	stats   mysqlStats
+	kaGen   uint64 // keep-alives seen by keptAlive
 }
 
 // mysqlStats counts the waker's statements: marking GET_LOCKs, probes, lease reads, blocking
@@ -97,10 +98,12 @@ func (w *mysqlWaker) snapshot() mysqlStats {
 	return w.stats
 }
 
-// heldLease is one tenure of this backend's: its session and since when.
+// heldLease is one tenure of this backend's: its session and since when; seen is the last
+// keep-alive generation (mysqlWaker.kaGen) that listed it.
 type heldLease struct {
 	sid   string
 	since time.Time
+	seen  uint64
 }
 
 func newMySQLWaker(db *sql.DB, wd wire.SQLDialect) *mysqlWaker {
@@ -149,15 +152,27 @@ func (w *mysqlWaker) acquired(sid, name string, r spi.Acquire) {
 	w.poke()
 }
 
+// keptAlive forgets the tenures of sid that ka no longer lists (or all of them, when the
+// session expired). It marks the listed ones with a new generation instead of building a set of
+// ka's names: a keep-alive of 10,000 leases then allocates nothing (the set cost MariaDB's
+// keep-alive about a tenth of its time).
 func (w *mysqlWaker) keptAlive(sid string, ka spi.KeepAlive) {
-	still := make(map[string]bool, len(ka.Held))
-	for _, h := range ka.Held {
-		still[h.Name] = true
-	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for n, h := range w.held {
-		if h.sid == sid && (ka.Expired || !still[n]) {
+	if len(w.held) == 0 {
+		return
+	}
+	w.kaGen++
+	if !ka.Expired {
+		for _, h := range ka.Held {
+			if l, ok := w.held[h.Name]; ok && l.sid == sid {
+				l.seen = w.kaGen
+				w.held[h.Name] = l
+			}
+		}
+	}
+	for n, l := range w.held {
+		if l.sid == sid && l.seen != w.kaGen {
 			delete(w.held, n)
 			w.poke()
 		}
