@@ -272,8 +272,11 @@ type Hinter interface {
 	// then closes the channel; the channel is never closed earlier. A backend that pushes
 	// delivers, from every client of the server, a Released hint for each lease freed by
 	// Release or CloseSession and a GroupChanged hint for each join or leave (hints for
-	// expiries are welcome, not required); one that implements Hinter but has nothing to push
-	// on some servers (the SQL backend on MySQL and SQLite) returns a channel that only closes.
+	// expiries are welcome, not required). A backend whose server pushes nothing may deliver
+	// Released hints only for the leases one of its own acquires recently found held (the SQL
+	// backend on MySQL/MariaDB and SQLite: a waker that blocks on the holder's named lock, or
+	// watches the database file), and no GroupChanged hints; one with nothing to deliver at all
+	// returns a channel that only closes.
 	// Delivery must never block the backend's calls: a slow reader may lose hints. The
 	// implementation reconnects by itself; hints lost meanwhile are simply lost. An error
 	// means no subscription could be made at all (the backend is closed, ctx is done) and

@@ -90,20 +90,7 @@ func TestWakeAcrossProcesses(t *testing.T) {
 			dsn := d.dsn(t)
 			b := migrated(t, dsn)
 			name := "wake-" + unique(t)
-			cmd := osexec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), wakeChildEnv+"="+dsn, wakeNameEnv+"="+name)
-			stdin, err := cmd.StdinPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			stdout, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			cmd.Stderr = os.Stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
+			cmd, stdin, stdout := startWakeChild(t, dsn, name)
 			defer func() {
 				stdin.Close()
 				if err := cmd.Wait(); err != nil {
@@ -398,21 +385,8 @@ func TestMySQLCrashWakesNobody(t *testing.T) {
 	dsn := myDSN(t)
 	migrated(t, dsn)
 	name := "crash-" + unique(t)
-	cmd := osexec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), wakeChildEnv+"="+dsn, wakeNameEnv+"="+name)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	cmd, stdin, stdout := startWakeChild(t, dsn, name)
 	defer stdin.Close()
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
 	killed := false
 	defer func() {
 		if !killed {
@@ -532,4 +506,25 @@ func TestWaitCost(t *testing.T) {
 			}
 		})
 	}
+}
+
+// startWakeChild starts this test binary as a wake child (runWakeChild) holding name on dsn,
+// with pipes to its stdin (closing it ends the child) and from its stdout.
+func startWakeChild(t *testing.T, dsn, name string) (*osexec.Cmd, io.WriteCloser, io.ReadCloser) {
+	t.Helper()
+	cmd := osexec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), wakeChildEnv+"="+dsn, wakeNameEnv+"="+name)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, stdin, stdout
 }
