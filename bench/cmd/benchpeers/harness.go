@@ -138,28 +138,38 @@ type failRow struct {
 // holdRole is what a holder process runs: take name and return once held.
 type holdRole func(ctx context.Context, name string) error
 
-// spawnHolder re-executes this binary as a holder process for role and name and returns
-// once it holds the lock.
-func spawnHolder(ctx context.Context, env []string, role, name string) (*exec.Cmd, error) {
+// startSelf re-executes this binary as a helper process (flag -holder or -waiter) for role and
+// name, with env added; the first line it prints comes on the returned channel.
+func startSelf(env []string, flag, role, name string) (*exec.Cmd, <-chan string, error) {
 	exe, err := os.Executable()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	cmd := exec.Command(exe, "-holder", role, "-name", name)
+	cmd := exec.Command(exe, flag, role, "-name", name)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	line := make(chan string, 1)
 	go func() {
 		s, _ := bufio.NewReader(out).ReadString('\n')
 		line <- strings.TrimSpace(s)
 	}()
+	return cmd, line, nil
+}
+
+// spawnHolder re-executes this binary as a holder process for role and name and returns
+// once it holds the lock.
+func spawnHolder(ctx context.Context, env []string, role, name string) (*exec.Cmd, error) {
+	cmd, line, err := startSelf(env, "-holder", role, name)
+	if err != nil {
+		return nil, err
+	}
 	select {
 	case s := <-line:
 		if s == "held" {
@@ -311,28 +321,13 @@ func measureWaiting(ctx context.Context, env []string, role, name string, ttl ti
 		_ = holder.Process.Kill()
 		_ = holder.Wait()
 	}()
-	exe, err := os.Executable()
+	cmd, line, err := startSelf(env, "-waiter", role, name)
 	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(exe, "-waiter", role, "-name", name)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
 	defer func() {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
-	}()
-	line := make(chan string, 1)
-	go func() {
-		s, _ := bufio.NewReader(out).ReadString('\n')
-		line <- strings.TrimSpace(s)
 	}()
 	var s string
 	select {

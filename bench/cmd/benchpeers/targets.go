@@ -251,28 +251,14 @@ func targets(r *report) []*targetRes {
 				k = x
 			}
 		}
-		if sb == "Redis Cluster" {
-			t := add("keepalive/redis-cluster", "17", fmt.Sprintf("Redis Cluster: keep-alive ≤ one pipeline per master per interval at %d leases", most))
-			if notRun(t, mKeepAlive) {
-				continue
-			}
-			if k == nil {
-				unmeasured(t, "")
-				continue
-			}
-			if k.Error != "" {
-				unmeasured(t, ": "+shorten(k.Error))
-				continue
-			}
-			t.Measured = fmt.Sprintf("≤ %.2f pipelines per master (per master: %v over 3 intervals) + %.2f single commands (the session's keep-alive script); %.2f KeepAlive calls", k.MaxPipesPerServer, k.PerServerPipes, k.SinglesPerRenew, k.KeepAlivePerRenew)
-			judge(t, k.MaxPipesPerServer, 1, "", 2)
-			continue
-		}
-		issue := "17"
-		if sb == groupEtc {
+		issue, what := "17", fmt.Sprintf("%s: keep-alive 1 call per interval at %d leases", sb, most)
+		switch sb {
+		case groupEtc:
 			issue = "20"
+		case "Redis Cluster":
+			what = fmt.Sprintf("Redis Cluster: keep-alive ≤ one pipeline per master per interval at %d leases", most)
 		}
-		t := add("keepalive/"+groupID(sb), issue, fmt.Sprintf("%s: keep-alive 1 call per interval at %d leases", sb, most))
+		t := add("keepalive/"+groupID(sb), issue, what)
 		if notRun(t, mKeepAlive) {
 			continue
 		}
@@ -282,6 +268,11 @@ func targets(r *report) []*targetRes {
 		}
 		if k.Error != "" {
 			unmeasured(t, ": "+shorten(k.Error))
+			continue
+		}
+		if sb == "Redis Cluster" {
+			t.Measured = fmt.Sprintf("≤ %.2f pipelines per master (per master: %v over 3 intervals) + %.2f single commands (the session's keep-alive script); %.2f KeepAlive calls", k.MaxPipesPerServer, k.PerServerPipes, k.SinglesPerRenew, k.KeepAlivePerRenew)
+			judge(t, k.MaxPipesPerServer, 1, "", 2)
 			continue
 		}
 		t.Measured = fmt.Sprintf("%.2f KeepAlive calls, %.2f calls in all, per interval", k.KeepAlivePerRenew, k.CallsPerRenew)
