@@ -6,7 +6,10 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"net/url"
+	"os"
+	osexec "os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -198,4 +201,25 @@ func expire(t testing.TB, b *Backend, id spi.SessionID) {
 		t.Fatal(err)
 	}
 	exec(t, b, "UPDATE simba_session SET expiry_ms = ? WHERE id = ?", now-1, string(id))
+}
+
+// startChild starts this test binary with env added (the variable that makes TestMain run a
+// child's part), with pipes to its stdin and from its stdout.
+func startChild(t *testing.T, env ...string) (*osexec.Cmd, io.WriteCloser, io.ReadCloser) {
+	t.Helper()
+	cmd := osexec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), env...)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, stdin, stdout
 }

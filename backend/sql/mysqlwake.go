@@ -348,8 +348,7 @@ func (w *mysqlWaker) wait(ctx context.Context, name string) {
 		// expires. The lease row tells them apart (a release has updated it by then); a crash
 		// wakes nobody, or every waiter would pay an acquire that finds the lease still held,
 		// and the probes above take over until the lease is free.
-		free := w.leaseFree(ctx, conn, name)
-		if free {
+		if w.leaseFree(ctx, conn, name) {
 			w.wake(name)
 		}
 		if err := w.release(ctx, conn, name); err != nil {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	osexec "os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -107,17 +106,9 @@ func runChild(dsn string, out io.Writer) error {
 func TestSQLiteTwoProcesses(t *testing.T) {
 	dsn := liteDSN(t)
 	b := migrated(t, dsn)
-	cmd := osexec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+dsn)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, stdin, stdout := startChild(t, childEnv+"="+dsn) // the child reads no input
 	defer func() {
+		stdin.Close()
 		cmd.Process.Kill()
 		cmd.Wait()
 	}()

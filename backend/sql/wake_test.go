@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	osexec "os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -90,7 +89,7 @@ func TestWakeAcrossProcesses(t *testing.T) {
 			dsn := d.dsn(t)
 			b := migrated(t, dsn)
 			name := "wake-" + unique(t)
-			cmd, stdin, stdout := startWakeChild(t, dsn, name)
+			cmd, stdin, stdout := startChild(t, wakeChildEnv+"="+dsn, wakeNameEnv+"="+name)
 			defer func() {
 				stdin.Close()
 				if err := cmd.Wait(); err != nil {
@@ -385,7 +384,7 @@ func TestMySQLCrashWakesNobody(t *testing.T) {
 	dsn := myDSN(t)
 	migrated(t, dsn)
 	name := "crash-" + unique(t)
-	cmd, stdin, stdout := startWakeChild(t, dsn, name)
+	cmd, stdin, stdout := startChild(t, wakeChildEnv+"="+dsn, wakeNameEnv+"="+name)
 	defer stdin.Close()
 	killed := false
 	defer func() {
@@ -506,25 +505,4 @@ func TestWaitCost(t *testing.T) {
 			}
 		})
 	}
-}
-
-// startWakeChild starts this test binary as a wake child (runWakeChild) holding name on dsn,
-// with pipes to its stdin (closing it ends the child) and from its stdout.
-func startWakeChild(t *testing.T, dsn, name string) (*osexec.Cmd, io.WriteCloser, io.ReadCloser) {
-	t.Helper()
-	cmd := osexec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), wakeChildEnv+"="+dsn, wakeNameEnv+"="+name)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	return cmd, stdin, stdout
 }
