@@ -59,8 +59,3 @@
 // The wire artifacts every backend uses (SQL, Lua, the ZooKeeper layout, the etcd transactions
 // and the Go under generated/) come from the declarative spec in spec/; `go generate ./...` rebuilds them.
 package simba
-
-//go:generate go -C gen run ./cmd/simbagen -root ..
-//go:generate go -C tools run github.com/sqlc-dev/sqlc/cmd/sqlc generate -f ../sql/sqlc.yaml
-//go:generate go -C gen run ./cmd/simbagen -check-int64 ../generated/sqlc
-//go:generate go -C gen run ./cmd/simbagen -root .. -sqlq
