@@ -1,19 +1,28 @@
-// Package resource is the fenced resource of a chaos run: a table on a SQL database written with
-// a conditional statement, and a Redis key written by a check-and-set script. Both accept a
-// write only when its token is at least the highest they have accepted for the name, which is
-// what a user of fencing tokens does; the checkers then verify what they accepted.
-//
-// The statements here are the harness's own (not Simba's wire protocol). When the library's
-// fence package lands, the harness can write through it instead.
+// Package resource is the fenced resource of a chaos run: a table on a SQL database and a key
+// on Redis, each written through the library's fence helpers (fence/fencesql: the write runs in
+// one transaction with the token check against simba_fence; fence/fenceredis: one Lua script
+// sets the key and the resource's highest token). Both accept a write only when its token is
+// at least the highest they have accepted for the resource, which is what a user of fencing
+// tokens does; the checkers then verify what they accepted, so a chaos run also exercises the
+// fence helpers under the same faults (the SQL backends' own database is reached through the
+// worker's fault proxy).
 package resource
 
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
+
+	simbasql "github.com/simba-go/simba/backend/sql"
+	"github.com/simba-go/simba/fence"
+	"github.com/simba-go/simba/fence/fenceredis"
+	"github.com/simba-go/simba/fence/fencesql"
+	"github.com/simba-go/simba/generated/wire"
 
 	_ "github.com/go-sql-driver/mysql"
 	_ "github.com/jackc/pgx/v5/stdlib"
@@ -36,7 +45,8 @@ type Resource interface {
 }
 
 // Open opens a resource from its spec, "label|driver|dsn|table": driver pgx, mysql or sqlite
-// (a table), or redis (dsn host:port, table a key prefix).
+// (a table, and the fence's simba_fence table in the same database), or redis (dsn host:port,
+// table a key prefix).
 func Open(spec string) (Resource, error) {
 	parts := strings.SplitN(spec, "|", 4)
 	if len(parts) != 4 {
@@ -44,7 +54,12 @@ func Open(spec string) (Resource, error) {
 	}
 	label, driver, dsn, table := parts[0], parts[1], parts[2], parts[3]
 	if driver == "redis" {
-		return &redisKey{label: label, prefix: table, c: redis.NewClient(&redis.Options{Addr: dsn, MaxRetries: -1})}, nil
+		c := redis.NewClient(&redis.Options{Addr: dsn, MaxRetries: -1})
+		return &redisKey{label: label, prefix: table, c: c, f: fenceredis.New(c)}, nil
+	}
+	dialect, ok := map[string]string{"pgx": "postgres", "mysql": "mysql", "sqlite": "sqlite"}[driver]
+	if !ok {
+		return nil, fmt.Errorf("resource %s: unknown driver %q (want pgx, mysql, sqlite or redis)", label, driver)
 	}
 	db, err := sql.Open(driver, dsn)
 	if err != nil {
@@ -53,30 +68,78 @@ func Open(spec string) (Resource, error) {
 	if driver == "sqlite" {
 		db.SetMaxOpenConns(1)
 	}
-	return &sqlTable{label: label, driver: driver, table: table, db: db}, nil
+	f, err := fencesql.New(db, dialect)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("resource %s: %w", label, err)
+	}
+	return &sqlTable{label: label, driver: driver, dsn: dsn, table: table, db: db, f: f}, nil
 }
 
+// resourceName is the fence resource of a lease name's writes: one per table (a run's own)
+// and name, so runs sharing a server never share a highest token.
+func resourceName(table, name string) string { return table + "/" + name }
+
 type sqlTable struct {
-	label, driver, table string
-	db                   *sql.DB
+	label, driver, dsn, table string
+	db                        *sql.DB
+	f                         *fencesql.Fence
 }
 
 func (t *sqlTable) Label() string { return t.label }
 
 func (t *sqlTable) Close() error { return t.db.Close() }
 
+// Setup applies Simba's migrations (the fence's simba_fence table among them) the way a user
+// does, through the SQL backend's Migrate, and creates the data table the fenced writes go to.
 func (t *sqlTable) Setup(ctx context.Context) error {
+	if err := t.migrate(ctx); err != nil {
+		return fmt.Errorf("resource %s: migrate: %w", t.label, err)
+	}
 	_, err := t.db.ExecContext(ctx, fmt.Sprintf(
 		`CREATE TABLE IF NOT EXISTS %s (name VARCHAR(200) PRIMARY KEY, token BIGINT NOT NULL, writer VARCHAR(200) NOT NULL)`, t.table))
 	if err != nil {
 		return fmt.Errorf("resource %s: create %s: %w", t.label, t.table, err)
 	}
-	return nil
+	return t.f.CheckSchema(ctx)
 }
 
+func (t *sqlTable) migrate(ctx context.Context) error {
+	var b *simbasql.Backend
+	switch t.driver {
+	case "pgx":
+		pool, err := pgxpool.New(ctx, t.dsn)
+		if err != nil {
+			return err
+		}
+		defer pool.Close()
+		if b, err = simbasql.NewPostgres(pool); err != nil {
+			return err
+		}
+	case "mysql":
+		var err error
+		if b, err = simbasql.NewMySQL(t.db); err != nil {
+			return err
+		}
+	default:
+		var err error
+		if b, err = simbasql.NewSQLite(t.db); err != nil {
+			return err
+		}
+	}
+	defer b.Close()
+	return b.Migrate(ctx)
+}
+
+// Drop removes the data table and the run's rows of simba_fence (a table the library owns and
+// other programs on the server may use: only this table's resources go).
 func (t *sqlTable) Drop(ctx context.Context) error {
+	// The run's resources are exactly those from table+"/" up to (not including) table+"0",
+	// '0' following '/' in ASCII.
+	q := fmt.Sprintf("DELETE FROM %s WHERE resource >= %s AND resource < %s", wire.SQLFenceTable, t.ph(1), t.ph(2))
+	_, ferr := t.db.ExecContext(ctx, q, resourceName(t.table, ""), t.table+"0")
 	_, err := t.db.ExecContext(ctx, "DROP TABLE IF EXISTS "+t.table)
-	return err
+	return errors.Join(ferr, err)
 }
 
 func (t *sqlTable) ph(i int) string {
@@ -86,61 +149,75 @@ func (t *sqlTable) ph(i int) string {
 	return "?"
 }
 
+// Write stores (token, writer) as the name's row through fencesql.Write: the row changes only
+// in the transaction that found token at least the resource's highest, and a lower token is
+// rejected (fence.ErrStaleToken) with nothing written.
 func (t *sqlTable) Write(ctx context.Context, name string, token int64, writer string) (bool, error) {
-	ins := fmt.Sprintf(`INSERT INTO %s (name, token, writer) VALUES (%s, 0, '') ON CONFLICT (name) DO NOTHING`, t.table, t.ph(1))
-	if t.driver == "mysql" {
-		ins = fmt.Sprintf(`INSERT IGNORE INTO %s (name, token, writer) VALUES (?, 0, '')`, t.table)
+	upd := fmt.Sprintf(`UPDATE %s SET token = %s, writer = %s WHERE name = %s`, t.table, t.ph(1), t.ph(2), t.ph(3))
+	ins := fmt.Sprintf(`INSERT INTO %s (name, token, writer) VALUES (%s, %s, %s)`, t.table, t.ph(1), t.ph(2), t.ph(3))
+	err := t.f.Write(ctx, resourceName(t.table, name), token, func(ctx context.Context, tx *sql.Tx) error {
+		// The fence holds the resource's row lock until the transaction ends, so no other
+		// writer of this name runs between the UPDATE and the INSERT.
+		res, err := tx.ExecContext(ctx, upd, token, writer, name)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n > 0 {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, ins, name, token, writer)
+		return err
+	})
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, fence.ErrStaleToken):
+		return false, nil
 	}
-	if _, err := t.db.ExecContext(ctx, ins, name); err != nil {
-		return false, fmt.Errorf("resource %s: %w", t.label, err)
-	}
-	// The conditional write: it lands only if no higher token was accepted before.
-	upd := fmt.Sprintf(`UPDATE %s SET token = %s, writer = %s WHERE name = %s AND token <= %s`,
-		t.table, t.ph(1), t.ph(2), t.ph(3), t.ph(4))
-	res, err := t.db.ExecContext(ctx, upd, token, writer, name, token)
-	if err != nil {
-		return false, fmt.Errorf("resource %s: %w", t.label, err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return false, fmt.Errorf("resource %s: %w", t.label, err)
-	}
-	return n == 1, nil
+	return false, fmt.Errorf("resource %s: %w", t.label, err)
 }
 
 type redisKey struct {
 	label, prefix string
 	c             *redis.Client
+	f             *fenceredis.Fence
 }
 
-// casScript sets the key to the token if the token is at least the stored one.
-var casScript = redis.NewScript(`
-local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
-local tok = tonumber(ARGV[1])
-if tok >= cur then
-  redis.call('SET', KEYS[1], ARGV[1])
-  return 1
-end
-return 0`)
-
 func (r *redisKey) Label() string { return r.label }
+
+// base is the run's part of the resource names: the key prefix without its final colon.
+func (r *redisKey) base() string { return strings.TrimSuffix(r.prefix, ":") }
 
 func (r *redisKey) Close() error { return r.c.Close() }
 
 func (r *redisKey) Setup(ctx context.Context) error { return r.c.Ping(ctx).Err() }
 
+// Drop removes the run's data keys and fence keys.
 func (r *redisKey) Drop(ctx context.Context) error {
-	keys, err := r.c.Keys(ctx, r.prefix+"*").Result()
-	if err != nil || len(keys) == 0 {
-		return err
+	var all []string
+	for _, m := range []string{r.prefix + "*", wire.FenceKey(resourceName(r.base(), "*"))} {
+		keys, err := r.c.Keys(ctx, m).Result()
+		if err != nil {
+			return err
+		}
+		all = append(all, keys...)
 	}
-	return r.c.Del(ctx, keys...).Err()
+	if len(all) == 0 {
+		return nil
+	}
+	return r.c.Del(ctx, all...).Err()
 }
 
-func (r *redisKey) Write(ctx context.Context, name string, token int64, _ string) (bool, error) {
-	n, err := casScript.Run(ctx, r.c, []string{r.prefix + name}, token).Int()
-	if err != nil {
-		return false, fmt.Errorf("resource %s: %w", r.label, err)
+// Write sets the name's key to the writer through fenceredis.Set: the key and the resource's
+// highest token change together in one script, and a lower token is rejected.
+func (r *redisKey) Write(ctx context.Context, name string, token int64, writer string) (bool, error) {
+	res := resourceName(r.base(), name)
+	err := r.f.Set(ctx, res, token, r.prefix+"{"+res+"}", writer)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, fence.ErrStaleToken):
+		return false, nil
 	}
-	return n == 1, nil
+	return false, fmt.Errorf("resource %s: %w", r.label, err)
 }
