@@ -174,14 +174,17 @@ func TestOneWayStallCloseFreesLease(t *testing.T) {
 		// closeAt waits for the moment to close the holder's session, and returns the earliest
 		// time the server could expire the session on its own (a lower bound of when the last
 		// request that reached it was sent, plus the session timeout).
-		closeAt func(t *testing.T, p *stallProxy, b *Backend, sid spi.SessionID, stalled time.Time) time.Time
+		closeAt func(t *testing.T, p *stallProxy, b *Backend, sid spi.SessionID) time.Time
+		// conns is how many connections the holder has made through the proxy once the lease
+		// is free: go-zookeeper's, then its reconnect's if any, then the backend's own one that
+		// carried the close if go-zookeeper's could not.
+		conns int
 	}{
-		{"connection up", func(t *testing.T, p *stallProxy, b *Backend, sid spi.SessionID, stalled time.Time) time.Time {
+		{"connection up", func(t *testing.T, p *stallProxy, b *Backend, sid spi.SessionID) time.Time {
 			sent := keepAliveUnanswered(t, b, sid, ttl)
 			return sent.Add(ttl)
-		}, // the close itself reaches the server on this connection
-		},
-		{"reconnect pending", func(t *testing.T, p *stallProxy, b *Backend, sid spi.SessionID, stalled time.Time) time.Time {
+		}, 1},
+		{"reconnect pending", func(t *testing.T, p *stallProxy, b *Backend, sid spi.SessionID) time.Time {
 			keepAliveUnanswered(t, b, sid, ttl)
 			// The engine retries an unanswered keep-alive inside its remaining time.
 			last := keepAliveUnanswered(t, b, sid, ttl)
@@ -190,9 +193,10 @@ func TestOneWayStallCloseFreesLease(t *testing.T) {
 				t.Fatal("go-zookeeper reconnected at once; the test expects a lone server's one-second wait")
 			}
 			return last.Add(ttl)
-		}},
-		{"handshake unanswered", func(t *testing.T, p *stallProxy, b *Backend, sid spi.SessionID, stalled time.Time) time.Time {
+		}, 2},
+		{"handshake unanswered", func(t *testing.T, p *stallProxy, b *Backend, sid spi.SessionID) time.Time {
 			keepAliveUnanswered(t, b, sid, ttl)
+			keepAliveUnanswered(t, b, sid, ttl) // so that the reconnect finds the session alive
 			waitFor(t, "go-zookeeper to give up on the stalled connection", func() bool { return p.conn(0).closed.Load() })
 			gaveUp := time.Now() // the reconnect's connect request comes later
 			waitFor(t, "the reconnect's connect request to reach the server", func() bool {
@@ -200,7 +204,7 @@ func TestOneWayStallCloseFreesLease(t *testing.T) {
 				return c != nil && c.up.Load() > 0
 			})
 			return gaveUp.Add(ttl)
-		}},
+		}, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := startStallProxy(t, z.addr)
@@ -219,7 +223,7 @@ func TestOneWayStallCloseFreesLease(t *testing.T) {
 
 			p.stall()
 			stalled := time.Now()
-			expiry := tc.closeAt(t, p, holderB, hs.ID, stalled)
+			expiry := tc.closeAt(t, p, holderB, hs.ID)
 			// As the engine's, the close is a call of its own that gives up after ttl/3 (its
 			// reply cannot come back); the waiter does not wait for it.
 			closed := time.Now()
@@ -250,6 +254,9 @@ func TestOneWayStallCloseFreesLease(t *testing.T) {
 						limit.Sub(stalled).Seconds()/ttl.Seconds())
 					if err := waiterB.Release(ctx, ws.ID, name, a.Token); err != nil {
 						t.Fatal(err)
+					}
+					if p.conn(tc.conns-1) == nil || p.conn(tc.conns) != nil {
+						t.Errorf("the holder made other than %d connections", tc.conns)
 					}
 					return
 				}
