@@ -450,6 +450,16 @@ func (b *Backend) CloseSession(ctx context.Context, sid spi.SessionID) error {
 	case <-ctx.Done():
 		return spi.Unavailable("close session", ctx.Err())
 	}
+	if s.alone != nil {
+		select {
+		case err := <-s.alone:
+			if err != nil {
+				return spi.Unavailable("close session", err)
+			}
+		case <-ctx.Done():
+			return spi.Unavailable("close session", ctx.Err())
+		}
+	}
 	for _, n := range names {
 		b.hint(spi.Released, n)
 	}

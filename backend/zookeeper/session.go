@@ -31,6 +31,9 @@ type session struct {
 	// own digest identity (added at connect, known to no one else), read for the world.
 	leaseACL []zk.ACL
 	ended    atomic.Bool
+	// alone, when end had to close the session over a connection of its own (tap.closeAlone),
+	// receives that close's outcome; set by end.
+	alone chan error
 	// hasSession is set when the event callback sees StateHasSession (a check that a
 	// Connector passed the callback on).
 	hasSession atomic.Bool
@@ -256,9 +259,11 @@ func (s *session) onGone() {
 }
 
 // end ends the session once and drops it from the backend. Normally it closes the ZooKeeper
-// session (if still live and connected), which deletes its ephemeral nodes at once; when
-// abandon is set it just drops the connection, as a crashed client would, and ZooKeeper
-// expires the session after its timeout. The tap then refuses every later dial.
+// session (if still live), which deletes its ephemeral nodes at once: over go-zookeeper's
+// connection if it has an established one, else over one of the tap's own (tap.beginClose
+// says why; the outcome then goes to s.alone); when abandon is set it just drops the
+// connection, as a crashed client would, and ZooKeeper expires the session after its
+// timeout. The tap then refuses every later dial.
 func (s *session) end(abandon bool) {
 	s.once.Do(func() {
 		s.ended.Store(true)
@@ -272,8 +277,21 @@ func (s *session) end(abandon bool) {
 			}
 			return
 		}
+		live := !s.tap.gone.Load() // not known to have expired or been replaced
+		established := s.tap.beginClose()
+		closeAlone := func() {
+			s.alone = make(chan error, 1)
+			go func() { s.alone <- s.tap.closeAlone(s.b.cfg.Servers) }()
+		}
+		if live && !established {
+			closeAlone()
+		}
 		if s.conn != nil {
 			s.conn.Close()
+		}
+		if live && established && !s.tap.closeSent.Load() {
+			// The connection failed under go-zookeeper's close request, which it then drops.
+			closeAlone()
 		}
 		s.tap.markGone()
 	})

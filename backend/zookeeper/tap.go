@@ -6,6 +6,8 @@ import (
 	"crypto/x509"
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -25,6 +27,7 @@ const (
 	opCloseSession = -11
 	xidWatchEvent  = -1
 	xidPing        = -2
+	xidOwnClose    = 1 // the close request of closeAlone's own connection
 	replyHeaderLen = 16
 )
 
@@ -48,6 +51,8 @@ var errSessionGone = errors.New("zookeeper: the session of this connection has e
 //     by one that runs only while a request awaits its reply.
 //   - Crash-like shutdown: once abandoned, the close-session request is dropped, so closing
 //     the backend leaves the session to expire at the server like a crashed client's.
+//   - A close that reaches the server while go-zookeeper has no established connection (see
+//     beginClose and closeAlone).
 //
 // Apart from the dropped pings and close requests the tap never changes a byte.
 type tap struct {
@@ -68,9 +73,12 @@ type tap struct {
 	gone      atomic.Bool
 	goneOnce  sync.Once
 	abandoned atomic.Bool
+	closing   atomic.Bool // the session is being closed: no more dials (see beginClose)
+	closeSent atomic.Bool // go-zookeeper wrote its close-session request
 
 	mu          sync.Mutex
 	passwd      []byte
+	addr        string           // the server last dialled
 	conn        *tapConn         // the current TCP connection
 	outstanding int              // requests on conn awaiting their reply
 	creates     map[int32]string // xid → path of an outstanding create on conn
@@ -90,11 +98,14 @@ func newTap(now func() time.Duration, dialTimeout time.Duration, dialer zk.Diale
 	}
 }
 
-// dial is the go-zookeeper Dialer: it refuses once the session is gone.
+// dial is the go-zookeeper Dialer: it refuses once the session is gone or being closed.
 func (t *tap) dial(network, address string, timeout time.Duration) (net.Conn, error) {
-	if t.gone.Load() {
+	if t.gone.Load() || t.closing.Load() {
 		return nil, errSessionGone
 	}
+	t.mu.Lock()
+	t.addr = address
+	t.mu.Unlock()
 	if t.dialTimeout > 0 && (timeout <= 0 || t.dialTimeout < timeout) {
 		timeout = t.dialTimeout
 	}
@@ -208,6 +219,112 @@ func (t *tap) abandon() {
 	}
 }
 
+// beginClose starts the close of the bound session: from now on go-zookeeper may not dial
+// again, since a reconnect's connect request renews the session at the server. It reports
+// whether go-zookeeper has an established connection, which its own close request then
+// takes to the server; otherwise the caller closes the session with closeAlone.
+//
+// This matters under a one-way partition, where the client's bytes reach the server but the
+// server's do not come back: go-zookeeper gives up on a connection whose replies stop,
+// 2/3 of the session timeout after the request it waits for, and reconnects, and the
+// client's deadline passes about then. A close requested while it reconnects went nowhere:
+// go-zookeeper sends its close request only once the handshake is answered, which it never
+// is, and stops reconnecting when closed; meanwhile the reconnect's connect request, which
+// does get through, renewed the session. So the session, and the lease nodes of terms the
+// client had already ended, stayed at the server for up to one more session timeout, or
+// until the partition healed.
+func (t *tap) beginClose() (established bool) {
+	t.closing.Store(true)
+	t.mu.Lock()
+	c := t.conn
+	t.mu.Unlock()
+	return c != nil && c.answered.Load() && !c.broken.Load() && !t.gone.Load()
+}
+
+// closeAlone closes the bound session at the server over a connection of its own, for when
+// go-zookeeper cannot (see beginClose): it dials the server go-zookeeper last dialled, then
+// the others of servers in turn, and sends a connect request with the session's id and
+// password followed at once by a close request, which the server processes once it has
+// re-established the session on this connection (the Java client pipelines its first requests
+// behind the connect request the same way). Both reach the server under a one-way partition.
+// It waits for the close reply, or for the server to report the session gone, at most one
+// session timeout, after which the session has expired at the server anyway; the connection
+// stays open until then, since closing it earlier could reset it before the server has read
+// the close request.
+func (t *tap) closeAlone(servers []string) error {
+	sid, passwd := t.credentials()
+	timeout := t.sessionTimeout()
+	if sid == 0 || timeout <= 0 {
+		return nil
+	}
+	t.mu.Lock()
+	first := t.addr
+	t.mu.Unlock()
+	deadline := time.Now().Add(timeout)
+	var req frameBuilder
+	// connect: protocolVersion, lastZxidSeen, timeOut, sessionId, passwd, readOnly; then
+	// closeSession
+	req.i32(0).i64(0).i32(t.timeoutMs.Load()).i64(sid).buf(passwd).u8(0)
+	frames := req.frame()
+	var cl frameBuilder
+	frames = append(frames, cl.i32(xidOwnClose).i32(opCloseSession).frame()...)
+	var errs []error
+	for i, addr := range append([]string{first}, servers...) {
+		if addr == "" || (i > 0 && addr == first) {
+			continue
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			break
+		}
+		err := closeOver(t.dialer, t.tls, addr, min(left, max(t.dialTimeout, time.Second)), deadline, sid, frames)
+		if err == nil {
+			return nil
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", addr, err))
+	}
+	if len(errs) == 0 {
+		return errors.New("no server to close the session at")
+	}
+	return errors.Join(errs...)
+}
+
+// closeOver sends frames (a connect request for session sid and a close request) to addr
+// and waits until deadline for the close reply or a connect response without the session.
+func closeOver(dialer zk.Dialer, tlsCfg *tls.Config, addr string, dialTimeout time.Duration, deadline time.Time, sid int64, frames []byte) error {
+	c, err := dialTransport(dialer, tlsCfg, "tcp", addr, dialTimeout)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.SetDeadline(deadline)
+	if _, err := c.Write(frames); err != nil {
+		return err
+	}
+	resp, err := readZKFrame(c)
+	if err != nil {
+		return fmt.Errorf("connect response: %w", err)
+	}
+	if len(resp) < 16 {
+		return errors.New("short connect response")
+	}
+	if int64(binary.BigEndian.Uint64(resp[8:])) != sid {
+		return nil // the session has ended already
+	}
+	for {
+		f, err := readZKFrame(c)
+		if errors.Is(err, io.EOF) {
+			return nil // the server closes the connection of a closed session
+		}
+		if err != nil {
+			return fmt.Errorf("close reply: %w", err)
+		}
+		if len(f) >= replyHeaderLen && int32(binary.BigEndian.Uint32(f)) == xidOwnClose {
+			return nil
+		}
+	}
+}
+
 // sessionTimeout is the negotiated session timeout (0 before the first handshake).
 func (t *tap) sessionTimeout() time.Duration {
 	return time.Duration(t.timeoutMs.Load()) * time.Millisecond
@@ -312,6 +429,9 @@ type tapConn struct {
 	net.Conn
 	t *tap
 
+	answered atomic.Bool // the connect response has been read
+	broken   atomic.Bool // a read failed or the connection was closed: it carries no more
+
 	// outgoing framing (Write is called from one goroutine at a time)
 	out         []byte // partial frame
 	outFrames   int
@@ -329,17 +449,24 @@ type tapConn struct {
 // Write passes p through and parses the complete request frames it contains. A lone ping,
 // and a close-session request once the tap is abandoned, are dropped (reported as written).
 func (c *tapConn) Write(p []byte) (int, error) {
+	closeReq := false
 	if len(c.out) == 0 && c.outFrames > 0 && len(p) >= 12 && int(binary.BigEndian.Uint32(p)) == len(p)-4 {
 		switch op := int32(binary.BigEndian.Uint32(p[8:])); {
 		case op == opPing && int32(binary.BigEndian.Uint32(p[4:])) == xidPing,
 			op == opCloseSession && c.t.abandoned.Load():
 			return len(p), nil
+		case op == opCloseSession:
+			closeReq = true
 		}
 	}
 	// Record before writing: the reply may be read before Write returns. If the write
 	// fails, go-zookeeper drops the connection, and with it what was recorded for it.
 	c.parseOut(p)
-	return c.Conn.Write(p)
+	n, err := c.Conn.Write(p)
+	if closeReq && err == nil {
+		c.t.closeSent.Store(true)
+	}
+	return n, err
 }
 
 // SetReadDeadline replaces go-zookeeper's receive timeout once the session is established:
@@ -431,11 +558,20 @@ func (c *tapConn) outFrame(f []byte) {
 	}
 }
 
+// Close closes the connection.
+func (c *tapConn) Close() error {
+	c.broken.Store(true)
+	return c.Conn.Close()
+}
+
 // Read passes bytes through and parses the reply headers and the connect response.
 func (c *tapConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 {
 		c.parseIn(p[:n])
+	}
+	if err != nil {
+		c.broken.Store(true)
 	}
 	if err != nil && c.inFrames == 0 {
 		// With TLS 1.3 a server that rejects the client's certificate says so after the
@@ -489,6 +625,7 @@ func (c *tapConn) parseIn(p []byte) {
 func (c *tapConn) frameIn(h []byte) {
 	c.inFrames++
 	if c.inFrames == 1 {
+		defer c.answered.Store(true) // after handshake has checked the session
 		if len(h) >= 20 {
 			timeout := int32(binary.BigEndian.Uint32(h[4:]))
 			sid := int64(binary.BigEndian.Uint64(h[8:]))
