@@ -28,7 +28,7 @@ func TestReleaseHintsLocally(t *testing.T) {
 				t.Fatal(err)
 			}
 			b.hub.mu.Lock()
-			b.hub.ps.Close() // no more hints from the server
+			b.hub.conn.ps.Close() // no more hints from the server
 			b.hub.mu.Unlock()
 			s, err := b.OpenSession(ctx, "local", 10*time.Second)
 			if err != nil {
