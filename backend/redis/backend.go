@@ -390,9 +390,9 @@ func acquireReply(status, token, remaining int64, holder, owner string) (spi.Acq
 }
 
 // Release frees name if the session holds it with token. Standalone: the release script;
-// routeBySlot: release_leases with this one name and token. The backend's own Hints
-// subscribers (other clients of this process on this backend) get a Released hint at once,
-// before the server's PUBLISH comes back.
+// routeBySlot: release_leases with this one name and token. When a session of this backend
+// waits for the name, the backend's own Hints subscribers (other clients of this process on
+// this backend) get a Released hint at once, before the server's PUBLISH comes back.
 func (b *Backend) Release(ctx context.Context, sid spi.SessionID, name string, token int64) error {
 	if err := wire.ValidateName(name); err != nil {
 		return err

@@ -73,16 +73,22 @@ type subConn struct {
 
 // interest is what the sessions of this backend need from one channel.
 type interest struct {
-	// who maps each session that waits for the lease (or is a member of the group) to when
-	// that ends unless renewed: a waiting session acquires again within the holder's time left
-	// (at most a TTL), a member keeps alive within a TTL.
-	who map[spi.SessionID]time.Time
-	// holder is the holder the latest acquire that found the lease held named (leases only).
-	holder spi.SessionID
+	// who maps each session that waits for the lease (or is a member of the group) to its
+	// wait (membership).
+	who map[spi.SessionID]wait
 	// idle is when who became empty (zero while it is not): the linger's start.
 	idle time.Time
 	// subscribed: SUBSCRIBE was sent (and UNSUBSCRIBE was not).
 	subscribed bool
+}
+
+// wait is one session's wait for a lease (or membership of a group).
+type wait struct {
+	// until is when it ends unless renewed: a waiting session acquires again within the
+	// holder's time left (at most a TTL), a member keeps alive within a TTL.
+	until time.Time
+	// holder is the holder the session's latest acquire found (leases only).
+	holder spi.SessionID
 }
 
 // Hints delivers, until ctx is done, a Released hint for every release (or close) of a lease
@@ -209,7 +215,7 @@ func (h *hub) confirmed(c *subConn, name string) {
 	if h.conn != c {
 		return
 	}
-	if w := h.leases[name]; w != nil && w.holder != "" {
+	if w := h.leases[name]; w != nil && len(w.who) > 0 {
 		h.checks[name] = struct{}{}
 		kick(c)
 	}
@@ -294,8 +300,8 @@ func (h *hub) sweep(c *subConn) (sub, unsub, checks []string, busy bool) {
 		channel func(string) string
 	}{{h.leases, wire.ReleasedChannel}, {h.groups, wire.GroupChangedChannel}} {
 		for name, w := range m.set {
-			for s, until := range w.who {
-				if now.After(until) {
+			for s, x := range w.who {
+				if now.After(x.until) {
 					delete(w.who, s)
 				}
 			}
@@ -328,9 +334,9 @@ func (h *hub) sweep(c *subConn) (sub, unsub, checks []string, busy bool) {
 
 // check reads, in one MULTI per slot, the holder field and the first waiter of each of names
 // (whose released channels were just confirmed) and delivers a Released hint for each lease
-// that is no longer held by, nor reserved for, the holder the latest acquire that found it held
-// named: it was released (or handed on) before the subscription could hear of it. A lease
-// still held by that holder gets no hint: the engine treats a hint its acquire then proves false
+// that is no longer held by, nor reserved for, the holder a waiting session's latest acquire
+// found: it was released (or handed on) before the subscription could hear of it. A lease
+// still held by that holder gets no hint: the engine treats hints its acquires then prove false
 // as a reason to ignore that name's hints for a while, which would delay the genuine release.
 func (h *hub) check(ctx context.Context, c *subConn, names []string) {
 	ctx, cancel := context.WithTimeout(ctx, hintCallTimeout)
@@ -360,9 +366,13 @@ func (h *hub) check(ctx context.Context, c *subConn, names []string) {
 		if first := r.first.Val(); now == "" && len(first) > 0 {
 			now = first[0]
 		}
+		hint := false
 		h.mu.Lock()
-		w := h.leases[n]
-		hint := h.conn == c && w != nil && w.holder != "" && spi.SessionID(now) != w.holder
+		if w := h.leases[n]; h.conn == c && w != nil {
+			for _, x := range w.who {
+				hint = hint || x.holder != spi.SessionID(now)
+			}
+		}
 		h.mu.Unlock()
 		if hint {
 			h.deliver(spi.Hint{Kind: spi.Released, Name: n})
@@ -402,11 +412,10 @@ func (h *hub) acquired(sid spi.SessionID, name string, r spi.Acquire) {
 		ttl := h.ttlLocked()
 		w := h.leases[name]
 		if w == nil {
-			w = &interest{who: map[spi.SessionID]time.Time{}}
+			w = &interest{who: map[spi.SessionID]wait{}}
 			h.leases[name] = w
 		}
-		w.who[sid] = time.Now().Add(min(max(r.Remaining, 0), ttl) + ttl)
-		w.holder = r.Holder
+		w.who[sid] = wait{until: time.Now().Add(min(max(r.Remaining, 0), ttl) + ttl), holder: r.Holder}
 		w.idle = time.Time{}
 		if !w.subscribed {
 			kick(h.conn)
@@ -439,10 +448,10 @@ func (h *hub) joined(sid spi.SessionID, group string) {
 	}
 	w := h.groups[group]
 	if w == nil {
-		w = &interest{who: map[spi.SessionID]time.Time{}}
+		w = &interest{who: map[spi.SessionID]wait{}}
 		h.groups[group] = w
 	}
-	w.who[sid] = time.Now().Add(2 * h.ttlLocked())
+	w.who[sid] = wait{until: time.Now().Add(2 * h.ttlLocked())}
 	w.idle = time.Time{}
 	if !w.subscribed {
 		kick(h.conn)
@@ -469,7 +478,7 @@ func (h *hub) keptAlive(sid spi.SessionID, groups []string) {
 	for _, g := range groups {
 		if w := h.groups[g]; w != nil {
 			if _, ok := w.who[sid]; ok {
-				w.who[sid] = until
+				w.who[sid] = wait{until: until}
 			}
 		}
 	}
@@ -506,9 +515,18 @@ func (h *hub) deliver(hint spi.Hint) {
 // releasedLocally wakes the backend's own waiters (other clients of this process on this
 // backend) at once after a release by this backend, before the server's PUBLISH comes back;
 // a waiter that acts on both pays at most one more acquire (the engine damps hints that prove
-// false).
+// false). Without a waiting session of this backend there is nobody to wake: a client that
+// locks and unlocks a name nobody else here waits for sends no hint to itself. (A waiter whose
+// acquire's reply is not noted yet misses this one; the read after its subscription's
+// confirmation catches the release.)
 func (h *hub) releasedLocally(name string) {
-	h.deliver(spi.Hint{Kind: spi.Released, Name: name})
+	h.mu.Lock()
+	w := h.leases[name]
+	waited := w != nil && len(w.who) > 0
+	h.mu.Unlock()
+	if waited {
+		h.deliver(spi.Hint{Kind: spi.Released, Name: name})
+	}
 }
 
 // remove ends one subscription, and the pub/sub connection with the last one.

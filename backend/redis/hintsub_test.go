@@ -324,6 +324,25 @@ func TestHintsConfirmationReadsTheLease(t *testing.T) {
 		}
 		heldBy(reserved, w)
 		expect(reserved, false)
+
+		// Two sessions of this backend wait: the first saw the holder, the second (after the
+		// release, in the same round) the first, for which the free lease is now reserved.
+		// The first must be woken.
+		s2 := open(t, b, time.Minute)
+		mine := uniq("mine")
+		tok = grant(other, o, mine)
+		mu.Lock()
+		before[wire.ReleasedChannel(mine)] = func() {
+			if err := other.Release(ctx, o, mine, tok); err != nil {
+				t.Error(err)
+			}
+			if r, err := b.AcquireQueued(ctx, s2, mine); err != nil || r.Kind != spi.HeldBy || r.Holder != s {
+				t.Errorf("second waiter's acquire: %+v %v, want held by %s", r, err, s)
+			}
+		}
+		mu.Unlock()
+		heldBy(mine, o)
+		expect(mine, true)
 	})
 }
 
