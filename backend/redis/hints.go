@@ -298,7 +298,8 @@ func (h *hub) sweep(c *subConn) (sub, unsub, checks []string, busy bool) {
 	for _, m := range []struct {
 		set     map[string]*interest
 		channel func(string) string
-	}{{h.leases, wire.ReleasedChannel}, {h.groups, wire.GroupChangedChannel}} {
+		checks  map[string]struct{} // the set's pending lease reads (none for groups)
+	}{{h.leases, wire.ReleasedChannel, h.checks}, {h.groups, wire.GroupChangedChannel, nil}} {
 		for name, w := range m.set {
 			for s, x := range w.who {
 				if now.After(x.until) {
@@ -319,7 +320,7 @@ func (h *hub) sweep(c *subConn) (sub, unsub, checks []string, busy bool) {
 					unsub = append(unsub, m.channel(name))
 				}
 				delete(m.set, name)
-				delete(h.checks, name)
+				delete(m.checks, name)
 				continue
 			}
 			busy = true
