@@ -866,7 +866,8 @@ func (c *Client) readHints(hints <-chan spi.Hint) {
 		if h.Kind == spi.Released && c.handleFor(h.Name) == nil {
 			// No election, lock or joined partition of that name: the engine waits for no such
 			// lease (an acquire sent after this check sees the release the hint reports), so
-			// the hint would only wake the loop for nothing. Every client gets every release.
+			// the hint would only wake the loop for nothing. Backends may hint releases nobody
+			// here waits for (PostgreSQL: every release; Redis: a name waited for a moment ago).
 			c.settle.hintDone()
 			continue
 		}

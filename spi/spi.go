@@ -272,16 +272,27 @@ type Hinter interface {
 	// then closes the channel; the channel is never closed earlier. A backend that pushes
 	// delivers, from every client of the server, a Released hint for each lease freed by
 	// Release or CloseSession and a GroupChanged hint for each join or leave (hints for
-	// expiries are welcome, not required). A backend whose server pushes nothing may deliver
-	// Released hints only for the leases one of its own acquires recently found held (the SQL
-	// backend on MySQL/MariaDB and SQLite: a waker that blocks on the holder's named lock, or
-	// watches the database file), and no GroupChanged hints; one with nothing to deliver at all
-	// returns a channel that only closes.
+	// expiries are welcome, not required). It may narrow that to what its own sessions wait
+	// for: Released hints only for the leases one of its own acquires recently found held by
+	// another session (while that session still waits: until it is granted the lease,
+	// withdraws, closes, or stops acquiring it), and GroupChanged hints only for the groups one
+	// of its sessions joined (until it leaves or closes) — the Redis backend subscribes to
+	// those channels alone, so that a client does not receive every release of a deployment.
+	// Such a backend must not lose a release that lands between the acquire that found the
+	// lease held and the moment it starts listening (nor a change between the join and that
+	// moment): the Redis backend reads the lease once its subscription is confirmed and hints
+	// if the holder the acquire saw no longer holds it. A backend whose server pushes nothing
+	// may deliver Released hints only for the leases one of its own acquires recently found
+	// held (the SQL backend on MySQL/MariaDB and SQLite: a waker that blocks on the holder's
+	// named lock, or watches the database file), and no GroupChanged hints; one with nothing to
+	// deliver at all returns a channel that only closes. A false Released hint for a name the
+	// client waits for costs it an acquire, and false hints in a row make it ignore that
+	// name's hints for a moment, which can delay a genuine release: hint only releases.
 	// Delivery must never block the backend's calls: a slow reader may lose hints. The
 	// implementation reconnects by itself; hints lost meanwhile are simply lost. An error
-	// means no subscription could be made at all (the backend is closed, ctx is done) and
-	// fails simba.New: a server that is briefly unreachable is a reason to reconnect, not to
-	// fail.
+	// means no subscription could be made at all (the backend is closed, ctx is done, the
+	// server refuses the subscription) and fails simba.New: a server that is briefly
+	// unreachable is a reason to reconnect, not to fail.
 	Hints(ctx context.Context) (<-chan Hint, error)
 }
 

@@ -95,7 +95,8 @@ type Factory struct {
 	ExpiryLag time.Duration
 
 	// Hints says that the backends implement spi.Hinter and deliver a Released hint when a
-	// lease is released.
+	// lease is released that an acquire of the subscribing backend found held just before (the
+	// least spi.Hinter asks of every hinting backend).
 	Hints bool
 
 	// Wait waits until d has passed on the server's clock. Optional: nil means time.Sleep;

@@ -280,6 +280,7 @@ func (b *Backend) OpenSession(ctx context.Context, owner string, ttl time.Durati
 		b.sessions[sid] = &session{owner: owner, expires: r.ExpiresMS, leases: map[string]struct{}{}, groups: map[string]struct{}{}}
 		b.mu.Unlock()
 	}
+	b.hub.opened(ttl)
 	return spi.Session{ID: sid, Remaining: ms(r.RemainingMS)}, nil
 }
 
@@ -288,13 +289,22 @@ func (b *Backend) OpenSession(ctx context.Context, owner string, ttl time.Durati
 // only the lease key, with the session's expiry from its latest keep-alive (see the package
 // documentation for the one case that needs a second call).
 func (b *Backend) Acquire(ctx context.Context, sid spi.SessionID, name string) (spi.Acquire, error) {
-	return b.acquire(ctx, sid, name, false)
+	return b.acquireHinted(ctx, sid, name, false)
 }
 
 // AcquireQueued implements spi.Queuer: Acquire, with the session registered as a waiter for
 // name when the reply is HeldBy (in the same script call).
 func (b *Backend) AcquireQueued(ctx context.Context, sid spi.SessionID, name string) (spi.Acquire, error) {
-	return b.acquire(ctx, sid, name, true)
+	return b.acquireHinted(ctx, sid, name, true)
+}
+
+// acquireHinted is acquire, with its reply noted for Hints: a lease found held is waited for.
+func (b *Backend) acquireHinted(ctx context.Context, sid spi.SessionID, name string, queued bool) (spi.Acquire, error) {
+	r, err := b.acquire(ctx, sid, name, queued)
+	if err == nil {
+		b.hub.acquired(sid, name, r)
+	}
+	return r, err
 }
 
 // Withdraw implements spi.Queuer: one withdraw script call on the lease's slot.
@@ -310,6 +320,7 @@ func (b *Backend) Withdraw(ctx context.Context, sid spi.SessionID, name string) 
 	if err != nil {
 		return b.clusterFail("withdraw "+name, err)
 	}
+	b.hub.withdrew(sid, name)
 	return nil
 }
 
@@ -379,9 +390,9 @@ func acquireReply(status, token, remaining int64, holder, owner string) (spi.Acq
 }
 
 // Release frees name if the session holds it with token. Standalone: the release script;
-// routeBySlot: release_leases with this one name and token. The backend's own Hints
-// subscribers (other clients of this process on this backend) get a Released hint at once,
-// before the server's PUBLISH comes back.
+// routeBySlot: release_leases with this one name and token. When a session of this backend
+// waits for the name, the backend's own Hints subscribers (other clients of this process on
+// this backend) get a Released hint at once, before the server's PUBLISH comes back.
 func (b *Backend) Release(ctx context.Context, sid spi.SessionID, name string, token int64) error {
 	if err := wire.ValidateName(name); err != nil {
 		return err
@@ -430,6 +441,13 @@ func (b *Backend) KeepAlive(ctx context.Context, sid spi.SessionID, names, group
 	ka, err := b.keepAlive(ctx, sid, names, groups)
 	if err == nil || !errors.Is(err, spi.ErrInvalidName) {
 		b.kaFailed.Store(err != nil)
+	}
+	switch {
+	case err != nil:
+	case ka.Expired:
+		b.hub.forget(sid)
+	default:
+		b.hub.keptAlive(sid, groups)
 	}
 	return ka, err
 }
@@ -520,6 +538,18 @@ func (b *Backend) memberIDs(group string, m []string) []spi.SessionID {
 
 // Join makes the session a member of group.
 func (b *Backend) Join(ctx context.Context, sid spi.SessionID, group string) (spi.Status, error) {
+	st, err := b.join(ctx, sid, group)
+	switch {
+	case err != nil:
+	case st == spi.OK:
+		b.hub.joined(sid, group)
+	default:
+		b.hub.forget(sid)
+	}
+	return st, err
+}
+
+func (b *Backend) join(ctx context.Context, sid spi.SessionID, group string) (spi.Status, error) {
 	if err := wire.ValidateName(group); err != nil {
 		return 0, err
 	}
@@ -541,6 +571,14 @@ func (b *Backend) Join(ctx context.Context, sid spi.SessionID, group string) (sp
 
 // Leave removes the session from group.
 func (b *Backend) Leave(ctx context.Context, sid spi.SessionID, group string) (spi.Status, error) {
+	st, err := b.leave(ctx, sid, group)
+	if err == nil {
+		b.hub.left(sid, group)
+	}
+	return st, err
+}
+
+func (b *Backend) leave(ctx context.Context, sid spi.SessionID, group string) (spi.Status, error) {
 	if err := wire.ValidateName(group); err != nil {
 		return 0, err
 	}
@@ -588,6 +626,14 @@ func (b *Backend) Members(ctx context.Context, group string) ([]spi.SessionID, e
 // pipelined round per master) for the names this backend acquired and joined, then
 // close_session on the session's slot. Closing a closed or expired session is not an error.
 func (b *Backend) CloseSession(ctx context.Context, sid spi.SessionID) error {
+	err := b.closeSession(ctx, sid)
+	if err == nil {
+		b.hub.forget(sid)
+	}
+	return err
+}
+
+func (b *Backend) closeSession(ctx context.Context, sid spi.SessionID) error {
 	if err := b.checkOpen(); err != nil {
 		return err
 	}

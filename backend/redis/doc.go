@@ -152,17 +152,26 @@ whose holder has the client form is honoured until its expires field passes, lik
 
 # Hints
 
-Hints keeps one pub/sub connection per backend (while there are subscribers) that
-PSUBSCRIBEs the released and group-changed channel patterns; a Cluster propagates PUBLISH to
-every node, so any node serves. go-redis reconnects the connection and resubscribes after a
-connection loss (hints published meanwhile are lost: they only save latency).
+Hints keeps one pub/sub connection per backend (while there are subscribers) that SUBSCRIBEs
+only to the channels its sessions need: a lease's released channel while a session waits for
+it (an acquire of the backend found it held by another session, until the session is granted
+it, withdraws, closes, or stops acquiring it), a group's channel while a session is a member,
+each for a second more (so that re-lock loops do not churn). A client thus hears of the
+releases it waits for, not of every release in the deployment. A release between the acquire
+that found the lease held and the server's confirmation of the subscription is caught by one
+read of the lease after the confirmation (a Released hint if it is no longer held by that
+holder), a membership change by one GroupChanged hint on the confirmation. A Cluster
+propagates PUBLISH to every node, so any node serves. go-redis reconnects the connection and
+resubscribes after a connection loss; the confirmations then do the same reads and hints.
 
 # ACL
 
-An ACL user (Redis 6+) needs the keys ~simba:* and, for hints, the channel patterns
-&simba:lease:{*} and &simba:group:{*} literally (PSUBSCRIBE is checked against the patterns
-as written, so &simba:* is not enough; Hints then fails with a permanent NOPERM error). Its
-commands: EVALSHA, EVAL, SCRIPT LOAD, SMEMBERS, HMGET, PSUBSCRIBE, PING, WAIT (with
+An ACL user (Redis 6+) needs the keys ~simba:* and, for hints, channel permissions that
+cover &simba:lease:{*} and &simba:group:{*} (those two patterns, &simba:*, or allchannels:
+SUBSCRIBE checks each channel against the patterns). Hints subscribes once to the channels
+of a probe name and fails with a permanent NOPERM error without them. Its
+commands: EVALSHA, EVAL, SCRIPT LOAD, SMEMBERS, HMGET, SUBSCRIBE, UNSUBSCRIBE, MULTI, EXEC,
+ZRANGE (the read after a subscription's confirmation), PING, WAIT (with
 WithWaitReplicas), SCAN, TIME and ZRANGEBYSCORE (Inspect), CLUSTER SLOTS (Cluster clients),
 CONFIG GET or else INFO (the durability check; without either it warns that it could not check),
 and

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -16,21 +17,111 @@ import (
 // loses hints (hints only save latency, never safety).
 const hintBuffer = 1024
 
-// hub fans the messages of the backend's one pub/sub connection out to the Hints subscribers.
+// The hub SUBSCRIBEs only to the channels a session of this backend needs (see Hints): a
+// name's released channel while a session waits for it, a group's channel while a session is a
+// member. When the last session stops needing a channel the subscription lingers for
+// hintLinger before it is UNSUBSCRIBEd: a re-lock loop (wait, hold for a moment, wait again)
+// reuses it instead of sending SUBSCRIBE, UNSUBSCRIBE and the confirmation's lease read on
+// every cycle. A second bounds that churn to one round of three small commands per name per
+// second or so, and the cost of a lingering channel to one second of that name's releases
+// (each one message); it is far above a hand-over's milliseconds and far below a TTL.
+const (
+	hintLinger = time.Second
+	// hintSweep is how often the hub's runner, while it has any interest, ends the waits no
+	// acquire has refreshed and the lingers that are over.
+	hintSweep = hintLinger / 4
+	// hintDefaultTTL stands for the session TTL until this backend has opened a session.
+	hintDefaultTTL = 15 * time.Second
+	// hintCallTimeout bounds the runner's SUBSCRIBE, UNSUBSCRIBE and lease reads.
+	hintCallTimeout = 5 * time.Second
+)
+
+// aclProbe is the lease and group name whose channels Hints subscribes to and unsubscribes from
+// once, to learn that the user may subscribe to Simba's channels at all (see confirm).
+const aclProbe = "simba.hints.acl-probe"
+
+// hub fans the messages of the backend's one pub/sub connection out to the Hints subscribers,
+// and decides which channels that connection subscribes to.
 type hub struct {
 	b    *Backend
 	mu   sync.Mutex
 	subs map[chan spi.Hint]struct{}
-	ps   *goredis.PubSub
+	conn *subConn // nil while there are no subscribers
+
+	ttl    time.Duration        // the longest session TTL the backend opened
+	leases map[string]*interest // lease name → the sessions waiting for it
+	groups map[string]*interest // group → the sessions that joined it
+	checks map[string]struct{}  // lease names whose subscription was confirmed, to read
+
+	received atomic.Int64 // messages the pub/sub connections have received (for tests)
+
+	// Test hooks (nil in production): beforeSubscribe runs on the runner before it sends a
+	// SUBSCRIBE for channels; checked after a confirmation's lease read of name (hinted: a
+	// Released hint was delivered).
+	beforeSubscribe func(channels []string)
+	checked         func(name string, hinted bool)
+	linger          time.Duration // hintLinger unless a test sets it
 }
 
-// Hints delivers a Released hint for every release (or close) of a lease and a GroupChanged
-// hint for every change of a group's membership, by any client, until ctx is done; then it
-// closes the channel. While there are subscribers the backend keeps one pub/sub connection
-// that PSUBSCRIBEs wire.ReleasedChannelMatch and wire.GroupChangedChannelMatch (a Redis Cluster
-// propagates PUBLISH to every node, so one node is enough); go-redis reconnects it and
-// resubscribes after a connection loss, and hints published meanwhile are lost. A hint may
-// repeat.
+// subConn is one generation of the hub's pub/sub connection and its runner.
+type subConn struct {
+	ps   *goredis.PubSub
+	kick chan struct{} // capacity 1: the runner has work (a channel to subscribe, a lease to read)
+	stop chan struct{}
+	done chan struct{} // closed when the runner has returned
+}
+
+// interest is what the sessions of this backend need from one channel.
+type interest struct {
+	// who maps each session that waits for the lease (or is a member of the group) to its
+	// wait (membership).
+	who map[spi.SessionID]wait
+	// idle is when who became empty (zero while it is not): the linger's start.
+	idle time.Time
+	// subscribed: SUBSCRIBE was sent (and UNSUBSCRIBE was not).
+	subscribed bool
+}
+
+// wait is one session's wait for a lease (or membership of a group).
+type wait struct {
+	// until is when it ends unless renewed: a waiting session acquires again within the
+	// holder's time left (at most a TTL), a member keeps alive within a TTL.
+	until time.Time
+	// holder is the holder the session's latest acquire found (leases only).
+	holder spi.SessionID
+}
+
+// Hints delivers, until ctx is done, a Released hint for every release (or close) of a lease
+// that a session of this backend waits for — one that an acquire of this backend recently
+// found held by another session — and a GroupChanged hint for every change of the membership
+// of a group a session of this backend joined, by any client; then it closes the channel. A
+// hint may repeat, and a lease or group shortly after the wait or membership ended may still be
+// hinted.
+//
+// While there are subscribers the backend keeps one pub/sub connection. It SUBSCRIBEs to a
+// lease's released channel (wire.ReleasedChannel) when an Acquire or AcquireQueued of the
+// backend replies HeldBy, and keeps it while a session of the backend waits there: until that
+// session is granted the lease, withdraws, closes or expires, or makes no acquire of the name
+// for the holder's time left plus a TTL. A release between that acquire and the server's
+// confirmation of the subscription would be lost, so each confirmation of a released channel
+// is followed by one read of the lease (its holder field and first waiter, in one MULTI): if
+// the lease is no longer held by (nor reserved for) the holder the acquire saw, a Released
+// hint is delivered. It SUBSCRIBEs to a group's channel (wire.GroupChangedChannel) when a
+// session of the backend joins the group, until the last such session leaves, closes or
+// expires; each confirmation delivers one GroupChanged hint (a join between the session's join
+// and the confirmation would otherwise be lost). A channel no longer needed is UNSUBSCRIBEd a
+// second later. So a client hears of the releases and group changes it waits for, not of every
+// one in the deployment.
+//
+// Non-sharded pub/sub on a Redis Cluster delivers every PUBLISH to the subscribers of every
+// node, so one connection to any node is enough. go-redis reconnects it and subscribes to its
+// channels again after a connection loss; every channel's confirmation then does what the
+// first did (a lease read, a group hint), so releases and group changes published meanwhile are
+// hinted after all (releases only while the lease is still free).
+//
+// The first Hints subscribes to and unsubscribes from the channels of one probe name, so that an
+// ACL user without permission for Simba's channels gets a permanent NOPERM error here rather
+// than hints that silently never come.
 func (b *Backend) Hints(ctx context.Context) (<-chan spi.Hint, error) {
 	if err := b.checkOpen(); err != nil {
 		return nil, err
@@ -46,16 +137,21 @@ func (b *Backend) Hints(ctx context.Context) (<-chan spi.Hint, error) {
 		h.subs = map[chan spi.Hint]struct{}{}
 	}
 	h.subs[ch] = struct{}{}
-	if h.ps == nil {
-		ps := b.c.PSubscribe(context.Background(), wire.ReleasedChannelMatch, wire.GroupChangedChannelMatch)
-		if err := confirm(ctx, ps); err != nil {
+	if h.conn == nil {
+		probe := []string{wire.ReleasedChannel(aclProbe), wire.GroupChangedChannel(aclProbe)}
+		ps := b.c.Subscribe(context.Background(), probe...)
+		if err := confirm(ctx, ps, len(probe)); err != nil {
 			ps.Close()
 			delete(h.subs, ch)
 			h.mu.Unlock()
 			return nil, b.fail("hints", err)
 		}
-		h.ps = ps
-		go h.pump(ps)
+		_ = ps.Unsubscribe(context.Background(), probe...) // a failure: go-redis forgets them anyway
+		c := &subConn{ps: ps, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+		h.conn = c
+		h.leases, h.groups, h.checks = map[string]*interest{}, map[string]*interest{}, map[string]struct{}{}
+		go h.pump(c)
+		go h.run(c)
 	}
 	h.mu.Unlock()
 	go func() {
@@ -65,14 +161,14 @@ func (b *Backend) Hints(ctx context.Context) (<-chan spi.Hint, error) {
 	return ch, nil
 }
 
-// confirm waits for the server to confirm both pattern subscriptions and returns the error the
-// server replied with instead (NOPERM: an ACL user needs the channel patterns
-// simba:lease:{*} and simba:group:{*} literally, or allchannels). A connection failure is not
-// an error here: go-redis reconnects and subscribes again by itself.
-func confirm(ctx context.Context, ps *goredis.PubSub) error {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+// confirm waits for the server to confirm n subscriptions and returns the error the server
+// replied with instead (NOPERM: an ACL user needs the channel patterns simba:lease:{*} and
+// simba:group:{*}, or a pattern that covers them such as simba:*, or allchannels). A
+// connection failure is not an error here: go-redis reconnects by itself.
+func confirm(ctx context.Context, ps *goredis.PubSub, n int) error {
+	ctx, cancel := context.WithTimeout(ctx, hintCallTimeout)
 	defer cancel()
-	for n := 0; n < 2; {
+	for n > 0 {
 		msg, err := ps.Receive(ctx)
 		if err != nil {
 			if re := goredis.Error(nil); errors.As(err, &re) {
@@ -81,33 +177,327 @@ func confirm(ctx context.Context, ps *goredis.PubSub) error {
 			return nil
 		}
 		if _, ok := msg.(*goredis.Subscription); ok {
-			n++
+			n--
 		}
 	}
 	return nil
 }
 
-// pump forwards the messages of ps until it is closed.
-func (h *hub) pump(ps *goredis.PubSub) {
-	for m := range ps.Channel(goredis.WithChannelSize(hintBuffer)) {
-		var hint spi.Hint
-		switch m.Pattern {
-		case wire.ReleasedChannelMatch:
-			name, ok := wire.ParseLeaseKey(m.Channel)
-			if !ok {
+// pump forwards the messages of c's connection until it is closed, and acts on the server's
+// confirmations of subscriptions: a lease's is read (by the runner), a group's is a hint.
+func (h *hub) pump(c *subConn) {
+	for m := range c.ps.ChannelWithSubscriptions(goredis.WithChannelSize(hintBuffer)) {
+		switch m := m.(type) {
+		case *goredis.Message:
+			h.received.Add(1)
+			if name, ok := wire.ParseLeaseKey(m.Channel); ok && m.Channel == wire.ReleasedChannel(name) {
+				h.deliver(spi.Hint{Kind: spi.Released, Name: name})
+			} else if name, ok := wire.ParseGroupKey(m.Channel); ok && m.Channel == wire.GroupChangedChannel(name) {
+				h.deliver(spi.Hint{Kind: spi.GroupChanged, Name: name})
+			}
+		case *goredis.Subscription:
+			if m.Kind != "subscribe" {
 				continue
 			}
-			hint = spi.Hint{Kind: spi.Released, Name: name}
-		case wire.GroupChangedChannelMatch:
-			name, ok := wire.ParseGroupKey(m.Channel)
-			if !ok {
-				continue
+			if name, ok := wire.ParseLeaseKey(m.Channel); ok && name != aclProbe {
+				h.confirmed(c, name)
+			} else if name, ok := wire.ParseGroupKey(m.Channel); ok && name != aclProbe {
+				h.deliver(spi.Hint{Kind: spi.GroupChanged, Name: name})
 			}
-			hint = spi.Hint{Kind: spi.GroupChanged, Name: name}
-		default:
-			continue
 		}
-		h.deliver(hint)
+	}
+}
+
+// confirmed queues the confirmation of name's released channel for the runner's lease read.
+func (h *hub) confirmed(c *subConn, name string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.conn != c {
+		return
+	}
+	if w := h.leases[name]; w != nil && len(w.who) > 0 {
+		h.checks[name] = struct{}{}
+		kick(c)
+	}
+}
+
+func kick(c *subConn) {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// run is the runner of c: it sends the SUBSCRIBEs and UNSUBSCRIBEs the interest calls for
+// (one command each per round, whatever the number of channels), ends the waits and lingers
+// that are over, and reads the leases whose subscriptions were confirmed.
+func (h *hub) run(c *subConn) {
+	defer close(c.done)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-c.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	timer := time.NewTimer(hintSweep)
+	defer timer.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-c.kick:
+		case <-timer.C:
+		}
+		sub, unsub, checks, busy := h.sweep(c)
+		if len(unsub) > 0 {
+			cctx, ccancel := context.WithTimeout(ctx, hintCallTimeout)
+			_ = c.ps.Unsubscribe(cctx, unsub...) // go-redis forgets them either way
+			ccancel()
+		}
+		if len(sub) > 0 {
+			if f := h.beforeSubscribe; f != nil {
+				f(sub)
+			}
+			cctx, ccancel := context.WithTimeout(ctx, hintCallTimeout)
+			// On a failure go-redis still records the channels and subscribes on reconnecting.
+			_ = c.ps.Subscribe(cctx, sub...)
+			ccancel()
+		}
+		if len(checks) > 0 {
+			h.check(ctx, c, checks)
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		if busy {
+			timer.Reset(hintSweep)
+		}
+	}
+}
+
+// sweep ends the waits and memberships past their time and the lingers that are over, and
+// returns the channels to subscribe to and to unsubscribe from, the lease names to read, and
+// whether any interest is left (the runner then sweeps again after hintSweep).
+func (h *hub) sweep(c *subConn) (sub, unsub, checks []string, busy bool) {
+	now := time.Now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.conn != c {
+		return nil, nil, nil, false
+	}
+	linger := h.linger
+	if linger == 0 {
+		linger = hintLinger
+	}
+	for _, m := range []struct {
+		set     map[string]*interest
+		channel func(string) string
+		checks  map[string]struct{} // the set's pending lease reads (none for groups)
+	}{{h.leases, wire.ReleasedChannel, h.checks}, {h.groups, wire.GroupChangedChannel, nil}} {
+		for name, w := range m.set {
+			for s, x := range w.who {
+				if now.After(x.until) {
+					delete(w.who, s)
+				}
+			}
+			switch {
+			case len(w.who) > 0:
+				w.idle = time.Time{}
+				if !w.subscribed {
+					w.subscribed = true
+					sub = append(sub, m.channel(name))
+				}
+			case w.idle.IsZero():
+				w.idle = now
+			case now.Sub(w.idle) >= linger:
+				if w.subscribed {
+					unsub = append(unsub, m.channel(name))
+				}
+				delete(m.set, name)
+				delete(m.checks, name)
+				continue
+			}
+			busy = true
+		}
+	}
+	for name := range h.checks {
+		checks = append(checks, name)
+	}
+	clear(h.checks)
+	return sub, unsub, checks, busy
+}
+
+// check reads, in one MULTI per slot, the holder field and the first waiter of each of names
+// (whose released channels were just confirmed) and delivers a Released hint for each lease
+// that is no longer held by, nor reserved for, the holder a waiting session's latest acquire
+// found: it was released (or handed on) before the subscription could hear of it. A lease
+// still held by that holder gets no hint: the engine treats hints its acquires then prove false
+// as a reason to ignore that name's hints for a while, which would delay the genuine release.
+func (h *hub) check(ctx context.Context, c *subConn, names []string) {
+	ctx, cancel := context.WithTimeout(ctx, hintCallTimeout)
+	defer cancel()
+	type read struct {
+		holder *goredis.SliceCmd
+		first  *goredis.StringSliceCmd
+	}
+	reads := make([]read, len(names))
+	_, _ = h.b.c.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+		for i, n := range names {
+			reads[i] = read{p.HMGet(ctx, wire.LeaseKey(n), wire.LeaseFieldSession), p.ZRange(ctx, wire.WaitersKey(n), 0, 0)}
+		}
+		return nil
+	})
+	for i, n := range names {
+		r := reads[i]
+		if r.holder.Err() != nil || r.first.Err() != nil {
+			continue // a failed read hints nothing: the waiter retries on its own timing
+		}
+		// The lease's holder, or, while it is free, the waiter it is reserved for (spi.Queuer:
+		// a HeldBy reply names that waiter).
+		var now string
+		if v := r.holder.Val(); len(v) == 1 {
+			now, _ = v[0].(string)
+		}
+		if first := r.first.Val(); now == "" && len(first) > 0 {
+			now = first[0]
+		}
+		hint := false
+		h.mu.Lock()
+		if w := h.leases[n]; h.conn == c && w != nil {
+			for _, x := range w.who {
+				hint = hint || x.holder != spi.SessionID(now)
+			}
+		}
+		h.mu.Unlock()
+		if hint {
+			h.deliver(spi.Hint{Kind: spi.Released, Name: n})
+		}
+		if f := h.checked; f != nil {
+			f(n, hint)
+		}
+	}
+}
+
+// opened notes a session TTL: waits and memberships last a TTL past their latest renewal.
+func (h *hub) opened(ttl time.Duration) {
+	h.mu.Lock()
+	h.ttl = max(h.ttl, ttl)
+	h.mu.Unlock()
+}
+
+func (h *hub) ttlLocked() time.Duration {
+	if h.ttl == 0 {
+		return hintDefaultTTL
+	}
+	return h.ttl
+}
+
+// acquired notes the reply of an acquire of name by session sid: HeldBy makes sid a waiter
+// until the holder's time left plus a TTL has passed without another acquire (the engine
+// retries within the holder's time left, capped at its TTL); Granted ends sid's wait;
+// SessionExpired ends every wait and membership of sid.
+func (h *hub) acquired(sid spi.SessionID, name string, r spi.Acquire) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.conn == nil {
+		return
+	}
+	switch r.Kind {
+	case spi.HeldBy:
+		ttl := h.ttlLocked()
+		w := h.leases[name]
+		if w == nil {
+			w = &interest{who: map[spi.SessionID]wait{}}
+			h.leases[name] = w
+		}
+		w.who[sid] = wait{until: time.Now().Add(min(max(r.Remaining, 0), ttl) + ttl), holder: r.Holder}
+		w.idle = time.Time{}
+		if !w.subscribed {
+			kick(h.conn)
+		}
+	case spi.Granted:
+		if w := h.leases[name]; w != nil {
+			delete(w.who, sid)
+		}
+	case spi.SessionExpired:
+		h.forgetLocked(sid)
+	}
+}
+
+// withdrew notes that sid no longer waits for name.
+func (h *hub) withdrew(sid spi.SessionID, name string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if w := h.leases[name]; w != nil {
+		delete(w.who, sid)
+	}
+}
+
+// joined notes that sid is a member of group (until it leaves or a TTL passes without a
+// keep-alive that names the group).
+func (h *hub) joined(sid spi.SessionID, group string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.conn == nil {
+		return
+	}
+	w := h.groups[group]
+	if w == nil {
+		w = &interest{who: map[spi.SessionID]wait{}}
+		h.groups[group] = w
+	}
+	w.who[sid] = wait{until: time.Now().Add(2 * h.ttlLocked())}
+	w.idle = time.Time{}
+	if !w.subscribed {
+		kick(h.conn)
+	}
+}
+
+// left notes that sid is no longer a member of group.
+func (h *hub) left(sid spi.SessionID, group string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if w := h.groups[group]; w != nil {
+		delete(w.who, sid)
+	}
+}
+
+// keptAlive notes a keep-alive of sid naming groups: its memberships among them are renewed.
+func (h *hub) keptAlive(sid spi.SessionID, groups []string) {
+	if len(groups) == 0 {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	until := time.Now().Add(2 * h.ttlLocked())
+	for _, g := range groups {
+		if w := h.groups[g]; w != nil {
+			if _, ok := w.who[sid]; ok {
+				w.who[sid] = wait{until: until}
+			}
+		}
+	}
+}
+
+// forget ends every wait and membership of sid (closed or expired).
+func (h *hub) forget(sid spi.SessionID) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.forgetLocked(sid)
+}
+
+func (h *hub) forgetLocked(sid spi.SessionID) {
+	for _, w := range h.leases {
+		delete(w.who, sid)
+	}
+	for _, w := range h.groups {
+		delete(w.who, sid)
 	}
 }
 
@@ -126,36 +516,63 @@ func (h *hub) deliver(hint spi.Hint) {
 // releasedLocally wakes the backend's own waiters (other clients of this process on this
 // backend) at once after a release by this backend, before the server's PUBLISH comes back;
 // a waiter that acts on both pays at most one more acquire (the engine damps hints that prove
-// false).
+// false). Without a waiting session of this backend there is nobody to wake: a client that
+// locks and unlocks a name nobody else here waits for sends no hint to itself. (A waiter whose
+// acquire's reply is not noted yet misses this one; the read after its subscription's
+// confirmation catches the release.)
 func (h *hub) releasedLocally(name string) {
-	h.deliver(spi.Hint{Kind: spi.Released, Name: name})
+	h.mu.Lock()
+	w := h.leases[name]
+	waited := w != nil && len(w.who) > 0
+	h.mu.Unlock()
+	if waited {
+		h.deliver(spi.Hint{Kind: spi.Released, Name: name})
+	}
 }
 
 // remove ends one subscription, and the pub/sub connection with the last one.
 func (h *hub) remove(ch chan spi.Hint) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if _, ok := h.subs[ch]; !ok {
+		h.mu.Unlock()
 		return
 	}
 	delete(h.subs, ch)
 	close(ch)
-	if len(h.subs) == 0 && h.ps != nil {
-		h.ps.Close()
-		h.ps = nil
+	var c *subConn
+	if len(h.subs) == 0 {
+		c = h.stopLocked()
+	}
+	h.mu.Unlock()
+	if c != nil {
+		<-c.done
 	}
 }
 
 // shutdown ends every subscription (Close).
 func (h *hub) shutdown() {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	for ch := range h.subs {
 		delete(h.subs, ch)
 		close(ch)
 	}
-	if h.ps != nil {
-		h.ps.Close()
-		h.ps = nil
+	c := h.stopLocked()
+	h.mu.Unlock()
+	if c != nil {
+		<-c.done
 	}
+}
+
+// stopLocked closes the pub/sub connection, stops its runner (the caller waits for it outside
+// the lock) and forgets the interest.
+func (h *hub) stopLocked() *subConn {
+	c := h.conn
+	if c == nil {
+		return nil
+	}
+	h.conn = nil
+	c.ps.Close()
+	close(c.stop)
+	h.leases, h.groups, h.checks = nil, nil, nil
+	return c
 }

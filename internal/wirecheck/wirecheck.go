@@ -50,6 +50,8 @@ var BackendExceptions = []Exception{
 		Reason: "WAIT is the DSN's replication-durability option (wait=N): it reads and writes no key, so it is no part of the layout nodes must agree on"},
 	{File: "redis/cluster.go", Kind: "redis-command", Literal: "wait",
 		Reason: "the same WAIT, in Cluster mode's pipelined rounds"},
+	{File: "redis/hints.go", Kind: "redis-command", Literal: "subscribe",
+		Reason: "the Kind go-redis gives a subscription's confirmation (a *redis.Subscription it received, not a command sent); the channel names come from generated/wire"},
 	{File: "redis/tls.go", Kind: "redis-command", Literal: "PING\r\n",
 		Reason: "a diagnostic probe on a raw socket (is a tls=true DSN pointing at a plain-text server?), before any Simba operation; it touches no key"},
 }
