@@ -28,6 +28,9 @@ type Server struct {
 	Port int
 	// Durable reports whether an acknowledged write survives a SIGKILL.
 	Durable bool
+	// Keep leaves the data directory in place on Close (a run whose check failed keeps the
+	// server's files, e.g. Redis's AOF, beside its history for the post-mortem).
+	Keep bool
 
 	dir  string
 	argv []string
@@ -140,11 +143,16 @@ func (s *Server) Kill() {
 	}
 }
 
-// Close kills the server and removes its data.
+// Dir is the server's data directory.
+func (s *Server) Dir() string { return s.dir }
+
+// Close kills the server and removes its data, unless Keep is set.
 func (s *Server) Close() {
 	s.Kill()
 	s.log.Close()
-	os.RemoveAll(s.dir)
+	if !s.Keep {
+		os.RemoveAll(s.dir)
+	}
 }
 
 func newServer(kind, root string, durable bool) (*Server, error) {

@@ -487,6 +487,10 @@ func runChaos(args []string) error {
 		}
 	}
 	if !rep.OK() {
+		for _, s := range setup.servers {
+			s.Keep = true // the server's files (Redis's AOF, a database) go with the history
+			fmt.Println("chaos: kept the data of", s.Kind, "at", s.Dir())
+		}
 		return fmt.Errorf("%d violations (linearizable: %s); history in %s; replay with: %s", len(rep.Violations), rep.Linearizable, dir, replay)
 	}
 	for _, f := range r.fences {
