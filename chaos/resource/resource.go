@@ -168,13 +168,7 @@ func (t *sqlTable) Write(ctx context.Context, name string, token int64, writer s
 		_, err = tx.ExecContext(ctx, ins, name, token, writer)
 		return err
 	})
-	switch {
-	case err == nil:
-		return true, nil
-	case errors.Is(err, fence.ErrStaleToken):
-		return false, nil
-	}
-	return false, fmt.Errorf("resource %s: %w", t.label, err)
+	return verdict(t.label, err)
 }
 
 type redisKey struct {
@@ -213,11 +207,17 @@ func (r *redisKey) Drop(ctx context.Context) error {
 func (r *redisKey) Write(ctx context.Context, name string, token int64, writer string) (bool, error) {
 	res := resourceName(r.base(), name)
 	err := r.f.Set(ctx, res, token, r.prefix+"{"+res+"}", writer)
+	return verdict(r.label, err)
+}
+
+// verdict is a fenced write's outcome: accepted (no error), rejected as stale (not an error:
+// the resource did its job), or failed.
+func verdict(label string, err error) (bool, error) {
 	switch {
 	case err == nil:
 		return true, nil
 	case errors.Is(err, fence.ErrStaleToken):
 		return false, nil
 	}
-	return false, fmt.Errorf("resource %s: %w", r.label, err)
+	return false, fmt.Errorf("resource %s: %w", label, err)
 }
