@@ -411,20 +411,9 @@ func (h *hub) acquired(sid spi.SessionID, name string, r spi.Acquire) {
 	switch r.Kind {
 	case spi.HeldBy:
 		ttl := h.ttlLocked()
-		w := h.leases[name]
-		if w == nil {
-			w = &interest{who: map[spi.SessionID]wait{}}
-			h.leases[name] = w
-		}
-		w.who[sid] = wait{until: time.Now().Add(min(max(r.Remaining, 0), ttl) + ttl), holder: r.Holder}
-		w.idle = time.Time{}
-		if !w.subscribed {
-			kick(h.conn)
-		}
+		h.noteLocked(h.leases, name, sid, wait{until: time.Now().Add(min(max(r.Remaining, 0), ttl) + ttl), holder: r.Holder})
 	case spi.Granted:
-		if w := h.leases[name]; w != nil {
-			delete(w.who, sid)
-		}
+		h.drop(h.leases, name, sid)
 	case spi.SessionExpired:
 		h.forgetLocked(sid)
 	}
@@ -434,9 +423,7 @@ func (h *hub) acquired(sid spi.SessionID, name string, r spi.Acquire) {
 func (h *hub) withdrew(sid spi.SessionID, name string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if w := h.leases[name]; w != nil {
-		delete(w.who, sid)
-	}
+	h.drop(h.leases, name, sid)
 }
 
 // joined notes that sid is a member of group (until it leaves or a TTL passes without a
@@ -447,23 +434,35 @@ func (h *hub) joined(sid spi.SessionID, group string) {
 	if h.conn == nil {
 		return
 	}
-	w := h.groups[group]
-	if w == nil {
-		w = &interest{who: map[spi.SessionID]wait{}}
-		h.groups[group] = w
-	}
-	w.who[sid] = wait{until: time.Now().Add(2 * h.ttlLocked())}
-	w.idle = time.Time{}
-	if !w.subscribed {
-		kick(h.conn)
-	}
+	h.noteLocked(h.groups, group, sid, wait{until: time.Now().Add(2 * h.ttlLocked())})
 }
 
 // left notes that sid is no longer a member of group.
 func (h *hub) left(sid spi.SessionID, group string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if w := h.groups[group]; w != nil {
+	h.drop(h.groups, group, sid)
+}
+
+// noteLocked records x as sid's interest in name's channel (set: h.leases or h.groups) and
+// wakes the runner to subscribe if the channel is not subscribed yet. h.conn must be set.
+func (h *hub) noteLocked(set map[string]*interest, name string, sid spi.SessionID, x wait) {
+	w := set[name]
+	if w == nil {
+		w = &interest{who: map[spi.SessionID]wait{}}
+		set[name] = w
+	}
+	w.who[sid] = x
+	w.idle = time.Time{}
+	if !w.subscribed {
+		kick(h.conn)
+	}
+}
+
+// drop ends sid's interest in name's channel (the runner unsubscribes after the linger once
+// nobody is left).
+func (h *hub) drop(set map[string]*interest, name string, sid spi.SessionID) {
+	if w := set[name]; w != nil {
 		delete(w.who, sid)
 	}
 }
