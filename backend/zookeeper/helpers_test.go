@@ -2,10 +2,7 @@ package zookeeper
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
-	"io"
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -91,55 +88,7 @@ func (r *recorder) expire(t testing.TB, sid spi.SessionID) {
 // session there, the technique of Curator's KillSession. The backend's own connection then
 // finds the session gone.
 func killSession(server string, zid int64, passwd []byte) error {
-	c, err := net.DialTimeout("tcp", server, 5*time.Second)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	// ConnectRequest: protocolVersion, lastZxidSeen, timeOut, sessionId, passwd.
-	req := make([]byte, 4+4+8+4+8+4+len(passwd))
-	binary.BigEndian.PutUint32(req, uint32(len(req)-4))
-	binary.BigEndian.PutUint32(req[8+4:], 0) // lastZxidSeen (low half; high half is zero)
-	binary.BigEndian.PutUint32(req[16:], 30000)
-	binary.BigEndian.PutUint64(req[20:], uint64(zid))
-	binary.BigEndian.PutUint32(req[28:], uint32(len(passwd)))
-	copy(req[32:], passwd)
-	if _, err := c.Write(req); err != nil {
-		return err
-	}
-	resp, err := readFrame(c)
-	if err != nil {
-		return fmt.Errorf("connect response: %w", err)
-	}
-	if len(resp) < 16 {
-		return fmt.Errorf("short connect response (%d bytes)", len(resp))
-	}
-	if got := int64(binary.BigEndian.Uint64(resp[8:])); got != zid {
-		return nil // the session is already gone
-	}
-	// closeSession: xid 1, opcode -11.
-	closeReq := make([]byte, 12)
-	binary.BigEndian.PutUint32(closeReq, 8)
-	binary.BigEndian.PutUint32(closeReq[4:], 1)
-	binary.BigEndian.PutUint32(closeReq[8:], uint32(0xFFFFFFF5)) // -11
-	if _, err := c.Write(closeReq); err != nil {
-		return err
-	}
-	if _, err := readFrame(c); err != nil && err != io.EOF {
-		return fmt.Errorf("close reply: %w", err)
-	}
-	return nil
-}
-
-func readFrame(c net.Conn) ([]byte, error) {
-	var n [4]byte
-	if _, err := io.ReadFull(c, n[:]); err != nil {
-		return nil, err
-	}
-	buf := make([]byte, binary.BigEndian.Uint32(n[:]))
-	_, err := io.ReadFull(c, buf)
-	return buf, err
+	return closeOver(nil, nil, server, 5*time.Second, time.Now().Add(10*time.Second), zid, closeSessionFrames(zid, passwd, 30000))
 }
 
 // serverDSN returns the DSN of the shared test server under a fresh chroot.

@@ -261,13 +261,7 @@ func (t *tap) closeAlone(servers []string) error {
 	first := t.addr
 	t.mu.Unlock()
 	deadline := time.Now().Add(timeout)
-	var req frameBuilder
-	// connect: protocolVersion, lastZxidSeen, timeOut, sessionId, passwd, readOnly; then
-	// closeSession
-	req.i32(0).i64(0).i32(t.timeoutMs.Load()).i64(sid).buf(passwd).u8(0)
-	frames := req.frame()
-	var cl frameBuilder
-	frames = append(frames, cl.i32(xidOwnClose).i32(opCloseSession).frame()...)
+	frames := closeSessionFrames(sid, passwd, t.timeoutMs.Load())
 	var errs []error
 	for i, addr := range append([]string{first}, servers...) {
 		if addr == "" || (i > 0 && addr == first) {
@@ -287,6 +281,18 @@ func (t *tap) closeAlone(servers []string) error {
 		return errors.New("no server to close the session at")
 	}
 	return errors.Join(errs...)
+}
+
+// closeSessionFrames is a connect request for session sid (with its password and a session
+// timeout of timeoutMs) followed by a close request: sent on a fresh connection, the server
+// moves the session to it and closes it there.
+func closeSessionFrames(sid int64, passwd []byte, timeoutMs int32) []byte {
+	var req frameBuilder
+	// connect: protocolVersion, lastZxidSeen, timeOut, sessionId, passwd, readOnly
+	req.i32(0).i64(0).i32(timeoutMs).i64(sid).buf(passwd).u8(0)
+	frames := req.frame()
+	var cl frameBuilder
+	return append(frames, cl.i32(xidOwnClose).i32(opCloseSession).frame()...)
 }
 
 // closeOver sends frames (a connect request for session sid and a close request) to addr
