@@ -553,7 +553,13 @@ func (c *Client) apply(ef *engine.Effect, now time.Duration) {
 	case engine.EfArm:
 		c.arm(ef.Timer, ef.At, now)
 	case engine.EfDeadline:
-		c.deadline(ef.Session).Store(int64(ef.At))
+		if ef.Name == "" {
+			c.deadline(ef.Session).Store(int64(ef.At))
+		} else if h := c.handleFor(ef.Name); h != nil {
+			if t, ok := h.termFor(ef.Token); ok {
+				t.confirm()
+			}
+		}
 	case engine.EfElected:
 		c.elected(ef)
 	case engine.EfRevoked:
@@ -910,7 +916,7 @@ func (c *Client) handle(name string) leaseHandle {
 
 func (c *Client) elected(ef *engine.Effect) {
 	h := c.handleFor(ef.Name)
-	t := newTerm(ef.Name, ef.Token, ef.Owner, c.cfg.clock, c.deadline(ef.Session))
+	t := newTerm(ef.Name, ef.Token, ef.Owner, c.cfg.clock, c.deadline(ef.Session), ef.Until)
 	c.cfg.logger.Info("simba elected", "name", ef.Name, "token", ef.Token, "session", ef.Session)
 	c.emit(Event{Kind: EventElected, At: c.eng.Now(), Session: ef.Session, Name: ef.Name, Token: ef.Token}, h)
 	if h != nil {

@@ -2,6 +2,7 @@ package simba
 
 import (
 	"context"
+	"math"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -11,7 +12,8 @@ import (
 
 // Term is one tenure of one lease by this client: the lease name, its fencing token and its
 // validity. A Term is valid while it has not been revoked and the session's local deadline has
-// not passed; IsValid and Remaining read only atomics and the clock, so they are cheap enough to
+// not passed (nor, until the first keep-alive after the grant confirms the lease, the
+// deadline the grant itself gave); IsValid and Remaining read only atomics and the clock, so they are cheap enough to
 // call before every fenced write. Pass Token to the resource you protect and have it reject
 // tokens lower than the highest it has seen (package fence and its fencesql, fenceredis and
 // fencehttp do).
@@ -21,21 +23,32 @@ type Term struct{ s *termState }
 
 // termState is shared by every copy of a Term. revoked is set once by the loop goroutine;
 // deadline points at the session's published local deadline (nanoseconds on the client's
-// clock), which every term of that session shares.
+// clock), which every term of that session shares; until is the term's own bound by its
+// grant (engine rule 6), math.MaxInt64 once a keep-alive has confirmed the lease.
 type termState struct {
 	name     string
 	token    int64
 	owner    string
 	clock    spi.Clock
 	deadline *atomic.Int64
+	until    atomic.Int64
 	revoked  atomic.Bool
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
 }
 
-func newTerm(name string, token int64, owner string, clock spi.Clock, deadline *atomic.Int64) Term {
+func newTerm(name string, token int64, owner string, clock spi.Clock, deadline *atomic.Int64, until time.Duration) Term {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	return Term{s: &termState{name: name, token: token, owner: owner, clock: clock, deadline: deadline, ctx: ctx, cancel: cancel}}
+	t := Term{s: &termState{name: name, token: token, owner: owner, clock: clock, deadline: deadline, ctx: ctx, cancel: cancel}}
+	t.s.until.Store(int64(until))
+	return t
+}
+
+// confirm lifts the term's own bound: its deadline is the session's from now on.
+func (t Term) confirm() {
+	if t.s != nil {
+		t.s.until.Store(math.MaxInt64)
+	}
 }
 
 // revoke invalidates the term at once and cancels its context with cause.
@@ -80,7 +93,7 @@ func (t Term) Remaining() time.Duration {
 	if t.s == nil || t.s.revoked.Load() {
 		return 0
 	}
-	left := time.Duration(t.s.deadline.Load()) - t.s.clock.Now()
+	left := time.Duration(min(t.s.deadline.Load(), t.s.until.Load())) - t.s.clock.Now()
 	if left < 0 {
 		return 0
 	}

@@ -1,6 +1,6 @@
 // Package engine is the pure decision logic of a Simba client (DESIGN.md §2–§4): one session,
-// its elections (and locks, and the partitions of joined groups), and the five rules that
-// keep terms safe. It has no goroutines, clock reads, randomness or I/O. Everything it
+// its elections (and locks, and the partitions of joined groups), and the six rules that
+// keep terms safe (DESIGN.md §2 lists five; rule 6 is below). It has no goroutines, clock reads, randomness or I/O. Everything it
 // learns arrives as an Event; everything it decides leaves as an Effect. Because Step is a
 // function of the state and the event, every race is a sequence of events: the transcripts
 // under testdata/ and the simulator (internal/sim) replay them exactly.
@@ -83,6 +83,14 @@
 // missing from the reply is revoked (taken-over), and a lease in the reply that nothing
 // wants is released (rule 3). A stopped or stepped-down term whose work still runs keeps its
 // lease until the work exits or the deadline as of the stop, whichever is first (rule 5).
+// A term is good until its grant's own remaining time at most (the acquire's send time plus
+// its Remaining, as every deadline is made) until a keep-alive that asked about the lease
+// lists it held; until then that bound also bounds the session's deadline, and a grant
+// whose bound has passed when its reply is handled is released, not adopted (rule 6). A
+// backend may keep a lease's expiry apart from its session's — Redis copies the session's
+// expiry into the lease at grant time and moves it only with keep-alives that name the
+// lease — so a keep-alive sent before the acquire and applied after it renews the session,
+// not the lease.
 // The futures of Stop and StepDown complete with the reply of the Release they cause (after
 // the handover, if any), so a caller returns once the lease is free at the backend; a failed
 // release completes them with an error saying the outcome is unknown. Locks end with their term instead of becoming candidates again. Partitions are elections
@@ -93,7 +101,7 @@
 //
 // The read-only accessors (SessionState, SessionID, Deadline, Election, Elections, Group,
 // Closed) expose what invariant checkers need. Options.Break disables one rule of DESIGN.md
-// §2 (Rule1…Rule5) so mutation tests can prove each rule is needed; it must never be set
+// §2 and rule 6 (Rule1…Rule6) so mutation tests can prove each rule is needed; it must never be set
 // outside tests. Every Event and Effect has a stable String form, used by logs and by the
 // transcripts (go test ./internal/engine -run TestTranscripts -rewrite regenerates them).
 package engine

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/simba-go/simba/generated/wire"
@@ -71,6 +72,16 @@ type election struct {
 	token       int64
 	adoptedReq  ReqID // the first request id issued after adoption
 	workRunning bool
+	// grantReq is the request id of the acquire the term was adopted from while no
+	// keep-alive that asked about the lease has confirmed it since (0 once one has), and
+	// grantUntil the local deadline that grant's own remaining time gives (rule 6). A
+	// backend may copy the session's expiry into the lease at grant time and move it only
+	// with keep-alives that name the lease (Redis does): a keep-alive sent before the
+	// acquire, applied after it, renews the session but not the lease, so until a later
+	// keep-alive lists the lease held the term may not outlive grantUntil.
+	grantReq   ReqID
+	grantUntil time.Duration
+	grantArmed bool // TimerGrant is armed at grantUntil (once it is before the session's deadline)
 
 	seenKA     ReqID
 	seenToken  int64
@@ -441,8 +452,18 @@ func (s *Engine) onAcquireReply(p pending, ev Event) {
 		if s.opt.Break == Rule1 {
 			adopt = e.state == Candidate
 		}
+		// Rule 6: the grant is good until its own remaining time at most.
+		until := s.deadlineFrom(sent, a.Remaining)
+		if adopt && s.opt.Break != Rule6 && s.now >= until {
+			// Granted, but by its own word the lease has lapsed already (the reply took longer
+			// than the time it grants): not a term; release it and try again.
+			e.fails++
+			s.release(e.name, a.Token)
+			s.retryLater(e, add(s.now, s.backoff(e.fails, nil)))
+			return
+		}
 		if adopt {
-			s.adopt(e, a.Token)
+			s.adopt(e, a.Token, ev.Req, until)
 			return
 		}
 		s.release(e.name, a.Token)
@@ -477,22 +498,62 @@ func (s *Engine) completeHeld(f FutureID, name string, a spi.Acquire) FutureID {
 	return 0
 }
 
-func (s *Engine) adopt(e *election, token int64) {
+// adopt makes e a leader with token, from the grant of acquire req, good until until by the
+// grant's own remaining time (rule 6).
+func (s *Engine) adopt(e *election, token int64, req ReqID, until time.Duration) {
 	e.state, e.token, e.adoptedReq = Leader, token, s.lastReq+1
+	e.grantReq, e.grantUntil, e.grantArmed = 0, math.MaxInt64, false
+	if s.opt.Break != Rule6 {
+		e.grantReq, e.grantUntil = req, until
+		s.armGrant(e)
+	}
 	e.queued = false // the grant removed this session's entry
 	// An earlier attempt of unknown outcome stays unknown: it may still land after this
 	// adoption (and after a release), so keep-alives keep asking about the name (rule 3).
 	e.workRunning, e.fails = e.hasWork, 0
-	ef := Effect{Kind: EfElected, Name: e.name, Token: token, Session: s.sess.id, Owner: s.opt.Owner, At: s.sess.deadline, Partition: -1}
+	at := min(s.sess.deadline, e.grantUntil)
+	ef := Effect{Kind: EfElected, Name: e.name, Token: token, Session: s.sess.id, Owner: s.opt.Owner, At: at, Until: e.grantUntil, Partition: -1}
 	if e.group != nil {
 		ef.Group, ef.Partition = e.group.name, e.part
 	}
 	s.emit(ef)
 	if e.future != 0 {
-		s.emit(Effect{Kind: EfComplete, Future: e.future, Name: e.name, Token: token, Session: s.sess.id, At: s.sess.deadline})
+		s.emit(Effect{Kind: EfComplete, Future: e.future, Name: e.name, Token: token, Session: s.sess.id, At: at})
 		e.future = 0
 	}
 	s.sync(e)
+}
+
+// termDeadline is the local deadline of e's term: the session's, or the term's own bound
+// while no keep-alive has confirmed it, whichever is first (rule 6).
+func (s *Engine) termDeadline(e *election) time.Duration {
+	if e.grantReq != 0 {
+		return min(s.sess.deadline, e.grantUntil)
+	}
+	return s.sess.deadline
+}
+
+// armGrant arms e's TimerGrant once its own bound is before the session's deadline (until
+// then the session's deadline timer comes first).
+func (s *Engine) armGrant(e *election) {
+	if !e.grantArmed && e.grantUntil < s.sess.deadline {
+		e.grantArmed = true
+		s.arm(TimerGrant, e.name, e.grantUntil)
+	}
+}
+
+// grantLapsed ends e's term at its own bound (rule 6) when no keep-alive confirmed it in
+// time: the lease may have expired at the backend, so the term is revoked and the lease
+// released (it may still be held) before the election goes on.
+func (s *Engine) grantLapsed(e *election) {
+	switch e.state {
+	case Leader:
+		s.revoke(e, ReasonDeadline)
+		s.release(e.name, e.token)
+		s.afterLoss(e)
+	case Handover:
+		s.endHandover(e, true)
+	}
 }
 
 // revoke ends e's term (the lease may still be held: the caller releases it after).
@@ -523,7 +584,7 @@ func (s *Engine) leaderExit(e *election, reason Reason, then State) ReqID {
 	}
 	s.revoke(e, reason)
 	if work && s.opt.Break != Rule5 {
-		e.state, e.after, e.until = Handover, then, s.sess.deadline
+		e.state, e.after, e.until = Handover, then, s.termDeadline(e)
 		s.handovers++
 		s.arm(TimerHandover, e.name, e.until)
 		s.sync(e)

@@ -420,6 +420,7 @@ func (s *Engine) onKeepAliveReply(p pending, ev Event) {
 	}
 	s.sess.kaAt = max(add(sent, s.opt.RenewInterval), s.now)
 	s.arm(TimerRenew, "", s.sess.kaAt)
+	s.confirmGrants(ev.Req, ka.Held)
 	s.reconcile(ev.Req, sent, ka.Held)
 	if len(ka.Members) > 0 {
 		for _, name := range s.groupNames {
@@ -439,6 +440,30 @@ func (s *Engine) onKeepAliveReply(p pending, ev Event) {
 			}
 			s.setView(g, m, nil)
 		}
+	}
+}
+
+// confirmGrants applies rule 6 to the reply of keep-alive req: a term whose lease the reply
+// lists held with its token, from a request sent after the acquire it was adopted from (so
+// the keep-alive asked about the lease and renewed it with the session), is confirmed before
+// its own bound: its deadline is the session's from now on. The bound of a term still
+// unconfirmed now comes before the session's deadline, so its timer is armed.
+func (s *Engine) confirmGrants(req ReqID, held []spi.Held) {
+	for _, e := range s.active {
+		if e.grantReq == 0 || e.state != Leader { // a Handover's end is fixed as of its stop
+			continue
+		}
+		if req > e.grantReq && s.now < e.grantUntil {
+			if i := slices.IndexFunc(held, func(h spi.Held) bool { return h.Name == e.name }); i >= 0 && held[i].Token == e.token {
+				e.grantReq, e.grantUntil = 0, math.MaxInt64
+				s.emit(Effect{Kind: EfDeadline, Session: s.sess.id, Name: e.name, Token: e.token, At: math.MaxInt64})
+				continue
+			}
+			if e.adoptedReq <= req && s.opt.Break != Rule3 {
+				continue // missing from a reply sent after its adoption: reconcile revokes it
+			}
+		}
+		s.armGrant(e)
 	}
 }
 
@@ -648,6 +673,10 @@ func (s *Engine) timer(t Timer) {
 	case TimerHandover:
 		if e := s.elections[t.Name]; e != nil && e.state == Handover && e.until <= s.now {
 			s.endHandover(e, true)
+		}
+	case TimerGrant:
+		if e := s.elections[t.Name]; e != nil && e.grantReq != 0 && e.grantUntil <= s.now {
+			s.grantLapsed(e)
 		}
 	case TimerJoin:
 		if g := s.groups[t.Name]; g != nil && g.retrying && g.retryAt <= s.now && s.sess.state == SessionLive {

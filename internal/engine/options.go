@@ -83,6 +83,11 @@ const (
 	Rule4
 	// Rule5: handover keeps the lease of a stopped term while its work runs.
 	Rule5
+	// Rule6: a term's deadline is bounded by its grant's own remaining time until a
+	// keep-alive that asked about the lease lists it held (a lease whose expiry the backend
+	// copies at grant time, as Redis does, is not renewed by a keep-alive sent before the
+	// acquire).
+	Rule6
 )
 
 // Options configure an engine. They are taken literally: a zero Drift, Margin or RetryJitter
@@ -174,7 +179,7 @@ func (o Options) Resolve() (Options, error) {
 		return bad("cooldown %v and retry jitter %v must be at most %v", o.Cooldown, o.RetryJitter, MaxDuration)
 	case o.BackoffMin <= 0 || o.BackoffMax < o.BackoffMin || o.BackoffMax > MaxDuration:
 		return bad("backoff bounds [%v, %v] are invalid: want 0 < min ≤ max ≤ %v", o.BackoffMin, o.BackoffMax, MaxDuration)
-	case o.Break > Rule5:
+	case o.Break > Rule6:
 		return bad("unknown rule %d", o.Break)
 	}
 	return o, nil

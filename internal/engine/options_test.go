@@ -51,7 +51,7 @@ func TestOptionsRejectNonFiniteAndOverflow(t *testing.T) {
 		"backoff max negative":      opts(func(o *Options) { o.BackoffMax = -1 }),
 		"backoff min above max":     opts(func(o *Options) { o.BackoffMin, o.BackoffMax = 2*time.Second, time.Second }),
 		"backoff min negative":      opts(func(o *Options) { o.BackoffMin = -1 }),
-		"unknown rule":              opts(func(o *Options) { o.Break = Rule5 + 1 }),
+		"unknown rule":              opts(func(o *Options) { o.Break = Rule6 + 1 }),
 		"owner empty":               opts(func(o *Options) { o.Owner = "" }),
 		"owner with NUL":            opts(func(o *Options) { o.Owner = "a\x00b" }),
 		"owner with ESC":            opts(func(o *Options) { o.Owner = "a\x1b[2J" }),

@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -39,6 +40,7 @@ func TestStepProperties(t *testing.T) {
 			term      = map[string]int64{} // open terms by name
 			working   = map[string]int64{} // terms whose work runs (token by name)
 			handUntil = map[string]time.Duration{}
+			until     = map[string]time.Duration{} // open terms' own bounds (rule 6)
 			released  = map[spi.SessionID]map[string]int64{}
 			// confirmed: per session and name, the highest released token whose release was
 			// answered with success, and the last request id sent by then. A backend re-grants a
@@ -101,12 +103,21 @@ func TestStepProperties(t *testing.T) {
 					check(!open, "second Elected for %s without Revoked", ef.Name)
 					check(e.SessionState() == SessionLive && now < e.Deadline(), "elected %s with session %v, now %v, deadline %v", ef.Name, e.SessionState(), now, e.Deadline())
 					check(ef.Token > released[ef.Session][ef.Name], "elected %s token %d not above released %d", ef.Name, ef.Token, released[ef.Session][ef.Name])
+					check(now < ef.Until, "elected %s at %v, at or after its own bound %v (rule 6)", ef.Name, now, ef.Until)
+					check(ef.At == min(e.Deadline(), ef.Until), "elected %s with deadline %v, not the earlier of the session's %v and its bound %v", ef.Name, ef.At, e.Deadline(), ef.Until)
 					term[ef.Name] = ef.Token
+					until[ef.Name] = ef.Until
+				case EfDeadline:
+					if ef.Name != "" {
+						tok, open := term[ef.Name]
+						check(open && tok == ef.Token, "confirmed %s token %d, not a current term", ef.Name, ef.Token)
+						until[ef.Name] = math.MaxInt64
+					}
 				case EfRevoked:
 					tok, open := term[ef.Name]
 					check(open && tok == ef.Token, "Revoked %s token %d without a matching Elected", ef.Name, ef.Token)
 					delete(term, ef.Name)
-					handUntil[ef.Name] = e.Deadline() // the deadline as of the stop
+					handUntil[ef.Name] = min(e.Deadline(), until[ef.Name]) // the term's deadline as of the stop
 					if ef.Reason != ReasonStopped && ef.Reason != ReasonSteppedDown && ef.Reason != ReasonClosed {
 						delete(working, ef.Name) // an involuntary loss: the lease is not ours to keep
 					}

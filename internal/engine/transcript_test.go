@@ -549,12 +549,13 @@ var ruleTranscripts = map[Rule]string{
 	Rule3: "keepalive.txt",
 	Rule4: "expiry.txt",
 	Rule5: "handover.txt",
+	Rule6: "grant-expiry.txt",
 }
 
 // TestRulesNeeded breaks each rule in turn (Options.Break) and checks that its transcript
 // fails, first at a case marked for that rule.
 func TestRulesNeeded(t *testing.T) {
-	for r := Rule1; r <= Rule5; r++ {
+	for r := Rule1; r <= Rule6; r++ {
 		t.Run(fmt.Sprintf("rule%d", r), func(t *testing.T) {
 			path := filepath.Join("testdata", ruleTranscripts[r])
 			if _, mism, _ := runTranscript(t, path, newCoverage(), 0); len(mism) != 0 {

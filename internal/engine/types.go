@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -165,7 +166,8 @@ type Reason uint8
 
 // Revocation reasons.
 const (
-	// ReasonDeadline: the session's local deadline passed without a renewal.
+	// ReasonDeadline: the session's local deadline passed without a renewal, or a term's own
+	// bound (rule 6) before a keep-alive confirmed it.
 	ReasonDeadline Reason = iota + 1
 	// ReasonTakenOver: a keep-alive reply did not list the lease.
 	ReasonTakenOver
@@ -210,10 +212,13 @@ const (
 	TimerHandover
 	// TimerJoin retries a failed Join of a group.
 	TimerJoin
+	// TimerGrant fires at a term's own bound (rule 6): the deadline its grant gave, should no
+	// keep-alive have confirmed the lease by then.
+	TimerGrant
 	numTimerKinds
 )
 
-var timerKindNames = [...]string{"", "open", "renew", "deadline", "retry", "cooldown", "handover", "join"}
+var timerKindNames = [...]string{"", "open", "renew", "deadline", "retry", "cooldown", "handover", "join", "grant"}
 
 // String names the kind as transcripts print it.
 func (k TimerKind) String() string {
@@ -464,10 +469,15 @@ func (k EffectKind) String() string {
 //   - EfArm: (re)arm Timer to fire at At (engine time): step a Timer event then. An Arm
 //     replaces any pending firing of the same Timer. Stale or early firings are ignored, so a
 //     driver need not cancel anything.
-//   - EfDeadline: the session's local deadline is now At; publish it to every valid term of
-//     Session (Term.IsValid compares the clock against it).
-//   - EfElected: a new term: Name, Token, Session, Owner, At (the session's local deadline
-//     when adopted), Group and Partition for partitions (Partition is -1 otherwise). Start the
+//   - EfDeadline: with Name empty, the session's local deadline is now At; publish it to
+//     every valid term of Session (Term.IsValid compares the clock against it). With Name
+//     set, a keep-alive confirmed the term Name/Token (rule 6): its own bound (Until of its
+//     EfElected) no longer applies, and its deadline is the session's from now on.
+//   - EfElected: a new term: Name, Token, Session, Owner, At (its deadline when adopted: the
+//     earlier of the session's local deadline and Until), Until (the term's own bound by its
+//     grant's remaining time, rule 6: the term is valid only before both the session's
+//     deadline and Until, until an EfDeadline naming it lifts Until; math.MaxInt64 when there
+//     is none), Group and Partition for partitions (Partition is -1 otherwise). Start the
 //     election's work, if any, under a context cancelled by the matching Revoked.
 //   - EfRevoked: the term Name/Token is over (Reason): mark it invalid and cancel its context
 //     before doing anything else this step asks.
@@ -498,8 +508,10 @@ type Effect struct {
 	HolderOwner string
 	Group       string
 	Partition   int
-	Members     []spi.SessionID
-	Assigned    []int
+	// Until (EfElected) is the term's own bound (rule 6); see EfElected.
+	Until    time.Duration
+	Members  []spi.SessionID
+	Assigned []int
 	// Queue (EfCall of OpAcquire) says the caller waits for the lease: call AcquireQueued
 	// (spi.Queuer) instead of Acquire. Only set when Options.Queue is.
 	Queue bool
@@ -531,9 +543,16 @@ func (ef Effect) String() string {
 	case EfArm:
 		b.WriteString(" " + ef.Timer.String() + " at=" + ef.At.String())
 	case EfDeadline:
-		b.WriteString(" " + string(ef.Session) + " at=" + ef.At.String())
+		if ef.Name != "" {
+			b.WriteString(" " + ef.Name + " token=" + strconv.FormatInt(ef.Token, 10) + " confirmed")
+		} else {
+			b.WriteString(" " + string(ef.Session) + " at=" + ef.At.String())
+		}
 	case EfElected:
 		b.WriteString(" " + ef.Name + " token=" + strconv.FormatInt(ef.Token, 10) + " " + string(ef.Session) + " owner=" + ef.Owner + " deadline=" + ef.At.String())
+		if ef.Until != math.MaxInt64 {
+			b.WriteString(" until=" + ef.Until.String())
+		}
 	case EfRevoked:
 		b.WriteString(" " + ef.Name + " token=" + strconv.FormatInt(ef.Token, 10) + " reason=" + ef.Reason.String())
 	case EfComplete:

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"math"
 	"slices"
 	"strconv"
 	"time"
@@ -58,18 +59,37 @@ func (s *Sim) forced(id spi.SessionID) bool { return s.sess[id].forced }
 // believedValid reports whether t's client believes t valid now: not revoked, and its clock
 // is before the deadline it last published.
 func (s *Sim) believedValid(t *term) bool {
-	return !t.revoked && s.clients[t.client].clock(s.now) < t.deadline
+	return !t.revoked && s.clients[t.client].clock(s.now) < t.validUntil()
 }
 
+// validUntil is the client time the term's validity ends at as its client last published it:
+// its session's deadline or its own bound (rule 6), whichever is first.
+func (t *term) validUntil() time.Duration { return min(t.deadline, t.until) }
+
 func (s *Sim) onDeadline(c *client, ef *engine.Effect, now time.Duration) {
+	if ef.Name != "" { // a keep-alive confirmed the term's grant (rule 6): its bound is lifted
+		ti, ok := c.open[ef.Name]
+		if !ok || s.terms[ti].token != ef.Token {
+			s.fail(CheckTermPairs, "c%d: confirmed %s#%d, which it does not hold", c.idx, ef.Name, ef.Token)
+			return
+		}
+		t := &s.terms[ti]
+		if now >= t.validUntil() && t.deadline > now {
+			s.fail(CheckRevived, "c%d: term %s#%d lapsed at its own bound %v (client time) but was confirmed at %v: the term is valid again until %v",
+				c.idx, t.name, t.token, t.until, now, t.deadline)
+			return
+		}
+		t.until = math.MaxInt64
+		return
+	}
 	for _, ti := range c.open {
 		t := &s.terms[ti]
 		if t.session != ef.Session {
 			continue
 		}
-		if now >= t.deadline && ef.At > now {
+		if now >= t.validUntil() && min(ef.At, t.until) > now {
 			s.fail(CheckRevived, "c%d: term %s#%d lapsed at its deadline %v (client time) but the session's deadline moved to %v at %v: the term is valid again",
-				c.idx, t.name, t.token, t.deadline, ef.At, now)
+				c.idx, t.name, t.token, t.validUntil(), ef.At, now)
 			return
 		}
 		t.deadline = ef.At
@@ -107,7 +127,7 @@ func (s *Sim) onElected(c *client, ef *engine.Effect, now time.Duration) {
 			if o.client != c.idx && !s.forced(o.session) && s.believedValid(o) {
 				oc := &s.clients[o.client]
 				s.fail(CheckOneValid, "c%d elected %s#%d at backend time %v while c%d still believes %s#%d valid (its clock %v < its deadline %v, i.e. until backend time %v; elected at %v)",
-					c.idx, ef.Name, ef.Token, s.now, o.client, o.name, o.token, oc.clock(s.now), o.deadline, oc.backendAt(o.deadline), o.startB)
+					c.idx, ef.Name, ef.Token, s.now, o.client, o.name, o.token, oc.clock(s.now), o.validUntil(), oc.backendAt(o.validUntil()), o.startB)
 				return
 			}
 		}
@@ -151,9 +171,9 @@ func (s *Sim) onRevoked(c *client, ef *engine.Effect, now time.Duration) {
 		switch ef.Reason {
 		case engine.ReasonStopped, engine.ReasonSteppedDown, engine.ReasonClosed:
 			// Handover: the lease is kept while the work runs, up to the deadline as of now.
-			t.coverW = t.deadline
+			t.coverW = t.validUntil()
 		default:
-			t.coverW = min(now, t.deadline)
+			t.coverW = min(now, t.validUntil())
 		}
 		s.stopWork(ti)
 	}

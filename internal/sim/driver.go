@@ -243,7 +243,7 @@ func (s *Sim) newTerm(c *client, ef *engine.Effect) int32 {
 	ti := int32(len(s.terms))
 	s.terms = append(s.terms, term{
 		client: c.idx, inc: c.inc, name: ef.Name, ni: s.nameIdx[ef.Name], token: ef.Token, session: ef.Session,
-		startB: s.now, deadline: ef.At, exitAt: never,
+		startB: s.now, deadline: ef.At, until: ef.Until, exitAt: never,
 	})
 	return ti
 }

@@ -185,6 +185,9 @@ type term struct {
 	session  spi.SessionID
 	startB   time.Duration
 	deadline time.Duration // client time: its session's latest published deadline
+	// until is the term's own bound by its grant (engine rule 6), client time; MaxInt64 once
+	// a keep-alive confirmed it. The term is valid before min(deadline, until).
+	until    time.Duration
 	revoked  bool
 	reason   engine.Reason
 	revokedB time.Duration
