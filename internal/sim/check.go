@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
 	"time"
@@ -38,6 +39,12 @@ const (
 	// CheckUnwanted: a lease that no election of its live holder wants is released within
 	// one renewal interval plus a round trip (rule 3).
 	CheckUnwanted = "unwanted-lease-released"
+	// CheckTermLease: a term its client believes valid has its lease held at the backend by
+	// the term's session with the term's token, polled every 100 ms at the model (terms of
+	// sessions expired by force exempt). one-valid-term needs a second client to be granted
+	// the lease in the window; this sees the window itself, such as a term that outlives its
+	// lease's own expiry (simbatest.WithLeaseExpiry, Redis).
+	CheckTermLease = "valid-term-holds-lease"
 	// CheckFutures: every future completes exactly once, by the end of the run.
 	CheckFutures = "futures-complete"
 	// CheckJoin: a Join made after the group's Leave completed is taken, never refused.
@@ -173,6 +180,32 @@ func (s *Sim) checkRule4(c *client, sid spi.SessionID) {
 		if t := &s.terms[ti]; t.session == sid {
 			s.fail(CheckExpired, "c%d: the backend replied that session %s expired, but its term %s#%d was not revoked",
 				c.idx, sid, t.name, t.token)
+			return
+		}
+	}
+}
+
+// checkTermLease polls the model: every term its client believes valid must have its lease
+// held at the backend by its session with its token.
+func (s *Sim) checkTermLease() {
+	for ni, name := range s.names {
+		ns := &s.byName[ni]
+		if len(ns.open) == 0 {
+			continue
+		}
+		info, _ := s.model.Lease(s.now, name)
+		for _, ti := range ns.open {
+			t := &s.terms[ti]
+			if s.forced(t.session) || !s.believedValid(t) || (info.Holder == t.session && info.Token == t.token) {
+				continue
+			}
+			c := &s.clients[t.client]
+			held := "free"
+			if info.Holder != "" {
+				held = fmt.Sprintf("held by session %s with token %d", info.Holder, info.Token)
+			}
+			s.fail(CheckTermLease, "c%d believes %s#%d valid (its clock %v < its deadline %v, i.e. until backend time %v; elected at %v, session %s), but the lease is %s at the backend",
+				t.client, t.name, t.token, c.clock(s.now), t.deadline, c.backendAt(t.deadline), t.startB, t.session, held)
 			return
 		}
 	}
@@ -330,10 +363,13 @@ type shadowWaiter struct {
 	expiry time.Duration
 }
 
-// checkFair checks one acquire the model answered (holder: the lease's holder just before):
-// a new tenure goes to the first live waiter of the check's own queue, or to anyone when no
-// waiter is live; then it updates the queue as spi.Queuer describes.
-func (s *Sim) checkFair(client int32, ef *engine.Effect, holder spi.SessionID, a spi.Acquire) {
+// checkFair checks one acquire the model answered (before: the lease just before): a new
+// tenure goes to the first live waiter of the check's own queue, or to anyone when no waiter
+// is live; then it updates the queue as spi.Queuer describes. A grant with the lease's latest
+// token is the holder's re-acquire, not a new tenure — also when, with
+// simbatest.WithLeaseExpiry, the lease had lapsed but nobody took it (acquire.lua re-grants it
+// to its holder with the same token, waiters or not).
+func (s *Sim) checkFair(client int32, ef *engine.Effect, before spi.LeaseInfo, a spi.Acquire) {
 	q := s.fairQ[ef.Name]
 	live := func(w shadowWaiter) bool {
 		_, ok := s.model.Session(s.now, w.id)
@@ -341,7 +377,7 @@ func (s *Sim) checkFair(client int32, ef *engine.Effect, holder spi.SessionID, a
 	}
 	switch a.Kind {
 	case spi.Granted:
-		if holder != ef.Session {
+		if a.Token != before.Token {
 			for _, w := range q {
 				if w.id == ef.Session {
 					break
