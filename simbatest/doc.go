@@ -16,6 +16,14 @@
 // Server wraps the same Model for tests that run real clients on real goroutines. Both pass the
 // conformance suites of package tck.
 //
+// By default a lease lives exactly as long as its holder's session, as on the SQL backends,
+// ZooKeeper and etcd. WithLeaseExpiry gives the model Redis's semantics instead: a grant copies
+// the session's expiry into the lease, only keep-alives that report the lease held move it, and
+// a lease whose own expiry has passed is free for another session even while its holder's
+// session lives — so a client that believes a term valid past its lease's own expiry (a
+// keep-alive sent before the grant, run after it, extends the session but not the lease) is
+// caught. WithReportAllHeld, WithoutExpiryHints and WithoutFairness are the other variants.
+//
 // # Server, backends and faults
 //
 // A test creates one Server and gives each client its own connection:

@@ -41,6 +41,8 @@ const maxQueuedHints = 4096
 //     Acquire grants a free lease (or one whose holder's session expired) with the previous token
 //     plus one; a re-acquire by the holder is idempotent and returns the same token.
 //   - Release changes nothing unless the session holds the name with that token.
+//   - With WithLeaseExpiry a lease has an expiry of its own, as on Redis (see there); by
+//     default a lease lives exactly as long as its holder's session.
 //   - Invalid names and groups are rejected with an error matching spi.ErrInvalidName, and
 //     invalid TTLs or owners with one matching spi.ErrInvalidOption, before any state changes.
 type Model struct {
@@ -61,6 +63,7 @@ type Model struct {
 
 	reportAllHeld bool
 	expiryHints   bool
+	leaseExpiry   bool
 }
 
 // waiter is one entry of a waiter queue: live while its session is and expiry has not passed.
@@ -81,6 +84,9 @@ type session struct {
 type lease struct {
 	holder spi.SessionID // empty when free
 	token  int64
+	// expiry is the lease's own expiry (WithLeaseExpiry only): a copy of the holder's session
+	// expiry made by the grant and moved by keep-alives that report the lease held.
+	expiry time.Duration
 }
 
 // ModelOption configures a Model.
@@ -120,6 +126,28 @@ func WithoutExpiryHints() ModelOption {
 // passes waiters over.
 func WithoutFairness() ModelOption {
 	return func(m *Model) { m.unfair = true }
+}
+
+// WithLeaseExpiry gives every lease an expiry of its own, as Redis does (the lease hash's
+// expires field, spec/lua/acquire.lua and keep_alive.lua); by default a lease lives exactly as
+// long as its holder's session, as on the SQL backends, ZooKeeper and etcd. With it:
+//   - a grant, and a re-acquire by the holder, copies the session's expiry into the lease;
+//   - a keep-alive moves the expiry of each lease it reports held (the asked leases the
+//     session holds; every lease it holds with WithReportAllHeld) to the session's new expiry,
+//     and only those: a keep-alive that does not name a lease leaves its expiry behind the
+//     session's;
+//   - a lease whose own expiry has passed is free for another session's acquire even while its
+//     holder's session lives (and the new grant takes it from that session); until then it
+//     stays the holder's, so a keep-alive naming it or a re-acquire renews it with the same
+//     token, and Release and CloseSession free it as usual;
+//   - HeldBy's Remaining, and Lease's and Inspect's, is the lease's own time left, and Lease
+//     and Inspect report a lapsed lease free.
+//
+// A lease that lapses on its own queues no hint (Redis has no expiry hints); the waiters
+// retry when HeldBy's Remaining has passed. The simulator uses it to catch a client that
+// believes a term valid past its lease's own expiry.
+func WithLeaseExpiry() ModelOption {
+	return func(m *Model) { m.leaseExpiry = true }
 }
 
 // NewModel returns an empty model at backend time 0.
@@ -292,7 +320,8 @@ func (m *Model) OpenSession(now time.Duration, owner string, ttl time.Duration) 
 
 // KeepAlive renews session to expire ttl after now and reports the leases among names that it
 // holds (every lease it holds with WithReportAllHeld), sorted by name, and the live members of
-// each group in groups, sorted ascending. An expired or unknown session gets Expired.
+// each group in groups, sorted ascending. An expired or unknown session gets Expired. With
+// WithLeaseExpiry the leases reported held, and only those, move to the session's new expiry.
 func (m *Model) KeepAlive(now time.Duration, id spi.SessionID, names, groups []string) (spi.KeepAlive, error) {
 	for _, g := range groups {
 		if err := wire.ValidateName(g); err != nil {
@@ -318,6 +347,11 @@ func (m *Model) KeepAlive(now time.Duration, id spi.SessionID, names, groups []s
 		slices.SortFunc(reply.Held, func(a, b spi.Held) int { return cmp.Compare(a.Name, b.Name) })
 		reply.Held = slices.CompactFunc(reply.Held, func(a, b spi.Held) bool { return a.Name == b.Name })
 	}
+	if m.leaseExpiry { // keep_alive.lua: each lease reported held moves to the session's expiry
+		for _, h := range reply.Held {
+			m.leases[h.Name].expiry = s.expiry
+		}
+	}
 	if len(groups) > 0 {
 		reply.Members = make(map[string][]spi.SessionID, len(groups))
 		for _, g := range groups {
@@ -337,12 +371,14 @@ func (m *Model) CloseSession(now time.Duration, id spi.SessionID) error {
 	return nil
 }
 
-// Acquire takes name for the session if it is free or its holder's session has expired, with a
-// token one greater than the name's last (ErrTokenOverflow when the last is the int64 maximum),
-// unless the name has live waiters (see AcquireQueued): a free lease is then reserved for the
-// first of them, and the reply is HeldBy naming it. A re-acquire by the holder returns the same
-// token. The reply's Remaining is the acquiring session's time left for Granted, the holder's
-// (or the first waiter entry's) for HeldBy. Acquire never registers a waiter.
+// Acquire takes name for the session if it is free or its holder's session has expired (or,
+// with WithLeaseExpiry, the lease's own expiry has passed), with a token one greater than the
+// name's last (ErrTokenOverflow when the last is the int64 maximum), unless the name has live
+// waiters (see AcquireQueued): a free lease is then reserved for the first of them, and the
+// reply is HeldBy naming it. A re-acquire by the holder returns the same
+// token. The reply's Remaining is the acquiring session's time left for Granted, the lease's
+// (its holder's session's, or its own with WithLeaseExpiry) or the first waiter entry's for
+// HeldBy. Acquire never registers a waiter.
 func (m *Model) Acquire(now time.Duration, id spi.SessionID, name string) (spi.Acquire, error) {
 	return m.acquire(now, id, name, false)
 }
@@ -371,12 +407,15 @@ func (m *Model) acquire(now time.Duration, id spi.SessionID, name string, queued
 	}
 	switch {
 	case l.holder == id:
-	case l.holder != "":
+		if m.leaseExpiry { // acquire.lua copies the session's expiry on a re-acquire too
+			l.expiry = s.expiry
+		}
+	case m.held(l):
 		// Holders are live: the model drops an expired session's leases when it observes the
 		// expiry, which live() above just did.
 		h := m.sessions[l.holder]
 		m.wait(name, s, queued)
-		return spi.Acquire{Kind: spi.HeldBy, Holder: h.id, HolderOwner: h.owner, Remaining: h.expiry - m.now}, nil
+		return spi.Acquire{Kind: spi.HeldBy, Holder: h.id, HolderOwner: h.owner, Remaining: m.leaseExpiryOf(l) - m.now}, nil
 	default:
 		if first, ok := m.firstWaiter(name); ok && first.id != id {
 			m.wait(name, s, queued)
@@ -386,12 +425,32 @@ func (m *Model) acquire(now time.Duration, id spi.SessionID, name string, queued
 		if l.token == math.MaxInt64 { // no successor: a permanent, named error, nothing changed
 			return spi.Acquire{}, spi.AsPermanent(fmt.Errorf("%w: simbatest: lease %q holds token %d", spi.ErrTokenOverflow, name, l.token))
 		}
+		if l.holder != "" { // a lapsed lease (WithLeaseExpiry): the grant takes it from its holder
+			delete(m.sessions[l.holder].leases, name)
+		}
 		l.holder = id
 		l.token++
+		l.expiry = s.expiry
 		s.leases[name] = struct{}{}
 		m.unwait(name, id)
 	}
 	return spi.Acquire{Kind: spi.Granted, Token: l.token, Remaining: s.expiry - m.now}, nil
+}
+
+// held reports whether l is held at m.now: it has a holder (whose session is live, as the model
+// drops an expired session's leases when it observes the expiry) and, with WithLeaseExpiry, its
+// own expiry has not passed.
+func (m *Model) held(l *lease) bool {
+	return l.holder != "" && (!m.leaseExpiry || l.expiry > m.now)
+}
+
+// leaseExpiryOf is the expiry of the held lease l: its own with WithLeaseExpiry, its holder's
+// session's otherwise.
+func (m *Model) leaseExpiryOf(l *lease) time.Duration {
+	if m.leaseExpiry {
+		return l.expiry
+	}
+	return m.sessions[l.holder].expiry
 }
 
 // Withdraw removes the session's entry from name's waiter queue, if any (spi.Queuer).
@@ -545,7 +604,8 @@ func (m *Model) Restart(now time.Duration) {
 }
 
 // Lease returns the state of name at now: its holder (empty when free), the holder's owner and
-// time left, and the name's latest token. It reports false for a name never acquired.
+// the lease's time left (its holder's session's, or the lease's own with WithLeaseExpiry), and
+// the name's latest token. It reports false for a name never acquired.
 func (m *Model) Lease(now time.Duration, name string) (spi.LeaseInfo, bool) {
 	m.Tick(now)
 	l := m.leases[name]
@@ -553,8 +613,8 @@ func (m *Model) Lease(now time.Duration, name string) (spi.LeaseInfo, bool) {
 		return spi.LeaseInfo{}, false
 	}
 	info := spi.LeaseInfo{Name: name, Token: l.token}
-	if h := m.sessions[l.holder]; h != nil && l.holder != "" {
-		info.Holder, info.Owner, info.Remaining = h.id, h.owner, h.expiry-m.now
+	if h := m.sessions[l.holder]; h != nil && m.held(l) {
+		info.Holder, info.Owner, info.Remaining = h.id, h.owner, m.leaseExpiryOf(l)-m.now
 	}
 	return info, true
 }

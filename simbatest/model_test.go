@@ -452,17 +452,28 @@ func TestModelHintQueueIsBounded(t *testing.T) {
 // TestModelRandomOperations drives the model with random operations and checks its invariants
 // after each one; running the same seed twice must give identical transcripts.
 func TestModelRandomOperations(t *testing.T) {
-	for seed := range uint64(50) {
-		first := randomRun(t, seed)
-		if second := randomRun(t, seed); first != second {
-			t.Fatalf("seed %d: runs differ; the model is not deterministic", seed)
-		}
+	for _, v := range []struct {
+		name string
+		opts []ModelOption
+	}{
+		{"default", nil},
+		{"lease-expiry", []ModelOption{WithLeaseExpiry()}},
+		{"lease-expiry-report-all", []ModelOption{WithLeaseExpiry(), WithReportAllHeld()}},
+	} {
+		t.Run(v.name, func(t *testing.T) {
+			for seed := range uint64(50) {
+				first := randomRun(t, seed, v.opts...)
+				if second := randomRun(t, seed, v.opts...); first != second {
+					t.Fatalf("seed %d: runs differ; the model is not deterministic", seed)
+				}
+			}
+		})
 	}
 }
 
-func randomRun(t *testing.T, seed uint64) string {
+func randomRun(t *testing.T, seed uint64, opts ...ModelOption) string {
 	rng := rand.New(rand.NewPCG(seed, 1))
-	m := NewModel(WithSeed(seed))
+	m := NewModel(append([]ModelOption{WithSeed(seed)}, opts...)...)
 	names := []string{"a", "b", "c"}
 	groups := []string{"g", "h"}
 	var sessions []spi.SessionID
@@ -487,7 +498,13 @@ func randomRun(t *testing.T, seed uint64) string {
 			sessions = append(sessions, s.ID)
 			res = s
 		case 1:
-			res, err = m.KeepAlive(now, pick(), names, groups)
+			// Some keep-alives name no lease: with WithLeaseExpiry they leave the leases'
+			// expiries behind the session's.
+			asked := names
+			if rng.IntN(3) == 0 {
+				asked = nil
+			}
+			res, err = m.KeepAlive(now, pick(), asked, groups)
 		case 2:
 			var r spi.Acquire
 			id := pick()
@@ -535,9 +552,18 @@ func checkInvariants(t *testing.T, m *Model, now time.Duration) {
 		}
 		live[s.ID] = true
 	}
+	remaining := map[spi.SessionID]time.Duration{}
+	for _, s := range snap.Sessions {
+		remaining[s.ID] = s.Remaining
+	}
 	for _, l := range snap.Leases {
 		if l.Holder != "" && !live[l.Holder] {
 			t.Fatalf("lease %s held by dead session %s", l.Name, l.Holder)
+		}
+		// A lease never outlives its holder's session (with WithLeaseExpiry its own expiry
+		// is a copy of an earlier session expiry).
+		if l.Holder != "" && (l.Remaining <= 0 || l.Remaining > remaining[l.Holder]) {
+			t.Fatalf("lease %s listed with remaining %v, its holder's session %v", l.Name, l.Remaining, remaining[l.Holder])
 		}
 	}
 	for g, ms := range snap.Groups {
@@ -586,4 +612,150 @@ func TestTokenOverflow(t *testing.T) {
 	if info, _ := m.Lease(0, "x"); info.Holder != "" || info.Token != math.MaxInt64 {
 		t.Fatalf("the refused acquire changed the lease: %+v", info)
 	}
+}
+
+// TestModelLeaseExpiry: with WithLeaseExpiry a lease's liveness is its own expiry, copied from
+// the session at the grant and moved only by keep-alives that report it held (Redis's acquire
+// and keep_alive scripts), so a keep-alive that ran after the grant without naming the lease
+// leaves the lease to lapse before the session does.
+func TestModelLeaseExpiry(t *testing.T) {
+	ka := func(t *testing.T, m *Model, now time.Duration, id spi.SessionID, names ...string) spi.KeepAlive {
+		t.Helper()
+		r, err := m.KeepAlive(now, id, names, nil)
+		if err != nil || r.Expired {
+			t.Fatalf("KeepAlive(%s, %v) at %v = %+v, %v", id, names, now, r, err)
+		}
+		return r
+	}
+	s := time.Second
+
+	t.Run("keep-alive-after-grant-not-naming-it", func(t *testing.T) {
+		for _, leaseExpiry := range []bool{false, true} {
+			var opts []ModelOption
+			if leaseExpiry {
+				opts = append(opts, WithLeaseExpiry())
+			}
+			m := NewModel(opts...)
+			a, b := open(t, m, 0, "a"), open(t, m, 0, "b")
+			if g := acquire(t, m, s, a, "x"); g.Kind != spi.Granted || g.Token != 1 || g.Remaining != 2*s {
+				t.Fatalf("grant = %+v, want token 1 with the session's 2s left", g)
+			}
+			// A keep-alive sent before the grant (so it names no lease) runs after it: the
+			// session lives until 4.2s, the lease's copy says 3s.
+			ka(t, m, 1200*time.Millisecond, a)
+			ka(t, m, 1200*time.Millisecond, b)
+			wantLease, wantHeldBy := 4200*time.Millisecond, spi.HeldBy
+			if leaseExpiry {
+				wantLease, wantHeldBy = 3*s, spi.Granted
+			}
+			if info, _ := m.Lease(2*s, "x"); info.Holder != a || info.Remaining != wantLease-2*s {
+				t.Fatalf("lease-expiry=%v: Lease at 2s = %+v, want held by a with %v left", leaseExpiry, info, wantLease-2*s)
+			}
+			if h := acquire(t, m, 2*s, b, "x"); h.Kind != spi.HeldBy || h.Holder != a || h.Remaining != wantLease-2*s {
+				t.Fatalf("lease-expiry=%v: b's acquire at 2s = %+v, want held by a with %v left", leaseExpiry, h, wantLease-2*s)
+			}
+			m.TakeHints()
+			// At 3.5s a's session lives (until 4.2s), but with WithLeaseExpiry the lease lapsed.
+			if info, ok := m.Session(3500*time.Millisecond, a); !ok || info.Remaining != 700*time.Millisecond {
+				t.Fatalf("lease-expiry=%v: a's session at 3.5s = %+v, %v", leaseExpiry, info, ok)
+			}
+			r := acquire(t, m, 3500*time.Millisecond, b, "x")
+			if r.Kind != wantHeldBy {
+				t.Fatalf("lease-expiry=%v: b's acquire at 3.5s = %+v, want %v", leaseExpiry, r, wantHeldBy)
+			}
+			if !leaseExpiry {
+				continue
+			}
+			if r.Token != 2 || r.Remaining != 700*time.Millisecond {
+				t.Fatalf("takeover of the lapsed lease = %+v, want token 2 with b's 0.7s left", r)
+			}
+			if h := m.TakeHints(); len(h) != 0 {
+				t.Fatalf("a lease lapsing on its own queued hints %v", h)
+			}
+			// The old holder's keep-alive naming it, release and close do nothing to it.
+			at := 3600 * time.Millisecond
+			if got := ka(t, m, at, a, "x"); len(got.Held) != 0 {
+				t.Fatalf("old holder's keep-alive reports %v held", got.Held)
+			}
+			if err := m.Release(at, a, "x", 1); err != nil {
+				t.Fatal(err)
+			}
+			if err := m.CloseSession(at, a); err != nil {
+				t.Fatal(err)
+			}
+			if info, _ := m.Lease(at, "x"); info.Holder != b || info.Token != 2 || info.Remaining != 600*time.Millisecond {
+				t.Fatalf("after the old holder's calls Lease = %+v, want b's token 2 with 0.6s left", info)
+			}
+		}
+	})
+
+	t.Run("keep-alive-naming-it-moves-it", func(t *testing.T) {
+		m := NewModel(WithLeaseExpiry())
+		a, b := open(t, m, 0, "a"), open(t, m, 0, "b")
+		acquire(t, m, s, a, "x")
+		acquire(t, m, s, a, "y")
+		ka(t, m, 1200*time.Millisecond, a) // neither
+		if got := ka(t, m, 2*s, a, "x", "z"); !reflect.DeepEqual(got.Held, []spi.Held{{Name: "x", Token: 1}}) {
+			t.Fatalf("keep-alive naming x and z: held %v", got.Held)
+		}
+		ka(t, m, 2*s, b)
+		if h := acquire(t, m, 4500*time.Millisecond, b, "x"); h.Kind != spi.HeldBy || h.Remaining != 500*time.Millisecond {
+			t.Fatalf("acquire of x, renewed to 5s, at 4.5s = %+v, want held by a with 0.5s left", h)
+		}
+		if g := acquire(t, m, 4500*time.Millisecond, b, "y"); g.Kind != spi.Granted || g.Token != 2 {
+			t.Fatalf("acquire of y, lapsed at 3s, at 4.5s = %+v, want granted token 2", g)
+		}
+	})
+
+	t.Run("lapsed-but-not-taken-stays-the-holders", func(t *testing.T) {
+		m := NewModel(WithLeaseExpiry())
+		a := open(t, m, 0, "a")
+		acquire(t, m, s, a, "x")
+		acquire(t, m, s, a, "y")
+		ka(t, m, 1200*time.Millisecond, a)
+		ka(t, m, 3500*time.Millisecond, a) // session until 6.5s; x and y lapsed at 3s
+		if info, _ := m.Lease(4*s, "x"); info.Holder != "" || info.Token != 1 {
+			t.Fatalf("Lease of the lapsed x = %+v, want free with token 1", info)
+		}
+		snap := m.Inspect(4 * s)
+		if len(snap.Leases) != 2 || snap.Leases[0].Holder != "" || snap.Leases[1].Holder != "" || len(snap.Sessions) != 1 {
+			t.Fatalf("Inspect with both leases lapsed = %+v", snap)
+		}
+		// keep_alive.lua renews a lease whose holder field is still the session; acquire.lua
+		// re-grants it with the same token and copies the session's expiry.
+		if got := ka(t, m, 4500*time.Millisecond, a, "x"); !reflect.DeepEqual(got.Held, []spi.Held{{Name: "x", Token: 1}}) {
+			t.Fatalf("keep-alive naming the lapsed x: held %v", got.Held)
+		}
+		if info, _ := m.Lease(4500*time.Millisecond, "x"); info.Holder != a || info.Remaining != ttl {
+			t.Fatalf("x after the keep-alive = %+v, want a's with %v left", info, ttl)
+		}
+		if g := acquire(t, m, 5*s, a, "y"); g.Kind != spi.Granted || g.Token != 1 || g.Remaining != 2500*time.Millisecond {
+			t.Fatalf("re-acquire of the lapsed y = %+v, want token 1 with 2.5s left", g)
+		}
+		if info, _ := m.Lease(5*s, "y"); info.Holder != a || info.Remaining != 2500*time.Millisecond {
+			t.Fatalf("y after the re-acquire = %+v, want a's with 2.5s left", info)
+		}
+		// Release frees a lease by holder and token, lapsed or not, with a hint.
+		ka(t, m, 6*s, a)
+		m.TakeHints()
+		if err := m.Release(7*s, a, "x", 1); err != nil {
+			t.Fatal(err)
+		}
+		if h := m.TakeHints(); !reflect.DeepEqual(h, []spi.Hint{{Kind: spi.Released, Name: "x"}}) {
+			t.Fatalf("release of the lapsed x: hints %v", h)
+		}
+	})
+
+	t.Run("report-all-held-renews-all", func(t *testing.T) {
+		m := NewModel(WithLeaseExpiry(), WithReportAllHeld())
+		a, b := open(t, m, 0, "a"), open(t, m, 0, "b")
+		acquire(t, m, s, a, "x")
+		if got := ka(t, m, 1200*time.Millisecond, a); !reflect.DeepEqual(got.Held, []spi.Held{{Name: "x", Token: 1}}) {
+			t.Fatalf("keep-alive: held %v", got.Held)
+		}
+		ka(t, m, 2*s, b)
+		if h := acquire(t, m, 4*s, b, "x"); h.Kind != spi.HeldBy || h.Remaining != 200*time.Millisecond {
+			t.Fatalf("acquire at 4s = %+v: a lease reported held must have been renewed", h)
+		}
+	})
 }

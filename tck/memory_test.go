@@ -52,19 +52,29 @@ func TestMemoryWithoutOptionalHooks(t *testing.T) {
 }
 
 // A model that reports every held lease on keep-alive and sends no expiry hints is as
-// conformant as the default.
+// conformant as the default, and so is one whose leases expire on their own as on Redis.
 func TestMemoryModelVariants(t *testing.T) {
-	srv := simbatest.NewServer(simbatest.WithModelOptions(simbatest.WithReportAllHeld(), simbatest.WithoutExpiryHints()))
-	clock := srv.VirtualClock()
-	f := tck.Factory{
-		NewBackend:     func(testing.TB, tck.BackendConfig) spi.Backend { return srv.Backend() },
-		ExpireSession:  func(_ testing.TB, id spi.SessionID) { srv.ExpireSession(id) },
-		PersistsTokens: true,
-		Hints:          true,
-		Wait:           func(_ testing.TB, d time.Duration) { clock.Advance(d) },
+	for _, v := range []struct {
+		name string
+		opts []simbatest.ModelOption
+	}{
+		{"ReportAllHeld", []simbatest.ModelOption{simbatest.WithReportAllHeld(), simbatest.WithoutExpiryHints()}},
+		{"LeaseExpiry", []simbatest.ModelOption{simbatest.WithLeaseExpiry(), simbatest.WithoutExpiryHints()}},
+	} {
+		t.Run(v.name, func(t *testing.T) {
+			srv := simbatest.NewServer(simbatest.WithModelOptions(v.opts...))
+			clock := srv.VirtualClock()
+			f := tck.Factory{
+				NewBackend:     func(testing.TB, tck.BackendConfig) spi.Backend { return srv.Backend() },
+				ExpireSession:  func(_ testing.TB, id spi.SessionID) { srv.ExpireSession(id) },
+				PersistsTokens: true,
+				Hints:          true,
+				Wait:           func(_ testing.TB, d time.Duration) { clock.Advance(d) },
+			}
+			t.Run("LeaseBackendSpec", func(t *testing.T) { tck.LeaseBackendSpec(t, f) })
+			t.Run("FencingSpec", func(t *testing.T) { tck.FencingSpec(t, f) })
+		})
 	}
-	t.Run("LeaseBackendSpec", func(t *testing.T) { tck.LeaseBackendSpec(t, f) })
-	t.Run("FencingSpec", func(t *testing.T) { tck.FencingSpec(t, f) })
 }
 
 // realClock is the real monotonic clock.

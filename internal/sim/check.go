@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"strconv"
@@ -39,6 +40,12 @@ const (
 	// CheckUnwanted: a lease that no election of its live holder wants is released within
 	// one renewal interval plus a round trip (rule 3).
 	CheckUnwanted = "unwanted-lease-released"
+	// CheckTermLease: a term its client believes valid has its lease held at the backend by
+	// the term's session with the term's token, polled every 100 ms at the model (terms of
+	// sessions expired by force exempt). one-valid-term needs a second client to be granted
+	// the lease in the window; this sees the window itself, such as a term that outlives its
+	// lease's own expiry (simbatest.WithLeaseExpiry, Redis).
+	CheckTermLease = "valid-term-holds-lease"
 	// CheckFutures: every future completes exactly once, by the end of the run.
 	CheckFutures = "futures-complete"
 	// CheckJoin: a Join made after the group's Leave completed is taken, never refused.
@@ -198,6 +205,32 @@ func (s *Sim) checkRule4(c *client, sid spi.SessionID) {
 	}
 }
 
+// checkTermLease polls the model: every term its client believes valid must have its lease
+// held at the backend by its session with its token.
+func (s *Sim) checkTermLease() {
+	for ni, name := range s.names {
+		ns := &s.byName[ni]
+		if len(ns.open) == 0 {
+			continue
+		}
+		info, _ := s.model.Lease(s.now, name)
+		for _, ti := range ns.open {
+			t := &s.terms[ti]
+			if s.forced(t.session) || !s.believedValid(t) || (info.Holder == t.session && info.Token == t.token) {
+				continue
+			}
+			c := &s.clients[t.client]
+			held := "free"
+			if info.Holder != "" {
+				held = fmt.Sprintf("held by session %s with token %d", info.Holder, info.Token)
+			}
+			s.fail(CheckTermLease, "c%d believes %s#%d valid (its clock %v < its deadline %v, i.e. until backend time %v; elected at %v, session %s), but the lease is %s at the backend",
+				t.client, t.name, t.token, c.clock(s.now), t.validUntil(), c.backendAt(t.validUntil()), t.startB, t.session, held)
+			return
+		}
+	}
+}
+
 // checkRule3 polls the model: a lease held by the live, current session of a running client
 // that no election of that client wants (no candidate, leader, handover or acquire in flight)
 // must be released within one renewal interval plus a round trip, counted from the later of
@@ -350,10 +383,13 @@ type shadowWaiter struct {
 	expiry time.Duration
 }
 
-// checkFair checks one acquire the model answered (holder: the lease's holder just before):
-// a new tenure goes to the first live waiter of the check's own queue, or to anyone when no
-// waiter is live; then it updates the queue as spi.Queuer describes.
-func (s *Sim) checkFair(client int32, ef *engine.Effect, holder spi.SessionID, a spi.Acquire) {
+// checkFair checks one acquire the model answered (before: the lease just before): a new
+// tenure goes to the first live waiter of the check's own queue, or to anyone when no waiter
+// is live; then it updates the queue as spi.Queuer describes. A grant with the lease's latest
+// token is the holder's re-acquire, not a new tenure — also when, with
+// simbatest.WithLeaseExpiry, the lease had lapsed but nobody took it (acquire.lua re-grants it
+// to its holder with the same token, waiters or not).
+func (s *Sim) checkFair(client int32, ef *engine.Effect, before spi.LeaseInfo, a spi.Acquire) {
 	q := s.fairQ[ef.Name]
 	live := func(w shadowWaiter) bool {
 		_, ok := s.model.Session(s.now, w.id)
@@ -361,7 +397,7 @@ func (s *Sim) checkFair(client int32, ef *engine.Effect, holder spi.SessionID, a
 	}
 	switch a.Kind {
 	case spi.Granted:
-		if holder != ef.Session {
+		if a.Token != before.Token {
 			for _, w := range q {
 				if w.id == ef.Session {
 					break

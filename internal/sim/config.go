@@ -65,6 +65,11 @@ type Faults struct {
 	Late float64
 	// Slow: one leg of a normal call is slow (up to 90% of the call timeout).
 	Slow float64
+	// SlowKeepAlive: a keep-alive's request is slow (up to 90% of the call timeout), so that
+	// calls the client sends after it (an acquire) may reach the backend first — with
+	// LeaseExpiry, the order in which a keep-alive that does not name a lease runs after its
+	// grant (chaos finding 32405). Drawn only with LeaseExpiry.
+	SlowKeepAlive float64
 	// LostHint: a hint is lost on its way to one client.
 	LostHint float64
 	// Hints says whether the backend's hints are delivered at all (a backend without hints).
@@ -74,6 +79,10 @@ type Faults struct {
 	ExpiryHints bool
 	// ReportAllHeld makes keep-alives list every lease the session holds (Redis).
 	ReportAllHeld bool
+	// LeaseExpiry gives each lease an expiry of its own (simbatest.WithLeaseExpiry, Redis):
+	// copied from the session at the grant, moved only by keep-alives that report the lease
+	// held, free for others once passed even while the holder's session lives.
+	LeaseExpiry bool
 	// Expiries is how many sessions the backend expires by force (ExpireSession) at random.
 	Expiries int
 	// Outages are windows of backend time in which every call fails (half of them with a
@@ -142,6 +151,13 @@ func (c *Config) RenewInterval() time.Duration { return engine.DefaultRenewInter
 // it, in that order.
 func newRand(seed uint64) *rand.Rand {
 	return rand.New(rand.NewPCG(seed, 0x53494d4241)) // "SIMBA"
+}
+
+// newAuxRand returns seed's second stream, for options added after the seeds of the first
+// stream were recorded (doc.go): drawing them from it leaves every earlier option, and the run
+// of a seed that does not enable them, exactly as they were.
+func newAuxRand(seed uint64) *rand.Rand {
+	return rand.New(rand.NewPCG(seed, 0x4c45415345)) // "LEASE"
 }
 
 // Derive returns the configuration of seed (with rule brk broken, if non-zero), drawing it from
@@ -233,6 +249,12 @@ func Derive(seed uint64, shape Shape, brk engine.Rule, rng *rand.Rand) Config {
 	f.WorkSelfExit = 0.3 * rng.Float64()
 	f.WorkSlow = 0.4 * rng.Float64()
 	f.WorkNever = 0.2 * rng.Float64()
+
+	aux := newAuxRand(seed)
+	f.LeaseExpiry = aux.Float64() < 0.5
+	if f.LeaseExpiry && aux.Float64() < 0.7 {
+		f.SlowKeepAlive = 0.3 * aux.Float64()
+	}
 	return c
 }
 
@@ -246,10 +268,10 @@ func (c *Config) String() string {
 	for i := range c.Rates {
 		fmt.Fprintf(&b, "clock c%d: rate=%.6f origin=%v\n", i, c.Rates[i], c.Origins[i])
 	}
-	fmt.Fprintf(&b, "latency=[%v,%v] lost-request=%.3f lost-reply=%.3f timeout=%.3f late=%.3f slow=%.3f\n",
-		f.LatencyMin, f.LatencyMax, f.LostRequest, f.LostReply, f.Timeout, f.Late, f.Slow)
-	fmt.Fprintf(&b, "hints=%v lost-hint=%.3f expiry-hints=%v report-all-held=%v forced-expiries=%d\n",
-		f.Hints, f.LostHint, f.ExpiryHints, f.ReportAllHeld, f.Expiries)
+	fmt.Fprintf(&b, "latency=[%v,%v] lost-request=%.3f lost-reply=%.3f timeout=%.3f late=%.3f slow=%.3f slow-keep-alive=%.3f\n",
+		f.LatencyMin, f.LatencyMax, f.LostRequest, f.LostReply, f.Timeout, f.Late, f.Slow, f.SlowKeepAlive)
+	fmt.Fprintf(&b, "hints=%v lost-hint=%.3f expiry-hints=%v report-all-held=%v lease-expiry=%v forced-expiries=%d\n",
+		f.Hints, f.LostHint, f.ExpiryHints, f.ReportAllHeld, f.LeaseExpiry, f.Expiries)
 	fmt.Fprintf(&b, "outages=%v pauses=%v crashes=%v\n", f.Outages, f.Pauses, f.Crashes)
 	fmt.Fprintf(&b, "actions every %v (close %.2f); work=%.2f self-exit=%.2f slow=%.2f never=%.2f",
 		f.ActionMean, f.Close, f.Work, f.WorkSelfExit, f.WorkSlow, f.WorkNever)

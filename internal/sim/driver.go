@@ -96,6 +96,11 @@ func (s *Sim) startCall(c *client, ef *engine.Effect, sent time.Duration) {
 			}
 			c.disturbed = max(c.disturbed, s.now+timeout)
 		}
+		// Drawn only when set (LeaseExpiry seeds), so other seeds replay as before.
+		if f.SlowKeepAlive > 0 && ef.Op == engine.OpKeepAlive && s.rng.Float64() < f.SlowKeepAlive {
+			l1 = s.between(l1, timeout*9/10)
+			c.disturbed = max(c.disturbed, s.now+timeout)
+		}
 	}
 	req := int64(ef.Req)
 	op := ef.Op.String()
@@ -185,7 +190,7 @@ func (s *Sim) handleCall(idx int32) {
 			ev.Acquire, ev.Err = m.Acquire(s.now, ef.Session, ef.Name)
 		}
 		if ev.Err == nil {
-			s.checkFair(cl.client, ef, before.Holder, ev.Acquire)
+			s.checkFair(cl.client, ef, before, ev.Acquire)
 		}
 	case engine.OpRelease:
 		ev.Err = m.Release(s.now, ef.Session, ef.Name, ef.Token)

@@ -269,6 +269,9 @@ func (s *Sim) reset(seed uint64, brk engine.Rule) {
 	if f.ReportAllHeld {
 		opts = append(opts, simbatest.WithReportAllHeld())
 	}
+	if f.LeaseExpiry {
+		opts = append(opts, simbatest.WithLeaseExpiry())
+	}
 	if s.unfair {
 		opts = append(opts, simbatest.WithoutFairness())
 	}
@@ -385,6 +388,7 @@ func (s *Sim) dispatch(it *item) {
 		s.handleCall(it.idx)
 		return
 	case kCheck:
+		s.checkTermLease()
 		s.checkRule3()
 		if next := s.now + checkEvery; next <= s.shape.Duration {
 			s.q.push(item{at: next, kind: kCheck, client: -1})
