@@ -456,7 +456,13 @@ func (s *Engine) onAcquireReply(p pending, ev Event) {
 		until := s.deadlineFrom(sent, a.Remaining)
 		if adopt && s.opt.Break != Rule6 && s.now >= until {
 			// Granted, but by its own word the lease has lapsed already (the reply took longer
-			// than the time it grants): not a term; release it and try again.
+			// than the time it grants): not a term; release it and try again. A grant with no
+			// time at all breaks the SPI (Granted.Remaining is in (0, ttl]): say so, since the
+			// election would otherwise retry without end in silence.
+			if a.Remaining <= 0 {
+				s.emit(Effect{Kind: EfPublish, Publish: PubError, Op: OpAcquire, Name: e.name,
+					Err: spi.AsPermanent(fmt.Errorf("backend granted %s (token %d) with remaining %v: a grant's remaining time must be in (0, ttl] (spi.Acquire)", e.name, a.Token, a.Remaining))})
+			}
 			e.fails++
 			s.release(e.name, a.Token)
 			s.retryLater(e, add(s.now, s.backoff(e.fails, nil)))
