@@ -98,8 +98,9 @@ type Acquire struct {
 	// Token is the fencing token of the grant (Granted only). A re-acquire by the holder returns
 	// the same token.
 	Token int64
-	// Remaining is, for Granted, the acquiring session's time left; for HeldBy, the holder's
-	// time left (unless RemainingUnknown).
+	// Remaining is, for Granted, the acquiring session's time left, which the lease lives
+	// at least as long as (the client bounds the new term by it until a keep-alive lists the
+	// lease held); for HeldBy, the holder's time left (unless RemainingUnknown).
 	Remaining time.Duration
 	// RemainingUnknown is set on HeldBy by backends with hints (ZooKeeper) that cannot tell the
 	// holder's time left; the engine then waits for a released hint.
@@ -177,7 +178,10 @@ type Backend interface {
 
 	// KeepAlive renews session, atomically with two reports: which of names the session holds,
 	// with the token of its current tenure (it may list more of the leases it holds, never one
-	// it does not hold), and, for each of groups, the group's live members sorted ascending
+	// it does not hold; every lease it lists lives at least as long as the renewed session,
+	// since the client then gives the lease's term the session's deadline; a backend that keeps
+	// a lease's expiry apart from its session's, as Redis does, renews each listed lease with
+	// the session), and, for each of groups, the group's live members sorted ascending
 	// (refreshing the session's own memberships where the backend stores them with an
 	// expiry). A session that has expired, was closed or is unknown is the reply
 	// KeepAlive{Expired: true}, nil. A group name outside the wire grammar fails with
