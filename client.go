@@ -25,14 +25,14 @@ import (
 // A Client runs the pure engine on one loop goroutine, which steps every event in the order
 // it was posted; when the loop is idle, the goroutine that posts an event (a Lock, an Unlock,
 // a backend reply) steps it in the loop's place, one stepper at a time, sparing the wake-ups
-// of the loop and of the waiting caller. Backend calls run on call workers with a timeout of one
-// renewal interval — an acquire or release that a Lock or Unlock stepping inline asked for
+// of the loop and of the waiting caller. Backend calls run on call workers with a timeout of
+// one renewal interval — an acquire or release that a Lock or Unlock stepping inline asked for
 // runs on that caller's goroutine, which would only wait meanwhile (cut short if the caller's
 // context ends: runCall); callbacks go through a serial dispatcher per election; leader work
-// runs on one goroutine per term. On a clock that is an spi.Settler (simbatest.VirtualClock) the client
-// reports which of that work is under way, so that the clock, when a test moves it, waits until
-// the client has processed everything due (settle.go); its calls then time out on that clock.
-// All methods are safe for concurrent use.
+// runs on one goroutine per term. On a clock that is an spi.Settler (simbatest.VirtualClock)
+// the client reports which of that work is under way, so that the clock, when a test moves it,
+// waits until the client has processed everything due (settle.go); its calls then time out on
+// that clock. All methods are safe for concurrent use.
 type Client struct {
 	cfg     config
 	backend spi.Backend
