@@ -129,15 +129,25 @@ func newInlineWorld(t *testing.T, ttl time.Duration) *inlineWorld {
 			t.Errorf("close: %v", err)
 		}
 	})
-	// The session: the first Lock's acquire waits for it and runs on a worker.
-	h, err := c.Lock(context.Background(), "warm-up")
-	if err != nil {
-		t.Fatal(err)
+	// The session: the first Lock's acquire waits for it and runs on a worker, which may still
+	// be stepping the reply as the next request comes (that request then goes through the
+	// loop). Once a whole cycle ran on this goroutine, the loop is idle.
+	me := goid()
+	for i := 0; ; i++ {
+		h, err := c.Lock(context.Background(), "warm-up")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Unlock(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if acq, rel := w.probe.last(); acq == me && rel == me {
+			return w
+		}
+		if i == 100 {
+			t.Fatal("no Lock/Unlock cycle ran on the caller's goroutine")
+		}
 	}
-	if err := h.Unlock(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	return w
 }
 
 // abandoned returns the calls of op the observer saw cut short.
