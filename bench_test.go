@@ -37,8 +37,8 @@ func BenchmarkLockCycle(b *testing.B) {
 		}
 		benchLockCycle(b, open(), open())
 	})
-	// The same with a context that can end, as most callers pass: the calls then run on call
-	// workers, not on the caller's goroutine.
+	// The same with a context that can end, as most callers pass (its Lock and Unlock run their
+	// calls on their own goroutine too, cut short should the context end).
 	b.Run("redis-cancellable", func(b *testing.B) {
 		addr := testenv.Redis(b)
 		open := func() spi.Backend {
@@ -64,6 +64,20 @@ func BenchmarkLockCycle(b *testing.B) {
 			return be
 		}
 		benchLockCycle(b, open(), open())
+	})
+	b.Run("postgres-cancellable", func(b *testing.B) {
+		dsn := testenv.Postgres(b)
+		open := func() spi.Backend {
+			be, err := simbasql.Open(context.Background(), dsn, simbasql.WithAutoMigrate())
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { be.Close() })
+			return be
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		benchLockCycleCtx(b, ctx, open(), open())
 	})
 }
 

@@ -25,13 +25,14 @@ import (
 // A Client runs the pure engine on one loop goroutine, which steps every event in the order
 // it was posted; when the loop is idle, the goroutine that posts an event (a Lock, an Unlock,
 // a backend reply) steps it in the loop's place, one stepper at a time, sparing the wake-ups
-// of the loop and of the waiting caller. Backend calls run on call workers with a timeout of one
-// renewal interval — an acquire or release that a Lock or Unlock with a context that cannot
-// end asked for runs on that caller's goroutine, which would only wait meanwhile; callbacks go through a serial dispatcher per election; leader work runs on
-// one goroutine per term. On a clock that is an spi.Settler (simbatest.VirtualClock) the client
-// reports which of that work is under way, so that the clock, when a test moves it, waits until
-// the client has processed everything due (settle.go); its calls then time out on that clock.
-// All methods are safe for concurrent use.
+// of the loop and of the waiting caller. Backend calls run on call workers with a timeout of
+// one renewal interval — an acquire or release that a Lock or Unlock stepping inline asked for
+// runs on that caller's goroutine, which would only wait meanwhile (cut short if the caller's
+// context ends: runCall); callbacks go through a serial dispatcher per election; leader work
+// runs on one goroutine per term. On a clock that is an spi.Settler (simbatest.VirtualClock)
+// the client reports which of that work is under way, so that the clock, when a test moves it,
+// waits until the client has processed everything due (settle.go); its calls then time out on
+// that clock. All methods are safe for concurrent use.
 type Client struct {
 	cfg     config
 	backend spi.Backend
@@ -443,9 +444,11 @@ func (c *Client) addFuture(f *future) {
 // wakes the caller only when the future completes. It returns the future once the event is
 // posted — the engine takes every posted event in order, even if ctx ends first — and
 // ErrClosed (with no future) if the loop has exited. When the loop is idle the caller steps
-// the event itself (post), and if ctx cannot end it also runs the acquire or release that the
-// step asks for about the event's name (callClaim): then an uncontended Lock or Unlock is one
-// backend call on the caller's goroutine with no hand-off at all.
+// the event itself (post) and also runs the acquire or release that the step asks for about
+// the event's name (callClaim): then an uncontended Lock or Unlock is one backend call on the
+// caller's goroutine with no hand-off at all. If ctx ends during that call, the call is cut
+// short so that the caller returns at once with ctx's error (runCall says what becomes of the
+// call).
 func (c *Client) request(ctx context.Context, ev engine.Event) (*future, error) {
 	since := c.errSeq.Load()
 	f := newFuture()
@@ -455,10 +458,9 @@ func (c *Client) request(ctx context.Context, ev engine.Event) (*future, error) 
 		ev.Future = f.id
 		c.step(ev)
 	}
-	switch {
-	case ctx.Done() == nil && c.runInline(func() {
-		// Nothing can end this wait but the outcome: the call the step asks for about this
-		// name may as well run here, on the goroutine that waits for it anyway.
+	inline := func() {
+		// The call the step asks for about this name may as well run here, on the goroutine
+		// that waits for it anyway.
 		own = callClaim{name: ev.Name}
 		c.claim = &own
 		run()
@@ -469,10 +471,24 @@ func (c *Client) request(ctx context.Context, ev engine.Event) (*future, error) 
 			c.calls.Done()
 			c.dispatchCall(own.ef)
 		}
-	}):
-		if own.taken {
-			c.runCall(own.ef)
+	}
+	switch {
+	case c.runInline(inline):
+		switch {
+		case !own.taken:
+		case ctx.Err() != nil:
+			// Ended already (an Unlock deferred past its deadline): the call goes on without
+			// the caller, on a worker, as the caller returns.
+			c.dispatchCall(own.ef)
 			c.calls.Done()
+		default:
+			cut := c.runCall(own.ef, ctx)
+			c.calls.Done()
+			if cut {
+				// The engine may have completed f with the cut call's error (a TryLock's):
+				// ctx's end is what the caller hears of, as from a call worker's.
+				return f, c.withLastError(ctx.Err(), since, ev.Name)
+			}
 		}
 	case c.post(run):
 	default:
@@ -663,7 +679,7 @@ func (c *Client) callWorker(ef engine.Effect) {
 	defer c.calls.Done()
 	var idle *time.Timer
 	for {
-		c.runCall(ef)
+		c.runCall(ef, nil)
 		if c.idleWorkers.Add(1) > maxIdleWorkers {
 			c.idleWorkers.Add(-1)
 			return
@@ -688,13 +704,64 @@ func (c *Client) callWorker(ef engine.Effect) {
 	}
 }
 
-// runCall makes the backend call ef asks for and posts the reply to the loop.
-func (c *Client) runCall(ef engine.Effect) {
+// runCall makes the backend call ef asks for and posts the reply to the loop. A call worker
+// passes a nil caller. A request that runs its own call on its goroutine (callClaim) passes its
+// context as caller: when caller ends during the call, the call is cut short (its context is
+// cancelled, without a goroutine of its own: context.AfterFunc) so that the request returns
+// at once, and runCall reports true. A caller's end is not the backend's failure, so it is
+// reported to no listener, and call observers see it with CallInfo.Abandoned. Then:
+//   - a cut release goes on, on a call worker: the engine hears only of that call. Release is
+//     idempotent by token (a release that landed after all makes the second one change
+//     nothing; a later term has a greater token), so running it twice is safe, and the lease
+//     is freed at once, as when a worker ran the release and the caller stopped waiting;
+//   - a cut acquire is not repeated (a late landing of the cut request after a second
+//     attempt's grant was released could take the lease again with nobody asking about it):
+//     the engine gets an error saying the caller's context ended, retryable, so that its
+//     outcome is unknown like a timed-out call's — keep-alives ask about the name and release
+//     a grant that landed (rule 3) — and a Lock retries it unless its stop comes first (it
+//     does: the caller withdraws), a TryLock ends with it.
+func (c *Client) runCall(ef engine.Effect, caller context.Context) (cut bool) {
 	defer c.settle.end()
 	ctx, cancel := c.settle.callContext(c.baseCtx, c.cfg.clock, c.cfg.renewEvery)
 	defer cancel()
 	ev := engine.ReplyTo(ef)
 	ev.SentAt = c.cfg.clock.Now()
+	if caller == nil || caller.Done() == nil {
+		c.call(ctx, ef, &ev)
+	} else {
+		stop := context.AfterFunc(caller, cancel)
+		c.call(ctx, ef, &ev)
+		stop()
+		// Cut: the call failed after its context was cancelled and the caller's has ended (a
+		// call that failed by itself before that, or that succeeded, counts as it is; one that
+		// the client's close cut is the close's).
+		cut = ev.Err != nil && ctx.Err() != nil && caller.Err() != nil && c.baseCtx.Err() == nil
+	}
+	if cut {
+		ev.Err = &abandonedError{op: ef.Op.String(), name: ef.Name, cause: context.Cause(caller)}
+	} else if ev.Err != nil && ctx.Err() != nil && !errors.Is(ev.Err, ErrUnavailable) {
+		// A timed-out call's outcome is unknown: retryable.
+		ev.Err = spi.Unavailable(ef.Op.String(), ev.Err)
+	}
+	for _, f := range c.cfg.observers {
+		f(CallInfo{Op: ef.Op.String(), Name: ef.Name, Took: c.cfg.clock.Now() - ev.SentAt,
+			Token: ev.Acquire.Token, Err: ev.Err, Class: spi.Classify(ev.Err), Abandoned: cut})
+	}
+	if cut && ef.Op == engine.OpRelease {
+		c.settle.begin() // ended by the worker's runCall
+		c.dispatchCall(ef)
+		return true
+	}
+	op, name := ef.Op, ef.Name // not ef: it would escape to the heap with the closure
+	c.post(func() {
+		c.callDone(op, name, ev.Err)
+		c.step(ev)
+	})
+	return cut
+}
+
+// call makes the backend call ef asks for with ctx, setting ev's result and error.
+func (c *Client) call(ctx context.Context, ef engine.Effect, ev *engine.Event) {
 	b := c.backend
 	switch ef.Op {
 	case engine.OpOpenSession:
@@ -722,26 +789,32 @@ func (c *Client) runCall(ef engine.Effect) {
 			ev.Err = c.queuer.Withdraw(ctx, ef.Session, ef.Name)
 		}
 	}
-	if ev.Err != nil && ctx.Err() != nil && !errors.Is(ev.Err, ErrUnavailable) {
-		// A timed-out call's outcome is unknown: retryable.
-		ev.Err = spi.Unavailable(ef.Op.String(), ev.Err)
-	}
-	for _, f := range c.cfg.observers {
-		f(CallInfo{Op: ef.Op.String(), Name: ef.Name, Took: c.cfg.clock.Now() - ev.SentAt,
-			Token: ev.Acquire.Token, Err: ev.Err, Class: spi.Classify(ev.Err)})
-	}
-	op, name := ef.Op, ef.Name // not ef: it would escape to the heap with the closure
-	c.post(func() {
-		c.callDone(op, name, ev.Err)
-		c.step(ev)
-	})
 }
+
+// abandonedError is the error of a call that a request running it on its own goroutine cut
+// short because the request's context ended (runCall). It is retryable (its outcome is
+// unknown, as a timed-out call's) and therefore does not wrap the context's cause, which
+// spi.Classify would make permanent when it is context.Canceled; errors.Is finds
+// ErrUnavailable.
+type abandonedError struct {
+	op, name string
+	cause    error
+}
+
+func (e *abandonedError) Error() string {
+	return fmt.Sprintf("simba: %s %s abandoned: the caller's context ended (%v)", e.op, e.name, e.cause)
+}
+
+func (e *abandonedError) Unwrap() error { return ErrUnavailable }
 
 // callDone reports a backend call's outcome on the loop goroutine before the engine sees it:
 // a retryable failure is reported here (a permanent one when the engine publishes it), and a
 // success clears the permanent error it proves gone.
 func (c *Client) callDone(op engine.Op, name string, err error) {
+	var abandoned *abandonedError
 	switch {
+	case errors.As(err, &abandoned):
+		// The caller's context ended, not the backend's doing: nothing to report or clear.
 	case err != nil && spi.Classify(err) != spi.Permanent:
 		c.backendError(op, name, err, c.cfg.clock.Now())
 	case err != nil:

@@ -304,6 +304,10 @@ type CallInfo struct {
 	Err error
 	// Class is Err's class (spi.Classify; meaningful only when Err is set).
 	Class spi.Class
+	// Abandoned reports a call cut short because the Lock, TryLock or Unlock that ran it on
+	// its own goroutine stopped waiting (its context ended): Err (retryable) says so, and is
+	// not a failure of the backend. A release cut so goes on as a second call.
+	Abandoned bool
 }
 
 // WithCallObserver adds an observer of backend calls, for metrics: it is called on the call's

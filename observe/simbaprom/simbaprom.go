@@ -213,8 +213,12 @@ func (m *Metrics) listen(ev simba.Event) {
 	}
 }
 
-// observe runs on a backend call's goroutine.
+// observe runs on a backend call's goroutine. A call its caller abandoned (its context ended)
+// is neither an attempt with an outcome nor a backend error: it is not counted.
 func (m *Metrics) observe(ci simba.CallInfo) {
+	if ci.Abandoned {
+		return
+	}
 	switch ci.Op {
 	case "keep-alive":
 		m.keepAlive.Observe(ci.Took.Seconds())
