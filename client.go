@@ -571,15 +571,19 @@ func (c *Client) apply(ef *engine.Effect, now time.Duration) {
 	case engine.EfDeadline:
 		if ef.Name == "" {
 			c.deadline(ef.Session).Store(int64(ef.At))
-		} else if h := c.handleFor(ef.Name); h != nil {
-			if t, ok := h.termFor(ef.Token); ok {
-				t.confirm()
+		} else {
+			if h := c.handleFor(ef.Name); h != nil {
+				if t, ok := h.termFor(ef.Token); ok {
+					t.confirm()
+				}
 			}
+			c.dropGrantTimer(ef.Name)
 		}
 	case engine.EfElected:
 		c.elected(ef)
 	case engine.EfRevoked:
 		c.revoked(ef)
+		c.dropGrantTimer(ef.Name)
 	case engine.EfComplete:
 		c.completeFuture(ef)
 	case engine.EfPublish:
@@ -628,6 +632,17 @@ func (c *Client) arm(key engine.Timer, at, now time.Duration) {
 			c.step(engine.Event{Kind: engine.EvTimer, Timer: key})
 		})
 	})
+}
+
+// dropGrantTimer stops the name's TimerGrant once the term it was armed for is confirmed or
+// revoked: its firing would change nothing (the engine ignores it), and a client that locks
+// many names would otherwise keep one timer per name for up to a TTL.
+func (c *Client) dropGrantTimer(name string) {
+	key := engine.Timer{Kind: engine.TimerGrant, Name: name}
+	if t := c.timers[key]; t != nil {
+		t.Stop()
+		delete(c.timers, key)
+	}
 }
 
 // startCall runs one backend call with a timeout of one renewal interval on a call worker and
