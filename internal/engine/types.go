@@ -210,10 +210,13 @@ const (
 	TimerHandover
 	// TimerJoin retries a failed Join of a group.
 	TimerJoin
+	// TimerMembers reads a group's members when the first of the other members would expire
+	// (spi.KeepAlive.MembersRemaining).
+	TimerMembers
 	numTimerKinds
 )
 
-var timerKindNames = [...]string{"", "open", "renew", "deadline", "retry", "cooldown", "handover", "join"}
+var timerKindNames = [...]string{"", "open", "renew", "deadline", "retry", "cooldown", "handover", "join", "members"}
 
 // String names the kind as transcripts print it.
 func (k TimerKind) String() string {
@@ -390,6 +393,21 @@ func writeResult(b *strings.Builder, ev Event) {
 				b.WriteString(" " + g + "=")
 				writeIDs(b, ka.Members[g])
 			}
+		}
+		if len(ka.MembersRemaining) > 0 {
+			groups := make([]string, 0, len(ka.MembersRemaining))
+			for g := range ka.MembersRemaining {
+				groups = append(groups, g)
+			}
+			slices.Sort(groups)
+			b.WriteString(" lapse=[")
+			for i, g := range groups {
+				if i > 0 {
+					b.WriteByte(' ')
+				}
+				b.WriteString(g + ":" + ka.MembersRemaining[g].String())
+			}
+			b.WriteByte(']')
 		}
 	case OpAcquire:
 		a := ev.Acquire
