@@ -448,7 +448,9 @@ func (s *Engine) onKeepAliveReply(p pending, ev Event) {
 // schedule). The reply arrives after the backend measured it, so now + remaining is no
 // earlier than the expiry; the drift and a millisecond (the backends' precision) are added so
 // that the read does not come before it on a slower clock. The next keep-alive reply replaces
-// the time, so a member that keeps renewing never causes a read; one that stops does, once.
+// the time, so a member that keeps renewing causes no read (unless its time left at a
+// keep-alive is under one renewal interval — a much shorter TTL, a slow link: then at most one
+// read per keep-alive); one that stops causes one.
 func (s *Engine) armLapse(g *group, remaining map[string]time.Duration) {
 	r, ok := remaining[g.name]
 	if !ok {
