@@ -476,7 +476,7 @@ func (sc *RedisScript) check(specDir string, keys map[string]*RedisKey, records 
 	if len(sc.Reply) == 0 {
 		return specErr(redisFile, field+".reply", "empty: a script replies with an array of at least one value")
 	}
-	if err := checkTyped(field+".reply", sc.Reply, []string{"int64", "string", "[]string", "[][]string"}, records); err != nil {
+	if err := checkTyped(field+".reply", sc.Reply, []string{"int64", "string", "[]string", "[]int64", "[][]string"}, records); err != nil {
 		return err
 	}
 	return sc.loadLua(specDir, field, keys, subst, lists > 0, listArgs)
@@ -703,6 +703,8 @@ func decodeFunc(t string) string {
 		return "replyString"
 	case "[]string":
 		return "replyStrings"
+	case "[]int64":
+		return "replyInt64s"
 	case "[][]string":
 		return "replyStringLists"
 	}
@@ -826,6 +828,9 @@ func (s *RedisSpec) genCommon() (File, error) {
 	if used["[]string"] {
 		used["string"] = true
 	}
+	if used["[]int64"] {
+		used["int64"] = true
+	}
 	if used["int64"] {
 		f.Func().Id("replyInt64").Params(jen.Id("v").Any(), jen.List(jen.Id("script"), jen.Id("field")).String()).Params(jen.Int64(), jen.Error()).Block(
 			jen.List(jen.Id("n"), jen.Id("ok")).Op(":=").Id("v").Assert(jen.Int64()),
@@ -853,6 +858,9 @@ func (s *RedisSpec) genCommon() (File, error) {
 	}
 	if used["[]string"] {
 		listOf("replyStrings", jen.String(), "replyString")
+	}
+	if used["[]int64"] {
+		listOf("replyInt64s", jen.Int64(), "replyInt64")
 	}
 	if used["[][]string"] {
 		listOf("replyStringLists", jen.Index().String(), "replyStrings")

@@ -320,8 +320,9 @@ func (m *Model) OpenSession(now time.Duration, owner string, ttl time.Duration) 
 
 // KeepAlive renews session to expire ttl after now and reports the leases among names that it
 // holds (every lease it holds with WithReportAllHeld), sorted by name, and the live members of
-// each group in groups, sorted ascending. An expired or unknown session gets Expired. With
-// WithLeaseExpiry the leases reported held, and only those, move to the session's new expiry.
+// each group in groups, sorted ascending, with the least time left among the other members
+// (MembersRemaining). An expired or unknown session gets Expired. With WithLeaseExpiry the
+// leases reported held, and only those, move to the session's new expiry.
 func (m *Model) KeepAlive(now time.Duration, id spi.SessionID, names, groups []string) (spi.KeepAlive, error) {
 	for _, g := range groups {
 		if err := wire.ValidateName(g); err != nil {
@@ -356,6 +357,18 @@ func (m *Model) KeepAlive(now time.Duration, id spi.SessionID, names, groups []s
 		reply.Members = make(map[string][]spi.SessionID, len(groups))
 		for _, g := range groups {
 			reply.Members[g] = m.members(g)
+			for _, o := range reply.Members[g] {
+				if o == id || m.sessions[o] == nil {
+					continue
+				}
+				r := m.sessions[o].expiry - m.now
+				if cur, ok := reply.MembersRemaining[g]; !ok || r < cur {
+					if reply.MembersRemaining == nil {
+						reply.MembersRemaining = make(map[string]time.Duration, len(groups))
+					}
+					reply.MembersRemaining[g] = r
+				}
+			}
 		}
 	}
 	return reply, nil

@@ -249,6 +249,11 @@ func TestModelKeepAliveReportsHeldAndMembers(t *testing.T) {
 	if want := map[string][]spi.SessionID{"g": members, "h": {}}; !reflect.DeepEqual(ka.Members, want) {
 		t.Fatalf("members = %v, want %v", ka.Members, want)
 	}
+	// b, opened at 0, expires at ttl: the least time left among a's fellow members of g; h has
+	// no other member.
+	if want := map[string]time.Duration{"g": ttl - time.Second}; !reflect.DeepEqual(ka.MembersRemaining, want) {
+		t.Fatalf("members remaining = %v, want %v", ka.MembersRemaining, want)
+	}
 	// The renewal moved a's expiry: at ttl, b is gone (with its lease and membership), a is not.
 	ka, _ = m.KeepAlive(ttl, a, nil, []string{"g"})
 	if ka.Expired || !reflect.DeepEqual(ka.Members["g"], []spi.SessionID{a}) {

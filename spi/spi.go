@@ -64,6 +64,15 @@ type KeepAlive struct {
 	Held []Held
 	// Members maps each group named in the request to its live members, sorted ascending.
 	Members map[string][]SessionID
+	// MembersRemaining is optional: for each group of Members with members other than the
+	// caller, the least time left among those members' sessions, by the backend's clock — when
+	// the view will drop one of them unless it renews. A backend that cannot tell leaves it nil
+	// (or a group out); one that notifies expiries with GroupChanged hints need not fill it.
+	// The client reads the group's members again once that time has passed instead of waiting
+	// for its next keep-alive, so a member that stopped renewing loses its partitions as soon
+	// as its session expires. It only schedules a read: a wrong value costs latency or a read,
+	// never safety.
+	MembersRemaining map[string]time.Duration
 }
 
 // AcquireKind says which of the three replies of Acquire an Acquire value is.

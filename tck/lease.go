@@ -466,6 +466,26 @@ func (h *harness) groupJoin(t *testing.T) {
 	if ka.Expired || !slices.Equal(ka.Members[group], want) {
 		t.Fatalf("KeepAlive members = %v, want %s: %v", ka.Members, group, want)
 	}
+	checkMembersRemaining(t, ka, group, true, h.long)
+}
+
+// checkMembersRemaining checks the optional KeepAlive.MembersRemaining for group: only groups
+// of Members, and for group (if the backend reports it) a time left in (0, maxTTL] when others
+// are members, none when the caller is alone.
+func checkMembersRemaining(t testing.TB, ka spi.KeepAlive, group string, others bool, maxTTL time.Duration) {
+	t.Helper()
+	for g := range ka.MembersRemaining {
+		if _, ok := ka.Members[g]; !ok {
+			t.Errorf("KeepAlive.MembersRemaining names %q, not a group of Members", g)
+		}
+	}
+	r, ok := ka.MembersRemaining[group]
+	switch {
+	case ok && !others:
+		t.Errorf("KeepAlive.MembersRemaining[%q] = %v with no other member", group, r)
+	case ok && (r <= 0 || r > maxTTL):
+		t.Errorf("KeepAlive.MembersRemaining[%q] = %v, want in (0, %v]", group, r, maxTTL)
+	}
 }
 
 func (h *harness) groupLeave(t *testing.T) {
@@ -482,9 +502,11 @@ func (h *harness) groupLeave(t *testing.T) {
 	if ms := h.members(t, other, group); !slices.Equal(ms, []spi.SessionID{o}) {
 		t.Fatalf("Members after leave = %v, want [%s]", ms, o)
 	}
-	if ka := h.keepAlive(t, other, o, nil, []string{group}); !slices.Equal(ka.Members[group], []spi.SessionID{o}) {
+	ka := h.keepAlive(t, other, o, nil, []string{group})
+	if !slices.Equal(ka.Members[group], []spi.SessionID{o}) {
 		t.Fatalf("KeepAlive members after leave = %v", ka.Members)
 	}
+	checkMembersRemaining(t, ka, group, false, h.long)
 }
 
 func (h *harness) groupExpiry(t *testing.T) {

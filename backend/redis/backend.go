@@ -509,9 +509,25 @@ func (b *Backend) keepAlive(ctx context.Context, sid spi.SessionID, names, group
 			if i < len(r.Members) {
 				ka.Members[g] = b.memberIDs(g, r.Members[i])
 			}
+			if i < len(r.LapseMS) {
+				setLapse(&ka, g, r.LapseMS[i])
+			}
 		}
 	}
 	return ka, nil
+}
+
+// setLapse records a keep-alive script's lapse_ms for group g (the time left of the first
+// other member to expire; -1: no other member) in ka.MembersRemaining: the client reads the
+// members then, since no message tells an expiry until a script drops the member.
+func setLapse(ka *spi.KeepAlive, g string, lapseMS int64) {
+	if lapseMS < 0 {
+		return
+	}
+	if ka.MembersRemaining == nil {
+		ka.MembersRemaining = make(map[string]time.Duration, len(ka.Members))
+	}
+	ka.MembersRemaining[g] = ms(lapseMS)
 }
 
 func heldList(h []luascripts.Held) []spi.Held {

@@ -525,3 +525,53 @@ func TestStandaloneOnAClusterNodeIsPermanent(t *testing.T) {
 		t.Errorf("err = %q does not name the misconfiguration", msg)
 	}
 }
+
+// TestKeepAliveMembersRemaining: a keep-alive tells, per group, the time left of the first
+// other member to expire (the caller's own membership is left out), standalone and on a
+// Cluster, so the client reads the members when it expires; a group with no other member has
+// no entry.
+func TestKeepAliveMembersRemaining(t *testing.T) {
+	for _, mode := range []struct {
+		name string
+		c    func(testing.TB) goredis.UniversalClient
+	}{{"standalone", func(t testing.TB) goredis.UniversalClient { return standaloneClient(t) }},
+		{"cluster", func(t testing.TB) goredis.UniversalClient { return clusterClient(t) }}} {
+		t.Run(mode.name, func(t *testing.T) {
+			b := newBackend(t, mode.c(t))
+			ctx := context.Background()
+			me, short, long := open(t, b, time.Minute), open(t, b, 5*time.Second), open(t, b, time.Minute)
+			g, alone := uniq("lapse"), uniq("alone")
+			for _, s := range []spi.SessionID{me, short, long} {
+				if st, err := b.Join(ctx, s, g); err != nil || st != spi.OK {
+					t.Fatalf("Join(%s) = %v, %v", s, st, err)
+				}
+			}
+			if st, err := b.Join(ctx, me, alone); err != nil || st != spi.OK {
+				t.Fatalf("Join = %v, %v", st, err)
+			}
+			ka, err := b.KeepAlive(ctx, me, nil, []string{g, alone})
+			if err != nil || ka.Expired {
+				t.Fatal(ka, err)
+			}
+			if len(ka.Members[g]) != 3 || len(ka.Members[alone]) != 1 {
+				t.Fatalf("Members = %v", ka.Members)
+			}
+			if r, ok := ka.MembersRemaining[g]; !ok || r <= 4*time.Second || r > 5*time.Second {
+				t.Errorf("MembersRemaining[%s] = %v, %v; want the 5 s session's time left", g, r, ok)
+			}
+			if r, ok := ka.MembersRemaining[alone]; ok {
+				t.Errorf("MembersRemaining[%s] = %v for a group with no other member", alone, r)
+			}
+			// The short session leaves: the least is the long one's.
+			if _, err := b.Leave(ctx, short, g); err != nil {
+				t.Fatal(err)
+			}
+			if ka, err = b.KeepAlive(ctx, me, nil, []string{g}); err != nil {
+				t.Fatal(err)
+			}
+			if r := ka.MembersRemaining[g]; len(ka.Members[g]) != 2 || r <= 55*time.Second || r > time.Minute {
+				t.Errorf("after the leave: Members = %v, MembersRemaining[%s] = %v; want the long session's", ka.Members, g, r)
+			}
+		})
+	}
+}

@@ -474,6 +474,7 @@ func (b *Backend) keepAliveCluster(ctx context.Context, sid spi.SessionID, names
 			return spi.KeepAlive{}, b.fail("keep-alive", err)
 		}
 		ka.Members[g] = b.memberIDs(g, mr.Members)
+		setLapse(&ka, g, mr.LapseMS)
 	}
 	return ka, nil
 }

@@ -747,3 +747,57 @@ func TestErrorClassification(t *testing.T) {
 		t.Errorf("no such table: %v, want ErrSchemaMissing naming the migration", err)
 	}
 }
+
+// TestKeepAliveMembersRemaining: a keep-alive tells, per group, the least time left among the
+// other members' sessions (the caller's own is left out), so the client can read the members
+// when the first of them expires (no NOTIFY tells an expiry); a group with no other member has
+// no entry.
+func TestKeepAliveMembersRemaining(t *testing.T) {
+	for _, d := range dialects {
+		t.Run(d.name, func(t *testing.T) {
+			b := migrated(t, d.dsn(t))
+			ctx := testCtx(t)
+			g, alone := "ka-rem-"+unique(t), "ka-alone-"+unique(t)
+			sess := func(ttl time.Duration) spi.SessionID {
+				s, err := b.OpenSession(ctx, "o", ttl)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return s.ID
+			}
+			me, short, long := sess(longTTL), sess(5*time.Second), sess(longTTL)
+			for _, s := range []spi.SessionID{me, short, long} {
+				if st, err := b.Join(ctx, s, g); err != nil || st != spi.OK {
+					t.Fatalf("Join(%s) = %v, %v", s, st, err)
+				}
+			}
+			if st, err := b.Join(ctx, me, alone); err != nil || st != spi.OK {
+				t.Fatalf("Join = %v, %v", st, err)
+			}
+			ka, err := b.KeepAlive(ctx, me, nil, []string{g, alone})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ka.Members[g]) != 3 || len(ka.Members[alone]) != 1 {
+				t.Fatalf("Members = %v", ka.Members)
+			}
+			if r, ok := ka.MembersRemaining[g]; !ok || r <= 4*time.Second || r > 5*time.Second {
+				t.Errorf("MembersRemaining[%s] = %v, %v; want the 5 s session's time left", g, r, ok)
+			}
+			if r, ok := ka.MembersRemaining[alone]; ok {
+				t.Errorf("MembersRemaining[%s] = %v for a group with no other member", alone, r)
+			}
+			// The short session expires: it leaves the view, and the least is the long one's.
+			expire(t, b, short)
+			if ka, err = b.KeepAlive(ctx, me, nil, []string{g}); err != nil {
+				t.Fatal(err)
+			}
+			if len(ka.Members[g]) != 2 {
+				t.Fatalf("Members = %v after the expiry", ka.Members)
+			}
+			if r := ka.MembersRemaining[g]; r <= longTTL-5*time.Second || r > longTTL {
+				t.Errorf("MembersRemaining[%s] = %v after the expiry; want the long session's", g, r)
+			}
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"time"
 
 	"github.com/simba-go/simba/generated/sqlq"
 	"github.com/simba-go/simba/generated/wire"
@@ -333,6 +334,19 @@ func (b *Backend) keepAlive(ctx context.Context, sid string, groups []string) (s
 		ka.Members = memberMap(len(groups))
 		for _, m := range st.Out.KeepAliveMembers {
 			ka.Members[m.GroupName] = append(ka.Members[m.GroupName], spi.SessionID(m.SessionID))
+			// The first of the other members to expire (no NOTIFY tells it): the client reads
+			// the members again then. A member whose id is not a client's is left out here as
+			// it is from the view.
+			if m.SessionID == sid || !wire.IsClientSessionID(m.SessionID) {
+				continue
+			}
+			r := millis(m.RemainingMs)
+			if ka.MembersRemaining == nil {
+				ka.MembersRemaining = make(map[string]time.Duration, len(groups))
+			}
+			if cur, ok := ka.MembersRemaining[m.GroupName]; !ok || r < cur {
+				ka.MembersRemaining[m.GroupName] = r
+			}
 		}
 	}
 	return ka, nil

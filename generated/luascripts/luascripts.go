@@ -230,6 +230,19 @@ func replyStrings(v any, script, field string) ([]string, error) {
 	}
 	return out, nil
 }
+func replyInt64s(v any, script, field string) ([]int64, error) {
+	l, err := replyArray(v, script, field, -1)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int64, len(l))
+	for i, e := range l {
+		if out[i], err = replyInt64(e, script, field); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
 func replyStringLists(v any, script, field string) ([][]string, error) {
 	l, err := replyArray(v, script, field, -1)
 	if err != nil {

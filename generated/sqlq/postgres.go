@@ -239,7 +239,7 @@ func (a postgresQueries) Batch(ctx context.Context, stmts []Statement, st *State
 			})
 		case StmtKeepAliveMembers:
 			st.Out.KeepAliveMembers = nil // the batch may be sent again (a retried deadlock)
-			postgres.QueueKeepAliveMembers(&b, st.Args.GroupNames, func(r postgres.SimbaMember) {
+			postgres.QueueKeepAliveMembers(&b, st.Args.GroupNames, func(r postgres.KeepAliveMembersRow) {
 				st.Out.KeepAliveMembers = append(st.Out.KeepAliveMembers, KeepAliveMembersRow(r))
 			})
 		default:

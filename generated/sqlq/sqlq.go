@@ -37,7 +37,7 @@ const (
 	StmtSessionRemaining
 	// StmtKeepAliveHeld: Every lease the session holds, by name. Runs after the renewal: a takeover that judged the session expired has committed by then (see the ground rules), so a taken lease is missing.
 	StmtKeepAliveHeld
-	// StmtKeepAliveMembers: The live members of the groups asked about, sorted by group then session id (bytewise).
+	// StmtKeepAliveMembers: The live members of the groups asked about, sorted by group then session id (bytewise), each with its session's time left by the database clock (remaining_ms): the client reads the members again when the first of the others would expire, instead of at its next keep-alive (no NOTIFY tells an expiry).
 	StmtKeepAliveMembers
 	// StmtCloseSession: Ends a session in one statement: releases every lease it holds (NOTIFY per lease), drops its memberships (NOTIFY per group) and deletes it. The DELETE of the session reads the released CTE first, so lease rows are locked before the session row (the global lock order).
 	StmtCloseSession
@@ -161,8 +161,9 @@ type KeepAliveMembersParams struct {
 
 // KeepAliveMembersRow is one row of KeepAliveMembers.
 type KeepAliveMembersRow struct {
-	GroupName string
-	SessionID string
+	GroupName   string
+	SessionID   string
+	RemainingMs int64
 }
 
 // CloseSessionParams are the parameters of CloseSession.
@@ -355,7 +356,7 @@ type Queries interface {
 	SessionRemaining(ctx context.Context, p SessionRemainingParams) (int64, error)
 	// KeepAliveHeld: Every lease the session holds, by name. Runs after the renewal: a takeover that judged the session expired has committed by then (see the ground rules), so a taken lease is missing.
 	KeepAliveHeld(ctx context.Context, p KeepAliveHeldParams) ([]KeepAliveHeldRow, error)
-	// KeepAliveMembers: The live members of the groups asked about, sorted by group then session id (bytewise).
+	// KeepAliveMembers: The live members of the groups asked about, sorted by group then session id (bytewise), each with its session's time left by the database clock (remaining_ms): the client reads the members again when the first of the others would expire, instead of at its next keep-alive (no NOTIFY tells an expiry).
 	KeepAliveMembers(ctx context.Context, p KeepAliveMembersParams) ([]KeepAliveMembersRow, error)
 	// CloseSession: Ends a session in one statement: releases every lease it holds (NOTIFY per lease), drops its memberships (NOTIFY per group) and deletes it. The DELETE of the session reads the released CTE first, so lease rows are locked before the session row (the global lock order).
 	CloseSession(ctx context.Context, p CloseSessionParams) error

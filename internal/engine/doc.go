@@ -95,7 +95,11 @@
 // the handover, if any), so a caller returns once the lease is free at the backend; a failed
 // release completes them with an error saying the outcome is unknown. Locks end with their term instead of becoming candidates again. Partitions are elections
 // named wire.PartitionName(group, p) that the engine starts and stops as rendezvous hashing
-// (wire.Owner over the member view) assigns them.
+// (wire.Owner over the member view) assigns them. The member view comes from a Members read
+// after each Join, from every keep-alive reply, from a read on each GroupChanged hint, and from
+// a read when the first other member would expire (KeepAlive.MembersRemaining, where the
+// backend tells it), so a member that stops renewing loses its partitions when its session
+// expires even on backends that notify no expiry.
 //
 // # For tests and the simulator
 //

@@ -439,6 +439,7 @@ func (s *Engine) onKeepAliveReply(p pending, ev Event) {
 				continue
 			}
 			s.setView(g, m, nil)
+			s.armLapse(g, ka.MembersRemaining)
 		}
 	}
 }
@@ -465,6 +466,27 @@ func (s *Engine) confirmGrants(req ReqID, held []spi.Held) {
 		}
 		s.armGrant(e)
 	}
+}
+
+// armLapse schedules the read of g's members for when the first of its other members would
+// expire, by a keep-alive reply's MembersRemaining (remaining, absent for g: nothing to
+// schedule). The reply arrives after the backend measured it, so now + remaining is no
+// earlier than the expiry; the drift and a millisecond (the backends' precision) are added so
+// that the read does not come before it on a slower clock. The next keep-alive reply replaces
+// the time, so a member that keeps renewing causes no read (unless its time left at a
+// keep-alive is under one renewal interval — a much shorter TTL, a slow link: then at most one
+// read per keep-alive); one that stops causes one.
+func (s *Engine) armLapse(g *group, remaining map[string]time.Duration) {
+	r, ok := remaining[g.name]
+	if !ok {
+		g.lapseAt = 0
+		return
+	}
+	// Clamped like every remaining time (another member's TTL may differ, but a later time
+	// would be replaced by the next keep-alive reply before it came).
+	r = min(max(r, 0), s.opt.TTL)
+	g.lapseAt = add(s.now, add(add(r, time.Duration(float64(r)*s.opt.Drift)), time.Millisecond))
+	s.arm(TimerMembers, g.name, g.lapseAt)
 }
 
 // reconcile applies rule 3 to the reply of keep-alive req, sent at sent.
@@ -546,7 +568,7 @@ func (s *Engine) loseSession(reason Reason) {
 	s.scratch2 = act[:0]
 	for _, name := range slices.Clone(s.groupNames) {
 		g := s.groups[name]
-		g.joined, g.joinReq, g.membersReq, g.membersDirty, g.retrying = false, 0, 0, false, false
+		g.joined, g.joinReq, g.membersReq, g.membersDirty, g.retrying, g.lapseAt = false, 0, 0, false, false, 0
 		// A Join of unknown outcome was the lost session's: its membership ended with it.
 		g.unknown = false
 		s.setView(g, nil, nil)
@@ -677,6 +699,11 @@ func (s *Engine) timer(t Timer) {
 	case TimerGrant:
 		if e := s.elections[t.Name]; e != nil && e.grantReq != 0 && e.grantUntil <= s.now {
 			s.grantLapsed(e)
+		}
+	case TimerMembers:
+		if g := s.groups[t.Name]; g != nil && g.lapseAt != 0 && g.lapseAt <= s.now && g.joined && !g.leaving && s.sess.state == SessionLive {
+			g.lapseAt = 0
+			s.sendMembers(g)
 		}
 	case TimerJoin:
 		if g := s.groups[t.Name]; g != nil && g.retrying && g.retryAt <= s.now && s.sess.state == SessionLive {

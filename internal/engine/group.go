@@ -30,6 +30,11 @@ type group struct {
 
 	membersReq   ReqID
 	membersDirty bool
+	// lapseAt (0: none) is when the first of the other members would expire, as the last
+	// keep-alive reply told (spi.KeepAlive.MembersRemaining): the members are read then, so a
+	// member that stopped renewing leaves the view when its session expires, not up to a
+	// renewal interval later at the next keep-alive.
+	lapseAt time.Duration
 
 	members  []spi.SessionID // the last view (owned by effects once emitted: never mutated)
 	owned    []bool

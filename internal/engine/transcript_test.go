@@ -41,7 +41,7 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of the tr
 //	reply REQ RESULT [sent=D] [jitter=F]   RESULT by the call's op:
 //	    err[=permanent] [msg=...]                any op
 //	    id=S remaining=D                         open-session
-//	    expired | remaining=D [held=x:1,y:2] [members=g:a,b/h:c]   keep-alive
+//	    expired | remaining=D [held=x:1,y:2] [members=g:a,b/h:c] [lapse=g:D/h:D]   keep-alive
 //	    granted token=N [remaining=D] | heldby holder=S owner=O remaining=D|unknown | expired   acquire
 //	    ok | expired                             release, close-session, join, leave, withdraw
 //	    members=a,b                              members
@@ -418,6 +418,13 @@ func (d *driver) reply(words []string, args map[string]string) {
 			for _, gm := range strings.Split(m, "/") {
 				g, ms, _ := strings.Cut(gm, ":")
 				ev.KeepAlive.Members[g] = ids(ms)
+			}
+		}
+		if m, ok := args["lapse"]; ok {
+			ev.KeepAlive.MembersRemaining = map[string]time.Duration{}
+			for _, gd := range strings.Split(m, "/") {
+				g, d, _ := strings.Cut(gd, ":")
+				ev.KeepAlive.MembersRemaining[g] = dur(d)
 			}
 		}
 	case OpAcquire:

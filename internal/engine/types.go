@@ -215,10 +215,13 @@ const (
 	// TimerGrant fires at a term's own bound (rule 6): the deadline its grant gave, should no
 	// keep-alive have confirmed the lease by then.
 	TimerGrant
+	// TimerMembers reads a group's members when the first of the other members would expire
+	// (spi.KeepAlive.MembersRemaining).
+	TimerMembers
 	numTimerKinds
 )
 
-var timerKindNames = [...]string{"", "open", "renew", "deadline", "retry", "cooldown", "handover", "join", "grant"}
+var timerKindNames = [...]string{"", "open", "renew", "deadline", "retry", "cooldown", "handover", "join", "grant", "members"}
 
 // String names the kind as transcripts print it.
 func (k TimerKind) String() string {
@@ -395,6 +398,21 @@ func writeResult(b *strings.Builder, ev Event) {
 				b.WriteString(" " + g + "=")
 				writeIDs(b, ka.Members[g])
 			}
+		}
+		if len(ka.MembersRemaining) > 0 {
+			groups := make([]string, 0, len(ka.MembersRemaining))
+			for g := range ka.MembersRemaining {
+				groups = append(groups, g)
+			}
+			slices.Sort(groups)
+			b.WriteString(" lapse=[")
+			for i, g := range groups {
+				if i > 0 {
+					b.WriteByte(' ')
+				}
+				b.WriteString(g + ":" + ka.MembersRemaining[g].String())
+			}
+			b.WriteByte(']')
 		}
 	case OpAcquire:
 		a := ev.Acquire

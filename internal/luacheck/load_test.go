@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -138,14 +139,18 @@ func TestDecodeRejectsWrongShapes(t *testing.T) {
 	if r != want {
 		t.Fatalf("Decode = %+v, want %+v", r, want)
 	}
-	ka, err := luascripts.KeepAlive.Decode([]any{int64(1), int64(10), int64(20), []any{[]any{"n", int64(3)}}, []any{[]any{"a", "b"}, []any{}}})
+	ka, err := luascripts.KeepAlive.Decode([]any{int64(1), int64(10), int64(20), []any{[]any{"n", int64(3)}}, []any{[]any{"a", "b"}, []any{}}, []any{int64(700), int64(-1)}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ka.Held) != 1 || ka.Held[0] != (luascripts.Held{Name: "n", Token: 3}) || len(ka.Members) != 2 || len(ka.Members[0]) != 2 || len(ka.Members[1]) != 0 {
+	if len(ka.Held) != 1 || ka.Held[0] != (luascripts.Held{Name: "n", Token: 3}) || len(ka.Members) != 2 || len(ka.Members[0]) != 2 || len(ka.Members[1]) != 0 ||
+		!slices.Equal(ka.LapseMS, []int64{700, -1}) {
 		t.Fatalf("KeepAlive.Decode = %+v", ka)
 	}
-	if _, err := luascripts.KeepAlive.Decode([]any{int64(1), int64(10), int64(20), []any{[]any{"n", "3"}}, []any{}}); !errors.Is(err, luascripts.ErrReply) {
+	if _, err := luascripts.KeepAlive.Decode([]any{int64(1), int64(10), int64(20), []any{[]any{"n", "3"}}, []any{}, []any{}}); !errors.Is(err, luascripts.ErrReply) {
 		t.Fatalf("a string token decoded: %v", err)
+	}
+	if _, err := luascripts.KeepAlive.Decode([]any{int64(1), int64(10), int64(20), []any{}, []any{[]any{"a"}}, []any{"700"}}); !errors.Is(err, luascripts.ErrReply) {
+		t.Fatalf("a string lapse_ms decoded: %v", err)
 	}
 }

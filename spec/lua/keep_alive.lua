@@ -4,7 +4,8 @@
 -- Cluster keep-alive.
 -- KEYS: session, session_leases, session_groups, lease keys..., group keys...
 -- ARGV: session_id, lease_count, lease names..., group names...
--- Reply: {status, remaining_ms, expires_ms, {{name, token}...}, {{member...} per group}}
+-- Reply: {status, remaining_ms, expires_ms, {{name, token}...}, {{member...} per group},
+--         {lapse_ms per group: the time left of the first other member to expire, -1: none}}
 local sid, nl = ARGV[1], tonumber(ARGV[2])
 local ng = #KEYS - 3 - nl
 local t = redis.call('TIME')
@@ -13,7 +14,7 @@ local s = redis.call('HMGET', KEYS[1], '${session.ttl}', '${session.expires}')
 local ttl, expires = tonumber(s[1]), tonumber(s[2])
 if not ttl or not expires or expires <= now then
   redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
-  return {${status.expired}, 0, 0, {}, {}}
+  return {${status.expired}, 0, 0, {}, {}, {}}
 end
 expires = now + ttl
 local e = string.format('%d', expires)
@@ -33,7 +34,7 @@ for i = 1, nl do
   end
 end
 redis.call('PEXPIREAT', KEYS[2], e)
-local members = {}
+local members, lapse = {}, {}
 for j = 1, ng do
   local key, group = KEYS[3 + nl + j], ARGV[2 + nl + j]
   -- Refresh only: a keep-alive never makes the session a member (join does), so a keep-alive
@@ -44,6 +45,16 @@ for j = 1, ng do
     redis.call('PUBLISH', key, group)
   end
   members[j] = redis.call('ZRANGE', key, 0, -1)
+  -- No message tells an expiry until a script drops it: the client reads the members when the
+  -- first other member would expire (the two lowest scores: one of them is not this session).
+  lapse[j] = -1
+  local first = redis.call('ZRANGE', key, 0, 1, 'WITHSCORES')
+  for k = 1, #first, 2 do
+    if first[k] ~= sid then
+      lapse[j] = tonumber(first[k + 1]) - now
+      break
+    end
+  end
 end
 redis.call('PEXPIREAT', KEYS[3], e)
-return {${status.ok}, ttl, expires, held, members}
+return {${status.ok}, ttl, expires, held, members, lapse}

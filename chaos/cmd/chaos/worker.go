@@ -156,7 +156,11 @@ func runWorker(args []string) error {
 		b = mb
 	}
 	defer b.Close()
-	c, err := simba.New(b, simba.WithTTL(*ttl), simba.WithOwner(*id), simba.WithSeed(*seed), simba.WithLogger(logger))
+	opts := []simba.Option{simba.WithTTL(*ttl), simba.WithOwner(*id), simba.WithSeed(*seed), simba.WithLogger(logger)}
+	if os.Getenv(traceEnv) != "" {
+		opts = append(opts, traceOptions(*id)...)
+	}
+	c, err := simba.New(b, opts...)
 	if err != nil {
 		return err
 	}
@@ -280,4 +284,21 @@ func openRedirected(dsn, redirect string, logger *slog.Logger) (spi.Backend, err
 		return d.DialContext(ctx, network, addr)
 	}
 	return redisbackend.OpenConfig(cfg, redisbackend.WithLogger(logger))
+}
+
+// traceEnv, when set in the environment of `chaos run`, makes every worker print its client's
+// events and backend calls to its stderr (w*.stderr in the run's directory), each with the
+// host's monotonic time in ms (the history's clock): what a failover is made of.
+const traceEnv = "CHAOS_TRACE"
+
+func traceOptions(id string) []simba.Option {
+	ms := func() float64 { return float64(history.Now()) / 1e6 }
+	return []simba.Option{
+		simba.WithListener(func(e simba.Event) {
+			fmt.Fprintf(os.Stderr, "trace %.1f %s event %v\n", ms(), id, e)
+		}),
+		simba.WithCallObserver(func(ci simba.CallInfo) {
+			fmt.Fprintf(os.Stderr, "trace %.1f %s call %s %s took=%v token=%d err=%v\n", ms(), id, ci.Op, ci.Name, ci.Took, ci.Token, ci.Err)
+		}),
+	}
 }

@@ -47,10 +47,10 @@ func QueueKeepAliveHeld(b *pgx.Batch, sessionID string, each func(KeepAliveHeldR
 
 // QueueKeepAliveMembers queues KeepAliveMembers on b; each receives its rows, in order, while the
 // batch's results are read (no slice is collected: the caller keeps what it needs).
-func QueueKeepAliveMembers(b *pgx.Batch, groupNames []string, each func(SimbaMember)) {
-	scan := func(row pgx.CollectableRow) (SimbaMember, error) {
-		var i SimbaMember
-		err := row.Scan(&i.GroupName, &i.SessionID)
+func QueueKeepAliveMembers(b *pgx.Batch, groupNames []string, each func(KeepAliveMembersRow)) {
+	scan := func(row pgx.CollectableRow) (KeepAliveMembersRow, error) {
+		var i KeepAliveMembersRow
+		err := row.Scan(&i.GroupName, &i.SessionID, &i.RemainingMs)
 		return i, err
 	}
 	b.Queue(keepAliveMembers, groupNames).Query(func(rows pgx.Rows) error {
