@@ -25,60 +25,42 @@ func BenchmarkLockCycle(b *testing.B) {
 		srv := simbatest.NewServer(simbatest.WithClock(spi.SystemClock()))
 		benchLockCycle(b, srv.Backend(), srv.Backend())
 	})
-	b.Run("redis", func(b *testing.B) {
-		addr := testenv.Redis(b)
-		open := func() spi.Backend {
-			be, err := redis.Open("redis://" + addr)
-			if err != nil {
-				b.Fatal(err)
+	servers := []struct {
+		name string
+		open func(b *testing.B) (spi.Backend, error)
+	}{
+		{"redis", func(b *testing.B) (spi.Backend, error) { return redis.Open("redis://" + testenv.Redis(b)) }},
+		{"postgres", func(b *testing.B) (spi.Backend, error) {
+			return simbasql.Open(context.Background(), testenv.Postgres(b), simbasql.WithAutoMigrate())
+		}},
+	}
+	for _, srv := range servers {
+		// Each also with a context that can end, as most callers pass (its Lock and Unlock run
+		// their calls on their own goroutine too, cut short should the context end).
+		for _, cancellable := range []bool{false, true} {
+			name := srv.name
+			if cancellable {
+				name += "-cancellable"
 			}
-			b.Cleanup(func() { be.Close() })
-			return be
+			b.Run(name, func(b *testing.B) {
+				open := func() spi.Backend {
+					be, err := srv.open(b)
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.Cleanup(func() { be.Close() })
+					return be
+				}
+				ctx := context.Background()
+				if cancellable {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithCancel(ctx)
+					defer cancel()
+				}
+				benchLockCycleCtx(b, ctx, open(), open())
+			})
 		}
-		benchLockCycle(b, open(), open())
-	})
-	// The same with a context that can end, as most callers pass (its Lock and Unlock run their
-	// calls on their own goroutine too, cut short should the context end).
-	b.Run("redis-cancellable", func(b *testing.B) {
-		addr := testenv.Redis(b)
-		open := func() spi.Backend {
-			be, err := redis.Open("redis://" + addr)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { be.Close() })
-			return be
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		benchLockCycleCtx(b, ctx, open(), open())
-	})
-	b.Run("postgres", func(b *testing.B) {
-		dsn := testenv.Postgres(b)
-		open := func() spi.Backend {
-			be, err := simbasql.Open(context.Background(), dsn, simbasql.WithAutoMigrate())
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { be.Close() })
-			return be
-		}
-		benchLockCycle(b, open(), open())
-	})
-	b.Run("postgres-cancellable", func(b *testing.B) {
-		dsn := testenv.Postgres(b)
-		open := func() spi.Backend {
-			be, err := simbasql.Open(context.Background(), dsn, simbasql.WithAutoMigrate())
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { be.Close() })
-			return be
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		benchLockCycleCtx(b, ctx, open(), open())
-	})
+	}
 }
 
 func benchLockCycle(b *testing.B, raw, backend spi.Backend) {
