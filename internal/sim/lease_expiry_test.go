@@ -25,8 +25,8 @@ var leaseExpirySeeds = []struct {
 }
 
 // TestLeaseExpirySeeds replays the seeds that found the bug of finding 32405: each runs the
-// lease-expiry model and must pass once the engine bounds a term's deadline by its grant's own
-// time left (rule 6). Until then it fails, each seed with the check listed.
+// lease-expiry model and passes because the engine bounds a term's deadline by its grant's own
+// time left (rule 6); without the rule each fails with the check listed.
 func TestLeaseExpirySeeds(t *testing.T) {
 	s := New(DefaultShape())
 	for _, tc := range leaseExpirySeeds {
