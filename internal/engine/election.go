@@ -517,7 +517,7 @@ func (s *Engine) adopt(e *election, token int64, req ReqID, until time.Duration)
 	// An earlier attempt of unknown outcome stays unknown: it may still land after this
 	// adoption (and after a release), so keep-alives keep asking about the name (rule 3).
 	e.workRunning, e.fails = e.hasWork, 0
-	at := min(s.sess.deadline, e.grantUntil)
+	at := s.termDeadline(e)
 	ef := Effect{Kind: EfElected, Name: e.name, Token: token, Session: s.sess.id, Owner: s.opt.Owner, At: at, Until: e.grantUntil, Partition: -1}
 	if e.group != nil {
 		ef.Group, ef.Partition = e.group.name, e.part
@@ -533,10 +533,7 @@ func (s *Engine) adopt(e *election, token int64, req ReqID, until time.Duration)
 // termDeadline is the local deadline of e's term: the session's, or the term's own bound
 // while no keep-alive has confirmed it, whichever is first (rule 6).
 func (s *Engine) termDeadline(e *election) time.Duration {
-	if e.grantReq != 0 {
-		return min(s.sess.deadline, e.grantUntil)
-	}
-	return s.sess.deadline
+	return min(s.sess.deadline, e.grantUntil) // grantUntil is math.MaxInt64 once confirmed
 }
 
 // armGrant arms e's TimerGrant once its own bound is before the session's deadline (until

@@ -420,8 +420,9 @@ func (s *Engine) onKeepAliveReply(p pending, ev Event) {
 	}
 	s.sess.kaAt = max(add(sent, s.opt.RenewInterval), s.now)
 	s.arm(TimerRenew, "", s.sess.kaAt)
-	s.confirmGrants(ev.Req, ka.Held)
-	s.reconcile(ev.Req, sent, ka.Held)
+	found := s.seeHeld(ev.Req, ka.Held)
+	s.confirmGrants(ev.Req)
+	s.reconcile(ev.Req, sent, ka.Held, found)
 	if len(ka.Members) > 0 {
 		for _, name := range s.groupNames {
 			g := s.groups[name]
@@ -449,13 +450,13 @@ func (s *Engine) onKeepAliveReply(p pending, ev Event) {
 // the keep-alive asked about the lease and renewed it with the session), is confirmed before
 // its own bound: its deadline is the session's from now on. The bound of a term still
 // unconfirmed now comes before the session's deadline, so its timer is armed.
-func (s *Engine) confirmGrants(req ReqID, held []spi.Held) {
+func (s *Engine) confirmGrants(req ReqID) {
 	for _, e := range s.active {
 		if e.grantReq == 0 || e.state != Leader { // a Handover's end is fixed as of its stop
 			continue
 		}
 		if req > e.grantReq && s.now < e.grantUntil {
-			if i := slices.IndexFunc(held, func(h spi.Held) bool { return h.Name == e.name }); i >= 0 && held[i].Token == e.token {
+			if e.seenKA == req && e.seenToken == e.token {
 				e.grantReq, e.grantUntil = 0, math.MaxInt64
 				s.emit(Effect{Kind: EfDeadline, Session: s.sess.id, Name: e.name, Token: e.token, At: math.MaxInt64})
 				continue
@@ -489,11 +490,10 @@ func (s *Engine) armLapse(g *group, remaining map[string]time.Duration) {
 	s.arm(TimerMembers, g.name, g.lapseAt)
 }
 
-// reconcile applies rule 3 to the reply of keep-alive req, sent at sent.
-func (s *Engine) reconcile(req ReqID, sent time.Duration, held []spi.Held) {
-	if s.opt.Break == Rule3 {
-		return
-	}
+// seeHeld records on each election the reply of keep-alive req lists (seenKA, seenToken) and
+// returns those elections, nil for names it has none of, in held's order (rules 3 and 6 read
+// them). The slice is scratch space, valid until the next call.
+func (s *Engine) seeHeld(req ReqID, held []spi.Held) []*election {
 	found := s.scratch[:0]
 	for _, h := range held {
 		e := s.elections[h.Name]
@@ -503,6 +503,15 @@ func (s *Engine) reconcile(req ReqID, sent time.Duration, held []spi.Held) {
 		}
 	}
 	s.scratch = found[:0]
+	return found
+}
+
+// reconcile applies rule 3 to the reply of keep-alive req, sent at sent, whose held leases'
+// elections are found (seeHeld).
+func (s *Engine) reconcile(req ReqID, sent time.Duration, held []spi.Held, found []*election) {
+	if s.opt.Break == Rule3 {
+		return
+	}
 	// A term adopted before the request was sent but missing from the reply is taken over.
 	act := append(s.scratch2[:0], s.active...)
 	for _, e := range act {

@@ -16,10 +16,6 @@ type ElectionInfo struct {
 	// Token is the fencing token of the current term (Leader) or of the term whose lease a
 	// Handover keeps; zero otherwise.
 	Token int64
-	// Deadline is the current term's local deadline (Leader): the session's, or the term's
-	// own bound by its grant while no keep-alive has confirmed it, whichever is first (rule
-	// 6); for Handover, the time its handover ends at the latest; zero otherwise.
-	Deadline time.Duration
 	// WorkRunning reports that the term's work has not exited (Leader, Handover).
 	WorkRunning bool
 	// AcquireInFlight reports an acquire in flight for the name.
@@ -65,20 +61,14 @@ func (s *Engine) Election(name string) (ElectionInfo, bool) {
 	if e == nil {
 		return ElectionInfo{}, false
 	}
-	return s.info(e), true
+	return e.info(), true
 }
 
-func (s *Engine) info(e *election) ElectionInfo {
+func (e *election) info() ElectionInfo {
 	in := ElectionInfo{Name: e.name, State: e.state, Flavor: e.flavor, WorkRunning: e.workRunning,
 		AcquireInFlight: e.inflight != 0, Unknown: e.unknown, Partition: -1}
 	if e.state == Leader || e.state == Handover {
 		in.Token = e.token
-	}
-	switch e.state {
-	case Leader:
-		in.Deadline = s.termDeadline(e)
-	case Handover:
-		in.Deadline = e.until
 	}
 	if e.group != nil {
 		in.Group, in.Partition = e.group.name, e.part
@@ -91,7 +81,7 @@ func (s *Engine) info(e *election) ElectionInfo {
 func (s *Engine) Elections() []ElectionInfo {
 	out := make([]ElectionInfo, 0, len(s.elections))
 	for _, e := range s.elections {
-		out = append(out, s.info(e))
+		out = append(out, e.info())
 	}
 	slices.SortFunc(out, func(a, b ElectionInfo) int { return strings.Compare(a.Name, b.Name) })
 	return out
