@@ -85,8 +85,8 @@
 //
 // TestMutations breaks each of rules 1–6 in turn (engine.Options.Break) and asserts that the
 // default seeds find a violation; with the seeds of this commit rule 1 is caught by
-// tokens-increase (seed 7), rule 2 by revoke-before-release (seed 1), rule 3 by
-// unwanted-lease-released (seed 7), rule 4 by expired-session-revoked (seed 4), rule 5 by
+// tokens-increase (seed 17), rule 2 by revoke-before-release (seed 1), rule 3 by
+// unwanted-lease-released (seed 3), rule 4 by expired-session-revoked (seed 4), rule 5 by
 // handover (seed 1) and rule 6 by valid-term-holds-lease (seed 91, on the lease-expiry
 // model). TestCheckersFire shows that one-valid-term fires when clocks drift three times
 // beyond the bound, and liveness when given no time to settle.
