@@ -572,18 +572,12 @@ func (c *Client) apply(ef *engine.Effect, now time.Duration) {
 		if ef.Name == "" {
 			c.deadline(ef.Session).Store(int64(ef.At))
 		} else {
-			if h := c.handleFor(ef.Name); h != nil {
-				if t, ok := h.termFor(ef.Token); ok {
-					t.confirm()
-				}
-			}
-			c.dropGrantTimer(ef.Name)
+			c.confirmed(ef)
 		}
 	case engine.EfElected:
 		c.elected(ef)
 	case engine.EfRevoked:
 		c.revoked(ef)
-		c.dropGrantTimer(ef.Name)
 	case engine.EfComplete:
 		c.completeFuture(ef)
 	case engine.EfPublish:
@@ -1015,7 +1009,19 @@ func (c *Client) elected(ef *engine.Effect) {
 	c.postSelf(func() { c.step(engine.Event{Kind: engine.EvWorkExited, Name: ef.Name, Token: ef.Token}) })
 }
 
+// confirmed lifts the own bound of the term ef names (engine rule 6: a keep-alive confirmed
+// its grant).
+func (c *Client) confirmed(ef *engine.Effect) {
+	if h := c.handleFor(ef.Name); h != nil {
+		if t, ok := h.termFor(ef.Token); ok {
+			t.confirm()
+		}
+	}
+	c.dropGrantTimer(ef.Name)
+}
+
 func (c *Client) revoked(ef *engine.Effect) {
+	c.dropGrantTimer(ef.Name)
 	h := c.handleFor(ef.Name)
 	reason := RevokeReason(ef.Reason)
 	c.cfg.logger.Info("simba revoked", "name", ef.Name, "token", ef.Token, "reason", reason.String(), "session", ef.Session)

@@ -13,8 +13,8 @@ import (
 // Term is one tenure of one lease by this client: the lease name, its fencing token and its
 // validity. A Term is valid while it has not been revoked and the session's local deadline has
 // not passed (nor, until the first keep-alive after the grant confirms the lease, the
-// deadline the grant itself gave); IsValid and Remaining read only atomics and the clock, so they are cheap enough to
-// call before every fenced write. Pass Token to the resource you protect and have it reject
+// deadline the grant itself gave); IsValid and Remaining read only atomics and the clock, so
+// they are cheap enough to call before every fenced write. Pass Token to the resource you protect and have it reject
 // tokens lower than the highest it has seen (package fence and its fencesql, fenceredis and
 // fencehttp do).
 //
