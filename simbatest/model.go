@@ -361,13 +361,7 @@ func (m *Model) KeepAlive(now time.Duration, id spi.SessionID, names, groups []s
 				if o == id || m.sessions[o] == nil {
 					continue
 				}
-				r := m.sessions[o].expiry - m.now
-				if cur, ok := reply.MembersRemaining[g]; !ok || r < cur {
-					if reply.MembersRemaining == nil {
-						reply.MembersRemaining = make(map[string]time.Duration, len(groups))
-					}
-					reply.MembersRemaining[g] = r
-				}
+				reply.NoteMemberRemaining(g, m.sessions[o].expiry-m.now)
 			}
 		}
 	}
@@ -388,10 +382,10 @@ func (m *Model) CloseSession(now time.Duration, id spi.SessionID) error {
 // with WithLeaseExpiry, the lease's own expiry has passed), with a token one greater than the
 // name's last (ErrTokenOverflow when the last is the int64 maximum), unless the name has live
 // waiters (see AcquireQueued): a free lease is then reserved for the first of them, and the
-// reply is HeldBy naming it. A re-acquire by the holder returns the same
-// token. The reply's Remaining is the acquiring session's time left for Granted, the lease's
-// (its holder's session's, or its own with WithLeaseExpiry) or the first waiter entry's for
-// HeldBy. Acquire never registers a waiter.
+// reply is HeldBy naming it. A re-acquire by the holder returns the same token. The reply's
+// Remaining is the acquiring session's time left for Granted, the lease's (its holder's
+// session's, or its own with WithLeaseExpiry) or the first waiter entry's for HeldBy. Acquire
+// never registers a waiter.
 func (m *Model) Acquire(now time.Duration, id spi.SessionID, name string) (spi.Acquire, error) {
 	return m.acquire(now, id, name, false)
 }

@@ -75,6 +75,19 @@ type KeepAlive struct {
 	MembersRemaining map[string]time.Duration
 }
 
+// NoteMemberRemaining records r as group's MembersRemaining if it is less than what ka holds
+// for group so far (or there is nothing yet): a backend calls it for each other member it
+// reads, or once per group with the least.
+func (ka *KeepAlive) NoteMemberRemaining(group string, r time.Duration) {
+	if cur, ok := ka.MembersRemaining[group]; ok && cur <= r {
+		return
+	}
+	if ka.MembersRemaining == nil {
+		ka.MembersRemaining = make(map[string]time.Duration)
+	}
+	ka.MembersRemaining[group] = r
+}
+
 // AcquireKind says which of the three replies of Acquire an Acquire value is.
 type AcquireKind uint8
 

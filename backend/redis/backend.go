@@ -521,13 +521,9 @@ func (b *Backend) keepAlive(ctx context.Context, sid spi.SessionID, names, group
 // other member to expire; -1: no other member) in ka.MembersRemaining: the client reads the
 // members then, since no message tells an expiry until a script drops the member.
 func setLapse(ka *spi.KeepAlive, g string, lapseMS int64) {
-	if lapseMS < 0 {
-		return
+	if lapseMS >= 0 {
+		ka.NoteMemberRemaining(g, ms(lapseMS))
 	}
-	if ka.MembersRemaining == nil {
-		ka.MembersRemaining = make(map[string]time.Duration, len(ka.Members))
-	}
-	ka.MembersRemaining[g] = ms(lapseMS)
 }
 
 func heldList(h []luascripts.Held) []spi.Held {

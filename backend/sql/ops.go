@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"time"
 
 	"github.com/simba-go/simba/generated/sqlq"
 	"github.com/simba-go/simba/generated/wire"
@@ -340,13 +339,7 @@ func (b *Backend) keepAlive(ctx context.Context, sid string, groups []string) (s
 			if m.SessionID == sid || !wire.IsClientSessionID(m.SessionID) {
 				continue
 			}
-			r := millis(m.RemainingMs)
-			if ka.MembersRemaining == nil {
-				ka.MembersRemaining = make(map[string]time.Duration, len(groups))
-			}
-			if cur, ok := ka.MembersRemaining[m.GroupName]; !ok || r < cur {
-				ka.MembersRemaining[m.GroupName] = r
-			}
+			ka.NoteMemberRemaining(m.GroupName, millis(m.RemainingMs))
 		}
 	}
 	return ka, nil
