@@ -81,7 +81,10 @@
 // keep-alive asks about the names of current terms, acquires in flight and acquires or
 // releases of unknown outcome, and the joined groups; a term adopted before the request but
 // missing from the reply is revoked (taken-over), and a lease in the reply that nothing
-// wants is released (rule 3). A stopped or stepped-down term whose work still runs keeps its
+// wants is released (rule 3). An acquire whose outcome became unknown (any failure but a
+// refusal) brings the next keep-alive forward to 20 ms later (settleDelay, at most a quarter
+// of the renewal interval), once however many fail before it is sent: a grant that landed
+// for a caller who gave up is released then, not a renewal interval later. A stopped or stepped-down term whose work still runs keeps its
 // lease until the work exits or the deadline as of the stop, whichever is first (rule 5).
 // A term is good until its grant's own remaining time at most (the acquire's send time plus
 // its Remaining, as every deadline is made) until a keep-alive that asked about the lease

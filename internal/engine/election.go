@@ -362,6 +362,9 @@ func (s *Engine) onAcquireReply(p pending, ev Event) {
 		// about the name until one sent a call timeout from now says otherwise.
 		e.unknown, e.unknownAt = true, s.now
 		s.failed(OpAcquire, e.name, ev.Err)
+		if spi.Classify(ev.Err) != spi.Permanent {
+			s.settleSoon() // a refusal did not land; anything else may have
+		}
 		switch {
 		case !current:
 			s.afterStale(e)

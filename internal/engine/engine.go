@@ -80,6 +80,10 @@ type session struct {
 	fails    int
 	kaReq    ReqID
 	kaAt     time.Duration
+	// settleAt, when not zero, is when a keep-alive should ask about an acquire whose
+	// outcome became unknown (see settleSoon): the first keep-alive sent at or after it
+	// clears it.
+	settleAt time.Duration
 	closeReq ReqID
 	openedAt time.Duration // when the open reply came
 	// released is the highest token this session released per name (rule 1), and releasing
@@ -365,6 +369,9 @@ func (s *Engine) onOpenReply(p pending, ev Event) {
 }
 
 func (s *Engine) sendKeepAlive() {
+	if s.sess.settleAt != 0 && s.now >= s.sess.settleAt {
+		s.sess.settleAt = 0 // this one asks
+	}
 	names := make([]string, 0, len(s.active))
 	for _, e := range s.active {
 		// Rule 3: ask about acquires in flight or of unknown outcome too, so a grant whose
@@ -381,6 +388,29 @@ func (s *Engine) sendKeepAlive() {
 		}
 	}
 	s.sess.kaReq = s.call(OpKeepAlive, s.sess.id, pending{}, Effect{Names: names, Groups: groups})
+}
+
+// settleDelay is how long after an acquire's outcome became unknown (its call failed or was
+// cut short: the request may still land) a keep-alive asks about the name, rather than the
+// next renewal up to a renewal interval later. A grant that landed for nobody (the caller
+// gave up) is then released at once (rule 3), and one a candidate still wants is adopted, so
+// a caller's context that ends during an acquire does not keep the lease from everyone else
+// for a renewal interval. The delay lets a request that is still on its way land first; one
+// that lands later is found by the next renewal, as before.
+const settleDelay = 20 * time.Millisecond
+
+// settleSoon moves the next keep-alive to settleDelay from now (at most a quarter of the
+// renewal interval), if it is due later: one extra keep-alive however many acquires failed
+// before it is sent.
+func (s *Engine) settleSoon() {
+	at := add(s.now, min(settleDelay, s.opt.RenewInterval/4))
+	if s.sess.settleAt == 0 || at < s.sess.settleAt {
+		s.sess.settleAt = at
+	}
+	if s.sess.state == SessionLive && s.sess.kaReq == 0 && s.sess.settleAt < s.sess.kaAt {
+		s.sess.kaAt = s.sess.settleAt
+		s.arm(TimerRenew, "", s.sess.kaAt)
+	}
 }
 
 func (s *Engine) onKeepAliveReply(p pending, ev Event) {
@@ -419,6 +449,9 @@ func (s *Engine) onKeepAliveReply(p pending, ev Event) {
 		}
 	}
 	s.sess.kaAt = max(add(sent, s.opt.RenewInterval), s.now)
+	if s.sess.settleAt != 0 {
+		s.sess.kaAt = min(s.sess.kaAt, max(s.sess.settleAt, s.now))
+	}
 	s.arm(TimerRenew, "", s.sess.kaAt)
 	found := s.seeHeld(ev.Req, ka.Held)
 	s.confirmGrants(ev.Req)
@@ -556,7 +589,7 @@ func (s *Engine) reconcile(req ReqID, sent time.Duration, held []spi.Held, found
 func (s *Engine) loseSession(reason Reason) {
 	old := s.sess.id
 	s.sess.state = SessionOpening // not live while the elections are told
-	s.sess.kaReq = 0
+	s.sess.kaReq, s.sess.settleAt = 0, 0
 	s.losing = true
 	s.emit(Effect{Kind: EfPublish, Publish: PubSessionLost, Session: old, Reason: reason})
 	act := append(s.scratch2[:0], s.active...)
