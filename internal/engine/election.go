@@ -368,10 +368,10 @@ func (s *Engine) onAcquireReply(p pending, ev Event) {
 		switch {
 		case !current:
 			s.afterStale(e)
+		case (e.flavor == FlavorLock || e.flavor == FlavorTryLock) && spi.Classify(ev.Err) == spi.Permanent:
+			s.end(e, ev.Err) // as it is: not ErrUnavailable, which says that retrying may help
 		case e.flavor == FlavorTryLock:
 			s.end(e, spi.Unavailable("acquire "+e.name, ev.Err))
-		case e.flavor == FlavorLock && spi.Classify(ev.Err) == spi.Permanent:
-			s.end(e, ev.Err)
 		default:
 			e.fails++
 			s.retryLater(e, add(s.now, s.backoff(e.fails, ev.Err)))
