@@ -27,7 +27,8 @@ import (
 // a backend reply) steps it in the loop's place, one stepper at a time, sparing the wake-ups
 // of the loop and of the waiting caller. Backend calls run on call workers with a timeout of
 // one renewal interval — an acquire or release that a Lock or Unlock stepping inline asked for
-// runs on that caller's goroutine, which would only wait meanwhile (cut short if the caller's
+// runs on that caller's goroutine, which would only wait meanwhile, when the caller's context
+// cannot end or the backend's calls are cut-safe (spi.CutSafe; then cut short if the caller's
 // context ends: runCall); callbacks go through a serial dispatcher per election; leader work
 // runs on one goroutine per term. On a clock that is an spi.Settler (simbatest.VirtualClock)
 // the client reports which of that work is under way, so that the clock, when a test moves it,
@@ -38,8 +39,10 @@ type Client struct {
 	backend spi.Backend
 	// queuer is backend's waiter queue (nil when it has none): waiting acquires go through it.
 	queuer spi.Queuer
-	eng    *engine.Engine // loop goroutine only
-	rng    *rand.Rand     // loop goroutine only
+	// cutSafe: the backend's acquires may be cut short by a caller's context (spi.CutSafe).
+	cutSafe bool
+	eng     *engine.Engine // loop goroutine only
+	rng     *rand.Rand     // loop goroutine only
 
 	in       chan func()
 	pending  atomic.Int64 // functions sent to in and not yet run
@@ -129,6 +132,8 @@ func New(backend spi.Backend, opts ...Option) (*Client, error) {
 	eopt := cfg.engineOptions()
 	queuer, queues := backend.(spi.Queuer)
 	eopt.Queue = queues
+	cs, cutSafe := backend.(spi.CutSafe)
+	cutSafe = cutSafe && cs.CutSafe()
 	eng, err := engine.New(eopt)
 	if err != nil {
 		return nil, err
@@ -141,6 +146,7 @@ func New(backend spi.Backend, opts ...Option) (*Client, error) {
 		cfg:        cfg,
 		backend:    backend,
 		queuer:     queuer,
+		cutSafe:    cutSafe,
 		eng:        eng,
 		rng:        rand.New(rand.NewPCG(seed, seed^0x9E3779B97F4A7C15)),
 		in:         make(chan func(), 1024),
@@ -444,11 +450,11 @@ func (c *Client) addFuture(f *future) {
 // wakes the caller only when the future completes. It returns the future once the event is
 // posted — the engine takes every posted event in order, even if ctx ends first — and
 // ErrClosed (with no future) if the loop has exited. When the loop is idle the caller steps
-// the event itself (post) and also runs the acquire or release that the step asks for about
-// the event's name (callClaim): then an uncontended Lock or Unlock is one backend call on the
-// caller's goroutine with no hand-off at all. If ctx ends during that call, the call is cut
-// short so that the caller returns at once with ctx's error (runCall says what becomes of the
-// call).
+// the event itself (post) and, when ctx cannot end or the backend's calls are cut-safe
+// (spi.CutSafe), also runs the acquire or release that the step asks for about the event's name
+// (callClaim): then an uncontended Lock or Unlock is one backend call on the caller's goroutine
+// with no hand-off at all. If ctx ends during that call, the call is cut short so that the
+// caller returns at once with ctx's error (runCall says what becomes of the call).
 func (c *Client) request(ctx context.Context, ev engine.Event) (*future, error) {
 	since := c.errSeq.Load()
 	f := newFuture()
@@ -461,7 +467,7 @@ func (c *Client) request(ctx context.Context, ev engine.Event) (*future, error) 
 	inline := func() {
 		// The call the step asks for about this name may as well run here, on the goroutine
 		// that waits for it anyway.
-		own = callClaim{name: ev.Name}
+		own = callClaim{name: ev.Name, cuttable: ctx.Done() == nil || c.cutSafe}
 		c.claim = &own
 		run()
 		c.claim = nil
@@ -648,7 +654,7 @@ func (c *Client) startCall(ef engine.Effect) {
 	ef.Names = append([]string(nil), ef.Names...)
 	ef.Groups = append([]string(nil), ef.Groups...)
 	c.settle.begin() // ended by runCall once the reply is posted
-	if cl := c.claim; cl != nil && !cl.taken && ef.Name == cl.name && (ef.Op == engine.OpAcquire || ef.Op == engine.OpRelease) {
+	if cl := c.claim; cl != nil && cl.cuttable && !cl.taken && ef.Name == cl.name && (ef.Op == engine.OpAcquire || ef.Op == engine.OpRelease) {
 		cl.ef, cl.taken = ef, true
 		c.calls.Add(1) // before the loop can exit and wait for the calls: it needs the stepper
 		return
@@ -670,9 +676,15 @@ func (c *Client) dispatchCall(ef engine.Effect) {
 // for about its name (an acquire or a release): the requesting goroutine runs that call itself
 // instead of handing it to a worker, since it would only wait for the outcome meanwhile.
 type callClaim struct {
-	name  string
-	taken bool
-	ef    engine.Effect
+	name string
+	// cuttable: the call may be claimed — the request's context cannot end, or the
+	// backend's calls are cut-safe (spi.CutSafe). Cutting a SQL backend's acquire
+	// mid-transaction would leave its row locks held until the server noticed, every other
+	// session's acquire of the name waiting for them, and cutting any of its statements tears
+	// down a pooled connection; so there the call runs on a call worker to its end.
+	cuttable bool
+	taken    bool
+	ef       engine.Effect
 }
 
 // maxIdleWorkers bounds the call workers kept idle; idleWorkerFor is how long one waits for a
@@ -726,9 +738,12 @@ func (c *Client) callWorker(ef engine.Effect) {
 //   - a cut acquire is not repeated (a late landing of the cut request after a second
 //     attempt's grant was released could take the lease again with nobody asking about it):
 //     the engine gets an error saying the caller's context ended, retryable, so that its
-//     outcome is unknown like a timed-out call's — keep-alives ask about the name and release
-//     a grant that landed (rule 3) — and a Lock retries it unless its stop comes first (it
-//     does: the caller withdraws), a TryLock ends with it.
+//     outcome is unknown like a timed-out call's — keep-alives ask about the name, the first
+//     20 ms later, and release a grant that landed (rule 3) — and a Lock retries it unless
+//     its stop comes first (it does: the caller withdraws), a TryLock ends with it.
+//
+// Only cut-safe backends' calls are cut so (spi.CutSafe, see callClaim): a SQL backend's
+// acquire runs on a call worker to its end instead.
 func (c *Client) runCall(ef engine.Effect, caller context.Context) (cut bool) {
 	defer c.settle.end()
 	ctx, cancel := c.settle.callContext(c.baseCtx, c.cfg.clock, c.cfg.renewEvery)

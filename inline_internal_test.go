@@ -21,6 +21,12 @@ type probeBackend struct {
 	blockAcquire atomic.Int32 // how many of the next Acquires block
 	blockRelease atomic.Int32 // how many of the next Releases block
 	entered      chan struct{}
+	// notCutSafe makes the probe deny spi.CutSafe (set before New reads it).
+	notCutSafe bool
+	// hold, when set, makes the next Acquire (after its grant landed) wait until it is closed
+	// or its context ends; heldCtxErr is that context's error when it returned.
+	hold       chan struct{}
+	heldCtxErr chan error
 
 	mu       sync.Mutex
 	acquireG []uint64
@@ -31,11 +37,27 @@ func newProbe(b spi.Backend) *probeBackend {
 	return &probeBackend{Backend: b, entered: make(chan struct{}, 1)}
 }
 
+// CutSafe implements spi.CutSafe as the probed backend does, unless notCutSafe.
+func (p *probeBackend) CutSafe() bool {
+	cs, ok := p.Backend.(spi.CutSafe)
+	return !p.notCutSafe && ok && cs.CutSafe()
+}
+
 func (p *probeBackend) Acquire(ctx context.Context, sess spi.SessionID, name string) (spi.Acquire, error) {
 	p.mu.Lock()
 	p.acquireG = append(p.acquireG, goid())
+	hold := p.hold
+	p.hold = nil
 	p.mu.Unlock()
 	a, err := p.Backend.Acquire(ctx, sess, name)
+	if hold != nil {
+		p.entered <- struct{}{}
+		select {
+		case <-hold:
+		case <-ctx.Done():
+		}
+		p.heldCtxErr <- ctx.Err()
+	}
 	if p.blockAcquire.Add(-1) >= 0 {
 		p.entered <- struct{}{}
 		<-ctx.Done()
@@ -103,8 +125,15 @@ type inlineWorld struct {
 
 func newInlineWorld(t *testing.T, ttl time.Duration) *inlineWorld {
 	t.Helper()
+	return newInlineWorldCut(t, ttl, true)
+}
+
+// newInlineWorldCut is newInlineWorld on a backend that is cut-safe (spi.CutSafe) or not.
+func newInlineWorldCut(t *testing.T, ttl time.Duration, cutSafe bool) *inlineWorld {
+	t.Helper()
 	w := &inlineWorld{srv: simbatest.NewServer(simbatest.WithClock(spi.SystemClock()))}
 	w.probe = newProbe(w.srv.Backend())
+	w.probe.notCutSafe = !cutSafe
 	c, err := New(w.probe, WithTTL(ttl), WithOwner("inline"),
 		WithListener(func(ev Event) {
 			if ev.Kind == EventBackendError {
@@ -376,5 +405,46 @@ func TestUnlockWithEndedContext(t *testing.T) {
 	}
 	if errs := w.backendErrors(); len(errs) > 0 {
 		t.Fatalf("backend errors: %+v", errs)
+	}
+}
+
+// TestAcquireOnWorkerWhenNotCutSafe: on a backend whose calls are not cut-safe (a SQL
+// backend's acquire may hold row locks between statements), a Lock or Unlock whose context can
+// end runs its call on a call worker, not on its own goroutine, and its end does not cut that
+// call short: the caller returns at once, the acquire runs to its end with a live context, and
+// its grant, which nobody wants any more, is released.
+func TestAcquireOnWorkerWhenNotCutSafe(t *testing.T) {
+	w := newInlineWorldCut(t, 30*time.Second, false)
+	me := goid()
+	timeout, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	h, err := w.c.Lock(timeout, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Unlock(timeout); err != nil {
+		t.Fatal(err)
+	}
+	if acq, rel := w.probe.last(); acq == me || rel == me {
+		t.Fatalf("acquire on goroutine %d, release on %d; want both on a worker, not the caller's (%d)", acq, rel, me)
+	}
+
+	hold := make(chan struct{})
+	w.probe.mu.Lock()
+	w.probe.hold, w.probe.heldCtxErr = hold, make(chan error, 1)
+	w.probe.mu.Unlock()
+	ctx, canceled := w.cancelOnEntry()
+	h, err = w.c.Lock(ctx, "job")
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Lock whose context ended: %v, %v; want context.Canceled", h, err)
+	}
+	<-canceled
+	close(hold) // the acquire, still running on its worker, returns its grant now
+	if err := <-w.probe.heldCtxErr; err != nil {
+		t.Fatalf("the acquire's context ended with the caller's (%v); want it left to run", err)
+	}
+	w.waitFree(t, "job", 5*time.Second) // released on its reply, a keep-alive is 10 s away
+	if cut := w.abandoned("acquire"); len(cut) != 0 {
+		t.Fatalf("acquires abandoned: %+v; want none", cut)
 	}
 }

@@ -171,6 +171,10 @@ func (b *Backend) Acquire(ctx context.Context, session spi.SessionID, name strin
 	return r, nil
 }
 
+// CutSafe implements spi.CutSafe: every call is one step of the model, applied whole or not
+// at all, so a caller's context may cut an acquire short at any point.
+func (b *Backend) CutSafe() bool { return true }
+
 // AcquireQueued implements spi.Queuer (Calls counts it as an "Acquire").
 func (b *Backend) AcquireQueued(ctx context.Context, session spi.SessionID, name string) (spi.Acquire, error) {
 	var r spi.Acquire

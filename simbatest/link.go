@@ -103,6 +103,12 @@ func through[T any](l *Link, ctx context.Context, op string, f func() (T, error)
 // linked is the spi.Backend side of a Link.
 type linked struct{ l *Link }
 
+// CutSafe implements spi.CutSafe as the linked backend does.
+func (k linked) CutSafe() bool {
+	cs, ok := k.l.b.(spi.CutSafe)
+	return ok && cs.CutSafe()
+}
+
 func (k linked) OpenSession(ctx context.Context, owner string, ttl time.Duration) (spi.Session, error) {
 	return through(k.l, ctx, "open-session", func() (spi.Session, error) { return k.l.b.OpenSession(ctx, owner, ttl) })
 }

@@ -80,8 +80,8 @@ func (s *Server) VirtualClock() *VirtualClock {
 	return c
 }
 
-// Backend returns a new client connection to the server: an spi.Backend (also spi.Hinter and
-// spi.Inspector) with its own faults.
+// Backend returns a new client connection to the server: an spi.Backend (also spi.Hinter,
+// spi.Inspector, spi.Queuer and spi.CutSafe) with its own faults.
 func (s *Server) Backend() *Backend {
 	return &Backend{Faults: newFaults(), srv: s, calls: make(map[string]int)}
 }

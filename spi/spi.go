@@ -413,3 +413,24 @@ type Queuer interface {
 	// ErrInvalidName before any I/O.
 	Withdraw(ctx context.Context, session SessionID, name string) error
 }
+
+// CutSafe is implemented by a backend whose Acquire, AcquireQueued and Release may be cut
+// short by their context at any point without costing anyone else: each server-side step of
+// those calls is one atomic request (a script, a multi-op, a transaction in one request), so a
+// cancelled call leaves that step's whole effect or none, nothing at the server waits on the
+// client meanwhile, and the connection stays usable. A backend whose acquire holds
+// server-side locks between round trips (a SQL transaction of several statements) is not:
+// cancelled mid-way, it keeps those locks until the server notices, and every other session's
+// acquire of the name waits for them; cancelling a SQL statement also costs its pooled
+// connection.
+//
+// The client runs the acquire or release of a Lock, TryLock or Unlock whose context can end
+// on the caller's own goroutine, cut short when that context ends, only when CutSafe reports
+// true; otherwise the call runs on a call worker to its end, and the caller stops waiting for
+// it. (With a context that cannot end, the caller's goroutine runs it either way.) A decorator
+// that does not forward CutSafe gets the call worker, the safe default.
+type CutSafe interface {
+	// CutSafe reports whether the backend's acquires and releases are cut-safe as described
+	// above.
+	CutSafe() bool
+}

@@ -396,6 +396,10 @@ func (b *Backend) Acquire(ctx context.Context, id spi.SessionID, name string) (s
 	return b.acquire(ctx, "Acquire", id, name, false)
 }
 
+// CutSafe implements spi.CutSafe: every call runs under the backend's mutex, whole or not at
+// all, so a caller's context may cut an acquire short at any point.
+func (b *Backend) CutSafe() bool { return true }
+
 // AcquireQueued implements spi.Queuer: Acquire for a session that waits for name. Unless the
 // reply is Granted or SessionExpired, the session has an entry in name's waiter queue when it
 // returns: a new one at the end, or its old one (its place) with its expiry refreshed to the
