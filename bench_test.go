@@ -3,6 +3,7 @@ package simba_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/simba-go/simba"
 	"github.com/simba-go/simba/backend/redis"
 	simbasql "github.com/simba-go/simba/backend/sql"
+	"github.com/simba-go/simba/backend/zookeeper"
 	"github.com/simba-go/simba/internal/testenv"
 	"github.com/simba-go/simba/simbatest"
 	"github.com/simba-go/simba/spi"
@@ -32,6 +34,9 @@ func BenchmarkLockCycle(b *testing.B) {
 		{"redis", func(b *testing.B) (spi.Backend, error) { return redis.Open("redis://" + testenv.Redis(b)) }},
 		{"postgres", func(b *testing.B) (spi.Backend, error) {
 			return simbasql.Open(context.Background(), testenv.Postgres(b), simbasql.WithAutoMigrate())
+		}},
+		{"zookeeper", func(b *testing.B) (spi.Backend, error) {
+			return zookeeper.New("zk://" + strings.Join(testenv.ZooKeeper(b), ",") + "/simba-bench")
 		}},
 	}
 	for _, srv := range servers {
