@@ -3,6 +3,7 @@ package simba_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	mrand "math/rand/v2"
 	"strconv"
 	"strings"
@@ -35,7 +36,7 @@ func BenchmarkLockCycle(b *testing.B) {
 		name string
 		open func(b *testing.B) (spi.Backend, error)
 	}{
-		{"redis", func(b *testing.B) (spi.Backend, error) { return redis.Open("redis://" + testenv.Redis(b)) }},
+		{"redis", func(b *testing.B) (spi.Backend, error) { return redis.Open("redis://"+testenv.Redis(b), benchQuiet) }},
 		{"postgres", func(b *testing.B) (spi.Backend, error) {
 			return simbasql.Open(context.Background(), testenv.Postgres(b), simbasql.WithAutoMigrate())
 		}},
@@ -143,7 +144,7 @@ return redis.status_reply('OK')`)
 			b.Fatalf("release: %v", err)
 		}
 	}
-	be, err := redis.Open("redis://" + addr)
+	be, err := redis.Open("redis://"+addr, benchQuiet)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -228,7 +229,7 @@ func BenchmarkLockContention(b *testing.B) {
 		name string
 		open func(b *testing.B) (spi.Backend, error)
 	}{
-		{"redis", func(b *testing.B) (spi.Backend, error) { return redis.Open("redis://" + testenv.Redis(b)) }},
+		{"redis", func(b *testing.B) (spi.Backend, error) { return redis.Open("redis://"+testenv.Redis(b), benchQuiet) }},
 		{"postgres", func(b *testing.B) (spi.Backend, error) {
 			return simbasql.Open(context.Background(), testenv.Postgres(b), simbasql.WithAutoMigrate())
 		}},
@@ -301,3 +302,8 @@ func BenchmarkLockContention(b *testing.B) {
 		})
 	}
 }
+
+// benchQuiet drops the Redis backend's warnings (the test server runs with appendonly no):
+// written to stderr, they land in the middle of a benchmark's result line, which benchstat then
+// cannot read.
+var benchQuiet = redis.WithLogger(slog.New(slog.DiscardHandler))

@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"log/slog"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -98,7 +99,7 @@ func BenchmarkTrivialEvalSha(b *testing.B) {
 }
 
 func benchCycle(b *testing.B, c goredis.UniversalClient, opts ...Option) {
-	be := newBackend(b, c, opts...)
+	be := newBackend(b, c, append(opts, benchQuiet)...)
 	ctx := context.Background()
 	s, err := be.OpenSession(ctx, "bench", time.Hour)
 	if err != nil {
@@ -200,7 +201,7 @@ func BenchmarkScriptPairFloor(b *testing.B) {
 }
 
 func benchKeepAlive(b *testing.B, c goredis.UniversalClient, n int) {
-	be := newBackend(b, c)
+	be := newBackend(b, c, benchQuiet)
 	ctx := context.Background()
 	s, err := be.OpenSession(ctx, "bench", time.Hour)
 	if err != nil {
@@ -280,7 +281,7 @@ func BenchmarkKeepAlive10000Cluster(b *testing.B) { benchKeepAlive(b, clusterCli
 // keep-alive sent, pipelined ones included.
 func BenchmarkKeepAliveGroupsCluster(b *testing.B) {
 	c := clusterClient(b)
-	be := newBackend(b, c)
+	be := newBackend(b, c, benchQuiet)
 	ctx := context.Background()
 	s, err := be.OpenSession(ctx, "bench", time.Hour)
 	if err != nil {
@@ -331,3 +332,8 @@ func (c *commandCounter) ProcessPipelineHook(next goredis.ProcessPipelineHook) g
 		return next(ctx, cmds)
 	}
 }
+
+// benchQuiet drops the backend's warnings (the test server runs with appendonly no): written
+// to stderr, they land in the middle of a benchmark's result line, which benchstat then cannot
+// read.
+var benchQuiet = WithLogger(slog.New(slog.DiscardHandler))
