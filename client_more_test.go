@@ -125,8 +125,8 @@ func TestPartitionsRebalance(t *testing.T) {
 	// is claimed twice: by the old holder, read before its term ended, and by the new one.
 	// That is no double leader; this is: a partition's older term (lower fencing token) seen
 	// valid at any moment after its newer term was seen valid — the older term must end
-	// before the newer is granted, and a term never becomes valid again once it is not — or
-	// two members with one token. A hand-over caught half-way is just not balanced yet.
+	// before the newer is granted, and the newer is valid only after its grant — or two
+	// members with one token. A hand-over caught half-way is just not balanced yet.
 	balanced := func(gs []*simba.PartitionGroup) func() bool {
 		return func() bool {
 			type claim struct {
