@@ -64,7 +64,8 @@ type Client struct {
 	claim   *callClaim // the call a request stepping inline runs on its own goroutine
 
 	// Loop-goroutine state.
-	timers    map[engine.Timer]spi.Timer
+	timers    map[engine.Timer]armedTimer
+	timerGen  uint64 // numbers the arms, so that a stale firing leaves a newer timer's entry
 	futures   map[engine.FutureID]*future
 	nextFut   engine.FutureID
 	deadlines map[SessionID]*atomic.Int64
@@ -152,7 +153,7 @@ func New(backend spi.Backend, opts ...Option) (*Client, error) {
 		in:         make(chan func(), 1024),
 		callQ:      make(chan engine.Effect),
 		loopDone:   make(chan struct{}),
-		timers:     make(map[engine.Timer]spi.Timer),
+		timers:     make(map[engine.Timer]armedTimer),
 		futures:    make(map[engine.FutureID]*future),
 		deadlines:  make(map[SessionID]*atomic.Int64),
 		handles:    make(map[string]leaseHandle),
@@ -407,7 +408,7 @@ func (c *Client) loop() {
 	c.settle.close()
 	close(c.loopDone)
 	for _, t := range c.timers {
-		t.Stop()
+		t.timer.Stop()
 	}
 	c.cancel()
 	for id, f := range c.futures {
@@ -616,9 +617,20 @@ func (c *Client) deadline(sid SessionID) *atomic.Int64 {
 	return d
 }
 
+// armedTimer is an entry of Client.timers: the clock's timer and the arm it came from.
+type armedTimer struct {
+	timer spi.Timer
+	gen   uint64 // Client.timerGen as of the arm
+}
+
+// arm sets the timer key to fire at at, replacing (stopping) the key's earlier one. A timer
+// that fired enqueues its step; that step drops the key's entry only if it is still the
+// entry of this timer: the key may have been armed again between the firing and the step
+// (the newer timer is still to fire and must stay stoppable and counted). The stale step is
+// still taken: the engine checks every firing against its own state (engine doc, EfArm).
 func (c *Client) arm(key engine.Timer, at, now time.Duration) {
-	if old := c.timers[key]; old != nil {
-		old.Stop()
+	if old, ok := c.timers[key]; ok {
+		old.timer.Stop()
 	}
 	var d time.Duration // 0: fire at once
 	if at > now {
@@ -626,12 +638,17 @@ func (c *Client) arm(key engine.Timer, at, now time.Duration) {
 			d = math.MaxInt64
 		}
 	}
-	c.timers[key] = c.cfg.clock.AfterFunc(d, func() {
+	c.timerGen++
+	gen := c.timerGen
+	t := c.cfg.clock.AfterFunc(d, func() {
 		c.enqueue(func() {
-			delete(c.timers, key)
+			if cur, ok := c.timers[key]; ok && cur.gen == gen {
+				delete(c.timers, key)
+			}
 			c.step(engine.Event{Kind: engine.EvTimer, Timer: key})
 		})
 	})
+	c.timers[key] = armedTimer{timer: t, gen: gen}
 }
 
 // dropGrantTimer stops the name's TimerGrant once the term it was armed for is confirmed or
@@ -639,8 +656,8 @@ func (c *Client) arm(key engine.Timer, at, now time.Duration) {
 // many names would otherwise keep one timer per name for up to a TTL.
 func (c *Client) dropGrantTimer(name string) {
 	key := engine.Timer{Kind: engine.TimerGrant, Name: name}
-	if t := c.timers[key]; t != nil {
-		t.Stop()
+	if t, ok := c.timers[key]; ok {
+		t.timer.Stop()
 		delete(c.timers, key)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -100,6 +101,24 @@ func (c *Client) footprint(t testing.TB) clientFootprint {
 	return <-got
 }
 
+// timerKeys lists the timers the client has armed, read on the loop goroutine: what a
+// footprint's Timers counts.
+func (c *Client) timerKeys(t testing.TB) []string {
+	t.Helper()
+	got := make(chan []string, 1)
+	if !c.post(func() {
+		keys := make([]string, 0, len(c.timers))
+		for k := range c.timers {
+			keys = append(keys, k.String())
+		}
+		slices.Sort(keys)
+		got <- keys
+	}) {
+		t.Fatal("the client's loop has exited")
+	}
+	return <-got
+}
+
 // heap returns the live heap after a collection: bytes and objects allocated and not freed,
 // and the bytes of the spans they occupy (which also count fragmentation).
 func heap() (alloc, objects, inUse uint64) {
@@ -175,7 +194,7 @@ func TestLockingManyNamesLeavesNothingBehind(t *testing.T) {
 		allocBefore/1024, objectsBefore, allocAfter/1024, objectsAfter, (int64(allocAfter)-int64(allocBefore))/1024,
 		int64(objectsAfter)-int64(objectsBefore), inUseBefore/1024, inUseAfter/1024)
 	if after != before {
-		t.Errorf("the client's state did not return to its size:\nbefore %+v\nafter  %+v", before, after)
+		t.Errorf("the client's state did not return to its size:\nbefore %+v\nafter  %+v\ntimers armed: %v", before, after, c.timerKeys(t))
 	}
 	// A leaked map entry per name (a handle, a released token) would be several MB over
 	// 100,000 names, and even 3 bytes a name 300 KB. What stays is a constant: maps grown to the
