@@ -401,8 +401,12 @@ const settleDelay = 20 * time.Millisecond
 
 // settleSoon moves the next keep-alive to settleDelay from now (at most a quarter of the
 // renewal interval), if it is due later: one extra keep-alive however many acquires failed
-// before it is sent.
+// before it is sent. Not while keep-alives are failing: their backoff stands, so an outage
+// that fails every acquire does not send a keep-alive after each of them.
 func (s *Engine) settleSoon() {
+	if s.sess.fails > 0 {
+		return
+	}
 	at := add(s.now, min(settleDelay, s.opt.RenewInterval/4))
 	if s.sess.settleAt == 0 || at < s.sess.settleAt {
 		s.sess.settleAt = at
