@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/simba-go/simba/generated/sqlq"
@@ -24,11 +25,13 @@ import (
 //
 // When to read: on Linux an inotify watch on the file's directory wakes the waker when the
 // file, its WAL or its journal is written (by any process), and it reads then and again 2, 4,
-// 8 … 64 ms later (a commit writes and syncs the WAL before it publishes the new version), plus
-// a safety-net read every sqliteWakeWatchedPoll: a waiting process costs about 0.2% of a core
-// (TestSQLiteWaiterCPU). Elsewhere it wakes every sqliteWakePoll, stats the file and its WAL,
-// and reads only when one changed (or every sqliteWakeFullPoll): about 4–5% of a core, mostly
-// the wake-ups themselves.
+// 8 … 64 ms later (a commit writes and syncs the WAL before it publishes the new version) —
+// but only until a read after the first sees the counter change (see chainDone), plus a
+// safety-net read every sqliteWakeWatchedPoll. A read costs far more than its statement (the
+// wake-up of an idle process: 0.2–0.4 ms of CPU on a small VM), so a commit costs two reads
+// (at the write, and 2 ms later once the WAL is synced) rather than seven. Elsewhere it wakes
+// every sqliteWakePoll, stats the file and its WAL, and reads only when one changed (or every
+// sqliteWakeFullPoll): about 4–5% of a core, mostly the wake-ups themselves.
 const (
 	// sqliteWakePoll is the polling period while someone waits when there is no file watch
 	// (a hand-over is seen within it), and the delay of the second read after a file event.
@@ -62,6 +65,10 @@ type sqliteWaker struct {
 	// Only poll's goroutine uses these.
 	path  string     // the database file ("" until open, or when not a file)
 	print [2]fileKey // the last fingerprint of the database file and its WAL
+
+	// followUps counts the change counter's reads other than at a file event: the reads that
+	// follow one, and the safety net's (for the tests).
+	followUps atomic.Int64
 }
 
 // fileKey is what a commit changes in a file: its size or its modification time.
@@ -117,11 +124,12 @@ func (w *sqliteWaker) hints(ctx context.Context, stop <-chan struct{}, wg *sync.
 func (w *sqliteWaker) poll(ctx context.Context) {
 	var (
 		db       *sql.DB
-		conn     *sql.Conn
+		conn     *preparedConn
 		watch    *fileWatch // nil: none (not Linux, or inotify failed): poll every sqliteWakePoll
 		last     int64      = -1
 		lastRead time.Time
 		recheck  time.Duration // after a file event: the delay of the next read again (0: none)
+		chain    bool          // the reads after a file event's first read (see chainDone)
 		noWatch  bool          // a file watch failed: poll
 	)
 	defer func() {
@@ -129,7 +137,7 @@ func (w *sqliteWaker) poll(ctx context.Context) {
 			watch.close()
 		}
 		if conn != nil {
-			conn.Close()
+			conn.close()
 			db.Close()
 		}
 	}()
@@ -192,7 +200,8 @@ func (w *sqliteWaker) poll(ctx context.Context) {
 		switch {
 		case event:
 			// A commit writes the WAL, syncs it (milliseconds on a slow disk), then
-			// publishes the new version: look now and again 2, 4, 8 … 64 ms later.
+			// publishes the new version: look now and again 2, 4, 8 … 64 ms later, until
+			// chainDone.
 			recheck = sqliteWakePoll
 		case recheck > 0:
 			if recheck *= 2; recheck > sqliteWakeRecheckMax {
@@ -202,9 +211,15 @@ func (w *sqliteWaker) poll(ctx context.Context) {
 			continue
 		}
 		lastRead = time.Now()
+		if !event {
+			w.followUps.Add(1)
+		}
 		var v int64
-		if err := conn.QueryRowContext(ctx, w.counter).Scan(&v); err != nil {
-			conn.Close()
+		// A context that cannot end: the read does not wait for locks (the waker's
+		// connection has no busy timeout), and a cancellable one costs two goroutines per
+		// read (database/sql's and the driver's watch on it).
+		if err := conn.QueryRowContext(context.WithoutCancel(ctx), w.counter).Scan(&v); err != nil {
+			conn.close()
 			db.Close()
 			conn, db, last = nil, nil, -1
 			continue
@@ -216,13 +231,32 @@ func (w *sqliteWaker) poll(ctx context.Context) {
 				w.hub.deliver(spi.Hint{Kind: spi.Released, Name: n})
 			}
 		}
+		switch {
+		case event:
+			chain = true // the event's own read: a change here ends nothing
+		case recheck == 0:
+			chain = false
+		case chain && chainDone(last, v):
+			recheck, chain = 0, false
+		}
 		last = v
 	}
 }
 
+// chainDone reports whether a read after a file event's first read, which saw the counter go
+// from last to v, ends the event's reads (v is not last): every commit that wrote to the file
+// before the event was taken is visible now. SQLite lets one writer at a time write and
+// publish, so when the event's first read ran, every commit that had written before it was
+// visible but for at most one still syncing; the first change seen after that read is that
+// commit's (no later commit could write before it published). A commit that writes after the
+// event is taken brings an event of its own. The event's first read itself cannot end them:
+// its change may be a commit published just before another one wrote, in the same wake-up.
+func chainDone(last, v int64) bool { return last >= 0 && v != last }
+
 // open opens a connection of the waker's own to the backend's file (the change counter counts
-// the commits of every other connection, the backend's pool included).
-func (w *sqliteWaker) open(ctx context.Context) (*sql.DB, *sql.Conn, error) {
+// the commits of every other connection, the backend's pool included), which prepares the
+// statements it runs there once.
+func (w *sqliteWaker) open(ctx context.Context) (*sql.DB, *preparedConn, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	var seq int
@@ -241,13 +275,72 @@ func (w *sqliteWaker) open(ctx context.Context) (*sql.DB, *sql.Conn, error) {
 		db.Close()
 		return nil, nil, err
 	}
-	return db, conn, nil
+	return db, &preparedConn{conn: conn, stmts: map[string]*sql.Stmt{}}, nil
+}
+
+// preparedConn is the waker's connection: it prepares each statement once (parsing a
+// statement costs as much as running the waker's reads) and keeps it until close.
+type preparedConn struct {
+	conn  *sql.Conn
+	stmts map[string]*sql.Stmt
+}
+
+func (p *preparedConn) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
+	if s, ok := p.stmts[query]; ok {
+		return s, nil
+	}
+	s, err := p.conn.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	p.stmts[query] = s
+	return s, nil
+}
+
+// ExecContext runs query, prepared once.
+func (p *preparedConn) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	s, err := p.stmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return s.ExecContext(ctx, args...)
+}
+
+// PrepareContext prepares query afresh (the caller closes it).
+func (p *preparedConn) PrepareContext(ctx context.Context, query string) (*sql.Stmt, error) {
+	return p.conn.PrepareContext(ctx, query)
+}
+
+// QueryContext runs query, prepared once.
+func (p *preparedConn) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	s, err := p.stmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return s.QueryContext(ctx, args...)
+}
+
+// QueryRowContext runs query, prepared once (unprepared if preparing fails: the row carries
+// the error).
+func (p *preparedConn) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	s, err := p.stmt(ctx, query)
+	if err != nil {
+		return p.conn.QueryRowContext(ctx, query, args...)
+	}
+	return s.QueryRowContext(ctx, args...)
+}
+
+func (p *preparedConn) close() {
+	for _, s := range p.stmts {
+		s.Close()
+	}
+	p.conn.Close()
 }
 
 // free returns the names whose lease is free now (no holder, or the holder's session expired).
-func (w *sqliteWaker) free(ctx context.Context, conn *sql.Conn, names []string) []string {
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
+func (w *sqliteWaker) free(ctx context.Context, conn *preparedConn, names []string) []string {
+	// Like the change counter's read, these do not wait for locks: no context to watch.
+	ctx = context.WithoutCancel(ctx)
 	q := sqlq.SQLite(conn)
 	var out []string
 	for _, n := range names {

@@ -257,7 +257,9 @@ const waitSettle = time.Second
 // runWaiter is the waiting process of the waiting-cost measure: it waits for name (which a
 // holder process holds) and, after waitSettle, reports its CPU time and backend calls over
 // waitWatch on stdout as "waited <µs watched> <CPU µs> <acquire calls> <calls>", then exits.
-func runWaiter(role, name string) int {
+// With wait false it is the idle process beside it: the same client, TTL and report, its
+// session open, waiting for nothing.
+func runWaiter(role, name string, wait bool) int {
 	c, err := confFromEnv()
 	if err != nil {
 		fmt.Println("error:", err)
@@ -282,11 +284,17 @@ func runWaiter(role, name string) int {
 		return 1
 	}
 	granted := make(chan error, 1)
-	go func() {
-		_, err := cl.Lock(ctx, name)
-		granted <- err
-	}()
+	if wait {
+		go func() {
+			_, err := cl.Lock(ctx, name)
+			granted <- err
+		}()
+	}
 	time.Sleep(waitSettle)
+	if !wait && cl.Session() == "" {
+		fmt.Println("error: no session open after", waitSettle)
+		return 1
+	}
 	a0, _, all0 := n.snapshot()
 	cpu0, t0 := cpuTime(), time.Now()
 	select {
@@ -311,8 +319,10 @@ func cpuTime() time.Duration {
 }
 
 // measureWaiting runs the waiting-cost measure of one Simba backend: a holder process takes
-// name, a waiting process waits for it and reports its CPU time and calls.
-func measureWaiting(ctx context.Context, env []string, role, name string, ttl time.Duration) (*waitRes, error) {
+// name, a waiting process waits for it and reports its CPU time and calls; an idle process
+// started with it (with idleEnv: on SQLite a file of its own) reports its own, waiting for
+// nothing.
+func measureWaiting(ctx context.Context, env, idleEnv []string, role, name string, ttl time.Duration) (*waitRes, error) {
 	holder, err := spawnHolder(ctx, env, role, name)
 	if err != nil {
 		return nil, err
@@ -329,23 +339,48 @@ func measureWaiting(ctx context.Context, env []string, role, name string, ttl ti
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	}()
-	var s string
-	select {
-	case s = <-line:
-	case <-ctx.Done():
-		return nil, fmt.Errorf("waiting process: %w", ctx.Err())
-	case <-time.After(waitSettle + waitWatch(ttl) + 30*time.Second):
-		return nil, fmt.Errorf("waiting process: no report after %v", waitSettle+waitWatch(ttl)+30*time.Second)
+	icmd, iline, ierr := startSelf(idleEnv, "-idle", role, "")
+	if ierr == nil {
+		defer func() {
+			_ = icmd.Process.Kill()
+			_ = icmd.Wait()
+		}()
 	}
-	var us, cpu, acq, all int64
-	if _, err := fmt.Sscanf(s, "waited %d %d %d %d", &us, &cpu, &acq, &all); err != nil {
-		return nil, fmt.Errorf("waiting process said %q", s)
+	us, cpu, acq, all, err := waitedReport(ctx, line, "waiting", ttl)
+	if err != nil {
+		return nil, err
 	}
 	ttls := float64(us) / float64(ttl.Microseconds())
-	return &waitRes{
+	w := &waitRes{
 		Seconds:   float64(us) / 1e6,
 		CPUShare:  float64(cpu) / float64(us),
 		AcqPerTTL: float64(acq) / ttls,
 		AllPerTTL: float64(all) / ttls,
-	}, nil
+	}
+	if ierr == nil {
+		var ius, icpu int64
+		if ius, icpu, _, _, ierr = waitedReport(ctx, iline, "idle", ttl); ierr == nil {
+			w.IdleCPUShare = float64(icpu) / float64(ius)
+		}
+	}
+	if ierr != nil {
+		w.IdleError = ierr.Error()
+	}
+	return w, nil
+}
+
+// waitedReport reads the "waited" line of a waiting or idle process (what names it).
+func waitedReport(ctx context.Context, line <-chan string, what string, ttl time.Duration) (us, cpu, acq, all int64, err error) {
+	var s string
+	select {
+	case s = <-line:
+	case <-ctx.Done():
+		return 0, 0, 0, 0, fmt.Errorf("%s process: %w", what, ctx.Err())
+	case <-time.After(waitSettle + waitWatch(ttl) + 30*time.Second):
+		return 0, 0, 0, 0, fmt.Errorf("%s process: no report after %v", what, waitSettle+waitWatch(ttl)+30*time.Second)
+	}
+	if _, err := fmt.Sscanf(s, "waited %d %d %d %d", &us, &cpu, &acq, &all); err != nil || us <= 0 {
+		return 0, 0, 0, 0, fmt.Errorf("%s process said %q", what, s)
+	}
+	return us, cpu, acq, all, nil
 }

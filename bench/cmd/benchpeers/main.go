@@ -35,6 +35,7 @@ func main() {
 		measures = flag.String("measures", "", "comma-separated measures to run (default all): "+strings.Join(measureKeys, ", ")+"; the targets of a measure not run are reported \"not measured\"")
 		holder   = flag.String("holder", "", "internal: run as a holder process of this role")
 		waitAs   = flag.String("waiter", "", "internal: run as a waiting process of this role")
+		idleAs   = flag.String("idle", "", "internal: run as an idle process of this role (a session open, waiting for nothing)")
 		holdFor  = flag.String("name", "", "internal: the holder's lock name")
 	)
 	flag.IntVar(&o.rounds, "rounds", 6, "rounds of every measure (interleaved)")
@@ -49,7 +50,10 @@ func main() {
 		os.Exit(runHolder(*holder, *holdFor))
 	}
 	if *waitAs != "" {
-		os.Exit(runWaiter(*waitAs, *holdFor))
+		os.Exit(runWaiter(*waitAs, *holdFor, true))
+	}
+	if *idleAs != "" {
+		os.Exit(runWaiter(*idleAs, "", false))
 	}
 	sel, err := parseSelection(*only, *measures)
 	if err == nil && o.handSamples < 1 {
@@ -171,7 +175,22 @@ type waitRes struct {
 	CPUShare  float64
 	AcqPerTTL float64
 	AllPerTTL float64
-	Error     string `json:",omitempty"`
+	// IdleCPUShare is the CPU share of an idle process watched beside it: the same client and
+	// TTL, its session open and kept alive, waiting for nothing (SQLite on a file of its own):
+	// what any process of the backend pays, waiting or not. IdleError: that process failed,
+	// and there is no idle figure.
+	IdleCPUShare float64
+	IdleError    string `json:",omitempty"`
+	Error        string `json:",omitempty"`
+}
+
+// addedCPU is the CPU share waiting adds to a process: the waiter's less the idle process's
+// (ok false without an idle figure).
+func (w *waitRes) addedCPU() (share float64, ok bool) {
+	if w.Error != "" || w.IdleError != "" {
+		return 0, false
+	}
+	return w.CPUShare - w.IdleCPUShare, true
 }
 
 type report struct {
@@ -313,7 +332,8 @@ func run(o opts) error {
 		rep.Waiting = make([]*waitRes, len(sbs))
 		// A SQLite file of its own, which only the holder and the waiter write: the harness's
 		// other SQLite clients (cycle, handover) renew their sessions in the run's file, and
-		// every commit there would wake the waiter.
+		// every commit there would wake the waiter. The idle processes have one each too:
+		// their keep-alives would wake the waiter.
 		wc := c
 		wc.dir = filepath.Join(c.dir, "wait")
 		if err := os.MkdirAll(wc.dir, 0o755); err != nil {
@@ -321,12 +341,17 @@ func run(o opts) error {
 		}
 		var wg sync.WaitGroup
 		for i, sb := range sbs {
+			ic := c
+			ic.dir = filepath.Join(c.dir, fmt.Sprintf("idle-%d", i))
+			if err := os.MkdirAll(ic.dir, 0o755); err != nil {
+				return err
+			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				wctx, cancel := context.WithTimeout(ctx, waitSettle+waitWatch(ttl)+60*time.Second)
 				defer cancel()
-				w, err := measureWaiting(wctx, wc.env(), sb.role, fmt.Sprintf("bench-%s-wait-%d", c.run, i), ttl)
+				w, err := measureWaiting(wctx, wc.env(), ic.env(), sb.role, fmt.Sprintf("bench-%s-wait-%d", c.run, i), ttl)
 				if err != nil {
 					w = &waitRes{Error: err.Error()}
 				}

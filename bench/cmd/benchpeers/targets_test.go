@@ -220,3 +220,38 @@ func TestHandSliceTakesTheAskedSamples(t *testing.T) {
 		t.Errorf("samples %v, want 25 (1 … 25 ms)", res.MS)
 	}
 }
+
+// The SQLite waiting-CPU target is judged on what waiting adds (the waiting process's CPU less
+// the idle process's, both shown), and on the whole waiting process when there is no idle
+// figure.
+func TestIdleCPUJudgesWhatWaitingAdds(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		w    *waitRes
+		met  bool
+		says []string
+	}{
+		{"added under the line", &waitRes{Group: "SQLite", Seconds: 4, CPUShare: 0.015, IdleCPUShare: 0.007},
+			true, []string{"waiting adds 0.80 %", "waiting 1.50 %", "idle with a session open 0.70 %", "met (0.80 % ≤ 1.00 %)"}},
+		{"added over the line", &waitRes{Group: "SQLite", Seconds: 4, CPUShare: 0.018, IdleCPUShare: 0.002},
+			false, []string{"waiting adds 1.60 %", "waiting 1.80 %", "0.60 % over"}},
+		{"no idle figure", &waitRes{Group: "SQLite", Seconds: 4, CPUShare: 0.015, IdleError: "idle process said \"\""},
+			false, []string{"waiting 1.50 %", "judged whole", "0.50 % over"}},
+	} {
+		r := &report{TTL: "2s", Waiting: []*waitRes{c.w}}
+		got := find(targets(r), "idle-cpu/sqlite")
+		if got == nil || got.Met == nil {
+			t.Errorf("%s: not judged (%+v)", c.name, got)
+			continue
+		}
+		text := got.Measured + " / " + got.Verdict
+		if *got.Met != c.met {
+			t.Errorf("%s: met %v (%s), want %v", c.name, *got.Met, text, c.met)
+		}
+		for _, s := range c.says {
+			if !strings.Contains(text, s) {
+				t.Errorf("%s: %q lacks %q", c.name, text, s)
+			}
+		}
+	}
+}
