@@ -271,9 +271,10 @@ func TestLocalReleaseWakesSameBackend(t *testing.T) {
 }
 
 // TestSQLiteWaiterCPU reports the CPU time a process spends while one of its clients waits
-// for a SQLite lock held by another client (the waker polls the change counter every 2 ms),
-// as a fraction of one core, beside the statements the waiter's backend sent (the waker's
-// polls run on a connection of its own). It checks that the waiter kept waiting; the numbers
+// for a SQLite lock held by another client (the waker reads the change counter after each
+// write to the file, until it sees the commit, and every 250 ms; every 2 ms where there is no
+// file watch), as a fraction of one core, beside the statements the waiter's backend sent (the
+// waker's reads run on a connection of its own). It checks that the waiter kept waiting; the numbers
 // are for the report.
 func TestSQLiteWaiterCPU(t *testing.T) {
 	dsn := liteDSN(t)
