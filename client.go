@@ -27,9 +27,9 @@ import (
 // a backend reply) steps it in the loop's place, one stepper at a time, sparing the wake-ups
 // of the loop and of the waiting caller. Backend calls run on call workers with a timeout of
 // one renewal interval — an acquire or release that a Lock or Unlock stepping inline asked for
-// runs on that caller's goroutine, which would only wait meanwhile, when the caller's context
-// cannot end or the backend's calls are cut-safe (spi.CutSafe; then cut short if the caller's
-// context ends: runCall); callbacks go through a serial dispatcher per election; leader work
+// runs on that caller's goroutine, which would only wait meanwhile, unless the caller's
+// deadline may fall during a call the backend cannot have cut safely (mayRunHere; a call on
+// the caller's goroutine is cut short if the caller's context ends: runCall); callbacks go through a serial dispatcher per election; leader work
 // runs on one goroutine per term. On a clock that is an spi.Settler (simbatest.VirtualClock)
 // the client reports which of that work is under way, so that the clock, when a test moves it,
 // waits until the client has processed everything due (settle.go); its calls then time out on
@@ -451,9 +451,9 @@ func (c *Client) addFuture(f *future) {
 // wakes the caller only when the future completes. It returns the future once the event is
 // posted — the engine takes every posted event in order, even if ctx ends first — and
 // ErrClosed (with no future) if the loop has exited. When the loop is idle the caller steps
-// the event itself (post) and, when ctx cannot end or the backend's calls are cut-safe
-// (spi.CutSafe), also runs the acquire or release that the step asks for about the event's name
-// (callClaim): then an uncontended Lock or Unlock is one backend call on the caller's goroutine
+// the event itself (post) and, unless ctx's deadline may fall during the call on a backend
+// whose calls are not cut-safe (mayRunHere), also runs the acquire or release that the step
+// asks for about the event's name (callClaim): then an uncontended Lock or Unlock is one backend call on the caller's goroutine
 // with no hand-off at all. If ctx ends during that call, the call is cut short so that the
 // caller returns at once with ctx's error (runCall says what becomes of the call).
 func (c *Client) request(ctx context.Context, ev engine.Event) (*future, error) {
@@ -468,7 +468,7 @@ func (c *Client) request(ctx context.Context, ev engine.Event) (*future, error) 
 	inline := func() {
 		// The call the step asks for about this name may as well run here, on the goroutine
 		// that waits for it anyway.
-		own = callClaim{name: ev.Name, cuttable: ctx.Done() == nil || c.cutSafe}
+		own = callClaim{name: ev.Name, claimable: c.mayRunHere(ctx)}
 		c.claim = &own
 		run()
 		c.claim = nil
@@ -671,7 +671,7 @@ func (c *Client) startCall(ef engine.Effect) {
 	ef.Names = append([]string(nil), ef.Names...)
 	ef.Groups = append([]string(nil), ef.Groups...)
 	c.settle.begin() // ended by runCall once the reply is posted
-	if cl := c.claim; cl != nil && cl.cuttable && !cl.taken && ef.Name == cl.name && (ef.Op == engine.OpAcquire || ef.Op == engine.OpRelease) {
+	if cl := c.claim; cl != nil && cl.claimable && !cl.taken && ef.Name == cl.name && (ef.Op == engine.OpAcquire || ef.Op == engine.OpRelease) {
 		cl.ef, cl.taken = ef, true
 		c.calls.Add(1) // before the loop can exit and wait for the calls: it needs the stepper
 		return
@@ -689,19 +689,33 @@ func (c *Client) dispatchCall(ef engine.Effect) {
 	}
 }
 
+// mayRunHere reports whether a request with ctx may run its own backend call (callClaim): its
+// context cannot end; or the backend's calls are cut-safe (spi.CutSafe); or the context has no
+// deadline before the call's own timeout (one renewal interval), so that only a cancellation,
+// which is rare, can cut the call. A deadline that may fall during the call sends the call to a
+// call worker, which runs it to its end while the caller returns at its deadline: cutting a
+// SQL backend's acquire mid-transaction leaves its row locks held until the server notices,
+// every other session's acquire of the name waiting for them, and cutting any statement
+// tears down a pooled connection. Eighteen goroutines locking with deadlines of a few
+// milliseconds took 8–9× longer per lock on PostgreSQL while their calls were cut
+// (BenchmarkLockContention).
+func (c *Client) mayRunHere(ctx context.Context) bool {
+	if ctx.Done() == nil || c.cutSafe {
+		return true
+	}
+	dl, ok := ctx.Deadline()
+	return !ok || time.Until(dl) > c.cfg.renewEvery
+}
+
 // callClaim is a request's claim, while it steps its event inline, on the call the step asks
 // for about its name (an acquire or a release): the requesting goroutine runs that call itself
 // instead of handing it to a worker, since it would only wait for the outcome meanwhile.
 type callClaim struct {
 	name string
-	// cuttable: the call may be claimed — the request's context cannot end, or the
-	// backend's calls are cut-safe (spi.CutSafe). Cutting a SQL backend's acquire
-	// mid-transaction would leave its row locks held until the server noticed, every other
-	// session's acquire of the name waiting for them, and cutting any of its statements tears
-	// down a pooled connection; so there the call runs on a call worker to its end.
-	cuttable bool
-	taken    bool
-	ef       engine.Effect
+	// claimable: the call may be claimed (Client.mayRunHere).
+	claimable bool
+	taken     bool
+	ef        engine.Effect
 }
 
 // maxIdleWorkers bounds the call workers kept idle; idleWorkerFor is how long one waits for a
@@ -759,8 +773,9 @@ func (c *Client) callWorker(ef engine.Effect) {
 //     20 ms later, and release a grant that landed (rule 3) — and a Lock retries it unless
 //     its stop comes first (it does: the caller withdraws), a TryLock ends with it.
 //
-// Only cut-safe backends' calls are cut so (spi.CutSafe, see callClaim): a SQL backend's
-// acquire runs on a call worker to its end instead.
+// On a backend whose calls are not cut-safe (spi.CutSafe), a request whose deadline may fall
+// during its call leaves the call to a call worker instead (mayRunHere), so only a
+// cancellation cuts such a call.
 func (c *Client) runCall(ef engine.Effect, caller context.Context) (cut bool) {
 	defer c.settle.end()
 	ctx, cancel := c.settle.callContext(c.baseCtx, c.cfg.clock, c.cfg.renewEvery)

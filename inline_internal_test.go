@@ -289,8 +289,10 @@ func TestInlineAcquireCutByCaller(t *testing.T) {
 	if acq, _ := w.probe.goroutines(n, -1); acq != me {
 		t.Fatalf("the acquire ran on goroutine %d, not the caller's (%d)", acq, me)
 	}
-	// The grant landed: the session holds the lease nobody wants until a keep-alive asks.
-	w.waitFree(t, "job", 3*ttl)
+	// The grant landed: the session holds the lease nobody wants until a keep-alive asks, and
+	// one goes 20 ms after the cut call (the engine's settleDelay), long before the next
+	// renewal, 2 s after the last.
+	w.waitFree(t, "job", ttl/6)
 	if errs := w.backendErrors(); len(errs) > 0 {
 		t.Fatalf("backend errors reported for the caller's cancellation: %+v", errs)
 	}
@@ -409,24 +411,33 @@ func TestUnlockWithEndedContext(t *testing.T) {
 }
 
 // TestAcquireOnWorkerWhenNotCutSafe: on a backend whose calls are not cut-safe (a SQL
-// backend's acquire may hold row locks between statements), a Lock or Unlock whose context can
-// end runs its call on a call worker, not on its own goroutine, and its end does not cut that
-// call short: the caller returns at once, the acquire runs to its end with a live context, and
-// its grant, which nobody wants any more, is released.
+// backend's acquire may hold row locks between statements), a Lock or Unlock whose deadline
+// may fall during its call (one before the call's own timeout, here 10 s) runs that call on a
+// call worker, not on its own goroutine, and its end does not cut the call short: the caller
+// returns at once, the acquire runs to its end with a live context, and its grant, which nobody
+// wants any more, is released. A deadline past the call's timeout cannot cut the call: the
+// caller's goroutine runs it, as with a context that cannot end.
 func TestAcquireOnWorkerWhenNotCutSafe(t *testing.T) {
 	w := newInlineWorldCut(t, 30*time.Second, false)
 	me := goid()
-	timeout, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	h, err := w.c.Lock(timeout, "job")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := h.Unlock(timeout); err != nil {
-		t.Fatal(err)
-	}
-	if acq, rel := w.probe.last(); acq == me || rel == me {
-		t.Fatalf("acquire on goroutine %d, release on %d; want both on a worker, not the caller's (%d)", acq, rel, me)
+	for _, tc := range []struct {
+		deadline time.Duration
+		here     bool
+	}{{time.Second, false}, {time.Minute, true}} {
+		ctx, cancel := context.WithTimeout(context.Background(), tc.deadline)
+		h, err := w.c.Lock(ctx, "job")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		acq, rel := w.probe.last()
+		if (acq == me) != tc.here || (rel == me) != tc.here {
+			t.Fatalf("deadline %v: acquire on goroutine %d, release on %d; the caller's is %d, want it to run them: %v",
+				tc.deadline, acq, rel, me, tc.here)
+		}
 	}
 
 	hold := make(chan struct{})
@@ -434,7 +445,9 @@ func TestAcquireOnWorkerWhenNotCutSafe(t *testing.T) {
 	w.probe.hold, w.probe.heldCtxErr = hold, make(chan error, 1)
 	w.probe.mu.Unlock()
 	ctx, canceled := w.cancelOnEntry()
-	h, err = w.c.Lock(ctx, "job")
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	h, err := w.c.Lock(ctx, "job")
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Lock whose context ended: %v, %v; want context.Canceled", h, err)
 	}

@@ -44,10 +44,11 @@ type Held struct {
 // asking for the same name are served one after the other, in order. On ctx's end the attempt
 // is withdrawn and ctx's error returned, joined with the last backend error if a call failed
 // meanwhile; a grant that raced with it is released once its reply is in, or, if ctx's end
-// cut the acquire short (only on a backend whose calls are cut-safe, spi.CutSafe: elsewhere
-// the acquire runs to its end on a call worker), once a keep-alive finds the lease held — the
-// client sends one 20 ms after a call of unknown outcome. A permanent backend error (a missing schema, a server of the wrong kind) ends the
-// wait with that error. The name is validated before any I/O (ErrInvalidName).
+// cut the acquire short, once a keep-alive finds the lease held — the client sends one 20 ms
+// after a call of unknown outcome. (A deadline cuts a call only on a backend whose calls are
+// cut-safe, spi.CutSafe; elsewhere a call that the deadline may fall in runs to its end on a
+// call worker.) A permanent backend error (a missing schema, a server of the wrong kind) ends
+// the wait with that error. The name is validated before any I/O (ErrInvalidName).
 func (c *Client) Lock(ctx context.Context, name string) (*Held, error) {
 	return c.lock(ctx, name, engine.FlavorLock)
 }

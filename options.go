@@ -306,8 +306,8 @@ type CallInfo struct {
 	Class spi.Class
 	// Abandoned reports a call cut short because the Lock, TryLock or Unlock that ran it on
 	// its own goroutine stopped waiting (its context ended): Err (retryable) says so, and is
-	// not a failure of the backend. A release cut so goes on as a second call. Only a
-	// backend whose calls are cut-safe (spi.CutSafe) has its calls cut so.
+	// not a failure of the backend. A release cut so goes on as a second call. A deadline
+	// cuts calls so only on a backend whose calls are cut-safe (spi.CutSafe).
 	Abandoned bool
 }
 

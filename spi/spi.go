@@ -424,11 +424,13 @@ type Queuer interface {
 // acquire of the name waits for them; cancelling a SQL statement also costs its pooled
 // connection.
 //
-// The client runs the acquire or release of a Lock, TryLock or Unlock whose context can end
-// on the caller's own goroutine, cut short when that context ends, only when CutSafe reports
-// true; otherwise the call runs on a call worker to its end, and the caller stops waiting for
-// it. (With a context that cannot end, the caller's goroutine runs it either way.) A decorator
-// that does not forward CutSafe gets the call worker, the safe default.
+// The client runs the acquire or release of a Lock, TryLock or Unlock on the caller's own
+// goroutine, cut short if the caller's context ends, when CutSafe reports true. Otherwise it
+// does so only when the caller's context cannot end before the call's own timeout (no
+// deadline, or one after it: then only a cancellation, which is rare, can cut the call), and a
+// call that the caller's deadline may fall in runs on a call worker to its end while the caller
+// stops waiting for it. A decorator that does not forward CutSafe gets the latter, the safe
+// default.
 type CutSafe interface {
 	// CutSafe reports whether the backend's acquires and releases are cut-safe as described
 	// above.
