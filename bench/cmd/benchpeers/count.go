@@ -26,7 +26,14 @@ type counting struct {
 	n *calls
 }
 
-// The decorators below keep the capabilities the client looks for (spi.Hinter, spi.Queuer):
+// CutSafe forwards spi.CutSafe: without it the client would run every call that a deadline
+// may fall in on a call worker, as it does for a backend that is not cut-safe.
+func (c *counting) CutSafe() bool {
+	cs, ok := c.Backend.(spi.CutSafe)
+	return ok && cs.CutSafe()
+}
+
+// The decorators below keep the other capabilities the client looks for (spi.Hinter, spi.Queuer):
 // without them the client would fall back to polling, or wait without queueing, and the
 // harness would measure a client that no user runs.
 type countingHinter struct {
