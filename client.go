@@ -22,24 +22,24 @@ import (
 // interval however many leases it holds, and any number of elections, locks and partition
 // groups on it.
 //
-// A Client runs the pure engine on one loop goroutine, which steps every event in the order
-// it was posted; when the loop is idle, the goroutine that posts an event (a Lock, an Unlock,
-// a backend reply) steps it in the loop's place, one stepper at a time, sparing the wake-ups
-// of the loop and of the waiting caller. Backend calls run on call workers with a timeout of
-// one renewal interval — an acquire or release that a Lock or Unlock stepping inline asked for
-// runs on that caller's goroutine, which would only wait meanwhile, unless the caller's
-// deadline may fall during a call the backend cannot have cut safely (mayRunHere; a call on
-// the caller's goroutine is cut short if the caller's context ends: runCall); callbacks go through a serial dispatcher per election; leader work
-// runs on one goroutine per term. On a clock that is an spi.Settler (simbatest.VirtualClock)
-// the client reports which of that work is under way, so that the clock, when a test moves it,
-// waits until the client has processed everything due (settle.go); its calls then time out on
-// that clock. All methods are safe for concurrent use.
+// A Client runs the pure engine on one loop goroutine, which steps every event in the order it was
+// posted; when the loop is idle, the goroutine that posts an event (a Lock, an Unlock, a backend
+// reply) steps it in the loop's place, one stepper at a time, sparing the wake-ups of the loop and
+// of the waiting caller. Backend calls run on call workers with a timeout of one renewal interval —
+// an acquire or release that a Lock or Unlock stepping inline asked for runs on that caller's
+// goroutine, which would only wait meanwhile, unless the caller's deadline may fall during a call
+// the backend cannot have cut safely (mayRunHere; a call on the caller's goroutine is cut short if
+// the caller's context ends: runCall); callbacks go through a serial dispatcher per election;
+// leader work runs on one goroutine per term. On a clock that is an spi.Settler
+// (simbatest.VirtualClock) the client reports which of that work is under way, so that the clock,
+// when a test moves it, waits until the client has processed everything due (settle.go); its calls
+// then time out on that clock. All methods are safe for concurrent use.
 type Client struct {
 	cfg     config
 	backend spi.Backend
 	// queuer is backend's waiter queue (nil when it has none): waiting acquires go through it.
 	queuer spi.Queuer
-	// cutSafe: the backend's acquires may be cut short by a caller's context (spi.CutSafe).
+	// cutSafe: the backend's calls may be cut short by a caller's context (spi.CutSafe).
 	cutSafe bool
 	eng     *engine.Engine // loop goroutine only
 	rng     *rand.Rand     // loop goroutine only
@@ -446,16 +446,16 @@ func (c *Client) addFuture(f *future) {
 	c.futures[f.id] = f
 }
 
-// request posts an engine event that completes a future and waits for it (or ctx). The future
-// is made here, so that the caller waits on it at once: the loop takes the event in order and
-// wakes the caller only when the future completes. It returns the future once the event is
-// posted — the engine takes every posted event in order, even if ctx ends first — and
-// ErrClosed (with no future) if the loop has exited. When the loop is idle the caller steps
-// the event itself (post) and, unless ctx's deadline may fall during the call on a backend
-// whose calls are not cut-safe (mayRunHere), also runs the acquire or release that the step
-// asks for about the event's name (callClaim): then an uncontended Lock or Unlock is one backend call on the caller's goroutine
-// with no hand-off at all. If ctx ends during that call, the call is cut short so that the
-// caller returns at once with ctx's error (runCall says what becomes of the call).
+// request posts an engine event that completes a future and waits for it (or ctx). The future is
+// made here, so that the caller waits on it at once: the loop takes the event in order and wakes
+// the caller only when the future completes. It returns the future once the event is posted — the
+// engine takes every posted event in order, even if ctx ends first — and ErrClosed (with no future)
+// if the loop has exited. When the loop is idle the caller steps the event itself (post) and,
+// unless ctx's deadline may fall during the call on a backend whose calls are not cut-safe
+// (mayRunHere), also runs the acquire or release that the step asks for about the event's name
+// (callClaim): then an uncontended Lock or Unlock is one backend call on the caller's goroutine
+// with no hand-off at all. If ctx ends during that call, the call is cut short so that the caller
+// returns at once with ctx's error (runCall says what becomes of the call).
 func (c *Client) request(ctx context.Context, ev engine.Event) (*future, error) {
 	since := c.errSeq.Load()
 	f := newFuture()

@@ -1,11 +1,11 @@
-// Package spi is Simba's backend service-provider interface, public the way database/sql/driver
-// is: what a backend implements (Backend, and optionally Hinter, Inspector and Queuer), the plain-value
-// replies it returns, the errors it wraps and how they are classified (Classify, AsPermanent,
-// Unavailable), and the monotonic Clock a client runs on (with Settler, the capability of a
-// test's virtual clock to wait for the clients on it). Package simba (the client), package
-// tck (the conformance suites every backend passes) and package simbatest (the in-memory
-// backend) are written against it, and so is every backend under backend/ — a third-party
-// backend imports only this package and, for its tests, tck.
+// Package spi is Simba's backend service-provider interface, public the way database/sql/driver is:
+// what a backend implements (Backend, and optionally Hinter, Inspector, Queuer and CutSafe), the
+// plain-value replies it returns, the errors it wraps and how they are classified (Classify,
+// AsPermanent, Unavailable), and the monotonic Clock a client runs on (with Settler, the capability
+// of a test's virtual clock to wait for the clients on it). Package simba (the client), package tck
+// (the conformance suites every backend passes) and package simbatest (the in-memory backend) are
+// written against it, and so is every backend under backend/ — a third-party backend imports only
+// this package and, for its tests, tck.
 //
 // Replies are values, not errors: an expired session is a reply (Expired / SessionExpired). An
 // error means the outcome of a call is unknown or the backend is unusable; see Classify.

@@ -84,8 +84,10 @@
 // wants is released (rule 3). An acquire whose outcome became unknown (any failure but a
 // refusal) brings the next keep-alive forward to 20 ms later (settleDelay, at most a quarter
 // of the renewal interval), once however many fail before it is sent: a grant that landed
-// for a caller who gave up is released then, not a renewal interval later. A stopped or stepped-down term whose work still runs keeps its
-// lease until the work exits or the deadline as of the stop, whichever is first (rule 5).
+// for a caller who gave up is released then, not a renewal interval later; not while
+// keep-alives fail, whose backoff stands. A stopped or stepped-down term whose work still runs
+// keeps its lease until the work exits or the deadline as of the stop, whichever is first
+// (rule 5).
 // A term is good until its grant's own remaining time at most (the acquire's send time plus
 // its Remaining, as every deadline is made) until a keep-alive that asked about the lease
 // lists it held; until then that bound also bounds the session's deadline, and a grant
