@@ -161,12 +161,13 @@ func (b *Backend) client() (*clientv3.Client, error) {
 // Prefix returns the key prefix the backend keeps its keys under.
 func (b *Backend) Prefix() string { return b.prefix }
 
-// Close makes later calls fail with spi.ErrClosed, ends the hint watches and, when the
-// backend made its client (New, NewFromConfig), closes it. Sessions are left to expire.
-// CutSafe implements spi.CutSafe: every request of an acquire is one etcd transaction,
-// applied whole or not at all, so a caller's context may cut an acquire short at any point.
+// CutSafe implements spi.CutSafe: every request of an acquire or a release is one etcd
+// transaction, applied whole or not at all, so a caller's context may cut the call short at any
+// point.
 func (b *Backend) CutSafe() bool { return true }
 
+// Close makes later calls fail with spi.ErrClosed, ends the hint watches and, when the
+// backend made its client (New, NewFromConfig), closes it. Sessions are left to expire.
 func (b *Backend) Close() error {
 	b.mu.Lock()
 	if b.closed {

@@ -176,13 +176,13 @@ func (b *Backend) RouteBySlot() bool { return b.cluster }
 // Client returns the go-redis client the backend uses.
 func (b *Backend) Client() goredis.UniversalClient { return b.c }
 
+// CutSafe implements spi.CutSafe: every server-side step of an acquire or a release is one
+// script, applied whole or not at all, so a caller's context may cut the call short at any point.
+func (b *Backend) CutSafe() bool { return true }
+
 // Close stops the hint subscription and, if the backend opened its client itself (Open),
 // closes it. A client passed to New is left open. Sessions are not closed: they expire after
 // their TTL unless CloseSession ends them.
-// CutSafe implements spi.CutSafe: every server-side step of an acquire is one script, applied
-// whole or not at all, so a caller's context may cut an acquire short at any point.
-func (b *Backend) CutSafe() bool { return true }
-
 func (b *Backend) Close() error {
 	if b.closed.Swap(true) {
 		return nil

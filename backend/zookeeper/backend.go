@@ -820,16 +820,16 @@ func (b *Backend) anySession(ctx context.Context) (*session, error) {
 // observerTTL is the session timeout the observer session asks for.
 const observerTTL = 30 * time.Second
 
+// CutSafe implements spi.CutSafe: every request of an acquire or a release is one ZooKeeper
+// operation or multi-op, applied whole or not at all, and none holds anything at the server for
+// the client, so a caller's context may cut the call short at any point.
+func (b *Backend) CutSafe() bool { return true }
+
 // Close drops the connections of every session this backend opened, without closing the
 // sessions at the server (use CloseSession for that): like a crashed client's, they expire
 // after their timeout and only then free their leases, since a process that merely lost its
 // backend must not let another take over while it may still be working. It stops the hints
 // and is idempotent.
-// CutSafe implements spi.CutSafe: every request of an acquire is one ZooKeeper operation or
-// multi-op, applied whole or not at all, and none holds anything at the server for the client,
-// so a caller's context may cut an acquire short at any point.
-func (b *Backend) CutSafe() bool { return true }
-
 func (b *Backend) Close() error {
 	b.mu.Lock()
 	if b.closed {
