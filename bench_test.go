@@ -32,19 +32,7 @@ func BenchmarkLockCycle(b *testing.B) {
 		srv := simbatest.NewServer(simbatest.WithClock(spi.SystemClock()))
 		benchLockCycle(b, srv.Backend(), srv.Backend())
 	})
-	servers := []struct {
-		name string
-		open func(b *testing.B) (spi.Backend, error)
-	}{
-		{"redis", func(b *testing.B) (spi.Backend, error) { return redis.Open("redis://"+testenv.Redis(b), benchQuiet) }},
-		{"postgres", func(b *testing.B) (spi.Backend, error) {
-			return simbasql.Open(context.Background(), testenv.Postgres(b), simbasql.WithAutoMigrate())
-		}},
-		{"zookeeper", func(b *testing.B) (spi.Backend, error) {
-			return zookeeper.New("zk://" + strings.Join(testenv.ZooKeeper(b), ",") + "/simba-bench")
-		}},
-	}
-	for _, srv := range servers {
+	for _, srv := range benchServers {
 		// Each also with a context that can end, as most callers pass (its Lock and Unlock run
 		// their calls on their own goroutine too, cut short should the context end).
 		for _, cancellable := range []bool{false, true} {
@@ -225,15 +213,7 @@ func SameRunRatio(b *testing.B, unit, baseName string, base, op func()) {
 // that costs the server (a SQL transaction's row locks, a pooled connection) shows as a ratio
 // several times higher: on PostgreSQL it was 8-9 before spi.CutSafe (same machine, same run).
 func BenchmarkLockContention(b *testing.B) {
-	for _, srv := range []struct {
-		name string
-		open func(b *testing.B) (spi.Backend, error)
-	}{
-		{"redis", func(b *testing.B) (spi.Backend, error) { return redis.Open("redis://"+testenv.Redis(b), benchQuiet) }},
-		{"postgres", func(b *testing.B) (spi.Backend, error) {
-			return simbasql.Open(context.Background(), testenv.Postgres(b), simbasql.WithAutoMigrate())
-		}},
-	} {
+	for _, srv := range benchServers {
 		b.Run(srv.name, func(b *testing.B) {
 			var cs []*simba.Client
 			for i := range 3 {
@@ -301,6 +281,20 @@ func BenchmarkLockContention(b *testing.B) {
 			b.ReportMetric(float64(cancellable.Nanoseconds())/float64(b.N), "lock-ns/op")
 		})
 	}
+}
+
+// benchServers are the real servers the root benchmarks run on, each opening a new backend.
+var benchServers = []struct {
+	name string
+	open func(b *testing.B) (spi.Backend, error)
+}{
+	{"redis", func(b *testing.B) (spi.Backend, error) { return redis.Open("redis://"+testenv.Redis(b), benchQuiet) }},
+	{"postgres", func(b *testing.B) (spi.Backend, error) {
+		return simbasql.Open(context.Background(), testenv.Postgres(b), simbasql.WithAutoMigrate())
+	}},
+	{"zookeeper", func(b *testing.B) (spi.Backend, error) {
+		return zookeeper.New("zk://" + strings.Join(testenv.ZooKeeper(b), ",") + "/simba-bench")
+	}},
 }
 
 // benchQuiet drops the Redis backend's warnings (the test server runs with appendonly no):
