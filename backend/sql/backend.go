@@ -379,7 +379,7 @@ func (b *Backend) OpenSession(ctx context.Context, owner string, ttl time.Durati
 		return spi.Session{}, b.fail("open session", err)
 	}
 	if b.waker != nil {
-		b.waker.opened(ttl)
+		b.waker.opened(id, ttl)
 	}
 	return spi.Session{ID: spi.SessionID(id), Remaining: time.Duration(ttlMs) * time.Millisecond}, nil
 }

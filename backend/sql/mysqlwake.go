@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"math"
+	"strconv"
 	"sync"
 	"time"
 
@@ -30,15 +31,18 @@ import (
 //   - Waiter side: for each name an acquire of this backend found held (for two session TTLs
 //     after, like SQLite's waker), a connection of the waker's probes the lock,
 //     GET_LOCK(lock(name), 0): taken (1) means the holder keeps none (yet) — it is let go at
-//     once and probed again after a backoff (5 ms, ×4 up to 500 ms); from the second probe in
-//     a row that finds it free on, the waker reads the lease row (the acquire's read, generated
-//     from the spec) and sends a Released hint if the lease is free (the holder released, or
-//     its session expired). A holder that does not mark — a crashed one (its locks went with
-//     its connection), or a backend without Hints subscribers — thus costs a waiter three
-//     cheap statements per 500 ms, and no acquire, until its lease is released or expires.
+//     once, the waker reads the lease row (the acquire's read, generated from the spec) and
+//     sends a Released hint if the lease is free (the holder released, or its session expired)
+//     and owed to none of another backend's sessions (sessionSet.wakes: the waiter queue
+//     gives a free lease to its first live waiter alone), then probes again after a backoff
+//     (5 ms, ×4 up to 500 ms, started over whenever the read shows a new tenure, so that a
+//     lease changing hands faster than its holders mark it is followed closely). A holder that
+//     does not mark — a crashed one (its locks went with its connection), or a backend
+//     without Hints subscribers — thus costs a waiter three cheap statements per 500 ms, and
+//     no acquire, until its lease is released or expires.
 //     Not taken (0) means the holder marks it: the connection then blocks in GET_LOCK(lock(name),
 //     up to a TTL) and, when it gets the lock, reads the lease row, sends a Released hint if
-//     the lease is free and lets the lock go. The read tells a release (the row is updated
+//     the lease is free (and owed to none of another backend's sessions) and lets the lock go. The read tells a release (the row is updated
 //     before the holder lets the lock go) from a crash (the lease still live): a crash's
 //     hint would cost every waiter an acquire that finds the lease held; instead the probes
 //     take over until the lease is free (crash failover on MariaDB: 3 acquires per waiter
@@ -73,6 +77,7 @@ const (
 // marks the leases it holds; its hub's runner is run.
 type mysqlWaker struct {
 	hub          hintHub
+	sessions     sessionSet
 	db           *sql.DB // where its connections come from (see ownPool)
 	own          bool    // db is the waker's own pool, not the user's
 	lock, unlock string  // wire.SQLDialect.WakeLock, WakeUnlock
@@ -126,7 +131,8 @@ func (w *mysqlWaker) poke() {
 
 func (w *mysqlWaker) local() *hintHub { return &w.hub }
 
-func (w *mysqlWaker) opened(ttl time.Duration) {
+func (w *mysqlWaker) opened(sid string, ttl time.Duration) {
+	w.sessions.add(sid)
 	w.mu.Lock()
 	w.ttl = max(w.ttl, ttl)
 	w.mu.Unlock()
@@ -157,6 +163,9 @@ func (w *mysqlWaker) acquired(sid, name string, r spi.Acquire) {
 // ka's names: a keep-alive of 10,000 leases then allocates nothing (the set cost MariaDB's
 // keep-alive about a tenth of its time).
 func (w *mysqlWaker) keptAlive(sid string, ka spi.KeepAlive) {
+	if ka.Expired {
+		w.sessions.remove(sid)
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if len(w.held) == 0 {
@@ -189,6 +198,7 @@ func (w *mysqlWaker) released(sid, name string) {
 }
 
 func (w *mysqlWaker) closed(sid string) {
+	w.sessions.remove(sid)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for n, h := range w.held {
@@ -302,7 +312,7 @@ func (w *mysqlWaker) wait(ctx context.Context, name string) {
 		_ = conn.Raw(func(any) error { return driver.ErrBadConn }) // it may hold the lock: discard it
 		sleepCtx(ctx, mysqlRetry)
 	}
-	backoff, unmarked := mysqlProbeBackoff, 0
+	backoff, tenure := mysqlProbeBackoff, ""
 	for {
 		until, ttl, ok := w.waitedFor(name)
 		if !ok || ctx.Err() != nil {
@@ -319,12 +329,19 @@ func (w *mysqlWaker) wait(ctx context.Context, name string) {
 				fail()
 				return
 			}
-			unmarked++
-			// The first unmarked probe is routine (the holder marks mysqlMarkDelay into
-			// its tenure); from the second on, the holder may have released, died (its
-			// locks went with its connection) or not mark at all: the lease row tells.
-			if unmarked > 1 && w.leaseFree(ctx, conn, name) {
+			// Unmarked: the holder released, died (its locks went with its connection), has
+			// not marked yet (a tenure is marked mysqlMarkDelay into it, or as soon as the
+			// marker gets to it) or does not mark at all. The lease row tells. While the
+			// lease keeps changing hands (tenures shorter than a probe's pause) each new
+			// tenure starts the pauses over: otherwise they grow on every lease whose tenures
+			// outpace their marks, and a waiter slept up to mysqlProbeMax through many
+			// releases (a contended lock on MariaDB took 80 ms a grant, 2026-12-03).
+			st := w.leaseState(ctx, conn, name)
+			if st.wake {
 				w.wake(name)
+			}
+			if st.tenure != tenure {
+				tenure, backoff = st.tenure, mysqlProbeBackoff
 			}
 			if !sleepCtx(ctx, backoff) {
 				return
@@ -332,7 +349,7 @@ func (w *mysqlWaker) wait(ctx context.Context, name string) {
 			backoff = min(4*backoff, mysqlProbeMax, ttl)
 			continue
 		}
-		backoff, unmarked = mysqlProbeBackoff, 0
+		backoff, tenure = mysqlProbeBackoff, ""
 		secs := int64(math.Ceil(min(ttl, time.Until(until)).Seconds()))
 		w.count(&w.stats.blocks)
 		got, err = w.getLock(ctx, conn, name, max(secs, 1))
@@ -348,7 +365,7 @@ func (w *mysqlWaker) wait(ctx context.Context, name string) {
 		// expires. The lease row tells them apart (a release has updated it by then); a crash
 		// wakes nobody, or every waiter would pay an acquire that finds the lease still held,
 		// and the probes above take over until the lease is free.
-		if w.leaseFree(ctx, conn, name) {
+		if w.leaseState(ctx, conn, name).wake {
 			w.wake(name)
 		}
 		if err := w.release(ctx, conn, name); err != nil {
@@ -358,15 +375,24 @@ func (w *mysqlWaker) wait(ctx context.Context, name string) {
 	}
 }
 
-// leaseFree reads name's lease row: free when it has no holder or the holder's session
-// expired. A failed read counts as free (a hint only costs an acquire).
-func (w *mysqlWaker) leaseFree(ctx context.Context, conn *sql.Conn, name string) bool {
+// leaseState is what a read of name's lease row tells a waiter.
+type leaseState struct {
+	// wake: the lease is free and owed to none of another backend's sessions (sessionSet.wakes).
+	wake bool
+	// tenure names the holder's tenure (holder and token), to tell a new one from the last.
+	tenure string
+}
+
+// leaseState reads name's lease row. A failed read counts as free (a hint only costs an
+// acquire).
+func (w *mysqlWaker) leaseState(ctx context.Context, conn *sql.Conn, name string) leaseState {
 	w.count(&w.stats.reads)
 	r, err := genmysql.New(conn).AcquireReadLease(ctx, name)
 	if err != nil {
-		return true
+		return leaseState{wake: true}
 	}
-	return r.HolderID == "" || r.HolderRemainingMs <= 0
+	return leaseState{wake: w.sessions.wakes(r.HolderID, r.HolderRemainingMs, r.WaiterID),
+		tenure: r.HolderID + "/" + strconv.FormatInt(r.Token, 10)}
 }
 
 // wake sends a Released hint for name to the subscribers.

@@ -20,8 +20,10 @@ import (
 // PRAGMA data_version) on a connection of its own — a counter SQLite changes whenever another
 // connection commits, read from the file's header without touching a table — and on a change
 // reads each of those leases (the acquire's own read, generated from the spec) and delivers a
-// Released hint for each that is free. Commits that free nothing (other sessions' keep-alives)
-// cost a read on the waker's connection, not an acquire.
+// Released hint for each that is free and owed to none of another backend's sessions
+// (sessionSet.wakes: the waiter queue gives a free lease to its first live waiter alone).
+// Commits that free nothing (other sessions' keep-alives) cost a read on the waker's
+// connection, not an acquire.
 //
 // When to read: on Linux an inotify watch on the file's directory wakes the waker when the
 // file, its WAL or its journal is written (by any process), and it reads then and again 2, 4,
@@ -52,10 +54,11 @@ const (
 // sqliteWaker delivers wake-up hints to the Hints subscribers of one SQLite backend: its hub's
 // runner is poll.
 type sqliteWaker struct {
-	hub     hintHub
-	db      *sql.DB // the backend's pool: only to find the file
-	counter string  // wire.SQLDialect.ChangeCounter
-	file    string  // wire.SQLDialect.DatabaseFile
+	hub      hintHub
+	sessions sessionSet
+	db       *sql.DB // the backend's pool: only to find the file
+	counter  string  // wire.SQLDialect.ChangeCounter
+	file     string  // wire.SQLDialect.DatabaseFile
 
 	mu      sync.Mutex
 	ttl     time.Duration        // the longest session TTL opened (15 s until one is)
@@ -82,8 +85,9 @@ func newSQLiteWaker(db *sql.DB, wd wire.SQLDialect) *sqliteWaker {
 		waiting: make(map[string]time.Time), kick: make(chan struct{}, 1)}
 }
 
-// opened notes a session's TTL.
-func (w *sqliteWaker) opened(ttl time.Duration) {
+// opened notes a session and its TTL.
+func (w *sqliteWaker) opened(sid string, ttl time.Duration) {
+	w.sessions.add(sid)
 	w.mu.Lock()
 	w.ttl = max(w.ttl, ttl)
 	w.mu.Unlock()
@@ -105,11 +109,15 @@ func (w *sqliteWaker) acquired(_, name string, r spi.Acquire) {
 	}
 }
 
-// keptAlive, released and closed: the change counter sees every commit, so the waker needs
-// no account of what this backend holds.
-func (w *sqliteWaker) keptAlive(string, spi.KeepAlive) {}
-func (w *sqliteWaker) released(string, string)         {}
-func (w *sqliteWaker) closed(string)                   {}
+// keptAlive and closed keep the account of the backend's sessions; the change counter sees
+// every commit, so the waker needs none of what they hold.
+func (w *sqliteWaker) keptAlive(sid string, ka spi.KeepAlive) {
+	if ka.Expired {
+		w.sessions.remove(sid)
+	}
+}
+func (w *sqliteWaker) released(string, string) {}
+func (w *sqliteWaker) closed(sid string)       { w.sessions.remove(sid) }
 
 // local is the hub of the waker's subscribers.
 func (w *sqliteWaker) local() *hintHub { return &w.hub }
@@ -337,7 +345,8 @@ func (p *preparedConn) close() {
 	p.conn.Close()
 }
 
-// free returns the names whose lease is free now (no holder, or the holder's session expired).
+// free returns the names whose lease is free now (no holder, or the holder's session expired)
+// and owed to none of another backend's sessions (sessionSet.wakes).
 func (w *sqliteWaker) free(ctx context.Context, conn *preparedConn, names []string) []string {
 	// Like the change counter's read, these do not wait for locks: no context to watch.
 	ctx = context.WithoutCancel(ctx)
@@ -345,7 +354,7 @@ func (w *sqliteWaker) free(ctx context.Context, conn *preparedConn, names []stri
 	var out []string
 	for _, n := range names {
 		r, err := q.AcquireReadLease(ctx, sqlq.AcquireReadLeaseParams{Name: n})
-		if err != nil || r.HolderID == "" || r.HolderRemainingMs <= 0 {
+		if err != nil || w.sessions.wakes(r.HolderID, r.HolderRemainingMs, r.WaiterID) {
 			out = append(out, n) // unknown counts as free: a hint only costs an acquire
 		}
 	}

@@ -12,8 +12,8 @@ import (
 // (SQLite: sqlitewake.go; MySQL/MariaDB: mysqlwake.go). The Backend tells it what its sessions
 // open, acquire, renew, release and close; each waker uses what it needs.
 type waker interface {
-	// opened notes a session's TTL.
-	opened(ttl time.Duration)
+	// opened notes a session and its TTL.
+	opened(sid string, ttl time.Duration)
 	// acquired notes an acquire's reply: a held name is waited for, a granted one is held.
 	acquired(sid, name string, r spi.Acquire)
 	// keptAlive notes a keep-alive's reply: the leases the session still holds.
@@ -47,4 +47,46 @@ func (b *Backend) releasedLocally(sid, name string) {
 	if hub != nil {
 		hub.deliver(spi.Hint{Kind: spi.Released, Name: name})
 	}
+}
+
+// sessionSet is the open sessions of one backend, kept by its waker to tell whether a free lease
+// is owed to one of them.
+type sessionSet struct {
+	mu sync.Mutex
+	m  map[string]struct{}
+}
+
+func (s *sessionSet) add(sid string) {
+	s.mu.Lock()
+	if s.m == nil {
+		s.m = map[string]struct{}{}
+	}
+	s.m[sid] = struct{}{}
+	s.mu.Unlock()
+}
+
+func (s *sessionSet) remove(sid string) {
+	s.mu.Lock()
+	delete(s.m, sid)
+	s.mu.Unlock()
+}
+
+// wakes reports whether a lease read so (acquire_read_lease's row) should wake the backend's
+// waiters: it is free (no holder, or the holder's session expired) and the waiter queue owes
+// it to none of another backend's sessions (no live waiter, or the first one is a session of
+// this backend). A free lease owed to another session goes to that session alone, so waking
+// this backend's waiters for it would only cost each an acquire that finds it held, contending
+// for the lease row with the session it is owed to: 18 goroutines of three processes locking
+// three names took 30-60 locks/s on MariaDB and ~50 on SQLite that way, 2026-12-03.
+func (s *sessionSet) wakes(holderID string, holderRemainingMs int64, waiterID string) bool {
+	if holderID != "" && holderRemainingMs > 0 {
+		return false
+	}
+	if waiterID == "" {
+		return true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ours := s.m[waiterID]
+	return ours
 }
