@@ -1157,6 +1157,9 @@ func (c *Client) register(name string, h leaseHandle) error {
 	if c.closed {
 		return ErrClosed
 	}
+	if err := c.partitionOfJoinedLocked(name); err != nil {
+		return err
+	}
 	switch old := c.handles[name]; {
 	case old == h:
 	case old != nil:
@@ -1168,6 +1171,32 @@ func (c *Client) register(name string, h leaseHandle) error {
 		c.handles[name] = h
 	}
 	return nil
+}
+
+// partitionOfJoinedLocked refuses name, for an election or a lock, when it is a partition of a
+// group this client has joined: the partition's events go to the group (handleFor), and a
+// handle of that name would take them. The engine refuses starting such a name too, but only
+// once the handle is registered. c.mu is held.
+func (c *Client) partitionOfJoinedLocked(name string) error {
+	group, p, ok := wire.ParsePartition(name)
+	if !ok {
+		return nil
+	}
+	if g := c.groups[group]; g != nil && p < g.partitions {
+		return invalid("%q is partition %d of the joined group %q", name, p, group)
+	}
+	return nil
+}
+
+// partitionHandleLocked returns the name of an election or lock of this client that is a
+// partition of group with the given partition count, or "". c.mu is held.
+func (c *Client) partitionHandleLocked(group string, partitions int) string {
+	for name := range c.handles {
+		if g, p, ok := wire.ParsePartition(name); ok && g == group && p < partitions {
+			return name
+		}
+	}
+	return ""
 }
 
 // unregister forgets h as the handle of name.

@@ -282,7 +282,8 @@ func Schedule(every time.Duration, fn func(ctx context.Context, t Term)) Electio
 }
 
 // NewElection creates an election for name on this client. It validates name and options
-// before any I/O. A name has at most one election on a client, and no lock while it has one;
+// before any I/O. A name has at most one election on a client, and no lock while it has one,
+// and a partition of a group the client has joined ("<group>.<p>") has none (ErrInvalidOption);
 // Stop lets the name go (a new election of the same name may follow, or this one restarted).
 func (c *Client) NewElection(name string, opts ...ElectionOption) (*Election, error) {
 	if err := wire.ValidateName(name); err != nil {

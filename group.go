@@ -75,6 +75,9 @@ func RunPartition(fn func(ctx context.Context, p int, t Term) error) GroupOption
 // partition name must be a valid lease name: ErrInvalidName), the partition count (1 to
 // wire.MaxPartitions: ErrInvalidOption) and the options before any I/O and returns once
 // the engine has taken the request; membership and partitions then follow in the background.
+// A group one of whose partitions has an election (started or not) or a lock on this client
+// cannot be joined (ErrInvalidOption), nor can such a partition get one while the group is
+// joined.
 func (c *Client) JoinGroup(ctx context.Context, group string, partitions int, opts ...GroupOption) (*PartitionGroup, error) {
 	// A partition count is an option, not a name: out of range, it is ErrInvalidOption.
 	if partitions < 1 || partitions > wire.MaxPartitions {
@@ -101,6 +104,10 @@ func (c *Client) JoinGroup(ctx context.Context, group string, partitions int, op
 	case c.groups[group] != nil:
 		c.mu.Unlock()
 		return nil, invalid("group %q is already joined on this client", group)
+	}
+	if name := c.partitionHandleLocked(group, partitions); name != "" {
+		c.mu.Unlock()
+		return nil, invalid("partition %q of group %q has an election or a lock on this client", name, group)
 	}
 	c.groups[group] = g
 	c.mu.Unlock()

@@ -134,6 +134,10 @@ func (c *Client) takeTurn(ctx context.Context, name string, try bool) (*lockQueu
 		c.mu.Unlock()
 		return nil, ErrClosed
 	}
+	if err := c.partitionOfJoinedLocked(name); err != nil {
+		c.mu.Unlock()
+		return nil, err
+	}
 	switch h := c.handles[name].(type) {
 	case nil:
 		q := &lockQueue{leaseCore: leaseCore{c: c, name: name}}
