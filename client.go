@@ -457,6 +457,14 @@ func (c *Client) addFuture(f *future) {
 // with no hand-off at all. If ctx ends during that call, the call is cut short so that the caller
 // returns at once with ctx's error (runCall says what becomes of the call).
 func (c *Client) request(ctx context.Context, ev engine.Event) (*future, error) {
+	return c.requestThen(ctx, ev, nil)
+}
+
+// requestThen is request with after, when not nil, run right after the step that takes the
+// event, where the engine is stepped: for what must follow the engine's taking the event and
+// precede whatever it steps next (Stop and Leave let their name go there, after the step's
+// revocations have found it). The caller may have returned by then, its ctx ended.
+func (c *Client) requestThen(ctx context.Context, ev engine.Event, after func()) (*future, error) {
 	since := c.errSeq.Load()
 	f := newFuture()
 	var own callClaim
@@ -464,6 +472,9 @@ func (c *Client) request(ctx context.Context, ev engine.Event) (*future, error) 
 		c.addFuture(f)
 		ev.Future = f.id
 		c.step(ev)
+		if after != nil {
+			after()
+		}
 	}
 	inline := func() {
 		// The call the step asks for about this name may as well run here, on the goroutine

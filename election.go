@@ -324,8 +324,11 @@ func (e *Election) Start(ctx context.Context) error {
 // goes on). Once Stop has been taken the client keeps nothing of the election: the name is free
 // for a new election or lock, and callbacks already due still run (Close waits for them).
 func (e *Election) Stop(ctx context.Context) error {
-	f, err := e.c.request(ctx, engine.Event{Kind: engine.EvStop, Name: e.name})
-	if f != nil || errors.Is(err, ErrClosed) {
+	// The name is let go once the engine has taken the Stop (whatever err says), and not before:
+	// a Stop whose ctx ends while it waits for the loop is taken later, and its revocation must
+	// still find this election to cancel the work's ctx and invalidate the term.
+	_, err := e.c.requestThen(ctx, engine.Event{Kind: engine.EvStop, Name: e.name}, func() { e.c.unregister(e.name, e) })
+	if errors.Is(err, ErrClosed) {
 		e.c.unregister(e.name, e)
 	}
 	return err

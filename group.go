@@ -133,14 +133,16 @@ func (g *PartitionGroup) Partitions() int { return g.partitions }
 // it). If ctx ends first Leave returns ctx's error, and leaving goes on; the group can be
 // joined again once leaving is done.
 func (g *PartitionGroup) Leave(ctx context.Context) error {
-	f, err := g.c.request(ctx, engine.Event{Kind: engine.EvLeave, Name: g.name})
-	if f != nil { // the engine took the Leave, whatever err says
+	// Once the engine has taken the Leave (whatever err says), and not before: a Leave whose ctx
+	// ends while it waits for the loop is taken later, and its revocations must still find the
+	// group's partitions. Close still waits for its callbacks.
+	_, err := g.c.requestThen(ctx, engine.Event{Kind: engine.EvLeave, Name: g.name}, func() {
 		g.c.mu.Lock()
 		if g.c.groups[g.name] == g {
-			delete(g.c.groups, g.name) // Close still waits for its callbacks
+			delete(g.c.groups, g.name)
 		}
 		g.c.mu.Unlock()
-	}
+	})
 	return err
 }
 
