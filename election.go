@@ -310,12 +310,38 @@ func (e *Election) Name() string { return e.name }
 // Start makes this client a candidate. It returns once the engine has taken the request; the
 // election then runs in the background (watch OnElected, Events or Term). A stopped election
 // can be started again, unless another election or a lock of this client has taken the name
-// meanwhile.
+// meanwhile. If ctx ends first Start returns ctx's error and the election is not started: if
+// the engine takes the start after ctx ended, it stops the election again at once.
 func (e *Election) Start(ctx context.Context) error {
 	if err := e.c.register(e.name, e); err != nil {
 		return err
 	}
-	_, err := e.c.request(ctx, engine.Event{Kind: engine.EvStart, Name: e.name, Flavor: engine.FlavorElection, HasWork: e.work != nil})
+	// As in JoinGroup: whichever comes first of the step that takes the start and the caller's
+	// giving up decides, so that an error from Start never leaves the election running.
+	const (
+		startPending int32 = iota
+		startTaken
+		startAbandoned
+	)
+	var state atomic.Int32
+	var f *future
+	f, err := e.c.requestThen(ctx, engine.Event{Kind: engine.EvStart, Name: e.name, Flavor: engine.FlavorElection, HasWork: e.work != nil}, func() {
+		if state.CompareAndSwap(startPending, startTaken) {
+			return
+		}
+		if f.completed() && f.err == nil {
+			e.c.step(engine.Event{Kind: engine.EvStop, Name: e.name})
+			e.c.unregister(e.name, e)
+		}
+	})
+	switch {
+	case err == nil:
+		return nil
+	case f != nil && state.CompareAndSwap(startPending, startAbandoned):
+		return err // the step stops the election again, if the engine starts it
+	case f != nil && f.completed() && f.err == nil:
+		return nil // started before ctx ended
+	}
 	return err
 }
 

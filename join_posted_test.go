@@ -1,0 +1,125 @@
+package simba_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/simba-go/simba"
+	"github.com/simba-go/simba/simbatest"
+	"github.com/simba-go/simba/spi"
+)
+
+// TestJoinGroupWhoseCtxEndsBeforeTheLoopTakesIt: a JoinGroup whose ctx ends while its event
+// waits for the busy loop returns ctx's error, and the engine takes the join later. The client
+// forgot the group while the engine joined it: the member led its partitions with no
+// *PartitionGroup to work them or Leave, and every later JoinGroup of the name failed with
+// "already joined". A join the caller gave up on is now left right after the step that takes
+// it.
+func TestJoinGroupWhoseCtxEndsBeforeTheLoopTakesIt(t *testing.T) {
+	srv := simbatest.NewServer(simbatest.WithClock(spi.SystemClock()))
+	ctx := context.Background()
+	var armed atomic.Bool
+	blocked, release := make(chan struct{}), make(chan struct{})
+	a, err := simba.New(srv.Backend(), simba.WithTTL(1500*time.Millisecond), simba.WithOwner("a"),
+		simba.WithListener(func(ev simba.Event) {
+			if ev.Kind == simba.EventElected && ev.Name == "blocker" && armed.CompareAndSwap(true, false) {
+				close(blocked)
+				<-release
+			}
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close(ctx)
+	armed.Store(true)
+	lockDone := make(chan error, 1)
+	go func() {
+		h, err := a.TryLock(ctx, "blocker")
+		if err == nil {
+			err = h.Unlock(ctx)
+		}
+		lockDone <- err
+	}()
+	<-blocked
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if g, err := a.JoinGroup(cancelled, "g", 1); !errors.Is(err, context.Canceled) || g != nil {
+		t.Fatalf("JoinGroup with the loop busy and ctx cancelled = %v, %v; want context.Canceled", g, err)
+	}
+	close(release)
+	if err := <-lockDone; err != nil {
+		t.Fatal(err)
+	}
+	// The abandoned join is left by the time a new one is taken, so the name can be joined
+	// again (the engine refuses "still leaving" until the leave is done: retry until then).
+	var g *simba.PartitionGroup
+	for g == nil {
+		g, err = a.JoinGroup(ctx, "g", 1)
+		switch {
+		case err == nil:
+		case errors.Is(err, simba.ErrInvalidOption) && strings.Contains(err.Error(), "still leaving"):
+			time.Sleep(10 * time.Millisecond)
+		default:
+			t.Fatalf("JoinGroup after an abandoned join = %v", err)
+		}
+	}
+	if err := g.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestStartWhoseCtxEndsBeforeTheLoopTakesIt: a Start whose ctx ends while its event waits for
+// the busy loop returned ctx's error, and the engine started the election later anyway: it
+// could lead after Start had failed, and a second Start failed with "already running". The
+// start is now stopped again right after the step that takes it.
+func TestStartWhoseCtxEndsBeforeTheLoopTakesIt(t *testing.T) {
+	srv := simbatest.NewServer(simbatest.WithClock(spi.SystemClock()))
+	ctx := context.Background()
+	var armed atomic.Bool
+	blocked, release := make(chan struct{}), make(chan struct{})
+	a, err := simba.New(srv.Backend(), simba.WithTTL(1500*time.Millisecond), simba.WithOwner("a"),
+		simba.WithListener(func(ev simba.Event) {
+			if ev.Kind == simba.EventElected && ev.Name == "blocker" && armed.CompareAndSwap(true, false) {
+				close(blocked)
+				<-release
+			}
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close(ctx)
+	e, err := a.NewElection("e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	armed.Store(true)
+	lockDone := make(chan error, 1)
+	go func() {
+		h, err := a.TryLock(ctx, "blocker")
+		if err == nil {
+			err = h.Unlock(ctx)
+		}
+		lockDone <- err
+	}()
+	<-blocked
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := e.Start(cancelled); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Start with the loop busy and ctx cancelled = %v, want context.Canceled", err)
+	}
+	close(release)
+	if err := <-lockDone; err != nil {
+		t.Fatal(err)
+	}
+	// The failed Start left the election stopped: starting it again works.
+	if err := e.Start(ctx); err != nil {
+		t.Fatalf("Start after a Start that failed with ctx's error = %v", err)
+	}
+	if err := e.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
