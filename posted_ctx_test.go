@@ -123,3 +123,66 @@ func TestStartWhoseCtxEndsBeforeTheLoopTakesIt(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestUnlockWhoseCtxEndsBeforeTheLoopTakesItStillRevokes: an Unlock whose ctx ends while its
+// event waits for the busy loop handed the turn on at once, which forgot the name's queue when
+// no goroutine waited; the stop, taken later, found no lock to revoke, so the released lock's
+// Held kept a live Context (and IsValid) while another client held the lock.
+func TestUnlockWhoseCtxEndsBeforeTheLoopTakesItStillRevokes(t *testing.T) {
+	srv := simbatest.NewServer(simbatest.WithClock(spi.SystemClock()))
+	ctx := context.Background()
+	var armed atomic.Bool
+	blocked, release := make(chan struct{}), make(chan struct{})
+	a, err := simba.New(srv.Backend(), simba.WithTTL(1500*time.Millisecond), simba.WithOwner("a"),
+		simba.WithListener(func(ev simba.Event) {
+			if ev.Kind == simba.EventElected && ev.Name == "blocker" && armed.CompareAndSwap(true, false) {
+				close(blocked)
+				<-release
+			}
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close(ctx)
+	b, err := simba.New(srv.Backend(), simba.WithTTL(1500*time.Millisecond), simba.WithOwner("b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close(ctx)
+	h, err := a.Lock(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	armed.Store(true)
+	lockDone := make(chan error, 1)
+	go func() {
+		h, err := a.TryLock(ctx, "blocker")
+		if err == nil {
+			err = h.Unlock(ctx)
+		}
+		lockDone <- err
+	}()
+	<-blocked
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := h.Unlock(cancelled); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Unlock with the loop busy and ctx cancelled = %v, want context.Canceled", err)
+	}
+	close(release)
+	if err := <-lockDone; err != nil {
+		t.Fatal(err)
+	}
+	hb, err := b.Lock(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hb.Unlock(ctx)
+	select {
+	case <-h.Context().Done():
+	default:
+		t.Errorf("b holds x with %v, and a's unlocked %v still has a live Context", hb.Term, h.Term)
+	}
+	if h.IsValid() {
+		t.Errorf("b holds x with %v, and a's unlocked %v is still valid", hb.Term, h.Term)
+	}
+}
