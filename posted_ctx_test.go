@@ -186,3 +186,79 @@ func TestUnlockWhoseCtxEndsBeforeTheLoopTakesItStillRevokes(t *testing.T) {
 		t.Errorf("b holds x with %v, and a's unlocked %v is still valid", hb.Term, h.Term)
 	}
 }
+
+// TestLeaveWhoseCtxEndsBeforeTheLoopTakesItStillRevokes: a Leave whose ctx ended while its
+// event waited for the busy loop forgot the group at once; the leave, taken later, revoked
+// partitions the client could no longer find, so their RunPartition work kept a live ctx while
+// another member led them.
+func TestLeaveWhoseCtxEndsBeforeTheLoopTakesItStillRevokes(t *testing.T) {
+	srv := simbatest.NewServer(simbatest.WithClock(spi.SystemClock()))
+	ctx := context.Background()
+	var armed atomic.Bool
+	blocked, release := make(chan struct{}), make(chan struct{})
+	a, err := simba.New(srv.Backend(), simba.WithTTL(1500*time.Millisecond), simba.WithOwner("a"),
+		simba.WithListener(func(ev simba.Event) {
+			if ev.Kind == simba.EventElected && ev.Name == "blocker" && armed.CompareAndSwap(true, false) {
+				close(blocked)
+				<-release
+			}
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testDone := make(chan struct{})
+	workCtx := make(chan context.Context, 1)
+	g, err := a.JoinGroup(ctx, "g", 1, simba.RunPartition(func(ctx context.Context, p int, tm simba.Term) error {
+		workCtx <- ctx
+		select {
+		case <-ctx.Done():
+		case <-testDone: // without the fix the ctx never ends: let Close finish
+		}
+		return nil
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx := <-workCtx
+	armed.Store(true)
+	lockDone := make(chan error, 1)
+	go func() {
+		h, err := a.TryLock(ctx, "blocker")
+		if err == nil {
+			err = h.Unlock(ctx)
+		}
+		lockDone <- err
+	}()
+	<-blocked
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := g.Leave(cancelled); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Leave with the loop busy and ctx cancelled = %v, want context.Canceled", err)
+	}
+	close(release)
+	if err := <-lockDone; err != nil {
+		t.Fatal(err)
+	}
+	b, err := simba.New(srv.Backend(), simba.WithTTL(1500*time.Millisecond), simba.WithOwner("b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bLeads := make(chan simba.Term, 1)
+	if _, err := b.JoinGroup(ctx, "g", 1, simba.OnAssigned(func(_ context.Context, _ int, tm simba.Term) { bLeads <- tm })); err != nil {
+		t.Fatal(err)
+	}
+	bt := <-bLeads
+	select {
+	case <-wctx.Done():
+	default:
+		t.Errorf("b leads partition 0 with %v, and a's partition work still has a live ctx", bt)
+	}
+	close(testDone)
+	for _, c := range []*simba.Client{a, b} {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		if err := c.Close(cctx); err != nil {
+			t.Errorf("close: %v", err)
+		}
+		cancel()
+	}
+}
