@@ -310,8 +310,9 @@ func (e *Election) Name() string { return e.name }
 // Start makes this client a candidate. It returns once the engine has taken the request; the
 // election then runs in the background (watch OnElected, Events or Term). A stopped election
 // can be started again, unless another election or a lock of this client has taken the name
-// meanwhile. If ctx ends first Start returns ctx's error and the election is not started: if
-// the engine takes the start after ctx ended, it stops the election again at once.
+// meanwhile; starting a running election fails with ErrInvalidOption. If ctx ends first Start
+// returns ctx's error and the election is not started: if the engine takes the start after ctx
+// ended, it stops the election again at once.
 func (e *Election) Start(ctx context.Context) error {
 	if err := e.c.register(e.name, e); err != nil {
 		return err
