@@ -457,6 +457,14 @@ func (c *Client) addFuture(f *future) {
 // with no hand-off at all. If ctx ends during that call, the call is cut short so that the caller
 // returns at once with ctx's error (runCall says what becomes of the call).
 func (c *Client) request(ctx context.Context, ev engine.Event) (*future, error) {
+	return c.requestThen(ctx, ev, nil)
+}
+
+// requestThen is request with after, when not nil, run right after the step that takes the
+// event, where the engine is stepped: for what must follow the engine's taking the event and
+// precede whatever it steps next (Stop and Leave let their name go there, after the step's
+// revocations have found it). The caller may have returned by then, its ctx ended.
+func (c *Client) requestThen(ctx context.Context, ev engine.Event, after func()) (*future, error) {
 	since := c.errSeq.Load()
 	f := newFuture()
 	var own callClaim
@@ -464,6 +472,9 @@ func (c *Client) request(ctx context.Context, ev engine.Event) (*future, error) 
 		c.addFuture(f)
 		ev.Future = f.id
 		c.step(ev)
+		if after != nil {
+			after()
+		}
 	}
 	inline := func() {
 		// The call the step asks for about this name may as well run here, on the goroutine
@@ -1157,6 +1168,9 @@ func (c *Client) register(name string, h leaseHandle) error {
 	if c.closed {
 		return ErrClosed
 	}
+	if err := c.partitionOfJoinedLocked(name); err != nil {
+		return err
+	}
 	switch old := c.handles[name]; {
 	case old == h:
 	case old != nil:
@@ -1168,6 +1182,32 @@ func (c *Client) register(name string, h leaseHandle) error {
 		c.handles[name] = h
 	}
 	return nil
+}
+
+// partitionOfJoinedLocked refuses name, for an election or a lock, when it is a partition of a
+// group this client has joined: the partition's events go to the group (handleFor), and a
+// handle of that name would take them. The engine refuses starting such a name too, but only
+// once the handle is registered. c.mu is held.
+func (c *Client) partitionOfJoinedLocked(name string) error {
+	group, p, ok := wire.ParsePartition(name)
+	if !ok {
+		return nil
+	}
+	if g := c.groups[group]; g != nil && p < g.partitions {
+		return invalid("%q is partition %d of the joined group %q", name, p, group)
+	}
+	return nil
+}
+
+// partitionHandleLocked returns the name of an election or lock of this client that is a
+// partition of group with the given partition count, or "". c.mu is held.
+func (c *Client) partitionHandleLocked(group string, partitions int) string {
+	for name := range c.handles {
+		if g, p, ok := wire.ParsePartition(name); ok && g == group && p < partitions {
+			return name
+		}
+	}
+	return ""
 }
 
 // unregister forgets h as the handle of name.

@@ -282,7 +282,8 @@ func Schedule(every time.Duration, fn func(ctx context.Context, t Term)) Electio
 }
 
 // NewElection creates an election for name on this client. It validates name and options
-// before any I/O. A name has at most one election on a client, and no lock while it has one;
+// before any I/O. A name has at most one election on a client, and no lock while it has one,
+// and a partition of a group the client has joined ("<group>.<p>") has none (ErrInvalidOption);
 // Stop lets the name go (a new election of the same name may follow, or this one restarted).
 func (c *Client) NewElection(name string, opts ...ElectionOption) (*Election, error) {
 	if err := wire.ValidateName(name); err != nil {
@@ -309,12 +310,39 @@ func (e *Election) Name() string { return e.name }
 // Start makes this client a candidate. It returns once the engine has taken the request; the
 // election then runs in the background (watch OnElected, Events or Term). A stopped election
 // can be started again, unless another election or a lock of this client has taken the name
-// meanwhile.
+// meanwhile; starting a running election fails with ErrInvalidOption. If ctx ends first Start
+// returns ctx's error and the election is not started: if the engine takes the start after ctx
+// ended, it stops the election again at once.
 func (e *Election) Start(ctx context.Context) error {
 	if err := e.c.register(e.name, e); err != nil {
 		return err
 	}
-	_, err := e.c.request(ctx, engine.Event{Kind: engine.EvStart, Name: e.name, Flavor: engine.FlavorElection, HasWork: e.work != nil})
+	// As in JoinGroup: whichever comes first of the step that takes the start and the caller's
+	// giving up decides, so that an error from Start never leaves the election running.
+	const (
+		startPending int32 = iota
+		startTaken
+		startAbandoned
+	)
+	var state atomic.Int32
+	var f *future
+	f, err := e.c.requestThen(ctx, engine.Event{Kind: engine.EvStart, Name: e.name, Flavor: engine.FlavorElection, HasWork: e.work != nil}, func() {
+		if state.CompareAndSwap(startPending, startTaken) {
+			return
+		}
+		if f.completed() && f.err == nil {
+			e.c.step(engine.Event{Kind: engine.EvStop, Name: e.name})
+			e.c.unregister(e.name, e)
+		}
+	})
+	switch {
+	case err == nil:
+		return nil
+	case f != nil && state.CompareAndSwap(startPending, startAbandoned):
+		return err // the step stops the election again, if the engine starts it
+	case f != nil && f.completed() && f.err == nil:
+		return nil // started before ctx ended
+	}
 	return err
 }
 
@@ -323,8 +351,11 @@ func (e *Election) Start(ctx context.Context) error {
 // goes on). Once Stop has been taken the client keeps nothing of the election: the name is free
 // for a new election or lock, and callbacks already due still run (Close waits for them).
 func (e *Election) Stop(ctx context.Context) error {
-	f, err := e.c.request(ctx, engine.Event{Kind: engine.EvStop, Name: e.name})
-	if f != nil || errors.Is(err, ErrClosed) {
+	// The name is let go once the engine has taken the Stop (whatever err says), and not before:
+	// a Stop whose ctx ends while it waits for the loop is taken later, and its revocation must
+	// still find this election to cancel the work's ctx and invalidate the term.
+	_, err := e.c.requestThen(ctx, engine.Event{Kind: engine.EvStop, Name: e.name}, func() { e.c.unregister(e.name, e) })
+	if errors.Is(err, ErrClosed) {
 		e.c.unregister(e.name, e)
 	}
 	return err

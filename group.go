@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/simba-go/simba/generated/wire"
 	"github.com/simba-go/simba/internal/engine"
@@ -75,6 +76,10 @@ func RunPartition(fn func(ctx context.Context, p int, t Term) error) GroupOption
 // partition name must be a valid lease name: ErrInvalidName), the partition count (1 to
 // wire.MaxPartitions: ErrInvalidOption) and the options before any I/O and returns once
 // the engine has taken the request; membership and partitions then follow in the background.
+// A group one of whose partitions has an election (started or not) or a lock on this client
+// cannot be joined (ErrInvalidOption), nor can such a partition get one while the group is
+// joined. A JoinGroup that returns ctx's error leaves nothing joined: if the engine takes the
+// join after ctx ended, it leaves the group again at once.
 func (c *Client) JoinGroup(ctx context.Context, group string, partitions int, opts ...GroupOption) (*PartitionGroup, error) {
 	// A partition count is an option, not a name: out of range, it is ErrInvalidOption.
 	if partitions < 1 || partitions > wire.MaxPartitions {
@@ -102,15 +107,49 @@ func (c *Client) JoinGroup(ctx context.Context, group string, partitions int, op
 		c.mu.Unlock()
 		return nil, invalid("group %q is already joined on this client", group)
 	}
+	if name := c.partitionHandleLocked(group, partitions); name != "" {
+		c.mu.Unlock()
+		return nil, invalid("partition %q of group %q has an election or a lock on this client", name, group)
+	}
 	c.groups[group] = g
 	c.mu.Unlock()
-	if _, err := c.request(ctx, engine.Event{Kind: engine.EvJoin, Name: group, Partitions: partitions, HasWork: g.work != nil}); err != nil {
+	forget := func() {
 		c.mu.Lock()
-		delete(c.groups, group)
+		if c.groups[group] == g {
+			delete(c.groups, group)
+		}
 		c.mu.Unlock()
-		return nil, err
 	}
-	return g, nil
+	// The engine may take the join after ctx has ended (its event waited for a busy loop).
+	// Whichever comes first of the step and the caller's giving up decides: a join the caller
+	// gave up on before the engine took it is left at once, right after the step that takes
+	// it, so that no group the caller has no *PartitionGroup for stays joined.
+	const (
+		joinPending int32 = iota
+		joinTaken
+		joinAbandoned
+	)
+	var state atomic.Int32
+	var f *future
+	f, err := c.requestThen(ctx, engine.Event{Kind: engine.EvJoin, Name: group, Partitions: partitions, HasWork: g.work != nil}, func() {
+		if state.CompareAndSwap(joinPending, joinTaken) {
+			return
+		}
+		if f.completed() && f.err == nil {
+			c.step(engine.Event{Kind: engine.EvLeave, Name: group})
+		}
+		forget()
+	})
+	switch {
+	case err == nil:
+		return g, nil
+	case f != nil && state.CompareAndSwap(joinPending, joinAbandoned):
+		return nil, err // the step leaves the group again, if the engine joins it
+	case f != nil && f.completed() && f.err == nil:
+		return g, nil // joined before ctx ended: the caller gets the group it is in
+	}
+	forget()
+	return nil, err
 }
 
 // Name is the group name.
@@ -126,14 +165,16 @@ func (g *PartitionGroup) Partitions() int { return g.partitions }
 // it). If ctx ends first Leave returns ctx's error, and leaving goes on; the group can be
 // joined again once leaving is done.
 func (g *PartitionGroup) Leave(ctx context.Context) error {
-	f, err := g.c.request(ctx, engine.Event{Kind: engine.EvLeave, Name: g.name})
-	if f != nil { // the engine took the Leave, whatever err says
+	// Once the engine has taken the Leave (whatever err says), and not before: a Leave whose ctx
+	// ends while it waits for the loop is taken later, and its revocations must still find the
+	// group's partitions. Close still waits for its callbacks.
+	_, err := g.c.requestThen(ctx, engine.Event{Kind: engine.EvLeave, Name: g.name}, func() {
 		g.c.mu.Lock()
 		if g.c.groups[g.name] == g {
-			delete(g.c.groups, g.name) // Close still waits for its callbacks
+			delete(g.c.groups, g.name)
 		}
 		g.c.mu.Unlock()
-	}
+	})
 	return err
 }
 

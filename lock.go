@@ -134,6 +134,10 @@ func (c *Client) takeTurn(ctx context.Context, name string, try bool) (*lockQueu
 		c.mu.Unlock()
 		return nil, ErrClosed
 	}
+	if err := c.partitionOfJoinedLocked(name); err != nil {
+		c.mu.Unlock()
+		return nil, err
+	}
 	switch h := c.handles[name].(type) {
 	case nil:
 		q := &lockQueue{leaseCore: leaseCore{c: c, name: name}}
@@ -204,10 +208,21 @@ func (h *Held) Unlock(ctx context.Context) error {
 		return fmt.Errorf("simba: unlock %s: already unlocked: %w", h.Name(), ErrNotHeld)
 	}
 	held := h.IsValid()
-	_, err := h.c.request(ctx, engine.Event{Kind: engine.EvStop, Name: h.Name()})
-	// The stop is queued ahead of the next goroutine's start (or the client is closed, and
-	// the next start fails): hand the turn on whatever err says.
-	h.c.passTurn(h.q)
+	// Hand the turn on right after the step that takes the stop, whatever err says (or now, if
+	// the client is closed and the next start fails): not before, since a queue with no one
+	// waiting is forgotten then, and a stop taken after this returned (its ctx ended while its
+	// event waited for a busy loop) would find no lock to revoke: the term would stay valid,
+	// its context live.
+	var passed atomic.Bool
+	pass := func() {
+		if passed.CompareAndSwap(false, true) {
+			h.c.passTurn(h.q)
+		}
+	}
+	_, err := h.c.requestThen(ctx, engine.Event{Kind: engine.EvStop, Name: h.Name()}, pass)
+	if errors.Is(err, ErrClosed) {
+		pass()
+	}
 	if err != nil {
 		return err
 	}

@@ -66,7 +66,7 @@ func ValidateResource(resource string) error {
 	for i := 0; i < len(resource); i++ {
 		c := resource[i]
 		if c < 0x21 || c > 0x7e || c == '{' || c == '}' {
-			return fmt.Errorf("%w: %q: byte %d (%q) is not printable ASCII without braces", ErrInvalidResource, resource, i, c)
+			return fmt.Errorf("%w: %q: byte %d (%#02x) is not printable ASCII without braces", ErrInvalidResource, resource, i, c)
 		}
 	}
 	return nil

@@ -44,3 +44,16 @@ func TestValidateResource(t *testing.T) {
 		t.Errorf("token 0: %v", err)
 	}
 }
+
+// TestValidateResourceNamesTheByte: the error names the offending byte as a byte. It quoted it
+// as a rune, so the first byte of "é" (0xc3) read 'Ã', a character the name does not contain.
+func TestValidateResourceNamesTheByte(t *testing.T) {
+	err := fence.ValidateResource("é")
+	if err == nil || !strings.Contains(err.Error(), "byte 0 (0xc3)") || strings.Contains(err.Error(), "Ã") {
+		t.Errorf("ValidateResource(é) = %v, want it to name byte 0 (0xc3)", err)
+	}
+	err = fence.ValidateResource("a b")
+	if err == nil || !strings.Contains(err.Error(), "byte 1 (0x20)") {
+		t.Errorf("ValidateResource(a b) = %v, want it to name byte 1 (0x20)", err)
+	}
+}

@@ -7,7 +7,11 @@
 // The resource of a request is Guard.Resource(request); by default its URL path, so
 // /invoices/42 and /invoices/43 are fenced apart, and a holder of invoice 43's lock never
 // blocks invoice 42. To fence a collection as one resource (one lock guards many paths), map
-// them to one name, e.g. func(*http.Request) string { return "invoices" }.
+// them to one name, e.g. func(*http.Request) string { return "invoices" }. The default
+// compares paths byte for byte: /invoices/42/ (and, with no ServeMux in front to clean paths,
+// /invoices//42) is a resource of its own, with a highest token of its own, so a handler that
+// serves one record under several spellings must map them to one name in Resource, or a stale
+// holder can write through a spelling the newer holder never used.
 //
 // # What the guard promises
 //

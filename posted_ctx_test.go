@@ -1,0 +1,264 @@
+package simba_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/simba-go/simba"
+	"github.com/simba-go/simba/simbatest"
+	"github.com/simba-go/simba/spi"
+)
+
+// TestJoinGroupWhoseCtxEndsBeforeTheLoopTakesIt: a JoinGroup whose ctx ends while its event
+// waits for the busy loop returns ctx's error, and the engine takes the join later. The client
+// forgot the group while the engine joined it: the member led its partitions with no
+// *PartitionGroup to work them or Leave, and every later JoinGroup of the name failed with
+// "already joined". A join the caller gave up on is now left right after the step that takes
+// it.
+func TestJoinGroupWhoseCtxEndsBeforeTheLoopTakesIt(t *testing.T) {
+	srv := simbatest.NewServer(simbatest.WithClock(spi.SystemClock()))
+	ctx := context.Background()
+	var armed atomic.Bool
+	blocked, release := make(chan struct{}), make(chan struct{})
+	a, err := simba.New(srv.Backend(), simba.WithTTL(1500*time.Millisecond), simba.WithOwner("a"),
+		simba.WithListener(func(ev simba.Event) {
+			if ev.Kind == simba.EventElected && ev.Name == "blocker" && armed.CompareAndSwap(true, false) {
+				close(blocked)
+				<-release
+			}
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close(ctx)
+	armed.Store(true)
+	lockDone := make(chan error, 1)
+	go func() {
+		h, err := a.TryLock(ctx, "blocker")
+		if err == nil {
+			err = h.Unlock(ctx)
+		}
+		lockDone <- err
+	}()
+	<-blocked
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if g, err := a.JoinGroup(cancelled, "g", 1); !errors.Is(err, context.Canceled) || g != nil {
+		t.Fatalf("JoinGroup with the loop busy and ctx cancelled = %v, %v; want context.Canceled", g, err)
+	}
+	close(release)
+	if err := <-lockDone; err != nil {
+		t.Fatal(err)
+	}
+	// The abandoned join is left by the time a new one is taken, so the name can be joined
+	// again (the engine refuses "still leaving" until the leave is done: retry until then).
+	var g *simba.PartitionGroup
+	for g == nil {
+		g, err = a.JoinGroup(ctx, "g", 1)
+		switch {
+		case err == nil:
+		case errors.Is(err, simba.ErrInvalidOption) && strings.Contains(err.Error(), "still leaving"):
+			time.Sleep(10 * time.Millisecond)
+		default:
+			t.Fatalf("JoinGroup after an abandoned join = %v", err)
+		}
+	}
+	if err := g.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestStartWhoseCtxEndsBeforeTheLoopTakesIt: a Start whose ctx ends while its event waits for
+// the busy loop returned ctx's error, and the engine started the election later anyway: it
+// could lead after Start had failed, and a second Start failed with "already running". The
+// start is now stopped again right after the step that takes it.
+func TestStartWhoseCtxEndsBeforeTheLoopTakesIt(t *testing.T) {
+	srv := simbatest.NewServer(simbatest.WithClock(spi.SystemClock()))
+	ctx := context.Background()
+	var armed atomic.Bool
+	blocked, release := make(chan struct{}), make(chan struct{})
+	a, err := simba.New(srv.Backend(), simba.WithTTL(1500*time.Millisecond), simba.WithOwner("a"),
+		simba.WithListener(func(ev simba.Event) {
+			if ev.Kind == simba.EventElected && ev.Name == "blocker" && armed.CompareAndSwap(true, false) {
+				close(blocked)
+				<-release
+			}
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close(ctx)
+	e, err := a.NewElection("e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	armed.Store(true)
+	lockDone := make(chan error, 1)
+	go func() {
+		h, err := a.TryLock(ctx, "blocker")
+		if err == nil {
+			err = h.Unlock(ctx)
+		}
+		lockDone <- err
+	}()
+	<-blocked
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := e.Start(cancelled); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Start with the loop busy and ctx cancelled = %v, want context.Canceled", err)
+	}
+	close(release)
+	if err := <-lockDone; err != nil {
+		t.Fatal(err)
+	}
+	// The failed Start left the election stopped: starting it again works.
+	if err := e.Start(ctx); err != nil {
+		t.Fatalf("Start after a Start that failed with ctx's error = %v", err)
+	}
+	if err := e.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestUnlockWhoseCtxEndsBeforeTheLoopTakesItStillRevokes: an Unlock whose ctx ends while its
+// event waits for the busy loop handed the turn on at once, which forgot the name's queue when
+// no goroutine waited; the stop, taken later, found no lock to revoke, so the released lock's
+// Held kept a live Context (and IsValid) while another client held the lock.
+func TestUnlockWhoseCtxEndsBeforeTheLoopTakesItStillRevokes(t *testing.T) {
+	srv := simbatest.NewServer(simbatest.WithClock(spi.SystemClock()))
+	ctx := context.Background()
+	var armed atomic.Bool
+	blocked, release := make(chan struct{}), make(chan struct{})
+	a, err := simba.New(srv.Backend(), simba.WithTTL(1500*time.Millisecond), simba.WithOwner("a"),
+		simba.WithListener(func(ev simba.Event) {
+			if ev.Kind == simba.EventElected && ev.Name == "blocker" && armed.CompareAndSwap(true, false) {
+				close(blocked)
+				<-release
+			}
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close(ctx)
+	b, err := simba.New(srv.Backend(), simba.WithTTL(1500*time.Millisecond), simba.WithOwner("b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close(ctx)
+	h, err := a.Lock(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	armed.Store(true)
+	lockDone := make(chan error, 1)
+	go func() {
+		h, err := a.TryLock(ctx, "blocker")
+		if err == nil {
+			err = h.Unlock(ctx)
+		}
+		lockDone <- err
+	}()
+	<-blocked
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := h.Unlock(cancelled); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Unlock with the loop busy and ctx cancelled = %v, want context.Canceled", err)
+	}
+	close(release)
+	if err := <-lockDone; err != nil {
+		t.Fatal(err)
+	}
+	hb, err := b.Lock(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hb.Unlock(ctx)
+	select {
+	case <-h.Context().Done():
+	default:
+		t.Errorf("b holds x with %v, and a's unlocked %v still has a live Context", hb.Term, h.Term)
+	}
+	if h.IsValid() {
+		t.Errorf("b holds x with %v, and a's unlocked %v is still valid", hb.Term, h.Term)
+	}
+}
+
+// TestLeaveWhoseCtxEndsBeforeTheLoopTakesItStillRevokes: a Leave whose ctx ended while its
+// event waited for the busy loop forgot the group at once; the leave, taken later, revoked
+// partitions the client could no longer find, so their RunPartition work kept a live ctx while
+// another member led them.
+func TestLeaveWhoseCtxEndsBeforeTheLoopTakesItStillRevokes(t *testing.T) {
+	srv := simbatest.NewServer(simbatest.WithClock(spi.SystemClock()))
+	ctx := context.Background()
+	var armed atomic.Bool
+	blocked, release := make(chan struct{}), make(chan struct{})
+	a, err := simba.New(srv.Backend(), simba.WithTTL(1500*time.Millisecond), simba.WithOwner("a"),
+		simba.WithListener(func(ev simba.Event) {
+			if ev.Kind == simba.EventElected && ev.Name == "blocker" && armed.CompareAndSwap(true, false) {
+				close(blocked)
+				<-release
+			}
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testDone := make(chan struct{})
+	workCtx := make(chan context.Context, 1)
+	g, err := a.JoinGroup(ctx, "g", 1, simba.RunPartition(func(ctx context.Context, p int, tm simba.Term) error {
+		workCtx <- ctx
+		select {
+		case <-ctx.Done():
+		case <-testDone: // without the fix the ctx never ends: let Close finish
+		}
+		return nil
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx := <-workCtx
+	armed.Store(true)
+	lockDone := make(chan error, 1)
+	go func() {
+		h, err := a.TryLock(ctx, "blocker")
+		if err == nil {
+			err = h.Unlock(ctx)
+		}
+		lockDone <- err
+	}()
+	<-blocked
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := g.Leave(cancelled); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Leave with the loop busy and ctx cancelled = %v, want context.Canceled", err)
+	}
+	close(release)
+	if err := <-lockDone; err != nil {
+		t.Fatal(err)
+	}
+	b, err := simba.New(srv.Backend(), simba.WithTTL(1500*time.Millisecond), simba.WithOwner("b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bLeads := make(chan simba.Term, 1)
+	if _, err := b.JoinGroup(ctx, "g", 1, simba.OnAssigned(func(_ context.Context, _ int, tm simba.Term) { bLeads <- tm })); err != nil {
+		t.Fatal(err)
+	}
+	bt := <-bLeads
+	select {
+	case <-wctx.Done():
+	default:
+		t.Errorf("b leads partition 0 with %v, and a's partition work still has a live ctx", bt)
+	}
+	close(testDone)
+	for _, c := range []*simba.Client{a, b} {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		if err := c.Close(cctx); err != nil {
+			t.Errorf("close: %v", err)
+		}
+		cancel()
+	}
+}
