@@ -40,8 +40,8 @@ const (
 // once, to learn that the user may subscribe to Simba's channels at all (see confirm).
 const aclProbe = "simba.hints.acl-probe"
 
-// hub fans the messages of the backend's one pub/sub connection out to the Hints subscribers,
-// and decides which channels that connection subscribes to.
+// hub fans the messages of the backend's pub/sub connections out to the Hints subscribers, and
+// decides which channels they subscribe to.
 type hub struct {
 	b    *Backend
 	mu   sync.Mutex
@@ -106,11 +106,11 @@ type wait struct {
 // hint may repeat, and a lease or group shortly after the wait or membership ended may still be
 // hinted.
 //
-// While there are subscribers the backend keeps one pub/sub connection. It SUBSCRIBEs to a
-// lease's released channel (wire.ReleasedChannel) when an Acquire or AcquireQueued of the
-// backend replies HeldBy, and keeps it while a session of the backend waits there: until that
-// session is granted the lease, withdraws, closes or expires, or makes no acquire of the name
-// for the holder's time left plus a TTL. A release between that acquire and the server's
+// While there are subscribers the backend keeps a pub/sub connection (on a Cluster, one per
+// master, see below). It SUBSCRIBEs to a lease's released channel (wire.ReleasedChannel) when
+// an Acquire or AcquireQueued of the backend replies HeldBy, and keeps it while a session of
+// the backend waits there: until that session is granted the lease, withdraws, closes or
+// expires, or makes no acquire of the name for the holder's time left plus a TTL. A release between that acquire and the server's
 // confirmation of the subscription would be lost, so each confirmation of a released channel
 // is followed by one read of the lease (its holder field and first waiter, in one MULTI): if
 // the lease is no longer held by (nor reserved for) the holder the acquire saw, a Released
@@ -641,7 +641,7 @@ func (h *hub) releasedLocally(name string) {
 	}
 }
 
-// remove ends one subscription, and the pub/sub connection with the last one.
+// remove ends one subscription, and the pub/sub connections with the last one.
 func (h *hub) remove(ch chan spi.Hint) {
 	h.mu.Lock()
 	if _, ok := h.subs[ch]; !ok {
@@ -674,8 +674,8 @@ func (h *hub) shutdown() {
 	}
 }
 
-// stopLocked closes the pub/sub connection, stops its runner (the caller waits for it outside
-// the lock) and forgets the interest.
+// stopLocked closes the client's pub/sub connection, stops its runner (which closes the
+// masters' connections; the caller waits for it outside the lock) and forgets the interest.
 func (h *hub) stopLocked() *subConn {
 	c := h.conn
 	if c == nil {
