@@ -152,17 +152,21 @@ whose holder has the client form is honoured until its expires field passes, lik
 
 # Hints
 
-Hints keeps one pub/sub connection per backend (while there are subscribers) that SUBSCRIBEs
-only to the channels its sessions need: a lease's released channel while a session waits for
+Hints keeps a pub/sub connection per backend (on a Cluster, one per master; while there are
+subscribers) that SUBSCRIBEs only to the channels its sessions need: a lease's released channel while a session waits for
 it (an acquire of the backend found it held by another session, until the session is granted
 it, withdraws, closes, or stops acquiring it), a group's channel while a session is a member,
 each for a second more (so that re-lock loops do not churn). A client thus hears of the
 releases it waits for, not of every release in the deployment. A release between the acquire
 that found the lease held and the server's confirmation of the subscription is caught by one
 read of the lease after the confirmation (a Released hint if it is no longer held by that
-holder), a membership change by one GroupChanged hint on the confirmation. A Cluster
-propagates PUBLISH to every node, so any node serves. go-redis reconnects the connection and
-resubscribes after a connection loss; the confirmations then do the same reads and hints.
+holder), a membership change by one GroupChanged hint on the confirmation. On a Cluster a
+channel is subscribed (plain SUBSCRIBE) on the master of its slot, where the scripts PUBLISH:
+the PUBLISH reaches other nodes too, but over the cluster bus, which Redis sends with Nagle's
+algorithm on (no TCP_NODELAY), so a hint heard elsewhere could come up to ~40 ms late. A
+channel whose slot moves to another master (as the Cluster client learns) moves with it.
+go-redis reconnects the connections and resubscribes after a connection loss; the
+confirmations then do the same reads and hints.
 
 # ACL
 

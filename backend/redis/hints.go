@@ -40,8 +40,8 @@ const (
 // once, to learn that the user may subscribe to Simba's channels at all (see confirm).
 const aclProbe = "simba.hints.acl-probe"
 
-// hub fans the messages of the backend's one pub/sub connection out to the Hints subscribers,
-// and decides which channels that connection subscribes to.
+// hub fans the messages of the backend's pub/sub connections out to the Hints subscribers, and
+// decides which channels they subscribe to.
 type hub struct {
 	b    *Backend
 	mu   sync.Mutex
@@ -63,12 +63,20 @@ type hub struct {
 	linger          time.Duration // hintLinger unless a test sets it
 }
 
-// subConn is one generation of the hub's pub/sub connection and its runner.
+// subConn is one generation of the hub's pub/sub connections and its runner.
 type subConn struct {
+	// ps is the backend client's pub/sub connection: every channel's on a standalone server,
+	// on a Cluster only those whose master the Cluster client could not name.
 	ps   *goredis.PubSub
 	kick chan struct{} // capacity 1: the runner has work (a channel to subscribe, a lease to read)
 	stop chan struct{}
 	done chan struct{} // closed when the runner has returned
+
+	// On a Cluster (owned by the runner): nodes maps a master's address to a pub/sub connection
+	// to that master, and where each subscribed channel to the address of the connection it is
+	// subscribed on ("" for ps). See Hints.
+	nodes map[string]*goredis.PubSub
+	where map[string]string
 }
 
 // interest is what the sessions of this backend need from one channel.
@@ -98,11 +106,11 @@ type wait struct {
 // hint may repeat, and a lease or group shortly after the wait or membership ended may still be
 // hinted.
 //
-// While there are subscribers the backend keeps one pub/sub connection. It SUBSCRIBEs to a
-// lease's released channel (wire.ReleasedChannel) when an Acquire or AcquireQueued of the
-// backend replies HeldBy, and keeps it while a session of the backend waits there: until that
-// session is granted the lease, withdraws, closes or expires, or makes no acquire of the name
-// for the holder's time left plus a TTL. A release between that acquire and the server's
+// While there are subscribers the backend keeps a pub/sub connection (on a Cluster, one per
+// master, see below). It SUBSCRIBEs to a lease's released channel (wire.ReleasedChannel) when
+// an Acquire or AcquireQueued of the backend replies HeldBy, and keeps it while a session of
+// the backend waits there: until that session is granted the lease, withdraws, closes or
+// expires, or makes no acquire of the name for the holder's time left plus a TTL. A release between that acquire and the server's
 // confirmation of the subscription would be lost, so each confirmation of a released channel
 // is followed by one read of the lease (its holder field and first waiter, in one MULTI): if
 // the lease is no longer held by (nor reserved for) the holder the acquire saw, a Released
@@ -113,11 +121,21 @@ type wait struct {
 // second later. So a client hears of the releases and group changes it waits for, not of every
 // one in the deployment.
 //
-// Non-sharded pub/sub on a Redis Cluster delivers every PUBLISH to the subscribers of every
-// node, so one connection to any node is enough. go-redis reconnects it and subscribes to its
-// channels again after a connection loss; every channel's confirmation then does what the
-// first did (a lease read, a group hint), so releases and group changes published meanwhile are
-// hinted after all (releases only while the lease is still free).
+// On a Redis Cluster each channel is SUBSCRIBEd (plain, not sharded, pub/sub: the wire
+// protocol's PUBLISH) on a connection to the master of the channel's slot, the node whose
+// scripts PUBLISH to it, which delivers the message to its own subscribers at once. A PUBLISH
+// also reaches every other node's subscribers, but over the cluster bus, whose links Redis
+// (7.x and earlier) opens without TCP_NODELAY: Nagle's algorithm holds a message there until the
+// receiving node's delayed ACK of the previous one, so a hint heard on another node came up to
+// about 40 ms late. Every round (a quarter of a second while there is interest) the runner
+// moves the channels whose slot now has another master (a failover, a resharding), as far as
+// the Cluster client knows (go-redis reloads its slot map after a redirection or a connection
+// error, and every minute), to that master's connection; until then they are still heard, over
+// the bus, while their old node lives. go-redis reconnects each connection and subscribes to
+// its channels again after a connection loss; every channel's confirmation, after a
+// reconnection or a move, does what the first did (a lease read, a group hint), so releases
+// and group changes published meanwhile are hinted after all (releases only while the lease
+// is still free).
 //
 // The first Hints subscribes to and unsubscribes from the channels of one probe name, so that an
 // ACL user without permission for Simba's channels gets a permanent NOPERM error here rather
@@ -147,10 +165,11 @@ func (b *Backend) Hints(ctx context.Context) (<-chan spi.Hint, error) {
 			return nil, b.fail("hints", err)
 		}
 		_ = ps.Unsubscribe(context.Background(), probe...) // a failure: go-redis forgets them anyway
-		c := &subConn{ps: ps, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+		c := &subConn{ps: ps, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+			nodes: map[string]*goredis.PubSub{}, where: map[string]string{}}
 		h.conn = c
 		h.leases, h.groups, h.checks = map[string]*interest{}, map[string]*interest{}, map[string]struct{}{}
-		go h.pump(c)
+		go h.pump(c, ps)
 		go h.run(c)
 	}
 	h.mu.Unlock()
@@ -183,10 +202,11 @@ func confirm(ctx context.Context, ps *goredis.PubSub, n int) error {
 	return nil
 }
 
-// pump forwards the messages of c's connection until it is closed, and acts on the server's
-// confirmations of subscriptions: a lease's is read (by the runner), a group's is a hint.
-func (h *hub) pump(c *subConn) {
-	for m := range c.ps.ChannelWithSubscriptions(goredis.WithChannelSize(hintBuffer)) {
+// pump forwards the messages of ps (one of c's connections) until it is closed, and acts on
+// the server's confirmations of subscriptions: a lease's is read (by the runner), a group's is
+// a hint.
+func (h *hub) pump(c *subConn, ps *goredis.PubSub) {
+	for m := range ps.ChannelWithSubscriptions(goredis.WithChannelSize(hintBuffer)) {
 		switch m := m.(type) {
 		case *goredis.Message:
 			h.received.Add(1)
@@ -229,10 +249,16 @@ func kick(c *subConn) {
 }
 
 // run is the runner of c: it sends the SUBSCRIBEs and UNSUBSCRIBEs the interest calls for
-// (one command each per round, whatever the number of channels), ends the waits and lingers
-// that are over, and reads the leases whose subscriptions were confirmed.
+// (one command each per connection and round, whatever the number of channels), moves the
+// channels whose slot changed master (Cluster), ends the waits and lingers that are over, and
+// reads the leases whose subscriptions were confirmed.
 func (h *hub) run(c *subConn) {
 	defer close(c.done)
+	defer func() {
+		for _, ps := range c.nodes {
+			ps.Close()
+		}
+	}()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
@@ -253,18 +279,14 @@ func (h *hub) run(c *subConn) {
 		}
 		sub, unsub, checks, busy := h.sweep(c)
 		if len(unsub) > 0 {
-			cctx, ccancel := context.WithTimeout(ctx, hintCallTimeout)
-			_ = c.ps.Unsubscribe(cctx, unsub...) // go-redis forgets them either way
-			ccancel()
+			c.unsubscribe(ctx, unsub)
 		}
+		sub = append(c.moved(ctx, h.b.cc), sub...)
 		if len(sub) > 0 {
 			if f := h.beforeSubscribe; f != nil {
 				f(sub)
 			}
-			cctx, ccancel := context.WithTimeout(ctx, hintCallTimeout)
-			// On a failure go-redis still records the channels and subscribes on reconnecting.
-			_ = c.ps.Subscribe(cctx, sub...)
-			ccancel()
+			h.subscribe(ctx, c, sub)
 		}
 		if len(checks) > 0 {
 			h.check(ctx, c, checks)
@@ -279,6 +301,96 @@ func (h *hub) run(c *subConn) {
 			timer.Reset(hintSweep)
 		}
 	}
+}
+
+// master returns the address and client of the master of channel's slot on a Cluster (a
+// channel is tagged like the key it is named after), or "" (ps) on a standalone server or when
+// the Cluster client cannot tell.
+func master(ctx context.Context, cc *goredis.ClusterClient, channel string) (string, *goredis.Client) {
+	if cc == nil {
+		return "", nil
+	}
+	n, err := cc.MasterForKey(ctx, channel)
+	if err != nil {
+		return "", nil
+	}
+	return n.Options().Addr, n
+}
+
+// subscribe SUBSCRIBEs to channels, each on the connection to its slot's master (see Hints),
+// opening that connection if c has none yet.
+func (h *hub) subscribe(ctx context.Context, c *subConn, channels []string) {
+	on := map[*goredis.PubSub][]string{}
+	for _, ch := range channels {
+		ps := c.ps
+		addr, n := master(ctx, h.b.cc, ch)
+		if addr != "" {
+			if ps = c.nodes[addr]; ps == nil {
+				ps = n.Subscribe(context.Background()) // connects with its first SUBSCRIBE
+				c.nodes[addr] = ps
+				go h.pump(c, ps)
+			}
+		}
+		c.where[ch] = addr
+		on[ps] = append(on[ps], ch)
+	}
+	for ps, chs := range on {
+		cctx, cancel := context.WithTimeout(ctx, hintCallTimeout)
+		// On a failure go-redis still records the channels and subscribes on reconnecting.
+		_ = ps.Subscribe(cctx, chs...)
+		cancel()
+	}
+}
+
+// unsubscribe UNSUBSCRIBEs from channels on the connections they are subscribed on; a master's
+// connection left without channels is closed instead (its node may be gone: a failover).
+func (c *subConn) unsubscribe(ctx context.Context, channels []string) {
+	on := map[string][]string{}
+	for _, ch := range channels {
+		addr, ok := c.where[ch]
+		if !ok {
+			continue
+		}
+		delete(c.where, ch)
+		on[addr] = append(on[addr], ch)
+	}
+	left := map[string]bool{}
+	for _, addr := range c.where {
+		left[addr] = true
+	}
+	for addr, chs := range on {
+		ps := c.ps
+		if addr != "" {
+			ps = c.nodes[addr]
+			if !left[addr] {
+				ps.Close()
+				delete(c.nodes, addr)
+				continue
+			}
+		}
+		cctx, cancel := context.WithTimeout(ctx, hintCallTimeout)
+		_ = ps.Unsubscribe(cctx, chs...) // go-redis forgets them either way
+		cancel()
+	}
+}
+
+// moved unsubscribes from the channels whose slot's master is no longer the node of the
+// connection they are on (a failover or a resharding the Cluster client has learnt of) and
+// returns them, to be subscribed on their master's connection.
+func (c *subConn) moved(ctx context.Context, cc *goredis.ClusterClient) []string {
+	if cc == nil {
+		return nil
+	}
+	var move []string
+	for ch, addr := range c.where {
+		if now, _ := master(ctx, cc, ch); now != addr && now != "" {
+			move = append(move, ch)
+		}
+	}
+	if len(move) > 0 {
+		c.unsubscribe(ctx, move)
+	}
+	return move
 }
 
 // sweep ends the waits and memberships past their time and the lingers that are over, and
@@ -529,7 +641,7 @@ func (h *hub) releasedLocally(name string) {
 	}
 }
 
-// remove ends one subscription, and the pub/sub connection with the last one.
+// remove ends one subscription, and the pub/sub connections with the last one.
 func (h *hub) remove(ch chan spi.Hint) {
 	h.mu.Lock()
 	if _, ok := h.subs[ch]; !ok {
@@ -562,8 +674,8 @@ func (h *hub) shutdown() {
 	}
 }
 
-// stopLocked closes the pub/sub connection, stops its runner (the caller waits for it outside
-// the lock) and forgets the interest.
+// stopLocked closes the client's pub/sub connection, stops its runner (which closes the
+// masters' connections; the caller waits for it outside the lock) and forgets the interest.
 func (h *hub) stopLocked() *subConn {
 	c := h.conn
 	if c == nil {
