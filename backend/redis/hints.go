@@ -110,11 +110,11 @@ type wait struct {
 // master, see below). It SUBSCRIBEs to a lease's released channel (wire.ReleasedChannel) when
 // an Acquire or AcquireQueued of the backend replies HeldBy, and keeps it while a session of
 // the backend waits there: until that session is granted the lease, withdraws, closes or
-// expires, or makes no acquire of the name for the holder's time left plus a TTL. A release between that acquire and the server's
-// confirmation of the subscription would be lost, so each confirmation of a released channel
-// is followed by one read of the lease (its holder field and first waiter, in one MULTI): if
-// the lease is no longer held by (nor reserved for) the holder the acquire saw, a Released
-// hint is delivered. It SUBSCRIBEs to a group's channel (wire.GroupChangedChannel) when a
+// expires, or makes no acquire of the name for the holder's time left plus a TTL. A release
+// between that acquire and the server's confirmation of the subscription would be lost, so
+// each confirmation of a released channel is followed by one read of the lease (its holder
+// field and first waiter, in one MULTI): if the lease is no longer held by (nor reserved for)
+// the holder the acquire saw, a Released hint is delivered. It SUBSCRIBEs to a group's channel (wire.GroupChangedChannel) when a
 // session of the backend joins the group, until the last such session leaves, closes or
 // expires; each confirmation delivers one GroupChanged hint (a join between the session's join
 // and the confirmation would otherwise be lost). A channel no longer needed is UNSUBSCRIBEd a
