@@ -47,6 +47,8 @@ type stdDialect struct {
 	lockMigrate func(ctx context.Context, conn *sql.Conn) (func(), error)
 	// ddlInTx: the migration's statements run in one transaction (SQLite).
 	ddlInTx bool
+	// gate, when set, is entered around every operation (SQLite: see fileGate).
+	gate *fileGate
 }
 
 // maxSeen bounds the set of connections known to have run setup; when it is exceeded the set
@@ -132,8 +134,16 @@ func (d *stdDialect) rollback(ctx context.Context, c *sql.Conn) {
 	}
 }
 
-// with runs fn in a transaction (tx) or statement by statement (run).
+// with runs fn in a transaction (tx) or statement by statement (run), inside the dialect's
+// gate if it has one.
 func (d *stdDialect) with(ctx context.Context, tx bool, fn func(q sqlq.Queries) error) error {
+	if d.gate != nil {
+		leave, err := d.gate.enter(ctx)
+		if err != nil {
+			return err
+		}
+		defer leave()
+	}
 	if tx {
 		return d.tx(ctx, fn)
 	}
