@@ -29,7 +29,11 @@ import (
 // an acquire or release that a Lock or Unlock stepping inline asked for runs on that caller's
 // goroutine, which would only wait meanwhile, unless the caller's deadline may fall during a call
 // the backend cannot have cut safely (mayRunHere; a call on the caller's goroutine is cut short if
-// the caller's context ends: runCall); callbacks go through a serial dispatcher per election;
+// the caller's context ends: runCall). At most maxCallsInFlight (32) calls other than the
+// session's own (open, keep-alive, close) run at once; the rest wait in the order they were
+// asked for, a lock's, election's or group's own calls ahead of partitions' (callgate.go), so
+// that joining a group of thousands of partitions does not starve the keep-alive. Callbacks go
+// through a serial dispatcher per election;
 // leader work runs on one goroutine per term. On a clock that is an spi.Settler
 // (simbatest.VirtualClock) the client reports which of that work is under way, so that the clock,
 // when a test moves it, waits until the client has processed everything due (settle.go); its calls
@@ -51,9 +55,10 @@ type Client struct {
 	cancel   context.CancelFunc
 	inside   context.Context // marks callbacks and work (Close from inside must not wait)
 
-	calls       sync.WaitGroup     // call workers and the hint reader
-	callQ       chan engine.Effect // calls handed to idle workers (unbuffered)
+	calls       sync.WaitGroup // call workers and the hint reader
+	callQ       chan call      // calls handed to idle workers (unbuffered)
 	idleWorkers atomic.Int32
+	gate        callGate       // bounds the calls in flight (callgate.go)
 	work        sync.WaitGroup // leader work
 	callbacks   sync.WaitGroup // serial dispatchers with callbacks to run
 
@@ -151,7 +156,7 @@ func New(backend spi.Backend, opts ...Option) (*Client, error) {
 		eng:        eng,
 		rng:        rand.New(rand.NewPCG(seed, seed^0x9E3779B97F4A7C15)),
 		in:         make(chan func(), 1024),
-		callQ:      make(chan engine.Effect),
+		callQ:      make(chan call),
 		loopDone:   make(chan struct{}),
 		timers:     make(map[engine.Timer]armedTimer),
 		futures:    make(map[engine.FutureID]*future),
@@ -487,7 +492,7 @@ func (c *Client) requestThen(ctx context.Context, ev engine.Event, after func())
 			// Nothing to wait for (an election's Start): the call goes to a worker after all.
 			own.taken = false
 			c.calls.Done()
-			c.dispatchCall(own.ef)
+			c.dispatchCall(own.call)
 		}
 	}
 	switch {
@@ -497,10 +502,13 @@ func (c *Client) requestThen(ctx context.Context, ev engine.Event, after func())
 		case ctx.Err() != nil:
 			// Ended already (an Unlock deferred past its deadline): the call goes on without
 			// the caller, on a worker, as the caller returns.
-			c.dispatchCall(own.ef)
+			c.dispatchCall(own.call)
 			c.calls.Done()
 		default:
-			cut := c.runCall(own.ef, ctx)
+			cut, handed := c.runCall(own.call, ctx)
+			if !handed {
+				c.passOn()
+			}
 			c.calls.Done()
 			if cut {
 				// The engine may have completed f with the cut call's error (a TryLock's):
@@ -682,21 +690,27 @@ func (c *Client) startCall(ef engine.Effect) {
 	ef.Names = append([]string(nil), ef.Names...)
 	ef.Groups = append([]string(nil), ef.Groups...)
 	c.settle.begin() // ended by runCall once the reply is posted
-	if cl := c.claim; cl != nil && cl.claimable && !cl.taken && ef.Name == cl.name && (ef.Op == engine.OpAcquire || ef.Op == engine.OpRelease) {
-		cl.ef, cl.taken = ef, true
+	gated := gatedOp(ef.Op)
+	if gated && !c.admit(ef) {
+		return // queued: the call that passes its slot on starts it (nextCall)
+	}
+	cl := call{ef: ef, gated: gated}
+	if own := c.claim; own != nil && own.claimable && !own.taken && ef.Name == own.name && (ef.Op == engine.OpAcquire || ef.Op == engine.OpRelease) {
+		own.call, own.taken = cl, true
 		c.calls.Add(1) // before the loop can exit and wait for the calls: it needs the stepper
 		return
 	}
-	c.dispatchCall(ef)
+	c.dispatchCall(cl)
 }
 
-// dispatchCall hands ef to an idle call worker, or starts one (loop goroutine).
-func (c *Client) dispatchCall(ef engine.Effect) {
+// dispatchCall hands cl to an idle call worker, or starts one (the loop goroutine, or a
+// goroutine holding a count of c.calls).
+func (c *Client) dispatchCall(cl call) {
 	select {
-	case c.callQ <- ef:
+	case c.callQ <- cl:
 	default:
 		c.calls.Add(1)
-		go c.callWorker(ef)
+		go c.callWorker(cl)
 	}
 }
 
@@ -726,7 +740,7 @@ type callClaim struct {
 	// claimable: the call may be claimed (Client.mayRunHere).
 	claimable bool
 	taken     bool
-	ef        engine.Effect
+	call      call
 }
 
 // maxIdleWorkers bounds the call workers kept idle; idleWorkerFor is how long one waits for a
@@ -736,13 +750,19 @@ const (
 	idleWorkerFor  = 10 * time.Second
 )
 
-// callWorker runs ef, then further calls handed to it, until it has been idle for a while, too
-// many workers are idle, or the client's loop has exited.
-func (c *Client) callWorker(ef engine.Effect) {
+// callWorker runs cl, then further calls: the queued calls its slot passes on to (nextCall),
+// and calls handed to it, until it has been idle for a while, too many workers are idle, or
+// the client's loop has exited.
+func (c *Client) callWorker(cl call) {
 	defer c.calls.Done()
 	var idle *time.Timer
 	for {
-		c.runCall(ef, nil)
+		if _, handed := c.runCall(cl, nil); !handed && cl.gated {
+			if next, ok := c.nextCall(); ok {
+				cl = next
+				continue
+			}
+		}
 		if c.idleWorkers.Add(1) > maxIdleWorkers {
 			c.idleWorkers.Add(-1)
 			return
@@ -753,7 +773,7 @@ func (c *Client) callWorker(ef engine.Effect) {
 			idle.Reset(idleWorkerFor)
 		}
 		select {
-		case ef = <-c.callQ:
+		case cl = <-c.callQ:
 			c.idleWorkers.Add(-1)
 			idle.Stop()
 		case <-idle.C:
@@ -787,8 +807,20 @@ func (c *Client) callWorker(ef engine.Effect) {
 // On a backend whose calls are not cut-safe (spi.CutSafe), a request whose deadline may fall
 // during its call leaves the call to a call worker instead (mayRunHere), so only a
 // cancellation cuts such a call.
-func (c *Client) runCall(ef engine.Effect, caller context.Context) (cut bool) {
+//
+// handed reports that the call went on on a call worker (a cut release), with its slot of the
+// callGate: the caller must not pass that slot on. The call's timeout, and the time its reply
+// says it was sent, start here, however long it waited for a slot (callGate). A queued acquire
+// of a lost session (cl.skip) is not sent: its reply is an error that the engine ignores.
+func (c *Client) runCall(cl call, caller context.Context) (cut, handed bool) {
 	defer c.settle.end()
+	ef := cl.ef
+	if cl.skip {
+		ev := engine.ReplyTo(ef)
+		ev.SentAt, ev.Err = c.cfg.clock.Now(), errNotSent
+		c.post(func() { c.step(ev) })
+		return false, false
+	}
 	ctx, cancel := c.settle.callContext(c.baseCtx, c.cfg.clock, c.cfg.renewEvery)
 	defer cancel()
 	ev := engine.ReplyTo(ef)
@@ -816,15 +848,22 @@ func (c *Client) runCall(ef engine.Effect, caller context.Context) (cut bool) {
 	}
 	if cut && ef.Op == engine.OpRelease {
 		c.settle.begin() // ended by the worker's runCall
-		c.dispatchCall(ef)
-		return true
+		c.dispatchCall(cl)
+		return true, true
 	}
 	op, name := ef.Op, ef.Name // not ef: it would escape to the heap with the closure
 	c.post(func() {
 		c.callDone(op, name, ev.Err)
 		c.step(ev)
 	})
-	return cut
+	for _, req := range cl.also {
+		// An identical release queued after this one: this outcome is its outcome.
+		dup := ev
+		dup.Req = req
+		c.post(func() { c.step(dup) })
+		c.settle.end()
+	}
+	return cut, false
 }
 
 // call makes the backend call ef asks for with ctx, setting ev's result and error.
@@ -1129,12 +1168,14 @@ func (c *Client) published(ef *engine.Effect, now time.Duration) {
 		c.cfg.logger.Info("simba session opened", "session", ef.Session, "owner", c.cfg.owner)
 		c.emit(Event{Kind: EventSessionOpened, At: now, Session: ef.Session}, nil)
 	case engine.PubSessionLost:
+		c.gate.sessionGone(ef.Session)
 		c.mu.Lock()
 		c.session = ""
 		c.mu.Unlock()
 		c.cfg.logger.Info("simba session lost", "session", ef.Session, "reason", ef.Reason.String())
 		c.emit(Event{Kind: EventSessionExpired, At: now, Session: ef.Session, Reason: RevokeReason(ef.Reason)}, nil)
 	case engine.PubSessionClosed:
+		c.gate.sessionGone(ef.Session)
 		c.mu.Lock()
 		c.session = ""
 		c.mu.Unlock()

@@ -1,0 +1,225 @@
+package simba_test
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/simba-go/simba"
+	"github.com/simba-go/simba/simbatest"
+	"github.com/simba-go/simba/spi"
+)
+
+// pooledBackend is a simbatest backend behind a connection pool of one connection, each call
+// taking about service on it (a backend that runs one call at a time, as SQLite): calls beyond
+// the pool wait for it in arrival order, a keep-alive too. It records the order in which
+// acquires reached the backend.
+type pooledBackend struct {
+	*simbatest.Backend
+	conn    chan struct{}
+	service time.Duration
+
+	mu       sync.Mutex
+	acquires []string
+}
+
+func newPooledBackend(srv *simbatest.Server, service time.Duration) *pooledBackend {
+	return &pooledBackend{Backend: srv.Backend(), conn: make(chan struct{}, 1), service: service}
+}
+
+// use runs f on the connection once the connection is free, or fails with ctx's error.
+func (b *pooledBackend) use(ctx context.Context, f func()) error {
+	select {
+	case b.conn <- struct{}{}:
+	case <-ctx.Done():
+		return spi.Unavailable("pool", ctx.Err())
+	}
+	defer func() { <-b.conn }()
+	time.Sleep(b.service)
+	f()
+	return nil
+}
+
+func (b *pooledBackend) OpenSession(ctx context.Context, owner string, ttl time.Duration) (s spi.Session, err error) {
+	if perr := b.use(ctx, func() { s, err = b.Backend.OpenSession(ctx, owner, ttl) }); perr != nil {
+		return s, perr
+	}
+	return s, err
+}
+
+func (b *pooledBackend) KeepAlive(ctx context.Context, sid spi.SessionID, names, groups []string) (k spi.KeepAlive, err error) {
+	if perr := b.use(ctx, func() { k, err = b.Backend.KeepAlive(ctx, sid, names, groups) }); perr != nil {
+		return k, perr
+	}
+	return k, err
+}
+
+func (b *pooledBackend) CloseSession(ctx context.Context, sid spi.SessionID) (err error) {
+	if perr := b.use(ctx, func() { err = b.Backend.CloseSession(ctx, sid) }); perr != nil {
+		return perr
+	}
+	return err
+}
+
+func (b *pooledBackend) acquired(name string) {
+	b.mu.Lock()
+	b.acquires = append(b.acquires, name)
+	b.mu.Unlock()
+}
+
+func (b *pooledBackend) Acquire(ctx context.Context, sid spi.SessionID, name string) (a spi.Acquire, err error) {
+	if perr := b.use(ctx, func() { b.acquired(name); a, err = b.Backend.Acquire(ctx, sid, name) }); perr != nil {
+		return a, perr
+	}
+	return a, err
+}
+
+func (b *pooledBackend) AcquireQueued(ctx context.Context, sid spi.SessionID, name string) (a spi.Acquire, err error) {
+	if perr := b.use(ctx, func() { b.acquired(name); a, err = b.Backend.AcquireQueued(ctx, sid, name) }); perr != nil {
+		return a, perr
+	}
+	return a, err
+}
+
+func (b *pooledBackend) Release(ctx context.Context, sid spi.SessionID, name string, token int64) (err error) {
+	if perr := b.use(ctx, func() { err = b.Backend.Release(ctx, sid, name, token) }); perr != nil {
+		return perr
+	}
+	return err
+}
+
+func (b *pooledBackend) Withdraw(ctx context.Context, sid spi.SessionID, name string) (err error) {
+	if perr := b.use(ctx, func() { err = b.Backend.Withdraw(ctx, sid, name) }); perr != nil {
+		return perr
+	}
+	return err
+}
+
+func (b *pooledBackend) Join(ctx context.Context, sid spi.SessionID, group string) (st spi.Status, err error) {
+	if perr := b.use(ctx, func() { st, err = b.Backend.Join(ctx, sid, group) }); perr != nil {
+		return st, perr
+	}
+	return st, err
+}
+
+func (b *pooledBackend) Leave(ctx context.Context, sid spi.SessionID, group string) (st spi.Status, err error) {
+	if perr := b.use(ctx, func() { st, err = b.Backend.Leave(ctx, sid, group) }); perr != nil {
+		return st, perr
+	}
+	return st, err
+}
+
+func (b *pooledBackend) Members(ctx context.Context, group string) (m []spi.SessionID, err error) {
+	if perr := b.use(ctx, func() { m, err = b.Backend.Members(ctx, group) }); perr != nil {
+		return m, perr
+	}
+	return m, err
+}
+
+// waitFor polls cond every 10 ms for up to limit (a generous bound, not a measure).
+func waitFor(limit time.Duration, cond func() bool) bool {
+	for end := time.Now().Add(limit); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+	}
+	return cond()
+}
+
+// TestBigGroupKeepsItsSession: a member joining a group of 4,096 partitions on a backend that
+// runs one call at a time (1 ms each) keeps its session and ends up holding every partition.
+// Its acquires used to start all at once: its keep-alives waited behind about 4 s of them, past
+// their timeout (a renewal interval, 500 ms), the session expired within its TTL (1.5 s), every
+// partition was lost, and so on.
+func TestBigGroupKeepsItsSession(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	const P = 4096
+	srv := simbatest.NewServer(simbatest.WithClock(spi.SystemClock()))
+	be := newPooledBackend(srv, time.Millisecond)
+	var expired atomic.Int64
+	c, err := simba.New(be, simba.WithOwner("big"), simba.WithTTL(1500*time.Millisecond),
+		simba.WithListener(func(ev simba.Event) {
+			if ev.Kind == simba.EventSessionExpired {
+				expired.Add(1)
+			}
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background()) // on a failure too, before goleak looks
+	g, err := c.JoinGroup(context.Background(), "big", P)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(2*time.Minute, func() bool { return expired.Load() > 0 || len(g.Held()) == P })
+	if n := expired.Load(); n > 0 {
+		t.Fatalf("the session expired %d times; held %d of %d partitions", n, len(g.Held()), P)
+	}
+	if n := len(g.Held()); n != P {
+		t.Fatalf("held %d of %d partitions after 2 minutes", n, P)
+	}
+	if err := c.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLockGoesAheadOfPartitionCalls: a Lock taken while thousands of a group's partition
+// acquires wait for a call slot reaches the backend ahead of them, and a Close with thousands
+// of calls still queued ends them all (goleak).
+func TestLockGoesAheadOfPartitionCalls(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	const P = 4096
+	srv := simbatest.NewServer(simbatest.WithClock(spi.SystemClock()))
+	be := newPooledBackend(srv, time.Millisecond)
+	c, err := simba.New(be, simba.WithOwner("big"), simba.WithTTL(15*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	ctx := context.Background()
+	g, err := c.JoinGroup(ctx, "big", P)
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := func() int {
+		be.mu.Lock()
+		defer be.mu.Unlock()
+		return len(be.acquires)
+	}
+	if !waitFor(time.Minute, func() bool { return started() > 0 }) {
+		t.Fatal("no partition acquire reached the backend in a minute")
+	}
+	before := started()
+	if before > P/4 {
+		t.Fatalf("%d of %d partition acquires had started before the Lock: too few queued to tell", before, P)
+	}
+	h, err := c.Lock(ctx, "side")
+	if err != nil {
+		t.Fatal(err)
+	}
+	be.mu.Lock()
+	at := slices.Index(be.acquires, "side")
+	be.mu.Unlock()
+	if at < 0 {
+		t.Fatalf("the lock's acquire is not among the backend's acquires (at %d)", at)
+	}
+	// Ahead of every partition acquire queued when it was asked for: at most the calls then
+	// in flight start before it.
+	if at > before+64 {
+		t.Fatalf("the lock's acquire was acquire #%d, %d partition acquires having started before the Lock", at, before)
+	}
+	if err := h.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(g.Held()); n == P {
+		t.Fatalf("every partition was held before the Close: nothing was queued")
+	}
+	if err := c.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
