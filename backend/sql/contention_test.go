@@ -3,6 +3,7 @@ package sql
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -54,5 +55,70 @@ func TestSQLiteBackendsTakeTurnsAtTheFile(t *testing.T) {
 	leave()
 	if _, err := b.OpenSession(ctx, "same file", time.Minute); err != nil {
 		t.Fatalf("after the gate was left: %v", err)
+	}
+}
+
+// TestTurnsUrgentFirst checks the file gate's turns: waiting takers get the turn in the order
+// they came, the urgent (keep-alives) before the others, and a taker whose ctx ends leaves
+// the queue.
+func TestTurnsUrgentFirst(t *testing.T) {
+	var tr turns
+	leave, err := tr.take(context.Background(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan string, 4)
+	queued := func(urgent, other int) {
+		for {
+			tr.mu.Lock()
+			u, o := len(tr.urgent), len(tr.other)
+			tr.mu.Unlock()
+			if u == urgent && o == other {
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	takeAs := func(name string, urgent bool) {
+		go func() {
+			l, err := tr.take(context.Background(), urgent)
+			if err != nil {
+				got <- err.Error()
+				return
+			}
+			got <- name
+			l()
+		}()
+	}
+	takeAs("first", false)
+	queued(0, 1)
+	gone, cancel := context.WithCancel(context.Background())
+	ended := make(chan error, 1)
+	go func() {
+		_, err := tr.take(gone, false)
+		ended <- err
+	}()
+	queued(0, 2)
+	takeAs("second", false)
+	queued(0, 3)
+	takeAs("keep-alive", true)
+	queued(1, 3)
+	cancel()
+	if err := <-ended; !errors.Is(err, context.Canceled) {
+		t.Fatalf("a cancelled take: %v", err)
+	}
+	queued(1, 2)
+	leave()
+	var order []string
+	for range 3 {
+		order = append(order, <-got)
+	}
+	if want := []string{"keep-alive", "first", "second"}; !slices.Equal(order, want) {
+		t.Errorf("turns went %v, want %v", order, want)
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if tr.held || len(tr.urgent)+len(tr.other) > 0 {
+		t.Errorf("turns left held=%v with %d waiting", tr.held, len(tr.urgent)+len(tr.other))
 	}
 }

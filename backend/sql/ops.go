@@ -316,7 +316,7 @@ func (b *Backend) openSession(ctx context.Context, id, owner string, ttlMs int64
 func (b *Backend) keepAlive(ctx context.Context, sid string, groups []string) (spi.KeepAlive, error) {
 	st := &opState{}
 	st.Args.ID, st.Args.SessionID, st.Args.GroupNames = sid, sid, groups
-	if err := b.run(ctx, "keep_alive", st); err != nil {
+	if err := b.run(urgentCtx(ctx), "keep_alive", st); err != nil { // ahead at the SQLite file gate
 		return spi.KeepAlive{}, err
 	}
 	if st.outcome == "session_expired" {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -23,8 +24,9 @@ import (
 // the host's: a SQLite file coordinates processes on one host only (never put it on a network
 // file system). NewSQLite does no I/O; the schema is checked (or migrated, WithAutoMigrate)
 // before the first operation. Close does not close db. The SQLite backends of a process on one
-// file run their operations one at a time, in the order they come (SQLite lets one writer
-// have the file at a time, and its busy handler is not fair to writers that wait).
+// file run their operations one at a time, in the order they come, keep-alives first (SQLite
+// lets one writer have the file at a time, and its busy handler is not fair to writers that
+// wait).
 func NewSQLite(db *sql.DB, opts ...Option) (*Backend, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: sql sqlite: nil *sql.DB", spi.ErrInvalidOption)
@@ -61,41 +63,102 @@ func newSQLite(db *sql.DB, setup []string, opts []Option) (*Backend, error) {
 // end: under contention a writer can lose try after try to writers that come later, and wait
 // past its call's timeout (a release taking over a second under -race on a loaded 2-CPU
 // machine, 2026-12-03). So every SQLite backend of a process runs its operations on one file
-// one at a time, in the order they come (a channel's senders wait in order): the process's
-// writers then never sleep against each other, only against other processes'.
+// one at a time, in the order they come (keep-alives first): the process's writers then never
+// sleep against each other, only against other processes'.
 
 // sqliteGates maps each SQLite file opened by a backend of this process (its path as SQLite
-// reports it) to its gate channel (capacity 1).
+// reports it) to its *turns.
 var sqliteGates sync.Map
 
 // fileGate serialises the operations of the SQLite backends of this process on one file.
 type fileGate struct {
 	db    *sql.DB
-	query string        // wire.SQLDialect.DatabaseFile
-	own   chan struct{} // this backend's alone, until the file is known or when it has none
+	query string // wire.SQLDialect.DatabaseFile
+	own   *turns // this backend's alone, until the file is known or when it has none
 
 	mu   sync.Mutex
-	file chan struct{} // the file's, once known
+	file *turns // the file's, once known
 }
 
 func newFileGate(db *sql.DB, query string) *fileGate {
-	return &fileGate{db: db, query: query, own: make(chan struct{}, 1)}
+	return &fileGate{db: db, query: query, own: &turns{}}
 }
 
-// enter waits for the gate (or ctx) and returns its leave.
+// enter waits for the gate's turn (or ctx) and returns its leave. A keep-alive (urgentCtx)
+// goes ahead of the other operations waiting: behind a stream of them (a client bounds its
+// calls in flight at 32, and every backend of the process on the file queues here) it would
+// wait past its timeout, and the session expire.
 func (g *fileGate) enter(ctx context.Context) (func(), error) {
-	ch := g.channel(ctx)
+	return g.fileTurns(ctx).take(ctx, urgent(ctx))
+}
+
+// turns is a lock taken in turns: first come, first served, the urgent before the others.
+type turns struct {
+	mu     sync.Mutex
+	held   bool
+	urgent []chan struct{}
+	other  []chan struct{}
+}
+
+// take waits for the turn (or ctx) and returns its leave.
+func (t *turns) take(ctx context.Context, urgent bool) (func(), error) {
+	t.mu.Lock()
+	if !t.held {
+		t.held = true
+		t.mu.Unlock()
+		return t.leave, nil
+	}
+	turn := make(chan struct{}, 1)
+	q := &t.other
+	if urgent {
+		q = &t.urgent
+	}
+	*q = append(*q, turn)
+	t.mu.Unlock()
 	select {
-	case ch <- struct{}{}:
-		return func() { <-ch }, nil
+	case <-turn:
+		return t.leave, nil
 	case <-ctx.Done():
+		t.mu.Lock()
+		if i := slices.Index(*q, turn); i >= 0 {
+			*q = slices.Delete(*q, i, i+1)
+			t.mu.Unlock()
+			return nil, ctx.Err()
+		}
+		t.mu.Unlock()
+		t.leave() // the turn came as ctx ended: pass it on
 		return nil, ctx.Err()
 	}
 }
 
-// channel returns the file's gate channel, finding the file on first use. A database without a
-// file (in memory) or one whose file cannot be read yet has the backend's own.
-func (g *fileGate) channel(ctx context.Context) chan struct{} {
+// leave passes the turn to the next waiting, urgent first, or frees it.
+func (t *turns) leave() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, q := range []*[]chan struct{}{&t.urgent, &t.other} {
+		if len(*q) > 0 {
+			next := (*q)[0]
+			*q = slices.Delete(*q, 0, 1)
+			next <- struct{}{}
+			return
+		}
+	}
+	t.held = false
+}
+
+// urgentKey marks the context of an operation that goes ahead at the file gate.
+type urgentKey struct{}
+
+// urgentCtx marks ctx's operation as urgent at the file gate (a keep-alive).
+func urgentCtx(ctx context.Context) context.Context {
+	return context.WithValue(ctx, urgentKey{}, true)
+}
+
+func urgent(ctx context.Context) bool { return ctx.Value(urgentKey{}) != nil }
+
+// fileTurns returns the file's turns, finding the file on first use. A database without a file
+// (in memory) or one whose file cannot be read yet has the backend's own.
+func (g *fileGate) fileTurns(ctx context.Context) *turns {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.file != nil {
@@ -110,8 +173,8 @@ func (g *fileGate) channel(ctx context.Context) chan struct{} {
 		g.file = g.own
 		return g.file
 	}
-	ch, _ := sqliteGates.LoadOrStore(filepath.Clean(file), g.own)
-	g.file = ch.(chan struct{})
+	t, _ := sqliteGates.LoadOrStore(filepath.Clean(file), g.own)
+	g.file = t.(*turns)
 	return g.file
 }
 
