@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,42 +21,20 @@ import (
 func TestJoinGroupWhoseCtxEndsBeforeTheLoopTakesIt(t *testing.T) {
 	srv := simbatest.NewServer(simbatest.WithClock(spi.SystemClock()))
 	ctx := context.Background()
-	var armed atomic.Bool
-	blocked, release := make(chan struct{}), make(chan struct{})
-	a, err := simba.New(srv.Backend(), simba.WithTTL(1500*time.Millisecond), simba.WithOwner("a"),
-		simba.WithListener(func(ev simba.Event) {
-			if ev.Kind == simba.EventElected && ev.Name == "blocker" && armed.CompareAndSwap(true, false) {
-				close(blocked)
-				<-release
-			}
-		}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, loop := newBusyLoopClient(t, srv)
 	defer a.Close(ctx)
-	armed.Store(true)
-	lockDone := make(chan error, 1)
-	go func() {
-		h, err := a.TryLock(ctx, "blocker")
-		if err == nil {
-			err = h.Unlock(ctx)
-		}
-		lockDone <- err
-	}()
-	<-blocked
+	loop.hold()
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
 	if g, err := a.JoinGroup(cancelled, "g", 1); !errors.Is(err, context.Canceled) || g != nil {
 		t.Fatalf("JoinGroup with the loop busy and ctx cancelled = %v, %v; want context.Canceled", g, err)
 	}
-	close(release)
-	if err := <-lockDone; err != nil {
-		t.Fatal(err)
-	}
+	loop.resume()
 	// The abandoned join is left by the time a new one is taken, so the name can be joined
 	// again (the engine refuses "still leaving" until the leave is done: retry until then).
 	var g *simba.PartitionGroup
 	for g == nil {
+		var err error
 		g, err = a.JoinGroup(ctx, "g", 1)
 		switch {
 		case err == nil:
@@ -79,42 +56,19 @@ func TestJoinGroupWhoseCtxEndsBeforeTheLoopTakesIt(t *testing.T) {
 func TestStartWhoseCtxEndsBeforeTheLoopTakesIt(t *testing.T) {
 	srv := simbatest.NewServer(simbatest.WithClock(spi.SystemClock()))
 	ctx := context.Background()
-	var armed atomic.Bool
-	blocked, release := make(chan struct{}), make(chan struct{})
-	a, err := simba.New(srv.Backend(), simba.WithTTL(1500*time.Millisecond), simba.WithOwner("a"),
-		simba.WithListener(func(ev simba.Event) {
-			if ev.Kind == simba.EventElected && ev.Name == "blocker" && armed.CompareAndSwap(true, false) {
-				close(blocked)
-				<-release
-			}
-		}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, loop := newBusyLoopClient(t, srv)
 	defer a.Close(ctx)
 	e, err := a.NewElection("e")
 	if err != nil {
 		t.Fatal(err)
 	}
-	armed.Store(true)
-	lockDone := make(chan error, 1)
-	go func() {
-		h, err := a.TryLock(ctx, "blocker")
-		if err == nil {
-			err = h.Unlock(ctx)
-		}
-		lockDone <- err
-	}()
-	<-blocked
+	loop.hold()
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
 	if err := e.Start(cancelled); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Start with the loop busy and ctx cancelled = %v, want context.Canceled", err)
 	}
-	close(release)
-	if err := <-lockDone; err != nil {
-		t.Fatal(err)
-	}
+	loop.resume()
 	// The failed Start left the election stopped: starting it again works.
 	if err := e.Start(ctx); err != nil {
 		t.Fatalf("Start after a Start that failed with ctx's error = %v", err)
@@ -131,18 +85,7 @@ func TestStartWhoseCtxEndsBeforeTheLoopTakesIt(t *testing.T) {
 func TestUnlockWhoseCtxEndsBeforeTheLoopTakesItStillRevokes(t *testing.T) {
 	srv := simbatest.NewServer(simbatest.WithClock(spi.SystemClock()))
 	ctx := context.Background()
-	var armed atomic.Bool
-	blocked, release := make(chan struct{}), make(chan struct{})
-	a, err := simba.New(srv.Backend(), simba.WithTTL(1500*time.Millisecond), simba.WithOwner("a"),
-		simba.WithListener(func(ev simba.Event) {
-			if ev.Kind == simba.EventElected && ev.Name == "blocker" && armed.CompareAndSwap(true, false) {
-				close(blocked)
-				<-release
-			}
-		}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, loop := newBusyLoopClient(t, srv)
 	defer a.Close(ctx)
 	b, err := simba.New(srv.Backend(), simba.WithTTL(1500*time.Millisecond), simba.WithOwner("b"))
 	if err != nil {
@@ -153,25 +96,13 @@ func TestUnlockWhoseCtxEndsBeforeTheLoopTakesItStillRevokes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	armed.Store(true)
-	lockDone := make(chan error, 1)
-	go func() {
-		h, err := a.TryLock(ctx, "blocker")
-		if err == nil {
-			err = h.Unlock(ctx)
-		}
-		lockDone <- err
-	}()
-	<-blocked
+	loop.hold()
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
 	if err := h.Unlock(cancelled); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Unlock with the loop busy and ctx cancelled = %v, want context.Canceled", err)
 	}
-	close(release)
-	if err := <-lockDone; err != nil {
-		t.Fatal(err)
-	}
+	loop.resume()
 	hb, err := b.Lock(ctx, "x")
 	if err != nil {
 		t.Fatal(err)
@@ -194,18 +125,7 @@ func TestUnlockWhoseCtxEndsBeforeTheLoopTakesItStillRevokes(t *testing.T) {
 func TestLeaveWhoseCtxEndsBeforeTheLoopTakesItStillRevokes(t *testing.T) {
 	srv := simbatest.NewServer(simbatest.WithClock(spi.SystemClock()))
 	ctx := context.Background()
-	var armed atomic.Bool
-	blocked, release := make(chan struct{}), make(chan struct{})
-	a, err := simba.New(srv.Backend(), simba.WithTTL(1500*time.Millisecond), simba.WithOwner("a"),
-		simba.WithListener(func(ev simba.Event) {
-			if ev.Kind == simba.EventElected && ev.Name == "blocker" && armed.CompareAndSwap(true, false) {
-				close(blocked)
-				<-release
-			}
-		}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, loop := newBusyLoopClient(t, srv)
 	testDone := make(chan struct{})
 	workCtx := make(chan context.Context, 1)
 	g, err := a.JoinGroup(ctx, "g", 1, simba.RunPartition(func(ctx context.Context, p int, tm simba.Term) error {
@@ -220,25 +140,13 @@ func TestLeaveWhoseCtxEndsBeforeTheLoopTakesItStillRevokes(t *testing.T) {
 		t.Fatal(err)
 	}
 	wctx := <-workCtx
-	armed.Store(true)
-	lockDone := make(chan error, 1)
-	go func() {
-		h, err := a.TryLock(ctx, "blocker")
-		if err == nil {
-			err = h.Unlock(ctx)
-		}
-		lockDone <- err
-	}()
-	<-blocked
+	loop.hold()
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
 	if err := g.Leave(cancelled); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Leave with the loop busy and ctx cancelled = %v, want context.Canceled", err)
 	}
-	close(release)
-	if err := <-lockDone; err != nil {
-		t.Fatal(err)
-	}
+	loop.resume()
 	b, err := simba.New(srv.Backend(), simba.WithTTL(1500*time.Millisecond), simba.WithOwner("b"))
 	if err != nil {
 		t.Fatal(err)

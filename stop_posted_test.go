@@ -3,7 +3,6 @@ package simba_test
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,19 +21,7 @@ import (
 func TestStopWhoseCtxEndsBeforeTheLoopTakesItStillRevokes(t *testing.T) {
 	srv := simbatest.NewServer(simbatest.WithClock(spi.SystemClock()))
 	ctx := context.Background()
-	var armed atomic.Bool
-	blocked, release := make(chan struct{}), make(chan struct{})
-	a, err := simba.New(srv.Backend(), simba.WithTTL(1500*time.Millisecond), simba.WithOwner("a"),
-		simba.WithListener(func(ev simba.Event) {
-			// Hold the stepping goroutine while the Stop is posted.
-			if ev.Kind == simba.EventElected && ev.Name == "blocker" && armed.CompareAndSwap(true, false) {
-				close(blocked)
-				<-release
-			}
-		}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, loop := newBusyLoopClient(t, srv)
 	testDone := make(chan struct{})
 	terms := make(chan simba.Term, 1)
 	workCtx := make(chan context.Context, 1)
@@ -55,25 +42,13 @@ func TestStopWhoseCtxEndsBeforeTheLoopTakesItStillRevokes(t *testing.T) {
 	}
 	term, wctx := <-terms, <-workCtx
 
-	armed.Store(true)
-	lockDone := make(chan error, 1)
-	go func() {
-		h, err := a.TryLock(ctx, "blocker")
-		if err == nil {
-			err = h.Unlock(ctx)
-		}
-		lockDone <- err
-	}()
-	<-blocked
+	loop.hold()
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
 	if err := e.Stop(cancelled); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Stop with the loop busy and ctx cancelled = %v, want context.Canceled", err)
 	}
-	close(release)
-	if err := <-lockDone; err != nil {
-		t.Fatal(err)
-	}
+	loop.resume()
 
 	b, err := simba.New(srv.Backend(), simba.WithTTL(1500*time.Millisecond), simba.WithOwner("b"))
 	if err != nil {
