@@ -465,6 +465,36 @@ func (c *Client) request(ctx context.Context, ev engine.Event) (*future, error) 
 	return c.requestThen(ctx, ev, nil)
 }
 
+// requestUndoable is request for an event the caller may give up on before the loop takes it
+// (JoinGroup, Start): whichever comes first of the step that takes the event and the caller's
+// giving up decides. If the caller gave up first (abandoned), undo runs right after that step,
+// told whether the engine accepted the event, and the caller gets ctx's error; if the engine
+// had accepted it before ctx ended, the caller gets nil.
+func (c *Client) requestUndoable(ctx context.Context, ev engine.Event, undo func(accepted bool)) (abandoned bool, err error) {
+	const (
+		pending int32 = iota
+		taken
+		gaveUp
+	)
+	var state atomic.Int32
+	var f *future
+	f, err = c.requestThen(ctx, ev, func() {
+		if state.CompareAndSwap(pending, taken) {
+			return
+		}
+		undo(f.completed() && f.err == nil)
+	})
+	switch {
+	case err == nil:
+		return false, nil
+	case f != nil && state.CompareAndSwap(pending, gaveUp):
+		return true, err
+	case f != nil && f.completed() && f.err == nil:
+		return false, nil // accepted before ctx ended
+	}
+	return false, err
+}
+
 // requestThen is request with after, when not nil, run right after the step that takes the
 // event, where the engine is stepped: for what must follow the engine's taking the event and
 // precede whatever it steps next (Stop and Leave let their name go there, after the step's

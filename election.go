@@ -317,32 +317,15 @@ func (e *Election) Start(ctx context.Context) error {
 	if err := e.c.register(e.name, e); err != nil {
 		return err
 	}
-	// As in JoinGroup: whichever comes first of the step that takes the start and the caller's
-	// giving up decides, so that an error from Start never leaves the election running.
-	const (
-		startPending int32 = iota
-		startTaken
-		startAbandoned
-	)
-	var state atomic.Int32
-	var f *future
-	f, err := e.c.requestThen(ctx, engine.Event{Kind: engine.EvStart, Name: e.name, Flavor: engine.FlavorElection, HasWork: e.work != nil}, func() {
-		if state.CompareAndSwap(startPending, startTaken) {
-			return
-		}
-		if f.completed() && f.err == nil {
+	// An error from Start never leaves the election running: a start the caller gave up on
+	// before the engine took it is stopped again right after the step that takes it.
+	ev := engine.Event{Kind: engine.EvStart, Name: e.name, Flavor: engine.FlavorElection, HasWork: e.work != nil}
+	_, err := e.c.requestUndoable(ctx, ev, func(started bool) {
+		if started {
 			e.c.step(engine.Event{Kind: engine.EvStop, Name: e.name})
 			e.c.unregister(e.name, e)
 		}
 	})
-	switch {
-	case err == nil:
-		return nil
-	case f != nil && state.CompareAndSwap(startPending, startAbandoned):
-		return err // the step stops the election again, if the engine starts it
-	case f != nil && f.completed() && f.err == nil:
-		return nil // started before ctx ended
-	}
 	return err
 }
 

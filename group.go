@@ -4,7 +4,6 @@ import (
 	"context"
 	"slices"
 	"sync"
-	"sync/atomic"
 
 	"github.com/simba-go/simba/generated/wire"
 	"github.com/simba-go/simba/internal/engine"
@@ -120,22 +119,12 @@ func (c *Client) JoinGroup(ctx context.Context, group string, partitions int, op
 		}
 		c.mu.Unlock()
 	}
-	// The engine may take the join after ctx has ended (its event waited for a busy loop).
-	// Whichever comes first of the step and the caller's giving up decides: a join the caller
-	// gave up on before the engine took it is left at once, right after the step that takes
-	// it, so that no group the caller has no *PartitionGroup for stays joined.
-	const (
-		joinPending int32 = iota
-		joinTaken
-		joinAbandoned
-	)
-	var state atomic.Int32
-	var f *future
-	f, err := c.requestThen(ctx, engine.Event{Kind: engine.EvJoin, Name: group, Partitions: partitions, HasWork: g.work != nil}, func() {
-		if state.CompareAndSwap(joinPending, joinTaken) {
-			return
-		}
-		if f.completed() && f.err == nil {
+	// The engine may take the join after ctx has ended (its event waited for a busy loop): a
+	// join the caller gave up on before the engine took it is left at once, right after the
+	// step that takes it, so that no group the caller has no *PartitionGroup for stays joined.
+	ev := engine.Event{Kind: engine.EvJoin, Name: group, Partitions: partitions, HasWork: g.work != nil}
+	abandoned, err := c.requestUndoable(ctx, ev, func(joined bool) {
+		if joined {
 			c.step(engine.Event{Kind: engine.EvLeave, Name: group})
 		}
 		forget()
@@ -143,10 +132,8 @@ func (c *Client) JoinGroup(ctx context.Context, group string, partitions int, op
 	switch {
 	case err == nil:
 		return g, nil
-	case f != nil && state.CompareAndSwap(joinPending, joinAbandoned):
+	case abandoned:
 		return nil, err // the step leaves the group again, if the engine joins it
-	case f != nil && f.completed() && f.err == nil:
-		return g, nil // joined before ctx ended: the caller gets the group it is in
 	}
 	forget()
 	return nil, err
