@@ -10,7 +10,7 @@
 // -only and -measures run a part of it (see -h).
 // Servers: Redis 127.0.0.1:6379, PostgreSQL 127.0.0.1:5432 (db test), MariaDB 127.0.0.1:3306
 // (root, db test), ZooKeeper 127.0.0.1:2181; SQLite on a temporary file and etcd embedded in
-// this process. Run it with `make bench-peers`.
+// a child process. Run it with `make bench-peers`.
 package main
 
 import (
@@ -37,6 +37,7 @@ func main() {
 		waitAs   = flag.String("waiter", "", "internal: run as a waiting process of this role")
 		idleAs   = flag.String("idle", "", "internal: run as an idle process of this role (a session open, waiting for nothing)")
 		holdFor  = flag.String("name", "", "internal: the holder's lock name")
+		etcdDir  = flag.String("etcd", "", "internal: run the embedded etcd with its data under this directory")
 	)
 	flag.IntVar(&o.rounds, "rounds", 6, "rounds of every measure (interleaved)")
 	flag.DurationVar(&o.budget, "budget", 15*time.Minute, "time for the whole run at most; rounds stop early to keep a third for the waiting and keep-alive measures (when they run)")
@@ -46,6 +47,9 @@ func main() {
 	flag.BoolVar(&o.noEtcd, "no-etcd", false, "leave etcd out")
 	flag.IntVar(&o.handSamples, "handover-samples", defaultHandSamples, "graceful hand-over samples per row per round at most")
 	flag.Parse()
+	if *etcdDir != "" {
+		os.Exit(runEtcd(*etcdDir))
+	}
 	if *holder != "" {
 		os.Exit(runHolder(*holder, *holdFor))
 	}
@@ -77,6 +81,17 @@ func main() {
 
 // defaultHandSamples is -handover-samples' default.
 const defaultHandSamples = 50
+
+// cycleWarmup and handWarmup are the untimed cycles and hand-overs that open a row's slice:
+// its clients are new in every slice (see run), and a first call that dials a connection or
+// loads a script is not what the row measures.
+const (
+	cycleWarmup = 20
+	handWarmup  = 2
+)
+
+// rowKey names a row of a table across the rounds that set it up afresh.
+type rowKey struct{ group, name string }
 
 // opts are a run's settings, from the flags.
 type opts struct {
@@ -129,7 +144,6 @@ type cycleRes struct {
 	LastError   string `json:",omitempty"`
 	MedianUS    float64
 	MedianRatio float64
-	warm        bool
 }
 
 type handRes struct {
@@ -236,7 +250,7 @@ func run(o opts) error {
 	case o.noEtcd:
 		rep.Skipped["etcd (embedded)"] = "left out (-no-etcd)"
 	default:
-		url, stop, err := startEtcd(dir)
+		url, stop, err := spawnEtcd(dir)
 		if err != nil {
 			rep.Skipped["etcd (embedded)"] = "embedded etcd did not start: " + err.Error()
 			break
@@ -245,85 +259,145 @@ func run(o opts) error {
 		c.etcdURL = url
 	}
 	ctx := context.Background()
-	res := new(resources)
-	defer res.close()
-	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	cy, hand, fail, skipped := setup(sctx, c, sel, res)
-	cancel()
-	cy, hand, fail = sel.filterRows(cy, hand, fail)
-	sortRows(cy, hand, fail)
-	for k, v := range skipped {
-		rep.Skipped[k] = v
+	// The rows of a server are set up afresh for each of its slices of a round and closed
+	// after it, so that while one server's rows are timed no other row's clients run in this
+	// process (their keep-alives, pings, hint listeners and garbage would land in its tail).
+	// Results are gathered by row across rounds.
+	var (
+		cres []*cycleRes
+		hres []*handRes
+		fres []*failRes
+	)
+	done := 0 // rounds completed
+	cycleOf := map[rowKey]*cycleRes{}
+	handOf := map[rowKey]*handRes{}
+	failOf := map[rowKey]*failRes{}
+	setupRows := func(s selection, r *resources) ([]cycleRow, []handRow, []failRow) {
+		sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+		cy, hand, fail, skipped := setup(sctx, c, s, r)
+		cy, hand, fail = s.filterRows(cy, hand, fail)
+		sortRows(cy, hand, fail)
+		for k, v := range skipped {
+			rep.Skipped[k] = v
+		}
+		for _, r := range cy {
+			k := rowKey{r.group, r.name}
+			if cycleOf[k] == nil {
+				// ByRound gets a 0 for each earlier round, when the row was not set up.
+				cycleOf[k] = &cycleRes{Group: r.group, Name: r.name, Baseline: r.baseline, ByRound: make([]float64, done)}
+				cres = append(cres, cycleOf[k])
+			}
+		}
+		for _, r := range hand {
+			k := rowKey{r.group, r.name}
+			if handOf[k] == nil {
+				handOf[k] = &handRes{Group: r.group, Name: r.name}
+				hres = append(hres, handOf[k])
+			}
+		}
+		for _, r := range fail {
+			k := rowKey{r.group, r.name}
+			if failOf[k] == nil {
+				failOf[k] = &failRes{Group: r.group, Name: r.name}
+				fres = append(fres, failOf[k])
+			}
+		}
+		return cy, hand, fail
 	}
-	cres := make([]*cycleRes, len(cy))
-	for i, r := range cy {
-		cres[i] = &cycleRes{Group: r.group, Name: r.name, Baseline: r.baseline}
+	var groups []string
+	for _, g := range groupOrder {
+		if sel.group(g) && (g != groupEtc || c.etcdURL != "") {
+			groups = append(groups, g)
+		}
 	}
-	hres := make([]*handRes, len(hand))
-	for i, r := range hand {
-		hres[i] = &handRes{Group: r.group, Name: r.name}
-	}
-	fres := make([]*failRes, len(fail))
-	for i, r := range fail {
-		fres[i] = &failRes{Group: r.group, Name: r.name}
-	}
-	if len(cy)+len(hand)+len(fail) == 0 {
+	slotted := sel.measure(mCycle) || sel.measure(mHandover)
+	if len(groups) == 0 || !slotted && !sel.measure(mFailover) {
 		rounds = 0 // no measure of the rounds selected
 	}
-	done := 0
 	for round := 0; round < rounds && time.Now().Before(roundsEnd); round++ {
 		fmt.Fprintf(os.Stderr, "round %d/%d (%v elapsed)\n", round+1, rounds, time.Since(start).Round(time.Second))
-		perOp := make([]float64, len(cy))
-		// Cycle: rows in a rotated order, so no row always runs first.
-		for k := range cy {
-			i := (k + round) % len(cy)
-			perOp[i] = cycleSlice(ctx, cy[i], cres[i])
-		}
-		for i, r := range cy {
-			cres[i].ByRound = append(cres[i].ByRound, perOp[i])
-			if perOp[i] <= 0 {
-				continue
+		// Cycle, then graceful handover, one server at a time (servers and rows in a rotated
+		// order, so none always runs first).
+		for k := range groups {
+			if !slotted {
+				break
 			}
-			cres[i].USPerOp = append(cres[i].USPerOp, perOp[i])
-			for j, b := range cy {
-				if b.baseline && b.group == r.group && perOp[j] > 0 {
-					cres[i].Ratios = append(cres[i].Ratios, perOp[i]/perOp[j])
+			g := groups[(k+round)%len(groups)]
+			gres := new(resources)
+			cy, hand, _ := setupRows(sel.narrow(g, mCycle, mHandover), gres)
+			perOp := make([]float64, len(cy))
+			for k := range cy {
+				i := (k + round) % len(cy)
+				perOp[i] = cycleSlice(ctx, cy[i], cycleOf[rowKey{cy[i].group, cy[i].name}])
+			}
+			for i, r := range cy {
+				res := cycleOf[rowKey{r.group, r.name}]
+				res.ByRound = append(res.ByRound, perOp[i])
+				if perOp[i] <= 0 {
+					continue
+				}
+				res.USPerOp = append(res.USPerOp, perOp[i])
+				for j, b := range cy {
+					if b.baseline && b.group == r.group && perOp[j] > 0 {
+						res.Ratios = append(res.Ratios, perOp[i]/perOp[j])
+					}
 				}
 			}
+			for k := range hand {
+				i := (k + round) % len(hand)
+				handSlice(ctx, hand[i], handOf[rowKey{hand[i].group, hand[i].name}], ttl, o.handSamples)
+			}
+			gres.close()
 		}
-		// Graceful handover.
-		for k := range hand {
-			i := (k + round) % len(hand)
-			handSlice(ctx, hand[i], hres[i], ttl, o.handSamples)
+		for _, r := range cres {
+			for len(r.ByRound) < done+1 {
+				r.ByRound = append(r.ByRound, 0) // not set up this round
+			}
 		}
 		// Crash failover: every row at once, each with its own holder process, all killed after
 		// the same random delay.
-		delay := 300*time.Millisecond + rand.N(ttl/2)
-		var wg sync.WaitGroup
-		for i := range fail {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				fctx, cancel := context.WithTimeout(ctx, 5*ttl+30*time.Second)
-				defer cancel()
-				name := fmt.Sprintf("bench-%s-fo-%d-%d", c.run, i, round)
-				s, err := runFailover(fctx, c.env(), fail[i], name, ttl, delay)
-				if err != nil {
-					fres[i].Errors++
-					fres[i].LastError = err.Error()
-					return
-				}
-				fres[i].TTLRatios = append(fres[i].TTLRatios, s.ttlRatio)
-				if s.counted {
-					fres[i].Counted = true
-					fres[i].AcqPerTTL = append(fres[i].AcqPerTTL, s.acqPerTTL)
-					fres[i].AllPerTTL = append(fres[i].AllPerTTL, s.allPerTTL)
-				}
-			}()
+		if sel.measure(mFailover) && len(groups) > 0 {
+			fr := new(resources)
+			_, _, fail := setupRows(sel.narrow("", mFailover), fr)
+			delay := 300*time.Millisecond + rand.N(ttl/2)
+			var wg sync.WaitGroup
+			for i := range fail {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					res := failOf[rowKey{fail[i].group, fail[i].name}]
+					fctx, cancel := context.WithTimeout(ctx, 5*ttl+30*time.Second)
+					defer cancel()
+					name := fmt.Sprintf("bench-%s-fo-%d-%d", c.run, i, round)
+					s, err := runFailover(fctx, c.env(), fail[i], name, ttl, delay)
+					if err != nil {
+						res.Errors++
+						res.LastError = err.Error()
+						return
+					}
+					res.TTLRatios = append(res.TTLRatios, s.ttlRatio)
+					if s.counted {
+						res.Counted = true
+						res.AcqPerTTL = append(res.AcqPerTTL, s.acqPerTTL)
+						res.AllPerTTL = append(res.AllPerTTL, s.allPerTTL)
+					}
+				}()
+			}
+			wg.Wait()
+			fr.close()
 		}
-		wg.Wait()
 		done++
 	}
+	sort.SliceStable(cres, func(i, j int) bool {
+		return rank(cres[i].Group, cres[i].Name, cres[i].Baseline) < rank(cres[j].Group, cres[j].Name, cres[j].Baseline)
+	})
+	sort.SliceStable(hres, func(i, j int) bool {
+		return rank(hres[i].Group, hres[i].Name, false) < rank(hres[j].Group, hres[j].Name, false)
+	})
+	sort.SliceStable(fres, func(i, j int) bool {
+		return rank(fres[i].Group, fres[i].Name, false) < rank(fres[j].Group, fres[j].Name, false)
+	})
 	rep.Rounds = done
 	// The cost of waiting: one waiting process per Simba backend, all at once.
 	sbs := slices.DeleteFunc(c.simbaBackends(), func(sb simbaBackend) bool { return !sel.group(sb.group) })
@@ -415,13 +489,11 @@ func cycleSlice(ctx context.Context, r cycleRow, res *cycleRes) float64 {
 			return fail(err)
 		}
 	}
-	if !res.warm {
-		for range 20 {
-			if err := r.op(sctx); err != nil {
-				return fail(err)
-			}
+	// The row's clients are new in every slice (see run): warm them up untimed.
+	for range cycleWarmup {
+		if err := r.op(sctx); err != nil {
+			return fail(err)
 		}
-		res.warm = true
 	}
 	var c0 int64
 	if r.cmds != nil {
@@ -443,8 +515,19 @@ func cycleSlice(ctx context.Context, r cycleRow, res *cycleRes) float64 {
 }
 
 // handSlice takes up to n handover samples of one row, for at most 2 s after the first per 10
-// samples.
+// samples, after handWarmup untimed ones (the row's clients are new in every slice: see run).
 func handSlice(ctx context.Context, r handRow, res *handRes, ttl time.Duration, n int) {
+	for k := 0; k < handWarmup; k++ {
+		sctx, cancel := context.WithTimeout(ctx, 4*ttl+10*time.Second)
+		_, err := r.sample(sctx)
+		cancel()
+		if err != nil {
+			res.Errors++
+			res.LastError = err.Error()
+			n = 0 // no timed samples, but finish below
+			break
+		}
+	}
 	t0 := time.Now()
 	limit := 2 * time.Second * time.Duration(max(1, (n+9)/10))
 	for k := 0; k < n && (k == 0 || time.Since(t0) < limit); k++ {

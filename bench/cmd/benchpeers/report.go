@@ -119,7 +119,7 @@ func markdown(r *report) string {
 	}
 	sort.Strings(peers)
 	fmt.Fprintf(&b, "Peers: %s.  \n", strings.Join(peers, ", "))
-	fmt.Fprintf(&b, "Reproduce: `make bench-peers` (`go -C bench run ./cmd/benchpeers -h` for the flags). Servers on this machine: Redis, Redis Cluster (3 masters, 3 replicas), PostgreSQL, MariaDB, ZooKeeper (tickTime 200 ms); SQLite on a temporary file; etcd embedded in the harness (etcd's concurrency package and Simba's etcd backend on the same member).\n\n")
+	fmt.Fprintf(&b, "Reproduce: `make bench-peers` (`go -C bench run ./cmd/benchpeers -h` for the flags). Servers on this machine: Redis, Redis Cluster (3 masters, 3 replicas), PostgreSQL, MariaDB, ZooKeeper (tickTime 200 ms); SQLite on a temporary file; etcd embedded in a child process of the harness (etcd's concurrency package and Simba's etcd backend on the same member). Each round takes the cycle and hand-over rows one server at a time, with only that server's clients open: they are opened for the server's slice and closed after it, so no other row's keep-alives, pings or hint listeners run in the harness meanwhile; every slice starts with untimed warm-ups (20 cycles, 2 hand-overs per row).\n\n")
 
 	if r.Selected != "" || r.HandoverSamples != defaultHandSamples {
 		sel := r.Selected

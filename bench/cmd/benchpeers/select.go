@@ -112,3 +112,16 @@ func (s selection) filterRows(cy []cycleRow, hand []handRow, fail []failRow) ([]
 	fail = slices.DeleteFunc(fail, func(r failRow) bool { return !keep(r.group, mFailover) })
 	return cy, hand, fail
 }
+
+// narrow is s restricted to the server of group title g ("": s's servers) and to those of
+// measures that s selects.
+func (s selection) narrow(g string, measures ...string) selection {
+	n := selection{groups: s.groups, measures: map[string]bool{}}
+	if g != "" {
+		n.groups = map[string]bool{g: s.group(g)}
+	}
+	for _, m := range measures {
+		n.measures[m] = s.measure(m)
+	}
+	return n
+}

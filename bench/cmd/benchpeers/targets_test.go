@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -207,7 +208,8 @@ func TestDecimals(t *testing.T) {
 	}
 }
 
-// handSlice takes -handover-samples samples per round, not a fixed 10.
+// handSlice takes -handover-samples samples per round, not a fixed 10, after handWarmup
+// untimed ones that it does not record.
 func TestHandSliceTakesTheAskedSamples(t *testing.T) {
 	n := 0
 	row := handRow{group: "Redis", name: rowLock, sample: func(context.Context) (time.Duration, error) {
@@ -216,8 +218,44 @@ func TestHandSliceTakesTheAskedSamples(t *testing.T) {
 	}}
 	res := new(handRes)
 	handSlice(context.Background(), row, res, time.Second, 25)
-	if len(res.MS) != 25 || res.MS[24] != 25 {
-		t.Errorf("samples %v, want 25 (1 … 25 ms)", res.MS)
+	first, last := float64(handWarmup+1), float64(handWarmup+25)
+	if len(res.MS) != 25 || res.MS[0] != first || res.MS[24] != last {
+		t.Errorf("samples %v, want 25 (%v … %v ms: the first %d are warm-ups)", res.MS, first, last, handWarmup)
+	}
+}
+
+// A failed warm-up ends the slice: an error, no samples, and the row's finish still runs.
+func TestHandSliceStopsOnAFailedWarmup(t *testing.T) {
+	finished := false
+	row := handRow{group: "Redis", name: rowLock,
+		sample: func(context.Context) (time.Duration, error) { return 0, errors.New("refused") },
+		finish: func(context.Context) { finished = true }}
+	res := new(handRes)
+	handSlice(context.Background(), row, res, time.Second, 25)
+	if res.Errors != 1 || res.LastError != "refused" || len(res.MS) != 0 || !finished {
+		t.Errorf("errors %d (%q), samples %v, finished %v; want 1 (refused), none, true", res.Errors, res.LastError, res.MS, finished)
+	}
+}
+
+// narrow keeps one server (when named) and the asked measures that the run selects.
+func TestSelectionNarrow(t *testing.T) {
+	s, err := parseSelection("pg,zk", "cycle,failover")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := s.narrow("ZooKeeper", mCycle, mHandover)
+	if !n.group("ZooKeeper") || n.group("PostgreSQL") || n.group("Redis") {
+		t.Errorf("narrow(ZooKeeper) selects groups %v", n.groups)
+	}
+	if !n.measure(mCycle) || n.measure(mHandover) || n.measure(mFailover) {
+		t.Errorf("narrow(cycle, handover) of cycle,failover selects measures %v", n.measures)
+	}
+	if n := s.narrow("Redis", mCycle); n.group("Redis") {
+		t.Error("narrow(Redis) selects Redis, which the run left out")
+	}
+	all := selection{}.narrow("", mFailover)
+	if !all.group("etcd (embedded)") || !all.group("SQLite") || !all.measure(mFailover) || all.measure(mCycle) {
+		t.Errorf("narrow(\"\", failover) of everything: groups %v, measures %v", all.groups, all.measures)
 	}
 }
 
