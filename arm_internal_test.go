@@ -122,3 +122,66 @@ func TestArmKeepsTheNewerTimerOfAKey(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestHandoverTimerStoppedWhenTheWorkExits: Stop while leader work runs starts a hand-over
+// and arms its timer for the deadline as of the stop. The work then exits, the lease is
+// released and Stop returns: the hand-over is over, so its timer must be stopped and dropped
+// from the client's map, not left pending until the deadline (up to a TTL), when it would
+// step an event that the engine ignores; a member handing over many partitions would keep
+// one such timer per partition, all due at the same instant. Close then leaves no timer of
+// the client pending and no goroutine behind.
+func TestHandoverTimerStoppedWhenTheWorkExits(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	clock := &handClock{}
+	c, err := New(&grantAll{held: make(map[string]int64)}, WithClock(clock), WithOwner("handover"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background()) // on a failure too, before goleak looks (a no-op after the Close below)
+	started, release := make(chan context.Context, 1), make(chan struct{})
+	e, err := c.NewElection("job", RunWhileLeader(func(ctx context.Context, _ Term) error {
+		started <- ctx
+		<-ctx.Done()
+		<-release // the work outlives its term: Stop hands over
+		return nil
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := e.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	work := <-started
+	stopped := make(chan error, 1)
+	go func() { stopped <- e.Stop(ctx) }()
+	<-work.Done() // revoked by the stop; the hand-over timer is armed in the same step
+	key := engine.Timer{Kind: engine.TimerHandover, Name: "job"}
+	var handover spi.Timer
+	c.onLoop(t, func() { handover = c.timers[key].timer })
+	if handover == nil {
+		t.Fatalf("no hand-over timer armed after Stop with work running; timers %v", c.timerKeys(t))
+	}
+	close(release)
+	if err := <-stopped; err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	var left bool
+	c.onLoop(t, func() { _, left = c.timers[key] })
+	if left {
+		t.Errorf("the hand-over timer is still in the client's map after the hand-over ended: %v", c.timerKeys(t))
+	}
+	if ht := handover.(*handTimer); ht.Stop() {
+		t.Error("the hand-over timer was still pending after the hand-over ended (stopped only now, by the test)")
+	}
+	if err := c.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clock.mu.Lock()
+	defer clock.mu.Unlock()
+	for i, ht := range clock.timers {
+		if !ht.stopped && !ht.fired {
+			t.Errorf("timer %d of the client is pending after Close", i)
+		}
+	}
+}

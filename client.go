@@ -1133,7 +1133,28 @@ func (c *Client) elected(ef *engine.Effect) {
 		return
 	}
 	// Nobody wants it any more (its handle is gone): end its work at once.
-	c.postSelf(func() { c.step(engine.Event{Kind: engine.EvWorkExited, Name: ef.Name, Token: ef.Token}) })
+	name, token := ef.Name, ef.Token
+	c.postSelf(func() { c.workExited(name, token) })
+}
+
+// workExited steps the exit of the work of term name/token (loop goroutine). When that ends a
+// hand-over (Stop or StepDown while the work ran), the hand-over's timer, armed for the
+// deadline as of the stop, is stopped: its firing would change nothing (the engine ignores
+// it), and a member handing over many partitions would otherwise keep one timer per
+// partition for up to a TTL, all firing at the same instant. (A hand-over that ends otherwise
+// — the lease or the session lost — leaves its timer to fire; those are rare.)
+func (c *Client) workExited(name string, token int64) {
+	c.step(engine.Event{Kind: engine.EvWorkExited, Name: name, Token: token})
+	key := engine.Timer{Kind: engine.TimerHandover, Name: name}
+	t, ok := c.timers[key]
+	if !ok {
+		return
+	}
+	if e, ok := c.eng.Election(name); ok && e.State == engine.Handover {
+		return // a hand-over still under way (of a later term, when the exit was stale)
+	}
+	t.timer.Stop()
+	delete(c.timers, key)
 }
 
 // confirmed lifts the own bound of the term ef names (engine rule 6: a keep-alive confirmed

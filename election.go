@@ -188,7 +188,8 @@ func (c *Client) startWork(name string, t Term, fn func(ctx context.Context, t T
 			}
 		}()
 		leave()
-		c.post(func() { c.step(engine.Event{Kind: engine.EvWorkExited, Name: name, Token: t.Token()}) })
+		token := t.Token()
+		c.post(func() { c.workExited(name, token) })
 	})
 }
 

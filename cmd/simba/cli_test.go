@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -14,7 +15,9 @@ import (
 
 	"github.com/simba-go/simba"
 	sqlbackend "github.com/simba-go/simba/backend/sql"
+	"github.com/simba-go/simba/generated/wire"
 	"github.com/simba-go/simba/spi"
+	"github.com/simba-go/simba/sql/schema"
 )
 
 // runSimba runs the built simba binary with args and no $SIMBA_DSN, and returns its stdout,
@@ -84,8 +87,7 @@ func TestHelpListsEveryDSNForm(t *testing.T) {
 // library (whose messages start with "simba: " of their own) are printed as one line with
 // exactly one "simba:" prefix, exit status 1.
 func TestErrorsHaveOneSimbaPrefix(t *testing.T) {
-	dir := t.TempDir()
-	unmigrated := "sqlite://" + filepath.Join(dir, "empty.db")
+	unmigrated := sqliteWithout(t, nil)
 	for _, tc := range []struct {
 		args []string
 		want string // what the line says after the prefix
@@ -94,13 +96,100 @@ func TestErrorsHaveOneSimbaPrefix(t *testing.T) {
 		{[]string{"lock", "-dsn", "no-scheme", "-name", "x", "--", "true"}, "no scheme"},
 		{[]string{"run", "-dsn", unmigrated, "-name", "job"}, "no command given"},
 		{[]string{"lock", "-dsn", unmigrated, "-name", "bad name!", "--", "true"}, "invalid name"},
-		{[]string{"lock", "-dsn", unmigrated, "-name", "job", "--", "true"}, "schema"},
+		{[]string{"lock", "-dsn", unmigrated, "-name", "job", "--", "true"}, "run `simba migrate` with the same -dsn"},
 	} {
 		stdout, stderr, status := runSimba(t, tc.args...)
 		if status != 1 || stdout != "" || !strings.HasPrefix(stderr, "simba: ") || strings.Count(stderr, "simba:") != 1 ||
 			strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, tc.want) {
 			t.Errorf("simba %q: exit status %d, stdout %q, stderr %q; want 1 and one line \"simba: ...%s...\"",
 				tc.args, status, stdout, stderr, tc.want)
+		}
+	}
+}
+
+// sqliteWithout returns the DSN of a SQLite file in a temporary directory that is not new: it
+// has a table of its own (other) and, in it, the SQLite migrations ms only.
+func sqliteWithout(t *testing.T, ms []schema.Migration) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "other.db")
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	statements := []string{"CREATE TABLE other (x INTEGER)"}
+	for _, m := range ms {
+		statements = append(statements, m.Statements...)
+	}
+	for _, st := range statements {
+		if _, err := db.Exec(st); err != nil {
+			t.Fatalf("%s: %v", st, err)
+		}
+	}
+	return "sqlite://" + path
+}
+
+// TestRunAndLockCreateTheSchemaOnlyInANewSQLiteDatabase: as their help says, simba run and
+// simba lock create Simba's tables in a new SQLite database (a missing file, an empty one,
+// one `simba status` left without tables) and run the command; on a SQLite database with
+// tables of its own but not Simba's, or with an old Simba schema, each exits 1 at once (run
+// no longer waits to lead forever) saying to run simba migrate, and leaves it unchanged; after
+// simba migrate both run the command.
+func TestRunAndLockCreateTheSchemaOnlyInANewSQLiteDatabase(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty.db")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	statusFirst := "sqlite://" + filepath.Join(dir, "status-first.db")
+	if _, stderr, status := runSimba(t, "status", "-dsn", statusFirst); status != 1 ||
+		!strings.Contains(stderr, "run `simba migrate` with the same -dsn") {
+		t.Errorf("simba status on a missing SQLite file: exit status %d, stderr %q; want 1 and the migrate hint", status, stderr)
+	}
+	for _, cmd := range []string{"run", "lock"} {
+		for _, dsn := range []string{"sqlite://" + filepath.Join(dir, cmd+"-missing.db"), "sqlite://" + empty, statusFirst} {
+			stdout, stderr, status := runSimba(t, cmd, "-dsn", dsn, "-name", "job", "--", "sh", "-c", `echo "ran $SIMBA_LEASE"`)
+			if status != 0 || stdout != "ran job\n" || stderr != "" {
+				t.Errorf("simba %s on the new SQLite database %s: exit status %d, stdout %q, stderr %q; want 0 and the command's output",
+					cmd, dsn, status, stdout, stderr)
+			}
+		}
+	}
+	old := schema.Migrations(wire.SQLSQLite)[:1]
+	for _, tc := range []struct {
+		what    string
+		dsn     string
+		version int64 // the schema version it must keep (0: none)
+	}{
+		{"without Simba's tables", sqliteWithout(t, nil), 0},
+		{"with schema version 1", sqliteWithout(t, old), 1},
+	} {
+		for _, cmd := range []string{"run", "lock"} {
+			stdout, stderr, status := runSimba(t, cmd, "-dsn", tc.dsn, "-name", "job", "--", "echo", "ran")
+			if status != 1 || stdout != "" || !strings.Contains(stderr, "run `simba migrate` with the same -dsn") {
+				t.Errorf("simba %s on a SQLite database %s: exit status %d, stdout %q, stderr %q; want 1 and the migrate hint",
+					cmd, tc.what, status, stdout, stderr)
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		b, err := sqlbackend.Open(ctx, tc.dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := b.SchemaVersion(ctx)
+		b.Close()
+		cancel()
+		if tc.version == 0 && !errors.Is(err, simba.ErrSchemaMissing) || tc.version != 0 && (err != nil || v != tc.version) {
+			t.Errorf("SQLite database %s: schema version %d, %v afterwards; want it unchanged", tc.what, v, err)
+		}
+		if _, stderr, status := runSimba(t, "migrate", "-dsn", tc.dsn); status != 0 {
+			t.Fatalf("simba migrate: exit status %d, stderr %q", status, stderr)
+		}
+		for _, cmd := range []string{"run", "lock"} {
+			if stdout, stderr, status := runSimba(t, cmd, "-dsn", tc.dsn, "-name", "job", "--", "echo", "ran"); status != 0 || stdout != "ran\n" {
+				t.Errorf("simba %s on a SQLite database %s after simba migrate: exit status %d, stdout %q, stderr %q; want 0",
+					cmd, tc.what, status, stdout, stderr)
+			}
 		}
 	}
 }

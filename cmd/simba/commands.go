@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,14 +11,17 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/simba-go/simba/open"
 	"github.com/simba-go/simba/spi"
 
 	"github.com/simba-go/simba"
+	sqlbackend "github.com/simba-go/simba/backend/sql"
 
 	dsnutil "github.com/simba-go/simba/internal/dsn"
 )
@@ -35,7 +39,9 @@ paused with SIGSTOP past its TTL, and a fenced resource rejects the paused ex-le
 `,
 	"migrate": `usage: simba migrate -dsn D
 
-Apply the embedded SQL schema to the database of D (other backends need none).
+Apply the embedded SQL schema to the database of D: create Simba's tables, or upgrade an old
+schema (other backends need none). run and lock apply it themselves only to a new SQLite
+database.
 `,
 	"status": `usage: simba status -dsn D [-prefix P] [-all]
 
@@ -74,6 +80,12 @@ nor what it starts outlives the term or simba itself:
   - what CMD leaves running in its group when it exits is killed.
 simba exits with CMD's status (128+n after signal n); after losing the term it prints why and
 exits 1.
+
+On a SQL backend, Simba's tables must exist: simba migrate -dsn D creates them. A new SQLite
+database (a file that does not exist yet, or one without any table) is the exception: simba
+creates the tables in it first. On any other database without them, or with an old schema,
+simba exits 1 saying to run simba migrate (as it does on any other permanent backend error,
+such as bad credentials, met before CMD starts).
 `
 
 // parseFlags parses args with fs. After -h it prints the command's help to stdout and returns
@@ -171,7 +183,7 @@ func statusTo(ctx context.Context, out io.Writer, args []string) error {
 	}
 	snap, err := in.Inspect(ctx)
 	if err != nil {
-		return err
+		return withMigrateHint(err, *dsn)
 	}
 	return printStatus(out, snap, filter)
 }
@@ -312,12 +324,28 @@ func runCommand(ctx context.Context, args []string, lock bool) error {
 	if *grace < 0 {
 		return fmt.Errorf("%w: -grace %v is negative", simba.ErrInvalidOption, *grace)
 	}
-	b, err := openBackend(ctx, *dsn)
-	if err != nil {
+	var opts []open.Option
+	if fresh, err := newSQLiteFile(ctx, *dsn); err != nil {
 		return err
+	} else if fresh {
+		opts = append(opts, open.WithAutoMigrate())
+	}
+	b, err := openBackend(ctx, *dsn, opts...)
+	if err != nil {
+		return withMigrateHint(err, *dsn)
 	}
 	defer b.Close()
-	c, err := simba.New(b, simba.WithTTL(*ttl))
+	// A permanent backend error (a missing schema, bad credentials) fails a Lock that waits, but
+	// an election retries through it; run fails on one too while it waits to lead, as lock does.
+	permanent := make(chan error, 1)
+	c, err := simba.New(b, simba.WithTTL(*ttl), simba.WithListener(func(ev simba.Event) {
+		if ev.Kind == simba.EventBackendError && ev.Class == spi.Permanent {
+			select {
+			case permanent <- ev.Err:
+			default:
+			}
+		}
+	}))
 	if err != nil {
 		return err
 	}
@@ -326,7 +354,9 @@ func runCommand(ctx context.Context, args []string, lock bool) error {
 	// three times per TTL).
 	tick := min(max(*ttl/10, 20*time.Millisecond), time.Second)
 
+	var started atomic.Bool // the command has started once
 	run := func(runCtx context.Context, t simba.Term) error {
+		started.Store(true)
 		status, err := runTerm(runCtx, t, argv, *grace, tick)
 		switch {
 		case err != nil:
@@ -352,7 +382,7 @@ func runCommand(ctx context.Context, args []string, lock bool) error {
 		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 			return fmt.Errorf("stopped by a signal while waiting for the lock %s", *lease)
 		}
-		return err
+		return withMigrateHint(err, *dsn)
 	}
 	done := make(chan error, 1)
 	e, err := c.NewElection(*lease, simba.RunWhileLeader(func(ctx context.Context, t simba.Term) error {
@@ -369,10 +399,17 @@ func runCommand(ctx context.Context, args []string, lock bool) error {
 	if err := e.Start(ctx); err != nil {
 		return err
 	}
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
+	for waiting := true; waiting; {
+		select {
+		case err := <-done:
+			return err
+		case err := <-permanent:
+			if !started.Load() {
+				return withMigrateHint(fmt.Errorf("while waiting to lead %s: %w", *lease, err), *dsn)
+			}
+		case <-ctx.Done():
+			waiting = false
+		}
 	}
 	// Stopped by a signal: Close revokes the term, which stops the command, and waits for it.
 	_ = c.Close(context.WithoutCancel(ctx))
@@ -382,6 +419,42 @@ func runCommand(ctx context.Context, args []string, lock bool) error {
 	default:
 		return fmt.Errorf("stopped by a signal while waiting to lead %s", *lease)
 	}
+}
+
+// newSQLiteFile reports whether dsn names a SQLite database that is new: it has no table,
+// index, view or trigger at all (a file that did not exist, which this creates as SQLite does,
+// an empty one, or one an earlier command created without tables). run and lock create Simba's schema in such a database themselves; any
+// other database must have it already (simba migrate), so that run and lock never create or
+// upgrade a schema that other processes use.
+func newSQLiteFile(ctx context.Context, dsn string) (bool, error) {
+	scheme, _, _ := strings.Cut(dsn, "://")
+	if scheme != "sqlite" && scheme != "sqlite3" {
+		return false, nil
+	}
+	name, err := sqlbackend.SQLiteDSN(dsn)
+	if err != nil {
+		return false, err
+	}
+	db, err := sql.Open("sqlite", name)
+	if err != nil {
+		return false, dsnutil.ScrubError(err, dsn)
+	}
+	defer db.Close()
+	var objects int
+	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_master").Scan(&objects); err != nil {
+		return false, fmt.Errorf("reading the tables of %s: %w", dsnutil.Redact(dsn), dsnutil.ScrubError(err, dsn))
+	}
+	return objects == 0, nil
+}
+
+// withMigrateHint adds to an error that matches simba.ErrSchemaMissing (no schema, or an old
+// one) the command that applies the schema.
+func withMigrateHint(err error, dsn string) error {
+	if !errors.Is(err, simba.ErrSchemaMissing) {
+		return err
+	}
+	return fmt.Errorf("%s lacks Simba's schema or has an old one: run `simba migrate` with the same -dsn: %w",
+		dsnutil.Redact(dsn), err)
 }
 
 // termEnv is the command's environment for the term t: simba's, with $SIMBA_TOKEN and

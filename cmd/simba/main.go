@@ -17,6 +17,11 @@
 // group gets SIGTERM and, after -grace (cut to the term's remaining validity), SIGKILL; when
 // simba itself dies (even by SIGKILL) or is paused past the term's validity, a small
 // supervisor process between simba and CMD does the same. The exit status is CMD's.
+//
+// The SQL backends need Simba's tables, which migrate creates or upgrades. run and lock
+// create them themselves in a new SQLite database (a file that does not exist yet, or one
+// without any table); on any other database that lacks them or has an old schema they fail,
+// saying to run simba migrate.
 package main
 
 import (
@@ -42,6 +47,8 @@ const dsnForms = `DSN forms (-dsn, or $SIMBA_DSN):
   zk+tls://user:pass@host:2281/chroot             ZooKeeper over TLS (secureClientPort)
   etcd://user:pass@host1:2379,host2:2379/prefix   etcd cluster (key prefix; /simba if none)
   etcd+tls://host:2379/prefix?ca=ca.pem           etcd over TLS (cert=, key= for client certs)
+The SQL backends need Simba's tables: simba migrate creates or upgrades them (run and lock
+create them themselves in a new SQLite database only).
 `
 
 const usage = `usage: simba <command> [flags]

@@ -1,7 +1,8 @@
 // Package engine is the pure decision logic of a Simba client (DESIGN.md §2–§4): one session,
 // its elections (and locks, and the partitions of joined groups), and the six rules that
-// keep terms safe (DESIGN.md §2 lists five; rule 6 is below). It has no goroutines, clock reads, randomness or I/O. Everything it
-// learns arrives as an Event; everything it decides leaves as an Effect. Because Step is a
+// keep terms safe (DESIGN.md §2 lists five; rule 6 is below). It has no goroutines, clock
+// reads, randomness or I/O. Everything it learns arrives as an Event; everything it decides
+// leaves as an Effect. Because Step is a
 // function of the state and the event, every race is a sequence of events: the transcripts
 // under testdata/ and the simulator (internal/sim) replay them exactly.
 //
@@ -27,14 +28,24 @@
 //
 // Effects and what the driver does with them:
 //
-//   - EfCall: make backend call Op with the arguments in the effect, on its own goroutine,
-//     with a timeout of one renewal interval (Options.RenewInterval). When it returns — with
-//     a result, an error, or the timeout's error — step exactly one reply: ReplyTo(call) with
-//     SentAt set to the time the request was actually sent (never earlier than the Step that
-//     asked for it) and Err or the result field for Op (Session, KeepAlive, Acquire, Status,
-//     Members). Every call must get its reply, even late: the engine ignores replies that no
-//     longer matter, but waits for the one it needs (at most one keep-alive and one acquire
-//     per name are in flight, and the next waits for the reply). Replies may come in any order.
+//   - EfCall: make backend call Op with the arguments in the effect, without blocking Step:
+//     events go on being stepped while the call runs, and its outcome comes back as a reply.
+//     The call may start later than the Step that asked for it, and on any goroutine; its
+//     timeout of one renewal interval (Options.RenewInterval) counts from when it is sent.
+//     The shell (callgate.go in package simba) runs at most 32 backend calls of a client at
+//     once, the session's own (open, keep-alive, close) excepted: those start at once and
+//     never wait behind the others, so a keep-alive is not held past its timeout. The rest
+//     queue, a lock's, election's or group's own calls ahead of group partitions', and start
+//     as earlier calls end; an acquire or release that a Lock or Unlock asked for may run on
+//     that caller's goroutine. When the call returns — with a result, an error, or the
+//     timeout's error — step exactly one reply: ReplyTo(call) with SentAt set to the time the
+//     request was actually sent (never earlier than the Step that asked for it: for a queued
+//     call, when it left the queue) and Err or the result field for Op (Session, KeepAlive,
+//     Acquire, Status, Members). Every call must get its reply, even late: the engine ignores
+//     replies that no longer matter, but waits for the one it needs (at most one keep-alive
+//     and one acquire per name are in flight, and the next waits for the reply). A call the
+//     driver decides not to send (the shell drops a queued acquire of a session lost
+//     meanwhile) gets an error reply instead. Replies may come in any order.
 //   - EfArm: fire Timer at At: step EvTimer{Timer} when the clock reaches At. An Arm replaces
 //     any pending firing of the same Timer (it is comparable: key a map by it). The engine
 //     checks every timer against its own state, so early, late, duplicate or stale firings are
@@ -98,8 +109,9 @@
 // not the lease.
 // The futures of Stop and StepDown complete with the reply of the Release they cause (after
 // the handover, if any), so a caller returns once the lease is free at the backend; a failed
-// release completes them with an error saying the outcome is unknown. Locks end with their term instead of becoming candidates again. Partitions are elections
-// named wire.PartitionName(group, p) that the engine starts and stops as rendezvous hashing
+// release completes them with an error saying the outcome is unknown. Locks end with their
+// term instead of becoming candidates again. Partitions are elections named
+// wire.PartitionName(group, p) that the engine starts and stops as rendezvous hashing
 // (wire.Owner over the member view) assigns them. The member view comes from a Members read
 // after each Join, from every keep-alive reply, from a read on each GroupChanged hint, and from
 // a read when the first other member would expire (KeepAlive.MembersRemaining, where the

@@ -477,13 +477,14 @@ func (k EffectKind) String() string {
 
 // Effect is one output of Step: something the driver must do. Kind says which fields matter:
 //
-//   - EfCall: start backend call Op with Req, on its own goroutine, with a timeout of one
-//     renewal interval; when it returns, step a Reply event (ReplyTo) carrying Req, Op, the
-//     time the request was sent and the result. Arguments: Session; Name (Acquire, Release:
-//     the lease; Join, Leave, Members: the group); Token (Release); Names and Groups
-//     (KeepAlive); Owner and TTL (OpenSession); Name (Withdraw: the lease); Queue (Acquire: wait in the name's waiter
-//     queue, spi.Queuer.AcquireQueued). Replies may arrive in any order or never
-//     (a lost reply is an error reply after the timeout).
+//   - EfCall: make backend call Op with Req without blocking Step (it may start later and on
+//     any goroutine: see the package doc), with a timeout of one renewal interval from when it
+//     is sent; when it returns, step a Reply event (ReplyTo) carrying Req, Op, the time the
+//     request was sent and the result. Arguments: Session; Name (Acquire, Release: the
+//     lease; Join, Leave, Members: the group); Token (Release); Names and Groups (KeepAlive);
+//     Owner and TTL (OpenSession); Name (Withdraw: the lease); Queue (Acquire: wait in the
+//     name's waiter queue, spi.Queuer.AcquireQueued). Replies may arrive in any order or
+//     never (a lost reply is an error reply after the timeout).
 //   - EfArm: (re)arm Timer to fire at At (engine time): step a Timer event then. An Arm
 //     replaces any pending firing of the same Timer. Stale or early firings are ignored, so a
 //     driver need not cancel anything.
