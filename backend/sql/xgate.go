@@ -105,14 +105,12 @@ func (x *crossGate) enter(ctx context.Context, urgent bool) (func(), error) {
 func (x *crossGate) take(a *gateAttempt, urgent bool) {
 	err := x.lockGate(urgent)
 	x.mu.Lock()
+	defer x.mu.Unlock()
 	x.attempt = nil
-	waiter := a.waiter
-	if waiter {
+	if a.waiter {
 		a.done <- err
-	}
-	x.mu.Unlock()
-	if !waiter && err == nil {
-		x.leave()
+	} else if err == nil {
+		x.leave() // no one waits for it any more
 	}
 }
 
