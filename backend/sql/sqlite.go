@@ -26,7 +26,10 @@ import (
 // before the first operation. Close does not close db. The SQLite backends of a process on one
 // file run their operations one at a time, in the order they come, keep-alives first (SQLite
 // lets one writer have the file at a time, and its busy handler is not fair to writers that
-// wait).
+// wait); those of different processes take turns through advisory locks on a sidecar file next
+// to the database, "<file>-simba-gate" (created with the database file's permissions; on
+// Linux, macOS and the BSDs; elsewhere, or if it cannot be opened for writing, they meet in the
+// busy handler).
 func NewSQLite(db *sql.DB, opts ...Option) (*Backend, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: sql sqlite: nil *sql.DB", spi.ErrInvalidOption)
@@ -64,7 +67,8 @@ func newSQLite(db *sql.DB, setup []string, opts []Option) (*Backend, error) {
 // past its call's timeout (a release taking over a second under -race on a loaded 2-CPU
 // machine, 2026-12-03). So every SQLite backend of a process runs its operations on one file
 // one at a time, in the order they come (keep-alives first): the process's writers then never
-// sleep against each other, only against other processes'.
+// sleep against each other; and the processes take turns at the cross-process gate (xgate.go),
+// so they do not sleep against each other's either.
 
 // sqliteGates maps each SQLite file opened by a backend of this process (its path as SQLite
 // reports it) to its *fileLock.
