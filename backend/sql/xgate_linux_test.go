@@ -5,9 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,36 +13,6 @@ import (
 
 	"github.com/simba-go/simba/spi"
 )
-
-// gateChildEnv makes the test binary a process that holds one byte of a SQLite file's
-// cross-process gate: "<byte>:<database file>". It prints "held" once it holds it, and lets it
-// go and exits when its stdin closes.
-const gateChildEnv = "SIMBA_SQL_GATE_CHILD"
-
-// gateChild runs the gate child's part when the binary was started as one, and reports whether
-// it did.
-func gateChild() bool {
-	v := os.Getenv(gateChildEnv)
-	if v == "" {
-		return false
-	}
-	off, path, _ := strings.Cut(v, ":")
-	n, err := strconv.ParseInt(off, 10, 64)
-	lk := openGate(path)
-	if err != nil || lk == nil {
-		fmt.Fprintln(os.Stderr, "gate child: bad", v, err)
-		os.Exit(2)
-	}
-	if err := lk.lock(n); err != nil {
-		fmt.Fprintln(os.Stderr, "gate child:", err)
-		os.Exit(2)
-	}
-	fmt.Println("held")
-	io.Copy(io.Discard, os.Stdin)
-	lk.unlock(n)
-	os.Exit(0)
-	return true
-}
 
 // holdGate starts a process holding byte off of file's cross-process gate and returns once it
 // holds it; the returned func makes it let go and waits for it to exit.
