@@ -37,7 +37,10 @@
 // Open does no I/O unless WithAutoMigrate is given. For SQLite, Open refuses in-memory
 // databases (they cannot coordinate anything) and adds busy_timeout, foreign_keys and WAL
 // journal pragmas unless the DSN sets them; NewSQLite runs the session setup on every connection
-// of the user's pool itself. For MySQL/MariaDB, Open sets interpolateParams=true (one round trip
+// of the user's pool itself. The SQLite backends on one file take turns at it, those of one
+// process in the order they come and those of different processes through advisory locks on
+// a sidecar file, "<file>-simba-gate", which they create next to the database (see NewSQLite);
+// keep-alives go first. For MySQL/MariaDB, Open sets interpolateParams=true (one round trip
 // per statement). For PostgreSQL, a user's pool should run PostgresAfterConnect (READ COMMITTED).
 //
 // # Schema

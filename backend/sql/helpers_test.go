@@ -26,7 +26,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if child() || wakeChild() {
+	if child() || wakeChild() || gateChild() {
 		return
 	}
 	goleak.VerifyTestMain(m)

@@ -26,7 +26,10 @@ import (
 // before the first operation. Close does not close db. The SQLite backends of a process on one
 // file run their operations one at a time, in the order they come, keep-alives first (SQLite
 // lets one writer have the file at a time, and its busy handler is not fair to writers that
-// wait).
+// wait); those of different processes take turns through advisory locks on a sidecar file next
+// to the database, "<file>-simba-gate" (created with the database file's permissions; on
+// Linux, macOS and the BSDs; elsewhere, or if it cannot be opened for writing, they meet in the
+// busy handler).
 func NewSQLite(db *sql.DB, opts ...Option) (*Backend, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: sql sqlite: nil *sql.DB", spi.ErrInvalidOption)
@@ -64,32 +67,69 @@ func newSQLite(db *sql.DB, setup []string, opts []Option) (*Backend, error) {
 // past its call's timeout (a release taking over a second under -race on a loaded 2-CPU
 // machine, 2026-12-03). So every SQLite backend of a process runs its operations on one file
 // one at a time, in the order they come (keep-alives first): the process's writers then never
-// sleep against each other, only against other processes'.
+// sleep against each other; and the processes take turns at the cross-process gate (xgate.go),
+// so they do not sleep against each other's either.
 
 // sqliteGates maps each SQLite file opened by a backend of this process (its path as SQLite
-// reports it) to its *turns.
+// reports it) to its *fileLock.
 var sqliteGates sync.Map
 
-// fileGate serialises the operations of the SQLite backends of this process on one file.
+// fileLock is how the operations of this process on one SQLite file take turns: among
+// themselves (turns), then with the other processes' (cross, xgate.go; nil where there is none).
+type fileLock struct {
+	turns *turns
+
+	crossOnce sync.Once
+	cross     *crossGate
+}
+
+// crossGate returns the file's cross-process gate, opening its sidecar on first use; nil if
+// there is none.
+func (l *fileLock) crossGate(file string) *crossGate {
+	l.crossOnce.Do(func() {
+		if lk := openGate(file); lk != nil {
+			l.cross = &crossGate{lk: lk}
+		}
+	})
+	return l.cross
+}
+
+// fileGate serialises the operations of the SQLite backends of this process on one file, and
+// has them take turns with the other processes' at the cross-process gate (xgate.go).
 type fileGate struct {
 	db    *sql.DB
-	query string // wire.SQLDialect.DatabaseFile
-	own   *turns // this backend's alone, until the file is known or when it has none
+	query string    // wire.SQLDialect.DatabaseFile
+	own   *fileLock // this backend's alone, until the file is known or when it has none
 
 	mu   sync.Mutex
-	file *turns // the file's, once known
+	file *fileLock // the file's, once known
 }
 
 func newFileGate(db *sql.DB, query string) *fileGate {
-	return &fileGate{db: db, query: query, own: &turns{}}
+	return &fileGate{db: db, query: query, own: &fileLock{turns: &turns{}}}
 }
 
 // enter waits for the gate's turn (or ctx) and returns its leave. A keep-alive (urgentCtx)
 // goes ahead of the other operations waiting: behind a stream of them (a client bounds its
 // calls in flight at 32, and every backend of the process on the file queues here) it would
-// wait past its timeout, and the session expire.
+// wait past its timeout, and the session expire. Once this process's turn has come, the
+// operation waits for the cross-process gate, if the file has one.
 func (g *fileGate) enter(ctx context.Context) (func(), error) {
-	return g.fileTurns(ctx).take(ctx, urgent(ctx))
+	l := g.fileLock(ctx)
+	u := urgent(ctx)
+	leave, err := l.turns.take(ctx, u)
+	if err != nil || l.cross == nil {
+		return leave, err
+	}
+	leaveCross, err := l.cross.enter(ctx, u)
+	if err != nil {
+		leave()
+		return nil, err
+	}
+	return func() {
+		leaveCross()
+		leave()
+	}, nil
 }
 
 // turns is a lock taken in turns: first come, first served, the urgent before the others.
@@ -156,9 +196,10 @@ func urgentCtx(ctx context.Context) context.Context {
 
 func urgent(ctx context.Context) bool { return ctx.Value(urgentKey{}) != nil }
 
-// fileTurns returns the file's turns, finding the file on first use. A database without a file
-// (in memory) or one whose file cannot be read yet has the backend's own.
-func (g *fileGate) fileTurns(ctx context.Context) *turns {
+// fileLock returns the file's lock, finding the file (and opening its cross-process gate) on
+// first use. A database without a file (in memory) or one whose file cannot be read yet has the
+// backend's own, without a cross-process gate.
+func (g *fileGate) fileLock(ctx context.Context) *fileLock {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.file != nil {
@@ -173,8 +214,10 @@ func (g *fileGate) fileTurns(ctx context.Context) *turns {
 		g.file = g.own
 		return g.file
 	}
-	t, _ := sqliteGates.LoadOrStore(filepath.Clean(file), g.own)
-	g.file = t.(*turns)
+	file = filepath.Clean(file)
+	l, _ := sqliteGates.LoadOrStore(file, g.own)
+	g.file = l.(*fileLock)
+	g.file.crossGate(file)
 	return g.file
 }
 
