@@ -94,13 +94,16 @@ func WithWaitReplicas(n int, timeout time.Duration) Option {
 // Backend is the Redis implementation of the Simba SPI (spi.Backend, spi.Hinter,
 // spi.Inspector). It is safe for concurrent use.
 type Backend struct {
-	c       goredis.UniversalClient
-	cc      *goredis.ClusterClient // set when c is a Cluster client
-	owned   bool                   // Close closes c
-	cluster bool                   // routeBySlot
-	waitN   int
-	waitTO  time.Duration
-	closed  atomic.Bool
+	c goredis.UniversalClient
+	// deadlines: c reads and writes with a call's ctx deadline (ContextTimeoutEnabled); see
+	// bounded.
+	deadlines bool
+	cc        *goredis.ClusterClient // set when c is a Cluster client
+	owned     bool                   // Close closes c
+	cluster   bool                   // routeBySlot
+	waitN     int
+	waitTO    time.Duration
+	closed    atomic.Bool
 
 	loadMu sync.Mutex
 	loaded bool // luascripts.LoadAll succeeded (before the first pipeline)
@@ -159,6 +162,7 @@ func New(c goredis.UniversalClient, opts ...Option) (*Backend, error) {
 	b := &Backend{c: c, waitN: cfg.waitN, waitTO: cfg.waitTimeout, sessions: map[spi.SessionID]*session{},
 		foreign: foreign.New(cfg.logger, "redis"), log: cfg.logger, strict: cfg.strict}
 	b.cc, b.cluster = c.(*goredis.ClusterClient)
+	b.deadlines = honoursDeadlines(c)
 	if cfg.route != nil {
 		if !*cfg.route && b.cc != nil {
 			return nil, fmt.Errorf("%w: redis: routeBySlot cannot be off for a *redis.ClusterClient", spi.ErrInvalidOption)
@@ -167,6 +171,18 @@ func New(c goredis.UniversalClient, opts ...Option) (*Backend, error) {
 	}
 	b.hub.b = b
 	return b, nil
+}
+
+// honoursDeadlines reports whether c was made with ContextTimeoutEnabled (a client type New
+// does not know is taken not to honour them).
+func honoursDeadlines(c goredis.UniversalClient) bool {
+	switch c := c.(type) {
+	case *goredis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *goredis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return false
 }
 
 // RouteBySlot reports whether the backend keeps every script call inside one hash slot (Redis

@@ -80,3 +80,54 @@ func TestCallsReturnOnCancel(t *testing.T) {
 		})
 	}
 }
+
+// TestCallsEndAtTheirDeadline: on a client that honours deadlines (ContextTimeoutEnabled, as
+// Open's clients do) a call runs on the caller's goroutine, and its ctx's deadline bounds the
+// wait for a reply that never comes: each call ends with an error soon after its deadline,
+// not at the client's read timeout (a minute here).
+func TestCallsEndAtTheirDeadline(t *testing.T) {
+	got := make(chan struct{}, 64)
+	ln := testenv.Serve(t, testenv.Listen(t), func(c net.Conn) {
+		buf := make([]byte, 4096)
+		for {
+			if _, err := c.Read(buf); err != nil {
+				return
+			}
+			select {
+			case got <- struct{}{}:
+			default:
+			}
+		}
+	})
+	rc := goredis.NewClient(&goredis.Options{Addr: ln.Addr().String(), Protocol: 2, MaxRetries: 2,
+		ReadTimeout: time.Minute, WriteTimeout: time.Minute, DisableIdentity: true, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { rc.Close() })
+	b := newBackend(t, rc)
+	if !b.deadlines {
+		t.Fatal("a client made with ContextTimeoutEnabled is not taken to honour deadlines")
+	}
+	const sid = spi.SessionID("0123456789abcdef0123456789abcdef")
+	for op, call := range map[string]func(ctx context.Context) error{
+		"keep-alive": func(ctx context.Context) error {
+			_, err := b.KeepAlive(ctx, sid, []string{"n"}, nil)
+			return err
+		},
+		"acquire": func(ctx context.Context) error { _, err := b.Acquire(ctx, sid, "n"); return err },
+		"release": func(ctx context.Context) error { return b.Release(ctx, sid, "n", 1) },
+	} {
+		t.Run(op, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- call(ctx) }()
+			select {
+			case err := <-done:
+				if err == nil {
+					t.Fatalf("%s against a server that never answers succeeded", op)
+				}
+			case <-time.After(20 * time.Second): // a guard far past the deadline, not a timing
+				t.Fatalf("%s still waiting 20 s after its 200 ms deadline (the read timeout is a minute)", op)
+			}
+		})
+	}
+}
