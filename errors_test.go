@@ -174,3 +174,49 @@ func TestGroupReportsAPermanentError(t *testing.T) {
 		t.Errorf("Err = %v after the join succeeded", err)
 	}
 }
+
+// TestUnlockWhoseReleaseFailed: a release that fails has an unknown outcome. Unlock returns
+// that error (ErrUnavailable), the term has ended all the same (its Context is cancelled), and
+// the client's keep-alives release the lease by themselves, so that another client gets it
+// without a second Unlock (which reports ErrNotHeld), as Held.Unlock's documentation says.
+func TestUnlockWhoseReleaseFailed(t *testing.T) {
+	w := newWorld(t)
+	a, ab := w.client("a")
+	d, _ := w.client("d")
+	ctx := context.Background()
+	var h *simba.Held
+	w.async(func() (err error) { h, err = a.Lock(ctx, "x"); return err })
+	ab.FailNext(1, nil)
+	var uerr error
+	done := make(chan struct{})
+	go func() { uerr = h.Unlock(ctx); close(done) }()
+	w.until(time.Hour, "Unlock to return", func() bool {
+		select {
+		case <-done:
+			return true
+		default:
+			return false
+		}
+	})
+	if !errors.Is(uerr, simba.ErrUnavailable) || !errors.Is(uerr, simbatest.ErrInjected) {
+		t.Fatalf("Unlock whose release failed = %v, want the injected ErrUnavailable", uerr)
+	}
+	if h.Context().Err() == nil || h.IsValid() {
+		t.Fatalf("after Unlock returned %v the term is still live (ctx err %v, valid %v)", uerr, h.Context().Err(), h.IsValid())
+	}
+	if err := h.Unlock(ctx); !errors.Is(err, simba.ErrNotHeld) {
+		t.Fatalf("second Unlock = %v, want ErrNotHeld", err)
+	}
+	var got *simba.Held
+	w.until(testTTL/2, "d to take x", func() bool {
+		g, err := d.TryLock(ctx, "x")
+		if err != nil {
+			return false
+		}
+		got = g
+		return true
+	})
+	if err := got.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -199,7 +199,10 @@ func (c *Client) passTurn(q *lockQueue) {
 // Unlock releases the lock and hands it to the next goroutine of this client waiting for it.
 // It returns once the lease is released, or ctx ends (the release goes on). It returns an error
 // matching ErrNotHeld if the lock had been lost meanwhile (then the error is the *RevokedError
-// that says why) or was already unlocked.
+// that says why) or was already unlocked. If the release call fails (a connection the server
+// dropped, a timeout), its outcome is unknown: Unlock returns that error (matching
+// ErrUnavailable), the term has ended all the same, and the client's next keep-alives release
+// the lease if it is still held; do not call Unlock again (it reports ErrNotHeld).
 func (h *Held) Unlock(ctx context.Context) error {
 	if h == nil || h.c == nil {
 		return fmt.Errorf("simba: unlock of no lock: %w", ErrNotHeld)

@@ -94,13 +94,16 @@ func WithWaitReplicas(n int, timeout time.Duration) Option {
 // Backend is the Redis implementation of the Simba SPI (spi.Backend, spi.Hinter,
 // spi.Inspector). It is safe for concurrent use.
 type Backend struct {
-	c       goredis.UniversalClient
-	cc      *goredis.ClusterClient // set when c is a Cluster client
-	owned   bool                   // Close closes c
-	cluster bool                   // routeBySlot
-	waitN   int
-	waitTO  time.Duration
-	closed  atomic.Bool
+	c goredis.UniversalClient
+	// deadlines: c reads and writes with a call's ctx deadline (ContextTimeoutEnabled); see
+	// bounded.
+	deadlines bool
+	cc        *goredis.ClusterClient // set when c is a Cluster client
+	owned     bool                   // Close closes c
+	cluster   bool                   // routeBySlot
+	waitN     int
+	waitTO    time.Duration
+	closed    atomic.Bool
 
 	loadMu sync.Mutex
 	loaded bool // luascripts.LoadAll succeeded (before the first pipeline)
@@ -159,6 +162,7 @@ func New(c goredis.UniversalClient, opts ...Option) (*Backend, error) {
 	b := &Backend{c: c, waitN: cfg.waitN, waitTO: cfg.waitTimeout, sessions: map[spi.SessionID]*session{},
 		foreign: foreign.New(cfg.logger, "redis"), log: cfg.logger, strict: cfg.strict}
 	b.cc, b.cluster = c.(*goredis.ClusterClient)
+	b.deadlines = honoursDeadlines(c)
 	if cfg.route != nil {
 		if !*cfg.route && b.cc != nil {
 			return nil, fmt.Errorf("%w: redis: routeBySlot cannot be off for a *redis.ClusterClient", spi.ErrInvalidOption)
@@ -167,6 +171,18 @@ func New(c goredis.UniversalClient, opts ...Option) (*Backend, error) {
 	}
 	b.hub.b = b
 	return b, nil
+}
+
+// honoursDeadlines reports whether c was made with ContextTimeoutEnabled (a client type New
+// does not know is taken not to honour them).
+func honoursDeadlines(c goredis.UniversalClient) bool {
+	switch c := c.(type) {
+	case *goredis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *goredis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return false
 }
 
 // RouteBySlot reports whether the backend keeps every script call inside one hash slot (Redis
@@ -256,6 +272,11 @@ func ms(d int64) time.Duration { return spi.Millis(d) }
 // backend's first OpenSession also runs the durability check (see CheckDurability): it logs a
 // warning, or with WithStrictDurability fails with ErrNotDurable.
 func (b *Backend) OpenSession(ctx context.Context, owner string, ttl time.Duration) (spi.Session, error) {
+	return bounded(ctx, b, "open session", func() (spi.Session, error) { return b.openSessionCall(ctx, owner, ttl) })
+}
+
+// openSessionCall is OpenSession's body, run by bounded.
+func (b *Backend) openSessionCall(ctx context.Context, owner string, ttl time.Duration) (spi.Session, error) {
 	if ttl <= 0 {
 		return spi.Session{}, fmt.Errorf("%w: redis: session TTL %v is not positive", spi.ErrInvalidOption, ttl)
 	}
@@ -304,7 +325,7 @@ func (b *Backend) AcquireQueued(ctx context.Context, sid spi.SessionID, name str
 
 // acquireHinted is acquire, with its reply noted for Hints: a lease found held is waited for.
 func (b *Backend) acquireHinted(ctx context.Context, sid spi.SessionID, name string, queued bool) (spi.Acquire, error) {
-	r, err := b.acquire(ctx, sid, name, queued)
+	r, err := bounded(ctx, b, "acquire "+name, func() (spi.Acquire, error) { return b.acquire(ctx, sid, name, queued) })
 	if err == nil {
 		b.hub.acquired(sid, name, r)
 	}
@@ -313,6 +334,11 @@ func (b *Backend) acquireHinted(ctx context.Context, sid spi.SessionID, name str
 
 // Withdraw implements spi.Queuer: one withdraw script call on the lease's slot.
 func (b *Backend) Withdraw(ctx context.Context, sid spi.SessionID, name string) error {
+	return bounded0(ctx, b, "withdraw "+name, func() error { return b.withdrawCall(ctx, sid, name) })
+}
+
+// withdrawCall is Withdraw's body, run by bounded.
+func (b *Backend) withdrawCall(ctx context.Context, sid spi.SessionID, name string) error {
 	if err := wire.ValidateName(name); err != nil {
 		return err
 	}
@@ -398,6 +424,11 @@ func acquireReply(status, token, remaining int64, holder, owner string) (spi.Acq
 // waits for the name, the backend's own Hints subscribers (other clients of this process on
 // this backend) get a Released hint at once, before the server's PUBLISH comes back.
 func (b *Backend) Release(ctx context.Context, sid spi.SessionID, name string, token int64) error {
+	return bounded0(ctx, b, "release "+name, func() error { return b.releaseCall(ctx, sid, name, token) })
+}
+
+// releaseCall is Release's body, run by bounded.
+func (b *Backend) releaseCall(ctx context.Context, sid spi.SessionID, name string, token int64) error {
 	if err := wire.ValidateName(name); err != nil {
 		return err
 	}
@@ -442,6 +473,17 @@ func (b *Backend) Release(ctx context.Context, sid spi.SessionID, name string, t
 // it succeeds only if every call did. After a failed keep-alive, the next one sends a PING
 // first, and nothing more if that round trip fails.
 func (b *Backend) KeepAlive(ctx context.Context, sid spi.SessionID, names, groups []string) (spi.KeepAlive, error) {
+	ka, err := bounded(ctx, b, "keep-alive", func() (spi.KeepAlive, error) { return b.keepAliveCall(ctx, sid, names, groups) })
+	if err != nil && ctx.Err() != nil && !errors.Is(err, spi.ErrInvalidName) {
+		// Left behind at ctx's end (bounded) before its body noted the failure: the next
+		// keep-alive proves a round trip first. (A body that gets its reply later notes that.)
+		b.kaFailed.Store(true)
+	}
+	return ka, err
+}
+
+// keepAliveCall is KeepAlive's body, run by bounded.
+func (b *Backend) keepAliveCall(ctx context.Context, sid spi.SessionID, names, groups []string) (spi.KeepAlive, error) {
 	ka, err := b.keepAlive(ctx, sid, names, groups)
 	if err == nil || !errors.Is(err, spi.ErrInvalidName) {
 		b.kaFailed.Store(err != nil)
@@ -554,6 +596,11 @@ func (b *Backend) memberIDs(group string, m []string) []spi.SessionID {
 
 // Join makes the session a member of group.
 func (b *Backend) Join(ctx context.Context, sid spi.SessionID, group string) (spi.Status, error) {
+	return bounded(ctx, b, "join "+group, func() (spi.Status, error) { return b.joinCall(ctx, sid, group) })
+}
+
+// joinCall is Join's body, run by bounded.
+func (b *Backend) joinCall(ctx context.Context, sid spi.SessionID, group string) (spi.Status, error) {
 	st, err := b.join(ctx, sid, group)
 	switch {
 	case err != nil:
@@ -587,6 +634,11 @@ func (b *Backend) join(ctx context.Context, sid spi.SessionID, group string) (sp
 
 // Leave removes the session from group.
 func (b *Backend) Leave(ctx context.Context, sid spi.SessionID, group string) (spi.Status, error) {
+	return bounded(ctx, b, "leave "+group, func() (spi.Status, error) { return b.leaveCall(ctx, sid, group) })
+}
+
+// leaveCall is Leave's body, run by bounded.
+func (b *Backend) leaveCall(ctx context.Context, sid spi.SessionID, group string) (spi.Status, error) {
 	st, err := b.leave(ctx, sid, group)
 	if err == nil {
 		b.hub.left(sid, group)
@@ -623,6 +675,11 @@ func status(s int64) spi.Status {
 
 // Members lists the live members of group, sorted ascending.
 func (b *Backend) Members(ctx context.Context, group string) ([]spi.SessionID, error) {
+	return bounded(ctx, b, "members "+group, func() ([]spi.SessionID, error) { return b.membersCall(ctx, group) })
+}
+
+// membersCall is Members's body, run by bounded.
+func (b *Backend) membersCall(ctx context.Context, group string) ([]spi.SessionID, error) {
 	if err := wire.ValidateName(group); err != nil {
 		return nil, err
 	}
@@ -642,6 +699,11 @@ func (b *Backend) Members(ctx context.Context, group string) ([]spi.SessionID, e
 // pipelined round per master) for the names this backend acquired and joined, then
 // close_session on the session's slot. Closing a closed or expired session is not an error.
 func (b *Backend) CloseSession(ctx context.Context, sid spi.SessionID) error {
+	return bounded0(ctx, b, "close session", func() error { return b.closeSessionCall(ctx, sid) })
+}
+
+// closeSessionCall is CloseSession's body, run by bounded.
+func (b *Backend) closeSessionCall(ctx context.Context, sid spi.SessionID) error {
 	err := b.closeSession(ctx, sid)
 	if err == nil {
 		b.hub.forget(sid)

@@ -133,6 +133,7 @@ func ParseDSN(dsn string) (Config, error) {
 		if err != nil {
 			return bad("%v", err)
 		}
+		o.ContextTimeoutEnabled = true // see bounded
 		cfg.FailoverOptions = o
 		return cfg, nil
 	}
@@ -151,6 +152,7 @@ func ParseDSN(dsn string) (Config, error) {
 		if o.TLSConfig != nil {
 			o.Dialer = newTLSDialer(o.TLSConfig)
 		}
+		o.ContextTimeoutEnabled = true // see bounded
 		cfg.Options = o
 		return cfg, nil
 	}
@@ -171,6 +173,7 @@ func ParseDSN(dsn string) (Config, error) {
 	if o.TLSConfig != nil {
 		o.Dialer = newTLSDialer(o.TLSConfig)
 	}
+	o.ContextTimeoutEnabled = true // see bounded
 	cfg.ClusterOptions = o
 	return cfg, nil
 }

@@ -26,6 +26,9 @@ func TestParseDSN(t *testing.T) {
 	if cfg.WaitReplicas != 2 || cfg.WaitTimeout != 150*time.Millisecond {
 		t.Errorf("wait %d %v", cfg.WaitReplicas, cfg.WaitTimeout)
 	}
+	if !o.ContextTimeoutEnabled {
+		t.Error("standalone: ContextTimeoutEnabled is off: calls would outlive their deadlines (see bounded)")
+	}
 
 	cfg, err = ParseDSN("rediss://:pw@cache.example.com")
 	if err != nil {
@@ -49,6 +52,9 @@ func TestParseDSN(t *testing.T) {
 	if cfg.WaitReplicas != 1 || cfg.WaitTimeout != time.Second {
 		t.Errorf("wait default: %d %v", cfg.WaitReplicas, cfg.WaitTimeout)
 	}
+	if !co.ContextTimeoutEnabled {
+		t.Error("cluster: ContextTimeoutEnabled is off: calls would outlive their deadlines (see bounded)")
+	}
 	cfg, err = ParseDSN("rediss+cluster://h1:7001")
 	if err != nil || cfg.ClusterOptions.TLSConfig == nil {
 		t.Errorf("rediss+cluster: %+v %v", cfg, err)
@@ -57,6 +63,9 @@ func TestParseDSN(t *testing.T) {
 	cfg, err = ParseDSN("redis+sentinel://app:s%40cret@s1,s2:26380/my%20master/2?dial_timeout=2s&sentinel_password=spw&wait_replicas=1")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if cfg.FailoverOptions == nil || !cfg.FailoverOptions.ContextTimeoutEnabled {
+		t.Error("sentinel: ContextTimeoutEnabled is off: calls would outlive their deadlines (see bounded)")
 	}
 	fo := cfg.FailoverOptions
 	if fo == nil || cfg.Options != nil || cfg.ClusterOptions != nil {
