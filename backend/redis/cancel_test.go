@@ -22,20 +22,8 @@ import (
 // here is cancelled while the server holds its request; it must end with context.Canceled,
 // not with go-redis's read timeout.
 func TestCallsReturnOnCancel(t *testing.T) {
-	got := make(chan struct{}, 64)
-	ln := testenv.Serve(t, testenv.Listen(t), func(c net.Conn) {
-		buf := make([]byte, 4096)
-		for {
-			if _, err := c.Read(buf); err != nil {
-				return
-			}
-			select {
-			case got <- struct{}{}:
-			default:
-			}
-		}
-	})
-	rc := goredis.NewClient(&goredis.Options{Addr: ln.Addr().String(), Protocol: 2, MaxRetries: -1,
+	addr, got := silentServer(t)
+	rc := goredis.NewClient(&goredis.Options{Addr: addr, Protocol: 2, MaxRetries: -1,
 		ReadTimeout: time.Second, WriteTimeout: time.Second, DisableIdentity: true})
 	t.Cleanup(func() { rc.Close() })
 	b := newBackend(t, rc)
@@ -86,20 +74,8 @@ func TestCallsReturnOnCancel(t *testing.T) {
 // wait for a reply that never comes: each call ends with an error soon after its deadline,
 // not at the client's read timeout (a minute here).
 func TestCallsEndAtTheirDeadline(t *testing.T) {
-	got := make(chan struct{}, 64)
-	ln := testenv.Serve(t, testenv.Listen(t), func(c net.Conn) {
-		buf := make([]byte, 4096)
-		for {
-			if _, err := c.Read(buf); err != nil {
-				return
-			}
-			select {
-			case got <- struct{}{}:
-			default:
-			}
-		}
-	})
-	rc := goredis.NewClient(&goredis.Options{Addr: ln.Addr().String(), Protocol: 2, MaxRetries: 2,
+	addr, _ := silentServer(t)
+	rc := goredis.NewClient(&goredis.Options{Addr: addr, Protocol: 2, MaxRetries: 2,
 		ReadTimeout: time.Minute, WriteTimeout: time.Minute, DisableIdentity: true, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { rc.Close() })
 	b := newBackend(t, rc)
@@ -130,4 +106,23 @@ func TestCallsEndAtTheirDeadline(t *testing.T) {
 			}
 		})
 	}
+}
+
+// silentServer serves a server that reads every request and never answers (a blackholed
+// network); got gets a value (if it has room) whenever a request arrives.
+func silentServer(t *testing.T) (addr string, got chan struct{}) {
+	got = make(chan struct{}, 64)
+	ln := testenv.Serve(t, testenv.Listen(t), func(c net.Conn) {
+		buf := make([]byte, 4096)
+		for {
+			if _, err := c.Read(buf); err != nil {
+				return
+			}
+			select {
+			case got <- struct{}{}:
+			default:
+			}
+		}
+	})
+	return ln.Addr().String(), got
 }
