@@ -265,12 +265,7 @@ func runWaiter(role, name string, wait bool) int {
 		fmt.Println("error:", err)
 		return 2
 	}
-	var open opener
-	for _, sb := range c.simbaBackends() {
-		if sb.role == role {
-			open = sb.open
-		}
-	}
+	open := c.openerOf(role)
 	if open == nil {
 		fmt.Println("error: unknown role", role)
 		return 2

@@ -36,6 +36,7 @@ func main() {
 		holder   = flag.String("holder", "", "internal: run as a holder process of this role")
 		waitAs   = flag.String("waiter", "", "internal: run as a waiting process of this role")
 		idleAs   = flag.String("idle", "", "internal: run as an idle process of this role (a session open, waiting for nothing)")
+		altAs    = flag.String("alternate", "", "internal: run as the child process of a between-processes hand-over pair of this role (commands on stdin)")
 		holdFor  = flag.String("name", "", "internal: the holder's lock name")
 		etcdDir  = flag.String("etcd", "", "internal: run the embedded etcd with its data under this directory")
 	)
@@ -58,6 +59,9 @@ func main() {
 	}
 	if *idleAs != "" {
 		os.Exit(runWaiter(*idleAs, "", false))
+	}
+	if *altAs != "" {
+		os.Exit(runAlternate(*altAs, *holdFor))
 	}
 	sel, err := parseSelection(*only, *measures)
 	if err == nil && o.handSamples < 1 {

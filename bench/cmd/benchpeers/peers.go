@@ -99,6 +99,16 @@ func (c conf) simbaBackends() []simbaBackend {
 	return out
 }
 
+// openerOf is the opener of the Simba backend whose helper processes play role (nil: none).
+func (c conf) openerOf(role string) opener {
+	for _, sb := range c.simbaBackends() {
+		if sb.role == role {
+			return sb.open
+		}
+	}
+	return nil
+}
+
 // roles are the holder processes' parts, by name.
 func (c conf) roles() map[string]holdRole {
 	m := map[string]holdRole{}
@@ -268,6 +278,11 @@ func setup(ctx context.Context, c conf, sel selection, r *resources) (cy []cycle
 					return err
 				}
 				hand = append(hand, pairRow(g, "**Simba `Lock`**", [2]side{a, b}))
+				xp, err := newXProcRow(ctx, c, sb, name("xhand"), r)
+				if err != nil {
+					return err
+				}
+				hand = append(hand, xp)
 				for _, sd := range []bool{false, true} {
 					ep, err := newElectionPair(ctx, sb.open, c.ttl, name(fmt.Sprintf("elect-%v", sd)), sd, r)
 					if err != nil {

@@ -181,7 +181,7 @@ func writeCycle(b *strings.Builder, r *report) {
 // writeHandover writes the graceful handover section.
 func writeHandover(b *strings.Builder, r *report) {
 	b.WriteString("\n## Graceful handover: holder lets go → waiter granted\n\n")
-	fmt.Fprintf(b, "Two clients (two sessions, two connection pools) in this process; the waiter has been waiting for 30 ms when the holder unlocks (Election: the leader calls Stop or StepDown; the time runs to the candidate's OnElected). Up to %d samples per row per round (fewer where one takes long). p99 is the nearest-rank percentile: over fewer than 100 samples it is the slowest one.\n\n", r.HandoverSamples)
+	fmt.Fprintf(b, "Two clients (two sessions, two connection pools) in this process, except in the rows \"%s\": there one client is in this process and the other in a child process (this binary re-executed), the lock going back and forth between them, and the time runs from just before the holder's Unlock to the waiter's Lock returning, on the wall clock both processes read. The waiter has been waiting for 30 ms when the holder unlocks (Election: the leader calls Stop or StepDown; the time runs to the candidate's OnElected). Up to %d samples per row per round (fewer where one takes long). p99 is the nearest-rank percentile: over fewer than 100 samples it is the slowest one.\n\n", plain(rowLockXProc), r.HandoverSamples)
 	b.WriteString("| server | library | samples | p50 ms | p99 ms | max ms | notes |\n|---|---|---|---|---|---|---|\n")
 	for _, h := range r.Handover {
 		fmt.Fprintf(b, "| %s | %s | %d | %s | %s | %s | %s |\n", h.Group, h.Name, len(h.MS), ms(h.P50), ms(h.P99), ms(h.Max), errNote(h.Errors, h.LastError))

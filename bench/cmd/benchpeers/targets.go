@@ -197,6 +197,28 @@ func targets(r *report) []*targetRes {
 		judge(t, worst, g.bound, " ms", 1)
 	}
 
+	// Issue 16 asks for the hand-over between processes: the row whose waiter and holder are
+	// two processes (rowLockXProc).
+	for _, g := range []struct {
+		group string
+		bound float64
+	}{{"Redis", boundHandoverFast}, {"PostgreSQL", boundHandoverFast}, {"ZooKeeper", boundHandoverFast}, {"MariaDB", boundHandoverSQL}, {"SQLite", boundHandoverSQL}} {
+		if !r.sel.group(g.group) {
+			continue
+		}
+		t := add("handover-xproc/"+groupID(g.group), "16", fmt.Sprintf("%s: graceful hand-over p99 ≤ %.0f ms between two processes (`Lock`)", g.group, g.bound))
+		if notRun(t, mHandover) {
+			continue
+		}
+		h := r.handover(g.group, rowLockXProc)
+		if h == nil || len(h.MS) == 0 {
+			unmeasured(t, "")
+			continue
+		}
+		t.Measured = fmt.Sprintf("p99 %s ms (p50 %s, max %s; %d samples)", ms(h.P99), ms(h.P50), ms(h.Max), len(h.MS))
+		judge(t, h.P99, g.bound, " ms", 1)
+	}
+
 	ttl := mustTTL(r.TTL)
 	for _, sb := range groupOrder {
 		if !r.sel.group(sb) {

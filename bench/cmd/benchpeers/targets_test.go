@@ -83,6 +83,8 @@ func TestTargetsJudgeSameRoundNumbers(t *testing.T) {
 		Handover: []*handRes{
 			{Group: "SQLite", Name: rowLock, MS: []float64{3, 4}, P99: 4},
 			{Group: "SQLite", Name: rowStop, MS: []float64{3, 25}, P99: 25},
+			{Group: "SQLite", Name: rowLockXProc, MS: []float64{4, 12}, P50: 4, P99: 12, Max: 12},
+			{Group: "MariaDB", Name: rowLockXProc, MS: []float64{4, 21}, P50: 4, P99: 21, Max: 21},
 		},
 		KeepAlive: []*kaRes{
 			{Group: "Redis Cluster", Leases: 10000, KeepAlivePerRenew: 1, MaxPipesPerServer: 1, Servers: 3},
@@ -100,6 +102,8 @@ func TestTargetsJudgeSameRoundNumbers(t *testing.T) {
 		{"failover/redis", false, "10 ms over"},
 		{"failover-calls/redis", false, "0.5 over"},
 		{"handover/sqlite", false, "5.0 ms over"},
+		{"handover-xproc/sqlite", true, "p99 12.0 ms"},
+		{"handover-xproc/mariadb", false, "1.0 ms over"},
 		{"keepalive/redis-cluster", true, "1.00"},
 	} {
 		got := find(ts, c.id)
@@ -113,6 +117,9 @@ func TestTargetsJudgeSameRoundNumbers(t *testing.T) {
 	}
 	if got := find(ts, "keepalive/postgresql"); got == nil || got.Met != nil || !strings.Contains(got.Verdict, "not measured") {
 		t.Errorf("keepalive/postgresql: %+v, want not measured", got)
+	}
+	if got := find(ts, "handover-xproc/postgresql"); got == nil || got.Met != nil {
+		t.Errorf("handover-xproc/postgresql without a row: %+v, want not measured", got)
 	}
 	if got := find(ts, "postgresql-vs-pglock"); got == nil || got.Met != nil {
 		t.Errorf("postgresql-vs-pglock without rows: %+v, want not measured", got)
@@ -291,5 +298,27 @@ func TestIdleCPUJudgesWhatWaitingAdds(t *testing.T) {
 				t.Errorf("%s: %q lacks %q", c.name, text, s)
 			}
 		}
+	}
+}
+
+func TestXProcAnswer(t *testing.T) {
+	p := &xprocPair{lines: make(chan string, 4)}
+	ctx := context.Background()
+	p.lines <- "held 1700000000123456789"
+	at, err := p.answer(ctx, "held")
+	if err != nil || at.UnixNano() != 1700000000123456789 {
+		t.Errorf("held: %v, %v", at.UnixNano(), err)
+	}
+	p.lines <- "error: lock: session expired"
+	if _, err := p.answer(ctx, "held"); err == nil || !strings.Contains(err.Error(), "session expired") {
+		t.Errorf("an error line: %v, want it", err)
+	}
+	p.lines <- "unlocked 12"
+	if _, err := p.answer(ctx, "held"); err == nil {
+		t.Error("the wrong answer was taken")
+	}
+	close(p.lines)
+	if _, err := p.answer(ctx, "held"); err == nil {
+		t.Error("ended output was taken for an answer")
 	}
 }
