@@ -220,3 +220,30 @@ func TestUnlockWhoseReleaseFailed(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestUnlockAfterClose: Close revokes every term (RevokedClosed) and releases its lease, so an
+// Unlock after it reports what Held.Unlock's documentation says of a lock lost meanwhile:
+// ErrNotHeld, with the *RevokedError that says why, which matches ErrClosed as well. A
+// second Unlock reports ErrNotHeld as usual.
+func TestUnlockAfterClose(t *testing.T) {
+	w := newWorld(t)
+	a, _ := w.client("a")
+	d, _ := w.client("d")
+	ctx := context.Background()
+	var h *simba.Held
+	w.async(func() (err error) { h, err = a.Lock(ctx, "x"); return err })
+	w.async(func() error { return a.Close(ctx) })
+	err := h.Unlock(ctx)
+	var re *simba.RevokedError
+	if !errors.Is(err, simba.ErrNotHeld) || !errors.Is(err, simba.ErrClosed) || !errors.As(err, &re) || re.Reason != simba.RevokedClosed {
+		t.Fatalf("Unlock after Close = %v, want ErrNotHeld and ErrClosed with a RevokedError (closed)", err)
+	}
+	if err := h.Unlock(ctx); !errors.Is(err, simba.ErrNotHeld) {
+		t.Fatalf("second Unlock = %v, want ErrNotHeld", err)
+	}
+	var got *simba.Held
+	w.async(func() (err error) { got, err = d.TryLock(ctx, "x"); return err })
+	if err := got.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -140,5 +140,8 @@ func (e *RevokedError) Error() string {
 	return fmt.Sprintf("simba: term %s#%d revoked: %v", e.Name, e.Token, e.Reason)
 }
 
-// Is makes errors.Is(err, ErrNotHeld) hold: a revoked term is no longer held.
-func (e *RevokedError) Is(target error) bool { return target == ErrNotHeld }
+// Is makes errors.Is(err, ErrNotHeld) hold: a revoked term is no longer held; and
+// errors.Is(err, ErrClosed) for a term the client's Close revoked.
+func (e *RevokedError) Is(target error) bool {
+	return target == ErrNotHeld || target == ErrClosed && e.Reason == RevokedClosed
+}

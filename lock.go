@@ -203,6 +203,8 @@ func (c *Client) passTurn(q *lockQueue) {
 // dropped, a timeout), its outcome is unknown: Unlock returns that error (matching
 // ErrUnavailable), the term has ended all the same, and the client's next keep-alives release
 // the lease if it is still held; do not call Unlock again (it reports ErrNotHeld).
+// After the client was closed, Unlock reports ErrNotHeld with the *RevokedError of reason
+// RevokedClosed (Close released the lease), which also matches ErrClosed.
 func (h *Held) Unlock(ctx context.Context) error {
 	if h == nil || h.c == nil {
 		return fmt.Errorf("simba: unlock of no lock: %w", ErrNotHeld)
@@ -225,6 +227,13 @@ func (h *Held) Unlock(ctx context.Context) error {
 	_, err := h.c.requestThen(ctx, engine.Event{Kind: engine.EvStop, Name: h.Name()}, pass)
 	if errors.Is(err, ErrClosed) {
 		pass()
+		// Close revoked the term (RevokedClosed) and released the lease: the lock was lost
+		// meanwhile, as for any other revocation, and the RevokedError says so (it matches
+		// ErrClosed too). A close that has not revoked it yet leaves ErrClosed alone.
+		var re *RevokedError
+		if cause := context.Cause(h.Context()); errors.As(cause, &re) {
+			return fmt.Errorf("simba: unlock %s: %w", h.Name(), cause)
+		}
 	}
 	if err != nil {
 		return err
