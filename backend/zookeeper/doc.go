@@ -109,7 +109,7 @@ room). Where the server clamps what is asked:
   - minSessionTimeout (2 × tickTime by default): when TTL − tick is below it (a TTL under three
     ticks with the default), the server grants the minimum; the session opens and is as safe as
     any (its remaining times run on what was granted), but a crashed holder's nodes may go up
-    to granted − asked after the TTL, still sooner than without the option. The backend logs a
+    to granted − asked after the TTL, never later than without the option. The backend logs a
     warning (WithSlog) once per TTL and grant.
 
 On an ensemble, a request that reaches a follower renews the session at the leader, which
