@@ -8,7 +8,7 @@
 //	redis://[user:password@]host:6379[/db]     Redis (rediss:// over TLS)
 //	redis+cluster://host:7001,host:7002        Redis Cluster (rediss+cluster://)
 //	redis+sentinel://host:26379,host/master    Redis through Sentinel (rediss+sentinel://)
-//	zk://[user:password@]host:2181[/chroot]    ZooKeeper (zk+tls:// over TLS)
+//	zk://[user:password@]host:2181[/chroot][?tickTime=2s]  ZooKeeper (zk+tls:// over TLS)
 //	etcd://[user:password@]host:2379[,host…][/prefix]  etcd (etcd+tls:// over TLS)
 //
 // The SQL schemes open backend/sql, the redis ones backend/redis, the zk ones

@@ -80,6 +80,7 @@ func TestBadDSNs(t *testing.T) {
 		{"malformed redis cluster", "redis+cluster://u:secret@h1", invalid, []string{`"h1" needs host:port`}},
 		{"redis sentinel without master", "redis+sentinel://u:secret@h:26379", invalid, []string{"name the master"}},
 		{"malformed zk", "zk://u:secret@h:2181?nope=1", invalid, []string{`unknown parameter "nope"`}},
+		{"zk tickTime not positive", "zk://u:secret@h:2181?tickTime=-2s", invalid, []string{`tickTime "-2s"`, "positive"}},
 		{"malformed etcd", "etcd://u:secret@h:2379?nope=1", invalid, []string{`unknown parameter "nope"`}},
 		{"wrong password postgres", "postgres://nobody:secret@" + pgURL.Host + "/test", refused, []string{"nobody", pgURL.Host}},
 		{"wrong password mariadb", "mysql://root:wrongpw@127.0.0.1:3306/test", refused, []string{"Access denied", "root"}},
@@ -207,6 +208,10 @@ func TestOpenEveryScheme(t *testing.T) {
 		},
 		"zk": func(t *testing.T) (string, []open.Option) {
 			return "zk://simba:open@" + strings.Join(testenv.ZooKeeper(t), ",") + "/simba-open-test", nil
+		},
+		"zk tickTime": func(t *testing.T) (string, []open.Option) {
+			// The shared server's tickTime (.ci/zoo.cfg): sessions ask for TTL − 200 ms.
+			return "zk://simba:open@" + strings.Join(testenv.ZooKeeper(t), ",") + "/simba-open-test?tickTime=200ms", nil
 		},
 		"etcd": func(t *testing.T) (string, []open.Option) {
 			return "etcd://" + strings.Join(testenv.Etcd(t), ",") + "/simba-open-test", nil

@@ -221,9 +221,12 @@ func SessionIDString(zid int64) spi.SessionID {
 	return spi.SessionID(fmt.Sprintf("%016x", uint64(zid)))
 }
 
-// OpenSession connects a new ZooKeeper session that asks for ttl as its session timeout. The
-// server clamps it into its [minSessionTimeout, maxSessionTimeout]; the reply's Remaining is
-// based on the negotiated timeout.
+// OpenSession connects a new ZooKeeper session that asks for ttl as its session timeout, or
+// for ttl less one tick when Config.TickTime is set (a tick of half the TTL or more is refused
+// with spi.ErrInvalidOption, before any I/O). The server clamps it into its
+// [minSessionTimeout, maxSessionTimeout]: a timeout shorter than asked (the maximum) is refused
+// with spi.ErrInvalidOption; a longer one (the minimum) is accepted, with a warning when
+// TickTime is set. The reply's Remaining is based on the negotiated timeout.
 func (b *Backend) OpenSession(ctx context.Context, owner string, ttl time.Duration) (spi.Session, error) {
 	if err := spi.ValidateOwner(owner); err != nil {
 		return spi.Session{}, fmt.Errorf("zookeeper: %w", err)
@@ -231,16 +234,31 @@ func (b *Backend) OpenSession(ctx context.Context, owner string, ttl time.Durati
 	if ttl < time.Millisecond || ttl > time.Duration(1<<31-1)*time.Millisecond {
 		return spi.Session{}, fmt.Errorf("%w: zookeeper: ttl %v out of range", spi.ErrInvalidOption, ttl)
 	}
-	if err := b.checkOpen(); err != nil {
-		return spi.Session{}, err
-	}
-	s, err := b.connect(ctx, owner, ttl)
+	ask, err := b.sessionTimeoutFor(ttl)
 	if err != nil {
 		return spi.Session{}, err
 	}
-	if neg := s.tap.sessionTimeout(); neg < ttl-time.Millisecond {
+	if err := b.checkOpen(); err != nil {
+		return spi.Session{}, err
+	}
+	s, err := b.connect(ctx, owner, ask)
+	if err != nil {
+		return spi.Session{}, err
+	}
+	neg := s.tap.sessionTimeout()
+	if neg < ask-time.Millisecond {
 		s.end(false)
+		if tick := b.cfg.TickTime; tick > 0 {
+			return spi.Session{}, fmt.Errorf("%w: zookeeper: ttl %v less the tickTime %v asks for a session timeout of %v, longer than the server's maxSessionTimeout (it granted %v)", spi.ErrInvalidOption, ttl, tick, ask, neg)
+		}
 		return spi.Session{}, fmt.Errorf("%w: zookeeper: ttl %v is longer than the server's maxSessionTimeout (it granted %v)", spi.ErrInvalidOption, ttl, neg)
+	}
+	if tick := b.cfg.TickTime; tick > 0 && neg > ask+time.Millisecond {
+		// Still safe: Remaining runs on neg, the timeout the server enforces. Only the bound on
+		// a crashed holder's leases is looser than the option promises.
+		b.warnOnce(fmt.Sprintf("minSessionTimeout %v %v", ttl, neg),
+			"simba: ZooKeeper granted a session timeout longer than asked (its minSessionTimeout): a crashed holder's leases may outlive the TTL by up to granted − asked",
+			"ttl", ttl, "tickTime", tick, "asked", ask, "granted", neg, "goneBy", neg+tick)
 	}
 	if err := b.ensureRoots(ctx, s); err != nil {
 		s.end(false)
@@ -255,6 +273,25 @@ func (b *Backend) OpenSession(ctx context.Context, owner string, ttl time.Durati
 	b.sessions[s.id] = s
 	b.mu.Unlock()
 	return spi.Session{ID: s.id, Remaining: s.remaining()}, nil
+}
+
+// sessionTimeoutFor returns the session timeout a session of ttl asks for: ttl, or ttl less
+// one tick when Config.TickTime is set. ZooKeeper expires a session in tick-sized buckets: each
+// request moves the session's expiry to the first multiple of tickTime after the request's
+// arrival + the session timeout (ExpiryQueue.roundToNextInterval), so asking for ttl − tick
+// makes the server expire the session within (last request + ttl − tick, last request + ttl].
+// A tick of half the TTL or more is refused: the timeout would be at most half the TTL, close
+// to the keep-alives' interval (TTL/3), and at or below the server's default minSessionTimeout
+// (2 × tick), which would make the option pointless.
+func (b *Backend) sessionTimeoutFor(ttl time.Duration) (time.Duration, error) {
+	tick := b.cfg.TickTime
+	if tick <= 0 {
+		return ttl, nil
+	}
+	if 2*tick >= ttl {
+		return 0, fmt.Errorf("%w: zookeeper: tickTime %v must be less than half the ttl %v", spi.ErrInvalidOption, tick, ttl)
+	}
+	return ttl - tick, nil
 }
 
 func (b *Backend) checkOpen() error {

@@ -5,8 +5,9 @@ generated from spec/zk.yaml (package wire; DESIGN.md §5):
 
   - A Simba session is a ZooKeeper session, on a connection of its own; its id is the
     ZooKeeper session id as 16 lowercase hex digits. OpenSession asks for the TTL as the
-    session timeout; the server clamps it into [minSessionTimeout, maxSessionTimeout] and a
-    TTL above the maximum is refused with spi.ErrInvalidOption.
+    session timeout, or the TTL less one tick when the DSN gives the servers' tickTime (see
+    Session timeout and tickTime); the server clamps it into [minSessionTimeout,
+    maxSessionTimeout] and a timeout above the maximum is refused with spi.ErrInvalidOption.
   - A lease is the ephemeral node /simba/leases/<name>; its data is the holder's owner and its
     czxid is the fencing token. ZooKeeper's zxids only grow (and persist across restarts), so
     every new grant of a name carries a greater token, across session expiry and server
@@ -73,6 +74,48 @@ as on every other backend. The remaining time a reply reports is the negotiated 
 timeout counted from the send time of the last acknowledged renewal (the session's first
 request or a keep-alive), measured on Go's monotonic clock; the server, which renews a session
 whenever a request of it arrives, never expires it sooner.
+
+# Session timeout and tickTime
+
+ZooKeeper expires sessions in buckets of its tickTime (zoo.cfg; 2 s by default), not at the
+millisecond: each request of a session moves the session's expiry to the first multiple of
+tickTime after the request's arrival + the session timeout (ExpiryQueue.roundToNextInterval),
+and the server's expirer wakes once per tick. A session that asks for its TTL as its timeout,
+as ZooKeeper's own recipes and go-zookeeper's zk.Lock do, therefore outlives its last request
+by between the TTL and the TTL + one tick: a crashed holder's lease nodes go, and a waiter
+takes over, up to one tick later than the TTL (with the default tickTime of 2 s, a TTL of 15 s
+can mean 17 s).
+
+Telling the backend the servers' tickTime removes that tick: with the DSN parameter tickTime
+(zk://zk1,zk2,zk3/simba?tickTime=2s, or tickTime=2000 in milliseconds as zoo.cfg writes it) or
+Config.TickTime, each session asks for a session timeout of TTL − tickTime, which the server
+expires within (last request + TTL − tickTime, last request + TTL]. The price is a holder's
+own view: the remaining times a session reports (see Time) run on the negotiated timeout, so a
+holder's term is a tick shorter between keep-alives, and it never outlives what the server
+enforces. Keep-alives (every TTL/3 by default) still land inside the shorter timeout: the
+tick must be less than half the TTL (OpenSession refuses a TTL of two ticks or less with
+spi.ErrInvalidOption, before any I/O), so the timeout is more than half the TTL; a tick below
+a third of the TTL (ZooKeeper's default 2 s against Simba's default TTL of 15 s) also leaves
+room for one lost keep-alive, whose retry two renewal intervals after the last renewal still
+comes before TTL − tick.
+
+The value must be the servers' actual tickTime. A smaller one removes only part of the
+overshoot; a larger one shortens sessions more than needed (safe, since everything runs on
+the negotiated timeout, but a failover then comes sooner than the TTL and keep-alives have less
+room). Where the server clamps what is asked:
+
+  - maxSessionTimeout: a TTL whose TTL − tick is above it is refused, as a TTL above it is
+    without the option (a TTL of maxSessionTimeout + tick is now accepted).
+  - minSessionTimeout (2 × tickTime by default): when TTL − tick is below it (a TTL under three
+    ticks with the default), the server grants the minimum; the session opens and is as safe as
+    any (its remaining times run on what was granted), but a crashed holder's nodes may go up
+    to granted − asked after the TTL, never later than without the option. The backend logs a
+    warning (WithSlog) once per TTL and grant.
+
+On an ensemble, a request that reaches a follower renews the session at the leader, which
+expires sessions, only when the follower next reports its sessions (the servers' pings, every
+half tick), which can still add up to half a tick. Without the option nothing changes: the
+session timeout asked for is the TTL.
 
 # Expiry is final
 
@@ -207,10 +250,10 @@ the leases and groups nodes.
 
 # DSN
 
-	zk://[user:password@]host1[:port][,host2[:port]...][/chroot][?timeout=10s]
-	zk+tls://[user:password@]host1:securePort[,...][/chroot][?ca=…&cert=…&key=…&servername=…]
+	zk://[user:password@]host1[:port][,host2[:port]...][/chroot][?timeout=10s&tickTime=2s]
+	zk+tls://[user:password@]host1:securePort[,...][/chroot][?ca=…&cert=…&key=…&servername=…&tickTime=2s]
 
-See ParseDSN. Close drops the connections without closing the sessions (a crashed client's
+See ParseDSN; tickTime is the servers' tickTime (see Session timeout and tickTime). Close drops the connections without closing the sessions (a crashed client's
 sessions expire after their timeout); CloseSession closes one session at once, deleting its
 nodes.
 */

@@ -2,7 +2,10 @@ package zookeeper
 
 import (
 	"crypto/tls"
+	"errors"
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -38,15 +41,26 @@ type Config struct {
 	// client port, ZooKeeper's secureClientPort). The option WithTLS overrides it. Without
 	// TLS, everything crosses the network in clear text, digest credentials included.
 	TLS *tls.Config
+	// TickTime, when set, is the servers' tickTime (zoo.cfg's tickTime, 2 s by default), and
+	// each session asks for a session timeout one tick shorter than its TTL, so that ZooKeeper
+	// expires a crashed holder's session, and deletes its lease nodes, by its last request +
+	// TTL rather than up to one tick later (see "Session timeout and tickTime" in the package
+	// doc). Zero leaves it out: sessions ask for the TTL itself. It must be a whole number of
+	// milliseconds, as ZooKeeper's is, and less than half of every TTL a session is opened
+	// with (OpenSession refuses a shorter TTL with spi.ErrInvalidOption).
+	TickTime time.Duration
 }
 
 // ParseDSN parses a ZooKeeper DSN:
 //
-//	zk://[user:password@]host1[:port],host2[:port]/[chroot]?timeout=10s
+//	zk://[user:password@]host1[:port],host2[:port]/[chroot]?timeout=10s&tickTime=2s
 //	zk+tls://[user:password@]host1:securePort,.../[chroot]?ca=/ca.pem&cert=/c.pem&key=/k.pem
 //
 // The user information, if present, is the digest identity (see Config.User). The path is
-// the chroot (optional). Query parameters: timeout, a Go duration (see Config.Timeout); and,
+// the chroot (optional). Query parameters: timeout, a Go duration (see Config.Timeout);
+// tickTime, the servers' tickTime as a Go duration or a bare number of milliseconds as zoo.cfg
+// writes it (tickTime=2000 is 2s), which makes sessions ask for their TTL less one tick (see
+// Config.TickTime); and,
 // with the scheme zk+tls (TLS to the servers' secure client port, Config.TLS), ca (a PEM file
 // of the certificate authorities to trust instead of the system's), cert and key (PEM files of
 // a client certificate and its key, which ZooKeeper's default ssl.clientAuth=need requires)
@@ -88,10 +102,18 @@ func ParseDSN(dsn string) (Config, error) {
 			cfg.Timeout = d
 			continue
 		}
+		if k == "tickTime" {
+			d, err := parseTickTime(last)
+			if err != nil {
+				return bad("%v", err)
+			}
+			cfg.TickTime = d
+			continue
+		}
 		isTLS, err := files.Set(k, last)
 		switch {
 		case !isTLS:
-			return bad("unknown parameter %q (known: timeout; with zk+tls: ca, cert, key, servername)", k)
+			return bad("unknown parameter %q (known: timeout, tickTime; with zk+tls: ca, cert, key, servername)", k)
 		case !useTLS:
 			return bad("parameter %q needs the scheme zk+tls", k)
 		case err != nil:
@@ -104,6 +126,35 @@ func ParseDSN(dsn string) (Config, error) {
 		}
 	}
 	return cfg, nil
+}
+
+// parseTickTime parses the DSN's tickTime: a Go duration ("200ms", "2s") or a bare integer
+// of milliseconds ("2000", as zoo.cfg writes it), positive and a whole number of milliseconds.
+func parseTickTime(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		ms, ierr := strconv.ParseInt(v, 10, 64)
+		if ierr != nil || ms > int64(math.MaxInt64/time.Millisecond) {
+			return 0, fmt.Errorf("tickTime %q is neither a Go duration (200ms, 2s) nor a number of milliseconds (2000)", v)
+		}
+		d = time.Duration(ms) * time.Millisecond
+	}
+	if err := checkTickTime(d); err != nil {
+		return 0, fmt.Errorf("tickTime %q: %w", v, err)
+	}
+	return d, nil
+}
+
+// checkTickTime checks a tickTime that is set (non-zero): ZooKeeper's is a positive number of
+// milliseconds.
+func checkTickTime(d time.Duration) error {
+	switch {
+	case d <= 0:
+		return errors.New("must be positive (leave it out to ask for the TTL itself)")
+	case d%time.Millisecond != 0:
+		return errors.New("must be a whole number of milliseconds, as ZooKeeper's tickTime is")
+	}
+	return nil
 }
 
 // validateChroot checks an absolute ZooKeeper path without a trailing slash.
@@ -153,6 +204,11 @@ func (c Config) validate() error {
 	}
 	if c.Timeout < 0 {
 		return fmt.Errorf("%w: zookeeper: negative timeout", spi.ErrInvalidOption)
+	}
+	if c.TickTime != 0 {
+		if err := checkTickTime(c.TickTime); err != nil {
+			return fmt.Errorf("%w: zookeeper: tickTime %v %w", spi.ErrInvalidOption, c.TickTime, err)
+		}
 	}
 	return nil
 }

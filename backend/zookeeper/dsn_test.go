@@ -22,6 +22,12 @@ func TestParseDSN(t *testing.T) {
 			Servers: []string{"h1:2181", "h2:2181", "h3:2181"}, Chroot: "/apps/simba", Timeout: 3 * time.Second}},
 		{"zk://simba:s%40cret:x@h1/c", Config{Servers: []string{"h1:2181"}, Chroot: "/c", User: "simba", Password: "s@cret:x"}},
 		{"zk://[::1]:2181,[::1]", Config{Servers: []string{"[::1]:2181", "[::1]:2181"}}},
+		{"zk://h?tickTime=200ms", Config{Servers: []string{"h:2181"}, TickTime: 200 * time.Millisecond}},
+		{"zk://h/c?tickTime=2s&timeout=3s", Config{Servers: []string{"h:2181"}, Chroot: "/c", TickTime: 2 * time.Second, Timeout: 3 * time.Second}},
+		{"zk://h?tickTime=2000", Config{Servers: []string{"h:2181"}, TickTime: 2 * time.Second}}, // zoo.cfg's form: milliseconds
+		{"zk://h?tickTime=1", Config{Servers: []string{"h:2181"}, TickTime: time.Millisecond}},
+		{"zk://h?tickTime=1.5s", Config{Servers: []string{"h:2181"}, TickTime: 1500 * time.Millisecond}},
+		{"zk://h?tickTime=3s&tickTime=200ms", Config{Servers: []string{"h:2181"}, TickTime: 200 * time.Millisecond}}, // the last wins, as for timeout
 	} {
 		got, err := ParseDSN(tc.dsn)
 		if err != nil {
@@ -29,7 +35,8 @@ func TestParseDSN(t *testing.T) {
 			continue
 		}
 		if !slices.Equal(got.Servers, tc.want.Servers) || got.Chroot != tc.want.Chroot ||
-			got.User != tc.want.User || got.Password != tc.want.Password || got.Timeout != tc.want.Timeout {
+			got.User != tc.want.User || got.Password != tc.want.Password || got.Timeout != tc.want.Timeout ||
+			got.TickTime != tc.want.TickTime {
 			t.Errorf("ParseDSN(%q) = %+v, want %+v", tc.dsn, got, tc.want)
 		}
 	}
@@ -54,6 +61,16 @@ func TestParseDSNRejects(t *testing.T) {
 		"zk://h?timeout=soon",
 		"zk://h?timeout=-1s",
 		"zk://h?retries=3",
+		"zk://h?tickTime=",
+		"zk://h?tickTime=0",
+		"zk://h?tickTime=0s",
+		"zk://h?tickTime=-200ms",
+		"zk://h?tickTime=-2000",
+		"zk://h?tickTime=soon",
+		"zk://h?tickTime=2000.5",
+		"zk://h?tickTime=1500us", // not a whole number of milliseconds
+		"zk://h?tickTime=99999999999999999999",
+		"zk://h?ticktime=2000", // the parameter is tickTime, as in zoo.cfg
 		"zk://user@h",
 		"zk://:pw@h",
 	} {
@@ -81,6 +98,8 @@ func TestNewFromConfigValidates(t *testing.T) {
 		{Servers: []string{"h"}, Chroot: "rel"},
 		{Servers: []string{"h"}, Password: "pw"},
 		{Servers: []string{"h"}, Timeout: -time.Second},
+		{Servers: []string{"h"}, TickTime: -time.Millisecond},
+		{Servers: []string{"h"}, TickTime: 200*time.Millisecond + time.Microsecond},
 	} {
 		if _, err := NewFromConfig(cfg); !errors.Is(err, spi.ErrInvalidOption) {
 			t.Errorf("NewFromConfig(%+v) = %v, want spi.ErrInvalidOption", cfg, err)
@@ -234,6 +253,58 @@ func TestParseDSNTLS(t *testing.T) {
 	} {
 		if _, err := ParseDSN(dsn); !errors.Is(err, spi.ErrInvalidOption) {
 			t.Errorf("ParseDSN(%q) = %v; want ErrInvalidOption", dsn, err)
+		}
+	}
+}
+
+// TestParseDSNTickTimeErrors: a bad tickTime is reported with the value as given and what is
+// wrong with it, and the error wraps spi.ErrInvalidOption.
+func TestParseDSNTickTimeErrors(t *testing.T) {
+	for dsn, want := range map[string]string{
+		"zk://u:secret@h?tickTime=soon":   `tickTime "soon" is neither a Go duration (200ms, 2s) nor a number of milliseconds (2000)`,
+		"zk://u:secret@h?tickTime=0":      `tickTime "0": must be positive`,
+		"zk://u:secret@h?tickTime=-2000":  `tickTime "-2000": must be positive`,
+		"zk://u:secret@h?tickTime=1500us": `tickTime "1500us": must be a whole number of milliseconds`,
+	} {
+		_, err := ParseDSN(dsn)
+		if !errors.Is(err, spi.ErrInvalidOption) || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "secret") {
+			t.Errorf("ParseDSN(%q) = %v; want spi.ErrInvalidOption with %q, without the password", dsn, err, want)
+		}
+	}
+}
+
+// TestSessionTimeoutFor: with a tickTime a session asks for its TTL less one tick; a tick of
+// half the TTL or more is refused before any I/O; without one it asks for the TTL.
+func TestSessionTimeoutFor(t *testing.T) {
+	plain, err := NewFromConfig(Config{Servers: []string{"127.0.0.1:1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if got, err := plain.sessionTimeoutFor(2 * time.Second); err != nil || got != 2*time.Second {
+		t.Errorf("without tickTime: %v, %v; want 2s", got, err)
+	}
+	b, err := New("zk://127.0.0.1:1?tickTime=200ms") // nothing listens: any I/O would fail differently
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for ttl, want := range map[time.Duration]time.Duration{
+		2 * time.Second:        1800 * time.Millisecond,
+		15 * time.Second:       14800 * time.Millisecond,
+		401 * time.Millisecond: 201 * time.Millisecond,
+	} {
+		if got, err := b.sessionTimeoutFor(ttl); err != nil || got != want {
+			t.Errorf("sessionTimeoutFor(%v) = %v, %v; want %v", ttl, got, err, want)
+		}
+	}
+	for _, ttl := range []time.Duration{400 * time.Millisecond, 300 * time.Millisecond, time.Millisecond} {
+		if _, err := b.sessionTimeoutFor(ttl); !errors.Is(err, spi.ErrInvalidOption) {
+			t.Errorf("sessionTimeoutFor(%v) = %v; want spi.ErrInvalidOption", ttl, err)
+		}
+		_, err := b.OpenSession(t.Context(), "o", ttl)
+		if !errors.Is(err, spi.ErrInvalidOption) || !strings.Contains(err.Error(), "less than half the ttl") {
+			t.Errorf("OpenSession(ttl %v) = %v; want spi.ErrInvalidOption before any I/O", ttl, err)
 		}
 	}
 }

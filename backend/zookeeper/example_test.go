@@ -25,6 +25,24 @@ func ExampleParseDSN() {
 	// simba: invalid option: zookeeper DSN "zk://zk1:2181/apps/?timeout=5s": chroot "/apps/" must not end with /
 }
 
+// tickTime tells the backend the servers' tickTime (zoo.cfg's, here its default 2000 ms), so
+// that a crashed holder's leases go by its last request + TTL: ZooKeeper expires sessions only
+// at multiples of tickTime, so each session asks for its TTL less one tick. A tick of half the
+// TTL or more is refused when a session is opened.
+func ExampleParseDSN_tickTime() {
+	cfg, err := zookeeper.ParseDSN("zk://simba:secret@zk1,zk2,zk3/apps/billing?tickTime=2000")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(cfg.TickTime)
+
+	_, err = zookeeper.ParseDSN("zk://zk1/apps?tickTime=0")
+	fmt.Println(err)
+	// Output:
+	// 2s
+	// simba: invalid option: zookeeper DSN "zk://zk1/apps?tickTime=0": tickTime "0": must be positive (leave it out to ask for the TTL itself)
+}
+
 // The backend is normally handed to simba.New; used directly, it speaks the SPI: a session,
 // then leases whose tokens are the nodes' czxids.
 func Example() {

@@ -43,7 +43,7 @@ const dsnForms = `DSN forms (-dsn, or $SIMBA_DSN):
   rediss://:pass@host:6380/0                      Redis standalone over TLS
   redis+cluster://:pass@host1:7001,host2:7002     Redis Cluster (rediss+cluster:// for TLS)
   redis+sentinel://:pass@s1:26379,s2/mymaster     Redis behind Sentinel (rediss+sentinel://)
-  zk://user:pass@host1:2181,host2:2181/chroot     ZooKeeper ensemble
+  zk://user:pass@host1:2181,host2:2181/chroot     ZooKeeper ensemble (?tickTime=2s: zoo.cfg's tickTime)
   zk+tls://user:pass@host:2281/chroot             ZooKeeper over TLS (secureClientPort)
   etcd://user:pass@host1:2379,host2:2379/prefix   etcd cluster (key prefix; /simba if none)
   etcd+tls://host:2379/prefix?ca=ca.pem           etcd over TLS (cert=, key= for client certs)
