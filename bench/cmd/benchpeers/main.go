@@ -46,6 +46,7 @@ func main() {
 	flag.StringVar(&o.out, "out", "results", "directory for latest.md, latest.json and the charts (a run with -only or -measures writes to results/partial unless -out is given, so the full run's files stay)")
 	flag.StringVar(&o.leases, "leases", "1,100,10000", "held-lease counts of the keep-alive measure")
 	flag.BoolVar(&o.noEtcd, "no-etcd", false, "leave etcd out")
+	flag.DurationVar(&o.zkTick, "zk-ticktime", 200*time.Millisecond, "the ZooKeeper server's tickTime (.ci/zoo.cfg), passed on in Simba's ZooKeeper DSN (tickTime=…: its sessions ask for the TTL less one tick); 0 leaves it out")
 	flag.IntVar(&o.handSamples, "handover-samples", defaultHandSamples, "graceful hand-over samples per row per round at most")
 	flag.Parse()
 	if *etcdDir != "" {
@@ -104,6 +105,7 @@ type opts struct {
 	out, leases string
 	noEtcd      bool
 	handSamples int
+	zkTick      time.Duration
 	sel         selection
 }
 
@@ -227,6 +229,8 @@ type report struct {
 	Skipped                       map[string]string
 	// HandoverSamples is -handover-samples: hand-over samples per row per round at most.
 	HandoverSamples int
+	// ZKTickTime is -zk-ticktime, which Simba's ZooKeeper DSN passes on ("0s": left out).
+	ZKTickTime string
 	// Selected is the run's -only and -measures as the header states them (empty: all).
 	Selected string `json:",omitempty"`
 	// sel is the selection itself and leases -leases' counts, for the targets.
@@ -247,8 +251,8 @@ func run(o opts) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	c := conf{ttl: ttl, dir: dir, run: strconv.FormatInt(time.Now().Unix()%1e6, 36)}
-	rep := &report{Skipped: map[string]string{}, TTL: ttl.String(), HandoverSamples: o.handSamples, Selected: sel.describe(), sel: sel, leases: parseLeases(o.leases)}
+	c := conf{ttl: ttl, dir: dir, run: strconv.FormatInt(time.Now().Unix()%1e6, 36), zkTick: o.zkTick}
+	rep := &report{Skipped: map[string]string{}, TTL: ttl.String(), HandoverSamples: o.handSamples, ZKTickTime: o.zkTick.String(), Selected: sel.describe(), sel: sel, leases: parseLeases(o.leases)}
 	switch {
 	case !sel.group(groupEtc):
 	case o.noEtcd:

@@ -49,10 +49,13 @@ type conf struct {
 	dir     string // temporary directory: the SQLite file
 	etcdURL string // client URL of the embedded etcd; empty when etcd is left out
 	run     string // this run's id, in every lock name
+	// zkTick is the ZooKeeper server's tickTime, which Simba's ZooKeeper DSN passes on (its
+	// sessions ask for the TTL less one tick; 0: left out).
+	zkTick time.Duration
 }
 
 func (c conf) env() []string {
-	return []string{"BENCH_TTL=" + c.ttl.String(), "BENCH_DIR=" + c.dir, "BENCH_ETCD=" + c.etcdURL, "BENCH_RUN=" + c.run}
+	return []string{"BENCH_TTL=" + c.ttl.String(), "BENCH_DIR=" + c.dir, "BENCH_ETCD=" + c.etcdURL, "BENCH_RUN=" + c.run, "BENCH_ZK_TICK=" + c.zkTick.String()}
 }
 
 func confFromEnv() (conf, error) {
@@ -60,7 +63,19 @@ func confFromEnv() (conf, error) {
 	if err != nil {
 		return conf{}, err
 	}
-	return conf{ttl: ttl, dir: os.Getenv("BENCH_DIR"), etcdURL: os.Getenv("BENCH_ETCD"), run: os.Getenv("BENCH_RUN")}, nil
+	tick, err := time.ParseDuration(os.Getenv("BENCH_ZK_TICK"))
+	if err != nil {
+		return conf{}, err
+	}
+	return conf{ttl: ttl, dir: os.Getenv("BENCH_DIR"), etcdURL: os.Getenv("BENCH_ETCD"), run: os.Getenv("BENCH_RUN"), zkTick: tick}, nil
+}
+
+// zkDSN is Simba's ZooKeeper DSN, with the server's tickTime when known.
+func (c conf) zkDSN() string {
+	if c.zkTick > 0 {
+		return "zk://" + zkAddr + "?tickTime=" + c.zkTick.String()
+	}
+	return "zk://" + zkAddr
 }
 
 func (c conf) sqliteDSN() string { return "sqlite://" + filepath.Join(c.dir, "simba.db") }
@@ -90,7 +105,7 @@ func (c conf) simbaBackends() []simbaBackend {
 		{"SQLite", "simba-sqlite", func(ctx context.Context) (spi.Backend, error) {
 			return simbasql.Open(ctx, c.sqliteDSN(), simbasql.WithAutoMigrate())
 		}},
-		{"ZooKeeper", "simba-zk", func(context.Context) (spi.Backend, error) { return zookeeper.New("zk://" + zkAddr) }},
+		{"ZooKeeper", "simba-zk", func(context.Context) (spi.Backend, error) { return zookeeper.New(c.zkDSN()) }},
 	}
 	if c.etcdURL != "" {
 		dsn := "etcd://" + strings.TrimPrefix(c.etcdURL, "http://") + "/simba-bench"

@@ -45,6 +45,14 @@ var targetWhy = map[string]string{
 	"idle-cpu/sqlite":              "Judged on what waiting adds: the waiting process's CPU less that of an idle process watched beside it over the same seconds (the same client and TTL, its session open and kept alive, waiting for nothing; SQLite on a file of its own); the row shows both. The idle process costs 0.2–0.4 % at TTL 2 s: keep-alives were not most of the 1.2–2.0 % the whole waiting process used to cost, as this text said until 2026-12-03. With its waker switched off the waiting process cost ~0.4 % (a probe, 10 s windows); the rest was the waker (backend/sql, sqlitewake.go), whose reads cost far more than their statements: 0.2–0.4 ms of CPU each on this VM, mostly the wake-up of an idle Go process (scheduler, sysmon; perf), and ~0.5 ms for the lease read after each change. The waiter's file sees ~3.75 commits a second (the holder's and the waiter's keep-alives, the waiter's acquire retries), and each was read 7 times (0, 2, 4 … 64 ms after the write): ~27 reads a second. Since 2026-12-03 the waker stops once a read after the write's first sees the commit (about 2 reads per commit) and prepares its statements once: seven runs of each (-only sqlite -measures waiting,handover, 2026-12-03 18:04–18:20, a loaded 2-CPU machine) gave 1.21–2.01 % (mean 1.65 %) before, and 0.78–1.09 % (mean 0.95 %) after, of which waiting adds 0.54–0.80 % (mean 0.67 %); five more of each on a quiet machine: 1.24–1.97 % (mean 1.46 %) before, 0.75–1.05 % (mean 0.88 %) after, adding 0.50–0.72 % (mean 0.61 %). What is left is mostly the reads after the waiter's own commits (60 % of the file's here; telling them from another process's needs the write lock's release, which the waker cannot see) and a lease read per change. The 1 % line is this harness's reading of issue 16's \"a small fraction of a core\".",
 }
 
+// zkTickNote says what Simba's ZooKeeper DSN was told of the server's tickTime (-zk-ticktime).
+func zkTickNote(tick string) string {
+	if tick == "" || tick == "0s" {
+		return "Simba's ZooKeeper DSN leaves tickTime out (-zk-ticktime 0): its sessions ask for the TTL"
+	}
+	return "Simba's ZooKeeper DSN passes it on, `tickTime=" + tick + "`, so its sessions ask for the TTL less one tick; go-zookeeper's sessions ask for the TTL"
+}
+
 // describe fills in the machine, versions and date.
 func describe(r *report) {
 	r.Date = time.Now().UTC().Format("2006-01-02 15:04 MST")
@@ -119,7 +127,7 @@ func markdown(r *report) string {
 	}
 	sort.Strings(peers)
 	fmt.Fprintf(&b, "Peers: %s.  \n", strings.Join(peers, ", "))
-	fmt.Fprintf(&b, "Reproduce: `make bench-peers` (`go -C bench run ./cmd/benchpeers -h` for the flags). Servers on this machine: Redis, Redis Cluster (3 masters, 3 replicas), PostgreSQL, MariaDB, ZooKeeper (tickTime 200 ms); SQLite on a temporary file; etcd embedded in a child process of the harness (etcd's concurrency package and Simba's etcd backend on the same member). Each round takes the cycle and hand-over rows one server at a time, with only that server's clients open: they are opened for the server's slice and closed after it, so no other row's keep-alives, pings or hint listeners run in the harness meanwhile; every slice starts with untimed warm-ups (20 cycles, 2 hand-overs per row).\n\n")
+	fmt.Fprintf(&b, "Reproduce: `make bench-peers` (`go -C bench run ./cmd/benchpeers -h` for the flags). Servers on this machine: Redis, Redis Cluster (3 masters, 3 replicas), PostgreSQL, MariaDB, ZooKeeper (tickTime 200 ms, .ci/zoo.cfg; %s); SQLite on a temporary file; etcd embedded in a child process of the harness (etcd's concurrency package and Simba's etcd backend on the same member). Each round takes the cycle and hand-over rows one server at a time, with only that server's clients open: they are opened for the server's slice and closed after it, so no other row's keep-alives, pings or hint listeners run in the harness meanwhile; every slice starts with untimed warm-ups (20 cycles, 2 hand-overs per row).\n\n", zkTickNote(r.ZKTickTime))
 
 	if r.Selected != "" || r.HandoverSamples != defaultHandSamples {
 		sel := r.Selected
