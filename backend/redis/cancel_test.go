@@ -139,6 +139,7 @@ func blackholeCalls(b *Backend) map[string]func(ctx context.Context) error {
 		"close-session":    func(ctx context.Context) error { return b.CloseSession(ctx, sid) },
 		"inspect":          func(ctx context.Context) error { _, err := b.Inspect(ctx); return err },
 		"check-durability": func(ctx context.Context) error { _, err := b.CheckDurability(ctx); return err },
+		"hints":            func(ctx context.Context) error { _, err := b.Hints(ctx); return err },
 	}
 }
 
