@@ -180,3 +180,88 @@ func silentServer(t *testing.T, handshake bool) (addr string, got chan struct{})
 	})
 	return ln.Addr().String(), got
 }
+
+// TestClusterCallsReturnAtTheirEnd: on a Cluster client the calls go other ways to the server
+// (the slot map's CLUSTER SLOTS first, then ForEachMaster for Inspect and CheckDurability, the
+// Cluster client's pub/sub for Hints, a round per master), and each still returns once its ctx
+// is done: cancelled once the server holds its request, then, on the same backend, at a
+// deadline. The second call also shows that the first, left behind, holds nothing the second
+// needs (an OpenSession left behind held the durability check's lock for the read timeout).
+func TestClusterCallsReturnAtTheirEnd(t *testing.T) {
+	noLeaks(t)
+	for _, honours := range []bool{true, false} {
+		for op := range blackholeCalls(nil) {
+			t.Run(fmt.Sprintf("ContextTimeoutEnabled=%v/%s", honours, op), func(t *testing.T) {
+				addr, got := silentServer(t, true)
+				cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: []string{addr}, Protocol: 2, MaxRedirects: 1,
+					ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second, DisableIdentity: true, ContextTimeoutEnabled: honours})
+				t.Cleanup(func() { cc.Close() })
+				call := blackholeCalls(newBackend(t, cc))[op]
+
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan error, 1)
+				go func() { done <- call(ctx) }()
+				select {
+				case <-got: // the request is at the server, which will never answer
+				case err := <-done:
+					cancel()
+					t.Fatalf("%s returned before the server got a request: %v", op, err)
+				}
+				cancel()
+				select {
+				case err := <-done:
+					if !errors.Is(err, context.Canceled) {
+						t.Fatalf("%s cancelled while waiting for a reply returned %v; want an error matching context.Canceled", op, err)
+					}
+				case <-time.After(5 * time.Second): // a guard far past a prompt return, not a timing
+					t.Fatalf("%s still waiting 5 s after its cancellation", op)
+				}
+
+				ctx, cancel = context.WithTimeout(context.Background(), 200*time.Millisecond)
+				defer cancel()
+				go func() { done <- call(ctx) }()
+				select {
+				case err := <-done:
+					if !errors.Is(err, spi.ErrUnavailable) {
+						t.Fatalf("%s at its deadline returned %v; want an error matching spi.ErrUnavailable", op, err)
+					}
+				case <-time.After(5 * time.Second): // a guard far past the deadline, not a timing
+					t.Fatalf("%s still waiting 5 s after its 200 ms deadline (the read timeout is 10 s)", op)
+				}
+			})
+		}
+	}
+}
+
+// TestOpenSessionLeftBehindReleasesTheDurabilityCheck: the first OpenSession runs the
+// durability check under the backend's lock. One left behind at its ctx's end (bounded) used
+// to hold that lock while the check waited for the server's reply, up to the client's read
+// timeout, so the next OpenSession waited there past its own deadline, even on a client that
+// honours deadlines. The check is bounded by the same ctx, so the lock is let go with it.
+func TestOpenSessionLeftBehindReleasesTheDurabilityCheck(t *testing.T) {
+	noLeaks(t)
+	addr, got := silentServer(t, true)
+	rc := goredis.NewClient(&goredis.Options{Addr: addr, Protocol: 2, MaxRetries: -1,
+		ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second, DisableIdentity: true, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { rc.Close() })
+	b := newBackend(t, rc)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { _, err := b.OpenSession(ctx, "o", time.Minute); done <- err }()
+	<-got // the durability check's CONFIG GETs are at the server
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled OpenSession returned %v; want an error matching context.Canceled", err)
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	go func() { _, err := b.OpenSession(ctx, "o", time.Minute); done <- err }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, spi.ErrUnavailable) {
+			t.Fatalf("OpenSession at its deadline returned %v; want an error matching spi.ErrUnavailable", err)
+		}
+	case <-time.After(5 * time.Second): // a guard far past the deadline, not a timing
+		t.Fatal("OpenSession still waiting 5 s after its 200 ms deadline, behind the one left behind (the read timeout is 10 s)")
+	}
+}
