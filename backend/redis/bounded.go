@@ -20,7 +20,8 @@ import "context"
 // dropped. That hop costs: BenchmarkLockCycle/redis took ~45 % more CPU per cycle with it on
 // every call. Each step of a call is one script, applied whole or not at all, so a call that
 // goes on after its caller left leaves an outcome the caller treats as unknown, as for a
-// timed-out call; the goroutine ends with go-redis's timeouts, or when Close closes the client.
+// timed-out call (Inspect and CheckDurability only read); the goroutine ends with go-redis's
+// timeouts, or when Close closes the client.
 func bounded[T any](ctx context.Context, b *Backend, op string, f func() (T, error)) (T, error) {
 	done := ctx.Done()
 	if done == nil {

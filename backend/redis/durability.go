@@ -91,7 +91,15 @@ func (d Durability) String() string {
 // as a warning (or, WithStrictDurability, refuses with ErrNotDurable). Losing a lease hash does
 // not make tokens go back while the server's clock moves forward: a new tenure's token is at
 // least the server's clock in microseconds (DESIGN.md §5).
+//
+// It returns once ctx is done, as every call does (see bounded), even when a server stops
+// answering.
 func (b *Backend) CheckDurability(ctx context.Context) ([]Durability, error) {
+	return bounded(ctx, b, "check durability", func() ([]Durability, error) { return b.checkDurabilityCall(ctx) })
+}
+
+// checkDurabilityCall is CheckDurability's body, run by bounded.
+func (b *Backend) checkDurabilityCall(ctx context.Context) ([]Durability, error) {
 	if b.cc != nil {
 		var mu sync.Mutex
 		var out []Durability

@@ -139,32 +139,44 @@ type wait struct {
 //
 // The first Hints subscribes to and unsubscribes from the channels of one probe name, so that an
 // ACL user without permission for Simba's channels gets a permanent NOPERM error here rather
-// than hints that silently never come.
+// than hints that silently never come. That wait for the server returns once ctx is done, as
+// every call does (see bounded), with an error wrapping ctx's; a server that does not answer
+// within hintCallTimeout is otherwise taken as briefly unreachable (go-redis reconnects the
+// connection by itself), not as a refusal.
 func (b *Backend) Hints(ctx context.Context) (<-chan spi.Hint, error) {
 	if err := b.checkOpen(); err != nil {
 		return nil, err
 	}
+	if err := ctx.Err(); err != nil { // ended already: nothing is sent
+		return nil, b.fail("hints", err)
+	}
 	h := &b.hub
-	ch := make(chan spi.Hint, hintBuffer)
-	h.mu.Lock()
-	if b.closed.Load() {
-		h.mu.Unlock()
-		return nil, spi.ErrClosed
-	}
-	if h.subs == nil {
-		h.subs = map[chan spi.Hint]struct{}{}
-	}
-	h.subs[ch] = struct{}{}
-	if h.conn == nil {
-		probe := []string{wire.ReleasedChannel(aclProbe), wire.GroupChangedChannel(aclProbe)}
-		ps := b.c.Subscribe(context.Background(), probe...)
-		if err := confirm(ctx, ps, len(probe)); err != nil {
-			ps.Close()
-			delete(h.subs, ch)
+	// The probe runs without h.mu: held, it would hold up every call that notes its reply
+	// for the hub (an acquire, a release) for as long as the server makes the probe wait.
+	// Two first Hints at once may then both probe: the second to finish keeps the first's
+	// connection and closes its own.
+	var ps, spare *goredis.PubSub
+	for {
+		h.mu.Lock()
+		if b.closed.Load() {
 			h.mu.Unlock()
-			return nil, b.fail("hints", err)
+			if ps != nil {
+				ps.Close()
+			}
+			return nil, spi.ErrClosed
 		}
-		_ = ps.Unsubscribe(context.Background(), probe...) // a failure: go-redis forgets them anyway
+		if h.conn != nil || ps != nil {
+			break // holding h.mu
+		}
+		h.mu.Unlock()
+		var err error
+		if ps, err = b.probeHints(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if h.conn != nil {
+		spare = ps
+	} else {
 		c := &subConn{ps: ps, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 			nodes: map[string]*goredis.PubSub{}, where: map[string]string{}}
 		h.conn = c
@@ -172,12 +184,70 @@ func (b *Backend) Hints(ctx context.Context) (<-chan spi.Hint, error) {
 		go h.pump(c, ps)
 		go h.run(c)
 	}
+	ch := make(chan spi.Hint, hintBuffer)
+	if h.subs == nil {
+		h.subs = map[chan spi.Hint]struct{}{}
+	}
+	h.subs[ch] = struct{}{}
 	h.mu.Unlock()
+	if spare != nil {
+		spare.Close()
+	}
 	go func() {
 		<-ctx.Done()
 		h.remove(ch)
 	}()
 	return ch, nil
+}
+
+// probeHints opens a pub/sub connection, SUBSCRIBEs to the probe's channels (see Hints), waits
+// for the server to confirm them, and UNSUBSCRIBEs: the connection is then the hub's.
+// go-redis watches no context while it waits for a reply (a pub/sub read takes ctx's deadline,
+// but a new connection's HELLO does only where the client has ContextTimeoutEnabled), so the
+// wait runs on a goroutine of its own and probeHints returns as soon as ctx is done, with
+// ctx's error; the connection is then closed, which ends the wait (or, while the goroutine is
+// still connecting, ends it at go-redis's read timeout). A confirmation cut short by ctx's
+// deadline (which confirm takes for a connection failure) fails the same way.
+func (b *Backend) probeHints(ctx context.Context) (*goredis.PubSub, error) {
+	probe := []string{wire.ReleasedChannel(aclProbe), wire.GroupChangedChannel(aclProbe)}
+	ps := b.c.Subscribe(context.Background()) // without channels: no I/O yet
+	done := make(chan error, 1)
+	go func() {
+		_ = ps.Subscribe(ctx, probe...) // a failure: confirm reconnects and subscribes again
+		err := confirm(ctx, ps, len(probe))
+		if err == nil {
+			// It may have to reconnect (after a connection failure): on this goroutine too.
+			_ = ps.Unsubscribe(ctx, probe...) // a failure: go-redis forgets them anyway
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			err = ended(ctx)
+		}
+		if err != nil {
+			ps.Close()
+			return nil, b.fail("hints", err)
+		}
+	case <-ctx.Done():
+		// Close waits for a SUBSCRIBE still connecting: not the caller's to wait for.
+		go ps.Close()
+		return nil, b.fail("hints", ctx.Err())
+	}
+	return ps, nil
+}
+
+// ended is ctx.Err(), or context.DeadlineExceeded once ctx's deadline has passed: a read that
+// the socket's deadline (ctx's) cut short can return just before ctx's timer marks ctx done.
+func ended(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 // confirm waits for the server to confirm n subscriptions and returns the error the server

@@ -20,8 +20,14 @@ const scanCount = 1000
 // session and every group's live members, as status tools show them. It SCANs the keyspace (on
 // a Cluster, every master) and reads what it finds in pipelined batches, with remaining times
 // by each master's TIME: it is for status tools, not hot paths, and is not a consistent
-// snapshot.
+// snapshot. It returns once ctx is done, as every call does (see bounded): a status tool's
+// deadline bounds it even when the server stops answering.
 func (b *Backend) Inspect(ctx context.Context) (spi.Snapshot, error) {
+	return bounded(ctx, b, "inspect", func() (spi.Snapshot, error) { return b.inspectCall(ctx) })
+}
+
+// inspectCall is Inspect's body, run by bounded.
+func (b *Backend) inspectCall(ctx context.Context) (spi.Snapshot, error) {
 	if err := b.checkOpen(); err != nil {
 		return spi.Snapshot{}, err
 	}
