@@ -3,6 +3,7 @@ package zookeeper
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/simba-go/simba/internal/testenv"
 	"github.com/simba-go/simba/spi"
 )
 
@@ -22,7 +24,7 @@ func requireTick200(t *testing.T, b *Backend) (hi time.Duration) {
 	t.Helper()
 	lo, hi := ttlBounds(t, b)
 	if lo != 2*sharedTick {
-		t.Skipf("the server grants at least %v, not .ci/zoo.cfg's 400 ms (tickTime 200 ms)", lo)
+		testenv.Unavailable(t, "ZooKeeper with .ci/zoo.cfg's tickTime (200 ms)", fmt.Sprintf("the server grants at least %v, not 400 ms", lo))
 	}
 	return hi
 }
@@ -156,9 +158,6 @@ func TestTickTimeClamps(t *testing.T) {
 // without the option (asking for the TTL), one of them would lose its node up to a tick late.
 // On a private server, whose expirer no other test loads.
 func TestTickTimeCrashedHolderGoesByTTL(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a private ZooKeeper")
-	}
 	z := startPrivateZK(t)
 	const (
 		ttl     = 2 * time.Second
