@@ -36,24 +36,7 @@ func TestCallsReturnOnCancel(t *testing.T) {
 					ReadTimeout: time.Second, WriteTimeout: time.Second, DisableIdentity: true})
 				t.Cleanup(func() { rc.Close() })
 				call := blackholeCalls(newBackend(t, rc))[op]
-				ctx, cancel := context.WithCancel(context.Background())
-				done := make(chan error, 1)
-				go func() { done <- call(ctx) }()
-				select {
-				case <-got: // the request is at the server, which will never answer
-				case err := <-done:
-					cancel()
-					t.Fatalf("%s returned before the server got a request: %v", op, err)
-				}
-				cancel()
-				select {
-				case err := <-done:
-					if !errors.Is(err, context.Canceled) {
-						t.Fatalf("%s cancelled while waiting for a reply returned %v; want an error matching context.Canceled", op, err)
-					}
-				case <-time.After(5 * time.Second): // a guard far past a prompt return, not a timing
-					t.Fatalf("%s still waiting 5 s after its cancellation", op)
-				}
+				cancelAtServer(t, op, call, got)
 			})
 		}
 	}
@@ -198,27 +181,11 @@ func TestClusterCallsReturnAtTheirEnd(t *testing.T) {
 				t.Cleanup(func() { cc.Close() })
 				call := blackholeCalls(newBackend(t, cc))[op]
 
-				ctx, cancel := context.WithCancel(context.Background())
-				done := make(chan error, 1)
-				go func() { done <- call(ctx) }()
-				select {
-				case <-got: // the request is at the server, which will never answer
-				case err := <-done:
-					cancel()
-					t.Fatalf("%s returned before the server got a request: %v", op, err)
-				}
-				cancel()
-				select {
-				case err := <-done:
-					if !errors.Is(err, context.Canceled) {
-						t.Fatalf("%s cancelled while waiting for a reply returned %v; want an error matching context.Canceled", op, err)
-					}
-				case <-time.After(5 * time.Second): // a guard far past a prompt return, not a timing
-					t.Fatalf("%s still waiting 5 s after its cancellation", op)
-				}
+				cancelAtServer(t, op, call, got)
 
-				ctx, cancel = context.WithTimeout(context.Background(), 200*time.Millisecond)
+				ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 				defer cancel()
+				done := make(chan error, 1)
 				go func() { done <- call(ctx) }()
 				select {
 				case err := <-done:
@@ -263,5 +230,29 @@ func TestOpenSessionLeftBehindReleasesTheDurabilityCheck(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second): // a guard far past the deadline, not a timing
 		t.Fatal("OpenSession still waiting 5 s after its 200 ms deadline, behind the one left behind (the read timeout is 10 s)")
+	}
+}
+
+// cancelAtServer runs call, cancels its ctx once its request is at the silent server (got),
+// and checks that it returns promptly with an error matching context.Canceled.
+func cancelAtServer(t *testing.T, op string, call func(context.Context) error, got <-chan struct{}) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- call(ctx) }()
+	select {
+	case <-got: // the request is at the server, which will never answer
+	case err := <-done:
+		cancel()
+		t.Fatalf("%s returned before the server got a request: %v", op, err)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("%s cancelled while waiting for a reply returned %v; want an error matching context.Canceled", op, err)
+		}
+	case <-time.After(5 * time.Second): // a guard far past a prompt return, not a timing
+		t.Fatalf("%s still waiting 5 s after its cancellation", op)
 	}
 }
