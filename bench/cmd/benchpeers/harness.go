@@ -260,14 +260,8 @@ const waitSettle = time.Second
 // With wait false it is the idle process beside it: the same client, TTL and report, its
 // session open, waiting for nothing.
 func runWaiter(role, name string, wait bool) int {
-	c, err := confFromEnv()
-	if err != nil {
-		fmt.Println("error:", err)
-		return 2
-	}
-	open := c.openerOf(role)
-	if open == nil {
-		fmt.Println("error: unknown role", role)
+	c, open, ok := helperConf(role)
+	if !ok {
 		return 2
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), waitSettle+waitWatch(c.ttl)+20*time.Second)
@@ -302,6 +296,21 @@ func runWaiter(role, name string, wait bool) int {
 	a1, _, all1 := n.snapshot()
 	fmt.Printf("waited %d %d %d %d\n", d.Microseconds(), (cpu1 - cpu0).Microseconds(), a1-a0, all1-all0)
 	return 0
+}
+
+// helperConf is a helper process's settings (from its environment) and the opener of role's
+// Simba backend; on failure it prints the error line the parent reads and ok is false.
+func helperConf(role string) (c conf, open opener, ok bool) {
+	c, err := confFromEnv()
+	if err != nil {
+		fmt.Println("error:", err)
+		return conf{}, nil, false
+	}
+	if open = c.openerOf(role); open == nil {
+		fmt.Println("error: unknown role", role)
+		return conf{}, nil, false
+	}
+	return c, open, true
 }
 
 // cpuTime is this process's CPU time so far (user + system).

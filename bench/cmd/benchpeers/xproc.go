@@ -34,14 +34,8 @@ const (
 // role that takes and lets go of name as the parent says on stdin, and reports on stdout when,
 // on the wall clock both processes read. It ends when stdin does.
 func runAlternate(role, name string) int {
-	c, err := confFromEnv()
-	if err != nil {
-		fmt.Println("error:", err)
-		return 2
-	}
-	open := c.openerOf(role)
-	if open == nil {
-		fmt.Println("error: unknown role", role)
+	c, open, ok := helperConf(role)
+	if !ok {
 		return 2
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
