@@ -40,7 +40,9 @@
 // of the user's pool itself. The SQLite backends on one file take turns at it, those of one
 // process in the order they come and those of different processes through advisory locks on
 // a sidecar file, "<file>-simba-gate", which they create next to the database (see NewSQLite);
-// keep-alives go first. For MySQL/MariaDB, Open sets interpolateParams=true (one round trip
+// keep-alives go first. No call waits there for more than half the time left to its deadline
+// (a second without one): a process that was stopped while it held the gate slows the others
+// down, it does not hold them up. For MySQL/MariaDB, Open sets interpolateParams=true (one round trip
 // per statement). For PostgreSQL, a user's pool should run PostgresAfterConnect (READ COMMITTED).
 //
 // # Schema

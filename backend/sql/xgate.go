@@ -3,6 +3,7 @@ package sql
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // The SQLite backends of different processes on one file take turns at it through an advisory
@@ -33,6 +34,16 @@ import (
 // programs (and Migrate) are not gated, and meet Simba's writers in the busy handler as before.
 // Where the gate cannot be used (no such lock on the platform, a sidecar that cannot be opened
 // for writing, a lock call that fails) operations go on without it, as before.
+//
+// The gate only orders writers that SQLite arbitrates anyway, so no operation waits for it
+// long: one that has waited half the time left to its ctx's deadline (gateWaitNoDeadline
+// without one) goes on without it, and so does every operation that comes while the attempt
+// it would join has been waiting longer than that. Another process that stops while it holds
+// the gate (SIGSTOP, a debugger, a VM paused) would otherwise hold every other process's
+// operations on the file, keep-alives included, until their sessions expire, although it holds
+// none of SQLite's locks (it takes the gate before them and lets it go after them). Seen in the
+// demo (cmd/simba, TestDemoOnSQLite): a leader paused past its TTL held the gate, and no other
+// worker could take over until it was let go on again.
 
 // Bytes of the sidecar file locked by the cross-process gate.
 const (
@@ -42,6 +53,18 @@ const (
 
 // gateSuffix names the sidecar file of a SQLite database file.
 const gateSuffix = "-simba-gate"
+
+// gateWaitNoDeadline bounds the wait at the gate of an operation whose ctx has no deadline.
+const gateWaitNoDeadline = time.Second
+
+// gateWait returns how long an operation entering the gate at now may wait for it: half the
+// time left to ctx's deadline (the other half is the operation's own), or gateWaitNoDeadline.
+func gateWait(ctx context.Context, now time.Time) time.Duration {
+	if d, ok := ctx.Deadline(); ok {
+		return max(d.Sub(now)/2, 0)
+	}
+	return gateWaitNoDeadline
+}
 
 // gateLock is the platform's advisory lock on the sidecar file (xgate_unix.go).
 type gateLock interface {
@@ -66,43 +89,72 @@ type crossGate struct {
 
 // gateAttempt is one taking of the gate.
 type gateAttempt struct {
-	done   chan error // the outcome, to the waiter (capacity 1)
-	waiter bool       // an operation waits for it (guarded by crossGate.mu)
+	done    chan error // the outcome, to the waiter (capacity 1)
+	started time.Time  // when it began waiting for the gate
+	waiter  bool       // an operation waits for it (guarded by crossGate.mu)
 }
 
 // enter waits until this process holds the cross-process gate, or ctx ends, and returns its
-// leave. If the gate cannot be taken (the lock call failed) it returns a leave that does
-// nothing: the operation goes on without the gate.
+// leave. If the gate cannot be taken (the lock call failed), or the attempt has waited longer
+// than the operation may wait (gateWait, counted from the attempt's start), it returns a leave
+// that does nothing: the operation goes on without the gate.
 func (x *crossGate) enter(ctx context.Context, urgent bool) (func(), error) {
+	now := time.Now()
+	wait := gateWait(ctx, now)
 	x.mu.Lock()
 	a := x.attempt
 	if a == nil {
-		a = &gateAttempt{done: make(chan error, 1)}
+		a = &gateAttempt{done: make(chan error, 1), started: now}
 		x.attempt = a
 		go x.take(a, urgent)
 	}
+	left := wait - now.Sub(a.started)
+	if left <= 0 { // the gate has been held too long: an attempt left behind still waits
+		x.mu.Unlock()
+		return noLeave, nil
+	}
 	a.waiter = true
 	x.mu.Unlock()
+	timer := time.NewTimer(left)
+	defer timer.Stop()
 	select {
 	case err := <-a.done:
 		if err != nil {
-			return func() {}, nil
+			return noLeave, nil
 		}
 		return x.leave, nil
+	case <-timer.C:
+		if x.giveUp(a) {
+			return x.leave, nil
+		}
+		return noLeave, nil
 	case <-ctx.Done():
-		x.mu.Lock()
-		a.waiter = false
-		x.mu.Unlock()
-		select {
-		case err := <-a.done: // the gate came as ctx ended: let it go
-			if err == nil {
-				x.leave()
-			}
-		default: // the attempt goes on: the next operation takes it over, or take lets it go
+		if x.giveUp(a) { // the gate came as ctx ended: let it go
+			x.leave()
 		}
 		return nil, ctx.Err()
 	}
 }
+
+// giveUp stops waiting for attempt a and reports whether it had got the gate meanwhile (the
+// caller's now); otherwise the attempt goes on: the next operation takes it over, or take lets
+// the gate go when it gets it.
+func (x *crossGate) giveUp(a *gateAttempt) (got bool) {
+	// Under mu, as take hands the gate over: once unlocked, a later operation may take the
+	// attempt over, and what take then sends is that operation's.
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	a.waiter = false
+	select {
+	case err := <-a.done:
+		return err == nil
+	default:
+		return false
+	}
+}
+
+// noLeave is the leave of an operation that goes on without the gate.
+func noLeave() {}
 
 // take takes the gate for attempt a (through the entry unless urgent) and hands it to the
 // operation waiting for it, or lets it go at once if none does.

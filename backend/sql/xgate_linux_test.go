@@ -219,3 +219,79 @@ func TestSQLiteCrossProcessGateKeepAliveFirst(t *testing.T) {
 		t.Fatalf("Acquire after the entry was let go = %+v, %v; want granted", res.r, res.err)
 	}
 }
+
+// TestSQLiteCrossProcessGateStuckHolder: another process that keeps the gate (or its entry) and
+// never lets go, as one stopped by SIGSTOP would, holds no operation of this process past half
+// of its ctx's time (a second without a deadline): each goes on without the gate, and the
+// operations after it do so at once while the attempt left behind still waits. Once the other
+// process lets go, the attempt takes the gate and lets it go, and the gate works as before.
+func TestSQLiteCrossProcessGateStuckHolder(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		off  int64
+	}{{"gate", gateByte}, {"entry", gateEntryByte}} {
+		t.Run(tc.name, func(t *testing.T) {
+			dsn := liteDSN(t)
+			file := liteFile(dsn)
+			b := migrated(t, dsn)
+			ctx := testCtx(t)
+			s := openSession(t, b, longTTL)
+			release := holdGate(t, file, tc.off)
+			x := crossGateOf(t, file)
+
+			const callTimeout = 800 * time.Millisecond
+			for i := range 3 {
+				cctx, cancel := context.WithTimeout(ctx, callTimeout)
+				start := time.Now()
+				r, err := b.Acquire(cctx, s, fmt.Sprintf("stuck-%d", i))
+				cancel()
+				t.Logf("Acquire %d: %v", i, time.Since(start))
+				if err != nil || r.Kind != spi.Granted {
+					t.Fatalf("Acquire %d with a %v deadline while another process kept the %s = %+v, %v; want granted",
+						i, callTimeout, tc.name, r, err)
+				}
+			}
+			kctx, cancel := context.WithTimeout(ctx, callTimeout)
+			_, err := b.KeepAlive(kctx, s, nil, nil)
+			cancel()
+			if err != nil {
+				t.Fatalf("KeepAlive while another process kept the %s: %v", tc.name, err)
+			}
+			// Without a deadline: a second at the gate at most.
+			if r, err := b.Acquire(context.Background(), s, "stuck-nodeadline"); err != nil || r.Kind != spi.Granted {
+				t.Fatalf("Acquire without a deadline while another process kept the %s = %+v, %v; want granted", tc.name, r, err)
+			}
+			if tc.off == gateByte {
+				x.mu.Lock()
+				inFlight := x.attempt != nil
+				x.mu.Unlock()
+				if !inFlight {
+					t.Fatal("no attempt waits for the gate the other process keeps: the operations did not go through the gate")
+				}
+			}
+
+			release()
+			for { // until the attempt left behind has taken the gate and let it go
+				x.mu.Lock()
+				a := x.attempt
+				x.mu.Unlock()
+				if a == nil && gateFree(t, file, gateByte) && gateFree(t, file, gateEntryByte) {
+					break
+				}
+				select {
+				case <-ctx.Done():
+					t.Fatal("the attempt left behind kept the gate, or never took it")
+				case <-time.After(time.Millisecond):
+				}
+			}
+			// The gate works again: an operation waits for another process's hold.
+			release = holdGate(t, file, gateByte)
+			acq := goAcquire(ctx, b, s, "after")
+			waitAtGate(t, ctx, file, acq)
+			release()
+			if res := <-acq; res.err != nil || res.r.Kind != spi.Granted {
+				t.Fatalf("Acquire after the gate came back = %+v, %v; want granted", res.r, res.err)
+			}
+		})
+	}
+}
