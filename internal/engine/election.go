@@ -44,7 +44,8 @@ type election struct {
 	retrying bool // a retry timer is armed for retryAt
 	retryAt  time.Duration
 	// queueUntil is the session's local deadline when the acquire in flight (or the last one)
-	// was sent: a queued waiter's entry lives at least that long at the backend (Options.Queue).
+	// was sent: a queued waiter's entry lives at least that long at the backend (Options.Queue;
+	// unused with Options.QueueLivesWithSession, whose entries live with the session).
 	queueUntil time.Duration
 	// queued: a queued acquire was sent since the last grant, so this session may be a waiter
 	// for the name at the backend; an election that stops waiting withdraws (see unqueue).
@@ -434,11 +435,13 @@ func (s *Engine) onAcquireReply(p pending, ev Event) {
 				rem := min(max(a.Remaining, 0), s.opt.TTL)
 				at = add(add(sent, rem), time.Duration(s.jitter*float64(s.opt.RetryJitter)))
 			}
-			if s.opt.Queue && e.flavor != FlavorTryLock {
+			if s.opt.Queue && !s.opt.QueueLivesWithSession && e.flavor != FlavorTryLock {
 				// Fairness: the waiter's entry expires with the session's expiry as of the
 				// attempt, which is no earlier than the local deadline then; re-attempt
 				// before it so the entry keeps its place (but not sooner than half a
-				// renewal interval from now, should keep-alives be failing).
+				// renewal interval from now, should keep-alives be failing). An entry that
+				// lives with its session (QueueLivesWithSession) keeps its place while the
+				// keep-alives keep the session alive: no re-attempt is needed for it.
 				at = min(at, max(e.queueUntil, add(s.now, s.opt.RenewInterval/2)))
 			}
 			if e.hinted && e.quietUntil < at { // a quiet window: coalesced
