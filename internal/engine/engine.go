@@ -791,8 +791,9 @@ func (s *Engine) reply(ev Event) {
 		s.onMembersReply(p, ev)
 	case OpWithdraw:
 		// Best effort: a withdrawal that failed leaves an entry that lapses by itself
-		// (spi.Queuer), so a failure is reported and not retried, and the stop that caused
-		// it completes either way.
+		// (spi.Queuer), or, where entries live with the session (QueueLivesWithSession),
+		// one the backend withdraws again itself (spi.SessionQueue), so a failure is
+		// reported and not retried, and the stop that caused it completes either way.
 		if ev.Err != nil {
 			s.failed(OpWithdraw, p.name, ev.Err)
 		}
