@@ -68,6 +68,12 @@ type election struct {
 	// (the renewal interval) after unknownAt does not list it (rule 3).
 	unknown   bool
 	unknownAt time.Duration
+	// unknownQueued: a queued acquire's outcome is unknown too, so it may register this
+	// session as a waiter when it lands — after the election stopped waiting. Where entries
+	// live with the session (Options.QueueLivesWithSession) such an entry would hold a free
+	// lease back for as long as the session lives, so the keep-alive that settles the outcome
+	// withdraws it (see reconcile).
+	unknownQueued bool
 
 	// The term (Leader, Handover).
 	token       int64
@@ -362,6 +368,7 @@ func (s *Engine) onAcquireReply(p pending, ev Event) {
 		// The call was abandoned now; the backend may still apply it, so keep-alives ask
 		// about the name until one sent a call timeout from now says otherwise.
 		e.unknown, e.unknownAt = true, s.now
+		e.unknownQueued = e.unknownQueued || p.queued
 		s.failed(OpAcquire, e.name, ev.Err)
 		if spi.Classify(ev.Err) != spi.Permanent {
 			s.settleSoon() // a refusal did not land; anything else may have

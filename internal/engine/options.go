@@ -135,7 +135,10 @@ type Options struct {
 	// (spi.SessionQueue: ZooKeeper, etcd), not until the session's expiry as of the latest
 	// attempt. A waiting candidate then does not re-attempt before its session's local
 	// deadline as of its previous attempt: it retries at the holder's remaining time (one TTL
-	// when unknown) and at once on a released hint, as without Queue. It requires Queue.
+	// when unknown) and at once on a released hint, as without Queue. And since such an entry
+	// never lapses, a queued attempt whose outcome is unknown (its call failed, the request
+	// may land later) is withdrawn by the keep-alive that settles the outcome (rule 3) when
+	// the election no longer waits by then. It requires Queue.
 	QueueLivesWithSession bool
 
 	// Break disables one rule of DESIGN.md §2. TEST ONLY: the engine's transcripts and the
