@@ -39,8 +39,7 @@ first): a waiter that stopped waiting does not keep a free lease reserved while 
 runs. The backend says so (spi.SessionQueue), so a waiting client does not re-attempt before
 its session's deadline as of its previous attempt, as it must where entries lapse (SQL,
 Redis): besides the attempt a Released hint wakes, a waiter tries again only one TTL after its
-last HeldBy (whose remaining time is unknown here) — one backend call per failover where the
-re-attempt made two.
+last HeldBy (whose remaining time is unknown here), in case a hint was lost.
 
 ZooKeeper's multi-op cannot check a node's children, so every add or remove of a waiter node
 writes the queue node (empty) in the same multi-op, bumping its data version, and an acquire
