@@ -9,7 +9,8 @@ import (
 )
 
 // Backend is one client's connection to a Server: a goroutine-safe spi.Backend, spi.Hinter and
-// spi.Inspector and spi.Queuer. Its embedded Faults apply only to its own calls.
+// spi.Inspector and spi.Queuer (and spi.SessionQueue, true when the server's model was made
+// WithSessionWaiters). Its embedded Faults apply only to its own calls.
 //
 // A call runs as: refused or hung while cut off; failed by FailNext; delayed by DelayRequests;
 // applied to the model at the server clock's current time; reply dropped by DropNextReplies;
@@ -24,6 +25,16 @@ type Backend struct {
 	// guarded by srv.mu
 	closed bool
 	calls  map[string]int
+	// withdrawals are the failed withdrawals (session, name) the session's next keep-alive
+	// runs again (WithSessionWaiters only, as ZooKeeper and etcd do: there an entry would
+	// otherwise outlive the wait as long as its session lives).
+	withdrawals map[withdrawal]struct{}
+}
+
+// withdrawal is a Withdraw that failed.
+type withdrawal struct {
+	session spi.SessionID
+	name    string
 }
 
 var (
@@ -31,6 +42,8 @@ var (
 	_ spi.Hinter    = (*Backend)(nil)
 	_ spi.Inspector = (*Backend)(nil)
 	_ spi.Queuer    = (*Backend)(nil)
+
+	_ spi.SessionQueue = (*Backend)(nil)
 )
 
 // Server returns the server this backend is connected to.
@@ -143,6 +156,14 @@ func (b *Backend) KeepAlive(ctx context.Context, session spi.SessionID, names, g
 	var r spi.KeepAlive
 	err := b.call(ctx, "KeepAlive", func(m *Model, now time.Duration) (err error) {
 		r, err = m.KeepAlive(now, session, names, groups)
+		if err == nil && !r.Expired {
+			for w := range b.withdrawals {
+				if w.session == session {
+					delete(b.withdrawals, w)
+					_ = m.Withdraw(now, w.session, w.name) // a valid name: it was asked before
+				}
+			}
+		}
 		return err
 	})
 	if err != nil {
@@ -175,8 +196,32 @@ func (b *Backend) Acquire(ctx context.Context, session spi.SessionID, name strin
 // at all, so a caller's context may cut an acquire short at any point.
 func (b *Backend) CutSafe() bool { return true }
 
+// QueueEntriesLiveWithSession implements spi.SessionQueue: true when the server's model was
+// made WithSessionWaiters. A Withdraw that fails then runs again with the session's next
+// keep-alive that reaches the server (unless the session queues for the name again first).
+func (b *Backend) QueueEntriesLiveWithSession() bool { return b.srv.model.SessionWaiters() }
+
+// setWithdrawal records (pending) or forgets a failed withdrawal of session from name's queue.
+func (b *Backend) setWithdrawal(session spi.SessionID, name string, pending bool) {
+	if !b.srv.model.SessionWaiters() {
+		return
+	}
+	b.srv.mu.Lock()
+	defer b.srv.mu.Unlock()
+	w := withdrawal{session, name}
+	if !pending {
+		delete(b.withdrawals, w)
+		return
+	}
+	if b.withdrawals == nil {
+		b.withdrawals = make(map[withdrawal]struct{})
+	}
+	b.withdrawals[w] = struct{}{}
+}
+
 // AcquireQueued implements spi.Queuer (Calls counts it as an "Acquire").
 func (b *Backend) AcquireQueued(ctx context.Context, session spi.SessionID, name string) (spi.Acquire, error) {
+	b.setWithdrawal(session, name, false) // waiting again: its entry, if any, is its place
 	var r spi.Acquire
 	err := b.call(ctx, "Acquire", func(m *Model, now time.Duration) (err error) {
 		r, err = m.AcquireQueued(now, session, name)
@@ -188,11 +233,17 @@ func (b *Backend) AcquireQueued(ctx context.Context, session spi.SessionID, name
 	return r, nil
 }
 
-// Withdraw implements spi.Queuer.
+// Withdraw implements spi.Queuer. With WithSessionWaiters, a withdrawal that fails (on a
+// valid name) is run again by the session's next keep-alive.
 func (b *Backend) Withdraw(ctx context.Context, session spi.SessionID, name string) error {
-	return b.call(ctx, "Withdraw", func(m *Model, now time.Duration) error {
+	if err := spi.ValidateName(name); err != nil {
+		return err
+	}
+	err := b.call(ctx, "Withdraw", func(m *Model, now time.Duration) error {
 		return m.Withdraw(now, session, name)
 	})
+	b.setWithdrawal(session, name, err != nil)
+	return err
 }
 
 // Release implements spi.Backend.

@@ -22,7 +22,10 @@
 // a lease whose own expiry has passed is free for another session even while its holder's
 // session lives — so a client that believes a term valid past its lease's own expiry (a
 // keep-alive sent before the grant, run after it, extends the session but not the lease) is
-// caught. WithReportAllHeld, WithoutExpiryHints and WithoutFairness are the other variants.
+// caught. Likewise a waiter's entry (spi.Queuer) lapses by default with its session's expiry as
+// of its latest AcquireQueued, as on the SQL backends and Redis; WithSessionWaiters makes it
+// live as long as its session, as on ZooKeeper and etcd (spi.SessionQueue). WithReportAllHeld,
+// WithoutExpiryHints and WithoutFairness are the other variants.
 //
 // # Server, backends and faults
 //

@@ -109,6 +109,13 @@ func (k linked) CutSafe() bool {
 	return ok && cs.CutSafe()
 }
 
+// QueueEntriesLiveWithSession implements spi.SessionQueue as the linked backend does: a cut
+// link leaves the server's waiter entries as they are.
+func (k linked) QueueEntriesLiveWithSession() bool {
+	sq, ok := k.l.b.(spi.SessionQueue)
+	return ok && sq.QueueEntriesLiveWithSession()
+}
+
 func (k linked) OpenSession(ctx context.Context, owner string, ttl time.Duration) (spi.Session, error) {
 	return through(k.l, ctx, "open-session", func() (spi.Session, error) { return k.l.b.OpenSession(ctx, owner, ttl) })
 }

@@ -60,13 +60,16 @@ type Model struct {
 	// lazily, when the name is next acquired.
 	waiters map[string][]waiter
 	unfair  bool
+	// sessionWaiters: an entry lives as long as its session (WithSessionWaiters).
+	sessionWaiters bool
 
 	reportAllHeld bool
 	expiryHints   bool
 	leaseExpiry   bool
 }
 
-// waiter is one entry of a waiter queue: live while its session is and expiry has not passed.
+// waiter is one entry of a waiter queue: live while its session is and expiry has not passed
+// (with WithSessionWaiters, while its session is).
 type waiter struct {
 	id     spi.SessionID
 	expiry time.Duration
@@ -127,6 +130,21 @@ func WithoutExpiryHints() ModelOption {
 func WithoutFairness() ModelOption {
 	return func(m *Model) { m.unfair = true }
 }
+
+// WithSessionWaiters makes a waiter entry live exactly as long as its session, as ZooKeeper's
+// ephemeral waiter nodes and etcd's waiter keys on the session's lease do, rather than until
+// the session's expiry as of the entry's latest AcquireQueued (the SQL and Redis backends, and
+// the default): while the session is kept alive its entry keeps its place, however long ago its
+// last AcquireQueued was, and HeldBy naming a waiter the lease is reserved for reports that
+// waiter's session's time left. A Backend of a Server whose model has it implements
+// spi.SessionQueue with true.
+func WithSessionWaiters() ModelOption {
+	return func(m *Model) { m.sessionWaiters = true }
+}
+
+// SessionWaiters reports whether the model's waiter entries live as long as their session
+// (WithSessionWaiters).
+func (m *Model) SessionWaiters() bool { return m.sessionWaiters }
 
 // WithLeaseExpiry gives every lease an expiry of its own, as Redis does (the lease hash's
 // expires field, spec/lua/acquire.lua and keep_alive.lua); by default a lease lives exactly as
@@ -393,8 +411,8 @@ func (m *Model) Acquire(now time.Duration, id spi.SessionID, name string) (spi.A
 // AcquireQueued is Acquire for a session that waits (spi.Queuer): when the reply is HeldBy,
 // the session is appended to name's waiter queue, or keeps its place there, with its entry's
 // expiry set to the session's current expiry. A free lease goes to the first live entry of the
-// queue (an entry is live while its session is and its expiry has not passed); a grant removes
-// the grantee's entry.
+// queue (an entry is live while its session is and its expiry has not passed; with
+// WithSessionWaiters, while its session is); a grant removes the grantee's entry.
 func (m *Model) AcquireQueued(now time.Duration, id spi.SessionID, name string) (spi.Acquire, error) {
 	return m.acquire(now, id, name, true)
 }
@@ -427,7 +445,7 @@ func (m *Model) acquire(now time.Duration, id spi.SessionID, name string, queued
 		if first, ok := m.firstWaiter(name); ok && first.id != id {
 			m.wait(name, s, queued)
 			w := m.sessions[first.id]
-			return spi.Acquire{Kind: spi.HeldBy, Holder: w.id, HolderOwner: w.owner, Remaining: first.expiry - m.now}, nil
+			return spi.Acquire{Kind: spi.HeldBy, Holder: w.id, HolderOwner: w.owner, Remaining: m.waiterExpiry(first) - m.now}, nil
 		}
 		if l.token == math.MaxInt64 { // no successor: a permanent, named error, nothing changed
 			return spi.Acquire{}, spi.AsPermanent(fmt.Errorf("%w: simbatest: lease %q holds token %d", spi.ErrTokenOverflow, name, l.token))
@@ -476,7 +494,7 @@ func (m *Model) firstWaiter(name string) (waiter, bool) {
 	if m.unfair || len(q) == 0 {
 		return waiter{}, false
 	}
-	q = slices.DeleteFunc(q, func(w waiter) bool { return m.sessions[w.id] == nil || w.expiry <= m.now })
+	q = slices.DeleteFunc(q, func(w waiter) bool { return m.sessions[w.id] == nil || m.waiterExpiry(w) <= m.now })
 	if len(q) == 0 {
 		delete(m.waiters, name)
 		return waiter{}, false
@@ -493,7 +511,7 @@ func (m *Model) wait(name string, s *session, queued bool) {
 	q := m.waiters[name]
 	for i := range q {
 		if q[i].id == s.id {
-			if q[i].expiry > m.now { // live: it keeps its place
+			if m.waiterExpiry(q[i]) > m.now { // live: it keeps its place
 				q[i].expiry = s.expiry
 				return
 			}
@@ -502,6 +520,15 @@ func (m *Model) wait(name string, s *session, queued bool) {
 		}
 	}
 	m.waiters[name] = append(q, waiter{id: s.id, expiry: s.expiry})
+}
+
+// waiterExpiry is the expiry of the entry w of a live session: its own, or its session's with
+// WithSessionWaiters.
+func (m *Model) waiterExpiry(w waiter) time.Duration {
+	if m.sessionWaiters {
+		return m.sessions[w.id].expiry
+	}
+	return w.expiry
 }
 
 // unwait removes id's entry from name's queue.

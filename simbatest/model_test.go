@@ -764,3 +764,66 @@ func TestModelLeaseExpiry(t *testing.T) {
 		}
 	})
 }
+
+// TestModelSessionWaiters: by default a waiter's entry lapses with its session's expiry as of
+// its latest AcquireQueued, though keep-alives keep the session alive; with
+// WithSessionWaiters it lives as long as the session, keeping its place, and HeldBy naming it
+// reports its session's time left.
+func TestModelSessionWaiters(t *testing.T) {
+	s := time.Second
+	for _, sessionWaiters := range []bool{false, true} {
+		var opts []ModelOption
+		if sessionWaiters {
+			opts = append(opts, WithSessionWaiters())
+		}
+		m := NewModel(opts...)
+		if m.SessionWaiters() != sessionWaiters {
+			t.Fatalf("SessionWaiters() = %v, want %v", m.SessionWaiters(), sessionWaiters)
+		}
+		h, w, c := open(t, m, 0, "h"), open(t, m, 0, "w"), open(t, m, 0, "c")
+		if g := acquire(t, m, 0, h, "x"); g.Kind != spi.Granted {
+			t.Fatalf("grant = %+v", g)
+		}
+		if r, err := m.AcquireQueued(0, w, "x"); err != nil || r.Kind != spi.HeldBy || r.Holder != h {
+			t.Fatalf("w's AcquireQueued = %+v, %v; want held by h", r, err)
+		}
+		// Everyone is kept alive for two TTLs; w never attempts again.
+		for now := s; now <= 6*s; now += s {
+			for _, id := range []spi.SessionID{h, w, c} {
+				if ka, err := m.KeepAlive(now, id, nil, nil); err != nil || ka.Expired {
+					t.Fatalf("KeepAlive(%s) at %v = %+v, %v", id, now, ka, err)
+				}
+			}
+		}
+		at := 6500 * time.Millisecond
+		if err := m.Release(at, h, "x", 1); err != nil {
+			t.Fatal(err)
+		}
+		r := acquire(t, m, at, c, "x")
+		switch {
+		case !sessionWaiters && r.Kind != spi.Granted:
+			t.Fatalf("lapsing entries: c's acquire after w's entry lapsed = %+v, want granted", r)
+		case sessionWaiters && (r.Kind != spi.HeldBy || r.Holder != w || r.Remaining != 2500*time.Millisecond):
+			t.Fatalf("session waiters: c's acquire = %+v, want held by w with its session's 2.5s left", r)
+		}
+		if !sessionWaiters {
+			continue
+		}
+		if r, err := m.AcquireQueued(at, w, "x"); err != nil || r.Kind != spi.Granted || r.Token != 2 {
+			t.Fatalf("w's AcquireQueued after the release = %+v, %v; want granted token 2", r, err)
+		}
+		// A waiter's entry goes with its session.
+		if r, err := m.AcquireQueued(at, c, "x"); err != nil || r.Kind != spi.HeldBy || r.Holder != w {
+			t.Fatalf("c's AcquireQueued = %+v, %v; want held by w", r, err)
+		}
+		if err := m.Release(at, w, "x", 2); err != nil {
+			t.Fatal(err)
+		}
+		if !m.ExpireSession(at, c) {
+			t.Fatal("c was not live")
+		}
+		if g := acquire(t, m, at, h, "x"); g.Kind != spi.Granted || g.Token != 3 {
+			t.Fatalf("h's acquire after the waiter's session ended = %+v, want granted token 3", g)
+		}
+	}
+}

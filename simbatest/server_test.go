@@ -341,3 +341,58 @@ func TestServerConcurrentClients(t *testing.T) {
 		t.Fatalf("%d clients were granted the lease, want 1", granted)
 	}
 }
+
+// TestServerRetriesWithdrawals: with WithSessionWaiters a Withdraw that fails runs again with
+// the session's next keep-alive (an entry would otherwise hold a free lease back as long as
+// its session lives), unless the session queued for the name again meanwhile.
+func TestServerRetriesWithdrawals(t *testing.T) {
+	srv := NewServer(WithModelOptions(WithSessionWaiters()))
+	ctx := ctxT(t)
+	hb, wb := srv.Backend(), srv.Backend()
+	if !wb.QueueEntriesLiveWithSession() || NewServer().Backend().QueueEntriesLiveWithSession() {
+		t.Fatal("QueueEntriesLiveWithSession does not follow the model's WithSessionWaiters")
+	}
+	h, w := openB(t, hb, "h"), openB(t, wb, "w")
+	if r, err := hb.Acquire(ctx, h, "x"); err != nil || r.Kind != spi.Granted {
+		t.Fatalf("grant = %+v, %v", r, err)
+	}
+	if r, err := wb.AcquireQueued(ctx, w, "x"); err != nil || r.Kind != spi.HeldBy {
+		t.Fatalf("w's AcquireQueued = %+v, %v; want held by h", r, err)
+	}
+	if err := hb.Release(ctx, h, "x", 1); err != nil {
+		t.Fatal(err)
+	}
+	wb.FailNext(1, nil)
+	if err := wb.Withdraw(ctx, w, "x"); !errors.Is(err, ErrInjected) {
+		t.Fatalf("Withdraw = %v, want the injected failure", err)
+	}
+	if r, _ := hb.Acquire(ctx, h, "x"); r.Kind != spi.HeldBy || r.Holder != w {
+		t.Fatalf("after the failed withdrawal h's acquire = %+v, want held by w", r)
+	}
+	if _, err := wb.KeepAlive(ctx, w, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := hb.Acquire(ctx, h, "x"); r.Kind != spi.Granted {
+		t.Fatalf("after w's keep-alive h's acquire = %+v, want granted", r)
+	}
+	// A failed withdrawal followed by a new wait is not run again.
+	if r, _ := wb.AcquireQueued(ctx, w, "x"); r.Kind != spi.HeldBy {
+		t.Fatalf("w's second wait = %+v", r)
+	}
+	wb.FailNext(1, nil)
+	if err := wb.Withdraw(ctx, w, "x"); err == nil {
+		t.Fatal("Withdraw did not fail")
+	}
+	if r, _ := wb.AcquireQueued(ctx, w, "x"); r.Kind != spi.HeldBy {
+		t.Fatalf("w's third wait = %+v", r)
+	}
+	if _, err := wb.KeepAlive(ctx, w, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := hb.Release(ctx, h, "x", 2); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := hb.Acquire(ctx, h, "x"); r.Kind != spi.HeldBy || r.Holder != w {
+		t.Fatalf("w still waits: h's acquire = %+v, want held by w", r)
+	}
+}

@@ -1,8 +1,8 @@
 // Package spi is Simba's backend service-provider interface, public the way database/sql/driver is:
-// what a backend implements (Backend, and optionally Hinter, Inspector, Queuer and CutSafe), the
-// plain-value replies it returns, the errors it wraps and how they are classified (Classify,
-// AsPermanent, Unavailable), and the monotonic Clock a client runs on (with Settler, the capability
-// of a test's virtual clock to wait for the clients on it). Package simba (the client), package tck
+// what a backend implements (Backend, and optionally Hinter, Inspector, Queuer, SessionQueue and
+// CutSafe), the plain-value replies it returns, the errors it wraps and how they are classified
+// (Classify, AsPermanent, Unavailable), and the monotonic Clock a client runs on (with Settler,
+// the capability of a test's virtual clock to wait for the clients on it). Package simba (the client), package tck
 // (the conformance suites every backend passes) and package simbatest (the in-memory backend) are
 // written against it, and so is every backend under backend/ — a third-party backend imports only
 // this package and, for its tests, tck.
@@ -378,10 +378,12 @@ type Inspector interface {
 // The waiter queue of a name is a list of entries (session, arrival order, expiry). An entry
 // is live while its expiry has not passed (and, where the backend can tell in the same atomic
 // step, its session is live); its expiry is the session's expiry as of the entry's latest
-// AcquireQueued (the client re-attempts before that, see below). A waiter that crashed thus
-// drops out no later than its session expires, and one that gave up withdraws (Withdraw) or
-// drops out at most one TTL after its last attempt. Once a backend implements Queuer, both
-// acquires obey the queue:
+// AcquireQueued (the client re-attempts before that, see below) — or, on a backend whose
+// entries live with their session (SessionQueue), the session's expiry itself, however much
+// later that is. A waiter that crashed thus drops out no later than its session expires, and
+// one that gave up withdraws (Withdraw) or drops out at most one TTL after its last attempt
+// (with SessionQueue only when its session ends, so such a backend retries a Withdraw that
+// failed, see there). Once a backend implements Queuer, both acquires obey the queue:
 //
 //   - A free lease (or one whose holder's session expired) is Granted only to the session of
 //     the first live entry, or to anyone when there is no live entry. Otherwise the reply is
@@ -397,8 +399,10 @@ type Inspector interface {
 //
 // The guarantee, as long as every waiter re-attempts before its entry expires (the client
 // does: it retries a queued wait at the earlier of the holder's remaining time and its own
-// session's local deadline as of the attempt, and at once on a released hint): a waiter is
-// granted the lease after at most as many tenures as there were live waiters ahead of it
+// session's local deadline as of the attempt, and at once on a released hint; on a
+// SessionQueue backend, whose entries do not expire while the session lives, at the holder's
+// remaining time, or one TTL when that is unknown, and at once on a released hint): a waiter
+// is granted the lease after at most as many tenures as there were live waiters ahead of it
 // when it registered — no tenure goes to a session behind it or outside the queue, in
 // particular not to a holder that releases and re-acquires in a loop.
 type Queuer interface {
@@ -412,6 +416,34 @@ type Queuer interface {
 	// no entry or the session is no longer live. A name outside the wire grammar fails with
 	// ErrInvalidName before any I/O.
 	Withdraw(ctx context.Context, session SessionID, name string) error
+}
+
+// SessionQueue is implemented by a Queuer whose waiter entries live exactly as long as their
+// session, not until the session's expiry as of the entry's latest AcquireQueued: an entry
+// stays live, keeping its place, while the session's keep-alives keep the session alive,
+// however long ago its last AcquireQueued was, and goes when it is granted, withdrawn
+// (Withdraw) or its session ends — ZooKeeper's ephemeral waiter nodes, etcd's waiter keys on
+// the session's lease. Then a waiting client need not re-attempt before its session's
+// expiry as of its previous attempt to keep its place: it re-attempts only at the holder's
+// remaining time (one TTL when that is unknown) or on a released hint, which saves the call
+// the re-attempt costs (up to one per waiter per TTL while a holder lives on).
+//
+// The client withdraws once when it stops waiting and does not retry a Withdraw that failed
+// (an entry that lapses needs no retry): a SessionQueue backend must run such a withdrawal
+// again itself, as ZooKeeper's and etcd's do with the session's next KeepAlive (unless the
+// session waits for the name again first), or the entry would hold a free lease back for as
+// long as the session lives.
+//
+// simba.New reads it once, when its backend also implements Queuer; a backend whose entries
+// lapse with the expiry as of an attempt (the SQL and Redis backends) must not report true: its
+// waiters would lose their place while they wait (tck.FairnessSpec checks the claim, see
+// Queue/WaiterKeepsPlaceWithSession). It is a method rather than a marker interface so that
+// a decorator can forward the answer of the backend it wraps; one that does not forward
+// SessionQueue gets the re-attempts, the safe default.
+type SessionQueue interface {
+	// QueueEntriesLiveWithSession reports whether the backend's waiter entries live with
+	// their session as described above.
+	QueueEntriesLiveWithSession() bool
 }
 
 // CutSafe is implemented by a backend whose Acquire, AcquireQueued and Release may be cut

@@ -12,7 +12,10 @@ import (
 // FairnessSpec checks the waiter queue of a backend that implements spi.Queuer (DESIGN.md §5,
 // waiters): a free lease goes to the longest-waiting live waiter before anyone else, a waiter
 // keeps its place while it re-attempts, a dead waiter drops out with its session, and Acquire
-// (TryLock) never queues. Its client scenario is the starvation scenario of a holder that
+// (TryLock) never queues. On a backend that says its entries live with their session
+// (spi.SessionQueue), Queue/WaiterKeepsPlaceWithSession checks the claim: a waiter keeps its
+// place without re-attempting for longer than its TTL while its session is kept alive (it is
+// skipped on other backends). Its client scenario is the starvation scenario of a holder that
 // re-locks in a loop of short sections while another client waits: the waiter must enter after
 // at most one more section of the looping holder. Every backend of this module runs it; a
 // backend without spi.Queuer fails it at once.
@@ -26,6 +29,7 @@ func FairnessSpec(t *testing.T, f Factory) {
 		t.Run("WaitersAreServedInArrivalOrder", h.fairOrder)
 		t.Run("AcquireNeverQueues", h.fairTryNeverQueues)
 		t.Run("DeadWaiterDropsOut", h.fairDeadWaiter)
+		t.Run("WaiterKeepsPlaceWithSession", h.fairSessionWaiter)
 	})
 	c := newClientHarness(h)
 	t.Run("Client", func(t *testing.T) {
@@ -154,6 +158,46 @@ func (h *harness) fairDeadWaiter(t *testing.T) {
 	h.release(t, ba, a, name, tok)
 	if got := h.grant(t, ba, a, name); got <= tok {
 		t.Fatalf("granted token %d after the waiter died, want above %d", got, tok)
+	}
+}
+
+// fairSessionWaiter checks the claim of spi.SessionQueue: a waiter that queued once and then
+// does not attempt again for well over its TTL (its session, of the short TTL, kept alive by
+// KeepAlive alone) keeps its place: once the holder releases, a late comer's Acquire and
+// AcquireQueued and the old holder's Acquire are HeldBy the waiter, and the waiter's next
+// AcquireQueued is granted (then the late comer, queued behind it, is next). Where entries
+// lapse with the session's expiry as of the latest attempt, the late comer would be granted.
+// Skipped unless the backend reports spi.SessionQueue true.
+func (h *harness) fairSessionWaiter(t *testing.T) {
+	ba, _ := h.queuer(t)
+	if sq, ok := ba.Backend.(spi.SessionQueue); !ok || !sq.QueueEntriesLiveWithSession() {
+		t.Skip("the backend's waiter entries do not live with their session (no spi.SessionQueue)")
+	}
+	name := h.name("session")
+	bw, qw := h.queuer(t)
+	a, w := h.open(t, ba, h.long), h.open(t, bw, h.short)
+	tok := h.grant(t, ba, a, name)
+	h.waitBehind(t, qw, w, name, a)
+	// Past the waiter's TTL (and the server's expiry lag) by half a TTL, with keep-alives only.
+	step := h.short / 4
+	for waited := time.Duration(0); waited < h.expiryWait(h.short)+h.short/2; waited += step {
+		h.wait(t, step)
+		h.live(t, bw, w, h.short)
+		h.live(t, ba, a, h.long)
+	}
+	h.release(t, ba, a, name, tok)
+	bc, qc := h.queuer(t)
+	c := h.open(t, bc, h.long)
+	h.heldBy(t, bc, c, name, w) // the entry kept its place: the free lease is reserved for w
+	h.waitBehind(t, qc, c, name, w)
+	h.heldBy(t, ba, a, name, w)
+	r := h.acquireQueued(t, qw, w, name)
+	if r.Kind != spi.Granted || r.Token <= tok {
+		t.Fatalf("the waiter's AcquireQueued after the release = %s token %d (holder %q), want granted with a token above %d", r.Kind, r.Token, r.Holder, tok)
+	}
+	h.release(t, bw, w, name, r.Token)
+	if r2 := h.acquireQueued(t, qc, c, name); r2.Kind != spi.Granted || r2.Token <= r.Token {
+		t.Fatalf("the late comer's AcquireQueued after the waiter's release = %s token %d (holder %q), want granted with a token above %d", r2.Kind, r2.Token, r2.Holder, r.Token)
 	}
 }
 

@@ -35,6 +35,63 @@ func TestMemoryFairnessSpecWithoutHints(t *testing.T) {
 	tck.FairnessSpec(t, f)
 }
 
+// On a model whose waiter entries live with their session (spi.SessionQueue, as on ZooKeeper
+// and etcd), Queue/WaiterKeepsPlaceWithSession runs rather than skips, and the clients wait
+// without re-attempting before their entries would lapse.
+func TestMemoryFairnessSpecSessionWaiters(t *testing.T) {
+	t.Parallel()
+	srv := simbatest.NewServer(simbatest.WithClock(spi.SystemClock()),
+		simbatest.WithModelOptions(simbatest.WithSessionWaiters()))
+	tck.FairnessSpec(t, tck.Factory{
+		NewBackend:    func(testing.TB, tck.BackendConfig) spi.Backend { return srv.Backend() },
+		ExpireSession: func(_ testing.TB, id spi.SessionID) { srv.ExpireSession(id) },
+		Hints:         true,
+	})
+}
+
+// falseSessionQueue claims spi.SessionQueue for a backend whose entries lapse.
+type falseSessionQueue struct {
+	spi.Backend
+	spi.Queuer
+}
+
+func (falseSessionQueue) QueueEntriesLiveWithSession() bool { return true }
+
+// TestFairnessSpecCatchesFalseSessionQueue shows that Queue/WaiterKeepsPlaceWithSession checks
+// the claim: on the default model, whose waiter entries lapse with the session's expiry as of
+// the latest AcquireQueued, wrapped to report spi.SessionQueue true, it fails (run in a child
+// process).
+func TestFairnessSpecCatchesFalseSessionQueue(t *testing.T) {
+	const sub = "Queue/WaiterKeepsPlaceWithSession"
+	if os.Getenv("TCK_FALSE_SESSION_QUEUE") != "" {
+		srv := simbatest.NewServer(simbatest.WithClock(spi.SystemClock()))
+		tck.FairnessSpec(t, tck.Factory{
+			NewBackend: func(testing.TB, tck.BackendConfig) spi.Backend {
+				b := srv.Backend()
+				return falseSessionQueue{b, b}
+			},
+			ExpireSession: func(_ testing.TB, id spi.SessionID) { srv.ExpireSession(id) },
+		})
+		return
+	}
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pattern := strings.ReplaceAll("^"+sub+"$", "/", "$/^")
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestFairnessSpecCatchesFalseSessionQueue$/"+pattern, "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), "TCK_FALSE_SESSION_QUEUE=1")
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("%s passes on a backend whose entries lapse:\n%s", sub, out)
+	}
+	if !strings.Contains(string(out), "--- FAIL: TestFairnessSpecCatchesFalseSessionQueue/"+sub+" ") {
+		t.Errorf("subtest %s did not fail on a backend whose entries lapse; output:\n%s", sub, out)
+	}
+	if !strings.Contains(string(out), "want held by") {
+		t.Errorf("subtest %s failed, but not because the late comer was not held by the waiter; output:\n%s", sub, out)
+	}
+}
+
 // TestFairnessSpecCatchesUnfairBackend shows that FairnessSpec is not vacuous: on a model that
 // ignores its waiter queues (simbatest.WithoutFairness), without hints, run in a child process, each of the
 // subtests below fails — the starvation scenario among them.

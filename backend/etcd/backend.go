@@ -80,6 +80,8 @@ var (
 	_ spi.Hinter    = (*Backend)(nil)
 	_ spi.Inspector = (*Backend)(nil)
 	_ spi.Queuer    = (*Backend)(nil)
+
+	_ spi.SessionQueue = (*Backend)(nil)
 )
 
 // New returns a Backend for the etcd cluster named by dsn (see ParseDSN). Its client is its
@@ -165,6 +167,13 @@ func (b *Backend) Prefix() string { return b.prefix }
 // transaction, applied whole or not at all, so a caller's context may cut the call short at any
 // point.
 func (b *Backend) CutSafe() bool { return true }
+
+// QueueEntriesLiveWithSession implements spi.SessionQueue: a waiter's entry is a key attached
+// to its session's etcd lease, put once (a put again keeps its create revision, its place) and
+// not refreshed by later attempts, so it lives exactly as long as the session's lease, which
+// the session's keep-alives keep alive; it goes with a grant, a withdrawal or the lease. A
+// withdrawal that fails runs again with the session's next keep-alive.
+func (b *Backend) QueueEntriesLiveWithSession() bool { return true }
 
 // Close makes later calls fail with spi.ErrClosed, ends the hint watches and, when the
 // backend made its client (New, NewFromConfig), closes it. Sessions are left to expire.

@@ -1,8 +1,8 @@
 /*
 Package etcd is Simba's etcd backend: it implements the SPI (spi.Backend, with the spi.Hinter,
-spi.Inspector and spi.Queuer capabilities) with go.etcd.io/etcd/client/v3 on the key layout and the
-transactions generated from spec/etcd.yaml (package wire for the keys, package etcdtxn for the
-transactions):
+spi.Inspector, spi.Queuer and spi.SessionQueue capabilities) with go.etcd.io/etcd/client/v3 on
+the key layout and the transactions generated from spec/etcd.yaml (package wire for the keys,
+package etcdtxn for the transactions):
 
   - A Simba session is an etcd lease; its id is the lease id as 16 lowercase hex digits, and
     the key <prefix>/sessions/<sid> (value: the owner) is attached to it. etcd counts lease
@@ -66,7 +66,11 @@ A free lease goes only to the oldest waiter, or to anyone while the name has no 
   - A waiter key lives as long as its session (the session's keep-alive keeps it), not just
     until one TTL after the waiter's last attempt: a withdrawal that fails is therefore run
     again by the session's next KeepAlive, so that a waiter that stopped waiting does not hold
-    a free lease back while its client lives.
+    a free lease back while its client lives. The backend says so (spi.SessionQueue), so a
+    waiting client does not re-attempt before its session's deadline as of its previous
+    attempt, as it must where entries lapse (SQL, Redis): besides the take a Released hint
+    wakes, a waiter tries again only one TTL after its last HeldBy (whose remaining time is
+    unknown here).
 
 A waiter is granted the lease after at most as many tenures as there were live waiters ahead
 of it when it registered. A client of an earlier 5.x version, which does not know the waiter

@@ -100,6 +100,9 @@ var (
 	_ spi.Backend   = (*Backend)(nil)
 	_ spi.Hinter    = (*Backend)(nil)
 	_ spi.Inspector = (*Backend)(nil)
+	_ spi.Queuer    = (*Backend)(nil)
+
+	_ spi.SessionQueue = (*Backend)(nil)
 )
 
 // New returns a Backend for the ZooKeeper ensemble named by dsn (see ParseDSN). It does no
@@ -861,6 +864,13 @@ const observerTTL = 30 * time.Second
 // operation or multi-op, applied whole or not at all, and none holds anything at the server for
 // the client, so a caller's context may cut the call short at any point.
 func (b *Backend) CutSafe() bool { return true }
+
+// QueueEntriesLiveWithSession implements spi.SessionQueue: a waiter's entry is an ephemeral
+// sequential node of its session, created once and kept by later attempts (they never
+// re-create or refresh it), so it lives exactly as long as the ZooKeeper session, which the
+// session's keep-alives keep alive; it goes with a grant, a withdrawal or the session. A
+// withdrawal that fails runs again after the session's next keep-alive.
+func (b *Backend) QueueEntriesLiveWithSession() bool { return true }
 
 // Close drops the connections of every session this backend opened, without closing the
 // sessions at the server (use CloseSession for that): like a crashed client's, they expire

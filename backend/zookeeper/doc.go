@@ -1,7 +1,7 @@
 /*
 Package zookeeper is Simba's ZooKeeper backend: it implements the SPI (spi.Backend, with the
-spi.Hinter, spi.Inspector and spi.Queuer capabilities) with github.com/go-zookeeper/zk on the layout
-generated from spec/zk.yaml (package wire; DESIGN.md §5):
+spi.Hinter, spi.Inspector, spi.Queuer and spi.SessionQueue capabilities) with
+github.com/go-zookeeper/zk on the layout generated from spec/zk.yaml (package wire; DESIGN.md §5):
 
   - A Simba session is a ZooKeeper session, on a connection of its own; its id is the
     ZooKeeper session id as 16 lowercase hex digits. OpenSession asks for the TTL as the
@@ -36,7 +36,10 @@ queued; a holder that re-locks in a loop cannot keep it out. A waiter node lives
 its session, not one TTL after the waiter's last attempt, so a Withdraw that fails is run
 again after the session's next keep-alive (unless the session queues for that name again
 first): a waiter that stopped waiting does not keep a free lease reserved while its process
-runs.
+runs. The backend says so (spi.SessionQueue), so a waiting client does not re-attempt before
+its session's deadline as of its previous attempt, as it must where entries lapse (SQL,
+Redis): besides the attempt a Released hint wakes, a waiter tries again only one TTL after its
+last HeldBy (whose remaining time is unknown here), in case a hint was lost.
 
 ZooKeeper's multi-op cannot check a node's children, so every add or remove of a waiter node
 writes the queue node (empty) in the same multi-op, bumping its data version, and an acquire

@@ -44,7 +44,8 @@ type election struct {
 	retrying bool // a retry timer is armed for retryAt
 	retryAt  time.Duration
 	// queueUntil is the session's local deadline when the acquire in flight (or the last one)
-	// was sent: a queued waiter's entry lives at least that long at the backend (Options.Queue).
+	// was sent: a queued waiter's entry lives at least that long at the backend (Options.Queue;
+	// unused with Options.QueueLivesWithSession, whose entries live with the session).
 	queueUntil time.Duration
 	// queued: a queued acquire was sent since the last grant, so this session may be a waiter
 	// for the name at the backend; an election that stops waiting withdraws (see unqueue).
@@ -67,6 +68,12 @@ type election struct {
 	// (the renewal interval) after unknownAt does not list it (rule 3).
 	unknown   bool
 	unknownAt time.Duration
+	// unknownQueued: a queued acquire's outcome is unknown too, so it may register this
+	// session as a waiter when it lands — after the election stopped waiting. Where entries
+	// live with the session (Options.QueueLivesWithSession) such an entry would hold a free
+	// lease back for as long as the session lives, so the keep-alive that settles the outcome
+	// withdraws it (see reconcile).
+	unknownQueued bool
 
 	// The term (Leader, Handover).
 	token       int64
@@ -361,6 +368,7 @@ func (s *Engine) onAcquireReply(p pending, ev Event) {
 		// The call was abandoned now; the backend may still apply it, so keep-alives ask
 		// about the name until one sent a call timeout from now says otherwise.
 		e.unknown, e.unknownAt = true, s.now
+		e.unknownQueued = e.unknownQueued || p.queued
 		s.failed(OpAcquire, e.name, ev.Err)
 		if spi.Classify(ev.Err) != spi.Permanent {
 			s.settleSoon() // a refusal did not land; anything else may have
@@ -434,11 +442,13 @@ func (s *Engine) onAcquireReply(p pending, ev Event) {
 				rem := min(max(a.Remaining, 0), s.opt.TTL)
 				at = add(add(sent, rem), time.Duration(s.jitter*float64(s.opt.RetryJitter)))
 			}
-			if s.opt.Queue && e.flavor != FlavorTryLock {
+			if s.opt.Queue && !s.opt.QueueLivesWithSession && e.flavor != FlavorTryLock {
 				// Fairness: the waiter's entry expires with the session's expiry as of the
 				// attempt, which is no earlier than the local deadline then; re-attempt
 				// before it so the entry keeps its place (but not sooner than half a
-				// renewal interval from now, should keep-alives be failing).
+				// renewal interval from now, should keep-alives be failing). An entry that
+				// lives with its session (QueueLivesWithSession) keeps its place while the
+				// keep-alives keep the session alive: no re-attempt is needed for it.
 				at = min(at, max(e.queueUntil, add(s.now, s.opt.RenewInterval/2)))
 			}
 			if e.hinted && e.quietUntil < at { // a quiet window: coalesced

@@ -564,6 +564,14 @@ func (s *Engine) reconcile(req ReqID, sent time.Duration, held []spi.Held, found
 		case e.unknown && !seen && sent >= add(e.unknownAt, s.opt.RenewInterval):
 			// Asked about long enough after the unknown outcome (one call timeout): not ours.
 			e.unknown = false
+			if e.unknownQueued && s.opt.QueueLivesWithSession && e.state != Candidate && e.state != Leader && e.state != Handover {
+				// The queued attempt has landed by now, and may have left an entry that
+				// lives as long as the session while the election no longer waits: withdraw
+				// it (a waiting candidate keeps it; a grant removed it).
+				e.queued = true
+				s.unqueue(e)
+			}
+			e.unknownQueued = false
 			s.sync(e)
 			s.forget(e.name, false)
 		}
@@ -598,7 +606,7 @@ func (s *Engine) loseSession(reason Reason) {
 	s.emit(Effect{Kind: EfPublish, Publish: PubSessionLost, Session: old, Reason: reason})
 	act := append(s.scratch2[:0], s.active...)
 	for _, e := range act {
-		e.inflight, e.current, e.unknown = 0, false, false
+		e.inflight, e.current, e.unknown, e.unknownQueued = 0, false, false, false
 		switch e.state {
 		case Leader:
 			s.revoke(e, reason)
@@ -791,8 +799,9 @@ func (s *Engine) reply(ev Event) {
 		s.onMembersReply(p, ev)
 	case OpWithdraw:
 		// Best effort: a withdrawal that failed leaves an entry that lapses by itself
-		// (spi.Queuer), so a failure is reported and not retried, and the stop that caused
-		// it completes either way.
+		// (spi.Queuer), or, where entries live with the session (QueueLivesWithSession),
+		// one the backend withdraws again itself (spi.SessionQueue), so a failure is
+		// reported and not retried, and the stop that caused it completes either way.
 		if ev.Err != nil {
 			s.failed(OpWithdraw, p.name, ev.Err)
 		}

@@ -131,6 +131,15 @@ type Options struct {
 	// that its entry (which expires with the session's expiry as of that attempt) never lapses
 	// while it waits. TryLock never queues.
 	Queue bool
+	// QueueLivesWithSession says the backend's waiter entries live as long as their session
+	// (spi.SessionQueue: ZooKeeper, etcd), not until the session's expiry as of the latest
+	// attempt. A waiting candidate then does not re-attempt before its session's local
+	// deadline as of its previous attempt: it retries at the holder's remaining time (one TTL
+	// when unknown) and at once on a released hint, as without Queue. And since such an entry
+	// never lapses, a queued attempt whose outcome is unknown (its call failed, the request
+	// may land later) is withdrawn by the keep-alive that settles the outcome (rule 3) when
+	// the election no longer waits by then. It requires Queue.
+	QueueLivesWithSession bool
 
 	// Break disables one rule of DESIGN.md §2. TEST ONLY: the engine's transcripts and the
 	// simulator's mutation tests use it to prove that each rule is needed. Never set it
@@ -179,6 +188,8 @@ func (o Options) Resolve() (Options, error) {
 		return bad("cooldown %v and retry jitter %v must be at most %v", o.Cooldown, o.RetryJitter, MaxDuration)
 	case o.BackoffMin <= 0 || o.BackoffMax < o.BackoffMin || o.BackoffMax > MaxDuration:
 		return bad("backoff bounds [%v, %v] are invalid: want 0 < min ≤ max ≤ %v", o.BackoffMin, o.BackoffMax, MaxDuration)
+	case o.QueueLivesWithSession && !o.Queue:
+		return bad("QueueLivesWithSession needs Queue: a backend without a waiter queue has no entries")
 	case o.Break > Rule6:
 		return bad("unknown rule %d", o.Break)
 	}

@@ -52,6 +52,7 @@ func TestOptionsRejectNonFiniteAndOverflow(t *testing.T) {
 		"backoff min above max":     opts(func(o *Options) { o.BackoffMin, o.BackoffMax = 2*time.Second, time.Second }),
 		"backoff min negative":      opts(func(o *Options) { o.BackoffMin = -1 }),
 		"unknown rule":              opts(func(o *Options) { o.Break = Rule6 + 1 }),
+		"session queue, no queue":   opts(func(o *Options) { o.QueueLivesWithSession = true }),
 		"owner empty":               opts(func(o *Options) { o.Owner = "" }),
 		"owner with NUL":            opts(func(o *Options) { o.Owner = "a\x00b" }),
 		"owner with ESC":            opts(func(o *Options) { o.Owner = "a\x1b[2J" }),
@@ -80,6 +81,7 @@ func TestOptionsRejectNonFiniteAndOverflow(t *testing.T) {
 		"backoff min at max":                 opts(func(o *Options) { o.TTL, o.BackoffMin = 3*time.Second, time.Second }),
 		"renewal exactly TTL/3":              opts(func(o *Options) { o.TTL, o.RenewInterval = 3*time.Second, time.Second }),
 		"short renewal, default backoff min": opts(func(o *Options) { o.TTL, o.Margin = 30*time.Millisecond, 0 }),
+		"queue living with sessions":         opts(func(o *Options) { o.Queue, o.QueueLivesWithSession = true, true }),
 	}
 	for what, o := range good {
 		if _, err := New(o); err != nil {

@@ -30,7 +30,7 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of the tr
 // event takes one):
 //
 //	boot [owner=a] [ttl=D] [renew=D] [drift=F] [margin=D] [cooldown=D] [retry-jitter=D]
-//	     [backoff-min=D] [backoff-max=D] [break=N] [queue=true]
+//	     [backoff-min=D] [backoff-max=D] [break=N] [queue=true] [queue-lives-with-session=true]
 //	advance D [jitter=F]        move the clock by D, firing due timers in time order
 //	pause D                     move the clock by D without firing timers (a paused client)
 //	start NAME [work] [lock|trylock] [f=N] [jitter=F]
@@ -275,6 +275,8 @@ func (d *driver) run(cmd string) (out string, err error) {
 				opts.Break = Rule(num(v))
 			case "queue":
 				opts.Queue = v == "true"
+			case "queue-lives-with-session":
+				opts.QueueLivesWithSession = v == "true"
 			default:
 				panic("boot: unknown option " + k)
 			}

@@ -377,7 +377,8 @@ func (s *Sim) heldBy(name string, owner spi.SessionID) bool {
 
 // shadowWaiter is the fair-queue check's record of one waiter: a session whose queued acquire
 // of the name was answered HeldBy, live while the session is and expiry (the session's expiry
-// as of its latest queued acquire) has not passed.
+// as of its latest queued acquire) has not passed — or, when entries live with their session
+// (Faults.SessionWaiters), while the session is.
 type shadowWaiter struct {
 	id     spi.SessionID
 	expiry time.Duration
@@ -391,9 +392,11 @@ type shadowWaiter struct {
 // to its holder with the same token, waiters or not).
 func (s *Sim) checkFair(client int32, ef *engine.Effect, before spi.LeaseInfo, a spi.Acquire) {
 	q := s.fairQ[ef.Name]
+	// Entries that live with their session (Faults.SessionWaiters) are live while it is.
+	withSession := s.entriesLiveWithSession()
 	live := func(w shadowWaiter) bool {
 		_, ok := s.model.Session(s.now, w.id)
-		return ok && w.expiry > s.now
+		return ok && (withSession || w.expiry > s.now)
 	}
 	switch a.Kind {
 	case spi.Granted:
@@ -403,8 +406,12 @@ func (s *Sim) checkFair(client int32, ef *engine.Effect, before spi.LeaseInfo, a
 					break
 				}
 				if live(w) {
-					s.fail(CheckFair, "%s granted to c%d (session %s, queued=%v) while waiter %s (entry until %v) waits ahead of it",
-						ef.Name, client, ef.Session, ef.Queue, w.id, w.expiry)
+					entry := "entry until " + w.expiry.String()
+					if withSession {
+						entry = "entry living with its session"
+					}
+					s.fail(CheckFair, "%s granted to c%d (session %s, queued=%v) while waiter %s (%s) waits ahead of it",
+						ef.Name, client, ef.Session, ef.Queue, w.id, entry)
 					return
 				}
 			}
@@ -416,7 +423,7 @@ func (s *Sim) checkFair(client int32, ef *engine.Effect, before spi.LeaseInfo, a
 			break
 		}
 		i := slices.IndexFunc(q, func(w shadowWaiter) bool { return w.id == ef.Session })
-		if i >= 0 && q[i].expiry <= s.now { // a lapsed entry is gone: the waiter queues anew
+		if i >= 0 && !withSession && q[i].expiry <= s.now { // a lapsed entry is gone: the waiter queues anew
 			q = slices.Delete(q, i, i+1)
 			i = -1
 		}

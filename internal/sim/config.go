@@ -83,6 +83,14 @@ type Faults struct {
 	// copied from the session at the grant, moved only by keep-alives that report the lease
 	// held, free for others once passed even while the holder's session lives.
 	LeaseExpiry bool
+	// SessionWaiters makes the model's waiter entries live as long as their session
+	// (simbatest.WithSessionWaiters: ZooKeeper's ephemeral nodes, etcd's keys on the
+	// session's lease) rather than until the session's expiry as of the waiter's latest
+	// queued acquire, and tells the engines so (engine.Options.QueueLivesWithSession): a
+	// waiter no longer re-attempts before that expiry. Like those backends, a client's
+	// backend runs a withdrawal that failed again with the session's next keep-alive. Drawn
+	// only without LeaseExpiry (Redis' entries lapse).
+	SessionWaiters bool
 	// Expiries is how many sessions the backend expires by force (ExpireSession) at random.
 	Expiries int
 	// Outages are windows of backend time in which every call fails (half of them with a
@@ -255,6 +263,9 @@ func Derive(seed uint64, shape Shape, brk engine.Rule, rng *rand.Rand) Config {
 	if f.LeaseExpiry && aux.Float64() < 0.7 {
 		f.SlowKeepAlive = 0.3 * aux.Float64()
 	}
+	if !f.LeaseExpiry {
+		f.SessionWaiters = aux.Float64() < 0.5
+	}
 	return c
 }
 
@@ -270,8 +281,8 @@ func (c *Config) String() string {
 	}
 	fmt.Fprintf(&b, "latency=[%v,%v] lost-request=%.3f lost-reply=%.3f timeout=%.3f late=%.3f slow=%.3f slow-keep-alive=%.3f\n",
 		f.LatencyMin, f.LatencyMax, f.LostRequest, f.LostReply, f.Timeout, f.Late, f.Slow, f.SlowKeepAlive)
-	fmt.Fprintf(&b, "hints=%v lost-hint=%.3f expiry-hints=%v report-all-held=%v lease-expiry=%v forced-expiries=%d\n",
-		f.Hints, f.LostHint, f.ExpiryHints, f.ReportAllHeld, f.LeaseExpiry, f.Expiries)
+	fmt.Fprintf(&b, "hints=%v lost-hint=%.3f expiry-hints=%v report-all-held=%v lease-expiry=%v session-waiters=%v forced-expiries=%d\n",
+		f.Hints, f.LostHint, f.ExpiryHints, f.ReportAllHeld, f.LeaseExpiry, f.SessionWaiters, f.Expiries)
 	fmt.Fprintf(&b, "outages=%v pauses=%v crashes=%v\n", f.Outages, f.Pauses, f.Crashes)
 	fmt.Fprintf(&b, "actions every %v (close %.2f); work=%.2f self-exit=%.2f slow=%.2f never=%.2f",
 		f.ActionMean, f.Close, f.Work, f.WorkSelfExit, f.WorkSlow, f.WorkNever)

@@ -27,8 +27,12 @@
 // restarts (a fresh engine); lost hints, no hints, expiry hints or not, keep-alives that report
 // every held lease; leases with an expiry of their own, as on Redis (Faults.LeaseExpiry, half
 // the seeds: simbatest.WithLeaseExpiry), with keep-alive requests slowed so that an acquire
-// sent after one may reach the backend first (Faults.SlowKeepAlive); leader work that exits on
-// its own, soon after revocation, slowly or never;
+// sent after one may reach the backend first (Faults.SlowKeepAlive); waiter entries that live
+// with their session, as on ZooKeeper and etcd (Faults.SessionWaiters, half the seeds without
+// lease expiry: simbatest.WithSessionWaiters, with the engines told so through
+// engine.Options.QueueLivesWithSession, and each client's backend running a failed withdrawal
+// again with its session's next keep-alive, as spi.SessionQueue requires); leader work that
+// exits on its own, soon after revocation, slowly or never;
 // and users that Start, Stop, StepDown, Lock, TryLock (then unlock), Join, Leave and Close at
 // random points. Then the faults heal: paused clients resume, crashed clients due to restart
 // do (others stay dead), calls are normal, and only unlocks remain.
@@ -74,10 +78,11 @@
 //	make sim                                                      # 10,000 seeds
 //
 // The options drawn from the seed's first stream (newRand) are those of the seeds recorded
-// below; LeaseExpiry and SlowKeepAlive come from a second stream (newAuxRand) and draw from
-// the run's stream only when enabled, so a seed with lease-expiry=false replays exactly as it
-// did before they were added (of the seeds named below, 1, 6, 87, 892, 1545, 4725, 6218,
-// 1711, 5778 and 75172 now run with lease expiry and replay differently).
+// below; LeaseExpiry, SlowKeepAlive and SessionWaiters come from a second stream (newAuxRand)
+// and draw from the run's stream only when enabled, so a seed with lease-expiry=false and
+// session-waiters=false replays exactly as it did before they were added (of the seeds named
+// below, 1, 6, 87, 892, 1545, 4725, 6218, 1711, 5778 and 75172 now run with lease expiry, and
+// 4 and 9837 with session waiters, and replay differently).
 //
 // A failure prints the seed, the configuration derived from it, the exact replay command and
 // the last 400 lines (-lines) of events, effects and driver notes before the violation,
@@ -89,7 +94,11 @@
 // unwanted-lease-released (seed 3), rule 4 by expired-session-revoked (seed 4), rule 5 by
 // handover (seed 1) and rule 6 by valid-term-holds-lease (seed 91, on the lease-expiry
 // model). TestCheckersFire shows that one-valid-term fires when clocks drift three times
-// beyond the bound, and liveness when given no time to settle.
+// beyond the bound, and liveness when given no time to settle. TestSessionWaitersMutations
+// shows that the session-waiter runs are checked: engines told that entries live with their
+// session while the model's lapse (a false spi.SessionQueue claim) are caught by fair-queue
+// (seed 1: a waiter that no longer re-attempts is passed over), and a backend that does not
+// run failed withdrawals again by liveness (seed 198).
 //
 // # Speed
 //
@@ -119,6 +128,14 @@
 //     Leave waited for its work; seed 87; testdata/leave.txt in package engine).
 //
 // With the fixes, `make sim` (seeds 1..10,000) runs clean in about 20 s here.
+//
+// With session waiters the simulator found a fifth: a queued acquire that timed out and
+// landed after its election had stopped waiting (its withdrawal already done) registered the
+// session as a waiter, and an entry that lives with its session then held the free lease back
+// for as long as the session lived (liveness; 11 of seeds 1..5000, listed in
+// TestSessionWaiterSeeds). With QueueLivesWithSession the keep-alive that settles such an
+// acquire's unknown outcome (rule 3) now withdraws it when the election no longer waits
+// (testdata/queue-session.txt in package engine); 20,000 seeds run clean.
 //
 // With the lease-expiry model the simulator found a fourth engine bug, since fixed (chaos finding
 // 2026-12-03-redis-seed-32405): the engine gives a term its session's deadline and extends it

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"errors"
+	"maps"
 	"slices"
 	"time"
 
@@ -79,6 +80,9 @@ func (s *Sim) apply(c *client, ef *engine.Effect, now time.Duration) {
 // startCall sends the call ef of client c, sent at client time sent, and decides its fate.
 func (s *Sim) startCall(c *client, ef *engine.Effect, sent time.Duration) {
 	s.stats.Calls++
+	if ef.Op == engine.OpAcquire && ef.Queue {
+		delete(c.withdrawals, ef.Name) // waiting again: its entry, if any, is its place
+	}
 	idx := int32(len(s.calls))
 	s.calls = append(s.calls, call{client: c.idx, inc: c.inc, ef: *ef, sentB: s.now, sentC: sent})
 	cl := &s.calls[idx]
@@ -180,6 +184,9 @@ func (s *Sim) handleCall(idx int32) {
 		}
 	case engine.OpKeepAlive:
 		ev.KeepAlive, ev.Err = m.KeepAlive(s.now, ef.Session, ef.Names, ef.Groups)
+		if ev.Err == nil && !ev.KeepAlive.Expired && cl.inc == c.inc {
+			s.retryWithdrawals(c, ef.Session)
+		}
 	case engine.OpCloseSession:
 		ev.Err = m.CloseSession(s.now, ef.Session)
 	case engine.OpAcquire:
@@ -203,7 +210,7 @@ func (s *Sim) handleCall(idx int32) {
 	case engine.OpWithdraw:
 		ev.Err = m.Withdraw(s.now, ef.Session, ef.Name)
 		if ev.Err == nil {
-			s.fairQ[ef.Name] = slices.DeleteFunc(s.fairQ[ef.Name], func(w shadowWaiter) bool { return w.id == ef.Session })
+			s.withdrawn(ef.Session, ef.Name)
 		}
 	}
 	if ev.Err != nil {
@@ -215,6 +222,48 @@ func (s *Sim) handleCall(idx int32) {
 		s.q.push(item{at: s.now + cl.replyLag, kind: kReply, client: cl.client, inc: cl.inc, idx: idx})
 	}
 	s.sendHints()
+}
+
+// entriesLiveWithSession reports whether the engines (and the fair-queue check) are told that
+// waiter entries live with their session: Faults.SessionWaiters, or the false claim of the
+// falseSessionWaiters mutation.
+func (s *Sim) entriesLiveWithSession() bool {
+	return s.cfg.Faults.SessionWaiters || s.falseSessionWaiters
+}
+
+// withdrawn records at the fair-queue check that session left name's waiter queue.
+func (s *Sim) withdrawn(session spi.SessionID, name string) {
+	s.fairQ[name] = slices.DeleteFunc(s.fairQ[name], func(w shadowWaiter) bool { return w.id == session })
+}
+
+// withdrawFailed records that the call ef of client c failed at the client, if it is a
+// withdrawal from a queue whose entries live with the session: c's backend runs it again with
+// the session's next keep-alive, as ZooKeeper's and etcd's do (spi.SessionQueue).
+func (s *Sim) withdrawFailed(c *client, ef *engine.Effect) {
+	if ef.Op != engine.OpWithdraw || !s.model.SessionWaiters() || s.noWithdrawRetry {
+		return
+	}
+	if c.withdrawals == nil {
+		c.withdrawals = make(map[string]spi.SessionID)
+	}
+	c.withdrawals[ef.Name] = ef.Session
+}
+
+// retryWithdrawals runs the failed withdrawals of client c's session at the model, after a
+// keep-alive of it did.
+func (s *Sim) retryWithdrawals(c *client, session spi.SessionID) {
+	for _, name := range slices.Sorted(maps.Keys(c.withdrawals)) {
+		if c.withdrawals[name] != session {
+			continue
+		}
+		delete(c.withdrawals, name)
+		s.note(c.idx, nWithdrawAgain, 0, name)
+		if err := s.model.Withdraw(s.now, session, name); err != nil {
+			s.fail("model-error", "the model refused the withdrawal of c%d (session %s) from %s: %v", c.idx, session, name, err)
+			return
+		}
+		s.withdrawn(session, name)
+	}
 }
 
 // sendHints delivers the model's queued hints to every running client, each after its own
@@ -437,6 +486,7 @@ func (s *Sim) restart(c *client) {
 	o := engine.Defaults()
 	o.Owner, o.TTL, o.Drift, o.Margin, o.Break = c.owner, s.shape.TTL, s.cfg.Drift, s.cfg.Margin, s.cfg.Break
 	o.Queue = true // the model keeps waiter queues (spi.Queuer)
+	o.QueueLivesWithSession = s.entriesLiveWithSession()
 	eng, err := engine.New(o)
 	if err != nil {
 		s.fail("config", "engine options: %v", err)
@@ -486,6 +536,7 @@ func (s *Sim) drop(c *client) {
 	clear(c.futures)
 	clear(c.started)
 	clear(c.workFor)
+	clear(c.withdrawals) // the backend's memory goes with the process
 }
 
 // closed: c's Close completed; a fresh client starts later (not after healing).

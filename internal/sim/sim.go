@@ -106,6 +106,15 @@ type Sim struct {
 	// unfair runs the model without waiter queues (simbatest.WithoutFairness): the mutation
 	// that the fair-queue check must catch.
 	unfair bool
+	// falseSessionWaiters tells the engines and the fair-queue check that waiter entries live
+	// with their session (as Faults.SessionWaiters does) while the model's lapse with the
+	// session's expiry as of the latest queued acquire: a backend that claims
+	// spi.SessionQueue falsely, the mutation that the fair-queue check must catch.
+	falseSessionWaiters bool
+	// noWithdrawRetry runs the session-waiter model (Faults.SessionWaiters) without the
+	// backend's retry of failed withdrawals (spi.SessionQueue requires it): the mutation that
+	// the liveness check must catch.
+	noWithdrawRetry bool
 	// fairQ is the fair-queue check's own record of each name's waiters (see checkFair).
 	fairQ   map[string][]shadowWaiter
 	q       queue
@@ -152,7 +161,10 @@ type client struct {
 
 	// disturbed: until then a fault (lost, slow or failed call, pause) may hold up rule 3.
 	disturbed time.Duration
-	renewB    time.Duration // the renewal interval in backend time
+	// withdrawals are the withdrawals (name → session) that failed at this client, which its
+	// backend runs again with the session's next keep-alive (Faults.SessionWaiters).
+	withdrawals map[string]spi.SessionID
+	renewB      time.Duration // the renewal interval in backend time
 }
 
 type future struct {
@@ -274,6 +286,9 @@ func (s *Sim) reset(seed uint64, brk engine.Rule) {
 	}
 	if s.unfair {
 		opts = append(opts, simbatest.WithoutFairness())
+	}
+	if f.SessionWaiters && !s.falseSessionWaiters {
+		opts = append(opts, simbatest.WithSessionWaiters())
 	}
 	s.model = simbatest.NewModel(opts...)
 	s.fairQ = make(map[string][]shadowWaiter)
@@ -450,6 +465,9 @@ func (s *Sim) dispatch(it *item) {
 		cl := &s.calls[it.idx]
 		if !cl.answered {
 			cl.answered = true
+			if cl.reply.Err != nil {
+				s.withdrawFailed(c, &cl.ef)
+			}
 			// The call's Reply event was built when the backend handled it.
 			s.step(c, cl.reply, it.idx)
 		}
@@ -457,6 +475,7 @@ func (s *Sim) dispatch(it *item) {
 		cl := &s.calls[it.idx]
 		if !cl.answered {
 			cl.answered = true
+			s.withdrawFailed(c, &cl.ef)
 			ev := engine.ReplyTo(cl.ef)
 			ev.SentAt, ev.Err = cl.sentC, errTimeout
 			s.step(c, ev, -1)

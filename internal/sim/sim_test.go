@@ -177,6 +177,79 @@ func TestFairnessMutation(t *testing.T) {
 	t.Fatalf("unfair model: %s never fired in %d seeds", CheckFair, defaultSeeds)
 }
 
+// TestSessionWaitersMutations proves that the session-waiter runs (Faults.SessionWaiters:
+// entries that live with their session, as on ZooKeeper and etcd, and engines told so) are
+// checked: a backend that claims spi.SessionQueue while its entries lapse with the session's
+// expiry as of the waiter's latest attempt lets a waiter that no longer re-attempts be passed
+// over (fair-queue), and one that does not run a failed withdrawal again keeps a free lease
+// reserved for a session that stopped waiting (liveness).
+func TestSessionWaitersMutations(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mutate func(*Sim)
+		check  string
+	}{
+		{"false-claim", func(s *Sim) { s.falseSessionWaiters = true }, CheckFair},
+		{"no-withdraw-retry", func(s *Sim) { s.noWithdrawRetry = true }, CheckLiveness},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := New(DefaultShape())
+			tc.mutate(s)
+			var other []string
+			for seed := uint64(1); seed <= defaultSeeds; seed++ {
+				res := s.Run(seed, 0)
+				if res.Violation == nil {
+					continue
+				}
+				if res.Violation.Check == tc.check {
+					t.Logf("%s: caught by %s on seed %d: %s", tc.name, tc.check, seed, res.Violation.Msg)
+					return
+				}
+				other = append(other, fmt.Sprintf("seed %d: %v", seed, res.Violation))
+			}
+			t.Fatalf("%s: %s never fired in %d seeds (other violations: %v)", tc.name, tc.check, defaultSeeds, other)
+		})
+	}
+}
+
+// sessionWaiterSeeds are the seeds of 1..5000 on which the session-waiter model found a late
+// queued acquire leaving an entry for an election that had stopped waiting (liveness; see
+// doc.go). Each must run session waiters and pass.
+var sessionWaiterSeeds = []uint64{129, 526, 1173, 2031, 2388, 3001, 3105, 3895, 4116, 4328, 4513}
+
+// TestSessionWaiterSeeds replays sessionWaiterSeeds.
+func TestSessionWaiterSeeds(t *testing.T) {
+	s := New(DefaultShape())
+	for _, seed := range sessionWaiterSeeds {
+		res := s.Run(seed, 0)
+		if !res.Config.Faults.SessionWaiters {
+			t.Errorf("seed %d no longer runs session waiters: the seed list is stale", seed)
+			continue
+		}
+		if res.Violation != nil {
+			t.Errorf("seed %d: %v (replay: %s)", seed, res.Violation, ReplayCommand(seed))
+		}
+	}
+}
+
+// TestSessionWaitersConfig: about a quarter of the seeds run the session-waiter model (half of
+// those without lease expiry), and never with lease expiry.
+func TestSessionWaitersConfig(t *testing.T) {
+	n := 0
+	for seed := uint64(1); seed <= 2000; seed++ {
+		f := Derive(seed, DefaultShape(), 0, newRand(seed)).Faults
+		if f.SessionWaiters && f.LeaseExpiry {
+			t.Fatalf("seed %d runs session waiters with lease expiry", seed)
+		}
+		if f.SessionWaiters {
+			n++
+		}
+	}
+	if n < 350 || n > 650 {
+		t.Fatalf("%d of seeds 1..2000 run the session-waiter model, want about a quarter", n)
+	}
+}
+
 // TestDeterministic: a seed replays to the same outcome, transcript included.
 func TestDeterministic(t *testing.T) {
 	s := New(DefaultShape())

@@ -38,11 +38,12 @@ const (
 	nExpire // the backend expired session s by force
 	nOutage // the backend is unavailable until n
 	nHeal
+	nWithdrawAgain // the backend withdraws again from s after a keep-alive (session waiters)
 )
 
 var noteText = [...]string{"", "backend handled", "request lost", "reply lost", "times out", "reply will be late",
 	"failed: backend unavailable", "hint lost", "pause", "resume", "crash", "restart", "backend expires session",
-	"backend unavailable until", "faults heal"}
+	"backend unavailable until", "faults heal", "backend withdraws again from"}
 
 // record is one transcript line, stored without formatting: events and effects are copied
 // (the engine never mutates the slices inside an effect once emitted) and printed with their

@@ -33,6 +33,15 @@ func (c *counting) CutSafe() bool {
 	return ok && cs.CutSafe()
 }
 
+// QueueEntriesLiveWithSession forwards spi.SessionQueue: without it the client would
+// re-attempt a queued wait before its session's deadline as of its previous attempt, as it
+// does on a backend whose waiter entries lapse with that expiry, and the harness would count
+// calls that no user's client makes.
+func (c *counting) QueueEntriesLiveWithSession() bool {
+	sq, ok := c.Backend.(spi.SessionQueue)
+	return ok && sq.QueueEntriesLiveWithSession()
+}
+
 // The decorators below keep the other capabilities the client looks for (spi.Hinter, spi.Queuer):
 // without them the client would fall back to polling, or wait without queueing, and the
 // harness would measure a client that no user runs.
