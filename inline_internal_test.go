@@ -158,12 +158,20 @@ func newInlineWorldCut(t *testing.T, ttl time.Duration, cutSafe bool) *inlineWor
 			t.Errorf("close: %v", err)
 		}
 	})
-	// The session: the first Lock's acquire waits for it and runs on a worker, which may still
-	// be stepping the reply as the next request comes (that request then goes through the
-	// loop). Once a whole cycle ran on this goroutine, the loop is idle.
+	// The session: the first Lock's acquire waits for it and runs on a worker.
+	w.idle(t)
+	return w
+}
+
+// idle returns once the client's loop is idle: a call that ran on a worker (the first Lock's,
+// waiting for the session; one whose context may cut it short) may still be stepping its reply
+// as the next request comes, and that request then goes through the loop too. Once a whole
+// cycle ran on this goroutine, the loop is idle.
+func (w *inlineWorld) idle(t *testing.T) {
+	t.Helper()
 	me := goid()
 	for i := 0; ; i++ {
-		h, err := c.Lock(context.Background(), "warm-up")
+		h, err := w.c.Lock(context.Background(), "warm-up")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -171,7 +179,7 @@ func newInlineWorldCut(t *testing.T, ttl time.Duration, cutSafe bool) *inlineWor
 			t.Fatal(err)
 		}
 		if acq, rel := w.probe.last(); acq == me && rel == me {
-			return w
+			return
 		}
 		if i == 100 {
 			t.Fatal("no Lock/Unlock cycle ran on the caller's goroutine")
@@ -424,6 +432,7 @@ func TestAcquireOnWorkerWhenNotCutSafe(t *testing.T) {
 		deadline time.Duration
 		here     bool
 	}{{time.Second, false}, {time.Minute, true}} {
+		w.idle(t) // after the worker's cycle, its last reply may still be stepping
 		ctx, cancel := context.WithTimeout(context.Background(), tc.deadline)
 		h, err := w.c.Lock(ctx, "job")
 		if err != nil {
