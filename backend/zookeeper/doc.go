@@ -138,17 +138,18 @@ network blip shorter than the engine's deadline costs nothing. Once CloseSession
 revoked the session's terms), the session is of no more use to anyone: the engine never
 resumes a session (a new one is opened). CloseSession then stops go-zookeeper from dialling
 again, and makes sure the close request reaches the server: over go-zookeeper's connection if
-it is established, else over a connection of the backend's own, a connect request with the
-session's id and password followed at once by the close request. This matters under a
-one-way partition (the client's bytes reach the server, the server's do not come back):
-go-zookeeper gives up on the silent connection at about the client's deadline and
-reconnects; its connect request reaches the server and renews the session, while its own
-close request waits for a handshake answer that never comes, or is dropped when closing
-stops the reconnect. The lease nodes of terms the client had already revoked then stayed at
-the server for up to one more session timeout, or until the partition healed; now they go
-when the client gives up. CloseSession returns an unavailable error when the close could not
-be confirmed (no server answered it within one session timeout, after which the server has
-expired the session anyway).
+it is established, or right behind its connect request if that is out and unanswered (the
+server reads it once it has moved the session to that connection), else over a connection
+of the backend's own, a connect request with the session's id and password followed at once
+by the close request. This matters under a one-way partition (the client's bytes reach the
+server, the server's do not come back): go-zookeeper gives up on the silent connection at
+about the client's deadline and reconnects; its connect request reaches the server and
+renews the session, while its own close request waits for a handshake answer that never
+comes, or is dropped when closing stops the reconnect. The lease nodes of terms the client
+had already revoked then stayed at the server for up to one more session timeout, or until
+the partition healed; now they go when the client gives up. CloseSession returns an
+unavailable error when the close could not be confirmed (no server answered it within one
+session timeout, after which the server has expired the session anyway).
 
 # Releases and keep-alives
 

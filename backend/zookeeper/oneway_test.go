@@ -157,7 +157,9 @@ func (c countingWriter) Write(b []byte) (int, error) {
 // reconnect's handshake awaits the answer that never comes: the connect request reached the
 // server and renewed the session, and go-zookeeper's close request waited behind the
 // handshake. Before the fix the last two left the lease to the server's expiry, up to a
-// session timeout after the last request that reached it.
+// session timeout after the last request that reached it. In the last the close must go on
+// the reconnect's connection, right behind its connect request: sent on a connection of the
+// backend's own it raced with that connect request at the server, and lost now and then.
 func TestOneWayStallCloseFreesLease(t *testing.T) {
 	z := startPrivateZK(t)
 	const ttl = 3 * time.Second
@@ -204,7 +206,7 @@ func TestOneWayStallCloseFreesLease(t *testing.T) {
 				return c != nil && c.up.Load() > 0
 			})
 			return gaveUp.Add(ttl)
-		}, 3},
+		}, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := startStallProxy(t, z.addr)

@@ -260,10 +260,10 @@ func (s *session) onGone() {
 
 // end ends the session once and drops it from the backend. Normally it closes the ZooKeeper
 // session (if still live), which deletes its ephemeral nodes at once: over go-zookeeper's
-// connection if it has an established one, else over one of the tap's own (tap.beginClose
-// says why; the outcome then goes to s.alone); when abandon is set it just drops the
-// connection, as a crashed client would, and ZooKeeper expires the session after its
-// timeout. The tap then refuses every later dial.
+// connection if it has an established one or one whose handshake is under way, else over one
+// of the tap's own (tap.beginClose says why; the outcome then goes to s.alone); when abandon
+// is set it just drops the connection, as a crashed client would, and ZooKeeper expires the
+// session after its timeout. The tap then refuses every later dial.
 func (s *session) end(abandon bool) {
 	s.once.Do(func() {
 		s.ended.Store(true)
@@ -278,18 +278,18 @@ func (s *session) end(abandon bool) {
 			return
 		}
 		live := !s.tap.gone.Load() // not known to have expired or been replaced
-		established := s.tap.beginClose()
+		onConn := s.tap.beginClose()
 		closeAlone := func() {
 			s.alone = make(chan error, 1)
 			go func() { s.alone <- s.tap.closeAlone(s.b.cfg.Servers) }()
 		}
-		if live && !established {
+		if live && !onConn {
 			closeAlone()
 		}
 		if s.conn != nil {
 			s.conn.Close()
 		}
-		if live && established && !s.tap.closeSent.Load() {
+		if live && onConn && !s.tap.closeSent.Load() {
 			// The connection failed under go-zookeeper's close request, which it then drops.
 			closeAlone()
 		}

@@ -28,6 +28,10 @@ const (
 	xidWatchEvent  = -1
 	xidPing        = -2
 	xidOwnClose    = 1 // the close request of closeAlone's own connection
+	// xidTapClose is the close request the tap sends behind go-zookeeper's pending connect
+	// request (see beginClose): negative, so that it can never be taken for the reply to one of
+	// go-zookeeper's requests (which it only logs, should the handshake be answered after all).
+	xidTapClose    = -3
 	replyHeaderLen = 16
 )
 
@@ -54,7 +58,9 @@ var errSessionGone = errors.New("zookeeper: the session of this connection has e
 //   - A close that reaches the server while go-zookeeper has no established connection (see
 //     beginClose and closeAlone).
 //
-// Apart from the dropped pings and close requests the tap never changes a byte.
+// Apart from the dropped pings and close requests, a connect request it refuses once the
+// session is being closed and the close request it adds behind a pending one (beginClose),
+// the tap never changes a byte.
 type tap struct {
 	now         func() time.Duration // the backend's monotonic clock
 	dialTimeout time.Duration
@@ -73,8 +79,8 @@ type tap struct {
 	gone      atomic.Bool
 	goneOnce  sync.Once
 	abandoned atomic.Bool
-	closing   atomic.Bool // the session is being closed: no more dials (see beginClose)
-	closeSent atomic.Bool // go-zookeeper wrote its close-session request
+	closing   atomic.Bool // the session is being closed: no more dials nor connect requests (see beginClose)
+	closeSent atomic.Bool // a close-session request went out on go-zookeeper's connection
 
 	mu          sync.Mutex
 	passwd      []byte
@@ -220,9 +226,12 @@ func (t *tap) abandon() {
 }
 
 // beginClose starts the close of the bound session: from now on go-zookeeper may not dial
-// again, since a reconnect's connect request renews the session at the server. It reports
-// whether go-zookeeper has an established connection, which its own close request then
-// takes to the server; otherwise the caller closes the session with closeAlone.
+// again, nor send a connect request on a connection it has dialled, since a reconnect's
+// connect request renews the session at the server. It reports whether the close goes over
+// go-zookeeper's connection: when that is established, go-zookeeper's own close request
+// takes it; when go-zookeeper's connect request is out and its answer awaited, beginClose
+// sends a close request right behind it. Otherwise the caller closes the session with
+// closeAlone.
 //
 // This matters under a one-way partition, where the client's bytes reach the server but the
 // server's do not come back: go-zookeeper gives up on a connection whose replies stop,
@@ -233,12 +242,40 @@ func (t *tap) abandon() {
 // does get through, renewed the session. So the session, and the lease nodes of terms the
 // client had already ended, stayed at the server for up to one more session timeout, or
 // until the partition healed.
-func (t *tap) beginClose() (established bool) {
+//
+// A close behind a pending connect request must go on that same connection: the server
+// moves a session to each connection whose connect request it processes, closing the one
+// that had it, and it processes the connect requests of different connections concurrently.
+// A connect request and close sent by closeAlone on a connection of its own would race with
+// go-zookeeper's already sent one: if the server processed go-zookeeper's last, between
+// closeAlone's connect request and its close (which the server reads only once the session
+// is moved), it dropped closeAlone's connection with the close unread, and the session lived
+// on over go-zookeeper's connection. On one connection the server reads the close after the
+// connect request, once it has moved the session there.
+func (t *tap) beginClose() (onConn bool) {
 	t.closing.Store(true)
 	t.mu.Lock()
 	c := t.conn
 	t.mu.Unlock()
-	return c != nil && c.answered.Load() && !c.broken.Load() && !t.gone.Load()
+	if c == nil || c.broken.Load() || t.gone.Load() {
+		return false
+	}
+	if c.answered.Load() {
+		return true
+	}
+	// Under hsMu the connect request is either written in full or, closing being set, never
+	// will be.
+	c.hsMu.Lock()
+	defer c.hsMu.Unlock()
+	if !c.connectOut {
+		return false
+	}
+	var cl frameBuilder
+	if _, err := c.Conn.Write(cl.i32(xidTapClose).i32(opCloseSession).frame()); err != nil {
+		return false
+	}
+	t.closeSent.Store(true)
+	return true
 }
 
 // closeAlone closes the bound session at the server over a connection of its own, for when
@@ -437,6 +474,10 @@ type tapConn struct {
 
 	answered atomic.Bool // the connect response has been read
 	broken   atomic.Bool // a read failed or the connection was closed: it carries no more
+	// hsMu orders the write of the connect request against beginClose, which must find it
+	// either written in full (and send its close behind it) or not (and stop it).
+	hsMu       sync.Mutex
+	connectOut bool // under hsMu: the connect request has been written
 
 	// outgoing framing (Write is called from one goroutine at a time)
 	out         []byte // partial frame
@@ -455,6 +496,9 @@ type tapConn struct {
 // Write passes p through and parses the complete request frames it contains. A lone ping,
 // and a close-session request once the tap is abandoned, are dropped (reported as written).
 func (c *tapConn) Write(p []byte) (int, error) {
+	if c.outFrames == 0 {
+		return c.writeConnect(p)
+	}
 	closeReq := false
 	if len(c.out) == 0 && c.outFrames > 0 && len(p) >= 12 && int(binary.BigEndian.Uint32(p)) == len(p)-4 {
 		switch op := int32(binary.BigEndian.Uint32(p[8:])); {
@@ -472,6 +516,21 @@ func (c *tapConn) Write(p []byte) (int, error) {
 	if closeReq && err == nil {
 		c.t.closeSent.Store(true)
 	}
+	return n, err
+}
+
+// writeConnect writes the connect request (go-zookeeper writes it whole, in one call), unless
+// the session is being closed: the server would move the session to this connection, and
+// from any connection closeAlone's close went over (see beginClose).
+func (c *tapConn) writeConnect(p []byte) (int, error) {
+	c.hsMu.Lock()
+	defer c.hsMu.Unlock()
+	if c.t.closing.Load() {
+		return 0, errSessionGone
+	}
+	c.parseOut(p)
+	n, err := c.Conn.Write(p)
+	c.connectOut = err == nil && c.outFrames > 0
 	return n, err
 }
 

@@ -171,3 +171,47 @@ func TestTapDropsPingsAndAbandonedClose(t *testing.T) {
 		t.Fatalf("close-session request written after abandon: %x", fc.written.Bytes())
 	}
 }
+
+// TestTapCloseBehindPendingHandshake: closing while go-zookeeper's connect request awaits its
+// answer sends the close request right behind it, on the same connection (a connection of
+// the tap's own would race with it at the server); closing before the connect request is
+// written stops it instead, so that closeAlone's close has no connect request to race with;
+// on an established connection the tap leaves the close to go-zookeeper.
+func TestTapCloseBehindPendingHandshake(t *testing.T) {
+	connect := append([]byte{0, 0, 0, 8}, make([]byte, 8)...)
+
+	tp := newTap(nil, time.Second, nil, nil, nil)
+	fc := &fakeConn{chunk: 100}
+	c := &tapConn{Conn: fc, t: tp}
+	tp.conn = c
+	c.Write(connect)
+	if !tp.beginClose() || !tp.closeSent.Load() {
+		t.Fatal("beginClose behind a pending connect request: want the close sent on the connection")
+	}
+	want := append(append([]byte(nil), connect...), requestFrame(xidTapClose, opCloseSession, nil)...)
+	if !bytes.Equal(fc.written.Bytes(), want) {
+		t.Fatalf("written %x, want the connect request then the close %x", fc.written.Bytes(), want)
+	}
+
+	tp = newTap(nil, time.Second, nil, nil, nil)
+	fc = &fakeConn{chunk: 100}
+	c = &tapConn{Conn: fc, t: tp}
+	tp.conn = c
+	if tp.beginClose() {
+		t.Fatal("beginClose before the connect request: want closeAlone")
+	}
+	if _, err := c.Write(connect); !errors.Is(err, errSessionGone) || fc.written.Len() != 0 {
+		t.Fatalf("connect request after beginClose: %v, written %x; want refused", err, fc.written.Bytes())
+	}
+
+	tp = newTap(nil, time.Second, nil, nil, nil)
+	fc = &fakeConn{in: connectResponse(4000, 0x1234, make([]byte, 16)), chunk: 100}
+	c = &tapConn{Conn: fc, t: tp}
+	tp.conn = c
+	c.Write(connect)
+	c.Read(make([]byte, 100))
+	fc.written.Reset()
+	if !tp.beginClose() || tp.closeSent.Load() || fc.written.Len() != 0 {
+		t.Fatalf("beginClose on an established connection: closeSent=%v, written %x; want go-zookeeper's close", tp.closeSent.Load(), fc.written.Bytes())
+	}
+}
