@@ -75,19 +75,14 @@ func TestFairnessSpecCatchesFalseSessionQueue(t *testing.T) {
 		return
 	}
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	pattern := strings.ReplaceAll("^"+sub+"$", "/", "$/^")
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestFairnessSpecCatchesFalseSessionQueue$/"+pattern, "-test.count=1", "-test.v")
-	cmd.Env = append(os.Environ(), "TCK_FALSE_SESSION_QUEUE=1")
-	out, err := cmd.CombinedOutput()
+	out, err := runSubtestInChild("TestFairnessSpecCatchesFalseSessionQueue", sub, "TCK_FALSE_SESSION_QUEUE=1")
 	if err == nil {
 		t.Fatalf("%s passes on a backend whose entries lapse:\n%s", sub, out)
 	}
-	if !strings.Contains(string(out), "--- FAIL: TestFairnessSpecCatchesFalseSessionQueue/"+sub+" ") {
+	if !strings.Contains(out, "--- FAIL: TestFairnessSpecCatchesFalseSessionQueue/"+sub+" ") {
 		t.Errorf("subtest %s did not fail on a backend whose entries lapse; output:\n%s", sub, out)
 	}
-	if !strings.Contains(string(out), "want held by") {
+	if !strings.Contains(out, "want held by") {
 		t.Errorf("subtest %s failed, but not because the late comer was not held by the waiter; output:\n%s", sub, out)
 	}
 }
@@ -120,18 +115,25 @@ func TestFairnessSpecCatchesUnfairBackend(t *testing.T) {
 	} {
 		t.Run(sub, func(t *testing.T) {
 			t.Parallel()
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			pattern := strings.ReplaceAll("^"+sub+"$", "/", "$/^")
-			cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestFairnessSpecCatchesUnfairBackend$/"+pattern, "-test.count=1", "-test.v")
-			cmd.Env = append(os.Environ(), "TCK_UNFAIR=1")
-			out, err := cmd.CombinedOutput()
+			out, err := runSubtestInChild("TestFairnessSpecCatchesUnfairBackend", sub, "TCK_UNFAIR=1")
 			if err == nil {
 				t.Fatalf("FairnessSpec passes on an unfair backend:\n%s", out)
 			}
-			if !strings.Contains(string(out), "--- FAIL: TestFairnessSpecCatchesUnfairBackend/"+sub+" ") {
+			if !strings.Contains(out, "--- FAIL: TestFairnessSpecCatchesUnfairBackend/"+sub+" ") {
 				t.Errorf("subtest %s did not fail on an unfair backend; output:\n%s", sub, out)
 			}
 		})
 	}
+}
+
+// runSubtestInChild runs subtest sub of test in a child process of the test binary with env
+// added (which makes the test run its spec there), and returns the child's output and exit.
+func runSubtestInChild(test, sub, env string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pattern := strings.ReplaceAll("^"+sub+"$", "/", "$/^")
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^"+test+"$/"+pattern, "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), env)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
 }
