@@ -15,6 +15,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -39,6 +40,7 @@ func main() {
 		altAs    = flag.String("alternate", "", "internal: run as the child process of a between-processes hand-over pair of this role (commands on stdin)")
 		holdFor  = flag.String("name", "", "internal: the holder's lock name")
 		etcdDir  = flag.String("etcd", "", "internal: run the embedded etcd with its data under this directory")
+		rerender = flag.String("report", "", "measure nothing: write the report again from this latest.json of a full run (with the Targets table and its why texts as this binary judges them) into -out")
 	)
 	flag.IntVar(&o.rounds, "rounds", 6, "rounds of every measure (interleaved)")
 	flag.DurationVar(&o.budget, "budget", 15*time.Minute, "time for the whole run at most; rounds stop early to keep a third for the waiting and keep-alive measures (when they run)")
@@ -63,6 +65,13 @@ func main() {
 	}
 	if *altAs != "" {
 		os.Exit(runAlternate(*altAs, *holdFor))
+	}
+	if *rerender != "" {
+		if err := rewrite(*rerender, o); err != nil {
+			fmt.Fprintln(os.Stderr, "benchpeers:", err)
+			os.Exit(1)
+		}
+		return
 	}
 	sel, err := parseSelection(*only, *measures)
 	if err == nil && o.handSamples < 1 {
@@ -611,4 +620,27 @@ func sortRows(cy []cycleRow, hand []handRow, fail []failRow) {
 	sort.SliceStable(fail, func(i, j int) bool {
 		return rank(fail[i].group, fail[i].name, false) < rank(fail[j].group, fail[j].name, false)
 	})
+}
+
+// rewrite writes the report of the full run saved at path (its latest.json) into o.out again:
+// the tables as they were, the Targets table judged anew, with this binary's bounds and why
+// texts (which are static, edited by hand between runs). A partial run's JSON is refused: its
+// selection is not kept in a form the targets can use.
+func rewrite(path string, o opts) error {
+	js, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	rep := new(report)
+	if err := json.Unmarshal(js, rep); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if rep.Selected != "" {
+		return fmt.Errorf("%s is a partial run's (%s): only a full run's report is written again", path, rep.Selected)
+	}
+	if rep.sel, err = parseSelection("", ""); err != nil {
+		return err
+	}
+	rep.leases = parseLeases(o.leases)
+	return write(rep, o.out)
 }

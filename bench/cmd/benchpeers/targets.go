@@ -78,6 +78,21 @@ func (r *report) handover(group, name string) *handRes {
 	return nil
 }
 
+// peersP99 names the hand-over p99 of group's peer rows in this run ("" if it has none): what
+// the machine gives a library beside Simba's, since a latency bound is also the host's.
+func (r *report) peersP99(group string) string {
+	var parts []string
+	for _, h := range r.Handover {
+		if h.Group == group && !strings.HasPrefix(plain(h.Name), "Simba") && len(h.MS) > 0 {
+			parts = append(parts, fmt.Sprintf("%s %s", plain(h.Name), ms(h.P99)))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "; peers' p99 ms in this run: " + strings.Join(parts, ", ")
+}
+
 func (r *report) failover(group, name string) *failRes {
 	for _, f := range r.Failover {
 		if f.Group == group && f.Name == name {
@@ -193,7 +208,7 @@ func targets(r *report) []*targetRes {
 			unmeasured(t, "")
 			continue
 		}
-		t.Measured = "p99 ms: " + strings.Join(parts, ", ")
+		t.Measured = "p99 ms: " + strings.Join(parts, ", ") + r.peersP99(g.group)
 		judge(t, worst, g.bound, " ms", 1)
 	}
 
@@ -215,7 +230,7 @@ func targets(r *report) []*targetRes {
 			unmeasured(t, "")
 			continue
 		}
-		t.Measured = fmt.Sprintf("p99 %s ms (p50 %s, max %s; %d samples)", ms(h.P99), ms(h.P50), ms(h.Max), len(h.MS))
+		t.Measured = fmt.Sprintf("p99 %s ms (p50 %s, max %s; %d samples)", ms(h.P99), ms(h.P50), ms(h.Max), len(h.MS)) + r.peersP99(g.group)
 		judge(t, h.P99, g.bound, " ms", 1)
 	}
 

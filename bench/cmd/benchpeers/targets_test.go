@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -85,6 +88,8 @@ func TestTargetsJudgeSameRoundNumbers(t *testing.T) {
 			{Group: "SQLite", Name: rowStop, MS: []float64{3, 25}, P99: 25},
 			{Group: "SQLite", Name: rowLockXProc, MS: []float64{4, 12}, P50: 4, P99: 12, Max: 12},
 			{Group: "MariaDB", Name: rowLockXProc, MS: []float64{4, 21}, P50: 4, P99: 21, Max: 21},
+			{Group: "ZooKeeper", Name: rowLock, MS: []float64{3, 6}, P99: 6},
+			{Group: "ZooKeeper", Name: "go-zookeeper `zk.Lock`", MS: []float64{2, 9}, P99: 9},
 		},
 		KeepAlive: []*kaRes{
 			{Group: "Redis Cluster", Leases: 10000, KeepAlivePerRenew: 1, MaxPipesPerServer: 1, Servers: 3},
@@ -102,6 +107,7 @@ func TestTargetsJudgeSameRoundNumbers(t *testing.T) {
 		{"failover/redis", false, "10 ms over"},
 		{"failover-calls/redis", false, "0.5 over"},
 		{"handover/sqlite", false, "5.0 ms over"},
+		{"handover/zookeeper", false, "peers' p99 ms in this run: go-zookeeper zk.Lock 9.00"},
 		{"handover-xproc/sqlite", true, "p99 12.0 ms"},
 		{"handover-xproc/mariadb", false, "1.0 ms over"},
 		{"keepalive/redis-cluster", true, "1.00"},
@@ -114,6 +120,9 @@ func TestTargetsJudgeSameRoundNumbers(t *testing.T) {
 		if *got.Met != c.met || !strings.Contains(got.Measured+" "+got.Verdict, c.says) {
 			t.Errorf("%s: met %v, %q / %q; want met %v and %q", c.id, *got.Met, got.Measured, got.Verdict, c.met, c.says)
 		}
+	}
+	if got := find(ts, "handover/sqlite"); got == nil || strings.Contains(got.Measured, "peers") {
+		t.Errorf("handover/sqlite names peers it has none of: %+v", got)
 	}
 	if got := find(ts, "keepalive/postgresql"); got == nil || got.Met != nil || !strings.Contains(got.Verdict, "not measured") {
 		t.Errorf("keepalive/postgresql: %+v, want not measured", got)
@@ -320,5 +329,41 @@ func TestXProcAnswer(t *testing.T) {
 	close(p.lines)
 	if _, err := p.answer(ctx, "held"); err == nil {
 		t.Error("ended output was taken for an answer")
+	}
+}
+
+// TestRewriteFullRunOnly: -report writes a full run's report again, the same as the run wrote
+// it, and refuses a partial run's.
+func TestRewriteFullRunOnly(t *testing.T) {
+	dir := t.TempDir()
+	full := &report{TTL: "2s", Handover: []*handRes{{Group: "SQLite", Name: rowLock, MS: []float64{3, 4}, P50: 3, P99: 4, Max: 4}}}
+	var err error
+	if full.sel, err = parseSelection("", ""); err != nil {
+		t.Fatal(err)
+	}
+	full.leases = parseLeases("1,100,10000")
+	if err := write(full, filepath.Join(dir, "run")); err != nil {
+		t.Fatal(err)
+	}
+	o := opts{out: filepath.Join(dir, "again"), leases: "1,100,10000"}
+	if err := rewrite(filepath.Join(dir, "run", "latest.json"), o); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"latest.md", "latest.json"} {
+		a, _ := os.ReadFile(filepath.Join(dir, "run", f))
+		b, _ := os.ReadFile(filepath.Join(dir, "again", f))
+		if len(a) == 0 || string(a) != string(b) {
+			t.Errorf("%s written again differs (%d and %d bytes)", f, len(a), len(b))
+		}
+	}
+	partial := *full
+	partial.Selected = "-only sqlite"
+	js, _ := json.Marshal(&partial)
+	path := filepath.Join(dir, "partial.json")
+	if err := os.WriteFile(path, js, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := rewrite(path, o); err == nil || !strings.Contains(err.Error(), "partial") {
+		t.Errorf("rewrite of a partial run: %v; want refused", err)
 	}
 }
