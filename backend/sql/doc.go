@@ -42,7 +42,11 @@
 // a sidecar file, "<file>-simba-gate", which they create next to the database (see NewSQLite);
 // keep-alives go first. No call waits there for more than half the time left to its deadline
 // (a second without one): a process that was stopped while it held the gate slows the others
-// down, it does not hold them up. For MySQL/MariaDB, Open sets interpolateParams=true (one round trip
+// down, it does not hold them up. One stopped inside a write does hold them up: it keeps
+// SQLite's own write lock on the file (its WAL write lock), and no other process can write
+// there, keep-alives included, until it runs again (seen from outside, 2026-12-04: a process
+// locking in a loop, SIGSTOPped at random, held the WAL write lock in 6 of 8 stops and only
+// the gate in the other 2). The server backends have no such lock. For MySQL/MariaDB, Open sets interpolateParams=true (one round trip
 // per statement). For PostgreSQL, a user's pool should run PostgresAfterConnect (READ COMMITTED).
 //
 // # Schema
