@@ -138,12 +138,9 @@ func New(backend spi.Backend, opts ...Option) (*Client, error) {
 	eopt := cfg.engineOptions()
 	queuer, queues := backend.(spi.Queuer)
 	eopt.Queue = queues
-	if sq, ok := backend.(spi.SessionQueue); ok && queues {
-		// Waiter entries that live with the session need no re-attempt to keep their place.
-		eopt.QueueLivesWithSession = sq.QueueEntriesLiveWithSession()
-	}
-	cs, cutSafe := backend.(spi.CutSafe)
-	cutSafe = cutSafe && cs.CutSafe()
+	// Waiter entries that live with the session need no re-attempt to keep their place.
+	eopt.QueueLivesWithSession = queues && spi.EntriesLiveWithSession(backend)
+	cutSafe := spi.IsCutSafe(backend)
 	eng, err := engine.New(eopt)
 	if err != nil {
 		return nil, err

@@ -39,8 +39,7 @@ func newProbe(b spi.Backend) *probeBackend {
 
 // CutSafe implements spi.CutSafe as the probed backend does, unless notCutSafe.
 func (p *probeBackend) CutSafe() bool {
-	cs, ok := p.Backend.(spi.CutSafe)
-	return !p.notCutSafe && ok && cs.CutSafe()
+	return !p.notCutSafe && spi.IsCutSafe(p.Backend)
 }
 
 func (p *probeBackend) Acquire(ctx context.Context, sess spi.SessionID, name string) (spi.Acquire, error) {

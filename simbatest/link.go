@@ -104,17 +104,11 @@ func through[T any](l *Link, ctx context.Context, op string, f func() (T, error)
 type linked struct{ l *Link }
 
 // CutSafe implements spi.CutSafe as the linked backend does.
-func (k linked) CutSafe() bool {
-	cs, ok := k.l.b.(spi.CutSafe)
-	return ok && cs.CutSafe()
-}
+func (k linked) CutSafe() bool { return spi.IsCutSafe(k.l.b) }
 
 // QueueEntriesLiveWithSession implements spi.SessionQueue as the linked backend does: a cut
 // link leaves the server's waiter entries as they are.
-func (k linked) QueueEntriesLiveWithSession() bool {
-	sq, ok := k.l.b.(spi.SessionQueue)
-	return ok && sq.QueueEntriesLiveWithSession()
-}
+func (k linked) QueueEntriesLiveWithSession() bool { return spi.EntriesLiveWithSession(k.l.b) }
 
 func (k linked) OpenSession(ctx context.Context, owner string, ttl time.Duration) (spi.Session, error) {
 	return through(k.l, ctx, "open-session", func() (spi.Session, error) { return k.l.b.OpenSession(ctx, owner, ttl) })

@@ -446,6 +446,14 @@ type SessionQueue interface {
 	QueueEntriesLiveWithSession() bool
 }
 
+// EntriesLiveWithSession reports whether b implements SessionQueue and says its waiter
+// entries live with their session: what the client, and a wrapper forwarding the capability,
+// ask of a backend.
+func EntriesLiveWithSession(b Backend) bool {
+	sq, ok := b.(SessionQueue)
+	return ok && sq.QueueEntriesLiveWithSession()
+}
+
 // CutSafe is implemented by a backend whose Acquire, AcquireQueued and Release may be cut
 // short by their context at any point without costing anyone else: each server-side step of
 // those calls is one atomic request (a script, a multi-op, a transaction in one request), so a
@@ -467,4 +475,11 @@ type CutSafe interface {
 	// CutSafe reports whether the backend's acquires and releases are cut-safe as described
 	// above.
 	CutSafe() bool
+}
+
+// IsCutSafe reports whether b implements CutSafe and says its calls are cut-safe: what the
+// client, and a wrapper forwarding the capability, ask of a backend.
+func IsCutSafe(b Backend) bool {
+	cs, ok := b.(CutSafe)
+	return ok && cs.CutSafe()
 }

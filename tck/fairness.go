@@ -170,7 +170,7 @@ func (h *harness) fairDeadWaiter(t *testing.T) {
 // Skipped unless the backend reports spi.SessionQueue true.
 func (h *harness) fairSessionWaiter(t *testing.T) {
 	ba, _ := h.queuer(t)
-	if sq, ok := ba.Backend.(spi.SessionQueue); !ok || !sq.QueueEntriesLiveWithSession() {
+	if !spi.EntriesLiveWithSession(ba.Backend) {
 		t.Skip("the backend's waiter entries do not live with their session (no spi.SessionQueue)")
 	}
 	name := h.name("session")

@@ -28,18 +28,14 @@ type counting struct {
 
 // CutSafe forwards spi.CutSafe: without it the client would run every call that a deadline
 // may fall in on a call worker, as it does for a backend that is not cut-safe.
-func (c *counting) CutSafe() bool {
-	cs, ok := c.Backend.(spi.CutSafe)
-	return ok && cs.CutSafe()
-}
+func (c *counting) CutSafe() bool { return spi.IsCutSafe(c.Backend) }
 
 // QueueEntriesLiveWithSession forwards spi.SessionQueue: without it the client would
 // re-attempt a queued wait before its session's deadline as of its previous attempt, as it
 // does on a backend whose waiter entries lapse with that expiry, and the harness would count
 // calls that no user's client makes.
 func (c *counting) QueueEntriesLiveWithSession() bool {
-	sq, ok := c.Backend.(spi.SessionQueue)
-	return ok && sq.QueueEntriesLiveWithSession()
+	return spi.EntriesLiveWithSession(c.Backend)
 }
 
 // The decorators below keep the other capabilities the client looks for (spi.Hinter, spi.Queuer):
