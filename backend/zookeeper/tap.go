@@ -270,8 +270,7 @@ func (t *tap) beginClose() (onConn bool) {
 	if !c.connectOut {
 		return false
 	}
-	var cl frameBuilder
-	if _, err := c.Conn.Write(cl.i32(xidTapClose).i32(opCloseSession).frame()); err != nil {
+	if _, err := c.Conn.Write(closeFrame(xidTapClose)); err != nil {
 		return false
 	}
 	t.closeSent.Store(true)
@@ -327,9 +326,13 @@ func closeSessionFrames(sid int64, passwd []byte, timeoutMs int32) []byte {
 	var req frameBuilder
 	// connect: protocolVersion, lastZxidSeen, timeOut, sessionId, passwd, readOnly
 	req.i32(0).i64(0).i32(timeoutMs).i64(sid).buf(passwd).u8(0)
-	frames := req.frame()
-	var cl frameBuilder
-	return append(frames, cl.i32(xidOwnClose).i32(opCloseSession).frame()...)
+	return append(req.frame(), closeFrame(xidOwnClose)...)
+}
+
+// closeFrame is a close-session request of request id xid.
+func closeFrame(xid int32) []byte {
+	var f frameBuilder
+	return f.i32(xid).i32(opCloseSession).frame()
 }
 
 // closeOver sends frames (a connect request for session sid and a close request) to addr

@@ -99,8 +99,7 @@ func (w *watcher) connection(server string) error {
 		select {
 		case <-w.stop:
 			// End the watcher's session at once rather than leave it to expire.
-			var f frameBuilder
-			write(f.i32(3).i32(opCloseSession).frame())
+			write(closeFrame(3))
 		case <-ended:
 		}
 		c.Close()
