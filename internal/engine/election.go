@@ -309,9 +309,14 @@ func (s *Engine) end(e *election, err error) {
 // unqueue withdraws e from the name's waiter queue at the backend if it may be waiting there:
 // a waiter that stops waiting must not hold a free lease back until its entry lapses.
 func (s *Engine) unqueue(e *election) {
-	if !e.queued {
-		return
+	if e.queued {
+		s.withdraw(e)
 	}
+}
+
+// withdraw leaves e's name's waiter queue (OpWithdraw) while the session is live, whether or
+// not a queued acquire is known to have been sent since the last grant.
+func (s *Engine) withdraw(e *election) {
 	e.queued = false
 	if s.sess.state == SessionLive {
 		s.call(OpWithdraw, s.sess.id, pending{name: e.name}, Effect{Name: e.name})

@@ -568,8 +568,7 @@ func (s *Engine) reconcile(req ReqID, sent time.Duration, held []spi.Held, found
 				// The queued attempt has landed by now, and may have left an entry that
 				// lives as long as the session while the election no longer waits: withdraw
 				// it (a waiting candidate keeps it; a grant removed it).
-				e.queued = true
-				s.unqueue(e)
+				s.withdraw(e)
 			}
 			e.unknownQueued = false
 			s.sync(e)
