@@ -164,22 +164,28 @@ func TestSQLiteCrossProcessGateAbandoned(t *testing.T) {
 		t.Fatalf("Acquire whose ctx ended at the gate = %+v, %v; want context.Canceled", res.r, res.err)
 	}
 	release()
-	x := crossGateOf(t, file)
-	for { // until the attempt left behind has taken the gate
+	waitAttemptEnded(t, ctx, crossGateOf(t, file))
+	if !gateFree(t, file, gateByte) || !gateFree(t, file, gateEntryByte) {
+		t.Fatal("the attempt left behind kept the gate")
+	}
+}
+
+// waitAttemptEnded waits until no attempt at x is in flight: one left behind has taken the
+// gate and, with no operation waiting for it, let it go (take does both under x.mu).
+func waitAttemptEnded(t *testing.T, ctx context.Context, x *crossGate) {
+	t.Helper()
+	for {
 		x.mu.Lock()
 		a := x.attempt
 		x.mu.Unlock()
 		if a == nil {
-			break
+			return
 		}
 		select {
 		case <-ctx.Done():
 			t.Fatal("the attempt left behind never took the gate")
 		case <-time.After(time.Millisecond):
 		}
-	}
-	if !gateFree(t, file, gateByte) || !gateFree(t, file, gateEntryByte) {
-		t.Fatal("the attempt left behind kept the gate")
 	}
 }
 
@@ -271,18 +277,9 @@ func TestSQLiteCrossProcessGateStuckHolder(t *testing.T) {
 			}
 
 			release()
-			for { // until the attempt left behind has taken the gate and let it go
-				x.mu.Lock()
-				a := x.attempt
-				x.mu.Unlock()
-				if a == nil && gateFree(t, file, gateByte) && gateFree(t, file, gateEntryByte) {
-					break
-				}
-				select {
-				case <-ctx.Done():
-					t.Fatal("the attempt left behind kept the gate, or never took it")
-				case <-time.After(time.Millisecond):
-				}
+			waitAttemptEnded(t, ctx, x)
+			if !gateFree(t, file, gateByte) || !gateFree(t, file, gateEntryByte) {
+				t.Fatal("the attempt left behind kept the gate")
 			}
 			// The gate works again: an operation waits for another process's hold.
 			release = holdGate(t, file, gateByte)
