@@ -656,9 +656,11 @@ func (c *clientHarness) lockContextEnds(t *testing.T) {
 		t.Fatalf("one: Lock: %v", err)
 	}
 	wait := c.steady / 2
+	// start before the context: its deadline is then no later than start+wait, whatever the
+	// scheduler does between the two lines (a 2 ms pause there failed this check in CI).
+	start := time.Now()
 	lctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	start := time.Now()
 	h2, err := two.Lock(lctx, name)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("two: Lock with a context that ends while one holds the lock: %v, want the context's error", err)
