@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/simba-go/simba/spi"
 )
 
 // migrateChildEnv makes the test binary a child of TestSQLiteMigrateAcrossProcesses: the
@@ -48,7 +50,12 @@ func migrateChild() bool {
 			fail(err)
 		}
 		var objects int
-		if err := db.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_master").Scan(&objects); err != nil {
+		err = db.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_master").Scan(&objects)
+		for sqliteBusyError(err) { // the connection's journal_mode=wal (see migrateBusy)
+			time.Sleep(time.Millisecond)
+			err = db.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_master").Scan(&objects)
+		}
+		if err != nil {
 			fail(err)
 		}
 		db.Close()
@@ -60,7 +67,14 @@ func migrateChild() bool {
 	if err != nil {
 		fail(err)
 	}
-	if _, err := b.OpenSession(ctx, "migrate-child", time.Second); err != nil {
+	// As a client does: a retryable error (SQLITE_BUSY) is tried again, a permanent one
+	// (ErrSchemaMissing) is the answer.
+	_, err = b.OpenSession(ctx, "migrate-child", time.Second)
+	for err != nil && spi.Classify(err) == spi.Retryable && ctx.Err() == nil {
+		time.Sleep(time.Millisecond)
+		_, err = b.OpenSession(ctx, "migrate-child", time.Second)
+	}
+	if err != nil {
 		fail(err)
 	}
 	b.Close()
@@ -70,12 +84,15 @@ func migrateChild() bool {
 }
 
 // TestSQLiteMigrateAcrossProcesses: processes that open one new SQLite file at once all
-// succeed when each applies the schema (WithAutoMigrate, as the README's quick start does). A
-// new connection's PRAGMA journal_mode=wal can fail with SQLITE_BUSY at once, without waiting
-// in the busy handler, while another process sets the file up, and Migrate returned that error
-// (Open failing with "database is locked").
+// succeed, whether each applies the schema (WithAutoMigrate, as the README's quick start does)
+// or, as `simba lock` does, only when the file has no table yet. A new connection's PRAGMA
+// journal_mode=wal can fail with SQLITE_BUSY at once, without waiting in the busy handler,
+// while another process sets the file up, and Migrate returned that error (Open failing with
+// "database is locked"); and Migrate applied each migration in a transaction of its own, so a
+// process could find the tables there with an old version (ErrSchemaMissing, "run simba
+// migrate").
 func TestSQLiteMigrateAcrossProcesses(t *testing.T) {
-	for _, mode := range []string{"migrate"} {
+	for _, mode := range []string{"migrate", "cli"} {
 		t.Run(mode, func(t *testing.T) { testMigrateAcrossProcesses(t, mode) })
 	}
 }

@@ -241,25 +241,38 @@ func (d *stdDialect) migrateOnce(ctx context.Context, ms []schema.Migration) err
 		}
 		current = 0
 	}
-	for _, m := range ms {
-		if int64(m.Version) <= current {
-			continue
+	if int64(ms[len(ms)-1].Version) <= current {
+		return nil // nothing to apply (ms is in order)
+	}
+	apply := func(m schema.Migration) error {
+		for _, st := range m.Statements {
+			if _, err := c.ExecContext(ctx, st); err != nil {
+				return fmt.Errorf("applying %s: %w", m.Path, err)
+			}
 		}
-		apply := func(q sqlq.Queries) error {
-			for _, st := range m.Statements {
-				if _, err := c.ExecContext(ctx, st); err != nil {
-					return fmt.Errorf("applying %s: %w", m.Path, err)
+		return nil
+	}
+	if d.ddlInTx {
+		// Every missing migration in one transaction: another process never sees the schema
+		// half made (tables there, but an old version), which it would report as
+		// ErrSchemaMissing — permanent — and `simba lock` on a new SQLite file as "run simba
+		// migrate".
+		return d.txOn(ctx, c, func(sqlq.Queries) error {
+			for _, m := range ms {
+				if int64(m.Version) > current {
+					if err := apply(m); err != nil {
+						return err
+					}
 				}
 			}
 			return nil
-		}
-		if d.ddlInTx {
-			err = d.txOn(ctx, c, apply)
-		} else {
-			err = apply(nil)
-		}
-		if err != nil {
-			return err
+		})
+	}
+	for _, m := range ms {
+		if int64(m.Version) > current {
+			if err := apply(m); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
