@@ -134,3 +134,41 @@ func testMigrateAcrossProcesses(t *testing.T, mode string) {
 		}
 	}
 }
+
+// TestSQLiteMigrateWaitsForAWriter: while another connection writes to a SQLite file not yet in
+// WAL mode (another process setting the same new file up), the journal_mode=wal that Open puts
+// in the DSN fails a new connection with SQLITE_BUSY at once, without the busy handler; Migrate
+// tries again until the writer is done instead of returning "database is locked".
+func TestSQLiteMigrateWaitsForAWriter(t *testing.T) {
+	ctx := testCtx(t)
+	path := filepath.Join(t.TempDir(), "busy.db")
+	db, err := sql.Open("sqlite", "file:"+path) // rollback journal, as a file before any WAL
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	c, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, st := range []string{"CREATE TABLE other (x)", "BEGIN IMMEDIATE", "INSERT INTO other VALUES (1)"} {
+		if _, err := c.ExecContext(ctx, st); err != nil {
+			t.Fatalf("%s: %v", st, err)
+		}
+	}
+	committed := make(chan error, 1)
+	time.AfterFunc(300*time.Millisecond, func() {
+		_, err := c.ExecContext(ctx, "COMMIT")
+		committed <- err
+	})
+	b, err := Open(ctx, "sqlite://"+path, WithAutoMigrate())
+	if err != nil {
+		t.Errorf("Open(WithAutoMigrate) while another connection writes: %v", err)
+	} else {
+		b.Close()
+	}
+	if err := <-committed; err != nil {
+		t.Fatal(err)
+	}
+}
