@@ -101,7 +101,7 @@ func testMigrateAcrossProcesses(t *testing.T, mode string) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	const procs, rounds = 6, 40
+	const procs, rounds = 6, 15
 	for r := range rounds {
 		dsn := "sqlite://" + filepath.Join(t.TempDir(), "simba.db")
 		type kid struct {
