@@ -142,7 +142,9 @@ func testMigrateAcrossProcesses(t *testing.T, mode string) {
 func TestSQLiteMigrateWaitsForAWriter(t *testing.T) {
 	ctx := testCtx(t)
 	path := filepath.Join(t.TempDir(), "busy.db")
-	db, err := sql.Open("sqlite", "file:"+path) // rollback journal, as a file before any WAL
+	// A rollback journal, as a file before any WAL; the busy timeout makes its COMMIT wait for
+	// the readers that try again meanwhile.
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
 	if err != nil {
 		t.Fatal(err)
 	}

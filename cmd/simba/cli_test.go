@@ -305,7 +305,9 @@ func TestNewSQLiteFileWaitsForAWriter(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	path := filepath.Join(t.TempDir(), "busy.db")
-	db, err := sql.Open("sqlite", "file:"+path) // rollback journal, as a file before any WAL
+	// A rollback journal, as a file before any WAL; the busy timeout makes its COMMIT wait for
+	// the readers that try again meanwhile.
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
 	if err != nil {
 		t.Fatal(err)
 	}
