@@ -26,7 +26,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if child() || wakeChild() || gateChild() {
+	if child() || wakeChild() || gateChild() || migrateChild() {
 		return
 	}
 	goleak.VerifyTestMain(m)

@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -47,6 +48,12 @@ type stdDialect struct {
 	lockMigrate func(ctx context.Context, conn *sql.Conn) (func(), error)
 	// ddlInTx: the migration's statements run in one transaction (SQLite).
 	ddlInTx bool
+	// migrateBusy reports an error after which Migrate starts again (nothing of a migration
+	// that failed took effect: it runs in one transaction, or is idempotent), for up to
+	// migrateBusyFor; nil: none. SQLite: SQLITE_BUSY, which a new connection's PRAGMA
+	// journal_mode=wal returns at once, without waiting in the busy handler, while another
+	// process sets a new file up.
+	migrateBusy func(error) bool
 	// gate, when set, is entered around every operation (SQLite: see fileGate).
 	gate *fileGate
 }
@@ -192,6 +199,31 @@ func (d *stdDialect) catalog(ctx context.Context, query string, ncols int) ([][]
 }
 
 func (d *stdDialect) migrate(ctx context.Context, ms []schema.Migration) error {
+	if d.migrateBusy == nil {
+		return d.migrateOnce(ctx, ms)
+	}
+	end := time.Now().Add(migrateBusyFor)
+	for attempt := 1; ; attempt++ {
+		err := d.migrateOnce(ctx, ms)
+		if err == nil || !d.migrateBusy(err) || !time.Now().Before(end) {
+			return err
+		}
+		// Up to 1, 2, 4 … 64 ms, drawn at random so that the processes that met spread out.
+		pause := time.NewTimer(time.Duration(rand.Int64N(int64(time.Millisecond) << min(attempt-1, 6))))
+		select {
+		case <-ctx.Done():
+			pause.Stop()
+			return err
+		case <-pause.C:
+		}
+	}
+}
+
+// migrateBusyFor bounds how long migrate starts again after errors migrateBusy reports: as long
+// as the busy timeout Open sets for SQLite (busy_timeout(10000)).
+const migrateBusyFor = 10 * time.Second
+
+func (d *stdDialect) migrateOnce(ctx context.Context, ms []schema.Migration) error {
 	c, err := d.conn(ctx)
 	if err != nil {
 		return err
@@ -209,25 +241,38 @@ func (d *stdDialect) migrate(ctx context.Context, ms []schema.Migration) error {
 		}
 		current = 0
 	}
-	for _, m := range ms {
-		if int64(m.Version) <= current {
-			continue
+	if int64(ms[len(ms)-1].Version) <= current {
+		return nil // nothing to apply (ms is in order)
+	}
+	apply := func(m schema.Migration) error {
+		for _, st := range m.Statements {
+			if _, err := c.ExecContext(ctx, st); err != nil {
+				return fmt.Errorf("applying %s: %w", m.Path, err)
+			}
 		}
-		apply := func(q sqlq.Queries) error {
-			for _, st := range m.Statements {
-				if _, err := c.ExecContext(ctx, st); err != nil {
-					return fmt.Errorf("applying %s: %w", m.Path, err)
+		return nil
+	}
+	if d.ddlInTx {
+		// Every missing migration in one transaction: another process never sees the schema
+		// half made (tables there, but an old version), which it would report as
+		// ErrSchemaMissing — permanent — and `simba lock` on a new SQLite file as "run simba
+		// migrate".
+		return d.txOn(ctx, c, func(sqlq.Queries) error {
+			for _, m := range ms {
+				if int64(m.Version) > current {
+					if err := apply(m); err != nil {
+						return err
+					}
 				}
 			}
 			return nil
-		}
-		if d.ddlInTx {
-			err = d.txOn(ctx, c, apply)
-		} else {
-			err = apply(nil)
-		}
-		if err != nil {
-			return err
+		})
+	}
+	for _, m := range ms {
+		if int64(m.Version) > current {
+			if err := apply(m); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

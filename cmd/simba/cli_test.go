@@ -295,3 +295,43 @@ func TestStatusFilterGroups(t *testing.T) {
 		t.Errorf("filtered snapshot %+v (hidden %d), want jobs.a, jobs.consumers and sessions s1, s2", got, hidden)
 	}
 }
+
+// TestNewSQLiteFileWaitsForAWriter: while another connection writes to a SQLite file not yet in
+// WAL mode (another simba run or lock setting up the same new file), the journal_mode=wal of
+// newSQLiteFile's connection fails with SQLITE_BUSY at once, without the busy handler;
+// newSQLiteFile tries again until the writer is done instead of failing the command ("reading
+// the tables of …: database is locked", one round in sixty of six concurrent simba lock).
+func TestNewSQLiteFileWaitsForAWriter(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	path := filepath.Join(t.TempDir(), "busy.db")
+	// A rollback journal, as a file before any WAL; the busy timeout makes its COMMIT wait for
+	// the readers that try again meanwhile.
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	c, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, st := range []string{"CREATE TABLE t (x)", "BEGIN IMMEDIATE", "INSERT INTO t VALUES (1)"} {
+		if _, err := c.ExecContext(ctx, st); err != nil {
+			t.Fatalf("%s: %v", st, err)
+		}
+	}
+	committed := make(chan error, 1)
+	time.AfterFunc(300*time.Millisecond, func() {
+		_, err := c.ExecContext(ctx, "COMMIT")
+		committed <- err
+	})
+	fresh, err := newSQLiteFile(ctx, "sqlite://"+path)
+	if err != nil || fresh {
+		t.Errorf("newSQLiteFile while another connection writes = %v, %v; want false (it has a table), nil", fresh, err)
+	}
+	if err := <-committed; err != nil {
+		t.Fatal(err)
+	}
+}

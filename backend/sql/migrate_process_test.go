@@ -1,0 +1,176 @@
+package sql
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/simba-go/simba/spi"
+)
+
+// migrateChildEnv makes the test binary a child of TestSQLiteMigrateAcrossProcesses: the
+// variable holds "<mode>:<SQLite DSN>"; the child prints "ready", waits for a line on stdin,
+// opens the DSN and prints "ok" or the error. Mode "migrate" opens it with WithAutoMigrate;
+// mode "cli" does what `simba lock` does: WithAutoMigrate only if the file has no table yet,
+// and otherwise expects the schema there (it opens a session).
+const migrateChildEnv = "SIMBA_SQL_MIGRATE_CHILD"
+
+// migrateChild runs the migrate child's part when the binary was started as one, and reports
+// whether it did.
+func migrateChild() bool {
+	mode, dsn, _ := strings.Cut(os.Getenv(migrateChildEnv), ":")
+	if dsn == "" {
+		return false
+	}
+	fmt.Println("ready")
+	bufio.NewReader(os.Stdin).ReadString('\n')
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	fail := func(err error) {
+		fmt.Println(strings.ReplaceAll(err.Error(), "\n", " "))
+		os.Exit(1)
+	}
+	var opts []Option
+	if mode == "migrate" {
+		opts = append(opts, WithAutoMigrate())
+	} else {
+		name, err := SQLiteDSN(dsn)
+		if err != nil {
+			fail(err)
+		}
+		db, err := sql.Open("sqlite", name)
+		if err != nil {
+			fail(err)
+		}
+		var objects int
+		err = db.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_master").Scan(&objects)
+		for sqliteBusyError(err) { // the connection's journal_mode=wal (see migrateBusy)
+			time.Sleep(time.Millisecond)
+			err = db.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_master").Scan(&objects)
+		}
+		if err != nil {
+			fail(err)
+		}
+		db.Close()
+		if objects == 0 {
+			opts = append(opts, WithAutoMigrate())
+		}
+	}
+	b, err := Open(ctx, dsn, opts...)
+	if err != nil {
+		fail(err)
+	}
+	// As a client does: a retryable error (SQLITE_BUSY) is tried again, a permanent one
+	// (ErrSchemaMissing) is the answer.
+	_, err = b.OpenSession(ctx, "migrate-child", time.Second)
+	for err != nil && spi.Classify(err) == spi.Retryable && ctx.Err() == nil {
+		time.Sleep(time.Millisecond)
+		_, err = b.OpenSession(ctx, "migrate-child", time.Second)
+	}
+	if err != nil {
+		fail(err)
+	}
+	b.Close()
+	fmt.Println("ok")
+	os.Exit(0)
+	return true
+}
+
+// TestSQLiteMigrateAcrossProcesses: processes that open one new SQLite file at once all
+// succeed, whether each applies the schema (WithAutoMigrate, as the README's quick start does)
+// or, as `simba lock` does, only when the file has no table yet. A new connection's PRAGMA
+// journal_mode=wal can fail with SQLITE_BUSY at once, without waiting in the busy handler,
+// while another process sets the file up, and Migrate returned that error (Open failing with
+// "database is locked"); and Migrate applied each migration in a transaction of its own, so a
+// process could find the tables there with an old version (ErrSchemaMissing, "run simba
+// migrate").
+func TestSQLiteMigrateAcrossProcesses(t *testing.T) {
+	for _, mode := range []string{"migrate", "cli"} {
+		t.Run(mode, func(t *testing.T) { testMigrateAcrossProcesses(t, mode) })
+	}
+}
+
+func testMigrateAcrossProcesses(t *testing.T, mode string) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	const procs, rounds = 6, 15
+	for r := range rounds {
+		dsn := "sqlite://" + filepath.Join(t.TempDir(), "simba.db")
+		type kid struct {
+			in   io.WriteCloser
+			out  *bufio.Reader
+			wait func() error
+		}
+		var kids []kid
+		for range procs {
+			cmd, in, out := startChild(t, migrateChildEnv+"="+mode+":"+dsn)
+			k := kid{in: in, out: bufio.NewReader(out), wait: cmd.Wait}
+			if line, err := k.out.ReadString('\n'); err != nil || line != "ready\n" {
+				t.Fatalf("child: %q, %v", line, err)
+			}
+			kids = append(kids, k)
+		}
+		for _, k := range kids {
+			io.WriteString(k.in, "go\n")
+		}
+		for i, k := range kids {
+			line, _ := k.out.ReadString('\n')
+			k.in.Close()
+			k.wait()
+			if line != "ok\n" {
+				t.Errorf("round %d, process %d: open a new file = %s", r, i, strings.TrimSpace(line))
+			}
+		}
+		if t.Failed() {
+			return
+		}
+	}
+}
+
+// TestSQLiteMigrateWaitsForAWriter: while another connection writes to a SQLite file not yet in
+// WAL mode (another process setting the same new file up), the journal_mode=wal that Open puts
+// in the DSN fails a new connection with SQLITE_BUSY at once, without the busy handler; Migrate
+// tries again until the writer is done instead of returning "database is locked".
+func TestSQLiteMigrateWaitsForAWriter(t *testing.T) {
+	ctx := testCtx(t)
+	path := filepath.Join(t.TempDir(), "busy.db")
+	// A rollback journal, as a file before any WAL; the busy timeout makes its COMMIT wait for
+	// the readers that try again meanwhile.
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	c, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, st := range []string{"CREATE TABLE other (x)", "BEGIN IMMEDIATE", "INSERT INTO other VALUES (1)"} {
+		if _, err := c.ExecContext(ctx, st); err != nil {
+			t.Fatalf("%s: %v", st, err)
+		}
+	}
+	committed := make(chan error, 1)
+	time.AfterFunc(300*time.Millisecond, func() {
+		_, err := c.ExecContext(ctx, "COMMIT")
+		committed <- err
+	})
+	b, err := Open(ctx, "sqlite://"+path, WithAutoMigrate())
+	if err != nil {
+		t.Errorf("Open(WithAutoMigrate) while another connection writes: %v", err)
+	} else {
+		b.Close()
+	}
+	if err := <-committed; err != nil {
+		t.Fatal(err)
+	}
+}
