@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -56,6 +57,43 @@ type Backend struct {
 	// session, so the session's next keep-alive withdraws again (a waiter that stopped
 	// waiting must not hold a free lease back while its client keeps the session alive).
 	withdrawals map[place]bool
+
+	// log takes the backend's own warnings (WithSlog); warned holds the keys of those given.
+	log    *slog.Logger
+	warned sync.Map
+}
+
+// Option configures a Backend.
+type Option func(*options)
+
+type options struct {
+	slog *slog.Logger
+}
+
+// WithSlog sends the backend's own warnings to l (slog.Default() by default): a server that
+// grants a session a longer lease TTL than asked (its minimum lease TTL, which follows its
+// election timeout: 2 s with etcd's defaults), once per asked and granted TTL. A nil l
+// discards them.
+func WithSlog(l *slog.Logger) Option { return func(o *options) { o.slog = l } }
+
+func applyOptions(opts []Option) *slog.Logger {
+	o := options{slog: slog.Default()}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	if o.slog == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return o.slog
+}
+
+// warnOnce logs msg at warning level, once per key.
+func (b *Backend) warnOnce(key, msg string, args ...any) {
+	if _, dup := b.warned.LoadOrStore(key, struct{}{}); !dup {
+		b.log.Warn(msg, args...)
+	}
 }
 
 // place is a session waiting for a name.
@@ -86,17 +124,17 @@ var (
 
 // New returns a Backend for the etcd cluster named by dsn (see ParseDSN). Its client is its
 // own: Close closes it.
-func New(dsn string) (*Backend, error) {
+func New(dsn string, opts ...Option) (*Backend, error) {
 	cfg, err := ParseDSN(dsn)
 	if err != nil {
 		return nil, err
 	}
-	return NewFromConfig(cfg)
+	return NewFromConfig(cfg, opts...)
 }
 
 // NewFromConfig returns a Backend for cfg, with a client of its own (Close closes it).
 // Connecting happens in the background; calls wait for it within their contexts.
-func NewFromConfig(cfg Config) (*Backend, error) {
+func NewFromConfig(cfg Config, opts ...Option) (*Backend, error) {
 	if len(cfg.Endpoints) == 0 {
 		return nil, fmt.Errorf("%w: etcd: no endpoints", spi.ErrInvalidOption)
 	}
@@ -120,14 +158,14 @@ func NewFromConfig(cfg Config) (*Backend, error) {
 		DialKeepAliveTimeout: 2 * time.Second,
 		Logger:               zap.NewNop(), // errors reach the caller; the client's own logs are noise
 	}
-	b := newBackend(nil, cfg.Prefix, cfg.Endpoints)
+	b := newBackend(nil, cfg.Prefix, cfg.Endpoints, opts)
 	b.cfg, b.own = cc, true
 	return b, nil
 }
 
 // NewFromClient returns a Backend on cli, a client the caller owns (Close leaves it open),
 // keeping its keys under prefix (wire.EtcdPrefix if empty).
-func NewFromClient(cli *clientv3.Client, prefix string) (*Backend, error) {
+func NewFromClient(cli *clientv3.Client, prefix string, opts ...Option) (*Backend, error) {
 	if cli == nil {
 		return nil, fmt.Errorf("%w: etcd: nil client", spi.ErrInvalidOption)
 	}
@@ -136,12 +174,12 @@ func NewFromClient(cli *clientv3.Client, prefix string) (*Backend, error) {
 			return nil, fmt.Errorf("%w: etcd: %v", spi.ErrInvalidOption, err)
 		}
 	}
-	return newBackend(cli, prefix, cli.Endpoints()), nil
+	return newBackend(cli, prefix, cli.Endpoints(), opts), nil
 }
 
-func newBackend(cli *clientv3.Client, prefix string, endpoints []string) *Backend {
+func newBackend(cli *clientv3.Client, prefix string, endpoints []string, opts []Option) *Backend {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Backend{cli: cli, prefix: prefixOf(prefix), endpoints: strings.Join(endpoints, ","), ctx: ctx, cancel: cancel, sessions: map[spi.SessionID]*session{}, places: map[place]int64{}, withdrawals: map[place]bool{}}
+	return &Backend{cli: cli, prefix: prefixOf(prefix), endpoints: strings.Join(endpoints, ","), ctx: ctx, cancel: cancel, sessions: map[spi.SessionID]*session{}, places: map[place]int64{}, withdrawals: map[place]bool{}, log: applyOptions(opts)}
 }
 
 // client returns the etcd client, making it on first use (a failure is retried by the next
@@ -240,6 +278,14 @@ func (b *Backend) OpenSession(ctx context.Context, owner string, ttl time.Durati
 	g, err := cli.Grant(ctx, secs)
 	if err != nil {
 		return spi.Session{}, b.classify("open session: grant", err)
+	}
+	if g.TTL > secs {
+		// The server raised the TTL to its minimum lease TTL. The session is as safe as any
+		// (its time left is counted on the TTL asked, which is shorter), but a crashed
+		// holder's keys go only when the longer lease does.
+		b.warnOnce(fmt.Sprintf("min lease TTL %d %d", secs, g.TTL),
+			"simba: etcd granted a session a longer lease TTL than asked (its minimum lease TTL): a crashed holder's leases may outlive the TTL by up to granted − asked",
+			"ttl", time.Duration(secs)*time.Second, "granted", time.Duration(g.TTL)*time.Second)
 	}
 	sid := sessionID(g.ID)
 	if _, err := cli.Put(ctx, wire.EtcdSessionKey(b.prefix, string(sid)), owner, clientv3.WithLease(g.ID)); err != nil {

@@ -7,7 +7,11 @@ package etcdtxn for the transactions):
   - A Simba session is an etcd lease; its id is the lease id as 16 lowercase hex digits, and
     the key <prefix>/sessions/<sid> (value: the owner) is attached to it. etcd counts lease
     TTLs in whole seconds: OpenSession asks for the TTL rounded down to a second (a TTL under
-    one second is refused with spi.ErrInvalidOption) and reports that as the time left.
+    one second is refused with spi.ErrInvalidOption) and reports that as the time left. A
+    server raises a TTL below its minimum lease TTL (1.5 election timeouts rounded up to a
+    second: 2 s with etcd's defaults); the session is as safe as any (its time left counts
+    on the TTL asked), but a crashed holder's leases go only when the longer lease does, and
+    the backend logs a warning (WithSlog) once per asked and granted TTL.
   - Keep-alive is one LeaseKeepAliveOnce for the session's lease, whatever the number of names
     it holds, then one read-only transaction that reports the session's held leases (the index
     <prefix>/held/<sid>/) and each requested group's members.

@@ -1,0 +1,72 @@
+package etcd
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/simba-go/simba/internal/testenv"
+)
+
+// syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestWarnsWhenTheServerRaisesTheTTL: a TTL under the server's minimum lease TTL opens a
+// session (as safe as any: its time left counts on the TTL asked) and the backend says, once
+// per asked and granted TTL, that a crashed holder's leases may outlive the TTL; a TTL the
+// server grants as asked logs nothing.
+func TestWarnsWhenTheServerRaisesTheTTL(t *testing.T) {
+	lo := minTTL(t, rawClient(t, testenv.Etcd(t)))
+	if lo <= time.Second {
+		t.Fatalf("the test server grants one-second leases (minimum %v): start it with the default election timeout", lo)
+	}
+	var logs syncBuffer
+	b, err := New(serverDSN(t), WithSlog(slog.New(slog.NewTextHandler(&logs, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for range 2 {
+		s, err := b.OpenSession(ctx, "short", time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Remaining > time.Second {
+			t.Fatalf("Remaining %v above the TTL asked (1s): the time left must count on what was asked", s.Remaining)
+		}
+	}
+	if n := strings.Count(logs.String(), "longer lease TTL than asked"); n != 1 {
+		t.Fatalf("%d warnings for two sessions of the same TTL, want 1:\n%s", n, logs.String())
+	}
+	if !strings.Contains(logs.String(), "granted="+lo.String()) {
+		t.Fatalf("the warning does not name the granted TTL %v:\n%s", lo, logs.String())
+	}
+	before := logs.String()
+	if _, err := b.OpenSession(ctx, "long", lo+time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if logs.String() != before {
+		t.Fatalf("a TTL the server grants as asked logged:\n%s", strings.TrimPrefix(logs.String(), before))
+	}
+}
