@@ -11,9 +11,11 @@
 // lock (a paused process, a partition) from writing.
 //
 // Goroutines of one process that want the same invoice take turns in the order they asked.
-// Across processes, a waiter is woken as soon as the lock is released on PostgreSQL, Redis and
-// ZooKeeper; on SQLite and MySQL it retries when the holder's lease would expire (within the
-// TTL), so share busy locks across processes through one of the first three.
+// Across processes, a waiter is woken within milliseconds of the release on every backend:
+// NOTIFY on PostgreSQL, pub/sub on Redis, watches on ZooKeeper and etcd, a named lock the holder
+// keeps on MySQL/MariaDB, and a watch of the database file on SQLite (see backend/sql's doc);
+// and waiting processes take the lock in the order they came (a waiter gets it after at most as
+// many tenures as there were waiters ahead of it).
 //
 //	go run ./examples/workers -workers 8 -invoices 5 -jobs 40
 //	go run ./examples/workers -ledger /tmp/ledger.db   # and again in a second terminal
