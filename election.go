@@ -237,8 +237,11 @@ func OnRevoked(fn func(ctx context.Context, t Term, reason RevokeReason)) Electi
 
 // RunWhileLeader sets the leader work: fn runs on its own goroutine for each term, with a ctx
 // cancelled when the term is revoked. Handover: when the election is stopped or steps down,
-// the lease is kept until fn returns or the session's local deadline passes, whichever is
-// first, so no new leader starts while fn may still act under a term it believes valid.
+// the lease is kept until fn returns or the term's local deadline as it stood at the stop
+// passes (at most one TTL after the last renewal; later keep-alives do not extend it),
+// whichever is first, so no new leader starts while fn may still act under a term it believes
+// valid. Work that ignores its ctx past that deadline runs on with an invalid term
+// (Term.IsValid false) while the next leader may already lead: pass the fencing token on.
 func RunWhileLeader(fn func(ctx context.Context, t Term) error) ElectionOption {
 	return ElectionOption{func(l *leaseCore) error {
 		if fn == nil {

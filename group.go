@@ -60,7 +60,8 @@ func OnUnassigned(fn func(ctx context.Context, p int, t Term, reason RevokeReaso
 
 // RunPartition sets per-partition leader work: fn runs for each term of each partition this
 // client leads, with a ctx cancelled on revocation; a partition rebalanced away is handed over
-// only after fn returns (or the session's local deadline passes).
+// only after fn returns (or the term's local deadline as it stood at the rebalance passes, as
+// in RunWhileLeader's handover).
 func RunPartition(fn func(ctx context.Context, p int, t Term) error) GroupOption {
 	return GroupOption{func(g *PartitionGroup) error {
 		if fn == nil {
