@@ -49,8 +49,25 @@ func (e *StaleTokenError) Error() string {
 func (e *StaleTokenError) Is(target error) bool { return target == ErrStaleToken }
 
 // ErrInvalidResource is matched (errors.Is) by the error for a resource name that breaks
-// ValidateResource's rule, or a token below zero.
+// ValidateResource's rule, and, as before ErrInvalidToken existed, by the error for a token
+// below zero.
 var ErrInvalidResource = errors.New("fence: invalid resource")
+
+// ErrInvalidToken is matched (errors.Is) by the error for a token below zero (ValidateToken,
+// and every helper's write); that error matches ErrInvalidResource too.
+var ErrInvalidToken = errors.New("fence: invalid token")
+
+// invalidTokenError is a token below zero: it says so, and matches ErrInvalidToken and, for
+// callers written before ErrInvalidToken, ErrInvalidResource.
+type invalidTokenError struct{ token int64 }
+
+func (e invalidTokenError) Error() string {
+	return fmt.Sprintf("%v: negative token %d (Simba's tokens are never negative)", ErrInvalidToken, e.token)
+}
+
+func (e invalidTokenError) Is(target error) bool {
+	return target == ErrInvalidToken || target == ErrInvalidResource
+}
 
 // MaxResourceLen is the longest resource name, in bytes.
 const MaxResourceLen = 128
@@ -75,7 +92,7 @@ func ValidateResource(resource string) error {
 // ValidateToken checks a fencing token: Simba's tokens are never negative.
 func ValidateToken(token int64) error {
 	if token < 0 {
-		return fmt.Errorf("%w: negative token %d", ErrInvalidResource, token)
+		return invalidTokenError{token}
 	}
 	return nil
 }

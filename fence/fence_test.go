@@ -37,8 +37,12 @@ func TestValidateResource(t *testing.T) {
 			t.Errorf("%q: %v, want ErrInvalidResource", bad, err)
 		}
 	}
-	if err := fence.ValidateToken(-1); !errors.Is(err, fence.ErrInvalidResource) {
-		t.Errorf("token -1: %v", err)
+	err := fence.ValidateToken(-1)
+	if !errors.Is(err, fence.ErrInvalidToken) || !errors.Is(err, fence.ErrInvalidResource) {
+		t.Errorf("token -1: %v, want ErrInvalidToken (and ErrInvalidResource, as before it)", err)
+	}
+	if err != nil && (!strings.Contains(err.Error(), "invalid token") || strings.Contains(err.Error(), "invalid resource")) {
+		t.Errorf("token -1: %q should call the token invalid, not the resource", err)
 	}
 	if err := fence.ValidateToken(0); err != nil {
 		t.Errorf("token 0: %v", err)
