@@ -36,3 +36,14 @@ var (
 	// or refuses TLS); permanent.
 	ErrTLS = spi.ErrTLS
 )
+
+// IsPermanent reports whether err will not heal by retrying (spi.Classify): an invalid name or
+// option, a closed client, a missing or drifted schema, a token the backend cannot store or
+// read, a TLS failure, and what a backend marks permanent — refused credentials or privileges,
+// a database that does not exist, a server of the wrong kind. The client already acts on it:
+// Lock and TryLock return such an error at once instead of retrying, and an election reports
+// it through Err. Everything else (timeouts, lost connections, busy servers, ErrUnavailable
+// around a transient cause) is worth retrying. A nil err is not permanent.
+func IsPermanent(err error) bool {
+	return err != nil && spi.Classify(err) == spi.Permanent
+}

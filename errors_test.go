@@ -247,3 +247,26 @@ func TestUnlockAfterClose(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestIsPermanent: IsPermanent follows spi.Classify, including a permanent cause inside
+// ErrUnavailable, and a nil error is not permanent.
+func TestIsPermanent(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{nil, false},
+		{errors.New("connection reset"), false},
+		{context.DeadlineExceeded, false},
+		{spi.Unavailable("acquire", errors.New("i/o timeout")), false},
+		{simba.ErrInvalidName, true},
+		{simba.ErrClosed, true},
+		{simba.ErrTLS, true},
+		{simba.ErrSchemaDrift, true},
+		{spi.Unavailable("open session", spi.AsPermanent(errors.New("password authentication failed"))), true},
+	} {
+		if got := simba.IsPermanent(c.err); got != c.want {
+			t.Errorf("IsPermanent(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+}
