@@ -105,3 +105,23 @@ func ExamplePartitionGroup() {
 	// members: 2
 	// partitions led: 8
 }
+
+// IsPermanent tells an error that retrying will not heal from one worth retrying.
+func ExampleIsPermanent() {
+	srv := simbatest.NewServer(simbatest.WithClock(spi.SystemClock()))
+	ctx := context.Background()
+	c, _ := simba.New(srv.Backend(), simba.WithTTL(time.Second))
+	defer c.Close(ctx)
+
+	_, err := c.Lock(ctx, "no spaces allowed")
+	fmt.Println("invalid name:", simba.IsPermanent(err))
+
+	short, cancel := context.WithTimeout(ctx, time.Millisecond)
+	defer cancel()
+	<-short.Done()
+	_, err = c.Lock(short, "invoice-42")
+	fmt.Println("context ended:", simba.IsPermanent(err))
+	// Output:
+	// invalid name: true
+	// context ended: false
+}
