@@ -10,8 +10,11 @@ var (
 	// ErrInvalidName: a lease or group name breaks the wire grammar (1–128 of [A-Za-z0-9._:-],
 	// not "." or "..").
 	ErrInvalidName = spi.ErrInvalidName
-	// ErrClosed: the client was closed.
+	// ErrClosed: the client was closed (or its backend: ErrBackendClosed matches it too).
 	ErrClosed = spi.ErrClosed
+	// ErrBackendClosed: the backend was closed, by whoever opened it, possibly under a live
+	// client; it matches ErrClosed too.
+	ErrBackendClosed = spi.ErrBackendClosed
 	// ErrNotHeld: the caller is not the leader / does not hold the lock.
 	ErrNotHeld = spi.ErrNotHeld
 	// ErrLockHeld: TryLock found the lock held by another session.

@@ -67,7 +67,7 @@ func (b *Backend) call(ctx context.Context, op string, f func(m *Model, now time
 	closed := b.closed
 	srv.mu.Unlock()
 	if closed {
-		return fmt.Errorf("simbatest: %s: %w", op, spi.ErrClosed)
+		return fmt.Errorf("simbatest: %s: %w", op, spi.ErrBackendClosed)
 	}
 	var delay time.Duration
 	for _, faults := range []*Faults{srv.Faults, b.Faults} {
@@ -102,7 +102,7 @@ func (b *Backend) call(ctx context.Context, op string, f func(m *Model, now time
 		err = f(m, now)
 	})
 	if closed {
-		return fmt.Errorf("simbatest: %s: %w", op, spi.ErrClosed)
+		return fmt.Errorf("simbatest: %s: %w", op, spi.ErrBackendClosed)
 	}
 	if err != nil {
 		return err
@@ -322,7 +322,7 @@ func (b *Backend) Hints(ctx context.Context) (<-chan spi.Hint, error) {
 	srv.mu.Lock()
 	if b.closed {
 		srv.mu.Unlock()
-		return nil, fmt.Errorf("simbatest: Hints: %w", spi.ErrClosed)
+		return nil, fmt.Errorf("simbatest: Hints: %w", spi.ErrBackendClosed)
 	}
 	srv.subs[sub] = struct{}{}
 	srv.mu.Unlock()
@@ -341,7 +341,7 @@ func (b *Backend) Hints(ctx context.Context) (<-chan spi.Hint, error) {
 	return sub.ch, nil
 }
 
-// Close disconnects this client: later calls fail with spi.ErrClosed and its hint channels are
+// Close disconnects this client: later calls fail with spi.ErrBackendClosed and its hint channels are
 // closed. Like a real backend's Close, it leaves the client's sessions to expire at the server.
 func (b *Backend) Close() error {
 	srv := b.srv

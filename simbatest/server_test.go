@@ -256,10 +256,10 @@ func TestServerHints(t *testing.T) {
 	if _, ok := <-h2; ok {
 		t.Fatal("hint channel open after Close")
 	}
-	if _, err := a.OpenSession(ctx, "a", ttl); !errors.Is(err, spi.ErrClosed) {
+	if _, err := a.OpenSession(ctx, "a", ttl); !errors.Is(err, spi.ErrBackendClosed) {
 		t.Fatalf("call after Close = %v", err)
 	}
-	if _, err := a.Hints(ctx); !errors.Is(err, spi.ErrClosed) {
+	if _, err := a.Hints(ctx); !errors.Is(err, spi.ErrBackendClosed) {
 		t.Fatalf("Hints after Close = %v", err)
 	}
 	if err := a.Close(); err != nil {

@@ -17,8 +17,12 @@ var (
 	// ErrInvalidName: a lease or group name breaks the wire grammar. It is the generated
 	// wire package's sentinel, so name errors from any layer match it.
 	ErrInvalidName = wire.ErrInvalidName
-	// ErrClosed: the client (or backend) was closed.
+	// ErrClosed: the client was closed; it also matches ErrBackendClosed.
 	ErrClosed = errors.New("simba: client closed")
+	// ErrBackendClosed: the backend was closed (spi.Backend.Close) — by whoever opened it,
+	// possibly under a live client. It matches ErrClosed too, and says which was closed.
+	// Permanent.
+	ErrBackendClosed error = &childError{msg: "simba: backend closed", parent: ErrClosed}
 	// ErrNotHeld: the caller is not the leader / does not hold the lock.
 	ErrNotHeld = errors.New("simba: not held")
 	// ErrLockHeld: TryLock found the lock held by another session.

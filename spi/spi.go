@@ -189,7 +189,7 @@ func (s Status) String() string {
 //     that opened it (on ZooKeeper a session is a connection).
 //
 // Methods are safe for concurrent use. After Close, every method fails with an error matching
-// ErrClosed.
+// ErrBackendClosed (which matches ErrClosed too).
 type Backend interface {
 	// OpenSession opens a new session for owner that expires ttl after it is opened and after
 	// each keep-alive, and returns its id and its time left (in (0, ttl], by the backend's clock
@@ -251,7 +251,7 @@ type Backend interface {
 	Members(ctx context.Context, group string) ([]SessionID, error)
 
 	// Close releases the backend's own resources (the connections it opened; it does not close
-	// pools the user passed in) and makes later calls fail with ErrClosed. It leaves sessions to
+	// pools the user passed in) and makes later calls fail with ErrBackendClosed. It leaves sessions to
 	// expire at the server, except where a session is the connection (ZooKeeper). The client
 	// does not call it (simba.Client.Close leaves the backend open): whoever opened the backend
 	// closes it. Closing twice is not an error.

@@ -213,7 +213,7 @@ func (b *Backend) CutSafe() bool { return true }
 // withdrawal that fails runs again with the session's next keep-alive.
 func (b *Backend) QueueEntriesLiveWithSession() bool { return true }
 
-// Close makes later calls fail with spi.ErrClosed, ends the hint watches and, when the
+// Close makes later calls fail with spi.ErrBackendClosed, ends the hint watches and, when the
 // backend made its client (New, NewFromConfig), closes it. Sessions are left to expire.
 func (b *Backend) Close() error {
 	b.mu.Lock()
@@ -238,7 +238,7 @@ func (b *Backend) check() (*clientv3.Client, error) {
 	closed := b.closed
 	b.mu.Unlock()
 	if closed {
-		return nil, fmt.Errorf("etcd: %w", spi.ErrClosed)
+		return nil, fmt.Errorf("etcd: %w", spi.ErrBackendClosed)
 	}
 	return b.client()
 }

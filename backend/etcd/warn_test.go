@@ -3,6 +3,7 @@ package etcd
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/simba-go/simba/internal/testenv"
+	"github.com/simba-go/simba/spi"
 )
 
 // syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
@@ -68,5 +70,22 @@ func TestWarnsWhenTheServerRaisesTheTTL(t *testing.T) {
 	}
 	if logs.String() != before {
 		t.Fatalf("a TTL the server grants as asked logged:\n%s", strings.TrimPrefix(logs.String(), before))
+	}
+}
+
+// TestCallsAfterCloseSayTheBackendIsClosed: after Close every call fails with an error matching
+// spi.ErrBackendClosed (and so spi.ErrClosed).
+func TestCallsAfterCloseSayTheBackendIsClosed(t *testing.T) {
+	b, err := New(serverDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	ctx := context.Background()
+	if _, err := b.OpenSession(ctx, "o", 2*time.Second); !errors.Is(err, spi.ErrBackendClosed) || !errors.Is(err, spi.ErrClosed) {
+		t.Fatalf("OpenSession after Close = %v, want ErrBackendClosed", err)
+	}
+	if _, err := b.Hints(ctx); !errors.Is(err, spi.ErrBackendClosed) {
+		t.Fatalf("Hints after Close = %v, want ErrBackendClosed", err)
 	}
 }

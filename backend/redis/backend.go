@@ -212,7 +212,7 @@ func (b *Backend) Close() error {
 
 func (b *Backend) checkOpen() error {
 	if b.closed.Load() {
-		return spi.ErrClosed
+		return spi.ErrBackendClosed
 	}
 	return nil
 }
@@ -230,7 +230,7 @@ func (b *Backend) fail(op string, err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, goredis.ErrClosed) && b.closed.Load():
-		return fmt.Errorf("redis: %s: %w", op, spi.ErrClosed)
+		return fmt.Errorf("redis: %s: %w", op, spi.ErrBackendClosed)
 	case errors.Is(err, context.Canceled):
 		return fmt.Errorf("redis: %s: %w", op, err)
 	case goredis.HasErrorPrefix(err, luascripts.ErrorTokenOverflow):

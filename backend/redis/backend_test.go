@@ -100,10 +100,10 @@ func TestErrorsAreClassified(t *testing.T) {
 		t.Errorf("cancelled context: %v", err)
 	}
 	b.Close()
-	if _, err := b.Acquire(ctx, sid, "x"); !errors.Is(err, spi.ErrClosed) {
+	if _, err := b.Acquire(ctx, sid, "x"); !errors.Is(err, spi.ErrBackendClosed) {
 		t.Errorf("after Close: %v", err)
 	}
-	if _, err := b.Hints(ctx); !errors.Is(err, spi.ErrClosed) {
+	if _, err := b.Hints(ctx); !errors.Is(err, spi.ErrBackendClosed) {
 		t.Errorf("Hints after Close: %v", err)
 	}
 }

@@ -163,7 +163,7 @@ func (b *Backend) Hints(ctx context.Context) (<-chan spi.Hint, error) {
 			if ps != nil {
 				ps.Close()
 			}
-			return nil, spi.ErrClosed
+			return nil, spi.ErrBackendClosed
 		}
 		if h.conn != nil || ps != nil {
 			break // holding h.mu

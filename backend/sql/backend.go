@@ -160,7 +160,7 @@ func (b *Backend) MigrationPath() string {
 // Close stops the backend's background work (housekeeping, the PostgreSQL hint listener) and
 // closes the pool if Open created it. A pool passed to NewPostgres, NewMySQL or NewSQLite is left
 // open. Sessions are not closed: they expire after their TTL unless CloseSession ends them.
-// Close is idempotent; every later call of another method fails with spi.ErrClosed.
+// Close is idempotent; every later call of another method fails with spi.ErrBackendClosed.
 func (b *Backend) Close() error {
 	b.lifeMu.Lock()
 	if b.closed.Swap(true) {
@@ -178,7 +178,7 @@ func (b *Backend) Close() error {
 
 func (b *Backend) checkOpen() error {
 	if b.closed.Load() {
-		return fmt.Errorf("sql %s: %w", b.name, spi.ErrClosed)
+		return fmt.Errorf("sql %s: %w", b.name, spi.ErrBackendClosed)
 	}
 	return nil
 }
@@ -189,7 +189,7 @@ func (b *Backend) fail(op string, err error) error {
 		return nil
 	}
 	if b.closed.Load() {
-		return fmt.Errorf("sql %s: %s: %w (%w)", b.name, op, spi.ErrClosed, err)
+		return fmt.Errorf("sql %s: %s: %w (%w)", b.name, op, spi.ErrBackendClosed, err)
 	}
 	if errors.Is(err, context.Canceled) {
 		return fmt.Errorf("sql %s: %s: %w", b.name, op, err)

@@ -291,8 +291,8 @@ func TestUserPools(t *testing.T) {
 		if err := b.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := b.OpenSession(testCtx(t), "o", time.Second); !errors.Is(err, spi.ErrClosed) {
-			t.Fatalf("OpenSession after Close = %v, want ErrClosed", err)
+		if _, err := b.OpenSession(testCtx(t), "o", time.Second); !errors.Is(err, spi.ErrBackendClosed) {
+			t.Fatalf("OpenSession after Close = %v, want ErrBackendClosed", err)
 		}
 	}
 	t.Run("postgres", func(t *testing.T) {
@@ -656,7 +656,7 @@ func TestHintsWithoutPushCloseWithContext(t *testing.T) {
 	if _, ok := <-ch; ok {
 		t.Fatal("a hint on SQLite")
 	}
-	if _, err := b.Hints(context.Background()); !errors.Is(err, spi.ErrClosed) {
+	if _, err := b.Hints(context.Background()); !errors.Is(err, spi.ErrBackendClosed) {
 		t.Fatalf("Hints after Close = %v", err)
 	}
 }

@@ -271,7 +271,7 @@ func (b *Backend) OpenSession(ctx context.Context, owner string, ttl time.Durati
 	if b.closed {
 		b.mu.Unlock()
 		s.end(false)
-		return spi.Session{}, spi.ErrClosed
+		return spi.Session{}, spi.ErrBackendClosed
 	}
 	b.sessions[s.id] = s
 	b.mu.Unlock()
@@ -301,7 +301,7 @@ func (b *Backend) checkOpen() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
-		return spi.ErrClosed
+		return spi.ErrBackendClosed
 	}
 	return nil
 }
@@ -311,7 +311,7 @@ func (b *Backend) lookup(sid spi.SessionID) (*session, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
-		return nil, spi.ErrClosed
+		return nil, spi.ErrBackendClosed
 	}
 	s := b.sessions[sid]
 	if s == nil {
@@ -474,7 +474,7 @@ func (b *Backend) CloseSession(ctx context.Context, sid spi.SessionID) error {
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
-		return spi.ErrClosed
+		return spi.ErrBackendClosed
 	}
 	s := b.sessions[sid]
 	delete(b.sessions, sid)
@@ -826,7 +826,7 @@ func (b *Backend) anySession(ctx context.Context) (*session, error) {
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
-		return nil, spi.ErrClosed
+		return nil, spi.ErrBackendClosed
 	}
 	for _, s := range b.sessions {
 		if !s.gone() {
@@ -847,7 +847,7 @@ func (b *Backend) anySession(ctx context.Context) (*session, error) {
 	defer b.mu.Unlock()
 	if b.closed {
 		go o.end(false)
-		return nil, spi.ErrClosed
+		return nil, spi.ErrBackendClosed
 	}
 	if b.observer != nil && !b.observer.gone() {
 		go o.end(false)

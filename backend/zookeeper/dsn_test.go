@@ -216,7 +216,7 @@ func TestOpenSessionRejectsBadInputBeforeIO(t *testing.T) {
 		t.Errorf("Acquire by an unknown session = %+v, %v", r, err)
 	}
 	b.Close()
-	if _, err := b.OpenSession(ctx, "o", time.Second); !errors.Is(err, spi.ErrClosed) {
+	if _, err := b.OpenSession(ctx, "o", time.Second); !errors.Is(err, spi.ErrBackendClosed) {
 		t.Errorf("OpenSession after Close: %v", err)
 	}
 }

@@ -304,7 +304,7 @@ func (s *session) fail(op string, err error) error {
 	case errors.Is(err, zk.ErrNoAuth), errors.Is(err, zk.ErrInvalidACL), errors.Is(err, zk.ErrAuthFailed):
 		return spi.AsPermanent(fmt.Errorf("zookeeper: %s: %w (the DSN's user:password must be the identity that created %s)", op, err, s.b.lay.root()))
 	case errors.Is(err, zk.ErrClosing) && s.ended.Load():
-		return fmt.Errorf("zookeeper: %s: %w", op, spi.ErrClosed)
+		return fmt.Errorf("zookeeper: %s: %w", op, spi.ErrBackendClosed)
 	}
 	return spi.Unavailable("zookeeper: "+op, err)
 }
