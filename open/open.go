@@ -72,9 +72,11 @@ type config struct {
 }
 
 // WithLogger sets the logger every backend logs its warnings to (foreign records it skips, a
-// Redis server without durable persistence, a ZooKeeper DSN without credentials, ...). The
-// default is each backend's, slog.Default(). A nil logger is an error matching
-// spi.ErrInvalidOption.
+// Redis server without durable persistence, a ZooKeeper DSN without credentials, an etcd
+// server that raises a session's TTL to its minimum, ...). The default is each backend's,
+// slog.Default(). A nil logger is an error matching spi.ErrInvalidOption. The Redis driver's
+// own log lines (go-redis: failed dials, pool events) go to its process-wide logger, which
+// only redis.SetLogger sets; the backend leaves it to the program.
 func WithLogger(l *slog.Logger) Option {
 	return Option{func(c *config) error {
 		if l == nil {
@@ -217,7 +219,11 @@ func openScheme(ctx context.Context, scheme, dsn string, cfg config) (spi.Backen
 		if cfg.tls != nil {
 			ec.TLS = cfg.tls
 		}
-		b, err := etcdbackend.NewFromConfig(ec)
+		var o []etcdbackend.Option
+		if cfg.logger != nil {
+			o = append(o, etcdbackend.WithSlog(cfg.logger))
+		}
+		b, err := etcdbackend.NewFromConfig(ec, o...)
 		if err != nil {
 			return nil, checkError(err, dsn)
 		}
