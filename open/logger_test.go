@@ -1,11 +1,8 @@
 package open_test
 
 import (
-	"bytes"
 	"context"
-	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,32 +10,14 @@ import (
 	"github.com/simba-go/simba/open"
 )
 
-// lockedBuffer is a bytes.Buffer safe for a logger's concurrent writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestWithLoggerReachesEtcd: the etcd backend's warning (a TTL the server raises to its
 // minimum lease TTL) goes to the logger given with WithLogger.
 func TestWithLoggerReachesEtcd(t *testing.T) {
-	var logs lockedBuffer
+	var logs testenv.LogBuffer
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	dsn := "etcd://" + strings.Join(testenv.Etcd(t), ",") + "/simba-open-logger"
-	b, err := open.Open(ctx, dsn, open.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	b, err := open.Open(ctx, dsn, open.WithLogger(logs.Logger()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,36 +1,15 @@
 package etcd
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/simba-go/simba/internal/testenv"
 	"github.com/simba-go/simba/spi"
 )
-
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestWarnsWhenTheServerRaisesTheTTL: a TTL under the server's minimum lease TTL opens a
 // session (as safe as any: its time left counts on the TTL asked) and the backend says, once
@@ -41,8 +20,8 @@ func TestWarnsWhenTheServerRaisesTheTTL(t *testing.T) {
 	if lo <= time.Second {
 		t.Fatalf("the test server grants one-second leases (minimum %v): start it with the default election timeout", lo)
 	}
-	var logs syncBuffer
-	b, err := New(serverDSN(t), WithSlog(slog.New(slog.NewTextHandler(&logs, nil))))
+	var logs testenv.LogBuffer
+	b, err := New(serverDSN(t), WithSlog(logs.Logger()))
 	if err != nil {
 		t.Fatal(err)
 	}
