@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simba-go/simba/internal/sqlitetest"
 	"github.com/simba-go/simba/spi"
 )
 
@@ -142,28 +143,7 @@ func testMigrateAcrossProcesses(t *testing.T, mode string) {
 func TestSQLiteMigrateWaitsForAWriter(t *testing.T) {
 	ctx := testCtx(t)
 	path := filepath.Join(t.TempDir(), "busy.db")
-	// A rollback journal, as a file before any WAL; the busy timeout makes its COMMIT wait for
-	// the readers that try again meanwhile.
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	c, err := db.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	for _, st := range []string{"CREATE TABLE other (x)", "BEGIN IMMEDIATE", "INSERT INTO other VALUES (1)"} {
-		if _, err := c.ExecContext(ctx, st); err != nil {
-			t.Fatalf("%s: %v", st, err)
-		}
-	}
-	committed := make(chan error, 1)
-	time.AfterFunc(300*time.Millisecond, func() {
-		_, err := c.ExecContext(ctx, "COMMIT")
-		committed <- err
-	})
+	committed := sqlitetest.WriterOnNewFile(t, ctx, path, 300*time.Millisecond)
 	b, err := Open(ctx, "sqlite://"+path, WithAutoMigrate())
 	if err != nil {
 		t.Errorf("Open(WithAutoMigrate) while another connection writes: %v", err)

@@ -16,6 +16,7 @@ import (
 	"github.com/simba-go/simba"
 	sqlbackend "github.com/simba-go/simba/backend/sql"
 	"github.com/simba-go/simba/generated/wire"
+	"github.com/simba-go/simba/internal/sqlitetest"
 	"github.com/simba-go/simba/spi"
 	"github.com/simba-go/simba/sql/schema"
 )
@@ -305,28 +306,7 @@ func TestNewSQLiteFileWaitsForAWriter(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	path := filepath.Join(t.TempDir(), "busy.db")
-	// A rollback journal, as a file before any WAL; the busy timeout makes its COMMIT wait for
-	// the readers that try again meanwhile.
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	c, err := db.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	for _, st := range []string{"CREATE TABLE t (x)", "BEGIN IMMEDIATE", "INSERT INTO t VALUES (1)"} {
-		if _, err := c.ExecContext(ctx, st); err != nil {
-			t.Fatalf("%s: %v", st, err)
-		}
-	}
-	committed := make(chan error, 1)
-	time.AfterFunc(300*time.Millisecond, func() {
-		_, err := c.ExecContext(ctx, "COMMIT")
-		committed <- err
-	})
+	committed := sqlitetest.WriterOnNewFile(t, ctx, path, 300*time.Millisecond)
 	fresh, err := newSQLiteFile(ctx, "sqlite://"+path)
 	if err != nil || fresh {
 		t.Errorf("newSQLiteFile while another connection writes = %v, %v; want false (it has a table), nil", fresh, err)
