@@ -22,7 +22,8 @@ DSN fails with an error matching spi.ErrInvalidOption that names what is wrong (
 the password). Over TLS, a certificate that does not verify, and a server that speaks plain
 RESP (found fast: a plain-text Redis never answers a TLS handshake, so after 500 ms the dialer
 asks it a plain-text PING on a second connection), fail with a permanent spi.ErrTLS instead of
-being retried until the caller's context ends.
+being retried until the caller's context ends (the dialer retries only transient dial
+failures, see ParseDSN).
 
 # Layout and time
 
