@@ -23,7 +23,10 @@ the password). Over TLS, a certificate that does not verify, and a server that s
 RESP (found fast: a plain-text Redis never answers a TLS handshake, so after 500 ms the dialer
 asks it a plain-text PING on a second connection), fail with a permanent spi.ErrTLS instead of
 being retried until the caller's context ends (the dialer retries only transient dial
-failures, see ParseDSN).
+failures, see ParseDSN). A DSN the server cannot serve fails with a permanent error that says
+what to change: a database out of range or other than 0 on a Cluster node (spi.ErrInvalidOption),
+and redis+cluster:// at a server without cluster support (use redis://), as redis:// at a
+Cluster node is told to use redis+cluster://.
 
 # Layout and time
 
