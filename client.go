@@ -117,8 +117,17 @@ type leaseHandle interface {
 
 type insideKey struct{}
 
-// New starts a client on backend. It validates every option before any I/O, opens the first
-// session in the background and returns at once; elections wait for the session by themselves.
+// New starts a client on backend. It validates every option before any I/O and opens the first
+// session in the background; elections wait for the session by themselves. With a backend that
+// delivers hints (spi.Hinter) New subscribes to them first, on the caller's goroutine, and that
+// may do I/O: the Redis backend subscribes to a probe channel and waits for the server's
+// confirmation, which against a server that accepts connections but never answers lasts until
+// the backend's own timeouts give up (seconds; a server that refuses connections is treated as
+// briefly down and costs nothing). New fails when the backend refuses the subscription: on
+// Redis, an ACL user without permission for Simba's channels or a DSN the server cannot serve
+// (a database out of range, redis+cluster:// at a standalone server), each a permanent error.
+// A backend that is merely unreachable does not fail New (nor, on Redis, TLS that cannot work):
+// the first session's calls then fail, and are retried or reported as for any call.
 func New(backend spi.Backend, opts ...Option) (*Client, error) {
 	if backend == nil {
 		return nil, invalid("backend is nil")

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -224,7 +225,9 @@ func (b *Backend) checkOpen() error {
 // and spi.ErrCorruptToken); everything else (connection loss, timeouts, LOADING, BUSY, TRYAGAIN,
 // CLUSTERDOWN, READONLY during a failover, MOVED or ASK met by a Cluster client during a
 // resharding) is retryable and matches
-// spi.ErrUnavailable.
+// spi.ErrUnavailable. A DSN the server cannot serve is permanent too, with what to change: a
+// database index out of range, or any but 0 on a Cluster node, matches spi.ErrInvalidOption; a
+// Cluster client at a server without cluster support is told to use redis://.
 func (b *Backend) fail(op string, err error) error {
 	switch {
 	case err == nil:
@@ -250,8 +253,26 @@ func (b *Backend) fail(op string, err error) error {
 		return spi.AsPermanent(fmt.Errorf("redis: %s: %w (the server is a Redis Cluster node: use a redis+cluster:// DSN)", op, err))
 	case goredis.HasErrorPrefix(err, "CROSSSLOT"):
 		return spi.AsPermanent(fmt.Errorf("redis: %s: %w", op, err))
+	case goredis.HasErrorPrefix(err, "DB index is out of range"):
+		// The connection's SELECT of the DSN's /db: the server has fewer databases.
+		return fmt.Errorf("%w: redis: %s: %w (the DSN's database %s does not exist: the server has as many as its databases setting, 16 by default, numbered from 0)",
+			spi.ErrInvalidOption, op, err, b.db())
+	case goredis.HasErrorPrefix(err, "SELECT is not allowed in cluster mode"):
+		return fmt.Errorf("%w: redis: %s: %w (the server is a Redis Cluster node, which has database 0 only: use a redis+cluster:// DSN without a database)",
+			spi.ErrInvalidOption, op, err)
+	case goredis.HasErrorPrefix(err, "This instance has cluster support disabled"):
+		// A Cluster client's CLUSTER SLOTS to a standalone server.
+		return spi.AsPermanent(fmt.Errorf("redis: %s: %w (the server is not a Redis Cluster node: use a redis:// DSN, or redis+sentinel:// for a master behind Sentinel)", op, err))
 	}
 	return spi.Unavailable("redis "+op, err)
+}
+
+// db names the database the client selects, for fail's message.
+func (b *Backend) db() string {
+	if c, ok := b.c.(*goredis.Client); ok {
+		return strconv.Itoa(c.Options().DB)
+	}
+	return "index"
 }
 
 // newSessionID makes 128 random bits as 32 lowercase hex characters.

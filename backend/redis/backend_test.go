@@ -575,3 +575,40 @@ func TestKeepAliveMembersRemaining(t *testing.T) {
 		})
 	}
 }
+
+// TestDSNTheServerCannotServeIsPermanent: a DSN the server can never serve fails at once, at
+// the hint subscription (which simba.New makes) and at OpenSession, with a permanent error
+// saying what to change, not a retryable ErrUnavailable: a database index out of range, a
+// database other than 0 on a Cluster node, and redis+cluster:// at a standalone server. The
+// servers are only read.
+func TestDSNTheServerCannotServeIsPermanent(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		dsn     func(t *testing.T) string
+		invalid bool   // matches spi.ErrInvalidOption
+		hint    string // the message says
+	}{
+		{"db-out-of-range", func(t *testing.T) string { return "redis://" + testenv.Redis(t) + "/99" }, true, "database 99 does not exist"},
+		{"cluster-at-standalone", func(t *testing.T) string { return "redis+cluster://" + testenv.Redis(t) }, false, "use a redis:// DSN"},
+		{"db-on-cluster-node", func(t *testing.T) string { return "redis://" + testenv.RedisCluster(t)[0] + "/1" }, true, "use a redis+cluster:// DSN"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dsn := tc.dsn(t) // skips or fails as testenv decides when the server is down
+			b, err := Open(dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_, err = b.OpenSession(ctx, "o", 10*time.Second)
+			_, herr := b.Hints(ctx)
+			for what, err := range map[string]error{"OpenSession": err, "Hints": herr} {
+				if err == nil || spi.Classify(err) != spi.Permanent || errors.Is(err, spi.ErrUnavailable) ||
+					errors.Is(err, spi.ErrInvalidOption) != tc.invalid || !strings.Contains(err.Error(), tc.hint) {
+					t.Errorf("%s: %s = %v (%v), want a permanent error (ErrInvalidOption %v) saying %q", dsn, what, err, spi.Classify(err), tc.invalid, tc.hint)
+				}
+			}
+		})
+	}
+}

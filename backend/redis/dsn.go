@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"net"
@@ -33,6 +34,10 @@ type Config struct {
 	// WithWaitReplicas).
 	WaitReplicas int
 	WaitTimeout  time.Duration
+
+	// dialRetries is the options' DialerRetries as the DSN set it, when ParseDSN moved them
+	// into the TLS dialer (see tlsDialer), for UseTLS.
+	dialRetries int
 }
 
 // ParseDSN parses a Redis DSN:
@@ -59,6 +64,9 @@ type Config struct {
 // fast with a permanent spi.ErrTLS when the server's certificate does not verify or when the
 // server speaks plain RESP (a plain-text Redis never answers a TLS handshake: after 500 ms
 // without an answer the dialer sends a plain-text PING on a second connection to find out).
+// That dialer also does the dial retries (DialerRetries attempts, DialerRetryTimeout apart, as
+// go-redis's pool would), retrying transient failures only, and the options' DialerRetries is
+// set to 1 so that the pool does not retry a TLS failure on top.
 func ParseDSN(dsn string) (Config, error) {
 	bad := func(format string, args ...any) (Config, error) {
 		return Config{}, dsnutil.Errorf(spi.ErrInvalidOption, "redis DSN", dsn, format, args...)
@@ -133,6 +141,10 @@ func ParseDSN(dsn string) (Config, error) {
 		if err != nil {
 			return bad("%v", err)
 		}
+		if o.TLSConfig != nil {
+			cfg.dialRetries = o.DialerRetries
+			useTLSDialer(o.TLSConfig, &o.Dialer, &o.DialerRetries, o.DialerRetryTimeout)
+		}
 		o.ContextTimeoutEnabled = true // see bounded
 		cfg.FailoverOptions = o
 		return cfg, nil
@@ -150,7 +162,8 @@ func ParseDSN(dsn string) (Config, error) {
 			return bad("%v", err)
 		}
 		if o.TLSConfig != nil {
-			o.Dialer = newTLSDialer(o.TLSConfig)
+			cfg.dialRetries = o.DialerRetries
+			useTLSDialer(o.TLSConfig, &o.Dialer, &o.DialerRetries, o.DialerRetryTimeout)
 		}
 		o.ContextTimeoutEnabled = true // see bounded
 		cfg.Options = o
@@ -171,7 +184,8 @@ func ParseDSN(dsn string) (Config, error) {
 		return bad("%v", err)
 	}
 	if o.TLSConfig != nil {
-		o.Dialer = newTLSDialer(o.TLSConfig)
+		cfg.dialRetries = o.DialerRetries
+		useTLSDialer(o.TLSConfig, &o.Dialer, &o.DialerRetries, o.DialerRetryTimeout)
 	}
 	o.ContextTimeoutEnabled = true // see bounded
 	cfg.ClusterOptions = o
@@ -223,9 +237,6 @@ func parseSentinel(scheme, userinfo string, list []string, path string, vals url
 		o.Password, _ = ui.User.Password()
 	}
 	o.SentinelUsername, o.SentinelPassword = sentUser, sentPass
-	if o.TLSConfig != nil {
-		o.Dialer = newTLSDialer(o.TLSConfig)
-	}
 	return o, nil
 }
 
@@ -236,13 +247,26 @@ func (c *Config) UseTLS(tc *tls.Config) {
 	if tc == nil {
 		return
 	}
-	switch {
-	case c.Options != nil:
-		c.Options.TLSConfig, c.Options.Dialer = tc, newTLSDialer(tc)
-	case c.ClusterOptions != nil:
-		c.ClusterOptions.TLSConfig, c.ClusterOptions.Dialer = tc, newTLSDialer(tc)
-	case c.FailoverOptions != nil:
-		c.FailoverOptions.TLSConfig, c.FailoverOptions.Dialer = tc, newTLSDialer(tc)
+	// use installs the TLS dialer; if ParseDSN installed one already, the options'
+	// DialerRetries is 1 and the DSN's value is c.dialRetries.
+	use := func(old *tls.Config, dialer *func(context.Context, string, string) (net.Conn, error), retries *int, backoff time.Duration) {
+		if old != nil {
+			*retries = c.dialRetries
+		} else {
+			c.dialRetries = *retries
+		}
+		useTLSDialer(tc, dialer, retries, backoff)
+	}
+	switch o := c; {
+	case o.Options != nil:
+		use(o.Options.TLSConfig, &o.Options.Dialer, &o.Options.DialerRetries, o.Options.DialerRetryTimeout)
+		o.Options.TLSConfig = tc
+	case o.ClusterOptions != nil:
+		use(o.ClusterOptions.TLSConfig, &o.ClusterOptions.Dialer, &o.ClusterOptions.DialerRetries, o.ClusterOptions.DialerRetryTimeout)
+		o.ClusterOptions.TLSConfig = tc
+	case o.FailoverOptions != nil:
+		use(o.FailoverOptions.TLSConfig, &o.FailoverOptions.Dialer, &o.FailoverOptions.DialerRetries, o.FailoverOptions.DialerRetryTimeout)
+		o.FailoverOptions.TLSConfig = tc
 	}
 }
 

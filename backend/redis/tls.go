@@ -25,18 +25,66 @@ const plaintextProbeTimeout = 2 * time.Second
 
 // tlsDialer dials a TLS connection as go-redis's own dialer does, and fails fast with a
 // permanent spi.ErrTLS when the server speaks plain RESP or its certificate does not verify.
+//
+// It also does the dial retries that go-redis's pool would otherwise do (the options'
+// DialerRetries attempts, DialerRetryTimeout apart: 5 and 100 ms by default), so that it can
+// tell the two kinds of failure apart, which the pool's loop cannot (its backoff sees the
+// attempt number, never the error): a transient failure (connection refused while the server
+// restarts, a reset, a timeout) is retried as the pool did, a TLS failure is returned at once.
+// The pool retried TLS failures too, 5 attempts per connection and 100 ms apart, several
+// connections per call (the durability check's CONFIG GET and INFO, then the script), so a call
+// with a short timeout (a Simba client gives each call a third of its TTL: 1 s for a 3 s TTL)
+// ended on its deadline, as a retryable "context deadline exceeded", before the TLS error came
+// back. useTLSDialer sets the pool's DialerRetries to 1 accordingly.
 type tlsDialer struct {
-	cfg *tls.Config
+	cfg     *tls.Config
+	retries int           // attempts per dial, at least 1
+	backoff time.Duration // between attempts
 	// plain holds the addresses found speaking plain RESP: the next dial checks them first,
-	// so the pool's dial retries fail in one round trip each.
+	// so a dial to such a server fails in one round trip.
 	plain sync.Map
 }
 
-func newTLSDialer(cfg *tls.Config) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	return (&tlsDialer{cfg: cfg}).dial
+// Defaults of go-redis's DialerRetries and DialerRetryTimeout.
+const (
+	defaultDialRetries = 5
+	defaultDialBackoff = 100 * time.Millisecond
+)
+
+// useTLSDialer sets the Dialer and DialerRetries of a go-redis options struct (Options,
+// ClusterOptions or FailoverOptions) to a tlsDialer for cfg that makes the retries and backoff
+// the options asked for, and to 1 attempt per pool dial. The pool's DialTimeout then bounds
+// the tlsDialer's attempts together rather than each (a Simba call's own timeout, a third of
+// the TTL, is shorter anyway); the options' DialerRetryBackoff, which ParseDSN never sets, is
+// not used.
+func useTLSDialer(cfg *tls.Config, dialer *func(context.Context, string, string) (net.Conn, error), retries *int, backoff time.Duration) {
+	d := &tlsDialer{cfg: cfg, retries: *retries, backoff: backoff}
+	if d.retries <= 0 {
+		d.retries = defaultDialRetries
+	}
+	if d.backoff <= 0 {
+		d.backoff = defaultDialBackoff
+	}
+	*dialer, *retries = d.dial, 1
 }
 
 func (d *tlsDialer) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	for attempt := 1; ; attempt++ {
+		conn, err := d.dialOnce(ctx, network, addr)
+		if err == nil || spi.IsTLSError(err) || attempt >= d.retries {
+			return conn, err
+		}
+		t := time.NewTimer(d.backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-t.C:
+		}
+	}
+}
+
+func (d *tlsDialer) dialOnce(ctx context.Context, network, addr string) (net.Conn, error) {
 	if _, ok := d.plain.Load(addr); ok {
 		if reply := probePlaintext(ctx, network, addr); reply != "" {
 			return nil, plaintextError(addr, reply)

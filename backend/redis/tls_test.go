@@ -10,12 +10,17 @@ import (
 	"crypto/x509/pkix"
 	"errors"
 	"io"
+	"log/slog"
 	"math/big"
 	"net"
+	"os/exec"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/simba-go/simba"
 	"github.com/simba-go/simba/internal/testenv"
 	"github.com/simba-go/simba/spi"
 )
@@ -112,4 +117,179 @@ func TestRedissSilentServerStaysRetryable(t *testing.T) {
 	if err == nil || errors.Is(err, spi.ErrTLS) || spi.Classify(err) != spi.Retryable {
 		t.Errorf("OpenSession against a silent server = %v (%v), want a retryable error", err, spi.Classify(err))
 	}
+}
+
+// startPlainRedis starts a private plain-text redis-server on a free port (killed when the test
+// ends) and returns its address; it skips (fails under SIMBA_REQUIRE_SERVICES=1) without
+// redis-server.
+func startPlainRedis(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		testenv.Unavailable(t, "redis-server", err.Error())
+	}
+	ln := testenv.Listen(t)
+	addr := ln.Addr().String()
+	ln.Close()
+	_, port, _ := net.SplitHostPort(addr)
+	cmd := exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting redis-server on %s: %v", port, err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+	})
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
+			c.Close()
+			return addr
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redis-server did not come up on %s", addr)
+		}
+	}
+}
+
+// TestRedissToPlaintextWithinOneCallTimeout: rediss:// to a plain-text Redis fails with the
+// permanent ErrTLS within the timeout a Simba client gives each call (a third of its TTL: 1 s
+// for a 3 s TTL), the first call already. go-redis's pool used to retry the TLS failure 5 times
+// 100 ms apart for each of the call's connections (the durability check's, the script's), so
+// the call ended on its deadline, as a retryable "context deadline exceeded", first.
+func TestRedissToPlaintextWithinOneCallTimeout(t *testing.T) {
+	b, err := Open("rediss://" + startPlainRedis(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for i := range 2 {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		start := time.Now()
+		_, err = b.OpenSession(ctx, "o", 3*time.Second)
+		took := time.Since(start)
+		cancel()
+		if !errors.Is(err, spi.ErrTLS) || spi.Classify(err) != spi.Permanent || errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("call %d: OpenSession with a 1 s timeout = %v (%v) after %v, want a permanent ErrTLS", i, err, spi.Classify(err), took)
+		}
+		t.Logf("call %d: %v after %v", i, err, took)
+	}
+}
+
+// TestRedissToPlaintextLockShortTTL: the outside trial's case through a client: a rediss://
+// DSN at a plain-text Redis and a 3 s TTL. Lock returns ErrTLS within seconds (it used to
+// wait for an 8 s ctx and return context.DeadlineExceeded, retryable, never naming TLS).
+func TestRedissToPlaintextLockShortTTL(t *testing.T) {
+	b, err := Open("rediss://" + startPlainRedis(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	lockWithShortTTL(t, b)
+}
+
+// TestRedissDialRetriesTransientOnly: the TLS dialer retries a transient dial failure as
+// go-redis's pool did (5 attempts) and a TLS failure not at all; the pool is left one attempt.
+func TestRedissDialRetriesTransientOnly(t *testing.T) {
+	var resets, handshakes atomic.Int32
+	reset := testenv.Serve(t, testenv.Listen(t), func(net.Conn) { resets.Add(1) }) // closes at once: EOF
+	untrusted := selfSignedListener(t)
+	counted := testenv.Serve(t, testenv.Listen(t), func(c net.Conn) {
+		handshakes.Add(1)
+		p, err := net.Dial("tcp", untrusted.Addr().String())
+		if err != nil {
+			return
+		}
+		defer p.Close()
+		go io.Copy(p, c)
+		io.Copy(c, p)
+	})
+	for _, tc := range []struct {
+		addr  string
+		count *atomic.Int32
+		want  int32
+		tls   bool
+	}{{reset.Addr().String(), &resets, 5, false}, {counted.Addr().String(), &handshakes, 1, true}} {
+		cfg, err := ParseDSN("rediss://" + tc.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Options.DialerRetries != 1 {
+			t.Errorf("DialerRetries = %d, want 1 (the TLS dialer retries)", cfg.Options.DialerRetries)
+		}
+		if !tc.tls { // UseTLS over the DSN's TLS keeps the DSN's dial retries
+			cfg.UseTLS(&tls.Config{RootCAs: x509.NewCertPool()})
+			if cfg.Options.DialerRetries != 1 {
+				t.Errorf("after UseTLS: DialerRetries = %d, want 1", cfg.Options.DialerRetries)
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_, err = cfg.Options.Dialer(ctx, "tcp", tc.addr)
+		cancel()
+		if got := spi.IsTLSError(err); err == nil || got != tc.tls {
+			t.Errorf("%s: dial = %v (TLS %v), want TLS %v", tc.addr, err, got, tc.tls)
+		}
+		time.Sleep(50 * time.Millisecond) // the server's side of the last attempt
+		if n := tc.count.Load(); n != tc.want {
+			t.Errorf("%s: %d connections, want %d (%v)", tc.addr, n, tc.want, err)
+		}
+	}
+}
+
+// TestRedissConnectionRefusedStaysRetryable: nothing listening is transient (a server
+// restarting), retried and reported as a retryable ErrUnavailable, never as ErrTLS.
+func TestRedissConnectionRefusedStaysRetryable(t *testing.T) {
+	ln := testenv.Listen(t)
+	addr := ln.Addr().String()
+	ln.Close()
+	cfg, err := ParseDSN("rediss://" + addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	start := time.Now()
+	_, err = cfg.Options.Dialer(ctx, "tcp", addr)
+	took := time.Since(start)
+	cancel()
+	if err == nil || spi.IsTLSError(err) || took < 4*defaultDialBackoff-50*time.Millisecond {
+		t.Errorf("dial to a closed port = %v after %v, want a non-TLS error after 5 attempts 100 ms apart", err, took)
+	}
+	b, err := OpenConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx, cancel = context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, err = b.OpenSession(ctx, "o", 3*time.Second)
+	if !errors.Is(err, spi.ErrUnavailable) || errors.Is(err, spi.ErrTLS) || spi.Classify(err) != spi.Retryable {
+		t.Errorf("OpenSession against a closed port = %v (%v), want a retryable ErrUnavailable", err, spi.Classify(err))
+	}
+}
+
+// lockWithShortTTL locks through a client with a 3 s TTL on b, whose server does not speak
+// TLS, and wants ErrTLS long before the 60 s ctx ends.
+func lockWithShortTTL(t *testing.T, b *Backend) {
+	t.Helper()
+	c, err := simba.New(b, simba.WithTTL(3*time.Second), simba.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		if errors.Is(err, simba.ErrTLS) {
+			return // the hint subscription at New found it: as good
+		}
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err = c.Lock(ctx, "tls-short-ttl")
+	took := time.Since(start)
+	if !errors.Is(err, simba.ErrTLS) || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Lock = %v after %v, want ErrTLS", err, took)
+	}
+	// Generous for a loaded machine (it takes about 0.6 s: one probe delay); before the TLS
+	// dialer did the dial retries it took 8 s to over a minute, or never came.
+	if took > 6*time.Second {
+		t.Errorf("Lock took %v, want well under the 60 s ctx", took)
+	}
+	t.Logf("Lock: %v after %v", err, took)
 }
