@@ -98,7 +98,7 @@ func demo(ctx context.Context, args []string) error {
 	start := time.Now()
 	limit := 10**ttl + 10*time.Second
 	// 1. A first leader.
-	first, err := d.waitElected(ctx, 0, limit)
+	first, err := d.waitElected(ctx, 0, "", limit)
 	if err != nil {
 		return err
 	}
@@ -109,7 +109,7 @@ func demo(ctx context.Context, args []string) error {
 	fmt.Printf("%6.2fs  SIGKILL %s\n", time.Since(start).Seconds(), first.owner)
 	killedAt := time.Now()
 	_ = procs[first.owner].Process.Kill()
-	second, err := d.waitElected(ctx, first.token, limit)
+	second, err := d.waitElected(ctx, first.token, first.owner, limit)
 	if err != nil {
 		return err
 	}
@@ -123,7 +123,9 @@ func demo(ctx context.Context, args []string) error {
 	if err := pausedOutsideWrite(ctx, *dsn, second.owner, procs[second.owner]); err != nil {
 		return err
 	}
-	third, err := d.waitElected(ctx, second.token, limit)
+	// Another worker: the paused one may have taken the lease again while it was resumed
+	// to finish a write (see pausedOutsideWrite); it loses it past its TTL like any.
+	third, err := d.waitElected(ctx, second.token, second.owner, limit)
 	if err != nil {
 		return err
 	}
@@ -195,6 +197,11 @@ func pausedOutsideWrite(ctx context.Context, dsn, owner string, p *exec.Cmd) err
 	defer db.Close()
 	const writeLockWait = 200 * time.Millisecond
 	for {
+		// kill(2) returns before every thread of p has stopped: one inside a system call (a
+		// file lock's, say) finishes it first. Look only once p is stopped for good.
+		if err := waitStopped(p); err != nil {
+			return err
+		}
 		free, err := writeLockFree(ctx, db, writeLockWait)
 		if err != nil || free {
 			return err
@@ -203,6 +210,25 @@ func pausedOutsideWrite(ctx context.Context, dsn, owner string, p *exec.Cmd) err
 		_ = p.Process.Signal(syscall.SIGCONT)
 		time.Sleep(20 * time.Millisecond)
 		_ = p.Process.Signal(syscall.SIGSTOP)
+	}
+}
+
+// waitStopped waits until the child p has stopped (every thread of it: the kernel reports
+// the stop to the parent once the group stop is complete).
+func waitStopped(p *exec.Cmd) error {
+	for {
+		var ws syscall.WaitStatus
+		_, err := syscall.Wait4(p.Process.Pid, &ws, syscall.WUNTRACED, nil)
+		switch {
+		case errors.Is(err, syscall.EINTR):
+			continue
+		case err != nil:
+			return fmt.Errorf("waiting for %d to stop: %w", p.Process.Pid, err)
+		case ws.Stopped():
+			return nil
+		default:
+			return fmt.Errorf("worker %d ended instead of stopping: %v", p.Process.Pid, ws)
+		}
 	}
 }
 
@@ -378,10 +404,10 @@ func (d *demoRun) pump(ctx context.Context, dur time.Duration, stop func(e elect
 	}
 }
 
-// waitElected waits for an election with a token above after.
-func (d *demoRun) waitElected(ctx context.Context, after int64, limit time.Duration) (election, error) {
+// waitElected waits for an election with a token above after, of a worker other than not.
+func (d *demoRun) waitElected(ctx context.Context, after int64, not string, limit time.Duration) (election, error) {
 	var won election
-	if !d.pump(ctx, limit, func(e election, ok bool) bool { won = e; return ok && e.token > after }) {
+	if !d.pump(ctx, limit, func(e election, ok bool) bool { won = e; return ok && e.token > after && e.owner != not }) {
 		if err := ctx.Err(); err != nil {
 			return election{}, err
 		}
