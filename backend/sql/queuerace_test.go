@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/simba-go/simba/spi"
 )
@@ -21,8 +22,21 @@ func TestTryLockNeverPassesAQueuedWaiter(t *testing.T) {
 			b := migrated(t, d.dsn(t))
 			ctx := testCtx(t)
 			holder, waiter, third := openSession(t, b, longTTL), openSession(t, b, longTTL), openSession(t, b, longTTL)
+			// The rounds take as long as the machine makes them (10 to 30 s for PostgreSQL's
+			// thousand under load): the sessions are kept alive every third of their TTL, as a
+			// client would, so that none expires mid-test (seen: "Acquire(\"race-511\") =
+			// {Kind:session-expired …}; want granted" after 31 s).
+			renewed := time.Now()
 			queued, passed := 0, 0
 			for i := range rounds[d.name] {
+				if time.Since(renewed) > longTTL/3 {
+					for _, s := range []spi.SessionID{holder, waiter, third} {
+						if ka, err := b.KeepAlive(ctx, s, nil, nil); err != nil || ka.Expired {
+							t.Fatalf("round %d: KeepAlive(%s) = %+v, %v", i, s, ka, err)
+						}
+					}
+					renewed = time.Now()
+				}
 				name := fmt.Sprintf("race-%d", i)
 				tok := grant(t, b, holder, name)
 				var (

@@ -29,7 +29,7 @@ func TestFencingSpecAcrossServerRestarts(t *testing.T) {
 		ExpireSession:  rec.expire,
 		Restart:        z.restart,
 		PersistsTokens: true,
-		MinTTL:         400 * time.Millisecond, // the private server's minSessionTimeout
+		MinTTL:         time.Second, // above the private server's minSessionTimeout (400 ms): room for a loaded machine (see factory)
 		MaxTTL:         60 * time.Second,
 		ExpiryLag:      400 * time.Millisecond,
 		Hints:          true,

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/simba-go/simba"
+	sqlbackend "github.com/simba-go/simba/backend/sql"
 	"github.com/simba-go/simba/fence"
 	"github.com/simba-go/simba/fence/fencesql"
 
@@ -97,7 +98,7 @@ func demo(ctx context.Context, args []string) error {
 	start := time.Now()
 	limit := 10**ttl + 10*time.Second
 	// 1. A first leader.
-	first, err := d.waitElected(ctx, 0, limit)
+	first, err := d.waitElected(ctx, 0, "", limit)
 	if err != nil {
 		return err
 	}
@@ -108,7 +109,7 @@ func demo(ctx context.Context, args []string) error {
 	fmt.Printf("%6.2fs  SIGKILL %s\n", time.Since(start).Seconds(), first.owner)
 	killedAt := time.Now()
 	_ = procs[first.owner].Process.Kill()
-	second, err := d.waitElected(ctx, first.token, limit)
+	second, err := d.waitElected(ctx, first.token, first.owner, limit)
 	if err != nil {
 		return err
 	}
@@ -119,7 +120,12 @@ func demo(ctx context.Context, args []string) error {
 	// 3. SIGSTOP the new leader past its TTL (a long GC pause, a frozen VM), then resume it.
 	fmt.Printf("%6.2fs  SIGSTOP %s\n", time.Since(start).Seconds(), second.owner)
 	_ = procs[second.owner].Process.Signal(syscall.SIGSTOP)
-	third, err := d.waitElected(ctx, second.token, limit)
+	if err := pausedOutsideWrite(ctx, *dsn, second.owner, procs[second.owner]); err != nil {
+		return err
+	}
+	// Another worker: the paused one may have taken the lease again while it was resumed
+	// to finish a write (see pausedOutsideWrite); it loses it past its TTL like any.
+	third, err := d.waitElected(ctx, second.token, second.owner, limit)
 	if err != nil {
 		return err
 	}
@@ -165,6 +171,85 @@ func demo(ctx context.Context, args []string) error {
 	fmt.Println("tokens strictly increased across every failover.")
 	fmt.Printf("the ledger read back: %s (a killed worker's last write may have gone unreported), tokens never going back: no stale write reached the resource.\n", plural(rows, "row"))
 	return nil
+}
+
+// pausedOutsideWrite makes sure, on a SQLite backend, that the worker p just stopped with
+// SIGSTOP does not keep SQLite's write lock on the file: a process stopped inside one of its
+// writes keeps it (see package backend/sql), so no other worker could write — keep-alives and
+// the next leader's acquire included — until it runs again, and the demo would wait for a new
+// leader in vain. It takes the write lock itself (BEGIN IMMEDIATE, rolled back at once),
+// waiting up to writeLockWait: the running workers hold it for a statement's time, the stopped
+// one for good. If it cannot, it lets p finish its write (SIGCONT), stops it again and looks
+// again. A running worker slow enough to hold the lock that long costs p a short resume, well
+// inside its TTL. Other backends have no such lock.
+func pausedOutsideWrite(ctx context.Context, dsn, owner string, p *exec.Cmd) error {
+	if !strings.HasPrefix(dsn, "sqlite://") && !strings.HasPrefix(dsn, "sqlite3://") {
+		return nil
+	}
+	name, err := sqlbackend.SQLiteDSN(dsn)
+	if err != nil {
+		return err
+	}
+	db, err := sql.Open("sqlite", name)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	const writeLockWait = 200 * time.Millisecond
+	for {
+		// kill(2) returns before every thread of p has stopped: one inside a system call (a
+		// file lock's, say) finishes it first. Look only once p is stopped for good.
+		if err := waitStopped(p); err != nil {
+			return err
+		}
+		free, err := writeLockFree(ctx, db, writeLockWait)
+		if err != nil || free {
+			return err
+		}
+		fmt.Printf("          %s stopped inside a write to the SQLite file, keeping its write lock: SIGCONT, SIGSTOP again\n", owner)
+		_ = p.Process.Signal(syscall.SIGCONT)
+		time.Sleep(20 * time.Millisecond)
+		_ = p.Process.Signal(syscall.SIGSTOP)
+	}
+}
+
+// waitStopped waits until the child p has stopped (every thread of it: the kernel reports
+// the stop to the parent once the group stop is complete).
+func waitStopped(p *exec.Cmd) error {
+	for {
+		var ws syscall.WaitStatus
+		_, err := syscall.Wait4(p.Process.Pid, &ws, syscall.WUNTRACED, nil)
+		switch {
+		case errors.Is(err, syscall.EINTR):
+			continue
+		case err != nil:
+			return fmt.Errorf("waiting for %d to stop: %w", p.Process.Pid, err)
+		case ws.Stopped():
+			return nil
+		default:
+			return fmt.Errorf("worker %d ended instead of stopping: %v", p.Process.Pid, ws)
+		}
+	}
+}
+
+// writeLockFree reports whether a write transaction on db can begin within wait.
+func writeLockFree(ctx context.Context, db *sql.DB, wait time.Duration) (bool, error) {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", wait.Milliseconds())); err != nil {
+		return false, err
+	}
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		if strings.Contains(err.Error(), "SQLITE_BUSY") || strings.Contains(err.Error(), "database is locked") {
+			return false, nil
+		}
+		return false, err
+	}
+	_, err = conn.ExecContext(ctx, "ROLLBACK")
+	return true, err
 }
 
 // demoLedgerResource is the fenced resource's name in the ledger's simba_fence table.
@@ -319,10 +404,10 @@ func (d *demoRun) pump(ctx context.Context, dur time.Duration, stop func(e elect
 	}
 }
 
-// waitElected waits for an election with a token above after.
-func (d *demoRun) waitElected(ctx context.Context, after int64, limit time.Duration) (election, error) {
+// waitElected waits for an election with a token above after, of a worker other than not.
+func (d *demoRun) waitElected(ctx context.Context, after int64, not string, limit time.Duration) (election, error) {
 	var won election
-	if !d.pump(ctx, limit, func(e election, ok bool) bool { won = e; return ok && e.token > after }) {
+	if !d.pump(ctx, limit, func(e election, ok bool) bool { won = e; return ok && e.token > after && e.owner != not }) {
 		if err := ctx.Err(); err != nil {
 			return election{}, err
 		}
