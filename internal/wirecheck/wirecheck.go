@@ -52,6 +52,8 @@ var BackendExceptions = []Exception{
 		Reason: "the same WAIT, in Cluster mode's pipelined rounds"},
 	{File: "redis/hints.go", Kind: "redis-command", Literal: "subscribe",
 		Reason: "the Kind go-redis gives a subscription's confirmation (a *redis.Subscription it received, not a command sent); the channel names come from generated/wire"},
+	{File: "redis/backend.go", Kind: "sql", Literal: "SELECT is not allowed in cluster mode",
+		Reason: "the start of an error a Redis Cluster node replies to the connection's SELECT of a DSN's database (matched with go-redis's HasErrorPrefix to say what to change in the DSN): read, never sent, and no SQL"},
 	{File: "redis/tls.go", Kind: "redis-command", Literal: "PING\r\n",
 		Reason: "a diagnostic probe on a raw socket (is a tls=true DSN pointing at a plain-text server?), before any Simba operation; it touches no key"},
 }
