@@ -539,7 +539,7 @@ func (b *Backend) keepAlive(ctx context.Context, sid spi.SessionID, names, group
 	// TTL more. After a failure, a PING goes first: it fails instead, and nothing is renewed.
 	if b.kaFailed.Load() {
 		if err := b.c.Ping(ctx).Err(); err != nil {
-			return spi.KeepAlive{}, b.fail("keep-alive (round trip before a retried renewal)", err)
+			return spi.KeepAlive{}, b.clusterFail("keep-alive (round trip before a retried renewal)", err)
 		}
 	}
 	if b.cluster {

@@ -219,11 +219,18 @@ func (b *Backend) keepAliveLeases(ctx context.Context, sid spi.SessionID, expire
 		func(r luascripts.KeepAliveLeasesReply) bool { return r.Status == luascripts.StatusOK })
 }
 
-// clusterFail classifies err and, for a redirection (the slot moved), has the Cluster client
-// reload its slot map so that the retry goes to the right master.
+// clusterFail classifies err and, for a redirection (the slot moved) or a failure with no reply
+// from the server (a refused connection, a timeout: the master may be down and its slots
+// failed over), has the Cluster client reload its slot map (in the background, at most one
+// reload at a time) so that the retry goes to the right master. go-redis reloads it by itself
+// only after a MOVED or READONLY reply, or once a minute (ClusterStateReloadInterval): without
+// this, a client kept sending to a killed master for up to a minute after its replica had taken
+// over (TestClusterFailoverLosesStateWithoutWait).
 func (b *Backend) clusterFail(op string, err error) error {
+	var reply goredis.Error
 	if b.cc != nil && (goredis.HasErrorPrefix(err, "MOVED") || goredis.HasErrorPrefix(err, "ASK") ||
-		goredis.HasErrorPrefix(err, "CLUSTERDOWN") || goredis.HasErrorPrefix(err, "READONLY")) {
+		goredis.HasErrorPrefix(err, "CLUSTERDOWN") || goredis.HasErrorPrefix(err, "READONLY") ||
+		(err != nil && !errors.As(err, &reply))) {
 		b.cc.ReloadState(context.Background())
 	}
 	return b.fail(op, err)
