@@ -106,9 +106,6 @@ type Backend struct {
 	waitTO    time.Duration
 	closed    atomic.Bool
 
-	loadMu sync.Mutex
-	loaded bool // luascripts.LoadAll succeeded (before the first pipeline)
-
 	log     *slog.Logger
 	strict  bool       // WithStrictDurability
 	durMu   sync.Mutex // serialises the durability check
