@@ -106,9 +106,6 @@ type Backend struct {
 	waitTO    time.Duration
 	closed    atomic.Bool
 
-	loadMu sync.Mutex
-	loaded bool // luascripts.LoadAll succeeded (before the first pipeline)
-
 	log     *slog.Logger
 	strict  bool       // WithStrictDurability
 	durMu   sync.Mutex // serialises the durability check
@@ -539,7 +536,7 @@ func (b *Backend) keepAlive(ctx context.Context, sid spi.SessionID, names, group
 	// TTL more. After a failure, a PING goes first: it fails instead, and nothing is renewed.
 	if b.kaFailed.Load() {
 		if err := b.c.Ping(ctx).Err(); err != nil {
-			return spi.KeepAlive{}, b.fail("keep-alive (round trip before a retried renewal)", err)
+			return spi.KeepAlive{}, b.clusterFail("keep-alive (round trip before a retried renewal)", err)
 		}
 	}
 	if b.cluster {

@@ -399,7 +399,7 @@ func TestKeepAliveRoundTrips(t *testing.T) {
 			if _, err := b.Join(ctx, sid, groups[1]); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := b.KeepAlive(ctx, sid, names, groups); err != nil { // warm up (LoadAll)
+			if _, err := b.KeepAlive(ctx, sid, names, groups); err != nil { // warm up (the scripts in the servers' caches)
 				t.Fatal(err)
 			}
 			cnt := &counter{}

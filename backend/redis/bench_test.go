@@ -237,7 +237,7 @@ func benchKeepAlive(b *testing.B, c goredis.UniversalClient, n int) {
 			b.Fatal(err)
 		}
 	}
-	if _, err := be.KeepAlive(ctx, s.ID, names, nil); err != nil { // warm up (routeBySlot: LoadAll)
+	if _, err := be.KeepAlive(ctx, s.ID, names, nil); err != nil { // warm up (the scripts in the servers' caches)
 		b.Fatal(err)
 	}
 	base := baselineOf(b, c, 1000)

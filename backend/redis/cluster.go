@@ -219,11 +219,18 @@ func (b *Backend) keepAliveLeases(ctx context.Context, sid spi.SessionID, expire
 		func(r luascripts.KeepAliveLeasesReply) bool { return r.Status == luascripts.StatusOK })
 }
 
-// clusterFail classifies err and, for a redirection (the slot moved), has the Cluster client
-// reload its slot map so that the retry goes to the right master.
+// clusterFail classifies err and, for a redirection (the slot moved) or a failure with no reply
+// from the server (a refused connection, a timeout: the master may be down and its slots
+// failed over), has the Cluster client reload its slot map (in the background, at most one
+// reload at a time) so that the retry goes to the right master. go-redis reloads it by itself
+// only after a MOVED or READONLY reply, or once a minute (ClusterStateReloadInterval): without
+// this, a client kept sending to a killed master for up to a minute after its replica had taken
+// over (TestClusterFailoverLosesStateWithoutWait).
 func (b *Backend) clusterFail(op string, err error) error {
+	var reply goredis.Error
 	if b.cc != nil && (goredis.HasErrorPrefix(err, "MOVED") || goredis.HasErrorPrefix(err, "ASK") ||
-		goredis.HasErrorPrefix(err, "CLUSTERDOWN") || goredis.HasErrorPrefix(err, "READONLY")) {
+		goredis.HasErrorPrefix(err, "CLUSTERDOWN") || goredis.HasErrorPrefix(err, "READONLY") ||
+		(err != nil && !errors.As(err, &reply))) {
 		b.cc.ReloadState(context.Background())
 	}
 	return b.fail(op, err)
@@ -276,35 +283,32 @@ func (b *Backend) leaveAt(ctx context.Context, sid spi.SessionID, group string) 
 	return status(r.Status), nil
 }
 
-// call is one script call of a pipelined round: its routing key, how to queue it with EVALSHA
-// and with EVAL, and its command once sent.
+// call is one script call of a pipelined round: its routing key, its script, how to queue it
+// with EVALSHA and with EVAL, and its command once sent.
 type call struct {
-	key  string
-	sha  func(goredis.Pipeliner) *goredis.Cmd
-	eval func(goredis.Pipeliner) *goredis.Cmd
-	cmd  *goredis.Cmd
-}
-
-// loadScripts runs luascripts.LoadAll once per backend before its first pipeline (a
-// *redis.ClusterClient loads them on every master). A failure is not fatal: calls that then meet
-// NOSCRIPT are resent with EVAL.
-func (b *Backend) loadScripts(ctx context.Context) {
-	b.loadMu.Lock()
-	defer b.loadMu.Unlock()
-	if !b.loaded {
-		b.loaded = luascripts.LoadAll(ctx, b.c) == nil
-	}
+	key    string
+	script luascripts.Info
+	sha    func(goredis.Pipeliner) *goredis.Cmd
+	eval   func(goredis.Pipeliner) *goredis.Cmd
+	cmd    *goredis.Cmd
 }
 
 // round sends calls as one pipelined round: through the Cluster client's pipeline (which sends
 // each master its part, concurrently), or, with WithWaitReplicas, as one pipeline per master
-// each ending with WAIT. Calls that met NOSCRIPT are resent with EVAL in a second round. It
-// fails if any call failed (or a WAIT fell short).
+// each ending with WAIT. Calls that met NOSCRIPT are sent again once their scripts are loaded
+// (see pipeline). It fails if any call failed (or a WAIT fell short).
+//
+// Nothing is loaded beforehand: the scripts are in the servers' caches from the first call that
+// used them until a restart, a failover or SCRIPT FLUSH, and a round is usually a keep-alive,
+// which must end within its timeout — the first one after a grant within the grant's own bound
+// (less than a renewal interval). Loading every script before the first round
+// (luascripts.LoadAll: 18 SCRIPT LOADs one after the other, each on every master) made that
+// keep-alive 20 round trips instead of 2 and up to ~100 ms long on a loaded 2-CPU machine, and
+// it timed out there (TestTermNotPastRedisLease/cluster, TestClusterFirstKeepAliveRoundTrips).
 func (b *Backend) round(ctx context.Context, calls []*call) error {
 	if len(calls) == 0 {
 		return nil
 	}
-	b.loadScripts(ctx)
 	if b.waitN == 0 || b.cc == nil {
 		return b.pipeline(ctx, b.c, calls)
 	}
@@ -337,7 +341,9 @@ func (b *Backend) round(ctx context.Context, calls []*call) error {
 }
 
 // pipeline sends calls in one pipeline on c (followed by WAIT when configured and c is not a
-// Cluster client), resending NOSCRIPT failures with EVAL.
+// Cluster client). Calls that met NOSCRIPT are sent again in a second pipeline: with EVALSHA
+// once loadScripts has loaded their scripts (one SCRIPT LOAD per script and master whatever the
+// number of calls, rather than resending every call's source), with EVAL if a load failed.
 func (b *Backend) pipeline(ctx context.Context, c goredis.Cmdable, calls []*call) error {
 	_, isCluster := c.(*goredis.ClusterClient)
 	wait := b.waitN > 0 && !isCluster
@@ -365,7 +371,7 @@ func (b *Backend) pipeline(ctx context.Context, c goredis.Cmdable, calls []*call
 		}
 	}
 	if len(again) > 0 {
-		w = send(again, true)
+		w = send(again, loadScripts(ctx, c, again) != nil)
 	}
 	for _, x := range calls {
 		if err := x.cmd.Err(); err != nil {
@@ -378,6 +384,30 @@ func (b *Backend) pipeline(ctx context.Context, c goredis.Cmdable, calls []*call
 		}
 		if n, _ := w.Int64(); n < int64(b.waitN) {
 			return fmt.Errorf("WAIT: %d of %d replicas acknowledged within %v", n, b.waitN, b.waitTO)
+		}
+	}
+	return nil
+}
+
+// loadScripts loads the scripts of calls (SCRIPT LOAD, once per script and server) where they
+// run: on c, or, for a Cluster client, on the master of each call's key only, so that a master
+// that is down, or a replica, does not fail the load.
+func loadScripts(ctx context.Context, c goredis.Cmdable, calls []*call) error {
+	done := map[[2]string]bool{}
+	for _, x := range calls {
+		node, addr := c, ""
+		if cc, ok := c.(*goredis.ClusterClient); ok {
+			n, err := cc.MasterForKey(ctx, x.key)
+			if err != nil {
+				return err
+			}
+			node, addr = n, n.Options().Addr
+		}
+		if k := [2]string{addr, x.script.SHA1}; !done[k] {
+			done[k] = true
+			if err := node.ScriptLoad(ctx, x.script.Source).Err(); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -434,9 +464,10 @@ func (b *Backend) keepAliveCluster(ctx context.Context, sid spi.SessionID, names
 		}
 		args := luascripts.KeepAliveLeasesArgs{SessionID: s, ExpiresMS: e, Names: ns}
 		leaseCalls = append(leaseCalls, &call{
-			key:  keys.Leases[0],
-			sha:  func(p goredis.Pipeliner) *goredis.Cmd { return luascripts.KeepAliveLeases.EvalSha(ctx2, p, keys, args) },
-			eval: func(p goredis.Pipeliner) *goredis.Cmd { return luascripts.KeepAliveLeases.Eval(ctx2, p, keys, args) },
+			key:    keys.Leases[0],
+			script: luascripts.KeepAliveLeases.Info(),
+			sha:    func(p goredis.Pipeliner) *goredis.Cmd { return luascripts.KeepAliveLeases.EvalSha(ctx2, p, keys, args) },
+			eval:   func(p goredis.Pipeliner) *goredis.Cmd { return luascripts.KeepAliveLeases.Eval(ctx2, p, keys, args) },
 		})
 	}
 	// Per group: refresh the membership's score to E if the session is a member (never a join,
@@ -446,9 +477,10 @@ func (b *Backend) keepAliveCluster(ctx context.Context, sid spi.SessionID, names
 		keys := luascripts.KeepAliveGroupKeys{Group: wire.GroupKey(g)}
 		gargs := luascripts.KeepAliveGroupArgs{SessionID: s, ExpiresMS: e, GroupName: g}
 		groupCalls = append(groupCalls, &call{
-			key:  keys.Group,
-			sha:  func(p goredis.Pipeliner) *goredis.Cmd { return luascripts.KeepAliveGroup.EvalSha(ctx2, p, keys, gargs) },
-			eval: func(p goredis.Pipeliner) *goredis.Cmd { return luascripts.KeepAliveGroup.Eval(ctx2, p, keys, gargs) },
+			key:    keys.Group,
+			script: luascripts.KeepAliveGroup.Info(),
+			sha:    func(p goredis.Pipeliner) *goredis.Cmd { return luascripts.KeepAliveGroup.EvalSha(ctx2, p, keys, gargs) },
+			eval:   func(p goredis.Pipeliner) *goredis.Cmd { return luascripts.KeepAliveGroup.Eval(ctx2, p, keys, gargs) },
 		})
 	}
 	if err := b.round(ctx, append(append([]*call(nil), leaseCalls...), groupCalls...)); err != nil {
@@ -510,22 +542,23 @@ func (b *Backend) closeCluster(ctx context.Context, sid spi.SessionID) error {
 		}
 		args := luascripts.ReleaseLeasesArgs{SessionID: s, Names: ns, Tokens: make([]int64, len(ns))}
 		calls = append(calls, &call{
-			key:  keys.Leases[0],
-			sha:  func(p goredis.Pipeliner) *goredis.Cmd { return luascripts.ReleaseLeases.EvalSha(ctx, p, keys, args) },
-			eval: func(p goredis.Pipeliner) *goredis.Cmd { return luascripts.ReleaseLeases.Eval(ctx, p, keys, args) },
+			key:    keys.Leases[0],
+			script: luascripts.ReleaseLeases.Info(),
+			sha:    func(p goredis.Pipeliner) *goredis.Cmd { return luascripts.ReleaseLeases.EvalSha(ctx, p, keys, args) },
+			eval:   func(p goredis.Pipeliner) *goredis.Cmd { return luascripts.ReleaseLeases.Eval(ctx, p, keys, args) },
 		})
 	}
 	for _, g := range groups {
 		keys := luascripts.LeaveAtKeys{Group: wire.GroupKey(g)}
 		args := luascripts.LeaveAtArgs{SessionID: s, ExpiresMS: e, GroupName: g}
 		calls = append(calls, &call{
-			key:  keys.Group,
-			sha:  func(p goredis.Pipeliner) *goredis.Cmd { return luascripts.LeaveAt.EvalSha(ctx, p, keys, args) },
-			eval: func(p goredis.Pipeliner) *goredis.Cmd { return luascripts.LeaveAt.Eval(ctx, p, keys, args) },
+			key:    keys.Group,
+			script: luascripts.LeaveAt.Info(),
+			sha:    func(p goredis.Pipeliner) *goredis.Cmd { return luascripts.LeaveAt.EvalSha(ctx, p, keys, args) },
+			eval:   func(p goredis.Pipeliner) *goredis.Cmd { return luascripts.LeaveAt.Eval(ctx, p, keys, args) },
 		})
 	}
 	if len(calls) > 0 {
-		b.loadScripts(ctx)
 		if err := b.pipeline(ctx, b.c, calls); err != nil {
 			return b.clusterFail("close session", err)
 		}

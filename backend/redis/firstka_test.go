@@ -1,0 +1,160 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/simba-go/simba/generated/luascripts"
+	"github.com/simba-go/simba/spi"
+)
+
+// firstKeepAlive opens a session on a new routeBySlot backend on c, takes a lease and joins a
+// group, and returns the backend and the arguments of a keep-alive that renews both.
+func firstKeepAlive(t *testing.T, c *goredis.ClusterClient) (*Backend, spi.SessionID, []string, []string) {
+	t.Helper()
+	b := newBackend(t, c)
+	ctx := context.Background()
+	sid := open(t, b, time.Minute)
+	name, group := uniq("firstka"), uniq("firstka-g")
+	if r, err := b.Acquire(ctx, sid, name); err != nil || r.Kind != spi.Granted {
+		t.Fatal(r, err)
+	}
+	if _, err := b.Join(ctx, sid, group); err != nil {
+		t.Fatal(err)
+	}
+	return b, sid, []string{name}, []string{group}
+}
+
+// TestClusterFirstKeepAliveRoundTrips: the first keep-alive of a Cluster backend that renews a
+// lease or a group costs what every later one does: the session call and one pipelined round.
+// It used to load all of the backend's scripts first (luascripts.LoadAll: one SCRIPT LOAD per
+// script, one after the other, each sent to every master), 18 more round trips inside the
+// keep-alive's timeout, and the keep-alive that first renews a new grant is the one that must
+// confirm it before the grant's own bound, less than a renewal interval away: on a loaded
+// 2-CPU machine the load took up to ~100 ms and the keep-alive timed out
+// (TestTermNotPastRedisLease/cluster: "no keep-alive confirmed it").
+func TestClusterFirstKeepAliveRoundTrips(t *testing.T) {
+	c := clusterClient(t)
+	ctx := context.Background()
+	// The servers know the scripts (another backend's keep-alive used them).
+	warm, wsid, wnames, wgroups := firstKeepAlive(t, c)
+	if _, err := warm.KeepAlive(ctx, wsid, wnames, wgroups); err != nil {
+		t.Fatal(err)
+	}
+	b, sid, names, groups := firstKeepAlive(t, c)
+	cnt := &counter{}
+	c.AddHook(cnt)
+	ka, err := b.KeepAlive(ctx, sid, names, groups)
+	if err != nil || ka.Expired || len(ka.Held) != 1 || len(ka.Members[groups[0]]) != 1 {
+		t.Fatal(ka, err)
+	}
+	if n := cnt.n.Load(); n != 2 {
+		t.Errorf("the first keep-alive of a lease and a group took %d round trips, want 2", n)
+	}
+}
+
+// noScriptOnce answers the first pipelined EVALSHA of each script with NOSCRIPT (without
+// sending it), as a master that lost its script cache (a restart, a failover to a replica that
+// never ran the script) would. It counts the EVALSHAs it let through and the EVALs (and, with
+// loadHook, the SCRIPT LOADs).
+type noScriptOnce struct {
+	seen  map[string]bool
+	loads atomic.Int64
+	shas  atomic.Int64
+	evals atomic.Int64
+}
+
+func (h *noScriptOnce) DialHook(next goredis.DialHook) goredis.DialHook          { return next }
+func (h *noScriptOnce) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook { return next }
+func (h *noScriptOnce) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		var send []goredis.Cmder
+		for _, c := range cmds {
+			switch c.Name() {
+			case "evalsha":
+				sha, _ := c.Args()[1].(string)
+				if !h.seen[sha] {
+					h.seen[sha] = true
+					c.SetErr(goredis.ErrNoScript)
+					continue
+				}
+				h.shas.Add(1)
+			case "eval":
+				h.evals.Add(1)
+			}
+			send = append(send, c)
+		}
+		if len(send) == 0 {
+			return nil
+		}
+		return next(ctx, send)
+	}
+}
+
+// loadHook, on the masters' clients, counts the SCRIPT LOADs and fails them while fail is set.
+type loadHook struct {
+	fail  bool
+	loads *atomic.Int64
+}
+
+func (h loadHook) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+func (h loadHook) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		if cmd.Name() == "script" {
+			h.loads.Add(1)
+			if h.fail {
+				cmd.SetErr(errors.New("test: SCRIPT LOAD refused"))
+				return cmd.Err()
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+func (h loadHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return next
+}
+
+// TestClusterKeepAliveNoScript: a keep-alive whose pipelined calls meet NOSCRIPT loads their
+// scripts on the masters that answered NOSCRIPT (one SCRIPT LOAD per script and master) and
+// sends them again with EVALSHA in the same
+// keep-alive; if a load fails, it sends them again with EVAL. Either way it succeeds.
+func TestClusterKeepAliveNoScript(t *testing.T) {
+	for _, failLoad := range []bool{false, true} {
+		t.Run(map[bool]string{false: "load", true: "eval"}[failLoad], func(t *testing.T) {
+			c := clusterClient(t)
+			ctx := context.Background()
+			b, sid, names, groups := firstKeepAlive(t, c)
+			h := &noScriptOnce{seen: map[string]bool{}}
+			c.AddHook(h)
+			if err := c.ForEachMaster(ctx, func(_ context.Context, n *goredis.Client) error {
+				n.AddHook(loadHook{fail: failLoad, loads: &h.loads})
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			ka, err := b.KeepAlive(ctx, sid, names, groups)
+			if err != nil || ka.Expired || len(ka.Held) != 1 || len(ka.Members[groups[0]]) != 1 {
+				t.Fatal(ka, err)
+			}
+			for _, s := range []string{luascripts.KeepAliveLeasesSHA1, luascripts.KeepAliveGroupSHA1} {
+				if !h.seen[s] {
+					t.Errorf("no EVALSHA %s sent: %v", s, h.seen)
+				}
+			}
+			// keep_alive_leases and keep_alive_group: loaded and sent again with EVALSHA, or,
+			// the first load failing, both sent again with EVAL.
+			wantLoads, wantShas, wantEvals := int64(2), int64(2), int64(0)
+			if failLoad {
+				wantLoads, wantShas, wantEvals = 1, 0, 2
+			}
+			if l, s, e := h.loads.Load(), h.shas.Load(), h.evals.Load(); l != wantLoads || s != wantShas || e != wantEvals {
+				t.Errorf("%d SCRIPT LOADs, then %d EVALSHAs and %d EVALs; want %d, %d and %d", l, s, e, wantLoads, wantShas, wantEvals)
+			}
+		})
+	}
+}
