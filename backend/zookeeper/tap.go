@@ -53,6 +53,9 @@ var errSessionGone = errors.New("zookeeper: the session of this connection has e
 //     go-zookeeper's automatic pings; it then also replaces go-zookeeper's idle read timeout
 //     (which would otherwise reconnect, and so renew the session, every 2/3 of the timeout)
 //     by one that runs only while a request awaits its reply.
+//   - A bounded handshake: go-zookeeper waits ten receive timeouts for a connect response,
+//     holding every queued request meanwhile; the tap gives it one reply timeout (see
+//     tapConn.SetReadDeadline).
 //   - Crash-like shutdown: once abandoned, the close-session request is dropped, so closing
 //     the backend leaves the session to expire at the server like a crashed client's.
 //   - A close that reaches the server while go-zookeeper has no established connection (see
