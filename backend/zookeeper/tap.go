@@ -53,6 +53,9 @@ var errSessionGone = errors.New("zookeeper: the session of this connection has e
 //     go-zookeeper's automatic pings; it then also replaces go-zookeeper's idle read timeout
 //     (which would otherwise reconnect, and so renew the session, every 2/3 of the timeout)
 //     by one that runs only while a request awaits its reply.
+//   - A bounded handshake: go-zookeeper waits ten receive timeouts for a connect response,
+//     holding every queued request meanwhile; the tap gives it one reply timeout (see
+//     tapConn.SetReadDeadline).
 //   - Crash-like shutdown: once abandoned, the close-session request is dropped, so closing
 //     the backend leaves the session to expire at the server like a crashed client's.
 //   - A close that reaches the server while go-zookeeper has no established connection (see
@@ -486,6 +489,9 @@ type tapConn struct {
 	out         []byte // partial frame
 	outFrames   int
 	connectSent time.Duration // when the connect request was written
+	// hsDeadline bounds the wait for the connect response (see SetReadDeadline); set by the
+	// first SetReadDeadline, which go-zookeeper calls from one goroutine during the handshake.
+	hsDeadline time.Time
 	// incoming framing (Read is called from one goroutine at a time)
 	lenBuf   []byte // bytes of the current frame's length read so far
 	haveLen  bool   // the current frame's length is known
@@ -540,9 +546,24 @@ func (c *tapConn) writeConnect(p []byte) (int, error) {
 // SetReadDeadline replaces go-zookeeper's receive timeout once the session is established:
 // the read times out only while a request awaits its reply (pings are dropped, so an idle
 // connection is silent and must not be taken for a dead one).
+//
+// During the handshake it bounds the wait for the connect response by the reply timeout
+// (never below the dial timeout), from the first deadline go-zookeeper sets on the
+// connection, and keeps that bound until the response is read. go-zookeeper waits ten times
+// its receive timeout for the response's length (133 s for a 20 s session) and then clears
+// the deadline for the rest of it, while every request queued meanwhile (a keep-alive) waits
+// with it: a server that takes the connection but never answers (as a restarting ZooKeeper
+// 3.8 was seen to do) blocked the session's calls for minutes instead of failing them until a
+// reconnect that the server answers.
 func (c *tapConn) SetReadDeadline(d time.Time) error {
-	if c.inFrames == 0 {
-		return c.Conn.SetReadDeadline(c.floor(d)) // the handshake
+	if c.inFrames == 0 { // the handshake
+		if c.hsDeadline.IsZero() {
+			c.hsDeadline = c.floor(time.Now().Add(c.t.replyTimeout()))
+		}
+		if d = c.floor(d); d.IsZero() || d.After(c.hsDeadline) {
+			d = c.hsDeadline
+		}
+		return c.Conn.SetReadDeadline(d)
 	}
 	return c.armRead()
 }
