@@ -29,7 +29,9 @@ func FairnessSpec(t *testing.T, f Factory) {
 		t.Run("WaitersAreServedInArrivalOrder", h.fairOrder)
 		t.Run("AcquireNeverQueues", h.fairTryNeverQueues)
 		t.Run("DeadWaiterDropsOut", h.fairDeadWaiter)
-		t.Run("WaiterKeepsPlaceWithSession", h.fairSessionWaiter)
+		if spi.EntriesLiveWithSession(h.backend(t).Backend) {
+			t.Run("WaiterKeepsPlaceWithSession", h.fairSessionWaiter)
+		}
 	})
 	c := newClientHarness(h)
 	t.Run("Client", func(t *testing.T) {
@@ -167,12 +169,9 @@ func (h *harness) fairDeadWaiter(t *testing.T) {
 // AcquireQueued and the old holder's Acquire are HeldBy the waiter, and the waiter's next
 // AcquireQueued is granted (then the late comer, queued behind it, is next). Where entries
 // lapse with the session's expiry as of the latest attempt, the late comer would be granted.
-// Skipped unless the backend reports spi.SessionQueue true.
+// FairnessSpec runs it only for a backend that reports spi.SessionQueue true.
 func (h *harness) fairSessionWaiter(t *testing.T) {
 	ba, _ := h.queuer(t)
-	if !spi.EntriesLiveWithSession(ba.Backend) {
-		t.Skip("the backend's waiter entries do not live with their session (no spi.SessionQueue)")
-	}
 	name := h.name("session")
 	bw, qw := h.queuer(t)
 	a, w := h.open(t, ba, h.long), h.open(t, bw, h.short)

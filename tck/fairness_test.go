@@ -36,7 +36,7 @@ func TestMemoryFairnessSpecWithoutHints(t *testing.T) {
 }
 
 // On a model whose waiter entries live with their session (spi.SessionQueue, as on ZooKeeper
-// and etcd), Queue/WaiterKeepsPlaceWithSession runs rather than skips, and the clients wait
+// and etcd), Queue/WaiterKeepsPlaceWithSession runs (FairnessSpec leaves it out elsewhere), and the clients wait
 // without re-attempting before their entries would lapse.
 func TestMemoryFairnessSpecSessionWaiters(t *testing.T) {
 	t.Parallel()
