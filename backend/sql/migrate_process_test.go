@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simba-go/simba/internal/sqlitebusy"
 	"github.com/simba-go/simba/internal/sqlitetest"
 	"github.com/simba-go/simba/spi"
 )
@@ -51,11 +52,10 @@ func migrateChild() bool {
 			fail(err)
 		}
 		var objects int
-		err = db.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_master").Scan(&objects)
-		for sqliteBusyError(err) { // the connection's journal_mode=wal (see migrateBusy)
-			time.Sleep(time.Millisecond)
-			err = db.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_master").Scan(&objects)
-		}
+		// The connection's journal_mode=wal (see migrateBusy), as the CLI's newSQLiteFile.
+		err = sqlitebusy.Retry(ctx, func() error {
+			return db.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_master").Scan(&objects)
+		})
 		if err != nil {
 			fail(err)
 		}

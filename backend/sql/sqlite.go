@@ -50,7 +50,7 @@ func newSQLite(db *sql.DB, setup []string, opts []Option) (*Backend, error) {
 		// migration lock.
 		lockMigrate: func(context.Context, *sql.Conn) (func(), error) { return func() {}, nil },
 		ddlInTx:     true,
-		migrateBusy: sqliteBusyError,
+		migrateBusy: true,
 		gate:        newFileGate(db, wd.DatabaseFile),
 	}
 	b, err := newBackend(wire.SQLSQLite, d, opts)
@@ -235,12 +235,6 @@ const (
 	sqliteAuth     = 23
 	sqliteNotADB   = 26
 )
-
-// sqliteBusyError reports whether err is SQLITE_BUSY (any extended code of it).
-func sqliteBusyError(err error) bool {
-	var se *sqlite.Error
-	return errors.As(err, &se) && se.Code()&0xff == sqliteBusy
-}
 
 // classifySQLite: SQLITE_BUSY and SQLITE_LOCKED (another writer holds the file past the busy
 // timeout) and I/O errors are retryable; "no such table/column" is ErrSchemaMissing; a read-only,

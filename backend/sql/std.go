@@ -6,12 +6,12 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"time"
 
 	"github.com/simba-go/simba/generated/sqlq"
 	"github.com/simba-go/simba/generated/wire"
+	"github.com/simba-go/simba/internal/sqlitebusy"
 	"github.com/simba-go/simba/spi"
 	"github.com/simba-go/simba/sql/schema"
 )
@@ -48,12 +48,11 @@ type stdDialect struct {
 	lockMigrate func(ctx context.Context, conn *sql.Conn) (func(), error)
 	// ddlInTx: the migration's statements run in one transaction (SQLite).
 	ddlInTx bool
-	// migrateBusy reports an error after which Migrate starts again (nothing of a migration
-	// that failed took effect: it runs in one transaction, or is idempotent), for up to
-	// migrateBusyFor; nil: none. SQLite: SQLITE_BUSY, which a new connection's PRAGMA
-	// journal_mode=wal returns at once, without waiting in the busy handler, while another
-	// process sets a new file up.
-	migrateBusy func(error) bool
+	// migrateBusy: Migrate starts again after SQLITE_BUSY (sqlitebusy.Retry; nothing of a
+	// migration that failed took effect: it runs in one transaction), which a new connection's
+	// PRAGMA journal_mode=wal returns at once, without waiting in the busy handler, while
+	// another process sets a new file up (SQLite).
+	migrateBusy bool
 	// gate, when set, is entered around every operation (SQLite: see fileGate).
 	gate *fileGate
 }
@@ -199,29 +198,11 @@ func (d *stdDialect) catalog(ctx context.Context, query string, ncols int) ([][]
 }
 
 func (d *stdDialect) migrate(ctx context.Context, ms []schema.Migration) error {
-	if d.migrateBusy == nil {
+	if !d.migrateBusy {
 		return d.migrateOnce(ctx, ms)
 	}
-	end := time.Now().Add(migrateBusyFor)
-	for attempt := 1; ; attempt++ {
-		err := d.migrateOnce(ctx, ms)
-		if err == nil || !d.migrateBusy(err) || !time.Now().Before(end) {
-			return err
-		}
-		// Up to 1, 2, 4 … 64 ms, drawn at random so that the processes that met spread out.
-		pause := time.NewTimer(time.Duration(rand.Int64N(int64(time.Millisecond) << min(attempt-1, 6))))
-		select {
-		case <-ctx.Done():
-			pause.Stop()
-			return err
-		case <-pause.C:
-		}
-	}
+	return sqlitebusy.Retry(ctx, func() error { return d.migrateOnce(ctx, ms) })
 }
-
-// migrateBusyFor bounds how long migrate starts again after errors migrateBusy reports: as long
-// as the busy timeout Open sets for SQLite (busy_timeout(10000)).
-const migrateBusyFor = 10 * time.Second
 
 func (d *stdDialect) migrateOnce(ctx context.Context, ms []schema.Migration) error {
 	c, err := d.conn(ctx)

@@ -17,8 +17,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"modernc.org/sqlite"
-
+	"github.com/simba-go/simba/internal/sqlitebusy"
 	"github.com/simba-go/simba/open"
 	"github.com/simba-go/simba/spi"
 
@@ -450,27 +449,13 @@ func newSQLiteFile(ctx context.Context, dsn string) (bool, error) {
 	// SQLITE_BUSY at once, without waiting in the busy handler, while another connection
 	// writes to a file not yet in WAL mode — another simba run or lock setting up the same new
 	// file: try again (on a new connection), for up to the busy timeout.
-	err = count()
-	for end := time.Now().Add(sqliteBusyTimeout); sqliteBusy(err) && time.Now().Before(end); err = count() {
-		select {
-		case <-ctx.Done():
-			return false, ctx.Err()
-		case <-time.After(5 * time.Millisecond):
-		}
+	if err = sqlitebusy.Retry(ctx, count); err != nil && ctx.Err() != nil {
+		return false, ctx.Err()
 	}
 	if err != nil {
 		return false, fmt.Errorf("reading the tables of %s: %w", dsnutil.Redact(dsn), dsnutil.ScrubError(err, dsn))
 	}
 	return objects == 0, nil
-}
-
-// sqliteBusyTimeout is the busy timeout SQLiteDSN sets (busy_timeout(10000)).
-const sqliteBusyTimeout = 10 * time.Second
-
-// sqliteBusy reports whether err is SQLITE_BUSY (any extended code of it).
-func sqliteBusy(err error) bool {
-	var se *sqlite.Error
-	return errors.As(err, &se) && se.Code()&0xff == 5
 }
 
 // withMigrateHint adds to an error that matches simba.ErrSchemaMissing (no schema, or an old

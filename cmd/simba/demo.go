@@ -22,6 +22,7 @@ import (
 	sqlbackend "github.com/simba-go/simba/backend/sql"
 	"github.com/simba-go/simba/fence"
 	"github.com/simba-go/simba/fence/fencesql"
+	"github.com/simba-go/simba/internal/sqlitebusy"
 
 	dsnutil "github.com/simba-go/simba/internal/dsn"
 )
@@ -243,7 +244,7 @@ func writeLockFree(ctx context.Context, db *sql.DB, wait time.Duration) (bool, e
 		return false, err
 	}
 	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-		if strings.Contains(err.Error(), "SQLITE_BUSY") || strings.Contains(err.Error(), "database is locked") {
+		if sqlitebusy.Is(err) {
 			return false, nil
 		}
 		return false, err
