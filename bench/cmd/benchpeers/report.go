@@ -153,7 +153,8 @@ func markdown(r *report) string {
 	if r.sel.measure(mFailover) {
 		writeFailover(&b, r)
 	}
-	if r.sel.measure(mStale) {
+	// A report written again from a run before the stale-write measure has no rows of it.
+	if r.sel.measure(mStale) && len(r.Stale) > 0 {
 		writeStale(&b, r)
 	}
 	if r.sel.measure(mKeepAlive) {

@@ -108,6 +108,11 @@ func TestWriteStale(t *testing.T) {
 	if strings.Contains(markdown(r), "Stale writes") {
 		t.Error("a run without the stale measure has its section")
 	}
+	// A full run's report from before the measure, written again (-report): no empty section.
+	r.sel, r.Stale = selection{}, nil
+	if strings.Contains(markdown(r), "Stale writes") {
+		t.Error("a report without stale rows has the section")
+	}
 }
 
 // Every server's rows: Simba's on each backend (fenced where its helper matches the backend),
