@@ -2,8 +2,10 @@
 // redsync, pglock, go-zookeeper's zk.Lock and etcd's concurrency Mutex and Election — on the
 // same servers, in one run, interleaved round by round: the cost of an acquire + release
 // cycle in same-run baseline operations, the graceful handover latency, the crash failover
-// time with a SIGKILLed holder process (and the waiter's calls meanwhile), and Simba's
-// keep-alive calls per renewal interval with 1, 100 and 10,000 held leases.
+// time with a SIGKILLed holder process (and the waiter's calls meanwhile), what each library's
+// holder writes after a pause past its TTL (SIGSTOPped between its lock check and its write,
+// Kleppmann's GC-pause scenario), and Simba's keep-alive calls per renewal interval with 1,
+// 100 and 10,000 held leases.
 //
 // It prints one Markdown table per measure and writes them, with the raw samples as JSON and
 // charts as PNG, under -out. Every loop is bounded in count (-rounds) and time (-budget).
@@ -33,11 +35,12 @@ func main() {
 	var (
 		o        opts
 		only     = flag.String("only", "", "comma-separated servers to measure (default all): "+strings.Join(groupKeys, ", ")+" (postgresql, pg, zk, cluster also accepted)")
-		measures = flag.String("measures", "", "comma-separated measures to run (default all): "+strings.Join(measureKeys, ", ")+"; the targets of a measure not run are reported \"not measured\"")
+		measures = flag.String("measures", "", "comma-separated measures to run (default all): "+strings.Join(measureKeys, ", ")+"; the targets of a measure not run are reported \"not measured\". stale: a holder process of each library is SIGSTOPped between its lock check and its write until a waiter of the same library has taken the lock and written, then let go on: does its stale write land?")
 		holder   = flag.String("holder", "", "internal: run as a holder process of this role")
 		waitAs   = flag.String("waiter", "", "internal: run as a waiting process of this role")
 		idleAs   = flag.String("idle", "", "internal: run as an idle process of this role (a session open, waiting for nothing)")
 		altAs    = flag.String("alternate", "", "internal: run as the child process of a between-processes hand-over pair of this role (commands on stdin)")
+		staleAs  = flag.String("stale", "", "internal: run as the paused holder process of the stale-write measure for this role")
 		holdFor  = flag.String("name", "", "internal: the holder's lock name")
 		etcdDir  = flag.String("etcd", "", "internal: run the embedded etcd with its data under this directory")
 		rerender = flag.String("report", "", "measure nothing: write the report again from this latest.json of a full run (with the Targets table and its why texts as this binary judges them) into -out")
@@ -65,6 +68,9 @@ func main() {
 	}
 	if *altAs != "" {
 		os.Exit(runAlternate(*altAs, *holdFor))
+	}
+	if *staleAs != "" {
+		os.Exit(runStaleHolder(*staleAs, *holdFor))
 	}
 	if *rerender != "" {
 		if err := rewrite(*rerender, o); err != nil {
@@ -242,6 +248,8 @@ type report struct {
 	ZKTickTime string
 	// Selected is the run's -only and -measures as the header states them (empty: all).
 	Selected string `json:",omitempty"`
+	// Stale is the stale-write measure, by row.
+	Stale []*staleRes `json:",omitempty"`
 	// sel is the selection itself and leases -leases' counts, for the targets.
 	sel    selection
 	leases []int
@@ -289,6 +297,8 @@ func run(o opts) error {
 	cycleOf := map[rowKey]*cycleRes{}
 	handOf := map[rowKey]*handRes{}
 	failOf := map[rowKey]*failRes{}
+	staleOf := map[rowKey]*staleRes{}
+	var sres []*staleRes
 	setupRows := func(s selection, r *resources) ([]cycleRow, []handRow, []failRow) {
 		sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 		defer cancel()
@@ -329,7 +339,7 @@ func run(o opts) error {
 		}
 	}
 	slotted := sel.measure(mCycle) || sel.measure(mHandover)
-	if len(groups) == 0 || !slotted && !sel.measure(mFailover) {
+	if len(groups) == 0 || !slotted && !sel.measure(mFailover) && !sel.measure(mStale) {
 		rounds = 0 // no measure of the rounds selected
 	}
 	for round := 0; round < rounds && time.Now().Before(roundsEnd); round++ {
@@ -403,6 +413,13 @@ func run(o opts) error {
 			}
 			wg.Wait()
 			fr.close()
+		}
+		// Stale writes after a pause past the TTL: every row at once, each with its own holder
+		// process.
+		if sel.measure(mStale) && len(groups) > 0 {
+			if err := staleRound(ctx, c, sel, round, staleOf, &sres); err != nil {
+				rep.Skipped["stale writes, round "+strconv.Itoa(round+1)] = err.Error()
+			}
 		}
 		done++
 	}
@@ -485,7 +502,10 @@ func run(o opts) error {
 		r.P50, r.Max = pct(r.TTLRatios, 50), pct(r.TTLRatios, 100)
 		r.MedAcq, r.MedAll = pct(r.AcqPerTTL, 50), pct(r.AllPerTTL, 50)
 	}
-	rep.Cycle, rep.Handover, rep.Failover = cres, hres, fres
+	sort.SliceStable(sres, func(i, j int) bool {
+		return rank(sres[i].Group, sres[i].Name, false) < rank(sres[j].Group, sres[j].Name, false)
+	})
+	rep.Cycle, rep.Handover, rep.Failover, rep.Stale = cres, hres, fres, sres
 	rep.Elapsed = time.Since(start).Round(time.Second).String()
 	describe(rep)
 	return write(rep, o.out)

@@ -153,6 +153,10 @@ func markdown(r *report) string {
 	if r.sel.measure(mFailover) {
 		writeFailover(&b, r)
 	}
+	// A report written again from a run before the stale-write measure has no rows of it.
+	if r.sel.measure(mStale) && len(r.Stale) > 0 {
+		writeStale(&b, r)
+	}
 	if r.sel.measure(mKeepAlive) {
 		writeKeepAlive(&b, r)
 	}
@@ -214,6 +218,75 @@ func writeFailover(b *strings.Builder, r *report) {
 		}
 		fmt.Fprintf(b, "| %s | %s | %d | %s | %s | %s | %s | %s |\n", f.Group, f.Name, len(f.TTLRatios), f2(f.P50), f2(f.Max), acq, all, errNote(f.Errors, f.LastError))
 	}
+}
+
+// writeStale writes the stale-write section.
+func writeStale(b *strings.Builder, r *report) {
+	b.WriteString("\n## Stale writes after a pause past the TTL\n\n")
+	fmt.Fprintf(b, "Kleppmann's GC-pause scenario, for each library. A holder process (this binary re-executed) takes the lock, does what the library's documentation recommends before a write (the check column), says it is about to write and waits for a word on stdin; the harness SIGSTOPs it there, so the pause falls between the check and the write. A waiter of the same library in the harness takes the lock once the holder's lease has run out and writes its own value to the shared resource through the same write path; once the holder has been stopped for %s (1.5 × TTL) or more, the harness lets it go on (SIGCONT) and the holder writes. **Landed**: the resource ended with the stale holder's value, written after the new holder's: the safety violation. Otherwise the holder learned it had lost the lock before writing (pglock: the context `Client.Do` hands its function had ended, and the write was not sent or not committed), or the resource refused the write (Simba: the fence helper's `fence.ErrStaleToken`; etcd: the `Txn`'s `IsOwner()` guard). Simba's and etcd's holders write on a context of their own, so that the resource's check is what is measured: a Simba holder that writes on the term's `Context()` (the `Held` doc's \"or watch Context\") mostly never sends the write, since the term's context ends as soon as the process runs again (in a run so written, 2026-12-04 19:55 UTC, 6 rounds: 42 of 42 writes of Simba's rows; etcd's holder on the session's `Ctx()`: 6 of 6). The resource is a row of a PostgreSQL table (written in a transaction: Simba through `fencesql.Write`, the peers a plain `UPDATE`), a Redis key (Simba through `fenceredis.Set`, the peers a plain `SET`; on the Cluster for Simba's Cluster row) or, for etcd's Mutex, a key in the same etcd. One round per row per round of the run, all rows at once, each with its own lock name and resource.\n\n", (mustTTL(r.TTL) * 3 / 2).String())
+	if s := staleSummary(r.Stale); s != "" {
+		b.WriteString(s + "\n\n")
+	}
+	b.WriteString("| server | library | resource | rounds | **stale write landed** | holder learned it lost the lock (no write) | refused by the resource | other error | paused ×TTL (median) | what the holder checks, and how it writes | notes |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, s := range r.Stale {
+		landed := strconv.Itoa(s.Landed)
+		if s.Landed > 0 {
+			landed = "**" + landed + "**"
+		}
+		var notes []string
+		if s.Lost > 0 && s.LastLost != "" {
+			notes = append(notes, "learned: "+clip(s.LastLost, 200))
+		}
+		if s.Refused > 0 && s.LastRefusal != "" {
+			notes = append(notes, "refused: "+clip(s.LastRefusal, 200))
+		}
+		if s.Failed > 0 && s.LastFailure != "" {
+			notes = append(notes, "write failed: "+clip(s.LastFailure, 200))
+		}
+		if e := errNote(s.Errors, s.LastError); e != "" {
+			notes = append(notes, "rounds "+e)
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %d | %s | %d | %d | %d | %s | %s | %s |\n", s.Group, s.Name, s.Resource, s.Rounds, landed, s.Lost, s.Refused, s.Failed, f2(pct(s.PauseTTLs, 50)), strings.ReplaceAll(s.Check, "|", "/"), strings.Join(notes, "; "))
+	}
+}
+
+// clip is s on one line, without pipes, cut to n bytes at most.
+func clip(s string, n int) string {
+	s = strings.ReplaceAll(strings.ReplaceAll(s, "\n", " "), "|", "/")
+	if len(s) > n {
+		s = s[:n] + "…"
+	}
+	return s
+}
+
+// staleSummary is the stale-write section's first line: the stale writes that landed, Simba's
+// rows and the peers' apart ("" without rounds).
+func staleSummary(rows []*staleRes) string {
+	var simbaWrites, simbaLanded, simbaRows int
+	var peers []string
+	for _, s := range rows {
+		if s.Rounds == 0 {
+			continue
+		}
+		if strings.Contains(s.Name, "Simba") {
+			simbaRows++
+			simbaWrites += s.Rounds
+			simbaLanded += s.Landed
+			continue
+		}
+		peers = append(peers, fmt.Sprintf("%s %d of %d", plain(s.Name), s.Landed, s.Rounds))
+	}
+	if simbaRows == 0 && len(peers) == 0 {
+		return ""
+	}
+	var parts []string
+	if simbaRows > 0 {
+		parts = append(parts, fmt.Sprintf("Simba `Lock`: %d of %d paused holders' writes landed, on %d backends", simbaLanded, simbaWrites, simbaRows))
+	}
+	if len(peers) > 0 {
+		parts = append(parts, "the peers': "+strings.Join(peers, ", "))
+	}
+	return "**" + strings.Join(parts, "; ") + ".**"
 }
 
 // writeKeepAlive writes the keep-alive section.

@@ -13,9 +13,10 @@ const (
 	mFailover  = "failover"
 	mKeepAlive = "keepalive"
 	mWaiting   = "waiting"
+	mStale     = "stale"
 )
 
-var measureKeys = []string{mCycle, mHandover, mFailover, mKeepAlive, mWaiting}
+var measureKeys = []string{mCycle, mHandover, mFailover, mStale, mKeepAlive, mWaiting}
 
 // groupKeys are the -only keys of the servers, in groupOrder's order; groupAliases are other
 // spellings accepted for them.
