@@ -177,7 +177,9 @@ confirmations then do the same reads and hints.
 An ACL user (Redis 6+) needs the keys ~simba:* and, for hints, channel permissions that
 cover &simba:lease:{*} and &simba:group:{*} (those two patterns, &simba:*, or allchannels:
 SUBSCRIBE checks each channel against the patterns). Hints subscribes once to the channels
-of a probe name and fails with a permanent NOPERM error without them. Its
+of a probe name and fails with a permanent NOPERM error without them (if the server answers
+the probe within the client's read timeout, at most 5 s: a server down or silent at the first
+Hints, which simba.New makes, is not checked, and such a user then gets no hints). Its
 commands: EVALSHA, EVAL, SCRIPT LOAD, SMEMBERS, HMGET, SUBSCRIBE, UNSUBSCRIBE, MULTI, EXEC,
 ZRANGE (the read after a subscription's confirmation), PING, WAIT (with
 WithWaitReplicas), SCAN, TIME and ZRANGEBYSCORE (Inspect), CLUSTER SLOTS (Cluster clients),

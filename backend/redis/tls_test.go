@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"math/big"
 	"net"
+	"os"
 	"os/exec"
 	"strings"
 	"sync/atomic"
@@ -124,6 +125,13 @@ func TestRedissSilentServerStaysRetryable(t *testing.T) {
 // redis-server.
 func startPlainRedis(t *testing.T) string {
 	t.Helper()
+	addr, _ := startPlainRedisProc(t)
+	return addr
+}
+
+// startPlainRedisProc is startPlainRedis returning the server's process too (to signal it).
+func startPlainRedisProc(t *testing.T) (string, *os.Process) {
+	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		testenv.Unavailable(t, "redis-server", err.Error())
 	}
@@ -143,7 +151,7 @@ func startPlainRedis(t *testing.T) string {
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
 			c.Close()
-			return addr
+			return addr, cmd.Process
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("redis-server did not come up on %s", addr)
