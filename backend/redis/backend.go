@@ -119,6 +119,10 @@ type Backend struct {
 
 	foreign *foreign.Filter // skips and reports foreign group members
 
+	// tlsd is the TLS dialer of a client OpenConfig made from a TLS DSN (else nil): bounded
+	// tells it each call's time (see tlsDialer.probeDelay).
+	tlsd *tlsDialer
+
 	// kaFailed: the last keep-alive failed, so the way back from the server may be broken
 	// while the way there works (a one-way partition): the next keep-alive proves a round trip
 	// first (KeepAlive).

@@ -20,8 +20,9 @@ implementation; Close leaves it open. Open takes a DSN (see ParseDSN):
 with the ACL user and password in the user information; Close then closes the client. A bad
 DSN fails with an error matching spi.ErrInvalidOption that names what is wrong (and never shows
 the password). Over TLS, a certificate that does not verify, and a server that speaks plain
-RESP (found fast: a plain-text Redis never answers a TLS handshake, so after 500 ms the dialer
-asks it a plain-text PING on a second connection), fail with a permanent spi.ErrTLS instead of
+RESP (found fast: a plain-text Redis never answers a TLS handshake, so after 500 ms, or half
+the call's time if that is less, the dialer asks it a plain-text PING on a second connection),
+fail with a permanent spi.ErrTLS instead of
 being retried until the caller's context ends (the dialer retries only transient dial
 failures, see ParseDSN). A DSN the server cannot serve fails with a permanent error that says
 what to change: a database out of range or other than 0 on a Cluster node (spi.ErrInvalidOption),
