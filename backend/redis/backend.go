@@ -80,7 +80,7 @@ func WithRouteBySlot(on bool) Option {
 // WAIT is not a consensus protocol: a replica that acknowledged can still lose the write if it
 // crashes too, and a failover may promote a replica that did not acknowledge unless n covers
 // them all. n ≤ 0 turns the option off; timeout must be positive when n > 0, and should be well
-// below both the client's read timeout (go-redis: 3 s by default) and the engine's call timeout
+// below both the client's read timeout (go-redis: 5 s by default) and the engine's call timeout
 // (the renewal interval), since the WAIT's time is part of each grant's and renewal's.
 func WithWaitReplicas(n int, timeout time.Duration) Option {
 	return func(c *config) error {
