@@ -121,13 +121,15 @@ type insideKey struct{}
 // session in the background; elections wait for the session by themselves. With a backend that
 // delivers hints (spi.Hinter) New subscribes to them first, on the caller's goroutine, and that
 // may do I/O: the Redis backend subscribes to a probe channel and waits for the server's
-// confirmation, which against a server that accepts connections but never answers lasts until
-// the backend's own timeouts give up (seconds; a server that refuses connections is treated as
-// briefly down and costs nothing). New fails when the backend refuses the subscription: on
-// Redis, an ACL user without permission for Simba's channels or a DSN the server cannot serve
-// (a database out of range, redis+cluster:// at a standalone server), each a permanent error.
-// A backend that is merely unreachable does not fail New (nor, on Redis, TLS that cannot work):
-// the first session's calls then fail, and are retried or reported as for any call.
+// confirmation, at most the go-redis client's read timeout and never more than 5 s. A server
+// that has not answered by then (one that accepts connections but never answers: a stopped
+// process, a network gone dark) is treated like one that refuses connections, as briefly down:
+// New returns, and the backend subscribes in the background once the server answers. New fails
+// when the backend refuses the subscription: on Redis, an ACL user without permission for
+// Simba's channels or a DSN the server cannot serve (a database out of range, a database at a
+// Cluster node, redis+cluster:// at a standalone server), each a permanent error. A backend
+// that is merely unreachable does not fail New (nor, on Redis, TLS that cannot work): the
+// first session's calls then fail, and are retried or reported as for any call.
 func New(backend spi.Backend, opts ...Option) (*Client, error) {
 	if backend == nil {
 		return nil, invalid("backend is nil")

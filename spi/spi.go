@@ -318,7 +318,10 @@ type Hinter interface {
 	// implementation reconnects by itself; hints lost meanwhile are simply lost. An error
 	// means no subscription could be made at all (the backend is closed, ctx is done, the
 	// server refuses the subscription) and fails simba.New: a server that is briefly
-	// unreachable is a reason to reconnect, not to fail.
+	// unreachable is a reason to reconnect, not to fail. simba.New calls Hints on its caller's
+	// goroutine with a context that ends only with the client, so Hints should not wait long
+	// for a server that does not answer (the Redis backend waits at most its read timeout):
+	// it is unreachable too.
 	Hints(ctx context.Context) (<-chan Hint, error)
 }
 

@@ -80,7 +80,7 @@ func WithRouteBySlot(on bool) Option {
 // WAIT is not a consensus protocol: a replica that acknowledged can still lose the write if it
 // crashes too, and a failover may promote a replica that did not acknowledge unless n covers
 // them all. n ≤ 0 turns the option off; timeout must be positive when n > 0, and should be well
-// below both the client's read timeout (go-redis: 3 s by default) and the engine's call timeout
+// below both the client's read timeout (go-redis: 5 s by default) and the engine's call timeout
 // (the renewal interval), since the WAIT's time is part of each grant's and renewal's.
 func WithWaitReplicas(n int, timeout time.Duration) Option {
 	return func(c *config) error {
@@ -118,6 +118,10 @@ type Backend struct {
 	hub hub
 
 	foreign *foreign.Filter // skips and reports foreign group members
+
+	// tlsd is the TLS dialer of a client OpenConfig made from a TLS DSN (else nil): bounded
+	// tells it each call's time (see tlsDialer.probeDelay).
+	tlsd *tlsDialer
 
 	// kaFailed: the last keep-alive failed, so the way back from the server may be broken
 	// while the way there works (a one-way partition): the next keep-alive proves a round trip
@@ -250,18 +254,34 @@ func (b *Backend) fail(op string, err error) error {
 		return spi.AsPermanent(fmt.Errorf("redis: %s: %w (the server is a Redis Cluster node: use a redis+cluster:// DSN)", op, err))
 	case goredis.HasErrorPrefix(err, "CROSSSLOT"):
 		return spi.AsPermanent(fmt.Errorf("redis: %s: %w", op, err))
-	case goredis.HasErrorPrefix(err, "DB index is out of range"):
+	case goredis.HasErrorPrefix(err, errDBRange):
 		// The connection's SELECT of the DSN's /db: the server has fewer databases.
 		return fmt.Errorf("%w: redis: %s: %w (the DSN's database %s does not exist: the server has as many as its databases setting, 16 by default, numbered from 0)",
 			spi.ErrInvalidOption, op, err, b.db())
-	case goredis.HasErrorPrefix(err, "SELECT is not allowed in cluster mode"):
+	case goredis.HasErrorPrefix(err, errSelectInCluster):
 		return fmt.Errorf("%w: redis: %s: %w (the server is a Redis Cluster node, which has database 0 only: use a redis+cluster:// DSN without a database)",
 			spi.ErrInvalidOption, op, err)
-	case goredis.HasErrorPrefix(err, "This instance has cluster support disabled"):
+	case goredis.HasErrorPrefix(err, errNoCluster):
 		// A Cluster client's CLUSTER SLOTS to a standalone server.
 		return spi.AsPermanent(fmt.Errorf("redis: %s: %w (the server is not a Redis Cluster node: use a redis:// DSN, or redis+sentinel:// for a master behind Sentinel)", op, err))
 	}
 	return spi.Unavailable("redis "+op, err)
+}
+
+// The server's errors for a DSN it cannot serve (see fail): the connection's SELECT of a
+// database the server does not have, or of any but 0 on a Cluster node; a Cluster client's
+// CLUSTER SLOTS to a server without cluster support.
+const (
+	errDBRange         = "DB index is out of range"
+	errSelectInCluster = "SELECT is not allowed in cluster mode"
+	errNoCluster       = "This instance has cluster support disabled"
+)
+
+// unservable reports an error by which the server says it cannot serve the DSN at all (see
+// fail): every command fails the same way.
+func unservable(err error) bool {
+	return goredis.HasErrorPrefix(err, errDBRange) || goredis.HasErrorPrefix(err, errSelectInCluster) ||
+		goredis.HasErrorPrefix(err, errNoCluster)
 }
 
 // db names the database the client selects, for fail's message.

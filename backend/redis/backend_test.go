@@ -586,7 +586,10 @@ func TestKeepAliveMembersRemaining(t *testing.T) {
 // the hint subscription (which simba.New makes) and at OpenSession, with a permanent error
 // saying what to change, not a retryable ErrUnavailable: a database index out of range, a
 // database other than 0 on a Cluster node, and redis+cluster:// at a standalone server. The
-// servers are only read.
+// durability check at the first OpenSession logs nothing first (at a Cluster node, it logged
+// that it "could not check" the server, quoting the SELECT's refusal, as if the server had
+// refused CONFIG and INFO), and with WithStrictDurability the error is still the DSN's, not
+// ErrNotDurable. The servers are only read.
 func TestDSNTheServerCannotServeIsPermanent(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -600,20 +603,30 @@ func TestDSNTheServerCannotServeIsPermanent(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dsn := tc.dsn(t) // skips or fails as testenv decides when the server is down
-			b, err := Open(dsn)
+			var logs testenv.LogBuffer
+			b, err := Open(dsn, WithLogger(logs.Logger()))
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer b.Close()
+			strict, err := Open(dsn, WithLogger(logs.Logger()), WithStrictDurability())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer strict.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			_, err = b.OpenSession(ctx, "o", 10*time.Second)
 			_, herr := b.Hints(ctx)
-			for what, err := range map[string]error{"OpenSession": err, "Hints": herr} {
-				if err == nil || spi.Classify(err) != spi.Permanent || errors.Is(err, spi.ErrUnavailable) ||
+			_, serr := strict.OpenSession(ctx, "o", 10*time.Second)
+			for what, err := range map[string]error{"OpenSession": err, "Hints": herr, "strict OpenSession": serr} {
+				if err == nil || spi.Classify(err) != spi.Permanent || errors.Is(err, spi.ErrUnavailable) || errors.Is(err, ErrNotDurable) ||
 					errors.Is(err, spi.ErrInvalidOption) != tc.invalid || !strings.Contains(err.Error(), tc.hint) {
 					t.Errorf("%s: %s = %v (%v), want a permanent error (ErrInvalidOption %v) saying %q", dsn, what, err, spi.Classify(err), tc.invalid, tc.hint)
 				}
+			}
+			if out := logs.String(); out != "" {
+				t.Errorf("%s: logged before the error:\n%s", dsn, out)
 			}
 		})
 	}

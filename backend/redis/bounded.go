@@ -31,6 +31,7 @@ func bounded[T any](ctx context.Context, b *Backend, op string, f func() (T, err
 		var zero T
 		return zero, b.fail(op, err)
 	}
+	b.tlsd.called(ctx)
 	if _, ok := ctx.Deadline(); ok && b.deadlines {
 		return f()
 	}

@@ -20,8 +20,9 @@ implementation; Close leaves it open. Open takes a DSN (see ParseDSN):
 with the ACL user and password in the user information; Close then closes the client. A bad
 DSN fails with an error matching spi.ErrInvalidOption that names what is wrong (and never shows
 the password). Over TLS, a certificate that does not verify, and a server that speaks plain
-RESP (found fast: a plain-text Redis never answers a TLS handshake, so after 500 ms the dialer
-asks it a plain-text PING on a second connection), fail with a permanent spi.ErrTLS instead of
+RESP (found fast: a plain-text Redis never answers a TLS handshake, so after 500 ms, or half
+the call's time if that is less, the dialer asks it a plain-text PING on a second connection),
+fail with a permanent spi.ErrTLS instead of
 being retried until the caller's context ends (the dialer retries only transient dial
 failures, see ParseDSN). A DSN the server cannot serve fails with a permanent error that says
 what to change: a database out of range or other than 0 on a Cluster node (spi.ErrInvalidOption),
@@ -177,7 +178,9 @@ confirmations then do the same reads and hints.
 An ACL user (Redis 6+) needs the keys ~simba:* and, for hints, channel permissions that
 cover &simba:lease:{*} and &simba:group:{*} (those two patterns, &simba:*, or allchannels:
 SUBSCRIBE checks each channel against the patterns). Hints subscribes once to the channels
-of a probe name and fails with a permanent NOPERM error without them. Its
+of a probe name and fails with a permanent NOPERM error without them (if the server answers
+the probe within the client's read timeout, at most 5 s: a server down or silent at the first
+Hints, which simba.New makes, is not checked, and such a user then gets no hints). Its
 commands: EVALSHA, EVAL, SCRIPT LOAD, SMEMBERS, HMGET, SUBSCRIBE, UNSUBSCRIBE, MULTI, EXEC,
 ZRANGE (the read after a subscription's confirmation), PING, WAIT (with
 WithWaitReplicas), SCAN, TIME and ZRANGEBYSCORE (Inspect), CLUSTER SLOTS (Cluster clients),

@@ -38,6 +38,9 @@ type Config struct {
 	// dialRetries is the options' DialerRetries as the DSN set it, when ParseDSN moved them
 	// into the TLS dialer (see tlsDialer), for UseTLS.
 	dialRetries int
+	// tlsd is the TLS dialer ParseDSN or UseTLS installed (nil without TLS): the backend tells
+	// it how long its calls have (see tlsDialer.probeDelay).
+	tlsd *tlsDialer
 }
 
 // ParseDSN parses a Redis DSN:
@@ -63,7 +66,9 @@ type Config struct {
 // For rediss:// and rediss+cluster:// the options' Dialer makes the TLS connection and fails
 // fast with a permanent spi.ErrTLS when the server's certificate does not verify or when the
 // server speaks plain RESP (a plain-text Redis never answers a TLS handshake: after 500 ms
-// without an answer the dialer sends a plain-text PING on a second connection to find out).
+// without an answer, or half the time of the backend's latest call if that is less, the dialer
+// sends a plain-text PING on a second connection to find out; the call gets ErrTLS within its
+// time).
 // That dialer also does the dial retries (DialerRetries attempts, DialerRetryTimeout apart, as
 // go-redis's pool would), retrying transient failures only, and the options' DialerRetries is
 // set to 1 so that the pool does not retry a TLS failure on top.
@@ -143,7 +148,7 @@ func ParseDSN(dsn string) (Config, error) {
 		}
 		if o.TLSConfig != nil {
 			cfg.dialRetries = o.DialerRetries
-			useTLSDialer(o.TLSConfig, &o.Dialer, &o.DialerRetries, o.DialerRetryTimeout)
+			cfg.tlsd = useTLSDialer(o.TLSConfig, &o.Dialer, &o.DialerRetries, o.DialerRetryTimeout)
 		}
 		o.ContextTimeoutEnabled = true // see bounded
 		cfg.FailoverOptions = o
@@ -163,7 +168,7 @@ func ParseDSN(dsn string) (Config, error) {
 		}
 		if o.TLSConfig != nil {
 			cfg.dialRetries = o.DialerRetries
-			useTLSDialer(o.TLSConfig, &o.Dialer, &o.DialerRetries, o.DialerRetryTimeout)
+			cfg.tlsd = useTLSDialer(o.TLSConfig, &o.Dialer, &o.DialerRetries, o.DialerRetryTimeout)
 		}
 		o.ContextTimeoutEnabled = true // see bounded
 		cfg.Options = o
@@ -185,7 +190,7 @@ func ParseDSN(dsn string) (Config, error) {
 	}
 	if o.TLSConfig != nil {
 		cfg.dialRetries = o.DialerRetries
-		useTLSDialer(o.TLSConfig, &o.Dialer, &o.DialerRetries, o.DialerRetryTimeout)
+		cfg.tlsd = useTLSDialer(o.TLSConfig, &o.Dialer, &o.DialerRetries, o.DialerRetryTimeout)
 	}
 	o.ContextTimeoutEnabled = true // see bounded
 	cfg.ClusterOptions = o
@@ -255,7 +260,7 @@ func (c *Config) UseTLS(tc *tls.Config) {
 		} else {
 			c.dialRetries = *retries
 		}
-		useTLSDialer(tc, dialer, retries, backoff)
+		c.tlsd = useTLSDialer(tc, dialer, retries, backoff)
 	}
 	switch o := c; {
 	case o.Options != nil:
@@ -328,6 +333,6 @@ func OpenConfig(cfg Config, opts ...Option) (*Backend, error) {
 		c.Close()
 		return nil, err
 	}
-	b.owned = true
+	b.owned, b.tlsd = true, cfg.tlsd
 	return b, nil
 }

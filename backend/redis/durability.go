@@ -130,10 +130,14 @@ func (b *Backend) checkDurabilityCall(ctx context.Context) ([]Durability, error)
 }
 
 // refused reports an error by which the server refused a command (no permission, unknown or
-// renamed command) rather than failing to answer.
+// renamed command) rather than failing to answer. A DSN the server cannot serve is not such a
+// refusal, though a Cluster node's "SELECT is not allowed in cluster mode" reads like one: every
+// command of the connection fails with it, the scripts too, so it is the check's error (which
+// the first OpenSession returns, permanent), not a server that could not be checked (a
+// warning first, or ErrNotDurable with WithStrictDurability).
 func refused(err error) bool {
 	var re goredis.Error
-	if !errors.As(err, &re) {
+	if !errors.As(err, &re) || unservable(err) {
 		return false
 	}
 	return goredis.HasErrorPrefix(err, "NOPERM") || strings.Contains(err.Error(), "unknown command") ||

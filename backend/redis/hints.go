@@ -139,10 +139,17 @@ type wait struct {
 //
 // The first Hints subscribes to and unsubscribes from the channels of one probe name, so that an
 // ACL user without permission for Simba's channels gets a permanent NOPERM error here rather
-// than hints that silently never come. That wait for the server returns once ctx is done, as
-// every call does (see bounded), with an error wrapping ctx's; a server that does not answer
-// within hintCallTimeout is otherwise taken as briefly unreachable (go-redis reconnects the
-// connection by itself), not as a refusal.
+// than hints that silently never come; a DSN the server cannot serve (a database it does not
+// have, a Cluster DSN at a standalone server or a database at a Cluster node) fails here too.
+// That wait for the server returns once ctx is done, as every call does (see bounded), with
+// an error wrapping ctx's, and lasts at most the client's read timeout (go-redis's
+// read_timeout: 5 s by default), never more than 5 s: a server that has not answered by then
+// (it accepts connections but its process is stopped, or the network went dark) is taken as
+// briefly unreachable, as one that refuses connections is, not as a refusal. Hints then
+// returns without the probe's check, and go-redis connects the pub/sub connection, and
+// subscribes to the channels the sessions need by then, once the server answers (it tries
+// again about every 100 ms after a failed attempt, each attempt bounded by the client's dial
+// and read timeouts).
 func (b *Backend) Hints(ctx context.Context) (<-chan spi.Hint, error) {
 	if err := b.checkOpen(); err != nil {
 		return nil, err
@@ -202,22 +209,33 @@ func (b *Backend) Hints(ctx context.Context) (<-chan spi.Hint, error) {
 
 // probeHints opens a pub/sub connection, SUBSCRIBEs to the probe's channels (see Hints), waits
 // for the server to confirm them, and UNSUBSCRIBEs: the connection is then the hub's.
+//
+// It waits for the server at most b.probeTimeout(): a server that accepts connections but
+// does not answer by then (a stopped process, a network that went dark) is taken as down, as
+// one that refuses connections is, and probeHints returns a new, unconnected pub/sub
+// connection (no I/O until the hub's first SUBSCRIBE), which go-redis connects once the
+// server answers. A server that answers with a refusal (NOPERM, a database it does not have, a
+// Cluster client at a standalone server, ...) fails the probe with that error.
+//
 // go-redis watches no context while it waits for a reply (a pub/sub read takes ctx's deadline,
 // but a new connection's HELLO does only where the client has ContextTimeoutEnabled), so the
 // wait runs on a goroutine of its own and probeHints returns as soon as ctx is done, with
-// ctx's error; the connection is then closed, which ends the wait (or, while the goroutine is
-// still connecting, ends it at go-redis's read timeout). A confirmation cut short by ctx's
+// ctx's error, or the probe's time is up; the probe's connection is then closed, which ends
+// the wait (or, while the goroutine is still connecting, ends it at go-redis's read timeout or
+// the probe's deadline, whichever the client honours). A confirmation cut short by ctx's
 // deadline (which confirm takes for a connection failure) fails the same way.
 func (b *Backend) probeHints(ctx context.Context) (*goredis.PubSub, error) {
 	probe := []string{wire.ReleasedChannel(aclProbe), wire.GroupChangedChannel(aclProbe)}
+	pctx, cancel := context.WithTimeout(ctx, b.probeTimeout())
+	defer cancel()
 	ps := b.c.Subscribe(context.Background()) // without channels: no I/O yet
 	done := make(chan error, 1)
 	go func() {
-		_ = ps.Subscribe(ctx, probe...) // a failure: confirm reconnects and subscribes again
-		err := confirm(ctx, ps, len(probe))
+		_ = ps.Subscribe(pctx, probe...) // a failure: confirm reconnects and subscribes again
+		err := confirm(pctx, ps, len(probe))
 		if err == nil {
 			// It may have to reconnect (after a connection failure): on this goroutine too.
-			_ = ps.Unsubscribe(ctx, probe...) // a failure: go-redis forgets them anyway
+			_ = ps.Unsubscribe(pctx, probe...) // a failure: go-redis forgets them anyway
 		}
 		done <- err
 	}()
@@ -230,12 +248,41 @@ func (b *Backend) probeHints(ctx context.Context) (*goredis.PubSub, error) {
 			ps.Close()
 			return nil, b.fail("hints", err)
 		}
-	case <-ctx.Done():
-		// Close waits for a SUBSCRIBE still connecting: not the caller's to wait for.
-		go ps.Close()
-		return nil, b.fail("hints", ctx.Err())
+		// Confirmed, or the connection failed (refused, or cut at the probe's deadline): the
+		// connection, if any, is free of the probe, and go-redis reconnects it by itself.
+		return ps, nil
+	case <-pctx.Done():
 	}
-	return ps, nil
+	// Close waits for a SUBSCRIBE still connecting: not the caller's to wait for.
+	go ps.Close()
+	if err := ended(ctx); err != nil {
+		return nil, b.fail("hints", err)
+	}
+	// The server did not answer in time: it is down as far as the hub is concerned.
+	return b.c.Subscribe(context.Background()), nil
+}
+
+// probeTimeout is how long Hints's probe waits for the server: the client's read timeout, the
+// time go-redis gives any reply before it takes the connection as broken (5 s unless the DSN's
+// read_timeout says otherwise), at most hintCallTimeout (5 s: what each of the hub's own
+// SUBSCRIBEs gets, and a Simba client's call timeout at its default TTL). A healthy server
+// answers the whole probe (a connection's handshake, a SUBSCRIBE and an UNSUBSCRIBE) in a few
+// round trips; one that does not answer within a read timeout fails the backend's other calls
+// too. A shorter bound would risk taking a slow but working server for a silent one, which
+// costs the probe's point: an ACL user without channel permissions would then get no error,
+// and no hints.
+func (b *Backend) probeTimeout() time.Duration {
+	var rt time.Duration
+	switch c := b.c.(type) {
+	case *goredis.Client:
+		rt = c.Options().ReadTimeout
+	case *goredis.ClusterClient:
+		rt = c.Options().ReadTimeout
+	}
+	if rt <= 0 || rt > hintCallTimeout { // 0: unknown, or no timeout; -1: no deadline at all
+		return hintCallTimeout
+	}
+	return rt
 }
 
 // ended is ctx.Err(), or context.DeadlineExceeded once ctx's deadline has passed: a read that

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/simba-go/simba/spi"
@@ -17,7 +18,8 @@ import (
 // never answers a TLS ClientHello (it waits for the end of an inline command that never comes),
 // so without the check a rediss:// DSN pointed at it would wait out every dial timeout and
 // retry until the caller's context ends. A TLS server answers a handshake well within it; if
-// it does not, the check costs one extra connection and changes nothing.
+// it does not, the check costs one extra connection and changes nothing. A dial for a call with
+// less than twice that time checks at half the call's time instead (see tlsDialer.probeDelay).
 const plaintextProbeDelay = 500 * time.Millisecond
 
 // plaintextProbeTimeout bounds the check.
@@ -43,6 +45,11 @@ type tlsDialer struct {
 	// plain holds the addresses found speaking plain RESP: the next dial checks them first,
 	// so a dial to such a server fails in one round trip.
 	plain sync.Map
+	// budget is the time the latest call of the backend had when it began (nanoseconds; 0:
+	// none known), which go-redis's dials do not see: the pool dials on a goroutine of its
+	// own, under the dial timeout alone (5 s by default), while the call waits for it until
+	// its own deadline. See probeDelay.
+	budget atomic.Int64
 }
 
 // Defaults of go-redis's DialerRetries and DialerRetryTimeout.
@@ -57,7 +64,7 @@ const (
 // the tlsDialer's attempts together rather than each (a Simba call's own timeout, a third of
 // the TTL, is shorter anyway); the options' DialerRetryBackoff, which ParseDSN never sets, is
 // not used.
-func useTLSDialer(cfg *tls.Config, dialer *func(context.Context, string, string) (net.Conn, error), retries *int, backoff time.Duration) {
+func useTLSDialer(cfg *tls.Config, dialer *func(context.Context, string, string) (net.Conn, error), retries *int, backoff time.Duration) *tlsDialer {
 	d := &tlsDialer{cfg: cfg, retries: *retries, backoff: backoff}
 	if d.retries <= 0 {
 		d.retries = defaultDialRetries
@@ -66,6 +73,35 @@ func useTLSDialer(cfg *tls.Config, dialer *func(context.Context, string, string)
 		d.backoff = defaultDialBackoff
 	}
 	*dialer, *retries = d.dial, 1
+	return d
+}
+
+// called notes that a call with ctx begins (see budget); a nil d (no TLS dialer) does nothing.
+func (d *tlsDialer) called(ctx context.Context) {
+	if d == nil {
+		return
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		d.budget.Store(max(int64(time.Until(dl)), 1))
+	}
+}
+
+// probeDelay is when a handshake under ctx is checked for a plain-text server:
+// plaintextProbeDelay after it began, or half the time the latest call had (or ctx has) left,
+// if sooner: the other half is for the check, a connection and one round trip. A Simba client
+// gives each call a third of its TTL, 500 ms at a 1.5 s TTL, which the fixed delay would use
+// up: that call ended as a retryable "context deadline exceeded" before the check could tell
+// it ErrTLS (only the next one learnt it). A TLS server slower to answer a handshake than half
+// a call costs that check's extra connection, and nothing else.
+func (d *tlsDialer) probeDelay(ctx context.Context) time.Duration {
+	delay := plaintextProbeDelay
+	if b := time.Duration(d.budget.Load()); b > 0 {
+		delay = min(delay, b/2)
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		delay = min(delay, time.Until(dl)/2)
+	}
+	return max(delay, 0)
 }
 
 func (d *tlsDialer) dial(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -108,7 +144,7 @@ func (d *tlsDialer) dialOnce(ctx context.Context, network, addr string) (net.Con
 	conn := tls.Client(raw, cfg)
 	var reply string
 	probed := make(chan struct{})
-	probe := time.AfterFunc(plaintextProbeDelay, func() {
+	probe := time.AfterFunc(d.probeDelay(ctx), func() {
 		defer close(probed)
 		if reply = probePlaintext(ctx, network, addr); reply != "" {
 			raw.Close() // ends the handshake

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"math/big"
 	"net"
+	"os"
 	"os/exec"
 	"strings"
 	"sync/atomic"
@@ -124,6 +125,13 @@ func TestRedissSilentServerStaysRetryable(t *testing.T) {
 // redis-server.
 func startPlainRedis(t *testing.T) string {
 	t.Helper()
+	addr, _ := startPlainRedisProc(t)
+	return addr
+}
+
+// startPlainRedisProc is startPlainRedis returning the server's process too (to signal it).
+func startPlainRedisProc(t *testing.T) (string, *os.Process) {
+	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		testenv.Unavailable(t, "redis-server", err.Error())
 	}
@@ -143,7 +151,7 @@ func startPlainRedis(t *testing.T) string {
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
 			c.Close()
-			return addr
+			return addr, cmd.Process
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("redis-server did not come up on %s", addr)
@@ -153,25 +161,33 @@ func startPlainRedis(t *testing.T) string {
 
 // TestRedissToPlaintextWithinOneCallTimeout: rediss:// to a plain-text Redis fails with the
 // permanent ErrTLS within the timeout a Simba client gives each call (a third of its TTL: 1 s
-// for a 3 s TTL), the first call already. go-redis's pool used to retry the TLS failure 5 times
-// 100 ms apart for each of the call's connections (the durability check's, the script's), so
-// the call ended on its deadline, as a retryable "context deadline exceeded", first.
+// for a 3 s TTL, 500 ms for 1.5 s), the first call already. go-redis's pool used to retry the
+// TLS failure 5 times 100 ms apart for each of the call's connections (the durability check's,
+// the script's), so the call ended on its deadline, as a retryable "context deadline
+// exceeded", first. Then, at a 500 ms timeout, the TLS dialer's check for a plain-text server,
+// half a second into the handshake, came too late for the call (go-redis dials on a goroutine
+// of its own, without the call's deadline): the first call still ended on its deadline.
 func TestRedissToPlaintextWithinOneCallTimeout(t *testing.T) {
-	b, err := Open("rediss://" + startPlainRedis(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	for i := range 2 {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		start := time.Now()
-		_, err = b.OpenSession(ctx, "o", 3*time.Second)
-		took := time.Since(start)
-		cancel()
-		if !errors.Is(err, spi.ErrTLS) || spi.Classify(err) != spi.Permanent || errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("call %d: OpenSession with a 1 s timeout = %v (%v) after %v, want a permanent ErrTLS", i, err, spi.Classify(err), took)
-		}
-		t.Logf("call %d: %v after %v", i, err, took)
+	addr := startPlainRedis(t)
+	for _, timeout := range []time.Duration{time.Second, 500 * time.Millisecond} {
+		t.Run(timeout.String(), func(t *testing.T) {
+			b, err := Open("rediss://" + addr) // a backend of its own: nothing known of addr yet
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			for i := range 2 {
+				ctx, cancel := context.WithTimeout(context.Background(), timeout)
+				start := time.Now()
+				_, err = b.OpenSession(ctx, "o", 3*timeout)
+				took := time.Since(start)
+				cancel()
+				if !errors.Is(err, spi.ErrTLS) || spi.Classify(err) != spi.Permanent || errors.Is(err, context.DeadlineExceeded) {
+					t.Fatalf("call %d: OpenSession with a %v timeout = %v (%v) after %v, want a permanent ErrTLS", i, timeout, err, spi.Classify(err), took)
+				}
+				t.Logf("call %d: %v after %v", i, err, took)
+			}
+		})
 	}
 }
 
