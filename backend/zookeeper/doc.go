@@ -244,7 +244,9 @@ go-zookeeper does not expose the negotiated session timeout or the zxid of a cre
 cannot be stopped from replacing an expired session or from pinging. Each session's
 connection is therefore dialled through a tap that reads the ZooKeeper protocol as it passes
 (connect responses, reply headers) and drops only pings and, when the backend is closed, the
-close-session request. For the same reason the backend cannot take an arbitrary *zk.Conn:
+close-session request. It also closes the connection of a reconnect that the server answers
+with "session expired", which go-zookeeper neither uses nor closes: left to the garbage
+collector, each expiry of a long-running program's sessions held a descriptor in CLOSE-WAIT. For the same reason the backend cannot take an arbitrary *zk.Conn:
 NewFromConnector lets the caller make each session's connection with its own go-zookeeper
 options, through the tap's dialer and event callback (see Connector for what the backend needs
 of the connection and does with it).

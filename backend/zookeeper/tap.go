@@ -60,6 +60,9 @@ var errSessionGone = errors.New("zookeeper: the session of this connection has e
 //     the backend leaves the session to expire at the server like a crashed client's.
 //   - A close that reaches the server while go-zookeeper has no established connection (see
 //     beginClose and closeAlone).
+//   - The connection of a reconnect that the server answers with "session expired", which
+//     go-zookeeper neither uses nor closes, is closed once go-zookeeper has read that answer
+//     (see tapConn.Read).
 //
 // Apart from the dropped pings and close requests, a connect request it refuses once the
 // session is being closed and the close request it adds behind a pending one (beginClose),
@@ -479,7 +482,9 @@ type tapConn struct {
 	t *tap
 
 	answered atomic.Bool // the connect response has been read
-	broken   atomic.Bool // a read failed or the connection was closed: it carries no more
+	// expired: the connect response said that the session is gone (read by Read's goroutine)
+	expired bool
+	broken  atomic.Bool // a read failed or the connection was closed: it carries no more
 	// hsMu orders the write of the connect request against beginClose, which must find it
 	// either written in full (and send its close behind it) or not (and stop it).
 	hsMu       sync.Mutex
@@ -654,6 +659,12 @@ func (c *tapConn) Close() error {
 }
 
 // Read passes bytes through and parses the reply headers and the connect response.
+//
+// A connect response that says the session is gone ends go-zookeeper's use of the connection:
+// it reports the session expired and dials anew (which the tap refuses), but never closes the
+// connection, so the tap does once go-zookeeper has the whole response. Left open, it stayed
+// in CLOSE-WAIT (the server closes its side) until a garbage collection finalized it: one
+// descriptor for each expiry of a long-running program's sessions.
 func (c *tapConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 {
@@ -661,6 +672,11 @@ func (c *tapConn) Read(p []byte) (int, error) {
 	}
 	if err != nil {
 		c.broken.Store(true)
+	}
+	if c.expired && !c.haveLen && c.skip == 0 {
+		// The response is read whole (go-zookeeper reads exactly its length).
+		c.expired = false
+		c.Close()
 	}
 	if err != nil && c.inFrames == 0 {
 		// With TLS 1.3 a server that rejects the client's certificate says so after the
@@ -724,6 +740,8 @@ func (c *tapConn) frameIn(h []byte) {
 				pw = h[20 : 20+pl]
 			}
 			c.t.handshake(c, timeout, sid, pw)
+			// go-zookeeper drops the connection of a response without a session (id 0).
+			c.expired = sid == 0
 		}
 		return
 	}

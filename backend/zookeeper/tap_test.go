@@ -11,9 +11,11 @@ import (
 // fakeConn serves a fixed byte stream in reads of at most chunk bytes and records writes.
 type fakeConn struct {
 	net.Conn
-	in      []byte
-	chunk   int
-	written bytes.Buffer
+	in       []byte
+	chunk    int
+	written  bytes.Buffer
+	closed   int       // Close calls
+	deadline time.Time // the last read deadline set
 }
 
 func (f *fakeConn) Read(p []byte) (int, error) {
@@ -25,13 +27,13 @@ func (f *fakeConn) Read(p []byte) (int, error) {
 	f.in = f.in[n:]
 	return n, nil
 }
-func (f *fakeConn) Write(p []byte) (int, error)      { return f.written.Write(p) }
-func (f *fakeConn) SetReadDeadline(time.Time) error  { return nil }
-func (f *fakeConn) SetWriteDeadline(time.Time) error { return nil }
-func (f *fakeConn) Close() error                     { return nil }
-func (f *fakeConn) RemoteAddr() net.Addr             { return &net.TCPAddr{} }
-func (f *fakeConn) LocalAddr() net.Addr              { return &net.TCPAddr{} }
-func (f *fakeConn) SetDeadline(d time.Time) error    { return nil }
+func (f *fakeConn) Write(p []byte) (int, error)       { return f.written.Write(p) }
+func (f *fakeConn) SetReadDeadline(d time.Time) error { f.deadline = d; return nil }
+func (f *fakeConn) SetWriteDeadline(time.Time) error  { return nil }
+func (f *fakeConn) Close() error                      { f.closed++; return nil }
+func (f *fakeConn) RemoteAddr() net.Addr              { return &net.TCPAddr{} }
+func (f *fakeConn) LocalAddr() net.Addr               { return &net.TCPAddr{} }
+func (f *fakeConn) SetDeadline(d time.Time) error     { return nil }
 func (f *fakeConn) readAll(c *tapConn, bufSize int) {
 	buf := make([]byte, bufSize)
 	for {
@@ -213,5 +215,47 @@ func TestTapCloseBehindPendingHandshake(t *testing.T) {
 	fc.written.Reset()
 	if !tp.beginClose() || tp.closeSent.Load() || fc.written.Len() != 0 {
 		t.Fatalf("beginClose on an established connection: closeSent=%v, written %x; want go-zookeeper's close", tp.closeSent.Load(), fc.written.Bytes())
+	}
+}
+
+// TestTapClosesExpiredReconnect: a reconnect answered with "session expired" (id 0) is closed
+// by the tap, since go-zookeeper neither uses nor closes it, but only once go-zookeeper has
+// read the whole answer (or it would see a failed read instead of the expiry); a reconnect to
+// the session itself stays open.
+func TestTapClosesExpiredReconnect(t *testing.T) {
+	connect := append([]byte{0, 0, 0, 8}, make([]byte, 8)...)
+	for chunk := 1; chunk <= 48; chunk++ {
+		tp := newTap(nil, time.Second, nil, nil, nil)
+		first := &tapConn{Conn: &fakeConn{in: connectResponse(4000, 0x1234, make([]byte, 16)), chunk: 100}, t: tp}
+		first.Conn.(*fakeConn).readAll(first, 100)
+		fc := &fakeConn{in: connectResponse(0, 0, make([]byte, 16)), chunk: chunk}
+		c := &tapConn{Conn: fc, t: tp}
+		tp.conn = c
+		c.Write(connect)
+		// As go-zookeeper's authenticate: the length, then exactly the body.
+		var got []byte
+		for _, want := range []int{4, len(fc.in) - 4} {
+			buf := make([]byte, want)
+			for n := 0; n < want; {
+				if fc.closed != 0 {
+					t.Fatalf("chunk %d: closed after %d of %d bytes of the answer", chunk, len(got), len(got)+len(fc.in))
+				}
+				k, err := c.Read(buf[n:])
+				if err != nil {
+					t.Fatalf("chunk %d: read: %v", chunk, err)
+				}
+				got = append(got, buf[n:n+k]...)
+				n += k
+			}
+		}
+		if fc.closed != 1 {
+			t.Fatalf("chunk %d: the expired reconnect was closed %d times once read; want once", chunk, fc.closed)
+		}
+		if !tp.gone.Load() {
+			t.Fatalf("chunk %d: the session is not gone", chunk)
+		}
+		if first.Conn.(*fakeConn).closed != 0 {
+			t.Fatalf("chunk %d: the first connection was closed", chunk)
+		}
 	}
 }
