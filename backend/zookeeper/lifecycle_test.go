@@ -2,7 +2,10 @@ package zookeeper
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -190,4 +193,42 @@ func noLeaks(t *testing.T, leaks goleak.Option) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	goleak.VerifyNone(t, leaks)
+}
+
+// TestCloseAloneEndsWithCtx: a close over a connection of the tap's own waits for the server's
+// answer up to a session timeout; it gives up when its ctx ends (the backend's Close ends it),
+// so that no goroutine nor connection of it outlives the backend.
+func TestCloseAloneEndsWithCtx(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept() // takes the connection, never answers
+		if err == nil {
+			accepted <- c
+		}
+	}()
+	tp := newTap(nil, time.Second, nil, nil, nil)
+	tp.handshake(&tapConn{t: tp}, 60000, 0x1234, make([]byte, 16)) // a session of a minute
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- tp.closeAlone(ctx, []string{ln.Addr().String()}) }()
+	srv := <-accepted
+	defer srv.Close()
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("closeAlone after its ctx ended: %v; want context.Canceled", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("closeAlone went on after its ctx ended")
+	}
+	srv.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.Copy(io.Discard, srv); err != nil {
+		t.Fatalf("the server's side: %v; want the client to have closed the connection", err)
+	}
 }
