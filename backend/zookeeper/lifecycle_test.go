@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/simba-go/simba/spi"
 )
 
 // connCounter is a dialer that counts the connections it opened and that are not closed yet,
@@ -193,6 +195,49 @@ func noLeaks(t *testing.T, leaks goleak.Option) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	goleak.VerifyNone(t, leaks)
+}
+
+// TestCloseLeavesNoGoroutines: once Close returns, nothing of the backend runs on: not the
+// hints subscription of a ctx that never ends (its goroutine waited for that ctx alone), nor
+// the sessions' connections (open, expired, closed, the observer's), nor the watcher's.
+func TestCloseLeavesNoGoroutines(t *testing.T) {
+	leaks := goleak.IgnoreCurrent()
+	b, err := New(serverDSN(t, "timeout=5s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	rec := newRecorder()
+	rb := recorded{Backend: b, r: rec}
+	hints, err := b.Hints(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := func() spi.SessionID {
+		t.Helper()
+		s, err := rb.OpenSession(testCtx(t), "close-leaks", 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.ID
+	}
+	kept, expired, closed := open(), open(), open()
+	mustGrant(t, b, kept, "kept")
+	mustGrant(t, b, expired, "expired")
+	mustGrant(t, b, closed, "closed")
+	rec.expire(t, expired)
+	if err := b.CloseSession(testCtx(t), closed); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Members(testCtx(t), "some-group"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for range hints {
+	}
+	noLeaks(t, leaks)
 }
 
 // TestCloseAloneEndsWithCtx: a close over a connection of the tap's own waits for the server's
