@@ -87,8 +87,9 @@ type Backend struct {
 	closed   bool
 	sessions map[spi.SessionID]*session
 	observer *session // for Members and Inspect when no session is open
-	// unclosed holds the sessions whose close CloseSession could not confirm, so that a retry
-	// tries again (see CloseSession); each until the server has surely expired it.
+	// unclosed holds the sessions CloseSession is closing or could not confirm closed, so that
+	// a concurrent call waits for the close and a retry tries again (see CloseSession); each
+	// until the close is confirmed or the server has surely expired the session.
 	unclosed map[spi.SessionID]*session
 	// stop ends, and bg counts, the background closes of sessions (tap.closeAlone); Close
 	// ends and waits for them. bg grows only under mu while the backend is open.
