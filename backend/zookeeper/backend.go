@@ -87,6 +87,15 @@ type Backend struct {
 	closed   bool
 	sessions map[spi.SessionID]*session
 	observer *session // for Members and Inspect when no session is open
+	// unclosed holds the sessions CloseSession is closing or could not confirm closed, so that
+	// a concurrent call waits for the close and a retry tries again (see CloseSession); each
+	// until the close is confirmed or the server has surely expired the session.
+	unclosed map[spi.SessionID]*session
+	// stop ends, and bg counts, the background closes of sessions (tap.closeAlone); Close
+	// ends and waits for them. bg grows only under mu while the backend is open.
+	stop       context.Context
+	cancelStop context.CancelFunc
+	bg         sync.WaitGroup
 
 	rootsMu sync.Mutex
 	rootsOK bool
@@ -144,8 +153,10 @@ func NewFromConfig(cfg Config, opts ...Option) (*Backend, error) {
 		dialer:   o.dialer,
 		tls:      o.tls,
 		sessions: map[spi.SessionID]*session{},
+		unclosed: map[spi.SessionID]*session{},
 		subs:     map[chan spi.Hint]struct{}{},
 	}
+	b.stop, b.cancelStop = context.WithCancel(context.Background())
 	b.acls = newACLs(cfg.User != "")
 	if cfg.User == "" && b.log.Enabled(context.Background(), slog.LevelWarn) {
 		if _, dup := warnedOpenACL.LoadOrStore(b.log, struct{}{}); !dup {
@@ -470,40 +481,84 @@ func (b *Backend) KeepAlive(ctx context.Context, sid spi.SessionID, names []stri
 
 // CloseSession closes the ZooKeeper session, which deletes its ephemeral nodes (its leases
 // and memberships) at once; watchers, including this backend's hints, see the deletions.
+//
+// It returns nil once the server has confirmed the close (or answered that the session had
+// ended already). When no confirmation comes — the connection fails first, or ctx ends, or the
+// server takes the connection but never answers (its read deadline then ends the wait within
+// the reply timeout, 2/3 of the session timeout) — it fails with an spi.ErrUnavailable error:
+// the session and its ephemeral nodes may still be at the server, until it expires them. The
+// session's connection is closed either way, and later calls on the session reply as for an
+// expired one. A retry of CloseSession (or a concurrent call) waits for the close under way,
+// or, if that failed, closes the session over a connection of its own, until the server has
+// surely expired it (one session timeout after the last attempt); from then on it returns nil.
 func (b *Backend) CloseSession(ctx context.Context, sid spi.SessionID) error {
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
 		return spi.ErrBackendClosed
 	}
-	s := b.sessions[sid]
-	delete(b.sessions, sid)
+	b.sweepUnclosed()
+	s, retry := b.sessions[sid], false
+	if s != nil {
+		delete(b.sessions, sid)
+		s.touched.Store(int64(b.clock.Now()))
+		b.unclosed[sid] = s
+	} else {
+		s, retry = b.unclosed[sid], true
+	}
 	b.mu.Unlock()
 	if s == nil {
 		return nil
 	}
-	names := s.heldNames()
-	done := make(chan struct{})
-	go func() { s.end(false); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		return spi.Unavailable("close session", ctx.Err())
+	if !retry {
+		names := s.heldNames()
+		s.heldAtClose.Store(&names)
+		go s.end(false)
 	}
-	if s.alone != nil {
-		select {
-		case err := <-s.alone:
-			if err != nil {
-				return spi.Unavailable("close session", err)
+	if err := s.closeOutcome(ctx, retry); err != nil {
+		return spi.Unavailable("close session", err)
+	}
+	b.mu.Lock()
+	first := b.unclosed[sid] == s // the first call to see the close confirmed
+	if first {
+		delete(b.unclosed, sid)
+	}
+	b.mu.Unlock()
+	if first {
+		if names := s.heldAtClose.Load(); names != nil {
+			for _, n := range *names {
+				b.hint(spi.Released, n)
 			}
-		case <-ctx.Done():
-			return spi.Unavailable("close session", ctx.Err())
 		}
 	}
-	for _, n := range names {
-		b.hint(spi.Released, n)
-	}
 	return nil
+}
+
+// sweepUnclosed drops, under b.mu, the sessions whose close failed that the server has surely
+// expired by now.
+func (b *Backend) sweepUnclosed() {
+	now := b.clock.Now()
+	for sid, s := range b.unclosed {
+		if time.Duration(s.touched.Load())+s.tap.sessionTimeout() < now {
+			delete(b.unclosed, sid)
+		}
+	}
+}
+
+// background runs f on a goroutine of its own, which Close waits for, unless the backend is
+// closed; it reports whether it did.
+func (b *Backend) background(f func()) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return false
+	}
+	b.bg.Add(1)
+	go func() {
+		defer b.bg.Done()
+		f()
+	}()
+	return true
 }
 
 // Acquire creates the lease's ephemeral node. If it exists it reads it (setting a watch, so
@@ -875,8 +930,9 @@ func (b *Backend) QueueEntriesLiveWithSession() bool { return true }
 // Close drops the connections of every session this backend opened, without closing the
 // sessions at the server (use CloseSession for that): like a crashed client's, they expire
 // after their timeout and only then free their leases, since a process that merely lost its
-// backend must not let another take over while it may still be working. It stops the hints
-// and is idempotent.
+// backend must not let another take over while it may still be working. It also drops the
+// connections of the sessions whose close CloseSession still awaits, stops the closes it runs
+// over connections of their own and waits for them, stops the hints, and is idempotent.
 func (b *Backend) Close() error {
 	b.mu.Lock()
 	if b.closed {
@@ -891,14 +947,24 @@ func (b *Backend) Close() error {
 	if b.observer != nil {
 		all = append(all, b.observer)
 	}
+	closing := make([]*session, 0, len(b.unclosed))
+	for _, s := range b.unclosed {
+		closing = append(closing, s)
+	}
 	b.sessions = map[spi.SessionID]*session{}
+	b.unclosed = map[spi.SessionID]*session{}
 	b.observer = nil
 	b.mu.Unlock()
+	b.cancelStop()
 	var wg sync.WaitGroup
 	for _, s := range all {
 		wg.Go(func() { s.end(true) })
 	}
+	for _, s := range closing {
+		s.tap.abandon() // a close still awaited on go-zookeeper's connection
+	}
 	wg.Wait()
+	b.bg.Wait()
 	b.stopHints()
 	return nil
 }

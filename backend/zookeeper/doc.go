@@ -147,9 +147,14 @@ about the client's deadline and reconnects; its connect request reaches the serv
 renews the session, while its own close request waits for a handshake answer that never
 comes, or is dropped when closing stops the reconnect. The lease nodes of terms the client
 had already revoked then stayed at the server for up to one more session timeout, or until
-the partition healed; now they go when the client gives up. CloseSession returns an
-unavailable error when the close could not be confirmed (no server answered it within one
-session timeout, after which the server has expired the session anyway).
+the partition healed; now they go when the client gives up. CloseSession returns nil only
+once the server has answered the close (or answered that the session had ended already); when
+no answer comes (the connection fails first, a server that took the connect request never
+answers it within the reply timeout, or the caller's ctx ends) it returns a retryable
+unavailable error, having closed the session's connection all the same: the session and its
+nodes may still be at the server until it expires them. A retry closes the session over a
+connection of the backend's own, until one session timeout after the last attempt, when the
+server has surely expired it and a retry returns nil.
 
 # Releases and keep-alives
 
@@ -244,7 +249,9 @@ go-zookeeper does not expose the negotiated session timeout or the zxid of a cre
 cannot be stopped from replacing an expired session or from pinging. Each session's
 connection is therefore dialled through a tap that reads the ZooKeeper protocol as it passes
 (connect responses, reply headers) and drops only pings and, when the backend is closed, the
-close-session request. For the same reason the backend cannot take an arbitrary *zk.Conn:
+close-session request. It also closes the connection of a reconnect that the server answers
+with "session expired", which go-zookeeper neither uses nor closes: left to the garbage
+collector, each expiry of a long-running program's sessions held a descriptor in CLOSE-WAIT. For the same reason the backend cannot take an arbitrary *zk.Conn:
 NewFromConnector lets the caller make each session's connection with its own go-zookeeper
 options, through the tap's dialer and event callback (see Connector for what the backend needs
 of the connection and does with it).

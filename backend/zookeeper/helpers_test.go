@@ -88,7 +88,7 @@ func (r *recorder) expire(t testing.TB, sid spi.SessionID) {
 // session there, the technique of Curator's KillSession. The backend's own connection then
 // finds the session gone.
 func killSession(server string, zid int64, passwd []byte) error {
-	return closeOver(nil, nil, server, 5*time.Second, time.Now().Add(10*time.Second), zid, closeSessionFrames(zid, passwd, 30000))
+	return closeOver(context.Background(), nil, nil, server, 5*time.Second, time.Now().Add(10*time.Second), zid, closeSessionFrames(zid, passwd, 30000))
 }
 
 // serverDSN returns the DSN of the shared test server under a fresh chroot.

@@ -10,13 +10,13 @@ import (
 // loses hints (hints only save latency, never safety).
 const hintBuffer = 1024
 
-// Hints delivers hints until ctx is done, then closes the channel: Released when a lease node
-// is deleted (a release, or a holder session that closed or expired) and GroupChanged when a
-// member joins or leaves a group, whichever client made the change. While there are
-// subscribers the backend keeps one extra connection with persistent recursive watches on the
-// leases and groups nodes (ZooKeeper 3.6+); on older servers, or while that connection is
-// down, hints come from the watches of the backend's own sessions (on leases they hold or
-// found held, and groups they read). A hint may repeat.
+// Hints delivers hints until ctx is done or the backend is closed, then closes the channel:
+// Released when a lease node is deleted (a release, or a holder session that closed or
+// expired) and GroupChanged when a member joins or leaves a group, whichever client made the
+// change. While there are subscribers the backend keeps one extra connection with persistent
+// recursive watches on the leases and groups nodes (ZooKeeper 3.6+); on older servers, or
+// while that connection is down, hints come from the watches of the backend's own sessions
+// (on leases they hold or found held, and groups they read). A hint may repeat.
 func (b *Backend) Hints(ctx context.Context) (<-chan spi.Hint, error) {
 	ch := make(chan spi.Hint, hintBuffer)
 	b.hmu.Lock()
@@ -29,8 +29,14 @@ func (b *Backend) Hints(ctx context.Context) (<-chan spi.Hint, error) {
 		b.watcher = newWatcher(b)
 	}
 	b.hmu.Unlock()
-	go func() {
-		<-ctx.Done()
+	// Unsubscribe when ctx ends or the backend closes (whose Close then closes ch, if this has
+	// not): a subscription whose ctx never ends must not outlive the backend. If the backend
+	// is closed by now, its Close closes ch.
+	b.background(func() {
+		select {
+		case <-ctx.Done():
+		case <-b.stop.Done():
+		}
 		var stop *watcher
 		b.hmu.Lock()
 		if _, ok := b.subs[ch]; ok {
@@ -44,7 +50,7 @@ func (b *Backend) Hints(ctx context.Context) (<-chan spi.Hint, error) {
 		if stop != nil {
 			stop.close()
 		}
-	}()
+	})
 	return ch, nil
 }
 

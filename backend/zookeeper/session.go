@@ -31,9 +31,18 @@ type session struct {
 	// own digest identity (added at connect, known to no one else), read for the world.
 	leaseACL []zk.ACL
 	ended    atomic.Bool
-	// alone, when end had to close the session over a connection of its own (tap.closeAlone),
-	// receives that close's outcome; set by end.
-	alone chan error
+	endDone  chan struct{} // closed when end has returned
+	// closeMu (a lock that a waiter can give up on: a channel of one) guards closing, the
+	// close of the session at the server that end began (nil if none: the session had ended
+	// already, or was abandoned) or a later CloseSession's retry of it.
+	closeMu chan struct{}
+	closing *closeAttempt
+	// heldAtClose is what the session held when CloseSession began to close it: Released
+	// hints once the close is confirmed.
+	heldAtClose atomic.Pointer[[]string]
+	// touched is when, on the backend's clock, the last request that could renew the session
+	// at the server was sent: the close that end began, or a retry's (see Backend.CloseSession).
+	touched atomic.Int64
 	// hasSession is set when the event callback sees StateHasSession (a check that a
 	// Connector passed the callback on).
 	hasSession atomic.Bool
@@ -99,6 +108,8 @@ func (b *Backend) connect(ctx context.Context, owner string, ttl time.Duration) 
 		queues:    map[string]queueState{},
 		waiters:   map[string]string{},
 		setUp:     make(chan struct{}),
+		endDone:   make(chan struct{}),
+		closeMu:   make(chan struct{}, 1),
 
 		withdrawals: map[string]struct{}{},
 	}
@@ -261,12 +272,14 @@ func (s *session) onGone() {
 // end ends the session once and drops it from the backend. Normally it closes the ZooKeeper
 // session (if still live), which deletes its ephemeral nodes at once: over go-zookeeper's
 // connection if it has an established one or one whose handshake is under way, else over one
-// of the tap's own (tap.beginClose says why; the outcome then goes to s.alone); when abandon
-// is set it just drops the connection, as a crashed client would, and ZooKeeper expires the
-// session after its timeout. The tap then refuses every later dial.
+// of the tap's own (tap.beginClose says why); s.closing then follows the outcome. When
+// abandon is set it just drops the connection, as a crashed client would, and ZooKeeper
+// expires the session after its timeout. The tap then refuses every later dial.
 func (s *session) end(abandon bool) {
 	s.once.Do(func() {
+		defer close(s.endDone)
 		s.ended.Store(true)
+		s.touched.Store(int64(s.b.clock.Now()))
 		if s.id != "" {
 			s.b.forget(s)
 		}
@@ -279,22 +292,89 @@ func (s *session) end(abandon bool) {
 		}
 		live := !s.tap.gone.Load() // not known to have expired or been replaced
 		onConn := s.tap.beginClose()
-		closeAlone := func() {
-			s.alone = make(chan error, 1)
-			go func() { s.alone <- s.tap.closeAlone(s.b.cfg.Servers) }()
-		}
+		var closing *closeAttempt
 		if live && !onConn {
-			closeAlone()
+			closing = s.closeAlone()
 		}
 		if s.conn != nil {
 			s.conn.Close()
 		}
-		if live && onConn && !s.tap.closeSent.Load() {
+		switch {
+		case !live || closing != nil:
+		case !s.tap.closeSent.Load():
 			// The connection failed under go-zookeeper's close request, which it then drops.
-			closeAlone()
+			closing = s.closeAlone()
+		default:
+			done, err := s.tap.closeOutcome()
+			closing = &closeAttempt{done: done, err: err}
 		}
+		s.closeMu <- struct{}{}
+		s.closing = closing
+		<-s.closeMu
 		s.tap.markGone()
 	})
+}
+
+// closeAttempt is one attempt to close a session at the server: done is closed once err
+// returns its outcome (nil: the server closed the session, or had no such session left).
+type closeAttempt struct {
+	done <-chan struct{}
+	err  func() error
+}
+
+// closeAlone closes the session at the server over a connection of the tap's own
+// (tap.closeAlone), in the background; the backend's Close stops it.
+func (s *session) closeAlone() *closeAttempt {
+	s.touched.Store(int64(s.b.clock.Now()))
+	done := make(chan struct{})
+	a := &closeAttempt{done: done}
+	var err error
+	a.err = func() error { return err } // read once done is closed
+	if !s.b.background(func() {
+		defer close(done)
+		err = s.tap.closeAlone(s.b.stop, s.b.cfg.Servers)
+	}) {
+		err = spi.ErrBackendClosed
+		close(done)
+	}
+	return a
+}
+
+// closeOutcome waits, until ctx is done, for the outcome of the session's close at the
+// server. When retry is set and the last attempt failed, it first makes another over a
+// connection of its own (tap.closeAlone), and waits for that.
+func (s *session) closeOutcome(ctx context.Context, retry bool) error {
+	select {
+	case <-s.endDone:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case s.closeMu <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-s.closeMu }()
+	a := s.closing
+	if a == nil {
+		return nil
+	}
+	if retry {
+		select {
+		case <-a.done:
+			if a.err() != nil {
+				a = s.closeAlone()
+				s.closing = a
+			}
+		default:
+		}
+	}
+	select {
+	case <-a.done:
+		return a.err()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // fail classifies a failed request of operation op.

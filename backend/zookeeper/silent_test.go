@@ -2,6 +2,7 @@ package zookeeper
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"sync"
@@ -93,4 +94,115 @@ func TestSilentHandshakeFailsPromptly(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// TestCloseSessionOverSilentHandshake closes a session whose connection is a reconnect that
+// the server takes but never answers, with the connect request and go-zookeeper's queued
+// close behind it: the close cannot be confirmed, so CloseSession must say so with a
+// retryable error (it said nil, as if the session and its lease were gone), and on its own,
+// within about the reply timeout rather than at the caller's deadline; the connection must
+// be closed all the same. Once the server answers again a retry closes the session, which
+// frees its lease at once.
+func TestCloseSessionOverSilentHandshake(t *testing.T) {
+	var silent atomic.Bool
+	var heard atomic.Int64 // bytes the silent server took
+	var mu sync.Mutex
+	var live []net.Conn
+	var silentConns []*trackedConn
+	dial := func(network, addr string, timeout time.Duration) (net.Conn, error) {
+		if silent.Load() {
+			c, srv := net.Pipe()
+			go io.Copy(countingWriter{io.Discard, &heard}, srv) // takes every byte, answers none
+			t.Cleanup(func() { srv.Close() })
+			tc := &trackedConn{Conn: c}
+			mu.Lock()
+			silentConns = append(silentConns, tc)
+			mu.Unlock()
+			return tc, nil
+		}
+		c, err := net.DialTimeout(network, addr, timeout)
+		if err == nil {
+			mu.Lock()
+			live = append(live, c)
+			mu.Unlock()
+		}
+		return c, err
+	}
+	dsn := serverDSN(t, "timeout=1s")
+	b := openBackend(t, dsn, WithDialer(dial))
+	other := openBackend(t, dsn)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s, err := b.OpenSession(ctx, "silent-close", 9*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, err := b.Acquire(ctx, s.ID, "silent-close"); err != nil || a.Kind != spi.Granted {
+		t.Fatalf("Acquire = %+v, %v", a, err)
+	}
+	osess, err := other.OpenSession(ctx, "other", 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Drop the connection; go-zookeeper redials (after its one-second pause) into silence and
+	// sends its connect request there.
+	silent.Store(true)
+	mu.Lock()
+	for _, c := range live {
+		c.Close()
+	}
+	mu.Unlock()
+	waitFor(t, "the redial's connect request", func() bool { return heard.Load() > 0 })
+
+	err = b.CloseSession(ctx, s.ID)
+	if err == nil {
+		t.Fatal("CloseSession over an unanswered handshake returned nil: the session and its lease are still at the server")
+	}
+	if !errors.Is(err, spi.ErrUnavailable) || spi.Classify(err) != spi.Retryable {
+		t.Fatalf("CloseSession over an unanswered handshake: %v; want a retryable spi.ErrUnavailable", err)
+	}
+	if errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
+		t.Fatalf("CloseSession over an unanswered handshake waited for the caller's deadline: %v", err)
+	}
+	t.Logf("CloseSession: %v", err)
+	waitFor(t, "the silent connection to be closed", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range silentConns {
+			if !c.closed.Load() {
+				return false
+			}
+		}
+		return true
+	})
+	if ka, err := b.KeepAlive(ctx, s.ID, nil, nil); err != nil || !ka.Expired {
+		t.Fatalf("KeepAlive after CloseSession = %+v, %v; want expired", ka, err)
+	}
+	if a, err := other.Acquire(ctx, osess.ID, "silent-close"); err != nil || a.Kind != spi.HeldBy || a.Holder != s.ID {
+		t.Fatalf("another session's Acquire after the failed close = %+v, %v; want held by %s", a, err, s.ID)
+	}
+
+	// The server answers again: a retry closes the session, and the lease is free.
+	silent.Store(false)
+	if err := b.CloseSession(ctx, s.ID); err != nil {
+		t.Fatalf("CloseSession retried once the server answers: %v", err)
+	}
+	if a, err := other.Acquire(ctx, osess.ID, "silent-close"); err != nil || a.Kind != spi.Granted {
+		t.Fatalf("another session's Acquire after the retried close = %+v, %v; want granted", a, err)
+	}
+	if err := b.CloseSession(ctx, s.ID); err != nil {
+		t.Fatalf("CloseSession of a closed session: %v", err)
+	}
+}
+
+// trackedConn records whether it was closed.
+type trackedConn struct {
+	net.Conn
+	closed atomic.Bool
+}
+
+func (c *trackedConn) Close() error {
+	c.closed.Store(true)
+	return c.Conn.Close()
 }

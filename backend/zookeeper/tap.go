@@ -59,7 +59,11 @@ var errSessionGone = errors.New("zookeeper: the session of this connection has e
 //   - Crash-like shutdown: once abandoned, the close-session request is dropped, so closing
 //     the backend leaves the session to expire at the server like a crashed client's.
 //   - A close that reaches the server while go-zookeeper has no established connection (see
-//     beginClose and closeAlone).
+//     beginClose and closeAlone), and its confirmation: the reply to the close request, or a
+//     connect response without the session (see closeOutcome).
+//   - The connection of a reconnect that the server answers with "session expired", which
+//     go-zookeeper neither uses nor closes, is closed once go-zookeeper has read that answer
+//     (see tapConn.Read).
 //
 // Apart from the dropped pings and close requests, a connect request it refuses once the
 // session is being closed and the close request it adds behind a pending one (beginClose),
@@ -84,6 +88,9 @@ type tap struct {
 	abandoned atomic.Bool
 	closing   atomic.Bool // the session is being closed: no more dials nor connect requests (see beginClose)
 	closeSent atomic.Bool // a close-session request went out on go-zookeeper's connection
+	// closeDone is closed once the outcome of the close request that went out on closeConn is
+	// known: closeErr, nil when the server answered it (see closeOutcome).
+	closeDone chan struct{}
 
 	mu          sync.Mutex
 	passwd      []byte
@@ -92,6 +99,12 @@ type tap struct {
 	outstanding int              // requests on conn awaiting their reply
 	creates     map[int32]string // xid → path of an outstanding create on conn
 	created     map[string]int64 // path → czxid of creates replied to but not yet collected
+	// The close request whose answer closeOutcome awaits: the connection it went out on (nil
+	// until one did) and its request id; closeErr is its outcome once closeSettled.
+	closeConn    *tapConn
+	closeXid     int32
+	closeSettled bool
+	closeErr     error
 }
 
 func newTap(now func() time.Duration, dialTimeout time.Duration, dialer zk.Dialer, tlsCfg *tls.Config, onGone func()) *tap {
@@ -102,6 +115,7 @@ func newTap(now func() time.Duration, dialTimeout time.Duration, dialer zk.Diale
 		tls:         tlsCfg,
 		onGone:      onGone,
 		ready:       make(chan struct{}),
+		closeDone:   make(chan struct{}),
 		creates:     map[int32]string{},
 		created:     map[string]int64{},
 	}
@@ -273,11 +287,64 @@ func (t *tap) beginClose() (onConn bool) {
 	if !c.connectOut {
 		return false
 	}
+	// Record before writing: the answer may be read before Write returns.
+	t.closeOn(c, xidTapClose)
 	if _, err := c.Conn.Write(closeFrame(xidTapClose)); err != nil {
+		t.closeNotOn(c)
 		return false
 	}
 	t.closeSent.Store(true)
 	return true
+}
+
+// closeOn records that the session's close request, of request id xid, goes out on c; the
+// first one is the one closeOutcome awaits.
+func (t *tap) closeOn(c *tapConn, xid int32) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closeConn == nil && !t.closeSettled {
+		t.closeConn, t.closeXid = c, xid
+	}
+}
+
+// closeNotOn undoes closeOn(c, ...) after the write of the close request failed.
+func (t *tap) closeNotOn(c *tapConn) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closeConn == c && !t.closeSettled {
+		t.closeConn = nil
+	}
+}
+
+// settleClose records err as the outcome of the close request awaited on c, if one is and its
+// outcome is not known yet.
+func (t *tap) settleClose(c *tapConn, err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.settleCloseLocked(c, err)
+}
+
+func (t *tap) settleCloseLocked(c *tapConn, err error) {
+	if t.closeConn != c || c == nil || t.closeSettled {
+		return
+	}
+	t.closeSettled, t.closeErr = true, err
+	close(t.closeDone)
+}
+
+// closeOutcome returns a channel that is closed once the outcome of the close request that went
+// out on go-zookeeper's connection (its own, or the tap's behind a pending connect request) is
+// known, and a function that returns it then: nil when the server answered the close, or
+// answered the connection's connect request without the session (it had ended already), else
+// why the connection failed first. Once a close request went out the outcome comes within the
+// reply timeout: the read deadline runs while the answer is awaited (see armRead and
+// tapConn.SetReadDeadline). Only the close request that went out first counts.
+func (t *tap) closeOutcome() (<-chan struct{}, func() error) {
+	return t.closeDone, func() error {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		return t.closeErr
+	}
 }
 
 // closeAlone closes the bound session at the server over a connection of its own, for when
@@ -289,8 +356,8 @@ func (t *tap) beginClose() (onConn bool) {
 // It waits for the close reply, or for the server to report the session gone, at most one
 // session timeout, after which the session has expired at the server anyway; the connection
 // stays open until then, since closing it earlier could reset it before the server has read
-// the close request.
-func (t *tap) closeAlone(servers []string) error {
+// the close request. It gives up when ctx ends.
+func (t *tap) closeAlone(ctx context.Context, servers []string) error {
 	sid, passwd := t.credentials()
 	timeout := t.sessionTimeout()
 	if sid == 0 || timeout <= 0 {
@@ -310,9 +377,16 @@ func (t *tap) closeAlone(servers []string) error {
 		if left <= 0 {
 			break
 		}
-		err := closeOver(t.dialer, t.tls, addr, min(left, max(t.dialTimeout, time.Second)), deadline, sid, frames)
+		if err := ctx.Err(); err != nil {
+			errs = append(errs, err)
+			break
+		}
+		err := closeOver(ctx, t.dialer, t.tls, addr, min(left, max(t.dialTimeout, time.Second)), deadline, sid, frames)
 		if err == nil {
 			return nil
+		}
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%w (%v)", ctx.Err(), err)
 		}
 		errs = append(errs, fmt.Errorf("%s: %w", addr, err))
 	}
@@ -339,13 +413,15 @@ func closeFrame(xid int32) []byte {
 }
 
 // closeOver sends frames (a connect request for session sid and a close request) to addr
-// and waits until deadline for the close reply or a connect response without the session.
-func closeOver(dialer zk.Dialer, tlsCfg *tls.Config, addr string, dialTimeout time.Duration, deadline time.Time, sid int64, frames []byte) error {
+// and waits until deadline, or until ctx ends, for the close reply or a connect response
+// without the session.
+func closeOver(ctx context.Context, dialer zk.Dialer, tlsCfg *tls.Config, addr string, dialTimeout time.Duration, deadline time.Time, sid int64, frames []byte) error {
 	c, err := dialTransport(dialer, tlsCfg, "tcp", addr, dialTimeout)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
+	defer context.AfterFunc(ctx, func() { c.Close() })()
 	c.SetDeadline(deadline)
 	if _, err := c.Write(frames); err != nil {
 		return err
@@ -410,8 +486,9 @@ func (t *tap) takeCreated(path string) (int64, bool) {
 // counts the session's first timeout from no earlier than that.
 func (t *tap) opened() time.Duration { return time.Duration(t.openedAt.Load()) }
 
-// handshake handles a connect response on c.
-func (t *tap) handshake(c *tapConn, timeoutMs int32, sid int64, passwd []byte) {
+// handshake handles a connect response on c. It reports whether the response shows the bound
+// session ended.
+func (t *tap) handshake(c *tapConn, timeoutMs int32, sid int64, passwd []byte) (ended bool) {
 	bound := t.sid.Load()
 	switch {
 	case sid == 0 || (bound != 0 && sid != bound):
@@ -419,7 +496,7 @@ func (t *tap) handshake(c *tapConn, timeoutMs int32, sid int64, passwd []byte) {
 		if bound != 0 {
 			t.markGone()
 		}
-		return
+		return bound != 0
 	case bound == 0:
 		t.mu.Lock()
 		t.passwd = append([]byte(nil), passwd...)
@@ -429,6 +506,7 @@ func (t *tap) handshake(c *tapConn, timeoutMs int32, sid int64, passwd []byte) {
 	}
 	t.timeoutMs.Store(timeoutMs)
 	t.readyOnce.Do(func() { close(t.ready) })
+	return false
 }
 
 // request records an outgoing request frame (header and the start of its body) and reports
@@ -459,6 +537,9 @@ func (t *tap) request(c *tapConn, xid, op int32, body []byte) (first bool) {
 func (t *tap) reply(c *tapConn, xid int32, zxid int64, code int32) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if xid == t.closeXid && c == t.closeConn {
+		t.settleCloseLocked(c, nil) // the server closed the session
+	}
 	if t.conn != c || xid < 0 {
 		return
 	}
@@ -479,7 +560,9 @@ type tapConn struct {
 	t *tap
 
 	answered atomic.Bool // the connect response has been read
-	broken   atomic.Bool // a read failed or the connection was closed: it carries no more
+	// expired: the connect response said that the session is gone (read by Read's goroutine)
+	expired bool
+	broken  atomic.Bool // a read failed or the connection was closed: it carries no more
 	// hsMu orders the write of the connect request against beginClose, which must find it
 	// either written in full (and send its close behind it) or not (and stop it).
 	hsMu       sync.Mutex
@@ -520,10 +603,16 @@ func (c *tapConn) Write(p []byte) (int, error) {
 	}
 	// Record before writing: the reply may be read before Write returns. If the write
 	// fails, go-zookeeper drops the connection, and with it what was recorded for it.
+	if closeReq {
+		c.t.closeOn(c, int32(binary.BigEndian.Uint32(p[4:])))
+	}
 	c.parseOut(p)
 	n, err := c.Conn.Write(p)
-	if closeReq && err == nil {
+	switch {
+	case closeReq && err == nil:
 		c.t.closeSent.Store(true)
+	case closeReq:
+		c.t.closeNotOn(c)
 	}
 	return n, err
 }
@@ -585,12 +674,13 @@ func (c *tapConn) floor(d time.Time) time.Time {
 	return d
 }
 
-// armRead sets the read deadline from the requests awaiting replies; the check and the set
-// happen under the tap's lock so that the reader and the writer cannot undo each other.
+// armRead sets the read deadline from the requests awaiting replies (the tap's own close
+// request among them); the check and the set happen under the tap's lock so that the reader
+// and the writer cannot undo each other.
 func (c *tapConn) armRead() error {
 	c.t.mu.Lock()
 	defer c.t.mu.Unlock()
-	if c.t.conn == c && c.t.outstanding > 0 {
+	if c.t.conn == c && (c.t.outstanding > 0 || (c.t.closeConn == c && !c.t.closeSettled)) {
 		return c.Conn.SetReadDeadline(time.Now().Add(c.t.replyTimeout()))
 	}
 	return c.Conn.SetReadDeadline(time.Time{})
@@ -647,13 +737,24 @@ func (c *tapConn) outFrame(f []byte) {
 	}
 }
 
+// errCloseUnanswered is the outcome of a close request whose connection ended before the
+// server answered it.
+var errCloseUnanswered = errors.New("the connection ended before the server answered the close request")
+
 // Close closes the connection.
 func (c *tapConn) Close() error {
 	c.broken.Store(true)
+	c.t.settleClose(c, errCloseUnanswered)
 	return c.Conn.Close()
 }
 
 // Read passes bytes through and parses the reply headers and the connect response.
+//
+// A connect response that says the session is gone ends go-zookeeper's use of the connection:
+// it reports the session expired and dials anew (which the tap refuses), but never closes the
+// connection, so the tap does once go-zookeeper has the whole response. Left open, it stayed
+// in CLOSE-WAIT (the server closes its side) until a garbage collection finalized it: one
+// descriptor for each expiry of a long-running program's sessions.
 func (c *tapConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 {
@@ -661,6 +762,12 @@ func (c *tapConn) Read(p []byte) (int, error) {
 	}
 	if err != nil {
 		c.broken.Store(true)
+		c.t.settleClose(c, fmt.Errorf("%w: %w", errCloseUnanswered, err))
+	}
+	if c.expired && !c.haveLen && c.skip == 0 {
+		// The response is read whole (go-zookeeper reads exactly its length).
+		c.expired = false
+		c.Close()
 	}
 	if err != nil && c.inFrames == 0 {
 		// With TLS 1.3 a server that rejects the client's certificate says so after the
@@ -723,7 +830,11 @@ func (c *tapConn) frameIn(h []byte) {
 			if pl > 0 && 20+pl <= len(h) {
 				pw = h[20 : 20+pl]
 			}
-			c.t.handshake(c, timeout, sid, pw)
+			if c.t.handshake(c, timeout, sid, pw) {
+				c.t.settleClose(c, nil) // the session had ended already
+			}
+			// go-zookeeper drops the connection of a response without a session (id 0).
+			c.expired = sid == 0
 		}
 		return
 	}

@@ -11,9 +11,11 @@ import (
 // fakeConn serves a fixed byte stream in reads of at most chunk bytes and records writes.
 type fakeConn struct {
 	net.Conn
-	in      []byte
-	chunk   int
-	written bytes.Buffer
+	in       []byte
+	chunk    int
+	written  bytes.Buffer
+	closed   int       // Close calls
+	deadline time.Time // the last read deadline set
 }
 
 func (f *fakeConn) Read(p []byte) (int, error) {
@@ -25,13 +27,13 @@ func (f *fakeConn) Read(p []byte) (int, error) {
 	f.in = f.in[n:]
 	return n, nil
 }
-func (f *fakeConn) Write(p []byte) (int, error)      { return f.written.Write(p) }
-func (f *fakeConn) SetReadDeadline(time.Time) error  { return nil }
-func (f *fakeConn) SetWriteDeadline(time.Time) error { return nil }
-func (f *fakeConn) Close() error                     { return nil }
-func (f *fakeConn) RemoteAddr() net.Addr             { return &net.TCPAddr{} }
-func (f *fakeConn) LocalAddr() net.Addr              { return &net.TCPAddr{} }
-func (f *fakeConn) SetDeadline(d time.Time) error    { return nil }
+func (f *fakeConn) Write(p []byte) (int, error)       { return f.written.Write(p) }
+func (f *fakeConn) SetReadDeadline(d time.Time) error { f.deadline = d; return nil }
+func (f *fakeConn) SetWriteDeadline(time.Time) error  { return nil }
+func (f *fakeConn) Close() error                      { f.closed++; return nil }
+func (f *fakeConn) RemoteAddr() net.Addr              { return &net.TCPAddr{} }
+func (f *fakeConn) LocalAddr() net.Addr               { return &net.TCPAddr{} }
+func (f *fakeConn) SetDeadline(d time.Time) error     { return nil }
 func (f *fakeConn) readAll(c *tapConn, bufSize int) {
 	buf := make([]byte, bufSize)
 	for {
@@ -213,5 +215,135 @@ func TestTapCloseBehindPendingHandshake(t *testing.T) {
 	fc.written.Reset()
 	if !tp.beginClose() || tp.closeSent.Load() || fc.written.Len() != 0 {
 		t.Fatalf("beginClose on an established connection: closeSent=%v, written %x; want go-zookeeper's close", tp.closeSent.Load(), fc.written.Bytes())
+	}
+}
+
+// TestTapClosesExpiredReconnect: a reconnect answered with "session expired" (id 0) is closed
+// by the tap, since go-zookeeper neither uses nor closes it, but only once go-zookeeper has
+// read the whole answer (or it would see a failed read instead of the expiry); the session's
+// earlier connection is left alone.
+func TestTapClosesExpiredReconnect(t *testing.T) {
+	connect := append([]byte{0, 0, 0, 8}, make([]byte, 8)...)
+	for chunk := 1; chunk <= 48; chunk++ {
+		tp := newTap(nil, time.Second, nil, nil, nil)
+		first := &tapConn{Conn: &fakeConn{in: connectResponse(4000, 0x1234, make([]byte, 16)), chunk: 100}, t: tp}
+		first.Conn.(*fakeConn).readAll(first, 100)
+		fc := &fakeConn{in: connectResponse(0, 0, make([]byte, 16)), chunk: chunk}
+		c := &tapConn{Conn: fc, t: tp}
+		tp.conn = c
+		c.Write(connect)
+		// As go-zookeeper's authenticate: the length, then exactly the body.
+		var got []byte
+		for _, want := range []int{4, len(fc.in) - 4} {
+			buf := make([]byte, want)
+			for n := 0; n < want; {
+				if fc.closed != 0 {
+					t.Fatalf("chunk %d: closed after %d of %d bytes of the answer", chunk, len(got), len(got)+len(fc.in))
+				}
+				k, err := c.Read(buf[n:])
+				if err != nil {
+					t.Fatalf("chunk %d: read: %v", chunk, err)
+				}
+				got = append(got, buf[n:n+k]...)
+				n += k
+			}
+		}
+		if fc.closed != 1 {
+			t.Fatalf("chunk %d: the expired reconnect was closed %d times once read; want once", chunk, fc.closed)
+		}
+		if !tp.gone.Load() {
+			t.Fatalf("chunk %d: the session is not gone", chunk)
+		}
+		if first.Conn.(*fakeConn).closed != 0 {
+			t.Fatalf("chunk %d: the first connection was closed", chunk)
+		}
+	}
+}
+
+// TestTapCloseOutcome: the close request's outcome is known once its reply is read (nil),
+// once a connect response shows the session gone (nil), or once its connection fails first
+// (an error); while it is awaited a read deadline runs, even if go-zookeeper awaits nothing.
+func TestTapCloseOutcome(t *testing.T) {
+	connect := append([]byte{0, 0, 0, 8}, make([]byte, 8)...)
+	established := func(in []byte) (*tap, *fakeConn, *tapConn) {
+		tp := newTap(nil, time.Second, nil, nil, nil)
+		fc := &fakeConn{in: append(connectResponse(4000, 0x1234, make([]byte, 16)), in...), chunk: 1000}
+		c := &tapConn{Conn: fc, t: tp}
+		tp.conn = c
+		c.Write(connect)
+		c.Read(make([]byte, len(connectResponse(4000, 0x1234, make([]byte, 16)))))
+		return tp, fc, c
+	}
+	settled := func(tp *tap) (bool, error) {
+		done, err := tp.closeOutcome()
+		select {
+		case <-done:
+			return true, err()
+		default:
+			return false, nil
+		}
+	}
+
+	// go-zookeeper's close on an established connection, then its reply.
+	tp, fc, c := established(replyFrame(7, 0x10, 0, nil))
+	if !tp.beginClose() {
+		t.Fatal("beginClose on an established connection")
+	}
+	c.Write(requestFrame(7, opCloseSession, nil))
+	if ok, _ := settled(tp); ok {
+		t.Fatal("settled before the reply")
+	}
+	if fc.deadline.IsZero() {
+		t.Fatal("no read deadline while the close reply is awaited")
+	}
+	c.Read(make([]byte, 100))
+	if ok, err := settled(tp); !ok || err != nil {
+		t.Fatalf("after the close reply: settled=%v, %v; want nil", ok, err)
+	}
+
+	// The connection fails before the reply.
+	tp, _, c = established(nil)
+	tp.beginClose()
+	c.Write(requestFrame(7, opCloseSession, nil))
+	c.Read(make([]byte, 100)) // fakeConn's end: an error
+	if ok, err := settled(tp); !ok || !errors.Is(err, errCloseUnanswered) {
+		t.Fatalf("after the connection failed: settled=%v, %v; want errCloseUnanswered", ok, err)
+	}
+
+	// The tap's close behind a pending connect request: answered, unanswered, or the session
+	// gone already.
+	for _, tc := range []struct {
+		name string
+		in   []byte
+		err  error
+	}{
+		{"answered", append(connectResponse(4000, 0x1234, make([]byte, 16)), replyFrame(xidTapClose, 0x11, 0, nil)...), nil},
+		{"session gone", connectResponse(0, 0, make([]byte, 16)), nil},
+		{"handshake unanswered", nil, errCloseUnanswered},
+		{"close unanswered", connectResponse(4000, 0x1234, make([]byte, 16)), errCloseUnanswered},
+	} {
+		tp, _, _ := established(nil)
+		fc := &fakeConn{in: tc.in, chunk: 1000}
+		c := &tapConn{Conn: fc, t: tp}
+		tp.conn = c
+		c.Write(connect)
+		if !tp.beginClose() || !tp.closeSent.Load() {
+			t.Fatalf("%s: beginClose behind the connect request: want the close sent", tc.name)
+		}
+		for {
+			if _, err := c.Read(make([]byte, 7)); err != nil {
+				break
+			}
+			if c.inFrames == 0 {
+				continue
+			}
+			c.SetReadDeadline(time.Time{}) // as go-zookeeper's receive loop between frames
+			if ok, _ := settled(tp); !ok && fc.deadline.IsZero() {
+				t.Fatalf("%s: no read deadline while the tap's close reply is awaited", tc.name)
+			}
+		}
+		if ok, err := settled(tp); !ok || !errors.Is(err, tc.err) || (tc.err == nil && err != nil) {
+			t.Fatalf("%s: settled=%v, %v; want %v", tc.name, ok, err, tc.err)
+		}
 	}
 }
