@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"net/url"
+	"os"
 	"strings"
 
 	mysqldriver "github.com/go-sql-driver/mysql"
@@ -78,6 +79,10 @@ func openPostgres(dsn string, opts []Option) (*Backend, error) {
 		return nil, dsnutil.Errorf(spi.ErrInvalidOption, "sql postgres DSN", dsn, "%s", pgParseMessage(err))
 	}
 	cfg.AfterConnect = PostgresAfterConnect
+	if !pgSetsConnectTimeout(dsn) {
+		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
+	}
+	boundPgCleanup(&cfg.ConnConfig.Config)
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		return nil, dsnutil.Errorf(spi.ErrInvalidOption, "sql postgres DSN", dsn, "%v", err)
@@ -89,6 +94,16 @@ func openPostgres(dsn string, opts []Option) (*Backend, error) {
 	}
 	b.closers = append(b.closers, pool.Close)
 	return b, nil
+}
+
+// pgSetsConnectTimeout reports whether the DSN (or the environment, PGCONNECT_TIMEOUT, which
+// pgx reads too) sets the connect timeout, even to 0 (no timeout, as in libpq).
+func pgSetsConnectTimeout(dsn string) bool {
+	if _, ok := os.LookupEnv("PGCONNECT_TIMEOUT"); ok {
+		return true
+	}
+	u, err := url.Parse(dsn)
+	return err == nil && u.Query().Has("connect_timeout")
 }
 
 // pgParseMessage is what pgx says is wrong with a DSN, without the DSN it quotes ("cannot parse
