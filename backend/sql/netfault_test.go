@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/url"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -23,6 +24,7 @@ type faultProxy struct {
 	target  string
 	dropped atomic.Bool
 	done    chan struct{}
+	once    sync.Once
 	wg      sync.WaitGroup
 
 	mu    sync.Mutex
@@ -65,16 +67,19 @@ func (p *faultProxy) orphan() {
 	}
 }
 
+// close closes every socket and waits for the proxy's goroutines (again: nothing).
 func (p *faultProxy) close() {
-	close(p.done)
-	p.ln.Close()
-	p.mu.Lock()
-	for _, pr := range p.pairs {
-		pr.client.Close()
-		pr.server.Close()
-	}
-	p.mu.Unlock()
-	p.wg.Wait()
+	p.once.Do(func() {
+		close(p.done)
+		p.ln.Close()
+		p.mu.Lock()
+		for _, pr := range p.pairs {
+			pr.client.Close()
+			pr.server.Close()
+		}
+		p.mu.Unlock()
+		p.wg.Wait()
+	})
 }
 
 func (p *faultProxy) accept() {
@@ -283,6 +288,92 @@ func TestPostgresHintListenerLeavesADeadConnection(t *testing.T) {
 			}
 		case <-timeout:
 			t.Fatalf("no released hint for %s after the listener reconnected", name)
+		}
+	}
+}
+
+// proxyDSN is dsn (a URL whose host has no port: defPort) through a fault proxy.
+func proxyDSN(t *testing.T, dsn, defPort string) (string, *faultProxy) {
+	t.Helper()
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := u.Port()
+	if port == "" {
+		port = defPort
+	}
+	p := startFaultProxy(t, net.JoinHostPort(u.Hostname(), port))
+	u.Host = p.addr()
+	return u.String(), p
+}
+
+// TestMySQLWakerStatementOnDeadConnectionEnds: the MySQL waker's statements run with contexts
+// that last as long as the waker, so one on a connection the network dropped without a word
+// (no reply, no close) waited forever, and the marker (or a wait) with it. Each is now bounded
+// (mysqlStmtTimeout beyond what the server may wait in it).
+func TestMySQLWakerStatementOnDeadConnectionEnds(t *testing.T) {
+	dsn, p := proxyDSN(t, myDSN(t), "3306")
+	b := migrated(t, dsn, WithHousekeepingInterval(-1))
+	w := b.waker.(*mysqlWaker)
+	conn, err := w.conn(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	p.orphan()
+	done := make(chan error, 1)
+	go func() { done <- w.release(context.Background(), conn, "orphan-"+unique(t)) }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("RELEASE_LOCK on an orphaned connection succeeded")
+		}
+	case <-time.After(30 * time.Second): // the bound is 5 s
+		p.close() // ends the statement (its connection closes), so that the test ends
+		<-done
+		t.Fatal("RELEASE_LOCK on an orphaned connection still waiting after 30 s")
+	}
+}
+
+// TestOpenConnectTimeoutDefaults: Open gives a PostgreSQL pool DefaultConnectTimeout, and a
+// MySQL/MariaDB configuration a dial timeout of DefaultConnectTimeout, when the DSN sets none;
+// a DSN's own (0 included: no timeout) wins.
+func TestOpenConnectTimeoutDefaults(t *testing.T) {
+	t.Setenv("PGCONNECT_TIMEOUT", "")
+	os.Unsetenv("PGCONNECT_TIMEOUT")
+	for _, c := range []struct {
+		dsn  string
+		want time.Duration
+	}{
+		{"postgres://u@127.0.0.1:1/db", DefaultConnectTimeout},
+		{"postgres://u@127.0.0.1:1/db?sslmode=disable&connect_timeout=2", 2 * time.Second},
+		{"postgres://u@127.0.0.1:1/db?connect_timeout=0", 0},
+	} {
+		b, err := Open(testCtx(t), c.dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := b.d.(*pgDialect).pool.Config().ConnConfig.ConnectTimeout
+		b.Close()
+		if got != c.want {
+			t.Errorf("%s: connect timeout %v, want %v", c.dsn, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		dsn  string
+		want time.Duration
+	}{
+		{"mysql://u@127.0.0.1:1/db", DefaultConnectTimeout},
+		{"mysql://u@127.0.0.1:1/db?timeout=2s", 2 * time.Second},
+		{"mysql://u@127.0.0.1:1/db?timeout=0", 0},
+	} {
+		cfg, err := MySQLConfig(c.dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Timeout != c.want {
+			t.Errorf("%s: timeout %v, want %v", c.dsn, cfg.Timeout, c.want)
 		}
 	}
 }

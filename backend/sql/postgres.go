@@ -229,8 +229,10 @@ func (d *pgDialect) migrate(ctx context.Context, ms []schema.Migration) error {
 		return err
 	}
 	defer func() {
-		if _, err := conn.Exec(context.WithoutCancel(ctx), wd.MigrateUnlock); err != nil {
-			conn.Conn().Close(context.Background()) // the lock goes with the connection
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if _, err := conn.Exec(uctx, wd.MigrateUnlock); err != nil {
+			conn.Conn().Close(uctx) // the lock goes with the connection
 		}
 	}()
 	current, err := sqlq.Postgres(conn).SchemaVersion(ctx)
