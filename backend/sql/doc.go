@@ -49,6 +49,25 @@
 // the gate in the other 2). The server backends have no such lock. For MySQL/MariaDB, Open sets interpolateParams=true (one round trip
 // per statement). For PostgreSQL, a user's pool should run PostgresAfterConnect (READ COMMITTED).
 //
+// # Timeouts
+//
+// Every statement runs with its call's context (the client's call timeout), background work
+// included: the PostgreSQL hint listener's connect, LISTENs and pings (it pings a connection
+// that has brought no notification for 15 s, and reconnects when the ping gets no reply within
+// the connect timeout), the MySQL/MariaDB waker's named-lock statements (each bounded by what
+// the server may wait in it plus 5 s), housekeeping (its interval), rollbacks and migration
+// unlocks (5 s). Open's pools connect within DefaultConnectTimeout (5 s) unless the DSN sets its
+// own: PostgreSQL's connect_timeout, MySQL/MariaDB's timeout. On PostgreSQL that matters most:
+// pgxpool makes connections apart from the call that wanted one, with no deadline but the
+// connect timeout, so a connection started while the network lost the server's replies waited
+// for its startup reply forever after the network healed, holding its slot of the pool (in a
+// trial, a pool of 4 made no call for the 60 s watched after a 3 s loss). Open's PostgreSQL pool
+// also bounds by the connect timeout the cleanup of a connection that broke (a statement cut
+// short by its context), during which pgxpool keeps the connection's slot: pgx's own bound is
+// 15 s (a trial's pool made no call for 11 s after the network healed). On a pool of your own
+// given to NewPostgres, set connect_timeout (and mind that cleanup); PostgresAfterConnect
+// bounds itself by it.
+//
 // # Schema
 //
 // The tables are those of sql/schema/<dialect>/0001_init.sql and 0003_waiters.sql (the waiter

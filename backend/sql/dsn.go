@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"net/url"
+	"os"
 	"strings"
 
 	mysqldriver "github.com/go-sql-driver/mysql"
@@ -23,13 +24,22 @@ import (
 //	mysql://user:password@host:port/db?param=value...         MySQL 8 / MariaDB 10.11
 //	sqlite:///absolute/path.db?param=value...                  SQLite (sqlite://relative/path.db)
 //
-// PostgreSQL: the DSN is pgx's (pgxpool.ParseConfig: pool_max_conns, sslmode, search_path, ...);
-// every connection runs the session setup (PostgresAfterConnect).
+// PostgreSQL: the DSN is pgx's (pgxpool.ParseConfig: pool_max_conns, sslmode, search_path,
+// connect_timeout, ...); every connection runs the session setup (PostgresAfterConnect).
+// connect_timeout is DefaultConnectTimeout (5 s) unless the DSN (or PGCONNECT_TIMEOUT) sets it;
+// connect_timeout=0 is no timeout, as in libpq. The connect timeout also bounds how long a
+// connection that broke (a statement cut short by its context) keeps its slot of the pool while
+// pgx cleans it up (pgx's own bound: 15 s), and the session setup. Every statement is bounded by
+// its call's context.
 //
 // MySQL/MariaDB: user, password (percent-encoded), host (default port 3306) and database are
 // translated to go-sql-driver/mysql's form; the parameters are go-sql-driver's (tls, timeout,
 // readTimeout, ...), with interpolateParams=true unless the DSN says otherwise (one round trip per
-// statement instead of three). The database name is required.
+// statement instead of three), and timeout (the dial timeout) DefaultConnectTimeout unless the
+// DSN sets it (timeout=0: the system's). readTimeout and writeTimeout stay unset: every
+// statement is bounded by its call's context (go-sql-driver closes a connection whose context
+// ends mid-statement), and a read timeout would cut the waker's GET_LOCK waits, which last up to
+// a TTL. The database name is required.
 //
 // SQLite: the path is a file name (created if missing); the parameters are modernc.org/sqlite's
 // (_pragma=..., mode=ro is refused by the first write). Open adds _pragma=busy_timeout(10000),
@@ -78,6 +88,10 @@ func openPostgres(dsn string, opts []Option) (*Backend, error) {
 		return nil, dsnutil.Errorf(spi.ErrInvalidOption, "sql postgres DSN", dsn, "%s", pgParseMessage(err))
 	}
 	cfg.AfterConnect = PostgresAfterConnect
+	if !pgSetsConnectTimeout(dsn) {
+		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
+	}
+	boundPgCleanup(&cfg.ConnConfig.Config)
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		return nil, dsnutil.Errorf(spi.ErrInvalidOption, "sql postgres DSN", dsn, "%v", err)
@@ -89,6 +103,16 @@ func openPostgres(dsn string, opts []Option) (*Backend, error) {
 	}
 	b.closers = append(b.closers, pool.Close)
 	return b, nil
+}
+
+// pgSetsConnectTimeout reports whether the DSN (or the environment, PGCONNECT_TIMEOUT, which
+// pgx reads too) sets the connect timeout, even to 0 (no timeout, as in libpq).
+func pgSetsConnectTimeout(dsn string) bool {
+	if _, ok := os.LookupEnv("PGCONNECT_TIMEOUT"); ok {
+		return true
+	}
+	u, err := url.Parse(dsn)
+	return err == nil && u.Query().Has("connect_timeout")
 }
 
 // pgParseMessage is what pgx says is wrong with a DSN, without the DSN it quotes ("cannot parse
@@ -104,7 +128,8 @@ func pgParseMessage(err error) string {
 	return msg
 }
 
-// MySQLConfig translates a mysql:// DSN into go-sql-driver/mysql's configuration (see Open).
+// MySQLConfig translates a mysql:// DSN into go-sql-driver/mysql's configuration (see Open:
+// interpolateParams and timeout have Open's defaults).
 func MySQLConfig(dsn string) (*mysqldriver.Config, error) {
 	bad := func(format string, args ...any) (*mysqldriver.Config, error) {
 		return nil, dsnutil.Errorf(spi.ErrInvalidOption, "sql mysql DSN", dsn, format, args...)
@@ -132,6 +157,9 @@ func MySQLConfig(dsn string) (*mysqldriver.Config, error) {
 	}
 	if !u.Query().Has("interpolateParams") {
 		cfg.InterpolateParams = true
+	}
+	if !u.Query().Has("timeout") {
+		cfg.Timeout = DefaultConnectTimeout
 	}
 	if u.User != nil {
 		cfg.User = u.User.Username()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/simba-go/simba/generated/wire"
 	"github.com/simba-go/simba/spi"
@@ -21,6 +22,13 @@ const (
 	listenBackoffMin = 50 * time.Millisecond
 	listenBackoffMax = 5 * time.Second
 )
+
+// listenProbeEvery is how long the hint listener waits for a notification before it checks,
+// with a round trip, that its connection is still alive: a connection the network dropped
+// without a word (a NAT or firewall that forgot the flow, a server host gone) sends nothing,
+// and without the check the listener waited on it forever and hints stopped for good. A
+// variable for tests.
+var listenProbeEvery = 15 * time.Second
 
 // hintHub fans the hints of one background runner out to the Hints subscribers. The runner
 // runs while there is at least one subscriber: it starts with the first and its context is
@@ -136,9 +144,18 @@ func (d *pgDialect) listen(ctx context.Context) {
 
 // listenOnce connects, LISTENs and forwards notifications until the connection fails or ctx
 // ends. It reports whether it got as far as listening.
+//
+// Every round trip but the wait itself is bounded by the connect timeout (DefaultConnectTimeout
+// when the pool has none); the wait is cut every listenProbeEvery for a ping so bounded.
 func (d *pgDialect) listenOnce(ctx context.Context) bool {
 	cfg := d.pool.Config().ConnConfig.Copy()
-	conn, err := pgx.ConnectConfig(ctx, cfg)
+	timeout := cfg.ConnectTimeout
+	if timeout <= 0 {
+		timeout = DefaultConnectTimeout
+	}
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(cctx, cfg)
 	if err != nil {
 		return false
 	}
@@ -149,18 +166,32 @@ func (d *pgDialect) listenOnce(ctx context.Context) bool {
 	}()
 	wd, _ := wire.SQLDialectByName(wire.SQLPostgres)
 	for _, listen := range wd.Listen {
-		if _, err := conn.Exec(ctx, listen); err != nil {
+		if _, err := conn.Exec(cctx, listen); err != nil {
 			return false
 		}
 	}
+	cancel()
 	select {
 	case d.hub.listening <- struct{}{}:
 	default:
 	}
 	for {
-		n, err := conn.WaitForNotification(ctx)
+		wctx, cancel := context.WithTimeout(ctx, listenProbeEvery)
+		n, err := conn.WaitForNotification(wctx)
+		cancel()
 		if err != nil {
-			return true
+			if ctx.Err() != nil || !pgconn.Timeout(err) || conn.IsClosed() {
+				return true
+			}
+			// Nothing for a while: prove the connection still answers (a wait cut short by
+			// its own deadline leaves the connection usable).
+			pctx, cancel := context.WithTimeout(ctx, timeout)
+			err := conn.Ping(pctx)
+			cancel()
+			if err != nil {
+				return true
+			}
+			continue
 		}
 		switch n.Channel {
 		case wire.SQLReleaseChannel:

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"time"
 
 	mysqldriver "github.com/go-sql-driver/mysql"
 
@@ -54,7 +55,9 @@ func mysqlStd(db *sql.DB) *stdDialect {
 				return nil, fmt.Errorf("another client held the migration lock (GET_LOCK name %s) for %d s", wire.SQLMigrateLockName, wire.SQLMigrateLockTimeoutS)
 			}
 			return func() {
-				if _, err := c.ExecContext(context.Background(), wd.MigrateUnlock); err != nil {
+				uctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				if _, err := c.ExecContext(uctx, wd.MigrateUnlock); err != nil {
 					_ = c.Raw(func(any) error { return driver.ErrBadConn }) // the lock goes with the connection
 				}
 			}, nil

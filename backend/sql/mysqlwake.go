@@ -302,7 +302,7 @@ func (w *mysqlWaker) waitedFor(name string) (time.Time, time.Duration, bool) {
 // comment at the top); it returns when it is not, ctx ends, or the connection fails (after
 // mysqlRetry).
 func (w *mysqlWaker) wait(ctx context.Context, name string) {
-	conn, err := w.db.Conn(ctx)
+	conn, err := w.conn(ctx)
 	if err != nil {
 		sleepCtx(ctx, mysqlRetry)
 		return
@@ -387,6 +387,8 @@ type leaseState struct {
 // acquire).
 func (w *mysqlWaker) leaseState(ctx context.Context, conn *sql.Conn, name string) leaseState {
 	w.count(&w.stats.reads)
+	ctx, cancel := context.WithTimeout(ctx, mysqlStmtTimeout)
+	defer cancel()
 	r, err := genmysql.New(conn).AcquireReadLease(ctx, name)
 	if err != nil {
 		return leaseState{wake: true}
@@ -407,9 +409,26 @@ func (w *mysqlWaker) count(c *int64) {
 	w.mu.Unlock()
 }
 
+// mysqlStmtTimeout bounds each of the waker's round trips beyond what the server may wait in
+// it (a GET_LOCK's timeout): the waker's contexts last as long as it runs, and a connection the
+// network dropped without a word (no reply, no close) held a statement, and the marker or a
+// wait with it, forever. go-sql-driver closes a connection whose context ends mid-statement,
+// and the waker then replaces it.
+const mysqlStmtTimeout = 5 * time.Second
+
+// conn takes a connection of the waker's pool, within mysqlStmtTimeout.
+func (w *mysqlWaker) conn(ctx context.Context) (*sql.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, mysqlStmtTimeout)
+	defer cancel()
+	return w.db.Conn(ctx)
+}
+
 // getLock runs the wake_lock statement: true when the lock was taken. A NULL (an error the
-// server reports that way, e.g. the wait was killed) is an error.
+// server reports that way, e.g. the wait was killed) is an error. The statement may take
+// timeoutSecs at the server, and mysqlStmtTimeout more.
 func (w *mysqlWaker) getLock(ctx context.Context, conn *sql.Conn, name string, timeoutSecs int64) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(timeoutSecs)*time.Second+mysqlStmtTimeout)
+	defer cancel()
 	var got sql.NullInt64
 	if err := conn.QueryRowContext(ctx, w.lock, name, timeoutSecs).Scan(&got); err != nil {
 		return false, err
@@ -423,6 +442,8 @@ func (w *mysqlWaker) getLock(ctx context.Context, conn *sql.Conn, name string, t
 // release runs the wake_unlock statement (its result, 1, 0 or NULL, tells nothing the waker
 // needs).
 func (w *mysqlWaker) release(ctx context.Context, conn *sql.Conn, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, mysqlStmtTimeout)
+	defer cancel()
 	var r sql.NullInt64
 	return conn.QueryRowContext(ctx, w.unlock, name).Scan(&r)
 }
@@ -472,7 +493,7 @@ func (m *marker) sync(ctx context.Context) time.Duration {
 			m.marked = nil // a dropped connection holds nothing
 			return next
 		}
-		c, err := m.w.db.Conn(ctx)
+		c, err := m.w.conn(ctx)
 		if err != nil {
 			m.failed = time.Now()
 			return min(next, mysqlRetry)

@@ -37,10 +37,27 @@ func NewPostgres(pool *pgxpool.Pool, opts ...Option) (*Backend, error) {
 	return b, nil
 }
 
+// DefaultConnectTimeout is the connect timeout of a pool Open makes from a DSN that sets none:
+// PostgreSQL's connect_timeout, MySQL/MariaDB's timeout (go-sql-driver's dial timeout). It is
+// the default call timeout (the default TTL's renewal interval, 15 s / 3), and several times
+// what a connection takes over a slow link (TCP, TLS and SCRAM authentication are about seven
+// round trips: 2 s at 300 ms). Without it, a PostgreSQL connection started while the network
+// lost the server's replies waited for its startup reply forever after the network healed,
+// holding a slot of the pool: a few of them and the backend made no call again.
+const DefaultConnectTimeout = 5 * time.Second
+
 // PostgresAfterConnect runs the PostgreSQL session setup (wire.SQLDialectByName("postgres")
 // .SessionSetup: READ COMMITTED) on a new connection. Use it as pgxpool.Config.AfterConnect for a
-// pool you pass to NewPostgres; Open sets it itself.
+// pool you pass to NewPostgres; Open sets it itself. pgxpool runs it with a context that has no
+// deadline, so it bounds the setup by the connection's connect timeout (DefaultConnectTimeout
+// when there is none).
 func PostgresAfterConnect(ctx context.Context, c *pgx.Conn) error {
+	timeout := c.Config().ConnectTimeout
+	if timeout <= 0 {
+		timeout = DefaultConnectTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	d, _ := wire.SQLDialectByName(wire.SQLPostgres)
 	for _, st := range d.SessionSetup {
 		if _, err := c.Exec(ctx, st); err != nil {
@@ -48,6 +65,85 @@ func PostgresAfterConnect(ctx context.Context, c *pgx.Conn) error {
 		}
 	}
 	return nil
+}
+
+// boundPgCleanup bounds by cc's connect timeout how long pgconn spends cleaning up a connection
+// that broke (a statement cut short by its context, a read that failed): it sends a cancel
+// request on a new connection and waits for the server to close that one, then sends Terminate
+// and reads until the server closes the broken one, for up to 15 s. pgxpool keeps the broken
+// connection's slot until then: in a trial, connections whose bytes were lost for good
+// (orphaned by the network) held every slot of a pool for 11 s after the network healed, and
+// the pool made no call. Nothing is lost by cutting the cleanup short: the cancel request and
+// Terminate only spare the server work it does anyway when it finds the connection gone. With
+// no connect timeout (connect_timeout=0) pgconn's own bound stays.
+//
+// Every connection cc dials gets a deadline of the connect timeout at once; a regular
+// connection has it lifted when it reaches AfterNetConnect (TLS done; its startup is bounded by
+// the connect timeout's context), a cancel request's keeps it (pgconn runs no AfterNetConnect
+// there). Every later deadline is capped at the connect timeout from when it is set: pgconn
+// sets none itself but the cleanup's 15 s and the instant one that ends a statement whose
+// context ended.
+func boundPgCleanup(cc *pgconn.Config) {
+	bound := cc.ConnectTimeout
+	if bound <= 0 {
+		return
+	}
+	dial := cc.DialFunc
+	cc.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		bc := &boundedConn{Conn: c, bound: bound}
+		if err := bc.SetDeadline(time.Now().Add(bound)); err != nil {
+			c.Close()
+			return nil, err
+		}
+		return bc, nil
+	}
+	after := cc.AfterNetConnect
+	cc.AfterNetConnect = func(ctx context.Context, cfg *pgconn.Config, c net.Conn) (net.Conn, error) {
+		if after != nil {
+			var err error
+			if c, err = after(ctx, cfg, c); err != nil {
+				return nil, err
+			}
+		}
+		if err := c.SetDeadline(time.Time{}); err != nil {
+			return nil, err
+		}
+		return c, nil
+	}
+}
+
+// boundedConn caps every deadline set on it at bound from when it is set; the zero time (no
+// deadline) stays. It wraps the connection pgconn dials, under TLS, so that pgconn still sees
+// the *tls.Conn it needs for SCRAM channel binding.
+type boundedConn struct {
+	net.Conn
+	bound time.Duration
+}
+
+func (c *boundedConn) capped(t time.Time) time.Time {
+	if !t.IsZero() {
+		if limit := time.Now().Add(c.bound); t.After(limit) {
+			return limit
+		}
+	}
+	return t
+}
+
+// SetDeadline sets the deadline, at most bound from now.
+func (c *boundedConn) SetDeadline(t time.Time) error { return c.Conn.SetDeadline(c.capped(t)) }
+
+// SetReadDeadline sets the read deadline, at most bound from now.
+func (c *boundedConn) SetReadDeadline(t time.Time) error {
+	return c.Conn.SetReadDeadline(c.capped(t))
+}
+
+// SetWriteDeadline sets the write deadline, at most bound from now.
+func (c *boundedConn) SetWriteDeadline(t time.Time) error {
+	return c.Conn.SetWriteDeadline(c.capped(t))
 }
 
 type pgDialect struct {
@@ -133,8 +229,10 @@ func (d *pgDialect) migrate(ctx context.Context, ms []schema.Migration) error {
 		return err
 	}
 	defer func() {
-		if _, err := conn.Exec(context.WithoutCancel(ctx), wd.MigrateUnlock); err != nil {
-			conn.Conn().Close(context.Background()) // the lock goes with the connection
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if _, err := conn.Exec(uctx, wd.MigrateUnlock); err != nil {
+			conn.Conn().Close(uctx) // the lock goes with the connection
 		}
 	}()
 	current, err := sqlq.Postgres(conn).SchemaVersion(ctx)

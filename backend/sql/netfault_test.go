@@ -1,0 +1,379 @@
+package sql
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/url"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/simba-go/simba/spi"
+)
+
+// faultProxy forwards TCP connections to a server and can lose the server's bytes: drop
+// discards every byte the server sends, on every connection, until heal (the sockets stay open,
+// so a client waiting for a reply waits on); orphan makes the connections open at that moment
+// lose everything, both ways and for good, never closing either socket (a NAT or firewall that
+// forgot the flow), while new connections work.
+type faultProxy struct {
+	ln      net.Listener
+	target  string
+	dropped atomic.Bool
+	done    chan struct{}
+	once    sync.Once
+	wg      sync.WaitGroup
+
+	mu    sync.Mutex
+	pairs []*proxyPair
+}
+
+// proxyPair is one proxied connection: the client's socket and the server's.
+type proxyPair struct {
+	client, server net.Conn
+	orphaned       atomic.Bool
+}
+
+func startFaultProxy(t *testing.T, target string) *faultProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &faultProxy{ln: ln, target: target, done: make(chan struct{})}
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(p.close)
+	return p
+}
+
+func (p *faultProxy) addr() string { return p.ln.Addr().String() }
+
+// drop discards, from now until heal, every byte any server sends.
+func (p *faultProxy) drop() { p.dropped.Store(true) }
+
+// heal forwards the server's bytes again (on the connections not orphaned).
+func (p *faultProxy) heal() { p.dropped.Store(false) }
+
+// orphan makes every connection open now lose all its bytes for good, its sockets left open.
+func (p *faultProxy) orphan() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, pr := range p.pairs {
+		pr.orphaned.Store(true)
+	}
+}
+
+// close closes every socket and waits for the proxy's goroutines (again: nothing).
+func (p *faultProxy) close() {
+	p.once.Do(func() {
+		close(p.done)
+		p.ln.Close()
+		p.mu.Lock()
+		for _, pr := range p.pairs {
+			pr.client.Close()
+			pr.server.Close()
+		}
+		p.mu.Unlock()
+		p.wg.Wait()
+	})
+}
+
+func (p *faultProxy) accept() {
+	defer p.wg.Done()
+	for {
+		client, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		server, err := net.Dial("tcp", p.target)
+		if err != nil {
+			client.Close()
+			continue
+		}
+		pr := &proxyPair{client: client, server: server}
+		p.mu.Lock()
+		p.pairs = append(p.pairs, pr)
+		p.mu.Unlock()
+		select {
+		case <-p.done: // closed meanwhile: close may have missed these two
+			client.Close()
+			server.Close()
+			return
+		default:
+		}
+		p.wg.Add(2)
+		go p.pump(pr, client, server, false)
+		go p.pump(pr, server, client, true)
+	}
+}
+
+// pump copies src to dst, losing what the fault loses. When src ends, both sockets are
+// closed, unless the pair is orphaned: then nothing is ever closed (until the proxy closes).
+func (p *faultProxy) pump(pr *proxyPair, src, dst net.Conn, down bool) {
+	defer p.wg.Done()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		lost := pr.orphaned.Load() || (down && p.dropped.Load())
+		if n > 0 && !lost {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			if !pr.orphaned.Load() {
+				src.Close()
+				dst.Close()
+			}
+			return
+		}
+	}
+}
+
+// proxiedPgDSN is a DSN of the PostgreSQL test database (a schema of the test's own) through a
+// fault proxy, with params added.
+func proxiedPgDSN(t *testing.T, params map[string]string) (string, *faultProxy) {
+	t.Helper()
+	return proxyPgDSN(t, pgDSN(t), params)
+}
+
+// proxyPgDSN is dsn through a fault proxy, with params added.
+func proxyPgDSN(t *testing.T, dsn string, params map[string]string) (string, *faultProxy) {
+	t.Helper()
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := u.Hostname()
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	port := u.Port()
+	if port == "" {
+		port = "5432"
+	}
+	p := startFaultProxy(t, net.JoinHostPort(host, port))
+	u.Host = p.addr()
+	q := u.Query()
+	for k, v := range params {
+		q.Set(k, v)
+	}
+	u.RawQuery = q.Encode()
+	return u.String(), p
+}
+
+// untilUp runs DatabaseNow with a call timeout of its own until one succeeds, for at most
+// within; it returns how long that took, failing the test after within.
+func untilUp(t *testing.T, b *Backend, call, within time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	var last error
+	for time.Since(start) < within {
+		ctx, cancel := context.WithTimeout(testCtx(t), call)
+		_, err := b.DatabaseNow(ctx)
+		cancel()
+		if err == nil {
+			return time.Since(start)
+		}
+		last = err
+		time.Sleep(50 * time.Millisecond) // what a call that failed at once waits before the next
+	}
+	t.Fatalf("no call succeeded within %v after the heal; last error: %v", within, last)
+	return 0
+}
+
+// TestPostgresRecoversAfterDroppedHandshake: a connection the pool starts while the server's
+// bytes are lost waits for a startup reply that never comes. Without a connect timeout it
+// waited forever and held its pool slot (a trial: no session for the 60 s watched after a 3 s
+// loss, pgxpool stuck in pgconn.connectOne); Open gives the pool a connect timeout when the DSN
+// has none, so calls succeed again soon after the heal. The pool has one connection, so that
+// one stuck connect is all it takes.
+func TestPostgresRecoversAfterDroppedHandshake(t *testing.T) {
+	dsn, p := proxiedPgDSN(t, map[string]string{"pool_max_conns": "1"})
+	b := migrated(t, dsn, WithHousekeepingInterval(-1))
+	// Empty the pool: the next call starts a connection, during the fault.
+	b.d.(*pgDialect).pool.Reset()
+	p.drop()
+	ctx, cancel := context.WithTimeout(testCtx(t), 500*time.Millisecond)
+	_, err := b.DatabaseNow(ctx)
+	cancel()
+	if err == nil {
+		t.Fatal("a call succeeded while the server's replies were lost")
+	}
+	time.Sleep(time.Second) // the startup reply is lost for good
+	p.heal()
+	// A connect timeout of the default 5 s frees the slot at most 5 s after the connect began;
+	// 30 s is far beyond that (a loaded machine) and still tells "recovers" from "never".
+	took := untilUp(t, b, time.Second, 30*time.Second)
+	t.Logf("first successful call %v after the heal", took.Round(time.Millisecond))
+}
+
+// TestPostgresBrokenConnectionFreesItsSlot: a statement cut short by its deadline on a
+// connection whose bytes are lost for good (orphaned: no reply, no close) leaves pgconn
+// cleaning the connection up (a cancel request, then reading until the server closes), and the
+// pool keeps the connection's slot until that ends: up to 15 s in pgconn, which held every slot
+// of a trial's pool for 11 s after the network healed. Open bounds that cleanup by the connect
+// timeout (1 s here, the DSN's), so the next call finds the slot free soon.
+func TestPostgresBrokenConnectionFreesItsSlot(t *testing.T) {
+	dsn, p := proxiedPgDSN(t, map[string]string{"pool_max_conns": "1", "connect_timeout": "1"})
+	b := migrated(t, dsn, WithHousekeepingInterval(-1))
+	if _, err := b.DatabaseNow(testCtx(t)); err != nil { // one live pooled connection
+		t.Fatal(err)
+	}
+	p.orphan()
+	// The pooled connection is used at once (no ping: idle for less than a second).
+	ctx, cancel := context.WithTimeout(testCtx(t), 300*time.Millisecond)
+	_, err := b.DatabaseNow(ctx)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a call on the orphaned connection: %v, want a deadline exceeded", err)
+	}
+	// pgconn's own bound is 15 s; the connect timeout's is 1 s. 10 s tells them apart on a
+	// loaded machine.
+	took := untilUp(t, b, time.Second, 10*time.Second)
+	t.Logf("first successful call %v after the broken one", took.Round(time.Millisecond))
+}
+
+// TestPostgresHintListenerLeavesADeadConnection: the hint listener's connection, orphaned by
+// the network (no byte either way, no close), sends no notification and no error. The listener
+// waited on it forever and hints stopped for good; it now pings after listenProbeEvery without
+// a notification, and reconnects when the ping gets no reply within the connect timeout.
+func TestPostgresHintListenerLeavesADeadConnection(t *testing.T) {
+	saved := listenProbeEvery
+	listenProbeEvery = 500 * time.Millisecond
+	t.Cleanup(func() { listenProbeEvery = saved }) // after the backends close (cleanups run last first)
+	direct := pgDSN(t)
+	dsn, p := proxyPgDSN(t, direct, map[string]string{"connect_timeout": "1"})
+	b := migrated(t, dsn, WithHousekeepingInterval(-1))
+	other := migrated(t, direct, WithHousekeepingInterval(-1))
+	ctx, cancel := context.WithCancel(testCtx(t))
+	defer cancel()
+	hints, err := b.Hints(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub := &b.d.(*pgDialect).hub
+	waitListening := func(what string) {
+		t.Helper()
+		select {
+		case <-hub.listening:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("the listener did not %s within 30 s", what)
+		}
+	}
+	waitListening("connect")
+	p.orphan()
+	// 0.5 s of silence, then a ping that times out after 1 s, then a reconnection: 30 s
+	// tells that from never.
+	waitListening("reconnect after its connection was orphaned")
+	s := openSession(t, other, longTTL)
+	name := "orphan-" + unique(t)
+	tok := grant(t, other, s, name)
+	if err := other.Release(testCtx(t), s, name, tok); err != nil {
+		t.Fatal(err)
+	}
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case h, ok := <-hints:
+			if !ok {
+				t.Fatal("hint channel closed")
+			}
+			if h.Kind == spi.Released && h.Name == name {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("no released hint for %s after the listener reconnected", name)
+		}
+	}
+}
+
+// proxyDSN is dsn (a URL whose host has no port: defPort) through a fault proxy.
+func proxyDSN(t *testing.T, dsn, defPort string) (string, *faultProxy) {
+	t.Helper()
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := u.Port()
+	if port == "" {
+		port = defPort
+	}
+	p := startFaultProxy(t, net.JoinHostPort(u.Hostname(), port))
+	u.Host = p.addr()
+	return u.String(), p
+}
+
+// TestMySQLWakerStatementOnDeadConnectionEnds: the MySQL waker's statements run with contexts
+// that last as long as the waker, so one on a connection the network dropped without a word
+// (no reply, no close) waited forever, and the marker (or a wait) with it. Each is now bounded
+// (mysqlStmtTimeout beyond what the server may wait in it).
+func TestMySQLWakerStatementOnDeadConnectionEnds(t *testing.T) {
+	dsn, p := proxyDSN(t, myDSN(t), "3306")
+	b := migrated(t, dsn, WithHousekeepingInterval(-1))
+	w := b.waker.(*mysqlWaker)
+	conn, err := w.conn(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	p.orphan()
+	done := make(chan error, 1)
+	go func() { done <- w.release(context.Background(), conn, "orphan-"+unique(t)) }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("RELEASE_LOCK on an orphaned connection succeeded")
+		}
+	case <-time.After(30 * time.Second): // the bound is 5 s
+		p.close() // ends the statement (its connection closes), so that the test ends
+		<-done
+		t.Fatal("RELEASE_LOCK on an orphaned connection still waiting after 30 s")
+	}
+}
+
+// TestOpenConnectTimeoutDefaults: Open gives a PostgreSQL pool DefaultConnectTimeout, and a
+// MySQL/MariaDB configuration a dial timeout of DefaultConnectTimeout, when the DSN sets none;
+// a DSN's own (0 included: no timeout) wins.
+func TestOpenConnectTimeoutDefaults(t *testing.T) {
+	t.Setenv("PGCONNECT_TIMEOUT", "")
+	os.Unsetenv("PGCONNECT_TIMEOUT")
+	for _, c := range []struct {
+		dsn  string
+		want time.Duration
+	}{
+		{"postgres://u@127.0.0.1:1/db", DefaultConnectTimeout},
+		{"postgres://u@127.0.0.1:1/db?sslmode=disable&connect_timeout=2", 2 * time.Second},
+		{"postgres://u@127.0.0.1:1/db?connect_timeout=0", 0},
+	} {
+		b, err := Open(testCtx(t), c.dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := b.d.(*pgDialect).pool.Config().ConnConfig.ConnectTimeout
+		b.Close()
+		if got != c.want {
+			t.Errorf("%s: connect timeout %v, want %v", c.dsn, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		dsn  string
+		want time.Duration
+	}{
+		{"mysql://u@127.0.0.1:1/db", DefaultConnectTimeout},
+		{"mysql://u@127.0.0.1:1/db?timeout=2s", 2 * time.Second},
+		{"mysql://u@127.0.0.1:1/db?timeout=0", 0},
+	} {
+		cfg, err := MySQLConfig(c.dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Timeout != c.want {
+			t.Errorf("%s: timeout %v, want %v", c.dsn, cfg.Timeout, c.want)
+		}
+	}
+}
