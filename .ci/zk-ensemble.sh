@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# A 3-server ZooKeeper ensemble on localhost for the ZooKeeper backend's ensemble test
-# (backend/zookeeper TestEnsembleLeaderFailover), separate from the single server on 2181.
+# A 3-server ZooKeeper ensemble on localhost to try Simba on by hand (make zk-ensemble),
+# separate from the single server on 2181. No test uses it and CI does not start it: the
+# ensemble failover test (backend/zookeeper TestEnsembleLeaderFailover) and the chaos harness
+# start private ensembles on spare ports with the same settings.
 #
 #   .ci/zk-ensemble.sh start            start every server that is not running (idempotent) and
 #                                       wait until the ensemble has a leader and two followers
@@ -13,8 +15,7 @@
 # Client ports 2191-2193, quorum ports 2891-2893, election ports 3891-3893; tickTime 200 ms
 # (session timeouts 400 ms to 60 s, as .ci/zoo.cfg). Data and logs live under
 # $SIMBA_SERVICES_DIR/zk-ensemble (default /tmp/simba-services/zk-ensemble), wiped on start
-# when no server runs. Tests find the ensemble through SIMBA_TEST_ZK_ENSEMBLE (default
-# 127.0.0.1:2191,127.0.0.1:2192,127.0.0.1:2193).
+# when no server runs. Its DSN: zk://127.0.0.1:2191,127.0.0.1:2192,127.0.0.1:2193/chroot.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 state=${SIMBA_SERVICES_DIR:-/tmp/simba-services}/zk-ensemble

@@ -12,11 +12,6 @@ package zookeeper
 import (
 	"context"
 	"fmt"
-	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -25,42 +20,6 @@ import (
 	"github.com/simba-go/simba/internal/testenv"
 	"github.com/simba-go/simba/spi"
 )
-
-// ensembleAddrs returns the client addresses of the 3-server test ensemble that
-// .ci/zk-ensemble.sh starts (SIMBA_TEST_ZK_ENSEMBLE overrides), skipping the test (failing it
-// under SIMBA_REQUIRE_SERVICES=1) when it does not answer.
-func ensembleAddrs(t *testing.T) []string {
-	t.Helper()
-	v := os.Getenv("SIMBA_TEST_ZK_ENSEMBLE")
-	if v == "" {
-		v = "127.0.0.1:2191,127.0.0.1:2192,127.0.0.1:2193"
-	}
-	addrs := strings.Split(v, ",")
-	for _, a := range addrs {
-		c, err := net.DialTimeout("tcp", a, 2*time.Second)
-		if err != nil {
-			testenv.Unavailable(t, "ZooKeeper ensemble (bash .ci/zk-ensemble.sh start)", err.Error())
-		}
-		c.Close()
-	}
-	return addrs
-}
-
-// ensembleScript runs .ci/zk-ensemble.sh with args and returns its standard output.
-func ensembleScript(t testing.TB, args ...string) string {
-	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	script := filepath.Join(filepath.Dir(file), "..", "..", ".ci", "zk-ensemble.sh")
-	out, err := exec.Command("bash", append([]string{script}, args...)...).Output()
-	if err != nil {
-		msg := err.Error()
-		if ee, ok := err.(*exec.ExitError); ok {
-			msg += ": " + string(ee.Stderr)
-		}
-		t.Fatalf("zk-ensemble.sh %s: %s", strings.Join(args, " "), msg)
-	}
-	return strings.TrimSpace(string(out))
-}
 
 // termLog records, per client, the intervals in which it held a locally valid term, on one
 // monotonic clock shared by every client of the test.
@@ -191,21 +150,22 @@ func (c *ensembleClient) run(ctx context.Context) {
 // contend for one lease, then brings it back. Whatever the timing, every term a client
 // considers valid must be the only one at that instant (never two holders), tokens of
 // successive holders must increase, and after the failover both clients work again, one
-// holding the lease.
+// holding the lease. The ensemble is the test's own (startPrivateEnsemble, on spare ports):
+// the shared servers are never stopped.
 func TestEnsembleLeaderFailover(t *testing.T) {
-	testenv.Short(t, "stops and restarts ensemble servers")
-	addrs := ensembleAddrs(t)
+	testenv.Short(t, "starts a private ensemble and restarts its servers")
+	e := startPrivateEnsemble(t, 3)
 	// A TTL the election fits in (the holder normally keeps its term), and one it does not
 	// (the holder's local deadline passes while the servers elect a leader).
 	for _, ttl := range []time.Duration{2 * time.Second, 500 * time.Millisecond} {
-		t.Run("TTL="+ttl.String(), func(t *testing.T) { ensembleFailover(t, addrs, ttl) })
+		t.Run("TTL="+ttl.String(), func(t *testing.T) { ensembleFailover(t, e, ttl) })
 	}
 }
 
-func ensembleFailover(t *testing.T, addrs []string, ttl time.Duration) {
-	leader := ensembleScript(t, "leader")
-	t.Cleanup(func() { ensembleScript(t, "start") }) // restart the stopped server, wait for quorum
-	dsn := fmt.Sprintf("zk://%s/ensemble-%d", strings.Join(addrs, ","), time.Now().UnixNano())
+func ensembleFailover(t *testing.T, e *privateEnsemble, ttl time.Duration) {
+	e.startStopped(t) // a server an earlier subtest stopped, if it failed before starting it again
+	leader := e.leader(t)
+	dsn := fmt.Sprintf("zk://%s/ensemble-%d", strings.Join(e.addrs(), ","), time.Now().UnixNano())
 	log := &termLog{start: time.Now()}
 	lease := "leader-failover"
 	ctx, cancel := context.WithCancel(context.Background())
@@ -218,12 +178,13 @@ func ensembleFailover(t *testing.T, addrs []string, ttl time.Duration) {
 	for _, c := range clients {
 		wg.Go(func() { c.run(ctx) })
 	}
+	defer func() { cancel(); wg.Wait() }() // also when a helper below fails the test
 	time.Sleep(3 * time.Second)
-	t.Logf("stopping the ensemble leader, server %s", leader)
-	ensembleScript(t, "stop-server", leader)
+	t.Logf("stopping the ensemble leader, server %d", leader+1)
+	e.servers[leader].stop()
 	time.Sleep(8 * time.Second)
-	t.Logf("starting server %s again", leader)
-	ensembleScript(t, "start")
+	t.Logf("starting server %d again", leader+1)
+	e.startStopped(t) // and wait until it follows
 	time.Sleep(3 * time.Second)
 	cancel()
 	wg.Wait()
