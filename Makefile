@@ -75,15 +75,17 @@ RUNS ?= 1000
 failover:
 	$(GO) test -race -count=1 -run TestCronSingletonFailover ./simbatest -failover.runs=$(RUNS) -v
 
-## services: start PostgreSQL, MariaDB, Redis, a Redis Cluster, ZooKeeper and etcd if not running
-## (the etcd leader-loss and ZooKeeper ensemble failover tests start their own 3 members)
+## services: start PostgreSQL, MariaDB, Redis, a Redis Cluster, ZooKeeper, etcd and a 3-server
+## ZooKeeper ensemble (2191-2193, to try Simba on by hand) if not running; no test needs the
+## ensemble (the etcd leader-loss and ZooKeeper ensemble failover tests start their own 3 members)
 services:
 	bash .ci/services.sh
+	bash .ci/zk-ensemble.sh start
 
 redis-cluster zookeeper: services
 
-## zk-ensemble: start a 3-server ZooKeeper ensemble (2191-2193) to try Simba on by hand; no test
-## needs it (the ensemble failover test and the chaos harness start private ones on spare ports)
+## zk-ensemble: start the 3-server ZooKeeper ensemble (2191-2193) alone, to try Simba on by hand; no
+## test needs it (the ensemble failover test and the chaos harness start private ones on spare ports)
 zk-ensemble:
 	bash .ci/zk-ensemble.sh start
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # A 3-server ZooKeeper ensemble on localhost to try Simba on by hand (make zk-ensemble),
-# separate from the single server on 2181. No test uses it and CI does not start it: the
-# ensemble failover test (backend/zookeeper TestEnsembleLeaderFailover) and the chaos harness
-# start private ensembles on spare ports with the same settings.
+# separate from the single server on 2181; make services starts it too. No test uses it and CI
+# does not start it: the ensemble failover test (backend/zookeeper TestEnsembleLeaderFailover)
+# and the chaos harness start private ensembles on spare ports with the same settings.
 #
 #   .ci/zk-ensemble.sh start            start every server that is not running (idempotent) and
 #                                       wait until the ensemble has a leader and two followers
