@@ -264,6 +264,9 @@ func (c *Client) Close(ctx context.Context) error {
 	}
 }
 
+// isClosed reports whether Close has been called.
+func (c *Client) isClosed() bool { return c.closeStarted.Load() }
+
 // enter marks the calling goroutine as running a callback or leader work of c until the
 // returned function is called, so that a Close from it does not wait for it.
 func (c *Client) enter() func() { return c.insideG.enter() }
