@@ -882,13 +882,13 @@ func (c *Client) runCall(cl call, caller context.Context) (cut, handed bool) {
 		cut = ev.Err != nil && ctx.Err() != nil && caller.Err() != nil && c.baseCtx.Err() == nil
 	}
 	if cut {
-		ev.Err = &abandonedError{op: ef.Op.String(), name: ef.Name, cause: context.Cause(caller)}
+		ev.Err = &abandonedError{op: publicOp(ef.Op), name: ef.Name, cause: context.Cause(caller)}
 	} else if ev.Err != nil && ctx.Err() != nil && !errors.Is(ev.Err, ErrUnavailable) {
 		// A timed-out call's outcome is unknown: retryable.
-		ev.Err = spi.Unavailable(ef.Op.String(), ev.Err)
+		ev.Err = spi.Unavailable(publicOp(ef.Op), ev.Err)
 	}
 	for _, f := range c.cfg.observers {
-		f(CallInfo{Op: ef.Op.String(), Name: ef.Name, Took: c.cfg.clock.Now() - ev.SentAt,
+		f(CallInfo{Op: publicOp(ef.Op), Name: ef.Name, Took: c.cfg.clock.Now() - ev.SentAt,
 			Token: ev.Acquire.Token, Err: ev.Err, Class: spi.Classify(ev.Err), Abandoned: cut})
 	}
 	if cut && ef.Op == engine.OpRelease {
@@ -1008,7 +1008,7 @@ func (c *Client) backendError(op engine.Op, name string, err error, now time.Dur
 	class := spi.Classify(err)
 	opName := ""
 	if op != 0 {
-		opName = op.String()
+		opName = publicOp(op)
 		if name != "" {
 			err = fmt.Errorf("simba: %s %s: %w", opName, name, err)
 		} else {

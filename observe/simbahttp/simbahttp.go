@@ -246,7 +246,8 @@ func (h *Handler) endOpenLocked(name string, session simba.SessionID, now time.T
 
 // BackendError is the last backend error the client reported (Status.LastError).
 type BackendError struct {
-	// Op is the failed operation (see simba.Event.Op), Name the lease or group it concerned.
+	// Op is the failed operation (a simba.Op constant, see simba.Event.Op), Name the lease or
+	// group it concerned.
 	Op   string `json:"op"`
 	Name string `json:"name,omitempty"`
 	// Class is "retryable" or "permanent"; Error the error's text; At when it was reported.

@@ -27,7 +27,8 @@
 //	simba_terms_revoked_total{name,reason}        terms of name that ended, by reason
 //	simba_acquire_attempts_total{name,outcome}    acquire calls by outcome (granted, held, error)
 //	simba_keepalive_duration_seconds              histogram of keep-alive call latency
-//	simba_backend_errors_total{op,class}          failed backend calls by operation and class
+//	simba_backend_errors_total{op,class}          failed backend calls by operation (the
+//	                                              simba.Op constants) and class
 //	simba_group_members{group}                    live members of a group this client is in
 //	simba_partitions_owned{group}                 partitions of the group assigned to this client
 //	simba_events_dropped_total{name}              events dropped by slow Events subscribers of
@@ -220,9 +221,9 @@ func (m *Metrics) observe(ci simba.CallInfo) {
 		return
 	}
 	switch ci.Op {
-	case "keep-alive":
+	case simba.OpKeepAlive:
 		m.keepAlive.Observe(ci.Took.Seconds())
-	case "acquire":
+	case simba.OpAcquire:
 		outcome := OutcomeHeld
 		switch {
 		case ci.Err != nil:
