@@ -16,6 +16,7 @@ import (
 
 	"github.com/simba-go/simba/generated/wire"
 	"github.com/simba-go/simba/internal/engine"
+	"github.com/simba-go/simba/internal/joinerr"
 )
 
 // Client is one participant: one backend session, kept alive by one keep-alive per renewal
@@ -606,7 +607,8 @@ func (c *Client) awaitSettling(ctx context.Context, f *future, since uint64, nam
 }
 
 // withLastError joins err (ctx's) with the latest backend error reported since seq for name
-// or for the session, so that errors.Is finds both ctx's error and the backend's.
+// or for the session, so that errors.Is finds both ctx's error and the backend's; the text is
+// both on one line, "ctx's; the backend's".
 func (c *Client) withLastError(err error, seq uint64, name string) error {
 	n, last := c.sessErr.since(seq)
 	if t := c.errTarget(name); t != nil {
@@ -617,7 +619,7 @@ func (c *Client) withLastError(err error, seq uint64, name string) error {
 	if last == nil {
 		return err
 	}
-	return errors.Join(err, last)
+	return joinerr.Join(err, last)
 }
 
 // step runs one engine step and carries out its effects, on the loop goroutine.
