@@ -16,6 +16,7 @@ import (
 
 	"github.com/simba-go/simba/generated/wire"
 	"github.com/simba-go/simba/internal/engine"
+	"github.com/simba-go/simba/internal/joinerr"
 )
 
 // Client is one participant: one backend session, kept alive by one keep-alive per renewal
@@ -263,6 +264,9 @@ func (c *Client) Close(ctx context.Context) error {
 		return fmt.Errorf("simba: close: %w", ctx.Err())
 	}
 }
+
+// isClosed reports whether Close has been called.
+func (c *Client) isClosed() bool { return c.closeStarted.Load() }
 
 // enter marks the calling goroutine as running a callback or leader work of c until the
 // returned function is called, so that a Close from it does not wait for it.
@@ -603,7 +607,8 @@ func (c *Client) awaitSettling(ctx context.Context, f *future, since uint64, nam
 }
 
 // withLastError joins err (ctx's) with the latest backend error reported since seq for name
-// or for the session, so that errors.Is finds both ctx's error and the backend's.
+// or for the session, so that errors.Is finds both ctx's error and the backend's; the text is
+// both on one line, "ctx's; the backend's".
 func (c *Client) withLastError(err error, seq uint64, name string) error {
 	n, last := c.sessErr.since(seq)
 	if t := c.errTarget(name); t != nil {
@@ -614,7 +619,7 @@ func (c *Client) withLastError(err error, seq uint64, name string) error {
 	if last == nil {
 		return err
 	}
-	return errors.Join(err, last)
+	return joinerr.Join(err, last)
 }
 
 // step runs one engine step and carries out its effects, on the loop goroutine.
@@ -879,13 +884,13 @@ func (c *Client) runCall(cl call, caller context.Context) (cut, handed bool) {
 		cut = ev.Err != nil && ctx.Err() != nil && caller.Err() != nil && c.baseCtx.Err() == nil
 	}
 	if cut {
-		ev.Err = &abandonedError{op: ef.Op.String(), name: ef.Name, cause: context.Cause(caller)}
+		ev.Err = &abandonedError{op: publicOp(ef.Op), name: ef.Name, cause: context.Cause(caller)}
 	} else if ev.Err != nil && ctx.Err() != nil && !errors.Is(ev.Err, ErrUnavailable) {
 		// A timed-out call's outcome is unknown: retryable.
-		ev.Err = spi.Unavailable(ef.Op.String(), ev.Err)
+		ev.Err = spi.Unavailable(publicOp(ef.Op), ev.Err)
 	}
 	for _, f := range c.cfg.observers {
-		f(CallInfo{Op: ef.Op.String(), Name: ef.Name, Took: c.cfg.clock.Now() - ev.SentAt,
+		f(CallInfo{Op: publicOp(ef.Op), Name: ef.Name, Took: c.cfg.clock.Now() - ev.SentAt,
 			Token: ev.Acquire.Token, Err: ev.Err, Class: spi.Classify(ev.Err), Abandoned: cut})
 	}
 	if cut && ef.Op == engine.OpRelease {
@@ -1005,7 +1010,7 @@ func (c *Client) backendError(op engine.Op, name string, err error, now time.Dur
 	class := spi.Classify(err)
 	opName := ""
 	if op != 0 {
-		opName = op.String()
+		opName = publicOp(op)
 		if name != "" {
 			err = fmt.Errorf("simba: %s %s: %w", opName, name, err)
 		} else {

@@ -82,6 +82,13 @@ func (l *leaseCore) setHolder(id SessionID, owner string) {
 	l.mu.Unlock()
 }
 
+// forgetHolder drops the holder l learned: l follows the lease no more.
+func (l *leaseCore) forgetHolder() {
+	l.mu.Lock()
+	l.holder, l.holderOwner, l.holderSelf = "", "", false
+	l.mu.Unlock()
+}
+
 func (l *leaseCore) publish(ev Event) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -341,9 +348,13 @@ func (e *Election) Stop(ctx context.Context) error {
 	// The name is let go once the engine has taken the Stop (whatever err says), and not before:
 	// a Stop whose ctx ends while it waits for the loop is taken later, and its revocation must
 	// still find this election to cancel the work's ctx and invalidate the term.
-	_, err := e.c.requestThen(ctx, engine.Event{Kind: engine.EvStop, Name: e.name}, func() { e.c.unregister(e.name, e) })
+	_, err := e.c.requestThen(ctx, engine.Event{Kind: engine.EvStop, Name: e.name}, func() {
+		e.c.unregister(e.name, e)
+		e.forgetHolder()
+	})
 	if errors.Is(err, ErrClosed) {
 		e.c.unregister(e.name, e)
+		e.forgetHolder()
 	}
 	return err
 }
@@ -378,10 +389,15 @@ func (e *Election) IsLeader() bool {
 }
 
 // Leader returns the holder of the lease as this client last learned it (from its own terms
-// and from the holder an acquire reported). It reports false when nothing is known.
+// and from the holder an acquire reported). It reports false when nothing is known, and once
+// the election is stopped or its client closing: a stopped election follows the lease no more,
+// so the holder it last learned may since have released it.
 func (e *Election) Leader() (Leader, bool) {
 	if t, ok := e.current(); ok {
 		return Leader{Session: e.c.Session(), Owner: t.Owner(), Self: true}, true
+	}
+	if e.c.isClosed() {
+		return Leader{}, false
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -96,7 +96,8 @@ func TestEveryFailedCallIsReported(t *testing.T) {
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 // TestLockEndingOnCtxJoinsTheBackendError: a Lock whose calls keep failing (retryably) ends on
-// ctx with ctx's error joined with the last backend error: errors.Is holds for both.
+// ctx with ctx's error joined with the last backend error: errors.Is holds for both, and the
+// text is one line, ctx's first.
 func TestLockEndingOnCtxJoinsTheBackendError(t *testing.T) {
 	w := newWorld(t)
 	c, b := w.client("a")
@@ -119,6 +120,9 @@ func TestLockEndingOnCtxJoinsTheBackendError(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, simba.ErrUnavailable) ||
 		!errors.Is(err, simbatest.ErrInjected) {
 		t.Fatalf("Lock = %v, want ctx's deadline joined with the injected backend error", err)
+	}
+	if msg := err.Error(); strings.Contains(msg, "\n") || !strings.HasPrefix(msg, context.DeadlineExceeded.Error()+"; ") {
+		t.Fatalf("Lock's error text %q, want one line: ctx's error; the backend's", msg)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/simba-go/simba/internal/engine"
 	"github.com/simba-go/simba/spi"
 )
 
@@ -66,15 +67,39 @@ type Event struct {
 	// (EventMembers).
 	Members    []SessionID
 	Partitions []int
-	// Op is the backend operation that failed ("open-session", "keep-alive", "acquire",
-	// "release", "join", "leave", "members", "close-session"; empty for a refused request)
-	// (EventBackendError).
+	// Op is the backend operation that failed, one of OpOpenSession, OpKeepAlive,
+	// OpCloseSession, OpAcquire, OpRelease, OpJoin, OpLeave, OpMembers and OpWithdraw; empty
+	// for a request the client refused (EventBackendError).
 	Op string
 	// Class says whether the failure is retryable or permanent (EventBackendError).
 	Class spi.Class
 	// Err is the failure (EventBackendError).
 	Err error
 }
+
+// The backend operations, as Event.Op and CallInfo.Op name them (and simbaprom's op label).
+const (
+	// OpOpenSession opens the client's backend session.
+	OpOpenSession = "open-session"
+	// OpKeepAlive extends the session.
+	OpKeepAlive = "keep-alive"
+	// OpCloseSession closes the session (Close).
+	OpCloseSession = "close-session"
+	// OpAcquire asks for a lease (or confirms one held), queued as a waiter where the backend
+	// has waiter queues.
+	OpAcquire = "acquire"
+	// OpRelease gives a lease up.
+	OpRelease = "release"
+	// OpJoin joins a partition group.
+	OpJoin = "join"
+	// OpLeave leaves a partition group.
+	OpLeave = "leave"
+	// OpMembers reads a partition group's live members.
+	OpMembers = "members"
+	// OpWithdraw leaves a lease's waiter queue (a waiting Lock or candidacy that gave up),
+	// on backends with waiter queues.
+	OpWithdraw = "withdraw"
+)
 
 // String renders the event for logs.
 func (e Event) String() string {
@@ -144,4 +169,26 @@ func (e *RevokedError) Error() string {
 // errors.Is(err, ErrClosed) for a term the client's Close revoked.
 func (e *RevokedError) Is(target error) bool {
 	return target == ErrNotHeld || target == ErrClosed && e.Reason == RevokedClosed
+}
+
+// publicOps names each engine operation as the client reports it (Event.Op, CallInfo.Op): every
+// engine.Op has its Op constant here (TestEveryOpIsDocumented).
+var publicOps = [...]string{
+	engine.OpOpenSession:  OpOpenSession,
+	engine.OpKeepAlive:    OpKeepAlive,
+	engine.OpCloseSession: OpCloseSession,
+	engine.OpAcquire:      OpAcquire,
+	engine.OpRelease:      OpRelease,
+	engine.OpJoin:         OpJoin,
+	engine.OpLeave:        OpLeave,
+	engine.OpMembers:      OpMembers,
+	engine.OpWithdraw:     OpWithdraw,
+}
+
+// publicOp returns op's name as the client reports it.
+func publicOp(op engine.Op) string {
+	if int(op) < len(publicOps) && publicOps[op] != "" {
+		return publicOps[op]
+	}
+	return op.String()
 }

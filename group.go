@@ -150,7 +150,8 @@ func (g *PartitionGroup) Partitions() int { return g.partitions }
 // handed over. Like Election.Stop, it returns once the work is done: each of those partitions
 // released (after its RunPartition work returned) and the membership deleted, or gone with a
 // lost session. A release whose outcome is unknown is reported as an error (keep-alives settle
-// it). If ctx ends first Leave returns ctx's error, and leaving goes on; the group can be
+// it): one per such partition, joined on one line, each found by errors.Is and errors.As. If
+// ctx ends first Leave returns ctx's error, and leaving goes on; the group can be
 // joined again once leaving is done.
 func (g *PartitionGroup) Leave(ctx context.Context) error {
 	// Once the engine has taken the Leave (whatever err says), and not before: a Leave whose ctx

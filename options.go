@@ -291,8 +291,8 @@ func WithListener(l Listener) Option {
 
 // CallInfo describes one backend call that returned (WithCallObserver).
 type CallInfo struct {
-	// Op is the operation: "open-session", "keep-alive", "close-session", "acquire", "release",
-	// "join", "leave" or "members".
+	// Op is the operation: OpOpenSession, OpKeepAlive, OpCloseSession, OpAcquire, OpRelease,
+	// OpJoin, OpLeave, OpMembers or OpWithdraw.
 	Op string
 	// Name is the lease or group the call concerned (empty for session calls).
 	Name string

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/simba-go/simba/internal/joinerr"
 	"github.com/simba-go/simba/spi"
 )
 
@@ -67,7 +68,7 @@ const internalFuture FutureID = 1 << 63
 type barrier struct {
 	futs  []FutureID
 	parts int
-	err   error
+	errs  []error
 }
 
 type session struct {
@@ -221,15 +222,18 @@ func (s *Engine) part(b *barrier) FutureID {
 	return f
 }
 
+// partDone marks a part of b done with err; when it was the last, b's futures complete with
+// every part's error, in the order they came (joinerr.Join: one error, or all on one line).
 func (s *Engine) partDone(b *barrier, err error) {
-	if b.err == nil {
-		b.err = err
+	if err != nil {
+		b.errs = append(b.errs, err)
 	}
 	if b.parts--; b.parts > 0 {
 		return
 	}
+	err = joinerr.Join(b.errs...)
 	for _, f := range b.futs {
-		s.complete(f, b.err)
+		s.complete(f, err)
 	}
 	b.futs = nil
 }

@@ -94,7 +94,7 @@ func (s *Engine) join(ev Event) {
 
 // leave leaves group name. Its future completes, like a Stop's, once the work is done: every
 // partition the session led is released (after its handover) and the membership is deleted
-// (or gone with the session), with the first error among them.
+// (or gone with the session), with every error among them (joinerr.Join).
 func (s *Engine) leave(name string, f FutureID) {
 	g := s.groups[name]
 	if g == nil {

@@ -292,7 +292,8 @@ func (k PublishKind) String() string {
 //   - EvJoin: Name (the group), Partitions, HasWork, Future (completes at once).
 //   - EvLeave: Name (the group), Future (completes when every partition the session led is
 //     released, after its handover, and the membership is deleted or gone with the session;
-//     with the first error, such as a release of unknown outcome).
+//     with every error among them, such as each release of unknown outcome, joined on one
+//     line).
 //   - EvClose: Future (completes when every handover ended and the session is closed).
 //
 // Jitter, in [0, 1], is the driver's random draw for this event; the engine multiplies it into

@@ -26,9 +26,9 @@
 //	               (who held what, when, with which token), members and partitions
 //
 // The timeline records this client's own terms from its events, and other holders as the
-// handler observes them (through the backend's Inspector, or tracked elections) each time the
-// status or the page is requested: a term of another client that began and ended between two
-// requests does not show.
+// handler observes them (through the backend's Inspector, or, when there is no snapshot,
+// tracked elections) each time the status or the page is requested: a term of another client
+// that began and ended between two requests does not show.
 package simbahttp
 
 import (
@@ -197,7 +197,8 @@ func (h *Handler) listen(ev simba.Event) {
 
 // observeLocked records that session (owner) holds name with token (0: unknown) as of now:
 // a new timeline entry unless the latest one already says so; an open entry of another
-// holder ends.
+// holder ends. A sighting without a token (a tracked election's) is no news when the latest
+// entry is that session's, open or ended: it may be older than what ended the entry.
 func (h *Handler) observeLocked(name string, session simba.SessionID, owner string, token int64, self bool, now time.Time) {
 	entries := h.timeline[name]
 	for _, e := range entries {
@@ -212,6 +213,9 @@ func (h *Handler) observeLocked(name string, session simba.SessionID, owner stri
 		last := entries[n-1]
 		if last.Session == session && last.Token == 0 && last.Until == nil {
 			last.Token = token // the holder's token learned
+			return
+		}
+		if token == 0 && last.Session == session {
 			return
 		}
 	}
@@ -242,7 +246,8 @@ func (h *Handler) endOpenLocked(name string, session simba.SessionID, now time.T
 
 // BackendError is the last backend error the client reported (Status.LastError).
 type BackendError struct {
-	// Op is the failed operation (see simba.Event.Op), Name the lease or group it concerned.
+	// Op is the failed operation (a simba.Op constant, see simba.Event.Op), Name the lease or
+	// group it concerned.
 	Op   string `json:"op"`
 	Name string `json:"name,omitempty"`
 	// Class is "retryable" or "permanent"; Error the error's text; At when it was reported.
@@ -306,8 +311,9 @@ type Holder struct {
 	RemainingMillis int64 `json:"remaining_ms"`
 	// Self reports that this client is the holder.
 	Self bool `json:"self"`
-	// Source is where the holder is known from: "backend" (Inspector), "client" (a tracked
-	// election) or "self".
+	// Source is where the holder is known from: "backend" (Inspector), "client" (a running
+	// tracked election's last-learned holder, shown only when there is no backend snapshot) or
+	// "self".
 	Source string `json:"source"`
 }
 
@@ -456,9 +462,12 @@ func (h *Handler) Status(ctx context.Context) Status {
 			}
 		}
 	}
+	// A tracked election's holder is only what it last learned, older than a snapshot just
+	// read: it stands in for the backend's view only when there is none (a name the snapshot
+	// does not list is free).
 	for name, e := range h.elections {
-		if _, ok := holders[name]; ok {
-			continue
+		if snap != nil {
+			break
 		}
 		if l, ok := e.Leader(); ok && !l.Self {
 			holders[name] = Holder{Name: name, Session: l.Session, Owner: l.Owner, RemainingMillis: -1, Source: "client"}

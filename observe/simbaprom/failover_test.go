@@ -174,7 +174,7 @@ func TestMetricsFollowFailoverOnSQLite(t *testing.T) {
 	// The take-over can come before the new leader's first keep-alive (SQLite wakes a waiter
 	// within milliseconds of a release): wait for one.
 	until(t, "the new leader's keep-alive in the histogram", 20*time.Second, func() bool {
-		return scrape(t, follower)["simba_keepalive_duration_seconds_count"] >= 1
+		return scrape(t, follower)[`simba_keepalive_duration_seconds_count{outcome="ok"}`] >= 1
 	})
 	if _, ok := second[`simba_events_dropped_total{name="leader"}`]; !ok {
 		t.Fatalf("no events-dropped series: %v", second)

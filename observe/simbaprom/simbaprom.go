@@ -26,8 +26,11 @@
 //	simba_terms_granted_total{name}               terms of name this client was granted
 //	simba_terms_revoked_total{name,reason}        terms of name that ended, by reason
 //	simba_acquire_attempts_total{name,outcome}    acquire calls by outcome (granted, held, error)
-//	simba_keepalive_duration_seconds              histogram of keep-alive call latency
-//	simba_backend_errors_total{op,class}          failed backend calls by operation and class
+//	simba_keepalive_duration_seconds{outcome}     histogram of keep-alive call latency, by
+//	                                              outcome: ok, or error (a keep-alive that timed
+//	                                              out counts its whole timeout here)
+//	simba_backend_errors_total{op,class}          failed backend calls by operation (the
+//	                                              simba.Op constants) and class
 //	simba_group_members{group}                    live members of a group this client is in
 //	simba_partitions_owned{group}                 partitions of the group assigned to this client
 //	simba_events_dropped_total{name}              events dropped by slow Events subscribers of
@@ -52,8 +55,8 @@ type Opts struct {
 	// the other names under the label value OtherName and leaving them out of the per-name
 	// gauges. Nil means every name.
 	Names func(name string) bool
-	// KeepAliveBuckets are the upper bounds, in seconds, of the keep-alive latency histogram;
-	// nil means DefaultKeepAliveBuckets.
+	// KeepAliveBuckets are the upper bounds, in seconds, of the keep-alive latency histogram
+	// (both outcomes); nil means DefaultKeepAliveBuckets.
 	KeepAliveBuckets []float64
 }
 
@@ -63,13 +66,16 @@ var DefaultKeepAliveBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .
 // OtherName is the name label value under which names that Opts.Names rejects are counted.
 const OtherName = "_other"
 
-// Acquire outcomes (the outcome label of simba_acquire_attempts_total).
+// Call outcomes: the outcome label of simba_acquire_attempts_total (granted, held, error) and
+// of simba_keepalive_duration_seconds (ok, error).
 const (
 	// OutcomeGranted: the acquire granted (or confirmed) the lease.
 	OutcomeGranted = "granted"
 	// OutcomeHeld: another session holds the lease.
 	OutcomeHeld = "held"
-	// OutcomeError: the call failed.
+	// OutcomeOK: the keep-alive succeeded.
+	OutcomeOK = "ok"
+	// OutcomeError: the call failed (a call that timed out took its whole timeout).
 	OutcomeError = "error"
 )
 
@@ -83,7 +89,7 @@ type Metrics struct {
 	termsGranted   *prometheus.CounterVec
 	termsRevoked   *prometheus.CounterVec
 	acquires       *prometheus.CounterVec
-	keepAlive      prometheus.Histogram
+	keepAlive      *prometheus.HistogramVec
 	backendErrors  *prometheus.CounterVec
 	groupMembers   *prometheus.GaugeVec
 	partitions     *prometheus.GaugeVec
@@ -120,7 +126,7 @@ func New(o Opts) *Metrics {
 	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: cl}, labels)
 	}
-	return &Metrics{
+	m := &Metrics{
 		sessionUp: prometheus.NewGauge(prometheus.GaugeOpts{Name: "simba_session_up",
 			Help: "1 while the client has a live backend session, else 0.", ConstLabels: cl}),
 		sessionsOpened: prometheus.NewCounter(prometheus.CounterOpts{Name: "simba_sessions_opened_total",
@@ -137,8 +143,9 @@ func New(o Opts) *Metrics {
 			"Terms of the lease name that ended, by reason.", "name", "reason"),
 		acquires: counter("simba_acquire_attempts_total",
 			"Acquire calls by lease name and outcome (granted, held, error).", "name", "outcome"),
-		keepAlive: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "simba_keepalive_duration_seconds",
-			Help: "Latency of keep-alive calls, failed ones included.", Buckets: buckets, ConstLabels: cl}),
+		keepAlive: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "simba_keepalive_duration_seconds",
+			Help:    "Latency of keep-alive calls by outcome (ok, error: a timed-out call counts its whole timeout).",
+			Buckets: buckets, ConstLabels: cl}, []string{"outcome"}),
 		backendErrors: counter("simba_backend_errors_total",
 			"Failed backend calls by operation and error class (retryable, permanent).", "op", "class"),
 		groupMembers: gauge("simba_group_members",
@@ -151,6 +158,10 @@ func New(o Opts) *Metrics {
 		names:   o.Names,
 		tracked: make(map[string]*tracked),
 	}
+	for _, outcome := range []string{OutcomeOK, OutcomeError} {
+		m.keepAlive.WithLabelValues(outcome) // both series from the start, for rate()
+	}
+	return m
 }
 
 // Options are the client options that feed the metrics: a listener and a call observer. Pass
@@ -220,9 +231,13 @@ func (m *Metrics) observe(ci simba.CallInfo) {
 		return
 	}
 	switch ci.Op {
-	case "keep-alive":
-		m.keepAlive.Observe(ci.Took.Seconds())
-	case "acquire":
+	case simba.OpKeepAlive:
+		outcome := OutcomeOK
+		if ci.Err != nil {
+			outcome = OutcomeError
+		}
+		m.keepAlive.WithLabelValues(outcome).Observe(ci.Took.Seconds())
+	case simba.OpAcquire:
 		outcome := OutcomeHeld
 		switch {
 		case ci.Err != nil:
