@@ -174,8 +174,10 @@ func NewFromConfig(cfg Config, opts ...Option) (*Backend, error) {
 // 3 s has usually lapsed; with these a session rides out a refused or reset connection for
 // up to about 2/3 of its TTL less 0.35 s (see "Outages" in the package doc).
 const (
+	// ReconnectBaseDelay is the wait after the first failed dial.
 	ReconnectBaseDelay = 50 * time.Millisecond
-	ReconnectMaxDelay  = 250 * time.Millisecond
+	// ReconnectMaxDelay is the longest wait between dials.
+	ReconnectMaxDelay = 250 * time.Millisecond
 )
 
 // connectParams is the gRPC connection backoff of a backend's own client; dialTimeout bounds
