@@ -249,10 +249,11 @@ connection included (with a single server, before every dial): it reached a serv
 refused connections for 1.5 s only 2 s after the outage began, and a session of TTL 3 s was
 lost whenever its last renewal was more than about 0.9 s old. The backend's connections
 therefore use a host provider of their own: go-zookeeper's server
-list and order, but a lost connection is redialled at once, and after each failed round the
-next waits 50 ms, doubling up to a twelfth of the session timeout (250 ms at 3 s, at most
-go-zookeeper's second), until the outage has lasted one session timeout, after which the
-session has expired at the server and go-zookeeper's own pace (one second per round) resumes.
+list and order, but a lost connection is redialled after 25-50 ms, and each failed round is
+followed by a wait twice as long, up to a twelfth of the session timeout (250 ms at 3 s, at
+most go-zookeeper's second), until the outage has lasted one session timeout, after which the
+session has expired at the server and go-zookeeper's own pace (one second per round) resumes;
+so does a round that took a second or more (hung dials or handshakes).
 Requests queued meanwhile wait for the connection (or their caller's context) instead of
 failing at the end of each round. A session thus rides out an outage of up to about
 0.657 × TTL − 0.05 s − min(TTL/12, 1 s) (less a few round trips): 1.7 s at TTL 3 s, 8.8 s at

@@ -81,17 +81,17 @@ func ensembleServers(t *testing.T) []string {
 	return addrs
 }
 
-// TestPacerDelay: no wait before the first redial, then 50 ms doubling up to a twelfth of the
-// session timeout, within [50 ms, 1 s].
+// TestPacerDelay: 50 ms before the first redial, doubling up to a twelfth of the session
+// timeout, within [50 ms, 1 s].
 func TestPacerDelay(t *testing.T) {
 	ms := time.Millisecond
 	for _, c := range []struct {
 		timeout time.Duration
 		want    []time.Duration
 	}{
-		{3 * time.Second, []time.Duration{0, 50 * ms, 100 * ms, 200 * ms, 250 * ms, 250 * ms}},
-		{60 * time.Second, []time.Duration{0, 50 * ms, 100 * ms, 200 * ms, 400 * ms, 800 * ms, time.Second, time.Second}},
-		{400 * ms, []time.Duration{0, 50 * ms, 50 * ms}},
+		{3 * time.Second, []time.Duration{50 * ms, 100 * ms, 200 * ms, 250 * ms, 250 * ms}},
+		{60 * time.Second, []time.Duration{50 * ms, 100 * ms, 200 * ms, 400 * ms, 800 * ms, time.Second, time.Second}},
+		{400 * ms, []time.Duration{50 * ms, 50 * ms}},
 	} {
 		for rounds, want := range c.want {
 			if got := pacerDelay(rounds, c.timeout); got != want {
@@ -151,8 +151,8 @@ func TestPacerRounds(t *testing.T) {
 	}
 }
 
-// TestPacerResets: a disconnection after a connection that lasted starts over (an immediate
-// redial); one after a connection dropped at once keeps the backoff growing, so a server that
+// TestPacerResets: a disconnection after a connection that lasted starts over (the shortest
+// wait); one after a connection dropped at once keeps the backoff growing, so a server that
 // takes connections and drops them is not redialled in a loop.
 func TestPacerResets(t *testing.T) {
 	var stop, giveUp bool

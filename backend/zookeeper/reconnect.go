@@ -37,15 +37,20 @@ const (
 // the server still had it.
 //
 // The pacer answers "round complete" only when go-zookeeper must stop or may pace itself, and
-// otherwise waits itself: not at all after a connection that lasted (a lost connection is
-// redialled at once), then reconnectBaseDelay, doubling after each failed round up to the
-// session timeout / reconnectCapDivisor (250 ms for 3 s) and at most go-zookeeper's second,
-// each wait drawn in [d/2, d]. It hands the pace back to go-zookeeper (one second per round,
-// queued requests failed with ErrNoServer each round) once the outage has lasted a session
-// timeout, since the session has expired at the server by then, on a TLS failure, and once
-// stop reports that the session has ended or its connection is being closed (go-zookeeper
-// then sees its Close; it checks for it only between rounds). Requests queued while the pacer
-// waits stay queued until the connection is back, or their callers' contexts end.
+// otherwise waits itself: reconnectBaseDelay before redialling a connection that lasted, then
+// twice as long after each failed round up to the session timeout / reconnectCapDivisor
+// (250 ms for 3 s) and at most go-zookeeper's second, each wait drawn in [d/2, d] (so that
+// the clients of a restarted server do not all redial at the same instant; nor, at once, does
+// a session whose server moved it to another connection: that is how a session is taken over
+// with its credentials, see killSession in the tests). It hands the round's end back to
+// go-zookeeper (its one-second wait, and queued requests failed with ErrNoServer) after a
+// round that took a second or more (dials or handshakes that hung: the wait costs little
+// then, and the requests queued meanwhile have waited long enough), once the outage has
+// lasted a session timeout, since the session has expired at the server by then, on a TLS
+// failure, and once stop reports that the session has ended or its connection is being closed
+// (go-zookeeper then sees its Close; it checks for it only between rounds). Otherwise requests
+// queued while the pacer waits stay queued until the connection is back, or their callers'
+// contexts end.
 type pacer struct {
 	dns     zk.DNSHostProvider
 	timeout func() time.Duration // the session timeout
@@ -55,6 +60,7 @@ type pacer struct {
 	mu          sync.Mutex
 	rounds      int       // failed rounds since the pacing last started over
 	down        time.Time // when the current disconnection began (zero while connected)
+	roundStart  time.Time // when the current round of dials began
 	connectedAt time.Time // when the last connection was established
 }
 
@@ -82,7 +88,7 @@ func (p *pacer) Next() (server string, retryStart bool) {
 	now := time.Now()
 	p.mu.Lock()
 	if p.down.IsZero() {
-		p.down = now
+		p.down, p.roundStart = now, now
 		if !p.connectedAt.IsZero() && now.Sub(p.connectedAt) >= reconnectResetAfter {
 			p.rounds = 0
 		}
@@ -92,16 +98,16 @@ func (p *pacer) Next() (server string, retryStart bool) {
 		return server, false
 	}
 	timeout := p.timeout()
-	if p.stop() || p.giveUp() || now.Sub(p.down) >= timeout {
+	long := now.Sub(p.roundStart) >= reconnectMaxDelay
+	p.roundStart = now
+	if p.stop() || p.giveUp() || long || now.Sub(p.down) >= timeout {
 		p.mu.Unlock()
 		return server, true
 	}
 	d := pacerDelay(p.rounds, timeout)
 	p.rounds++
 	p.mu.Unlock()
-	if d > 0 {
-		d = d/2 + rand.N(d/2+1)
-	}
+	d = d/2 + rand.N(d/2+1)
 	for end := now.Add(d); ; {
 		if p.stop() {
 			return server, true
@@ -115,14 +121,11 @@ func (p *pacer) Next() (server string, retryStart bool) {
 }
 
 // pacerDelay is the most the pacer waits before the round after rounds failed ones, for a
-// session timeout: none before the first, then reconnectBaseDelay doubling up to the cap.
+// session timeout: reconnectBaseDelay before the first, then doubling up to the cap.
 func pacerDelay(rounds int, timeout time.Duration) time.Duration {
-	if rounds == 0 {
-		return 0
-	}
 	limit := min(max(timeout/reconnectCapDivisor, reconnectBaseDelay), reconnectMaxDelay)
 	d := reconnectBaseDelay
-	for i := 1; i < rounds && d < limit; i++ {
+	for i := 0; i < rounds && d < limit; i++ {
 		d *= 2
 	}
 	return min(d, limit)
