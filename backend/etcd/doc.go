@@ -91,6 +91,27 @@ name's free lease back (a compare cannot skip it) until someone deletes it. Keep
 must delete its held key too (or revoke the holder's lease, which deletes both), or the
 holder keeps believing it holds the lease until its session ends.
 
+# Outages
+
+A session lives through an outage of its server (a restart, a proxy or load balancer failing
+over: connections reset and new ones refused) if the client is back in time to renew it
+before its deadline, the TTL less 1% and 50 ms after its last renewal was sent. With the
+engine's defaults (a renewal every TTL/3) the last renewal may be up to TTL/3 old when the
+outage begins, so the deadline is at least 0.657 × TTL − 0.05 s after that. The backend's own
+client (New, NewFromConfig) redials at once when a connection is lost and, while dials fail,
+after ReconnectBaseDelay growing 1.6-fold up to ReconnectMaxDelay (±20%): once the server is
+back it is reconnected within 300 ms, and a keep-alive waiting for the connection goes out
+then. A session therefore rides out an outage of up to about 0.657 × TTL − 0.35 s (less a few
+round trips): 1.6 s at TTL 3 s (more than TTL/2), 2.9 s at 5 s, 9.5 s at 15 s; at TTL 2 s
+0.96 s and at 1 s 0.3 s, under TTL/2. gRPC's default backoff (1 s, then 1.6 s, 2.56 s... up to
+2 minutes) reached a server that refused connections for 1.5 s only about 2.6 s after the
+outage began, and a session of TTL 3 s was lost in nearly every such outage
+(TestSessionRidesOutShortOutage). The backoff is one per client, whatever the sessions'
+TTLs; a client passed to NewFromClient keeps its own (pass grpc.WithConnectParams in
+clientv3.Config.DialOptions for the same). Each connection attempt is bounded by the dial
+timeout (Config.DialTimeout, gRPC's MinConnectTimeout), so an attempt a partition swallowed is
+made again once it has passed.
+
 Open a backend with New (a DSN, see ParseDSN), NewFromConfig, or NewFromClient (a
 *clientv3.Client you own). Tokens and sessions live in etcd; nothing is kept by the client
 but, per session, when its lease was last renewed.

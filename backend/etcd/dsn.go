@@ -14,7 +14,8 @@ import (
 // DefaultPort is etcd's client port, used when a host in the DSN has none.
 const DefaultPort = 2379
 
-// DefaultDialTimeout bounds establishing the first connection (Config.DialTimeout).
+// DefaultDialTimeout bounds establishing the first connection and each connection attempt
+// (Config.DialTimeout).
 const DefaultDialTimeout = 5 * time.Second
 
 // Config is a parsed DSN. Build one with ParseDSN, or fill it directly and pass it to
@@ -27,7 +28,9 @@ type Config struct {
 	Prefix string
 	// User and Password, when User is set, authenticate with etcd's user authentication.
 	User, Password string
-	// DialTimeout bounds establishing the first connection (DefaultDialTimeout if zero).
+	// DialTimeout bounds establishing the first connection and, for the backend's own client,
+	// each attempt to connect to a member (gRPC's MinConnectTimeout; DefaultDialTimeout if
+	// zero).
 	DialTimeout time.Duration
 	// TLS, when set, makes every connection TLS with this configuration (scheme etcd+tls).
 	TLS *tls.Config

@@ -243,6 +243,32 @@ handshake stays retryable, since a server over its connection limit closes conne
 same way as a plain client port that receives a TLS hello; the error then names the last
 connection attempt's failure.
 
+# Outages and reconnecting
+
+A session lives through an outage of its servers (a restart, connections reset and new ones
+refused) if its connection is back in time to renew it before its deadline, the session
+timeout less 1% and 50 ms after its last renewal was sent: with the engine's defaults (a
+renewal every TTL/3), at least 0.657 × TTL − 0.05 s after the outage began. go-zookeeper's
+connection waits one second before each round of its servers, the first round after a lost
+connection included (with a single server, before every dial): it reached a server that
+refused connections for 1.5 s only 2 s after the outage began, and a session of TTL 3 s was
+lost whenever its last renewal was more than about 0.9 s old. The backend's connections
+therefore use a host provider of their own: go-zookeeper's server
+list and order, but a lost connection is redialled after 25-50 ms, and each failed round is
+followed by a wait twice as long, up to a twelfth of the session timeout (250 ms at 3 s, at
+most go-zookeeper's second), until the outage has lasted one session timeout, after which the
+session has expired at the server and go-zookeeper's own pace (one second per round) resumes;
+so does a round that took a second or more (hung dials or handshakes).
+Requests queued meanwhile wait for the connection (or their caller's context) instead of
+failing at the end of each round. A session thus rides out an outage of up to about
+0.657 × TTL − 0.05 s − min(TTL/12, 1 s) (less a few round trips): 1.7 s at TTL 3 s, 8.8 s at
+15 s, 0.5 s at 1 s, more than TTL/2 at any TTL of 2 s or more, with one server or with an
+ensemble lost whole
+(TestSessionRidesOutShortOutage, TestEnsembleSessionRidesOutShortOutage); an ensemble member
+lost alone is replaced by the next at once, as before. A Connector's connection keeps the host
+provider its caller gives it (go-zookeeper's by default, and its pace). Each dial is bounded by
+Config.Timeout: an attempt a partition swallowed blocks the reconnection that long.
+
 # The protocol tap
 
 go-zookeeper does not expose the negotiated session timeout or the zxid of a create, and

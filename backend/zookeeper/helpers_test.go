@@ -68,12 +68,21 @@ func (r *recorder) expire(t testing.TB, sid spi.SessionID) {
 	if !ok {
 		t.Fatalf("no credentials recorded for session %s", sid)
 	}
-	if err := killSession(c.server, c.zid, c.passwd); err != nil {
-		t.Fatalf("killing session %s: %v", sid, err)
+	// The backend redials the connection the kill's connect request took the session from
+	// after 25-50 ms (see pacer); should its connect request get the session back before the
+	// kill's close is read, the server drops the kill's connection: kill again.
+	for attempt := 1; ; attempt++ {
+		err := killSession(c.server, c.zid, c.passwd)
+		if err == nil || c.s.gone() {
+			break
+		}
+		if attempt == 5 {
+			t.Fatalf("killing session %s: %v", sid, err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	// The backend learns of the expiry when its connection, which the server has closed,
-	// reconnects (go-zookeeper waits a second before retrying a lone server); wait for that so
-	// that the next call sees it.
+	// reconnects (after 25-50 ms, see pacer); wait for that so that the next call sees it.
 	deadline := time.Now().Add(15 * time.Second)
 	for !c.s.gone() {
 		if time.Now().After(deadline) {

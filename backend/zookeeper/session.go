@@ -128,6 +128,7 @@ func (b *Backend) connect(ctx context.Context, owner string, ttl time.Duration) 
 	} else {
 		conn, _, err = zk.Connect(b.cfg.Servers, ttl,
 			zk.WithDialer(s.tap.dial),
+			zk.WithHostProvider(s.newPacer(ttl)), // see pacer: redial at once, then a short backoff
 			zk.WithEventCallback(s.onEvent),
 			zk.WithLogger(b.zlog),
 			zk.WithLogInfo(false))
