@@ -152,8 +152,8 @@ func (c countingWriter) Write(b []byte) (int, error) {
 //
 // Three moments of the close: while the stalled connection is still up (go-zookeeper's own
 // close request goes out on it); after go-zookeeper gave up on it (2/3 of the session timeout
-// after the first unanswered request) and before it reconnects (with a lone server it waits
-// a second): go-zookeeper sent nothing then and, once closed, never reconnected; and while its
+// after the first unanswered request) and before it reconnects (the pacer redials after
+// 25–50 ms; the test holds it back): go-zookeeper sent nothing then and, once closed, never reconnected; and while its
 // reconnect's handshake awaits the answer that never comes: the connect request reached the
 // server and renewed the session, and go-zookeeper's close request waited behind the
 // handshake. Before the fix the last two left the lease to the server's expiry, up to a
@@ -187,12 +187,16 @@ func TestOneWayStallCloseFreesLease(t *testing.T) {
 			return sent.Add(ttl)
 		}, 1},
 		{"reconnect pending", func(t *testing.T, p *stallProxy, b *Backend, sid spi.SessionID) time.Time {
+			// The pacer redials 25–50 ms after go-zookeeper gives up: hold the redial back
+			// (as go-zookeeper's own one-second wait did) so that the close falls before it.
+			testPacerHold.Store(int64(time.Minute))
+			t.Cleanup(func() { testPacerHold.Store(0) })
 			keepAliveUnanswered(t, b, sid, ttl)
 			// The engine retries an unanswered keep-alive inside its remaining time.
 			last := keepAliveUnanswered(t, b, sid, ttl)
 			waitFor(t, "go-zookeeper to give up on the stalled connection", func() bool { return p.conn(0).closed.Load() })
 			if p.conn(1) != nil {
-				t.Fatal("go-zookeeper reconnected at once; the test expects a lone server's one-second wait")
+				t.Fatal("go-zookeeper reconnected while the pacer held the redial back")
 			}
 			return last.Add(ttl)
 		}, 2},

@@ -3,6 +3,7 @@ package zookeeper
 import (
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -107,7 +108,7 @@ func (p *pacer) Next() (server string, retryStart bool) {
 	d := pacerDelay(p.rounds, timeout)
 	p.rounds++
 	p.mu.Unlock()
-	d = d/2 + rand.N(d/2+1)
+	d = d/2 + rand.N(d/2+1) + time.Duration(testPacerHold.Load())
 	for end := now.Add(d); ; {
 		if p.stop() {
 			return server, true
@@ -119,6 +120,10 @@ func (p *pacer) Next() (server string, retryStart bool) {
 		time.Sleep(min(left, reconnectPoll))
 	}
 }
+
+// testPacerHold, in nanoseconds, lengthens every wait of every pacer: a test that needs the
+// moment between a lost connection and its redial (go-zookeeper's own second) holds it open.
+var testPacerHold atomic.Int64
 
 // pacerDelay is the most the pacer waits before the round after rounds failed ones, for a
 // session timeout: reconnectBaseDelay before the first, then doubling up to the cap.
