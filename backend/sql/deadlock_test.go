@@ -193,8 +193,11 @@ func TestPostgresDeadlockVictimRunsAgain(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	// Closing the cycle. The acquire has waited longer: its deadlock check runs first and
-	// rolls it back, which grants this lock.
+	// Closing the cycle. The acquire has waited longer: its deadlock check (deadlock_timeout,
+	// 1 s, after it began to wait) runs first and rolls it back, which grants this lock. Half
+	// a second between the two waits keeps that order on a loaded machine: with the poll's
+	// 10 ms alone the other transaction's check came first once (2 CPUs, load 9).
+	time.Sleep(500 * time.Millisecond)
 	if _, err := other.Exec(ctx, "SELECT token FROM simba_lease WHERE name = $1 FOR UPDATE", name); err != nil {
 		t.Fatalf("the other transaction was chosen as the victim (the test's setup no longer holds): %v", err)
 	}
