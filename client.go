@@ -837,8 +837,9 @@ func (c *Client) callWorker(cl call) {
 // runCall makes the backend call ef asks for and posts the reply to the loop. A call worker
 // passes a nil caller. A request that runs its own call on its goroutine (callClaim) passes its
 // context as caller: when caller ends during the call, the call is cut short (its context is
-// cancelled, without a goroutine of its own: context.AfterFunc) so that the request returns
-// at once, and runCall reports true. A caller's end is not the backend's failure, so it is
+// cancelled, without a goroutine of its own: context.AfterFunc; and it has caller's deadline
+// if that comes first, for a backend that heeds deadlines but not cancellations, as go-redis
+// does) so that the request returns at once, and runCall reports true. A caller's end is not the backend's failure, so it is
 // reported to no listener, and call observers see it with CallInfo.Abandoned. Then:
 //   - a cut release goes on, on a call worker: the engine hears only of that call. Release is
 //     idempotent by token (a release that landed after all makes the second one change
@@ -875,13 +876,28 @@ func (c *Client) runCall(cl call, caller context.Context) (cut, handed bool) {
 	if caller == nil || caller.Done() == nil {
 		c.call(ctx, ef, &ev)
 	} else {
+		// The call ends with the caller: at its cancellation, and at its deadline if that
+		// comes first, which the call's context carries too, for a backend that heeds a
+		// deadline but not a cancellation (Redis: go-redis reads with ctx's deadline and never
+		// watches ctx otherwise, so a cancellation alone ended the call at its own timeout).
+		callerDL, hasDL := caller.Deadline()
+		if dl, ok := ctx.Deadline(); hasDL && (!ok || callerDL.Before(dl)) {
+			var cancelDL context.CancelFunc
+			ctx, cancelDL = context.WithDeadline(ctx, callerDL)
+			defer cancelDL()
+		}
 		stop := context.AfterFunc(caller, cancel)
 		c.call(ctx, ef, &ev)
 		stop()
-		// Cut: the call failed after its context was cancelled and the caller's has ended (a
-		// call that failed by itself before that, or that succeeded, counts as it is; one that
-		// the client's close cut is the close's).
-		cut = ev.Err != nil && ctx.Err() != nil && caller.Err() != nil && c.baseCtx.Err() == nil
+		// Cut: the call failed after its context was cancelled (or reached the caller's
+		// deadline) and the caller's has ended (a call that failed by itself before that, or
+		// that succeeded, counts as it is; one that the client's close cut is the close's).
+		// (The deadline is read from the clock: the contexts' timers may not have fired yet.)
+		pastDL := hasDL && !time.Now().Before(callerDL)
+		cut = ev.Err != nil && (ctx.Err() != nil || pastDL) && (caller.Err() != nil || pastDL) && c.baseCtx.Err() == nil
+		if cut {
+			<-caller.Done() // past its deadline: at once, so that the caller sees it ended
+		}
 	}
 	if cut {
 		ev.Err = &abandonedError{op: publicOp(ef.Op), name: ef.Name, cause: context.Cause(caller)}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/simba-go/simba"
 	"github.com/simba-go/simba/simbatest"
+	"github.com/simba-go/simba/spi"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -34,6 +35,13 @@ const testTTL = 3 * time.Second
 func (w *world) client(owner string, opts ...simba.Option) (*simba.Client, *simbatest.Backend) {
 	w.t.Helper()
 	b := w.srv.Backend()
+	return w.clientOn(b, owner, opts...), b
+}
+
+// clientOn starts a client on backend b (a connection to the server, or a wrapper of one);
+// the test closes it.
+func (w *world) clientOn(b spi.Backend, owner string, opts ...simba.Option) *simba.Client {
+	w.t.Helper()
 	opts = append([]simba.Option{simba.WithClock(w.clock), simba.WithTTL(testTTL), simba.WithOwner(owner), simba.WithSeed(1)}, opts...)
 	c, err := simba.New(b, opts...)
 	if err != nil {
@@ -58,7 +66,7 @@ func (w *world) client(owner string, opts ...simba.Option) (*simba.Client, *simb
 			}
 		}
 	})
-	return c, b
+	return c
 }
 
 // until advances virtual time in small steps, letting goroutines run between steps, until cond

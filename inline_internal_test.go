@@ -23,6 +23,12 @@ type probeBackend struct {
 	entered      chan struct{}
 	// notCutSafe makes the probe deny spi.CutSafe (set before New reads it).
 	notCutSafe bool
+	// deadlineOnly makes a blocked call heed only its context's deadline, not its
+	// cancellation, as the Redis backend's calls do (go-redis reads and writes with ctx's
+	// deadline and never watches the context otherwise); blockedUntil receives the deadline
+	// each blocked call got (none: the zero time).
+	deadlineOnly bool
+	blockedUntil chan time.Time
 	// hold, when set, makes the next Acquire (after its grant landed) wait until it is closed
 	// or its context ends; heldCtxErr is that context's error when it returned.
 	hold       chan struct{}
@@ -59,10 +65,25 @@ func (p *probeBackend) Acquire(ctx context.Context, sess spi.SessionID, name str
 	}
 	if p.blockAcquire.Add(-1) >= 0 {
 		p.entered <- struct{}{}
-		<-ctx.Done()
-		return spi.Acquire{}, fmt.Errorf("probe: acquire %s: %w", name, ctx.Err())
+		return spi.Acquire{}, fmt.Errorf("probe: acquire %s: %w", name, p.block(ctx))
 	}
 	return a, err
+}
+
+// block waits until ctx ends (its deadline only, with deadlineOnly) and returns its error.
+func (p *probeBackend) block(ctx context.Context) error {
+	if !p.deadlineOnly {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	dl, _ := ctx.Deadline()
+	p.blockedUntil <- dl
+	if dl.IsZero() {
+		<-ctx.Done() // no deadline: nothing would end the call
+		return ctx.Err()
+	}
+	time.Sleep(time.Until(dl))
+	return context.DeadlineExceeded
 }
 
 func (p *probeBackend) Release(ctx context.Context, sess spi.SessionID, name string, token int64) error {
@@ -71,8 +92,7 @@ func (p *probeBackend) Release(ctx context.Context, sess spi.SessionID, name str
 	p.mu.Unlock()
 	if p.blockRelease.Add(-1) >= 0 {
 		p.entered <- struct{}{}
-		<-ctx.Done()
-		return fmt.Errorf("probe: release %s: %w", name, ctx.Err())
+		return fmt.Errorf("probe: release %s: %w", name, p.block(ctx))
 	}
 	return p.Backend.Release(ctx, sess, name, token)
 }
@@ -467,5 +487,66 @@ func TestAcquireOnWorkerWhenNotCutSafe(t *testing.T) {
 	w.waitFree(t, "job", 5*time.Second) // released on its reply, a keep-alive is 10 s away
 	if cut := w.abandoned("acquire"); len(cut) != 0 {
 		t.Fatalf("acquires abandoned: %+v; want none", cut)
+	}
+}
+
+// TestInlineCallsEndAtTheCallersDeadline: on a cut-safe backend whose calls heed only their
+// context's deadline, not its cancellation (Redis: go-redis reads with the deadline and never
+// watches the context), a Lock, TryLock or Unlock whose deadline comes before the call's own
+// timeout, and which runs its call on its own goroutine, gives that call its own deadline:
+// the call, and the caller, end at the caller's deadline, not at the call's timeout (here
+// 60 s) as they did when only a cancellation cut the call.
+func TestInlineCallsEndAtTheCallersDeadline(t *testing.T) {
+	const ttl = 180 * time.Second // renewal and call timeout: 60 s
+	w := newInlineWorld(t, ttl)
+	w.probe.deadlineOnly = true
+	w.probe.blockedUntil = make(chan time.Time, 1)
+	check := func(what string, call func(ctx context.Context) error) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		want, _ := ctx.Deadline()
+		err := call(ctx)
+		<-w.probe.entered
+		if got := <-w.probe.blockedUntil; got.IsZero() || got.After(want) {
+			t.Fatalf("%s: the blocked call's deadline is %v, after the caller's (%v)", what, got, want)
+		}
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("%s: %v; want context.DeadlineExceeded", what, err)
+		}
+		if errs := w.backendErrors(); len(errs) > 0 {
+			t.Fatalf("%s: backend errors reported for the caller's deadline: %+v", what, errs)
+		}
+	}
+	for _, try := range []bool{false, true} {
+		lock := w.c.Lock
+		if try {
+			lock = w.c.TryLock
+		}
+		w.idle(t)
+		w.probe.blockAcquire.Store(1)
+		check(fmt.Sprintf("Lock (try %v)", try), func(ctx context.Context) error {
+			h, err := lock(ctx, "job")
+			if err == nil {
+				_ = h.Unlock(context.Background())
+			}
+			return err
+		})
+		w.waitFree(t, "job", 10*time.Second) // a keep-alive settles the grant 20 ms later
+	}
+	if cut := w.abandoned("acquire"); len(cut) != 2 {
+		t.Fatalf("abandoned acquires observed: %+v; want two", cut)
+	}
+
+	w.idle(t)
+	h, err := w.c.Lock(context.Background(), "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.probe.blockRelease.Store(1)
+	check("Unlock", h.Unlock)
+	w.waitFree(t, "job", 10*time.Second) // the cut release goes on, on a call worker
+	if cut := w.abandoned("release"); len(cut) != 1 {
+		t.Fatalf("abandoned releases observed: %+v; want one", cut)
 	}
 }

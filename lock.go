@@ -41,14 +41,18 @@ type Held struct {
 }
 
 // Lock waits until this client holds the lock name, or ctx ends. Goroutines of this client
-// asking for the same name are served one after the other, in order. On ctx's end the attempt
-// is withdrawn and ctx's error returned, joined with the last backend error if a call failed
-// meanwhile; a grant that raced with it is released once its reply is in, or, if ctx's end
-// cut the acquire short, once a keep-alive finds the lease held — the client sends one 20 ms
-// after a call of unknown outcome. (A deadline cuts a call only on a backend whose calls are
+// asking for the same name are served one after the other, in order. When ctx ends, Lock
+// returns at once, even while the network is stalled and a backend call hangs: ctx's error,
+// joined with the last backend error if a call failed meanwhile. The attempt is withdrawn in
+// the background: a grant that raced with it is released once its reply is in, or, if ctx's
+// end cut the acquire short, once a keep-alive finds the lease held — the client sends one
+// 20 ms after a call of unknown outcome; the next goroutine of this client waiting for name
+// gets its turn once the withdrawal (leaving the backend's waiter queue, spi.Queuer) is over,
+// at most one call timeout later. (A deadline cuts a call only on a backend whose calls are
 // cut-safe, spi.CutSafe; elsewhere a call that the deadline may fall in runs to its end on a
-// call worker.) A permanent backend error (a missing schema, a server of the wrong kind) ends
-// the wait with that error. The name is validated before any I/O (ErrInvalidName).
+// call worker, without the caller.) A permanent backend error (a missing schema, a server of
+// the wrong kind) ends the wait with that error. The name is validated before any I/O
+// (ErrInvalidName).
 func (c *Client) Lock(ctx context.Context, name string) (*Held, error) {
 	return c.lock(ctx, name, engine.FlavorLock)
 }
@@ -56,6 +60,15 @@ func (c *Client) Lock(ctx context.Context, name string) (*Held, error) {
 // TryLock makes one attempt to take the lock name. It returns an error matching ErrLockHeld
 // (a *LockHeldError naming the holder) when another session holds it, or at once, without a
 // backend call, when another goroutine of this client holds or is taking it.
+//
+// TryLock never waits out an outage. Its attempt is one acquire, bounded by the call timeout
+// (one renewal interval, TTL/3) and by ctx; if it fails, or its outcome is unknown (a timeout),
+// TryLock returns an error matching ErrUnavailable (a grant that landed after all is released
+// by the next keep-alive). With no live session — the backend unreachable, or the session just
+// lost — it waits only for a session open already in flight (one call timeout at most, as
+// right after New), and otherwise fails at once: with an error matching ErrUnavailable that
+// wraps the last open's error. Both are retryable: try again later (or use Lock, which waits).
+// When ctx ends first, TryLock returns ctx's error at once, as Lock does.
 func (c *Client) TryLock(ctx context.Context, name string) (*Held, error) {
 	return c.lock(ctx, name, engine.FlavorTryLock)
 }
@@ -107,11 +120,8 @@ func (c *Client) lock(ctx context.Context, name string, flavor engine.Flavor) (*
 	f, err := c.request(ctx, engine.Event{Kind: engine.EvStart, Name: name, Flavor: flavor})
 	if err != nil {
 		if f != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-			// Withdraw the attempt before the next goroutine's start: the engine releases a
-			// grant that raced with it. A stop completes once a candidate has left the
-			// backend's waiter queue (spi.Queuer), and after one call timeout at worst for a
-			// grant.
-			_, _ = c.request(context.WithoutCancel(ctx), engine.Event{Kind: engine.EvStop, Name: name})
+			c.withdraw(name, q)
+			return nil, err
 		}
 		c.passTurn(q)
 		if errors.Is(err, engine.ErrStopped) {
@@ -125,6 +135,36 @@ func (c *Client) lock(ctx context.Context, name string, flavor engine.Flavor) (*
 	}
 	return &Held{Term: f.term, c: c, q: q}, nil
 }
+
+// withdraw ends the attempt of a Lock or TryLock whose caller gave up (its ctx ended) and
+// hands name's turn on once the engine has finished with it, without making the caller wait:
+// the stop completes once the candidate has left the backend's waiter queue (spi.Queuer), a
+// call that lasts up to one call timeout when the network is stalled, and the engine releases
+// a grant that raced with the caller's giving up (or, if the acquire's outcome is unknown,
+// the keep-alives settle it). The next goroutine of this client waiting for name starts only
+// then, so its queued acquire cannot be overtaken by this withdrawal at the backend.
+func (c *Client) withdraw(name string, q *lockQueue) {
+	f, err := c.request(cancelled, engine.Event{Kind: engine.EvStop, Name: name})
+	if f == nil || err == nil || f.completed() {
+		c.passTurn(q) // done (or the client closed: its close ends the attempt)
+		return
+	}
+	go func() {
+		select {
+		case <-f.done:
+		case <-c.loopDone: // the loop ended every future it took; this one it may never take
+		}
+		c.passTurn(q)
+	}()
+}
+
+// cancelled is a context that has ended: a request made with it posts its event and returns
+// without waiting for the outcome.
+var cancelled = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
 
 // takeTurn waits until it is the caller's turn at name (creating the queue if the name has
 // none) or ctx ends. With try it never waits: a busy name fails with a *LockHeldError.

@@ -468,7 +468,10 @@ func EntriesLiveWithSession(b Backend) bool {
 // connection.
 //
 // The client runs the acquire or release of a Lock, TryLock or Unlock on the caller's own
-// goroutine, cut short if the caller's context ends, when CutSafe reports true. Otherwise it
+// goroutine, cut short if the caller's context ends, when CutSafe reports true; the call's
+// context then has the caller's deadline when that comes before the call's own timeout, so a
+// backend that heeds a context's deadline but cannot watch its cancellation (a go-redis
+// client reads with the deadline) still ends the call, and the caller's wait, at it. Otherwise it
 // does so only when the caller's context cannot end before the call's own timeout (no
 // deadline, or one after it: then only a cancellation, which is rare, can cut the call), and a
 // call that the caller's deadline may fall in runs on a call worker to its end while the caller

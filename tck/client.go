@@ -650,7 +650,18 @@ func (c *clientHarness) lockUnlockNotHeld(t *testing.T) {
 
 func (c *clientHarness) lockContextEnds(t *testing.T) {
 	name := c.name("lockctx")
-	one, two, three := c.client(t, "one", c.steady), c.client(t, "two", c.steady), c.client(t, "three", c.steady)
+	// Lock returns as its ctx ends and withdraws two from the name's waiter queue (on a
+	// backend with one, spi.Queuer) in the background: the observer says when that is over.
+	withdrawn := make(chan error, 1)
+	observe := simba.WithCallObserver(func(ci simba.CallInfo) {
+		if ci.Op == "withdraw" && ci.Name == name {
+			select {
+			case withdrawn <- ci.Err:
+			default:
+			}
+		}
+	})
+	one, two, three := c.client(t, "one", c.steady), c.client(t, "two", c.steady, observe), c.client(t, "three", c.steady)
 	h1, err := one.Lock(ctx(t), name)
 	if err != nil {
 		t.Fatalf("one: Lock: %v", err)
@@ -673,6 +684,11 @@ func (c *clientHarness) lockContextEnds(t *testing.T) {
 	}
 	if !h1.IsValid() {
 		t.Fatal("one's term ended while two waited")
+	}
+	if _, queues := two.backend.(spi.Queuer); queues {
+		if err := receive(t, withdrawn, c.patience, "two's withdrawal from the waiter queue"); err != nil {
+			t.Fatalf("two: withdrawal from the waiter queue: %v", err)
+		}
 	}
 	if err := h1.Unlock(ctx(t)); err != nil {
 		t.Fatalf("one: Unlock: %v", err)

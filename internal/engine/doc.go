@@ -110,7 +110,9 @@
 // The futures of Stop and StepDown complete with the reply of the Release they cause (after
 // the handover, if any), so a caller returns once the lease is free at the backend; a failed
 // release completes them with an error saying the outcome is unknown. Locks end with their
-// term instead of becoming candidates again. Partitions are elections named
+// term instead of becoming candidates again. A TryLock makes one attempt and never waits out
+// an outage: with no live session it waits only for an open in flight, and fails with
+// spi.ErrUnavailable (wrapping the open's error) when that open fails or none is in flight. Partitions are elections named
 // wire.PartitionName(group, p) that the engine starts and stops as rendezvous hashing
 // (wire.Owner over the member view) assigns them. The member view comes from a Members read
 // after each Join, from every keep-alive reply, from a read on each GroupChanged hint, and from

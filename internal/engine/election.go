@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -333,9 +334,18 @@ func (s *Engine) becomeCandidate(e *election) {
 	}
 }
 
-// acquire sends e's acquire, or queues e for the next live session.
+// acquire sends e's acquire, or queues e for the next live session. A TryLock waits for a
+// session only while an open is in flight (its outcome is at most one call timeout away):
+// with none in flight — the backend is failing and the next open waits for its backoff, or
+// the session was just lost — it fails at once with spi.ErrUnavailable (noSessionErr), and
+// it fails the same way when the open it waited for fails (onOpenReply). It makes one
+// attempt: it never waits out an outage.
 func (s *Engine) acquire(e *election) {
 	if s.sess.state != SessionLive {
+		if e.flavor == FlavorTryLock && s.sess.state == SessionOpening && s.sess.openReq == 0 {
+			s.end(e, s.noSessionErr(e.name))
+			return
+		}
 		if !e.waitSess {
 			e.waitSess = true
 			s.waiting = append(s.waiting, e)
@@ -352,6 +362,19 @@ func (s *Engine) acquire(e *election) {
 	e.current = true
 	s.sync(e)
 }
+
+// noSessionErr is the error of a TryLock of name that finds no live session to make its
+// attempt in: retryable (spi.ErrUnavailable), wrapping the last open's error if one failed.
+func (s *Engine) noSessionErr(name string) error {
+	if s.sess.openErr != nil {
+		return spi.Unavailable("acquire "+name, fmt.Errorf("no live session: opening one failed: %w", s.sess.openErr))
+	}
+	return spi.Unavailable("acquire "+name, errNoSession)
+}
+
+// errNoSession is the cause of a TryLock's failure when no session is live and no open has
+// failed yet (the session was just lost, or is reopened after a backoff).
+var errNoSession = errors.New("no live session")
 
 func (s *Engine) retryLater(e *election, at time.Duration) {
 	e.retrying, e.retryAt = true, max(at, s.now)

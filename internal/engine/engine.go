@@ -87,6 +87,9 @@ type session struct {
 	settleAt time.Duration
 	closeReq ReqID
 	openedAt time.Duration // when the open reply came
+	// openErr is the error of this session's last failed open (nil if none failed): a
+	// TryLock that finds no session and no open in flight fails with it (see noSessionErr).
+	openErr error
 	// released is the highest token this session released per name (rule 1), and releasing
 	// the number of its releases in flight per name. A name's entries are dropped once no
 	// release and no acquire for it is in flight and the last release succeeded (forget): an
@@ -327,13 +330,21 @@ func (s *Engine) onOpenReply(p pending, ev Event) {
 	}
 	if ev.Err != nil {
 		s.sess.fails++
+		s.sess.openErr = ev.Err
 		s.failed(OpOpenSession, "", ev.Err)
-		if spi.Classify(ev.Err) == spi.Permanent {
-			// Nobody waiting for a lock should hang on a backend that cannot work.
-			for _, e := range s.waiting {
-				if e.waitSess && e.state == Candidate && e.future != 0 {
-					s.end(e, ev.Err)
-				}
+		permanent := spi.Classify(ev.Err) == spi.Permanent
+		// Nobody waiting for a lock should hang on a backend that cannot work, and a TryLock
+		// makes one attempt: it waited for this open, which failed, and does not wait for
+		// the next.
+		for _, e := range s.waiting {
+			if !e.waitSess || e.state != Candidate || e.future == 0 {
+				continue
+			}
+			switch {
+			case permanent:
+				s.end(e, ev.Err)
+			case e.flavor == FlavorTryLock:
+				s.end(e, s.noSessionErr(e.name))
 			}
 		}
 		s.sess.openAt = add(s.now, s.backoff(s.sess.fails, ev.Err))
@@ -343,7 +354,7 @@ func (s *Engine) onOpenReply(p pending, ev Event) {
 	sent := s.sentAt(p, ev)
 	s.sess.state = SessionLive
 	s.sess.id = ev.Session.ID
-	s.sess.fails = 0
+	s.sess.fails, s.sess.openErr = 0, nil
 	s.sess.openedAt = s.now
 	s.sess.deadline = s.deadlineFrom(sent, ev.Session.Remaining)
 	s.emit(Effect{Kind: EfPublish, Publish: PubSessionOpened, Session: s.sess.id, At: s.sess.deadline})

@@ -86,8 +86,10 @@ const (
 	// FlavorLock is a mutex: the Start future completes with the term when granted; the
 	// election ends when its term ends (it never re-acquires behind the caller's back).
 	FlavorLock
-	// FlavorTryLock is a lock that makes a single attempt: the Start future completes at once
-	// with the term, or with spi.ErrLockHeld naming the holder.
+	// FlavorTryLock is a lock that makes a single attempt: the Start future completes with
+	// the acquire's reply — the term, or spi.ErrLockHeld naming the holder — or with
+	// spi.ErrUnavailable when the acquire fails or no session is live to send it in (it waits
+	// only for an open in flight, never for the next one).
 	FlavorTryLock
 	// FlavorPartition is a partition of a joined group; the engine starts and stops these
 	// itself. Start refuses it.
