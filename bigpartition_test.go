@@ -18,14 +18,18 @@ import (
 // pooledBackend is a simbatest backend behind a connection pool of one connection, each call
 // taking about service on it (a backend that runs one call at a time, as SQLite): calls beyond
 // the pool wait for it in arrival order, a keep-alive too. It records the order in which
-// acquires reached the backend.
+// acquires reached the backend, and how many calls other than the session's own each
+// keep-alive found ahead of it.
 type pooledBackend struct {
 	*simbatest.Backend
 	conn    chan struct{}
 	service time.Duration
+	// atPool counts the calls other than the session's own waiting for the connection or on it.
+	atPool atomic.Int64
 
 	mu       sync.Mutex
 	acquires []string
+	ahead    []int64 // per keep-alive, atPool as it reached the pool
 }
 
 func newPooledBackend(srv *simbatest.Server, service time.Duration) *pooledBackend {
@@ -34,6 +38,16 @@ func newPooledBackend(srv *simbatest.Server, service time.Duration) *pooledBacke
 
 // use runs f on the connection once the connection is free, or fails with ctx's error.
 func (b *pooledBackend) use(ctx context.Context, f func()) error {
+	b.atPool.Add(1)
+	defer b.atPool.Add(-1)
+	return b.useAs(ctx, f)
+}
+
+// useSession is use for the session's own calls (open, keep-alive, close), which the client
+// does not count among its calls in flight.
+func (b *pooledBackend) useSession(ctx context.Context, f func()) error { return b.useAs(ctx, f) }
+
+func (b *pooledBackend) useAs(ctx context.Context, f func()) error {
 	select {
 	case b.conn <- struct{}{}:
 	case <-ctx.Done():
@@ -46,21 +60,24 @@ func (b *pooledBackend) use(ctx context.Context, f func()) error {
 }
 
 func (b *pooledBackend) OpenSession(ctx context.Context, owner string, ttl time.Duration) (s spi.Session, err error) {
-	if perr := b.use(ctx, func() { s, err = b.Backend.OpenSession(ctx, owner, ttl) }); perr != nil {
+	if perr := b.useSession(ctx, func() { s, err = b.Backend.OpenSession(ctx, owner, ttl) }); perr != nil {
 		return s, perr
 	}
 	return s, err
 }
 
 func (b *pooledBackend) KeepAlive(ctx context.Context, sid spi.SessionID, names, groups []string) (k spi.KeepAlive, err error) {
-	if perr := b.use(ctx, func() { k, err = b.Backend.KeepAlive(ctx, sid, names, groups) }); perr != nil {
+	b.mu.Lock()
+	b.ahead = append(b.ahead, b.atPool.Load())
+	b.mu.Unlock()
+	if perr := b.useSession(ctx, func() { k, err = b.Backend.KeepAlive(ctx, sid, names, groups) }); perr != nil {
 		return k, perr
 	}
 	return k, err
 }
 
 func (b *pooledBackend) CloseSession(ctx context.Context, sid spi.SessionID) (err error) {
-	if perr := b.use(ctx, func() { err = b.Backend.CloseSession(ctx, sid) }); perr != nil {
+	if perr := b.useSession(ctx, func() { err = b.Backend.CloseSession(ctx, sid) }); perr != nil {
 		return perr
 	}
 	return err
@@ -132,20 +149,36 @@ func waitFor(limit time.Duration, cond func() bool) bool {
 }
 
 // TestBigGroupKeepsItsSession: a member joining a group of 4,096 partitions on a backend that
-// runs one call at a time (1 ms each) keeps its session and ends up holding every partition.
-// Its acquires used to start all at once: its keep-alives waited behind about 4 s of them, past
-// their timeout (a renewal interval, 500 ms), the session expired within its TTL (1.5 s), every
-// partition was lost, and so on.
+// runs one call at a time (1 ms each, in arrival order, keep-alives included) keeps its
+// session and ends up holding every partition: none of its keep-alives finds more than the
+// client's calls in flight (simba.MaxCallsInFlight, 32) ahead of it at the backend. Its
+// acquires used to start all at once: its keep-alives waited behind about 4 s of them, past
+// their timeout (a renewal interval, 500 ms at a TTL of 1.5 s), the session expired within its
+// TTL, every partition was lost, and so on.
+//
+// What a keep-alive waits behind is counted in calls, not timed: a call of this backend (a
+// 1 ms sleep and the wake-up after it) takes ten times as long on a loaded CPU (13–16 ms
+// pinned to one CPU beside three CPU hogs, where 32 calls took keep-alives past a 500 ms
+// timeout and the session expired in 3 runs of 10). The TTL, 9 s, gives each keep-alive 3 s
+// (94 ms a call), and the join, 4,096 calls of at least 1 ms one after another, still spans
+// keep-alives (the first is sent 3 s after the session opened).
 func TestBigGroupKeepsItsSession(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	const P = 4096
 	srv := simbatest.NewServer(simbatest.WithClock(spi.SystemClock()))
 	be := newPooledBackend(srv, time.Millisecond)
 	var expired atomic.Int64
-	c, err := simba.New(be, simba.WithOwner("big"), simba.WithTTL(1500*time.Millisecond),
+	var group atomic.Pointer[simba.PartitionGroup] // g, for the call observer
+	var duringJoin atomic.Int64                    // keep-alives that ended (so were sent) during the join
+	c, err := simba.New(be, simba.WithOwner("big"), simba.WithTTL(9*time.Second),
 		simba.WithListener(func(ev simba.Event) {
 			if ev.Kind == simba.EventSessionExpired {
 				expired.Add(1)
+			}
+		}),
+		simba.WithCallObserver(func(ci simba.CallInfo) {
+			if g := group.Load(); ci.Op == "keep-alive" && g != nil && len(g.Held()) < P {
+				duringJoin.Add(1)
 			}
 		}))
 	if err != nil {
@@ -156,7 +189,12 @@ func TestBigGroupKeepsItsSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(2*time.Minute, func() bool { return expired.Load() > 0 || len(g.Held()) == P })
+	group.Store(g)
+	// Polled every 100 ms: Held copies 4,096 terms, which under -race on a loaded CPU takes
+	// milliseconds that the backend's calls would wait for.
+	for end := time.Now().Add(2 * time.Minute); expired.Load() == 0 && len(g.Held()) < P && time.Now().Before(end); {
+		time.Sleep(100 * time.Millisecond)
+	}
 	if n := expired.Load(); n > 0 {
 		t.Fatalf("the session expired %d times; held %d of %d partitions", n, len(g.Held()), P)
 	}
@@ -165,6 +203,16 @@ func TestBigGroupKeepsItsSession(t *testing.T) {
 	}
 	if err := c.Close(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+	be.mu.Lock()
+	ahead := slices.Clone(be.ahead)
+	be.mu.Unlock()
+	t.Logf("calls ahead of each keep-alive at the backend: %v", ahead)
+	if n := duringJoin.Load(); n == 0 {
+		t.Fatalf("no keep-alive was sent while the join was under way (%d keep-alives): nothing measured", len(ahead))
+	}
+	if most := slices.Max(ahead); most > simba.MaxCallsInFlight {
+		t.Fatalf("a keep-alive found %d calls ahead of it at the backend (%v), more than the %d a client has in flight", most, ahead, simba.MaxCallsInFlight)
 	}
 }
 

@@ -426,7 +426,7 @@ func TestKeepAliveRoundTrips(t *testing.T) {
 // channel permissions gets a permanent NOPERM error from Hints, and a wrong password a
 // permanent error from the first call.
 func TestACLUser(t *testing.T) {
-	pc := startPrivServer(t, 7120, "user default off",
+	pc := startPrivServer(t, "user default off",
 		"user simba on >s3cret ~simba:* &simba:lease:{*} &simba:group:{*} +@all",
 		"user wide on >s3cret ~simba:* &simba:* +@all",
 		"user narrow on >s3cret ~simba:* resetchannels +@all")

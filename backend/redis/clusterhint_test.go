@@ -138,7 +138,7 @@ func TestClusterHintsSubscribeOnTheChannelsMaster(t *testing.T) {
 // the subscription moves to the new master (once the backend's Cluster client knows of it),
 // and the holder's release there is hinted.
 func TestClusterHintsFollowTheMaster(t *testing.T) {
-	pc := startPrivCluster(t, 7141)
+	pc := startPrivCluster(t)
 	leaks := goleak.IgnoreCurrent()
 	t.Cleanup(func() { goleak.VerifyNone(t, leaks) })
 	ctx := context.Background()

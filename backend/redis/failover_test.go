@@ -132,7 +132,7 @@ func leaderToken(m *fleetMember) (int64, bool) {
 // increasing across the failover. The old master is restarted (it rejoins as the new master's
 // replica) since WAIT 1 cannot succeed on a master without a replica.
 func TestClusterFailoverWithWait(t *testing.T) {
-	pc := startPrivCluster(t, 7101)
+	pc := startPrivCluster(t)
 	cc := pc.client()
 	name := "failover.wait"
 	m := pc.masterOfKey(cc, wire.LeaseKey(name))
@@ -211,7 +211,7 @@ func TestClusterFailoverWithWait(t *testing.T) {
 // the term, opens a new session and is elected again — with a token that may repeat the lost
 // grant's (the fencing hazard WithWaitReplicas prevents).
 func TestClusterFailoverLosesStateWithoutWait(t *testing.T) {
-	pc := startPrivCluster(t, 7101)
+	pc := startPrivCluster(t)
 	cc := pc.client()
 	name := "failover.nowait"
 	m := pc.masterOfKey(cc, wire.LeaseKey(name))

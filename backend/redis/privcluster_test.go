@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -20,14 +21,80 @@ import (
 )
 
 // privCluster is a Redis Cluster of 3 masters with a replica each that a test starts for itself
-// on spare ports (never the shared 7001-7006 one) so that it can fail masters over. Replicas
-// authenticate to their master as the ACL user "repl", so a test can cut a master's replication
-// (breakReplication) and make an asynchronous failover lose writes deterministically.
+// on ports it picks free (privPorts; never the shared 7001-7006 one) so that it can fail
+// masters over. Replicas authenticate to their master as the ACL user "repl", so a test can cut
+// a master's replication (breakReplication) and make an asynchronous failover lose writes
+// deterministically. A standalone private server (startPrivServerProc) is one too, of one
+// server.
 type privCluster struct {
 	t     testing.TB
 	ports []int
-	procs map[int]*exec.Cmd
+	procs map[int]*privProc
 	confs map[int]string
+	logs  map[int]string // each server's log file
+}
+
+// privProc is a running redis-server: done is closed once it has exited (and been waited for).
+type privProc struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	// logFrom is the size of the server's log file when it started: what it logs from then
+	// on is this run's.
+	logFrom int64
+}
+
+// Private servers' ports are picked at random in [privPortMin, privPortMin+privPortSpan), with
+// their Cluster bus ports (port+privBusOffset) below the ephemeral range (32768 on): a port the
+// kernel hands out for outgoing connections could be taken by one between the pick and the
+// server's bind.
+const (
+	privPortMin   = 12000
+	privPortSpan  = 10000
+	privBusOffset = 10000 // Redis Cluster's default bus port: port + 10000
+	privAttempts  = 3     // tries at starting on ports picked afresh when one was taken meanwhile
+)
+
+// privPorts picks n distinct ports on 127.0.0.1 that nothing listens on, and with bus also
+// nothing on port+privBusOffset (a Cluster node's bus port). Each port is proved free by
+// listening on it; the listeners are held until all are picked, so that neither this process
+// nor another one that probes the same way picks a port twice, and closed on return, just
+// before the servers bind them. Ports picked at random keep two test processes (or another
+// program) from colliding as fixed ports did; a port taken between the pick and the bind
+// makes the server exit, and the caller starts again on new ports (privAttempts).
+func privPorts(t testing.TB, n int, bus bool) []int {
+	t.Helper()
+	var held []net.Listener
+	defer func() {
+		for _, l := range held {
+			l.Close()
+		}
+	}()
+	listen := func(p int) bool {
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+		if err != nil {
+			return false
+		}
+		held = append(held, l)
+		return true
+	}
+	var ports []int
+	for tries := 0; len(ports) < n; tries++ {
+		if tries == 1000 {
+			t.Fatalf("found %d of %d free ports in [%d, %d) in %d tries", len(ports), n, privPortMin, privPortMin+privPortSpan, tries)
+		}
+		p := privPortMin + rand.IntN(privPortSpan)
+		mark := len(held)
+		if !listen(p) {
+			continue
+		}
+		if bus && !listen(p+privBusOffset) {
+			held[mark].Close()
+			held = held[:mark]
+			continue
+		}
+		ports = append(ports, p)
+	}
+	return ports
 }
 
 // quiet drops go-redis's log lines (dial failures while a node is down are expected here).
@@ -37,10 +104,10 @@ func (quiet) Printf(context.Context, string, ...any) {}
 
 const replUser, replPass = "repl", "replpw"
 
-// startPrivCluster starts the cluster on base..base+5 (masters base..base+2). It skips when
-// redis-server or redis-cli is missing (failing under SIMBA_REQUIRE_SERVICES=1) or a port is
-// taken, and tears everything down when the test ends.
-func startPrivCluster(t *testing.T, base int) *privCluster {
+// startPrivCluster starts the cluster on 6 ports it picks (privPorts; masters are the first
+// 3). It skips when redis-server or redis-cli is missing (failing under
+// SIMBA_REQUIRE_SERVICES=1), and tears everything down when the test ends.
+func startPrivCluster(t *testing.T) *privCluster {
 	t.Helper()
 	testenv.Short(t, "starts a private Redis Cluster")
 	for _, bin := range []string{"redis-server", "redis-cli"} {
@@ -49,22 +116,17 @@ func startPrivCluster(t *testing.T, base int) *privCluster {
 		}
 	}
 	goredis.SetLogger(quiet{})
-	pc := &privCluster{t: t, procs: map[int]*exec.Cmd{}, confs: map[int]string{}}
-	for p := base; p < base+6; p++ {
-		if c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(p), 200*time.Millisecond); err == nil {
-			c.Close()
-			testenv.Unavailable(t, "the private Redis Cluster", fmt.Sprintf("port %d is taken: cannot start it on %d-%d", p, base, base+5))
-		}
-		pc.ports = append(pc.ports, p)
-	}
+	pc := &privCluster{t: t, procs: map[int]*privProc{}, confs: map[int]string{}, logs: map[int]string{}}
 	t.Cleanup(pc.stop)
 	root := t.TempDir()
-	for _, p := range pc.ports {
-		dir := filepath.Join(root, strconv.Itoa(p))
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		conf := fmt.Sprintf(`port %d
+	for attempt := 1; ; attempt++ {
+		pc.ports = privPorts(t, 6, true)
+		for _, p := range pc.ports {
+			dir := filepath.Join(root, strconv.Itoa(p))
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			conf := fmt.Sprintf(`port %d
 bind 127.0.0.1
 cluster-enabled yes
 cluster-config-file nodes.conf
@@ -79,15 +141,22 @@ masterauth %s
 user default on nopass ~* &* +@all
 user %s on >%s ~* &* +@all
 `, p, dir, filepath.Join(dir, "redis.log"), replUser, replPass, replUser, replPass)
-		cf := filepath.Join(dir, "redis.conf")
-		if err := os.WriteFile(cf, []byte(conf), 0o644); err != nil {
-			t.Fatal(err)
+			cf := filepath.Join(dir, "redis.conf")
+			if err := os.WriteFile(cf, []byte(conf), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			pc.confs[p], pc.logs[p] = cf, filepath.Join(dir, "redis.log")
+			pc.start(p)
 		}
-		pc.confs[p] = cf
-		pc.start(p)
-	}
-	for _, p := range pc.ports {
-		pc.waitPort(p)
+		err := pc.waitAllReady()
+		if err == nil {
+			break
+		}
+		pc.stop()
+		if attempt == privAttempts {
+			t.Fatalf("the private Redis Cluster did not start in %d attempts on ports picked free: %v", attempt, err)
+		}
+		t.Logf("starting the private Redis Cluster again on other ports: %v", err)
 	}
 	args := []string{"--cluster", "create"}
 	for _, p := range pc.ports {
@@ -103,19 +172,28 @@ user %s on >%s ~* &* +@all
 
 // start starts (or restarts, with its cluster state from nodes.conf) the server on port.
 func (pc *privCluster) start(port int) {
+	var from int64
+	if fi, err := os.Stat(pc.logs[port]); err == nil {
+		from = fi.Size()
+	}
 	cmd := exec.Command("redis-server", pc.confs[port])
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		pc.t.Fatalf("starting redis-server on %d: %v", port, err)
 	}
-	pc.procs[port] = cmd
+	pr := &privProc{cmd: cmd, done: make(chan struct{}), logFrom: from}
+	go func() {
+		cmd.Wait()
+		close(pr.done)
+	}()
+	pc.procs[port] = pr
 }
 
 // kill ends the server on port with SIGKILL (a crash: no goodbye to the cluster).
 func (pc *privCluster) kill(port int) {
-	if cmd := pc.procs[port]; cmd != nil {
-		cmd.Process.Signal(syscall.SIGKILL)
-		cmd.Wait()
+	if pr := pc.procs[port]; pr != nil {
+		pr.cmd.Process.Signal(syscall.SIGKILL)
+		<-pr.done
 		delete(pc.procs, port)
 	}
 }
@@ -126,16 +204,60 @@ func (pc *privCluster) stop() {
 	}
 }
 
-func (pc *privCluster) waitPort(p int) {
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(p), 200*time.Millisecond); err == nil {
-			c.Close()
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
+// privStartLimit bounds how long a redis-server takes to listen.
+const privStartLimit = 10 * time.Second
+
+// waitReady waits until the server started on port logs that it accepts connections — it, not
+// another process that took the port meanwhile: it bound the port (and a Cluster node its bus
+// port) — and fails if it exits first (a port taken) or takes longer than privStartLimit.
+func (pc *privCluster) waitReady(port int) error {
+	pr := pc.procs[port]
+	if pr == nil {
+		return fmt.Errorf("no server started on %d", port)
 	}
-	pc.t.Fatalf("redis-server did not come up on %d", p)
+	deadline := time.Now().Add(privStartLimit)
+	for {
+		log := pc.logSince(port, pr.logFrom)
+		if strings.Contains(log, "Ready to accept connections") {
+			return nil
+		}
+		select {
+		case <-pr.done:
+			return fmt.Errorf("redis-server on %d exited: %s", port, strings.TrimSpace(pc.logSince(port, pr.logFrom)))
+		default:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("redis-server on %d not ready within %v: %s", port, privStartLimit, strings.TrimSpace(log))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitAllReady is waitReady for every server started.
+func (pc *privCluster) waitAllReady() error {
+	for p := range pc.procs {
+		if err := pc.waitReady(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// logSince is what the server on port has logged from offset from on.
+func (pc *privCluster) logSince(port int, from int64) string {
+	b, err := os.ReadFile(pc.logs[port])
+	if err != nil || int64(len(b)) < from {
+		return ""
+	}
+	return string(b[from:])
+}
+
+// waitPort waits until the server started on port accepts connections (waitReady), failing
+// the test otherwise.
+func (pc *privCluster) waitPort(p int) {
+	if err := pc.waitReady(p); err != nil {
+		pc.t.Fatal(err)
+	}
 }
 
 // node returns a plain client of one server.
@@ -287,35 +409,43 @@ func (pc *privCluster) breakReplication(port int) {
 	pc.t.Fatal("the replica is still connected")
 }
 
-// startPrivServer starts a private standalone redis-server on port with the extra config lines
-// and returns the port; it is killed when the test ends.
-func startPrivServer(t *testing.T, port int, lines ...string) int {
+// startPrivServer starts a private standalone redis-server with the extra config lines on a
+// port it picks (privPorts) and returns the port; it is killed when the test ends.
+func startPrivServer(t *testing.T, lines ...string) int {
 	t.Helper()
-	startPrivServerProc(t, port, lines...)
+	_, port := startPrivServerProc(t, lines...)
 	return port
 }
 
-// startPrivServerProc is startPrivServer returning the handle that restarts the server
-// (kill, then start and waitPort, with the same configuration).
-func startPrivServerProc(t *testing.T, port int, lines ...string) *privCluster {
+// startPrivServerProc is startPrivServer returning also the handle that restarts the server
+// (kill, then start and waitPort, with the same port and configuration).
+func startPrivServerProc(t *testing.T, lines ...string) (*privCluster, int) {
 	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		testenv.Unavailable(t, "redis-server", err.Error())
 	}
-	if c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), 200*time.Millisecond); err == nil {
-		c.Close()
-		testenv.Unavailable(t, "a private Redis server", fmt.Sprintf("port %d is taken", port))
-	}
-	dir := t.TempDir()
-	conf := fmt.Sprintf("port %d\nbind 127.0.0.1\nsave \"\"\nappendonly no\ndir %s\nlogfile %s\n%s\n",
-		port, dir, filepath.Join(dir, "redis.log"), strings.Join(lines, "\n"))
-	cf := filepath.Join(dir, "redis.conf")
-	if err := os.WriteFile(cf, []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	pc := &privCluster{t: t, procs: map[int]*exec.Cmd{}, confs: map[int]string{port: cf}}
+	pc := &privCluster{t: t, procs: map[int]*privProc{}, confs: map[int]string{}, logs: map[int]string{}}
 	t.Cleanup(pc.stop)
-	pc.start(port)
-	pc.waitPort(port)
-	return pc
+	for attempt := 1; ; attempt++ {
+		port := privPorts(t, 1, false)[0]
+		dir := t.TempDir()
+		conf := fmt.Sprintf("port %d\nbind 127.0.0.1\nsave \"\"\nappendonly no\ndir %s\nlogfile %s\n%s\n",
+			port, dir, filepath.Join(dir, "redis.log"), strings.Join(lines, "\n"))
+		cf := filepath.Join(dir, "redis.conf")
+		if err := os.WriteFile(cf, []byte(conf), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		pc.ports = []int{port}
+		pc.confs[port], pc.logs[port] = cf, filepath.Join(dir, "redis.log")
+		pc.start(port)
+		err := pc.waitReady(port)
+		if err == nil {
+			return pc, port
+		}
+		pc.stop()
+		if attempt == privAttempts {
+			t.Fatalf("the private Redis server did not start in %d attempts on ports picked free: %v", attempt, err)
+		}
+		t.Logf("starting the private Redis server again on another port: %v", err)
+	}
 }

@@ -18,13 +18,8 @@ import (
 	"github.com/simba-go/simba/spi"
 )
 
-// Private servers of these tests (spare ports 6450-6469).
+// The private servers of these tests are on ports they pick (startPrivServerProc).
 const (
-	portEvict      = 6450
-	portRestart    = 6451
-	portUndurable  = 6452
-	portDurable    = 6453
-	portRenamed    = 6454
 	privTestTTL    = time.Minute
 	junkValueBytes = 8 << 10
 )
@@ -72,7 +67,7 @@ func grantsThenLoses(t *testing.T, b *Backend, name string) int64 {
 // still greater than every token granted before (the µs clock floor), where it used to restart
 // at 1.
 func TestTokensSurviveEviction(t *testing.T) {
-	startPrivServerProc(t, portEvict, "maxmemory-policy allkeys-lru")
+	_, portEvict := startPrivServerProc(t, "maxmemory-policy allkeys-lru")
 	ctx := context.Background()
 	c := privClient(t, portEvict, "", "")
 	b := newBackend(t, c, WithLogger(discard))
@@ -123,7 +118,7 @@ func TestTokensSurviveEviction(t *testing.T) {
 // every lease hash gone; the next grant's token is still greater than every token granted
 // before the restart.
 func TestTokensSurviveRestart(t *testing.T) {
-	pc := startPrivServerProc(t, portRestart, `save ""`, "appendonly no")
+	pc, portRestart := startPrivServerProc(t, `save ""`, "appendonly no")
 	ctx := context.Background()
 	c := privClient(t, portRestart, "", "")
 	b := newBackend(t, c, WithLogger(discard))
@@ -158,12 +153,12 @@ func TestTokensSurviveRestart(t *testing.T) {
 // ErrNotDurable instead. A server with AOF and noeviction gets no warning.
 func TestDurabilityCheck(t *testing.T) {
 	ctx := context.Background()
-	startPrivServerProc(t, portUndurable, "maxmemory-policy allkeys-lru", "appendonly no",
+	_, portUndurable := startPrivServerProc(t, "maxmemory-policy allkeys-lru", "appendonly no",
 		"user default on nopass ~* &* +@all",
 		"user infoonly on >pw ~* &* +@all -config",
 		"user blind on >pw ~* &* +@all -config -info")
-	startPrivServerProc(t, portDurable, "maxmemory-policy noeviction", "appendonly yes")
-	startPrivServerProc(t, portRenamed, "maxmemory-policy allkeys-lfu", `rename-command CONFIG ""`)
+	_, portDurable := startPrivServerProc(t, "maxmemory-policy noeviction", "appendonly yes")
+	_, portRenamed := startPrivServerProc(t, "maxmemory-policy allkeys-lfu", `rename-command CONFIG ""`)
 
 	for _, tc := range []struct {
 		name, user string

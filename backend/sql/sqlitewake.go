@@ -31,7 +31,9 @@ import (
 // but only until a read after the first sees the counter change (see chainDone), plus a
 // safety-net read every sqliteWakeWatchedPoll. A read costs far more than its statement (the
 // wake-up of an idle process: 0.2–0.4 ms of CPU on a small VM), so a commit costs two reads
-// (at the write, and 2 ms later once the WAL is synced) rather than seven. Elsewhere it wakes
+// (at the write, and 2 ms later once the WAL is synced) rather than seven — when the read at
+// the write comes before the commit is published; a waker that wakes late (a loaded CPU) sees
+// the commit at its first read, which proves nothing, and makes all seven. Elsewhere it wakes
 // every sqliteWakePoll, stats the file and its WAL, and reads only when one changed (or every
 // sqliteWakeFullPoll): about 4–5% of a core, mostly the wake-ups themselves.
 const (
@@ -136,9 +138,8 @@ func (w *sqliteWaker) poll(ctx context.Context) {
 		watch    *fileWatch // nil: none (not Linux, or inotify failed): poll every sqliteWakePoll
 		last     int64      = -1
 		lastRead time.Time
-		recheck  time.Duration // after a file event: the delay of the next read again (0: none)
-		chain    bool          // the reads after a file event's first read (see chainDone)
-		noWatch  bool          // a file watch failed: poll
+		series   readSeries // the reads after a file event
+		noWatch  bool       // a file watch failed: poll
 	)
 	defer func() {
 		if watch != nil {
@@ -173,8 +174,8 @@ func (w *sqliteWaker) poll(ctx context.Context) {
 		if watch != nil {
 			events = watch.events
 			period = sqliteWakeWatchedPoll
-			if recheck > 0 {
-				period = recheck
+			if d := series.delay(); d > 0 {
+				period = d
 			}
 		}
 		timer.Reset(period)
@@ -205,17 +206,7 @@ func (w *sqliteWaker) poll(ctx context.Context) {
 				noWatch = true // poll instead (e.g. out of inotify instances)
 			}
 		}
-		switch {
-		case event:
-			// A commit writes the WAL, syncs it (milliseconds on a slow disk), then
-			// publishes the new version: look now and again 2, 4, 8 … 64 ms later, until
-			// chainDone.
-			recheck = sqliteWakePoll
-		case recheck > 0:
-			if recheck *= 2; recheck > sqliteWakeRecheckMax {
-				recheck = 0
-			}
-		case watch == nil && last >= 0 && !w.fileChanged() && time.Since(lastRead) < sqliteWakeFullPoll:
+		if !series.woke(event) && watch == nil && last >= 0 && !w.fileChanged() && time.Since(lastRead) < sqliteWakeFullPoll {
 			continue
 		}
 		lastRead = time.Now()
@@ -239,17 +230,55 @@ func (w *sqliteWaker) poll(ctx context.Context) {
 				w.hub.deliver(spi.Hint{Kind: spi.Released, Name: n})
 			}
 		}
-		switch {
-		case event:
-			chain = true // the event's own read: a change here ends nothing
-		case recheck == 0:
-			chain = false
-		case chain && chainDone(last, v):
-			recheck, chain = 0, false
-		}
+		series.read(event, last, v)
 		last = v
 	}
 }
+
+// readSeries is when poll reads the change counter after a file event. A commit writes the
+// WAL, syncs it (milliseconds on a slow disk), then publishes the new version: poll reads at
+// the event and again 2, 4, 8 … 64 ms later (sqliteWakePoll doubling up to
+// sqliteWakeRecheckMax: six reads after the event's own, 126 ms in all), but only until a read
+// after the event's own sees the counter change (chainDone). It holds no clock and does no
+// I/O, so that a test can step it read by read: whether the event's own read comes before the
+// commit is published depends on the scheduler (a waker woken late sees it published and
+// makes the whole series).
+type readSeries struct {
+	next  time.Duration // the delay of the series' next read (0: no series under way)
+	after bool          // the event's own read is done: a change seen now ends the series
+}
+
+// woke notes a wake-up before a read, by a file event (event) or by a timer; it reports
+// whether the read is one of a series (the event's own, or one at the series' delay).
+func (s *readSeries) woke(event bool) bool {
+	switch {
+	case event:
+		s.next = sqliteWakePoll
+	case s.next > 0:
+		if s.next *= 2; s.next > sqliteWakeRecheckMax {
+			s.next = 0 // this read is the series' last
+		}
+	default:
+		return false
+	}
+	return true
+}
+
+// read notes that the read after the wake-up saw the counter at v, the read before it at last
+// (-1 if none).
+func (s *readSeries) read(event bool, last, v int64) {
+	switch {
+	case event:
+		s.after = true // the event's own read: a change here ends nothing
+	case s.next == 0:
+		s.after = false
+	case s.after && chainDone(last, v):
+		s.next, s.after = 0, false
+	}
+}
+
+// delay is the delay of the series' next read (0: no series under way).
+func (s *readSeries) delay() time.Duration { return s.next }
 
 // chainDone reports whether a read after a file event's first read, which saw the counter go
 // from last to v, ends the event's reads (v is not last): every commit that wrote to the file
