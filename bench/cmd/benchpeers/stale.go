@@ -804,13 +804,14 @@ func (r *staleResource) get(ctx context.Context, res, name string) (string, erro
 	return r.redisOf(res).Get(ctx, staleKey(name)).Result()
 }
 
-// remove deletes name's resource and its fence's record of the highest token (the name is
-// this round's own and is never used again).
+// remove deletes name's resource (the name is this round's own and is never used again), and
+// on Redis its fence's record of the highest token. The SQL fence's row stays, as Simba's
+// lease rows and hashes do: fencesql has no statement that deletes one, and the fence table's
+// SQL comes from spec/ through gen/ only.
 func (r *staleResource) remove(ctx context.Context, res, name string) {
 	switch res {
 	case resPG:
 		_, _ = r.db.ExecContext(ctx, "DELETE FROM simba_bench_stale WHERE id = $1", name)
-		_, _ = r.db.ExecContext(ctx, "DELETE FROM simba_fence WHERE resource = $1", name)
 	case resEtcd:
 		_, _ = r.etcd.Delete(ctx, staleEtcdKey(name))
 	default:
