@@ -1,8 +1,6 @@
 package zookeeper
 
 import (
-	"context"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -36,12 +34,13 @@ func TestSessionRidesOutShortOutage(t *testing.T) {
 
 // TestEnsembleSessionRidesOutShortOutage: the same with an ensemble that the client loses
 // whole (a partition of the client): every round of the three servers fails, and the pacer's
-// backoff applies between rounds as for one server.
+// backoff applies between rounds as for one server. The ensemble is the test's own (three
+// servers on spare ports): CI does not start the shared one on 2191-2193.
 func TestEnsembleSessionRidesOutShortOutage(t *testing.T) {
 	testenv.Short(t, "four outages of a second and more")
 	var ps []*outagetest.Proxy
 	var addrs []string
-	for _, a := range ensembleServers(t) {
+	for _, a := range startPrivateEnsemble(t, 3).addrs() {
 		p := outagetest.StartProxy(t, a)
 		ps = append(ps, p)
 		addrs = append(addrs, p.Addr())
@@ -50,35 +49,6 @@ func TestEnsembleSessionRidesOutShortOutage(t *testing.T) {
 	if lost := outagetest.Run(t, b, ps, outageConfig); lost > 0 {
 		t.Errorf("the session was lost in %d of %d outages of the whole ensemble of %v at TTL %v; want none", lost, outageConfig.Rounds, outageConfig.Outage, outageConfig.TTL)
 	}
-}
-
-// ensembleServers returns the 3-server test ensemble's addresses (SIMBA_TEST_ZK_ENSEMBLE
-// overrides), skipping the test (failing it under SIMBA_REQUIRE_SERVICES=1) when one of them
-// does not answer a session.
-func ensembleServers(t *testing.T) []string {
-	t.Helper()
-	v := "127.0.0.1:2191,127.0.0.1:2192,127.0.0.1:2193"
-	if e := os.Getenv("SIMBA_TEST_ZK_ENSEMBLE"); e != "" {
-		v = e
-	}
-	addrs := strings.Split(v, ",")
-	for _, a := range addrs {
-		b, err := New("zk://" + a)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		s, err := b.OpenSession(ctx, "probe", 2*time.Second)
-		if err == nil {
-			b.CloseSession(ctx, s.ID) //nolint:errcheck
-		}
-		cancel()
-		b.Close()
-		if err != nil {
-			testenv.Unavailable(t, "ZooKeeper ensemble (bash .ci/zk-ensemble.sh start)", err.Error())
-		}
-	}
-	return addrs
 }
 
 // TestPacerDelay: 50 ms before the first redial, doubling up to a twelfth of the session
