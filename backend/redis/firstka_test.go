@@ -3,6 +3,9 @@ package redis
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -47,14 +50,51 @@ func TestClusterFirstKeepAliveRoundTrips(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, sid, names, groups := firstKeepAlive(t, c)
-	cnt := &counter{}
-	c.AddHook(cnt)
+	rec := &roundTrips{}
+	c.AddHook(rec)
 	ka, err := b.KeepAlive(ctx, sid, names, groups)
 	if err != nil || ka.Expired || len(ka.Held) != 1 || len(ka.Members[groups[0]]) != 1 {
 		t.Fatal(ka, err)
 	}
-	if n := cnt.n.Load(); n != 2 {
-		t.Errorf("the first keep-alive of a lease and a group took %d round trips, want 2", n)
+	if got := rec.list(); len(got) != 2 {
+		t.Errorf("the first keep-alive of a lease and a group took %d round trips, want 2: %q", len(got), got)
+	}
+}
+
+// roundTrips records the commands of each round trip through a client's hooks (a pipeline is
+// one round trip), so that a count that is off says which round trip was extra.
+type roundTrips struct {
+	mu    sync.Mutex
+	trips []string
+}
+
+func (r *roundTrips) add(cmds []goredis.Cmder) {
+	var names []string
+	for _, c := range cmds {
+		names = append(names, fmt.Sprint(c.Args()...))
+	}
+	r.mu.Lock()
+	r.trips = append(r.trips, strings.Join(names, " | "))
+	r.mu.Unlock()
+}
+
+func (r *roundTrips) list() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.trips...)
+}
+
+func (r *roundTrips) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+func (r *roundTrips) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		r.add([]goredis.Cmder{cmd})
+		return next(ctx, cmd)
+	}
+}
+func (r *roundTrips) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		r.add(cmds)
+		return next(ctx, cmds)
 	}
 }
 
