@@ -201,15 +201,25 @@ func (b *Backend) CutSafe() bool { return true }
 // Close stops the hint subscription and, if the backend opened its client itself (Open),
 // closes it. A client passed to New is left open. Sessions are not closed: they expire after
 // their TTL unless CloseSession ends them.
+//
+// Close waits for the hint hub's runner, which may be waiting for a server's reply (the lease
+// read after a subscription's confirmation). go-redis cuts no read short but by closing its
+// connection, so Close closes a client of its own first: every read in flight, the runner's
+// and those of calls left behind at their ctx's end (see bounded), ends at once, and Close
+// returns promptly even at a server that stopped answering. With a client passed to New, which
+// it leaves open, Close waits for that read's end: at most hintCallTimeout (5 s) on a client
+// with ContextTimeoutEnabled, else the client's read timeout.
 func (b *Backend) Close() error {
 	if b.closed.Swap(true) {
 		return nil
 	}
-	b.hub.shutdown()
+	wait := b.hub.shutdown()
+	var err error
 	if b.owned {
-		return b.c.Close()
+		err = b.c.Close()
 	}
-	return nil
+	wait()
+	return err
 }
 
 func (b *Backend) checkOpen() error {

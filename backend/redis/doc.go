@@ -179,8 +179,10 @@ An ACL user (Redis 6+) needs the keys ~simba:* and, for hints, channel permissio
 cover &simba:lease:{*} and &simba:group:{*} (those two patterns, &simba:*, or allchannels:
 SUBSCRIBE checks each channel against the patterns). Hints subscribes once to the channels
 of a probe name and fails with a permanent NOPERM error without them (if the server answers
-the probe within the client's read timeout, at most 5 s: a server down or silent at the first
-Hints, which simba.New makes, is not checked, and such a user then gets no hints). Its
+the probe within the client's read timeout, at most 5 s). A server down or silent at the first
+Hints, which simba.New makes, is not checked, and the probe is not run again: the backend logs
+a warning that says so (WithLogger), and an ACL user without those permissions then gets no
+hints (go-redis logs the refused SUBSCRIBEs only to its internal logger). Its
 commands: EVALSHA, EVAL, SCRIPT LOAD, SMEMBERS, HMGET, SUBSCRIBE, UNSUBSCRIBE, MULTI, EXEC,
 ZRANGE (the read after a subscription's confirmation), PING, WAIT (with
 WithWaitReplicas), SCAN, TIME and ZRANGEBYSCORE (Inspect), CLUSTER SLOTS (Cluster clients),
@@ -188,6 +190,20 @@ CONFIG GET or else INFO (the durability check; without either it warns that it c
 and
 inside the scripts TIME, HGET, HMGET, HSET, HDEL, SADD, SREM, DEL, PEXPIREAT, PUBLISH, ZADD, ZREM,
 ZRANGE and ZREMRANGEBYSCORE. TestACLUser runs a backend as such a user (with +@all).
+
+# Timeouts and cancellation
+
+go-redis reads and writes with a call's deadline when the client has ContextTimeoutEnabled
+(ParseDSN sets it, so Open's clients have it), but it watches no
+context while it waits for a reply: only closing the connection ends that wait early. So a call
+whose ctx is cancelled (rather than past its deadline), or any call on a client without
+ContextTimeoutEnabled, returns as soon as its ctx is done, with ctx's error, while the go-redis
+call goes on on a goroutine of its own, holding its connection, until the reply or the
+client's read timeout (go-redis's read_timeout, times its retries). Close ends those at once on
+a client it owns (Open): it closes the client before it waits for the hint hub, so it returns
+promptly even at a server that stopped answering. A client passed to New is left open, and
+Close then waits for the hub's read in flight, if any: at most 5 s with ContextTimeoutEnabled,
+else the client's read timeout.
 
 # Inspect
 

@@ -32,9 +32,11 @@ const (
 	hintSweep = hintLinger / 4
 	// hintDefaultTTL stands for the session TTL until this backend has opened a session.
 	hintDefaultTTL = 15 * time.Second
-	// hintCallTimeout bounds the runner's SUBSCRIBE, UNSUBSCRIBE and lease reads.
-	hintCallTimeout = 5 * time.Second
 )
+
+// hintCallTimeout bounds the runner's SUBSCRIBE, UNSUBSCRIBE and lease reads (a variable for
+// tests).
+var hintCallTimeout = 5 * time.Second
 
 // aclProbe is the lease and group name whose channels Hints subscribes to and unsubscribes from
 // once, to learn that the user may subscribe to Simba's channels at all (see confirm).
@@ -232,7 +234,10 @@ func (b *Backend) probeHints(ctx context.Context) (*goredis.PubSub, error) {
 	done := make(chan error, 1)
 	go func() {
 		_ = ps.Subscribe(pctx, probe...) // a failure: confirm reconnects and subscribes again
-		err := confirm(pctx, ps, len(probe))
+		ok, err := confirm(pctx, ps, len(probe))
+		if err == nil && !ok {
+			err = errUnprobed
+		}
 		if err == nil {
 			// It may have to reconnect (after a connection failure): on this goroutine too.
 			_ = ps.Unsubscribe(pctx, probe...) // a failure: go-redis forgets them anyway
@@ -241,6 +246,10 @@ func (b *Backend) probeHints(ctx context.Context) (*goredis.PubSub, error) {
 	}()
 	select {
 	case err := <-done:
+		unprobed := errors.Is(err, errUnprobed)
+		if unprobed {
+			err = nil
+		}
 		if err == nil {
 			err = ended(ctx)
 		}
@@ -250,6 +259,9 @@ func (b *Backend) probeHints(ctx context.Context) (*goredis.PubSub, error) {
 		}
 		// Confirmed, or the connection failed (refused, or cut at the probe's deadline): the
 		// connection, if any, is free of the probe, and go-redis reconnects it by itself.
+		if unprobed {
+			b.warnUnprobed()
+		}
 		return ps, nil
 	case <-pctx.Done():
 	}
@@ -259,7 +271,19 @@ func (b *Backend) probeHints(ctx context.Context) (*goredis.PubSub, error) {
 		return nil, b.fail("hints", err)
 	}
 	// The server did not answer in time: it is down as far as the hub is concerned.
+	b.warnUnprobed()
 	return b.c.Subscribe(context.Background()), nil
+}
+
+// errUnprobed: the probe's connection failed before the server confirmed its subscriptions.
+var errUnprobed = errors.New("the server did not confirm the probe's subscriptions")
+
+// warnUnprobed says that the probe could not check channel permissions. It is not run again:
+// said here, so that an ACL user without them learns why no hint ever comes (the hub's
+// SUBSCRIBEs are refused, and go-redis logs that only to its internal logger).
+func (b *Backend) warnUnprobed() {
+	b.log.Warn("simba: redis: the server did not answer the hint subscription's permission probe; channel permissions are unchecked (an ACL user needs &simba:lease:{*} and &simba:group:{*}, or hints never come)",
+		"waited at most", b.probeTimeout().String())
 }
 
 // probeTimeout is how long Hints's probe waits for the server: the client's read timeout, the
@@ -300,23 +324,24 @@ func ended(ctx context.Context) error {
 // confirm waits for the server to confirm n subscriptions and returns the error the server
 // replied with instead (NOPERM: an ACL user needs the channel patterns simba:lease:{*} and
 // simba:group:{*}, or a pattern that covers them such as simba:*, or allchannels). A
-// connection failure is not an error here: go-redis reconnects by itself.
-func confirm(ctx context.Context, ps *goredis.PubSub, n int) error {
+// connection failure is not an error here (go-redis reconnects by itself), but confirmed is
+// then false.
+func confirm(ctx context.Context, ps *goredis.PubSub, n int) (confirmed bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, hintCallTimeout)
 	defer cancel()
 	for n > 0 {
 		msg, err := ps.Receive(ctx)
 		if err != nil {
 			if re := goredis.Error(nil); errors.As(err, &re) {
-				return err
+				return false, err
 			}
-			return nil
+			return false, nil
 		}
 		if _, ok := msg.(*goredis.Subscription); ok {
 			n--
 		}
 	}
-	return nil
+	return true, nil
 }
 
 // pump forwards the messages of ps (one of c's connections) until it is closed, and acts on
@@ -777,8 +802,9 @@ func (h *hub) remove(ch chan spi.Hint) {
 	}
 }
 
-// shutdown ends every subscription (Close).
-func (h *hub) shutdown() {
+// shutdown ends every subscription and stops the runner (Close); wait waits for the runner,
+// which may be in a read of the server that only closing the client ends at once.
+func (h *hub) shutdown() (wait func()) {
 	h.mu.Lock()
 	for ch := range h.subs {
 		delete(h.subs, ch)
@@ -786,8 +812,10 @@ func (h *hub) shutdown() {
 	}
 	c := h.stopLocked()
 	h.mu.Unlock()
-	if c != nil {
-		<-c.done
+	return func() {
+		if c != nil {
+			<-c.done
+		}
 	}
 }
 

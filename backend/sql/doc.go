@@ -47,7 +47,8 @@
 // there, keep-alives included, until it runs again (seen from outside, 2026-12-04: a process
 // locking in a loop, SIGSTOPped at random, held the WAL write lock in 6 of 8 stops and only
 // the gate in the other 2). The server backends have no such lock. For MySQL/MariaDB, Open sets interpolateParams=true (one round trip
-// per statement). For PostgreSQL, a user's pool should run PostgresAfterConnect (READ COMMITTED).
+// per statement). For PostgreSQL, a user's pool should run PostgresAfterConnect (READ COMMITTED);
+// PostgresPoolConfig makes a pool configuration from a DSN with everything Open's pool has.
 //
 // # Timeouts
 //
@@ -59,14 +60,19 @@
 // unlocks (5 s). Open's pools connect within DefaultConnectTimeout (5 s) unless the DSN sets its
 // own: PostgreSQL's connect_timeout, MySQL/MariaDB's timeout. On PostgreSQL that matters most:
 // pgxpool makes connections apart from the call that wanted one, with no deadline but the
-// connect timeout, so a connection started while the network lost the server's replies waited
-// for its startup reply forever after the network healed, holding its slot of the pool (in a
-// trial, a pool of 4 made no call for the 60 s watched after a 3 s loss). Open's PostgreSQL pool
-// also bounds by the connect timeout the cleanup of a connection that broke (a statement cut
-// short by its context), during which pgxpool keeps the connection's slot: pgx's own bound is
-// 15 s (a trial's pool made no call for 11 s after the network healed). On a pool of your own
-// given to NewPostgres, set connect_timeout (and mind that cleanup); PostgresAfterConnect
-// bounds itself by it.
+// connect timeout (pgxpool's own 2 min when there is none), and the connection holds its slot
+// of the pool until then; a connection that broke (a statement cut short by its context) holds
+// it while pgx cleans it up, for up to 15 s. Open's PostgreSQL pool bounds both: a connect
+// started by a call gets twice the time that call had left, or the connect timeout if less (a
+// call of 1 s, at a TTL of 3 s, leaves a connect 2 s); a connection's cleanup gets as long as
+// its connect did. In a trial (TTL 3 s, the server's replies and closes lost for 3 s) the
+// session came back about 1 s after the network healed; with the connect timeout alone it
+// took 4 s, and on a pool with no connect timeout and pgx's own cleanup bound 14 s (its
+// connects, left to pgxpool's 2 min, hold every slot once the outage's calls have started one
+// in each). For a pool of your own given to
+// NewPostgres, build its configuration with PostgresPoolConfig, which gives it all of that;
+// NewPostgres logs a warning for a pool with no connect timeout. PostgresAfterConnect bounds
+// itself by the connect timeout.
 //
 // # Schema
 //

@@ -27,10 +27,12 @@ import (
 // PostgreSQL: the DSN is pgx's (pgxpool.ParseConfig: pool_max_conns, sslmode, search_path,
 // connect_timeout, ...); every connection runs the session setup (PostgresAfterConnect).
 // connect_timeout is DefaultConnectTimeout (5 s) unless the DSN (or PGCONNECT_TIMEOUT) sets it;
-// connect_timeout=0 is no timeout, as in libpq. The connect timeout also bounds how long a
-// connection that broke (a statement cut short by its context) keeps its slot of the pool while
-// pgx cleans it up (pgx's own bound: 15 s), and the session setup. Every statement is bounded by
-// its call's context.
+// connect_timeout=0 is no timeout, as in libpq. A connect started by a call is bounded by
+// twice the time the call had left when that is less than the connect timeout; the bound of a
+// connection's connect also bounds how long it keeps its slot of the pool, once it broke (a
+// statement cut short by its context), while pgx cleans it up (pgx's own bound: 15 s), and the
+// session setup (see the package doc, Timeouts, and PostgresPoolConfig). Every statement is
+// bounded by its call's context.
 //
 // MySQL/MariaDB: user, password (percent-encoded), host (default port 3306) and database are
 // translated to go-sql-driver/mysql's form; the parameters are go-sql-driver's (tls, timeout,
@@ -83,15 +85,10 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Backend, error) {
 }
 
 func openPostgres(dsn string, opts []Option) (*Backend, error) {
-	cfg, err := pgxpool.ParseConfig(dsn)
+	cfg, err := PostgresPoolConfig(dsn)
 	if err != nil {
-		return nil, dsnutil.Errorf(spi.ErrInvalidOption, "sql postgres DSN", dsn, "%s", pgParseMessage(err))
+		return nil, err
 	}
-	cfg.AfterConnect = PostgresAfterConnect
-	if !pgSetsConnectTimeout(dsn) {
-		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
-	}
-	boundPgCleanup(&cfg.ConnConfig.Config)
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		return nil, dsnutil.Errorf(spi.ErrInvalidOption, "sql postgres DSN", dsn, "%v", err)
@@ -103,6 +100,28 @@ func openPostgres(dsn string, opts []Option) (*Backend, error) {
 	}
 	b.closers = append(b.closers, pool.Close)
 	return b, nil
+}
+
+// PostgresPoolConfig parses a postgres:// (or postgresql://) DSN into the pgxpool configuration
+// Open makes its pool from (see Open): pgx's parameters, PostgresAfterConnect, connect_timeout
+// DefaultConnectTimeout unless the DSN (or PGCONNECT_TIMEOUT) sets it, and the bounds on what a
+// connection holds its pool slot for while the server's replies are lost (its connect and its
+// cleanup after it broke: the connect timeout, or twice the time the backend's call that
+// started the connect had left, whichever is less). Use it for a pool of your own given to
+// NewPostgres: change what you need (MaxConns, a tracer, ...) but keep, or wrap, its DialFunc,
+// AfterNetConnect, BeforeConnect and AfterConnect, which carry those bounds and the session
+// setup. Errors match spi.ErrInvalidOption and never show the password.
+func PostgresPoolConfig(dsn string) (*pgxpool.Config, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, dsnutil.Errorf(spi.ErrInvalidOption, "sql postgres DSN", dsn, "%s", pgParseMessage(err))
+	}
+	cfg.AfterConnect = PostgresAfterConnect
+	if !pgSetsConnectTimeout(dsn) {
+		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
+	}
+	boundPgConnects(cfg)
+	return cfg, nil
 }
 
 // pgSetsConnectTimeout reports whether the DSN (or the environment, PGCONNECT_TIMEOUT, which

@@ -18,14 +18,17 @@ import (
 // discards every byte the server sends, on every connection, until heal (the sockets stay open,
 // so a client waiting for a reply waits on); orphan makes the connections open at that moment
 // lose everything, both ways and for good, never closing either socket (a NAT or firewall that
-// forgot the flow), while new connections work.
+// forgot the flow), while new connections work; blackhole loses every byte both ways, and
+// every close, on every connection (new ones included) until heal, as a network path that
+// stopped carrying packets: a connection closed meanwhile is orphaned.
 type faultProxy struct {
-	ln      net.Listener
-	target  string
-	dropped atomic.Bool
-	done    chan struct{}
-	once    sync.Once
-	wg      sync.WaitGroup
+	ln         net.Listener
+	target     string
+	dropped    atomic.Bool
+	blackholed atomic.Bool
+	done       chan struct{}
+	once       sync.Once
+	wg         sync.WaitGroup
 
 	mu    sync.Mutex
 	pairs []*proxyPair
@@ -55,8 +58,14 @@ func (p *faultProxy) addr() string { return p.ln.Addr().String() }
 // drop discards, from now until heal, every byte any server sends.
 func (p *faultProxy) drop() { p.dropped.Store(true) }
 
-// heal forwards the server's bytes again (on the connections not orphaned).
-func (p *faultProxy) heal() { p.dropped.Store(false) }
+// blackhole loses, from now until heal, every byte either side sends and every close.
+func (p *faultProxy) blackhole() { p.blackholed.Store(true) }
+
+// heal forwards the bytes again (on the connections not orphaned).
+func (p *faultProxy) heal() {
+	p.dropped.Store(false)
+	p.blackholed.Store(false)
+}
 
 // orphan makes every connection open now lose all its bytes for good, its sockets left open.
 func (p *faultProxy) orphan() {
@@ -118,7 +127,10 @@ func (p *faultProxy) pump(pr *proxyPair, src, dst net.Conn, down bool) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
-		lost := pr.orphaned.Load() || (down && p.dropped.Load())
+		if err != nil && p.blackholed.Load() {
+			pr.orphaned.Store(true) // the close is lost too
+		}
+		lost := pr.orphaned.Load() || p.blackholed.Load() || (down && p.dropped.Load())
 		if n > 0 && !lost {
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return

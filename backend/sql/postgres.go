@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"strings"
 	"time"
@@ -23,17 +24,31 @@ import (
 // PostgresAfterConnect as the pool's AfterConnect. NewPostgres does no I/O; the schema is checked
 // (or migrated, WithAutoMigrate) before the first operation. Close does not close pool. The hint
 // listener opens its own connection with the pool's connection settings.
+//
+// Build the pool from PostgresPoolConfig to get what Open's pool has: a connect timeout and
+// bounds on what a connection holds its pool slot for while the server's replies are lost
+// (without them, a server that stopped answering for 3 s at a TTL of 3 s left a trial's pool
+// unable to make a call for 14 s after the network healed). A pool with no connect timeout is
+// logged as a warning (WithLogger), once, by NewPostgres: pgxpool then waits 2 min for a
+// connection whose startup reply the network lost, holding its slot.
 func NewPostgres(pool *pgxpool.Pool, opts ...Option) (*Backend, error) {
 	if pool == nil {
 		return nil, fmt.Errorf("%w: sql postgres: nil pool", spi.ErrInvalidOption)
 	}
 	wd, _ := wire.SQLDialectByName(wire.SQLPostgres)
-	d := &pgDialect{pool: pool, q: sqlq.Postgres(pool), begin: wd.Begin, hub: pgHub{listening: make(chan struct{}, 1)}}
+	d := &pgDialect{pool: pool, q: sqlq.Postgres(callPool{pool}), begin: wd.Begin, hub: pgHub{listening: make(chan struct{}, 1)}}
 	b, err := newBackend(wire.SQLPostgres, d, opts)
 	if err != nil {
 		return nil, err
 	}
 	d.b = b
+	if pool.Config().ConnConfig.ConnectTimeout <= 0 {
+		log := b.cfg.logger
+		if log == nil {
+			log = slog.Default()
+		}
+		log.Warn("simba: sql postgres: the pool has no connect timeout: a connection started while the server's replies are lost holds its pool slot for pgxpool's 2 min; set connect_timeout, or build the pool from PostgresPoolConfig")
+	}
 	return b, nil
 }
 
@@ -67,40 +82,33 @@ func PostgresAfterConnect(ctx context.Context, c *pgx.Conn) error {
 	return nil
 }
 
-// boundPgCleanup bounds by cc's connect timeout how long pgconn spends cleaning up a connection
-// that broke (a statement cut short by its context, a read that failed): it sends a cancel
-// request on a new connection and waits for the server to close that one, then sends Terminate
-// and reads until the server closes the broken one, for up to 15 s. pgxpool keeps the broken
-// connection's slot until then: in a trial, connections whose bytes were lost for good
-// (orphaned by the network) held every slot of a pool for 11 s after the network healed, and
-// the pool made no call. Nothing is lost by cutting the cleanup short: the cancel request and
-// Terminate only spare the server work it does anyway when it finds the connection gone. With
-// no connect timeout (connect_timeout=0) pgconn's own bound stays.
+// boundPgConnects bounds what a connection of cfg's pool may hold its pool slot for while
+// the server's replies are lost: its connect, and the cleanup after it broke. Both are bounded
+// by the connect timeout, or by twice the time the call that started the connect had left,
+// whichever is less (scaledConnectTimeout). With no connect timeout (connect_timeout=0, which
+// pgxpool makes 2 min) nothing is bounded.
 //
-// Every connection cc dials gets a deadline of the connect timeout at once; a regular
-// connection has it lifted when it reaches AfterNetConnect (TLS done; its startup is bounded by
-// the connect timeout's context), a cancel request's keeps it (pgconn runs no AfterNetConnect
-// there). Every later deadline is capped at the connect timeout from when it is set: pgconn
-// sets none itself but the cleanup's 15 s and the instant one that ends a statement whose
-// context ended.
-func boundPgCleanup(cc *pgconn.Config) {
-	bound := cc.ConnectTimeout
-	if bound <= 0 {
+// pgxpool makes a connection apart from the call that wanted one, bounded by the connect
+// timeout alone, and keeps its slot until then: a call that gives up at its deadline leaves
+// the connect running. In a trial (TTL 3 s, calls of 1 s, a pool of 4, the server's replies
+// lost for 3 s) the failed calls of the outage left four connects and cleanups of 5 s each
+// holding every slot, and the pool made no call until 4.2 s after the network healed; bounded
+// by twice the call's time, a slot is free again at most 2 s after its connect began.
+//
+// The cleanup of a connection that broke (a statement cut short by its context, a read that
+// failed) sends a cancel request on a new connection and waits for the server to close that
+// one, then sends Terminate and reads until the server closes the broken one, for up to 15 s
+// in pgconn, and pgxpool keeps the slot until then: in a trial, connections whose bytes were
+// lost for good (orphaned by the network) held every slot of a pool for 11 s after the network
+// healed. Nothing is lost by cutting the cleanup short: the cancel request and Terminate only
+// spare the server work it does anyway when it finds the connection gone.
+func boundPgConnects(cfg *pgxpool.Config) {
+	cc := &cfg.ConnConfig.Config
+	if cc.ConnectTimeout <= 0 {
 		return
 	}
 	dial := cc.DialFunc
-	cc.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := dial(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		bc := &boundedConn{Conn: c, bound: bound}
-		if err := bc.SetDeadline(time.Now().Add(bound)); err != nil {
-			c.Close()
-			return nil, err
-		}
-		return bc, nil
-	}
+	cc.DialFunc = boundedDial(dial, cc.ConnectTimeout)
 	after := cc.AfterNetConnect
 	cc.AfterNetConnect = func(ctx context.Context, cfg *pgconn.Config, c net.Conn) (net.Conn, error) {
 		if after != nil {
@@ -114,6 +122,72 @@ func boundPgCleanup(cc *pgconn.Config) {
 		}
 		return c, nil
 	}
+	// pgxpool passes BeforeConnect a copy of the connection configuration (and a context with
+	// the values of the acquire's, not its deadline): what it sets holds for that one connection,
+	// its cancel requests included.
+	cfg.BeforeConnect = func(ctx context.Context, c *pgx.ConnConfig) error {
+		if bound, ok := scaledConnectTimeout(ctx, c.ConnectTimeout); ok {
+			c.ConnectTimeout = bound
+			c.DialFunc = boundedDial(dial, bound)
+		}
+		return nil
+	}
+}
+
+// boundedDial dials with dial and gives every connection a deadline of bound at once: a
+// regular connection has it lifted when it reaches AfterNetConnect (TLS done; its startup is
+// bounded by the connect timeout's context), a cancel request's keeps it (pgconn runs no
+// AfterNetConnect there). Every later deadline is capped at bound from when it is set: pgconn
+// sets none itself but the cleanup's 15 s and the instant one that ends a statement whose
+// context ended.
+func boundedDial(dial pgconn.DialFunc, bound time.Duration) pgconn.DialFunc {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		bc := &boundedConn{Conn: c, bound: bound}
+		if err := bc.SetDeadline(time.Now().Add(bound)); err != nil {
+			c.Close()
+			return nil, err
+		}
+		return bc, nil
+	}
+}
+
+// minScaledConnect is the least a connect started by a call is given, however little time the
+// call had left: a connect over TLS takes a few round trips.
+const minScaledConnect = 250 * time.Millisecond
+
+// callDeadlineKey is the context key under which the backend's PostgreSQL calls carry their
+// deadline (withCallDeadline) to the pool's BeforeConnect, which sees the acquire's values but
+// not its deadline.
+type callDeadlineKey struct{}
+
+// withCallDeadline is ctx carrying its deadline as a value, for scaledConnectTimeout.
+func withCallDeadline(ctx context.Context) context.Context {
+	if d, ok := ctx.Deadline(); ok {
+		return context.WithValue(ctx, callDeadlineKey{}, d)
+	}
+	return ctx
+}
+
+// scaledConnectTimeout is the connect timeout of a connection started by a call whose deadline
+// ctx carries (withCallDeadline): twice the time the call has left (at least
+// minScaledConnect), when that is less than configured. A connect that outlasts its call still
+// serves the next one (the reason pgxpool runs it apart), so it gets more than its call's time,
+// but not a connect timeout of 5 s at a call of 1 s (a TTL of 3 s): a connect whose replies the
+// network lost then holds its slot past the session's life.
+func scaledConnectTimeout(ctx context.Context, configured time.Duration) (time.Duration, bool) {
+	d, ok := ctx.Value(callDeadlineKey{}).(time.Time)
+	if !ok {
+		return 0, false
+	}
+	bound := max(2*time.Until(d), minScaledConnect)
+	if bound >= configured {
+		return 0, false
+	}
+	return bound, true
 }
 
 // boundedConn caps every deadline set on it at bound from when it is set; the zero time (no
@@ -146,10 +220,30 @@ func (c *boundedConn) SetWriteDeadline(t time.Time) error {
 	return c.Conn.SetWriteDeadline(c.capped(t))
 }
 
+// callPool is the pool with every call's deadline carried to the connects it starts
+// (withCallDeadline).
+type callPool struct{ *pgxpool.Pool }
+
+func (p callPool) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	return p.Pool.Exec(withCallDeadline(ctx), sql, args...)
+}
+
+func (p callPool) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	return p.Pool.Query(withCallDeadline(ctx), sql, args...)
+}
+
+func (p callPool) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	return p.Pool.QueryRow(withCallDeadline(ctx), sql, args...)
+}
+
+func (p callPool) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	return p.Pool.SendBatch(withCallDeadline(ctx), b)
+}
+
 type pgDialect struct {
 	b     *Backend
 	pool  *pgxpool.Pool
-	q     sqlq.Queries // the adapter on the pool (generated/sqlq)
+	q     sqlq.Queries // the adapter on the pool (generated/sqlq), through callPool
 	begin string
 	hub   pgHub
 }
@@ -158,6 +252,7 @@ type pgDialect struct {
 // READ COMMITTED), or, when tx, on one connection between the dialect's begin and COMMIT. A
 // run PostgreSQL rolled back to break a deadlock (or a serialization failure) is run again.
 func (d *pgDialect) with(ctx context.Context, tx bool, fn func(q sqlq.Queries) error) error {
+	ctx = withCallDeadline(ctx)
 	return retryRolledBack(ctx, pgRolledBack, func() error {
 		if !tx {
 			return fn(d.q)
@@ -193,6 +288,7 @@ func (d *pgDialect) rollback(ctx context.Context, conn *pgxpool.Conn) {
 }
 
 func (d *pgDialect) catalog(ctx context.Context, query string, ncols int) ([][]string, error) {
+	ctx = withCallDeadline(ctx)
 	rows, err := d.pool.Query(ctx, query)
 	if err != nil {
 		return nil, err
@@ -219,6 +315,7 @@ func (d *pgDialect) catalog(ctx context.Context, query string, ncols int) ([][]s
 }
 
 func (d *pgDialect) migrate(ctx context.Context, ms []schema.Migration) error {
+	ctx = withCallDeadline(ctx)
 	conn, err := d.pool.Acquire(ctx)
 	if err != nil {
 		return err

@@ -1,0 +1,176 @@
+package redis
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/simba-go/simba/internal/testenv"
+	"github.com/simba-go/simba/spi"
+)
+
+// subscribeOnlyServer serves a server that confirms SUBSCRIBE and UNSUBSCRIBE (and refuses
+// HELLO, as a server older than Redis 6 does) but never answers any other command, as a server
+// whose network went dark right after the hub's subscription was confirmed; got gets the name
+// of every command it leaves unanswered (if it has room).
+func subscribeOnlyServer(t *testing.T) (addr string, got chan string) {
+	got = make(chan string, 64)
+	ln := testenv.Serve(t, testenv.Listen(t), func(c net.Conn) {
+		r := bufio.NewReader(c)
+		for {
+			args, err := readCommand(r)
+			if err != nil {
+				return
+			}
+			var reply strings.Builder
+			switch cmd := strings.ToLower(args[0]); cmd {
+			case "hello":
+				reply.WriteString("-ERR unknown command 'hello'\r\n")
+			case "client":
+				reply.WriteString("+OK\r\n")
+			case "subscribe", "unsubscribe":
+				for i, ch := range args[1:] {
+					n := i + 1
+					if cmd == "unsubscribe" {
+						n = len(args) - 2 - i
+					}
+					fmt.Fprintf(&reply, "*3\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n:%d\r\n", len(cmd), cmd, len(ch), ch, n)
+				}
+			default:
+				select {
+				case got <- cmd:
+				default:
+				}
+				continue
+			}
+			if _, err := io.WriteString(c, reply.String()); err != nil {
+				return
+			}
+		}
+	})
+	return ln.Addr().String(), got
+}
+
+// readCommand reads one RESP command (an array of bulk strings).
+func readCommand(r *bufio.Reader) ([]string, error) {
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return nil, err
+	}
+	if !strings.HasPrefix(line, "*") {
+		return nil, fmt.Errorf("not a command: %q", line)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(line[1:]))
+	if err != nil {
+		return nil, err
+	}
+	args := make([]string, n)
+	for i := range args {
+		if line, err = r.ReadString('\n'); err != nil {
+			return nil, err
+		}
+		size, err := strconv.Atoi(strings.TrimSpace(line[1:]))
+		if err != nil {
+			return nil, err
+		}
+		buf := make([]byte, size+2)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return nil, err
+		}
+		args[i] = string(buf[:size])
+	}
+	return args, nil
+}
+
+// TestCloseWhileTheHubWaitsForASilentServer: Close stops the hint hub and waits for its
+// runner, which may be waiting for a reply the server never sends (here the lease read after a
+// subscription's confirmation: a MULTI the server leaves unanswered). Close used to wait out
+// that read's bound (hintCallTimeout, a minute here); it now closes the client it owns first,
+// which ends every read in flight at once.
+func TestCloseWhileTheHubWaitsForASilentServer(t *testing.T) {
+	noLeaks(t)
+	saved := hintCallTimeout
+	hintCallTimeout = time.Minute
+	t.Cleanup(func() { hintCallTimeout = saved })
+	addr, got := subscribeOnlyServer(t)
+	b, err := Open("redis://"+addr+"?read_timeout=2m&max_retries=-1", WithLogger(discard))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if _, err := b.Hints(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A session of this backend waits for a lease another holds: the hub subscribes to its
+	// released channel and, once that is confirmed, reads the lease.
+	b.hub.acquired("0123456789abcdef0123456789abcdef", "n", spi.Acquire{Kind: spi.HeldBy, Holder: "fedcba9876543210fedcba9876543210", Remaining: time.Minute})
+	select {
+	case cmd := <-got:
+		if cmd != "multi" {
+			t.Fatalf("the server got %q unanswered, want the lease read's MULTI", cmd)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the hub did not read the lease within 30 s of its subscription")
+	}
+	closed := make(chan struct{})
+	go func() {
+		b.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second): // a guard far past a prompt return, not a timing
+		t.Fatal("Close still waiting 10 s into the hub's read of a silent server (its bound: a minute)")
+	}
+}
+
+// TestHintsAtASilentServerWarnsOfTheSkippedProbe: the first Hints checks channel permissions
+// with a probe subscription; at a server that does not answer within the probe's time the
+// hub goes on without it (the server is taken as down), and says so in a warning, since an
+// ACL user without channel permissions would otherwise get no hints and no word of why.
+func TestHintsAtASilentServerWarnsOfTheSkippedProbe(t *testing.T) {
+	noLeaks(t)
+	addr, _ := silentServer(t, true)
+	var buf syncBuffer
+	b, err := Open("redis://"+addr+"?read_timeout=200ms&max_retries=-1", WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if _, err := b.Hints(ctx); err != nil {
+		t.Fatalf("Hints at a silent server: %v; want the server taken as down", err)
+	}
+	if log := buf.String(); !strings.Contains(log, "level=WARN") || !strings.Contains(log, "permission probe") {
+		t.Fatalf("no warning of the skipped probe; log: %q", log)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
