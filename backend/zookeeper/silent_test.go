@@ -201,3 +201,15 @@ func (d *silentDialer) silentConns() []*trackedConn {
 	defer d.mu.Unlock()
 	return append([]*trackedConn(nil), d.toSilence...)
 }
+
+// countingWriter counts the bytes written through it.
+type countingWriter struct {
+	w io.Writer
+	n *atomic.Int64
+}
+
+func (c countingWriter) Write(b []byte) (int, error) {
+	n, err := c.w.Write(b)
+	c.n.Add(int64(n))
+	return n, err
+}
