@@ -11,6 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/simba-go/simba"
+	"github.com/simba-go/simba/internal/clocktest"
 	"github.com/simba-go/simba/simbatest"
 	"github.com/simba-go/simba/spi"
 )
@@ -48,22 +49,8 @@ func (w *world) clientOn(b spi.Backend, owner string, opts ...simba.Option) *sim
 		w.t.Fatal(err)
 	}
 	w.t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		done := make(chan error, 1)
-		go func() { done <- c.Close(ctx) }()
-		// Close may wait for timers (handover deadlines): keep virtual time moving.
-		for {
-			select {
-			case err := <-done:
-				if err != nil {
-					w.t.Errorf("close %s: %v", owner, err)
-				}
-				return
-			default:
-				w.clock.Advance(10 * time.Millisecond)
-				time.Sleep(time.Millisecond)
-			}
+		if err := clocktest.Close(w.clock, 10*time.Second, c.Close); err != nil {
+			w.t.Errorf("close %s: %v", owner, err)
 		}
 	})
 	return c

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simba-go/simba/internal/clocktest"
 	"github.com/simba-go/simba/simbatest"
 )
 
@@ -47,23 +48,10 @@ func TestLoopNeverBlocksPostingToItself(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the session never opened")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- c.Close(ctx) }()
-	for {
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatalf("Close after the loop's channel filled up: %v", err)
-			}
-			if _, err := c.NewElection("later"); !errors.Is(err, ErrClosed) {
-				t.Fatalf("NewElection after Close: %v, want ErrClosed", err)
-			}
-			return
-		default:
-			clock.Advance(10 * time.Millisecond)
-			time.Sleep(time.Millisecond)
-		}
+	if err := clocktest.Close(clock, 5*time.Second, c.Close); err != nil {
+		t.Fatalf("Close after the loop's channel filled up: %v", err)
+	}
+	if _, err := c.NewElection("later"); !errors.Is(err, ErrClosed) {
+		t.Fatalf("NewElection after Close: %v, want ErrClosed", err)
 	}
 }

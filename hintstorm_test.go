@@ -8,6 +8,7 @@ import (
 	"github.com/simba-go/simba/spi"
 
 	"github.com/simba-go/simba"
+	"github.com/simba-go/simba/internal/clocktest"
 	"github.com/simba-go/simba/internal/engine"
 	"github.com/simba-go/simba/simbatest"
 )
@@ -85,21 +86,8 @@ func TestHintStormIsDamped(t *testing.T) {
 		}()
 		t.Cleanup(func() {
 			cancel()
-			ctx, stop := context.WithTimeout(context.Background(), 10*time.Second)
-			defer stop()
-			done := make(chan error, 1)
-			go func() { done <- c.Close(ctx) }()
-			for {
-				select {
-				case err := <-done:
-					if err != nil {
-						t.Errorf("close %s: %v", owner, err)
-					}
-					return
-				default:
-					w.clock.Advance(10 * time.Millisecond)
-					time.Sleep(time.Millisecond)
-				}
+			if err := clocktest.Close(w.clock, 10*time.Second, c.Close); err != nil {
+				t.Errorf("close %s: %v", owner, err)
 			}
 		})
 		ws = append(ws, waiter{b: b, fake: sb.fake, got: got})

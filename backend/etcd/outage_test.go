@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simba-go/simba/internal/faultproxy"
 	"github.com/simba-go/simba/internal/outagetest"
 	"github.com/simba-go/simba/internal/testenv"
 )
@@ -16,9 +17,9 @@ import (
 // lapsed (its deadline 2.92 s after the renewal was sent) and nearly every round lost it.
 func TestSessionRidesOutShortOutage(t *testing.T) {
 	testenv.Short(t, "four outages of a second and more")
-	p := outagetest.StartProxy(t, testenv.Etcd(t)[0])
+	p := faultproxy.StartTest(t, testenv.Etcd(t)[0])
 	b := openBackend(t, "etcd://"+p.Addr()+testPrefix(t))
-	lost := outagetest.Run(t, b, []*outagetest.Proxy{p}, outagetest.Config{
+	lost := outagetest.Run(t, b, []*faultproxy.Proxy{p}, outagetest.Config{
 		TTL:    3 * time.Second,
 		Outage: 1200 * time.Millisecond,
 		Phase:  950 * time.Millisecond,

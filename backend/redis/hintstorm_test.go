@@ -9,6 +9,7 @@ import (
 
 	"github.com/simba-go/simba"
 	"github.com/simba-go/simba/generated/wire"
+	"github.com/simba-go/simba/internal/clocktest"
 	"github.com/simba-go/simba/simbatest"
 	"github.com/simba-go/simba/spi"
 )
@@ -53,22 +54,10 @@ func TestForgedReleasedPublishStormIsDamped(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			done := make(chan error, 1)
-			go func() { done <- c.Close(ctx) }()
-			for {
-				select {
-				case err := <-done:
-					if err != nil {
-						t.Errorf("close %s: %v", owner, err)
-					}
-					b.Close()
-					return
-				case <-time.After(time.Millisecond):
-					clock.Advance(10 * time.Millisecond)
-				}
+			if err := clocktest.Close(clock, time.Minute, c.Close); err != nil {
+				t.Errorf("close %s: %v", owner, err)
 			}
+			b.Close()
 		})
 		return c, cb
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/simba-go/simba"
 	"github.com/simba-go/simba/generated/wire"
+	"github.com/simba-go/simba/internal/clocktest"
 	"github.com/simba-go/simba/simbatest"
 	"github.com/simba-go/simba/spi"
 )
@@ -68,20 +69,8 @@ func TestNewAtAStoppedServer(t *testing.T) {
 	}
 	c := r.c
 	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		done := make(chan error, 1)
-		go func() { done <- c.Close(ctx) }()
-		for {
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("close: %v", err)
-				}
-				return
-			case <-time.After(time.Millisecond):
-				clock.Advance(10 * time.Millisecond)
-			}
+		if err := clocktest.Close(clock, time.Minute, c.Close); err != nil {
+			t.Errorf("close: %v", err)
 		}
 	}()
 	resume()

@@ -10,23 +10,27 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/simba-go/simba/internal/faultproxy"
 )
 
 // connectDuringOutage makes the one slot of b's pool (pool_max_conns=1) hold a connect the
 // network swallowed (the server's replies, and every close, lost), heals the network, and
 // checks that calls succeed again: pgxpool makes the connection apart from the call that
 // wanted it, bounded only by its connect timeout, so until that ends the pool makes no call.
-func connectDuringOutage(t *testing.T, b *Backend, p *faultProxy) {
+func connectDuringOutage(t *testing.T, b *Backend, p *faultproxy.Proxy) {
 	t.Helper()
 	b.d.(*pgDialect).pool.Reset() // the next call starts a connection, during the outage
-	p.blackhole()
+	// Every byte lost, both ways (a stall would deliver the startup after the heal, and the
+	// connect would end then whatever its bound).
+	p.Set(faultproxy.Fault{Up: faultproxy.Drop, Down: faultproxy.Drop})
 	ctx, cancel := context.WithTimeout(testCtx(t), 500*time.Millisecond)
 	_, err := b.DatabaseNow(ctx)
 	cancel()
 	if err == nil {
 		t.Fatal("a call succeeded while the network was down")
 	}
-	p.heal()
+	p.Heal()
 	// The connect is bounded by twice the 0.5 s its call had: the slot is free about 1 s after
 	// the connect began, against 60 s (the DSN's connect timeout) or pgxpool's 2 min (none).
 	// 30 s tells them apart on a loaded machine.

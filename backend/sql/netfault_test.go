@@ -6,155 +6,22 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/simba-go/simba/internal/faultproxy"
 	"github.com/simba-go/simba/spi"
 )
 
-// faultProxy forwards TCP connections to a server and can lose the server's bytes: drop
-// discards every byte the server sends, on every connection, until heal (the sockets stay open,
-// so a client waiting for a reply waits on); orphan makes the connections open at that moment
-// lose everything, both ways and for good, never closing either socket (a NAT or firewall that
-// forgot the flow), while new connections work; blackhole loses every byte both ways, and
-// every close, on every connection (new ones included) until heal, as a network path that
-// stopped carrying packets: a connection closed meanwhile is orphaned.
-type faultProxy struct {
-	ln         net.Listener
-	target     string
-	dropped    atomic.Bool
-	blackholed atomic.Bool
-	done       chan struct{}
-	once       sync.Once
-	wg         sync.WaitGroup
-
-	mu    sync.Mutex
-	pairs []*proxyPair
-}
-
-// proxyPair is one proxied connection: the client's socket and the server's.
-type proxyPair struct {
-	client, server net.Conn
-	orphaned       atomic.Bool
-}
-
-func startFaultProxy(t *testing.T, target string) *faultProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &faultProxy{ln: ln, target: target, done: make(chan struct{})}
-	p.wg.Add(1)
-	go p.accept()
-	t.Cleanup(p.close)
-	return p
-}
-
-func (p *faultProxy) addr() string { return p.ln.Addr().String() }
-
-// drop discards, from now until heal, every byte any server sends.
-func (p *faultProxy) drop() { p.dropped.Store(true) }
-
-// blackhole loses, from now until heal, every byte either side sends and every close.
-func (p *faultProxy) blackhole() { p.blackholed.Store(true) }
-
-// heal forwards the bytes again (on the connections not orphaned).
-func (p *faultProxy) heal() {
-	p.dropped.Store(false)
-	p.blackholed.Store(false)
-}
-
-// orphan makes every connection open now lose all its bytes for good, its sockets left open.
-func (p *faultProxy) orphan() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, pr := range p.pairs {
-		pr.orphaned.Store(true)
-	}
-}
-
-// close closes every socket and waits for the proxy's goroutines (again: nothing).
-func (p *faultProxy) close() {
-	p.once.Do(func() {
-		close(p.done)
-		p.ln.Close()
-		p.mu.Lock()
-		for _, pr := range p.pairs {
-			pr.client.Close()
-			pr.server.Close()
-		}
-		p.mu.Unlock()
-		p.wg.Wait()
-	})
-}
-
-func (p *faultProxy) accept() {
-	defer p.wg.Done()
-	for {
-		client, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		server, err := net.Dial("tcp", p.target)
-		if err != nil {
-			client.Close()
-			continue
-		}
-		pr := &proxyPair{client: client, server: server}
-		p.mu.Lock()
-		p.pairs = append(p.pairs, pr)
-		p.mu.Unlock()
-		select {
-		case <-p.done: // closed meanwhile: close may have missed these two
-			client.Close()
-			server.Close()
-			return
-		default:
-		}
-		p.wg.Add(2)
-		go p.pump(pr, client, server, false)
-		go p.pump(pr, server, client, true)
-	}
-}
-
-// pump copies src to dst, losing what the fault loses. When src ends, both sockets are
-// closed, unless the pair is orphaned: then nothing is ever closed (until the proxy closes).
-func (p *faultProxy) pump(pr *proxyPair, src, dst net.Conn, down bool) {
-	defer p.wg.Done()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if err != nil && p.blackholed.Load() {
-			pr.orphaned.Store(true) // the close is lost too
-		}
-		lost := pr.orphaned.Load() || p.blackholed.Load() || (down && p.dropped.Load())
-		if n > 0 && !lost {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			if !pr.orphaned.Load() {
-				src.Close()
-				dst.Close()
-			}
-			return
-		}
-	}
-}
-
 // proxiedPgDSN is a DSN of the PostgreSQL test database (a schema of the test's own) through a
 // fault proxy, with params added.
-func proxiedPgDSN(t *testing.T, params map[string]string) (string, *faultProxy) {
+func proxiedPgDSN(t *testing.T, params map[string]string) (string, *faultproxy.Proxy) {
 	t.Helper()
 	return proxyPgDSN(t, pgDSN(t), params)
 }
 
 // proxyPgDSN is dsn through a fault proxy, with params added.
-func proxyPgDSN(t *testing.T, dsn string, params map[string]string) (string, *faultProxy) {
+func proxyPgDSN(t *testing.T, dsn string, params map[string]string) (string, *faultproxy.Proxy) {
 	t.Helper()
 	u, err := url.Parse(dsn)
 	if err != nil {
@@ -168,8 +35,8 @@ func proxyPgDSN(t *testing.T, dsn string, params map[string]string) (string, *fa
 	if port == "" {
 		port = "5432"
 	}
-	p := startFaultProxy(t, net.JoinHostPort(host, port))
-	u.Host = p.addr()
+	p := faultproxy.StartTest(t, net.JoinHostPort(host, port))
+	u.Host = p.Addr()
 	q := u.Query()
 	for k, v := range params {
 		q.Set(k, v)
@@ -209,7 +76,8 @@ func TestPostgresRecoversAfterDroppedHandshake(t *testing.T) {
 	b := migrated(t, dsn, WithHousekeepingInterval(-1))
 	// Empty the pool: the next call starts a connection, during the fault.
 	b.d.(*pgDialect).pool.Reset()
-	p.drop()
+	// The server's bytes are lost on every connection until the heal; the sockets stay open.
+	p.Set(faultproxy.Fault{Down: faultproxy.Drop})
 	ctx, cancel := context.WithTimeout(testCtx(t), 500*time.Millisecond)
 	_, err := b.DatabaseNow(ctx)
 	cancel()
@@ -217,7 +85,7 @@ func TestPostgresRecoversAfterDroppedHandshake(t *testing.T) {
 		t.Fatal("a call succeeded while the server's replies were lost")
 	}
 	time.Sleep(time.Second) // the startup reply is lost for good
-	p.heal()
+	p.Heal()
 	// A connect timeout of the default 5 s frees the slot at most 5 s after the connect began;
 	// 30 s is far beyond that (a loaded machine) and still tells "recovers" from "never".
 	took := untilUp(t, b, time.Second, 30*time.Second)
@@ -236,7 +104,7 @@ func TestPostgresBrokenConnectionFreesItsSlot(t *testing.T) {
 	if _, err := b.DatabaseNow(testCtx(t)); err != nil { // one live pooled connection
 		t.Fatal(err)
 	}
-	p.orphan()
+	p.Orphan()
 	// The pooled connection is used at once (no ping: idle for less than a second).
 	ctx, cancel := context.WithTimeout(testCtx(t), 300*time.Millisecond)
 	_, err := b.DatabaseNow(ctx)
@@ -278,7 +146,7 @@ func TestPostgresHintListenerLeavesADeadConnection(t *testing.T) {
 		}
 	}
 	waitListening("connect")
-	p.orphan()
+	p.Orphan()
 	// 0.5 s of silence, then a ping that times out after 1 s, then a reconnection: 30 s
 	// tells that from never.
 	waitListening("reconnect after its connection was orphaned")
@@ -305,7 +173,7 @@ func TestPostgresHintListenerLeavesADeadConnection(t *testing.T) {
 }
 
 // proxyDSN is dsn (a URL whose host has no port: defPort) through a fault proxy.
-func proxyDSN(t *testing.T, dsn, defPort string) (string, *faultProxy) {
+func proxyDSN(t *testing.T, dsn, defPort string) (string, *faultproxy.Proxy) {
 	t.Helper()
 	u, err := url.Parse(dsn)
 	if err != nil {
@@ -315,8 +183,8 @@ func proxyDSN(t *testing.T, dsn, defPort string) (string, *faultProxy) {
 	if port == "" {
 		port = defPort
 	}
-	p := startFaultProxy(t, net.JoinHostPort(u.Hostname(), port))
-	u.Host = p.addr()
+	p := faultproxy.StartTest(t, net.JoinHostPort(u.Hostname(), port))
+	u.Host = p.Addr()
 	return u.String(), p
 }
 
@@ -333,7 +201,7 @@ func TestMySQLWakerStatementOnDeadConnectionEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	p.orphan()
+	p.Orphan()
 	done := make(chan error, 1)
 	go func() { done <- w.release(context.Background(), conn, "orphan-"+unique(t)) }()
 	select {
@@ -342,7 +210,7 @@ func TestMySQLWakerStatementOnDeadConnectionEnds(t *testing.T) {
 			t.Fatal("RELEASE_LOCK on an orphaned connection succeeded")
 		}
 	case <-time.After(30 * time.Second): // the bound is 5 s
-		p.close() // ends the statement (its connection closes), so that the test ends
+		p.Close() // ends the statement (its connection closes), so that the test ends
 		<-done
 		t.Fatal("RELEASE_LOCK on an orphaned connection still waiting after 30 s")
 	}

@@ -3,145 +3,12 @@ package zookeeper
 import (
 	"context"
 	"errors"
-	"io"
-	"net"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/simba-go/simba/internal/faultproxy"
 	"github.com/simba-go/simba/spi"
 )
-
-// stallProxy forwards TCP connections to a server and can stall the server-to-client
-// direction: a one-way partition, the client's bytes reaching the server while the server's
-// are held back (as TCP holds them in retransmission, not dropped). It never heals: closing it
-// drops every connection with what it holds.
-type stallProxy struct {
-	ln      net.Listener
-	target  string
-	stalled atomic.Bool
-	done    chan struct{}
-	wg      sync.WaitGroup
-
-	mu    sync.Mutex
-	conns []*proxiedConn // in the order accepted
-	socks []net.Conn
-}
-
-// proxiedConn is what the proxy saw of one client connection.
-type proxiedConn struct {
-	up     atomic.Int64 // bytes forwarded to the server
-	closed atomic.Bool  // the client closed its side
-}
-
-func startStallProxy(t *testing.T, target string) *stallProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &stallProxy{ln: ln, target: target, done: make(chan struct{})}
-	p.wg.Add(1)
-	go p.accept()
-	t.Cleanup(p.close)
-	return p
-}
-
-func (p *stallProxy) addr() string { return p.ln.Addr().String() }
-
-// stall holds back, from now on, every byte the server sends.
-func (p *stallProxy) stall() { p.stalled.Store(true) }
-
-// conn returns the i-th connection accepted (from 0), or nil.
-func (p *stallProxy) conn(i int) *proxiedConn {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if i < len(p.conns) {
-		return p.conns[i]
-	}
-	return nil
-}
-
-func (p *stallProxy) close() {
-	close(p.done)
-	p.ln.Close()
-	p.mu.Lock()
-	for _, c := range p.socks {
-		c.Close()
-	}
-	p.mu.Unlock()
-	p.wg.Wait()
-}
-
-func (p *stallProxy) accept() {
-	defer p.wg.Done()
-	for {
-		client, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		server, err := net.Dial("tcp", p.target)
-		if err != nil {
-			client.Close()
-			continue
-		}
-		pc := &proxiedConn{}
-		p.mu.Lock()
-		p.conns = append(p.conns, pc)
-		p.socks = append(p.socks, client, server)
-		p.mu.Unlock()
-		select {
-		case <-p.done: // closed meanwhile: close has missed these two
-			client.Close()
-			server.Close()
-			return
-		default:
-		}
-		p.wg.Add(2)
-		go func() {
-			defer p.wg.Done()
-			io.Copy(countingWriter{server, &pc.up}, client)
-			pc.closed.Store(true)
-			server.(*net.TCPConn).CloseWrite()
-		}()
-		go func() {
-			defer p.wg.Done()
-			defer client.Close()
-			buf := make([]byte, 32<<10)
-			for {
-				n, err := server.Read(buf)
-				for p.stalled.Load() { // hold what came, even the end of the stream
-					select {
-					case <-p.done:
-						return
-					case <-time.After(5 * time.Millisecond):
-					}
-				}
-				if n > 0 {
-					if _, werr := client.Write(buf[:n]); werr != nil {
-						return
-					}
-				}
-				if err != nil {
-					return
-				}
-			}
-		}()
-	}
-}
-
-// countingWriter counts the bytes written through it.
-type countingWriter struct {
-	w io.Writer
-	n *atomic.Int64
-}
-
-func (c countingWriter) Write(b []byte) (int, error) {
-	n, err := c.w.Write(b)
-	c.n.Add(int64(n))
-	return n, err
-}
 
 // TestOneWayStallCloseFreesLease: when the server's replies stop coming back while the
 // client's requests still reach it (a one-way partition), a holder that gives up on its
@@ -176,17 +43,17 @@ func TestOneWayStallCloseFreesLease(t *testing.T) {
 		// closeAt waits for the moment to close the holder's session, and returns the earliest
 		// time the server could expire the session on its own (a lower bound of when the last
 		// request that reached it was sent, plus the session timeout).
-		closeAt func(t *testing.T, p *stallProxy, b *Backend, sid spi.SessionID) time.Time
+		closeAt func(t *testing.T, p *faultproxy.Proxy, b *Backend, sid spi.SessionID) time.Time
 		// conns is how many connections the holder has made through the proxy once the lease
 		// is free: go-zookeeper's, then its reconnect's if any, then the backend's own one that
 		// carried the close if go-zookeeper's could not.
 		conns int
 	}{
-		{"connection up", func(t *testing.T, p *stallProxy, b *Backend, sid spi.SessionID) time.Time {
+		{"connection up", func(t *testing.T, p *faultproxy.Proxy, b *Backend, sid spi.SessionID) time.Time {
 			sent := keepAliveUnanswered(t, b, sid, ttl)
 			return sent.Add(ttl)
 		}, 1},
-		{"reconnect pending", func(t *testing.T, p *stallProxy, b *Backend, sid spi.SessionID) time.Time {
+		{"reconnect pending", func(t *testing.T, p *faultproxy.Proxy, b *Backend, sid spi.SessionID) time.Time {
 			// The pacer redials 25–50 ms after go-zookeeper gives up: hold the redial back
 			// (as go-zookeeper's own one-second wait did) so that the close falls before it.
 			testPacerHold.Store(int64(time.Minute))
@@ -194,27 +61,27 @@ func TestOneWayStallCloseFreesLease(t *testing.T) {
 			keepAliveUnanswered(t, b, sid, ttl)
 			// The engine retries an unanswered keep-alive inside its remaining time.
 			last := keepAliveUnanswered(t, b, sid, ttl)
-			waitFor(t, "go-zookeeper to give up on the stalled connection", func() bool { return p.conn(0).closed.Load() })
-			if p.conn(1) != nil {
+			waitFor(t, "go-zookeeper to give up on the stalled connection", p.Conns()[0].ClientClosed)
+			if len(p.Conns()) > 1 {
 				t.Fatal("go-zookeeper reconnected while the pacer held the redial back")
 			}
 			return last.Add(ttl)
 		}, 2},
-		{"handshake unanswered", func(t *testing.T, p *stallProxy, b *Backend, sid spi.SessionID) time.Time {
+		{"handshake unanswered", func(t *testing.T, p *faultproxy.Proxy, b *Backend, sid spi.SessionID) time.Time {
 			keepAliveUnanswered(t, b, sid, ttl)
 			keepAliveUnanswered(t, b, sid, ttl) // so that the reconnect finds the session alive
-			waitFor(t, "go-zookeeper to give up on the stalled connection", func() bool { return p.conn(0).closed.Load() })
+			waitFor(t, "go-zookeeper to give up on the stalled connection", p.Conns()[0].ClientClosed)
 			gaveUp := time.Now() // the reconnect's connect request comes later
 			waitFor(t, "the reconnect's connect request to reach the server", func() bool {
-				c := p.conn(1)
-				return c != nil && c.up.Load() > 0
+				cs := p.Conns()
+				return len(cs) > 1 && cs[1].BytesUp() > 0
 			})
 			return gaveUp.Add(ttl)
 		}, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := startStallProxy(t, z.addr)
-			holderB := openBackend(t, "zk://"+p.addr()+chroot)
+			p := faultproxy.StartTest(t, z.addr)
+			holderB := openBackend(t, "zk://"+p.Addr()+chroot)
 			hs, err := holderB.OpenSession(ctx, "holder", ttl)
 			if err != nil {
 				t.Fatal(err)
@@ -227,7 +94,10 @@ func TestOneWayStallCloseFreesLease(t *testing.T) {
 				t.Fatalf("waiter's acquire before the stall: %+v, %v", a, err)
 			}
 
-			p.stall()
+			// A one-way partition: the server's bytes are held back (as TCP holds them in
+			// retransmission), the client's reach it. It never heals: the proxy's close at the
+			// test's end drops every connection with what it holds.
+			p.Set(faultproxy.Fault{Down: faultproxy.Stall})
 			stalled := time.Now()
 			expiry := tc.closeAt(t, p, holderB, hs.ID)
 			// As the engine's, the close is a call of its own that gives up after ttl/3 (its
@@ -261,7 +131,7 @@ func TestOneWayStallCloseFreesLease(t *testing.T) {
 					if err := waiterB.Release(ctx, ws.ID, name, a.Token); err != nil {
 						t.Fatal(err)
 					}
-					if p.conn(tc.conns-1) == nil || p.conn(tc.conns) != nil {
+					if len(p.Conns()) != tc.conns {
 						t.Errorf("the holder made other than %d connections", tc.conns)
 					}
 					return

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simba-go/simba/internal/faultproxy"
 	"github.com/simba-go/simba/internal/outagetest"
 	"github.com/simba-go/simba/internal/testenv"
 )
@@ -25,9 +26,9 @@ var outageConfig = outagetest.Config{
 // reset, new ones refused) that leave it time to renew (see pacer).
 func TestSessionRidesOutShortOutage(t *testing.T) {
 	testenv.Short(t, "four outages of a second and more")
-	p := outagetest.StartProxy(t, testenv.ZooKeeper(t)[0])
+	p := faultproxy.StartTest(t, testenv.ZooKeeper(t)[0])
 	b := openBackend(t, "zk://"+p.Addr())
-	if lost := outagetest.Run(t, b, []*outagetest.Proxy{p}, outageConfig); lost > 0 {
+	if lost := outagetest.Run(t, b, []*faultproxy.Proxy{p}, outageConfig); lost > 0 {
 		t.Errorf("the session was lost in %d of %d outages of %v at TTL %v; want none", lost, outageConfig.Rounds, outageConfig.Outage, outageConfig.TTL)
 	}
 }
@@ -38,10 +39,10 @@ func TestSessionRidesOutShortOutage(t *testing.T) {
 // servers on spare ports): CI does not start the shared one on 2191-2193.
 func TestEnsembleSessionRidesOutShortOutage(t *testing.T) {
 	testenv.Short(t, "four outages of a second and more")
-	var ps []*outagetest.Proxy
+	var ps []*faultproxy.Proxy
 	var addrs []string
 	for _, a := range startPrivateEnsemble(t, 3).addrs() {
-		p := outagetest.StartProxy(t, a)
+		p := faultproxy.StartTest(t, a)
 		ps = append(ps, p)
 		addrs = append(addrs, p.Addr())
 	}

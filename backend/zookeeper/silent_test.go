@@ -19,27 +19,8 @@ import (
 // wait out go-zookeeper's own handshake timeout of ten receive timeouts (60 s here), and the
 // session's calls must answer again (live or expired) once the server does.
 func TestSilentHandshakeFailsPromptly(t *testing.T) {
-	var silent atomic.Bool
-	var silentDials atomic.Int32
-	var mu sync.Mutex
-	var live []net.Conn
-	dial := func(network, addr string, timeout time.Duration) (net.Conn, error) {
-		if silent.Load() {
-			c, srv := net.Pipe()
-			go io.Copy(io.Discard, srv) // takes every byte, answers none
-			t.Cleanup(func() { srv.Close() })
-			silentDials.Add(1)
-			return c, nil
-		}
-		c, err := net.DialTimeout(network, addr, timeout)
-		if err == nil {
-			mu.Lock()
-			live = append(live, c)
-			mu.Unlock()
-		}
-		return c, err
-	}
-	b := openBackend(t, serverDSN(t, "timeout=1s"), WithDialer(dial))
+	d := &silentDialer{t: t}
+	b := openBackend(t, serverDSN(t, "timeout=1s"), WithDialer(d.dial))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	s, err := b.OpenSession(ctx, "silent-handshake", 9*time.Second)
@@ -53,13 +34,8 @@ func TestSilentHandshakeFailsPromptly(t *testing.T) {
 	reply := c.s.tap.replyTimeout()
 
 	// Drop the connection; go-zookeeper redials (after its one-second pause) into silence.
-	silent.Store(true)
-	mu.Lock()
-	for _, c := range live {
-		c.Close()
-	}
-	mu.Unlock()
-	waitFor(t, "a redial", func() bool { return silentDials.Load() > 0 })
+	d.goSilent()
+	waitFor(t, "a redial", func() bool { return len(d.silentConns()) > 0 })
 
 	start := time.Now()
 	kctx, kcancel := context.WithTimeout(ctx, reply+30*time.Second)
@@ -79,7 +55,7 @@ func TestSilentHandshakeFailsPromptly(t *testing.T) {
 
 	// The server answers again: the session's calls answer (live, or expired if the silence
 	// outlasted its timeout) within a few seconds.
-	silent.Store(false)
+	d.silent.Store(false)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		kctx, kcancel := context.WithTimeout(ctx, 15*time.Second)
@@ -104,32 +80,9 @@ func TestSilentHandshakeFailsPromptly(t *testing.T) {
 // be closed all the same. Once the server answers again a retry closes the session, which
 // frees its lease at once.
 func TestCloseSessionOverSilentHandshake(t *testing.T) {
-	var silent atomic.Bool
-	var heard atomic.Int64 // bytes the silent server took
-	var mu sync.Mutex
-	var live []net.Conn
-	var silentConns []*trackedConn
-	dial := func(network, addr string, timeout time.Duration) (net.Conn, error) {
-		if silent.Load() {
-			c, srv := net.Pipe()
-			go io.Copy(countingWriter{io.Discard, &heard}, srv) // takes every byte, answers none
-			t.Cleanup(func() { srv.Close() })
-			tc := &trackedConn{Conn: c}
-			mu.Lock()
-			silentConns = append(silentConns, tc)
-			mu.Unlock()
-			return tc, nil
-		}
-		c, err := net.DialTimeout(network, addr, timeout)
-		if err == nil {
-			mu.Lock()
-			live = append(live, c)
-			mu.Unlock()
-		}
-		return c, err
-	}
+	d := &silentDialer{t: t}
 	dsn := serverDSN(t, "timeout=1s")
-	b := openBackend(t, dsn, WithDialer(dial))
+	b := openBackend(t, dsn, WithDialer(d.dial))
 	other := openBackend(t, dsn)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -147,13 +100,8 @@ func TestCloseSessionOverSilentHandshake(t *testing.T) {
 
 	// Drop the connection; go-zookeeper redials (after its one-second pause) into silence and
 	// sends its connect request there.
-	silent.Store(true)
-	mu.Lock()
-	for _, c := range live {
-		c.Close()
-	}
-	mu.Unlock()
-	waitFor(t, "the redial's connect request", func() bool { return heard.Load() > 0 })
+	d.goSilent()
+	waitFor(t, "the redial's connect request", func() bool { return d.heard.Load() > 0 })
 
 	err = b.CloseSession(ctx, s.ID)
 	if err == nil {
@@ -167,9 +115,7 @@ func TestCloseSessionOverSilentHandshake(t *testing.T) {
 	}
 	t.Logf("CloseSession: %v", err)
 	waitFor(t, "the silent connection to be closed", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range silentConns {
+		for _, c := range d.silentConns() {
 			if !c.closed.Load() {
 				return false
 			}
@@ -184,7 +130,7 @@ func TestCloseSessionOverSilentHandshake(t *testing.T) {
 	}
 
 	// The server answers again: a retry closes the session, and the lease is free.
-	silent.Store(false)
+	d.silent.Store(false)
 	if err := b.CloseSession(ctx, s.ID); err != nil {
 		t.Fatalf("CloseSession retried once the server answers: %v", err)
 	}
@@ -205,4 +151,65 @@ type trackedConn struct {
 func (c *trackedConn) Close() error {
 	c.closed.Store(true)
 	return c.Conn.Close()
+}
+
+// silentDialer dials the server or, once silent, a server that takes every byte and answers
+// none; it records the connections it made of both kinds.
+type silentDialer struct {
+	t      *testing.T
+	silent atomic.Bool
+	heard  atomic.Int64 // bytes the silent servers took
+
+	mu        sync.Mutex
+	live      []net.Conn // to the server
+	toSilence []*trackedConn
+}
+
+func (d *silentDialer) dial(network, addr string, timeout time.Duration) (net.Conn, error) {
+	if d.silent.Load() {
+		c, srv := net.Pipe()
+		go io.Copy(countingWriter{io.Discard, &d.heard}, srv) // takes every byte, answers none
+		d.t.Cleanup(func() { srv.Close() })
+		tc := &trackedConn{Conn: c}
+		d.mu.Lock()
+		d.toSilence = append(d.toSilence, tc)
+		d.mu.Unlock()
+		return tc, nil
+	}
+	c, err := net.DialTimeout(network, addr, timeout)
+	if err == nil {
+		d.mu.Lock()
+		d.live = append(d.live, c)
+		d.mu.Unlock()
+	}
+	return c, err
+}
+
+// goSilent makes the dials silent from now on and closes the connections to the server.
+func (d *silentDialer) goSilent() {
+	d.silent.Store(true)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, c := range d.live {
+		c.Close()
+	}
+}
+
+// silentConns returns the silent connections dialled so far.
+func (d *silentDialer) silentConns() []*trackedConn {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]*trackedConn(nil), d.toSilence...)
+}
+
+// countingWriter counts the bytes written through it.
+type countingWriter struct {
+	w io.Writer
+	n *atomic.Int64
+}
+
+func (c countingWriter) Write(b []byte) (int, error) {
+	n, err := c.w.Write(b)
+	c.n.Add(int64(n))
+	return n, err
 }

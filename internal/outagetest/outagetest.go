@@ -1,147 +1,24 @@
 // Package outagetest checks, from tests of any backend, that a Simba session rides out a short
-// outage of its server: a TCP proxy between the backend and the server resets every connection
-// and refuses new ones for a while, then lets them through again, and a client must keep its
-// session (no EventSessionExpired, no second session) when the outage leaves it time to renew.
+// outage of its server: a fault proxy (internal/faultproxy) between the backend and the server
+// resets every connection and refuses new ones for a while, then lets them through again, and
+// a client must keep its session (no EventSessionExpired, no second session) when the outage
+// leaves it time to renew.
 package outagetest
 
 import (
 	"context"
-	"io"
-	"net"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/simba-go/simba"
+	"github.com/simba-go/simba/internal/faultproxy"
 	"github.com/simba-go/simba/spi"
 )
 
-// Proxy is a TCP proxy to one server that can go down: while down it resets the connections it
-// has and refuses new ones (it accepts them and resets them at once, as the trial's proxy did).
-type Proxy struct {
-	ln     net.Listener
-	target string
-	down   atomic.Bool
-	wg     sync.WaitGroup
-
-	mu     sync.Mutex
-	closed bool
-	conns  map[*net.TCPConn]struct{}
-}
-
-// StartProxy starts a proxy to target on a free loopback port; it stops when the test ends.
-func StartProxy(t testing.TB, target string) *Proxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &Proxy{ln: ln, target: target, conns: map[*net.TCPConn]struct{}{}}
-	p.wg.Add(1)
-	go p.accept()
-	t.Cleanup(p.close)
-	return p
-}
-
-// Addr is the proxy's address (host:port).
-func (p *Proxy) Addr() string { return p.ln.Addr().String() }
-
-// Down resets every proxied connection and refuses new ones until Up.
-func (p *Proxy) Down() {
-	p.down.Store(true)
-	p.mu.Lock()
-	for c := range p.conns {
-		reset(c)
-	}
-	p.mu.Unlock()
-}
-
-// Up lets new connections through again.
-func (p *Proxy) Up() { p.down.Store(false) }
-
-// reset closes c with a TCP reset.
-func reset(c *net.TCPConn) {
-	c.SetLinger(0) //nolint:errcheck
-	c.Close()
-}
-
-func (p *Proxy) close() {
-	p.mu.Lock()
-	p.closed = true
-	for c := range p.conns {
-		c.Close()
-	}
-	p.mu.Unlock()
-	p.ln.Close()
-	p.wg.Wait()
-}
-
-// track adds c to the proxied connections, or reports false once the proxy is closed.
-func (p *Proxy) track(cs ...*net.TCPConn) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return false
-	}
-	for _, c := range cs {
-		p.conns[c] = struct{}{}
-	}
-	return true
-}
-
-func (p *Proxy) untrack(cs ...*net.TCPConn) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range cs {
-		delete(p.conns, c)
-	}
-}
-
-func (p *Proxy) accept() {
-	defer p.wg.Done()
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		client := c.(*net.TCPConn)
-		if p.down.Load() {
-			reset(client)
-			continue
-		}
-		p.wg.Add(1)
-		go p.serve(client)
-	}
-}
-
-func (p *Proxy) serve(client *net.TCPConn) {
-	defer p.wg.Done()
-	s, err := net.DialTimeout("tcp", p.target, 5*time.Second)
-	if err != nil {
-		reset(client)
-		return
-	}
-	server := s.(*net.TCPConn)
-	if !p.track(client, server) || p.down.Load() {
-		reset(client)
-		reset(server)
-		p.untrack(client, server)
-		return
-	}
-	var wg sync.WaitGroup
-	pipe := func(dst, src *net.TCPConn) {
-		defer wg.Done()
-		io.Copy(dst, src) //nolint:errcheck
-		dst.Close()
-		src.Close()
-	}
-	wg.Add(2)
-	go pipe(server, client)
-	go pipe(client, server)
-	wg.Wait()
-	p.untrack(client, server)
-}
+// outageFault is an outage: every connection reset, new ones refused (accepted and reset at
+// once, as the trial's proxy did).
+var outageFault = faultproxy.Fault{Cut: true, Reset: true}
 
 // Config is a run of outages.
 type Config struct {
@@ -157,12 +34,12 @@ type Config struct {
 	Rounds int
 }
 
-// Run starts a client on backend (whose connections to its server all go through proxies)
+// Run starts a client on backend (whose connections to its servers all go through proxies)
 // and, Rounds times, waits for a keep-alive to succeed, waits Phase, takes every proxy down for
 // Outage, brings them up again and waits one TTL and a second for the session to be renewed or
 // to lapse. It returns in how many rounds the session was lost (an EventSessionExpired, or
 // another session opened), logging each round.
-func Run(t testing.TB, backend spi.Backend, proxies []*Proxy, cfg Config) (lost int) {
+func Run(t testing.TB, backend spi.Backend, proxies []*faultproxy.Proxy, cfg Config) (lost int) {
 	t.Helper()
 	kb := &keepAliveBackend{Backend: backend, ok: make(chan struct{}, 1)}
 	var expired, opened atomic.Int64
@@ -206,11 +83,11 @@ func Run(t testing.TB, backend spi.Backend, proxies []*Proxy, cfg Config) (lost 
 		e0, o0 := expired.Load(), opened.Load()
 		t.Logf("%6.2fs round %d: down", time.Since(start).Seconds(), i)
 		for _, p := range proxies {
-			p.Down()
+			p.Set(outageFault)
 		}
 		time.Sleep(cfg.Outage)
 		for _, p := range proxies {
-			p.Up()
+			p.Heal()
 		}
 		t.Logf("%6.2fs round %d: up", time.Since(start).Seconds(), i)
 		time.Sleep(cfg.TTL + time.Second)

@@ -22,9 +22,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/simba-go/simba/chaos/history"
-	"github.com/simba-go/simba/chaos/proxy"
 	"github.com/simba-go/simba/chaos/resource"
 	"github.com/simba-go/simba/chaos/servers"
+	"github.com/simba-go/simba/internal/faultproxy"
 )
 
 // Fault kinds.
@@ -65,7 +65,7 @@ type workerProc struct {
 	id, base    string
 	incarnation int
 	cmd         *exec.Cmd
-	proxies     []*proxy.Proxy
+	proxies     []*faultproxy.Proxy
 	done        chan struct{}
 }
 
@@ -230,7 +230,7 @@ func (r *runner) jitter(base time.Duration, spread float64) time.Duration {
 	return time.Duration(float64(base) * (1 + spread*r.rng.Float64()))
 }
 
-func (r *runner) setProxies(w *workerProc, f proxy.Fault) {
+func (r *runner) setProxies(w *workerProc, f faultproxy.Fault) {
 	for _, p := range w.proxies {
 		p.Set(f)
 	}
@@ -265,16 +265,16 @@ func (r *runner) round(ctx context.Context, fault string) error {
 		r.sleep(r.jitter(3*r.ttl/2, 0.5))
 		w.cmd.Process.Signal(syscall.SIGCONT)
 	case "partition", "oneway", "delay", "bandwidth":
-		f := map[string]proxy.Fault{
+		f := map[string]faultproxy.Fault{
 			"partition": {Cut: true},
-			"oneway":    {StallDown: true},
+			"oneway":    {Down: faultproxy.Stall},
 			"delay":     {Delay: r.ttl / 4},
 			"bandwidth": {BytesPerSecond: 2048},
 		}[fault]
 		r.record(ev)
 		r.setProxies(w, f)
 		r.sleep(r.jitter(3*r.ttl/2, 0.5))
-		r.setProxies(w, proxy.Fault{})
+		r.setProxies(w, faultproxy.Fault{})
 	case "restart":
 		s := r.setup.servers[r.rng.IntN(len(r.setup.servers))]
 		ev.Fault = "restart " + s.Kind
@@ -412,7 +412,7 @@ func runChaos(args []string) error {
 	for i := range *nworkers {
 		w := &workerProc{base: fmt.Sprintf("w%d", i+1)}
 		for _, t := range setup.targets() {
-			p, err := proxy.Start(t)
+			p, err := faultproxy.Start(t)
 			if err != nil {
 				return err
 			}
