@@ -110,8 +110,12 @@ MUTANT_ROUNDS ?= 2
 # redis-nodurable (no persistence) is not in BACKEND=all: a restart loses its leases, which the
 # checkers then report (overlap, linearizability) as the README says it must; run it by name.
 CHAOS_BACKENDS = sqlite postgres mariadb redis redis-cluster zookeeper zookeeper-ensemble
-CHAOS_BIN = $${TMPDIR:-/tmp}/simba-chaos-bin
+# The binary and the mutants' logs live in the checkout's .tmp/ (ignored by git): a path shared by
+# every checkout (it was $TMPDIR/simba-chaos-bin) let two checkouts' runs overwrite each other's.
+CHAOS_TMP = $(CURDIR)/.tmp
+CHAOS_BIN = $(CHAOS_TMP)/simba-chaos-bin
 chaos:
+	mkdir -p $(CHAOS_TMP)
 	$(GO) -C chaos build -o $(CHAOS_BIN) ./cmd/chaos
 	set -e; for b in $(if $(filter all,$(BACKEND)),$(CHAOS_BACKENDS),$(BACKEND)); do \
 	  $(CHAOS_BIN) run -backend $$b -mode $(MODE) -rounds $(ROUNDS) -seed $(SEED) -ttl $(TTL) \
@@ -124,9 +128,10 @@ chaos:
 ## holder's late close frees its successor's lease)
 CHAOS_MUTANTS = ignore-deadline:partition,oneway release-ignores-token:pause,kill
 chaos-mutant:
+	mkdir -p $(CHAOS_TMP)
 	$(GO) -C chaos build -o $(CHAOS_BIN) ./cmd/chaos
 	@set -e; for mf in $(CHAOS_MUTANTS); do m=$${mf%%:*}; f=$${mf#*:}; \
-	  log=$${TMPDIR:-/tmp}/simba-chaos-mutant-$$m.log; \
+	  log=$(CHAOS_TMP)/simba-chaos-mutant-$$m.log; \
 	  if CHAOS_MUTANT=$$m $(CHAOS_BIN) run -backend postgres -rounds $(MUTANT_ROUNDS) -seed $(SEED) -ttl $(TTL) \
 	      -faults $$f > $$log 2>&1; then \
 	    cat $$log; echo "chaos-mutant: $$m was NOT caught"; exit 1; fi; \
