@@ -2,15 +2,12 @@ package redis
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -141,8 +138,8 @@ func TestCloseWhileTheHubWaitsForASilentServer(t *testing.T) {
 func TestHintsAtASilentServerWarnsOfTheSkippedProbe(t *testing.T) {
 	noLeaks(t)
 	addr, _ := silentServer(t, true)
-	var buf syncBuffer
-	b, err := Open("redis://"+addr+"?read_timeout=200ms&max_retries=-1", WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
+	var buf testenv.LogBuffer
+	b, err := Open("redis://"+addr+"?read_timeout=200ms&max_retries=-1", WithLogger(buf.Logger()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,22 +152,4 @@ func TestHintsAtASilentServerWarnsOfTheSkippedProbe(t *testing.T) {
 	if log := buf.String(); !strings.Contains(log, "level=WARN") || !strings.Contains(log, "permission probe") {
 		t.Fatalf("no warning of the skipped probe; log: %q", log)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

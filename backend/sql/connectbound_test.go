@@ -2,41 +2,15 @@ package sql
 
 import (
 	"bytes"
-	"context"
 	"log/slog"
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/simba-go/simba/internal/faultproxy"
 )
-
-// connectDuringOutage makes the one slot of b's pool (pool_max_conns=1) hold a connect the
-// network swallowed (the server's replies, and every close, lost), heals the network, and
-// checks that calls succeed again: pgxpool makes the connection apart from the call that
-// wanted it, bounded only by its connect timeout, so until that ends the pool makes no call.
-func connectDuringOutage(t *testing.T, b *Backend, p *faultproxy.Proxy) {
-	t.Helper()
-	b.d.(*pgDialect).pool.Reset() // the next call starts a connection, during the outage
-	// Every byte lost, both ways (a stall would deliver the startup after the heal, and the
-	// connect would end then whatever its bound).
-	p.Set(faultproxy.Fault{Up: faultproxy.Drop, Down: faultproxy.Drop})
-	ctx, cancel := context.WithTimeout(testCtx(t), 500*time.Millisecond)
-	_, err := b.DatabaseNow(ctx)
-	cancel()
-	if err == nil {
-		t.Fatal("a call succeeded while the network was down")
-	}
-	p.Heal()
-	// The connect is bounded by twice the 0.5 s its call had: the slot is free about 1 s after
-	// the connect began, against 60 s (the DSN's connect timeout) or pgxpool's 2 min (none).
-	// 30 s tells them apart on a loaded machine.
-	took := untilUp(t, b, time.Second, 30*time.Second)
-	t.Logf("first successful call %v after the heal", took.Round(time.Millisecond))
-}
 
 // TestPostgresConnectDuringOutageFreesItsSlot: a connect started by a call of 0.5 s while the
 // server's replies are lost is bounded by twice the call's time, not by the connect timeout
@@ -45,7 +19,11 @@ func connectDuringOutage(t *testing.T, b *Backend, p *faultproxy.Proxy) {
 func TestPostgresConnectDuringOutageFreesItsSlot(t *testing.T) {
 	dsn, p := proxiedPgDSN(t, map[string]string{"pool_max_conns": "1", "connect_timeout": "60"})
 	b := migrated(t, dsn, WithHousekeepingInterval(-1))
-	connectDuringOutage(t, b, p)
+	// Every byte lost, both ways (a stall would deliver the startup after the heal, and the
+	// connect would end then whatever its bound). The connect is bounded by twice the 0.5 s its
+	// call had: the slot is free about 1 s after the connect began, against 60 s (the DSN's
+	// connect timeout) or pgxpool's 2 min (none).
+	connectDuringFault(t, b, p, faultproxy.Fault{Up: faultproxy.Drop, Down: faultproxy.Drop}, 0)
 }
 
 // TestPostgresUserPoolFromPostgresPoolConfig: a pool of the user's own, built from
@@ -73,7 +51,8 @@ func TestPostgresUserPoolFromPostgresPoolConfig(t *testing.T) {
 	if err := b.Migrate(testCtx(t)); err != nil {
 		t.Fatal(err)
 	}
-	connectDuringOutage(t, b, p)
+	// As in TestPostgresConnectDuringOutageFreesItsSlot: bounded by twice the call's time.
+	connectDuringFault(t, b, p, faultproxy.Fault{Up: faultproxy.Drop, Down: faultproxy.Drop}, 0)
 }
 
 // TestNewPostgresWarnsWithoutConnectTimeout: NewPostgres warns about a pool with no connect

@@ -74,20 +74,30 @@ func untilUp(t *testing.T, b *Backend, call, within time.Duration) time.Duration
 func TestPostgresRecoversAfterDroppedHandshake(t *testing.T) {
 	dsn, p := proxiedPgDSN(t, map[string]string{"pool_max_conns": "1"})
 	b := migrated(t, dsn, WithHousekeepingInterval(-1))
-	// Empty the pool: the next call starts a connection, during the fault.
-	b.d.(*pgDialect).pool.Reset()
-	// The server's bytes are lost on every connection until the heal; the sockets stay open.
-	p.Set(faultproxy.Fault{Down: faultproxy.Drop})
+	// The server's bytes are lost on every connection until the heal (the sockets stay open),
+	// for a second after the call: its startup reply is lost for good. A connect timeout of the
+	// default 5 s frees the slot at most 5 s after the connect began.
+	connectDuringFault(t, b, p, faultproxy.Fault{Down: faultproxy.Drop}, time.Second)
+}
+
+// connectDuringFault makes the one slot of b's pool (pool_max_conns=1) start a connection
+// while p has fault f, which a call of 0.5 s must fail under; heals it lostFor after that call,
+// and checks that calls succeed again: pgxpool makes a connection apart from the call that
+// wanted it, bounded only by its connect timeout, and until that ends the pool makes no call.
+// It waits up to 30 s, far beyond any bound under test on a loaded machine, which still tells
+// "recovers" from "never".
+func connectDuringFault(t *testing.T, b *Backend, p *faultproxy.Proxy, f faultproxy.Fault, lostFor time.Duration) {
+	t.Helper()
+	b.d.(*pgDialect).pool.Reset() // the next call starts a connection, during the fault
+	p.Set(f)
 	ctx, cancel := context.WithTimeout(testCtx(t), 500*time.Millisecond)
 	_, err := b.DatabaseNow(ctx)
 	cancel()
 	if err == nil {
-		t.Fatal("a call succeeded while the server's replies were lost")
+		t.Fatalf("a call succeeded under %+v", f)
 	}
-	time.Sleep(time.Second) // the startup reply is lost for good
+	time.Sleep(lostFor)
 	p.Heal()
-	// A connect timeout of the default 5 s frees the slot at most 5 s after the connect began;
-	// 30 s is far beyond that (a loaded machine) and still tells "recovers" from "never".
 	took := untilUp(t, b, time.Second, 30*time.Second)
 	t.Logf("first successful call %v after the heal", took.Round(time.Millisecond))
 }

@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,12 +11,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	sqlbackend "github.com/simba-go/simba/backend/sql"
+	"github.com/simba-go/simba/internal/testenv"
 )
 
 // runScript is the command the tests run under `simba run`: a shell ($0 is the test's
@@ -112,28 +111,10 @@ func waitFor(limit time.Duration, cond func() bool) bool {
 	}
 }
 
-// lockedBuffer is a bytes.Buffer safe for a process's output and the test reading it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // simbaRun is one `simba run` process of a test.
 type simbaRun struct {
 	cmd    *exec.Cmd
-	output *lockedBuffer
+	output *testenv.LogBuffer
 	exited chan struct{}
 	err    error // cmd.Wait's, once exited is closed
 }
@@ -141,7 +122,7 @@ type simbaRun struct {
 // startRun starts `simba run -dsn dsn -name job -ttl 1s -- sh -c runScript dir`.
 func startRun(t *testing.T, bin, dsn, dir string) *simbaRun {
 	t.Helper()
-	r := &simbaRun{output: &lockedBuffer{}, exited: make(chan struct{})}
+	r := &simbaRun{output: &testenv.LogBuffer{}, exited: make(chan struct{})}
 	r.cmd = exec.Command(bin, "run", "-dsn", dsn, "-name", "job", "-ttl", "1s", "-grace", "5s", "--", "sh", "-c", runScript, dir)
 	r.cmd.Stdout, r.cmd.Stderr = r.output, r.output
 	if err := r.cmd.Start(); err != nil {
