@@ -1,7 +1,8 @@
 // Package outagetest checks, from tests of any backend, that a Simba session rides out a short
 // outage of its server: a TCP proxy between the backend and the server resets every connection
-// and refuses new ones for a while, then lets them through again, and a client must keep its
-// session (no EventSessionExpired, no second session) when the outage leaves it time to renew.
+// and refuses new ones for a while (or, blackholed, goes silent), then lets new connections
+// through again, and a client must keep its session (no EventSessionExpired, no second
+// session) when the outage leaves it time to renew.
 package outagetest
 
 import (
@@ -19,15 +20,22 @@ import (
 
 // Proxy is a TCP proxy to one server that can go down: while down it resets the connections it
 // has and refuses new ones (it accepts them and resets them at once, as the trial's proxy did).
+// Blackholed instead, it answers nothing: the connections it has go silent for good (nothing
+// more passes either way, and nothing closes them, as after a load balancer's failover or a
+// lost NAT entry that sends no reset), and new ones are taken and held silent (as a dropped
+// SYN, or a server that takes connections and never answers) until their clients close them.
 type Proxy struct {
-	ln     net.Listener
-	target string
-	down   atomic.Bool
-	wg     sync.WaitGroup
+	ln         net.Listener
+	target     string
+	down       atomic.Bool
+	blackholed atomic.Bool
+	wg         sync.WaitGroup
 
 	mu     sync.Mutex
 	closed bool
 	conns  map[*net.TCPConn]struct{}
+	// dead holds the proxied connections a blackhole silenced: nothing passes on them.
+	dead map[*net.TCPConn]bool
 }
 
 // StartProxy starts a proxy to target on a free loopback port; it stops when the test ends.
@@ -37,7 +45,7 @@ func StartProxy(t testing.TB, target string) *Proxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Proxy{ln: ln, target: target, conns: map[*net.TCPConn]struct{}{}}
+	p := &Proxy{ln: ln, target: target, conns: map[*net.TCPConn]struct{}{}, dead: map[*net.TCPConn]bool{}}
 	p.wg.Add(1)
 	go p.accept()
 	t.Cleanup(p.close)
@@ -57,8 +65,28 @@ func (p *Proxy) Down() {
 	p.mu.Unlock()
 }
 
-// Up lets new connections through again.
-func (p *Proxy) Up() { p.down.Store(false) }
+// Blackhole silences every proxied connection for good and holds new ones silent until Up.
+func (p *Proxy) Blackhole() {
+	p.blackholed.Store(true)
+	p.mu.Lock()
+	for c := range p.conns {
+		p.dead[c] = true
+	}
+	p.mu.Unlock()
+}
+
+// Up lets new connections through again (connections a blackhole silenced stay silent).
+func (p *Proxy) Up() {
+	p.down.Store(false)
+	p.blackholed.Store(false)
+}
+
+// silenced reports whether c was silenced by a blackhole.
+func (p *Proxy) silenced(c *net.TCPConn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.dead[c]
+}
 
 // reset closes c with a TCP reset.
 func reset(c *net.TCPConn) {
@@ -95,6 +123,7 @@ func (p *Proxy) untrack(cs ...*net.TCPConn) {
 	defer p.mu.Unlock()
 	for _, c := range cs {
 		delete(p.conns, c)
+		delete(p.dead, c)
 	}
 }
 
@@ -111,6 +140,10 @@ func (p *Proxy) accept() {
 			continue
 		}
 		p.wg.Add(1)
+		if p.blackholed.Load() {
+			go p.hold(client)
+			continue
+		}
 		go p.serve(client)
 	}
 }
@@ -132,7 +165,23 @@ func (p *Proxy) serve(client *net.TCPConn) {
 	var wg sync.WaitGroup
 	pipe := func(dst, src *net.TCPConn) {
 		defer wg.Done()
-		io.Copy(dst, src) //nolint:errcheck
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := src.Read(buf)
+			if n > 0 && !p.silenced(client) {
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					break
+				}
+			}
+			if err != nil {
+				break
+			}
+		}
+		if p.silenced(client) {
+			// A silenced connection's end is not passed on either: its peer hears nothing.
+			src.Close()
+			return
+		}
 		dst.Close()
 		src.Close()
 	}
@@ -140,7 +189,22 @@ func (p *Proxy) serve(client *net.TCPConn) {
 	go pipe(server, client)
 	go pipe(client, server)
 	wg.Wait()
+	client.Close()
+	server.Close()
 	p.untrack(client, server)
+}
+
+// hold takes a connection made while the proxy is blackholed and answers nothing, until its
+// client closes it or the proxy stops.
+func (p *Proxy) hold(client *net.TCPConn) {
+	defer p.wg.Done()
+	if !p.track(client) {
+		client.Close()
+		return
+	}
+	io.Copy(io.Discard, client) //nolint:errcheck
+	client.Close()
+	p.untrack(client)
 }
 
 // Config is a run of outages.
@@ -155,6 +219,9 @@ type Config struct {
 	Phase time.Duration
 	// Rounds is the number of outages.
 	Rounds int
+	// Blackhole makes each outage a blackhole (Proxy.Blackhole) instead of resets and refused
+	// connections (Proxy.Down).
+	Blackhole bool
 }
 
 // Run starts a client on backend (whose connections to its server all go through proxies)
@@ -206,7 +273,11 @@ func Run(t testing.TB, backend spi.Backend, proxies []*Proxy, cfg Config) (lost 
 		e0, o0 := expired.Load(), opened.Load()
 		t.Logf("%6.2fs round %d: down", time.Since(start).Seconds(), i)
 		for _, p := range proxies {
-			p.Down()
+			if cfg.Blackhole {
+				p.Blackhole()
+			} else {
+				p.Down()
+			}
 		}
 		time.Sleep(cfg.Outage)
 		for _, p := range proxies {
