@@ -179,9 +179,8 @@ func NewFromConfig(cfg Config, opts ...Option) (*Backend, error) {
 // ReconnectBaseDelay, then 1.6 times longer after each failure (±20% jitter), at most
 // ReconnectMaxDelay. gRPC's default (1 s, then 1.6 s, 2.56 s... up to 120 s) redials a server
 // that refused connections for 1.5 s only 2.6 s after the outage began, when a session of TTL
-// 3 s has usually lapsed. With these, and a keep-alive that finds no connection redialling at
-// once (at most once per ReconnectBaseDelay), a session rides out a refused or reset
-// connection that leaves it a renewal interval (see "Outages" in the package doc).
+// 3 s has usually lapsed. With these a session rides out a refused or reset connection that
+// leaves it a renewal interval, at TTL 1 s too (see "Outages" in the package doc).
 const (
 	// ReconnectBaseDelay is the wait after the first failed dial.
 	ReconnectBaseDelay = 50 * time.Millisecond
@@ -317,7 +316,6 @@ func (b *Backend) OpenSession(ctx context.Context, owner string, ttl time.Durati
 	if err != nil {
 		return spi.Session{}, err
 	}
-	b.kick(cli)
 	sent := time.Now()
 	g, err := cli.Grant(ctx, secs)
 	if err != nil {
@@ -357,12 +355,18 @@ func (b *Backend) noteTTL(ttl time.Duration) {
 	}
 }
 
-// kick makes the backend's own client redial at once when it has no ready connection (see
-// connWatch.kick).
-func (b *Backend) kick(cli *clientv3.Client) {
-	if b.conns != nil {
-		b.conns.kick(cli.ActiveConnection())
+// watchSilence closes the backend's own client's connections that went silent if a keep-alive
+// sent at sent is still unanswered halfway to ctx's deadline (see connWatch.dropSilent): etcd's
+// client re-sends a keep-alive whose connection is lost, so it goes out again on a fresh
+// connection within its own time, rather than the next one after it timed out. The returned
+// func stops the watch.
+func (b *Backend) watchSilence(ctx context.Context, sent time.Time) (stop func()) {
+	dl, ok := ctx.Deadline()
+	if b.conns == nil || !ok {
+		return func() {}
 	}
+	t := time.AfterFunc(time.Until(dl)/2, func() { b.conns.dropSilent(sent) })
+	return func() { t.Stop() }
 }
 
 // timedOut closes the backend's own client's connections that went silent, when a session
@@ -513,9 +517,10 @@ func (b *Backend) KeepAlive(ctx context.Context, id spi.SessionID, names []strin
 	if !ok {
 		return spi.KeepAlive{Expired: true}, nil
 	}
-	b.kick(cli)
 	sent := time.Now()
+	stop := b.watchSilence(ctx, sent)
 	ka, err := cli.KeepAliveOnce(ctx, lease)
+	stop()
 	switch {
 	case errors.Is(err, rpctypes.ErrLeaseNotFound):
 		b.forget(id)

@@ -5,8 +5,6 @@ import (
 	"net"
 	"sync"
 	"time"
-
-	"google.golang.org/grpc/connectivity"
 )
 
 // Connection watch of a backend's own client (New, NewFromConfig): its gRPC connections are
@@ -24,13 +22,11 @@ import (
 //   - A connection that went silent (its packets dropped, with no reset: a load balancer's
 //     failover, a lost NAT entry, a partition) stays READY for gRPC until its keep-alive
 //     pings fail: at least 10 s (gRPC raises any ping interval below that) plus the ping
-//     timeout. A session keep-alive (or grant) that timed out closes every connection that has
-//     waited, for at least half that call's time, for a byte after one it sent: gRPC redials
-//     it at once, so the next keep-alive goes out on a fresh connection.
-//   - A keep-alive that finds no ready connection makes gRPC redial members in backoff at
-//     once (ResetConnectBackoff), at most once per ReconnectBaseDelay per backend, so the
-//     reconnect after an outage follows the sessions' keep-alive retries (paced by their
-//     TTLs) rather than only gRPC's backoff (up to ReconnectMaxDelay ±20%).
+//     timeout. A session keep-alive still unanswered halfway to its deadline (TTL/6 after it
+//     was sent, with the engine's defaults), and a keep-alive or grant that timed out, close
+//     every connection that has waited, for at least half that call's time so far, for a
+//     byte after one it sent: gRPC redials it at once, and the keep-alive (which etcd's client
+//     re-sends when its connection is lost) goes out again on the fresh connection.
 const (
 	// connectBoundDivisor: a connection attempt is given up after the shortest TTL / 6, so
 	// that after an outage an attempt that went into the void costs a session at most half of
@@ -49,10 +45,9 @@ type connWatch struct {
 	endpoints   int
 	minTTL      func() time.Duration // the shortest TTL asked of the backend (0: none yet)
 
-	mu        sync.Mutex
-	live      map[*watchedConn]struct{}
-	cut       int       // connection attempts given up in a row (see connectBound)
-	lastReset time.Time // when a keep-alive last reset gRPC's connect backoff
+	mu   sync.Mutex
+	live map[*watchedConn]struct{}
+	cut  int // connection attempts given up in a row (see connectBound)
 }
 
 func newConnWatch(dialTimeout time.Duration, endpoints int, minTTL func() time.Duration) *connWatch {
@@ -126,27 +121,6 @@ func (w *connWatch) dropSilent(sent time.Time) {
 	w.mu.Unlock()
 	for _, c := range silent {
 		c.Conn.Close() // gRPC's reader fails, and gRPC closes the transport and redials
-	}
-}
-
-// kick makes gRPC redial at once the members of cc it waits to redial, if the connection is
-// not ready and no keep-alive did so within ReconnectBaseDelay.
-func (w *connWatch) kick(cc interface {
-	GetState() connectivity.State
-	ResetConnectBackoff()
-}) {
-	if cc == nil || cc.GetState() == connectivity.Ready {
-		return
-	}
-	w.mu.Lock()
-	now := time.Now()
-	due := now.Sub(w.lastReset) >= ReconnectBaseDelay
-	if due {
-		w.lastReset = now
-	}
-	w.mu.Unlock()
-	if due {
-		cc.ResetConnectBackoff()
 	}
 }
 

@@ -103,20 +103,22 @@ load balancer's failover), at TTL 1 s as at 15 s (TestSessionRidesOutShortOutage
 2 and 1 s, both kinds). What it takes, since gRPC alone notices neither kind in time:
 
   - Refused: gRPC redials a lost connection at once and, while dials fail, after
-    ReconnectBaseDelay growing 1.6-fold up to ReconnectMaxDelay (±20%); gRPC's default
-    (1 s growing to 2 minutes) reached a server that refused connections for 1.5 s only
-    2.6 s after the outage began. On top, a keep-alive (or grant) that finds no ready
-    connection makes gRPC redial at once (at most once per ReconnectBaseDelay per backend),
-    so the reconnect follows the sessions' own keep-alive retries, which their TTLs pace,
-    not only the backoff, which is one per client whatever the TTLs.
+    ReconnectBaseDelay growing 1.6-fold up to ReconnectMaxDelay (±20%): once the server is
+    back it is reconnected within 300 ms, and a keep-alive waiting for the connection goes
+    out then. gRPC's default (1 s growing to 2 minutes) reached a server that refused
+    connections for 1.5 s only 2.6 s after the outage began. The backoff is one per client,
+    whatever the sessions' TTLs: 300 ms fits within the renewal interval left at TTL 1 s
+    (333 ms), just, and the engine's keep-alive, waiting for the connection or retried within
+    50 ms, goes out with it.
   - Silent: gRPC takes a connection whose packets vanish for a live one until a keep-alive
     ping fails, at least 12 s (gRPC raises any ping interval under 10 s to 10 s), and every
     keep-alive goes on it meanwhile: every such outage lost the session, at any TTL up to
-    about 12 s. A session keep-alive or grant that timed out (at TTL/3) now closes each
-    connection that has waited for a byte since it wrote for at least half that time (not
-    those whose member answered), and gRPC redials it at once. The next keep-alive, up to
-    50 ms later, goes out on the new connection: a session is renewed by about 2/3 of its
-    TTL plus 50 ms after its previous renewal, before its deadline.
+    about 12 s. A session keep-alive still unanswered halfway to its deadline (TTL/6 after it
+    was sent), or a keep-alive or grant that timed out, now closes each connection that has
+    waited for a byte since it wrote for at least half that call's time so far (not those
+    whose member answered); gRPC redials it at once and etcd's client re-sends the
+    keep-alive on the new connection, within the same call: a session is renewed about TTL/2
+    after its previous renewal, or at the next try once the outage is over.
   - A connection attempt into the void (a dropped SYN, a member that takes connections and
     never answers) used to last the dial timeout (Config.DialTimeout, gRPC's
     MinConnectTimeout: 5 s by default). The backend's dialer gives an attempt that has read
@@ -127,11 +129,11 @@ load balancer's failover), at TTL 1 s as at 15 s (TestSessionRidesOutShortOutage
     all given up, so a client still connects, a few attempts later.
 
 None of this makes reconnect storms: while a server is down, each client dials each endpoint
-at most every ReconnectMaxDelay ±20% by gRPC's backoff, plus at most one redial per
-ReconnectBaseDelay when keep-alives find no connection (in practice one per keep-alive retry
-of its sessions: about one per TTL/3); a connection is closed as silent only after a
-keep-alive timed out on it, so at most once per renewal interval; and an attempt given up at
-its bound is one more dial only when the previous one went unanswered. A client passed to
+at most every ReconnectMaxDelay ±20% by gRPC's backoff (a per-TTL backoff would need gRPC's
+ResetConnectBackoff, which races with gRPC's own subchannel updates in the version used); a
+connection is closed as silent only when a keep-alive got no byte on it for TTL/6, so at most
+once per keep-alive; and an attempt given up at its bound is one more dial only when the
+previous one went unanswered. A client passed to
 NewFromClient keeps its own gRPC settings and gets none of this (pass grpc.WithConnectParams
 in clientv3.Config.DialOptions for the backoff; a silent connection waits for gRPC's
 keep-alive ping).
