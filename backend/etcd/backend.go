@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -44,6 +45,12 @@ type Backend struct {
 	cliMu sync.Mutex
 	cli   *clientv3.Client
 	cfg   *clientv3.Config
+
+	// conns dials and watches the connections of the backend's own client (nil for a client
+	// passed to NewFromClient); minTTL is the shortest session TTL asked of the backend, which
+	// bounds its connection attempts (see connWatch).
+	conns  *connWatch
+	minTTL atomic.Int64
 
 	// ctx is cancelled by Close: it ends the hint watches.
 	ctx    context.Context
@@ -159,9 +166,10 @@ func NewFromConfig(cfg Config, opts ...Option) (*Backend, error) {
 		DialKeepAliveTime:    2 * time.Second,
 		DialKeepAliveTimeout: 2 * time.Second,
 		Logger:               zap.NewNop(), // errors reach the caller; the client's own logs are noise
-		DialOptions:          []grpc.DialOption{grpc.WithConnectParams(connectParams(dt))},
 	}
 	b := newBackend(nil, cfg.Prefix, cfg.Endpoints, opts)
+	b.conns = newConnWatch(dt, len(cfg.Endpoints), func() time.Duration { return time.Duration(b.minTTL.Load()) })
+	cc.DialOptions = []grpc.DialOption{grpc.WithConnectParams(connectParams(dt)), grpc.WithContextDialer(b.conns.dial)}
 	b.cfg, b.own = cc, true
 	return b, nil
 }
@@ -171,8 +179,8 @@ func NewFromConfig(cfg Config, opts ...Option) (*Backend, error) {
 // ReconnectBaseDelay, then 1.6 times longer after each failure (±20% jitter), at most
 // ReconnectMaxDelay. gRPC's default (1 s, then 1.6 s, 2.56 s... up to 120 s) redials a server
 // that refused connections for 1.5 s only 2.6 s after the outage began, when a session of TTL
-// 3 s has usually lapsed; with these a session rides out a refused or reset connection for
-// up to about 2/3 of its TTL less 0.35 s (see "Outages" in the package doc).
+// 3 s has usually lapsed. With these a session rides out a refused or reset connection that
+// leaves it a renewal interval, at TTL 1 s too (see "Outages" in the package doc).
 const (
 	// ReconnectBaseDelay is the wait after the first failed dial.
 	ReconnectBaseDelay = 50 * time.Millisecond
@@ -182,7 +190,8 @@ const (
 
 // connectParams is the gRPC connection backoff of a backend's own client; dialTimeout bounds
 // each connection attempt (gRPC's MinConnectTimeout, 20 s by default), so an attempt whose
-// packets a partition swallowed is given up and made again.
+// packets a partition swallowed is given up and made again (the backend's dialer gives it up
+// sooner once sessions are open: see connWatch).
 func connectParams(dialTimeout time.Duration) grpc.ConnectParams {
 	return grpc.ConnectParams{
 		Backoff: backoff.Config{
@@ -301,14 +310,16 @@ func (b *Backend) OpenSession(ctx context.Context, owner string, ttl time.Durati
 	if ttl < time.Second || ttl > MaxTTL {
 		return spi.Session{}, fmt.Errorf("%w: etcd: TTL %v outside [1s, %v] (etcd leases count whole seconds)", spi.ErrInvalidOption, ttl, MaxTTL)
 	}
+	secs := int64(ttl / time.Second)
+	b.noteTTL(time.Duration(secs) * time.Second)
 	cli, err := b.check()
 	if err != nil {
 		return spi.Session{}, err
 	}
-	secs := int64(ttl / time.Second)
 	sent := time.Now()
 	g, err := cli.Grant(ctx, secs)
 	if err != nil {
+		b.timedOut(ctx, sent)
 		return spi.Session{}, b.classify("open session: grant", err)
 	}
 	if g.TTL > secs {
@@ -332,6 +343,38 @@ func (b *Backend) OpenSession(ctx context.Context, owner string, ttl time.Durati
 	b.sessions[sid] = s
 	b.mu.Unlock()
 	return spi.Session{ID: sid, Remaining: s.remaining()}, nil
+}
+
+// noteTTL records a session TTL asked of the backend: the shortest bounds connection attempts.
+func (b *Backend) noteTTL(ttl time.Duration) {
+	for {
+		cur := b.minTTL.Load()
+		if cur != 0 && cur <= int64(ttl) || b.minTTL.CompareAndSwap(cur, int64(ttl)) {
+			return
+		}
+	}
+}
+
+// watchSilence closes the backend's own client's connections that went silent if a keep-alive
+// sent at sent is still unanswered halfway to ctx's deadline (see connWatch.dropSilent): etcd's
+// client re-sends a keep-alive whose connection is lost, so it goes out again on a fresh
+// connection within its own time, rather than the next one after it timed out. The returned
+// func stops the watch.
+func (b *Backend) watchSilence(ctx context.Context, sent time.Time) (stop func()) {
+	dl, ok := ctx.Deadline()
+	if b.conns == nil || !ok {
+		return func() {}
+	}
+	t := time.AfterFunc(time.Until(dl)/2, func() { b.conns.dropSilent(sent) })
+	return func() { t.Stop() }
+}
+
+// timedOut closes the backend's own client's connections that went silent, when a session
+// call sent at sent failed because ctx ended (see connWatch.dropSilent).
+func (b *Backend) timedOut(ctx context.Context, sent time.Time) {
+	if b.conns != nil && ctx.Err() != nil {
+		b.conns.dropSilent(sent)
+	}
 }
 
 // remaining is the session's time left as the backend counts it: its TTL from the send time
@@ -475,12 +518,15 @@ func (b *Backend) KeepAlive(ctx context.Context, id spi.SessionID, names []strin
 		return spi.KeepAlive{Expired: true}, nil
 	}
 	sent := time.Now()
+	stop := b.watchSilence(ctx, sent)
 	ka, err := cli.KeepAliveOnce(ctx, lease)
+	stop()
 	switch {
 	case errors.Is(err, rpctypes.ErrLeaseNotFound):
 		b.forget(id)
 		return spi.KeepAlive{Expired: true}, nil
 	case err != nil:
+		b.timedOut(ctx, sent)
 		return spi.KeepAlive{}, b.classify("keep-alive", err)
 	case ka.TTL <= 0:
 		b.forget(id)
@@ -499,6 +545,7 @@ func (b *Backend) KeepAlive(ctx context.Context, id spi.SessionID, names []strin
 	}
 	r, err := cli.Txn(ctx).If(cmps...).Then(then...).Commit()
 	if err != nil {
+		b.timedOut(ctx, sent)
 		return spi.KeepAlive{}, b.classify("keep-alive: report", err)
 	}
 	if !r.Succeeded {

@@ -93,24 +93,50 @@ holder keeps believing it holds the lease until its session ends.
 
 # Outages
 
-A session lives through an outage of its server (a restart, a proxy or load balancer failing
-over: connections reset and new ones refused) if the client is back in time to renew it
-before its deadline, the TTL less 1% and 50 ms after its last renewal was sent. With the
-engine's defaults (a renewal every TTL/3) the last renewal may be up to TTL/3 old when the
-outage begins, so the deadline is at least 0.657 × TTL − 0.05 s after that. The backend's own
-client (New, NewFromConfig) redials at once when a connection is lost and, while dials fail,
-after ReconnectBaseDelay growing 1.6-fold up to ReconnectMaxDelay (±20%): once the server is
-back it is reconnected within 300 ms, and a keep-alive waiting for the connection goes out
-then. A session therefore rides out an outage of up to about 0.657 × TTL − 0.35 s (less a few
-round trips): 1.6 s at TTL 3 s (more than TTL/2), 2.9 s at 5 s, 9.5 s at 15 s; at TTL 2 s
-0.96 s and at 1 s 0.3 s, under TTL/2. gRPC's default backoff (1 s, then 1.6 s, 2.56 s... up to
-2 minutes) reached a server that refused connections for 1.5 s only about 2.6 s after the
-outage began, and a session of TTL 3 s was lost in nearly every such outage
-(TestSessionRidesOutShortOutage). The backoff is one per client, whatever the sessions'
-TTLs; a client passed to NewFromClient keeps its own (pass grpc.WithConnectParams in
-clientv3.Config.DialOptions for the same). Each connection attempt is bounded by the dial
-timeout (Config.DialTimeout, gRPC's MinConnectTimeout), so an attempt a partition swallowed is
-made again once it has passed.
+A session lives through an outage of its server if the client is back in time to renew it
+before its deadline, the TTL less 1% and 50 ms after its last renewal was sent; with the
+engine's defaults (a renewal every TTL/3, each call bounded by TTL/3) the backend's own client
+(New, NewFromConfig) keeps a session through any outage that ends with at least one renewal
+interval (TTL/3) of that time left, whether connections are refused or reset (an etcd
+restart, a proxy failing over) or go silent (packets dropped with no reset: a partition, a
+load balancer's failover), at TTL 1 s as at 15 s (TestSessionRidesOutShortOutage: TTL 3,
+2 and 1 s, both kinds). What it takes, since gRPC alone notices neither kind in time:
+
+  - Refused: gRPC redials a lost connection at once and, while dials fail, after
+    ReconnectBaseDelay growing 1.6-fold up to ReconnectMaxDelay (±20%): once the server is
+    back it is reconnected within 300 ms, and a keep-alive waiting for the connection goes
+    out then. gRPC's default (1 s growing to 2 minutes) reached a server that refused
+    connections for 1.5 s only 2.6 s after the outage began. The backoff is one per client,
+    whatever the sessions' TTLs: 300 ms fits within the renewal interval left at TTL 1 s
+    (333 ms), just, and the engine's keep-alive, waiting for the connection or retried within
+    50 ms, goes out with it.
+  - Silent: gRPC takes a connection whose packets vanish for a live one until a keep-alive
+    ping fails, at least 12 s (gRPC raises any ping interval under 10 s to 10 s), and every
+    keep-alive goes on it meanwhile: every such outage lost the session, at any TTL up to
+    about 12 s. A session keep-alive still unanswered halfway to its deadline (TTL/6 after it
+    was sent), or a keep-alive or grant that timed out, now closes each connection that has
+    waited for a byte since it wrote for at least half that call's time so far (not those
+    whose member answered); gRPC redials it at once and etcd's client re-sends the
+    keep-alive on the new connection, within the same call: a session is renewed about TTL/2
+    after its previous renewal, or at the next try once the outage is over.
+  - A connection attempt into the void (a dropped SYN, a member that takes connections and
+    never answers) used to last the dial timeout (Config.DialTimeout, gRPC's
+    MinConnectTimeout: 5 s by default). The backend's dialer gives an attempt that has read
+    nothing up after the shortest TTL asked of the backend / 6, at least 100 ms, at most
+    the dial timeout (before any session, the dial timeout): an attempt made just before the
+    outage ended costs a session at most half the renewal interval left to it. A bound that
+    the network is too slow for doubles after each round of the endpoints whose attempts were
+    all given up, so a client still connects, a few attempts later.
+
+None of this makes reconnect storms: while a server is down, each client dials each endpoint
+at most every ReconnectMaxDelay ±20% by gRPC's backoff (a per-TTL backoff would need gRPC's
+ResetConnectBackoff, which races with gRPC's own subchannel updates in the version used); a
+connection is closed as silent only when a keep-alive got no byte on it for TTL/6, so at most
+once per keep-alive; and an attempt given up at its bound is one more dial only when the
+previous one went unanswered. A client passed to
+NewFromClient keeps its own gRPC settings and gets none of this (pass grpc.WithConnectParams
+in clientv3.Config.DialOptions for the backoff; a silent connection waits for gRPC's
+keep-alive ping).
 
 Open a backend with New (a DSN, see ParseDSN), NewFromConfig, or NewFromClient (a
 *clientv3.Client you own). Tokens and sessions live in etcd; nothing is kept by the client

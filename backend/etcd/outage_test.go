@@ -9,23 +9,42 @@ import (
 	"github.com/simba-go/simba/internal/testenv"
 )
 
-// TestSessionRidesOutShortOutage takes the server away for 1.2 s (every connection reset, new
-// ones refused: an etcd restart, a proxy's failover) from a client of TTL 3 s, 0.95 s after a
-// renewal, four times: its session has a second left after each outage, and must survive them
-// all. With gRPC's default reconnect backoff (a redial at once, then after 1 s ±20%, then
-// 1.6 s later) the client was back only about 2.6 s after the outage began, its session
-// lapsed (its deadline 2.92 s after the renewal was sent) and nearly every round lost it.
+// TestSessionRidesOutShortOutage takes the server away from a client, four times per case,
+// each outage ending with at least one renewal interval (TTL/3) of the session's time left;
+// the session must survive them all. Refused: every connection reset, new ones refused (an
+// etcd restart, a proxy's failover). Blackhole: the connections go silent for good and new
+// ones are swallowed (a failover or a partition that sends no reset).
+//
+// Refused at TTL 3 s: 1.2 s, 0.95 s after a renewal, leaving about a second. With gRPC's
+// default reconnect backoff (a redial at once, then after 1 s ±20%, then 1.6 s later) the
+// client was back only about 2.6 s after the outage began, its session lapsed (its deadline
+// 2.92 s after the renewal was sent) and nearly every round lost it. At TTL 2 s (deadline
+// 1.93 s after the renewal) 0.6 s from 0.6 s, just before the next renewal is due, and at
+// 1 s (deadline 0.94 s) 0.25 s from 0.3 s.
+//
+// Blackholed, every round lost the session at every TTL: gRPC took the silent connection for
+// a live one until its keep-alive ping failed (10 s + 2 s), and so did the keep-alives sent on
+// it; now a keep-alive that timed out closes it (connWatch.dropSilent).
 func TestSessionRidesOutShortOutage(t *testing.T) {
-	testenv.Short(t, "four outages of a second and more")
-	p := faultproxy.StartTest(t, testenv.Etcd(t)[0])
-	b := openBackend(t, "etcd://"+p.Addr()+testPrefix(t))
-	lost := outagetest.Run(t, b, []*faultproxy.Proxy{p}, outagetest.Config{
-		TTL:    3 * time.Second,
-		Outage: 1200 * time.Millisecond,
-		Phase:  950 * time.Millisecond,
-		Rounds: 4,
-	})
-	if lost > 0 {
-		t.Errorf("the session was lost in %d of 4 outages of 1.2 s at TTL 3 s; want none", lost)
+	testenv.Short(t, "four outages per TTL")
+	ms := time.Millisecond
+	for _, c := range []struct {
+		name string
+		cfg  outagetest.Config
+	}{
+		{"Refused/TTL3s", outagetest.Config{TTL: 3 * time.Second, Outage: 1200 * ms, Phase: 950 * ms, Rounds: 4}},
+		{"Refused/TTL2s", outagetest.Config{TTL: 2 * time.Second, Outage: 600 * ms, Phase: 600 * ms, Rounds: 4}},
+		{"Refused/TTL1s", outagetest.Config{TTL: 1 * time.Second, Outage: 250 * ms, Phase: 300 * ms, Rounds: 4}},
+		{"Blackhole/TTL3s", outagetest.Config{TTL: 3 * time.Second, Outage: 1200 * ms, Phase: 650 * ms, Rounds: 4, Blackhole: true}},
+		{"Blackhole/TTL2s", outagetest.Config{TTL: 2 * time.Second, Outage: 600 * ms, Phase: 600 * ms, Rounds: 4, Blackhole: true}},
+		{"Blackhole/TTL1s", outagetest.Config{TTL: 1 * time.Second, Outage: 250 * ms, Phase: 300 * ms, Rounds: 4, Blackhole: true}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := faultproxy.StartTest(t, testenv.Etcd(t)[0])
+			b := openBackend(t, "etcd://"+p.Addr()+testPrefix(t))
+			if lost := outagetest.Run(t, b, []*faultproxy.Proxy{p}, c.cfg); lost > 0 {
+				t.Errorf("the session was lost in %d of %d outages of %v at TTL %v; want none", lost, c.cfg.Rounds, c.cfg.Outage, c.cfg.TTL)
+			}
+		})
 	}
 }

@@ -266,8 +266,25 @@ failing at the end of each round. A session thus rides out an outage of up to ab
 ensemble lost whole
 (TestSessionRidesOutShortOutage, TestEnsembleSessionRidesOutShortOutage); an ensemble member
 lost alone is replaced by the next at once, as before. A Connector's connection keeps the host
-provider its caller gives it (go-zookeeper's by default, and its pace). Each dial is bounded by
-Config.Timeout: an attempt a partition swallowed blocks the reconnection that long.
+provider its caller gives it (go-zookeeper's by default, and its pace).
+
+A connection attempt into the void (a server behind a partition, whose SYNs are dropped, or
+one that takes connections and never answers) used to hold the session for go-zookeeper's
+connect timeout (1 s, a dropped SYN) or Config.Timeout (10 s, an unanswered session
+handshake), so with several servers in the connection string a blackholed one ahead of a live
+one cost a session of TTL 3 s its life on each reconnect. An attempt, dial, TLS and session
+handshake together, is now given up after the session timeout / 6 (500 ms at 3 s, the timeout
+asked for until the server negotiates one), at least 100 ms, at most Config.Timeout, and the
+next server is dialled: a session that has a renewal interval (TTL/3) left when its connection
+is lost still has half of it after one swallowed attempt, for the pacer's wait (at most
+TTL/12), the next server's handshake and the keep-alive. A session thus opens within its TTL,
+and rides out the outages above, with one blackholed server ahead of a live one
+(TestOpenSessionPastBlackholedServer, TestSessionRidesOutOutagePastBlackholedServer); two
+blackholed servers ahead of the live one take twice as long. 100 ms is ample for a handshake
+within a region; a network too slow for the bound still connects, as the bound doubles after
+each round of the servers whose attempts were all given up (any other outcome, a refused
+dial included, starts the count over). A given-up attempt is one more dial only when the
+previous went unanswered, and the pacer still paces the rounds: no more dials than before.
 
 # The protocol tap
 

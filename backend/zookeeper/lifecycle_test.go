@@ -262,7 +262,7 @@ func TestCloseAloneEndsWithCtx(t *testing.T) {
 			accepted <- c
 		}
 	}()
-	tp := newTap(nil, time.Second, nil, nil, nil)
+	tp := newTap(nil, time.Second, 0, nil, nil, nil)
 	tp.handshake(&tapConn{t: tp}, 60000, 0x1234, make([]byte, 16)) // a session of a minute
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

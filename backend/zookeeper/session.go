@@ -114,7 +114,8 @@ func (b *Backend) connect(ctx context.Context, owner string, ttl time.Duration) 
 		withdrawals: map[string]struct{}{},
 	}
 	defer close(s.setUp)
-	s.tap = newTap(b.clock.Now, b.cfg.Timeout, b.dialer, b.tls, s.onGone)
+	s.tap = newTap(b.clock.Now, b.cfg.Timeout, ttl, b.dialer, b.tls, s.onGone)
+	s.tap.servers = len(b.cfg.Servers)
 	var conn *zk.Conn
 	var err error
 	if b.connector != nil {

@@ -71,8 +71,15 @@ var errSessionGone = errors.New("zookeeper: the session of this connection has e
 type tap struct {
 	now         func() time.Duration // the backend's monotonic clock
 	dialTimeout time.Duration
-	dialer      zk.Dialer   // the transport (net.DialTimeout unless WithDialer)
-	tls         *tls.Config // when set, every connection is TLS over the dialer's
+	// asked is the session timeout asked for: it bounds connection attempts (connectBound)
+	// until the server has negotiated one.
+	asked time.Duration
+	// cut counts the connection attempts given up in a row at connectBound (see there), of
+	// servers servers.
+	cut     atomic.Int32
+	servers int
+	dialer  zk.Dialer   // the transport (net.DialTimeout unless WithDialer)
+	tls     *tls.Config // when set, every connection is TLS over the dialer's
 	// tlsFailed holds the last TLS handshake or verification failure (see tlsFailure).
 	tlsFailed atomic.Pointer[error]
 	dialErr   atomic.Pointer[error] // the last failed dial, for error messages
@@ -107,10 +114,11 @@ type tap struct {
 	closeErr     error
 }
 
-func newTap(now func() time.Duration, dialTimeout time.Duration, dialer zk.Dialer, tlsCfg *tls.Config, onGone func()) *tap {
+func newTap(now func() time.Duration, dialTimeout, asked time.Duration, dialer zk.Dialer, tlsCfg *tls.Config, onGone func()) *tap {
 	return &tap{
 		now:         now,
 		dialTimeout: dialTimeout,
+		asked:       asked,
 		dialer:      dialer,
 		tls:         tlsCfg,
 		onGone:      onGone,
@@ -121,7 +129,58 @@ func newTap(now func() time.Duration, dialTimeout time.Duration, dialer zk.Diale
 	}
 }
 
-// dial is the go-zookeeper Dialer: it refuses once the session is gone or being closed.
+// Connection attempts: a dial and its session handshake (TLS included) are given up after
+// connectBound, so that a server that swallows the connection (a dropped SYN, or a server that
+// takes it and never answers) does not hold the session on it while the connection string
+// names others: go-zookeeper gives a dial its connect timeout (1 s) and waits ten receive
+// timeouts for the handshake's answer, and the backend waited at least Config.Timeout (10 s
+// by default) for it, while a session of TTL 3 s has at most 2 s left after a disconnection.
+const (
+	// connectBoundDivisor: an attempt is given up after the session timeout / 6, so that a
+	// session that has a renewal interval (TTL/3) left when its connection is lost still has
+	// half of it after one swallowed attempt, for the pacer's wait (at most TTL/12), the
+	// next server's handshake and the keep-alive's reply.
+	connectBoundDivisor = 6
+	// minConnectBound is the least time an attempt is given: a TCP, TLS and session
+	// handshake within a region takes milliseconds; 100 ms leaves room for a loaded machine,
+	// and the bound doubles after each attempt given up in a row, so a slower network still
+	// connects, a few attempts later.
+	minConnectBound = 100 * time.Millisecond
+)
+
+// connectBound is how long a dial and its session handshake may take: the session timeout
+// (the one asked until the server negotiates one) / connectBoundDivisor, at least
+// minConnectBound, doubled for each round of the servers in which every attempt was given up
+// (any other outcome, a refusal included, starts the count over: a server swallowing
+// connections ahead of one that refuses them for a moment does not lengthen the bound), at
+// most Config.Timeout.
+func (t *tap) connectBound() time.Duration {
+	timeout := t.sessionTimeout()
+	if timeout <= 0 {
+		timeout = t.asked
+	}
+	d := t.dialTimeout
+	if timeout > 0 && (d <= 0 || timeout/connectBoundDivisor < d) {
+		d = max(timeout/connectBoundDivisor, minConnectBound)
+	}
+	limit := t.dialTimeout
+	if limit <= 0 {
+		limit = DefaultTimeout
+	}
+	for i := 0; i < int(t.cut.Load())/max(t.servers, 1) && d < limit; i++ {
+		d *= 2
+	}
+	return min(d, limit)
+}
+
+// isTimeout reports whether err is a dial's, handshake's or read's timeout.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return (errors.As(err, &ne) && ne.Timeout()) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// dial is the go-zookeeper Dialer: it refuses once the session is gone or being closed, and
+// gives a connection attempt connectBound (go-zookeeper's timeout if shorter).
 func (t *tap) dial(network, address string, timeout time.Duration) (net.Conn, error) {
 	if t.gone.Load() || t.closing.Load() {
 		return nil, errSessionGone
@@ -129,16 +188,23 @@ func (t *tap) dial(network, address string, timeout time.Duration) (net.Conn, er
 	t.mu.Lock()
 	t.addr = address
 	t.mu.Unlock()
-	if t.dialTimeout > 0 && (timeout <= 0 || t.dialTimeout < timeout) {
-		timeout = t.dialTimeout
+	start := time.Now()
+	bound := t.connectBound()
+	if timeout <= 0 || bound < timeout {
+		timeout = bound
 	}
 	c, err := dialTransport(t.dialer, t.tls, network, address, timeout)
 	if err != nil {
+		if isTimeout(err) {
+			t.cut.Add(1)
+		} else {
+			t.cut.Store(0)
+		}
 		t.noteTLS(err)
 		t.dialErr.Store(&err)
 		return nil, err
 	}
-	tc := &tapConn{Conn: c, t: t}
+	tc := &tapConn{Conn: c, t: t, hsDeadline: start.Add(bound)}
 	t.mu.Lock()
 	t.conn = tc
 	t.outstanding = 0
@@ -505,6 +571,7 @@ func (t *tap) handshake(c *tapConn, timeoutMs int32, sid int64, passwd []byte) (
 		t.sid.Store(sid)
 	}
 	t.timeoutMs.Store(timeoutMs)
+	t.cut.Store(0)
 	t.readyOnce.Do(func() { close(t.ready) })
 	return false
 }
@@ -572,8 +639,8 @@ type tapConn struct {
 	out         []byte // partial frame
 	outFrames   int
 	connectSent time.Duration // when the connect request was written
-	// hsDeadline bounds the wait for the connect response (see SetReadDeadline); set by the
-	// first SetReadDeadline, which go-zookeeper calls from one goroutine during the handshake.
+	// hsDeadline bounds the wait for the connect response (see SetReadDeadline): the dial's
+	// start plus its connectBound.
 	hsDeadline time.Time
 	// incoming framing (Read is called from one goroutine at a time)
 	lenBuf   []byte // bytes of the current frame's length read so far
@@ -636,20 +703,19 @@ func (c *tapConn) writeConnect(p []byte) (int, error) {
 // the read times out only while a request awaits its reply (pings are dropped, so an idle
 // connection is silent and must not be taken for a dead one).
 //
-// During the handshake it bounds the wait for the connect response by the reply timeout
-// (never below the dial timeout), from the first deadline go-zookeeper sets on the
-// connection, and keeps that bound until the response is read. go-zookeeper waits ten times
-// its receive timeout for the response's length (133 s for a 20 s session) and then clears
-// the deadline for the rest of it, while every request queued meanwhile (a keep-alive) waits
-// with it: a server that takes the connection but never answers (as a restarting ZooKeeper
-// 3.8 was seen to do) blocked the session's calls for minutes instead of failing them until a
-// reconnect that the server answers.
+// During the handshake it bounds the wait for the connect response by the connection
+// attempt's bound (connectBound, from the dial's start), and keeps that bound until the
+// response is read. go-zookeeper waits ten times its receive timeout for the response's length
+// (133 s for a 20 s session) and then clears the deadline for the rest of it, while every
+// request queued meanwhile (a keep-alive) waits with it: a server that takes the connection
+// but never answers (as a restarting ZooKeeper 3.8 was seen to do) blocked the session's calls
+// for minutes instead of failing them until a reconnect that the server answers.
 func (c *tapConn) SetReadDeadline(d time.Time) error {
 	if c.inFrames == 0 { // the handshake
-		if c.hsDeadline.IsZero() {
-			c.hsDeadline = c.floor(time.Now().Add(c.t.replyTimeout()))
+		if c.hsDeadline.IsZero() { // a connection the tap did not dial
+			c.hsDeadline = time.Now().Add(c.t.connectBound())
 		}
-		if d = c.floor(d); d.IsZero() || d.After(c.hsDeadline) {
+		if d.IsZero() || d.After(c.hsDeadline) {
 			d = c.hsDeadline
 		}
 		return c.Conn.SetReadDeadline(d)
@@ -773,6 +839,9 @@ func (c *tapConn) Read(p []byte) (int, error) {
 		// With TLS 1.3 a server that rejects the client's certificate says so after the
 		// handshake, on the first read.
 		c.t.noteTLS(err)
+		if isTimeout(err) {
+			c.t.cut.Add(1) // the attempt was given up at its bound
+		}
 	}
 	return n, err
 }

@@ -82,7 +82,7 @@ func TestTapParsesFragmentedStreams(t *testing.T) {
 	stream = append(stream, replyFrame(2, 0x500000007, 0, []byte{0, 0, 0, 0})...) // create /a: ok
 	stream = append(stream, replyFrame(3, 0x500000008, -110, nil)...)             // create /b: exists
 	for chunk := 1; chunk <= 64; chunk++ {
-		tp := newTap(nil, time.Second, nil, nil, nil)
+		tp := newTap(nil, time.Second, 0, nil, nil, nil)
 		fc := &fakeConn{in: append([]byte(nil), stream...), chunk: chunk}
 		c := &tapConn{Conn: fc, t: tp}
 		tp.conn = c
@@ -122,7 +122,7 @@ func TestTapParsesFragmentedStreams(t *testing.T) {
 func TestTapEndsSessionOnReplacement(t *testing.T) {
 	for _, newSid := range []int64{0, 0x999} {
 		gone := 0
-		tp := newTap(nil, time.Second, nil, nil, func() { gone++ })
+		tp := newTap(nil, time.Second, 0, nil, nil, func() { gone++ })
 		first := &tapConn{Conn: &fakeConn{in: connectResponse(4000, 0x1234, make([]byte, 16)), chunk: 100}, t: tp}
 		first.Conn.(*fakeConn).readAll(first, 100)
 		if tp.gone.Load() {
@@ -148,7 +148,7 @@ func TestTapEndsSessionOnReplacement(t *testing.T) {
 // TestTapDropsPingsAndAbandonedClose: pings never reach the server (so only keep-alives renew
 // the session); after abandon, neither does the close-session request.
 func TestTapDropsPingsAndAbandonedClose(t *testing.T) {
-	tp := newTap(nil, time.Second, nil, nil, nil)
+	tp := newTap(nil, time.Second, 0, nil, nil, nil)
 	fc := &fakeConn{chunk: 100}
 	c := &tapConn{Conn: fc, t: tp}
 	tp.conn = c
@@ -182,7 +182,7 @@ func TestTapDropsPingsAndAbandonedClose(t *testing.T) {
 func TestTapCloseBehindPendingHandshake(t *testing.T) {
 	connect := append([]byte{0, 0, 0, 8}, make([]byte, 8)...)
 
-	tp := newTap(nil, time.Second, nil, nil, nil)
+	tp := newTap(nil, time.Second, 0, nil, nil, nil)
 	fc := &fakeConn{chunk: 100}
 	c := &tapConn{Conn: fc, t: tp}
 	tp.conn = c
@@ -195,7 +195,7 @@ func TestTapCloseBehindPendingHandshake(t *testing.T) {
 		t.Fatalf("written %x, want the connect request then the close %x", fc.written.Bytes(), want)
 	}
 
-	tp = newTap(nil, time.Second, nil, nil, nil)
+	tp = newTap(nil, time.Second, 0, nil, nil, nil)
 	fc = &fakeConn{chunk: 100}
 	c = &tapConn{Conn: fc, t: tp}
 	tp.conn = c
@@ -206,7 +206,7 @@ func TestTapCloseBehindPendingHandshake(t *testing.T) {
 		t.Fatalf("connect request after beginClose: %v, written %x; want refused", err, fc.written.Bytes())
 	}
 
-	tp = newTap(nil, time.Second, nil, nil, nil)
+	tp = newTap(nil, time.Second, 0, nil, nil, nil)
 	fc = &fakeConn{in: connectResponse(4000, 0x1234, make([]byte, 16)), chunk: 100}
 	c = &tapConn{Conn: fc, t: tp}
 	tp.conn = c
@@ -225,7 +225,7 @@ func TestTapCloseBehindPendingHandshake(t *testing.T) {
 func TestTapClosesExpiredReconnect(t *testing.T) {
 	connect := append([]byte{0, 0, 0, 8}, make([]byte, 8)...)
 	for chunk := 1; chunk <= 48; chunk++ {
-		tp := newTap(nil, time.Second, nil, nil, nil)
+		tp := newTap(nil, time.Second, 0, nil, nil, nil)
 		first := &tapConn{Conn: &fakeConn{in: connectResponse(4000, 0x1234, make([]byte, 16)), chunk: 100}, t: tp}
 		first.Conn.(*fakeConn).readAll(first, 100)
 		fc := &fakeConn{in: connectResponse(0, 0, make([]byte, 16)), chunk: chunk}
@@ -266,7 +266,7 @@ func TestTapClosesExpiredReconnect(t *testing.T) {
 func TestTapCloseOutcome(t *testing.T) {
 	connect := append([]byte{0, 0, 0, 8}, make([]byte, 8)...)
 	established := func(in []byte) (*tap, *fakeConn, *tapConn) {
-		tp := newTap(nil, time.Second, nil, nil, nil)
+		tp := newTap(nil, time.Second, 0, nil, nil, nil)
 		fc := &fakeConn{in: append(connectResponse(4000, 0x1234, make([]byte, 16)), in...), chunk: 1000}
 		c := &tapConn{Conn: fc, t: tp}
 		tp.conn = c

@@ -8,7 +8,9 @@
 //     (a partition, as TCP holds the bytes in retransmission), one direction or both;
 //   - drop a direction: lose its bytes for good, the sockets left open (a client waiting for a
 //     reply waits on);
-//   - delay or throttle the bytes.
+//   - delay or throttle the bytes;
+//   - blackhole the link: silence the open connections for good and take new ones without
+//     ever answering (a failover or partition that sends no reset, a dropped SYN).
 //
 // Orphan makes the connections open at that moment lose every byte, both ways and for good,
 // and never closes their sockets (a NAT or firewall that forgot the flows), while new
@@ -55,6 +57,12 @@ type Fault struct {
 	Delay time.Duration
 	// BytesPerSecond limits each direction's throughput (0: unlimited).
 	BytesPerSecond int
+	// Blackhole silences, for good, every connection open when it is set (as Orphan) and
+	// every one accepted while it is set: that one is taken and never answered (the target is
+	// not dialled), its client's bytes read and lost until the client closes it, as a dropped
+	// SYN or a server that takes connections and never answers. Heal lets new connections
+	// through again; the silenced ones stay silent.
+	Blackhole bool
 }
 
 // mode returns the mode of direction up (client to server) or down.
@@ -147,9 +155,12 @@ func (p *Proxy) Set(f Fault) {
 		p.changed = make(chan struct{})
 	}
 	var socks []net.Conn
-	if f.Cut {
-		for c := range p.open {
+	for c := range p.open {
+		if f.Cut {
 			socks = append(socks, c.sockets()...)
+		}
+		if f.Blackhole {
+			c.orphaned.Store(true)
 		}
 	}
 	p.mu.Unlock()
@@ -236,6 +247,9 @@ func (p *Proxy) accept() {
 		p.mu.Lock()
 		refused, reset := p.closed || p.fault.Cut, p.fault.Reset
 		c := &Conn{client: client}
+		if p.fault.Blackhole {
+			c.orphaned.Store(true) // taken, never answered (see serve)
+		}
 		if !refused {
 			p.conns = append(p.conns, c)
 			p.open[c] = struct{}{}
@@ -253,6 +267,14 @@ func (p *Proxy) accept() {
 // serve dials the target for c and forwards both ways until both directions end.
 func (p *Proxy) serve(c *Conn) {
 	defer p.wg.Done()
+	if c.orphaned.Load() { // accepted during a blackhole: held, never answered
+		n, _ := io.Copy(io.Discard, c.client)
+		c.bytesLost.Add(n)
+		c.clientClosed.Store(true)
+		c.client.Close()
+		p.forget(c)
+		return
+	}
 	server, err := net.DialTimeout("tcp", p.target, dialTimeout)
 	if err != nil {
 		c.client.Close()

@@ -278,3 +278,42 @@ func TestCloseEndsHeldConnections(t *testing.T) {
 		}
 	}
 }
+
+// TestBlackhole: a blackhole silences the open connections for good and takes new ones
+// without answering them (the server never sees them); after Heal new connections work and
+// the silenced ones stay silent.
+func TestBlackhole(t *testing.T) {
+	addr, ended := echoServer(t)
+	p := StartTest(t, addr)
+	old := dial(t, p)
+	old.send("warm")
+	old.expect("warm")
+	p.Set(Fault{Blackhole: true})
+	old.send("lost")
+	old.expectNothing("an open connection during a blackhole")
+	held := dial(t, p)
+	held.send("hello")
+	held.expectNothing("a connection taken during a blackhole")
+	p.Heal()
+	old.send("after")
+	old.expectNothing("a connection the blackhole silenced, after the heal")
+	held.send("after")
+	held.expectNothing("a connection taken during the blackhole, after the heal")
+	fresh := dial(t, p)
+	fresh.send("ping")
+	fresh.expect("ping")
+	conns := p.Conns()
+	if len(conns) != 3 {
+		t.Fatalf("%d connections recorded, want 3", len(conns))
+	}
+	held.c.Close()
+	eventually(t, "the held connection's client closed", conns[1].ClientClosed)
+	if lost := conns[1].bytesLost.Load(); lost != int64(len("hello\nafter\n")) {
+		t.Errorf("the held connection lost %d bytes, want %d", lost, len("hello\nafter\n"))
+	}
+	select {
+	case <-ended:
+		t.Fatal("the server saw a connection end: the held one was dialled, or the silenced one's end passed")
+	case <-time.After(quiet):
+	}
+}

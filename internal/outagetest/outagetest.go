@@ -1,8 +1,8 @@
 // Package outagetest checks, from tests of any backend, that a Simba session rides out a short
 // outage of its server: a fault proxy (internal/faultproxy) between the backend and the server
-// resets every connection and refuses new ones for a while, then lets them through again, and
-// a client must keep its session (no EventSessionExpired, no second session) when the outage
-// leaves it time to renew.
+// resets every connection and refuses new ones for a while (or, blackholed, goes silent), then
+// lets new connections through again, and a client must keep its session (no
+// EventSessionExpired, no second session) when the outage leaves it time to renew.
 package outagetest
 
 import (
@@ -32,6 +32,10 @@ type Config struct {
 	Phase time.Duration
 	// Rounds is the number of outages.
 	Rounds int
+	// Blackhole makes each outage a blackhole (faultproxy.Fault.Blackhole: the connections go
+	// silent for good, new ones are taken and never answered) instead of resets and refused
+	// connections.
+	Blackhole bool
 }
 
 // Run starts a client on backend (whose connections to its servers all go through proxies)
@@ -83,7 +87,11 @@ func Run(t testing.TB, backend spi.Backend, proxies []*faultproxy.Proxy, cfg Con
 		e0, o0 := expired.Load(), opened.Load()
 		t.Logf("%6.2fs round %d: down", time.Since(start).Seconds(), i)
 		for _, p := range proxies {
-			p.Set(outageFault)
+			if cfg.Blackhole {
+				p.Set(faultproxy.Fault{Blackhole: true})
+			} else {
+				p.Set(outageFault)
+			}
 		}
 		time.Sleep(cfg.Outage)
 		for _, p := range proxies {

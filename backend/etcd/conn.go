@@ -1,0 +1,181 @@
+package etcd
+
+import (
+	"context"
+	"net"
+	"sync"
+	"time"
+)
+
+// Connection watch of a backend's own client (New, NewFromConfig): its gRPC connections are
+// dialled by the backend (connWatch.dial), which bounds connection attempts by the sessions'
+// TTLs and closes connections that went silent, because gRPC alone notices neither in time
+// for a short TTL (see "Outages" in the package doc):
+//
+//   - A connection attempt to a member that takes the connection and never answers (a
+//     blackhole, a hung server) lasts gRPC's MinConnectTimeout, the dial timeout (5 s by
+//     default), fixed when the client is made. The backend gives up an attempt that has read
+//     nothing after connectBound: the shortest TTL asked of the backend / connectBoundDivisor,
+//     at least minConnectBound, at most the dial timeout, doubling after each round of the
+//     endpoints whose attempts were all given up (a network slower than the bound still
+//     connects, a few attempts later; any other outcome, a refusal included, starts over).
+//   - A connection that went silent (its packets dropped, with no reset: a load balancer's
+//     failover, a lost NAT entry, a partition) stays READY for gRPC until its keep-alive
+//     pings fail: at least 10 s (gRPC raises any ping interval below that) plus the ping
+//     timeout. A session keep-alive still unanswered halfway to its deadline (TTL/6 after it
+//     was sent, with the engine's defaults), and a keep-alive or grant that timed out, close
+//     every connection that has waited, for at least half that call's time so far, for a
+//     byte after one it sent: gRPC redials it at once, and the keep-alive (which etcd's client
+//     re-sends when its connection is lost) goes out again on the fresh connection.
+const (
+	// connectBoundDivisor: a connection attempt is given up after the shortest TTL / 6, so
+	// that after an outage an attempt that went into the void costs a session at most half of
+	// the renewal interval (TTL/3) left to it, and the next attempt, the keep-alive and its
+	// reply have the other half.
+	connectBoundDivisor = 6
+	// minConnectBound is the least time a connection attempt is given: a TCP and TLS handshake
+	// across a region's network takes a few milliseconds; 100 ms leaves room for a loaded
+	// machine and a longer link, and the bound doubles when attempts time out in a row.
+	minConnectBound = 100 * time.Millisecond
+)
+
+// connWatch dials and watches the gRPC connections of a backend's own client.
+type connWatch struct {
+	dialTimeout time.Duration
+	endpoints   int
+	minTTL      func() time.Duration // the shortest TTL asked of the backend (0: none yet)
+
+	mu   sync.Mutex
+	live map[*watchedConn]struct{}
+	cut  int // connection attempts given up in a row (see connectBound)
+}
+
+func newConnWatch(dialTimeout time.Duration, endpoints int, minTTL func() time.Duration) *connWatch {
+	return &connWatch{dialTimeout: dialTimeout, endpoints: max(endpoints, 1), minTTL: minTTL, live: map[*watchedConn]struct{}{}}
+}
+
+// connectBound is how long a connection attempt may go without reading a byte.
+func (w *connWatch) connectBound() time.Duration {
+	d := w.dialTimeout
+	if ttl := w.minTTL(); ttl > 0 {
+		d = min(d, max(ttl/connectBoundDivisor, minConnectBound))
+	}
+	w.mu.Lock()
+	cut := w.cut
+	w.mu.Unlock()
+	for i := 0; i < cut/w.endpoints && d < w.dialTimeout; i++ {
+		d *= 2
+	}
+	return min(d, w.dialTimeout)
+}
+
+// dial is the gRPC dialer (grpc.WithContextDialer): a TCP connection, given up (closed) if it
+// has read nothing within connectBound of the dial's start; gRPC then counts the attempt failed
+// and makes its next one.
+func (w *connWatch) dial(ctx context.Context, addr string) (net.Conn, error) {
+	bound := w.connectBound()
+	start := time.Now()
+	dctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	var d net.Dialer
+	raw, err := d.DialContext(dctx, "tcp", addr)
+	if err != nil {
+		w.mu.Lock()
+		if dctx.Err() != nil && ctx.Err() == nil {
+			w.cut++
+		} else {
+			w.cut = 0
+		}
+		w.mu.Unlock()
+		return nil, err
+	}
+	c := &watchedConn{Conn: raw, w: w}
+	w.mu.Lock()
+	w.live[c] = struct{}{}
+	w.mu.Unlock()
+	c.timer = time.AfterFunc(bound-time.Since(start), c.handshakeTimedOut)
+	return c, nil
+}
+
+func (w *connWatch) gaveUp() {
+	w.mu.Lock()
+	w.cut++
+	w.mu.Unlock()
+}
+
+// dropSilent closes every connection that has waited for a byte since it last wrote for at
+// least half the time since sent, the send time of a call that timed out: gRPC then redials
+// them. A connection whose member answers is left alone (it read since it wrote).
+func (w *connWatch) dropSilent(sent time.Time) {
+	now := time.Now()
+	limit := now.Sub(sent) / 2
+	w.mu.Lock()
+	var silent []*watchedConn
+	for c := range w.live {
+		c.mu.Lock()
+		if c.answered && !c.waitingSince.IsZero() && now.Sub(c.waitingSince) >= limit {
+			silent = append(silent, c)
+		}
+		c.mu.Unlock()
+	}
+	w.mu.Unlock()
+	for _, c := range silent {
+		c.Conn.Close() // gRPC's reader fails, and gRPC closes the transport and redials
+	}
+}
+
+// watchedConn is a connection of a backend's own client, watched for silence.
+type watchedConn struct {
+	net.Conn
+	w     *connWatch
+	timer *time.Timer // the connect bound, stopped by the first byte read
+
+	mu           sync.Mutex
+	answered     bool      // a byte has been read: the attempt succeeded
+	waitingSince time.Time // the first write since the last read (zero: none)
+}
+
+func (c *watchedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.mu.Lock()
+		first := !c.answered
+		c.answered, c.waitingSince = true, time.Time{}
+		c.mu.Unlock()
+		if first {
+			c.timer.Stop()
+			c.w.mu.Lock()
+			c.w.cut = 0
+			c.w.mu.Unlock()
+		}
+	}
+	return n, err
+}
+
+func (c *watchedConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	if c.waitingSince.IsZero() {
+		c.waitingSince = time.Now()
+	}
+	c.mu.Unlock()
+	return c.Conn.Write(p)
+}
+
+func (c *watchedConn) Close() error {
+	c.timer.Stop()
+	c.w.mu.Lock()
+	delete(c.w.live, c)
+	c.w.mu.Unlock()
+	return c.Conn.Close()
+}
+
+// handshakeTimedOut gives up a connection attempt that has read nothing within its bound.
+func (c *watchedConn) handshakeTimedOut() {
+	c.mu.Lock()
+	answered := c.answered
+	c.mu.Unlock()
+	if !answered {
+		c.w.gaveUp()
+		c.Conn.Close()
+	}
+}
