@@ -162,8 +162,10 @@ func NewFromConfig(cfg Config, opts ...Option) (*Backend, error) {
 		Username:    cfg.User,
 		Password:    cfg.Password,
 		TLS:         cfg.TLS,
-		// Keep-alive pings notice a dead member; the balancer then moves to another.
-		DialKeepAliveTime:    2 * time.Second,
+		// Keep-alive pings notice a dead member; the balancer then moves to another. gRPC
+		// raises any ping interval below 10 s to 10 s, so that is what this is: a silent
+		// connection is found sooner by the connection watch (conn.go, dropSilent).
+		DialKeepAliveTime:    10 * time.Second,
 		DialKeepAliveTimeout: 2 * time.Second,
 		Logger:               zap.NewNop(), // errors reach the caller; the client's own logs are noise
 	}
