@@ -45,6 +45,17 @@
 // WithJitter(0) mean zero, not the default; WithCooldown(0) means the default; WithTTL(0) and
 // WithRenewEvery(0) are rejected.
 //
+// # Errors
+//
+// The sentinel errors (ErrInvalidName, ErrClosed, ErrNotHeld, ErrLockHeld, ErrUnavailable, …)
+// are matched with errors.Is, and IsPermanent says whether retrying could heal an error. Lock
+// retries what is not permanent itself while its ctx lasts, so what it returns is permanent (an
+// invalid name or option, a closed client, a missing schema, refused credentials, a TLS
+// failure, …) or comes from its ctx, joined with the last backend error. Of the context errors,
+// context.Canceled is permanent (the caller chose to stop: retrying under the same ctx cannot
+// help) and context.DeadlineExceeded is not (a new deadline may be enough): a Lock cancelled
+// while it waits reports IsPermanent true, one that timed out false.
+//
 // # Layers
 //
 // The decisions are made by a pure engine (no goroutines, clocks or I/O),
