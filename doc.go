@@ -29,8 +29,12 @@
 //     in-memory simbatest, Redis, the SQL backends, ZooKeeper and etcd), a client that waits
 //     registers as a waiter and a free lease goes to the longest-waiting live waiter first: a
 //     waiter gets the lease after at most as many tenures as there were live waiters ahead of
-//     it, so a holder that unlocks and locks again in a loop cannot keep it out. TryLock never
-//     waits and never queues.
+//     it, so a holder that unlocks and locks again in a loop cannot keep it out. The bound
+//     holds while the waiters keep their places: a server outage longer than a waiter's
+//     session can last (its local deadline) takes its place on every backend, and on Redis and
+//     the SQL backends, whose entries lapse at the session's expiry as of the waiter's latest
+//     attempt, so can a shorter one that spans that expiry (see spi.Queuer); the queue then
+//     forms again in the order the waiters come back. TryLock never waits and never queues.
 //   - PartitionGroup: P partitions spread over the group's live members by rendezvous hashing
 //     (JoinGroup, Leave, Assigned, Held, Members).
 //

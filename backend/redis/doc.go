@@ -47,7 +47,9 @@ naming it, without an owner), a queued acquire that is refused registers its ses
 its place, and a grant removes the grantee's entry; the withdraw script removes an entry. The
 lease hash's waiters field says the queue may hold entries, so an acquire with nobody waiting
 reads no queue key. A waiter that crashed drops out when its entry expires (no later than its
-session), one that gave up withdraws.
+session), one that gave up withdraws. So does a live waiter's entry when an outage spans its
+expiry (the waiter's re-attempt before it could not land), and a restart without AOF loses the
+queue keys: the waiters register again, in the order they come back (see spi.Queuer).
 
 Every call is EVALSHA with EVAL on NOSCRIPT (after a restart, failover or SCRIPT FLUSH), and
 every key a script touches is in KEYS. A release publishes the lease name on the lease key's
