@@ -21,6 +21,12 @@ var ErrNotDurable = errors.New("redis: tokens not durable")
 // WithLogger sets where the backend logs its warnings: the durability check at the first
 // OpenSession (see CheckDurability) and foreign records it skips or frees, such as a group member
 // or a lease holder that is not a client session id (logged once per record). The default is slog.Default(); nil turns logging off.
+//
+// go-redis logs on its own (failed dials, "connection pool: failed to dial after 5 attempts",
+// once per failed dial while a server is down; pool and pub/sub events) to stderr, through a
+// process-wide logger this option does not touch. Route it with redis.SetLogger and a type with
+// Printf(ctx context.Context, format string, v ...any), e.g. into a slog logger at DEBUG: the
+// same failures reach the client as backend errors.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) error {
 		if l == nil {
