@@ -29,8 +29,12 @@
 //     in-memory simbatest, Redis, the SQL backends, ZooKeeper and etcd), a client that waits
 //     registers as a waiter and a free lease goes to the longest-waiting live waiter first: a
 //     waiter gets the lease after at most as many tenures as there were live waiters ahead of
-//     it, so a holder that unlocks and locks again in a loop cannot keep it out. TryLock never
-//     waits and never queues.
+//     it, so a holder that unlocks and locks again in a loop cannot keep it out. The bound
+//     holds while the waiters keep their places: a server outage longer than a waiter's
+//     session can last (its local deadline) takes its place on every backend, and on Redis and
+//     the SQL backends, whose entries lapse at the session's expiry as of the waiter's latest
+//     attempt, so can a shorter one that spans that expiry (see spi.Queuer); the queue then
+//     forms again in the order the waiters come back. TryLock never waits and never queues.
 //   - PartitionGroup: P partitions spread over the group's live members by rendezvous hashing
 //     (JoinGroup, Leave, Assigned, Held, Members).
 //
@@ -44,6 +48,17 @@
 // 25 ms, backoff from 50 ms up to the renewal interval. WithDrift(0), WithMargin(0) and
 // WithJitter(0) mean zero, not the default; WithCooldown(0) means the default; WithTTL(0) and
 // WithRenewEvery(0) are rejected.
+//
+// # Errors
+//
+// The sentinel errors (ErrInvalidName, ErrClosed, ErrNotHeld, ErrLockHeld, ErrUnavailable, …)
+// are matched with errors.Is, and IsPermanent says whether retrying could heal an error. Lock
+// retries what is not permanent itself while its ctx lasts, so what it returns is permanent (an
+// invalid name or option, a closed client, a missing schema, refused credentials, a TLS
+// failure, …) or comes from its ctx, joined with the last backend error. Of the context errors,
+// context.Canceled is permanent (the caller chose to stop: retrying under the same ctx cannot
+// help) and context.DeadlineExceeded is not (a new deadline may be enough): a Lock cancelled
+// while it waits reports IsPermanent true, one that timed out false.
 //
 // # Layers
 //

@@ -47,6 +47,15 @@ var (
 // Lock and TryLock return such an error at once instead of retrying, and an election reports
 // it through Err. Everything else (timeouts, lost connections, busy servers, ErrUnavailable
 // around a transient cause) is worth retrying. A nil err is not permanent.
+//
+// The two context errors differ on purpose. context.Canceled is permanent: someone decided the
+// work should stop (a shutdown, a request that went away), and a retry under the same ctx would
+// only fail again. context.DeadlineExceeded is not: a deadline is a budget that ran out, and the
+// same call may well succeed with a new one. So a Lock whose ctx was cancelled returns an error
+// that is permanent, and one whose deadline passed a retryable one (a permanent backend error
+// would have ended the Lock before); both match their context error with errors.Is. A
+// retry loop with a deadline per attempt under a cancellable parent thus stops on the parent's
+// cancellation and goes on after an attempt's timeout.
 func IsPermanent(err error) bool {
 	return err != nil && spi.Classify(err) == spi.Permanent
 }

@@ -3,6 +3,7 @@ package simba_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -252,6 +253,55 @@ func TestUnlockAfterClose(t *testing.T) {
 	}
 }
 
+// TestLockCancelledWhileWaitingIsPermanent: a Lock whose ctx is cancelled while it waits for a
+// held lock returns an error that matches context.Canceled and is permanent (the caller chose to
+// stop), while one whose deadline passes returns a retryable one matching
+// context.DeadlineExceeded (a new deadline may be enough): what IsPermanent's doc promises.
+func TestLockCancelledWhileWaitingIsPermanent(t *testing.T) {
+	srv := simbatest.NewServer(simbatest.WithClock(spi.SystemClock()))
+	ctx := context.Background()
+	newClient := func(owner string, b spi.Backend) *simba.Client {
+		c, err := simba.New(b, simba.WithTTL(time.Minute), simba.WithOwner(owner))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close(ctx) })
+		return c
+	}
+	holder := newClient("holder", srv.Backend())
+	held, err := holder.Lock(ctx, "invoice-42")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Unlock(ctx)
+
+	wb := srv.Backend()
+	waiter := newClient("waiter", wb)
+	waitCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := waiter.Lock(waitCtx, "invoice-42")
+		done <- err
+	}()
+	// The waiter's first attempt reached the server (HeldBy): it waits for the next one, a
+	// minute away, when it is cancelled.
+	if !waitFor(10*time.Second, func() bool { return wb.Calls("Acquire") > 0 }) {
+		t.Fatal("the waiter's Lock made no attempt")
+	}
+	cancel()
+	err = <-done
+	if !errors.Is(err, context.Canceled) || !simba.IsPermanent(err) {
+		t.Fatalf("cancelled Lock: %v (permanent %v), want a permanent error matching context.Canceled", err, simba.IsPermanent(err))
+	}
+
+	timed, stop := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer stop()
+	_, err = waiter.Lock(timed, "invoice-42")
+	if !errors.Is(err, context.DeadlineExceeded) || simba.IsPermanent(err) {
+		t.Fatalf("timed-out Lock: %v (permanent %v), want a retryable error matching context.DeadlineExceeded", err, simba.IsPermanent(err))
+	}
+}
+
 // TestIsPermanent: IsPermanent follows spi.Classify, including a permanent cause inside
 // ErrUnavailable, and a nil error is not permanent.
 func TestIsPermanent(t *testing.T) {
@@ -262,6 +312,9 @@ func TestIsPermanent(t *testing.T) {
 		{nil, false},
 		{errors.New("connection reset"), false},
 		{context.DeadlineExceeded, false},
+		{fmt.Errorf("lock: %w", context.DeadlineExceeded), false},
+		{context.Canceled, true}, // the caller chose to stop: the same ctx never succeeds
+		{errors.Join(context.Canceled, errors.New("connection reset")), true},
 		{spi.Unavailable("acquire", errors.New("i/o timeout")), false},
 		{simba.ErrInvalidName, true},
 		{simba.ErrClosed, true},

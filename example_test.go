@@ -120,8 +120,14 @@ func ExampleIsPermanent() {
 	defer cancel()
 	<-short.Done()
 	_, err = c.Lock(short, "invoice-42")
-	fmt.Println("context ended:", simba.IsPermanent(err))
+	fmt.Println("deadline passed:", simba.IsPermanent(err)) // a new deadline may be enough
+
+	cancelled, cancelNow := context.WithCancel(ctx)
+	cancelNow()
+	_, err = c.Lock(cancelled, "invoice-42")
+	fmt.Println("cancelled:", simba.IsPermanent(err)) // the caller chose to stop
 	// Output:
 	// invalid name: true
-	// context ended: false
+	// deadline passed: false
+	// cancelled: true
 }

@@ -243,6 +243,12 @@ func WithClock(clock spi.Clock) Option {
 // WithLogger sets the logger (default: discard). Every failed backend call is logged at WARN
 // (ERROR when the error is permanent), elected, revoked and session opened/lost at INFO, and
 // each engine step at DEBUG.
+//
+// It is the client's logger, not the drivers': go-redis (failed dials, pool events) and
+// go-sql-driver/mysql (bad idle connections) write to stderr through process-wide loggers that
+// only redis.SetLogger and mysql.SetLogger change, which Simba leaves to the program. What they
+// report reaches this logger too, as failed backend calls. The backends' own warnings go to
+// their WithLogger options (slog.Default() by default).
 func WithLogger(l *slog.Logger) Option {
 	return Option{func(c *config) error {
 		if l == nil {

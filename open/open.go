@@ -74,9 +74,10 @@ type config struct {
 // WithLogger sets the logger every backend logs its warnings to (foreign records it skips, a
 // Redis server without durable persistence, a ZooKeeper DSN without credentials, an etcd
 // server that raises a session's TTL to its minimum, ...). The default is each backend's,
-// slog.Default(). A nil logger is an error matching spi.ErrInvalidOption. The Redis driver's
-// own log lines (go-redis: failed dials, pool events) go to its process-wide logger, which
-// only redis.SetLogger sets; the backend leaves it to the program.
+// slog.Default(). A nil logger is an error matching spi.ErrInvalidOption. The Redis and MySQL
+// drivers' own log lines (go-redis: failed dials, pool events; go-sql-driver/mysql: bad idle
+// connections) go to their process-wide loggers, which only redis.SetLogger and
+// mysql.SetLogger set; the backends leave them to the program (see the backends' WithLogger).
 func WithLogger(l *slog.Logger) Option {
 	return Option{func(c *config) error {
 		if l == nil {

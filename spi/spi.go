@@ -408,6 +408,17 @@ type Inspector interface {
 // is granted the lease after at most as many tenures as there were live waiters ahead of it
 // when it registered — no tenure goes to a session behind it or outside the queue, in
 // particular not to a holder that releases and re-acquires in a loop.
+//
+// The guarantee lasts only while the entry does, and a server outage can end it. An entry that
+// lapses with the expiry as of the latest attempt (the SQL and Redis backends) is renewed only
+// by a re-attempt, which the client sends just before that expiry: an outage that spans the
+// re-attempt and the expiry (anything from a few hundred milliseconds to one TTL, depending on
+// when the waiter last attempted) drops the entry while the session may live on. An entry that
+// lives with its session (SessionQueue: ZooKeeper, etcd) survives any outage its session
+// survives. None survives its session, and the client gives a session up (and never revives
+// it) when an outage outlasts its local deadline. After the outage the waiters register again,
+// in the order they come back, and the bound counts from then; a holder whose session lived
+// can meanwhile take the lease again ahead of them.
 type Queuer interface {
 	// AcquireQueued is Acquire for a session that waits for name: the same replies and
 	// errors, and, unless Granted or SessionExpired, the session is (or stays) a waiter for

@@ -19,6 +19,12 @@ import (
 // re-locks in a loop of short sections while another client waits: the waiter must enter after
 // at most one more section of the looping holder. Every backend of this module runs it; a
 // backend without spi.Queuer fails it at once.
+//
+// It checks the order while the server answers. Across a server outage the bound holds only
+// for waiters whose entries outlive it (see spi.Queuer): an outage longer than an entry's
+// remaining time (as of the waiter's latest attempt, on a backend without spi.SessionQueue) or
+// than the session's local deadline (on every backend) takes the waiter's place, and the queue
+// forms again in the order the waiters come back; no scenario here injects an outage.
 func FairnessSpec(t *testing.T, f Factory) {
 	h := newHarness(t, f)
 	if _, ok := h.backend(t).Backend.(spi.Queuer); !ok {

@@ -47,7 +47,9 @@ naming it, without an owner), a queued acquire that is refused registers its ses
 its place, and a grant removes the grantee's entry; the withdraw script removes an entry. The
 lease hash's waiters field says the queue may hold entries, so an acquire with nobody waiting
 reads no queue key. A waiter that crashed drops out when its entry expires (no later than its
-session), one that gave up withdraws.
+session), one that gave up withdraws. So does a live waiter's entry when an outage spans its
+expiry (the waiter's re-attempt before it could not land), and a restart without AOF loses the
+queue keys: the waiters register again, in the order they come back (see spi.Queuer).
 
 Every call is EVALSHA with EVAL on NOSCRIPT (after a restart, failover or SCRIPT FLUSH), and
 every key a script touches is in KEYS. A release publishes the lease name on the lease key's
@@ -63,20 +65,41 @@ anything. They stay below 2^53, where Lua's numbers (doubles) are exact, until t
 
 The token lives in the lease hash, and Redis can lose the hash: an allkeys-* maxmemory-policy
 evicts it (it never expires, so volatile-* policies and noeviction leave it alone), a restart
-without AOF loses it (RDB snapshots lose every write since the last save), and so do a
-FLUSHALL, an operator's DEL and a failover that loses the last writes (see WithWaitReplicas).
-Then the next grant starts from the clock floor instead of from 1: tokens still increase as long
-as the server's clock has not gone back by more than the time since the last grant. What is at
-risk is a clock that goes back: a server restored on another host or a clock stepped back could
-then repeat tokens. For the full promise run Redis with maxmemory-policy noeviction or a
-volatile-* policy, and with appendonly yes.
+without AOF loses it (RDB snapshots lose every write since the last save; Debian's and Redis's
+own default configuration is appendonly no), and so do a FLUSHALL, an operator's DEL and a
+failover that loses the last writes (see Replication and failover).
+
+Losing the hash of a held lease breaks mutual exclusion, not only the tokens' order: the
+lease is free on the server while its holder still believes it holds it (its term IsValid),
+so a waiter is granted it at once, and both hold it until the holder's next keep-alive finds
+the hash gone or taken and revokes its term — up to one renewal interval (TTL/3 by default)
+after the server answers again. A trial restarted a server without AOF under two elections at
+TTL 15 s: the two leaders overlapped for 1.3 s, and only the fenced resource (fencesql)
+refused the old leader's writes. During that window fencing tokens are the only protection,
+so fence every write the lease guards (package fence). Tokens still increase: the next grant
+starts from the clock floor instead of from 1, so tokens increase as long as the server's
+clock has not gone back by more than the time since the last grant; a clock that goes back (a
+server restored on another host, a clock stepped back) could also repeat a token, and then
+fencing cannot tell the two holders apart either.
+
+For mutual exclusion across restarts run Redis with maxmemory-policy noeviction or a
+volatile-* policy and with appendonly yes. appendfsync then decides what a crash can still
+lose: always fsyncs the AOF before Redis replies, so no acknowledged grant or renewal is lost
+(the safest, and the slowest); everysec (the default) can lose about the last second of writes
+to a power loss or an operating system crash (and, as redis.conf says, a write to a crash of
+the Redis process itself); no leaves the flush to the operating system (on Linux about every
+30 s), which a host crash can lose. A restart of the Redis process alone (SIGTERM, a restart
+by the service manager) loses nothing with AOF on. Each lost grant or renewal opens the window
+described above.
 
 At the first OpenSession the backend reads those settings on the server (on a Cluster, on every
 master) with CONFIG GET, falling back to INFO where CONFIG is refused (an ACL without it, a
 renamed command), and logs a warning through WithLogger's logger (slog.Default() by default)
 for each server that could lose lease hashes, or that it could not check; CheckDurability runs
 the same check on demand. WithStrictDurability turns the warning into a refusal: OpenSession
-then fails with a permanent error matching ErrNotDurable.
+then fails with a permanent error matching ErrNotDurable; use it where a second holder is not
+acceptable. The check reads maxmemory-policy and appendonly only: not appendfsync, and not
+whether a failover can lose writes (replication is asynchronous; see WithWaitReplicas).
 
 A stored token that is not a plain decimal integer (say "0x10", "-5" or "abc", written by
 someone else) fails the acquire with a permanent error matching spi.ErrCorruptToken, and one

@@ -21,6 +21,12 @@ var ErrNotDurable = errors.New("redis: tokens not durable")
 // WithLogger sets where the backend logs its warnings: the durability check at the first
 // OpenSession (see CheckDurability) and foreign records it skips or frees, such as a group member
 // or a lease holder that is not a client session id (logged once per record). The default is slog.Default(); nil turns logging off.
+//
+// go-redis logs on its own (failed dials, "connection pool: failed to dial after 5 attempts",
+// once per failed dial while a server is down; pool and pub/sub events) to stderr, through a
+// process-wide logger this option does not touch. Route it with redis.SetLogger and a type with
+// Printf(ctx context.Context, format string, v ...any), e.g. into a slog logger at DEBUG: the
+// same failures reach the client as backend errors.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) error {
 		if l == nil {
@@ -34,7 +40,10 @@ func WithLogger(l *slog.Logger) Option {
 // WithStrictDurability makes the first OpenSession fail with a permanent error matching
 // ErrNotDurable, instead of logging a warning, when a server (every master, on a Cluster) could
 // lose lease hashes — an allkeys-* maxmemory-policy, or appendonly off — or its configuration
-// cannot be read (CONFIG and INFO refused). See CheckDurability. The check runs once per
+// cannot be read (CONFIG and INFO refused). Such a server can lose the hash of a held lease,
+// and then grant the lease to a second session while the holder still believes it holds it
+// (see Durability.String): use this option where that is not acceptable, rather than a
+// warning in a log. See CheckDurability. The check runs once per
 // Backend and its verdict is kept: after changing the server's configuration, build a new
 // Backend. (A server that could not be reached is checked again at the next OpenSession.)
 func WithStrictDurability() Option {
@@ -59,22 +68,33 @@ type Durability struct {
 // Safe reports whether nothing on this server can lose a lease hash short of an operator.
 func (d Durability) Safe() bool { return d.Checked && !d.EvictsLeases && !d.LosesOnRestart }
 
-// String describes the finding, and what is at risk, in one sentence.
+// String describes the finding, what is at risk and what to change, in one line (the warning
+// the backend logs).
+//
+// What is at risk is mutual exclusion first, not only the tokens' order: a lease hash that is
+// lost while its lease is held lets another session be granted the lease while the holder
+// still believes it holds it (its term IsValid), until the holder's next keep-alive finds the
+// hash gone or taken, up to one renewal interval later. Fencing tokens are then all that
+// protects the resource, and they still increase only while the server's clock moves forward.
 func (d Durability) String() string {
 	at := ""
 	if d.Addr != "" {
 		at = " at " + d.Addr
 	}
-	floor := "tokens still increase because every new tenure's token is at least the server's clock in microseconds, but only while that clock moves forward: a clock that goes back (a restored or migrated server, a stepped clock) could then repeat tokens"
+	const (
+		twoHolders = "mutual exclusion breaks: another session can be granted a lease while its holder still believes it holds it (IsValid true) until the holder's next keep-alive, up to one renewal interval (TTL/3 by default), and only fencing tokens protect the resource then (they still increase while the server's clock moves forward; a clock that goes back could repeat one)"
+		strict     = "or use WithStrictDurability to refuse such a server"
+	)
 	switch {
 	case !d.Checked:
-		return fmt.Sprintf("simba: could not check the Redis server%s for settings that lose lease records (%v); tokens stay increasing only while the server's clock moves forward if a lease hash is lost", at, d.Err)
+		why := strings.Join(strings.Fields(fmt.Sprint(d.Err)), " ") // one line, whatever the error holds
+		return fmt.Sprintf("simba: could not check the Redis server%s for settings that lose lease hashes (%s); if it evicts them (an allkeys-* maxmemory-policy) or loses them on restart (appendonly no), %s. Make sure it runs with noeviction or a volatile-* policy and appendonly yes, %s", at, why, twoHolders, strict)
 	case d.EvictsLeases && d.LosesOnRestart:
-		return fmt.Sprintf("simba: Redis server%s has maxmemory-policy %s (maxmemory %s) and appendonly no: lease hashes can be evicted and a restart loses them; %s. Use noeviction or a volatile-* policy, and AOF (appendonly yes)", at, d.Policy, d.MaxMemory, floor)
+		return fmt.Sprintf("simba: Redis server%s has maxmemory-policy %s (maxmemory %s) and appendonly no: lease hashes can be evicted and a restart loses them, so %s. Use noeviction or a volatile-* policy and turn AOF on (appendonly yes), %s", at, d.Policy, d.MaxMemory, twoHolders, strict)
 	case d.EvictsLeases:
-		return fmt.Sprintf("simba: Redis server%s has maxmemory-policy %s (maxmemory %s): lease hashes can be evicted; %s. Use noeviction or a volatile-* policy", at, d.Policy, d.MaxMemory, floor)
+		return fmt.Sprintf("simba: Redis server%s has maxmemory-policy %s (maxmemory %s): lease hashes can be evicted, so %s. Use noeviction or a volatile-* policy, %s", at, d.Policy, d.MaxMemory, twoHolders, strict)
 	case d.LosesOnRestart:
-		return fmt.Sprintf("simba: Redis server%s has appendonly no: a restart loses lease hashes written since the last RDB save (or all of them without one); %s. Turn AOF on (appendonly yes)", at, floor)
+		return fmt.Sprintf("simba: Redis server%s has appendonly no: a restart loses the lease hashes written since the last RDB save (all of them without one), so %s. Turn AOF on (appendonly yes), %s", at, twoHolders, strict)
 	}
 	return fmt.Sprintf("simba: Redis server%s keeps lease records (maxmemory-policy %s, appendonly yes)", at, d.Policy)
 }
@@ -88,9 +108,15 @@ func (d Durability) String() string {
 // returned only when a server could not be reached.
 //
 // The backend runs it once, at the first OpenSession, and logs every finding that is not Safe
-// as a warning (or, WithStrictDurability, refuses with ErrNotDurable). Losing a lease hash does
+// as a warning (or, WithStrictDurability, refuses with ErrNotDurable). Losing the hash of a held
+// lease breaks mutual exclusion for a while (see Durability.String): the lease can be granted
+// to a second session before the holder's next keep-alive tells it the lease is gone. It does
 // not make tokens go back while the server's clock moves forward: a new tenure's token is at
 // least the server's clock in microseconds (DESIGN.md §5).
+//
+// It reads neither appendfsync nor replication, which decide what AOF and replicas still lose
+// (see the package doc, Fencing tokens and durability): each lost grant or renewal opens the
+// same window of two holders.
 //
 // It returns once ctx is done, as every call does (see bounded), even when a server stops
 // answering.

@@ -164,9 +164,9 @@ func TestDurabilityCheck(t *testing.T) {
 		name, user string
 		want       []string // in the warning
 	}{
-		{"config", "", []string{"level=WARN", "allkeys-lru", "appendonly no", "evicted", "restart", "clock"}},
-		{"info fallback", "infoonly", []string{"level=WARN", "allkeys-lru", "appendonly no"}},
-		{"refused", "blind", []string{"level=WARN", "could not check", "NOPERM", "clock"}},
+		{"config", "", []string{"level=WARN", "allkeys-lru", "appendonly no", "evicted", "restart", "mutual exclusion breaks", "renewal interval", "fencing tokens", "clock", "WithStrictDurability"}},
+		{"info fallback", "infoonly", []string{"level=WARN", "allkeys-lru", "appendonly no", "mutual exclusion breaks"}},
+		{"refused", "blind", []string{"level=WARN", "could not check", "NOPERM", "mutual exclusion breaks", "clock"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pass := ""
@@ -183,8 +183,8 @@ func TestDurabilityCheck(t *testing.T) {
 					t.Errorf("warning %q lacks %q", out, w)
 				}
 			}
-			if n := strings.Count(out, "level=WARN"); n != 1 {
-				t.Errorf("%d warnings, want 1: %s", n, out)
+			if n := strings.Count(out, "level=WARN"); n != 1 || strings.Count(out, "\n") != 1 {
+				t.Errorf("%d warnings, want 1 of one line: %s", n, out)
 			}
 			strict := newBackend(t, privClient(t, portUndurable, tc.user, pass), WithLogger(discard), WithStrictDurability())
 			_, err := strict.OpenSession(ctx, "strict", privTestTTL)
@@ -241,6 +241,42 @@ func TestDurabilityCheck(t *testing.T) {
 			t.Fatalf("checked %d servers (%v), want each of the %d masters", len(ds), seen, masters)
 		}
 	})
+}
+
+// TestDurabilityString: every finding that is not safe is one line (the warning) that says
+// mutual exclusion breaks, for how long, that fencing tokens are what protects the resource
+// then, and what to change; a safe one says nothing is at risk.
+func TestDurabilityString(t *testing.T) {
+	for _, tc := range []struct {
+		d    Durability
+		want []string
+	}{
+		{Durability{Addr: "h:1", Checked: true, Policy: "noeviction", LosesOnRestart: true},
+			[]string{"at h:1", "appendonly no", "restart", "appendonly yes"}},
+		{Durability{Checked: true, Policy: "allkeys-lru", MaxMemory: "100", EvictsLeases: true},
+			[]string{"allkeys-lru", "evicted", "noeviction"}},
+		{Durability{Checked: true, Policy: "allkeys-lfu", MaxMemory: "100", EvictsLeases: true, LosesOnRestart: true},
+			[]string{"allkeys-lfu", "evicted", "restart", "appendonly yes"}},
+		{Durability{Err: errors.New("NOPERM\nsecond line")},
+			[]string{"could not check", "appendonly yes"}},
+	} {
+		got := tc.d.String()
+		for _, w := range append(tc.want, "mutual exclusion breaks", "renewal interval", "only fencing tokens protect", "WithStrictDurability") {
+			if !strings.Contains(got, w) {
+				t.Errorf("%+v: %q lacks %q", tc.d, got, w)
+			}
+		}
+		if tc.d.Safe() {
+			t.Errorf("%+v is Safe", tc.d)
+		}
+		if strings.ContainsAny(got, "\r\n") {
+			t.Errorf("%+v: %q is not one line", tc.d, got)
+		}
+	}
+	safe := Durability{Checked: true, Policy: "noeviction", AppendOnly: true}
+	if got := safe.String(); !safe.Safe() || strings.Contains(got, "breaks") {
+		t.Errorf("safe finding: %q", got)
+	}
 }
 
 // TestTokenOverflowAndCorruptTokens: a lease hash whose token is at or above 2^53 - 1 (no exact

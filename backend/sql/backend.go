@@ -39,6 +39,12 @@ type config struct {
 // WithLogger sets where the backend logs warnings: foreign records it skips, such as a group
 // member whose session id is not of the form clients make (logged once per record). The default
 // is slog.Default().
+//
+// go-sql-driver/mysql logs on its own ("closing bad idle connection: EOF" after a server
+// restart, packet errors) to stderr, through a process-wide logger this option does not touch.
+// Route it with mysql.SetLogger and a type with Print(v ...any), e.g. into a slog logger at
+// DEBUG: the failures that matter reach the client as backend errors. pgx and the SQLite driver
+// log nothing by themselves.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) error {
 		c.logger = l

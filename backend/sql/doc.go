@@ -17,7 +17,11 @@
 //
 // The backend implements spi.Queuer with the table simba_waiter: AcquireQueued registers a
 // waiting session (or keeps its place) in the acquire's own transaction, and a free lease goes
-// only to the first live waiter, for Acquire too. On MySQL/MariaDB and SQLite the queue is read
+// only to the first live waiter, for Acquire too. An entry lapses at its session's expiry as of
+// the waiter's latest queued acquire, so a database outage that spans that expiry (the
+// waiter's re-attempt just before it could not land) drops the waiter's place, although its
+// session may live on; it registers again, behind whoever came back first (see spi.Queuer).
+// On MySQL/MariaDB and SQLite the queue is read
 // and written under the lease row's lock (the acquire transaction). On PostgreSQL a plain
 // Acquire stays one statement that reads the queue in its snapshot. AcquireQueued tries that
 // statement first (a grant, to a free lease or to the first waiter, costs what Acquire costs)

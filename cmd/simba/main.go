@@ -79,6 +79,7 @@ func main() {
 		// The supervisor between `simba run` and its command: it handles its signals itself.
 		os.Exit(supervise(os.Args[2:]))
 	}
+	routeDriverLogs()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var err error
