@@ -336,8 +336,13 @@ type LeaseInfo struct {
 	// Token is the token of the current tenure, or of the latest one when the lease is free
 	// (zero where the backend keeps no record of free leases, as on ZooKeeper).
 	Token int64
-	// Remaining is the holder's time left, by the backend's clock (zero when free).
+	// Remaining is the holder's time left, by the backend's clock (zero when free, or when
+	// RemainingUnknown).
 	Remaining time.Duration
+	// RemainingUnknown is set on a held lease when the backend cannot tell its holder's time
+	// left: ZooKeeper tells a client nothing of another client's sessions, which live as long
+	// as their connection to the ensemble does (plus the session timeout once it is cut).
+	RemainingUnknown bool
 }
 
 // SessionInfo describes one live session in a Snapshot.
@@ -346,8 +351,12 @@ type SessionInfo struct {
 	ID SessionID
 	// Owner is the owner string the session was opened with.
 	Owner string
-	// Remaining is the session's time left, by the backend's clock.
+	// Remaining is the session's time left, by the backend's clock (zero when
+	// RemainingUnknown).
 	Remaining time.Duration
+	// RemainingUnknown is set when the backend cannot tell the session's time left (ZooKeeper,
+	// for a session of another client: see LeaseInfo.RemainingUnknown).
+	RemainingUnknown bool
 }
 
 // Snapshot is what Inspect returns: the backend's view for status tools.
@@ -356,7 +365,8 @@ type Snapshot struct {
 	Leases []LeaseInfo
 	// Sessions lists the live sessions, sorted by id.
 	Sessions []SessionInfo
-	// Groups maps each group with live members to its members, sorted ascending.
+	// Groups maps each group with live members to its members, sorted ascending; a group
+	// without live members (its record or node outlives them on some backends) is not listed.
 	Groups map[string][]SessionID
 }
 

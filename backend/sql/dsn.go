@@ -43,8 +43,10 @@ import (
 // ends mid-statement), and a read timeout would cut the waker's GET_LOCK waits, which last up to
 // a TTL. The database name is required.
 //
-// SQLite: the path is a file name (created if missing); the parameters are modernc.org/sqlite's
-// (_pragma=..., mode=ro is refused by the first write). Open adds _pragma=busy_timeout(10000),
+// SQLite: the path is a file name (created if missing, unless mode=rw: an existing file only);
+// the parameters are modernc.org/sqlite's (_pragma=..., mode=ro is refused by the first write).
+// When SQLite cannot open the file, the error names it and, when it can tell, why (its
+// directory does not exist; no such file, with mode=rw). Open adds _pragma=busy_timeout(10000),
 // _pragma=foreign_keys(1) (the dialect's session setup) and _pragma=journal_mode(wal) (readers do
 // not block the writer) unless the DSN sets them itself. An in-memory database (:memory:,
 // mode=memory) is refused: it lives and dies with one connection of one process, so there is
@@ -275,7 +277,8 @@ func openSQLite(dsn string, opts []Option) (*Backend, error) {
 		return nil, dsnutil.Errorf(spi.ErrInvalidOption, "sql sqlite DSN", dsn, "%v", err)
 	}
 	// The DSN carries the session setup: no per-connection setup needed.
-	b, err := newSQLite(db, nil, opts)
+	file, _, _ := strings.Cut(strings.TrimPrefix(name, "file:"), "?")
+	b, err := newSQLite(db, nil, file, opts)
 	if err != nil {
 		db.Close()
 		return nil, err

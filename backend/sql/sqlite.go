@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -35,17 +37,21 @@ func NewSQLite(db *sql.DB, opts ...Option) (*Backend, error) {
 		return nil, fmt.Errorf("%w: sql sqlite: nil *sql.DB", spi.ErrInvalidOption)
 	}
 	wd, _ := wire.SQLDialectByName(wire.SQLSQLite)
-	return newSQLite(db, wd.SessionSetup, opts)
+	return newSQLite(db, wd.SessionSetup, "", opts)
 }
 
-func newSQLite(db *sql.DB, setup []string, opts []Option) (*Backend, error) {
+// newSQLite makes the backend on db; file is the database file Open opened ("" for the user's
+// pool), which its errors name when SQLite cannot open it.
+func newSQLite(db *sql.DB, setup []string, file string, opts []Option) (*Backend, error) {
 	wd, _ := wire.SQLDialectByName(wire.SQLSQLite)
 	d := &stdDialect{
-		db:          db,
-		q:           func(c dbtx) sqlq.Queries { return sqlq.SQLite(c) },
-		begin:       wd.Begin,
-		setup:       setup,
-		classifyErr: classifySQLite,
+		db:    db,
+		q:     func(c dbtx) sqlq.Queries { return sqlq.SQLite(c) },
+		begin: wd.Begin,
+		setup: setup,
+		classifyErr: func(b *Backend, op string, err error) error {
+			return classifySQLite(b, op, sqliteFileError(file, err))
+		},
 		// The migration runs in one BEGIN IMMEDIATE transaction: SQLite's write lock is the
 		// migration lock.
 		lockMigrate: func(context.Context, *sql.Conn) (func(), error) { return func() {}, nil },
@@ -235,6 +241,26 @@ const (
 	sqliteAuth     = 23
 	sqliteNotADB   = 26
 )
+
+// sqliteFileError adds to err, when it is SQLITE_CANTOPEN, the file SQLite could not open and,
+// when it can tell, why: SQLite's message, "unable to open database file (14)", names neither.
+// It returns err unchanged for other errors and when file is "".
+func sqliteFileError(file string, err error) error {
+	var se *sqlite.Error
+	if file == "" || !errors.As(err, &se) || se.Code()&0xff != sqliteCantOpen {
+		return err
+	}
+	why := ""
+	dir := filepath.Dir(file)
+	if _, serr := os.Stat(dir); errors.Is(serr, fs.ErrNotExist) {
+		why = ": its directory " + dir + " does not exist"
+	} else if _, serr := os.Stat(file); errors.Is(serr, fs.ErrNotExist) {
+		why = ": no such file"
+	} else if serr != nil {
+		why = ": " + serr.Error()
+	}
+	return fmt.Errorf("%w: database file %s%s", err, file, why)
+}
 
 // classifySQLite: SQLITE_BUSY and SQLITE_LOCKED (another writer holds the file past the busy
 // timeout) and I/O errors are retryable; "no such table/column" is ErrSchemaMissing; a read-only,

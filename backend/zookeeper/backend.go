@@ -13,6 +13,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/simba-go/simba/generated/wire"
+	"github.com/simba-go/simba/internal/joinerr"
 	"github.com/simba-go/simba/spi"
 )
 
@@ -452,7 +453,7 @@ func (b *Backend) KeepAlive(ctx context.Context, sid spi.SessionID, names []stri
 		})
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := joinerr.Join(errs...); err != nil {
 		if s.expiredBy(err) {
 			return spi.KeepAlive{Expired: true}, nil
 		}

@@ -268,7 +268,8 @@ func TestGroupsAndInspect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(snap.Leases) != 1 || snap.Leases[0] != (spi.LeaseInfo{Name: "inspected", Holder: sa, Owner: "test-owner", Token: tok}) {
+	// sa is another client's session: ZooKeeper does not tell bb its time left.
+	if len(snap.Leases) != 1 || snap.Leases[0] != (spi.LeaseInfo{Name: "inspected", Holder: sa, Owner: "test-owner", Token: tok, RemainingUnknown: true}) {
 		t.Errorf("leases = %+v", snap.Leases)
 	}
 	if !slices.Equal(snap.Groups["workers"], want) {
@@ -280,12 +281,45 @@ func TestGroupsAndInspect(t *testing.T) {
 		if si.Owner != "test-owner" {
 			t.Errorf("session %s owner %q", si.ID, si.Owner)
 		}
-		if si.ID == sb && (si.Remaining <= 0 || si.Remaining > 10*time.Second) {
-			t.Errorf("own session %s remaining %v", si.ID, si.Remaining)
+		if si.ID == sb && (si.Remaining <= 0 || si.Remaining > 10*time.Second || si.RemainingUnknown) {
+			t.Errorf("own session %s remaining %v (unknown %v)", si.ID, si.Remaining, si.RemainingUnknown)
+		}
+		if si.ID == sa && !si.RemainingUnknown {
+			t.Errorf("another client's session %s remaining %v, want unknown", si.ID, si.Remaining)
 		}
 	}
 	if !slices.Equal(ids, want) {
 		t.Errorf("sessions = %v, want %v", ids, want)
+	}
+	// The group's node outlives its members; a group without live members is not listed, as
+	// on every other backend.
+	for _, m := range []struct {
+		b   *Backend
+		sid spi.SessionID
+	}{{a, sa}, {bb, sb}} {
+		if _, err := m.b.Leave(testCtx(t), m.sid, "workers"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if snap, err = bb.Inspect(testCtx(t)); err != nil || len(snap.Groups) != 0 {
+		t.Errorf("Inspect after every member left: groups %v, %v; want none", snap.Groups, err)
+	}
+}
+
+// TestKeepAliveErrorSaysItOnce: a keep-alive's reads run in parallel (the lease root, then
+// one per group) and fail alike when the call's time runs out; its error says so once, not
+// once per read ("context deadline exceeded\ncontext deadline exceeded").
+func TestKeepAliveErrorSaysItOnce(t *testing.T) {
+	b := openBackend(t, serverDSN(t, ""))
+	sid := openSession(t, b, 10*time.Second)
+	ctx, cancel := context.WithDeadline(testCtx(t), time.Now().Add(-time.Second))
+	defer cancel()
+	_, err := b.KeepAlive(ctx, sid, nil, []string{"g1", "g2", "g3"})
+	if err == nil || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("KeepAlive with an expired context = %v, want a deadline error", err)
+	}
+	if n := strings.Count(err.Error(), context.DeadlineExceeded.Error()); n != 1 || strings.Contains(err.Error(), "\n") {
+		t.Errorf("KeepAlive's error %q says %q %d times, want once on one line", err, context.DeadlineExceeded, n)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/simba-go/simba/generated/wire"
+	"github.com/simba-go/simba/internal/joinerr"
 	"github.com/simba-go/simba/spi"
 )
 
@@ -20,7 +21,9 @@ const inspectParallel = 64
 // Inspect lists the held leases (holder, owner, token), the sessions that hold leases or
 // belong to groups, and the groups' members. ZooKeeper does not tell one client how long
 // another session has left, so Remaining is filled in only for this backend's own sessions
-// (0 for others). Inspect reads every lease node: it is for status tools, not hot paths.
+// (others have RemainingUnknown). A group node without live members (group nodes are
+// persistent) is not listed, as on every backend. Inspect reads every lease node: it is for
+// status tools, not hot paths.
 func (b *Backend) Inspect(ctx context.Context) (spi.Snapshot, error) {
 	s, err := b.anySession(ctx)
 	if err != nil {
@@ -54,13 +57,11 @@ func (b *Backend) Inspect(ctx context.Context) (spi.Snapshot, error) {
 	for _, n := range names {
 		nodes = append(nodes, &node{path: b.lay.lease(n)})
 	}
-	members := map[string][]string{}
 	for _, g := range groupNames {
 		ms, err := children(b.lay.group(g))
 		if err != nil {
 			return spi.Snapshot{}, s.fail("inspect", err)
 		}
-		members[g] = ms
 		for _, m := range ms {
 			nodes = append(nodes, &node{path: b.lay.member(g, m)})
 		}
@@ -90,7 +91,7 @@ func (b *Backend) Inspect(ctx context.Context) (spi.Snapshot, error) {
 		})
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := joinerr.Join(errs...); err != nil {
 		return spi.Snapshot{}, s.fail("inspect", err)
 	}
 
@@ -102,11 +103,12 @@ func (b *Backend) Inspect(ctx context.Context) (spi.Snapshot, error) {
 		}
 	}
 	b.mu.Unlock()
-	remaining := func(id spi.SessionID) time.Duration {
+	// remaining returns the time left of the session id and whether it is known.
+	remaining := func(id spi.SessionID) (time.Duration, bool) {
 		if ss := own[id]; ss != nil {
-			return ss.remaining()
+			return ss.remaining(), true
 		}
-		return 0
+		return 0, false
 	}
 	snap := spi.Snapshot{Groups: map[string][]spi.SessionID{}}
 	sessions := map[spi.SessionID]string{}
@@ -126,9 +128,10 @@ func (b *Backend) Inspect(ctx context.Context) (spi.Snapshot, error) {
 			owner = ForeignOwner
 		}
 		sessions[holder] = owner
+		rem, known := remaining(holder)
 		snap.Leases = append(snap.Leases, spi.LeaseInfo{
 			Name: n, Holder: holder, Owner: owner, Token: nd.stat.Czxid,
-			Remaining: remaining(holder),
+			Remaining: rem, RemainingUnknown: !known,
 		})
 	}
 	for _, nd := range nodes[len(names):] {
@@ -150,14 +153,12 @@ func (b *Backend) Inspect(ctx context.Context) (spi.Snapshot, error) {
 			sessions[id] = string(ss.owner)
 		}
 	}
-	for g := range members {
-		if _, ok := snap.Groups[g]; !ok {
-			snap.Groups[g] = []spi.SessionID{}
-		}
+	for g := range snap.Groups {
 		slices.Sort(snap.Groups[g])
 	}
 	for id, owner := range sessions {
-		snap.Sessions = append(snap.Sessions, spi.SessionInfo{ID: id, Owner: owner, Remaining: remaining(id)})
+		rem, known := remaining(id)
+		snap.Sessions = append(snap.Sessions, spi.SessionInfo{ID: id, Owner: owner, Remaining: rem, RemainingUnknown: !known})
 	}
 	slices.SortFunc(snap.Leases, func(a, b spi.LeaseInfo) int { return strings.Compare(a.Name, b.Name) })
 	slices.SortFunc(snap.Sessions, func(a, b spi.SessionInfo) int { return strings.Compare(string(a.ID), string(b.ID)) })

@@ -15,6 +15,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/simba-go/simba/generated/wire"
+	"github.com/simba-go/simba/internal/joinerr"
 	"github.com/simba-go/simba/spi"
 )
 
@@ -496,7 +497,7 @@ func (s *session) groupMembers(group string) ([]spi.SessionID, error) {
 			})
 		}
 		wg.Wait()
-		if err := errors.Join(errs...); err != nil {
+		if err := joinerr.Join(errs...); err != nil {
 			return nil, err
 		}
 		s.mu.Lock()
@@ -828,7 +829,7 @@ func (s *session) heldAmong(ctx context.Context, names []string) ([]spi.Held, er
 			wg.Go(func() { errs[i] = s.settle(ctx, n) })
 		}
 		wg.Wait()
-		if err := errors.Join(errs...); err != nil {
+		if err := joinerr.Join(errs...); err != nil {
 			return nil, s.fail("keep-alive: settle", err)
 		}
 	}

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/simba-go/simba/internal/joinerr"
 )
 
 // ZooKeeper wire constants the tap needs (jute framing: a 4-byte big-endian length, then the
@@ -459,7 +461,7 @@ func (t *tap) closeAlone(ctx context.Context, servers []string) error {
 	if len(errs) == 0 {
 		return errors.New("no server to close the session at")
 	}
-	return errors.Join(errs...)
+	return joinerr.Join(errs...)
 }
 
 // closeSessionFrames is a connect request for session sid (with its password and a session

@@ -86,25 +86,96 @@ func TestHelpListsEveryDSNForm(t *testing.T) {
 
 // TestErrorsHaveOneSimbaPrefix: errors from the CLI itself, from the DSN parser and from the
 // library (whose messages start with "simba: " of their own) are printed as one line with
-// exactly one "simba:" prefix, exit status 1.
+// exactly one "simba:" prefix; a usage error (the command line's: a missing or bad flag, no
+// CMD, a malformed DSN) exits 2, as an unknown flag does, and any other error 1.
 func TestErrorsHaveOneSimbaPrefix(t *testing.T) {
 	unmigrated := sqliteWithout(t, nil)
 	for _, tc := range []struct {
-		args []string
-		want string // what the line says after the prefix
+		args   []string
+		status int
+		want   string // what the line says after the prefix
 	}{
-		{[]string{"status"}, "-dsn (or $SIMBA_DSN) is required"},
-		{[]string{"lock", "-dsn", "no-scheme", "-name", "x", "--", "true"}, "no scheme"},
-		{[]string{"run", "-dsn", unmigrated, "-name", "job"}, "no command given"},
-		{[]string{"lock", "-dsn", unmigrated, "-name", "bad name!", "--", "true"}, "invalid name"},
-		{[]string{"lock", "-dsn", unmigrated, "-name", "job", "--", "true"}, "run `simba migrate` with the same -dsn"},
+		{[]string{"status"}, 2, "-dsn (or $SIMBA_DSN) is required"},
+		{[]string{"migrate"}, 2, "-dsn (or $SIMBA_DSN) is required"},
+		{[]string{"lock", "-name", "x", "--", "true"}, 2, "-dsn (or $SIMBA_DSN) is required"},
+		{[]string{"lock", "-dsn", "no-scheme", "-name", "x", "--", "true"}, 2, "no scheme"},
+		{[]string{"status", "-dsn", "postgres://u:pw@h/db?sslmode=bogus"}, 2, "sslmode is invalid"},
+		{[]string{"run", "-dsn", unmigrated, "-name", "job"}, 2, "no command given"},
+		{[]string{"run", "-dsn", unmigrated, "--", "true"}, 2, "-name is required"},
+		{[]string{"lock", "-dsn", unmigrated, "-name", "bad name!", "--", "true"}, 2, "invalid name"},
+		{[]string{"lock", "-dsn", unmigrated, "-name", "job", "-ttl", "100ms", "--", "true"}, 2,
+			"-ttl 100ms is too short: it must be longer than 100ms"},
+		{[]string{"run", "-dsn", unmigrated, "-name", "job", "-ttl", "0s", "--", "true"}, 2, "-ttl 0s is too short"},
+		{[]string{"lock", "-dsn", unmigrated, "-name", "job", "-ttl", "25h", "--", "true"}, 2, "-ttl 25h0m0s is too long"},
+		{[]string{"lock", "-dsn", unmigrated, "-name", "job", "-grace", "-1s", "--", "true"}, 2, "-grace -1s is negative"},
+		{[]string{"demo", "-workers", "2"}, 2, "-workers must be at least 3"},
+		{[]string{"demo", "-ttl", "50ms"}, 2, "-ttl 50ms is too short"},
+		{[]string{"lock", "-dsn", unmigrated, "-name", "job", "--", "true"}, 1, "run `simba migrate` with the same -dsn"},
 	} {
 		stdout, stderr, status := runSimba(t, tc.args...)
-		if status != 1 || stdout != "" || !strings.HasPrefix(stderr, "simba: ") || strings.Count(stderr, "simba:") != 1 ||
+		if status != tc.status || stdout != "" || !strings.HasPrefix(stderr, "simba: ") || strings.Count(stderr, "simba:") != 1 ||
 			strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, tc.want) {
-			t.Errorf("simba %q: exit status %d, stdout %q, stderr %q; want 1 and one line \"simba: ...%s...\"",
-				tc.args, status, stdout, stderr, tc.want)
+			t.Errorf("simba %q: exit status %d, stdout %q, stderr %q; want %d and one line \"simba: ...%s...\"",
+				tc.args, status, stdout, stderr, tc.status, tc.want)
 		}
+	}
+}
+
+// TestMigrateSaysWhatItApplied: simba migrate names the migrations it applied (all of them to
+// a new database, the missing ones to an old schema) and, run again, says the schema was
+// already up to date.
+func TestMigrateSaysWhatItApplied(t *testing.T) {
+	latest := schema.Migrations(wire.SQLSQLite)
+	n := latest[len(latest)-1].Version
+	fresh := "sqlite://" + filepath.Join(t.TempDir(), "fresh.db")
+	old := sqliteWithout(t, latest[:1])
+	for _, tc := range []struct {
+		dsn  string
+		want string
+	}{
+		{fresh, fmt.Sprintf("applied migrations 1–%d to %s (schema version %d)\n", n, fresh, n)},
+		{fresh, fmt.Sprintf("schema of %s is already up to date (version %d)\n", fresh, n)},
+		{old, fmt.Sprintf("applied migrations 2–%d to %s (schema version %d)\n", n, old, n)},
+	} {
+		if stdout, stderr, status := runSimba(t, "migrate", "-dsn", tc.dsn); status != 0 || stdout != tc.want || stderr != "" {
+			t.Errorf("simba migrate -dsn %s: exit status %d, stdout %q, stderr %q; want 0 and %q", tc.dsn, status, stdout, stderr, tc.want)
+		}
+	}
+	if got, want := migrateReport("D", 2, 3), "applied migration 3 to D (schema version 3)"; got != want {
+		t.Errorf("migrateReport(2, 3) = %q, want %q", got, want)
+	}
+}
+
+// TestSQLiteFileErrorsNameThePath: simba status never creates a SQLite database: on a file
+// that does not exist it exits 1 naming the file and simba migrate, and leaves no file (nor
+// the gate file beside it) behind. When the file's directory does not exist, every command
+// exits 1 naming the file and the directory (SQLite's own message names neither).
+func TestSQLiteFileErrorsNameThePath(t *testing.T) {
+	dir := t.TempDir()
+	typo := filepath.Join(dir, "typo.db")
+	stdout, stderr, status := runSimba(t, "status", "-dsn", "sqlite://"+typo)
+	if status != 1 || stdout != "" || stderr != "simba: no such database file "+typo+"; run `simba migrate` with the same -dsn to create it\n" {
+		t.Errorf("simba status on a missing SQLite file: exit status %d, stdout %q, stderr %q; want 1 naming the file", status, stdout, stderr)
+	}
+	if names, err := filepath.Glob(filepath.Join(dir, "*")); err != nil || len(names) != 0 {
+		t.Errorf("simba status left %v (%v) in the directory, want nothing", names, err)
+	}
+	nodir := filepath.Join(dir, "nodir")
+	file := filepath.Join(nodir, "simba.db")
+	want := "simba: cannot open the database file " + file + ": its directory " + nodir + " does not exist\n"
+	for _, args := range [][]string{
+		{"status", "-dsn", "sqlite://" + file},
+		{"migrate", "-dsn", "sqlite://" + file},
+		{"lock", "-dsn", "sqlite://" + file, "-name", "job", "--", "true"},
+		{"run", "-dsn", "sqlite://" + file, "-name", "job", "--", "true"},
+		{"demo", "-dsn", "sqlite://" + file},
+	} {
+		if stdout, stderr, status := runSimba(t, args...); status != 1 || stdout != "" || stderr != want {
+			t.Errorf("simba %q: exit status %d, stdout %q, stderr %q; want 1 and %q", args, status, stdout, stderr, want)
+		}
+	}
+	if _, err := os.Stat(nodir); !os.IsNotExist(err) {
+		t.Errorf("a command created the missing directory: %v", err)
 	}
 }
 
@@ -131,8 +202,8 @@ func sqliteWithout(t *testing.T, ms []schema.Migration) string {
 }
 
 // TestRunAndLockCreateTheSchemaOnlyInANewSQLiteDatabase: as their help says, simba run and
-// simba lock create Simba's tables in a new SQLite database (a missing file, an empty one,
-// one `simba status` left without tables) and run the command; on a SQLite database with
+// simba lock create Simba's tables in a new SQLite database (a missing file, an empty one)
+// and run the command; on a SQLite database with
 // tables of its own but not Simba's, or with an old Simba schema, each exits 1 at once (run
 // no longer waits to lead forever) saying to run simba migrate, and leaves it unchanged; after
 // simba migrate both run the command.
@@ -142,13 +213,8 @@ func TestRunAndLockCreateTheSchemaOnlyInANewSQLiteDatabase(t *testing.T) {
 	if err := os.WriteFile(empty, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	statusFirst := "sqlite://" + filepath.Join(dir, "status-first.db")
-	if _, stderr, status := runSimba(t, "status", "-dsn", statusFirst); status != 1 ||
-		!strings.Contains(stderr, "run `simba migrate` with the same -dsn") {
-		t.Errorf("simba status on a missing SQLite file: exit status %d, stderr %q; want 1 and the migrate hint", status, stderr)
-	}
 	for _, cmd := range []string{"run", "lock"} {
-		for _, dsn := range []string{"sqlite://" + filepath.Join(dir, cmd+"-missing.db"), "sqlite://" + empty, statusFirst} {
+		for _, dsn := range []string{"sqlite://" + filepath.Join(dir, cmd+"-missing.db"), "sqlite://" + empty} {
 			stdout, stderr, status := runSimba(t, cmd, "-dsn", dsn, "-name", "job", "--", "sh", "-c", `echo "ran $SIMBA_LEASE"`)
 			if status != 0 || stdout != "ran job\n" || stderr != "" {
 				t.Errorf("simba %s on the new SQLite database %s: exit status %d, stdout %q, stderr %q; want 0 and the command's output",

@@ -7,7 +7,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -18,7 +20,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/simba-go/simba/internal/sqlitebusy"
-	"github.com/simba-go/simba/open"
 	"github.com/simba-go/simba/spi"
 
 	"github.com/simba-go/simba"
@@ -41,15 +42,21 @@ paused with SIGSTOP past its TTL, and a fenced resource rejects the paused ex-le
 	"migrate": `usage: simba migrate -dsn D
 
 Apply the embedded SQL schema to the database of D: create Simba's tables, or upgrade an old
-schema (other backends need none). run and lock apply it themselves only to a new SQLite
-database.
+schema (other backends need none), and say which migrations it applied ("applied migrations
+1–3 to D") or that the schema was already up to date. A SQLite file that does not exist is
+created (its directory must exist). run and lock apply the schema themselves only to a new
+SQLite database.
 `,
 	"status": `usage: simba status -dsn D [-prefix P] [-all]
 
-List the leases (name, token, holder, owner, time left), the live sessions and the groups D
-knows. Free leases are hidden unless -all is given (a free lease keeps its row or hash for its
-token, so a backend accumulates them); -prefix P keeps only the leases and groups whose name
-starts with P, and the sessions holding or in them.
+List the leases (name, token, holder, owner, time left), the live sessions and the groups with
+live members D knows. Free leases are hidden unless -all is given (a free lease keeps its row
+or hash for its token, so a backend accumulates them); -prefix P keeps only the leases and
+groups whose name starts with P, and the sessions holding or in them. REMAINING is "unknown"
+where the backend cannot tell: ZooKeeper tells a client nothing of another client's sessions,
+which live as long as their connection to the ensemble (plus the session timeout once it is
+cut). status only reads: on a SQLite file that does not exist it fails (exit status 1) instead
+of creating it.
 `,
 	"run": `usage: simba run -dsn D -name N [-ttl T] [-grace G] -- CMD [ARGS]
 
@@ -80,14 +87,15 @@ nor what it starts outlives the term or simba itself:
     (on Linux CMD also gets SIGKILL if the supervisor dies);
   - what CMD leaves running in its group when it exits is killed.
 simba exits with CMD's status (128+n after signal n); after losing the term it prints why and
-exits 1.
+exits 1; stopped by SIGINT or SIGTERM before CMD started, it exits 128+n (130, 143).
 
 On a SQL backend, Simba's tables must exist: simba migrate -dsn D creates them. A new SQLite
 database (a file that does not exist yet, or one without any table) is the exception: simba
 creates the tables in it first. On any other database without them, or with an old schema,
 simba exits 1 saying to run simba migrate (as it does on any other permanent backend error,
 such as bad credentials, met before CMD starts).
-`
+
+` + exitStatuses
 
 // parseFlags parses args with fs. After -h it prints the command's help to stdout and returns
 // exitCode(0); after a bad flag it prints the problem and the help to stderr and returns
@@ -125,9 +133,75 @@ func dsnFlags(name string) (*flag.FlagSet, *string) {
 
 func needDSN(dsn string) error {
 	if dsn == "" {
-		return fmt.Errorf("%w: -dsn (or $SIMBA_DSN) is required", simba.ErrInvalidOption)
+		return badUsage("-dsn (or $SIMBA_DSN) is required")
 	}
 	return nil
+}
+
+// openDSN is openBackend for a command: without options Open does no I/O, so an error matching
+// simba.ErrInvalidOption is a malformed DSN, a usage error.
+func openDSN(ctx context.Context, dsn string) (spi.Backend, error) {
+	b, err := openBackend(ctx, dsn)
+	if errors.Is(err, simba.ErrInvalidOption) {
+		return nil, usageError{err}
+	}
+	return b, err
+}
+
+// checkTTL checks a -ttl flag, in the CLI's terms: the client keeps a safety margin
+// (simba.DefaultMargin) on its deadlines that must be under half the TTL, and no TTL is over
+// simba.MaxTTL. (simba.New says the same in the library's terms: "margin ... for the TTL".)
+func checkTTL(ttl time.Duration) error {
+	switch {
+	case ttl <= 2*simba.DefaultMargin:
+		return badUsage("-ttl %v is too short: it must be longer than %v (twice the %v safety margin of the client's deadlines)",
+			ttl, 2*simba.DefaultMargin, simba.DefaultMargin)
+	case ttl > simba.MaxTTL:
+		return badUsage("-ttl %v is too long: the maximum is %v", ttl, simba.MaxTTL)
+	}
+	return nil
+}
+
+// ttlRange is the range of -ttl, for the flags' help.
+var ttlRange = fmt.Sprintf("more than %v, at most %v", 2*simba.DefaultMargin, simba.MaxTTL)
+
+// sqliteFile returns the file of a sqlite:// DSN, and "" for a DSN of another scheme (or a
+// malformed one, which opening it reports).
+func sqliteFile(dsn string) string {
+	scheme, _, _ := strings.Cut(dsn, "://")
+	if scheme = strings.ToLower(scheme); scheme != "sqlite" && scheme != "sqlite3" {
+		return ""
+	}
+	name, err := sqlbackend.SQLiteDSN(dsn)
+	if err != nil {
+		return ""
+	}
+	file, _, _ := strings.Cut(strings.TrimPrefix(name, "file:"), "?")
+	return file
+}
+
+// checkSQLiteFile checks, for a sqlite:// DSN, that the file's directory exists (SQLite's own
+// error, "unable to open database file (14)", names neither) and, when mustExist (a command
+// that only reads, which must not create a database), that the file exists.
+func checkSQLiteFile(dsn string, mustExist bool) error {
+	file := sqliteFile(dsn)
+	if file == "" {
+		return nil
+	}
+	if dir := filepath.Dir(file); !exists(dir) {
+		return fmt.Errorf("cannot open the database file %s: its directory %s does not exist", file, dir)
+	}
+	if mustExist && !exists(file) {
+		return fmt.Errorf("no such database file %s; run `simba migrate` with the same -dsn to create it", file)
+	}
+	return nil
+}
+
+// exists reports whether path names an existing file or directory (an error other than "does
+// not exist" counts as existing: opening it reports that error).
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return !errors.Is(err, fs.ErrNotExist)
 }
 
 // migrate applies the embedded schema of a SQL backend.
@@ -139,21 +213,60 @@ func migrate(ctx context.Context, args []string) error {
 	if err := needDSN(*dsn); err != nil {
 		return err
 	}
-	b, err := openBackend(ctx, *dsn)
+	b, err := openDSN(ctx, *dsn)
 	if err != nil {
 		return err
 	}
 	defer b.Close()
-	m, ok := b.(interface{ Migrate(context.Context) error })
+	m, ok := b.(migrator)
 	if !ok {
 		fmt.Printf("%s needs no schema\n", dsnutil.Redact(*dsn))
 		return nil
 	}
+	if err := checkSQLiteFile(*dsn, false); err != nil {
+		return err
+	}
+	before, err := schemaVersion(ctx, m)
+	if err != nil {
+		return err
+	}
 	if err := m.Migrate(ctx); err != nil {
 		return err
 	}
-	fmt.Printf("schema of %s is up to date\n", dsnutil.Redact(*dsn))
+	after, err := schemaVersion(ctx, m)
+	if err != nil {
+		return err
+	}
+	fmt.Println(migrateReport(dsnutil.Redact(*dsn), before, after))
 	return nil
+}
+
+// migrator is what a SQL backend offers simba migrate.
+type migrator interface {
+	Migrate(ctx context.Context) error
+	SchemaVersion(ctx context.Context) (int64, error)
+}
+
+// schemaVersion returns the schema version of m's database: 0 when it has no schema at all.
+func schemaVersion(ctx context.Context, m migrator) (int64, error) {
+	v, err := m.SchemaVersion(ctx)
+	if errors.Is(err, simba.ErrSchemaMissing) {
+		return 0, nil
+	}
+	return v, err
+}
+
+// migrateReport is what simba migrate prints after taking the schema of dsn (redacted) from
+// version before to version after: the migrations applied, or that there were none to apply.
+// (Another process migrating the same database at the same time may have applied some of them.)
+func migrateReport(dsn string, before, after int64) string {
+	switch {
+	case after <= before:
+		return fmt.Sprintf("schema of %s is already up to date (version %d)", dsn, after)
+	case after == before+1:
+		return fmt.Sprintf("applied migration %d to %s (schema version %d)", after, dsn, after)
+	}
+	return fmt.Sprintf("applied migrations %d–%d to %s (schema version %d)", before+1, after, dsn, after)
 }
 
 // status prints what the backend knows: leases, sessions, groups.
@@ -173,11 +286,14 @@ func statusTo(ctx context.Context, out io.Writer, args []string) error {
 	if err := needDSN(*dsn); err != nil {
 		return err
 	}
-	b, err := openBackend(ctx, *dsn)
+	b, err := openDSN(ctx, *dsn)
 	if err != nil {
 		return err
 	}
 	defer b.Close()
+	if err := checkSQLiteFile(*dsn, true); err != nil {
+		return err
+	}
 	in, ok := b.(spi.Inspector)
 	if !ok {
 		return fmt.Errorf("%w: the backend of %s cannot list its state", simba.ErrInvalidOption, dsnutil.Redact(*dsn))
@@ -214,7 +330,9 @@ func (f statusFilter) apply(snap spi.Snapshot) (spi.Snapshot, int) {
 	}
 	out.Groups = map[string][]simba.SessionID{}
 	for g, members := range snap.Groups {
-		if strings.HasPrefix(g, f.prefix) {
+		// A group without live members is not listed (spi.Snapshot): drop one a backend
+		// lists anyway.
+		if strings.HasPrefix(g, f.prefix) && len(members) > 0 {
 			out.Groups[g] = members
 			for _, m := range members {
 				sessions[m] = true
@@ -237,7 +355,7 @@ func printStatus(out io.Writer, snap spi.Snapshot, f statusFilter) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "LEASE\tTOKEN\tHOLDER\tOWNER\tREMAINING")
 	for _, l := range snap.Leases {
-		holder, owner, rem := safe(string(l.Holder)), safe(l.Owner), l.Remaining.Round(time.Millisecond).String()
+		holder, owner, rem := safe(string(l.Holder)), safe(l.Owner), remaining(l.Remaining, l.RemainingUnknown)
 		if l.Holder == "" {
 			holder, rem = "-", "-"
 		}
@@ -248,7 +366,7 @@ func printStatus(out io.Writer, snap spi.Snapshot, f statusFilter) error {
 	}
 	fmt.Fprintln(w, "\nSESSION\tOWNER\tREMAINING")
 	for _, s := range snap.Sessions {
-		fmt.Fprintf(w, "%s\t%s\t%s\n", safe(string(s.ID)), safe(s.Owner), s.Remaining.Round(time.Millisecond))
+		fmt.Fprintf(w, "%s\t%s\t%s\n", safe(string(s.ID)), safe(s.Owner), remaining(s.Remaining, s.RemainingUnknown))
 	}
 	groups := make([]string, 0, len(snap.Groups))
 	for g := range snap.Groups {
@@ -264,6 +382,15 @@ func printStatus(out io.Writer, snap spi.Snapshot, f statusFilter) error {
 		fmt.Fprintf(w, "%s\t[%s]\n", safe(g), strings.Join(members, " "))
 	}
 	return w.Flush()
+}
+
+// remaining is what the REMAINING column shows: the time left, to the millisecond, or
+// "unknown" where the backend cannot tell (ZooKeeper, for another client's session).
+func remaining(d time.Duration, unknown bool) string {
+	if unknown {
+		return "unknown"
+	}
+	return d.Round(time.Millisecond).String()
 }
 
 // safe returns s unchanged when it is valid UTF-8 made only of graphic characters (letters,
@@ -310,7 +437,7 @@ func runCommand(ctx context.Context, args []string, lock bool) error {
 	}
 	fs, dsn := dsnFlags(name)
 	lease := fs.String("name", "", "lease `name` (in the command's $SIMBA_LEASE)")
-	ttl := fs.Duration("ttl", simba.DefaultTTL, "session TTL: how long a dead simba holds the lease")
+	ttl := fs.Duration("ttl", simba.DefaultTTL, "session TTL: how long a dead simba holds the lease ("+ttlRange+")")
 	grace := fs.Duration("grace", 5*time.Second, "time the command has after SIGTERM before SIGKILL (at most the term's remaining validity)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -318,24 +445,37 @@ func runCommand(ctx context.Context, args []string, lock bool) error {
 	if err := needDSN(*dsn); err != nil {
 		return err
 	}
+	if *lease == "" {
+		return badUsage("-name is required (simba %s -dsn D -name N -- CMD [ARGS])", name)
+	}
+	if err := spi.ValidateName(*lease); err != nil {
+		return usageError{fmt.Errorf("-name: %w", err)}
+	}
 	argv := fs.Args()
 	if len(argv) == 0 {
-		return fmt.Errorf("%w: no command given (simba %s -dsn D -name N -- CMD [ARGS])", simba.ErrInvalidOption, name)
+		return badUsage("no command given (simba %s -dsn D -name N -- CMD [ARGS])", name)
+	}
+	if err := checkTTL(*ttl); err != nil {
+		return err
 	}
 	if *grace < 0 {
-		return fmt.Errorf("%w: -grace %v is negative", simba.ErrInvalidOption, *grace)
+		return badUsage("-grace %v is negative", *grace)
 	}
-	var opts []open.Option
+	b, err := openDSN(ctx, *dsn)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	if err := checkSQLiteFile(*dsn, false); err != nil {
+		return err
+	}
 	if fresh, err := newSQLiteFile(ctx, *dsn); err != nil {
 		return err
 	} else if fresh {
-		opts = append(opts, open.WithAutoMigrate())
+		if err := b.(migrator).Migrate(ctx); err != nil {
+			return err
+		}
 	}
-	b, err := openBackend(ctx, *dsn, opts...)
-	if err != nil {
-		return withMigrateHint(err, *dsn)
-	}
-	defer b.Close()
 	// A permanent backend error (a missing schema, bad credentials) fails a Lock that waits, but
 	// an election retries through it; run fails on one too while it waits to lead, as lock does.
 	permanent := make(chan error, 1)
@@ -348,7 +488,8 @@ func runCommand(ctx context.Context, args []string, lock bool) error {
 		}
 	}))
 	if err != nil {
-		return err
+		// Every option comes from a flag (checked above): what New still refuses is one.
+		return usageError{err}
 	}
 	defer c.Close(context.WithoutCancel(ctx))
 	// The supervisor hears of the term's validity ten times per TTL (the client renews it
@@ -381,7 +522,7 @@ func runCommand(ctx context.Context, args []string, lock bool) error {
 	if lock {
 		err := c.WithLock(ctx, *lease, run)
 		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
-			return fmt.Errorf("stopped by a signal while waiting for the lock %s", *lease)
+			return fmt.Errorf("%w while waiting for the lock %s", context.Cause(ctx), *lease)
 		}
 		return withMigrateHint(err, *dsn)
 	}
@@ -418,7 +559,7 @@ func runCommand(ctx context.Context, args []string, lock bool) error {
 	case err := <-done:
 		return err
 	default:
-		return fmt.Errorf("stopped by a signal while waiting to lead %s", *lease)
+		return fmt.Errorf("%w while waiting to lead %s", context.Cause(ctx), *lease)
 	}
 }
 

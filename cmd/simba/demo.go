@@ -41,12 +41,20 @@ func demo(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	dsn := fs.String("dsn", "", "backend DSN (default: sqlite:// on a file in a temporary directory)")
 	workers := fs.Int("workers", 3, "worker processes")
-	ttl := fs.Duration("ttl", 2*time.Second, "session TTL of the workers")
+	ttl := fs.Duration("ttl", 2*time.Second, "session TTL of the workers ("+ttlRange+")")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *workers < 3 {
-		return fmt.Errorf("%w: -workers must be at least 3 (one is killed, one paused)", simba.ErrInvalidOption)
+		return badUsage("-workers must be at least 3 (one is killed, one paused)")
+	}
+	if err := checkTTL(*ttl); err != nil {
+		return err
+	}
+	if *dsn != "" {
+		if err := checkSQLiteFile(*dsn, false); err != nil {
+			return err
+		}
 	}
 	dir, err := os.MkdirTemp("", "simba-demo-")
 	if err != nil {
@@ -313,7 +321,7 @@ func plural(n int, what string) string {
 
 // prepare applies the schema when the backend has one.
 func prepare(ctx context.Context, dsn string) error {
-	b, err := openBackend(ctx, dsn)
+	b, err := openDSN(ctx, dsn)
 	if err != nil {
 		return err
 	}

@@ -21,7 +21,20 @@
 // The SQL backends need Simba's tables, which migrate creates or upgrades. run and lock
 // create them themselves in a new SQLite database (a file that does not exist yet, or one
 // without any table); on any other database that lacks them or has an old schema they fail,
-// saying to run simba migrate.
+// saying to run simba migrate. status never creates a SQLite file: it fails on a missing one.
+//
+// Exit status:
+//
+//	0       success; for run and lock: CMD exited 0
+//	1       an error: the backend unreachable or refusing (credentials, no schema: run simba
+//	        migrate), a missing SQLite file (status), or, for run and lock, the term lost
+//	        (CMD was stopped)
+//	2       a usage error: an unknown command or flag, a missing -dsn, -name or CMD, a bad
+//	        flag value (a malformed DSN, a -ttl out of range, a negative -grace, a bad name)
+//	128+n   simba stopped by signal n (130 SIGINT, 143 SIGTERM) before CMD started (while
+//	        waiting for the lock or to lead) or while migrate, status or demo ran
+//	other   run and lock: CMD's own status (128+n if CMD died of signal n: after a SIGINT or
+//	        SIGTERM to simba while CMD runs, CMD gets SIGTERM, so often 143)
 package main
 
 import (
@@ -30,13 +43,17 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
+
+	"github.com/simba-go/simba"
 )
 
 // dsnForms lists every DSN form the CLI takes; each command's help includes it.
 const dsnForms = `DSN forms (-dsn, or $SIMBA_DSN):
-  sqlite:///path/to/file.db                       SQLite file (created if missing)
+  sqlite:///path/to/file.db                       SQLite file (created if missing; not by status)
   postgres://user:pass@host:5432/db               PostgreSQL (postgresql:// too)
   mysql://user:pass@host:3306/db                  MySQL or MariaDB
   redis://:pass@host:6379/0                       Redis standalone
@@ -67,7 +84,22 @@ name). The command never outlives simba: if simba dies, even by SIGKILL, its com
 stopped at once, and never later than the term's validity.
 
 ` + dsnForms + `
+` + exitStatuses + `
 Run 'simba <command> -h' for the flags of a command.
+`
+
+// exitStatuses is the table of simba's exit statuses, in the tool's help and in run's and
+// lock's (the README's CLI section has the same table).
+const exitStatuses = `exit status:
+  0      success; run and lock: CMD exited 0
+  1      an error: the backend unreachable or refusing (credentials; no schema: run simba
+         migrate), a missing SQLite file (status); run and lock: the term was lost (CMD stopped)
+  2      a usage error: an unknown command or flag; a missing -dsn, -name or CMD; a bad flag
+         value (a malformed DSN, -ttl out of range, a negative -grace, an invalid name)
+  128+n  simba stopped by signal n (130 SIGINT, 143 SIGTERM) before CMD started (waiting for
+         the lock or to lead), or during migrate, status or demo
+  other  run and lock: CMD's own status (128+n if CMD died of signal n; a SIGINT or SIGTERM
+         to simba while CMD runs sends CMD SIGTERM, often giving 143)
 `
 
 func main() {
@@ -80,7 +112,7 @@ func main() {
 		os.Exit(supervise(os.Args[2:]))
 	}
 	routeDriverLogs()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signalContext()
 	defer stop()
 	var err error
 	args := os.Args[2:]
@@ -104,14 +136,89 @@ func main() {
 		fmt.Fprintf(os.Stderr, "simba: unknown command %q\n\n%s", os.Args[1], usage)
 		os.Exit(2)
 	}
+	var sig signalCause
+	if err == nil && errors.As(context.Cause(ctx), &sig) {
+		// A command that ended well after all, but cut short: 128+n, as a shell reports it.
+		os.Exit(128 + int(sig.sig))
+	}
 	if err != nil {
 		var code exitCode
-		if errors.As(err, &code) {
-			os.Exit(int(code))
+		if !errors.As(err, &code) {
+			fmt.Fprintln(os.Stderr, errorLine(err))
 		}
-		fmt.Fprintln(os.Stderr, errorLine(err))
-		os.Exit(1)
+		os.Exit(exitStatusOf(ctx, err))
 	}
+}
+
+// signalContext returns a context that SIGINT or SIGTERM cancels with a signalCause naming the
+// signal (signal.NotifyContext's does not say which), and the function that stops relaying
+// them.
+func signalContext() (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case s := <-sigs:
+			sig, _ := s.(syscall.Signal)
+			cancel(signalCause{sig})
+		case <-done:
+		}
+	}()
+	var once sync.Once
+	return ctx, func() {
+		once.Do(func() {
+			signal.Stop(sigs)
+			close(done)
+			cancel(context.Canceled)
+		})
+	}
+}
+
+// signalCause is the cause of main's context once simba gets SIGINT or SIGTERM.
+type signalCause struct{ sig syscall.Signal }
+
+func (c signalCause) Error() string {
+	switch c.sig {
+	case syscall.SIGINT:
+		return "stopped by SIGINT"
+	case syscall.SIGTERM:
+		return "stopped by SIGTERM"
+	}
+	return "stopped by signal " + strconv.Itoa(int(c.sig))
+}
+
+// exitStatusOf is the status simba exits with after a command's error err (see the table in
+// the package doc and exitStatuses): CMD's own for an exitCode, 2 for a usage error, 128+n
+// after signal n stopped simba, 1 otherwise.
+func exitStatusOf(ctx context.Context, err error) int {
+	var (
+		code  exitCode
+		usage usageError
+		sig   signalCause
+	)
+	switch {
+	case errors.As(err, &code):
+		return int(code)
+	case errors.As(err, &usage):
+		return 2
+	case errors.As(err, &sig), errors.As(context.Cause(ctx), &sig):
+		return 128 + int(sig.sig)
+	}
+	return 1
+}
+
+// usageError is a mistake in the command line (a missing -dsn, -name or CMD, a bad flag value,
+// a malformed DSN): main prints it and exits 2, as for an unknown flag.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// badUsage returns a usageError matching simba.ErrInvalidOption that says what format says.
+func badUsage(format string, args ...any) error {
+	return usageError{fmt.Errorf("%w: %s", simba.ErrInvalidOption, fmt.Sprintf(format, args...))}
 }
 
 // errorLine is the line main prints for err: "simba: " and the message, with control

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simba-go/simba"
 	sqlbackend "github.com/simba-go/simba/backend/sql"
 	"github.com/simba-go/simba/internal/testenv"
 )
@@ -325,5 +326,77 @@ func TestLockRunsCommandUnderTheLock(t *testing.T) {
 	}
 	if len(snap.Leases) != 1 || snap.Leases[0].Holder != "" || snap.Leases[0].Token != token {
 		t.Errorf("leases after simba lock: %+v, want job free with token %d", snap.Leases, token)
+	}
+}
+
+// TestSignalWhileWaitingExits128PlusN: a `simba lock` waiting for a lock another client holds,
+// and a `simba run` waiting to lead (the same lease, held), stopped by SIGINT or SIGTERM before their command starts,
+// exit 128+n (130, 143; as when the signal comes while the command runs and the command dies
+// of the SIGTERM simba passes on), saying which signal stopped them; the command never runs.
+func TestSignalWhileWaitingExits128PlusN(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	bin := simbaBinary(t)
+	dir := t.TempDir()
+	dsn := migrated(t, bin, dir)
+	b, err := sqlbackend.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	c, err := simba.New(b, simba.WithOwner("holder"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	l, err := c.Lock(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock(context.Background())
+	ran := filepath.Join(dir, "ran")
+	for _, tc := range []struct {
+		cmd, what string
+		sig       syscall.Signal
+		status    int
+	}{
+		{"lock", "while waiting for the lock job", syscall.SIGINT, 130},
+		{"lock", "while waiting for the lock job", syscall.SIGTERM, 143},
+		{"run", "while waiting to lead job", syscall.SIGINT, 130},
+		{"run", "while waiting to lead job", syscall.SIGTERM, 143},
+	} {
+		var out testenv.LogBuffer
+		cmd := exec.Command(bin, tc.cmd, "-dsn", dsn, "-name", "job", "--", "touch", ran)
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// simba handles the signals before it opens its session: once the session shows, it
+		// waits with its handlers set.
+		if !waitFor(30*time.Second, func() bool {
+			snap, err := b.Inspect(ctx)
+			return err == nil && len(snap.Sessions) >= 2
+		}) {
+			t.Fatalf("simba %s opened no session within 30 s", tc.cmd)
+		}
+		if err := cmd.Process.Signal(tc.sig); err != nil {
+			t.Fatal(err)
+		}
+		err := cmd.Wait()
+		var exit *exec.ExitError
+		want := "simba: stopped by " + map[syscall.Signal]string{syscall.SIGINT: "SIGINT", syscall.SIGTERM: "SIGTERM"}[tc.sig] + " " + tc.what + "\n"
+		if !errors.As(err, &exit) || exit.ExitCode() != tc.status || out.String() != want {
+			t.Errorf("simba %s waiting, then %v: %v, output %q; want exit status %d and %q", tc.cmd, tc.sig, err, out.String(), tc.status, want)
+		}
+		if _, err := os.Stat(ran); !os.IsNotExist(err) {
+			t.Fatalf("simba %s ran its command while the lease was held: %v", tc.cmd, err)
+		}
+		// Its session is closed (or expires) before the next round counts sessions again.
+		if !waitFor(30*time.Second, func() bool {
+			snap, err := b.Inspect(ctx)
+			return err == nil && len(snap.Sessions) == 1
+		}) {
+			t.Fatalf("simba %s's session outlives it by 30 s", tc.cmd)
+		}
 	}
 }

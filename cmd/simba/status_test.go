@@ -116,3 +116,46 @@ func TestEscapeControls(t *testing.T) {
 		checkTerminalSafe(t, got)
 	}
 }
+
+// TestPrintStatusUnknownRemaining: a lease and a session whose time left the backend cannot
+// tell (ZooKeeper, another client's session) show REMAINING "unknown", not 0s, which would
+// read as about to expire; a group without members is not listed, on any backend.
+func TestPrintStatusUnknownRemaining(t *testing.T) {
+	snap := spi.Snapshot{
+		Leases: []spi.LeaseInfo{
+			{Name: "zk-held", Holder: "0x1", Owner: "other", Token: 7, RemainingUnknown: true},
+			{Name: "sql-held", Holder: "s2", Owner: "mine", Token: 8, Remaining: 1500 * time.Millisecond},
+		},
+		Sessions: []spi.SessionInfo{
+			{ID: "0x1", Owner: "other", RemainingUnknown: true},
+			{ID: "s2", Owner: "mine", Remaining: 1500 * time.Millisecond},
+		},
+		Groups: map[string][]simba.SessionID{"emptied": {}, "workers": {"s2"}},
+	}
+	var buf bytes.Buffer
+	if err := printStatus(&buf, snap, statusFilter{}); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	t.Log("\n" + out)
+	lines := map[string]string{}
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Fields(l); len(f) > 0 {
+			lines[f[0]] = strings.Join(f, " ")
+		}
+	}
+	for first, want := range map[string]string{
+		"zk-held":  "zk-held 7 0x1 other unknown",
+		"sql-held": "sql-held 8 s2 mine 1.5s",
+		"0x1":      "0x1 other unknown",
+		"s2":       "s2 mine 1.5s",
+		"workers":  "workers [s2]",
+	} {
+		if lines[first] != want {
+			t.Errorf("line %q, want %q", lines[first], want)
+		}
+	}
+	if strings.Contains(out, "emptied") || strings.Contains(out, " 0s") {
+		t.Errorf("output lists the group without members or a remaining time of 0s")
+	}
+}

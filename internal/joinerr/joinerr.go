@@ -1,12 +1,15 @@
-// Package joinerr joins errors as errors.Join does, but on one line: an error that joins a
-// context's error with a backend's, or several releases' errors, stays one log line.
+// Package joinerr joins errors as errors.Join does, but on one line and without repeats: an
+// error that joins a context's error with a backend's, or the errors of several calls made in
+// parallel (which often fail alike: "context deadline exceeded" from each), stays one short
+// log line.
 package joinerr
 
 import "strings"
 
 // Join returns an error that wraps the non-nil errs, so that errors.Is and errors.As find
-// each of them; its text is theirs joined with "; ". It returns nil when every err is nil, and
-// the one non-nil err itself when there is only one.
+// each of them; its text is theirs joined with "; ", each distinct text once (in the order
+// they first came). It returns nil when every err is nil, and the one non-nil err itself when
+// there is only one.
 func Join(errs ...error) error {
 	n := 0
 	var last error
@@ -35,11 +38,17 @@ type joined struct{ errs []error }
 
 func (j *joined) Error() string {
 	var b strings.Builder
-	for i, err := range j.errs {
-		if i > 0 {
+	seen := make(map[string]bool, len(j.errs))
+	for _, err := range j.errs {
+		msg := err.Error()
+		if seen[msg] {
+			continue
+		}
+		seen[msg] = true
+		if b.Len() > 0 {
 			b.WriteString("; ")
 		}
-		b.WriteString(err.Error())
+		b.WriteString(msg)
 	}
 	return b.String()
 }

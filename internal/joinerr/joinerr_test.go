@@ -37,3 +37,19 @@ func TestJoin(t *testing.T) {
 		t.Errorf("errors.Is/As do not find the joined errors in %v", err)
 	}
 }
+
+// TestJoinRepeatsNoText: errors with the same text (parallel calls that all timed out) are
+// shown once, and errors.Is still finds each of them.
+func TestJoinRepeatsNoText(t *testing.T) {
+	closed := errors.New("zk: connection closed")
+	err := joinerr.Join(context.DeadlineExceeded, nil, context.DeadlineExceeded, closed, context.DeadlineExceeded, closed)
+	if got, want := err.Error(), "context deadline exceeded; zk: connection closed"; got != want {
+		t.Errorf("text %q, want %q", got, want)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, closed) {
+		t.Errorf("errors.Is does not find the joined errors in %v", err)
+	}
+	if got, want := joinerr.Join(io.EOF, io.EOF).Error(), "EOF"; got != want {
+		t.Errorf("text %q, want %q", got, want)
+	}
+}

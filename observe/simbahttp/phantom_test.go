@@ -190,3 +190,24 @@ func TestClosedClientShowsNoLearnedHolder(t *testing.T) {
 		t.Errorf("after Close: holder %+v", hd)
 	}
 }
+
+// A holder whose time left the backend cannot tell (ZooKeeper, for another client's session:
+// LeaseInfo.RemainingUnknown) has remaining_ms -1, "unknown", not 0, which would read as a
+// lease about to expire.
+func TestHolderRemainingUnknown(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	srv := simbatest.NewServer(simbatest.WithClock(spi.SystemClock()))
+	insp := &scriptedInspector{Backend: srv.Backend()}
+	insp.set(nil, &spi.Snapshot{Leases: []spi.LeaseInfo{
+		{Name: "zk-held", Holder: "0x1", Owner: "other", Token: 7, RemainingUnknown: true},
+		{Name: "sql-held", Holder: "s2", Owner: "other", Token: 8, Remaining: 1500 * time.Millisecond},
+	}}, nil)
+	st := simbahttp.New(simbahttp.Opts{Backend: insp}).Status(ctx)
+	if hd, ok := holderOf(st, "zk-held"); !ok || hd.RemainingMillis != -1 {
+		t.Errorf("holder with an unknown time left: %+v %v, want remaining_ms -1", hd, ok)
+	}
+	if hd, ok := holderOf(st, "sql-held"); !ok || hd.RemainingMillis != 1500 {
+		t.Errorf("holder with 1.5 s left: %+v %v, want remaining_ms 1500", hd, ok)
+	}
+}

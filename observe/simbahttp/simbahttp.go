@@ -452,8 +452,12 @@ func (h *Handler) Status(ctx context.Context) Status {
 				continue
 			}
 			self := h.live && l.Holder == h.session
+			ms := l.Remaining.Milliseconds()
+			if l.RemainingUnknown {
+				ms = -1
+			}
 			holders[l.Name] = Holder{Name: l.Name, Session: l.Holder, Owner: l.Owner, Token: l.Token,
-				RemainingMillis: l.Remaining.Milliseconds(), Self: self, Source: "backend"}
+				RemainingMillis: ms, Self: self, Source: "backend"}
 			h.observeLocked(l.Name, l.Holder, l.Owner, l.Token, self, now)
 		}
 		for name := range h.timeline {
