@@ -108,7 +108,11 @@ func (t *sqlTable) migrate(ctx context.Context) error {
 	var b *simbasql.Backend
 	switch t.driver {
 	case "pgx":
-		pool, err := pgxpool.New(ctx, t.dsn)
+		cfg, err := simbasql.PostgresPoolConfig(t.dsn) // Open's bounds, and no warning of their lack
+		if err != nil {
+			return err
+		}
+		pool, err := pgxpool.NewWithConfig(ctx, cfg)
 		if err != nil {
 			return err
 		}
