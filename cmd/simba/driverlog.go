@@ -8,6 +8,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/simba-go/simba"
 )
 
 // routeDriverLogs sends what go-redis and go-sql-driver/mysql log by themselves into the CLI's
@@ -43,4 +45,22 @@ type mysqlLog struct{ logger func() *slog.Logger }
 // Print implements mysql.Logger; its arguments are joined as log.Print joins them.
 func (l mysqlLog) Print(v ...any) {
 	l.logger().Log(context.Background(), slog.LevelDebug, strings.TrimSuffix(fmt.Sprint(v...), "\n"), "driver", "go-sql-driver/mysql")
+}
+
+// logLevelEnv names the environment variable that sets the CLI's log level: debug, info (the
+// default), warn or error, as slog spells them (a +n or -n offset too, e.g. warn+2).
+const logLevelEnv = "SIMBA_LOG_LEVEL"
+
+// setLogLevel sets the level of the CLI's logger, slog.Default(), from level (see
+// logLevelEnv); "" leaves it at INFO. At debug the drivers' own lines (routeDriverLogs) show.
+func setLogLevel(level string) error {
+	if level == "" {
+		return nil
+	}
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return fmt.Errorf("%w: $%s=%q: want debug, info, warn or error", simba.ErrInvalidOption, logLevelEnv, level)
+	}
+	slog.SetLogLoggerLevel(l)
+	return nil
 }

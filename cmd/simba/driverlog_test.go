@@ -11,6 +11,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/simba-go/simba"
 	"github.com/simba-go/simba/internal/testenv"
 )
 
@@ -42,5 +43,58 @@ func TestDriverLogsGoThroughTheCLILogger(t *testing.T) {
 	mysqlLog{func() *slog.Logger { return logger }}.Print("closing bad idle connection: ", errors.New("EOF"))
 	if out := logs.String(); !strings.Contains(out, `msg="closing bad idle connection: EOF" driver=go-sql-driver/mysql`) {
 		t.Fatalf("the mysql line did not reach the CLI's logger: %q", out)
+	}
+}
+
+// TestLogLevelFromEnv: $SIMBA_LOG_LEVEL=debug lets the drivers' own lines through the CLI's
+// logger to stderr (a failed dial of go-redis, against a port nobody listens on), the default
+// keeps them off it, and a level slog does not know is a usage error (exit 2).
+func TestLogLevelFromEnv(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dsn := "redis://" + ln.Addr().String() + "/0"
+	ln.Close() // every dial is refused now
+	for _, c := range []struct {
+		level     string
+		driverLog bool
+		status    int
+	}{
+		{"", false, 1},
+		{"debug", true, 1},
+		{"WARN", false, 1},
+		{"loud", false, 2},
+	} {
+		t.Run("level="+c.level, func(t *testing.T) {
+			t.Setenv(logLevelEnv, c.level)
+			_, stderr, status := runSimba(t, "status", "-dsn", dsn)
+			if status != c.status {
+				t.Fatalf("exit status %d, want %d; stderr: %s", status, c.status, stderr)
+			}
+			if got := strings.Contains(stderr, "driver=go-redis"); got != c.driverLog {
+				t.Errorf("go-redis's own lines on stderr: %v, want %v; stderr: %s", got, c.driverLog, stderr)
+			}
+			if c.status == 2 && !strings.Contains(stderr, logLevelEnv) {
+				t.Errorf("the usage error does not name $%s: %s", logLevelEnv, stderr)
+			}
+		})
+	}
+}
+
+// TestSetLogLevel: the levels slog knows, in any case and with an offset, set the CLI's
+// logger's; others are refused as invalid options.
+func TestSetLogLevel(t *testing.T) {
+	t.Cleanup(func() { slog.SetLogLoggerLevel(slog.LevelInfo) })
+	for level, want := range map[string]slog.Level{"debug": slog.LevelDebug, "ERROR": slog.LevelError, "warn+2": slog.LevelWarn + 2} {
+		if err := setLogLevel(level); err != nil {
+			t.Fatalf("setLogLevel(%q): %v", level, err)
+		}
+		if !slog.Default().Enabled(context.Background(), want) || slog.Default().Enabled(context.Background(), want-1) {
+			t.Errorf("setLogLevel(%q): the default logger is not at %v", level, want)
+		}
+	}
+	if err := setLogLevel("verbose"); !errors.Is(err, simba.ErrInvalidOption) {
+		t.Errorf("setLogLevel(\"verbose\") = %v, want ErrInvalidOption", err)
 	}
 }

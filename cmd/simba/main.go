@@ -23,6 +23,10 @@
 // without any table); on any other database that lacks them or has an old schema they fail,
 // saying to run simba migrate. status never creates a SQLite file: it fails on a missing one.
 //
+// $SIMBA_LOG_LEVEL sets what simba logs: debug (also the database drivers' own lines, such
+// as each failed dial while a server is down, which simba otherwise keeps from stderr), info
+// (the default), warn or error.
+//
 // Exit status:
 //
 //	0       success; for run and lock: CMD exited 0
@@ -30,7 +34,8 @@
 //	        migrate), a missing SQLite file (status), or, for run and lock, the term lost
 //	        (CMD was stopped)
 //	2       a usage error: an unknown command or flag, a missing -dsn, -name or CMD, a bad
-//	        flag value (a malformed DSN, a -ttl out of range, a negative -grace, a bad name)
+//	        flag value (a malformed DSN, a -ttl out of range, a negative -grace, a bad name),
+//	        a bad $SIMBA_LOG_LEVEL
 //	128+n   simba stopped by signal n (130 SIGINT, 143 SIGTERM) before CMD started (while
 //	        waiting for the lock or to lead) or while migrate, status or demo ran
 //	other   run and lock: CMD's own status (128+n if CMD died of signal n: after a SIGINT or
@@ -85,6 +90,9 @@ stopped at once, and never later than the term's validity.
 
 ` + dsnForms + `
 ` + exitStatuses + `
+$SIMBA_LOG_LEVEL sets what simba logs: debug (also the database drivers' own lines, such as
+each failed dial while a server is down), info (the default), warn or error.
+
 Run 'simba <command> -h' for the flags of a command.
 `
 
@@ -95,7 +103,8 @@ const exitStatuses = `exit status:
   1      an error: the backend unreachable or refusing (credentials; no schema: run simba
          migrate), a missing SQLite file (status); run and lock: the term was lost (CMD stopped)
   2      a usage error: an unknown command or flag; a missing -dsn, -name or CMD; a bad flag
-         value (a malformed DSN, -ttl out of range, a negative -grace, an invalid name)
+         value (a malformed DSN, -ttl out of range, a negative -grace, an invalid name); a bad
+         $SIMBA_LOG_LEVEL
   128+n  simba stopped by signal n (130 SIGINT, 143 SIGTERM) before CMD started (waiting for
          the lock or to lead), or during migrate, status or demo
   other  run and lock: CMD's own status (128+n if CMD died of signal n; a SIGINT or SIGTERM
@@ -110,6 +119,10 @@ func main() {
 	if os.Args[1] == supervisorCommand {
 		// The supervisor between `simba run` and its command: it handles its signals itself.
 		os.Exit(supervise(os.Args[2:]))
+	}
+	if err := setLogLevel(os.Getenv(logLevelEnv)); err != nil {
+		fmt.Fprintf(os.Stderr, "simba: %v\n", err)
+		os.Exit(2)
 	}
 	routeDriverLogs()
 	ctx, stop := signalContext()
