@@ -101,10 +101,13 @@ type Backend struct {
 	deadlines bool
 	cc        *goredis.ClusterClient // set when c is a Cluster client
 	owned     bool                   // Close closes c
-	cluster   bool                   // routeBySlot
-	waitN     int
-	waitTO    time.Duration
-	closed    atomic.Bool
+	// dials records the last failed dial of a client Open made (nil for a client passed to
+	// New, which the backend adds no hook to), for fail's message.
+	dials   *lastDial
+	cluster bool // routeBySlot
+	waitN   int
+	waitTO  time.Duration
+	closed  atomic.Bool
 
 	log     *slog.Logger
 	strict  bool       // WithStrictDurability
@@ -207,7 +210,7 @@ func (b *Backend) CutSafe() bool { return true }
 // connection, so Close closes a client of its own first: every read in flight, the runner's
 // and those of calls left behind at their ctx's end (see bounded), ends at once, and Close
 // returns promptly even at a server that stopped answering. With a client passed to New, which
-// it leaves open, Close waits for that read's end: at most hintCallTimeout (5 s) on a client
+// it leaves open, Close waits for that read's end: at most 5 s on a client
 // with ContextTimeoutEnabled, else the client's read timeout.
 func (b *Backend) Close() error {
 	if b.closed.Swap(true) {
@@ -275,7 +278,7 @@ func (b *Backend) fail(op string, err error) error {
 		// A Cluster client's CLUSTER SLOTS to a standalone server.
 		return spi.AsPermanent(fmt.Errorf("redis: %s: %w (the server is not a Redis Cluster node: use a redis:// DSN, or redis+sentinel:// for a master behind Sentinel)", op, err))
 	}
-	return spi.Unavailable("redis "+op, err)
+	return spi.Unavailable("redis "+op, b.dials.explain(err))
 }
 
 // The server's errors for a DSN it cannot serve (see fail): the connection's SELECT of a

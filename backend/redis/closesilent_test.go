@@ -149,7 +149,7 @@ func TestHintsAtASilentServerWarnsOfTheSkippedProbe(t *testing.T) {
 	if _, err := b.Hints(ctx); err != nil {
 		t.Fatalf("Hints at a silent server: %v; want the server taken as down", err)
 	}
-	if log := buf.String(); !strings.Contains(log, "level=WARN") || !strings.Contains(log, "permission probe") {
+	if log := buf.String(); !strings.Contains(log, "level=WARN") || !strings.Contains(log, "permission to subscribe") {
 		t.Fatalf("no warning of the skipped probe; log: %q", log)
 	}
 }

@@ -260,7 +260,7 @@ func (b *Backend) probeHints(ctx context.Context) (*goredis.PubSub, error) {
 		// Confirmed, or the connection failed (refused, or cut at the probe's deadline): the
 		// connection, if any, is free of the probe, and go-redis reconnects it by itself.
 		if unprobed {
-			b.warnUnprobed()
+			b.warnUnprobed("the connection failed before the server answered")
 		}
 		return ps, nil
 	case <-pctx.Done():
@@ -271,19 +271,18 @@ func (b *Backend) probeHints(ctx context.Context) (*goredis.PubSub, error) {
 		return nil, b.fail("hints", err)
 	}
 	// The server did not answer in time: it is down as far as the hub is concerned.
-	b.warnUnprobed()
+	b.warnUnprobed("the server did not answer within " + b.probeTimeout().String())
 	return b.c.Subscribe(context.Background()), nil
 }
 
 // errUnprobed: the probe's connection failed before the server confirmed its subscriptions.
 var errUnprobed = errors.New("the server did not confirm the probe's subscriptions")
 
-// warnUnprobed says that the probe could not check channel permissions. It is not run again:
-// said here, so that an ACL user without them learns why no hint ever comes (the hub's
-// SUBSCRIBEs are refused, and go-redis logs that only to its internal logger).
-func (b *Backend) warnUnprobed() {
-	b.log.Warn("simba: redis: the server did not answer the hint subscription's permission probe; channel permissions are unchecked (an ACL user needs &simba:lease:{*} and &simba:group:{*}, or hints never come)",
-		"waited at most", b.probeTimeout().String())
+// warnUnprobed says that the probe could not check channel permissions, and why. It is not
+// run again: said here, so that an ACL user without them learns why no hint ever comes (the
+// hub's SUBSCRIBEs are refused, and go-redis logs that only to its own logger).
+func (b *Backend) warnUnprobed(why string) {
+	b.log.Warn("simba: redis: could not check the permission to subscribe to Simba's channels (" + why + "); it is not checked again: an ACL user needs &simba:lease:{*} and &simba:group:{*}, or hints never come and waiters rely on their retries")
 }
 
 // probeTimeout is how long Hints's probe waits for the server: the client's read timeout, the

@@ -109,7 +109,8 @@ func openPostgres(dsn string, opts []Option) (*Backend, error) {
 // DefaultConnectTimeout unless the DSN (or PGCONNECT_TIMEOUT) sets it, and the bounds on what a
 // connection holds its pool slot for while the server's replies are lost (its connect and its
 // cleanup after it broke: the connect timeout, or twice the time the backend's call that
-// started the connect had left, whichever is less). Use it for a pool of your own given to
+// started the connect had left, whichever is less; with connect_timeout=0, no timeout as in
+// libpq, neither bound applies and NewPostgres warns). Use it for a pool of your own given to
 // NewPostgres: change what you need (MaxConns, a tracer, ...) but keep, or wrap, its DialFunc,
 // AfterNetConnect, BeforeConnect and AfterConnect, which carry those bounds and the session
 // setup. Errors match spi.ErrInvalidOption and never show the password.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -479,7 +480,9 @@ func runCommand(ctx context.Context, args []string, lock bool) error {
 	// A permanent backend error (a missing schema, bad credentials) fails a Lock that waits, but
 	// an election retries through it; run fails on one too while it waits to lead, as lock does.
 	permanent := make(chan error, 1)
+	outages := newOutageReporter(slog.Default())
 	c, err := simba.New(b, simba.WithTTL(*ttl), simba.WithListener(func(ev simba.Event) {
+		outages.event(ev)
 		if ev.Kind == simba.EventBackendError && ev.Class == spi.Permanent {
 			select {
 			case permanent <- ev.Err:
@@ -600,8 +603,18 @@ func newSQLiteFile(ctx context.Context, dsn string) (bool, error) {
 }
 
 // withMigrateHint adds to an error that matches simba.ErrSchemaMissing (no schema, or an old
-// one) the command that applies the schema.
+// one) the command that applies the schema, and makes one that matches simba.ErrInvalidOption
+// (a value of the command line the backend refused) a usage error.
 func withMigrateHint(err error, dsn string) error {
+	if errors.Is(err, simba.ErrInvalidOption) {
+		// The backend refused a value of the command line (etcd a -ttl under 1s, ZooKeeper
+		// one outside the server's session timeouts): a usage error, as the CLI's own checks.
+		var usage usageError
+		if !errors.As(err, &usage) {
+			return usageError{err}
+		}
+		return err
+	}
 	if !errors.Is(err, simba.ErrSchemaMissing) {
 		return err
 	}

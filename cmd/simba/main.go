@@ -34,8 +34,8 @@
 //	        migrate), a missing SQLite file (status), or, for run and lock, the term lost
 //	        (CMD was stopped)
 //	2       a usage error: an unknown command or flag, a missing -dsn, -name or CMD, a bad
-//	        flag value (a malformed DSN, a -ttl out of range, a negative -grace, a bad name),
-//	        a bad $SIMBA_LOG_LEVEL
+//	        flag value (a malformed DSN, a -ttl out of range, a negative -grace, a bad name,
+//	        or one the backend refuses, such as etcd's -ttl under 1s), a bad $SIMBA_LOG_LEVEL
 //	128+n   simba stopped by signal n (130 SIGINT, 143 SIGTERM) before CMD started (while
 //	        waiting for the lock or to lead) or while migrate, status or demo ran
 //	other   run and lock: CMD's own status (128+n if CMD died of signal n: after a SIGINT or
@@ -103,8 +103,8 @@ const exitStatuses = `exit status:
   1      an error: the backend unreachable or refusing (credentials; no schema: run simba
          migrate), a missing SQLite file (status); run and lock: the term was lost (CMD stopped)
   2      a usage error: an unknown command or flag; a missing -dsn, -name or CMD; a bad flag
-         value (a malformed DSN, -ttl out of range, a negative -grace, an invalid name); a bad
-         $SIMBA_LOG_LEVEL
+         value (a malformed DSN, -ttl out of range, a negative -grace, an invalid name, or one
+         the backend refuses, such as etcd's -ttl under 1s); a bad $SIMBA_LOG_LEVEL
   128+n  simba stopped by signal n (130 SIGINT, 143 SIGTERM) before CMD started (waiting for
          the lock or to lead), or during migrate, status or demo
   other  run and lock: CMD's own status (128+n if CMD died of signal n; a SIGINT or SIGTERM
@@ -121,7 +121,7 @@ func main() {
 		os.Exit(supervise(os.Args[2:]))
 	}
 	if err := setLogLevel(os.Getenv(logLevelEnv)); err != nil {
-		fmt.Fprintf(os.Stderr, "simba: %v\n", err)
+		fmt.Fprintln(os.Stderr, errorLine(err))
 		os.Exit(2)
 	}
 	routeDriverLogs()
