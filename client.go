@@ -559,7 +559,7 @@ func (c *Client) requestThen(ctx context.Context, ev engine.Event, after func())
 			if cut {
 				// The engine may have completed f with the cut call's error (a TryLock's):
 				// ctx's end is what the caller hears of, as from a call worker's.
-				return f, c.withLastError(ctx.Err(), since, ev.Name)
+				return f, c.withLastError(ctxErr(ctx), since, ev.Name)
 			}
 		}
 	case c.post(run):
@@ -573,7 +573,7 @@ func (c *Client) requestThen(ctx context.Context, ev engine.Event, after func())
 	case <-f.done:
 		return f, f.err
 	case <-ctx.Done():
-		return f, c.withLastError(ctx.Err(), since, ev.Name)
+		return f, c.withLastError(ctxErr(ctx), since, ev.Name)
 	case <-c.loopDone:
 		// The loop completes every future it took with ErrClosed as it exits.
 		select {
@@ -594,7 +594,7 @@ func (c *Client) awaitSettling(ctx context.Context, f *future, since uint64, nam
 	defer stop()
 	if err := c.settle.await(wctx, f.done); err != nil {
 		if ctx.Err() != nil {
-			return f, c.withLastError(ctx.Err(), since, name)
+			return f, c.withLastError(ctxErr(ctx), since, name)
 		}
 		select {
 		case <-f.done:

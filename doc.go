@@ -58,7 +58,9 @@
 // failure, …) or comes from its ctx, joined with the last backend error. Of the context errors,
 // context.Canceled is permanent (the caller chose to stop: retrying under the same ctx cannot
 // help) and context.DeadlineExceeded is not (a new deadline may be enough): a Lock cancelled
-// while it waits reports IsPermanent true, one that timed out false.
+// while it waits reports IsPermanent true, one that timed out false. An error that comes from
+// the ctx also matches the ctx's cause, when one was given (context.WithCancelCause,
+// WithTimeoutCause), and says it.
 //
 // # Layers
 //

@@ -1,6 +1,11 @@
 package simba
 
-import "github.com/simba-go/simba/spi"
+import (
+	"context"
+	"fmt"
+
+	"github.com/simba-go/simba/spi"
+)
 
 // SessionID identifies a backend session (events, Leader and group members carry it).
 type SessionID = spi.SessionID
@@ -58,4 +63,18 @@ var (
 // cancellation and goes on after an attempt's timeout.
 func IsPermanent(err error) bool {
 	return err != nil && spi.Classify(err) == spi.Permanent
+}
+
+// ctxErr is ctx's error with its cause (context.WithCancelCause, WithTimeoutCause,
+// WithDeadlineCause) when the cause is another error: a call ended by ctx says why, and
+// errors.Is finds both context.Canceled (or DeadlineExceeded) and the cause.
+func ctxErr(ctx context.Context) error {
+	err := ctx.Err()
+	if err == nil {
+		return nil
+	}
+	if cause := context.Cause(ctx); cause != nil && cause != err {
+		return fmt.Errorf("%w: %w", err, cause)
+	}
+	return err
 }

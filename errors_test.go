@@ -300,6 +300,29 @@ func TestLockCancelledWhileWaitingIsPermanent(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) || simba.IsPermanent(err) {
 		t.Fatalf("timed-out Lock: %v (permanent %v), want a retryable error matching context.DeadlineExceeded", err, simba.IsPermanent(err))
 	}
+
+	// A cause given to the context is kept: the error matches it as well as the context's.
+	errShutdown, errBudget := errors.New("shutting down"), errors.New("request budget spent")
+	causeCtx, cancelCause := context.WithCancelCause(ctx)
+	calls := wb.Calls("Acquire")
+	go func() {
+		_, err := waiter.Lock(causeCtx, "invoice-42")
+		done <- err
+	}()
+	if !waitFor(10*time.Second, func() bool { return wb.Calls("Acquire") > calls }) {
+		t.Fatal("the waiter's third Lock made no attempt")
+	}
+	cancelCause(errShutdown)
+	err = <-done
+	if !errors.Is(err, context.Canceled) || !errors.Is(err, errShutdown) || !simba.IsPermanent(err) {
+		t.Fatalf("Lock cancelled with a cause: %v (permanent %v), want a permanent error matching context.Canceled and the cause", err, simba.IsPermanent(err))
+	}
+	timedCause, stopCause := context.WithTimeoutCause(ctx, 50*time.Millisecond, errBudget)
+	defer stopCause()
+	_, err = waiter.Lock(timedCause, "invoice-42")
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, errBudget) || simba.IsPermanent(err) {
+		t.Fatalf("Lock timed out with a cause: %v (permanent %v), want a retryable error matching context.DeadlineExceeded and the cause", err, simba.IsPermanent(err))
+	}
 }
 
 // TestIsPermanent: IsPermanent follows spi.Classify, including a permanent cause inside

@@ -110,7 +110,7 @@ func (c *Client) lock(ctx context.Context, name string, flavor engine.Flavor) (*
 	if err := wire.ValidateName(name); err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
+	if err := ctxErr(ctx); err != nil {
 		return nil, err
 	}
 	q, err := c.takeTurn(ctx, name, flavor == engine.FlavorTryLock)
@@ -198,7 +198,7 @@ func (c *Client) takeTurn(ctx context.Context, name string, try bool) (*lockQueu
 		case <-turn:
 			return h, nil
 		case <-ctx.Done():
-			err = ctx.Err()
+			err = ctxErr(ctx)
 		case <-c.closeTaken: // the holder may never unlock: waiters end with the client
 			err = ErrClosed
 		}
