@@ -142,8 +142,9 @@ it is established, or right behind its connect request if that is out and unansw
 server reads it once it has moved the session to that connection), else over a connection
 of the backend's own, a connect request with the session's id and password followed at once
 by the close request. This matters under a one-way partition (the client's bytes reach the
-server, the server's do not come back): go-zookeeper gives up on the silent connection at
-about the client's deadline and reconnects; its connect request reaches the server and
+server, the server's do not come back): go-zookeeper gives up on the silent connection (at
+the reply timeout, or earlier when a keep-alive finds it silent, see "Outages and
+reconnecting") and reconnects; its connect request reaches the server and
 renews the session, while its own close request waits for a handshake answer that never
 comes, or is dropped when closing stops the reconnect. The lease nodes of terms the client
 had already revoked then stayed at the server for up to one more session timeout, or until
@@ -267,6 +268,24 @@ ensemble lost whole
 (TestSessionRidesOutShortOutage, TestEnsembleSessionRidesOutShortOutage); an ensemble member
 lost alone is replaced by the next at once, as before. A Connector's connection keeps the host
 provider its caller gives it (go-zookeeper's by default, and its pace).
+
+A silent outage (the open connection goes silent for good, with no bytes, close or reset
+either way, as in a failover, a lost NAT entry or a partition, and new connections are taken
+and never answered until it ends) used to lose the session every time, even for 300 ms: the
+backend drops go-zookeeper's pings, so the connection was given up only at the reply timeout
+(2/3 of the session timeout after the keep-alive's request), and the keep-alive's retries
+queued behind it on the same connection, while the server expires the session a session
+timeout after the renewal before, a renewal interval earlier (the engine's deadline passed
+first). Now a keep-alive still unanswered halfway to its own deadline (TTL/6 after it was sent,
+with the engine's defaults) closes the connection if it has read nothing for at least half
+that time since it last wrote: the keep-alive fails at once and is retried, and go-zookeeper
+redials at the pacer's pace, each attempt into the void given up as below. A session thus
+rides out a silent outage that ends with at least a renewal interval (TTL/3) of its time left,
+so any one of up to about TTL/3 − 0.01 × TTL − 0.05 s whenever it begins (0.92 s at TTL 3 s)
+and longer ones that begin soon after a renewal (TestSessionRidesOutShortOutage: 1.2 s from
+0.65 s after a renewal and 0.3 s just before the next at TTL 3 s, 2.4 s from 1.3 s at 6 s).
+Other requests wait for the reply timeout as before, and so does a keep-alive given no
+deadline.
 
 A connection attempt into the void (a server behind a partition, whose SYNs are dropped, or
 one that takes connections and never answers) used to hold the session for go-zookeeper's

@@ -532,6 +532,42 @@ func (t *tap) replyTimeout() time.Duration {
 	return 10 * time.Second
 }
 
+// dropIfSilent closes go-zookeeper's connection after, if by then it has waited at least
+// after/2 for a byte since it wrote one, and returns a func that cancels the check. A
+// keep-alive arms it for half the time to its own deadline: a connection that went silent (its
+// packets dropped with no reset: a failover, a lost NAT entry, a partition) was otherwise
+// noticed only at the reply timeout, 2/3 of the session timeout after the keep-alive's
+// request, and the retries of the keep-alive queued behind it on the same connection; the
+// server expires a session a session timeout after the renewal before, one renewal interval
+// earlier, so the session was lost in every such outage, even one of 300 ms. Closed, the
+// connection's requests fail at once (the keep-alive is retried) and go-zookeeper redials
+// (see pacer); a connection that answers (it read since it wrote) is left alone, as is one
+// whose handshake is still out (connectBound bounds that).
+func (t *tap) dropIfSilent(after time.Duration) (stop func()) {
+	if after <= 0 {
+		return func() {}
+	}
+	timer := time.AfterFunc(after, func() { t.dropSilent(after / 2) })
+	return func() { timer.Stop() }
+}
+
+// dropSilent closes go-zookeeper's established connection if it has waited at least limit
+// for a byte since it wrote one, and reports whether it did.
+func (t *tap) dropSilent(limit time.Duration) bool {
+	t.mu.Lock()
+	c := t.conn
+	t.mu.Unlock()
+	if c == nil || !c.answered.Load() || c.broken.Load() {
+		return false
+	}
+	since := c.waitingSince.Load()
+	if since == 0 || time.Since(time.Unix(0, since)) < limit {
+		return false
+	}
+	c.Conn.Close() // go-zookeeper's read fails: it drops the connection and redials
+	return true
+}
+
 // credentials returns the bound session id and password.
 func (t *tap) credentials() (int64, []byte) {
 	t.mu.Lock()
@@ -644,6 +680,9 @@ type tapConn struct {
 	// hsDeadline bounds the wait for the connect response (see SetReadDeadline): the dial's
 	// start plus its connectBound.
 	hsDeadline time.Time
+	// waitingSince is when the connection first wrote since it last read a byte (Unix
+	// nanoseconds, 0: not waiting); see tap.dropIfSilent.
+	waitingSince atomic.Int64
 	// incoming framing (Read is called from one goroutine at a time)
 	lenBuf   []byte // bytes of the current frame's length read so far
 	haveLen  bool   // the current frame's length is known
@@ -670,6 +709,7 @@ func (c *tapConn) Write(p []byte) (int, error) {
 			closeReq = true
 		}
 	}
+	c.waitingSince.CompareAndSwap(0, time.Now().UnixNano())
 	// Record before writing: the reply may be read before Write returns. If the write
 	// fails, go-zookeeper drops the connection, and with it what was recorded for it.
 	if closeReq {
@@ -826,6 +866,7 @@ func (c *tapConn) Close() error {
 func (c *tapConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 {
+		c.waitingSince.Store(0)
 		c.parseIn(p[:n])
 	}
 	if err != nil {

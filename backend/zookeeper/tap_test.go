@@ -174,6 +174,43 @@ func TestTapDropsPingsAndAbandonedClose(t *testing.T) {
 	}
 }
 
+// TestTapDropsSilentConnection: a keep-alive's silence check (dropSilent) closes an
+// established connection that has waited long enough for a byte since it wrote a request, and
+// leaves alone one whose handshake is still out (connectBound bounds it), one that has read
+// since it wrote, one whose wait is still short, and one whose only write was a ping the tap
+// dropped (nothing is awaited).
+func TestTapDropsSilentConnection(t *testing.T) {
+	tp := newTap(nil, time.Second, 0, nil, nil, nil)
+	fc := &fakeConn{chunk: 100}
+	c := &tapConn{Conn: fc, t: tp}
+	tp.conn = c
+	c.Write(append([]byte{0, 0, 0, 8}, make([]byte, 8)...)) // the connect request
+	if tp.dropSilent(0) || fc.closed != 0 {
+		t.Fatal("a connection whose handshake is out was closed")
+	}
+	fc.in = connectResponse(3000, 7, []byte("pw"))
+	buf := make([]byte, 64)
+	c.Read(buf)
+	exists := requestFrame(1, 3, []byte{0, 0, 0, 1, '/', 0})
+	c.Write(exists)
+	if tp.dropSilent(time.Hour) || fc.closed != 0 {
+		t.Fatal("a connection waiting less than the limit was closed")
+	}
+	fc.in = replyFrame(1, 5, 0, nil)
+	c.Read(buf)
+	if tp.dropSilent(0) || fc.closed != 0 {
+		t.Fatal("a connection that read since it wrote was closed")
+	}
+	c.Write(requestFrame(xidPing, opPing, nil))
+	if tp.dropSilent(0) || fc.closed != 0 {
+		t.Fatal("a connection whose only write since it read was a dropped ping was closed")
+	}
+	c.Write(requestFrame(2, 3, []byte{0, 0, 0, 1, '/', 0}))
+	if !tp.dropSilent(0) || fc.closed != 1 {
+		t.Fatalf("a silent connection awaiting a reply: closed %d times, want 1", fc.closed)
+	}
+}
+
 // TestTapCloseBehindPendingHandshake: closing while go-zookeeper's connect request awaits its
 // answer sends the close request right behind it, on the same connection (a connection of
 // the tap's own would race with it at the server); closing before the connect request is
