@@ -15,9 +15,7 @@ import (
 // retries until the call's deadline, fails as unavailable with the refused dial in its
 // message, not a bare "deadline exceeded" that reads as a slow server.
 func TestRefusedServerSaysSo(t *testing.T) {
-	ln := testenv.Listen(t)
-	addr := ln.Addr().String()
-	ln.Close() // every dial is refused now
+	addr := testenv.RefusedAddr(t)
 	b, err := Open("redis://" + addr + "/0")
 	if err != nil {
 		t.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -24,12 +23,7 @@ func TestDriverLogsGoThroughTheCLILogger(t *testing.T) {
 	routeDriverLogsTo(func() *slog.Logger { return logger })
 	t.Cleanup(routeDriverLogs) // what main sets
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close() // now nobody listens there: every dial is refused
+	addr := testenv.RefusedAddr(t)
 	c := goredis.NewClient(&goredis.Options{Addr: addr, DialerRetries: 1, MaxRetries: -1, DialTimeout: time.Second})
 	defer c.Close()
 	if err := c.Ping(context.Background()).Err(); err == nil {
@@ -50,12 +44,7 @@ func TestDriverLogsGoThroughTheCLILogger(t *testing.T) {
 // logger to stderr (a failed dial of go-redis, against a port nobody listens on), the default
 // keeps them off it, and a level slog does not know is a usage error (exit 2).
 func TestLogLevelFromEnv(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dsn := "redis://" + ln.Addr().String() + "/0"
-	ln.Close() // every dial is refused now
+	dsn := "redis://" + testenv.RefusedAddr(t) + "/0"
 	for _, c := range []struct {
 		level     string
 		driverLog bool

@@ -63,9 +63,7 @@ func TestOutageReporter(t *testing.T) {
 // calls fail and it retries, instead of waiting without a word, and a SIGTERM then ends it with
 // 143.
 func TestLockAtARefusingBackendSaysSo(t *testing.T) {
-	ln := testenv.Listen(t)
-	addr := ln.Addr().String()
-	ln.Close() // every dial is refused now
+	addr := testenv.RefusedAddr(t)
 	cmd := exec.Command(simbaBinary(t), "lock", "-dsn", "redis://"+addr+"/0", "-name", "refused", "--", "true")
 	var stderr testenv.LogBuffer
 	cmd.Stderr = &stderr

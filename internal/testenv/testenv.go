@@ -150,3 +150,13 @@ func Listen(t testing.TB) net.Listener {
 	}
 	return ln
 }
+
+// RefusedAddr returns a loopback address (host:port) nobody listens on: a port that was free a
+// moment ago, so every dial there is refused (until another process happens to take it).
+func RefusedAddr(t testing.TB) string {
+	t.Helper()
+	ln := Listen(t)
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
