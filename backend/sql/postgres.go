@@ -252,12 +252,11 @@ type pgDialect struct {
 // READ COMMITTED), or, when tx, on one connection between the dialect's begin and COMMIT. A
 // run PostgreSQL rolled back to break a deadlock (or a serialization failure) is run again.
 func (d *pgDialect) with(ctx context.Context, tx bool, fn func(q sqlq.Queries) error) error {
-	ctx = withCallDeadline(ctx)
 	return retryRolledBack(ctx, pgRolledBack, func() error {
 		if !tx {
-			return fn(d.q)
+			return fn(d.q) // callPool carries each statement's deadline to its connect
 		}
-		conn, err := d.pool.Acquire(ctx)
+		conn, err := d.pool.Acquire(withCallDeadline(ctx))
 		if err != nil {
 			return err
 		}
