@@ -5,6 +5,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/simba-go/simba/internal/connbound"
 )
 
 // Connection watch of a backend's own client (New, NewFromConfig): its gRPC connections are
@@ -15,8 +17,8 @@ import (
 //   - A connection attempt to a member that takes the connection and never answers (a
 //     blackhole, a hung server) lasts gRPC's MinConnectTimeout, the dial timeout (5 s by
 //     default), fixed when the client is made. The backend gives up an attempt that has read
-//     nothing after connectBound: the shortest TTL asked of the backend / connectBoundDivisor,
-//     at least minConnectBound, at most the dial timeout, doubling after each round of the
+//     nothing after connectBound: the shortest TTL asked of the backend / connbound.Divisor,
+//     at least connbound.Min, at most the dial timeout, doubling after each round of the
 //     endpoints whose attempts were all given up (a network slower than the bound still
 //     connects, a few attempts later; any other outcome, a refusal included, starts over).
 //   - A connection that went silent (its packets dropped, with no reset: a load balancer's
@@ -27,18 +29,7 @@ import (
 //     every connection that has waited, for at least half that call's time so far, for a
 //     byte after one it sent: gRPC redials it at once, and the keep-alive (which etcd's client
 //     re-sends when its connection is lost) goes out again on the fresh connection.
-const (
-	// connectBoundDivisor: a connection attempt is given up after the shortest TTL / 6, so
-	// that after an outage an attempt that went into the void costs a session at most half of
-	// the renewal interval (TTL/3) left to it, and the next attempt, the keep-alive and its
-	// reply have the other half.
-	connectBoundDivisor = 6
-	// minConnectBound is the least time a connection attempt is given: a TCP and TLS handshake
-	// across a region's network takes a few milliseconds; 100 ms leaves room for a loaded
-	// machine and a longer link, and the bound doubles when attempts time out in a row.
-	minConnectBound = 100 * time.Millisecond
-)
-
+//
 // connWatch dials and watches the gRPC connections of a backend's own client.
 type connWatch struct {
 	dialTimeout time.Duration
@@ -56,17 +47,10 @@ func newConnWatch(dialTimeout time.Duration, endpoints int, minTTL func() time.D
 
 // connectBound is how long a connection attempt may go without reading a byte.
 func (w *connWatch) connectBound() time.Duration {
-	d := w.dialTimeout
-	if ttl := w.minTTL(); ttl > 0 {
-		d = min(d, max(ttl/connectBoundDivisor, minConnectBound))
-	}
 	w.mu.Lock()
 	cut := w.cut
 	w.mu.Unlock()
-	for i := 0; i < cut/w.endpoints && d < w.dialTimeout; i++ {
-		d *= 2
-	}
-	return min(d, w.dialTimeout)
+	return connbound.Bound(w.minTTL(), w.dialTimeout, cut, w.endpoints)
 }
 
 // dial is the gRPC dialer (grpc.WithContextDialer): a TCP connection, given up (closed) if it

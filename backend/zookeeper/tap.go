@@ -15,6 +15,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/simba-go/simba/internal/connbound"
 	"github.com/simba-go/simba/internal/joinerr"
 )
 
@@ -137,22 +138,10 @@ func newTap(now func() time.Duration, dialTimeout, asked time.Duration, dialer z
 // names others: go-zookeeper gives a dial its connect timeout (1 s) and waits ten receive
 // timeouts for the handshake's answer, and the backend waited at least Config.Timeout (10 s
 // by default) for it, while a session of TTL 3 s has at most 2 s left after a disconnection.
-const (
-	// connectBoundDivisor: an attempt is given up after the session timeout / 6, so that a
-	// session that has a renewal interval (TTL/3) left when its connection is lost still has
-	// half of it after one swallowed attempt, for the pacer's wait (at most TTL/12), the
-	// next server's handshake and the keep-alive's reply.
-	connectBoundDivisor = 6
-	// minConnectBound is the least time an attempt is given: a TCP, TLS and session
-	// handshake within a region takes milliseconds; 100 ms leaves room for a loaded machine,
-	// and the bound doubles after each attempt given up in a row, so a slower network still
-	// connects, a few attempts later.
-	minConnectBound = 100 * time.Millisecond
-)
-
+//
 // connectBound is how long a dial and its session handshake may take: the session timeout
-// (the one asked until the server negotiates one) / connectBoundDivisor, at least
-// minConnectBound, doubled for each round of the servers in which every attempt was given up
+// (the one asked until the server negotiates one) / connbound.Divisor, at least
+// connbound.Min, doubled for each round of the servers in which every attempt was given up
 // (any other outcome, a refusal included, starts the count over: a server swallowing
 // connections ahead of one that refuses them for a moment does not lengthen the bound), at
 // most Config.Timeout.
@@ -161,18 +150,11 @@ func (t *tap) connectBound() time.Duration {
 	if timeout <= 0 {
 		timeout = t.asked
 	}
-	d := t.dialTimeout
-	if timeout > 0 && (d <= 0 || timeout/connectBoundDivisor < d) {
-		d = max(timeout/connectBoundDivisor, minConnectBound)
-	}
 	limit := t.dialTimeout
 	if limit <= 0 {
 		limit = DefaultTimeout
 	}
-	for i := 0; i < int(t.cut.Load())/max(t.servers, 1) && d < limit; i++ {
-		d *= 2
-	}
-	return min(d, limit)
+	return connbound.Bound(timeout, limit, int(t.cut.Load()), t.servers)
 }
 
 // isTimeout reports whether err is a dial's, handshake's or read's timeout.
