@@ -203,9 +203,11 @@ cover &simba:lease:{*} and &simba:group:{*} (those two patterns, &simba:*, or al
 SUBSCRIBE checks each channel against the patterns). Hints subscribes once to the channels
 of a probe name and fails with a permanent NOPERM error without them (if the server answers
 the probe within the client's read timeout, at most 5 s). A server down or silent at the first
-Hints, which simba.New makes, is not checked, and the probe is not run again: the backend logs
-a warning that says so (WithLogger), and an ACL user without those permissions then gets no
-hints (go-redis logs the refused SUBSCRIBEs only to its internal logger). Its
+Hints, which simba.New makes, is not checked then: the backend logs a warning that says so
+(WithLogger) and checks once the server answers (a PING 1, 3, 7 … s later, at most 30 s apart,
+then the probe), logging the result: an ERROR for a user without those permissions, who then
+gets no hints (go-redis logs the refused SUBSCRIBEs only to its internal logger), or an INFO.
+Its
 commands: EVALSHA, EVAL, SCRIPT LOAD, SMEMBERS, HMGET, SUBSCRIBE, UNSUBSCRIBE, MULTI, EXEC,
 ZRANGE (the read after a subscription's confirmation), PING, WAIT (with
 WithWaitReplicas), SCAN, TIME and ZRANGEBYSCORE (Inspect), CLUSTER SLOTS (Cluster clients),

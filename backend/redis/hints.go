@@ -79,6 +79,10 @@ type subConn struct {
 	// subscribed on ("" for ps). See Hints.
 	nodes map[string]*goredis.PubSub
 	where map[string]string
+
+	// unchecked: the first Hints could not check the channel permissions (the server did not
+	// answer it); the runner checks them once the server answers (see recheck).
+	unchecked bool
 }
 
 // interest is what the sessions of this backend need from one channel.
@@ -165,6 +169,7 @@ func (b *Backend) Hints(ctx context.Context) (<-chan spi.Hint, error) {
 	// Two first Hints at once may then both probe: the second to finish keeps the first's
 	// connection and closes its own.
 	var ps, spare *goredis.PubSub
+	var checked bool
 	for {
 		h.mu.Lock()
 		if b.closed.Load() {
@@ -179,7 +184,7 @@ func (b *Backend) Hints(ctx context.Context) (<-chan spi.Hint, error) {
 		}
 		h.mu.Unlock()
 		var err error
-		if ps, err = b.probeHints(ctx); err != nil {
+		if ps, checked, err = b.probeHints(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -187,7 +192,7 @@ func (b *Backend) Hints(ctx context.Context) (<-chan spi.Hint, error) {
 		spare = ps
 	} else {
 		c := &subConn{ps: ps, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
-			nodes: map[string]*goredis.PubSub{}, where: map[string]string{}}
+			nodes: map[string]*goredis.PubSub{}, where: map[string]string{}, unchecked: !checked}
 		h.conn = c
 		h.leases, h.groups, h.checks = map[string]*interest{}, map[string]*interest{}, map[string]struct{}{}
 		go h.pump(c, ps)
@@ -210,13 +215,15 @@ func (b *Backend) Hints(ctx context.Context) (<-chan spi.Hint, error) {
 }
 
 // probeHints opens a pub/sub connection, SUBSCRIBEs to the probe's channels (see Hints), waits
-// for the server to confirm them, and UNSUBSCRIBEs: the connection is then the hub's.
+// for the server to confirm them, and UNSUBSCRIBEs: the connection is then the hub's, and
+// checked is true.
 //
 // It waits for the server at most b.probeTimeout(): a server that accepts connections but
 // does not answer by then (a stopped process, a network that went dark) is taken as down, as
 // one that refuses connections is, and probeHints returns a new, unconnected pub/sub
 // connection (no I/O until the hub's first SUBSCRIBE), which go-redis connects once the
-// server answers. A server that answers with a refusal (NOPERM, a database it does not have, a
+// server answers; checked is then false, and the hub's runner checks once the server answers
+// (see recheck). A server that answers with a refusal (NOPERM, a database it does not have, a
 // Cluster client at a standalone server, ...) fails the probe with that error.
 //
 // go-redis watches no context while it waits for a reply (a pub/sub read takes ctx's deadline,
@@ -226,24 +233,12 @@ func (b *Backend) Hints(ctx context.Context) (<-chan spi.Hint, error) {
 // the wait (or, while the goroutine is still connecting, ends it at go-redis's read timeout or
 // the probe's deadline, whichever the client honours). A confirmation cut short by ctx's
 // deadline (which confirm takes for a connection failure) fails the same way.
-func (b *Backend) probeHints(ctx context.Context) (*goredis.PubSub, error) {
-	probe := []string{wire.ReleasedChannel(aclProbe), wire.GroupChangedChannel(aclProbe)}
+func (b *Backend) probeHints(ctx context.Context) (ps *goredis.PubSub, checked bool, err error) {
 	pctx, cancel := context.WithTimeout(ctx, b.probeTimeout())
 	defer cancel()
-	ps := b.c.Subscribe(context.Background()) // without channels: no I/O yet
+	ps = b.c.Subscribe(context.Background()) // without channels: no I/O yet
 	done := make(chan error, 1)
-	go func() {
-		_ = ps.Subscribe(pctx, probe...) // a failure: confirm reconnects and subscribes again
-		ok, err := confirm(pctx, ps, len(probe))
-		if err == nil && !ok {
-			err = errUnprobed
-		}
-		if err == nil {
-			// It may have to reconnect (after a connection failure): on this goroutine too.
-			_ = ps.Unsubscribe(pctx, probe...) // a failure: go-redis forgets them anyway
-		}
-		done <- err
-	}()
+	go func() { done <- probeOn(pctx, ps) }()
 	select {
 	case err := <-done:
 		unprobed := errors.Is(err, errUnprobed)
@@ -255,34 +250,114 @@ func (b *Backend) probeHints(ctx context.Context) (*goredis.PubSub, error) {
 		}
 		if err != nil {
 			ps.Close()
-			return nil, b.fail("hints", err)
+			return nil, false, b.fail("hints", err)
 		}
 		// Confirmed, or the connection failed (refused, or cut at the probe's deadline): the
 		// connection, if any, is free of the probe, and go-redis reconnects it by itself.
 		if unprobed {
 			b.warnUnprobed("the connection failed before the server answered")
 		}
-		return ps, nil
+		return ps, !unprobed, nil
 	case <-pctx.Done():
 	}
 	// Close waits for a SUBSCRIBE still connecting: not the caller's to wait for.
 	go ps.Close()
 	if err := ended(ctx); err != nil {
-		return nil, b.fail("hints", err)
+		return nil, false, b.fail("hints", err)
 	}
 	// The server did not answer in time: it is down as far as the hub is concerned.
 	b.warnUnprobed("the server did not answer within " + b.probeTimeout().String())
-	return b.c.Subscribe(context.Background()), nil
+	return b.c.Subscribe(context.Background()), false, nil
+}
+
+// probeOn SUBSCRIBEs ps to the probe's channels, waits for the server to confirm them and
+// UNSUBSCRIBEs: nil once confirmed, the server's refusal (a redis.Error: NOPERM, ...), or
+// errUnprobed when the connection failed first.
+func probeOn(ctx context.Context, ps *goredis.PubSub) error {
+	probe := []string{wire.ReleasedChannel(aclProbe), wire.GroupChangedChannel(aclProbe)}
+	_ = ps.Subscribe(ctx, probe...) // a failure: confirm reconnects and subscribes again
+	ok, err := confirm(ctx, ps, len(probe))
+	if err == nil && !ok {
+		err = errUnprobed
+	}
+	if err == nil {
+		// It may have to reconnect (after a connection failure): on this goroutine too.
+		_ = ps.Unsubscribe(ctx, probe...) // a failure: go-redis forgets them anyway
+	}
+	return err
+}
+
+// recheckFirst and recheckMax pace recheck's attempts: the first a second after the runner
+// starts, then twice as far apart after each that found the server still not answering.
+const (
+	recheckFirst = time.Second
+	recheckMax   = 30 * time.Second
+)
+
+// recheck is the check of the channel permissions that the first Hints could not make (the
+// server did not answer it), made once the server answers: a PING first, and once one
+// succeeds the probe on a pub/sub connection of its own. A refusal is logged at ERROR (an ACL
+// user without the channel patterns would otherwise wait on retries for every hand-over
+// without a word: the hub's SUBSCRIBEs are refused, and go-redis logs that only to its own
+// logger), a confirmation at INFO (it answers the earlier warning). It returns then, or when
+// ctx is done (the runner stops).
+func (b *Backend) recheck(ctx context.Context) {
+	timer := time.NewTimer(recheckFirst)
+	defer timer.Stop()
+	for delay := recheckFirst; ; {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+		err := b.recheckOnce(ctx)
+		var re goredis.Error
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err == nil:
+			b.log.Info("simba: redis: checked the permission to subscribe to Simba's channels now that the server answers: granted")
+			return
+		case errors.As(err, &re):
+			b.log.Error("simba: redis: the server refuses to let this user subscribe to Simba's channels: hints never come and waiters rely on their retries (an ACL user needs &simba:lease:{*} and &simba:group:{*})", "err", err)
+			return
+		}
+		delay = min(2*delay, recheckMax)
+		timer.Reset(delay)
+	}
+}
+
+// recheckOnce is one attempt of recheck, bounded by the probe's time (probeTimeout): a PING,
+// then the probe. The probe's connection is closed when ctx ends, so that the runner's stop
+// does not wait for a server that went silent.
+func (b *Backend) recheckOnce(ctx context.Context) error {
+	pctx, cancel := context.WithTimeout(ctx, b.probeTimeout())
+	defer cancel()
+	if err := b.c.Ping(pctx).Err(); err != nil {
+		var re goredis.Error
+		if errors.As(err, &re) {
+			return err // NOAUTH, WRONGPASS, ...: the server answers, with a refusal
+		}
+		return errUnprobed
+	}
+	ps := b.c.Subscribe(context.Background()) // without channels: no I/O yet
+	stop := context.AfterFunc(pctx, func() { ps.Close() })
+	err := probeOn(pctx, ps)
+	if stop() {
+		ps.Close()
+	}
+	return err
 }
 
 // errUnprobed: the probe's connection failed before the server confirmed its subscriptions.
 var errUnprobed = errors.New("the server did not confirm the probe's subscriptions")
 
-// warnUnprobed says that the probe could not check channel permissions, and why. It is not
-// run again: said here, so that an ACL user without them learns why no hint ever comes (the
-// hub's SUBSCRIBEs are refused, and go-redis logs that only to its own logger).
+// warnUnprobed says that the probe could not check channel permissions, and why: the hub's
+// runner checks again once the server answers (recheck), so that an ACL user without them
+// learns why no hint ever comes (the hub's SUBSCRIBEs are refused, and go-redis logs that
+// only to its own logger).
 func (b *Backend) warnUnprobed(why string) {
-	b.log.Warn("simba: redis: could not check the permission to subscribe to Simba's channels (" + why + "); it is not checked again: an ACL user needs &simba:lease:{*} and &simba:group:{*}, or hints never come and waiters rely on their retries")
+	b.log.Warn("simba: redis: could not check the permission to subscribe to Simba's channels (" + why + "); it is checked once the server answers: an ACL user needs &simba:lease:{*} and &simba:group:{*}, or hints never come and waiters rely on their retries")
 }
 
 // probeTimeout is how long Hints's probe waits for the server: the client's read timeout, the
@@ -409,6 +484,15 @@ func (h *hub) run(c *subConn) {
 		case <-ctx.Done():
 		}
 	}()
+	if c.unchecked {
+		var rechecked sync.WaitGroup
+		rechecked.Add(1)
+		go func() {
+			defer rechecked.Done()
+			h.b.recheck(ctx)
+		}()
+		defer rechecked.Wait() // ctx ends with c.stop, before run returns
+	}
 	timer := time.NewTimer(hintSweep)
 	defer timer.Stop()
 	for {
