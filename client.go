@@ -976,13 +976,19 @@ func (e *abandonedError) Error() string {
 
 func (e *abandonedError) Unwrap() error { return ErrUnavailable }
 
+// isAbandoned reports whether err is (or wraps) an *abandonedError. Only an error needs the
+// check: errors.As's target escapes, so asking it of every successful call allocated.
+func isAbandoned(err error) bool {
+	var abandoned *abandonedError
+	return errors.As(err, &abandoned)
+}
+
 // callDone reports a backend call's outcome on the loop goroutine before the engine sees it:
 // a retryable failure is reported here (a permanent one when the engine publishes it), and a
 // success clears the permanent error it proves gone.
 func (c *Client) callDone(op engine.Op, name string, err error) {
-	var abandoned *abandonedError
 	switch {
-	case errors.As(err, &abandoned):
+	case err != nil && isAbandoned(err):
 		// The caller's context ended, not the backend's doing: nothing to report or clear.
 	case err != nil && spi.Classify(err) != spi.Permanent:
 		c.backendError(op, name, err, c.cfg.clock.Now())
