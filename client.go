@@ -1162,10 +1162,19 @@ func (c *Client) handle(name string) leaseHandle {
 	return c.handles[name]
 }
 
+// infoLogged reports whether the logger takes INFO records: the grants and revocations, one
+// of each per Lock cycle, build their attributes only then (boxing them for slog allocates,
+// even for the default logger, which discards everything).
+func (c *Client) infoLogged() bool {
+	return c.cfg.logger.Enabled(context.Background(), slog.LevelInfo)
+}
+
 func (c *Client) elected(ef *engine.Effect) {
 	h := c.handleFor(ef.Name)
 	t := newTerm(ef.Name, ef.Token, ef.Owner, c.cfg.clock, c.deadline(ef.Session), ef.Until)
-	c.cfg.logger.Info("simba elected", "name", ef.Name, "token", ef.Token, "session", ef.Session)
+	if c.infoLogged() {
+		c.cfg.logger.Info("simba elected", "name", ef.Name, "token", ef.Token, "session", ef.Session)
+	}
 	c.emit(Event{Kind: EventElected, At: c.eng.Now(), Session: ef.Session, Name: ef.Name, Token: ef.Token}, h)
 	if h != nil {
 		h.elected(t)
@@ -1211,7 +1220,9 @@ func (c *Client) revoked(ef *engine.Effect) {
 	c.dropGrantTimer(ef.Name)
 	h := c.handleFor(ef.Name)
 	reason := RevokeReason(ef.Reason)
-	c.cfg.logger.Info("simba revoked", "name", ef.Name, "token", ef.Token, "reason", reason.String(), "session", ef.Session)
+	if c.infoLogged() {
+		c.cfg.logger.Info("simba revoked", "name", ef.Name, "token", ef.Token, "reason", reason.String(), "session", ef.Session)
+	}
 	if h != nil {
 		if t, ok := h.termFor(ef.Token); ok {
 			// Invalidate first (rule 2: revoke before anything else this step asks).
