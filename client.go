@@ -68,6 +68,7 @@ type Client struct {
 	// the engine are touched only by its holder ("the loop goroutine" in comments means that).
 	stepper sync.Mutex
 	claim   *callClaim // the call a request stepping inline runs on its own goroutine
+	claimed callClaim  // where claim points while a request steps inline
 
 	// Loop-goroutine state.
 	timers    map[engine.Timer]armedTimer
@@ -518,22 +519,18 @@ func (c *Client) requestUndoable(ctx context.Context, ev engine.Event, undo func
 func (c *Client) requestThen(ctx context.Context, ev engine.Event, after func()) (*future, error) {
 	since := c.errSeq.Load()
 	f := newFuture()
+	// Neither ev nor own leaves this goroutine's stack when the event is stepped inline (the
+	// claim is made in c.claimed and copied out before the stepper is let go); only an event
+	// handed to the loop is copied to the heap, with its closure (queued, below).
 	var own callClaim
-	run := func() {
-		c.addFuture(f)
-		ev.Future = f.id
-		c.step(ev)
-		if after != nil {
-			after()
-		}
-	}
 	inline := func() {
 		// The call the step asks for about this name may as well run here, on the goroutine
 		// that waits for it anyway.
-		own = callClaim{name: ev.Name, claimable: c.mayRunHere(ctx)}
-		c.claim = &own
-		run()
+		c.claimed = callClaim{name: ev.Name, claimable: c.mayRunHere(ctx)}
+		c.claim = &c.claimed
+		c.stepRequest(f, ev, after)
 		c.claim = nil
+		own, c.claimed = c.claimed, callClaim{}
 		if own.taken && f.completed() {
 			// Nothing to wait for (an election's Start): the call goes to a worker after all.
 			own.taken = false
@@ -541,8 +538,12 @@ func (c *Client) requestThen(ctx context.Context, ev engine.Event, after func())
 			c.dispatchCall(own.call)
 		}
 	}
-	switch {
-	case c.runInline(inline):
+	if !c.runInline(inline) {
+		queued := ev
+		if !c.post(func() { c.stepRequest(f, queued, after) }) {
+			return nil, ErrClosed
+		}
+	} else {
 		switch {
 		case !own.taken:
 		case ctx.Err() != nil:
@@ -562,9 +563,6 @@ func (c *Client) requestThen(ctx context.Context, ev engine.Event, after func())
 				return f, c.withLastError(ctxErr(ctx), since, ev.Name)
 			}
 		}
-	case c.post(run):
-	default:
-		return nil, ErrClosed
 	}
 	if c.settle.act != nil {
 		return c.awaitSettling(ctx, f, since, ev.Name)
@@ -582,6 +580,17 @@ func (c *Client) requestThen(ctx context.Context, ev engine.Event, after func())
 		default:
 			return nil, ErrClosed
 		}
+	}
+}
+
+// stepRequest steps ev, a request's event that completes f, then runs after (if not nil), on
+// the loop goroutine.
+func (c *Client) stepRequest(f *future, ev engine.Event, after func()) {
+	c.addFuture(f)
+	ev.Future = f.id
+	c.step(ev)
+	if after != nil {
+		after()
 	}
 }
 
