@@ -923,11 +923,7 @@ func (c *Client) runCall(cl call, caller context.Context) (cut, handed bool) {
 		c.dispatchCall(cl)
 		return true, true
 	}
-	op, name := ef.Op, ef.Name // not ef: it would escape to the heap with the closure
-	c.post(func() {
-		c.callDone(op, name, ev.Err)
-		c.step(ev)
-	})
+	c.postReply(ef.Name, ev)
 	for _, req := range cl.also {
 		// An identical release queued after this one: this outcome is its outcome.
 		dup := ev
@@ -936,6 +932,23 @@ func (c *Client) runCall(cl call, caller context.Context) (cut, handed bool) {
 		c.settle.end()
 	}
 	return cut, false
+}
+
+// postReply posts the step of ev, the reply to a backend call about name, after callDone. An
+// event stepped inline stays on the stack; only one handed to the loop is copied to the heap.
+func (c *Client) postReply(name string, ev engine.Event) {
+	if c.runInline(func() { c.stepReply(name, ev) }) {
+		return
+	}
+	queued := ev
+	c.enqueue(func() { c.stepReply(name, queued) })
+}
+
+// stepReply reports the outcome of a backend call about name (callDone) and steps its reply ev
+// (loop goroutine).
+func (c *Client) stepReply(name string, ev engine.Event) {
+	c.callDone(ev.Op, name, ev.Err)
+	c.step(ev)
 }
 
 // call makes the backend call ef asks for with ctx, setting ev's result and error.
