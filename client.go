@@ -902,8 +902,10 @@ func (c *Client) runCall(cl call, caller context.Context) (cut, handed bool) {
 		// deadline) and the caller's has ended (a call that failed by itself before that, or
 		// that succeeded, counts as it is; one that the client's close cut is the close's).
 		// (The deadline is read from the clock: the contexts' timers may not have fired yet.)
-		pastDL := hasDL && !time.Now().Before(callerDL)
-		cut = ev.Err != nil && (ctx.Err() != nil || pastDL) && (caller.Err() != nil || pastDL) && c.baseCtx.Err() == nil
+		if ev.Err != nil {
+			pastDL := hasDL && !time.Now().Before(callerDL)
+			cut = (ctx.Err() != nil || pastDL) && (caller.Err() != nil || pastDL) && c.baseCtx.Err() == nil
+		}
 		if cut {
 			<-caller.Done() // past its deadline: at once, so that the caller sees it ended
 		}
