@@ -68,6 +68,7 @@ type Client struct {
 	// the engine are touched only by its holder ("the loop goroutine" in comments means that).
 	stepper sync.Mutex
 	claim   *callClaim // the call a request stepping inline runs on its own goroutine
+	claimed callClaim  // where claim points while a request steps inline
 
 	// Loop-goroutine state.
 	timers    map[engine.Timer]armedTimer
@@ -518,22 +519,18 @@ func (c *Client) requestUndoable(ctx context.Context, ev engine.Event, undo func
 func (c *Client) requestThen(ctx context.Context, ev engine.Event, after func()) (*future, error) {
 	since := c.errSeq.Load()
 	f := newFuture()
+	// Neither ev nor own leaves this goroutine's stack when the event is stepped inline (the
+	// claim is made in c.claimed and copied out before the stepper is let go); only an event
+	// handed to the loop is copied to the heap, with its closure (queued, below).
 	var own callClaim
-	run := func() {
-		c.addFuture(f)
-		ev.Future = f.id
-		c.step(ev)
-		if after != nil {
-			after()
-		}
-	}
 	inline := func() {
 		// The call the step asks for about this name may as well run here, on the goroutine
 		// that waits for it anyway.
-		own = callClaim{name: ev.Name, claimable: c.mayRunHere(ctx)}
-		c.claim = &own
-		run()
+		c.claimed = callClaim{name: ev.Name, claimable: c.mayRunHere(ctx)}
+		c.claim = &c.claimed
+		c.stepRequest(f, ev, after)
 		c.claim = nil
+		own, c.claimed = c.claimed, callClaim{}
 		if own.taken && f.completed() {
 			// Nothing to wait for (an election's Start): the call goes to a worker after all.
 			own.taken = false
@@ -541,8 +538,12 @@ func (c *Client) requestThen(ctx context.Context, ev engine.Event, after func())
 			c.dispatchCall(own.call)
 		}
 	}
-	switch {
-	case c.runInline(inline):
+	if !c.runInline(inline) {
+		queued := ev
+		if !c.post(func() { c.stepRequest(f, queued, after) }) {
+			return nil, ErrClosed
+		}
+	} else {
 		switch {
 		case !own.taken:
 		case ctx.Err() != nil:
@@ -562,9 +563,6 @@ func (c *Client) requestThen(ctx context.Context, ev engine.Event, after func())
 				return f, c.withLastError(ctxErr(ctx), since, ev.Name)
 			}
 		}
-	case c.post(run):
-	default:
-		return nil, ErrClosed
 	}
 	if c.settle.act != nil {
 		return c.awaitSettling(ctx, f, since, ev.Name)
@@ -582,6 +580,17 @@ func (c *Client) requestThen(ctx context.Context, ev engine.Event, after func())
 		default:
 			return nil, ErrClosed
 		}
+	}
+}
+
+// stepRequest steps ev, a request's event that completes f, then runs after (if not nil), on
+// the loop goroutine.
+func (c *Client) stepRequest(f *future, ev engine.Event, after func()) {
+	c.addFuture(f)
+	ev.Future = f.id
+	c.step(ev)
+	if after != nil {
+		after()
 	}
 }
 
@@ -893,8 +902,10 @@ func (c *Client) runCall(cl call, caller context.Context) (cut, handed bool) {
 		// deadline) and the caller's has ended (a call that failed by itself before that, or
 		// that succeeded, counts as it is; one that the client's close cut is the close's).
 		// (The deadline is read from the clock: the contexts' timers may not have fired yet.)
-		pastDL := hasDL && !time.Now().Before(callerDL)
-		cut = ev.Err != nil && (ctx.Err() != nil || pastDL) && (caller.Err() != nil || pastDL) && c.baseCtx.Err() == nil
+		if ev.Err != nil {
+			pastDL := hasDL && !time.Now().Before(callerDL)
+			cut = (ctx.Err() != nil || pastDL) && (caller.Err() != nil || pastDL) && c.baseCtx.Err() == nil
+		}
 		if cut {
 			<-caller.Done() // past its deadline: at once, so that the caller sees it ended
 		}
@@ -914,11 +925,7 @@ func (c *Client) runCall(cl call, caller context.Context) (cut, handed bool) {
 		c.dispatchCall(cl)
 		return true, true
 	}
-	op, name := ef.Op, ef.Name // not ef: it would escape to the heap with the closure
-	c.post(func() {
-		c.callDone(op, name, ev.Err)
-		c.step(ev)
-	})
+	c.postReply(ef.Name, ev)
 	for _, req := range cl.also {
 		// An identical release queued after this one: this outcome is its outcome.
 		dup := ev
@@ -927,6 +934,23 @@ func (c *Client) runCall(cl call, caller context.Context) (cut, handed bool) {
 		c.settle.end()
 	}
 	return cut, false
+}
+
+// postReply posts the step of ev, the reply to a backend call about name, after callDone. An
+// event stepped inline stays on the stack; only one handed to the loop is copied to the heap.
+func (c *Client) postReply(name string, ev engine.Event) {
+	if c.runInline(func() { c.stepReply(name, ev) }) {
+		return
+	}
+	queued := ev
+	c.enqueue(func() { c.stepReply(name, queued) })
+}
+
+// stepReply reports the outcome of a backend call about name (callDone) and steps its reply ev
+// (loop goroutine).
+func (c *Client) stepReply(name string, ev engine.Event) {
+	c.callDone(ev.Op, name, ev.Err)
+	c.step(ev)
 }
 
 // call makes the backend call ef asks for with ctx, setting ev's result and error.
@@ -976,13 +1000,19 @@ func (e *abandonedError) Error() string {
 
 func (e *abandonedError) Unwrap() error { return ErrUnavailable }
 
+// isAbandoned reports whether err is (or wraps) an *abandonedError. Only an error needs the
+// check: errors.As's target escapes, so asking it of every successful call allocated.
+func isAbandoned(err error) bool {
+	var abandoned *abandonedError
+	return errors.As(err, &abandoned)
+}
+
 // callDone reports a backend call's outcome on the loop goroutine before the engine sees it:
 // a retryable failure is reported here (a permanent one when the engine publishes it), and a
 // success clears the permanent error it proves gone.
 func (c *Client) callDone(op engine.Op, name string, err error) {
-	var abandoned *abandonedError
 	switch {
-	case errors.As(err, &abandoned):
+	case err != nil && isAbandoned(err):
 		// The caller's context ended, not the backend's doing: nothing to report or clear.
 	case err != nil && spi.Classify(err) != spi.Permanent:
 		c.backendError(op, name, err, c.cfg.clock.Now())
@@ -1156,10 +1186,19 @@ func (c *Client) handle(name string) leaseHandle {
 	return c.handles[name]
 }
 
+// infoLogged reports whether the logger takes INFO records: the grants and revocations, one
+// of each per Lock cycle, build their attributes only then (boxing them for slog allocates,
+// even for the default logger, which discards everything).
+func (c *Client) infoLogged() bool {
+	return c.cfg.logger.Enabled(context.Background(), slog.LevelInfo)
+}
+
 func (c *Client) elected(ef *engine.Effect) {
 	h := c.handleFor(ef.Name)
 	t := newTerm(ef.Name, ef.Token, ef.Owner, c.cfg.clock, c.deadline(ef.Session), ef.Until)
-	c.cfg.logger.Info("simba elected", "name", ef.Name, "token", ef.Token, "session", ef.Session)
+	if c.infoLogged() {
+		c.cfg.logger.Info("simba elected", "name", ef.Name, "token", ef.Token, "session", ef.Session)
+	}
 	c.emit(Event{Kind: EventElected, At: c.eng.Now(), Session: ef.Session, Name: ef.Name, Token: ef.Token}, h)
 	if h != nil {
 		h.elected(t)
@@ -1205,7 +1244,9 @@ func (c *Client) revoked(ef *engine.Effect) {
 	c.dropGrantTimer(ef.Name)
 	h := c.handleFor(ef.Name)
 	reason := RevokeReason(ef.Reason)
-	c.cfg.logger.Info("simba revoked", "name", ef.Name, "token", ef.Token, "reason", reason.String(), "session", ef.Session)
+	if c.infoLogged() {
+		c.cfg.logger.Info("simba revoked", "name", ef.Name, "token", ef.Token, "reason", reason.String(), "session", ef.Session)
+	}
 	if h != nil {
 		if t, ok := h.termFor(ef.Token); ok {
 			// Invalidate first (rule 2: revoke before anything else this step asks).

@@ -38,6 +38,14 @@ type Held struct {
 	c        *Client
 	q        *lockQueue
 	unlocked atomic.Bool
+	passed   atomic.Bool // Unlock handed the name's turn on (passTurn)
+}
+
+// passTurn hands the name's turn on for Unlock, once.
+func (h *Held) passTurn() {
+	if h.passed.CompareAndSwap(false, true) {
+		h.c.passTurn(h.q)
+	}
 }
 
 // Lock waits until this client holds the lock name, or ctx ends. Goroutines of this client
@@ -258,15 +266,9 @@ func (h *Held) Unlock(ctx context.Context) error {
 	// waiting is forgotten then, and a stop taken after this returned (its ctx ended while its
 	// event waited for a busy loop) would find no lock to revoke: the term would stay valid,
 	// its context live.
-	var passed atomic.Bool
-	pass := func() {
-		if passed.CompareAndSwap(false, true) {
-			h.c.passTurn(h.q)
-		}
-	}
-	_, err := h.c.requestThen(ctx, engine.Event{Kind: engine.EvStop, Name: h.Name()}, pass)
+	_, err := h.c.requestThen(ctx, engine.Event{Kind: engine.EvStop, Name: h.Name()}, h.passTurn)
 	if errors.Is(err, ErrClosed) {
-		pass()
+		h.passTurn()
 		// Close revoked the term (RevokedClosed) and released the lease: the lock was lost
 		// meanwhile, as for any other revocation, and the RevokedError says so (it matches
 		// ErrClosed too). A close that has not revoked it yet leaves ErrClosed alone.
