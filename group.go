@@ -81,6 +81,9 @@ func RunPartition(fn func(ctx context.Context, p int, t Term) error) GroupOption
 // joined. A JoinGroup that returns ctx's error leaves nothing joined: if the engine takes the
 // join after ctx ended, it leaves the group again at once.
 func (c *Client) JoinGroup(ctx context.Context, group string, partitions int, opts ...GroupOption) (*PartitionGroup, error) {
+	if ctx == nil {
+		return nil, nilContext("JoinGroup")
+	}
 	// A partition count is an option, not a name: out of range, it is ErrInvalidOption.
 	if partitions < 1 || partitions > wire.MaxPartitions {
 		return nil, invalid("group %q: partition count %d is outside [1, %d]", group, partitions, wire.MaxPartitions)
@@ -154,6 +157,9 @@ func (g *PartitionGroup) Partitions() int { return g.partitions }
 // ctx ends first Leave returns ctx's error, and leaving goes on; the group can be
 // joined again once leaving is done.
 func (g *PartitionGroup) Leave(ctx context.Context) error {
+	if ctx == nil {
+		return nilContext("Leave")
+	}
 	// Once the engine has taken the Leave (whatever err says), and not before: a Leave whose ctx
 	// ends while it waits for the loop is taken later, and its revocations must still find the
 	// group's partitions. Close still waits for its callbacks.
@@ -202,7 +208,7 @@ func (g *PartitionGroup) Held() map[int]Term {
 // Events returns a channel of the group's events (members, and elected/revoked for each
 // partition) from now until ctx ends: then, or when the client finishes closing, the channel is
 // closed and forgotten. It is buffered; if the reader falls behind, events are dropped rather
-// than blocking the client, and counted (DroppedEvents).
+// than blocking the client, and counted (DroppedEvents). A nil ctx never ends.
 func (g *PartitionGroup) Events(ctx context.Context) <-chan Event { return g.events.events(ctx) }
 
 // DroppedEvents is the number of the group's events dropped so far because a subscriber of the
