@@ -227,6 +227,9 @@ func (c *Client) Session() SessionID {
 // work on, not goroutines it starts. Called from a Listener (on the loop goroutine), Close
 // starts the close and returns at once.
 func (c *Client) Close(ctx context.Context) error {
+	if ctx == nil {
+		return nilContext("Close")
+	}
 	me := goid()
 	// 0: goid could not tell; never assume the loop.
 	onLoop := me != 0 && (me == c.loopG.Load() || me == c.inlineG.Load())

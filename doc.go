@@ -60,7 +60,8 @@
 // help) and context.DeadlineExceeded is not (a new deadline may be enough): a Lock cancelled
 // while it waits reports IsPermanent true, one that timed out false. An error that comes from
 // the ctx also matches the ctx's cause, when one was given (context.WithCancelCause,
-// WithTimeoutCause), and says it.
+// WithTimeoutCause), and says it. A method given a nil ctx does nothing and returns an error
+// matching ErrInvalidOption (Events and All take a nil ctx as one that never ends).
 //
 // # Layers
 //

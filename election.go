@@ -152,6 +152,9 @@ func (sub *subscription) unsubscribe() {
 
 // events subscribes for as long as ctx lasts (see Election.Events).
 func (l *leaseCore) events(ctx context.Context) <-chan Event {
+	if ctx == nil { // as documented: a nil ctx never ends, so the channel lasts until Close
+		ctx = context.Background()
+	}
 	sub := l.subscribe()
 	context.AfterFunc(ctx, sub.unsubscribe)
 	return sub.ch
@@ -325,6 +328,9 @@ func (e *Election) Name() string { return e.name }
 // returns ctx's error and the election is not started: if the engine takes the start after ctx
 // ended, it stops the election again at once.
 func (e *Election) Start(ctx context.Context) error {
+	if ctx == nil {
+		return nilContext("Start")
+	}
 	if err := e.c.register(e.name, e); err != nil {
 		return err
 	}
@@ -341,10 +347,14 @@ func (e *Election) Start(ctx context.Context) error {
 }
 
 // Stop ends the candidacy. A leader's term is revoked (RevokedStopped) and its lease released
-// once its work exits (handover); Stop returns when that is done or ctx ends (the release then
-// goes on). Once Stop has been taken the client keeps nothing of the election: the name is free
+// once its work exits (handover), or, for work that ignores its ctx, once the term's local
+// deadline as it stood at the stop passes (see RunWhileLeader: the work then runs on with an
+// invalid term); Stop returns when that is done or ctx ends (the release then goes on). Once Stop has been taken the client keeps nothing of the election: the name is free
 // for a new election or lock, and callbacks already due still run (Close waits for them).
 func (e *Election) Stop(ctx context.Context) error {
+	if ctx == nil {
+		return nilContext("Stop")
+	}
 	// The name is let go once the engine has taken the Stop (whatever err says), and not before:
 	// a Stop whose ctx ends while it waits for the loop is taken later, and its revocation must
 	// still find this election to cancel the work's ctx and invalidate the term.
@@ -362,6 +372,9 @@ func (e *Election) Stop(ctx context.Context) error {
 // StepDown gives up leadership for the cooldown (default one TTL), then the election is a
 // candidate again. It returns when the lease is released (after the handover, if work runs).
 func (e *Election) StepDown(ctx context.Context) error {
+	if ctx == nil {
+		return nilContext("StepDown")
+	}
 	_, err := e.c.request(ctx, engine.Event{Kind: engine.EvStepDown, Name: e.name})
 	return err
 }
@@ -410,7 +423,7 @@ func (e *Election) Leader() (Leader, bool) {
 // Events returns a channel of this election's events (elected, revoked, backend errors) from
 // now until ctx ends: then, or when the client finishes closing, the channel is closed and
 // forgotten. It is buffered; if the reader falls behind, events are dropped rather than
-// blocking the client, and counted (DroppedEvents).
+// blocking the client, and counted (DroppedEvents). A nil ctx never ends.
 func (e *Election) Events(ctx context.Context) <-chan Event { return e.events(ctx) }
 
 // DroppedEvents is the number of this election's events dropped so far because a subscriber
@@ -419,10 +432,13 @@ func (e *Election) DroppedEvents() uint64 { return e.dropped.Load() }
 
 // All iterates over this election's events until ctx ends, the loop body breaks, or the client
 // closes. It subscribes when called, so it sees every event after All returns; the sequence
-// can be iterated once.
+// can be iterated once. A nil ctx never ends.
 func (e *Election) All(ctx context.Context) iter.Seq[Event] { return all(ctx, &e.leaseCore) }
 
 func all(ctx context.Context, l *leaseCore) iter.Seq[Event] {
+	if ctx == nil { // as documented: a nil ctx never ends
+		ctx = context.Background()
+	}
 	sub := l.subscribe()
 	return func(yield func(Event) bool) {
 		defer sub.unsubscribe()

@@ -88,6 +88,9 @@ func (c *Client) WithLock(ctx context.Context, name string, fn func(ctx context.
 	if fn == nil {
 		return invalid("WithLock function is nil")
 	}
+	if ctx == nil {
+		return nilContext("WithLock")
+	}
 	h, err := c.Lock(ctx, name)
 	if err != nil {
 		return err
@@ -117,6 +120,13 @@ func (c *Client) WithLock(ctx context.Context, name string, fn func(ctx context.
 func (c *Client) lock(ctx context.Context, name string, flavor engine.Flavor) (*Held, error) {
 	if err := wire.ValidateName(name); err != nil {
 		return nil, err
+	}
+	if ctx == nil {
+		method := "Lock"
+		if flavor == engine.FlavorTryLock {
+			method = "TryLock"
+		}
+		return nil, nilContext(method)
 	}
 	if err := ctxErr(ctx); err != nil {
 		return nil, err
@@ -256,6 +266,9 @@ func (c *Client) passTurn(q *lockQueue) {
 func (h *Held) Unlock(ctx context.Context) error {
 	if h == nil || h.c == nil {
 		return fmt.Errorf("simba: unlock of no lock: %w", ErrNotHeld)
+	}
+	if ctx == nil { // before the swap: the one Unlock is still to come
+		return nilContext("Unlock")
 	}
 	if !h.unlocked.CompareAndSwap(false, true) {
 		return fmt.Errorf("simba: unlock %s: already unlocked: %w", h.Name(), ErrNotHeld)

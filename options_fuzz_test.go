@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -301,4 +302,20 @@ func FuzzOptions(f *testing.F) {
 			margin: time.Duration(margin), jitter: time.Duration(jitter), cooldown: time.Duration(cooldown),
 			remaining: time.Duration(remaining)}, 20*time.Millisecond)
 	})
+}
+
+// A TTL too short for the default margin (50 ms: any TTL up to 100 ms) is refused with an
+// error that names the option to change: a trial's WithTTL(1ms) got only "margin 50ms must be
+// in [0, TTL/2)", about an option it never set.
+func TestShortTTLNamesWithMargin(t *testing.T) {
+	srv := simbatest.NewServer()
+	_, err := simba.New(srv.Backend(), simba.WithTTL(60*time.Millisecond))
+	if !errors.Is(err, simba.ErrInvalidOption) || !strings.Contains(err.Error(), "WithMargin") {
+		t.Fatalf("WithTTL(60ms): %v, want ErrInvalidOption naming WithMargin", err)
+	}
+	c, err := simba.New(srv.Backend(), simba.WithTTL(60*time.Millisecond), simba.WithMargin(10*time.Millisecond))
+	if err != nil {
+		t.Fatalf("WithTTL(60ms) with WithMargin(10ms): %v", err)
+	}
+	_ = c.Close(context.Background())
 }

@@ -684,12 +684,30 @@ func (h *hub) check(ctx context.Context, c *subConn, names []string) {
 		first  *goredis.StringSliceCmd
 	}
 	reads := make([]read, len(names))
-	_, _ = h.b.c.TxPipelined(ctx, func(p goredis.Pipeliner) error {
-		for i, n := range names {
-			reads[i] = read{p.HMGet(ctx, wire.LeaseKey(n), wire.LeaseFieldSession), p.ZRange(ctx, wire.WaitersKey(n), 0, 0)}
+	// One MULTI per slot on a Cluster (a name's lease and waiter keys share its slot): the
+	// Cluster client refuses a transaction across slots (CROSSSLOT, before sending anything),
+	// which failed every read of a batch that held names of two slots, and with them the hints
+	// of releases the subscriptions had missed. The slots' transactions go out together.
+	bySlot := map[uint16][]int{}
+	for i, n := range names {
+		var slot uint16
+		if h.b.cc != nil {
+			slot = slotOf(n)
 		}
-		return nil
-	})
+		bySlot[slot] = append(bySlot[slot], i)
+	}
+	var wg sync.WaitGroup
+	for _, idx := range bySlot {
+		wg.Go(func() {
+			_, _ = h.b.c.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+				for _, i := range idx {
+					reads[i] = read{p.HMGet(ctx, wire.LeaseKey(names[i]), wire.LeaseFieldSession), p.ZRange(ctx, wire.WaitersKey(names[i]), 0, 0)}
+				}
+				return nil
+			})
+		})
+	}
+	wg.Wait()
 	for i, n := range names {
 		r := reads[i]
 		if r.holder.Err() != nil || r.first.Err() != nil {

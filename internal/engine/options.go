@@ -181,7 +181,7 @@ func (o Options) Resolve() (Options, error) {
 	case math.IsNaN(o.Drift) || math.IsInf(o.Drift, 0) || !(o.Drift >= 0 && o.Drift < MaxDrift):
 		return bad("drift %v must be a finite number in [0, %v)", o.Drift, MaxDrift)
 	case o.Margin < 0 || o.Margin >= o.TTL/2:
-		return bad("margin %v must be in [0, TTL/2) for the TTL %v", o.Margin, o.TTL)
+		return bad("margin %v must be in [0, TTL/2) for the TTL %v (a TTL of twice the margin or less needs a smaller margin: WithMargin)", o.Margin, o.TTL)
 	case o.Cooldown < 0 || o.RetryJitter < 0:
 		return bad("cooldown %v and retry jitter %v must not be negative", o.Cooldown, o.RetryJitter)
 	case o.Cooldown > MaxDuration || o.RetryJitter > MaxDuration:
