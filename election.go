@@ -346,11 +346,12 @@ func (e *Election) Start(ctx context.Context) error {
 	return err
 }
 
-// Stop ends the candidacy. A leader's term is revoked (RevokedStopped) and its lease released
-// once its work exits (handover), or, for work that ignores its ctx, once the term's local
-// deadline as it stood at the stop passes (see RunWhileLeader: the work then runs on with an
-// invalid term); Stop returns when that is done or ctx ends (the release then goes on). Once Stop has been taken the client keeps nothing of the election: the name is free
-// for a new election or lock, and callbacks already due still run (Close waits for them).
+// Stop ends the candidacy. A leader's term is revoked (RevokedStopped) and its lease released once
+// its work exits (handover), or, for work that ignores its ctx, once the term's local deadline as
+// it stood at the stop passes (see RunWhileLeader: the work then runs on with an invalid term);
+// Stop returns when that is done or ctx ends (the release then goes on). Once Stop has been taken
+// the client keeps nothing of the election: the name is free for a new election or lock, and
+// callbacks already due still run (Close waits for them).
 func (e *Election) Stop(ctx context.Context) error {
 	if ctx == nil {
 		return nilContext("Stop")

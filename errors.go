@@ -68,12 +68,6 @@ func IsPermanent(err error) bool {
 // ctxErr is ctx's error with its cause (context.WithCancelCause, WithTimeoutCause,
 // WithDeadlineCause) when the cause is another error: a call ended by ctx says why, and
 // errors.Is finds both context.Canceled (or DeadlineExceeded) and the cause.
-// nilContext is the error of a method called with a nil ctx: it matches ErrInvalidOption and
-// nothing was done (a nil context would otherwise panic deep inside the client).
-func nilContext(method string) error {
-	return invalid("%s called with a nil context", method)
-}
-
 func ctxErr(ctx context.Context) error {
 	err := ctx.Err()
 	if err == nil {
@@ -83,4 +77,10 @@ func ctxErr(ctx context.Context) error {
 		return fmt.Errorf("%w: %w", err, cause)
 	}
 	return err
+}
+
+// nilContext is the error of a method called with a nil ctx: it matches ErrInvalidOption and
+// nothing was done (a nil context would otherwise panic deep inside the client).
+func nilContext(method string) error {
+	return invalid("%s called with a nil context", method)
 }

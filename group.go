@@ -155,14 +155,14 @@ func (g *PartitionGroup) Name() string { return g.name }
 // Partitions is the group's partition count.
 func (g *PartitionGroup) Partitions() int { return g.partitions }
 
-// Leave leaves the group: every partition this client leads is revoked (RevokedStopped) and
-// handed over. Like Election.Stop, it returns once the work is done: each of those partitions
-// released (after its RunPartition work returned) and the membership deleted, or gone with a
-// lost session. Work that ignores its ctx is waited for only until the term's local deadline as
-// it stood at the Leave (see RunPartition): then the partition is released, and Leave returns
-// nil, while that work still runs with an invalid term. A release whose outcome is unknown is reported as an error (keep-alives settle
-// it): one per such partition, joined on one line, each found by errors.Is and errors.As. If
-// ctx ends first Leave returns ctx's error, and leaving goes on; the group can be
+// Leave leaves the group: every partition this client leads is revoked (RevokedStopped) and handed
+// over. Like Election.Stop, it returns once the work is done: each of those partitions released
+// (after its RunPartition work returned) and the membership deleted, or gone with a lost session.
+// Work that ignores its ctx is waited for only until the term's local deadline as it stood at the
+// Leave (see RunPartition): then the partition is released, and Leave returns nil, while that work
+// still runs with an invalid term. A release whose outcome is unknown is reported as an error
+// (keep-alives settle it): one per such partition, joined on one line, each found by errors.Is and
+// errors.As. If ctx ends first Leave returns ctx's error, and leaving goes on; the group can be
 // joined again once leaving is done.
 func (g *PartitionGroup) Leave(ctx context.Context) error {
 	if ctx == nil {
