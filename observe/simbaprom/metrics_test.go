@@ -117,3 +117,35 @@ func TestMetricsOfGroupsErrorsAndDrops(t *testing.T) {
 		}
 	}
 }
+
+// The counters an alert watches with rate() or increase() have their series at 0 before the
+// first loss or error: sessions lost by either reason, and backend errors of every operation
+// with either class.
+func TestAlertSeriesStartAtZero(t *testing.T) {
+	m := simbaprom.New(simbaprom.Opts{ConstLabels: prometheus.Labels{"client": "w1"}})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m)
+	hs := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	defer hs.Close()
+	s := scrapeURL(t, hs.URL)
+	want := []string{
+		`simba_sessions_lost_total{client="w1",reason="deadline"}`,
+		`simba_sessions_lost_total{client="w1",reason="session-expired"}`,
+		`simba_keepalive_duration_seconds_count{client="w1",outcome="ok"}`,
+		`simba_keepalive_duration_seconds_count{client="w1",outcome="error"}`,
+	}
+	for _, op := range []string{simba.OpOpenSession, simba.OpKeepAlive, simba.OpCloseSession, simba.OpAcquire,
+		simba.OpRelease, simba.OpJoin, simba.OpLeave, simba.OpMembers, simba.OpWithdraw} {
+		for _, class := range []string{"retryable", "permanent"} {
+			want = append(want, `simba_backend_errors_total{class="`+class+`",client="w1",op="`+op+`"}`)
+		}
+	}
+	for _, series := range want {
+		v, ok := s[series]
+		if !ok {
+			t.Errorf("no series %s before any event", series)
+		} else if v != 0 {
+			t.Errorf("%s = %v before any event, want 0", series, v)
+		}
+	}
+}

@@ -37,6 +37,11 @@
 //	simba_partitions_owned{group}                 partitions of the group assigned to this client
 //	simba_events_dropped_total{name}              events dropped by slow Events subscribers of
 //	                                              the elections and groups passed to Track
+//
+// The series of sessions_lost_total (both reasons), backend_errors_total (every operation with
+// either class) and keepalive_duration_seconds (both outcomes) exist from the start, at 0, so
+// that an alert on rate() or increase() of them sees the first loss or error; the series of a
+// name appear with the name's first event.
 package simbaprom
 
 import (
@@ -45,6 +50,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/simba-go/simba"
+	"github.com/simba-go/simba/spi"
 )
 
 // Opts configures a Metrics. The zero value is ready to use.
@@ -160,11 +166,26 @@ func New(o Opts) *Metrics {
 		names:   o.Names,
 		tracked: make(map[string]*tracked),
 	}
+	// The series whose labels are known in advance exist from the start, at 0, so that rate()
+	// and increase() see their first increment and an alert on them has a series to watch.
 	for _, outcome := range []string{OutcomeOK, OutcomeError} {
-		m.keepAlive.WithLabelValues(outcome) // both series from the start, for rate()
+		m.keepAlive.WithLabelValues(outcome)
+	}
+	for _, reason := range []simba.RevokeReason{simba.RevokedDeadline, simba.RevokedSessionExpired} {
+		m.sessionsLost.WithLabelValues(reason.String())
+	}
+	for _, op := range backendOps {
+		for _, class := range []spi.Class{spi.Retryable, spi.Permanent} {
+			m.backendErrors.WithLabelValues(op, class.String())
+		}
 	}
 	return m
 }
+
+// backendOps are the operations a client reports (simba.CallInfo.Op): simba_backend_errors_total
+// has a series for each with either class from the start.
+var backendOps = []string{simba.OpOpenSession, simba.OpKeepAlive, simba.OpCloseSession, simba.OpAcquire,
+	simba.OpRelease, simba.OpJoin, simba.OpLeave, simba.OpMembers, simba.OpWithdraw}
 
 // Options are the client options that feed the metrics: a listener and a call observer. Pass
 // them to simba.New; a Metrics observes one client.
