@@ -233,10 +233,10 @@ func (b *Backend) Hints(ctx context.Context) (<-chan spi.Hint, error) {
 // the wait (or, while the goroutine is still connecting, ends it at go-redis's read timeout or
 // the probe's deadline, whichever the client honours). A confirmation cut short by ctx's
 // deadline (which confirm takes for a connection failure) fails the same way.
-func (b *Backend) probeHints(ctx context.Context) (ps *goredis.PubSub, checked bool, err error) {
+func (b *Backend) probeHints(ctx context.Context) (*goredis.PubSub, bool, error) {
 	pctx, cancel := context.WithTimeout(ctx, b.probeTimeout())
 	defer cancel()
-	ps = b.c.Subscribe(context.Background()) // without channels: no I/O yet
+	ps := b.c.Subscribe(context.Background()) // without channels: no I/O yet
 	done := make(chan error, 1)
 	go func() { done <- probeOn(pctx, ps) }()
 	select {
