@@ -216,13 +216,13 @@ func (b *Backend) Hints(ctx context.Context) (<-chan spi.Hint, error) {
 
 // probeHints opens a pub/sub connection, SUBSCRIBEs to the probe's channels (see Hints), waits
 // for the server to confirm them, and UNSUBSCRIBEs: the connection is then the hub's, and
-// checked is true.
+// it reports true (checked).
 //
 // It waits for the server at most b.probeTimeout(): a server that accepts connections but
 // does not answer by then (a stopped process, a network that went dark) is taken as down, as
 // one that refuses connections is, and probeHints returns a new, unconnected pub/sub
 // connection (no I/O until the hub's first SUBSCRIBE), which go-redis connects once the
-// server answers; checked is then false, and the hub's runner checks once the server answers
+// server answers; it then reports false (not checked), and the hub's runner checks once the server answers
 // (see recheck). A server that answers with a refusal (NOPERM, a database it does not have, a
 // Cluster client at a standalone server, ...) fails the probe with that error.
 //
