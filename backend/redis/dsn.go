@@ -334,7 +334,7 @@ func OpenConfig(cfg Config, opts ...Option) (*Backend, error) {
 		return nil, err
 	}
 	b.owned, b.tlsd = true, cfg.tlsd
-	b.dials = &lastDial{}
+	b.dials = newLastDial()
 	b.dials.watch(c)
 	return b, nil
 }
