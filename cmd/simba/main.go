@@ -69,6 +69,8 @@ const dsnForms = `DSN forms (-dsn, or $SIMBA_DSN):
   zk+tls://user:pass@host:2281/chroot             ZooKeeper over TLS (secureClientPort)
   etcd://user:pass@host1:2379,host2:2379/prefix   etcd cluster (key prefix; /simba if none)
   etcd+tls://host:2379/prefix?ca=ca.pem           etcd over TLS (cert=, key= for client certs)
+Redis DSNs take ?strict_durability=true: refuse (exit 1) a server that could lose a held lease's
+record (appendonly no, or an allkeys-* maxmemory-policy) instead of only warning of it.
 The SQL backends need Simba's tables: simba migrate creates or upgrades them (run and lock
 create them themselves in a new SQLite database only).
 `
