@@ -56,8 +56,9 @@ or hash for its token, so a backend accumulates them); -prefix P keeps only the 
 groups whose name starts with P, and the sessions holding or in them. REMAINING is "unknown"
 where the backend cannot tell: ZooKeeper tells a client nothing of another client's sessions,
 which live as long as their connection to the ensemble (plus the session timeout once it is
-cut). status only reads: on a SQLite file that does not exist it fails (exit status 1) instead
-of creating it.
+cut). status only reads and creates no file: on a SQLite file that does not exist it fails
+(exit status 1) instead of creating it, and beside one that exists it does not create the gate
+file (<file>-simba-gate) that the commands that write use.
 `,
 	"run": `usage: simba run -dsn D -name N [-ttl T] [-grace G] -- CMD [ARGS]
 

@@ -21,7 +21,8 @@
 // The SQL backends need Simba's tables, which migrate creates or upgrades. run and lock
 // create them themselves in a new SQLite database (a file that does not exist yet, or one
 // without any table); on any other database that lacks them or has an old schema they fail,
-// saying to run simba migrate. status never creates a SQLite file: it fails on a missing one.
+// saying to run simba migrate. status never creates a file: it fails on a missing SQLite file,
+// and does not create the gate file (<file>-simba-gate) beside an existing one.
 //
 // $SIMBA_LOG_LEVEL sets what simba logs: debug (also the database drivers' own lines, such
 // as each failed dial while a server is down, which simba otherwise keeps from stderr), info
