@@ -153,3 +153,43 @@ func TestHintsAtASilentServerWarnsOfTheSkippedProbe(t *testing.T) {
 		t.Fatalf("no warning of the skipped probe; log: %q", log)
 	}
 }
+
+// TestCloseCutsAPubSubHandshake: Close returns at once, leaving no goroutine behind, while
+// go-redis reconnects the hint hub's pub/sub connection to a server that never answers. go-redis
+// waits for the answer to that connection's handshake on a goroutine of its own, without a
+// context, for a read timeout (20 s here), holding the lock that closing the pub/sub needs;
+// Close waited for it (simba lock stopped by SIGINT at such a Redis exited seconds late).
+func TestCloseCutsAPubSubHandshake(t *testing.T) {
+	noLeaks(t)
+	saved := hintCallTimeout
+	hintCallTimeout = 300 * time.Millisecond // the probe's time: then the server is taken as down
+	t.Cleanup(func() { hintCallTimeout = saved })
+	addr, got := silentServer(t, false)
+	b, err := Open("redis://"+addr+"?read_timeout=20s", WithLogger(discard))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if _, err := b.Hints(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The probe's HELLO, then the reconnection's.
+	for range 2 {
+		select {
+		case <-got:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the pub/sub connection did not reconnect within 30 s")
+		}
+	}
+	closed := make(chan struct{})
+	go func() {
+		b.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second): // a guard far past a prompt return, not a timing
+		t.Fatal("Close still waiting 10 s into a pub/sub handshake the server never answers (its bound: 20 s)")
+	}
+}
