@@ -119,6 +119,13 @@ func TestCloseWhileTheHubWaitsForASilentServer(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the hub did not read the lease within 30 s of its subscription")
 	}
+	closePromptly(t, b, "the hub's read of a silent server (its bound: a minute)")
+}
+
+// closePromptly closes b, and fails t if Close is still waiting 10 s later (a guard far past a
+// prompt return, not a timing) for what.
+func closePromptly(t *testing.T, b *Backend, what string) {
+	t.Helper()
 	closed := make(chan struct{})
 	go func() {
 		b.Close()
@@ -126,8 +133,8 @@ func TestCloseWhileTheHubWaitsForASilentServer(t *testing.T) {
 	}()
 	select {
 	case <-closed:
-	case <-time.After(10 * time.Second): // a guard far past a prompt return, not a timing
-		t.Fatal("Close still waiting 10 s into the hub's read of a silent server (its bound: a minute)")
+	case <-time.After(10 * time.Second):
+		t.Fatalf("Close still waiting 10 s into %s", what)
 	}
 }
 
@@ -182,14 +189,5 @@ func TestCloseCutsAPubSubHandshake(t *testing.T) {
 			t.Fatal("the pub/sub connection did not reconnect within 30 s")
 		}
 	}
-	closed := make(chan struct{})
-	go func() {
-		b.Close()
-		close(closed)
-	}()
-	select {
-	case <-closed:
-	case <-time.After(10 * time.Second): // a guard far past a prompt return, not a timing
-		t.Fatal("Close still waiting 10 s into a pub/sub handshake the server never answers (its bound: 20 s)")
-	}
+	closePromptly(t, b, "a pub/sub handshake the server never answers (its bound: 20 s)")
 }
