@@ -94,20 +94,8 @@ func readCommand(r *bufio.Reader) ([]string, error) {
 // that read's bound (hintCallTimeout, a minute here); it now closes the client it owns first,
 // which ends every read in flight at once.
 func TestCloseWhileTheHubWaitsForASilentServer(t *testing.T) {
-	noLeaks(t)
-	saved := hintCallTimeout
-	hintCallTimeout = time.Minute
-	t.Cleanup(func() { hintCallTimeout = saved })
 	addr, got := subscribeOnlyServer(t)
-	b, err := Open("redis://"+addr+"?read_timeout=2m&max_retries=-1", WithLogger(discard))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if _, err := b.Hints(ctx); err != nil {
-		t.Fatal(err)
-	}
+	b := hubAt(t, "redis://"+addr+"?read_timeout=2m&max_retries=-1", time.Minute)
 	// A session of this backend waits for a lease another holds: the hub subscribes to its
 	// released channel and, once that is confirmed, reads the lease.
 	b.hub.acquired("0123456789abcdef0123456789abcdef", "n", spi.Acquire{Kind: spi.HeldBy, Holder: "fedcba9876543210fedcba9876543210", Remaining: time.Minute})
@@ -120,6 +108,29 @@ func TestCloseWhileTheHubWaitsForASilentServer(t *testing.T) {
 		t.Fatal("the hub did not read the lease within 30 s of its subscription")
 	}
 	closePromptly(t, b, "the hub's read of a silent server (its bound: a minute)")
+}
+
+// hubAt opens a backend on dsn, with hintCallTimeout set to hint for the test (unless hint is
+// 0), and starts its hint hub (Hints, until the test ends). Every goroutine the test starts
+// must end with it (noLeaks).
+func hubAt(t *testing.T, dsn string, hint time.Duration) *Backend {
+	t.Helper()
+	if hint > 0 {
+		saved := hintCallTimeout
+		hintCallTimeout = hint
+		t.Cleanup(func() { hintCallTimeout = saved }) // runs last
+	}
+	noLeaks(t)
+	b, err := Open(dsn, WithLogger(discard))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if _, err := b.Hints(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // closePromptly closes b, and fails t if Close is still waiting 10 s later (a guard far past a
@@ -167,20 +178,10 @@ func TestHintsAtASilentServerWarnsOfTheSkippedProbe(t *testing.T) {
 // context, for a read timeout (20 s here), holding the lock that closing the pub/sub needs;
 // Close waited for it (simba lock stopped by SIGINT at such a Redis exited seconds late).
 func TestCloseCutsAPubSubHandshake(t *testing.T) {
-	noLeaks(t)
-	saved := hintCallTimeout
-	hintCallTimeout = 300 * time.Millisecond // the probe's time: then the server is taken as down
-	t.Cleanup(func() { hintCallTimeout = saved })
 	addr, got := silentServer(t, false)
-	b, err := Open("redis://"+addr+"?read_timeout=20s", WithLogger(discard))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if _, err := b.Hints(ctx); err != nil {
-		t.Fatal(err)
-	}
+	// The probe waits 5 s (hintCallTimeout), then takes the server for down. (Not shortened
+	// here: the probe's goroutine, left behind, reads it until the connection is cut.)
+	b := hubAt(t, "redis://"+addr+"?read_timeout=20s", 0)
 	// The probe's HELLO, then the reconnection's.
 	for range 2 {
 		select {
