@@ -495,7 +495,10 @@ func runCommand(ctx context.Context, args []string, lock bool) error {
 			}
 		}
 	}))
-	if ctx.Err() != nil && c == nil {
+	if ctx.Err() != nil { // stopped before it could wait
+		if c != nil {
+			_ = c.Close(context.WithoutCancel(ctx))
+		}
 		return fmt.Errorf("%w %s", context.Cause(ctx), waiting)
 	}
 	if err != nil {
@@ -578,7 +581,7 @@ func runCommand(ctx context.Context, args []string, lock bool) error {
 // subscribes to the backend's hints first, and at a Redis server that accepts connections but
 // does not answer it waits for that up to a read timeout. Once ctx ends, newClient closes b,
 // which ends that wait (New then fails), and returns New's client if it made one anyway, or
-// nil; the caller tells by ctx.Err().
+// nil; the caller, which tells by ctx.Err(), closes that client.
 func newClient(ctx context.Context, b spi.Backend, opts ...simba.Option) (*simba.Client, error) {
 	type result struct {
 		c   *simba.Client
