@@ -91,6 +91,11 @@ type Client struct {
 	subsClosed bool                       // the client finished closing: no new subscription
 	session    SessionID
 	closed     bool
+	// openCut cancels the open-session call in flight (nil when none is); cutOpens is set
+	// once the engine has stepped the close, which then cuts that call and every later one
+	// (watchOpen).
+	openCut  *context.CancelFunc
+	cutOpens bool
 
 	errSeq  atomic.Uint64 // numbers the backend errors reported, for request's ctx errors
 	sessErr errNote       // errors of session calls (open, keep-alive, close)
@@ -217,6 +222,11 @@ func (c *Client) Session() SessionID {
 // Lock behind another goroutine of this client return ErrClosed. Close does not close the
 // backend. Every call after the first waits the same way; none starts a second close.
 //
+// Close does not wait for a session being opened: it cuts the open in flight short, which at a
+// server that refuses connections or never answers would otherwise end only at its timeout (one
+// renewal interval). Such a session holds nothing yet; if the server did create it, it expires
+// after its TTL, as one whose open timed out.
+//
 // Close never waits for the goroutine that called it. Called from inside an OnElected,
 // OnRevoked, OnAssigned or OnUnassigned callback, or from leader work (RunWhileLeader,
 // Schedule, RunPartition), with any ctx, Close starts the close and returns once the client
@@ -241,6 +251,7 @@ func (c *Client) Close(ctx context.Context) error {
 			f := c.newFuture()
 			c.closeFut = f.id
 			c.step(engine.Event{Kind: engine.EvClose, Future: f.id})
+			c.cutOpen()
 			close(c.closeTaken)
 		}
 		if onLoop {
@@ -885,6 +896,10 @@ func (c *Client) runCall(cl call, caller context.Context) (cut, handed bool) {
 	defer cancel()
 	ev := engine.ReplyTo(ef)
 	ev.SentAt = c.cfg.clock.Now()
+	var openCut *context.CancelFunc
+	if ef.Op == engine.OpOpenSession {
+		openCut = c.watchOpen(cancel)
+	}
 	if caller == nil || caller.Done() == nil {
 		c.call(ctx, ef, &ev)
 	} else {
@@ -913,7 +928,10 @@ func (c *Client) runCall(cl call, caller context.Context) (cut, handed bool) {
 			<-caller.Done() // past its deadline: at once, so that the caller sees it ended
 		}
 	}
-	if cut {
+	if openCut != nil && c.unwatchOpen(openCut) && ev.Err != nil && ctx.Err() != nil {
+		// Close cut the open: not the backend's failure, and nothing to retry.
+		ev.Err = fmt.Errorf("%w: open-session cut short by Close (%v)", ErrClosed, ev.Err)
+	} else if cut {
 		ev.Err = &abandonedError{op: publicOp(ef.Op), name: ef.Name, cause: context.Cause(caller)}
 	} else if ev.Err != nil && ctx.Err() != nil && !errors.Is(ev.Err, ErrUnavailable) {
 		// A timed-out call's outcome is unknown: retryable.
@@ -954,6 +972,51 @@ func (c *Client) postReply(name string, ev engine.Event) {
 func (c *Client) stepReply(name string, ev engine.Event) {
 	c.callDone(ev.Op, name, ev.Err)
 	c.step(ev)
+}
+
+// watchOpen makes cancel, the context's cancel of an open-session call about to be made, the
+// one Close cuts (cutOpen; at once if it has), and returns the handle unwatchOpen takes.
+//
+// Close cuts an open in flight rather than wait for it: the engine would wait for its reply
+// to close the session it might open, and an open at a server that refuses connections or
+// never answers ends only at its timeout, one renewal interval (5 s at the default TTL) — a
+// process stopped by a signal while it waits for a lock would exit that much later. A session
+// whose open is cut holds nothing (no call uses a session before its open's reply), like one
+// whose open timed out: if the server did create it, it expires after its TTL.
+func (c *Client) watchOpen(cancel context.CancelFunc) *context.CancelFunc {
+	p := &cancel
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cutOpens {
+		cancel()
+	} else {
+		c.openCut = p
+	}
+	return p
+}
+
+// cutOpen cancels the open-session call in flight, and makes watchOpen cancel any later one.
+// It runs on the loop goroutine once the engine has stepped the close, so that the engine
+// sees a cut open's reply as the closing client's (it then ends the close at once) and never
+// as a backend failure.
+func (c *Client) cutOpen() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cutOpens = true
+	if c.openCut != nil {
+		(*c.openCut)()
+	}
+}
+
+// unwatchOpen ends what watchOpen(p) began, once the call returned, and reports whether Close
+// may have cut it.
+func (c *Client) unwatchOpen(p *context.CancelFunc) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.openCut == p {
+		c.openCut = nil
+	}
+	return c.cutOpens
 }
 
 // call makes the backend call ef asks for with ctx, setting ev's result and error.

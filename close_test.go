@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/simba-go/simba"
+	"github.com/simba-go/simba/simbatest"
+	"github.com/simba-go/simba/spi"
 )
 
 // closeBound is how long a Close from inside the client may take: it only has to hand the
@@ -167,5 +170,59 @@ func TestCloseFromEventsConsumerWithBackgroundContext(t *testing.T) {
 	case <-consumed: // the client closed the channel once it had finished closing
 	case <-time.After(closeBound):
 		t.Fatal("the Events channel was not closed after Close returned")
+	}
+}
+
+// openProbe is a backend whose OpenSession calls send their context on opens before they run.
+type openProbe struct {
+	spi.Backend
+	opens chan context.Context
+}
+
+func (b *openProbe) OpenSession(ctx context.Context, owner string, ttl time.Duration) (spi.Session, error) {
+	b.opens <- ctx
+	return b.Backend.OpenSession(ctx, owner, ttl)
+}
+
+// TestCloseCutsTheOpenInFlight: Close does not wait for a session being opened at a backend
+// that does not answer (a process stopped while waiting for a lock at a server that is down
+// exited only at the open's timeout, one renewal interval later): without virtual time
+// moving, so that the open's timeout never comes, Close returns, the open's context is
+// cancelled, and no listener hears of a backend failure.
+func TestCloseCutsTheOpenInFlight(t *testing.T) {
+	w := newWorld(t)
+	b := w.srv.Backend()
+	b.CutOff(simbatest.Hang)
+	probe := &openProbe{Backend: b, opens: make(chan context.Context, 10)}
+	var failures atomic.Int32
+	c := w.clientOn(probe, "a", simba.WithListener(func(ev simba.Event) {
+		if ev.Kind == simba.EventBackendError {
+			failures.Add(1)
+		}
+	}))
+	var open context.Context
+	select {
+	case open = <-probe.opens:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no open-session call")
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.Close(context.Background()) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+	case <-time.After(closeBound):
+		t.Fatalf("Close did not return within %v while an open-session call hung", closeBound)
+	}
+	if !errors.Is(open.Err(), context.Canceled) {
+		t.Fatalf("the open's context: %v, want it cancelled", open.Err())
+	}
+	if n := failures.Load(); n != 0 {
+		t.Fatalf("%d EventBackendError events for the open Close cut", n)
+	}
+	if _, err := c.TryLock(context.Background(), "job"); !errors.Is(err, simba.ErrClosed) {
+		t.Fatalf("TryLock after Close: %v, want ErrClosed", err)
 	}
 }

@@ -14,7 +14,11 @@
 // The SQL schemes open backend/sql, the redis ones backend/redis, the zk ones
 // backend/zookeeper, the etcd ones backend/etcd.
 // Each DSN's parameters are its backend's (see Open in backend/sql, ParseDSN in backend/redis,
-// backend/zookeeper and backend/etcd); the scheme is case-insensitive.
+// backend/zookeeper and backend/etcd); the scheme is case-insensitive. Among the Redis ones,
+// strict_durability=true makes the first session fail with a permanent error (matching
+// redis.ErrNotDurable) at a server that could lose lease hashes (no AOF, or an allkeys-*
+// eviction policy), where the backend otherwise only logs a warning; wait_replicas=N and
+// wait_timeout=D wait for N replicas to acknowledge each grant (redis.WithWaitReplicas).
 //
 // Errors: a DSN that cannot work (no or an unknown scheme, a malformed DSN, a bad parameter)
 // fails Open with a one-line error matching simba.ErrInvalidOption (spi.ErrInvalidOption) that

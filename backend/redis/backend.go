@@ -207,9 +207,12 @@ func (b *Backend) CutSafe() bool { return true }
 //
 // Close waits for the hint hub's runner, which may be waiting for a server's reply (the lease
 // read after a subscription's confirmation). go-redis cuts no read short but by closing its
-// connection, so Close closes a client of its own first: every read in flight, the runner's
-// and those of calls left behind at their ctx's end (see bounded), ends at once, and Close
-// returns promptly even at a server that stopped answering. With a client passed to New, which
+// connection, so Close closes a client of its own first, and every connection that client
+// dialled that is still open or being dialled (a pub/sub connection that go-redis reconnects
+// on its own, waiting for a server's answer to its handshake without a context, included):
+// every read in flight, the runner's and those of calls left behind at their ctx's end (see
+// bounded), ends at once, and Close returns promptly even at a server that stopped answering
+// or that accepts connections and never answers. With a client passed to New, which
 // it leaves open, Close waits for that read's end: at most 5 s on a client
 // with ContextTimeoutEnabled, else the client's read timeout.
 func (b *Backend) Close() error {
@@ -220,6 +223,9 @@ func (b *Backend) Close() error {
 	var err error
 	if b.owned {
 		err = b.c.Close()
+		// What go-redis still waits for on its own goroutines (a pub/sub connection's
+		// handshake with a server that does not answer) ends now, not at a read timeout.
+		b.dials.cut()
 	}
 	wait()
 	return err
@@ -323,7 +329,7 @@ func ms(d int64) time.Duration { return spi.Millis(d) }
 // backend's first OpenSession also runs the durability check (see CheckDurability): it logs a
 // warning, or with WithStrictDurability fails with ErrNotDurable.
 func (b *Backend) OpenSession(ctx context.Context, owner string, ttl time.Duration) (spi.Session, error) {
-	return bounded(ctx, b, "open session", func() (spi.Session, error) { return b.openSessionCall(ctx, owner, ttl) })
+	return boundedCancel(ctx, b, "open session", func() (spi.Session, error) { return b.openSessionCall(ctx, owner, ttl) })
 }
 
 // openSessionCall is OpenSession's body, run by bounded.

@@ -22,7 +22,22 @@ import "context"
 // goes on after its caller left leaves an outcome the caller treats as unknown, as for a
 // timed-out call (Inspect and CheckDurability only read); the goroutine ends with go-redis's
 // timeouts, or when Close closes the client.
+//
+// OpenSession is bounded by boundedCancel instead, which always takes the hop: an open is made
+// once per session, and a Simba client cuts the open in flight when it is closed (Client.Close),
+// which must not wait a whole call timeout for a server that does not answer.
 func bounded[T any](ctx context.Context, b *Backend, op string, f func() (T, error)) (T, error) {
+	return bound(ctx, b, op, f, false)
+}
+
+// boundedCancel is bounded for a call that a cancellation ends at once too, not only at ctx's
+// deadline: f always runs on a goroutine of its own when ctx can end.
+func boundedCancel[T any](ctx context.Context, b *Backend, op string, f func() (T, error)) (T, error) {
+	return bound(ctx, b, op, f, true)
+}
+
+// bound is bounded, or boundedCancel when hop.
+func bound[T any](ctx context.Context, b *Backend, op string, f func() (T, error), hop bool) (T, error) {
 	done := ctx.Done()
 	if done == nil {
 		return f()
@@ -32,7 +47,7 @@ func bounded[T any](ctx context.Context, b *Backend, op string, f func() (T, err
 		return zero, b.fail(op, err)
 	}
 	b.tlsd.called(ctx)
-	if _, ok := ctx.Deadline(); ok && b.deadlines {
+	if _, ok := ctx.Deadline(); ok && b.deadlines && !hop {
 		return f()
 	}
 	type result struct {

@@ -42,6 +42,41 @@ func TestCallsReturnOnCancel(t *testing.T) {
 	}
 }
 
+// TestOpenSessionEndsAtItsCancellation: OpenSession returns once its ctx is cancelled even on a
+// client that honours deadlines, where the other calls run on the caller's goroutine and end
+// only at their deadline (bounded): a Simba client cancels the open in flight when it is closed
+// and must not wait a whole call timeout for it. The deadline and the read timeout are a minute
+// away here.
+func TestOpenSessionEndsAtItsCancellation(t *testing.T) {
+	noLeaks(t)
+	addr, got := silentServer(t, true)
+	b, err := Open("redis://"+addr+"?read_timeout=1m&max_retries=-1", WithLogger(discard))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close() // ends the call left behind
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.OpenSession(ctx, "o", time.Minute)
+		done <- err
+	}()
+	select {
+	case <-got: // the server holds the request
+	case <-time.After(30 * time.Second):
+		t.Fatal("the server got no request within 30 s")
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("OpenSession cancelled: %v, want context.Canceled", err)
+		}
+	case <-time.After(10 * time.Second): // a guard far past a prompt return, not a timing
+		t.Fatal("OpenSession still waiting 10 s after its cancellation")
+	}
+}
+
 // TestCallsEndAtTheirDeadline: a call's deadline bounds its wait for a reply that never comes,
 // whatever the client: each call ends with a retryable error soon after its deadline, not at
 // the client's read timeout (10 s here, against a deadline of 200 ms). On a client that

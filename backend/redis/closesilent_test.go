@@ -94,20 +94,8 @@ func readCommand(r *bufio.Reader) ([]string, error) {
 // that read's bound (hintCallTimeout, a minute here); it now closes the client it owns first,
 // which ends every read in flight at once.
 func TestCloseWhileTheHubWaitsForASilentServer(t *testing.T) {
-	noLeaks(t)
-	saved := hintCallTimeout
-	hintCallTimeout = time.Minute
-	t.Cleanup(func() { hintCallTimeout = saved })
 	addr, got := subscribeOnlyServer(t)
-	b, err := Open("redis://"+addr+"?read_timeout=2m&max_retries=-1", WithLogger(discard))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if _, err := b.Hints(ctx); err != nil {
-		t.Fatal(err)
-	}
+	b := hubAt(t, "redis://"+addr+"?read_timeout=2m&max_retries=-1", time.Minute)
 	// A session of this backend waits for a lease another holds: the hub subscribes to its
 	// released channel and, once that is confirmed, reads the lease.
 	b.hub.acquired("0123456789abcdef0123456789abcdef", "n", spi.Acquire{Kind: spi.HeldBy, Holder: "fedcba9876543210fedcba9876543210", Remaining: time.Minute})
@@ -119,6 +107,36 @@ func TestCloseWhileTheHubWaitsForASilentServer(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the hub did not read the lease within 30 s of its subscription")
 	}
+	closePromptly(t, b, "the hub's read of a silent server (its bound: a minute)")
+}
+
+// hubAt opens a backend on dsn, with hintCallTimeout set to hint for the test (unless hint is
+// 0), and starts its hint hub (Hints, until the test ends). Every goroutine the test starts
+// must end with it (noLeaks).
+func hubAt(t *testing.T, dsn string, hint time.Duration) *Backend {
+	t.Helper()
+	if hint > 0 {
+		saved := hintCallTimeout
+		hintCallTimeout = hint
+		t.Cleanup(func() { hintCallTimeout = saved }) // runs last
+	}
+	noLeaks(t)
+	b, err := Open(dsn, WithLogger(discard))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if _, err := b.Hints(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// closePromptly closes b, and fails t if Close is still waiting 10 s later (a guard far past a
+// prompt return, not a timing) for what.
+func closePromptly(t *testing.T, b *Backend, what string) {
+	t.Helper()
 	closed := make(chan struct{})
 	go func() {
 		b.Close()
@@ -126,8 +144,8 @@ func TestCloseWhileTheHubWaitsForASilentServer(t *testing.T) {
 	}()
 	select {
 	case <-closed:
-	case <-time.After(10 * time.Second): // a guard far past a prompt return, not a timing
-		t.Fatal("Close still waiting 10 s into the hub's read of a silent server (its bound: a minute)")
+	case <-time.After(10 * time.Second):
+		t.Fatalf("Close still waiting 10 s into %s", what)
 	}
 }
 
@@ -152,4 +170,25 @@ func TestHintsAtASilentServerWarnsOfTheSkippedProbe(t *testing.T) {
 	if log := buf.String(); !strings.Contains(log, "level=WARN") || !strings.Contains(log, "permission to subscribe") {
 		t.Fatalf("no warning of the skipped probe; log: %q", log)
 	}
+}
+
+// TestCloseCutsAPubSubHandshake: Close returns at once, leaving no goroutine behind, while
+// go-redis reconnects the hint hub's pub/sub connection to a server that never answers. go-redis
+// waits for the answer to that connection's handshake on a goroutine of its own, without a
+// context, for a read timeout (20 s here), holding the lock that closing the pub/sub needs;
+// Close waited for it (simba lock stopped by SIGINT at such a Redis exited seconds late).
+func TestCloseCutsAPubSubHandshake(t *testing.T) {
+	addr, got := silentServer(t, false)
+	// The probe waits 5 s (hintCallTimeout), then takes the server for down. (Not shortened
+	// here: the probe's goroutine, left behind, reads it until the connection is cut.)
+	b := hubAt(t, "redis://"+addr+"?read_timeout=20s", 0)
+	// The probe's HELLO, then the reconnection's.
+	for range 2 {
+		select {
+		case <-got:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the pub/sub connection did not reconnect within 30 s")
+		}
+	}
+	closePromptly(t, b, "a pub/sub handshake the server never answers (its bound: 20 s)")
 }

@@ -10,7 +10,7 @@ New takes any redis.UniversalClient: a *redis.Client (standalone, or Sentinel fa
 redis.NewFailoverClient), a *redis.ClusterClient (routeBySlot is then on, see below) or another
 implementation; Close leaves it open. Open takes a DSN (see ParseDSN):
 
-	redis://[user:password@]host[:port][/db][?wait_replicas=1&wait_timeout=500ms&...]
+	redis://[user:password@]host[:port][/db][?wait_replicas=1&wait_timeout=500ms&strict_durability=true&...]
 	rediss://...                                   (TLS)
 	redis+cluster://[user:password@]host:port,host:port[/][?...]
 	rediss+cluster://...                           (Cluster over TLS)
@@ -96,8 +96,9 @@ At the first OpenSession the backend reads those settings on the server (on a Cl
 master) with CONFIG GET, falling back to INFO where CONFIG is refused (an ACL without it, a
 renamed command), and logs a warning through WithLogger's logger (slog.Default() by default)
 for each server that could lose lease hashes, or that it could not check; CheckDurability runs
-the same check on demand. WithStrictDurability turns the warning into a refusal: OpenSession
-then fails with a permanent error matching ErrNotDurable; use it where a second holder is not
+the same check on demand. WithStrictDurability, or strict_durability=true in the DSN (for Open,
+the package open and the simba command), turns the warning into a refusal: OpenSession then
+fails with a permanent error matching ErrNotDurable; use it where a second holder is not
 acceptable. The check reads maxmemory-policy and appendonly only: not appendfsync, and not
 whether a failover can lose writes (replication is asynchronous; see WithWaitReplicas).
 

@@ -34,6 +34,8 @@ type Config struct {
 	// WithWaitReplicas).
 	WaitReplicas int
 	WaitTimeout  time.Duration
+	// StrictDurability is the strict_durability parameter (see WithStrictDurability).
+	StrictDurability bool
 
 	// dialRetries is the options' DialerRetries as the DSN set it, when ParseDSN moved them
 	// into the TLS dialer (see tlsDialer), for UseTLS.
@@ -57,8 +59,10 @@ type Config struct {
 // (default port 26379) and names the master they monitor in its path; its user and password
 // are the master's and replicas' (as for redis://), and the parameters sentinel_username and
 // sentinel_password authenticate to Sentinels that require it. Simba's own parameters are
-// wait_replicas (an integer, see WithWaitReplicas) and wait_timeout (a Go duration, default
-// 1s when wait_replicas is set); every other parameter is go-redis's (redis.ParseURL and
+// wait_replicas (an integer, see WithWaitReplicas), wait_timeout (a Go duration, default
+// 1s when wait_replicas is set) and strict_durability (true or false, as strconv.ParseBool
+// reads it: true is WithStrictDurability, a server that could lose lease hashes fails the
+// first OpenSession with ErrNotDurable instead of a warning); every other parameter is go-redis's (redis.ParseURL and
 // redis.ParseClusterURL, redis.ParseFailoverURL: dial_timeout, read_timeout, pool_size,
 // max_retries, ...). Errors match
 // spi.ErrInvalidOption, name what is wrong and never show the password; ParseDSN does no I/O.
@@ -125,6 +129,14 @@ func ParseDSN(dsn string) (Config, error) {
 		}
 		cfg.WaitTimeout = d
 		vals.Del("wait_timeout")
+	}
+	if v, ok := vals["strict_durability"]; ok {
+		strict, err := strconv.ParseBool(v[len(v)-1])
+		if err != nil {
+			return bad("strict_durability %q is not true or false", v[len(v)-1])
+		}
+		cfg.StrictDurability = strict
+		vals.Del("strict_durability")
 	}
 	if cfg.WaitReplicas > 0 && cfg.WaitTimeout == 0 {
 		cfg.WaitTimeout = time.Second
@@ -301,7 +313,8 @@ func checkHost(h string, cluster bool) error {
 
 // Open parses dsn (see ParseDSN), connects a go-redis client of its own (redis.NewClient,
 // redis.NewClusterClient or redis.NewFailoverClient; routeBySlot is on for a Cluster DSN) and
-// returns a backend on it. The DSN's wait_replicas applies unless opts override it. Open does no
+// returns a backend on it. The DSN's wait_replicas applies unless opts override it, and its
+// strict_durability=true as WithStrictDurability would. Open does no
 // I/O: a bad address shows in the first call. Close closes the client.
 func Open(dsn string, opts ...Option) (*Backend, error) {
 	cfg, err := ParseDSN(dsn)
@@ -328,13 +341,16 @@ func OpenConfig(cfg Config, opts ...Option) (*Backend, error) {
 	if cfg.WaitReplicas > 0 {
 		opts = append([]Option{WithWaitReplicas(cfg.WaitReplicas, cfg.WaitTimeout)}, opts...)
 	}
+	if cfg.StrictDurability {
+		opts = append([]Option{WithStrictDurability()}, opts...)
+	}
 	b, err := New(c, opts...)
 	if err != nil {
 		c.Close()
 		return nil, err
 	}
 	b.owned, b.tlsd = true, cfg.tlsd
-	b.dials = &lastDial{}
+	b.dials = newLastDial()
 	b.dials.watch(c)
 	return b, nil
 }

@@ -29,6 +29,22 @@ func TestParseDSN(t *testing.T) {
 	if !o.ContextTimeoutEnabled {
 		t.Error("standalone: ContextTimeoutEnabled is off: calls would outlive their deadlines (see bounded)")
 	}
+	if cfg.StrictDurability {
+		t.Error("StrictDurability without strict_durability")
+	}
+	for dsn, want := range map[string]bool{
+		"redis://h?strict_durability=true":                     true,
+		"redis://h?strict_durability=1":                        true,
+		"redis://h?strict_durability=false":                    false,
+		"redis://h?strict_durability=true&strict_durability=0": false, // the last one counts, as for wait_replicas
+		"redis+cluster://h:1?strict_durability=true":           true,
+		"redis+sentinel://s1/m?strict_durability=true":         true,
+	} {
+		cfg, err := ParseDSN(dsn)
+		if err != nil || cfg.StrictDurability != want {
+			t.Errorf("ParseDSN(%q): StrictDurability %v, %v; want %v", dsn, cfg.StrictDurability, err, want)
+		}
+	}
 
 	cfg, err = ParseDSN("rediss://:pw@cache.example.com")
 	if err != nil {
@@ -129,6 +145,8 @@ func TestParseDSNErrors(t *testing.T) {
 		"redis://h?nope=1":           "unexpected option: nope",
 		"redis://h?wait_replicas=-1": "wait_replicas",
 		"redis://h?wait_replicas=1&wait_timeout=": "wait_timeout",
+		"redis://h?strict_durability=yes":         `strict_durability "yes" is not true or false`,
+		"redis+cluster://h:1?strict_durability=":  "strict_durability",
 		"redis+cluster://h1":                      `seed "h1" needs host:port`,
 		"redis+cluster://h1:1,,h2:2":              "empty host",
 		"redis+cluster://h1:1/0":                  "no database path",

@@ -13,7 +13,8 @@ import (
 	"github.com/simba-go/simba/spi"
 )
 
-// ErrNotDurable matches the error of a backend built WithStrictDurability whose server could
+// ErrNotDurable matches the error of a backend built WithStrictDurability (or opened from a DSN
+// with strict_durability=true) whose server could
 // lose lease hashes (an allkeys-* maxmemory-policy, or no AOF), or whose configuration could not
 // be read. It is permanent.
 var ErrNotDurable = errors.New("redis: tokens not durable")
@@ -46,12 +47,17 @@ func WithLogger(l *slog.Logger) Option {
 // warning in a log. See CheckDurability. The check runs once per
 // Backend and its verdict is kept: after changing the server's configuration, build a new
 // Backend. (A server that could not be reached is checked again at the next OpenSession.)
+// A DSN sets it with the parameter strict_durability=true (see ParseDSN), for Open, the
+// package open and the simba command.
 func WithStrictDurability() Option {
 	return func(c *config) error {
 		c.strict = true
 		return nil
 	}
 }
+
+// strictHint ends the warning about a server that could lose lease hashes: how to refuse it.
+const strictHint = "or refuse such a server with strict_durability=true in the DSN (WithStrictDurability in code)"
 
 // Durability is what CheckDurability found on one server.
 type Durability struct {
@@ -83,7 +89,7 @@ func (d Durability) String() string {
 	}
 	const (
 		twoHolders = "mutual exclusion breaks: another session can be granted a lease while its holder still believes it holds it (IsValid true) until the holder's next keep-alive, up to one renewal interval (TTL/3 by default), and only fencing tokens protect the resource then (they still increase while the server's clock moves forward; a clock that goes back could repeat one)"
-		strict     = "or use WithStrictDurability to refuse such a server"
+		strict     = strictHint
 	)
 	switch {
 	case !d.Checked:
@@ -221,7 +227,7 @@ func infoFields(s string) map[string]string {
 }
 
 // durability runs CheckDurability once, before the first session is opened: it logs each
-// finding that is not safe (or, strict, fails with ErrNotDurable). A server that could not be
+// finding that is not safe (or, strict, fails with ErrNotDurable, which names them, instead). A server that could not be
 // reached leaves the check for the next OpenSession (which fails anyway when not strict).
 func (b *Backend) durability(ctx context.Context) error {
 	b.durMu.Lock()
@@ -242,11 +248,15 @@ func (b *Backend) durability(ctx context.Context) error {
 		if d.Safe() {
 			continue
 		}
-		bad = append(bad, d.String())
+		if b.strict {
+			// The error says it, without the hint to refuse such a server: it is refused.
+			bad = append(bad, strings.TrimSuffix(d.String(), ", "+strictHint))
+			continue
+		}
 		b.log.Warn(d.String(), "addr", d.Addr, "maxmemory_policy", d.Policy, "maxmemory", d.MaxMemory, "appendonly", d.AppendOnly, "checked", d.Checked)
 	}
 	if b.strict && len(bad) > 0 {
-		b.durErr = spi.AsPermanent(fmt.Errorf("%w (WithStrictDurability): %s", ErrNotDurable, strings.Join(bad, "; ")))
+		b.durErr = spi.AsPermanent(fmt.Errorf("%w (strict durability): %s", ErrNotDurable, strings.Join(bad, "; ")))
 	}
 	return b.durErr
 }

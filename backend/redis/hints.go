@@ -254,7 +254,7 @@ func (b *Backend) probeHints(ctx context.Context) (*goredis.PubSub, bool, error)
 		}
 		// Confirmed, or the connection failed (refused, or cut at the probe's deadline): the
 		// connection, if any, is free of the probe, and go-redis reconnects it by itself.
-		if unprobed {
+		if unprobed && !b.closed.Load() { // Close cuts the connection: no news (Hints fails)
 			b.warnUnprobed("the connection failed before the server answered")
 		}
 		return ps, !unprobed, nil
@@ -455,6 +455,14 @@ func (h *hub) confirmed(c *subConn, name string) {
 		h.checks[name] = struct{}{}
 		kick(c)
 	}
+}
+
+// close closes the client's pub/sub connection of a stopped c and waits for c's runner. Not
+// under the hub's lock: go-redis's Close waits for a reconnection in progress, which waits for
+// the server's answer (up to a read timeout) unless the backend's Close cuts the connection.
+func (c *subConn) close() {
+	c.ps.Close()
+	<-c.done
 }
 
 func kick(c *subConn) {
@@ -899,12 +907,13 @@ func (h *hub) remove(ch chan spi.Hint) {
 	}
 	h.mu.Unlock()
 	if c != nil {
-		<-c.done
+		c.close()
 	}
 }
 
-// shutdown ends every subscription and stops the runner (Close); wait waits for the runner,
-// which may be in a read of the server that only closing the client ends at once.
+// shutdown ends every subscription and stops the runner (Close); wait closes the pub/sub
+// connection and waits for the runner, which may be in a read of the server that only closing
+// the client ends at once.
 func (h *hub) shutdown() (wait func()) {
 	h.mu.Lock()
 	for ch := range h.subs {
@@ -915,20 +924,20 @@ func (h *hub) shutdown() (wait func()) {
 	h.mu.Unlock()
 	return func() {
 		if c != nil {
-			<-c.done
+			c.close()
 		}
 	}
 }
 
-// stopLocked closes the client's pub/sub connection, stops its runner (which closes the
-// masters' connections; the caller waits for it outside the lock) and forgets the interest.
+// stopLocked stops the runner of the client's pub/sub connection (which closes the masters'
+// connections) and forgets the interest; the caller then closes the connection and waits for
+// the runner outside the lock (subConn.close).
 func (h *hub) stopLocked() *subConn {
 	c := h.conn
 	if c == nil {
 		return nil
 	}
 	h.conn = nil
-	c.ps.Close()
 	close(c.stop)
 	h.leases, h.groups, h.checks = nil, nil, nil
 	return c

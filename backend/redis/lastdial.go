@@ -5,16 +5,89 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 	"sync/atomic"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/simba-go/simba/spi"
 )
 
-// lastDial records the last failed dial of a client Open made (a go-redis hook), so that a
-// call that runs out of time while go-redis retries its dials says why (fail): go-redis
-// returns the context's "deadline exceeded" then, and a server that refuses connections read
-// as one that is slow. A dial that succeeds clears it.
-type lastDial struct{ err atomic.Pointer[error] }
+// lastDial is a go-redis hook on a client Open made. It records the client's last failed dial,
+// so that a call that runs out of time while go-redis retries its dials says why (fail):
+// go-redis returns the context's "deadline exceeded" then, and a server that refuses
+// connections read as one that is slow. A dial that succeeds clears it.
+//
+// It also keeps the connections the client dials, so that the backend's Close can cut them
+// (cut): a pub/sub connection go-redis reconnects on a goroutine of its own waits for the
+// server's answer to its handshake without a context, for up to a read timeout, holding the
+// pub/sub's lock that closing it needs, and at a server that accepts connections but does not
+// answer, Close waited that long, once per reconnection.
+type lastDial struct {
+	err atomic.Pointer[error]
+
+	mu    sync.Mutex
+	conns map[*dialedConn]struct{} // open connections the client dialled
+	// cutCtx is cancelled by cut: dials in progress end, later ones fail.
+	cutCtx context.Context
+	cutFn  context.CancelFunc
+}
+
+func newLastDial() *lastDial {
+	l := &lastDial{}
+	l.cutCtx, l.cutFn = context.WithCancel(context.Background())
+	return l
+}
+
+// cut closes every connection the client dialled that is still open, ends the dials in
+// progress and fails every later one.
+func (l *lastDial) cut() {
+	l.mu.Lock()
+	l.cutFn()
+	conns := l.conns
+	l.conns = nil
+	l.mu.Unlock()
+	for c := range conns {
+		c.Conn.Close()
+	}
+}
+
+// track adds c to the connections cut closes, or closes it and fails if cut has run.
+func (l *lastDial) track(c net.Conn) (net.Conn, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.cutCtx.Err() != nil {
+		c.Close()
+		return nil, errCut
+	}
+	d := &dialedConn{Conn: c, l: l}
+	if l.conns == nil {
+		l.conns = map[*dialedConn]struct{}{}
+	}
+	l.conns[d] = struct{}{}
+	return d, nil
+}
+
+// errCut fails a dial of a backend that is closed.
+var errCut = fmt.Errorf("redis: %w", spi.ErrBackendClosed)
+
+// dialedConn is a connection lastDial keeps until it is closed.
+type dialedConn struct {
+	net.Conn
+	l *lastDial
+}
+
+// Close forgets the connection and closes it.
+func (d *dialedConn) Close() error {
+	d.l.mu.Lock()
+	delete(d.l.conns, d)
+	d.l.mu.Unlock()
+	return d.Conn.Close()
+}
+
+// NetConn returns the connection dialled (go-redis's health check looks through wrappers
+// with this method for the socket).
+func (d *dialedConn) NetConn() net.Conn { return d.Conn }
 
 // watch adds the hook to c, and to each node of a Cluster client as it is made.
 func (l *lastDial) watch(c goredis.UniversalClient) {
@@ -45,13 +118,17 @@ func (l *lastDial) explain(err error) error {
 // DialHook implements goredis.Hook.
 func (l *lastDial) DialHook(next goredis.DialHook) goredis.DialHook {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		stop := context.AfterFunc(l.cutCtx, cancel) // cut ends the dial
+		defer stop()
 		c, err := next(ctx, network, addr)
 		if err != nil {
 			l.err.Store(&err)
-		} else {
-			l.err.Store(nil)
+			return nil, err
 		}
-		return c, err
+		l.err.Store(nil)
+		return l.track(c)
 	}
 }
 

@@ -146,6 +146,44 @@ func TestTokensSurviveRestart(t *testing.T) {
 	}
 }
 
+// TestStrictDurabilityFromDSN: strict_durability=true in the DSN is WithStrictDurability: at a
+// server without AOF the first OpenSession of a backend Open made fails with a permanent
+// ErrNotDurable, where without it (or with strict_durability=false) the session opens (and the
+// backend only warns).
+func TestStrictDurabilityFromDSN(t *testing.T) {
+	ctx := context.Background()
+	_, port := startPrivServerProc(t, "maxmemory-policy noeviction", "appendonly no")
+	addr := fmt.Sprintf("redis://127.0.0.1:%d/0", port)
+	for _, tc := range []struct {
+		query  string
+		strict bool
+	}{{"?strict_durability=true", true}, {"?strict_durability=false", false}, {"", false}} {
+		lb, log := capture()
+		b, err := Open(addr+tc.query, WithLogger(log))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := b.OpenSession(ctx, "strict-dsn", privTestTTL)
+		switch {
+		case tc.strict && (!errors.Is(err, ErrNotDurable) || spi.Classify(err) != spi.Permanent):
+			t.Errorf("%s: OpenSession at a server without AOF: %v, want a permanent ErrNotDurable", tc.query, err)
+		case tc.strict && (!strings.Contains(err.Error(), "appendonly no") || strings.Contains(err.Error(), "refuse such a server") || lb.String() != ""):
+			// Refused, it is told why, not how to refuse, and not warned as well.
+			t.Errorf("%s: error %q (want it to name appendonly no, without the hint to refuse such a server), log %q (want none)", tc.query, err, lb.String())
+		case !tc.strict && err != nil:
+			t.Errorf("%q: OpenSession: %v, want a session (and a warning)", tc.query, err)
+		case !tc.strict:
+			if !strings.Contains(lb.String(), "strict_durability=true") || !strings.Contains(lb.String(), "WithStrictDurability") {
+				t.Errorf("%q: the warning %q does not name both ways to refuse such a server", tc.query, lb.String())
+			}
+			if err := b.CloseSession(ctx, s.ID); err != nil {
+				t.Error(err)
+			}
+		}
+		b.Close()
+	}
+}
+
 // TestDurabilityCheck: at the first OpenSession the backend reads maxmemory-policy and
 // appendonly and warns through its logger when lease hashes could be lost (allkeys-lru, no
 // AOF; read by INFO where CONFIG is refused or renamed away), or when CONFIG and INFO are both
@@ -164,7 +202,7 @@ func TestDurabilityCheck(t *testing.T) {
 		name, user string
 		want       []string // in the warning
 	}{
-		{"config", "", []string{"level=WARN", "allkeys-lru", "appendonly no", "evicted", "restart", "mutual exclusion breaks", "renewal interval", "fencing tokens", "clock", "WithStrictDurability"}},
+		{"config", "", []string{"level=WARN", "allkeys-lru", "appendonly no", "evicted", "restart", "mutual exclusion breaks", "renewal interval", "fencing tokens", "clock", "strict_durability=true", "WithStrictDurability"}},
 		{"info fallback", "infoonly", []string{"level=WARN", "allkeys-lru", "appendonly no", "mutual exclusion breaks"}},
 		{"refused", "blind", []string{"level=WARN", "could not check", "NOPERM", "mutual exclusion breaks", "clock"}},
 	} {

@@ -622,8 +622,10 @@ func (b *Backend) housekeepingLoop(every time.Duration) {
 // Inspect lists every lease (with holder, owner, token and the holder's time left; a lease whose
 // holder expired is shown free), every live session and every group's live members, for status
 // tools. It reads three statements, not one snapshot, so a lease may name a session the session
-// list no longer has.
+// list no longer has. On SQLite it creates no file: it does not take the cross-process gate
+// of writers, whose sidecar ("<file>-simba-gate") the first operation that may write creates.
 func (b *Backend) Inspect(ctx context.Context) (spi.Snapshot, error) {
+	ctx = readOnlyCtx(ctx)
 	if err := b.ready(ctx); err != nil {
 		return spi.Snapshot{}, err
 	}

@@ -43,8 +43,9 @@
 // journal pragmas unless the DSN sets them; NewSQLite runs the session setup on every connection
 // of the user's pool itself. The SQLite backends on one file take turns at it, those of one
 // process in the order they come and those of different processes through advisory locks on
-// a sidecar file, "<file>-simba-gate", which they create next to the database (see NewSQLite);
-// keep-alives go first. No call waits there for more than half the time left to its deadline
+// a sidecar file, "<file>-simba-gate", which they create next to the database at their first
+// operation that may write (Inspect, which only reads, neither takes it nor creates it; see
+// NewSQLite); keep-alives go first. No call waits there for more than half the time left to its deadline
 // (a second without one): a process that was stopped while it held the gate slows the others
 // down, it does not hold them up. One stopped inside a write does hold them up: it keeps
 // SQLite's own write lock on the file (its WAL write lock), and no other process can write

@@ -29,7 +29,8 @@ import (
 // file run their operations one at a time, in the order they come, keep-alives first (SQLite
 // lets one writer have the file at a time, and its busy handler is not fair to writers that
 // wait); those of different processes take turns through advisory locks on a sidecar file next
-// to the database, "<file>-simba-gate" (created with the database file's permissions; on
+// to the database, "<file>-simba-gate" (created at the first operation that may write, with the
+// database file's permissions; on
 // Linux, macOS and the BSDs; elsewhere, or if it cannot be opened for writing, they meet in the
 // busy handler).
 func NewSQLite(db *sql.DB, opts ...Option) (*Backend, error) {
@@ -110,6 +111,7 @@ type fileGate struct {
 
 	mu   sync.Mutex
 	file *fileLock // the file's, once known
+	path string    // the file's path, once known ("": none, in memory)
 }
 
 func newFileGate(db *sql.DB, query string) *fileGate {
@@ -121,14 +123,22 @@ func newFileGate(db *sql.DB, query string) *fileGate {
 // calls in flight at 32, and every backend of the process on the file queues here) it would
 // wait past its timeout, and the session expire. Once this process's turn has come, the
 // operation waits for the cross-process gate, if the file has one.
+//
+// An operation that only reads (readOnlyCtx: Inspect) does not take the cross-process gate,
+// which orders writers, and does not open its sidecar: simba status must leave no file behind
+// (the first operation that may write opens it, creating it if need be).
 func (g *fileGate) enter(ctx context.Context) (func(), error) {
-	l := g.fileLock(ctx)
+	l, path := g.fileLock(ctx)
 	u := urgent(ctx)
 	leave, err := l.turns.take(ctx, u)
-	if err != nil || l.cross == nil {
+	if err != nil || path == "" || readOnly(ctx) {
 		return leave, err
 	}
-	leaveCross, err := l.cross.enter(ctx, u)
+	cross := l.crossGate(path)
+	if cross == nil {
+		return leave, nil
+	}
+	leaveCross, err := cross.enter(ctx, u)
 	if err != nil {
 		leave()
 		return nil, err
@@ -203,30 +213,40 @@ func urgentCtx(ctx context.Context) context.Context {
 
 func urgent(ctx context.Context) bool { return ctx.Value(urgentKey{}) != nil }
 
-// fileLock returns the file's lock, finding the file (and opening its cross-process gate) on
-// first use. A database without a file (in memory) or one whose file cannot be read yet has the
-// backend's own, without a cross-process gate.
-func (g *fileGate) fileLock(ctx context.Context) *fileLock {
+// fileLock returns the file's lock and path, finding the file on first use. A database without
+// a file (in memory) or one whose file cannot be read yet has the backend's own, and path "":
+// no cross-process gate.
+func (g *fileGate) fileLock(ctx context.Context) (*fileLock, string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.file != nil {
-		return g.file
+		return g.file, g.path
 	}
 	var seq int
 	var name, file string
 	if err := g.db.QueryRowContext(ctx, g.query).Scan(&seq, &name, &file); err != nil {
-		return g.own // try again next time
+		return g.own, "" // try again next time
 	}
 	if file == "" {
 		g.file = g.own
-		return g.file
+		return g.file, ""
 	}
 	file = filepath.Clean(file)
 	l, _ := sqliteGates.LoadOrStore(file, g.own)
-	g.file = l.(*fileLock)
-	g.file.crossGate(file)
-	return g.file
+	g.file, g.path = l.(*fileLock), file
+	return g.file, g.path
 }
+
+// readOnlyKey marks the context of an operation that only reads (readOnlyCtx).
+type readOnlyKey struct{}
+
+// readOnlyCtx marks ctx's operations as reads only: at the file gate they skip the
+// cross-process gate (fileGate.enter).
+func readOnlyCtx(ctx context.Context) context.Context {
+	return context.WithValue(ctx, readOnlyKey{}, true)
+}
+
+func readOnly(ctx context.Context) bool { return ctx.Value(readOnlyKey{}) != nil }
 
 // SQLite result codes (the primary code is the low byte of an extended code).
 const (

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -290,5 +292,37 @@ func TestSQLiteCrossProcessGateStuckHolder(t *testing.T) {
 				t.Fatalf("Acquire after the gate came back = %+v, %v; want granted", res.r, res.err)
 			}
 		})
+	}
+}
+
+// TestSQLiteInspectCreatesNoGate: Inspect, which only reads, leaves no file behind (simba
+// status must not): it does not take the cross-process gate of writers, whose sidecar the
+// first operation that may write then creates. The database is a copy of a migrated one, at a
+// path no backend of this process has opened (the gate of a file is opened once per process).
+func TestSQLiteInspectCreatesNoGate(t *testing.T) {
+	src := liteDSN(t)
+	m := migrated(t, src)
+	if err := m.Close(); err != nil { // checkpoints the WAL into the file
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(liteFile(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dsn := liteDSN(t)
+	file := liteFile(dsn)
+	if err := os.WriteFile(file, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b := open(t, dsn)
+	if _, err := b.Inspect(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(file + gateSuffix); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("after Inspect, %s%s: %v; want none", file, gateSuffix, err)
+	}
+	openSession(t, b, longTTL)
+	if _, err := os.Stat(file + gateSuffix); err != nil {
+		t.Fatalf("after OpenSession, the gate's sidecar: %v", err)
 	}
 }

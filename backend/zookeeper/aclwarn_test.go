@@ -2,17 +2,22 @@ package zookeeper
 
 import (
 	"bytes"
+	"context"
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestOpenACLWarningGoesToEachLogger: a backend opened without credentials warns about the open
-// ACL through the logger given with WithSlog — every such logger once, whatever backend warned
-// before it — and a backend with credentials does not warn. (New does no I/O: no server is
-// needed.)
+// ACL, saying to put a user:password in the DSN, through the logger given with WithSlog at its
+// first OpenSession — every such logger once, whatever backend warned before it — and not
+// before: a backend that only reads (Inspect, as simba status does) creates no node and does
+// not warn. A backend with credentials does not warn.
 func TestOpenACLWarningGoesToEachLogger(t *testing.T) {
 	const warning = "open ACL world:anyone"
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	newLogger := func() (*slog.Logger, *bytes.Buffer) {
 		var buf bytes.Buffer
 		return slog.New(slog.NewTextHandler(&buf, nil)), &buf
@@ -20,20 +25,31 @@ func TestOpenACLWarningGoesToEachLogger(t *testing.T) {
 	first, firstBuf := newLogger()
 	second, secondBuf := newLogger()
 	withCreds, credsBuf := newLogger()
+	reader, readerBuf := newLogger()
+	b := openBackend(t, serverDSN(t, ""), WithSlog(reader))
+	if _, err := b.Inspect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if readerBuf.Len() != 0 {
+		t.Errorf("a backend that only inspected logged:\n%s", readerBuf)
+	}
 	for _, o := range []struct {
 		dsn string
 		log *slog.Logger
 	}{
-		{"zk://127.0.0.1:2181/acl-a", first},
-		{"zk://127.0.0.1:2181/acl-b", second},
-		{"zk://127.0.0.1:2181/acl-c", first}, // the same logger again: not twice
-		{"zk://u:s3cr3t@127.0.0.1:2181/acl-d", withCreds},
+		{serverDSN(t, ""), first},
+		{serverDSN(t, ""), second},
+		{serverDSN(t, ""), first}, // the same logger again: not twice
+		{strings.Replace(serverDSN(t, ""), "zk://", "zk://u:s3cr3t@", 1), withCreds},
 	} {
-		b, err := New(o.dsn, WithSlog(o.log))
+		b := openBackend(t, o.dsn, WithSlog(o.log))
+		s, err := b.OpenSession(ctx, "acl-warning", 10*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
-		b.Close()
+		if err := b.CloseSession(ctx, s.ID); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if n := strings.Count(firstBuf.String(), warning); n != 1 {
 		t.Errorf("first logger got the open-ACL warning %d times, want once:\n%s", n, firstBuf)
@@ -41,8 +57,8 @@ func TestOpenACLWarningGoesToEachLogger(t *testing.T) {
 	if n := strings.Count(secondBuf.String(), warning); n != 1 {
 		t.Errorf("second logger got the open-ACL warning %d times, want once:\n%s", n, secondBuf)
 	}
-	if !strings.Contains(firstBuf.String(), "level=WARN") {
-		t.Errorf("the warning is not at WARN level:\n%s", firstBuf)
+	if !strings.Contains(firstBuf.String(), "level=WARN") || !strings.Contains(firstBuf.String(), "put a user:password in the DSN") {
+		t.Errorf("the warning is not at WARN level or does not say what to do:\n%s", firstBuf)
 	}
 	if credsBuf.Len() != 0 {
 		t.Errorf("a backend with credentials logged:\n%s", credsBuf)

@@ -46,7 +46,7 @@ type options struct {
 func WithLogger(l zk.Logger) Option { return func(o *options) { o.logger = l } }
 
 // WithSlog sends the backend's own warnings to l (slog.Default() by default): open ACLs
-// (a DSN without credentials; once per logger), the hint watcher falling back to per-session
+// (a DSN without credentials, at the first OpenSession; once per logger), the hint watcher falling back to per-session
 // watches (a server without persistent recursive watches), and nodes at Simba's paths that
 // Simba did not create (group children that are not members, foreign lease nodes), which the
 // backend skips or honours but never deletes. A nil l discards them.
@@ -159,11 +159,6 @@ func NewFromConfig(cfg Config, opts ...Option) (*Backend, error) {
 	}
 	b.stop, b.cancelStop = context.WithCancel(context.Background())
 	b.acls = newACLs(cfg.User != "")
-	if cfg.User == "" && b.log.Enabled(context.Background(), slog.LevelWarn) {
-		if _, dup := warnedOpenACL.LoadOrStore(b.log, struct{}{}); !dup {
-			b.log.Warn("simba: ZooKeeper DSN without user:password: Simba's nodes get the open ACL world:anyone (all perms), so any client can delete them; add credentials to protect leases")
-		}
-	}
 	return b, nil
 }
 
@@ -218,6 +213,19 @@ func (b *Backend) warnOnce(key, msg string, args ...any) {
 // to slog.Default() once per process.
 var warnedOpenACL sync.Map
 
+// warnOpenACL warns, without credentials, that the nodes the backend is about to create are
+// open to every client (once per logger, warnedOpenACL). OpenSession calls it: a backend that
+// never opens a session creates no node (Inspect, for simba status, only reads), and has
+// nothing to warn of.
+func (b *Backend) warnOpenACL() {
+	if b.cfg.User != "" || !b.log.Enabled(context.Background(), slog.LevelWarn) {
+		return
+	}
+	if _, dup := warnedOpenACL.LoadOrStore(b.log, struct{}{}); !dup {
+		b.log.Warn("simba: ZooKeeper DSN without user:password: Simba's nodes get the open ACL world:anyone (all perms), so any client can delete them, a held lease's included; put a user:password in the DSN (zk://user:password@host:2181/chroot: a digest identity, the same for every process sharing the leases) to protect them")
+	}
+}
+
 // quietLogger drops go-zookeeper's log lines.
 type quietLogger struct{}
 
@@ -241,7 +249,9 @@ func SessionIDString(zid int64) spi.SessionID {
 // with spi.ErrInvalidOption, before any I/O). The server clamps it into its
 // [minSessionTimeout, maxSessionTimeout]: a timeout shorter than asked (the maximum) is refused
 // with spi.ErrInvalidOption; a longer one (the minimum) is accepted, with a warning when
-// TickTime is set. The reply's Remaining is based on the negotiated timeout.
+// TickTime is set. The reply's Remaining is based on the negotiated timeout. Without
+// credentials in the DSN, a backend's first OpenSession warns that the nodes it creates are open
+// to every client (see the package doc, ACLs).
 func (b *Backend) OpenSession(ctx context.Context, owner string, ttl time.Duration) (spi.Session, error) {
 	if err := spi.ValidateOwner(owner); err != nil {
 		return spi.Session{}, fmt.Errorf("zookeeper: %w", err)
@@ -256,6 +266,7 @@ func (b *Backend) OpenSession(ctx context.Context, owner string, ttl time.Durati
 	if err := b.checkOpen(); err != nil {
 		return spi.Session{}, err
 	}
+	b.warnOpenACL()
 	s, err := b.connect(ctx, owner, ask)
 	if err != nil {
 		return spi.Session{}, err

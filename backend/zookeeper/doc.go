@@ -203,8 +203,10 @@ node gets the ACL creator-all (scheme "auth") plus world-read (wire.ZKACLIntent)
 without that identity can look but cannot delete, change or create Simba's nodes. Without
 credentials the nodes are open (world-all; lease nodes world-read, with write for their own
 session only) and nothing protects them from deletion by other clients; the backend then logs
-a warning through the logger given with WithSlog (once per logger; slog.Default(), once per
-process, when none is given).
+a warning, saying to put a user:password in the DSN, through the logger given with WithSlog
+(once per logger; slog.Default(), once per process, when none is given) at its first
+OpenSession, before it creates any node: a backend that only reads (Inspect, as simba status
+does) creates none and does not warn.
 
 What digest auth does and does not protect:
 

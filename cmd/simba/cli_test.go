@@ -146,6 +146,26 @@ func TestMigrateSaysWhatItApplied(t *testing.T) {
 	}
 }
 
+// TestStatusOnSQLiteCreatesNoFile: simba status on an existing SQLite database leaves no file
+// behind: not the cross-process gate file beside it, "<file>-simba-gate", which the commands
+// that write create (migrate did here; it is removed before status runs).
+func TestStatusOnSQLiteCreatesNoFile(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "simba.db")
+	if _, stderr, status := runSimba(t, "migrate", "-dsn", "sqlite://"+file); status != 0 {
+		t.Fatalf("simba migrate: exit status %d, stderr %q", status, stderr)
+	}
+	if err := os.Remove(file + "-simba-gate"); err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	if stdout, stderr, status := runSimba(t, "status", "-dsn", "sqlite://"+file); status != 0 || !strings.HasPrefix(stdout, "LEASE") {
+		t.Fatalf("simba status: exit status %d, stdout %q, stderr %q", status, stdout, stderr)
+	}
+	if names, err := filepath.Glob(filepath.Join(dir, "*")); err != nil || len(names) != 1 || names[0] != file {
+		t.Errorf("after simba status the directory holds %v (%v), want only %s", names, err, file)
+	}
+}
+
 // TestSQLiteFileErrorsNameThePath: simba status never creates a SQLite database: on a file
 // that does not exist it exits 1 naming the file and simba migrate, and leaves no file (nor
 // the gate file beside it) behind. When the file's directory does not exist, every command

@@ -56,8 +56,9 @@ or hash for its token, so a backend accumulates them); -prefix P keeps only the 
 groups whose name starts with P, and the sessions holding or in them. REMAINING is "unknown"
 where the backend cannot tell: ZooKeeper tells a client nothing of another client's sessions,
 which live as long as their connection to the ensemble (plus the session timeout once it is
-cut). status only reads: on a SQLite file that does not exist it fails (exit status 1) instead
-of creating it.
+cut). status only reads and creates no file: on a SQLite file that does not exist it fails
+(exit status 1) instead of creating it, and beside one that exists it does not create the gate
+file (<file>-simba-gate) that the commands that write use.
 `,
 	"run": `usage: simba run -dsn D -name N [-ttl T] [-grace G] -- CMD [ARGS]
 
@@ -481,7 +482,11 @@ func runCommand(ctx context.Context, args []string, lock bool) error {
 	// an election retries through it; run fails on one too while it waits to lead, as lock does.
 	permanent := make(chan error, 1)
 	outages := newOutageReporter(slog.Default())
-	c, err := simba.New(b, simba.WithTTL(*ttl), simba.WithListener(func(ev simba.Event) {
+	waiting := "while waiting to lead " + *lease
+	if lock {
+		waiting = "while waiting for the lock " + *lease
+	}
+	c, err := newClient(ctx, b, simba.WithTTL(*ttl), simba.WithListener(func(ev simba.Event) {
 		outages.event(ev)
 		if ev.Kind == simba.EventBackendError && ev.Class == spi.Permanent {
 			select {
@@ -490,6 +495,12 @@ func runCommand(ctx context.Context, args []string, lock bool) error {
 			}
 		}
 	}))
+	if ctx.Err() != nil { // stopped before it could wait
+		if c != nil {
+			_ = c.Close(context.WithoutCancel(ctx))
+		}
+		return fmt.Errorf("%w %s", context.Cause(ctx), waiting)
+	}
 	if err != nil {
 		// Every option comes from a flag (checked above): what New still refuses is one.
 		return usageError{err}
@@ -525,7 +536,7 @@ func runCommand(ctx context.Context, args []string, lock bool) error {
 	if lock {
 		err := c.WithLock(ctx, *lease, run)
 		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
-			return fmt.Errorf("%w while waiting for the lock %s", context.Cause(ctx), *lease)
+			return fmt.Errorf("%w %s", context.Cause(ctx), waiting)
 		}
 		return withMigrateHint(err, *dsn)
 	}
@@ -562,8 +573,33 @@ func runCommand(ctx context.Context, args []string, lock bool) error {
 	case err := <-done:
 		return err
 	default:
-		return fmt.Errorf("%w while waiting to lead %s", context.Cause(ctx), *lease)
+		return fmt.Errorf("%w %s", context.Cause(ctx), waiting)
 	}
+}
+
+// newClient is simba.New(b, opts...) for a command that ctx (SIGINT, SIGTERM) stops: New
+// subscribes to the backend's hints first, and at a Redis server that accepts connections but
+// does not answer it waits for that up to a read timeout. Once ctx ends, newClient closes b,
+// which ends that wait (New then fails), and returns New's client if it made one anyway, or
+// nil; the caller, which tells by ctx.Err(), closes that client.
+func newClient(ctx context.Context, b spi.Backend, opts ...simba.Option) (*simba.Client, error) {
+	type result struct {
+		c   *simba.Client
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		c, err := simba.New(b, opts...)
+		done <- result{c, err}
+	}()
+	select {
+	case r := <-done:
+		return r.c, r.err
+	case <-ctx.Done():
+	}
+	b.Close()
+	r := <-done
+	return r.c, r.err
 }
 
 // newSQLiteFile reports whether dsn names a SQLite database that is new: it has no table,

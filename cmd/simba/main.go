@@ -21,7 +21,8 @@
 // The SQL backends need Simba's tables, which migrate creates or upgrades. run and lock
 // create them themselves in a new SQLite database (a file that does not exist yet, or one
 // without any table); on any other database that lacks them or has an old schema they fail,
-// saying to run simba migrate. status never creates a SQLite file: it fails on a missing one.
+// saying to run simba migrate. status never creates a file: it fails on a missing SQLite file,
+// and does not create the gate file (<file>-simba-gate) beside an existing one.
 //
 // $SIMBA_LOG_LEVEL sets what simba logs: debug (also the database drivers' own lines, such
 // as each failed dial while a server is down, which simba otherwise keeps from stderr), info
@@ -69,6 +70,8 @@ const dsnForms = `DSN forms (-dsn, or $SIMBA_DSN):
   zk+tls://user:pass@host:2281/chroot             ZooKeeper over TLS (secureClientPort)
   etcd://user:pass@host1:2379,host2:2379/prefix   etcd cluster (key prefix; /simba if none)
   etcd+tls://host:2379/prefix?ca=ca.pem           etcd over TLS (cert=, key= for client certs)
+Redis DSNs take ?strict_durability=true: refuse (exit 1) a server that could lose a held lease's
+record (appendonly no, or an allkeys-* maxmemory-policy) instead of only warning of it.
 The SQL backends need Simba's tables: simba migrate creates or upgrades them (run and lock
 create them themselves in a new SQLite database only).
 `

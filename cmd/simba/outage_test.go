@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -60,8 +62,8 @@ func TestOutageReporter(t *testing.T) {
 }
 
 // TestLockAtARefusingBackendSaysSo: simba lock at a Redis port nobody listens on says that its
-// calls fail and it retries, instead of waiting without a word, and a SIGTERM then ends it with
-// 143.
+// calls fail and it retries, instead of waiting without a word, and a SIGTERM then ends it at
+// once with 143.
 func TestLockAtARefusingBackendSaysSo(t *testing.T) {
 	addr := testenv.RefusedAddr(t)
 	cmd := exec.Command(simbaBinary(t), "lock", "-dsn", "redis://"+addr+"/0", "-name", "refused", "--", "true")
@@ -79,6 +81,7 @@ func TestLockAtARefusingBackendSaysSo(t *testing.T) {
 	if !strings.Contains(stderr.String(), "refused") {
 		t.Errorf("the report does not say what failed: %q", stderr.String())
 	}
+	start := time.Now()
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -86,6 +89,9 @@ func TestLockAtARefusingBackendSaysSo(t *testing.T) {
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != 143 {
 		t.Fatalf("after SIGTERM: %v, want exit status 143; stderr: %q", err, stderr.String())
+	}
+	if took := time.Since(start); took > signalBound {
+		t.Errorf("simba lock exited %v after SIGTERM, want at once (under %v)", took, signalBound)
 	}
 }
 
@@ -102,5 +108,93 @@ func TestBackendRefusedOptionIsAUsageError(t *testing.T) {
 	err := withMigrateHint(missing, "sqlite:///tmp/x.db")
 	if got := exitStatusOf(ctx, err); got != 1 || !strings.Contains(err.Error(), "simba migrate") {
 		t.Errorf("a missing schema: %v, exit %d; want the migrate hint and 1", err, got)
+	}
+}
+
+// signalBound is how long simba may take to exit after SIGINT while it waits at a backend that
+// refuses connections or never answers: it has nothing to wait for (no session to close, no
+// command to stop), so it exits in milliseconds; the bound leaves room for a loaded machine,
+// and is well under what it took when it waited for a call in flight to time out (5 s at the
+// default TTL, more at a Redis that accepts connections and never answers).
+const signalBound = 1500 * time.Millisecond
+
+// mutedAddr serves a server that accepts connections and never answers; accepted gets a value
+// for each connection accepted (if it has room).
+func mutedAddr(t *testing.T) (addr string, accepted chan struct{}) {
+	accepted = make(chan struct{}, 16)
+	ln := testenv.Serve(t, testenv.Listen(t), func(c net.Conn) {
+		select {
+		case accepted <- struct{}{}:
+		default:
+		}
+		_, _ = io.Copy(io.Discard, c)
+	})
+	return ln.Addr().String(), accepted
+}
+
+// TestSignalAtADeadBackendExitsAtOnce: simba lock and simba run stopped by SIGINT while they
+// wait at a backend that refuses connections or accepts them and never answers exit at once
+// with 130, saying so. They used to wait for the call in flight to time out: the session's
+// open (Client.Close waited for it), the Redis hint subscription's probe (in simba.New) or a
+// pub/sub handshake (the Redis backend's Close waited for it).
+func TestSignalAtADeadBackendExitsAtOnce(t *testing.T) {
+	bin := simbaBinary(t)
+	for _, tc := range []struct {
+		name, cmd, scheme string
+		muted             bool
+		// ready is what shows simba waiting at the phase the case is about: a line on its
+		// stderr, or (when "") a connection the muted server accepted.
+		ready string
+	}{
+		// The open in flight (the probe failed at once).
+		{"redis refused", "lock", "redis", false, "could not check the permission"},
+		// simba.New's probe of the hint subscription.
+		{"redis muted probe", "lock", "redis", true, ""},
+		// The open in flight, after the probe gave up (5 s).
+		{"redis muted open", "run", "redis", true, "did not answer within"},
+		{"etcd muted", "lock", "etcd", true, ""},
+		{"zk muted", "lock", "zk", true, ""},
+		{"zk refused", "run", "zk", false, "without user:password"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			addr, accepted := testenv.RefusedAddr(t), chan struct{}(nil)
+			if tc.muted {
+				addr, accepted = mutedAddr(t)
+			}
+			cmd := exec.Command(bin, tc.cmd, "-dsn", tc.scheme+"://"+addr, "-name", "dead", "--", "true")
+			var stderr testenv.LogBuffer
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer cmd.Process.Kill() //nolint:errcheck
+			ready := func() bool { return strings.Contains(stderr.String(), tc.ready) }
+			if tc.ready == "" {
+				ready = func() bool { return len(accepted) > 0 }
+			}
+			for deadline := time.Now().Add(30 * time.Second); !ready(); time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("simba %s did not get to the phase within 30 s; stderr: %q", tc.cmd, stderr.String())
+				}
+			}
+			time.Sleep(100 * time.Millisecond) // into the call
+			start := time.Now()
+			if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+				t.Fatal(err)
+			}
+			err := cmd.Wait()
+			took := time.Since(start)
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() != 130 {
+				t.Fatalf("after SIGINT: %v, want exit status 130; stderr: %q", err, stderr.String())
+			}
+			if took > signalBound {
+				t.Errorf("simba %s exited %v after SIGINT, want at once (under %v)", tc.cmd, took, signalBound)
+			}
+			if !strings.Contains(stderr.String(), "simba: stopped by SIGINT while waiting") {
+				t.Errorf("stderr does not say why it stopped: %q", stderr.String())
+			}
+		})
 	}
 }

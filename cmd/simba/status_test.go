@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
 
+	"github.com/simba-go/simba/internal/testenv"
 	"github.com/simba-go/simba/spi"
 
 	"github.com/simba-go/simba"
@@ -157,5 +159,21 @@ func TestPrintStatusUnknownRemaining(t *testing.T) {
 	}
 	if strings.Contains(out, "emptied") || strings.Contains(out, " 0s") {
 		t.Errorf("output lists the group without members or a remaining time of 0s")
+	}
+}
+
+// TestStatusOnZooKeeperIsQuiet: simba status at a ZooKeeper DSN without credentials prints the
+// tables and nothing on stderr: it only reads and creates no node, so the warning that the
+// nodes a backend creates without credentials are open is not its business (simba lock, which
+// creates them, still warns).
+func TestStatusOnZooKeeperIsQuiet(t *testing.T) {
+	dsn := "zk://" + strings.Join(testenv.ZooKeeper(t), ",") + fmt.Sprintf("/simba-cli-status-%d", time.Now().UnixNano())
+	stdout, stderr, status := runSimba(t, "status", "-dsn", dsn)
+	if status != 0 || !strings.HasPrefix(stdout, "LEASE") || stderr != "" {
+		t.Fatalf("simba status -dsn %s: exit status %d, stdout %q, stderr %q; want 0, the tables and nothing on stderr", dsn, status, stdout, stderr)
+	}
+	_, stderr, status = runSimba(t, "lock", "-dsn", dsn, "-name", "quiet", "--", "true")
+	if status != 0 || !strings.Contains(stderr, "put a user:password in the DSN") {
+		t.Errorf("simba lock -dsn %s: exit status %d, stderr %q; want 0 and the open-ACL warning", dsn, status, stderr)
 	}
 }
