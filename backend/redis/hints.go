@@ -255,7 +255,7 @@ func (b *Backend) probeHints(ctx context.Context) (*goredis.PubSub, bool, error)
 		// Confirmed, or the connection failed (refused, or cut at the probe's deadline): the
 		// connection, if any, is free of the probe, and go-redis reconnects it by itself.
 		if unprobed && !b.closed.Load() { // Close cuts the connection: no news (Hints fails)
-			b.warnUnprobed("the connection failed before the server answered")
+			b.warnUnprobed("the server is unreachable: the connection failed before it answered")
 		}
 		return ps, !unprobed, nil
 	case <-pctx.Done():
@@ -266,7 +266,7 @@ func (b *Backend) probeHints(ctx context.Context) (*goredis.PubSub, bool, error)
 		return nil, false, b.fail("hints", err)
 	}
 	// The server did not answer in time: it is down as far as the hub is concerned.
-	b.warnUnprobed("the server did not answer within " + b.probeTimeout().String())
+	b.warnUnprobed("the server is unreachable: it did not answer within " + b.probeTimeout().String())
 	return b.c.Subscribe(context.Background()), false, nil
 }
 
@@ -357,7 +357,7 @@ var errUnprobed = errors.New("the server did not confirm the probe's subscriptio
 // learns why no hint ever comes (the hub's SUBSCRIBEs are refused, and go-redis logs that
 // only to its own logger).
 func (b *Backend) warnUnprobed(why string) {
-	b.log.Warn("simba: redis: could not check the permission to subscribe to Simba's channels (" + why + "); it is checked once the server answers: an ACL user needs &simba:lease:{*} and &simba:group:{*}, or hints never come and waiters rely on their retries")
+	b.log.Warn("simba: redis: " + why + "; hints start, and the permission to subscribe to Simba's channels is checked, once it answers (could not check the permission now: an ACL user needs &simba:lease:{*} and &simba:group:{*})")
 }
 
 // probeTimeout is how long Hints's probe waits for the server: the client's read timeout, the
