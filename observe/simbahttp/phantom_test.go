@@ -105,7 +105,8 @@ func TestNoPhantomHolderAfterStopAndRelease(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	srv := simbatest.NewServer(simbatest.WithClock(spi.SystemClock()))
-	_, ea, ha, eb, tb := follower(t, ctx, srv, simbahttp.Opts{Backend: srv.Backend()})
+	// Each request inspects (no snapshot shared between requests): the fold of each is tested.
+	_, ea, ha, eb, tb := follower(t, ctx, srv, simbahttp.Opts{Backend: srv.Backend(), SnapshotTTL: -1})
 	if err := ea.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +141,7 @@ func TestStaleClientViewDoesNotReopenTheTimeline(t *testing.T) {
 	srv := simbatest.NewServer(simbatest.WithClock(spi.SystemClock()))
 	insp := &scriptedInspector{Backend: srv.Backend()}
 	insp.set(srv.Backend(), nil, nil)
-	_, _, ha, _, tb := follower(t, ctx, srv, simbahttp.Opts{Backend: insp})
+	_, _, ha, _, tb := follower(t, ctx, srv, simbahttp.Opts{Backend: insp, SnapshotTTL: -1})
 
 	st := ha.Status(ctx)
 	if hd, ok := holderOf(st, "leader"); !ok || hd.Source != "backend" || hd.Token != tb.Token() {

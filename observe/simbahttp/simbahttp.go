@@ -5,7 +5,8 @@
 // client's hot paths; Attach tells it the client (for its owner string), and Track adds the
 // live view of elections and groups (time left of their terms, the holder they last learned).
 // When Opts.Backend implements spi.Inspector, the status and the page show the backend's view as
-// well — every lease with its holder and token, every live session, every group:
+// well — every held lease with its holder and token, every live session, every group with live
+// members:
 //
 //	h := simbahttp.New(simbahttp.Opts{Backend: backend})
 //	c, err := simba.New(backend, append(h.Options(), simba.WithOwner("node-a"))...)
@@ -21,14 +22,27 @@
 //	               error)
 //	GET /status    JSON: session, terms held with token and time left, known holders, groups
 //	               with members and partitions, the timeline of terms per name, and the
-//	               backend's Inspector snapshot when the backend has one
+//	               backend's Inspector snapshot of live state when the backend has one
+//	               (?free=1 adds the free lease records, see Status.Backend)
 //	GET /          an HTML page that refreshes itself: holders, a timeline of terms per name
 //	               (who held what, when, with which token), members and partitions
+//
+// A response's size follows what is live, not the backend's history. SQL rows and Redis hashes
+// of leases outlive their terms (they keep the last token), so a backend that has served many
+// names, per-entity locks say, keeps a free lease record per name ever used; the status lists
+// the held leases and only counts the free ones (Status.FreeLeases). An Inspect still reads
+// every record, so one serves every request for Opts.SnapshotTTL (default half of
+// Opts.Refresh, at most 1 s), and concurrent requests share one in flight: any number of
+// viewers cost the backend at most one Inspect begun per SnapshotTTL, and a response never
+// shows a snapshot whose Inspect began more than SnapshotTTL before the request
+// (Status.BackendAt says when it began). The timeline keeps at most Opts.TimelineNames names
+// (default 20): those with a current term, then the most recently ended, each for
+// Opts.TimelineRetain after its last term ended (default 10 min).
 //
 // The timeline records this client's own terms from its events, and other holders as the
 // handler observes them (through the backend's Inspector, or, when there is no snapshot,
 // tracked elections) each time the status or the page is requested: a term of another client
-// that began and ended between two requests does not show.
+// that began and ended between two snapshots does not show.
 package simbahttp
 
 import (
@@ -56,7 +70,20 @@ type Opts struct {
 	Refresh time.Duration
 	// History is how many terms the timeline keeps per name (default 20).
 	History int
-	// InspectTimeout bounds the backend's Inspect per request (default 2 s).
+	// TimelineNames is how many names the timeline keeps (default 20): names with a current
+	// term first — a name first seen held while TimelineNames names have a current term is left
+	// out of the timeline (not out of Status.Holders) — then the most recently ended, a new name
+	// taking the place of the one whose last term ended longest ago.
+	TimelineNames int
+	// TimelineRetain is how long the timeline keeps a name after its last term ended (default
+	// 10 min, the span the page's timeline covers).
+	TimelineRetain time.Duration
+	// SnapshotTTL is how long one backend snapshot serves requests (default half of Refresh, at
+	// most 1 s; negative: each request inspects): a request reuses the snapshot of an Inspect
+	// begun at most SnapshotTTL before it, or waits for such an Inspect in flight, and
+	// otherwise begins one.
+	SnapshotTTL time.Duration
+	// InspectTimeout bounds the backend's Inspect (default 2 s).
 	InspectTimeout time.Duration
 	// Now is the wall clock the handler stamps events with (default time.Now).
 	Now func() time.Time
@@ -82,6 +109,21 @@ type Handler struct {
 	timeline  map[string][]*Entry
 	elections map[string]*simba.Election
 	pgroups   map[string]*simba.PartitionGroup
+	folded    uint64 // the seq of the latest snapshot folded into the timeline
+
+	smu    sync.Mutex
+	seq    uint64
+	latest *inspection // the latest Inspect begun
+}
+
+// inspection is one Inspect of the backend, shared by the requests that use it.
+type inspection struct {
+	seq   uint64
+	begun time.Time // by the monotonic clock, for its age
+	at    time.Time // by Opts.Now, for Status.BackendAt
+	done  chan struct{}
+	snap  spi.Snapshot // set before done closes
+	err   error
 }
 
 type heldTerm struct {
@@ -105,6 +147,15 @@ func New(o Opts) *Handler {
 	}
 	if o.History <= 0 {
 		o.History = 20
+	}
+	if o.TimelineNames <= 0 {
+		o.TimelineNames = 20
+	}
+	if o.TimelineRetain <= 0 {
+		o.TimelineRetain = timelineWindow
+	}
+	if o.SnapshotTTL == 0 {
+		o.SnapshotTTL = min(o.Refresh/2, time.Second)
 	}
 	if o.InspectTimeout <= 0 {
 		o.InspectTimeout = 2 * time.Second
@@ -219,6 +270,9 @@ func (h *Handler) observeLocked(name string, session simba.SessionID, owner stri
 			return
 		}
 	}
+	if entries == nil && !h.admitLocked(now) {
+		return
+	}
 	h.endOpenLocked(name, session, now)
 	e := &Entry{Name: name, Token: token, Session: session, Owner: owner, Self: self, Since: now}
 	entries = append(entries, e)
@@ -226,6 +280,50 @@ func (h *Handler) observeLocked(name string, session simba.SessionID, owner stri
 		entries = entries[len(entries)-h.o.History:]
 	}
 	h.timeline[name] = entries
+}
+
+// lastEnd returns when the last of entries ended, and whether one is current.
+func lastEnd(entries []*Entry) (end time.Time, current bool) {
+	for _, e := range entries {
+		if e.Until == nil {
+			current = true
+		} else if e.Until.After(end) {
+			end = *e.Until
+		}
+	}
+	return end, current
+}
+
+// expireLocked drops the names of the timeline whose last term ended more than
+// Opts.TimelineRetain before now.
+func (h *Handler) expireLocked(now time.Time) {
+	for name, entries := range h.timeline {
+		if end, current := lastEnd(entries); !current && now.Sub(end) > h.o.TimelineRetain {
+			delete(h.timeline, name)
+		}
+	}
+}
+
+// admitLocked reports whether the timeline may take a new name as of now: after expiring, with
+// Opts.TimelineNames names left, the one whose last term ended longest ago makes room, and
+// none does when every name has a current term.
+func (h *Handler) admitLocked(now time.Time) bool {
+	h.expireLocked(now)
+	if len(h.timeline) < h.o.TimelineNames {
+		return true
+	}
+	oldest, at := "", time.Time{}
+	for name, entries := range h.timeline {
+		end, current := lastEnd(entries)
+		if !current && (oldest == "" || end.Before(at) || (end.Equal(at) && name < oldest)) {
+			oldest, at = name, end
+		}
+	}
+	if oldest == "" {
+		return false
+	}
+	delete(h.timeline, oldest)
+	return true
 }
 
 // endOpenLocked ends the open timeline entries of other clients for name whose holder is not
@@ -337,14 +435,25 @@ type Status struct {
 	Terms   []HeldTerm `json:"terms"`
 	Holders []Holder   `json:"holders"`
 	Groups  []Group    `json:"groups"`
-	// Timeline lists the terms seen per name, oldest first (at most Opts.History each).
+	// Timeline lists the terms seen per name, oldest first (at most Opts.History each), for
+	// at most Opts.TimelineNames names (see there and Opts.TimelineRetain).
 	Timeline map[string][]*Entry `json:"timeline"`
 	// LastError is the last backend error since the session opened.
 	LastError *BackendError `json:"last_error,omitempty"`
-	// Backend is the backend's snapshot (nil when it has no Inspector or Inspect failed:
-	// BackendError says why).
-	Backend      *spi.Snapshot `json:"backend,omitempty"`
-	BackendError string        `json:"backend_error,omitempty"`
+	// Backend is the backend's snapshot of live state: the held leases, the live sessions and
+	// the groups with live members (nil when the backend has no Inspector or Inspect failed:
+	// BackendError says why). Free lease records are left out and counted in FreeLeases: SQL
+	// rows and Redis hashes of leases outlive their terms to keep the last token, so a backend
+	// keeps one per name ever used, and listing them made the status grow without bound with
+	// the backend's history. GET /status?free=1 lists them as well (its size then grows so).
+	Backend *spi.Snapshot `json:"backend,omitempty"`
+	// FreeLeases is how many of the snapshot's leases are free (left out of Backend.Leases
+	// unless ?free=1).
+	FreeLeases int `json:"free_leases"`
+	// BackendAt is when the Inspect that took Backend began: at most Opts.SnapshotTTL before
+	// the request, as one snapshot serves the requests of that long.
+	BackendAt    time.Time `json:"backend_at,omitzero"`
+	BackendError string    `json:"backend_error,omitempty"`
 	// At is when the status was taken.
 	At time.Time `json:"at"`
 }
@@ -383,7 +492,7 @@ func (h *Handler) serveHealth(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) serveStatus(w http.ResponseWriter, r *http.Request) {
-	st := h.Status(r.Context())
+	st := h.status(r.Context(), r.URL.Query().Get("free") == "1")
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	enc := json.NewEncoder(w)
@@ -391,26 +500,81 @@ func (h *Handler) serveStatus(w http.ResponseWriter, r *http.Request) {
 	_ = enc.Encode(st)
 }
 
-// Status returns the status that /status serves, reading the backend's snapshot (with
-// Opts.InspectTimeout) and folding the holders it shows into the timeline.
-func (h *Handler) Status(ctx context.Context) Status {
+// inspect returns an Inspect of the backend begun at most Opts.SnapshotTTL ago, waiting for
+// one in flight or beginning one (with Opts.InspectTimeout) when there is none that recent. The
+// Inspect runs apart from ctx, which only bounds the wait: a request that gives up does not
+// fail the others that share it.
+func (h *Handler) inspect(ctx context.Context) (*inspection, error) {
+	h.smu.Lock()
+	c := h.latest
+	if c == nil || time.Since(c.begun) > h.o.SnapshotTTL {
+		h.seq++
+		c = &inspection{seq: h.seq, begun: time.Now(), at: h.o.Now(), done: make(chan struct{})}
+		h.latest = c
+		go func() {
+			defer close(c.done)
+			ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.o.InspectTimeout)
+			defer cancel()
+			c.snap, c.err = h.inspector.Inspect(ictx)
+		}()
+	}
+	h.smu.Unlock()
+	select {
+	case <-c.done:
+		return c, c.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// live returns a copy of snap with the held leases only, and how many were free.
+func live(snap *spi.Snapshot, free bool) (spi.Snapshot, int) {
+	out := spi.Snapshot{Leases: []spi.LeaseInfo{}, Sessions: slices.Clone(snap.Sessions)}
+	n := 0
+	for _, l := range snap.Leases {
+		if l.Holder == "" {
+			n++
+			if !free {
+				continue
+			}
+		}
+		out.Leases = append(out.Leases, l)
+	}
+	if snap.Groups != nil {
+		out.Groups = make(map[string][]spi.SessionID, len(snap.Groups))
+		for g, members := range snap.Groups {
+			out.Groups[g] = slices.Clone(members)
+		}
+	}
+	return out, n
+}
+
+// Status returns the status that /status serves: from the backend's snapshot (an Inspect
+// begun at most Opts.SnapshotTTL ago, see there), of live state (Status.Backend), folding the
+// holders it shows into the timeline.
+func (h *Handler) Status(ctx context.Context) Status { return h.status(ctx, false) }
+
+// status is Status, with the free lease records listed when free is set.
+func (h *Handler) status(ctx context.Context, free bool) Status {
 	var snap *spi.Snapshot
 	var snapErr string
+	var snapAt time.Time
+	var seq uint64
+	var nfree int
 	if h.inspector != nil {
-		ictx, cancel := context.WithTimeout(ctx, h.o.InspectTimeout)
-		s, err := h.inspector.Inspect(ictx)
-		cancel()
+		c, err := h.inspect(ctx)
 		if err != nil {
 			snapErr = err.Error()
 		} else {
-			snap = &s
+			s, n := live(&c.snap, free)
+			snap, nfree, snapAt, seq = &s, n, c.at, c.seq
 		}
 	}
 	now := h.o.Now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	st := Status{Backend: snap, BackendError: snapErr, At: now, LastError: h.lastErr,
-		Terms: []HeldTerm{}, Holders: []Holder{}, Groups: []Group{}}
+	st := Status{Backend: snap, FreeLeases: nfree, BackendAt: snapAt, BackendError: snapErr, At: now,
+		LastError: h.lastErr, Terms: []HeldTerm{}, Holders: []Holder{}, Groups: []Group{}}
 	st.Healthy, st.Session.Reason = h.healthLocked()
 	st.Session.ID, st.Session.Live, st.Session.Since = h.session, h.live, h.since
 	if !h.live {
@@ -442,15 +606,21 @@ func (h *Handler) Status(ctx context.Context) Status {
 	sort.Slice(st.Terms, func(i, j int) bool { return st.Terms[i].Name < st.Terms[j].Name })
 
 	// Holders: the backend's view first, then what tracked elections learned, then our own.
+	// A snapshot is folded into the timeline once, and only when it is newer than the one
+	// folded last (a request may use an older one still within SnapshotTTL).
 	holders := make(map[string]Holder)
+	h.expireLocked(now)
 	if snap != nil {
-		seen := make(map[string]bool)
+		fold := seq > h.folded
+		if fold {
+			h.folded = seq
+		}
+		held := make(map[string]bool)
 		for _, l := range snap.Leases {
-			seen[l.Name] = true
 			if l.Holder == "" {
-				h.endOpenLocked(l.Name, "", now)
 				continue
 			}
+			held[l.Name] = true
 			self := h.live && l.Holder == h.session
 			ms := l.Remaining.Milliseconds()
 			if l.RemainingUnknown {
@@ -458,10 +628,12 @@ func (h *Handler) Status(ctx context.Context) Status {
 			}
 			holders[l.Name] = Holder{Name: l.Name, Session: l.Holder, Owner: l.Owner, Token: l.Token,
 				RemainingMillis: ms, Self: self, Source: "backend"}
-			h.observeLocked(l.Name, l.Holder, l.Owner, l.Token, self, now)
+			if fold {
+				h.observeLocked(l.Name, l.Holder, l.Owner, l.Token, self, now)
+			}
 		}
 		for name := range h.timeline {
-			if !seen[name] {
+			if fold && !held[name] {
 				h.endOpenLocked(name, "", now)
 			}
 		}

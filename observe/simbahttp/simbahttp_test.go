@@ -220,8 +220,13 @@ func TestStatusAndPage(t *testing.T) {
 	}
 	until(t, "node-b to lead", 10*time.Second, nodes[1].e.IsLeader)
 	t2, _ := nodes[1].e.Term()
-	st = status(t, nodes[0].hs.URL)
-	tl := st.Timeline["leader"]
+	// node-a's handler sees node-b once its snapshot is newer than the takeover (at most
+	// Opts.SnapshotTTL later).
+	var tl []*simbahttp.Entry
+	until(t, "node-a's status to show node-b's term", 10*time.Second, func() bool {
+		tl = status(t, nodes[0].hs.URL).Timeline["leader"]
+		return len(tl) == 2
+	})
 	if len(tl) != 2 || tl[0].Owner != "node-a" || tl[0].Token != t1.Token() || tl[0].Until == nil ||
 		tl[0].Reason != "stopped" || !tl[0].Self || tl[1].Owner != "node-b" || tl[1].Token != t2.Token() ||
 		tl[1].Until != nil || tl[1].Self {
