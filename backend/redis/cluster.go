@@ -25,6 +25,17 @@ func slotOf(tag string) uint16 {
 	return crc & 16383
 }
 
+// namesBySlot groups names by the Cluster hash slot of their keys (slotOf): the calls and
+// transactions that take several names' keys go one per slot.
+func namesBySlot(names []string) map[uint16][]string {
+	bySlot := map[uint16][]string{}
+	for _, n := range names {
+		slot := slotOf(n)
+		bySlot[slot] = append(bySlot[slot], n)
+	}
+	return bySlot
+}
+
 var crcTable = func() (t [256]uint16) {
 	for i := range t {
 		c := uint16(i) << 8
@@ -450,11 +461,7 @@ func (b *Backend) keepAliveCluster(ctx context.Context, sid spi.SessionID, names
 	b.renewed(sid, r.ExpiresMS)
 	e := r.ExpiresMS
 
-	bySlot := map[uint16][]string{}
-	for _, n := range names {
-		slot := slotOf(n)
-		bySlot[slot] = append(bySlot[slot], n)
-	}
+	bySlot := namesBySlot(names)
 	ctx2 := ctx
 	leaseCalls := make([]*call, 0, len(bySlot))
 	for _, ns := range bySlot {
@@ -529,11 +536,7 @@ func (b *Backend) closeCluster(ctx context.Context, sid spi.SessionID) error {
 		e = st.expires
 	}
 	b.mu.Unlock()
-	bySlot := map[uint16][]string{}
-	for _, n := range names {
-		slot := slotOf(n)
-		bySlot[slot] = append(bySlot[slot], n)
-	}
+	bySlot := namesBySlot(names)
 	var calls []*call
 	for _, ns := range bySlot {
 		keys := luascripts.ReleaseLeasesKeys{Leases: make([]string, len(ns))}

@@ -3,6 +3,8 @@ package redis
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -691,59 +693,64 @@ func (h *hub) check(ctx context.Context, c *subConn, names []string) {
 		holder *goredis.SliceCmd
 		first  *goredis.StringSliceCmd
 	}
-	reads := make([]read, len(names))
 	// One MULTI per slot on a Cluster (a name's lease and waiter keys share its slot): the
 	// Cluster client refuses a transaction across slots (CROSSSLOT, before sending anything),
 	// which failed every read of a batch that held names of two slots, and with them the hints
 	// of releases the subscriptions had missed. The slots' transactions go out together.
-	bySlot := map[uint16][]int{}
-	for i, n := range names {
-		var slot uint16
-		if h.b.cc != nil {
-			slot = slotOf(n)
-		}
-		bySlot[slot] = append(bySlot[slot], i)
+	groups := [][]string{names}
+	if h.b.cc != nil {
+		groups = slices.Collect(maps.Values(namesBySlot(names)))
 	}
+	reads := make([][]read, len(groups))
 	var wg sync.WaitGroup
-	for _, idx := range bySlot {
+	for g, ns := range groups {
+		reads[g] = make([]read, len(ns))
 		wg.Go(func() {
 			_, _ = h.b.c.TxPipelined(ctx, func(p goredis.Pipeliner) error {
-				for _, i := range idx {
-					reads[i] = read{p.HMGet(ctx, wire.LeaseKey(names[i]), wire.LeaseFieldSession), p.ZRange(ctx, wire.WaitersKey(names[i]), 0, 0)}
+				for i, n := range ns {
+					reads[g][i] = read{p.HMGet(ctx, wire.LeaseKey(n), wire.LeaseFieldSession), p.ZRange(ctx, wire.WaitersKey(n), 0, 0)}
 				}
 				return nil
 			})
 		})
 	}
 	wg.Wait()
-	for i, n := range names {
-		r := reads[i]
-		if r.holder.Err() != nil || r.first.Err() != nil {
-			continue // a failed read hints nothing: the waiter retries on its own timing
+	for g, ns := range groups {
+		for i, n := range ns {
+			h.hintIfReleased(c, n, reads[g][i].holder, reads[g][i].first)
 		}
-		// The lease's holder, or, while it is free, the waiter it is reserved for (spi.Queuer:
-		// a HeldBy reply names that waiter).
-		var now string
-		if v := r.holder.Val(); len(v) == 1 {
-			now, _ = v[0].(string)
+	}
+}
+
+// hintIfReleased acts on check's read of lease n (holder: its holder field; first: its first
+// waiter): a Released hint when the lease is no longer held by (nor reserved for) the holder
+// that a waiting session's acquire saw.
+func (h *hub) hintIfReleased(c *subConn, n string, holder *goredis.SliceCmd, first *goredis.StringSliceCmd) {
+	if holder.Err() != nil || first.Err() != nil {
+		return // a failed read hints nothing: the waiter retries on its own timing
+	}
+	// The lease's holder, or, while it is free, the waiter it is reserved for (spi.Queuer:
+	// a HeldBy reply names that waiter).
+	var now string
+	if v := holder.Val(); len(v) == 1 {
+		now, _ = v[0].(string)
+	}
+	if f := first.Val(); now == "" && len(f) > 0 {
+		now = f[0]
+	}
+	hint := false
+	h.mu.Lock()
+	if w := h.leases[n]; h.conn == c && w != nil {
+		for _, x := range w.who {
+			hint = hint || x.holder != spi.SessionID(now)
 		}
-		if first := r.first.Val(); now == "" && len(first) > 0 {
-			now = first[0]
-		}
-		hint := false
-		h.mu.Lock()
-		if w := h.leases[n]; h.conn == c && w != nil {
-			for _, x := range w.who {
-				hint = hint || x.holder != spi.SessionID(now)
-			}
-		}
-		h.mu.Unlock()
-		if hint {
-			h.deliver(spi.Hint{Kind: spi.Released, Name: n})
-		}
-		if f := h.checked; f != nil {
-			f(n, hint)
-		}
+	}
+	h.mu.Unlock()
+	if hint {
+		h.deliver(spi.Hint{Kind: spi.Released, Name: n})
+	}
+	if f := h.checked; f != nil {
+		f(n, hint)
 	}
 }
 
