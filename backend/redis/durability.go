@@ -82,25 +82,26 @@ func (d Durability) Safe() bool { return d.Checked && !d.EvictsLeases && !d.Lose
 // still believes it holds it (its term IsValid), until the holder's next keep-alive finds the
 // hash gone or taken, up to one renewal interval later. Fencing tokens are then all that
 // protects the resource, and they still increase only while the server's clock moves forward.
-func (d Durability) String() string {
+func (d Durability) String() string { return d.describe(", " + strictHint) }
+
+// describe is String, its advice ending with then (", " and how to refuse such a server, or ""
+// for the error of a backend that refuses it).
+func (d Durability) describe(then string) string {
 	at := ""
 	if d.Addr != "" {
 		at = " at " + d.Addr
 	}
-	const (
-		twoHolders = "mutual exclusion breaks: another session can be granted a lease while its holder still believes it holds it (IsValid true) until the holder's next keep-alive, up to one renewal interval (TTL/3 by default), and only fencing tokens protect the resource then (they still increase while the server's clock moves forward; a clock that goes back could repeat one)"
-		strict     = strictHint
-	)
+	const twoHolders = "mutual exclusion breaks: another session can be granted a lease while its holder still believes it holds it (IsValid true) until the holder's next keep-alive, up to one renewal interval (TTL/3 by default), and only fencing tokens protect the resource then (they still increase while the server's clock moves forward; a clock that goes back could repeat one)"
 	switch {
 	case !d.Checked:
 		why := strings.Join(strings.Fields(fmt.Sprint(d.Err)), " ") // one line, whatever the error holds
-		return fmt.Sprintf("simba: could not check the Redis server%s for settings that lose lease hashes (%s); if it evicts them (an allkeys-* maxmemory-policy) or loses them on restart (appendonly no), %s. Make sure it runs with noeviction or a volatile-* policy and appendonly yes, %s", at, why, twoHolders, strict)
+		return fmt.Sprintf("simba: could not check the Redis server%s for settings that lose lease hashes (%s); if it evicts them (an allkeys-* maxmemory-policy) or loses them on restart (appendonly no), %s. Make sure it runs with noeviction or a volatile-* policy and appendonly yes%s", at, why, twoHolders, then)
 	case d.EvictsLeases && d.LosesOnRestart:
-		return fmt.Sprintf("simba: Redis server%s has maxmemory-policy %s (maxmemory %s) and appendonly no: lease hashes can be evicted and a restart loses them, so %s. Use noeviction or a volatile-* policy and turn AOF on (appendonly yes), %s", at, d.Policy, d.MaxMemory, twoHolders, strict)
+		return fmt.Sprintf("simba: Redis server%s has maxmemory-policy %s (maxmemory %s) and appendonly no: lease hashes can be evicted and a restart loses them, so %s. Use noeviction or a volatile-* policy and turn AOF on (appendonly yes)%s", at, d.Policy, d.MaxMemory, twoHolders, then)
 	case d.EvictsLeases:
-		return fmt.Sprintf("simba: Redis server%s has maxmemory-policy %s (maxmemory %s): lease hashes can be evicted, so %s. Use noeviction or a volatile-* policy, %s", at, d.Policy, d.MaxMemory, twoHolders, strict)
+		return fmt.Sprintf("simba: Redis server%s has maxmemory-policy %s (maxmemory %s): lease hashes can be evicted, so %s. Use noeviction or a volatile-* policy%s", at, d.Policy, d.MaxMemory, twoHolders, then)
 	case d.LosesOnRestart:
-		return fmt.Sprintf("simba: Redis server%s has appendonly no: a restart loses the lease hashes written since the last RDB save (all of them without one), so %s. Turn AOF on (appendonly yes), %s", at, twoHolders, strict)
+		return fmt.Sprintf("simba: Redis server%s has appendonly no: a restart loses the lease hashes written since the last RDB save (all of them without one), so %s. Turn AOF on (appendonly yes)%s", at, twoHolders, then)
 	}
 	return fmt.Sprintf("simba: Redis server%s keeps lease records (maxmemory-policy %s, appendonly yes)", at, d.Policy)
 }
@@ -250,7 +251,7 @@ func (b *Backend) durability(ctx context.Context) error {
 		}
 		if b.strict {
 			// The error says it, without the hint to refuse such a server: it is refused.
-			bad = append(bad, strings.TrimSuffix(d.String(), ", "+strictHint))
+			bad = append(bad, d.describe(""))
 			continue
 		}
 		b.log.Warn(d.String(), "addr", d.Addr, "maxmemory_policy", d.Policy, "maxmemory", d.MaxMemory, "appendonly", d.AppendOnly, "checked", d.Checked)
