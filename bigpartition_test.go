@@ -219,6 +219,12 @@ func TestBigGroupKeepsItsSession(t *testing.T) {
 // TestLockGoesAheadOfPartitionCalls: a Lock taken while thousands of a group's partition
 // acquires wait for a call slot reaches the backend ahead of them, and a Close with thousands
 // of calls still queued ends them all (goleak).
+//
+// Counted, not timed: the test holds the backend's one connection while the Lock is asked
+// for, so no call starts or ends between counting the acquires started and the Lock's acquire
+// queueing; only the calls then in flight (at most simba.MaxCallsInFlight) may start before it.
+// (It read the count and then called Lock, and under -race in CI 70 partition acquires started
+// in between.)
 func TestLockGoesAheadOfPartitionCalls(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	const P = 4096
@@ -230,8 +236,7 @@ func TestLockGoesAheadOfPartitionCalls(t *testing.T) {
 	}
 	defer c.Close(context.Background())
 	ctx := context.Background()
-	g, err := c.JoinGroup(ctx, "big", P)
-	if err != nil {
+	if _, err := c.JoinGroup(ctx, "big", P); err != nil {
 		t.Fatal(err)
 	}
 	started := func() int {
@@ -239,16 +244,51 @@ func TestLockGoesAheadOfPartitionCalls(t *testing.T) {
 		defer be.mu.Unlock()
 		return len(be.acquires)
 	}
-	if !waitFor(time.Minute, func() bool { return started() > 0 }) {
-		t.Fatal("no partition acquire reached the backend in a minute")
+	// Most of the join's acquires queued (the loop queues them one effect at a time).
+	if !waitFor(time.Minute, func() bool { _, bulk := simba.QueuedCalls(c); return bulk >= P/2 }) {
+		t.Fatal("the join's partition acquires did not queue in a minute")
 	}
+	be.conn <- struct{}{} // the connection is the test's: no call starts until it gives it back
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			<-be.conn
+		}
+	}
+	defer release()
 	before := started()
-	if before > P/4 {
-		t.Fatalf("%d of %d partition acquires had started before the Lock: too few queued to tell", before, P)
+	type locked struct {
+		h   *simba.Held
+		err error
 	}
-	h, err := c.Lock(ctx, "side")
-	if err != nil {
-		t.Fatal(err)
+	done := make(chan locked, 1)
+	go func() {
+		h, err := c.Lock(ctx, "side")
+		done <- locked{h, err}
+	}()
+	var waited bool
+	var place, queued int
+	if !waitFor(time.Minute, func() bool {
+		var ok bool
+		waited, place, queued, ok = simba.QueuedCall(c, "side")
+		return ok
+	}) {
+		t.Fatal("the Lock's acquire did not queue in a minute")
+	}
+	if !waited {
+		t.Fatalf("the Lock's acquire queued among group partitions' calls, at place %d of %d", place, queued)
+	}
+	if place > 0 {
+		t.Fatalf("the Lock's acquire queued at place %d of %d calls a caller waits for", place, queued)
+	}
+	if _, bulk := simba.QueuedCalls(c); bulk == 0 {
+		t.Fatal("no partition call was queued behind the Lock's acquire: nothing to go ahead of")
+	}
+	release()
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
 	}
 	be.mu.Lock()
 	at := slices.Index(be.acquires, "side")
@@ -256,16 +296,13 @@ func TestLockGoesAheadOfPartitionCalls(t *testing.T) {
 	if at < 0 {
 		t.Fatalf("the lock's acquire is not among the backend's acquires (at %d)", at)
 	}
-	// Ahead of every partition acquire queued when it was asked for: at most the calls then
-	// in flight start before it.
-	if at > before+64 {
-		t.Fatalf("the lock's acquire was acquire #%d, %d partition acquires having started before the Lock", at, before)
+	// Ahead of every partition call queued when it was asked for: only the calls
+	// then in flight start before it.
+	if at > before+simba.MaxCallsInFlight {
+		t.Fatalf("the lock's acquire was acquire #%d, %d partition acquires having started before it queued", at, before)
 	}
-	if err := h.Unlock(ctx); err != nil {
+	if err := r.h.Unlock(ctx); err != nil {
 		t.Fatal(err)
-	}
-	if n := len(g.Held()); n == P {
-		t.Fatalf("every partition was held before the Close: nothing was queued")
 	}
 	if err := c.Close(ctx); err != nil {
 		t.Fatal(err)
