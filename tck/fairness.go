@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simba-go/simba"
 	"github.com/simba-go/simba/spi"
 )
 
@@ -216,10 +217,24 @@ const (
 // section and unlocks, in a loop of up to 60 sections of 200 ms; two starts waiting during
 // one's second section and must get the lock after at most one more section of one. The
 // count is what the test asserts; the wait is logged.
+//
+// Counted from the backend's answer, not from two's call: the sections one has entered are
+// read when the backend answers two's first acquire (a call observer of two's), by when two
+// waits in the queue (or holds the lease). One section of one may have been granted before
+// and counted after; none may be granted after. (They were read before two called Lock, and
+// a Lock that reached the backend a section later, on a loaded machine, found one a section
+// further on: a fair backend would have failed at two more sections.)
 func (c *clientHarness) fairLoopingHolder(t *testing.T) {
 	name := c.name("starve")
-	one, two := c.client(t, "one", c.steady), c.client(t, "two", c.steady)
 	var sections atomic.Int64 // sections one has entered
+	var answered atomic.Int64 // sections when the backend first answered two's acquire, -1 before
+	answered.Store(-1)
+	one := c.client(t, "one", c.steady)
+	two := c.client(t, "two", c.steady, simba.WithCallObserver(func(ci simba.CallInfo) {
+		if ci.Op == simba.OpAcquire && ci.Name == name && ci.Err == nil {
+			answered.CompareAndSwap(-1, sections.Load())
+		}
+	}))
 	stop := make(chan struct{})
 	started := make(chan struct{}, fairSections)
 	loopDone := make(chan error, 1)
@@ -250,7 +265,7 @@ func (c *clientHarness) fairLoopingHolder(t *testing.T) {
 		receive(t, started, c.patience, "one to enter a section")
 	}
 	time.Sleep(fairSection / 4) // two starts well inside one's second section
-	before := sections.Load()
+	called := sections.Load()
 	begun := time.Now()
 	lctx, cancel := context.WithTimeout(context.Background(), c.patience)
 	defer cancel()
@@ -259,7 +274,11 @@ func (c *clientHarness) fairLoopingHolder(t *testing.T) {
 	after := sections.Load()
 	close(stop)
 	if err != nil {
-		t.Fatalf("two: Lock while one loops: %v (one entered %d sections meanwhile)", err, after-before)
+		t.Fatalf("two: Lock while one loops: %v (one entered %d sections meanwhile)", err, after-called)
+	}
+	before := answered.Load()
+	if before < 0 {
+		t.Fatal("two got the lock, and no acquire of its was answered")
 	}
 	more := after - before
 	t.Logf("starvation scenario: two entered after %d more section(s) of one (%d-section loop of %v), waiting %v",
