@@ -193,6 +193,18 @@ func TestLockingManyNamesLeavesNothingBehind(t *testing.T) {
 	t.Logf("live heap: before %d KiB in %d objects, after %d KiB in %d objects (%+d KiB, %+d objects); heap in use %d → %d KiB",
 		allocBefore/1024, objectsBefore, allocAfter/1024, objectsAfter, (int64(allocAfter)-int64(allocBefore))/1024,
 		int64(objectsAfter)-int64(objectsBefore), inUseBefore/1024, inUseAfter/1024)
+	if lingering := after.Timers - before.Timers; after != before && lingering > 0 && lingering <= workers {
+		// Once (704f758) one or two timers more than before were still armed here, the rest of
+		// the state at its size, and the cause is not found. A name's timer (grant, retry,
+		// hand-over) armed for a name just unlocked — at most one per worker, which holds one
+		// name at a time — fires within a TTL of its arming and goes; timers left per name
+		// would be far more than workers, and a timer that stays would stay past this wait.
+		keys := c.timerKeys(t)
+		for end := time.Now().Add(DefaultTTL + 5*time.Second); after != before && time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+			after = c.footprint(t)
+		}
+		t.Logf("%d timer(s) more than before were armed right after the workers (%v); after waiting up to a TTL: %+v", lingering, keys, after)
+	}
 	if after != before {
 		t.Errorf("the client's state did not return to its size:\nbefore %+v\nafter  %+v\ntimers armed: %v", before, after, c.timerKeys(t))
 	}
