@@ -912,6 +912,12 @@ func (c *Client) runCall(cl call, caller context.Context) (cut, handed bool) {
 			var cancelDL context.CancelFunc
 			ctx, cancelDL = context.WithDeadline(ctx, callerDL)
 			defer cancelDL()
+		} else if !hasDL {
+			// Only the caller's cancellation can end it: a backend that watches only deadlines
+			// must see that (spi.CallerCancels), or the caller waits out the call's timeout
+			// (Redis: a Lock with a cancel-only ctx, cancelled while the network was
+			// blackholed, returned only after one renewal interval).
+			ctx = spi.WithCallerCancels(ctx)
 		}
 		stop := context.AfterFunc(caller, cancel)
 		c.call(ctx, ef, &ev)

@@ -175,6 +175,9 @@ func (s *SQLSpec) genSchemaCheck() (File, error) {
 		jen.Id("PrimaryKey").Index().String(),
 		jen.Comment("ForeignKeys are the foreign keys the library relies on."),
 		jen.Id("ForeignKeys").Index().Id("SQLForeignKeyCheck"),
+		jen.Comment("Migration is the file of the migration that creates the table, e.g."),
+		jen.Comment("\"0003_waiters.sql\" (under sql/schema/<dialect>/)."),
+		jen.Id("Migration").String(),
 	)
 	f.Comment("SQLColumnCheck is one column as the library needs it.")
 	f.Type().Id("SQLColumnCheck").Struct(
@@ -207,6 +210,12 @@ func (s *SQLSpec) genSchemaCheck() (File, error) {
 	)
 
 	actions := map[string]string{"set_null": "SET NULL", "cascade": "CASCADE"}
+	migrationOf := map[string]string{} // table → the file of the migration that creates it
+	for _, m := range s.leaseMigrations() {
+		for _, t := range m.Tables {
+			migrationOf[t.Name] = m.migrationFile()
+		}
+	}
 	var cases []jen.Code
 	for _, d := range sqlDialects {
 		var tables []jen.Code
@@ -246,6 +255,7 @@ func (s *SQLSpec) genSchemaCheck() (File, error) {
 				jen.Id("Columns"):     jen.Index().Id("SQLColumnCheck").Values(cols...),
 				jen.Id("PrimaryKey"):  jen.Index().String().Values(pk...),
 				jen.Id("ForeignKeys"): jen.Index().Id("SQLForeignKeyCheck").Values(fks...),
+				jen.Id("Migration"):   jen.Lit(migrationOf[t.Name]),
 			}))
 		}
 		q := s.SchemaCheck.Queries[d]

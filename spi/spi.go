@@ -498,10 +498,35 @@ func EntriesLiveWithSession(b Backend) bool {
 // call that the caller's deadline may fall in runs on a call worker to its end while the caller
 // stops waiting for it. A decorator that does not forward CutSafe gets the latter, the safe
 // default.
+//
+// A call on the goroutine of a caller whose context has no deadline (only a cancellation can
+// end it: an HTTP request's context, signal.NotifyContext's) is marked (CallerCancels), and a
+// backend that heeds deadlines but cannot watch a cancellation must still return at the
+// cancellation (the Redis backend then runs the call on a goroutine of its own); otherwise a
+// Lock whose context is cancelled while its acquire waits for a server that does not answer
+// waits out the call's timeout, one renewal interval. A caller whose context has a deadline is
+// not marked, so that its calls keep the cheaper path: on such a backend a cancellation before
+// that deadline ends the call at the earlier of the deadline and the call's timeout.
 type CutSafe interface {
 	// CutSafe reports whether the backend's acquires and releases are cut-safe as described
 	// above.
 	CutSafe() bool
+}
+
+type callerCancelsKey struct{}
+
+// WithCallerCancels returns a copy of ctx marked as the context of a call that its caller's
+// cancellation may end before ctx's deadline (see CutSafe): what a client passes to a call it
+// runs on the goroutine of a caller whose context has no deadline.
+func WithCallerCancels(ctx context.Context) context.Context {
+	return context.WithValue(ctx, callerCancelsKey{}, true)
+}
+
+// CallerCancels reports whether ctx was marked by WithCallerCancels: a cancellation, not only
+// the deadline, may end it early, so a backend that watches only deadlines must not block on
+// the call until then.
+func CallerCancels(ctx context.Context) bool {
+	return ctx.Value(callerCancelsKey{}) != nil
 }
 
 // IsCutSafe reports whether b implements CutSafe and says its calls are cut-safe: what the

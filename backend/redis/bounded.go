@@ -1,6 +1,10 @@
 package redis
 
-import "context"
+import (
+	"context"
+
+	"github.com/simba-go/simba/spi"
+)
 
 // bounded runs f, a call's whole body, so that the call returns once ctx is done, as the SPI
 // requires ("a call returns promptly once ctx is done") and CutSafe relies on: without it, a
@@ -11,11 +15,14 @@ import "context"
 // and stops retrying at it.
 //
 // So f runs on the caller's goroutine when ctx cannot end (no Done channel), or when ctx has a
-// deadline and the client honours deadlines (every call of a Simba client: each has a timeout
-// of one renewal interval); a cancellation before that deadline then ends the call at the
-// deadline if the server does not answer, no later. Otherwise (a client without
-// ContextTimeoutEnabled, such as one passed to New, or a ctx without a deadline) f runs on a
-// goroutine of its own, and bounded returns as soon as ctx is done with ctx's error
+// deadline, the client honours deadlines and only that deadline or a cancellation that does
+// not wait for an answer may end ctx (a Simba client's call: each has a timeout of one renewal
+// interval, and a Close closes the client anyway); a cancellation before that deadline then
+// ends the call at the deadline if the server does not answer, no later. Otherwise (a client
+// without ContextTimeoutEnabled, such as one passed to New, a ctx without a deadline, or a
+// call a Simba client runs for a caller whose cancellation may end it early,
+// spi.CallerCancels: a Lock with a cancel-only ctx waited out the call's timeout, 5 s at the
+// default TTL, when cancelled at a blackholed server) f runs on a goroutine of its own, and bounded returns as soon as ctx is done with ctx's error
 // (classified by fail, as go-redis's own would be) while f goes on to its end, its result
 // dropped. That hop costs: BenchmarkLockCycle/redis took ~45 % more CPU per cycle with it on
 // every call. Each step of a call is one script, applied whole or not at all, so a call that
@@ -47,7 +54,7 @@ func bound[T any](ctx context.Context, b *Backend, op string, f func() (T, error
 		return zero, b.fail(op, err)
 	}
 	b.tlsd.called(ctx)
-	if _, ok := ctx.Deadline(); ok && b.deadlines && !hop {
+	if _, ok := ctx.Deadline(); ok && b.deadlines && !hop && !spi.CallerCancels(ctx) {
 		return f()
 	}
 	type result struct {

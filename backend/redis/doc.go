@@ -221,11 +221,15 @@ ZRANGE and ZREMRANGEBYSCORE. TestACLUser runs a backend as such a user (with +@a
 
 go-redis reads and writes with a call's deadline when the client has ContextTimeoutEnabled
 (ParseDSN sets it, so Open's clients have it), but it watches no
-context while it waits for a reply: only closing the connection ends that wait early. So a call
-whose ctx is cancelled (rather than past its deadline), or any call on a client without
-ContextTimeoutEnabled, returns as soon as its ctx is done, with ctx's error, while the go-redis
-call goes on on a goroutine of its own, holding its connection, until the reply or the
-client's read timeout (go-redis's read_timeout, times its retries). Close ends those at once on
+context while it waits for a reply: only closing the connection ends that wait early. A call
+whose ctx has a deadline, on a client with ContextTimeoutEnabled, runs on the caller's
+goroutine and ends at that deadline at the latest; a cancellation before it ends the call no
+sooner when the server does not answer. Every other call (a ctx without a deadline, a client
+without ContextTimeoutEnabled, OpenSession, or a call a Simba client makes for a caller whose
+cancellation may end it before its deadline: spi.CallerCancels, so that a Lock, TryLock or
+Unlock returns at its ctx's cancellation) returns as soon as its ctx is done, with ctx's
+error, while the go-redis call goes on on a goroutine of its own, holding its connection,
+until the reply or the client's read timeout (go-redis's read_timeout, times its retries). Close ends those at once on
 a client it owns (Open): it closes the client before it waits for the hint hub, so it returns
 promptly even at a server that stopped answering. A client passed to New is left open, and
 Close then waits for the hub's read in flight, if any: at most 5 s with ContextTimeoutEnabled,

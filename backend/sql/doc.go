@@ -93,8 +93,11 @@
 // SQLite BINARY), NOT NULL, the primary keys and the foreign keys with their ON DELETE actions.
 // A schema changed by hand (a dropped foreign key blocks a lease name forever; a case-insensitive
 // collation merges names and revokes terms) is an error matching spi.ErrSchemaDrift (and
-// spi.ErrSchemaMissing) that lists every difference and names the migration. Migrate creates
-// missing tables but never alters existing ones.
+// spi.ErrSchemaMissing) that lists every difference and names the migrations that create the
+// tables concerned (a missing simba_waiter table: 0003_waiters.sql). Migrate applies only the
+// migrations the version table lacks and never alters a table, so it repairs neither: apply the
+// named file again (its statements are idempotent, and create a missing table or index), or
+// alter the table to match it.
 //
 // # Foreign records
 //

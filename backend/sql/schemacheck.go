@@ -57,23 +57,35 @@ func (b *Backend) checkDrift(ctx context.Context) error {
 	if err != nil {
 		return b.fail("schema check", err)
 	}
-	if problems := schemaProblems(want, snap); len(problems) > 0 {
-		return fmt.Errorf("%w: sql %s: %s: the schema differs from sql/schema/%s (embedded in "+
-			"github.com/simba-go/simba/sql/schema): alter the tables to match it, or drop them and "+
-			"apply it again (Migrate creates missing tables but never alters existing ones)",
-			spi.ErrSchemaDrift, b.name, strings.Join(problems, "; "), b.MigrationPath())
+	problems, migrations := schemaDiff(want, snap)
+	if len(problems) == 0 {
+		return nil
 	}
-	return nil
+	// Each difference names the migration that creates its table: a missing simba_waiter table
+	// was reported against 0001_init.sql, which does not create it.
+	files := make([]string, len(migrations))
+	for i, m := range migrations {
+		files[i] = "sql/schema/" + b.name + "/" + m
+	}
+	them := "it"
+	if len(files) > 1 {
+		them = "them"
+	}
+	return fmt.Errorf("%w: sql %s: %s: the schema differs from %s (embedded in "+
+		"github.com/simba-go/simba/sql/schema): alter the tables to match %s, or drop them and "+
+		"apply %s again (Migrate applies only the migrations the version table lacks, and never alters a table)",
+		spi.ErrSchemaDrift, b.name, strings.Join(problems, "; "), strings.Join(files, " and "), them, them)
 }
 
 // schemaProblems lists, in the spec's table order, every way the catalog differs from want.
 func schemaProblems(want wire.SQLSchemaCheck, s catalogSnapshot) []string {
-	type column struct {
-		dataType  string
-		maxLength int64
-		collation string
-		nullable  bool
-	}
+	out, _ := schemaDiff(want, s)
+	return out
+}
+
+// schemaDiff is schemaProblems, and the migrations that create the tables the problems concern
+// (wire.SQLTableCheck.Migration), in the spec's order, each once.
+func schemaDiff(want wire.SQLSchemaCheck, s catalogSnapshot) (out, migrations []string) {
 	cols := map[string]map[string]column{} // table → column (lower case) → column
 	for _, r := range s.columns {
 		n, err := strconv.ParseInt(strings.TrimSpace(r[3]), 10, 64)
@@ -105,75 +117,94 @@ func schemaProblems(want wire.SQLSchemaCheck, s catalogSnapshot) []string {
 		t := strings.ToLower(r[0])
 		pks[t] = append(pks[t], strings.ToLower(r[1]))
 	}
-	type fk struct{ refTable, refColumn, onDelete, name string }
 	fks := map[string][]fk{} // "table.column" → foreign keys
 	for _, r := range s.foreignKeys {
 		k := strings.ToLower(r[0]) + "." + strings.ToLower(r[1])
 		fks[k] = append(fks[k], fk{strings.ToLower(r[2]), strings.ToLower(r[3]), strings.ToUpper(strings.TrimSpace(r[4])), r[5]})
 	}
 
-	var out []string
 	for _, t := range want.Tables {
-		have, ok := cols[strings.ToLower(t.Name)]
-		if !ok {
-			out = append(out, fmt.Sprintf("table %s is missing", t.Name))
+		before := len(out)
+		out = append(out, tableProblems(t, cols[strings.ToLower(t.Name)], pks, fks)...)
+		if len(out) > before && !slices.Contains(migrations, t.Migration) {
+			migrations = append(migrations, t.Migration)
+		}
+	}
+	return out, migrations
+}
+
+// column is a column as the catalog describes it.
+type column struct {
+	dataType  string
+	maxLength int64
+	collation string
+	nullable  bool
+}
+
+// fk is a foreign key as the catalog describes it.
+type fk struct{ refTable, refColumn, onDelete, name string }
+
+// tableProblems lists every way table t differs from have (its columns by lower-case name, nil
+// when the table is missing), pks (primary key columns by table) and fks (foreign keys by
+// "table.column").
+func tableProblems(t wire.SQLTableCheck, have map[string]column, pks map[string][]string, fks map[string][]fk) (out []string) {
+	if have == nil {
+		return []string{fmt.Sprintf("table %s is missing", t.Name)}
+	}
+	for _, c := range t.Columns {
+		where := t.Name + "." + c.Name
+		x, ok := have[strings.ToLower(c.Name)]
+		switch {
+		case !ok:
+			out = append(out, fmt.Sprintf("column %s is missing (want %s)", where, c.Declared))
 			continue
+		case !slices.Contains(c.Types, x.dataType):
+			out = append(out, fmt.Sprintf("column %s has type %s, want %s", where, x.dataType, c.Declared))
+		case c.MinLength > 0 && x.maxLength >= 0 && x.maxLength < c.MinLength:
+			out = append(out, fmt.Sprintf("column %s holds %d characters, want %s", where, x.maxLength, c.Declared))
 		}
-		for _, c := range t.Columns {
-			where := t.Name + "." + c.Name
-			x, ok := have[strings.ToLower(c.Name)]
-			switch {
-			case !ok:
-				out = append(out, fmt.Sprintf("column %s is missing (want %s)", where, c.Declared))
+		if c.Collation != "" && !strings.EqualFold(x.collation, c.Collation) {
+			got := x.collation
+			if got == "" {
+				got = "none"
+			}
+			out = append(out, fmt.Sprintf("column %s has collation %s, want %s (bytewise comparison: %s)", where, got, c.Collation, c.Declared))
+		}
+		if x.nullable && !c.Nullable {
+			out = append(out, fmt.Sprintf("column %s accepts NULL, want NOT NULL", where))
+		}
+	}
+	want := make([]string, len(t.PrimaryKey))
+	for i, k := range t.PrimaryKey {
+		want[i] = strings.ToLower(k)
+	}
+	if got := pks[strings.ToLower(t.Name)]; !slices.Equal(got, want) {
+		g := "none"
+		if len(got) > 0 {
+			g = "(" + strings.Join(got, ", ") + ")"
+		}
+		out = append(out, fmt.Sprintf("table %s has primary key %s, want (%s)", t.Name, g, strings.Join(t.PrimaryKey, ", ")))
+	}
+	for _, f := range t.ForeignKeys {
+		desc := fmt.Sprintf("foreign key %s (%s.%s references %s.%s ON DELETE %s)", f.Constraint, t.Name, f.Column, f.RefTable, f.RefColumn, f.OnDelete)
+		var actions []string
+		found := false
+		for _, x := range fks[strings.ToLower(t.Name)+"."+strings.ToLower(f.Column)] {
+			if x.refTable != strings.ToLower(f.RefTable) || x.refColumn != strings.ToLower(f.RefColumn) {
 				continue
-			case !slices.Contains(c.Types, x.dataType):
-				out = append(out, fmt.Sprintf("column %s has type %s, want %s", where, x.dataType, c.Declared))
-			case c.MinLength > 0 && x.maxLength >= 0 && x.maxLength < c.MinLength:
-				out = append(out, fmt.Sprintf("column %s holds %d characters, want %s", where, x.maxLength, c.Declared))
 			}
-			if c.Collation != "" && !strings.EqualFold(x.collation, c.Collation) {
-				got := x.collation
-				if got == "" {
-					got = "none"
-				}
-				out = append(out, fmt.Sprintf("column %s has collation %s, want %s (bytewise comparison: %s)", where, got, c.Collation, c.Declared))
+			if x.onDelete == f.OnDelete {
+				found = true
+				break
 			}
-			if x.nullable && !c.Nullable {
-				out = append(out, fmt.Sprintf("column %s accepts NULL, want NOT NULL", where))
-			}
+			actions = append(actions, x.onDelete)
 		}
-		want := make([]string, len(t.PrimaryKey))
-		for i, k := range t.PrimaryKey {
-			want[i] = strings.ToLower(k)
-		}
-		if got := pks[strings.ToLower(t.Name)]; !slices.Equal(got, want) {
-			g := "none"
-			if len(got) > 0 {
-				g = "(" + strings.Join(got, ", ") + ")"
-			}
-			out = append(out, fmt.Sprintf("table %s has primary key %s, want (%s)", t.Name, g, strings.Join(t.PrimaryKey, ", ")))
-		}
-		for _, f := range t.ForeignKeys {
-			desc := fmt.Sprintf("foreign key %s (%s.%s references %s.%s ON DELETE %s)", f.Constraint, t.Name, f.Column, f.RefTable, f.RefColumn, f.OnDelete)
-			var actions []string
-			found := false
-			for _, x := range fks[strings.ToLower(t.Name)+"."+strings.ToLower(f.Column)] {
-				if x.refTable != strings.ToLower(f.RefTable) || x.refColumn != strings.ToLower(f.RefColumn) {
-					continue
-				}
-				if x.onDelete == f.OnDelete {
-					found = true
-					break
-				}
-				actions = append(actions, x.onDelete)
-			}
-			switch {
-			case found:
-			case len(actions) > 0:
-				out = append(out, fmt.Sprintf("%s has ON DELETE %s", desc, strings.Join(actions, ", ")))
-			default:
-				out = append(out, desc+" is missing")
-			}
+		switch {
+		case found:
+		case len(actions) > 0:
+			out = append(out, fmt.Sprintf("%s has ON DELETE %s", desc, strings.Join(actions, ", ")))
+		default:
+			out = append(out, desc+" is missing")
 		}
 	}
 	return out

@@ -486,8 +486,11 @@ func (b *Backend) KeepAlive(ctx context.Context, sid spi.SessionID, names []stri
 		}
 		return spi.KeepAlive{}, err
 	}
-	if s.gone() {
+	if s.expired() {
 		return spi.KeepAlive{Expired: true}, nil
+	}
+	if s.gone() { // CloseSession is closing it (see expiredBy): neither renewed nor expired
+		return spi.KeepAlive{}, s.fail("keep-alive", errClosing)
 	}
 	reply.Held = held
 	reply.Remaining = s.remaining()
@@ -529,6 +532,7 @@ func (b *Backend) CloseSession(ctx context.Context, sid spi.SessionID) error {
 	if !retry {
 		names := s.heldNames()
 		s.heldAtClose.Store(&names)
+		s.closedByCaller.Store(true)
 		go s.end(false)
 	}
 	if err := s.closeOutcome(ctx, retry); err != nil {

@@ -32,7 +32,10 @@ type session struct {
 	// own digest identity (added at connect, known to no one else), read for the world.
 	leaseACL []zk.ACL
 	ended    atomic.Bool
-	endDone  chan struct{} // closed when end has returned
+	// closedByCaller is set when CloseSession ends the session: a request that fails because
+	// of that close did not find the session expired (see expiredBy).
+	closedByCaller atomic.Bool
+	endDone        chan struct{} // closed when end has returned
 	// closeMu (a lock that a waiter can give up on: a channel of one) guards closing, the
 	// close of the session at the server that end began (nil if none: the session had ended
 	// already, or was abandoned) or a later CloseSession's retry of it.
@@ -230,10 +233,26 @@ func sessionIdentity() (user, password string) {
 // gone reports whether the session has ended (expired at the server, or closed).
 func (s *session) gone() bool { return s.ended.Load() || s.tap.gone.Load() }
 
-// expiredBy notes err and reports whether the session has ended.
+// expiredBy notes err and reports whether the session has ended without its caller closing
+// it: expired or replaced at the server, or ended by the backend (its open failed, the backend
+// closed). A request that fails because CloseSession is closing the session (it closes the
+// connection under the request) is not told the session expired while the server may not even
+// have heard of the close: a keep-alive in flight when the engine closed its session used to
+// answer Expired, and the engine took the session for gone, finishing the client's Close at
+// once (nil) and cutting the close of the session short, so that its leases stayed held at the
+// server for up to a session timeout.
 func (s *session) expiredBy(err error) bool {
 	s.sawError(err)
-	return s.gone()
+	return s.expired()
+}
+
+// errClosing is the failure of a request that CloseSession's close of its session cut short.
+var errClosing = errors.New("the session is being closed")
+
+// expired is gone, but for a session CloseSession ended and the server is not known to have
+// expired: see expiredBy.
+func (s *session) expired() bool {
+	return s.tap.gone.Load() || (s.ended.Load() && !s.closedByCaller.Load())
 }
 
 // sawError notes a request's error: a server's SESSIONEXPIRED answer ends the session.
@@ -386,6 +405,12 @@ func (s *session) fail(op string, err error) error {
 	switch {
 	case errors.Is(err, zk.ErrNoAuth), errors.Is(err, zk.ErrInvalidACL), errors.Is(err, zk.ErrAuthFailed):
 		return spi.AsPermanent(fmt.Errorf("zookeeper: %s: %w (the DSN's user:password must be the identity that created %s)", op, err, s.b.lay.root()))
+	case s.ended.Load() && s.closedByCaller.Load() && !s.tap.gone.Load():
+		// The request crossed CloseSession, which closed the connection under it (expiredBy):
+		// its outcome is unknown, as for any request cut by a lost connection.
+		if !errors.Is(err, errClosing) {
+			err = fmt.Errorf("%w: %w", errClosing, err)
+		}
 	case errors.Is(err, zk.ErrClosing) && s.ended.Load():
 		return fmt.Errorf("zookeeper: %s: %w", op, spi.ErrBackendClosed)
 	}

@@ -639,7 +639,8 @@ func newSQLiteFile(ctx context.Context, dsn string) (bool, error) {
 }
 
 // withMigrateHint adds to an error that matches simba.ErrSchemaMissing (no schema, or an old
-// one) the command that applies the schema, and makes one that matches simba.ErrInvalidOption
+// one) the command that applies the schema, and to one that matches simba.ErrSchemaDrift that
+// simba migrate cannot repair it, and makes one that matches simba.ErrInvalidOption
 // (a value of the command line the backend refused) a usage error.
 func withMigrateHint(err error, dsn string) error {
 	if errors.Is(err, simba.ErrInvalidOption) {
@@ -650,6 +651,12 @@ func withMigrateHint(err error, dsn string) error {
 			return usageError{err}
 		}
 		return err
+	}
+	if errors.Is(err, simba.ErrSchemaDrift) {
+		// Tables changed by hand (a dropped table or column) at the current schema version:
+		// simba migrate applies only what the version table lacks, so it cannot mend them.
+		return fmt.Errorf("%s has Simba's tables changed by hand (`simba migrate` does not repair them; the error says what differs and which migration to apply again): %w",
+			dsnutil.Redact(dsn), err)
 	}
 	if !errors.Is(err, simba.ErrSchemaMissing) {
 		return err

@@ -97,7 +97,9 @@ func TestLockAtARefusingBackendSaysSo(t *testing.T) {
 
 // TestBackendRefusedOptionIsAUsageError: a value of the command line that the backend refuses
 // (etcd's TTL under 1s, as ErrInvalidOption) exits 2, as the CLI's own checks do; a missing
-// schema keeps its hint and exits 1.
+// schema keeps its hint and exits 1; a drifted one exits 1 without the advice to run simba
+// migrate, which does not repair it (an outside trial dropped simba_waiter at schema version 3:
+// simba lock said to run simba migrate, which then failed with the same drift).
 func TestBackendRefusedOptionIsAUsageError(t *testing.T) {
 	ctx := context.Background()
 	refused := fmt.Errorf("%w: etcd: TTL 500ms outside [1s, 2500000h0m0s]", simba.ErrInvalidOption)
@@ -108,6 +110,13 @@ func TestBackendRefusedOptionIsAUsageError(t *testing.T) {
 	err := withMigrateHint(missing, "sqlite:///tmp/x.db")
 	if got := exitStatusOf(ctx, err); got != 1 || !strings.Contains(err.Error(), "simba migrate") {
 		t.Errorf("a missing schema: %v, exit %d; want the migrate hint and 1", err, got)
+	}
+	// A drifted schema (it matches ErrSchemaMissing too) is not one simba migrate repairs:
+	// it applies only the migrations the version table lacks.
+	drift := fmt.Errorf("open-session: %w", fmt.Errorf("%w: sql sqlite: table simba_waiter is missing", simba.ErrSchemaDrift))
+	err = withMigrateHint(drift, "sqlite:///tmp/x.db")
+	if got := exitStatusOf(ctx, err); got != 1 || strings.Contains(err.Error(), "run `simba migrate`") || !strings.Contains(err.Error(), "does not repair") {
+		t.Errorf("a drifted schema: %v, exit %d; want 1 and no advice to run simba migrate", err, got)
 	}
 }
 

@@ -30,6 +30,9 @@ type SQLTableCheck struct {
 	PrimaryKey []string
 	// ForeignKeys are the foreign keys the library relies on.
 	ForeignKeys []SQLForeignKeyCheck
+	// Migration is the file of the migration that creates the table, e.g.
+	// "0003_waiters.sql" (under sql/schema/<dialect>/).
+	Migration string
 }
 
 // SQLColumnCheck is one column as the library needs it.
@@ -83,6 +86,7 @@ func SQLSchemaCheckByName(name string) (SQLSchemaCheck, bool) {
 					Types:     []string{"int8"},
 				}},
 				ForeignKeys: []SQLForeignKeyCheck{},
+				Migration:   "0001_init.sql",
 				Name:        "simba_schema_version",
 				PrimaryKey:  []string{"version"},
 			}, {
@@ -116,6 +120,7 @@ func SQLSchemaCheckByName(name string) (SQLSchemaCheck, bool) {
 					Types:     []string{"int8"},
 				}},
 				ForeignKeys: []SQLForeignKeyCheck{},
+				Migration:   "0001_init.sql",
 				Name:        "simba_session",
 				PrimaryKey:  []string{"id"},
 			}, {
@@ -148,6 +153,7 @@ func SQLSchemaCheckByName(name string) (SQLSchemaCheck, bool) {
 					RefColumn:  "id",
 					RefTable:   "simba_session",
 				}},
+				Migration:  "0001_init.sql",
 				Name:       "simba_lease",
 				PrimaryKey: []string{"name"},
 			}, {
@@ -173,6 +179,7 @@ func SQLSchemaCheckByName(name string) (SQLSchemaCheck, bool) {
 					RefColumn:  "id",
 					RefTable:   "simba_session",
 				}},
+				Migration:  "0001_init.sql",
 				Name:       "simba_member",
 				PrimaryKey: []string{"group_name", "session_id"},
 			}, {
@@ -212,6 +219,7 @@ func SQLSchemaCheckByName(name string) (SQLSchemaCheck, bool) {
 					RefColumn:  "id",
 					RefTable:   "simba_session",
 				}},
+				Migration:  "0003_waiters.sql",
 				Name:       "simba_waiter",
 				PrimaryKey: []string{"name", "session_id"},
 			}},
@@ -232,6 +240,7 @@ func SQLSchemaCheckByName(name string) (SQLSchemaCheck, bool) {
 					Types:     []string{"bigint"},
 				}},
 				ForeignKeys: []SQLForeignKeyCheck{},
+				Migration:   "0001_init.sql",
 				Name:        "simba_schema_version",
 				PrimaryKey:  []string{"version"},
 			}, {
@@ -265,6 +274,7 @@ func SQLSchemaCheckByName(name string) (SQLSchemaCheck, bool) {
 					Types:     []string{"bigint"},
 				}},
 				ForeignKeys: []SQLForeignKeyCheck{},
+				Migration:   "0001_init.sql",
 				Name:        "simba_session",
 				PrimaryKey:  []string{"id"},
 			}, {
@@ -297,6 +307,7 @@ func SQLSchemaCheckByName(name string) (SQLSchemaCheck, bool) {
 					RefColumn:  "id",
 					RefTable:   "simba_session",
 				}},
+				Migration:  "0001_init.sql",
 				Name:       "simba_lease",
 				PrimaryKey: []string{"name"},
 			}, {
@@ -322,6 +333,7 @@ func SQLSchemaCheckByName(name string) (SQLSchemaCheck, bool) {
 					RefColumn:  "id",
 					RefTable:   "simba_session",
 				}},
+				Migration:  "0001_init.sql",
 				Name:       "simba_member",
 				PrimaryKey: []string{"group_name", "session_id"},
 			}, {
@@ -361,6 +373,7 @@ func SQLSchemaCheckByName(name string) (SQLSchemaCheck, bool) {
 					RefColumn:  "id",
 					RefTable:   "simba_session",
 				}},
+				Migration:  "0003_waiters.sql",
 				Name:       "simba_waiter",
 				PrimaryKey: []string{"name", "session_id"},
 			}},
@@ -381,6 +394,7 @@ func SQLSchemaCheckByName(name string) (SQLSchemaCheck, bool) {
 					Types:     []string{"integer", "bigint"},
 				}},
 				ForeignKeys: []SQLForeignKeyCheck{},
+				Migration:   "0001_init.sql",
 				Name:        "simba_schema_version",
 				PrimaryKey:  []string{"version"},
 			}, {
@@ -414,6 +428,7 @@ func SQLSchemaCheckByName(name string) (SQLSchemaCheck, bool) {
 					Types:     []string{"integer", "bigint"},
 				}},
 				ForeignKeys: []SQLForeignKeyCheck{},
+				Migration:   "0001_init.sql",
 				Name:        "simba_session",
 				PrimaryKey:  []string{"id"},
 			}, {
@@ -446,6 +461,7 @@ func SQLSchemaCheckByName(name string) (SQLSchemaCheck, bool) {
 					RefColumn:  "id",
 					RefTable:   "simba_session",
 				}},
+				Migration:  "0001_init.sql",
 				Name:       "simba_lease",
 				PrimaryKey: []string{"name"},
 			}, {
@@ -471,6 +487,7 @@ func SQLSchemaCheckByName(name string) (SQLSchemaCheck, bool) {
 					RefColumn:  "id",
 					RefTable:   "simba_session",
 				}},
+				Migration:  "0001_init.sql",
 				Name:       "simba_member",
 				PrimaryKey: []string{"group_name", "session_id"},
 			}, {
@@ -510,6 +527,7 @@ func SQLSchemaCheckByName(name string) (SQLSchemaCheck, bool) {
 					RefColumn:  "id",
 					RefTable:   "simba_session",
 				}},
+				Migration:  "0003_waiters.sql",
 				Name:       "simba_waiter",
 				PrimaryKey: []string{"name", "session_id"},
 			}},
