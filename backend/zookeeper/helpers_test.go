@@ -2,10 +2,13 @@ package zookeeper
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/go-zookeeper/zk"
 
 	"github.com/simba-go/simba/internal/testenv"
 	"github.com/simba-go/simba/spi"
@@ -111,11 +114,49 @@ func serverDSN(t testing.TB, query string) string {
 		}
 		dsn += a
 	}
-	dsn += fmt.Sprintf("/simba-test-%d", time.Now().UnixNano())
+	chroot := fmt.Sprintf("/simba-test-%d", time.Now().UnixNano())
+	dsn += chroot
+	// Registered before the test's backends are, so it runs after they have closed: the shared
+	// server keeps no chroot per test (a CI run left ~100 of them).
+	t.Cleanup(func() { removeTree(t, addrs, chroot) })
 	if query != "" {
 		dsn += "?" + query
 	}
 	return dsn
+}
+
+// removeTree deletes the node at path and everything under it on servers, as far as it can: a
+// node that another session still has (an ephemeral one) or that its ACL keeps is left, and
+// logged.
+func removeTree(t testing.TB, servers []string, path string) {
+	c, _, err := zk.Connect(servers, 10*time.Second, zk.WithLogger(quietLogger{}), zk.WithLogInfo(false))
+	if err != nil {
+		t.Logf("removing %s: %v", path, err)
+		return
+	}
+	defer c.Close()
+	var remove func(p string) error
+	remove = func(p string) error {
+		children, _, err := c.Children(p)
+		if errors.Is(err, zk.ErrNoNode) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		for _, ch := range children {
+			if err := remove(p + "/" + ch); err != nil {
+				return err
+			}
+		}
+		if err := c.Delete(p, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return fmt.Errorf("%s: %w", p, err)
+		}
+		return nil
+	}
+	if err := remove(path); err != nil {
+		t.Logf("removing %s: %v", path, err)
+	}
 }
 
 // openBackend returns a backend for dsn, closed when the test ends.
