@@ -251,8 +251,9 @@ func infoFields(s string) map[string]string {
 }
 
 // durability runs CheckDurability once, before the first session is opened: it logs each
-// finding that is not safe (or, strict, fails with ErrNotDurable, which names them, instead). A server that could not be
-// reached leaves the check for the next OpenSession (which fails anyway when not strict).
+// finding that is not safe (or, strict, fails with ErrNotDurable, which names them, instead). A
+// server that could not be reached leaves the check for the next OpenSession, and fails this
+// one (on a Cluster, only when strict: the session's master may be up).
 func (b *Backend) durability(ctx context.Context) error {
 	b.durMu.Lock()
 	defer b.durMu.Unlock()
@@ -261,7 +262,11 @@ func (b *Backend) durability(ctx context.Context) error {
 	}
 	ds, err := b.CheckDurability(ctx)
 	if err != nil {
-		if b.strict {
+		// A server that could not be reached: on a standalone server (or Sentinel's master)
+		// the session's script would go there too, and fail the same way after as long again
+		// (go-redis's retries); say so now. A Cluster opens the session on one master, which
+		// may be up while another is not.
+		if b.strict || b.cc == nil {
 			return err
 		}
 		return nil
