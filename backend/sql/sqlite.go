@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
@@ -263,8 +264,8 @@ func readOnly(ctx context.Context) bool { return ctx.Value(readOnlyKey{}) != nil
 type walSwitch struct {
 	file string // the database file, for the warning
 
-	mu   sync.Mutex
-	done bool // the database was found or put in WAL mode (or cannot be: see ensure)
+	done atomic.Bool // the database was found or put in WAL mode (or cannot be: see ensure)
+	mu   sync.Mutex  // held while one operation does it
 }
 
 // ensure puts the database of d in WAL mode unless it has done so already. SQLite refuses the
@@ -272,9 +273,12 @@ type walSwitch struct {
 // up to sqlitebusy.For. A database that cannot be in WAL mode (SQLite then answers with the
 // mode it kept, e.g. on a file system without shared memory) is left in its mode.
 func (w *walSwitch) ensure(ctx context.Context, d *stdDialect) error {
+	if w.done.Load() {
+		return nil
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.done {
+	if w.done.Load() {
 		return nil
 	}
 	c, err := d.conn(ctx)
@@ -287,7 +291,7 @@ func (w *walSwitch) ensure(ctx context.Context, d *stdDialect) error {
 		return err
 	}
 	if strings.EqualFold(mode, "wal") {
-		w.done = true
+		w.done.Store(true)
 		return nil
 	}
 	var objects int
@@ -300,7 +304,7 @@ func (w *walSwitch) ensure(ctx context.Context, d *stdDialect) error {
 	}); err != nil {
 		return err
 	}
-	w.done = true
+	w.done.Store(true)
 	if objects > 0 && strings.EqualFold(now, "wal") {
 		log := d.b.cfg.logger
 		if log == nil {
