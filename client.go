@@ -651,11 +651,31 @@ func (c *Client) step(ev engine.Event) {
 	now := c.cfg.clock.Now()
 	effects := c.eng.Step(ev, now)
 	if c.cfg.logger.Enabled(context.Background(), slog.LevelDebug) {
-		c.cfg.logger.Debug("simba step", "event", ev.String(), "effects", len(effects))
+		c.logStep(ev, len(effects))
 	}
 	for i := range effects {
 		c.apply(&effects[i], now)
 	}
+}
+
+// logStep logs a step at debug level: first, as the lines of failed calls do, op (a reply's)
+// and name (the lease or group the event, or the reply's call, is about) as attributes of
+// their own, so that a log can be filtered by either; then the event as transcripts print it
+// and the number of effects.
+func (c *Client) logStep(ev engine.Event, effects int) {
+	attrs := make([]slog.Attr, 0, 4)
+	if ev.Kind == engine.EvReply {
+		attrs = append(attrs, slog.String("op", publicOp(ev.Op)))
+	}
+	name := ev.Name
+	if ev.Kind == engine.EvHint {
+		name = ev.Hint.Name
+	}
+	if name != "" {
+		attrs = append(attrs, slog.String("name", name))
+	}
+	attrs = append(attrs, slog.String("event", ev.String()), slog.Int("effects", effects))
+	c.cfg.logger.LogAttrs(context.Background(), slog.LevelDebug, "simba step", attrs...)
 }
 
 func (c *Client) apply(ef *engine.Effect, now time.Duration) {

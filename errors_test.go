@@ -350,3 +350,30 @@ func TestIsPermanent(t *testing.T) {
 		}
 	}
 }
+
+// TestStepDebugLinesNameTheirCall: at debug level, the line of every reply names its op and the
+// lease (or group) its call was about, as the lines of failed calls do; an acquire's reply
+// printed no name before.
+func TestStepDebugLinesNameTheirCall(t *testing.T) {
+	w := newWorld(t)
+	var logs testenv.LogBuffer
+	c, err := simba.New(w.srv.Backend(), simba.WithClock(w.clock), simba.WithTTL(testTTL), simba.WithOwner("a"),
+		simba.WithSeed(1), simba.WithLogger(logs.Logger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	var l *simba.Held
+	w.async(func() (err error) { l, err = c.Lock(context.Background(), "orders-7"); return err })
+	w.async(func() error { return l.Unlock(context.Background()) })
+	for _, want := range []string{
+		`level=DEBUG msg="simba step" op=acquire name=orders-7 event="reply `,
+		`level=DEBUG msg="simba step" op=release name=orders-7 event="reply `,
+		`level=DEBUG msg="simba step" name=orders-7 event="start orders-7 lock`,
+		`level=DEBUG msg="simba step" op=open-session event="reply `,
+	} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("no line with %s:\n%s", want, logs.String())
+		}
+	}
+}

@@ -319,8 +319,18 @@ func (b *Backend) OpenSession(ctx context.Context, owner string, ttl time.Durati
 		return spi.Session{}, err
 	}
 	sent := time.Now()
-	g, err := cli.Grant(ctx, secs)
+	// gRPC waits for a connection until the call's deadline (etcd's client calls wait for
+	// ready): when no member can be reached (every dial refused or failed) the grant fails at
+	// once instead, with the dial's error, so that a client at a cluster that is down hears of
+	// it at its first attempt, not at the call's timeout (5 s by default), and retries with its
+	// backoff.
+	gctx, done := b.unlessUnreachable(ctx)
+	defer done()
+	g, err := cli.Grant(gctx, secs)
 	if err != nil {
+		if u := unreachable(ctx, gctx); u != nil {
+			return spi.Session{}, spi.Unavailable("etcd: open session: grant", u)
+		}
 		b.timedOut(ctx, sent)
 		return spi.Session{}, b.classify("open session: grant", err)
 	}
@@ -939,3 +949,39 @@ func classify(op string, err error) error {
 	}
 	return spi.Unavailable("etcd: "+op, err)
 }
+
+// unlessUnreachable returns, for a call that waits for a connection (gRPC waits for one until
+// the call's deadline, or for ever without one), a context that also ends as soon as no member
+// can be reached (connWatch.watchRefusals), and the function that releases it, which the call
+// defers. On a client the caller owns it returns ctx.
+func (b *Backend) unlessUnreachable(ctx context.Context) (context.Context, func()) {
+	if b.conns == nil {
+		return ctx, func() {}
+	}
+	cctx, cancel := context.WithCancelCause(ctx)
+	stop := b.conns.watchRefusals(func(err error) { cancel(&unreachableError{err}) })
+	return cctx, func() {
+		stop()
+		cancel(nil)
+	}
+}
+
+// unreachable returns the *unreachableError that ended cctx (made by unlessUnreachable from
+// ctx), or nil if ctx ended, or neither did.
+func unreachable(ctx, cctx context.Context) error {
+	var u *unreachableError
+	if ctx.Err() == nil && errors.As(context.Cause(cctx), &u) {
+		return u
+	}
+	return nil
+}
+
+// unreachableError is why a call that waited for a connection ended: no member could be
+// reached (err: the last dial's error).
+type unreachableError struct{ err error }
+
+func (e *unreachableError) Error() string {
+	return "no endpoint could be reached (last connection attempt: " + e.err.Error() + ")"
+}
+
+func (e *unreachableError) Unwrap() error { return e.err }

@@ -39,6 +39,54 @@ type connWatch struct {
 	mu   sync.Mutex
 	live map[*watchedConn]struct{}
 	cut  int // connection attempts given up in a row (see connectBound)
+	// refusals are the calls waiting to hear that every endpoint failed to connect
+	// (watchRefusals).
+	refusals map[*refusal]struct{}
+}
+
+// refusal is a call's watch of failed dials (watchRefusals).
+type refusal struct {
+	failed map[string]bool // the endpoints whose dial failed since the watch began
+	fn     func(err error)
+}
+
+// watchRefusals calls fn, once, with the last dial's error when, since this call, a dial to
+// every endpoint has failed (refused, unreachable, or given up) while the client has no
+// connection open; stop ends the watch. A call that waits for a connection (gRPC waits for
+// one until the call's deadline) uses it to fail as soon as none can be made: the first dial
+// after a failed one comes at most ReconnectMaxDelay later.
+func (w *connWatch) watchRefusals(fn func(err error)) (stop func()) {
+	r := &refusal{failed: map[string]bool{}, fn: fn}
+	w.mu.Lock()
+	if w.refusals == nil {
+		w.refusals = map[*refusal]struct{}{}
+	}
+	w.refusals[r] = struct{}{}
+	w.mu.Unlock()
+	return func() {
+		w.mu.Lock()
+		delete(w.refusals, r)
+		w.mu.Unlock()
+	}
+}
+
+// dialFailed notes a failed dial to addr for the refusal watches, and calls those for which
+// every endpoint has now failed (w.mu held; the calls are made after it is released, by the
+// returned function).
+func (w *connWatch) dialFailed(addr string, err error) func() {
+	var fire []func(error)
+	for r := range w.refusals {
+		r.failed[addr] = true
+		if len(r.failed) >= w.endpoints && len(w.live) == 0 {
+			fire = append(fire, r.fn)
+			delete(w.refusals, r)
+		}
+	}
+	return func() {
+		for _, fn := range fire {
+			fn(err)
+		}
+	}
 }
 
 func newConnWatch(dialTimeout time.Duration, endpoints int, minTTL func() time.Duration) *connWatch {
@@ -70,7 +118,12 @@ func (w *connWatch) dial(ctx context.Context, addr string) (net.Conn, error) {
 		} else {
 			w.cut = 0
 		}
+		fire := func() {}
+		if ctx.Err() == nil { // not a dial gRPC itself called off
+			fire = w.dialFailed(addr, err)
+		}
 		w.mu.Unlock()
+		fire()
 		return nil, err
 	}
 	c := &watchedConn{Conn: raw, w: w}

@@ -23,12 +23,18 @@ func (b *Backend) Inspect(ctx context.Context) (spi.Snapshot, error) {
 		return spi.Snapshot{}, err
 	}
 	sp, lp, gp := wire.EtcdSessionsPrefix(b.prefix), wire.EtcdLeasesPrefix(b.prefix), wire.EtcdGroupsPrefix(b.prefix)
-	r, err := cli.Txn(ctx).Then(
+	// The read fails at once when no member can be reached (simba status has no deadline).
+	rctx, done := b.unlessUnreachable(ctx)
+	defer done()
+	r, err := cli.Txn(rctx).Then(
 		clientv3.OpGet(sp, clientv3.WithPrefix()),
 		clientv3.OpGet(lp, clientv3.WithPrefix()),
 		clientv3.OpGet(gp, clientv3.WithPrefix(), clientv3.WithKeysOnly()),
 	).Commit()
 	if err != nil {
+		if u := unreachable(ctx, rctx); u != nil {
+			return spi.Snapshot{}, spi.Unavailable("etcd: inspect", u)
+		}
 		return spi.Snapshot{}, b.classify("inspect", err)
 	}
 	remaining := map[int64]time.Duration{}

@@ -95,8 +95,13 @@ described above.
 At the first OpenSession the backend reads those settings on the server (on a Cluster, on every
 master) with CONFIG GET, falling back to INFO where CONFIG is refused (an ACL without it, a
 renamed command), and logs a warning through WithLogger's logger (slog.Default() by default)
-for each server that could lose lease hashes, or that it could not check; CheckDurability runs
-the same check on demand. WithStrictDurability, or strict_durability=true in the DSN (for Open,
+for each server that could lose lease hashes, or that it could not check. Its message is one
+short line, the setting, the risk and the fixes, such as "simba: Redis at 127.0.0.1:6379 has
+appendonly no: two sessions can hold one lease after a restart; set appendonly yes, or refuse
+such a server: strict_durability=true (WithStrictDurability)"; its attributes hold the rest:
+the settings read (addr, maxmemory_policy, maxmemory, appendonly, checked), why a server could
+not be checked (error), what the setting loses (evicts, on_restart) and the risk in full
+(risk: mutual exclusion breaks, as above). CheckDurability runs the same check on demand. WithStrictDurability, or strict_durability=true in the DSN (for Open,
 the package open and the simba command), turns the warning into a refusal: OpenSession then
 fails with a permanent error matching ErrNotDurable; use it where a second holder is not
 acceptable. The check reads maxmemory-policy and appendonly only: not appendfsync, and not

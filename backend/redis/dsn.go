@@ -75,7 +75,10 @@ type Config struct {
 // time).
 // That dialer also does the dial retries (DialerRetries attempts, DialerRetryTimeout apart, as
 // go-redis's pool would), retrying transient failures only, and the options' DialerRetries is
-// set to 1 so that the pool does not retry a TLS failure on top.
+// set to 1 so that the pool does not retry a TLS failure on top. A plain-text DSN's
+// DialerRetries is 1 unless it sets dialer_retries: a call at a server that refuses
+// connections fails after its command's attempts (max_retries), within about 100 ms, not
+// after 5 dials 100 ms apart per attempt; the client retries it with its own backoff.
 func ParseDSN(dsn string) (Config, error) {
 	bad := func(format string, args ...any) (Config, error) {
 		return Config{}, dsnutil.Errorf(spi.ErrInvalidOption, "redis DSN", dsn, format, args...)
@@ -158,6 +161,7 @@ func ParseDSN(dsn string) (Config, error) {
 		if err != nil {
 			return bad("%v", err)
 		}
+		plainDialOnce(&o.DialerRetries, o.TLSConfig)
 		if o.TLSConfig != nil {
 			cfg.dialRetries = o.DialerRetries
 			cfg.tlsd = useTLSDialer(o.TLSConfig, &o.Dialer, &o.DialerRetries, o.DialerRetryTimeout)
@@ -178,6 +182,7 @@ func ParseDSN(dsn string) (Config, error) {
 		if err != nil {
 			return bad("%v", err)
 		}
+		plainDialOnce(&o.DialerRetries, o.TLSConfig)
 		if o.TLSConfig != nil {
 			cfg.dialRetries = o.DialerRetries
 			cfg.tlsd = useTLSDialer(o.TLSConfig, &o.Dialer, &o.DialerRetries, o.DialerRetryTimeout)
@@ -200,6 +205,7 @@ func ParseDSN(dsn string) (Config, error) {
 	if err != nil {
 		return bad("%v", err)
 	}
+	plainDialOnce(&o.DialerRetries, o.TLSConfig)
 	if o.TLSConfig != nil {
 		cfg.dialRetries = o.DialerRetries
 		cfg.tlsd = useTLSDialer(o.TLSConfig, &o.Dialer, &o.DialerRetries, o.DialerRetryTimeout)
@@ -353,4 +359,17 @@ func OpenConfig(cfg Config, opts ...Option) (*Backend, error) {
 	b.dials = newLastDial()
 	b.dials.watch(c)
 	return b, nil
+}
+
+// plainDialOnce sets the dial retries of a plain-text DSN that does not set dialer_retries to
+// one attempt: go-redis's pool otherwise dials 5 times 100 ms apart, for each of a command's
+// attempts (max_retries + 1), so that a call at a server that refuses connections failed only
+// after about 2 s, and OpenSession (the durability check, then the session's script) at its
+// deadline: a client (simba lock at a Redis that is down) heard of it 5 s late. The client
+// retries the call with its own backoff. (A TLS DSN's dialer does its own retries: see
+// useTLSDialer.)
+func plainDialOnce(retries *int, tlsConfig *tls.Config) {
+	if tlsConfig == nil && *retries <= 0 {
+		*retries = 1
+	}
 }

@@ -57,7 +57,11 @@ func WithStrictDurability() Option {
 }
 
 // strictHint ends the warning about a server that could lose lease hashes: how to refuse it.
-const strictHint = "or refuse such a server with strict_durability=true in the DSN (WithStrictDurability in code)"
+const strictHint = "or refuse such a server: strict_durability=true (WithStrictDurability)"
+
+// riskDetail is what a lost lease hash costs, in full: the warning's risk attribute (its
+// message says it in a few words).
+const riskDetail = "mutual exclusion breaks: another session can be granted a lease while its holder still believes it holds it (IsValid true) until the holder's next keep-alive, up to one renewal interval (TTL/3 by default), and only fencing tokens protect the resource then (they still increase while the server's clock moves forward; a clock that goes back could repeat one)"
 
 // Durability is what CheckDurability found on one server.
 type Durability struct {
@@ -74,14 +78,19 @@ type Durability struct {
 // Safe reports whether nothing on this server can lose a lease hash short of an operator.
 func (d Durability) Safe() bool { return d.Checked && !d.EvictsLeases && !d.LosesOnRestart }
 
-// String describes the finding, what is at risk and what to change, in one line (the warning
-// the backend logs).
+// String says, in one short line (the message of the warning the backend logs), the setting
+// found, what is at risk (two sessions holding one lease) and what to do: change the setting
+// (appendonly yes; noeviction or a volatile-* policy), or refuse such a server with
+// strict_durability=true in the DSN (WithStrictDurability in code).
 //
-// What is at risk is mutual exclusion first, not only the tokens' order: a lease hash that is
-// lost while its lease is held lets another session be granted the lease while the holder
-// still believes it holds it (its term IsValid), until the holder's next keep-alive finds the
-// hash gone or taken, up to one renewal interval later. Fencing tokens are then all that
-// protects the resource, and they still increase only while the server's clock moves forward.
+// In full, what is at risk is mutual exclusion first, not only the tokens' order: a lease hash
+// that is lost while its lease is held lets another session be granted the lease while the
+// holder still believes it holds it (its term IsValid), until the holder's next keep-alive
+// finds the hash gone or taken, up to one renewal interval later. Fencing tokens are then all
+// that protects the resource, and they still increase only while the server's clock moves
+// forward. The warning carries that as its risk attribute, beside the settings read (addr,
+// maxmemory_policy, maxmemory, appendonly, checked) and, for a server that could not be
+// checked, the error; see also the package doc, Fencing tokens and durability.
 func (d Durability) String() string { return d.describe(", " + strictHint) }
 
 // describe is String, its advice ending with then (", " and how to refuse such a server, or ""
@@ -91,19 +100,33 @@ func (d Durability) describe(then string) string {
 	if d.Addr != "" {
 		at = " at " + d.Addr
 	}
-	const twoHolders = "mutual exclusion breaks: another session can be granted a lease while its holder still believes it holds it (IsValid true) until the holder's next keep-alive, up to one renewal interval (TTL/3 by default), and only fencing tokens protect the resource then (they still increase while the server's clock moves forward; a clock that goes back could repeat one)"
 	switch {
 	case !d.Checked:
-		why := strings.Join(strings.Fields(fmt.Sprint(d.Err)), " ") // one line, whatever the error holds
-		return fmt.Sprintf("simba: could not check the Redis server%s for settings that lose lease hashes (%s); if it evicts them (an allkeys-* maxmemory-policy) or loses them on restart (appendonly no), %s. Make sure it runs with noeviction or a volatile-* policy and appendonly yes%s", at, why, twoHolders, then)
+		return fmt.Sprintf("simba: could not read the settings of Redis%s: with appendonly no or an allkeys-* policy two sessions can hold one lease; keep appendonly yes and noeviction%s", at, then)
 	case d.EvictsLeases && d.LosesOnRestart:
-		return fmt.Sprintf("simba: Redis server%s has maxmemory-policy %s (maxmemory %s) and appendonly no: lease hashes can be evicted and a restart loses them, so %s. Use noeviction or a volatile-* policy and turn AOF on (appendonly yes)%s", at, d.Policy, d.MaxMemory, twoHolders, then)
+		return fmt.Sprintf("simba: Redis%s has maxmemory-policy %s and appendonly no: two sessions can hold one lease after an eviction or a restart; set noeviction and appendonly yes%s", at, d.Policy, then)
 	case d.EvictsLeases:
-		return fmt.Sprintf("simba: Redis server%s has maxmemory-policy %s (maxmemory %s): lease hashes can be evicted, so %s. Use noeviction or a volatile-* policy%s", at, d.Policy, d.MaxMemory, twoHolders, then)
+		return fmt.Sprintf("simba: Redis%s has maxmemory-policy %s: two sessions can hold one lease after an eviction; set noeviction (or a volatile-* policy)%s", at, d.Policy, then)
 	case d.LosesOnRestart:
-		return fmt.Sprintf("simba: Redis server%s has appendonly no: a restart loses the lease hashes written since the last RDB save (all of them without one), so %s. Turn AOF on (appendonly yes)%s", at, twoHolders, then)
+		return fmt.Sprintf("simba: Redis%s has appendonly no: two sessions can hold one lease after a restart; set appendonly yes%s", at, then)
 	}
 	return fmt.Sprintf("simba: Redis server%s keeps lease records (maxmemory-policy %s, appendonly yes)", at, d.Policy)
+}
+
+// logAttrs are the warning's attributes for the finding: the settings read, why it could not
+// be checked (if so), and the risk in full.
+func (d Durability) logAttrs() []any {
+	attrs := []any{"addr", d.Addr, "maxmemory_policy", d.Policy, "maxmemory", d.MaxMemory, "appendonly", d.AppendOnly, "checked", d.Checked}
+	if !d.Checked {
+		attrs = append(attrs, "error", strings.Join(strings.Fields(fmt.Sprint(d.Err)), " ")) // one line, whatever the error holds
+	}
+	if d.EvictsLeases {
+		attrs = append(attrs, "evicts", "an allkeys-* policy evicts lease hashes, which never expire, when maxmemory is reached")
+	}
+	if d.LosesOnRestart {
+		attrs = append(attrs, "on_restart", "without AOF a restart loses the lease hashes written since the last RDB save (all of them without one)")
+	}
+	return append(attrs, "risk", riskDetail)
 }
 
 // CheckDurability reads, on the server (on a Cluster, on every master), the settings under which
@@ -228,8 +251,9 @@ func infoFields(s string) map[string]string {
 }
 
 // durability runs CheckDurability once, before the first session is opened: it logs each
-// finding that is not safe (or, strict, fails with ErrNotDurable, which names them, instead). A server that could not be
-// reached leaves the check for the next OpenSession (which fails anyway when not strict).
+// finding that is not safe (or, strict, fails with ErrNotDurable, which names them, instead). A
+// server that could not be reached leaves the check for the next OpenSession, and fails this
+// one (on a Cluster, only when strict: the session's master may be up).
 func (b *Backend) durability(ctx context.Context) error {
 	b.durMu.Lock()
 	defer b.durMu.Unlock()
@@ -238,7 +262,11 @@ func (b *Backend) durability(ctx context.Context) error {
 	}
 	ds, err := b.CheckDurability(ctx)
 	if err != nil {
-		if b.strict {
+		// A server that could not be reached: on a standalone server (or Sentinel's master)
+		// the session's script would go there too, and fail the same way after as long again
+		// (go-redis's retries); say so now. A Cluster opens the session on one master, which
+		// may be up while another is not.
+		if b.strict || b.cc == nil {
 			return err
 		}
 		return nil
@@ -250,11 +278,16 @@ func (b *Backend) durability(ctx context.Context) error {
 			continue
 		}
 		if b.strict {
-			// The error says it, without the hint to refuse such a server: it is refused.
-			bad = append(bad, d.describe(""))
+			// The error says it, without the hint to refuse such a server: it is refused; and
+			// why a server could not be checked (the warning's error attribute).
+			why := d.describe("")
+			if !d.Checked {
+				why += " (" + strings.Join(strings.Fields(fmt.Sprint(d.Err)), " ") + ")"
+			}
+			bad = append(bad, why)
 			continue
 		}
-		b.log.Warn(d.String(), "addr", d.Addr, "maxmemory_policy", d.Policy, "maxmemory", d.MaxMemory, "appendonly", d.AppendOnly, "checked", d.Checked)
+		b.log.Warn(d.String(), d.logAttrs()...)
 	}
 	if b.strict && len(bad) > 0 {
 		b.durErr = spi.AsPermanent(fmt.Errorf("%w (strict durability): %s", ErrNotDurable, strings.Join(bad, "; ")))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -202,9 +203,9 @@ func TestDurabilityCheck(t *testing.T) {
 		name, user string
 		want       []string // in the warning
 	}{
-		{"config", "", []string{"level=WARN", "allkeys-lru", "appendonly no", "evicted", "restart", "mutual exclusion breaks", "renewal interval", "fencing tokens", "clock", "strict_durability=true", "WithStrictDurability"}},
+		{"config", "", []string{"level=WARN", "allkeys-lru", "appendonly no", "evicts", "restart", "mutual exclusion breaks", "renewal interval", "fencing tokens", "clock", "strict_durability=true", "WithStrictDurability"}},
 		{"info fallback", "infoonly", []string{"level=WARN", "allkeys-lru", "appendonly no", "mutual exclusion breaks"}},
-		{"refused", "blind", []string{"level=WARN", "could not check", "NOPERM", "mutual exclusion breaks", "clock"}},
+		{"refused", "blind", []string{"level=WARN", "could not read the settings", "NOPERM", "mutual exclusion breaks", "clock"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pass := ""
@@ -224,6 +225,7 @@ func TestDurabilityCheck(t *testing.T) {
 			if n := strings.Count(out, "level=WARN"); n != 1 || strings.Count(out, "\n") != 1 {
 				t.Errorf("%d warnings, want 1 of one line: %s", n, out)
 			}
+			checkWarningMessage(t, out)
 			strict := newBackend(t, privClient(t, portUndurable, tc.user, pass), WithLogger(discard), WithStrictDurability())
 			_, err := strict.OpenSession(ctx, "strict", privTestTTL)
 			if !errors.Is(err, ErrNotDurable) || spi.Classify(err) != spi.Permanent {
@@ -281,9 +283,55 @@ func TestDurabilityCheck(t *testing.T) {
 	})
 }
 
-// TestDurabilityString: every finding that is not safe is one line (the warning) that says
-// mutual exclusion breaks, for how long, that fencing tokens are what protects the resource
-// then, and what to change; a safe one says nothing is at risk.
+// maxWarning is the longest message (slog's msg) of a durability warning: a line a user reads
+// to the end; its details are the warning's attributes (the message was 560 to 720 characters,
+// all of them on one line, before 2026-12-05).
+const maxWarning = 260
+
+// checkWarningMessage fails t unless the message of the durability warning in the text log out
+// is short (maxWarning), says what is at risk (two sessions holding one lease) and gives both
+// fixes: the setting to change and strict_durability=true / WithStrictDurability.
+func checkWarningMessage(t *testing.T, out string) {
+	t.Helper()
+	_, rest, ok := strings.Cut(out, ` msg="`)
+	msg, _, ok2 := strings.Cut(rest, `" `)
+	if !ok || !ok2 {
+		t.Fatalf("no message in %q", out)
+	}
+	msg = strings.ReplaceAll(msg, `\"`, `"`)
+	checkShortAdvice(t, msg, true)
+}
+
+// checkShortAdvice fails t unless msg is at most maxWarning characters and names the risk and
+// the fix, and, if refusal, the two ways to refuse such a server.
+func checkShortAdvice(t *testing.T, msg string, refusal bool) {
+	t.Helper()
+	if len(msg) > maxWarning {
+		t.Errorf("message of %d characters, want at most %d: %s", len(msg), maxWarning, msg)
+	}
+	want := []string{"two sessions can hold one lease", "set "}
+	if strings.Contains(msg, "could not read") {
+		want = []string{"two sessions can hold one lease", "appendonly yes"}
+	}
+	if refusal {
+		want = append(want, "strict_durability=true", "WithStrictDurability")
+	}
+	for _, w := range want {
+		if !strings.Contains(msg, w) {
+			t.Errorf("message %q lacks %q", msg, w)
+		}
+	}
+	if !refusal && strings.Contains(msg, "refuse") {
+		t.Errorf("message %q tells how to refuse a server it refuses", msg)
+	}
+}
+
+// TestDurabilityString: every finding that is not safe is one short line (the warning's
+// message) that names the setting, says two sessions can then hold one lease and what to
+// change, or how to refuse such a server; the strict error's text (describe("")) says the
+// same without the refusal. The full risk is the warning's risk attribute (logAttrs): mutual
+// exclusion breaks, for how long, and fencing tokens are what protects the resource then. A
+// safe finding says nothing is at risk.
 func TestDurabilityString(t *testing.T) {
 	for _, tc := range []struct {
 		d    Durability
@@ -292,16 +340,24 @@ func TestDurabilityString(t *testing.T) {
 		{Durability{Addr: "h:1", Checked: true, Policy: "noeviction", LosesOnRestart: true},
 			[]string{"at h:1", "appendonly no", "restart", "appendonly yes"}},
 		{Durability{Checked: true, Policy: "allkeys-lru", MaxMemory: "100", EvictsLeases: true},
-			[]string{"allkeys-lru", "evicted", "noeviction"}},
+			[]string{"allkeys-lru", "eviction", "noeviction"}},
 		{Durability{Checked: true, Policy: "allkeys-lfu", MaxMemory: "100", EvictsLeases: true, LosesOnRestart: true},
-			[]string{"allkeys-lfu", "evicted", "restart", "appendonly yes"}},
+			[]string{"allkeys-lfu", "eviction", "restart", "appendonly yes"}},
 		{Durability{Err: errors.New("NOPERM\nsecond line")},
-			[]string{"could not check", "appendonly yes"}},
+			[]string{"could not read the settings", "appendonly yes"}},
 	} {
 		got := tc.d.String()
-		for _, w := range append(tc.want, "mutual exclusion breaks", "renewal interval", "only fencing tokens protect", "WithStrictDurability") {
+		for _, w := range tc.want {
 			if !strings.Contains(got, w) {
 				t.Errorf("%+v: %q lacks %q", tc.d, got, w)
+			}
+		}
+		checkShortAdvice(t, got, true)
+		checkShortAdvice(t, tc.d.describe(""), false)
+		attrs := fmt.Sprint(tc.d.logAttrs()...)
+		for _, w := range []string{"mutual exclusion breaks", "renewal interval", "only fencing tokens protect"} {
+			if !strings.Contains(attrs, w) {
+				t.Errorf("%+v: attributes %q lack %q", tc.d, attrs, w)
 			}
 		}
 		if tc.d.Safe() {
@@ -364,5 +420,21 @@ func TestTokenOverflowAndCorruptTokens(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDurabilityWarningAsQuoted: the warning that the package doc and the README quote is the
+// one a default Redis (appendonly no) gets.
+func TestDurabilityWarningAsQuoted(t *testing.T) {
+	got := Durability{Addr: "127.0.0.1:6379", Checked: true, Policy: "noeviction", MaxMemory: "0", LosesOnRestart: true}.String()
+	for _, file := range []string{"doc.go", "../../README.md"} {
+		text, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		flat := strings.Join(strings.Fields(strings.ReplaceAll(string(text), "\n//", "\n")), " ")
+		if !strings.Contains(flat, got) {
+			t.Errorf("%s does not quote the warning %q", file, got)
+		}
 	}
 }

@@ -238,6 +238,7 @@ func (b *Backend) schemaMissingFrom(v int64, why string, cause error) error {
 }
 
 // ready checks the schema once (or migrates it, WithAutoMigrate) before the first operation.
+// An operation that only reads (readOnlyCtx: Inspect) never migrates: it checks.
 func (b *Backend) ready(ctx context.Context) error {
 	if err := b.checkOpen(); err != nil {
 		return err
@@ -248,7 +249,7 @@ func (b *Backend) ready(ctx context.Context) error {
 		return nil
 	}
 	var err error
-	if b.cfg.autoMigrate {
+	if b.cfg.autoMigrate && !readOnly(ctx) {
 		err = b.migrateLocked(ctx)
 	} else {
 		err = b.checkSchemaLocked(ctx)
@@ -622,8 +623,12 @@ func (b *Backend) housekeepingLoop(every time.Duration) {
 // Inspect lists every lease (with holder, owner, token and the holder's time left; a lease whose
 // holder expired is shown free), every live session and every group's live members, for status
 // tools. It reads three statements, not one snapshot, so a lease may name a session the session
-// list no longer has. On SQLite it creates no file: it does not take the cross-process gate
-// of writers, whose sidecar ("<file>-simba-gate") the first operation that may write creates.
+// list no longer has. It only reads: it never migrates (WithAutoMigrate or not: a database
+// without the schema is an error matching spi.ErrSchemaMissing that names the migration). On
+// SQLite it changes nothing on the file: it does not take the cross-process gate of writers,
+// whose sidecar ("<file>-simba-gate") the first operation that may write creates, and does
+// not switch the journal mode to WAL, which Open's backend does at the first operation that
+// may write.
 func (b *Backend) Inspect(ctx context.Context) (spi.Snapshot, error) {
 	ctx = readOnlyCtx(ctx)
 	if err := b.ready(ctx); err != nil {

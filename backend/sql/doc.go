@@ -39,9 +39,12 @@
 // opens; NewPostgres, NewMySQL and NewSQLite take the user's own pool and leave it open on Close.
 //
 // Open does no I/O unless WithAutoMigrate is given. For SQLite, Open refuses in-memory
-// databases (they cannot coordinate anything) and adds busy_timeout, foreign_keys and WAL
-// journal pragmas unless the DSN sets them; NewSQLite runs the session setup on every connection
-// of the user's pool itself. The SQLite backends on one file take turns at it, those of one
+// databases (they cannot coordinate anything) and adds the busy_timeout and foreign_keys
+// pragmas unless the DSN sets them; unless the DSN sets a journal_mode, its backend puts the
+// file in WAL mode at its first operation that may write (not Inspect, which changes nothing on
+// the file), with a warning when the file already held tables in another mode (see Open);
+// NewSQLite runs the session setup on every connection of the user's pool itself, and leaves
+// the journal mode to the user. The SQLite backends on one file take turns at it, those of one
 // process in the order they come and those of different processes through advisory locks on
 // a sidecar file, "<file>-simba-gate", which they create next to the database at their first
 // operation that may write (Inspect, which only reads, neither takes it nor creates it; see

@@ -46,9 +46,13 @@ import (
 // SQLite: the path is a file name (created if missing, unless mode=rw: an existing file only);
 // the parameters are modernc.org/sqlite's (_pragma=..., mode=ro is refused by the first write).
 // When SQLite cannot open the file, the error names it and, when it can tell, why (its
-// directory does not exist; no such file, with mode=rw). Open adds _pragma=busy_timeout(10000),
-// _pragma=foreign_keys(1) (the dialect's session setup) and _pragma=journal_mode(wal) (readers do
-// not block the writer) unless the DSN sets them itself. An in-memory database (:memory:,
+// directory does not exist; no such file, with mode=rw). Open adds _pragma=busy_timeout(10000)
+// and _pragma=foreign_keys(1) (the dialect's session setup) unless the DSN sets them itself,
+// and, unless the DSN sets a journal_mode, puts the database in WAL mode (readers do not block
+// the writer) at its first operation that may write: Inspect (simba status) leaves the file's
+// journal mode as it is. Switching a file that already holds tables from another mode (made
+// by the sqlite3 shell, or another program) logs a warning naming that mode; to keep it, put
+// _pragma=journal_mode(<mode>) in the DSN. An in-memory database (:memory:,
 // mode=memory) is refused: it lives and dies with one connection of one process, so there is
 // nothing to coordinate; use a file, or NewSQLite on your own pool.
 //
@@ -226,10 +230,24 @@ func openMySQL(dsn string, opts []Option) (*Backend, error) {
 }
 
 // SQLiteDSN translates a sqlite:// DSN into the data source name modernc.org/sqlite opens (see
-// Open).
+// Open), for a pool of your own: with the session setup and, unless the DSN sets a
+// journal_mode, _pragma=journal_mode(wal), which every connection runs as it opens (Open's
+// backend sets WAL mode at its first write instead).
 func SQLiteDSN(dsn string) (string, error) {
-	bad := func(format string, args ...any) (string, error) {
-		return "", dsnutil.Errorf(spi.ErrInvalidOption, "sql sqlite DSN", dsn, format, args...)
+	name, wal, err := sqliteDSN(dsn)
+	if err != nil || !wal {
+		return name, err
+	}
+	return name + "&_pragma=" + url.QueryEscape("journal_mode(wal)"), nil
+}
+
+// sqliteDSN is SQLiteDSN without journal_mode(wal): wal reports that the DSN sets no
+// journal_mode, so that the backend Open makes puts the file in WAL mode itself, at its first
+// operation that may write (walSwitch), not at every connection's open as the pragma in the
+// DSN would: an Inspect (simba status) then leaves the file's journal mode as it found it.
+func sqliteDSN(dsn string) (name string, wal bool, err error) {
+	bad := func(format string, args ...any) (string, bool, error) {
+		return "", false, dsnutil.Errorf(spi.ErrInvalidOption, "sql sqlite DSN", dsn, format, args...)
 	}
 	rest, ok := strings.CutPrefix(dsn, "sqlite://")
 	if !ok {
@@ -259,17 +277,16 @@ func SQLiteDSN(dsn string) (string, error) {
 	for _, p := range []struct{ name, value string }{
 		{"busy_timeout", "busy_timeout(10000)"},
 		{"foreign_keys", "foreign_keys(1)"},
-		{"journal_mode", "journal_mode(wal)"},
 	} {
 		if !have(p.name) {
 			vals.Add("_pragma", p.value)
 		}
 	}
-	return "file:" + path + "?" + vals.Encode(), nil
+	return "file:" + path + "?" + vals.Encode(), !have("journal_mode"), nil
 }
 
 func openSQLite(dsn string, opts []Option) (*Backend, error) {
-	name, err := SQLiteDSN(dsn)
+	name, wal, err := sqliteDSN(dsn)
 	if err != nil {
 		return nil, err
 	}
@@ -279,7 +296,11 @@ func openSQLite(dsn string, opts []Option) (*Backend, error) {
 	}
 	// The DSN carries the session setup: no per-connection setup needed.
 	file, _, _ := strings.Cut(strings.TrimPrefix(name, "file:"), "?")
-	b, err := newSQLite(db, nil, file, opts)
+	var ws *walSwitch
+	if wal {
+		ws = &walSwitch{file: file}
+	}
+	b, err := newSQLite(db, nil, file, ws, opts)
 	if err != nil {
 		db.Close()
 		return nil, err

@@ -429,7 +429,9 @@ func (b *Backend) inspect(ctx context.Context) (spi.Snapshot, error) {
 
 func (b *Backend) schemaVersion(ctx context.Context) (int64, error) {
 	st := &opState{}
-	err := b.run(ctx, "schema_version", st)
+	// It only reads: on SQLite it neither takes the writers' gate nor switches the file to
+	// WAL mode, so a command that fails on a missing schema leaves the file as it was.
+	err := b.run(readOnlyCtx(ctx), "schema_version", st)
 	return st.Out.SchemaVersion, err
 }
 

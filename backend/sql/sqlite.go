@@ -6,16 +6,19 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
 	"github.com/simba-go/simba/generated/sqlq"
 	"github.com/simba-go/simba/generated/wire"
+	"github.com/simba-go/simba/internal/sqlitebusy"
 	"github.com/simba-go/simba/spi"
 )
 
@@ -38,12 +41,13 @@ func NewSQLite(db *sql.DB, opts ...Option) (*Backend, error) {
 		return nil, fmt.Errorf("%w: sql sqlite: nil *sql.DB", spi.ErrInvalidOption)
 	}
 	wd, _ := wire.SQLDialectByName(wire.SQLSQLite)
-	return newSQLite(db, wd.SessionSetup, "", opts)
+	return newSQLite(db, wd.SessionSetup, "", nil, opts)
 }
 
 // newSQLite makes the backend on db; file is the database file Open opened ("" for the user's
-// pool), which its errors name when SQLite cannot open it.
-func newSQLite(db *sql.DB, setup []string, file string, opts []Option) (*Backend, error) {
+// pool), which its errors name when SQLite cannot open it; wal, if not nil, puts the database
+// in WAL mode before the first operation that may write.
+func newSQLite(db *sql.DB, setup []string, file string, wal *walSwitch, opts []Option) (*Backend, error) {
 	wd, _ := wire.SQLDialectByName(wire.SQLSQLite)
 	d := &stdDialect{
 		db:    db,
@@ -59,6 +63,7 @@ func newSQLite(db *sql.DB, setup []string, file string, opts []Option) (*Backend
 		ddlInTx:     true,
 		migrateBusy: true,
 		gate:        newFileGate(db, wd.DatabaseFile),
+		wal:         wal,
 	}
 	b, err := newBackend(wire.SQLSQLite, d, opts)
 	if err != nil {
@@ -247,6 +252,69 @@ func readOnlyCtx(ctx context.Context) context.Context {
 }
 
 func readOnly(ctx context.Context) bool { return ctx.Value(readOnlyKey{}) != nil }
+
+// walSwitch puts a SQLite database in WAL mode (readers do not block the writer) before the
+// backend's first operation that may write; Open's backend has one unless its DSN sets a
+// journal_mode. Setting it there, rather than by a pragma in the DSN that every connection runs
+// as it opens, leaves the file as it is for what only reads (Inspect: simba status). A file that
+// already holds tables in another mode (made by the sqlite3 shell or another program, or set
+// back to it) is switched too, with a warning naming the mode and how to keep it: WAL mode stays
+// with the file, and every program that opens it then needs the shared-memory file beside it
+// (all on one host, a SQLite of 3.7 or later). A new, empty file is switched silently.
+type walSwitch struct {
+	file string // the database file, for the warning
+
+	done atomic.Bool // the database was found or put in WAL mode (or cannot be: see ensure)
+	mu   sync.Mutex  // held while one operation does it
+}
+
+// ensure puts the database of d in WAL mode unless it has done so already. SQLite refuses the
+// switch with SQLITE_BUSY, at once, while another connection uses the file: it tries again for
+// up to sqlitebusy.For. A database that cannot be in WAL mode (SQLite then answers with the
+// mode it kept, e.g. on a file system without shared memory) is left in its mode.
+func (w *walSwitch) ensure(ctx context.Context, d *stdDialect) error {
+	if w.done.Load() {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.done.Load() {
+		return nil
+	}
+	c, err := d.conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	var mode string
+	if err := c.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		return err
+	}
+	if strings.EqualFold(mode, "wal") {
+		w.done.Store(true)
+		return nil
+	}
+	var objects int
+	if err := c.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_master").Scan(&objects); err != nil {
+		return err
+	}
+	var now string
+	if err := sqlitebusy.Retry(ctx, func() error {
+		return c.QueryRowContext(ctx, "PRAGMA journal_mode=wal").Scan(&now)
+	}); err != nil {
+		return err
+	}
+	w.done.Store(true)
+	if objects > 0 && strings.EqualFold(now, "wal") {
+		log := d.b.cfg.logger
+		if log == nil {
+			log = slog.Default()
+		}
+		log.Warn(fmt.Sprintf("simba: sql sqlite: switched %s from journal_mode %s to WAL (readers do not block the writer); to keep %s, put _pragma=journal_mode(%s) in the DSN",
+			w.file, mode, mode, mode), "file", w.file, "journal_mode_was", mode)
+	}
+	return nil
+}
 
 // SQLite result codes (the primary code is the low byte of an extended code).
 const (

@@ -55,6 +55,9 @@ type stdDialect struct {
 	migrateBusy bool
 	// gate, when set, is entered around every operation (SQLite: see fileGate).
 	gate *fileGate
+	// wal, when set, puts the database in WAL mode before the first operation that may write
+	// (SQLite opened by Open without a journal_mode in the DSN: see walSwitch).
+	wal *walSwitch
 }
 
 // maxSeen bounds the set of connections known to have run setup; when it is exceeded the set
@@ -150,6 +153,11 @@ func (d *stdDialect) with(ctx context.Context, tx bool, fn func(q sqlq.Queries) 
 		}
 		defer leave()
 	}
+	if d.wal != nil && !readOnly(ctx) {
+		if err := d.wal.ensure(ctx, d); err != nil {
+			return err
+		}
+	}
 	if tx {
 		return d.tx(ctx, fn)
 	}
@@ -201,7 +209,14 @@ func (d *stdDialect) migrate(ctx context.Context, ms []schema.Migration) error {
 	if !d.migrateBusy {
 		return d.migrateOnce(ctx, ms)
 	}
-	return sqlitebusy.Retry(ctx, func() error { return d.migrateOnce(ctx, ms) })
+	return sqlitebusy.Retry(ctx, func() error {
+		if d.wal != nil {
+			if err := d.wal.ensure(ctx, d); err != nil {
+				return err
+			}
+		}
+		return d.migrateOnce(ctx, ms)
+	})
 }
 
 func (d *stdDialect) migrateOnce(ctx context.Context, ms []schema.Migration) error {

@@ -248,6 +248,11 @@ connection attempt's failure.
 
 # Outages and reconnecting
 
+OpenSession fails at once, with the last dial's error (retryable), when a dial to each server
+has failed and none has succeeded (an ensemble that is down, a wrong port), instead of waiting
+until the call's deadline: a client hears of it at its first attempt, and retries with its
+backoff.
+
 A session lives through an outage of its servers (a restart, connections reset and new ones
 refused) if its connection is back in time to renew it before its deadline, the session
 timeout less 1% and 50 ms after its last renewal was sent: with the engine's defaults (a

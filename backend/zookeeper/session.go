@@ -122,6 +122,7 @@ func (b *Backend) connect(ctx context.Context, owner string, ttl time.Duration) 
 	s.tap.servers = len(b.cfg.Servers)
 	var conn *zk.Conn
 	var err error
+	var hosts *pacer // the servers as resolved (nil with a Connector)
 	if b.connector != nil {
 		conn, err = b.connector(ttl, s.tap.dial, s.onEvent)
 		if err == nil && conn == nil {
@@ -131,9 +132,10 @@ func (b *Backend) connect(ctx context.Context, owner string, ttl time.Duration) 
 			return nil, spi.Unavailable("zookeeper: Connector", err)
 		}
 	} else {
+		hosts = s.newPacer(ttl)
 		conn, _, err = zk.Connect(b.cfg.Servers, ttl,
 			zk.WithDialer(s.tap.dial),
-			zk.WithHostProvider(s.newPacer(ttl)), // see pacer: redial at once, then a short backoff
+			zk.WithHostProvider(hosts), // see pacer: redial at once, then a short backoff
 			zk.WithEventCallback(s.onEvent),
 			zk.WithLogger(b.zlog),
 			zk.WithLogInfo(false))
@@ -158,9 +160,34 @@ func (b *Backend) connect(ctx context.Context, owner string, ttl time.Duration) 
 		return err
 	}
 	// go-zookeeper fails queued requests with ErrNoServer whenever it has tried every server
-	// once; the connection keeps trying, so the first request is re-sent until ctx ends.
+	// once; the connection keeps trying, so the first request is re-sent until ctx ends —
+	// unless no dial has succeeded and one to each server has failed (refused, unreachable):
+	// the wait then ends at once (refused), and the call fails with the last dial's error, so
+	// that a client at an ensemble that is down hears of it at its first attempt, not at the
+	// call's timeout (the renewal interval: 5 s by default; the pacer keeps the request queued
+	// for up to a session timeout), and retries with its backoff.
+	waitCtx, stopWait := context.WithCancelCause(ctx)
+	defer stopWait(nil)
+	servers := int64(max(len(b.cfg.Servers), 1))
+	if hosts != nil {
+		servers = int64(max(hosts.Len(), 1))
+	}
+	allFailed := func(n int64) {
+		if n >= servers {
+			stopWait(errEveryDialFailed)
+		}
+	}
+	s.tap.onFail.Store(&allFailed)
+	defer s.tap.onFail.Store(nil)
+	if n := s.tap.failed.Load(); n > 0 && !s.tap.dialed.Load() {
+		allFailed(n)
+	}
 	for {
-		err = callErr(ctx, first)
+		err = callErr(waitCtx, first)
+		if errors.Is(context.Cause(waitCtx), errEveryDialFailed) && ctx.Err() == nil {
+			err = zk.ErrNoServer
+			break
+		}
 		if err == nil || !(errors.Is(err, zk.ErrNoServer) || errors.Is(err, zk.ErrConnectionClosed)) || ctx.Err() != nil {
 			break
 		}
@@ -168,6 +195,7 @@ func (b *Backend) connect(ctx context.Context, owner string, ttl time.Duration) 
 			go conn.Close()
 			return nil, spi.AsPermanent(fmt.Errorf("zookeeper: TLS with %v: %w", b.cfg.Servers, terr))
 		}
+
 		select {
 		case <-ctx.Done():
 		case <-time.After(50 * time.Millisecond):
@@ -901,3 +929,7 @@ func (s *session) settle(ctx context.Context, name string) error {
 	delete(s.held, name)
 	return nil
 }
+
+// errEveryDialFailed ends connect's wait for the first request: a dial to every server failed
+// and none has succeeded.
+var errEveryDialFailed = errors.New("every dial failed")

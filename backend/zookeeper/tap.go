@@ -86,7 +86,12 @@ type tap struct {
 	// tlsFailed holds the last TLS handshake or verification failure (see tlsFailure).
 	tlsFailed atomic.Pointer[error]
 	dialErr   atomic.Pointer[error] // the last failed dial, for error messages
-	onGone    func()                // called once, on go-zookeeper's goroutine, when the session ends
+	dialed    atomic.Bool           // a dial has succeeded (the connection's first answer aside)
+	failed    atomic.Int64          // dials that failed
+	// onFail, when set, is called with the number of failed dials after each failure before
+	// any dial succeeded (connect: every server refused or unreachable).
+	onFail atomic.Pointer[func(failed int64)]
+	onGone func() // called once, on go-zookeeper's goroutine, when the session ends
 
 	ready     chan struct{} // closed at the first successful handshake
 	readyOnce sync.Once
@@ -186,8 +191,13 @@ func (t *tap) dial(network, address string, timeout time.Duration) (net.Conn, er
 		}
 		t.noteTLS(err)
 		t.dialErr.Store(&err)
+		n := t.failed.Add(1)
+		if f := t.onFail.Load(); f != nil && !t.dialed.Load() {
+			(*f)(n)
+		}
 		return nil, err
 	}
+	t.dialed.Store(true)
 	tc := &tapConn{Conn: c, t: t, hsDeadline: start.Add(bound)}
 	t.mu.Lock()
 	t.conn = tc

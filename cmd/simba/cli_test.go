@@ -132,12 +132,17 @@ func TestMigrateSaysWhatItApplied(t *testing.T) {
 	for _, tc := range []struct {
 		dsn  string
 		want string
+		warn string // stderr holds this warning and nothing else ("": stderr is empty)
 	}{
-		{fresh, fmt.Sprintf("applied migrations 1–%d to %s (schema version %d)\n", n, fresh, n)},
-		{fresh, fmt.Sprintf("schema of %s is already up to date (version %d)\n", fresh, n)},
-		{old, fmt.Sprintf("applied migrations 2–%d to %s (schema version %d)\n", n, old, n)},
+		{fresh, fmt.Sprintf("applied migrations 1–%d to %s (schema version %d)\n", n, fresh, n), ""},
+		{fresh, fmt.Sprintf("schema of %s is already up to date (version %d)\n", fresh, n), ""},
+		// Another program's file, in rollback-journal mode: migrate puts it in WAL mode, saying so.
+		{old, fmt.Sprintf("applied migrations 2–%d to %s (schema version %d)\n", n, old, n), "from journal_mode delete to WAL"},
 	} {
-		if stdout, stderr, status := runSimba(t, "migrate", "-dsn", tc.dsn); status != 0 || stdout != tc.want || stderr != "" {
+		stdout, stderr, status := runSimba(t, "migrate", "-dsn", tc.dsn)
+		warned := tc.warn == "" && stderr == "" ||
+			tc.warn != "" && strings.Count(stderr, "\n") == 1 && strings.Contains(stderr, " WARN ") && strings.Contains(stderr, tc.warn)
+		if status != 0 || stdout != tc.want || !warned {
 			t.Errorf("simba migrate -dsn %s: exit status %d, stdout %q, stderr %q; want 0 and %q", tc.dsn, status, stdout, stderr, tc.want)
 		}
 	}
@@ -148,7 +153,10 @@ func TestMigrateSaysWhatItApplied(t *testing.T) {
 
 // TestStatusOnSQLiteCreatesNoFile: simba status on an existing SQLite database leaves no file
 // behind: not the cross-process gate file beside it, "<file>-simba-gate", which the commands
-// that write create (migrate did here; it is removed before status runs).
+// that write create (migrate did here; it is removed before status runs). It changes nothing
+// in the file either: a database in rollback-journal mode (the sqlite3 shell's default) stays
+// in it, byte for byte (status switched it to WAL before); one without the schema gets none,
+// and status says to run simba migrate. simba lock, which writes, switches it to WAL, saying so.
 func TestStatusOnSQLiteCreatesNoFile(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "simba.db")
@@ -158,12 +166,71 @@ func TestStatusOnSQLiteCreatesNoFile(t *testing.T) {
 	if err := os.Remove(file + "-simba-gate"); err != nil && !errors.Is(err, os.ErrNotExist) {
 		t.Fatal(err)
 	}
+	if mode := journalMode(t, file, "PRAGMA journal_mode=delete"); mode != "delete" {
+		t.Fatalf("journal mode %q", mode)
+	}
+	before, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if stdout, stderr, status := runSimba(t, "status", "-dsn", "sqlite://"+file); status != 0 || !strings.HasPrefix(stdout, "LEASE") {
 		t.Fatalf("simba status: exit status %d, stdout %q, stderr %q", status, stdout, stderr)
 	}
 	if names, err := filepath.Glob(filepath.Join(dir, "*")); err != nil || len(names) != 1 || names[0] != file {
 		t.Errorf("after simba status the directory holds %v (%v), want only %s", names, err, file)
 	}
+	if after, err := os.ReadFile(file); err != nil || !bytes.Equal(after, before) {
+		t.Errorf("simba status changed the database file (%v)", err)
+	}
+	if mode := journalMode(t, file); mode != "delete" {
+		t.Errorf("simba status switched the file to journal mode %q", mode)
+	}
+
+	bare := filepath.Join(dir, "app.db")
+	journalMode(t, bare, "CREATE TABLE app (x)")
+	stdout, stderr, status := runSimba(t, "status", "-dsn", "sqlite://"+bare)
+	if status != 1 || stdout != "" || !strings.Contains(stderr, "run `simba migrate`") || !strings.Contains(stderr, "0001_init.sql") {
+		t.Errorf("simba status on a file without the schema: exit status %d, stdout %q, stderr %q; want 1, naming simba migrate and the migration", status, stdout, stderr)
+	}
+	if mode := journalMode(t, bare); mode != "delete" {
+		t.Errorf("simba status switched a file without the schema to journal mode %q", mode)
+	}
+	// simba lock refuses such a file (run simba migrate) and leaves it as it is too.
+	if _, stderr, status := runSimba(t, "lock", "-dsn", "sqlite://"+bare, "-name", "job", "--", "true"); status != 1 || !strings.Contains(stderr, "run `simba migrate`") {
+		t.Errorf("simba lock on a file without the schema: exit status %d, stderr %q; want 1, naming simba migrate", status, stderr)
+	}
+	if mode := journalMode(t, bare); mode != "delete" {
+		t.Errorf("simba lock switched a file without the schema to journal mode %q", mode)
+	}
+
+	_, stderr, status = runSimba(t, "lock", "-dsn", "sqlite://"+file, "-name", "job", "--", "true")
+	if status != 0 || !strings.Contains(stderr, "from journal_mode delete to WAL") {
+		t.Errorf("simba lock: exit status %d, stderr %q; want 0 and a warning that it switched the file to WAL", status, stderr)
+	}
+	if mode := journalMode(t, file); mode != "wal" {
+		t.Errorf("after simba lock the file is in journal mode %q, want wal", mode)
+	}
+}
+
+// journalMode runs statements on the SQLite file with the driver alone (as the sqlite3 shell
+// would, without Simba's pragmas) and returns the file's journal mode.
+func journalMode(t *testing.T, file string, statements ...string) string {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, st := range statements {
+		if _, err := db.Exec(st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mode string
+	if err := db.QueryRow("PRAGMA journal_mode").Scan(&mode); err != nil {
+		t.Fatal(err)
+	}
+	return mode
 }
 
 // TestSQLiteFileErrorsNameThePath: simba status never creates a SQLite database: on a file

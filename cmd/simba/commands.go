@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -58,7 +59,8 @@ where the backend cannot tell: ZooKeeper tells a client nothing of another clien
 which live as long as their connection to the ensemble (plus the session timeout once it is
 cut). status only reads and creates no file: on a SQLite file that does not exist it fails
 (exit status 1) instead of creating it, and beside one that exists it does not create the gate
-file (<file>-simba-gate) that the commands that write use.
+file (<file>-simba-gate) that the commands that write use; it changes nothing in the file
+either (neither its schema nor its journal mode, which the commands that write set to WAL).
 `,
 	"run": `usage: simba run -dsn D -name N [-ttl T] [-grace G] -- CMD [ARGS]
 
@@ -616,6 +618,9 @@ func newSQLiteFile(ctx context.Context, dsn string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	// Only read here: without the journal_mode(wal) SQLiteDSN adds, which would switch a file
+	// kept in another mode before the backend's first write, which warns when it does that.
+	name = strings.Replace(name, "&_pragma="+url.QueryEscape("journal_mode(wal)"), "", 1)
 	db, err := sql.Open("sqlite", name)
 	if err != nil {
 		return false, dsnutil.ScrubError(err, dsn)
@@ -625,10 +630,9 @@ func newSQLiteFile(ctx context.Context, dsn string) (bool, error) {
 	count := func() error {
 		return db.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_master").Scan(&objects)
 	}
-	// A new connection's PRAGMA journal_mode=wal (SQLiteDSN puts it in the DSN) fails with
-	// SQLITE_BUSY at once, without waiting in the busy handler, while another connection
-	// writes to a file not yet in WAL mode — another simba run or lock setting up the same new
-	// file: try again (on a new connection), for up to the busy timeout.
+	// A read fails with SQLITE_BUSY at once, without waiting in the busy handler, while another
+	// connection switches the file to WAL mode — another simba run or lock setting up the same
+	// new file: try again, for up to the busy timeout.
 	if err = sqlitebusy.Retry(ctx, count); err != nil && ctx.Err() != nil {
 		return false, ctx.Err()
 	}

@@ -22,7 +22,10 @@
 // create them themselves in a new SQLite database (a file that does not exist yet, or one
 // without any table); on any other database that lacks them or has an old schema they fail,
 // saying to run simba migrate. status never creates a file: it fails on a missing SQLite file,
-// and does not create the gate file (<file>-simba-gate) beside an existing one.
+// and does not create the gate file (<file>-simba-gate) beside an existing one; nor does it
+// change one: no schema, and the journal mode stays as it is. The commands that write put a
+// SQLite file in WAL mode, with a warning if it held tables in another mode
+// (?_pragma=journal_mode(delete) in the DSN keeps that mode).
 //
 // $SIMBA_LOG_LEVEL sets what simba logs: debug (also the database drivers' own lines, such
 // as each failed dial while a server is down, which simba otherwise keeps from stderr), info

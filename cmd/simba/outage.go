@@ -9,24 +9,30 @@ import (
 	"github.com/simba-go/simba/spi"
 )
 
-// reportEvery is how often outageReporter repeats that backend calls still fail.
-const reportEvery = 10 * time.Second
+// reportEvery is how long after its first line outageReporter first repeats that backend
+// calls still fail; each later gap is twice the one before, up to reportEveryMax.
+const (
+	reportEvery    = 10 * time.Second
+	reportEveryMax = 2 * time.Minute
+)
 
 // outageReporter logs the backend's retryable failures while simba waits for a lease or holds
 // one, so that a backend that is down or refusing is not silent: the client retries through
 // them, and without this `simba lock` at a server that refuses connections waited without a
-// word. It logs the first failure of an outage at once, then at most one line per
-// reportEvery while failures go on (with how many it left out), and a line when a session
-// opens again. Permanent failures are not its business: they end the command, which reports
-// them.
+// word. It logs the first failure of an outage at once (the backends fail a call at once when
+// the server refuses connections, rather than at the call's timeout), then, while failures go
+// on, one line reportEvery later, and further lines twice as far apart each time, up to
+// reportEveryMax (with how many it left out), and a line when a session opens again.
+// Permanent failures are not its business: they end the command, which reports them.
 type outageReporter struct {
 	log *slog.Logger
 	now func() time.Time
 
 	mu      sync.Mutex
-	failing bool      // a failure was reported and no session opened since
-	last    time.Time // when the last line was logged
-	skipped int       // failures left out since then
+	failing bool          // a failure was reported and no session opened since
+	last    time.Time     // when the last line was logged
+	gap     time.Duration // how long after last the next line may come
+	skipped int           // failures left out since then
 }
 
 func newOutageReporter(log *slog.Logger) *outageReporter {
@@ -40,7 +46,7 @@ func (r *outageReporter) event(ev simba.Event) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		now := r.now()
-		if r.failing && now.Sub(r.last) < reportEvery {
+		if r.failing && now.Sub(r.last) < r.gap {
 			r.skipped++
 			return
 		}
@@ -49,6 +55,11 @@ func (r *outageReporter) event(ev simba.Event) {
 			attrs = append(attrs, "failures_since_last_report", r.skipped)
 		}
 		r.log.Warn("simba: a backend call failed; retrying", attrs...)
+		if !r.failing {
+			r.gap = reportEvery
+		} else {
+			r.gap = min(2*r.gap, reportEveryMax)
+		}
 		r.failing, r.last, r.skipped = true, now, 0
 	case ev.Kind == simba.EventSessionOpened:
 		r.mu.Lock()

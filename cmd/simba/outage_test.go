@@ -17,9 +17,10 @@ import (
 	"github.com/simba-go/simba/spi"
 )
 
-// TestOutageReporter: the first retryable failure is logged at once, later ones at most once
-// per reportEvery with the count left out, a session opening again is logged once, and
-// permanent failures and other events are not its business.
+// TestOutageReporter: the first retryable failure is logged at once, later ones first
+// reportEvery later, then twice as far apart each time up to reportEveryMax, with the count
+// left out; a session opening again is logged once, and permanent failures and other events
+// are not its business.
 func TestOutageReporter(t *testing.T) {
 	var logs testenv.LogBuffer
 	now := time.Unix(0, 0)
@@ -45,19 +46,36 @@ func TestOutageReporter(t *testing.T) {
 	if lines() != 2 || !strings.Contains(logs.String(), "failures_since_last_report=5") {
 		t.Fatalf("the repeat after reportEvery: %q", logs.String())
 	}
+	// Then twice as far apart each time, up to reportEveryMax.
+	for gap := 2 * reportEvery; gap <= 2*reportEveryMax; gap *= 2 {
+		want := lines() + 1
+		now = now.Add(min(gap, reportEveryMax) - time.Second)
+		r.event(fail)
+		if lines() != want-1 {
+			t.Fatalf("a failure %v after the last line, whose gap is %v, was logged: %q", min(gap, reportEveryMax)-time.Second, min(gap, reportEveryMax), logs.String())
+		}
+		now = now.Add(time.Second)
+		r.event(fail)
+		if lines() != want || !strings.Contains(logs.String(), "failures_since_last_report=1") {
+			t.Fatalf("no line %v after the last: %q", min(gap, reportEveryMax), logs.String())
+		}
+	}
+	base := lines()
 	r.event(simba.Event{Kind: simba.EventBackendError, Class: spi.Permanent, Err: errors.New("no schema")})
 	r.event(simba.Event{Kind: simba.EventElected, Name: "x"})
-	if lines() != 2 {
+	if lines() != base {
 		t.Fatalf("a permanent failure or another event was logged: %q", logs.String())
 	}
 	r.event(simba.Event{Kind: simba.EventSessionOpened})
 	r.event(simba.Event{Kind: simba.EventSessionOpened})
-	if lines() != 3 || !strings.Contains(logs.String(), "answers again") {
+	if lines() != base+1 || !strings.Contains(logs.String(), "answers again") {
 		t.Fatalf("the recovery: %q", logs.String())
 	}
-	r.event(fail) // a new outage is reported at once
-	if lines() != 4 {
-		t.Fatalf("the next outage's first failure: %q", logs.String())
+	r.event(fail) // a new outage is reported at once, and repeated reportEvery later
+	now = now.Add(reportEvery)
+	r.event(fail)
+	if lines() != base+3 {
+		t.Fatalf("the next outage's first failure and its repeat: %q", logs.String())
 	}
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -101,4 +102,36 @@ func TestPartitionsMove(t *testing.T) {
 	b.Stop()
 	out.Expect(`^b left ` + regexp.QuoteMeta(group) + `$`)
 	settled("a")
+}
+
+// TestPartitionsPrintInOrder: one member prints its view, then its partitions' starts in
+// partition order, and at the end their stops in partition order, as the examples' README
+// shows (tokens aside). Its consumers start and stop concurrently: they printed in whatever
+// order they ran, after a first view of 0 members.
+func TestPartitionsPrintInOrder(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sample, ok := strings.Cut(string(readme), "$ go run ./examples/partitions -owner a -partitions 4\n")
+	sample, _, ok2 := strings.Cut(sample, "```")
+	if !ok || !ok2 {
+		t.Fatal("no sample output of partitions in examples/README.md")
+	}
+	tokens := regexp.MustCompile(`token \d+`)
+	want := tokens.ReplaceAllString(strings.ReplaceAll(sample, "^C", ""), "token N")
+
+	dsn := "sqlite://" + filepath.Join(t.TempDir(), "simba.db")
+	group := exampletest.Name(t, "example-orders")
+	out := exampletest.NewOutput(t)
+	p := out.Start(run, "-dsn", dsn, "-group", group, "-owner", "a", "-partitions", "4", "-for", "5m")
+	out.Await("partition 3 consumed", func(lines []string) bool {
+		return slices.ContainsFunc(lines, func(l string) bool { return strings.HasPrefix(l, "a consumes partition 3 ") })
+	})
+	p.Stop()
+	got := strings.Join(out.Lines(), "\n") + "\n"
+	got = tokens.ReplaceAllString(strings.ReplaceAll(got, group, "example-orders"), "token N")
+	if got != want {
+		t.Errorf("output:\n%s\nwant (examples/README.md):\n%s", got, want)
+	}
 }

@@ -288,7 +288,8 @@ func (k PublishKind) String() string {
 //   - EvTimer: Timer (the key of an earlier Arm effect).
 //   - EvReply: Req, Op (both copied from the Call), SentAt (when the request was sent), and the
 //     result for Op: Err (any op), or Session (OpenSession), KeepAlive, Acquire, Status (Join,
-//     Leave), Members (Members). Release and CloseSession carry only Err.
+//     Leave), Members (Members). Release and CloseSession carry only Err. Name is the Call's
+//     (the lease or group; "" for session calls), for the driver's logs: Step goes by Req.
 //   - EvHint: Hint.
 //   - EvWorkExited: Name and Token of the term whose work returned.
 //   - EvJoin: Name (the group), Partitions, HasWork, Future (completes at once).
@@ -322,10 +323,10 @@ type Event struct {
 	Jitter     float64
 }
 
-// ReplyTo starts the Reply event for a Call effect: Kind, Req and Op are set; the caller sets
-// SentAt and the result.
+// ReplyTo starts the Reply event for a Call effect: Kind, Req, Op and Name are set; the caller
+// sets SentAt and the result.
 func ReplyTo(call Effect) Event {
-	return Event{Kind: EvReply, Req: call.Req, Op: call.Op}
+	return Event{Kind: EvReply, Req: call.Req, Op: call.Op, Name: call.Name}
 }
 
 // String prints the event in the stable form transcripts and logs use.

@@ -1,0 +1,34 @@
+package zookeeper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/simba-go/simba/spi"
+)
+
+// TestOpenSessionAtARefusingServerFailsAtOnce: at an address where nothing listens (every dial
+// refused), OpenSession fails with a retryable error naming the refused connection as soon as
+// the dial to each server has failed, before its context ends. Its first request stayed queued
+// (the pacer's) for up to the session timeout, so a client (simba lock at a ZooKeeper that is
+// down) heard of the outage only at the call's timeout, 5 s by default.
+func TestOpenSessionAtARefusingServerFailsAtOnce(t *testing.T) {
+	b, err := New(fmt.Sprintf("zk://127.0.0.1:%d/simba-refused", freePort(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	// The context ends before the session timeout, as a client's call does (at a third of it).
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err = b.OpenSession(ctx, "refused", 40*time.Second)
+	t.Logf("OpenSession failed after %v: %v", time.Since(start), err)
+	if ctx.Err() != nil || !errors.Is(err, spi.ErrUnavailable) || !strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("OpenSession at a refusing address: %v (context: %v), want a retryable error naming the refused connection before the context ends", err, ctx.Err())
+	}
+}
