@@ -17,21 +17,11 @@ import (
 // call's deadline, so a client (simba lock at an etcd that is down) heard of the outage only
 // at the call's timeout, 5 s by default.
 func TestOpenSessionAtARefusingServerFailsAtOnce(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	b, err := New("etcd://" + addr + "/simba-refused")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := refusingBackend(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	start := time.Now()
-	_, err = b.OpenSession(ctx, "refused", 6*time.Second)
+	_, err := b.OpenSession(ctx, "refused", 6*time.Second)
 	t.Logf("OpenSession failed after %v: %v", time.Since(start), err)
 	if ctx.Err() != nil || !errors.Is(err, spi.ErrUnavailable) || !strings.Contains(err.Error(), "connection refused") {
 		t.Fatalf("OpenSession at a refusing address: %v (context: %v), want a retryable error naming the refused connection before the context ends", err, ctx.Err())
@@ -42,6 +32,19 @@ func TestOpenSessionAtARefusingServerFailsAtOnce(t *testing.T) {
 // at an address where nothing listens fails with a retryable error naming the refused
 // connection; it waited for a connection for as long as its context lasted (for ever).
 func TestInspectAtARefusingServerFailsAtOnce(t *testing.T) {
+	b := refusingBackend(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err := b.Inspect(ctx)
+	if ctx.Err() != nil || !errors.Is(err, spi.ErrUnavailable) || !strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("Inspect at a refusing address: %v (context: %v), want a retryable error naming the refused connection before the context ends", err, ctx.Err())
+	}
+}
+
+// refusingBackend returns a backend for an address where nothing listens (a port just freed),
+// closed when the test ends.
+func refusingBackend(t *testing.T) *Backend {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -52,11 +55,6 @@ func TestInspectAtARefusingServerFailsAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer b.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	_, err = b.Inspect(ctx)
-	if ctx.Err() != nil || !errors.Is(err, spi.ErrUnavailable) || !strings.Contains(err.Error(), "connection refused") {
-		t.Fatalf("Inspect at a refusing address: %v (context: %v), want a retryable error naming the refused connection before the context ends", err, ctx.Err())
-	}
+	t.Cleanup(func() { b.Close() })
+	return b
 }
