@@ -232,10 +232,22 @@ func (b *Backend) schemaMissingFrom(v int64, why string, cause error) error {
 	msg := fmt.Sprintf("%s: %s: apply %s (embedded in github.com/simba-go/simba/sql/schema) or call Migrate",
 		spi.ErrSchemaMissing, why, apply)
 	if cause != nil {
-		return fmt.Errorf("%s: %w: %w", msg, spi.ErrSchemaMissing, cause)
+		return &schemaError{msg: msg, errs: []error{spi.ErrSchemaMissing, cause}}
 	}
-	return fmt.Errorf("%s: %w", msg, spi.ErrSchemaMissing)
+	return &schemaError{msg: msg, errs: []error{spi.ErrSchemaMissing}}
 }
+
+// schemaError is a schema error whose text already says what its causes say (why carries the
+// server's message): it matches spi.ErrSchemaMissing and the driver's error (errors.Is,
+// errors.As) without repeating them in its text, as a %w chain did ("schema missing: … or call
+// Migrate: schema missing: <the server's message again>").
+type schemaError struct {
+	msg  string
+	errs []error
+}
+
+func (e *schemaError) Error() string   { return e.msg }
+func (e *schemaError) Unwrap() []error { return e.errs }
 
 // ready checks the schema once (or migrates it, WithAutoMigrate) before the first operation.
 // An operation that only reads (readOnlyCtx: Inspect) never migrates: it checks.

@@ -54,6 +54,11 @@ func TestSchemaMissingNamesTheMigration(t *testing.T) {
 			if spi.Classify(err) != spi.Permanent {
 				t.Fatalf("schema missing classified %v", spi.Classify(err))
 			}
+			// The server's message once: the text used to end by repeating it after a second
+			// "schema missing".
+			if n := strings.Count(err.Error(), spi.ErrSchemaMissing.Error()); n != 1 {
+				t.Fatalf("OpenSession on an empty database: %q says %q %d times", err, spi.ErrSchemaMissing, n)
+			}
 			if _, err := b.SchemaVersion(testCtx(t)); !errors.Is(err, spi.ErrSchemaMissing) {
 				t.Fatalf("SchemaVersion on an empty database: %v", err)
 			}
