@@ -76,6 +76,9 @@ type SQLDialectSpec struct {
 	SessionSetup  []string `yaml:"session_setup"`
 	ChangeCounter string   `yaml:"change_counter"`
 	DatabaseFile  string   `yaml:"database_file"`
+	JournalMode   string   `yaml:"journal_mode"`
+	JournalWAL    string   `yaml:"journal_wal"`
+	ObjectCount   string   `yaml:"object_count"`
 	Listen        []string `yaml:"listen"`
 	MigrateLock   string   `yaml:"migrate_lock"`
 	MigrateUnlock string   `yaml:"migrate_unlock"`
@@ -315,7 +318,7 @@ func (s *SQLSpec) validate() error {
 				return specErr(f, fmt.Sprintf("%s.session_setup[%d]", field, i), "must be one non-empty statement without ';'")
 			}
 		}
-		for _, st := range []struct{ key, stmt string }{{"change_counter", ds.ChangeCounter}, {"database_file", ds.DatabaseFile}, {"wake_lock", ds.WakeLock}, {"wake_unlock", ds.WakeUnlock}} {
+		for _, st := range []struct{ key, stmt string }{{"change_counter", ds.ChangeCounter}, {"database_file", ds.DatabaseFile}, {"journal_mode", ds.JournalMode}, {"journal_wal", ds.JournalWAL}, {"object_count", ds.ObjectCount}, {"wake_lock", ds.WakeLock}, {"wake_unlock", ds.WakeUnlock}} {
 			if strings.Contains(st.stmt, ";") || (st.stmt != "" && strings.TrimSpace(st.stmt) == "") {
 				return specErr(f, field+"."+st.key, "must be one statement without ';'")
 			}
@@ -1168,6 +1171,12 @@ func (s *SQLSpec) genWire() (File, error) {
 		jen.Id("ChangeCounter").String(),
 		jen.Comment("DatabaseFile lists the attached databases, the main one first, as (seq, name, file) rows (empty: not a file database)."),
 		jen.Id("DatabaseFile").String(),
+		jen.Comment("JournalMode reads the database's journal mode, JournalWAL puts it in WAL mode and answers the"),
+		jen.Comment("mode it is in after, and ObjectCount counts the schema objects the database file holds (all"),
+		jen.Comment("empty: the dialect has no journal modes)."),
+		jen.Id("JournalMode").String(),
+		jen.Id("JournalWAL").String(),
+		jen.Id("ObjectCount").String(),
 		jen.Comment("Listen are the statements that subscribe a connection to the hint channels (empty: the dialect has none)."),
 		jen.Id("Listen").Index().String(),
 		jen.Comment("MigrateLock takes the lock that serialises Migrate on its connection, and MigrateUnlock"),
@@ -1292,6 +1301,9 @@ func (s *SQLSpec) genWire() (File, error) {
 				jen.Id("SessionSetup"):  jen.Index().String().Values(setup...),
 				jen.Id("ChangeCounter"): jen.Lit(ds.ChangeCounter),
 				jen.Id("DatabaseFile"):  jen.Lit(ds.DatabaseFile),
+				jen.Id("JournalMode"):   jen.Lit(ds.JournalMode),
+				jen.Id("JournalWAL"):    jen.Lit(ds.JournalWAL),
+				jen.Id("ObjectCount"):   jen.Lit(ds.ObjectCount),
 				jen.Id("Listen"):        jen.Index().String().Values(listen...),
 				jen.Id("MigrateLock"):   jen.Lit(lock),
 				jen.Id("MigrateUnlock"): jen.Lit(unlock),

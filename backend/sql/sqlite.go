@@ -286,8 +286,9 @@ func (w *walSwitch) ensure(ctx context.Context, d *stdDialect) error {
 		return err
 	}
 	defer c.Close()
+	wd, _ := wire.SQLDialectByName(wire.SQLSQLite)
 	var mode string
-	if err := c.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+	if err := c.QueryRowContext(ctx, wd.JournalMode).Scan(&mode); err != nil {
 		return err
 	}
 	if strings.EqualFold(mode, "wal") {
@@ -295,12 +296,12 @@ func (w *walSwitch) ensure(ctx context.Context, d *stdDialect) error {
 		return nil
 	}
 	var objects int
-	if err := c.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_master").Scan(&objects); err != nil {
+	if err := c.QueryRowContext(ctx, wd.ObjectCount).Scan(&objects); err != nil {
 		return err
 	}
 	var now string
 	if err := sqlitebusy.Retry(ctx, func() error {
-		return c.QueryRowContext(ctx, "PRAGMA journal_mode=wal").Scan(&now)
+		return c.QueryRowContext(ctx, wd.JournalWAL).Scan(&now)
 	}); err != nil {
 		return err
 	}

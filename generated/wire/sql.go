@@ -47,6 +47,12 @@ type SQLDialect struct {
 	ChangeCounter string
 	// DatabaseFile lists the attached databases, the main one first, as (seq, name, file) rows (empty: not a file database).
 	DatabaseFile string
+	// JournalMode reads the database's journal mode, JournalWAL puts it in WAL mode and answers the
+	// mode it is in after, and ObjectCount counts the schema objects the database file holds (all
+	// empty: the dialect has no journal modes).
+	JournalMode string
+	JournalWAL  string
+	ObjectCount string
 	// Listen are the statements that subscribe a connection to the hint channels (empty: the dialect has none).
 	Listen []string
 	// MigrateLock takes the lock that serialises Migrate on its connection, and MigrateUnlock
@@ -118,11 +124,14 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 			Begin:         "BEGIN",
 			ChangeCounter: "",
 			DatabaseFile:  "",
+			JournalMode:   "",
+			JournalWAL:    "",
 			Listen:        []string{"LISTEN simba_released", "LISTEN simba_group"},
 			MigrateLock:   "SELECT pg_advisory_lock(495690015329)",
 			MigrateUnlock: "SELECT pg_advisory_unlock(495690015329)",
 			Migration:     "postgres/0001_init.sql",
 			Name:          SQLPostgres,
+			ObjectCount:   "",
 			Operations: map[string]SQLOperation{"open_session": {
 				Batch:       false,
 				Queries:     []string{"OpenSession"},
@@ -247,11 +256,14 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 			Begin:         "START TRANSACTION",
 			ChangeCounter: "",
 			DatabaseFile:  "",
+			JournalMode:   "",
+			JournalWAL:    "",
 			Listen:        []string{},
 			MigrateLock:   "SELECT GET_LOCK('simba_migrate', 60)",
 			MigrateUnlock: "DO RELEASE_LOCK('simba_migrate')",
 			Migration:     "mysql/0001_init.sql",
 			Name:          SQLMySQL,
+			ObjectCount:   "",
 			Operations: map[string]SQLOperation{"open_session": {
 				Batch:       false,
 				Queries:     []string{"OpenSession"},
@@ -390,11 +402,14 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 			Begin:         "BEGIN IMMEDIATE",
 			ChangeCounter: "PRAGMA data_version",
 			DatabaseFile:  "PRAGMA database_list",
+			JournalMode:   "PRAGMA journal_mode",
+			JournalWAL:    "PRAGMA journal_mode=wal",
 			Listen:        []string{},
 			MigrateLock:   "",
 			MigrateUnlock: "",
 			Migration:     "sqlite/0001_init.sql",
 			Name:          SQLSQLite,
+			ObjectCount:   "SELECT count(*) FROM sqlite_master",
 			Operations: map[string]SQLOperation{"open_session": {
 				Batch:       false,
 				Queries:     []string{"OpenSession"},
