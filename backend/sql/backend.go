@@ -98,6 +98,9 @@ type Backend struct {
 	// while the way there works (a one-way partition): the next keep-alive proves a round trip
 	// first (KeepAlive).
 	kaFailed atomic.Bool
+	// minTTL is the shortest session TTL OpenSession was asked for (0: none yet); it paces
+	// PostgreSQL's hint listener's probes (see pgDialect.probeEvery).
+	minTTL atomic.Int64
 
 	stop chan struct{} // closed by Close: stops the background goroutines
 	wg   sync.WaitGroup
@@ -386,6 +389,11 @@ func (b *Backend) OpenSession(ctx context.Context, owner string, ttl time.Durati
 	}
 	if err := spi.ValidateOwner(owner); err != nil {
 		return spi.Session{}, fmt.Errorf("sql %s: %w", b.name, err)
+	}
+	for old := b.minTTL.Load(); old == 0 || int64(ttl) < old; old = b.minTTL.Load() {
+		if b.minTTL.CompareAndSwap(old, int64(ttl)) {
+			break
+		}
 	}
 	if err := b.ready(ctx); err != nil {
 		return spi.Session{}, err

@@ -138,22 +138,55 @@ func (d *pgDialect) listen(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		backoff = min(2*backoff, listenBackoffMax)
+		// Once a session opened, the backoff stops at a third of the TTL: a listener that
+		// failed through a long outage must not stay deaf for seconds after it ends.
+		limit := listenBackoffMax
+		if ttl := time.Duration(d.b.minTTL.Load()); ttl > 0 {
+			limit = min(limit, max(ttl/3, listenBackoffMin))
+		}
+		backoff = min(2*backoff, limit)
 	}
+}
+
+// listenMinProbe bounds the listener's probe interval and ping timeout below.
+const listenMinProbe = 10 * time.Millisecond
+
+// probeEvery returns how long the listener waits for a notification before it pings, and how
+// long that ping may take (bounded by timeout, the connect timeout): listenProbeEvery and
+// timeout until a session opened, then at most a sixth and a third of the shortest TTL asked
+// for. A connection gone silent (a blackhole: no byte, close or reset) is so given up within
+// half a TTL; with 15 s and the connect timeout it lasted 20 s, every release in that time
+// went unheard, and each hand-over to the backend's waiters waited for their retry (an outside
+// trial at TTL 1 s: Locks of 8 s while the waiter's link had been down for 3.6 s).
+func (d *pgDialect) probeEvery(timeout time.Duration) (every, ping time.Duration) {
+	every, ping = listenProbeEvery, timeout
+	if ttl := time.Duration(d.b.minTTL.Load()); ttl > 0 {
+		every, ping = min(every, max(ttl/6, listenMinProbe)), min(ping, max(ttl/3, listenMinProbe))
+	}
+	return every, ping
 }
 
 // listenOnce connects, LISTENs and forwards notifications until the connection fails or ctx
 // ends. It reports whether it got as far as listening.
 //
-// Every round trip but the wait itself is bounded by the connect timeout (DefaultConnectTimeout
-// when the pool has none); the wait is cut every listenProbeEvery for a ping so bounded.
+// Connecting and LISTENing are bounded by the connect timeout (DefaultConnectTimeout when the
+// pool has none), or one TTL if shorter; the wait is cut after a probe interval without a
+// notification for a ping, bounded by the connect timeout or a third of the TTL (see
+// probeEvery).
 func (d *pgDialect) listenOnce(ctx context.Context) bool {
 	cfg := d.pool.Config().ConnConfig.Copy()
 	timeout := cfg.ConnectTimeout
 	if timeout <= 0 {
 		timeout = DefaultConnectTimeout
 	}
-	cctx, cancel := context.WithTimeout(ctx, timeout)
+	// Connecting and LISTENing take at most one TTL once a session opened: an attempt made
+	// into a blackhole would otherwise keep the listener deaf for the connect timeout after
+	// the network healed.
+	setup := timeout
+	if ttl := time.Duration(d.b.minTTL.Load()); ttl > 0 {
+		setup = min(setup, max(ttl, 100*time.Millisecond))
+	}
+	cctx, cancel := context.WithTimeout(ctx, setup)
 	defer cancel()
 	conn, err := pgx.ConnectConfig(cctx, cfg)
 	if err != nil {
@@ -176,7 +209,8 @@ func (d *pgDialect) listenOnce(ctx context.Context) bool {
 	default:
 	}
 	for {
-		wctx, cancel := context.WithTimeout(ctx, listenProbeEvery)
+		every, pingTimeout := d.probeEvery(timeout)
+		wctx, cancel := context.WithTimeout(ctx, every)
 		n, err := conn.WaitForNotification(wctx)
 		cancel()
 		if err != nil {
@@ -185,7 +219,7 @@ func (d *pgDialect) listenOnce(ctx context.Context) bool {
 			}
 			// Nothing for a while: prove the connection still answers (a wait cut short by
 			// its own deadline leaves the connection usable).
-			pctx, cancel := context.WithTimeout(ctx, timeout)
+			pctx, cancel := context.WithTimeout(ctx, pingTimeout)
 			err := conn.Ping(pctx)
 			cancel()
 			if err != nil {

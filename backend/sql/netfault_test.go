@@ -182,6 +182,66 @@ func TestPostgresHintListenerLeavesADeadConnection(t *testing.T) {
 	}
 }
 
+// TestPostgresHintsAfterSilentOutage: a backend whose link to the server goes silent for a
+// second (a blackhole: the open connections get no byte, close or reset, for good; new ones
+// are taken and never answered) hears releases again soon after the link heals. Once a
+// session of TTL 3 s opened, the listener pings after 500 ms without a notification, gives
+// the connection up when the ping has no reply within 1 s, and connects within a TTL. With
+// the default connect timeout (5 s) the old listener pinged only after listenProbeEvery
+// (15 s): every release in those 20 s went unheard, and a waiter learnt of each only at its
+// retry. Another backend, on a direct link, takes and releases a lease until the hint of a
+// release arrives: within 10 s (about 1.5 s expected).
+func TestPostgresHintsAfterSilentOutage(t *testing.T) {
+	direct := pgDSN(t)
+	dsn, p := proxyPgDSN(t, direct, nil)
+	b := migrated(t, dsn, WithHousekeepingInterval(-1))
+	other := migrated(t, direct, WithHousekeepingInterval(-1))
+	ctx, cancel := context.WithCancel(testCtx(t))
+	defer cancel()
+	hints, err := b.Hints(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	openSession(t, b, 3*time.Second) // paces the listener
+	holder := openSession(t, other, longTTL)
+	// released takes and releases name on the direct link every 200 ms until the hint of a
+	// release of it arrives, for up to within; it reports whether one did.
+	released := func(name string, within time.Duration) bool {
+		t.Helper()
+		deadline := time.Now().Add(within)
+		for time.Now().Before(deadline) {
+			tok := grant(t, other, holder, name)
+			if err := other.Release(testCtx(t), holder, name, tok); err != nil {
+				t.Fatal(err)
+			}
+			wait := time.After(200 * time.Millisecond)
+			for waiting := true; waiting; {
+				select {
+				case h, ok := <-hints:
+					if !ok {
+						t.Fatal("hint channel closed")
+					}
+					if h.Kind == spi.Released && h.Name == name {
+						return true
+					}
+				case <-wait:
+					waiting = false
+				}
+			}
+		}
+		return false
+	}
+	if !released("before-"+unique(t), 30*time.Second) {
+		t.Fatal("no released hint before the outage")
+	}
+	p.Set(faultproxy.Fault{Blackhole: true})
+	time.Sleep(time.Second)
+	p.Heal()
+	if !released("after-"+unique(t), 10*time.Second) {
+		t.Fatal("no released hint within 10 s after a silent outage of 1 s healed")
+	}
+}
+
 // proxyDSN is dsn (a URL whose host has no port: defPort) through a fault proxy.
 func proxyDSN(t *testing.T, dsn, defPort string) (string, *faultproxy.Proxy) {
 	t.Helper()

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -100,6 +101,8 @@ type Backend struct {
 
 	rootsMu sync.Mutex
 	rootsOK bool
+
+	minTTL atomic.Int64 // the shortest TTL OpenSession was asked for (0: none yet); paces the watcher
 
 	hmu     sync.Mutex
 	subs    map[chan spi.Hint]struct{}
@@ -262,6 +265,11 @@ func (b *Backend) OpenSession(ctx context.Context, owner string, ttl time.Durati
 	ask, err := b.sessionTimeoutFor(ttl)
 	if err != nil {
 		return spi.Session{}, err
+	}
+	for old := b.minTTL.Load(); old == 0 || int64(ttl) < old; old = b.minTTL.Load() {
+		if b.minTTL.CompareAndSwap(old, int64(ttl)) {
+			break
+		}
 	}
 	if err := b.checkOpen(); err != nil {
 		return spi.Session{}, err

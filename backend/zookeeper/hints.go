@@ -55,12 +55,13 @@ func (b *Backend) Hints(ctx context.Context) (<-chan spi.Hint, error) {
 }
 
 // hint publishes a hint seen by one of the backend's sessions (a watch on a lease or group it
-// touched, or its own release) unless the watcher connection, which sees every change, is up.
+// touched, or its own release) unless the watcher connection, which sees every change, is up
+// and answering (watcher.hearing).
 func (b *Backend) hint(kind spi.HintKind, name string) {
 	b.hmu.Lock()
 	w := b.watcher
 	b.hmu.Unlock()
-	if w != nil && w.live.Load() {
+	if w != nil && w.hearing() {
 		return
 	}
 	b.publish(kind, name)

@@ -35,17 +35,63 @@ const (
 // watcher speaks the few requests it needs itself (connect, auth, addWatch, ping). It
 // reconnects with backoff; events lost meanwhile are lost, which costs latency only. On a
 // server without addWatch it stops, and hints then come only from the sessions' own watches.
+//
+// A connection gone silent (a blackhole: no bytes, close or reset either way, for good) would
+// keep the watches "set" while no event arrives, and the sessions' own watches are muted
+// while the watcher is live, so every hint would be lost until the read timeout (2/3 of the
+// watcher's 30 s session): a waiter then learns of each release only at its one-TTL retry.
+// So the watcher pings every probe interval (a sixth of the shortest TTL asked of the backend,
+// see probe) and gives the connection up when it has read nothing for two intervals; and
+// hearing, which mutes the sessions' watches, holds only while a reply came within 1.5
+// intervals, so that they speak again as soon as the connection falls silent.
 type watcher struct {
-	b    *Backend
-	stop chan struct{}
-	done chan struct{}
-	live atomic.Bool // the watches are set
+	b        *Backend
+	stop     chan struct{}
+	done     chan struct{}
+	live     atomic.Bool  // the watches are set
+	born     time.Time    // lastRead counts from it (monotonic)
+	lastRead atomic.Int64 // when the connection last read a frame, as time.Since(born)
+	timeout  atomic.Int64 // the current connection's negotiated session timeout
 }
 
 func newWatcher(b *Backend) *watcher {
-	w := &watcher{b: b, stop: make(chan struct{}), done: make(chan struct{})}
+	w := &watcher{b: b, stop: make(chan struct{}), done: make(chan struct{}), born: time.Now()}
 	go w.run()
 	return w
+}
+
+// watcherMinProbe bounds the probe interval below (a TTL of a few milliseconds).
+const watcherMinProbe = 10 * time.Millisecond
+
+// probe returns the interval between the watcher's pings on a connection whose negotiated
+// session timeout is timeout: a third of it, or a sixth of the shortest TTL the backend's
+// sessions asked for if that is shorter (the interval at which a session's own keep-alive
+// gives up a silent connection), at least watcherMinProbe.
+func (w *watcher) probe(timeout time.Duration) time.Duration {
+	p := timeout / 3
+	if ttl := time.Duration(w.b.minTTL.Load()); ttl > 0 {
+		p = min(p, ttl/6)
+	}
+	return max(p, watcherMinProbe)
+}
+
+// sinceRead returns how long ago the connection last read a frame.
+func (w *watcher) sinceRead() time.Duration {
+	return time.Since(w.born) - time.Duration(w.lastRead.Load())
+}
+
+// read notes that the connection read a frame now.
+func (w *watcher) read() { w.lastRead.Store(int64(time.Since(w.born))) }
+
+// hearing reports whether the watches are set and the connection answered lately (within
+// 1.5 probe intervals; a ping goes out every interval): only then do its events stand for
+// the sessions' own watches (Backend.hint).
+func (w *watcher) hearing() bool {
+	if !w.live.Load() {
+		return false
+	}
+	p := w.probe(time.Duration(w.timeout.Load()))
+	return w.sinceRead() <= p+p/2
 }
 
 // close stops the watcher and waits for it.
@@ -122,6 +168,8 @@ func (w *watcher) connection(server string) error {
 	if binary.BigEndian.Uint64(resp[8:]) == 0 || timeout <= 0 {
 		return fmt.Errorf("zookeeper watcher: no session")
 	}
+	w.timeout.Store(int64(timeout))
+	w.read()
 	if w.b.cfg.User != "" {
 		var a frameBuilder
 		a.i32(xidAuth).i32(opSetAuth).i32(0).str("digest").buf([]byte(w.b.cfg.User + ":" + w.b.cfg.Password))
@@ -137,23 +185,30 @@ func (w *watcher) connection(server string) error {
 		}
 	}
 	c.SetDeadline(time.Time{})
-	// Ping every third of the timeout; reads time out after two thirds.
+	// Ping every probe interval (re-read at each ping: the backend learns the TTL when its
+	// first session opens, after the watcher started); a connection that read nothing for two
+	// intervals has gone silent and is closed. Reads also time out after two thirds of the
+	// timeout.
 	pingErr := make(chan error, 1)
 	go func() {
-		t := time.NewTicker(timeout / 3)
-		defer t.Stop()
 		var p frameBuilder
 		p.i32(xidPing).i32(opPing)
 		ping := p.frame()
 		for {
+			every := w.probe(timeout)
 			select {
 			case <-ended:
 				return
-			case <-t.C:
-				if err := write(ping); err != nil {
-					pingErr <- err
-					return
-				}
+			case <-time.After(every):
+			}
+			if since := w.sinceRead(); since > 2*every {
+				pingErr <- fmt.Errorf("zookeeper watcher: the connection read nothing for %v (pings every %v): gone silent", since.Round(time.Millisecond), every)
+				c.Close()
+				return
+			}
+			if err := write(ping); err != nil {
+				pingErr <- err
+				return
 			}
 		}
 	}()
@@ -161,6 +216,9 @@ func (w *watcher) connection(server string) error {
 	for {
 		c.SetReadDeadline(time.Now().Add(timeout * 2 / 3))
 		f, err := readZKFrame(c)
+		if err == nil {
+			w.read()
+		}
 		if err != nil {
 			select {
 			case perr := <-pingErr:
