@@ -200,7 +200,11 @@ the PUBLISH reaches other nodes too, but over the cluster bus, which Redis sends
 algorithm on (no TCP_NODELAY), so a hint heard elsewhere could come up to ~40 ms late. A
 channel whose slot moves to another master (as the Cluster client learns) moves with it.
 go-redis reconnects the connections and resubscribes after a connection loss; the
-confirmations then do the same reads and hints.
+confirmations then do the same reads and hints. A connection gone silent (a blackhole: no
+byte, close or reset either way) counts as lost: each pub/sub connection sends a PING once
+it has read nothing for a sixth of the shortest session TTL the backend opened (15 s before
+one opened), at least 50 ms, and is closed, and connected again, once it has read nothing
+for two such intervals.
 
 # ACL
 

@@ -53,6 +53,7 @@ type hub struct {
 	conn *subConn // nil while there are no subscribers
 
 	ttl    time.Duration        // the longest session TTL the backend opened
+	minTTL atomic.Int64         // the shortest session TTL the backend opened (0: none yet); paces the probes (see probe)
 	leases map[string]*interest // lease name → the sessions waiting for it
 	groups map[string]*interest // group → the sessions that joined it
 	checks map[string]struct{}  // lease names whose subscription was confirmed, to read
@@ -140,7 +141,7 @@ type wait struct {
 // the Cluster client knows (go-redis reloads its slot map after a redirection or a connection
 // error, and every minute), to that master's connection; until then they are still heard, over
 // the bus, while their old node lives. go-redis reconnects each connection and subscribes to
-// its channels again after a connection loss; every channel's confirmation, after a
+// its channels again after a connection loss (one gone silent counts: see pump); every channel's confirmation, after a
 // reconnection or a move, does what the first did (a lease read, a group hint), so releases
 // and group changes published meanwhile are hinted after all (releases only while the lease
 // is still free).
@@ -420,11 +421,87 @@ func confirm(ctx context.Context, ps *goredis.PubSub, n int) (confirmed bool, er
 	return true, nil
 }
 
+// hintMinProbe bounds the pub/sub connections' probe interval below (a TTL of a few
+// hundred milliseconds or less).
+const hintMinProbe = 50 * time.Millisecond
+
+// probe returns the interval at which the pub/sub connections are probed: a sixth of the
+// shortest session TTL the backend opened (of hintDefaultTTL before it opened one), at least
+// hintMinProbe. A connection that has read nothing for two intervals is given up (see pump):
+// within a third of a TTL, so that a waiter hears releases again well before its one-TTL
+// retry.
+func (h *hub) probe() time.Duration {
+	ttl := time.Duration(h.minTTL.Load())
+	if ttl <= 0 {
+		ttl = hintDefaultTTL
+	}
+	return max(ttl/6, hintMinProbe)
+}
+
 // pump forwards the messages of ps (one of c's connections) until it is closed, and acts on
 // the server's confirmations of subscriptions: a lease's is read (by the runner), a group's is
 // a hint.
+//
+// It also keeps ps from going deaf. A connection whose link went silent (a blackhole: no byte,
+// close or reset either way, for good) would otherwise stay "connected" for good: go-redis's
+// own health check (ChannelWithSubscriptions's) only writes a PING, and reconnects only when
+// that write fails, which it does not on a silent link; and its channel hides the Pongs, so
+// the hub could not tell. Every release in that time went unheard, and each hand-over to the
+// backend's waiters waited for their one-TTL retry. So pump reads ps itself: a PING goes out
+// once ps has read nothing for a probe interval (and every interval after), and each read
+// waits at most two intervals; a read that times out makes go-redis close the connection, and
+// the next read connects again and subscribes to every channel anew. Each confirmation then
+// does what the first did (a lease read, a group hint), so releases missed in the silence
+// are hinted after all.
 func (h *hub) pump(c *subConn, ps *goredis.PubSub) {
-	for m := range ps.ChannelWithSubscriptions(goredis.WithChannelSize(hintBuffer)) {
+	born := time.Now()
+	var lastRead atomic.Int64 // when ps last read a reply, as time.Since(born)
+	silent := func() time.Duration { return time.Since(born) - time.Duration(lastRead.Load()) }
+	stop, pinged := make(chan struct{}), make(chan struct{})
+	defer func() {
+		close(stop)
+		<-pinged
+	}()
+	go func() {
+		defer close(pinged)
+		timer := time.NewTimer(h.probe())
+		defer timer.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-timer.C:
+			}
+			every := h.probe()
+			wait := every - silent()
+			if wait <= 0 {
+				ctx, cancel := context.WithTimeout(context.Background(), every)
+				_ = ps.Ping(ctx) // the reply (or a message) is read by the loop below
+				cancel()
+				wait = every
+			}
+			timer.Reset(wait)
+		}
+	}()
+	for failed := false; ; {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*h.probe())
+		m, err := ps.Receive(ctx)
+		cancel()
+		if err != nil {
+			if errors.Is(err, goredis.ErrClosed) {
+				return
+			}
+			// A timeout or a connection failure: go-redis has closed the connection, and the
+			// next Receive connects again. As go-redis's channel does, a second failure in a
+			// row waits a moment before the next attempt.
+			if failed {
+				time.Sleep(100 * time.Millisecond)
+			}
+			failed = true
+			continue
+		}
+		failed = false
+		lastRead.Store(int64(time.Since(born)))
 		switch m := m.(type) {
 		case *goredis.Message:
 			h.received.Add(1)
@@ -754,11 +831,17 @@ func (h *hub) hintIfReleased(c *subConn, n string, holder *goredis.SliceCmd, fir
 	}
 }
 
-// opened notes a session TTL: waits and memberships last a TTL past their latest renewal.
+// opened notes a session TTL: waits and memberships last a TTL past their latest renewal, and
+// the shortest paces the probes of the pub/sub connections.
 func (h *hub) opened(ttl time.Duration) {
 	h.mu.Lock()
 	h.ttl = max(h.ttl, ttl)
 	h.mu.Unlock()
+	for old := h.minTTL.Load(); old == 0 || int64(ttl) < old; old = h.minTTL.Load() {
+		if h.minTTL.CompareAndSwap(old, int64(ttl)) {
+			break
+		}
+	}
 }
 
 func (h *hub) ttlLocked() time.Duration {

@@ -118,6 +118,11 @@ func (l *lastDial) explain(err error) error {
 // DialHook implements goredis.Hook.
 func (l *lastDial) DialHook(next goredis.DialHook) goredis.DialHook {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if err := ctx.Err(); err != nil {
+			// Out of time before it began (go-redis reconnects a pub/sub connection with the
+			// context of the read that timed out, see hub.pump): no news of the server.
+			return nil, err
+		}
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		stop := context.AfterFunc(l.cutCtx, cancel) // cut ends the dial
