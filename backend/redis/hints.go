@@ -12,6 +12,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/simba-go/simba/generated/wire"
+	"github.com/simba-go/simba/internal/minttl"
 	"github.com/simba-go/simba/spi"
 )
 
@@ -53,7 +54,7 @@ type hub struct {
 	conn *subConn // nil while there are no subscribers
 
 	ttl    time.Duration        // the longest session TTL the backend opened
-	minTTL atomic.Int64         // the shortest session TTL the backend opened (0: none yet); paces the probes (see probe)
+	minTTL minttl.Shortest      // the shortest session TTL the backend opened (0: none yet); paces the probes (see probe)
 	leases map[string]*interest // lease name → the sessions waiting for it
 	groups map[string]*interest // group → the sessions that joined it
 	checks map[string]struct{}  // lease names whose subscription was confirmed, to read
@@ -431,7 +432,7 @@ const hintMinProbe = 50 * time.Millisecond
 // within a third of a TTL, so that a waiter hears releases again well before its one-TTL
 // retry.
 func (h *hub) probe() time.Duration {
-	ttl := time.Duration(h.minTTL.Load())
+	ttl := h.minTTL.Get()
 	if ttl <= 0 {
 		ttl = hintDefaultTTL
 	}
@@ -837,11 +838,7 @@ func (h *hub) opened(ttl time.Duration) {
 	h.mu.Lock()
 	h.ttl = max(h.ttl, ttl)
 	h.mu.Unlock()
-	for old := h.minTTL.Load(); old == 0 || int64(ttl) < old; old = h.minTTL.Load() {
-		if h.minTTL.CompareAndSwap(old, int64(ttl)) {
-			break
-		}
-	}
+	h.minTTL.Note(ttl)
 }
 
 func (h *hub) ttlLocked() time.Duration {

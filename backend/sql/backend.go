@@ -16,6 +16,7 @@ import (
 	"github.com/simba-go/simba/generated/sqlq"
 	"github.com/simba-go/simba/generated/wire"
 	"github.com/simba-go/simba/internal/foreign"
+	"github.com/simba-go/simba/internal/minttl"
 	"github.com/simba-go/simba/spi"
 	"github.com/simba-go/simba/sql/schema"
 )
@@ -100,7 +101,7 @@ type Backend struct {
 	kaFailed atomic.Bool
 	// minTTL is the shortest session TTL OpenSession was asked for (0: none yet); it paces
 	// PostgreSQL's hint listener's probes (see pgDialect.probeEvery).
-	minTTL atomic.Int64
+	minTTL minttl.Shortest
 
 	stop chan struct{} // closed by Close: stops the background goroutines
 	wg   sync.WaitGroup
@@ -390,11 +391,7 @@ func (b *Backend) OpenSession(ctx context.Context, owner string, ttl time.Durati
 	if err := spi.ValidateOwner(owner); err != nil {
 		return spi.Session{}, fmt.Errorf("sql %s: %w", b.name, err)
 	}
-	for old := b.minTTL.Load(); old == 0 || int64(ttl) < old; old = b.minTTL.Load() {
-		if b.minTTL.CompareAndSwap(old, int64(ttl)) {
-			break
-		}
-	}
+	b.minTTL.Note(ttl)
 	if err := b.ready(ctx); err != nil {
 		return spi.Session{}, err
 	}

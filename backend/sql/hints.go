@@ -141,7 +141,7 @@ func (d *pgDialect) listen(ctx context.Context) {
 		// Once a session opened, the backoff stops at a third of the TTL: a listener that
 		// failed through a long outage must not stay deaf for seconds after it ends.
 		limit := listenBackoffMax
-		if ttl := time.Duration(d.b.minTTL.Load()); ttl > 0 {
+		if ttl := d.b.minTTL.Get(); ttl > 0 {
 			limit = min(limit, max(ttl/3, listenBackoffMin))
 		}
 		backoff = min(2*backoff, limit)
@@ -160,7 +160,7 @@ const listenMinProbe = 10 * time.Millisecond
 // trial at TTL 1 s: Locks of 8 s while the waiter's link had been down for 3.6 s).
 func (d *pgDialect) probeEvery(timeout time.Duration) (every, ping time.Duration) {
 	every, ping = listenProbeEvery, timeout
-	if ttl := time.Duration(d.b.minTTL.Load()); ttl > 0 {
+	if ttl := d.b.minTTL.Get(); ttl > 0 {
 		every, ping = min(every, max(ttl/6, listenMinProbe)), min(ping, max(ttl/3, listenMinProbe))
 	}
 	return every, ping
@@ -183,7 +183,7 @@ func (d *pgDialect) listenOnce(ctx context.Context) bool {
 	// into a blackhole would otherwise keep the listener deaf for the connect timeout after
 	// the network healed.
 	setup := timeout
-	if ttl := time.Duration(d.b.minTTL.Load()); ttl > 0 {
+	if ttl := d.b.minTTL.Get(); ttl > 0 {
 		setup = min(setup, max(ttl, 100*time.Millisecond))
 	}
 	cctx, cancel := context.WithTimeout(ctx, setup)

@@ -8,13 +8,13 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
 
 	"github.com/simba-go/simba/generated/wire"
 	"github.com/simba-go/simba/internal/joinerr"
+	"github.com/simba-go/simba/internal/minttl"
 	"github.com/simba-go/simba/spi"
 )
 
@@ -102,7 +102,7 @@ type Backend struct {
 	rootsMu sync.Mutex
 	rootsOK bool
 
-	minTTL atomic.Int64 // the shortest TTL OpenSession was asked for (0: none yet); paces the watcher
+	minTTL minttl.Shortest // the shortest TTL OpenSession was asked for (0: none yet); paces the watcher
 
 	hmu     sync.Mutex
 	subs    map[chan spi.Hint]struct{}
@@ -266,11 +266,7 @@ func (b *Backend) OpenSession(ctx context.Context, owner string, ttl time.Durati
 	if err != nil {
 		return spi.Session{}, err
 	}
-	for old := b.minTTL.Load(); old == 0 || int64(ttl) < old; old = b.minTTL.Load() {
-		if b.minTTL.CompareAndSwap(old, int64(ttl)) {
-			break
-		}
-	}
+	b.minTTL.Note(ttl)
 	if err := b.checkOpen(); err != nil {
 		return spi.Session{}, err
 	}

@@ -69,7 +69,7 @@ const watcherMinProbe = 10 * time.Millisecond
 // gives up a silent connection), at least watcherMinProbe.
 func (w *watcher) probe(timeout time.Duration) time.Duration {
 	p := timeout / 3
-	if ttl := time.Duration(w.b.minTTL.Load()); ttl > 0 {
+	if ttl := w.b.minTTL.Get(); ttl > 0 {
 		p = min(p, ttl/6)
 	}
 	return max(p, watcherMinProbe)
