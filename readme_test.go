@@ -50,3 +50,101 @@ func atoi(t *testing.T, s string) int {
 	}
 	return n
 }
+
+// readmePackages maps the package names the READMEs qualify identifiers with to their import
+// paths, and the directory to run go doc in (observe/ is a module of its own).
+var readmePackages = map[string]struct{ dir, path string }{
+	"simba":      {".", "github.com/simba-go/simba"},
+	"simbasql":   {".", "github.com/simba-go/simba/backend/sql"},
+	"redis":      {".", "github.com/simba-go/simba/backend/redis"},
+	"zookeeper":  {".", "github.com/simba-go/simba/backend/zookeeper"},
+	"etcd":       {".", "github.com/simba-go/simba/backend/etcd"},
+	"open":       {".", "github.com/simba-go/simba/open"},
+	"spi":        {".", "github.com/simba-go/simba/spi"},
+	"tck":        {".", "github.com/simba-go/simba/tck"},
+	"simbatest":  {".", "github.com/simba-go/simba/simbatest"},
+	"wire":       {".", "github.com/simba-go/simba/generated/wire"},
+	"fence":      {".", "github.com/simba-go/simba/fence"},
+	"fencesql":   {".", "github.com/simba-go/simba/fence/fencesql"},
+	"fenceredis": {".", "github.com/simba-go/simba/fence/fenceredis"},
+	"fencehttp":  {".", "github.com/simba-go/simba/fence/fencehttp"},
+	"simbaprom":  {"observe", "github.com/simba-go/simba/observe/simbaprom"},
+	"simbahttp":  {"observe", "github.com/simba-go/simba/observe/simbahttp"},
+}
+
+// readmeForeign are qualified names in the docs that are not identifiers of Simba's package of
+// that name: go-redis's logger hook, client types and constructor, and a plural in prose.
+var readmeForeign = map[string]bool{
+	"redis.SetLogger": true, "redis.Client": true, "redis.ClusterClient": true, "redis.UniversalClient": true,
+	"redis.NewFailoverClient": true, "simba.Clients": true,
+}
+
+// TestDocsNamesExist: every package-qualified identifier the READMEs and the package docs name
+// (simba.ErrClosed, fencesql.New, open.WithPing, spi.Queuer, …), in their prose and in their Go
+// snippets, is declared by that package, so that a rename cannot leave the docs pointing at
+// nothing.
+func TestDocsNamesExist(t *testing.T) {
+	goTool := goCommand(t)
+	ref := regexp.MustCompile(`(?:^|[^\w./])([a-z]+)\.([A-Z]\w*)`)
+	want := make(map[string]map[string]bool) // package name → identifiers
+	for _, file := range []string{
+		"README.md", "examples/README.md", "doc.go", "backend/sql/doc.go", "backend/redis/doc.go",
+		"backend/zookeeper/doc.go", "backend/etcd/doc.go", "simbatest/doc.go", "open/open.go",
+		"fence/fence.go", "tck/tck.go", "spi/spi.go",
+	} {
+		for _, m := range ref.FindAllStringSubmatch(readFile(t, file), -1) {
+			if _, ok := readmePackages[m[1]]; !ok || readmeForeign[m[1]+"."+m[2]] {
+				continue
+			}
+			if want[m[1]] == nil {
+				want[m[1]] = make(map[string]bool)
+			}
+			want[m[1]][m[2]] = true
+		}
+	}
+	if len(want["simba"]) == 0 || len(want["fencesql"]) == 0 {
+		t.Fatalf("found too few qualified names in the docs: %v", want)
+	}
+	total := 0
+	for _, names := range want {
+		total += len(names)
+	}
+	t.Logf("%d qualified names of %d packages", total, len(want))
+	for pkg, names := range want {
+		p := readmePackages[pkg]
+		declared := declaredNames(run(t, goTool, "-C", p.dir, "doc", "-all", p.path))
+		for name := range names {
+			if !declared[name] {
+				t.Errorf("the docs name %s.%s, which %s does not declare", pkg, name, p.path)
+			}
+		}
+	}
+}
+
+// declaredNames are the package-level identifiers in a package's `go doc -all` output: its
+// functions, types and the variables and constants of single and grouped declarations.
+func declaredNames(doc string) map[string]bool {
+	names := make(map[string]bool)
+	single := regexp.MustCompile(`^(?:func|type|var|const) ([A-Za-z]\w*)`)
+	grouped := regexp.MustCompile(`^\t([A-Za-z]\w*(?:, [A-Za-z]\w*)*)\b`)
+	group := false
+	for _, line := range strings.Split(doc, "\n") {
+		switch {
+		case line == "var (" || line == "const (":
+			group = true
+		case group && line == ")":
+			group = false
+		case group:
+			if m := grouped.FindStringSubmatch(line); m != nil {
+				for _, n := range strings.Split(m[1], ", ") {
+					names[n] = true
+				}
+			}
+		default:
+			if m := single.FindStringSubmatch(line); m != nil {
+				names[m[1]] = true
+			}
+		}
+	}
+	return names
+}
