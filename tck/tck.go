@@ -1,7 +1,7 @@
 // Package tck holds Simba's conformance suites: the same tests every Backend implementation
 // runs, so that PostgreSQL, MySQL/MariaDB, SQLite, Redis, ZooKeeper, etcd, the in-memory
-// simbatest backend and any third-party backend agree on the wire semantics (DESIGN.md §3
-// and §5).
+// simbatest backend and any third-party backend agree on the wire semantics (the contract
+// package spi documents).
 //
 // A backend author describes the backend once, in a Factory, and runs each suite in one line:
 //

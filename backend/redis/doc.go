@@ -1,7 +1,7 @@
 /*
 Package redis is Simba's Redis backend: it implements the SPI (spi.Backend, with the spi.Hinter,
 spi.Inspector and spi.Queuer capabilities) with github.com/redis/go-redis/v9 on the generated Lua scripts
-(package luascripts) and key layout (package wire) of spec/redis.yaml, DESIGN.md §5. It needs
+(package luascripts) and key layout (package wire) of spec/redis.yaml. It needs
 Redis 6.2 or later (7 recommended: scripts replicate by their effects).
 
 # Construction
@@ -59,7 +59,7 @@ channel; a membership change publishes the group name on the group key's channel
 
 A lease's token is strictly increasing per name across holders: every new tenure's token is
 max(last token + 1, Redis TIME in microseconds since the epoch), computed inside the acquire
-script (DESIGN.md §5); a re-acquire by the holder returns the same token. Tokens are therefore
+script (spec/redis.yaml); a re-acquire by the holder returns the same token. Tokens are therefore
 microsecond-scale numbers (about 1.8e15 in 2026), not 1, 2, 3: only their order means
 anything. They stay below 2^53, where Lua's numbers (doubles) are exact, until the year 2255.
 

@@ -122,7 +122,7 @@
 //
 // A lease's token (simba_lease.token) is strictly increasing per name across holders: every new
 // tenure writes max(last token + 1, the database clock in microseconds since the epoch), computed
-// by the database in the acquire's statements (DESIGN.md §5); a re-acquire by the holder returns
+// by the database in the acquire's statements (spec/sql.yaml); a re-acquire by the holder returns
 // the same token. Tokens are therefore microsecond-scale numbers (about 1.8e15 in 2026), not 1,
 // 2, 3: only their order means anything. Simba never deletes a lease row, so the token only
 // grows; if an operator deletes one anyway, the clock floor still puts the next token above

@@ -1,7 +1,7 @@
 /*
 Package zookeeper is Simba's ZooKeeper backend: it implements the SPI (spi.Backend, with the
 spi.Hinter, spi.Inspector, spi.Queuer and spi.SessionQueue capabilities) with
-github.com/go-zookeeper/zk on the layout generated from spec/zk.yaml (package wire; DESIGN.md §5):
+github.com/go-zookeeper/zk on the layout generated from spec/zk.yaml (package wire):
 
   - A Simba session is a ZooKeeper session, on a connection of its own; its id is the
     ZooKeeper session id as 16 lowercase hex digits. OpenSession asks for the TTL as the
