@@ -112,3 +112,39 @@ func ExampleSchedule() {
 	fmt.Println(runs)
 	// Output: map[a:4 b:0]
 }
+
+// RunWhileLeader runs leader work with a context that ends when leadership does. Stop hands
+// over: the lease is kept until the work returns, so the next leader never overlaps it.
+func ExampleRunWhileLeader() {
+	srv := simbatest.NewServer(simbatest.WithClock(spi.SystemClock()))
+	ctx := context.Background()
+	a, _ := simba.New(srv.Backend(), simba.WithTTL(time.Second), simba.WithOwner("a"))
+	defer a.Close(ctx)
+	b, _ := simba.New(srv.Backend(), simba.WithTTL(time.Second), simba.WithOwner("b"))
+	defer b.Close(ctx)
+
+	working := make(chan struct{})
+	elected := make(chan simba.Term, 1)
+	ea, _ := a.NewElection("scheduler", simba.RunWhileLeader(func(ctx context.Context, t simba.Term) error {
+		fmt.Println("a schedules with token", t.Token())
+		close(working)
+		<-ctx.Done() // Stop, a lost lease or Close
+		fmt.Println("a stops scheduling:", context.Cause(ctx))
+		time.Sleep(100 * time.Millisecond) // finishing up
+		fmt.Println("a's work returns; b elected meanwhile:", len(elected) > 0)
+		return nil
+	}))
+	eb, _ := b.NewElection("scheduler", simba.OnElected(func(_ context.Context, t simba.Term) { elected <- t }))
+
+	_ = ea.Start(ctx)
+	<-working
+	_ = eb.Start(ctx)
+	_ = ea.Stop(ctx) // returns once a's work has returned and the lease is released
+	t := <-elected
+	fmt.Println(t.Owner(), "leads with token", t.Token())
+	// Output:
+	// a schedules with token 1
+	// a stops scheduling: simba: term scheduler#1 revoked: stopped
+	// a's work returns; b elected meanwhile: false
+	// b leads with token 2
+}
