@@ -324,6 +324,7 @@ collector, each expiry of a long-running program's sessions held a descriptor in
 NewFromConnector lets the caller make each session's connection with its own go-zookeeper
 options, through the tap's dialer and event callback (see Connector for what the backend needs
 of the connection and does with it).
+
 Hints come from one extra connection per backend (while Hints has subscribers) that speaks
 the few requests go-zookeeper lacks itself: a persistent recursive watch (ZooKeeper 3.6+) on
 the leases and groups nodes. While it is up and answering, the sessions' own watches are
