@@ -33,6 +33,34 @@ func TestREADMEQuotesLatestBenchRun(t *testing.T) {
 	}
 }
 
+// TestREADMEQuotesStaleRun: the README's paragraph on stale writes after a pause names the run
+// of bench/results/stale.md by its date and quotes its outcome: Simba's paused holders' writes
+// never landed, redislock's, redsync's and zk.Lock's did in every round, pglock's in some.
+func TestREADMEQuotesStaleRun(t *testing.T) {
+	readme := readFile(t, "README.md")
+	stale := readFile(t, "bench/results/stale.md")
+	quote := regexp.MustCompile(`stale\.md\) \(the run of (\d{4}-\d\d-\d\d \d\d:\d\d) UTC: (\d+) rounds,[\s\S]*?pglock's in (\d+) of (\d+)`).FindStringSubmatch(readme)
+	if quote == nil {
+		t.Fatal("README.md: no \"stale.md) (the run of <date> UTC: <n> rounds, … pglock's in <k> of <n>\"")
+	}
+	run := regexp.MustCompile(`(?m)^Run (\d{4}-\d\d-\d\d \d\d:\d\d) UTC.*?; (\d+) rounds`).FindStringSubmatch(stale)
+	if run == nil {
+		t.Fatal("bench/results/stale.md: no \"Run <date> UTC …; <n> rounds\" header")
+	}
+	if quote[1] != run[1] || quote[2] != run[2] {
+		t.Errorf("README.md quotes the stale run of %s UTC with %s rounds; stale.md is the run of %s UTC with %s", quote[1], quote[2], run[1], run[2])
+	}
+	n := quote[2]
+	for _, want := range []string{
+		"**Simba `Lock`: 0 of ", "redislock " + n + " of " + n, "redsync " + n + " of " + n,
+		"zk.Lock " + n + " of " + n, "pglock " + quote[3] + " of " + quote[4],
+	} {
+		if !strings.Contains(stale, want) {
+			t.Errorf("bench/results/stale.md does not say %q, as README.md's quote has it", want)
+		}
+	}
+}
+
 func readFile(t *testing.T, path string) string {
 	t.Helper()
 	b, err := os.ReadFile(path)
