@@ -34,8 +34,9 @@ vet:
 	$(GO) -C tools vet ./...
 	$(GO) -C chaos vet ./...
 
-## test: every test of the root, gen/, examples/backend and observe/ modules, with the race
-## detector (the README's test command). examples/backend is a module of its own (a backend
+## test: every test of the root, gen/, examples/backend, observe/ and chaos/ modules (chaos/'s
+## own unit tests: the checkers; the harness runs with make chaos), with the race detector
+## (the README's test command). examples/backend is a module of its own (a backend
 ## written outside Simba's module), and so is observe/ (metrics and the HTTP handler, which
 ## bring in Prometheus: the library's go.mod stays without it), so ./... reaches neither.
 ## Packages run one at a time (-p 1): many tests run real servers on real time, and two

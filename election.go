@@ -205,6 +205,8 @@ func (c *Client) startWork(name string, t Term, fn func(ctx context.Context, t T
 
 // Leader describes the current holder of a lease as this client last learned it.
 type Leader struct {
+	// Session is the holding session; Owner its owner string (WithOwner of the client that
+	// opened it), which names the process to a reader.
 	Session SessionID
 	Owner   string
 	// Self reports that this client holds the lease.

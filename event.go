@@ -52,6 +52,7 @@ func (k EventKind) String() string {
 
 // Event is what listeners, Election.Events and Election.All receive.
 type Event struct {
+	// Kind says what happened, and so which of the fields below are set.
 	Kind EventKind
 	// At is the client's monotonic clock reading when the event happened.
 	At time.Duration
@@ -155,6 +156,8 @@ func (r RevokeReason) String() string {
 // RevokedError is the cause of a revoked term's context (context.Cause) and of errors that
 // report a revocation.
 type RevokedError struct {
+	// Name is the lease and Token the fencing token of the term that ended; Reason says why it
+	// ended (RevokedClosed after Client.Close, for one).
 	Name   string
 	Token  int64
 	Reason RevokeReason

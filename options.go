@@ -16,7 +16,7 @@ import (
 	"github.com/simba-go/simba/internal/engine"
 )
 
-// Defaults (DESIGN.md §4). A Client made without options runs with exactly these, and the
+// Defaults. A Client made without options runs with exactly these, and the
 // renewal interval TTL/3, the cooldown one TTL and backoffs from DefaultMinBackoff up to the
 // renewal interval. (The engine under the client defines each default once; these constants
 // restate them for this documentation, and the compiler checks that they agree.)

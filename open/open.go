@@ -94,8 +94,8 @@ func WithLogger(l *slog.Logger) Option {
 
 // WithAutoMigrate makes a SQL backend apply its embedded migrations before Open returns (see
 // WithAutoMigrate in backend/sql); Open then does I/O and fails as WithPing does. It needs the
-// privileges to create tables. Backends without a schema (Redis, ZooKeeper) ignore it, so a program can
-// pass it whatever DSN it is given.
+// privileges to create tables. Backends without a schema (Redis, ZooKeeper, etcd) ignore it, so
+// a program can pass it whatever DSN it is given.
 func WithAutoMigrate() Option {
 	return Option{func(c *config) error {
 		c.autoMigrate = true

@@ -5,10 +5,10 @@
 //
 // # One model
 //
-// Model is the single implementation of the wire semantics of DESIGN.md §3 and §5 outside the
+// Model is the single implementation of the wire semantics (package spi's contract) outside the
 // real backends: sessions with a TTL that never come back once expired, lease rows that are
 // never deleted so a name's fencing token only grows (a plain counter: 1, 2, 3, where the real
-// backends hand out microsecond-scale tokens with a clock floor, DESIGN.md §5; code under test
+// backends hand out microsecond-scale tokens with a clock floor; code under test
 // must only compare tokens), re-acquire by the holder returning the same token, release only with the matching session and token, groups listing only live sessions,
 // and hints for releases and membership changes. It is pure and deterministic: every operation
 // takes the backend's time explicitly, session ids come from a seeded source, and it starts no

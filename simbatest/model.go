@@ -13,17 +13,18 @@ import (
 	"github.com/simba-go/simba/spi"
 )
 
-// MaxOwnerLen is the longest owner string a session may carry, in bytes (DESIGN.md §1).
+// MaxOwnerLen is the longest owner string a session may carry, in bytes (wire.MaxOwnerLen, as
+// on every backend).
 const MaxOwnerLen = wire.MaxOwnerLen
 
 // maxQueuedHints bounds the hint queue of a Model nobody drains; the oldest hints are dropped
 // first (hints may be lost: they only speed clients up).
 const maxQueuedHints = 4096
 
-// Model is the in-memory model of Simba's wire semantics (DESIGN.md §3 and §5): sessions with a
-// TTL, leases whose fencing token per name only grows, and groups of live sessions. It is the one
-// model both Server (for tests on real goroutines) and the deterministic simulator (on virtual
-// time) drive.
+// Model is the in-memory model of Simba's wire semantics (the contract package spi documents):
+// sessions with a TTL, leases whose fencing token per name only grows, and groups of live
+// sessions. It is the one model both Server (for tests on real goroutines) and the
+// deterministic simulator (on virtual time) drive.
 //
 // A Model is pure and deterministic: it reads no clock, starts no goroutine, takes no lock and
 // uses no randomness beyond its seeded session id source. Every operation takes the backend's

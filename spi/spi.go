@@ -380,8 +380,7 @@ type Inspector interface {
 	Inspect(ctx context.Context) (Snapshot, error)
 }
 
-// Queuer is the optional capability of backends that serve waiters in arrival order
-// (DESIGN.md §5, waiters): a session that waits for a held lease registers as a waiter, and
+// Queuer is the optional capability of backends that serve waiters in arrival order: a session that waits for a held lease registers as a waiter, and
 // a free lease goes to the longest-waiting live waiter before anyone else. simba.New uses it
 // when its backend implements it: Lock, an election's campaign and a partition's candidacy
 // wait through AcquireQueued; TryLock keeps using Acquire, which never waits and never queues.

@@ -10,8 +10,7 @@ import (
 	"github.com/simba-go/simba/spi"
 )
 
-// FairnessSpec checks the waiter queue of a backend that implements spi.Queuer (DESIGN.md §5,
-// waiters): a free lease goes to the longest-waiting live waiter before anyone else, a waiter
+// FairnessSpec checks the waiter queue of a backend that implements spi.Queuer: a free lease goes to the longest-waiting live waiter before anyone else, a waiter
 // keeps its place while it re-attempts, a dead waiter drops out with its session, and Acquire
 // (TryLock) never queues. On a backend that says its entries live with their session
 // (spi.SessionQueue), Queue/WaiterKeepsPlaceWithSession checks the claim: a waiter keeps its

@@ -13,7 +13,7 @@ import (
 )
 
 // LeaseBackendSpec checks the SPI semantics of sessions, leases, names, groups, hints and time
-// (DESIGN.md §3–§5) against the backend f describes.
+// (the contract package spi documents) against the backend f describes.
 func LeaseBackendSpec(t *testing.T, f Factory) {
 	h := newHarness(t, f)
 	t.Run("Sessions", func(t *testing.T) {

@@ -1,6 +1,7 @@
 // Package tck holds Simba's conformance suites: the same tests every Backend implementation
-// runs, so that PostgreSQL, MySQL/MariaDB, SQLite, Redis, ZooKeeper, the in-memory simbatest
-// backend and any third-party backend agree on the wire semantics (DESIGN.md §3 and §5).
+// runs, so that PostgreSQL, MySQL/MariaDB, SQLite, Redis, ZooKeeper, etcd, the in-memory
+// simbatest backend and any third-party backend agree on the wire semantics (the contract
+// package spi documents).
 //
 // A backend author describes the backend once, in a Factory, and runs each suite in one line:
 //
@@ -18,6 +19,7 @@
 //		tck.LeaseBackendSpec(t, f)
 //		tck.FencingSpec(t, f)
 //		tck.ClientSpec(t, f)
+//		tck.FairnessSpec(t, f) // if the backend has waiter queues (spi.Queuer)
 //	}
 //
 // The Factory names only types of the public package github.com/simba-go/simba/spi, the way a
@@ -27,7 +29,8 @@
 //
 // LeaseBackendSpec and FencingSpec call the SPI directly; ClientSpec runs the Election, Lock,
 // PartitionGroup and Close scenarios through real simba.Clients on the backend, on real time
-// (see ClientSpec).
+// (see ClientSpec); FairnessSpec checks a spi.Queuer's waiter queue, through the SPI and with a
+// starvation scenario of two clients (a backend without waiter queues leaves it out).
 //
 // Everything else in Factory is optional and makes the suites faster or stricter: a hook that
 // forces a session's expiry at the server (otherwise the suites wait out the TTL), a hook that

@@ -132,7 +132,8 @@ var (
 )
 
 // New returns a Backend for the etcd cluster named by dsn (see ParseDSN). Its client is its
-// own: Close closes it.
+// own: Close closes it. New does no network I/O (as NewFromConfig): a cluster that is down
+// shows in the first call, which waits for a connection within its context.
 func New(dsn string, opts ...Option) (*Backend, error) {
 	cfg, err := ParseDSN(dsn)
 	if err != nil {

@@ -42,11 +42,12 @@ type Config struct {
 //	etcd+tls://[user:password@]host1:port,.../[prefix]?ca=/ca.pem&cert=/c.pem&key=/k.pem
 //
 // The user information, if present, logs in with etcd's authentication (Config.User). The
-// path is the key prefix (Config.Prefix; /simba if absent). Query parameters: dial_timeout, a
-// Go duration; and, with etcd+tls, ca (a PEM file of the authorities to trust instead of the
-// system's), cert and key (a client certificate and its key, for --client-cert-auth) and
-// servername (the name to verify in the certificates). The files are read here. Errors wrap
-// spi.ErrInvalidOption and are reported before any network I/O.
+// path is the key prefix (Config.Prefix; left empty if absent, which the backend takes as
+// /simba). Query parameters: dial_timeout, a Go duration; and, with etcd+tls, ca (a PEM file
+// of the authorities to trust instead of the system's), cert and key (a client certificate and
+// its key, for --client-cert-auth) and servername (the name to verify in the certificates).
+// The files are read here. Errors wrap spi.ErrInvalidOption and are reported before any
+// network I/O.
 func ParseDSN(dsn string) (Config, error) {
 	var cfg Config
 	bad := func(format string, args ...any) (Config, error) {

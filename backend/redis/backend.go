@@ -21,7 +21,8 @@ import (
 	"github.com/simba-go/simba/spi"
 )
 
-// MaxOwnerLen bounds the owner string of a session, in bytes (DESIGN.md §1).
+// MaxOwnerLen bounds the owner string of a session, in bytes (wire.MaxOwnerLen, the same on
+// every backend).
 const MaxOwnerLen = wire.MaxOwnerLen
 
 // Option configures a Backend.

@@ -1,7 +1,7 @@
 /*
 Package redis is Simba's Redis backend: it implements the SPI (spi.Backend, with the spi.Hinter,
 spi.Inspector and spi.Queuer capabilities) with github.com/redis/go-redis/v9 on the generated Lua scripts
-(package luascripts) and key layout (package wire) of spec/redis.yaml, DESIGN.md §5. It needs
+(package luascripts) and key layout (package wire) of spec/redis.yaml. It needs
 Redis 6.2 or later (7 recommended: scripts replicate by their effects).
 
 # Construction
@@ -59,7 +59,7 @@ channel; a membership change publishes the group name on the group key's channel
 
 A lease's token is strictly increasing per name across holders: every new tenure's token is
 max(last token + 1, Redis TIME in microseconds since the epoch), computed inside the acquire
-script (DESIGN.md §5); a re-acquire by the holder returns the same token. Tokens are therefore
+script (spec/redis.yaml); a re-acquire by the holder returns the same token. Tokens are therefore
 microsecond-scale numbers (about 1.8e15 in 2026), not 1, 2, 3: only their order means
 anything. They stay below 2^53, where Lua's numbers (doubles) are exact, until the year 2255.
 
@@ -187,10 +187,11 @@ whose holder has the client form is honoured until its expires field passes, lik
 # Hints
 
 Hints keeps a pub/sub connection per backend (on a Cluster, one per master; while there are
-subscribers) that SUBSCRIBEs only to the channels its sessions need: a lease's released channel while a session waits for
-it (an acquire of the backend found it held by another session, until the session is granted
-it, withdraws, closes, or stops acquiring it), a group's channel while a session is a member,
-each for a second more (so that re-lock loops do not churn). A client thus hears of the
+subscribers) that SUBSCRIBEs only to the channels its sessions need: a lease's released
+channel while a session waits for it (an acquire of the backend found it held by another
+session, until the session is granted it, withdraws, closes, or stops acquiring it), a group's
+channel while a session is a member, each for a second more (so that re-lock loops do not
+churn). A client thus hears of the
 releases it waits for, not of every release in the deployment. A release between the acquire
 that found the lease held and the server's confirmation of the subscription is caught by one
 read of the lease after the confirmation (a Released hint if it is no longer held by that
@@ -217,14 +218,14 @@ Hints, which simba.New makes, is not checked then: the backend logs a warning th
 (WithLogger) and checks once the server answers (a PING 1, 3, 7 … s later, at most 30 s apart,
 then the probe), logging the result: an ERROR for a user without those permissions, who then
 gets no hints (go-redis logs the refused SUBSCRIBEs only to its internal logger), or an INFO.
-Its
-commands: EVALSHA, EVAL, SCRIPT LOAD, SMEMBERS, HMGET, SUBSCRIBE, UNSUBSCRIBE, MULTI, EXEC,
-ZRANGE (the read after a subscription's confirmation), PING, WAIT (with
+
+Its commands: EVALSHA, EVAL, SCRIPT LOAD, SMEMBERS, HMGET, SUBSCRIBE, UNSUBSCRIBE, MULTI,
+EXEC, ZRANGE (the read after a subscription's confirmation), PING, WAIT (with
 WithWaitReplicas), SCAN, TIME and ZRANGEBYSCORE (Inspect), CLUSTER SLOTS (Cluster clients),
-CONFIG GET or else INFO (the durability check; without either it warns that it could not check),
-and
-inside the scripts TIME, HGET, HMGET, HSET, HDEL, SADD, SREM, DEL, PEXPIREAT, PUBLISH, ZADD, ZREM,
-ZRANGE and ZREMRANGEBYSCORE. TestACLUser runs a backend as such a user (with +@all).
+CONFIG GET or else INFO (the durability check; without either it warns that it could not
+check), and inside the scripts TIME, HGET, HMGET, HSET, HDEL, SADD, SREM, DEL, PEXPIREAT,
+PUBLISH, ZADD, ZREM, ZRANGE and ZREMRANGEBYSCORE. TestACLUser runs a backend as such a user
+(with +@all).
 
 # Timeouts and cancellation
 
@@ -238,9 +239,9 @@ without ContextTimeoutEnabled, OpenSession, or a call a Simba client makes for a
 cancellation may end it before its deadline: spi.CallerCancels, so that a Lock, TryLock or
 Unlock returns at its ctx's cancellation) returns as soon as its ctx is done, with ctx's
 error, while the go-redis call goes on on a goroutine of its own, holding its connection,
-until the reply or the client's read timeout (go-redis's read_timeout, times its retries). Close ends those at once on
-a client it owns (Open): it closes the client before it waits for the hint hub, so it returns
-promptly even at a server that stopped answering. A client passed to New is left open, and
+until the reply or the client's read timeout (go-redis's read_timeout, times its retries).
+Close ends those at once on a client it owns (Open): it closes the client before it waits for
+the hint hub, so it returns promptly even at a server that stopped answering. A client passed to New is left open, and
 Close then waits for the hub's read in flight, if any: at most 5 s with ContextTimeoutEnabled,
 else the client's read timeout.
 

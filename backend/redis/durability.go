@@ -142,7 +142,7 @@ func (d Durability) logAttrs() []any {
 // lease breaks mutual exclusion for a while (see Durability.String): the lease can be granted
 // to a second session before the holder's next keep-alive tells it the lease is gone. It does
 // not make tokens go back while the server's clock moves forward: a new tenure's token is at
-// least the server's clock in microseconds (DESIGN.md §5).
+// least the server's clock in microseconds.
 //
 // It reads neither appendfsync nor replication, which decide what AOF and replicas still lose
 // (see the package doc, Fencing tokens and durability): each lost grant or renewal opens the

@@ -21,7 +21,8 @@ import (
 	"github.com/simba-go/simba/sql/schema"
 )
 
-// MaxOwnerLen bounds the owner string of a session, in bytes (DESIGN.md §1).
+// MaxOwnerLen bounds the owner string of a session, in bytes (wire.MaxOwnerLen, the same on
+// every backend).
 const MaxOwnerLen = wire.MaxOwnerLen
 
 // DefaultHousekeepingInterval is how often a Backend deletes expired sessions and memberships

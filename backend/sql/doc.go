@@ -62,8 +62,10 @@
 //
 // Every statement runs with its call's context (the client's call timeout), background work
 // included: the PostgreSQL hint listener's connect, LISTENs and pings (it pings a connection
-// that has brought no notification for 15 s, and reconnects when the ping gets no reply within
-// the connect timeout), the MySQL/MariaDB waker's named-lock statements (each bounded by what
+// that has brought no notification for a sixth of the shortest session TTL the backend opened,
+// at most 15 s, and reconnects when the ping gets no reply within a third of that TTL, at most
+// the connect timeout, so a connection gone silent is given up within half a TTL; a
+// reconnect's connect and LISTENs take at most one TTL), the MySQL/MariaDB waker's named-lock statements (each bounded by what
 // the server may wait in it plus 5 s), housekeeping (its interval), rollbacks and migration
 // unlocks (5 s). Open's pools connect within DefaultConnectTimeout (5 s) unless the DSN sets its
 // own: PostgreSQL's connect_timeout, MySQL/MariaDB's timeout. On PostgreSQL that matters most:
@@ -122,7 +124,7 @@
 //
 // A lease's token (simba_lease.token) is strictly increasing per name across holders: every new
 // tenure writes max(last token + 1, the database clock in microseconds since the epoch), computed
-// by the database in the acquire's statements (DESIGN.md §5); a re-acquire by the holder returns
+// by the database in the acquire's statements (spec/sql.yaml); a re-acquire by the holder returns
 // the same token. Tokens are therefore microsecond-scale numbers (about 1.8e15 in 2026), not 1,
 // 2, 3: only their order means anything. Simba never deletes a lease row, so the token only
 // grows; if an operator deletes one anyway, the clock floor still puts the next token above
@@ -149,7 +151,8 @@
 //
 // On PostgreSQL every release (and the releases of a closed session) NOTIFYs the lease name on
 // channel simba_released, and every join or leave the group name on simba_group; Hints LISTENs
-// on a dedicated connection that reconnects with backoff. SQLite has no server to push, but all
+// on a dedicated connection that reconnects with backoff, and that it gives up when it goes
+// silent (see Timeouts). SQLite has no server to push, but all
 // its clients share one host: while an acquire has found a name held, the backend reads PRAGMA
 // data_version on a connection of its own whenever the database file or its WAL is written
 // (inotify on Linux; elsewhere a 2 ms stat poll) and, when another connection committed, reads

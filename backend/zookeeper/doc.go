@@ -1,7 +1,7 @@
 /*
 Package zookeeper is Simba's ZooKeeper backend: it implements the SPI (spi.Backend, with the
 spi.Hinter, spi.Inspector, spi.Queuer and spi.SessionQueue capabilities) with
-github.com/go-zookeeper/zk on the layout generated from spec/zk.yaml (package wire; DESIGN.md §5):
+github.com/go-zookeeper/zk on the layout generated from spec/zk.yaml (package wire):
 
   - A Simba session is a ZooKeeper session, on a connection of its own; its id is the
     ZooKeeper session id as 16 lowercase hex digits. OpenSession asks for the TTL as the
@@ -324,6 +324,7 @@ collector, each expiry of a long-running program's sessions held a descriptor in
 NewFromConnector lets the caller make each session's connection with its own go-zookeeper
 options, through the tap's dialer and event callback (see Connector for what the backend needs
 of the connection and does with it).
+
 Hints come from one extra connection per backend (while Hints has subscribers) that speaks
 the few requests go-zookeeper lacks itself: a persistent recursive watch (ZooKeeper 3.6+) on
 the leases and groups nodes. While it is up and answering, the sessions' own watches are

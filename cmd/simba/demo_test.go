@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -76,7 +77,57 @@ func checkDemo(t *testing.T, out string) {
 // one SQLite file, the leader killed with SIGKILL, the next paused with SIGSTOP past its TTL;
 // the fenced resource lets no stale write through.
 func TestDemoOnSQLite(t *testing.T) {
-	checkDemo(t, runDemo(t, "-ttl", "1s"))
+	out := runDemo(t, "-ttl", "1s")
+	checkDemo(t, out)
+	checkDemoAsREADME(t, out)
+}
+
+// checkDemoAsREADME checks that every line of the demo's sample output in the README is a line
+// the demo printed, up to the numbers, durations, worker numbers and the temporary directory
+// (and the order of the lines: the paused worker's "lost" and "FENCED" lines race).
+func checkDemoAsREADME(t *testing.T, out string) {
+	t.Helper()
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sample, ok := strings.Cut(string(readme), "`go run ./cmd/simba demo` (nothing to install")
+	if ok {
+		_, sample, ok = strings.Cut(sample, "```\n")
+	}
+	if ok {
+		sample, _, ok = strings.Cut(sample, "```")
+	}
+	if !ok {
+		t.Fatal("README.md has no sample output after `go run ./cmd/simba demo` (nothing to install")
+	}
+	printed := make(map[string]bool)
+	for _, line := range strings.Split(out, "\n") {
+		printed[demoShape(line)] = true
+	}
+	for _, line := range strings.Split(strings.TrimSpace(sample), "\n") {
+		if line != "" && !printed[demoShape(line)] {
+			t.Errorf("the README's demo line\n%s\nis not among the lines the demo printed (shape %q)", line, demoShape(line))
+		}
+	}
+}
+
+var (
+	demoDir      = regexp.MustCompile(`simba-demo-[^/]+`)
+	demoWorkerN  = regexp.MustCompile(`worker-\d+`)
+	demoPlural   = regexp.MustCompile(`(\d+ (?:stale write|write|row))s\b`)
+	demoDuration = regexp.MustCompile(`\d+(?:\.\d+)?(?:ms|µs|s)\b`)
+	demoNumber   = regexp.MustCompile(`\d+`)
+)
+
+// demoShape is a line of the demo's output without what changes from run to run.
+func demoShape(line string) string {
+	line = demoDir.ReplaceAllString(line, "simba-demo-X")
+	line = demoWorkerN.ReplaceAllString(line, "worker-W")
+	line = demoPlural.ReplaceAllString(line, "$1")
+	line = demoDuration.ReplaceAllString(line, "D")
+	line = demoNumber.ReplaceAllString(line, "N")
+	return strings.TrimSpace(line)
 }
 
 func TestDemoOnPostgres(t *testing.T) {

@@ -3,6 +3,7 @@ package fenceredis_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -26,4 +27,22 @@ func Example() {
 		log.Print("a newer holder has written: drop this write")
 	}
 	_ = f.HSet(ctx, "invoice-42", token, "invoice:{invoice-42}", "status", "paid")
+}
+
+// The guarded key must share the fence key's hash slot, so that one script can check the token
+// and write on a Cluster too: a key without the resource's hash tag fails before any I/O (this
+// runs without a server), with an error matching ErrCrossSlot that names the fix.
+func ExampleFence_Set_crossSlot() {
+	rdb := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:1"}) // never dialled here
+	defer rdb.Close()
+	f := fenceredis.New(rdb)
+
+	err := f.Set(context.Background(), "invoice-42", 7, "invoice:42:status", "paid")
+	fmt.Println(errors.Is(err, fenceredis.ErrCrossSlot))
+	fmt.Println(err)
+	fmt.Println(fenceredis.Slot("invoice:{invoice-42}:status") == fenceredis.Slot("simba:fence:{invoice-42}"))
+	// Output:
+	// true
+	// fenceredis: key outside the resource's hash slot: "invoice:42:status" is in slot 7500, resource "invoice-42" in slot 13003: give the key the hash tag {invoice-42}
+	// true
 }

@@ -7,7 +7,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -75,7 +78,7 @@ func lock(t *testing.T, ctx context.Context, c *simba.Client, name string) *simb
 func TestStatusIsBoundedByLiveLeases(t *testing.T) {
 	t.Run("simbatest", func(t *testing.T) {
 		srv := simbatest.NewServer(simbatest.WithClock(spi.SystemClock()))
-		testStatusIsBounded(t, srv.Backend(), srv.Backend())
+		_, _ = testStatusIsBounded(t, srv.Backend(), srv.Backend())
 	})
 	t.Run("sqlite", func(t *testing.T) {
 		dsn := "sqlite://" + filepath.Join(t.TempDir(), "simba.db")
@@ -88,13 +91,42 @@ func TestStatusIsBoundedByLiveLeases(t *testing.T) {
 			t.Cleanup(func() { b.Close() })
 			bs[i] = b
 		}
-		testStatusIsBounded(t, bs[0], bs[1])
+		status, page := testStatusIsBounded(t, bs[0], bs[1])
+		checkSizesAsQuoted(t, status, page)
 	})
 }
 
+// checkSizesAsQuoted checks the sizes of /status and the page that the README quotes for this
+// test's shape on SQLite ("/status is 9.5 KB and the page 21 KB"), within 10 %: they vary by a
+// few bytes from run to run (times, the length of ids), and by more when the output changes.
+func checkSizesAsQuoted(t *testing.T, status, page int) {
+	t.Helper()
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("on SQLite, `/status` is ([0-9.]+) KB and the page ([0-9.]+) KB").FindSubmatch(readme)
+	if m == nil {
+		t.Fatal("README.md no longer quotes the sizes of /status and the page (\"on SQLite, `/status` is … KB and the page … KB\")")
+	}
+	for _, c := range []struct {
+		what   string
+		quoted []byte
+		got    int
+	}{{"/status", m[1], status}, {"the page", m[2], page}} {
+		kb, err := strconv.ParseFloat(string(c.quoted), 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := float64(c.got) / 1000; got < kb*0.9 || got > kb*1.1 {
+			t.Errorf("%s is %.1f KB; README.md says %s KB", c.what, got, c.quoted)
+		}
+	}
+}
+
 // testStatusIsBounded runs TestStatusIsBoundedByLiveLeases with node-a, whose status is served,
-// on a and node-b on b (the same backend store).
-func testStatusIsBounded(t *testing.T, a, b spi.Backend) {
+// on a and node-b on b (the same backend store), and returns the sizes of /status and the page.
+func testStatusIsBounded(t *testing.T, a, b spi.Backend) (statusBytes, pageBytes int) {
 	const names = 2000
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
@@ -123,6 +155,7 @@ func testStatusIsBounded(t *testing.T, a, b spi.Backend) {
 	hs := httptest.NewServer(h)
 	defer hs.Close()
 	code, body := get(t, hs.URL+"/status")
+	statusLen := len(body)
 	if code != http.StatusOK {
 		t.Fatalf("/status: %d", code)
 	}
@@ -185,6 +218,7 @@ func testStatusIsBounded(t *testing.T, a, b spi.Backend) {
 	if all.Backend == nil || len(all.Backend.Leases) != names+len(tokens) || all.FreeLeases != names {
 		t.Errorf("?free=1 lists %d leases with %d free, want %d and %d", len(all.Backend.Leases), all.FreeLeases, names+len(tokens), names)
 	}
+	return statusLen, len(page)
 }
 
 // Concurrent requests, to /status and the page, within the snapshot's time to live share one

@@ -429,12 +429,14 @@ type Group struct {
 // Status is the body of /status.
 type Status struct {
 	// Healthy is what /healthz answers (the session is live).
-	Healthy bool    `json:"healthy"`
+	Healthy bool `json:"healthy"`
+	// Session is the client's session: live or not, and why not.
 	Session Session `json:"session"`
 	// Terms are the terms this client holds; Holders every holder known, by name.
 	Terms   []HeldTerm `json:"terms"`
 	Holders []Holder   `json:"holders"`
-	Groups  []Group    `json:"groups"`
+	// Groups are the partition groups this client is in.
+	Groups []Group `json:"groups"`
 	// Timeline lists the terms seen per name, oldest first (at most Opts.History each), for
 	// at most Opts.TimelineNames names (see there and Opts.TimelineRetain).
 	Timeline map[string][]*Entry `json:"timeline"`
@@ -452,8 +454,10 @@ type Status struct {
 	FreeLeases int `json:"free_leases"`
 	// BackendAt is when the Inspect that took Backend began: at most Opts.SnapshotTTL before
 	// the request, as one snapshot serves the requests of that long.
-	BackendAt    time.Time `json:"backend_at,omitzero"`
-	BackendError string    `json:"backend_error,omitempty"`
+	BackendAt time.Time `json:"backend_at,omitzero"`
+	// BackendError is why Backend is nil although the backend has an Inspector: the Inspect
+	// failed or timed out (Opts.InspectTimeout).
+	BackendError string `json:"backend_error,omitempty"`
 	// At is when the status was taken.
 	At time.Time `json:"at"`
 }
