@@ -2,6 +2,7 @@ package simba
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"slices"
@@ -350,4 +351,60 @@ func TestSessionsDeadOnArrivalAreReopenedWithBackoff(t *testing.T) {
 	} else {
 		t.Logf("%d opens in 1 s", n)
 	}
+}
+
+// TestAbandonedLockWaitsLeaveNoTimers: a Lock that gives up (its ctx ends) while it waits for a
+// name another session holds — its retry armed for when the holder's lease would run out —
+// leaves no timer behind: the client forgets the name, and its retry timer with it, instead of
+// keeping one timer per abandoned name until each fires, up to a TTL later.
+func TestAbandonedLockWaitsLeaveNoTimers(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	const ttl, names = time.Minute, 50 // a retry is armed up to a TTL out: long past the waits here
+	srv := simbatest.NewServer(simbatest.WithClock(spi.SystemClock()))
+	holder, err := New(srv.Backend(), WithOwner("holder"), WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(context.Background())
+	c, err := New(srv.Backend(), WithOwner("waiter"), WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	ctx := context.Background()
+	warm, err := c.Lock(ctx, "warm-up")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := warm.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := c.footprint(t)
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s; timers armed: %v", what, c.timerKeys(t))
+			}
+		}
+	}
+	for i := range names {
+		name := fmt.Sprintf("busy-%d", i)
+		if _, err := holder.Lock(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+		wctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() {
+			_, err := c.Lock(wctx, name)
+			done <- err
+		}()
+		// The waiter found the name held and armed its retry; then it gives up.
+		waitFor("the retry of "+name, func() bool { return slices.Contains(c.timerKeys(t), "retry("+name+")") })
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("Lock(%s) whose ctx ended: %v, want context.Canceled", name, err)
+		}
+	}
+	waitFor("the client's state to return to its size", func() bool { return c.footprint(t) == before })
 }
