@@ -112,7 +112,8 @@ func TestWakeAcrossProcesses(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c := locktest.Clients(t, wakeTTL, b)[0]
+			waiter := newHeldWaiter(b)
+			c := locktest.Clients(t, wakeTTL, waiter)[0]
 			ctx := testCtx(t)
 			got := make(chan *simba.Held, 1)
 			errs := make(chan error, 1)
@@ -125,9 +126,16 @@ func TestWakeAcrossProcesses(t *testing.T) {
 				}
 				got <- h
 			}()
-			time.Sleep(500 * time.Millisecond) // the waiter finds the lock held and waits
+			// The waiter finds the lock held and waits (on MySQL, its waker blocks on the
+			// holder's named lock).
+			waiter.waitHeld(t)
 			var before mysqlStats
 			if w, ok := b.waker.(*mysqlWaker); ok {
+				for end := time.Now().Add(10 * time.Second); w.snapshot().blocks == 0; time.Sleep(10 * time.Millisecond) {
+					if time.Now().After(end) {
+						t.Fatalf("the waker did not wait on the named lock: %+v", w.snapshot())
+					}
+				}
 				before = w.snapshot()
 			}
 			unlocked := time.Now()
