@@ -656,6 +656,31 @@ func (c *Client) step(ev engine.Event) {
 	for i := range effects {
 		c.apply(&effects[i], now)
 	}
+	if ev.Kind == engine.EvStop {
+		c.dropNameTimers(ev.Name)
+	}
+}
+
+// nameTimerKinds are the kinds of the timers an election (or lock) arms for its name.
+var nameTimerKinds = [...]engine.TimerKind{engine.TimerRetry, engine.TimerCooldown, engine.TimerGrant, engine.TimerHandover}
+
+// dropNameTimers stops the timers armed for name once the engine has forgotten the name (a
+// stop ended its election): their firings would change nothing (the engine ignores a timer
+// of a name it does not know), and a client whose Locks give up waiting for many names (each
+// with a retry armed for when the holder's lease would run out) would otherwise keep one
+// timer per name for up to a TTL. A name the engine still knows (a hand-over under way, an
+// acquire in flight or of unknown outcome) keeps its timers.
+func (c *Client) dropNameTimers(name string) {
+	if _, known := c.eng.Election(name); known || name == "" {
+		return
+	}
+	for _, kind := range nameTimerKinds {
+		key := engine.Timer{Kind: kind, Name: name}
+		if t, ok := c.timers[key]; ok {
+			t.timer.Stop()
+			delete(c.timers, key)
+		}
+	}
 }
 
 // logStep logs a step at debug level: first, as the lines of failed calls do, op (a reply's)

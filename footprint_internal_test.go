@@ -2,6 +2,7 @@ package simba
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"slices"
@@ -26,6 +27,18 @@ type grantAll struct {
 	held  map[string]int64
 	token int64
 	calls atomic.Int64
+	// grantFor is the remaining time a grant gives (DefaultTTL if zero, as the session's): a
+	// shorter one puts each term's own bound (rule 6) before the session's deadline, so the
+	// client arms the name's TimerGrant at every grant.
+	grantFor time.Duration
+}
+
+// grantRemaining is the remaining time of b's grants.
+func (b *grantAll) grantRemaining() time.Duration {
+	if b.grantFor > 0 {
+		return b.grantFor
+	}
+	return DefaultTTL
 }
 
 func (b *grantAll) OpenSession(ctx context.Context, owner string, ttl time.Duration) (spi.Session, error) {
@@ -51,11 +64,11 @@ func (b *grantAll) Acquire(ctx context.Context, s spi.SessionID, name string) (s
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if tok, ok := b.held[name]; ok {
-		return spi.Acquire{Kind: spi.Granted, Token: tok, Remaining: DefaultTTL}, nil
+		return spi.Acquire{Kind: spi.Granted, Token: tok, Remaining: b.grantRemaining()}, nil
 	}
 	b.token++
 	b.held[name] = b.token
-	return spi.Acquire{Kind: spi.Granted, Token: b.token, Remaining: DefaultTTL}, nil
+	return spi.Acquire{Kind: spi.Granted, Token: b.token, Remaining: b.grantRemaining()}, nil
 }
 
 func (b *grantAll) Release(ctx context.Context, s spi.SessionID, name string, token int64) error {
@@ -132,11 +145,14 @@ func heap() (alloc, objects, inUse uint64) {
 
 // TestLockingManyNamesLeavesNothingBehind locks and unlocks 100,000 distinct names through one
 // client (8 goroutines, 12,500 names each): afterwards the client's maps, the engine's and the
-// heap in use are back to their size before, and no goroutine is left once it is closed.
+// heap in use are back to their size before, and no goroutine is left once it is closed. Each
+// grant gives half the session's time, so every term arms its name's grant timer (rule 6: its
+// own bound comes before the session's deadline), which the client must drop when the term
+// ends: a timer left per name is thousands of timers here, not one or two.
 func TestLockingManyNamesLeavesNothingBehind(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	const workers, perWorker = 8, 12_500
-	b := &grantAll{held: make(map[string]int64)}
+	b := &grantAll{held: make(map[string]int64), grantFor: DefaultTTL / 2}
 	c, err := New(b, WithOwner("footprint"))
 	if err != nil {
 		t.Fatal(err)
@@ -146,6 +162,11 @@ func TestLockingManyNamesLeavesNothingBehind(t *testing.T) {
 	h, err := c.Lock(ctx, "warm-up")
 	if err != nil {
 		t.Fatal(err)
+	}
+	// What the test relies on: a held lock's grant timer is armed (else a client that never
+	// drops grant timers would pass).
+	if keys := c.timerKeys(t); !slices.Contains(keys, "grant(warm-up)") {
+		t.Fatalf("a held lock granted for half the session's time has no grant timer: %v", keys)
 	}
 	if err := h.Unlock(ctx); err != nil {
 		t.Fatal(err)
@@ -194,11 +215,15 @@ func TestLockingManyNamesLeavesNothingBehind(t *testing.T) {
 		allocBefore/1024, objectsBefore, allocAfter/1024, objectsAfter, (int64(allocAfter)-int64(allocBefore))/1024,
 		int64(objectsAfter)-int64(objectsBefore), inUseBefore/1024, inUseAfter/1024)
 	if lingering := after.Timers - before.Timers; after != before && lingering > 0 && lingering <= workers {
-		// Once (704f758) one or two timers more than before were still armed here, the rest of
-		// the state at its size, and the cause is not found. A name's timer (grant, retry,
-		// hand-over) armed for a name just unlocked — at most one per worker, which holds one
-		// name at a time — fires within a TTL of its arming and goes; timers left per name
-		// would be far more than workers, and a timer that stays would stay past this wait.
+		// Once (704f758, grants of the session's full time) one or two timers more than
+		// before were still armed here, the rest of the state at its size; not seen since.
+		// Measured then: a term arms its grant timer only when a keep-alive sent after its
+		// acquire answered first (1-3 of 100,000 names under load), and the client drops it
+		// at the revoke; no retry, hand-over or cooldown timer is armed by this workload. Now
+		// every term arms one (100,000 here, and 120,000 more at a 3 s TTL in a stress run:
+		// none left). A name's timer — at most one per worker, which holds one name at a
+		// time — fires within a TTL of its arming and goes; timers left per name are
+		// thousands here, and a timer that stays would stay past this wait.
 		keys := c.timerKeys(t)
 		for end := time.Now().Add(DefaultTTL + 5*time.Second); after != before && time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
 			after = c.footprint(t)
@@ -206,7 +231,8 @@ func TestLockingManyNamesLeavesNothingBehind(t *testing.T) {
 		t.Logf("%d timer(s) more than before were armed right after the workers (%v); after waiting up to a TTL: %+v", lingering, keys, after)
 	}
 	if after != before {
-		t.Errorf("the client's state did not return to its size:\nbefore %+v\nafter  %+v\ntimers armed: %v", before, after, c.timerKeys(t))
+		keys := c.timerKeys(t)
+		t.Errorf("the client's state did not return to its size:\nbefore %+v\nafter  %+v\n%d timers armed: %v", before, after, len(keys), keys[:min(len(keys), 20)])
 	}
 	// A leaked map entry per name (a handle, a released token) would be several MB over
 	// 100,000 names, and even 3 bytes a name 300 KB. What stays is a constant: maps grown to the
@@ -325,4 +351,60 @@ func TestSessionsDeadOnArrivalAreReopenedWithBackoff(t *testing.T) {
 	} else {
 		t.Logf("%d opens in 1 s", n)
 	}
+}
+
+// TestAbandonedLockWaitsLeaveNoTimers: a Lock that gives up (its ctx ends) while it waits for a
+// name another session holds — its retry armed for when the holder's lease would run out —
+// leaves no timer behind: the client forgets the name, and its retry timer with it, instead of
+// keeping one timer per abandoned name until each fires, up to a TTL later.
+func TestAbandonedLockWaitsLeaveNoTimers(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	const ttl, names = time.Minute, 50 // a retry is armed up to a TTL out: long past the waits here
+	srv := simbatest.NewServer(simbatest.WithClock(spi.SystemClock()))
+	holder, err := New(srv.Backend(), WithOwner("holder"), WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(context.Background())
+	c, err := New(srv.Backend(), WithOwner("waiter"), WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	ctx := context.Background()
+	warm, err := c.Lock(ctx, "warm-up")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := warm.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := c.footprint(t)
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s; timers armed: %v", what, c.timerKeys(t))
+			}
+		}
+	}
+	for i := range names {
+		name := fmt.Sprintf("busy-%d", i)
+		if _, err := holder.Lock(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+		wctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() {
+			_, err := c.Lock(wctx, name)
+			done <- err
+		}()
+		// The waiter found the name held and armed its retry; then it gives up.
+		waitFor("the retry of "+name, func() bool { return slices.Contains(c.timerKeys(t), "retry("+name+")") })
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("Lock(%s) whose ctx ended: %v, want context.Canceled", name, err)
+		}
+	}
+	waitFor("the client's state to return to its size", func() bool { return c.footprint(t) == before })
 }

@@ -64,8 +64,8 @@ func TestLinkCutHangsCallsAndDropsHints(t *testing.T) {
 		if h.Name != "z" {
 			t.Fatalf("hint %v, want the release of z", h)
 		}
-	case <-time.After(time.Second):
-		t.Fatal("no hint after Restore")
+	case <-time.After(10 * time.Second): // a deadline for a lost hint, not a latency bound
+		t.Fatal("no hint within 10 s after Restore")
 	}
 }
 

@@ -17,7 +17,8 @@ import (
 func TestSQLiteWaiterWakesOnRelease(t *testing.T) {
 	dsn := liteDSN(t)
 	migrated(t, dsn)
-	clients := locktest.Clients(t, 10*time.Second, open(t, dsn), open(t, dsn))
+	waiter := newHeldWaiter(open(t, dsn))
+	clients := locktest.Clients(t, 10*time.Second, open(t, dsn), waiter)
 	ctx := testCtx(t)
 	held, err := clients[0].Lock(ctx, "handover")
 	if err != nil {
@@ -34,7 +35,7 @@ func TestSQLiteWaiterWakesOnRelease(t *testing.T) {
 		got <- h
 	}()
 	// Let the waiter's acquire find the lease held (its next retry is ~10 s away).
-	time.Sleep(300 * time.Millisecond)
+	waiter.waitHeld(t)
 	released := time.Now()
 	if err := held.Unlock(context.Background()); err != nil {
 		t.Fatal(err)

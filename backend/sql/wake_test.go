@@ -112,7 +112,8 @@ func TestWakeAcrossProcesses(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c := locktest.Clients(t, wakeTTL, b)[0]
+			waiter := newHeldWaiter(b)
+			c := locktest.Clients(t, wakeTTL, waiter)[0]
 			ctx := testCtx(t)
 			got := make(chan *simba.Held, 1)
 			errs := make(chan error, 1)
@@ -125,9 +126,16 @@ func TestWakeAcrossProcesses(t *testing.T) {
 				}
 				got <- h
 			}()
-			time.Sleep(500 * time.Millisecond) // the waiter finds the lock held and waits
+			// The waiter finds the lock held and waits (on MySQL, its waker blocks on the
+			// holder's named lock).
+			waiter.waitHeld(t)
 			var before mysqlStats
 			if w, ok := b.waker.(*mysqlWaker); ok {
+				for end := time.Now().Add(10 * time.Second); w.snapshot().blocks == 0; time.Sleep(10 * time.Millisecond) {
+					if time.Now().After(end) {
+						t.Fatalf("the waker did not wait on the named lock: %+v", w.snapshot())
+					}
+				}
 				before = w.snapshot()
 			}
 			unlocked := time.Now()
@@ -237,7 +245,8 @@ func TestLocalReleaseWakesSameBackend(t *testing.T) {
 	} {
 		t.Run(d.name, func(t *testing.T) {
 			b := d.open(t)
-			clients := locktest.Clients(t, wakeTTL, b, b)
+			waiter := newHeldWaiter(b)
+			clients := locktest.Clients(t, wakeTTL, b, waiter)
 			ctx := testCtx(t)
 			name := "local-" + unique(t)
 			h, err := clients[0].Lock(ctx, name)
@@ -252,7 +261,7 @@ func TestLocalReleaseWakesSameBackend(t *testing.T) {
 				}
 				got <- err
 			}()
-			time.Sleep(300 * time.Millisecond)
+			waiter.waitHeld(t)
 			released := time.Now()
 			if err := h.Unlock(ctx); err != nil {
 				t.Fatal(err)
@@ -267,6 +276,45 @@ func TestLocalReleaseWakesSameBackend(t *testing.T) {
 				t.Fatal("the waiter of the same backend was not woken by the release")
 			}
 		})
+	}
+}
+
+// heldWaiter is a backend (b's methods promoted, its Hints included) whose found is closed the
+// first time one of its acquires finds the lease held: a test's waiter has then made the
+// attempt that only a release (its hint, or the waker's) can end before the holder's lease
+// runs out. A test that released before that would not test the wake.
+type heldWaiter struct {
+	*Backend
+	once  sync.Once
+	found chan struct{}
+}
+
+func newHeldWaiter(b *Backend) *heldWaiter {
+	return &heldWaiter{Backend: b, found: make(chan struct{})}
+}
+
+func (w *heldWaiter) saw(a spi.Acquire, err error) (spi.Acquire, error) {
+	if err == nil && a.Kind == spi.HeldBy {
+		w.once.Do(func() { close(w.found) })
+	}
+	return a, err
+}
+
+func (w *heldWaiter) Acquire(ctx context.Context, s spi.SessionID, name string) (spi.Acquire, error) {
+	return w.saw(w.Backend.Acquire(ctx, s, name))
+}
+
+func (w *heldWaiter) AcquireQueued(ctx context.Context, s spi.SessionID, name string) (spi.Acquire, error) {
+	return w.saw(w.Backend.AcquireQueued(ctx, s, name))
+}
+
+// waitHeld waits (10 s at most) until w's client has found the lease held.
+func (w *heldWaiter) waitHeld(t *testing.T) {
+	t.Helper()
+	select {
+	case <-w.found:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter never found the lease held")
 	}
 }
 

@@ -43,8 +43,10 @@ func TestLockOnAClusterNodeFailsFast(t *testing.T) {
 }
 
 // TestLockCommandOnAClusterNodeExitsAtOnce runs the built simba binary as a user would:
-// `simba lock -dsn redis://<a Cluster node> -name x -- true` exits non-zero within one second,
-// and its stderr names the misconfiguration.
+// `simba lock -dsn redis://<a Cluster node> -name x -- true` exits non-zero at once (tens of
+// milliseconds; the test allows signalBound, half the 5 s a call or the hint probe would take
+// to time out, so that a loaded machine does not fail it and a simba that waits for one
+// still does), and its stderr names the misconfiguration.
 func TestLockCommandOnAClusterNodeExitsAtOnce(t *testing.T) {
 	node := testenv.RedisCluster(t)[0]
 	bin := simbaBinary(t)
@@ -61,8 +63,8 @@ func TestLockCommandOnAClusterNodeExitsAtOnce(t *testing.T) {
 	if !errors.As(err, &exit) || exit.ExitCode() <= 0 {
 		t.Fatalf("simba lock on a Cluster node: %v, want a non-zero exit", err)
 	}
-	if took > time.Second {
-		t.Errorf("simba lock took %v to exit, want at most 1 s", took)
+	if took > signalBound {
+		t.Errorf("simba lock took %v to exit, want at once (under %v)", took, signalBound)
 	}
 	if msg := stderr.String(); !(strings.Contains(msg, "MOVED") || strings.Contains(msg, "CROSSSLOT")) ||
 		!strings.Contains(msg, "redis+cluster://") {
