@@ -75,8 +75,8 @@ func TestEveryFailedCallIsReported(t *testing.T) {
 		t.Errorf("elected not logged at INFO:\n%s", logs.String())
 	}
 	w.async(func() error { return l.Unlock(context.Background()) })
-	if !strings.Contains(logs.String(), `level=INFO msg="simba revoked" name=l token=`+itoa(tm.Token())+" reason=stopped") {
-		t.Errorf("revoked not logged at INFO:\n%s", logs.String())
+	if !strings.Contains(logs.String(), `level=INFO msg="simba revoked" name=l token=`+itoa(tm.Token())+" reason=stopped session="+string(c.Session())+"\n") {
+		t.Errorf("revoked not logged at INFO with its session %s:\n%s", c.Session(), logs.String())
 	}
 
 	denied := errors.New("denied")

@@ -57,7 +57,7 @@
 //   - EfElected: a new term (Name, Token, Session, Owner, At = the deadline when adopted; Group
 //     and Partition for partitions, Partition is -1 otherwise): create the Term, run OnElected
 //     and start the leader work under a context that Revoked cancels.
-//   - EfRevoked: the term Name/Token ended (Reason): mark it revoked and cancel its context
+//   - EfRevoked: the term Name/Token of Session ended (Reason): mark it revoked and cancel its context
 //     first — a Release of its lease may follow in the same batch, and rule 2 needs the term
 //     invalid before the release leaves.
 //   - EfComplete: answer Future (nil Err is success; for locks Name/Token/Session/At describe

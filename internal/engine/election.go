@@ -600,9 +600,10 @@ func (s *Engine) grantLapsed(e *election) {
 	}
 }
 
-// revoke ends e's term (the lease may still be held: the caller releases it after).
+// revoke ends e's term (the lease may still be held: the caller releases it after). The term
+// is the current session's: a lost session's terms are revoked before its id is dropped.
 func (s *Engine) revoke(e *election, reason Reason) {
-	s.emit(Effect{Kind: EfRevoked, Name: e.name, Token: e.token, Reason: reason})
+	s.emit(Effect{Kind: EfRevoked, Name: e.name, Token: e.token, Session: s.sess.id, Reason: reason})
 }
 
 // afterLoss continues after a leader lost its term involuntarily: a candidate again, except

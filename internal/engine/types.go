@@ -502,8 +502,8 @@ func (k EffectKind) String() string {
 //     deadline and Until, until an EfDeadline naming it lifts Until; math.MaxInt64 when there
 //     is none), Group and Partition for partitions (Partition is -1 otherwise). Start the
 //     election's work, if any, under a context cancelled by the matching Revoked.
-//   - EfRevoked: the term Name/Token is over (Reason): mark it invalid and cancel its context
-//     before doing anything else this step asks.
+//   - EfRevoked: the term Name/Token of Session is over (Reason): mark it invalid and cancel
+//     its context before doing anything else this step asks.
 //   - EfComplete: answer Future with Err (nil on success); for Lock and TryLock futures Name,
 //     Token, Session and At describe the term, and Holder/HolderOwner name the holder when
 //     Err is spi.ErrLockHeld.
