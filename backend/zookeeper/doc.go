@@ -335,6 +335,13 @@ timeout, 20 s, with the sessions' watches muted: every release then went unheard
 hand-over to this backend's waiters waited for their one-TTL retry (at TTL 1 s, three
 contending clients through blackholes of 0.3-3 s made 208 grants in 2 min and a waiter's Lock
 of 10 s failed while the lock was free; now 496 grants, none failed, TestHintsAfterSilentOutage).
+A connection dialled during the outage may be swallowed too (taken and never answered, and
+silent after the heal): its dial and handshake are given up like a session's (a sixth of the
+shortest TTL, doubled after each round of attempts given up) but after at most that TTL, and
+the wait between attempts is at most a probe interval, so hints come back within about a TTL
+of the heal; such an attempt used to wait Config.Timeout (10 s) for its connect response, and
+hints came back 7.8 s after a 3 s blackhole healed at TTL 1 s (TestHintsAfterBlackholedRedial:
+0.4 s now).
 
 # DSN
 
