@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/simba-go/simba/internal/faultproxy"
+	"github.com/simba-go/simba/internal/outagetest"
 	"github.com/simba-go/simba/internal/testenv"
 	"github.com/simba-go/simba/spi"
 )
@@ -14,7 +15,8 @@ import (
 // TestHintsAfterSilentOutage: a backend whose link to the server goes silent for a second (a
 // blackhole: the open connections get no byte, close or reset, for good) hears releases again
 // soon after the link heals. Its hint connection pings every sixth of the shortest TTL asked
-// of it (500 ms at 3 s) and is given up after two silent intervals, then dialled again.
+// of it (500 ms at 3 s) and is given up after an interval and a reply's allowance (1 s,
+// minttl.Reply) without a read, then dialled again.
 // Before, the silent connection was kept until its read timeout (2/3 of the watcher's 30 s
 // session), and muted the sessions' own watches meanwhile: every release in those 20 s went
 // unheard, and a waiter learnt of each only at its one-TTL retry (seen in an outside trial:
@@ -146,5 +148,36 @@ func TestWatcherPacedByTTL(t *testing.T) {
 	b.minTTL.Note(100 * time.Millisecond)
 	if got := w.backoffCap(); got != watcherInitialBackoff {
 		t.Errorf("backoffCap at TTL 100ms = %v, want %v", got, watcherInitialBackoff)
+	}
+}
+
+// TestHintsRideOutStalls: a link that stalls for a few hundred milliseconds (a server busy
+// with a snapshot, a loaded client; the bytes held, then delivered) is not taken for a silent
+// one: the hint connection gives a ping at least minttl.MinReply (500 ms) for its reply. With
+// the shortest TTL at 300 ms it pings every 50 ms, and gave up the connection after 100 ms
+// without a read, so each stall of 300 ms cost a reconnect (and the watches set again); now
+// five stalls cost none.
+func TestHintsRideOutStalls(t *testing.T) {
+	direct := testenv.ZooKeeper(t)[0]
+	chroot := fmt.Sprintf("/simba-test-%d", time.Now().UnixNano())
+	t.Cleanup(func() { removeTree(t, []string{direct}, chroot) })
+	openSession(t, openBackend(t, "zk://"+direct+chroot), time.Minute) // creates the roots watched
+	p := faultproxy.StartTest(t, direct)
+	b := openBackend(t, "zk://"+p.Addr()+chroot)
+	// Only the hint connection goes through p: no session of b opens, and the TTL that paces
+	// it is noted as OpenSession would.
+	b.minTTL.Note(300 * time.Millisecond)
+	ctx, cancel := context.WithCancel(testCtx(t))
+	defer cancel()
+	if _, err := b.Hints(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the hint connection's watches to be set", func() bool {
+		b.hmu.Lock()
+		defer b.hmu.Unlock()
+		return b.watcher != nil && b.watcher.live.Load()
+	})
+	if n := outagetest.Stalls(p, 5, 300*time.Millisecond); n != 0 {
+		t.Fatalf("five stalls of 300 ms at TTL 300 ms: %d new connections, want none", n)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/simba-go/simba/internal/connbound"
+	"github.com/simba-go/simba/internal/minttl"
 	"github.com/simba-go/simba/spi"
 )
 
@@ -42,9 +43,11 @@ const (
 // while the watcher is live, so every hint would be lost until the read timeout (2/3 of the
 // watcher's 30 s session): a waiter then learns of each release only at its one-TTL retry.
 // So the watcher pings every probe interval (a sixth of the shortest TTL asked of the backend,
-// see probe) and gives the connection up when it has read nothing for two intervals; and
-// hearing, which mutes the sessions' watches, holds only while a reply came within 1.5
-// intervals, so that they speak again as soon as the connection falls silent.
+// see probe) and gives the connection up when it has read nothing for an interval and a
+// reply's allowance (minttl.Reply: two intervals, at least 500 ms, so that a server or client
+// busy for a few hundred milliseconds costs no reconnect); and hearing, which mutes the
+// sessions' watches, holds only while a reply came within 1.5 intervals, so that they speak
+// again as soon as the connection falls silent.
 //
 // A connection dialled during such an outage may be swallowed too (taken and never answered,
 // and silent for good after the heal), so a dial and its handshake are given up after
@@ -68,19 +71,16 @@ func newWatcher(b *Backend) *watcher {
 	return w
 }
 
-// watcherMinProbe bounds the probe interval below (a TTL of a few milliseconds).
-const watcherMinProbe = 10 * time.Millisecond
-
 // probe returns the interval between the watcher's pings on a connection whose negotiated
-// session timeout is timeout: a third of it, or a sixth of the shortest TTL the backend's
-// sessions asked for if that is shorter (the interval at which a session's own keep-alive
-// gives up a silent connection), at least watcherMinProbe.
+// session timeout is timeout: a third of it, or the probe interval of the shortest TTL the
+// backend's sessions asked for (minttl.Probe: a sixth of it, at least 50 ms) if that is
+// shorter, at least minttl.MinProbe.
 func (w *watcher) probe(timeout time.Duration) time.Duration {
 	p := timeout / 3
 	if ttl := w.b.minTTL.Get(); ttl > 0 {
-		p = min(p, ttl/6)
+		p = min(p, minttl.Probe(ttl))
 	}
-	return max(p, watcherMinProbe)
+	return max(p, minttl.MinProbe)
 }
 
 // connectBound is how long a dial and its session handshake may take: as long as a session's
@@ -100,10 +100,10 @@ func (w *watcher) connectBound() time.Duration {
 }
 
 // backoffCap is the longest wait between two connection attempts: watcherMaxBackoff, or the
-// probe interval of the shortest TTL if that is longer than watcherInitialBackoff and shorter.
+// probe interval of the shortest TTL (minttl.Probe) if that is shorter.
 func (w *watcher) backoffCap() time.Duration {
 	if ttl := w.b.minTTL.Get(); ttl > 0 {
-		return min(watcherMaxBackoff, max(ttl/6, watcherInitialBackoff))
+		return min(watcherMaxBackoff, minttl.Probe(ttl))
 	}
 	return watcherMaxBackoff
 }
@@ -223,9 +223,9 @@ func (w *watcher) connection(server string) error {
 	}
 	c.SetDeadline(time.Time{})
 	// Ping every probe interval (re-read at each ping: the backend learns the TTL when its
-	// first session opens, after the watcher started); a connection that read nothing for two
-	// intervals has gone silent and is closed. Reads also time out after two thirds of the
-	// timeout.
+	// first session opens, after the watcher started); a connection that read nothing for an
+	// interval and a reply's allowance (minttl.Reply) has gone silent and is closed. Reads also
+	// time out after two thirds of the timeout.
 	pingErr := make(chan error, 1)
 	go func() {
 		var p frameBuilder
@@ -238,7 +238,7 @@ func (w *watcher) connection(server string) error {
 				return
 			case <-time.After(every):
 			}
-			if since := w.sinceRead(); since > 2*every {
+			if since := w.sinceRead(); since > every+minttl.Reply(every) {
 				pingErr <- fmt.Errorf("zookeeper watcher: the connection read nothing for %v (pings every %v): gone silent", since.Round(time.Millisecond), every)
 				c.Close()
 				return
