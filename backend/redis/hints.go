@@ -422,21 +422,19 @@ func confirm(ctx context.Context, ps *goredis.PubSub, n int) (confirmed bool, er
 	return true, nil
 }
 
-// hintMinProbe bounds the pub/sub connections' probe interval below (a TTL of a few
-// hundred milliseconds or less).
-const hintMinProbe = 50 * time.Millisecond
-
-// probe returns the interval at which the pub/sub connections are probed: a sixth of the
-// shortest session TTL the backend opened (of hintDefaultTTL before it opened one), at least
-// hintMinProbe. A connection that has read nothing for two intervals is given up (see pump):
-// within a third of a TTL, so that a waiter hears releases again well before its one-TTL
-// retry.
+// probe returns the interval at which the pub/sub connections are probed: minttl.Probe of the
+// shortest session TTL the backend opened (of hintDefaultTTL before it opened one), a sixth
+// of it, at least 50 ms. A connection that has read nothing for an interval and a reply's
+// allowance (minttl.Reply: two intervals, at least 500 ms) is given up (see pump): within half
+// a TTL (two thirds of a TTL of 1 s), so that a waiter hears releases again well before its
+// one-TTL retry, while a server or client busy for a few hundred milliseconds costs no
+// reconnect.
 func (h *hub) probe() time.Duration {
 	ttl := h.minTTL.Get()
 	if ttl <= 0 {
 		ttl = hintDefaultTTL
 	}
-	return max(ttl/6, hintMinProbe)
+	return minttl.Probe(ttl)
 }
 
 // pump forwards the messages of ps (one of c's connections) until it is closed, and acts on
@@ -450,7 +448,7 @@ func (h *hub) probe() time.Duration {
 // the hub could not tell. Every release in that time went unheard, and each hand-over to the
 // backend's waiters waited for their one-TTL retry. So pump reads ps itself: a PING goes out
 // once ps has read nothing for a probe interval (and every interval after), and each read
-// waits at most two intervals; a read that times out makes go-redis close the connection, and
+// waits at most an interval and a reply's allowance (minttl.Reply); a read that times out makes go-redis close the connection, and
 // the next read connects again and subscribes to every channel anew. Each confirmation then
 // does what the first did (a lease read, a group hint), so releases missed in the silence
 // are hinted after all.
@@ -485,7 +483,8 @@ func (h *hub) pump(c *subConn, ps *goredis.PubSub) {
 		}
 	}()
 	for failed := false; ; {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*h.probe())
+		every := h.probe()
+		ctx, cancel := context.WithTimeout(context.Background(), every+minttl.Reply(every))
 		m, err := ps.Receive(ctx)
 		cancel()
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/simba-go/simba/internal/faultproxy"
+	"github.com/simba-go/simba/internal/outagetest"
 	"github.com/simba-go/simba/internal/testenv"
 	"github.com/simba-go/simba/spi"
 )
@@ -14,7 +15,7 @@ import (
 // second (a blackhole: the open connections get no byte, close or reset, for good) hears
 // releases again soon after the link heals. Once a session of TTL 3 s opened, the hub's
 // pub/sub connection pings after 500 ms without a message and is given up when it has read
-// nothing for 1 s; go-redis then reconnects and subscribes again. Before, go-redis's health
+// nothing for 1.5 s (the ping's reply allowed 1 s, minttl.Reply); go-redis then reconnects and subscribes again. Before, go-redis's health
 // check only wrote its PING, which a blackhole takes, so the connection stayed "connected"
 // and deaf for good: no release reached the backend's waiters, and each hand-over to them
 // waited for their one-TTL retry (an outside trial at TTL 1 s: Locks of 8 s). Another
@@ -116,4 +117,32 @@ func TestRedisHintsAfterSilentOutage(t *testing.T) {
 		t.Fatal("no released hint within 10 s after a silent outage of 1 s healed")
 	}
 	t.Logf("a released hint %v after the heal", time.Since(start).Round(time.Millisecond))
+}
+
+// TestRedisHintsRideOutStalls: a link that stalls for a few hundred milliseconds (a server
+// busy with a fork for persistence, a loaded client; the bytes held, then delivered) is not
+// taken for a silent one: the hub's pub/sub connection gives a PING at least minttl.MinReply
+// (500 ms) for its reply. With the shortest TTL at 300 ms it pings after 50 ms without a
+// message, and gave the connection up after 100 ms without a read, so each stall of 300 ms
+// cost a reconnect (and every channel subscribed again, a lease read per waited lease); now
+// five stalls cost none.
+func TestRedisHintsRideOutStalls(t *testing.T) {
+	noLeaks(t)
+	p := faultproxy.StartTest(t, testenv.Redis(t))
+	b, err := Open("redis://"+p.Addr(), WithLogger(discard))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	// The TTL that paces the hub is noted as OpenSession would: no session's keep-alive or
+	// acquire uses p, so any new connection is the hub's.
+	b.hub.minTTL.Note(300 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := b.Hints(ctx); err != nil { // returns once the pub/sub connection answered
+		t.Fatal(err)
+	}
+	if n := outagetest.Stalls(p, 5, 300*time.Millisecond); n != 0 {
+		t.Fatalf("five stalls of 300 ms at TTL 300 ms: %d new connections, want none", n)
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/simba-go/simba/generated/wire"
+	"github.com/simba-go/simba/internal/minttl"
 	"github.com/simba-go/simba/spi"
 )
 
@@ -148,20 +149,20 @@ func (d *pgDialect) listen(ctx context.Context) {
 	}
 }
 
-// listenMinProbe bounds the listener's probe interval and ping timeout below.
-const listenMinProbe = 10 * time.Millisecond
-
 // probeEvery returns how long the listener waits for a notification before it pings, and how
 // long that ping may take (bounded by timeout, the connect timeout): listenProbeEvery and
-// timeout until a session opened, then at most a sixth and a third of the shortest TTL asked
-// for. A connection gone silent (a blackhole: no byte, close or reset) is so given up within
-// half a TTL; with 15 s and the connect timeout it lasted 20 s, every release in that time
+// timeout until a session opened, then at most the probe interval of the shortest TTL asked
+// for and its reply's allowance (minttl.Probe and minttl.Reply: a sixth and a third of the
+// TTL, at least 50 and 500 ms, so that a server busy for a few hundred milliseconds, a
+// checkpoint's fsync, costs no reconnect). A connection gone silent (a blackhole: no byte,
+// close or reset) is so given up within half a TTL (two thirds of a TTL of 1 s); with 15 s and the connect timeout it lasted 20 s, every release in that time
 // went unheard, and each hand-over to the backend's waiters waited for their retry (an outside
 // trial at TTL 1 s: Locks of 8 s while the waiter's link had been down for 3.6 s).
 func (d *pgDialect) probeEvery(timeout time.Duration) (every, ping time.Duration) {
 	every, ping = listenProbeEvery, timeout
 	if ttl := d.b.minTTL.Get(); ttl > 0 {
-		every, ping = min(every, max(ttl/6, listenMinProbe)), min(ping, max(ttl/3, listenMinProbe))
+		every = min(every, minttl.Probe(ttl))
+		ping = min(ping, minttl.Reply(every))
 	}
 	return every, ping
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/simba-go/simba/internal/faultproxy"
+	"github.com/simba-go/simba/internal/outagetest"
 	"github.com/simba-go/simba/spi"
 )
 
@@ -325,5 +326,32 @@ func TestOpenConnectTimeoutDefaults(t *testing.T) {
 		if cfg.Timeout != c.want {
 			t.Errorf("%s: timeout %v, want %v", c.dsn, cfg.Timeout, c.want)
 		}
+	}
+}
+
+// TestPostgresHintsRideOutStalls: a link that stalls for a few hundred milliseconds (a server
+// busy with a checkpoint's fsync, a loaded client; the bytes held, then delivered) is not taken
+// for a silent one: the listener gives its ping at least minttl.MinReply (500 ms) for the
+// reply. With the shortest TTL at 300 ms it pings after 50 ms without a notification, and gave
+// the connection up when the ping had no reply within 100 ms, so each stall of 300 ms cost a
+// reconnect (and LISTEN again); now five stalls cost none.
+func TestPostgresHintsRideOutStalls(t *testing.T) {
+	dsn, p := proxyPgDSN(t, pgDSN(t), nil)
+	b := migrated(t, dsn, WithHousekeepingInterval(-1))
+	// The TTL that paces the listener is noted as OpenSession would: no session's keep-alive
+	// or acquire uses p, so any new connection is the listener's.
+	b.minTTL.Note(300 * time.Millisecond)
+	ctx, cancel := context.WithCancel(testCtx(t))
+	defer cancel()
+	if _, err := b.Hints(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-b.d.(*pgDialect).hub.listening:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the listener did not connect within 30 s")
+	}
+	if n := outagetest.Stalls(p, 5, 300*time.Millisecond); n != 0 {
+		t.Fatalf("five stalls of 300 ms at TTL 300 ms: %d new connections, want none", n)
 	}
 }

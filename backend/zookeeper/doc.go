@@ -330,12 +330,21 @@ the few requests go-zookeeper lacks itself: a persistent recursive watch (ZooKee
 the leases and groups nodes. While it is up and answering, the sessions' own watches are
 muted. It pings every sixth of the shortest TTL the backend's sessions asked for (a third of
 its own 30 s session timeout before the first session) and gives the connection up when it has
-read nothing for two intervals; the sessions' watches speak again as soon as no reply came for
-1.5 intervals. A silent outage (a blackhole) used to keep the dead connection until its read
+read nothing for an interval and a reply's allowance, two intervals but at least 500 ms (see
+internal/minttl: at TTL 1 s a ping allowed 333 ms made the watcher reconnect 9-11 times a
+minute through stalls of 100-400 ms, none now); the sessions' watches speak again as soon as
+no reply came for 1.5 intervals. A silent outage (a blackhole) used to keep the dead connection until its read
 timeout, 20 s, with the sessions' watches muted: every release then went unheard and each
 hand-over to this backend's waiters waited for their one-TTL retry (at TTL 1 s, three
 contending clients through blackholes of 0.3-3 s made 208 grants in 2 min and a waiter's Lock
 of 10 s failed while the lock was free; now 496 grants, none failed, TestHintsAfterSilentOutage).
+A connection dialled during the outage may be swallowed too (taken and never answered, and
+silent after the heal): its dial and handshake are given up like a session's (a sixth of the
+shortest TTL, doubled after each round of attempts given up) but after at most that TTL, and
+the wait between attempts is at most a probe interval, so hints come back within about a TTL
+of the heal; such an attempt used to wait Config.Timeout (10 s) for its connect response, and
+hints came back 7.8 s after a 3 s blackhole healed at TTL 1 s (TestHintsAfterBlackholedRedial:
+0.4 s now).
 
 # DSN
 

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/simba-go/simba/internal/connbound"
+	"github.com/simba-go/simba/internal/minttl"
 	"github.com/simba-go/simba/spi"
 )
 
@@ -41,9 +43,17 @@ const (
 // while the watcher is live, so every hint would be lost until the read timeout (2/3 of the
 // watcher's 30 s session): a waiter then learns of each release only at its one-TTL retry.
 // So the watcher pings every probe interval (a sixth of the shortest TTL asked of the backend,
-// see probe) and gives the connection up when it has read nothing for two intervals; and
-// hearing, which mutes the sessions' watches, holds only while a reply came within 1.5
-// intervals, so that they speak again as soon as the connection falls silent.
+// see probe) and gives the connection up when it has read nothing for an interval and a
+// reply's allowance (minttl.Reply: two intervals, at least 500 ms, so that a server or client
+// busy for a few hundred milliseconds costs no reconnect); and hearing, which mutes the
+// sessions' watches, holds only while a reply came within 1.5 intervals, so that they speak
+// again as soon as the connection falls silent.
+//
+// A connection dialled during such an outage may be swallowed too (taken and never answered,
+// and silent for good after the heal), so a dial and its handshake are given up after
+// connectBound, at most a TTL, and the backoff between attempts is at most a probe interval
+// (see backoffCap): hints come back within about a TTL of the heal, where an attempt waited
+// for its connect response for Config.Timeout (10 s by default) and the backoff grew to 5 s.
 type watcher struct {
 	b        *Backend
 	stop     chan struct{}
@@ -52,6 +62,7 @@ type watcher struct {
 	born     time.Time    // lastRead counts from it (monotonic)
 	lastRead atomic.Int64 // when the connection last read a frame, as time.Since(born)
 	timeout  atomic.Int64 // the current connection's negotiated session timeout
+	cut      atomic.Int32 // connection attempts given up at connectBound in a row
 }
 
 func newWatcher(b *Backend) *watcher {
@@ -60,19 +71,41 @@ func newWatcher(b *Backend) *watcher {
 	return w
 }
 
-// watcherMinProbe bounds the probe interval below (a TTL of a few milliseconds).
-const watcherMinProbe = 10 * time.Millisecond
-
 // probe returns the interval between the watcher's pings on a connection whose negotiated
-// session timeout is timeout: a third of it, or a sixth of the shortest TTL the backend's
-// sessions asked for if that is shorter (the interval at which a session's own keep-alive
-// gives up a silent connection), at least watcherMinProbe.
+// session timeout is timeout: a third of it, or the probe interval of the shortest TTL the
+// backend's sessions asked for (minttl.Probe: a sixth of it, at least 50 ms) if that is
+// shorter, at least minttl.MinProbe.
 func (w *watcher) probe(timeout time.Duration) time.Duration {
 	p := timeout / 3
 	if ttl := w.b.minTTL.Get(); ttl > 0 {
-		p = min(p, ttl/6)
+		p = min(p, minttl.Probe(ttl))
 	}
-	return max(p, watcherMinProbe)
+	return max(p, minttl.MinProbe)
+}
+
+// connectBound is how long a dial and its session handshake may take: as long as a session's
+// (connbound.Bound of the shortest TTL: a sixth of it, doubled after each round of the servers
+// in which every attempt was given up), but at most that TTL, and at most Config.Timeout
+// (which alone bounds it while no session has opened).
+func (w *watcher) connectBound() time.Duration {
+	ttl := w.b.minTTL.Get()
+	limit := w.b.cfg.Timeout
+	if limit <= 0 {
+		limit = DefaultTimeout
+	}
+	if ttl > 0 {
+		limit = min(limit, max(ttl, connbound.Min))
+	}
+	return connbound.Bound(ttl, limit, int(w.cut.Load()), len(w.b.cfg.Servers))
+}
+
+// backoffCap is the longest wait between two connection attempts: watcherMaxBackoff, or the
+// probe interval of the shortest TTL (minttl.Probe) if that is shorter.
+func (w *watcher) backoffCap() time.Duration {
+	if ttl := w.b.minTTL.Get(); ttl > 0 {
+		return min(watcherMaxBackoff, minttl.Probe(ttl))
+	}
+	return watcherMaxBackoff
 }
 
 // sinceRead returns how long ago the connection last read a frame.
@@ -114,12 +147,13 @@ func (w *watcher) run() {
 		if time.Since(start) > watcherSessionTimeout {
 			backoff = watcherInitialBackoff
 		}
+		backoff = min(backoff, w.backoffCap())
 		select {
 		case <-w.stop:
 			return
 		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, watcherMaxBackoff)
+		backoff = min(2*backoff, w.backoffCap())
 	}
 }
 
@@ -127,8 +161,10 @@ var errNoAddWatch = errors.New("zookeeper: the server does not support addWatch 
 
 // connection runs one connection until it fails or the watcher stops.
 func (w *watcher) connection(server string) error {
-	c, err := dialTransport(w.b.dialer, w.b.tls, "tcp", server, w.b.cfg.Timeout)
+	bound := w.connectBound()
+	c, err := dialTransport(w.b.dialer, w.b.tls, "tcp", server, bound)
 	if err != nil {
+		w.noteAttempt(err)
 		return err
 	}
 	var wmu sync.Mutex
@@ -150,7 +186,7 @@ func (w *watcher) connection(server string) error {
 		}
 		c.Close()
 	}()
-	c.SetDeadline(time.Now().Add(w.b.cfg.Timeout))
+	c.SetDeadline(time.Now().Add(bound))
 	// connect: protocolVersion, lastZxidSeen, timeOut, sessionId, passwd, readOnly
 	var req frameBuilder
 	req.i32(0).i64(0).i32(int32(watcherSessionTimeout / time.Millisecond)).i64(0).buf(make([]byte, 16)).u8(0)
@@ -158,6 +194,7 @@ func (w *watcher) connection(server string) error {
 		return err
 	}
 	resp, err := readZKFrame(c)
+	w.noteAttempt(err)
 	if err != nil {
 		return err
 	}
@@ -186,9 +223,9 @@ func (w *watcher) connection(server string) error {
 	}
 	c.SetDeadline(time.Time{})
 	// Ping every probe interval (re-read at each ping: the backend learns the TTL when its
-	// first session opens, after the watcher started); a connection that read nothing for two
-	// intervals has gone silent and is closed. Reads also time out after two thirds of the
-	// timeout.
+	// first session opens, after the watcher started); a connection that read nothing for an
+	// interval and a reply's allowance (minttl.Reply) has gone silent and is closed. Reads also
+	// time out after two thirds of the timeout.
 	pingErr := make(chan error, 1)
 	go func() {
 		var p frameBuilder
@@ -201,7 +238,7 @@ func (w *watcher) connection(server string) error {
 				return
 			case <-time.After(every):
 			}
-			if since := w.sinceRead(); since > 2*every {
+			if since := w.sinceRead(); since > every+minttl.Reply(every) {
 				pingErr <- fmt.Errorf("zookeeper watcher: the connection read nothing for %v (pings every %v): gone silent", since.Round(time.Millisecond), every)
 				c.Close()
 				return
@@ -250,6 +287,17 @@ func (w *watcher) connection(server string) error {
 				w.live.Store(true)
 			}
 		}
+	}
+}
+
+// noteAttempt counts a connection attempt that ended with err (nil: its connect response
+// arrived) for connectBound: one given up at the bound (a timeout) lengthens the next one's,
+// any other outcome starts the count over.
+func (w *watcher) noteAttempt(err error) {
+	if err != nil && isTimeout(err) {
+		w.cut.Add(1)
+	} else {
+		w.cut.Store(0)
 	}
 }
 

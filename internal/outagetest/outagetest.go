@@ -125,3 +125,19 @@ func (b *keepAliveBackend) KeepAlive(ctx context.Context, id spi.SessionID, name
 	}
 	return ka, err
 }
+
+// Stalls stalls p's link both ways rounds times for stall each (faultproxy.Stall: the bytes
+// held back, then delivered, as from a server or a client busy that long), with a second of
+// normal traffic after each, and returns how many connections p accepted from the first stall
+// to a second after the last: a hint connection that took a stall for a silent link and was
+// given up shows as a new connection.
+func Stalls(p *faultproxy.Proxy, rounds int, stall time.Duration) (accepted int) {
+	before := len(p.Conns())
+	for range rounds {
+		p.Set(faultproxy.Fault{Up: faultproxy.Stall, Down: faultproxy.Stall})
+		time.Sleep(stall)
+		p.Heal()
+		time.Sleep(time.Second)
+	}
+	return len(p.Conns()) - before
+}
