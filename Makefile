@@ -95,7 +95,7 @@ zk-ensemble-stop:
 
 ## chaos: the fault-injection harness (chaos/, a module of its own) on real servers and real
 ## worker processes: BACKEND (sqlite postgres mariadb redis redis-nodurable redis-cluster
-## zookeeper zookeeper-ensemble, or all: every one but redis-nodurable), MODE (election, lock,
+## zookeeper zookeeper-ensemble etcd, or all: every one but redis-nodurable), MODE (election, lock,
 ## group), ROUNDS of each fault, SEED (0: from the clock; every run prints its seed and the
 ## command that replays it), TTL, FAULTS (a comma list), RESULTS (append one JSON line per
 ## run). Private servers on spare ports are started,
@@ -110,7 +110,7 @@ RESULTS ?=
 MUTANT_ROUNDS ?= 2
 # redis-nodurable (no persistence) is not in BACKEND=all: a restart loses its leases, which the
 # checkers then report (overlap, linearizability) as the README says it must; run it by name.
-CHAOS_BACKENDS = sqlite postgres mariadb redis redis-cluster zookeeper zookeeper-ensemble
+CHAOS_BACKENDS = sqlite postgres mariadb redis redis-cluster zookeeper zookeeper-ensemble etcd
 # The binary and the mutants' logs live in the checkout's .tmp/ (ignored by git): a path shared by
 # every checkout (it was $TMPDIR/simba-chaos-bin) let two checkouts' runs overwrite each other's.
 CHAOS_TMP = $(CURDIR)/.tmp

@@ -1,7 +1,7 @@
 // Package servers starts the private servers a chaos run may kill and restart: Redis with AOF
-// (appendfsync always), PostgreSQL (initdb, postgres), MariaDB (mariadb-install-db, mariadbd)
-// and ZooKeeper, each on a spare port with a data directory of its own. The shared servers the
-// tests use are never touched.
+// (appendfsync always), PostgreSQL (initdb, postgres), MariaDB (mariadb-install-db, mariadbd),
+// ZooKeeper and etcd, each on a spare port with a data directory of its own. The shared servers
+// the tests use are never touched.
 package servers
 
 import (
@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/user"
@@ -22,7 +23,7 @@ import (
 
 // Server is one private server process.
 type Server struct {
-	// Kind is redis, postgres, mariadb or zookeeper.
+	// Kind is redis, postgres, mariadb, zookeeper or etcd.
 	Kind string
 	// Port is the server's TCP port on 127.0.0.1.
 	Port int
@@ -414,4 +415,52 @@ admin.enableServer=false
 	// ZooKeeper accepts connections before it serves: it serves once srvr reports a mode.
 	s.ready = func() bool { return s.ZKMode() != "" }
 	return nil
+}
+
+// Etcd starts a private single-member etcd (the binary of $SIMBA_TEST_ETCD_BIN, else etcd on
+// the PATH, as the backend's tests find it) with the short election timeout of the backend's
+// cluster test (heartbeat 50 ms, election 500 ms), so that its minimum lease TTL is 1 s and a
+// session gets the TTL it asks for. Its data directory (WAL fsynced before a write is
+// acknowledged) stays across a restart: a restart is a real one, not a wipe.
+func Etcd(ctx context.Context, root string) (*Server, error) {
+	s, err := newServer("etcd", root, true)
+	if err != nil {
+		return nil, err
+	}
+	bin := os.Getenv("SIMBA_TEST_ETCD_BIN")
+	if bin == "" {
+		bin = "etcd"
+	}
+	if bin, err = exec.LookPath(bin); err != nil {
+		return nil, fmt.Errorf("etcd server binary: %w", err)
+	}
+	peerPort, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	client := "http://" + s.Addr()
+	peer := "http://127.0.0.1:" + strconv.Itoa(peerPort)
+	name := fmt.Sprintf("chaos-%d", s.Port)
+	s.argv = []string{bin, "--name", name, "--data-dir", filepath.Join(s.dir, "data"),
+		"--listen-client-urls", client, "--advertise-client-urls", client,
+		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+		"--initial-cluster", name + "=" + peer, "--initial-cluster-state", "new",
+		"--initial-cluster-token", name,
+		"--heartbeat-interval", "50", "--election-timeout", "500", "--logger", "zap", "--log-level", "warn"}
+	// etcd opens its client port before it serves: it serves once /health says so (the
+	// member is leader of its one-member cluster).
+	s.ready = func() bool { return etcdHealthy(s.Addr()) }
+	return s, s.Start(ctx)
+}
+
+// etcdHealthy reports whether the etcd at addr answers /health with health true.
+func etcdHealthy(addr string) bool {
+	c := http.Client{Timeout: time.Second}
+	resp, err := c.Get("http://" + addr + "/health")
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode == http.StatusOK && strings.Contains(string(b), `"health":"true"`)
 }

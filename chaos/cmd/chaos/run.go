@@ -337,7 +337,7 @@ func faultsFor(b *backendSetup) []string {
 
 func runChaos(args []string) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	backend := fs.String("backend", "sqlite", "sqlite, postgres, mariadb, redis, redis-nodurable, redis-cluster, zookeeper, zookeeper-ensemble")
+	backend := fs.String("backend", "sqlite", "sqlite, postgres, mariadb, redis, redis-nodurable, redis-cluster, zookeeper, zookeeper-ensemble, etcd")
 	rounds := fs.Int("rounds", 1, "rounds of each fault")
 	seed := fs.Uint64("seed", 0, "seed (0: from the clock)")
 	ttl := fs.Duration("ttl", time.Second, "session TTL of the workers")
@@ -674,6 +674,13 @@ func setupBackend(ctx context.Context, backend, dir, runID string) (*backendSetu
 		}
 		return &backendSetup{servers: []*servers.Server{s}, durable: true,
 			dsn: func(a []string) string { return "zk://" + a[0] + "/simba-chaos-" + runID }}, nil
+	case "etcd":
+		s, err := servers.Etcd(ctx, dir)
+		if err != nil {
+			return nil, err
+		}
+		return &backendSetup{servers: []*servers.Server{s}, durable: true,
+			dsn: func(a []string) string { return "etcd://" + a[0] + "/simba-chaos-" + runID }}, nil
 	case "zookeeper-ensemble":
 		ss, err := servers.ZooKeeperEnsemble(ctx, dir)
 		if err != nil {
