@@ -358,6 +358,13 @@ func runChaos(args []string) error {
 	}
 	if m := os.Getenv(mutantEnv); m != "" {
 		replay = mutantEnv + "=" + m + " " + replay
+		switch {
+		case m == mutantReleaseIgnoresToken && *backend != "postgres":
+			// Its workers would exit at startup, and a run of no terms judges nothing.
+			return fmt.Errorf("mutant %s: PostgreSQL only (-backend postgres), not %s", m, *backend)
+		case m != mutantReleaseIgnoresToken && m != mutantIgnoreDeadline:
+			return fmt.Errorf("unknown %s %q: want %s or %s", mutantEnv, m, mutantIgnoreDeadline, mutantReleaseIgnoresToken)
+		}
 	}
 	fmt.Printf("chaos: backend %s, mode %s, seed %d, TTL %v\nchaos: replay with: %s\n", *backend, *mode, *seed, *ttl, replay)
 
@@ -485,6 +492,11 @@ func runChaos(args []string) error {
 		if err := appendResult(*resultFile, res); err != nil {
 			return err
 		}
+	}
+	if rep.OK() && rep.Terms == 0 {
+		// No worker ever held the name (they failed at startup, or never reached the
+		// backend): the checks had nothing to judge, which is no pass.
+		return fmt.Errorf("no term was granted in %v: the workers never acquired (their logs are in %s); replay with: %s", time.Since(start).Round(time.Second), dir, replay)
 	}
 	if !rep.OK() {
 		for _, s := range setup.servers {
