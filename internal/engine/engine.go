@@ -253,7 +253,7 @@ func (s *Engine) deadlineFrom(sent, remaining time.Duration) time.Duration {
 
 // HintWindow bounds how long released hints for a name are coalesced after one proved false
 // (Engine.hint); the window is min(HintWindow, the renewal interval). 100 ms caps a storm of
-// forged hints at about ten acquires per second per waiter and name — negligible load — while
+// forged hints at about twenty acquires per second per waiter and name — negligible load — while
 // the only honest case it can delay (a holder that releases and re-takes a lease while others
 // wait) waits at most 100 ms, far below the renewal interval that lease timing works at.
 const HintWindow = 100 * time.Millisecond
@@ -836,7 +836,9 @@ func (s *Engine) reply(ev Event) {
 //
 // A genuine release is not slowed: the first hint after a HeldBy acts at once, and a
 // hand-over to another session (a different holder) opens no window. A storm of false hints
-// costs each waiter about one acquire per hintWindow.
+// costs each waiter at most about two acquires per hintWindow: the coalesced retry at the
+// window's end and, should its reply be HeldBy while hints kept coming, one follow-up
+// (TestHintStormIsDamped bounds it so, and the README quotes it).
 func (s *Engine) hint(h spi.Hint) {
 	switch h.Kind {
 	case spi.Released:
