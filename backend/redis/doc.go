@@ -206,6 +206,21 @@ it has read nothing for a sixth of the shortest session TTL the backend opened (
 one opened), at least 50 ms, and is closed, and connected again, once it has read nothing
 for two such intervals.
 
+# Outages
+
+The command connections go silent with the link too, and go-redis hands a pooled connection
+out again without a round trip. So a call that runs out of time (its deadline, one renewal
+interval for the client's calls) closes every connection the backend dialled that has
+neither read nor begun a write since the call began, pub/sub connections included (a live
+one reads a PONG every sixth of a TTL); go-redis's health check drops a closed connection
+when it takes it from the pool and dials a new one. After the link heals the next call thus
+goes out on a new connection, and a session rides out a silent outage that leaves it a
+renewal interval: at TTL 3 s, outages of 0.2 to 1.2 s lost none (before, each silenced
+connection failed one more call at its timeout, the keep-alive's included, and every outage,
+even of 200 ms, lost the session). With TLS, whose connections go-redis does not check, each
+closed connection still fails the call it is handed to, but at once rather than at the call's
+timeout. A refused or reset link needs none of this: its connections fail at once.
+
 # ACL
 
 An ACL user (Redis 6+) needs the keys ~simba:* and, for hints, channel permissions that
