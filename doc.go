@@ -21,8 +21,10 @@
 //     leader keeps the lease until its work exits, so no new leader starts while old work runs.
 //   - Locks: Client.Lock, TryLock and WithLock take a name and return a *Held (its Term and
 //     Unlock). Locks are calls, not objects, so that the common pattern — one lock per entity,
-//     invoice-42, invoice-43, … — costs nothing once a lock is released: the client keeps a
-//     name only while some goroutine holds or waits for it. Goroutines of one client that want
+//     invoice-42, invoice-43, … — costs the client nothing once a lock is released: it keeps a
+//     name only while some goroutine holds or waits for it. (The store keeps a record of every
+//     name for good, so that its tokens only grow: see the backends' docs, and the README's
+//     Locks section.) Goroutines of one client that want
 //     the same name take turns in the order they asked, through one backend lease, each with a
 //     term and a token of its own (the way sync.Mutex serves goroutines, and redislock's Obtain
 //     serves callers). Across clients, on a backend with waiter queues (spi.Queuer: the
