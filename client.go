@@ -108,6 +108,7 @@ type Client struct {
 	loopG   atomic.Uint64 // goroutine id of the loop (Listeners run there)
 	inlineG atomic.Uint64 // goroutine id of a caller stepping inline, if listeners need it
 	insideG goroutines    // goroutines running a callback or leader work of this client
+	workOf  sync.Map      // goroutine id → name of the lease whose leader work it runs
 
 	settle settle // activity reported to a settling clock (settle.go)
 }
@@ -288,6 +289,45 @@ func (c *Client) isClosed() bool { return c.closeStarted.Load() }
 func (c *Client) enter() func() { return c.insideG.enter() }
 
 func (c *Client) isInside(id uint64) bool { return c.insideG.has(id) }
+
+// workName returns the name of the lease whose leader work (RunWhileLeader, Schedule,
+// RunPartition) the calling goroutine runs, or "".
+func (c *Client) workName() string {
+	id := goid()
+	if id == 0 {
+		return ""
+	}
+	if v, ok := c.workOf.Load(id); ok {
+		return v.(string)
+	}
+	return ""
+}
+
+// requestTaken is request for a Stop, StepDown or Leave called from inside the leader work
+// the request would wait for: it returns once the engine has taken ev (the terms it ends are
+// revoked, their work's ctx cancelled), or ctx ends, instead of once the future completes,
+// which needs that very work to return first (a handover), or else the term's local deadline.
+func (c *Client) requestTaken(ctx context.Context, ev engine.Event, after func()) error {
+	taken := make(chan struct{})
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	f, err := c.requestThen(wctx, ev, func() {
+		if after != nil {
+			after()
+		}
+		close(taken)
+		cancel()
+	})
+	select {
+	case <-taken:
+		if f != nil && f.completed() {
+			return f.err
+		}
+		return nil
+	default:
+		return err
+	}
+}
 
 // goroutines is a set of goroutines (by goid), each counted as often as it entered.
 type goroutines struct {

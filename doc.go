@@ -21,11 +21,13 @@
 //     leader keeps the lease until its work exits, so no new leader starts while old work runs.
 //   - Locks: Client.Lock, TryLock and WithLock take a name and return a *Held (its Term and
 //     Unlock). Locks are calls, not objects, so that the common pattern — one lock per entity,
-//     invoice-42, invoice-43, … — costs nothing once a lock is released: the client keeps a
-//     name only while some goroutine holds or waits for it. Goroutines of one client that want
-//     the same name take turns through one backend lease, each with a term and a token of its
-//     own (each locks and unlocks for itself, as with sync.Mutex or redislock's Obtain), and
-//     in the order they asked, which sync.Mutex does not promise. Across clients, on a backend with waiter queues (spi.Queuer: the
+//     invoice-42, invoice-43, … — costs the client nothing once a lock is released: it keeps a
+//     name only while some goroutine holds or waits for it. (The store keeps a record of every
+//     name for good, so that its tokens only grow: see the backends' docs, and the README's
+//     Locks section.) Goroutines of one client that want the same name take turns through one
+//     backend lease, each with a term and a token of its own (each locks and unlocks for
+//     itself, as with sync.Mutex or redislock's Obtain), and in the order they asked, which
+//     sync.Mutex does not promise. Across clients, on a backend with waiter queues (spi.Queuer: the
 //     in-memory simbatest, Redis, the SQL backends, ZooKeeper and etcd), a client that waits
 //     registers as a waiter and a free lease goes to the longest-waiting live waiter first: a
 //     waiter gets the lease after at most as many tenures as there were live waiters ahead of

@@ -3,7 +3,6 @@ package simba
 import (
 	"context"
 	"errors"
-	"fmt"
 	"iter"
 	"log/slog"
 	"sync"
@@ -186,20 +185,25 @@ func (c *Client) startWork(name string, t Term, fn func(ctx context.Context, t T
 			defer c.settle.own()()
 		}
 		leave := c.enter()
-		ctx := context.WithValue(t.Context(), insideKey{}, c)
-		func() {
-			defer func() {
-				if r := recover(); r != nil {
-					c.cfg.logger.Error("simba leader work panicked", "name", name, "token", t.Token(), "panic", fmt.Sprint(r))
-				}
-			}()
-			if err := fn(ctx, t); err != nil && ctx.Err() == nil {
-				c.cfg.logger.Warn("simba leader work returned an error", "name", name, "token", t.Token(), slog.Any("err", err))
-			}
-		}()
-		leave()
+		id := goid()
+		if id != 0 {
+			c.workOf.Store(id, name)
+		}
 		token := t.Token()
-		c.post(func() { c.workExited(name, token) })
+		// The work's exit is told also when fn panics. The panic is not recovered: it goes on
+		// up the goroutine (crashing the program, as in any goroutine, unless the work executor
+		// recovers it), rather than leaving this client leading with no work and no trace.
+		defer func() {
+			if id != 0 {
+				c.workOf.Delete(id)
+			}
+			leave()
+			c.post(func() { c.workExited(name, token) })
+		}()
+		ctx := context.WithValue(t.Context(), insideKey{}, c)
+		if err := fn(ctx, t); err != nil && ctx.Err() == nil {
+			c.cfg.logger.Warn("simba leader work returned an error", "name", name, "token", token, slog.Any("err", err))
+		}
 	})
 }
 
@@ -254,6 +258,14 @@ func OnRevoked(fn func(ctx context.Context, t Term, reason RevokeReason)) Electi
 // whichever is first, so no new leader starts while fn may still act under a term it believes
 // valid. Work that ignores its ctx past that deadline runs on with an invalid term
 // (Term.IsValid false) while the next leader may already lead: pass the fencing token on.
+//
+// Work that returns while its term lasts, with nil or an error, leaves this client leading
+// without work until the term ends (a returned error is logged at WARN on WithLogger's
+// logger, nothing more): to let another candidate lead when the work fails, call StepDown or
+// Stop from inside fn, which return at once there (the lease is released when fn returns). A
+// panic in fn is not recovered: like a panic in any goroutine it crashes the program (the
+// session then expires and another candidate leads after the TTL), unless fn, or a
+// WithWorkExecutor, recovers it.
 func RunWhileLeader(fn func(ctx context.Context, t Term) error) ElectionOption {
 	return ElectionOption{func(l *leaseCore) error {
 		if fn == nil {
@@ -268,7 +280,8 @@ func RunWhileLeader(fn func(ctx context.Context, t Term) error) ElectionOption {
 }
 
 // Schedule sets leader work that calls fn at once and then every interval while this client
-// leads (on the client's clock), with handover as RunWhileLeader.
+// leads (on the client's clock), with handover, panics and StepDown or Stop from inside fn as
+// in RunWhileLeader.
 func Schedule(every time.Duration, fn func(ctx context.Context, t Term)) ElectionOption {
 	return ElectionOption{func(l *leaseCore) error {
 		if fn == nil {
@@ -353,7 +366,10 @@ func (e *Election) Start(ctx context.Context) error {
 // it stood at the stop passes (see RunWhileLeader: the work then runs on with an invalid term);
 // Stop returns when that is done or ctx ends (the release then goes on). Once Stop has been taken
 // the client keeps nothing of the election: the name is free for a new election or lock, and
-// callbacks already due still run (Close waits for them).
+// callbacks already due still run (Close waits for them). Called from inside this election's
+// own leader work (RunWhileLeader, Schedule), which the handover waits for, Stop returns once
+// the engine has taken it (the term revoked, the work's ctx cancelled): the lease is released
+// when that work returns.
 func (e *Election) Stop(ctx context.Context) error {
 	if ctx == nil {
 		return nilContext("Stop")
@@ -361,10 +377,17 @@ func (e *Election) Stop(ctx context.Context) error {
 	// The name is let go once the engine has taken the Stop (whatever err says), and not before:
 	// a Stop whose ctx ends while it waits for the loop is taken later, and its revocation must
 	// still find this election to cancel the work's ctx and invalidate the term.
-	_, err := e.c.requestThen(ctx, engine.Event{Kind: engine.EvStop, Name: e.name}, func() {
+	ev := engine.Event{Kind: engine.EvStop, Name: e.name}
+	after := func() {
 		e.c.unregister(e.name, e)
 		e.forgetHolder()
-	})
+	}
+	var err error
+	if e.c.workName() == e.name {
+		err = e.c.requestTaken(ctx, ev, after)
+	} else {
+		_, err = e.c.requestThen(ctx, ev, after)
+	}
 	if errors.Is(err, ErrClosed) {
 		e.c.unregister(e.name, e)
 		e.forgetHolder()
@@ -373,12 +396,18 @@ func (e *Election) Stop(ctx context.Context) error {
 }
 
 // StepDown gives up leadership for the cooldown (default one TTL), then the election is a
-// candidate again. It returns when the lease is released (after the handover, if work runs).
+// candidate again. It returns when the lease is released (after the handover, if work runs);
+// called from inside this election's own leader work, once the term is revoked, as Stop does
+// there (the lease is released when that work returns).
 func (e *Election) StepDown(ctx context.Context) error {
 	if ctx == nil {
 		return nilContext("StepDown")
 	}
-	_, err := e.c.request(ctx, engine.Event{Kind: engine.EvStepDown, Name: e.name})
+	ev := engine.Event{Kind: engine.EvStepDown, Name: e.name}
+	if e.c.workName() == e.name {
+		return e.c.requestTaken(ctx, ev, nil)
+	}
+	_, err := e.c.request(ctx, ev)
 	return err
 }
 

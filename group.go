@@ -3,6 +3,8 @@ package simba
 import (
 	"context"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/simba-go/simba/generated/wire"
@@ -67,7 +69,9 @@ func OnUnassigned(fn func(ctx context.Context, p int, t Term, reason RevokeReaso
 // RunPartition sets per-partition leader work: fn runs for each term of each partition this
 // client leads, with a ctx cancelled on revocation; a partition rebalanced away is handed over
 // only after fn returns (or the term's local deadline as it stood at the rebalance passes, as
-// in RunWhileLeader's handover).
+// in RunWhileLeader's handover). As in RunWhileLeader, fn returning while its term lasts leaves
+// the partition led without work until the term ends, a panic in fn is not recovered, and
+// Leave called from inside fn returns once the group's terms are revoked.
 func RunPartition(fn func(ctx context.Context, p int, t Term) error) GroupOption {
 	return GroupOption{func(g *PartitionGroup) error {
 		if fn == nil {
@@ -163,7 +167,10 @@ func (g *PartitionGroup) Partitions() int { return g.partitions }
 // still runs with an invalid term. A release whose outcome is unknown is reported as an error
 // (keep-alives settle it): one per such partition, joined on one line, each found by errors.Is and
 // errors.As. If ctx ends first Leave returns ctx's error, and leaving goes on; the group can be
-// joined again once leaving is done.
+// joined again once leaving is done. Called from inside the group's own RunPartition work,
+// which the handover would wait for, Leave returns once the engine has taken it (every term
+// of the group revoked, the work's ctx cancelled): the partitions are released as their work
+// returns, the caller's own once it returns.
 func (g *PartitionGroup) Leave(ctx context.Context) error {
 	if ctx == nil {
 		return nilContext("Leave")
@@ -171,14 +178,29 @@ func (g *PartitionGroup) Leave(ctx context.Context) error {
 	// Once the engine has taken the Leave (whatever err says), and not before: a Leave whose ctx
 	// ends while it waits for the loop is taken later, and its revocations must still find the
 	// group's partitions. Close still waits for its callbacks.
-	_, err := g.c.requestThen(ctx, engine.Event{Kind: engine.EvLeave, Name: g.name}, func() {
+	ev := engine.Event{Kind: engine.EvLeave, Name: g.name}
+	after := func() {
 		g.c.mu.Lock()
 		if g.c.groups[g.name] == g {
 			delete(g.c.groups, g.name)
 		}
 		g.c.mu.Unlock()
-	})
+	}
+	if g.runsWork(g.c.workName()) {
+		return g.c.requestTaken(ctx, ev, after)
+	}
+	_, err := g.c.requestThen(ctx, ev, after)
 	return err
+}
+
+// runsWork reports whether name, the lease whose work a goroutine runs, is a partition of g.
+func (g *PartitionGroup) runsWork(name string) bool {
+	rest, ok := strings.CutPrefix(name, g.name+".")
+	if !ok {
+		return false
+	}
+	p, err := strconv.Atoi(rest)
+	return err == nil && p >= 0 && p < g.partitions && strconv.Itoa(p) == rest
 }
 
 // Members is the group's live membership as last reported by the backend, sorted.

@@ -272,7 +272,8 @@ func WithCallbackExecutor(e Executor) Option {
 }
 
 // WithWorkExecutor sets what runs leader work (RunWhileLeader, Schedule, partition handlers);
-// default: a goroutine per term.
+// default: a goroutine per term. A panic in the work goes up to the executor's goroutine: one
+// that recovers it keeps the program running, the client having seen the work exit.
 func WithWorkExecutor(e Executor) Option {
 	return Option{func(c *config) error {
 		if e == nil {

@@ -209,6 +209,21 @@ for an interval and the PING's allowance: two intervals, at least 500 ms, so tha
 or client busy for a few hundred milliseconds costs no reconnect (at TTL 1 s, stalls of
 100-400 ms every 1-3 s made it reconnect 15-18 times a minute with 333 ms).
 
+# Outages
+
+The command connections go silent with the link too, and go-redis hands a pooled connection
+out again without a round trip. So a call that runs out of time (its deadline, one renewal
+interval for the client's calls) closes every connection the backend dialled that has
+neither read nor begun a write since the call began, pub/sub connections included (a live
+one reads a PONG every sixth of a TTL); go-redis's health check drops a closed connection
+when it takes it from the pool and dials a new one. After the link heals the next call thus
+goes out on a new connection, and a session rides out a silent outage that leaves it a
+renewal interval: at TTL 3 s, outages of 0.2 to 1.2 s lost none (before, each silenced
+connection failed one more call at its timeout, the keep-alive's included, and every outage,
+even of 200 ms, lost the session). With TLS, whose connections go-redis does not check, each
+closed connection still fails the call it is handed to, but at once rather than at the call's
+timeout. A refused or reset link needs none of this: its connections fail at once.
+
 # ACL
 
 An ACL user (Redis 6+) needs the keys ~simba:* and, for hints, channel permissions that

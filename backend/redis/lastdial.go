@@ -7,6 +7,8 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -61,20 +63,79 @@ func (l *lastDial) track(c net.Conn) (net.Conn, error) {
 		return nil, errCut
 	}
 	d := &dialedConn{Conn: c, l: l}
+	d.lastRead.Store(since()) // new: not silent before its first call
 	if l.conns == nil {
 		l.conns = map[*dialedConn]struct{}{}
 	}
 	l.conns[d] = struct{}{}
+	if _, ok := c.(syscall.Conn); ok {
+		return sysDialedConn{d}, nil
+	}
 	return d, nil
 }
 
 // errCut fails a dial of a backend that is closed.
 var errCut = fmt.Errorf("redis: %w", spi.ErrBackendClosed)
 
-// dialedConn is a connection lastDial keeps until it is closed.
+// dialedConn is a connection lastDial keeps until it is closed. It notes when it last read a
+// byte and when it last began a write (monotonic times, see since), for dropSilent.
 type dialedConn struct {
 	net.Conn
-	l *lastDial
+	l         *lastDial
+	lastRead  atomic.Int64
+	lastWrite atomic.Int64
+}
+
+// Read implements net.Conn, noting a read that returned bytes.
+func (d *dialedConn) Read(p []byte) (int, error) {
+	n, err := d.Conn.Read(p)
+	if n > 0 {
+		d.lastRead.Store(since())
+	}
+	return n, err
+}
+
+// Write implements net.Conn, noting when the write began.
+func (d *dialedConn) Write(p []byte) (int, error) {
+	d.lastWrite.Store(since())
+	return d.Conn.Write(p)
+}
+
+// epoch is the origin of since.
+var epoch = time.Now()
+
+// since is the time on the monotonic clock, as a duration since epoch.
+func since() int64 { return int64(time.Since(epoch)) }
+
+// dropSilent closes every connection the client dialled that has neither read nor begun a
+// write since t0, when a call that began at t0 ran out of time: that is evidence of a link gone
+// silent (a blackhole: no byte, close or reset either way), and the idle connections in
+// go-redis's pool were silenced with it. go-redis takes a pooled connection back without a
+// round trip, so each of them would fail one call more, at its timeout, once the link heals:
+// the keep-alive and its retry alike, which lost the session to an outage of 200 ms at a TTL of
+// 3 s. A closed connection fails go-redis's health check when it is taken from the pool, and
+// is replaced by a new one. A connection a later call wrote on is left to that call's own
+// deadline; a pub/sub connection that is live reads a PONG at least every sixth of a TTL (the
+// hub pings it), well within a call timeout (a third), so it is kept.
+func (l *lastDial) dropSilent(t0 int64) {
+	l.mu.Lock()
+	var silent []*dialedConn
+	for c := range l.conns {
+		if c.lastRead.Load() < t0 && c.lastWrite.Load() < t0 {
+			silent = append(silent, c)
+		}
+	}
+	l.mu.Unlock()
+	for _, c := range silent {
+		c.Close()
+	}
+}
+
+// timedOut reports whether err is a call's running out of time (its context's deadline, or
+// the read deadline go-redis set from it).
+func timedOut(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }
 
 // Close forgets the connection and closes it.
@@ -85,9 +146,21 @@ func (d *dialedConn) Close() error {
 	return d.Conn.Close()
 }
 
-// NetConn returns the connection dialled (go-redis's health check looks through wrappers
-// with this method for the socket).
+// NetConn returns the connection dialled.
 func (d *dialedConn) NetConn() net.Conn { return d.Conn }
+
+// sysDialedConn is a dialedConn whose connection is a socket (not TLS): it passes the socket
+// on (syscall.Conn), which is what go-redis's health check of a pooled connection looks for
+// (only on the connection it holds: it does not unwrap). Without it every connection passed
+// that check: one that the server closed, or that dropSilent closed, was handed out again,
+// and failed the call it was handed to ("use of closed network connection", which go-redis
+// does not retry).
+type sysDialedConn struct{ *dialedConn }
+
+// SyscallConn implements syscall.Conn.
+func (d sysDialedConn) SyscallConn() (syscall.RawConn, error) {
+	return d.Conn.(syscall.Conn).SyscallConn()
+}
 
 // watch adds the hook to c, and to each node of a Cluster client as it is made.
 func (l *lastDial) watch(c goredis.UniversalClient) {
@@ -137,10 +210,27 @@ func (l *lastDial) DialHook(next goredis.DialHook) goredis.DialHook {
 	}
 }
 
-// ProcessHook implements goredis.Hook.
-func (l *lastDial) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook { return next }
+// ProcessHook implements goredis.Hook: a command that ran out of time drops the silent
+// connections (dropSilent).
+func (l *lastDial) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		t0 := since()
+		err := next(ctx, cmd)
+		if err != nil && timedOut(err) {
+			l.dropSilent(t0)
+		}
+		return err
+	}
+}
 
-// ProcessPipelineHook implements goredis.Hook.
+// ProcessPipelineHook implements goredis.Hook, as ProcessHook.
 func (l *lastDial) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
-	return next
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		t0 := since()
+		err := next(ctx, cmds)
+		if err != nil && timedOut(err) {
+			l.dropSilent(t0)
+		}
+		return err
+	}
 }

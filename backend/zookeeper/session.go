@@ -120,6 +120,7 @@ func (b *Backend) connect(ctx context.Context, owner string, ttl time.Duration) 
 	defer close(s.setUp)
 	s.tap = newTap(b.clock.Now, b.cfg.Timeout, ttl, b.dialer, b.tls, s.onGone)
 	s.tap.servers = len(b.cfg.Servers)
+	s.tap.tokenRoot = b.lay.leasesRoot() + "/"
 	var conn *zk.Conn
 	var err error
 	var hosts *pacer // the servers as resolved (nil with a Connector)

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -92,6 +93,11 @@ type tap struct {
 	// any dial succeeded (connect: every server refused or unreachable).
 	onFail atomic.Pointer[func(failed int64)]
 	onGone func() // called once, on go-zookeeper's goroutine, when the session ends
+	// tokenRoot, when set, is the prefix ("<leases root>/") of the only paths whose creates
+	// request records for takeCreated: those of lease nodes, whose czxid is a token. Set
+	// before the tap is used. The creates of waiter, member, group and queue nodes were kept
+	// too, and nothing ever took them: one entry per join and per wait, for the session's life.
+	tokenRoot string
 
 	ready     chan struct{} // closed at the first successful handshake
 	readyOnce sync.Once
@@ -623,7 +629,7 @@ func (t *tap) request(c *tapConn, xid, op int32, body []byte) (first bool) {
 	}
 	if op == opCreate && len(body) >= 4 {
 		n := int(binary.BigEndian.Uint32(body))
-		if n >= 0 && 4+n <= len(body) {
+		if n >= 0 && 4+n <= len(body) && (t.tokenRoot == "" || strings.HasPrefix(string(body[4:4+n]), t.tokenRoot)) {
 			t.creates[xid] = string(body[4 : 4+n])
 		}
 	}
