@@ -464,7 +464,9 @@ func (e *Election) DroppedEvents() uint64 { return e.dropped.Load() }
 
 // All iterates over this election's events until ctx ends, the loop body breaks, or the client
 // closes. It subscribes when called, so it sees every event after All returns; the sequence
-// can be iterated once. A nil ctx never ends.
+// can be iterated once. The subscription ends with ctx whether or not the sequence is ever
+// iterated (a sequence never iterated on a ctx that never ends keeps it until the client
+// closes). A nil ctx never ends.
 func (e *Election) All(ctx context.Context) iter.Seq[Event] { return all(ctx, &e.leaseCore) }
 
 func all(ctx context.Context, l *leaseCore) iter.Seq[Event] {
@@ -472,7 +474,11 @@ func all(ctx context.Context, l *leaseCore) iter.Seq[Event] {
 		ctx = context.Background()
 	}
 	sub := l.subscribe()
+	// Not only the iteration ends it: a sequence made and dropped would otherwise keep its
+	// subscription, and take a copy of every event, until the client closes.
+	stop := context.AfterFunc(ctx, sub.unsubscribe)
 	return func(yield func(Event) bool) {
+		defer stop()
 		defer sub.unsubscribe()
 		for {
 			select {

@@ -408,3 +408,39 @@ func TestAbandonedLockWaitsLeaveNoTimers(t *testing.T) {
 	}
 	waitFor("the client's state to return to its size", func() bool { return c.footprint(t) == before })
 }
+
+// TestAllNeverIteratedEndsWithCtx: a sequence from Election.All that is never iterated gives
+// its subscription up when its ctx ends, as Events does, instead of keeping it (and a copy of
+// every event) until the client closes.
+func TestAllNeverIteratedEndsWithCtx(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	srv := simbatest.NewServer(simbatest.WithClock(spi.SystemClock()))
+	c, err := New(srv.Backend(), WithOwner("all"), WithTTL(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	e, err := c.NewElection("all-never-iterated")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := c.footprint(t).Subs
+	ctx, cancel := context.WithCancel(context.Background())
+	seqs := make([]func(func(Event) bool), 0, 10)
+	for range 10 {
+		seqs = append(seqs, e.All(ctx)) // made, never iterated
+	}
+	if got := c.footprint(t).Subs; got != before+10 {
+		t.Fatalf("%d subscriptions after 10 All calls, want %d", got, before+10)
+	}
+	cancel()
+	for deadline := time.Now().Add(10 * time.Second); c.footprint(t).Subs != before; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d subscriptions 10 s after the sequences' ctx ended, want %d", c.footprint(t).Subs, before)
+		}
+	}
+	// A sequence whose ctx ended yields nothing and returns.
+	for ev := range seqs[0] {
+		t.Fatalf("event %v from a sequence whose ctx ended", ev)
+	}
+}
