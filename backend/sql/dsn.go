@@ -235,12 +235,11 @@ func openMySQL(dsn string, opts []Option) (*Backend, error) {
 		return nil, dsnutil.Errorf(spi.ErrInvalidOption, "sql mysql DSN", dsn, "%v", err)
 	}
 	db := sql.OpenDB(callConn)
-	b, err := NewMySQL(db, opts...)
+	b, err := newMySQL(db, conns, opts)
 	if err != nil {
 		db.Close()
 		return nil, err
 	}
-	b.d.(*stdDialect).conns = conns
 	b.closers = append(b.closers, func() { db.Close() })
 	// The waker's connections (named locks, blocking waits) come from a pool of their own.
 	wakeDB := sql.OpenDB(conn)
