@@ -8,10 +8,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/simba-go/simba/internal/silent"
 	"github.com/simba-go/simba/spi"
 )
 
@@ -63,7 +63,7 @@ func (l *lastDial) track(c net.Conn) (net.Conn, error) {
 		return nil, errCut
 	}
 	d := &dialedConn{Conn: c, l: l}
-	d.lastRead.Store(since()) // new: not silent before its first call
+	d.Fresh() // new: not silent before its first call
 	if l.conns == nil {
 		l.conns = map[*dialedConn]struct{}{}
 	}
@@ -78,34 +78,25 @@ func (l *lastDial) track(c net.Conn) (net.Conn, error) {
 var errCut = fmt.Errorf("redis: %w", spi.ErrBackendClosed)
 
 // dialedConn is a connection lastDial keeps until it is closed. It notes when it last read a
-// byte and when it last began a write (monotonic times, see since), for dropSilent.
+// byte and when it last began a write (silent.Stamps), for dropSilent.
 type dialedConn struct {
 	net.Conn
-	l         *lastDial
-	lastRead  atomic.Int64
-	lastWrite atomic.Int64
+	silent.Stamps
+	l *lastDial
 }
 
 // Read implements net.Conn, noting a read that returned bytes.
 func (d *dialedConn) Read(p []byte) (int, error) {
 	n, err := d.Conn.Read(p)
-	if n > 0 {
-		d.lastRead.Store(since())
-	}
+	d.Stamps.Read(n)
 	return n, err
 }
 
 // Write implements net.Conn, noting when the write began.
 func (d *dialedConn) Write(p []byte) (int, error) {
-	d.lastWrite.Store(since())
+	d.Writing()
 	return d.Conn.Write(p)
 }
-
-// epoch is the origin of since.
-var epoch = time.Now()
-
-// since is the time on the monotonic clock, as a duration since epoch.
-func since() int64 { return int64(time.Since(epoch)) }
 
 // dropSilent closes every connection the client dialled that has neither read nor begun a
 // write since t0, when a call that began at t0 ran out of time: that is evidence of a link gone
@@ -121,7 +112,7 @@ func (l *lastDial) dropSilent(t0 int64) {
 	l.mu.Lock()
 	var silent []*dialedConn
 	for c := range l.conns {
-		if c.lastRead.Load() < t0 && c.lastWrite.Load() < t0 {
+		if c.SilentSince(t0) {
 			silent = append(silent, c)
 		}
 	}
@@ -129,13 +120,6 @@ func (l *lastDial) dropSilent(t0 int64) {
 	for _, c := range silent {
 		c.Close()
 	}
-}
-
-// timedOut reports whether err is a call's running out of time (its context's deadline, or
-// the read deadline go-redis set from it).
-func timedOut(err error) bool {
-	var ne net.Error
-	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }
 
 // Close forgets the connection and closes it.
@@ -214,9 +198,9 @@ func (l *lastDial) DialHook(next goredis.DialHook) goredis.DialHook {
 // connections (dropSilent).
 func (l *lastDial) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
 	return func(ctx context.Context, cmd goredis.Cmder) error {
-		t0 := since()
+		t0 := silent.Now()
 		err := next(ctx, cmd)
-		if err != nil && timedOut(err) {
+		if err != nil && silent.TimedOut(err) {
 			l.dropSilent(t0)
 		}
 		return err
@@ -226,9 +210,9 @@ func (l *lastDial) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
 // ProcessPipelineHook implements goredis.Hook, as ProcessHook.
 func (l *lastDial) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []goredis.Cmder) error {
-		t0 := since()
+		t0 := silent.Now()
 		err := next(ctx, cmds)
-		if err != nil && timedOut(err) {
+		if err != nil && silent.TimedOut(err) {
 			l.dropSilent(t0)
 		}
 		return err

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/simba-go/simba/internal/silent"
 	"github.com/simba-go/simba/spi"
 
 	dsnutil "github.com/simba-go/simba/internal/dsn"
@@ -116,8 +117,9 @@ func openPostgres(dsn string, opts []Option) (*Backend, error) {
 // started the connect had left, whichever is less; with connect_timeout=0, no timeout as in
 // libpq, neither bound applies and NewPostgres warns). Use it for a pool of your own given to
 // NewPostgres: change what you need (MaxConns, a tracer, ...) but keep, or wrap, its DialFunc,
-// AfterNetConnect, BeforeConnect and AfterConnect, which carry those bounds and the session
-// setup. Errors match spi.ErrInvalidOption and never show the password.
+// AfterNetConnect, BeforeConnect and AfterConnect, which carry those bounds, the session
+// setup and what lets a call that runs out of time close the pool's connections a silent link
+// left (see the package doc, Outages). Errors match spi.ErrInvalidOption and never show the password.
 func PostgresPoolConfig(dsn string) (*pgxpool.Config, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
@@ -127,6 +129,7 @@ func PostgresPoolConfig(dsn string) (*pgxpool.Config, error) {
 	if !pgSetsConnectTimeout(dsn) {
 		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
 	}
+	stampPgConns(cfg)
 	boundPgConnects(cfg)
 	return cfg, nil
 }
@@ -215,8 +218,24 @@ func openMySQL(dsn string, opts []Option) (*Backend, error) {
 	if err != nil {
 		return nil, dsnutil.Errorf(spi.ErrInvalidOption, "sql mysql DSN", dsn, "%v", err)
 	}
-	db := sql.OpenDB(conn)
-	b, err := NewMySQL(db, opts...)
+	// The calls' pool dials connections that note when they last read and wrote, for
+	// stdDialect.dropSilent (see the package doc, Outages).
+	conns := &silent.Registry{}
+	callCfg := cfg.Clone()
+	callCfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		var nd net.Dialer // TCP keep-alives on, as go-sql-driver's own dial has them
+		c, err := nd.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return conns.Track(c), nil
+	}
+	callConn, err := mysqldriver.NewConnector(callCfg)
+	if err != nil {
+		return nil, dsnutil.Errorf(spi.ErrInvalidOption, "sql mysql DSN", dsn, "%v", err)
+	}
+	db := sql.OpenDB(callConn)
+	b, err := newMySQL(db, conns, opts)
 	if err != nil {
 		db.Close()
 		return nil, err

@@ -13,6 +13,7 @@ import (
 
 	"github.com/simba-go/simba/generated/sqlq"
 	"github.com/simba-go/simba/generated/wire"
+	"github.com/simba-go/simba/internal/silent"
 	"github.com/simba-go/simba/spi"
 )
 
@@ -23,10 +24,16 @@ import (
 // saves a prepare round trip per statement (Open sets it). NewMySQL does no I/O; the schema is
 // checked (or migrated, WithAutoMigrate) before the first operation. Close does not close db.
 func NewMySQL(db *sql.DB, opts ...Option) (*Backend, error) {
+	return newMySQL(db, nil, opts)
+}
+
+// newMySQL is NewMySQL on a pool whose connections conns tracks (Open's; nil: the user's).
+func newMySQL(db *sql.DB, conns *silent.Registry, opts []Option) (*Backend, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: sql mysql: nil *sql.DB", spi.ErrInvalidOption)
 	}
 	d := mysqlStd(db)
+	d.conns = conns
 	b, err := newBackend(wire.SQLMySQL, d, opts)
 	if err != nil {
 		return nil, err

@@ -11,6 +11,7 @@ import (
 
 	"github.com/simba-go/simba/generated/sqlq"
 	"github.com/simba-go/simba/generated/wire"
+	"github.com/simba-go/simba/internal/silent"
 	"github.com/simba-go/simba/internal/sqlitebusy"
 	"github.com/simba-go/simba/spi"
 	"github.com/simba-go/simba/sql/schema"
@@ -38,6 +39,10 @@ type stdDialect struct {
 
 	seenMu sync.Mutex
 	seen   map[any]struct{} // driver connections that ran setup
+
+	// conns are the connections of a pool Open made (MySQL/MariaDB), for dropSilent; nil
+	// otherwise.
+	conns *silent.Registry
 
 	classifyErr func(b *Backend, op string, err error) error
 	// rolledBack reports an error by which the database says it rolled the whole transaction
@@ -146,6 +151,28 @@ func (d *stdDialect) rollback(ctx context.Context, c *sql.Conn) {
 // with runs fn in a transaction (tx) or statement by statement (run), inside the dialect's
 // gate if it has one.
 func (d *stdDialect) with(ctx context.Context, tx bool, fn func(q sqlq.Queries) error) error {
+	if d.conns == nil {
+		return d.with1(ctx, tx, fn)
+	}
+	t0 := silent.Now()
+	err := d.with1(ctx, tx, fn)
+	if err != nil && silent.TimedOut(err) {
+		d.dropSilent(t0)
+	}
+	return err
+}
+
+// dropSilent closes every connection of the pool that has neither read nor begun a write
+// since t0, when a call that began at t0 ran out of time: that is evidence of a link gone
+// silent (a blackhole), and the pool's idle connections were silenced with it. database/sql
+// hands an idle connection out again without a round trip, so each of them would fail one
+// call more, at its timeout, once the link heals: the keep-alive and its retry alike, which
+// lost the session to every outage of 0.2 to 1.2 s at a TTL of 3 s after a burst of calls.
+// go-sql-driver's liveness check finds a closed connection when database/sql takes it from
+// the pool (driver.ErrBadConn), and database/sql takes another or dials a new one.
+func (d *stdDialect) dropSilent(t0 int64) { d.conns.DropSilent(t0) }
+
+func (d *stdDialect) with1(ctx context.Context, tx bool, fn func(q sqlq.Queries) error) error {
 	if d.gate != nil {
 		leave, err := d.gate.enter(ctx)
 		if err != nil {
