@@ -368,20 +368,6 @@ func (b *Backend) noteTTL(ttl time.Duration) {
 	}
 }
 
-// watchSilence closes the backend's own client's connections that went silent if a keep-alive
-// sent at sent is still unanswered halfway to ctx's deadline (see connWatch.dropSilent): etcd's
-// client re-sends a keep-alive whose connection is lost, so it goes out again on a fresh
-// connection within its own time, rather than the next one after it timed out. The returned
-// func stops the watch.
-func (b *Backend) watchSilence(ctx context.Context, sent time.Time) (stop func()) {
-	dl, ok := ctx.Deadline()
-	if b.conns == nil || !ok {
-		return func() {}
-	}
-	t := time.AfterFunc(time.Until(dl)/2, func() { b.conns.dropSilent(sent) })
-	return func() { t.Stop() }
-}
-
 // timedOut closes the backend's own client's connections that went silent, when a session
 // call sent at sent failed because ctx ended (see connWatch.dropSilent).
 func (b *Backend) timedOut(ctx context.Context, sent time.Time) {
@@ -531,9 +517,9 @@ func (b *Backend) KeepAlive(ctx context.Context, id spi.SessionID, names []strin
 		return spi.KeepAlive{Expired: true}, nil
 	}
 	sent := time.Now()
-	stop := b.watchSilence(ctx, sent)
+	// A connection stalled for part of the call is not closed while the call waits (only once
+	// it timed out, timedOut): see "Outages" in the package doc.
 	ka, err := cli.KeepAliveOnce(ctx, lease)
-	stop()
 	switch {
 	case errors.Is(err, rpctypes.ErrLeaseNotFound):
 		b.forget(id)

@@ -24,11 +24,12 @@ import (
 //   - A connection that went silent (its packets dropped, with no reset: a load balancer's
 //     failover, a lost NAT entry, a partition) stays READY for gRPC until its keep-alive
 //     pings fail: at least 10 s (gRPC raises any ping interval below that) plus the ping
-//     timeout. A session keep-alive still unanswered halfway to its deadline (TTL/6 after it
-//     was sent, with the engine's defaults), and a keep-alive or grant that timed out, close
-//     every connection that has waited, for at least half that call's time so far, for a
-//     byte after one it sent: gRPC redials it at once, and the keep-alive (which etcd's client
-//     re-sends when its connection is lost) goes out again on the fresh connection.
+//     timeout. A keep-alive or grant that timed out (TTL/3 after it was sent, with the
+//     engine's defaults) closes every connection that has waited, for at least half that
+//     call's time, for a byte after one it sent: gRPC redials it at once, and the engine's
+//     retry of the keep-alive goes out on the fresh connection. Not sooner: a connection
+//     stalled for part of the keep-alive's time (a busy server or client) still delivers
+//     its reply in time, and a fresh one would be stalled as well (see the package doc).
 //
 // connWatch dials and watches the gRPC connections of a backend's own client.
 type connWatch struct {

@@ -119,12 +119,22 @@ load balancer's failover), at TTL 1 s as at 15 s (TestSessionRidesOutShortOutage
   - Silent: gRPC takes a connection whose packets vanish for a live one until a keep-alive
     ping fails, at least 12 s (gRPC raises any ping interval under 10 s to 10 s), and every
     keep-alive goes on it meanwhile: every such outage lost the session, at any TTL up to
-    about 12 s. A session keep-alive still unanswered halfway to its deadline (TTL/6 after it
-    was sent), or a keep-alive or grant that timed out, now closes each connection that has
-    waited for a byte since it wrote for at least half that call's time so far (not those
-    whose member answered); gRPC redials it at once and etcd's client re-sends the
-    keep-alive on the new connection, within the same call: a session is renewed about TTL/2
-    after its previous renewal, or at the next try once the outage is over.
+    about 12 s. A session keep-alive or grant that timed out (TTL/3 after it was sent, with
+    the engine's defaults) now closes each connection that has waited for a byte since it
+    wrote for at least half that call's time (not those whose member answered); gRPC redials
+    it at once and the engine's retry of the keep-alive (within 50 ms) goes out on the new
+    connection: a session is renewed about 2/3 of a TTL after its previous renewal, with a
+    third of its time (less 1% and 50 ms) left, or at the next try once the outage is over.
+    The connection is not closed earlier, while the keep-alive may still be answered in
+    time: a link that only stalls (a server or client busy for a few hundred milliseconds)
+    delivers the reply once the stall ends, and a fresh connection would be stalled as well.
+    Closed halfway to the keep-alive's deadline (TTL/6 after it was sent, as before), a
+    client at TTL 1 s reconnected 5 times a minute through stalls of 100-400 ms both ways
+    every 1-3 s, and any stall of more than TTL/6 across a keep-alive cost a reconnect and
+    the calls in flight (TestSessionRidesOutStalls). Safety does not depend on it: the
+    session's local deadline (the TTL less 1% and 50 ms after the last renewal was sent)
+    comes before the server can expire the lease, however late a silent connection is given
+    up; the limit only bounds how soon a dead connection is replaced.
   - A connection attempt into the void (a dropped SYN, a member that takes connections and
     never answers) used to last the dial timeout (Config.DialTimeout, gRPC's
     MinConnectTimeout: 5 s by default). The backend's dialer gives an attempt that has read
@@ -137,8 +147,8 @@ load balancer's failover), at TTL 1 s as at 15 s (TestSessionRidesOutShortOutage
 None of this makes reconnect storms: while a server is down, each client dials each endpoint
 at most every ReconnectMaxDelay ±20% by gRPC's backoff (a per-TTL backoff would need gRPC's
 ResetConnectBackoff, which races with gRPC's own subchannel updates in the version used); a
-connection is closed as silent only when a keep-alive got no byte on it for TTL/6, so at most
-once per keep-alive; and an attempt given up at its bound is one more dial only when the
+connection is closed as silent only when a session call timed out with no byte on it for half
+the call's time, so at most once per keep-alive; and an attempt given up at its bound is one more dial only when the
 previous one went unanswered. A client passed to
 NewFromClient keeps its own gRPC settings and gets none of this (pass grpc.WithConnectParams
 in clientv3.Config.DialOptions for the backoff; a silent connection waits for gRPC's

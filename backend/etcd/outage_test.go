@@ -1,6 +1,7 @@
 package etcd
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -46,5 +47,27 @@ func TestSessionRidesOutShortOutage(t *testing.T) {
 				t.Errorf("the session was lost in %d of %d outages of %v at TTL %v; want none", lost, c.cfg.Rounds, c.cfg.Outage, c.cfg.TTL)
 			}
 		})
+	}
+}
+
+// TestSessionRidesOutStalls: the client's connection stalled both ways (the bytes held back,
+// then delivered, as from a server or a client busy that long) for longer than half a
+// keep-alive's time but less than all of it is kept: the keep-alive's reply comes late but in
+// time, and a fresh connection would have been stalled as well. A keep-alive still unanswered
+// halfway to its deadline closed every connection that had waited since (TTL/6 after it was
+// sent, 333 ms at TTL 2 s), so each of these stalls cost a reconnect and the calls in flight;
+// a client renewing at TTL 1 s through stalls of 100-400 ms every 1-3 s reconnected 5 times a
+// minute. Now only a session call that timed out closes silent connections (timedOut).
+func TestSessionRidesOutStalls(t *testing.T) {
+	p := faultproxy.StartTest(t, testenv.Etcd(t)[0])
+	b := openBackend(t, "etcd://"+p.Addr()+testPrefix(t))
+	s, err := b.OpenSession(context.Background(), "stalled", 6*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The engine's keep-alive at TTL 2 s: a deadline of 667 ms; stalls of 450 ms.
+	accepted, expired := outagetest.KeepAliveStalls(t, b, s.ID, p, 4, 450*time.Millisecond, 2*time.Second/3)
+	if accepted != 0 || expired != 0 {
+		t.Fatalf("four stalls of 450 ms, each under a keep-alive with a deadline of 667 ms: %d new connections, %d keep-alives found the session expired; want none", accepted, expired)
 	}
 }

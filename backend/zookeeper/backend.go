@@ -454,10 +454,9 @@ func (b *Backend) KeepAlive(ctx context.Context, sid spi.SessionID, names []stri
 	// heldAmong waits for them, so the reply reflects every deletion they saw.
 	s.startWatches(names)
 	sentAt := b.clock.Now()
-	if dl, ok := ctx.Deadline(); ok {
-		// A silent connection must be given up while the retry still has time.
-		defer s.tap.dropIfSilent(time.Until(dl) / 2)()
-	}
+	// A keep-alive that timed out gives up a silent connection, so that its retry goes out
+	// on a fresh one while it still has time (see tap.dropIfTimedOut).
+	defer s.tap.dropIfTimedOut(ctx, time.Now())
 	wg.Go(func() {
 		_, errs[0] = call(ctx, func() (bool, error) {
 			ok, _, err := s.conn.Exists(b.lay.leasesRoot())

@@ -283,11 +283,23 @@ backend drops go-zookeeper's pings, so the connection was given up only at the r
 (2/3 of the session timeout after the keep-alive's request), and the keep-alive's retries
 queued behind it on the same connection, while the server expires the session a session
 timeout after the renewal before, a renewal interval earlier (the engine's deadline passed
-first). Now a keep-alive still unanswered halfway to its own deadline (TTL/6 after it was sent,
-with the engine's defaults) closes the connection if it has read nothing for at least half
-that time since it last wrote: the keep-alive fails at once and is retried, and go-zookeeper
-redials at the pacer's pace, each attempt into the void given up as below. A session thus
-rides out a silent outage that ends with at least a renewal interval (TTL/3) of its time left,
+first). Now a keep-alive that timed out (TTL/3 after it was sent, with the engine's defaults)
+closes the connection if it has read nothing for at least half that time since it last wrote:
+the engine retries the keep-alive (within 50 ms) and go-zookeeper redials at the pacer's pace
+(25-50 ms after a connection that lasted), each attempt into the void given up as below; the
+retry goes out on the fresh connection with a third of the session's time (less 1% and 50 ms)
+left. The connection is not given up sooner, while the keep-alive may still be answered in
+time: a link that only stalls (a server or client busy for a few hundred milliseconds)
+delivers the reply once the stall ends, and a fresh connection would be stalled as well.
+Given up halfway to the keep-alive's deadline (TTL/6 after it was sent, as before), a client
+at TTL 1 s reconnected 10 times a minute through stalls of 100-400 ms both ways every 1-3 s,
+each time failing the requests in flight (a keep-alive, a release of unknown outcome), and any
+stall of more than TTL/6 across a keep-alive cost a reconnect (TestSessionRidesOutStalls).
+Safety does not depend on it: the session's local deadline (the TTL less 1% and 50 ms after
+the last renewal was sent) comes before the server can expire the session, however late a
+silent connection is given up; the limit only bounds how soon a dead one is replaced. A
+session thus rides out a silent outage that ends with at least a renewal interval (TTL/3) of
+its time left,
 so any one of up to about TTL/3 − 0.01 × TTL − 0.05 s whenever it begins (0.92 s at TTL 3 s)
 and longer ones that begin soon after a renewal (TestSessionRidesOutShortOutage: 1.2 s from
 0.65 s after a renewal and 0.3 s just before the next at TTL 3 s, 2.4 s from 1.3 s at 6 s).

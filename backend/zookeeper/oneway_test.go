@@ -148,12 +148,12 @@ func TestOneWayStallCloseFreesLease(t *testing.T) {
 
 // keepAliveUnanswered sends a keep-alive of session sid, whose reply the stall holds back, and
 // returns when it was sent; the call gives up after ttl/3, as the engine's calls do, but by a
-// cancellation rather than a deadline: a keep-alive with a deadline closes a connection still
-// silent halfway to it (tap.dropIfSilent), and go-zookeeper reconnects at once, which would
-// pass the moments these cases hold the close at (the stalled connection still up, or
-// given up at the reply timeout). Under the engine the same states come, sooner: the stalled
-// connection given up TTL/6 after a keep-alive, then reconnects whose connect requests reach
-// the server and whose handshakes go unanswered.
+// cancellation rather than a deadline: a keep-alive that times out closes a connection still
+// silent (tap.dropIfTimedOut), and go-zookeeper reconnects at once, which would pass the
+// moments these cases hold the close at (the stalled connection still up, or given up at the
+// reply timeout). Under the engine the same states come, sooner: the stalled connection given
+// up TTL/3 after a keep-alive, then reconnects whose connect requests reach the server and
+// whose handshakes go unanswered.
 func keepAliveUnanswered(t *testing.T, b *Backend, sid spi.SessionID, ttl time.Duration) time.Time {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())

@@ -30,9 +30,9 @@ var outageConfig = outagetest.Config{
 //
 // Blackholed, every round lost the session: the keep-alive's request waited on the silent
 // connection for the tap's reply timeout (2/3 of the session timeout), and so did the
-// retries queued behind it, until the session's deadline had passed; now a keep-alive still
-// unanswered halfway to its deadline closes the connection if it has read nothing since
-// (tap.dropIfSilent), and go-zookeeper redials at once.
+// retries queued behind it, until the session's deadline had passed; now a keep-alive that
+// timed out closes the connection if it has read nothing since (tap.dropIfTimedOut), and
+// go-zookeeper redials at once.
 func TestSessionRidesOutShortOutage(t *testing.T) {
 	testenv.Short(t, "four outages of a second and more per case")
 	ms := time.Millisecond
@@ -188,5 +188,24 @@ func TestPacerEnsemble(t *testing.T) {
 	}
 	if p.rounds != 2 {
 		t.Fatalf("rounds = %d after six dials of three servers, want 2", p.rounds)
+	}
+}
+
+// TestSessionRidesOutStalls: a session's connection stalled both ways (the bytes held back,
+// then delivered, as from a server or a client busy that long) for longer than half a
+// keep-alive's time but less than all of it is kept: the keep-alive's reply comes late but in
+// time, and a fresh connection would have been stalled as well. A keep-alive still unanswered
+// halfway to its deadline closed the connection (TTL/6 after it was sent, 333 ms at TTL 2 s),
+// so each of these stalls cost a reconnect and the requests in flight; a client renewing at
+// TTL 1 s through stalls of 100-400 ms every 1-3 s reconnected 10 times a minute. Now only a
+// keep-alive that timed out closes a silent connection (tap.dropIfTimedOut).
+func TestSessionRidesOutStalls(t *testing.T) {
+	p := faultproxy.StartTest(t, testenv.ZooKeeper(t)[0])
+	b := openBackend(t, "zk://"+p.Addr())
+	sid := openSession(t, b, 6*time.Second)
+	// The engine's keep-alive at TTL 2 s: a deadline of 667 ms; stalls of 450 ms.
+	accepted, expired := outagetest.KeepAliveStalls(t, b, sid, p, 4, 450*time.Millisecond, 2*time.Second/3)
+	if accepted != 0 || expired != 0 {
+		t.Fatalf("four stalls of 450 ms, each under a keep-alive with a deadline of 667 ms: %d new connections, %d keep-alives found the session expired; want none", accepted, expired)
 	}
 }

@@ -530,23 +530,26 @@ func (t *tap) replyTimeout() time.Duration {
 	return 10 * time.Second
 }
 
-// dropIfSilent closes go-zookeeper's connection after, if by then it has waited at least
-// after/2 for a byte since it wrote one, and returns a func that cancels the check. A
-// keep-alive arms it for half the time to its own deadline: a connection that went silent (its
-// packets dropped with no reset: a failover, a lost NAT entry, a partition) was otherwise
-// noticed only at the reply timeout, 2/3 of the session timeout after the keep-alive's
-// request, and the retries of the keep-alive queued behind it on the same connection; the
-// server expires a session a session timeout after the renewal before, one renewal interval
-// earlier, so the session was lost in every such outage, even one of 300 ms. Closed, the
-// connection's requests fail at once (the keep-alive is retried) and go-zookeeper redials
-// (see pacer); a connection that answers (it read since it wrote) is left alone, as is one
-// whose handshake is still out (connectBound bounds that).
-func (t *tap) dropIfSilent(after time.Duration) (stop func()) {
-	if after <= 0 {
-		return func() {}
+// dropIfTimedOut closes go-zookeeper's connection if ctx ended at its deadline (a keep-alive
+// sent at sent timed out) and the connection has by then waited at least half the call's time
+// for a byte since it wrote one. A connection that went silent (its packets dropped with no
+// reset: a failover, a lost NAT entry, a partition) was otherwise noticed only at the reply
+// timeout, 2/3 of the session timeout after the keep-alive's request, and the retries of the
+// keep-alive queued behind it on the same connection; the server expires a session a session
+// timeout after the renewal before, one renewal interval earlier, so the session was lost in
+// every such outage, even one of 300 ms. Closed, the connection's requests fail at once and
+// go-zookeeper redials (see pacer): the engine's retry of the keep-alive (within 50 ms) goes
+// out on the fresh connection with about a renewal interval (TTL/3, with the engine's
+// defaults) of the session's time left. A connection that answers (it read since it wrote)
+// is left alone, as is one whose handshake is still out (connectBound bounds that), and so is
+// one that is only stalled for less than the keep-alive's time: checked halfway to the
+// deadline instead (TTL/6 at TTL 1 s, 167 ms), a server or client busy for 200-400 ms cost a
+// reconnect and the requests in flight, 10 times a minute with a stall every 2 s, and a
+// reconnect gains nothing while the stall lasts (the fresh connection is stalled as well).
+func (t *tap) dropIfTimedOut(ctx context.Context, sent time.Time) {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		t.dropSilent(time.Since(sent) / 2)
 	}
-	timer := time.AfterFunc(after, func() { t.dropSilent(after / 2) })
-	return func() { timer.Stop() }
 }
 
 // dropSilent closes go-zookeeper's established connection if it has waited at least limit
@@ -679,7 +682,7 @@ type tapConn struct {
 	// start plus its connectBound.
 	hsDeadline time.Time
 	// waitingSince is when the connection first wrote since it last read a byte (Unix
-	// nanoseconds, 0: not waiting); see tap.dropIfSilent.
+	// nanoseconds, 0: not waiting); see tap.dropIfTimedOut.
 	waitingSince atomic.Int64
 	// incoming framing (Read is called from one goroutine at a time)
 	lenBuf   []byte // bytes of the current frame's length read so far

@@ -141,3 +141,38 @@ func Stalls(p *faultproxy.Proxy, rounds int, stall time.Duration) (accepted int)
 	}
 	return len(p.Conns()) - before
 }
+
+// KeepAliveStalls stalls p's link both ways rounds times for stall each, as Stalls does, and
+// sends a keep-alive of session sid on backend as each stall begins, with a deadline of
+// timeout (the engine's call timeout, TTL/3 by default) that the stall is shorter than, so
+// that its reply comes late but in time. It returns how many connections p accepted from the
+// first stall to a second after the last (a session connection that took the stall for a
+// silent link and was given up shows as a new connection) and how many keep-alives found the
+// session expired.
+func KeepAliveStalls(t testing.TB, backend spi.Backend, sid spi.SessionID, p *faultproxy.Proxy, rounds int, stall, timeout time.Duration) (accepted, expired int) {
+	t.Helper()
+	before := len(p.Conns())
+	for i := range rounds {
+		p.Set(faultproxy.Fault{Up: faultproxy.Stall, Down: faultproxy.Stall})
+		type reply struct {
+			ka  spi.KeepAlive
+			err error
+		}
+		done := make(chan reply, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			ka, err := backend.KeepAlive(ctx, sid, nil, nil)
+			done <- reply{ka, err}
+		}()
+		time.Sleep(stall)
+		p.Heal()
+		r := <-done
+		t.Logf("round %d: stall of %v, keep-alive with a deadline of %v: expired %v, error %v", i, stall, timeout, r.ka.Expired, r.err)
+		if r.err == nil && r.ka.Expired {
+			expired++
+		}
+		time.Sleep(time.Second)
+	}
+	return len(p.Conns()) - before, expired
+}
