@@ -2,12 +2,10 @@ package redis
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
-	"syscall"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -28,8 +26,11 @@ import (
 type lastDial struct {
 	err atomic.Pointer[error]
 
-	mu    sync.Mutex
-	conns map[*dialedConn]struct{} // open connections the client dialled
+	// conns are the open connections the client dialled, with when each last read and wrote
+	// (for dropSilent), until cut.
+	conns silent.Registry
+	// mu orders track against cut: a connection dialled while cut runs is closed either way.
+	mu sync.Mutex
 	// cutCtx is cancelled by cut: dials in progress end, later ones fail.
 	cutCtx context.Context
 	cutFn  context.CancelFunc
@@ -46,15 +47,17 @@ func newLastDial() *lastDial {
 func (l *lastDial) cut() {
 	l.mu.Lock()
 	l.cutFn()
-	conns := l.conns
-	l.conns = nil
 	l.mu.Unlock()
-	for c := range conns {
-		c.Conn.Close()
-	}
+	l.conns.CloseAll()
 }
 
-// track adds c to the connections cut closes, or closes it and fails if cut has run.
+// track adds c to the connections cut closes, or closes it and fails if cut has run. The
+// connection it returns notes its reads and writes (silent.Registry.Track) and passes its
+// socket on (syscall.Conn), which is what go-redis's health check of a pooled connection looks
+// for (only on the connection it holds: it does not unwrap): without it a connection that the
+// server closed, or that dropSilent closed, passed that check, was handed out again and failed
+// the call it was handed to ("use of closed network connection", which go-redis does not
+// retry).
 func (l *lastDial) track(c net.Conn) (net.Conn, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -62,41 +65,11 @@ func (l *lastDial) track(c net.Conn) (net.Conn, error) {
 		c.Close()
 		return nil, errCut
 	}
-	d := &dialedConn{Conn: c, l: l}
-	d.Fresh() // new: not silent before its first call
-	if l.conns == nil {
-		l.conns = map[*dialedConn]struct{}{}
-	}
-	l.conns[d] = struct{}{}
-	if _, ok := c.(syscall.Conn); ok {
-		return sysDialedConn{d}, nil
-	}
-	return d, nil
+	return l.conns.Track(c), nil
 }
 
 // errCut fails a dial of a backend that is closed.
 var errCut = fmt.Errorf("redis: %w", spi.ErrBackendClosed)
-
-// dialedConn is a connection lastDial keeps until it is closed. It notes when it last read a
-// byte and when it last began a write (silent.Stamps), for dropSilent.
-type dialedConn struct {
-	net.Conn
-	silent.Stamps
-	l *lastDial
-}
-
-// Read implements net.Conn, noting a read that returned bytes.
-func (d *dialedConn) Read(p []byte) (int, error) {
-	n, err := d.Conn.Read(p)
-	d.Stamps.Read(n)
-	return n, err
-}
-
-// Write implements net.Conn, noting when the write began.
-func (d *dialedConn) Write(p []byte) (int, error) {
-	d.Writing()
-	return d.Conn.Write(p)
-}
 
 // dropSilent closes every connection the client dialled that has neither read nor begun a
 // write since t0, when a call that began at t0 ran out of time: that is evidence of a link gone
@@ -108,43 +81,7 @@ func (d *dialedConn) Write(p []byte) (int, error) {
 // is replaced by a new one. A connection a later call wrote on is left to that call's own
 // deadline; a pub/sub connection that is live reads a PONG at least every sixth of a TTL (the
 // hub pings it), well within a call timeout (a third), so it is kept.
-func (l *lastDial) dropSilent(t0 int64) {
-	l.mu.Lock()
-	var silent []*dialedConn
-	for c := range l.conns {
-		if c.SilentSince(t0) {
-			silent = append(silent, c)
-		}
-	}
-	l.mu.Unlock()
-	for _, c := range silent {
-		c.Close()
-	}
-}
-
-// Close forgets the connection and closes it.
-func (d *dialedConn) Close() error {
-	d.l.mu.Lock()
-	delete(d.l.conns, d)
-	d.l.mu.Unlock()
-	return d.Conn.Close()
-}
-
-// NetConn returns the connection dialled.
-func (d *dialedConn) NetConn() net.Conn { return d.Conn }
-
-// sysDialedConn is a dialedConn whose connection is a socket (not TLS): it passes the socket
-// on (syscall.Conn), which is what go-redis's health check of a pooled connection looks for
-// (only on the connection it holds: it does not unwrap). Without it every connection passed
-// that check: one that the server closed, or that dropSilent closed, was handed out again,
-// and failed the call it was handed to ("use of closed network connection", which go-redis
-// does not retry).
-type sysDialedConn struct{ *dialedConn }
-
-// SyscallConn implements syscall.Conn.
-func (d sysDialedConn) SyscallConn() (syscall.RawConn, error) {
-	return d.Conn.(syscall.Conn).SyscallConn()
-}
+func (l *lastDial) dropSilent(t0 int64) { l.conns.DropSilent(t0) }
 
 // watch adds the hook to c, and to each node of a Cluster client as it is made.
 func (l *lastDial) watch(c goredis.UniversalClient) {
@@ -162,8 +99,7 @@ func (l *lastDial) explain(err error) error {
 	if l == nil {
 		return err
 	}
-	var ne net.Error
-	if !errors.Is(err, context.DeadlineExceeded) && !(errors.As(err, &ne) && ne.Timeout()) {
+	if !silent.TimedOut(err) {
 		return err
 	}
 	if last := l.err.Load(); last != nil {

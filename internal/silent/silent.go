@@ -144,6 +144,18 @@ func (r *Registry) DropSilent(t0 int64) {
 	}
 }
 
+// CloseAll closes every connection r keeps (and forgets them), as a backend's Close that cuts
+// its pool's connections does. Connections tracked after it are kept as before.
+func (r *Registry) CloseAll() {
+	r.mu.Lock()
+	conns := r.conns
+	r.conns = nil
+	r.mu.Unlock()
+	for c := range conns {
+		c.Conn.Close()
+	}
+}
+
 // Find returns the *Conn c is or wraps, following NetConn (as *tls.Conn has it), or nil.
 func Find(c net.Conn) *Conn {
 	for range 16 { // a bound on the chain of wrappers
