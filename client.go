@@ -715,11 +715,7 @@ func (c *Client) dropNameTimers(name string) {
 		return
 	}
 	for _, kind := range nameTimerKinds {
-		key := engine.Timer{Kind: kind, Name: name}
-		if t, ok := c.timers[key]; ok {
-			t.timer.Stop()
-			delete(c.timers, key)
-		}
+		c.disarm(engine.Timer{Kind: kind, Name: name})
 	}
 }
 
@@ -829,7 +825,11 @@ func (c *Client) arm(key engine.Timer, at, now time.Duration) {
 // revoked: its firing would change nothing (the engine ignores it), and a client that locks
 // many names would otherwise keep one timer per name for up to a TTL.
 func (c *Client) dropGrantTimer(name string) {
-	key := engine.Timer{Kind: engine.TimerGrant, Name: name}
+	c.disarm(engine.Timer{Kind: engine.TimerGrant, Name: name})
+}
+
+// disarm stops and forgets the timer key, if armed (loop goroutine).
+func (c *Client) disarm(key engine.Timer) {
 	if t, ok := c.timers[key]; ok {
 		t.timer.Stop()
 		delete(c.timers, key)
@@ -1374,16 +1374,10 @@ func (c *Client) elected(ef *engine.Effect) {
 // — the lease or the session lost — leaves its timer to fire; those are rare.)
 func (c *Client) workExited(name string, token int64) {
 	c.step(engine.Event{Kind: engine.EvWorkExited, Name: name, Token: token})
-	key := engine.Timer{Kind: engine.TimerHandover, Name: name}
-	t, ok := c.timers[key]
-	if !ok {
-		return
-	}
 	if e, ok := c.eng.Election(name); ok && e.State == engine.Handover {
 		return // a hand-over still under way (of a later term, when the exit was stale)
 	}
-	t.timer.Stop()
-	delete(c.timers, key)
+	c.disarm(engine.Timer{Kind: engine.TimerHandover, Name: name})
 }
 
 // confirmed lifts the own bound of the term ef names (engine rule 6: a keep-alive confirmed
