@@ -108,7 +108,6 @@ type Client struct {
 	loopG   atomic.Uint64 // goroutine id of the loop (Listeners run there)
 	inlineG atomic.Uint64 // goroutine id of a caller stepping inline, if listeners need it
 	insideG goroutines    // goroutines running a callback or leader work of this client
-	workOf  sync.Map      // goroutine id → name of the lease whose leader work it runs
 
 	settle settle // activity reported to a settling clock (settle.go)
 }
@@ -293,12 +292,8 @@ func (c *Client) isInside(id uint64) bool { return c.insideG.has(id) }
 // workName returns the name of the lease whose leader work (RunWhileLeader, Schedule,
 // RunPartition) the calling goroutine runs, or "".
 func (c *Client) workName() string {
-	id := goid()
-	if id == 0 {
-		return ""
-	}
-	if v, ok := c.workOf.Load(id); ok {
-		return v.(string)
+	if id := goid(); id != 0 {
+		return c.insideG.workOf(id)
 	}
 	return ""
 }
@@ -331,26 +326,47 @@ func (c *Client) requestTaken(ctx context.Context, ev engine.Event, after func()
 
 // goroutines is a set of goroutines (by goid), each counted as often as it entered.
 type goroutines struct {
-	mu  sync.Mutex
-	ids map[uint64]int
+	mu   sync.Mutex
+	ids  map[uint64]int
+	work map[uint64]string // of the goroutines that entered as leader work: its lease's name
 }
 
 // enter adds the calling goroutine until the returned function is called.
-func (g *goroutines) enter() func() {
+func (g *goroutines) enter() func() { return g.enterWork("") }
+
+// enterWork is enter for the leader work of lease name (when not ""), which workOf tells
+// until the returned function is called.
+func (g *goroutines) enterWork(name string) func() {
 	id := goid()
 	g.mu.Lock()
 	if g.ids == nil {
 		g.ids = make(map[uint64]int)
 	}
 	g.ids[id]++
+	if name != "" {
+		if g.work == nil {
+			g.work = make(map[uint64]string)
+		}
+		g.work[id] = name
+	}
 	g.mu.Unlock()
 	return func() {
 		g.mu.Lock()
 		if g.ids[id]--; g.ids[id] <= 0 {
 			delete(g.ids, id)
 		}
+		if name != "" {
+			delete(g.work, id)
+		}
 		g.mu.Unlock()
 	}
+}
+
+// workOf returns the name of the lease whose leader work goroutine id runs, or "".
+func (g *goroutines) workOf(id uint64) string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.work[id]
 }
 
 // has reports whether goroutine id is in the set.

@@ -184,19 +184,12 @@ func (c *Client) startWork(name string, t Term, fn func(ctx context.Context, t T
 			defer c.settle.end()
 			defer c.settle.own()()
 		}
-		leave := c.enter()
-		id := goid()
-		if id != 0 {
-			c.workOf.Store(id, name)
-		}
+		leave := c.insideG.enterWork(name)
 		token := t.Token()
 		// The work's exit is told also when fn panics. The panic is not recovered: it goes on
 		// up the goroutine (crashing the program, as in any goroutine, unless the work executor
 		// recovers it), rather than leaving this client leading with no work and no trace.
 		defer func() {
-			if id != 0 {
-				c.workOf.Delete(id)
-			}
 			leave()
 			c.post(func() { c.workExited(name, token) })
 		}()
