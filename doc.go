@@ -77,5 +77,6 @@
 // conformance suites every backend passes.
 //
 // The wire artifacts every backend uses (SQL, Lua, the ZooKeeper layout, the etcd transactions
-// and the Go under generated/) come from the declarative spec in spec/; `go generate ./...` rebuilds them.
+// and the Go under generated/) come from the declarative spec in spec/; `go generate ./...`
+// rebuilds them.
 package simba
