@@ -45,8 +45,11 @@ type config struct {
 // command began when that command runs out of time, so that go-redis dials new ones after the
 // link heals instead of handing out, one call each, the connections the outage silenced. Pass
 // it to a client that has not dialled yet: connections dialled before New are left as they are.
-// The hook acts on every command of the client, yours too, and stays on it after the
-// backend's Close, which leaves the client open. Without it a client of your own is left as it
+// The hook acts on every command of the client, yours too (a command of yours that runs out
+// of time closes the silent connections as well, pub/sub ones included, which go-redis then
+// reconnects; so does one of the backend's, and a blocking command of yours, BLPOP or XREAD
+// BLOCK, that has waited without a byte since before that command began fails with it: keep
+// those on another client), and stays on it after the backend's Close, which leaves the client open. Without it a client of your own is left as it
 // is: after a burst of calls that left its pool several connections, blackholes of 0.2–1.2 s
 // at TTL 3 s lost the session in 10 of 10 trials (0 of 10 with it).
 func WithDropSilent() Option {
