@@ -243,9 +243,11 @@ func badUsage(format string, args ...any) error {
 
 // errorLine is the line main prints for err: "simba: " and the message, with control
 // characters escaped. The library's errors carry a "simba: " prefix of their own, at the start
-// and after each wrapping "...: "; errorLine drops those, so the line has exactly one.
+// and after each wrapping "...: "; errorLine drops those, so the line has exactly one. A
+// message of several lines (pgx lists each connect attempt on a line of its own, after "\n\t";
+// errors.Join puts "\n" between errors) is joined with "; ".
 func errorLine(err error) string {
-	msg := err.Error()
+	msg := strings.NewReplacer(":\n\t", ": ", "\n\t", "; ", "\n", "; ").Replace(err.Error())
 	for {
 		trimmed := strings.TrimPrefix(msg, "simba: ")
 		trimmed = strings.ReplaceAll(trimmed, ": simba: ", ": ")
