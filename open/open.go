@@ -81,7 +81,9 @@ type config struct {
 // slog.Default(). A nil logger is an error matching spi.ErrInvalidOption. The Redis and MySQL
 // drivers' own log lines (go-redis: failed dials, pool events; go-sql-driver/mysql: bad idle
 // connections) go to their process-wide loggers, which only redis.SetLogger and
-// mysql.SetLogger set; the backends leave them to the program (see the backends' WithLogger).
+// mysql.SetLogger set (mysql.SetLogger before Open: a MySQL/MariaDB backend keeps the logger
+// that was set when it was opened); the backends leave them to the program (see the backends'
+// WithLogger).
 func WithLogger(l *slog.Logger) Option {
 	return Option{func(c *config) error {
 		if l == nil {

@@ -212,9 +212,10 @@ or client busy for a few hundred milliseconds costs no reconnect (at TTL 1 s, st
 # Outages
 
 The command connections go silent with the link too, and go-redis hands a pooled connection
-out again without a round trip. So a call that runs out of time (its deadline, one renewal
-interval for the client's calls) closes every connection the backend dialled that has
-neither read nor begun a write since the call began, pub/sub connections included (a live
+out again without a round trip. So, on a client Open made or one passed to New with
+WithDropSilent, a call that runs out of time (its deadline, one renewal interval for the
+client's calls) closes every connection the client dialled that has neither read nor begun a
+write since the call began, pub/sub connections included (a live
 one reads a PONG every sixth of a TTL); go-redis's health check drops a closed connection
 when it takes it from the pool and dials a new one. After the link heals the next call thus
 goes out on a new connection, and a session rides out a silent outage that leaves it a
@@ -222,7 +223,10 @@ renewal interval: at TTL 3 s, outages of 0.2 to 1.2 s lost none (before, each si
 connection failed one more call at its timeout, the keep-alive's included, and every outage,
 even of 200 ms, lost the session). With TLS, whose connections go-redis does not check, each
 closed connection still fails the call it is handed to, but at once rather than at the call's
-timeout. A refused or reset link needs none of this: its connections fail at once.
+timeout. A client of your own passed to New without WithDropSilent is left as it is, and
+loses the session that way (10 of 10 trials with go-redis's NewClient, 2026-12-05); the backend
+logs a warning (WithLogger) the first time one of its calls runs out of time on it. A refused
+or reset link needs none of this: its connections fail at once.
 
 # ACL
 

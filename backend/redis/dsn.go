@@ -356,8 +356,10 @@ func OpenConfig(cfg Config, opts ...Option) (*Backend, error) {
 		return nil, err
 	}
 	b.owned, b.tlsd = true, cfg.tlsd
-	b.dials = newLastDial()
-	b.dials.watch(c)
+	if b.dials == nil { // WithDropSilent made it already
+		b.dials = newLastDial()
+		b.dials.watch(c)
+	}
 	return b, nil
 }
 

@@ -31,10 +31,12 @@ func Example() {
 }
 
 // A backend on a client the application already has; Close leaves the client open.
+// WithDropSilent gives the client what Open's has against a silent link (pass it before the
+// client has dialled), and ContextTimeoutEnabled lets calls end at their deadlines.
 func ExampleNew() {
-	client := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: []string{"127.0.0.1:7001"}})
+	client := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: []string{"127.0.0.1:7001"}, ContextTimeoutEnabled: true})
 	defer client.Close()
-	b, err := simbaredis.New(client, simbaredis.WithWaitReplicas(1, 500*time.Millisecond))
+	b, err := simbaredis.New(client, simbaredis.WithDropSilent(), simbaredis.WithWaitReplicas(1, 500*time.Millisecond))
 	if err != nil {
 		panic(err)
 	}

@@ -13,7 +13,8 @@ import (
 	"github.com/simba-go/simba/spi"
 )
 
-// lastDial is a go-redis hook on a client Open made. It records the client's last failed dial,
+// lastDial is a go-redis hook on a client Open made (or one passed to New WithDropSilent; Close
+// cuts only the connections of a client Open made). It records the client's last failed dial,
 // so that a call that runs out of time while go-redis retries its dials says why (fail):
 // go-redis returns the context's "deadline exceeded" then, and a server that refuses
 // connections read as one that is slow. A dial that succeeds clears it.

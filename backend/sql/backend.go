@@ -43,10 +43,13 @@ type config struct {
 // is slog.Default().
 //
 // go-sql-driver/mysql logs on its own ("closing bad idle connection: EOF" after a server
-// restart, packet errors) to stderr, through a process-wide logger this option does not touch.
-// Route it with mysql.SetLogger and a type with Print(v ...any), e.g. into a slog logger at
-// DEBUG: the failures that matter reach the client as backend errors. pgx and the SQLite driver
-// log nothing by themselves.
+// restart, packet errors) to stderr, through a logger this option does not touch: the one its
+// configuration holds, which is the process-wide one mysql.SetLogger sets as it was when the
+// configuration was made. Route it with mysql.SetLogger before Open (a backend opened earlier
+// keeps logging to stderr), or set the Logger field of MySQLConfig's configuration for a pool
+// on MySQLConnector, with a type with Print(v ...any), e.g. into a slog logger at DEBUG: the
+// failures that matter reach the client as backend errors. pgx and the SQLite driver log
+// nothing by themselves.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) error {
 		c.logger = l
@@ -755,4 +758,12 @@ func retryRolledBack(ctx context.Context, rolledBack func(error) bool, op func()
 		case <-pause.C:
 		}
 	}
+}
+
+// log is where the backend logs warnings (WithLogger; slog.Default() by default).
+func (b *Backend) log() *slog.Logger {
+	if b.cfg.logger != nil {
+		return b.cfg.logger
+	}
+	return slog.Default()
 }

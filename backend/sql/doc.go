@@ -89,19 +89,21 @@
 // A link that goes silent (a blackhole: no byte, close or reset either way) silences the
 // pool's idle connections too, and pgxpool (for a connection idle under a second) and
 // database/sql hand a pooled connection out again without a round trip. So on a pool Open made,
-// or one built from PostgresPoolConfig, a call that runs out of time (its deadline, one renewal
-// interval for the client's calls) closes the connections that have neither read nor begun a
-// write since the call began: on PostgreSQL the pool's idle ones, which pgxpool then destroys;
-// on MySQL/MariaDB every one of the calls' pool (the waker's is apart), which go-sql-driver's
-// liveness check finds closed when database/sql takes it from the pool, taking another or
-// dialling a new one. After the link heals the next call thus goes out on a new connection,
-// and a session rides out a silent outage that leaves it a renewal interval: at TTL 3 s, after
-// a burst of calls that left the pool several connections, outages of 0.2 to 1.2 s lost none
+// one built from PostgresPoolConfig, or one made on MySQLConnector, a call that runs out of time
+// (its deadline, one renewal interval for the client's calls) discards the connections that
+// have neither read nor begun a write since the call began: on PostgreSQL it closes the pool's
+// idle ones, which pgxpool then destroys; on MySQL/MariaDB it marks every such one of the
+// calls' pool (the waker's is apart), which database/sql then discards as it takes it from
+// the pool (closing it through the driver, which logs nothing), taking another or dialling a
+// new one. After the link heals the next call thus goes out on a new connection, and a
+// session rides out a silent outage that leaves it a renewal interval: at TTL 3 s, after a
+// burst of calls that left the pool several connections, outages of 0.2 to 1.2 s lost none
 // (before, each silenced connection failed one more call at its timeout, the keep-alive's
-// included: PostgreSQL lost the session in 5 of 10, MySQL/MariaDB in 10 of 10). On
-// MySQL/MariaDB a statement that has waited without a byte since before the call began (a lock
-// wait) goes with them, and fails as unavailable. A pool of your own given to NewMySQL, or to
-// NewPostgres without PostgresPoolConfig's DialFunc, is left as it is. A refused or reset link
+// included: PostgreSQL lost the session in 5 of 10, MySQL/MariaDB in 10 of 10). A pool of your
+// own given to NewMySQL that is not made on MySQLConnector, or to NewPostgres without
+// PostgresPoolConfig's DialFunc, is left as it is, and loses the session that way (pgxpool.New
+// and sql.Open pools: 10 of 10 each, 2026-12-05); the backend logs a warning (WithLogger) the
+// first time one of its calls runs out of time on such a pool. A refused or reset link
 // needs none of this: its connections fail at once.
 //
 // # Schema

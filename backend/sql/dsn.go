@@ -13,7 +13,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/simba-go/simba/internal/silent"
 	"github.com/simba-go/simba/spi"
 
 	dsnutil "github.com/simba-go/simba/internal/dsn"
@@ -214,37 +213,20 @@ func openMySQL(dsn string, opts []Option) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	conn, err := mysqldriver.NewConnector(cfg)
-	if err != nil {
-		return nil, dsnutil.Errorf(spi.ErrInvalidOption, "sql mysql DSN", dsn, "%v", err)
-	}
 	// The calls' pool dials connections that note when they last read and wrote, for
-	// stdDialect.dropSilent (see the package doc, Outages).
-	conns := &silent.Registry{}
-	callCfg := cfg.Clone()
-	callCfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		var nd net.Dialer // TCP keep-alives on, as go-sql-driver's own dial has them
-		c, err := nd.DialContext(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		return conns.Track(c), nil
-	}
-	callConn, err := mysqldriver.NewConnector(callCfg)
+	// stdDialect.dropSilent (see the package doc, Outages); NewMySQL gives the waker a pool
+	// of its own.
+	conn, err := MySQLConnector(cfg)
 	if err != nil {
 		return nil, dsnutil.Errorf(spi.ErrInvalidOption, "sql mysql DSN", dsn, "%v", err)
 	}
-	db := sql.OpenDB(callConn)
-	b, err := newMySQL(db, conns, opts)
+	db := sql.OpenDB(conn)
+	b, err := NewMySQL(db, opts...)
 	if err != nil {
 		db.Close()
 		return nil, err
 	}
 	b.closers = append(b.closers, func() { db.Close() })
-	// The waker's connections (named locks, blocking waits) come from a pool of their own.
-	wakeDB := sql.OpenDB(conn)
-	b.waker.(*mysqlWaker).ownPool(wakeDB)
-	b.closers = append(b.closers, func() { wakeDB.Close() })
 	return b, nil
 }
 

@@ -13,7 +13,6 @@ import (
 
 	"github.com/simba-go/simba/generated/sqlq"
 	"github.com/simba-go/simba/generated/wire"
-	"github.com/simba-go/simba/internal/silent"
 	"github.com/simba-go/simba/spi"
 )
 
@@ -23,17 +22,21 @@ import (
 // affected-row counts, so clientFoundRows does not matter. interpolateParams=true in the DSN
 // saves a prepare round trip per statement (Open sets it). NewMySQL does no I/O; the schema is
 // checked (or migrated, WithAutoMigrate) before the first operation. Close does not close db.
+//
+// Make db on MySQLConnector (sql.OpenDB) to get what Open's pool has against a silent link
+// (see the package doc, Outages); on such a pool the waker's connections come from a pool of
+// their own on the same configuration, as Open's do, which Close closes. On any other pool
+// the waker pins connections of db: one that marks the leases held and one per name waited for
+// at once, at most nine, and at most a quarter of db's SetMaxOpenConns when it is set.
 func NewMySQL(db *sql.DB, opts ...Option) (*Backend, error) {
-	return newMySQL(db, nil, opts)
-}
-
-// newMySQL is NewMySQL on a pool whose connections conns tracks (Open's; nil: the user's).
-func newMySQL(db *sql.DB, conns *silent.Registry, opts []Option) (*Backend, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: sql mysql: nil *sql.DB", spi.ErrInvalidOption)
 	}
 	d := mysqlStd(db)
-	d.conns = conns
+	mc := connectorOf(db.Driver())
+	if mc != nil {
+		d.conns = mc.conns
+	}
 	b, err := newBackend(wire.SQLMySQL, d, opts)
 	if err != nil {
 		return nil, err
@@ -41,6 +44,13 @@ func newMySQL(db *sql.DB, conns *silent.Registry, opts []Option) (*Backend, erro
 	d.b = b
 	wd, _ := wire.SQLDialectByName(wire.SQLMySQL)
 	b.waker = newMySQLWaker(db, wd)
+	if mc != nil {
+		// The waker's named-lock waits block a connection without a byte for as long as they
+		// wait: a pool of their own keeps them apart from the calls' silent connections.
+		wakeDB := sql.OpenDB(mc.plain)
+		b.waker.(*mysqlWaker).ownPool(wakeDB)
+		b.closers = append(b.closers, func() { wakeDB.Close() })
+	}
 	return b, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -250,6 +251,8 @@ type pgDialect struct {
 	q     sqlq.Queries // the adapter on the pool (generated/sqlq), through callPool
 	begin string
 	hub   pgHub
+
+	unstamped sync.Once // the warning for a pool not built from PostgresPoolConfig
 }
 
 // with runs fn on the pool, statement by statement (each in its own implicit transaction, at
@@ -293,11 +296,17 @@ func (d *pgDialect) dropSilent(t0 int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for _, c := range d.pool.AcquireAllIdle(ctx) {
-		if s := silent.Find(c.Conn().PgConn().Conn()); s != nil && s.SilentSince(t0) {
+		s := silent.Find(c.Conn().PgConn().Conn())
+		if s != nil && s.SilentSince(t0) {
 			s.Conn.Close() // the socket first: pgx's Close then waits for nothing
 			c.Conn().Close(ctx)
 		}
 		c.Release()
+		if s == nil {
+			d.unstamped.Do(func() {
+				d.b.log().Warn("simba: sql postgres: a call ran out of time, and the pool's connections do not note when they last read and wrote: those a silent link left are handed out again after it heals, each failing a call at its timeout, the session's keep-alive too; build the pool from PostgresPoolConfig (keep its DialFunc)")
+			})
+		}
 	}
 }
 

@@ -40,9 +40,11 @@ type stdDialect struct {
 	seenMu sync.Mutex
 	seen   map[any]struct{} // driver connections that ran setup
 
-	// conns are the connections of a pool Open made (MySQL/MariaDB), for dropSilent; nil
-	// otherwise.
+	// conns are the connections of a pool on MySQLConnector (Open's too), for dropSilent;
+	// nil otherwise.
 	conns *silent.Registry
+	// unstamped is the warning, once, for a MySQL/MariaDB pool not made on MySQLConnector.
+	unstamped sync.Once
 
 	classifyErr func(b *Backend, op string, err error) error
 	// rolledBack reports an error by which the database says it rolled the whole transaction
@@ -152,7 +154,13 @@ func (d *stdDialect) rollback(ctx context.Context, c *sql.Conn) {
 // gate if it has one.
 func (d *stdDialect) with(ctx context.Context, tx bool, fn func(q sqlq.Queries) error) error {
 	if d.conns == nil {
-		return d.with1(ctx, tx, fn)
+		err := d.with1(ctx, tx, fn)
+		if err != nil && d.b != nil && d.b.name == wire.SQLMySQL && silent.TimedOut(err) {
+			d.unstamped.Do(func() {
+				d.b.log().Warn("simba: sql mysql: a call ran out of time, and the pool's connections do not note when they last read and wrote: those a silent link left are handed out again after it heals, each failing a call at its timeout, the session's keep-alive too; make the pool on MySQLConnector")
+			})
+		}
+		return err
 	}
 	t0 := silent.Now()
 	err := d.with1(ctx, tx, fn)
@@ -168,9 +176,11 @@ func (d *stdDialect) with(ctx context.Context, tx bool, fn func(q sqlq.Queries) 
 // hands an idle connection out again without a round trip, so each of them would fail one
 // call more, at its timeout, once the link heals: the keep-alive and its retry alike, which
 // lost the session to every outage of 0.2 to 1.2 s at a TTL of 3 s after a burst of calls.
-// go-sql-driver's liveness check finds a closed connection when database/sql takes it from
-// the pool (driver.ErrBadConn), and database/sql takes another or dials a new one.
-func (d *stdDialect) dropSilent(t0 int64) { d.conns.DropSilent(t0) }
+// The connections are marked rather than closed: database/sql asks (mysqlConn's ResetSession)
+// when it takes one from the pool, discards it (closing it through the driver) and takes
+// another or dials a new one. A connection closed under it instead was found by
+// go-sql-driver's liveness check, which logged "closing bad idle connection" for each.
+func (d *stdDialect) dropSilent(t0 int64) { d.conns.MarkSilent(t0) }
 
 func (d *stdDialect) with1(ctx context.Context, tx bool, fn func(q sqlq.Queries) error) error {
 	if d.gate != nil {

@@ -361,6 +361,12 @@ func TestErrorLine(t *testing.T) {
 			"simba: leadership of job lost: term job#3 revoked: backend unavailable"},
 		{errors.New("lock \"simba: x\" held"), "simba: lock \"simba: x\" held"},
 		{errors.New("bad \x1b[2J byte"), `simba: bad \x1b[2J byte`},
+		// pgx's connect error, an attempt a line (seen: a refused role printed as
+		// "...`:\n\t127.0.0.1:5432 ...\n\t127.0.0.1:5432 ...", escapes and all).
+		{errors.New("failed to connect to `user=x database=test`:\n\t127.0.0.1:5432: FATAL: no role\n\t127.0.0.1:5432: FATAL: no role"),
+			"simba: failed to connect to `user=x database=test`: 127.0.0.1:5432: FATAL: no role; 127.0.0.1:5432: FATAL: no role"},
+		{errors.Join(errors.New("one"), errors.New("two")), "simba: one; two"},
+		{errors.New("bad \n\r line"), `simba: bad ; \r line`},
 	} {
 		if got := errorLine(tc.err); got != tc.want {
 			t.Errorf("errorLine(%q) = %q, want %q", tc.err, got, tc.want)

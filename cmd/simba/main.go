@@ -34,9 +34,9 @@
 // Exit status:
 //
 //	0       success; for run and lock: CMD exited 0
-//	1       an error: the backend unreachable or refusing (credentials, no schema: run simba
-//	        migrate), a missing SQLite file (status), or, for run and lock, the term lost
-//	        (CMD was stopped)
+//	1       an error: the backend refusing (credentials, no schema: run simba migrate), or
+//	        unreachable (migrate, status: run and lock wait for it, retrying), a missing
+//	        SQLite file (status), or, for run and lock, the term lost (CMD was stopped)
 //	2       a usage error: an unknown command or flag, a missing -dsn, -name or CMD, a bad
 //	        flag value (a malformed DSN, a -ttl out of range, a negative -grace, a bad name,
 //	        or one the backend refuses, such as etcd's -ttl under 1s), a bad $SIMBA_LOG_LEVEL
@@ -106,8 +106,9 @@ Run 'simba <command> -h' for the flags of a command.
 // lock's (the README's CLI section has the same table).
 const exitStatuses = `exit status:
   0      success; run and lock: CMD exited 0
-  1      an error: the backend unreachable or refusing (credentials; no schema: run simba
-         migrate), a missing SQLite file (status); run and lock: the term was lost (CMD stopped)
+  1      an error: the backend refusing (credentials; no schema: run simba migrate), or
+         unreachable (migrate, status: run and lock wait for it, retrying), a missing SQLite
+         file (status); run and lock: the term was lost (CMD stopped)
   2      a usage error: an unknown command or flag; a missing -dsn, -name or CMD; a bad flag
          value (a malformed DSN, -ttl out of range, a negative -grace, an invalid name, or one
          the backend refuses, such as etcd's -ttl under 1s); a bad $SIMBA_LOG_LEVEL
@@ -242,9 +243,11 @@ func badUsage(format string, args ...any) error {
 
 // errorLine is the line main prints for err: "simba: " and the message, with control
 // characters escaped. The library's errors carry a "simba: " prefix of their own, at the start
-// and after each wrapping "...: "; errorLine drops those, so the line has exactly one.
+// and after each wrapping "...: "; errorLine drops those, so the line has exactly one. A
+// message of several lines (pgx lists each connect attempt on a line of its own, after "\n\t";
+// errors.Join puts "\n" between errors) is joined with "; ".
 func errorLine(err error) string {
-	msg := err.Error()
+	msg := strings.NewReplacer(":\n\t", ": ", "\n\t", "; ", "\n", "; ").Replace(err.Error())
 	for {
 		trimmed := strings.TrimPrefix(msg, "simba: ")
 		trimmed = strings.ReplaceAll(trimmed, ": simba: ", ": ")

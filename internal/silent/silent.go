@@ -56,8 +56,13 @@ func (s *Stamps) SilentSince(t0 int64) bool {
 type Conn struct {
 	net.Conn
 	Stamps
-	r *Registry // the registry that keeps it, or nil
+	r       *Registry   // the registry that keeps it, or nil
+	dropped atomic.Bool // marked by Registry.MarkSilent
 }
+
+// Dropped reports whether a Registry marked c silent (MarkSilent): its driver should discard
+// it rather than hand it out.
+func (c *Conn) Dropped() bool { return c.dropped.Load() }
 
 // New returns c with Stamps, fresh (Stamps.Fresh).
 func New(c net.Conn) *Conn {
@@ -141,6 +146,21 @@ func (r *Registry) DropSilent(t0 int64) {
 	r.mu.Unlock()
 	for _, c := range quiet {
 		c.Close()
+	}
+}
+
+// MarkSilent marks every connection r keeps that has neither read nor begun a write since t0
+// (SilentSince), when a call that began at t0 ran out of time, as DropSilent would close it:
+// for a driver that asks (Conn.Dropped) before it hands a connection out and then closes it
+// itself, where a connection closed under it would be logged as bad (go-sql-driver's "closing
+// bad idle connection"). A connection in use is left to its call's own deadline.
+func (r *Registry) MarkSilent(t0 int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for c := range r.conns {
+		if c.SilentSince(t0) {
+			c.dropped.Store(true)
+		}
 	}
 }
 

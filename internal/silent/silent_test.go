@@ -94,3 +94,28 @@ func TestTimedOut(t *testing.T) {
 		t.Fatal("a cancellation or another error is running out of time")
 	}
 }
+
+// TestMarkSilent: MarkSilent marks the connections silent since t0 (Dropped) and closes none.
+func TestMarkSilent(t *testing.T) {
+	var r Registry
+	quietA, quietB := net.Pipe()
+	defer quietB.Close()
+	readA, readB := net.Pipe()
+	defer readB.Close()
+	quiet, read := r.Track(quietA), r.Track(readA)
+	defer quiet.Close()
+	defer read.Close()
+	t0 := Now()
+	go readB.Write([]byte("x")) //nolint:errcheck
+	if _, err := read.Read(make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
+	r.MarkSilent(t0)
+	if !Find(quiet).Dropped() || Find(read).Dropped() {
+		t.Fatalf("dropped: silent %v, read %v; want true, false", Find(quiet).Dropped(), Find(read).Dropped())
+	}
+	go quietB.Read(make([]byte, 1)) //nolint:errcheck
+	if _, err := quiet.Write([]byte("x")); err != nil {
+		t.Fatalf("the marked connection was closed: %v", err)
+	}
+}

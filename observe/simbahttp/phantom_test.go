@@ -212,3 +212,50 @@ func TestHolderRemainingUnknown(t *testing.T) {
 		t.Errorf("holder with 1.5 s left: %+v %v, want remaining_ms 1500", hd, ok)
 	}
 }
+
+// This client's own term is listed as a holder ("self") only where the backend's snapshot
+// cannot know of it: when the snapshot began before the term was granted, or there is none.
+// A snapshot begun after the grant that shows the name free says the lease is gone at the
+// backend (released ahead of the client's revoke event, or its record lost); the status listed
+// "self" over it, contradicting the snapshot it carried.
+func TestNoSelfHolderOverANewerFreeSnapshot(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	srv := simbatest.NewServer(simbatest.WithClock(spi.SystemClock()))
+	free := &spi.Snapshot{}
+
+	// A snapshot begun before the grant (kept for SnapshotTTL): the term shows, from self.
+	insp := &scriptedInspector{Backend: srv.Backend()}
+	insp.set(nil, free, nil)
+	h := simbahttp.New(simbahttp.Opts{Backend: insp, SnapshotTTL: time.Minute})
+	c := client(t, srv.Backend(), "node-a", h)
+	if _, ok := holderOf(h.Status(ctx), "job"); ok {
+		t.Fatal("a free name has a holder")
+	}
+	held := lock(t, ctx, c, "job")
+	if hd, ok := holderOf(h.Status(ctx), "job"); !ok || !hd.Self || hd.Source != "self" || hd.Token != held.Token() {
+		t.Errorf("over a snapshot begun before the grant: holder %+v %v, want this client's term from self", hd, ok)
+	}
+
+	// A snapshot begun after the grant that shows the name free: no holder.
+	insp2 := &scriptedInspector{Backend: srv.Backend()}
+	insp2.set(nil, free, nil)
+	var mu sync.Mutex
+	wall := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return wall }
+	h2 := simbahttp.New(simbahttp.Opts{Backend: insp2, SnapshotTTL: -1, Now: now})
+	c2 := client(t, srv.Backend(), "node-b", h2)
+	held2 := lock(t, ctx, c2, "job2")
+	mu.Lock()
+	wall = wall.Add(time.Millisecond) // the snapshot begins after the grant was seen
+	mu.Unlock()
+	st := h2.Status(ctx)
+	if hd, ok := holderOf(st, "job2"); ok {
+		t.Errorf("over a free snapshot begun after the grant (at %v): holder %+v", st.BackendAt, hd)
+	}
+	if len(st.Terms) != 1 || st.Terms[0].Token != held2.Token() {
+		t.Errorf("terms %+v, want this client's term of job2 (its own view)", st.Terms)
+	}
+	_ = held.Unlock(ctx)
+	_ = held2.Unlock(ctx)
+}

@@ -411,7 +411,9 @@ type Holder struct {
 	Self bool `json:"self"`
 	// Source is where the holder is known from: "backend" (Inspector), "client" (a running
 	// tracked election's last-learned holder, shown only when there is no backend snapshot) or
-	// "self".
+	// "self" (this client's own term, shown where no snapshot lists the name's holder and none
+	// began after the term was granted: a snapshot that began later and shows the name free
+	// says the lease is gone at the backend).
 	Source string `json:"source"`
 }
 
@@ -609,7 +611,8 @@ func (h *Handler) status(ctx context.Context, free bool) Status {
 	}
 	sort.Slice(st.Terms, func(i, j int) bool { return st.Terms[i].Name < st.Terms[j].Name })
 
-	// Holders: the backend's view first, then what tracked elections learned, then our own.
+	// Holders: the backend's view first, then what tracked elections learned, then our own
+	// terms the snapshot cannot know of (granted after it began).
 	// A snapshot is folded into the timeline once, and only when it is newer than the one
 	// folded last (a request may use an older one still within SnapshotTTL).
 	holders := make(map[string]Holder)
@@ -656,6 +659,12 @@ func (h *Handler) status(ctx context.Context, free bool) Status {
 	}
 	for name, t := range h.held {
 		if _, ok := holders[name]; ok {
+			continue
+		}
+		if snap != nil && snapAt.After(t.since) {
+			// The snapshot began after this client saw its grant and shows the name free: the
+			// lease is gone at the backend (released ahead of the revoke event, or its record
+			// lost). The term stays in Terms, this client's own view.
 			continue
 		}
 		ms := int64(-1)
