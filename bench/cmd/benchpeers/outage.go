@@ -802,4 +802,3 @@ func outageMarkdown(r *outageReport) string {
 	}
 	return b.String()
 }
-
