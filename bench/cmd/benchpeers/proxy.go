@@ -8,7 +8,8 @@ package main
 //     read and lost both ways, its sockets left open: a failover or a NAT that forgot the
 //     flow, no reset sent), and every connection accepted while it is set is taken and never
 //     answered (the target is not dialled: a dropped SYN). Heal lets new connections through
-//     again; the silenced ones stay silent until their client closes them.
+//     again; the silenced ones stay silent, and neither of their sockets is closed before the
+//     proxy is: the server never hears of the client's close.
 //   - stall: the bytes of the open connections are held back both ways (and new connections
 //     wait for their dial) until the heal, then delivered: a partition that TCP rides out.
 
@@ -199,12 +200,10 @@ func (p *linkProxy) pump(c *proxyConn, src, dst net.Conn) {
 			lost := c.silenced
 			p.mu.Unlock()
 			if lost {
-				// A silenced connection ends only when its client closes it (the server's end
-				// of stream is lost too, as behind a dead link); the server side is closed
-				// with it, unheard.
-				if src == c.client {
-					_ = c.server.Close()
-				}
+				// An end of stream is lost like the bytes: neither side hears of the other's
+				// close, and the server's socket stays open until the proxy closes (as the
+				// library's faultproxy has it: a server behind a dead link keeps the
+				// connection, and whatever it holds, until its own timeouts end it).
 				return
 			}
 			if tc, ok := dst.(*net.TCPConn); ok {
