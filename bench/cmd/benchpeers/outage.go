@@ -745,6 +745,25 @@ type quietRedis struct{}
 
 func (quietRedis) Printf(context.Context, string, ...any) {}
 
+// scheduleNote sums the schedule up: its faults, their shortest and longest, and the links'
+// time down in all.
+func scheduleNote(ev []faultEvent, clients int) string {
+	if len(ev) == 0 {
+		return "no faults"
+	}
+	lo, hi, sum := ev[0].For, ev[0].For, time.Duration(0)
+	per := map[int]int{}
+	for _, f := range ev {
+		lo, hi, sum = min(lo, f.For), max(hi, f.For), sum+f.For
+		per[f.Client]++
+	}
+	var counts []string
+	for i := range clients {
+		counts = append(counts, fmt.Sprint(per[i]))
+	}
+	return fmt.Sprintf("%d faults of %.1f–%.1f s, %.1f s down in all; by client %s", len(ev), lo.Seconds(), hi.Seconds(), sum.Seconds(), strings.Join(counts, ", "))
+}
+
 // outageMarkdown renders the outage report.
 func outageMarkdown(r *outageReport) string {
 	var b strings.Builder
@@ -765,8 +784,8 @@ func outageMarkdown(r *outageReport) string {
 	if r.StallShare > 0 {
 		stalls = fmt.Sprintf(" (a share %g of them stalls instead: the link's bytes held back both ways and delivered at the heal)", r.StallShare)
 	}
-	fmt.Fprintf(&b, "%d clients of one library contend for one lock, each through its own TCP fault proxy (bench/cmd/benchpeers/proxy.go: the library's internal/faultproxy is internal to its module), each looping: `Lock` (bounded by a %s context), a section of 50–300 ms, `Unlock`. Meanwhile one client's link at a time is blackholed for 0.3–3 s, every 1–3 s after the last heal%s: the connections open then are silenced for good (their bytes lost both ways, no reset: a failover or a NAT that forgot the flow), and new ones are taken and never answered until the heal. Every row runs the same seeded schedule (%d faults) and the same seeded section lengths, one row after the other, with only its own clients open. Simba's clients are made with `WithTTL(%s)` and nothing else; every peer with the TTL as its lease or session time, used as its README shows, with the retry settings its row names.\n\n",
-		r.Clients, r.LockTimeout, stalls, len(r.Schedule), r.TTL)
+	fmt.Fprintf(&b, "%d clients of one library contend for one lock, each through its own TCP fault proxy (bench/cmd/benchpeers/proxy.go: the library's internal/faultproxy is internal to its module), each looping: `Lock` (bounded by a %s context), a section of 50–300 ms, `Unlock`. Meanwhile one client's link at a time is blackholed for 0.3–3 s, every 1–3 s after the last heal%s: the connections open then are silenced for good (their bytes lost both ways, no reset: a failover or a NAT that forgot the flow), and new ones are taken and never answered until the heal. Every row runs the same seeded schedule (%s) and the same seeded section lengths, one row after the other, with only its own clients open. Simba's clients are made with `WithTTL(%s)` and nothing else that changes what they do (a listener counts their session expiries); every peer with the TTL as its lease or session time, used as its README shows, with the retry settings its row names.\n\n",
+		r.Clients, r.LockTimeout, stalls, scheduleNote(r.Schedule, r.Clients), r.TTL)
 	fmt.Fprintf(&b, "**Lock wait**: from the call to the grant, of the granted calls. **Heal → grant**: for the `Lock` calls during which the caller's own link healed, the longest time from that heal to the grant. **Failed**: `Lock` calls that returned an error, or (zk.Lock, which takes no context) returned after the %s timeout. **Overlaps**: a client entered the section while another was inside, by the harness's shared in-memory check; **through the fence**: of those, the ones where both clients' fenced writes (one on entry, one on exit, to an in-memory resource refusing a token below the highest it saw: Simba's `Held.Token()`, etcd's `Mutex.Header().Revision`) were all accepted; a library without a token writes unfenced, so every overlap goes through. **Sessions lost**: Simba's `EventSessionExpired`, go-zookeeper's `StateExpired`, etcd's session `Done()` (a new session is opened for the next `Lock`); \"–\" for a library without sessions. **Stuck**: calls still running at the row's end, past the timeout, after the links healed (they end when the harness closes the proxies). etcd grants leases of at least its minimum TTL (2 s here), whatever is asked.\n\n", r.LockTimeout)
 	b.WriteString("| server | library | grants | failed | Lock wait p50 / p99 / max | heal → grant (max) | overlaps (through the fence) | sessions lost | unlock errors | stuck | note |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, x := range r.Rows {
