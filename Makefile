@@ -2,7 +2,7 @@
 GO ?= go
 SEEDS ?= 10000
 
-.PHONY: all generate verify test test-short vet fmt bench bench-peers sim failover services redis-cluster zookeeper zk-ensemble zk-ensemble-stop demo chaos chaos-short chaos-mutant
+.PHONY: all generate verify test test-short vet fmt bench bench-peers bench-outage sim failover services redis-cluster zookeeper zk-ensemble zk-ensemble-stop demo chaos chaos-short chaos-mutant
 
 all: verify test
 
@@ -65,6 +65,14 @@ bench:
 ## Writes bench/results/latest.md, latest.json and the charts.
 bench-peers:
 	$(GO) -C bench run ./cmd/benchpeers
+
+## bench-outage: locks under link outages, Simba beside the peers: 3 clients contend for one
+## lock, each through its own fault proxy, one link blackholed at a time (a new seed, printed;
+## OUTAGE_FLAGS adds flags, e.g. -outage-seed N -outage-duration 2m). Writes
+## bench/results/outage.md and outage.json (about 6 minutes at 30 s per row).
+OUTAGE_FLAGS ?=
+bench-outage:
+	$(GO) -C bench run ./cmd/benchpeers -measures outage $(OUTAGE_FLAGS)
 
 ## sim: the simulator over many seeds (SEEDS=10000 by default)
 sim:

@@ -3,6 +3,7 @@ package simba_test
 import (
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -57,6 +58,72 @@ func TestREADMEQuotesStaleRun(t *testing.T) {
 	} {
 		if !strings.Contains(stale, want) {
 			t.Errorf("bench/results/stale.md does not say %q, as README.md's quote has it", want)
+		}
+	}
+}
+
+// TestREADMEQuotesOutageRun: the README's paragraph "After an outage" names the run of
+// bench/results/outage.md by its date and seed, and quotes, for Simba's Lock on each server,
+// the longest wait from a heal to a grant, the longest Lock, its p99 and the grants, and for
+// each peer its grants, failed Locks, longest Lock and overlaps, as the table has them. A new
+// run committed without the README's numbers updated fails here.
+func TestREADMEQuotesOutageRun(t *testing.T) {
+	readme := strings.Join(strings.Fields(readFile(t, "README.md")), " ")
+	outage := readFile(t, "bench/results/outage.md")
+	quote := regexp.MustCompile(`outage\.md\) \(the run of (\d{4}-\d\d-\d\d \d\d:\d\d) UTC, seed (\d+)`).FindStringSubmatch(readme)
+	if quote == nil {
+		t.Fatal("README.md: no \"outage.md) (the run of <date> UTC, seed <n>\"")
+	}
+	run := regexp.MustCompile(`(?m)^Run (\d{4}-\d\d-\d\d \d\d:\d\d) UTC .*; seed (\d+);`).FindStringSubmatch(outage)
+	if run == nil {
+		t.Fatal("bench/results/outage.md: no \"Run <date> UTC …; seed <n>;\" header")
+	}
+	if quote[1] != run[1] || quote[2] != run[2] {
+		t.Errorf("README.md quotes the outage run of %s UTC, seed %s; outage.md is the run of %s UTC, seed %s", quote[1], quote[2], run[1], run[2])
+	}
+	// The table's rows by server and library: grants, failed, p50 / p99 / max, heal → grant,
+	// overlaps (through the fence).
+	type row struct{ grants, failed, p99, max, heal, overlaps string }
+	rows := map[string]row{}
+	for _, m := range regexp.MustCompile("(?m)^\\| ([^|]+?) \\| ([^|]+?) \\| (\\d+) \\| (\\d+) \\| [^|/]+ / ([^|/]+) / ([^|/]+) \\| ([^|]+?) \\| (\\d+) \\(").FindAllStringSubmatch(outage, -1) {
+		rows[m[1]+" / "+m[2]] = row{grants: m[3], failed: m[4], p99: strings.TrimSpace(m[5]), max: strings.TrimSpace(m[6]), heal: m[7], overlaps: m[8]}
+	}
+	find := func(group, lib string) (row, bool) {
+		for k, r := range rows {
+			g, l, _ := strings.Cut(k, " / ")
+			if strings.HasPrefix(g, group) && strings.Contains(l, lib) {
+				return r, true
+			}
+		}
+		return row{}, false
+	}
+	simbaQuotes := regexp.MustCompile(`(Redis|PostgreSQL|MariaDB|ZooKeeper|etcd) (\d[\d.]* m?s) and (\d[\d.]* m?s) \(p99 (\d[\d.]* m?s), (\d+) grants`).FindAllStringSubmatch(readme, -1)
+	if len(simbaQuotes) != 5 {
+		t.Errorf("README.md quotes Simba's outage numbers for %d servers, want 5 (\"<server> <heal> and <max> (p99 <p99>, <n> grants\")", len(simbaQuotes))
+	}
+	for _, q := range simbaQuotes {
+		r, ok := find(q[1], "**Simba `Lock`**")
+		if !ok {
+			t.Errorf("bench/results/outage.md has no Simba row for %s", q[1])
+			continue
+		}
+		if got := []string{r.heal, r.max, r.p99, r.grants}; !slices.Equal(got, q[2:6]) {
+			t.Errorf("README.md quotes Simba on %s as %v (heal → grant, max, p99, grants); outage.md has %v", q[1], q[2:6], got)
+		}
+	}
+	peerQuotes := regexp.MustCompile(`(redislock|redsync|pglock|zk\.Lock|etcd's Mutex) (\d+) grants, (\d+) failed, the longest (\d[\d.]* m?s), (\d+) overlaps`).FindAllStringSubmatch(readme, -1)
+	if len(peerQuotes) != 5 {
+		t.Errorf("README.md quotes %d peers' outage numbers, want 5 (\"<peer> <n> grants, <k> failed, the longest <max>, <m> overlaps\")", len(peerQuotes))
+	}
+	peerRow := map[string][2]string{"redislock": {"Redis", "redislock"}, "redsync": {"Redis", "redsync"}, "pglock": {"PostgreSQL", "pglock"}, "zk.Lock": {"ZooKeeper", "zk.Lock"}, "etcd's Mutex": {"etcd", "concurrency.Mutex"}}
+	for _, q := range peerQuotes {
+		r, ok := find(peerRow[q[1]][0], peerRow[q[1]][1])
+		if !ok {
+			t.Errorf("bench/results/outage.md has no row for %s", q[1])
+			continue
+		}
+		if got := []string{r.grants, r.failed, r.max, r.overlaps}; !slices.Equal(got, q[2:6]) {
+			t.Errorf("README.md quotes %s as %v (grants, failed, max, overlaps); outage.md has %v", q[1], q[2:6], got)
 		}
 	}
 }

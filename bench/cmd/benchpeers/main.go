@@ -5,7 +5,9 @@
 // time with a SIGKILLed holder process (and the waiter's calls meanwhile), what each library's
 // holder writes after a pause past its TTL (SIGSTOPped between its lock check and its write,
 // Kleppmann's GC-pause scenario), and Simba's keep-alive calls per renewal interval with 1,
-// 100 and 10,000 held leases.
+// 100 and 10,000 held leases. Apart from those, -measures outage (alone: outage.go) runs
+// locks under link outages: clients contending through fault proxies, one link blackholed at
+// a time, and writes outage.md.
 //
 // It prints one Markdown table per measure and writes them, with the raw samples as JSON and
 // charts as PNG, under -out. Every loop is bounded in count (-rounds) and time (-budget).
@@ -35,7 +37,7 @@ func main() {
 	var (
 		o        opts
 		only     = flag.String("only", "", "comma-separated servers to measure (default all): "+strings.Join(groupKeys, ", ")+" (postgresql, pg, zk, cluster also accepted)")
-		measures = flag.String("measures", "", "comma-separated measures to run (default all): "+strings.Join(measureKeys, ", ")+"; the targets of a measure not run are reported \"not measured\". stale: a holder process of each library is SIGSTOPped between its lock check and its write until a waiter of the same library has taken the lock and written, then let go on: does its stale write land?")
+		measures = flag.String("measures", "", "comma-separated measures to run (default all): "+strings.Join(measureKeys, ", ")+"; the targets of a measure not run are reported \"not measured\". stale: a holder process of each library is SIGSTOPped between its lock check and its write until a waiter of the same library has taken the lock and written, then let go on: does its stale write land? outage (alone, not in the default set): clients contending for one lock through fault proxies, one link blackholed at a time; writes outage.md (see the -outage-* flags)")
 		holder   = flag.String("holder", "", "internal: run as a holder process of this role")
 		waitAs   = flag.String("waiter", "", "internal: run as a waiting process of this role")
 		idleAs   = flag.String("idle", "", "internal: run as an idle process of this role (a session open, waiting for nothing)")
@@ -44,7 +46,14 @@ func main() {
 		holdFor  = flag.String("name", "", "internal: the holder's lock name")
 		etcdDir  = flag.String("etcd", "", "internal: run the embedded etcd with its data under this directory")
 		rerender = flag.String("report", "", "measure nothing: write the report again from this latest.json of a full run (with the Targets table and its why texts as this binary judges them) into -out")
+		oo       outageOpts
 	)
+	flag.DurationVar(&oo.duration, "outage-duration", 30*time.Second, "outage: how long each row runs")
+	flag.DurationVar(&oo.ttl, "outage-ttl", time.Second, "outage: lease/session TTL of every library (whole seconds, for etcd)")
+	flag.DurationVar(&oo.lockTimeout, "outage-lock-timeout", 10*time.Second, "outage: each Lock call's context timeout (a longer call is a failed one)")
+	flag.IntVar(&oo.clients, "outage-clients", 3, "outage: clients contending for the lock, each through its own fault proxy")
+	flag.Uint64Var(&oo.seed, "outage-seed", 0, "outage: the seed of the fault schedule and the section lengths (0: a new one, printed)")
+	flag.Float64Var(&oo.stallShare, "outage-stalls", 0, "outage: the share of faults that stall the link (bytes held back and delivered at the heal) instead of blackholing it")
 	flag.IntVar(&o.rounds, "rounds", 6, "rounds of every measure (interleaved)")
 	flag.DurationVar(&o.budget, "budget", 15*time.Minute, "time for the whole run at most; rounds stop early to keep a third for the waiting and keep-alive measures (when they run)")
 	flag.DurationVar(&o.ttl, "ttl", 2*time.Second, "lease/session TTL of every library (whole seconds, for etcd)")
@@ -74,6 +83,23 @@ func main() {
 	}
 	if *rerender != "" {
 		if err := rewrite(*rerender, o); err != nil {
+			fmt.Fprintln(os.Stderr, "benchpeers:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if slices.Contains(splitList(*measures), mOutage) {
+		// The outage measure runs alone and writes outage.md and outage.json.
+		sel, err := parseSelection(*only, "")
+		if err == nil && len(splitList(*measures)) > 1 {
+			err = fmt.Errorf("-measures: %s runs alone", mOutage)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "benchpeers:", err)
+			os.Exit(2)
+		}
+		oo.out = o.out
+		if err := runOutage(oo, sel, o.zkTick, o.noEtcd); err != nil {
 			fmt.Fprintln(os.Stderr, "benchpeers:", err)
 			os.Exit(1)
 		}
