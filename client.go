@@ -79,6 +79,7 @@ type Client struct {
 	closeFut  engine.FutureID
 	stopping  bool
 	self      []func() // posted by the loop goroutine to itself, run before c.in
+	probe     prober   // probes the backend while the session's calls fail (probe.go)
 
 	// mu guards the fields below. A name is in handles while an Election of this client has
 	// it (from NewElection to Stop) or while some goroutine holds or waits for the lock of that
@@ -96,6 +97,9 @@ type Client struct {
 	// (watchOpen).
 	openCut  *context.CancelFunc
 	cutOpens bool
+	// sessCalls are the session calls (open, keep-alive) in flight, which a probe that the
+	// backend answered cuts short if they were sent before it (probe.go).
+	sessCalls []*stuckCall
 
 	errSeq  atomic.Uint64 // numbers the backend errors reported, for request's ctx errors
 	sessErr errNote       // errors of session calls (open, keep-alive, close)
@@ -502,6 +506,7 @@ func (c *Client) loop() {
 	for _, t := range c.timers {
 		t.timer.Stop()
 	}
+	c.stopProbe()
 	c.cancel()
 	for id, f := range c.futures {
 		f.complete(Term{}, ErrClosed)
@@ -1001,6 +1006,10 @@ func (c *Client) runCall(cl call, caller context.Context) (cut, handed bool) {
 	if ef.Op == engine.OpOpenSession {
 		openCut = c.watchOpen(cancel)
 	}
+	var sessCall *stuckCall
+	if ef.Op == engine.OpOpenSession || ef.Op == engine.OpKeepAlive {
+		sessCall = c.watchSessionCall(ev.SentAt, cancel)
+	}
 	if caller == nil || caller.Done() == nil {
 		c.call(ctx, ef, &ev)
 	} else {
@@ -1034,6 +1043,9 @@ func (c *Client) runCall(cl call, caller context.Context) (cut, handed bool) {
 		if cut {
 			<-caller.Done() // past its deadline: at once, so that the caller sees it ended
 		}
+	}
+	if sessCall != nil {
+		ev.Err = c.unwatchSessionCall(sessCall, ef.Op, ev.Err)
 	}
 	if openCut != nil && c.unwatchOpen(openCut) && ev.Err != nil && ctx.Err() != nil {
 		// Close cut the open: not the backend's failure, and nothing to retry.
@@ -1184,6 +1196,9 @@ func isAbandoned(err error) bool {
 // a retryable failure is reported here (a permanent one when the engine publishes it), and a
 // success clears the permanent error it proves gone.
 func (c *Client) callDone(op engine.Op, name string, err error) {
+	if (op == engine.OpOpenSession || op == engine.OpKeepAlive) && !isAbandoned(err) {
+		c.sessionCallDone(err != nil && spi.Classify(err) != spi.Permanent && !errors.Is(err, ErrClosed))
+	}
 	switch {
 	case err != nil && isAbandoned(err):
 		// The caller's context ended, not the backend's doing: nothing to report or clear.

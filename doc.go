@@ -47,7 +47,12 @@
 // sentAt + remaining × (1 − drift) − margin on the client's monotonic clock, where sentAt is
 // when the renewing request was sent. Defaults (DefaultTTL and the other Default constants):
 // TTL 15 s, renewal every TTL/3, drift 1 %, margin 50 ms, cooldown one TTL, retry jitter up to
-// 25 ms, backoff from 50 ms up to the renewal interval. WithDrift(0), WithMargin(0) and
+// 25 ms, backoff from 50 ms up to the renewal interval. A backend that comes back after an
+// outage is not left waiting for the backoff: while the session's calls fail, the client probes
+// it (a cheap read, one at a time, the next at most 100 ms after the previous one failed), and
+// once it answers, the session is reopened or renewed and failed acquires are retried within
+// 50 ms, a session call still hanging on a connection the outage silenced being cut short (at
+// most once per backoff bound, so that a flapping link cannot make clients hammer a backend). WithDrift(0), WithMargin(0) and
 // WithJitter(0) mean zero, not the default; WithCooldown(0) means the default; WithTTL(0) and
 // WithRenewEvery(0) are rejected.
 //

@@ -53,8 +53,9 @@ func TestEveryFailedCallIsReported(t *testing.T) {
 	var rec errorEvents
 	var logs testenv.LogBuffer
 	b := w.srv.Backend()
-	b.FailNext(3, nil)
-	c, err := simba.New(b, simba.WithClock(w.clock), simba.WithTTL(testTTL), simba.WithOwner("a"),
+	// The first three opens fail (only opens: the client also probes the backend while its
+	// session calls fail, and a probe would take one of FailNext's failures).
+	c, err := simba.New(&failOpens{Backend: b, n: 3}, simba.WithClock(w.clock), simba.WithTTL(testTTL), simba.WithOwner("a"),
 		simba.WithSeed(1), simba.WithListener(rec.listen), simba.WithLogger(logs.Logger()))
 	if err != nil {
 		t.Fatal(err)
@@ -95,6 +96,24 @@ func TestEveryFailedCallIsReported(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// failOpens fails its first n OpenSession calls with a retryable error, as FailNext does.
+type failOpens struct {
+	spi.Backend
+	mu sync.Mutex
+	n  int
+}
+
+func (b *failOpens) OpenSession(ctx context.Context, owner string, ttl time.Duration) (spi.Session, error) {
+	b.mu.Lock()
+	fail := b.n > 0
+	b.n--
+	b.mu.Unlock()
+	if fail {
+		return spi.Session{}, spi.Unavailable("OpenSession", simbatest.ErrInjected)
+	}
+	return b.Backend.OpenSession(ctx, owner, ttl)
+}
 
 // TestLockEndingOnCtxJoinsTheBackendError: a Lock whose calls keep failing (retryably) ends on
 // ctx with ctx's error joined with the last backend error: errors.Is holds for both, and the

@@ -369,7 +369,8 @@ func (b *Backend) noteTTL(ttl time.Duration) {
 }
 
 // timedOut closes the backend's own client's connections that went silent, when a session
-// call sent at sent failed because ctx ended (see connWatch.dropSilent).
+// call (or Members, the client's probe) sent at sent failed because ctx ended (see
+// connWatch.dropSilent).
 func (b *Backend) timedOut(ctx context.Context, sent time.Time) {
 	if b.conns != nil && ctx.Err() != nil {
 		b.conns.dropSilent(sent)
@@ -903,8 +904,13 @@ func (b *Backend) Members(ctx context.Context, group string) ([]spi.SessionID, e
 		return nil, err
 	}
 	p := wire.EtcdMembersPrefix(b.prefix, group)
+	sent := time.Now()
 	r, err := cli.Get(ctx, p, clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
+		// A Members that timed out is evidence of a silent link as a session call's is: the
+		// client probes a backend whose session calls fail with Members, and the probe must
+		// not wait on a dead connection that only a session call's timeout would close.
+		b.timedOut(ctx, sent)
 		return nil, b.classify("members", err)
 	}
 	return memberIDs(r.Kvs, p), nil

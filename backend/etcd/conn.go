@@ -18,9 +18,10 @@ import (
 //     blackhole, a hung server) lasts gRPC's MinConnectTimeout, the dial timeout (5 s by
 //     default), fixed when the client is made. The backend gives up an attempt that has read
 //     nothing after connectBound: the shortest TTL asked of the backend / connbound.Divisor,
-//     at least connbound.Min, at most the dial timeout, doubling after each round of the
-//     endpoints whose attempts were all given up (a network slower than the bound still
-//     connects, a few attempts later; any other outcome, a refusal included, starts over).
+//     at least connbound.Min, at most the dial timeout and a third of that TTL, doubling
+//     after each round of the endpoints whose attempts were all given up (a network slower
+//     than the bound still connects, a few attempts later; any other outcome, a refusal
+//     included, starts over).
 //   - A connection that went silent (its packets dropped, with no reset: a load balancer's
 //     failover, a lost NAT entry, a partition) stays READY for gRPC until its keep-alive
 //     pings fail: at least 10 s (gRPC raises any ping interval below that) plus the ping
@@ -94,12 +95,21 @@ func newConnWatch(dialTimeout time.Duration, endpoints int, minTTL func() time.D
 	return &connWatch{dialTimeout: dialTimeout, endpoints: max(endpoints, 1), minTTL: minTTL, live: map[*watchedConn]struct{}{}}
 }
 
-// connectBound is how long a connection attempt may go without reading a byte.
+// connectBound is how long a connection attempt may go without reading a byte. Once a session
+// was asked for, it doubles up to a third of the shortest TTL (the longest call timeout a session
+// of that TTL has), not the dial timeout: an attempt that has read nothing by then is of no use
+// to the session call waiting for it, and one made into a blackhole, its bound doubled by the
+// attempts the outage swallowed, held the backend's return back by up to the dial timeout
+// (2.5 s after the heal at TTL 3 s, 1.1 s at TTL 1 s, while the client's probes timed out).
 func (w *connWatch) connectBound() time.Duration {
 	w.mu.Lock()
 	cut := w.cut
 	w.mu.Unlock()
-	return connbound.Bound(w.minTTL(), w.dialTimeout, cut, w.endpoints)
+	limit, ttl := w.dialTimeout, w.minTTL()
+	if ttl > 0 {
+		limit = min(limit, max(ttl/3, connbound.Min))
+	}
+	return connbound.Bound(ttl, limit, cut, w.endpoints)
 }
 
 // dial is the gRPC dialer (grpc.WithContextDialer): a TCP connection, given up (closed) if it

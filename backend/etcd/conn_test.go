@@ -9,7 +9,9 @@ import (
 )
 
 // TestConnectBound: the shortest TTL / 6, within [100 ms, the dial timeout], doubled per round
-// of the endpoints whose attempts were all given up.
+// of the endpoints whose attempts were all given up, up to a third of the TTL (the call
+// timeout): doubled to the dial timeout by an outage's swallowed attempts, the bound held a
+// session's reopen back by seconds after a blackhole healed.
 func TestConnectBound(t *testing.T) {
 	ms := time.Millisecond
 	var ttl time.Duration
@@ -26,7 +28,9 @@ func TestConnectBound(t *testing.T) {
 		{time.Second, 2, 333333332},
 		{60 * time.Second, 0, 5 * time.Second},
 		{100 * ms, 0, 100 * ms},
-		{3 * time.Second, 20, 5 * time.Second},
+		{3 * time.Second, 20, time.Second},
+		{time.Second, 8, 333333333},
+		{0, 20, 5 * time.Second},
 	} {
 		ttl, w.cut = c.ttl, c.cut
 		if got := w.connectBound(); got != c.want {

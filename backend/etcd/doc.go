@@ -142,7 +142,12 @@ load balancer's failover), at TTL 1 s as at 15 s (TestSessionRidesOutShortOutage
     the dial timeout (before any session, the dial timeout): an attempt made just before the
     outage ended costs a session at most half the renewal interval left to it. A bound that
     the network is too slow for doubles after each round of the endpoints whose attempts were
-    all given up, so a client still connects, a few attempts later.
+    all given up, so a client still connects, a few attempts later, up to a third of the TTL
+    (the call timeout: an attempt slower than that is of no use to a session call). Doubled
+    up to the dial timeout, the attempts an outage swallowed left one pending at the heal for
+    seconds: a session lost to a blackhole was reopened 2.5 s after it ended at TTL 3 s,
+    1.1 s at TTL 1 s (now 1.0 s and 0.4 s, with the client's probe; see "After an outage" in
+    the README).
 
 None of this makes reconnect storms: while a server is down, each client dials each endpoint
 at most every ReconnectMaxDelay ±20% by gRPC's backoff (a per-TTL backoff would need gRPC's

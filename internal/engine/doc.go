@@ -24,6 +24,9 @@
 //     name and token;
 //   - EvHint for each backend hint (spi.Hinter), if the backend has them (hints can be forged
 //     or come in storms: the engine damps them per name, see HintWindow);
+//   - EvReachable when the backend answers again while the session's calls were failing (the
+//     shell's probe): calls that wait out a failure's backoff are retried at once, at most once
+//     per BackoffMax (Engine.reachable);
 //   - EvTimer and EvReply, as the effects below ask.
 //
 // Effects and what the driver does with them:

@@ -61,6 +61,10 @@ type election struct {
 	hintRetry  bool
 	fails      int
 	quietUntil time.Duration
+	// backoffRetry: the armed retry waits out a failure's backoff (a retryable error), and
+	// inBackingOff: e is in Engine.backingOff; poked: the backend was seen answering while
+	// the acquire in flight was, so it is retried at once should it fail (see reachable).
+	backoffRetry, inBackingOff, poked bool
 	// falseHint: a hint proved false at falseHintAt (see onAcquireReply).
 	falseHint   bool
 	falseHintAt time.Duration
@@ -353,7 +357,7 @@ func (s *Engine) acquire(e *election) {
 		s.sync(e)
 		return
 	}
-	e.retrying, e.hinted = false, false
+	e.retrying, e.hinted, e.backoffRetry, e.poked = false, false, false, false
 	e.byHint, e.hintRetry = e.hintRetry, false
 	queue := s.opt.Queue && e.flavor != FlavorTryLock
 	e.queueUntil = s.sess.deadline
@@ -377,7 +381,7 @@ func (s *Engine) noSessionErr(name string) error {
 var errNoSession = errors.New("no live session")
 
 func (s *Engine) retryLater(e *election, at time.Duration) {
-	e.retrying, e.retryAt = true, max(at, s.now)
+	e.retrying, e.retryAt, e.backoffRetry = true, max(at, s.now), false
 	s.arm(TimerRetry, e.name, e.retryAt)
 	s.sync(e)
 }
@@ -408,10 +412,22 @@ func (s *Engine) onAcquireReply(p pending, ev Event) {
 			s.end(e, ev.Err) // as it is: not ErrUnavailable, which says that retrying may help
 		case e.flavor == FlavorTryLock:
 			s.end(e, spi.Unavailable("acquire "+e.name, ev.Err))
+		case e.poked && spi.Classify(ev.Err) != spi.Permanent:
+			// The backend answered meanwhile (reachable): this attempt was stuck.
+			e.fails++
+			s.retryLater(e, s.soon())
 		default:
 			e.fails++
 			s.retryLater(e, add(s.now, s.backoff(e.fails, ev.Err)))
+			if spi.Classify(ev.Err) != spi.Permanent {
+				e.backoffRetry = true
+				if !e.inBackingOff {
+					e.inBackingOff = true
+					s.backingOff = append(s.backingOff, e)
+				}
+			}
 		}
+		e.poked = false
 		return
 	}
 	a := ev.Acquire

@@ -36,6 +36,14 @@ type Engine struct {
 	// is not hammered with opens as fast as it answers.
 	shortLived int
 	handovers  int
+	// reachQuiet: until then, signs that the backend answers again change nothing (see
+	// reachable); backingOff holds the candidates whose retry waits out a failure's backoff
+	// (entries may be stale: check backoffRetry).
+	reachQuiet time.Duration
+	backingOff []*election
+	// lastFail is when the latest call failed: only a success of a call sent after it is a
+	// sign that the backend answers again.
+	lastFail time.Duration
 
 	elections map[string]*election
 	// active holds the elections a keep-alive must ask about: those in Leader or Handover,
@@ -86,6 +94,10 @@ type session struct {
 	// clears it.
 	settleAt time.Duration
 	closeReq ReqID
+	// poked: the backend was seen answering (reachable) while this session's open or a
+	// failing keep-alive was in flight: should that call fail, it is retried at once rather
+	// than after a backoff.
+	poked    bool
 	openedAt time.Duration // when the open reply came
 	// openErr is the error of this session's last failed open (nil if none failed): a
 	// TryLock that finds no session and no open in flight fails with it (see noSessionErr).
@@ -181,6 +193,8 @@ func (s *Engine) Step(ev Event, now time.Duration) []Effect {
 		s.leave(ev.Name, ev.Future)
 	case EvClose:
 		s.close(ev.Future)
+	case EvReachable:
+		s.reachable(true)
 	}
 	return s.out
 }
@@ -348,6 +362,10 @@ func (s *Engine) onOpenReply(p pending, ev Event) {
 			}
 		}
 		s.sess.openAt = add(s.now, s.backoff(s.sess.fails, ev.Err))
+		if s.sess.poked && !permanent {
+			s.sess.openAt = s.soon() // the backend answered meanwhile: this open was stuck
+		}
+		s.sess.poked = false
 		s.arm(TimerOpen, "", s.sess.openAt)
 		return
 	}
@@ -451,10 +469,14 @@ func (s *Engine) onKeepAliveReply(p pending, ev Event) {
 		s.sess.fails++
 		s.failed(OpKeepAlive, "", ev.Err)
 		s.sess.kaAt = add(s.now, s.backoff(s.sess.fails, ev.Err))
+		if s.sess.poked && spi.Classify(ev.Err) != spi.Permanent {
+			s.sess.kaAt = min(s.sess.kaAt, s.soon())
+		}
+		s.sess.poked = false
 		s.arm(TimerRenew, "", s.sess.kaAt)
 		return
 	}
-	s.sess.fails = 0
+	s.sess.fails, s.sess.poked = 0, false
 	sent := s.sentAt(p, ev)
 	// The latest reply is the backend's freshest word, even when it shortens the deadline
 	// (at most one keep-alive is in flight, so replies arrive in order).
@@ -791,6 +813,17 @@ func (s *Engine) reply(ev Event) {
 		return // unknown or duplicate reply
 	}
 	delete(s.pending, ev.Req)
+	if ev.Err != nil {
+		s.lastFail = s.now
+	} else if s.sentAt(p, ev) > s.lastFail {
+		// The backend answered a request sent after the latest failure: calls waiting out a
+		// failure's backoff need not wait it out (once this reply is handled).
+		defer func() {
+			if s.sess.state == SessionLive {
+				s.reachable(false)
+			}
+		}()
+	}
 	switch p.op {
 	case OpOpenSession:
 		s.onOpenReply(p, ev)
@@ -865,6 +898,97 @@ func (s *Engine) hint(h spi.Hint) {
 			s.sendMembers(g)
 		}
 	}
+}
+
+// soon is when a call the backend is known to answer again is retried: within a jitter of
+// BackoffMin of now, so that clients told at the same moment (a database back after a
+// failover) spread their retries.
+func (s *Engine) soon() time.Duration {
+	return add(s.now, time.Duration(s.jitter*float64(s.opt.BackoffMin)))
+}
+
+// reachable handles a sign that the backend answers again: EvReachable (the shell's probe
+// succeeded while the session's calls were failing), or the success of a call while other
+// calls wait out a failure's backoff (the backend answers on another path). Without it a
+// client whose server came back reopened its session, renewed it or retried an acquire only
+// when the backoff drawn after its last failure ran out (up to BackoffMax, the renewal
+// interval), and a call stuck on a connection the outage silenced failed only at its timeout
+// and then waited out a backoff as well. Now:
+//   - an open, keep-alive or acquire whose retry waits out a failure's backoff is retried at
+//     once (soon: within a jitter of BackoffMin);
+//   - the session's open, a failing keep-alive, or an acquire after failures, in flight now,
+//     is retried at once should it fail (poked), instead of after a backoff.
+//
+// What it keeps: the failure counts stay, so retries that still fail back off as before
+// (growing to BackoffMax); permanent errors keep BackoffMax (a sign is no reason to hammer a
+// backend that refuses); a backend that loses sessions as fast as it opens them keeps its
+// backoff between opens (shortLived); a candidate in cooldown stays there; and a waiter's
+// place in a queue is taken as usual, by the acquire. Damping: a sign acts at most once per
+// BackoffMax (reachQuiet), so a link that flaps, or probes that succeed while the calls keep
+// failing, add at most one retry of each call per BackoffMax to the backoff's own.
+//
+// probe says the sign is EvReachable; the success of a call (not a probe) pokes no acquire in
+// flight, so that it costs nothing per reply while nothing waits out a backoff.
+func (s *Engine) reachable(probe bool) {
+	if !s.booted || s.closing || s.now < s.reachQuiet {
+		return
+	}
+	soon := s.soon()
+	acted := false
+	switch s.sess.state {
+	case SessionOpening:
+		switch {
+		case s.sess.openReq != 0:
+			s.sess.poked, acted = true, true
+		case s.shortLived < 2 && s.sess.openAt > soon && !s.permanentOpenErr():
+			s.sess.openAt = soon
+			s.arm(TimerOpen, "", soon)
+			acted = true
+		}
+	case SessionLive:
+		if s.sess.fails > 0 {
+			switch {
+			case s.sess.kaReq != 0:
+				s.sess.poked, acted = true, true
+			case s.sess.kaAt > soon:
+				s.sess.kaAt = soon
+				s.arm(TimerRenew, "", soon)
+				acted = true
+			}
+		}
+		if probe {
+			for _, e := range s.active {
+				if e.inflight != 0 && e.current && e.state == Candidate && e.fails > 0 {
+					e.poked, acted = true, true
+				}
+			}
+		}
+		kept := s.backingOff[:0]
+		for _, e := range s.backingOff {
+			if !e.backoffRetry || !e.retrying || e.state != Candidate || e.inflight != 0 {
+				e.backoffRetry, e.inBackingOff = false, false // stale
+				continue
+			}
+			if e.retryAt > soon {
+				e.backoffRetry, e.inBackingOff = false, false
+				s.retryLater(e, soon)
+				acted = true
+				continue
+			}
+			kept = append(kept, e)
+		}
+		clear(s.backingOff[len(kept):])
+		s.backingOff = kept
+	}
+	if acted {
+		s.reachQuiet = add(s.now, s.opt.BackoffMax)
+	}
+}
+
+// permanentOpenErr reports whether the last open failed with a permanent error (its retry
+// keeps BackoffMax).
+func (s *Engine) permanentOpenErr() bool {
+	return s.sess.openErr != nil && spi.Classify(s.sess.openErr) == spi.Permanent
 }
 
 // backendExpired reports whether a SessionExpired reply must end the session (it always must,

@@ -121,7 +121,9 @@ type Options struct {
 	RetryJitter time.Duration
 	// BackoffMin and BackoffMax bound the exponential backoff of failed calls, with
 	// 0 < BackoffMin ≤ BackoffMax ≤ MaxDuration once resolved; each delay is drawn uniformly
-	// below the bound (full jitter). A zero BackoffMax means DefaultBackoffMax(RenewInterval),
+	// below the bound (full jitter). A sign that the backend answers again (EvReachable, or
+	// a call sent after the latest failure that succeeds) cuts a retryable failure's backoff
+	// short: the call is retried within a jitter of BackoffMin, at most once per BackoffMax. A zero BackoffMax means DefaultBackoffMax(RenewInterval),
 	// the renewal interval; a zero BackoffMin means DefaultBackoffMinFor(BackoffMax), 50 ms
 	// capped at BackoffMax.
 	BackoffMin, BackoffMax time.Duration

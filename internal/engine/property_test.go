@@ -13,7 +13,7 @@ import (
 )
 
 // TestStepProperties feeds random event sequences (random replies to outstanding calls,
-// timers, starts, stops, hints, groups, close) and checks, after every step:
+// timers, starts, stops, hints, signs that the backend answers again, groups, close) and checks, after every step:
 //   - Step never panics;
 //   - per name, Elected and Revoked alternate, with matching tokens;
 //   - a term is elected only while the session is live and before its deadline, with a token
@@ -283,7 +283,11 @@ func TestStepProperties(t *testing.T) {
 					step(Event{Kind: EvLeave, Name: "g", Future: nextFut})
 				}
 			case 11:
-				step(Event{Kind: EvHint, Hint: spi.Hint{Kind: spi.GroupChanged, Name: "g"}})
+				if rapid.Bool().Draw(rt, "reachable") {
+					step(Event{Kind: EvReachable, Jitter: jit})
+				} else {
+					step(Event{Kind: EvHint, Hint: spi.Hint{Kind: spi.GroupChanged, Name: "g"}})
+				}
 			case 12:
 				if rapid.IntRange(0, 5).Draw(rt, "close") == 0 {
 					nextFut++

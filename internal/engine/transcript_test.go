@@ -37,6 +37,7 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of the tr
 //	stop NAME | stepdown NAME   (a future is made up)
 //	work-exited NAME [token=N]  (default: the election's current token)
 //	hint released NAME | hint group G
+//	reachable [jitter=F]        the backend answers again (the shell's probe succeeded)
 //	join G partitions=N [work] | leave G | close
 //	reply REQ RESULT [sent=D] [jitter=F]   RESULT by the call's op:
 //	    err[=permanent] [msg=...]                any op
@@ -348,6 +349,8 @@ func (d *driver) run(cmd string) (out string, err error) {
 			h.Kind = spi.GroupChanged
 		}
 		d.step(Event{Kind: EvHint, Hint: h, Jitter: jitter(args)})
+	case "reachable":
+		d.step(Event{Kind: EvReachable, Jitter: jitter(args)})
 	case "join":
 		var f FutureID
 		if _, ok := args["f"]; ok { // the Join's future only when asked: it completes at once

@@ -35,10 +35,11 @@ const (
 	EvJoin
 	EvLeave
 	EvClose
+	EvReachable
 	numEventKinds
 )
 
-var eventKindNames = [...]string{"", "boot", "start", "stop", "step-down", "timer", "reply", "hint", "work-exited", "join", "leave", "close"}
+var eventKindNames = [...]string{"", "boot", "start", "stop", "step-down", "timer", "reply", "hint", "work-exited", "join", "leave", "close", "reachable"}
 
 // String names the kind as transcripts print it.
 func (k EventKind) String() string {
@@ -298,6 +299,9 @@ func (k PublishKind) String() string {
 //     with every error among them, such as each release of unknown outcome, joined on one
 //     line).
 //   - EvClose: Future (completes when every handover ended and the session is closed).
+//   - EvReachable: none. The backend answered again after the session's calls failed (the
+//     shell's probe succeeded): the calls that wait out a failure's backoff are retried
+//     without waiting it out (Engine.reachable).
 //
 // Jitter, in [0, 1], is the driver's random draw for this event; the engine multiplies it into
 // retry delays (backoff and the retry after HeldBy), so it never draws randomness itself.

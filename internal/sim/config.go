@@ -96,6 +96,12 @@ type Faults struct {
 	// Outages are windows of backend time in which every call fails (half of them with a
 	// quick error, half with a timeout).
 	Outages []Window
+	// Probes are the signs that the backend answers again (engine.EvReachable) that the
+	// clients' drivers step, as the shell's probe does once the backend answers it: one per
+	// client shortly after each outage ends, and, standing for a link that flaps (or a probe
+	// that got through while the calls still fail), a few while an outage lasts. Drawn for
+	// half the seeds with outages, from a stream of their own.
+	Probes []Probe
 	// Pauses are client pauses (the GC-pause case): the client processes nothing during the
 	// window, then everything queued at once with the late time.
 	Pauses []Pause
@@ -125,6 +131,12 @@ type Window struct{ From, To time.Duration }
 type Pause struct {
 	Client int
 	Window
+}
+
+// Probe steps engine.EvReachable at client Client at backend time At.
+type Probe struct {
+	Client int
+	At     time.Duration
 }
 
 // Crash crashes client Client at At and restarts it at Restart (never if negative).
@@ -166,6 +178,12 @@ func newRand(seed uint64) *rand.Rand {
 // of a seed that does not enable them, exactly as they were.
 func newAuxRand(seed uint64) *rand.Rand {
 	return rand.New(rand.NewPCG(seed, 0x4c45415345)) // "LEASE"
+}
+
+// newProbeRand is the stream Faults.Probes are drawn from, so that adding them changed no
+// other option of any seed.
+func newProbeRand(seed uint64) *rand.Rand {
+	return rand.New(rand.NewPCG(seed, 0x50524f4245)) // "PROBE"
 }
 
 // Derive returns the configuration of seed (with rule brk broken, if non-zero), drawing it from
@@ -266,6 +284,16 @@ func Derive(seed uint64, shape Shape, brk engine.Rule, rng *rand.Rand) Config {
 	if !f.LeaseExpiry {
 		f.SessionWaiters = aux.Float64() < 0.5
 	}
+	if probe := newProbeRand(seed); len(f.Outages) > 0 && probe.Float64() < 0.5 {
+		for _, w := range f.Outages {
+			for n := probe.IntN(4); n > 0; n-- { // during the outage: false signs
+				f.Probes = append(f.Probes, Probe{probe.IntN(shape.Clients), w.From + time.Duration(probe.Int64N(int64(w.To-w.From)+1))})
+			}
+			for i := range shape.Clients { // after it: each client's probe gets through
+				f.Probes = append(f.Probes, Probe{i, w.To + time.Duration(probe.Int64N(int64(50*time.Millisecond)))})
+			}
+		}
+	}
 	return c
 }
 
@@ -283,7 +311,7 @@ func (c *Config) String() string {
 		f.LatencyMin, f.LatencyMax, f.LostRequest, f.LostReply, f.Timeout, f.Late, f.Slow, f.SlowKeepAlive)
 	fmt.Fprintf(&b, "hints=%v lost-hint=%.3f expiry-hints=%v report-all-held=%v lease-expiry=%v session-waiters=%v forced-expiries=%d\n",
 		f.Hints, f.LostHint, f.ExpiryHints, f.ReportAllHeld, f.LeaseExpiry, f.SessionWaiters, f.Expiries)
-	fmt.Fprintf(&b, "outages=%v pauses=%v crashes=%v\n", f.Outages, f.Pauses, f.Crashes)
+	fmt.Fprintf(&b, "outages=%v probes=%v pauses=%v crashes=%v\n", f.Outages, f.Probes, f.Pauses, f.Crashes)
 	fmt.Fprintf(&b, "actions every %v (close %.2f); work=%.2f self-exit=%.2f slow=%.2f never=%.2f",
 		f.ActionMean, f.Close, f.Work, f.WorkSelfExit, f.WorkSlow, f.WorkNever)
 	return b.String()

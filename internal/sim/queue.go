@@ -24,6 +24,7 @@ const (
 	kRestart                 // a fresh engine starts for the client
 	kExpire                  // the backend expires the client's session by force
 	kOutage                  // an outage starts (a note for the transcript)
+	kProbe                   // a client's driver steps engine.EvReachable
 	kCheck                   // the periodic checks
 	kHeal                    // faults stop
 	kSettled                 // the liveness deadline

@@ -324,6 +324,9 @@ func (s *Sim) reset(seed uint64, brk engine.Rule) {
 	for _, w := range f.Outages {
 		s.q.push(item{at: w.From, kind: kOutage, client: -1, idx: -1})
 	}
+	for _, p := range f.Probes {
+		s.q.push(item{at: p.At, kind: kProbe, client: int32(p.Client), idx: -1})
+	}
 	for _, p := range f.Pauses {
 		s.q.push(item{at: p.From, kind: kPause, client: int32(p.Client), idx: -1})
 	}
@@ -450,6 +453,13 @@ func (s *Sim) dispatch(it *item) {
 	case kResume:
 		if it.inc == c.inc {
 			s.resume(c)
+		}
+		return
+	case kProbe:
+		// Whatever incarnation runs then (a crashed client has none; a paused one steps
+		// nothing: its probe would wait for it).
+		if c.eng != nil && !c.paused {
+			s.step(c, engine.Event{Kind: engine.EvReachable}, -1)
 		}
 		return
 	}

@@ -182,21 +182,24 @@ func TestFairnessMutation(t *testing.T) {
 // checked: a backend that claims spi.SessionQueue while its entries lapse with the session's
 // expiry as of the waiter's latest attempt lets a waiter that no longer re-attempts be passed
 // over (fair-queue), and one that does not run a failed withdrawal again keeps a free lease
-// reserved for a session that stopped waiting (liveness).
+// reserved for a session that stopped waiting (liveness). The second is rare (about one seed in
+// 400): it is looked for in twice the default seeds (the first catch moved from seed 198 to 545
+// when the engine began to retry failed calls once the backend answers again: Engine.reachable).
 func TestSessionWaitersMutations(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		mutate func(*Sim)
 		check  string
+		seeds  uint64
 	}{
-		{"false-claim", func(s *Sim) { s.falseSessionWaiters = true }, CheckFair},
-		{"no-withdraw-retry", func(s *Sim) { s.noWithdrawRetry = true }, CheckLiveness},
+		{"false-claim", func(s *Sim) { s.falseSessionWaiters = true }, CheckFair, defaultSeeds},
+		{"no-withdraw-retry", func(s *Sim) { s.noWithdrawRetry = true }, CheckLiveness, 2 * defaultSeeds},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := New(DefaultShape())
 			tc.mutate(s)
 			var other []string
-			for seed := uint64(1); seed <= defaultSeeds; seed++ {
+			for seed := uint64(1); seed <= tc.seeds; seed++ {
 				res := s.Run(seed, 0)
 				if res.Violation == nil {
 					continue
@@ -207,7 +210,7 @@ func TestSessionWaitersMutations(t *testing.T) {
 				}
 				other = append(other, fmt.Sprintf("seed %d: %v", seed, res.Violation))
 			}
-			t.Fatalf("%s: %s never fired in %d seeds (other violations: %v)", tc.name, tc.check, defaultSeeds, other)
+			t.Fatalf("%s: %s never fired in %d seeds (other violations: %v)", tc.name, tc.check, tc.seeds, other)
 		})
 	}
 }

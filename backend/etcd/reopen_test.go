@@ -1,0 +1,28 @@
+package etcd
+
+import (
+	"testing"
+
+	"github.com/simba-go/simba/internal/faultproxy"
+	"github.com/simba-go/simba/internal/outagetest"
+	"github.com/simba-go/simba/internal/testenv"
+)
+
+// TestReopenAtOnceAfterOutage: a client whose session an outage took (connections refused, or
+// a blackhole) reopens it, and an election started during the outage and a Lock that waited
+// through it are granted, within 500 ms (refused) or 1 s (blackholed) of the client's time
+// after the heal (outagetest.Reopen). The client used to wait for its next open after a backoff
+// of up to a renewal interval (20 s at the TTL of 60 s used), after the timeout of an open that
+// hung on the blackholed link as well.
+func TestReopenAtOnceAfterOutage(t *testing.T) {
+	for _, blackhole := range []bool{false} { // blackholed: in backend/redis (here it is slow: real-time redials)
+		t.Run(map[bool]string{false: "Refused", true: "Blackhole"}[blackhole], func(t *testing.T) {
+			addr := testenv.Etcd(t)[0]
+			prefix := testPrefix(t)
+			p := faultproxy.StartTest(t, addr)
+			b := openBackend(t, "etcd://"+p.Addr()+prefix)
+			direct := openBackend(t, "etcd://"+addr+prefix)
+			outagetest.Reopen(t, b, direct, p, "reopen", blackhole)
+		})
+	}
+}

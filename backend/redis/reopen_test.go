@@ -1,0 +1,34 @@
+package redis
+
+import (
+	"testing"
+
+	"github.com/simba-go/simba/internal/faultproxy"
+	"github.com/simba-go/simba/internal/outagetest"
+	"github.com/simba-go/simba/internal/testenv"
+)
+
+// TestReopenAtOnceAfterOutage: a client whose session an outage took (connections refused, or
+// a blackhole) reopens it, and an election started during the outage and a Lock that waited
+// through it are granted, within 500 ms (refused) or 1 s (blackholed) of the client's time
+// after the heal (outagetest.Reopen). The client used to wait for its next open after a backoff
+// of up to a renewal interval (20 s at the TTL of 60 s used), after the timeout of an open that
+// hung on the blackholed link as well.
+func TestReopenAtOnceAfterOutage(t *testing.T) {
+	for _, blackhole := range []bool{false, true} {
+		t.Run(map[bool]string{false: "Refused", true: "Blackhole"}[blackhole], func(t *testing.T) {
+			p := faultproxy.StartTest(t, testenv.Redis(t))
+			b, err := Open("redis://"+p.Addr(), WithLogger(discard))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			direct, err := Open("redis://"+testenv.Redis(t), WithLogger(discard))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer direct.Close()
+			outagetest.Reopen(t, b, direct, p, uniq("reopen"), blackhole)
+		})
+	}
+}

@@ -1,0 +1,31 @@
+package sql
+
+import (
+	"testing"
+
+	"github.com/simba-go/simba/internal/outagetest"
+)
+
+// TestReopenAtOnceAfterOutage: a client whose session an outage took (connections refused, or
+// a blackhole) reopens it, and an election started during the outage and a Lock that waited
+// through it are granted, within 500 ms (refused) or 1 s (blackholed) of the client's time
+// after the heal (outagetest.Reopen). The client used to wait for its next open after a backoff
+// of up to a renewal interval (20 s at the TTL of 60 s used), after the timeout of an open that
+// hung on the blackholed link as well.
+func TestReopenAtOnceAfterOutage(t *testing.T) {
+	for _, blackhole := range []bool{false} { // blackholed: in backend/redis (here it is slow: real-time redials)
+		name := map[bool]string{false: "Refused", true: "Blackhole"}[blackhole]
+		t.Run("PostgreSQL/"+name, func(t *testing.T) {
+			dsn := pgDSN(t)
+			direct := migrated(t, dsn)
+			pdsn, p := proxyPgDSN(t, dsn, nil)
+			outagetest.Reopen(t, open(t, pdsn), direct, p, "reopen-"+unique(t), blackhole)
+		})
+		t.Run("MySQL/"+name, func(t *testing.T) {
+			dsn := myDSN(t)
+			direct := migrated(t, dsn)
+			pdsn, p := proxyDSN(t, dsn, "3306")
+			outagetest.Reopen(t, open(t, pdsn), direct, p, "reopen-"+unique(t), blackhole)
+		})
+	}
+}

@@ -1,0 +1,180 @@
+package simba
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/simba-go/simba/internal/engine"
+	"github.com/simba-go/simba/spi"
+)
+
+// After an outage: once a session call (open or keep-alive) fails with a retryable error, the
+// client probes the backend until one succeeds again, and a probe that the backend answers is
+// stepped into the engine as engine.EvReachable. The engine then retries the calls that wait
+// out a failure's backoff at once (within a jitter of the backoff's first bound, 50 ms), and
+// the session call in flight since before the probe — stuck on a connection the outage
+// silenced, which would fail only at its timeout — is cut short and retried at once too. So a
+// session lost to an outage is reopened, and an election or waiting Lock granted, within about
+// a probe interval of the backend's return instead of after up to two renewal intervals (the
+// stuck call's timeout, then a backoff of up to a renewal interval).
+//
+// A probe is Members of probeGroup: a read of a name no member joins, cheap on every backend,
+// that goes over the connections the session's calls use. Probes are paced by the client
+// (probeFirst, doubling to probeEvery, each drawn with jitter), one at a time, each given at
+// most probeTimeout, and only while the session's calls fail; a probe that fails costs the
+// backend nothing (the server is unreachable). The engine damps the signs: one acts at most
+// once per backoff bound (engine.Engine.reachable), so a link that flaps, or probes that get
+// through while the session's calls still fail, cannot make clients hammer their backend, and
+// thousands of clients whose server comes back spread their retries by the probes' jitter and
+// the engine's.
+const (
+	// probeGroup is the group whose members a probe reads.
+	probeGroup = "simba.probe"
+	// probeFirst bounds the delay of the first probe after a failure; each failed probe
+	// doubles the bound up to probeEvery.
+	probeFirst = 25 * time.Millisecond
+	// probeEvery bounds the delay between two probes once they keep failing: the time a
+	// backend that came back may go unnoticed, plus a probe's round trip.
+	probeEvery = 100 * time.Millisecond
+	// probeTimeout bounds a probe (and at most the call timeout, a renewal interval): a probe
+	// stuck on a connection the outage silenced holds the next one back at most that long.
+	probeTimeout = 500 * time.Millisecond
+)
+
+// prober is the probe state (loop goroutine).
+type prober struct {
+	// down: a session call failed with a retryable error and none succeeded since.
+	down bool
+	// busy: a probe is armed or in flight.
+	busy  bool
+	bound time.Duration // the delay bound of the next probe
+	timer spi.Timer     // the armed probe, if any
+}
+
+// sessionCallDone tells the prober how a session call (open, keep-alive) ended (loop
+// goroutine): a retryable failure starts probing, a success stops it.
+func (c *Client) sessionCallDone(failed bool) {
+	p := &c.probe
+	if !failed {
+		p.down, p.bound = false, 0
+		return
+	}
+	p.down = true
+	if !p.busy {
+		p.bound = probeFirst
+		c.armProbe()
+	}
+}
+
+// armProbe arms the next probe after a delay drawn in [bound/2, bound) (loop goroutine).
+func (c *Client) armProbe() {
+	p := &c.probe
+	p.busy = true
+	d := p.bound/2 + time.Duration(c.rng.Int64N(int64(p.bound/2)+1))
+	p.timer = c.cfg.clock.AfterFunc(d, func() { c.enqueue(c.sendProbe) })
+}
+
+// sendProbe starts a probe, unless the session's calls succeed again or the client closes
+// (loop goroutine).
+func (c *Client) sendProbe() {
+	p := &c.probe
+	p.timer = nil
+	if !p.down || c.isClosed() {
+		p.busy = false
+		return
+	}
+	c.settle.begin() // ended once the outcome is posted
+	c.calls.Add(1)
+	go func() {
+		defer c.calls.Done()
+		defer c.settle.end()
+		start := c.cfg.clock.Now()
+		ctx, cancel := c.settle.callContext(c.baseCtx, c.cfg.clock, min(probeTimeout, c.cfg.renewEvery))
+		_, err := c.backend.Members(ctx, probeGroup)
+		cancel()
+		c.post(func() { c.probed(start, err) })
+	}()
+}
+
+// probed handles a probe's outcome (loop goroutine): one that the backend answered is a sign
+// that it answers again (engine.EvReachable), and the session calls sent before the probe
+// began and still unanswered are cut short (cutStuck); one that failed arms the next probe.
+func (c *Client) probed(start time.Duration, err error) {
+	p := &c.probe
+	p.busy = false
+	if !p.down || c.isClosed() {
+		return
+	}
+	if err != nil {
+		p.bound = min(2*p.bound, probeEvery)
+		c.armProbe()
+		return
+	}
+	c.step(engine.Event{Kind: engine.EvReachable})
+	c.cutStuck(start)
+}
+
+// stopProbe stops an armed probe (the loop exits).
+func (c *Client) stopProbe() {
+	if t := c.probe.timer; t != nil {
+		t.Stop()
+		c.probe.timer = nil
+	}
+}
+
+// stuckCall is a session call in flight: when it was sent, the cancel of its context, and
+// whether cutStuck cut it.
+type stuckCall struct {
+	sent   time.Duration
+	cancel context.CancelFunc
+	cut    bool // guarded by Client.mu
+}
+
+// errCutStuck is the cause of a session call that cutStuck cut short.
+var errCutStuck = errors.New("cut short: a probe found the backend answering while this call still hung")
+
+// watchSessionCall records the session call (open or keep-alive) sent at sent, whose context
+// cancel ends, until unwatchSessionCall.
+func (c *Client) watchSessionCall(sent time.Duration, cancel context.CancelFunc) *stuckCall {
+	sc := &stuckCall{sent: sent, cancel: cancel}
+	c.mu.Lock()
+	c.sessCalls = append(c.sessCalls, sc)
+	c.mu.Unlock()
+	return sc
+}
+
+// unwatchSessionCall ends what watchSessionCall began, once the call returned with err, and
+// returns the error the engine is to see: if cutStuck cut the call and it failed, a retryable
+// error that does not wrap the backend's (a cancellation, which spi.Classify takes as
+// permanent: the open's failure would end every waiting Lock with it).
+func (c *Client) unwatchSessionCall(sc *stuckCall, op engine.Op, err error) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, x := range c.sessCalls {
+		if x == sc {
+			c.sessCalls = append(c.sessCalls[:i], c.sessCalls[i+1:]...)
+			break
+		}
+	}
+	if sc.cut && err != nil {
+		return spi.Unavailable(publicOp(op), fmt.Errorf("%w (%v)", errCutStuck, err))
+	}
+	return err
+}
+
+// cutStuck cuts short the session calls sent before start and still in flight, once a probe
+// that began at start was answered: such a call waits on a connection the outage silenced (the
+// backend answers others), and would fail only at its timeout. Its outcome is unknown, as a
+// timed-out call's, and the engine retries it at once.
+func (c *Client) cutStuck(start time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, sc := range c.sessCalls {
+		if sc.sent < start && !sc.cut {
+			sc.cut = true
+			sc.cancel()
+		}
+	}
+}
