@@ -22,7 +22,7 @@ import (
 //
 // A probe is Members of probeGroup: a read of a name no member joins, cheap on every backend,
 // that goes over the connections the session's calls use. Probes are paced by the client
-// (probeFirst, doubling to probeEvery, each drawn with jitter), one at a time, each given at
+// (probeFirst, doubling to probeEvery's bound, each drawn with jitter), one at a time, each given at
 // most probeTimeout, and only while the session's calls fail; a probe that fails costs the
 // backend nothing (the server is unreachable). The engine damps the signs: one acts at most
 // once per backoff bound (engine.Engine.reachable), so a link that flaps, or probes that get
@@ -35,13 +35,23 @@ const (
 	// probeFirst bounds the delay of the first probe after a failure; each failed probe
 	// doubles the bound up to probeEvery.
 	probeFirst = 25 * time.Millisecond
-	// probeEvery bounds the delay between two probes once they keep failing: the time a
-	// backend that came back may go unnoticed, plus a probe's round trip.
-	probeEvery = 100 * time.Millisecond
+	// probeEveryMin and probeEveryMax bound probeEvery.
+	probeEveryMin = 100 * time.Millisecond
+	probeEveryMax = time.Second
 	// probeTimeout bounds a probe (and at most the call timeout, a renewal interval): a probe
 	// stuck on a connection the outage silenced holds the next one back at most that long.
 	probeTimeout = 500 * time.Millisecond
 )
+
+// probeEvery bounds the delay between two probes once they keep failing, at renewal interval
+// renewEvery: the time a backend that came back may go unnoticed, plus a probe's round trip.
+// It is a quarter of the renewal interval, at least probeEveryMin and at most probeEveryMax (a
+// second at the default TTL), so that clients whose server is overloaded rather than down (it
+// fails probes fast: "too many connections") add at most one probe a second each to its load,
+// while at a short TTL the server's return is noticed well within a renewal interval.
+func probeEvery(renewEvery time.Duration) time.Duration {
+	return min(max(renewEvery/4, probeEveryMin), probeEveryMax)
+}
 
 // prober is the probe state (loop goroutine).
 type prober struct {
@@ -108,7 +118,7 @@ func (c *Client) probed(start time.Duration, err error) {
 		return
 	}
 	if err != nil {
-		p.bound = min(2*p.bound, probeEvery)
+		p.bound = min(2*p.bound, probeEvery(c.cfg.renewEvery))
 		c.armProbe()
 		return
 	}

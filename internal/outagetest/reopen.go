@@ -27,17 +27,18 @@ import (
 // connections that are never answered) and heals just after an open was sent, which hangs for
 // good; else it refuses connections (reset) and heals just after an open failed. Before, the
 // client reopened at its next open after a backoff of up to 20 s (after the hung open's
-// timeout as well); now its probe finds the backend answering again within 100 ms (500 ms
-// when a probe hung on the link), the hung open is cut short, and the open is sent within
-// 50 ms: the bound is 1 s when blackholed, 500 ms when refused.
+// timeout as well); now its probe finds the backend answering again within a second (probes
+// come at most a quarter of the renewal interval apart, and at most 1 s: see probeEvery in
+// the root package; a probe hung on the link adds up to 500 ms), the hung open is cut short,
+// and the open is sent within 50 ms: the bound is 2 s when blackholed, 1.5 s when refused.
 //
 // It returns how much client time passed from the heal to the later of the two grants.
 func Reopen(t testing.TB, backend, direct spi.Backend, p *faultproxy.Proxy, prefix string, blackhole bool) time.Duration {
 	t.Helper()
 	const ttl = 60 * time.Second
-	fault, bound := faultproxy.Fault{Cut: true, Reset: true}, 500*time.Millisecond
+	fault, bound := faultproxy.Fault{Cut: true, Reset: true}, 1500*time.Millisecond
 	if blackhole {
-		fault, bound = faultproxy.Fault{Blackhole: true}, time.Second
+		fault, bound = faultproxy.Fault{Blackhole: true}, 2*time.Second
 	}
 	clock := simbatest.NewVirtualClock()
 	ab := &awaitBackend{Backend: backend, clock: clock}
