@@ -150,7 +150,47 @@ ssl.trustStore.location=%s
 ssl.trustStore.type=PEM
 ssl.clientAuth=need
 `, port, keyStore, z.ca), nettyJars(t)...)
+	z.awaitTLS(t, srvCertPool(t, ca.pem), cliCert, cliKey)
 	return z
+}
+
+// awaitTLS waits until the secure client port completes a TLS handshake with the client
+// certificate: a JVM's first handshakes (its TLS stack loading and warming up) can outlast a
+// session's first connection attempt (bounded by a sixth of its TTL) on a loaded machine, and
+// the backend's open fails fast when every server's dial failed, which the tests below do not
+// mean to exercise.
+func (z *tlsZK) awaitTLS(t *testing.T, roots *x509.CertPool, certPEM, keyPEM []byte) {
+	t.Helper()
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{cert}}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: 10 * time.Second}, Config: cfg}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		c, err := d.DialContext(ctx, "tcp", z.secureAddr)
+		cancel()
+		if err == nil {
+			_ = c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the private ZooKeeper's secure port %s never completed a TLS handshake: %v", z.secureAddr, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// srvCertPool is a pool of the CA certificate caPEM.
+func srvCertPool(t *testing.T, caPEM []byte) *x509.CertPool {
+	t.Helper()
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		t.Fatal("the test CA's PEM did not parse")
+	}
+	return pool
 }
 
 func (z *tlsZK) dsn(query url.Values) string {
