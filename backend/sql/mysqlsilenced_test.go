@@ -116,3 +116,70 @@ func TestMySQLWakerEndsSilencedMarker(t *testing.T) {
 		t.Fatalf("the holder's waker ended %d connections; want the silenced marker's", k)
 	}
 }
+
+// TestMySQLWakerEndsOnlyItsAbandonedConnection: reap ends a connection only while the server
+// shows it with the id and the client address the waker noted (a server restarted, or another
+// that took over, numbers its connections anew: another client's connection may have the id).
+// A connection of another client's with the id but another address lives on; the one noted
+// is ended and its named lock let go; an id the server does not know is done with.
+func TestMySQLWakerEndsOnlyItsAbandonedConnection(t *testing.T) {
+	direct, cfg := myDatabase(t, "simba_sqlbe_")
+	b := migrated(t, direct, WithHousekeepingInterval(-1))
+	w := b.waker.(*mysqlWaker)
+	admin, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Close() })
+	ctx := testCtx(t)
+	victim, err := admin.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer victim.Close()
+	var ref connRef
+	if err := victim.QueryRowContext(ctx, w.connID).Scan(&ref.id, &ref.host); err != nil {
+		t.Fatal(err)
+	}
+	name := "reap-" + unique(t)
+	if got, err := w.getLock(ctx, victim, name, 0); err != nil || !got {
+		t.Fatalf("GET_LOCK = %v, %v", got, err)
+	}
+	alive := func() bool {
+		t.Helper()
+		var n int
+		if err := admin.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ?", ref.id).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n == 1
+	}
+	reap := func(r connRef) {
+		t.Helper()
+		w.mu.Lock()
+		w.abandoned[r] = struct{}{}
+		w.mu.Unlock()
+		w.reap(ctx)
+		w.mu.Lock()
+		left := len(w.abandoned)
+		w.mu.Unlock()
+		if left != 0 {
+			t.Fatalf("%d abandoned connections left after reap", left)
+		}
+	}
+
+	reap(connRef{id: ref.id, host: "192.0.2.1:1"})    // the id, another address
+	reap(connRef{id: ref.id + 1<<40, host: ref.host}) // no such id
+	if !alive() || w.snapshot().kills != 0 {
+		t.Fatalf("reap ended a connection it did not abandon (alive %v, kills %d)", alive(), w.snapshot().kills)
+	}
+	reap(ref)
+	if k := w.snapshot().kills; k != 1 {
+		t.Fatalf("reap ended %d connections; want the one abandoned", k)
+	}
+	for alive() {
+		time.Sleep(10 * time.Millisecond) // KILL returns before the connection is gone
+	}
+	if _, err := w.getLock(ctx, victim, name, 0); err == nil {
+		t.Fatal("the ended connection still runs statements")
+	}
+}
