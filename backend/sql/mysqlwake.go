@@ -445,6 +445,13 @@ func (w *mysqlWaker) count(c *int64) {
 // and the waker then replaces it.
 const mysqlStmtTimeout = 5 * time.Second
 
+// mysqlReleaseTimeout bounds a RELEASE_LOCK, which the server answers at once: one that runs
+// out of time is as good as done, since its connection is then abandoned and ended (reap),
+// which lets the lock go. A holder's marker connection silenced while idle is found out only
+// by its next statement, the release after the tenure ended; with mysqlStmtTimeout its lock
+// outlived the tenure by 5 s more (a waiter woke that much later).
+const mysqlReleaseTimeout = time.Second
+
 // conn takes a connection of the waker's pool, within mysqlStmtTimeout, and learns its id and
 // client address at the server (once per connection) so that it can be ended once abandoned.
 func (w *mysqlWaker) conn(ctx context.Context) (*sql.Conn, error) {
@@ -626,9 +633,9 @@ func (w *mysqlWaker) getLock(ctx context.Context, conn *sql.Conn, name string, t
 }
 
 // release runs the wake_unlock statement (its result, 1, 0 or NULL, tells nothing the waker
-// needs).
+// needs), within mysqlReleaseTimeout.
 func (w *mysqlWaker) release(ctx context.Context, conn *sql.Conn, name string) error {
-	ctx, cancel := context.WithTimeout(ctx, mysqlStmtTimeout)
+	ctx, cancel := context.WithTimeout(ctx, mysqlReleaseTimeout)
 	defer cancel()
 	var r sql.NullInt64
 	return conn.QueryRowContext(ctx, w.unlock, name).Scan(&r)
