@@ -181,7 +181,12 @@
 // those leases and hints the free ones as released. MySQL/MariaDB push nothing either: the
 // holder's backend keeps a named lock per held lease (GET_LOCK, all on one connection of its
 // own) for the tenure, and a waiting backend blocks in GET_LOCK on that lock on a connection of
-// its own (at most eight names at once), hinting the lease as released when it gets it. Either
+// its own (at most eight names at once), hinting the lease as released when it gets it; a
+// connection of these that the backend gave up on (a statement timed out: a silenced link the
+// server may keep, with its named locks, until its wait_timeout) is ended with KILL CONNECTION
+// from a working one, which a user may do to its own connections (when the server refuses, as
+// through a proxy such as ProxySQL may, the backend logs it once and such locks last until the
+// server drops the connection; the waiters then wait for their retries). Either
 // way a released lease passes to a waiting process in milliseconds rather than when the holder's
 // lease would run out; the named lock and the change counter are only hints, every decision is
 // the table statements'. A backend also hints its own subscribers (other clients of the process

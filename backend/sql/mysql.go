@@ -43,7 +43,9 @@ func NewMySQL(db *sql.DB, opts ...Option) (*Backend, error) {
 	}
 	d.b = b
 	wd, _ := wire.SQLDialectByName(wire.SQLMySQL)
-	b.waker = newMySQLWaker(db, wd)
+	mw := newMySQLWaker(db, wd)
+	mw.log = b.log
+	b.waker = mw
 	if mc != nil {
 		// The waker's named-lock waits block a connection without a byte for as long as they
 		// wait: a pool of their own keeps them apart from the calls' silent connections.

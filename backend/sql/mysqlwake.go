@@ -5,10 +5,14 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"log/slog"
 	"math"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
+
+	mysqldriver "github.com/go-sql-driver/mysql"
 
 	genmysql "github.com/simba-go/simba/generated/sqlc/mysql"
 	"github.com/simba-go/simba/generated/wire"
@@ -26,8 +30,10 @@ import (
 //     lease's named lock: GET_LOCK(lock(name), 1). It lets it go (RELEASE_LOCK) after the
 //     lease's release, its session's close or a keep-alive that no longer lists it; if the
 //     connection dies (a crash) the server lets every lock of it go while the lease lives on
-//     until its session expires. One connection holds the locks of every lease of the
-//     backend, whatever their number.
+//     until its session expires. A connection the waker gave up on while the server may keep
+//     it (a silenced link: no reply, no close) would keep its locks until the server's
+//     wait_timeout (8 h by default): the waker ends it (wake_kill) from a working one (reap).
+//     One connection holds the locks of every lease of the backend, whatever their number.
 //   - Waiter side: for each name an acquire of this backend found held (for two session TTLs
 //     after, like SQLite's waker), a connection of the waker's probes the lock,
 //     GET_LOCK(lock(name), 0): taken (1) means the holder keeps none (yet) — it is let go at
@@ -76,11 +82,13 @@ const (
 // mysqlWaker delivers wake-up hints to the Hints subscribers of one MySQL/MariaDB backend and
 // marks the leases it holds; its hub's runner is run.
 type mysqlWaker struct {
-	hub          hintHub
-	sessions     sessionSet
-	db           *sql.DB // where its connections come from (see ownPool)
-	own          bool    // db is the waker's own pool, not the user's
-	lock, unlock string  // wire.SQLDialect.WakeLock, WakeUnlock
+	hub                    hintHub
+	sessions               sessionSet
+	db                     *sql.DB // where its connections come from (see ownPool)
+	own                    bool    // db is the waker's own pool, not the user's
+	lock, unlock           string  // wire.SQLDialect.WakeLock, WakeUnlock
+	connID, connHost, kill string  // wire.SQLDialect.WakeConnID, WakeConnHost, WakeKill
+	log                    func() *slog.Logger
 
 	mu      sync.Mutex
 	ttl     time.Duration        // the longest session TTL opened (15 s until one is)
@@ -90,11 +98,31 @@ type mysqlWaker struct {
 	kick    chan struct{}        // held or waiting changed (capacity 1)
 	stats   mysqlStats
 	kaGen   uint64 // keep-alives seen by keptAlive
+
+	// ids maps each connection the waker has used (its driver connection) to its id and
+	// client address at the server (wake_conn_id), asked once per connection. abandoned holds
+	// the ones it gave up on that the server may keep (see reap); reapFailed is when reap last
+	// failed on its connection, cannotKill that the server refused (logged once).
+	ids        map[any]connRef
+	abandoned  map[connRef]struct{}
+	reapFailed time.Time
+	cannotKill bool
 }
 
+// connRef is a connection at the server: its id and its client's address (host:port) as the
+// server sees it.
+type connRef struct {
+	id   int64
+	host string
+}
+
+// mysqlMaxIDs bounds mysqlWaker.ids: connections the pool closed on its own leave entries
+// behind, pruned past it.
+const mysqlMaxIDs = 64
+
 // mysqlStats counts the waker's statements: marking GET_LOCKs, probes, lease reads, blocking
-// waits, and the hints they sent.
-type mysqlStats struct{ marks, probes, reads, blocks, hints int64 }
+// waits, and the hints they sent; and the abandoned connections it ended (reap).
+type mysqlStats struct{ marks, probes, reads, blocks, hints, kills int64 }
 
 // snapshot returns the counts so far.
 func (w *mysqlWaker) snapshot() mysqlStats {
@@ -112,9 +140,10 @@ type heldLease struct {
 }
 
 func newMySQLWaker(db *sql.DB, wd wire.SQLDialect) *mysqlWaker {
-	return &mysqlWaker{db: db, lock: wd.WakeLock, unlock: wd.WakeUnlock, ttl: 15 * time.Second,
+	return &mysqlWaker{db: db, lock: wd.WakeLock, unlock: wd.WakeUnlock, connID: wd.WakeConnID,
+		connHost: wd.WakeConnHost, kill: wd.WakeKill, log: slog.Default, ttl: 15 * time.Second,
 		held: map[string]heldLease{}, waiting: map[string]time.Time{}, waits: map[string]func(){},
-		kick: make(chan struct{}, 1)}
+		kick: make(chan struct{}, 1), ids: map[any]connRef{}, abandoned: map[connRef]struct{}{}}
 }
 
 // ownPool makes db (a pool of the waker's own, closed by the backend's Close) the waker's.
@@ -244,7 +273,7 @@ func (w *mysqlWaker) run(ctx context.Context) {
 		return
 	}
 	for {
-		next := m.sync(ctx)
+		next := min(m.sync(ctx), w.reap(ctx))
 		w.startWaits(ctx, &waits, budget-1)
 		t := time.NewTimer(next)
 		select {
@@ -309,7 +338,7 @@ func (w *mysqlWaker) wait(ctx context.Context, name string) {
 	}
 	defer conn.Close()
 	fail := func() {
-		_ = conn.Raw(func(any) error { return driver.ErrBadConn }) // it may hold the lock: discard it
+		w.abandon(conn) // it may hold the lock, or be blocked in GET_LOCK at the server
 		sleepCtx(ctx, mysqlRetry)
 	}
 	backoff, tenure := mysqlProbeBackoff, ""
@@ -416,12 +445,176 @@ func (w *mysqlWaker) count(c *int64) {
 // and the waker then replaces it.
 const mysqlStmtTimeout = 5 * time.Second
 
-// conn takes a connection of the waker's pool, within mysqlStmtTimeout.
+// mysqlReleaseTimeout bounds a RELEASE_LOCK, which the server answers at once: one that runs
+// out of time is as good as done, since its connection is then abandoned and ended (reap),
+// which lets the lock go. A holder's marker connection silenced while idle is found out only
+// by its next statement, the release after the tenure ended; with mysqlStmtTimeout its lock
+// outlived the tenure by 5 s more (a waiter woke that much later).
+const mysqlReleaseTimeout = time.Second
+
+// conn takes a connection of the waker's pool, within mysqlStmtTimeout, and learns its id and
+// client address at the server (once per connection) so that it can be ended once abandoned.
 func (w *mysqlWaker) conn(ctx context.Context) (*sql.Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, mysqlStmtTimeout)
 	defer cancel()
-	return w.db.Conn(ctx)
+	conn, err := w.db.Conn(ctx)
+	if err != nil || w.connID == "" {
+		return conn, err
+	}
+	var known bool
+	var key any
+	_ = conn.Raw(func(dc any) error {
+		key = dc
+		w.mu.Lock()
+		_, known = w.ids[dc]
+		w.mu.Unlock()
+		return nil
+	})
+	if known {
+		return conn, nil
+	}
+	var ref connRef
+	var host sql.NullString
+	if err := conn.QueryRowContext(ctx, w.connID).Scan(&ref.id, &host); err != nil {
+		if errors.Is(err, sql.ErrNoRows) || errors.As(err, new(*mysqldriver.MySQLError)) {
+			// Not shown (a proxy in between?): the connection works, it cannot be ended.
+			ref.id = 0
+		} else {
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+			conn.Close()
+			return nil, err
+		}
+	}
+	ref.host = host.String
+	w.mu.Lock()
+	if len(w.ids) >= mysqlMaxIDs {
+		for dc := range w.ids {
+			if v, ok := dc.(driver.Validator); !ok || !v.IsValid() {
+				delete(w.ids, dc) // closed
+			}
+		}
+		if len(w.ids) >= mysqlMaxIDs {
+			clear(w.ids)
+		}
+	}
+	w.ids[key] = ref
+	w.mu.Unlock()
+	return conn, nil
 }
+
+// abandon discards conn (the pool never hands it out again) and notes its id for reap: the
+// waker gives up on a connection when a statement on it failed or timed out, and a silenced
+// one (no reply, no close: a blackholed link) lives on at the server, with its named locks,
+// until the server's own timeouts (wait_timeout, 8 h by default): a holder's named lock then
+// kept every waiter from its hints for as long (bench/results/outage.md, 2026-12-05). conn
+// is closed by its taker.
+func (w *mysqlWaker) abandon(conn *sql.Conn) {
+	_ = conn.Raw(func(dc any) error {
+		w.mu.Lock()
+		if ref, ok := w.ids[dc]; ok {
+			delete(w.ids, dc)
+			// Only a TCP connection can be silenced (over a Unix socket, "localhost", the
+			// server always hears of a close); its port tells it from a connection that took
+			// its id after a restart of the server.
+			if !w.cannotKill && ref.id != 0 && strings.Contains(ref.host, ":") {
+				w.abandoned[ref] = struct{}{}
+			}
+		}
+		w.mu.Unlock()
+		return driver.ErrBadConn
+	})
+}
+
+// reap ends the connections the waker abandoned (abandon) from a working one of its pool:
+// wake_kill, which a user may run on its own connections without privileges (the waker's are
+// all its user's). It ends only a connection that the server shows (wake_conn_host) with the
+// id and the client address (host:port) that the waker noted when it took it: the server
+// numbers its connections anew only when it restarts (or another server took over), when
+// another client's connection could have the id, not the address too. An id the server no
+// longer shows (the connection closed, as most abandoned ones have) is done with. When the
+// server refuses (a user with no right to it, or a proxy such as ProxySQL in between that does
+// not pass KILL on), it logs that once and ends none again: those connections then last until
+// the server's wait_timeout, and the waiters of their locks fall back on their retries. It
+// returns when it wants to run again.
+func (w *mysqlWaker) reap(ctx context.Context) time.Duration {
+	w.mu.Lock()
+	refs := make([]connRef, 0, len(w.abandoned))
+	for ref := range w.abandoned {
+		refs = append(refs, ref)
+	}
+	retry := time.Until(w.reapFailed.Add(mysqlRetry))
+	w.mu.Unlock()
+	if len(refs) == 0 {
+		return time.Hour
+	}
+	if retry > 0 {
+		return retry
+	}
+	conn, err := w.conn(ctx)
+	if err != nil {
+		w.mu.Lock()
+		w.reapFailed = time.Now()
+		w.mu.Unlock()
+		return mysqlRetry
+	}
+	defer conn.Close()
+	for _, ref := range refs {
+		killed, err := w.end(ctx, conn, ref)
+		var me *mysqldriver.MySQLError
+		switch {
+		case err == nil, errors.As(err, &me) && me.Number == mysqlUnknownThread:
+			// Ended now, gone, or not the one abandoned.
+		case errors.As(err, &me):
+			w.mu.Lock()
+			first := !w.cannotKill
+			w.cannotKill = true
+			clear(w.abandoned)
+			w.mu.Unlock()
+			if first {
+				w.log().Warn("sql mysql waker: cannot end the connections it abandoned; a silenced one keeps its named locks until the server's wait_timeout, and hints wait for it",
+					"connection", ref.id, "error", err)
+			}
+			return time.Hour
+		default: // the connection failed: try again later
+			w.abandon(conn)
+			w.mu.Lock()
+			w.reapFailed = time.Now()
+			w.mu.Unlock()
+			return mysqlRetry
+		}
+		w.mu.Lock()
+		delete(w.abandoned, ref)
+		if killed {
+			w.stats.kills++
+		}
+		w.mu.Unlock()
+	}
+	return time.Hour
+}
+
+// end ends the connection ref on conn if the server still shows it (see reap), and reports
+// whether it did.
+func (w *mysqlWaker) end(ctx context.Context, conn *sql.Conn, ref connRef) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, mysqlStmtTimeout)
+	defer cancel()
+	var host sql.NullString
+	switch err := conn.QueryRowContext(ctx, w.connHost, ref.id).Scan(&host); {
+	case errors.Is(err, sql.ErrNoRows):
+		return false, nil // gone
+	case err != nil:
+		return false, err
+	case host.String != ref.host:
+		return false, nil // another connection's id now
+	}
+	if _, err := conn.ExecContext(ctx, w.kill, ref.id); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// mysqlUnknownThread is the server's error for a KILL of a connection id it does not know
+// (ER_NO_SUCH_THREAD).
+const mysqlUnknownThread = 1094
 
 // getLock runs the wake_lock statement: true when the lock was taken. A NULL (an error the
 // server reports that way, e.g. the wait was killed) is an error. The statement may take
@@ -440,9 +633,9 @@ func (w *mysqlWaker) getLock(ctx context.Context, conn *sql.Conn, name string, t
 }
 
 // release runs the wake_unlock statement (its result, 1, 0 or NULL, tells nothing the waker
-// needs).
+// needs), within mysqlReleaseTimeout.
 func (w *mysqlWaker) release(ctx context.Context, conn *sql.Conn, name string) error {
-	ctx, cancel := context.WithTimeout(ctx, mysqlStmtTimeout)
+	ctx, cancel := context.WithTimeout(ctx, mysqlReleaseTimeout)
 	defer cancel()
 	var r sql.NullInt64
 	return conn.QueryRowContext(ctx, w.unlock, name).Scan(&r)
@@ -529,8 +722,12 @@ func (m *marker) sync(ctx context.Context) time.Duration {
 	return next
 }
 
-// fail discards the connection (the server lets its locks go).
+// fail discards the connection: the server lets its locks go when it hears of it, or when reap
+// ends it (a silenced connection).
 func (m *marker) fail() {
+	if m.conn != nil {
+		m.w.abandon(m.conn) // its last GET_LOCK may have taken a lock, its reply lost
+	}
 	m.drop()
 	m.failed = time.Now()
 }
@@ -541,7 +738,7 @@ func (m *marker) drop() {
 		return
 	}
 	if len(m.marked) > 0 {
-		_ = m.conn.Raw(func(any) error { return driver.ErrBadConn })
+		m.w.abandon(m.conn)
 	}
 	m.conn.Close()
 	m.conn, m.marked = nil, nil

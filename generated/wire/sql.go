@@ -64,6 +64,13 @@ type SQLDialect struct {
 	WakeLock string
 	// WakeUnlock releases the named lock of a lease (parameter: the lease name).
 	WakeUnlock string
+	// WakeConnID returns the id of the connection it runs on and its client's address as the server
+	// sees it, WakeConnHost (parameter: such an id) that address of a connection of the same user's
+	// (no row: none), and WakeKill (parameter: such an id) ends one and lets its named locks go
+	// (all empty: the waker does not end the connections it abandons).
+	WakeConnID   string
+	WakeConnHost string
+	WakeKill     string
 	// Operations maps each SPI operation to the statements it runs.
 	Operations map[string]SQLOperation
 }
@@ -248,6 +255,9 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 				Transaction: false,
 			}},
 			SessionSetup: []string{"SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED"},
+			WakeConnHost: "",
+			WakeConnID:   "",
+			WakeKill:     "",
 			WakeLock:     "",
 			WakeUnlock:   "",
 		}, true
@@ -394,6 +404,9 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 				Transaction: false,
 			}},
 			SessionSetup: []string{},
+			WakeConnHost: "SELECT HOST FROM information_schema.PROCESSLIST WHERE ID = ?",
+			WakeConnID:   "SELECT ID, HOST FROM information_schema.PROCESSLIST WHERE ID = CONNECTION_ID()",
+			WakeKill:     "KILL CONNECTION ?",
 			WakeLock:     "SELECT GET_LOCK(CONCAT('simba:', LEFT(SHA2(CONCAT(COALESCE(DATABASE(), ''), '/', ?), 256), 48)), ?)",
 			WakeUnlock:   "SELECT RELEASE_LOCK(CONCAT('simba:', LEFT(SHA2(CONCAT(COALESCE(DATABASE(), ''), '/', ?), 256), 48)))",
 		}, true
@@ -540,6 +553,9 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 				Transaction: false,
 			}},
 			SessionSetup: []string{"PRAGMA busy_timeout = 10000", "PRAGMA foreign_keys = ON"},
+			WakeConnHost: "",
+			WakeConnID:   "",
+			WakeKill:     "",
 			WakeLock:     "",
 			WakeUnlock:   "",
 		}, true
