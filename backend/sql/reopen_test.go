@@ -8,7 +8,7 @@ import (
 
 // TestReopenAtOnceAfterOutage: a client whose session an outage took (connections refused, or
 // a blackhole) reopens it, and an election started during the outage and a Lock that waited
-// through it are granted, within 500 ms (refused) or 1 s (blackholed) of the client's time
+// through it are granted, within 1.5 s (refused) or 2 s (blackholed) of the client's time
 // after the heal (outagetest.Reopen). The client used to wait for its next open after a backoff
 // of up to a renewal interval (20 s at the TTL of 60 s used), after the timeout of an open that
 // hung on the blackholed link as well.

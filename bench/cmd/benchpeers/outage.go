@@ -808,16 +808,6 @@ func outageMarkdown(r *outageReport) string {
 		fmt.Fprintf(&b, "| %s | %s | %d | %d | %s / %s / %s | %s | %d (%d) | %s | %d | %d | %s |\n",
 			x.Group, x.Name, x.Grants, x.Failed, secs(x.P50), secs(x.P99), secs(x.Max), secs(x.HealMax), x.Overlaps, x.Unfenced, lost, x.UnlockErrors, x.Stuck, note)
 	}
-	if len(r.Skipped) > 0 {
-		b.WriteString("\n## Left out\n\n| what | why |\n|---|---|\n")
-		var ks []string
-		for k := range r.Skipped {
-			ks = append(ks, k)
-		}
-		sort.Strings(ks)
-		for _, k := range ks {
-			fmt.Fprintf(&b, "| %s | %s |\n", k, strings.ReplaceAll(r.Skipped[k], "|", "/"))
-		}
-	}
+	writeSkipped(&b, r.Skipped)
 	return b.String()
 }

@@ -163,18 +163,25 @@ func markdown(r *report) string {
 	if len(r.Waiting) > 0 {
 		writeWaiting(&b, r)
 	}
-	if len(r.Skipped) > 0 {
-		b.WriteString("\n## Left out\n\n| what | why |\n|---|---|\n")
-		var ks []string
-		for k := range r.Skipped {
-			ks = append(ks, k)
-		}
-		sort.Strings(ks)
-		for _, k := range ks {
-			fmt.Fprintf(&b, "| %s | %s |\n", k, strings.ReplaceAll(r.Skipped[k], "|", "/"))
-		}
-	}
+	writeSkipped(&b, r.Skipped)
 	return b.String()
+}
+
+// writeSkipped writes the "Left out" section: each row or measure left out of a run and why,
+// sorted (nothing when none was).
+func writeSkipped(b *strings.Builder, skipped map[string]string) {
+	if len(skipped) == 0 {
+		return
+	}
+	b.WriteString("\n## Left out\n\n| what | why |\n|---|---|\n")
+	ks := make([]string, 0, len(skipped))
+	for k := range skipped {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	for _, k := range ks {
+		fmt.Fprintf(b, "| %s | %s |\n", k, strings.ReplaceAll(skipped[k], "|", "/"))
+	}
 }
 
 // writeCycle writes the cycle section.
