@@ -382,3 +382,38 @@ func TestLeaveDuringClose(t *testing.T) {
 		t.Fatalf("members %v left after Close", snap.Groups["jobs"])
 	}
 }
+
+// TestStepDownOfCandidateSitsOutCooldown pins what StepDown's doc says of an election that
+// does not lead: a candidate that steps down leaves the race for the cooldown (it does not
+// take over when the leader stops meanwhile), and StepDown on an election never started does
+// nothing (a later Start leads at once).
+func TestStepDownOfCandidateSitsOutCooldown(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	ca, _ := w.client("a")
+	ea, _ := ca.NewElection("c")
+	_ = ea.Start(ctx)
+	w.until(5*time.Second, "a leads", ea.IsLeader)
+	cb, _ := w.client("b", simba.WithCooldown(5*time.Second))
+	eb, _ := cb.NewElection("c")
+	_ = eb.Start(ctx)
+	w.async(func() error { return eb.StepDown(ctx) }) // b is a candidate, not the leader
+	w.async(func() error { return ea.Stop(ctx) })
+	start := w.clock.Now()
+	w.until(10*time.Second, "b leads after its cooldown", eb.IsLeader)
+	if waited := w.clock.Now() - start; waited < 4*time.Second {
+		t.Fatalf("b led %v after the leader stopped, inside the 5s cooldown its StepDown began", waited)
+	}
+
+	en, _ := ca.NewElection("never-started")
+	w.async(func() error { return en.StepDown(ctx) })
+	if en.IsLeader() {
+		t.Fatal("StepDown started an election")
+	}
+	_ = en.Start(ctx)
+	start = w.clock.Now()
+	w.until(5*time.Second, "the election leads after Start", en.IsLeader)
+	if waited := w.clock.Now() - start; waited >= time.Second {
+		t.Fatalf("an election stepped down before it started led %v after Start: a cooldown", waited)
+	}
+}

@@ -392,6 +392,13 @@ func (e *Election) Stop(ctx context.Context) error {
 // candidate again. It returns when the lease is released (after the handover, if work runs);
 // called from inside this election's own leader work, once the term is revoked, as Stop does
 // there (the lease is released when that work returns).
+//
+// A started election that does not lead steps down too: it leaves the race for the cooldown,
+// so it does not take over when the leader goes meanwhile, and StepDown returns nil once it
+// has left the backend's waiter queue (at once where it was not queued); one already cooling
+// down keeps its cooldown as it is.
+// On an election that was never started, or is stopped, StepDown does nothing and returns
+// nil (it does not start it).
 func (e *Election) StepDown(ctx context.Context) error {
 	if ctx == nil {
 		return nilContext("StepDown")
