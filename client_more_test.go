@@ -417,3 +417,31 @@ func TestStepDownOfCandidateSitsOutCooldown(t *testing.T) {
 		t.Fatalf("an election stepped down before it started led %v after Start: a cooldown", waited)
 	}
 }
+
+// TestLockIsNotReentrant pins what Lock's doc says: a goroutine locking a name it holds waits
+// behind itself until its ctx ends, gets ctx's error, and keeps the lock it holds.
+func TestLockIsNotReentrant(t *testing.T) {
+	w := newWorld(t)
+	c, _ := w.client("a")
+	ctx := context.Background()
+	var outer simba.Term
+	var inner error
+	w.async(func() error {
+		return c.WithLock(ctx, "r", func(ctx context.Context, t simba.Term) error {
+			outer = t
+			ictx, cancel := context.WithCancel(ctx)
+			time.AfterFunc(50*time.Millisecond, cancel) // real time: the waiting Lock's ctx ends
+			inner = c.WithLock(ictx, "r", func(context.Context, simba.Term) error { return nil })
+			if !t.IsValid() {
+				return errors.New("the outer lock was lost while the inner Lock waited")
+			}
+			return nil
+		})
+	})
+	if !errors.Is(inner, context.Canceled) {
+		t.Fatalf("nested Lock of a held name: %v, want context.Canceled", inner)
+	}
+	if outer.IsValid() {
+		t.Fatal("the outer lock is still valid after WithLock returned")
+	}
+}
