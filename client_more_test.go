@@ -445,3 +445,31 @@ func TestLockIsNotReentrant(t *testing.T) {
 		t.Fatal("the outer lock is still valid after WithLock returned")
 	}
 }
+
+// TestCallbackContextNeverEnds pins what OnElected's doc says of a callback's ctx: it has no
+// deadline and is not cancelled when the term ends (t.Context() is), so a callback that
+// waits on it would wait for ever.
+func TestCallbackContextNeverEnds(t *testing.T) {
+	w := newWorld(t)
+	c, _ := w.client("a")
+	ctx := context.Background()
+	ctxs := make(chan context.Context, 2)
+	terms := make(chan simba.Term, 1)
+	e, _ := c.NewElection("cb",
+		simba.OnElected(func(ctx context.Context, t simba.Term) { ctxs <- ctx; terms <- t }),
+		simba.OnRevoked(func(ctx context.Context, _ simba.Term, _ simba.RevokeReason) { ctxs <- ctx }))
+	_ = e.Start(ctx)
+	w.until(5*time.Second, "a leads", e.IsLeader)
+	w.async(func() error { return e.StepDown(ctx) })
+	w.until(5*time.Second, "both callbacks", func() bool { return len(ctxs) == 2 })
+	term := <-terms
+	if term.Context().Err() == nil {
+		t.Fatal("the stepped-down term's context is not done")
+	}
+	for i := 0; i < 2; i++ {
+		cbctx := <-ctxs
+		if _, ok := cbctx.Deadline(); ok || cbctx.Err() != nil {
+			t.Fatalf("callback %d's ctx: deadline %v, err %v; want neither", i, ok, cbctx.Err())
+		}
+	}
+}

@@ -223,6 +223,13 @@ type ElectionOption struct{ apply func(*leaseCore) error }
 
 // OnElected sets a callback run when this client becomes leader. Callbacks of one election run
 // one at a time, in order, never on the loop goroutine; ctx marks the callback for Close.
+//
+// A callback's ctx (here and in OnRevoked, OnAssigned and OnUnassigned) is never cancelled
+// and has no deadline: not when the term ends, nor when the client closes. It only tells a
+// Close called from inside the callback not to wait for the callback itself. Return promptly:
+// the election's later callbacks wait for this one, and a Close from elsewhere waits for it
+// too. To follow the term, watch t.Context() (or use RunWhileLeader, whose ctx ends with
+// the term).
 func OnElected(fn func(ctx context.Context, t Term)) ElectionOption {
 	return ElectionOption{func(l *leaseCore) error {
 		if fn == nil {
@@ -233,7 +240,8 @@ func OnElected(fn func(ctx context.Context, t Term)) ElectionOption {
 	}}
 }
 
-// OnRevoked sets a callback run when a term of this election ends, with the reason.
+// OnRevoked sets a callback run when a term of this election ends, with the reason. Its ctx is
+// never cancelled, as OnElected's.
 func OnRevoked(fn func(ctx context.Context, t Term, reason RevokeReason)) ElectionOption {
 	return ElectionOption{func(l *leaseCore) error {
 		if fn == nil {
