@@ -230,6 +230,11 @@ type ElectionOption struct{ apply func(*leaseCore) error }
 // the election's later callbacks wait for this one, and a Close from elsewhere waits for it
 // too. To follow the term, watch t.Context() (or use RunWhileLeader, whose ctx ends with
 // the term).
+//
+// Callbacks and leader work (RunWhileLeader, Schedule, RunPartition) run on goroutines of
+// their own, in no order between them: a term's work may start before its OnElected (or
+// OnAssigned) runs, and OnRevoked (or OnUnassigned) may run while the term's work is still
+// returning. The handover waits for the work, not for callbacks.
 func OnElected(fn func(ctx context.Context, t Term)) ElectionOption {
 	return ElectionOption{func(l *leaseCore) error {
 		if fn == nil {
