@@ -382,3 +382,94 @@ func TestLeaveDuringClose(t *testing.T) {
 		t.Fatalf("members %v left after Close", snap.Groups["jobs"])
 	}
 }
+
+// TestStepDownOfCandidateSitsOutCooldown pins what StepDown's doc says of an election that
+// does not lead: a candidate that steps down leaves the race for the cooldown (it does not
+// take over when the leader stops meanwhile), and StepDown on an election never started does
+// nothing (a later Start leads at once).
+func TestStepDownOfCandidateSitsOutCooldown(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	ca, _ := w.client("a")
+	ea, _ := ca.NewElection("c")
+	_ = ea.Start(ctx)
+	w.until(5*time.Second, "a leads", ea.IsLeader)
+	cb, _ := w.client("b", simba.WithCooldown(5*time.Second))
+	eb, _ := cb.NewElection("c")
+	_ = eb.Start(ctx)
+	w.async(func() error { return eb.StepDown(ctx) }) // b is a candidate, not the leader
+	w.async(func() error { return ea.Stop(ctx) })
+	start := w.clock.Now()
+	w.until(10*time.Second, "b leads after its cooldown", eb.IsLeader)
+	if waited := w.clock.Now() - start; waited < 4*time.Second {
+		t.Fatalf("b led %v after the leader stopped, inside the 5s cooldown its StepDown began", waited)
+	}
+
+	en, _ := ca.NewElection("never-started")
+	w.async(func() error { return en.StepDown(ctx) })
+	if en.IsLeader() {
+		t.Fatal("StepDown started an election")
+	}
+	_ = en.Start(ctx)
+	start = w.clock.Now()
+	w.until(5*time.Second, "the election leads after Start", en.IsLeader)
+	if waited := w.clock.Now() - start; waited >= time.Second {
+		t.Fatalf("an election stepped down before it started led %v after Start: a cooldown", waited)
+	}
+}
+
+// TestLockIsNotReentrant pins what Lock's doc says: a goroutine locking a name it holds waits
+// behind itself until its ctx ends, gets ctx's error, and keeps the lock it holds.
+func TestLockIsNotReentrant(t *testing.T) {
+	w := newWorld(t)
+	c, _ := w.client("a")
+	ctx := context.Background()
+	var outer simba.Term
+	var inner error
+	w.async(func() error {
+		return c.WithLock(ctx, "r", func(ctx context.Context, t simba.Term) error {
+			outer = t
+			ictx, cancel := context.WithCancel(ctx)
+			time.AfterFunc(50*time.Millisecond, cancel) // real time: the waiting Lock's ctx ends
+			inner = c.WithLock(ictx, "r", func(context.Context, simba.Term) error { return nil })
+			if !t.IsValid() {
+				return errors.New("the outer lock was lost while the inner Lock waited")
+			}
+			return nil
+		})
+	})
+	if !errors.Is(inner, context.Canceled) {
+		t.Fatalf("nested Lock of a held name: %v, want context.Canceled", inner)
+	}
+	if outer.IsValid() {
+		t.Fatal("the outer lock is still valid after WithLock returned")
+	}
+}
+
+// TestCallbackContextNeverEnds pins what OnElected's doc says of a callback's ctx: it has no
+// deadline and is not cancelled when the term ends (t.Context() is), so a callback that
+// waits on it would wait for ever.
+func TestCallbackContextNeverEnds(t *testing.T) {
+	w := newWorld(t)
+	c, _ := w.client("a")
+	ctx := context.Background()
+	ctxs := make(chan context.Context, 2)
+	terms := make(chan simba.Term, 1)
+	e, _ := c.NewElection("cb",
+		simba.OnElected(func(ctx context.Context, t simba.Term) { ctxs <- ctx; terms <- t }),
+		simba.OnRevoked(func(ctx context.Context, _ simba.Term, _ simba.RevokeReason) { ctxs <- ctx }))
+	_ = e.Start(ctx)
+	w.until(5*time.Second, "a leads", e.IsLeader)
+	w.async(func() error { return e.StepDown(ctx) })
+	w.until(5*time.Second, "both callbacks", func() bool { return len(ctxs) == 2 })
+	term := <-terms
+	if term.Context().Err() == nil {
+		t.Fatal("the stepped-down term's context is not done")
+	}
+	for i := 0; i < 2; i++ {
+		cbctx := <-ctxs
+		if _, ok := cbctx.Deadline(); ok || cbctx.Err() != nil {
+			t.Fatalf("callback %d's ctx: deadline %v, err %v; want neither", i, ok, cbctx.Err())
+		}
+	}
+}

@@ -223,6 +223,18 @@ type ElectionOption struct{ apply func(*leaseCore) error }
 
 // OnElected sets a callback run when this client becomes leader. Callbacks of one election run
 // one at a time, in order, never on the loop goroutine; ctx marks the callback for Close.
+//
+// A callback's ctx (here and in OnRevoked, OnAssigned and OnUnassigned) is never cancelled
+// and has no deadline: not when the term ends, nor when the client closes. It only tells a
+// Close called from inside the callback not to wait for the callback itself. Return promptly:
+// the election's later callbacks wait for this one, and a Close from elsewhere waits for it
+// too. To follow the term, watch t.Context() (or use RunWhileLeader, whose ctx ends with
+// the term).
+//
+// Callbacks and leader work (RunWhileLeader, Schedule, RunPartition) run on goroutines of
+// their own, in no order between them: a term's work may start before its OnElected (or
+// OnAssigned) runs, and OnRevoked (or OnUnassigned) may run while the term's work is still
+// returning. The handover waits for the work, not for callbacks.
 func OnElected(fn func(ctx context.Context, t Term)) ElectionOption {
 	return ElectionOption{func(l *leaseCore) error {
 		if fn == nil {
@@ -233,7 +245,8 @@ func OnElected(fn func(ctx context.Context, t Term)) ElectionOption {
 	}}
 }
 
-// OnRevoked sets a callback run when a term of this election ends, with the reason.
+// OnRevoked sets a callback run when a term of this election ends, with the reason. Its ctx is
+// never cancelled, as OnElected's.
 func OnRevoked(fn func(ctx context.Context, t Term, reason RevokeReason)) ElectionOption {
 	return ElectionOption{func(l *leaseCore) error {
 		if fn == nil {
@@ -392,6 +405,13 @@ func (e *Election) Stop(ctx context.Context) error {
 // candidate again. It returns when the lease is released (after the handover, if work runs);
 // called from inside this election's own leader work, once the term is revoked, as Stop does
 // there (the lease is released when that work returns).
+//
+// A started election that does not lead steps down too: it leaves the race for the cooldown,
+// so it does not take over when the leader goes meanwhile, and StepDown returns nil once it
+// has left the backend's waiter queue (at once where it was not queued); one already cooling
+// down keeps its cooldown as it is.
+// On an election that was never started, or is stopped, StepDown does nothing and returns
+// nil (it does not start it).
 func (e *Election) StepDown(ctx context.Context) error {
 	if ctx == nil {
 		return nilContext("StepDown")

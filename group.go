@@ -43,7 +43,8 @@ type PartitionGroup struct {
 type GroupOption struct{ apply func(*PartitionGroup) error }
 
 // OnAssigned sets a callback run when this client starts leading partition p. Callbacks of a
-// group run one at a time, in order.
+// group run one at a time, in order. Its ctx is never cancelled, as OnElected's: it only
+// marks the callback for Close; watch t.Context() (or use RunPartition) to follow the term.
 func OnAssigned(fn func(ctx context.Context, p int, t Term)) GroupOption {
 	return GroupOption{func(g *PartitionGroup) error {
 		if fn == nil {
@@ -55,7 +56,7 @@ func OnAssigned(fn func(ctx context.Context, p int, t Term)) GroupOption {
 }
 
 // OnUnassigned sets a callback run when this client's term of partition p ends (rebalanced
-// away, lost, or the group left).
+// away, lost, or the group left). Its ctx is never cancelled, as OnElected's.
 func OnUnassigned(fn func(ctx context.Context, p int, t Term, reason RevokeReason)) GroupOption {
 	return GroupOption{func(g *PartitionGroup) error {
 		if fn == nil {

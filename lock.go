@@ -61,6 +61,10 @@ func (h *Held) passTurn() {
 // call worker, without the caller.) A permanent backend error (a missing schema, a server of
 // the wrong kind) ends the wait with that error. The name is validated before any I/O
 // (ErrInvalidName).
+//
+// Lock is not reentrant, as sync.Mutex is not: a goroutine that holds name and locks it again
+// on the same client (a WithLock inside a WithLock of the same name, say) waits behind itself
+// until ctx ends, and then returns ctx's error; the lock it holds stays held.
 func (c *Client) Lock(ctx context.Context, name string) (*Held, error) {
 	return c.lock(ctx, name, engine.FlavorLock)
 }
