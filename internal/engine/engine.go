@@ -934,10 +934,10 @@ func (s *Engine) soon() time.Duration {
 //
 // What it keeps: the failure counts stay, so retries that still fail back off as before
 // (growing to BackoffMax); permanent errors keep BackoffMax (a sign is no reason to hammer a
-// backend that refuses); a Join of unknown outcome still blocks its group's Leave for a call
-// timeout (that wait is no backoff); a backend that loses sessions as fast as it opens them keeps its
-// backoff between opens (shortLived); a candidate in cooldown stays there; and a waiter's
-// place in a queue is taken as usual, by the acquire. Damping: a sign acts at most once per
+// backend that refuses); a Join of unknown outcome still holds its group's Leave back for a
+// call timeout (that wait is no backoff); a backend that loses sessions as fast as it opens
+// them keeps its backoff between opens (shortLived); a candidate in cooldown stays there; and a
+// waiter's place in a queue is taken as usual, by the acquire. Damping: a sign acts at most once per
 // BackoffMax (reachQuiet), so a link that flaps, or probes that succeed while the calls keep
 // failing, add at most one retry of each call per BackoffMax to the backoff's own.
 //
