@@ -97,8 +97,8 @@ type Client struct {
 	// (watchOpen).
 	openCut  *context.CancelFunc
 	cutOpens bool
-	// sessCalls are the session calls (open, keep-alive) in flight, which a probe that the
-	// backend answered cuts short if they were sent before it (probe.go).
+	// sessCalls are the session calls (open, keep-alive) and group Joins in flight, which a
+	// probe that the backend answered cuts short if they were sent before it (probe.go).
 	sessCalls []*stuckCall
 
 	errSeq  atomic.Uint64 // numbers the backend errors reported, for request's ctx errors
@@ -1007,7 +1007,9 @@ func (c *Client) runCall(cl call, caller context.Context) (cut, handed bool) {
 		openCut = c.watchOpen(cancel)
 	}
 	var sessCall *stuckCall
-	if ef.Op == engine.OpOpenSession || ef.Op == engine.OpKeepAlive {
+	if ef.Op == engine.OpOpenSession || ef.Op == engine.OpKeepAlive || ef.Op == engine.OpJoin {
+		// A group's Join is cut short as well: hung on a silenced connection, it kept the
+		// group (and its partitions) away until its timeout after the backend came back.
 		sessCall = c.watchSessionCall(ev.SentAt, cancel)
 	}
 	if caller == nil || caller.Done() == nil {
@@ -1198,6 +1200,9 @@ func isAbandoned(err error) bool {
 func (c *Client) callDone(op engine.Op, name string, err error) {
 	if (op == engine.OpOpenSession || op == engine.OpKeepAlive) && !isAbandoned(err) {
 		c.sessionCallDone(err != nil && spi.Classify(err) != spi.Permanent && !errors.Is(err, ErrClosed))
+	}
+	if op == engine.OpJoin && !isAbandoned(err) {
+		c.joinCallDone(err != nil && spi.Classify(err) != spi.Permanent && !errors.Is(err, ErrClosed))
 	}
 	switch {
 	case err != nil && isAbandoned(err):

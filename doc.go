@@ -48,12 +48,14 @@
 // when the renewing request was sent. Defaults (DefaultTTL and the other Default constants):
 // TTL 15 s, renewal every TTL/3, drift 1 %, margin 50 ms, cooldown one TTL, retry jitter up to
 // 25 ms, backoff from 50 ms up to the renewal interval. A backend that comes back after an
-// outage is not left waiting for the backoff: while the session's calls fail, the client probes
-// it (a cheap read, one at a time, the next at most a quarter of the renewal interval after the
-// previous one failed: 100 ms at the least, 1 s at the most), and once it answers, the session
-// is reopened or renewed and failed acquires are retried within 50 ms, a session call still
-// hanging on a connection the outage silenced being cut short (at most once per backoff bound,
-// so that a flapping link cannot make clients hammer a backend). WithDrift(0), WithMargin(0)
+// outage is not left waiting for the backoff: while the session's calls (or a group's Join)
+// fail, the client probes it (a cheap read, one at a time, the next at most a quarter of the
+// renewal interval after the previous one failed: 100 ms at the least, 1 s at the most), and
+// once it answers, the session is reopened or renewed and failed acquires (a group partition's
+// too), Joins and Leaves are retried, and a group's failed members read read again, within
+// 50 ms, a session call or Join still hanging on a connection the outage silenced being cut
+// short (at most once per backoff bound, so that a flapping link cannot make clients hammer a
+// backend). WithDrift(0), WithMargin(0)
 // and WithJitter(0) mean zero, not the default; WithCooldown(0) means the default; WithTTL(0)
 // and WithRenewEvery(0) are rejected.
 //

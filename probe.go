@@ -11,11 +11,13 @@ import (
 )
 
 // After an outage: once a session call (open or keep-alive) fails with a retryable error, the
-// client probes the backend until one succeeds again, and a probe that the backend answers is
+// client probes the backend until one succeeds again (and once a group's Join does, until a
+// probe or the Join succeeds), and a probe that the backend answers is
 // stepped into the engine as engine.EvReachable. The engine then retries the calls that wait
 // out a failure's backoff at once (within a jitter of the backoff's first bound, 50 ms), and
 // the session call in flight since before the probe — stuck on a connection the outage
-// silenced, which would fail only at its timeout — is cut short and retried at once too. So a
+// silenced, which would fail only at its timeout — is cut short and retried at once too, as is
+// a group's Join (the group and its partitions waited for it). So a
 // session lost to an outage is reopened, and an election or waiting Lock granted, within about
 // a probe interval of the backend's return instead of after up to two renewal intervals (the
 // stuck call's timeout, then a backoff of up to a renewal interval).
@@ -57,6 +59,12 @@ func probeEvery(renewEvery time.Duration) time.Duration {
 type prober struct {
 	// down: a session call failed with a retryable error and none succeeded since.
 	down bool
+	// joinDown: a group's Join failed with a retryable error and none succeeded since. It
+	// probes too, while the session's calls succeed: a keep-alive in flight across the heal
+	// succeeds without being a sign (it was sent before the Join's failure), and the Join
+	// would wait out its backoff, up to a renewal interval. A probe that succeeds arms no
+	// next one: the next failed Join does, so the probes are paced by the Join's backoff.
+	joinDown bool
 	// busy: a probe is armed or in flight.
 	busy  bool
 	bound time.Duration // the delay bound of the next probe
@@ -78,6 +86,21 @@ func (c *Client) sessionCallDone(failed bool) {
 	}
 }
 
+// joinCallDone tells the prober how a group's Join ended (loop goroutine): a retryable
+// failure starts probing, a success stops the probing it started.
+func (c *Client) joinCallDone(failed bool) {
+	p := &c.probe
+	if !failed {
+		p.joinDown = false
+		return
+	}
+	p.joinDown = true
+	if !p.busy {
+		p.bound = probeFirst
+		c.armProbe()
+	}
+}
+
 // armProbe arms the next probe after a delay drawn in [bound/2, bound) (loop goroutine).
 func (c *Client) armProbe() {
 	p := &c.probe
@@ -91,7 +114,7 @@ func (c *Client) armProbe() {
 func (c *Client) sendProbe() {
 	p := &c.probe
 	p.timer = nil
-	if !p.down || c.isClosed() {
+	if !p.down && !p.joinDown || c.isClosed() {
 		p.busy = false
 		return
 	}
@@ -114,7 +137,7 @@ func (c *Client) sendProbe() {
 func (c *Client) probed(start time.Duration, err error) {
 	p := &c.probe
 	p.busy = false
-	if !p.down || c.isClosed() {
+	if !p.down && !p.joinDown || c.isClosed() {
 		return
 	}
 	if err != nil {
@@ -145,7 +168,7 @@ type stuckCall struct {
 // errCutStuck is the cause of a session call that cutStuck cut short.
 var errCutStuck = errors.New("cut short: a probe found the backend answering while this call still hung")
 
-// watchSessionCall records the session call (open or keep-alive) sent at sent, whose context
+// watchSessionCall records the session call (open or keep-alive) or Join sent at sent, whose context
 // cancel ends, until unwatchSessionCall.
 func (c *Client) watchSessionCall(sent time.Duration, cancel context.CancelFunc) *stuckCall {
 	sc := &stuckCall{sent: sent, cancel: cancel}
@@ -174,7 +197,7 @@ func (c *Client) unwatchSessionCall(sc *stuckCall, op engine.Op, err error) erro
 	return err
 }
 
-// cutStuck cuts short the session calls sent before start and still in flight, once a probe
+// cutStuck cuts short the session calls (and Joins) sent before start and still in flight, once a probe
 // that began at start was answered: such a call waits on a connection the outage silenced (the
 // backend answers others), and would fail only at its timeout. Its outcome is unknown, as a
 // timed-out call's, and the engine retries it at once.

@@ -26,3 +26,16 @@ func TestReopenAtOnceAfterOutage(t *testing.T) {
 		})
 	}
 }
+
+// TestGroupReopenAtOnceAfterOutage: a client joined to a group (leading its partitions)
+// before an outage its session lives through, and joining another during it, is a member of
+// both and leads all their partitions within 1.5 s of the client's time after the heal
+// (connections refused: outagetest.GroupReopen). The Join used to wait for its backoff (up to
+// 20 s at the TTL of 60 s used).
+func TestGroupReopenAtOnceAfterOutage(t *testing.T) {
+	addr := testenv.Etcd(t)[0]
+	prefix := testPrefix(t)
+	p := faultproxy.StartTest(t, addr)
+	b := openBackend(t, "etcd://"+p.Addr()+prefix)
+	outagetest.GroupReopen(t, b, p, "groupreopen", false)
+}

@@ -32,3 +32,22 @@ func TestReopenAtOnceAfterOutage(t *testing.T) {
 		})
 	}
 }
+
+// TestGroupReopenAtOnceAfterOutage: a client joined to a group (leading its partitions)
+// before an outage its session lives through, and joining another during it, is a member of
+// both and leads all their partitions within 1.5 s (refused) or 2 s (blackholed) of the
+// client's time after the heal (outagetest.GroupReopen). The Join used to wait for its backoff
+// (up to 20 s at the TTL of 60 s used), or, blackholed, for the timeout of the Join that hung.
+func TestGroupReopenAtOnceAfterOutage(t *testing.T) {
+	for _, blackhole := range []bool{false, true} {
+		t.Run(map[bool]string{false: "Refused", true: "Blackhole"}[blackhole], func(t *testing.T) {
+			p := faultproxy.StartTest(t, testenv.Redis(t))
+			b, err := Open("redis://"+p.Addr(), WithLogger(discard))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			outagetest.GroupReopen(t, b, p, uniq("groupreopen"), blackhole)
+		})
+	}
+}

@@ -29,3 +29,23 @@ func TestReopenAtOnceAfterOutage(t *testing.T) {
 		})
 	}
 }
+
+// TestGroupReopenAtOnceAfterOutage: a client joined to a group (leading its partitions)
+// before an outage its session lives through, and joining another during it, is a member of
+// both and leads all their partitions within 1.5 s of the client's time after the heal
+// (connections refused: outagetest.GroupReopen). The Join used to wait for its backoff (up to
+// 20 s at the TTL of 60 s used).
+func TestGroupReopenAtOnceAfterOutage(t *testing.T) {
+	t.Run("PostgreSQL/Refused", func(t *testing.T) {
+		dsn := pgDSN(t)
+		migrated(t, dsn)
+		pdsn, p := proxyPgDSN(t, dsn, nil)
+		outagetest.GroupReopen(t, open(t, pdsn), p, "groupreopen-"+unique(t), false)
+	})
+	t.Run("MySQL/Refused", func(t *testing.T) {
+		dsn := myDSN(t)
+		migrated(t, dsn)
+		pdsn, p := proxyDSN(t, dsn, "3306")
+		outagetest.GroupReopen(t, open(t, pdsn), p, "groupreopen-"+unique(t), false)
+	})
+}

@@ -27,3 +27,15 @@ func TestReopenAtOnceAfterOutage(t *testing.T) {
 		})
 	}
 }
+
+// TestGroupReopenAtOnceAfterOutage: a client joined to a group (leading its partitions)
+// before an outage its session lives through, and joining another during it, is a member of
+// both and leads all their partitions within 1.5 s of the client's time after the heal
+// (connections refused: outagetest.GroupReopen). The Join used to wait for its backoff (up to
+// 20 s at the TTL of 60 s used).
+func TestGroupReopenAtOnceAfterOutage(t *testing.T) {
+	addr := testenv.ZooKeeper(t)[0]
+	p := faultproxy.StartTest(t, addr)
+	b := openBackend(t, "zk://"+p.Addr())
+	outagetest.GroupReopen(t, b, p, "groupreopen-"+strconv.FormatInt(time.Now().UnixNano(), 36), false)
+}

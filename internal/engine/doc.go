@@ -25,8 +25,9 @@
 //   - EvHint for each backend hint (spi.Hinter), if the backend has them (hints can be forged
 //     or come in storms: the engine damps them per name, see HintWindow);
 //   - EvReachable when the backend answers again while the session's calls were failing (the
-//     shell's probe): calls that wait out a failure's backoff are retried at once, at most once
-//     per BackoffMax (Engine.reachable);
+//     shell's probe): calls that wait out a failure's backoff (opens, keep-alives, acquires,
+//     group Joins and Leaves) are retried at once, and a failed members read is read again, at
+//     most once per BackoffMax (Engine.reachable);
 //   - EvTimer and EvReply, as the effects below ask.
 //
 // Effects and what the driver does with them:

@@ -121,6 +121,12 @@ func (s *Engine) sync(e *election) {
 	}
 	if !want && e.state == Ended && !e.pendingStart && s.elections[e.name] == e {
 		delete(s.elections, e.name)
+		if e.inBackingOff {
+			// Dropped while its retry waited out a backoff: its entry is stale from now on.
+			if s.backingOffGone++; 2*s.backingOffGone > len(s.backingOff) {
+				s.pruneBackingOff()
+			}
+		}
 	}
 }
 

@@ -38,9 +38,17 @@ type Engine struct {
 	handovers  int
 	// reachQuiet: until then, signs that the backend answers again change nothing (see
 	// reachable); backingOff holds the candidates whose retry waits out a failure's backoff
-	// (entries may be stale: check backoffRetry).
-	reachQuiet time.Duration
-	backingOff []*election
+	// (entries may be stale: check backoffRetry), and groupsBackingOff the groups whose Join or
+	// Leave retry does, or whose members read failed (stale too: check group.backoffRetry and
+	// membersFailed). backingOffGone counts the entries of backingOff whose election was
+	// dropped since it was last pruned: once they are half of it, it is pruned (pruneBackingOff),
+	// so a client that starts and drops elections while its calls fail, and sees no sign that
+	// would prune it, does not grow it without bound.
+	reachQuiet       time.Duration
+	backingOff       []*election
+	backingOffGone   int
+	groupsBackingOff []*group
+	groupsGone       int // as backingOffGone, for groupsBackingOff
 	// lastFail is when the latest call failed: only a success of a call sent after it is a
 	// sign that the backend answers again.
 	lastFail time.Duration
@@ -504,6 +512,7 @@ func (s *Engine) onKeepAliveReply(p pending, ev Event) {
 			if !ok || !g.joined || g.leaving {
 				continue
 			}
+			g.membersFailed = false // this view stands for the read that failed
 			if sent >= g.joinedAt && !slices.Contains(m, s.sess.id) {
 				// A Leave of an earlier membership landed after this Join: join again.
 				g.joined = false
@@ -659,6 +668,7 @@ func (s *Engine) loseSession(reason Reason) {
 	for _, name := range slices.Clone(s.groupNames) {
 		g := s.groups[name]
 		g.joined, g.joinReq, g.membersReq, g.membersDirty, g.retrying, g.lapseAt = false, 0, 0, false, false, 0
+		g.backoffRetry, g.membersFailed, g.poked = false, false, false
 		// A Join of unknown outcome was the lost session's: its membership ended with it.
 		g.unknown = false
 		s.setView(g, nil, nil)
@@ -914,16 +924,20 @@ func (s *Engine) soon() time.Duration {
 // when the backoff drawn after its last failure ran out (up to BackoffMax, the renewal
 // interval), and a call stuck on a connection the outage silenced failed only at its timeout
 // and then waited out a backoff as well. Now:
-//   - an open, keep-alive or acquire whose retry waits out a failure's backoff is retried at
-//     once (soon: within a jitter of BackoffMin);
-//   - the session's open, a failing keep-alive, or an acquire after failures, in flight now,
-//     is retried at once should it fail (poked), instead of after a backoff.
+//   - an open, keep-alive, acquire (a partition's too) or group Join or Leave whose retry
+//     waits out a failure's backoff is retried at once (soon: within a jitter of BackoffMin);
+//   - the session's open, a failing keep-alive, or an acquire or Join after failures, in
+//     flight now, is retried at once should it fail (poked), instead of after a backoff;
+//   - a group whose members read failed, and whose members no keep-alive brought since, is
+//     read again at once (else its view waited for the next keep-alive, up to a renewal
+//     interval).
 //
 // What it keeps: the failure counts stay, so retries that still fail back off as before
 // (growing to BackoffMax); permanent errors keep BackoffMax (a sign is no reason to hammer a
-// backend that refuses); a backend that loses sessions as fast as it opens them keeps its
-// backoff between opens (shortLived); a candidate in cooldown stays there; and a waiter's
-// place in a queue is taken as usual, by the acquire. Damping: a sign acts at most once per
+// backend that refuses); a Join of unknown outcome still holds its group's Leave back for a
+// call timeout (that wait is no backoff); a backend that loses sessions as fast as it opens
+// them keeps its backoff between opens (shortLived); a candidate in cooldown stays there; and a
+// waiter's place in a queue is taken as usual, by the acquire. Damping: a sign acts at most once per
 // BackoffMax (reachQuiet), so a link that flaps, or probes that succeed while the calls keep
 // failing, add at most one retry of each call per BackoffMax to the backoff's own.
 //
@@ -963,9 +977,16 @@ func (s *Engine) reachable(probe bool) {
 				}
 			}
 		}
+		if probe {
+			for _, name := range s.groupNames {
+				if g := s.groups[name]; g.joinReq != 0 && g.fails > 0 {
+					g.poked, acted = true, true
+				}
+			}
+		}
 		kept := s.backingOff[:0]
 		for _, e := range s.backingOff {
-			if !e.backoffRetry || !e.retrying || e.state != Candidate || e.inflight != 0 {
+			if !backingOff(e) {
 				e.backoffRetry, e.inBackingOff = false, false // stale
 				continue
 			}
@@ -978,11 +999,74 @@ func (s *Engine) reachable(probe bool) {
 			kept = append(kept, e)
 		}
 		clear(s.backingOff[len(kept):])
-		s.backingOff = kept
+		s.backingOff, s.backingOffGone = kept, 0
+		keptG := s.groupsBackingOff[:0]
+		for _, g := range s.groupsBackingOff {
+			if s.groups[g.name] != g {
+				g.inReach = false // dropped
+				continue
+			}
+			if g.backoffRetry && (!g.retrying || g.joinReq != 0) {
+				g.backoffRetry = false // stale
+			}
+			if g.membersFailed && (!g.joined || g.leaving) {
+				g.membersFailed = false // stale
+			}
+			if g.backoffRetry && g.retryAt > soon {
+				s.retryGroupAt(g, soon, false)
+				acted = true
+			}
+			if g.membersFailed {
+				g.membersFailed = false
+				s.sendMembers(g)
+				acted = true
+			}
+			if g.backoffRetry {
+				keptG = append(keptG, g)
+			} else {
+				g.inReach = false
+			}
+		}
+		clear(s.groupsBackingOff[len(keptG):])
+		s.groupsBackingOff, s.groupsGone = keptG, 0
 	}
 	if acted {
 		s.reachQuiet = add(s.now, s.opt.BackoffMax)
 	}
+}
+
+// backingOff reports whether e's armed retry still waits out a failure's backoff (its entry
+// in Engine.backingOff is not stale).
+func backingOff(e *election) bool {
+	return e.backoffRetry && e.retrying && e.state == Candidate && e.inflight == 0
+}
+
+// pruneBackingOff drops the stale entries of backingOff (see Engine.backingOffGone).
+func (s *Engine) pruneBackingOff() {
+	kept := s.backingOff[:0]
+	for _, e := range s.backingOff {
+		if backingOff(e) {
+			kept = append(kept, e)
+		} else {
+			e.backoffRetry, e.inBackingOff = false, false
+		}
+	}
+	clear(s.backingOff[len(kept):])
+	s.backingOff, s.backingOffGone = kept, 0
+}
+
+// pruneGroupsBackingOff drops the entries of groupsBackingOff whose group was dropped.
+func (s *Engine) pruneGroupsBackingOff() {
+	kept := s.groupsBackingOff[:0]
+	for _, g := range s.groupsBackingOff {
+		if s.groups[g.name] == g {
+			kept = append(kept, g)
+		} else {
+			g.inReach = false
+		}
+	}
+	clear(s.groupsBackingOff[len(kept):])
+	s.groupsBackingOff, s.groupsGone = kept, 0
 }
 
 // permanentOpenErr reports whether the last open failed with a permanent error (its retry

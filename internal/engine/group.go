@@ -20,6 +20,13 @@ type group struct {
 	retrying bool
 	retryAt  time.Duration
 	fails    int
+	// backoffRetry: the armed retry (TimerJoin) waits out a Join's or Leave's failure's backoff
+	// (a retryable error), not the window of a Join of unknown outcome; membersFailed: the
+	// last members read failed (retryably) and no view came since; inReach: g is in
+	// Engine.groupsBackingOff for either. poked: the backend was seen answering while the Join
+	// in flight after failures was, so it is retried at once should it fail. All as an
+	// election's (see Engine.reachable).
+	backoffRetry, membersFailed, inReach, poked bool
 	// unknown: a Join failed, so it may still land at the backend; a Leave must wait until
 	// one call timeout after unknownAt, or the late Join would re-add the member.
 	unknown   bool
@@ -149,6 +156,12 @@ func (s *Engine) dropGroup(g *group) {
 	if i, ok := slices.BinarySearch(s.groupNames, g.name); ok {
 		s.groupNames = slices.Delete(s.groupNames, i, i+1)
 	}
+	if g.inReach {
+		// Its entry in groupsBackingOff is stale from now on (see Engine.backingOffGone).
+		if s.groupsGone++; 2*s.groupsGone > len(s.groupsBackingOff) {
+			s.pruneGroupsBackingOff()
+		}
+	}
 }
 
 func (s *Engine) sendJoin(g *group) {
@@ -167,11 +180,40 @@ func (s *Engine) sendMembers(g *group) {
 	g.membersReq = s.call(OpMembers, "", pending{g: g}, Effect{Name: g.name})
 }
 
+// retryGroup retries g's Join or Leave (op) after its failure with err (nil: the backend
+// answered Expired while rule 4 is broken): after a backoff, or at once (soon) if the backend
+// was seen answering while the call was in flight (poked) and err is retryable. A retry that
+// waits out a retryable error's backoff is one a sign that the backend answers again cuts
+// short (reachable), as an acquire's.
 func (s *Engine) retryGroup(g *group, op Op, err error) {
 	g.fails++
 	s.failed(op, g.name, err)
-	g.retrying, g.retryAt = true, add(s.now, s.backoff(g.fails, err))
+	retryable := err != nil && spi.Classify(err) != spi.Permanent
+	if g.poked && retryable {
+		g.poked = false
+		s.retryGroupAt(g, s.soon(), false)
+		return
+	}
+	g.poked = false
+	s.retryGroupAt(g, add(s.now, s.backoff(g.fails, err)), retryable)
+}
+
+// retryGroupAt arms g's retry (Join, or Leave if leaving) at at; backoff says it waits out a
+// retryable failure's backoff, which reachable may cut short.
+func (s *Engine) retryGroupAt(g *group, at time.Duration, backoff bool) {
+	g.retrying, g.retryAt, g.backoffRetry = true, max(at, s.now), backoff
 	s.arm(TimerJoin, g.name, g.retryAt)
+	if backoff {
+		s.reachList(g)
+	}
+}
+
+// reachList puts g in groupsBackingOff (once), for reachable to find.
+func (s *Engine) reachList(g *group) {
+	if !g.inReach {
+		g.inReach = true
+		s.groupsBackingOff = append(s.groupsBackingOff, g)
+	}
 }
 
 func (s *Engine) onJoinReply(p pending, ev Event) {
@@ -183,9 +225,9 @@ func (s *Engine) onJoinReply(p pending, ev Event) {
 	if ev.Err != nil {
 		g.unknown, g.unknownAt = true, s.now
 		if g.leaving {
-			// The join may still land: leave once it no longer can.
-			g.retrying, g.retryAt = true, add(s.now, s.opt.RenewInterval)
-			s.arm(TimerJoin, g.name, g.retryAt)
+			// The join may still land: leave once it no longer can (a wait no sign shortens).
+			g.poked = false
+			s.retryGroupAt(g, add(s.now, s.opt.RenewInterval), false)
 			return
 		}
 		s.retryGroup(g, OpJoin, ev.Err)
@@ -200,7 +242,7 @@ func (s *Engine) onJoinReply(p pending, ev Event) {
 	}
 	// A success does not settle an earlier Join abandoned by a timeout: it may still land, so
 	// g.unknown stays until its window has passed (leave checks the time).
-	g.fails = 0
+	g.fails, g.poked = 0, false
 	if g.leaving {
 		s.sendLeave(g)
 		return
@@ -234,8 +276,15 @@ func (s *Engine) onMembersReply(p pending, ev Event) {
 		return
 	}
 	if ev.Err != nil {
-		s.failed(OpMembers, g.name, ev.Err) // the next keep-alive brings the members anyway
+		// The next keep-alive brings the members anyway; should the backend be seen answering
+		// before it (reachable), they are read again then.
+		s.failed(OpMembers, g.name, ev.Err)
+		if spi.Classify(ev.Err) != spi.Permanent {
+			g.membersFailed = true
+			s.reachList(g)
+		}
 	} else {
+		g.membersFailed = false
 		s.setView(g, ev.Members, nil)
 	}
 	if g.membersDirty {

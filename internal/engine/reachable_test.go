@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -71,4 +72,81 @@ func TestReachableIsDamped(t *testing.T) {
 		t.Fatalf("20 s of failing opens: %d opens with a sign every millisecond, %d without: the signs changed nothing", flapped, base)
 	}
 	t.Logf("20 s of failing opens: %d without signs, %d with a sign every millisecond", base, flapped)
+}
+
+// TestBackingOffPrunedOnDrop: a client that starts and drops elections while every acquire
+// fails, and sees no sign that the backend answers again — its keep-alives succeed, but each
+// was sent no later than the latest failure — keeps Engine.backingOff to about the candidates
+// still waiting out a backoff. Before, only a sign pruned it: it kept every election dropped
+// since, long after the keep-alives had settled and forgotten them.
+func TestBackingOffPrunedOnDrop(t *testing.T) {
+	o := Defaults()
+	o.Owner, o.TTL = "a", 3*time.Second
+	e, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := spi.Unavailable("call", errors.New("connection refused"))
+	var now time.Duration
+	var calls []Effect
+	timers := map[Timer]time.Duration{}
+	step := func(ev Event) {
+		ev.Jitter = 0.5
+		for _, ef := range e.Step(ev, now) {
+			switch ef.Kind {
+			case EfCall:
+				calls = append(calls, ef)
+			case EfArm:
+				timers[ef.Timer] = ef.At
+			}
+		}
+	}
+	// answer replies to the calls of op made so far: the keep-alives succeed, the rest fail.
+	answer := func(op Op) {
+		rest := calls[:0]
+		for _, ef := range calls {
+			if ef.Op != op {
+				rest = append(rest, ef)
+				continue
+			}
+			r := ReplyTo(ef)
+			r.SentAt = now
+			switch op {
+			case OpOpenSession:
+				r.Session = spi.Session{ID: "s1", Remaining: o.TTL}
+			case OpKeepAlive:
+				r.KeepAlive.Remaining = o.TTL
+			default:
+				r.Err = refused
+			}
+			step(r)
+		}
+		calls = rest
+	}
+	step(Event{Kind: EvBoot})
+	answer(OpOpenSession)
+	const span = 30 * time.Second
+	for i := 0; now < span; i++ {
+		now += 100 * time.Millisecond
+		for k, at := range timers {
+			if at <= now {
+				delete(timers, k)
+				step(Event{Kind: EvTimer, Timer: k})
+			}
+		}
+		name := fmt.Sprintf("x%d", i)
+		step(Event{Kind: EvStart, Name: name, Flavor: FlavorElection})
+		answer(OpAcquire) // fails now: its retry waits out a backoff
+		answer(OpRelease)
+		step(Event{Kind: EvStop, Name: name})
+		answer(OpKeepAlive) // sent no later than that failure: no sign
+	}
+	if e.sess.state != SessionLive || e.sess.gen != 1 {
+		t.Fatalf("the session did not live through the run: %v, generation %d", e.sess.state, e.sess.gen)
+	}
+	if limit := 2*len(e.elections) + 1; len(e.backingOff) > limit {
+		t.Fatalf("%v of elections started, failed and stopped: %d entries in backingOff for %d elections left; want at most %d",
+			span, len(e.backingOff), len(e.elections), limit)
+	}
+	t.Logf("%d entries in backingOff, %d elections left", len(e.backingOff), len(e.elections))
 }

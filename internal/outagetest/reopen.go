@@ -178,12 +178,15 @@ func Reopen(t testing.TB, backend, direct spi.Backend, p *faultproxy.Proxy, pref
 // awaitBackend makes a real backend's calls wait through spi.Await, so that a virtual clock
 // does not wait for a call that hangs on a blackholed link (it hangs until its timeout on that
 // clock, which only moves when the test moves it). It counts the opens (and those that
-// failed), the acquires and the probes (Members).
+// failed), the acquires and the probes (Members: a group's members reads count too).
 type awaitBackend struct {
 	spi.Backend
 	clock            *simbatest.VirtualClock
 	opens, openFails atomic.Int64
 	acquires, probes atomic.Int64
+	// joins and joinFails count the Joins (and those that failed), renewed the keep-alives
+	// that succeeded (GroupReopen).
+	joins, joinFails, renewed atomic.Int64
 }
 
 func await[T any](ctx context.Context, f func() (T, error)) (T, error) {
@@ -214,7 +217,24 @@ func (b *awaitBackend) OpenSession(ctx context.Context, owner string, ttl time.D
 }
 
 func (b *awaitBackend) KeepAlive(ctx context.Context, id spi.SessionID, names, groups []string) (spi.KeepAlive, error) {
-	return await(ctx, func() (spi.KeepAlive, error) { return b.Backend.KeepAlive(ctx, id, names, groups) })
+	ka, err := await(ctx, func() (spi.KeepAlive, error) { return b.Backend.KeepAlive(ctx, id, names, groups) })
+	if err == nil {
+		b.renewed.Add(1)
+	}
+	return ka, err
+}
+
+func (b *awaitBackend) Join(ctx context.Context, id spi.SessionID, group string) (spi.Status, error) {
+	b.joins.Add(1)
+	st, err := await(ctx, func() (spi.Status, error) { return b.Backend.Join(ctx, id, group) })
+	if err != nil {
+		b.joinFails.Add(1)
+	}
+	return st, err
+}
+
+func (b *awaitBackend) Leave(ctx context.Context, id spi.SessionID, group string) (spi.Status, error) {
+	return await(ctx, func() (spi.Status, error) { return b.Backend.Leave(ctx, id, group) })
 }
 
 func (b *awaitBackend) CloseSession(ctx context.Context, id spi.SessionID) error {
