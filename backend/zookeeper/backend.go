@@ -48,7 +48,7 @@ func WithLogger(l zk.Logger) Option { return func(o *options) { o.logger = l } }
 
 // WithSlog sends the backend's own warnings to l (slog.Default() by default): open ACLs
 // (a DSN without credentials, at the first OpenSession; once per logger), the hint watcher falling back to per-session
-// watches (a server without persistent recursive watches), and nodes at Simba's paths that
+// watches (a server without addWatch: ZooKeeper before 3.6), and nodes at Simba's paths that
 // Simba did not create (group children that are not members, foreign lease nodes), which the
 // backend skips or honours but never deletes. A nil l discards them.
 func WithSlog(l *slog.Logger) Option { return func(o *options) { o.slog = l } }

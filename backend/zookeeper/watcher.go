@@ -209,13 +209,13 @@ func (w *watcher) run() {
 	defer close(w.done)
 	backoff := watcherInitialBackoff
 	for i := 0; ; i++ {
-		// Connect only while something is to be watched.
+		// Connect only while something is to be watched (with nothing waited for, there is
+		// nothing to sweep either: only a kick can change that).
 		for !w.needed() {
 			select {
 			case <-w.stop:
 				return
 			case <-w.kick:
-			case <-time.After(w.sweepEvery()):
 			}
 		}
 		start := time.Now()
