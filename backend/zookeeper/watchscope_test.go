@@ -168,3 +168,53 @@ func TestWaitsEnd(t *testing.T) {
 		t.Fatalf("watchSet = %v, %v; want nothing but the groups", leases, groups)
 	}
 }
+
+// TestHintConnectionOnlyWhileWaiting: a subscribed backend opens its hint connection only
+// when a session waits for a name, and closes it about a TTL after the last wait ended (here
+// with the grant). The old code kept it open, watching every lease node, from the first
+// subscriber on.
+func TestHintConnectionOnlyWhileWaiting(t *testing.T) {
+	dsn := serverDSN(t, "")
+	b, other := openBackend(t, dsn), openBackend(t, dsn)
+	const ttl = 2 * time.Second
+	ctx := testCtx(t)
+	hctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	hints, err := b.Hints(hctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, o := openSession(t, b, ttl), openSession(t, other, ttl)
+	b.hmu.Lock()
+	w := b.watcher
+	b.hmu.Unlock()
+	// Another client's cycle, which no session of b waits for, opens nothing.
+	tok := mustGrant(t, other, o, "n")
+	if err := other.Release(ctx, o, "n", tok); err != nil {
+		t.Fatal(err)
+	}
+	if n := w.sessions.Load(); n != 0 {
+		t.Fatalf("the hint connection got %d sessions before any wait; want none", n)
+	}
+	tok = mustGrant(t, other, o, "n")
+	if r, err := b.Acquire(ctx, s, "n"); err != nil || r.Kind != spi.HeldBy {
+		t.Fatalf("Acquire = %+v, %v; want held", r, err)
+	}
+	waitFor(t, "the hint connection's watch on n", func() bool { return w.covers(spi.Released, "n") })
+	if n := w.sessions.Load(); n != 1 {
+		t.Fatalf("the hint connection got %d sessions by the first wait; want 1", n)
+	}
+	if err := other.Release(ctx, o, "n", tok); err != nil {
+		t.Fatal(err)
+	}
+	for h := range hints {
+		if h.Kind == spi.Released && h.Name == "n" {
+			break
+		}
+	}
+	mustGrant(t, b, s, "n")
+	waitFor(t, "the hint connection to close with nothing to watch", func() bool { return !w.live.Load() })
+	if n := w.sessions.Load(); n != 1 {
+		t.Fatalf("the hint connection got %d sessions; want 1", n)
+	}
+}
