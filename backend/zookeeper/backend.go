@@ -48,7 +48,7 @@ func WithLogger(l zk.Logger) Option { return func(o *options) { o.logger = l } }
 
 // WithSlog sends the backend's own warnings to l (slog.Default() by default): open ACLs
 // (a DSN without credentials, at the first OpenSession; once per logger), the hint watcher falling back to per-session
-// watches (a server without persistent recursive watches), and nodes at Simba's paths that
+// watches (a server without addWatch: ZooKeeper before 3.6), and nodes at Simba's paths that
 // Simba did not create (group children that are not members, foreign lease nodes), which the
 // backend skips or honours but never deletes. A nil l discards them.
 func WithSlog(l *slog.Logger) Option { return func(o *options) { o.slog = l } }
@@ -107,6 +107,10 @@ type Backend struct {
 	hmu     sync.Mutex
 	subs    map[chan spi.Hint]struct{}
 	watcher *watcher // while there are subscribers
+	// waits holds, per lease name, the sessions waiting for it (see waitFor); groupsUsed
+	// whether a session joined or read a group. Both only while there are subscribers.
+	waits      map[string]map[spi.SessionID]waitMark
+	groupsUsed bool
 }
 
 var (
@@ -159,6 +163,7 @@ func NewFromConfig(cfg Config, opts ...Option) (*Backend, error) {
 		sessions: map[spi.SessionID]*session{},
 		unclosed: map[spi.SessionID]*session{},
 		subs:     map[chan spi.Hint]struct{}{},
+		waits:    map[string]map[spi.SessionID]waitMark{},
 	}
 	b.stop, b.cancelStop = context.WithCancel(context.Background())
 	b.acls = newACLs(cfg.User != "")
@@ -361,6 +366,7 @@ func (b *Backend) forget(s *session) {
 		b.observer = nil
 	}
 	b.mu.Unlock()
+	b.sessionDone(s.id)
 }
 
 // ensureRoots creates the persistent nodes of the layout (once per backend, again after an
@@ -620,6 +626,7 @@ func (b *Backend) acquire(ctx context.Context, sid spi.SessionID, name string, q
 			}
 			s.granted(name, q)
 			s.adopt(name, token, false)
+			b.doneWaiting(sid, name)
 			return spi.Acquire{Kind: spi.Granted, Token: token, Remaining: s.remaining()}, nil
 		case errors.Is(err, errQueueChanged):
 			head, err := s.readQueue(ctx, name)
@@ -643,6 +650,7 @@ func (b *Backend) acquire(ctx context.Context, sid spi.SessionID, name string, q
 					return spi.Acquire{}, err
 				}
 			}
+			b.waitFor(sid, name, s.waitLinger(), false)
 			return *head, nil
 		case errors.Is(err, zk.ErrNodeExists):
 			type got struct {
@@ -664,6 +672,7 @@ func (b *Backend) acquire(ctx context.Context, sid spi.SessionID, name string, q
 				return spi.Acquire{}, s.fail("acquire: read "+path, err)
 			case g.stat.EphemeralOwner == s.zid:
 				s.adopt(name, g.stat.Czxid, g.watched)
+				b.doneWaiting(sid, name)
 				return spi.Acquire{Kind: spi.Granted, Token: g.stat.Czxid, Remaining: s.remaining()}, nil
 			}
 			var reply spi.Acquire
@@ -692,6 +701,7 @@ func (b *Backend) acquire(ctx context.Context, sid spi.SessionID, name string, q
 					return spi.Acquire{}, err
 				}
 			}
+			b.waitFor(sid, name, s.waitLinger(), true)
 			return reply, nil
 		case errors.Is(err, zk.ErrNoNode):
 			b.rootsMissing()
@@ -745,6 +755,7 @@ func (b *Backend) Release(ctx context.Context, sid spi.SessionID, name string, t
 		return err
 	}
 	path := b.lay.lease(name)
+	b.doneWaiting(sid, name)
 	held := s.forgetHeld(name, token)
 	if held {
 		// Simba never changes a lease node's data, so its version is 0.
@@ -824,6 +835,7 @@ func (b *Backend) Join(ctx context.Context, sid spi.SessionID, group string) (sp
 }
 
 func (b *Backend) join(ctx context.Context, s *session, group string) (spi.Status, error) {
+	b.useGroups()
 	member := b.lay.member(group, string(s.id))
 	for attempt := 0; attempt < 4; attempt++ {
 		_, err := call(ctx, func() (string, error) { return s.conn.Create(member, s.owner, wire.MemberNodeFlags, b.acls.member) })

@@ -21,6 +21,7 @@ type benchEnv struct {
 	raw     *zk.Conn
 	rawPath string
 	ctx     context.Context
+	dsn     string // the backend's, for more backends on the same chroot
 }
 
 func newBenchEnv(b *testing.B) *benchEnv {
@@ -37,7 +38,7 @@ func newBenchEnv(b *testing.B) *benchEnv {
 		b.Fatal(err)
 	}
 	b.Cleanup(raw.Close)
-	return &benchEnv{b: be, session: s.ID, raw: raw, rawPath: be.lay.lease("raw-baseline"), ctx: ctx}
+	return &benchEnv{b: be, session: s.ID, raw: raw, rawPath: be.lay.lease("raw-baseline"), ctx: ctx, dsn: dsn}
 }
 
 // pair is the baseline: create an ephemeral node and delete it, as a bare client would.
@@ -148,6 +149,56 @@ func BenchmarkAcquireRelease(b *testing.B) {
 				b.Fatal(err)
 			}
 		})
+	})
+}
+
+// BenchmarkAcquireReleaseIdleHinted is the simba cycle of BenchmarkAcquireRelease while 8
+// other backends on the same chroot are open, as 8 idle simba.Clients' would be: each has a
+// Hints subscriber (drained) and a session that once waited for a name of its own and then
+// got it. Their hint connections watch only names their sessions wait for, so the cycle should
+// cost what it costs alone; when they watched every lease node, each create and delete was
+// sent to all of them. The baseline pair runs outside the leases node, where no hint
+// connection ever watched, so that it costs the same either way.
+func BenchmarkAcquireReleaseIdleHinted(b *testing.B) {
+	e := newBenchEnv(b)
+	e.rawPath = e.b.lay.root() + "/raw-baseline"
+	for i := range 8 {
+		idle := openBackend(b, e.dsn)
+		hints, err := idle.Hints(e.ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		go func() {
+			for range hints {
+			}
+		}()
+		s, err := idle.OpenSession(e.ctx, "bench-idle", 30*time.Second)
+		if err != nil {
+			b.Fatal(err)
+		}
+		name := fmt.Sprintf("idle-%d", i)
+		r, err := e.b.Acquire(e.ctx, e.session, name)
+		if err != nil || r.Kind != spi.Granted {
+			b.Fatalf("Acquire = %+v, %v", r, err)
+		}
+		if w, err := idle.Acquire(e.ctx, s.ID, name); err != nil || w.Kind != spi.HeldBy {
+			b.Fatalf("idle Acquire = %+v, %v; want held", w, err)
+		}
+		if err := e.b.Release(e.ctx, e.session, name, r.Token); err != nil {
+			b.Fatal(err)
+		}
+		if g, err := idle.Acquire(e.ctx, s.ID, name); err != nil || g.Kind != spi.Granted {
+			b.Fatalf("idle Acquire after the release = %+v, %v; want granted", g, err)
+		}
+	}
+	ratio(b, e, "cycle", func() {
+		r, err := e.b.Acquire(e.ctx, e.session, "cycle")
+		if err != nil || r.Kind != spi.Granted {
+			b.Fatalf("Acquire = %+v, %v", r, err)
+		}
+		if err := e.b.Release(e.ctx, e.session, "cycle", r.Token); err != nil {
+			b.Fatal(err)
+		}
 	})
 }
 

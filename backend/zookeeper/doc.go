@@ -66,8 +66,8 @@ Simba never deletes a node it did not create, and never takes one for its own:
   - An ephemeral node where Simba needs a persistent one (the chroot, /simba, its leases and
     groups nodes, a group node) is a permanent error naming the path: ZooKeeper refuses
     children under an ephemeral node, so retrying cannot help. OpenSession checks the roots.
-  - Watches are the hints: Released when a lease node is deleted, GroupChanged when a
-    membership changes (see Backend.Hints).
+  - Watches are the hints: Released when a lease node that one of the backend's sessions
+    waits for is deleted, GroupChanged when a membership changes (see Backend.Hints).
 
 # Time
 
@@ -337,10 +337,19 @@ NewFromConnector lets the caller make each session's connection with its own go-
 options, through the tap's dialer and event callback (see Connector for what the backend needs
 of the connection and does with it).
 
-Hints come from one extra connection per backend (while Hints has subscribers) that speaks
-the few requests go-zookeeper lacks itself: a persistent recursive watch (ZooKeeper 3.6+) on
-the leases and groups nodes. While it is up and answering, the sessions' own watches are
-muted. It pings every sixth of the shortest TTL the backend's sessions asked for (a third of
+Hints come from one extra connection per backend (while Hints has subscribers and its
+sessions wait for a lease or use groups) that speaks the few requests go-zookeeper lacks
+itself: a persistent watch (ZooKeeper 3.6+ addWatch) on each lease node a session of the
+backend waits for (from a HeldBy reply until a grant, a withdrawal, a release, the session's
+end, or two TTLs without another acquire of the name), removed with removeWatches when the
+wait ends and set again after a reconnect, and a persistent recursive watch on the groups node
+once a session joined or read a group (membership changes are rare). It used to keep a
+recursive watch on the leases node, so every lease node's create and delete, by any client, was
+sent to every subscribed backend: 8 idle clients made another client's acquire+release cost
+1.49 raw create+delete pairs instead of 1.13 (BenchmarkAcquireReleaseIdleHinted). While it is
+up and answering, the sessions' own watches on a lease are muted once its watch there is set
+and an exists behind it answered (a release in between is then either heard or found); a
+Released hint of a name no session waits for is not published. It pings every sixth of the shortest TTL the backend's sessions asked for (a third of
 its own 30 s session timeout before the first session) and gives the connection up when it has
 read nothing for an interval and a reply's allowance, two intervals but at least 500 ms (see
 internal/minttl: at TTL 1 s a ping allowed 333 ms made the watcher reconnect 9-11 times a

@@ -40,6 +40,9 @@ func TestHintsAfterSilentOutage(t *testing.T) {
 	}
 	openSession(t, b, ttl) // sets the TTL the hint connection is paced by
 	holder := openSession(t, other, ttl)
+	// The hint connection watches only names b's sessions wait for.
+	b.waitFor(testWaiter, "before", time.Hour, false)
+	b.waitFor(testWaiter, "after", time.Hour, false)
 
 	released := func(name string, within time.Duration) bool {
 		t.Helper()
@@ -55,6 +58,10 @@ func TestHintsAfterSilentOutage(t *testing.T) {
 		t.Fatal("no released hint within 10 s after a silent outage of 1 s healed")
 	}
 }
+
+// testWaiter is the session id the tests record a wait under (Backend.waitFor) when the hint
+// connection is what they exercise, not a session's acquire.
+const testWaiter spi.SessionID = "test-waiter"
 
 // releasedHint takes and releases name with b's session sid every 200 ms until the hint of a
 // release of it arrives on hints, for up to within; it reports whether one did.
@@ -108,6 +115,9 @@ func TestHintsAfterBlackholedRedial(t *testing.T) {
 	// The releases are made on the direct link by a session that outlives the test without
 	// renewals.
 	holder := openSession(t, other, time.Minute)
+	// The hint connection watches only names b's sessions wait for.
+	b.waitFor(testWaiter, "before", time.Hour, false)
+	b.waitFor(testWaiter, "after", time.Hour, false)
 	if !releasedHint(t, ctx, hints, other, holder, "before", 20*time.Second) {
 		t.Fatal("no released hint before the outage")
 	}
@@ -172,10 +182,11 @@ func TestHintsRideOutStalls(t *testing.T) {
 	if _, err := b.Hints(ctx); err != nil {
 		t.Fatal(err)
 	}
+	b.waitFor(testWaiter, "stalled", time.Hour, false) // something to watch
 	waitFor(t, "the hint connection's watches to be set", func() bool {
 		b.hmu.Lock()
 		defer b.hmu.Unlock()
-		return b.watcher != nil && b.watcher.live.Load()
+		return b.watcher != nil && b.watcher.covers(spi.Released, "stalled")
 	})
 	if n := outagetest.Stalls(p, 5, 300*time.Millisecond); n != 0 {
 		t.Fatalf("five stalls of 300 ms at TTL 300 ms: %d new connections, want none", n)

@@ -86,6 +86,7 @@ func (b *Backend) Withdraw(ctx context.Context, sid spi.SessionID, name string) 
 	if err != nil || s == nil {
 		return err
 	}
+	b.doneWaiting(sid, name)
 	err = s.withdraw(ctx, b.lay.queue(name), name)
 	s.setWithdrawal(name, err != nil)
 	return err

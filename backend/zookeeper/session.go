@@ -495,6 +495,7 @@ func (s *session) watchRead(path string, set, plain func() error) (watched bool,
 // pipelined with the others', and is cached until the group's child watch fires (a member
 // node's owner never changes while it exists; replacing it fires the watch).
 func (s *session) groupMembers(group string) ([]spi.SessionID, error) {
+	s.b.useGroups()
 	path := s.b.lay.group(group)
 	s.mu.Lock()
 	gen := s.groupGen[path]
@@ -598,6 +599,13 @@ func (s *session) exists(path string) (ok bool, stat *zk.Stat, watched bool, err
 		func() (err error) { ok, stat, _, err = s.conn.ExistsW(path); return err },
 		func() (err error) { ok, stat, err = s.conn.Exists(path); return err })
 	return ok, stat, watched, err
+}
+
+// waitLinger is how long a wait of this session for a name lasts without another acquire of
+// it (Backend.waitFor): two session timeouts (about two TTLs), since a waiter that heard no
+// hint tries again one TTL after its last HeldBy.
+func (s *session) waitLinger() time.Duration {
+	return 2 * s.tap.sessionTimeout()
 }
 
 // onEvent runs on go-zookeeper's receive goroutine for every event of this connection; it

@@ -246,10 +246,11 @@ func TestTLSSecureClientPort(t *testing.T) {
 	if _, err := b.Hints(hctx); err != nil {
 		t.Fatal(err)
 	}
+	b.waitFor(testWaiter, "secure", time.Hour, false) // something to watch
 	b.hmu.Lock()
 	w := b.watcher
 	b.hmu.Unlock()
-	for deadline := time.Now().Add(20 * time.Second); !w.live.Load(); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(20 * time.Second); !w.covers(spi.Released, "secure"); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the hint connection never set its watches over TLS")
 		}

@@ -16,13 +16,24 @@ import (
 
 // The watcher's own protocol constants (go-zookeeper has no addWatch).
 const (
-	opAddWatch             = 106
-	opSetAuth              = 100
-	xidAuth                = -4
-	addWatchRecursive      = 1 // AddWatchMode.PERSISTENT_RECURSIVE
+	opExists           = 3
+	opRemoveWatches    = 18
+	opAddWatch         = 106
+	opSetAuth          = 100
+	xidAuth            = -4
+	addWatchPersistent = 0 // AddWatchMode.PERSISTENT: the node itself, even before it exists
+	addWatchRecursive  = 1 // AddWatchMode.PERSISTENT_RECURSIVE
+	// watcherTypeAny is Watcher.WatcherType.Any, for removeWatches: on servers 3.6-3.8 it removes
+	// the session's watch on the path of whatever mode, a persistent one included, while
+	// WatcherType.Persistent (4) is only known from 3.9 (ZooKeeper 3.8.0 answers it with
+	// MARSHALLINGERROR). The watcher sets no other kind of watch on a lease path, so Any
+	// removes just the one.
+	watcherTypeAny         = 3
 	eventNodeCreated       = 1
 	eventNodeDeleted       = 2
 	errUnimplemented       = -6
+	errNoNodeCode          = -101
+	errNoWatcher           = -121
 	watcherSessionTimeout  = 30 * time.Second
 	watcherMaxBackoff      = 5 * time.Second
 	watcherInitialBackoff  = 50 * time.Millisecond
@@ -30,13 +41,24 @@ const (
 	watcherConnectRespHead = 4 + 4 + 8
 )
 
-// watcher keeps, while Hints has subscribers, one connection of its own with persistent
-// recursive watches (ZooKeeper 3.6+ addWatch) on the leases and groups nodes, so that every
-// subscriber sees every release and membership change under this chroot, whoever made it,
-// with one watch each instead of one per lease. go-zookeeper does not offer addWatch, so the
-// watcher speaks the few requests it needs itself (connect, auth, addWatch, ping). It
-// reconnects with backoff; events lost meanwhile are lost, which costs latency only. On a
-// server without addWatch it stops, and hints then come only from the sessions' own watches.
+// watcher keeps, while Hints has subscribers and the backend's sessions wait for a lease or
+// use groups (Backend.watchSet), one connection of its own with a persistent watch (ZooKeeper
+// 3.6+ addWatch, mode PERSISTENT) on each waited-for lease node and a persistent recursive
+// watch on the groups node, so that the subscribers hear every release of what they wait for
+// and every membership change under this chroot, whoever made it, while other clients' locks
+// and unlocks of other names cost the server and this process nothing (a recursive watch on
+// the leases node sent every lease node's create and delete to every client). A lease's watch
+// is removed (removeWatches) when its wait ends; all are set again after a reconnect; the
+// connection is closed after about a TTL with nothing to watch. go-zookeeper does not offer
+// addWatch, so the watcher speaks the few requests it needs itself (connect, auth, addWatch,
+// removeWatches, exists, ping). It reconnects with backoff; events lost meanwhile are lost,
+// which costs latency only. On a server without addWatch it stops, and hints then come only
+// from the sessions' own watches.
+//
+// A lease's watch stands for the sessions' own watches on it (covers) once it is set and an
+// exists sent behind it has been answered: a release between the session's HeldBy read and
+// the watch being set is then either heard by the watch or found by the exists (the node is
+// gone: a Released hint), so muting the sessions' watches loses none.
 //
 // A connection gone silent (a blackhole: no bytes, close or reset either way, for good) would
 // keep the watches "set" while no event arrives, and the sessions' own watches are muted
@@ -58,15 +80,24 @@ type watcher struct {
 	b        *Backend
 	stop     chan struct{}
 	done     chan struct{}
-	live     atomic.Bool  // the watches are set
-	born     time.Time    // lastRead counts from it (monotonic)
-	lastRead atomic.Int64 // when the connection last read a frame, as time.Since(born)
-	timeout  atomic.Int64 // the current connection's negotiated session timeout
-	cut      atomic.Int32 // connection attempts given up at connectBound in a row
+	kick     chan struct{} // what to watch changed (Backend.kickLocked)
+	live     atomic.Bool   // the connection is established
+	born     time.Time     // lastRead counts from it (monotonic)
+	lastRead atomic.Int64  // when the connection last read a frame, as time.Since(born)
+	timeout  atomic.Int64  // the current connection's negotiated session timeout
+	cut      atomic.Int32  // connection attempts given up at connectBound in a row
+	sessions atomic.Int32  // connections that got a session (tests count them)
+
+	mu sync.Mutex
+	// covered holds the lease paths whose watch is set on the current connection and checked
+	// (see watcher); groups whether the groups node's is set.
+	covered map[string]bool
+	groups  bool
 }
 
 func newWatcher(b *Backend) *watcher {
-	w := &watcher{b: b, stop: make(chan struct{}), done: make(chan struct{}), born: time.Now()}
+	w := &watcher{b: b, stop: make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1),
+		born: time.Now(), covered: map[string]bool{}}
 	go w.run()
 	return w
 }
@@ -116,9 +147,9 @@ func (w *watcher) sinceRead() time.Duration {
 // read notes that the connection read a frame now.
 func (w *watcher) read() { w.lastRead.Store(int64(time.Since(w.born))) }
 
-// hearing reports whether the watches are set and the connection answered lately (within
-// 1.5 probe intervals; a ping goes out every interval): only then do its events stand for
-// the sessions' own watches (Backend.hint).
+// hearing reports whether the connection is established and answered lately (within 1.5
+// probe intervals; a ping goes out every interval): only then do its watches' events stand for
+// the sessions' own watches (covers).
 func (w *watcher) hearing() bool {
 	if !w.live.Load() {
 		return false
@@ -127,25 +158,82 @@ func (w *watcher) hearing() bool {
 	return w.sinceRead() <= p+p/2
 }
 
+// covers reports whether the watcher hears, for now, the hints of kind about name that a
+// session's own watch gave (Backend.hint): it is hearing, and its watch on name's lease node
+// (Released) or on the groups node (GroupChanged) is set and checked.
+func (w *watcher) covers(kind spi.HintKind, name string) bool {
+	if !w.hearing() {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if kind == spi.GroupChanged {
+		return w.groups
+	}
+	return w.covered[w.b.lay.lease(name)]
+}
+
 // close stops the watcher and waits for it.
 func (w *watcher) close() {
 	close(w.stop)
 	<-w.done
 }
 
+// sweepEvery is how often the watcher looks for waits that lingered past their time.
+func (w *watcher) sweepEvery() time.Duration {
+	if ttl := w.b.minTTL.Get(); ttl > 0 {
+		return max(ttl/2, minttl.MinProbe)
+	}
+	return watcherSessionTimeout / 6
+}
+
+// idleLinger is how long the connection stays up with nothing to watch: about a TTL, so that
+// a name waited for again soon (contention comes in bursts) does not cost a new session.
+func (w *watcher) idleLinger() time.Duration {
+	if ttl := w.b.minTTL.Get(); ttl > 0 {
+		return ttl
+	}
+	return watcherSessionTimeout / 3
+}
+
+// needed reports whether anything is to be watched.
+func (w *watcher) needed() bool {
+	leases, groups := w.b.watchSet(time.Now())
+	return len(leases) > 0 || groups
+}
+
+// errIdle ends a connection that had nothing to watch for idleLinger.
+var errIdle = errors.New("zookeeper watcher: nothing to watch")
+
 func (w *watcher) run() {
 	defer close(w.done)
 	backoff := watcherInitialBackoff
 	for i := 0; ; i++ {
+		// Connect only while something is to be watched (with nothing waited for, there is
+		// nothing to sweep either: only a kick can change that).
+		for !w.needed() {
+			select {
+			case <-w.stop:
+				return
+			case <-w.kick:
+			}
+		}
 		start := time.Now()
 		err := w.connection(w.b.cfg.Servers[i%len(w.b.cfg.Servers)])
 		w.live.Store(false)
+		w.mu.Lock()
+		clear(w.covered)
+		w.groups = false
+		w.mu.Unlock()
 		if errors.Is(err, errNoAddWatch) {
 			w.b.log.Warn("simba: ZooKeeper: hints come from per-session watches only", "reason", err.Error())
 			return
 		}
-		if time.Since(start) > watcherSessionTimeout {
+		if errors.Is(err, errIdle) || time.Since(start) > watcherSessionTimeout {
 			backoff = watcherInitialBackoff
+		}
+		if errors.Is(err, errIdle) {
+			continue
 		}
 		backoff = min(backoff, w.backoffCap())
 		select {
@@ -159,7 +247,18 @@ func (w *watcher) run() {
 
 var errNoAddWatch = errors.New("zookeeper: the server does not support addWatch (ZooKeeper < 3.6)")
 
-// connection runs one connection until it fails or the watcher stops.
+// watchReq is a request of the watcher awaiting its reply.
+type watchReq struct {
+	op   int32
+	path string
+	// last: the request whose reply makes path's watch covered (an addWatch, or the exists
+	// behind it); gen: the sent entry the request belongs to.
+	last bool
+	gen  int32
+}
+
+// connection runs one connection until it fails, has had nothing to watch for idleLinger
+// (errIdle), or the watcher stops.
 func (w *watcher) connection(server string) error {
 	bound := w.connectBound()
 	c, err := dialTransport(w.b.dialer, w.b.tls, "tcp", server, bound)
@@ -206,6 +305,7 @@ func (w *watcher) connection(server string) error {
 		return fmt.Errorf("zookeeper watcher: no session")
 	}
 	w.timeout.Store(int64(timeout))
+	w.sessions.Add(1)
 	w.read()
 	if w.b.cfg.User != "" {
 		var a frameBuilder
@@ -214,19 +314,135 @@ func (w *watcher) connection(server string) error {
 			return err
 		}
 	}
-	for i, root := range []string{w.b.lay.leasesRoot(), w.b.lay.groupsRoot()} {
-		var a frameBuilder
-		a.i32(int32(i + 1)).i32(opAddWatch).str(root).i32(addWatchRecursive)
-		if err := write(a.frame()); err != nil {
-			return err
-		}
-	}
 	c.SetDeadline(time.Time{})
+	w.live.Store(true)
+
+	// The watches are set and removed by the sync goroutine, which sends the requests, and
+	// the reading loop below, which takes their replies; sent (path -> generation: the xid of
+	// the addWatch that set it) and pending (xid -> request) are shared under w.mu.
+	sent := map[string]int32{}
+	pending := map[int32]watchReq{}
+	groupsSent := false
+	var xid int32
+	next := func() int32 {
+		if xid++; xid <= 0 {
+			xid = 1
+		}
+		return xid
+	}
+	failed := make(chan error, 2)
+	go func() {
+		var idleSince time.Time
+		for {
+			leases, groups := w.b.watchSet(time.Now())
+			if len(leases) == 0 && !groups {
+				if idleSince.IsZero() {
+					idleSince = time.Now()
+				} else if time.Since(idleSince) >= w.idleLinger() {
+					failed <- errIdle
+					c.Close()
+					return
+				}
+			} else {
+				idleSince = time.Time{}
+			}
+			var out []byte
+			w.mu.Lock()
+			// Removals go first: a watch set later in the batch is then answered after them.
+			for path := range sent {
+				if _, ok := leases[path]; ok {
+					continue
+				}
+				delete(sent, path)
+				delete(w.covered, path)
+				var r frameBuilder
+				x := next()
+				r.i32(x).i32(opRemoveWatches).str(path).i32(watcherTypeAny)
+				out = append(out, r.frame()...)
+				pending[x] = watchReq{op: opRemoveWatches, path: path}
+			}
+			for path, node := range leases {
+				if _, ok := sent[path]; ok {
+					continue
+				}
+				var a frameBuilder
+				gen := next()
+				a.i32(gen).i32(opAddWatch).str(path).i32(addWatchPersistent)
+				out = append(out, a.frame()...)
+				sent[path] = gen
+				pending[gen] = watchReq{op: opAddWatch, path: path, last: !node, gen: gen}
+				if node {
+					// ZooKeeper answers a session's requests in order: this exists sees the
+					// node as it is once the watch is set.
+					var e frameBuilder
+					x := next()
+					e.i32(x).i32(opExists).str(path).u8(0)
+					out = append(out, e.frame()...)
+					pending[x] = watchReq{op: opExists, path: path, last: true, gen: gen}
+				}
+			}
+			if groups && !groupsSent {
+				// Never removed: membership changes are rare, and hearing all of them is cheap.
+				groupsSent = true
+				var a frameBuilder
+				x := next()
+				a.i32(x).i32(opAddWatch).str(w.b.lay.groupsRoot()).i32(addWatchRecursive)
+				out = append(out, a.frame()...)
+				pending[x] = watchReq{op: opAddWatch, path: w.b.lay.groupsRoot(), last: true}
+			}
+			w.mu.Unlock()
+			if len(out) > 0 {
+				if err := write(out); err != nil {
+					failed <- err
+					return
+				}
+			}
+			select {
+			case <-ended:
+				return
+			case <-w.kick:
+			case <-time.After(w.sweepEvery()):
+			}
+		}
+	}()
+	// reply takes the reply of a watch request.
+	reply := func(r watchReq, code int32) error {
+		if r.op == opExists && code == errNoNodeCode {
+			// Released before the watch was set: the event the watch missed.
+			if name, ok := w.b.lay.leaseName(r.path); ok {
+				w.b.publish(spi.Released, name)
+			}
+			code = 0
+		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		switch {
+		case r.op == opAddWatch && code == errUnimplemented:
+			return errNoAddWatch
+		case r.op == opRemoveWatches:
+			if code != 0 && code != errNoWatcher {
+				// Drop the connection, and every watch with it, rather than keep one unwanted.
+				return fmt.Errorf("zookeeper watcher: removeWatches %s failed (%d)", r.path, code)
+			}
+			return nil
+		case code != 0:
+			// A groups node not there yet: retry after the backoff.
+			return fmt.Errorf("zookeeper watcher: watch on %s failed (%d)", r.path, code)
+		}
+		if !r.last {
+			return nil
+		}
+		if r.path == w.b.lay.groupsRoot() && r.gen == 0 {
+			w.groups = true
+		} else if sent[r.path] == r.gen {
+			w.covered[r.path] = true
+		}
+		return nil
+	}
 	// Ping every probe interval (re-read at each ping: the backend learns the TTL when its
 	// first session opens, after the watcher started); a connection that read nothing for an
 	// interval and a reply's allowance (minttl.Reply) has gone silent and is closed. Reads also
 	// time out after two thirds of the timeout.
-	pingErr := make(chan error, 1)
 	go func() {
 		var p frameBuilder
 		p.i32(xidPing).i32(opPing)
@@ -239,17 +455,16 @@ func (w *watcher) connection(server string) error {
 			case <-time.After(every):
 			}
 			if since := w.sinceRead(); since > every+minttl.Reply(every) {
-				pingErr <- fmt.Errorf("zookeeper watcher: the connection read nothing for %v (pings every %v): gone silent", since.Round(time.Millisecond), every)
+				failed <- fmt.Errorf("zookeeper watcher: the connection read nothing for %v (pings every %v): gone silent", since.Round(time.Millisecond), every)
 				c.Close()
 				return
 			}
 			if err := write(ping); err != nil {
-				pingErr <- err
+				failed <- err
 				return
 			}
 		}
 	}()
-	set := 0
 	for {
 		c.SetReadDeadline(time.Now().Add(timeout * 2 / 3))
 		f, err := readZKFrame(c)
@@ -258,8 +473,8 @@ func (w *watcher) connection(server string) error {
 		}
 		if err != nil {
 			select {
-			case perr := <-pingErr:
-				return perr
+			case ferr := <-failed:
+				return ferr
 			default:
 			}
 			return err
@@ -274,17 +489,15 @@ func (w *watcher) connection(server string) error {
 			w.event(f[replyHeaderLen:])
 		case xid == xidAuth && code != 0:
 			return fmt.Errorf("zookeeper watcher: auth failed (%d)", code)
-		case xid == 1 || xid == 2:
-			switch code {
-			case 0:
-			case errUnimplemented:
-				return errNoAddWatch
-			default:
-				// The root does not exist yet: retry after the backoff.
-				return fmt.Errorf("zookeeper watcher: addWatch failed (%d)", code)
-			}
-			if set++; set == 2 {
-				w.live.Store(true)
+		case xid > 0:
+			w.mu.Lock()
+			r, ok := pending[xid]
+			delete(pending, xid)
+			w.mu.Unlock()
+			if ok {
+				if err := reply(r, code); err != nil {
+					return err
+				}
 			}
 		}
 	}
@@ -301,6 +514,10 @@ func (w *watcher) noteAttempt(err error) {
 	}
 }
 
+// testHookWatchEvent, when set, sees the path of every watch event a watcher reads (tests
+// count them).
+var testHookWatchEvent atomic.Pointer[func(w *watcher, path string)]
+
 // event handles a WatcherEvent {type int32, state int32, path string}.
 func (w *watcher) event(body []byte) {
 	if len(body) < 12 {
@@ -312,9 +529,15 @@ func (w *watcher) event(body []byte) {
 		return
 	}
 	path := string(body[12 : 12+n])
+	if h := testHookWatchEvent.Load(); h != nil {
+		(*h)(w, path)
+	}
 	if typ == eventNodeDeleted {
 		if name, ok := w.b.lay.leaseName(path); ok {
-			w.b.publish(spi.Released, name)
+			// Not if the wait ended and the watch's removal is still on its way.
+			if w.b.waited(name) {
+				w.b.publish(spi.Released, name)
+			}
 			return
 		}
 	}
