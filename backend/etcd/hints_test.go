@@ -105,3 +105,107 @@ func TestHintsOnlyForWaitedNames(t *testing.T) {
 	release(other, o, "sentinel", stok)
 	awaitReleased(ctx, t, idleHints, "idle", "sentinel", busy...)
 }
+
+// watched reports whether the backend watches name for its waiting sessions.
+func watched(b *Backend, name string) bool {
+	b.hints.mu.Lock()
+	defer b.hints.mu.Unlock()
+	return b.hints.names[name] != nil
+}
+
+// TestWaitsEnd: a wait, begun by a HeldBy reply while the backend has a subscriber, ends with
+// a grant, a Withdraw, the session's close, two TTLs without an acquire of the name, or the
+// last subscriber's leaving; and the name's watch with the last wait. Without subscribers no
+// wait is noted.
+func TestWaitsEnd(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dsn := serverDSN(t)
+	b, other := openBackend(t, dsn), openBackend(t, dsn)
+	open := func(be *Backend, ttl time.Duration) spi.SessionID {
+		s, err := be.OpenSession(ctx, "waits", ttl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.ID
+	}
+	o := open(other, time.Minute)
+	tok := func(name string) int64 {
+		r, err := other.Acquire(ctx, o, name)
+		if err != nil || r.Kind != spi.Granted {
+			t.Fatalf("holder's Acquire of %s = %+v, %v", name, r, err)
+		}
+		return r.Token
+	}
+	wait := func(id spi.SessionID, name string) {
+		t.Helper()
+		if r, err := b.AcquireQueued(ctx, id, name); err != nil || r.Kind != spi.HeldBy {
+			t.Fatalf("AcquireQueued of %s = %+v, %v; want held-by", name, r, err)
+		}
+	}
+	want := func(name string, on bool, why string) {
+		t.Helper()
+		if got := watched(b, name); got != on {
+			t.Fatalf("%s: watched(%s) = %v, want %v", why, name, got, on)
+		}
+	}
+	for _, n := range []string{"a", "b", "c", "d", "e"} {
+		tok(n)
+	}
+	w := open(b, time.Minute)
+	wait(w, "a")
+	want("a", false, "a wait without a subscriber")
+
+	sctx, unsubscribe := context.WithCancel(ctx)
+	hints, err := b.Hints(sctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait(w, "a")
+	want("a", true, "a wait")
+	if err := b.Withdraw(ctx, w, "a"); err != nil {
+		t.Fatal(err)
+	}
+	want("a", false, "after Withdraw")
+
+	wait(w, "b")
+	w2 := open(b, time.Minute)
+	wait(w2, "b")
+	if err := b.CloseSession(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	want("b", true, "one of two waiters closed")
+	if err := b.CloseSession(ctx, w2); err != nil {
+		t.Fatal(err)
+	}
+	want("b", false, "both waiters closed")
+
+	g := open(b, time.Minute)
+	wait(g, "c")
+	if err := other.Release(ctx, o, "c", tok("c")); err != nil { // a re-acquire returns its token
+		t.Fatal(err)
+	}
+	if r, err := b.AcquireQueued(ctx, g, "c"); err != nil || r.Kind != spi.Granted {
+		t.Fatalf("AcquireQueued after the release = %+v, %v", r, err)
+	}
+	want("c", false, "after the grant")
+
+	// A session that stops acquiring stops waiting two TTLs later (the server's shortest TTL).
+	short := open(b, time.Second)
+	wait(short, "d")
+	want("d", true, "a wait")
+	for watched(b, "d") {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the wait for d did not end without acquires")
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+
+	wait(g, "e")
+	want("e", true, "a wait")
+	unsubscribe()
+	for range hints {
+	}
+	want("e", false, "after the last subscriber left")
+}
