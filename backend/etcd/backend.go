@@ -694,7 +694,7 @@ func (b *Backend) answer(cli *clientv3.Client, id spi.SessionID, s *session, nam
 		if clientv3.LeaseID(kv.Lease) == s.lease {
 			return spi.Acquire{Kind: spi.Granted, Token: kv.CreateRevision, Remaining: s.remaining()}, 0, nil
 		}
-		b.waitFor(cli, id, name, s.ttl, read)
+		b.waitFor(cli, id, name, s.ttl, read, kv)
 		return spi.Acquire{Kind: spi.HeldBy, Holder: sessionID(clientv3.LeaseID(kv.Lease)), HolderOwner: string(kv.Value), RemainingUnknown: true}, 0, nil
 	}
 	if len(first) == 0 {
@@ -708,7 +708,7 @@ func (b *Backend) answer(cli *clientv3.Client, id spi.SessionID, s *session, nam
 	}
 	// The free lease is reserved for the oldest waiter, whose key's deletion (a grant, a
 	// withdrawal, its session's end) is a released hint.
-	b.waitFor(cli, id, name, s.ttl, read)
+	b.waitFor(cli, id, name, s.ttl, read, kv)
 	return spi.Acquire{Kind: spi.HeldBy, Holder: w, HolderOwner: string(kv.Value), RemainingUnknown: true}, 0, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/simba-go/simba/generated/wire"
@@ -63,10 +64,12 @@ type nameWatch struct {
 // (Withdraw), closes or is found expired, or makes no acquire of it for two TTLs (see
 // waitTTLs). While any session waits for a name the backend keeps one watch of its lease key
 // and one of its waiter keys' prefix (deletions only), on the backend's client (gRPC carries
-// them on one stream), started from the revision after the HeldBy reply's, so a release that
-// lands between that reply and the watch's start is reported too; the watch ends with the last
-// wait. So a client hears of the releases it waits for, not of every release in the cluster.
-// Waits noted before the first subscriber, or while none is left, are not watched.
+// them on one stream); the watches end with the last wait. A release that lands between the
+// HeldBy reply and the watches' start is hinted too: if the watches start after the reply's
+// revision, one read finds whether the key the reply found in the way (the lease key, or the
+// oldest waiter's) is gone or was made again since (see watchName). So a client hears of the
+// releases it waits for, not of every release in the cluster. Waits noted before the first
+// subscriber, or while none is left, are not watched.
 //
 // The group watch covers the whole groups prefix (membership changes are rare), one per
 // subscriber, from the revision current when it is made.
@@ -132,9 +135,10 @@ func (h *hub) send(hint spi.Hint) {
 }
 
 // waitFor notes that session id (of TTL ttl) found name held (or reserved for another waiter)
-// in a reply read at revision rev, starting the name's watch from rev+1 if no session of the
-// backend waited for it yet.
-func (b *Backend) waitFor(cli *clientv3.Client, id spi.SessionID, name string, ttl time.Duration, rev int64) {
+// in a reply read at revision rev, where the key in its way (the lease key, or the oldest
+// waiter's) was blocker, starting the name's watch if no session of the backend waited for it
+// yet.
+func (b *Backend) waitFor(cli *clientv3.Client, id spi.SessionID, name string, ttl time.Duration, rev int64, blocker *mvccpb.KeyValue) {
 	h := &b.hints
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -149,7 +153,7 @@ func (b *Backend) waitFor(cli *clientv3.Client, id spi.SessionID, name string, t
 	ctx, cancel := context.WithCancel(b.ctx)
 	w := &nameWatch{who: map[spi.SessionID]time.Time{id: until}, cancel: cancel}
 	h.names[name] = w
-	go b.watchName(ctx, cli, name, w, rev+1, until)
+	go b.watchName(ctx, cli, name, w, rev, blocker, until)
 }
 
 // stopWaiting ends session id's wait for name (a grant, a withdrawal).
@@ -199,26 +203,51 @@ func (h *hub) idle(name string, w *nameWatch) {
 	}
 }
 
-// watchName watches name's lease key and waiter keys from revision from until ctx is done
-// (the last wait ended, the last subscriber left, the backend closed), making the watches
-// again whenever one ends, each from the revision after the last it reported; until is when
-// the first wait ends unless renewed.
-func (b *Backend) watchName(ctx context.Context, cli *clientv3.Client, name string, w *nameWatch, from int64, until time.Time) {
+// beforeWatch, when set (by tests), runs before a name's watches are first made.
+var beforeWatch func(name string)
+
+// watchName watches name's lease key and waiter keys until ctx is done (the last wait ended,
+// the last subscriber left, the backend closed), making the watches again whenever one ends,
+// each from the revision after the last it reported; until is when the first wait ends unless
+// renewed.
+//
+// The first watches start from the current revision, not from the reply's (read, which found
+// blocker in the way): etcd serves a watch that starts at a revision it has passed from its
+// history, as an unsynced watcher that catches up on a 100 ms loop, so on a cluster with any
+// other write between the reply and the watch's start a release soon after would be hinted up
+// to 100 ms late. The release that may have landed between read and the revision the watches
+// start after is found instead by one read of blocker once both are made, if they start after
+// read: if the key is gone or was made again (another create revision), the name is hinted.
+func (b *Backend) watchName(ctx context.Context, cli *clientv3.Client, name string, w *nameWatch, read int64, blocker *mvccpb.KeyValue, until time.Time) {
 	h := &b.hints
 	lease, queue := wire.EtcdLeaseKey(b.prefix, name), wire.EtcdQueuePrefix(b.prefix, name)
-	lrev, qrev := from, from
+	if beforeWatch != nil {
+		beforeWatch(name)
+	}
+	var lrev, qrev int64 // 0 until the first watches are made: watch from the current revision
 	timer := time.NewTimer(time.Until(until))
 	defer timer.Stop()
 	for ctx.Err() == nil {
 		rctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-		lw := cli.Watch(rctx, lease, clientv3.WithFilterPut(), clientv3.WithRev(lrev))
-		qw := cli.Watch(rctx, queue, clientv3.WithPrefix(), clientv3.WithFilterPut(), clientv3.WithRev(qrev))
+		from := func(rev int64) clientv3.OpOption {
+			if rev == 0 {
+				return clientv3.WithCreatedNotify()
+			}
+			return clientv3.WithRev(rev)
+		}
+		lw := cli.Watch(rctx, lease, clientv3.WithFilterPut(), from(lrev))
+		qw := cli.Watch(rctx, queue, clientv3.WithPrefix(), clientv3.WithFilterPut(), from(qrev))
 		for lw != nil && qw != nil {
 			var ok bool
 			select {
 			case r, open := <-lw:
 				if ctx.Err() != nil { // the wait ended: what came since is not waited for
 					break
+				}
+				if open && r.Created {
+					lrev = r.Header.Revision + 1
+					b.closeGap(ctx, cli, name, read, blocker, lrev, qrev)
+					continue
 				}
 				lrev, ok = h.released(name, r, open, lrev)
 				if !ok {
@@ -227,6 +256,11 @@ func (b *Backend) watchName(ctx context.Context, cli *clientv3.Client, name stri
 			case r, open := <-qw:
 				if ctx.Err() != nil {
 					break
+				}
+				if open && r.Created {
+					qrev = r.Header.Revision + 1
+					b.closeGap(ctx, cli, name, read, blocker, lrev, qrev)
+					continue
 				}
 				qrev, ok = h.released(name, r, open, qrev)
 				if !ok {
@@ -246,6 +280,21 @@ func (b *Backend) watchName(ctx context.Context, cli *clientv3.Client, name stri
 		case <-time.After(remakePause):
 		}
 	}
+}
+
+// closeGap checks, once both first watches of name are made (lrev and qrev: the revisions they
+// report from), that no release landed after read, the revision of the reply that found
+// blocker in the way, and before them: blocker, read again, must still be there with its
+// create revision. Otherwise (or if the read fails) the name is hinted.
+func (b *Backend) closeGap(ctx context.Context, cli *clientv3.Client, name string, read int64, blocker *mvccpb.KeyValue, lrev, qrev int64) {
+	if lrev == 0 || qrev == 0 || max(lrev, qrev) <= read+1 {
+		return // not made yet, or no revision between the reply and the watches
+	}
+	r, err := cli.Get(ctx, string(blocker.Key))
+	if err == nil && len(r.Kvs) > 0 && r.Kvs[0].CreateRevision == blocker.CreateRevision {
+		return
+	}
+	b.hints.send(spi.Hint{Kind: spi.Released, Name: name})
 }
 
 // released delivers the deletions in a response of one of name's watches, watching from

@@ -209,3 +209,65 @@ func TestWaitsEnd(t *testing.T) {
 	}
 	want("e", false, "after the last subscriber left")
 }
+
+// TestReleaseBeforeWatchIsHinted: a release that lands after the reply that found the name held
+// and before the name's watches start (here: run just before they are made) is hinted, by
+// the read of the key that was in the way; and so is the departure of the oldest waiter a
+// free lease was reserved for.
+func TestReleaseBeforeWatchIsHinted(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dsn := serverDSN(t)
+	b, other := openBackend(t, dsn), openBackend(t, dsn)
+	hints, err := b.Hints(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := func(be *Backend) spi.SessionID {
+		s, err := be.OpenSession(ctx, "gap", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.ID
+	}
+	o, first, w := open(other), open(other), open(b)
+	var gap func()
+	beforeWatch = func(string) { gap() }
+	t.Cleanup(func() { beforeWatch = nil })
+
+	// Held: the holder releases in the gap.
+	r, err := other.Acquire(ctx, o, "held")
+	if err != nil || r.Kind != spi.Granted {
+		t.Fatalf("Acquire = %+v, %v", r, err)
+	}
+	gap = func() {
+		if err := other.Release(ctx, o, "held", r.Token); err != nil {
+			t.Error(err)
+		}
+	}
+	if a, err := b.AcquireQueued(ctx, w, "held"); err != nil || a.Kind != spi.HeldBy {
+		t.Fatalf("AcquireQueued = %+v, %v", a, err)
+	}
+	awaitReleased(ctx, t, hints, "waiter", "held")
+
+	// Reserved: the lease is free but reserved for the oldest waiter, who withdraws in the gap.
+	r, err = other.Acquire(ctx, o, "reserved")
+	if err != nil || r.Kind != spi.Granted {
+		t.Fatalf("Acquire = %+v, %v", r, err)
+	}
+	if a, err := other.AcquireQueued(ctx, first, "reserved"); err != nil || a.Kind != spi.HeldBy {
+		t.Fatalf("the oldest waiter's AcquireQueued = %+v, %v", a, err)
+	}
+	if err := other.Release(ctx, o, "reserved", r.Token); err != nil {
+		t.Fatal(err)
+	}
+	gap = func() {
+		if err := other.Withdraw(ctx, first, "reserved"); err != nil {
+			t.Error(err)
+		}
+	}
+	if a, err := b.Acquire(ctx, w, "reserved"); err != nil || a.Kind != spi.HeldBy || a.Holder != first {
+		t.Fatalf("Acquire = %+v, %v; want held by the oldest waiter %s", a, err, first)
+	}
+	awaitReleased(ctx, t, hints, "waiter", "reserved")
+}
