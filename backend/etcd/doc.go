@@ -68,8 +68,8 @@ A free lease goes only to the oldest waiter, or to anyone while the name has no 
     waiter key (a grant, a withdrawal, a waiter's session ending) is a Released hint for its
     name from a watch on <prefix>/waiters/<name>/, so the next waiter learns at once that it
     is now the oldest. A grant to a waiter thus also wakes the waiters behind it, for one take
-    each. A backend watches only the names its sessions wait for, from the revision after the
-    reply that found the name held: other names' releases cost its client nothing.
+    each. A backend watches only the names its sessions wait for, from the reply that found
+    the name held on (see Backend.Hints): other names' releases cost its client nothing.
   - A waiter key lives as long as its session (the session's keep-alive keeps it), not just
     until one TTL after the waiter's last attempt: a withdrawal that fails is therefore run
     again by the session's next KeepAlive, so that a waiter that stopped waiting does not hold
