@@ -104,8 +104,8 @@ func TestEtcdTxnParams(t *testing.T) {
 }
 
 // TestEtcdQueuePrefixes: the queue of a name is exactly its waiter keys: the queue prefix of a
-// name is a prefix of its waiter keys and of no other name's (names cannot contain "/"), and
-// the waiters prefix the hint watch ranges over holds every queue.
+// name is a prefix of its waiter keys and of no other name's (names cannot contain "/"), so a
+// hint watch of a name's queue sees only its waiters, and the waiters prefix holds every queue.
 func TestEtcdQueuePrefixes(t *testing.T) {
 	s, err := LoadEtcd("../spec")
 	if err != nil {

@@ -67,6 +67,9 @@ type Backend struct {
 	// waiting must not hold a free lease back while its client keeps the session alive).
 	withdrawals map[place]bool
 
+	// hints holds the Hints subscribers and the names the backend's sessions wait for.
+	hints hub
+
 	// log takes the backend's own warnings (WithSlog); warned holds the keys of those given.
 	log    *slog.Logger
 	warned sync.Map
@@ -452,6 +455,7 @@ func (b *Backend) forget(id spi.SessionID) {
 		}
 	}
 	b.mu.Unlock()
+	b.hints.dropSession(id)
 }
 
 // setWithdrawal records (pending) or forgets a withdrawal to retry at the next keep-alive.
@@ -631,7 +635,8 @@ func (b *Backend) CloseSession(ctx context.Context, id spi.SessionID) error {
 // waits for the name; otherwise read both and the oldest waiter to answer. A free lease is
 // reserved for its oldest waiter (HeldBy that waiter); when that is the caller, Acquire runs
 // take, as AcquireQueued does. Acquire never adds a waiter.
-func (b *Backend) Acquire(ctx context.Context, id spi.SessionID, name string) (spi.Acquire, error) {
+func (b *Backend) Acquire(ctx context.Context, id spi.SessionID, name string) (a spi.Acquire, err error) {
+	defer func() { b.settled(id, name, a, err) }()
 	cli, s, err := b.begin(ctx, id, name)
 	if err != nil {
 		return spi.Acquire{}, err
@@ -647,6 +652,18 @@ func (b *Backend) Acquire(ctx context.Context, id spi.SessionID, name string) (s
 	return a, err
 }
 
+// settled ends session id's wait for name when an acquire's reply a is a grant (or the session
+// expired): answer began it on a HeldBy.
+func (b *Backend) settled(id spi.SessionID, name string, a spi.Acquire, err error) {
+	switch {
+	case err != nil:
+	case a.Kind == spi.Granted:
+		b.hints.stopWaiting(id, name)
+	case a.Kind == spi.SessionExpired:
+		b.hints.dropSession(id)
+	}
+}
+
 // acquire runs the acquire transaction once. A non-zero rev means the lease is free and the
 // caller is its oldest waiter, with that create revision: the caller's turn to take it.
 func (b *Backend) acquire(ctx context.Context, cli *clientv3.Client, id spi.SessionID, s *session, name string) (a spi.Acquire, rev int64, err error) {
@@ -660,13 +677,14 @@ func (b *Backend) acquire(ctx context.Context, cli *clientv3.Client, id spi.Sess
 		return spi.Acquire{Kind: spi.Granted, Token: r.Header.Revision, Remaining: s.remaining()}, 0, nil
 	}
 	resp := func(i int) []*mvccpb.KeyValue { return r.Responses[i].GetResponseRange().Kvs }
-	return b.answer(id, s, name, len(resp(etcdtxn.AcquireElseSession)) > 0, resp(etcdtxn.AcquireElseLease), resp(etcdtxn.AcquireElseQueue))
+	return b.answer(cli, id, s, name, r.Header.Revision, len(resp(etcdtxn.AcquireElseSession)) > 0, resp(etcdtxn.AcquireElseLease), resp(etcdtxn.AcquireElseQueue))
 }
 
-// answer reads the reply of an acquire that did not take the lease from the reads of one
-// revision: the session key, the lease key and the oldest waiter key. A non-zero rev means
-// the lease is free and the caller is the oldest waiter, with that create revision.
-func (b *Backend) answer(id spi.SessionID, s *session, name string, live bool, lease, first []*mvccpb.KeyValue) (a spi.Acquire, rev int64, err error) {
+// answer reads the reply of an acquire that did not take the lease from the reads of revision
+// read: the session key, the lease key and the oldest waiter key. A non-zero rev means the
+// lease is free and the caller is the oldest waiter, with that create revision. A HeldBy reply
+// makes the caller wait for name (see Hints).
+func (b *Backend) answer(cli *clientv3.Client, id spi.SessionID, s *session, name string, read int64, live bool, lease, first []*mvccpb.KeyValue) (a spi.Acquire, rev int64, err error) {
 	if !live {
 		b.forget(id)
 		return spi.Acquire{Kind: spi.SessionExpired}, 0, nil
@@ -676,6 +694,7 @@ func (b *Backend) answer(id spi.SessionID, s *session, name string, live bool, l
 		if clientv3.LeaseID(kv.Lease) == s.lease {
 			return spi.Acquire{Kind: spi.Granted, Token: kv.CreateRevision, Remaining: s.remaining()}, 0, nil
 		}
+		b.waitFor(cli, id, name, s.ttl, read, kv)
 		return spi.Acquire{Kind: spi.HeldBy, Holder: sessionID(clientv3.LeaseID(kv.Lease)), HolderOwner: string(kv.Value), RemainingUnknown: true}, 0, nil
 	}
 	if len(first) == 0 {
@@ -689,6 +708,7 @@ func (b *Backend) answer(id spi.SessionID, s *session, name string, live bool, l
 	}
 	// The free lease is reserved for the oldest waiter, whose key's deletion (a grant, a
 	// withdrawal, its session's end) is a released hint.
+	b.waitFor(cli, id, name, s.ttl, read, kv)
 	return spi.Acquire{Kind: spi.HeldBy, Holder: w, HolderOwner: string(kv.Value), RemainingUnknown: true}, 0, nil
 }
 
@@ -714,7 +734,7 @@ func (b *Backend) take(ctx context.Context, cli *clientv3.Client, id spi.Session
 	if gone {
 		b.setPlace(id, name, 0)
 	}
-	a, first, err := b.answer(id, s, name, len(resp(etcdtxn.TakeElseSession)) > 0, resp(etcdtxn.TakeElseLease), resp(etcdtxn.TakeElseQueue))
+	a, first, err := b.answer(cli, id, s, name, r.Header.Revision, len(resp(etcdtxn.TakeElseSession)) > 0, resp(etcdtxn.TakeElseLease), resp(etcdtxn.TakeElseQueue))
 	if err == nil && first != 0 {
 		// Only a waiter key with another revision than rev can be the oldest and the caller's.
 		return spi.Acquire{}, true, spi.Unavailable("acquire: take", errors.New("etcd: waiter key replaced inside a transaction"))
@@ -737,7 +757,8 @@ func (b *Backend) take(ctx context.Context, cli *clientv3.Client, id spi.Session
 // whose place the backend knows runs take; otherwise acquire_queued, which is acquire with
 // enqueue nested in its else branch. Either is one transaction; a second, take, runs only when
 // the lease is free and the caller turns out to be the oldest waiter already.
-func (b *Backend) AcquireQueued(ctx context.Context, id spi.SessionID, name string) (spi.Acquire, error) {
+func (b *Backend) AcquireQueued(ctx context.Context, id spi.SessionID, name string) (a spi.Acquire, err error) {
+	defer func() { b.settled(id, name, a, err) }()
 	cli, s, err := b.begin(ctx, id, name)
 	if err != nil {
 		return spi.Acquire{}, err
@@ -790,12 +811,13 @@ func (b *Backend) enqueued(ctx context.Context, cli *clientv3.Client, id spi.Ses
 	if len(rs) <= etcdtxn.EnqueueThenQueue {
 		return spi.Acquire{}, spi.Unavailable("acquire: enqueue", errors.New("etcd: short transaction response"))
 	}
+	read, place := rev, rev
 	if prev := rs[etcdtxn.EnqueueThenWaiter].GetResponsePut().GetPrevKv(); prev != nil {
-		rev = prev.CreateRevision // registered before: the key keeps its place
+		place = prev.CreateRevision // registered before: the key keeps its place
 	}
-	b.setPlace(id, name, rev)
+	b.setPlace(id, name, place)
 	resp := func(i int) []*mvccpb.KeyValue { return rs[i].GetResponseRange().Kvs }
-	a, first, err := b.answer(id, s, name, true, resp(etcdtxn.EnqueueThenLease), resp(etcdtxn.EnqueueThenQueue))
+	a, first, err := b.answer(cli, id, s, name, read, true, resp(etcdtxn.EnqueueThenLease), resp(etcdtxn.EnqueueThenQueue))
 	if err != nil || first == 0 {
 		return a, err
 	}
@@ -818,6 +840,7 @@ func (b *Backend) Withdraw(ctx context.Context, id spi.SessionID, name string) e
 		return nil
 	}
 	b.setPlace(id, name, 0)
+	b.hints.stopWaiting(id, name)
 	cmps, then, _ := etcdtxn.Withdraw(b.prefix, string(id), name, lease)
 	if _, err := cli.Txn(ctx).If(cmps...).Then(then...).Commit(); err != nil {
 		b.setWithdrawal(id, name, true)

@@ -63,8 +63,8 @@ func TestKeepAliveManyGroups(t *testing.T) {
 }
 
 // TestHints: a join and a leave are GroupChanged hints, and a session's end (CloseSession:
-// etcd deletes its keys with its lease) is a Released hint for each lease it held; the channel
-// closes when the backend does.
+// etcd deletes its keys with its lease) is a Released hint for each lease it held that a
+// session of the subscribed backend waits for; the channel closes when the backend does.
 func TestHints(t *testing.T) {
 	dsn := serverDSN(t)
 	b := openBackend(t, dsn)
@@ -101,6 +101,14 @@ func TestHints(t *testing.T) {
 	want(spi.Hint{Kind: spi.GroupChanged, Name: "grp"}, func() { other.Leave(ctx, s.ID, "grp") }) //nolint:errcheck
 	if r, err := other.Acquire(ctx, s.ID, "l1"); err != nil || r.Kind != spi.Granted {
 		t.Fatalf("Acquire = %+v, %v", r, err)
+	}
+	// b hears of the releases of names its sessions wait for.
+	mine, err := b.OpenSession(ctx, "waiter", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := b.Acquire(ctx, mine.ID, "l1"); err != nil || r.Kind != spi.HeldBy {
+		t.Fatalf("the waiter's Acquire = %+v, %v", r, err)
 	}
 	want(spi.Hint{Kind: spi.Released, Name: "l1"}, func() { other.CloseSession(ctx, s.ID) }) //nolint:errcheck
 	b.Close()

@@ -28,8 +28,9 @@ package etcdtxn for the transactions):
     restore --bump-revision <n> --mark-compacted`.
   - When a session's lease expires or is revoked, etcd deletes every key attached to it in one
     revision: the session key, its leases, its waiter keys and its memberships. Hints come
-    from watches on the lease prefix and the waiters prefix (a deletion is a Released hint) and
-    the groups prefix (GroupChanged).
+    from watches of the lease key and the waiter keys of each name a session of the backend
+    waits for (a deletion is a Released hint; see Backend.Hints) and of the groups prefix
+    (GroupChanged).
   - A lease held by another session is reported HeldBy with its time left unknown: etcd's
     LeaseTimeToLive only counts whole seconds, and the watch tells waiters the moment the
     holder's keys go. etcd revokes expired leases on a timer of its own (every 500 ms), so a
@@ -63,10 +64,12 @@ A free lease goes only to the oldest waiter, or to anyone while the name has no 
     acquire is thus one transaction, whether it takes a free lease, registers behind a held one
     or re-attempts (a second, take, only when the lease is free and the caller turns out to
     be the oldest waiter already); TestQueuedAcquireRoundTrips counts them.
-  - Wake-ups: a released lease is a Released hint from the lease watch; a deleted waiter key
-    (a grant, a withdrawal, a waiter's session ending) is a Released hint for its name from
-    a watch on <prefix>/waiters/, so the next waiter learns at once that it is now the
-    oldest. A grant to a waiter thus also wakes the waiters behind it, for one take each.
+  - Wake-ups: a released lease is a Released hint from the watch of its lease key; a deleted
+    waiter key (a grant, a withdrawal, a waiter's session ending) is a Released hint for its
+    name from a watch on <prefix>/waiters/<name>/, so the next waiter learns at once that it
+    is now the oldest. A grant to a waiter thus also wakes the waiters behind it, for one take
+    each. A backend watches only the names its sessions wait for, from the reply that found
+    the name held on (see Backend.Hints): other names' releases cost its client nothing.
   - A waiter key lives as long as its session (the session's keep-alive keeps it), not just
     until one TTL after the waiter's last attempt: a withdrawal that fails is therefore run
     again by the session's next KeepAlive, so that a waiter that stopped waiting does not hold

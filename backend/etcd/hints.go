@@ -3,8 +3,10 @@ package etcd
 import (
 	"context"
 	"strings"
+	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/simba-go/simba/generated/wire"
@@ -15,14 +17,69 @@ import (
 // costs latency, never safety).
 const hintBuffer = 1024
 
-// Hints watches the lease prefix (a deleted lease key, by Release, CloseSession or the
-// expiry of its holder's lease, is a Released hint), the waiters prefix (a deleted waiter key,
-// by a grant, Withdraw or the end of the waiter's session, is a Released hint for its name: the
-// next waiter may now be the oldest, and a lease reserved for a waiter that left is free) and
-// the groups prefix (any change of a member key is a GroupChanged hint), from every client of
-// the cluster. The watches require a
-// leader (clientv3.WithRequireLeader): a member cut off from the quorum ends them and they are
-// made again, on whichever member the client reaches, from the current revision.
+// waitTTLs is how long, in the session's TTLs, a session waits for a name after its latest
+// acquire of that name replied HeldBy, unless a grant, a Withdraw or the session's end ends
+// the wait sooner. A waiting client acquires again at least once per TTL: the backend's HeldBy
+// has its time left unknown, so the engine retries one TTL after it at the latest
+// (internal/engine/election.go, "the hint should come first"), and it does not retry sooner
+// for its queue entry, which lives with the session (QueueEntriesLiveWithSession). The
+// backend's TTL is the asked TTL rounded down to whole seconds, more than half of it: two of
+// them, plus waitSlack for a slow reply, outlast one asked TTL.
+const (
+	waitTTLs  = 2
+	waitSlack = time.Second
+)
+
+// remakePause is the pause before a watch that ended (a lost leader, a compaction) is made
+// again.
+const remakePause = 50 * time.Millisecond
+
+// hub holds a backend's Hints subscribers and the per-name watches they share.
+type hub struct {
+	mu   sync.Mutex
+	subs map[chan spi.Hint]struct{}
+	// names holds the names a session of the backend waits for, while there are subscribers.
+	names map[string]*nameWatch
+}
+
+// nameWatch is the interest of the backend's sessions in one name, and the watch that serves
+// it.
+type nameWatch struct {
+	// who maps each waiting session to when its wait ends unless an acquire renews it.
+	who    map[spi.SessionID]time.Time
+	cancel context.CancelFunc // ends the watch
+}
+
+// Hints delivers, until ctx is done or the backend is closed (then it closes the channel), a
+// Released hint for every deletion of the lease key of a name that a session of this backend
+// waits for (by Release, CloseSession or the expiry of its holder's lease) and of any of that
+// name's waiter keys (by a grant, Withdraw or the end of the waiter's session: the next waiter
+// may now be the oldest, and a lease reserved for a waiter that left is free), and a
+// GroupChanged hint for every change of any member key, by any client of the cluster. Every
+// subscriber gets every hint; a hint may repeat, and may come for a name shortly after the
+// wait ended.
+//
+// A session waits for a name from an Acquire or AcquireQueued of this backend that replies
+// HeldBy, while the backend has subscribers, until the session is granted the name, withdraws
+// (Withdraw), closes or is found expired, or makes no acquire of it for two TTLs (see
+// waitTTLs). While any session waits for a name the backend keeps one watch of its lease key
+// and one of its waiter keys' prefix (deletions only), on the backend's client (gRPC carries
+// them on one stream); the watches end with the last wait. A release that lands between the
+// HeldBy reply and the watches' start is hinted too: if the watches start after the reply's
+// revision, one read finds whether the key the reply found in the way (the lease key, or the
+// oldest waiter's) is gone or was made again since (see watchName). So a client hears of the
+// releases it waits for, not of every release in the cluster. Waits noted before the first
+// subscriber, or while none is left, are not watched.
+//
+// The group watch covers the whole groups prefix (membership changes are rare), one per
+// subscriber, from the revision current when it is made.
+//
+// Every watch requires a leader (clientv3.WithRequireLeader): a member cut off from the quorum
+// ends it, and it is made again after a pause, on whichever member the client reaches. A
+// name's watch resumes after the last revision it reported, so nothing is lost meanwhile,
+// unless that revision was compacted: the name is then hinted once, since a release may have
+// been missed. The group watch resumes from the current revision: changes meanwhile are lost,
+// as hints may be.
 func (b *Backend) Hints(ctx context.Context) (<-chan spi.Hint, error) {
 	cli, err := b.check()
 	if err != nil {
@@ -32,67 +89,256 @@ func (b *Backend) Hints(ctx context.Context) (<-chan spi.Hint, error) {
 		return nil, err
 	}
 	ch := make(chan spi.Hint, hintBuffer)
+	h := &b.hints
+	h.mu.Lock()
+	if h.subs == nil {
+		h.subs, h.names = map[chan spi.Hint]struct{}{}, map[string]*nameWatch{}
+	}
+	h.subs[ch] = struct{}{}
+	h.mu.Unlock()
 	wctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(b.ctx, cancel)
 	go func() {
-		defer close(ch)
+		defer h.remove(ch)
 		defer cancel()
 		defer stop()
-		b.watch(wctx, cli, ch)
+		b.watchGroups(wctx, cli, ch)
 	}()
 	return ch, nil
 }
 
-// watch runs the three watches until ctx is done, making them again whenever one ends.
-func (b *Backend) watch(ctx context.Context, cli *clientv3.Client, ch chan<- spi.Hint) {
-	leases, groups, waiters := wire.EtcdLeasesPrefix(b.prefix), wire.EtcdGroupsPrefix(b.prefix), wire.EtcdWaitersPrefix(b.prefix)
-	send := func(h spi.Hint) {
+// remove closes subscriber ch; the last one's leaving ends every name's watch.
+func (h *hub) remove(ch chan spi.Hint) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.subs, ch)
+	close(ch)
+	if len(h.subs) > 0 {
+		return
+	}
+	for n, w := range h.names {
+		w.cancel()
+		delete(h.names, n)
+	}
+}
+
+// send gives h to every subscriber that has room for it.
+func (h *hub) send(hint spi.Hint) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for ch := range h.subs {
 		select {
-		case ch <- h:
+		case ch <- hint:
 		default:
 		}
 	}
+}
+
+// waitFor notes that session id (of TTL ttl) found name held (or reserved for another waiter)
+// in a reply read at revision rev, where the key in its way (the lease key, or the oldest
+// waiter's) was blocker, starting the name's watch if no session of the backend waited for it
+// yet.
+func (b *Backend) waitFor(cli *clientv3.Client, id spi.SessionID, name string, ttl time.Duration, rev int64, blocker *mvccpb.KeyValue) {
+	h := &b.hints
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.subs) == 0 {
+		return
+	}
+	until := time.Now().Add(waitTTLs*ttl + waitSlack)
+	if w := h.names[name]; w != nil {
+		w.who[id] = until
+		return
+	}
+	ctx, cancel := context.WithCancel(b.ctx)
+	w := &nameWatch{who: map[spi.SessionID]time.Time{id: until}, cancel: cancel}
+	h.names[name] = w
+	go b.watchName(ctx, cli, name, w, rev, blocker, until)
+}
+
+// stopWaiting ends session id's wait for name (a grant, a withdrawal).
+func (h *hub) stopWaiting(id spi.SessionID, name string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if w := h.names[name]; w != nil {
+		delete(w.who, id)
+		h.idle(name, w)
+	}
+}
+
+// dropSession ends every wait of session id (it closed or expired).
+func (h *hub) dropSession(id spi.SessionID) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for n, w := range h.names {
+		delete(w.who, id)
+		h.idle(n, w)
+	}
+}
+
+// sweep ends the waits for name that are past their time, and returns when the next one ends
+// (false: none is left, the watch ends).
+func (h *hub) sweep(name string, w *nameWatch) (time.Time, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := time.Now()
+	var next time.Time
+	for id, until := range w.who {
+		switch {
+		case !until.After(now):
+			delete(w.who, id)
+		case next.IsZero() || until.Before(next):
+			next = until
+		}
+	}
+	h.idle(name, w)
+	return next, len(w.who) > 0
+}
+
+// idle ends name's watch once no session waits for it (h.mu held).
+func (h *hub) idle(name string, w *nameWatch) {
+	if len(w.who) == 0 && h.names[name] == w {
+		w.cancel()
+		delete(h.names, name)
+	}
+}
+
+// beforeWatch, when set (by tests), runs before a name's watches are first made.
+var beforeWatch func(name string)
+
+// watchName watches name's lease key and waiter keys until ctx is done (the last wait ended,
+// the last subscriber left, the backend closed), making the watches again whenever one ends,
+// each from the revision after the last it reported; until is when the first wait ends unless
+// renewed.
+//
+// The first watches start from the current revision, not from the reply's (read, which found
+// blocker in the way): etcd serves a watch that starts at a revision it has passed from its
+// history, as an unsynced watcher that catches up on a 100 ms loop, so on a cluster with any
+// other write between the reply and the watch's start a release soon after would be hinted up
+// to 100 ms late. The release that may have landed between read and the revision the watches
+// start after is found instead by one read of blocker once both are made, if they start after
+// read: if the key is gone or was made again (another create revision), the name is hinted.
+func (b *Backend) watchName(ctx context.Context, cli *clientv3.Client, name string, w *nameWatch, read int64, blocker *mvccpb.KeyValue, until time.Time) {
+	h := &b.hints
+	lease, queue := wire.EtcdLeaseKey(b.prefix, name), wire.EtcdQueuePrefix(b.prefix, name)
+	if beforeWatch != nil {
+		beforeWatch(name)
+	}
+	var lrev, qrev int64 // 0 until the first watches are made: watch from the current revision
+	timer := time.NewTimer(time.Until(until))
+	defer timer.Stop()
 	for ctx.Err() == nil {
 		rctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-		lw := cli.Watch(rctx, leases, clientv3.WithPrefix(), clientv3.WithFilterPut())
-		gw := cli.Watch(rctx, groups, clientv3.WithPrefix())
-		ww := cli.Watch(rctx, waiters, clientv3.WithPrefix(), clientv3.WithFilterPut())
-		for lw != nil && gw != nil && ww != nil {
+		from := func(rev int64) clientv3.OpOption {
+			if rev == 0 {
+				return clientv3.WithCreatedNotify()
+			}
+			return clientv3.WithRev(rev)
+		}
+		lw := cli.Watch(rctx, lease, clientv3.WithFilterPut(), from(lrev))
+		qw := cli.Watch(rctx, queue, clientv3.WithPrefix(), clientv3.WithFilterPut(), from(qrev))
+		for lw != nil && qw != nil {
+			var ok bool
 			select {
-			case r, ok := <-lw:
-				if !ok || r.Err() != nil || r.Canceled {
+			case r, open := <-lw:
+				if ctx.Err() != nil { // the wait ended: what came since is not waited for
+					break
+				}
+				if open && r.Created {
+					lrev = r.Header.Revision + 1
+					b.closeGap(ctx, cli, name, read, blocker, lrev, qrev)
+					continue
+				}
+				lrev, ok = h.released(name, r, open, lrev)
+				if !ok {
 					lw = nil
+				}
+			case r, open := <-qw:
+				if ctx.Err() != nil {
+					break
+				}
+				if open && r.Created {
+					qrev = r.Header.Revision + 1
+					b.closeGap(ctx, cli, name, read, blocker, lrev, qrev)
 					continue
 				}
-				for _, ev := range r.Events {
-					send(spi.Hint{Kind: spi.Released, Name: strings.TrimPrefix(string(ev.Kv.Key), leases)})
+				qrev, ok = h.released(name, r, open, qrev)
+				if !ok {
+					qw = nil
 				}
-			case r, ok := <-ww:
-				if !ok || r.Err() != nil || r.Canceled {
-					ww = nil
-					continue
+			case <-timer.C:
+				if next, live := h.sweep(name, w); live {
+					timer.Reset(time.Until(next))
 				}
-				for _, ev := range r.Events {
-					n, _, _ := strings.Cut(strings.TrimPrefix(string(ev.Kv.Key), waiters), "/")
-					send(spi.Hint{Kind: spi.Released, Name: n})
-				}
-			case r, ok := <-gw:
-				if !ok || r.Err() != nil || r.Canceled {
-					gw = nil
-					continue
-				}
-				for _, ev := range r.Events {
-					g, _, _ := strings.Cut(strings.TrimPrefix(string(ev.Kv.Key), groups), "/")
-					send(spi.Hint{Kind: spi.GroupChanged, Name: g})
-				}
+			case <-ctx.Done():
+				lw = nil
 			}
 		}
 		cancel()
-		// One watch ended (a lost leader, a compacted revision, a closed client): what
-		// happened meanwhile is lost, as hints may be. Start all three again after a pause.
 		select {
 		case <-ctx.Done():
-		case <-time.After(50 * time.Millisecond):
+		case <-time.After(remakePause):
+		}
+	}
+}
+
+// closeGap checks, once both first watches of name are made (lrev and qrev: the revisions they
+// report from), that no release landed after read, the revision of the reply that found
+// blocker in the way, and before them: blocker, read again, must still be there with its
+// create revision. Otherwise (or if the read fails) the name is hinted.
+func (b *Backend) closeGap(ctx context.Context, cli *clientv3.Client, name string, read int64, blocker *mvccpb.KeyValue, lrev, qrev int64) {
+	if lrev == 0 || qrev == 0 || max(lrev, qrev) <= read+1 {
+		return // not made yet, or no revision between the reply and the watches
+	}
+	r, err := cli.Get(ctx, string(blocker.Key))
+	if err == nil && len(r.Kvs) > 0 && r.Kvs[0].CreateRevision == blocker.CreateRevision {
+		return
+	}
+	b.hints.send(spi.Hint{Kind: spi.Released, Name: name})
+}
+
+// released delivers the deletions in a response of one of name's watches, watching from
+// revision from, as Released hints, and returns the revision to watch from next and whether
+// the watch goes on (open: the channel was open).
+func (h *hub) released(name string, r clientv3.WatchResponse, open bool, from int64) (int64, bool) {
+	if !open {
+		return from, false
+	}
+	for _, ev := range r.Events {
+		h.send(spi.Hint{Kind: spi.Released, Name: name})
+		from = max(from, ev.Kv.ModRevision+1)
+	}
+	if r.CompactRevision != 0 {
+		// The revisions from `from` on were compacted: a release may have gone unseen.
+		h.send(spi.Hint{Kind: spi.Released, Name: name})
+		return max(from, r.CompactRevision), false
+	}
+	return from, r.Err() == nil && !r.Canceled
+}
+
+// watchGroups runs the group watch until ctx is done, making it again whenever it ends.
+func (b *Backend) watchGroups(ctx context.Context, cli *clientv3.Client, ch chan<- spi.Hint) {
+	groups := wire.EtcdGroupsPrefix(b.prefix)
+	for ctx.Err() == nil {
+		rctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		for r := range cli.Watch(rctx, groups, clientv3.WithPrefix()) {
+			for _, ev := range r.Events {
+				g, _, _ := strings.Cut(strings.TrimPrefix(string(ev.Kv.Key), groups), "/")
+				select {
+				case ch <- spi.Hint{Kind: spi.GroupChanged, Name: g}:
+				default:
+				}
+			}
+			if r.Err() != nil || r.Canceled {
+				break
+			}
+		}
+		cancel()
+		// The watch ended (a lost leader, a compacted revision, a closed client): what
+		// happened meanwhile is lost, as hints may be. Make it again after a pause.
+		select {
+		case <-ctx.Done():
+		case <-time.After(remakePause):
 		}
 	}
 }

@@ -139,8 +139,29 @@ func TestOldestWaiterTakesByPlainAcquire(t *testing.T) {
 // TestHeadWaiterLeavingIsHinted: with the lease free and reserved for the oldest waiter, the
 // next waiter learns by a Released hint when the oldest withdraws, and again when the next
 // oldest's session ends (etcd deletes its waiter key with its lease), and is then granted.
+// The backend subscribes to hints first, as a client does: it watches the names its sessions
+// wait for, from the acquire that found the name held on, so no retry is needed.
 func TestHeadWaiterLeavingIsHinted(t *testing.T) {
 	f := newQueueFixture(t)
+	ctx, cancel := context.WithCancel(f.ctx)
+	defer cancel()
+	hints, err := f.b.Hints(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hinted := func(name, what string) {
+		t.Helper()
+		for {
+			select {
+			case h := <-hints:
+				if h.Kind == spi.Released && h.Name == name {
+					return
+				}
+			case <-f.ctx.Done():
+				t.Fatalf("no Released hint after %s", what)
+			}
+		}
+	}
 	holder, w1, w2, w3 := f.open(t, "holder"), f.open(t, "w1"), f.open(t, "w2"), f.open(t, "w3")
 	tok := f.acquire(t, false, holder, "h", spi.Granted).Token
 	for _, w := range []spi.SessionID{w1, w2, w3} {
@@ -149,52 +170,21 @@ func TestHeadWaiterLeavingIsHinted(t *testing.T) {
 	if err := f.b.Release(f.ctx, holder, "h", tok); err != nil {
 		t.Fatal(err)
 	}
+	hinted("h", "the release")
 	if r := f.acquire(t, true, w3, "h", spi.HeldBy); r.Holder != w1 || r.HolderOwner != "w1" || !r.RemainingUnknown {
 		t.Fatalf("the last waiter's AcquireQueued = %+v, want held by the oldest, %s", r, w1)
 	}
-	ctx, cancel := context.WithCancel(f.ctx)
-	defer cancel()
-	hints, err := f.b.Hints(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hinted := func(name, what string, again func()) {
-		t.Helper()
-		for {
-			select {
-			case h := <-hints:
-				if h.Kind == spi.Released && h.Name == name {
-					return
-				}
-			case <-time.After(50 * time.Millisecond):
-				again()
-			case <-f.ctx.Done():
-				t.Fatalf("no Released hint after %s", what)
-			}
-		}
-	}
-	// A hint from before the watches started is lost: withdraw from another name's queue
-	// until the watch reports it.
-	f.acquire(t, false, holder, "p", spi.Granted)
-	prime := func() {
-		f.acquire(t, true, w3, "p", spi.HeldBy)
-		if err := f.b.Withdraw(f.ctx, w3, "p"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	prime()
-	hinted("p", "a withdrawal", prime)
 	if err := f.b.Withdraw(f.ctx, w1, "h"); err != nil {
 		t.Fatal(err)
 	}
-	hinted("h", "the oldest waiter withdrew", func() {})
+	hinted("h", "the oldest waiter withdrew")
 	if r := f.acquire(t, true, w3, "h", spi.HeldBy); r.Holder != w2 {
 		t.Fatalf("after the withdrawal, the last waiter is held by %s, want %s", r.Holder, w2)
 	}
 	if err := f.b.CloseSession(f.ctx, w2); err != nil {
 		t.Fatal(err)
 	}
-	hinted("h", "the oldest waiter's session ended", func() {})
+	hinted("h", "the oldest waiter's session ended")
 	if r := f.acquire(t, true, w3, "h", spi.Granted); r.Token <= tok {
 		t.Fatalf("token %d, want above %d", r.Token, tok)
 	}

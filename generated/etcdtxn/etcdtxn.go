@@ -210,8 +210,7 @@ func SessionsRange(prefix string) clientv3.Op {
 	return clientv3.OpGet(wire.EtcdSessionsPrefix(prefix), clientv3.WithPrefix())
 }
 
-// LeasesRange returns the read of every key under <prefix>/leases/ (every lease key; the hint
-// watch reports each deletion under it as a released lease).
+// LeasesRange returns the read of every key under <prefix>/leases/ (every lease key).
 func LeasesRange(prefix string) clientv3.Op {
 	return clientv3.OpGet(wire.EtcdLeasesPrefix(prefix), clientv3.WithPrefix())
 }
@@ -222,15 +221,15 @@ func HeldRange(prefix, sid string) clientv3.Op {
 	return clientv3.OpGet(wire.EtcdHeldPrefix(prefix, sid), clientv3.WithPrefix())
 }
 
-// WaitersRange returns the read of every key under <prefix>/waiters/ (every waiter key; the hint
-// watch reports each deletion under it as a released hint for the waiter's name (the next waiter
-// may now be first)).
+// WaitersRange returns the read of every key under <prefix>/waiters/ (every waiter key).
 func WaitersRange(prefix string) clientv3.Op {
 	return clientv3.OpGet(wire.EtcdWaitersPrefix(prefix), clientv3.WithPrefix())
 }
 
 // QueueRange returns the read of every key under <prefix>/waiters/<name>/ (the waiter keys of
-// lease <name>, in queue order by create revision).
+// lease <name>, in queue order by create revision; a backend whose session waits for <name>
+// watches it and reports each deletion under it as a released hint (the next waiter may now be
+// first)).
 func QueueRange(prefix, name string) clientv3.Op {
 	return clientv3.OpGet(wire.EtcdQueuePrefix(prefix, name), clientv3.WithPrefix())
 }

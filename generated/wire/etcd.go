@@ -48,8 +48,7 @@ func EtcdSessionsPrefix(prefix string) string {
 	return prefix + "/sessions/"
 }
 
-// EtcdLeasesPrefix returns the etcd key prefix "<prefix>/leases/": every lease key; the hint
-// watch reports each deletion under it as a released lease.
+// EtcdLeasesPrefix returns the etcd key prefix "<prefix>/leases/": every lease key.
 func EtcdLeasesPrefix(prefix string) string {
 	return prefix + "/leases/"
 }
@@ -60,15 +59,15 @@ func EtcdHeldPrefix(prefix, sid string) string {
 	return prefix + "/held/" + sid + "/"
 }
 
-// EtcdWaitersPrefix returns the etcd key prefix "<prefix>/waiters/": every waiter key; the hint
-// watch reports each deletion under it as a released hint for the waiter's name (the next waiter
-// may now be first).
+// EtcdWaitersPrefix returns the etcd key prefix "<prefix>/waiters/": every waiter key.
 func EtcdWaitersPrefix(prefix string) string {
 	return prefix + "/waiters/"
 }
 
 // EtcdQueuePrefix returns the etcd key prefix "<prefix>/waiters/<name>/": the waiter keys of
-// lease <name>, in queue order by create revision.
+// lease <name>, in queue order by create revision; a backend whose session waits for <name>
+// watches it and reports each deletion under it as a released hint (the next waiter may now be
+// first).
 func EtcdQueuePrefix(prefix, name string) string {
 	return prefix + "/waiters/" + name + "/"
 }
