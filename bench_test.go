@@ -115,7 +115,10 @@ func benchLockCycleCtx(b *testing.B, ctx context.Context, raw, backend spi.Backe
 // DatabaseNow, a SELECT of the clock, on another backend; a round trip that NOTIFYs nobody),
 // timed alternately with it (SameRunRatio). When every listener LISTENed on the one shared
 // release channel, each Unlock was delivered to all nine listeners, which PostgreSQL signals
-// and each of which wakes its client; now it is delivered to none (nobody waits).
+// and each of which wakes its client; now it is delivered to none (nobody waits). What is left
+// is the server's: PostgreSQL (15) signals every backend of the database that LISTENs on any
+// channel at each NOTIFY, and each reads the notification queue and drops what is not for it;
+// the idle listeners still LISTEN on the group channel.
 func BenchmarkLockCycleIdleHinted(b *testing.B) {
 	for _, idle := range []int{0, 8} {
 		b.Run(fmt.Sprintf("postgres-idle-%d", idle), func(b *testing.B) {
