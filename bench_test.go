@@ -107,6 +107,72 @@ func benchLockCycleCtx(b *testing.B, ctx context.Context, raw, backend spi.Backe
 	SameRunRatio(b, "spi-cycles/op", "spi", spiCycle, lockCycle)
 }
 
+// BenchmarkLockCycleIdleHinted measures the public Lock + Unlock cycle on PostgreSQL, as
+// BenchmarkLockCycle/postgres does, with 0 and with 8 other clients open in the process, each
+// on a backend of its own that locked and unlocked a name of its own once (so each has a hint
+// listener connected) and then waits for nothing: what every Unlock costs the clients that do
+// not care about it. It reports the cycle in database round trips of the same run (db-rts/op:
+// DatabaseNow, a SELECT of the clock, on another backend; a round trip that NOTIFYs nobody),
+// timed alternately with it (SameRunRatio). When every listener LISTENed on the one shared
+// release channel, each Unlock was delivered to all nine listeners, which PostgreSQL signals
+// and each of which wakes its client; now it is delivered to none (nobody waits). What is left
+// is the server's: PostgreSQL (15) signals every backend of the database that LISTENs on any
+// channel at each NOTIFY, and each reads the notification queue and drops what is not for it;
+// the idle listeners still LISTEN on the group channel.
+func BenchmarkLockCycleIdleHinted(b *testing.B) {
+	for _, idle := range []int{0, 8} {
+		b.Run(fmt.Sprintf("postgres-idle-%d", idle), func(b *testing.B) {
+			ctx := context.Background()
+			open := func() spi.Backend {
+				be, err := simbasql.Open(ctx, testenv.Postgres(b), simbasql.WithAutoMigrate())
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { be.Close() })
+				return be
+			}
+			raw := open().(*simbasql.Backend)
+			for i := range idle {
+				ic, err := simba.New(open(), simba.WithOwner("idle"))
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { ic.Close(ctx) })
+				h, err := ic.Lock(ctx, fmt.Sprintf("bench-idle-%d-%d", i, time.Now().UnixNano()))
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := h.Unlock(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			c, err := simba.New(open(), simba.WithOwner("bench"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close(ctx)
+			name := fmt.Sprintf("bench-lock-%d", time.Now().UnixNano())
+			lockCycle := func() {
+				h, err := c.Lock(ctx, name)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := h.Unlock(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			roundTrip := func() {
+				if _, err := raw.DatabaseNow(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			lockCycle() // the session
+			roundTrip()
+			SameRunRatio(b, "db-rts/op", "db-rt", roundTrip, lockCycle)
+		})
+	}
+}
+
 // BenchmarkLockCycleRedislockShape measures the public Lock + Unlock cycle on Redis in cycles of
 // bsm/redislock's shape measured in the same run: its obtain script (MSETNX, then PEXPIRE) and
 // its release script (MGET, compare, DEL), one EVALSHA each, as backend/redis's

@@ -39,22 +39,25 @@ type SQLSpec struct {
 	// LaterMigrations are the lease schema's migrations after the first (schema_version,
 	// migration): each creates the tables that name it (SQLTable.Migration). The lease backends
 	// need the last one.
-	LaterMigrations []SQLLaterMigration          `yaml:"later_migrations"`
-	ReleaseChannel  string                       `yaml:"release_channel"`
-	GroupChannel    string                       `yaml:"group_channel"`
-	MigrateLock     SQLMigrateLockSpec           `yaml:"migrate_lock"`
-	Commit          string                       `yaml:"commit"`
-	Rollback        string                       `yaml:"rollback"`
-	Dialects        map[string]SQLDialectSpec    `yaml:"dialects"`
-	Variants        map[string]map[string]string `yaml:"variants"`
-	Types           map[string]map[string]string `yaml:"types"`
-	Tables          []SQLTable                   `yaml:"tables"`
-	VersionTable    string                       `yaml:"version_table"`
-	VersionInsert   string                       `yaml:"version_insert"`
-	Statements      []SQLStatement               `yaml:"statements"`
-	Decisions       []SQLDecisionSpec            `yaml:"decisions"`
-	Operations      []SQLOperationSpec           `yaml:"operations"`
-	SchemaCheck     SQLSchemaCheckSpec           `yaml:"schema_check"`
+	LaterMigrations []SQLLaterMigration `yaml:"later_migrations"`
+	ReleaseChannel  string              `yaml:"release_channel"`
+	// LeaseChannelPrefix starts each lease's own release channel: the prefix, then the
+	// lowercase hex MD5 of the lease name.
+	LeaseChannelPrefix string                       `yaml:"lease_channel_prefix"`
+	GroupChannel       string                       `yaml:"group_channel"`
+	MigrateLock        SQLMigrateLockSpec           `yaml:"migrate_lock"`
+	Commit             string                       `yaml:"commit"`
+	Rollback           string                       `yaml:"rollback"`
+	Dialects           map[string]SQLDialectSpec    `yaml:"dialects"`
+	Variants           map[string]map[string]string `yaml:"variants"`
+	Types              map[string]map[string]string `yaml:"types"`
+	Tables             []SQLTable                   `yaml:"tables"`
+	VersionTable       string                       `yaml:"version_table"`
+	VersionInsert      string                       `yaml:"version_insert"`
+	Statements         []SQLStatement               `yaml:"statements"`
+	Decisions          []SQLDecisionSpec            `yaml:"decisions"`
+	Operations         []SQLOperationSpec           `yaml:"operations"`
+	SchemaCheck        SQLSchemaCheckSpec           `yaml:"schema_check"`
 
 	// usedVariants records each (variant, dialect) a text expanded during validation used.
 	usedVariants map[[2]string]bool
@@ -80,6 +83,8 @@ type SQLDialectSpec struct {
 	JournalWAL    string   `yaml:"journal_wal"`
 	ObjectCount   string   `yaml:"object_count"`
 	Listen        []string `yaml:"listen"`
+	ListenLease   string   `yaml:"listen_lease"`
+	UnlistenLease string   `yaml:"unlisten_lease"`
 	MigrateLock   string   `yaml:"migrate_lock"`
 	MigrateUnlock string   `yaml:"migrate_unlock"`
 	WakeLock      string   `yaml:"wake_lock"`
@@ -278,6 +283,12 @@ func (s *SQLSpec) validate() error {
 	if !sqlChannelRE.MatchString(s.GroupChannel) || s.GroupChannel == s.ReleaseChannel {
 		return specErr(f, "group_channel", "%q is not a plain channel name distinct from release_channel", s.GroupChannel)
 	}
+	// A lease channel is the prefix and 32 hex digits: a plain identifier of at most 63 bytes
+	// (PostgreSQL's limit), which no other channel may look like.
+	if lp := s.LeaseChannelPrefix; !sqlChannelRE.MatchString(lp) || len(lp)+32 > 63 ||
+		strings.HasPrefix(s.ReleaseChannel, lp) || strings.HasPrefix(s.GroupChannel, lp) {
+		return specErr(f, "lease_channel_prefix", "%q is not a plain channel name of at most 31 bytes that neither release_channel nor group_channel starts with", lp)
+	}
 
 	ml := s.MigrateLock
 	if ml.Key == 0 {
@@ -332,6 +343,17 @@ func (s *SQLSpec) validate() error {
 				return specErr(f, lf, "must be one non-empty statement without ';'")
 			}
 			if _, err := s.expand(lf, st, d); err != nil {
+				return err
+			}
+		}
+		if (ds.ListenLease == "") != (ds.UnlistenLease == "") {
+			return specErr(f, field+".unlisten_lease", "listen_lease and unlisten_lease go together")
+		}
+		for _, st := range []struct{ key, stmt string }{{"listen_lease", ds.ListenLease}, {"unlisten_lease", ds.UnlistenLease}} {
+			if st.stmt == "" {
+				continue
+			}
+			if _, err := s.expandLease(field+"."+st.key, st.stmt, d); err != nil {
 				return err
 			}
 		}
@@ -684,10 +706,29 @@ func (s *SQLSpec) perDialect(field string, m map[string]string, allowEmpty bool)
 func sqlBuiltinPlaceholder(name string) bool {
 	switch name {
 	case "release_channel", "group_channel", "release_channel_ident", "group_channel_ident", "schema_version",
+		"lease_channel_prefix", "lease_channel_ident",
 		"migrate_lock_key", "migrate_lock_name", "migrate_lock_timeout_s":
 		return true
 	}
 	return false
+}
+
+// expandLease expands a listen_lease or unlisten_lease text, which names the channel once with
+// {{lease_channel_ident}}: the expanded text before and after it.
+func (s *SQLSpec) expandLease(field, text, d string) ([2]string, error) {
+	parts := strings.Split(text, "{{lease_channel_ident}}")
+	if len(parts) != 2 || strings.TrimSpace(text) == "" || strings.Contains(text, ";") {
+		return [2]string{}, specErr(sqlFile, field, "must be one statement without ';' that names {{lease_channel_ident}} once")
+	}
+	var out [2]string
+	for i, p := range parts {
+		x, err := s.expand(field, p, d)
+		if err != nil {
+			return [2]string{}, err
+		}
+		out[i] = x
+	}
+	return out, nil
 }
 
 // expand substitutes every placeholder of text for dialect d.
@@ -704,6 +745,13 @@ func (s *SQLSpec) expand(field, text, d string) (string, error) {
 			return s.ReleaseChannel
 		case "group_channel_ident":
 			return s.GroupChannel
+		case "lease_channel_prefix":
+			return "'" + s.LeaseChannelPrefix + "'"
+		case "lease_channel_ident":
+			if err == nil {
+				err = specErr(sqlFile, field, "{{lease_channel_ident}} is only for listen_lease and unlisten_lease")
+			}
+			return m
 		case "schema_version":
 			return strconv.Itoa(s.SchemaVersion)
 		case "migrate_lock_key":
@@ -1144,6 +1192,13 @@ func (s *SQLSpec) genWire() (File, error) {
 	f.Const().Id("SQLReleaseChannel").Op("=").Lit(s.ReleaseChannel)
 	f.Comment("SQLGroupChannel is the PostgreSQL NOTIFY channel a join or leave publishes the group name on.")
 	f.Const().Id("SQLGroupChannel").Op("=").Lit(s.GroupChannel)
+	f.Comment("SQLLeaseChannelPrefix starts the PostgreSQL NOTIFY channel of one lease's releases (SQLLeaseChannel).")
+	f.Const().Id("SQLLeaseChannelPrefix").Op("=").Lit(s.LeaseChannelPrefix)
+	lineComments(f, "SQLLeaseChannel is the PostgreSQL NOTIFY channel a release of lease name publishes the name on:\nSQLLeaseChannelPrefix and the lowercase hex MD5 of the name's UTF-8 bytes, as the statements'\nmd5(name) computes it (a plain identifier, at most 63 bytes whatever the name).")
+	f.Func().Id("SQLLeaseChannel").Params(jen.Id("name").String()).String().Block(
+		jen.Id("sum").Op(":=").Qual("crypto/md5", "Sum").Call(jen.Index().Byte().Parens(jen.Id("name"))),
+		jen.Return(jen.Id("SQLLeaseChannelPrefix").Op("+").Qual("encoding/hex", "EncodeToString").Call(jen.Id("sum").Index(jen.Empty(), jen.Empty()))),
+	)
 	lineComments(f, "The lock Migrate holds while it applies migrations (each dialect's MigrateLock takes it):\nthe PostgreSQL advisory lock key, the MySQL/MariaDB GET_LOCK name and how long GET_LOCK\nwaits for it.")
 	f.Const().Defs(
 		jen.Id("SQLMigrateLockKey").Int64().Op("=").Lit(int(s.MigrateLock.Key)),
@@ -1183,8 +1238,12 @@ func (s *SQLSpec) genWire() (File, error) {
 		jen.Id("JournalMode").String(),
 		jen.Id("JournalWAL").String(),
 		jen.Id("ObjectCount").String(),
-		jen.Comment("Listen are the statements that subscribe a connection to the hint channels (empty: the dialect has none)."),
+		jen.Comment("Listen are the statements that subscribe a connection to the hint channels it keeps while open (empty: the dialect has none)."),
 		jen.Id("Listen").Index().String(),
+		jen.Comment("listenLease and unlistenLease are the statements around a lease's channel that subscribe a"),
+		jen.Comment("connection to it and unsubscribe it (ListenLease, UnlistenLease; empty: the dialect has none)."),
+		jen.Id("listenLease").Index(jen.Lit(2)).String(),
+		jen.Id("unlistenLease").Index(jen.Lit(2)).String(),
 		jen.Comment("MigrateLock takes the lock that serialises Migrate on its connection, and MigrateUnlock"),
 		jen.Comment("releases it (both empty: the dialect needs none). On MySQL/MariaDB MigrateLock returns 1"),
 		jen.Comment("when it got the lock."),
@@ -1256,6 +1315,12 @@ func (s *SQLSpec) genWire() (File, error) {
 			x, _ := s.expand(fmt.Sprintf("dialects.%s.listen[%d]", d, i), st, d) // validated
 			listen = append(listen, jen.Lit(x))
 		}
+		var lease [2][2]string
+		for i, st := range []string{ds.ListenLease, ds.UnlistenLease} {
+			if st != "" {
+				lease[i], _ = s.expandLease("dialects."+d, st, d) // validated
+			}
+		}
 		lock, _ := s.expand("dialects."+d+".migrate_lock", ds.MigrateLock, d)       // validated
 		unlock, _ := s.expand("dialects."+d+".migrate_unlock", ds.MigrateUnlock, d) // validated
 		var ops []jen.Code
@@ -1318,6 +1383,8 @@ func (s *SQLSpec) genWire() (File, error) {
 				jen.Id("JournalWAL"):    jen.Lit(ds.JournalWAL),
 				jen.Id("ObjectCount"):   jen.Lit(ds.ObjectCount),
 				jen.Id("Listen"):        jen.Index().String().Values(listen...),
+				jen.Id("listenLease"):   jen.Index(jen.Lit(2)).String().Values(jen.Lit(lease[0][0]), jen.Lit(lease[0][1])),
+				jen.Id("unlistenLease"): jen.Index(jen.Lit(2)).String().Values(jen.Lit(lease[1][0]), jen.Lit(lease[1][1])),
 				jen.Id("MigrateLock"):   jen.Lit(lock),
 				jen.Id("MigrateUnlock"): jen.Lit(unlock),
 				jen.Id("WakeLock"):      jen.Lit(ds.WakeLock),
@@ -1347,6 +1414,16 @@ func (s *SQLSpec) genWire() (File, error) {
 	f.Func().Id("SQLDialectByName").Params(jen.Id("name").String()).Params(jen.Id("SQLDialect"), jen.Bool()).Block(
 		jen.Switch(jen.Id("name")).Block(cases...),
 	)
+	for _, m := range []struct{ name, field, doc string }{
+		{"ListenLease", "listenLease", "ListenLease returns the statement that subscribes a connection to the release channel of\nlease name (SQLLeaseChannel); \"\" when the dialect has no channels."},
+		{"UnlistenLease", "unlistenLease", "UnlistenLease returns the statement that unsubscribes a connection from the release channel\nof lease name (SQLLeaseChannel); \"\" when the dialect has no channels."},
+	} {
+		lineComments(f, m.doc)
+		f.Func().Params(jen.Id("d").Id("SQLDialect")).Id(m.name).Params(jen.Id("name").String()).String().Block(
+			jen.If(jen.Id("d").Dot(m.field).Index(jen.Lit(0)).Op("==").Lit("")).Block(jen.Return(jen.Lit(""))),
+			jen.Return(jen.Id("d").Dot(m.field).Index(jen.Lit(0)).Op("+").Id("SQLLeaseChannel").Call(jen.Id("name")).Op("+").Id("d").Dot(m.field).Index(jen.Lit(1))),
+		)
+	}
 	return renderGo("generated/wire/sql.go", f)
 }
 

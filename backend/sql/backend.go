@@ -98,6 +98,7 @@ type Backend struct {
 
 	foreign *foreign.Filter // skips and reports foreign group members
 	waker   waker           // SQLite and MySQL/MariaDB: wake-up hints for waiters (wake.go)
+	waits   waitNotes       // PostgreSQL: what the hint listener LISTENs on (hints.go)
 
 	// kaFailed: the last keep-alive failed, so the way back from the server may be broken
 	// while the way there works (a one-way partition): the next keep-alive proves a round trip
@@ -135,6 +136,22 @@ type dialect interface {
 	// classify turns a raw error into a Simba error: transient → spi.Unavailable, missing
 	// table → ErrSchemaMissing, permanent → spi.AsPermanent.
 	classify(op string, err error) error
+}
+
+// waitNotes is told which leases the backend's sessions wait for: PostgreSQL's hint listener
+// LISTENs on the release channels of those alone (pgHub).
+type waitNotes interface {
+	// opened notes a session and its TTL.
+	opened(sid string, ttl time.Duration)
+	// acquired notes an acquire's reply: HeldBy starts or renews sid's wait for name,
+	// Granted ends it, SessionExpired ends every wait of sid.
+	acquired(sid, name string, r spi.Acquire)
+	// endWait ends sid's wait for name (Withdraw).
+	endWait(sid, name string)
+	// keptAlive notes a keep-alive's reply (an expired session waits no more).
+	keptAlive(sid string, ka spi.KeepAlive)
+	// closed notes that session sid was closed: it waits for nothing.
+	closed(sid string)
 }
 
 func newBackend(name string, d dialect, opts []Option) (*Backend, error) {
@@ -409,6 +426,9 @@ func (b *Backend) OpenSession(ctx context.Context, owner string, ttl time.Durati
 	if b.waker != nil {
 		b.waker.opened(id, ttl)
 	}
+	if b.waits != nil {
+		b.waits.opened(id, ttl)
+	}
 	return spi.Session{ID: spi.SessionID(id), Remaining: time.Duration(ttlMs) * time.Millisecond}, nil
 }
 
@@ -444,6 +464,9 @@ func (b *Backend) KeepAlive(ctx context.Context, session spi.SessionID, names []
 	if b.waker != nil {
 		b.waker.keptAlive(string(session), ka)
 	}
+	if b.waits != nil {
+		b.waits.keptAlive(string(session), ka)
+	}
 	if ka.Expired {
 		return spi.KeepAlive{Expired: true}, nil
 	}
@@ -472,6 +495,9 @@ func (b *Backend) CloseSession(ctx context.Context, session spi.SessionID) error
 	err := b.closeSession(ctx, string(session))
 	if err == nil && b.waker != nil {
 		b.waker.closed(string(session))
+	}
+	if err == nil && b.waits != nil {
+		b.waits.closed(string(session))
 	}
 	return b.fail("close session", err)
 }
@@ -503,6 +529,9 @@ func (b *Backend) Withdraw(ctx context.Context, session spi.SessionID, name stri
 	if err := b.withdraw(ctx, string(session), name); err != nil {
 		return b.fail("withdraw", err)
 	}
+	if b.waits != nil {
+		b.waits.endWait(string(session), name)
+	}
 	return nil
 }
 
@@ -522,6 +551,9 @@ func (b *Backend) acquireAs(ctx context.Context, op string, session spi.SessionI
 		b.waker.acquired(string(session), name, r)
 	}
 	if r.Kind != spi.HeldBy || wire.IsClientSessionID(string(r.Holder)) {
+		if b.waits != nil {
+			b.waits.acquired(string(session), name, r)
+		}
 		return r, nil
 	}
 	// A foreign holder: a session row no client made (written by hand or by something else),
@@ -534,6 +566,9 @@ func (b *Backend) acquireAs(ctx context.Context, op string, session spi.SessionI
 	r, err = b.acquire(ctx, op, string(session), name)
 	if err != nil {
 		return spi.Acquire{}, b.fail("acquire", err)
+	}
+	if b.waits != nil {
+		b.waits.acquired(string(session), name, r)
 	}
 	return r, nil
 }
@@ -662,10 +697,21 @@ func (b *Backend) Inspect(ctx context.Context) (spi.Snapshot, error) {
 	return s, nil
 }
 
-// Hints delivers a Released hint for every release of a lease (including those of a closed
-// session) and a GroupChanged hint for every join or leave, by any client, until ctx is done;
-// then it closes the channel. PostgreSQL pushes hints (LISTEN/NOTIFY on a dedicated connection
-// that reconnects by itself; hints sent while it is down are lost). SQLite and MySQL/MariaDB
+// Hints delivers, until ctx is done, a Released hint for every release (including those of a
+// closed session) of a lease that a session of this backend waits for, and a GroupChanged hint
+// for every join or leave, by any client; then it closes the channel. A hint may repeat, and
+// may be spurious. PostgreSQL pushes hints (LISTEN/NOTIFY on a dedicated connection that
+// reconnects by itself; hints sent while it is down are lost, and one Released hint per waited
+// name follows each reconnect). It LISTENs on the group channel, and on a lease's own release
+// channel (wire.SQLLeaseChannel) from an Acquire or AcquireQueued that replies HeldBy until the
+// waiting session is granted the lease, withdraws, closes or is found expired, or makes no
+// acquire of the name for two of its TTLs (the engine re-attempts within one); a channel no
+// longer needed is UNLISTENed a second later. So a release wakes only the clients that wait for
+// that name, not every client of the database. A release committed between the HeldBy reply
+// and the LISTEN taking effect notifies nobody here, so once a LISTEN is in, the backend
+// delivers one Released hint for the name (the engine attempts again: a spurious hint costs an
+// acquire). A release by a client of an earlier 5.x release notifies only the shared channel,
+// which this backend no longer LISTENs on: its waiters learn of it at their retry. SQLite and MySQL/MariaDB
 // deliver wake-ups instead, for the names an acquire of this backend found held (for two
 // session TTLs after): SQLite reads PRAGMA data_version on a connection of its own when the
 // database file is written (inotify on Linux, a 2 ms stat poll elsewhere) and sends a Released
@@ -700,9 +746,10 @@ func (b *Backend) Hints(ctx context.Context) (<-chan spi.Hint, error) {
 	return ch, nil
 }
 
-// PushesHints reports whether Hints delivers a hint for every release and membership change
-// (PostgreSQL only; the wake-ups of SQLite and MySQL/MariaDB cover only the names its acquires
-// found held).
+// PushesHints reports whether Hints delivers the server's own notifications: a hint for every
+// release of a name this backend's sessions wait for and every membership change (PostgreSQL
+// only; the wake-ups of SQLite and MySQL/MariaDB cover the names its acquires found held, and
+// no membership change).
 func (b *Backend) PushesHints() bool { return b.name == wire.SQLPostgres }
 
 // tokenOverflow is the permanent error for a lease whose stored token has no successor.

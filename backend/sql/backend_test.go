@@ -568,12 +568,14 @@ func TestSessionExpiryFollowsTheDatabaseClock(t *testing.T) {
 	}
 }
 
-// TestPostgresHintsReconnect: the hint listener gets the releases of other clients, and after
-// its connection is killed it reconnects and gets them again.
+// TestPostgresHintsReconnect: the hint listener gets the releases, by other clients, of the
+// names its backend's sessions wait for, and after its connection is killed it reconnects,
+// LISTENs on their channels again and gets them again.
 func TestPostgresHintsReconnect(t *testing.T) {
 	dsn := pgDSN(t)
 	b := migrated(t, withParam(t, dsn, "application_name", "simba-hints-"+unique(t)))
 	other := migrated(t, dsn)
+	heard := hearing(b)
 	ctx, cancel := context.WithCancel(testCtx(t))
 	defer cancel()
 	hints, err := b.Hints(ctx)
@@ -591,13 +593,34 @@ func TestPostgresHintsReconnect(t *testing.T) {
 	}
 	waitListening()
 	s := openSession(t, other, longTTL)
-	releaseAndSee := func(name string) {
+	waiter := openSession(t, b, longTTL)
+	// releaseAndSee: a session of b waits for name (so the listener LISTENs on its channel);
+	// other's holder releases it; the listener hears the server's notification (not only the
+	// hint that follows its LISTEN) and delivers a Released hint.
+	releaseAndSee := func(name string, held ...int64) {
 		t.Helper()
-		tok := grant(t, other, s, name)
+		var tok int64
+		if len(held) == 0 {
+			tok = grant(t, other, s, name)
+			if r, err := b.Acquire(testCtx(t), waiter, name); err != nil || r.Kind != spi.HeldBy {
+				t.Fatalf("Acquire = %+v, %v; want HeldBy", r, err)
+			}
+			waitListening()
+		} else {
+			tok = held[0]
+		}
 		if err := other.Release(testCtx(t), s, name, tok); err != nil {
 			t.Fatal(err)
 		}
 		timeout := time.After(30 * time.Second)
+		for heardIt := false; !heardIt; {
+			select {
+			case n := <-heard:
+				heardIt = n.payload == name
+			case <-timeout:
+				t.Fatalf("no notification of %s's release", name)
+			}
+		}
 		for {
 			select {
 			case h, ok := <-hints:
@@ -612,12 +635,20 @@ func TestPostgresHintsReconnect(t *testing.T) {
 			}
 		}
 	}
-	releaseAndSee("before-" + unique(t))
+	before, after := "before-"+unique(t), "after-"+unique(t)
+	releaseAndSee(before)
+	// A session of b waits for after before the kill: the new connection LISTENs on its
+	// channel again.
+	tok := grant(t, other, s, after)
+	if r, err := b.Acquire(testCtx(t), waiter, after); err != nil || r.Kind != spi.HeldBy {
+		t.Fatalf("Acquire = %+v, %v; want HeldBy", r, err)
+	}
+	waitListening()
 	// Kill the listener's connection from the server side.
 	app := b.d.(*pgDialect).pool.Config().ConnConfig.RuntimeParams["application_name"]
-	exec(t, other, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = ? AND query LIKE 'LISTEN%'", app)
+	exec(t, other, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = ? AND query LIKE '%LISTEN%'", app)
 	waitListening()
-	releaseAndSee("after-" + unique(t))
+	releaseAndSee(after, tok)
 	// A join shows as a GroupChanged hint.
 	g := "hint-group-" + unique(t)
 	if _, err := other.Join(testCtx(t), s, g); err != nil {

@@ -2,7 +2,9 @@ package sql
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -106,12 +108,228 @@ func (h *hintHub) deliver(hint spi.Hint) {
 	}
 }
 
-// pgHub is PostgreSQL's hub: its runner keeps one dedicated connection LISTENing.
+// pgHub is PostgreSQL's hub: its runner keeps one dedicated connection LISTENing on the group
+// channel and on the release channel of each lease a session of the backend waits for.
 type pgHub struct {
 	hintHub
-	// listening is signalled (non-blocking) every time the listener has (re)subscribed; tests
-	// wait on it.
+	// listening is signalled (non-blocking) every time the listener has (re)subscribed, or has
+	// brought its LISTENs in line with the waits; tests wait on it.
 	listening chan struct{}
+
+	imu     sync.Mutex
+	running uint64                   // the generation of the running listener (0: none); waits are noted only while one runs
+	gens    uint64                   // the listeners started
+	ttls    map[string]time.Duration // open session id → its TTL
+	waits   map[string]*pgWait       // lease name → the sessions of the backend that wait for it
+	dirty   bool                     // a name is wanted that the listener may not LISTEN on yet
+	kick    context.CancelFunc       // cuts the listener's wait short (nil while it does not wait)
+	linger  time.Duration            // pgLinger unless a test sets it
+
+	// heard, when set (tests only), sees every notification the listener receives.
+	heard func(channel, payload string)
+}
+
+// pgWait is the sessions of a backend that wait for one lease.
+type pgWait struct {
+	// who maps each waiting session to when its wait ends unless an acquire renews it.
+	who map[string]time.Time
+	// idle is when who became empty (zero while it is not): the linger's start.
+	idle time.Time
+}
+
+// pgLinger is how long the listener stays LISTENing on a lease's channel after the last wait
+// for it ended: a re-lock loop (wait, hold for a moment, wait again) keeps its LISTEN instead
+// of sending UNLISTEN, LISTEN and the LISTEN's catch-up hint (see syncListens) on every cycle. A
+// lingering channel costs at most one notification per release of that name for a second.
+const pgLinger = time.Second
+
+// pgSweepEvery bounds how often the listener looks for waits and lingers that are over (it
+// looks whenever it wakes: a notification, a new wait, a probe).
+const pgSweepEvery = pgLinger / 4
+
+// pgWaitTTLs is how long a wait lasts without an acquire of its session renewing it, in the
+// session's TTLs. The engine re-attempts a waiting candidate at the holder's remaining time
+// (at most a TTL, clamped) plus a jitter, or sooner (internal/engine/election.go, the HeldBy
+// branch of the attempt's reply: at = sent + min(max(Remaining, 0), TTL) + jitter, and no
+// later than the waiter entry's expiry with a waiter queue); a retry that fails is retried
+// after a backoff of at most a renewal interval (a third of the TTL). Two TTLs cover that with
+// room to spare; a session that stopped waiting without a Withdraw (a TryLock, a cancelled
+// Lock whose Withdraw failed) stops being listened for after them.
+const pgWaitTTLs = 2
+
+// pgDefaultTTL stands for a session's TTL when the backend did not open it.
+const pgDefaultTTL = 15 * time.Second
+
+// opened notes a session's TTL (its waits last pgWaitTTLs of it).
+func (h *pgHub) opened(sid string, ttl time.Duration) {
+	h.imu.Lock()
+	defer h.imu.Unlock()
+	if h.ttls == nil {
+		h.ttls = map[string]time.Duration{}
+	}
+	h.ttls[sid] = ttl
+}
+
+// acquired notes an acquire's reply: HeldBy starts (or renews) sid's wait for name, Granted
+// ends it, SessionExpired ends every wait of sid.
+func (h *pgHub) acquired(sid, name string, r spi.Acquire) {
+	switch r.Kind {
+	case spi.HeldBy:
+		h.imu.Lock()
+		defer h.imu.Unlock()
+		if h.running == 0 {
+			return
+		}
+		ttl, ok := h.ttls[sid]
+		if !ok {
+			ttl = pgDefaultTTL
+		}
+		w := h.waits[name]
+		if w == nil {
+			w = &pgWait{who: map[string]time.Time{}}
+			h.waits[name] = w
+			h.dirty = true
+			if h.kick != nil {
+				h.kick()
+			}
+		}
+		w.who[sid] = time.Now().Add(pgWaitTTLs * ttl)
+		w.idle = time.Time{}
+	case spi.Granted:
+		h.endWait(sid, name)
+	case spi.SessionExpired:
+		h.closed(sid)
+	}
+}
+
+// endWait ends sid's wait for name (a grant, a Withdraw).
+func (h *pgHub) endWait(sid, name string) {
+	h.imu.Lock()
+	defer h.imu.Unlock()
+	h.endWaitLocked(sid, name, time.Now())
+}
+
+func (h *pgHub) endWaitLocked(sid, name string, now time.Time) {
+	w := h.waits[name]
+	if w == nil {
+		return
+	}
+	if _, ok := w.who[sid]; !ok {
+		return
+	}
+	delete(w.who, sid)
+	if len(w.who) == 0 {
+		w.idle = now
+	}
+}
+
+// closed ends every wait of session sid (closed, or found expired) and forgets it.
+func (h *pgHub) closed(sid string) {
+	h.imu.Lock()
+	defer h.imu.Unlock()
+	delete(h.ttls, sid)
+	now := time.Now()
+	for name := range h.waits {
+		h.endWaitLocked(sid, name, now)
+	}
+}
+
+// keptAlive ends the waits of a session that the keep-alive found expired.
+func (h *pgHub) keptAlive(sid string, ka spi.KeepAlive) {
+	if ka.Expired {
+		h.closed(sid)
+	}
+}
+
+// start and stop bracket a listener: waits are noted only while one runs, so that a backend
+// without Hints subscribers keeps none. A listener's stop may come after the next one's start
+// (the hub starts a runner for a new subscriber while the last one's is still returning): it
+// then leaves the new one's waits alone.
+func (h *pgHub) start() (gen uint64) {
+	h.imu.Lock()
+	defer h.imu.Unlock()
+	h.gens++
+	h.running, h.waits = h.gens, map[string]*pgWait{}
+	return h.gens
+}
+
+func (h *pgHub) stop(gen uint64) {
+	h.imu.Lock()
+	defer h.imu.Unlock()
+	if h.running == gen {
+		h.running, h.waits, h.dirty, h.kick = 0, nil, false, nil
+	}
+}
+
+// plan sweeps the waits that are over and the lingers past their time (at most every
+// pgSweepEvery, or when a name became wanted), and returns the names to LISTEN on and UNLISTEN from to bring
+// listened in line with the waits. wanted reports, for the names to LISTEN on, whether a
+// session still waits for each (rather than the channel only lingering).
+func (h *pgHub) plan(listened map[string]bool, lastSweep *time.Time) (listen, unlisten []string, wanted map[string]bool) {
+	h.imu.Lock()
+	defer h.imu.Unlock()
+	now := time.Now()
+	linger := h.linger
+	if linger == 0 {
+		linger = pgLinger
+	}
+	if h.dirty || now.Sub(*lastSweep) >= pgSweepEvery {
+		*lastSweep = now
+		for name, w := range h.waits {
+			var ended time.Time // the last of the waits that are over ended then
+			for sid, until := range w.who {
+				if now.After(until) {
+					delete(w.who, sid)
+					if until.After(ended) {
+						ended = until
+					}
+				}
+			}
+			if len(w.who) == 0 && !ended.IsZero() {
+				w.idle = ended
+			}
+			if len(w.who) == 0 && now.Sub(w.idle) >= linger {
+				delete(h.waits, name)
+			}
+		}
+		for name := range listened {
+			if h.waits[name] == nil {
+				unlisten = append(unlisten, name)
+			}
+		}
+	}
+	h.dirty = false
+	for name, w := range h.waits {
+		if !listened[name] {
+			listen = append(listen, name)
+			if len(w.who) > 0 {
+				if wanted == nil {
+					wanted = map[string]bool{}
+				}
+				wanted[name] = true
+			}
+		}
+	}
+	return listen, unlisten, wanted
+}
+
+// waitOrKicked arms cancel as the kick of the wait about to begin; false when a name became
+// wanted since plan (the caller plans again instead of waiting).
+func (h *pgHub) waitOrKicked(cancel context.CancelFunc) bool {
+	h.imu.Lock()
+	defer h.imu.Unlock()
+	if h.dirty {
+		return false
+	}
+	h.kick = cancel
+	return true
+}
+
+// waited disarms the kick once the wait is over.
+func (h *pgHub) waited() {
+	h.imu.Lock()
+	h.kick = nil
+	h.imu.Unlock()
 }
 
 // hints subscribes to the hub, starting the listener with the first subscriber. (Backend.Hints
@@ -123,9 +341,11 @@ func (d *pgDialect) hints(ctx context.Context, stop <-chan struct{}, wg *sync.Wa
 // localHub is the hub that Release fans a release out to at once (wake.go).
 func (d *pgDialect) localHub() *hintHub { return &d.hub.hintHub }
 
-// listen keeps one connection LISTENing on the release and group channels until ctx ends,
-// reconnecting with capped exponential backoff (full jitter) after any failure.
+// listen keeps one connection LISTENing on the group channel and the release channels of the
+// leases the backend's sessions wait for until ctx ends, reconnecting with capped exponential
+// backoff (full jitter) after any failure.
 func (d *pgDialect) listen(ctx context.Context) {
+	defer d.hub.stop(d.hub.start())
 	backoff := listenBackoffMin
 	for ctx.Err() == nil {
 		ok := d.listenOnce(ctx)
@@ -205,17 +425,39 @@ func (d *pgDialect) listenOnce(ctx context.Context) bool {
 		}
 	}
 	cancel()
-	select {
-	case d.hub.listening <- struct{}{}:
-	default:
-	}
+	listened := map[string]bool{} // the lease names LISTENed on this connection
+	var lastSweep time.Time
+	signalled := false
 	for {
 		every, pingTimeout := d.probeEvery(timeout)
+		changed, err := d.syncListens(ctx, conn, wd, listened, &lastSweep, pingTimeout)
+		if err != nil {
+			return true
+		}
+		if changed || !signalled {
+			signalled = true
+			select {
+			case d.hub.listening <- struct{}{}:
+			default:
+			}
+		}
 		wctx, cancel := context.WithTimeout(ctx, every)
+		if !d.hub.waitOrKicked(cancel) {
+			cancel() // a name became wanted: LISTEN first
+			continue
+		}
 		n, err := conn.WaitForNotification(wctx)
+		d.hub.waited()
+		kicked := errors.Is(wctx.Err(), context.Canceled)
 		cancel()
 		if err != nil {
-			if ctx.Err() != nil || !pgconn.Timeout(err) || conn.IsClosed() {
+			if ctx.Err() != nil || conn.IsClosed() {
+				return true
+			}
+			if kicked {
+				continue // a name became wanted (a wait cut short leaves the connection usable)
+			}
+			if !pgconn.Timeout(err) {
 				return true
 			}
 			// Nothing for a while: prove the connection still answers (a wait cut short by
@@ -228,11 +470,59 @@ func (d *pgDialect) listenOnce(ctx context.Context) bool {
 			}
 			continue
 		}
-		switch n.Channel {
-		case wire.SQLReleaseChannel:
-			d.hub.deliver(spi.Hint{Kind: spi.Released, Name: n.Payload})
-		case wire.SQLGroupChannel:
+		if d.hub.heard != nil {
+			d.hub.heard(n.Channel, n.Payload)
+		}
+		switch {
+		case n.Channel == wire.SQLGroupChannel:
 			d.hub.deliver(spi.Hint{Kind: spi.GroupChanged, Name: n.Payload})
+		case strings.HasPrefix(n.Channel, wire.SQLLeaseChannelPrefix):
+			d.hub.deliver(spi.Hint{Kind: spi.Released, Name: n.Payload})
 		}
 	}
+}
+
+// syncListens brings the connection's LISTENs in line with the waits (pgHub.plan), in one
+// round trip bounded by timeout, and reports whether it sent any. listened is what conn
+// LISTENs on, and is updated.
+//
+// A wait starts with an acquire's HeldBy reply, and its LISTEN takes effect a round trip or so
+// later: a release committed in between notifies nobody here. So once the LISTEN is in, the
+// listener delivers one Released hint for each name a session still waits for, and the engine
+// attempts again at once (a spurious hint costs one acquire, which finds the lease still
+// held; a LISTEN is sent once per wait, not per attempt, as later attempts find it in place,
+// and a lingering channel is reused without one). The alternative, LISTENing before an
+// acquire is sent, needs to know that the name is wanted before its first HeldBy, which only
+// the reply tells; and reading the lease after the LISTEN (Redis's confirmation read) would add
+// a statement to the wire. The same hint after a reconnect covers the releases the listener
+// missed while it was down.
+func (d *pgDialect) syncListens(ctx context.Context, conn *pgx.Conn, wd wire.SQLDialect, listened map[string]bool, lastSweep *time.Time, timeout time.Duration) (bool, error) {
+	listen, unlisten, wanted := d.hub.plan(listened, lastSweep)
+	if len(listen) == 0 && len(unlisten) == 0 {
+		return false, nil
+	}
+	stmts := make([]string, 0, len(listen)+len(unlisten))
+	for _, name := range unlisten {
+		stmts = append(stmts, wd.UnlistenLease(name))
+	}
+	for _, name := range listen {
+		stmts = append(stmts, wd.ListenLease(name))
+	}
+	sctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	// One simple-protocol round trip: every statement is a LISTEN or UNLISTEN of a plain
+	// identifier (wire.SQLLeaseChannel), so the texts join safely.
+	if _, err := conn.Exec(sctx, strings.Join(stmts, "; ")); err != nil {
+		return false, err
+	}
+	for _, name := range unlisten {
+		delete(listened, name)
+	}
+	for _, name := range listen {
+		listened[name] = true
+		if wanted[name] {
+			d.hub.deliver(spi.Hint{Kind: spi.Released, Name: name})
+		}
+	}
+	return true, nil
 }

@@ -132,7 +132,8 @@ func TestPostgresBrokenConnectionFreesItsSlot(t *testing.T) {
 // TestPostgresHintListenerLeavesADeadConnection: the hint listener's connection, orphaned by
 // the network (no byte either way, no close), sends no notification and no error. The listener
 // waited on it forever and hints stopped for good; it now pings after listenProbeEvery without
-// a notification, and reconnects when the ping gets no reply within the connect timeout.
+// a notification, and reconnects when the ping gets no reply within the connect timeout, and
+// LISTENs again on the channel of the name its session waits for.
 func TestPostgresHintListenerLeavesADeadConnection(t *testing.T) {
 	saved := listenProbeEvery
 	listenProbeEvery = 500 * time.Millisecond
@@ -141,10 +142,10 @@ func TestPostgresHintListenerLeavesADeadConnection(t *testing.T) {
 	dsn, p := proxyPgDSN(t, direct, map[string]string{"connect_timeout": "1"})
 	b := migrated(t, dsn, WithHousekeepingInterval(-1))
 	other := migrated(t, direct, WithHousekeepingInterval(-1))
+	heard := hearing(b)
 	ctx, cancel := context.WithCancel(testCtx(t))
 	defer cancel()
-	hints, err := b.Hints(ctx)
-	if err != nil {
+	if _, err := b.Hints(ctx); err != nil {
 		t.Fatal(err)
 	}
 	hub := &b.d.(*pgDialect).hub
@@ -157,28 +158,31 @@ func TestPostgresHintListenerLeavesADeadConnection(t *testing.T) {
 		}
 	}
 	waitListening("connect")
-	p.Orphan()
-	// 0.5 s of silence, then a ping that times out after 1 s, then a reconnection: 30 s
-	// tells that from never.
-	waitListening("reconnect after its connection was orphaned")
+	// A session of b waits for name (before the orphaning: b's pool goes through the proxy).
 	s := openSession(t, other, longTTL)
 	name := "orphan-" + unique(t)
 	tok := grant(t, other, s, name)
+	if r, err := b.Acquire(testCtx(t), openSession(t, b, longTTL), name); err != nil || r.Kind != spi.HeldBy {
+		t.Fatalf("Acquire = %+v, %v; want HeldBy", r, err)
+	}
+	waitListening("LISTEN on the waited name's channel")
+	p.Orphan()
+	// 0.5 s of silence, then a ping that times out, then a reconnection: 30 s tells that from
+	// never.
+	waitListening("reconnect after its connection was orphaned")
 	if err := other.Release(testCtx(t), s, name, tok); err != nil {
 		t.Fatal(err)
 	}
+	// The server's notification (the listener also hints the name once after its LISTEN).
 	timeout := time.After(30 * time.Second)
 	for {
 		select {
-		case h, ok := <-hints:
-			if !ok {
-				t.Fatal("hint channel closed")
-			}
-			if h.Kind == spi.Released && h.Name == name {
+		case n := <-heard:
+			if n.payload == name {
 				return
 			}
 		case <-timeout:
-			t.Fatalf("no released hint for %s after the listener reconnected", name)
+			t.Fatalf("no notification of %s's release after the listener reconnected", name)
 		}
 	}
 }
@@ -197,16 +201,31 @@ func TestPostgresHintsAfterSilentOutage(t *testing.T) {
 	dsn, p := proxyPgDSN(t, direct, nil)
 	b := migrated(t, dsn, WithHousekeepingInterval(-1))
 	other := migrated(t, direct, WithHousekeepingInterval(-1))
+	heard := hearing(b)
 	ctx, cancel := context.WithCancel(testCtx(t))
 	defer cancel()
-	hints, err := b.Hints(ctx)
-	if err != nil {
+	if _, err := b.Hints(ctx); err != nil {
 		t.Fatal(err)
 	}
 	openSession(t, b, 3*time.Second) // paces the listener
 	holder := openSession(t, other, longTTL)
-	// released takes and releases name on the direct link every 200 ms until the hint of a
-	// release of it arrives, for up to within; it reports whether one did.
+	// A session of b (whose waits last two of its TTLs: a minute) waits for both names, from
+	// before the outage (b's pool goes through the proxy), so that the listener LISTENs on
+	// their channels, and again after its reconnect.
+	waiter := openSession(t, b, longTTL)
+	before, after := "before-"+unique(t), "after-"+unique(t)
+	for _, name := range []string{before, after} {
+		tok := grant(t, other, holder, name)
+		if r, err := b.Acquire(testCtx(t), waiter, name); err != nil || r.Kind != spi.HeldBy {
+			t.Fatalf("Acquire = %+v, %v; want HeldBy", r, err)
+		}
+		if err := other.Release(testCtx(t), holder, name, tok); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// released takes and releases name on the direct link every 200 ms until the listener
+	// hears the server's notification of a release of it (not only the hint it gives each name
+	// once its LISTEN is in), for up to within; it reports whether it did.
 	released := func(name string, within time.Duration) bool {
 		t.Helper()
 		deadline := time.Now().Add(within)
@@ -218,11 +237,8 @@ func TestPostgresHintsAfterSilentOutage(t *testing.T) {
 			wait := time.After(200 * time.Millisecond)
 			for waiting := true; waiting; {
 				select {
-				case h, ok := <-hints:
-					if !ok {
-						t.Fatal("hint channel closed")
-					}
-					if h.Kind == spi.Released && h.Name == name {
+				case n := <-heard:
+					if n.payload == name {
 						return true
 					}
 				case <-wait:
@@ -232,13 +248,13 @@ func TestPostgresHintsAfterSilentOutage(t *testing.T) {
 		}
 		return false
 	}
-	if !released("before-"+unique(t), 30*time.Second) {
+	if !released(before, 30*time.Second) {
 		t.Fatal("no released hint before the outage")
 	}
 	p.Set(faultproxy.Fault{Blackhole: true})
 	time.Sleep(time.Second)
 	p.Heal()
-	if !released("after-"+unique(t), 10*time.Second) {
+	if !released(after, 10*time.Second) {
 		t.Fatal("no released hint within 10 s after a silent outage of 1 s healed")
 	}
 }

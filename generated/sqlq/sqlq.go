@@ -39,7 +39,7 @@ const (
 	StmtKeepAliveHeld
 	// StmtKeepAliveMembers: The live members of the groups asked about, sorted by group then session id (bytewise), each with its session's time left by the database clock (remaining_ms): the client reads the members again when the first of the others would expire, instead of at its next keep-alive (no NOTIFY tells an expiry).
 	StmtKeepAliveMembers
-	// StmtCloseSession: Ends a session in one statement: releases every lease it holds (NOTIFY per lease), drops its memberships (NOTIFY per group) and deletes it. The DELETE of the session reads the released CTE first, so lease rows are locked before the session row (the global lock order).
+	// StmtCloseSession: Ends a session in one statement: releases every lease it holds (NOTIFY per lease, on the lease's own channel and on release_channel for earlier 5.x clients), drops its memberships (NOTIFY per group) and deletes it. The DELETE of the session reads the released CTE first, so lease rows are locked before the session row (the global lock order).
 	StmtCloseSession
 	// StmtCloseSessionRelease: Releases every lease the session holds (first statement of close_session's transaction).
 	StmtCloseSessionRelease
@@ -67,7 +67,7 @@ const (
 	StmtWaiterRemove
 	// StmtHousekeepingWaiters: Deletes lapsed waiter entries (their expiry passed; they no longer count).
 	StmtHousekeepingWaiters
-	// StmtRelease: Frees the lease if the session holds it with that token, and NOTIFYs the release channel with its name; otherwise changes nothing. Under READ COMMITTED the UPDATE re-checks the session and token on the row's latest version. A release commits without waiting for its WAL flush (synchronous_commit off for its own transaction).
+	// StmtRelease: Frees the lease if the session holds it with that token, and NOTIFYs the lease's own release channel and release_channel (for earlier 5.x clients) with its name; otherwise changes nothing. Under READ COMMITTED the UPDATE re-checks the session and token on the row's latest version. A release commits without waiting for its WAL flush (synchronous_commit off for its own transaction).
 	StmtRelease
 	// StmtReleaseNoNotify: Frees the lease if the session holds it with that token; otherwise changes nothing.
 	StmtReleaseNoNotify
@@ -358,7 +358,7 @@ type Queries interface {
 	KeepAliveHeld(ctx context.Context, p KeepAliveHeldParams) ([]KeepAliveHeldRow, error)
 	// KeepAliveMembers: The live members of the groups asked about, sorted by group then session id (bytewise), each with its session's time left by the database clock (remaining_ms): the client reads the members again when the first of the others would expire, instead of at its next keep-alive (no NOTIFY tells an expiry).
 	KeepAliveMembers(ctx context.Context, p KeepAliveMembersParams) ([]KeepAliveMembersRow, error)
-	// CloseSession: Ends a session in one statement: releases every lease it holds (NOTIFY per lease), drops its memberships (NOTIFY per group) and deletes it. The DELETE of the session reads the released CTE first, so lease rows are locked before the session row (the global lock order).
+	// CloseSession: Ends a session in one statement: releases every lease it holds (NOTIFY per lease, on the lease's own channel and on release_channel for earlier 5.x clients), drops its memberships (NOTIFY per group) and deletes it. The DELETE of the session reads the released CTE first, so lease rows are locked before the session row (the global lock order).
 	CloseSession(ctx context.Context, p CloseSessionParams) error
 	// CloseSessionRelease: Releases every lease the session holds (first statement of close_session's transaction).
 	CloseSessionRelease(ctx context.Context, p CloseSessionReleaseParams) error
@@ -386,7 +386,7 @@ type Queries interface {
 	WaiterRemove(ctx context.Context, p WaiterRemoveParams) error
 	// HousekeepingWaiters: Deletes lapsed waiter entries (their expiry passed; they no longer count).
 	HousekeepingWaiters(ctx context.Context) error
-	// Release: Frees the lease if the session holds it with that token, and NOTIFYs the release channel with its name; otherwise changes nothing. Under READ COMMITTED the UPDATE re-checks the session and token on the row's latest version. A release commits without waiting for its WAL flush (synchronous_commit off for its own transaction).
+	// Release: Frees the lease if the session holds it with that token, and NOTIFYs the lease's own release channel and release_channel (for earlier 5.x clients) with its name; otherwise changes nothing. Under READ COMMITTED the UPDATE re-checks the session and token on the row's latest version. A release commits without waiting for its WAL flush (synchronous_commit off for its own transaction).
 	Release(ctx context.Context, p ReleaseParams) error
 	// ReleaseNoNotify: Frees the lease if the session holds it with that token; otherwise changes nothing.
 	ReleaseNoNotify(ctx context.Context, p ReleaseNoNotifyParams) error

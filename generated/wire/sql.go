@@ -2,6 +2,11 @@
 
 package wire
 
+import (
+	"crypto/md5"
+	"encoding/hex"
+)
+
 // SQLSchemaVersion is the schema version the generated SQL statements need.
 const SQLSchemaVersion = 3
 
@@ -10,6 +15,17 @@ const SQLReleaseChannel = "simba_released"
 
 // SQLGroupChannel is the PostgreSQL NOTIFY channel a join or leave publishes the group name on.
 const SQLGroupChannel = "simba_group"
+
+// SQLLeaseChannelPrefix starts the PostgreSQL NOTIFY channel of one lease's releases (SQLLeaseChannel).
+const SQLLeaseChannelPrefix = "simba_rel_"
+
+// SQLLeaseChannel is the PostgreSQL NOTIFY channel a release of lease name publishes the name on:
+// SQLLeaseChannelPrefix and the lowercase hex MD5 of the name's UTF-8 bytes, as the statements'
+// md5(name) computes it (a plain identifier, at most 63 bytes whatever the name).
+func SQLLeaseChannel(name string) string {
+	sum := md5.Sum([]byte(name))
+	return SQLLeaseChannelPrefix + hex.EncodeToString(sum[:])
+}
 
 // The lock Migrate holds while it applies migrations (each dialect's MigrateLock takes it):
 // the PostgreSQL advisory lock key, the MySQL/MariaDB GET_LOCK name and how long GET_LOCK
@@ -53,8 +69,12 @@ type SQLDialect struct {
 	JournalMode string
 	JournalWAL  string
 	ObjectCount string
-	// Listen are the statements that subscribe a connection to the hint channels (empty: the dialect has none).
+	// Listen are the statements that subscribe a connection to the hint channels it keeps while open (empty: the dialect has none).
 	Listen []string
+	// listenLease and unlistenLease are the statements around a lease's channel that subscribe a
+	// connection to it and unsubscribe it (ListenLease, UnlistenLease; empty: the dialect has none).
+	listenLease   [2]string
+	unlistenLease [2]string
 	// MigrateLock takes the lock that serialises Migrate on its connection, and MigrateUnlock
 	// releases it (both empty: the dialect needs none). On MySQL/MariaDB MigrateLock returns 1
 	// when it got the lock.
@@ -133,7 +153,7 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 			DatabaseFile:  "",
 			JournalMode:   "",
 			JournalWAL:    "",
-			Listen:        []string{"LISTEN simba_released", "LISTEN simba_group"},
+			Listen:        []string{"LISTEN simba_group"},
 			MigrateLock:   "SELECT pg_advisory_lock(495690015329)",
 			MigrateUnlock: "SELECT pg_advisory_unlock(495690015329)",
 			Migration:     "postgres/0001_init.sql",
@@ -254,12 +274,14 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 				Steps:       []SQLStep{{Query: "ClearForeignHolder"}},
 				Transaction: false,
 			}},
-			SessionSetup: []string{"SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED"},
-			WakeConnHost: "",
-			WakeConnID:   "",
-			WakeKill:     "",
-			WakeLock:     "",
-			WakeUnlock:   "",
+			SessionSetup:  []string{"SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED"},
+			WakeConnHost:  "",
+			WakeConnID:    "",
+			WakeKill:      "",
+			WakeLock:      "",
+			WakeUnlock:    "",
+			listenLease:   [2]string{"LISTEN ", ""},
+			unlistenLease: [2]string{"UNLISTEN ", ""},
 		}, true
 	case SQLMySQL:
 		return SQLDialect{
@@ -403,12 +425,14 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 				Steps:       []SQLStep{{Query: "ClearForeignHolder"}},
 				Transaction: false,
 			}},
-			SessionSetup: []string{},
-			WakeConnHost: "SELECT HOST FROM information_schema.PROCESSLIST WHERE ID = ?",
-			WakeConnID:   "SELECT ID, HOST FROM information_schema.PROCESSLIST WHERE ID = CONNECTION_ID()",
-			WakeKill:     "KILL CONNECTION ?",
-			WakeLock:     "SELECT GET_LOCK(CONCAT('simba:', LEFT(SHA2(CONCAT(COALESCE(DATABASE(), ''), '/', ?), 256), 48)), ?)",
-			WakeUnlock:   "SELECT RELEASE_LOCK(CONCAT('simba:', LEFT(SHA2(CONCAT(COALESCE(DATABASE(), ''), '/', ?), 256), 48)))",
+			SessionSetup:  []string{},
+			WakeConnHost:  "SELECT HOST FROM information_schema.PROCESSLIST WHERE ID = ?",
+			WakeConnID:    "SELECT ID, HOST FROM information_schema.PROCESSLIST WHERE ID = CONNECTION_ID()",
+			WakeKill:      "KILL CONNECTION ?",
+			WakeLock:      "SELECT GET_LOCK(CONCAT('simba:', LEFT(SHA2(CONCAT(COALESCE(DATABASE(), ''), '/', ?), 256), 48)), ?)",
+			WakeUnlock:    "SELECT RELEASE_LOCK(CONCAT('simba:', LEFT(SHA2(CONCAT(COALESCE(DATABASE(), ''), '/', ?), 256), 48)))",
+			listenLease:   [2]string{"", ""},
+			unlistenLease: [2]string{"", ""},
 		}, true
 	case SQLSQLite:
 		return SQLDialect{
@@ -552,14 +576,34 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 				Steps:       []SQLStep{{Query: "ClearForeignHolder"}},
 				Transaction: false,
 			}},
-			SessionSetup: []string{"PRAGMA busy_timeout = 10000", "PRAGMA foreign_keys = ON"},
-			WakeConnHost: "",
-			WakeConnID:   "",
-			WakeKill:     "",
-			WakeLock:     "",
-			WakeUnlock:   "",
+			SessionSetup:  []string{"PRAGMA busy_timeout = 10000", "PRAGMA foreign_keys = ON"},
+			WakeConnHost:  "",
+			WakeConnID:    "",
+			WakeKill:      "",
+			WakeLock:      "",
+			WakeUnlock:    "",
+			listenLease:   [2]string{"", ""},
+			unlistenLease: [2]string{"", ""},
 		}, true
 	default:
 		return SQLDialect{}, false
 	}
+}
+
+// ListenLease returns the statement that subscribes a connection to the release channel of
+// lease name (SQLLeaseChannel); "" when the dialect has no channels.
+func (d SQLDialect) ListenLease(name string) string {
+	if d.listenLease[0] == "" {
+		return ""
+	}
+	return d.listenLease[0] + SQLLeaseChannel(name) + d.listenLease[1]
+}
+
+// UnlistenLease returns the statement that unsubscribes a connection from the release channel
+// of lease name (SQLLeaseChannel); "" when the dialect has no channels.
+func (d SQLDialect) UnlistenLease(name string) string {
+	if d.unlistenLease[0] == "" {
+		return ""
+	}
+	return d.unlistenLease[0] + SQLLeaseChannel(name) + d.unlistenLease[1]
 }

@@ -26,9 +26,9 @@ const (
 
 // staleRelease is the broken statement: spec/sql.yaml's release (PostgreSQL) without its
 // session_id and token conditions, so the lease is freed by name alone, and waiters are told
-// at once, as by a real release.
+// at once, as by a real release (on the lease's own channel, which waiters LISTEN on).
 var staleRelease = `WITH r AS (UPDATE simba_lease SET session_id = NULL WHERE name = $1 RETURNING name)
-SELECT pg_notify('` + wire.SQLReleaseChannel + `', r.name) FROM r`
+SELECT pg_notify('` + wire.SQLLeaseChannelPrefix + `' || md5(r.name), r.name), pg_notify('` + wire.SQLReleaseChannel + `', r.name) FROM r`
 
 // tokenBlindBackend wraps a PostgreSQL backend with a release that ignores the token. Every
 // other call, hints and the waiter queue included, goes to the real backend.

@@ -26,14 +26,17 @@ WITH released AS (
     WHERE id = $1 AND (SELECT count(*) FROM released) >= 0
     RETURNING id
 )
+SELECT pg_notify('simba_rel_' || md5(released.name), released.name) FROM released
+UNION ALL
 SELECT pg_notify('simba_released', released.name) FROM released
 UNION ALL
 SELECT pg_notify('simba_group', left_groups.group_name) FROM left_groups
 `
 
-// Ends a session in one statement: releases every lease it holds (NOTIFY per lease), drops its
-// memberships (NOTIFY per group) and deletes it. The DELETE of the session reads the released CTE
-// first, so lease rows are locked before the session row (the global lock order).
+// Ends a session in one statement: releases every lease it holds (NOTIFY per lease, on the lease's
+// own channel and on release_channel for earlier 5.x clients), drops its memberships (NOTIFY per
+// group) and deletes it. The DELETE of the session reads the released CTE first, so lease rows are
+// locked before the session row (the global lock order).
 func (q *Queries) CloseSession(ctx context.Context, id string) error {
 	_, err := q.db.Exec(ctx, closeSession, id)
 	return err

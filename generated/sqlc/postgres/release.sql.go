@@ -21,7 +21,9 @@ WITH r AS (
       AND token = $3
     RETURNING name
 )
-SELECT pg_notify('simba_released', r.name), set_config('synchronous_commit', 'off', true)
+SELECT pg_notify('simba_rel_' || md5(r.name), r.name),
+       pg_notify('simba_released', r.name),
+       set_config('synchronous_commit', 'off', true)
 FROM r
 `
 
@@ -31,10 +33,11 @@ type ReleaseParams struct {
 	Token     int64
 }
 
-// Frees the lease if the session holds it with that token, and NOTIFYs the release channel with its
-// name; otherwise changes nothing. Under READ COMMITTED the UPDATE re-checks the session and token
-// on the row's latest version. A release commits without waiting for its WAL flush
-// (synchronous_commit off for its own transaction).
+// Frees the lease if the session holds it with that token, and NOTIFYs the lease's own release
+// channel and release_channel (for earlier 5.x clients) with its name; otherwise changes nothing.
+// Under READ COMMITTED the UPDATE re-checks the session and token on the row's latest version. A
+// release commits without waiting for its WAL flush (synchronous_commit off for its own
+// transaction).
 func (q *Queries) Release(ctx context.Context, arg ReleaseParams) error {
 	_, err := q.db.Exec(ctx, release, arg.Name, arg.SessionID, arg.Token)
 	return err
