@@ -92,6 +92,7 @@ type SQLDialectSpec struct {
 	WakeConnID    string   `yaml:"wake_conn_id"`
 	WakeConnHost  string   `yaml:"wake_conn_host"`
 	WakeKill      string   `yaml:"wake_kill"`
+	WakeLockConn  string   `yaml:"wake_lock_conn"`
 	TableOptions  string   `yaml:"table_options"`
 	InlineIndexes bool     `yaml:"inline_indexes"`
 }
@@ -332,7 +333,7 @@ func (s *SQLSpec) validate() error {
 				return specErr(f, fmt.Sprintf("%s.session_setup[%d]", field, i), "must be one non-empty statement without ';'")
 			}
 		}
-		for _, st := range []struct{ key, stmt string }{{"change_counter", ds.ChangeCounter}, {"database_file", ds.DatabaseFile}, {"journal_mode", ds.JournalMode}, {"journal_wal", ds.JournalWAL}, {"object_count", ds.ObjectCount}, {"wake_lock", ds.WakeLock}, {"wake_unlock", ds.WakeUnlock}, {"wake_conn_id", ds.WakeConnID}, {"wake_conn_host", ds.WakeConnHost}, {"wake_kill", ds.WakeKill}} {
+		for _, st := range []struct{ key, stmt string }{{"change_counter", ds.ChangeCounter}, {"database_file", ds.DatabaseFile}, {"journal_mode", ds.JournalMode}, {"journal_wal", ds.JournalWAL}, {"object_count", ds.ObjectCount}, {"wake_lock", ds.WakeLock}, {"wake_unlock", ds.WakeUnlock}, {"wake_conn_id", ds.WakeConnID}, {"wake_conn_host", ds.WakeConnHost}, {"wake_kill", ds.WakeKill}, {"wake_lock_conn", ds.WakeLockConn}} {
 			if strings.Contains(st.stmt, ";") || (st.stmt != "" && strings.TrimSpace(st.stmt) == "") {
 				return specErr(f, field+"."+st.key, "must be one statement without ';'")
 			}
@@ -371,8 +372,8 @@ func (s *SQLSpec) validate() error {
 		if (ds.WakeLock == "") != (ds.WakeUnlock == "") {
 			return specErr(f, field+".wake_lock", "wake_lock and wake_unlock go together")
 		}
-		if (ds.WakeConnID == "") != (ds.WakeKill == "") || (ds.WakeConnID == "") != (ds.WakeConnHost == "") || (ds.WakeConnID != "" && ds.WakeLock == "") {
-			return specErr(f, field+".wake_kill", "wake_conn_id, wake_conn_host and wake_kill go together, and with wake_lock")
+		if (ds.WakeConnID == "") != (ds.WakeKill == "") || (ds.WakeConnID == "") != (ds.WakeConnHost == "") || (ds.WakeConnID == "") != (ds.WakeLockConn == "") || (ds.WakeConnID != "" && ds.WakeLock == "") {
+			return specErr(f, field+".wake_kill", "wake_conn_id, wake_conn_host, wake_kill and wake_lock_conn go together, and with wake_lock")
 		}
 		if ds.InlineIndexes && d == "postgres" {
 			return specErr(f, field+".inline_indexes", "PostgreSQL cannot declare indexes inside CREATE TABLE")
@@ -1255,11 +1256,14 @@ func (s *SQLSpec) genWire() (File, error) {
 		jen.Id("WakeUnlock").String(),
 		jen.Comment("WakeConnID returns the id of the connection it runs on and its client's address as the server"),
 		jen.Comment("sees it, WakeConnHost (parameter: such an id) that address of a connection of the same user's"),
-		jen.Comment("(no row: none), and WakeKill (parameter: such an id) ends one and lets its named locks go"),
-		jen.Comment("(all empty: the waker does not end the connections it abandons)."),
+		jen.Comment("(no row: none), WakeKill (parameter: such an id) ends one and lets its named locks go, and"),
+		jen.Comment("WakeLockConn (parameter: the lease name) returns the id of the connection that holds the"),
+		jen.Comment("lease's named lock (NULL: none) (all empty: the waker does not end the connections it"),
+		jen.Comment("abandons, nor the ones that keep a lease's named lock from its holder)."),
 		jen.Id("WakeConnID").String(),
 		jen.Id("WakeConnHost").String(),
 		jen.Id("WakeKill").String(),
+		jen.Id("WakeLockConn").String(),
 		jen.Comment("Operations maps each SPI operation to the statements it runs."),
 		jen.Id("Operations").Map(jen.String()).Id("SQLOperation"),
 	)
@@ -1392,6 +1396,7 @@ func (s *SQLSpec) genWire() (File, error) {
 				jen.Id("WakeConnID"):    jen.Lit(ds.WakeConnID),
 				jen.Id("WakeConnHost"):  jen.Lit(ds.WakeConnHost),
 				jen.Id("WakeKill"):      jen.Lit(ds.WakeKill),
+				jen.Id("WakeLockConn"):  jen.Lit(ds.WakeLockConn),
 				jen.Id("Begin"):         jen.Lit(ds.Begin),
 				jen.Id("Operations"):    jen.Map(jen.String()).Id("SQLOperation").Values(ops...),
 			}), jen.True()),

@@ -194,7 +194,10 @@
 // server may keep, with its named locks, until its wait_timeout) is ended with KILL CONNECTION
 // from a working one, which a user may do to its own connections (when the server refuses, as
 // through a proxy such as ProxySQL may, the backend logs it once and such locks last until the
-// server drops the connection; the waiters then wait for their retries). Either
+// server drops the connection; the waiters then wait for their retries). A holder that cannot
+// take its lease's named lock for a second ends the connection that keeps it (a waiter's
+// silenced after the server gave it the lock), and a waiting backend whose wait runs out (one
+// TTL) reads the lease row, so a lock kept by such a connection delays a hint a TTL at most. Either
 // way a released lease passes to a waiting process in milliseconds rather than when the holder's
 // lease would run out; the named lock and the change counter are only hints, every decision is
 // the table statements'. A backend also hints its own subscribers (other clients of the process

@@ -33,6 +33,9 @@ import (
 //     until its session expires. A connection the waker gave up on while the server may keep
 //     it (a silenced link: no reply, no close) would keep its locks until the server's
 //     wait_timeout (8 h by default): the waker ends it (wake_kill) from a working one (reap).
+//     A lock the marker cannot take for its whole timeout is kept by a stuck connection (a
+//     waiter holds it for a round trip; a waiter's connection silenced after the server gave
+//     it the lock keeps it for good): the waker ends that one too (wake_lock_conn, unstick).
 //     One connection holds the locks of every lease of the backend, whatever their number.
 //   - Waiter side: for each name an acquire of this backend found held (for two session TTLs
 //     after, like SQLite's waker), a connection of the waker's probes the lock,
@@ -48,7 +51,10 @@ import (
 //     no acquire, until its lease is released or expires.
 //     Not taken (0) means the holder marks it: the connection then blocks in GET_LOCK(lock(name),
 //     up to a TTL) and, when it gets the lock, reads the lease row, sends a Released hint if
-//     the lease is free (and owed to none of another backend's sessions) and lets the lock go. The read tells a release (the row is updated
+//     the lease is free (and owed to none of another backend's sessions) and lets the lock go;
+//     a wait that times out reads the lease row too (the lock may be kept by a stuck
+//     connection rather than the holder's marker), so a release is heard of within a TTL
+//     whatever keeps the lock. The read tells a release (the row is updated
 //     before the holder lets the lock go) from a crash (the lease still live): a crash's
 //     hint would cost every waiter an acquire that finds the lease held; instead the probes
 //     take over until the lease is free (crash failover on MariaDB: 3 acquires per waiter
@@ -88,10 +94,12 @@ type mysqlWaker struct {
 	own                    bool    // db is the waker's own pool, not the user's
 	lock, unlock           string  // wire.SQLDialect.WakeLock, WakeUnlock
 	connID, connHost, kill string  // wire.SQLDialect.WakeConnID, WakeConnHost, WakeKill
+	lockConn               string  // wire.SQLDialect.WakeLockConn
 	log                    func() *slog.Logger
 
 	mu      sync.Mutex
 	ttl     time.Duration        // the longest session TTL opened (15 s until one is)
+	ttlSet  bool                 // a session was opened: ttl is the longest of theirs
 	held    map[string]heldLease // name → this backend's tenure
 	waiting map[string]time.Time // name → until when it counts as waited for
 	waits   map[string]func()    // running waits: name → cancel
@@ -121,8 +129,9 @@ type connRef struct {
 const mysqlMaxIDs = 64
 
 // mysqlStats counts the waker's statements: marking GET_LOCKs, probes, lease reads, blocking
-// waits, and the hints they sent; and the abandoned connections it ended (reap).
-type mysqlStats struct{ marks, probes, reads, blocks, hints, kills int64 }
+// waits, and the hints they sent; the abandoned connections it ended (reap), and the
+// connections it ended that kept a held lease's named lock (unstick).
+type mysqlStats struct{ marks, probes, reads, blocks, hints, kills, unsticks int64 }
 
 // snapshot returns the counts so far.
 func (w *mysqlWaker) snapshot() mysqlStats {
@@ -141,7 +150,7 @@ type heldLease struct {
 
 func newMySQLWaker(db *sql.DB, wd wire.SQLDialect) *mysqlWaker {
 	return &mysqlWaker{db: db, lock: wd.WakeLock, unlock: wd.WakeUnlock, connID: wd.WakeConnID,
-		connHost: wd.WakeConnHost, kill: wd.WakeKill, log: slog.Default, ttl: 15 * time.Second,
+		connHost: wd.WakeConnHost, kill: wd.WakeKill, lockConn: wd.WakeLockConn, log: slog.Default, ttl: 15 * time.Second,
 		held: map[string]heldLease{}, waiting: map[string]time.Time{}, waits: map[string]func(){},
 		kick: make(chan struct{}, 1), ids: map[any]connRef{}, abandoned: map[connRef]struct{}{}}
 }
@@ -163,6 +172,12 @@ func (w *mysqlWaker) local() *hintHub { return &w.hub }
 func (w *mysqlWaker) opened(sid string, ttl time.Duration) {
 	w.sessions.add(sid)
 	w.mu.Lock()
+	// The 15 s before the first session is a default, not a TTL: kept as a floor it made every
+	// blocking wait last 15 s and every name count as waited for 30 s after a 1 s session's
+	// acquire.
+	if !w.ttlSet {
+		w.ttl, w.ttlSet = ttl, true
+	}
 	w.ttl = max(w.ttl, ttl)
 	w.mu.Unlock()
 }
@@ -387,6 +402,16 @@ func (w *mysqlWaker) wait(ctx context.Context, name string) {
 			return
 		}
 		if !got {
+			// Held for the whole wait: by the holder's marker, or by a connection that keeps
+			// it without being the holder's (a waiter's that its link silenced after the
+			// server gave it the lock: it never lets it go, and the holder cannot mark). In
+			// the second case the lease may have been released long since and nobody said
+			// so: read the row, so that a waiter learns of a release within a TTL whatever
+			// holds the lock (MariaDB in bench/results/outage.md, 2026-12-05: a silenced
+			// waiter's lock cost every hand-over a retry while its link was down).
+			if w.leaseState(ctx, conn, name).wake {
+				w.wake(name)
+			}
 			continue
 		}
 		// The holder let the lock go after its release, or the server did when the holder's
@@ -612,6 +637,60 @@ func (w *mysqlWaker) end(ctx context.Context, conn *sql.Conn, ref connRef) (bool
 	return true, nil
 }
 
+// unstick ends the connection that holds name's named lock, found held by it for a whole
+// mysqlMarkTimeout while this backend believes it holds the lease for session sid (see
+// marker.sync), using conn (the marker's). It first reads the lease row: a backend that lost
+// the lease without knowing it yet would otherwise end its new holder's marker. The id comes
+// from the server at the time (wake_lock_conn), so unlike reap it needs no check of the
+// address. A connection that no longer holds the lock when it is ended is a
+// waker's (only wakers take these locks), which costs its waker a new connection. An error is
+// the connection's; the server's refusal is logged once (see reap) and ends nothing again.
+func (w *mysqlWaker) unstick(ctx context.Context, conn *sql.Conn, name, sid string) error {
+	w.mu.Lock()
+	refused := w.cannotKill
+	w.mu.Unlock()
+	if w.lockConn == "" || refused {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, mysqlStmtTimeout)
+	defer cancel()
+	r, err := genmysql.New(conn).AcquireReadLease(ctx, name)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return err
+	}
+	if err != nil || r.HolderID != sid || r.HolderRemainingMs <= 0 {
+		return nil // not ours (any more): its keep-alive will tell
+	}
+	var id sql.NullInt64
+	if err := conn.QueryRowContext(ctx, w.lockConn, name).Scan(&id); err != nil {
+		return err
+	}
+	if !id.Valid {
+		return nil // let go since
+	}
+	_, err = conn.ExecContext(ctx, w.kill, id.Int64)
+	var me *mysqldriver.MySQLError
+	switch {
+	case err == nil:
+		w.count(&w.stats.unsticks)
+	case errors.As(err, &me) && me.Number == mysqlUnknownThread:
+		// Gone since.
+	case errors.As(err, &me):
+		w.mu.Lock()
+		first := !w.cannotKill
+		w.cannotKill = true
+		clear(w.abandoned)
+		w.mu.Unlock()
+		if first {
+			w.log().Warn("sql mysql waker: cannot end the connection that keeps a held lease's named lock; its waiters fall back on their retries",
+				"connection", id.Int64, "error", err)
+		}
+	default:
+		return err
+	}
+	return nil
+}
+
 // mysqlUnknownThread is the server's error for a KILL of a connection id it does not know
 // (ER_NO_SUCH_THREAD).
 const mysqlUnknownThread = 1094
@@ -711,8 +790,18 @@ func (m *marker) sync(ctx context.Context) time.Duration {
 			m.marked[n] = true
 			m.w.count(&m.w.stats.marks)
 		}
-		// Not got: a waiter kept it past the timeout; the next sync tries again.
+		// Not got: another connection kept it past the timeout. A waiter's holds it for a
+		// round trip, so that one is stuck: a waiter's silenced by its link after the server
+		// gave it the lock (it never lets it go), or a previous holder's marker. End it, or
+		// the waiters block on it and hear of no release; the next sync tries again.
 		if !got {
+			m.w.mu.Lock()
+			sid := m.w.held[n].sid
+			m.w.mu.Unlock()
+			if err := m.w.unstick(ctx, m.conn, n, sid); err != nil {
+				m.fail()
+				return min(next, mysqlRetry)
+			}
 			next = min(next, mysqlProbeBackoff)
 		}
 	}

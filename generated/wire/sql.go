@@ -86,11 +86,14 @@ type SQLDialect struct {
 	WakeUnlock string
 	// WakeConnID returns the id of the connection it runs on and its client's address as the server
 	// sees it, WakeConnHost (parameter: such an id) that address of a connection of the same user's
-	// (no row: none), and WakeKill (parameter: such an id) ends one and lets its named locks go
-	// (all empty: the waker does not end the connections it abandons).
+	// (no row: none), WakeKill (parameter: such an id) ends one and lets its named locks go, and
+	// WakeLockConn (parameter: the lease name) returns the id of the connection that holds the
+	// lease's named lock (NULL: none) (all empty: the waker does not end the connections it
+	// abandons, nor the ones that keep a lease's named lock from its holder).
 	WakeConnID   string
 	WakeConnHost string
 	WakeKill     string
+	WakeLockConn string
 	// Operations maps each SPI operation to the statements it runs.
 	Operations map[string]SQLOperation
 }
@@ -279,6 +282,7 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 			WakeConnID:    "",
 			WakeKill:      "",
 			WakeLock:      "",
+			WakeLockConn:  "",
 			WakeUnlock:    "",
 			listenLease:   [2]string{"LISTEN ", ""},
 			unlistenLease: [2]string{"UNLISTEN ", ""},
@@ -430,6 +434,7 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 			WakeConnID:    "SELECT ID, HOST FROM information_schema.PROCESSLIST WHERE ID = CONNECTION_ID()",
 			WakeKill:      "KILL CONNECTION ?",
 			WakeLock:      "SELECT GET_LOCK(CONCAT('simba:', LEFT(SHA2(CONCAT(COALESCE(DATABASE(), ''), '/', ?), 256), 48)), ?)",
+			WakeLockConn:  "SELECT IS_USED_LOCK(CONCAT('simba:', LEFT(SHA2(CONCAT(COALESCE(DATABASE(), ''), '/', ?), 256), 48)))",
 			WakeUnlock:    "SELECT RELEASE_LOCK(CONCAT('simba:', LEFT(SHA2(CONCAT(COALESCE(DATABASE(), ''), '/', ?), 256), 48)))",
 			listenLease:   [2]string{"", ""},
 			unlistenLease: [2]string{"", ""},
@@ -581,6 +586,7 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 			WakeConnID:    "",
 			WakeKill:      "",
 			WakeLock:      "",
+			WakeLockConn:  "",
 			WakeUnlock:    "",
 			listenLease:   [2]string{"", ""},
 			unlistenLease: [2]string{"", ""},

@@ -94,12 +94,14 @@ type outClient interface {
 }
 
 // outRow is one line of the table: how to open a client through a proxy at addr, the
-// server's address, whether the library has sessions (whose losses are counted in lost) and
-// fencing tokens.
+// server's address, whether the library has sessions (whose losses are counted in the client's
+// sessLog) and fencing tokens; inspect, for Simba, opens a backend straight to the server (not
+// through a proxy) that tells which sessions it still has.
 type outRow struct {
 	group, name, target string
 	sessions, tokens    bool
-	open                func(ctx context.Context, addr, lockName string, lost *atomic.Int64) (outClient, error)
+	open                func(ctx context.Context, addr, lockName string, sl *sessLog) (outClient, error)
+	inspect             func(ctx context.Context) (spi.Backend, error)
 }
 
 // outRes is a row's result.
@@ -128,6 +130,10 @@ type outRes struct {
 	// (-1: the library has none).
 	Tokens       bool
 	SessionsLost int64
+	// SessionsServerExpired, for Simba, are the sessions lost (SessionsLost: given up at the
+	// client's local deadline) that the server had expired before the client got its next
+	// call through (see sessLog); -1 for the peers, whose SessionsLost are their servers'.
+	SessionsServerExpired int64
 	// Faults is the schedule's faults applied during the row.
 	Faults int
 	// Error: the row could not be set up.
@@ -150,40 +156,43 @@ type outageReport struct {
 	Selected                      string `json:",omitempty"`
 }
 
+// openSimba opens Simba's backend for a DSN of the outage measure.
+func openSimba(ctx context.Context, d string) (spi.Backend, error) {
+	switch {
+	case strings.HasPrefix(d, "redis"):
+		return openSimbaRedis(d)
+	case strings.HasPrefix(d, "zk"):
+		return zookeeper.New(d)
+	case strings.HasPrefix(d, "etcd"):
+		return simbaetcd.New(d)
+	default:
+		return simbasql.Open(ctx, d, simbasql.WithAutoMigrate())
+	}
+}
+
 // outageRows are the rows of the selected servers: Simba on each proxiable backend, then the
 // peers, in groupOrder's order.
 func outageRows(c conf, o outageOpts, sel selection, skipped map[string]string) []outRow {
 	ttl := o.ttl
 	simbaRow := func(group, target string, dsn func(addr string) string) outRow {
 		return outRow{group: group, name: rowLock, target: target, sessions: true, tokens: true,
-			open: func(ctx context.Context, addr, name string, lost *atomic.Int64) (outClient, error) {
-				var b spi.Backend
-				var err error
-				d := dsn(addr)
-				switch {
-				case strings.HasPrefix(d, "redis"):
-					b, err = openSimbaRedis(d)
-				case strings.HasPrefix(d, "zk"):
-					b, err = zookeeper.New(d)
-				case strings.HasPrefix(d, "etcd"):
-					b, err = simbaetcd.New(d)
-				default:
-					b, err = simbasql.Open(ctx, d, simbasql.WithAutoMigrate())
-				}
+			open: func(ctx context.Context, addr, name string, sl *sessLog) (outClient, error) {
+				b, err := openSimba(ctx, dsn(addr))
 				if err != nil {
 					return nil, err
 				}
 				cl, err := simba.New(b, simba.WithTTL(ttl), simba.WithLogger(quiet), simba.WithListener(func(e simba.Event) {
 					if e.Kind == simba.EventSessionExpired {
-						lost.Add(1)
+						sl.sessionLost(string(e.Session))
 					}
-				}))
+				}), simba.WithCallObserver(sl.called))
 				if err != nil {
 					_ = b.Close()
 					return nil, err
 				}
 				return &simbaOut{c: cl, b: b, name: name}, nil
-			}}
+			},
+			inspect: func(ctx context.Context) (spi.Backend, error) { return openSimba(ctx, dsn(target)) }}
 	}
 	var rows []outRow
 	add := func(r outRow) {
@@ -211,18 +220,18 @@ func outageRows(c conf, o outageOpts, sel selection, skipped map[string]string) 
 		skipped["Redis Cluster"] = "not behind one proxy per client: the cluster's nodes announce their own addresses (MOVED, CLUSTER SLOTS), so a client dials past a proxy in front of the node it was given"
 	}
 	add(outRow{group: "Redis", name: "redislock (retry every 100 ms, its README's backoff)", target: redisAddr,
-		open: func(_ context.Context, addr, name string, _ *atomic.Int64) (outClient, error) {
+		open: func(_ context.Context, addr, name string, _ *sessLog) (outClient, error) {
 			cl := goredis.NewClient(&goredis.Options{Addr: addr})
 			return &redislockOut{cl: cl, lk: redislock.New(cl), name: name, ttl: ttl}, nil
 		}})
 	add(outRow{group: "Redis", name: "redsync (default retry delay, 1000 tries)", target: redisAddr,
-		open: func(_ context.Context, addr, name string, _ *atomic.Int64) (outClient, error) {
+		open: func(_ context.Context, addr, name string, _ *sessLog) (outClient, error) {
 			cl := goredis.NewClient(&goredis.Options{Addr: addr})
 			mu := redsync.New(redsyncgoredis.NewPool(cl)).NewMutex(name, redsync.WithExpiry(ttl), redsync.WithTries(1000))
 			return &redsyncOut{cl: cl, mu: mu}, nil
 		}})
 	add(outRow{group: "PostgreSQL", name: rowPG, target: "127.0.0.1:5432",
-		open: func(_ context.Context, addr, name string, _ *atomic.Int64) (outClient, error) {
+		open: func(_ context.Context, addr, name string, _ *sessLog) (outClient, error) {
 			db, err := sql.Open("postgres", "postgres://postgres@"+addr+"/test?sslmode=disable")
 			if err != nil {
 				return nil, err
@@ -236,7 +245,7 @@ func outageRows(c conf, o outageOpts, sel selection, skipped map[string]string) 
 			return &pglockOut{db: db, pc: pc, name: name}, nil
 		}})
 	add(outRow{group: "ZooKeeper", name: rowZK, target: zkAddr, sessions: true,
-		open: func(_ context.Context, addr, name string, lost *atomic.Int64) (outClient, error) {
+		open: func(_ context.Context, addr, name string, sl *sessLog) (outClient, error) {
 			conn, ev, err := zk.Connect([]string{addr}, ttl, zk.WithLogInfo(false), zk.WithLogger(quietZK{}))
 			if err != nil {
 				return nil, err
@@ -244,7 +253,7 @@ func outageRows(c conf, o outageOpts, sel selection, skipped map[string]string) 
 			go func() {
 				for e := range ev {
 					if e.State == zk.StateExpired {
-						lost.Add(1)
+						sl.lost.Add(1)
 					}
 				}
 			}()
@@ -252,12 +261,12 @@ func outageRows(c conf, o outageOpts, sel selection, skipped map[string]string) 
 		}})
 	if etcdTarget != "" {
 		add(outRow{group: groupEtc, name: "etcd `concurrency.Mutex` (gRPC keep-alive 10 s / 2 s, as Simba's etcd backend)", target: etcdTarget, sessions: true, tokens: true,
-			open: func(ctx context.Context, addr, name string, lost *atomic.Int64) (outClient, error) {
+			open: func(ctx context.Context, addr, name string, sl *sessLog) (outClient, error) {
 				cli, err := clientv3.New(clientv3.Config{Endpoints: []string{addr}, DialTimeout: 5 * time.Second, DialKeepAliveTime: 10 * time.Second, DialKeepAliveTimeout: 2 * time.Second, Logger: zap.NewNop()})
 				if err != nil {
 					return nil, err
 				}
-				e := &etcdOut{cli: cli, key: "/simba-bench/" + name, ttl: int(max(ttl/time.Second, 1)), lost: lost}
+				e := &etcdOut{cli: cli, key: "/simba-bench/" + name, ttl: int(max(ttl/time.Second, 1)), lost: &sl.lost}
 				e.ctx, e.cancel = context.WithCancel(context.Background())
 				if err := e.session(); err != nil {
 					e.close()
@@ -470,8 +479,28 @@ func (r *outShared) exit(s *outSection) {
 // runOutageRow runs one row: opens its clients through their proxies, runs the schedule and
 // the clients' loops for o.duration, and tallies.
 func runOutageRow(ctx context.Context, row outRow, o outageOpts, sched []faultEvent, lockName string) *outRes {
-	res := &outRes{Group: row.group, Name: row.name, Tokens: row.tokens, SessionsLost: -1}
-	var lost atomic.Int64
+	res := &outRes{Group: row.group, Name: row.name, Tokens: row.tokens, SessionsLost: -1, SessionsServerExpired: -1}
+	logs := make([]*sessLog, o.clients)
+	for i := range logs {
+		logs[i] = &sessLog{}
+	}
+	var checker *sessChecker
+	if row.inspect != nil {
+		ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		b, err := row.inspect(ictx)
+		cancel()
+		if err != nil {
+			res.Error = err.Error()
+			return res
+		}
+		defer b.Close()
+		in, ok := b.(spi.Inspector)
+		if !ok {
+			res.Error = "the backend cannot list its sessions (spi.Inspector)"
+			return res
+		}
+		checker = &sessChecker{in: in, logs: logs}
+	}
 	proxies := make([]*linkProxy, o.clients)
 	clients := make([]outClient, o.clients)
 	cleanup := func() {
@@ -495,7 +524,7 @@ func runOutageRow(ctx context.Context, row outRow, o outageOpts, sched []faultEv
 		}
 		proxies[i] = p
 		octx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		c, err := row.open(octx, p.addr(), lockName, &lost)
+		c, err := row.open(octx, p.addr(), lockName, logs[i])
 		cancel()
 		if err != nil {
 			res.Error = err.Error()
@@ -533,6 +562,9 @@ func runOutageRow(ctx context.Context, row outRow, o outageOpts, sched []faultEv
 			}
 		}
 	}()
+	if checker != nil {
+		go checker.run(rctx)
+	}
 	// The clients.
 	var running sync.WaitGroup
 	busySince := make([]atomic.Int64, o.clients) // unix ns a call began, 0 between calls
@@ -633,7 +665,15 @@ func runOutageRow(ctx context.Context, row outRow, o outageOpts, sched []faultEv
 		}
 	}
 	if row.sessions {
-		res.SessionsLost = lost.Load()
+		res.SessionsLost = 0
+		for _, l := range logs {
+			res.SessionsLost += l.lost.Load()
+		}
+	}
+	if checker != nil {
+		// The sessions given up last may outlive the row at the server by their TTL (etcd's
+		// minimum at most).
+		res.SessionsServerExpired = checker.settle(ctx, 2*max(o.ttl, 2*time.Second))
 	}
 	shared.mu.Lock()
 	res.Overlaps = len(shared.pairs)
@@ -786,7 +826,7 @@ func outageMarkdown(r *outageReport) string {
 	}
 	fmt.Fprintf(&b, "%d clients of one library contend for one lock, each through its own TCP fault proxy (bench/cmd/benchpeers/proxy.go: the library's internal/faultproxy is internal to its module), each looping: `Lock` (bounded by a %s context), a section of 50–300 ms, `Unlock`. Meanwhile one client's link at a time is blackholed for 0.3–3 s, every 1–3 s after the last heal%s: the connections open then are silenced for good (their bytes lost both ways, no reset: a failover or a NAT that forgot the flow), and new ones are taken and never answered until the heal. Every row runs the same seeded schedule (%s) and the same seeded section lengths, one row after the other, with only its own clients open. Simba's clients are made with `WithTTL(%s)` and nothing else that changes what they do (a listener counts their session expiries); every peer with the TTL as its lease or session time, used as its README shows, with the retry settings its row names.\n\n",
 		r.Clients, r.LockTimeout, stalls, scheduleNote(r.Schedule, r.Clients), r.TTL)
-	fmt.Fprintf(&b, "**Lock wait**: from the call to the grant, of the granted calls. **Heal → grant**: for the `Lock` calls during which the caller's own link healed, the longest time from that heal to the grant. **Failed**: `Lock` calls that returned an error, or (zk.Lock, which takes no context) returned after the %s timeout. **Overlaps**: a client entered the section while another was inside, by the harness's shared in-memory check; **through the fence**: of those, the ones where both clients' fenced writes (one on entry, one on exit, to an in-memory resource refusing a token below the highest it saw: Simba's `Held.Token()`, etcd's `Mutex.Header().Revision`) were all accepted; a library without a token writes unfenced, so every overlap goes through. **Sessions lost**: Simba's `EventSessionExpired`, go-zookeeper's `StateExpired`, etcd's session `Done()` (a new session is opened for the next `Lock`); \"–\" for a library without sessions. **Stuck**: calls still running at the row's end, past the timeout, after the links healed (they end when the harness closes the proxies). etcd grants leases of at least its minimum TTL (2 s here), whatever is asked.\n\n", r.LockTimeout)
+	fmt.Fprintf(&b, "**Lock wait**: from the call to the grant, of the granted calls. **Heal → grant**: for the `Lock` calls during which the caller's own link healed, the longest time from that heal to the grant. **Failed**: `Lock` calls that returned an error, or (zk.Lock, which takes no context) returned after the %s timeout. **Overlaps**: a client entered the section while another was inside, by the harness's shared in-memory check; **through the fence**: of those, the ones where both clients' fenced writes (one on entry, one on exit, to an in-memory resource refusing a token below the highest it saw: Simba's `Held.Token()`, etcd's `Mutex.Header().Revision`) were all accepted; a library without a token writes unfenced, so every overlap goes through. **Sessions lost**: Simba's `EventSessionExpired`, go-zookeeper's `StateExpired`, etcd's session `Done()` (a new session is opened for the next `Lock`); \"–\" for a library without sessions. These are not the same thing: Simba's client gives a session up at its local deadline, a safety margin before the server's expiry, and renews it no more, where go-zookeeper's and etcd's report an expiry their server decided. So for Simba, **(server N)** counts the sessions given up that the server had also expired before their client got its next call through (a client renewing to the last could not have kept them either): a check straight at the server, not through the proxy, every %s while a lost session is still listed, no longer listed the session before that call returned (to within a check). **Stuck**: calls still running at the row's end, past the timeout, after the links healed (they end when the harness closes the proxies). etcd grants leases of at least its minimum TTL (2 s here), whatever is asked.\n\n", r.LockTimeout, sessCheckEvery)
 	b.WriteString("| server | library | grants | failed | Lock wait p50 / p99 / max | heal → grant (max) | overlaps (through the fence) | sessions lost | unlock errors | stuck | note |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, x := range r.Rows {
 		if x.Error != "" {
@@ -796,6 +836,9 @@ func outageMarkdown(r *outageReport) string {
 		lost := "–"
 		if x.SessionsLost >= 0 {
 			lost = fmt.Sprint(x.SessionsLost)
+		}
+		if x.SessionsServerExpired >= 0 {
+			lost += fmt.Sprintf(" (server %d)", x.SessionsServerExpired)
 		}
 		note := ""
 		if x.LastError != "" {
