@@ -590,15 +590,8 @@ func (w *mysqlWaker) reap(ctx context.Context) time.Duration {
 		case err == nil, errors.As(err, &me) && me.Number == mysqlUnknownThread:
 			// Ended now, gone, or not the one abandoned.
 		case errors.As(err, &me):
-			w.mu.Lock()
-			first := !w.cannotKill
-			w.cannotKill = true
-			clear(w.abandoned)
-			w.mu.Unlock()
-			if first {
-				w.log().Warn("sql mysql waker: cannot end the connections it abandoned; a silenced one keeps its named locks until the server's wait_timeout, and hints wait for it",
-					"connection", ref.id, "error", err)
-			}
+			w.refused("sql mysql waker: cannot end the connections it abandoned; a silenced one keeps its named locks until the server's wait_timeout, and hints wait for it",
+				ref.id, err)
 			return time.Hour
 		default: // the connection failed: try again later
 			w.abandon(conn)
@@ -676,19 +669,26 @@ func (w *mysqlWaker) unstick(ctx context.Context, conn *sql.Conn, name, sid stri
 	case errors.As(err, &me) && me.Number == mysqlUnknownThread:
 		// Gone since.
 	case errors.As(err, &me):
-		w.mu.Lock()
-		first := !w.cannotKill
-		w.cannotKill = true
-		clear(w.abandoned)
-		w.mu.Unlock()
-		if first {
-			w.log().Warn("sql mysql waker: cannot end the connection that keeps a held lease's named lock; its waiters fall back on their retries",
-				"connection", id.Int64, "error", err)
-		}
+		w.refused("sql mysql waker: cannot end the connection that keeps a held lease's named lock; its waiters fall back on their retries",
+			id.Int64, err)
 	default:
 		return err
 	}
 	return nil
+}
+
+// refused records that the server refused to end connection id (err: another user's, or a
+// proxy that does not pass KILL on): the waker tries to end none again (reap, unstick) and logs
+// msg the first time.
+func (w *mysqlWaker) refused(msg string, id int64, err error) {
+	w.mu.Lock()
+	first := !w.cannotKill
+	w.cannotKill = true
+	clear(w.abandoned)
+	w.mu.Unlock()
+	if first {
+		w.log().Warn(msg, "connection", id, "error", err)
+	}
 }
 
 // mysqlUnknownThread is the server's error for a KILL of a connection id it does not know

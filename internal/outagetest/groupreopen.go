@@ -3,13 +3,11 @@ package outagetest
 import (
 	"context"
 	"slices"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/simba-go/simba"
 	"github.com/simba-go/simba/internal/faultproxy"
-	"github.com/simba-go/simba/simbatest"
 	"github.com/simba-go/simba/spi"
 )
 
@@ -42,55 +40,9 @@ func GroupReopen(t testing.TB, backend spi.Backend, p *faultproxy.Proxy, prefix 
 	if blackhole {
 		fault, bound = faultproxy.Fault{Blackhole: true}, 2*time.Second
 	}
-	clock := simbatest.NewVirtualClock()
-	ab := &awaitBackend{Backend: backend, clock: clock}
-	var lost atomic.Bool
-	var healedAt atomic.Int64 // client time of the heal, +1
-	c, err := simba.New(ab, simba.WithClock(clock), simba.WithTTL(ttl), simba.WithOwner("groupreopen"),
-		simba.WithCallObserver(func(ci simba.CallInfo) {
-			if h := healedAt.Load(); h != 0 { // the calls after the heal, for a failure's report
-				t.Logf("%v after the heal: %s %s took %v, err %v", clock.Now()-time.Duration(h-1), ci.Op, ci.Name, ci.Took, ci.Err)
-			}
-		}),
-		simba.WithListener(func(e simba.Event) {
-			if e.Kind == simba.EventSessionExpired {
-				lost.Store(true)
-			}
-		}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		done := make(chan error, 1)
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		go func() { done <- c.Close(ctx) }()
-		for {
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("close: %v", err)
-				}
-				return
-			case <-time.After(5 * time.Millisecond):
-				clock.Advance(10 * time.Millisecond)
-			}
-		}
-	}()
-	step := func(d time.Duration) {
-		clock.Advance(d)
-		time.Sleep(10 * time.Millisecond)
-	}
-	waitFor := func(what string, cond func() bool, d time.Duration) {
-		t.Helper()
-		guard := time.Now().Add(2 * time.Minute)
-		for !cond() {
-			if time.Now().After(guard) {
-				t.Fatalf("%s: not within two minutes", what)
-			}
-			step(d)
-		}
-	}
+	v := newVirtualClient(t, backend, ttl, "groupreopen")
+	defer v.close()
+	clock, ab, c, lost, healedAt, waitFor := v.clock, v.ab, v.c, &v.lost, &v.healedAt, v.waitFor
 	waitFor("a session", func() bool { return c.Session() != "" }, time.Millisecond)
 	self := c.Session()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

@@ -40,58 +40,9 @@ func Reopen(t testing.TB, backend, direct spi.Backend, p *faultproxy.Proxy, pref
 	if blackhole {
 		fault, bound = faultproxy.Fault{Blackhole: true}, 2*time.Second
 	}
-	clock := simbatest.NewVirtualClock()
-	ab := &awaitBackend{Backend: backend, clock: clock}
-	var lost atomic.Bool
-	var healedAt atomic.Int64 // client time of the heal, +1
-	c, err := simba.New(ab, simba.WithClock(clock), simba.WithTTL(ttl), simba.WithOwner("reopen"),
-		simba.WithCallObserver(func(ci simba.CallInfo) {
-			if h := healedAt.Load(); h != 0 { // the calls after the heal, for a failure's report
-				t.Logf("%v after the heal: %s %s took %v, err %v", clock.Now()-time.Duration(h-1), ci.Op, ci.Name, ci.Took, ci.Err)
-			}
-		}),
-		simba.WithListener(func(e simba.Event) {
-			if e.Kind == simba.EventSessionExpired {
-				lost.Store(true)
-			}
-		}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		done := make(chan error, 1)
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		go func() { done <- c.Close(ctx) }()
-		for {
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("close: %v", err)
-				}
-				return
-			case <-time.After(5 * time.Millisecond):
-				clock.Advance(10 * time.Millisecond)
-			}
-		}
-	}()
-
-	// step moves the client's time by d and gives the client's calls over the real network a
-	// moment to complete (the clock waits for what the client does, not for the network).
-	step := func(d time.Duration) {
-		clock.Advance(d)
-		time.Sleep(10 * time.Millisecond)
-	}
-	waitFor := func(what string, cond func() bool, d time.Duration) {
-		t.Helper()
-		guard := time.Now().Add(2 * time.Minute)
-		for !cond() {
-			if time.Now().After(guard) {
-				t.Fatalf("%s: not within two minutes", what)
-			}
-			step(d)
-		}
-	}
+	v := newVirtualClient(t, backend, ttl, "reopen")
+	defer v.close()
+	clock, ab, c, lost, healedAt, waitFor := v.clock, v.ab, v.c, &v.lost, &v.healedAt, v.waitFor
 	waitFor("a session", func() bool { return c.Session() != "" }, time.Millisecond)
 
 	// The Lock waits through the outage: another session holds it until the outage began.
