@@ -98,7 +98,7 @@ type Backend struct {
 
 	foreign *foreign.Filter // skips and reports foreign group members
 	waker   waker           // SQLite and MySQL/MariaDB: wake-up hints for waiters (wake.go)
-	waits   waitNotes       // PostgreSQL: what the hint listener LISTENs on (hints.go)
+	notes   sessionNotes    // the waker, or PostgreSQL's hint listener (pgHub); nil: none
 
 	// kaFailed: the last keep-alive failed, so the way back from the server may be broken
 	// while the way there works (a one-way partition): the next keep-alive proves a round trip
@@ -136,22 +136,6 @@ type dialect interface {
 	// classify turns a raw error into a Simba error: transient → spi.Unavailable, missing
 	// table → ErrSchemaMissing, permanent → spi.AsPermanent.
 	classify(op string, err error) error
-}
-
-// waitNotes is told which leases the backend's sessions wait for: PostgreSQL's hint listener
-// LISTENs on the release channels of those alone (pgHub).
-type waitNotes interface {
-	// opened notes a session and its TTL.
-	opened(sid string, ttl time.Duration)
-	// acquired notes an acquire's reply: HeldBy starts or renews sid's wait for name,
-	// Granted ends it, SessionExpired ends every wait of sid.
-	acquired(sid, name string, r spi.Acquire)
-	// endWait ends sid's wait for name (Withdraw).
-	endWait(sid, name string)
-	// keptAlive notes a keep-alive's reply (an expired session waits no more).
-	keptAlive(sid string, ka spi.KeepAlive)
-	// closed notes that session sid was closed: it waits for nothing.
-	closed(sid string)
 }
 
 func newBackend(name string, d dialect, opts []Option) (*Backend, error) {
@@ -423,11 +407,8 @@ func (b *Backend) OpenSession(ctx context.Context, owner string, ttl time.Durati
 	if err := b.openSession(ctx, id, owner, ttlMs); err != nil {
 		return spi.Session{}, b.fail("open session", err)
 	}
-	if b.waker != nil {
-		b.waker.opened(id, ttl)
-	}
-	if b.waits != nil {
-		b.waits.opened(id, ttl)
+	if b.notes != nil {
+		b.notes.opened(id, ttl)
 	}
 	return spi.Session{ID: spi.SessionID(id), Remaining: time.Duration(ttlMs) * time.Millisecond}, nil
 }
@@ -461,11 +442,8 @@ func (b *Backend) KeepAlive(ctx context.Context, session spi.SessionID, names []
 	if err != nil {
 		return spi.KeepAlive{}, b.fail("keep-alive", err)
 	}
-	if b.waker != nil {
-		b.waker.keptAlive(string(session), ka)
-	}
-	if b.waits != nil {
-		b.waits.keptAlive(string(session), ka)
+	if b.notes != nil {
+		b.notes.keptAlive(string(session), ka)
 	}
 	if ka.Expired {
 		return spi.KeepAlive{Expired: true}, nil
@@ -493,11 +471,8 @@ func (b *Backend) CloseSession(ctx context.Context, session spi.SessionID) error
 		return err
 	}
 	err := b.closeSession(ctx, string(session))
-	if err == nil && b.waker != nil {
-		b.waker.closed(string(session))
-	}
-	if err == nil && b.waits != nil {
-		b.waits.closed(string(session))
+	if err == nil && b.notes != nil {
+		b.notes.closed(string(session))
 	}
 	return b.fail("close session", err)
 }
@@ -529,8 +504,8 @@ func (b *Backend) Withdraw(ctx context.Context, session spi.SessionID, name stri
 	if err := b.withdraw(ctx, string(session), name); err != nil {
 		return b.fail("withdraw", err)
 	}
-	if b.waits != nil {
-		b.waits.endWait(string(session), name)
+	if b.notes != nil {
+		b.notes.withdrawn(string(session), name)
 	}
 	return nil
 }
@@ -547,13 +522,8 @@ func (b *Backend) acquireAs(ctx context.Context, op string, session spi.SessionI
 	if err != nil {
 		return spi.Acquire{}, b.fail("acquire", err)
 	}
-	if b.waker != nil {
-		b.waker.acquired(string(session), name, r)
-	}
 	if r.Kind != spi.HeldBy || wire.IsClientSessionID(string(r.Holder)) {
-		if b.waits != nil {
-			b.waits.acquired(string(session), name, r)
-		}
+		b.noteAcquired(string(session), name, r)
 		return r, nil
 	}
 	// A foreign holder: a session row no client made (written by hand or by something else),
@@ -567,10 +537,15 @@ func (b *Backend) acquireAs(ctx context.Context, op string, session spi.SessionI
 	if err != nil {
 		return spi.Acquire{}, b.fail("acquire", err)
 	}
-	if b.waits != nil {
-		b.waits.acquired(string(session), name, r)
-	}
+	b.noteAcquired(string(session), name, r)
 	return r, nil
+}
+
+// noteAcquired tells the notes (if any) the reply an acquire returns.
+func (b *Backend) noteAcquired(sid, name string, r spi.Acquire) {
+	if b.notes != nil {
+		b.notes.acquired(sid, name, r)
+	}
 }
 
 // Release frees name if session holds it with token (on PostgreSQL with a NOTIFY); otherwise it

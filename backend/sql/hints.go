@@ -202,6 +202,13 @@ func (h *pgHub) acquired(sid, name string, r spi.Acquire) {
 	}
 }
 
+// withdrawn ends sid's wait for name (a Withdraw).
+func (h *pgHub) withdrawn(sid, name string) { h.endWait(sid, name) }
+
+// released: a release by one of the backend's sessions changes no wait (the holder was not
+// waiting).
+func (h *pgHub) released(string, string) {}
+
 // endWait ends sid's wait for name (a grant, a Withdraw).
 func (h *pgHub) endWait(sid, name string) {
 	h.imu.Lock()

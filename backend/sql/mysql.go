@@ -45,7 +45,7 @@ func NewMySQL(db *sql.DB, opts ...Option) (*Backend, error) {
 	wd, _ := wire.SQLDialectByName(wire.SQLMySQL)
 	mw := newMySQLWaker(db, wd)
 	mw.log = b.log
-	b.waker = mw
+	b.waker, b.notes = mw, mw
 	if mc != nil {
 		// The waker's named-lock waits block a connection without a byte for as long as they
 		// wait: a pool of their own keeps them apart from the calls' silent connections.

@@ -241,6 +241,10 @@ func (w *mysqlWaker) released(sid, name string) {
 	}
 }
 
+// withdrawn: a withdrawn waiter's name stays waited for until its linger ends (as before a
+// withdrawal was noted at all).
+func (w *mysqlWaker) withdrawn(string, string) {}
+
 func (w *mysqlWaker) closed(sid string) {
 	w.sessions.remove(sid)
 	w.mu.Lock()

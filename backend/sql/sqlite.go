@@ -70,7 +70,8 @@ func newSQLite(db *sql.DB, setup []string, file string, wal *walSwitch, opts []O
 		return nil, err
 	}
 	d.b = b
-	b.waker = newSQLiteWaker(db, wd)
+	sw := newSQLiteWaker(db, wd)
+	b.waker, b.notes = sw, sw
 	return b, nil
 }
 

@@ -119,7 +119,11 @@ func (w *sqliteWaker) keptAlive(sid string, ka spi.KeepAlive) {
 	}
 }
 func (w *sqliteWaker) released(string, string) {}
-func (w *sqliteWaker) closed(sid string)       { w.sessions.remove(sid) }
+
+// withdrawn: a withdrawn waiter's name stays watched until its linger ends (as before a
+// withdrawal was noted at all).
+func (w *sqliteWaker) withdrawn(string, string) {}
+func (w *sqliteWaker) closed(sid string)        { w.sessions.remove(sid) }
 
 // local is the hub of the waker's subscribers.
 func (w *sqliteWaker) local() *hintHub { return &w.hub }

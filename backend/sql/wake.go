@@ -8,20 +8,30 @@ import (
 	"github.com/simba-go/simba/spi"
 )
 
-// waker delivers wake-up hints to the Hints subscribers of a backend whose server pushes none
-// (SQLite: sqlitewake.go; MySQL/MariaDB: mysqlwake.go). The Backend tells it what its sessions
-// open, acquire, renew, release and close; each waker uses what it needs.
-type waker interface {
+// sessionNotes is told what the backend's sessions open, acquire, renew, release, withdraw from
+// and close: the SQLite and MySQL/MariaDB wakers (waker) and PostgreSQL's hint listener
+// (pgHub: the release channels it LISTENs on) each use what they need (Backend.notes).
+type sessionNotes interface {
 	// opened notes a session and its TTL.
 	opened(sid string, ttl time.Duration)
-	// acquired notes an acquire's reply: a held name is waited for, a granted one is held.
+	// acquired notes an acquire's reply (the one the caller gets): a held name is waited for,
+	// a granted one is held, an expired session waits for and holds nothing.
 	acquired(sid, name string, r spi.Acquire)
-	// keptAlive notes a keep-alive's reply: the leases the session still holds.
+	// keptAlive notes a keep-alive's reply: the leases the session still holds, or its expiry.
 	keptAlive(sid string, ka spi.KeepAlive)
 	// released notes a release by session sid (whether or not it held the lease).
 	released(sid, name string)
-	// closed notes that session sid was closed: it holds nothing.
+	// withdrawn notes that session sid withdrew from name's waiter queue.
+	withdrawn(sid, name string)
+	// closed notes that session sid was closed: it holds and waits for nothing.
 	closed(sid string)
+}
+
+// waker delivers wake-up hints to the Hints subscribers of a backend whose server pushes none
+// (SQLite: sqlitewake.go; MySQL/MariaDB: mysqlwake.go), from what the Backend notes of its
+// sessions.
+type waker interface {
+	sessionNotes
 	// hints subscribes to the waker (Backend.Hints has checked that the backend is open).
 	hints(ctx context.Context, stop <-chan struct{}, wg *sync.WaitGroup) (<-chan spi.Hint, error)
 	// local is the hub of the waker's subscribers.
@@ -34,10 +44,12 @@ type waker interface {
 // waiter that gets the same hint again from the server pays at most one acquire for it (the
 // engine damps hints that prove false).
 func (b *Backend) releasedLocally(sid, name string) {
+	if b.notes != nil {
+		b.notes.released(sid, name)
+	}
 	var hub *hintHub
 	switch {
 	case b.waker != nil:
-		b.waker.released(sid, name)
 		hub = b.waker.local()
 	default:
 		if l, ok := b.d.(interface{ localHub() *hintHub }); ok {
