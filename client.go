@@ -1198,11 +1198,8 @@ func isAbandoned(err error) bool {
 // a retryable failure is reported here (a permanent one when the engine publishes it), and a
 // success clears the permanent error it proves gone.
 func (c *Client) callDone(op engine.Op, name string, err error) {
-	if (op == engine.OpOpenSession || op == engine.OpKeepAlive) && !isAbandoned(err) {
-		c.sessionCallDone(err != nil && spi.Classify(err) != spi.Permanent && !errors.Is(err, ErrClosed))
-	}
-	if op == engine.OpJoin && !isAbandoned(err) {
-		c.joinCallDone(err != nil && spi.Classify(err) != spi.Permanent && !errors.Is(err, ErrClosed))
+	if !isAbandoned(err) {
+		c.probeCallDone(op, err != nil && spi.Classify(err) != spi.Permanent && !errors.Is(err, ErrClosed))
 	}
 	switch {
 	case err != nil && isAbandoned(err):

@@ -71,31 +71,25 @@ type prober struct {
 	timer spi.Timer     // the armed probe, if any
 }
 
-// sessionCallDone tells the prober how a session call (open, keep-alive) ended (loop
-// goroutine): a retryable failure starts probing, a success stops it.
-func (c *Client) sessionCallDone(failed bool) {
+// probeCallDone tells the prober how a call of op ended (loop goroutine): a session call's
+// (open, keep-alive) or a group Join's retryable failure starts probing; a session call's
+// success stops it, a Join's success stops the probing its failures started.
+func (c *Client) probeCallDone(op engine.Op, failed bool) {
 	p := &c.probe
-	if !failed {
-		p.down, p.bound = false, 0
+	var down *bool
+	switch op {
+	case engine.OpOpenSession, engine.OpKeepAlive:
+		down = &p.down
+		if !failed {
+			p.bound = 0
+		}
+	case engine.OpJoin:
+		down = &p.joinDown
+	default:
 		return
 	}
-	p.down = true
-	if !p.busy {
-		p.bound = probeFirst
-		c.armProbe()
-	}
-}
-
-// joinCallDone tells the prober how a group's Join ended (loop goroutine): a retryable
-// failure starts probing, a success stops the probing it started.
-func (c *Client) joinCallDone(failed bool) {
-	p := &c.probe
-	if !failed {
-		p.joinDown = false
-		return
-	}
-	p.joinDown = true
-	if !p.busy {
+	*down = failed
+	if failed && !p.busy {
 		p.bound = probeFirst
 		c.armProbe()
 	}
