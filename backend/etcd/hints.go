@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -203,8 +204,9 @@ func (h *hub) idle(name string, w *nameWatch) {
 	}
 }
 
-// beforeWatch, when set (by tests), runs before a name's watches are first made.
-var beforeWatch func(name string)
+// beforeWatch, when set (by tests), runs before a name's watches are first made. Atomic: a
+// watch goroutine of an earlier test's backend may still read it while a test sets it.
+var beforeWatch atomic.Pointer[func(name string)]
 
 // watchName watches name's lease key and waiter keys until ctx is done (the last wait ended,
 // the last subscriber left, the backend closed), making the watches again whenever one ends,
@@ -221,8 +223,8 @@ var beforeWatch func(name string)
 func (b *Backend) watchName(ctx context.Context, cli *clientv3.Client, name string, w *nameWatch, read int64, blocker *mvccpb.KeyValue, until time.Time) {
 	h := &b.hints
 	lease, queue := wire.EtcdLeaseKey(b.prefix, name), wire.EtcdQueuePrefix(b.prefix, name)
-	if beforeWatch != nil {
-		beforeWatch(name)
+	if f := beforeWatch.Load(); f != nil {
+		(*f)(name)
 	}
 	var lrev, qrev int64 // 0 until the first watches are made: watch from the current revision
 	timer := time.NewTimer(time.Until(until))

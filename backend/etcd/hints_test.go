@@ -3,6 +3,7 @@ package etcd
 import (
 	"context"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -231,20 +232,37 @@ func TestReleaseBeforeWatchIsHinted(t *testing.T) {
 		return s.ID
 	}
 	o, first, w := open(other), open(other), open(b)
-	var gap func()
-	beforeWatch = func(string) { gap() }
-	t.Cleanup(func() { beforeWatch = nil })
+	// gaps: what runs in the gap before the first watches of a name, once; keyed by name, as a
+	// watch goroutine of an earlier test's backend may still call the hook.
+	var gapMu sync.Mutex
+	gaps := map[string]func(){}
+	setGap := func(name string, f func()) {
+		gapMu.Lock()
+		gaps[name] = f
+		gapMu.Unlock()
+	}
+	hook := func(name string) {
+		gapMu.Lock()
+		f := gaps[name]
+		delete(gaps, name)
+		gapMu.Unlock()
+		if f != nil {
+			f()
+		}
+	}
+	beforeWatch.Store(&hook)
+	t.Cleanup(func() { beforeWatch.Store(nil) })
 
 	// Held: the holder releases in the gap.
 	r, err := other.Acquire(ctx, o, "held")
 	if err != nil || r.Kind != spi.Granted {
 		t.Fatalf("Acquire = %+v, %v", r, err)
 	}
-	gap = func() {
+	setGap("held", func() {
 		if err := other.Release(ctx, o, "held", r.Token); err != nil {
 			t.Error(err)
 		}
-	}
+	})
 	if a, err := b.AcquireQueued(ctx, w, "held"); err != nil || a.Kind != spi.HeldBy {
 		t.Fatalf("AcquireQueued = %+v, %v", a, err)
 	}
@@ -261,11 +279,11 @@ func TestReleaseBeforeWatchIsHinted(t *testing.T) {
 	if err := other.Release(ctx, o, "reserved", r.Token); err != nil {
 		t.Fatal(err)
 	}
-	gap = func() {
+	setGap("reserved", func() {
 		if err := other.Withdraw(ctx, first, "reserved"); err != nil {
 			t.Error(err)
 		}
-	}
+	})
 	if a, err := b.Acquire(ctx, w, "reserved"); err != nil || a.Kind != spi.HeldBy || a.Holder != first {
 		t.Fatalf("Acquire = %+v, %v; want held by the oldest waiter %s", a, err, first)
 	}
