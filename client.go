@@ -1199,7 +1199,8 @@ func isAbandoned(err error) bool {
 // success clears the permanent error it proves gone.
 func (c *Client) callDone(op engine.Op, name string, err error) {
 	if !isAbandoned(err) {
-		c.probeCallDone(op, err != nil && spi.Classify(err) != spi.Permanent && !errors.Is(err, ErrClosed))
+		failed := err != nil && spi.Classify(err) != spi.Permanent && !errors.Is(err, ErrClosed)
+		c.probeCallDone(op, failed, failed && errors.Is(err, errCutStuck))
 	}
 	switch {
 	case err != nil && isAbandoned(err):

@@ -73,8 +73,14 @@ type prober struct {
 
 // probeCallDone tells the prober how a call of op ended (loop goroutine): a session call's
 // (open, keep-alive) or a group Join's retryable failure starts probing; a session call's
-// success stops it, a Join's success stops the probing its failures started.
-func (c *Client) probeCallDone(op engine.Op, failed bool) {
+// success stops it, a Join's success stops the probing its failures started. A failure that a
+// probe's cut caused (cut: cutStuck) arms no probe: that probe has just found the backend
+// answering, and the engine retries the call at once. Arming one let the next probe cut the
+// retry in turn, should it take longer than a probe (etcd's keep-alive takes two round trips,
+// a probe one), and so on: an etcd session at TTL 1 s was lost after a 250 ms outage, its
+// keep-alives cut one after another. The retry runs to its end or to its own timeout, whose
+// failure probes again.
+func (c *Client) probeCallDone(op engine.Op, failed, cut bool) {
 	p := &c.probe
 	var down *bool
 	switch op {
@@ -89,7 +95,7 @@ func (c *Client) probeCallDone(op engine.Op, failed bool) {
 		return
 	}
 	*down = failed
-	if failed && !p.busy {
+	if failed && !cut && !p.busy {
 		p.bound = probeFirst
 		c.armProbe()
 	}
@@ -140,7 +146,7 @@ func (c *Client) probed(start time.Duration, err error) {
 		return
 	}
 	c.step(engine.Event{Kind: engine.EvReachable})
-	c.cutStuck(start)
+	c.cutStuck(start, c.cfg.clock.Now())
 }
 
 // stopProbe stops an armed probe (the loop exits).
@@ -192,14 +198,17 @@ func (c *Client) unwatchSessionCall(sc *stuckCall, op engine.Op, err error) erro
 }
 
 // cutStuck cuts short the session calls (and Joins) sent before start and still in flight, once a probe
-// that began at start was answered: such a call waits on a connection the outage silenced (the
-// backend answers others), and would fail only at its timeout. Its outcome is unknown, as a
-// timed-out call's, and the engine retries it at once.
-func (c *Client) cutStuck(start time.Duration) {
+// that began at start was answered at now: such a call waits on a connection the outage
+// silenced (the backend answers others), and would fail only at its timeout. Its outcome is
+// unknown, as a timed-out call's, and the engine retries it at once. A call in flight for less
+// than twice the probe's round trip is left alone: it is not stuck but slower than a probe (a
+// keep-alive of two round trips, sent just before the probe began).
+func (c *Client) cutStuck(start, now time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	rtt := now - start
 	for _, sc := range c.sessCalls {
-		if sc.sent < start && !sc.cut {
+		if sc.sent < start && now-sc.sent >= 2*rtt && !sc.cut {
 			sc.cut = true
 			sc.cancel()
 		}
