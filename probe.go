@@ -17,7 +17,9 @@ import (
 // out a failure's backoff at once (within a jitter of the backoff's first bound, 50 ms), and
 // the session call in flight since before the probe — stuck on a connection the outage
 // silenced, which would fail only at its timeout — is cut short and retried at once too, as is
-// a group's Join (the group and its partitions waited for it). So a
+// a group's Join (the group and its partitions waited for it); a call in flight for less than
+// twice the probe's round trip is only slower than the probe and is left alone, and the
+// failure of a call so cut arms no probe (cutStuck, probeCallDone). So a
 // session lost to an outage is reopened, and an election or waiting Lock granted, within about
 // a probe interval of the backend's return instead of after up to two renewal intervals (the
 // stuck call's timeout, then a backoff of up to a renewal interval).
