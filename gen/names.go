@@ -169,7 +169,7 @@ func genNames(specDir string) ([]File, error) {
 		s.Name.MinLength, s.Name.MaxLength, strings.Join(s.Name.Alphabet, "")))
 	f.Func().Id("ValidateName").Params(jen.Id("name").String()).Error().Block(
 		jen.If(jen.Len(jen.Id("name")).Op("<").Id("MinNameLen")).Block(
-			jen.Return(jen.Id("nameErr").Call(jen.Id("name"), jen.Lit(fmt.Sprintf("shorter than %d characters", s.Name.MinLength)))),
+			jen.Return(jen.Id("nameErr").Call(jen.Id("name"), jen.Lit(tooShort(s.Name.MinLength)))),
 		),
 		jen.If(jen.Len(jen.Id("name")).Op(">").Id("MaxNameLen")).Block(
 			jen.Return(jen.Id("nameErr").Call(jen.Id("name"), jen.Qual("fmt", "Sprintf").Call(jen.Lit(fmt.Sprintf("%%d bytes, longer than %d", s.Name.MaxLength)), jen.Len(jen.Id("name"))))),
@@ -280,4 +280,13 @@ func genSessionIDs(f *jen.File, s *NamesSpec) {
 	f.Func().Id("IsZooKeeperSessionID").Params(jen.Id("id").String()).Bool().Block(
 		jen.Return(jen.Id("isLowerHex").Call(jen.Id("id"), jen.Id("ZooKeeperSessionIDLen"))),
 	)
+}
+
+// tooShort is the reason ValidateName gives for a name under minLength bytes: "empty" when
+// the minimum is one ("shorter than 1 characters" read as a typo).
+func tooShort(minLength int) string {
+	if minLength == 1 {
+		return "empty"
+	}
+	return fmt.Sprintf("shorter than %d bytes", minLength)
 }

@@ -68,7 +68,7 @@ ValidateName checks a lease name against the wire grammar: 1 to 128 characters o
 */
 func ValidateName(name string) error {
 	if len(name) < MinNameLen {
-		return nameErr(name, "shorter than 1 characters")
+		return nameErr(name, "empty")
 	}
 	if len(name) > MaxNameLen {
 		return nameErr(name, fmt.Sprintf("%d bytes, longer than 128", len(name)))
