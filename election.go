@@ -346,11 +346,18 @@ func (e *Election) Name() string { return e.name }
 // election then runs in the background (watch OnElected, Events or Term). A stopped election
 // can be started again, unless another election or a lock of this client has taken the name
 // meanwhile; starting a running election fails with ErrInvalidOption. If ctx ends first Start
-// returns ctx's error and the election is not started: if the engine takes the start after ctx
-// ended, it stops the election again at once.
+// returns ctx's error and the election is not started: a ctx that had ended before the call is
+// refused at once, and if the engine takes the start after ctx ended, it stops the election
+// again at once.
 func (e *Election) Start(ctx context.Context) error {
 	if ctx == nil {
 		return nilContext("Start")
+	}
+	// A ctx that has already ended is refused before the request, as Lock refuses it: stepped
+	// inline, the engine would take the start at once and Start return nil, leaving a caller
+	// that passed its shutdown ctx with a running election.
+	if err := ctxErr(ctx); err != nil {
+		return err
 	}
 	if err := e.c.register(e.name, e); err != nil {
 		return err

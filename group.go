@@ -89,8 +89,9 @@ func RunPartition(fn func(ctx context.Context, p int, t Term) error) GroupOption
 // the engine has taken the request; membership and partitions then follow in the background.
 // A group one of whose partitions has an election (started or not) or a lock on this client
 // cannot be joined (ErrInvalidOption), nor can such a partition get one while the group is
-// joined. A JoinGroup that returns ctx's error leaves nothing joined: if the engine takes the
-// join after ctx ended, it leaves the group again at once.
+// joined. A JoinGroup that returns ctx's error leaves nothing joined: a ctx that had ended
+// before the call is refused at once, and if the engine takes the join after ctx ended, it
+// leaves the group again at once.
 func (c *Client) JoinGroup(ctx context.Context, group string, partitions int, opts ...GroupOption) (*PartitionGroup, error) {
 	if ctx == nil {
 		return nil, nilContext("JoinGroup")
@@ -100,6 +101,11 @@ func (c *Client) JoinGroup(ctx context.Context, group string, partitions int, op
 		return nil, invalid("group %q: partition count %d is outside [1, %d]", group, partitions, wire.MaxPartitions)
 	}
 	if err := wire.ValidateGroup(group, partitions); err != nil {
+		return nil, err
+	}
+	// A ctx that has already ended is refused before the request, as Lock refuses it: stepped
+	// inline, the engine would take the join at once and JoinGroup return the group.
+	if err := ctxErr(ctx); err != nil {
 		return nil, err
 	}
 	g := &PartitionGroup{c: c, name: group, partitions: partitions, disp: newSerialDispatcher(c.cfg.callbacks, &c.callbacks), parts: make(map[int]*leaseCore)}

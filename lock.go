@@ -59,8 +59,9 @@ func (h *Held) passTurn() {
 // at most one call timeout later. (A deadline cuts a call only on a backend whose calls are
 // cut-safe, spi.CutSafe; elsewhere a call that the deadline may fall in runs to its end on a
 // call worker, without the caller.) A permanent backend error (a missing schema, a server of
-// the wrong kind) ends the wait with that error. The name is validated before any I/O
-// (ErrInvalidName).
+// the wrong kind) ends the wait with that error. The name is validated before any I/O: 1–128
+// bytes of [A-Za-z0-9._:-], not "." or ".." (ErrInvalidName, permanent: slashes, spaces,
+// non-ASCII letters and NULs are refused).
 //
 // Lock is not reentrant, as sync.Mutex is not: a goroutine that holds name and locks it again
 // on the same client (a WithLock inside a WithLock of the same name, say) waits behind itself

@@ -240,3 +240,45 @@ func TestStopWhoseCtxEndsBeforeTheLoopTakesItStillRevokes(t *testing.T) {
 		cancel()
 	}
 }
+
+// TestStartAndJoinWithEndedCtx: a Start or JoinGroup given a ctx that had already ended, on a
+// client whose loop is idle, returned nil: the engine, stepped inline, took the request at
+// once, so a program passing its cancelled shutdown ctx got a running election or a joined
+// group (found by an outside trial). Lock and TryLock refuse such a ctx; so do these now, and
+// nothing is started or joined.
+func TestStartAndJoinWithEndedCtx(t *testing.T) {
+	srv := simbatest.NewServer(simbatest.WithClock(spi.SystemClock()))
+	ctx := context.Background()
+	a, err := simba.New(srv.Backend(), simba.WithTTL(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close(ctx)
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	e, err := a.NewElection("e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(cancelled); !errors.Is(err, context.Canceled) {
+		t.Errorf("Start with a cancelled ctx = %v, want context.Canceled", err)
+	}
+	if g, err := a.JoinGroup(cancelled, "g", 2); !errors.Is(err, context.Canceled) || g != nil {
+		t.Errorf("JoinGroup with a cancelled ctx = %v, %v, want context.Canceled", g, err)
+	}
+	// Nothing was started or joined: both can be taken afresh, and the election leads only
+	// once started.
+	if err := e.Start(ctx); err != nil {
+		t.Fatalf("Start after the refused Start = %v", err)
+	}
+	g, err := a.JoinGroup(ctx, "g", 2)
+	if err != nil {
+		t.Fatalf("JoinGroup after the refused JoinGroup = %v", err)
+	}
+	if err := g.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
