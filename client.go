@@ -100,6 +100,10 @@ type Client struct {
 	// sessCalls are the session calls (open, keep-alive) and group Joins in flight, which a
 	// probe that the backend answered cuts short if they were sent before it (probe.go).
 	sessCalls []*stuckCall
+	// closing are the last sessions whose close the client sent (closeCut), a ring: the
+	// client closes a session once, at its Close or after losing it, so a few suffice.
+	closing     [4]spi.SessionID
+	closingNext int
 
 	errSeq  atomic.Uint64 // numbers the backend errors reported, for request's ctx errors
 	sessErr errNote       // errors of session calls (open, keep-alive, close)
@@ -992,6 +996,9 @@ func (c *Client) callWorker(cl call) {
 func (c *Client) runCall(cl call, caller context.Context) (cut, handed bool) {
 	defer c.settle.end()
 	ef := cl.ef
+	if ef.Op == engine.OpCloseSession {
+		c.noteClosing(ef.Session)
+	}
 	if cl.skip {
 		ev := engine.ReplyTo(ef)
 		ev.SentAt, ev.Err = c.cfg.clock.Now(), errNotSent
@@ -1048,6 +1055,9 @@ func (c *Client) runCall(cl call, caller context.Context) (cut, handed bool) {
 	}
 	if sessCall != nil {
 		ev.Err = c.unwatchSessionCall(sessCall, ef.Op, ev.Err)
+	}
+	if ev.Err != nil && ef.Op != engine.OpCloseSession && c.isClosing(ef.Session) {
+		ev.Err = &closeCutError{err: ev.Err}
 	}
 	if openCut != nil && c.unwatchOpen(openCut) && ev.Err != nil && ctx.Err() != nil {
 		// Close cut the open: not the backend's failure, and nothing to retry.
@@ -1187,6 +1197,47 @@ func (e *abandonedError) Error() string {
 
 func (e *abandonedError) Unwrap() error { return ErrUnavailable }
 
+// closeCutError is the failure of a backend call on a session whose close the client had sent
+// by the time the call failed (ZooKeeper fails every request in flight on a session being
+// closed, the session being its connection; other backends may fail a call racing the close).
+// The close subsumes the call — the session's leases, memberships and queue entries end with
+// it — and its own failure is reported, so the call's is neither logged at WARN nor sent to
+// the listeners (an outside trial saw 1–8 WARN lines at a clean Close of a ZooKeeper client).
+// The engine sees the error it wraps, unchanged.
+type closeCutError struct{ err error }
+
+func (e *closeCutError) Error() string { return e.err.Error() }
+func (e *closeCutError) Unwrap() error { return e.err }
+
+// isCloseCut reports whether err is (or wraps) a *closeCutError.
+func isCloseCut(err error) bool {
+	var cut *closeCutError
+	return errors.As(err, &cut)
+}
+
+// noteClosing records that the client sent the close of session id (closeCutError).
+func (c *Client) noteClosing(id spi.SessionID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closing[c.closingNext] = id
+	c.closingNext = (c.closingNext + 1) % len(c.closing)
+}
+
+// isClosing reports whether the client sent the close of session id, one of its last few.
+func (c *Client) isClosing(id spi.SessionID) bool {
+	if id == "" {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, x := range c.closing {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
+
 // isAbandoned reports whether err is (or wraps) an *abandonedError. Only an error needs the
 // check: errors.As's target escapes, so asking it of every successful call allocated.
 func isAbandoned(err error) bool {
@@ -1198,6 +1249,12 @@ func isAbandoned(err error) bool {
 // a retryable failure is reported here (a permanent one when the engine publishes it), and a
 // success clears the permanent error it proves gone.
 func (c *Client) callDone(op engine.Op, name string, err error) {
+	if err != nil && isCloseCut(err) {
+		// Not the backend's failure: the session's close subsumes the call, and the close's
+		// own outcome is reported.
+		c.cfg.logger.Debug("simba call ended by its session's close", "op", publicOp(op), "name", name, "err", err)
+		return
+	}
 	if !isAbandoned(err) {
 		failed := err != nil && spi.Classify(err) != spi.Permanent && !errors.Is(err, ErrClosed)
 		c.probeCallDone(op, failed, failed && errors.Is(err, errCutStuck))

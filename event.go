@@ -24,7 +24,8 @@ const (
 	// EventMembers: the member view of group Name changed (Members, Partitions set).
 	EventMembers
 	// EventBackendError: a backend call failed (Op, Class, Err; Name when the call concerned a
-	// lease or group). Every failed call is reported; retryable errors are retried, and so are
+	// lease or group). Every failed call is reported, but for one on a session the client had
+	// sent the close of, which the close subsumes; retryable errors are retried, and so are
 	// permanent ones, at the longest backoff (a Lock, TryLock or JoinGroup waiting on the call
 	// fails with the permanent error instead).
 	EventBackendError

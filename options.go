@@ -242,7 +242,9 @@ func WithClock(clock spi.Clock) Option {
 
 // WithLogger sets the logger (default: discard). Every failed backend call is logged at WARN
 // (ERROR when the error is permanent), elected, revoked and session opened/lost at INFO, and
-// each engine step at DEBUG.
+// each engine step at DEBUG. A call that failed on a session the client had sent the close of
+// (at Close, or after losing it) is logged at DEBUG: the close subsumes it (ZooKeeper fails
+// every request in flight on a session being closed), and the close's own failure is logged.
 //
 // It is the client's logger, not the drivers': go-redis (failed dials, pool events) and
 // go-sql-driver/mysql (bad idle connections) write to stderr through process-wide loggers that
