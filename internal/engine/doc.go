@@ -87,7 +87,9 @@
 // one keep-alive in flight, and failed keep-alives are retried inside the remaining time.
 // When the local deadline passes, or the backend answers SessionExpired, every term is
 // revoked (deadline / session-expired), the old session is closed best-effort and a new one
-// opened — never resurrected (rule 4).
+// opened — never resurrected (rule 4). A deadline's close that fails retryably is sent once
+// more when the next session opens (the backend answers again), so that the lost session's
+// leases are freed then rather than when the backend expires them.
 //
 // An election is Candidate, Leader, Handover, Cooldown or Ended (DESIGN.md §2). A term is
 // adopted only from a reply to the election's current attempt, before the local deadline,

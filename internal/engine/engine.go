@@ -30,6 +30,13 @@ type Engine struct {
 
 	sess      session
 	closeFuts []FutureID
+	// staleClose holds the sessions lost to their deadline whose best-effort close failed
+	// retryably (the backend was unreachable): each is closed once more when the next session
+	// opens, the backend answering again. Until then the backend holds their leases, and
+	// waiters wait for them to expire; a server restarted in the outage may even have extended
+	// them (etcd's new leader renews every lease: a lost holder's lease outlived the restart by
+	// up to 2 × TTL in the chaos campaign of 2026-12-05, seed 1205).
+	staleClose []spi.SessionID
 	// shortLived counts the sessions in a row that were lost within one renewal interval of
 	// their opening (a backend that grants no time, or expires every session at once): from
 	// the second, the next session is opened after a backoff, not at once, so such a backend
@@ -133,6 +140,9 @@ type pending struct {
 	// futures are Stop/StepDown futures that complete with this Release's reply: they return
 	// when the lease is released, not merely when the release was sent.
 	futures []FutureID
+	// lost is the session a lost session's best-effort close closes (OpCloseSession) if that
+	// close should be retried once after the next open (staleClose) when it fails retryably.
+	lost spi.SessionID
 }
 
 // New returns an engine for opts, resolved by Options.Resolve (which fills only the derived
@@ -392,6 +402,12 @@ func (s *Engine) onOpenReply(p pending, ev Event) {
 		s.loseSession(ReasonDeadline)
 		return
 	}
+	// The backend answers again: close the lost sessions it could not be told of (once
+	// more, best effort; a failure now is not retried, the session expires by itself).
+	for _, old := range s.staleClose {
+		s.call(OpCloseSession, old, pending{}, Effect{})
+	}
+	s.staleClose = s.staleClose[:0]
 	for _, name := range s.groupNames {
 		if g := s.groups[name]; !g.leaving {
 			s.sendJoin(g)
@@ -678,8 +694,9 @@ func (s *Engine) loseSession(reason Reason) {
 	}
 	s.losing = false
 	if reason == ReasonDeadline {
-		// The backend may not have noticed yet: end it there too (best effort).
-		s.call(OpCloseSession, old, pending{}, Effect{})
+		// The backend may not have noticed yet: end it there too (best effort; retried once
+		// after the next open if the backend could not be reached: staleClose).
+		s.call(OpCloseSession, old, pending{lost: old}, Effect{})
 	}
 	if s.closing {
 		s.closed()
@@ -840,6 +857,9 @@ func (s *Engine) reply(ev Event) {
 	case OpKeepAlive:
 		s.onKeepAliveReply(p, ev)
 	case OpCloseSession:
+		if p.lost != "" && ev.Err != nil && spi.Classify(ev.Err) == spi.Retryable {
+			s.staleClose = append(s.staleClose, p.lost)
+		}
 		if ev.Req == s.sess.closeReq && s.sess.state == SessionClosing {
 			s.failed(OpCloseSession, "", ev.Err)
 			s.closed()

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -466,7 +467,9 @@ func runChaos(args []string) error {
 		w.cmd.Process.Signal(syscall.SIGCONT)
 		w.cmd.Process.Signal(syscall.SIGTERM)
 	}
+	var hung atomic.Bool
 	stopAll := time.AfterFunc(5**ttl+5*time.Second, func() {
+		hung.Store(true)
 		for _, w := range r.workers {
 			w.cmd.Process.Signal(syscall.SIGKILL)
 		}
@@ -485,6 +488,7 @@ func runChaos(args []string) error {
 		}
 	}
 	rep := history.Check(evs, cfg)
+	rep.Violations = append(rep.Violations, r.workerHealth(hung.Load())...)
 	res := summarize(*backend, *mode, *seed, *ttl, schedule, setup.durable, rep, time.Since(start))
 	res.Restarted = len(setup.servers) > 0
 	printResult(res, rep, dir)
@@ -512,6 +516,37 @@ func runChaos(args []string) error {
 		os.RemoveAll(dir)
 	}
 	return nil
+}
+
+// workerMarks are the lines of a worker's stderr that fail a run: a panic or fatal error
+// (the worker dies, and its base is not restarted, so the run goes on with one worker less and
+// the history alone would not say why), a data race (a -race build), and the worker's own
+// report of a client Close that failed at the end (worker.go: a Close that did not finish
+// within 2 × TTL is a hang of the library's shutdown).
+var workerMarks = []string{"panic:", "fatal error:", "WARNING: DATA RACE", "chaos: client close:"}
+
+// workerHealth reports what the history cannot show: workers that did not exit within the
+// bound after SIGTERM (hung: the harness killed them) or whose stderr has a workerMarks line.
+func (r *runner) workerHealth(hung bool) []history.Violation {
+	var vs []history.Violation
+	for _, w := range r.workers {
+		if st := w.cmd.ProcessState; hung && st != nil && !st.Exited() {
+			vs = append(vs, history.Violation{Check: "worker", Name: w.id,
+				Detail: "did not exit within 5×TTL+5s of SIGTERM (killed): a hung shutdown"})
+		}
+		b, err := os.ReadFile(filepath.Join(r.dir, w.base+".stderr"))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			for _, m := range workerMarks {
+				if strings.Contains(line, m) {
+					vs = append(vs, history.Violation{Check: "worker", Name: w.base, Detail: line})
+				}
+			}
+		}
+	}
+	return vs
 }
 
 // dropFence removes a passed run's table or keys from a shared server.

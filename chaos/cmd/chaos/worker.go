@@ -167,7 +167,11 @@ func runWorker(args []string) error {
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 2**ttl)
 		defer cancel()
-		c.Close(cctx)
+		// A Close that fails here (its ctx ended first: the client's shutdown hung) is
+		// printed for the runner (run.go's workerMarks) to fail the run on.
+		if err := c.Close(cctx); err != nil {
+			fmt.Fprintln(os.Stderr, "chaos: client close:", err)
+		}
 	}()
 	switch *mode {
 	case "election":
