@@ -597,6 +597,9 @@ func (b *Backend) KeepAlive(ctx context.Context, id spi.SessionID, names []strin
 				out.Members[g] = memberIDs(kvs, p)
 			}
 		}
+		for _, g := range groups {
+			b.groupRead(cli, id, g, r.Header.Revision, len(out.Members[g]))
+		}
 	}
 	return out, nil
 }
@@ -881,9 +884,12 @@ func (b *Backend) Join(ctx context.Context, id spi.SessionID, group string) (spi
 	if s == nil {
 		return spi.Expired, nil
 	}
+	// The group is used from the Join on, so that its watch starts as soon as may be.
+	b.joining(cli, id, group)
 	cmps, then, _ := etcdtxn.Join(b.prefix, string(id), group, s.owner, s.lease)
 	r, err := cli.Txn(ctx).If(cmps...).Then(then...).Commit()
 	if err != nil {
+		b.joinEnded(id, group)
 		return 0, b.classify("join", err)
 	}
 	if !r.Succeeded {
@@ -914,6 +920,7 @@ func (b *Backend) Leave(ctx context.Context, id spi.SessionID, group string) (sp
 		b.forget(id)
 		return spi.Expired, nil
 	}
+	b.joinEnded(id, group)
 	return spi.OK, nil
 }
 
@@ -936,6 +943,7 @@ func (b *Backend) Members(ctx context.Context, group string) ([]spi.SessionID, e
 		b.timedOut(ctx, sent)
 		return nil, b.classify("members", err)
 	}
+	b.groupRead(cli, "", group, r.Header.Revision, len(r.Kvs))
 	return memberIDs(r.Kvs, p), nil
 }
 

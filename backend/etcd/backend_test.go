@@ -62,9 +62,10 @@ func TestKeepAliveManyGroups(t *testing.T) {
 	}
 }
 
-// TestHints: a join and a leave are GroupChanged hints, and a session's end (CloseSession:
-// etcd deletes its keys with its lease) is a Released hint for each lease it held that a
-// session of the subscribed backend waits for; the channel closes when the backend does.
+// TestHints: a join and a leave of a group the backend uses are GroupChanged hints, and a
+// session's end (CloseSession: etcd deletes its keys with its lease) is a Released hint for
+// each lease it held that a session of the subscribed backend waits for; the channel closes
+// when the backend does.
 func TestHints(t *testing.T) {
 	dsn := serverDSN(t)
 	b := openBackend(t, dsn)
@@ -96,6 +97,10 @@ func TestHints(t *testing.T) {
 				t.Fatalf("no hint %+v", h)
 			}
 		}
+	}
+	// b hears of the changes of the groups its sessions use: here, one it read.
+	if _, err := b.Members(ctx, "grp"); err != nil {
+		t.Fatal(err)
 	}
 	want(spi.Hint{Kind: spi.GroupChanged, Name: "grp"}, func() { other.Join(ctx, s.ID, "grp") })  //nolint:errcheck
 	want(spi.Hint{Kind: spi.GroupChanged, Name: "grp"}, func() { other.Leave(ctx, s.ID, "grp") }) //nolint:errcheck

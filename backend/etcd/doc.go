@@ -29,8 +29,9 @@ package etcdtxn for the transactions):
   - When a session's lease expires or is revoked, etcd deletes every key attached to it in one
     revision: the session key, its leases, its waiter keys and its memberships. Hints come
     from watches of the lease key and the waiter keys of each name a session of the backend
-    waits for (a deletion is a Released hint; see Backend.Hints) and of the groups prefix
-    (GroupChanged).
+    waits for (a deletion is a Released hint; see Backend.Hints) and of the member keys of
+    each group a session of the backend is a member of or read the members of lately (a change
+    is a GroupChanged hint).
   - A lease held by another session is reported HeldBy with its time left unknown: etcd's
     LeaseTimeToLive only counts whole seconds, and the watch tells waiters the moment the
     holder's keys go. etcd revokes expired leases on a timer of its own (every 500 ms), so a

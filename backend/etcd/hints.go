@@ -2,7 +2,6 @@ package etcd
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,12 +34,14 @@ const (
 // again.
 const remakePause = 50 * time.Millisecond
 
-// hub holds a backend's Hints subscribers and the per-name watches they share.
+// hub holds a backend's Hints subscribers and the per-name and per-group watches they share.
 type hub struct {
 	mu   sync.Mutex
 	subs map[chan spi.Hint]struct{}
-	// names holds the names a session of the backend waits for, while there are subscribers.
-	names map[string]*nameWatch
+	// names holds the names a session of the backend waits for, groups the groups its
+	// sessions use (see groupWatch), while there are subscribers.
+	names  map[string]*nameWatch
+	groups map[string]*groupWatch
 }
 
 // nameWatch is the interest of the backend's sessions in one name, and the watch that serves
@@ -56,9 +57,9 @@ type nameWatch struct {
 // waits for (by Release, CloseSession or the expiry of its holder's lease) and of any of that
 // name's waiter keys (by a grant, Withdraw or the end of the waiter's session: the next waiter
 // may now be the oldest, and a lease reserved for a waiter that left is free), and a
-// GroupChanged hint for every change of any member key, by any client of the cluster. Every
-// subscriber gets every hint; a hint may repeat, and may come for a name shortly after the
-// wait ended.
+// GroupChanged hint for every change of a member key of a group the backend's sessions use, by
+// any client of the cluster. Every subscriber gets every hint; a hint may repeat, and may come
+// for a name or group shortly after the wait or use ended.
 //
 // A session waits for a name from an Acquire or AcquireQueued of this backend that replies
 // HeldBy, while the backend has subscribers, until the session is granted the name, withdraws
@@ -72,18 +73,22 @@ type nameWatch struct {
 // releases it waits for, not of every release in the cluster. Waits noted before the first
 // subscriber, or while none is left, are not watched.
 //
-// The group watch covers the whole groups prefix (membership changes are rare), one per
-// subscriber, from the revision current when it is made.
+// A session uses a group while it is a member of it or has a Join of it in flight (until it
+// leaves, the Join fails, or it ends, and a linger of two TTLs more), and for two TTLs after
+// it (a keep-alive) or the backend (Members) read its members. While the backend has
+// subscribers and a session uses a group, it keeps one watch of the group's member keys,
+// shared by every subscriber; a change between a read of the members and the watch's start is
+// found by one read once it is made (see closeGroupGap). So a client hears of the joins and
+// leaves of the groups it uses, not of every group in the cluster (the watch used to cover the
+// whole groups prefix, one per subscriber).
 //
 // Every watch requires a leader (clientv3.WithRequireLeader): a member cut off from the quorum
 // ends it, and it is made again after a pause, on whichever member the client reaches. A
-// name's watch resumes after the last revision it reported, so nothing is lost meanwhile,
-// unless that revision was compacted: the name is then hinted once, since a release may have
-// been missed. The group watch resumes from the current revision: changes meanwhile are lost,
-// as hints may be.
+// name's or group's watch resumes after the last revision it reported, so nothing is lost
+// meanwhile, unless that revision was compacted: the name or group is then hinted once, since
+// a release or change may have been missed.
 func (b *Backend) Hints(ctx context.Context) (<-chan spi.Hint, error) {
-	cli, err := b.check()
-	if err != nil {
+	if _, err := b.check(); err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -93,22 +98,21 @@ func (b *Backend) Hints(ctx context.Context) (<-chan spi.Hint, error) {
 	h := &b.hints
 	h.mu.Lock()
 	if h.subs == nil {
-		h.subs, h.names = map[chan spi.Hint]struct{}{}, map[string]*nameWatch{}
+		h.subs, h.names, h.groups = map[chan spi.Hint]struct{}{}, map[string]*nameWatch{}, map[string]*groupWatch{}
 	}
 	h.subs[ch] = struct{}{}
 	h.mu.Unlock()
-	wctx, cancel := context.WithCancel(ctx)
-	stop := context.AfterFunc(b.ctx, cancel)
 	go func() {
-		defer h.remove(ch)
-		defer cancel()
-		defer stop()
-		b.watchGroups(wctx, cli, ch)
+		select {
+		case <-ctx.Done():
+		case <-b.ctx.Done():
+		}
+		h.remove(ch)
 	}()
 	return ch, nil
 }
 
-// remove closes subscriber ch; the last one's leaving ends every name's watch.
+// remove closes subscriber ch; the last one's leaving ends every name's and group's watch.
 func (h *hub) remove(ch chan spi.Hint) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -120,6 +124,10 @@ func (h *hub) remove(ch chan spi.Hint) {
 	for n, w := range h.names {
 		w.cancel()
 		delete(h.names, n)
+	}
+	for g, w := range h.groups {
+		w.cancel()
+		delete(h.groups, g)
 	}
 }
 
@@ -167,13 +175,19 @@ func (h *hub) stopWaiting(id spi.SessionID, name string) {
 	}
 }
 
-// dropSession ends every wait of session id (it closed or expired).
+// dropSession ends every wait and membership of session id (it closed or expired).
 func (h *hub) dropSession(id spi.SessionID) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for n, w := range h.names {
 		delete(w.who, id)
 		h.idle(n, w)
+	}
+	for _, w := range h.groups {
+		if _, ok := w.who[id]; ok {
+			delete(w.who, id)
+			w.nudge() // the watch's goroutine ends it if nothing else keeps it
+		}
 	}
 }
 
@@ -316,31 +330,4 @@ func (h *hub) released(name string, r clientv3.WatchResponse, open bool, from in
 		return max(from, r.CompactRevision), false
 	}
 	return from, r.Err() == nil && !r.Canceled
-}
-
-// watchGroups runs the group watch until ctx is done, making it again whenever it ends.
-func (b *Backend) watchGroups(ctx context.Context, cli *clientv3.Client, ch chan<- spi.Hint) {
-	groups := wire.EtcdGroupsPrefix(b.prefix)
-	for ctx.Err() == nil {
-		rctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-		for r := range cli.Watch(rctx, groups, clientv3.WithPrefix()) {
-			for _, ev := range r.Events {
-				g, _, _ := strings.Cut(strings.TrimPrefix(string(ev.Kv.Key), groups), "/")
-				select {
-				case ch <- spi.Hint{Kind: spi.GroupChanged, Name: g}:
-				default:
-				}
-			}
-			if r.Err() != nil || r.Canceled {
-				break
-			}
-		}
-		cancel()
-		// The watch ended (a lost leader, a compacted revision, a closed client): what
-		// happened meanwhile is lost, as hints may be. Make it again after a pause.
-		select {
-		case <-ctx.Done():
-		case <-time.After(remakePause):
-		}
-	}
 }

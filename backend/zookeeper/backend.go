@@ -107,10 +107,11 @@ type Backend struct {
 	hmu     sync.Mutex
 	subs    map[chan spi.Hint]struct{}
 	watcher *watcher // while there are subscribers
-	// waits holds, per lease name, the sessions waiting for it (see waitFor); groupsUsed
-	// whether a session joined or read a group. Both only while there are subscribers.
-	waits      map[string]map[spi.SessionID]waitMark
-	groupsUsed bool
+	// waits holds, per lease name, the sessions waiting for it (see waitFor); groups, per
+	// group, the backend's interest in it (see joining, groupRead). Both only while there are
+	// subscribers.
+	waits  map[string]map[spi.SessionID]waitMark
+	groups map[string]*groupUse
 }
 
 var (
@@ -164,6 +165,7 @@ func NewFromConfig(cfg Config, opts ...Option) (*Backend, error) {
 		unclosed: map[spi.SessionID]*session{},
 		subs:     map[chan spi.Hint]struct{}{},
 		waits:    map[string]map[spi.SessionID]waitMark{},
+		groups:   map[string]*groupUse{},
 	}
 	b.stop, b.cancelStop = context.WithCancel(context.Background())
 	b.acls = newACLs(cfg.User != "")
@@ -831,11 +833,16 @@ func (b *Backend) Join(ctx context.Context, sid spi.SessionID, group string) (sp
 	if s == nil {
 		return spi.Expired, nil
 	}
-	return b.join(ctx, s, group)
+	// The group is of interest from the Join on, so that its watch is set as soon as may be.
+	b.joining(s.id, group)
+	st, err := b.join(ctx, s, group)
+	if err != nil || st != spi.OK {
+		b.joinEnded(s.id, group, s.waitLinger())
+	}
+	return st, err
 }
 
 func (b *Backend) join(ctx context.Context, s *session, group string) (spi.Status, error) {
-	b.useGroups()
 	member := b.lay.member(group, string(s.id))
 	for attempt := 0; attempt < 4; attempt++ {
 		_, err := call(ctx, func() (string, error) { return s.conn.Create(member, s.owner, wire.MemberNodeFlags, b.acls.member) })
@@ -886,10 +893,12 @@ func (b *Backend) Leave(ctx context.Context, sid spi.SessionID, group string) (s
 	err = callErr(ctx, func() error { return s.conn.Delete(b.lay.member(group, string(s.id)), -1) })
 	if err != nil && !errors.Is(err, zk.ErrNoNode) {
 		if s.expiredBy(err) {
+			b.joinEnded(s.id, group, s.waitLinger())
 			return spi.Expired, nil
 		}
 		return 0, s.fail("leave", err)
 	}
+	b.joinEnded(s.id, group, s.waitLinger())
 	return spi.OK, nil
 }
 

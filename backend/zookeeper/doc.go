@@ -341,15 +341,23 @@ Hints come from one extra connection per backend (while Hints has subscribers an
 sessions wait for a lease or use groups) that speaks the few requests go-zookeeper lacks
 itself: a persistent watch (ZooKeeper 3.6+ addWatch) on each lease node a session of the
 backend waits for (from a HeldBy reply until a grant, a withdrawal, a release, the session's
-end, or two TTLs without another acquire of the name), removed with removeWatches when the
-wait ends and set again after a reconnect, and a persistent recursive watch on the groups node
-once a session joined or read a group (membership changes are rare). It used to keep a
+end, or two TTLs without another acquire of the name), and on each group node a session of
+the backend is a member of, has a Join of in flight, or read the members of (a keep-alive, a
+Members) within two TTLs (a member is a child of its group's node: a persistent watch on the
+node hears its joins and leaves); each removed with removeWatches when the wait or interest
+ends and set again after a reconnect. A group's watch is checked like a lease's: an exists
+behind it reads the group node's cversion, and one past what a read of the members found
+(since the group's last hint) is hinted, so a change between that read and the watch, or
+while the connection was down, is not lost. It used to keep a persistent recursive watch on
+the groups node once a session joined or read any group, so every join and leave of every
+group, by any client, went to every such backend. It also used to keep a
 recursive watch on the leases node, so every lease node's create and delete, by any client, was
 sent to every subscribed backend: 8 idle clients made another client's acquire+release cost
 1.49 raw create+delete pairs instead of 1.13 (BenchmarkAcquireReleaseIdleHinted). While it is
 up and answering, the sessions' own watches on a lease are muted once its watch there is set
-and an exists behind it answered (a release in between is then either heard or found); a
-Released hint of a name no session waits for is not published. It pings every sixth of the shortest TTL the backend's sessions asked for (a third of
+and an exists behind it answered (a release in between is then either heard or found), and
+on a group once its watch there is checked; a Released hint of a name no session waits for is
+not published. It pings every sixth of the shortest TTL the backend's sessions asked for (a third of
 its own 30 s session timeout before the first session) and gives the connection up when it has
 read nothing for an interval and a reply's allowance, two intervals but at least 500 ms (see
 internal/minttl: at TTL 1 s a ping allowed 333 ms made the watcher reconnect 9-11 times a

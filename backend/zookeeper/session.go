@@ -495,21 +495,25 @@ func (s *session) watchRead(path string, set, plain func() error) (watched bool,
 // pipelined with the others', and is cached until the group's child watch fires (a member
 // node's owner never changes while it exists; replacing it fires the watch).
 func (s *session) groupMembers(group string) ([]spi.SessionID, error) {
-	s.b.useGroups()
 	path := s.b.lay.group(group)
 	s.mu.Lock()
 	gen := s.groupGen[path]
 	s.mu.Unlock()
 	var ch []string
+	var st *zk.Stat
 	watched, err := s.watchRead(path,
-		func() (err error) { ch, _, _, err = s.conn.ChildrenW(path); return err },
-		func() (err error) { ch, _, err = s.conn.Children(path); return err })
+		func() (err error) { ch, st, _, err = s.conn.ChildrenW(path); return err },
+		func() (err error) { ch, st, err = s.conn.Children(path); return err })
 	if errors.Is(err, zk.ErrNoNode) {
+		s.b.groupRead(group, -1, s.waitLinger())
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
+	// The read's cversion lets the hint connection's watch on the group, set later, tell
+	// whether a change landed between them (Backend.groupRead, groupChecked).
+	s.b.groupRead(group, st.Cversion, s.waitLinger())
 	type verdict struct {
 		known, member, gone bool
 		why                 string

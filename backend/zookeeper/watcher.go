@@ -22,7 +22,6 @@ const (
 	opSetAuth          = 100
 	xidAuth            = -4
 	addWatchPersistent = 0 // AddWatchMode.PERSISTENT: the node itself, even before it exists
-	addWatchRecursive  = 1 // AddWatchMode.PERSISTENT_RECURSIVE
 	// watcherTypeAny is Watcher.WatcherType.Any, for removeWatches: on servers 3.6-3.8 it removes
 	// the session's watch on the path of whatever mode, a persistent one included, while
 	// WatcherType.Persistent (4) is only known from 3.9 (ZooKeeper 3.8.0 answers it with
@@ -31,6 +30,8 @@ const (
 	watcherTypeAny         = 3
 	eventNodeCreated       = 1
 	eventNodeDeleted       = 2
+	eventChildrenChanged   = 4
+	statCversionOffset     = 36 // in a Stat: czxid, mzxid, ctime, mtime (int64), version (int32)
 	errUnimplemented       = -6
 	errNoNodeCode          = -101
 	errNoWatcher           = -121
@@ -42,13 +43,15 @@ const (
 )
 
 // watcher keeps, while Hints has subscribers and the backend's sessions wait for a lease or
-// use groups (Backend.watchSet), one connection of its own with a persistent watch (ZooKeeper
-// 3.6+ addWatch, mode PERSISTENT) on each waited-for lease node and a persistent recursive
-// watch on the groups node, so that the subscribers hear every release of what they wait for
-// and every membership change under this chroot, whoever made it, while other clients' locks
-// and unlocks of other names cost the server and this process nothing (a recursive watch on
-// the leases node sent every lease node's create and delete to every client). A lease's watch
-// is removed (removeWatches) when its wait ends; all are set again after a reconnect; the
+// use a group (Backend.watchSet), one connection of its own with a persistent watch (ZooKeeper
+// 3.6+ addWatch, mode PERSISTENT) on each waited-for lease node and on each group node of
+// interest (a member is a child of its group's node, and a persistent watch on a node hears
+// its child changes), so that the subscribers hear every release of what they wait for and
+// every membership change of the groups they use, whoever made it, while other clients' locks
+// and unlocks of other names, and joins and leaves of other groups, cost the server and this
+// process nothing (a recursive watch on the leases node sent every lease node's create and
+// delete to every client, and one on the groups node every member's). A watch is removed
+// (removeWatches) when its wait or interest ends; all are set again after a reconnect; the
 // connection is closed after about a TTL with nothing to watch. go-zookeeper does not offer
 // addWatch, so the watcher speaks the few requests it needs itself (connect, auth, addWatch,
 // removeWatches, exists, ping). It reconnects with backoff; events lost meanwhile are lost,
@@ -58,7 +61,11 @@ const (
 // A lease's watch stands for the sessions' own watches on it (covers) once it is set and an
 // exists sent behind it has been answered: a release between the session's HeldBy read and
 // the watch being set is then either heard by the watch or found by the exists (the node is
-// gone: a Released hint), so muting the sessions' watches loses none.
+// gone: a Released hint), so muting the sessions' watches loses none. A group's likewise: the
+// exists finds the group node's cversion, and one greater than a read of the members found
+// (since the group's last hint) is a change the watch may have missed: a GroupChanged hint
+// (Backend.groupChecked). After a reconnect the same check finds the changes made while the
+// connection was down.
 //
 // A connection gone silent (a blackhole: no bytes, close or reset either way, for good) would
 // keep the watches "set" while no event arrives, and the sessions' own watches are muted
@@ -89,10 +96,9 @@ type watcher struct {
 	sessions atomic.Int32  // connections that got a session (tests count them)
 
 	mu sync.Mutex
-	// covered holds the lease paths whose watch is set on the current connection and checked
-	// (see watcher); groups whether the groups node's is set.
+	// covered holds the lease and group node paths whose watch is set on the current
+	// connection and checked (see watcher).
 	covered map[string]bool
-	groups  bool
 }
 
 func newWatcher(b *Backend) *watcher {
@@ -160,17 +166,18 @@ func (w *watcher) hearing() bool {
 
 // covers reports whether the watcher hears, for now, the hints of kind about name that a
 // session's own watch gave (Backend.hint): it is hearing, and its watch on name's lease node
-// (Released) or on the groups node (GroupChanged) is set and checked.
+// (Released) or group node (GroupChanged) is set and checked.
 func (w *watcher) covers(kind spi.HintKind, name string) bool {
 	if !w.hearing() {
 		return false
 	}
+	path := w.b.lay.lease(name)
+	if kind == spi.GroupChanged {
+		path = w.b.lay.group(name)
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if kind == spi.GroupChanged {
-		return w.groups
-	}
-	return w.covered[w.b.lay.lease(name)]
+	return w.covered[path]
 }
 
 // close stops the watcher and waits for it.
@@ -198,8 +205,7 @@ func (w *watcher) idleLinger() time.Duration {
 
 // needed reports whether anything is to be watched.
 func (w *watcher) needed() bool {
-	leases, groups := w.b.watchSet(time.Now())
-	return len(leases) > 0 || groups
+	return len(w.b.watchSet(time.Now())) > 0
 }
 
 // errIdle ends a connection that had nothing to watch for idleLinger.
@@ -223,8 +229,8 @@ func (w *watcher) run() {
 		w.live.Store(false)
 		w.mu.Lock()
 		clear(w.covered)
-		w.groups = false
 		w.mu.Unlock()
+		w.b.groupsUnchecked()
 		if errors.Is(err, errNoAddWatch) {
 			w.b.log.Warn("simba: ZooKeeper: hints come from per-session watches only", "reason", err.Error())
 			return
@@ -322,7 +328,6 @@ func (w *watcher) connection(server string) error {
 	// the addWatch that set it) and pending (xid -> request) are shared under w.mu.
 	sent := map[string]int32{}
 	pending := map[int32]watchReq{}
-	groupsSent := false
 	var xid int32
 	next := func() int32 {
 		if xid++; xid <= 0 {
@@ -334,8 +339,8 @@ func (w *watcher) connection(server string) error {
 	go func() {
 		var idleSince time.Time
 		for {
-			leases, groups := w.b.watchSet(time.Now())
-			if len(leases) == 0 && !groups {
+			want := w.b.watchSet(time.Now())
+			if len(want) == 0 {
 				if idleSince.IsZero() {
 					idleSince = time.Now()
 				} else if time.Since(idleSince) >= w.idleLinger() {
@@ -350,7 +355,7 @@ func (w *watcher) connection(server string) error {
 			w.mu.Lock()
 			// Removals go first: a watch set later in the batch is then answered after them.
 			for path := range sent {
-				if _, ok := leases[path]; ok {
+				if _, ok := want[path]; ok {
 					continue
 				}
 				delete(sent, path)
@@ -361,17 +366,18 @@ func (w *watcher) connection(server string) error {
 				out = append(out, r.frame()...)
 				pending[x] = watchReq{op: opRemoveWatches, path: path}
 			}
-			for path, node := range leases {
+			for path, kind := range want {
 				if _, ok := sent[path]; ok {
 					continue
 				}
+				check := kind != leaseWatch
 				var a frameBuilder
 				gen := next()
 				a.i32(gen).i32(opAddWatch).str(path).i32(addWatchPersistent)
 				out = append(out, a.frame()...)
 				sent[path] = gen
-				pending[gen] = watchReq{op: opAddWatch, path: path, last: !node, gen: gen}
-				if node {
+				pending[gen] = watchReq{op: opAddWatch, path: path, last: !check, gen: gen}
+				if check {
 					// ZooKeeper answers a session's requests in order: this exists sees the
 					// node as it is once the watch is set.
 					var e frameBuilder
@@ -380,15 +386,6 @@ func (w *watcher) connection(server string) error {
 					out = append(out, e.frame()...)
 					pending[x] = watchReq{op: opExists, path: path, last: true, gen: gen}
 				}
-			}
-			if groups && !groupsSent {
-				// Never removed: membership changes are rare, and hearing all of them is cheap.
-				groupsSent = true
-				var a frameBuilder
-				x := next()
-				a.i32(x).i32(opAddWatch).str(w.b.lay.groupsRoot()).i32(addWatchRecursive)
-				out = append(out, a.frame()...)
-				pending[x] = watchReq{op: opAddWatch, path: w.b.lay.groupsRoot(), last: true}
 			}
 			w.mu.Unlock()
 			if len(out) > 0 {
@@ -405,12 +402,29 @@ func (w *watcher) connection(server string) error {
 			}
 		}
 	}()
-	// reply takes the reply of a watch request.
-	reply := func(r watchReq, code int32) error {
-		if r.op == opExists && code == errNoNodeCode {
-			// Released before the watch was set: the event the watch missed.
-			if name, ok := w.b.lay.leaseName(r.path); ok {
-				w.b.publish(spi.Released, name)
+	// reply takes the reply of a watch request (body: the reply after its header).
+	reply := func(r watchReq, code int32, body []byte) error {
+		if r.op == opExists && (code == 0 || code == errNoNodeCode) {
+			if g, ok := w.b.lay.groupName(r.path); ok {
+				cv := int32(-1) // no node: no read found one either, or the group was deleted
+				if code == 0 {
+					if len(body) < statCversionOffset+4 {
+						return fmt.Errorf("zookeeper watcher: short exists reply")
+					}
+					cv = int32(binary.BigEndian.Uint32(body[statCversionOffset:]))
+				}
+				w.mu.Lock()
+				current := sent[r.path] == r.gen
+				w.mu.Unlock()
+				if current && !w.b.groupChecked(g, cv) {
+					// The interest ended meanwhile: the watch's removal is on its way.
+					return nil
+				}
+			} else if code == errNoNodeCode {
+				// Released before the watch was set: the event the watch missed.
+				if name, ok := w.b.lay.leaseName(r.path); ok {
+					w.b.publish(spi.Released, name)
+				}
 			}
 			code = 0
 		}
@@ -426,15 +440,9 @@ func (w *watcher) connection(server string) error {
 			}
 			return nil
 		case code != 0:
-			// A groups node not there yet: retry after the backoff.
 			return fmt.Errorf("zookeeper watcher: watch on %s failed (%d)", r.path, code)
 		}
-		if !r.last {
-			return nil
-		}
-		if r.path == w.b.lay.groupsRoot() && r.gen == 0 {
-			w.groups = true
-		} else if sent[r.path] == r.gen {
+		if r.last && sent[r.path] == r.gen {
 			w.covered[r.path] = true
 		}
 		return nil
@@ -495,7 +503,7 @@ func (w *watcher) connection(server string) error {
 			delete(pending, xid)
 			w.mu.Unlock()
 			if ok {
-				if err := reply(r, code); err != nil {
+				if err := reply(r, code, f[replyHeaderLen:]); err != nil {
 					return err
 				}
 			}
@@ -541,8 +549,11 @@ func (w *watcher) event(body []byte) {
 			return
 		}
 	}
-	if typ == eventNodeCreated || typ == eventNodeDeleted {
-		if g, _, ok := w.b.lay.memberOf(path); ok {
+	if typ == eventChildrenChanged {
+		// A member joined or left (the group node's own creation, on a first join, is no
+		// change of members: the member's creation follows); not if the interest ended and
+		// the watch's removal is still on its way.
+		if g, ok := w.b.lay.groupName(path); ok && w.b.groupWatched(g) {
 			w.b.publish(spi.GroupChanged, g)
 		}
 	}

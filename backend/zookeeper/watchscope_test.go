@@ -2,6 +2,7 @@ package zookeeper
 
 import (
 	"context"
+	"maps"
 	"sync"
 	"testing"
 	"time"
@@ -148,24 +149,28 @@ func TestWaitsEnd(t *testing.T) {
 	b.waitFor("s2", "a", time.Hour, false)
 	b.waitFor("s1", "b", time.Hour, false)
 	b.waitFor("s1", "c", time.Nanosecond, false)
+	b.joining("s3", "g")
+	b.joining("s3", "h")
+	b.joinEnded("s3", "h", time.Nanosecond)
+	b.groupRead("r", 3, time.Hour)
+	b.groupRead("q", 3, time.Nanosecond)
 	time.Sleep(time.Millisecond)
-	leases, groups := b.watchSet(time.Now())
-	want := map[string]bool{b.lay.lease("a"): true, b.lay.lease("b"): false}
-	if groups || len(leases) != len(want) || leases[b.lay.lease("a")] != true || leases[b.lay.lease("b")] {
-		t.Fatalf("watchSet = %v, %v; want %v, false (c lingered past its time)", leases, groups, want)
+	want := map[string]watchKind{b.lay.lease("a"): leaseNodeWatch, b.lay.lease("b"): leaseWatch,
+		b.lay.group("g"): groupWatch, b.lay.group("r"): groupWatch}
+	if got := b.watchSet(time.Now()); !maps.Equal(got, want) {
+		t.Fatalf("watchSet = %v; want %v (c, h and q lingered past their time)", got, want)
 	}
 	b.doneWaiting("s1", "a")
 	b.sessionDone("s1")
-	if leases, _ := b.watchSet(time.Now()); len(leases) != 1 || !leases[b.lay.lease("a")] {
-		// s2 still waits for a; the node flag is s1's, kept for the name while any waits.
-		if len(leases) != 1 {
-			t.Fatalf("watchSet after s1's end = %v; want a only", leases)
-		}
+	b.sessionDone("s3")
+	// s2 still waits for a; the node flag was s1's and went with its wait.
+	want = map[string]watchKind{b.lay.lease("a"): leaseWatch, b.lay.group("r"): groupWatch}
+	if got := b.watchSet(time.Now()); !maps.Equal(got, want) {
+		t.Fatalf("watchSet after s1's and s3's end = %v; want %v", got, want)
 	}
 	b.doneWaiting("s2", "a")
-	b.useGroups()
-	if leases, groups := b.watchSet(time.Now()); len(leases) != 0 || !groups {
-		t.Fatalf("watchSet = %v, %v; want nothing but the groups", leases, groups)
+	if got := b.watchSet(time.Now()); len(got) != 1 {
+		t.Fatalf("watchSet = %v; want the group r only", got)
 	}
 }
 
