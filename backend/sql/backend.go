@@ -99,6 +99,7 @@ type Backend struct {
 	foreign *foreign.Filter // skips and reports foreign group members
 	waker   waker           // SQLite and MySQL/MariaDB: wake-up hints for waiters (wake.go)
 	notes   sessionNotes    // the waker, or PostgreSQL's hint listener (pgHub); nil: none
+	groupsN groupNotes      // PostgreSQL's hint listener (pgHub); nil: none
 
 	// kaFailed: the last keep-alive failed, so the way back from the server may be broken
 	// while the way there works (a one-way partition): the next keep-alive proves a round trip
@@ -136,6 +137,22 @@ type dialect interface {
 	// classify turns a raw error into a Simba error: transient → spi.Unavailable, missing
 	// table → ErrSchemaMissing, permanent → spi.AsPermanent.
 	classify(op string, err error) error
+}
+
+// groupNotes is told which groups the backend's sessions take part in: PostgreSQL's hint
+// listener LISTENs on the own channels of those groups alone (pgHub). (What ends a session,
+// its close or expiry, reaches it through sessionNotes.)
+type groupNotes interface {
+	// joining notes a Join of group by sid about to be sent.
+	joining(sid, group string)
+	// joined notes the Join's outcome (err: unknown).
+	joined(sid, group string, st spi.Status, err error)
+	// left notes a Leave's outcome (err: unknown).
+	left(sid, group string, st spi.Status, err error)
+	// members notes a keep-alive of sid, not expired, that named groups.
+	members(sid string, groups []string)
+	// read notes a successful Members read of group.
+	read(group string)
 }
 
 func newBackend(name string, d dialect, opts []Option) (*Backend, error) {
@@ -448,6 +465,9 @@ func (b *Backend) KeepAlive(ctx context.Context, session spi.SessionID, names []
 	if ka.Expired {
 		return spi.KeepAlive{Expired: true}, nil
 	}
+	if b.groupsN != nil {
+		b.groupsN.members(string(session), groups)
+	}
 	if len(groups) > 0 {
 		if ka.Members == nil {
 			ka.Members = make(map[string][]spi.SessionID, len(groups))
@@ -583,7 +603,25 @@ func (b *Backend) joinLeave(ctx context.Context, op string, session spi.SessionI
 	if err := b.ready(ctx); err != nil {
 		return 0, err
 	}
-	live, err := f(ctx, string(session), group)
+	sid := string(session)
+	if b.groupsN != nil && op == "join" {
+		b.groupsN.joining(sid, group)
+	}
+	st, err := b.joinLeaveStatus(ctx, op, sid, group, f)
+	if b.groupsN != nil {
+		if op == "join" {
+			b.groupsN.joined(sid, group, st, err)
+		} else {
+			b.groupsN.left(sid, group, st, err)
+		}
+	}
+	return st, err
+}
+
+// joinLeaveStatus runs the join or leave f and turns its outcome into a status.
+func (b *Backend) joinLeaveStatus(ctx context.Context, op, sid, group string,
+	f func(ctx context.Context, sid, group string) (bool, error)) (spi.Status, error) {
+	live, err := f(ctx, sid, group)
 	if err != nil {
 		return 0, b.fail(op, err)
 	}
@@ -606,6 +644,9 @@ func (b *Backend) Members(ctx context.Context, group string) ([]spi.SessionID, e
 	ids, err := b.members(ctx, group)
 	if err != nil {
 		return nil, b.fail("members", err)
+	}
+	if b.groupsN != nil {
+		b.groupsN.read(group)
 	}
 	ids = foreign.Members(b.foreign, group, ids)
 	out := make([]spi.SessionID, len(ids))
