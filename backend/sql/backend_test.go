@@ -654,7 +654,7 @@ func TestPostgresHintsReconnect(t *testing.T) {
 	// server's notification on the group's own channel.
 	g := "hint-group-" + unique(t)
 	join(t, b, waiter, g)
-	waitListening()
+	hinted(t, hints, spi.Hint{Kind: spi.GroupChanged, Name: g}) // the LISTEN's catch-up hint
 	join(t, other, s, g)
 	heardOn(t, heard, wire.SQLGroupOwnChannel(g), g)
 	hinted(t, hints, spi.Hint{Kind: spi.GroupChanged, Name: g})

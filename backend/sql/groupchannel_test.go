@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/simba-go/simba"
 	"github.com/simba-go/simba/generated/wire"
 	"github.com/simba-go/simba/spi"
 )
@@ -83,10 +84,10 @@ func TestPostgresGroupHintsOnlyForMembers(t *testing.T) {
 	join(t, other, joiner, foreign)
 	leave(t, other, joiner, foreign)
 
-	// a's session joins mine; once the LISTEN on mine's channel is in, another change of
-	// foreign, then a join of mine by the other backend.
+	// a's session joins mine; once the LISTEN on mine's channel is in (its catch-up hint is
+	// delivered after it), another change of foreign, then a join of mine by the other backend.
 	join(t, a, member, mine)
-	waitListening(t, a)
+	hinted(t, hints, spi.Hint{Kind: spi.GroupChanged, Name: mine})
 	join(t, other, joiner, foreign)
 	join(t, other, joiner, mine)
 	heardOn(t, heard, wire.SQLGroupOwnChannel(mine), mine, foreign)
@@ -102,7 +103,7 @@ func TestPostgresGroupHintsOnlyForMembers(t *testing.T) {
 		sawMine = sawMine || (h.Kind == spi.GroupChanged && h.Name == mine)
 	}
 	if !sawMine {
-		t.Fatalf("no GroupChanged hint for %q", mine)
+		t.Fatalf("no GroupChanged hint for %q's notifications", mine)
 	}
 }
 
@@ -125,12 +126,11 @@ func TestPostgresGroupChannelLifetime(t *testing.T) {
 	}
 	waitListening(t, a)
 	g, still := "life-"+unique(t), "still-"+unique(t)
-	joiner := openSession(t, other, longTTL)
+	joiner, later := openSession(t, other, longTTL), openSession(t, other, longTTL)
 	member := openSession(t, a, 10*time.Minute)
 	join(t, a, member, still)
 	join(t, a, member, g)
-	waitListening(t, a)
-	hinted(t, hints, spi.Hint{Kind: spi.GroupChanged, Name: g}) // the catch-up hint
+	hinted(t, hints, spi.Hint{Kind: spi.GroupChanged, Name: g}) // the catch-up hint: LISTENed
 	join(t, other, joiner, g)
 	heardOn(t, heard, wire.SQLGroupOwnChannel(g), g)
 	hinted(t, hints, spi.Hint{Kind: spi.GroupChanged, Name: g})
@@ -149,15 +149,15 @@ func TestPostgresGroupChannelLifetime(t *testing.T) {
 		hub.imu.Unlock()
 	}
 	// The UNLISTEN of g went with the plan that dropped it: a LISTEN planned after that (a
-	// join of next) is sent with it or after it, so once a change of next is heard, g's
-	// channel is no longer LISTENed (and the notification of a's own leave of g was heard
-	// before, in commit order).
+	// join of next) is sent with it or after it, so once next's catch-up hint is delivered,
+	// g's channel is no longer LISTENed (and a change of next heard after it means that the
+	// notification of a's own leave of g was heard before, in commit order).
 	next := "next-" + unique(t)
 	join(t, a, member, next)
-	waitListening(t, a)
+	hinted(t, hints, spi.Hint{Kind: spi.GroupChanged, Name: next})
 	join(t, other, joiner, next)
 	heardOn(t, heard, wire.SQLGroupOwnChannel(next), next)
-	join(t, other, joiner, g)
+	join(t, other, later, g) // a change of g (joiner is a member already)
 	join(t, other, joiner, still)
 	heardOn(t, heard, wire.SQLGroupOwnChannel(still), still, g)
 }
@@ -183,10 +183,12 @@ func TestPostgresGroupHintsAfterReconnect(t *testing.T) {
 	joiner := openSession(t, other, longTTL)
 	member := openSession(t, a, 10*time.Minute)
 	join(t, a, member, g)
-	waitListening(t, a) // the LISTEN on g's channel is in
+	hinted(t, hints, spi.Hint{Kind: spi.GroupChanged, Name: g}) // the LISTEN on g's channel is in
 	// Kill the listener's connection from the server side (its last statement LISTENed).
 	exec(t, other, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = ? AND query LIKE '%LISTEN%'", app)
-	waitListening(t, a) // reconnected
+	// Nothing changes g meanwhile: its next hint is the catch-up hint of the new connection's
+	// LISTEN.
+	hinted(t, hints, spi.Hint{Kind: spi.GroupChanged, Name: g})
 	join(t, other, joiner, g)
 	heardOn(t, heard, wire.SQLGroupOwnChannel(g), g)
 	hinted(t, hints, spi.Hint{Kind: spi.GroupChanged, Name: g})
@@ -256,4 +258,41 @@ func leave(t *testing.T, b *Backend, s spi.SessionID, group string) {
 	if st, err := b.Leave(testCtx(t), s, group); err != nil || st != spi.OK {
 		t.Fatalf("Leave(%s) = %v, %v", group, st, err)
 	}
+}
+
+// TestPostgresGroupMemberSeesJoin: a PartitionGroup member of a simba.Client on PostgreSQL,
+// with a TTL of ten minutes (its keep-alives, which also bring the members, come every 200 s),
+// sees another session join its group and leave it again within the test's minute: told by the
+// hint on the group's own channel, not by its keep-alives.
+func TestPostgresGroupMemberSeesJoin(t *testing.T) {
+	dsn := pgDSN(t)
+	other := migrated(t, dsn)
+	c, err := simba.New(migrated(t, dsn), simba.WithOwner("member"), simba.WithTTL(10*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	ctx, cancel := context.WithTimeout(testCtx(t), time.Minute)
+	defer cancel()
+	name := "seen-" + unique(t)
+	g, err := c.JoinGroup(ctx, name, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Leave(context.Background())
+	waitMembers := func(n int) {
+		t.Helper()
+		for len(g.Members()) != n {
+			if ctx.Err() != nil {
+				t.Fatalf("members %v, want %d (no hint: the next keep-alive is minutes away)", g.Members(), n)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	waitMembers(1)
+	joiner := openSession(t, other, 10*time.Minute)
+	join(t, other, joiner, name)
+	waitMembers(2)
+	leave(t, other, joiner, name)
+	waitMembers(1)
 }
