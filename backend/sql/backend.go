@@ -715,19 +715,25 @@ func (b *Backend) Inspect(ctx context.Context) (spi.Snapshot, error) {
 
 // Hints delivers, until ctx is done, a Released hint for every release (including those of a
 // closed session) of a lease that a session of this backend waits for, and a GroupChanged hint
-// for every join or leave, by any client; then it closes the channel. A hint may repeat, and
-// may be spurious. PostgreSQL pushes hints (LISTEN/NOTIFY on a dedicated connection that
-// reconnects by itself; hints sent while it is down are lost, and one Released hint per waited
-// name follows each reconnect). It LISTENs on the group channel, and on a lease's own release
-// channel (wire.SQLLeaseChannel) from an Acquire or AcquireQueued that replies HeldBy until the
-// waiting session is granted the lease, withdraws, closes or is found expired, or makes no
-// acquire of the name for two of its TTLs (the engine re-attempts within one); a channel no
-// longer needed is UNLISTENed a second later. So a release wakes only the clients that wait for
-// that name, not every client of the database. A release committed between the HeldBy reply
-// and the LISTEN taking effect notifies nobody here, so once a LISTEN is in, the backend
-// delivers one Released hint for the name (the engine attempts again: a spurious hint costs an
-// acquire). A release by a client of an earlier 5.x release notifies only the shared channel,
-// which this backend no longer LISTENs on: its waiters learn of it at their retry. SQLite and MySQL/MariaDB
+// for every join or leave, by any client, of a group a session of this backend takes part in;
+// then it closes the channel. A hint may repeat, and may be spurious. PostgreSQL pushes hints
+// (LISTEN/NOTIFY on a dedicated connection that reconnects by itself; hints sent while it is
+// down are lost, and one hint per waited name and per group follows each reconnect). It LISTENs
+// on a lease's own release channel (wire.SQLLeaseChannel) from an Acquire or AcquireQueued that
+// replies HeldBy until the waiting session is granted the lease, withdraws, closes or is found
+// expired, or makes no acquire of the name for two of its TTLs (the engine re-attempts within
+// one), and on a group's own channel (wire.SQLGroupOwnChannel) from a Join being sent until the
+// joining session leaves (or its Join answers Expired), closes or is found expired, or makes no
+// Join nor keep-alive naming the group for two of its TTLs (it keeps alive every third of one),
+// and for a second after a Members read of the group; a channel no longer needed is UNLISTENed
+// a second later. So a release wakes only the clients that wait for that name, and a
+// membership change only those in the group, not every client of the database. A release
+// committed between the HeldBy reply and the LISTEN taking effect notifies nobody here, so once
+// a LISTEN is in, the backend delivers one Released hint for the name (the engine attempts
+// again: a spurious hint costs an acquire); likewise one GroupChanged hint for a group (its
+// members read the members again). A release or membership change by a client of an earlier
+// 5.x release notifies only the shared channels, which this backend no longer LISTENs on: its
+// waiters learn of it at their retry, its members at their next keep-alive. SQLite and MySQL/MariaDB
 // deliver wake-ups instead, for the names an acquire of this backend found held (for two
 // session TTLs after): SQLite reads PRAGMA data_version on a connection of its own when the
 // database file is written (inotify on Linux, a 2 ms stat poll elsewhere) and sends a Released
@@ -763,7 +769,8 @@ func (b *Backend) Hints(ctx context.Context) (<-chan spi.Hint, error) {
 }
 
 // PushesHints reports whether Hints delivers the server's own notifications: a hint for every
-// release of a name this backend's sessions wait for and every membership change (PostgreSQL
+// release of a name this backend's sessions wait for and every membership change of a group
+// they take part in (PostgreSQL
 // only; the wake-ups of SQLite and MySQL/MariaDB cover the names its acquires found held, and
 // no membership change).
 func (b *Backend) PushesHints() bool { return b.name == wire.SQLPostgres }

@@ -160,7 +160,10 @@ const pgSweepEvery = pgLinger / 4
 // later than the waiter entry's expiry with a waiter queue); a retry that fails is retried
 // after a backoff of at most a renewal interval (a third of the TTL). Two TTLs cover that with
 // room to spare; a session that stopped waiting without a Withdraw (a TryLock, a cancelled
-// Lock whose Withdraw failed) stops being listened for after them.
+// Lock whose Withdraw failed) stops being listened for after them. A membership lasts as long
+// past its Join or the latest keep-alive naming the group: a member keeps alive every renewal
+// interval, a third of the TTL by default, and a Join retried after a failure comes within a
+// backoff of at most a renewal interval.
 const pgWaitTTLs = 2
 
 // pgDefaultTTL stands for a session's TTL when the backend did not open it.
