@@ -264,7 +264,9 @@ func (h *pgHub) left(sid, group string, st spi.Status, err error) {
 
 // members notes a keep-alive of sid that renewed it naming groups: sid is still a member of
 // each (the engine names only the groups it joined), so its membership is renewed, or noted
-// should the listener have started after the Join.
+// should the listener have started after the Join. (A keep-alive sent before a Leave and
+// answered after it notes the group again: its channel is then LISTENed for two TTLs more,
+// which costs only the notifications of that group.)
 func (h *pgHub) members(sid string, groups []string) {
 	if len(groups) == 0 {
 		return
@@ -471,8 +473,8 @@ func (d *pgDialect) hints(ctx context.Context, stop <-chan struct{}, wg *sync.Wa
 func (d *pgDialect) localHub() *hintHub { return &d.hub.hintHub }
 
 // listen keeps one connection LISTENing on the release channels of the leases the backend's
-// sessions wait for and the own channels of the groups they take part in until ctx ends, reconnecting with capped exponential
-// backoff (full jitter) after any failure.
+// sessions wait for and the own channels of the groups they take part in until ctx ends,
+// reconnecting with capped exponential backoff (full jitter) after any failure.
 func (d *pgDialect) listen(ctx context.Context) {
 	defer d.hub.stop(d.hub.start())
 	backoff := listenBackoffMin
