@@ -118,7 +118,9 @@ func benchLockCycleCtx(b *testing.B, ctx context.Context, raw, backend spi.Backe
 // and each of which wakes its client; now it is delivered to none (nobody waits). What is left
 // is the server's: PostgreSQL (15) signals every backend of the database that LISTENs on any
 // channel at each NOTIFY, and each reads the notification queue and drops what is not for it;
-// the idle listeners still LISTEN on the group channel.
+// the idle listeners LISTEN on no channel once their own lease's channel is UNLISTENed (a
+// second after their Unlock; they LISTENed on the shared group channel too until group hints
+// became per group: see BenchmarkGroupChurnIdleHinted).
 func BenchmarkLockCycleIdleHinted(b *testing.B) {
 	for _, idle := range []int{0, 8} {
 		b.Run(fmt.Sprintf("postgres-idle-%d", idle), func(b *testing.B) {
@@ -169,6 +171,68 @@ func BenchmarkLockCycleIdleHinted(b *testing.B) {
 			lockCycle() // the session
 			roundTrip()
 			SameRunRatio(b, "db-rts/op", "db-rt", roundTrip, lockCycle)
+		})
+	}
+}
+
+// BenchmarkGroupChurnIdleHinted measures a group membership change on PostgreSQL, a Join and a
+// Leave of one session (SPI calls on a backend without hint subscribers), with 0 and with 8
+// simba clients open in the process, each on a backend of its own (so each has a hint listener
+// connected) and in no group: what every membership change costs the clients that take part in
+// no group. It reports the change in database round trips of the same run (db-rts/op:
+// DatabaseNow on the same backend, a round trip that NOTIFYs nobody), timed alternately with it
+// (SameRunRatio). When every listener LISTENed on the one shared group channel, each Join and
+// each Leave was delivered to all eight, which PostgreSQL signals and each of which wakes its
+// client (whose engine drops the hint: it is in no group); now they LISTEN on no channel, and
+// the notifications of the group's own channel reach nobody. Read lock-cpu-ns/op and
+// lock-csw/op (the process's CPU time and context switches per change, the idle clients'
+// included): a Join and a Leave each wait for a WAL flush, so their time in round trips
+// varies with the disk more than with the listeners. Measured at 20:45 UTC on the 2-CPU
+// machine (-benchtime 2000x): with the shared channel 8 idle clients took the CPU per change
+// from 285-298 µs to 1,004-1,244 µs and the switches from 8.2-8.4 to 32-36; with the group's
+// own channel 287-292 µs to 198-362 µs and 8.2-8.5 to 6.3-8.5 (within the run-to-run spread).
+func BenchmarkGroupChurnIdleHinted(b *testing.B) {
+	for _, idle := range []int{0, 8} {
+		b.Run(fmt.Sprintf("postgres-idle-%d", idle), func(b *testing.B) {
+			ctx := context.Background()
+			open := func() spi.Backend {
+				be, err := simbasql.Open(ctx, testenv.Postgres(b), simbasql.WithAutoMigrate())
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { be.Close() })
+				return be
+			}
+			raw := open().(*simbasql.Backend)
+			for range idle {
+				ic, err := simba.New(open(), simba.WithOwner("idle"))
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { ic.Close(ctx) })
+			}
+			s, err := raw.OpenSession(ctx, "bench", 10*time.Minute)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { raw.CloseSession(ctx, s.ID) })
+			group := fmt.Sprintf("bench-churn-%d", time.Now().UnixNano())
+			churn := func() {
+				if st, err := raw.Join(ctx, s.ID, group); err != nil || st != spi.OK {
+					b.Fatalf("Join = %v, %v", st, err)
+				}
+				if st, err := raw.Leave(ctx, s.ID, group); err != nil || st != spi.OK {
+					b.Fatalf("Leave = %v, %v", st, err)
+				}
+			}
+			roundTrip := func() {
+				if _, err := raw.DatabaseNow(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			churn()
+			roundTrip()
+			SameRunRatio(b, "db-rts/op", "db-rt", roundTrip, churn)
 		})
 	}
 }

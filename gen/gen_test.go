@@ -286,6 +286,7 @@ var dependentCases = []struct {
 	{"fence table doc", "fence.yaml", "doc: The highest token per resource.", "doc: The highest token of each resource.", []string{"sql/schema/mysql/0002_fence.sql", "sql/schema/postgres/0002_fence.sql", "sql/schema/sqlite/0002_fence.sql"}},
 	{"sql release channel", "sql.yaml", "release_channel: simba_released", "release_channel: simba_freed", []string{"generated/wire/sql.go", "sql/queries/postgres/release.sql"}},
 	{"sql lease channel prefix", "sql.yaml", "lease_channel_prefix: simba_rel_", "lease_channel_prefix: simba_lease_", []string{"generated/wire/sql.go", "sql/queries/postgres/release.sql"}},
+	{"sql group channel prefix", "sql.yaml", "group_channel_prefix: simba_grp_", "group_channel_prefix: simba_member_", []string{"generated/wire/sql.go"}},
 	{"sql session setup", "sql.yaml", "session_setup: [PRAGMA busy_timeout = 10000]", "session_setup: [PRAGMA busy_timeout = 5000]", []string{"generated/wire/sql.go"}},
 	{"sql migrate lock name", "sql.yaml", "name: simba_migrate", "name: simba_migrator", []string{"generated/wire/sql.go"}},
 	{"sql wake lock", "sql.yaml", "wake_lock: SELECT GET_LOCK(CONCAT('simba:', ?), ?)", "wake_lock: SELECT GET_LOCK(CONCAT('simba.', ?), ?)", []string{"generated/wire/sql.go"}},

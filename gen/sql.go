@@ -43,8 +43,11 @@ type SQLSpec struct {
 	ReleaseChannel  string              `yaml:"release_channel"`
 	// LeaseChannelPrefix starts each lease's own release channel: the prefix, then the
 	// lowercase hex MD5 of the lease name.
-	LeaseChannelPrefix string                       `yaml:"lease_channel_prefix"`
-	GroupChannel       string                       `yaml:"group_channel"`
+	LeaseChannelPrefix string `yaml:"lease_channel_prefix"`
+	GroupChannel       string `yaml:"group_channel"`
+	// GroupChannelPrefix starts each group's own channel: the prefix, then the lowercase hex
+	// MD5 of the group name.
+	GroupChannelPrefix string                       `yaml:"group_channel_prefix"`
 	MigrateLock        SQLMigrateLockSpec           `yaml:"migrate_lock"`
 	Commit             string                       `yaml:"commit"`
 	Rollback           string                       `yaml:"rollback"`
@@ -85,6 +88,8 @@ type SQLDialectSpec struct {
 	Listen        []string `yaml:"listen"`
 	ListenLease   string   `yaml:"listen_lease"`
 	UnlistenLease string   `yaml:"unlisten_lease"`
+	ListenGroup   string   `yaml:"listen_group"`
+	UnlistenGroup string   `yaml:"unlisten_group"`
 	MigrateLock   string   `yaml:"migrate_lock"`
 	MigrateUnlock string   `yaml:"migrate_unlock"`
 	WakeLock      string   `yaml:"wake_lock"`
@@ -290,6 +295,12 @@ func (s *SQLSpec) validate() error {
 		strings.HasPrefix(s.ReleaseChannel, lp) || strings.HasPrefix(s.GroupChannel, lp) {
 		return specErr(f, "lease_channel_prefix", "%q is not a plain channel name of at most 31 bytes that neither release_channel nor group_channel starts with", lp)
 	}
+	// So is a group's own channel, which no other channel may look like either.
+	if gp, lp := s.GroupChannelPrefix, s.LeaseChannelPrefix; !sqlChannelRE.MatchString(gp) || len(gp)+32 > 63 ||
+		strings.HasPrefix(s.ReleaseChannel, gp) || strings.HasPrefix(s.GroupChannel, gp) ||
+		strings.HasPrefix(gp, lp) || strings.HasPrefix(lp, gp) {
+		return specErr(f, "group_channel_prefix", "%q is not a plain channel name of at most 31 bytes that neither release_channel nor group_channel starts with, and neither starts nor is started by lease_channel_prefix", gp)
+	}
 
 	ml := s.MigrateLock
 	if ml.Key == 0 {
@@ -350,11 +361,17 @@ func (s *SQLSpec) validate() error {
 		if (ds.ListenLease == "") != (ds.UnlistenLease == "") {
 			return specErr(f, field+".unlisten_lease", "listen_lease and unlisten_lease go together")
 		}
-		for _, st := range []struct{ key, stmt string }{{"listen_lease", ds.ListenLease}, {"unlisten_lease", ds.UnlistenLease}} {
+		if (ds.ListenGroup == "") != (ds.UnlistenGroup == "") {
+			return specErr(f, field+".unlisten_group", "listen_group and unlisten_group go together")
+		}
+		for _, st := range []struct{ key, stmt, ph string }{
+			{"listen_lease", ds.ListenLease, leaseChannelIdent}, {"unlisten_lease", ds.UnlistenLease, leaseChannelIdent},
+			{"listen_group", ds.ListenGroup, groupOwnChannelIdent}, {"unlisten_group", ds.UnlistenGroup, groupOwnChannelIdent},
+		} {
 			if st.stmt == "" {
 				continue
 			}
-			if _, err := s.expandLease(field+"."+st.key, st.stmt, d); err != nil {
+			if _, err := s.expandOwn(field+"."+st.key, st.stmt, d, st.ph); err != nil {
 				return err
 			}
 		}
@@ -707,19 +724,27 @@ func (s *SQLSpec) perDialect(field string, m map[string]string, allowEmpty bool)
 func sqlBuiltinPlaceholder(name string) bool {
 	switch name {
 	case "release_channel", "group_channel", "release_channel_ident", "group_channel_ident", "schema_version",
-		"lease_channel_prefix", "lease_channel_ident",
+		"lease_channel_prefix", "lease_channel_ident", "group_channel_prefix", "group_own_channel_ident",
 		"migrate_lock_key", "migrate_lock_name", "migrate_lock_timeout_s":
 		return true
 	}
 	return false
 }
 
-// expandLease expands a listen_lease or unlisten_lease text, which names the channel once with
-// {{lease_channel_ident}}: the expanded text before and after it.
-func (s *SQLSpec) expandLease(field, text, d string) ([2]string, error) {
-	parts := strings.Split(text, "{{lease_channel_ident}}")
+// The placeholders that place one lease's or one group's own channel, an identifier, in the
+// dialect texts that LISTEN and UNLISTEN it (and nowhere else).
+const (
+	leaseChannelIdent    = "lease_channel_ident"
+	groupOwnChannelIdent = "group_own_channel_ident"
+)
+
+// expandOwn expands a listen_lease, unlisten_lease, listen_group or unlisten_group text, which
+// names the channel once with placeholder ph (leaseChannelIdent or groupOwnChannelIdent): the
+// expanded text before and after it.
+func (s *SQLSpec) expandOwn(field, text, d, ph string) ([2]string, error) {
+	parts := strings.Split(text, "{{"+ph+"}}")
 	if len(parts) != 2 || strings.TrimSpace(text) == "" || strings.Contains(text, ";") {
-		return [2]string{}, specErr(sqlFile, field, "must be one statement without ';' that names {{lease_channel_ident}} once")
+		return [2]string{}, specErr(sqlFile, field, "must be one statement without ';' that names {{%s}} once", ph)
 	}
 	var out [2]string
 	for i, p := range parts {
@@ -751,6 +776,13 @@ func (s *SQLSpec) expand(field, text, d string) (string, error) {
 		case "lease_channel_ident":
 			if err == nil {
 				err = specErr(sqlFile, field, "{{lease_channel_ident}} is only for listen_lease and unlisten_lease")
+			}
+			return m
+		case "group_channel_prefix":
+			return "'" + s.GroupChannelPrefix + "'"
+		case "group_own_channel_ident":
+			if err == nil {
+				err = specErr(sqlFile, field, "{{group_own_channel_ident}} is only for listen_group and unlisten_group")
 			}
 			return m
 		case "schema_version":
@@ -1191,7 +1223,7 @@ func (s *SQLSpec) genWire() (File, error) {
 	f.Const().Id("SQLSchemaVersion").Op("=").Lit(s.latest().SchemaVersion)
 	f.Comment("SQLReleaseChannel is the PostgreSQL NOTIFY channel a release publishes the lease name on.")
 	f.Const().Id("SQLReleaseChannel").Op("=").Lit(s.ReleaseChannel)
-	f.Comment("SQLGroupChannel is the PostgreSQL NOTIFY channel a join or leave publishes the group name on.")
+	lineComments(f, "SQLGroupChannel is the PostgreSQL NOTIFY channel a join or leave publishes the group name on\n(besides the group's own channel, SQLGroupOwnChannel): kept for clients of earlier 5.x\nreleases, which LISTEN there.")
 	f.Const().Id("SQLGroupChannel").Op("=").Lit(s.GroupChannel)
 	f.Comment("SQLLeaseChannelPrefix starts the PostgreSQL NOTIFY channel of one lease's releases (SQLLeaseChannel).")
 	f.Const().Id("SQLLeaseChannelPrefix").Op("=").Lit(s.LeaseChannelPrefix)
@@ -1199,6 +1231,13 @@ func (s *SQLSpec) genWire() (File, error) {
 	f.Func().Id("SQLLeaseChannel").Params(jen.Id("name").String()).String().Block(
 		jen.Id("sum").Op(":=").Qual("crypto/md5", "Sum").Call(jen.Index().Byte().Parens(jen.Id("name"))),
 		jen.Return(jen.Id("SQLLeaseChannelPrefix").Op("+").Qual("encoding/hex", "EncodeToString").Call(jen.Id("sum").Index(jen.Empty(), jen.Empty()))),
+	)
+	f.Comment("SQLGroupChannelPrefix starts the PostgreSQL NOTIFY channel of one group's membership changes (SQLGroupOwnChannel).")
+	f.Const().Id("SQLGroupChannelPrefix").Op("=").Lit(s.GroupChannelPrefix)
+	lineComments(f, "SQLGroupOwnChannel is the PostgreSQL NOTIFY channel a join or leave of group publishes the\ngroup name on: SQLGroupChannelPrefix and the lowercase hex MD5 of the name's UTF-8 bytes, as\nthe statements' md5(group_name) computes it (a plain identifier, at most 63 bytes whatever\nthe name).")
+	f.Func().Id("SQLGroupOwnChannel").Params(jen.Id("group").String()).String().Block(
+		jen.Id("sum").Op(":=").Qual("crypto/md5", "Sum").Call(jen.Index().Byte().Parens(jen.Id("group"))),
+		jen.Return(jen.Id("SQLGroupChannelPrefix").Op("+").Qual("encoding/hex", "EncodeToString").Call(jen.Id("sum").Index(jen.Empty(), jen.Empty()))),
 	)
 	lineComments(f, "The lock Migrate holds while it applies migrations (each dialect's MigrateLock takes it):\nthe PostgreSQL advisory lock key, the MySQL/MariaDB GET_LOCK name and how long GET_LOCK\nwaits for it.")
 	f.Const().Defs(
@@ -1245,6 +1284,11 @@ func (s *SQLSpec) genWire() (File, error) {
 		jen.Comment("connection to it and unsubscribe it (ListenLease, UnlistenLease; empty: the dialect has none)."),
 		jen.Id("listenLease").Index(jen.Lit(2)).String(),
 		jen.Id("unlistenLease").Index(jen.Lit(2)).String(),
+		jen.Comment("listenGroup and unlistenGroup are the statements around a group's own channel that"),
+		jen.Comment("subscribe a connection to it and unsubscribe it (ListenGroup, UnlistenGroup; empty: the"),
+		jen.Comment("dialect has none)."),
+		jen.Id("listenGroup").Index(jen.Lit(2)).String(),
+		jen.Id("unlistenGroup").Index(jen.Lit(2)).String(),
 		jen.Comment("MigrateLock takes the lock that serialises Migrate on its connection, and MigrateUnlock"),
 		jen.Comment("releases it (both empty: the dialect needs none). On MySQL/MariaDB MigrateLock returns 1"),
 		jen.Comment("when it got the lock."),
@@ -1319,10 +1363,15 @@ func (s *SQLSpec) genWire() (File, error) {
 			x, _ := s.expand(fmt.Sprintf("dialects.%s.listen[%d]", d, i), st, d) // validated
 			listen = append(listen, jen.Lit(x))
 		}
-		var lease [2][2]string
+		var lease, group [2][2]string
 		for i, st := range []string{ds.ListenLease, ds.UnlistenLease} {
 			if st != "" {
-				lease[i], _ = s.expandLease("dialects."+d, st, d) // validated
+				lease[i], _ = s.expandOwn("dialects."+d, st, d, leaseChannelIdent) // validated
+			}
+		}
+		for i, st := range []string{ds.ListenGroup, ds.UnlistenGroup} {
+			if st != "" {
+				group[i], _ = s.expandOwn("dialects."+d, st, d, groupOwnChannelIdent) // validated
 			}
 		}
 		lock, _ := s.expand("dialects."+d+".migrate_lock", ds.MigrateLock, d)       // validated
@@ -1389,6 +1438,8 @@ func (s *SQLSpec) genWire() (File, error) {
 				jen.Id("Listen"):        jen.Index().String().Values(listen...),
 				jen.Id("listenLease"):   jen.Index(jen.Lit(2)).String().Values(jen.Lit(lease[0][0]), jen.Lit(lease[0][1])),
 				jen.Id("unlistenLease"): jen.Index(jen.Lit(2)).String().Values(jen.Lit(lease[1][0]), jen.Lit(lease[1][1])),
+				jen.Id("listenGroup"):   jen.Index(jen.Lit(2)).String().Values(jen.Lit(group[0][0]), jen.Lit(group[0][1])),
+				jen.Id("unlistenGroup"): jen.Index(jen.Lit(2)).String().Values(jen.Lit(group[1][0]), jen.Lit(group[1][1])),
 				jen.Id("MigrateLock"):   jen.Lit(lock),
 				jen.Id("MigrateUnlock"): jen.Lit(unlock),
 				jen.Id("WakeLock"):      jen.Lit(ds.WakeLock),
@@ -1419,14 +1470,16 @@ func (s *SQLSpec) genWire() (File, error) {
 	f.Func().Id("SQLDialectByName").Params(jen.Id("name").String()).Params(jen.Id("SQLDialect"), jen.Bool()).Block(
 		jen.Switch(jen.Id("name")).Block(cases...),
 	)
-	for _, m := range []struct{ name, field, doc string }{
-		{"ListenLease", "listenLease", "ListenLease returns the statement that subscribes a connection to the release channel of\nlease name (SQLLeaseChannel); \"\" when the dialect has no channels."},
-		{"UnlistenLease", "unlistenLease", "UnlistenLease returns the statement that unsubscribes a connection from the release channel\nof lease name (SQLLeaseChannel); \"\" when the dialect has no channels."},
+	for _, m := range []struct{ name, field, channel, doc string }{
+		{"ListenLease", "listenLease", "SQLLeaseChannel", "ListenLease returns the statement that subscribes a connection to the release channel of\nlease name (SQLLeaseChannel); \"\" when the dialect has no channels."},
+		{"UnlistenLease", "unlistenLease", "SQLLeaseChannel", "UnlistenLease returns the statement that unsubscribes a connection from the release channel\nof lease name (SQLLeaseChannel); \"\" when the dialect has no channels."},
+		{"ListenGroup", "listenGroup", "SQLGroupOwnChannel", "ListenGroup returns the statement that subscribes a connection to the own channel of group\nname (SQLGroupOwnChannel); \"\" when the dialect has no channels."},
+		{"UnlistenGroup", "unlistenGroup", "SQLGroupOwnChannel", "UnlistenGroup returns the statement that unsubscribes a connection from the own channel of\ngroup name (SQLGroupOwnChannel); \"\" when the dialect has no channels."},
 	} {
 		lineComments(f, m.doc)
 		f.Func().Params(jen.Id("d").Id("SQLDialect")).Id(m.name).Params(jen.Id("name").String()).String().Block(
 			jen.If(jen.Id("d").Dot(m.field).Index(jen.Lit(0)).Op("==").Lit("")).Block(jen.Return(jen.Lit(""))),
-			jen.Return(jen.Id("d").Dot(m.field).Index(jen.Lit(0)).Op("+").Id("SQLLeaseChannel").Call(jen.Id("name")).Op("+").Id("d").Dot(m.field).Index(jen.Lit(1))),
+			jen.Return(jen.Id("d").Dot(m.field).Index(jen.Lit(0)).Op("+").Id(m.channel).Call(jen.Id("name")).Op("+").Id("d").Dot(m.field).Index(jen.Lit(1))),
 		)
 	}
 	return renderGo("generated/wire/sql.go", f)

@@ -302,8 +302,9 @@ type Hinter interface {
 	// for: Released hints only for the leases one of its own acquires recently found held by
 	// another session (while that session still waits: until it is granted the lease,
 	// withdraws, closes, or stops acquiring it), and GroupChanged hints only for the groups one
-	// of its sessions joined (until it leaves or closes) — the Redis backend subscribes to
-	// those channels alone, so that a client does not receive every release of a deployment.
+	// of its sessions joined (until it leaves or closes) — the Redis and PostgreSQL backends
+	// subscribe to those channels alone, so that a client does not receive every release and
+	// membership change of a deployment.
 	// Such a backend must not lose a release that lands between the acquire that found the
 	// lease held and the moment it starts listening (nor a change between the join and that
 	// moment): the Redis backend reads the lease once its subscription is confirmed and hints

@@ -99,6 +99,7 @@ type Backend struct {
 	foreign *foreign.Filter // skips and reports foreign group members
 	waker   waker           // SQLite and MySQL/MariaDB: wake-up hints for waiters (wake.go)
 	notes   sessionNotes    // the waker, or PostgreSQL's hint listener (pgHub); nil: none
+	groupsN groupNotes      // PostgreSQL's hint listener (pgHub); nil: none
 
 	// kaFailed: the last keep-alive failed, so the way back from the server may be broken
 	// while the way there works (a one-way partition): the next keep-alive proves a round trip
@@ -136,6 +137,22 @@ type dialect interface {
 	// classify turns a raw error into a Simba error: transient → spi.Unavailable, missing
 	// table → ErrSchemaMissing, permanent → spi.AsPermanent.
 	classify(op string, err error) error
+}
+
+// groupNotes is told which groups the backend's sessions take part in: PostgreSQL's hint
+// listener LISTENs on the own channels of those groups alone (pgHub). (What ends a session,
+// its close or expiry, reaches it through sessionNotes.)
+type groupNotes interface {
+	// joining notes a Join of group by sid about to be sent.
+	joining(sid, group string)
+	// joined notes the Join's outcome (err: unknown).
+	joined(sid, group string, st spi.Status, err error)
+	// left notes a Leave's outcome (err: unknown).
+	left(sid, group string, st spi.Status, err error)
+	// members notes a keep-alive of sid, not expired, that named groups.
+	members(sid string, groups []string)
+	// read notes a successful Members read of group.
+	read(group string)
 }
 
 func newBackend(name string, d dialect, opts []Option) (*Backend, error) {
@@ -448,6 +465,9 @@ func (b *Backend) KeepAlive(ctx context.Context, session spi.SessionID, names []
 	if ka.Expired {
 		return spi.KeepAlive{Expired: true}, nil
 	}
+	if b.groupsN != nil {
+		b.groupsN.members(string(session), groups)
+	}
 	if len(groups) > 0 {
 		if ka.Members == nil {
 			ka.Members = make(map[string][]spi.SessionID, len(groups))
@@ -583,7 +603,25 @@ func (b *Backend) joinLeave(ctx context.Context, op string, session spi.SessionI
 	if err := b.ready(ctx); err != nil {
 		return 0, err
 	}
-	live, err := f(ctx, string(session), group)
+	sid := string(session)
+	if b.groupsN != nil && op == "join" {
+		b.groupsN.joining(sid, group)
+	}
+	st, err := b.joinLeaveStatus(ctx, op, sid, group, f)
+	if b.groupsN != nil {
+		if op == "join" {
+			b.groupsN.joined(sid, group, st, err)
+		} else {
+			b.groupsN.left(sid, group, st, err)
+		}
+	}
+	return st, err
+}
+
+// joinLeaveStatus runs the join or leave f and turns its outcome into a status.
+func (b *Backend) joinLeaveStatus(ctx context.Context, op, sid, group string,
+	f func(ctx context.Context, sid, group string) (bool, error)) (spi.Status, error) {
+	live, err := f(ctx, sid, group)
 	if err != nil {
 		return 0, b.fail(op, err)
 	}
@@ -606,6 +644,9 @@ func (b *Backend) Members(ctx context.Context, group string) ([]spi.SessionID, e
 	ids, err := b.members(ctx, group)
 	if err != nil {
 		return nil, b.fail("members", err)
+	}
+	if b.groupsN != nil {
+		b.groupsN.read(group)
 	}
 	ids = foreign.Members(b.foreign, group, ids)
 	out := make([]spi.SessionID, len(ids))
@@ -674,19 +715,25 @@ func (b *Backend) Inspect(ctx context.Context) (spi.Snapshot, error) {
 
 // Hints delivers, until ctx is done, a Released hint for every release (including those of a
 // closed session) of a lease that a session of this backend waits for, and a GroupChanged hint
-// for every join or leave, by any client; then it closes the channel. A hint may repeat, and
-// may be spurious. PostgreSQL pushes hints (LISTEN/NOTIFY on a dedicated connection that
-// reconnects by itself; hints sent while it is down are lost, and one Released hint per waited
-// name follows each reconnect). It LISTENs on the group channel, and on a lease's own release
-// channel (wire.SQLLeaseChannel) from an Acquire or AcquireQueued that replies HeldBy until the
-// waiting session is granted the lease, withdraws, closes or is found expired, or makes no
-// acquire of the name for two of its TTLs (the engine re-attempts within one); a channel no
-// longer needed is UNLISTENed a second later. So a release wakes only the clients that wait for
-// that name, not every client of the database. A release committed between the HeldBy reply
-// and the LISTEN taking effect notifies nobody here, so once a LISTEN is in, the backend
-// delivers one Released hint for the name (the engine attempts again: a spurious hint costs an
-// acquire). A release by a client of an earlier 5.x release notifies only the shared channel,
-// which this backend no longer LISTENs on: its waiters learn of it at their retry. SQLite and MySQL/MariaDB
+// for every join or leave, by any client, of a group a session of this backend takes part in;
+// then it closes the channel. A hint may repeat, and may be spurious. PostgreSQL pushes hints
+// (LISTEN/NOTIFY on a dedicated connection that reconnects by itself; hints sent while it is
+// down are lost, and one hint per waited name and per group follows each reconnect). It LISTENs
+// on a lease's own release channel (wire.SQLLeaseChannel) from an Acquire or AcquireQueued that
+// replies HeldBy until the waiting session is granted the lease, withdraws, closes or is found
+// expired, or makes no acquire of the name for two of its TTLs (the engine re-attempts within
+// one), and on a group's own channel (wire.SQLGroupOwnChannel) from a Join being sent until the
+// joining session leaves (or its Join answers Expired), closes or is found expired, or makes no
+// Join nor keep-alive naming the group for two of its TTLs (it keeps alive every third of one),
+// and for a second after a Members read of the group; a channel no longer needed is UNLISTENed
+// a second later. So a release wakes only the clients that wait for that name, and a
+// membership change only those in the group, not every client of the database. A release
+// committed between the HeldBy reply and the LISTEN taking effect notifies nobody here, so once
+// a LISTEN is in, the backend delivers one Released hint for the name (the engine attempts
+// again: a spurious hint costs an acquire); likewise one GroupChanged hint for a group (its
+// members read the members again). A release or membership change by a client of an earlier
+// 5.x release notifies only the shared channels, which this backend no longer LISTENs on: its
+// waiters learn of it at their retry, its members at their next keep-alive. SQLite and MySQL/MariaDB
 // deliver wake-ups instead, for the names an acquire of this backend found held (for two
 // session TTLs after): SQLite reads PRAGMA data_version on a connection of its own when the
 // database file is written (inotify on Linux, a 2 ms stat poll elsewhere) and sends a Released
@@ -722,7 +769,8 @@ func (b *Backend) Hints(ctx context.Context) (<-chan spi.Hint, error) {
 }
 
 // PushesHints reports whether Hints delivers the server's own notifications: a hint for every
-// release of a name this backend's sessions wait for and every membership change (PostgreSQL
+// release of a name this backend's sessions wait for and every membership change of a group
+// they take part in (PostgreSQL
 // only; the wake-ups of SQLite and MySQL/MariaDB cover the names its acquires found held, and
 // no membership change).
 func (b *Backend) PushesHints() bool { return b.name == wire.SQLPostgres }

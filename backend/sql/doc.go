@@ -174,15 +174,24 @@
 // On PostgreSQL every release (and the releases of a closed session) NOTIFYs the lease name on
 // the lease's own channel, simba_rel_ followed by the hex MD5 of the name (wire.SQLLeaseChannel;
 // and on simba_released, which only clients of earlier 5.x releases LISTEN on, for a rolling
-// upgrade), and every join or leave the group name on simba_group. Hints LISTENs on a dedicated
-// connection that reconnects with backoff, and that it gives up when it goes silent (see
-// Timeouts): on simba_group always, and on the channel of each name a session of the backend
-// waits for (from an acquire's HeldBy reply until its grant, Withdraw, close or expiry, or two
-// TTLs without an acquire of it; UNLISTENed a second after), so an Unlock wakes only the
-// processes that wait for that name. Once a LISTEN is in, a Released hint for its name makes the
-// waiters attempt again, which covers a release made before the LISTEN took effect. A release
-// by an earlier 5.x client notifies simba_released only: a new waiter learns of it at its retry
-// (latency, never safety). SQLite has no server to push, but all
+// upgrade), and every join or leave (and a close, for each group the session left) the group
+// name on the group's own channel, simba_grp_ followed by the hex MD5 of the group name
+// (wire.SQLGroupOwnChannel; and on simba_group, for earlier 5.x clients likewise). Hints LISTENs
+// on a dedicated connection that reconnects with backoff, and that it gives up when it goes
+// silent (see Timeouts), on no channel of its own: on the channel of each name a session of the
+// backend waits for (from an acquire's HeldBy reply until its grant, Withdraw, close or expiry,
+// or two TTLs without an acquire of it) and on the channel of each group a session of the
+// backend takes part in (from a Join being sent while the session is a member: until its
+// Leave, close or expiry, or two TTLs without a Join or keep-alive naming the group; and for a
+// second after a Members read), each UNLISTENed a second after. So an Unlock wakes only the
+// processes that wait for that name, and a membership change only those in the group; a
+// process that waits for nothing and is in no group LISTENs on nothing, and PostgreSQL does not
+// signal it at all. Once a LISTEN is in, a Released hint for its name makes the waiters attempt
+// again, which covers a release made before the LISTEN took effect, and a GroupChanged hint for
+// its group makes the members read the members again, which covers a change made between a
+// Join (or the members read after it) and the LISTEN. A release or membership change by an
+// earlier 5.x client notifies simba_released or simba_group only: a new waiter learns of it at
+// its retry, a new member at its next keep-alive (latency, never safety). SQLite has no server to push, but all
 // its clients share one host: while an acquire has found a name held, the backend reads PRAGMA
 // data_version on a connection of its own whenever the database file or its WAL is written
 // (inotify on Linux; elsewhere a 2 ms stat poll) and, when another connection committed, reads

@@ -108,8 +108,9 @@ func (h *hintHub) deliver(hint spi.Hint) {
 	}
 }
 
-// pgHub is PostgreSQL's hub: its runner keeps one dedicated connection LISTENing on the group
-// channel and on the release channel of each lease a session of the backend waits for.
+// pgHub is PostgreSQL's hub: its runner keeps one dedicated connection LISTENing on the release
+// channel of each lease a session of the backend waits for and on the own channel of each group
+// a session of the backend takes part in.
 type pgHub struct {
 	hintHub
 	// listening is signalled (non-blocking) every time the listener has (re)subscribed, or has
@@ -121,17 +122,22 @@ type pgHub struct {
 	gens    uint64                   // the listeners started
 	ttls    map[string]time.Duration // open session id → its TTL
 	waits   map[string]*pgWait       // lease name → the sessions of the backend that wait for it
-	dirty   bool                     // a name is wanted that the listener may not LISTEN on yet
-	kick    context.CancelFunc       // cuts the listener's wait short (nil while it does not wait)
-	linger  time.Duration            // pgLinger unless a test sets it
+	// groups: group name → the sessions of the backend that are members of it or have a Join
+	// of it in flight (a Members read of it keeps it as a linger does: see read).
+	groups map[string]*pgWait
+	dirty  bool               // a lease or group is wanted that the listener may not LISTEN on yet
+	kick   context.CancelFunc // cuts the listener's wait short (nil while it does not wait)
+	linger time.Duration      // pgLinger unless a test sets it
 
 	// heard, when set (tests only), sees every notification the listener receives.
 	heard func(channel, payload string)
 }
 
-// pgWait is the sessions of a backend that wait for one lease.
+// pgWait is the sessions of a backend that wait for one lease (or take part in one group).
 type pgWait struct {
-	// who maps each waiting session to when its wait ends unless an acquire renews it.
+	// who maps each waiting session to when its wait ends unless an acquire renews it (for a
+	// group: each member, or joiner, to when its membership is let go unless a Join or a
+	// keep-alive naming the group renews it).
 	who map[string]time.Time
 	// idle is when who became empty (zero while it is not): the linger's start.
 	idle time.Time
@@ -154,7 +160,10 @@ const pgSweepEvery = pgLinger / 4
 // later than the waiter entry's expiry with a waiter queue); a retry that fails is retried
 // after a backoff of at most a renewal interval (a third of the TTL). Two TTLs cover that with
 // room to spare; a session that stopped waiting without a Withdraw (a TryLock, a cancelled
-// Lock whose Withdraw failed) stops being listened for after them.
+// Lock whose Withdraw failed) stops being listened for after them. A membership lasts as long
+// past its Join or the latest keep-alive naming the group: a member keeps alive every renewal
+// interval, a third of the TTL by default, and a Join retried after a failure comes within a
+// backoff of at most a renewal interval.
 const pgWaitTTLs = 2
 
 // pgDefaultTTL stands for a session's TTL when the backend did not open it.
@@ -180,25 +189,112 @@ func (h *pgHub) acquired(sid, name string, r spi.Acquire) {
 		if h.running == 0 {
 			return
 		}
-		ttl, ok := h.ttls[sid]
-		if !ok {
-			ttl = pgDefaultTTL
-		}
-		w := h.waits[name]
-		if w == nil {
-			w = &pgWait{who: map[string]time.Time{}}
-			h.waits[name] = w
-			h.dirty = true
-			if h.kick != nil {
-				h.kick()
-			}
-		}
-		w.who[sid] = time.Now().Add(pgWaitTTLs * ttl)
-		w.idle = time.Time{}
+		h.noteLocked(h.waits, name, sid, time.Now())
 	case spi.Granted:
 		h.endWait(sid, name)
 	case spi.SessionExpired:
 		h.closed(sid)
+	}
+}
+
+// noteLocked starts or renews sid's wait in set (h.waits or h.groups) for name, for
+// pgWaitTTLs of its TTL from now, and wakes the listener to LISTEN if name is new. A listener
+// must run (h.running != 0).
+func (h *pgHub) noteLocked(set map[string]*pgWait, name, sid string, now time.Time) {
+	ttl, ok := h.ttls[sid]
+	if !ok {
+		ttl = pgDefaultTTL
+	}
+	h.wantLocked(set, name).who[sid] = now.Add(pgWaitTTLs * ttl)
+}
+
+// wantLocked returns set's entry for name, made (and the listener woken to LISTEN) if new; it
+// is no longer idle.
+func (h *pgHub) wantLocked(set map[string]*pgWait, name string) *pgWait {
+	w := set[name]
+	if w == nil {
+		w = &pgWait{who: map[string]time.Time{}}
+		set[name] = w
+		h.dirty = true
+		if h.kick != nil {
+			h.kick()
+		}
+	}
+	w.idle = time.Time{}
+	return w
+}
+
+// joining notes a Join of group by sid about to be sent: the group's channel is LISTENed from
+// now, so that the Join's own change and those after it are heard (the catch-up hint once
+// the LISTEN is in covers the ones before it; see syncListens).
+func (h *pgHub) joining(sid, group string) {
+	h.imu.Lock()
+	defer h.imu.Unlock()
+	if h.running != 0 {
+		h.noteLocked(h.groups, group, sid, time.Now())
+	}
+}
+
+// joined notes a Join's outcome: OK renews sid's membership, Expired ends everything of sid;
+// a failed Join (its outcome unknown: it may have landed) keeps what joining noted until its
+// time is up or a retry renews it.
+func (h *pgHub) joined(sid, group string, st spi.Status, err error) {
+	switch {
+	case err != nil:
+	case st == spi.OK:
+		h.joining(sid, group)
+	default:
+		h.closed(sid)
+	}
+}
+
+// left notes a Leave's outcome: sid is no longer a member of group (OK), or no longer anything
+// (Expired); a failed Leave changes nothing (the engine retries it).
+func (h *pgHub) left(sid, group string, st spi.Status, err error) {
+	switch {
+	case err != nil:
+	case st == spi.OK:
+		h.imu.Lock()
+		defer h.imu.Unlock()
+		h.endLocked(h.groups, sid, group, time.Now())
+	default:
+		h.closed(sid)
+	}
+}
+
+// members notes a keep-alive of sid that renewed it naming groups: sid is still a member of
+// each (the engine names only the groups it joined), so its membership is renewed, or noted
+// should the listener have started after the Join. (A keep-alive sent before a Leave and
+// answered after it notes the group again: its channel is then LISTENed for two TTLs more,
+// which costs only the notifications of that group.)
+func (h *pgHub) members(sid string, groups []string) {
+	if len(groups) == 0 {
+		return
+	}
+	h.imu.Lock()
+	defer h.imu.Unlock()
+	if h.running == 0 {
+		return
+	}
+	now := time.Now()
+	for _, g := range groups {
+		h.noteLocked(h.groups, g, sid, now)
+	}
+}
+
+// read notes a Members read of group: its channel is LISTENed (or kept) for a linger from now,
+// as after the last member left, so that a change right after the read is heard (the engine
+// reads members after each Join and each group hint; a reader that is no member, the
+// client's probe, costs one LISTEN and UNLISTEN).
+func (h *pgHub) read(group string) {
+	h.imu.Lock()
+	defer h.imu.Unlock()
+	if h.running == 0 {
+		return
+	}
+	w := h.wantLocked(h.groups, group)
+	if len(w.who) == 0 {
+		w.idle = time.Now()
 	}
 }
 
@@ -213,11 +309,12 @@ func (h *pgHub) released(string, string) {}
 func (h *pgHub) endWait(sid, name string) {
 	h.imu.Lock()
 	defer h.imu.Unlock()
-	h.endWaitLocked(sid, name, time.Now())
+	h.endLocked(h.waits, sid, name, time.Now())
 }
 
-func (h *pgHub) endWaitLocked(sid, name string, now time.Time) {
-	w := h.waits[name]
+// endLocked ends sid's wait in set for name; the linger starts if it was the last.
+func (h *pgHub) endLocked(set map[string]*pgWait, sid, name string, now time.Time) {
+	w := set[name]
 	if w == nil {
 		return
 	}
@@ -230,14 +327,18 @@ func (h *pgHub) endWaitLocked(sid, name string, now time.Time) {
 	}
 }
 
-// closed ends every wait of session sid (closed, or found expired) and forgets it.
+// closed ends every wait and membership of session sid (closed, or found expired) and forgets
+// it.
 func (h *pgHub) closed(sid string) {
 	h.imu.Lock()
 	defer h.imu.Unlock()
 	delete(h.ttls, sid)
 	now := time.Now()
 	for name := range h.waits {
-		h.endWaitLocked(sid, name, now)
+		h.endLocked(h.waits, sid, name, now)
+	}
+	for name := range h.groups {
+		h.endLocked(h.groups, sid, name, now)
 	}
 }
 
@@ -256,7 +357,7 @@ func (h *pgHub) start() (gen uint64) {
 	h.imu.Lock()
 	defer h.imu.Unlock()
 	h.gens++
-	h.running, h.waits = h.gens, map[string]*pgWait{}
+	h.running, h.waits, h.groups = h.gens, map[string]*pgWait{}, map[string]*pgWait{}
 	return h.gens
 }
 
@@ -264,15 +365,24 @@ func (h *pgHub) stop(gen uint64) {
 	h.imu.Lock()
 	defer h.imu.Unlock()
 	if h.running == gen {
-		h.running, h.waits, h.dirty, h.kick = 0, nil, false, nil
+		h.running, h.waits, h.groups, h.dirty, h.kick = 0, nil, nil, false, nil
 	}
 }
 
-// plan sweeps the waits that are over and the lingers past their time (at most every
-// pgSweepEvery, or when a name became wanted), and returns the names to LISTEN on and UNLISTEN from to bring
-// listened in line with the waits. wanted reports, for the names to LISTEN on, whether a
-// session still waits for each (rather than the channel only lingering).
-func (h *pgHub) plan(listened map[string]bool, lastSweep *time.Time) (listen, unlisten []string, wanted map[string]bool) {
+// pgChan is a channel the listener LISTENs on: a lease's release channel, or a group's own
+// channel.
+type pgChan struct {
+	group bool
+	name  string // the lease or group name
+}
+
+// plan sweeps the waits and memberships that are over and the lingers past their time (at
+// most every pgSweepEvery, or when a lease or group became wanted), and returns the channels to
+// LISTEN on and UNLISTEN from to bring listened in line with them. hint reports, for the
+// channels to LISTEN on, which owe a catch-up hint once the LISTEN is in: a lease's while a
+// session still waits for it (rather than the channel only lingering), a group's always (a
+// spurious group hint costs a member one members read, and a non-member nothing).
+func (h *pgHub) plan(listened map[pgChan]bool, lastSweep *time.Time) (listen, unlisten []pgChan, hint map[pgChan]bool) {
 	h.imu.Lock()
 	defer h.imu.Unlock()
 	now := time.Now()
@@ -280,48 +390,62 @@ func (h *pgHub) plan(listened map[string]bool, lastSweep *time.Time) (listen, un
 	if linger == 0 {
 		linger = pgLinger
 	}
+	sets := [2]map[string]*pgWait{h.waits, h.groups}
 	if h.dirty || now.Sub(*lastSweep) >= pgSweepEvery {
 		*lastSweep = now
-		for name, w := range h.waits {
-			var ended time.Time // the last of the waits that are over ended then
-			for sid, until := range w.who {
-				if now.After(until) {
-					delete(w.who, sid)
-					if until.After(ended) {
-						ended = until
+		for _, set := range sets {
+			for name, w := range set {
+				var ended time.Time // the last of the waits that are over ended then
+				for sid, until := range w.who {
+					if now.After(until) {
+						delete(w.who, sid)
+						if until.After(ended) {
+							ended = until
+						}
 					}
 				}
-			}
-			if len(w.who) == 0 && !ended.IsZero() {
-				w.idle = ended
-			}
-			if len(w.who) == 0 && now.Sub(w.idle) >= linger {
-				delete(h.waits, name)
+				if len(w.who) == 0 && ended.After(w.idle) {
+					w.idle = ended
+				}
+				if len(w.who) == 0 && now.Sub(w.idle) >= linger {
+					delete(set, name)
+				}
 			}
 		}
-		for name := range listened {
-			if h.waits[name] == nil {
-				unlisten = append(unlisten, name)
+		for c := range listened {
+			if sets[b2i(c.group)][c.name] == nil {
+				unlisten = append(unlisten, c)
 			}
 		}
 	}
 	h.dirty = false
-	for name, w := range h.waits {
-		if !listened[name] {
-			listen = append(listen, name)
-			if len(w.who) > 0 {
-				if wanted == nil {
-					wanted = map[string]bool{}
+	for i, set := range sets {
+		for name, w := range set {
+			c := pgChan{group: i == 1, name: name}
+			if !listened[c] {
+				listen = append(listen, c)
+				if c.group || len(w.who) > 0 {
+					if hint == nil {
+						hint = map[pgChan]bool{}
+					}
+					hint[c] = true
 				}
-				wanted[name] = true
 			}
 		}
 	}
-	return listen, unlisten, wanted
+	return listen, unlisten, hint
 }
 
-// waitOrKicked arms cancel as the kick of the wait about to begin; false when a name became
-// wanted since plan (the caller plans again instead of waiting).
+// b2i is 1 for true, 0 for false.
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// waitOrKicked arms cancel as the kick of the wait about to begin; false when a lease or group
+// became wanted since plan (the caller plans again instead of waiting).
 func (h *pgHub) waitOrKicked(cancel context.CancelFunc) bool {
 	h.imu.Lock()
 	defer h.imu.Unlock()
@@ -348,9 +472,9 @@ func (d *pgDialect) hints(ctx context.Context, stop <-chan struct{}, wg *sync.Wa
 // localHub is the hub that Release fans a release out to at once (wake.go).
 func (d *pgDialect) localHub() *hintHub { return &d.hub.hintHub }
 
-// listen keeps one connection LISTENing on the group channel and the release channels of the
-// leases the backend's sessions wait for until ctx ends, reconnecting with capped exponential
-// backoff (full jitter) after any failure.
+// listen keeps one connection LISTENing on the release channels of the leases the backend's
+// sessions wait for and the own channels of the groups they take part in until ctx ends,
+// reconnecting with capped exponential backoff (full jitter) after any failure.
 func (d *pgDialect) listen(ctx context.Context) {
 	defer d.hub.stop(d.hub.start())
 	backoff := listenBackoffMin
@@ -432,7 +556,7 @@ func (d *pgDialect) listenOnce(ctx context.Context) bool {
 		}
 	}
 	cancel()
-	listened := map[string]bool{} // the lease names LISTENed on this connection
+	listened := map[pgChan]bool{} // the channels LISTENed on this connection
 	var lastSweep time.Time
 	signalled := false
 	for {
@@ -450,7 +574,7 @@ func (d *pgDialect) listenOnce(ctx context.Context) bool {
 		}
 		wctx, cancel := context.WithTimeout(ctx, every)
 		if !d.hub.waitOrKicked(cancel) {
-			cancel() // a name became wanted: LISTEN first
+			cancel() // a lease or group became wanted: LISTEN first
 			continue
 		}
 		n, err := conn.WaitForNotification(wctx)
@@ -462,7 +586,7 @@ func (d *pgDialect) listenOnce(ctx context.Context) bool {
 				return true
 			}
 			if kicked {
-				continue // a name became wanted (a wait cut short leaves the connection usable)
+				continue // a lease or group became wanted (a wait cut short leaves the connection usable)
 			}
 			if !pgconn.Timeout(err) {
 				return true
@@ -481,7 +605,7 @@ func (d *pgDialect) listenOnce(ctx context.Context) bool {
 			d.hub.heard(n.Channel, n.Payload)
 		}
 		switch {
-		case n.Channel == wire.SQLGroupChannel:
+		case strings.HasPrefix(n.Channel, wire.SQLGroupChannelPrefix):
 			d.hub.deliver(spi.Hint{Kind: spi.GroupChanged, Name: n.Payload})
 		case strings.HasPrefix(n.Channel, wire.SQLLeaseChannelPrefix):
 			d.hub.deliver(spi.Hint{Kind: spi.Released, Name: n.Payload})
@@ -489,9 +613,9 @@ func (d *pgDialect) listenOnce(ctx context.Context) bool {
 	}
 }
 
-// syncListens brings the connection's LISTENs in line with the waits (pgHub.plan), in one
-// round trip bounded by timeout, and reports whether it sent any. listened is what conn
-// LISTENs on, and is updated.
+// syncListens brings the connection's LISTENs in line with the waits and memberships
+// (pgHub.plan), in one round trip bounded by timeout, and reports whether it sent any. listened
+// is what conn LISTENs on, and is updated.
 //
 // A wait starts with an acquire's HeldBy reply, and its LISTEN takes effect a round trip or so
 // later: a release committed in between notifies nobody here. So once the LISTEN is in, the
@@ -501,34 +625,50 @@ func (d *pgDialect) listenOnce(ctx context.Context) bool {
 // and a lingering channel is reused without one). The alternative, LISTENing before an
 // acquire is sent, needs to know that the name is wanted before its first HeldBy, which only
 // the reply tells; and reading the lease after the LISTEN (Redis's confirmation read) would add
-// a statement to the wire. The same hint after a reconnect covers the releases the listener
-// missed while it was down.
-func (d *pgDialect) syncListens(ctx context.Context, conn *pgx.Conn, wd wire.SQLDialect, listened map[string]bool, lastSweep *time.Time, timeout time.Duration) (bool, error) {
-	listen, unlisten, wanted := d.hub.plan(listened, lastSweep)
+// a statement to the wire. Likewise a group's LISTEN, sent when a Join starts, may take effect
+// after the Join and after the members read that follows it: a change in between would go
+// unheard until the next keep-alive, so once the LISTEN is in the listener delivers one
+// GroupChanged hint for the group, and a member reads the members again. The same hints after
+// a reconnect cover the releases and changes the listener missed while it was down.
+func (d *pgDialect) syncListens(ctx context.Context, conn *pgx.Conn, wd wire.SQLDialect, listened map[pgChan]bool, lastSweep *time.Time, timeout time.Duration) (bool, error) {
+	listen, unlisten, hint := d.hub.plan(listened, lastSweep)
 	if len(listen) == 0 && len(unlisten) == 0 {
 		return false, nil
 	}
 	stmts := make([]string, 0, len(listen)+len(unlisten))
-	for _, name := range unlisten {
-		stmts = append(stmts, wd.UnlistenLease(name))
+	for _, c := range unlisten {
+		if c.group {
+			stmts = append(stmts, wd.UnlistenGroup(c.name))
+		} else {
+			stmts = append(stmts, wd.UnlistenLease(c.name))
+		}
 	}
-	for _, name := range listen {
-		stmts = append(stmts, wd.ListenLease(name))
+	for _, c := range listen {
+		if c.group {
+			stmts = append(stmts, wd.ListenGroup(c.name))
+		} else {
+			stmts = append(stmts, wd.ListenLease(c.name))
+		}
 	}
 	sctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	// One simple-protocol round trip: every statement is a LISTEN or UNLISTEN of a plain
-	// identifier (wire.SQLLeaseChannel), so the texts join safely.
+	// identifier (wire.SQLLeaseChannel, wire.SQLGroupOwnChannel), so the texts join safely.
 	if _, err := conn.Exec(sctx, strings.Join(stmts, "; ")); err != nil {
 		return false, err
 	}
-	for _, name := range unlisten {
-		delete(listened, name)
+	for _, c := range unlisten {
+		delete(listened, c)
 	}
-	for _, name := range listen {
-		listened[name] = true
-		if wanted[name] {
-			d.hub.deliver(spi.Hint{Kind: spi.Released, Name: name})
+	for _, c := range listen {
+		listened[c] = true
+		if !hint[c] {
+			continue
+		}
+		if c.group {
+			d.hub.deliver(spi.Hint{Kind: spi.GroupChanged, Name: c.name})
+		} else {
+			d.hub.deliver(spi.Hint{Kind: spi.Released, Name: c.name})
 		}
 	}
 	return true, nil

@@ -213,8 +213,8 @@ func TestPostgresReleaseNotifiesLegacyChannel(t *testing.T) {
 	}
 }
 
-// TestLeaseChannelIsPostgresMD5: wire.SQLLeaseChannel (Go's MD5 of the name's bytes) names the
-// channel the statements notify (PostgreSQL's md5(text) of the name), for names of every byte
+// TestLeaseChannelIsPostgresMD5: wire.SQLLeaseChannel and wire.SQLGroupOwnChannel (Go's MD5 of
+// the name's bytes) name the channels the statements notify (PostgreSQL's md5(text) of the name), for names of every byte
 // wire.ValidateName accepts and of every length up to the longest, and fits PostgreSQL's
 // 63-byte identifier limit.
 func TestLeaseChannelIsPostgresMD5(t *testing.T) {
@@ -231,13 +231,18 @@ func TestLeaseChannelIsPostgresMD5(t *testing.T) {
 		if err := wire.ValidateName(name); err != nil {
 			continue // a reserved name
 		}
-		var got string
-		err := b.d.(*pgDialect).pool.QueryRow(testCtx(t), "SELECT $1::text || md5($2::text)", wire.SQLLeaseChannelPrefix, name).Scan(&got)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if want := wire.SQLLeaseChannel(name); got != want || len(want) > 63 {
-			t.Fatalf("channel of %q: PostgreSQL %q, Go %q (%d bytes)", name, got, want, len(want))
+		for _, c := range []struct {
+			prefix  string
+			channel func(string) string
+		}{{wire.SQLLeaseChannelPrefix, wire.SQLLeaseChannel}, {wire.SQLGroupChannelPrefix, wire.SQLGroupOwnChannel}} {
+			var got string
+			err := b.d.(*pgDialect).pool.QueryRow(testCtx(t), "SELECT $1::text || md5($2::text)", c.prefix, name).Scan(&got)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := c.channel(name); got != want || len(want) > 63 {
+				t.Fatalf("channel of %q: PostgreSQL %q, Go %q (%d bytes)", name, got, want, len(want))
+			}
 		}
 	}
 }

@@ -44,7 +44,7 @@ func NewPostgres(pool *pgxpool.Pool, opts ...Option) (*Backend, error) {
 		return nil, err
 	}
 	d.b = b
-	b.notes = &d.hub
+	b.notes, b.groupsN = &d.hub, &d.hub
 	if pool.Config().ConnConfig.ConnectTimeout <= 0 {
 		log := b.cfg.logger
 		if log == nil {

@@ -39,7 +39,7 @@ const (
 	StmtKeepAliveHeld
 	// StmtKeepAliveMembers: The live members of the groups asked about, sorted by group then session id (bytewise), each with its session's time left by the database clock (remaining_ms): the client reads the members again when the first of the others would expire, instead of at its next keep-alive (no NOTIFY tells an expiry).
 	StmtKeepAliveMembers
-	// StmtCloseSession: Ends a session in one statement: releases every lease it holds (NOTIFY per lease, on the lease's own channel and on release_channel for earlier 5.x clients), drops its memberships (NOTIFY per group) and deletes it. The DELETE of the session reads the released CTE first, so lease rows are locked before the session row (the global lock order).
+	// StmtCloseSession: Ends a session in one statement: releases every lease it holds (NOTIFY per lease, on the lease's own channel and on release_channel for earlier 5.x clients), drops its memberships (NOTIFY per group, on the group's own channel and on group_channel for earlier 5.x clients) and deletes it. The DELETE of the session reads the released CTE first, so lease rows are locked before the session row (the global lock order).
 	StmtCloseSession
 	// StmtCloseSessionRelease: Releases every lease the session holds (first statement of close_session's transaction).
 	StmtCloseSessionRelease
@@ -71,11 +71,11 @@ const (
 	StmtRelease
 	// StmtReleaseNoNotify: Frees the lease if the session holds it with that token; otherwise changes nothing.
 	StmtReleaseNoNotify
-	// StmtJoin: Makes a live session a member of a group (idempotent) and NOTIFYs the group channel. session_live false: SessionExpired.
+	// StmtJoin: Makes a live session a member of a group (idempotent) and, if it was not one, NOTIFYs the group's own channel and group_channel (for earlier 5.x clients). session_live false: SessionExpired.
 	StmtJoin
 	// StmtJoinInsert: Makes a live session a member of a group (idempotent); session_remaining follows to tell SessionExpired. Nothing is inserted for an expired session.
 	StmtJoinInsert
-	// StmtLeave: Removes a session from a group and NOTIFYs the group channel if it was a member. session_live false: SessionExpired (the membership is removed anyway). Leaving a group one is not a member of is OK. The client's Leave completes once this reply (or the session's loss) and the release of every partition it led are in.
+	// StmtLeave: Removes a session from a group and, if it was a member, NOTIFYs the group's own channel and group_channel (for earlier 5.x clients). session_live false: SessionExpired (the membership is removed anyway). Leaving a group one is not a member of is OK. The client's Leave completes once this reply (or the session's loss) and the release of every partition it led are in.
 	StmtLeave
 	// StmtLeaveDelete: Removes a session from a group; session_remaining follows to tell SessionExpired.
 	StmtLeaveDelete
@@ -358,7 +358,7 @@ type Queries interface {
 	KeepAliveHeld(ctx context.Context, p KeepAliveHeldParams) ([]KeepAliveHeldRow, error)
 	// KeepAliveMembers: The live members of the groups asked about, sorted by group then session id (bytewise), each with its session's time left by the database clock (remaining_ms): the client reads the members again when the first of the others would expire, instead of at its next keep-alive (no NOTIFY tells an expiry).
 	KeepAliveMembers(ctx context.Context, p KeepAliveMembersParams) ([]KeepAliveMembersRow, error)
-	// CloseSession: Ends a session in one statement: releases every lease it holds (NOTIFY per lease, on the lease's own channel and on release_channel for earlier 5.x clients), drops its memberships (NOTIFY per group) and deletes it. The DELETE of the session reads the released CTE first, so lease rows are locked before the session row (the global lock order).
+	// CloseSession: Ends a session in one statement: releases every lease it holds (NOTIFY per lease, on the lease's own channel and on release_channel for earlier 5.x clients), drops its memberships (NOTIFY per group, on the group's own channel and on group_channel for earlier 5.x clients) and deletes it. The DELETE of the session reads the released CTE first, so lease rows are locked before the session row (the global lock order).
 	CloseSession(ctx context.Context, p CloseSessionParams) error
 	// CloseSessionRelease: Releases every lease the session holds (first statement of close_session's transaction).
 	CloseSessionRelease(ctx context.Context, p CloseSessionReleaseParams) error
@@ -390,11 +390,11 @@ type Queries interface {
 	Release(ctx context.Context, p ReleaseParams) error
 	// ReleaseNoNotify: Frees the lease if the session holds it with that token; otherwise changes nothing.
 	ReleaseNoNotify(ctx context.Context, p ReleaseNoNotifyParams) error
-	// Join: Makes a live session a member of a group (idempotent) and NOTIFYs the group channel. session_live false: SessionExpired.
+	// Join: Makes a live session a member of a group (idempotent) and, if it was not one, NOTIFYs the group's own channel and group_channel (for earlier 5.x clients). session_live false: SessionExpired.
 	Join(ctx context.Context, p JoinParams) (JoinRow, error)
 	// JoinInsert: Makes a live session a member of a group (idempotent); session_remaining follows to tell SessionExpired. Nothing is inserted for an expired session.
 	JoinInsert(ctx context.Context, p JoinInsertParams) error
-	// Leave: Removes a session from a group and NOTIFYs the group channel if it was a member. session_live false: SessionExpired (the membership is removed anyway). Leaving a group one is not a member of is OK. The client's Leave completes once this reply (or the session's loss) and the release of every partition it led are in.
+	// Leave: Removes a session from a group and, if it was a member, NOTIFYs the group's own channel and group_channel (for earlier 5.x clients). session_live false: SessionExpired (the membership is removed anyway). Leaving a group one is not a member of is OK. The client's Leave completes once this reply (or the session's loss) and the release of every partition it led are in.
 	Leave(ctx context.Context, p LeaveParams) (LeaveRow, error)
 	// LeaveDelete: Removes a session from a group; session_remaining follows to tell SessionExpired.
 	LeaveDelete(ctx context.Context, p LeaveDeleteParams) error

@@ -13,7 +13,9 @@ const SQLSchemaVersion = 3
 // SQLReleaseChannel is the PostgreSQL NOTIFY channel a release publishes the lease name on.
 const SQLReleaseChannel = "simba_released"
 
-// SQLGroupChannel is the PostgreSQL NOTIFY channel a join or leave publishes the group name on.
+// SQLGroupChannel is the PostgreSQL NOTIFY channel a join or leave publishes the group name on
+// (besides the group's own channel, SQLGroupOwnChannel): kept for clients of earlier 5.x
+// releases, which LISTEN there.
 const SQLGroupChannel = "simba_group"
 
 // SQLLeaseChannelPrefix starts the PostgreSQL NOTIFY channel of one lease's releases (SQLLeaseChannel).
@@ -25,6 +27,18 @@ const SQLLeaseChannelPrefix = "simba_rel_"
 func SQLLeaseChannel(name string) string {
 	sum := md5.Sum([]byte(name))
 	return SQLLeaseChannelPrefix + hex.EncodeToString(sum[:])
+}
+
+// SQLGroupChannelPrefix starts the PostgreSQL NOTIFY channel of one group's membership changes (SQLGroupOwnChannel).
+const SQLGroupChannelPrefix = "simba_grp_"
+
+// SQLGroupOwnChannel is the PostgreSQL NOTIFY channel a join or leave of group publishes the
+// group name on: SQLGroupChannelPrefix and the lowercase hex MD5 of the name's UTF-8 bytes, as
+// the statements' md5(group_name) computes it (a plain identifier, at most 63 bytes whatever
+// the name).
+func SQLGroupOwnChannel(group string) string {
+	sum := md5.Sum([]byte(group))
+	return SQLGroupChannelPrefix + hex.EncodeToString(sum[:])
 }
 
 // The lock Migrate holds while it applies migrations (each dialect's MigrateLock takes it):
@@ -75,6 +89,11 @@ type SQLDialect struct {
 	// connection to it and unsubscribe it (ListenLease, UnlistenLease; empty: the dialect has none).
 	listenLease   [2]string
 	unlistenLease [2]string
+	// listenGroup and unlistenGroup are the statements around a group's own channel that
+	// subscribe a connection to it and unsubscribe it (ListenGroup, UnlistenGroup; empty: the
+	// dialect has none).
+	listenGroup   [2]string
+	unlistenGroup [2]string
 	// MigrateLock takes the lock that serialises Migrate on its connection, and MigrateUnlock
 	// releases it (both empty: the dialect needs none). On MySQL/MariaDB MigrateLock returns 1
 	// when it got the lock.
@@ -156,7 +175,7 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 			DatabaseFile:  "",
 			JournalMode:   "",
 			JournalWAL:    "",
-			Listen:        []string{"LISTEN simba_group"},
+			Listen:        []string{},
 			MigrateLock:   "SELECT pg_advisory_lock(495690015329)",
 			MigrateUnlock: "SELECT pg_advisory_unlock(495690015329)",
 			Migration:     "postgres/0001_init.sql",
@@ -284,7 +303,9 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 			WakeLock:      "",
 			WakeLockConn:  "",
 			WakeUnlock:    "",
+			listenGroup:   [2]string{"LISTEN ", ""},
 			listenLease:   [2]string{"LISTEN ", ""},
+			unlistenGroup: [2]string{"UNLISTEN ", ""},
 			unlistenLease: [2]string{"UNLISTEN ", ""},
 		}, true
 	case SQLMySQL:
@@ -436,7 +457,9 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 			WakeLock:      "SELECT GET_LOCK(CONCAT('simba:', LEFT(SHA2(CONCAT(COALESCE(DATABASE(), ''), '/', ?), 256), 48)), ?)",
 			WakeLockConn:  "SELECT IS_USED_LOCK(CONCAT('simba:', LEFT(SHA2(CONCAT(COALESCE(DATABASE(), ''), '/', ?), 256), 48)))",
 			WakeUnlock:    "SELECT RELEASE_LOCK(CONCAT('simba:', LEFT(SHA2(CONCAT(COALESCE(DATABASE(), ''), '/', ?), 256), 48)))",
+			listenGroup:   [2]string{"", ""},
 			listenLease:   [2]string{"", ""},
+			unlistenGroup: [2]string{"", ""},
 			unlistenLease: [2]string{"", ""},
 		}, true
 	case SQLSQLite:
@@ -588,7 +611,9 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 			WakeLock:      "",
 			WakeLockConn:  "",
 			WakeUnlock:    "",
+			listenGroup:   [2]string{"", ""},
 			listenLease:   [2]string{"", ""},
+			unlistenGroup: [2]string{"", ""},
 			unlistenLease: [2]string{"", ""},
 		}, true
 	default:
@@ -612,4 +637,22 @@ func (d SQLDialect) UnlistenLease(name string) string {
 		return ""
 	}
 	return d.unlistenLease[0] + SQLLeaseChannel(name) + d.unlistenLease[1]
+}
+
+// ListenGroup returns the statement that subscribes a connection to the own channel of group
+// name (SQLGroupOwnChannel); "" when the dialect has no channels.
+func (d SQLDialect) ListenGroup(name string) string {
+	if d.listenGroup[0] == "" {
+		return ""
+	}
+	return d.listenGroup[0] + SQLGroupOwnChannel(name) + d.listenGroup[1]
+}
+
+// UnlistenGroup returns the statement that unsubscribes a connection from the own channel of
+// group name (SQLGroupOwnChannel); "" when the dialect has no channels.
+func (d SQLDialect) UnlistenGroup(name string) string {
+	if d.unlistenGroup[0] == "" {
+		return ""
+	}
+	return d.unlistenGroup[0] + SQLGroupOwnChannel(name) + d.unlistenGroup[1]
 }

@@ -30,13 +30,16 @@ SELECT pg_notify('simba_rel_' || md5(released.name), released.name) FROM release
 UNION ALL
 SELECT pg_notify('simba_released', released.name) FROM released
 UNION ALL
+SELECT pg_notify('simba_grp_' || md5(left_groups.group_name), left_groups.group_name) FROM left_groups
+UNION ALL
 SELECT pg_notify('simba_group', left_groups.group_name) FROM left_groups
 `
 
 // Ends a session in one statement: releases every lease it holds (NOTIFY per lease, on the lease's
 // own channel and on release_channel for earlier 5.x clients), drops its memberships (NOTIFY per
-// group) and deletes it. The DELETE of the session reads the released CTE first, so lease rows are
-// locked before the session row (the global lock order).
+// group, on the group's own channel and on group_channel for earlier 5.x clients) and deletes it.
+// The DELETE of the session reads the released CTE first, so lease rows are locked before the
+// session row (the global lock order).
 func (q *Queries) CloseSession(ctx context.Context, id string) error {
 	_, err := q.db.Exec(ctx, closeSession, id)
 	return err

@@ -23,7 +23,9 @@ WITH me AS (
     SELECT $2, me.id FROM me ON CONFLICT DO NOTHING
     RETURNING group_name
 ), n AS (
-    SELECT pg_notify('simba_group', ins.group_name) FROM ins
+    SELECT pg_notify('simba_grp_' || md5(ins.group_name), ins.group_name),
+           pg_notify('simba_group', ins.group_name)
+    FROM ins
 )
 SELECT EXISTS (SELECT 1 FROM me) AS session_live, (SELECT count(*) FROM n) AS notified
 `
@@ -38,8 +40,8 @@ type JoinRow struct {
 	Notified    int64
 }
 
-// Makes a live session a member of a group (idempotent) and NOTIFYs the group channel. session_live
-// false: SessionExpired.
+// Makes a live session a member of a group (idempotent) and, if it was not one, NOTIFYs the group's
+// own channel and group_channel (for earlier 5.x clients). session_live false: SessionExpired.
 func (q *Queries) Join(ctx context.Context, arg JoinParams) (JoinRow, error) {
 	row := q.db.QueryRow(ctx, join, arg.SessionID, arg.GroupName)
 	var i JoinRow

@@ -22,7 +22,9 @@ WITH me AS (
     WHERE group_name = $2 AND session_id = $1::text
     RETURNING group_name
 ), n AS (
-    SELECT pg_notify('simba_group', del.group_name) FROM del
+    SELECT pg_notify('simba_grp_' || md5(del.group_name), del.group_name),
+           pg_notify('simba_group', del.group_name)
+    FROM del
 )
 SELECT EXISTS (SELECT 1 FROM me) AS session_live, (SELECT count(*) FROM n) AS notified
 `
@@ -37,10 +39,10 @@ type LeaveRow struct {
 	Notified    int64
 }
 
-// Removes a session from a group and NOTIFYs the group channel if it was a member. session_live
-// false: SessionExpired (the membership is removed anyway). Leaving a group one is not a member of
-// is OK. The client's Leave completes once this reply (or the session's loss) and the release of
-// every partition it led are in.
+// Removes a session from a group and, if it was a member, NOTIFYs the group's own channel and
+// group_channel (for earlier 5.x clients). session_live false: SessionExpired (the membership is
+// removed anyway). Leaving a group one is not a member of is OK. The client's Leave completes once
+// this reply (or the session's loss) and the release of every partition it led are in.
 func (q *Queries) Leave(ctx context.Context, arg LeaveParams) (LeaveRow, error) {
 	row := q.db.QueryRow(ctx, leave, arg.SessionID, arg.GroupName)
 	var i LeaveRow
