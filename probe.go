@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/simba-go/simba/generated/wire"
 	"github.com/simba-go/simba/internal/engine"
 	"github.com/simba-go/simba/spi"
 )
@@ -34,8 +35,9 @@ import (
 // thousands of clients whose server comes back spread their retries by the probes' jitter and
 // the engine's.
 const (
-	// probeGroup is the group whose members a probe reads.
-	probeGroup = "simba.probe"
+	// probeGroup is the group whose members a probe reads (spec/names.yaml: backends do not
+	// watch it).
+	probeGroup = wire.ProbeGroup
 	// probeFirst bounds the delay of the first probe after a failure; each failed probe
 	// doubles the bound up to probeEvery.
 	probeFirst = 25 * time.Millisecond

@@ -141,6 +141,8 @@ var brokenSpecCases = []struct {
 	{"unknown field", "names.yaml", "case_sensitive: true", "case_sensitive: true\n  colour: red", "spec/names.yaml: "},
 	{"owner without bound", "names.yaml", "max_bytes: 255", "max_bytes: 0", "spec/names.yaml: owner.max_bytes: must be in [1, 65535]"},
 	{"odd client session id", "names.yaml", "client_hex_digits: 32", "client_hex_digits: 31", "spec/names.yaml: session_id.client_hex_digits: must be an even number"},
+	{"probe group not a name", "names.yaml", "probe_group: simba.probe", "probe_group: simba/probe", `spec/names.yaml: probe_group: "simba/probe": byte 5`},
+	{"probe group missing", "names.yaml", "probe_group: simba.probe", "", "spec/names.yaml: probe_group: must be 1 to 128 bytes"},
 	{"zookeeper session id not 64 bits", "names.yaml", "zookeeper_hex_digits: 16", "zookeeper_hex_digits: 8", "spec/names.yaml: session_id.zookeeper_hex_digits: must be 16"},
 	{"wrong vector", "assign.yaml", "weight: 961102844131960919", "weight: 961102844131960918", "spec/assign.yaml: weight_vectors[0]: weight(0, \"a\") is 961102844131960919"},
 	{"wrong owner", "assign.yaml", `owner: "b"`, `owner: "a"`, "spec/assign.yaml: owner_vectors[2]"},

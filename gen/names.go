@@ -31,6 +31,8 @@ type NamesSpec struct {
 		ClientHexDigits    int `yaml:"client_hex_digits"`
 		ZooKeeperHexDigits int `yaml:"zookeeper_hex_digits"`
 	} `yaml:"session_id"`
+	// ProbeGroup is the group whose members a client reads to probe its backend.
+	ProbeGroup string `yaml:"probe_group"`
 }
 
 const namesFile = "names.yaml"
@@ -102,7 +104,28 @@ func LoadNames(specDir string) (*NamesSpec, [256]bool, error) {
 	if d := s.SessionID.ZooKeeperHexDigits; d != 16 {
 		return nil, allowed, specErr(namesFile, "session_id.zookeeper_hex_digits", "must be 16 (a ZooKeeper session id has 64 bits), got %d", d)
 	}
+	if err := checkName(s.ProbeGroup, n.MaxLength, allowed, n.Reserved); err != "" {
+		return nil, allowed, specErr(namesFile, "probe_group", "%s", err)
+	}
 	return &s, allowed, nil
+}
+
+// checkName checks a name the spec itself fixes against the grammar ("" if it is valid).
+func checkName(name string, maxLength int, allowed [256]bool, reserved []string) string {
+	if name == "" || len(name) > maxLength {
+		return fmt.Sprintf("must be 1 to %d bytes, got %q", maxLength, name)
+	}
+	for i := 0; i < len(name); i++ {
+		if !allowed[name[i]] {
+			return fmt.Sprintf("%q: byte %d (%q) is not in the alphabet", name, i, name[i])
+		}
+	}
+	for _, r := range reserved {
+		if name == r {
+			return fmt.Sprintf("%q is reserved", name)
+		}
+	}
+	return ""
 }
 
 func genNames(specDir string) ([]File, error) {
@@ -124,6 +147,9 @@ func genNames(specDir string) ([]File, error) {
 	f.Const().Id("PartitionSeparator").Op("=").Lit(s.Partition.Separator)
 	f.Comment("MaxPartitions bounds the partition count of one group.")
 	f.Const().Id("MaxPartitions").Op("=").Lit(s.Partition.MaxPartitions)
+	f.Comment("ProbeGroup is the group whose members a client reads to probe its backend after a failure:")
+	f.Comment("no member joins it. A backend need not watch it for changes (its hints serve members).")
+	f.Const().Id("ProbeGroup").Op("=").Lit(s.ProbeGroup)
 
 	var chars strings.Builder
 	var lits []jen.Code

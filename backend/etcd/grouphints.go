@@ -92,6 +92,9 @@ func (b *Backend) joinEnded(id spi.SessionID, g string) {
 // count of them, at revision rev: the backend watches them for a linger. If the watch was made
 // after rev, a change between them may have gone unheard: the group is hinted.
 func (b *Backend) groupRead(cli *clientv3.Client, id spi.SessionID, g string, rev int64, count int) {
+	if g == wire.ProbeGroup {
+		return // the client's probe: no member joins it, nothing to watch
+	}
 	until := time.Now().Add(b.linger(id))
 	h := &b.hints
 	h.mu.Lock()

@@ -645,7 +645,7 @@ func (b *Backend) Members(ctx context.Context, group string) ([]spi.SessionID, e
 	if err != nil {
 		return nil, b.fail("members", err)
 	}
-	if b.groupsN != nil {
+	if b.groupsN != nil && group != wire.ProbeGroup { // the client's probe: nothing to LISTEN for
 		b.groupsN.read(group)
 	}
 	ids = foreign.Members(b.foreign, group, ids)

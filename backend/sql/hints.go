@@ -284,8 +284,8 @@ func (h *pgHub) members(sid string, groups []string) {
 
 // read notes a Members read of group: its channel is LISTENed (or kept) for a linger from now,
 // as after the last member left, so that a change right after the read is heard (the engine
-// reads members after each Join and each group hint; a reader that is no member, the
-// client's probe, costs one LISTEN and UNLISTEN).
+// reads members after each Join and each group hint). The client's probe reads
+// wire.ProbeGroup, which no member joins: Members does not note it.
 func (h *pgHub) read(group string) {
 	h.imu.Lock()
 	defer h.imu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/simba-go/simba/generated/wire"
 	"github.com/simba-go/simba/spi"
 )
 
@@ -221,6 +222,9 @@ func (b *Backend) joinEnded(sid spi.SessionID, g string, linger time.Duration) {
 // set and checked at a later cversion, a change between the read and the watch may have gone
 // unheard, and the group is hinted.
 func (b *Backend) groupRead(g string, cv int32, linger time.Duration) {
+	if g == wire.ProbeGroup {
+		return // the client's probe: no member joins it, and a watch would only open the hint connection
+	}
 	b.hmu.Lock()
 	u := b.groupLocked(g)
 	if u == nil {

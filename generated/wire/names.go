@@ -28,6 +28,10 @@ const PartitionSeparator = "."
 // MaxPartitions bounds the partition count of one group.
 const MaxPartitions = 65536
 
+// ProbeGroup is the group whose members a client reads to probe its backend after a failure:
+// no member joins it. A backend need not watch it for changes (its hints serve members).
+const ProbeGroup = "simba.probe"
+
 // NameAlphabet lists every character a name may contain.
 const NameAlphabet = "-.0123456789:ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz"
 
