@@ -87,3 +87,82 @@ func TestConnectPatience(t *testing.T) {
 		t.Fatalf("after it ran out: bound %v, want %v (started over)", got, 2*scaled)
 	}
 }
+
+// TestMySQLConnectsToASlowServer: as TestPostgresConnectsToASlowServer for MySQL/MariaDB.
+// database/sql connects within the call, with its context, and go-sql-driver gives the
+// handshake up when that ends: no open ever succeeded (0 of 20 in a trial at a delay of
+// only 500 ms). Open's connector now connects apart from the call and keeps the connection
+// its call gave up on for the next.
+func TestMySQLConnectsToASlowServer(t *testing.T) {
+	dsn, p := proxyDSN(t, myDSN(t), "3306")
+	b := migrated(t, dsn, WithHousekeepingInterval(-1))
+	db := b.d.(*stdDialect).db
+	reset := func() { db.SetMaxIdleConns(0); db.SetMaxIdleConns(2) } // closes the idle connections
+	const attempts = 60
+	failed := opensUnderSlowConnects(t, b, p, reset, 1500*time.Millisecond, attempts)
+	if failed < 0 {
+		t.Fatalf("no session opened in %d attempts against a server that sets connections up in 1.5 s (%d connections made)", attempts, len(p.Conns()))
+	}
+	t.Logf("the first open succeeded after %d failed, %d connections made", failed, len(p.Conns()))
+}
+
+// TestMySQLConnectorCloseEndsConnectsApart: the connection a call gave up on is handed to the
+// next Connect; Close ends a connect still running apart from its call and closes the spare
+// connections (goleak, in TestMain, finds a goroutine left behind).
+func TestMySQLConnectorCloseEndsConnectsApart(t *testing.T) {
+	_, cfg := myDatabase(t, "simba_sqlbe_")
+	p := faultproxy.StartTest(t, cfg.Addr)
+	cfg.Addr = p.Addr()
+	dc, err := MySQLConnector(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := dc.(*mysqlConnector)
+	giveUp := func(delay time.Duration) {
+		t.Helper()
+		p.Set(faultproxy.Fault{ConnectDelay: delay})
+		ctx, cancel := context.WithTimeout(testCtx(t), 50*time.Millisecond)
+		defer cancel()
+		if _, err := c.Connect(ctx); err == nil {
+			t.Fatalf("a connect of 50 ms succeeded through a delay of %v", delay)
+		}
+	}
+	spares := func() int {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.spares)
+	}
+	eventually := func(what string, cond func() bool) {
+		t.Helper()
+		for end := time.Now().Add(30 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatalf("%s: not within 30 s", what)
+			}
+		}
+	}
+
+	// A connection set up 300 ms after its call of 50 ms gave up is the next call's.
+	giveUp(300 * time.Millisecond)
+	eventually("the connection its call gave up on kept", func() bool { return spares() == 1 })
+	p.Heal()
+	conn, err := c.Connect(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(p.Conns()); n != 1 {
+		t.Fatalf("%d connections made, want 1: the spare not handed out", n)
+	}
+	conn.Close()
+
+	// A connect apart held for an hour, and a spare, when Close comes.
+	giveUp(time.Hour)
+	giveUp(300 * time.Millisecond)
+	eventually("the second connection its call gave up on kept", func() bool { return spares() == 1 })
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := spares(); n != 0 {
+		t.Fatalf("%d spare connections left after Close", n)
+	}
+	eventually("the spare connection closed", p.Conns()[2].ClientClosed)
+}
