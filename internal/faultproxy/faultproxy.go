@@ -9,6 +9,8 @@
 //   - drop a direction: lose its bytes for good, the sockets left open (a client waiting for a
 //     reply waits on);
 //   - delay or throttle the bytes;
+//   - delay new connections: reach the server only some time after they are accepted (a
+//     server slow to set connections up, forking and authenticating under load);
 //   - blackhole the link: silence the open connections for good and take new ones without
 //     ever answering (a failover or partition that sends no reset, a dropped SYN).
 //
@@ -63,6 +65,13 @@ type Fault struct {
 	// SYN or a server that takes connections and never answers. Heal lets new connections
 	// through again; the silenced ones stay silent.
 	Blackhole bool
+	// ConnectDelay holds every connection accepted while it is set for that long before the
+	// target is dialled: the client's first bytes wait in the proxy and the server's first
+	// reply comes that much later, as from a server that takes that long to set a connection
+	// up (a PostgreSQL forking and authenticating backends under load). Connections open
+	// already are not affected, and an accepted one waits its delay out even if the fault
+	// changes meanwhile (Close ends the wait).
+	ConnectDelay time.Duration
 }
 
 // mode returns the mode of direction up (client to server) or down.
@@ -92,7 +101,8 @@ type Proxy struct {
 // Conn is what the proxy saw of one connection it forwarded.
 type Conn struct {
 	client       net.Conn
-	server       net.Conn // nil until dialled; under Proxy.mu
+	server       net.Conn      // nil until dialled; under Proxy.mu
+	connectDelay time.Duration // the fault's ConnectDelay when accepted
 	bytesUp      atomic.Int64
 	bytesLost    atomic.Int64 // dropped or orphaned, both ways (for the package's tests)
 	clientClosed atomic.Bool
@@ -246,7 +256,7 @@ func (p *Proxy) accept() {
 		}
 		p.mu.Lock()
 		refused, reset := p.closed || p.fault.Cut, p.fault.Reset
-		c := &Conn{client: client}
+		c := &Conn{client: client, connectDelay: p.fault.ConnectDelay}
 		if p.fault.Blackhole {
 			c.orphaned.Store(true) // taken, never answered (see serve)
 		}
@@ -271,6 +281,11 @@ func (p *Proxy) serve(c *Conn) {
 		n, _ := io.Copy(io.Discard, c.client)
 		c.bytesLost.Add(n)
 		c.clientClosed.Store(true)
+		c.client.Close()
+		p.forget(c)
+		return
+	}
+	if !p.sleep(c.connectDelay) {
 		c.client.Close()
 		p.forget(c)
 		return
@@ -383,10 +398,15 @@ func (p *Proxy) pace(f Fault, n int) bool {
 	if f.BytesPerSecond > 0 {
 		wait += time.Duration(float64(n) / float64(f.BytesPerSecond) * float64(time.Second))
 	}
-	if wait <= 0 {
+	return p.sleep(wait)
+}
+
+// sleep waits d; false if the proxy closed meanwhile.
+func (p *Proxy) sleep(d time.Duration) bool {
+	if d <= 0 {
 		return true
 	}
-	t := time.NewTimer(wait)
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:

@@ -317,3 +317,46 @@ func TestBlackhole(t *testing.T) {
 	case <-time.After(quiet):
 	}
 }
+
+// TestConnectDelay: a connection accepted under a ConnectDelay reaches the server only after
+// it (its bytes wait, none comes back), even once the fault is healed; connections open
+// already, and those accepted after the heal, are not held; Close ends the wait.
+func TestConnectDelay(t *testing.T) {
+	addr, _ := echoServer(t)
+	p, err := Start(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	open := dial(t, p)
+	open.send("warm")
+	open.expect("warm")
+
+	const delay = 300 * time.Millisecond
+	p.Set(Fault{ConnectDelay: delay})
+	start := time.Now()
+	slow := dial(t, p)
+	slow.send("first")
+	open.send("still")
+	open.expect("still") // an open connection is not held
+	p.Heal()             // the accepted connection waits its delay out all the same
+	slow.expect("first")
+	if took := time.Since(start); took < delay {
+		t.Errorf("the first reply came %v after the connection, want at least %v", took, delay)
+	}
+
+	p.Set(Fault{ConnectDelay: time.Hour})
+	held := dial(t, p)
+	held.send("held")
+	held.expectNothing("a connection accepted under a ConnectDelay of an hour")
+	p.Heal()
+	fresh := dial(t, p)
+	fresh.send("ping")
+	fresh.expect("ping") // accepted after the heal: not held
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := held.read(10 * time.Second); err == nil {
+		t.Fatalf("read %q on a held connection through a closed proxy", got)
+	}
+}
