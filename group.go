@@ -92,6 +92,11 @@ func RunPartition(fn func(ctx context.Context, p int, t Term) error) GroupOption
 // joined. A JoinGroup that returns ctx's error leaves nothing joined: a ctx that had ended
 // before the call is refused at once, and if the engine takes the join after ctx ended, it
 // leaves the group again at once.
+//
+// Every member of a group must join it with the same partition count: the backend keeps no
+// count, so nothing checks it, and each member hashes only its own partitions over all the
+// members. With members of 4 and of 8 partitions, the partitions 4 to 7 that hashing gives a
+// member of 4 are led by nobody. To change the count, use a new group name.
 func (c *Client) JoinGroup(ctx context.Context, group string, partitions int, opts ...GroupOption) (*PartitionGroup, error) {
 	if ctx == nil {
 		return nil, nilContext("JoinGroup")
