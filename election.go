@@ -387,6 +387,9 @@ func (e *Election) Stop(ctx context.Context) error {
 	if ctx == nil {
 		return nilContext("Stop")
 	}
+	if e.superseded() {
+		return nil
+	}
 	// The name is let go once the engine has taken the Stop (whatever err says), and not before:
 	// a Stop whose ctx ends while it waits for the loop is taken later, and its revocation must
 	// still find this election to cancel the work's ctx and invalidate the term.
@@ -408,6 +411,16 @@ func (e *Election) Stop(ctx context.Context) error {
 	return err
 }
 
+// superseded reports whether another election or a lock of this client has taken e's name since
+// e was stopped. The engine knows elections by name, so e's Stop or StepDown would reach that
+// one: for e, which is stopped, both are to do nothing.
+func (e *Election) superseded() bool {
+	e.c.mu.Lock()
+	defer e.c.mu.Unlock()
+	h := e.c.handles[e.name]
+	return h != nil && h != leaseHandle(e)
+}
+
 // StepDown gives up leadership for the cooldown (default one TTL), then the election is a
 // candidate again. It returns when the lease is released (after the handover, if work runs);
 // called from inside this election's own leader work, once the term is revoked, as Stop does
@@ -418,10 +431,14 @@ func (e *Election) Stop(ctx context.Context) error {
 // has left the backend's waiter queue (at once where it was not queued); one already cooling
 // down keeps its cooldown as it is.
 // On an election that was never started, or is stopped, StepDown does nothing and returns
-// nil (it does not start it).
+// nil (it does not start it), also when another election or a lock of this client has taken
+// the name since (so does Stop).
 func (e *Election) StepDown(ctx context.Context) error {
 	if ctx == nil {
 		return nilContext("StepDown")
+	}
+	if e.superseded() {
+		return nil
 	}
 	ev := engine.Event{Kind: engine.EvStepDown, Name: e.name}
 	if e.c.workName() == e.name {

@@ -92,6 +92,11 @@ func RunPartition(fn func(ctx context.Context, p int, t Term) error) GroupOption
 // joined. A JoinGroup that returns ctx's error leaves nothing joined: a ctx that had ended
 // before the call is refused at once, and if the engine takes the join after ctx ended, it
 // leaves the group again at once.
+//
+// Every member of a group must join it with the same partition count: the backend keeps no
+// count, so nothing checks it, and each member hashes only its own partitions over all the
+// members. With members of 4 and of 8 partitions, the partitions 4 to 7 that hashing gives a
+// member of 4 are led by nobody. To change the count, use a new group name.
 func (c *Client) JoinGroup(ctx context.Context, group string, partitions int, opts ...GroupOption) (*PartitionGroup, error) {
 	if ctx == nil {
 		return nil, nilContext("JoinGroup")
@@ -177,10 +182,20 @@ func (g *PartitionGroup) Partitions() int { return g.partitions }
 // joined again once leaving is done. Called from inside the group's own RunPartition work,
 // which the handover would wait for, Leave returns once the engine has taken it (every term
 // of the group revoked, the work's ctx cancelled): the partitions are released as their work
-// returns, the caller's own once it returns.
+// returns, the caller's own once it returns. A second Leave returns nil; so does the Leave of a
+// handle whose group this client has joined again since, which leaves the new membership alone.
 func (g *PartitionGroup) Leave(ctx context.Context) error {
 	if ctx == nil {
 		return nilContext("Leave")
+	}
+	// A handle whose group has been joined again since it left is over: the engine knows groups
+	// by name, so its Leave would leave the new membership (a deferred Leave of the first join,
+	// say). JoinGroup refuses a group still leaving, so this handle's leaving is done.
+	g.c.mu.Lock()
+	cur := g.c.groups[g.name]
+	g.c.mu.Unlock()
+	if cur != nil && cur != g {
+		return nil
 	}
 	// Once the engine has taken the Leave (whatever err says), and not before: a Leave whose ctx
 	// ends while it waits for the loop is taken later, and its revocations must still find the
