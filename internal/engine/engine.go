@@ -538,7 +538,10 @@ func (s *Engine) onKeepAliveReply(p pending, ev Event) {
 				}
 				continue
 			}
-			s.setView(g, m, nil)
+			if sent >= g.viewSent { // else a members read sent after it brought newer news
+				g.viewSent = sent
+				s.setView(g, m, nil)
+			}
 			s.armLapse(g, ka.MembersRemaining)
 		}
 	}

@@ -43,7 +43,12 @@ type group struct {
 	// renewal interval later at the next keep-alive.
 	lapseAt time.Duration
 
-	members  []spi.SessionID // the last view (owned by effects once emitted: never mutated)
+	members []spi.SessionID // the last view (owned by effects once emitted: never mutated)
+	// viewSent is the send time of the request (keep-alive or members read) whose reply
+	// brought the view in place: a reply to a request sent before it is older news and is
+	// not applied (a keep-alive answered after a members read sent after it, see
+	// stale-view.txt).
+	viewSent time.Duration
 	owned    []bool
 	assigned []int
 
@@ -285,7 +290,10 @@ func (s *Engine) onMembersReply(p pending, ev Event) {
 		}
 	} else {
 		g.membersFailed = false
-		s.setView(g, ev.Members, nil)
+		if sent := s.sentAt(p, ev); sent >= g.viewSent {
+			g.viewSent = sent
+			s.setView(g, ev.Members, nil)
+		}
 	}
 	if g.membersDirty {
 		g.membersDirty = false
