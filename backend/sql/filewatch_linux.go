@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	"unsafe"
 
@@ -20,8 +21,9 @@ type fileWatch struct {
 	once   sync.Once
 }
 
-// watchFile starts watching path's directory for writes to path and its companions.
-func watchFile(path string) (*fileWatch, error) {
+// watchFile starts watching path's directory for writes to path and its companions; it counts
+// its wake-ups in wakes.
+func watchFile(path string, wakes *atomic.Int64) (*fileWatch, error) {
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
 		return nil, err
@@ -37,11 +39,11 @@ func watchFile(path string) (*fileWatch, error) {
 	// A non-blocking descriptor goes through the runtime's poller: Close ends a pending Read.
 	w := &fileWatch{f: os.NewFile(uintptr(fd), "inotify"), events: make(chan struct{}, 1), done: make(chan struct{})}
 	names := map[string]bool{base: true, base + "-wal": true, base + "-journal": true}
-	go w.read(names)
+	go w.read(names, wakes)
 	return w, nil
 }
 
-func (w *fileWatch) read(names map[string]bool) {
+func (w *fileWatch) read(names map[string]bool, wakes *atomic.Int64) {
 	defer close(w.done)
 	buf := make([]byte, 64*(unix.SizeofInotifyEvent+unix.NAME_MAX+1))
 	for {
@@ -49,6 +51,7 @@ func (w *fileWatch) read(names map[string]bool) {
 		if err != nil {
 			return
 		}
+		wakes.Add(1)
 		hit := false
 		for off := 0; off+unix.SizeofInotifyEvent <= n; {
 			ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))

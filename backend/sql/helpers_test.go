@@ -26,7 +26,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if child() || wakeChild() || gateChild() || migrateChild() {
+	if child() || wakeChild() || gateChild() || migrateChild() || idleChild() {
 		return
 	}
 	goleak.VerifyTestMain(m)
@@ -205,7 +205,7 @@ func expire(t testing.TB, b *Backend, id spi.SessionID) {
 
 // startChild starts this test binary with env added (the variable that makes TestMain run a
 // child's part), with pipes to its stdin and from its stdout.
-func startChild(t *testing.T, env ...string) (*osexec.Cmd, io.WriteCloser, io.ReadCloser) {
+func startChild(t testing.TB, env ...string) (*osexec.Cmd, io.WriteCloser, io.ReadCloser) {
 	t.Helper()
 	cmd := osexec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), env...)

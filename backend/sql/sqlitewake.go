@@ -74,6 +74,10 @@ type sqliteWaker struct {
 	// followUps counts the change counter's reads other than at a file event: the reads that
 	// follow one, and the safety net's (for the tests).
 	followUps atomic.Int64
+	// events counts the file events poll woke for, reads all its reads of the change counter,
+	// and watchWakes the file watch's wake-ups (each read of the inotify descriptor, whether
+	// or not it named the database's files): for the tests and the waiting-CPU benchmark.
+	events, reads, watchWakes atomic.Int64
 }
 
 // fileKey is what a commit changes in a file: its size or its modification time.
@@ -206,7 +210,7 @@ func (w *sqliteWaker) poll(ctx context.Context) {
 		}
 		if watch == nil && w.path != "" && !noWatch {
 			var err error
-			if watch, err = watchFile(w.path); err != nil {
+			if watch, err = watchFile(w.path, &w.watchWakes); err != nil {
 				noWatch = true // poll instead (e.g. out of inotify instances)
 			}
 		}
@@ -214,7 +218,10 @@ func (w *sqliteWaker) poll(ctx context.Context) {
 			continue
 		}
 		lastRead = time.Now()
-		if !event {
+		w.reads.Add(1)
+		if event {
+			w.events.Add(1)
+		} else {
 			w.followUps.Add(1)
 		}
 		var v int64
