@@ -291,13 +291,11 @@ func (s *SQLSpec) validate() error {
 	}
 	// A lease channel is the prefix and 32 hex digits: a plain identifier of at most 63 bytes
 	// (PostgreSQL's limit), which no other channel may look like.
-	if lp := s.LeaseChannelPrefix; !sqlChannelRE.MatchString(lp) || len(lp)+32 > 63 ||
-		strings.HasPrefix(s.ReleaseChannel, lp) || strings.HasPrefix(s.GroupChannel, lp) {
+	if lp := s.LeaseChannelPrefix; !s.ownChannelPrefixOK(lp) {
 		return specErr(f, "lease_channel_prefix", "%q is not a plain channel name of at most 31 bytes that neither release_channel nor group_channel starts with", lp)
 	}
 	// So is a group's own channel, which no other channel may look like either.
-	if gp, lp := s.GroupChannelPrefix, s.LeaseChannelPrefix; !sqlChannelRE.MatchString(gp) || len(gp)+32 > 63 ||
-		strings.HasPrefix(s.ReleaseChannel, gp) || strings.HasPrefix(s.GroupChannel, gp) ||
+	if gp, lp := s.GroupChannelPrefix, s.LeaseChannelPrefix; !s.ownChannelPrefixOK(gp) ||
 		strings.HasPrefix(gp, lp) || strings.HasPrefix(lp, gp) {
 		return specErr(f, "group_channel_prefix", "%q is not a plain channel name of at most 31 bytes that neither release_channel nor group_channel starts with, and neither starts nor is started by lease_channel_prefix", gp)
 	}
@@ -729,6 +727,14 @@ func sqlBuiltinPlaceholder(name string) bool {
 		return true
 	}
 	return false
+}
+
+// ownChannelPrefixOK reports whether p can start a lease's or a group's own channel (p and 32 hex
+// digits): a plain channel name that stays within PostgreSQL's 63-byte identifier limit, and
+// that neither shared channel (release_channel, group_channel) starts with.
+func (s *SQLSpec) ownChannelPrefixOK(p string) bool {
+	return sqlChannelRE.MatchString(p) && len(p)+32 <= 63 &&
+		!strings.HasPrefix(s.ReleaseChannel, p) && !strings.HasPrefix(s.GroupChannel, p)
 }
 
 // The placeholders that place one lease's or one group's own channel, an identifier, in the
@@ -1225,20 +1231,24 @@ func (s *SQLSpec) genWire() (File, error) {
 	f.Const().Id("SQLReleaseChannel").Op("=").Lit(s.ReleaseChannel)
 	lineComments(f, "SQLGroupChannel is the PostgreSQL NOTIFY channel a join or leave publishes the group name on\n(besides the group's own channel, SQLGroupOwnChannel): kept for clients of earlier 5.x\nreleases, which LISTEN there.")
 	f.Const().Id("SQLGroupChannel").Op("=").Lit(s.GroupChannel)
-	f.Comment("SQLLeaseChannelPrefix starts the PostgreSQL NOTIFY channel of one lease's releases (SQLLeaseChannel).")
-	f.Const().Id("SQLLeaseChannelPrefix").Op("=").Lit(s.LeaseChannelPrefix)
-	lineComments(f, "SQLLeaseChannel is the PostgreSQL NOTIFY channel a release of lease name publishes the name on:\nSQLLeaseChannelPrefix and the lowercase hex MD5 of the name's UTF-8 bytes, as the statements'\nmd5(name) computes it (a plain identifier, at most 63 bytes whatever the name).")
-	f.Func().Id("SQLLeaseChannel").Params(jen.Id("name").String()).String().Block(
-		jen.Id("sum").Op(":=").Qual("crypto/md5", "Sum").Call(jen.Index().Byte().Parens(jen.Id("name"))),
-		jen.Return(jen.Id("SQLLeaseChannelPrefix").Op("+").Qual("encoding/hex", "EncodeToString").Call(jen.Id("sum").Index(jen.Empty(), jen.Empty()))),
-	)
-	f.Comment("SQLGroupChannelPrefix starts the PostgreSQL NOTIFY channel of one group's membership changes (SQLGroupOwnChannel).")
-	f.Const().Id("SQLGroupChannelPrefix").Op("=").Lit(s.GroupChannelPrefix)
-	lineComments(f, "SQLGroupOwnChannel is the PostgreSQL NOTIFY channel a join or leave of group publishes the\ngroup name on: SQLGroupChannelPrefix and the lowercase hex MD5 of the name's UTF-8 bytes, as\nthe statements' md5(group_name) computes it (a plain identifier, at most 63 bytes whatever\nthe name).")
-	f.Func().Id("SQLGroupOwnChannel").Params(jen.Id("group").String()).String().Block(
-		jen.Id("sum").Op(":=").Qual("crypto/md5", "Sum").Call(jen.Index().Byte().Parens(jen.Id("group"))),
-		jen.Return(jen.Id("SQLGroupChannelPrefix").Op("+").Qual("encoding/hex", "EncodeToString").Call(jen.Id("sum").Index(jen.Empty(), jen.Empty()))),
-	)
+	// A lease's and a group's own channels: a prefix constant, and the channel of one name,
+	// the prefix and the lowercase hex MD5 of the name (as the statements' md5() computes it).
+	for _, c := range []struct{ prefixConst, prefixDoc, prefix, fn, param, doc string }{
+		{"SQLLeaseChannelPrefix", "SQLLeaseChannelPrefix starts the PostgreSQL NOTIFY channel of one lease's releases (SQLLeaseChannel).",
+			s.LeaseChannelPrefix, "SQLLeaseChannel", "name",
+			"SQLLeaseChannel is the PostgreSQL NOTIFY channel a release of lease name publishes the name on:\nSQLLeaseChannelPrefix and the lowercase hex MD5 of the name's UTF-8 bytes, as the statements'\nmd5(name) computes it (a plain identifier, at most 63 bytes whatever the name)."},
+		{"SQLGroupChannelPrefix", "SQLGroupChannelPrefix starts the PostgreSQL NOTIFY channel of one group's membership changes (SQLGroupOwnChannel).",
+			s.GroupChannelPrefix, "SQLGroupOwnChannel", "group",
+			"SQLGroupOwnChannel is the PostgreSQL NOTIFY channel a join or leave of group publishes the\ngroup name on: SQLGroupChannelPrefix and the lowercase hex MD5 of the name's UTF-8 bytes, as\nthe statements' md5(group_name) computes it (a plain identifier, at most 63 bytes whatever\nthe name)."},
+	} {
+		f.Comment(c.prefixDoc)
+		f.Const().Id(c.prefixConst).Op("=").Lit(c.prefix)
+		lineComments(f, c.doc)
+		f.Func().Id(c.fn).Params(jen.Id(c.param).String()).String().Block(
+			jen.Id("sum").Op(":=").Qual("crypto/md5", "Sum").Call(jen.Index().Byte().Parens(jen.Id(c.param))),
+			jen.Return(jen.Id(c.prefixConst).Op("+").Qual("encoding/hex", "EncodeToString").Call(jen.Id("sum").Index(jen.Empty(), jen.Empty()))),
+		)
+	}
 	lineComments(f, "The lock Migrate holds while it applies migrations (each dialect's MigrateLock takes it):\nthe PostgreSQL advisory lock key, the MySQL/MariaDB GET_LOCK name and how long GET_LOCK\nwaits for it.")
 	f.Const().Defs(
 		jen.Id("SQLMigrateLockKey").Int64().Op("=").Lit(int(s.MigrateLock.Key)),
@@ -1363,15 +1373,17 @@ func (s *SQLSpec) genWire() (File, error) {
 			x, _ := s.expand(fmt.Sprintf("dialects.%s.listen[%d]", d, i), st, d) // validated
 			listen = append(listen, jen.Lit(x))
 		}
+		// lease and group: the (un)listen texts around a lease's and a group's own channel.
 		var lease, group [2][2]string
-		for i, st := range []string{ds.ListenLease, ds.UnlistenLease} {
-			if st != "" {
-				lease[i], _ = s.expandOwn("dialects."+d, st, d, leaseChannelIdent) // validated
-			}
-		}
-		for i, st := range []string{ds.ListenGroup, ds.UnlistenGroup} {
-			if st != "" {
-				group[i], _ = s.expandOwn("dialects."+d, st, d, groupOwnChannelIdent) // validated
+		for _, o := range []struct {
+			out   *[2][2]string
+			texts [2]string
+			ph    string
+		}{{&lease, [2]string{ds.ListenLease, ds.UnlistenLease}, leaseChannelIdent}, {&group, [2]string{ds.ListenGroup, ds.UnlistenGroup}, groupOwnChannelIdent}} {
+			for i, st := range o.texts {
+				if st != "" {
+					o.out[i], _ = s.expandOwn("dialects."+d, st, d, o.ph) // validated
+				}
 			}
 		}
 		lock, _ := s.expand("dialects."+d+".migrate_lock", ds.MigrateLock, d)       // validated
