@@ -167,7 +167,6 @@ func (b *Backend) watchGroup(ctx context.Context, cli *clientv3.Client, g string
 	if f := beforeGroupWatch.Load(); f != nil {
 		(*f)(g)
 	}
-	hint := func() { h.send(spi.Hint{Kind: spi.GroupChanged, Name: g}) }
 	var from int64 // 0 until the first watch is made: watch from the current revision
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -182,11 +181,7 @@ func (b *Backend) watchGroup(ctx context.Context, cli *clientv3.Client, g string
 	sweep()
 	for ctx.Err() == nil {
 		rctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-		opt := clientv3.WithCreatedNotify()
-		if from != 0 {
-			opt = clientv3.WithRev(from)
-		}
-		wc := cli.Watch(rctx, members, clientv3.WithPrefix(), opt)
+		wc := cli.Watch(rctx, members, clientv3.WithPrefix(), watchFrom(from))
 	watching:
 		for {
 			select {
@@ -199,19 +194,8 @@ func (b *Backend) watchGroup(ctx context.Context, cli *clientv3.Client, g string
 					b.closeGroupGap(ctx, cli, g, w, r.Header.Revision)
 					continue
 				}
-				for _, ev := range r.Events {
-					from = max(from, ev.Kv.ModRevision+1)
-				}
-				if len(r.Events) > 0 {
-					hint()
-				}
-				if r.CompactRevision != 0 {
-					// The revisions from `from` on were compacted: a change may have gone unseen.
-					hint()
-					from = max(from, r.CompactRevision)
-					break watching
-				}
-				if r.Err() != nil || r.Canceled {
+				var ok bool
+				if from, ok = h.heard(spi.GroupChanged, g, r, open, from); !ok {
 					break watching
 				}
 			case <-w.wake:

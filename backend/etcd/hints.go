@@ -245,14 +245,8 @@ func (b *Backend) watchName(ctx context.Context, cli *clientv3.Client, name stri
 	defer timer.Stop()
 	for ctx.Err() == nil {
 		rctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-		from := func(rev int64) clientv3.OpOption {
-			if rev == 0 {
-				return clientv3.WithCreatedNotify()
-			}
-			return clientv3.WithRev(rev)
-		}
-		lw := cli.Watch(rctx, lease, clientv3.WithFilterPut(), from(lrev))
-		qw := cli.Watch(rctx, queue, clientv3.WithPrefix(), clientv3.WithFilterPut(), from(qrev))
+		lw := cli.Watch(rctx, lease, clientv3.WithFilterPut(), watchFrom(lrev))
+		qw := cli.Watch(rctx, queue, clientv3.WithPrefix(), clientv3.WithFilterPut(), watchFrom(qrev))
 		for lw != nil && qw != nil {
 			var ok bool
 			select {
@@ -265,7 +259,7 @@ func (b *Backend) watchName(ctx context.Context, cli *clientv3.Client, name stri
 					b.closeGap(ctx, cli, name, read, blocker, lrev, qrev)
 					continue
 				}
-				lrev, ok = h.released(name, r, open, lrev)
+				lrev, ok = h.heard(spi.Released, name, r, open, lrev)
 				if !ok {
 					lw = nil
 				}
@@ -278,7 +272,7 @@ func (b *Backend) watchName(ctx context.Context, cli *clientv3.Client, name stri
 					b.closeGap(ctx, cli, name, read, blocker, lrev, qrev)
 					continue
 				}
-				qrev, ok = h.released(name, r, open, qrev)
+				qrev, ok = h.heard(spi.Released, name, r, open, qrev)
 				if !ok {
 					qw = nil
 				}
@@ -313,20 +307,33 @@ func (b *Backend) closeGap(ctx context.Context, cli *clientv3.Client, name strin
 	b.hints.send(spi.Hint{Kind: spi.Released, Name: name})
 }
 
-// released delivers the deletions in a response of one of name's watches, watching from
-// revision from, as Released hints, and returns the revision to watch from next and whether
-// the watch goes on (open: the channel was open).
-func (h *hub) released(name string, r clientv3.WatchResponse, open bool, from int64) (int64, bool) {
+// watchFrom is the option that starts a watch at revision rev, or at the current revision with
+// a created notification (which reports it) while rev is 0: no watch made yet.
+func watchFrom(rev int64) clientv3.OpOption {
+	if rev == 0 {
+		return clientv3.WithCreatedNotify()
+	}
+	return clientv3.WithRev(rev)
+}
+
+// heard delivers a response of one of name's watches (kind Released: its lease key's and
+// waiter keys' deletions; GroupChanged: its member keys' changes), watching from revision from,
+// as one hint of kind if the response carries events (they all concern name: more would only
+// repeat it), and returns the revision to watch from next and whether the watch goes on (open:
+// the channel was open).
+func (h *hub) heard(kind spi.HintKind, name string, r clientv3.WatchResponse, open bool, from int64) (int64, bool) {
 	if !open {
 		return from, false
 	}
 	for _, ev := range r.Events {
-		h.send(spi.Hint{Kind: spi.Released, Name: name})
 		from = max(from, ev.Kv.ModRevision+1)
 	}
+	if len(r.Events) > 0 {
+		h.send(spi.Hint{Kind: kind, Name: name})
+	}
 	if r.CompactRevision != 0 {
-		// The revisions from `from` on were compacted: a release may have gone unseen.
-		h.send(spi.Hint{Kind: spi.Released, Name: name})
+		// The revisions from `from` on were compacted: a change may have gone unseen.
+		h.send(spi.Hint{Kind: kind, Name: name})
 		return max(from, r.CompactRevision), false
 	}
 	return from, r.Err() == nil && !r.Canceled
