@@ -125,14 +125,7 @@ func BenchmarkLockCycleIdleHinted(b *testing.B) {
 	for _, idle := range []int{0, 8} {
 		b.Run(fmt.Sprintf("postgres-idle-%d", idle), func(b *testing.B) {
 			ctx := context.Background()
-			open := func() spi.Backend {
-				be, err := simbasql.Open(ctx, testenv.Postgres(b), simbasql.WithAutoMigrate())
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.Cleanup(func() { be.Close() })
-				return be
-			}
+			open := func() spi.Backend { return openPostgresBench(b) }
 			raw := open().(*simbasql.Backend)
 			for i := range idle {
 				ic, err := simba.New(open(), simba.WithOwner("idle"))
@@ -175,6 +168,17 @@ func BenchmarkLockCycleIdleHinted(b *testing.B) {
 	}
 }
 
+// openPostgresBench opens a backend of its own on the test PostgreSQL, closed when b ends.
+func openPostgresBench(b *testing.B) spi.Backend {
+	b.Helper()
+	be, err := simbasql.Open(context.Background(), testenv.Postgres(b), simbasql.WithAutoMigrate())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { be.Close() })
+	return be
+}
+
 // BenchmarkGroupChurnIdleHinted measures a group membership change on PostgreSQL, a Join and a
 // Leave of one session (SPI calls on a backend without hint subscribers), with 0 and with 8
 // simba clients open in the process, each on a backend of its own (so each has a hint listener
@@ -195,14 +199,7 @@ func BenchmarkGroupChurnIdleHinted(b *testing.B) {
 	for _, idle := range []int{0, 8} {
 		b.Run(fmt.Sprintf("postgres-idle-%d", idle), func(b *testing.B) {
 			ctx := context.Background()
-			open := func() spi.Backend {
-				be, err := simbasql.Open(ctx, testenv.Postgres(b), simbasql.WithAutoMigrate())
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.Cleanup(func() { be.Close() })
-				return be
-			}
+			open := func() spi.Backend { return openPostgresBench(b) }
 			raw := open().(*simbasql.Backend)
 			for range idle {
 				ic, err := simba.New(open(), simba.WithOwner("idle"))
