@@ -25,8 +25,9 @@ import (
 // a probe interval of the backend's return instead of after up to two renewal intervals (the
 // stuck call's timeout, then a backoff of up to a renewal interval).
 //
-// A probe is Members of probeGroup: a read of a name no member joins, cheap on every backend,
-// that goes over the connections the session's calls use. Probes are paced by the client
+// A probe is Members of wire.ProbeGroup (spec/names.yaml): a read of a group no member joins
+// and no backend watches, cheap on every backend, that goes over the connections the session's
+// calls use. Probes are paced by the client
 // (probeFirst, doubling to probeEvery's bound, each drawn with jitter), one at a time, each given at
 // most probeTimeout, and only while the session's calls fail; a probe that fails costs the
 // backend nothing (the server is unreachable). The engine damps the signs: one acts at most
@@ -35,9 +36,6 @@ import (
 // thousands of clients whose server comes back spread their retries by the probes' jitter and
 // the engine's.
 const (
-	// probeGroup is the group whose members a probe reads (spec/names.yaml: backends do not
-	// watch it).
-	probeGroup = wire.ProbeGroup
 	// probeFirst bounds the delay of the first probe after a failure; each failed probe
 	// doubles the bound up to probeEvery.
 	probeFirst = 25 * time.Millisecond
@@ -129,7 +127,7 @@ func (c *Client) sendProbe() {
 		defer c.settle.end()
 		start := c.cfg.clock.Now()
 		ctx, cancel := c.settle.callContext(c.baseCtx, c.cfg.clock, min(probeTimeout, c.cfg.renewEvery))
-		_, err := c.backend.Members(ctx, probeGroup)
+		_, err := c.backend.Members(ctx, wire.ProbeGroup)
 		cancel()
 		c.post(func() { c.probed(start, err) })
 	}()
