@@ -207,11 +207,12 @@ func TestPostgresGroupChangeNotifiesLegacyChannel(t *testing.T) {
 	}
 	defer conn.Close(context.Background())
 	joined, left, closed := "legacy-j-"+unique(t), "legacy-l-"+unique(t), "legacy-c-"+unique(t)
+	pg, _ := wire.SQLDialectByName(wire.SQLPostgres) // the generated statements a listener sends
 	for _, st := range []string{
 		"LISTEN " + wire.SQLGroupChannel, // what an earlier client's listen statement is
-		"LISTEN " + wire.SQLGroupOwnChannel(joined),
-		"LISTEN " + wire.SQLGroupOwnChannel(left),
-		"LISTEN " + wire.SQLGroupOwnChannel(closed),
+		pg.ListenGroup(joined),
+		pg.ListenGroup(left),
+		pg.ListenGroup(closed),
 	} {
 		if _, err := conn.Exec(testCtx(t), st); err != nil {
 			t.Fatal(err)

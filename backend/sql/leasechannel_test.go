@@ -180,10 +180,11 @@ func TestPostgresReleaseNotifiesLegacyChannel(t *testing.T) {
 	}
 	defer conn.Close(context.Background())
 	released, closed := "legacy-"+unique(t), "legacy-closed-"+unique(t)
+	pg, _ := wire.SQLDialectByName(wire.SQLPostgres) // the generated statements a listener sends
 	for _, st := range []string{
 		"LISTEN " + wire.SQLReleaseChannel, // what an earlier client's listen statement is
-		"LISTEN " + wire.SQLLeaseChannel(released),
-		"LISTEN " + wire.SQLLeaseChannel(closed),
+		pg.ListenLease(released),
+		pg.ListenLease(closed),
 	} {
 		if _, err := conn.Exec(testCtx(t), st); err != nil {
 			t.Fatal(err)
