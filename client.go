@@ -118,6 +118,11 @@ type Client struct {
 	insideG goroutines    // goroutines running a callback or leader work of this client
 
 	settle settle // activity reported to a settling clock (settle.go)
+
+	// testHookRequest, when set (only by tests, through export_test.go), runs at the start of
+	// every request, on the requesting goroutine, before its event is posted: a test makes
+	// other requests there to have the loop take them before this one.
+	testHookRequest atomic.Pointer[func(engine.Event)]
 }
 
 // leaseHandle is what the loop tells about the terms of one name: an *Election, a *lockQueue, or a
@@ -596,6 +601,9 @@ func (c *Client) requestUndoable(ctx context.Context, ev engine.Event, undo func
 // precede whatever it steps next (Stop and Leave let their name go there, after the step's
 // revocations have found it). The caller may have returned by then, its ctx ended.
 func (c *Client) requestThen(ctx context.Context, ev engine.Event, after func()) (*future, error) {
+	if h := c.testHookRequest.Load(); h != nil {
+		(*h)(ev)
+	}
 	since := c.errSeq.Load()
 	f := newFuture()
 	// Neither ev nor own leaves this goroutine's stack when the event is stepped inline (the
