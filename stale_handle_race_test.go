@@ -223,3 +223,31 @@ func TestStopRacingItsOwnStart(t *testing.T) {
 		t.Error("the election still leads after its Stop")
 	}
 }
+
+// TestOldStopOfAPartitionName: an election named as a partition ("g.0"), stopped, whose Stop is
+// taken after this client has joined the group, must return nil and leave the partition alone
+// (the engine refuses a Stop of a partition: leave the group instead).
+func TestOldStopOfAPartitionName(t *testing.T) {
+	w := newWorld(t)
+	c, _ := w.client("a")
+	ctx := context.Background()
+	old, err := c.NewElection("g.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.async(func() error { return old.Start(ctx) })
+	w.until(10*time.Second, "the election to lead", old.IsLeader)
+	w.async(func() error { return old.Stop(ctx) })
+	var g *simba.PartitionGroup
+	hookErr := make(chan error, 1)
+	onFirstRequest(t, c, "stop", "g.0", func() {
+		var err error
+		g, err = c.JoinGroup(ctx, "g", 4)
+		hookErr <- err
+	})
+	w.async(func() error { return old.Stop(ctx) })
+	if err := <-hookErr; err != nil {
+		t.Fatal(err)
+	}
+	w.until(10*time.Second, "the group to lead every partition", func() bool { return len(g.Held()) == 4 })
+}
