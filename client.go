@@ -82,9 +82,12 @@ type Client struct {
 	probe     prober   // probes the backend while the session's calls fail (probe.go)
 
 	// mu guards the fields below. A name is in handles while an Election of this client has
-	// it (from NewElection to Stop) or while some goroutine holds or waits for the lock of that
-	// name (a *lockQueue); a group is in groups from JoinGroup to Leave. Nothing else keeps
-	// per-name state, so the maps return to their size once names are let go.
+	// it (from NewElection, or Start, to the step of its Stop) or while some goroutine holds or
+	// waits for the lock of that name (a *lockQueue); a group is in groups from JoinGroup to the
+	// step of its Leave. Both are set before the request that needs them is posted, so the
+	// loop reads in them which handle a name is as of each step (Election.ownsName,
+	// PartitionGroup.current). Nothing else keeps per-name state, so the maps return to their
+	// size once names are let go.
 	mu         sync.Mutex
 	handles    map[string]leaseHandle
 	groups     map[string]*PartitionGroup
