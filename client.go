@@ -82,9 +82,12 @@ type Client struct {
 	probe     prober   // probes the backend while the session's calls fail (probe.go)
 
 	// mu guards the fields below. A name is in handles while an Election of this client has
-	// it (from NewElection to Stop) or while some goroutine holds or waits for the lock of that
-	// name (a *lockQueue); a group is in groups from JoinGroup to Leave. Nothing else keeps
-	// per-name state, so the maps return to their size once names are let go.
+	// it (from NewElection, or Start, to the step of its Stop) or while some goroutine holds or
+	// waits for the lock of that name (a *lockQueue); a group is in groups from JoinGroup to the
+	// step of its Leave. Both are set before the request that needs them is posted, so the
+	// loop reads in them which handle a name is as of each step (Election.ownsName,
+	// PartitionGroup.current). Nothing else keeps per-name state, so the maps return to their
+	// size once names are let go.
 	mu         sync.Mutex
 	handles    map[string]leaseHandle
 	groups     map[string]*PartitionGroup
@@ -118,6 +121,11 @@ type Client struct {
 	insideG goroutines    // goroutines running a callback or leader work of this client
 
 	settle settle // activity reported to a settling clock (settle.go)
+
+	// testHookRequest, when set (only by tests, through export_test.go), runs at the start of
+	// every request, on the requesting goroutine, before its event is posted: a test makes
+	// other requests there to have the loop take them before this one.
+	testHookRequest atomic.Pointer[func(engine.Event)]
 }
 
 // leaseHandle is what the loop tells about the terms of one name: an *Election, a *lockQueue, or a
@@ -310,11 +318,12 @@ func (c *Client) workName() string {
 // the request would wait for: it returns once the engine has taken ev (the terms it ends are
 // revoked, their work's ctx cancelled), or ctx ends, instead of once the future completes,
 // which needs that very work to return first (a handover), or else the term's local deadline.
-func (c *Client) requestTaken(ctx context.Context, ev engine.Event, after func()) error {
+// guard is requestIf's: a request it drops returns nil at once.
+func (c *Client) requestTaken(ctx context.Context, ev engine.Event, guard func() bool, after func()) error {
 	taken := make(chan struct{})
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	f, err := c.requestThen(wctx, ev, func() {
+	f, err := c.requestIf(wctx, ev, guard, func() {
 		if after != nil {
 			after()
 		}
@@ -563,10 +572,10 @@ func (c *Client) request(ctx context.Context, ev engine.Event) (*future, error) 
 
 // requestUndoable is request for an event the caller may give up on before the loop takes it
 // (JoinGroup, Start): whichever comes first of the step that takes the event and the caller's
-// giving up decides. If the caller gave up first (abandoned), undo runs right after that step,
-// told whether the engine accepted the event, and the caller gets ctx's error; if the engine
-// had accepted it before ctx ended, the caller gets nil.
-func (c *Client) requestUndoable(ctx context.Context, ev engine.Event, undo func(accepted bool)) (abandoned bool, err error) {
+// giving up decides. took (if not nil) runs right after that step. If the caller gave up first
+// (abandoned), undo runs next, told whether the engine accepted the event, and the caller gets
+// ctx's error; if the engine had accepted it before ctx ended, the caller gets nil.
+func (c *Client) requestUndoable(ctx context.Context, ev engine.Event, took func(), undo func(accepted bool)) (abandoned bool, err error) {
 	const (
 		pending int32 = iota
 		taken
@@ -575,6 +584,9 @@ func (c *Client) requestUndoable(ctx context.Context, ev engine.Event, undo func
 	var state atomic.Int32
 	var f *future
 	f, err = c.requestThen(ctx, ev, func() {
+		if took != nil {
+			took()
+		}
 		if state.CompareAndSwap(pending, taken) {
 			return
 		}
@@ -596,6 +608,19 @@ func (c *Client) requestUndoable(ctx context.Context, ev engine.Event, undo func
 // precede whatever it steps next (Stop and Leave let their name go there, after the step's
 // revocations have found it). The caller may have returned by then, its ctx ended.
 func (c *Client) requestThen(ctx context.Context, ev engine.Event, after func()) (*future, error) {
+	return c.requestIf(ctx, ev, nil, after)
+}
+
+// requestIf is requestThen for a request that may be stale by the time the loop takes it (an
+// old handle's Stop, StepDown or Leave, while the engine knows the event's name only): guard,
+// when not nil, runs on the loop goroutine right before the step, and if it reports false the
+// event is not stepped, after does not run, and the request completes with nil. The check must
+// be made there: one the caller made before posting could pass, and then a newer handle's
+// request of the same name be posted, and taken, ahead of this one.
+func (c *Client) requestIf(ctx context.Context, ev engine.Event, guard func() bool, after func()) (*future, error) {
+	if h := c.testHookRequest.Load(); h != nil {
+		(*h)(ev)
+	}
 	since := c.errSeq.Load()
 	f := newFuture()
 	// Neither ev nor own leaves this goroutine's stack when the event is stepped inline (the
@@ -607,7 +632,7 @@ func (c *Client) requestThen(ctx context.Context, ev engine.Event, after func())
 		// that waits for it anyway.
 		c.claimed = callClaim{name: ev.Name, claimable: c.mayRunHere(ctx)}
 		c.claim = &c.claimed
-		c.stepRequest(f, ev, after)
+		c.stepRequest(f, ev, guard, after)
 		c.claim = nil
 		own, c.claimed = c.claimed, callClaim{}
 		if own.taken && f.completed() {
@@ -619,7 +644,7 @@ func (c *Client) requestThen(ctx context.Context, ev engine.Event, after func())
 	}
 	if !c.runInline(inline) {
 		queued := ev
-		if !c.post(func() { c.stepRequest(f, queued, after) }) {
+		if !c.post(func() { c.stepRequest(f, queued, guard, after) }) {
 			return nil, ErrClosed
 		}
 	} else {
@@ -663,8 +688,14 @@ func (c *Client) requestThen(ctx context.Context, ev engine.Event, after func())
 }
 
 // stepRequest steps ev, a request's event that completes f, then runs after (if not nil), on
-// the loop goroutine.
-func (c *Client) stepRequest(f *future, ev engine.Event, after func()) {
+// the loop goroutine; unless guard (if not nil) reports false first: then f completes with nil
+// and nothing is stepped (requestIf).
+func (c *Client) stepRequest(f *future, ev engine.Event, guard func() bool, after func()) {
+	if guard != nil && !guard() {
+		c.cfg.logger.Debug("simba request of a handle whose name is another's: not stepped", "name", ev.Name, "event", ev.Kind.String())
+		f.complete(Term{}, nil)
+		return
+	}
 	c.addFuture(f)
 	ev.Future = f.id
 	c.step(ev)
@@ -1573,6 +1604,11 @@ func (c *Client) emit(ev Event, p publisher) {
 func (c *Client) register(name string, h leaseHandle) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.registerLocked(name, h)
+}
+
+// registerLocked is register with c.mu held.
+func (c *Client) registerLocked(name string, h leaseHandle) error {
 	if c.closed {
 		return ErrClosed
 	}

@@ -215,6 +215,10 @@ type Leader struct {
 // down, or stops — and then, unless stopped, it is a candidate again.
 type Election struct {
 	leaseCore
+	// starts counts the Starts of this election posted and not yet taken by the loop (guarded
+	// by Client.mu): a Stop taken meanwhile does not let the name go, since the Start, taken
+	// next, runs the election again.
+	starts int
 }
 
 // ElectionOption configures an Election (OnElected, OnRevoked, RunWhileLeader, Schedule). The
@@ -324,7 +328,7 @@ func (c *Client) NewElection(name string, opts ...ElectionOption) (*Election, er
 	if err := wire.ValidateName(name); err != nil {
 		return nil, err
 	}
-	e := &Election{leaseCore{c: c, name: name, disp: newSerialDispatcher(c.cfg.callbacks, &c.callbacks)}}
+	e := &Election{leaseCore: leaseCore{c: c, name: name, disp: newSerialDispatcher(c.cfg.callbacks, &c.callbacks)}}
 	for _, o := range opts {
 		if o.apply == nil {
 			return nil, invalid("zero election option")
@@ -359,19 +363,45 @@ func (e *Election) Start(ctx context.Context) error {
 	if err := ctxErr(ctx); err != nil {
 		return err
 	}
-	if err := e.c.register(e.name, e); err != nil {
+	if err := e.registerStart(); err != nil {
 		return err
 	}
 	// An error from Start never leaves the election running: a start the caller gave up on
 	// before the engine took it is stopped again right after the step that takes it.
 	ev := engine.Event{Kind: engine.EvStart, Name: e.name, Flavor: engine.FlavorElection, HasWork: e.work != nil}
-	_, err := e.c.requestUndoable(ctx, ev, func(started bool) {
+	_, err := e.c.requestUndoable(ctx, ev, func() {
+		e.c.mu.Lock()
+		e.starts--
+		e.c.mu.Unlock()
+	}, func(started bool) {
 		if started {
 			e.c.step(engine.Event{Kind: engine.EvStop, Name: e.name})
-			e.c.unregister(e.name, e)
+			e.letGo()
 		}
 	})
 	return err
+}
+
+// registerStart gives e's name to e for a Start (register) and counts the Start as posted.
+func (e *Election) registerStart() error {
+	e.c.mu.Lock()
+	defer e.c.mu.Unlock()
+	if err := e.c.registerLocked(e.name, e); err != nil {
+		return err
+	}
+	e.starts++
+	return nil
+}
+
+// letGo lets e's name go once a Stop of e has been taken, unless a Start of e is still to be
+// taken, and forgets the holder e learned.
+func (e *Election) letGo() {
+	e.c.mu.Lock()
+	if e.c.handles[e.name] == leaseHandle(e) && e.starts == 0 {
+		delete(e.c.handles, e.name)
+	}
+	e.c.mu.Unlock()
+	e.forgetHolder()
 }
 
 // Stop ends the candidacy. A leader's term is revoked (RevokedStopped) and its lease released once
@@ -383,26 +413,27 @@ func (e *Election) Start(ctx context.Context) error {
 // own leader work (RunWhileLeader, Schedule), which the handover waits for, Stop returns once
 // the engine has taken it (the term revoked, the work's ctx cancelled): the lease is released
 // when that work returns.
+//
+// A Stop of a stopped election (a second Stop, a deferred one) does nothing more: it returns
+// once the first Stop's handover is done, or at once. Once another election or a lock of this
+// client has the name, or a group this client has joined has it as a partition, it returns nil
+// at once and never reaches that election, lock or partition, even when it races with the
+// NewElection, Lock or JoinGroup that took the name: where the client steps requests, one at
+// a time and in order, it checks that the name is still this election's, or nobody's, before
+// it steps a Stop or a StepDown.
 func (e *Election) Stop(ctx context.Context) error {
 	if ctx == nil {
 		return nilContext("Stop")
-	}
-	if e.superseded() {
-		return nil
 	}
 	// The name is let go once the engine has taken the Stop (whatever err says), and not before:
 	// a Stop whose ctx ends while it waits for the loop is taken later, and its revocation must
 	// still find this election to cancel the work's ctx and invalidate the term.
 	ev := engine.Event{Kind: engine.EvStop, Name: e.name}
-	after := func() {
-		e.c.unregister(e.name, e)
-		e.forgetHolder()
-	}
 	var err error
 	if e.c.workName() == e.name {
-		err = e.c.requestTaken(ctx, ev, after)
+		err = e.c.requestTaken(ctx, ev, e.ownsName, e.letGo)
 	} else {
-		_, err = e.c.requestThen(ctx, ev, after)
+		_, err = e.c.requestIf(ctx, ev, e.ownsName, e.letGo)
 	}
 	if errors.Is(err, ErrClosed) {
 		e.c.unregister(e.name, e)
@@ -411,14 +442,22 @@ func (e *Election) Stop(ctx context.Context) error {
 	return err
 }
 
-// superseded reports whether another election or a lock of this client has taken e's name since
-// e was stopped. The engine knows elections by name, so e's Stop or StepDown would reach that
-// one: for e, which is stopped, both are to do nothing.
-func (e *Election) superseded() bool {
+// ownsName is the guard of e's Stop and StepDown, on the loop goroutine (requestIf): it reports
+// whether the name is e's, or nobody's on this client. The engine knows elections by name, so
+// a request of e's once another election or a lock has the name would reach that one (and on
+// a partition of a joined group, fail). NewElection, Start and Lock give the name to their
+// handle before they post anything, and the step of a Stop or an Unlock lets it go: when the
+// loop takes e's request, another handle of the name means that e is stopped (the name is
+// given to one handle at a time) and that what the engine runs of the name, or is about to,
+// is that handle's. With no handle at all, the engine runs nothing of the name but the
+// handover of a stopped election (a Stop waits for it too).
+func (e *Election) ownsName() bool {
 	e.c.mu.Lock()
 	defer e.c.mu.Unlock()
-	h := e.c.handles[e.name]
-	return h != nil && h != leaseHandle(e)
+	if h := e.c.handles[e.name]; h != nil {
+		return h == leaseHandle(e)
+	}
+	return e.c.partitionOfJoinedLocked(e.name) == nil
 }
 
 // StepDown gives up leadership for the cooldown (default one TTL), then the election is a
@@ -432,19 +471,16 @@ func (e *Election) superseded() bool {
 // down keeps its cooldown as it is.
 // On an election that was never started, or is stopped, StepDown does nothing and returns
 // nil (it does not start it), also when another election or a lock of this client has taken
-// the name since (so does Stop).
+// the name since, even when racing with its Start or Lock (as Stop).
 func (e *Election) StepDown(ctx context.Context) error {
 	if ctx == nil {
 		return nilContext("StepDown")
 	}
-	if e.superseded() {
-		return nil
-	}
 	ev := engine.Event{Kind: engine.EvStepDown, Name: e.name}
 	if e.c.workName() == e.name {
-		return e.c.requestTaken(ctx, ev, nil)
+		return e.c.requestTaken(ctx, ev, e.ownsName, nil)
 	}
-	_, err := e.c.request(ctx, ev)
+	_, err := e.c.requestIf(ctx, ev, e.ownsName, nil)
 	return err
 }
 

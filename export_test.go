@@ -1,5 +1,7 @@
 package simba
 
+import "github.com/simba-go/simba/internal/engine"
+
 // MaxCallsInFlight is maxCallsInFlight, for the tests of package simba_test: the most backend
 // calls other than the session's own that a client has in flight at once.
 const MaxCallsInFlight = maxCallsInFlight
@@ -29,4 +31,17 @@ func QueuedCalls(c *Client) (waited, bulk int) {
 	c.gate.mu.Lock()
 	defer c.gate.mu.Unlock()
 	return c.gate.waited.len(), c.gate.bulk.len()
+}
+
+// OnRequest makes c run hook, with the kind and the name of the request's event ("start",
+// "stop", "step-down", "join", "leave", as transcripts print them), at the start of every
+// request (Start, Stop, StepDown, JoinGroup, Leave, Lock, Unlock) on the requesting goroutine,
+// before the event is posted to the loop; a nil hook removes it.
+func OnRequest(c *Client, hook func(kind, name string)) {
+	if hook == nil {
+		c.testHookRequest.Store(nil)
+		return
+	}
+	h := func(ev engine.Event) { hook(ev.Kind.String(), ev.Name) }
+	c.testHookRequest.Store(&h)
 }

@@ -149,7 +149,7 @@ func (c *Client) JoinGroup(ctx context.Context, group string, partitions int, op
 	// join the caller gave up on before the engine took it is left at once, right after the
 	// step that takes it, so that no group the caller has no *PartitionGroup for stays joined.
 	ev := engine.Event{Kind: engine.EvJoin, Name: group, Partitions: partitions, HasWork: g.work != nil}
-	abandoned, err := c.requestUndoable(ctx, ev, func(joined bool) {
+	abandoned, err := c.requestUndoable(ctx, ev, nil, func(joined bool) {
 		if joined {
 			c.step(engine.Event{Kind: engine.EvLeave, Name: group})
 		}
@@ -182,25 +182,24 @@ func (g *PartitionGroup) Partitions() int { return g.partitions }
 // joined again once leaving is done. Called from inside the group's own RunPartition work,
 // which the handover would wait for, Leave returns once the engine has taken it (every term
 // of the group revoked, the work's ctx cancelled): the partitions are released as their work
-// returns, the caller's own once it returns. A second Leave returns nil; so does the Leave of a
-// handle whose group this client has joined again since, which leaves the new membership alone.
+// returns, the caller's own once it returns.
+//
+// A Leave of a handle that has left (a second Leave, a deferred one) leaves nothing more: it
+// returns once the first Leave's work is done, or at once. Once this client has joined the
+// group again, it returns nil at once and never reaches the new membership, even when it races
+// with that JoinGroup: where the client steps requests, one at a time and in order, it checks
+// that no other handle has the group before it steps a Leave.
 func (g *PartitionGroup) Leave(ctx context.Context) error {
 	if ctx == nil {
 		return nilContext("Leave")
 	}
-	// A handle whose group has been joined again since it left is over: the engine knows groups
-	// by name, so its Leave would leave the new membership (a deferred Leave of the first join,
-	// say). JoinGroup refuses a group still leaving, so this handle's leaving is done.
-	g.c.mu.Lock()
-	cur := g.c.groups[g.name]
-	g.c.mu.Unlock()
-	if cur != nil && cur != g {
-		return nil
-	}
+	// The engine knows groups by name: the Leave is stepped only if no other handle has the
+	// group as the loop takes it (current), or it would leave a newer membership (a deferred
+	// Leave of the first join, say). A check made here could race with a JoinGroup.
+	ev := engine.Event{Kind: engine.EvLeave, Name: g.name}
 	// Once the engine has taken the Leave (whatever err says), and not before: a Leave whose ctx
 	// ends while it waits for the loop is taken later, and its revocations must still find the
 	// group's partitions. Close still waits for its callbacks.
-	ev := engine.Event{Kind: engine.EvLeave, Name: g.name}
 	after := func() {
 		g.c.mu.Lock()
 		if g.c.groups[g.name] == g {
@@ -209,10 +208,24 @@ func (g *PartitionGroup) Leave(ctx context.Context) error {
 		g.c.mu.Unlock()
 	}
 	if g.runsWork(g.c.workName()) {
-		return g.c.requestTaken(ctx, ev, after)
+		return g.c.requestTaken(ctx, ev, g.current, after)
 	}
-	_, err := g.c.requestThen(ctx, ev, after)
+	_, err := g.c.requestIf(ctx, ev, g.current, after)
 	return err
+}
+
+// current is the guard of g's Leave, on the loop goroutine (requestIf): it reports whether g's
+// group has no other handle on this client. JoinGroup makes the handle the group's before it
+// posts the join, and the step of a Leave lets the handle go, so when the loop takes a Leave,
+// another handle of the group means that g has left (JoinGroup refuses a group joined), and
+// that the membership the engine has of the group, or is about to have, is that handle's. With
+// no handle at all, the engine is leaving g's membership (the Leave waits for that too) or an
+// earlier one, or has none.
+func (g *PartitionGroup) current() bool {
+	g.c.mu.Lock()
+	defer g.c.mu.Unlock()
+	cur := g.c.groups[g.name]
+	return cur == nil || cur == g
 }
 
 // runsWork reports whether name, the lease whose work a goroutine runs, is a partition of g.
