@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/simba-go/simba/internal/faultproxy"
 )
 
@@ -165,4 +167,46 @@ func TestMySQLConnectorCloseEndsConnectsApart(t *testing.T) {
 		t.Fatalf("%d spare connections left after Close", n)
 	}
 	eventually("the spare connection closed", p.Conns()[2].ClientClosed)
+}
+
+// TestConnectPatienceStartsOverAfterAnyConnect: a completed connect starts the patience
+// over whatever its bound, a patient one capped at the connect timeout and one started with
+// no call's deadline included: the hook that tells the patience was set only on connects
+// given a bound below the connect timeout.
+func TestConnectPatienceStartsOverAfterAnyConnect(t *testing.T) {
+	cfg, err := PostgresPoolConfig(pgDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	timeout := cfg.ConnConfig.ConnectTimeout // DefaultConnectTimeout
+	call, cancel := context.WithTimeout(testCtx(t), timeout*2/5)
+	defer cancel()
+	for _, c := range []struct {
+		name string
+		ctx  context.Context
+	}{
+		// A call of 2 s: scaled to 4 s, patient at twice that, capped at the connect timeout.
+		{"a patient connect capped at the connect timeout", withCallDeadline(call)},
+		{"a connect with no call's deadline", testCtx(t)},
+	} {
+		pat := &connectPatience{pending: true} // a scaled connect failed: the next is patient
+		cc := cfg.ConnConfig.Copy()
+		if err := patientPgConnects(cc.DialFunc, pat)(c.ctx, cc); err != nil {
+			t.Fatal(err)
+		}
+		if cc.ConnectTimeout != timeout {
+			t.Fatalf("%s: bound %v, want the connect timeout %v", c.name, cc.ConnectTimeout, timeout)
+		}
+		conn, err := pgx.ConnectConfig(testCtx(t), cc)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		conn.Close(testCtx(t))
+		pat.mu.Lock()
+		pending := pat.pending
+		pat.mu.Unlock()
+		if pending {
+			t.Errorf("%s completed, and the patience did not start over", c.name)
+		}
+	}
 }
