@@ -169,6 +169,40 @@ func TestMySQLConnectorCloseEndsConnectsApart(t *testing.T) {
 	eventually("the spare connection closed", p.Conns()[2].ClientClosed)
 }
 
+// TestPostgresHintListenerConnectsToASlowServer: once a session of TTL 1 s opened, the hint
+// listener's connects are bounded by one TTL; a server that takes 1.5 s to set each
+// connection up was never listened to again after the listener lost its connection (the
+// pool's connects, patient, went through: sessions worked, hints had stopped for good). Its
+// connects now have the pool's patience (connectPatience): 1 s, then 2 s, which reaches it.
+func TestPostgresHintListenerConnectsToASlowServer(t *testing.T) {
+	dsn, p := proxiedPgDSN(t, nil) // the default connect timeout, 5 s
+	b := migrated(t, dsn, WithHousekeepingInterval(-1))
+	openSession(t, b, time.Second)
+	ctx, cancel := context.WithCancel(testCtx(t))
+	defer cancel()
+	if _, err := b.Hints(ctx); err != nil {
+		t.Fatal(err)
+	}
+	hub := &b.d.(*pgDialect).hub
+	waitListening := func(what string) {
+		t.Helper()
+		select {
+		case <-hub.listening:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("the listener did not %s within 30 s (%d connections made)", what, len(p.Conns()))
+		}
+	}
+	waitListening("connect")
+	// The listener's connection closed, and every new connection held 1.5 s before it
+	// reaches the server. 30 s tells "after two connects" (about 3.5 s) from never.
+	before := len(p.Conns())
+	p.Set(faultproxy.Fault{Cut: true})
+	p.Set(faultproxy.Fault{ConnectDelay: 1500 * time.Millisecond})
+	defer p.Heal()
+	waitListening("reconnect to a server that sets connections up in 1.5 s")
+	t.Logf("listening again after %d connections", len(p.Conns())-before)
+}
+
 // TestConnectPatienceStartsOverAfterAnyConnect: a completed connect starts the patience
 // over whatever its bound, a patient one capped at the connect timeout and one started with
 // no call's deadline included: the hook that tells the patience was set only on connects
