@@ -2,6 +2,8 @@ package sql
 
 import (
 	"context"
+	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -242,5 +244,43 @@ func TestConnectPatienceStartsOverAfterAnyConnect(t *testing.T) {
 		if pending {
 			t.Errorf("%s completed, and the patience did not start over", c.name)
 		}
+	}
+}
+
+// tenantKey is a context key of the caller's, which a driver hook reads.
+type tenantKey struct{}
+
+// TestMySQLConnectApartKeepsTheCallersValues: a connect runs apart from its call, with the
+// call's context's values (not its deadline): a dial function of the user's that reads a
+// value from the context (a tracing span, a tenant's key) sees the caller's. The connect had
+// a fresh context, and the dial saw nothing.
+func TestMySQLConnectApartKeepsTheCallersValues(t *testing.T) {
+	_, cfg := myDatabase(t, "simba_sqlbe_")
+	var (
+		mu   sync.Mutex
+		seen []any
+	)
+	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		mu.Lock()
+		seen = append(seen, ctx.Value(tenantKey{}))
+		mu.Unlock()
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}
+	dc, err := MySQLConnector(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := dc.(*mysqlConnector)
+	defer c.Close()
+	conn, err := c.Connect(context.WithValue(testCtx(t), tenantKey{}, "tenant-7"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 1 || seen[0] != "tenant-7" {
+		t.Fatalf("the dial saw %v as the tenant, want [tenant-7]", seen)
 	}
 }
