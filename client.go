@@ -230,6 +230,16 @@ func (c *Client) Session() SessionID {
 // Lock behind another goroutine of this client return ErrClosed. Close does not close the
 // backend. Every call after the first waits the same way; none starts a second close.
 //
+// After Close every operation of the client and of its elections, locks and groups returns an
+// error matching ErrClosed, those that end something included, whatever their handle's state:
+// Stop, StepDown and Leave (even of an election stopped or a group left before, or one whose
+// name a later election or membership of this client took, which return nil otherwise), and
+// Unlock (a *RevokedError of reason RevokedClosed, the lease lost to the close, which matches
+// ErrClosed too). Close has ended them; the error tells a deferred Stop or Leave that runs
+// after it that it did nothing, where nil would say that it released the lease, a release a
+// Close cut short by its ctx may still be making. Match it with errors.Is to ignore it, as
+// os.ErrClosed on a closed file.
+//
 // Close does not wait for a session being opened: it cuts the open in flight short, which at a
 // server that refuses connections or never answers would otherwise end only at its timeout (one
 // renewal interval). Such a session holds nothing yet; if the server did create it, it expires
@@ -290,6 +300,17 @@ func (c *Client) Close(ctx context.Context) error {
 
 // isClosed reports whether Close has been called.
 func (c *Client) isClosed() bool { return c.closeStarted.Load() }
+
+// closedErr is ErrClosed once Close has been called, else nil: what Stop, StepDown and Leave
+// return for a handle they have nothing to do for (superseded by a later one of its name), so
+// that after Close they fail as every operation does, without stepping the engine (whose
+// event, taken before the close, would end the later handle).
+func (c *Client) closedErr() error {
+	if c.isClosed() {
+		return ErrClosed
+	}
+	return nil
+}
 
 // enter marks the calling goroutine as running a callback or leader work of c until the
 // returned function is called, so that a Close from it does not wait for it.

@@ -382,13 +382,14 @@ func (e *Election) Start(ctx context.Context) error {
 // callbacks already due still run (Close waits for them). Called from inside this election's
 // own leader work (RunWhileLeader, Schedule), which the handover waits for, Stop returns once
 // the engine has taken it (the term revoked, the work's ctx cancelled): the lease is released
-// when that work returns.
+// when that work returns. A second Stop returns nil. After the client's Close, Stop returns
+// ErrClosed, as every operation does (see Client.Close).
 func (e *Election) Stop(ctx context.Context) error {
 	if ctx == nil {
 		return nilContext("Stop")
 	}
 	if e.superseded() {
-		return nil
+		return e.c.closedErr()
 	}
 	// The name is let go once the engine has taken the Stop (whatever err says), and not before:
 	// a Stop whose ctx ends while it waits for the loop is taken later, and its revocation must
@@ -432,13 +433,14 @@ func (e *Election) superseded() bool {
 // down keeps its cooldown as it is.
 // On an election that was never started, or is stopped, StepDown does nothing and returns
 // nil (it does not start it), also when another election or a lock of this client has taken
-// the name since (so does Stop).
+// the name since (so does Stop). After the client's Close, StepDown returns ErrClosed, as
+// every operation does (see Client.Close).
 func (e *Election) StepDown(ctx context.Context) error {
 	if ctx == nil {
 		return nilContext("StepDown")
 	}
 	if e.superseded() {
-		return nil
+		return e.c.closedErr()
 	}
 	ev := engine.Event{Kind: engine.EvStepDown, Name: e.name}
 	if e.c.workName() == e.name {

@@ -184,6 +184,7 @@ func (g *PartitionGroup) Partitions() int { return g.partitions }
 // of the group revoked, the work's ctx cancelled): the partitions are released as their work
 // returns, the caller's own once it returns. A second Leave returns nil; so does the Leave of a
 // handle whose group this client has joined again since, which leaves the new membership alone.
+// After the client's Close, Leave returns ErrClosed, as every operation does (see Client.Close).
 func (g *PartitionGroup) Leave(ctx context.Context) error {
 	if ctx == nil {
 		return nilContext("Leave")
@@ -195,7 +196,7 @@ func (g *PartitionGroup) Leave(ctx context.Context) error {
 	cur := g.c.groups[g.name]
 	g.c.mu.Unlock()
 	if cur != nil && cur != g {
-		return nil
+		return g.c.closedErr()
 	}
 	// Once the engine has taken the Leave (whatever err says), and not before: a Leave whose ctx
 	// ends while it waits for the loop is taken later, and its revocations must still find the
