@@ -238,6 +238,16 @@ func (c *Client) Session() SessionID {
 // Lock behind another goroutine of this client return ErrClosed. Close does not close the
 // backend. Every call after the first waits the same way; none starts a second close.
 //
+// After Close every operation of the client and of its elections, locks and groups returns an
+// error matching ErrClosed, those that end something included, whatever their handle's state:
+// Stop, StepDown and Leave (even of an election stopped or a group left before, or one whose
+// name a later election or membership of this client took, which return nil otherwise), and
+// Unlock (a *RevokedError of reason RevokedClosed, the lease lost to the close, which matches
+// ErrClosed too). Close has ended them; the error tells a deferred Stop or Leave that runs
+// after it that it did nothing, where nil would say that it released the lease, a release a
+// Close cut short by its ctx may still be making. Match it with errors.Is to ignore it, as
+// os.ErrClosed on a closed file.
+//
 // Close does not wait for a session being opened: it cuts the open in flight short, which at a
 // server that refuses connections or never answers would otherwise end only at its timeout (one
 // renewal interval). Such a session holds nothing yet; if the server did create it, it expires

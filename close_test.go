@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/simba-go/simba"
+	"github.com/simba-go/simba/internal/clocktest"
 	"github.com/simba-go/simba/simbatest"
 	"github.com/simba-go/simba/spi"
 )
@@ -228,5 +229,96 @@ func TestCloseCutsTheOpenInFlight(t *testing.T) {
 	}
 	if _, err := c.TryLock(context.Background(), "job"); !errors.Is(err, simba.ErrClosed) {
 		t.Fatalf("TryLock after Close: %v, want ErrClosed", err)
+	}
+}
+
+// TestEndingOperationsAfterClose: after Close every operation fails with ErrClosed, those that
+// end something included, whatever state their handle was in: Stop and StepDown of a leading
+// election, of one stopped before the close and of one whose name a later election took, Leave
+// of a joined group, of one left before and of one joined again since, and Unlock (its
+// *RevokedError of reason RevokedClosed matches ErrClosed). Close ended them; the error tells
+// a deferred Stop or Leave that runs after it that it did nothing. The handles superseded by a
+// later one of their name returned nil after Close, unlike the others.
+func TestEndingOperationsAfterClose(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	c, _ := w.client("a")
+	lead, err := c.NewElection("lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped, err := c.NewElection("stopped")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range []*simba.Election{lead, stopped} {
+		if err := e.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.until(5*time.Second, "leadership", func() bool { return lead.IsLeader() && stopped.IsLeader() })
+	w.async(func() error { return stopped.Stop(ctx) })
+	w.until(5*time.Second, "the stop", func() bool { return !stopped.IsLeader() })
+	h, err := c.TryLock(ctx, "lock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	joined, err := c.JoinGroup(ctx, "joined", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left, err := c.JoinGroup(ctx, "left", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.async(func() error { return left.Leave(ctx) })
+	w.until(5*time.Second, "the leave", func() bool { return len(left.Held()) == 0 })
+	// A group left and joined again, an election stopped and its name taken by another.
+	rejoined, err := c.JoinGroup(ctx, "rejoined", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.async(func() error { return rejoined.Leave(ctx) })
+	if _, err := c.JoinGroup(ctx, "rejoined", 2); err != nil {
+		t.Fatal(err)
+	}
+	taken, err := c.NewElection("taken")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := taken.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w.async(func() error { return taken.Stop(ctx) })
+	later, err := c.NewElection("taken")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := later.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := clocktest.Close(w.clock, 10*time.Second, c.Close); err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range []struct {
+		what string
+		do   func() error
+	}{
+		{"Stop", func() error { return lead.Stop(ctx) }},
+		{"Stop again", func() error { return lead.Stop(ctx) }},
+		{"StepDown", func() error { return lead.StepDown(ctx) }},
+		{"Stop of an election stopped before", func() error { return stopped.Stop(ctx) }},
+		{"StepDown of an election stopped before", func() error { return stopped.StepDown(ctx) }},
+		{"Leave", func() error { return joined.Leave(ctx) }},
+		{"Leave again", func() error { return joined.Leave(ctx) }},
+		{"Leave of a group left before", func() error { return left.Leave(ctx) }},
+		{"Stop of an election whose name another took", func() error { return taken.Stop(ctx) }},
+		{"StepDown of an election whose name another took", func() error { return taken.StepDown(ctx) }},
+		{"Leave of a group joined again since", func() error { return rejoined.Leave(ctx) }},
+		{"Unlock", func() error { return h.Unlock(ctx) }},
+	} {
+		if err := op.do(); !errors.Is(err, simba.ErrClosed) {
+			t.Errorf("%s after Close: %v, want ErrClosed", op.what, err)
+		}
 	}
 }

@@ -420,7 +420,8 @@ func (e *Election) letGo() {
 // at once and never reaches that election, lock or partition, even when it races with the
 // NewElection, Lock or JoinGroup that took the name: where the client steps requests, one at
 // a time and in order, it checks that the name is still this election's, or nobody's, before
-// it steps a Stop or a StepDown.
+// it steps a Stop or a StepDown. After the client's Close, Stop returns ErrClosed, as every
+// operation does (see Client.Close).
 func (e *Election) Stop(ctx context.Context) error {
 	if ctx == nil {
 		return nilContext("Stop")
@@ -471,7 +472,8 @@ func (e *Election) ownsName() bool {
 // down keeps its cooldown as it is.
 // On an election that was never started, or is stopped, StepDown does nothing and returns
 // nil (it does not start it), also when another election or a lock of this client has taken
-// the name since, even when racing with its Start or Lock (as Stop).
+// the name since, even when racing with its Start or Lock (as Stop). After the client's
+// Close, StepDown returns ErrClosed, as every operation does (see Client.Close).
 func (e *Election) StepDown(ctx context.Context) error {
 	if ctx == nil {
 		return nilContext("StepDown")

@@ -188,7 +188,8 @@ func (g *PartitionGroup) Partitions() int { return g.partitions }
 // returns once the first Leave's work is done, or at once. Once this client has joined the
 // group again, it returns nil at once and never reaches the new membership, even when it races
 // with that JoinGroup: where the client steps requests, one at a time and in order, it checks
-// that no other handle has the group before it steps a Leave.
+// that no other handle has the group before it steps a Leave. After the client's Close, Leave
+// returns ErrClosed, as every operation does (see Client.Close).
 func (g *PartitionGroup) Leave(ctx context.Context) error {
 	if ctx == nil {
 		return nilContext("Leave")

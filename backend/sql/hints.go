@@ -474,12 +474,14 @@ func (d *pgDialect) localHub() *hintHub { return &d.hub.hintHub }
 
 // listen keeps one connection LISTENing on the release channels of the leases the backend's
 // sessions wait for and the own channels of the groups they take part in until ctx ends,
-// reconnecting with capped exponential backoff (full jitter) after any failure.
+// reconnecting with capped exponential backoff (full jitter) after any failure. Its connects
+// have a patience of their own (see listenOnce).
 func (d *pgDialect) listen(ctx context.Context) {
 	defer d.hub.stop(d.hub.start())
 	backoff := listenBackoffMin
+	var pat connectPatience
 	for ctx.Err() == nil {
-		ok := d.listenOnce(ctx)
+		ok := d.listenOnce(ctx, &pat)
 		if ok {
 			backoff = listenBackoffMin
 		}
@@ -522,10 +524,17 @@ func (d *pgDialect) probeEvery(timeout time.Duration) (every, ping time.Duration
 // ends. It reports whether it got as far as listening.
 //
 // Connecting and LISTENing are bounded by the connect timeout (DefaultConnectTimeout when the
-// pool has none), or one TTL if shorter; the wait is cut after a probe interval without a
-// notification for a ping, bounded by the connect timeout or a third of the TTL (see
-// probeEvery).
-func (d *pgDialect) listenOnce(ctx context.Context) bool {
+// pool has none), or one TTL if shorter; while the listener's connects keep failing, each
+// gets twice the last one's bound, up to the connect timeout, and one that completes starts
+// over (pat, as the pool's connects have; connectPatience). The wait is cut after a probe
+// interval without a notification for a ping, bounded by the connect timeout or a third of
+// the TTL (see probeEvery).
+//
+// Without the patience a server slower to set a connection up than one TTL (forking and
+// authenticating under load) was never listened to: at TTL 1 s through a proxy that held
+// each new connection 1.5 s, the listener's connects all gave up at 1 s while the pool's,
+// patient, went through, so sessions worked and hints had stopped for good.
+func (d *pgDialect) listenOnce(ctx context.Context, pat *connectPatience) bool {
 	cfg := d.pool.Config().ConnConfig.Copy()
 	timeout := cfg.ConnectTimeout
 	if timeout <= 0 {
@@ -538,12 +547,16 @@ func (d *pgDialect) listenOnce(ctx context.Context) bool {
 	if ttl := d.b.minTTL.Get(); ttl > 0 {
 		setup = min(setup, max(ttl, 100*time.Millisecond))
 	}
+	if setup < timeout {
+		setup = pat.bound(time.Now(), setup, timeout)
+	}
 	cctx, cancel := context.WithTimeout(ctx, setup)
 	defer cancel()
 	conn, err := pgx.ConnectConfig(cctx, cfg)
 	if err != nil {
 		return false
 	}
+	pat.connected()
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()

@@ -29,8 +29,9 @@ import (
 // On a pool made otherwise (sql.Open, or mysql.NewConnector) a backend leaves the connections
 // as they are: after a burst of calls that left the pool several connections, blackholes of
 // 0.2-1.2 s at TTL 3 s lost the session in 10 of 10 trials (0 of 10 on MySQLConnector's).
-// A connect runs apart from the call that needs it (see mysqlConnector.Connect), so that a
-// server slower to set connections up than the calls last is still connected to; DB.Close
+// A connect runs apart from the call that needs it (see mysqlConnector.Connect), with that
+// call's context's values (for cfg's hooks: DialFunc, BeforeConnect) but not its end, so that
+// a server slower to set connections up than the calls last is still connected to; DB.Close
 // closes the connector, ending those connects. Errors match spi.ErrInvalidOption.
 func MySQLConnector(cfg *mysqldriver.Config) (driver.Connector, error) {
 	if cfg == nil {
@@ -135,7 +136,7 @@ func (c *mysqlConnector) Connect(ctx context.Context) (driver.Conn, error) {
 		return c.connect(ctx)
 	}
 	a := &apartConnect{done: make(chan struct{})}
-	go c.connectApart(a)
+	go c.connectApart(ctx, a)
 	select {
 	case <-a.done:
 		return a.mc, a.err
@@ -162,11 +163,18 @@ type apartConnect struct {
 	abandoned bool // its call gave up: the connection, if any, goes to the spares
 }
 
-// connectApart connects for a, bounded by the connect timeout and ended by Close.
-func (c *mysqlConnector) connectApart(a *apartConnect) {
+// connectApart connects for a, bounded by the connect timeout and ended by Close, not by the
+// end of call, the context of the call that needs the connection: the connect keeps call's
+// values (context.WithoutCancel), for the driver's hooks (a DialFunc, a BeforeConnect or a
+// logger reading a tracing span or a tenant's key from it). It had a fresh context, and such
+// a hook saw none of them. A connection its call gave up on goes to the next call that needs
+// one (a spare), made with the first call's values.
+func (c *mysqlConnector) connectApart(call context.Context, a *apartConnect) {
 	defer c.wg.Done()
-	ctx, cancel := context.WithTimeout(c.stop, c.timeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(call), c.timeout)
+	stop := context.AfterFunc(c.stop, cancel)
 	mc, err := c.connect(ctx)
+	stop()
 	cancel()
 	c.mu.Lock()
 	c.apart--

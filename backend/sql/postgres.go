@@ -129,17 +129,22 @@ func boundPgConnects(cfg *pgxpool.Config) {
 	// pgxpool passes BeforeConnect a copy of the connection configuration (and a context with
 	// the values of the acquire's, not its deadline): what it sets holds for that one connection,
 	// its cancel requests included.
-	pat := &connectPatience{}
-	cfg.BeforeConnect = func(ctx context.Context, c *pgx.ConnConfig) error {
-		bound, ok := scaledConnectTimeout(ctx, c.ConnectTimeout)
-		if !ok {
-			return nil
-		}
-		if bound = pat.bound(time.Now(), bound, c.ConnectTimeout); bound >= c.ConnectTimeout {
-			return nil
-		}
-		c.ConnectTimeout = bound
-		c.DialFunc = boundedDial(dial, bound)
+	cfg.BeforeConnect = patientPgConnects(dial, &connectPatience{})
+}
+
+// patientPgConnects is the pool's BeforeConnect of boundPgConnects: a connect started by a
+// call is bounded by twice the call's time (scaledConnectTimeout), or longer while connects
+// keep failing (pat), and every connect that completes, whatever its bound, tells pat so
+// (connectPatience.connected). dial is the pool's dial before boundPgConnects wrapped it.
+//
+// The hook that tells pat was set only on connects given a bound below the connect timeout:
+// a patient connect capped at the connect timeout, or one started with no call's deadline,
+// completed without starting the patience over. Against a server slow to set connections up,
+// the next connect after the capped one had run out was patient again at once, at the full
+// connect timeout: a link that then lost the server's replies held a slot for the connect
+// timeout, not twice its call's time, until a scaled connect happened to complete.
+func patientPgConnects(dial pgconn.DialFunc, pat *connectPatience) func(context.Context, *pgx.ConnConfig) error {
+	return func(ctx context.Context, c *pgx.ConnConfig) error {
 		// pgconn runs its AfterConnect once the startup is done, on success only.
 		after := c.AfterConnect
 		c.AfterConnect = func(ctx context.Context, pc *pgconn.PgConn) error {
@@ -150,6 +155,14 @@ func boundPgConnects(cfg *pgxpool.Config) {
 			}
 			pat.connected()
 			return nil
+		}
+		bound, ok := scaledConnectTimeout(ctx, c.ConnectTimeout)
+		if !ok {
+			return nil
+		}
+		if bound = pat.bound(time.Now(), bound, c.ConnectTimeout); bound < c.ConnectTimeout {
+			c.ConnectTimeout = bound
+			c.DialFunc = boundedDial(dial, bound)
 		}
 		return nil
 	}

@@ -2,8 +2,12 @@ package sql
 
 import (
 	"context"
+	"net"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/simba-go/simba/internal/faultproxy"
 )
@@ -165,4 +169,118 @@ func TestMySQLConnectorCloseEndsConnectsApart(t *testing.T) {
 		t.Fatalf("%d spare connections left after Close", n)
 	}
 	eventually("the spare connection closed", p.Conns()[2].ClientClosed)
+}
+
+// TestPostgresHintListenerConnectsToASlowServer: once a session of TTL 1 s opened, the hint
+// listener's connects are bounded by one TTL; a server that takes 1.5 s to set each
+// connection up was never listened to again after the listener lost its connection (the
+// pool's connects, patient, went through: sessions worked, hints had stopped for good). Its
+// connects now have the pool's patience (connectPatience): 1 s, then 2 s, which reaches it.
+func TestPostgresHintListenerConnectsToASlowServer(t *testing.T) {
+	dsn, p := proxiedPgDSN(t, nil) // the default connect timeout, 5 s
+	b := migrated(t, dsn, WithHousekeepingInterval(-1))
+	openSession(t, b, time.Second)
+	ctx, cancel := context.WithCancel(testCtx(t))
+	defer cancel()
+	if _, err := b.Hints(ctx); err != nil {
+		t.Fatal(err)
+	}
+	hub := &b.d.(*pgDialect).hub
+	waitListening := func(what string) {
+		t.Helper()
+		select {
+		case <-hub.listening:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("the listener did not %s within 30 s (%d connections made)", what, len(p.Conns()))
+		}
+	}
+	waitListening("connect")
+	// The listener's connection closed, and every new connection held 1.5 s before it
+	// reaches the server. 30 s tells "after two connects" (about 3.5 s) from never.
+	before := len(p.Conns())
+	p.Set(faultproxy.Fault{Cut: true})
+	p.Set(faultproxy.Fault{ConnectDelay: 1500 * time.Millisecond})
+	defer p.Heal()
+	waitListening("reconnect to a server that sets connections up in 1.5 s")
+	t.Logf("listening again after %d connections", len(p.Conns())-before)
+}
+
+// TestConnectPatienceStartsOverAfterAnyConnect: a completed connect starts the patience
+// over whatever its bound, a patient one capped at the connect timeout and one started with
+// no call's deadline included: the hook that tells the patience was set only on connects
+// given a bound below the connect timeout.
+func TestConnectPatienceStartsOverAfterAnyConnect(t *testing.T) {
+	cfg, err := PostgresPoolConfig(pgDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	timeout := cfg.ConnConfig.ConnectTimeout // DefaultConnectTimeout
+	call, cancel := context.WithTimeout(testCtx(t), timeout*2/5)
+	defer cancel()
+	for _, c := range []struct {
+		name string
+		ctx  context.Context
+	}{
+		// A call of 2 s: scaled to 4 s, patient at twice that, capped at the connect timeout.
+		{"a patient connect capped at the connect timeout", withCallDeadline(call)},
+		{"a connect with no call's deadline", testCtx(t)},
+	} {
+		pat := &connectPatience{pending: true} // a scaled connect failed: the next is patient
+		cc := cfg.ConnConfig.Copy()
+		if err := patientPgConnects(cc.DialFunc, pat)(c.ctx, cc); err != nil {
+			t.Fatal(err)
+		}
+		if cc.ConnectTimeout != timeout {
+			t.Fatalf("%s: bound %v, want the connect timeout %v", c.name, cc.ConnectTimeout, timeout)
+		}
+		conn, err := pgx.ConnectConfig(testCtx(t), cc)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		conn.Close(testCtx(t))
+		pat.mu.Lock()
+		pending := pat.pending
+		pat.mu.Unlock()
+		if pending {
+			t.Errorf("%s completed, and the patience did not start over", c.name)
+		}
+	}
+}
+
+// tenantKey is a context key of the caller's, which a driver hook reads.
+type tenantKey struct{}
+
+// TestMySQLConnectApartKeepsTheCallersValues: a connect runs apart from its call, with the
+// call's context's values (not its deadline): a dial function of the user's that reads a
+// value from the context (a tracing span, a tenant's key) sees the caller's. The connect had
+// a fresh context, and the dial saw nothing.
+func TestMySQLConnectApartKeepsTheCallersValues(t *testing.T) {
+	_, cfg := myDatabase(t, "simba_sqlbe_")
+	var (
+		mu   sync.Mutex
+		seen []any
+	)
+	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		mu.Lock()
+		seen = append(seen, ctx.Value(tenantKey{}))
+		mu.Unlock()
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}
+	dc, err := MySQLConnector(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := dc.(*mysqlConnector)
+	defer c.Close()
+	conn, err := c.Connect(context.WithValue(testCtx(t), tenantKey{}, "tenant-7"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 1 || seen[0] != "tenant-7" {
+		t.Fatalf("the dial saw %v as the tenant, want [tenant-7]", seen)
+	}
 }

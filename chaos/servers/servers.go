@@ -5,6 +5,7 @@
 package servers
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -39,8 +40,10 @@ type Server struct {
 	env  []string
 	// ready, if set, tells whether a server whose port is open serves yet.
 	ready func() bool
-	cmd   *exec.Cmd
-	log   *os.File
+	// startWithin bounds Start (0: the package's startWithin).
+	startWithin time.Duration
+	cmd         *exec.Cmd
+	log         *os.File
 }
 
 // Addr is host:port.
@@ -56,22 +59,58 @@ func FreePort() (int, error) {
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
-// Start starts the process and waits until its port accepts connections.
+// startWithin is how long Start waits for a server to serve (its port open and, if it has a
+// readiness check, the check passed) unless Server.startWithin says otherwise.
+const startWithin = 60 * time.Second
+
+// Start starts the process and waits until its port accepts connections and, if the server has
+// a readiness check, the check passes: for startWithin at most, or until ctx ends. A process
+// that exits is started again (e.g. a killed postmaster's children still exiting). On failure
+// the process is killed and the error names the server, its port and the end of its log.
 func (s *Server) Start(ctx context.Context) error {
-	deadline := time.Now().Add(60 * time.Second)
+	within := s.startWithin
+	if within <= 0 {
+		within = startWithin
+	}
+	deadline := time.Now().Add(within)
 	for {
-		err := s.startOnce(ctx)
+		err := s.startOnce(ctx, deadline)
 		if err == nil {
 			return nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("%s on %d: %w (log %s)", s.Kind, s.Port, err, s.log.Name())
+			return fmt.Errorf("%s on port %d: %w; its log %s ends:\n%s", s.Kind, s.Port, err, s.log.Name(), s.logTail())
 		}
-		time.Sleep(200 * time.Millisecond) // e.g. a killed postmaster's children still exiting
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
 }
 
-func (s *Server) startOnce(ctx context.Context) error {
+// logTailBytes is how much of a server's log a failed Start quotes.
+const logTailBytes = 2048
+
+// logTail returns the last logTailBytes of the server's log, from a line's start if it can.
+func (s *Server) logTail() string {
+	b, err := os.ReadFile(s.log.Name())
+	if err != nil {
+		return fmt.Sprintf("(unreadable: %v)", err)
+	}
+	if len(b) > logTailBytes {
+		b = b[len(b)-logTailBytes:]
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			b = b[i+1:]
+		}
+	}
+	return string(b)
+}
+
+// startOnce starts the process and waits until it serves, it exits, ctx ends or deadline
+// passes; in the last two cases it kills the process. The readiness check's failures were
+// not bounded: a server whose port opened but that never passed its check (a PostgreSQL
+// that never left recovery, an etcd with no leader) was waited for forever.
+func (s *Server) startOnce(ctx context.Context, deadline time.Time) error {
 	cmd := exec.Command(s.argv[0], s.argv[1:]...)
 	cmd.Dir = s.dir
 	cmd.Stdout, cmd.Stderr = s.log, s.log
@@ -83,29 +122,35 @@ func (s *Server) startOnce(ctx context.Context) error {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	for i := 0; ; i++ {
+	kill := func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-exited
+	}
+	open := false // the port accepted a connection
+	for {
 		select {
 		case err := <-exited:
 			return fmt.Errorf("exited: %v", err)
 		case <-ctx.Done():
-			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-exited
+			kill()
 			return ctx.Err()
 		case <-time.After(50 * time.Millisecond):
 		}
 		if c, err := net.DialTimeout("tcp", s.Addr(), time.Second); err == nil {
 			c.Close()
-			if s.ready != nil && !s.ready() {
-				continue
+			open = true
+			if s.ready == nil || s.ready() {
+				s.cmd = cmd
+				go func() { <-exited }()
+				return nil
 			}
-			s.cmd = cmd
-			go func() { <-exited }()
-			return nil
 		}
-		if i > 600 {
-			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-exited
-			return errors.New("port never opened")
+		if time.Now().After(deadline) {
+			kill()
+			if open {
+				return errors.New("its port opened, but it never passed its readiness check")
+			}
+			return errors.New("its port never opened")
 		}
 	}
 }

@@ -5,10 +5,15 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -128,5 +133,46 @@ func TestPostgresRestartServesAtStart(t *testing.T) {
 		if err != nil || n != 20000 {
 			t.Fatalf("restart %d: the first query after Start: %d rows, %v; want 20000", i+1, n, err)
 		}
+	}
+}
+
+// TestStartGivesUpOnAServerNeverReady: a server whose port opens but whose readiness check
+// never passes is killed once Start's time is up, and Start says which server, on which port,
+// and how its log ends. Start waited for it forever (with a ctx that never ends, as the
+// harness's own).
+func TestStartGivesUpOnAServerNeverReady(t *testing.T) {
+	s, err := newServer("fake", t.TempDir(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ln, err := net.Listen("tcp", s.Addr()) // the port is open: the check is what never passes
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	s.argv = []string{"sh", "-c", "echo $$ > pid; echo fake server starting; exec sleep 600"}
+	s.ready = func() bool { return false }
+	s.startWithin = 500 * time.Millisecond
+	err = s.Start(context.Background())
+	if err == nil {
+		t.Fatal("Start of a server never ready succeeded")
+	}
+	t.Logf("Start: %v", err)
+	for _, want := range []string{"fake on port " + strconv.Itoa(s.Port), "readiness check", "fake server starting"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Start's error %q does not say %q", err, want)
+		}
+	}
+	raw, err := os.ReadFile(filepath.Join(s.Dir(), "pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Fatalf("the server's process %d after Start gave up: %v, want it gone", pid, err)
 	}
 }
