@@ -4,10 +4,12 @@
 package testenv
 
 import (
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -44,13 +46,60 @@ func reachable(addrs ...string) error {
 	return nil
 }
 
-// need returns dsn if every address answers, else skips or fails t.
+// need returns dsn if every address answers, else skips or fails t. When services are
+// required, a service that does not answer is waited for first, up to serviceWait, once per
+// test binary: CI's watcher (.ci/run) starts again a shared server that stopped answering, and
+// a test should fail on what it tests, not on a server that was away for seconds. A service
+// that did not come back fails every later test at once.
 func need(t testing.TB, service, dsn string, addrs ...string) string {
 	t.Helper()
-	if err := reachable(addrs...); err != nil {
+	err := reachable(addrs...)
+	if err != nil && Required() {
+		err = waitFor(t, service, addrs)
+	}
+	if err != nil {
 		Unavailable(t, service, err.Error())
 	}
 	return dsn
+}
+
+// serviceWait is how long a required service that does not answer is waited for
+// (SIMBA_SERVICE_WAIT, a Go duration, overrides; 0 waits not at all).
+func serviceWait() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv("SIMBA_SERVICE_WAIT")); err == nil && d >= 0 {
+		return d
+	}
+	return time.Minute
+}
+
+var (
+	waitMu sync.Mutex
+	gone   = map[string]error{} // services waited for in vain, and why
+)
+
+// waitFor dials addrs until every one answers or serviceWait passes, logging the wait in t.
+// Waits are one at a time, and a service waited for in vain is not waited for again.
+func waitFor(t testing.TB, service string, addrs []string) error {
+	t.Helper()
+	waitMu.Lock()
+	defer waitMu.Unlock()
+	if err, ok := gone[service]; ok {
+		return fmt.Errorf("%w (waited for it %s earlier in this run)", err, serviceWait())
+	}
+	start := time.Now()
+	t.Logf("%s does not answer: waiting up to %s for it", service, serviceWait())
+	for {
+		err := reachable(addrs...)
+		if err == nil {
+			t.Logf("%s answers again after %s", service, time.Since(start).Round(time.Millisecond))
+			return nil
+		}
+		if time.Since(start) >= serviceWait() {
+			gone[service] = err
+			return err
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
 }
 
 // Postgres returns a DSN for the PostgreSQL test database (SIMBA_TEST_POSTGRES overrides).
