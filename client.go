@@ -580,11 +580,16 @@ func (c *Client) request(ctx context.Context, ev engine.Event) (*future, error) 
 	return c.requestThen(ctx, ev, nil)
 }
 
-// requestUndoable is request for an event the caller may give up on before the loop takes it
-// (JoinGroup, Start): whichever comes first of the step that takes the event and the caller's
-// giving up decides. took (if not nil) runs right after that step. If the caller gave up first
-// (abandoned), undo runs next, told whether the engine accepted the event, and the caller gets
-// ctx's error; if the engine had accepted it before ctx ended, the caller gets nil.
+// requestUndoable is request for an event the caller may give up on before the engine has
+// done what it asks (JoinGroup, Start): whichever comes first of the completion of the event's
+// future and the caller's giving up decides. took (if not nil) runs right after the step that
+// takes the event. If the caller gave up first (abandoned), the caller gets ctx's error and
+// undo runs on the loop goroutine, told whether the engine accepted the event (took it, even
+// if it still waits: a Join waiting for a Leave of its group), with nothing stepped in
+// between: right after that step if the caller gave up before it, else as soon as the loop
+// takes it (the engine then still had the event waiting, and undo withdraws it, or undoes it
+// if it completed meanwhile). If the engine had accepted the event and completed its future
+// before ctx ended, the caller gets nil.
 func (c *Client) requestUndoable(ctx context.Context, ev engine.Event, took func(), undo func(accepted bool)) (abandoned bool, err error) {
 	const (
 		pending int32 = iota
@@ -593,6 +598,9 @@ func (c *Client) requestUndoable(ctx context.Context, ev engine.Event, took func
 	)
 	var state atomic.Int32
 	var f *future
+	// accepted is undo's argument, read on the loop goroutine: a future not completed yet is
+	// an event the engine keeps waiting.
+	accepted := func() bool { return !f.completed() || f.err == nil }
 	f, err = c.requestThen(ctx, ev, func() {
 		if took != nil {
 			took()
@@ -600,17 +608,26 @@ func (c *Client) requestUndoable(ctx context.Context, ev engine.Event, took func
 		if state.CompareAndSwap(pending, taken) {
 			return
 		}
-		undo(f.completed() && f.err == nil)
+		undo(accepted())
 	})
 	switch {
 	case err == nil:
 		return false, nil
-	case f != nil && state.CompareAndSwap(pending, gaveUp):
+	case f == nil:
+		return false, err
+	case state.CompareAndSwap(pending, gaveUp):
 		return true, err
-	case f != nil && f.completed() && f.err == nil:
+	case f.completed() && f.err == nil:
 		return false, nil // accepted before ctx ended
+	case f.completed():
+		return false, err
 	}
-	return false, err
+	// Taken, and still waiting in the engine: withdraw it where whatever has become of it is
+	// known. A loop that has exited completed it (ErrClosed).
+	if !c.post(func() { undo(accepted()) }) {
+		return false, err
+	}
+	return true, err
 }
 
 // requestThen is request with after, when not nil, run right after the step that takes the

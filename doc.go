@@ -62,7 +62,8 @@
 // # Errors
 //
 // The sentinel errors (ErrInvalidName, ErrClosed, ErrNotHeld, ErrLockHeld, ErrUnavailable, …)
-// are matched with errors.Is, and IsPermanent says whether retrying could heal an error. Lock
+// are matched with errors.Is, and IsPermanent says whether retrying could heal an error (an
+// Unlock's ErrNotHeld cannot be: the lease is not held, and only a new Lock holds it again). Lock
 // retries what is not permanent itself while its ctx lasts, so what it returns is permanent (an
 // invalid name or option, a closed client, a missing schema, refused credentials, a TLS
 // failure, …) or comes from its ctx, joined with the last backend error. Of the context errors,

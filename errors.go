@@ -2,6 +2,7 @@ package simba
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/simba-go/simba/spi"
@@ -20,7 +21,8 @@ var (
 	// ErrBackendClosed: the backend was closed, by whoever opened it, possibly under a live
 	// client; it matches ErrClosed too.
 	ErrBackendClosed = spi.ErrBackendClosed
-	// ErrNotHeld: the caller is not the leader / does not hold the lock.
+	// ErrNotHeld: the caller is not the leader / does not hold the lock. IsPermanent reports
+	// it permanent: retrying the call that reported it cannot make the lease held.
 	ErrNotHeld = spi.ErrNotHeld
 	// ErrLockHeld: TryLock found the lock held by another session.
 	ErrLockHeld = spi.ErrLockHeld
@@ -61,8 +63,18 @@ var (
 // would have ended the Lock before); both match their context error with errors.Is. A
 // retry loop with a deadline per attempt under a cancellable parent thus stops on the parent's
 // cancellation and goes on after an attempt's timeout.
+//
+// An error matching ErrNotHeld is permanent too: the lease is not held, and retrying the call
+// that said so only says it again. Unlock reports it for a lock already unlocked (a second
+// Unlock, or one after an Unlock whose release failed: that error was the one to act on) or
+// lost meanwhile (its *RevokedError, which also is the cause of a revoked term's context), so
+// a retry loop around Unlock that stops on IsPermanent stops there instead of spinning. Holding
+// the lease again takes a new Lock (or Start), not a retry. This is IsPermanent's rule only:
+// spi.Classify, by which the client classifies a backend's replies (EventBackendError's
+// Class, its own retries), leaves ErrNotHeld retryable, as for any error a backend has not
+// marked permanent.
 func IsPermanent(err error) bool {
-	return err != nil && spi.Classify(err) == spi.Permanent
+	return err != nil && (spi.Classify(err) == spi.Permanent || errors.Is(err, ErrNotHeld))
 }
 
 // ctxErr is ctx's error with its cause (context.WithCancelCause, WithTimeoutCause,

@@ -396,3 +396,44 @@ func TestStepDebugLinesNameTheirCall(t *testing.T) {
 		}
 	}
 }
+
+// TestNotHeldIsPermanent: an Unlock of a lock already unlocked, of no lock, or of one lost
+// meanwhile reports ErrNotHeld, which IsPermanent calls permanent (retrying the Unlock only
+// reports it again: a retry loop that stops on IsPermanent spun on it), while spi.Classify,
+// by which the client classifies backend replies, leaves it retryable.
+func TestNotHeldIsPermanent(t *testing.T) {
+	w := newWorld(t)
+	c, b := w.client("a")
+	ctx := context.Background()
+	var h *simba.Held
+	w.async(func() (err error) { h, err = c.Lock(ctx, "job"); return err })
+	if err := h.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	err := h.Unlock(ctx)
+	if !errors.Is(err, simba.ErrNotHeld) || !simba.IsPermanent(err) {
+		t.Errorf("a second Unlock: %v (permanent %v), want a permanent ErrNotHeld", err, simba.IsPermanent(err))
+	}
+	var none *simba.Held
+	if err := none.Unlock(ctx); !errors.Is(err, simba.ErrNotHeld) || !simba.IsPermanent(err) {
+		t.Errorf("Unlock of no lock: %v (permanent %v), want a permanent ErrNotHeld", err, simba.IsPermanent(err))
+	}
+
+	// A lock lost with its session: Unlock reports the *RevokedError.
+	w.async(func() (err error) { h, err = c.Lock(ctx, "job"); return err })
+	b.CutOff(simbatest.Hang)
+	w.until(3*testTTL, "the lock to be lost", func() bool { return !h.IsValid() })
+	b.Restore()
+	err = h.Unlock(ctx)
+	var re *simba.RevokedError
+	if !errors.As(err, &re) || re.Reason == simba.RevokedClosed || !errors.Is(err, simba.ErrNotHeld) || !simba.IsPermanent(err) {
+		t.Errorf("Unlock of a lost lock: %v (permanent %v), want a permanent *RevokedError", err, simba.IsPermanent(err))
+	}
+
+	if spi.Classify(simba.ErrNotHeld) != spi.Retryable {
+		t.Errorf("spi.Classify(ErrNotHeld) = %v: the engine's classification must not change", spi.Classify(simba.ErrNotHeld))
+	}
+	if simba.IsPermanent(simba.ErrUnavailable) || simba.IsPermanent(nil) {
+		t.Error("IsPermanent of ErrUnavailable or nil is true")
+	}
+}

@@ -87,11 +87,15 @@ func RunPartition(fn func(ctx context.Context, p int, t Term) error) GroupOption
 // partition name must be a valid lease name: ErrInvalidName), the partition count (1 to
 // wire.MaxPartitions: ErrInvalidOption) and the options before any I/O and returns once
 // the engine has taken the request; membership and partitions then follow in the background.
+// A group this client is still leaving (a Leave under way, even one whose ctx ended and that
+// goes on in the background) is joined once that leave's membership is deleted: JoinGroup
+// waits for that (bounded by ctx), then joins, rather than fail.
 // A group one of whose partitions has an election (started or not) or a lock on this client
 // cannot be joined (ErrInvalidOption), nor can such a partition get one while the group is
 // joined. A JoinGroup that returns ctx's error leaves nothing joined: a ctx that had ended
-// before the call is refused at once, and if the engine takes the join after ctx ended, it
-// leaves the group again at once.
+// before the call is refused at once, and if the engine takes the join after ctx ended, or
+// ctx ends while the join waits for a leave, the join is withdrawn (the group left again at
+// once, if it was joined meanwhile). A Close while it waits makes it return ErrClosed.
 //
 // Every member of a group must join it with the same partition count: the backend keeps no
 // count, so nothing checks it, and each member hashes only its own partitions over all the
@@ -145,12 +149,14 @@ func (c *Client) JoinGroup(ctx context.Context, group string, partitions int, op
 		}
 		c.mu.Unlock()
 	}
-	// The engine may take the join after ctx has ended (its event waited for a busy loop): a
-	// join the caller gave up on before the engine took it is left at once, right after the
-	// step that takes it, so that no group the caller has no *PartitionGroup for stays joined.
+	// The engine may take the join after ctx has ended (its event waited for a busy loop), or
+	// keep it waiting for a Leave of the group past ctx's end: a join the caller gave up on is
+	// left at once, right after the step that takes it or as soon as the loop has the caller's
+	// giving up, so that no group the caller has no *PartitionGroup for stays joined. A Leave
+	// of a group whose join still waits cancels the join (the engine's rule).
 	ev := engine.Event{Kind: engine.EvJoin, Name: group, Partitions: partitions, HasWork: g.work != nil}
-	abandoned, err := c.requestUndoable(ctx, ev, nil, func(joined bool) {
-		if joined {
+	abandoned, err := c.requestUndoable(ctx, ev, nil, func(accepted bool) {
+		if accepted {
 			c.step(engine.Event{Kind: engine.EvLeave, Name: group})
 		}
 		forget()
@@ -178,8 +184,8 @@ func (g *PartitionGroup) Partitions() int { return g.partitions }
 // Leave (see RunPartition): then the partition is released, and Leave returns nil, while that work
 // still runs with an invalid term. A release whose outcome is unknown is reported as an error
 // (keep-alives settle it): one per such partition, joined on one line, each found by errors.Is and
-// errors.As. If ctx ends first Leave returns ctx's error, and leaving goes on; the group can be
-// joined again once leaving is done. Called from inside the group's own RunPartition work,
+// errors.As. If ctx ends first Leave returns ctx's error, and leaving goes on; a JoinGroup of
+// the group meanwhile waits until the membership is deleted, then joins (see JoinGroup). Called from inside the group's own RunPartition work,
 // which the handover would wait for, Leave returns once the engine has taken it (every term
 // of the group revoked, the work's ctx cancelled): the partitions are released as their work
 // returns, the caller's own once it returns.

@@ -15,6 +15,10 @@ import (
 // before it was granted.
 var ErrStopped = errors.New("simba: election stopped before it was elected")
 
+// ErrLeft completes the future of a Join that waited for an earlier Leave of its group to be
+// done when a Leave of the group cancelled it (the shell's, for a JoinGroup given up on).
+var ErrLeft = errors.New("simba: group left before it was joined")
+
 // Engine is the state of one client: its session, elections and groups. It is not safe for
 // concurrent use: one goroutine (the shell's loop, or the simulator) owns it and calls Step.
 type Engine struct {
@@ -783,6 +787,7 @@ func (s *Engine) close(f FutureID) {
 			s.emit(Effect{Kind: EfMembers, Group: name})
 		}
 		s.membershipGone(g) // closing the session deletes it
+		s.cancelRejoin(g, spi.ErrClosed)
 	}
 	s.groups = make(map[string]*group)
 	s.groupNames = nil

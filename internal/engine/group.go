@@ -56,6 +56,10 @@ type group struct {
 	// until Leave. leavePart is done when the membership is deleted or gone with the session.
 	leaveWait *barrier
 	leavePart FutureID
+	// rejoin is a Join of the group taken while it was leaving (nil: none): it waits, its
+	// future with it, until the leave's membership is gone (dropGroup), and is joined then.
+	// A Leave taken meanwhile (the shell's, for a JoinGroup whose caller gave up) cancels it.
+	rejoin *Event
 }
 
 func (s *Engine) join(ev Event) {
@@ -79,11 +83,15 @@ func (s *Engine) join(ev Event) {
 		return
 	}
 	if g := s.groups[ev.Name]; g != nil {
-		if g.leaving {
-			fail(errorf(spi.ErrInvalidOption, "group %q is still leaving", ev.Name))
-		} else {
-			fail(errorf(spi.ErrInvalidOption, "group %q is already joined", ev.Name))
+		if g.leaving && g.rejoin == nil {
+			// Joined again right after a Leave: the Join waits for the leave's membership to
+			// be gone (a Join sent before the Leave's reply could be deleted by it), then
+			// joins (dropGroup); its future completes then.
+			rejoin := ev
+			g.rejoin = &rejoin
+			return
 		}
+		fail(errorf(spi.ErrInvalidOption, "group %q is already joined", ev.Name))
 		return
 	}
 	for p := 0; p < ev.Partitions; p++ {
@@ -114,6 +122,9 @@ func (s *Engine) leave(name string, f FutureID) {
 		return
 	}
 	if g.leaving {
+		// A Join waiting for this leave (rejoin) is cancelled: the Leave is of the membership
+		// it would have made.
+		s.cancelRejoin(g, ErrLeft)
 		if f != 0 {
 			g.leaveWait.futs = append(g.leaveWait.futs, f)
 		}
@@ -152,6 +163,15 @@ func (s *Engine) membershipGone(g *group) {
 	}
 }
 
+// cancelRejoin completes the future of the Join waiting for g's leave (if any) with err and
+// forgets that Join.
+func (s *Engine) cancelRejoin(g *group, err error) {
+	if ev := g.rejoin; ev != nil {
+		g.rejoin = nil
+		s.complete(ev.Future, err)
+	}
+}
+
 func (s *Engine) dropGroup(g *group) {
 	if s.groups[g.name] != g {
 		return
@@ -166,6 +186,11 @@ func (s *Engine) dropGroup(g *group) {
 		if s.groupsGone++; 2*s.groupsGone > len(s.groupsBackingOff) {
 			s.pruneGroupsBackingOff()
 		}
+	}
+	if ev := g.rejoin; ev != nil {
+		// The Join that waited for this leave joins now, as one taken right after it would.
+		g.rejoin = nil
+		s.join(*ev)
 	}
 }
 

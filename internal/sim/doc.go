@@ -64,7 +64,8 @@
 //     touched that client.
 //   - futures-complete: every future completes exactly once, by the end of the run.
 //   - join-after-leave: the user joins again only after its Leave completed, and the engine
-//     never refuses that Join (a Leave that completes while still leaving would be caught).
+//     takes that Join at once, never refusing it nor keeping it waiting for the group's leave
+//     (a Leave that completes while still leaving would be caught).
 //   - liveness: 3 TTLs after healing and again at the end, every running client has a live
 //     session, every election some client wants has a leader whose session holds the lease,
 //     the group's members at the backend are exactly the running clients that joined it, and

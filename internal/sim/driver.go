@@ -394,7 +394,8 @@ func (s *Sim) onComplete(c *client, ef *engine.Effect) {
 		c.leaving = false
 	case "join":
 		// The user joins only when not joined and no Leave is outstanding: the engine must
-		// take it (a refusal such as "still leaving" means a Leave completed too early).
+		// take it (a refusal, or a Join that waits for a leave (join above), means that a
+		// Leave completed too early).
 		if ef.Err != nil && !errors.Is(ef.Err, spi.ErrClosed) {
 			s.fail(CheckJoin, "c%d: Join of %s refused: %v", c.idx, f.name, ef.Err)
 		}
@@ -467,8 +468,14 @@ func (s *Sim) startElection(c *client, i int) {
 func (s *Sim) join(c *client) {
 	c.joined = true
 	c.groupWork = s.rng.Float64() < s.cfg.Faults.Work
+	f := s.newFuture(c, "join", groupName)
 	s.step(c, engine.Event{Kind: engine.EvJoin, Name: groupName, Partitions: s.shape.Partitions, HasWork: c.groupWork,
-		Future: s.newFuture(c, "join", groupName)}, -1)
+		Future: f}, -1)
+	// The user joins only once its Leave has completed: the engine must take the Join at once
+	// (one that waits for the group's leave means that the Leave completed too early).
+	if _, waits := c.futures[f]; waits && c.eng != nil && !c.eng.Closed() {
+		s.fail(CheckJoin, "c%d: Join of %s waits for a leave, after its Leave completed", c.idx, groupName)
+	}
 }
 
 // --- client lifecycle ---
