@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/simba-go/simba/spi"
@@ -37,5 +38,45 @@ func TestSQLiteCannotOpenNamesTheFile(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "missing.db")); !os.IsNotExist(err) {
 		t.Errorf("mode=rw created the missing file: %v", err)
+	}
+}
+
+// TestSQLiteReadOnlyNamesTheFile: a write SQLite refuses as read-only ("attempt to write a
+// readonly database (8)", which names no file) names the database file and, when this process
+// may not write it or its directory (where the journal goes), says so. The error is permanent.
+// The file is opened with mode=ro; as root a file's mode does not stop a write, so the refused
+// access is simulated for the second and third checks.
+func TestSQLiteReadOnlyNamesTheFile(t *testing.T) {
+	dsn := liteDSN(t)
+	migrated(t, dsn)
+	file := strings.TrimPrefix(dsn, "sqlite://")
+	file, _, _ = strings.Cut(file, "?")
+	saved := notWritable
+	t.Cleanup(func() { notWritable = saved })
+	for _, tc := range []struct {
+		denied string // the path notWritable refuses
+		want   string
+	}{
+		{"", "database file " + file},
+		{file, "database file " + file + ": not writable by this process (permission denied)"},
+		{filepath.Dir(file), "database file " + file + ": its directory " + filepath.Dir(file) + " is not writable by this process (permission denied)"},
+	} {
+		notWritable = func(p string) error {
+			if p == tc.denied {
+				return syscall.EACCES
+			}
+			return nil
+		}
+		b, err := Open(testCtx(t), "sqlite://"+file+"?mode=ro")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = b.OpenSession(testCtx(t), "o", longTTL)
+		b.Close()
+		if err == nil || !strings.Contains(err.Error(), "attempt to write a readonly database") ||
+			!strings.Contains(err.Error(), tc.want) || spi.Classify(err) != spi.Permanent {
+			t.Errorf("OpenSession on a read-only file (denied %q) = %v (class %v); want a permanent error with %q",
+				tc.denied, err, spi.Classify(err), tc.want)
+		}
 	}
 }
