@@ -353,8 +353,10 @@ func sqliteFileError(file string, err error) error {
 				// SQLite creates a missing file (unless mode=rw): it could not here.
 				why += ", and its directory " + dir + " is not writable by this process (" + werr.Error() + ")"
 			}
-		} else if serr != nil {
+		} else if st, serr := os.Stat(file); serr != nil {
 			why = ": " + serr.Error()
+		} else if st.IsDir() {
+			why = ": it is a directory"
 		}
 	case sqliteReadOnly:
 		if werr := notWritable(file); werr != nil {

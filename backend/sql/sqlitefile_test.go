@@ -12,8 +12,9 @@ import (
 
 // TestSQLiteCannotOpenNamesTheFile: when SQLite cannot open the file of a sqlite:// DSN, the
 // error names the file and why (SQLite's own message, "unable to open database file (14)",
-// names neither): a missing directory, or a missing file with mode=rw (which opens an existing
-// file only, and leaves a missing one uncreated). The error is permanent.
+// names neither): a missing directory, a missing file with mode=rw (which opens an existing
+// file only, and leaves a missing one uncreated), or a directory where the file should be. The
+// error is permanent.
 func TestSQLiteCannotOpenNamesTheFile(t *testing.T) {
 	dir := t.TempDir()
 	for _, tc := range []struct {
@@ -23,6 +24,7 @@ func TestSQLiteCannotOpenNamesTheFile(t *testing.T) {
 	}{
 		{filepath.Join(dir, "nodir", "simba.db"), "", "its directory " + filepath.Join(dir, "nodir") + " does not exist"},
 		{filepath.Join(dir, "missing.db"), "?mode=rw", "no such file"},
+		{dir, "", "it is a directory"}, // sqlite:///tmp/ said only "database file /tmp"
 	} {
 		b, err := Open(testCtx(t), "sqlite://"+tc.file+tc.dsn)
 		if err != nil {

@@ -31,6 +31,12 @@ func TestCheckSQLiteFileUnwritableDirectory(t *testing.T) {
 	if err := checkSQLiteFile("sqlite://"+file, true); err == nil || !strings.Contains(err.Error(), "no such database file") {
 		t.Fatalf("checkSQLiteFile (must exist) = %v", err)
 	}
+	// A directory where the file should be (sqlite:///tmp/) is named as such, by every command.
+	for _, mustExist := range []bool{false, true} {
+		if err := checkSQLiteFile("sqlite://"+dir, mustExist); err == nil || !strings.Contains(err.Error(), "database file "+dir+": it is a directory") {
+			t.Fatalf("checkSQLiteFile on a directory (must exist %v) = %v", mustExist, err)
+		}
+	}
 	// A writable directory passes.
 	notWritable = func(string) error { return nil }
 	if err := checkSQLiteFile("sqlite://"+file, false); err != nil {

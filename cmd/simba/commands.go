@@ -199,6 +199,9 @@ func checkSQLiteFile(dsn string, mustExist bool) error {
 	if mustExist && !exists(file) {
 		return fmt.Errorf("no such database file %s; run `simba migrate` with the same -dsn to create it", file)
 	}
+	if st, err := os.Stat(file); err == nil && st.IsDir() {
+		return fmt.Errorf("cannot open the database file %s: it is a directory", file)
+	}
 	if dir := filepath.Dir(file); !exists(file) {
 		if err := notWritable(dir); err != nil {
 			return fmt.Errorf("cannot create the database file %s: its directory %s is not writable by this process (%w)", file, dir, err)
