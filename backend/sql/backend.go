@@ -235,16 +235,18 @@ func (b *Backend) fail(op string, err error) error {
 	return b.d.classify("sql "+b.name+" "+op, err)
 }
 
-// schemaMissing is the error for a database without the schema this library needs.
+// schemaMissing is the error for a database without the schema this library needs: a table or
+// column missing, the schema's version unknown. It names the first migration.
 func (b *Backend) schemaMissing(why string, cause error) error {
-	return b.schemaMissingFrom(0, why, cause)
+	return b.schemaMissingFrom(-1, why, cause)
 }
 
 // schemaMissingFrom is schemaMissing for a database at schema version v: it names the
-// migrations after v to apply (all of them for v 0), in order.
+// migrations after v to apply (all of them for v 0: a database without the version table), in
+// order; for a negative v (unknown), the first one.
 func (b *Backend) schemaMissingFrom(v int64, why string, cause error) error {
 	apply := "sql/schema/" + b.MigrationPath()
-	if v > 0 {
+	if v >= 0 {
 		var paths []string
 		for _, m := range schema.Migrations(b.name) {
 			if int64(m.Version) > v {
@@ -258,9 +260,9 @@ func (b *Backend) schemaMissingFrom(v int64, why string, cause error) error {
 	msg := fmt.Sprintf("%s: %s: apply %s (embedded in github.com/simba-go/simba/sql/schema) or call Migrate",
 		spi.ErrSchemaMissing, why, apply)
 	if cause != nil {
-		return &schemaError{msg: msg, errs: []error{spi.ErrSchemaMissing, cause}}
+		return &schemaError{msg: msg, why: why, cause: cause, errs: []error{spi.ErrSchemaMissing, cause}}
 	}
-	return &schemaError{msg: msg, errs: []error{spi.ErrSchemaMissing}}
+	return &schemaError{msg: msg, why: why, errs: []error{spi.ErrSchemaMissing}}
 }
 
 // schemaError is a schema error whose text already says what its causes say (why carries the
@@ -268,8 +270,12 @@ func (b *Backend) schemaMissingFrom(v int64, why string, cause error) error {
 // errors.As) without repeating them in its text, as a %w chain did ("schema missing: … or call
 // Migrate: schema missing: <the server's message again>").
 type schemaError struct {
-	msg  string
-	errs []error
+	msg string
+	// why and cause are what the error was made of (schemaMissingFrom's), so that it can be
+	// made again naming other migrations.
+	why   string
+	cause error
+	errs  []error
 }
 
 func (e *schemaError) Error() string   { return e.msg }
@@ -299,7 +305,7 @@ func (b *Backend) ready(ctx context.Context) error {
 }
 
 // CheckSchema reads the database's schema version and returns an error matching
-// spi.ErrSchemaMissing, naming the migration to apply, when the schema is missing or older than
+// spi.ErrSchemaMissing, naming the migrations to apply in order, when the schema is missing or older than
 // the library needs (schema.LatestVersion). It then compares the live tables with the schema
 // the spec declares (wire.SQLSchemaCheckByName: columns with their types, lengths, collations
 // and nullability, primary keys, foreign keys with their ON DELETE actions) and returns an error
@@ -323,6 +329,11 @@ func (b *Backend) checkSchemaLocked(ctx context.Context) error {
 	v, err := b.schemaVersion(ctx)
 	if err != nil {
 		err = b.fail("schema version", err)
+		if se := (*schemaError)(nil); errors.As(err, &se) && se.why != "" {
+			// No version table: a database without Simba's schema, which needs every
+			// migration, in order (naming only the first sent whoever applied it back here).
+			return b.schemaMissingFrom(0, se.why, se.cause)
+		}
 		if errors.Is(err, spi.ErrSchemaMissing) || spi.Classify(err) == spi.Retryable {
 			return err
 		}

@@ -60,6 +60,15 @@ func TestSchemaMissingNamesTheMigration(t *testing.T) {
 			if n := strings.Count(err.Error(), spi.ErrSchemaMissing.Error()); n != 1 {
 				t.Fatalf("OpenSession on an empty database: %q says %q %d times", err, spi.ErrSchemaMissing, n)
 			}
+			// An empty database needs every migration, and the error names them all, in order:
+			// it named 0001_init.sql alone, and whoever applied just that met the error again.
+			var paths []string
+			for _, m := range schema.Migrations(d.name) {
+				paths = append(paths, "sql/schema/"+m.Path)
+			}
+			if all := strings.Join(paths, ", then "); !strings.Contains(err.Error(), "apply "+all+" ") {
+				t.Fatalf("OpenSession on an empty database: %q does not name the migrations %s", err, all)
+			}
 			if _, err := b.SchemaVersion(testCtx(t)); !errors.Is(err, spi.ErrSchemaMissing) {
 				t.Fatalf("SchemaVersion on an empty database: %v", err)
 			}

@@ -121,8 +121,8 @@
 // github.com/simba-go/simba/sql/schema. Apply the files in order with your migration tool, or call
 // Migrate (idempotent, safe to run from several clients at once), or pass WithAutoMigrate. A
 // backend checks the schema once, before its first operation: a missing or old schema version is
-// an error matching spi.ErrSchemaMissing (simba.ErrSchemaMissing) that names the migration to
-// apply. It then compares the live tables with the schema spec/sql.yaml declares, in three or
+// an error matching spi.ErrSchemaMissing (simba.ErrSchemaMissing) that names the migrations to
+// apply, in order (every one, in a database without the tables). It then compares the live tables with the schema spec/sql.yaml declares, in three or
 // four catalog queries (wire.SQLSchemaCheckByName): every column with a compatible type and
 // length, the bytewise collation of names and ids (PostgreSQL "C", MySQL/MariaDB ascii_bin,
 // SQLite BINARY), NOT NULL, the primary keys and the foreign keys with their ON DELETE actions.

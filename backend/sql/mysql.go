@@ -95,8 +95,11 @@ func mysqlDeadlock(err error) bool {
 // classifyMySQL: deadlocks (1213), lock wait timeouts (1205), too many connections, server
 // shutdown, interrupted or killed connections, read-only servers during a failover and network
 // errors are retryable; a missing table or column is ErrSchemaMissing; access denied, an unknown
-// database, syntax and data errors (out-of-range values, 1264 and 1690, included) and TLS
-// failures (tls=true to a server without TLS or whose certificate does not verify) are permanent.
+// database, syntax and data errors (out-of-range values, 1264 and 1690, included), a session
+// variable the server refuses (1193 unknown, 1231 a bad value, 1232 a bad type, 1238 read-only:
+// go-sql-driver/mysql SETs every DSN parameter it does not know on each new connection, so a
+// misspelt one fails every connection alike) and TLS failures (tls=true to a server without TLS
+// or whose certificate does not verify) are permanent.
 func classifyMySQL(b *Backend, op string, err error) error {
 	if spi.IsTLSError(err) || errors.Is(err, mysqldriver.ErrNoTLS) {
 		return spi.TLSFailure(op, err)
@@ -110,7 +113,8 @@ func classifyMySQL(b *Backend, op string, err error) error {
 			1160, 1161, 1184, 1203, 1226, 1290, 1317, 1836, 1927, 1792, 2002, 2003, 2006, 2013,
 			3024, 4031:
 			return spi.Unavailable(op, err)
-		case 1044, 1045, 1049, 1064, 1142, 1143, 1227, 1264, 1366, 1406, 1690, 1698, 1820, 1862:
+		case 1044, 1045, 1049, 1064, 1142, 1143, 1193, 1227, 1231, 1232, 1238, 1264, 1366, 1406, 1690, 1698,
+			1820, 1862:
 			// 1690 ER_DATA_OUT_OF_RANGE (a BIGINT overflow): retrying computes the same value.
 			return spi.AsPermanent(fmt.Errorf("%s: %w", op, err))
 		}

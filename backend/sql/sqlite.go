@@ -332,22 +332,41 @@ const (
 	sqliteNotADB   = 26
 )
 
-// sqliteFileError adds to err, when it is SQLITE_CANTOPEN, the file SQLite could not open and,
-// when it can tell, why: SQLite's message, "unable to open database file (14)", names neither.
-// It returns err unchanged for other errors and when file is "".
+// sqliteFileError adds to err, when it is SQLITE_CANTOPEN or SQLITE_READONLY, the file SQLite
+// could not open or write and, when it can tell, why: SQLite's messages, "unable to open
+// database file (14)" and "attempt to write a readonly database (8)", name neither. It returns
+// err unchanged for other errors and when file is "".
 func sqliteFileError(file string, err error) error {
 	var se *sqlite.Error
-	if file == "" || !errors.As(err, &se) || se.Code()&0xff != sqliteCantOpen {
+	if file == "" || !errors.As(err, &se) {
 		return err
 	}
 	why := ""
 	dir := filepath.Dir(file)
-	if _, serr := os.Stat(dir); errors.Is(serr, fs.ErrNotExist) {
-		why = ": its directory " + dir + " does not exist"
-	} else if _, serr := os.Stat(file); errors.Is(serr, fs.ErrNotExist) {
-		why = ": no such file"
-	} else if serr != nil {
-		why = ": " + serr.Error()
+	switch se.Code() & 0xff {
+	case sqliteCantOpen:
+		if _, serr := os.Stat(dir); errors.Is(serr, fs.ErrNotExist) {
+			why = ": its directory " + dir + " does not exist"
+		} else if _, serr := os.Stat(file); errors.Is(serr, fs.ErrNotExist) {
+			why = ": no such file"
+			if werr := notWritable(dir); werr != nil {
+				// SQLite creates a missing file (unless mode=rw): it could not here.
+				why += ", and its directory " + dir + " is not writable by this process (" + werr.Error() + ")"
+			}
+		} else if st, serr := os.Stat(file); serr != nil {
+			why = ": " + serr.Error()
+		} else if st.IsDir() {
+			why = ": it is a directory"
+		}
+	case sqliteReadOnly:
+		if werr := notWritable(file); werr != nil {
+			why = ": not writable by this process (" + werr.Error() + ")"
+		} else if werr := notWritable(dir); werr != nil {
+			// The journal (-wal, -shm) goes beside the file.
+			why = ": its directory " + dir + " is not writable by this process (" + werr.Error() + "), and SQLite writes its journal there"
+		}
+	default:
+		return err
 	}
 	return fmt.Errorf("%w: database file %s%s", err, file, why)
 }

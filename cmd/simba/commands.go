@@ -186,7 +186,8 @@ func sqliteFile(dsn string) string {
 
 // checkSQLiteFile checks, for a sqlite:// DSN, that the file's directory exists (SQLite's own
 // error, "unable to open database file (14)", names neither) and, when mustExist (a command
-// that only reads, which must not create a database), that the file exists.
+// that only reads, which must not create a database), that the file exists; otherwise, when the
+// file does not exist yet, that this process may create it in that directory.
 func checkSQLiteFile(dsn string, mustExist bool) error {
 	file := sqliteFile(dsn)
 	if file == "" {
@@ -197,6 +198,14 @@ func checkSQLiteFile(dsn string, mustExist bool) error {
 	}
 	if mustExist && !exists(file) {
 		return fmt.Errorf("no such database file %s; run `simba migrate` with the same -dsn to create it", file)
+	}
+	if st, err := os.Stat(file); err == nil && st.IsDir() {
+		return fmt.Errorf("cannot open the database file %s: it is a directory", file)
+	}
+	if dir := filepath.Dir(file); !exists(file) {
+		if err := notWritable(dir); err != nil {
+			return fmt.Errorf("cannot create the database file %s: its directory %s is not writable by this process (%w)", file, dir, err)
+		}
 	}
 	return nil
 }

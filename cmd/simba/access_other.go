@@ -1,0 +1,6 @@
+//go:build !unix
+
+package main
+
+// notWritable: this platform does not tell; SQLite's own error stands.
+var notWritable = func(string) error { return nil }
