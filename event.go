@@ -129,7 +129,8 @@ const (
 	RevokedTakenOver
 	// RevokedSessionExpired: the backend reported the session expired.
 	RevokedSessionExpired
-	// RevokedStopped: Stop (or Unlock, or Leave) ended the term.
+	// RevokedStopped: Stop (or Unlock, or Leave) ended the term, or, for a partition, a
+	// membership change gave it to another member and this one handed it over.
 	RevokedStopped
 	// RevokedSteppedDown: StepDown ended the term.
 	RevokedSteppedDown

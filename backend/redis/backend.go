@@ -273,7 +273,8 @@ func (b *Backend) checkOpen() error {
 
 // fail classifies err from operation op: authentication and permission errors, wrong-type
 // keys, script argument errors, replies of the wrong shape, TLS failures (spi.ErrTLS), CROSSSLOT,
-// MOVED or ASK met by a standalone client (the DSN names a Cluster node) and the
+// MOVED or ASK met by a standalone client or a Cluster node found by the first OpenSession's
+// check (the DSN names a Cluster node: see checkNotClusterNode) and the
 // scripts' own errors are permanent (token_overflow and corrupt_token match spi.ErrTokenOverflow
 // and spi.ErrCorruptToken); everything else (connection loss, timeouts, LOADING, BUSY, TRYAGAIN,
 // CLUSTERDOWN, READONLY during a failover, MOVED or ASK met by a Cluster client during a
@@ -301,7 +302,7 @@ func (b *Backend) fail(op string, err error) error {
 	case spi.IsTLSError(err):
 		return spi.TLSFailure("redis "+op, err)
 	case b.cc == nil && (goredis.HasErrorPrefix(err, "MOVED") || goredis.HasErrorPrefix(err, "ASK") ||
-		goredis.HasErrorPrefix(err, "CROSSSLOT")):
+		goredis.HasErrorPrefix(err, "CROSSSLOT") || errors.Is(err, errClusterNode)):
 		// A standalone client talking to a Cluster node: every call would be redirected.
 		return spi.AsPermanent(fmt.Errorf("redis: %s: %w (the server is a Redis Cluster node: use a redis+cluster:// DSN)", op, err))
 	case goredis.HasErrorPrefix(err, "CROSSSLOT"):

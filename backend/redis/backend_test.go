@@ -496,8 +496,9 @@ func aclHints(t *testing.T, pc int, user string) {
 	}
 }
 
-// TestStandaloneOnAClusterNodeIsPermanent points a standalone client at one Cluster node: the
-// MOVED (or CROSSSLOT) replies mean the DSN is wrong, so OpenSession fails with a permanent
+// TestStandaloneOnAClusterNodeIsPermanent points a standalone client at one Cluster node: its
+// cluster-enabled setting (read by the first OpenSession) and MOVED (or CROSSSLOT) replies mean
+// the DSN is wrong, so OpenSession fails with a permanent
 // error that says to use redis+cluster://, rather than a retryable one retried forever.
 func TestStandaloneOnAClusterNodeIsPermanent(t *testing.T) {
 	clusterClient(t) // skips or fails as testenv decides when the Cluster is down
@@ -521,8 +522,40 @@ func TestStandaloneOnAClusterNodeIsPermanent(t *testing.T) {
 		t.Errorf("err = %v: want a permanent error", err)
 	}
 	if msg := err.Error(); !strings.Contains(msg, "redis+cluster://") ||
-		!(strings.Contains(msg, "MOVED") || strings.Contains(msg, "CROSSSLOT")) {
+		!(strings.Contains(msg, "MOVED") || strings.Contains(msg, "CROSSSLOT") || strings.Contains(msg, "cluster-enabled yes")) {
 		t.Errorf("err = %q does not name the misconfiguration", msg)
+	}
+}
+
+// TestStandaloneOnAClusterNodeFailsAtFirstSession: a standalone client at a Cluster node fails
+// its very first OpenSession, whatever slot the session's key hashes to. The MOVED replies alone
+// let a session whose key falls in the node's own slots open (about one in three), so
+// open.WithPing passed such a DSN and the misconfiguration showed only at the first lease; the
+// first OpenSession's check now reads cluster-enabled. Each backend is fresh, since the check
+// runs before a backend's first session: with the old code all of them failing had odds of
+// (2/3)^12, under 1 %.
+func TestStandaloneOnAClusterNodeFailsAtFirstSession(t *testing.T) {
+	clusterClient(t) // skips or fails as testenv decides when the Cluster is down
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	opened := 0
+	for i := 0; i < 12; i++ {
+		b, err := Open("redis://" + testenv.RedisCluster(t)[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := b.OpenSession(ctx, fmt.Sprintf("owner-%d", i), 10*time.Second)
+		if err == nil {
+			opened++
+			b.CloseSession(ctx, s.ID)
+		} else if spi.Classify(err) != spi.Permanent || errors.Is(err, spi.ErrUnavailable) ||
+			!strings.Contains(err.Error(), "use a redis+cluster:// DSN") {
+			t.Errorf("OpenSession: %v (%v), want a permanent error saying to use redis+cluster://", err, spi.Classify(err))
+		}
+		b.Close()
+	}
+	if opened > 0 {
+		t.Errorf("%d of 12 first sessions opened on a Cluster node through a redis:// DSN", opened)
 	}
 }
 

@@ -135,7 +135,9 @@ func (d Durability) logAttrs() []any {
 // appendonly (without AOF a restart loses every write since the last RDB snapshot). It uses
 // CONFIG GET and, where that is refused (an ACL without CONFIG, a renamed command), INFO memory
 // and INFO persistence; a server where both are refused is reported unchecked. An error is
-// returned only when a server could not be reached.
+// returned only when a server could not be reached or cannot serve the DSN (a database it does
+// not have; for a standalone client, a server with cluster-enabled yes, which needs a
+// redis+cluster:// DSN).
 //
 // The backend runs it once, at the first OpenSession, and logs every finding that is not Safe
 // as a warning (or, WithStrictDurability, refuses with ErrNotDurable). Losing the hash of a held
@@ -182,7 +184,43 @@ func (b *Backend) checkDurabilityCall(ctx context.Context) ([]Durability, error)
 	if err != nil {
 		return nil, b.fail("check durability", err)
 	}
+	if err := checkNotClusterNode(ctx, b.c); err != nil {
+		return nil, b.fail("check durability", err)
+	}
 	return []Durability{d}, nil
+}
+
+// errClusterNode is checkNotClusterNode's finding; fail makes it permanent, with the fix.
+var errClusterNode = errors.New("the server has cluster-enabled yes")
+
+// checkNotClusterNode fails with errClusterNode when the server a standalone client talks to is
+// a Redis Cluster node. Such a client's calls fail with MOVED or CROSSSLOT only for keys outside
+// the node's own slots: without this check a session whose key hashes to one of them opened
+// fine (open.WithPing passed about one time in three), and the misconfiguration showed only at
+// the first lease. It reads CONFIG GET cluster-enabled, else INFO cluster; a server that
+// refuses both, or does not know the setting, is taken for a standalone one.
+func checkNotClusterNode(ctx context.Context, c goredis.Cmdable) error {
+	v, err := c.ConfigGet(ctx, "cluster-enabled").Result()
+	if err == nil {
+		if v["cluster-enabled"] == "yes" {
+			return errClusterNode
+		}
+		return nil
+	}
+	if !refused(err) {
+		return err
+	}
+	info, err := c.Info(ctx, "cluster").Result()
+	if err != nil {
+		if refused(err) {
+			return nil
+		}
+		return err
+	}
+	if infoFields(info)["cluster_enabled"] == "1" {
+		return errClusterNode
+	}
+	return nil
 }
 
 // refused reports an error by which the server refused a command (no permission, unknown or
