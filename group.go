@@ -31,6 +31,13 @@ type PartitionGroup struct {
 	onRevoked  func(ctx context.Context, p int, t Term, reason RevokeReason)
 	work       func(ctx context.Context, p int, t Term) error
 
+	// leaving, guarded by c.mu, is closed once g is no longer its group's handle on the client
+	// (its Leave's step, or a JoinGroup withdrawn), and made by the first Leave: a JoinGroup
+	// that finds g in c.groups with a Leave under way waits for it, rather than fail with
+	// "already joined", when the Leave's event has not been taken yet (a Leave whose ctx had
+	// ended, or ended while it waited for a busy loop, returns before that).
+	leaving chan struct{}
+
 	mu       sync.Mutex
 	members  []SessionID
 	assigned []int
@@ -128,13 +135,31 @@ func (c *Client) JoinGroup(ctx context.Context, group string, partitions int, op
 		}
 	}
 	c.mu.Lock()
-	switch {
-	case c.closed:
+	for {
+		if c.closed {
+			c.mu.Unlock()
+			return nil, ErrClosed
+		}
+		old := c.groups[group]
+		if old == nil {
+			break
+		}
+		if old.leaving == nil {
+			c.mu.Unlock()
+			return nil, invalid("group %q is already joined on this client", group)
+		}
+		// A Leave of the group is under way, its event not yet taken by the loop: wait for
+		// it, then join (the engine makes the join wait for the leave's membership too).
+		left := old.leaving
 		c.mu.Unlock()
-		return nil, ErrClosed
-	case c.groups[group] != nil:
-		c.mu.Unlock()
-		return nil, invalid("group %q is already joined on this client", group)
+		select {
+		case <-left:
+		case <-ctx.Done():
+			return nil, ctxErr(ctx)
+		case <-c.loopDone:
+			return nil, ErrClosed
+		}
+		c.mu.Lock()
 	}
 	if name := c.partitionHandleLocked(group, partitions); name != "" {
 		c.mu.Unlock()
@@ -144,9 +169,7 @@ func (c *Client) JoinGroup(ctx context.Context, group string, partitions int, op
 	c.mu.Unlock()
 	forget := func() {
 		c.mu.Lock()
-		if c.groups[group] == g {
-			delete(c.groups, group)
-		}
+		c.dropGroupHandleLocked(g)
 		c.mu.Unlock()
 	}
 	// The engine may take the join after ctx has ended (its event waited for a busy loop), or
@@ -209,16 +232,31 @@ func (g *PartitionGroup) Leave(ctx context.Context) error {
 	// group's partitions. Close still waits for its callbacks.
 	after := func() {
 		g.c.mu.Lock()
-		if g.c.groups[g.name] == g {
-			delete(g.c.groups, g.name)
-		}
+		g.c.dropGroupHandleLocked(g)
 		g.c.mu.Unlock()
 	}
+	g.c.mu.Lock()
+	if g.c.groups[g.name] == g && g.leaving == nil {
+		g.leaving = make(chan struct{})
+	}
+	g.c.mu.Unlock()
 	if g.runsWork(g.c.workName()) {
 		return g.c.requestTaken(ctx, ev, g.current, after)
 	}
 	_, err := g.c.requestIf(ctx, ev, g.current, after)
 	return err
+}
+
+// dropGroupHandleLocked makes g no longer its group's handle on c (if it is), and lets a
+// JoinGroup waiting for g's Leave go on. c.mu is held.
+func (c *Client) dropGroupHandleLocked(g *PartitionGroup) {
+	if c.groups[g.name] != g {
+		return
+	}
+	delete(c.groups, g.name)
+	if g.leaving != nil {
+		close(g.leaving)
+	}
 }
 
 // current is the guard of g's Leave, on the loop goroutine (requestIf): it reports whether g's
