@@ -1631,7 +1631,36 @@ func (c *Client) emit(ev Event, p publisher) {
 func (c *Client) register(name string, h leaseHandle) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	for c.awaitStopLocked(context.Background(), name) {
+	}
 	return c.registerLocked(name, h)
+}
+
+// awaitStopLocked waits, when name's handle is an election whose Stop the loop has not taken
+// yet (a Stop whose ctx had ended returns before a busy loop takes it), until the loop takes
+// it, ctx ends or the loop exits, and reports whether it waited: the caller looks at the name
+// again. c.mu is held, and released while it waits. A NewElection or Lock of the name right
+// after such a Stop so waits for the name, as it would have after the Stop's step, rather than
+// fail with "already has an election".
+func (c *Client) awaitStopLocked(ctx context.Context, name string) bool {
+	e, ok := c.handles[name].(*Election)
+	if !ok || e.stopping == nil || c.closed || ctx.Err() != nil {
+		return false
+	}
+	select {
+	case <-c.loopDone:
+		return false
+	default:
+	}
+	stopped := e.stopping
+	c.mu.Unlock()
+	defer c.mu.Lock()
+	select {
+	case <-stopped:
+	case <-ctx.Done():
+	case <-c.loopDone:
+	}
+	return true
 }
 
 // registerLocked is register with c.mu held.

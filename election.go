@@ -219,6 +219,11 @@ type Election struct {
 	// by Client.mu): a Stop taken meanwhile does not let the name go, since the Start, taken
 	// next, runs the election again.
 	starts int
+	// stopping (guarded by Client.mu) is made by a Stop of the election while it has its name,
+	// and closed once the loop has taken that Stop (letGo): a NewElection or Lock of the name
+	// meanwhile waits for it (Client.awaitStopLocked) rather than fail, as a Stop whose ctx had
+	// ended returns before a busy loop takes it.
+	stopping chan struct{}
 }
 
 // ElectionOption configures an Election (OnElected, OnRevoked, RunWhileLeader, Schedule). The
@@ -324,6 +329,8 @@ func Schedule(every time.Duration, fn func(ctx context.Context, t Term)) Electio
 // before any I/O. A name has at most one election on a client, and no lock while it has one,
 // and a partition of a group the client has joined ("<group>.<p>") has none (ErrInvalidOption);
 // Stop lets the name go (a new election of the same name may follow, or this one restarted).
+// Right after a Stop that returned before the client took it (its ctx had ended), NewElection
+// of the name, and Lock, wait until the client has taken that Stop, then go on.
 func (c *Client) NewElection(name string, opts ...ElectionOption) (*Election, error) {
 	if err := wire.ValidateName(name); err != nil {
 		return nil, err
@@ -400,6 +407,7 @@ func (e *Election) letGo() {
 	if e.c.handles[e.name] == leaseHandle(e) && e.starts == 0 {
 		delete(e.c.handles, e.name)
 	}
+	e.stoppedLocked()
 	e.c.mu.Unlock()
 	e.forgetHolder()
 }
@@ -430,6 +438,11 @@ func (e *Election) Stop(ctx context.Context) error {
 	// a Stop whose ctx ends while it waits for the loop is taken later, and its revocation must
 	// still find this election to cancel the work's ctx and invalidate the term.
 	ev := engine.Event{Kind: engine.EvStop, Name: e.name}
+	e.c.mu.Lock()
+	if e.c.handles[e.name] == leaseHandle(e) && e.stopping == nil {
+		e.stopping = make(chan struct{})
+	}
+	e.c.mu.Unlock()
 	var err error
 	if e.c.workName() == e.name {
 		err = e.c.requestTaken(ctx, ev, e.ownsName, e.letGo)
@@ -437,10 +450,24 @@ func (e *Election) Stop(ctx context.Context) error {
 		_, err = e.c.requestIf(ctx, ev, e.ownsName, e.letGo)
 	}
 	if errors.Is(err, ErrClosed) {
-		e.c.unregister(e.name, e)
+		e.c.mu.Lock()
+		if e.c.handles[e.name] == leaseHandle(e) {
+			delete(e.c.handles, e.name)
+		}
+		e.stoppedLocked()
+		e.c.mu.Unlock()
 		e.forgetHolder()
 	}
 	return err
+}
+
+// stoppedLocked lets a NewElection or Lock waiting for e's Stop go on (stopping). Client.mu is
+// held.
+func (e *Election) stoppedLocked() {
+	if e.stopping != nil {
+		close(e.stopping)
+		e.stopping = nil
+	}
 }
 
 // ownsName is the guard of e's Stop and StepDown, on the loop goroutine (requestIf): it reports

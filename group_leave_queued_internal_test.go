@@ -72,3 +72,68 @@ func TestJoinGroupAfterALeaveNotYetTaken(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestNewElectionAfterAStopNotYetTaken: a Stop whose ctx had ended returns at once, its event
+// queued behind a busy loop; a NewElection or a Lock of the name right then waits until the
+// loop takes that Stop, rather than fail with "already has an election on this client"; a
+// Lock whose ctx ends meanwhile returns ctx's error.
+func TestNewElectionAfterAStopNotYetTaken(t *testing.T) {
+	w := newInlineWorld(t, 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, next := range []string{"election", "lock"} {
+		t.Run(next, func(t *testing.T) {
+			name := "e-" + next
+			old, err := w.c.NewElection(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := old.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			running, release := make(chan struct{}), make(chan struct{})
+			if !w.c.enqueue(func() { close(running); <-release }) {
+				t.Fatal("loop exited")
+			}
+			<-running
+			ended, end := context.WithCancel(ctx)
+			end()
+			if err := old.Stop(ended); !errors.Is(err, context.Canceled) {
+				t.Fatalf("Stop with an ended ctx = %v, want context.Canceled", err)
+			}
+			if next == "lock" {
+				short, stop := context.WithTimeout(ctx, 50*time.Millisecond)
+				_, err := w.c.Lock(short, name)
+				stop()
+				if !errors.Is(err, context.DeadlineExceeded) {
+					t.Fatalf("Lock while the Stop waits, ctx ending = %v, want context.DeadlineExceeded", err)
+				}
+			}
+			done := make(chan error, 1)
+			go func() {
+				switch next {
+				case "election":
+					e, err := w.c.NewElection(name)
+					if err == nil {
+						err = e.Start(ctx)
+						if err == nil {
+							err = e.Stop(ctx)
+						}
+					}
+					done <- err
+				case "lock":
+					h, err := w.c.Lock(ctx, name)
+					if err == nil {
+						err = h.Unlock(ctx)
+					}
+					done <- err
+				}
+			}()
+			time.Sleep(20 * time.Millisecond) // let it find the old election, if it is to
+			close(release)
+			if err := <-done; err != nil {
+				t.Fatalf("%s right after a Stop not yet taken = %v, want it to wait for the Stop", next, err)
+			}
+		})
+	}
+}

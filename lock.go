@@ -193,6 +193,14 @@ var cancelled = func() context.Context {
 // none) or ctx ends. With try it never waits: a busy name fails with a *LockHeldError.
 func (c *Client) takeTurn(ctx context.Context, name string, try bool) (*lockQueue, error) {
 	c.mu.Lock()
+	if !try && c.awaitStopLocked(ctx, name) {
+		for c.awaitStopLocked(ctx, name) {
+		}
+		if err := ctxErr(ctx); err != nil {
+			c.mu.Unlock()
+			return nil, err
+		}
+	}
 	if c.closed {
 		c.mu.Unlock()
 		return nil, ErrClosed
