@@ -32,7 +32,8 @@ type Config struct {
 	// User and Password, when User is set, are added to every session as a ZooKeeper digest
 	// identity ("digest", "user:password"). Simba's nodes then carry the ACL
 	// creator-all + world-read, so clients without that identity can read but not create,
-	// change or delete them. Without a user the nodes are open (world-all).
+	// change or delete them. Without a user the nodes are open (world-all). A user needs a
+	// password that is not empty (ErrInvalidOption).
 	User, Password string
 	// Timeout bounds dialing one server and establishing a session when the caller's
 	// context has no deadline (DefaultTimeout if zero).
@@ -85,6 +86,9 @@ func ParseDSN(dsn string) (Config, error) {
 		return bad("%v", err)
 	}
 	cfg.Servers, cfg.User, cfg.Password = hl.Hosts, hl.User, hl.Password
+	if cfg.User != "" && cfg.Password == "" {
+		return bad("user %q with an empty password: its digest identity protects nothing (anyone can compute it); give a password, or no user for open ACLs", cfg.User)
+	}
 	if hl.Path != "" {
 		if err := validateChroot(hl.Path); err != nil {
 			return bad("%v", err)
@@ -201,6 +205,12 @@ func (c Config) validate() error {
 	}
 	if c.User == "" && c.Password != "" {
 		return fmt.Errorf("%w: zookeeper: password without user", spi.ErrInvalidOption)
+	}
+	if c.User != "" && c.Password == "" {
+		// A digest identity is the user name and a hash of "user:password": with an empty
+		// password anyone who knows the user name has it, so the ACL would protect nothing
+		// while looking like it does.
+		return fmt.Errorf("%w: zookeeper: user %q with an empty password: its digest identity protects nothing (anyone can compute it); give a password, or no user for open ACLs", spi.ErrInvalidOption, c.User)
 	}
 	if c.Timeout < 0 {
 		return fmt.Errorf("%w: zookeeper: negative timeout", spi.ErrInvalidOption)

@@ -72,6 +72,7 @@ func TestParseDSNRejects(t *testing.T) {
 		"zk://h?tickTime=99999999999999999999",
 		"zk://h?ticktime=2000", // the parameter is tickTime, as in zoo.cfg
 		"zk://user@h",
+		"zk://user:@h", // an empty password: a digest anyone can compute
 		"zk://:pw@h",
 	} {
 		_, err := ParseDSN(dsn)
@@ -97,6 +98,7 @@ func TestNewFromConfigValidates(t *testing.T) {
 		{Servers: []string{"h:0"}},
 		{Servers: []string{"h"}, Chroot: "rel"},
 		{Servers: []string{"h"}, Password: "pw"},
+		{Servers: []string{"h"}, User: "simba"},
 		{Servers: []string{"h"}, Timeout: -time.Second},
 		{Servers: []string{"h"}, TickTime: -time.Millisecond},
 		{Servers: []string{"h"}, TickTime: 200*time.Millisecond + time.Microsecond},
