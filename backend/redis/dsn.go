@@ -112,6 +112,9 @@ func ParseDSN(dsn string) (Config, error) {
 			return bad("bad user:password@ (percent-encode reserved characters)")
 		}
 	}
+	if strings.ContainsRune(hosts+path+query, '#') {
+		return bad("a DSN has no #fragment (percent-encode a # in a value as %%23)")
+	}
 	vals, err := url.ParseQuery(query)
 	if err != nil {
 		return bad("bad query: %v", err)

@@ -149,6 +149,8 @@ func TestParseDSNErrors(t *testing.T) {
 		"redis+cluster://h:1?strict_durability=":  "strict_durability",
 		"redis+cluster://h1":                      `seed "h1" needs host:port`,
 		"redis+cluster://h1:1,,h2:2":              "empty host",
+		"redis+cluster://h1:7001#frag":            "no #fragment",
+		"redis://h:6379/0#frag":                   "no #fragment",
 		"redis+cluster://h1:1/0":                  "no database path",
 		"redis+cluster://h1:1?addr=h2:2":          "not with addr=",
 		"redis+cluster://u:secret@h1:1?x=1":       "unexpected option: x",

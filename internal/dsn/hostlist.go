@@ -54,6 +54,9 @@ func ParseHostList(rest string, defaultPort int, what string) (HostList, error) 
 			return HostList{}, fmt.Errorf("bad password in user:password@")
 		}
 	}
+	if strings.ContainsRune(hosts+path+query, '#') {
+		return HostList{}, fmt.Errorf("a DSN has no #fragment (percent-encode a # in a value as %%23)")
+	}
 	if hosts == "" {
 		return HostList{}, fmt.Errorf("no %ss", what)
 	}

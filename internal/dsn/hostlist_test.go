@@ -29,6 +29,8 @@ func TestParseHostList(t *testing.T) {
 		"a/%zz":         "bad path",
 		"a?%zz":         "bad query",
 		"u:se%zzcret@a": "bad password",
+		"a:2181#frag":   "no #fragment",
+		"a/chroot#x":    "no #fragment",
 	} {
 		_, err := ParseHostList(in, 2181, "server")
 		if err == nil || !strings.Contains(err.Error(), msg) {
