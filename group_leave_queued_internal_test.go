@@ -7,6 +7,20 @@ import (
 	"time"
 )
 
+// holdLoop makes c's loop goroutine busy until release is closed, so that requests are queued
+// rather than stepped inline, and returns a ctx (of parent) that has ended.
+func holdLoop(t *testing.T, c *Client, parent context.Context) (release chan struct{}, ended context.Context) {
+	t.Helper()
+	running, release := make(chan struct{}), make(chan struct{})
+	if !c.enqueue(func() { close(running); <-release }) {
+		t.Fatal("loop exited")
+	}
+	<-running
+	ended, end := context.WithCancel(parent)
+	end()
+	return release, ended
+}
+
 // TestJoinGroupAfterALeaveNotYetTaken: a Leave whose ctx had ended returns at once, its event
 // queued behind a busy loop; a JoinGroup of the group right then waits for that Leave and
 // joins, rather than fail with "already joined on this client" (found by an outside program:
@@ -28,13 +42,7 @@ func TestJoinGroupAfterALeaveNotYetTaken(t *testing.T) {
 	}
 
 	// Hold the loop, so that the Leave cannot be stepped inline.
-	running, release := make(chan struct{}), make(chan struct{})
-	if !w.c.enqueue(func() { close(running); <-release }) {
-		t.Fatal("loop exited")
-	}
-	<-running
-	ended, end := context.WithCancel(ctx)
-	end()
+	release, ended := holdLoop(t, w.c, ctx)
 	if err := old.Leave(ended); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Leave with an ended ctx = %v, want context.Canceled", err)
 	}
@@ -91,13 +99,7 @@ func TestNewElectionAfterAStopNotYetTaken(t *testing.T) {
 			if err := old.Start(ctx); err != nil {
 				t.Fatal(err)
 			}
-			running, release := make(chan struct{}), make(chan struct{})
-			if !w.c.enqueue(func() { close(running); <-release }) {
-				t.Fatal("loop exited")
-			}
-			<-running
-			ended, end := context.WithCancel(ctx)
-			end()
+			release, ended := holdLoop(t, w.c, ctx)
 			if err := old.Stop(ended); !errors.Is(err, context.Canceled) {
 				t.Fatalf("Stop with an ended ctx = %v, want context.Canceled", err)
 			}
