@@ -36,9 +36,9 @@ func TestLockOnAClusterNodeFailsFast(t *testing.T) {
 	if spi.Classify(err) != spi.Permanent || errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("error %v is not a permanent misconfiguration error", err)
 	}
-	if msg := err.Error(); !(strings.Contains(msg, "MOVED") || strings.Contains(msg, "CROSSSLOT")) ||
+	if msg := err.Error(); !(strings.Contains(msg, "MOVED") || strings.Contains(msg, "CROSSSLOT") || strings.Contains(msg, "cluster-enabled yes")) ||
 		!strings.Contains(msg, "redis+cluster://") {
-		t.Errorf("error %q does not name the misconfiguration (MOVED or CROSSSLOT, use redis+cluster://)", msg)
+		t.Errorf("error %q does not name the misconfiguration (cluster-enabled, MOVED or CROSSSLOT; use redis+cluster://)", msg)
 	}
 }
 
@@ -66,8 +66,8 @@ func TestLockCommandOnAClusterNodeExitsAtOnce(t *testing.T) {
 	if took > signalBound {
 		t.Errorf("simba lock took %v to exit, want at once (under %v)", took, signalBound)
 	}
-	if msg := stderr.String(); !(strings.Contains(msg, "MOVED") || strings.Contains(msg, "CROSSSLOT")) ||
+	if msg := stderr.String(); !(strings.Contains(msg, "MOVED") || strings.Contains(msg, "CROSSSLOT") || strings.Contains(msg, "cluster-enabled yes")) ||
 		!strings.Contains(msg, "redis+cluster://") {
-		t.Errorf("stderr %q does not name the misconfiguration (MOVED or CROSSSLOT, use redis+cluster://)", msg)
+		t.Errorf("stderr %q does not name the misconfiguration (cluster-enabled, MOVED or CROSSSLOT; use redis+cluster://)", msg)
 	}
 }
