@@ -76,9 +76,11 @@ type Engine struct {
 	groups     map[string]*group
 	groupNames []string // sorted keys of groups
 
-	pending  map[ReqID]pending
-	scratch  []*election
-	scratch2 []*election
+	pending map[ReqID]pending
+	// scratchNames is staleClosed's buffer.
+	scratchNames []string
+	scratch      []*election
+	scratch2     []*election
 
 	// barriers are the waits behind the engine's own futures (see part); lastPart numbers them.
 	barriers map[FutureID]*barrier
@@ -147,6 +149,8 @@ type pending struct {
 	// lost is the session a lost session's best-effort close closes (OpCloseSession) if that
 	// close should be retried once after the next open (staleClose) when it fails retryably.
 	lost spi.SessionID
+	// stale marks the close of a lost session sent once more after the next open (staleClose).
+	stale bool
 }
 
 // New returns an engine for opts, resolved by Options.Resolve (which fills only the derived
@@ -409,7 +413,7 @@ func (s *Engine) onOpenReply(p pending, ev Event) {
 	// The backend answers again: close the lost sessions it could not be told of (once
 	// more, best effort; a failure now is not retried, the session expires by itself).
 	for _, old := range s.staleClose {
-		s.call(OpCloseSession, old, pending{}, Effect{})
+		s.call(OpCloseSession, old, pending{stale: true}, Effect{})
 	}
 	s.staleClose = s.staleClose[:0]
 	for _, name := range s.groupNames {
@@ -868,6 +872,9 @@ func (s *Engine) reply(ev Event) {
 		if p.lost != "" && ev.Err != nil && spi.Classify(ev.Err) == spi.Retryable {
 			s.staleClose = append(s.staleClose, p.lost)
 		}
+		if p.stale && ev.Err == nil {
+			s.staleClosed()
+		}
 		if ev.Req == s.sess.closeReq && s.sess.state == SessionClosing {
 			s.failed(OpCloseSession, "", ev.Err)
 			s.closed()
@@ -910,6 +917,28 @@ func (s *Engine) reply(ev Event) {
 // costs each waiter at most about two acquires per hintWindow: the coalesced retry at the
 // window's end and, should its reply be HeldBy while hints kept coming, one follow-up
 // (TestHintStormIsDamped bounds it so, and the README quotes it).
+// staleClosed handles the success of a lost session's close sent once more after the next open
+// (staleClose): the leases the lost session held, and its places in the names' waiter queues,
+// are gone only now. The acquires sent with that close, and any since, may have been answered
+// before it landed (held by the lost session, or queued behind its place), and would try again
+// only at the holder's remaining time or their session's deadline (a TTL): every candidate is
+// told, as by a released hint, so that it tries again at once (after its reply, if one is in
+// flight). Rare (once after an outage that lost a session), so it may go over all elections;
+// in sorted order, for a deterministic engine.
+func (s *Engine) staleClosed() {
+	names := s.scratchNames[:0]
+	for name, e := range s.elections {
+		if e.state == Candidate {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		s.hint(spi.Hint{Kind: spi.Released, Name: name})
+	}
+	s.scratchNames = names[:0]
+}
+
 func (s *Engine) hint(h spi.Hint) {
 	switch h.Kind {
 	case spi.Released:
