@@ -9,9 +9,8 @@ import (
 )
 
 // TestWorkerHealth: a worker's panic, data race, failed Close or failed rejoin after a churn in
-// its stderr fails the run,
-// as does a worker the harness had to kill after SIGTERM; a worker that exited on its own with
-// only backend warnings in its stderr does not.
+// its stderr fails the run, as does a worker the harness had to kill after SIGTERM; a worker that
+// exited on its own with only backend warnings in its stderr does not.
 func TestWorkerHealth(t *testing.T) {
 	dir := t.TempDir()
 	write := func(base, s string) {
