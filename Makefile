@@ -106,7 +106,8 @@ zk-ensemble-stop:
 ## zookeeper zookeeper-ensemble etcd, or all: every one but redis-nodurable), MODE (election, lock,
 ## group), ROUNDS of each fault, SEED (0: from the clock; every run prints its seed and the
 ## command that replays it), TTL, FAULTS (a comma list), RESULTS (append one JSON line per
-## run). Private servers on spare ports are started,
+## run), CHURN (election and group modes: each worker stops or leaves about every CHURN, often
+## with a ctx that has ended, and starts or joins again; empty: never). Private servers on spare ports are started,
 ## killed and restarted; the shared ones are only read and written (fence tables, keys).
 BACKEND ?= postgres
 MODE ?= election
@@ -115,6 +116,7 @@ SEED ?= 0
 TTL ?= 1s
 FAULTS ?=
 RESULTS ?=
+CHURN ?=
 MUTANT_ROUNDS ?= 2
 # redis-nodurable (no persistence) is not in BACKEND=all: a restart loses its leases, which the
 # checkers then report (overlap, linearizability) as the README says it must; run it by name.
@@ -128,7 +130,7 @@ chaos:
 	$(GO) -C chaos build -o $(CHAOS_BIN) ./cmd/chaos
 	set -e; for b in $(if $(filter all,$(BACKEND)),$(CHAOS_BACKENDS),$(BACKEND)); do \
 	  $(CHAOS_BIN) run -backend $$b -mode $(MODE) -rounds $(ROUNDS) -seed $(SEED) -ttl $(TTL) \
-	    $(if $(FAULTS),-faults $(FAULTS)) $(if $(RESULTS),-result $(RESULTS)); done
+	    $(if $(FAULTS),-faults $(FAULTS)) $(if $(RESULTS),-result $(RESULTS)) $(if $(CHURN),-churn $(CHURN)); done
 
 ## chaos-mutant: the mutation test of the harness, one run per mutant on PostgreSQL; this target
 ## fails unless the checkers catch each: ignore-deadline (a worker that believes its term valid

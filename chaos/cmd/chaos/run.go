@@ -73,6 +73,7 @@ type workerProc struct {
 type runner struct {
 	backend, mode, name, dir string
 	ttl                      time.Duration
+	churn                    time.Duration // the workers' -churn (0: none)
 	rng                      *rand.Rand
 	seed                     uint64
 	setup                    *backendSetup
@@ -126,6 +127,9 @@ func (r *runner) startWorker(ctx context.Context, w *workerProc) error {
 	}
 	args := []string{"worker", "-id", w.id, "-dsn", r.setup.dsn(addrs), "-mode", r.mode, "-name", r.name,
 		"-ttl", r.ttl.String(), "-partitions", strconv.Itoa(r.partitions), "-seed", strconv.FormatUint(r.rng.Uint64(), 10)}
+	if r.churn > 0 {
+		args = append(args, "-churn", r.churn.String())
+	}
 	if len(r.setup.nodes) > 0 {
 		var m []string
 		for _, p := range w.proxies {
@@ -347,6 +351,7 @@ func runChaos(args []string) error {
 	faultList := fs.String("faults", "", "comma-separated faults (default: every fault the backend supports)")
 	out := fs.String("out", "", "directory for the history and logs (default: a temporary one)")
 	resultFile := fs.String("result", "", "append the run's result as one JSON line to this file")
+	churn := fs.Duration("churn", 0, "election and group modes: each worker stops its election or leaves its group about every churn (0.5-1.5 x), often with a ctx that has ended, and starts or joins again at once (0: never)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -356,6 +361,12 @@ func runChaos(args []string) error {
 	replay := fmt.Sprintf("make chaos BACKEND=%s MODE=%s ROUNDS=%d SEED=%d TTL=%s", *backend, *mode, *rounds, *seed, *ttl)
 	if *faultList != "" {
 		replay += " FAULTS=" + *faultList
+	}
+	if *churn > 0 {
+		if *mode == "lock" {
+			return fmt.Errorf("-churn: election or group mode, not lock (a lock worker lets go of its lock already)")
+		}
+		replay += " CHURN=" + churn.String()
 	}
 	if m := os.Getenv(mutantEnv); m != "" {
 		replay = mutantEnv + "=" + m + " " + replay
@@ -400,7 +411,7 @@ func runChaos(args []string) error {
 			s.Close()
 		}
 	}()
-	r := &runner{backend: *backend, mode: *mode, name: "chaos-" + runID, dir: dir, ttl: *ttl, seed: *seed,
+	r := &runner{backend: *backend, mode: *mode, churn: *churn, name: "chaos-" + runID, dir: dir, ttl: *ttl, seed: *seed,
 		rng: rand.New(rand.NewPCG(*seed, 19)), setup: setup, partitions: 4, bin: bin,
 		open: map[string]map[string]int64{}, lastAcq: map[string]int64{}}
 	r.fences = []string{
@@ -489,7 +500,11 @@ func runChaos(args []string) error {
 	}
 	rep := history.Check(evs, cfg)
 	rep.Violations = append(rep.Violations, r.workerHealth(hung.Load())...)
-	res := summarize(*backend, *mode, *seed, *ttl, schedule, setup.durable, rep, time.Since(start))
+	resMode := *mode
+	if *churn > 0 { // a row of its own in the table
+		resMode += "+churn " + churn.String()
+	}
+	res := summarize(*backend, resMode, *seed, *ttl, schedule, setup.durable, rep, time.Since(start))
 	res.Restarted = len(setup.servers) > 0
 	printResult(res, rep, dir)
 	if *resultFile != "" {
@@ -523,7 +538,10 @@ func runChaos(args []string) error {
 // the history alone would not say why), a data race (a -race build), and the worker's own
 // report of a client Close that failed at the end (worker.go: a Close that did not finish
 // within 2 × TTL is a hang of the library's shutdown).
-var workerMarks = []string{"panic:", "fatal error:", "WARNING: DATA RACE", "chaos: client close:"}
+// A worker with -churn also reports a restart of its election or a rejoin of its group that
+// failed for a reason other than the end of the run ("chaos: churn:"): a Stop or Leave whose ctx
+// had ended must not keep the next NewElection or JoinGroup of the name from succeeding.
+var workerMarks = []string{"panic:", "fatal error:", "WARNING: DATA RACE", "chaos: client close:", "chaos: churn:"}
 
 // workerHealth reports what the history cannot show: workers that did not exit within the
 // bound after SIGTERM (hung: the harness killed them) or whose stderr has a workerMarks line.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -36,6 +37,7 @@ const mutantEnv = "CHAOS_MUTANT"
 type recorder struct {
 	mu     sync.Mutex
 	worker string
+	out    io.Writer // nil: os.Stdout
 }
 
 func (r *recorder) emit(e history.Event) {
@@ -46,7 +48,11 @@ func (r *recorder) emit(e history.Event) {
 	var b bytes.Buffer
 	_ = json.NewEncoder(&b).Encode(e)
 	r.mu.Lock()
-	os.Stdout.Write(b.Bytes())
+	if r.out != nil {
+		r.out.Write(b.Bytes())
+	} else {
+		os.Stdout.Write(b.Bytes())
+	}
 	r.mu.Unlock()
 }
 
@@ -57,6 +63,56 @@ type worker struct {
 	res      []resource.Resource
 	mutant   bool
 	lastSeen sync.Map // name → mono of the last time the term said valid (mutant only)
+	churn    time.Duration
+	churnRng *rand.Rand
+	errOut   io.Writer // churnFailed's lines; nil: os.Stderr
+}
+
+// churnWait waits about one churn period (0.5–1.5 × churn, from the worker's seed) and reports
+// whether the worker should stop its election or leave its group now: false once ctx has ended,
+// and always false without -churn (it waits for ctx then).
+func (w *worker) churnWait(ctx context.Context) bool {
+	if w.churn <= 0 {
+		<-ctx.Done()
+		return false
+	}
+	t := time.NewTimer(time.Duration(float64(w.churn) * (0.5 + w.churnRng.Float64())))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// churnCtx is the ctx of a churn's Stop or Leave: in turn one that has ended already, one that
+// ends within 2 ms (both return before the loop may have taken the request, which goes on: the
+// next NewElection or JoinGroup of the name waits for it), and one of 3 × TTL.
+func (w *worker) churnCtx() (context.Context, context.CancelFunc) {
+	switch w.churnRng.IntN(3) {
+	case 0:
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		return ctx, cancel
+	case 1:
+		return context.WithTimeout(context.Background(), time.Duration(w.churnRng.Int64N(int64(2*time.Millisecond))))
+	default:
+		return context.WithTimeout(context.Background(), 3*w.ttl)
+	}
+}
+
+// churnFailed reports a NewElection, Start or JoinGroup after a churn that failed for another
+// reason than the end of the run: the runner fails the run on the line (workerMarks).
+func (w *worker) churnFailed(ctx context.Context, what string, err error) {
+	if ctx.Err() != nil {
+		return
+	}
+	out := w.errOut
+	if out == nil {
+		out = os.Stderr
+	}
+	fmt.Fprintf(out, "chaos: churn: %s after a stop or leave: %v\n", what, err)
 }
 
 // belief is what the worker believes of its term now: valid, and for how long.
@@ -118,12 +174,14 @@ func runWorker(args []string) error {
 	var fences multiFlag
 	fs.Var(&fences, "fence", "a fenced resource, label|driver|dsn|table (repeatable)")
 	redirect := fs.String("redirect", "", "Redis Cluster: node=proxy,... (dial each node through its proxy)")
+	churn := fs.Duration("churn", 0, "election, group: stop or leave about every churn, then start or join again (0: never)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	w := &worker{rec: &recorder{worker: *id}, ttl: *ttl, every: *ttl / 20, mutant: os.Getenv(mutantEnv) == mutantIgnoreDeadline}
+	w := &worker{rec: &recorder{worker: *id}, ttl: *ttl, every: *ttl / 20, mutant: os.Getenv(mutantEnv) == mutantIgnoreDeadline,
+		churn: *churn, churnRng: rand.New(rand.NewPCG(*seed, 11))}
 	for _, f := range fences {
 		r, err := resource.Open(f)
 		if err != nil {
@@ -185,26 +243,36 @@ func runWorker(args []string) error {
 }
 
 func (w *worker) election(ctx context.Context, c *simba.Client, name string) error {
-	w.rec.emit(history.Event{Kind: history.Begin, Name: name})
-	e, err := c.NewElection(name,
-		simba.OnElected(func(_ context.Context, t simba.Term) {
-			w.rec.emit(history.Event{Kind: history.Acquired, Name: name, Token: t.Token(), Remaining: int64(t.Remaining())})
-		}),
-		simba.OnRevoked(func(_ context.Context, t simba.Term, _ simba.RevokeReason) {
-			w.rec.emit(history.Event{Kind: history.Ended, Name: name, Token: t.Token()})
-		}),
-		simba.RunWhileLeader(func(ctx context.Context, t simba.Term) error {
-			w.work(ctx, t)
+	for churned := false; ; churned = true {
+		w.rec.emit(history.Event{Kind: history.Begin, Name: name})
+		e, err := c.NewElection(name,
+			simba.OnElected(func(_ context.Context, t simba.Term) {
+				w.rec.emit(history.Event{Kind: history.Acquired, Name: name, Token: t.Token(), Remaining: int64(t.Remaining())})
+			}),
+			simba.OnRevoked(func(_ context.Context, t simba.Term, _ simba.RevokeReason) {
+				w.rec.emit(history.Event{Kind: history.Ended, Name: name, Token: t.Token()})
+			}),
+			simba.RunWhileLeader(func(ctx context.Context, t simba.Term) error {
+				w.work(ctx, t)
+				return nil
+			}))
+		if err == nil {
+			err = e.Start(ctx)
+		}
+		if err != nil {
+			if !churned {
+				return err
+			}
+			w.churnFailed(ctx, "NewElection or Start", err)
 			return nil
-		}))
-	if err != nil {
-		return err
+		}
+		if !w.churnWait(ctx) {
+			return nil
+		}
+		sctx, cancel := w.churnCtx()
+		_ = e.Stop(sctx) // an ended ctx's error: the Stop goes on, the next NewElection waits for it
+		cancel()
 	}
-	if err := e.Start(ctx); err != nil {
-		return err
-	}
-	<-ctx.Done()
-	return nil
 }
 
 func (w *worker) lock(ctx context.Context, c *simba.Client, name string, seed uint64) error {
@@ -232,25 +300,35 @@ func (w *worker) lock(ctx context.Context, c *simba.Client, name string, seed ui
 
 func (w *worker) group(ctx context.Context, c *simba.Client, name string, partitions int) error {
 	pname := func(p int) string { return name + "." + strconv.Itoa(p) }
-	for p := range partitions {
-		w.rec.emit(history.Event{Kind: history.Begin, Name: pname(p)})
-	}
-	_, err := c.JoinGroup(ctx, name, partitions,
-		simba.OnAssigned(func(_ context.Context, p int, t simba.Term) {
-			w.rec.emit(history.Event{Kind: history.Acquired, Name: pname(p), Token: t.Token(), Remaining: int64(t.Remaining())})
-		}),
-		simba.OnUnassigned(func(_ context.Context, p int, t simba.Term, _ simba.RevokeReason) {
-			w.rec.emit(history.Event{Kind: history.Ended, Name: pname(p), Token: t.Token()})
-		}),
-		simba.RunPartition(func(ctx context.Context, p int, t simba.Term) error {
-			w.work(ctx, t)
+	for churned := false; ; churned = true {
+		for p := range partitions {
+			w.rec.emit(history.Event{Kind: history.Begin, Name: pname(p)})
+		}
+		g, err := c.JoinGroup(ctx, name, partitions,
+			simba.OnAssigned(func(_ context.Context, p int, t simba.Term) {
+				w.rec.emit(history.Event{Kind: history.Acquired, Name: pname(p), Token: t.Token(), Remaining: int64(t.Remaining())})
+			}),
+			simba.OnUnassigned(func(_ context.Context, p int, t simba.Term, _ simba.RevokeReason) {
+				w.rec.emit(history.Event{Kind: history.Ended, Name: pname(p), Token: t.Token()})
+			}),
+			simba.RunPartition(func(ctx context.Context, p int, t simba.Term) error {
+				w.work(ctx, t)
+				return nil
+			}))
+		if err != nil {
+			if !churned {
+				return err
+			}
+			w.churnFailed(ctx, "JoinGroup", err)
 			return nil
-		}))
-	if err != nil {
-		return err
+		}
+		if !w.churnWait(ctx) {
+			return nil
+		}
+		lctx, cancel := w.churnCtx()
+		_ = g.Leave(lctx) // an ended ctx's error: leaving goes on, the next JoinGroup waits for it
+		cancel()
 	}
-	<-ctx.Done()
-	return nil
 }
 
 type multiFlag []string
