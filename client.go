@@ -1636,15 +1636,33 @@ func (c *Client) register(name string, h leaseHandle) error {
 	return c.registerLocked(name, h)
 }
 
-// awaitStopLocked waits, when name's handle is an election whose Stop the loop has not taken
-// yet (a Stop whose ctx had ended returns before a busy loop takes it), until the loop takes
-// it, ctx ends or the loop exits, and reports whether it waited: the caller looks at the name
-// again. c.mu is held, and released while it waits. A NewElection or Lock of the name right
-// after such a Stop so waits for the name, as it would have after the Stop's step, rather than
-// fail with "already has an election".
-func (c *Client) awaitStopLocked(ctx context.Context, name string) bool {
-	e, ok := c.handles[name].(*Election)
-	if !ok || e.stopping == nil || c.closed || ctx.Err() != nil {
+// ending is a handle's end under way (a group's Leave, an election's Stop), from the request
+// that asks for it, posted while the handle has its name, until the loop takes it: a
+// JoinGroup, NewElection or Lock of the name meanwhile waits for it (Client.awaitEndLocked)
+// rather than fail as if the handle went on, since a Leave or Stop whose ctx had ended returns
+// before a busy loop takes it. Guarded by Client.mu.
+type ending struct{ taken chan struct{} }
+
+// begin marks the end as under way (once).
+func (e *ending) begin() {
+	if e.taken == nil {
+		e.taken = make(chan struct{})
+	}
+}
+
+// done marks the end as taken by the loop, letting whoever waits for it go on.
+func (e *ending) done() {
+	if e.taken != nil {
+		close(e.taken)
+		e.taken = nil
+	}
+}
+
+// awaitEndLocked waits, when end is under way, until the loop takes it, ctx ends or the loop
+// exits, and reports whether it waited: the caller looks at the name again. c.mu is held, and
+// released while it waits.
+func (c *Client) awaitEndLocked(ctx context.Context, end *ending) bool {
+	if end.taken == nil || c.closed || ctx.Err() != nil {
 		return false
 	}
 	select {
@@ -1652,15 +1670,21 @@ func (c *Client) awaitStopLocked(ctx context.Context, name string) bool {
 		return false
 	default:
 	}
-	stopped := e.stopping
+	taken := end.taken
 	c.mu.Unlock()
 	defer c.mu.Lock()
 	select {
-	case <-stopped:
+	case <-taken:
 	case <-ctx.Done():
 	case <-c.loopDone:
 	}
 	return true
+}
+
+// awaitStopLocked is awaitEndLocked for name's handle, when it is an election.
+func (c *Client) awaitStopLocked(ctx context.Context, name string) bool {
+	e, ok := c.handles[name].(*Election)
+	return ok && c.awaitEndLocked(ctx, &e.stopping)
 }
 
 // registerLocked is register with c.mu held.

@@ -219,11 +219,8 @@ type Election struct {
 	// by Client.mu): a Stop taken meanwhile does not let the name go, since the Start, taken
 	// next, runs the election again.
 	starts int
-	// stopping (guarded by Client.mu) is made by a Stop of the election while it has its name,
-	// and closed once the loop has taken that Stop (letGo): a NewElection or Lock of the name
-	// meanwhile waits for it (Client.awaitStopLocked) rather than fail, as a Stop whose ctx had
-	// ended returns before a busy loop takes it.
-	stopping chan struct{}
+	// stopping is a Stop of the election under way while it has its name (Client.awaitStopLocked).
+	stopping ending
 }
 
 // ElectionOption configures an Election (OnElected, OnRevoked, RunWhileLeader, Schedule). The
@@ -407,7 +404,7 @@ func (e *Election) letGo() {
 	if e.c.handles[e.name] == leaseHandle(e) && e.starts == 0 {
 		delete(e.c.handles, e.name)
 	}
-	e.stoppedLocked()
+	e.stopping.done()
 	e.c.mu.Unlock()
 	e.forgetHolder()
 }
@@ -439,8 +436,8 @@ func (e *Election) Stop(ctx context.Context) error {
 	// still find this election to cancel the work's ctx and invalidate the term.
 	ev := engine.Event{Kind: engine.EvStop, Name: e.name}
 	e.c.mu.Lock()
-	if e.c.handles[e.name] == leaseHandle(e) && e.stopping == nil {
-		e.stopping = make(chan struct{})
+	if e.c.handles[e.name] == leaseHandle(e) {
+		e.stopping.begin()
 	}
 	e.c.mu.Unlock()
 	var err error
@@ -454,20 +451,11 @@ func (e *Election) Stop(ctx context.Context) error {
 		if e.c.handles[e.name] == leaseHandle(e) {
 			delete(e.c.handles, e.name)
 		}
-		e.stoppedLocked()
+		e.stopping.done()
 		e.c.mu.Unlock()
 		e.forgetHolder()
 	}
 	return err
-}
-
-// stoppedLocked lets a NewElection or Lock waiting for e's Stop go on (stopping). Client.mu is
-// held.
-func (e *Election) stoppedLocked() {
-	if e.stopping != nil {
-		close(e.stopping)
-		e.stopping = nil
-	}
 }
 
 // ownsName is the guard of e's Stop and StepDown, on the loop goroutine (requestIf): it reports

@@ -31,12 +31,8 @@ type PartitionGroup struct {
 	onRevoked  func(ctx context.Context, p int, t Term, reason RevokeReason)
 	work       func(ctx context.Context, p int, t Term) error
 
-	// leaving, guarded by c.mu, is closed once g is no longer its group's handle on the client
-	// (its Leave's step, or a JoinGroup withdrawn), and made by the first Leave: a JoinGroup
-	// that finds g in c.groups with a Leave under way waits for it, rather than fail with
-	// "already joined", when the Leave's event has not been taken yet (a Leave whose ctx had
-	// ended, or ended while it waited for a busy loop, returns before that).
-	leaving chan struct{}
+	// leaving is g's Leave under way while g is its group's handle (Client.awaitEndLocked).
+	leaving ending
 
 	mu       sync.Mutex
 	members  []SessionID
@@ -144,22 +140,20 @@ func (c *Client) JoinGroup(ctx context.Context, group string, partitions int, op
 		if old == nil {
 			break
 		}
-		if old.leaving == nil {
-			c.mu.Unlock()
+		// A Leave of the group under way, its event not yet taken by the loop: wait for it,
+		// then join (the engine makes the join wait for the leave's membership too).
+		if c.awaitEndLocked(ctx, &old.leaving) && ctx.Err() == nil {
+			continue
+		}
+		underWay := old.leaving.taken != nil
+		c.mu.Unlock()
+		switch {
+		case ctx.Err() != nil: // it ended while this waited
+			return nil, ctxErr(ctx)
+		case !underWay:
 			return nil, invalid("group %q is already joined on this client", group)
 		}
-		// A Leave of the group is under way, its event not yet taken by the loop: wait for
-		// it, then join (the engine makes the join wait for the leave's membership too).
-		left := old.leaving
-		c.mu.Unlock()
-		select {
-		case <-left:
-		case <-ctx.Done():
-			return nil, ctxErr(ctx)
-		case <-c.loopDone:
-			return nil, ErrClosed
-		}
-		c.mu.Lock()
+		return nil, ErrClosed // the loop exited
 	}
 	if name := c.partitionHandleLocked(group, partitions); name != "" {
 		c.mu.Unlock()
@@ -236,8 +230,8 @@ func (g *PartitionGroup) Leave(ctx context.Context) error {
 		g.c.mu.Unlock()
 	}
 	g.c.mu.Lock()
-	if g.c.groups[g.name] == g && g.leaving == nil {
-		g.leaving = make(chan struct{})
+	if g.c.groups[g.name] == g {
+		g.leaving.begin()
 	}
 	g.c.mu.Unlock()
 	if g.runsWork(g.c.workName()) {
@@ -254,9 +248,7 @@ func (c *Client) dropGroupHandleLocked(g *PartitionGroup) {
 		return
 	}
 	delete(c.groups, g.name)
-	if g.leaving != nil {
-		close(g.leaving)
-	}
+	g.leaving.done()
 }
 
 // current is the guard of g's Leave, on the loop goroutine (requestIf): it reports whether g's
