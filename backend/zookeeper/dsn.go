@@ -86,8 +86,8 @@ func ParseDSN(dsn string) (Config, error) {
 		return bad("%v", err)
 	}
 	cfg.Servers, cfg.User, cfg.Password = hl.Hosts, hl.User, hl.Password
-	if cfg.User != "" && cfg.Password == "" {
-		return bad("user %q with an empty password: its digest identity protects nothing (anyone can compute it); give a password, or no user for open ACLs", cfg.User)
+	if err := checkDigest(cfg.User, cfg.Password); err != nil {
+		return bad("%v", err)
 	}
 	if hl.Path != "" {
 		if err := validateChroot(hl.Path); err != nil {
@@ -189,6 +189,19 @@ func validateChroot(p string) error {
 }
 
 // validate checks a Config filled by hand.
+// checkDigest checks a digest identity's user and password: both or neither. A digest identity
+// is the user name and a hash of "user:password": with an empty password anyone who knows the
+// user name has it, so the ACL would protect nothing while looking like it does.
+func checkDigest(user, password string) error {
+	switch {
+	case user == "" && password != "":
+		return errors.New("password without user")
+	case user != "" && password == "":
+		return fmt.Errorf("user %q with an empty password: its digest identity protects nothing (anyone can compute it); give a password, or no user for open ACLs", user)
+	}
+	return nil
+}
+
 func (c Config) validate() error {
 	if len(c.Servers) == 0 {
 		return fmt.Errorf("%w: zookeeper: no servers", spi.ErrInvalidOption)
@@ -203,14 +216,8 @@ func (c Config) validate() error {
 			return fmt.Errorf("%w: zookeeper: %v", spi.ErrInvalidOption, err)
 		}
 	}
-	if c.User == "" && c.Password != "" {
-		return fmt.Errorf("%w: zookeeper: password without user", spi.ErrInvalidOption)
-	}
-	if c.User != "" && c.Password == "" {
-		// A digest identity is the user name and a hash of "user:password": with an empty
-		// password anyone who knows the user name has it, so the ACL would protect nothing
-		// while looking like it does.
-		return fmt.Errorf("%w: zookeeper: user %q with an empty password: its digest identity protects nothing (anyone can compute it); give a password, or no user for open ACLs", spi.ErrInvalidOption, c.User)
+	if err := checkDigest(c.User, c.Password); err != nil {
+		return fmt.Errorf("%w: zookeeper: %v", spi.ErrInvalidOption, err)
 	}
 	if c.Timeout < 0 {
 		return fmt.Errorf("%w: zookeeper: negative timeout", spi.ErrInvalidOption)
