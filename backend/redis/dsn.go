@@ -112,8 +112,8 @@ func ParseDSN(dsn string) (Config, error) {
 			return bad("bad user:password@ (percent-encode reserved characters)")
 		}
 	}
-	if strings.ContainsRune(hosts+path+query, '#') {
-		return bad("a DSN has no #fragment (percent-encode a # in a value as %%23)")
+	if err := dsnutil.NoFragment(hosts, path, query); err != nil {
+		return bad("%v", err)
 	}
 	vals, err := url.ParseQuery(query)
 	if err != nil {

@@ -3,6 +3,7 @@ package dsn
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -24,6 +25,17 @@ type HostList struct {
 	Path string
 	// Query is the parsed query (nil when absent).
 	Query url.Values
+}
+
+// NoFragment refuses a # in the parts of a DSN after its user information: a DSN has no
+// fragment, and a # meant as data must be percent-encoded.
+func NoFragment(parts ...string) error {
+	for _, p := range parts {
+		if strings.ContainsRune(p, '#') {
+			return errors.New("a DSN has no #fragment (percent-encode a # in a value as %23)")
+		}
+	}
+	return nil
 }
 
 // ParseHostList parses rest, the part of a DSN after "scheme://". A host without a port gets
@@ -54,8 +66,8 @@ func ParseHostList(rest string, defaultPort int, what string) (HostList, error) 
 			return HostList{}, fmt.Errorf("bad password in user:password@")
 		}
 	}
-	if strings.ContainsRune(hosts+path+query, '#') {
-		return HostList{}, fmt.Errorf("a DSN has no #fragment (percent-encode a # in a value as %%23)")
+	if err := NoFragment(hosts, path, query); err != nil {
+		return HostList{}, err
 	}
 	if hosts == "" {
 		return HostList{}, fmt.Errorf("no %ss", what)
