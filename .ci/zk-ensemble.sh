@@ -62,7 +62,9 @@ start_server() { # n
   [ -f "$state/$1/zoo.cfg" ] || configure "$1"
   log "starting server $1 on port $(client_port "$1")"
   rm -f "$state/$1/zk.pid" # stale: running said so
-  ZOO_LOG_DIR="$state/$1/logs" ZOOPIDFILE="$state/$1/zk.pid" \
+  # A log file per server (Debian's zkServer.sh would log nothing: see .ci/services.sh).
+  USER="simba-ensemble-$1" ZOOPIDFILE="$state/$1/zk.pid" \
+    JVMFLAGS="-cp /etc/zookeeper/conf:/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar -Dorg.slf4j.simpleLogger.logFile=$state/$1/logs/zookeeper.log -Dorg.slf4j.simpleLogger.showDateTime=true" \
     "$zkserver" start "$state/$1/zoo.cfg" >/dev/null
 }
 
