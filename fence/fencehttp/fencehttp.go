@@ -26,9 +26,11 @@
 // so a slow request with token 5 can never land after a request with token 6 started. The
 // other requests of the resource wait meanwhile: a client paused mid-request (its body half
 // sent) holds the resource until it resumes or the server's timeouts end the request (set
-// http.Server's ReadTimeout, which by default is none), and a waiting request whose client
-// gives up (its context ends: a closed connection, a server shutting down) gets 503 and is
-// never admitted, so a write its client was told had failed does not run later. The
+// http.Server's ReadTimeout, which by default is none), and a waiting request whose context
+// ends gets 503 and is never admitted, so a write its client was told had failed does not run
+// later: the timeout of an http.TimeoutHandler in front of the guard (whose 503 the client
+// gets), an HTTP/2 stream the client reset, or a closed HTTP/1.1 connection, which net/http
+// notices only for a request without a body (or whose body was read). The
 // highest tokens live in the process's memory, one small entry per resource ever seen: a
 // restart forgets them, and two server processes do not share them. A handler that writes to
 // a database or Redis should therefore fence that write as well — fencehttp.Token gives it the
