@@ -73,9 +73,10 @@ func (e invalidTokenError) Is(target error) bool {
 const MaxResourceLen = 128
 
 // ValidateResource checks a resource name: 1 to MaxResourceLen bytes of printable ASCII
-// (0x21-0x7e) without '{' or '}'. The same rule holds for every helper, so a name that works
-// with one works with all: it fits the SQL column (ASCII, bytewise) and forms a Redis Cluster
-// hash tag ({resource}) that Redis hashes as a whole.
+// (0x21-0x7e) without '{' or '}'. fencesql and fenceredis apply the same rule, so a name that
+// works with one works with the other: it fits the SQL column (ASCII, bytewise) and forms a
+// Redis Cluster hash tag ({resource}) that Redis hashes as a whole. fencehttp's Guard, which
+// keeps its resources only in memory, fences any string (a URL path as it is, by default).
 func ValidateResource(resource string) error {
 	if len(resource) == 0 || len(resource) > MaxResourceLen {
 		return fmt.Errorf("%w: %q: want 1 to %d bytes", ErrInvalidResource, resource, MaxResourceLen)

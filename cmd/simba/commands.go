@@ -90,8 +90,8 @@ nor what it starts outlives the term or simba itself:
     paused past the term's validity, the supervisor SIGKILLs the group when it runs out
     (on Linux CMD also gets SIGKILL if the supervisor dies);
   - what CMD leaves running in its group when it exits is killed.
-simba exits with CMD's status (128+n after signal n); after losing the term it prints why and
-exits 1; stopped by SIGINT or SIGTERM before CMD started, it exits 128+n (130, 143).
+simba exits with CMD's status (128+n after signal n), or 127 if CMD could not be started;
+after losing the term it prints why and exits 1; stopped by SIGINT or SIGTERM before CMD started, it exits 128+n (130, 143).
 
 On a SQL backend, Simba's tables must exist: simba migrate -dsn D creates them. A new SQLite
 database (a file that does not exist yet, or one without any table) is the exception: simba

@@ -40,6 +40,8 @@
 //	2       a usage error: an unknown command or flag, a missing -dsn, -name or CMD, a bad
 //	        flag value (a malformed DSN, a -ttl out of range, a negative -grace, a bad name,
 //	        or one the backend refuses, such as etcd's -ttl under 1s), a bad $SIMBA_LOG_LEVEL
+//	127     run and lock: CMD could not be started (not found, not executable); simba
+//	        prints why and releases the term at once
 //	128+n   simba stopped by signal n (130 SIGINT, 143 SIGTERM) before CMD started (while
 //	        waiting for the lock or to lead) or while migrate, status or demo ran
 //	other   run and lock: CMD's own status (128+n if CMD died of signal n: after a SIGINT or
@@ -112,6 +114,7 @@ const exitStatuses = `exit status:
   2      a usage error: an unknown command or flag; a missing -dsn, -name or CMD; a bad flag
          value (a malformed DSN, -ttl out of range, a negative -grace, an invalid name, or one
          the backend refuses, such as etcd's -ttl under 1s); a bad $SIMBA_LOG_LEVEL
+  127    run and lock: CMD could not be started (not found, not executable)
   128+n  simba stopped by signal n (130 SIGINT, 143 SIGTERM) before CMD started (waiting for
          the lock or to lead), or during migrate, status or demo
   other  run and lock: CMD's own status (128+n if CMD died of signal n; a SIGINT or SIGTERM

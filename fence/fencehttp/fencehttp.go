@@ -13,11 +13,24 @@
 // serves one record under several spellings must map them to one name in Resource, or a stale
 // holder can write through a spelling the newer holder never used.
 //
+// A resource here is any string: the guard keeps it only in memory, so fence.ValidateResource's
+// rule (which fencesql and fenceredis apply, for their table column and hash tag) does not
+// bind it, and a path longer than fence.MaxResourceLen, with braces or escaped non-ASCII bytes,
+// is fenced as it is. A Resource that maps requests to names also passed to fencesql or
+// fenceredis (fencing the storage behind the handler) must return names that rule accepts.
+//
 // # What the guard promises
 //
 // Requests of one resource that carry tokens run the handler one at a time: the guard checks
 // the token, records it as the highest seen and runs the handler while holding the resource,
 // so a slow request with token 5 can never land after a request with token 6 started. The
+// other requests of the resource wait meanwhile: a client paused mid-request (its body half
+// sent) holds the resource until it resumes or the server's timeouts end the request (set
+// http.Server's ReadTimeout, which by default is none), and a waiting request whose context
+// ends gets 503 and is never admitted, so a write its client was told had failed does not run
+// later: the timeout of an http.TimeoutHandler in front of the guard (whose 503 the client
+// gets), an HTTP/2 stream the client reset, or a closed HTTP/1.1 connection, which net/http
+// notices only for a request without a body (or whose body was read). The
 // highest tokens live in the process's memory, one small entry per resource ever seen: a
 // restart forgets them, and two server processes do not share them. A handler that writes to
 // a database or Redis should therefore fence that write as well — fencehttp.Token gives it the
@@ -160,16 +173,38 @@ type Guard struct {
 // resourceState is one resource: the highest token admitted, and the lock a request holds
 // while its handler runs.
 type resourceState struct {
-	run     sync.Mutex // held by the admitted request's handler
-	highest int64      // guarded by run
-	seen    bool       // guarded by run
+	// run is the lock, a channel of capacity one (full while held) rather than a sync.Mutex,
+	// so that a request can stop waiting for it when its client gives up.
+	run     chan struct{}
+	highest int64 // guarded by run
+	seen    bool  // guarded by run
+}
+
+func (st *resourceState) lock()   { st.run <- struct{}{} }
+func (st *resourceState) unlock() { <-st.run }
+
+// lockCtx takes the lock unless ctx ends first. A ctx that has ended by the time the lock is
+// taken gives it back: a request whose client is gone is never admitted, even when the lock
+// and ctx's end are ready together.
+func (st *resourceState) lockCtx(ctx context.Context) error {
+	select {
+	case st.run <- struct{}{}:
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	if err := ctx.Err(); err != nil {
+		st.unlock()
+		return context.Cause(ctx)
+	}
+	return nil
 }
 
 // Wrap returns next guarded: a request with a token below its resource's highest gets 409
 // Conflict (with the Simba-Fencing-Highest and Simba-Fencing-Resource headers); one without a
 // token 428 Precondition Required (unless AllowMissing), one with a malformed token 400 Bad
-// Request. An admitted request runs next while holding its resource, with its token in the
-// context (Token).
+// Request, and one whose context ends while it waits for its resource (held by another
+// request's handler) 503 Service Unavailable. An admitted request runs next while holding its
+// resource, with its token in the context (Token).
 func (g *Guard) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		token, ok, err := ParseToken(r.Header)
@@ -186,8 +221,14 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 		}
 		resource := g.resourceOf(r)
 		st := g.state(resource)
-		st.run.Lock()
-		defer st.run.Unlock()
+		// Wait for the resource only as long as the client does: a request parked behind a
+		// slow handler (a holder paused mid-upload) whose client gave up must not run later,
+		// recording its token and writing what its client was told had failed.
+		if err := st.lockCtx(r.Context()); err != nil {
+			http.Error(w, fmt.Sprintf("fencehttp: gave up waiting for resource %q: %v", resource, err), http.StatusServiceUnavailable)
+			return
+		}
+		defer st.unlock()
 		if st.seen && token < st.highest {
 			stale := &fence.StaleTokenError{Resource: resource, Token: token, Highest: st.highest}
 			w.Header().Set(HighestHeader, strconv.FormatInt(st.highest, 10))
@@ -204,8 +245,8 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 // *fence.StaleTokenError. It records nothing, and waits while a handler of resource runs.
 func (g *Guard) Check(resource string, token int64) error {
 	st := g.state(resource)
-	st.run.Lock()
-	defer st.run.Unlock()
+	st.lock()
+	defer st.unlock()
 	if st.seen && token < st.highest {
 		return &fence.StaleTokenError{Resource: resource, Token: token, Highest: st.highest}
 	}
@@ -215,8 +256,8 @@ func (g *Guard) Check(resource string, token int64) error {
 // Highest returns the highest token admitted for resource, and whether there was any.
 func (g *Guard) Highest(resource string) (int64, bool) {
 	st := g.state(resource)
-	st.run.Lock()
-	defer st.run.Unlock()
+	st.lock()
+	defer st.unlock()
 	return st.highest, st.seen
 }
 
@@ -235,7 +276,7 @@ func (g *Guard) state(resource string) *resourceState {
 	}
 	st := g.resources[resource]
 	if st == nil {
-		st = &resourceState{}
+		st = &resourceState{run: make(chan struct{}, 1)}
 		g.resources[resource] = st
 	}
 	return st

@@ -232,3 +232,50 @@ func TestTransportLeavesRequestAlone(t *testing.T) {
 		t.Errorf("server saw tokens %q, want [77 5]", got)
 	}
 }
+
+// TestAbandonedWaiterNotAdmitted: a request that waits for its resource while another one's
+// handler runs (a holder paused mid-upload holds it so) and whose client gives up meanwhile is
+// not admitted once the resource frees: its token is not recorded, its handler does not run.
+// The guard used to wait on a mutex that ignored the request's context, so every abandoned
+// request stayed parked on the server and later ran a write its client had been told failed.
+func TestAbandonedWaiterNotAdmitted(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	var mu sync.Mutex
+	var ran []int64
+	g := &fencehttp.Guard{}
+	h := g.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok, _ := fencehttp.Token(r.Context())
+		mu.Lock()
+		ran = append(ran, tok)
+		mu.Unlock()
+		if tok == 5 {
+			close(entered)
+			<-release // the slow holder: the resource stays held
+		}
+	}))
+	put := func(ctx context.Context, token int64) *httptest.ResponseRecorder {
+		req := httptest.NewRequestWithContext(ctx, http.MethodPut, "/doc", nil)
+		fencehttp.SetToken(req, token)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { put(context.Background(), 5) })
+	<-entered
+	gone, cancel := context.WithCancel(context.Background())
+	cancel() // the waiter's client has given up (a timeout, a closed connection)
+	var rec *httptest.ResponseRecorder
+	wg.Go(func() { rec = put(gone, 7) })
+	close(release)
+	wg.Wait()
+	if rec.Code < 400 {
+		t.Errorf("the abandoned request got %d, want an error status", rec.Code)
+	}
+	if len(ran) != 1 {
+		t.Errorf("the handler ran for tokens %v, want only [5]", ran)
+	}
+	if hi, _ := g.Highest("/doc"); hi != 5 {
+		t.Errorf("Highest = %d, want 5: the abandoned request's token was recorded", hi)
+	}
+}

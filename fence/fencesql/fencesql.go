@@ -18,6 +18,15 @@
 // commits with the new highest token. Writers of one resource therefore serialise on its row
 // and no lower token can land between the check and the write; writers of different resources
 // do not wait for each other.
+//
+// A writer paused inside Write (by GC or SIGSTOP, or stuck in write, once the row is raised)
+// keeps the row locked, and the resource's other writers wait for it, newer holders included,
+// until it resumes and commits or its connection ends: bound their waits with ctx, and have the
+// server end a transaction left idle (PostgreSQL: idle_in_transaction_session_timeout, e.g. in
+// the paused writer's DSN; its commit then fails and the waiter proceeds; MySQL/MariaDB:
+// innodb_lock_wait_timeout bounds the waiter). Safety does not depend on it: a paused writer's
+// transaction that commits does so before the newer writer's, with the token it was admitted
+// with, the order the row lock gave them.
 package fencesql
 
 import (
