@@ -174,6 +174,9 @@ func New(backend spi.Backend, opts ...Option) (*Client, error) {
 	eopt.Queue = queues
 	// Waiter entries that live with the session need no re-attempt to keep their place.
 	eopt.QueueLivesWithSession = queues && spi.EntriesLiveWithSession(backend)
+	// Hints that survive the backend's reconnects need a later fallback retry when a holder's
+	// time left is unknown (spi.SteadyHints).
+	eopt.SteadyHints = spi.AreHintsSteady(backend)
 	cutSafe := spi.IsCutSafe(backend)
 	eng, err := engine.New(eopt)
 	if err != nil {

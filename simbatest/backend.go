@@ -10,7 +10,8 @@ import (
 
 // Backend is one client's connection to a Server: a goroutine-safe spi.Backend, spi.Hinter and
 // spi.Inspector and spi.Queuer (and spi.SessionQueue, true when the server's model was made
-// WithSessionWaiters). Its embedded Faults apply only to its own calls.
+// WithSessionWaiters, and spi.SteadyHints, true when it was made WithUnknownRemaining). Its
+// embedded Faults apply only to its own calls.
 //
 // A call runs as: refused or hung while cut off; failed by FailNext; delayed by DelayRequests;
 // applied to the model at the server clock's current time; reply dropped by DropNextReplies;
@@ -44,6 +45,7 @@ var (
 	_ spi.Queuer    = (*Backend)(nil)
 
 	_ spi.SessionQueue = (*Backend)(nil)
+	_ spi.SteadyHints  = (*Backend)(nil)
 )
 
 // Server returns the server this backend is connected to.
@@ -200,6 +202,13 @@ func (b *Backend) CutSafe() bool { return true }
 // made WithSessionWaiters. A Withdraw that fails then runs again with the session's next
 // keep-alive that reaches the server (unless the session queues for the name again first).
 func (b *Backend) QueueEntriesLiveWithSession() bool { return b.srv.model.SessionWaiters() }
+
+// HintsSteady implements spi.SteadyHints: true when the server's model was made
+// WithUnknownRemaining, as on ZooKeeper and etcd, whose HeldBy leaves the time left unknown.
+// The hints this backend drops (while its client is cut off, or for a subscriber too far
+// behind) stand for those a real backend loses anyway, which the client's fallback retry, two
+// TTLs after the reply, covers.
+func (b *Backend) HintsSteady() bool { return b.srv.model.UnknownRemaining() }
 
 // setWithdrawal records (pending) or forgets a failed withdrawal of session from name's queue.
 func (b *Backend) setWithdrawal(session spi.SessionID, name string, pending bool) {

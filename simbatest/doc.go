@@ -24,8 +24,9 @@
 // keep-alive sent before the grant, run after it, extends the session but not the lease) is
 // caught. Likewise a waiter's entry (spi.Queuer) lapses by default with its session's expiry as
 // of its latest AcquireQueued, as on the SQL backends and Redis; WithSessionWaiters makes it
-// live as long as its session, as on ZooKeeper and etcd (spi.SessionQueue). WithReportAllHeld,
-// WithoutExpiryHints and WithoutFairness are the other variants.
+// live as long as its session, as on ZooKeeper and etcd (spi.SessionQueue), and
+// WithUnknownRemaining leaves HeldBy's time left unknown, as there (spi.SteadyHints).
+// WithReportAllHeld, WithoutExpiryHints and WithoutFairness are the other variants.
 //
 // # Server, backends and faults
 //

@@ -110,6 +110,10 @@ func (k linked) CutSafe() bool { return spi.IsCutSafe(k.l.b) }
 // link leaves the server's waiter entries as they are.
 func (k linked) QueueEntriesLiveWithSession() bool { return spi.EntriesLiveWithSession(k.l.b) }
 
+// HintsSteady implements spi.SteadyHints as the linked backend does: the hints a cut link
+// drops stand, like the backend's own, for hints lost anyway (see Backend.HintsSteady).
+func (k linked) HintsSteady() bool { return spi.AreHintsSteady(k.l.b) }
+
 func (k linked) OpenSession(ctx context.Context, owner string, ttl time.Duration) (spi.Session, error) {
 	return through(k.l, ctx, "open-session", func() (spi.Session, error) { return k.l.b.OpenSession(ctx, owner, ttl) })
 }

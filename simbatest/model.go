@@ -63,6 +63,8 @@ type Model struct {
 	unfair  bool
 	// sessionWaiters: an entry lives as long as its session (WithSessionWaiters).
 	sessionWaiters bool
+	// unknownRemaining: HeldBy leaves the time left unknown (WithUnknownRemaining).
+	unknownRemaining bool
 
 	reportAllHeld bool
 	expiryHints   bool
@@ -146,6 +148,31 @@ func WithSessionWaiters() ModelOption {
 // SessionWaiters reports whether the model's waiter entries live as long as their session
 // (WithSessionWaiters).
 func (m *Model) SessionWaiters() bool { return m.sessionWaiters }
+
+// WithUnknownRemaining makes HeldBy leave the holder's (or the reserved-for waiter's) time
+// left unknown (spi.Acquire.RemainingUnknown), as ZooKeeper and etcd do, and queues a Released
+// hint for a name whenever a waiter entry of it goes by a Withdraw or with its session (when
+// that session's end is hinted: a close, or an expiry unless WithoutExpiryHints), as those
+// backends' watches on waiter nodes and keys hint it: the waiters behind it may now have the
+// lease. A Backend of a Server whose model has it implements spi.SteadyHints with true, as
+// those backends do: the hints it drops (while its client is cut off, or for a subscriber
+// 1024 hints behind) stand for the hints a real backend loses anyway, which the client's
+// fallback retry covers.
+func WithUnknownRemaining() ModelOption {
+	return func(m *Model) { m.unknownRemaining = true }
+}
+
+// UnknownRemaining reports whether the model's HeldBy leaves the time left unknown
+// (WithUnknownRemaining).
+func (m *Model) UnknownRemaining() bool { return m.unknownRemaining }
+
+// heldBy is the HeldBy reply naming session h, whose time left (or its entry's) is rem.
+func (m *Model) heldBy(h *session, rem time.Duration) spi.Acquire {
+	if m.unknownRemaining {
+		return spi.Acquire{Kind: spi.HeldBy, Holder: h.id, HolderOwner: h.owner, RemainingUnknown: true}
+	}
+	return spi.Acquire{Kind: spi.HeldBy, Holder: h.id, HolderOwner: h.owner, Remaining: rem}
+}
 
 // WithLeaseExpiry gives every lease an expiry of its own, as Redis does (the lease hash's
 // expires field, spec/lua/acquire.lua and keep_alive.lua); by default a lease lives exactly as
@@ -265,6 +292,15 @@ func (m *Model) drop(s *session, hints bool) {
 	}
 	for _, g := range sortedKeys(s.groups) {
 		m.removeMember(g, s.id, hints)
+	}
+	if hints && m.unknownRemaining {
+		// Its waiter entries go with it (pruned lazily): hinted, as ZooKeeper's watch on a
+		// waiter node and etcd's on the waiter keys hint it (WithUnknownRemaining).
+		for _, name := range sortedKeys(m.waiters) {
+			if slices.ContainsFunc(m.waiters[name], func(w waiter) bool { return w.id == s.id }) {
+				m.hint(spi.Released, name)
+			}
+		}
 	}
 }
 
@@ -441,12 +477,12 @@ func (m *Model) acquire(now time.Duration, id spi.SessionID, name string, queued
 		// expiry, which live() above just did.
 		h := m.sessions[l.holder]
 		m.wait(name, s, queued)
-		return spi.Acquire{Kind: spi.HeldBy, Holder: h.id, HolderOwner: h.owner, Remaining: m.leaseExpiryOf(l) - m.now}, nil
+		return m.heldBy(h, m.leaseExpiryOf(l)-m.now), nil
 	default:
 		if first, ok := m.firstWaiter(name); ok && first.id != id {
 			m.wait(name, s, queued)
 			w := m.sessions[first.id]
-			return spi.Acquire{Kind: spi.HeldBy, Holder: w.id, HolderOwner: w.owner, Remaining: m.waiterExpiry(first) - m.now}, nil
+			return m.heldBy(w, m.waiterExpiry(first)-m.now), nil
 		}
 		if l.token == math.MaxInt64 { // no successor: a permanent, named error, nothing changed
 			return spi.Acquire{}, spi.AsPermanent(fmt.Errorf("%w: simbatest: lease %q holds token %d", spi.ErrTokenOverflow, name, l.token))
@@ -485,7 +521,9 @@ func (m *Model) Withdraw(now time.Duration, id spi.SessionID, name string) error
 		return err
 	}
 	m.Tick(now)
-	m.unwait(name, id)
+	if m.unwait(name, id) && m.unknownRemaining {
+		m.hint(spi.Released, name)
+	}
 	return nil
 }
 
@@ -532,18 +570,20 @@ func (m *Model) waiterExpiry(w waiter) time.Duration {
 	return w.expiry
 }
 
-// unwait removes id's entry from name's queue.
-func (m *Model) unwait(name string, id spi.SessionID) {
+// unwait removes id's entry from name's queue and reports whether there was one.
+func (m *Model) unwait(name string, id spi.SessionID) bool {
 	q := m.waiters[name]
-	if len(q) == 0 {
-		return
+	n := len(q)
+	if n == 0 {
+		return false
 	}
 	q = slices.DeleteFunc(q, func(w waiter) bool { return w.id == id })
 	if len(q) == 0 {
 		delete(m.waiters, name)
-		return
+	} else {
+		m.waiters[name] = q
 	}
-	m.waiters[name] = q
+	return len(q) < n
 }
 
 // Release frees name if the session holds it with token, queueing a Released hint; otherwise it

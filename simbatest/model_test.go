@@ -827,3 +827,46 @@ func TestModelSessionWaiters(t *testing.T) {
 		}
 	}
 }
+
+// TestUnknownRemaining: with WithUnknownRemaining, HeldBy (naming the holder or the waiter the
+// lease is reserved for) leaves the time left unknown, and the end of a waiter entry by a
+// Withdraw or with its session's close is a Released hint, as ZooKeeper's and etcd's watches
+// on waiter nodes and keys make it; the waiters behind may now have the lease.
+func TestUnknownRemaining(t *testing.T) {
+	m := NewModel(WithSessionWaiters(), WithUnknownRemaining())
+	h, w1, w2 := open(t, m, 0, "h"), open(t, m, 0, "w1"), open(t, m, 0, "w2")
+	if r, err := m.Acquire(0, h, "n"); err != nil || r.Kind != spi.Granted {
+		t.Fatalf("holder's Acquire = %+v, %v", r, err)
+	}
+	for _, w := range []spi.SessionID{w1, w2} {
+		if r, err := m.AcquireQueued(0, w, "n"); err != nil || r.Kind != spi.HeldBy || !r.RemainingUnknown || r.Remaining != 0 || r.Holder != h {
+			t.Fatalf("AcquireQueued(%s) = %+v, %v; want HeldBy h, remaining unknown", w, r, err)
+		}
+	}
+	m.TakeHints()
+	if err := m.Release(0, h, "n", 1); err != nil {
+		t.Fatal(err)
+	}
+	m.TakeHints()
+	if r, err := m.AcquireQueued(0, w2, "n"); err != nil || r.Kind != spi.HeldBy || !r.RemainingUnknown || r.Holder != w1 {
+		t.Fatalf("AcquireQueued(w2) = %+v, %v; want HeldBy w1 (reserved), remaining unknown", r, err)
+	}
+	if err := m.CloseSession(0, w1); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.TakeHints(); !reflect.DeepEqual(got, []spi.Hint{{Kind: spi.Released, Name: "n"}}) {
+		t.Fatalf("hints after the first waiter's close = %v; want one Released n", got)
+	}
+	if err := m.Withdraw(0, w2, "n"); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.TakeHints(); !reflect.DeepEqual(got, []spi.Hint{{Kind: spi.Released, Name: "n"}}) {
+		t.Fatalf("hints after the Withdraw = %v; want one Released n", got)
+	}
+	if err := m.Withdraw(0, w2, "n"); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.TakeHints(); len(got) != 0 {
+		t.Fatalf("hints after a Withdraw without an entry = %v; want none", got)
+	}
+}

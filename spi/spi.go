@@ -1,6 +1,6 @@
 // Package spi is Simba's backend service-provider interface, public the way database/sql/driver is:
-// what a backend implements (Backend, and optionally Hinter, Inspector, Queuer, SessionQueue and
-// CutSafe), the plain-value replies it returns, the errors it wraps and how they are classified
+// what a backend implements (Backend, and optionally Hinter, Inspector, Queuer, SessionQueue,
+// SteadyHints and CutSafe), the plain-value replies it returns, the errors it wraps and how they are classified
 // (Classify, AsPermanent, Unavailable), and the monotonic Clock a client runs on (with Settler,
 // the capability of a test's virtual clock to wait for the clients on it). Package simba (the client), package tck
 // (the conformance suites every backend passes) and package simbatest (the in-memory backend) are
@@ -124,8 +124,9 @@ type Acquire struct {
 	// at least as long as (the client bounds the new term by it until a keep-alive lists the
 	// lease held); for HeldBy, the holder's time left (unless RemainingUnknown).
 	Remaining time.Duration
-	// RemainingUnknown is set on HeldBy by backends with hints (ZooKeeper) that cannot tell the
-	// holder's time left; the engine then waits for a released hint.
+	// RemainingUnknown is set on HeldBy by backends with hints (ZooKeeper, etcd) that cannot
+	// tell the holder's time left; the engine then waits for a released hint, and tries again
+	// one TTL after the reply should it be lost (two TTLs on a backend with SteadyHints).
 	RemainingUnknown bool
 	// Holder and HolderOwner identify the current holder (HeldBy only).
 	Holder      SessionID
@@ -414,7 +415,8 @@ type Inspector interface {
 // does: it retries a queued wait at the earlier of the holder's remaining time and its own
 // session's local deadline as of the attempt, and at once on a released hint; on a
 // SessionQueue backend, whose entries do not expire while the session lives, at the holder's
-// remaining time, or one TTL when that is unknown, and at once on a released hint): a waiter
+// remaining time, or one TTL when that is unknown (two with SteadyHints), and at once on a
+// released hint): a waiter
 // is granted the lease after at most as many tenures as there were live waiters ahead of it
 // when it registered — no tenure goes to a session behind it or outside the queue, in
 // particular not to a holder that releases and re-acquires in a loop.
@@ -449,7 +451,7 @@ type Queuer interface {
 // (Withdraw) or its session ends — ZooKeeper's ephemeral waiter nodes, etcd's waiter keys on
 // the session's lease. Then a waiting client need not re-attempt before its session's
 // expiry as of its previous attempt to keep its place: it re-attempts only at the holder's
-// remaining time (one TTL when that is unknown) or on a released hint, which saves the call
+// remaining time (one TTL when that is unknown, two with SteadyHints) or on a released hint, which saves the call
 // the re-attempt costs (up to one per waiter per TTL while a holder lives on).
 //
 // The client withdraws once when it stops waiting and does not retry a Withdraw that failed
@@ -476,6 +478,50 @@ type SessionQueue interface {
 func EntriesLiveWithSession(b Backend) bool {
 	sq, ok := b.(SessionQueue)
 	return ok && sq.QueueEntriesLiveWithSession()
+}
+
+// SteadyHints is implemented by a Hinter whose Released hints for a name one of its sessions
+// waits for are not lost while that session lives: a reconnect of the backend to its server
+// (or to another member of the cluster) neither drops the hint of a release made while it was
+// away nor stops the watch, which resumes or is set again and checked at once. ZooKeeper's
+// session watches are sent again with the session's last zxid on every reconnect
+// (go-zookeeper's setWatches), and the server fires those whose node changed meanwhile; the
+// ZooKeeper backend's own watch connection sets its watches again after a reconnect and reads
+// each node behind them, hinting a node found gone. etcd's watches resume from the revision
+// after the last one they reported (a compacted one is hinted at once). A hint is still lost
+// to a reader too slow for the channel's buffer, or by a bug: so it is not a promise the
+// client's liveness rests on, only a reason to fall back later.
+//
+// A waiting client that finds a lease held with the holder's time left unknown
+// (Acquire.RemainingUnknown) waits for the hint, and tries again in any case, should the hint
+// be lost, one TTL after the reply; with SteadyHints true it tries again two TTLs after the
+// reply instead. A crashed holder's lease goes within a TTL of the crash, so the waiter's
+// fallback attempt, one TTL after an attempt that may come just before the crash, mostly
+// landed before the release and cost the failover a second acquire; two TTLs after it, an
+// attempt made less than a TTL before the crash no longer does. A SteadyHints backend must
+// keep watching a name for a session for more than two of its TTLs after the session's
+// latest acquire of it found it held (the ZooKeeper and etcd backends keep a wait for three),
+// or the waiter would hear of no release between the wait's end and its fallback attempt.
+//
+// simba.New reads it once, when its backend also implements Hinter. It is a method rather
+// than a marker interface so that a decorator can forward the answer of the backend it wraps
+// (see AreHintsSteady); one that does not forward SteadyHints gets the one-TTL fallback, the
+// safe default.
+type SteadyHints interface {
+	// HintsSteady reports whether the backend's hints survive its reconnects as described
+	// above.
+	HintsSteady() bool
+}
+
+// AreHintsSteady reports whether b implements Hinter and SteadyHints and says its hints
+// survive its reconnects: what the client, and a wrapper forwarding the capability, ask of a
+// backend.
+func AreHintsSteady(b Backend) bool {
+	if _, ok := b.(Hinter); !ok {
+		return false
+	}
+	sh, ok := b.(SteadyHints)
+	return ok && sh.HintsSteady()
 }
 
 // CutSafe is implemented by a backend whose Acquire, AcquireQueued and Release may be cut

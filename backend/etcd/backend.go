@@ -132,6 +132,7 @@ var (
 	_ spi.Queuer    = (*Backend)(nil)
 
 	_ spi.SessionQueue = (*Backend)(nil)
+	_ spi.SteadyHints  = (*Backend)(nil)
 )
 
 // New returns a Backend for the etcd cluster named by dsn (see ParseDSN). Its client is its
@@ -259,6 +260,17 @@ func (b *Backend) CutSafe() bool { return true }
 // the session's keep-alives keep alive; it goes with a grant, a withdrawal or the lease. A
 // withdrawal that fails runs again with the session's next keep-alive.
 func (b *Backend) QueueEntriesLiveWithSession() bool { return true }
+
+// HintsSteady implements spi.SteadyHints: a released hint of a name a session waits for is not
+// lost to a reconnect. The name's watches (on the backend's client, which fails over between
+// the cluster's members by itself) resume after the last revision they reported whenever they
+// end (a lost leader, a member cut off from the quorum), so a deletion made meanwhile is
+// reported then; if that revision was compacted the name is hinted at once, since a release
+// may have been missed (see Hints). A session waits for a name for three TTLs after its
+// latest acquire of it (leaseWaitTTLs), longer than the client's two-TTL fallback retry. A
+// hint dropped for a subscriber too slow for its channel's buffer is still lost: that
+// fallback retry bounds the cost.
+func (b *Backend) HintsSteady() bool { return true }
 
 // Close makes later calls fail with spi.ErrBackendClosed, ends the hint watches and, when the
 // backend made its client (New, NewFromConfig), closes it. Sessions are left to expire.

@@ -77,8 +77,13 @@ A free lease goes only to the oldest waiter, or to anyone while the name has no 
     a free lease back while its client lives. The backend says so (spi.SessionQueue), so a
     waiting client does not re-attempt before its session's deadline as of its previous
     attempt, as it must where entries lapse (SQL, Redis): besides the take a Released hint
-    wakes, a waiter tries again only one TTL after its last HeldBy (whose remaining time is
-    unknown here).
+    wakes, a waiter tries again only two TTLs after its last HeldBy (whose remaining time is
+    unknown here): the backend reports spi.SteadyHints, since a name's watches resume after
+    the last revision they reported whenever they end (a lost leader, a member cut off), and
+    hint the name at once if that revision was compacted; a session's wait for a name (the
+    watches) lasts three TTLs after its latest acquire of it. With a fallback retry one TTL
+    after the HeldBy, a crash failover often cost a waiter that retry as well as the acquire
+    the expiry's hint brought (see the ZooKeeper backend's Steady hints).
 
 A waiter is granted the lease after at most as many tenures as there were live waiters ahead
 of it when it registered. A client of an earlier 5.x version, which does not know the waiter

@@ -17,17 +17,22 @@ import (
 // costs latency, never safety).
 const hintBuffer = 1024
 
-// waitTTLs is how long, in the session's TTLs, a session waits for a name after its latest
-// acquire of that name replied HeldBy, unless a grant, a Withdraw or the session's end ends
-// the wait sooner. A waiting client acquires again at least once per TTL: the backend's HeldBy
-// has its time left unknown, so the engine retries one TTL after it at the latest
-// (internal/engine/election.go, "the hint should come first"), and it does not retry sooner
-// for its queue entry, which lives with the session (QueueEntriesLiveWithSession). The
-// backend's TTL is the asked TTL rounded down to whole seconds, more than half of it: two of
-// them, plus waitSlack for a slow reply, outlast one asked TTL.
+// waitTTLs is how long, in the session's TTLs, a session uses a group after a read of its
+// members or the end of a Join (see groupWatch); leaseWaitTTLs is how long a session waits for
+// a name after its latest acquire of that name replied HeldBy, unless a grant, a Withdraw or
+// the session's end ends the wait sooner. A waiting client that hears no hint acquires again
+// two TTLs after the reply: the backend's HeldBy has its time left unknown and its hints are
+// steady (HintsSteady), so the engine's fallback retry comes two TTLs after it
+// (internal/engine, Engine.unknownRetry), and it does not retry sooner for its queue entry,
+// which lives with the session (QueueEntriesLiveWithSession). The wait must outlast that
+// retry, or a release between the wait's end and the retry would go unheard. The backend's TTL
+// is the asked TTL rounded down to whole seconds, more than half of it and at least the asked
+// TTL less a second: three of them, plus waitSlack for a slow reply, outlast two asked TTLs
+// (of at least a second).
 const (
-	waitTTLs  = 2
-	waitSlack = time.Second
+	waitTTLs      = 2
+	leaseWaitTTLs = 3
+	waitSlack     = time.Second
 )
 
 // remakePause is the pause before a watch that ended (a lost leader, a compaction) is made
@@ -63,8 +68,8 @@ type nameWatch struct {
 //
 // A session waits for a name from an Acquire or AcquireQueued of this backend that replies
 // HeldBy, while the backend has subscribers, until the session is granted the name, withdraws
-// (Withdraw), closes or is found expired, or makes no acquire of it for two TTLs (see
-// waitTTLs). While any session waits for a name the backend keeps one watch of its lease key
+// (Withdraw), closes or is found expired, or makes no acquire of it for three TTLs (see
+// leaseWaitTTLs). While any session waits for a name the backend keeps one watch of its lease key
 // and one of its waiter keys' prefix (deletions only), on the backend's client (gRPC carries
 // them on one stream); the watches end with the last wait. A release that lands between the
 // HeldBy reply and the watches' start is hinted too: if the watches start after the reply's
@@ -154,7 +159,7 @@ func (b *Backend) waitFor(cli *clientv3.Client, id spi.SessionID, name string, t
 	if len(h.subs) == 0 {
 		return
 	}
-	until := time.Now().Add(waitTTLs*ttl + waitSlack)
+	until := time.Now().Add(leaseWaitTTLs*ttl + waitSlack)
 	if w := h.names[name]; w != nil {
 		w.who[id] = until
 		return

@@ -115,7 +115,7 @@ func watched(b *Backend, name string) bool {
 }
 
 // TestWaitsEnd: a wait, begun by a HeldBy reply while the backend has a subscriber, ends with
-// a grant, a Withdraw, the session's close, two TTLs without an acquire of the name, or the
+// a grant, a Withdraw, the session's close, three TTLs without an acquire of the name, or the
 // last subscriber's leaving; and the name's watch with the last wait. Without subscribers no
 // wait is noted.
 func TestWaitsEnd(t *testing.T) {
@@ -191,7 +191,7 @@ func TestWaitsEnd(t *testing.T) {
 	}
 	want("c", false, "after the grant")
 
-	// A session that stops acquiring stops waiting two TTLs later (the server's shortest TTL).
+	// A session that stops acquiring stops waiting three TTLs (and a second) later.
 	short := open(b, time.Second)
 	wait(short, "d")
 	want("d", true, "a wait")
@@ -288,4 +288,53 @@ func TestReleaseBeforeWatchIsHinted(t *testing.T) {
 		t.Fatalf("Acquire = %+v, %v; want held by the oldest waiter %s", a, err, first)
 	}
 	awaitReleased(ctx, t, hints, "waiter", "reserved")
+}
+
+// TestWaitOutlastsFallbackRetry: a session's wait for a name, from an acquire that found it
+// held, lasts longer than the client's fallback retry, two of the client's TTLs after that
+// reply (spi.SteadyHints), so no release in between goes unhinted. A TTL of 1.9 s is a lease
+// of one second: the old wait, two of them and a second, ended 3 s after the reply, before
+// the retry at 3.8 s.
+func TestWaitOutlastsFallbackRetry(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dsn := serverDSN(t)
+	b, other := openBackend(t, dsn), openBackend(t, dsn)
+	if !spi.AreHintsSteady(b) {
+		t.Fatal("the backend does not report steady hints")
+	}
+	hctx, unsubscribe := context.WithCancel(ctx)
+	defer unsubscribe()
+	if _, err := b.Hints(hctx); err != nil {
+		t.Fatal(err)
+	}
+	const ttl = 1900 * time.Millisecond
+	h, err := other.OpenSession(ctx, "holder", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := b.OpenSession(ctx, "waiter", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := other.Acquire(ctx, h.ID, "n"); err != nil || r.Kind != spi.Granted {
+		t.Fatalf("holder's Acquire = %+v, %v", r, err)
+	}
+	if r, err := b.AcquireQueued(ctx, w.ID, "n"); err != nil || r.Kind != spi.HeldBy {
+		t.Fatalf("AcquireQueued = %+v, %v; want held-by", r, err)
+	}
+	replied := time.Now()
+	b.hints.mu.Lock()
+	var until time.Time
+	nw := b.hints.names["n"]
+	if nw != nil {
+		until = nw.who[w.ID]
+	}
+	b.hints.mu.Unlock()
+	if until.IsZero() {
+		t.Fatal("no wait recorded for the waiting session")
+	}
+	if d := until.Sub(replied); d <= 2*ttl {
+		t.Errorf("the wait ends %v after the reply; want more than two TTLs (%v), the fallback retry's time", d, 2*ttl)
+	}
 }

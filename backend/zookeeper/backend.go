@@ -121,6 +121,7 @@ var (
 	_ spi.Queuer    = (*Backend)(nil)
 
 	_ spi.SessionQueue = (*Backend)(nil)
+	_ spi.SteadyHints  = (*Backend)(nil)
 )
 
 // New returns a Backend for the ZooKeeper ensemble named by dsn (see ParseDSN). It does no
@@ -652,7 +653,7 @@ func (b *Backend) acquire(ctx context.Context, sid spi.SessionID, name string, q
 					return spi.Acquire{}, err
 				}
 			}
-			b.waitFor(sid, name, s.waitLinger(), false)
+			b.waitFor(sid, name, s.leaseWaitLinger(), false)
 			return *head, nil
 		case errors.Is(err, zk.ErrNodeExists):
 			type got struct {
@@ -703,7 +704,7 @@ func (b *Backend) acquire(ctx context.Context, sid spi.SessionID, name string, q
 					return spi.Acquire{}, err
 				}
 			}
-			b.waitFor(sid, name, s.waitLinger(), true)
+			b.waitFor(sid, name, s.leaseWaitLinger(), true)
 			return reply, nil
 		case errors.Is(err, zk.ErrNoNode):
 			b.rootsMissing()
@@ -970,6 +971,19 @@ func (b *Backend) CutSafe() bool { return true }
 // session's keep-alives keep alive; it goes with a grant, a withdrawal or the session. A
 // withdrawal that fails runs again after the session's next keep-alive.
 func (b *Backend) QueueEntriesLiveWithSession() bool { return true }
+
+// HintsSteady implements spi.SteadyHints: a released hint of a name a session waits for is not
+// lost to a reconnect. The watcher connection sets its watches again after each reconnect
+// (a new session of its own) and reads each lease node behind its watch, hinting a node found
+// gone, so a release made while it was away is hinted then; a server without addWatch leaves
+// the hints to the sessions' own watches, which go-zookeeper sends again (setWatches, with the
+// session's last zxid) on each reconnect of the session, and the server fires each whose node
+// changed since. Those watches go only with the session (go-zookeeper's invalidateWatches, on
+// its expiry or Close), when the waiter's place goes too. The backend keeps a wait for a name
+// for three session timeouts after the session's latest acquire of it (leaseWaitLinger),
+// longer than the client's two-TTL fallback retry. A hint dropped for a subscriber too slow
+// for its channel's buffer is still lost: that fallback retry bounds the cost.
+func (b *Backend) HintsSteady() bool { return true }
 
 // Close drops the connections of every session this backend opened, without closing the
 // sessions at the server (use CloseSession for that): like a crashed client's, they expire

@@ -38,8 +38,8 @@ again after the session's next keep-alive (unless the session queues for that na
 first): a waiter that stopped waiting does not keep a free lease reserved while its process
 runs. The backend says so (spi.SessionQueue), so a waiting client does not re-attempt before
 its session's deadline as of its previous attempt, as it must where entries lapse (SQL,
-Redis): besides the attempt a Released hint wakes, a waiter tries again only one TTL after its
-last HeldBy (whose remaining time is unknown here), in case a hint was lost.
+Redis): besides the attempt a Released hint wakes, a waiter tries again only two TTLs after its
+last HeldBy (whose remaining time is unknown here), in case a hint was lost; see Steady hints.
 
 ZooKeeper's multi-op cannot check a node's children, so every add or remove of a waiter node
 writes the queue node (empty) in the same multi-op, bumping its data version, and an acquire
@@ -49,6 +49,43 @@ does not exist); when that check fails, the acquire reads the queue and tries ag
 waiters an acquire thus stays one request (the multi-op's zxid is the new node's czxid). A
 queue node, once created, is kept, as group nodes are. A child of a queue node that is not an
 ephemeral node of the session its name gives is skipped with a warning.
+
+# Steady hints
+
+The backend reports spi.SteadyHints: a Released hint of a name a session waits for is not
+lost to a reconnect while the session lives, so a waiting client's fallback retry, should a
+hint be lost after all, comes two TTLs after its last HeldBy rather than one. With one TTL, a
+crash failover mostly cost a waiter two acquires: the fallback retry, made while the crashed
+holder's session had not yet expired (up to a TTL after the crash), and the one the hint
+brought; read per TTL of a failover shorter than two thirds of a TTL, that was more than 3
+(issue 17's target). Two TTLs after an attempt made less than a TTL before the crash, the
+retry comes after the expiry, whose hint has brought the grant: one acquire per failover,
+unless the waiter's last attempt was more than a TTL before the crash (a long wait), when the
+retry may still fall inside the failover, about half as often as before.
+
+The claim rests on how each kind of watch behaves:
+
+  - The watcher connection's persistent watches (ZooKeeper 3.6+) go with its connection (a
+    session of its own, 30 s, not resumed): after each reconnect the watcher sets them again
+    and reads each lease node behind its watch (an exists), hinting a node found gone, so a
+    release made while it was away is hinted when it is back (within about a TTL of the heal,
+    see The protocol tap); while it does not answer, the sessions' own watches speak.
+  - A session's own watches (on the node its HeldBy read, the holder's lease node or the first
+    waiter's node) are one-shot, set again by each read. go-zookeeper sends them again on each
+    reconnect of the session (sendSetWatches, with the session's last zxid; split into packets
+    of 128 KiB, below the server's jute.maxbuffer, and sent again on the next reconnect if the
+    connection fails first), and the server fires each whose node changed after that zxid. They
+    go only with the session (go-zookeeper's invalidateWatches, on its expiry or Close), when
+    the waiter's place goes too.
+  - A watch that fires for a change that is not a deletion (a NodeDataChanged) is published
+    as a hint too: the waiter's acquire that follows sets a new watch.
+  - A wait for a name lasts three session timeouts after the session's latest acquire of it
+    found it held (plus a second), longer than the client's fallback retry: the watcher
+    watches the name, and its hints are published, until then.
+
+A hint is still lost when a subscriber falls behind its channel's buffer (delivery never
+blocks the backend), or by a bug; the fallback retry bounds what that costs: up to two TTLs
+after the waiter's last attempt, one more than before.
 
 # Nodes Simba did not create
 
@@ -341,7 +378,7 @@ Hints come from one extra connection per backend (while Hints has subscribers an
 sessions wait for a lease or use groups) that speaks the few requests go-zookeeper lacks
 itself: a persistent watch (ZooKeeper 3.6+ addWatch) on each lease node a session of the
 backend waits for (from a HeldBy reply until a grant, a withdrawal, a release, the session's
-end, or two TTLs without another acquire of the name), and on each group node a session of
+end, or three session timeouts without another acquire of the name), and on each group node a session of
 the backend is a member of, has a Join of in flight, or read the members of (a keep-alive, a
 Members) within two TTLs (a member is a child of its group's node: a persistent watch on the
 node hears its joins and leaves); each removed with removeWatches when the wait or interest

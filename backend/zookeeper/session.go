@@ -605,12 +605,29 @@ func (s *session) exists(path string) (ok bool, stat *zk.Stat, watched bool, err
 	return ok, stat, watched, err
 }
 
-// waitLinger is how long a wait of this session for a name lasts without another acquire of
-// it (Backend.waitFor): two session timeouts (about two TTLs), since a waiter that heard no
-// hint tries again one TTL after its last HeldBy.
+// waitLinger is how long this session's use of a group lasts after a read of its members
+// (a keep-alive, a Members) or the end of a Join without another (Backend.groupRead,
+// joinEnded): two session timeouts (about two TTLs), while a member's keep-alives read its
+// groups every third of one.
 func (s *session) waitLinger() time.Duration {
 	return 2 * s.tap.sessionTimeout()
 }
+
+// leaseWaitLinger is how long a wait of this session for a name lasts without another acquire
+// of it (Backend.waitFor): three session timeouts and waitSlack. A waiter that heard no hint
+// tries again two TTLs after its last HeldBy (the backend reports spi.SteadyHints), and the
+// wait must outlast that, or a release between the wait's end and the retry would go unheard
+// (the release of a name no session waits for is not hinted, and the watcher stops watching
+// it). The session timeout is the TTL less one tick at most (see Session timeout and tickTime
+// in the package doc) and at least two ticks, so three of them are at least two TTLs; the
+// slack covers the reply's way to the client, whose retry counts from its arrival.
+func (s *session) leaseWaitLinger() time.Duration {
+	return 3*s.tap.sessionTimeout() + waitSlack
+}
+
+// waitSlack is added to a lease wait's linger for the HeldBy reply's way to the client
+// (leaseWaitLinger).
+const waitSlack = time.Second
 
 // onEvent runs on go-zookeeper's receive goroutine for every event of this connection; it
 // must not block. Watch events keep the held set exact and become hints.

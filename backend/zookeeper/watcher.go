@@ -70,7 +70,8 @@ const (
 // A connection gone silent (a blackhole: no bytes, close or reset either way, for good) would
 // keep the watches "set" while no event arrives, and the sessions' own watches are muted
 // while the watcher is live, so every hint would be lost until the read timeout (2/3 of the
-// watcher's 30 s session): a waiter then learns of each release only at its one-TTL retry.
+// watcher's 30 s session): a waiter then learns of each release only at its fallback retry,
+// two TTLs after its last HeldBy.
 // So the watcher pings every probe interval (a sixth of the shortest TTL asked of the backend,
 // see probe) and gives the connection up when it has read nothing for an interval and a
 // reply's allowance (minttl.Reply: two intervals, at least 500 ms, so that a server or client

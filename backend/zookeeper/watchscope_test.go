@@ -223,3 +223,38 @@ func TestHintConnectionOnlyWhileWaiting(t *testing.T) {
 		t.Fatalf("the hint connection got %d sessions; want 1", n)
 	}
 }
+
+// TestWaitOutlastsFallbackRetry: a session's wait for a name, from an acquire that found it
+// held, lasts longer than the client's fallback retry, two TTLs after that reply
+// (spi.SteadyHints), so no release in between goes unhinted. The DSN gives the server's
+// tickTime, so the session asks for the TTL less one tick: the old wait, two session timeouts,
+// ended 3.6 s after the reply at TTL 2 s, before the retry at 4 s.
+func TestWaitOutlastsFallbackRetry(t *testing.T) {
+	dsn := serverDSN(t, "tickTime=200ms")
+	b := openBackend(t, dsn)
+	if !spi.AreHintsSteady(b) {
+		t.Fatal("the backend does not report steady hints")
+	}
+	const ttl = 2 * time.Second
+	ctx := testCtx(t)
+	hctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if _, err := b.Hints(hctx); err != nil {
+		t.Fatal(err)
+	}
+	holder, waiter := openSession(t, b, ttl), openSession(t, b, ttl)
+	mustGrant(t, b, holder, "n")
+	if r, err := b.AcquireQueued(ctx, waiter, "n"); err != nil || r.Kind != spi.HeldBy {
+		t.Fatalf("AcquireQueued = %+v, %v; want held", r, err)
+	}
+	replied := time.Now()
+	b.hmu.Lock()
+	m, ok := b.waits["n"][waiter]
+	b.hmu.Unlock()
+	if !ok {
+		t.Fatal("no wait recorded for the waiting session")
+	}
+	if d := m.until.Sub(replied); d <= 2*ttl {
+		t.Errorf("the wait ends %v after the reply; want more than two TTLs (%v), the fallback retry's time", d, 2*ttl)
+	}
+}

@@ -485,7 +485,9 @@ func (s *Engine) onAcquireReply(p pending, ev Event) {
 		default:
 			var at time.Duration
 			if a.RemainingUnknown {
-				at = add(s.now, s.opt.TTL) // the hint should come first
+				// The hint should come first; this is the fallback, should it be lost (see
+				// unknownRetry).
+				at = add(s.now, s.unknownRetry())
 			} else {
 				// The holder's remaining is clamped to [0, TTL]: a hostile or buggy reply can
 				// make this candidate poll once per TTL at worst, never wait for ever.

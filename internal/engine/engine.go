@@ -300,6 +300,25 @@ const HintWindow = 100 * time.Millisecond
 
 func (s *Engine) hintWindow() time.Duration { return min(HintWindow, s.opt.RenewInterval) }
 
+// unknownRetry is how long after a HeldBy reply with the holder's time left unknown a candidate
+// tries again if no released hint came meanwhile: one TTL, or two where the backend's hints
+// survive its reconnects (Options.SteadyHints). The hint is what brings the grant; this retry
+// only bounds the wait should the hint be lost. It is measured from the reply, and a waiter
+// makes it while the holder lives on, so its phase against a holder's crash is arbitrary: a
+// crashed holder's lease goes up to a TTL after the crash, and a retry one TTL after an attempt
+// falls into that window (costing the failover a second acquire) unless the attempt came
+// early enough. Two TTLs leave every attempt made within a TTL before the crash (as a waiter's
+// first one, in a failover that soon follows it) with its retry after the release, and halve
+// the share of failovers that take a second acquire otherwise (at most TTL/(2·TTL)), for at
+// most one TTL more of waiting when a hint is lost after all. The backends keep watching a
+// waited-for name for longer than that (spi.SteadyHints).
+func (s *Engine) unknownRetry() time.Duration {
+	if s.opt.SteadyHints {
+		return 2 * s.opt.TTL // TTL ≤ MaxDuration: no overflow
+	}
+	return s.opt.TTL
+}
+
 // add returns a + b saturated to the range of time.Duration: no time sum the engine makes
 // wraps around, whatever the driver's clock or a backend reports.
 func add(a, b time.Duration) time.Duration {

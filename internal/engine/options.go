@@ -142,6 +142,15 @@ type Options struct {
 	// may land later) is withdrawn by the keep-alive that settles the outcome (rule 3) when
 	// the election no longer waits by then. It requires Queue.
 	QueueLivesWithSession bool
+	// SteadyHints says the backend's released hints survive its reconnects (spi.SteadyHints:
+	// ZooKeeper, etcd). A candidate that finds a lease held with the holder's time left unknown
+	// then tries again two TTLs after the reply, should the hint be lost, instead of one: a
+	// crashed holder's lease goes within a TTL of the crash, so a fallback attempt one TTL
+	// after an attempt made just before the crash mostly lands before the release, one more
+	// acquire per failover; two TTLs after it, one made less than a TTL before the crash
+	// lands after the release, whose hint has brought the grant. A hint that is lost after
+	// all costs up to a TTL more than without it.
+	SteadyHints bool
 
 	// Break disables one rule of DESIGN.md §2. TEST ONLY: the engine's transcripts and the
 	// simulator's mutation tests use it to prove that each rule is needed. Never set it

@@ -31,6 +31,7 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of the tr
 //
 //	boot [owner=a] [ttl=D] [renew=D] [drift=F] [margin=D] [cooldown=D] [retry-jitter=D]
 //	     [backoff-min=D] [backoff-max=D] [break=N] [queue=true] [queue-lives-with-session=true]
+//	     [steady-hints=true]
 //	advance D [jitter=F]        move the clock by D, firing due timers in time order
 //	pause D                     move the clock by D without firing timers (a paused client)
 //	start NAME [work] [lock|trylock] [f=N] [jitter=F]
@@ -278,6 +279,8 @@ func (d *driver) run(cmd string) (out string, err error) {
 				opts.Queue = v == "true"
 			case "queue-lives-with-session":
 				opts.QueueLivesWithSession = v == "true"
+			case "steady-hints":
+				opts.SteadyHints = v == "true"
 			default:
 				panic("boot: unknown option " + k)
 			}

@@ -91,6 +91,14 @@ type Faults struct {
 	// backend runs a withdrawal that failed again with the session's next keep-alive. Drawn
 	// only without LeaseExpiry (Redis' entries lapse).
 	SessionWaiters bool
+	// UnknownRemaining makes the model's HeldBy leave the time left unknown, and hint the end of
+	// a waiter entry (simbatest.WithUnknownRemaining: ZooKeeper, etcd), and tells the engines
+	// that hints are steady (engine.Options.SteadyHints): a waiter that hears no hint tries
+	// again two TTLs after a HeldBy. Steady does not mean never lost: LostHint still drops
+	// hints before healing, standing for those a real backend loses anyway (a slow reader, a
+	// bug), and the liveness check holds the fallback retry to its bound. Drawn only with
+	// SessionWaiters, Hints and ExpiryHints, as those backends have all three.
+	UnknownRemaining bool
 	// Expiries is how many sessions the backend expires by force (ExpireSession) at random.
 	Expiries int
 	// Outages are windows of backend time in which every call fails (half of them with a
@@ -284,6 +292,10 @@ func Derive(seed uint64, shape Shape, brk engine.Rule, rng *rand.Rand) Config {
 	if !f.LeaseExpiry {
 		f.SessionWaiters = aux.Float64() < 0.5
 	}
+	// Drawn last from the aux stream, so no earlier option of any seed changes.
+	if f.SessionWaiters && f.Hints && f.ExpiryHints {
+		f.UnknownRemaining = aux.Float64() < 0.5
+	}
 	if probe := newProbeRand(seed); len(f.Outages) > 0 && probe.Float64() < 0.5 {
 		for _, w := range f.Outages {
 			for n := probe.IntN(4); n > 0; n-- { // during the outage: false signs
@@ -309,8 +321,8 @@ func (c *Config) String() string {
 	}
 	fmt.Fprintf(&b, "latency=[%v,%v] lost-request=%.3f lost-reply=%.3f timeout=%.3f late=%.3f slow=%.3f slow-keep-alive=%.3f\n",
 		f.LatencyMin, f.LatencyMax, f.LostRequest, f.LostReply, f.Timeout, f.Late, f.Slow, f.SlowKeepAlive)
-	fmt.Fprintf(&b, "hints=%v lost-hint=%.3f expiry-hints=%v report-all-held=%v lease-expiry=%v session-waiters=%v forced-expiries=%d\n",
-		f.Hints, f.LostHint, f.ExpiryHints, f.ReportAllHeld, f.LeaseExpiry, f.SessionWaiters, f.Expiries)
+	fmt.Fprintf(&b, "hints=%v lost-hint=%.3f expiry-hints=%v report-all-held=%v lease-expiry=%v session-waiters=%v unknown-remaining=%v forced-expiries=%d\n",
+		f.Hints, f.LostHint, f.ExpiryHints, f.ReportAllHeld, f.LeaseExpiry, f.SessionWaiters, f.UnknownRemaining, f.Expiries)
 	fmt.Fprintf(&b, "outages=%v probes=%v pauses=%v crashes=%v\n", f.Outages, f.Probes, f.Pauses, f.Crashes)
 	fmt.Fprintf(&b, "actions every %v (close %.2f); work=%.2f self-exit=%.2f slow=%.2f never=%.2f",
 		f.ActionMean, f.Close, f.Work, f.WorkSelfExit, f.WorkSlow, f.WorkNever)

@@ -31,8 +31,14 @@
 // with their session, as on ZooKeeper and etcd (Faults.SessionWaiters, half the seeds without
 // lease expiry: simbatest.WithSessionWaiters, with the engines told so through
 // engine.Options.QueueLivesWithSession, and each client's backend running a failed withdrawal
-// again with its session's next keep-alive, as spi.SessionQueue requires); leader work that
-// exits on its own, soon after revocation, slowly or never;
+// again with its session's next keep-alive, as spi.SessionQueue requires); HeldBy replies
+// that leave the time left unknown, with the end of a waiter entry hinted, as on ZooKeeper
+// and etcd (Faults.UnknownRemaining, half the session-waiter seeds with hints and expiry
+// hints: simbatest.WithUnknownRemaining, with the engines told that hints are steady through
+// engine.Options.SteadyHints, so that a waiter that hears no hint tries again two TTLs after a
+// HeldBy; steady means not lost to a reconnect, not never lost, so LostHint still drops
+// hints before healing and the liveness check bounds what the fallback retry costs); leader
+// work that exits on its own, soon after revocation, slowly or never;
 // and users that Start, Stop, StepDown, Lock, TryLock (then unlock), Join, Leave and Close at
 // random points. Then the faults heal: paused clients resume, crashed clients due to restart
 // do (others stay dead), calls are normal, and only unlocks remain.
@@ -79,9 +85,10 @@
 //	make sim                                                      # 10,000 seeds
 //
 // The options drawn from the seed's first stream (newRand) are those of the seeds recorded
-// below; LeaseExpiry, SlowKeepAlive and SessionWaiters come from a second stream (newAuxRand)
-// and draw from the run's stream only when enabled, so a seed with lease-expiry=false and
-// session-waiters=false replays exactly as it did before they were added (of the seeds named
+// below; LeaseExpiry, SlowKeepAlive, SessionWaiters and UnknownRemaining come from a second
+// stream (newAuxRand) and draw from the run's stream only when enabled, so a seed with
+// lease-expiry=false and session-waiters=false replays exactly as it did before they were
+// added, and one with unknown-remaining=false as before that was (of the seeds named
 // below, 1, 6, 87, 892, 1545, 4725, 6218, 1711, 5778 and 75172 now run with lease expiry, and
 // 4 and 9837 with session waiters, and replay differently).
 //

@@ -282,7 +282,7 @@ func (s *Sim) sendHints() {
 			if c.eng == nil {
 				continue
 			}
-			if !s.healed && s.rng.Float64() < s.cfg.Faults.LostHint {
+			if !s.healed && (s.rng.Float64() < s.cfg.Faults.LostHint || s.loseHints) {
 				s.note(c.idx, nHintLost, 0, h.Name)
 				continue
 			}
@@ -494,6 +494,7 @@ func (s *Sim) restart(c *client) {
 	o.Owner, o.TTL, o.Drift, o.Margin, o.Break = c.owner, s.shape.TTL, s.cfg.Drift, s.cfg.Margin, s.cfg.Break
 	o.Queue = true // the model keeps waiter queues (spi.Queuer)
 	o.QueueLivesWithSession = s.entriesLiveWithSession()
+	o.SteadyHints = s.cfg.Faults.UnknownRemaining // as the model's backend reports (spi.SteadyHints)
 	eng, err := engine.New(o)
 	if err != nil {
 		s.fail("config", "engine options: %v", err)

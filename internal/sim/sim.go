@@ -115,6 +115,10 @@ type Sim struct {
 	// backend's retry of failed withdrawals (spi.SessionQueue requires it): the mutation that
 	// the liveness check must catch.
 	noWithdrawRetry bool
+	// loseHints loses every hint before healing (as Faults.LostHint of 1 would): each release
+	// then reaches a waiter only through its retries, the fallback one two TTLs after a HeldBy
+	// with Faults.UnknownRemaining.
+	loseHints bool
 	// fairQ is the fair-queue check's own record of each name's waiters (see checkFair).
 	fairQ   map[string][]shadowWaiter
 	q       queue
@@ -289,6 +293,9 @@ func (s *Sim) reset(seed uint64, brk engine.Rule) {
 	}
 	if f.SessionWaiters && !s.falseSessionWaiters {
 		opts = append(opts, simbatest.WithSessionWaiters())
+	}
+	if f.UnknownRemaining {
+		opts = append(opts, simbatest.WithUnknownRemaining())
 	}
 	s.model = simbatest.NewModel(opts...)
 	s.fairQ = make(map[string][]shadowWaiter)

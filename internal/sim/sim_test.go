@@ -253,6 +253,50 @@ func TestSessionWaitersConfig(t *testing.T) {
 	}
 }
 
+// TestUnknownRemainingConfig: about one seed in twenty runs the model whose HeldBy leaves the
+// time left unknown, with steady hints (Faults.UnknownRemaining), and only with the
+// session-waiter model, hints and expiry hints, as on ZooKeeper and etcd.
+func TestUnknownRemainingConfig(t *testing.T) {
+	n := 0
+	for seed := uint64(1); seed <= 8000; seed++ {
+		f := Derive(seed, DefaultShape(), 0, newRand(seed)).Faults
+		if !f.UnknownRemaining {
+			continue
+		}
+		if !f.SessionWaiters || !f.Hints || !f.ExpiryHints {
+			t.Fatalf("seed %d runs unknown remaining times without session waiters, hints or expiry hints: %+v", seed, f)
+		}
+		n++
+	}
+	if n < 250 || n > 600 {
+		t.Fatalf("%d of seeds 1..8000 run unknown remaining times, want about one in twenty", n)
+	}
+}
+
+// TestUnknownRemainingSeeds: the first 100 seeds that run the model with HeldBy's time left
+// unknown and the engines told that hints are steady (Faults.UnknownRemaining), where a waiter
+// that hears no hint tries again only two TTLs after a HeldBy, pass every check, liveness
+// included; and so they do with every hint before healing lost (loseHints), where each
+// release before healing reaches a waiter through that fallback retry alone.
+func TestUnknownRemainingSeeds(t *testing.T) {
+	var seeds []uint64
+	for seed := uint64(1); len(seeds) < 100; seed++ {
+		if Derive(seed, DefaultShape(), 0, newRand(seed)).Faults.UnknownRemaining {
+			seeds = append(seeds, seed)
+		}
+	}
+	for _, lose := range []bool{false, true} {
+		s := New(DefaultShape())
+		s.LandAfterTimeout = true
+		s.loseHints = lose
+		for _, seed := range seeds {
+			if res := s.Run(seed, 0); res.Violation != nil {
+				t.Fatalf("seed %d (hints before healing lost: %v): %v\n%s", seed, lose, res.Violation, res.Transcript)
+			}
+		}
+	}
+}
+
 // TestDeterministic: a seed replays to the same outcome, transcript included.
 func TestDeterministic(t *testing.T) {
 	s := New(DefaultShape())

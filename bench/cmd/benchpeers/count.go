@@ -38,6 +38,11 @@ func (c *counting) QueueEntriesLiveWithSession() bool {
 	return spi.EntriesLiveWithSession(c.Backend)
 }
 
+// HintsSteady forwards spi.SteadyHints: without it the client would fall back to a retry one
+// TTL after a HeldBy whose holder's time left is unknown (ZooKeeper, etcd), where it waits two
+// on those backends, and the harness would count calls that no user's client makes.
+func (c *counting) HintsSteady() bool { return spi.AreHintsSteady(c.Backend) }
+
 // The decorators below keep the other capabilities the client looks for (spi.Hinter, spi.Queuer):
 // without them the client would fall back to polling, or wait without queueing, and the
 // harness would measure a client that no user runs.
