@@ -1,7 +1,7 @@
 // Package spi is Simba's backend service-provider interface, public the way database/sql/driver is:
 // what a backend implements (Backend, and optionally Hinter, Inspector, Queuer, SessionQueue,
-// SteadyHints and CutSafe), the plain-value replies it returns, the errors it wraps and how they are classified
-// (Classify, AsPermanent, Unavailable), and the monotonic Clock a client runs on (with Settler,
+// SteadyHints and CutSafe), the plain-value replies it returns, the errors it wraps and how they
+// are classified (Classify, AsPermanent, Unavailable), and the monotonic Clock a client runs on (with Settler,
 // the capability of a test's virtual clock to wait for the clients on it). Package simba (the client), package tck
 // (the conformance suites every backend passes) and package simbatest (the in-memory backend) are
 // written against it, and so is every backend under backend/ — a third-party backend imports only
@@ -416,10 +416,9 @@ type Inspector interface {
 // session's local deadline as of the attempt, and at once on a released hint; on a
 // SessionQueue backend, whose entries do not expire while the session lives, at the holder's
 // remaining time, or one TTL when that is unknown (two with SteadyHints), and at once on a
-// released hint): a waiter
-// is granted the lease after at most as many tenures as there were live waiters ahead of it
-// when it registered — no tenure goes to a session behind it or outside the queue, in
-// particular not to a holder that releases and re-acquires in a loop.
+// released hint): a waiter is granted the lease after at most as many tenures as there were
+// live waiters ahead of it when it registered — no tenure goes to a session behind it or
+// outside the queue, in particular not to a holder that releases and re-acquires in a loop.
 //
 // The guarantee lasts only while the entry does, and a server outage can end it. An entry that
 // lapses with the expiry as of the latest attempt (the SQL and Redis backends) is renewed only
@@ -451,8 +450,9 @@ type Queuer interface {
 // (Withdraw) or its session ends — ZooKeeper's ephemeral waiter nodes, etcd's waiter keys on
 // the session's lease. Then a waiting client need not re-attempt before its session's
 // expiry as of its previous attempt to keep its place: it re-attempts only at the holder's
-// remaining time (one TTL when that is unknown, two with SteadyHints) or on a released hint, which saves the call
-// the re-attempt costs (up to one per waiter per TTL while a holder lives on).
+// remaining time (one TTL when that is unknown, two with SteadyHints) or on a released hint,
+// which saves the call the re-attempt costs (up to one per waiter per TTL while a holder lives
+// on).
 //
 // The client withdraws once when it stops waiting and does not retry a Withdraw that failed
 // (an entry that lapses needs no retry): a SessionQueue backend must run such a withdrawal
