@@ -700,14 +700,14 @@ func (c *Client) requestIf(ctx context.Context, ev engine.Event, guard func() bo
 		return c.awaitSettling(ctx, f, since, ev.Name)
 	}
 	select {
-	case <-f.done:
+	case <-f.wait():
 		return f, f.err
 	case <-ctx.Done():
 		return f, c.withLastError(ctxErr(ctx), since, ev.Name)
 	case <-c.loopDone:
 		// The loop completes every future it took with ErrClosed as it exits.
 		select {
-		case <-f.done:
+		case <-f.wait():
 			return f, f.err
 		default:
 			return nil, ErrClosed
@@ -739,12 +739,12 @@ func (c *Client) awaitSettling(ctx context.Context, f *future, since uint64, nam
 	defer cancel()
 	stop := context.AfterFunc(c.baseCtx, cancel) // cancelled as the loop exits
 	defer stop()
-	if err := c.settle.await(wctx, f.done); err != nil {
+	if err := c.settle.await(wctx, f.wait()); err != nil {
 		if ctx.Err() != nil {
 			return f, c.withLastError(ctxErr(ctx), since, name)
 		}
 		select {
-		case <-f.done:
+		case <-f.wait():
 			return f, f.err
 		default:
 			return nil, ErrClosed
