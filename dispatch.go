@@ -2,6 +2,7 @@ package simba
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/simba-go/simba/internal/engine"
 )
@@ -53,33 +54,57 @@ func (d *serialDispatcher) drain() {
 	}
 }
 
-// future is a one-shot result the loop completes and a caller waits for.
+// future is a one-shot result the loop completes and a caller waits for. Its channel is made
+// only for a wait that begins before the completion: a Lock or Unlock that steps its event and
+// runs its call inline finds its future completed, and a channel made and closed for each
+// cost an allocation and a close per request.
 type future struct {
 	id   engine.FutureID
-	done chan struct{}
+	mu   sync.Mutex
+	ch   chan struct{} // made by the first wait before the completion, closed by it (mu)
+	fin  atomic.Bool   // completed: term and err are set
 	term Term
 	err  error
 }
 
-func newFuture() *future { return &future{done: make(chan struct{})} }
+func newFuture() *future { return &future{} }
+
+// closedChan is the channel of every wait that begins after its future's completion.
+var closedChan = func() chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}()
+
+// wait returns a channel closed once the future is completed.
+func (f *future) wait() <-chan struct{} {
+	if f.fin.Load() {
+		return closedChan
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fin.Load() {
+		return closedChan
+	}
+	if f.ch == nil {
+		f.ch = make(chan struct{})
+	}
+	return f.ch
+}
 
 // completed reports whether the future has its result.
-func (f *future) completed() bool {
-	select {
-	case <-f.done:
-		return true
-	default:
-		return false
-	}
-}
+func (f *future) completed() bool { return f.fin.Load() }
 
 // complete sets the result; only the first call counts.
 func (f *future) complete(t Term, err error) {
-	select {
-	case <-f.done:
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fin.Load() {
 		return
-	default:
 	}
 	f.term, f.err = t, err
-	close(f.done)
+	f.fin.Store(true)
+	if f.ch != nil {
+		close(f.ch)
+	}
 }

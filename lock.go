@@ -174,7 +174,7 @@ func (c *Client) withdraw(name string, q *lockQueue) {
 	}
 	go func() {
 		select {
-		case <-f.done:
+		case <-f.wait():
 		case <-c.loopDone: // the loop ended every future it took; this one it may never take
 		}
 		c.passTurn(q)

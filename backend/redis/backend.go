@@ -146,6 +146,10 @@ type Backend struct {
 	mu       sync.Mutex
 	sessions map[spi.SessionID]*session // routeBySlot only
 
+	// sessKeys are the keys of the session whose acquire or release came last (sessionKeys):
+	// a client makes its calls on one session, so its keys are built once, not on every call.
+	sessKeys atomic.Pointer[sessionKeys]
+
 	hub hub
 
 	foreign *foreign.Filter // skips and reports foreign group members
@@ -368,7 +372,7 @@ func ms(d int64) time.Duration { return spi.Millis(d) }
 // backend's first OpenSession also runs the durability check (see CheckDurability): it logs a
 // warning, or with WithStrictDurability fails with ErrNotDurable.
 func (b *Backend) OpenSession(ctx context.Context, owner string, ttl time.Duration) (spi.Session, error) {
-	return boundedCancel(ctx, b, "open session", func() (spi.Session, error) { return b.openSessionCall(ctx, owner, ttl) })
+	return boundedCancel(ctx, b, "open session", "", func() (spi.Session, error) { return b.openSessionCall(ctx, owner, ttl) })
 }
 
 // openSessionCall is OpenSession's body, run by bounded.
@@ -421,7 +425,13 @@ func (b *Backend) AcquireQueued(ctx context.Context, sid spi.SessionID, name str
 
 // acquireHinted is acquire, with its reply noted for Hints: a lease found held is waited for.
 func (b *Backend) acquireHinted(ctx context.Context, sid spi.SessionID, name string, queued bool) (spi.Acquire, error) {
-	r, err := bounded(ctx, b, "acquire "+name, func() (spi.Acquire, error) { return b.acquire(ctx, sid, name, queued) })
+	var r spi.Acquire
+	var err error
+	if b.direct(ctx) {
+		r, err = b.acquire(ctx, sid, name, queued)
+	} else {
+		r, err = bounded(ctx, b, "acquire", name, func() (spi.Acquire, error) { return b.acquire(ctx, sid, name, queued) })
+	}
 	if err == nil {
 		b.hub.acquired(sid, name, r)
 	}
@@ -430,7 +440,7 @@ func (b *Backend) acquireHinted(ctx context.Context, sid spi.SessionID, name str
 
 // Withdraw implements spi.Queuer: one withdraw script call on the lease's slot.
 func (b *Backend) Withdraw(ctx context.Context, sid spi.SessionID, name string) error {
-	return bounded0(ctx, b, "withdraw "+name, func() error { return b.withdrawCall(ctx, sid, name) })
+	return bounded0(ctx, b, "withdraw", name, func() error { return b.withdrawCall(ctx, sid, name) })
 }
 
 // withdrawCall is Withdraw's body, run by bounded.
@@ -472,13 +482,31 @@ func (b *Backend) acquire(ctx context.Context, sid spi.SessionID, name string, q
 	return b.acquireOnce(ctx, sid, name, queued)
 }
 
+// sessionKeys are a session's keys that its acquires and releases name.
+type sessionKeys struct {
+	sid    string
+	key    string // wire.SessionKey
+	leases string // wire.SessionLeasesKey
+}
+
+// sessionKeys returns sid's keys, built anew only when sid is not the session of the last call.
+func (b *Backend) sessionKeys(sid string) *sessionKeys {
+	if k := b.sessKeys.Load(); k != nil && k.sid == sid {
+		return k
+	}
+	k := &sessionKeys{sid: sid, key: wire.SessionKey(sid), leases: wire.SessionLeasesKey(sid)}
+	b.sessKeys.Store(k)
+	return k
+}
+
 // acquireOnce is one acquire script call: acquire (standalone) or acquire_at (routeBySlot).
 func (b *Backend) acquireOnce(ctx context.Context, sid spi.SessionID, name string, queued bool) (spi.Acquire, error) {
 	if b.cluster {
 		return b.acquireAt(ctx, sid, name, queued)
 	}
 	s := string(sid)
-	keys := luascripts.AcquireKeys{Lease: wire.LeaseKey(name), Session: wire.SessionKey(s), SessionLeases: wire.SessionLeasesKey(s),
+	sk := b.sessionKeys(s)
+	keys := luascripts.AcquireKeys{Lease: wire.LeaseKey(name), Session: sk.key, SessionLeases: sk.leases,
 		Waiters: wire.WaitersKey(name), Waiting: wire.WaitingKey(name)}
 	args := luascripts.AcquireArgs{SessionID: s, Name: name, Queued: flag(queued)}
 	var r luascripts.AcquireReply
@@ -520,7 +548,10 @@ func acquireReply(status, token, remaining int64, holder, owner string) (spi.Acq
 // waits for the name, the backend's own Hints subscribers (other clients of this process on
 // this backend) get a Released hint at once, before the server's PUBLISH comes back.
 func (b *Backend) Release(ctx context.Context, sid spi.SessionID, name string, token int64) error {
-	return bounded0(ctx, b, "release "+name, func() error { return b.releaseCall(ctx, sid, name, token) })
+	if b.direct(ctx) {
+		return b.releaseCall(ctx, sid, name, token)
+	}
+	return bounded0(ctx, b, "release", name, func() error { return b.releaseCall(ctx, sid, name, token) })
 }
 
 // releaseCall is Release's body, run by bounded.
@@ -537,7 +568,7 @@ func (b *Backend) releaseCall(ctx context.Context, sid spi.SessionID, name strin
 	s := string(sid)
 	if !b.cluster {
 		_, err := luascripts.Release.Run(ctx, b.c,
-			luascripts.ReleaseKeys{Lease: wire.LeaseKey(name), SessionLeases: wire.SessionLeasesKey(s)},
+			luascripts.ReleaseKeys{Lease: wire.LeaseKey(name), SessionLeases: b.sessionKeys(s).leases},
 			luascripts.ReleaseArgs{SessionID: s, Name: name, Token: token})
 		if err != nil {
 			return b.fail("release "+name, err)
@@ -569,7 +600,7 @@ func (b *Backend) releaseCall(ctx context.Context, sid spi.SessionID, name strin
 // it succeeds only if every call did. After a failed keep-alive, the next one sends a PING
 // first, and nothing more if that round trip fails.
 func (b *Backend) KeepAlive(ctx context.Context, sid spi.SessionID, names, groups []string) (spi.KeepAlive, error) {
-	ka, err := bounded(ctx, b, "keep-alive", func() (spi.KeepAlive, error) { return b.keepAliveCall(ctx, sid, names, groups) })
+	ka, err := bounded(ctx, b, "keep-alive", "", func() (spi.KeepAlive, error) { return b.keepAliveCall(ctx, sid, names, groups) })
 	if err != nil && ctx.Err() != nil && !errors.Is(err, spi.ErrInvalidName) {
 		// Left behind at ctx's end (bounded) before its body noted the failure: the next
 		// keep-alive proves a round trip first. (A body that gets its reply later notes that.)
@@ -692,7 +723,7 @@ func (b *Backend) memberIDs(group string, m []string) []spi.SessionID {
 
 // Join makes the session a member of group.
 func (b *Backend) Join(ctx context.Context, sid spi.SessionID, group string) (spi.Status, error) {
-	return bounded(ctx, b, "join "+group, func() (spi.Status, error) { return b.joinCall(ctx, sid, group) })
+	return bounded(ctx, b, "join", group, func() (spi.Status, error) { return b.joinCall(ctx, sid, group) })
 }
 
 // joinCall is Join's body, run by bounded.
@@ -730,7 +761,7 @@ func (b *Backend) join(ctx context.Context, sid spi.SessionID, group string) (sp
 
 // Leave removes the session from group.
 func (b *Backend) Leave(ctx context.Context, sid spi.SessionID, group string) (spi.Status, error) {
-	return bounded(ctx, b, "leave "+group, func() (spi.Status, error) { return b.leaveCall(ctx, sid, group) })
+	return bounded(ctx, b, "leave", group, func() (spi.Status, error) { return b.leaveCall(ctx, sid, group) })
 }
 
 // leaveCall is Leave's body, run by bounded.
@@ -771,7 +802,7 @@ func status(s int64) spi.Status {
 
 // Members lists the live members of group, sorted ascending.
 func (b *Backend) Members(ctx context.Context, group string) ([]spi.SessionID, error) {
-	return bounded(ctx, b, "members "+group, func() ([]spi.SessionID, error) { return b.membersCall(ctx, group) })
+	return bounded(ctx, b, "members", group, func() ([]spi.SessionID, error) { return b.membersCall(ctx, group) })
 }
 
 // membersCall is Members's body, run by bounded.
@@ -795,7 +826,7 @@ func (b *Backend) membersCall(ctx context.Context, group string) ([]spi.SessionI
 // pipelined round per master) for the names this backend acquired and joined, then
 // close_session on the session's slot. Closing a closed or expired session is not an error.
 func (b *Backend) CloseSession(ctx context.Context, sid spi.SessionID) error {
-	return bounded0(ctx, b, "close session", func() error { return b.closeSessionCall(ctx, sid) })
+	return bounded0(ctx, b, "close session", "", func() error { return b.closeSessionCall(ctx, sid) })
 }
 
 // closeSessionCall is CloseSession's body, run by bounded.

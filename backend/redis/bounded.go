@@ -33,25 +33,28 @@ import (
 // OpenSession is bounded by boundedCancel instead, which always takes the hop: an open is made
 // once per session, and a Simba client cuts the open in flight when it is closed (Client.Close),
 // which must not wait a whole call timeout for a server that does not answer.
-func bounded[T any](ctx context.Context, b *Backend, op string, f func() (T, error)) (T, error) {
-	return bound(ctx, b, op, f, false)
+//
+// op names the call in the error of a ctx that ended, with about (a lease or group name, or "")
+// after it: the two are joined only then, so that a call that goes well builds no string.
+func bounded[T any](ctx context.Context, b *Backend, op, about string, f func() (T, error)) (T, error) {
+	return bound(ctx, b, op, about, f, false)
 }
 
 // boundedCancel is bounded for a call that a cancellation ends at once too, not only at ctx's
 // deadline: f always runs on a goroutine of its own when ctx can end.
-func boundedCancel[T any](ctx context.Context, b *Backend, op string, f func() (T, error)) (T, error) {
-	return bound(ctx, b, op, f, true)
+func boundedCancel[T any](ctx context.Context, b *Backend, op, about string, f func() (T, error)) (T, error) {
+	return bound(ctx, b, op, about, f, true)
 }
 
 // bound is bounded, or boundedCancel when hop.
-func bound[T any](ctx context.Context, b *Backend, op string, f func() (T, error), hop bool) (T, error) {
+func bound[T any](ctx context.Context, b *Backend, op, about string, f func() (T, error), hop bool) (T, error) {
 	done := ctx.Done()
 	if done == nil {
 		return f()
 	}
 	if err := ctx.Err(); err != nil { // ended already: nothing is sent
 		var zero T
-		return zero, b.fail(op, err)
+		return zero, b.fail(opAbout(op, about), err)
 	}
 	b.tlsd.called(ctx)
 	if _, ok := ctx.Deadline(); ok && b.deadlines && !hop && !spi.CallerCancels(ctx) {
@@ -76,12 +79,39 @@ func bound[T any](ctx context.Context, b *Backend, op string, f func() (T, error
 		default:
 		}
 		var zero T
-		return zero, b.fail(op, ctx.Err())
+		return zero, b.fail(opAbout(op, about), ctx.Err())
 	}
 }
 
 // bounded0 is bounded for a call with no result but its error.
-func bounded0(ctx context.Context, b *Backend, op string, f func() error) error {
-	_, err := bounded(ctx, b, op, func() (struct{}, error) { return struct{}{}, f() })
+func bounded0(ctx context.Context, b *Backend, op, about string, f func() error) error {
+	_, err := bounded(ctx, b, op, about, func() (struct{}, error) { return struct{}{}, f() })
 	return err
+}
+
+// direct reports whether bounded runs a call with ctx on the caller's goroutine, as it does
+// for a ctx that cannot end or whose deadline ends it (the fast path above), noting the call
+// as bound does. The hot calls (Acquire, Release) ask first and call their body themselves
+// then: bounded's closure, which may go to a goroutine of its own, is otherwise allocated on
+// every call. A ctx that ended already gets false: bounded fails it.
+func (b *Backend) direct(ctx context.Context) bool {
+	if ctx.Done() == nil {
+		return true
+	}
+	if ctx.Err() != nil {
+		return false
+	}
+	if _, ok := ctx.Deadline(); ok && b.deadlines && !spi.CallerCancels(ctx) {
+		b.tlsd.called(ctx)
+		return true
+	}
+	return false
+}
+
+// opAbout is op, followed by about (a lease or group name) when there is one.
+func opAbout(op, about string) string {
+	if about == "" {
+		return op
+	}
+	return op + " " + about
 }

@@ -153,7 +153,7 @@ func (d Durability) logAttrs() []any {
 // It returns once ctx is done, as every call does (see bounded), even when a server stops
 // answering.
 func (b *Backend) CheckDurability(ctx context.Context) ([]Durability, error) {
-	return bounded(ctx, b, "check durability", func() ([]Durability, error) { return b.checkDurabilityCall(ctx) })
+	return bounded(ctx, b, "check durability", "", func() ([]Durability, error) { return b.checkDurabilityCall(ctx) })
 }
 
 // checkDurabilityCall is CheckDurability's body, run by bounded.

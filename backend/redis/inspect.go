@@ -23,7 +23,7 @@ const scanCount = 1000
 // snapshot. It returns once ctx is done, as every call does (see bounded): a status tool's
 // deadline bounds it even when the server stops answering.
 func (b *Backend) Inspect(ctx context.Context) (spi.Snapshot, error) {
-	return bounded(ctx, b, "inspect", func() (spi.Snapshot, error) { return b.inspectCall(ctx) })
+	return bounded(ctx, b, "inspect", "", func() (spi.Snapshot, error) { return b.inspectCall(ctx) })
 }
 
 // inspectCall is Inspect's body, run by bounded.

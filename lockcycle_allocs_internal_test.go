@@ -1,0 +1,42 @@
+package simba
+
+import (
+	"context"
+	"testing"
+)
+
+// maxLockCycleAllocs is what an uncontended Lock and Unlock may allocate on a backend that
+// allocates nothing per call: the lock's queue, its term (with its context), the Held, the
+// engine's election, the two futures, the revocation's error and a few closures: 11, and two
+// to spare. Until 2026-12-06 it was 23: each call's own timeout context (WithTimeout: its
+// context, its timer and its channel, 4 allocations a call), the errors.As target of
+// isAbandoned, asked of every call, success or not, and each request's future channel.
+const maxLockCycleAllocs = 13
+
+// TestLockCycleAllocations counts the heap allocations of an uncontended Lock and Unlock cycle
+// with context.Background (both steps and both calls inline, on the caller's goroutine) on
+// grantAll, whose Acquire and Release allocate nothing: the shell's own, which on a fast
+// backend are a visible share of the cycle (BenchmarkLockCycle). Counted, not timed.
+func TestLockCycleAllocations(t *testing.T) {
+	ctx := context.Background()
+	c, err := New(&grantAll{held: map[string]int64{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	cycle := func() {
+		h, err := c.Lock(ctx, "allocs")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cycle() // the session
+	got := testing.AllocsPerRun(500, cycle)
+	t.Logf("%.1f allocations per Lock and Unlock", got)
+	if got > maxLockCycleAllocs {
+		t.Errorf("a Lock and Unlock cycle allocated %.1f times, want at most %d", got, maxLockCycleAllocs)
+	}
+}
