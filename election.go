@@ -542,8 +542,9 @@ func (e *Election) Leader() (Leader, bool) {
 	return Leader{Session: e.holder, Owner: e.holderOwner}, true
 }
 
-// Events returns a channel of this election's events (elected, revoked, backend errors) from
-// now until ctx ends: then, or when the client finishes closing, the channel is closed and
+// Events returns a channel of this election's events (elected, revoked, backend errors: its
+// own calls' and, with Name empty, its session's, which every election's and group's
+// subscribers receive too; see EventBackendError) from now until ctx ends: then, or when the client finishes closing, the channel is closed and
 // forgotten. It is buffered; if the reader falls behind, events are dropped rather than
 // blocking the client, and counted (DroppedEvents). A nil ctx never ends.
 func (e *Election) Events(ctx context.Context) <-chan Event { return e.events(ctx) }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -435,5 +436,73 @@ func TestNotHeldIsPermanent(t *testing.T) {
 	}
 	if simba.IsPermanent(simba.ErrUnavailable) || simba.IsPermanent(nil) {
 		t.Error("IsPermanent of ErrUnavailable or nil is true")
+	}
+}
+
+// failKeepAlives fails the next n keep-alives permanently with err.
+type failKeepAlives struct {
+	spi.Backend
+	n   atomic.Int32
+	err error
+}
+
+func (f *failKeepAlives) KeepAlive(ctx context.Context, s spi.SessionID, names, groups []string) (spi.KeepAlive, error) {
+	if f.n.Add(-1) >= 0 {
+		return spi.KeepAlive{}, spi.AsPermanent(f.err)
+	}
+	return f.Backend.KeepAlive(ctx, s, names, groups)
+}
+
+// TestSessionErrorOncePerSubscriber pins what EventBackendError documents: a failed keep-alive
+// (a session's error, Name empty) reaches each listener once and each subscriber of every
+// election and group once, whether a program subscribes to one of them or to several.
+func TestSessionErrorOncePerSubscriber(t *testing.T) {
+	w := newWorld(t)
+	boom := errors.New("keep-alive refused")
+	fb := &failKeepAlives{Backend: w.srv.Backend(), err: boom}
+	var rec errorEvents
+	c := w.clientOn(fb, "a", simba.WithListener(rec.listen))
+	e, _ := c.NewElection("x")
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var g *simba.PartitionGroup
+	w.async(func() (err error) { g, err = c.JoinGroup(context.Background(), "g", 2); return err })
+	w.until(time.Hour, "the election and both partitions held", func() bool {
+		return e.IsLeader() && g != nil && len(g.Assigned()) == 2
+	})
+	chans := map[string]<-chan simba.Event{
+		"election":                       e.Events(context.Background()),
+		"election (second subscription)": e.Events(context.Background()),
+		"group":                          g.Events(context.Background()),
+	}
+	got := map[string]int{}
+	count := func() {
+		for name, ch := range chans {
+			for len(ch) > 0 {
+				if ev := <-ch; ev.Kind == simba.EventBackendError && errors.Is(ev.Err, boom) {
+					if ev.Name != "" || ev.Op != simba.OpKeepAlive {
+						t.Errorf("%s: %+v, want a keep-alive error without a name", name, ev)
+					}
+					got[name]++
+				}
+			}
+		}
+	}
+	fb.n.Store(1)
+	w.until(time.Minute, "the failure on every channel", func() bool {
+		count()
+		return len(got) == len(chans) && rec.count(simba.OpKeepAlive, spi.Permanent) > 0
+	})
+	// Later keep-alives succeed: nothing more may come of the one failure.
+	w.until(time.Minute, "two more keep-alives", func() bool { return fb.n.Load() <= -3 })
+	count()
+	for name := range chans {
+		if got[name] != 1 {
+			t.Errorf("%s received the session error %d times, want 1", name, got[name])
+		}
+	}
+	if n := rec.count(simba.OpKeepAlive, spi.Permanent); n != 1 {
+		t.Errorf("the listener received the session error %d times, want 1", n)
 	}
 }

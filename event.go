@@ -27,7 +27,14 @@ const (
 	// lease or group). Every failed call is reported, but for one on a session the client had
 	// sent the close of, which the close subsumes; retryable errors are retried, and so are
 	// permanent ones, at the longest backoff (a Lock, TryLock or JoinGroup waiting on the call
-	// fails with the permanent error instead).
+	// fails with the permanent error instead). An error of the client's session (Name empty:
+	// Op OpOpenSession, OpKeepAlive or OpCloseSession, or a session request the client refused)
+	// concerns every election and group, since each one's terms stand on the session: each of
+	// their subscribers (Events, All) receives it, once, like the listeners (WithListener). A
+	// program subscribed to an election and a group thus reads one session error on both
+	// channels, which is what a part of the program that watches only one of them needs; to
+	// see every error once, use a listener, or take the session's (Name empty) from one
+	// channel only.
 	EventBackendError
 	// EventClosed: the client finished closing.
 	EventClosed

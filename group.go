@@ -307,8 +307,10 @@ func (g *PartitionGroup) Held() map[int]Term {
 	return out
 }
 
-// Events returns a channel of the group's events (members, and elected/revoked for each
-// partition) from now until ctx ends: then, or when the client finishes closing, the channel is
+// Events returns a channel of the group's events (members, elected/revoked for each partition,
+// and backend errors: the group's and its partitions' calls' and, with Name empty, its
+// session's, which every election's and group's subscribers receive too; see
+// EventBackendError) from now until ctx ends: then, or when the client finishes closing, the channel is
 // closed and forgotten. It is buffered; if the reader falls behind, events are dropped rather
 // than blocking the client, and counted (DroppedEvents). A nil ctx never ends.
 func (g *PartitionGroup) Events(ctx context.Context) <-chan Event { return g.events.events(ctx) }

@@ -76,7 +76,8 @@ var ErrInvalidOwner = wire.ErrInvalidOwner
 // The default starts a goroutine per call. An executor must not run f on the calling goroutine.
 type Executor func(f func())
 
-// Listener receives every Event the client publishes. It runs on the goroutine stepping the
+// Listener receives every Event the client publishes, each once (a session's backend error,
+// which every election's and group's Events channel carries, included). It runs on the goroutine stepping the
 // client's engine (the loop goroutine, or a caller stepping in its place while it is idle), one
 // event at a time, and must return quickly.
 type Listener func(Event)

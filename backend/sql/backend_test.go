@@ -224,6 +224,19 @@ func TestOpenRejectsBadDSNs(t *testing.T) {
 		"sqlite://file::memory:?cache=shared",
 		"sqlite://x.db?mode=memory",
 		"sqlite://x.db?%zz",
+		"mysql://u:secret@h/db?timeout=-1s",
+		"mysql://u:secret@h/db?timeout=1s&timeout=-1s",
+		"mysql://u:secret@h/db?readTimeout=-5ms",
+		"mysql://u:secret@h/db?writeTimeout=-1h",
+		"sqlite://x.db?_pragma=foo",
+		"sqlite://x.db?_pragma=foo(1)",
+		"sqlite://x.db?_pragma=foreign_key(1)",
+		"sqlite://x.db?_pragma=foreign_keys",
+		"sqlite://x.db?_pragma=foreign_keys()",
+		"sqlite://x.db?_pragma=busy_timeout(1",
+		"sqlite://x.db?_pragma=key('secret')",
+		"sqlite://x.db?_pragma=busy_timeout(1);drop%20table%20x",
+		"sqlite://x.db?_pragma=integrity_check(1)",
 	} {
 		b, err := Open(testCtx(t), dsn)
 		if err == nil {
@@ -845,5 +858,76 @@ func TestKeepAliveMembersRemaining(t *testing.T) {
 				t.Errorf("MembersRemaining[%s] = %v after the expiry; want the long session's", g, r)
 			}
 		})
+	}
+}
+
+// TestDSNErrorsNameTheParameter: a DSN parameter the driver would take without a word but
+// that cannot do what its writer meant (a negative MySQL timeout, a SQLite pragma SQLite does
+// not know or a pragma without a value) is refused with a message naming it.
+func TestDSNErrorsNameTheParameter(t *testing.T) {
+	for _, c := range []struct{ dsn, want string }{
+		{"mysql://u@h/db?timeout=-1s", `timeout="-1s" is negative`},
+		{"mysql://u@h/db?timeout=1s&timeout=-2s", `timeout="-2s" is negative`},
+		{"mysql://u@h/db?readTimeout=-5ms", `readTimeout="-5ms" is negative`},
+		{"mysql://u@h/db?writeTimeout=-1h", `writeTimeout="-1h" is negative`},
+		{"sqlite://x.db?_pragma=foo", `unknown pragma "foo"`},
+		{"sqlite://x.db?_pragma=Foreign_Key(1)", `unknown pragma "Foreign_Key"`},
+		{"sqlite://x.db?_pragma=key('s3cr3t')", `unknown pragma "key"`},
+		{"sqlite://x.db?_pragma=foreign_keys", `want foreign_keys(value)`},
+		{"sqlite://x.db?_pragma=main.journal_mode(wal)", `_pragma: want name(value)`},
+	} {
+		b, err := Open(testCtx(t), c.dsn)
+		if err == nil {
+			b.Close()
+			t.Errorf("Open(%q) succeeded", c.dsn)
+			continue
+		}
+		if !errors.Is(err, spi.ErrInvalidOption) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Open(%q) = %v, want ErrInvalidOption saying %s", c.dsn, err, c.want)
+		}
+		if strings.Contains(err.Error(), "s3cr3t") {
+			t.Errorf("Open(%q) error shows the key: %v", c.dsn, err)
+		}
+	}
+	// What is meant is still taken: zero timeouts, pragmas in either form, in any case.
+	if _, err := MySQLConfig("mysql://u@h/db?timeout=0&readTimeout=0s&writeTimeout=2s"); err != nil {
+		t.Errorf("MySQLConfig with zero timeouts: %v", err)
+	}
+	if _, err := SQLiteDSN("sqlite://x.db?_pragma=Journal_Mode(DELETE)&_pragma=busy_timeout%20=%20500&_pragma=%20synchronous(normal)%20"); err != nil {
+		t.Errorf("SQLiteDSN with pragmas in both forms: %v", err)
+	}
+}
+
+// TestSQLitePragmasAreKnown: every pragma a DSN may set is one the linked SQLite knows, so
+// that the list refuses only what SQLite would ignore.
+func TestSQLitePragmasAreKnown(t *testing.T) {
+	db, err := sql.Open("sqlite", "file:"+t.TempDir()+"/p.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Query("SELECT name FROM pragma_pragma_list")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	known := map[string]bool{}
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		known[n] = true
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(known) == 0 {
+		t.Fatal("pragma_list is empty")
+	}
+	for p := range sqlitePragmas {
+		if !known[p] {
+			t.Errorf("pragma %q is not in this SQLite's pragma_list", p)
+		}
 	}
 }

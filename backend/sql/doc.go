@@ -65,7 +65,8 @@
 // that has brought no notification for a sixth of the shortest session TTL the backend opened,
 // at most 15 s, and reconnects when the ping gets no reply within a third of that TTL, at most
 // the connect timeout, so a connection gone silent is given up within half a TTL; a
-// reconnect's connect and LISTENs take at most one TTL), the MySQL/MariaDB waker's named-lock statements (each bounded by what
+// reconnect's connect and LISTENs take at most one TTL, and a listener that backs off
+// reconnects at once when a session's open or keep-alive succeeds), the MySQL/MariaDB waker's named-lock statements (each bounded by what
 // the server may wait in it plus 5 s), housekeeping (its interval), rollbacks and migration
 // unlocks (5 s). Open's pools connect within DefaultConnectTimeout (5 s) unless the DSN sets its
 // own: PostgreSQL's connect_timeout, MySQL/MariaDB's timeout. On PostgreSQL that matters most:

@@ -4,10 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"net"
 	"net/url"
 	"os"
 	"strings"
+	"time"
 
 	mysqldriver "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -38,13 +40,16 @@ import (
 // translated to go-sql-driver/mysql's form; the parameters are go-sql-driver's (tls, timeout,
 // readTimeout, ...), with interpolateParams=true unless the DSN says otherwise (one round trip per
 // statement instead of three), and timeout (the dial timeout) DefaultConnectTimeout unless the
-// DSN sets it (timeout=0: the system's). readTimeout and writeTimeout stay unset: every
+// DSN sets it (timeout=0: the system's); a negative timeout, readTimeout or writeTimeout is
+// refused. readTimeout and writeTimeout stay unset: every
 // statement is bounded by its call's context (go-sql-driver closes a connection whose context
 // ends mid-statement), and a read timeout would cut the waker's GET_LOCK waits, which last up to
 // a TTL. The database name is required.
 //
 // SQLite: the path is a file name (created if missing, unless mode=rw: an existing file only);
-// the parameters are modernc.org/sqlite's (_pragma=..., mode=ro is refused by the first write).
+// the parameters are modernc.org/sqlite's (_pragma=..., mode=ro is refused by the first write);
+// each _pragma must be name(value) (or name=value) naming a pragma that sets something, as
+// SQLite ignores an unknown pragma, and takes a bare name as a query, without a word.
 // When SQLite cannot open the file, the error names it and, when it can tell, why (its
 // directory does not exist; no such file, with mode=rw). Open adds _pragma=busy_timeout(10000)
 // and _pragma=foreign_keys(1) (the dialect's session setup) unless the DSN sets them itself,
@@ -183,6 +188,23 @@ func MySQLConfig(dsn string) (*mysqldriver.Config, error) {
 		}
 		cfg = parsed
 	}
+	// go-sql-driver takes any duration time.ParseDuration reads, negative ones included: a
+	// negative dial timeout makes every connect fail at once ("i/o timeout", which looks like a
+	// network fault), a negative read or write timeout every statement. Refuse them here, naming
+	// the parameter, rather than let the user chase an outage that is a typo.
+	for _, p := range []struct {
+		name string
+		d    time.Duration
+	}{
+		{"timeout", cfg.Timeout},
+		{"readTimeout", cfg.ReadTimeout},
+		{"writeTimeout", cfg.WriteTimeout},
+	} {
+		if p.d < 0 {
+			vals := u.Query()[p.name] // go-sql-driver keeps the last
+			return bad("parameter %s=%q is negative: want a positive duration, or 0 to leave it unset", p.name, vals[len(vals)-1])
+		}
+	}
 	if !u.Query().Has("interpolateParams") {
 		cfg.InterpolateParams = true
 	}
@@ -267,6 +289,11 @@ func sqliteDSN(dsn string) (name string, wal bool, err error) {
 	if path == ":memory:" || strings.HasPrefix(path, "file::memory:") || vals.Get("mode") == "memory" {
 		return bad("an in-memory database lives in one connection of one process and cannot coordinate anything; use a file")
 	}
+	for _, p := range vals["_pragma"] {
+		if err := checkPragma(p); err != nil {
+			return bad("%v", err)
+		}
+	}
 	have := func(pragma string) bool {
 		for _, p := range vals["_pragma"] {
 			if strings.HasPrefix(strings.ToLower(strings.TrimSpace(p)), pragma) {
@@ -308,4 +335,55 @@ func openSQLite(dsn string, opts []Option) (*Backend, error) {
 	}
 	b.closers = append(b.closers, func() { db.Close() })
 	return b, nil
+}
+
+// sqlitePragmas are the pragmas a DSN may set: SQLite's pragmas that change a setting of the
+// connection or the database file (https://sqlite.org/pragma.html), without the deprecated ones
+// and those that only report (integrity_check, table_info, ...) or corrupt (writable_schema,
+// schema_version). TestSQLitePragmasAreKnown checks each against the linked SQLite's
+// pragma_list.
+var sqlitePragmas = map[string]bool{
+	"analysis_limit": true, "application_id": true, "auto_vacuum": true, "automatic_index": true,
+	"busy_timeout": true, "cache_size": true, "cache_spill": true, "case_sensitive_like": true,
+	"cell_size_check": true, "checkpoint_fullfsync": true, "defer_foreign_keys": true,
+	"encoding": true, "foreign_keys": true, "fullfsync": true, "hard_heap_limit": true,
+	"ignore_check_constraints": true, "journal_mode": true, "journal_size_limit": true,
+	"legacy_alter_table": true, "locking_mode": true, "max_page_count": true, "mmap_size": true,
+	"page_size": true, "query_only": true, "read_uncommitted": true, "recursive_triggers": true,
+	"reverse_unordered_selects": true, "secure_delete": true, "soft_heap_limit": true,
+	"synchronous": true, "temp_store": true, "threads": true, "trusted_schema": true,
+	"user_version": true, "wal_autocheckpoint": true,
+}
+
+// checkPragma checks a _pragma value of a sqlite:// DSN: name(value) or name=value, name one of
+// sqlitePragmas. modernc.org/sqlite runs "PRAGMA <value>" verbatim at every connection's open,
+// and SQLite ignores a pragma it does not know without a word, and takes a bare name as a
+// query that sets nothing: a misspelt _pragma=foreign_key(1), or a key('...') this build of
+// SQLite has no encryption for, would otherwise leave the user believing it took effect. The
+// message names the pragma, never its value (which may be a key).
+func checkPragma(p string) error {
+	t := strings.TrimSpace(p)
+	name, value, form := t, "", ""
+	if i := strings.IndexAny(t, "(="); i >= 0 {
+		name, value, form = strings.TrimSpace(t[:i]), strings.TrimSpace(t[i+1:]), t[i:i+1]
+	}
+	if form == "(" {
+		var ok bool
+		if value, ok = strings.CutSuffix(value, ")"); !ok {
+			form = ""
+		}
+		value = strings.TrimSpace(value)
+	}
+	if name == "" || strings.IndexFunc(name, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_')
+	}) >= 0 {
+		return fmt.Errorf("_pragma: want name(value), e.g. _pragma=busy_timeout(10000)")
+	}
+	if !sqlitePragmas[strings.ToLower(name)] {
+		return fmt.Errorf("_pragma: unknown pragma %q (SQLite would ignore it without a word; see https://sqlite.org/pragma.html)", name)
+	}
+	if form == "" || value == "" || strings.ContainsAny(value, "();") {
+		return fmt.Errorf("_pragma %s: want %s(value), e.g. _pragma=busy_timeout(10000) (a bare name only reads the setting)", name, name)
+	}
+	return nil
 }

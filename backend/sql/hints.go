@@ -26,6 +26,10 @@ const (
 	listenBackoffMax = 5 * time.Second
 )
 
+// listenRetryWait is how long the hint listener waits before its next connect, given the
+// backoff (full jitter). A variable for tests.
+var listenRetryWait = func(backoff time.Duration) time.Duration { return rand.N(backoff) + time.Millisecond }
+
 // listenProbeEvery is how long the hint listener waits for a notification before it checks,
 // with a round trip, that its connection is still alive: a connection the network dropped
 // without a word (a NAT or firewall that forgot the flow, a server host gone) sends nothing,
@@ -116,6 +120,10 @@ type pgHub struct {
 	// listening is signalled (non-blocking) every time the listener has (re)subscribed, or has
 	// brought its LISTENs in line with the waits; tests wait on it.
 	listening chan struct{}
+	// reached is signalled (non-blocking) when a session of the backend opened or was kept
+	// alive: the server answers the pool again, and a listener backing off after failed
+	// connects tries at once (see listen).
+	reached chan struct{}
 
 	imu     sync.Mutex
 	running uint64                   // the generation of the running listener (0: none); waits are noted only while one runs
@@ -172,11 +180,20 @@ const pgDefaultTTL = 15 * time.Second
 // opened notes a session's TTL (its waits last pgWaitTTLs of it).
 func (h *pgHub) opened(sid string, ttl time.Duration) {
 	h.imu.Lock()
-	defer h.imu.Unlock()
 	if h.ttls == nil {
 		h.ttls = map[string]time.Duration{}
 	}
 	h.ttls[sid] = ttl
+	h.imu.Unlock()
+	h.reachedServer()
+}
+
+// reachedServer tells a listener that backs off that the server answered a session's call.
+func (h *pgHub) reachedServer() {
+	select {
+	case h.reached <- struct{}{}:
+	default:
+	}
 }
 
 // acquired notes an acquire's reply: HeldBy starts (or renews) sid's wait for name, Granted
@@ -344,6 +361,7 @@ func (h *pgHub) closed(sid string) {
 
 // keptAlive ends the waits of a session that the keep-alive found expired.
 func (h *pgHub) keptAlive(sid string, ka spi.KeepAlive) {
+	h.reachedServer()
 	if ka.Expired {
 		h.closed(sid)
 	}
@@ -476,21 +494,36 @@ func (d *pgDialect) localHub() *hintHub { return &d.hub.hintHub }
 // sessions wait for and the own channels of the groups they take part in until ctx ends,
 // reconnecting with capped exponential backoff (full jitter) after any failure. Its connects
 // have a patience of their own (see listenOnce).
+//
+// A session's open or keep-alive that succeeds while the listener backs off ends the wait at
+// once (pgHub.reached): the server answers again, so the outage that failed the listener's
+// connects is over. Through a long outage the backoff had grown to its cap (a third of the TTL,
+// or 5 s before a session opened) and the listener stayed deaf for up to that long after the
+// heal while the sessions worked, so waiters heard no release hint and waited for their retry.
+// Only a call that succeeded since the listener's last attempt began counts, so a listener
+// whose connects fail while the pool's calls succeed (the server refusing one more connection)
+// tries again at most once per keep-alive, not in a loop.
 func (d *pgDialect) listen(ctx context.Context) {
 	defer d.hub.stop(d.hub.start())
 	backoff := listenBackoffMin
 	var pat connectPatience
 	for ctx.Err() == nil {
+		select {
+		case <-d.hub.reached: // what came before this attempt says nothing of its failure
+		default:
+		}
 		ok := d.listenOnce(ctx, &pat)
 		if ok {
 			backoff = listenBackoffMin
 		}
-		t := time.NewTimer(rand.N(backoff) + time.Millisecond)
+		t := time.NewTimer(listenRetryWait(backoff))
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return
 		case <-t.C:
+		case <-d.hub.reached:
+			t.Stop()
 		}
 		// Once a session opened, the backoff stops at a third of the TTL: a listener that
 		// failed through a long outage must not stay deaf for seconds after it ends.

@@ -168,7 +168,10 @@ type apartConnect struct {
 // values (context.WithoutCancel), for the driver's hooks (a DialFunc, a BeforeConnect or a
 // logger reading a tracing span or a tenant's key from it). It had a fresh context, and such
 // a hook saw none of them. A connection its call gave up on goes to the next call that needs
-// one (a spare), made with the first call's values.
+// one (a spare), made with the first call's values: they are that call's, which started the
+// dial, as for any pooled connection database/sql dials within a call and hands to others
+// after. Nothing keeps them past the connect: go-sql-driver stops watching the context when
+// the handshake ends, and neither mysqlConn nor the silent registry holds it.
 func (c *mysqlConnector) connectApart(call context.Context, a *apartConnect) {
 	defer c.wg.Done()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(call), c.timeout)

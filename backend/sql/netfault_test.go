@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -369,5 +370,68 @@ func TestPostgresHintsRideOutStalls(t *testing.T) {
 	}
 	if n := outagetest.Stalls(p, 5, 300*time.Millisecond); n != 0 {
 		t.Fatalf("five stalls of 300 ms at TTL 300 ms: %d new connections, want none", n)
+	}
+}
+
+// TestPostgresHintListenerBackOnHeal: a hint listener that backs off after its connection was
+// cut tries again as soon as a session's call succeeds, not when its backoff ends: the
+// backoff is made an hour long here, and the listener must LISTEN again after the link heals
+// and a session opens, having waited for its backoff once (the wait the open cut short). The
+// old listener slept its backoff out (up to a third of the TTL, or 5 s before any session,
+// after a long outage), deaf to releases while the sessions worked again.
+func TestPostgresHintListenerBackOnHeal(t *testing.T) {
+	var waits atomic.Int32
+	backingOff := make(chan struct{}, 1)
+	saved := listenRetryWait
+	listenRetryWait = func(time.Duration) time.Duration {
+		waits.Add(1)
+		select {
+		case backingOff <- struct{}{}:
+		default:
+		}
+		return time.Hour
+	}
+	t.Cleanup(func() { listenRetryWait = saved }) // after the backend closes (cleanups run last first)
+	dsn, p := proxiedPgDSN(t, map[string]string{"connect_timeout": "2"})
+	b := migrated(t, dsn, WithHousekeepingInterval(-1))
+	ctx, cancel := context.WithCancel(testCtx(t))
+	defer cancel()
+	if _, err := b.Hints(ctx); err != nil {
+		t.Fatal(err)
+	}
+	hub := &b.d.(*pgDialect).hub
+	waitFor := func(ch <-chan struct{}, what string) {
+		t.Helper()
+		select {
+		case <-ch:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("the listener did not %s within 30 s", what)
+		}
+	}
+	waitFor(hub.listening, "connect")
+	// The outage: every connection is cut, the listener's included; it backs off.
+	p.Set(faultproxy.Fault{Cut: true})
+	waitFor(backingOff, "back off after its connection was cut")
+	if n := waits.Load(); n != 1 {
+		t.Fatalf("the listener backed off %d times, want 1 (its first wait is an hour)", n)
+	}
+	p.Heal()
+	// A session of the backend opens through the healed link (the pool's first call may meet
+	// a connection the cut closed: retried).
+	for {
+		cctx, ccancel := context.WithTimeout(testCtx(t), 5*time.Second)
+		_, err := b.OpenSession(cctx, "heal", longTTL)
+		ccancel()
+		if err == nil {
+			break
+		}
+		if testCtx(t).Err() != nil {
+			t.Fatalf("no session opened after the heal: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond) // what a call that failed at once waits before the next
+	}
+	waitFor(hub.listening, "LISTEN again once a session opened, an hour before its backoff ended")
+	if n := waits.Load(); n != 1 {
+		t.Errorf("the listener backed off %d times, want 1", n)
 	}
 }

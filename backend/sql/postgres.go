@@ -38,7 +38,7 @@ func NewPostgres(pool *pgxpool.Pool, opts ...Option) (*Backend, error) {
 		return nil, fmt.Errorf("%w: sql postgres: nil pool", spi.ErrInvalidOption)
 	}
 	wd, _ := wire.SQLDialectByName(wire.SQLPostgres)
-	d := &pgDialect{pool: pool, q: sqlq.Postgres(callPool{pool}), begin: wd.Begin, hub: pgHub{listening: make(chan struct{}, 1)}}
+	d := &pgDialect{pool: pool, q: sqlq.Postgres(callPool{pool}), begin: wd.Begin, hub: pgHub{listening: make(chan struct{}, 1), reached: make(chan struct{}, 1)}}
 	b, err := newBackend(wire.SQLPostgres, d, opts)
 	if err != nil {
 		return nil, err

@@ -58,7 +58,8 @@ type Config struct {
 //	zk+tls://[user:password@]host1:securePort,.../[chroot]?ca=/ca.pem&cert=/c.pem&key=/k.pem
 //
 // The user information, if present, is the digest identity (see Config.User). The path is
-// the chroot (optional). Query parameters: timeout, a Go duration (see Config.Timeout);
+// the chroot (optional), percent-decoded; a percent-encoded slash (%2F) in it is refused, as
+// no ZooKeeper node name can hold a /. Query parameters: timeout, a Go duration (see Config.Timeout);
 // tickTime, the servers' tickTime as a Go duration or a bare number of milliseconds as zoo.cfg
 // writes it (tickTime=2000 is 2s), which makes sessions ask for their TTL less one tick (see
 // Config.TickTime); and,
@@ -90,6 +91,12 @@ func ParseDSN(dsn string) (Config, error) {
 		return bad("%v", err)
 	}
 	if hl.Path != "" {
+		// A ZooKeeper node's name cannot hold a '/': /a%2Fb cannot be one node "a/b", and
+		// reading it as /a/b (two nodes) would make two spellings of one chroot and let a
+		// percent-encoding tool's output silently change the tree Simba writes to.
+		if i := strings.Index(strings.ToLower(hl.RawPath), "%2f"); i >= 0 {
+			return bad("chroot %q holds a percent-encoded / (%s): a ZooKeeper node name cannot contain /; write the path with plain slashes (%s)", hl.RawPath, hl.RawPath[i:i+3], hl.Path)
+		}
 		if err := validateChroot(hl.Path); err != nil {
 			return bad("%v", err)
 		}

@@ -74,6 +74,8 @@ func TestParseDSNRejects(t *testing.T) {
 		"zk://user@h",
 		"zk://user:@h", // an empty password: a digest anyone can compute
 		"zk://:pw@h",
+		"zk://h/a%2Fb", // a node name cannot hold a /
+		"zk://h/a%2fb/c",
 	} {
 		_, err := ParseDSN(dsn)
 		if !errors.Is(err, spi.ErrInvalidOption) {
@@ -308,5 +310,19 @@ func TestSessionTimeoutFor(t *testing.T) {
 		if !errors.Is(err, spi.ErrInvalidOption) || !strings.Contains(err.Error(), "less than half the ttl") {
 			t.Errorf("OpenSession(ttl %v) = %v; want spi.ErrInvalidOption before any I/O", ttl, err)
 		}
+	}
+}
+
+// TestParseDSNChrootEncodedSlash: a percent-encoded slash in the chroot is refused with a
+// message that says why and what to write instead; other percent-encodings are decoded.
+func TestParseDSNChrootEncodedSlash(t *testing.T) {
+	_, err := ParseDSN("zk://h/a%2Fb")
+	if !errors.Is(err, spi.ErrInvalidOption) || !strings.Contains(err.Error(), `chroot "/a%2Fb" holds a percent-encoded / (%2F)`) ||
+		!strings.Contains(err.Error(), "(/a/b)") {
+		t.Errorf("ParseDSN(zk://h/a%%2Fb) = %v, want ErrInvalidOption naming the chroot and /a/b", err)
+	}
+	cfg, err := ParseDSN("zk://h/a%20b/c")
+	if err != nil || cfg.Chroot != "/a b/c" {
+		t.Errorf("ParseDSN(zk://h/a%%20b/c) = %q, %v; want chroot /a b/c", cfg.Chroot, err)
 	}
 }

@@ -44,6 +44,9 @@ type Server struct {
 	startWithin time.Duration
 	cmd         *exec.Cmd
 	log         *os.File
+	// killed is when Kill last killed the server (zero: never): a process started within
+	// exitGrace of it that exits is started again (see Start).
+	killed time.Time
 }
 
 // Addr is host:port.
@@ -63,10 +66,22 @@ func FreePort() (int, error) {
 // readiness check, the check passed) unless Server.startWithin says otherwise.
 const startWithin = 60 * time.Second
 
+// exitGrace is how long after Kill a process that exits before it serves is started again:
+// what the killed one left may still be going (a killed postmaster's children exit when they
+// notice, and until then a new postmaster finds its shared memory in use and exits).
+const exitGrace = 10 * time.Second
+
+// errExited marks startOnce's error for a process that exited before it served.
+var errExited = errors.New("exited before it served")
+
 // Start starts the process and waits until its port accepts connections and, if the server has
 // a readiness check, the check passes: for startWithin at most, or until ctx ends. A process
-// that exits is started again (e.g. a killed postmaster's children still exiting). On failure
-// the process is killed and the error names the server, its port and the end of its log.
+// that exits before it serves fails Start at once, with its exit status, unless it started
+// within exitGrace of a Kill: it is then started again (e.g. a killed postmaster's children
+// still exiting). Every exit was started again until startWithin ran out, so a server that
+// could not start (a bad flag, a data directory it refuses) cost 60 s of retries before its
+// error. On failure the process is killed and the error names the server, its port and the
+// end of its log.
 func (s *Server) Start(ctx context.Context) error {
 	within := s.startWithin
 	if within <= 0 {
@@ -78,7 +93,8 @@ func (s *Server) Start(ctx context.Context) error {
 		if err == nil {
 			return nil
 		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
+		again := errors.Is(err, errExited) && !s.killed.IsZero() && time.Since(s.killed) < exitGrace
+		if !again || time.Now().After(deadline) || ctx.Err() != nil {
 			return fmt.Errorf("%s on port %d: %w; its log %s ends:\n%s", s.Kind, s.Port, err, s.log.Name(), s.logTail())
 		}
 		select {
@@ -130,7 +146,11 @@ func (s *Server) startOnce(ctx context.Context, deadline time.Time) error {
 	for {
 		select {
 		case err := <-exited:
-			return fmt.Errorf("exited: %v", err)
+			status := "exit status 0"
+			if err != nil {
+				status = err.Error() // "exit status 3", "signal: killed"
+			}
+			return fmt.Errorf("%w: %s", errExited, status)
 		case <-ctx.Done():
 			kill()
 			return ctx.Err()
@@ -179,6 +199,7 @@ func (s *Server) Kill() {
 	}
 	syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
 	s.cmd = nil
+	s.killed = time.Now()
 	for range 100 {
 		c, err := net.DialTimeout("tcp", s.Addr(), 100*time.Millisecond)
 		if err != nil {

@@ -176,3 +176,68 @@ func TestStartGivesUpOnAServerNeverReady(t *testing.T) {
 		t.Fatalf("the server's process %d after Start gave up: %v, want it gone", pid, err)
 	}
 }
+
+// TestStartFailsAtOnceOnAnExit: a server whose process exits before its port opens (a bad
+// flag, a data directory it refuses) fails Start at once, started once, and the error gives
+// its exit status and how its output ends. Start started it again every 200 ms until its time
+// was up (60 s by default; 3 s here, in which the old Start started it a dozen times).
+func TestStartFailsAtOnceOnAnExit(t *testing.T) {
+	s, err := newServer("fake", t.TempDir(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.argv = []string{"sh", "-c", "echo started >> starts; echo 'fake: unknown flag --nope'; exit 3"}
+	s.startWithin = 3 * time.Second
+	err = s.Start(context.Background())
+	if err == nil {
+		t.Fatal("Start of a server that exits succeeded")
+	}
+	t.Logf("Start: %v", err)
+	for _, want := range []string{"fake on port " + strconv.Itoa(s.Port), "exit status 3", "fake: unknown flag --nope"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Start's error %q does not say %q", err, want)
+		}
+	}
+	raw, err := os.ReadFile(filepath.Join(s.Dir(), "starts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(raw), "started"); n != 1 {
+		t.Errorf("the server was started %d times, want 1", n)
+	}
+}
+
+// TestStartAgainAfterKillRetriesAnExit: within exitGrace of a Kill, a process that exits
+// before it serves is started again (what the killed server left may still be going), and
+// Start succeeds once one serves.
+func TestStartAgainAfterKillRetriesAnExit(t *testing.T) {
+	s, err := newServer("fake", t.TempDir(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ln, err := net.Listen("tcp", s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	// The first start exits; the second serves (the port is the test's listener, and the
+	// readiness check passes from the second start on).
+	s.argv = []string{"sh", "-c", "echo started >> starts; [ -e once ] || { touch once; exit 1; }; exec sleep 600"}
+	s.ready = func() bool {
+		raw, _ := os.ReadFile(filepath.Join(s.Dir(), "starts"))
+		return strings.Count(string(raw), "started") >= 2
+	}
+	s.killed = time.Now()
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(s.Dir(), "starts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(raw), "started"); n != 2 {
+		t.Errorf("the server was started %d times, want 2", n)
+	}
+}

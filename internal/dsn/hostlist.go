@@ -23,6 +23,9 @@ type HostList struct {
 	User, Password string
 	// Path is the unescaped path ("" when absent or "/").
 	Path string
+	// RawPath is the path as written, before unescaping ("" when absent or "/"): a caller for
+	// which a percent-encoded '/' (%2F) cannot mean what a plain one does tells them apart here.
+	RawPath string
 	// Query is the parsed query (nil when absent).
 	Query url.Values
 }
@@ -84,7 +87,7 @@ func ParseHostList(rest string, defaultPort int, what string) (HostList, error) 
 		if err != nil {
 			return HostList{}, fmt.Errorf("bad path: %v", err)
 		}
-		hl.Path = p
+		hl.Path, hl.RawPath = p, path
 	}
 	if query != "" {
 		vals, err := url.ParseQuery(query)
