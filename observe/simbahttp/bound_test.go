@@ -176,7 +176,7 @@ func testStatusIsBounded(t *testing.T, a, b spi.Backend) (statusBytes, pageBytes
 		if l.Name == "other" {
 			want = "node-b"
 		}
-		if l.Token != tokens[l.Name] || l.Owner != want || l.Holder == "" {
+		if l.Token != tokens[l.Name] || l.Owner != want || l.Session == "" {
 			t.Errorf("lease %+v, want held by %s with token %d", l, want, tokens[l.Name])
 		}
 	}

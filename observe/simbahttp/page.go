@@ -168,7 +168,7 @@ func (h *Handler) servePage(w http.ResponseWriter, r *http.Request) {
 	if st.Backend != nil {
 		for _, s := range st.Backend.Sessions {
 			d.Sessions = append(d.Sessions, pageSession{ID: s.ID, Owner: s.Owner,
-				Remaining: s.Remaining.Round(100 * time.Millisecond).String(), Self: st.Session.Live && s.ID == st.Session.ID})
+				Remaining: millis(s.RemainingMillis), Self: st.Session.Live && s.ID == st.Session.ID})
 		}
 	}
 

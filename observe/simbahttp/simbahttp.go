@@ -20,12 +20,17 @@
 //	GET /healthz   200 "ok" while the client's session is live; 503 with the reason otherwise
 //	               (no session yet, session lost and why, client closed; with the last backend
 //	               error)
-//	GET /status    JSON: session, terms held with token and time left, known holders, groups
-//	               with members and partitions, the timeline of terms per name, and the
-//	               backend's Inspector snapshot of live state when the backend has one
-//	               (?free=1 adds the free lease records, see Status.Backend)
+//	GET /status    JSON (Status): session, terms held with token and time left, known
+//	               holders, groups with members and partitions, the timeline of terms per
+//	               name, and the backend's Inspector snapshot of live state when the backend
+//	               has one (BackendSnapshot; ?free=1 adds the free lease records, see
+//	               Status.Backend)
 //	GET /          an HTML page that refreshes itself: holders, a timeline of terms per name
 //	               (who held what, when, with which token), members and partitions
+//
+// The JSON speaks one dialect, the backend's snapshot included: snake_case keys, a holder as
+// "session" and "owner", and times left in milliseconds ("remaining_ms", -1 where the backend
+// cannot tell), so a tool reads every part of it alike.
 //
 // A response's size follows what is live, not the backend's history. SQL rows and Redis hashes
 // of leases outlive their terms (they keep the last token), so a backend that has served many
@@ -428,6 +433,50 @@ type Group struct {
 	Count      int   `json:"count,omitempty"`
 }
 
+// BackendSnapshot is the backend's snapshot of live state in a Status (Status.Backend): its
+// spi.Snapshot in the status's own terms, with the keys named as elsewhere in the status and
+// the times left in milliseconds, so that one document speaks one dialect.
+type BackendSnapshot struct {
+	// Leases are the held leases, sorted by name (with ?free=1 the free lease records too).
+	Leases []BackendLease `json:"leases"`
+	// Sessions are the live sessions, sorted by id.
+	Sessions []BackendSession `json:"sessions"`
+	// Groups are the groups with live members, sorted by name.
+	Groups []BackendGroup `json:"groups"`
+}
+
+// BackendLease is a lease record in a BackendSnapshot (an spi.LeaseInfo).
+type BackendLease struct {
+	// Name is the lease; Session and Owner its holder (empty when the lease is free).
+	Name    string          `json:"name"`
+	Session simba.SessionID `json:"session"`
+	Owner   string          `json:"owner"`
+	// Token is the token of the current tenure, or of the latest one when the lease is free
+	// (0 where the backend keeps no record of free leases, as on ZooKeeper).
+	Token int64 `json:"token"`
+	// RemainingMillis is the holder's time left by the backend's clock; 0 when the lease is
+	// free, -1 when the backend cannot tell (ZooKeeper, for another client's session:
+	// spi.LeaseInfo.RemainingUnknown).
+	RemainingMillis int64 `json:"remaining_ms"`
+}
+
+// BackendSession is a live session in a BackendSnapshot (an spi.SessionInfo).
+type BackendSession struct {
+	// ID is the session's id; Owner the owner string it was opened with.
+	ID    simba.SessionID `json:"id"`
+	Owner string          `json:"owner"`
+	// RemainingMillis is the session's time left by the backend's clock; -1 when the backend
+	// cannot tell (spi.SessionInfo.RemainingUnknown).
+	RemainingMillis int64 `json:"remaining_ms"`
+}
+
+// BackendGroup is a group with live members in a BackendSnapshot.
+type BackendGroup struct {
+	// Name is the group; Members its live members, sorted ascending.
+	Name    string            `json:"name"`
+	Members []simba.SessionID `json:"members"`
+}
+
 // Status is the body of /status.
 type Status struct {
 	// Healthy is what /healthz answers (the session is live).
@@ -450,7 +499,7 @@ type Status struct {
 	// rows and Redis hashes of leases outlive their terms to keep the last token, so a backend
 	// keeps one per name ever used, and listing them made the status grow without bound with
 	// the backend's history. GET /status?free=1 lists them as well (its size then grows so).
-	Backend *spi.Snapshot `json:"backend,omitempty"`
+	Backend *BackendSnapshot `json:"backend,omitempty"`
 	// FreeLeases is how many of the snapshot's leases are free (left out of Backend.Leases
 	// unless ?free=1).
 	FreeLeases int `json:"free_leases"`
@@ -533,9 +582,20 @@ func (h *Handler) inspect(ctx context.Context) (*inspection, error) {
 	}
 }
 
-// live returns a copy of snap with the held leases only, and how many were free.
-func live(snap *spi.Snapshot, free bool) (spi.Snapshot, int) {
-	out := spi.Snapshot{Leases: []spi.LeaseInfo{}, Sessions: slices.Clone(snap.Sessions)}
+// remainingMillis is d in whole milliseconds, or -1 when unknown: how the status gives a time
+// left.
+func remainingMillis(d time.Duration, unknown bool) int64 {
+	if unknown {
+		return -1
+	}
+	return max(d.Milliseconds(), 0)
+}
+
+// live converts snap to the status's BackendSnapshot, with the held leases only unless free,
+// and returns how many of snap's leases were free.
+func live(snap *spi.Snapshot, free bool) (BackendSnapshot, int) {
+	out := BackendSnapshot{Leases: []BackendLease{}, Sessions: make([]BackendSession, 0, len(snap.Sessions)),
+		Groups: make([]BackendGroup, 0, len(snap.Groups))}
 	n := 0
 	for _, l := range snap.Leases {
 		if l.Holder == "" {
@@ -544,14 +604,17 @@ func live(snap *spi.Snapshot, free bool) (spi.Snapshot, int) {
 				continue
 			}
 		}
-		out.Leases = append(out.Leases, l)
+		out.Leases = append(out.Leases, BackendLease{Name: l.Name, Session: l.Holder, Owner: l.Owner, Token: l.Token,
+			RemainingMillis: remainingMillis(l.Remaining, l.RemainingUnknown && l.Holder != "")})
 	}
-	if snap.Groups != nil {
-		out.Groups = make(map[string][]spi.SessionID, len(snap.Groups))
-		for g, members := range snap.Groups {
-			out.Groups[g] = slices.Clone(members)
-		}
+	for _, s := range snap.Sessions {
+		out.Sessions = append(out.Sessions, BackendSession{ID: s.ID, Owner: s.Owner,
+			RemainingMillis: remainingMillis(s.Remaining, s.RemainingUnknown)})
 	}
+	for g, members := range snap.Groups {
+		out.Groups = append(out.Groups, BackendGroup{Name: g, Members: slices.Clone(members)})
+	}
+	sort.Slice(out.Groups, func(i, j int) bool { return out.Groups[i].Name < out.Groups[j].Name })
 	return out, n
 }
 
@@ -562,7 +625,7 @@ func (h *Handler) Status(ctx context.Context) Status { return h.status(ctx, fals
 
 // status is Status, with the free lease records listed when free is set.
 func (h *Handler) status(ctx context.Context, free bool) Status {
-	var snap *spi.Snapshot
+	var snap *BackendSnapshot
 	var snapErr string
 	var snapAt time.Time
 	var seq uint64
@@ -624,19 +687,15 @@ func (h *Handler) status(ctx context.Context, free bool) Status {
 		}
 		held := make(map[string]bool)
 		for _, l := range snap.Leases {
-			if l.Holder == "" {
+			if l.Session == "" {
 				continue
 			}
 			held[l.Name] = true
-			self := h.live && l.Holder == h.session
-			ms := l.Remaining.Milliseconds()
-			if l.RemainingUnknown {
-				ms = -1
-			}
-			holders[l.Name] = Holder{Name: l.Name, Session: l.Holder, Owner: l.Owner, Token: l.Token,
-				RemainingMillis: ms, Self: self, Source: "backend"}
+			self := h.live && l.Session == h.session
+			holders[l.Name] = Holder{Name: l.Name, Session: l.Session, Owner: l.Owner, Token: l.Token,
+				RemainingMillis: l.RemainingMillis, Self: self, Source: "backend"}
 			if fold {
-				h.observeLocked(l.Name, l.Holder, l.Owner, l.Token, self, now)
+				h.observeLocked(l.Name, l.Session, l.Owner, l.Token, self, now)
 			}
 		}
 		for name := range h.timeline {

@@ -6,6 +6,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -265,3 +268,126 @@ func TestStatusAndPage(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// keys returns the sorted keys of the JSON object v (nil when v is not one).
+func keys(v any) []string {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil
+	}
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// snakeKeys reports the keys of the objects in v that are not snake_case (lower case letters,
+// digits and '_'), skipping the keys of the timeline, which are lease names.
+func snakeKeys(path string, v any, bad *[]string) {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, x := range v {
+			if path != ".timeline" && strings.ToLower(k) != k {
+				*bad = append(*bad, path+"."+k)
+			}
+			snakeKeys(path+"."+k, x, bad)
+		}
+	case []any:
+		for _, x := range v {
+			snakeKeys(path+"[]", x, bad)
+		}
+	}
+}
+
+// The backend's snapshot in /status speaks the status's dialect: snake_case keys named as
+// elsewhere in the document (name, session, owner, token, id, members) and the time left in
+// milliseconds (remaining_ms, -1 when the backend cannot tell), not spi.Snapshot's Go field
+// names with the time left in nanoseconds.
+func TestBackendSnapshotJSON(t *testing.T) {
+	srv := simbatest.NewServer(simbatest.WithClock(spi.SystemClock()))
+	insp := &scriptedInspector{Backend: srv.Backend()}
+	insp.set(nil, &spi.Snapshot{
+		Leases: []spi.LeaseInfo{
+			{Name: "held", Holder: "s1", Owner: "node-b", Token: 8, Remaining: 1500 * time.Millisecond},
+			{Name: "zk-held", Holder: "0x1", Owner: "node-c", Token: 7, RemainingUnknown: true},
+		},
+		Sessions: []spi.SessionInfo{
+			{ID: "s1", Owner: "node-b", Remaining: 2500 * time.Millisecond},
+			{ID: "0x1", Owner: "node-c", RemainingUnknown: true},
+		},
+		Groups: map[string][]spi.SessionID{"shards": {"0x1", "s1"}},
+	}, nil)
+	hs := httptest.NewServer(simbahttp.New(simbahttp.Opts{Backend: insp}))
+	defer hs.Close()
+	code, body := get(t, hs.URL+"/status")
+	var doc map[string]any
+	if err := json.Unmarshal([]byte(body), &doc); code != http.StatusOK || err != nil {
+		t.Fatalf("/status: %d %v: %s", code, err, body)
+	}
+	backend, _ := doc["backend"].(map[string]any)
+	if got := keys(backend); !slices.Equal(got, []string{"groups", "leases", "sessions"}) {
+		t.Fatalf("backend keys %v: %s", got, body)
+	}
+	leases, _ := backend["leases"].([]any)
+	sessions, _ := backend["sessions"].([]any)
+	groups, _ := backend["groups"].([]any)
+	if len(leases) != 2 || len(sessions) != 2 || len(groups) != 1 {
+		t.Fatalf("backend: %d leases, %d sessions, %d groups, want 2, 2, 1: %s", len(leases), len(sessions), len(groups), body)
+	}
+	for _, c := range []struct {
+		what string
+		obj  any
+		keys []string
+	}{
+		{"backend.leases[0]", leases[0], []string{"name", "owner", "remaining_ms", "session", "token"}},
+		{"backend.sessions[0]", sessions[0], []string{"id", "owner", "remaining_ms"}},
+		{"backend.groups[0]", groups[0], []string{"members", "name"}},
+	} {
+		if got := keys(c.obj); !slices.Equal(got, c.keys) {
+			t.Errorf("%s has the keys %v, want %v", c.what, got, c.keys)
+		}
+	}
+	// encoding/json decodes numbers as float64: 1500 is exact.
+	for _, c := range []struct {
+		what string
+		obj  any
+		want map[string]any
+	}{
+		{"backend.leases[0]", leases[0], map[string]any{"name": "held", "session": "s1", "owner": "node-b", "token": 8.0, "remaining_ms": 1500.0}},
+		{"backend.leases[1]", leases[1], map[string]any{"name": "zk-held", "session": "0x1", "owner": "node-c", "token": 7.0, "remaining_ms": -1.0}},
+		{"backend.sessions[0]", sessions[0], map[string]any{"id": "s1", "owner": "node-b", "remaining_ms": 2500.0}},
+		{"backend.sessions[1]", sessions[1], map[string]any{"id": "0x1", "owner": "node-c", "remaining_ms": -1.0}},
+		{"backend.groups[0]", groups[0], map[string]any{"name": "shards", "members": []any{"0x1", "s1"}}},
+	} {
+		m, _ := c.obj.(map[string]any)
+		for k, want := range c.want {
+			if got := m[k]; !reflect.DeepEqual(got, want) {
+				t.Errorf("%s.%s = %v, want %v", c.what, k, got, want)
+			}
+		}
+	}
+	// One dialect: every key of the document is snake_case.
+	var bad []string
+	snakeKeys("", doc, &bad)
+	if len(bad) > 0 {
+		sort.Strings(bad)
+		t.Errorf("keys not in snake_case: %v", bad)
+	}
+
+	// The page's backend sessions read the same: 2.5 s left, and "—" where the backend cannot
+	// tell (not "0s", which would read as a session about to expire).
+	code, page := get(t, hs.URL+"/")
+	if code != http.StatusOK {
+		t.Fatalf("page: %d", code)
+	}
+	for _, want := range []string{
+		`<tr><td class="mono">s1</td><td>node-b</td><td>2.5s</td></tr>`,
+		`<tr><td class="mono">0x1</td><td>node-c</td><td>—</td></tr>`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %s", want)
+		}
+	}
+}
