@@ -257,6 +257,18 @@ func (c *Client) Session() SessionID {
 // renewal interval). Such a session holds nothing yet; if the server did create it, it expires
 // after its TTL, as one whose open timed out.
 //
+// How long Close takes when the backend is gone: the releases, leaves and the session's close
+// are sent together, each bounded by the call timeout (one renewal interval: TTL/3, 5 s at the
+// default TTL), and a call already in flight ends within its own; so at a server that refuses
+// connections or never answers (a blackhole), Close returns within about one renewal interval,
+// plus the time a handover's work takes to return once its ctx is cancelled. Measured at TTL 3 s
+// with a lock, a leading election and a group of two partitions held: 1.0 s on a blackholed
+// link on every backend, and on a locked SQLite file; 1 to 124 ms at a server that refuses
+// connections (etcd's client: 1.0 s). With a ctx that ends sooner, Close returns then with an
+// error wrapping ctx.Err(), and the rest of the close goes on in the background; the server
+// then frees what the client held when the session's TTL runs out. Close does not close the
+// backend: a backend's own Close may wait for its driver (see each backend's Close).
+//
 // Close never waits for the goroutine that called it. Called from inside an OnElected,
 // OnRevoked, OnAssigned or OnUnassigned callback, or from leader work (RunWhileLeader,
 // Schedule, RunPartition), with any ctx, Close starts the close and returns once the client

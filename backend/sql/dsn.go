@@ -96,7 +96,7 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Backend, error) {
 }
 
 func openPostgres(dsn string, opts []Option) (*Backend, error) {
-	cfg, err := PostgresPoolConfig(dsn)
+	cfg, cut, err := postgresPoolConfig(dsn)
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +109,14 @@ func openPostgres(dsn string, opts []Option) (*Backend, error) {
 		pool.Close()
 		return nil, err
 	}
-	b.closers = append(b.closers, pool.Close)
+	b.closers = append(b.closers, func() {
+		// The pool is the backend's alone: its Close waits for every connection's cleanup,
+		// which on a link gone silent is a cancel request and a Terminate each waiting for
+		// the server, up to the connect timeout apiece (connCut); the backend is done with the
+		// server, so they end at once.
+		cut.cutAll()
+		pool.Close()
+	})
 	return b, nil
 }
 
@@ -125,17 +132,25 @@ func openPostgres(dsn string, opts []Option) (*Backend, error) {
 // setup and what lets a call that runs out of time close the pool's connections a silent link
 // left (see the package doc, Outages). Errors match spi.ErrInvalidOption and never show the password.
 func PostgresPoolConfig(dsn string) (*pgxpool.Config, error) {
+	cfg, _, err := postgresPoolConfig(dsn)
+	return cfg, err
+}
+
+// postgresPoolConfig is PostgresPoolConfig, with the connCut of the pool's connections
+// (nil without a connect timeout, when nothing is bounded): Open cuts them when the backend
+// that owns the pool closes.
+func postgresPoolConfig(dsn string) (*pgxpool.Config, *connCut, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		return nil, dsnutil.Errorf(spi.ErrInvalidOption, "sql postgres DSN", dsn, "%s", pgParseMessage(err))
+		return nil, nil, dsnutil.Errorf(spi.ErrInvalidOption, "sql postgres DSN", dsn, "%s", pgParseMessage(err))
 	}
 	cfg.AfterConnect = PostgresAfterConnect
 	if !pgSetsConnectTimeout(dsn) {
 		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
 	}
 	stampPgConns(cfg)
-	boundPgConnects(cfg)
-	return cfg, nil
+	cut := boundPgConnects(cfg)
+	return cfg, cut, nil
 }
 
 // pgSetsConnectTimeout reports whether the DSN (or the environment, PGCONNECT_TIMEOUT, which

@@ -106,13 +106,16 @@ func PostgresAfterConnect(ctx context.Context, c *pgx.Conn) error {
 // lost for good (orphaned by the network) held every slot of a pool for 11 s after the network
 // healed. Nothing is lost by cutting the cleanup short: the cancel request and Terminate only
 // spare the server work it does anyway when it finds the connection gone.
-func boundPgConnects(cfg *pgxpool.Config) {
+//
+// It returns the connCut of the pool's connections (nil when nothing is bounded).
+func boundPgConnects(cfg *pgxpool.Config) *connCut {
 	cc := &cfg.ConnConfig.Config
 	if cc.ConnectTimeout <= 0 {
-		return
+		return nil
 	}
-	dial := cc.DialFunc
-	cc.DialFunc = boundedDial(dial, cc.ConnectTimeout)
+	cut := &connCut{conns: make(map[*boundedConn]struct{})}
+	dial := cut.dial(cc.DialFunc)
+	cc.DialFunc = boundedDial(dial, cc.ConnectTimeout, cut)
 	after := cc.AfterNetConnect
 	cc.AfterNetConnect = func(ctx context.Context, cfg *pgconn.Config, c net.Conn) (net.Conn, error) {
 		if after != nil {
@@ -129,7 +132,8 @@ func boundPgConnects(cfg *pgxpool.Config) {
 	// pgxpool passes BeforeConnect a copy of the connection configuration (and a context with
 	// the values of the acquire's, not its deadline): what it sets holds for that one connection,
 	// its cancel requests included.
-	cfg.BeforeConnect = patientPgConnects(dial, &connectPatience{})
+	cfg.BeforeConnect = patientPgConnects(dial, &connectPatience{}, cut)
+	return cut
 }
 
 // patientPgConnects is the pool's BeforeConnect of boundPgConnects: a connect started by a
@@ -143,7 +147,7 @@ func boundPgConnects(cfg *pgxpool.Config) {
 // the next connect after the capped one had run out was patient again at once, at the full
 // connect timeout: a link that then lost the server's replies held a slot for the connect
 // timeout, not twice its call's time, until a scaled connect happened to complete.
-func patientPgConnects(dial pgconn.DialFunc, pat *connectPatience) func(context.Context, *pgx.ConnConfig) error {
+func patientPgConnects(dial pgconn.DialFunc, pat *connectPatience, cut *connCut) func(context.Context, *pgx.ConnConfig) error {
 	return func(ctx context.Context, c *pgx.ConnConfig) error {
 		// pgconn runs its AfterConnect once the startup is done, on success only.
 		after := c.AfterConnect
@@ -162,7 +166,7 @@ func patientPgConnects(dial pgconn.DialFunc, pat *connectPatience) func(context.
 		}
 		if bound = pat.bound(time.Now(), bound, c.ConnectTimeout); bound < c.ConnectTimeout {
 			c.ConnectTimeout = bound
-			c.DialFunc = boundedDial(dial, bound)
+			c.DialFunc = boundedDial(dial, bound, cut)
 		}
 		return nil
 	}
@@ -223,19 +227,128 @@ func (p *connectPatience) connected() {
 // AfterNetConnect there). Every later deadline is capped at bound from when it is set: pgconn
 // sets none itself but the cleanup's 15 s and the instant one that ends a statement whose
 // context ended.
-func boundedDial(dial pgconn.DialFunc, bound time.Duration) pgconn.DialFunc {
+//
+// Every connection is tracked by cut (nil: none), which can end what it waits for.
+func boundedDial(dial pgconn.DialFunc, bound time.Duration, cut *connCut) pgconn.DialFunc {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := dial(ctx, network, addr)
 		if err != nil {
 			return nil, err
 		}
-		bc := &boundedConn{Conn: c, bound: bound}
+		bc := &boundedConn{Conn: c, bound: bound, cut: cut}
 		if err := bc.SetDeadline(time.Now().Add(bound)); err != nil {
 			c.Close()
 			return nil, err
 		}
+		if cut != nil && !cut.add(bc) {
+			c.Close()
+			return nil, errPoolCut
+		}
 		return bc, nil
 	}
+}
+
+// errPoolCut is the error of a dial through a pool whose connections were cut (connCut).
+var errPoolCut = errors.New("sql postgres: the backend that owns the pool is closed")
+
+// connCut tracks the connections of a pool that Open made, so that the backend's Close ends
+// what they wait for (cutAll) before it closes the pool. pgxpool's Close waits for every
+// connection's cleanup: a connection whose statement was cut short by its context sends a
+// cancel request on a new connection and waits for the server to close it, then sends
+// Terminate and reads until the server closes the broken one, each bounded by the connect
+// timeout (boundedConn) but not shorter. On a link gone silent that made the backend's Close
+// take 4 to 8 s at a TTL of 3 s (calls of 1 s, connect timeout 5 s), after the client's own
+// Close had taken 1 s: `simba run` exited 5.2 s after the blackhole instead of at the term's
+// validity. Nothing is lost by cutting them: the server drops a connection it finds gone.
+type connCut struct {
+	mu    sync.Mutex
+	done  bool
+	stop  chan struct{} // closed by cutAll: ends the dials in progress
+	conns map[*boundedConn]struct{}
+}
+
+// dial is dial (pgconn's default when nil) with its context ended by cutAll too: a cancel
+// request's dial to a server that never answers the SYN waits for the cleanup's 15 s
+// otherwise.
+func (k *connCut) dial(dial pgconn.DialFunc) pgconn.DialFunc {
+	if dial == nil {
+		d := &net.Dialer{KeepAlive: 5 * time.Minute}
+		dial = d.DialContext
+	}
+	k.mu.Lock()
+	if k.stop == nil {
+		k.stop = make(chan struct{})
+	}
+	stop := k.stop
+	k.mu.Unlock()
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		go func() {
+			select {
+			case <-stop:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		return dial(ctx, network, addr)
+	}
+}
+
+// add tracks c, and reports false once cutAll ran (c is then not tracked).
+func (k *connCut) add(c *boundedConn) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.done {
+		return false
+	}
+	k.conns[c] = struct{}{}
+	return true
+}
+
+// remove stops tracking c (closed).
+func (k *connCut) remove(c *boundedConn) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	delete(k.conns, c)
+}
+
+// cutAll ends every read of every tracked connection at once, and every later one (a read
+// deadline in the past, which boundedConn keeps: pgconn's cleanup sets its own afterwards),
+// and every dial in progress or to come. Writes go on, so that the pool's Close still sends
+// Terminate on its healthy connections. Safe on nil and more than once.
+func (k *connCut) cutAll() {
+	if k == nil {
+		return
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.done {
+		return
+	}
+	k.done = true
+	if k.stop != nil {
+		close(k.stop)
+	}
+	// Under the lock, which every deadline set on a tracked connection takes (set): none set
+	// after this one can move it back.
+	for c := range k.conns {
+		_ = c.Conn.SetReadDeadline(cutDeadline)
+	}
+}
+
+// cutDeadline is a read deadline already passed.
+var cutDeadline = time.Unix(1, 0)
+
+// set runs fn, which sets a deadline of a connection k tracks (k may be nil), telling it
+// whether cutAll ran; cutAll does not run meanwhile.
+func (k *connCut) set(fn func(cut bool) error) error {
+	if k == nil {
+		return fn(false)
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return fn(k.done)
 }
 
 // minScaledConnect is the least a connect started by a call is given, however little time the
@@ -279,6 +392,7 @@ func scaledConnectTimeout(ctx context.Context, configured time.Duration) (time.D
 type boundedConn struct {
 	net.Conn
 	bound time.Duration
+	cut   *connCut // nil: not tracked
 }
 
 func (c *boundedConn) capped(t time.Time) time.Time {
@@ -293,12 +407,36 @@ func (c *boundedConn) capped(t time.Time) time.Time {
 // NetConn returns the connection wrapped.
 func (c *boundedConn) NetConn() net.Conn { return c.Conn }
 
-// SetDeadline sets the deadline, at most bound from now.
-func (c *boundedConn) SetDeadline(t time.Time) error { return c.Conn.SetDeadline(c.capped(t)) }
+// SetDeadline sets the deadline, at most bound from now; once cut, the read deadline stays
+// passed.
+func (c *boundedConn) SetDeadline(t time.Time) error {
+	return c.cut.set(func(cut bool) error {
+		if cut {
+			if err := c.Conn.SetWriteDeadline(c.capped(t)); err != nil {
+				return err
+			}
+			return c.Conn.SetReadDeadline(cutDeadline)
+		}
+		return c.Conn.SetDeadline(c.capped(t))
+	})
+}
 
-// SetReadDeadline sets the read deadline, at most bound from now.
+// SetReadDeadline sets the read deadline, at most bound from now; once cut, it stays passed.
 func (c *boundedConn) SetReadDeadline(t time.Time) error {
-	return c.Conn.SetReadDeadline(c.capped(t))
+	return c.cut.set(func(cut bool) error {
+		if cut {
+			return c.Conn.SetReadDeadline(cutDeadline)
+		}
+		return c.Conn.SetReadDeadline(c.capped(t))
+	})
+}
+
+// Close closes the connection and stops tracking it.
+func (c *boundedConn) Close() error {
+	if c.cut != nil {
+		c.cut.remove(c)
+	}
+	return c.Conn.Close()
 }
 
 // SetWriteDeadline sets the write deadline, at most bound from now.

@@ -227,7 +227,7 @@ func TestConnectPatienceStartsOverAfterAnyConnect(t *testing.T) {
 	} {
 		pat := &connectPatience{pending: true} // a scaled connect failed: the next is patient
 		cc := cfg.ConnConfig.Copy()
-		if err := patientPgConnects(cc.DialFunc, pat)(c.ctx, cc); err != nil {
+		if err := patientPgConnects(cc.DialFunc, pat, nil)(c.ctx, cc); err != nil {
 			t.Fatal(err)
 		}
 		if cc.ConnectTimeout != timeout {

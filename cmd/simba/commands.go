@@ -545,7 +545,7 @@ func runCommand(ctx context.Context, args []string, lock bool) error {
 	}
 
 	if lock {
-		err := c.WithLock(ctx, *lease, run)
+		err := lockAndRun(ctx, c, *lease, run)
 		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 			return fmt.Errorf("%w %s", context.Cause(ctx), waiting)
 		}
@@ -586,6 +586,31 @@ func runCommand(ctx context.Context, args []string, lock bool) error {
 	default:
 		return fmt.Errorf("%w %s", context.Cause(ctx), waiting)
 	}
+}
+
+// lockAndRun runs fn under the lock lease, as c.WithLock does, with fn's ctx ended by ctx or
+// by the term's end (with its cause), except that once ctx has ended (simba stopped by a
+// signal) it leaves the release to the client's Close, which the caller makes next: Close
+// sends it together with the session's close, where WithLock's Unlock waited for it first. At
+// a backend gone silent each waits a call timeout (TTL/3), and `lock` exited two of them after
+// SIGTERM (2.0 s at -ttl 3s), `run` one.
+func lockAndRun(ctx context.Context, c *simba.Client, lease string, fn func(context.Context, simba.Term) error) error {
+	h, err := c.Lock(ctx, lease)
+	if err != nil {
+		return err
+	}
+	runCtx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(h.Context(), func() { cancel(context.Cause(h.Context())) })
+	ferr := fn(runCtx, h.Term)
+	stop()
+	cancel(nil)
+	if ctx.Err() != nil {
+		return ferr
+	}
+	if uerr := h.Unlock(context.WithoutCancel(ctx)); ferr == nil {
+		return uerr
+	}
+	return ferr
 }
 
 // newClient is simba.New(b, opts...) for a command that ctx (SIGINT, SIGTERM) stops: New
