@@ -779,14 +779,52 @@ func (s *RedisSpec) genCommon() (File, error) {
 	)
 
 	// run: EVALSHA, then EVAL (which also caches the script) on NOSCRIPT.
-	f.Comment("run sends EVALSHA and, if the server lacks the script, EVAL, which also caches it.")
-	f.Func().Id("run").Params(jen.Id("ctx").Qual("context", "Context"), jen.Id("c").Qual(goRedisPkg, "Scripter"), jen.List(jen.Id("name"), jen.Id("src"), jen.Id("sha")).String(), jen.Id("keys").Index().String(), jen.Id("args").Index().Any()).Params(jen.Any(), jen.Error()).Block(
-		jen.List(jen.Id("v"), jen.Err()).Op(":=").Id("c").Dot("EvalSha").Call(jen.Id("ctx"), jen.Id("sha"), jen.Id("keys"), jen.Id("args").Op("...")).Dot("Result").Call(),
+	ctxP := jen.Id("ctx").Qual("context", "Context")
+	scripterP := jen.Id("c").Qual(goRedisPkg, "Scripter")
+	f.Comment(cmt("run sends argv, a script call's EVALSHA command as a script's argv builds it, and, if the server lacks the script, the same command as EVAL with the source src, which also caches the script. The EVAL gets a list of its own: the EVALSHA command keeps argv."))
+	f.Func().Id("run").Params(ctxP, scripterP, jen.List(jen.Id("name"), jen.Id("src")).String(), jen.Id("argv").Index().Any()).Params(jen.Any(), jen.Error()).Block(
+		jen.List(jen.Id("v"), jen.Err()).Op(":=").Id("send").Call(jen.Id("ctx"), jen.Id("c"), jen.Id("argv")).Dot("Result").Call(),
 		jen.If(jen.Id("IsNoScript").Call(jen.Err())).Block(
-			jen.List(jen.Id("v"), jen.Err()).Op("=").Id("c").Dot("Eval").Call(jen.Id("ctx"), jen.Id("src"), jen.Id("keys"), jen.Id("args").Op("...")).Dot("Result").Call(),
+			jen.Id("e").Op(":=").Qual("slices", "Clone").Call(jen.Id("argv")),
+			jen.List(jen.Id("e").Index(jen.Lit(0)), jen.Id("e").Index(jen.Lit(1))).Op("=").List(jen.Lit("eval"), jen.Id("src")),
+			jen.List(jen.Id("v"), jen.Err()).Op("=").Id("send").Call(jen.Id("ctx"), jen.Id("c"), jen.Id("e")).Dot("Result").Call(),
 		),
 		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Qual("fmt", "Errorf").Call(jen.Lit("luascripts: %s: %w"), jen.Id("name"), jen.Err()))),
 		jen.Return(jen.Id("v"), jen.Nil()),
+	)
+	f.Comment(cmt("processor is how go-redis's own EvalSha and Eval send the command they build: Process runs the client's hooks and sends it, or queues it on a pipeline."))
+	f.Type().Id("processor").Interface(
+		jen.Id("Process").Params(jen.Qual("context", "Context"), jen.Qual(goRedisPkg, "Cmder")).Error(),
+	)
+	f.Comment(cmt("send sends (or, on a pipeline, queues) argv, a script call's whole command in wire order (\"evalsha\" or \"eval\", the SHA1 or the source, the number of keys as an int, KEYS, ARGV), as the *redis.Cmd that go-redis's EvalSha or Eval would build for the same call: the same arguments of the same types in the same order, its first key at 3, handed to the same Process, and NOSCRIPT reported as redis.ErrNoScript. Why not call them: they take KEYS and ARGV as two lists, which a caller allocates only for them to copy into the command's own, and they box the command's name and payload, which they get as variables: four allocations a call that the one list built here, with its constant name and payload, does without. Only go-redis's own clients, whose EvalSha and Eval are exactly that (their cmdable is Process), get the command built here; any other Scripter, such as a wrapper that overrides EvalSha, gets its own EvalSha or Eval with the keys unboxed again. (go-redis's AutoPipeliner is left to its own: its EvalSha reads an error only once the batch has run.)"))
+	f.Func().Id("send").Params(ctxP.Clone(), scripterP.Clone(), jen.Id("argv").Index().Any()).Op("*").Qual(goRedisPkg, "Cmd").Block(
+		jen.List(jen.Id("n"), jen.Id("_")).Op(":=").Id("argv").Index(jen.Lit(2)).Assert(jen.Int()),
+		jen.Switch(jen.Id("c").Assert(jen.Type())).Block(
+			jen.Case(jen.Op("*").Qual(goRedisPkg, "Client"), jen.Op("*").Qual(goRedisPkg, "ClusterClient"), jen.Op("*").Qual(goRedisPkg, "Ring"), jen.Op("*").Qual(goRedisPkg, "Conn"), jen.Op("*").Qual(goRedisPkg, "Tx"), jen.Op("*").Qual(goRedisPkg, "Pipeline")).Block(
+				jen.Id("cmd").Op(":=").Qual(goRedisPkg, "NewCmd").Call(jen.Id("ctx"), jen.Id("argv").Op("...")),
+				jen.If(jen.Id("n").Op(">").Lit(0)).Block(jen.Id("cmd").Dot("SetFirstKeyPos").Call(jen.Lit(3))),
+				jen.Id("_").Op("=").Id("c").Assert(jen.Id("processor")).Dot("Process").Call(jen.Id("ctx"), jen.Id("cmd")),
+				jen.If(jen.Err().Op(":=").Id("cmd").Dot("Err").Call(), jen.Err().Op("!=").Nil().Op("&&").Qual(goRedisPkg, "HasErrorPrefix").Call(jen.Err(), jen.Lit("NOSCRIPT"))).Block(
+					jen.Id("cmd").Dot("SetErr").Call(jen.Qual(goRedisPkg, "ErrNoScript")),
+				),
+				jen.Return(jen.Id("cmd")),
+			),
+		),
+		jen.List(jen.Id("keys"), jen.Id("args")).Op(":=").Id("split").Call(jen.Id("argv")),
+		jen.List(jen.Id("payload"), jen.Id("_")).Op(":=").Id("argv").Index(jen.Lit(1)).Assert(jen.String()),
+		jen.If(jen.Id("argv").Index(jen.Lit(0)).Op("==").Lit("eval")).Block(
+			jen.Return(jen.Id("c").Dot("Eval").Call(jen.Id("ctx"), jen.Id("payload"), jen.Id("keys"), jen.Id("args").Op("..."))),
+		),
+		jen.Return(jen.Id("c").Dot("EvalSha").Call(jen.Id("ctx"), jen.Id("payload"), jen.Id("keys"), jen.Id("args").Op("..."))),
+	)
+	f.Comment(cmt("split returns the KEYS and ARGV of argv, a script call's whole command."))
+	f.Func().Id("split").Params(jen.Id("argv").Index().Any()).Params(jen.Index().String(), jen.Index().Any()).Block(
+		jen.List(jen.Id("n"), jen.Id("_")).Op(":=").Id("argv").Index(jen.Lit(2)).Assert(jen.Int()),
+		jen.Id("keys").Op(":=").Make(jen.Index().String(), jen.Id("n")),
+		jen.For(jen.Id("i").Op(":=").Range().Id("keys")).Block(
+			jen.List(jen.Id("keys").Index(jen.Id("i")), jen.Id("_")).Op("=").Id("argv").Index(jen.Lit(3).Op("+").Id("i")).Assert(jen.String()),
+		),
+		jen.Return(jen.Id("keys"), jen.Id("argv").Index(jen.Lit(3).Op("+").Id("n").Op(":"))),
 	)
 	f.Func().Id("errCmd").Params(jen.Id("ctx").Qual("context", "Context"), jen.Err().Error()).Op("*").Qual(goRedisPkg, "Cmd").Block(
 		jen.Id("cmd").Op(":=").Qual(goRedisPkg, "NewCmd").Call(jen.Id("ctx")),
@@ -981,7 +1019,7 @@ func (sc *RedisScript) genGo(keys map[string]*RedisKey) (File, error) {
 		jen.Return(jen.Id("Info").Values(jen.Dict{jen.Id("Name"): jen.Lit(sc.Name), jen.Id("Source"): jen.Id(n + "Source"), jen.Id("SHA1"): jen.Id(n + "SHA1"), jen.Id("Cluster"): jen.Lit(*sc.Cluster)})),
 	)
 
-	// Build.
+	// argv: the whole command in wire order, in one list; Build, Run, EvalSha and Eval use it.
 	var build []jen.Code
 	single := 0
 	var listKeys []string
@@ -995,26 +1033,34 @@ func (sc *RedisScript) genGo(keys map[string]*RedisKey) (File, error) {
 	for _, a := range sc.Args {
 		if a.LenOf != "" {
 			build = append(build, jen.If(jen.Len(jen.Id("args").Dot(camel(a.Name))).Op("!=").Len(jen.Id("keys").Dot(camel(a.LenOf)))).Block(
-				jen.Return(jen.Nil(), jen.Nil(), jen.Id("lenErr").Call(jen.Lit(sc.Name), jen.Lit(a.Name), jen.Len(jen.Id("args").Dot(camel(a.Name))), jen.Lit(a.LenOf), jen.Len(jen.Id("keys").Dot(camel(a.LenOf))))),
+				jen.Return(jen.Nil(), jen.Id("lenErr").Call(jen.Lit(sc.Name), jen.Lit(a.Name), jen.Len(jen.Id("args").Dot(camel(a.Name))), jen.Lit(a.LenOf), jen.Len(jen.Id("keys").Dot(camel(a.LenOf))))),
 			))
 		}
 	}
+	// nk, the number of keys: a constant unless the script has list keys.
 	nk := jen.Lit(single)
-	for _, l := range listKeys {
-		nk = nk.Op("+").Len(jen.Id("keys").Dot(l))
+	if len(listKeys) > 0 {
+		var sum *jen.Statement
+		if single > 0 {
+			sum = jen.Lit(single)
+		}
+		for _, l := range listKeys {
+			if sum == nil {
+				sum = jen.Len(jen.Id("keys").Dot(l))
+			} else {
+				sum = sum.Op("+").Len(jen.Id("keys").Dot(l))
+			}
+		}
+		build = append(build, jen.Id("nk").Op(":=").Add(sum))
+		nk = jen.Id("nk")
 	}
-	var singles []jen.Code
+	// Scalars in wire order: the command, its payload, the key count, the single keys, then
+	// (after the list keys) the single arguments, counts included.
+	head := []jen.Code{jen.Id("cmd"), jen.Id("payload"), nk}
 	for _, k := range sc.Keys {
 		if !k.List {
-			singles = append(singles, jen.Id("keys").Dot(camel(k.Name)))
+			head = append(head, jen.Id("keys").Dot(camel(k.Name)))
 		}
-	}
-	build = append(build, jen.Id("k").Op(":=").Make(jen.Index().String(), jen.Lit(0), nk))
-	if len(singles) > 0 {
-		build = append(build, jen.Id("k").Op("=").Append(append([]jen.Code{jen.Id("k")}, singles...)...))
-	}
-	for _, l := range listKeys {
-		build = append(build, jen.Id("k").Op("=").Append(jen.Id("k"), jen.Id("keys").Dot(l).Op("...")))
 	}
 	var scalars []jen.Code
 	for _, a := range sc.Args {
@@ -1025,13 +1071,24 @@ func (sc *RedisScript) genGo(keys map[string]*RedisKey) (File, error) {
 			scalars = append(scalars, jen.Id("args").Dot(camel(a.Name)))
 		}
 	}
-	na := jen.Lit(len(scalars))
+	size := jen.Lit(3 + single + len(scalars))
+	if len(listKeys) > 0 {
+		size = jen.Lit(3 + len(scalars)).Op("+").Id("nk")
+	}
 	for _, a := range sc.Args {
 		if strings.HasPrefix(a.Type, "[]") {
-			na = na.Op("+").Len(jen.Id("args").Dot(camel(a.Name)))
+			size = size.Op("+").Len(jen.Id("args").Dot(camel(a.Name)))
 		}
 	}
-	build = append(build, jen.Id("a").Op(":=").Make(jen.Index().Any(), jen.Lit(0), na))
+	build = append(build,
+		jen.Id("a").Op(":=").Make(jen.Index().Any(), jen.Lit(0), size),
+		jen.Id("a").Op("=").Append(append([]jen.Code{jen.Id("a")}, head...)...),
+	)
+	for _, l := range listKeys {
+		build = append(build, jen.For(jen.List(jen.Id("_"), jen.Id("k")).Op(":=").Range().Id("keys").Dot(l)).Block(
+			jen.Id("a").Op("=").Append(jen.Id("a"), jen.Id("k")),
+		))
+	}
 	if len(scalars) > 0 {
 		build = append(build, jen.Id("a").Op("=").Append(append([]jen.Code{jen.Id("a")}, scalars...)...))
 	}
@@ -1042,33 +1099,41 @@ func (sc *RedisScript) genGo(keys map[string]*RedisKey) (File, error) {
 			))
 		}
 	}
-	build = append(build, jen.Return(jen.Id("k"), jen.Id("a"), jen.Nil()))
+	build = append(build, jen.Return(jen.Id("a"), jen.Nil()))
+	f.Comment(cmt("argv returns the script call's whole command in wire order, in one list sized once: cmd and payload (\"evalsha\" and the SHA1 or \"eval\" and the source, constants, which box without allocating), the number of keys (an int, as go-redis sends it), KEYS, then ARGV. It fails, matching ErrArgs, if a list argument's length differs from its list key's."))
+	f.Func().Params(jen.Id(n+"Script")).Id("argv").Params(jen.List(jen.Id("cmd"), jen.Id("payload")).Any(), jen.Id("keys").Id(n+"Keys"), jen.Id("args").Id(n+"Args")).Params(jen.Index().Any(), jen.Error()).Block(build...)
+
 	f.Comment(cmt("Build returns KEYS and ARGV in wire order. It fails, matching ErrArgs, if a list argument's length differs from its list key's."))
-	f.Func().Params(jen.Id(n+"Script")).Id("Build").Params(jen.Id("keys").Id(n+"Keys"), jen.Id("args").Id(n+"Args")).Params(jen.Index().String(), jen.Index().Any(), jen.Error()).Block(build...)
+	f.Func().Params(jen.Id("s").Id(n+"Script")).Id("Build").Params(jen.Id("keys").Id(n+"Keys"), jen.Id("args").Id(n+"Args")).Params(jen.Index().String(), jen.Index().Any(), jen.Error()).Block(
+		jen.List(jen.Id("a"), jen.Err()).Op(":=").Id("s").Dot("argv").Call(jen.Nil(), jen.Nil(), jen.Id("keys"), jen.Id("args")),
+		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Nil(), jen.Err())),
+		jen.List(jen.Id("k"), jen.Id("v")).Op(":=").Id("split").Call(jen.Id("a")),
+		jen.Return(jen.Id("k"), jen.Id("v"), jen.Nil()),
+	)
 
 	ctx := jen.Id("ctx").Qual("context", "Context")
 	scripter := jen.Id("c").Qual(goRedisPkg, "Scripter")
 	f.Comment(cmt("Run runs the script with EVALSHA, falling back to EVAL (which caches it) on NOSCRIPT, and decodes the reply. Errors from Redis are wrapped and remain errors.Is-testable."))
 	f.Func().Params(jen.Id("s").Id(n+"Script")).Id("Run").Params(ctx, scripter, jen.Id("keys").Id(n+"Keys"), jen.Id("args").Id(n+"Args")).Params(jen.Id(n+"Reply"), jen.Error()).Block(
-		jen.List(jen.Id("k"), jen.Id("a"), jen.Err()).Op(":=").Id("s").Dot("Build").Call(jen.Id("keys"), jen.Id("args")),
+		jen.List(jen.Id("a"), jen.Err()).Op(":=").Id("s").Dot("argv").Call(jen.Lit("evalsha"), jen.Id(n+"SHA1"), jen.Id("keys"), jen.Id("args")),
 		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Id(n+"Reply").Values(), jen.Err())),
-		jen.List(jen.Id("v"), jen.Err()).Op(":=").Id("run").Call(jen.Id("ctx"), jen.Id("c"), jen.Lit(sc.Name), jen.Id(n+"Source"), jen.Id(n+"SHA1"), jen.Id("k"), jen.Id("a")),
+		jen.List(jen.Id("v"), jen.Err()).Op(":=").Id("run").Call(jen.Id("ctx"), jen.Id("c"), jen.Lit(sc.Name), jen.Id(n+"Source"), jen.Id("a")),
 		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Id(n+"Reply").Values(), jen.Err())),
 		jen.Return(jen.Id("s").Dot("Decode").Call(jen.Id("v"))),
 	)
 	for _, m := range []struct{ name, call, what string }{
-		{"EvalSha", "EvalSha", "EVALSHA alone (no fallback), for pipelines: on NOSCRIPT (IsNoScript) resend with Eval or\nload the scripts (LoadAll) and retry. Decode the reply with Decode(cmd.Val())."},
-		{"Eval", "Eval", "EVAL with the full source, which also caches the script; for pipelines after NOSCRIPT."},
+		{"EvalSha", "evalsha", "EVALSHA alone (no fallback), for pipelines: on NOSCRIPT (IsNoScript) resend with Eval or\nload the scripts (LoadAll) and retry. Decode the reply with Decode(cmd.Val())."},
+		{"Eval", "eval", "EVAL with the full source, which also caches the script; for pipelines after NOSCRIPT."},
 	} {
-		sum := jen.Id(n + "SHA1")
-		if m.call == "Eval" {
-			sum = jen.Id(n + "Source")
+		payload := jen.Id(n + "SHA1")
+		if m.call == "eval" {
+			payload = jen.Id(n + "Source")
 		}
 		f.Comment(cmt(m.name + " sends (or, on a pipeline, queues) " + m.what))
 		f.Func().Params(jen.Id("s").Id(n+"Script")).Id(m.name).Params(ctx, scripter, jen.Id("keys").Id(n+"Keys"), jen.Id("args").Id(n+"Args")).Op("*").Qual(goRedisPkg, "Cmd").Block(
-			jen.List(jen.Id("k"), jen.Id("a"), jen.Err()).Op(":=").Id("s").Dot("Build").Call(jen.Id("keys"), jen.Id("args")),
+			jen.List(jen.Id("a"), jen.Err()).Op(":=").Id("s").Dot("argv").Call(jen.Lit(m.call), payload, jen.Id("keys"), jen.Id("args")),
 			jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Id("errCmd").Call(jen.Id("ctx"), jen.Err()))),
-			jen.Return(jen.Id("c").Dot(m.call).Call(jen.Id("ctx"), sum, jen.Id("k"), jen.Id("a").Op("..."))),
+			jen.Return(jen.Id("send").Call(jen.Id("ctx"), jen.Id("c"), jen.Id("a"))),
 		)
 	}
 

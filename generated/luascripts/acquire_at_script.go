@@ -172,24 +172,36 @@ func (AcquireAtScript) Info() Info {
 	}
 }
 
+// argv returns the script call's whole command in wire order, in one list sized once: cmd and
+// payload ("evalsha" and the SHA1 or "eval" and the source, constants, which box without
+// allocating), the number of keys (an int, as go-redis sends it), KEYS, then ARGV. It fails,
+// matching ErrArgs, if a list argument's length differs from its list key's.
+func (AcquireAtScript) argv(cmd, payload any, keys AcquireAtKeys, args AcquireAtArgs) ([]any, error) {
+	a := make([]any, 0, 10)
+	a = append(a, cmd, payload, 3, keys.Lease, keys.Waiters, keys.Waiting)
+	a = append(a, args.SessionID, args.Owner, args.ExpiresMS, args.Queued)
+	return a, nil
+}
+
 // Build returns KEYS and ARGV in wire order. It fails, matching ErrArgs, if a list argument's
 // length differs from its list key's.
-func (AcquireAtScript) Build(keys AcquireAtKeys, args AcquireAtArgs) ([]string, []any, error) {
-	k := make([]string, 0, 3)
-	k = append(k, keys.Lease, keys.Waiters, keys.Waiting)
-	a := make([]any, 0, 4)
-	a = append(a, args.SessionID, args.Owner, args.ExpiresMS, args.Queued)
-	return k, a, nil
+func (s AcquireAtScript) Build(keys AcquireAtKeys, args AcquireAtArgs) ([]string, []any, error) {
+	a, err := s.argv(nil, nil, keys, args)
+	if err != nil {
+		return nil, nil, err
+	}
+	k, v := split(a)
+	return k, v, nil
 }
 
 // Run runs the script with EVALSHA, falling back to EVAL (which caches it) on NOSCRIPT, and
 // decodes the reply. Errors from Redis are wrapped and remain errors.Is-testable.
 func (s AcquireAtScript) Run(ctx context.Context, c redis.Scripter, keys AcquireAtKeys, args AcquireAtArgs) (AcquireAtReply, error) {
-	k, a, err := s.Build(keys, args)
+	a, err := s.argv("evalsha", AcquireAtSHA1, keys, args)
 	if err != nil {
 		return AcquireAtReply{}, err
 	}
-	v, err := run(ctx, c, "acquire_at", AcquireAtSource, AcquireAtSHA1, k, a)
+	v, err := run(ctx, c, "acquire_at", AcquireAtSource, a)
 	if err != nil {
 		return AcquireAtReply{}, err
 	}
@@ -200,21 +212,21 @@ func (s AcquireAtScript) Run(ctx context.Context, c redis.Scripter, keys Acquire
 // NOSCRIPT (IsNoScript) resend with Eval or load the scripts (LoadAll) and retry. Decode the
 // reply with Decode(cmd.Val()).
 func (s AcquireAtScript) EvalSha(ctx context.Context, c redis.Scripter, keys AcquireAtKeys, args AcquireAtArgs) *redis.Cmd {
-	k, a, err := s.Build(keys, args)
+	a, err := s.argv("evalsha", AcquireAtSHA1, keys, args)
 	if err != nil {
 		return errCmd(ctx, err)
 	}
-	return c.EvalSha(ctx, AcquireAtSHA1, k, a...)
+	return send(ctx, c, a)
 }
 
 // Eval sends (or, on a pipeline, queues) EVAL with the full source, which also caches the script;
 // for pipelines after NOSCRIPT.
 func (s AcquireAtScript) Eval(ctx context.Context, c redis.Scripter, keys AcquireAtKeys, args AcquireAtArgs) *redis.Cmd {
-	k, a, err := s.Build(keys, args)
+	a, err := s.argv("eval", AcquireAtSource, keys, args)
 	if err != nil {
 		return errCmd(ctx, err)
 	}
-	return c.Eval(ctx, AcquireAtSource, k, a...)
+	return send(ctx, c, a)
 }
 
 // Decode decodes a reply of the script (the value of its *redis.Cmd). It fails, matching

@@ -177,24 +177,36 @@ func (AcquireScript) Info() Info {
 	}
 }
 
+// argv returns the script call's whole command in wire order, in one list sized once: cmd and
+// payload ("evalsha" and the SHA1 or "eval" and the source, constants, which box without
+// allocating), the number of keys (an int, as go-redis sends it), KEYS, then ARGV. It fails,
+// matching ErrArgs, if a list argument's length differs from its list key's.
+func (AcquireScript) argv(cmd, payload any, keys AcquireKeys, args AcquireArgs) ([]any, error) {
+	a := make([]any, 0, 11)
+	a = append(a, cmd, payload, 5, keys.Lease, keys.Session, keys.SessionLeases, keys.Waiters, keys.Waiting)
+	a = append(a, args.SessionID, args.Name, args.Queued)
+	return a, nil
+}
+
 // Build returns KEYS and ARGV in wire order. It fails, matching ErrArgs, if a list argument's
 // length differs from its list key's.
-func (AcquireScript) Build(keys AcquireKeys, args AcquireArgs) ([]string, []any, error) {
-	k := make([]string, 0, 5)
-	k = append(k, keys.Lease, keys.Session, keys.SessionLeases, keys.Waiters, keys.Waiting)
-	a := make([]any, 0, 3)
-	a = append(a, args.SessionID, args.Name, args.Queued)
-	return k, a, nil
+func (s AcquireScript) Build(keys AcquireKeys, args AcquireArgs) ([]string, []any, error) {
+	a, err := s.argv(nil, nil, keys, args)
+	if err != nil {
+		return nil, nil, err
+	}
+	k, v := split(a)
+	return k, v, nil
 }
 
 // Run runs the script with EVALSHA, falling back to EVAL (which caches it) on NOSCRIPT, and
 // decodes the reply. Errors from Redis are wrapped and remain errors.Is-testable.
 func (s AcquireScript) Run(ctx context.Context, c redis.Scripter, keys AcquireKeys, args AcquireArgs) (AcquireReply, error) {
-	k, a, err := s.Build(keys, args)
+	a, err := s.argv("evalsha", AcquireSHA1, keys, args)
 	if err != nil {
 		return AcquireReply{}, err
 	}
-	v, err := run(ctx, c, "acquire", AcquireSource, AcquireSHA1, k, a)
+	v, err := run(ctx, c, "acquire", AcquireSource, a)
 	if err != nil {
 		return AcquireReply{}, err
 	}
@@ -205,21 +217,21 @@ func (s AcquireScript) Run(ctx context.Context, c redis.Scripter, keys AcquireKe
 // NOSCRIPT (IsNoScript) resend with Eval or load the scripts (LoadAll) and retry. Decode the
 // reply with Decode(cmd.Val()).
 func (s AcquireScript) EvalSha(ctx context.Context, c redis.Scripter, keys AcquireKeys, args AcquireArgs) *redis.Cmd {
-	k, a, err := s.Build(keys, args)
+	a, err := s.argv("evalsha", AcquireSHA1, keys, args)
 	if err != nil {
 		return errCmd(ctx, err)
 	}
-	return c.EvalSha(ctx, AcquireSHA1, k, a...)
+	return send(ctx, c, a)
 }
 
 // Eval sends (or, on a pipeline, queues) EVAL with the full source, which also caches the script;
 // for pipelines after NOSCRIPT.
 func (s AcquireScript) Eval(ctx context.Context, c redis.Scripter, keys AcquireKeys, args AcquireArgs) *redis.Cmd {
-	k, a, err := s.Build(keys, args)
+	a, err := s.argv("eval", AcquireSource, keys, args)
 	if err != nil {
 		return errCmd(ctx, err)
 	}
-	return c.Eval(ctx, AcquireSource, k, a...)
+	return send(ctx, c, a)
 }
 
 // Decode decodes a reply of the script (the value of its *redis.Cmd). It fails, matching

@@ -64,24 +64,36 @@ func (ClearForeignScript) Info() Info {
 	}
 }
 
+// argv returns the script call's whole command in wire order, in one list sized once: cmd and
+// payload ("evalsha" and the SHA1 or "eval" and the source, constants, which box without
+// allocating), the number of keys (an int, as go-redis sends it), KEYS, then ARGV. It fails,
+// matching ErrArgs, if a list argument's length differs from its list key's.
+func (ClearForeignScript) argv(cmd, payload any, keys ClearForeignKeys, args ClearForeignArgs) ([]any, error) {
+	a := make([]any, 0, 5)
+	a = append(a, cmd, payload, 1, keys.Lease)
+	a = append(a, args.Holder)
+	return a, nil
+}
+
 // Build returns KEYS and ARGV in wire order. It fails, matching ErrArgs, if a list argument's
 // length differs from its list key's.
-func (ClearForeignScript) Build(keys ClearForeignKeys, args ClearForeignArgs) ([]string, []any, error) {
-	k := make([]string, 0, 1)
-	k = append(k, keys.Lease)
-	a := make([]any, 0, 1)
-	a = append(a, args.Holder)
-	return k, a, nil
+func (s ClearForeignScript) Build(keys ClearForeignKeys, args ClearForeignArgs) ([]string, []any, error) {
+	a, err := s.argv(nil, nil, keys, args)
+	if err != nil {
+		return nil, nil, err
+	}
+	k, v := split(a)
+	return k, v, nil
 }
 
 // Run runs the script with EVALSHA, falling back to EVAL (which caches it) on NOSCRIPT, and
 // decodes the reply. Errors from Redis are wrapped and remain errors.Is-testable.
 func (s ClearForeignScript) Run(ctx context.Context, c redis.Scripter, keys ClearForeignKeys, args ClearForeignArgs) (ClearForeignReply, error) {
-	k, a, err := s.Build(keys, args)
+	a, err := s.argv("evalsha", ClearForeignSHA1, keys, args)
 	if err != nil {
 		return ClearForeignReply{}, err
 	}
-	v, err := run(ctx, c, "clear_foreign", ClearForeignSource, ClearForeignSHA1, k, a)
+	v, err := run(ctx, c, "clear_foreign", ClearForeignSource, a)
 	if err != nil {
 		return ClearForeignReply{}, err
 	}
@@ -92,21 +104,21 @@ func (s ClearForeignScript) Run(ctx context.Context, c redis.Scripter, keys Clea
 // NOSCRIPT (IsNoScript) resend with Eval or load the scripts (LoadAll) and retry. Decode the
 // reply with Decode(cmd.Val()).
 func (s ClearForeignScript) EvalSha(ctx context.Context, c redis.Scripter, keys ClearForeignKeys, args ClearForeignArgs) *redis.Cmd {
-	k, a, err := s.Build(keys, args)
+	a, err := s.argv("evalsha", ClearForeignSHA1, keys, args)
 	if err != nil {
 		return errCmd(ctx, err)
 	}
-	return c.EvalSha(ctx, ClearForeignSHA1, k, a...)
+	return send(ctx, c, a)
 }
 
 // Eval sends (or, on a pipeline, queues) EVAL with the full source, which also caches the script;
 // for pipelines after NOSCRIPT.
 func (s ClearForeignScript) Eval(ctx context.Context, c redis.Scripter, keys ClearForeignKeys, args ClearForeignArgs) *redis.Cmd {
-	k, a, err := s.Build(keys, args)
+	a, err := s.argv("eval", ClearForeignSource, keys, args)
 	if err != nil {
 		return errCmd(ctx, err)
 	}
-	return c.Eval(ctx, ClearForeignSource, k, a...)
+	return send(ctx, c, a)
 }
 
 // Decode decodes a reply of the script (the value of its *redis.Cmd). It fails, matching

@@ -89,20 +89,26 @@ func (CloseSessionScript) Info() Info {
 	}
 }
 
-// Build returns KEYS and ARGV in wire order. It fails, matching ErrArgs, if a list argument's
-// length differs from its list key's.
-func (CloseSessionScript) Build(keys CloseSessionKeys, args CloseSessionArgs) ([]string, []any, error) {
+// argv returns the script call's whole command in wire order, in one list sized once: cmd and
+// payload ("evalsha" and the SHA1 or "eval" and the source, constants, which box without
+// allocating), the number of keys (an int, as go-redis sends it), KEYS, then ARGV. It fails,
+// matching ErrArgs, if a list argument's length differs from its list key's.
+func (CloseSessionScript) argv(cmd, payload any, keys CloseSessionKeys, args CloseSessionArgs) ([]any, error) {
 	if len(args.Names) != len(keys.Leases) {
-		return nil, nil, lenErr("close_session", "names", len(args.Names), "leases", len(keys.Leases))
+		return nil, lenErr("close_session", "names", len(args.Names), "leases", len(keys.Leases))
 	}
 	if len(args.GroupNames) != len(keys.Groups) {
-		return nil, nil, lenErr("close_session", "group_names", len(args.GroupNames), "groups", len(keys.Groups))
+		return nil, lenErr("close_session", "group_names", len(args.GroupNames), "groups", len(keys.Groups))
 	}
-	k := make([]string, 0, 3+len(keys.Leases)+len(keys.Groups))
-	k = append(k, keys.Session, keys.SessionLeases, keys.SessionGroups)
-	k = append(k, keys.Leases...)
-	k = append(k, keys.Groups...)
-	a := make([]any, 0, 2+len(args.Names)+len(args.GroupNames))
+	nk := 3 + len(keys.Leases) + len(keys.Groups)
+	a := make([]any, 0, 5+nk+len(args.Names)+len(args.GroupNames))
+	a = append(a, cmd, payload, nk, keys.Session, keys.SessionLeases, keys.SessionGroups)
+	for _, k := range keys.Leases {
+		a = append(a, k)
+	}
+	for _, k := range keys.Groups {
+		a = append(a, k)
+	}
 	a = append(a, args.SessionID, int64(len(keys.Leases)))
 	for _, v := range args.Names {
 		a = append(a, v)
@@ -110,17 +116,28 @@ func (CloseSessionScript) Build(keys CloseSessionKeys, args CloseSessionArgs) ([
 	for _, v := range args.GroupNames {
 		a = append(a, v)
 	}
-	return k, a, nil
+	return a, nil
+}
+
+// Build returns KEYS and ARGV in wire order. It fails, matching ErrArgs, if a list argument's
+// length differs from its list key's.
+func (s CloseSessionScript) Build(keys CloseSessionKeys, args CloseSessionArgs) ([]string, []any, error) {
+	a, err := s.argv(nil, nil, keys, args)
+	if err != nil {
+		return nil, nil, err
+	}
+	k, v := split(a)
+	return k, v, nil
 }
 
 // Run runs the script with EVALSHA, falling back to EVAL (which caches it) on NOSCRIPT, and
 // decodes the reply. Errors from Redis are wrapped and remain errors.Is-testable.
 func (s CloseSessionScript) Run(ctx context.Context, c redis.Scripter, keys CloseSessionKeys, args CloseSessionArgs) (CloseSessionReply, error) {
-	k, a, err := s.Build(keys, args)
+	a, err := s.argv("evalsha", CloseSessionSHA1, keys, args)
 	if err != nil {
 		return CloseSessionReply{}, err
 	}
-	v, err := run(ctx, c, "close_session", CloseSessionSource, CloseSessionSHA1, k, a)
+	v, err := run(ctx, c, "close_session", CloseSessionSource, a)
 	if err != nil {
 		return CloseSessionReply{}, err
 	}
@@ -131,21 +148,21 @@ func (s CloseSessionScript) Run(ctx context.Context, c redis.Scripter, keys Clos
 // NOSCRIPT (IsNoScript) resend with Eval or load the scripts (LoadAll) and retry. Decode the
 // reply with Decode(cmd.Val()).
 func (s CloseSessionScript) EvalSha(ctx context.Context, c redis.Scripter, keys CloseSessionKeys, args CloseSessionArgs) *redis.Cmd {
-	k, a, err := s.Build(keys, args)
+	a, err := s.argv("evalsha", CloseSessionSHA1, keys, args)
 	if err != nil {
 		return errCmd(ctx, err)
 	}
-	return c.EvalSha(ctx, CloseSessionSHA1, k, a...)
+	return send(ctx, c, a)
 }
 
 // Eval sends (or, on a pipeline, queues) EVAL with the full source, which also caches the script;
 // for pipelines after NOSCRIPT.
 func (s CloseSessionScript) Eval(ctx context.Context, c redis.Scripter, keys CloseSessionKeys, args CloseSessionArgs) *redis.Cmd {
-	k, a, err := s.Build(keys, args)
+	a, err := s.argv("eval", CloseSessionSource, keys, args)
 	if err != nil {
 		return errCmd(ctx, err)
 	}
-	return c.Eval(ctx, CloseSessionSource, k, a...)
+	return send(ctx, c, a)
 }
 
 // Decode decodes a reply of the script (the value of its *redis.Cmd). It fails, matching

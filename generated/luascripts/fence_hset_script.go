@@ -91,24 +91,36 @@ func (FenceHsetScript) Info() Info {
 	}
 }
 
+// argv returns the script call's whole command in wire order, in one list sized once: cmd and
+// payload ("evalsha" and the SHA1 or "eval" and the source, constants, which box without
+// allocating), the number of keys (an int, as go-redis sends it), KEYS, then ARGV. It fails,
+// matching ErrArgs, if a list argument's length differs from its list key's.
+func (FenceHsetScript) argv(cmd, payload any, keys FenceHsetKeys, args FenceHsetArgs) ([]any, error) {
+	a := make([]any, 0, 8)
+	a = append(a, cmd, payload, 2, keys.Fence, keys.Target)
+	a = append(a, args.Token, args.Field, args.Value)
+	return a, nil
+}
+
 // Build returns KEYS and ARGV in wire order. It fails, matching ErrArgs, if a list argument's
 // length differs from its list key's.
-func (FenceHsetScript) Build(keys FenceHsetKeys, args FenceHsetArgs) ([]string, []any, error) {
-	k := make([]string, 0, 2)
-	k = append(k, keys.Fence, keys.Target)
-	a := make([]any, 0, 3)
-	a = append(a, args.Token, args.Field, args.Value)
-	return k, a, nil
+func (s FenceHsetScript) Build(keys FenceHsetKeys, args FenceHsetArgs) ([]string, []any, error) {
+	a, err := s.argv(nil, nil, keys, args)
+	if err != nil {
+		return nil, nil, err
+	}
+	k, v := split(a)
+	return k, v, nil
 }
 
 // Run runs the script with EVALSHA, falling back to EVAL (which caches it) on NOSCRIPT, and
 // decodes the reply. Errors from Redis are wrapped and remain errors.Is-testable.
 func (s FenceHsetScript) Run(ctx context.Context, c redis.Scripter, keys FenceHsetKeys, args FenceHsetArgs) (FenceHsetReply, error) {
-	k, a, err := s.Build(keys, args)
+	a, err := s.argv("evalsha", FenceHsetSHA1, keys, args)
 	if err != nil {
 		return FenceHsetReply{}, err
 	}
-	v, err := run(ctx, c, "fence_hset", FenceHsetSource, FenceHsetSHA1, k, a)
+	v, err := run(ctx, c, "fence_hset", FenceHsetSource, a)
 	if err != nil {
 		return FenceHsetReply{}, err
 	}
@@ -119,21 +131,21 @@ func (s FenceHsetScript) Run(ctx context.Context, c redis.Scripter, keys FenceHs
 // NOSCRIPT (IsNoScript) resend with Eval or load the scripts (LoadAll) and retry. Decode the
 // reply with Decode(cmd.Val()).
 func (s FenceHsetScript) EvalSha(ctx context.Context, c redis.Scripter, keys FenceHsetKeys, args FenceHsetArgs) *redis.Cmd {
-	k, a, err := s.Build(keys, args)
+	a, err := s.argv("evalsha", FenceHsetSHA1, keys, args)
 	if err != nil {
 		return errCmd(ctx, err)
 	}
-	return c.EvalSha(ctx, FenceHsetSHA1, k, a...)
+	return send(ctx, c, a)
 }
 
 // Eval sends (or, on a pipeline, queues) EVAL with the full source, which also caches the script;
 // for pipelines after NOSCRIPT.
 func (s FenceHsetScript) Eval(ctx context.Context, c redis.Scripter, keys FenceHsetKeys, args FenceHsetArgs) *redis.Cmd {
-	k, a, err := s.Build(keys, args)
+	a, err := s.argv("eval", FenceHsetSource, keys, args)
 	if err != nil {
 		return errCmd(ctx, err)
 	}
-	return c.Eval(ctx, FenceHsetSource, k, a...)
+	return send(ctx, c, a)
 }
 
 // Decode decodes a reply of the script (the value of its *redis.Cmd). It fails, matching

@@ -72,24 +72,36 @@ func (JoinScript) Info() Info {
 	}
 }
 
+// argv returns the script call's whole command in wire order, in one list sized once: cmd and
+// payload ("evalsha" and the SHA1 or "eval" and the source, constants, which box without
+// allocating), the number of keys (an int, as go-redis sends it), KEYS, then ARGV. It fails,
+// matching ErrArgs, if a list argument's length differs from its list key's.
+func (JoinScript) argv(cmd, payload any, keys JoinKeys, args JoinArgs) ([]any, error) {
+	a := make([]any, 0, 8)
+	a = append(a, cmd, payload, 3, keys.Session, keys.SessionGroups, keys.Group)
+	a = append(a, args.SessionID, args.GroupName)
+	return a, nil
+}
+
 // Build returns KEYS and ARGV in wire order. It fails, matching ErrArgs, if a list argument's
 // length differs from its list key's.
-func (JoinScript) Build(keys JoinKeys, args JoinArgs) ([]string, []any, error) {
-	k := make([]string, 0, 3)
-	k = append(k, keys.Session, keys.SessionGroups, keys.Group)
-	a := make([]any, 0, 2)
-	a = append(a, args.SessionID, args.GroupName)
-	return k, a, nil
+func (s JoinScript) Build(keys JoinKeys, args JoinArgs) ([]string, []any, error) {
+	a, err := s.argv(nil, nil, keys, args)
+	if err != nil {
+		return nil, nil, err
+	}
+	k, v := split(a)
+	return k, v, nil
 }
 
 // Run runs the script with EVALSHA, falling back to EVAL (which caches it) on NOSCRIPT, and
 // decodes the reply. Errors from Redis are wrapped and remain errors.Is-testable.
 func (s JoinScript) Run(ctx context.Context, c redis.Scripter, keys JoinKeys, args JoinArgs) (JoinReply, error) {
-	k, a, err := s.Build(keys, args)
+	a, err := s.argv("evalsha", JoinSHA1, keys, args)
 	if err != nil {
 		return JoinReply{}, err
 	}
-	v, err := run(ctx, c, "join", JoinSource, JoinSHA1, k, a)
+	v, err := run(ctx, c, "join", JoinSource, a)
 	if err != nil {
 		return JoinReply{}, err
 	}
@@ -100,21 +112,21 @@ func (s JoinScript) Run(ctx context.Context, c redis.Scripter, keys JoinKeys, ar
 // NOSCRIPT (IsNoScript) resend with Eval or load the scripts (LoadAll) and retry. Decode the
 // reply with Decode(cmd.Val()).
 func (s JoinScript) EvalSha(ctx context.Context, c redis.Scripter, keys JoinKeys, args JoinArgs) *redis.Cmd {
-	k, a, err := s.Build(keys, args)
+	a, err := s.argv("evalsha", JoinSHA1, keys, args)
 	if err != nil {
 		return errCmd(ctx, err)
 	}
-	return c.EvalSha(ctx, JoinSHA1, k, a...)
+	return send(ctx, c, a)
 }
 
 // Eval sends (or, on a pipeline, queues) EVAL with the full source, which also caches the script;
 // for pipelines after NOSCRIPT.
 func (s JoinScript) Eval(ctx context.Context, c redis.Scripter, keys JoinKeys, args JoinArgs) *redis.Cmd {
-	k, a, err := s.Build(keys, args)
+	a, err := s.argv("eval", JoinSource, keys, args)
 	if err != nil {
 		return errCmd(ctx, err)
 	}
-	return c.Eval(ctx, JoinSource, k, a...)
+	return send(ctx, c, a)
 }
 
 // Decode decodes a reply of the script (the value of its *redis.Cmd). It fails, matching

@@ -82,24 +82,36 @@ func (KeepAliveGroupScript) Info() Info {
 	}
 }
 
+// argv returns the script call's whole command in wire order, in one list sized once: cmd and
+// payload ("evalsha" and the SHA1 or "eval" and the source, constants, which box without
+// allocating), the number of keys (an int, as go-redis sends it), KEYS, then ARGV. It fails,
+// matching ErrArgs, if a list argument's length differs from its list key's.
+func (KeepAliveGroupScript) argv(cmd, payload any, keys KeepAliveGroupKeys, args KeepAliveGroupArgs) ([]any, error) {
+	a := make([]any, 0, 7)
+	a = append(a, cmd, payload, 1, keys.Group)
+	a = append(a, args.SessionID, args.ExpiresMS, args.GroupName)
+	return a, nil
+}
+
 // Build returns KEYS and ARGV in wire order. It fails, matching ErrArgs, if a list argument's
 // length differs from its list key's.
-func (KeepAliveGroupScript) Build(keys KeepAliveGroupKeys, args KeepAliveGroupArgs) ([]string, []any, error) {
-	k := make([]string, 0, 1)
-	k = append(k, keys.Group)
-	a := make([]any, 0, 3)
-	a = append(a, args.SessionID, args.ExpiresMS, args.GroupName)
-	return k, a, nil
+func (s KeepAliveGroupScript) Build(keys KeepAliveGroupKeys, args KeepAliveGroupArgs) ([]string, []any, error) {
+	a, err := s.argv(nil, nil, keys, args)
+	if err != nil {
+		return nil, nil, err
+	}
+	k, v := split(a)
+	return k, v, nil
 }
 
 // Run runs the script with EVALSHA, falling back to EVAL (which caches it) on NOSCRIPT, and
 // decodes the reply. Errors from Redis are wrapped and remain errors.Is-testable.
 func (s KeepAliveGroupScript) Run(ctx context.Context, c redis.Scripter, keys KeepAliveGroupKeys, args KeepAliveGroupArgs) (KeepAliveGroupReply, error) {
-	k, a, err := s.Build(keys, args)
+	a, err := s.argv("evalsha", KeepAliveGroupSHA1, keys, args)
 	if err != nil {
 		return KeepAliveGroupReply{}, err
 	}
-	v, err := run(ctx, c, "keep_alive_group", KeepAliveGroupSource, KeepAliveGroupSHA1, k, a)
+	v, err := run(ctx, c, "keep_alive_group", KeepAliveGroupSource, a)
 	if err != nil {
 		return KeepAliveGroupReply{}, err
 	}
@@ -110,21 +122,21 @@ func (s KeepAliveGroupScript) Run(ctx context.Context, c redis.Scripter, keys Ke
 // NOSCRIPT (IsNoScript) resend with Eval or load the scripts (LoadAll) and retry. Decode the
 // reply with Decode(cmd.Val()).
 func (s KeepAliveGroupScript) EvalSha(ctx context.Context, c redis.Scripter, keys KeepAliveGroupKeys, args KeepAliveGroupArgs) *redis.Cmd {
-	k, a, err := s.Build(keys, args)
+	a, err := s.argv("evalsha", KeepAliveGroupSHA1, keys, args)
 	if err != nil {
 		return errCmd(ctx, err)
 	}
-	return c.EvalSha(ctx, KeepAliveGroupSHA1, k, a...)
+	return send(ctx, c, a)
 }
 
 // Eval sends (or, on a pipeline, queues) EVAL with the full source, which also caches the script;
 // for pipelines after NOSCRIPT.
 func (s KeepAliveGroupScript) Eval(ctx context.Context, c redis.Scripter, keys KeepAliveGroupKeys, args KeepAliveGroupArgs) *redis.Cmd {
-	k, a, err := s.Build(keys, args)
+	a, err := s.argv("eval", KeepAliveGroupSource, keys, args)
 	if err != nil {
 		return errCmd(ctx, err)
 	}
-	return c.Eval(ctx, KeepAliveGroupSource, k, a...)
+	return send(ctx, c, a)
 }
 
 // Decode decodes a reply of the script (the value of its *redis.Cmd). It fails, matching

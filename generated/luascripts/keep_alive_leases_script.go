@@ -87,30 +87,46 @@ func (KeepAliveLeasesScript) Info() Info {
 	}
 }
 
-// Build returns KEYS and ARGV in wire order. It fails, matching ErrArgs, if a list argument's
-// length differs from its list key's.
-func (KeepAliveLeasesScript) Build(keys KeepAliveLeasesKeys, args KeepAliveLeasesArgs) ([]string, []any, error) {
+// argv returns the script call's whole command in wire order, in one list sized once: cmd and
+// payload ("evalsha" and the SHA1 or "eval" and the source, constants, which box without
+// allocating), the number of keys (an int, as go-redis sends it), KEYS, then ARGV. It fails,
+// matching ErrArgs, if a list argument's length differs from its list key's.
+func (KeepAliveLeasesScript) argv(cmd, payload any, keys KeepAliveLeasesKeys, args KeepAliveLeasesArgs) ([]any, error) {
 	if len(args.Names) != len(keys.Leases) {
-		return nil, nil, lenErr("keep_alive_leases", "names", len(args.Names), "leases", len(keys.Leases))
+		return nil, lenErr("keep_alive_leases", "names", len(args.Names), "leases", len(keys.Leases))
 	}
-	k := make([]string, 0, 0+len(keys.Leases))
-	k = append(k, keys.Leases...)
-	a := make([]any, 0, 2+len(args.Names))
+	nk := len(keys.Leases)
+	a := make([]any, 0, 5+nk+len(args.Names))
+	a = append(a, cmd, payload, nk)
+	for _, k := range keys.Leases {
+		a = append(a, k)
+	}
 	a = append(a, args.SessionID, args.ExpiresMS)
 	for _, v := range args.Names {
 		a = append(a, v)
 	}
-	return k, a, nil
+	return a, nil
+}
+
+// Build returns KEYS and ARGV in wire order. It fails, matching ErrArgs, if a list argument's
+// length differs from its list key's.
+func (s KeepAliveLeasesScript) Build(keys KeepAliveLeasesKeys, args KeepAliveLeasesArgs) ([]string, []any, error) {
+	a, err := s.argv(nil, nil, keys, args)
+	if err != nil {
+		return nil, nil, err
+	}
+	k, v := split(a)
+	return k, v, nil
 }
 
 // Run runs the script with EVALSHA, falling back to EVAL (which caches it) on NOSCRIPT, and
 // decodes the reply. Errors from Redis are wrapped and remain errors.Is-testable.
 func (s KeepAliveLeasesScript) Run(ctx context.Context, c redis.Scripter, keys KeepAliveLeasesKeys, args KeepAliveLeasesArgs) (KeepAliveLeasesReply, error) {
-	k, a, err := s.Build(keys, args)
+	a, err := s.argv("evalsha", KeepAliveLeasesSHA1, keys, args)
 	if err != nil {
 		return KeepAliveLeasesReply{}, err
 	}
-	v, err := run(ctx, c, "keep_alive_leases", KeepAliveLeasesSource, KeepAliveLeasesSHA1, k, a)
+	v, err := run(ctx, c, "keep_alive_leases", KeepAliveLeasesSource, a)
 	if err != nil {
 		return KeepAliveLeasesReply{}, err
 	}
@@ -121,21 +137,21 @@ func (s KeepAliveLeasesScript) Run(ctx context.Context, c redis.Scripter, keys K
 // NOSCRIPT (IsNoScript) resend with Eval or load the scripts (LoadAll) and retry. Decode the
 // reply with Decode(cmd.Val()).
 func (s KeepAliveLeasesScript) EvalSha(ctx context.Context, c redis.Scripter, keys KeepAliveLeasesKeys, args KeepAliveLeasesArgs) *redis.Cmd {
-	k, a, err := s.Build(keys, args)
+	a, err := s.argv("evalsha", KeepAliveLeasesSHA1, keys, args)
 	if err != nil {
 		return errCmd(ctx, err)
 	}
-	return c.EvalSha(ctx, KeepAliveLeasesSHA1, k, a...)
+	return send(ctx, c, a)
 }
 
 // Eval sends (or, on a pipeline, queues) EVAL with the full source, which also caches the script;
 // for pipelines after NOSCRIPT.
 func (s KeepAliveLeasesScript) Eval(ctx context.Context, c redis.Scripter, keys KeepAliveLeasesKeys, args KeepAliveLeasesArgs) *redis.Cmd {
-	k, a, err := s.Build(keys, args)
+	a, err := s.argv("eval", KeepAliveLeasesSource, keys, args)
 	if err != nil {
 		return errCmd(ctx, err)
 	}
-	return c.Eval(ctx, KeepAliveLeasesSource, k, a...)
+	return send(ctx, c, a)
 }
 
 // Decode decodes a reply of the script (the value of its *redis.Cmd). It fails, matching

@@ -136,20 +136,26 @@ func (KeepAliveScript) Info() Info {
 	}
 }
 
-// Build returns KEYS and ARGV in wire order. It fails, matching ErrArgs, if a list argument's
-// length differs from its list key's.
-func (KeepAliveScript) Build(keys KeepAliveKeys, args KeepAliveArgs) ([]string, []any, error) {
+// argv returns the script call's whole command in wire order, in one list sized once: cmd and
+// payload ("evalsha" and the SHA1 or "eval" and the source, constants, which box without
+// allocating), the number of keys (an int, as go-redis sends it), KEYS, then ARGV. It fails,
+// matching ErrArgs, if a list argument's length differs from its list key's.
+func (KeepAliveScript) argv(cmd, payload any, keys KeepAliveKeys, args KeepAliveArgs) ([]any, error) {
 	if len(args.Names) != len(keys.Leases) {
-		return nil, nil, lenErr("keep_alive", "names", len(args.Names), "leases", len(keys.Leases))
+		return nil, lenErr("keep_alive", "names", len(args.Names), "leases", len(keys.Leases))
 	}
 	if len(args.GroupNames) != len(keys.Groups) {
-		return nil, nil, lenErr("keep_alive", "group_names", len(args.GroupNames), "groups", len(keys.Groups))
+		return nil, lenErr("keep_alive", "group_names", len(args.GroupNames), "groups", len(keys.Groups))
 	}
-	k := make([]string, 0, 3+len(keys.Leases)+len(keys.Groups))
-	k = append(k, keys.Session, keys.SessionLeases, keys.SessionGroups)
-	k = append(k, keys.Leases...)
-	k = append(k, keys.Groups...)
-	a := make([]any, 0, 2+len(args.Names)+len(args.GroupNames))
+	nk := 3 + len(keys.Leases) + len(keys.Groups)
+	a := make([]any, 0, 5+nk+len(args.Names)+len(args.GroupNames))
+	a = append(a, cmd, payload, nk, keys.Session, keys.SessionLeases, keys.SessionGroups)
+	for _, k := range keys.Leases {
+		a = append(a, k)
+	}
+	for _, k := range keys.Groups {
+		a = append(a, k)
+	}
 	a = append(a, args.SessionID, int64(len(keys.Leases)))
 	for _, v := range args.Names {
 		a = append(a, v)
@@ -157,17 +163,28 @@ func (KeepAliveScript) Build(keys KeepAliveKeys, args KeepAliveArgs) ([]string, 
 	for _, v := range args.GroupNames {
 		a = append(a, v)
 	}
-	return k, a, nil
+	return a, nil
+}
+
+// Build returns KEYS and ARGV in wire order. It fails, matching ErrArgs, if a list argument's
+// length differs from its list key's.
+func (s KeepAliveScript) Build(keys KeepAliveKeys, args KeepAliveArgs) ([]string, []any, error) {
+	a, err := s.argv(nil, nil, keys, args)
+	if err != nil {
+		return nil, nil, err
+	}
+	k, v := split(a)
+	return k, v, nil
 }
 
 // Run runs the script with EVALSHA, falling back to EVAL (which caches it) on NOSCRIPT, and
 // decodes the reply. Errors from Redis are wrapped and remain errors.Is-testable.
 func (s KeepAliveScript) Run(ctx context.Context, c redis.Scripter, keys KeepAliveKeys, args KeepAliveArgs) (KeepAliveReply, error) {
-	k, a, err := s.Build(keys, args)
+	a, err := s.argv("evalsha", KeepAliveSHA1, keys, args)
 	if err != nil {
 		return KeepAliveReply{}, err
 	}
-	v, err := run(ctx, c, "keep_alive", KeepAliveSource, KeepAliveSHA1, k, a)
+	v, err := run(ctx, c, "keep_alive", KeepAliveSource, a)
 	if err != nil {
 		return KeepAliveReply{}, err
 	}
@@ -178,21 +195,21 @@ func (s KeepAliveScript) Run(ctx context.Context, c redis.Scripter, keys KeepAli
 // NOSCRIPT (IsNoScript) resend with Eval or load the scripts (LoadAll) and retry. Decode the
 // reply with Decode(cmd.Val()).
 func (s KeepAliveScript) EvalSha(ctx context.Context, c redis.Scripter, keys KeepAliveKeys, args KeepAliveArgs) *redis.Cmd {
-	k, a, err := s.Build(keys, args)
+	a, err := s.argv("evalsha", KeepAliveSHA1, keys, args)
 	if err != nil {
 		return errCmd(ctx, err)
 	}
-	return c.EvalSha(ctx, KeepAliveSHA1, k, a...)
+	return send(ctx, c, a)
 }
 
 // Eval sends (or, on a pipeline, queues) EVAL with the full source, which also caches the script;
 // for pipelines after NOSCRIPT.
 func (s KeepAliveScript) Eval(ctx context.Context, c redis.Scripter, keys KeepAliveKeys, args KeepAliveArgs) *redis.Cmd {
-	k, a, err := s.Build(keys, args)
+	a, err := s.argv("eval", KeepAliveSource, keys, args)
 	if err != nil {
 		return errCmd(ctx, err)
 	}
-	return c.Eval(ctx, KeepAliveSource, k, a...)
+	return send(ctx, c, a)
 }
 
 // Decode decodes a reply of the script (the value of its *redis.Cmd). It fails, matching

@@ -69,24 +69,36 @@ func (LeaveAtScript) Info() Info {
 	}
 }
 
+// argv returns the script call's whole command in wire order, in one list sized once: cmd and
+// payload ("evalsha" and the SHA1 or "eval" and the source, constants, which box without
+// allocating), the number of keys (an int, as go-redis sends it), KEYS, then ARGV. It fails,
+// matching ErrArgs, if a list argument's length differs from its list key's.
+func (LeaveAtScript) argv(cmd, payload any, keys LeaveAtKeys, args LeaveAtArgs) ([]any, error) {
+	a := make([]any, 0, 7)
+	a = append(a, cmd, payload, 1, keys.Group)
+	a = append(a, args.SessionID, args.ExpiresMS, args.GroupName)
+	return a, nil
+}
+
 // Build returns KEYS and ARGV in wire order. It fails, matching ErrArgs, if a list argument's
 // length differs from its list key's.
-func (LeaveAtScript) Build(keys LeaveAtKeys, args LeaveAtArgs) ([]string, []any, error) {
-	k := make([]string, 0, 1)
-	k = append(k, keys.Group)
-	a := make([]any, 0, 3)
-	a = append(a, args.SessionID, args.ExpiresMS, args.GroupName)
-	return k, a, nil
+func (s LeaveAtScript) Build(keys LeaveAtKeys, args LeaveAtArgs) ([]string, []any, error) {
+	a, err := s.argv(nil, nil, keys, args)
+	if err != nil {
+		return nil, nil, err
+	}
+	k, v := split(a)
+	return k, v, nil
 }
 
 // Run runs the script with EVALSHA, falling back to EVAL (which caches it) on NOSCRIPT, and
 // decodes the reply. Errors from Redis are wrapped and remain errors.Is-testable.
 func (s LeaveAtScript) Run(ctx context.Context, c redis.Scripter, keys LeaveAtKeys, args LeaveAtArgs) (LeaveAtReply, error) {
-	k, a, err := s.Build(keys, args)
+	a, err := s.argv("evalsha", LeaveAtSHA1, keys, args)
 	if err != nil {
 		return LeaveAtReply{}, err
 	}
-	v, err := run(ctx, c, "leave_at", LeaveAtSource, LeaveAtSHA1, k, a)
+	v, err := run(ctx, c, "leave_at", LeaveAtSource, a)
 	if err != nil {
 		return LeaveAtReply{}, err
 	}
@@ -97,21 +109,21 @@ func (s LeaveAtScript) Run(ctx context.Context, c redis.Scripter, keys LeaveAtKe
 // NOSCRIPT (IsNoScript) resend with Eval or load the scripts (LoadAll) and retry. Decode the
 // reply with Decode(cmd.Val()).
 func (s LeaveAtScript) EvalSha(ctx context.Context, c redis.Scripter, keys LeaveAtKeys, args LeaveAtArgs) *redis.Cmd {
-	k, a, err := s.Build(keys, args)
+	a, err := s.argv("evalsha", LeaveAtSHA1, keys, args)
 	if err != nil {
 		return errCmd(ctx, err)
 	}
-	return c.EvalSha(ctx, LeaveAtSHA1, k, a...)
+	return send(ctx, c, a)
 }
 
 // Eval sends (or, on a pipeline, queues) EVAL with the full source, which also caches the script;
 // for pipelines after NOSCRIPT.
 func (s LeaveAtScript) Eval(ctx context.Context, c redis.Scripter, keys LeaveAtKeys, args LeaveAtArgs) *redis.Cmd {
-	k, a, err := s.Build(keys, args)
+	a, err := s.argv("eval", LeaveAtSource, keys, args)
 	if err != nil {
 		return errCmd(ctx, err)
 	}
-	return c.Eval(ctx, LeaveAtSource, k, a...)
+	return send(ctx, c, a)
 }
 
 // Decode decodes a reply of the script (the value of its *redis.Cmd). It fails, matching

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/redis/go-redis/v9"
+	"slices"
 )
 
 // The status codes scripts reply with.
@@ -171,16 +172,70 @@ func LoadAll(ctx context.Context, c redis.Scripter) error {
 	return nil
 }
 
-// run sends EVALSHA and, if the server lacks the script, EVAL, which also caches it.
-func run(ctx context.Context, c redis.Scripter, name, src, sha string, keys []string, args []any) (any, error) {
-	v, err := c.EvalSha(ctx, sha, keys, args...).Result()
+// run sends argv, a script call's EVALSHA command as a script's argv builds it, and, if the
+// server lacks the script, the same command as EVAL with the source src, which also caches the
+// script. The EVAL gets a list of its own: the EVALSHA command keeps argv.
+func run(ctx context.Context, c redis.Scripter, name, src string, argv []any) (any, error) {
+	v, err := send(ctx, c, argv).Result()
 	if IsNoScript(err) {
-		v, err = c.Eval(ctx, src, keys, args...).Result()
+		e := slices.Clone(argv)
+		e[0], e[1] = "eval", src
+		v, err = send(ctx, c, e).Result()
 	}
 	if err != nil {
 		return nil, fmt.Errorf("luascripts: %s: %w", name, err)
 	}
 	return v, nil
+}
+
+// processor is how go-redis's own EvalSha and Eval send the command they build: Process runs the
+// client's hooks and sends it, or queues it on a pipeline.
+type processor interface {
+	Process(context.Context, redis.Cmder) error
+}
+
+// send sends (or, on a pipeline, queues) argv, a script call's whole command in wire order
+// ("evalsha" or "eval", the SHA1 or the source, the number of keys as an int, KEYS, ARGV), as the
+// *redis.Cmd that go-redis's EvalSha or Eval would build for the same call: the same arguments of
+// the same types in the same order, its first key at 3, handed to the same Process, and NOSCRIPT
+// reported as redis.ErrNoScript. Why not call them: they take KEYS and ARGV as two lists, which a
+// caller allocates only for them to copy into the command's own, and they box the command's name
+// and payload, which they get as variables: four allocations a call that the one list built here,
+// with its constant name and payload, does without. Only go-redis's own clients, whose EvalSha
+// and Eval are exactly that (their cmdable is Process), get the command built here; any other
+// Scripter, such as a wrapper that overrides EvalSha, gets its own EvalSha or Eval with the keys
+// unboxed again. (go-redis's AutoPipeliner is left to its own: its EvalSha reads an error only
+// once the batch has run.)
+func send(ctx context.Context, c redis.Scripter, argv []any) *redis.Cmd {
+	n, _ := argv[2].(int)
+	switch c.(type) {
+	case *redis.Client, *redis.ClusterClient, *redis.Ring, *redis.Conn, *redis.Tx, *redis.Pipeline:
+		cmd := redis.NewCmd(ctx, argv...)
+		if n > 0 {
+			cmd.SetFirstKeyPos(3)
+		}
+		_ = c.(processor).Process(ctx, cmd)
+		if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			cmd.SetErr(redis.ErrNoScript)
+		}
+		return cmd
+	}
+	keys, args := split(argv)
+	payload, _ := argv[1].(string)
+	if argv[0] == "eval" {
+		return c.Eval(ctx, payload, keys, args...)
+	}
+	return c.EvalSha(ctx, payload, keys, args...)
+}
+
+// split returns the KEYS and ARGV of argv, a script call's whole command.
+func split(argv []any) ([]string, []any) {
+	n, _ := argv[2].(int)
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i], _ = argv[3+i].(string)
+	}
+	return keys, argv[3+n:]
 }
 func errCmd(ctx context.Context, err error) *redis.Cmd {
 	cmd := redis.NewCmd(ctx)

@@ -61,24 +61,36 @@ func (MembersScript) Info() Info {
 	}
 }
 
+// argv returns the script call's whole command in wire order, in one list sized once: cmd and
+// payload ("evalsha" and the SHA1 or "eval" and the source, constants, which box without
+// allocating), the number of keys (an int, as go-redis sends it), KEYS, then ARGV. It fails,
+// matching ErrArgs, if a list argument's length differs from its list key's.
+func (MembersScript) argv(cmd, payload any, keys MembersKeys, args MembersArgs) ([]any, error) {
+	a := make([]any, 0, 5)
+	a = append(a, cmd, payload, 1, keys.Group)
+	a = append(a, args.GroupName)
+	return a, nil
+}
+
 // Build returns KEYS and ARGV in wire order. It fails, matching ErrArgs, if a list argument's
 // length differs from its list key's.
-func (MembersScript) Build(keys MembersKeys, args MembersArgs) ([]string, []any, error) {
-	k := make([]string, 0, 1)
-	k = append(k, keys.Group)
-	a := make([]any, 0, 1)
-	a = append(a, args.GroupName)
-	return k, a, nil
+func (s MembersScript) Build(keys MembersKeys, args MembersArgs) ([]string, []any, error) {
+	a, err := s.argv(nil, nil, keys, args)
+	if err != nil {
+		return nil, nil, err
+	}
+	k, v := split(a)
+	return k, v, nil
 }
 
 // Run runs the script with EVALSHA, falling back to EVAL (which caches it) on NOSCRIPT, and
 // decodes the reply. Errors from Redis are wrapped and remain errors.Is-testable.
 func (s MembersScript) Run(ctx context.Context, c redis.Scripter, keys MembersKeys, args MembersArgs) (MembersReply, error) {
-	k, a, err := s.Build(keys, args)
+	a, err := s.argv("evalsha", MembersSHA1, keys, args)
 	if err != nil {
 		return MembersReply{}, err
 	}
-	v, err := run(ctx, c, "members", MembersSource, MembersSHA1, k, a)
+	v, err := run(ctx, c, "members", MembersSource, a)
 	if err != nil {
 		return MembersReply{}, err
 	}
@@ -89,21 +101,21 @@ func (s MembersScript) Run(ctx context.Context, c redis.Scripter, keys MembersKe
 // NOSCRIPT (IsNoScript) resend with Eval or load the scripts (LoadAll) and retry. Decode the
 // reply with Decode(cmd.Val()).
 func (s MembersScript) EvalSha(ctx context.Context, c redis.Scripter, keys MembersKeys, args MembersArgs) *redis.Cmd {
-	k, a, err := s.Build(keys, args)
+	a, err := s.argv("evalsha", MembersSHA1, keys, args)
 	if err != nil {
 		return errCmd(ctx, err)
 	}
-	return c.EvalSha(ctx, MembersSHA1, k, a...)
+	return send(ctx, c, a)
 }
 
 // Eval sends (or, on a pipeline, queues) EVAL with the full source, which also caches the script;
 // for pipelines after NOSCRIPT.
 func (s MembersScript) Eval(ctx context.Context, c redis.Scripter, keys MembersKeys, args MembersArgs) *redis.Cmd {
-	k, a, err := s.Build(keys, args)
+	a, err := s.argv("eval", MembersSource, keys, args)
 	if err != nil {
 		return errCmd(ctx, err)
 	}
-	return c.Eval(ctx, MembersSource, k, a...)
+	return send(ctx, c, a)
 }
 
 // Decode decodes a reply of the script (the value of its *redis.Cmd). It fails, matching

@@ -82,24 +82,36 @@ func (OpenSessionScript) Info() Info {
 	}
 }
 
+// argv returns the script call's whole command in wire order, in one list sized once: cmd and
+// payload ("evalsha" and the SHA1 or "eval" and the source, constants, which box without
+// allocating), the number of keys (an int, as go-redis sends it), KEYS, then ARGV. It fails,
+// matching ErrArgs, if a list argument's length differs from its list key's.
+func (OpenSessionScript) argv(cmd, payload any, keys OpenSessionKeys, args OpenSessionArgs) ([]any, error) {
+	a := make([]any, 0, 8)
+	a = append(a, cmd, payload, 3, keys.Session, keys.SessionLeases, keys.SessionGroups)
+	a = append(a, args.Owner, args.TTLMS)
+	return a, nil
+}
+
 // Build returns KEYS and ARGV in wire order. It fails, matching ErrArgs, if a list argument's
 // length differs from its list key's.
-func (OpenSessionScript) Build(keys OpenSessionKeys, args OpenSessionArgs) ([]string, []any, error) {
-	k := make([]string, 0, 3)
-	k = append(k, keys.Session, keys.SessionLeases, keys.SessionGroups)
-	a := make([]any, 0, 2)
-	a = append(a, args.Owner, args.TTLMS)
-	return k, a, nil
+func (s OpenSessionScript) Build(keys OpenSessionKeys, args OpenSessionArgs) ([]string, []any, error) {
+	a, err := s.argv(nil, nil, keys, args)
+	if err != nil {
+		return nil, nil, err
+	}
+	k, v := split(a)
+	return k, v, nil
 }
 
 // Run runs the script with EVALSHA, falling back to EVAL (which caches it) on NOSCRIPT, and
 // decodes the reply. Errors from Redis are wrapped and remain errors.Is-testable.
 func (s OpenSessionScript) Run(ctx context.Context, c redis.Scripter, keys OpenSessionKeys, args OpenSessionArgs) (OpenSessionReply, error) {
-	k, a, err := s.Build(keys, args)
+	a, err := s.argv("evalsha", OpenSessionSHA1, keys, args)
 	if err != nil {
 		return OpenSessionReply{}, err
 	}
-	v, err := run(ctx, c, "open_session", OpenSessionSource, OpenSessionSHA1, k, a)
+	v, err := run(ctx, c, "open_session", OpenSessionSource, a)
 	if err != nil {
 		return OpenSessionReply{}, err
 	}
@@ -110,21 +122,21 @@ func (s OpenSessionScript) Run(ctx context.Context, c redis.Scripter, keys OpenS
 // NOSCRIPT (IsNoScript) resend with Eval or load the scripts (LoadAll) and retry. Decode the
 // reply with Decode(cmd.Val()).
 func (s OpenSessionScript) EvalSha(ctx context.Context, c redis.Scripter, keys OpenSessionKeys, args OpenSessionArgs) *redis.Cmd {
-	k, a, err := s.Build(keys, args)
+	a, err := s.argv("evalsha", OpenSessionSHA1, keys, args)
 	if err != nil {
 		return errCmd(ctx, err)
 	}
-	return c.EvalSha(ctx, OpenSessionSHA1, k, a...)
+	return send(ctx, c, a)
 }
 
 // Eval sends (or, on a pipeline, queues) EVAL with the full source, which also caches the script;
 // for pipelines after NOSCRIPT.
 func (s OpenSessionScript) Eval(ctx context.Context, c redis.Scripter, keys OpenSessionKeys, args OpenSessionArgs) *redis.Cmd {
-	k, a, err := s.Build(keys, args)
+	a, err := s.argv("eval", OpenSessionSource, keys, args)
 	if err != nil {
 		return errCmd(ctx, err)
 	}
-	return c.Eval(ctx, OpenSessionSource, k, a...)
+	return send(ctx, c, a)
 }
 
 // Decode decodes a reply of the script (the value of its *redis.Cmd). It fails, matching

@@ -74,18 +74,23 @@ func (ReleaseLeasesScript) Info() Info {
 	}
 }
 
-// Build returns KEYS and ARGV in wire order. It fails, matching ErrArgs, if a list argument's
-// length differs from its list key's.
-func (ReleaseLeasesScript) Build(keys ReleaseLeasesKeys, args ReleaseLeasesArgs) ([]string, []any, error) {
+// argv returns the script call's whole command in wire order, in one list sized once: cmd and
+// payload ("evalsha" and the SHA1 or "eval" and the source, constants, which box without
+// allocating), the number of keys (an int, as go-redis sends it), KEYS, then ARGV. It fails,
+// matching ErrArgs, if a list argument's length differs from its list key's.
+func (ReleaseLeasesScript) argv(cmd, payload any, keys ReleaseLeasesKeys, args ReleaseLeasesArgs) ([]any, error) {
 	if len(args.Names) != len(keys.Leases) {
-		return nil, nil, lenErr("release_leases", "names", len(args.Names), "leases", len(keys.Leases))
+		return nil, lenErr("release_leases", "names", len(args.Names), "leases", len(keys.Leases))
 	}
 	if len(args.Tokens) != len(keys.Leases) {
-		return nil, nil, lenErr("release_leases", "tokens", len(args.Tokens), "leases", len(keys.Leases))
+		return nil, lenErr("release_leases", "tokens", len(args.Tokens), "leases", len(keys.Leases))
 	}
-	k := make([]string, 0, 0+len(keys.Leases))
-	k = append(k, keys.Leases...)
-	a := make([]any, 0, 1+len(args.Names)+len(args.Tokens))
+	nk := len(keys.Leases)
+	a := make([]any, 0, 4+nk+len(args.Names)+len(args.Tokens))
+	a = append(a, cmd, payload, nk)
+	for _, k := range keys.Leases {
+		a = append(a, k)
+	}
 	a = append(a, args.SessionID)
 	for _, v := range args.Names {
 		a = append(a, v)
@@ -93,17 +98,28 @@ func (ReleaseLeasesScript) Build(keys ReleaseLeasesKeys, args ReleaseLeasesArgs)
 	for _, v := range args.Tokens {
 		a = append(a, v)
 	}
-	return k, a, nil
+	return a, nil
+}
+
+// Build returns KEYS and ARGV in wire order. It fails, matching ErrArgs, if a list argument's
+// length differs from its list key's.
+func (s ReleaseLeasesScript) Build(keys ReleaseLeasesKeys, args ReleaseLeasesArgs) ([]string, []any, error) {
+	a, err := s.argv(nil, nil, keys, args)
+	if err != nil {
+		return nil, nil, err
+	}
+	k, v := split(a)
+	return k, v, nil
 }
 
 // Run runs the script with EVALSHA, falling back to EVAL (which caches it) on NOSCRIPT, and
 // decodes the reply. Errors from Redis are wrapped and remain errors.Is-testable.
 func (s ReleaseLeasesScript) Run(ctx context.Context, c redis.Scripter, keys ReleaseLeasesKeys, args ReleaseLeasesArgs) (ReleaseLeasesReply, error) {
-	k, a, err := s.Build(keys, args)
+	a, err := s.argv("evalsha", ReleaseLeasesSHA1, keys, args)
 	if err != nil {
 		return ReleaseLeasesReply{}, err
 	}
-	v, err := run(ctx, c, "release_leases", ReleaseLeasesSource, ReleaseLeasesSHA1, k, a)
+	v, err := run(ctx, c, "release_leases", ReleaseLeasesSource, a)
 	if err != nil {
 		return ReleaseLeasesReply{}, err
 	}
@@ -114,21 +130,21 @@ func (s ReleaseLeasesScript) Run(ctx context.Context, c redis.Scripter, keys Rel
 // NOSCRIPT (IsNoScript) resend with Eval or load the scripts (LoadAll) and retry. Decode the
 // reply with Decode(cmd.Val()).
 func (s ReleaseLeasesScript) EvalSha(ctx context.Context, c redis.Scripter, keys ReleaseLeasesKeys, args ReleaseLeasesArgs) *redis.Cmd {
-	k, a, err := s.Build(keys, args)
+	a, err := s.argv("evalsha", ReleaseLeasesSHA1, keys, args)
 	if err != nil {
 		return errCmd(ctx, err)
 	}
-	return c.EvalSha(ctx, ReleaseLeasesSHA1, k, a...)
+	return send(ctx, c, a)
 }
 
 // Eval sends (or, on a pipeline, queues) EVAL with the full source, which also caches the script;
 // for pipelines after NOSCRIPT.
 func (s ReleaseLeasesScript) Eval(ctx context.Context, c redis.Scripter, keys ReleaseLeasesKeys, args ReleaseLeasesArgs) *redis.Cmd {
-	k, a, err := s.Build(keys, args)
+	a, err := s.argv("eval", ReleaseLeasesSource, keys, args)
 	if err != nil {
 		return errCmd(ctx, err)
 	}
-	return c.Eval(ctx, ReleaseLeasesSource, k, a...)
+	return send(ctx, c, a)
 }
 
 // Decode decodes a reply of the script (the value of its *redis.Cmd). It fails, matching

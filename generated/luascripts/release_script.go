@@ -70,24 +70,36 @@ func (ReleaseScript) Info() Info {
 	}
 }
 
+// argv returns the script call's whole command in wire order, in one list sized once: cmd and
+// payload ("evalsha" and the SHA1 or "eval" and the source, constants, which box without
+// allocating), the number of keys (an int, as go-redis sends it), KEYS, then ARGV. It fails,
+// matching ErrArgs, if a list argument's length differs from its list key's.
+func (ReleaseScript) argv(cmd, payload any, keys ReleaseKeys, args ReleaseArgs) ([]any, error) {
+	a := make([]any, 0, 8)
+	a = append(a, cmd, payload, 2, keys.Lease, keys.SessionLeases)
+	a = append(a, args.SessionID, args.Name, args.Token)
+	return a, nil
+}
+
 // Build returns KEYS and ARGV in wire order. It fails, matching ErrArgs, if a list argument's
 // length differs from its list key's.
-func (ReleaseScript) Build(keys ReleaseKeys, args ReleaseArgs) ([]string, []any, error) {
-	k := make([]string, 0, 2)
-	k = append(k, keys.Lease, keys.SessionLeases)
-	a := make([]any, 0, 3)
-	a = append(a, args.SessionID, args.Name, args.Token)
-	return k, a, nil
+func (s ReleaseScript) Build(keys ReleaseKeys, args ReleaseArgs) ([]string, []any, error) {
+	a, err := s.argv(nil, nil, keys, args)
+	if err != nil {
+		return nil, nil, err
+	}
+	k, v := split(a)
+	return k, v, nil
 }
 
 // Run runs the script with EVALSHA, falling back to EVAL (which caches it) on NOSCRIPT, and
 // decodes the reply. Errors from Redis are wrapped and remain errors.Is-testable.
 func (s ReleaseScript) Run(ctx context.Context, c redis.Scripter, keys ReleaseKeys, args ReleaseArgs) (ReleaseReply, error) {
-	k, a, err := s.Build(keys, args)
+	a, err := s.argv("evalsha", ReleaseSHA1, keys, args)
 	if err != nil {
 		return ReleaseReply{}, err
 	}
-	v, err := run(ctx, c, "release", ReleaseSource, ReleaseSHA1, k, a)
+	v, err := run(ctx, c, "release", ReleaseSource, a)
 	if err != nil {
 		return ReleaseReply{}, err
 	}
@@ -98,21 +110,21 @@ func (s ReleaseScript) Run(ctx context.Context, c redis.Scripter, keys ReleaseKe
 // NOSCRIPT (IsNoScript) resend with Eval or load the scripts (LoadAll) and retry. Decode the
 // reply with Decode(cmd.Val()).
 func (s ReleaseScript) EvalSha(ctx context.Context, c redis.Scripter, keys ReleaseKeys, args ReleaseArgs) *redis.Cmd {
-	k, a, err := s.Build(keys, args)
+	a, err := s.argv("evalsha", ReleaseSHA1, keys, args)
 	if err != nil {
 		return errCmd(ctx, err)
 	}
-	return c.EvalSha(ctx, ReleaseSHA1, k, a...)
+	return send(ctx, c, a)
 }
 
 // Eval sends (or, on a pipeline, queues) EVAL with the full source, which also caches the script;
 // for pipelines after NOSCRIPT.
 func (s ReleaseScript) Eval(ctx context.Context, c redis.Scripter, keys ReleaseKeys, args ReleaseArgs) *redis.Cmd {
-	k, a, err := s.Build(keys, args)
+	a, err := s.argv("eval", ReleaseSource, keys, args)
 	if err != nil {
 		return errCmd(ctx, err)
 	}
-	return c.Eval(ctx, ReleaseSource, k, a...)
+	return send(ctx, c, a)
 }
 
 // Decode decodes a reply of the script (the value of its *redis.Cmd). It fails, matching

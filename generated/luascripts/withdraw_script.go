@@ -58,24 +58,36 @@ func (WithdrawScript) Info() Info {
 	}
 }
 
+// argv returns the script call's whole command in wire order, in one list sized once: cmd and
+// payload ("evalsha" and the SHA1 or "eval" and the source, constants, which box without
+// allocating), the number of keys (an int, as go-redis sends it), KEYS, then ARGV. It fails,
+// matching ErrArgs, if a list argument's length differs from its list key's.
+func (WithdrawScript) argv(cmd, payload any, keys WithdrawKeys, args WithdrawArgs) ([]any, error) {
+	a := make([]any, 0, 6)
+	a = append(a, cmd, payload, 2, keys.Waiters, keys.Waiting)
+	a = append(a, args.SessionID)
+	return a, nil
+}
+
 // Build returns KEYS and ARGV in wire order. It fails, matching ErrArgs, if a list argument's
 // length differs from its list key's.
-func (WithdrawScript) Build(keys WithdrawKeys, args WithdrawArgs) ([]string, []any, error) {
-	k := make([]string, 0, 2)
-	k = append(k, keys.Waiters, keys.Waiting)
-	a := make([]any, 0, 1)
-	a = append(a, args.SessionID)
-	return k, a, nil
+func (s WithdrawScript) Build(keys WithdrawKeys, args WithdrawArgs) ([]string, []any, error) {
+	a, err := s.argv(nil, nil, keys, args)
+	if err != nil {
+		return nil, nil, err
+	}
+	k, v := split(a)
+	return k, v, nil
 }
 
 // Run runs the script with EVALSHA, falling back to EVAL (which caches it) on NOSCRIPT, and
 // decodes the reply. Errors from Redis are wrapped and remain errors.Is-testable.
 func (s WithdrawScript) Run(ctx context.Context, c redis.Scripter, keys WithdrawKeys, args WithdrawArgs) (WithdrawReply, error) {
-	k, a, err := s.Build(keys, args)
+	a, err := s.argv("evalsha", WithdrawSHA1, keys, args)
 	if err != nil {
 		return WithdrawReply{}, err
 	}
-	v, err := run(ctx, c, "withdraw", WithdrawSource, WithdrawSHA1, k, a)
+	v, err := run(ctx, c, "withdraw", WithdrawSource, a)
 	if err != nil {
 		return WithdrawReply{}, err
 	}
@@ -86,21 +98,21 @@ func (s WithdrawScript) Run(ctx context.Context, c redis.Scripter, keys Withdraw
 // NOSCRIPT (IsNoScript) resend with Eval or load the scripts (LoadAll) and retry. Decode the
 // reply with Decode(cmd.Val()).
 func (s WithdrawScript) EvalSha(ctx context.Context, c redis.Scripter, keys WithdrawKeys, args WithdrawArgs) *redis.Cmd {
-	k, a, err := s.Build(keys, args)
+	a, err := s.argv("evalsha", WithdrawSHA1, keys, args)
 	if err != nil {
 		return errCmd(ctx, err)
 	}
-	return c.EvalSha(ctx, WithdrawSHA1, k, a...)
+	return send(ctx, c, a)
 }
 
 // Eval sends (or, on a pipeline, queues) EVAL with the full source, which also caches the script;
 // for pipelines after NOSCRIPT.
 func (s WithdrawScript) Eval(ctx context.Context, c redis.Scripter, keys WithdrawKeys, args WithdrawArgs) *redis.Cmd {
-	k, a, err := s.Build(keys, args)
+	a, err := s.argv("eval", WithdrawSource, keys, args)
 	if err != nil {
 		return errCmd(ctx, err)
 	}
-	return c.Eval(ctx, WithdrawSource, k, a...)
+	return send(ctx, c, a)
 }
 
 // Decode decodes a reply of the script (the value of its *redis.Cmd). It fails, matching
