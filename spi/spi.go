@@ -61,8 +61,13 @@ type KeepAlive struct {
 	// Remaining is the session's time left after the renewal, by the backend's clock.
 	Remaining time.Duration
 	// Held lists the leases the session holds among those it asked about (it may list more).
+	// A backend that renews leases apart from the session (Redis Cluster, where they live on
+	// other masters) may leave out one whose renewal failed while the session's succeeded: the
+	// client then revokes its term at once, which is safe, since the lease was not renewed.
 	Held []Held
-	// Members maps each group named in the request to its live members, sorted ascending.
+	// Members maps each group named in the request to its live members, sorted ascending. A
+	// backend that could not read a group while it renewed the session (Redis Cluster, the
+	// group's master down) may leave the group out: the client keeps the view it has.
 	Members map[string][]SessionID
 	// MembersRemaining is optional: for each group of Members with members other than the
 	// caller, the least time left among those members' sessions, by the backend's clock — when

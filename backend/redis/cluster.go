@@ -295,19 +295,33 @@ func (b *Backend) leaveAt(ctx context.Context, sid spi.SessionID, group string) 
 }
 
 // call is one script call of a pipelined round: its routing key, its script, how to queue it
-// with EVALSHA and with EVAL, and its command once sent.
+// with EVALSHA and with EVAL, its command once sent, and its failure (the command's error, or
+// its pipeline's WAIT falling short) once the round is over.
 type call struct {
 	key    string
 	script luascripts.Info
 	sha    func(goredis.Pipeliner) *goredis.Cmd
 	eval   func(goredis.Pipeliner) *goredis.Cmd
 	cmd    *goredis.Cmd
+	err    error
 }
 
-// round sends calls as one pipelined round: through the Cluster client's pipeline (which sends
-// each master its part, concurrently), or, with WithWaitReplicas, as one pipeline per master
-// each ending with WAIT. Calls that met NOSCRIPT are sent again once their scripts are loaded
-// (see pipeline). It fails if any call failed (or a WAIT fell short).
+// round sends calls as one pipelined round: one pipeline per master, on that master's own
+// client, all at once (with WithWaitReplicas each ending with WAIT). Calls that met NOSCRIPT are
+// sent again once their scripts are loaded (see pipeline). Each call's outcome is its own
+// (call.err): a master that is down fails its part of the round only, so that the keep-alive can
+// still report what the others renewed.
+//
+// Not the Cluster client's pipeline: it retries the part of a master that is down (with
+// backoff, up to MaxRedirects times) before it returns anything, and on running out of time it
+// marks every call failed, those the other masters answered too. A keep-alive through it with
+// one master killed took 3.3 s on a private Cluster (ReadTimeout 1 s, MaxRedirects 3): longer
+// than the 3 s TTL, so that the masters that answered ran their part after the session's new
+// expiry, and with a call timeout of one renewal interval it failed as a whole
+// (TestClusterKeepAliveSurvivesAMaster). The node's own client retries a refused connection as
+// its options say, delaying no other master's part. A call that a master redirects (MOVED or
+// ASK: its slot is moving) is sent again, without WithWaitReplicas, through the Cluster client,
+// which follows the redirection.
 //
 // Nothing is loaded beforehand: the scripts are in the servers' caches from the first call that
 // used them until a restart, a failover or SCRIPT FLUSH, and a round is usually a keep-alive,
@@ -316,45 +330,51 @@ type call struct {
 // (luascripts.LoadAll: 18 SCRIPT LOADs one after the other, each on every master) made that
 // keep-alive 20 round trips instead of 2 and up to ~100 ms long on a loaded 2-CPU machine, and
 // it timed out there (TestTermNotPastRedisLease/cluster, TestClusterFirstKeepAliveRoundTrips).
-func (b *Backend) round(ctx context.Context, calls []*call) error {
+func (b *Backend) round(ctx context.Context, calls []*call) {
 	if len(calls) == 0 {
-		return nil
+		return
 	}
-	if b.waitN == 0 || b.cc == nil {
-		return b.pipeline(ctx, b.c, calls)
+	if b.cc == nil {
+		_ = b.pipeline(ctx, b.c, calls) // each call's outcome is in call.err
+		return
 	}
 	byNode := map[*goredis.Client][]*call{}
 	for _, c := range calls {
 		n, err := b.cc.MasterForKey(ctx, c.key)
 		if err != nil {
-			return err
+			c.err = err
+			continue
 		}
 		byNode[n] = append(byNode[n], c)
 	}
 	var wg sync.WaitGroup
-	errs := make(chan error, len(byNode))
 	for n, cs := range byNode {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs <- b.pipeline(ctx, n, cs)
+			_ = b.pipeline(ctx, n, cs)
 		}()
 	}
 	wg.Wait()
-	close(errs)
-	var all []error
-	for err := range errs {
-		if err != nil {
-			all = append(all, err)
+	if b.waitN > 0 {
+		return // a redirected call fails: WAIT must follow it on its master's connection
+	}
+	var moved []*call
+	for _, c := range calls {
+		if c.err != nil && (goredis.HasErrorPrefix(c.err, "MOVED") || goredis.HasErrorPrefix(c.err, "ASK")) {
+			moved = append(moved, c)
 		}
 	}
-	return errors.Join(all...)
+	if len(moved) > 0 {
+		_ = b.pipeline(ctx, b.c, moved)
+	}
 }
 
 // pipeline sends calls in one pipeline on c (followed by WAIT when configured and c is not a
 // Cluster client). Calls that met NOSCRIPT are sent again in a second pipeline: with EVALSHA
 // once loadScripts has loaded their scripts (one SCRIPT LOAD per script and master whatever the
 // number of calls, rather than resending every call's source), with EVAL if a load failed.
+// Each call's outcome is left in call.err; pipeline returns the first failure.
 func (b *Backend) pipeline(ctx context.Context, c goredis.Cmdable, calls []*call) error {
 	_, isCluster := c.(*goredis.ClusterClient)
 	wait := b.waitN > 0 && !isCluster
@@ -384,20 +404,26 @@ func (b *Backend) pipeline(ctx context.Context, c goredis.Cmdable, calls []*call
 	if len(again) > 0 {
 		w = send(again, loadScripts(ctx, c, again) != nil)
 	}
-	for _, x := range calls {
-		if err := x.cmd.Err(); err != nil {
-			return err
-		}
-	}
+	var werr error
 	if wait {
 		if err := w.Err(); err != nil {
-			return fmt.Errorf("WAIT %d: %w", b.waitN, err)
-		}
-		if n, _ := w.Int64(); n < int64(b.waitN) {
-			return fmt.Errorf("WAIT: %d of %d replicas acknowledged within %v", n, b.waitN, b.waitTO)
+			werr = fmt.Errorf("WAIT %d: %w", b.waitN, err)
+		} else if n, _ := w.Int64(); n < int64(b.waitN) {
+			werr = fmt.Errorf("WAIT: %d of %d replicas acknowledged within %v", n, b.waitN, b.waitTO)
 		}
 	}
-	return nil
+	var first error
+	for _, x := range calls {
+		// A WAIT that fell short fails every call of its pipeline: none of their writes is
+		// known to survive a failover.
+		if x.err = x.cmd.Err(); x.err == nil {
+			x.err = werr
+		}
+		if first == nil {
+			first = x.err
+		}
+	}
+	return first
 }
 
 // loadScripts loads the scripts of calls (SCRIPT LOAD, once per script and server) where they
@@ -427,8 +453,23 @@ func loadScripts(ctx context.Context, c goredis.Cmdable, calls []*call) error {
 // keepAliveCluster is KeepAlive under routeBySlot: keep_alive with the session's keys only
 // (its slot) gives the session's new expiry E; then one pipelined round per master renews the
 // asked leases to E (keep_alive_leases, one call per slot) and, per group, refreshes the
-// membership's score to E and reads the live members (keep_alive_group). The keep-alive fails
-// as a whole, with a retryable error, unless every call succeeded: it never reports a lease as not held, nor a renewal, from a partial result.
+// membership's score to E and reads the live members (keep_alive_group).
+//
+// The keep-alive fails as a whole, as a retryable error, when the session's own call fails: then
+// nothing was renewed that the client may count on. Once the session is renewed, a master that
+// fails its part of the round (down, paused, cut off, its WAIT short: any retryable failure)
+// costs only what lives on it: the reply leaves out its leases, which the client then revokes at
+// once (rule 3: a term missing from the reply is taken over) — safe, since those leases were not
+// moved to E and lapse at their older expiry, while every lease the reply lists was renewed to E
+// by a call that succeeded, and so lives as long as the session. A term adopted from a grant
+// after the request was sent is not revoked by its absence, but stays bounded by its grant's own
+// remaining time until a keep-alive lists it (rule 6), so it never outlives a lease left at an
+// older expiry either. A group whose call failed is left out of Members (the client keeps its
+// last view; its partitions are leases, guarded as above). Failing as a whole instead, as this
+// once did, let the client's session deadline pass although the session was renewed, and one
+// master's failure cost every lease on every master (TestClusterKeepAliveSurvivesAMaster). A
+// permanent failure of any call still fails the whole keep-alive, so it is reported rather than
+// read as a lost lease.
 func (b *Backend) keepAliveCluster(ctx context.Context, sid spi.SessionID, names, groups []string) (spi.KeepAlive, error) {
 	// A session this backend did not open is read once (for the owner acquire_at needs).
 	st, err := b.clusterSession(ctx, sid)
@@ -490,11 +531,22 @@ func (b *Backend) keepAliveCluster(ctx context.Context, sid spi.SessionID, names
 			eval:   func(p goredis.Pipeliner) *goredis.Cmd { return luascripts.KeepAliveGroup.Eval(ctx2, p, keys, gargs) },
 		})
 	}
-	if err := b.round(ctx, append(append([]*call(nil), leaseCalls...), groupCalls...)); err != nil {
-		return spi.KeepAlive{}, b.clusterFail("keep-alive", err)
+	b.round(ctx, append(append([]*call(nil), leaseCalls...), groupCalls...))
+	for _, c := range append(append([]*call(nil), leaseCalls...), groupCalls...) {
+		if c.err == nil {
+			continue
+		}
+		// clusterFail has the slot map reloaded, so that the next call goes to whichever master
+		// serves the slot by then.
+		if f := b.clusterFail("keep-alive", c.err); spi.Classify(f) == spi.Permanent || !errors.Is(f, spi.ErrUnavailable) {
+			return spi.KeepAlive{}, f
+		}
 	}
 	ka := spi.KeepAlive{Remaining: ms(r.RemainingMS)}
 	for _, c := range leaseCalls {
+		if c.err != nil {
+			continue // not renewed: left out, so the client revokes its term now
+		}
 		lr, err := luascripts.KeepAliveLeases.Decode(c.cmd.Val())
 		if err != nil {
 			return spi.KeepAlive{}, b.fail("keep-alive", err)
@@ -508,6 +560,9 @@ func (b *Backend) keepAliveCluster(ctx context.Context, sid spi.SessionID, names
 		ka.Members = make(map[string][]spi.SessionID, len(groups))
 	}
 	for i, g := range groups {
+		if groupCalls[i].err != nil {
+			continue // no view: the client keeps the one it has
+		}
 		mr, err := luascripts.KeepAliveGroup.Decode(groupCalls[i].cmd.Val())
 		if err != nil {
 			return spi.KeepAlive{}, b.fail("keep-alive", err)

@@ -134,14 +134,30 @@ being in other slots.
 
 KeepAlive is bounded by the number of masters, not of leases: one keep_alive call on the
 session's slot renews the session and returns its new expiry E; then one pipelined round, in
-which go-redis sends each master its part concurrently, runs keep_alive_leases(E) once per hash
-slot of the asked names and keep_alive_group(E) per group (ZADD XX GT: refresh the membership's
-score to E, never join; then the live members). That is 1 session call + 1 pipelined round per master. The keep-alive fails
-as a whole: it reports success only if the session call and every slot and group call
-succeeded; otherwise it returns a retryable error and the engine keeps its previous deadline,
-so no lease is ever reported not held, nor extended, from a partial result. (Leases of slots
-whose call did succeed were moved to E: they are held longer than the client believes, which is
-safe.)
+which the backend sends each master its part concurrently on that master's own client, runs
+keep_alive_leases(E) once per hash slot of the asked names and keep_alive_group(E) per group
+(ZADD XX GT: refresh the membership's score to E, never join; then the live members). That is 1
+session call + 1 pipelined round per master. (Not through the Cluster client's pipeline: with a
+master down it retries that master's part before returning any, and on running out of time marks
+every call failed. A call a master redirects, its slot moving, is sent again through the Cluster
+client, which follows the redirection, unless WithWaitReplicas is set.)
+
+A keep-alive fails as a whole, with a retryable error, when the session's own call fails (its
+master is down, say): nothing was renewed that the client may count on, and it keeps its
+previous deadline. Once the session is renewed, a master that fails its part of the round (down,
+paused, cut off, or its WAIT falling short) costs only what lives on it: the reply leaves out
+that master's leases, and the client revokes their terms at once (taken over), while the leases
+the other masters renewed stay held under the session's new deadline. That is safe: a listed
+lease was renewed to E by a call that succeeded, and a left-out one was not renewed and lapses
+at its older expiry (a term adopted from a grant after the keep-alive was sent is not revoked by
+its absence, but stays bounded by its grant's own remaining time until a keep-alive lists it).
+A group whose master failed is left out of the reply's members; the client keeps its view. A
+permanent failure (a script error, a denied command) still fails the whole keep-alive. Failing
+as a whole on any failure, as the backend once did, let the client's session deadline pass while
+the session was renewed at the server: one master's failure cost every client every lease on
+every master for about a TTL (TestClusterKeepAliveSurvivesAMaster). The client re-acquires a
+revoked lease once the master's replica takes over; a call that failed after the master applied
+it leaves that lease held a little longer than the client believes, which is harmless: it lapses.
 
 Two races are closed in the backend. A keep-alive that renews the session to E2 while an
 Acquire carrying the older E1 is in flight may run its keep_alive_leases on the lease's slot

@@ -13,6 +13,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/simba-go/simba/generated/luascripts"
+	"github.com/simba-go/simba/generated/wire"
 	"github.com/simba-go/simba/spi"
 )
 
@@ -54,13 +55,15 @@ func TestClusterFirstKeepAliveRoundTrips(t *testing.T) {
 	}
 	b, sid, names, groups := firstKeepAlive(t, c)
 	rec := &roundTrips{}
-	c.AddHook(rec)
+	onMasters(t, c, rec)
+	// The session's call, then one pipeline on each master of the lease and the group.
+	want := 1 + mastersOf(t, c, wire.LeaseKey(names[0]), wire.GroupKey(groups[0]))
 	ka, err := b.KeepAlive(ctx, sid, names, groups)
 	if err != nil || ka.Expired || len(ka.Held) != 1 || len(ka.Members[groups[0]]) != 1 {
 		t.Fatal(ka, err)
 	}
-	if got := rec.list(); len(got) != 2 {
-		t.Errorf("the first keep-alive of a lease and a group took %d round trips, want 2: %q", len(got), got)
+	if got := rec.list(); len(got) != want {
+		t.Errorf("the first keep-alive of a lease and a group took %d round trips, want %d: %q", len(got), want, got)
 	}
 }
 
@@ -106,6 +109,7 @@ func (r *roundTrips) ProcessPipelineHook(next goredis.ProcessPipelineHook) gored
 // never ran the script) would. It counts the EVALSHAs it let through and the EVALs (and, with
 // loadHook, the SCRIPT LOADs).
 type noScriptOnce struct {
+	mu    sync.Mutex // the masters' pipelines run at once
 	seen  map[string]bool
 	loads atomic.Int64
 	shas  atomic.Int64
@@ -121,8 +125,11 @@ func (h *noScriptOnce) ProcessPipelineHook(next goredis.ProcessPipelineHook) gor
 			switch c.Name() {
 			case "evalsha":
 				sha, _ := c.Args()[1].(string)
-				if !h.seen[sha] {
-					h.seen[sha] = true
+				h.mu.Lock()
+				first := !h.seen[sha]
+				h.seen[sha] = true
+				h.mu.Unlock()
+				if first {
 					c.SetErr(goredis.ErrNoScript)
 					continue
 				}
@@ -173,13 +180,8 @@ func TestClusterKeepAliveNoScript(t *testing.T) {
 			ctx := context.Background()
 			b, sid, names, groups := firstKeepAlive(t, c)
 			h := &noScriptOnce{seen: map[string]bool{}}
-			c.AddHook(h)
-			if err := c.ForEachMaster(ctx, func(_ context.Context, n *goredis.Client) error {
-				n.AddHook(loadHook{fail: failLoad, loads: &h.loads})
-				return nil
-			}); err != nil {
-				t.Fatal(err)
-			}
+			onMasters(t, c, h)
+			onMasters(t, c, loadHook{fail: failLoad, loads: &h.loads})
 			ka, err := b.KeepAlive(ctx, sid, names, groups)
 			if err != nil || ka.Expired || len(ka.Held) != 1 || len(ka.Members[groups[0]]) != 1 {
 				t.Fatal(ka, err)
@@ -193,7 +195,8 @@ func TestClusterKeepAliveNoScript(t *testing.T) {
 			// the first load failing, both sent again with EVAL.
 			wantLoads, wantShas, wantEvals := int64(2), int64(2), int64(0)
 			if failLoad {
-				wantLoads, wantShas, wantEvals = 1, 0, 2
+				// Each master's part tries one load (the first of its scripts), which fails.
+				wantLoads, wantShas, wantEvals = int64(mastersOf(t, c, wire.LeaseKey(names[0]), wire.GroupKey(groups[0]))), 0, 2
 			}
 			if l, s, e := h.loads.Load(), h.shas.Load(), h.evals.Load(); l != wantLoads || s != wantShas || e != wantEvals {
 				t.Errorf("%d SCRIPT LOADs, then %d EVALSHAs and %d EVALs; want %d, %d and %d", l, s, e, wantLoads, wantShas, wantEvals)

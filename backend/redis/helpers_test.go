@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"sync"
 	"testing"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -109,4 +110,37 @@ func tracked(t testing.TB, c goredis.UniversalClient, b *Backend, sid spi.Sessio
 		}
 	}
 	return names, groups
+}
+
+// onMasters adds h to the client of each master of c and returns how many there are. The
+// keep-alive's pipelined round runs on those clients, one pipeline per master (see round): a
+// hook on c itself sees only the calls the Cluster client routes (the session's call).
+func onMasters(t testing.TB, c *goredis.ClusterClient, h goredis.Hook) int {
+	t.Helper()
+	var mu sync.Mutex
+	n := 0
+	if err := c.ForEachMaster(context.Background(), func(_ context.Context, m *goredis.Client) error {
+		m.AddHook(h)
+		mu.Lock()
+		n++
+		mu.Unlock()
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// mastersOf returns how many distinct masters of c serve keys.
+func mastersOf(t testing.TB, c *goredis.ClusterClient, keys ...string) int {
+	t.Helper()
+	addrs := map[string]bool{}
+	for _, k := range keys {
+		m, err := c.MasterForKey(context.Background(), k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs[m.Options().Addr] = true
+	}
+	return len(addrs)
 }
