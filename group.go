@@ -88,8 +88,10 @@ func RunPartition(fn func(ctx context.Context, p int, t Term) error) GroupOption
 
 // JoinGroup joins group with the given number of partitions. It validates the group name (every
 // partition name must be a valid lease name: ErrInvalidName), the partition count (1 to
-// wire.MaxPartitions: ErrInvalidOption) and the options before any I/O and returns once
+// 65,536, wire.MaxPartitions: ErrInvalidOption) and the options before any I/O and returns once
 // the engine has taken the request; membership and partitions then follow in the background.
+// A group this client has joined already (its handle not left) cannot be joined again
+// (ErrInvalidOption): one client is one member, and the first handle goes on as it was.
 // A group this client is still leaving (a Leave under way, even one whose ctx ended and that
 // goes on in the background) is joined once that leave's membership is deleted: JoinGroup
 // waits for that (bounded by ctx), then joins, rather than fail.

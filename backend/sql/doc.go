@@ -54,7 +54,10 @@
 // SQLite's own write lock on the file (its WAL write lock), and no other process can write
 // there, keep-alives included, until it runs again (seen from outside, 2026-12-04: a process
 // locking in a loop, SIGSTOPped at random, held the WAL write lock in 6 of 8 stops and only
-// the gate in the other 2). The server backends have no such lock. For MySQL/MariaDB, Open sets interpolateParams=true (one round trip
+// the gate in the other 2). A write transaction from outside Simba on the file (the sqlite3
+// shell's BEGIN IMMEDIATE, the application's own long write) holds them up the same way: the
+// calls wait in SQLite's busy handler until their deadline, and on Linux that error names the
+// process holding the write lock (read from /proc/locks). The server backends have no such lock. For MySQL/MariaDB, Open sets interpolateParams=true (one round trip
 // per statement). For PostgreSQL, a user's pool should run PostgresAfterConnect (READ COMMITTED);
 // PostgresPoolConfig makes a pool configuration from a DSN with everything Open's pool has.
 //

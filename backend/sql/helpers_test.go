@@ -26,7 +26,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if child() || wakeChild() || gateChild() || migrateChild() || idleChild() {
+	if child() || wakeChild() || gateChild() || migrateChild() || idleChild() || writerChild() {
 		return
 	}
 	goleak.VerifyTestMain(m)

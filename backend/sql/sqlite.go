@@ -243,6 +243,24 @@ func (g *fileGate) fileLock(ctx context.Context) (*fileLock, string) {
 	return g.file, g.path
 }
 
+// writeLockHeld adds to err, a statement's deadline on the file, the process that holds
+// SQLite's write lock there, if another does: every process on the file then waits for it,
+// keep-alives included, and sessions expire, and a bare "context deadline exceeded" told the
+// operator nothing of why (a write transaction from outside Simba, such as the sqlite3 shell's
+// BEGIN IMMEDIATE, or a process stopped inside a write).
+func (g *fileGate) writeLockHeld(err error) error {
+	g.mu.Lock()
+	path := g.path
+	g.mu.Unlock()
+	if path == "" {
+		return err
+	}
+	if pid := sqliteWriter(path); pid != 0 {
+		return fmt.Errorf("%w (process %d holds SQLite's write lock on %s: no other process can write to the file until it ends its transaction)", err, pid, path)
+	}
+	return err
+}
+
 // readOnlyKey marks the context of an operation that only reads (readOnlyCtx).
 type readOnlyKey struct{}
 

@@ -195,10 +195,16 @@ func (d *stdDialect) with1(ctx context.Context, tx bool, fn func(q sqlq.Queries)
 			return err
 		}
 	}
+	var err error
 	if tx {
-		return d.tx(ctx, fn)
+		err = d.tx(ctx, fn)
+	} else {
+		err = d.run(ctx, fn)
 	}
-	return d.run(ctx, fn)
+	if d.gate != nil && errors.Is(err, context.DeadlineExceeded) {
+		err = d.gate.writeLockHeld(err)
+	}
+	return err
 }
 
 func (d *stdDialect) catalog(ctx context.Context, query string, ncols int) ([][]string, error) {
