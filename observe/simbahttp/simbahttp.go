@@ -666,11 +666,8 @@ func (h *Handler) status(ctx context.Context, free bool) Status {
 		}
 	}
 	for name, t := range h.held {
-		ms := int64(-1)
-		if d, ok := remaining[name]; ok {
-			ms = max(d.Milliseconds(), 0)
-		}
-		st.Terms = append(st.Terms, HeldTerm{Name: name, Token: t.token, Since: t.since, RemainingMillis: ms})
+		d, ok := remaining[name]
+		st.Terms = append(st.Terms, HeldTerm{Name: name, Token: t.token, Since: t.since, RemainingMillis: remainingMillis(d, !ok)})
 	}
 	sort.Slice(st.Terms, func(i, j int) bool { return st.Terms[i].Name < st.Terms[j].Name })
 
@@ -726,12 +723,9 @@ func (h *Handler) status(ctx context.Context, free bool) Status {
 			// lost). The term stays in Terms, this client's own view.
 			continue
 		}
-		ms := int64(-1)
-		if d, ok := remaining[name]; ok {
-			ms = max(d.Milliseconds(), 0)
-		}
+		d, ok := remaining[name]
 		holders[name] = Holder{Name: name, Session: h.session, Owner: st.Session.Owner, Token: t.token,
-			RemainingMillis: ms, Self: true, Source: "self"}
+			RemainingMillis: remainingMillis(d, !ok), Self: true, Source: "self"}
 	}
 	for _, hd := range holders {
 		st.Holders = append(st.Holders, hd)
