@@ -531,8 +531,9 @@ func (b *Backend) keepAliveCluster(ctx context.Context, sid spi.SessionID, names
 			eval:   func(p goredis.Pipeliner) *goredis.Cmd { return luascripts.KeepAliveGroup.Eval(ctx2, p, keys, gargs) },
 		})
 	}
-	b.round(ctx, append(append([]*call(nil), leaseCalls...), groupCalls...))
-	for _, c := range append(append([]*call(nil), leaseCalls...), groupCalls...) {
+	all := append(append([]*call(nil), leaseCalls...), groupCalls...)
+	b.round(ctx, all)
+	for _, c := range all {
 		if c.err == nil {
 			continue
 		}
