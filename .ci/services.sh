@@ -10,11 +10,6 @@ state=${SIMBA_SERVICES_DIR:-/tmp/simba-services}
 mkdir -p "$state"
 
 log() { printf '[services] %s\n' "$*"; }
-# zk_jvmflags log: the JVM flags that give a ZooKeeper started by zkServer.sh a log file (see
-# the ZooKeeper section); .ci/zk-ensemble.sh gives its servers the same.
-zk_jvmflags() {
-  printf '%s' "-cp /etc/zookeeper/conf:/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar -Dorg.slf4j.simpleLogger.logFile=$1 -Dorg.slf4j.simpleLogger.showDateTime=true -Dorg.slf4j.simpleLogger.dateTimeFormat=yyyy-MM-dd'T'HH:mm:ss.SSS"
-}
 up() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 wait_port() { # port what
   for _ in $(seq 1 150); do up "$1" && return 0; sleep 0.2; done
@@ -97,11 +92,10 @@ if ! up 2181; then
     log "starting ZooKeeper"
     rm -f "$zkpid"
     cp "$here/zoo.cfg" "$state/zookeeper/zoo.cfg"
-    # Debian's zkEnv.sh overrides ZOO_LOG_DIR and puts no SLF4J binding on the class path, so
-    # the server logged nothing: zk_jvmflags gives it one that writes to a file of its own (the
-    # server's class path comes from JVMFLAGS' -cp, the last one given). USER names the file the
-    # JVM's own stdout/stderr go to in /var/log/zookeeper, which the ensemble's would truncate.
-    USER=simba-2181 ZOOPIDFILE="$zkpid" JVMFLAGS="$(zk_jvmflags "$state/zookeeper/zookeeper.log")" \
+    # A log file of its own (zk-jvmflags.sh). USER names the file the JVM's own stdout/stderr
+    # go to in /var/log/zookeeper (Debian's zkEnv.sh overrides ZOO_LOG_DIR), which the
+    # ensemble's would truncate.
+    USER=simba-2181 ZOOPIDFILE="$zkpid" JVMFLAGS="$("$here/zk-jvmflags.sh" "$state/zookeeper/zookeeper.log")" \
       /usr/share/zookeeper/bin/zkServer.sh start "$state/zookeeper/zoo.cfg" >/dev/null
   fi
   wait_port 2181 ZooKeeper

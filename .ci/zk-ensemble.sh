@@ -62,9 +62,9 @@ start_server() { # n
   [ -f "$state/$1/zoo.cfg" ] || configure "$1"
   log "starting server $1 on port $(client_port "$1")"
   rm -f "$state/$1/zk.pid" # stale: running said so
-  # A log file per server (Debian's zkServer.sh would log nothing: see .ci/services.sh).
+  # A log file per server (zk-jvmflags.sh), and a stdout file per server (USER, see services.sh).
   USER="simba-ensemble-$1" ZOOPIDFILE="$state/$1/zk.pid" \
-    JVMFLAGS="-cp /etc/zookeeper/conf:/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar -Dorg.slf4j.simpleLogger.logFile=$state/$1/logs/zookeeper.log -Dorg.slf4j.simpleLogger.showDateTime=true -Dorg.slf4j.simpleLogger.dateTimeFormat=yyyy-MM-dd'T'HH:mm:ss.SSS" \
+    JVMFLAGS="$("$here/zk-jvmflags.sh" "$state/$1/logs/zookeeper.log")" \
     "$zkserver" start "$state/$1/zoo.cfg" >/dev/null
 }
 
