@@ -230,6 +230,10 @@ const DefaultMaxResources = 1 << 16
 // has no entry for because it keeps MaxResources already, detailed by *TooManyResourcesError.
 var ErrTooManyResources = errors.New("fencehttp: too many fenced resources")
 
+// ErrInvalidGuard is matched (errors.Is) when a Guard's settings are unusable (a negative
+// MaxResources): its requests get 500 Internal Server Error and Check returns the error.
+var ErrInvalidGuard = errors.New("fencehttp: invalid Guard")
+
 // TooManyResourcesError is a request for a new resource that a full Guard refused (503
 // Service Unavailable): it forgets no recorded highest token to make room, since forgetting
 // one would admit a stale holder of that resource.
@@ -269,7 +273,8 @@ type Guard struct {
 	// every legitimate holder after it gets 409 until the process restarts.
 	Verify fence.Verifier
 	// MaxResources bounds the resources whose highest token the guard keeps (one entry each,
-	// never dropped); zero means DefaultMaxResources. A request for a resource beyond it
+	// never dropped); zero means DefaultMaxResources, a negative value is an error
+	// (ErrInvalidGuard). A request for a resource beyond it
 	// gets 503 Service Unavailable (*TooManyResourcesError) while the known resources go on
 	// being served. Requests that are refused or give up leave no entry behind.
 	MaxResources int
@@ -316,8 +321,8 @@ func (st *resourceState) lockCtx(ctx context.Context) error {
 // Request, one whose token Verify refuses 403 Forbidden (with Simba-Fencing-Resource), and 503
 // Service Unavailable one whose context ends while it waits for its resource (held by another
 // request's handler), one whose Verify fails otherwise, and one for a new resource beyond
-// MaxResources. An admitted request runs next while holding its resource, with its token in
-// the context (Token).
+// MaxResources (500 Internal Server Error if MaxResources is negative). An admitted request
+// runs next while holding its resource, with its token in the context (Token).
 func (g *Guard) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		token, ok, err := ParseToken(r.Header)
@@ -334,6 +339,10 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 		}
 		resource := g.resourceOf(r)
 		st, err := g.acquire(resource)
+		if errors.Is(err, ErrInvalidGuard) {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
 		if err != nil {
 			w.Header().Set(ResourceHeader, resource)
 			w.Header().Set(RefusedHeader, refusedTooMany)
@@ -380,14 +389,15 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 }
 
 // Check reports whether token would be admitted for resource now: nil, a
-// *fence.StaleTokenError, or a *TooManyResourcesError for a new resource the guard has no
-// room for. It does not call Verify, records nothing, and waits while a handler of resource
+// *fence.StaleTokenError, a *TooManyResourcesError for a new resource the guard has no room
+// for, or an error matching ErrInvalidGuard. It does not call Verify, records nothing, and waits while a handler of resource
 // runs.
 func (g *Guard) Check(resource string, token int64) error {
 	st, err := g.peek(resource)
 	if st == nil {
 		return err
 	}
+	defer g.release(resource, st)
 	st.lock()
 	defer st.unlock()
 	if st.seen && token < st.highest {
@@ -402,6 +412,7 @@ func (g *Guard) Highest(resource string) (int64, bool) {
 	if st == nil {
 		return 0, false
 	}
+	defer g.release(resource, st)
 	st.lock()
 	defer st.unlock()
 	return st.highest, st.seen
@@ -422,20 +433,27 @@ func (g *Guard) resourceOf(r *http.Request) string {
 	return r.URL.Path
 }
 
-func (g *Guard) limit() int {
-	if g.MaxResources > 0 {
-		return g.MaxResources
+func (g *Guard) limit() (int, error) {
+	switch {
+	case g.MaxResources > 0:
+		return g.MaxResources, nil
+	case g.MaxResources < 0:
+		return 0, fmt.Errorf("%w: MaxResources %d is negative (zero means DefaultMaxResources, %d)", ErrInvalidGuard, g.MaxResources, DefaultMaxResources)
 	}
-	return DefaultMaxResources
+	return DefaultMaxResources, nil
 }
 
 // acquire returns resource's entry, made if need be, counting the caller in until release.
 func (g *Guard) acquire(resource string) (*resourceState, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	n, err := g.limit()
+	if err != nil {
+		return nil, err
+	}
 	st := g.resources[resource]
 	if st == nil {
-		if n := g.limit(); len(g.resources) >= n {
+		if len(g.resources) >= n {
 			return nil, &TooManyResourcesError{Resource: resource, Limit: n}
 		}
 		if g.resources == nil {
@@ -459,15 +477,21 @@ func (g *Guard) release(resource string, st *resourceState) {
 	}
 }
 
-// peek returns resource's entry without making one: nil and nil when a request would get
-// one, nil and a *TooManyResourcesError when it would be refused.
+// peek returns resource's entry without making one, counting the caller in until release:
+// nil and nil when a request would get one, nil and a *TooManyResourcesError when it would
+// be refused.
 func (g *Guard) peek(resource string) (*resourceState, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	n, err := g.limit()
+	if err != nil {
+		return nil, err
+	}
 	if st := g.resources[resource]; st != nil {
+		st.refs++
 		return st, nil
 	}
-	if n := g.limit(); len(g.resources) >= n {
+	if len(g.resources) >= n {
 		return nil, &TooManyResourcesError{Resource: resource, Limit: n}
 	}
 	return nil, nil

@@ -207,3 +207,18 @@ func BenchmarkGuardMemory(b *testing.B) {
 	b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(g.Resources()), "B/resource")
 	runtime.KeepAlive(g)
 }
+
+// TestNegativeMaxResources: a negative MaxResources is a settings error (ErrInvalidGuard):
+// 500 for every fenced request, and Check says why.
+func TestNegativeMaxResources(t *testing.T) {
+	g := &fencehttp.Guard{MaxResources: -1}
+	if rec := serve(g.Wrap(noContent), "/a", 1); rec.Code != http.StatusInternalServerError {
+		t.Fatalf("MaxResources -1: %d, want 500", rec.Code)
+	}
+	if err := g.Check("/a", 1); !errors.Is(err, fencehttp.ErrInvalidGuard) {
+		t.Fatalf("Check with MaxResources -1 = %v, want ErrInvalidGuard", err)
+	}
+	if n := g.Resources(); n != 0 {
+		t.Fatalf("Resources() = %d, want 0", n)
+	}
+}
