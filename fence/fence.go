@@ -17,6 +17,15 @@
 // A write with a token equal to the highest seen is accepted: one holder writes many times
 // within one term. Tokens of different resources are independent; tokens from different lease
 // names must not share a resource (their orders are unrelated).
+//
+// By default a helper trusts every token, so one that is not its lease's — a token of another
+// lease name sent by a buggy client, the int64 maximum sent by a hostile one — raises the
+// resource's highest for good and every legitimate holder after it is refused as stale. Give
+// the helper a Verifier (the Verify field of fencehttp.Guard, fencesql.Fence and
+// fenceredis.Fence) and it admits a token that would raise the highest only once the lock
+// service confirms it; LeaseVerifier is the ready-made one, on any backend that implements
+// spi.Inspector. A refused token matches ErrUnverifiedToken (*UnverifiedTokenError) and
+// changes nothing. A token equal to the highest is never re-checked: one check per tenure.
 package fence
 
 import (

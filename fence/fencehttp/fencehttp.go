@@ -31,15 +31,47 @@
 // later: the timeout of an http.TimeoutHandler in front of the guard (whose 503 the client
 // gets), an HTTP/2 stream the client reset, or a closed HTTP/1.1 connection, which net/http
 // notices only for a request without a body (or whose body was read). The
-// highest tokens live in the process's memory, one small entry per resource ever seen: a
-// restart forgets them, and two server processes do not share them. A handler that writes to
-// a database or Redis should therefore fence that write as well — fencehttp.Token gives it the
-// request's token to pass to fencesql or fenceredis, which keep the highest token with the
-// data.
+// highest tokens live in the process's memory: a restart forgets them, and two server
+// processes do not share them. A handler that writes to a database or Redis should therefore
+// fence that write as well — fencehttp.Token gives it the request's token to pass to fencesql
+// or fenceredis, which keep the highest token with the data.
 //
 // A rejected request gets 409 Conflict, with the highest token seen in the
 // Simba-Fencing-Highest header; the Transport turns that answer into a *fence.StaleTokenError
 // (errors.Is(err, fence.ErrStaleToken) through http.Client.Do).
+//
+// # Which tokens to trust
+//
+// A token that is not one the resource's lease granted does harm the moment it is admitted: a
+// token of another lease name (on SQL, ZooKeeper and etcd a busy name's tokens dwarf a quiet
+// one's), a client's bug, or the int64 maximum raise the resource's highest for good, and every
+// legitimate holder after it gets 409 until the process restarts (for fencesql and
+// fenceredis, forever). Set Guard.Verify — fence.LeaseVerifier(backend, lease) checks the
+// token against the backend's view of the lease — and a token that would raise the highest
+// (a resource's first token too) is admitted only if the lock service confirms it: 403
+// Forbidden otherwise (fence.ErrUnverifiedToken through the Transport), 503 when the
+// verifier cannot tell; either way nothing is recorded. A token equal to the highest is not
+// checked again, so it costs one check per tenure and resource, not one per request. Each
+// check reads the backend, so a client that sends ever new resources or tokens costs one read
+// each: authenticate clients before the guard.
+//
+// # Memory
+//
+// The guard keeps one entry per resource it admitted a token to (about 230 bytes with a
+// 17-byte path, BenchmarkGuardMemory), and never drops one: an entry it forgot would admit the
+// stale holder it exists to stop. So it is bounded instead: past MaxResources
+// (DefaultMaxResources when zero) a request for a new resource gets 503 Service Unavailable
+// (ErrTooManyResources through the Transport) while the known resources are served as
+// before. Requests that are refused (400, 403, 428, 503) or whose client gave up leave no
+// entry behind, so with Verify an entry costs a token the lock service granted. With the
+// default resource, the URL path, any client can otherwise fill the guard with distinct
+// paths: map requests to a bounded set of names in Resource, or raise MaxResources.
+//
+// Forgetting an entry would be safe only if every token re-learnt afterwards were proven to be
+// its lease's current one by a read that sees every grant made before it: LeaseVerifier's
+// check asks the right question, but a ZooKeeper read is served by whichever server the client
+// is connected to and may lag the grant of a newer tenure, so a verifier cannot promise that
+// on every backend, and the guard does not rely on it.
 package fencehttp
 
 import (
@@ -59,8 +91,18 @@ const (
 	Header = "Simba-Fencing-Token"
 	// HighestHeader carries, on a 409 rejection, the highest token the resource has seen.
 	HighestHeader = "Simba-Fencing-Highest"
-	// ResourceHeader carries, on a 409 rejection, the resource that refused the token.
+	// ResourceHeader carries, on a rejection (409, 403, or 503 for a guard out of room), the
+	// resource that refused the token.
 	ResourceHeader = "Simba-Fencing-Resource"
+	// RefusedHeader says, on a guard's rejection, why: "stale" (409), "unverified" (403:
+	// Guard.Verify refused the token) or "too-many-resources" (503: Guard.MaxResources).
+	RefusedHeader = "Simba-Fencing-Refused"
+)
+
+const (
+	refusedStale      = "stale"
+	refusedUnverified = "unverified"
+	refusedTooMany    = "too-many-resources"
 )
 
 // ErrNoToken is matched (errors.Is) when a request carries no fencing token and the guard
@@ -107,8 +149,9 @@ func ParseToken(h http.Header) (token int64, ok bool, err error) {
 
 // Transport is an http.RoundTripper that carries the fencing token of each request's context
 // (WithToken) in the Simba-Fencing-Token header — unless the request sets the header itself —
-// and turns a guard's 409 rejection into a *fence.StaleTokenError (closing the response body).
-// Every other response, any status, is returned as it is.
+// and turns a guard's rejection into an error (RefusedError: a *fence.StaleTokenError for 409,
+// a *fence.UnverifiedTokenError for 403, a *TooManyResourcesError for 503), closing the
+// response body. Every other response, any status, is returned as it is.
 type Transport struct {
 	// Base makes the requests; nil means http.DefaultTransport.
 	Base http.RoundTripper
@@ -129,12 +172,35 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	if stale := StaleError(resp); stale != nil {
+	if refused := RefusedError(resp); refused != nil {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
 		_ = resp.Body.Close()
-		return nil, stale
+		return nil, refused
 	}
 	return resp, nil
+}
+
+// RefusedError returns the error a guard's rejection of a token carries, or nil when resp is
+// not one: a *fence.StaleTokenError for 409 (StaleError), a *fence.UnverifiedTokenError for
+// 403 with the Simba-Fencing-Refused header "unverified", a *TooManyResourcesError (Limit
+// zero: the client does not know it) for 503 with "too-many-resources".
+func RefusedError(resp *http.Response) error {
+	if stale := StaleError(resp); stale != nil {
+		return stale
+	}
+	switch {
+	case resp.StatusCode == http.StatusForbidden && resp.Header.Get(RefusedHeader) == refusedUnverified:
+		token := int64(-1) // unknown: the request is not at hand
+		if resp.Request != nil {
+			if t, ok, err := ParseToken(resp.Request.Header); ok && err == nil {
+				token = t
+			}
+		}
+		return &fence.UnverifiedTokenError{Resource: resp.Header.Get(ResourceHeader), Token: token}
+	case resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get(RefusedHeader) == refusedTooMany:
+		return &TooManyResourcesError{Resource: resp.Header.Get(ResourceHeader)}
+	}
+	return nil
 }
 
 // StaleError returns the *fence.StaleTokenError a guard's rejection carries, or nil when resp
@@ -156,15 +222,62 @@ func StaleError(resp *http.Response) *fence.StaleTokenError {
 	return &fence.StaleTokenError{Resource: resp.Header.Get(ResourceHeader), Token: token, Highest: highest}
 }
 
+// DefaultMaxResources is the number of resources a Guard with MaxResources zero keeps at
+// most: about 15 MiB of entries with 17-byte paths (see the package doc, Memory).
+const DefaultMaxResources = 1 << 16
+
+// ErrTooManyResources is matched (errors.Is) when a Guard refuses a request for a resource it
+// has no entry for because it keeps MaxResources already, detailed by *TooManyResourcesError.
+var ErrTooManyResources = errors.New("fencehttp: too many fenced resources")
+
+// ErrInvalidGuard is matched (errors.Is) when a Guard's settings are unusable (a negative
+// MaxResources): its requests get 500 Internal Server Error and Check returns the error.
+var ErrInvalidGuard = errors.New("fencehttp: invalid Guard")
+
+// TooManyResourcesError is a request for a new resource that a full Guard refused (503
+// Service Unavailable): it forgets no recorded highest token to make room, since forgetting
+// one would admit a stale holder of that resource.
+type TooManyResourcesError struct {
+	// Resource is the resource that got no entry.
+	Resource string
+	// Limit is the guard's MaxResources (or DefaultMaxResources).
+	Limit int
+}
+
+// Error names the resource and the limit.
+func (e *TooManyResourcesError) Error() string {
+	return fmt.Sprintf("%v: resource %q refused: the guard keeps the highest tokens of %d resources already (Guard.MaxResources)", ErrTooManyResources, e.Resource, e.Limit)
+}
+
+// Is makes errors.Is(err, ErrTooManyResources) true.
+func (e *TooManyResourcesError) Is(target error) bool { return target == ErrTooManyResources }
+
 // Guard is the server middleware: Wrap(next) admits a request to next only if its token is at
-// least the highest seen for its resource. The zero Guard is ready to use: the resource is
-// the URL path and a request without a token is refused.
+// least the highest seen for its resource (and, with Verify, only if a token that would raise
+// it is one the lock service granted). The zero Guard is ready to use: the resource is the URL
+// path, a request without a token is refused, every token is trusted and at most
+// DefaultMaxResources resources are kept. Set Verify in production (see the package doc).
 type Guard struct {
 	// Resource names a request's resource; nil means the URL path (see the package doc).
 	Resource func(*http.Request) string
 	// AllowMissing lets requests without a Simba-Fencing-Token header through, unfenced (for
 	// a handler that also serves readers). By default they get 428 Precondition Required.
 	AllowMissing bool
+	// Verify, when set, is asked about every token that would raise its resource's highest
+	// token (a resource's first token included) before the request is admitted; a token equal
+	// to the highest is admitted without asking, so it is one call per tenure. A refusal
+	// matching fence.ErrUnverifiedToken gets 403 Forbidden, any other error 503 Service
+	// Unavailable; either way nothing is recorded and the handler does not run.
+	// fence.LeaseVerifier is the ready-made one. Nil trusts every token: a token of another
+	// lease name or a made-up one (the int64 maximum) then raises the highest for good, and
+	// every legitimate holder after it gets 409 until the process restarts.
+	Verify fence.Verifier
+	// MaxResources bounds the resources whose highest token the guard keeps (one entry each,
+	// never dropped); zero means DefaultMaxResources, a negative value is an error
+	// (ErrInvalidGuard). A request for a resource beyond it
+	// gets 503 Service Unavailable (*TooManyResourcesError) while the known resources go on
+	// being served. Requests that are refused or give up leave no entry behind.
+	MaxResources int
 
 	mu        sync.Mutex
 	resources map[string]*resourceState
@@ -177,7 +290,10 @@ type resourceState struct {
 	// so that a request can stop waiting for it when its client gives up.
 	run     chan struct{}
 	highest int64 // guarded by run
-	seen    bool  // guarded by run
+	// seen is set once a token is admitted, holding both run and Guard.mu; read under either.
+	// A seen entry is never dropped.
+	seen bool
+	refs int // guarded by Guard.mu: requests holding or waiting for run
 }
 
 func (st *resourceState) lock()   { st.run <- struct{}{} }
@@ -202,9 +318,11 @@ func (st *resourceState) lockCtx(ctx context.Context) error {
 // Wrap returns next guarded: a request with a token below its resource's highest gets 409
 // Conflict (with the Simba-Fencing-Highest and Simba-Fencing-Resource headers); one without a
 // token 428 Precondition Required (unless AllowMissing), one with a malformed token 400 Bad
-// Request, and one whose context ends while it waits for its resource (held by another
-// request's handler) 503 Service Unavailable. An admitted request runs next while holding its
-// resource, with its token in the context (Token).
+// Request, one whose token Verify refuses 403 Forbidden (with Simba-Fencing-Resource), and 503
+// Service Unavailable one whose context ends while it waits for its resource (held by another
+// request's handler), one whose Verify fails otherwise, and one for a new resource beyond
+// MaxResources (500 Internal Server Error if MaxResources is negative). An admitted request
+// runs next while holding its resource, with its token in the context (Token).
 func (g *Guard) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		token, ok, err := ParseToken(r.Header)
@@ -220,7 +338,18 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 			return
 		}
 		resource := g.resourceOf(r)
-		st := g.state(resource)
+		st, err := g.acquire(resource)
+		if errors.Is(err, ErrInvalidGuard) {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		if err != nil {
+			w.Header().Set(ResourceHeader, resource)
+			w.Header().Set(RefusedHeader, refusedTooMany)
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		defer g.release(resource, st)
 		// Wait for the resource only as long as the client does: a request parked behind a
 		// slow handler (a holder paused mid-upload) whose client gave up must not run later,
 		// recording its token and writing what its client was told had failed.
@@ -233,18 +362,42 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 			stale := &fence.StaleTokenError{Resource: resource, Token: token, Highest: st.highest}
 			w.Header().Set(HighestHeader, strconv.FormatInt(st.highest, 10))
 			w.Header().Set(ResourceHeader, resource)
+			w.Header().Set(RefusedHeader, refusedStale)
 			http.Error(w, stale.Error(), http.StatusConflict)
 			return
 		}
-		st.highest, st.seen = token, true
+		if (!st.seen || token > st.highest) && g.Verify != nil {
+			if err := g.Verify(r.Context(), resource, token); err != nil {
+				w.Header().Set(ResourceHeader, resource)
+				if errors.Is(err, fence.ErrUnverifiedToken) {
+					w.Header().Set(RefusedHeader, refusedUnverified)
+					http.Error(w, err.Error(), http.StatusForbidden)
+					return
+				}
+				http.Error(w, fmt.Sprintf("fencehttp: could not verify token %d for resource %q: %v", token, resource, err), http.StatusServiceUnavailable)
+				return
+			}
+		}
+		st.highest = token
+		if !st.seen {
+			g.mu.Lock()
+			st.seen = true
+			g.mu.Unlock()
+		}
 		next.ServeHTTP(w, r.WithContext(WithToken(r.Context(), token)))
 	})
 }
 
-// Check reports whether token would be admitted for resource now: nil, or a
-// *fence.StaleTokenError. It records nothing, and waits while a handler of resource runs.
+// Check reports whether token would be admitted for resource now: nil, a
+// *fence.StaleTokenError, a *TooManyResourcesError for a new resource the guard has no room
+// for, or an error matching ErrInvalidGuard. It does not call Verify, records nothing, and waits while a handler of resource
+// runs.
 func (g *Guard) Check(resource string, token int64) error {
-	st := g.state(resource)
+	st, err := g.peek(resource)
+	if st == nil {
+		return err
+	}
+	defer g.release(resource, st)
 	st.lock()
 	defer st.unlock()
 	if st.seen && token < st.highest {
@@ -255,10 +408,22 @@ func (g *Guard) Check(resource string, token int64) error {
 
 // Highest returns the highest token admitted for resource, and whether there was any.
 func (g *Guard) Highest(resource string) (int64, bool) {
-	st := g.state(resource)
+	st, _ := g.peek(resource)
+	if st == nil {
+		return 0, false
+	}
+	defer g.release(resource, st)
 	st.lock()
 	defer st.unlock()
 	return st.highest, st.seen
+}
+
+// Resources returns how many resources the guard keeps an entry for (those with a recorded
+// highest token, and those with a request in progress), to watch against MaxResources.
+func (g *Guard) Resources() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.resources)
 }
 
 func (g *Guard) resourceOf(r *http.Request) string {
@@ -268,16 +433,66 @@ func (g *Guard) resourceOf(r *http.Request) string {
 	return r.URL.Path
 }
 
-func (g *Guard) state(resource string) *resourceState {
+func (g *Guard) limit() (int, error) {
+	switch {
+	case g.MaxResources > 0:
+		return g.MaxResources, nil
+	case g.MaxResources < 0:
+		return 0, fmt.Errorf("%w: MaxResources %d is negative (zero means DefaultMaxResources, %d)", ErrInvalidGuard, g.MaxResources, DefaultMaxResources)
+	}
+	return DefaultMaxResources, nil
+}
+
+// acquire returns resource's entry, made if need be, counting the caller in until release.
+func (g *Guard) acquire(resource string) (*resourceState, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.resources == nil {
-		g.resources = map[string]*resourceState{}
+	n, err := g.limit()
+	if err != nil {
+		return nil, err
 	}
 	st := g.resources[resource]
 	if st == nil {
+		if len(g.resources) >= n {
+			return nil, &TooManyResourcesError{Resource: resource, Limit: n}
+		}
+		if g.resources == nil {
+			g.resources = map[string]*resourceState{}
+		}
 		st = &resourceState{run: make(chan struct{}, 1)}
 		g.resources[resource] = st
 	}
-	return st
+	st.refs++
+	return st, nil
+}
+
+// release counts the caller out of st, dropping the entry if no token was ever admitted to it
+// and nobody else holds or waits for it.
+func (g *Guard) release(resource string, st *resourceState) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	st.refs--
+	if st.refs == 0 && !st.seen {
+		delete(g.resources, resource)
+	}
+}
+
+// peek returns resource's entry without making one, counting the caller in until release:
+// nil and nil when a request would get one, nil and a *TooManyResourcesError when it would
+// be refused.
+func (g *Guard) peek(resource string) (*resourceState, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n, err := g.limit()
+	if err != nil {
+		return nil, err
+	}
+	if st := g.resources[resource]; st != nil {
+		st.refs++
+		return st, nil
+	}
+	if len(g.resources) >= n {
+		return nil, &TooManyResourcesError{Resource: resource, Limit: n}
+	}
+	return nil, nil
 }

@@ -13,6 +13,11 @@
 // evicting it, a restart without AOF, a failover that drops the last writes, an operator's DEL)
 // a stale token is accepted again. Configure Redis as for Simba's lease hashes (noeviction or a
 // volatile-* policy, appendonly yes).
+//
+// The fence key never expires, so a token that is not the lease's (another lease name's, or the
+// int64 maximum) would lock the resource's holders out for good: set Fence.Verify
+// (fence.LeaseVerifier) and a token above the fence key is checked with the lock service
+// first, at the cost of one GET per write.
 package fenceredis
 
 import (
@@ -34,8 +39,17 @@ import (
 var ErrCrossSlot = errors.New("fenceredis: key outside the resource's hash slot")
 
 // Fence runs fenced writes through c: a *redis.Client, *redis.ClusterClient, *redis.Ring or
-// redis.UniversalClient. It is safe for concurrent use.
+// redis.UniversalClient. It is safe for concurrent use (set Verify before the first write).
 type Fence struct {
+	// Verify, when set, is asked about a write's token before it may raise its resource's
+	// highest token (a resource's first token included): Set and HSet first GET the fence
+	// key and call Verify only if the token is above it, so once per tenure. A refusal is
+	// returned as it is (errors.Is(err, fence.ErrUnverifiedToken) for a token the lease never
+	// granted) and nothing is written. fence.LeaseVerifier is the ready-made one. Nil trusts
+	// every token: a token of another lease or a made-up one (the int64 maximum) raises the
+	// fence key for good, and every legitimate holder after it is refused as stale.
+	Verify fence.Verifier
+
 	c redis.Scripter
 }
 
@@ -47,6 +61,9 @@ func New(c redis.Scripter) *Fence { return &Fence{c: c} }
 // (errors.Is(err, fence.ErrStaleToken)). key must hash to resource's slot (ErrCrossSlot).
 func (f *Fence) Set(ctx context.Context, resource string, token int64, key, value string) error {
 	if err := check(resource, token, key); err != nil {
+		return err
+	}
+	if err := f.verify(ctx, resource, token); err != nil {
 		return err
 	}
 	r, err := luascripts.FenceSet.Run(ctx, f.c,
@@ -62,6 +79,9 @@ func (f *Fence) Set(ctx context.Context, resource string, token int64, key, valu
 // has seen, like Set.
 func (f *Fence) HSet(ctx context.Context, resource string, token int64, key, field, value string) error {
 	if err := check(resource, token, key); err != nil {
+		return err
+	}
+	if err := f.verify(ctx, resource, token); err != nil {
 		return err
 	}
 	r, err := luascripts.FenceHset.Run(ctx, f.c,
@@ -94,6 +114,22 @@ func (f *Fence) Highest(ctx context.Context, resource string) (int64, bool, erro
 		return 0, false, fmt.Errorf("fenceredis: %s holds %q, not a token", wire.FenceKey(resource), v)
 	}
 	return h, true, nil
+}
+
+// verify asks Verify about token unless the fence key holds at least token. The key only
+// grows, so a token at most the one read can raise nothing, whatever is written meanwhile.
+func (f *Fence) verify(ctx context.Context, resource string, token int64) error {
+	if f.Verify == nil {
+		return nil
+	}
+	highest, seen, err := f.Highest(ctx, resource)
+	if err != nil {
+		return err
+	}
+	if seen && token <= highest {
+		return nil
+	}
+	return f.Verify(ctx, resource, token)
 }
 
 func check(resource string, token int64, key string) error {

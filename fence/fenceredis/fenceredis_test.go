@@ -198,3 +198,29 @@ func TestSlotMatchesCluster(t *testing.T) {
 		}
 	}
 }
+
+// TestHostileTokensRefused: with Verify = fence.LeaseVerifier on a Redis lease backend,
+// tokens the lease never granted (the int64 maximum, another lease's) write nothing and leave
+// the fence key alone, so the holders after them are not locked out.
+func TestHostileTokensRefused(t *testing.T) {
+	for _, open := range servers {
+		s := open(t)
+		t.Run(s.name, func(t *testing.T) {
+			b, err := redisbe.Open(s.dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { b.Close() })
+			resource := "invoice-" + unique(t)
+			key := "invoice:{" + resource + "}:status"
+			cleanup(t, s.c, key, wire.FenceKey(resource))
+			f := fenceredis.New(s.c)
+			f.Verify = fence.LeaseVerifier(b, nil)
+			write := func(ctx context.Context, token int64, value string) error {
+				return f.Set(ctx, resource, token, key, value)
+			}
+			read := func(ctx context.Context) (string, error) { return s.c.Get(ctx, key).Result() }
+			fencetest.HostileTokens(t, b, resource, write, read)
+		})
+	}
+}

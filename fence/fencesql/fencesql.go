@@ -27,6 +27,11 @@
 // innodb_lock_wait_timeout bounds the waiter). Safety does not depend on it: a paused writer's
 // transaction that commits does so before the newer writer's, with the token it was admitted
 // with, the order the row lock gave them.
+//
+// The highest token is stored with the data, so a token that is not the lease's (another lease
+// name's, or the int64 maximum) would lock the resource's holders out for good: set
+// Fence.Verify (fence.LeaseVerifier) and a token above the stored highest is checked with the
+// lock service first, at the cost of one primary-key SELECT per write.
 package fencesql
 
 import (
@@ -70,8 +75,20 @@ type Tx interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-// Fence fences the resources of one database. It is safe for concurrent use.
+// Fence fences the resources of one database. It is safe for concurrent use (set Verify
+// before the first write).
 type Fence struct {
+	// Verify, when set, is asked about a write's token before it may raise its resource's
+	// highest token (a resource's first token included): Write and Check first read the
+	// resource's highest token (one primary-key SELECT, outside the write's transaction) and
+	// call Verify only if the token is above it, so once per tenure. A refusal is returned as
+	// it is (errors.Is(err, fence.ErrUnverifiedToken) for a token the lease never granted)
+	// and nothing is written. fence.LeaseVerifier is the ready-made one. Nil trusts every
+	// token: a token of another lease or a made-up one (the int64 maximum) raises the
+	// resource's highest for good, stored with the data, and every legitimate holder after it
+	// is refused as stale.
+	Verify fence.Verifier
+
 	db      *sql.DB
 	dialect string
 	st      wire.SQLFence
@@ -112,6 +129,11 @@ func (f *Fence) Write(ctx context.Context, resource string, token int64, write f
 	if err := validate(resource, token); err != nil {
 		return err
 	}
+	// Verify before the transaction: it then needs no second connection, and holds no lock
+	// while the lock service answers.
+	if err := f.verify(ctx, resource, token); err != nil {
+		return err
+	}
 	var opts *sql.TxOptions
 	if f.dialect == wire.SQLPostgres {
 		opts = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
@@ -125,7 +147,7 @@ func (f *Fence) Write(ctx context.Context, resource string, token int64, write f
 			_ = tx.Rollback()
 		}
 	}()
-	if err := f.Check(ctx, tx, resource, token); err != nil {
+	if err := f.check(ctx, tx, resource, token); err != nil {
 		return err
 	}
 	if err := write(ctx, tx); err != nil {
@@ -142,11 +164,38 @@ func (f *Fence) Write(ctx context.Context, resource string, token int64, write f
 // that follow in tx are fenced; otherwise it returns a *fence.StaleTokenError and the caller
 // must roll tx back. Make it tx's first statement: on SQLite a transaction that has read
 // before it may fail to take the write lock, and on PostgreSQL a transaction above READ
-// COMMITTED may fail with a serialization error where Write would wait.
+// COMMITTED may fail with a serialization error where Write would wait. With Verify set,
+// Check reads the highest token on a connection of its own (not tx's) first, so db's pool
+// needs a second connection (on SQLite too: do not limit it to one).
 func (f *Fence) Check(ctx context.Context, tx Tx, resource string, token int64) error {
 	if err := validate(resource, token); err != nil {
 		return err
 	}
+	if err := f.verify(ctx, resource, token); err != nil {
+		return err
+	}
+	return f.check(ctx, tx, resource, token)
+}
+
+// verify asks Verify about token unless the resource's committed highest is at least token.
+// Reading it outside the write's transaction is sound: the committed highest only grows, so
+// a token at most the one read can raise nothing, whatever commits meanwhile.
+func (f *Fence) verify(ctx context.Context, resource string, token int64) error {
+	if f.Verify == nil {
+		return nil
+	}
+	highest, seen, err := f.Highest(ctx, resource)
+	if err != nil {
+		return err
+	}
+	if seen && token <= highest {
+		return nil
+	}
+	return f.Verify(ctx, resource, token)
+}
+
+// check raises resource's row to token in tx, or reports the higher token found there.
+func (f *Fence) check(ctx context.Context, tx Tx, resource string, token int64) error {
 	var highest int64
 	if f.st.AdvanceReturns {
 		err := tx.QueryRowContext(ctx, f.st.Advance.SQL, f.args(f.st.Advance, resource, token)...).Scan(&highest)

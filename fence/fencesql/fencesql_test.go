@@ -404,3 +404,72 @@ func TestLeaseSchemaWithoutFence(t *testing.T) {
 		})
 	}
 }
+
+// TestHostileTokensRefused: with Verify = fence.LeaseVerifier on the lease backend of the same
+// database, tokens the lease never granted (the int64 maximum, another lease's) write nothing
+// and leave simba_fence alone, so the holders after them are not locked out — on each real
+// database.
+func TestHostileTokensRefused(t *testing.T) {
+	for _, dl := range dialects {
+		t.Run(dl.name, func(t *testing.T) {
+			d := dl.open(t)
+			b := backend(t, d)
+			ledger(t, d)
+			f, err := fencesql.New(d.db, d.dialect)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.Verify = fence.LeaseVerifier(b, nil)
+			write, read := writer(t, d, f, "invoice-42")
+			fencetest.HostileTokens(t, b, "invoice-42", write, read)
+		})
+	}
+}
+
+// TestCheckVerifies: Check, on the caller's own transaction, asks Verify about a token that
+// would raise the highest and returns its refusal, and asks nothing for the holder's token.
+func TestCheckVerifies(t *testing.T) {
+	d := sqliteDB(t)
+	backend(t, d)
+	f, err := fencesql.New(d.db, d.dialect)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls int
+	f.Verify = func(ctx context.Context, resource string, token int64) error {
+		calls++
+		if token != 5 {
+			return &fence.UnverifiedTokenError{Resource: resource, Lease: resource, Token: token}
+		}
+		return nil
+	}
+	ctx := testCtx(t)
+	check := func(token int64) error {
+		tx, err := d.db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Check(ctx, tx, "r", token); err != nil {
+			_ = tx.Rollback()
+			return err
+		}
+		return tx.Commit()
+	}
+	if err := check(9); !errors.Is(err, fence.ErrUnverifiedToken) {
+		t.Fatalf("Check(9) = %v, want fence.ErrUnverifiedToken", err)
+	}
+	if _, ok, err := f.Highest(ctx, "r"); err != nil || ok {
+		t.Fatalf("Highest after a refused token: ok=%v, %v; want none", ok, err)
+	}
+	for range 3 {
+		if err := check(5); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := check(4); !errors.Is(err, fence.ErrStaleToken) {
+		t.Fatalf("Check(4) = %v, want fence.ErrStaleToken", err)
+	}
+	if calls != 2 {
+		t.Fatalf("Verify called %d times, want 2 (token 9, then token 5 once)", calls)
+	}
+}

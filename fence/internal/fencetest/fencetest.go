@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"strconv"
@@ -190,3 +191,81 @@ func Seed(t *testing.T) uint64 {
 }
 
 func getenv(k string) string { return os.Getenv(k) }
+
+// HostileTokens checks a resource whose writes are verified against the lease name (with
+// fence.LeaseVerifier on b's backend): tokens the lease never granted — the int64 maximum,
+// the holder's token plus one, a token of another lease — are refused with an error matching
+// fence.ErrUnverifiedToken and write nothing, before and after the holder's first write; the
+// holder's writes go through; and after the holder unlocks, the next holder's write goes
+// through too and the old token is stale. Without the check, the first hostile token raises
+// the resource's highest for good and locks every legitimate holder out.
+func HostileTokens(t *testing.T, b spi.Backend, name string, write WriteFunc, read ReadFunc) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := simba.New(b, simba.WithOwner("holder"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close(context.Background()) }()
+
+	held, err := c.Lock(ctx, name)
+	if err != nil {
+		t.Fatalf("Lock %s: %v", name, err)
+	}
+	// A token of another lease, granted after name's: on SQL and Redis (clock-based tokens),
+	// ZooKeeper (zxids) and etcd (revisions) it is above the holder's.
+	other, err := c.Lock(ctx, name+"-other")
+	if err != nil {
+		t.Fatalf("Lock %s-other: %v", name, err)
+	}
+	if other.Token() <= held.Token() {
+		t.Fatalf("lease %s-other's token %d is not above lease %s's %d: this backend's tokens are per-name counters", name, other.Token(), name, held.Token())
+	}
+	hostile := []int64{math.MaxInt64, held.Token() + 1, other.Token()}
+	refused := func(when string) {
+		t.Helper()
+		for _, tok := range hostile {
+			err := write(ctx, tok, "hostile")
+			var unverified *fence.UnverifiedTokenError
+			if !errors.Is(err, fence.ErrUnverifiedToken) || !errors.As(err, &unverified) {
+				t.Fatalf("%s: write with token %d the lease %q never granted (it holds %d): got %v, want a *fence.UnverifiedTokenError",
+					when, tok, name, held.Token(), err)
+			}
+		}
+	}
+	refused("before the holder wrote")
+	if err := write(ctx, held.Token(), "by the first holder"); err != nil {
+		t.Fatalf("the holder's write with token %d after hostile tokens: %v", held.Token(), err)
+	}
+	refused("after the holder wrote")
+	if err := write(ctx, held.Token(), "again by the first holder"); err != nil {
+		t.Fatalf("the holder's second write with token %d: %v", held.Token(), err)
+	}
+	if got, err := read(ctx); err != nil || got != "again by the first holder" {
+		t.Fatalf("resource holds %q (%v), want the holder's value", got, err)
+	}
+	first := held.Token()
+	if err := held.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	next, err := c.Lock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := write(ctx, next.Token(), "by the next holder"); err != nil {
+		t.Fatalf("the next holder's write with token %d: %v", next.Token(), err)
+	}
+	if err := write(ctx, first, "stale"); !errors.Is(err, fence.ErrStaleToken) {
+		t.Fatalf("the first holder's token %d after the next holder's %d: got %v, want fence.ErrStaleToken", first, next.Token(), err)
+	}
+	if got, err := read(ctx); err != nil || got != "by the next holder" {
+		t.Fatalf("resource holds %q (%v), want the next holder's value", got, err)
+	}
+	if err := next.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,102 @@
+package fence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/simba-go/simba/spi"
+)
+
+// Verifier confirms, before a helper lets token raise resource's highest token, that token is
+// one the lock service has granted: nil admits it; an error refuses it and nothing is written
+// or recorded. An error matching ErrUnverifiedToken says the token is not a granted one; any
+// other error (the lock service is unreachable) refuses the token too, the helpers failing
+// closed. The helpers call it only for a token above the highest they have seen (or for a
+// resource's first token), never for one equal to it: one call per tenure, not per write.
+//
+// Without a verifier a helper trusts every token: one request carrying a token of another
+// lease name, or the int64 maximum, raises the resource's highest for good and every
+// legitimate holder after it is refused as stale. LeaseVerifier is the ready-made one.
+type Verifier func(ctx context.Context, resource string, token int64) error
+
+// ErrUnverifiedToken is matched (errors.Is) by a Verifier's refusal of a token the lock
+// service has not granted to the resource's lease, detailed by *UnverifiedTokenError
+// (errors.As). Nothing was written or recorded.
+var ErrUnverifiedToken = errors.New("fence: token not granted by the lease")
+
+// UnverifiedTokenError is a token a Verifier refused: it is not the token of Lease's current
+// tenure.
+type UnverifiedTokenError struct {
+	// Resource is the fenced resource the token was presented to.
+	Resource string
+	// Lease is the lease name the resource's tokens come from (empty where the refusal was
+	// read off an HTTP answer: fencehttp.RefusedError).
+	Lease string
+	// Token is the refused token.
+	Token int64
+	// Current is the token of the lease's current tenure, when Held.
+	Current int64
+	// Held reports whether the lease had a holder when the token was checked.
+	Held bool
+}
+
+// Error says which token was refused for which resource, and what the lease holds.
+func (e *UnverifiedTokenError) Error() string {
+	switch {
+	case e.Lease == "": // as a client sees it (fencehttp.RefusedError): the lease is not told
+		return fmt.Sprintf("%v: resource %q refused token %d", ErrUnverifiedToken, e.Resource, e.Token)
+	case !e.Held:
+		return fmt.Sprintf("%v: resource %q refused token %d: lease %q has no holder", ErrUnverifiedToken, e.Resource, e.Token, e.Lease)
+	default:
+		return fmt.Sprintf("%v: resource %q refused token %d: lease %q is held with token %d", ErrUnverifiedToken, e.Resource, e.Token, e.Lease, e.Current)
+	}
+}
+
+// Is makes errors.Is(err, ErrUnverifiedToken) true.
+func (e *UnverifiedTokenError) Is(target error) bool { return target == ErrUnverifiedToken }
+
+// LeaseVerifier returns a Verifier that admits a token only if it is the token of the current
+// tenure of lease(resource), as the backend reports it (spi.Inspector: every backend Simba
+// ships, and simbatest's, implements it; open.Open returns one). lease nil means the
+// resource's name is the lease's name. A token of another lease, a made-up one, one of a
+// tenure that has ended, or any token while the lease is free, is refused with a
+// *UnverifiedTokenError; a failed Inspect with its error wrapped (the helpers refuse the
+// token then too).
+//
+// Each call reads the backend's whole snapshot (spi.Inspector.Inspect: one query on SQL, a
+// scan of the lease keys on Redis, a listing on ZooKeeper and etcd), which the helpers
+// make once per tenure and resource; it grows with the number of leases (measured on the
+// shared test servers: 0.2 s for 20,000 leases on Redis, 0.1 s for 10,000 on PostgreSQL).
+// The backend need not be a client's: the process that guards a resource usually holds no
+// lease, and Inspect takes none (on ZooKeeper it opens an observer connection of its own).
+//
+// A holder whose tenure ends between its write's request and the check is refused like a
+// stale holder: its successor's token is current. A snapshot that lags the lock service (a
+// ZooKeeper server behind its leader) can refuse a new holder's token until it catches up
+// (the holder's retry is admitted) or admit the previous holder's, which is then no worse
+// than that holder writing just before its successor: the highest stays a granted token, so
+// no later holder is locked out.
+func LeaseVerifier(b spi.Inspector, lease func(resource string) string) Verifier {
+	return func(ctx context.Context, resource string, token int64) error {
+		name := resource
+		if lease != nil {
+			name = lease(resource)
+		}
+		snap, err := b.Inspect(ctx)
+		if err != nil {
+			return fmt.Errorf("fence: verifying token %d of lease %q for resource %q: %w", token, name, resource, err)
+		}
+		refused := &UnverifiedTokenError{Resource: resource, Lease: name, Token: token}
+		for _, l := range snap.Leases {
+			if l.Name != name || l.Holder == "" {
+				continue
+			}
+			if l.Token == token {
+				return nil
+			}
+			refused.Current, refused.Held = l.Token, true
+		}
+		return refused
+	}
+}

@@ -1,0 +1,87 @@
+package fence_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"math"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/simba-go/simba"
+	"github.com/simba-go/simba/fence"
+	"github.com/simba-go/simba/internal/testenv"
+	"github.com/simba-go/simba/open"
+	"github.com/simba-go/simba/spi"
+)
+
+// TestLeaseVerifierOnBackends: on every backend, LeaseVerifier admits the token Lock granted
+// (the backend's snapshot reports the same token) and refuses the int64 maximum, the token of
+// another lease, and the holder's token once the lease is released; a backend that cannot
+// inspect fails with its error wrapped, never nil.
+func TestLeaseVerifierOnBackends(t *testing.T) {
+	dsns := map[string]func(t *testing.T) string{
+		"sqlite":    func(t *testing.T) string { return "sqlite://" + filepath.Join(t.TempDir(), "simba.db") },
+		"postgres":  func(t *testing.T) string { return testenv.Postgres(t) },
+		"redis":     func(t *testing.T) string { return "redis://" + testenv.Redis(t) },
+		"zookeeper": func(t *testing.T) string { return "zk://" + strings.Join(testenv.ZooKeeper(t), ",") },
+		"etcd":      func(t *testing.T) string { return "etcd://" + strings.Join(testenv.Etcd(t), ",") },
+	}
+	for name, dsn := range dsns {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			b, err := open.Open(ctx, dsn(t), open.WithAutoMigrate())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { b.Close() })
+			in, ok := b.(spi.Inspector)
+			if !ok {
+				t.Fatalf("%T is not an spi.Inspector", b)
+			}
+			c, err := simba.New(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close(context.Background())
+			var r [6]byte
+			_, _ = rand.Read(r[:])
+			lease := "verify-" + hex.EncodeToString(r[:])
+			held, err := c.Lock(ctx, lease)
+			if err != nil {
+				t.Fatal(err)
+			}
+			other, err := c.Lock(ctx, lease+"-other")
+			if err != nil {
+				t.Fatal(err)
+			}
+			verify := fence.LeaseVerifier(in, func(resource string) string { return strings.TrimPrefix(resource, "res/") })
+			if err := verify(ctx, "res/"+lease, held.Token()); err != nil {
+				t.Fatalf("the holder's token %d: %v", held.Token(), err)
+			}
+			for _, tok := range []int64{math.MaxInt64, other.Token(), held.Token() + 1} {
+				err := verify(ctx, "res/"+lease, tok)
+				var refused *fence.UnverifiedTokenError
+				if !errors.As(err, &refused) || !refused.Held || refused.Current != held.Token() || refused.Lease != lease {
+					t.Fatalf("token %d: got %v, want a *fence.UnverifiedTokenError naming the current token %d", tok, err, held.Token())
+				}
+			}
+			_ = other.Unlock(ctx)
+			if err := held.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := verify(ctx, "res/"+lease, held.Token()); !errors.Is(err, fence.ErrUnverifiedToken) {
+				t.Fatalf("the token of a released lease: got %v, want fence.ErrUnverifiedToken", err)
+			}
+			cctx, ccancel := context.WithCancel(ctx)
+			ccancel()
+			if err := verify(cctx, "res/"+lease, held.Token()); err == nil || errors.Is(err, fence.ErrUnverifiedToken) {
+				t.Fatalf("with the context cancelled: got %v, want the backend's error", err)
+			}
+		})
+	}
+}
