@@ -75,9 +75,13 @@ func (c *Client) Lock(ctx context.Context, name string) (*Held, error) {
 // backend call, when another goroutine of this client holds or is taking it.
 //
 // TryLock never waits out an outage. Its attempt is one acquire, bounded by the call timeout
-// (one renewal interval, TTL/3) and by ctx; if it fails, or its outcome is unknown (a timeout),
-// TryLock returns an error matching ErrUnavailable (a grant that landed after all is released
-// by the next keep-alive). With no live session — the backend unreachable, or the session just
+// (one renewal interval, TTL/3) from when the call starts, and by ctx. A client runs at most
+// 32 backend calls at once and queues the rest, so an acquire can wait for a slot first: with
+// more calls in flight than that on a slow backend, a TryLock takes longer than one call
+// timeout (100 concurrent TryLocks at TTL 3 s on a backend whose acquire took 800 ms: 3.3 s
+// for the last). Give ctx a deadline to bound it. If the attempt fails, or its outcome is
+// unknown (a timeout), TryLock returns an error matching ErrUnavailable (a grant that landed
+// after all is released by the next keep-alive). With no live session — the backend unreachable, or the session just
 // lost — it waits only for a session open already in flight (one call timeout at most, as
 // right after New), and otherwise fails at once: with an error matching ErrUnavailable that
 // wraps the last open's error. Both are retryable: try again later (or use Lock, which waits).

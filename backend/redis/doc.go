@@ -159,6 +159,19 @@ every master for about a TTL (TestClusterKeepAliveSurvivesAMaster). The client r
 revoked lease once the master's replica takes over; a call that failed after the master applied
 it leaves that lease held a little longer than the client believes, which is harmless: it lapses.
 
+A master paused (SIGSTOP, a long GC-like stall, a frozen VM) for less than the TTL and less than
+cluster-node-timeout, so that no failover happens, counts as failed for each keep-alive whose
+part it does not answer within the call timeout: its leases' terms end (taken over) although
+nobody took them. Measured on a private Cluster at TTL 3 s (cluster-node-timeout 5 s), a
+master paused 2 s: the terms on it were revoked 1.2 s into the pause, the session and every
+other lease stayed; once it answered, the election and the group partitions were taken back
+within 20 ms with the same tokens (the lease hashes still named the session: a re-acquire by
+the holder keeps its token), while a lock's Held stays lost (Unlock it and Lock again) and
+another client waiting for that lock got it 3.2 s after the pause began, once the old lease had
+lapsed. A pause longer than cluster-node-timeout fails the master over to its replica; the
+paused master, resumed, may still take writes before it learns it was demoted, and those are
+lost (see WithWaitReplicas).
+
 Two races are closed in the backend. A keep-alive that renews the session to E2 while an
 Acquire carrying the older E1 is in flight may run its keep_alive_leases on the lease's slot
 before the grant lands, leaving the lease at E1 while the engine adopts the term under E2's

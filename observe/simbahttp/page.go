@@ -6,8 +6,11 @@ import (
 	"html/template"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/simba-go/simba"
 )
@@ -84,8 +87,21 @@ func (h *Handler) servePage(w http.ResponseWriter, r *http.Request) {
 	col := newColors(st)
 	d := pageData{Title: h.o.Title, Refresh: max(1, int(h.o.Refresh.Round(time.Second)/time.Second)), Status: st,
 		Now: clock(st.At)}
+	// What the page shows of owners, names, reasons and errors comes from other processes
+	// (an owner is any UTF-8 without control characters, so a bidirectional override passes)
+	// or from the backend's records, which anyone with write access can forge: shown as text.
+	d.Status.Session.Owner = visible(st.Session.Owner)
+	d.Status.Session.Reason = visible(st.Session.Reason)
+	d.Status.BackendError = visible(st.BackendError)
+	if st.LastError != nil {
+		le := *st.LastError
+		le.Error, le.Name = visible(le.Error), visible(le.Name)
+		d.Status.LastError = &le
+	}
 	for _, hd := range st.Holders {
-		d.Holders = append(d.Holders, pageHolder{Holder: hd, Color: col.of(hd.Owner, hd.Session)})
+		c := col.of(hd.Owner, hd.Session)
+		hd.Name, hd.Owner = visible(hd.Name), visible(hd.Owner)
+		d.Holders = append(d.Holders, pageHolder{Holder: hd, Color: c})
 	}
 	if st.Healthy {
 		d.Health = "live"
@@ -117,7 +133,7 @@ func (h *Handler) servePage(w http.ResponseWriter, r *http.Request) {
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		line := timelineLine{Name: name}
+		line := timelineLine{Name: visible(name)}
 		entries := st.Timeline[name]
 		for _, e := range entries {
 			from, until := e.Since, st.At
@@ -133,7 +149,7 @@ func (h *Handler) servePage(w http.ResponseWriter, r *http.Request) {
 				width := max(float64(until.Sub(from))/float64(span)*100, 0.6)
 				line.Segments = append(line.Segments, segment{Left: left, Width: min(width, 100-left), Color: color,
 					Label: fmt.Sprintf("%s #%s", who(e), token(e.Token)), Open: e.Until == nil,
-					Title: fmt.Sprintf("%s held %s with token %s from %s", who(e), name, token(e.Token), clock(e.Since))})
+					Title: fmt.Sprintf("%s held %s with token %s from %s", who(e), line.Name, token(e.Token), clock(e.Since))})
 			}
 		}
 		for i := len(entries) - 1; i >= 0; i-- {
@@ -159,15 +175,15 @@ func (h *Handler) servePage(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	for _, g := range st.Groups {
-		pg := pageGroup{Name: g.Name, Count: g.Count, Partitions: ints(g.Partitions)}
+		pg := pageGroup{Name: visible(g.Name), Count: g.Count, Partitions: ints(g.Partitions)}
 		for _, m := range g.Members {
-			pg.Members = append(pg.Members, pageMember{ID: m, Owner: owners[m], Self: st.Session.Live && m == st.Session.ID})
+			pg.Members = append(pg.Members, pageMember{ID: m, Owner: visible(owners[m]), Self: st.Session.Live && m == st.Session.ID})
 		}
 		d.Groups = append(d.Groups, pg)
 	}
 	if st.Backend != nil {
 		for _, s := range st.Backend.Sessions {
-			d.Sessions = append(d.Sessions, pageSession{ID: s.ID, Owner: s.Owner,
+			d.Sessions = append(d.Sessions, pageSession{ID: s.ID, Owner: visible(s.Owner),
 				Remaining: millis(s.RemainingMillis), Self: st.Session.Live && s.ID == st.Session.ID})
 		}
 	}
@@ -181,9 +197,42 @@ func (h *Handler) servePage(w http.ResponseWriter, r *http.Request) {
 
 func who(e *Entry) string {
 	if e.Owner != "" {
-		return e.Owner
+		return visible(e.Owner)
 	}
 	return short(e.Session)
+}
+
+// visible returns s with each control or format character (C0, DEL, C1, bidirectional
+// overrides and isolates such as U+202E, zero-width characters) and each invalid byte replaced
+// by its Go escape (\x1b, \u202e, \xff), everything else left as it is, as simba status
+// shows them: html/template escapes markup, not characters that reorder or hide the text
+// around them, so an owner "node-a\u202e…" displayed reversed what followed it.
+func visible(s string) string {
+	clean := true
+	for _, r := range s {
+		if r == utf8.RuneError || (r != ' ' && !unicode.IsGraphic(r)) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for len(s) > 0 {
+		r, size := utf8.DecodeRuneInString(s)
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[0])
+		case r != ' ' && !unicode.IsGraphic(r):
+			q := strconv.QuoteRuneToGraphic(r)
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			b.WriteString(s[:size])
+		}
+		s = s[size:]
+	}
+	return b.String()
 }
 
 func token(t int64) string {
@@ -207,10 +256,11 @@ func ints(ps []int) string {
 }
 
 func short(id simba.SessionID) string {
-	if len(id) > 8 {
-		return string(id[:8]) + "…"
+	s := visible(string(id))
+	if r := []rune(s); len(r) > 8 {
+		return string(r[:8]) + "…"
 	}
-	return string(id)
+	return s
 }
 
 // palette holds distinguishable colors for holders.

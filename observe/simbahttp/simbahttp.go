@@ -26,7 +26,10 @@
 //	               has one (BackendSnapshot; ?free=1 adds the free lease records, see
 //	               Status.Backend)
 //	GET /          an HTML page that refreshes itself: holders, a timeline of terms per name
-//	               (who held what, when, with which token), members and partitions
+//	               (who held what, when, with which token), members and partitions; owners,
+//	               names, session ids and errors shown with control and format characters
+//	               (bidirectional overrides, zero-width ones) escaped as in simba status
+//	               (\u202e), where /status gives them as they are
 //
 // The JSON speaks one dialect, the backend's snapshot included: snake_case keys, a holder as
 // "session" and "owner", and times left in milliseconds ("remaining_ms", -1 where the backend
