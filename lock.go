@@ -81,10 +81,10 @@ func (c *Client) Lock(ctx context.Context, name string) (*Held, error) {
 // timeout (100 concurrent TryLocks at TTL 3 s on a backend whose acquire took 800 ms: 3.3 s
 // for the last). Give ctx a deadline to bound it. If the attempt fails, or its outcome is
 // unknown (a timeout), TryLock returns an error matching ErrUnavailable (a grant that landed
-// after all is released by the next keep-alive). With no live session — the backend unreachable, or the session just
-// lost — it waits only for a session open already in flight (one call timeout at most, as
-// right after New), and otherwise fails at once: with an error matching ErrUnavailable that
-// wraps the last open's error. Both are retryable: try again later (or use Lock, which waits).
+// after all is released by the next keep-alive). With no live session — the backend
+// unreachable, or the session just lost — it waits only for a session open already in flight
+// (one call timeout at most, as right after New), and otherwise fails at once: with an error
+// matching ErrUnavailable that wraps the last open's error. Both are retryable: try again later (or use Lock, which waits).
 // When ctx ends first, TryLock returns ctx's error at once, as Lock does.
 func (c *Client) TryLock(ctx context.Context, name string) (*Held, error) {
 	return c.lock(ctx, name, engine.FlavorTryLock)
