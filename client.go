@@ -1640,7 +1640,7 @@ func (c *Client) revoked(ef *engine.Effect) {
 	if h != nil {
 		if t, ok := h.termFor(ef.Token); ok {
 			// Invalidate first (rule 2: revoke before anything else this step asks).
-			t.revoke(&RevokedError{Name: ef.Name, Token: ef.Token, Reason: reason})
+			t.revoke(reason)
 			h.revoked(t, reason)
 		}
 	}

@@ -7,12 +7,14 @@ import (
 )
 
 // maxLockCycleAllocs is what an uncontended Lock and Unlock may allocate on a backend that
-// allocates nothing per call: the lock's queue, its term (with its context), the Held, the
-// engine's election, the two futures, the revocation's error and a few closures: 11, and two
-// to spare. Until 2026-12-06 it was 23: each call's own timeout context (WithTimeout: its
-// context, its timer and its channel, 4 allocations a call), the errors.As target of
-// isAbandoned, asked of every call, success or not, and each request's future channel.
-const maxLockCycleAllocs = 13
+// allocates nothing per call: the lock's queue, its term, the Held, the engine's election, the
+// two futures and a few closures: 8, and one to spare. Until 2026-12-06 it was 23: each call's
+// own timeout context (WithTimeout: its context, its timer and its channel, 4 allocations a
+// call), the errors.As target of isAbandoned, asked of every call, success or not, and each
+// request's future channel; then 11, with the term's context (context.WithCancelCause, 2
+// allocations) and the revocation's RevokedError, now made only when the context is asked for
+// (Term.Context).
+const maxLockCycleAllocs = 9
 
 // TestLockCycleAllocations counts the heap allocations of an uncontended Lock and Unlock cycle
 // on grantAll, whose Acquire and Release allocate nothing: the shell's own, which on a fast
