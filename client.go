@@ -61,6 +61,7 @@ type Client struct {
 	idleWorkers atomic.Int32
 	gate        callGate       // bounds the calls in flight (callgate.go)
 	timeouts    sharedTimeout  // the calls' timeout contexts (callContext)
+	cuts        callerCuts     // the context of calls for a caller whose context can end (runCall)
 	work        sync.WaitGroup // leader work
 	callbacks   sync.WaitGroup // serial dispatchers with callbacks to run
 
@@ -547,6 +548,7 @@ func (c *Client) loop() {
 	}
 	c.stopProbe()
 	c.cancel()
+	c.cuts.retire()
 	for id, f := range c.futures {
 		f.complete(Term{}, ErrClosed)
 		delete(c.futures, id)
@@ -1081,10 +1083,21 @@ func (c *Client) runCall(cl call, caller context.Context) (cut, handed bool) {
 	}
 	// Only a call that something may cut short needs a context of its own: an open (Close),
 	// a session call or a Join (a probe), one a caller may abandon (its context can end).
-	own := ef.Op == engine.OpOpenSession || ef.Op == engine.OpKeepAlive || ef.Op == engine.OpJoin ||
-		(caller != nil && caller.Done() != nil)
-	ctx, cancel := c.callContext(own)
-	defer cancel()
+	// A call for a caller whose context can end, and that nothing else cuts, shares its
+	// context with the other calls for that caller's context (callerCut), on a real clock.
+	sessOp := ef.Op == engine.OpOpenSession || ef.Op == engine.OpKeepAlive || ef.Op == engine.OpJoin
+	callerEnds := caller != nil && caller.Done() != nil
+	var ctx context.Context
+	cancel := func() {}
+	var shared bool
+	if callerEnds && !sessOp && c.settle.act == nil {
+		cc := c.cuts.get(caller, c.timeouts.get(c.baseCtx, c.cfg.renewEvery))
+		defer cc.release()
+		ctx, shared = cc.ctx, true
+	} else {
+		ctx, cancel = c.callContext(sessOp || callerEnds)
+		defer cancel()
+	}
 	ev := engine.ReplyTo(ef)
 	ev.SentAt = c.cfg.clock.Now()
 	var openCut *context.CancelFunc
@@ -1104,21 +1117,26 @@ func (c *Client) runCall(cl call, caller context.Context) (cut, handed bool) {
 		// comes first, which the call's context carries too, for a backend that heeds a
 		// deadline but not a cancellation (Redis: go-redis reads with ctx's deadline and never
 		// watches ctx otherwise, so a cancellation alone ended the call at its own timeout).
+		// (A shared context carries the caller's deadline and cancellation already.)
 		callerDL, hasDL := caller.Deadline()
-		if dl, ok := ctx.Deadline(); hasDL && (!ok || callerDL.Before(dl)) {
+		if dl, ok := ctx.Deadline(); !shared && hasDL && (!ok || callerDL.Before(dl)) {
 			var cancelDL context.CancelFunc
 			ctx, cancelDL = context.WithDeadline(ctx, callerDL)
 			defer cancelDL()
-		} else if !hasDL {
+		} else if !shared && !hasDL {
 			// Only the caller's cancellation can end it: a backend that watches only deadlines
 			// must see that (spi.CallerCancels), or the caller waits out the call's timeout
 			// (Redis: a Lock with a cancel-only ctx, cancelled while the network was
 			// blackholed, returned only after one renewal interval).
 			ctx = spi.WithCallerCancels(ctx)
 		}
-		stop := context.AfterFunc(caller, cancel)
-		c.call(ctx, ef, &ev)
-		stop()
+		if shared {
+			c.call(ctx, ef, &ev)
+		} else {
+			stop := context.AfterFunc(caller, cancel)
+			c.call(ctx, ef, &ev)
+			stop()
+		}
 		// Cut: the call failed after its context was cancelled (or reached the caller's
 		// deadline) and the caller's has ended (a call that failed by itself before that, or
 		// that succeeded, counts as it is; one that the client's close cut is the close's).
@@ -1622,7 +1640,7 @@ func (c *Client) revoked(ef *engine.Effect) {
 	if h != nil {
 		if t, ok := h.termFor(ef.Token); ok {
 			// Invalidate first (rule 2: revoke before anything else this step asks).
-			t.revoke(&RevokedError{Name: ef.Name, Token: ef.Token, Reason: reason})
+			t.revoke(reason)
 			h.revoked(t, reason)
 		}
 	}

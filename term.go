@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -25,6 +26,11 @@ type Term struct{ s *termState }
 // deadline points at the session's published local deadline (nanoseconds on the client's
 // clock), which every term of that session shares; until is the term's own bound by its
 // grant (engine rule 6), math.MaxInt64 once a keep-alive has confirmed the lease.
+//
+// The term's context is made when Context is first called, not with the term: most terms of
+// a Lock and Unlock are never asked for it, and context.WithCancelCause allocated twice per
+// term, and its cause, a *RevokedError, once more at the revocation (TestLockCycleAllocations).
+// mu guards ctx, cancel, ended and reason.
 type termState struct {
 	name     string
 	token    int64
@@ -33,13 +39,15 @@ type termState struct {
 	deadline *atomic.Int64
 	until    atomic.Int64
 	revoked  atomic.Bool
-	ctx      context.Context
-	cancel   context.CancelCauseFunc
+	mu       sync.Mutex
+	ctx      context.Context         // nil until Context is called
+	cancel   context.CancelCauseFunc // ctx's
+	ended    bool                    // revoke has run
+	reason   RevokeReason            // the first revocation's
 }
 
 func newTerm(name string, token int64, owner string, clock spi.Clock, deadline *atomic.Int64, until time.Duration) Term {
-	ctx, cancel := context.WithCancelCause(context.Background())
-	t := Term{s: &termState{name: name, token: token, owner: owner, clock: clock, deadline: deadline, ctx: ctx, cancel: cancel}}
+	t := Term{s: &termState{name: name, token: token, owner: owner, clock: clock, deadline: deadline}}
 	t.s.until.Store(int64(until))
 	return t
 }
@@ -51,13 +59,29 @@ func (t Term) confirm() {
 	}
 }
 
-// revoke invalidates the term at once and cancels its context with cause.
-func (t Term) revoke(cause error) {
+// revoke invalidates the term at once and cancels its context, if made, with a *RevokedError
+// for reason as its cause (the first revocation's; a context made later gets the same). The
+// error is built only for a context: an Unlock's revocation, whose term nobody asked for its
+// context, builds none.
+func (t Term) revoke(reason RevokeReason) {
 	if t.s == nil {
 		return
 	}
 	t.s.revoked.Store(true)
-	t.s.cancel(cause)
+	t.s.mu.Lock()
+	defer t.s.mu.Unlock()
+	if t.s.ended {
+		return
+	}
+	t.s.ended, t.s.reason = true, reason
+	if t.s.cancel != nil {
+		t.s.cancel(t.s.revokedError())
+	}
+}
+
+// revokedError is the cause of the term's context: s.mu held, s.ended.
+func (s *termState) revokedError() error {
+	return &RevokedError{Name: s.name, Token: s.token, Reason: s.reason}
 }
 
 // Name is the lease name.
@@ -106,6 +130,14 @@ func (t Term) Context() context.Context {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		return ctx
+	}
+	t.s.mu.Lock()
+	defer t.s.mu.Unlock()
+	if t.s.ctx == nil {
+		t.s.ctx, t.s.cancel = context.WithCancelCause(context.Background())
+		if t.s.ended {
+			t.s.cancel(t.s.revokedError())
+		}
 	}
 	return t.s.ctx
 }
