@@ -972,7 +972,7 @@ func (c *Client) startCall(ef engine.Effect) {
 		return // queued: the call that passes its slot on starts it (nextCall)
 	}
 	cl := call{ef: ef, gated: gated}
-	if own := c.claim; own != nil && own.claimable && !own.taken && ef.Name == own.name && (ef.Op == engine.OpAcquire || (ef.Op == engine.OpRelease && !own.acquireOnly)) {
+	if own := c.claim; own != nil && own.claimable && !own.taken && ef.Name == own.name && (ef.Op == engine.OpAcquire || ef.Op == engine.OpRelease) {
 		own.call, own.taken = cl, true
 		c.calls.Add(1) // before the loop can exit and wait for the calls: it needs the stepper
 		return
@@ -1016,10 +1016,8 @@ type callClaim struct {
 	name string
 	// claimable: the call may be claimed (Client.mayRunHere).
 	claimable bool
-	// acquireOnly: only an acquire may be claimed (a hint's step: Client.stepHint).
-	acquireOnly bool
-	taken       bool
-	call        call
+	taken     bool
+	call      call
 }
 
 // maxIdleWorkers bounds the call workers kept idle; idleWorkerFor is how long one waits for a
@@ -1564,7 +1562,7 @@ func (c *Client) readHints(hints <-chan spi.Hint) {
 			c.settle.hintDone()
 			continue
 		}
-		posted := c.stepHint(h, len(hints) == 0)
+		posted := c.post(func() { c.step(engine.Event{Kind: engine.EvHint, Hint: h}) })
 		c.settle.hintDone()
 		if !posted {
 			// Drain until the backend closes the channel (its context is cancelled).
@@ -1574,35 +1572,6 @@ func (c *Client) readHints(hints <-chan spi.Hint) {
 			return
 		}
 	}
-}
-
-// stepHint steps hint h, on this goroutine (the hint reader) when the loop is idle (runInline),
-// else on the loop goroutine; it reports false once the loop has exited. Stepped here, the
-// acquire that a Released hint's step asks for about its name (the waiter's attempt at the
-// lease just let go) runs here too, when last is set (no further hint is waiting to be read):
-// as a request's own call does (callClaim), it saves the hand-off to a call worker, one
-// goroutine wake-up on the way from the hint to the grant. Hints read meanwhile wait in the
-// backend's buffer; with one waiting, the call goes to a worker as before, so that a slow
-// acquire does not hold up the next name's hint.
-func (c *Client) stepHint(h spi.Hint, last bool) bool {
-	var own callClaim
-	inline := func() {
-		c.claimed = callClaim{name: h.Name, claimable: last && h.Kind == spi.Released, acquireOnly: true}
-		c.claim = &c.claimed
-		c.step(engine.Event{Kind: engine.EvHint, Hint: h})
-		c.claim = nil
-		own, c.claimed = c.claimed, callClaim{}
-	}
-	if c.runInline(inline) {
-		if own.taken {
-			if _, handed := c.runCall(own.call, nil); !handed {
-				c.passOn()
-			}
-			c.calls.Done()
-		}
-		return true
-	}
-	return c.enqueue(func() { c.step(engine.Event{Kind: engine.EvHint, Hint: h}) })
 }
 
 // handleFor finds the handle of a lease: an election or lock of that name, or else the
