@@ -128,6 +128,29 @@ type Client struct {
 	// every request, on the requesting goroutine, before its event is posted: a test makes
 	// other requests there to have the loop take them before this one.
 	testHookRequest atomic.Pointer[func(engine.Event)]
+	// testHookHop, when set (only by tests, through export_test.go), sees the hops of a
+	// hand-over on the waiter's side as they happen: a Released hint read (hopHint), an
+	// acquire sent and its reply back (hopSent, hopBack), the reply's step begun (hopReply),
+	// a grant stepped (hopElected).
+	testHookHop atomic.Pointer[func(hop hop, name string)]
+}
+
+// hop is a point on the way from a Released hint to the waiter's grant (testHookHop).
+type hop uint8
+
+const (
+	hopHint hop = iota
+	hopSent
+	hopBack
+	hopReply
+	hopElected
+)
+
+// traceHop reports hop h about name to the test hook, if one is set.
+func (c *Client) traceHop(h hop, name string) {
+	if f := c.testHookHop.Load(); f != nil {
+		(*f)(h, name)
+	}
 }
 
 // leaseHandle is what the loop tells about the terms of one name: an *Election, a *lockQueue, or a
@@ -1110,6 +1133,9 @@ func (c *Client) runCall(cl call, caller context.Context) (cut, handed bool) {
 		// group (and its partitions) away until its timeout after the backend came back.
 		sessCall = c.watchSessionCall(ev.SentAt, cancel)
 	}
+	if ef.Op == engine.OpAcquire {
+		c.traceHop(hopSent, ef.Name)
+	}
 	if caller == nil || caller.Done() == nil {
 		c.call(ctx, ef, &ev)
 	} else {
@@ -1148,6 +1174,9 @@ func (c *Client) runCall(cl call, caller context.Context) (cut, handed bool) {
 		if cut {
 			<-caller.Done() // past its deadline: at once, so that the caller sees it ended
 		}
+	}
+	if ef.Op == engine.OpAcquire {
+		c.traceHop(hopBack, ef.Name)
 	}
 	if sessCall != nil {
 		ev.Err = c.unwatchSessionCall(sessCall, ef.Op, ev.Err)
@@ -1245,6 +1274,9 @@ func (c *Client) postReply(name string, ev engine.Event) {
 // stepReply reports the outcome of a backend call about name (callDone) and steps its reply ev
 // (loop goroutine).
 func (c *Client) stepReply(name string, ev engine.Event) {
+	if ev.Op == engine.OpAcquire {
+		c.traceHop(hopReply, name)
+	}
 	c.callDone(ev.Op, name, ev.Err)
 	c.step(ev)
 }
@@ -1537,6 +1569,9 @@ func (n *errNote) permanent() error {
 func (c *Client) readHints(hints <-chan spi.Hint) {
 	defer c.calls.Done()
 	for h := range hints {
+		if h.Kind == spi.Released {
+			c.traceHop(hopHint, h.Name)
+		}
 		if h.Kind == spi.Released && c.handleFor(h.Name) == nil {
 			// No election, lock or joined partition of that name: the engine waits for no such
 			// lease (an acquire sent after this check sees the release the hint reports), so
@@ -1590,6 +1625,7 @@ func (c *Client) infoLogged() bool {
 }
 
 func (c *Client) elected(ef *engine.Effect) {
+	c.traceHop(hopElected, ef.Name)
 	h := c.handleFor(ef.Name)
 	t := newTerm(ef.Name, ef.Token, ef.Owner, c.cfg.clock, c.deadline(ef.Session), ef.Until)
 	if c.infoLogged() {

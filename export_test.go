@@ -45,3 +45,15 @@ func OnRequest(c *Client, hook func(kind, name string)) {
 	h := func(ev engine.Event) { hook(ev.Kind.String(), ev.Name) }
 	c.testHookRequest.Store(&h)
 }
+
+// OnHop makes c run hook at each hop of a hand-over on the waiter's side: hop 0 a Released
+// hint read from the backend, 1 an acquire sent, 2 its reply back, 3 the reply's step begun,
+// 4 a grant stepped; a nil hook removes it.
+func OnHop(c *Client, hook func(hop int, name string)) {
+	if hook == nil {
+		c.testHookHop.Store(nil)
+		return
+	}
+	h := func(p hop, name string) { hook(int(p), name) }
+	c.testHookHop.Store(&h)
+}
