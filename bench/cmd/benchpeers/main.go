@@ -656,12 +656,15 @@ func rank(group, name string, baseline bool) int {
 	return g*10 + k
 }
 
+// isBaseline tells a hand-over row that times a server's baseline op alone (floorRow).
+func isBaseline(name string) bool { return strings.HasPrefix(name, "baseline: ") }
+
 func sortRows(cy []cycleRow, hand []handRow, fail []failRow) {
 	sort.SliceStable(cy, func(i, j int) bool {
 		return rank(cy[i].group, cy[i].name, cy[i].baseline) < rank(cy[j].group, cy[j].name, cy[j].baseline)
 	})
 	sort.SliceStable(hand, func(i, j int) bool {
-		return rank(hand[i].group, hand[i].name, false) < rank(hand[j].group, hand[j].name, false)
+		return rank(hand[i].group, hand[i].name, isBaseline(hand[i].name)) < rank(hand[j].group, hand[j].name, isBaseline(hand[j].name))
 	})
 	sort.SliceStable(fail, func(i, j int) bool {
 		return rank(fail[i].group, fail[i].name, false) < rank(fail[j].group, fail[j].name, false)

@@ -354,6 +354,13 @@ func setup(ctx context.Context, c conf, sel selection, r *resources) (cy []cycle
 	if c.etcdURL != "" && sel.group(groupEtc) {
 		try("etcd (embedded)", "all", func() error { return setupEtcd(ctx, c, r, name, &cy, &hand, &fail) })
 	}
+	// Each server's cycle baseline, one op at a time, beside its hand-overs: the write a
+	// hand-over's release and grant each are, so its p99 is the host's and the server's floor.
+	for _, b := range cy {
+		if b.baseline {
+			hand = append(hand, floorRow(b))
+		}
+	}
 	return cy, hand, fail, skipped
 }
 
@@ -692,4 +699,18 @@ func setupEtcd(ctx context.Context, c conf, r *resources, name func(string) stri
 		return w, nil
 	}})
 	return nil
+}
+
+// floorRow is the hand-over row that times the baseline op b alone, one op per sample.
+func floorRow(b cycleRow) handRow {
+	return handRow{group: b.group, name: b.name + ", one op alone", sample: func(ctx context.Context) (time.Duration, error) {
+		if b.prep != nil {
+			if err := b.prep(ctx); err != nil {
+				return 0, err
+			}
+		}
+		t0 := time.Now()
+		err := b.op(ctx)
+		return time.Since(t0), err
+	}}
 }
