@@ -275,6 +275,7 @@ func openMySQL(dsn string, opts []Option) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
+	routeMySQLDriverLog(cfg, optionsLogger(opts))
 	// The calls' pool dials connections that note when they last read and wrote, for
 	// stdDialect.dropSilent (see the package doc, Outages); NewMySQL gives the waker a pool
 	// of its own.
