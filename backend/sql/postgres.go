@@ -33,6 +33,16 @@ import (
 // unable to make a call for 14 s after the network healed). A pool with no connect timeout is
 // logged as a warning (WithLogger), once, by NewPostgres: pgxpool then waits 2 min for a
 // connection whose startup reply the network lost, holding its slot.
+//
+// The pool stays yours, and so does the wait of its Close. The backend's Close does not close
+// it and cannot cut its connections' cleanups short, as it does on Open's pool: on a link gone
+// silent, or a server gone, your pool.Close waits for the cleanup of every connection that broke
+// (a cancel request on a new connection, then Terminate, each waiting for the server to close
+// its connection), up to 15 s on a plain pgxpool (pgconn's own bound), and up to twice the
+// connect timeout (5 s by default; once for each) on a pool built from PostgresPoolConfig. To
+// wait less, build the pool from PostgresPoolConfig with a shorter connect_timeout, or close it
+// on a goroutine of its own and do not wait: the server drops the connections it finds gone
+// either way.
 func NewPostgres(pool *pgxpool.Pool, opts ...Option) (*Backend, error) {
 	if pool == nil {
 		return nil, fmt.Errorf("%w: sql postgres: nil pool", spi.ErrInvalidOption)
