@@ -130,9 +130,12 @@ type RevokeReason uint8
 
 // The reasons a term ends.
 const (
-	// RevokedDeadline: the session's local deadline passed before a keep-alive confirmed it.
+	// RevokedDeadline: the session's local deadline passed before a keep-alive confirmed it,
+	// or a keep-alive could not renew the term's lease (Redis Cluster: the master of its slot
+	// did not answer while the session's did): the term was not renewed, nobody took it.
 	RevokedDeadline RevokeReason = iota + 1
-	// RevokedTakenOver: the backend no longer lists the lease as ours.
+	// RevokedTakenOver: the backend no longer lists the lease as ours (and did not say it
+	// failed to renew it).
 	RevokedTakenOver
 	// RevokedSessionExpired: the backend reported the session expired.
 	RevokedSessionExpired

@@ -247,11 +247,12 @@ func WithClock(clock spi.Clock) Option {
 // (at Close, or after losing it) is logged at DEBUG: the close subsumes it (ZooKeeper fails
 // every request in flight on a session being closed), and the close's own failure is logged.
 //
-// It is the client's logger, not the drivers': go-redis (failed dials, pool events) and
-// go-sql-driver/mysql (bad idle connections) write to stderr through process-wide loggers that
-// only redis.SetLogger and mysql.SetLogger change, which Simba leaves to the program. What they
-// report reaches this logger too, as failed backend calls. The backends' own warnings go to
-// their WithLogger options (slog.Default() by default).
+// It is the client's logger, not the drivers': go-redis (failed dials, pool events) writes to
+// stderr through a process-wide logger that only redis.SetLogger changes, which Simba leaves to
+// the program; go-sql-driver/mysql's lines (bad idle connections) go, at DEBUG, to the logger of
+// the MySQL backend that Open made (its WithLogger), unless the program set its own with
+// mysql.SetLogger first. What they report reaches this logger too, as failed backend calls. The
+// backends' own warnings go to their WithLogger options (slog.Default() by default).
 func WithLogger(l *slog.Logger) Option {
 	return Option{func(c *config) error {
 		if l == nil {

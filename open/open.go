@@ -78,11 +78,11 @@ type config struct {
 // WithLogger sets the logger every backend logs its warnings to (foreign records it skips, a
 // Redis server without durable persistence, a ZooKeeper DSN without credentials, an etcd
 // server that raises a session's TTL to its minimum, ...). The default is each backend's,
-// slog.Default(). A nil logger is an error matching spi.ErrInvalidOption. The Redis and MySQL
-// drivers' own log lines (go-redis: failed dials, pool events; go-sql-driver/mysql: bad idle
-// connections) go to their process-wide loggers, which only redis.SetLogger and
-// mysql.SetLogger set (mysql.SetLogger before Open: a MySQL/MariaDB backend keeps the logger
-// that was set when it was opened); the backends leave them to the program (see the backends'
+// slog.Default(). A nil logger is an error matching spi.ErrInvalidOption. go-sql-driver/mysql's
+// own lines (bad idle connections) go to this logger at DEBUG, unless the program set a logger
+// with mysql.SetLogger before Open: that one is kept, and the process-wide logger is never
+// changed. go-redis's (failed dials, pool events) go to its process-wide logger, which only
+// redis.SetLogger sets; the Redis backend leaves it to the program (see the backends'
 // WithLogger).
 func WithLogger(l *slog.Logger) Option {
 	return Option{func(c *config) error {

@@ -65,6 +65,12 @@ type KeepAlive struct {
 	// other masters) may leave out one whose renewal failed while the session's succeeded: the
 	// client then revokes its term at once, which is safe, since the lease was not renewed.
 	Held []Held
+	// Unrenewed is optional: the names asked about that Held leaves out because their renewal
+	// failed (Redis Cluster: their master did not answer), not because another session holds
+	// them. The client revokes such a term all the same, but as not renewed (its deadline
+	// reason) rather than taken over. A backend that renews every lease with the session leaves
+	// it nil.
+	Unrenewed []string
 	// Members maps each group named in the request to its live members, sorted ascending. A
 	// backend that could not read a group while it renewed the session (Redis Cluster, the
 	// group's master down) may leave the group out: the client keeps the view it has.

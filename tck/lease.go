@@ -55,6 +55,11 @@ func LeaseBackendSpec(t *testing.T, f Factory) {
 		t.Run("Hints", func(t *testing.T) {
 			t.Run("SubscriberSeesRelease", h.hintRelease)
 			t.Run("ChannelClosesWithContext", h.hintClose)
+			if f.NewCuttableBackend != nil {
+				t.Run("SurvivesReconnect", h.hintSteady)
+			} else {
+				t.Log("tck: Factory.NewCuttableBackend is nil: spi.SteadyHints is not checked")
+			}
 		})
 	} else {
 		t.Log("tck: Factory.Hints is false: the hint suite does not apply")
@@ -658,6 +663,77 @@ func (h *harness) hintRelease(t *testing.T) {
 		}
 	}
 	t.Fatalf("no released hint for %q within %v", name, callTimeout)
+}
+
+// hintSteady checks spi.SteadyHints: a subscriber whose link to the server is cut while it
+// waits for a lease (for a quarter of the shortest TTL), and the lease released meanwhile,
+// gets the Released hint once the link heals, from that one release (a backend whose watch ends with its connection, or that sets
+// it again without looking at what changed meanwhile, never sends it).
+func (h *harness) hintSteady(t *testing.T) {
+	raw, cut := h.f.NewCuttableBackend(t, BackendConfig{Clock: newJumpClock()})
+	if raw == nil || cut == nil {
+		t.Fatal("tck: Factory.NewCuttableBackend returned a nil backend or cut")
+	}
+	t.Cleanup(func() { raw.Close() })
+	hb, ok := raw.(spi.Hinter)
+	if !ok || !spi.AreHintsSteady(raw) {
+		t.Fatal("tck: Factory.NewCuttableBackend is set but its backend does not report spi.SteadyHints")
+	}
+	subCtx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	hints, err := hb.Hints(subCtx)
+	if err != nil {
+		t.Fatalf("Hints: %v", err)
+	}
+	b := h.backend(t)
+	s, waiter := h.open(t, b, h.long), h.open(t, raw, h.long)
+	// awaitHint waits for a Released hint of name, for up to within.
+	awaitHint := func(name string, within time.Duration) bool {
+		timeout := time.After(within)
+		for {
+			select {
+			case hint, ok := <-hints:
+				if !ok {
+					t.Fatal("hint channel closed while its context is live")
+				}
+				if hint.Kind == spi.Released && hint.Name == name {
+					return true
+				}
+			case <-timeout:
+				return false
+			}
+		}
+	}
+	// First the subscription is shown to work (hints may be lost while it is being set up,
+	// so the holder releases a few times), on a name of its own.
+	warm := h.name("steady-warm")
+	for deadline := time.Now().Add(callTimeout); ; {
+		if time.Now().After(deadline) {
+			t.Fatalf("no released hint for %q within %v", warm, callTimeout)
+		}
+		tok := h.grant(t, b, s, warm)
+		h.heldBy(t, raw, waiter, warm, s)
+		h.release(t, b, s, warm, tok)
+		if awaitHint(warm, time.Second) {
+			break
+		}
+	}
+	// The waiter finds the lease held (the watch is set), its link is cut, the holder
+	// releases, the link heals: the hint of that one release must come.
+	name := h.name("steady")
+	tok := h.grant(t, b, s, name)
+	h.heldBy(t, raw, waiter, name, s)
+	heal := cut()
+	h.release(t, b, s, name, tok)
+	// The outage lasts a quarter of the shortest TTL (wall time: it is the link's), so that
+	// the subscriber is away when the release's change reaches it, yet its session lives.
+	time.Sleep(h.short / 4)
+	heal()
+	if !awaitHint(name, callTimeout) {
+		t.Fatalf("no released hint for %q within %v of the link's heal: the release made while it was cut was lost", name, callTimeout)
+	}
+	// The session lived through it.
+	h.live(t, raw, waiter, h.long)
 }
 
 func (h *harness) hintClose(t *testing.T) {

@@ -18,9 +18,18 @@ import (
 // mutant is simbatest with one rule of the wire semantics broken, and the subtests of the suites
 // that must catch it.
 type mutant struct {
-	wrap  func(b *simbatest.Backend, cfg tck.BackendConfig) spi.Backend
-	fails []string
+	wrap func(b *simbatest.Backend, cfg tck.BackendConfig) spi.Backend
+	// factory, if not nil, changes the memory factory (for a mutant of an optional hook's
+	// backend).
+	factory func(f *tck.Factory, srv *simbatest.Server)
+	fails   []string
 }
+
+// steadyClaimed is a simbatest backend that reports spi.SteadyHints whatever its model.
+type steadyClaimed struct{ *simbatest.Backend }
+
+// HintsSteady implements spi.SteadyHints.
+func (steadyClaimed) HintsSteady() bool { return true }
 
 // broken wraps a simbatest backend; each mutant overrides one method through a hook.
 type broken struct {
@@ -287,6 +296,21 @@ var mutants = map[string]mutant{
 		}),
 		fails: []string{"LeaseBackendSpec/Time/ClientClockJumpsChangeNothing"},
 	},
+	// A backend that reports spi.SteadyHints but whose hints go with its connection: a
+	// simbatest link drops every hint while it is cut, and nothing hints the release made
+	// meanwhile once it is restored.
+	"steady-hints-lost-across-reconnect": {
+		factory: func(f *tck.Factory, srv *simbatest.Server) {
+			f.NewCuttableBackend = func(testing.TB, tck.BackendConfig) (spi.Backend, func() func()) {
+				l := simbatest.NewLink(steadyClaimed{srv.Backend()})
+				return l.Backend(), func() func() {
+					l.CutOff()
+					return l.Restore
+				}
+			}
+		},
+		fails: []string{"LeaseBackendSpec/Hints/SurvivesReconnect"},
+	},
 }
 
 // TestSuitesCatchMutants shows that the suites are not vacuous: for each mutant of simbatest
@@ -323,7 +347,10 @@ func runMutant(t *testing.T, name string) {
 	if !ok {
 		t.Fatalf("unknown mutant %q", name)
 	}
-	f, _ := memoryFactory(m.wrap)
+	f, srv := memoryFactory(m.wrap)
+	if m.factory != nil {
+		m.factory(&f, srv)
+	}
 	t.Run("LeaseBackendSpec", func(t *testing.T) { tck.LeaseBackendSpec(t, f) })
 	t.Run("FencingSpec", func(t *testing.T) { tck.FencingSpec(t, f) })
 }

@@ -102,6 +102,15 @@ type Factory struct {
 	// least spi.Hinter asks of every hinting backend).
 	Hints bool
 
+	// NewCuttableBackend is NewBackend for a backend whose link to the server the test can cut
+	// (a fault proxy of its own, say): cut closes every connection the backend has to the
+	// server and refuses new ones until heal is called; then the backend reconnects. The
+	// suites cut for well under a TTL, so sessions survive. Optional, and only for a backend
+	// that reports spi.SteadyHints (with Hints set): LeaseBackendSpec then checks that a
+	// Released hint of a release made while the link was cut arrives once it heals, with no
+	// further release (Hints/SurvivesReconnect). Without it that check is left out.
+	NewCuttableBackend func(t testing.TB, cfg BackendConfig) (b spi.Backend, cut func() (heal func()))
+
 	// Wait waits until d has passed on the server's clock. Optional: nil means time.Sleep;
 	// simbatest advances its virtual clock instead. ClientSpec does not use it.
 	Wait func(t testing.TB, d time.Duration)

@@ -2,9 +2,11 @@ package etcd
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/simba-go/simba/internal/faultproxy"
 	"github.com/simba-go/simba/internal/testenv"
 	"github.com/simba-go/simba/spi"
 	"github.com/simba-go/simba/tck"
@@ -13,7 +15,8 @@ import (
 // factory describes the shared etcd test server to the TCK, every backend under one fresh
 // prefix.
 func factory(t *testing.T) tck.Factory {
-	dsn := serverDSN(t)
+	prefix := testPrefix(t)
+	dsn := "etcd://" + strings.Join(testenv.Etcd(t), ",") + prefix
 	raw := rawClient(t, testenv.Etcd(t))
 	lo := minTTL(t, raw)
 	return tck.Factory{
@@ -43,6 +46,19 @@ func factory(t *testing.T) tck.Factory {
 		// revocation through raft.
 		ExpiryLag: time.Second,
 		Hints:     true,
+		// A backend through a fault proxy of its own: cut closes its connection and refuses
+		// new ones until heal.
+		NewCuttableBackend: func(t testing.TB, _ tck.BackendConfig) (spi.Backend, func() func()) {
+			p := faultproxy.StartTest(t, testenv.Etcd(t)[0])
+			b, err := New("etcd://" + p.Addr() + prefix)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b, func() func() {
+				p.Set(faultproxy.Fault{Cut: true})
+				return p.Heal
+			}
+		},
 	}
 }
 

@@ -458,8 +458,9 @@ func loadScripts(ctx context.Context, c goredis.Cmdable, calls []*call) error {
 // The keep-alive fails as a whole, as a retryable error, when the session's own call fails: then
 // nothing was renewed that the client may count on. Once the session is renewed, a master that
 // fails its part of the round (down, paused, cut off, its WAIT short: any retryable failure)
-// costs only what lives on it: the reply leaves out its leases, which the client then revokes at
-// once (rule 3: a term missing from the reply is taken over) — safe, since those leases were not
+// costs only what lives on it: the reply leaves out its leases and names them Unrenewed, and the
+// client revokes their terms at once, as not renewed (rule 3; a term missing from the reply
+// without that word is taken over) — safe, since those leases were not
 // moved to E and lapse at their older expiry, while every lease the reply lists was renewed to E
 // by a call that succeeded, and so lives as long as the session. A term adopted from a grant
 // after the request was sent is not revoked by its absence, but stays bounded by its grant's own
@@ -505,7 +506,9 @@ func (b *Backend) keepAliveCluster(ctx context.Context, sid spi.SessionID, names
 	bySlot := namesBySlot(names)
 	ctx2 := ctx
 	leaseCalls := make([]*call, 0, len(bySlot))
+	leaseNames := make([][]string, 0, len(bySlot)) // the names of each of leaseCalls
 	for _, ns := range bySlot {
+		leaseNames = append(leaseNames, ns)
 		keys := luascripts.KeepAliveLeasesKeys{Leases: make([]string, len(ns))}
 		for i, n := range ns {
 			keys.Leases[i] = wire.LeaseKey(n)
@@ -544,9 +547,12 @@ func (b *Backend) keepAliveCluster(ctx context.Context, sid spi.SessionID, names
 		}
 	}
 	ka := spi.KeepAlive{Remaining: ms(r.RemainingMS)}
-	for _, c := range leaseCalls {
+	for i, c := range leaseCalls {
 		if c.err != nil {
-			continue // not renewed: left out, so the client revokes its term now
+			// Not renewed: left out, so the client revokes its term now, and named as such,
+			// so that it revokes it as not renewed rather than taken over.
+			ka.Unrenewed = append(ka.Unrenewed, leaseNames[i]...)
+			continue
 		}
 		lr, err := luascripts.KeepAliveLeases.Decode(c.cmd.Val())
 		if err != nil {

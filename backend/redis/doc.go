@@ -146,7 +146,8 @@ A keep-alive fails as a whole, with a retryable error, when the session's own ca
 master is down, say): nothing was renewed that the client may count on, and it keeps its
 previous deadline. Once the session is renewed, a master that fails its part of the round (down,
 paused, cut off, or its WAIT falling short) costs only what lives on it: the reply leaves out
-that master's leases, and the client revokes their terms at once (taken over), while the leases
+that master's leases, naming them unrenewed (spi.KeepAlive.Unrenewed), and the client revokes
+their terms at once, as not renewed (reason deadline, not taken-over: nobody took them), while the leases
 the other masters renewed stay held under the session's new deadline. That is safe: a listed
 lease was renewed to E by a call that succeeded, and a left-out one was not renewed and lapses
 at its older expiry (a term adopted from a grant after the keep-alive was sent is not revoked by

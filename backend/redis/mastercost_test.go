@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -20,6 +21,9 @@ import (
 // masters that answered (and the group whose master answered); the client must lose the terms
 // of the leases on the killed master only, keeping its session and, with their tokens, its other
 // terms past two TTLs (when a session whose keep-alives all failed would have lapsed).
+//
+// The reply names the leases it left out as unrenewed, and the client's terms on the killed
+// master end as not renewed (RevokedDeadline): they ended as taken over, though nobody took them.
 //
 // On the old code, whose keep-alive failed as a whole when any master's part failed, the bare
 // keep-alive returned an error, and the client lost every term and its session at its deadline.
@@ -153,8 +157,12 @@ func TestClusterKeepAliveSurvivesAMaster(t *testing.T) {
 		return true
 	})
 	clientTokens := map[string]int64{}
+	victimTerms := map[string]simba.Term{}
 	for _, n := range clientNames {
 		clientTokens[n], _ = leading(n)
+		if clientOn[n] == victim {
+			victimTerms[n], _ = elections[n].Term()
+		}
 	}
 
 	replica := pc.replicaOf(victim)
@@ -198,6 +206,16 @@ func TestClusterKeepAliveSurvivesAMaster(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("keep-alive held %v, want the leases off master %d: %v", got, victim, want)
 	}
+	var wantUnrenewed []string
+	for _, n := range bareNames {
+		if bareOn[n] == victim {
+			wantUnrenewed = append(wantUnrenewed, n)
+		}
+	}
+	gotUnrenewed := slices.Sorted(slices.Values(ka.Unrenewed))
+	if !slices.Equal(gotUnrenewed, wantUnrenewed) {
+		t.Fatalf("keep-alive unrenewed %v, want the leases on master %d: %v", gotUnrenewed, victim, wantUnrenewed)
+	}
 	if _, ok := ka.Members[deadGroup]; ok {
 		t.Fatalf("keep-alive reported members %v of group %s, whose master %d is down", ka.Members[deadGroup], deadGroup, victim)
 	}
@@ -215,6 +233,17 @@ func TestClusterKeepAliveSurvivesAMaster(t *testing.T) {
 		}
 		return true
 	})
+	// Revoked as not renewed (deadline): nobody took them over.
+	for n, term := range victimTerms {
+		select { // a term may read invalid (its bound passed) a moment before its revoke
+		case <-term.Context().Done():
+		case <-time.After(3 * ttl):
+		}
+		var rev *simba.RevokedError
+		if cause := context.Cause(term.Context()); !errors.As(cause, &rev) || rev.Reason != simba.RevokedDeadline {
+			t.Errorf("%s (on the killed master): its term ended with %v, want revoked as not renewed (%v)", n, cause, simba.RevokedDeadline)
+		}
+	}
 	for time.Since(killed) < 2*ttl {
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -43,13 +43,14 @@ type config struct {
 // is slog.Default().
 //
 // go-sql-driver/mysql logs on its own ("closing bad idle connection: EOF" after a server
-// restart, packet errors) to stderr, through a logger this option does not touch: the one its
-// configuration holds, which is the process-wide one mysql.SetLogger sets as it was when the
-// configuration was made. Route it with mysql.SetLogger before Open (a backend opened earlier
-// keeps logging to stderr), or set the Logger field of MySQLConfig's configuration for a pool
-// on MySQLConnector, with a type with Print(v ...any), e.g. into a slog logger at DEBUG: the
-// failures that matter reach the client as backend errors. pgx and the SQLite driver log
-// nothing by themselves.
+// restart, packet errors) through the logger its configuration holds, which is filled from the
+// process-wide one (mysql.SetLogger; by default stderr) when the configuration is made. Open
+// points its pool's configuration at this logger instead, at DEBUG (the failures that matter
+// reach the client as backend errors), unless the program set a logger of its own with
+// mysql.SetLogger before Open: that one is kept. Open never changes the process-wide logger,
+// so each backend's driver lines go to its own logger. A pool of your own (NewMySQL) logs where
+// its configuration says: set the Logger field of MySQLConfig's configuration, a type with
+// Print(v ...any), before MySQLConnector. pgx and the SQLite driver log nothing by themselves.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) error {
 		c.logger = l

@@ -228,6 +228,8 @@ func TestOpenRejectsBadDSNs(t *testing.T) {
 		"mysql://u:secret@h/db?timeout=1s&timeout=-1s",
 		"mysql://u:secret@h/db?readTimeout=-5ms",
 		"mysql://u:secret@h/db?writeTimeout=-1h",
+		"mysql://u:secret@h/db?timeTruncate=-1h",
+		"mysql://u:secret@h/db?maxAllowedPacket=-1",
 		"sqlite://x.db?_pragma=foo",
 		"sqlite://x.db?_pragma=foo(1)",
 		"sqlite://x.db?_pragma=foreign_key(1)",
@@ -862,7 +864,8 @@ func TestKeepAliveMembersRemaining(t *testing.T) {
 }
 
 // TestDSNErrorsNameTheParameter: a DSN parameter the driver would take without a word but
-// that cannot do what its writer meant (a negative MySQL timeout, a SQLite pragma SQLite does
+// that cannot do what its writer meant (a negative MySQL timeout or timeTruncate, a
+// maxAllowedPacket outside the server's range, a SQLite pragma SQLite does
 // not know or a pragma without a value) is refused with a message naming it.
 func TestDSNErrorsNameTheParameter(t *testing.T) {
 	for _, c := range []struct{ dsn, want string }{
@@ -870,6 +873,10 @@ func TestDSNErrorsNameTheParameter(t *testing.T) {
 		{"mysql://u@h/db?timeout=1s&timeout=-2s", `timeout="-2s" is negative`},
 		{"mysql://u@h/db?readTimeout=-5ms", `readTimeout="-5ms" is negative`},
 		{"mysql://u@h/db?writeTimeout=-1h", `writeTimeout="-1h" is negative`},
+		{"mysql://u@h/db?timeTruncate=-1s", `timeTruncate="-1s" is negative`},
+		{"mysql://u@h/db?maxAllowedPacket=-1", `maxAllowedPacket="-1" is out of range`},
+		{"mysql://u@h/db?maxAllowedPacket=12", `maxAllowedPacket="12" is out of range`},
+		{"mysql://u@h/db?maxAllowedPacket=4294967296", `maxAllowedPacket="4294967296" is out of range`},
 		{"sqlite://x.db?_pragma=foo", `unknown pragma "foo"`},
 		{"sqlite://x.db?_pragma=Foreign_Key(1)", `unknown pragma "Foreign_Key"`},
 		{"sqlite://x.db?_pragma=key('s3cr3t')", `unknown pragma "key"`},
@@ -892,6 +899,11 @@ func TestDSNErrorsNameTheParameter(t *testing.T) {
 	// What is meant is still taken: zero timeouts, pragmas in either form, in any case.
 	if _, err := MySQLConfig("mysql://u@h/db?timeout=0&readTimeout=0s&writeTimeout=2s"); err != nil {
 		t.Errorf("MySQLConfig with zero timeouts: %v", err)
+	}
+	for _, q := range []string{"maxAllowedPacket=0", "maxAllowedPacket=1024", "maxAllowedPacket=1073741824", "timeTruncate=0", "timeTruncate=1ms"} {
+		if _, err := MySQLConfig("mysql://u@h/db?" + q); err != nil {
+			t.Errorf("MySQLConfig with %s: %v", q, err)
+		}
 	}
 	if _, err := SQLiteDSN("sqlite://x.db?_pragma=Journal_Mode(DELETE)&_pragma=busy_timeout%20=%20500&_pragma=%20synchronous(normal)%20"); err != nil {
 		t.Errorf("SQLiteDSN with pragmas in both forms: %v", err)

@@ -40,8 +40,9 @@ import (
 // translated to go-sql-driver/mysql's form; the parameters are go-sql-driver's (tls, timeout,
 // readTimeout, ...), with interpolateParams=true unless the DSN says otherwise (one round trip per
 // statement instead of three), and timeout (the dial timeout) DefaultConnectTimeout unless the
-// DSN sets it (timeout=0: the system's); a negative timeout, readTimeout or writeTimeout is
-// refused. readTimeout and writeTimeout stay unset: every
+// DSN sets it (timeout=0: the system's); a negative timeout, readTimeout, writeTimeout or
+// timeTruncate is refused, and so is a maxAllowedPacket other than 0 (ask the server) outside
+// the server's own range, 1 KiB to 1 GiB. readTimeout and writeTimeout stay unset: every
 // statement is bounded by its call's context (go-sql-driver closes a connection whose context
 // ends mid-statement), and a read timeout would cut the waker's GET_LOCK waits, which last up to
 // a TTL. The database name is required.
@@ -176,6 +177,13 @@ func pgParseMessage(err error) string {
 	return msg
 }
 
+// mysqlMinPacket and mysqlMaxPacket bound max_allowed_packet in MySQL 8 and MariaDB 10.11 (1 KiB
+// to 1 GiB): the range MySQLConfig accepts for the DSN's maxAllowedPacket.
+const (
+	mysqlMinPacket = 1 << 10
+	mysqlMaxPacket = 1 << 30
+)
+
 // MySQLConfig translates a mysql:// DSN into go-sql-driver/mysql's configuration (see Open:
 // interpolateParams and timeout have Open's defaults).
 func MySQLConfig(dsn string) (*mysqldriver.Config, error) {
@@ -220,6 +228,23 @@ func MySQLConfig(dsn string) (*mysqldriver.Config, error) {
 			return bad("parameter %s=%q is negative: want a positive duration, or 0 to leave it unset", p.name, vals[len(vals)-1])
 		}
 	}
+	// timeTruncate is kept in a field of go-sql-driver's that is not exported: read it again
+	// from the DSN (go-sql-driver has parsed it already, so it parses). Negative, it truncates
+	// nothing and means nothing.
+	if vals := u.Query()["timeTruncate"]; len(vals) > 0 {
+		if d, err := time.ParseDuration(vals[len(vals)-1]); err == nil && d < 0 {
+			return bad("parameter timeTruncate=%q is negative: want a positive duration, or 0 to leave times as they are", vals[len(vals)-1])
+		}
+	}
+	// maxAllowedPacket is the largest packet the driver sends, 0 to ask the server; go-sql-driver
+	// takes any integer. Negative it asks the server too, without a word; below the server's own
+	// minimum every statement that fills a packet fails as too large; above the server's own
+	// maximum the server refuses what the driver sends. Take only what a server could say.
+	if p := cfg.MaxAllowedPacket; p != 0 && (p < mysqlMinPacket || p > mysqlMaxPacket) {
+		vals := u.Query()["maxAllowedPacket"]
+		return bad("parameter maxAllowedPacket=%q is out of range: want 0 (ask the server) or %d to %d bytes, the server's own max_allowed_packet range",
+			vals[len(vals)-1], mysqlMinPacket, mysqlMaxPacket)
+	}
 	if !u.Query().Has("interpolateParams") {
 		cfg.InterpolateParams = true
 	}
@@ -250,6 +275,7 @@ func openMySQL(dsn string, opts []Option) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
+	routeMySQLDriverLog(cfg, optionsLogger(opts))
 	// The calls' pool dials connections that note when they last read and wrote, for
 	// stdDialect.dropSilent (see the package doc, Outages); NewMySQL gives the waker a pool
 	// of its own.

@@ -33,6 +33,16 @@ import (
 // unable to make a call for 14 s after the network healed). A pool with no connect timeout is
 // logged as a warning (WithLogger), once, by NewPostgres: pgxpool then waits 2 min for a
 // connection whose startup reply the network lost, holding its slot.
+//
+// The pool stays yours, and so does the wait of its Close. The backend's Close does not close
+// it and cannot cut its connections' cleanups short, as it does on Open's pool: on a link gone
+// silent, or a server gone, your pool.Close waits for the cleanup of every connection that broke
+// (a cancel request on a new connection, then Terminate, each waiting for the server to close
+// its connection), up to 15 s on a plain pgxpool (pgconn's own bound), and up to twice the
+// connect timeout (5 s by default; once for each) on a pool built from PostgresPoolConfig. To
+// wait less, build the pool from PostgresPoolConfig with a shorter connect_timeout, or close it
+// on a goroutine of its own and do not wait: the server drops the connections it finds gone
+// either way.
 func NewPostgres(pool *pgxpool.Pool, opts ...Option) (*Backend, error) {
 	if pool == nil {
 		return nil, fmt.Errorf("%w: sql postgres: nil pool", spi.ErrInvalidOption)
@@ -261,15 +271,18 @@ var errPoolCut = errors.New("sql postgres: the backend that owns the pool is clo
 // Close had taken 1 s: `simba run` exited 5.2 s after the blackhole instead of at the term's
 // validity. Nothing is lost by cutting them: the server drops a connection it finds gone.
 type connCut struct {
-	mu    sync.Mutex
-	done  bool
-	stop  chan struct{} // closed by cutAll: ends the dials in progress
-	conns map[*boundedConn]struct{}
+	mu   sync.Mutex
+	done bool
+	// stop ends when cutAll runs: it ends the dials in progress (nil until the first dial).
+	stop     context.Context
+	stopDone context.CancelFunc
+	conns    map[*boundedConn]struct{}
 }
 
 // dial is dial (pgconn's default when nil) with its context ended by cutAll too: a cancel
 // request's dial to a server that never answers the SYN waits for the cleanup's 15 s
-// otherwise.
+// otherwise. The cut reaches each dial through context.AfterFunc, registered for the dial's
+// time only: no goroutine per dial (there was one, watching for the cut, while the dial lasted).
 func (k *connCut) dial(dial pgconn.DialFunc) pgconn.DialFunc {
 	if dial == nil {
 		d := &net.Dialer{KeepAlive: 5 * time.Minute}
@@ -277,20 +290,14 @@ func (k *connCut) dial(dial pgconn.DialFunc) pgconn.DialFunc {
 	}
 	k.mu.Lock()
 	if k.stop == nil {
-		k.stop = make(chan struct{})
+		k.stop, k.stopDone = context.WithCancel(context.Background())
 	}
 	stop := k.stop
 	k.mu.Unlock()
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		go func() {
-			select {
-			case <-stop:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
+		defer context.AfterFunc(stop, cancel)()
 		return dial(ctx, network, addr)
 	}
 }
@@ -327,8 +334,8 @@ func (k *connCut) cutAll() {
 		return
 	}
 	k.done = true
-	if k.stop != nil {
-		close(k.stop)
+	if k.stopDone != nil {
+		k.stopDone()
 	}
 	// Under the lock, which every deadline set on a tracked connection takes (set): none set
 	// after this one can move it back.

@@ -1,9 +1,12 @@
 package zookeeper
 
 import (
+	"net/url"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/simba-go/simba/internal/faultproxy"
 	"github.com/simba-go/simba/spi"
 	"github.com/simba-go/simba/tck"
 )
@@ -34,6 +37,24 @@ func factory(t *testing.T) tck.Factory {
 		// default) and the client learns of it when it reconnects.
 		ExpiryLag: lo,
 		Hints:     true,
+		// A backend through a fault proxy of its own, on the first server: cut closes its
+		// connections (the session's and the hint watch's) and refuses new ones until heal.
+		NewCuttableBackend: func(t testing.TB, _ tck.BackendConfig) (spi.Backend, func() func()) {
+			u, err := url.Parse(dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := faultproxy.StartTest(t, strings.Split(u.Host, ",")[0])
+			u.Host = p.Addr()
+			b, err := New(u.String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return recorded{Backend: b, r: rec}, func() func() {
+				p.Set(faultproxy.Fault{Cut: true})
+				return p.Heal
+			}
+		},
 	}
 }
 

@@ -97,7 +97,8 @@
 // revoked before its lease is released, and the release carries the token (rule 2). Each
 // keep-alive asks about the names of current terms, acquires in flight and acquires or
 // releases of unknown outcome, and the joined groups; a term adopted before the request but
-// missing from the reply is revoked (taken-over), and a lease in the reply that nothing
+// missing from the reply is revoked (taken-over; deadline when the reply names it unrenewed:
+// the backend could not renew it), and a lease in the reply that nothing
 // wants is released (rule 3). An acquire whose outcome became unknown (any failure but a
 // refusal) brings the next keep-alive forward to 20 ms later (settleDelay, at most a quarter
 // of the renewal interval), once however many fail before it is sent: a grant that landed

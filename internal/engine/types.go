@@ -170,9 +170,11 @@ type Reason uint8
 // Revocation reasons.
 const (
 	// ReasonDeadline: the session's local deadline passed without a renewal, or a term's own
-	// bound (rule 6) before a keep-alive confirmed it.
+	// bound (rule 6) before a keep-alive confirmed it, or a keep-alive could not renew the
+	// term's lease (spi.KeepAlive.Unrenewed: its Redis Cluster master did not answer).
 	ReasonDeadline Reason = iota + 1
-	// ReasonTakenOver: a keep-alive reply did not list the lease.
+	// ReasonTakenOver: a keep-alive reply did not list the lease (and did not report it
+	// unrenewed).
 	ReasonTakenOver
 	// ReasonSessionExpired: the backend reported the session expired.
 	ReasonSessionExpired
@@ -396,6 +398,9 @@ func writeResult(b *strings.Builder, ev Event) {
 			b.WriteString(h.Name + ":" + strconv.FormatInt(h.Token, 10))
 		}
 		b.WriteByte(']')
+		if len(ka.Unrenewed) > 0 {
+			b.WriteString(" unrenewed=[" + strings.Join(ka.Unrenewed, " ") + "]")
+		}
 		if len(ka.Members) > 0 {
 			groups := make([]string, 0, len(ka.Members))
 			for g := range ka.Members {

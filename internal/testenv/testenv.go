@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -208,4 +209,70 @@ func RefusedAddr(t testing.TB) string {
 	addr := ln.Addr().String()
 	ln.Close()
 	return addr
+}
+
+// PrivateRedis starts a redis-server that only the calling test uses (no persistence, on a
+// port that was free a moment ago, killed when the test ends) and returns its address: for a
+// test that changes server-wide state (SCRIPT FLUSH, CONFIG SET, a restart), which the shared
+// Redis must never see because other packages' tests use it at the same time. It waits until
+// the server it started logs that it accepts connections — it, not another process that took
+// the port meanwhile — and tries another port if the server exits first. It skips (fails under
+// SIMBA_REQUIRE_SERVICES=1) without redis-server.
+func PrivateRedis(t testing.TB) string {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		Unavailable(t, "redis-server", err.Error())
+	}
+	for attempt := 1; ; attempt++ {
+		addr := RefusedAddr(t)
+		_, port, _ := net.SplitHostPort(addr)
+		dir := t.TempDir()
+		logFile := dir + "/redis.log"
+		cmd := exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+			"--dir", dir, "--logfile", logFile)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("starting redis-server on %s: %v", addr, err)
+		}
+		done := make(chan struct{})
+		go func() {
+			cmd.Wait()
+			close(done)
+		}()
+		stop := func() {
+			cmd.Process.Signal(syscall.SIGKILL)
+			<-done
+		}
+		ready, why := waitLogged(logFile, "Ready to accept connections", done, 10*time.Second)
+		if ready {
+			t.Cleanup(stop)
+			return addr
+		}
+		stop()
+		if attempt == 3 {
+			t.Fatalf("a private redis-server did not start in %d attempts: %s", attempt, why)
+		}
+	}
+}
+
+// waitLogged waits until the file at path contains line, the process whose done channel is
+// given exits, or limit passes; it reports whether the line came, else why not (with the log).
+func waitLogged(path, line string, done <-chan struct{}, limit time.Duration) (bool, string) {
+	deadline := time.Now().Add(limit)
+	for {
+		b, _ := os.ReadFile(path)
+		if strings.Contains(string(b), line) {
+			return true, ""
+		}
+		select {
+		case <-done:
+			return false, "it exited: " + strings.TrimSpace(string(b))
+		default:
+		}
+		if time.Now().After(deadline) {
+			return false, fmt.Sprintf("not ready within %v: %s", limit, strings.TrimSpace(string(b)))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
