@@ -419,27 +419,6 @@ func safe(s string) string {
 	return s
 }
 
-// escapeControls returns s with each control or format character and each invalid byte
-// replaced by its Go escape (\x1b, \u202e, \xff), leaving everything else as it is: for
-// messages (errors) that may quote backend-provided strings.
-func escapeControls(s string) string {
-	var b strings.Builder
-	for len(s) > 0 {
-		r, size := utf8.DecodeRuneInString(s)
-		switch {
-		case r == utf8.RuneError && size == 1:
-			fmt.Fprintf(&b, `\x%02x`, s[0])
-		case r != ' ' && !unicode.IsGraphic(r):
-			q := strconv.QuoteRuneToGraphic(r)
-			b.WriteString(q[1 : len(q)-1])
-		default:
-			b.WriteString(s[:size])
-		}
-		s = s[size:]
-	}
-	return b.String()
-}
-
 // runCommand runs a command while this process leads (run) or holds the lock (lock) -name,
 // under a supervisor (runTerm) that stops it when the term ends or this process goes away (see
 // the run and lock help). The exit status is the command's.

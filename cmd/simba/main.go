@@ -60,6 +60,7 @@ import (
 	"syscall"
 
 	"github.com/simba-go/simba"
+	"github.com/simba-go/simba/internal/printable"
 )
 
 // dsnForms lists every DSN form the CLI takes; each command's help includes it.
@@ -259,7 +260,7 @@ func errorLine(err error) string {
 		}
 		msg = trimmed
 	}
-	return "simba: " + escapeControls(msg)
+	return "simba: " + printable.Escape(msg)
 }
 
 // exitCode makes main exit with a given status without printing (the child's status, for run

@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/simba-go/simba/internal/printable"
 	"github.com/simba-go/simba/internal/testenv"
 	"github.com/simba-go/simba/spi"
 
@@ -111,9 +112,9 @@ func TestEscapeControls(t *testing.T) {
 		"bidi \u202e, c1 \u009b, é 界":   `bidi \u202e, c1 \u009b, é 界`,
 		"two\nlines\ttab\r":             `two\nlines\ttab\r`,
 	} {
-		got := escapeControls(in)
+		got := printable.Escape(in)
 		if got != want {
-			t.Errorf("escapeControls(%q) = %q, want %q", in, got, want)
+			t.Errorf("printable.Escape(%q) = %q, want %q", in, got, want)
 		}
 		checkTerminalSafe(t, got)
 	}

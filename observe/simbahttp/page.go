@@ -6,13 +6,11 @@ import (
 	"html/template"
 	"net/http"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/simba-go/simba"
+	"github.com/simba-go/simba/internal/printable"
 )
 
 // timelineWindow is the longest span the page's timeline bars cover.
@@ -202,38 +200,10 @@ func who(e *Entry) string {
 	return short(e.Session)
 }
 
-// visible returns s with each control or format character (C0, DEL, C1, bidirectional
-// overrides and isolates such as U+202E, zero-width characters) and each invalid byte replaced
-// by its Go escape (\x1b, \u202e, \xff), everything else left as it is, as simba status
-// shows them: html/template escapes markup, not characters that reorder or hide the text
-// around them, so an owner "node-a\u202e…" displayed reversed what followed it.
-func visible(s string) string {
-	clean := true
-	for _, r := range s {
-		if r == utf8.RuneError || (r != ' ' && !unicode.IsGraphic(r)) {
-			clean = false
-			break
-		}
-	}
-	if clean {
-		return s
-	}
-	var b strings.Builder
-	for len(s) > 0 {
-		r, size := utf8.DecodeRuneInString(s)
-		switch {
-		case r == utf8.RuneError && size == 1:
-			fmt.Fprintf(&b, `\x%02x`, s[0])
-		case r != ' ' && !unicode.IsGraphic(r):
-			q := strconv.QuoteRuneToGraphic(r)
-			b.WriteString(q[1 : len(q)-1])
-		default:
-			b.WriteString(s[:size])
-		}
-		s = s[size:]
-	}
-	return b.String()
-}
+// visible returns s as simba status shows it (printable.Escape): html/template escapes markup,
+// not characters that reorder or hide the text around them, so an owner "node-a\u202e…"
+// displayed reversed what followed it.
+func visible(s string) string { return printable.Escape(s) }
 
 func token(t int64) string {
 	if t == 0 {
