@@ -390,8 +390,8 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 
 // Check reports whether token would be admitted for resource now: nil, a
 // *fence.StaleTokenError, a *TooManyResourcesError for a new resource the guard has no room
-// for, or an error matching ErrInvalidGuard. It does not call Verify, records nothing, and waits while a handler of resource
-// runs.
+// for, or an error matching ErrInvalidGuard. It does not call Verify, records nothing, and
+// waits while a handler of resource runs.
 func (g *Guard) Check(resource string, token int64) error {
 	st, err := g.peek(resource)
 	if st == nil {

@@ -30,6 +30,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/simba-go/simba/fence"
+	"github.com/simba-go/simba/fence/internal/raise"
 	"github.com/simba-go/simba/generated/luascripts"
 	"github.com/simba-go/simba/generated/wire"
 )
@@ -116,20 +117,9 @@ func (f *Fence) Highest(ctx context.Context, resource string) (int64, bool, erro
 	return h, true, nil
 }
 
-// verify asks Verify about token unless the fence key holds at least token. The key only
-// grows, so a token at most the one read can raise nothing, whatever is written meanwhile.
+// verify asks Verify about token unless the fence key holds at least token (raise.Check).
 func (f *Fence) verify(ctx context.Context, resource string, token int64) error {
-	if f.Verify == nil {
-		return nil
-	}
-	highest, seen, err := f.Highest(ctx, resource)
-	if err != nil {
-		return err
-	}
-	if seen && token <= highest {
-		return nil
-	}
-	return f.Verify(ctx, resource, token)
+	return raise.Check(ctx, f.Verify, f.Highest, resource, token)
 }
 
 func check(resource string, token int64, key string) error {

@@ -41,6 +41,7 @@ import (
 	"fmt"
 
 	"github.com/simba-go/simba/fence"
+	"github.com/simba-go/simba/fence/internal/raise"
 	"github.com/simba-go/simba/generated/wire"
 	"github.com/simba-go/simba/spi"
 )
@@ -177,21 +178,10 @@ func (f *Fence) Check(ctx context.Context, tx Tx, resource string, token int64) 
 	return f.check(ctx, tx, resource, token)
 }
 
-// verify asks Verify about token unless the resource's committed highest is at least token.
-// Reading it outside the write's transaction is sound: the committed highest only grows, so
-// a token at most the one read can raise nothing, whatever commits meanwhile.
+// verify asks Verify about token unless the resource's committed highest is at least token
+// (raise.Check; read outside the write's transaction, which is sound: it only grows).
 func (f *Fence) verify(ctx context.Context, resource string, token int64) error {
-	if f.Verify == nil {
-		return nil
-	}
-	highest, seen, err := f.Highest(ctx, resource)
-	if err != nil {
-		return err
-	}
-	if seen && token <= highest {
-		return nil
-	}
-	return f.Verify(ctx, resource, token)
+	return raise.Check(ctx, f.Verify, f.Highest, resource, token)
 }
 
 // check raises resource's row to token in tx, or reports the higher token found there.
