@@ -14,7 +14,9 @@
 // cancelled on revocation. Pass the token to the resource you protect and have it reject lower
 // tokens: that, not the lease alone, is what makes a paused ex-leader harmless. Package fence
 // does that check for SQL databases (fence/fencesql), Redis keys (fence/fenceredis) and HTTP
-// services (fence/fencehttp).
+// services (fence/fencehttp); give it a fence.Verifier (fence.LeaseVerifier) and a token that
+// is not the lease's — another lease's, or a made-up one — cannot raise a resource's highest
+// and lock its holders out.
 //
 //   - Election: a long-lived candidacy (NewElection, Start, Stop, StepDown) with OnElected /
 //     OnRevoked callbacks, leader work (RunWhileLeader, Schedule) and handover: a stopped

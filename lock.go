@@ -84,8 +84,9 @@ func (c *Client) Lock(ctx context.Context, name string) (*Held, error) {
 // after all is released by the next keep-alive). With no live session — the backend
 // unreachable, or the session just lost — it waits only for a session open already in flight
 // (one call timeout at most, as right after New), and otherwise fails at once: with an error
-// matching ErrUnavailable that wraps the last open's error. Both are retryable: try again later (or use Lock, which waits).
-// When ctx ends first, TryLock returns ctx's error at once, as Lock does.
+// matching ErrUnavailable that wraps the last open's error. Both are retryable: try again
+// later (or use Lock, which waits). When ctx ends first, TryLock returns ctx's error at once,
+// as Lock does.
 func (c *Client) TryLock(ctx context.Context, name string) (*Held, error) {
 	return c.lock(ctx, name, engine.FlavorTryLock)
 }

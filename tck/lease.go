@@ -667,8 +667,9 @@ func (h *harness) hintRelease(t *testing.T) {
 
 // hintSteady checks spi.SteadyHints: a subscriber whose link to the server is cut while it
 // waits for a lease (for a quarter of the shortest TTL), and the lease released meanwhile,
-// gets the Released hint once the link heals, from that one release (a backend whose watch ends with its connection, or that sets
-// it again without looking at what changed meanwhile, never sends it).
+// gets the Released hint once the link heals, from that one release (a backend whose watch
+// ends with its connection, or that sets it again without looking at what changed meanwhile,
+// never sends it).
 func (h *harness) hintSteady(t *testing.T) {
 	raw, cut := h.f.NewCuttableBackend(t, BackendConfig{Clock: newJumpClock()})
 	if raw == nil || cut == nil {
