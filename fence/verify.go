@@ -31,7 +31,8 @@ type UnverifiedTokenError struct {
 	// Resource is the fenced resource the token was presented to.
 	Resource string
 	// Lease is the lease name the resource's tokens come from (empty where the refusal was
-	// read off an HTTP answer: fencehttp.RefusedError).
+	// read off an HTTP answer, fencehttp.RefusedError, or where the resource maps to no valid
+	// lease name).
 	Lease string
 	// Token is the refused token.
 	Token int64
@@ -59,7 +60,9 @@ func (e *UnverifiedTokenError) Is(target error) bool { return target == ErrUnver
 // LeaseVerifier returns a Verifier that admits a token only if it is the token of the current
 // tenure of lease(resource), as the backend reports it (spi.Inspector: every backend Simba
 // ships, and simbatest's, implements it; open.Open returns one). lease nil means the
-// resource's name is the lease's name. A token of another lease, a made-up one, one of a
+// resource's name is the lease's name; a resource that maps to no valid lease name (such as
+// fencehttp's default resource, the URL path: a lease name has no '/') refuses every token,
+// its error saying so. A token of another lease, a made-up one, one of a
 // tenure that has ended, or any token while the lease is free, is refused with a
 // *UnverifiedTokenError; a failed Inspect with its error wrapped (the helpers refuse the
 // token then too).
@@ -82,6 +85,12 @@ func LeaseVerifier(b spi.Inspector, lease func(resource string) string) Verifier
 		name := resource
 		if lease != nil {
 			name = lease(resource)
+		}
+		if err := spi.ValidateName(name); err != nil {
+			// No lease can have that name, so none granted the token; say why, as a guard's
+			// default resource (the URL path, "/invoices/42") is never a lease name.
+			return fmt.Errorf("%w: %q is not a lease name (map resources to lease names with LeaseVerifier's lease function or the guard's Resource): %w",
+				&UnverifiedTokenError{Resource: resource, Token: token}, name, err)
 		}
 		snap, err := b.Inspect(ctx)
 		if err != nil {

@@ -85,3 +85,26 @@ func TestLeaseVerifierOnBackends(t *testing.T) {
 		})
 	}
 }
+
+// TestLeaseVerifierInvalidLeaseName: a resource that maps to no valid lease name (a guard's
+// default resource, the URL path) refuses the token as unverified, with an error that says the
+// name is not a lease name, without asking the backend.
+func TestLeaseVerifierInvalidLeaseName(t *testing.T) {
+	inspected := false
+	v := fence.LeaseVerifier(inspectorFunc(func(context.Context) (spi.Snapshot, error) {
+		inspected = true
+		return spi.Snapshot{Leases: []spi.LeaseInfo{{Name: "/invoices/42", Holder: "s1", Token: 7}}}, nil
+	}), nil)
+	err := v(context.Background(), "/invoices/42", 7)
+	var refused *fence.UnverifiedTokenError
+	if !errors.Is(err, fence.ErrUnverifiedToken) || !errors.As(err, &refused) || refused.Token != 7 {
+		t.Fatalf("err = %v, want an *UnverifiedTokenError for token 7", err)
+	}
+	if !strings.Contains(err.Error(), "is not a lease name") || inspected {
+		t.Fatalf("err = %q (backend inspected: %v), want it to name the invalid lease name without inspecting", err, inspected)
+	}
+}
+
+type inspectorFunc func(context.Context) (spi.Snapshot, error)
+
+func (f inspectorFunc) Inspect(ctx context.Context) (spi.Snapshot, error) { return f(ctx) }

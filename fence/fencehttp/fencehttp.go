@@ -47,13 +47,14 @@
 // one's), a client's bug, or the int64 maximum raise the resource's highest for good, and every
 // legitimate holder after it gets 409 until the process restarts (for fencesql and
 // fenceredis, forever). Set Guard.Verify — fence.LeaseVerifier(backend, lease) checks the
-// token against the backend's view of the lease — and a token that would raise the highest
-// (a resource's first token too) is admitted only if the lock service confirms it: 403
-// Forbidden otherwise (fence.ErrUnverifiedToken through the Transport), 503 when the
-// verifier cannot tell; either way nothing is recorded. A token equal to the highest is not
-// checked again, so it costs one check per tenure and resource, not one per request. Each
-// check reads the backend, so a client that sends ever new resources or tokens costs one read
-// each: authenticate clients before the guard.
+// token against the backend's view of the lease; map the resource to its lease (lease, or
+// Resource), as the default resource, the URL path, is never a lease name — and a token that
+// would raise the highest (a resource's first token too) is admitted only if the lock service
+// confirms it: 403 Forbidden otherwise (fence.ErrUnverifiedToken through the Transport), 503
+// when the verifier cannot tell; either way nothing is recorded. A token equal to the highest
+// is not checked again, so it costs one check per tenure and resource, not one per request.
+// Each check reads the backend, so a client that sends ever new resources or tokens costs one
+// read each: authenticate clients before the guard.
 //
 // # Memory
 //
