@@ -1631,7 +1631,7 @@ func (c *Client) elected(ef *engine.Effect) {
 	if c.infoLogged() {
 		c.cfg.logger.Info("simba elected", "name", ef.Name, "token", ef.Token, "session", ef.Session)
 	}
-	c.emit(Event{Kind: EventElected, At: c.eng.Now(), Session: ef.Session, Name: ef.Name, Token: ef.Token}, h)
+	c.emit(Event{Kind: EventElected, At: c.eng.Now(), Session: ef.Session, Name: ef.Name, Token: ef.Token, Term: t}, h)
 	if h != nil {
 		h.elected(t)
 		return

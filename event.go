@@ -70,6 +70,10 @@ type Event struct {
 	Name string
 	// Token is the fencing token (EventElected, EventRevoked).
 	Token int64
+	// Term is the term granted (EventElected): its Remaining and IsValid follow it as
+	// keep-alives extend it and its revocation ends it, so a listener (a status page) can show
+	// any held lease's time left, a Lock's included. The zero Term for other kinds.
+	Term Term
 	// Reason says why a term was revoked (EventRevoked).
 	Reason RevokeReason
 	// Members is the group's live members; Partitions those assigned to this client

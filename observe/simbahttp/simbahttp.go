@@ -137,6 +137,7 @@ type inspection struct {
 type heldTerm struct {
 	token int64
 	since time.Time
+	term  simba.Term // the granted term (Event.Term): its time left, for a Lock's too
 }
 
 type groupView struct {
@@ -232,7 +233,7 @@ func (h *Handler) listen(ev simba.Event) {
 	case simba.EventClosed:
 		h.live, h.closed, h.since = false, true, now
 	case simba.EventElected:
-		h.held[ev.Name] = heldTerm{token: ev.Token, since: now}
+		h.held[ev.Name] = heldTerm{token: ev.Token, since: now, term: ev.Term}
 		owner := ""
 		if h.client != nil {
 			owner = h.client.Owner()
@@ -400,8 +401,8 @@ type HeldTerm struct {
 	Name  string    `json:"name"`
 	Token int64     `json:"token"`
 	Since time.Time `json:"since"`
-	// RemainingMillis is the term's time left by the client's clock; -1 when unknown (a term
-	// of a name that is not tracked).
+	// RemainingMillis is the term's time left by the client's clock (an election's, a
+	// group's partition's or a Lock's); -1 when unknown.
 	RemainingMillis int64 `json:"remaining_ms"`
 }
 
@@ -656,7 +657,8 @@ func (h *Handler) status(ctx context.Context, free bool) Status {
 		st.Session.Owner = h.client.Owner()
 	}
 
-	// Terms held, with time left where the election or group is tracked.
+	// Terms held, with their time left: a tracked election's or group's term, else the term
+	// its grant's event carried (a Lock's).
 	remaining := make(map[string]time.Duration)
 	for _, e := range h.elections {
 		if t, ok := e.Term(); ok {
@@ -670,6 +672,9 @@ func (h *Handler) status(ctx context.Context, free bool) Status {
 	}
 	for name, t := range h.held {
 		d, ok := remaining[name]
+		if !ok && t.term != (simba.Term{}) {
+			d, ok = t.term.Remaining(), true
+		}
 		st.Terms = append(st.Terms, HeldTerm{Name: name, Token: t.token, Since: t.since, RemainingMillis: remainingMillis(d, !ok)})
 	}
 	sort.Slice(st.Terms, func(i, j int) bool { return st.Terms[i].Name < st.Terms[j].Name })
