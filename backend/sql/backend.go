@@ -156,15 +156,24 @@ type groupNotes interface {
 	read(group string)
 }
 
-func newBackend(name string, d dialect, opts []Option) (*Backend, error) {
+// newConfig applies opts to the defaults, stopping at the first option that fails.
+func newConfig(opts []Option) (config, error) {
 	cfg := config{housekeeping: DefaultHousekeepingInterval}
 	for _, o := range opts {
 		if o == nil {
 			continue
 		}
 		if err := o(&cfg); err != nil {
-			return nil, err
+			return cfg, err
 		}
+	}
+	return cfg, nil
+}
+
+func newBackend(name string, d dialect, opts []Option) (*Backend, error) {
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
 	}
 	plans, err := compilePlans(name)
 	if err != nil {

@@ -275,7 +275,9 @@ func openMySQL(dsn string, opts []Option) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	routeMySQLDriverLog(cfg, optionsLogger(opts))
+	// The options' logger (an option's error is NewMySQL's to report, below).
+	oc, _ := newConfig(opts)
+	routeMySQLDriverLog(cfg, oc.logger)
 	// The calls' pool dials connections that note when they last read and wrote, for
 	// stdDialect.dropSilent (see the package doc, Outages); NewMySQL gives the waker a pool
 	// of its own.

@@ -47,15 +47,3 @@ func isMySQLDefaultLogger(l mysqldriver.Logger) bool {
 	std, ok := l.(*log.Logger)
 	return ok && std.Writer() == os.Stderr && std.Prefix() == "[mysql] "
 }
-
-// optionsLogger is the logger WithLogger sets among opts (nil: none). The options are applied
-// to a configuration of their own; their errors are reported when the backend is made.
-func optionsLogger(opts []Option) *slog.Logger {
-	var c config
-	for _, o := range opts {
-		if o != nil {
-			_ = o(&c)
-		}
-	}
-	return c.logger
-}
