@@ -345,9 +345,7 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 			return
 		}
 		if err != nil {
-			w.Header().Set(ResourceHeader, resource)
-			w.Header().Set(RefusedHeader, refusedTooMany)
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			refuse(w, resource, refusedTooMany, http.StatusServiceUnavailable, err.Error())
 			return
 		}
 		defer g.release(resource, st)
@@ -362,19 +360,16 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 		if st.seen && token < st.highest {
 			stale := &fence.StaleTokenError{Resource: resource, Token: token, Highest: st.highest}
 			w.Header().Set(HighestHeader, strconv.FormatInt(st.highest, 10))
-			w.Header().Set(ResourceHeader, resource)
-			w.Header().Set(RefusedHeader, refusedStale)
-			http.Error(w, stale.Error(), http.StatusConflict)
+			refuse(w, resource, refusedStale, http.StatusConflict, stale.Error())
 			return
 		}
 		if (!st.seen || token > st.highest) && g.Verify != nil {
 			if err := g.Verify(r.Context(), resource, token); err != nil {
-				w.Header().Set(ResourceHeader, resource)
 				if errors.Is(err, fence.ErrUnverifiedToken) {
-					w.Header().Set(RefusedHeader, refusedUnverified)
-					http.Error(w, err.Error(), http.StatusForbidden)
+					refuse(w, resource, refusedUnverified, http.StatusForbidden, err.Error())
 					return
 				}
+				w.Header().Set(ResourceHeader, resource)
 				http.Error(w, fmt.Sprintf("fencehttp: could not verify token %d for resource %q: %v", token, resource, err), http.StatusServiceUnavailable)
 				return
 			}
@@ -387,6 +382,14 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r.WithContext(WithToken(r.Context(), token)))
 	})
+}
+
+// refuse answers a request the guard refused for resource, with why (the Refused header,
+// which the Transport reads back into a typed error), status and msg.
+func refuse(w http.ResponseWriter, resource, why string, status int, msg string) {
+	w.Header().Set(ResourceHeader, resource)
+	w.Header().Set(RefusedHeader, why)
+	http.Error(w, msg, status)
 }
 
 // Check reports whether token would be admitted for resource now: nil, a
@@ -446,25 +449,7 @@ func (g *Guard) limit() (int, error) {
 
 // acquire returns resource's entry, made if need be, counting the caller in until release.
 func (g *Guard) acquire(resource string) (*resourceState, error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	n, err := g.limit()
-	if err != nil {
-		return nil, err
-	}
-	st := g.resources[resource]
-	if st == nil {
-		if len(g.resources) >= n {
-			return nil, &TooManyResourcesError{Resource: resource, Limit: n}
-		}
-		if g.resources == nil {
-			g.resources = map[string]*resourceState{}
-		}
-		st = &resourceState{run: make(chan struct{}, 1)}
-		g.resources[resource] = st
-	}
-	st.refs++
-	return st, nil
+	return g.entry(resource, true)
 }
 
 // release counts the caller out of st, dropping the entry if no token was ever admitted to it
@@ -482,18 +467,33 @@ func (g *Guard) release(resource string, st *resourceState) {
 // nil and nil when a request would get one, nil and a *TooManyResourcesError when it would
 // be refused.
 func (g *Guard) peek(resource string) (*resourceState, error) {
+	return g.entry(resource, false)
+}
+
+// entry returns resource's entry, counting the caller in until release; without one, it makes
+// it if create is set and there is room, and otherwise returns nil and nil (room) or nil and a
+// *TooManyResourcesError (none).
+func (g *Guard) entry(resource string, create bool) (*resourceState, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	n, err := g.limit()
 	if err != nil {
 		return nil, err
 	}
-	if st := g.resources[resource]; st != nil {
-		st.refs++
-		return st, nil
+	st := g.resources[resource]
+	if st == nil {
+		if len(g.resources) >= n {
+			return nil, &TooManyResourcesError{Resource: resource, Limit: n}
+		}
+		if !create {
+			return nil, nil
+		}
+		if g.resources == nil {
+			g.resources = map[string]*resourceState{}
+		}
+		st = &resourceState{run: make(chan struct{}, 1)}
+		g.resources[resource] = st
 	}
-	if len(g.resources) >= n {
-		return nil, &TooManyResourcesError{Resource: resource, Limit: n}
-	}
-	return nil, nil
+	st.refs++
+	return st, nil
 }
