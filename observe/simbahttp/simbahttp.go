@@ -140,6 +140,11 @@ type heldTerm struct {
 	term  simba.Term // the granted term (Event.Term): its time left, for a Lock's too
 }
 
+// remainingMillis is the term's time left in milliseconds, -1 for an event without its term.
+func (t heldTerm) remainingMillis() int64 {
+	return remainingMillis(t.term.Remaining(), t.term == (simba.Term{}))
+}
+
 type groupView struct {
 	members    []simba.SessionID
 	partitions []int
@@ -657,25 +662,10 @@ func (h *Handler) status(ctx context.Context, free bool) Status {
 		st.Session.Owner = h.client.Owner()
 	}
 
-	// Terms held, with their time left: a tracked election's or group's term, else the term
-	// its grant's event carried (a Lock's).
-	remaining := make(map[string]time.Duration)
-	for _, e := range h.elections {
-		if t, ok := e.Term(); ok {
-			remaining[t.Name()] = t.Remaining()
-		}
-	}
-	for _, g := range h.pgroups {
-		for _, t := range g.Held() {
-			remaining[t.Name()] = t.Remaining()
-		}
-	}
+	// Terms held, with their time left: the term its grant's event carried, the very term an
+	// election, a group's partition or a Lock holds.
 	for name, t := range h.held {
-		d, ok := remaining[name]
-		if !ok && t.term != (simba.Term{}) {
-			d, ok = t.term.Remaining(), true
-		}
-		st.Terms = append(st.Terms, HeldTerm{Name: name, Token: t.token, Since: t.since, RemainingMillis: remainingMillis(d, !ok)})
+		st.Terms = append(st.Terms, HeldTerm{Name: name, Token: t.token, Since: t.since, RemainingMillis: t.remainingMillis()})
 	}
 	sort.Slice(st.Terms, func(i, j int) bool { return st.Terms[i].Name < st.Terms[j].Name })
 
@@ -731,9 +721,8 @@ func (h *Handler) status(ctx context.Context, free bool) Status {
 			// lost). The term stays in Terms, this client's own view.
 			continue
 		}
-		d, ok := remaining[name]
 		holders[name] = Holder{Name: name, Session: h.session, Owner: st.Session.Owner, Token: t.token,
-			RemainingMillis: remainingMillis(d, !ok), Self: true, Source: "self"}
+			RemainingMillis: t.remainingMillis(), Self: true, Source: "self"}
 	}
 	for _, hd := range holders {
 		st.Holders = append(st.Holders, hd)
