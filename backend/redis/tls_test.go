@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
 	"github.com/simba-go/simba"
 	"github.com/simba-go/simba/internal/testenv"
 	"github.com/simba-go/simba/spi"
@@ -167,6 +168,12 @@ func startPlainRedisProc(t *testing.T) (string, *os.Process) {
 // exceeded", first. Then, at a 500 ms timeout, the TLS dialer's check for a plain-text server,
 // half a second into the handshake, came too late for the call (go-redis dials on a goroutine
 // of its own, without the call's deadline): the first call still ended on its deadline.
+//
+// Both are checked without timing the call, which a loaded machine can stall past any bound
+// (a CI run on a 2-CPU machine did, once, at 1 s): the check of a dial for a call with a
+// timeout comes at half that timeout at the latest (the dialer's probe delay, which leaves the
+// other half for the check's one round trip), the pool does not retry a dial (five attempts
+// 100 ms apart by default), and the first call fails with ErrTLS, whatever its deadline.
 func TestRedissToPlaintextWithinOneCallTimeout(t *testing.T) {
 	addr := startPlainRedis(t)
 	for _, timeout := range []time.Duration{time.Second, 500 * time.Millisecond} {
@@ -176,14 +183,28 @@ func TestRedissToPlaintextWithinOneCallTimeout(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer b.Close()
+			// The pool dials under its own context (no deadline of the call's): the check
+			// comes at half the time of the latest call begun.
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			b.tlsd.called(ctx)
+			cancel()
+			if got := b.tlsd.probeDelay(context.Background()); got > timeout/2 {
+				t.Errorf("a dial for a call with a %v timeout checks for a plain-text server after %v, want at most %v", timeout, got, timeout/2)
+			}
+			// The dial's retries are the TLS dialer's, which returns a TLS failure at once;
+			// the pool's own would retry it, 100 ms apart.
+			if o := b.c.(*goredis.Client).Options(); o.DialerRetries != 1 {
+				t.Errorf("the pool retries each dial %d times, want 1 (the TLS dialer retries transient failures only)", o.DialerRetries)
+			}
 			for i := range 2 {
-				ctx, cancel := context.WithTimeout(context.Background(), timeout)
+				// A deadline the call never nears: what ends it must be the ErrTLS.
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 				start := time.Now()
 				_, err = b.OpenSession(ctx, "o", 3*timeout)
 				took := time.Since(start)
 				cancel()
 				if !errors.Is(err, spi.ErrTLS) || spi.Classify(err) != spi.Permanent || errors.Is(err, context.DeadlineExceeded) {
-					t.Fatalf("call %d: OpenSession with a %v timeout = %v (%v) after %v, want a permanent ErrTLS", i, timeout, err, spi.Classify(err), took)
+					t.Fatalf("call %d: OpenSession = %v (%v) after %v, want a permanent ErrTLS", i, err, spi.Classify(err), took)
 				}
 				t.Logf("call %d: %v after %v", i, err, took)
 			}
