@@ -659,8 +659,11 @@ func (s *Engine) reconcile(req ReqID, sent time.Duration, held []spi.Held, unren
 			} else {
 				s.endHandover(e, false)
 			}
-		case e.unknown && !seen && sent >= add(e.unknownAt, s.opt.RenewInterval):
+		case e.unknown && !seen && sent >= add(e.unknownAt, s.opt.RenewInterval) && !slices.Contains(unrenewed, e.name):
 			// Asked about long enough after the unknown outcome (one call timeout): not ours.
+			// Unless the backend could not renew the name (unrenewed: a Redis Cluster master
+			// that did not answer): that says nothing of whether the acquire landed, so it
+			// stays unknown and is asked about again.
 			e.unknown = false
 			if e.unknownQueued && s.opt.QueueLivesWithSession && e.state != Candidate && e.state != Leader && e.state != Handover {
 				// The queued attempt has landed by now, and may have left an entry that
