@@ -72,8 +72,9 @@ func (e *UnverifiedTokenError) Is(target error) bool { return target == ErrUnver
 // round trip on Redis (standalone or Cluster), one node read on ZooKeeper, three small reads
 // on etcd, whatever the number of leases. The helpers make it once per tenure and resource.
 // A backend with only spi.Inspector is read whole (its Inspect) on every call instead, which
-// grows with the number of leases (measured on the shared test servers: 0.2 s for 20,000 leases
-// on Redis, 0.1 s for 10,000 on PostgreSQL). The backend need not be a client's: the process
+// grows with the number of leases (BenchmarkLeaseVerifier10000, 10,000 leases held: 0.18 ms
+// for the one lease against 41 ms for the snapshot on PostgreSQL, 0.13 ms against 97 ms on
+// Redis). The backend need not be a client's: the process
 // that guards a resource usually holds no lease, and neither read takes one (on ZooKeeper they
 // open an observer connection of their own).
 //
