@@ -24,7 +24,8 @@
 // the helper a Verifier (the Verify field of fencehttp.Guard, fencesql.Fence and
 // fenceredis.Fence) and it admits a token that would raise the highest only once the lock
 // service confirms it; LeaseVerifier is the ready-made one, on any backend that implements
-// spi.Inspector. A refused token matches ErrUnverifiedToken (*UnverifiedTokenError) and
+// spi.Inspector (it reads just the lease checked where the backend implements
+// spi.LeaseInspector, as every backend Simba ships does). A refused token matches ErrUnverifiedToken (*UnverifiedTokenError) and
 // changes nothing. A token equal to the highest is never re-checked: one check per tenure.
 package fence
 

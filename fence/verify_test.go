@@ -15,6 +15,7 @@ import (
 	"github.com/simba-go/simba/fence"
 	"github.com/simba-go/simba/internal/testenv"
 	"github.com/simba-go/simba/open"
+	"github.com/simba-go/simba/simbatest"
 	"github.com/simba-go/simba/spi"
 )
 
@@ -102,6 +103,67 @@ func TestLeaseVerifierInvalidLeaseName(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "is not a lease name") || inspected {
 		t.Fatalf("err = %q (backend inspected: %v), want it to name the invalid lease name without inspecting", err, inspected)
+	}
+}
+
+// countingInspector is a simbatest backend that counts its whole snapshots (Inspect).
+type countingInspector struct {
+	*simbatest.Backend
+	snapshots int
+}
+
+func (c *countingInspector) Inspect(ctx context.Context) (spi.Snapshot, error) {
+	c.snapshots++
+	return c.Backend.Inspect(ctx)
+}
+
+// TestLeaseVerifierReadsOneLease: on a backend with spi.LeaseInspector, LeaseVerifier checks a
+// token by reading that one lease, never the whole snapshot, so a client sending ever new
+// tokens or resources costs one small read each; it admits and refuses exactly as it does
+// from the snapshot of a backend with only spi.Inspector. It fails on the code before
+// LeaseInspector, which read Inspect for every check.
+func TestLeaseVerifierReadsOneLease(t *testing.T) {
+	ctx := context.Background()
+	b := &countingInspector{Backend: simbatest.NewServer().Backend()}
+	s, err := b.OpenSession(ctx, "guarded", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := b.Acquire(ctx, s.ID, "held")
+	if err != nil || held.Kind != spi.Granted {
+		t.Fatalf("acquire: %v %v", held.Kind, err)
+	}
+	freed, err := b.Acquire(ctx, s.ID, "freed")
+	if err != nil || freed.Kind != spi.Granted {
+		t.Fatalf("acquire: %v %v", freed.Kind, err)
+	}
+	if err := b.Release(ctx, s.ID, "freed", freed.Token); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		lease string
+		token int64
+		ok    bool
+	}{
+		{"held", held.Token, true},
+		{"held", held.Token + 1, false},
+		{"held", math.MaxInt64, false},
+		{"freed", freed.Token, false},
+		{"never", 1, false},
+	}
+	one := fence.LeaseVerifier(b, nil)
+	whole := fence.LeaseVerifier(inspectorFunc(b.Backend.Inspect), nil)
+	for _, c := range cases {
+		got, want := one(ctx, c.lease, c.token), whole(ctx, c.lease, c.token)
+		if (got == nil) != c.ok || (want == nil) != c.ok {
+			t.Fatalf("lease %q token %d: one lease read says %v, the snapshot %v; want admitted %v", c.lease, c.token, got, want, c.ok)
+		}
+		if got != nil && got.Error() != want.Error() {
+			t.Fatalf("lease %q token %d: one lease read refuses with %q, the snapshot with %q", c.lease, c.token, got, want)
+		}
+	}
+	if b.snapshots != 0 {
+		t.Fatalf("LeaseVerifier read the whole snapshot %d times for %d checks, want 0 (InspectLease)", b.snapshots, len(cases))
 	}
 }
 

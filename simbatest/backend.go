@@ -9,7 +9,7 @@ import (
 )
 
 // Backend is one client's connection to a Server: a goroutine-safe spi.Backend, spi.Hinter and
-// spi.Inspector and spi.Queuer (and spi.SessionQueue, true when the server's model was made
+// spi.Inspector, spi.LeaseInspector and spi.Queuer (and spi.SessionQueue, true when the server's model was made
 // WithSessionWaiters, and spi.SteadyHints, true when it was made WithUnknownRemaining). Its
 // embedded Faults apply only to its own calls.
 //
@@ -39,10 +39,11 @@ type withdrawal struct {
 }
 
 var (
-	_ spi.Backend   = (*Backend)(nil)
-	_ spi.Hinter    = (*Backend)(nil)
-	_ spi.Inspector = (*Backend)(nil)
-	_ spi.Queuer    = (*Backend)(nil)
+	_ spi.Backend        = (*Backend)(nil)
+	_ spi.Hinter         = (*Backend)(nil)
+	_ spi.Inspector      = (*Backend)(nil)
+	_ spi.LeaseInspector = (*Backend)(nil)
+	_ spi.Queuer         = (*Backend)(nil)
 
 	_ spi.SessionQueue = (*Backend)(nil)
 	_ spi.SteadyHints  = (*Backend)(nil)
@@ -312,6 +313,26 @@ func (b *Backend) Inspect(ctx context.Context) (spi.Snapshot, error) {
 		return spi.Snapshot{}, err
 	}
 	return snap, nil
+}
+
+// InspectLease implements spi.LeaseInspector: the lease's row as Inspect lists it
+// (Model.Lease), read alone.
+func (b *Backend) InspectLease(ctx context.Context, name string) (spi.LeaseInfo, bool, error) {
+	if err := spi.ValidateName(name); err != nil {
+		return spi.LeaseInfo{}, false, err
+	}
+	var (
+		info spi.LeaseInfo
+		ok   bool
+	)
+	err := b.call(ctx, "InspectLease", func(m *Model, now time.Duration) error {
+		info, ok = m.Lease(now, name)
+		return nil
+	})
+	if err != nil {
+		return spi.LeaseInfo{}, false, err
+	}
+	return info, ok, nil
 }
 
 // Hints implements spi.Hinter: the returned channel receives the released names and group

@@ -81,7 +81,8 @@ func (s *Server) VirtualClock() *VirtualClock {
 }
 
 // Backend returns a new client connection to the server: an spi.Backend (also spi.Hinter,
-// spi.Inspector, spi.Queuer, spi.SessionQueue and spi.CutSafe) with its own faults.
+// spi.Inspector, spi.LeaseInspector, spi.Queuer, spi.SessionQueue and spi.CutSafe) with its own
+// faults.
 func (s *Server) Backend() *Backend {
 	return &Backend{Faults: newFaults(), srv: s, calls: make(map[string]int)}
 }

@@ -1,5 +1,5 @@
 // Package spi is Simba's backend service-provider interface, public the way database/sql/driver is:
-// what a backend implements (Backend, and optionally Hinter, Inspector, Queuer, SessionQueue,
+// what a backend implements (Backend, and optionally Hinter, Inspector, LeaseInspector, Queuer, SessionQueue,
 // SteadyHints and CutSafe), the plain-value replies it returns, the errors it wraps and how they
 // are classified (Classify, AsPermanent, Unavailable), and the monotonic Clock a client runs on (with Settler,
 // the capability of a test's virtual clock to wait for the clients on it). Package simba (the client), package tck
@@ -18,7 +18,7 @@
 // # Writing a backend
 //
 // Implement Backend (and Hinter if the server can push notifications, Inspector if it can list
-// its state) on a server that decides by its own clock; check names with ValidateName and
+// its state, LeaseInspector if it can read one lease of it) on a server that decides by its own clock; check names with ValidateName and
 // owners with ValidateOwner before any I/O; return expected outcomes as replies and classify
 // failures (Unavailable, AsPermanent, the sentinels). Then run the conformance suites of package
 // tck — LeaseBackendSpec, FencingSpec and ClientSpec — from the backend's tests with a
@@ -391,6 +391,21 @@ type Inspector interface {
 	// and tools, not for decisions: the snapshot may be stale by the time it is read, and on a
 	// large backend it may take many round trips.
 	Inspect(ctx context.Context) (Snapshot, error)
+}
+
+// LeaseInspector is the optional capability of backends that can read one lease as Inspect
+// shows it, without reading the rest: what a check made per request needs (fence.LeaseVerifier
+// asks it to confirm a fencing token), where a whole snapshot would cost a scan of every lease.
+// Every backend Simba ships implements it, beside Inspector.
+type LeaseInspector interface {
+	// InspectLease returns the lease called name exactly as Inspect would list it (the same
+	// holder, owner, token and RemainingUnknown; Remaining read at its own moment), and true;
+	// or false when Inspect would not list it (a name never acquired, and on a backend that
+	// keeps no record of free leases, as ZooKeeper and etcd, a free one). Like Inspect it only
+	// reads, and a lease whose holder's session expired or was closed shows as free (or, where
+	// free leases are not listed, not at all). A name outside the wire grammar is refused
+	// before any I/O with an error matching ErrInvalidName (ValidateName).
+	InspectLease(ctx context.Context, name string) (LeaseInfo, bool, error)
 }
 
 // Queuer is the optional capability of backends that serve waiters in arrival order: a session that waits for a held lease registers as a waiter, and

@@ -64,6 +64,7 @@ func LeaseBackendSpec(t *testing.T, f Factory) {
 	} else {
 		t.Log("tck: Factory.Hints is false: the hint suite does not apply")
 	}
+	t.Run("Inspect", h.inspectSpec)
 	t.Run("Time", func(t *testing.T) {
 		t.Run("ClientClockJumpsChangeNothing", h.timeClientJumps)
 		t.Run("RemainingIsBackendTime", h.timeRemainingShrinks)

@@ -42,7 +42,19 @@ type broken struct {
 	leave     func(b *broken, ctx context.Context, s spi.SessionID, group string) (spi.Status, error)
 	close     func(b *broken, ctx context.Context, s spi.SessionID) error
 	members   func(b *broken, ctx context.Context, group string) ([]spi.SessionID, error)
+	inspect   func(b *broken, ctx context.Context, name string) (spi.LeaseInfo, bool, error)
 }
+
+func (b *broken) InspectLease(ctx context.Context, name string) (spi.LeaseInfo, bool, error) {
+	if b.inspect != nil {
+		return b.inspect(b, ctx, name)
+	}
+	return b.Backend.InspectLease(ctx, name)
+}
+
+// lastGranted remembers the latest grant of each name of the "inspect-lease-keeps-holder"
+// mutant, across its clients.
+var lastGranted sync.Map // name -> spi.LeaseInfo
 
 func (b *broken) Members(ctx context.Context, group string) ([]spi.SessionID, error) {
 	if b.members != nil {
@@ -295,6 +307,50 @@ var mutants = map[string]mutant{
 			}
 		}),
 		fails: []string{"LeaseBackendSpec/Time/ClientClockJumpsChangeNothing"},
+	},
+	// A backend whose InspectLease (what fence.LeaseVerifier trusts) keeps showing a lease's
+	// latest holder once its tenure ended (released, expired, closed), where Inspect shows it
+	// free: a verifier on it would admit an ended tenure's token.
+	"inspect-lease-keeps-holder": {
+		wrap: with(func(b *broken) {
+			b.acquire = func(b *broken, ctx context.Context, s spi.SessionID, name string) (spi.Acquire, error) {
+				r, err := b.Backend.Acquire(ctx, s, name)
+				if err == nil && r.Kind == spi.Granted {
+					lastGranted.Store(name, spi.LeaseInfo{Name: name, Holder: s, Token: r.Token})
+				}
+				return r, err
+			}
+			b.inspect = func(b *broken, ctx context.Context, name string) (spi.LeaseInfo, bool, error) {
+				info, ok, err := b.Backend.InspectLease(ctx, name)
+				if last, seen := lastGranted.Load(name); err == nil && ok && info.Holder == "" && seen {
+					l := last.(spi.LeaseInfo)
+					info.Holder, info.Owner, info.Token = l.Holder, "tck:stale", l.Token
+				}
+				return info, ok, err
+			}
+		}),
+		fails: []string{"LeaseBackendSpec/Inspect/ReleasedAgrees", "LeaseBackendSpec/Inspect/ExpiredHolderAgrees", "LeaseBackendSpec/Inspect/ClosedHolderAgrees"},
+	},
+	// A backend whose InspectLease finds every name, as a free lease, even one never acquired.
+	"inspect-lease-finds-any-name": {
+		wrap: with(func(b *broken) {
+			b.inspect = func(b *broken, ctx context.Context, name string) (spi.LeaseInfo, bool, error) {
+				info, _, err := b.Backend.InspectLease(ctx, name)
+				return spi.LeaseInfo{Name: name, Holder: info.Holder, Owner: info.Owner, Token: info.Token, Remaining: info.Remaining}, err == nil, err
+			}
+		}),
+		fails: []string{"LeaseBackendSpec/Inspect/NeverAcquiredAgrees"},
+	},
+	// A backend whose InspectLease reports another token than Inspect does.
+	"inspect-lease-wrong-token": {
+		wrap: with(func(b *broken) {
+			b.inspect = func(b *broken, ctx context.Context, name string) (spi.LeaseInfo, bool, error) {
+				info, ok, err := b.Backend.InspectLease(ctx, name)
+				info.Token++
+				return info, ok, err
+			}
+		}),
+		fails: []string{"LeaseBackendSpec/Inspect/HeldAgrees"},
 	},
 	// A backend that reports spi.SteadyHints but whose hints go with its connection: a
 	// simbatest link drops every hint while it is cut, and nothing hints the release made

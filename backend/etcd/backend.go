@@ -126,10 +126,11 @@ type session struct {
 }
 
 var (
-	_ spi.Backend   = (*Backend)(nil)
-	_ spi.Hinter    = (*Backend)(nil)
-	_ spi.Inspector = (*Backend)(nil)
-	_ spi.Queuer    = (*Backend)(nil)
+	_ spi.Backend        = (*Backend)(nil)
+	_ spi.Hinter         = (*Backend)(nil)
+	_ spi.Inspector      = (*Backend)(nil)
+	_ spi.LeaseInspector = (*Backend)(nil)
+	_ spi.Queuer         = (*Backend)(nil)
 
 	_ spi.SessionQueue = (*Backend)(nil)
 	_ spi.SteadyHints  = (*Backend)(nil)

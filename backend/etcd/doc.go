@@ -1,6 +1,6 @@
 /*
 Package etcd is Simba's etcd backend: it implements the SPI (spi.Backend, with the spi.Hinter,
-spi.Inspector, spi.Queuer and spi.SessionQueue capabilities) with go.etcd.io/etcd/client/v3 on
+spi.Inspector, spi.LeaseInspector, spi.Queuer and spi.SessionQueue capabilities) with go.etcd.io/etcd/client/v3 on
 the key layout and the transactions generated from spec/etcd.yaml (package wire for the keys,
 package etcdtxn for the transactions):
 

@@ -176,10 +176,11 @@ type session struct {
 }
 
 var (
-	_ spi.Backend   = (*Backend)(nil)
-	_ spi.Hinter    = (*Backend)(nil)
-	_ spi.Inspector = (*Backend)(nil)
-	_ spi.Queuer    = (*Backend)(nil)
+	_ spi.Backend        = (*Backend)(nil)
+	_ spi.Hinter         = (*Backend)(nil)
+	_ spi.Inspector      = (*Backend)(nil)
+	_ spi.LeaseInspector = (*Backend)(nil)
+	_ spi.Queuer         = (*Backend)(nil)
 )
 
 // New returns a backend on c: a *redis.Client (standalone, or Sentinel failover from

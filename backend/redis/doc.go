@@ -1,6 +1,6 @@
 /*
 Package redis is Simba's Redis backend: it implements the SPI (spi.Backend, with the spi.Hinter,
-spi.Inspector and spi.Queuer capabilities) with github.com/redis/go-redis/v9 on the generated Lua scripts
+spi.Inspector, spi.LeaseInspector and spi.Queuer capabilities) with github.com/redis/go-redis/v9 on the generated Lua scripts
 (package luascripts) and key layout (package wire) of spec/redis.yaml. It needs
 Redis 6.2 or later (7 recommended: scripts replicate by their effects).
 

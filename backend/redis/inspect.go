@@ -64,6 +64,73 @@ func (b *Backend) inspectCall(ctx context.Context) (spi.Snapshot, error) {
 	return snap, nil
 }
 
+// InspectLease reads the lease called name as Inspect lists it (spi.LeaseInspector): the
+// server's TIME, whether the lease key exists and its fields, pipelined in one round trip to
+// the server (on a Cluster, the master) that holds the key. It reads nothing else, whatever
+// the number of leases. A name outside the wire grammar is refused before any I/O.
+func (b *Backend) InspectLease(ctx context.Context, name string) (spi.LeaseInfo, bool, error) {
+	if err := wire.ValidateName(name); err != nil {
+		return spi.LeaseInfo{}, false, err
+	}
+	type found struct {
+		info spi.LeaseInfo
+		ok   bool
+	}
+	f, err := bounded(ctx, b, "inspect lease", name, func() (found, error) {
+		info, ok, err := b.inspectLeaseCall(ctx, name)
+		return found{info, ok}, err
+	})
+	return f.info, f.ok, err
+}
+
+// inspectLeaseCall is InspectLease's body, run by bounded.
+func (b *Backend) inspectLeaseCall(ctx context.Context, name string) (spi.LeaseInfo, bool, error) {
+	if err := b.checkOpen(); err != nil {
+		return spi.LeaseInfo{}, false, err
+	}
+	key := wire.LeaseKey(name)
+	var c goredis.Cmdable = b.c
+	if b.cc != nil {
+		// TIME has no key: sent through the cluster client it would reach any node, whose
+		// clock is not the one Inspect reads this lease's expiry by.
+		n, err := b.cc.MasterForKey(ctx, key)
+		if err != nil {
+			return spi.LeaseInfo{}, false, b.fail("inspect lease", err)
+		}
+		c = n
+	}
+	pipe := c.Pipeline()
+	t := pipe.Time(ctx)
+	exists := pipe.Exists(ctx, key)
+	fields := hmgetLease(ctx, pipe, key)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return spi.LeaseInfo{}, false, b.fail("inspect lease", err)
+	}
+	if exists.Val() == 0 {
+		return spi.LeaseInfo{}, false, nil
+	}
+	return leaseInfo(name, fields.Val(), t.Val().UnixMilli()), true, nil
+}
+
+// hmgetLease queues the read of a lease key's fields that leaseInfo decodes.
+func hmgetLease(ctx context.Context, pipe goredis.Pipeliner, key string) *goredis.SliceCmd {
+	return pipe.HMGet(ctx, key, wire.LeaseFieldSession, wire.LeaseFieldToken, wire.LeaseFieldExpires, wire.LeaseFieldOwner)
+}
+
+// leaseInfo decodes a lease's fields, as hmgetLease read them, at the server's time now
+// (milliseconds): a holder whose expiry has passed is shown free, since any acquirer may take
+// the lease over. Inspect and InspectLease share it, so they cannot disagree.
+func leaseInfo(name string, v []any, now int64) spi.LeaseInfo {
+	info := spi.LeaseInfo{Name: name, Token: num(v[1])}
+	if holder, _ := v[0].(string); holder != "" {
+		if exp := num(v[2]); exp > now {
+			info.Holder, info.Remaining = spi.SessionID(holder), ms(exp-now)
+			info.Owner, _ = v[3].(string)
+		}
+	}
+	return info
+}
+
 func scanKeys(ctx context.Context, c goredis.Cmdable, match string) ([]string, error) {
 	var keys []string
 	it := c.Scan(ctx, 0, match, scanCount).Iterator()
@@ -89,7 +156,7 @@ func inspectNode(ctx context.Context, c goredis.Cmdable) (spi.Snapshot, error) {
 		pipe := c.Pipeline()
 		cmds := make([]*goredis.SliceCmd, len(batch))
 		for i, k := range batch {
-			cmds[i] = pipe.HMGet(ctx, k, wire.LeaseFieldSession, wire.LeaseFieldToken, wire.LeaseFieldExpires, wire.LeaseFieldOwner)
+			cmds[i] = hmgetLease(ctx, pipe, k)
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
 			return snap, err
@@ -99,15 +166,7 @@ func inspectNode(ctx context.Context, c goredis.Cmdable) (spi.Snapshot, error) {
 			if !ok {
 				continue
 			}
-			v := cmds[i].Val()
-			info := spi.LeaseInfo{Name: name, Token: num(v[1])}
-			if holder, _ := v[0].(string); holder != "" {
-				if exp := num(v[2]); exp > now {
-					info.Holder, info.Remaining = spi.SessionID(holder), ms(exp-now)
-					info.Owner, _ = v[3].(string)
-				}
-			}
-			snap.Leases = append(snap.Leases, info)
+			snap.Leases = append(snap.Leases, leaseInfo(name, cmds[i].Val(), now))
 		}
 	}
 	sessionKeys, err := scanKeys(ctx, c, wire.SessionKeyMatch)

@@ -115,10 +115,11 @@ type Backend struct {
 }
 
 var (
-	_ spi.Backend   = (*Backend)(nil)
-	_ spi.Inspector = (*Backend)(nil)
-	_ spi.Hinter    = (*Backend)(nil)
-	_ spi.Queuer    = (*Backend)(nil)
+	_ spi.Backend        = (*Backend)(nil)
+	_ spi.Inspector      = (*Backend)(nil)
+	_ spi.LeaseInspector = (*Backend)(nil)
+	_ spi.Hinter         = (*Backend)(nil)
+	_ spi.Queuer         = (*Backend)(nil)
 )
 
 // dialect is how one SQL dialect runs statements: the operations themselves are the spec's
@@ -738,6 +739,27 @@ func (b *Backend) Inspect(ctx context.Context) (spi.Snapshot, error) {
 		return spi.Snapshot{}, b.fail("inspect", err)
 	}
 	return s, nil
+}
+
+// InspectLease reads the lease called name as Inspect lists it (spi.LeaseInspector): one
+// statement (inspect_lease), the lease's row by its primary key joined to its holder's session,
+// whatever the number of leases; a holder that expired is shown free, and a name that has no
+// lease row is not found. Like Inspect it only reads: it never migrates, and on SQLite it
+// neither takes the writers' gate nor switches the journal mode. A name outside the wire
+// grammar is refused before any I/O.
+func (b *Backend) InspectLease(ctx context.Context, name string) (spi.LeaseInfo, bool, error) {
+	if err := wire.ValidateName(name); err != nil {
+		return spi.LeaseInfo{}, false, err
+	}
+	ctx = readOnlyCtx(ctx)
+	if err := b.ready(ctx); err != nil {
+		return spi.LeaseInfo{}, false, err
+	}
+	info, ok, err := b.inspectLease(ctx, name)
+	if err != nil {
+		return spi.LeaseInfo{}, false, b.fail("inspect lease", err)
+	}
+	return info, ok, nil
 }
 
 // Hints delivers, until ctx is done, a Released hint for every release (including those of a

@@ -1,4 +1,4 @@
-// Package sql is Simba's SQL backend: the Backend SPI (with spi.Inspector, spi.Queuer, and
+// Package sql is Simba's SQL backend: the Backend SPI (with spi.Inspector, spi.LeaseInspector, spi.Queuer, and
 // spi.Hinter on PostgreSQL) on PostgreSQL (pgx/v5), MySQL 8 / MariaDB 10.11 (go-sql-driver/mysql) and SQLite
 // (modernc.org/sqlite, no cgo), driving the statements generated from spec/sql.yaml. Every
 // operation runs the steps the spec's operation table declares for the dialect
@@ -232,8 +232,9 @@
 //
 // Inspect (spi.Inspector) lists every lease with its holder, owner, token and the holder's time
 // left (a lease whose holder expired is shown free: anyone may take it over), every live session
-// and every group's live members. SchemaVersion and DatabaseNow read the schema version and the
-// database clock.
+// and every group's live members. InspectLease (spi.LeaseInspector) reads one lease as Inspect
+// lists it, in one statement by primary key (what fence.LeaseVerifier reads per check).
+// SchemaVersion and DatabaseNow read the schema version and the database clock.
 //
 // # Housekeeping
 //

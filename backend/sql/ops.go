@@ -427,6 +427,18 @@ func (b *Backend) inspect(ctx context.Context) (spi.Snapshot, error) {
 	return s, nil
 }
 
+// inspectLease runs inspect_lease: false when the lease has no row (the spec's no_rows
+// outcome, absent).
+func (b *Backend) inspectLease(ctx context.Context, name string) (spi.LeaseInfo, bool, error) {
+	st := &opState{}
+	st.Args.Name = name
+	if err := b.run(ctx, "inspect_lease", st); err != nil || st.outcome == "absent" {
+		return spi.LeaseInfo{}, false, err
+	}
+	l := st.Out.InspectLease
+	return leaseInfo(name, l.HolderID, l.Owner, l.Token, l.RemainingMs), true, nil
+}
+
 func (b *Backend) schemaVersion(ctx context.Context) (int64, error) {
 	st := &opState{}
 	// It only reads: on SQLite it neither takes the writers' gate nor switches the file to

@@ -271,6 +271,18 @@ func TestOperationsFollowSpec(t *testing.T) {
 			})
 			check("members", "members", branch{}, func() error { _, err := b.members(ctx, "g"); return err })
 			check("inspect", "inspect", branch{}, func() error { _, err := b.inspect(ctx); return err })
+			check("inspect_lease/found", "inspect_lease", branch{}, func() error {
+				if _, ok, err := b.inspectLease(ctx, "free"); err != nil || !ok {
+					return errors.Join(err, errors.New("a lease with a row was not found"))
+				}
+				return nil
+			})
+			check("inspect_lease/absent", "inspect_lease", branch{noRows: "absent"}, func() error {
+				if _, ok, err := b.inspectLease(ctx, "never-acquired"); err != nil || ok {
+					return errors.Join(err, errors.New("a lease without a row was found"))
+				}
+				return nil
+			})
 			check("release", "release", branch{}, func() error { return b.release(ctx, string(me), "free", 1) })
 			check("clear_foreign_holder", "clear_foreign_holder", branch{}, func() error {
 				return b.clearForeignHolder(ctx, "free", "someone")

@@ -115,10 +115,11 @@ type Backend struct {
 }
 
 var (
-	_ spi.Backend   = (*Backend)(nil)
-	_ spi.Hinter    = (*Backend)(nil)
-	_ spi.Inspector = (*Backend)(nil)
-	_ spi.Queuer    = (*Backend)(nil)
+	_ spi.Backend        = (*Backend)(nil)
+	_ spi.Hinter         = (*Backend)(nil)
+	_ spi.Inspector      = (*Backend)(nil)
+	_ spi.LeaseInspector = (*Backend)(nil)
+	_ spi.Queuer         = (*Backend)(nil)
 
 	_ spi.SessionQueue = (*Backend)(nil)
 	_ spi.SteadyHints  = (*Backend)(nil)

@@ -1,6 +1,6 @@
 /*
 Package zookeeper is Simba's ZooKeeper backend: it implements the SPI (spi.Backend, with the
-spi.Hinter, spi.Inspector, spi.Queuer and spi.SessionQueue capabilities) with
+spi.Hinter, spi.Inspector, spi.LeaseInspector, spi.Queuer and spi.SessionQueue capabilities) with
 github.com/go-zookeeper/zk on the layout generated from spec/zk.yaml (package wire):
 
   - A Simba session is a ZooKeeper session, on a connection of its own; its id is the

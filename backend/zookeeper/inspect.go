@@ -18,6 +18,78 @@ import (
 // inspectParallel bounds the reads Inspect keeps in flight.
 const inspectParallel = 64
 
+// ownSessions is this backend's live sessions, whose time left it knows (ZooKeeper tells it
+// nothing of other clients' sessions).
+type ownSessions map[spi.SessionID]*session
+
+// ownSessions returns the backend's sessions that are not gone.
+func (b *Backend) ownSessions() ownSessions {
+	own := ownSessions{}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for id, ss := range b.sessions {
+		if !ss.gone() {
+			own[id] = ss
+		}
+	}
+	return own
+}
+
+// remaining returns the time left of the session id and whether it is known.
+func (own ownSessions) remaining(id spi.SessionID) (time.Duration, bool) {
+	if ss := own[id]; ss != nil {
+		return ss.remaining(), true
+	}
+	return 0, false
+}
+
+// leaseInfo decodes the lease node of name (its data and stat): an ephemeral node is held by
+// its owner session, with the tenure's token its creation zxid; a persistent one is a foreign
+// node (see ForeignHolder), shown held since it keeps the name held. Inspect and InspectLease
+// share it, so they cannot disagree. An expired session's nodes are gone (the server deletes
+// them), so a node read is a live tenure as far as the server has told.
+func (own ownSessions) leaseInfo(name string, data []byte, stat *zk.Stat) spi.LeaseInfo {
+	if stat.EphemeralOwner == 0 {
+		return spi.LeaseInfo{Name: name, Holder: ForeignHolder, Owner: ForeignOwner}
+	}
+	holder := SessionIDString(stat.EphemeralOwner)
+	owner := string(data)
+	if wire.ValidateOwner(owner) != nil {
+		owner = ForeignOwner
+	}
+	rem, known := own.remaining(holder)
+	return spi.LeaseInfo{Name: name, Holder: holder, Owner: owner, Token: stat.Czxid, Remaining: rem, RemainingUnknown: !known}
+}
+
+// InspectLease reads the lease called name as Inspect lists it (spi.LeaseInspector): one read
+// of its node (data and stat), on the connection Inspect would use, whatever the number of
+// leases. A free lease has no node, so it is not found, as Inspect does not list it. A name
+// outside the wire grammar is refused before any I/O.
+func (b *Backend) InspectLease(ctx context.Context, name string) (spi.LeaseInfo, bool, error) {
+	if err := wire.ValidateName(name); err != nil {
+		return spi.LeaseInfo{}, false, err
+	}
+	s, err := b.anySession(ctx)
+	if err != nil {
+		return spi.LeaseInfo{}, false, err
+	}
+	type got struct {
+		data []byte
+		stat *zk.Stat
+	}
+	g, err := call(ctx, func() (got, error) {
+		data, stat, err := s.conn.Get(b.lay.lease(name))
+		return got{data, stat}, err
+	})
+	switch {
+	case errors.Is(err, zk.ErrNoNode):
+		return spi.LeaseInfo{}, false, nil
+	case err != nil:
+		return spi.LeaseInfo{}, false, s.fail("inspect lease", err)
+	}
+	return b.ownSessions().leaseInfo(name, g.data, g.stat), true, nil
+}
+
 // Inspect lists the held leases (holder, owner, token), the sessions that hold leases or
 // belong to groups, and the groups' members. ZooKeeper does not tell one client how long
 // another session has left, so Remaining is filled in only for this backend's own sessions
@@ -95,44 +167,20 @@ func (b *Backend) Inspect(ctx context.Context) (spi.Snapshot, error) {
 		return spi.Snapshot{}, s.fail("inspect", err)
 	}
 
-	own := map[spi.SessionID]*session{}
-	b.mu.Lock()
-	for id, ss := range b.sessions {
-		if !ss.gone() {
-			own[id] = ss
-		}
-	}
-	b.mu.Unlock()
-	// remaining returns the time left of the session id and whether it is known.
-	remaining := func(id spi.SessionID) (time.Duration, bool) {
-		if ss := own[id]; ss != nil {
-			return ss.remaining(), true
-		}
-		return 0, false
-	}
+	own := b.ownSessions()
+	remaining := own.remaining
 	snap := spi.Snapshot{Groups: map[string][]spi.SessionID{}}
 	sessions := map[spi.SessionID]string{}
 	for i, n := range names {
 		nd := nodes[i]
-		switch {
-		case !nd.found:
-			continue
-		case nd.stat.EphemeralOwner == 0:
-			// A foreign node (see ForeignHolder): shown, since it keeps the name held.
-			snap.Leases = append(snap.Leases, spi.LeaseInfo{Name: n, Holder: ForeignHolder, Owner: ForeignOwner})
+		if !nd.found {
 			continue
 		}
-		holder := SessionIDString(nd.stat.EphemeralOwner)
-		owner := string(nd.data)
-		if wire.ValidateOwner(owner) != nil {
-			owner = ForeignOwner
+		info := own.leaseInfo(n, nd.data, nd.stat)
+		if info.Holder != ForeignHolder {
+			sessions[info.Holder] = info.Owner
 		}
-		sessions[holder] = owner
-		rem, known := remaining(holder)
-		snap.Leases = append(snap.Leases, spi.LeaseInfo{
-			Name: n, Holder: holder, Owner: owner, Token: nd.stat.Czxid,
-			Remaining: rem, RemainingUnknown: !known,
-		})
+		snap.Leases = append(snap.Leases, info)
 	}
 	for _, nd := range nodes[len(names):] {
 		if !nd.found {

@@ -260,8 +260,9 @@ func (s *Server) hint(kind spi.HintKind, name string) {
 	}
 }
 
-// Backend is one client's connection to a Server. It implements spi.Backend and the two
-// optional capabilities, spi.Hinter and spi.Inspector, and is safe for concurrent use.
+// Backend is one client's connection to a Server. It implements spi.Backend and three
+// optional capabilities, spi.Hinter, spi.Inspector and spi.LeaseInspector, and is safe for
+// concurrent use.
 type Backend struct {
 	srv    *Server
 	closed bool // guarded by srv.mu
@@ -269,9 +270,10 @@ type Backend struct {
 
 // The compiler checks that Backend implements the SPI and its optional capabilities.
 var (
-	_ spi.Backend   = (*Backend)(nil)
-	_ spi.Hinter    = (*Backend)(nil)
-	_ spi.Inspector = (*Backend)(nil)
+	_ spi.Backend        = (*Backend)(nil)
+	_ spi.Hinter         = (*Backend)(nil)
+	_ spi.Inspector      = (*Backend)(nil)
+	_ spi.LeaseInspector = (*Backend)(nil)
 )
 
 // begin starts a call: it fails if ctx is done or the connection is closed, and otherwise locks
@@ -584,11 +586,7 @@ func (b *Backend) Inspect(ctx context.Context) (spi.Snapshot, error) {
 	defer b.srv.mu.Unlock()
 	snap := spi.Snapshot{Groups: make(map[string][]spi.SessionID, len(b.srv.groups))}
 	for name, l := range b.srv.leases {
-		info := spi.LeaseInfo{Name: name, Token: l.token}
-		if holder := b.srv.sessions[l.holder]; l.holder != "" && holder != nil {
-			info.Holder, info.Owner, info.Remaining = l.holder, holder.owner, holder.expiry-now
-		}
-		snap.Leases = append(snap.Leases, info)
+		snap.Leases = append(snap.Leases, b.srv.leaseInfo(name, l, now))
 	}
 	slices.SortFunc(snap.Leases, func(x, y spi.LeaseInfo) int { return cmp.Compare(x.Name, y.Name) })
 	for id, sess := range b.srv.sessions {
@@ -599,6 +597,35 @@ func (b *Backend) Inspect(ctx context.Context) (spi.Snapshot, error) {
 		snap.Groups[g] = b.srv.members(g)
 	}
 	return snap, nil
+}
+
+// InspectLease implements spi.LeaseInspector: the lease's row as Inspect lists it, read alone
+// (a fencing token's check reads this instead of the whole snapshot). A name never acquired is
+// not found.
+func (b *Backend) InspectLease(ctx context.Context, name string) (spi.LeaseInfo, bool, error) {
+	if err := validName("InspectLease", name); err != nil {
+		return spi.LeaseInfo{}, false, err
+	}
+	now, err := b.begin(ctx, "InspectLease")
+	if err != nil {
+		return spi.LeaseInfo{}, false, err
+	}
+	defer b.srv.mu.Unlock()
+	l := b.srv.leases[name]
+	if l == nil {
+		return spi.LeaseInfo{}, false, nil
+	}
+	return b.srv.leaseInfo(name, l, now), true, nil
+}
+
+// leaseInfo is lease row l of name as Inspect and InspectLease show it at now: a holder whose
+// session is gone (expired or closed) is shown free. The caller holds s.mu.
+func (s *Server) leaseInfo(name string, l *lease, now time.Duration) spi.LeaseInfo {
+	info := spi.LeaseInfo{Name: name, Token: l.token}
+	if holder := s.sessions[l.holder]; l.holder != "" && holder != nil {
+		info.Holder, info.Owner, info.Remaining = l.holder, holder.owner, holder.expiry-now
+	}
+	return info
 }
 
 // Close implements spi.Backend: later calls on this connection fail with spi.ErrClosed and its

@@ -54,7 +54,10 @@
 // when the verifier cannot tell; either way nothing is recorded. A token equal to the highest
 // is not checked again, so it costs one check per tenure and resource, not one per request.
 // Each check reads the backend, so a client that sends ever new resources or tokens costs one
-// read each: authenticate clients before the guard.
+// read each: a read of that one lease on every backend Simba ships (spi.LeaseInspector: one
+// query by primary key on SQL, one round trip on Redis), not of the whole backend, but a read
+// all the same, and new resources fill the guard (see Memory): authenticate clients before
+// the guard.
 //
 // # Memory
 //

@@ -175,6 +175,11 @@ func (a mySQLQueries) InspectLeases(ctx context.Context) ([]InspectLeasesRow, er
 	return out, nil
 }
 
+func (a mySQLQueries) InspectLease(ctx context.Context, p InspectLeaseParams) (InspectLeaseRow, error) {
+	v, err := a.q.InspectLease(ctx, p.Name)
+	return InspectLeaseRow(v), mySQLNoRows(err)
+}
+
 func (a mySQLQueries) InspectSessions(ctx context.Context) ([]InspectSessionsRow, error) {
 	rows, err := a.q.InspectSessions(ctx)
 	if err != nil {

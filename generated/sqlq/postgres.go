@@ -184,6 +184,11 @@ func (a postgresQueries) InspectLeases(ctx context.Context) ([]InspectLeasesRow,
 	return out, nil
 }
 
+func (a postgresQueries) InspectLease(ctx context.Context, p InspectLeaseParams) (InspectLeaseRow, error) {
+	v, err := a.q.InspectLease(ctx, p.Name)
+	return InspectLeaseRow(v), postgresNoRows(err)
+}
+
 func (a postgresQueries) InspectSessions(ctx context.Context) ([]InspectSessionsRow, error) {
 	rows, err := a.q.InspectSessions(ctx)
 	if err != nil {

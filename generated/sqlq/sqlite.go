@@ -175,6 +175,11 @@ func (a sQLiteQueries) InspectLeases(ctx context.Context) ([]InspectLeasesRow, e
 	return out, nil
 }
 
+func (a sQLiteQueries) InspectLease(ctx context.Context, p InspectLeaseParams) (InspectLeaseRow, error) {
+	v, err := a.q.InspectLease(ctx, p.Name)
+	return InspectLeaseRow(v), sQLiteNoRows(err)
+}
+
 func (a sQLiteQueries) InspectSessions(ctx context.Context) ([]InspectSessionsRow, error) {
 	rows, err := a.q.InspectSessions(ctx)
 	if err != nil {

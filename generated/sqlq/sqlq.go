@@ -87,6 +87,8 @@ const (
 	StmtHousekeepingSessions
 	// StmtInspectLeases: Every lease with its holder (empty when free), the holder's owner, the token and the holder's time left (<= 0: the holder expired and anyone may take the lease).
 	StmtInspectLeases
+	// StmtInspectLease: One lease, as inspect_leases lists it (no row: the lease has no record), read by its primary key: what a fencing token's check reads (spi.LeaseInspector), one round trip whatever the number of leases.
+	StmtInspectLease
 	// StmtInspectSessions: Every live session with its owner and time left, by id.
 	StmtInspectSessions
 	// StmtInspectMembers: Every live membership, by group then session id.
@@ -101,7 +103,7 @@ const (
 	NumStatements int = iota
 )
 
-var statementNames = [...]string{"OpenSession", "KeepAliveRenew", "KeepAliveRenewNoReturn", "SessionRemaining", "KeepAliveHeld", "KeepAliveMembers", "CloseSession", "CloseSessionRelease", "CloseSessionLeave", "CloseSessionDelete", "Acquire", "AcquireLockSession", "AcquireEnsureLease", "AcquireReadLease", "AcquireTake", "AcquireLockLease", "WaiterEnqueue", "WaiterEnqueueDupKey", "WaiterRemove", "HousekeepingWaiters", "Release", "ReleaseNoNotify", "Join", "JoinInsert", "Leave", "LeaveDelete", "Members", "HousekeepingMembers", "HousekeepingSessions", "InspectLeases", "InspectSessions", "InspectMembers", "SchemaVersion", "DatabaseNow", "ClearForeignHolder"}
+var statementNames = [...]string{"OpenSession", "KeepAliveRenew", "KeepAliveRenewNoReturn", "SessionRemaining", "KeepAliveHeld", "KeepAliveMembers", "CloseSession", "CloseSessionRelease", "CloseSessionLeave", "CloseSessionDelete", "Acquire", "AcquireLockSession", "AcquireEnsureLease", "AcquireReadLease", "AcquireTake", "AcquireLockLease", "WaiterEnqueue", "WaiterEnqueueDupKey", "WaiterRemove", "HousekeepingWaiters", "Release", "ReleaseNoNotify", "Join", "JoinInsert", "Leave", "LeaveDelete", "Members", "HousekeepingMembers", "HousekeepingSessions", "InspectLeases", "InspectLease", "InspectSessions", "InspectMembers", "SchemaVersion", "DatabaseNow", "ClearForeignHolder"}
 
 // String is the statement's sqlc query name.
 func (s Statement) String() string {
@@ -325,6 +327,19 @@ type InspectLeasesRow struct {
 	RemainingMs int64
 }
 
+// InspectLeaseParams are the parameters of InspectLease.
+type InspectLeaseParams struct {
+	Name string
+}
+
+// InspectLeaseRow is one row of InspectLease.
+type InspectLeaseRow struct {
+	HolderID    string
+	Owner       string
+	Token       int64
+	RemainingMs int64
+}
+
 // InspectSessionsRow is one row of InspectSessions.
 type InspectSessionsRow struct {
 	ID          string
@@ -406,6 +421,8 @@ type Queries interface {
 	HousekeepingSessions(ctx context.Context) error
 	// InspectLeases: Every lease with its holder (empty when free), the holder's owner, the token and the holder's time left (<= 0: the holder expired and anyone may take the lease).
 	InspectLeases(ctx context.Context) ([]InspectLeasesRow, error)
+	// InspectLease: One lease, as inspect_leases lists it (no row: the lease has no record), read by its primary key: what a fencing token's check reads (spi.LeaseInspector), one round trip whatever the number of leases.
+	InspectLease(ctx context.Context, p InspectLeaseParams) (InspectLeaseRow, error)
 	// InspectSessions: Every live session with its owner and time left, by id.
 	InspectSessions(ctx context.Context) ([]InspectSessionsRow, error)
 	// InspectMembers: Every live membership, by group then session id.
@@ -458,6 +475,7 @@ type Results struct {
 	Leave              LeaveRow
 	Members            []string
 	InspectLeases      []InspectLeasesRow
+	InspectLease       InspectLeaseRow
 	InspectSessions    []InspectSessionsRow
 	InspectMembers     []InspectMembersRow
 	SchemaVersion      int64
@@ -585,6 +603,14 @@ func Exec(ctx context.Context, q Queries, s Statement, st *State) error {
 	case StmtInspectLeases:
 		v, err := q.InspectLeases(ctx)
 		st.Out.InspectLeases = v
+		return err
+	case StmtInspectLease:
+		v, err := q.InspectLease(ctx, InspectLeaseParams{Name: st.Args.Name})
+		if errors.Is(err, ErrNoRows) {
+			st.NoRow[s] = true
+			return nil
+		}
+		st.Out.InspectLease = v
 		return err
 	case StmtInspectSessions:
 		v, err := q.InspectSessions(ctx)
@@ -817,6 +843,12 @@ func (r *Recorder) HousekeepingSessions(ctx context.Context) error {
 func (r *Recorder) InspectLeases(ctx context.Context) ([]InspectLeasesRow, error) {
 	r.record(StmtInspectLeases)
 	return r.Q.InspectLeases(ctx)
+}
+
+// InspectLease records the statement and runs it on r.Q.
+func (r *Recorder) InspectLease(ctx context.Context, p InspectLeaseParams) (InspectLeaseRow, error) {
+	r.record(StmtInspectLease)
+	return r.Q.InspectLease(ctx, p)
 }
 
 // InspectSessions records the statement and runs it on r.Q.

@@ -280,6 +280,14 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 				Queries:     []string{"InspectLeases", "InspectSessions", "InspectMembers"},
 				Steps:       []SQLStep{{Query: "InspectLeases"}, {Query: "InspectSessions"}, {Query: "InspectMembers"}},
 				Transaction: false,
+			}, "inspect_lease": {
+				Batch:   false,
+				Queries: []string{"InspectLease"},
+				Steps: []SQLStep{{
+					NoRows: "absent",
+					Query:  "InspectLease",
+				}},
+				Transaction: false,
 			}, "schema_version": {
 				Batch:       false,
 				Queries:     []string{"SchemaVersion"},
@@ -434,6 +442,14 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 				Queries:     []string{"InspectLeases", "InspectSessions", "InspectMembers"},
 				Steps:       []SQLStep{{Query: "InspectLeases"}, {Query: "InspectSessions"}, {Query: "InspectMembers"}},
 				Transaction: false,
+			}, "inspect_lease": {
+				Batch:   false,
+				Queries: []string{"InspectLease"},
+				Steps: []SQLStep{{
+					NoRows: "absent",
+					Query:  "InspectLease",
+				}},
+				Transaction: false,
 			}, "schema_version": {
 				Batch:       false,
 				Queries:     []string{"SchemaVersion"},
@@ -587,6 +603,14 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 				Batch:       false,
 				Queries:     []string{"InspectLeases", "InspectSessions", "InspectMembers"},
 				Steps:       []SQLStep{{Query: "InspectLeases"}, {Query: "InspectSessions"}, {Query: "InspectMembers"}},
+				Transaction: false,
+			}, "inspect_lease": {
+				Batch:   false,
+				Queries: []string{"InspectLease"},
+				Steps: []SQLStep{{
+					NoRows: "absent",
+					Query:  "InspectLease",
+				}},
 				Transaction: false,
 			}, "schema_version": {
 				Batch:       false,
