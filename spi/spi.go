@@ -1,11 +1,12 @@
-// Package spi is Simba's backend service-provider interface, public the way database/sql/driver is:
-// what a backend implements (Backend, and optionally Hinter, Inspector, LeaseInspector, Queuer, SessionQueue,
-// SteadyHints and CutSafe), the plain-value replies it returns, the errors it wraps and how they
-// are classified (Classify, AsPermanent, Unavailable), and the monotonic Clock a client runs on (with Settler,
-// the capability of a test's virtual clock to wait for the clients on it). Package simba (the client), package tck
-// (the conformance suites every backend passes) and package simbatest (the in-memory backend) are
-// written against it, and so is every backend under backend/ — a third-party backend imports only
-// this package and, for its tests, tck.
+// Package spi is Simba's backend service-provider interface, public the way database/sql/driver
+// is: what a backend implements (Backend, and optionally Hinter, Inspector, LeaseInspector,
+// Queuer, SessionQueue, SteadyHints and CutSafe), the plain-value replies it returns, the errors
+// it wraps and how they are classified (Classify, AsPermanent, Unavailable), and the monotonic
+// Clock a client runs on (with Settler, the capability of a test's virtual clock to wait for the
+// clients on it). Package simba (the client), package tck (the conformance suites every backend
+// passes) and package simbatest (the in-memory backend) are written against it, and so is every
+// backend under backend/ — a third-party backend imports only this package and, for its tests,
+// tck.
 //
 // Replies are values, not errors: an expired session is a reply (Expired / SessionExpired). An
 // error means the outcome of a call is unknown or the backend is unusable; see Classify.
@@ -18,13 +19,13 @@
 // # Writing a backend
 //
 // Implement Backend (and Hinter if the server can push notifications, Inspector if it can list
-// its state, LeaseInspector if it can read one lease of it) on a server that decides by its own clock; check names with ValidateName and
-// owners with ValidateOwner before any I/O; return expected outcomes as replies and classify
-// failures (Unavailable, AsPermanent, the sentinels). Then run the conformance suites of package
-// tck — LeaseBackendSpec, FencingSpec and ClientSpec — from the backend's tests with a
-// tck.Factory that opens a new client of a shared server. The directory examples/backend of the
-// Simba repository is a complete in-memory backend in its own module, written this way and
-// passing the three suites: a starting point to copy.
+// its state, LeaseInspector if it can read one lease of it) on a server that decides by its own
+// clock; check names with ValidateName and owners with ValidateOwner before any I/O; return
+// expected outcomes as replies and classify failures (Unavailable, AsPermanent, the sentinels).
+// Then run the conformance suites of package tck — LeaseBackendSpec, FencingSpec and ClientSpec —
+// from the backend's tests with a tck.Factory that opens a new client of a shared server. The
+// directory examples/backend of the Simba repository is a complete in-memory backend in its own
+// module, written this way and passing the three suites: a starting point to copy.
 package spi
 
 import (
