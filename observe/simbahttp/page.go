@@ -98,7 +98,7 @@ func (h *Handler) servePage(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, hd := range st.Holders {
 		c := col.of(hd.Owner, hd.Session)
-		hd.Name, hd.Owner = visible(hd.Name), visible(hd.Owner)
+		hd.Name, hd.Owner, hd.Unreadable = visible(hd.Name), visible(hd.Owner), visible(hd.Unreadable)
 		d.Holders = append(d.Holders, pageHolder{Holder: hd, Color: c})
 	}
 	if st.Healthy {
@@ -352,7 +352,7 @@ details summary { cursor:pointer; color:var(--muted); font-size:12px; margin:2px
       <td><span class="dot" style="background:{{.Color}}"></span>{{.Owner}}{{if .Self}}<span class="you">this client</span>{{end}}</td>
       <td class="mono">{{short .Session}}</td>
       <td class="mono">{{token .Token}}</td>
-      <td>{{millis .RemainingMillis}}</td>
+      <td>{{if .Unreadable}}<span class="unreadable">unreadable record: {{.Unreadable}}</span>{{else}}{{millis .RemainingMillis}}{{end}}</td>
     </tr>
     {{end}}
   </table>
