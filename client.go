@@ -1870,19 +1870,28 @@ func (c *Client) unregister(name string, h leaseHandle) {
 }
 
 // LockHeldError is returned by TryLock when another session holds the lock, or when another
-// goroutine of this client holds or is taking it (then Holder and Owner are this client's).
-// errors.Is(err, ErrLockHeld) holds for it.
+// goroutine of this client holds or is taking it: then Self is set, Holder and Owner are this
+// client's session and owner, and the message says "held by this client" rather than naming
+// the owner, which would read as some other process holding it (Lock is not reentrant: see
+// Lock). errors.Is(err, ErrLockHeld) holds for it either way.
 type LockHeldError struct {
 	// Name is the lock's name.
 	Name string
-	// Holder is the holding session, as the backend reported it.
+	// Holder is the holding session, as the backend reported it (this client's session when
+	// Self; empty if it had none at the time).
 	Holder SessionID
 	// Owner is the holding session's owner string.
 	Owner string
+	// Self reports that this client holds the lock or is taking it, by another Lock, TryLock
+	// or WithLock of the same name: the backend was not asked.
+	Self bool
 }
 
 // Error implements error.
 func (e *LockHeldError) Error() string {
+	if e.Self {
+		return fmt.Sprintf("simba: lock %s held by this client (another Lock or TryLock of this client holds or is taking it; owner %s, session %s)", e.Name, e.Owner, e.Holder)
+	}
 	return fmt.Sprintf("simba: lock %s held by %s (%s)", e.Name, e.Owner, e.Holder)
 }
 

@@ -38,7 +38,9 @@
 //     session can last (its local deadline) takes its place on every backend, and on Redis and
 //     the SQL backends, whose entries lapse at the session's expiry as of the waiter's latest
 //     attempt, so can a shorter one that spans that expiry (see spi.Queuer); the queue then
-//     forms again in the order the waiters come back. TryLock never waits and never queues.
+//     forms again in the order the waiters come back. TryLock never waits and never queues;
+//     when another goroutine of the same client holds the name, its ErrLockHeld error says
+//     "held by this client" (LockHeldError.Self).
 //   - PartitionGroup: P partitions spread over the group's live members by rendezvous hashing
 //     (JoinGroup, Leave, Assigned, Held, Members).
 //

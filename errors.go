@@ -24,7 +24,8 @@ var (
 	// ErrNotHeld: the caller is not the leader / does not hold the lock. IsPermanent reports
 	// it permanent: retrying the call that reported it cannot make the lease held.
 	ErrNotHeld = spi.ErrNotHeld
-	// ErrLockHeld: TryLock found the lock held by another session.
+	// ErrLockHeld: TryLock found the lock held by another session, or by this client itself
+	// (another goroutine's Lock or TryLock of the name: LockHeldError.Self).
 	ErrLockHeld = spi.ErrLockHeld
 	// ErrUnavailable: the backend is unreachable or failing transiently; wraps the cause.
 	ErrUnavailable = spi.ErrUnavailable

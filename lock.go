@@ -72,7 +72,9 @@ func (c *Client) Lock(ctx context.Context, name string) (*Held, error) {
 
 // TryLock makes one attempt to take the lock name. It returns an error matching ErrLockHeld
 // (a *LockHeldError naming the holder) when another session holds it, or at once, without a
-// backend call, when another goroutine of this client holds or is taking it.
+// backend call, when another goroutine of this client holds or is taking it: that error's Self
+// is set and its message says "held by this client", since the holder it would otherwise name
+// is this very client.
 //
 // TryLock never waits out an outage. Its attempt is one acquire, bounded by the call timeout
 // (one renewal interval, TTL/3) from when the call starts, and by ctx. A client runs at most
@@ -224,7 +226,7 @@ func (c *Client) takeTurn(ctx context.Context, name string, try bool) (*lockQueu
 		if try {
 			sid := c.session
 			c.mu.Unlock()
-			return nil, &LockHeldError{Name: name, Holder: sid, Owner: c.cfg.owner}
+			return nil, &LockHeldError{Name: name, Holder: sid, Owner: c.cfg.owner, Self: true}
 		}
 		turn := make(chan struct{}, 1)
 		h.waiters = append(h.waiters, turn)

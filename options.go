@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/simba-go/simba/spi"
@@ -69,7 +68,8 @@ var (
 
 // ErrInvalidOwner is matched (errors.Is), together with ErrInvalidOption, by the error of an
 // owner string that breaks the wire rule (WithOwner, or a backend's OpenSession): 1 to
-// wire.MaxOwnerLen bytes of valid UTF-8 without control characters.
+// wire.MaxOwnerLen bytes of valid UTF-8 without control, format or line-separator characters
+// (wire.OwnerRefuses).
 var ErrInvalidOwner = wire.ErrInvalidOwner
 
 // Executor runs a function asynchronously: callbacks (OnElected / OnRevoked) and leader work.
@@ -125,13 +125,14 @@ func defaultConfig() config {
 }
 
 // defaultOwner is host:pid made a valid owner (wire.ValidateOwner) whatever the host name:
-// invalid UTF-8 and control characters become '?', and the host name is cut (at a rune
-// boundary) so that the whole fits wire.MaxOwnerLen bytes.
+// invalid UTF-8 and every character an owner refuses (wire.OwnerRefuses: control, format and
+// line-separator characters) become '?', and the host name is cut (at a rune boundary) so that
+// the whole fits wire.MaxOwnerLen bytes.
 func defaultOwner(host string, pid int) string {
 	suffix := ":" + strconv.Itoa(pid)
 	var b strings.Builder
 	for _, r := range strings.ToValidUTF8(host, "?") {
-		if unicode.IsControl(r) {
+		if wire.OwnerRefuses(r) {
 			r = '?'
 		}
 		if b.Len()+utf8.RuneLen(r)+len(suffix) > wire.MaxOwnerLen {
@@ -217,8 +218,11 @@ func WithCooldown(d time.Duration) Option {
 }
 
 // WithOwner sets the owner string shown as the leader by status tools (default host:pid). It
-// must pass wire.ValidateOwner: 1 to wire.MaxOwnerLen (255) bytes of valid UTF-8 without
-// control characters. The error of an invalid owner matches both ErrInvalidOption and
+// must pass wire.ValidateOwner: 1 to wire.MaxOwnerLen (255) bytes of valid UTF-8 without a
+// control character (Cc: ESC, NUL...), a format character (Cf: a bidirectional override such
+// as U+202E, a zero-width space, U+FEFF) or a line or paragraph separator (U+2028, U+2029):
+// an owner is an identity operators read, and these would hide or disguise it. The error names
+// the first such character's byte offset and code point, and matches both ErrInvalidOption and
 // ErrInvalidOwner.
 func WithOwner(owner string) Option {
 	return Option{func(c *config) error {

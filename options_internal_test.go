@@ -9,11 +9,13 @@ import (
 )
 
 // TestDefaultOwnerIsValid: the default owner host:pid is a valid owner whatever the host
-// name: control characters and invalid UTF-8 are replaced and a long host name is cut at a rune
-// boundary so the whole fits wire.MaxOwnerLen.
+// name: control, format and line-separator characters and invalid UTF-8 are replaced and a long
+// host name is cut at a rune boundary so the whole fits wire.MaxOwnerLen. The format and
+// separator hosts failed before defaultOwner used wire.OwnerRefuses (unicode.IsControl only).
 func TestDefaultOwnerIsValid(t *testing.T) {
 	for _, host := range []string{
 		"", "db-1", "evil\x1b[2J", "nul\x00host", "bad\xff\xfeutf8", "tab\there", "del\x7f", "c1\u0085",
+		"rtl\u202Eevil", "zw\u200Bsp", "\uFEFFbom", "ls\u2028", strings.Repeat("\u200B", 200),
 		strings.Repeat("h", 1000), strings.Repeat("é", 200), strings.Repeat("界", 100),
 	} {
 		owner := defaultOwner(host, 4194304)
@@ -35,7 +37,7 @@ func TestDefaultOwnerIsValid(t *testing.T) {
 // TestWithOwnerValidates: WithOwner applies wire.ValidateOwner; its errors match both
 // ErrInvalidOption and wire.ErrInvalidOwner.
 func TestWithOwnerValidates(t *testing.T) {
-	for _, owner := range []string{"", "a\x00b", "\x1b[2J", "a\xff", "a\nb", strings.Repeat("o", wire.MaxOwnerLen+1)} {
+	for _, owner := range []string{"", "a\x00b", "\x1b[2J", "a\xff", "a\nb", "a\u202Eb", "\u200B", strings.Repeat("o", wire.MaxOwnerLen+1)} {
 		var c config
 		err := WithOwner(owner).apply(&c)
 		if !errors.Is(err, ErrInvalidOption) || !errors.Is(err, ErrInvalidOwner) {

@@ -40,6 +40,10 @@ type UnverifiedTokenError struct {
 	Current int64
 	// Held reports whether the lease had a holder when the token was checked.
 	Held bool
+	// Unreadable is why the lease's record could not be read (spi.LeaseInfo.Unreadable: a
+	// forged or damaged record), when that is why the token was refused: no token of such a
+	// record is verified, whatever it holds.
+	Unreadable string
 }
 
 // Error says which token was refused for which resource, and what the lease holds.
@@ -47,6 +51,8 @@ func (e *UnverifiedTokenError) Error() string {
 	switch {
 	case e.Lease == "": // as a client sees it (fencehttp.RefusedError): the lease is not told
 		return fmt.Sprintf("%v: resource %q refused token %d", ErrUnverifiedToken, e.Resource, e.Token)
+	case e.Unreadable != "":
+		return fmt.Sprintf("%v: resource %q refused token %d: lease %q has an unreadable record (%s)", ErrUnverifiedToken, e.Resource, e.Token, e.Lease, e.Unreadable)
 	case !e.Held:
 		return fmt.Sprintf("%v: resource %q refused token %d: lease %q has no holder", ErrUnverifiedToken, e.Resource, e.Token, e.Lease)
 	default:
@@ -101,6 +107,12 @@ func LeaseVerifier(b spi.Inspector, lease func(resource string) string) Verifier
 			return fmt.Errorf("fence: verifying token %d of lease %q for resource %q: %w", token, name, resource, err)
 		}
 		refused := &UnverifiedTokenError{Resource: resource, Lease: name, Token: token}
+		if found && l.Unreadable != "" {
+			// A forged or damaged record (spi.LeaseInfo.Unreadable) may carry any token, and
+			// its holder field need not be a live tenure's.
+			refused.Unreadable = l.Unreadable
+			return refused
+		}
 		if !found || l.Holder == "" {
 			return refused
 		}

@@ -140,6 +140,9 @@ var brokenSpecCases = []struct {
 	{"slash allowed", "names.yaml", `"_"`, `"/"`, `spec/names.yaml: name.alphabet: '/' cannot be allowed`},
 	{"unknown field", "names.yaml", "case_sensitive: true", "case_sensitive: true\n  colour: red", "spec/names.yaml: "},
 	{"owner without bound", "names.yaml", "max_bytes: 255", "max_bytes: 0", "spec/names.yaml: owner.max_bytes: must be in [1, 65535]"},
+	{"owner refusing no control characters", "names.yaml", "refused_categories: [Cc, Cf, Zl, Zp]", "refused_categories: [Cf]", "spec/names.yaml: owner.refused_categories: must contain Cc"},
+	{"owner refusing an unknown category", "names.yaml", "refused_categories: [Cc, Cf, Zl, Zp]", "refused_categories: [Cc, Cn]", `spec/names.yaml: owner.refused_categories[1]: "Cn" is not one of`},
+	{"owner refusing a category twice", "names.yaml", "refused_categories: [Cc, Cf, Zl, Zp]", "refused_categories: [Cc, Cc]", `spec/names.yaml: owner.refused_categories[1]: "Cc" is listed twice`},
 	{"odd client session id", "names.yaml", "client_hex_digits: 32", "client_hex_digits: 31", "spec/names.yaml: session_id.client_hex_digits: must be an even number"},
 	{"probe group not a name", "names.yaml", "probe_group: simba.probe", "probe_group: simba/probe", `spec/names.yaml: probe_group: "simba/probe": byte 5`},
 	{"probe group missing", "names.yaml", "probe_group: simba.probe", "", "spec/names.yaml: probe_group: must be 1 to 128 bytes"},
@@ -262,6 +265,7 @@ var dependentCases = []struct {
 }{
 	{"separator", "names.yaml", `separator: "."`, `separator: ":"`, []string{"generated/wire/names.go"}},
 	{"owner bound", "names.yaml", "max_bytes: 255", "max_bytes: 200", []string{"generated/wire/names.go"}},
+	{"owner categories", "names.yaml", "refused_categories: [Cc, Cf, Zl, Zp]", "refused_categories: [Cc]", []string{"generated/wire/names.go"}},
 	{"vector", "assign.yaml", `{partition: 1000, members: ["x", "a"], owner: "x"}`, `{partition: 1000, members: ["a", "x"], owner: "x"}`, []string{"generated/wire/assign_vectors_test.go"}},
 	// Redis: a script's source changes only that script's artifacts; a key pattern only the
 	// key builders; a status code used in Lua changes the scripts that use it and its constant.

@@ -26,6 +26,8 @@ type NamesSpec struct {
 	} `yaml:"partition"`
 	Owner struct {
 		MaxBytes int `yaml:"max_bytes"`
+		// RefusedCategories are the Unicode general categories no owner character may have.
+		RefusedCategories []string `yaml:"refused_categories"`
 	} `yaml:"owner"`
 	SessionID struct {
 		ClientHexDigits    int `yaml:"client_hex_digits"`
@@ -97,6 +99,23 @@ func LoadNames(specDir string) (*NamesSpec, [256]bool, error) {
 	}
 	if s.Owner.MaxBytes < 1 || s.Owner.MaxBytes > 65535 {
 		return nil, allowed, specErr(namesFile, "owner.max_bytes", "must be in [1, 65535], got %d", s.Owner.MaxBytes)
+	}
+	if len(s.Owner.RefusedCategories) == 0 {
+		return nil, allowed, specErr(namesFile, "owner.refused_categories", "is empty: an owner must at least refuse control characters (Cc)")
+	}
+	seen := map[string]bool{}
+	for i, c := range s.Owner.RefusedCategories {
+		field := fmt.Sprintf("owner.refused_categories[%d]", i)
+		if ownerCategoryWords[c] == "" {
+			return nil, allowed, specErr(namesFile, field, "%q is not one of the categories an owner may refuse (Cc, Cf, Co, Zl, Zp)", c)
+		}
+		if seen[c] {
+			return nil, allowed, specErr(namesFile, field, "%q is listed twice", c)
+		}
+		seen[c] = true
+	}
+	if !seen["Cc"] {
+		return nil, allowed, specErr(namesFile, "owner.refused_categories", "must contain Cc: a control character in an owner reaches terminals, logs and drivers")
 	}
 	if d := s.SessionID.ClientHexDigits; d < 16 || d > 64 || d%2 != 0 {
 		return nil, allowed, specErr(namesFile, "session_id.client_hex_digits", "must be an even number in [16, 64], got %d", d)
@@ -253,28 +272,65 @@ func genNames(specDir string) ([]File, error) {
 	return []File{file}, nil
 }
 
-// genOwner emits the owner-string rule: MaxOwnerLen, ErrInvalidOwner and ValidateOwner.
+// ownerCategoryWords names, in error messages, the Unicode general categories that
+// spec/names.yaml may refuse in an owner. Each is a table of package unicode whose membership
+// is fixed for assigned characters (an unassigned category, Cn, would change with Go's Unicode
+// version and so with the binary that reads the rule).
+var ownerCategoryWords = map[string]string{
+	"Cc": "control character",
+	"Cf": "format character",
+	"Co": "private-use character",
+	"Zl": "line separator",
+	"Zp": "paragraph separator",
+}
+
+// genOwner emits the owner-string rule: MaxOwnerLen, ErrInvalidOwner, OwnerRefuses and
+// ValidateOwner.
 func genOwner(f *jen.File, s *NamesSpec) {
+	cats := s.Owner.RefusedCategories
+	var listed []string
+	var tables []jen.Code
+	for _, c := range cats {
+		listed = append(listed, fmt.Sprintf("%s (%ss)", c, ownerCategoryWords[c]))
+		tables = append(tables, jen.Qual("unicode", c))
+	}
+	list := strings.Join(listed, ", ")
+	if i := strings.LastIndex(list, ", "); i >= 0 {
+		list = list[:i] + " or " + list[i+2:]
+	}
 	f.Comment("MaxOwnerLen bounds a session's owner string, in bytes.")
 	f.Const().Id("MaxOwnerLen").Op("=").Lit(s.Owner.MaxBytes)
 	f.Comment("ErrInvalidOwner is matched (errors.Is) by every error ValidateOwner returns.")
 	f.Var().Id("ErrInvalidOwner").Op("=").Qual("errors", "New").Call(jen.Lit("simba: invalid owner"))
-	f.Comment(fmt.Sprintf("ValidateOwner checks a session's owner string: 1 to %d bytes of valid UTF-8 without control\n"+
-		"characters (Unicode Cc: C0, DEL, C1), so an owner can never carry a terminal escape sequence or a\n"+
-		"NUL to a status tool, a log or a driver. Its errors match ErrInvalidOwner and quote the owner\n"+
-		"escaped.", s.Owner.MaxBytes))
+	f.Comment(wrap(fmt.Sprintf("OwnerRefuses reports whether r may not appear in an owner: it is of Unicode category %s. "+
+		"Code that makes an owner from outside text (a host name) replaces these.", list)))
+	f.Func().Id("OwnerRefuses").Params(jen.Id("r").Rune()).Bool().Block(
+		jen.Return(jen.Qual("unicode", "In").Call(append([]jen.Code{jen.Id("r")}, tables...)...)),
+	)
+	f.Comment(wrap(fmt.Sprintf("ValidateOwner checks a session's owner string: 1 to %d bytes of valid UTF-8 without a "+
+		"character OwnerRefuses, so an owner can never carry a terminal escape sequence or a NUL to a status tool, "+
+		"a log or a driver, nor display as another owner. Its errors match ErrInvalidOwner, quote the owner "+
+		"escaped and name the first offending character's byte offset and code point (or byte, for invalid UTF-8).",
+		s.Owner.MaxBytes)))
 	bad := func(format string, args ...jen.Code) jen.Code {
 		return jen.Return(jen.Qual("fmt", "Errorf").Call(append([]jen.Code{jen.Lit("%w: " + format), jen.Id("ErrInvalidOwner")}, args...)...))
 	}
+	loop := []jen.Code{
+		jen.List(jen.Id("r"), jen.Id("size")).Op(":=").Qual("unicode/utf8", "DecodeRuneInString").Call(jen.Id("owner").Index(jen.Id("i"), jen.Empty())),
+		jen.If(jen.Id("r").Op("==").Qual("unicode/utf8", "RuneError").Op("&&").Id("size").Op("==").Lit(1)).Block(
+			bad("%+q is not valid UTF-8: byte %d is %#02x", jen.Id("owner"), jen.Id("i"), jen.Id("owner").Index(jen.Id("i"))),
+		),
+	}
+	for _, c := range cats {
+		loop = append(loop, jen.If(jen.Qual("unicode", "Is").Call(jen.Qual("unicode", c), jen.Id("r"))).Block(
+			bad(fmt.Sprintf("%%+q has a %s (%s %%U) at byte %%d", ownerCategoryWords[c], c), jen.Id("owner"), jen.Id("r"), jen.Id("i")),
+		))
+	}
+	loop = append(loop, jen.Id("i").Op("+=").Id("size"))
 	f.Func().Id("ValidateOwner").Params(jen.Id("owner").String()).Error().Block(
 		jen.If(jen.Id("owner").Op("==").Lit("")).Block(bad("empty")),
 		jen.If(jen.Len(jen.Id("owner")).Op(">").Id("MaxOwnerLen")).Block(bad(fmt.Sprintf("%%d bytes, longer than %d", s.Owner.MaxBytes), jen.Len(jen.Id("owner")))),
-		jen.If(jen.Op("!").Qual("unicode/utf8", "ValidString").Call(jen.Id("owner"))).Block(bad("%+q is not valid UTF-8", jen.Id("owner"))),
-		jen.For(jen.List(jen.Id("i"), jen.Id("r")).Op(":=").Range().Id("owner")).Block(
-			jen.If(jen.Qual("unicode", "IsControl").Call(jen.Id("r"))).Block(
-				bad("%+q has a control character (%U) at byte %d", jen.Id("owner"), jen.Id("r"), jen.Id("i")),
-			),
-		),
+		jen.For(jen.Id("i").Op(":=").Lit(0), jen.Id("i").Op("<").Len(jen.Id("owner")), jen.Empty()).Block(loop...),
 		jen.Return(jen.Nil()),
 	)
 }

@@ -61,8 +61,9 @@ var (
 func ValidateName(name string) error { return wire.ValidateName(name) }
 
 // ValidateOwner checks a session's owner string for a backend's OpenSession, before any I/O:
-// wire.ValidateOwner (1 to wire.MaxOwnerLen bytes of UTF-8 without control characters). An SPI
-// caller can pass anything; the error matches both ErrInvalidOption and wire.ErrInvalidOwner.
+// wire.ValidateOwner (1 to wire.MaxOwnerLen bytes of UTF-8 without a character that
+// wire.OwnerRefuses: control, format, line and paragraph separators). An SPI caller can pass
+// anything; the error matches both ErrInvalidOption and wire.ErrInvalidOwner.
 func ValidateOwner(owner string) error {
 	if err := wire.ValidateOwner(owner); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidOption, err)

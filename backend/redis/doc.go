@@ -214,6 +214,22 @@ its holder, expiry and owner fields are deleted, its token kept) and acquired ag
 record is logged once as a warning (WithLogger; slog.Default() by default). A hand-written lease
 whose holder has the client form is honoured until its expires field passes, like any other.
 
+A lease hash Simba cannot read is never shown free by Inspect (so by simba status and the status
+page): it comes with spi.LeaseInfo.Unreadable saying why, its holder field as the holder and
+its time left unknown. What an acquire does with each such record:
+  - a token field that is not a plain non-negative decimal ("abc", "0x10", "-5", "1e3"): every
+    acquire fails with spi.ErrCorruptToken and writes nothing, as on the SQL backends; the
+    lease needs an operator;
+  - a holder with no expires field, or one that is not a plain decimal ("-5", "soon"): the
+    spec's lease is live only while its expiry is in the future, and the script reads the
+    field with Lua's tonumber, so a value it reads as no number or as a past time frees the
+    lease to the next acquire (a new tenure, its token above the stored one), and one it reads
+    as a future time ("1e20") keeps it held until then;
+  - an expires field more than 24 hours away (simba.MaxTTL, the longest TTL a client opens
+    a session with): honoured as held until it passes, like any client-form holder's record;
+    Inspect does not show a Remaining of years but says the expiry lies beyond any TTL (the
+    client clamps a holder's time left to its own TTL).
+
 # Hints
 
 Hints keeps a pub/sub connection per backend (on a Cluster, one per master; while there are

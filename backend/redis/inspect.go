@@ -2,10 +2,13 @@ package redis
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -17,7 +20,9 @@ import (
 const scanCount = 1000
 
 // Inspect lists every lease key (free ones with Holder empty and their last token), every live
-// session and every group's live members, as status tools show them. It SCANs the keyspace (on
+// session and every group's live members, as status tools show them. A lease hash it cannot
+// read (see the package doc, "Foreign records") is listed with spi.LeaseInfo.Unreadable set,
+// never as free. It SCANs the keyspace (on
 // a Cluster, every master) and reads what it finds in pipelined batches, with remaining times
 // by each master's TIME: it is for status tools, not hot paths, and is not a consistent
 // snapshot. It returns once ctx is done, as every call does (see bounded): a status tool's
@@ -109,26 +114,13 @@ func (b *Backend) inspectLeaseCall(ctx context.Context, name string) (spi.LeaseI
 	if exists.Val() == 0 {
 		return spi.LeaseInfo{}, false, nil
 	}
-	return leaseInfo(name, fields.Val(), t.Val().UnixMilli()), true, nil
+	return readLease(name, fields.Val(), t.Val().UnixMilli()), true, nil
 }
 
-// hmgetLease queues the read of a lease key's fields that leaseInfo decodes.
+// hmgetLease queues the read of a lease key's fields that readLease decodes (Inspect and
+// InspectLease share both, so they cannot disagree).
 func hmgetLease(ctx context.Context, pipe goredis.Pipeliner, key string) *goredis.SliceCmd {
 	return pipe.HMGet(ctx, key, wire.LeaseFieldSession, wire.LeaseFieldToken, wire.LeaseFieldExpires, wire.LeaseFieldOwner)
-}
-
-// leaseInfo decodes a lease's fields, as hmgetLease read them, at the server's time now
-// (milliseconds): a holder whose expiry has passed is shown free, since any acquirer may take
-// the lease over. Inspect and InspectLease share it, so they cannot disagree.
-func leaseInfo(name string, v []any, now int64) spi.LeaseInfo {
-	info := spi.LeaseInfo{Name: name, Token: num(v[1])}
-	if holder, _ := v[0].(string); holder != "" {
-		if exp := num(v[2]); exp > now {
-			info.Holder, info.Remaining = spi.SessionID(holder), ms(exp-now)
-			info.Owner, _ = v[3].(string)
-		}
-	}
-	return info
 }
 
 func scanKeys(ctx context.Context, c goredis.Cmdable, match string) ([]string, error) {
@@ -166,7 +158,7 @@ func inspectNode(ctx context.Context, c goredis.Cmdable) (spi.Snapshot, error) {
 			if !ok {
 				continue
 			}
-			snap.Leases = append(snap.Leases, leaseInfo(name, cmds[i].Val(), now))
+			snap.Leases = append(snap.Leases, readLease(name, cmds[i].Val(), now))
 		}
 	}
 	sessionKeys, err := scanKeys(ctx, c, wire.SessionKeyMatch)
@@ -218,6 +210,79 @@ func inspectNode(ctx context.Context, c goredis.Cmdable) (spi.Snapshot, error) {
 		}
 	}
 	return snap, nil
+}
+
+// maxSessionTTL is the longest TTL a Simba client opens a session with (simba.MaxTTL): a lease
+// whose expiry lies farther ahead was not written by a client's grant or keep-alive.
+const maxSessionTTL = 24 * time.Hour
+
+// readLease reads a lease hash's session, token, expires and owner fields (v, by HMGET) as
+// Inspect shows it, at the server time now (ms). A record Simba cannot read is never shown
+// free: it comes back with Unreadable saying why, its holder field as Holder, RemainingUnknown
+// set. The acquire scripts read the same fields, and the doc's "Foreign records" says what
+// they do with each such record.
+func readLease(name string, v []any, now int64) spi.LeaseInfo {
+	info := spi.LeaseInfo{Name: name}
+	holder, _ := v[0].(string)
+	owner, _ := v[3].(string)
+	unreadable := func(format string, args ...any) spi.LeaseInfo {
+		info.Holder, info.Owner, info.RemainingUnknown = spi.SessionID(holder), owner, true
+		info.Unreadable = fmt.Sprintf(format, args...)
+		return info
+	}
+	if t, ok := v[1].(string); ok {
+		n, err := plainDecimal(t)
+		if err != nil {
+			return unreadable("token %s is %v (acquires fail with spi.ErrCorruptToken)", clip(t), err)
+		}
+		info.Token = n
+	}
+	if holder == "" {
+		return info // free: an expiry or owner without a holder is no tenure
+	}
+	e, ok := v[2].(string)
+	if !ok {
+		return unreadable("held by %s with no expiry", clip(holder))
+	}
+	exp, err := plainDecimal(e)
+	if err != nil {
+		return unreadable("expiry %s is %v", clip(e), err)
+	}
+	if exp <= now {
+		return info // its holder's expiry has passed: free to the next acquire
+	}
+	if left := ms(exp - now); left > maxSessionTTL {
+		return unreadable("expiry %v away, beyond the longest session TTL (%v)", left.Round(time.Second), maxSessionTTL)
+	}
+	info.Holder, info.Owner, info.Remaining = spi.SessionID(holder), owner, ms(exp-now)
+	return info
+}
+
+// plainDecimal parses a field Simba writes as a plain non-negative decimal integer (as the
+// scripts check a token: no sign, hex, fraction or exponent, which Lua's tonumber would take).
+func plainDecimal(s string) (int64, error) {
+	if s == "" {
+		return 0, errors.New("empty")
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, errors.New("not a plain decimal integer")
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, errors.New("out of the int64 range")
+	}
+	return n, nil
+}
+
+// clip quotes a field's value for an Unreadable reason, cut to 32 bytes as the scripts cut a
+// corrupt token in their errors (a status tool escapes what it shows).
+func clip(s string) string {
+	if len(s) > 32 {
+		return strconv.Quote(s[:32]) + "..."
+	}
+	return strconv.Quote(s)
 }
 
 // num parses a decimal hash field (0 when absent or malformed).

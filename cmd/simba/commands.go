@@ -21,6 +21,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/simba-go/simba/internal/printable"
 	"github.com/simba-go/simba/internal/sqlitebusy"
 	"github.com/simba-go/simba/spi"
 
@@ -57,7 +58,9 @@ or hash for its token, so a backend accumulates them); -prefix P keeps only the 
 groups whose name starts with P, and the sessions holding or in them. REMAINING is "unknown"
 where the backend cannot tell: ZooKeeper tells a client nothing of another client's sessions,
 which live as long as their connection to the ensemble (plus the session timeout once it is
-cut). status only reads and creates no file: on a SQLite file that does not exist it fails
+cut). A lease record Simba cannot read (forged or damaged: on Redis a token that is not a
+plain decimal, a holder with no readable expiry, an expiry beyond any session's TTL) is
+listed, never as free, with REMAINING "unreadable record: <why>". status only reads and creates no file: on a SQLite file that does not exist it fails
 (exit status 1) instead of creating it, and beside one that exists it does not create the gate
 file (<file>-simba-gate) that the commands that write use; it changes nothing in the file
 either (neither its schema nor its journal mode, which the commands that write set to WAL).
@@ -334,7 +337,7 @@ func (f statusFilter) apply(snap spi.Snapshot) (spi.Snapshot, int) {
 		if !strings.HasPrefix(l.Name, f.prefix) {
 			continue
 		}
-		if l.Holder == "" && !f.all {
+		if l.Holder == "" && l.Unreadable == "" && !f.all {
 			hidden++
 			continue
 		}
@@ -369,7 +372,16 @@ func printStatus(out io.Writer, snap spi.Snapshot, f statusFilter) error {
 	fmt.Fprintln(w, "LEASE\tTOKEN\tHOLDER\tOWNER\tREMAINING")
 	for _, l := range snap.Leases {
 		holder, owner, rem := safe(string(l.Holder)), safe(l.Owner), remaining(l.Remaining, l.RemainingUnknown)
-		if l.Holder == "" {
+		switch {
+		case l.Unreadable != "":
+			// A forged or damaged record: never shown free, whatever its holder field says.
+			if l.Holder == "" {
+				holder = "?"
+			}
+			// The reason is the backend's text (it quotes the fields it names), escaped but
+			// not quoted whole as safe would: it is prose, not a value.
+			rem = "unreadable record: " + printable.Escape(l.Unreadable)
+		case l.Holder == "":
 			holder, rem = "-", "-"
 		}
 		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\n", safe(l.Name), l.Token, holder, owner, rem)

@@ -163,6 +163,37 @@ func TestPrintStatusUnknownRemaining(t *testing.T) {
 	}
 }
 
+// TestPrintStatusUnreadableRecord: a lease record the backend could not read (spi.LeaseInfo's
+// Unreadable, a forged Redis hash) is listed without -all and never as free: its holder field,
+// or "?" when it has none, and "unreadable record: <why>" in REMAINING, escaped. Before
+// Unreadable was shown, such a record with no holder read as free ("-") and was hidden without
+// -all: this test failed on that code.
+func TestPrintStatusUnreadableRecord(t *testing.T) {
+	snap := spi.Snapshot{Leases: []spi.LeaseInfo{
+		{Name: "forged-token", Unreadable: `token "abc" is not a plain decimal integer`, RemainingUnknown: true},
+		{Name: "forged-expiry", Holder: "h1", Owner: "x", Token: 7, Unreadable: "held by \"h1\" with no expiry\x1b", RemainingUnknown: true},
+		{Name: "free", Token: 3},
+	}}
+	var buf bytes.Buffer
+	if err := printStatus(&buf, snap, statusFilter{}); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	t.Log("\n" + out)
+	for _, want := range []string{
+		`forged-token   0      ?              unreadable record: token "abc" is not a plain decimal integer`,
+		`forged-expiry  7      h1      x      unreadable record: held by "h1" with no expiry\x1b`,
+		"(1 free lease(s) not shown",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	if strings.Contains(out, "\x1b") {
+		t.Errorf("output carries a raw ESC")
+	}
+}
+
 // TestStatusOnZooKeeperIsQuiet: simba status at a ZooKeeper DSN without credentials prints the
 // tables and nothing on stderr: it only reads and creates no node, so the warning that the
 // nodes a backend creates without credentials are open is not its business (simba lock, which

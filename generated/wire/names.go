@@ -137,10 +137,20 @@ const MaxOwnerLen = 255
 var ErrInvalidOwner = errors.New("simba: invalid owner")
 
 /*
-ValidateOwner checks a session's owner string: 1 to 255 bytes of valid UTF-8 without control
-characters (Unicode Cc: C0, DEL, C1), so an owner can never carry a terminal escape sequence or a
-NUL to a status tool, a log or a driver. Its errors match ErrInvalidOwner and quote the owner
-escaped.
+OwnerRefuses reports whether r may not appear in an owner: it is of Unicode category Cc
+(control characters), Cf (format characters), Zl (line separators) or Zp (paragraph
+separators). Code that makes an owner from outside text (a host name) replaces these.
+*/
+func OwnerRefuses(r rune) bool {
+	return unicode.In(r, unicode.Cc, unicode.Cf, unicode.Zl, unicode.Zp)
+}
+
+/*
+ValidateOwner checks a session's owner string: 1 to 255 bytes of valid UTF-8 without a
+character OwnerRefuses, so an owner can never carry a terminal escape sequence or a NUL to a
+status tool, a log or a driver, nor display as another owner. Its errors match ErrInvalidOwner,
+quote the owner escaped and name the first offending character's byte offset and code point (or
+byte, for invalid UTF-8).
 */
 func ValidateOwner(owner string) error {
 	if owner == "" {
@@ -149,13 +159,24 @@ func ValidateOwner(owner string) error {
 	if len(owner) > MaxOwnerLen {
 		return fmt.Errorf("%w: %d bytes, longer than 255", ErrInvalidOwner, len(owner))
 	}
-	if !utf8.ValidString(owner) {
-		return fmt.Errorf("%w: %+q is not valid UTF-8", ErrInvalidOwner, owner)
-	}
-	for i, r := range owner {
-		if unicode.IsControl(r) {
-			return fmt.Errorf("%w: %+q has a control character (%U) at byte %d", ErrInvalidOwner, owner, r, i)
+	for i := 0; i < len(owner); {
+		r, size := utf8.DecodeRuneInString(owner[i:])
+		if r == utf8.RuneError && size == 1 {
+			return fmt.Errorf("%w: %+q is not valid UTF-8: byte %d is %#02x", ErrInvalidOwner, owner, i, owner[i])
 		}
+		if unicode.Is(unicode.Cc, r) {
+			return fmt.Errorf("%w: %+q has a control character (Cc %U) at byte %d", ErrInvalidOwner, owner, r, i)
+		}
+		if unicode.Is(unicode.Cf, r) {
+			return fmt.Errorf("%w: %+q has a format character (Cf %U) at byte %d", ErrInvalidOwner, owner, r, i)
+		}
+		if unicode.Is(unicode.Zl, r) {
+			return fmt.Errorf("%w: %+q has a line separator (Zl %U) at byte %d", ErrInvalidOwner, owner, r, i)
+		}
+		if unicode.Is(unicode.Zp, r) {
+			return fmt.Errorf("%w: %+q has a paragraph separator (Zp %U) at byte %d", ErrInvalidOwner, owner, r, i)
+		}
+		i += size
 	}
 	return nil
 }

@@ -96,7 +96,7 @@ const (
 // BackoffMax. Start from Defaults() for the defaults of DESIGN.md §4.
 type Options struct {
 	// Owner is shown as the holder of this client's leases. Required; wire.ValidateOwner
-	// checks it (1..wire.MaxOwnerLen bytes of UTF-8 without control characters).
+	// checks it (1..wire.MaxOwnerLen bytes of UTF-8 without a character wire.OwnerRefuses).
 	Owner string
 	// TTL is the session time-to-live, in (0, MaxDuration] (DefaultTTL in Defaults). It also
 	// bounds every remaining time a backend reports for this client's session: a backend can

@@ -4,12 +4,16 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/simba-go/simba/generated/wire"
 )
 
-// TestValidateOwner: owners are 1..MaxOwnerLen bytes of UTF-8 without control characters, so no
-// owner can carry a NUL to a driver or an escape sequence to a terminal.
+// TestValidateOwner: owners are 1..MaxOwnerLen bytes of UTF-8 without control, format or
+// line-separator characters, so no owner can carry a NUL to a driver or an escape sequence to a
+// terminal, nor display as another owner. The format and separator cases (U+202E, U+200B,
+// U+FEFF, U+2028...) passed before spec/names.yaml's owner.refused_categories: this test failed
+// on that rule (unicode.IsControl alone).
 func TestValidateOwner(t *testing.T) {
 	for _, c := range []struct {
 		owner string
@@ -31,6 +35,17 @@ func TestValidateOwner(t *testing.T) {
 		{"csi\u009b31m", false},
 		{"bad utf8 \xff\xfe", false},
 		{"\xc3", false}, // truncated sequence
+		// Format characters (Cf): text that displays as something else.
+		{"admin\u202Egnp.exe", false},        // RIGHT-TO-LEFT OVERRIDE: shows "adminexe.png"
+		{"root\u200B", false},                // ZERO WIDTH SPACE: looks like "root"
+		{"\uFEFFworker", false},              // BYTE ORDER MARK
+		{"a\u2066b\u2069", false},            // bidirectional isolates
+		{"soft\u00ADhyphen", false},          // SOFT HYPHEN
+		{"tag\U000E0041", false},             // TAG LATIN CAPITAL LETTER A
+		{"line\u2028separator", false},       // Zl: breaks a log line
+		{"para\u2029separator", false},       // Zp
+		{"literal \uFFFD replacement", true}, // U+FFFD written out is valid UTF-8 and a symbol
+		{"nbsp\u00A0space", true},            // a space (Zs), shown as one
 	} {
 		err := wire.ValidateOwner(c.owner)
 		if (err == nil) != c.ok {
@@ -48,6 +63,43 @@ func TestValidateOwner(t *testing.T) {
 			if r < 0x20 || r == 0x7f || (r >= 0x80 && r <= 0x9f) || r == 0xfffd {
 				t.Errorf("ValidateOwner(%+q) message %q carries raw %U", c.owner, err, r)
 			}
+		}
+	}
+}
+
+// TestValidateOwnerNamesTheCharacter: the error names the first offending character's byte
+// offset and code point (the byte's value for invalid UTF-8), so an operator finds an invisible
+// character without a hex dump. Before owner.refused_categories the format-character cases
+// passed and the invalid-UTF-8 message named no position: this test failed on that rule.
+func TestValidateOwnerNamesTheCharacter(t *testing.T) {
+	for owner, want := range map[string]string{
+		"admin\u202Egnp": "format character (Cf U+202E) at byte 5",
+		"ab\u200B":       "format character (Cf U+200B) at byte 2",
+		"\uFEFFw":        "format character (Cf U+FEFF) at byte 0",
+		"é\x1b[2J":       "control character (Cc U+001B) at byte 2",
+		"x\u2028":        "line separator (Zl U+2028) at byte 1",
+		"ok\xffbad":      "byte 2 is 0xff",
+		"café\xc3":       "byte 5 is 0xc3",
+		"\u202E\x00":     "(Cf U+202E) at byte 0", // the first offender, not the worst
+		"a\u2029\u200Bz": "paragraph separator (Zp U+2029) at byte 1",
+	} {
+		err := wire.ValidateOwner(owner)
+		if !errors.Is(err, wire.ErrInvalidOwner) || !strings.Contains(err.Error(), want) {
+			t.Errorf("ValidateOwner(%+q) = %v, want ErrInvalidOwner naming %q", owner, err, want)
+		}
+	}
+}
+
+// TestOwnerRefusesMatchesValidateOwner: OwnerRefuses, which code that makes an owner from a host
+// name uses, refuses exactly the characters ValidateOwner refuses.
+func TestOwnerRefusesMatchesValidateOwner(t *testing.T) {
+	for r := rune(0); r <= unicode.MaxRune; r++ {
+		if r >= 0xD800 && r <= 0xDFFF {
+			continue // surrogates do not encode as UTF-8
+		}
+		refused := wire.ValidateOwner("a"+string(r)) != nil
+		if refused != wire.OwnerRefuses(r) {
+			t.Fatalf("%U: ValidateOwner refuses it %v, OwnerRefuses %v", r, refused, wire.OwnerRefuses(r))
 		}
 	}
 }

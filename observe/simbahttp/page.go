@@ -86,7 +86,7 @@ func (h *Handler) servePage(w http.ResponseWriter, r *http.Request) {
 	d := pageData{Title: h.o.Title, Refresh: max(1, int(h.o.Refresh.Round(time.Second)/time.Second)), Status: st,
 		Now: clock(st.At)}
 	// What the page shows of owners, names, reasons and errors comes from other processes
-	// (an owner is any UTF-8 without control characters, so a bidirectional override passes)
+	// (an older release's owner may hold a bidirectional override, which owners refuse now)
 	// or from the backend's records, which anyone with write access can forge: shown as text.
 	d.Status.Session.Owner = visible(st.Session.Owner)
 	d.Status.Session.Reason = visible(st.Session.Reason)
@@ -98,7 +98,7 @@ func (h *Handler) servePage(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, hd := range st.Holders {
 		c := col.of(hd.Owner, hd.Session)
-		hd.Name, hd.Owner = visible(hd.Name), visible(hd.Owner)
+		hd.Name, hd.Owner, hd.Unreadable = visible(hd.Name), visible(hd.Owner), visible(hd.Unreadable)
 		d.Holders = append(d.Holders, pageHolder{Holder: hd, Color: c})
 	}
 	if st.Healthy {
@@ -201,7 +201,7 @@ func who(e *Entry) string {
 }
 
 // visible returns s as simba status shows it (printable.Escape): html/template escapes markup,
-// not characters that reorder or hide the text around them, so an owner "node-a\u202e…"
+// not characters that reorder or hide the text around them, so a forged owner "node-a\u202e…"
 // displayed reversed what followed it.
 func visible(s string) string { return printable.Escape(s) }
 
@@ -352,7 +352,7 @@ details summary { cursor:pointer; color:var(--muted); font-size:12px; margin:2px
       <td><span class="dot" style="background:{{.Color}}"></span>{{.Owner}}{{if .Self}}<span class="you">this client</span>{{end}}</td>
       <td class="mono">{{short .Session}}</td>
       <td class="mono">{{token .Token}}</td>
-      <td>{{millis .RemainingMillis}}</td>
+      <td>{{if .Unreadable}}<span class="unreadable">unreadable record: {{.Unreadable}}</span>{{else}}{{millis .RemainingMillis}}{{end}}</td>
     </tr>
     {{end}}
   </table>

@@ -15,10 +15,12 @@ import (
 )
 
 // The page shows owners, names and session ids as text: a character that reorders or hides
-// the text around it (a bidirectional override, which wire.ValidateOwner lets through) or a
-// terminal escape in a forged record is shown as its Go escape, as simba status shows it.
-// html/template escapes markup only: the page carried U+202E and ESC as they were, and the
-// client's own owner "node-a\u202e<script>" read as "node-a>tpircs<".
+// the text around it (a bidirectional override, which wire.ValidateOwner refuses in an owner
+// now but a forged record or a node of an older release can still hold) or a terminal escape
+// in a forged record is shown as its Go escape, as simba status shows it. html/template
+// escapes markup only: the page carried U+202E and ESC as they were, and an owner
+// "node-b\u202eevil" read as "node-blive". The client's own owner can no longer carry one
+// (WithOwner refuses it), so its markup alone is checked.
 func TestPageShowsControlAndFormatCharactersEscaped(t *testing.T) {
 	ctx := context.Background()
 	srv := simbatest.NewServer(simbatest.WithClock(spi.SystemClock()))
@@ -34,7 +36,7 @@ func TestPageShowsControlAndFormatCharactersEscaped(t *testing.T) {
 		Groups: map[string][]spi.SessionID{"shards": {"s2"}},
 	}, nil)
 	h := simbahttp.New(simbahttp.Opts{Backend: insp})
-	c, err := simba.New(insp, append(h.Options(), simba.WithOwner("node-a\u202e<script>"), simba.WithTTL(3*time.Second))...)
+	c, err := simba.New(insp, append(h.Options(), simba.WithOwner("node-a<script>"), simba.WithTTL(3*time.Second))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,11 +59,11 @@ func TestPageShowsControlAndFormatCharactersEscaped(t *testing.T) {
 		}
 	}
 	for _, want := range []string{
-		`node-a\u202e&lt;script&gt;`, // the client's own owner (title, header)
-		`node-b\u202eevil`,           // a forged record's owner
-		`forged\u2066name`,           // a forged lease name
-		`s\u202e1`,                   // a forged session id
-		`\x1b[31mred\u200b`,          // a terminal escape and a zero-width space
+		`node-a&lt;script&gt;`, // the client's own owner (title, header)
+		`node-b\u202eevil`,     // a forged record's owner
+		`forged\u2066name`,     // a forged lease name
+		`s\u202e1`,             // a forged session id
+		`\x1b[31mred\u200b`,    // a terminal escape and a zero-width space
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the page lacks %s", want)
@@ -69,7 +71,7 @@ func TestPageShowsControlAndFormatCharactersEscaped(t *testing.T) {
 	}
 	// The JSON keeps the strings as they are: a tool gets what the backend holds.
 	st := status(t, hs.URL)
-	if st.Session.Owner != "node-a\u202e<script>" {
+	if st.Session.Owner != "node-a<script>" {
 		t.Errorf("/status session owner %+q, want it unchanged", st.Session.Owner)
 	}
 }

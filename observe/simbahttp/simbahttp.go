@@ -24,7 +24,9 @@
 //	               holders, groups with members and partitions, the timeline of terms per
 //	               name, and the backend's Inspector snapshot of live state when the backend
 //	               has one (BackendSnapshot; ?free=1 adds the free lease records, see
-//	               Status.Backend)
+//	               Status.Backend; a record the backend cannot read is never free: it is
+//	               listed with its reason, BackendLease.Unreadable, and the page shows
+//	               "unreadable record: <why>")
 //	GET /          an HTML page that refreshes itself: holders, a timeline of terms per name
 //	               (who held what, when, with which token), members and partitions; owners,
 //	               names, session ids and errors shown with control and format characters
@@ -423,6 +425,9 @@ type Holder struct {
 	RemainingMillis int64 `json:"remaining_ms"`
 	// Self reports that this client is the holder.
 	Self bool `json:"self"`
+	// Unreadable says why the backend could not read the lease's record (BackendLease's
+	// Unreadable); the page shows "unreadable record: <why>" as its time left.
+	Unreadable string `json:"unreadable,omitempty"`
 	// Source is where the holder is known from: "backend" (Inspector), "client" (a running
 	// tracked election's last-learned holder, shown only when there is no backend snapshot) or
 	// "self" (this client's own term, shown where no snapshot lists the name's holder and none
@@ -467,6 +472,10 @@ type BackendLease struct {
 	// free, -1 when the backend cannot tell (ZooKeeper, for another client's session:
 	// spi.LeaseInfo.RemainingUnknown).
 	RemainingMillis int64 `json:"remaining_ms"`
+	// Unreadable says why the backend could not read the lease's record (a forged or damaged
+	// one: spi.LeaseInfo.Unreadable); absent for a sound record. Such a lease is never free,
+	// whatever Session says, and its RemainingMillis is -1.
+	Unreadable string `json:"unreadable,omitempty"`
 }
 
 // BackendSession is a live session in a BackendSnapshot (an spi.SessionInfo).
@@ -607,14 +616,16 @@ func live(snap *spi.Snapshot, free bool) (BackendSnapshot, int) {
 		Groups: make([]BackendGroup, 0, len(snap.Groups))}
 	n := 0
 	for _, l := range snap.Leases {
-		if l.Holder == "" {
+		unreadable := l.Unreadable != ""
+		if l.Holder == "" && !unreadable {
 			n++
 			if !free {
 				continue
 			}
 		}
 		out.Leases = append(out.Leases, BackendLease{Name: l.Name, Session: l.Holder, Owner: l.Owner, Token: l.Token,
-			RemainingMillis: remainingMillis(l.Remaining, l.RemainingUnknown && l.Holder != "")})
+			RemainingMillis: remainingMillis(l.Remaining, (l.RemainingUnknown && l.Holder != "") || unreadable),
+			Unreadable:      l.Unreadable})
 	}
 	for _, s := range snap.Sessions {
 		out.Sessions = append(out.Sessions, BackendSession{ID: s.ID, Owner: s.Owner,
@@ -682,14 +693,14 @@ func (h *Handler) status(ctx context.Context, free bool) Status {
 		}
 		held := make(map[string]bool)
 		for _, l := range snap.Leases {
-			if l.Session == "" {
+			if l.Session == "" && l.Unreadable == "" {
 				continue
 			}
 			held[l.Name] = true
 			self := h.live && l.Session == h.session
 			holders[l.Name] = Holder{Name: l.Name, Session: l.Session, Owner: l.Owner, Token: l.Token,
-				RemainingMillis: l.RemainingMillis, Self: self, Source: "backend"}
-			if fold {
+				RemainingMillis: l.RemainingMillis, Self: self, Source: "backend", Unreadable: l.Unreadable}
+			if fold && l.Session != "" {
 				h.observeLocked(l.Name, l.Session, l.Owner, l.Token, self, now)
 			}
 		}

@@ -1,0 +1,137 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/simba-go/simba/fence"
+	"github.com/simba-go/simba/generated/wire"
+	"github.com/simba-go/simba/internal/testenv"
+	"github.com/simba-go/simba/spi"
+)
+
+// TestInspectForgedLeaseRecords: a lease hash that something else wrote (a token that is not a
+// plain decimal, a holder with no expiry or with one that is not a plain decimal, an expiry
+// years away) is never shown free by Inspect: it comes back with Unreadable saying why, its
+// holder field as Holder and RemainingUnknown, and no absurd Remaining. What an acquire does
+// with the same record is pinned beside it (doc.go, "Foreign records"): a corrupt token is
+// refused, a holder without a readable expiry is taken over as the spec's "not live" says, an
+// expiry years away keeps the name held. Before readLease, the corrupt-token records showed
+// as free with token 0, the holders without a readable expiry as free, and the far expiry as
+// held for 87,600 hours: this test failed on that code.
+func TestInspectForgedLeaseRecords(t *testing.T) {
+	ctx := context.Background()
+	// Database 9, as TestInspect: Inspect SCANs the whole keyspace of its database.
+	c := goredis.NewClient(&goredis.Options{Addr: testenv.Redis(t), DB: 9})
+	t.Cleanup(func() { c.Close() })
+	if err := c.Ping(ctx).Err(); err != nil {
+		testenv.Unavailable(t, "Redis", err.Error())
+	}
+	b := newBackend(t, c, WithLogger(discard))
+	sid := open(t, b, privTestTTL)
+	now, err := c.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(d time.Duration) string { return strconv.FormatInt(now.Add(d).UnixMilli(), 10) }
+	holder := fmt.Sprintf("%032x", now.UnixNano()) // a client session id no session has
+	cases := []struct {
+		name       string
+		fields     map[string]string
+		unreadable string // substring of Unreadable; "" for a sound record
+		acquire    string // what Acquire does with it: corrupt, granted or held
+	}{
+		{"free-junk-token", map[string]string{wire.LeaseFieldToken: "abc"}, `token "abc" is not a plain decimal integer`, "corrupt"},
+		{"held-hex-token", map[string]string{wire.LeaseFieldSession: holder, wire.LeaseFieldToken: "0x10", wire.LeaseFieldExpires: at(time.Minute), wire.LeaseFieldOwner: "forger"}, `token "0x10"`, "corrupt"},
+		{"negative-token", map[string]string{wire.LeaseFieldSession: holder, wire.LeaseFieldToken: "-5", wire.LeaseFieldExpires: at(time.Minute)}, `token "-5"`, "corrupt"},
+		{"no-expiry", map[string]string{wire.LeaseFieldSession: holder, wire.LeaseFieldToken: "7", wire.LeaseFieldOwner: "forger"}, "with no expiry", "granted"},
+		{"negative-expiry", map[string]string{wire.LeaseFieldSession: holder, wire.LeaseFieldToken: "7", wire.LeaseFieldExpires: "-5"}, `expiry "-5" is not a plain decimal integer`, "granted"},
+		{"junk-expiry", map[string]string{wire.LeaseFieldSession: holder, wire.LeaseFieldToken: "7", wire.LeaseFieldExpires: "soon"}, `expiry "soon"`, "granted"},
+		{"years-away", map[string]string{wire.LeaseFieldSession: holder, wire.LeaseFieldToken: "7", wire.LeaseFieldExpires: at(10 * 365 * 24 * time.Hour), wire.LeaseFieldOwner: "forger"}, "beyond the longest session TTL (24h0m0s)", "held"},
+		{"sound", map[string]string{wire.LeaseFieldSession: holder, wire.LeaseFieldToken: "7", wire.LeaseFieldExpires: at(time.Minute), wire.LeaseFieldOwner: "forger"}, "", "held"},
+	}
+	names := map[string]int{}
+	for i, tc := range cases {
+		name := uniq("forged." + tc.name)
+		names[name] = i
+		key := wire.LeaseKey(name)
+		t.Cleanup(func() { c.Del(context.Background(), key) })
+		if err := c.HSet(ctx, key, tc.fields).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snap, err := b.Inspect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, l := range snap.Leases {
+		i, ok := names[l.Name]
+		if !ok {
+			continue
+		}
+		seen++
+		tc := cases[i]
+		if l.Holder == "" && l.Unreadable == "" {
+			t.Errorf("%s: shown free: %+v", tc.name, l)
+		}
+		if l.Remaining > maxSessionTTL {
+			t.Errorf("%s: Remaining %v", tc.name, l.Remaining)
+		}
+		switch {
+		case tc.unreadable == "":
+			if l.Unreadable != "" || l.Holder != spi.SessionID(holder) || l.Token != 7 || l.Remaining <= 0 {
+				t.Errorf("%s: %+v, want held by %s with token 7 and time left", tc.name, l, holder)
+			}
+		case !strings.Contains(l.Unreadable, tc.unreadable) || !l.RemainingUnknown || l.Remaining != 0:
+			t.Errorf("%s: %+v, want Unreadable naming %q, time left unknown", tc.name, l, tc.unreadable)
+		case string(l.Holder) != tc.fields[wire.LeaseFieldSession] || l.Owner != tc.fields[wire.LeaseFieldOwner]:
+			t.Errorf("%s: holder %q owner %q, want the record's %q %q", tc.name, l.Holder, l.Owner, tc.fields[wire.LeaseFieldSession], tc.fields[wire.LeaseFieldOwner])
+		}
+	}
+	if seen != len(cases) {
+		t.Fatalf("Inspect listed %d of the %d forged leases", seen, len(cases))
+	}
+	// InspectLease reads each record as Inspect does, and fence.LeaseVerifier, which reads it
+	// so, verifies no token of an unreadable record (a forger could write any token and any
+	// holder field into one), only the sound record's.
+	verify := fence.LeaseVerifier(b, nil)
+	for name, i := range names {
+		tc := cases[i]
+		l, found, err := b.InspectLease(ctx, name)
+		if err != nil || !found || !strings.Contains(l.Unreadable, tc.unreadable) || (tc.unreadable == "") != (l.Unreadable == "") {
+			t.Errorf("%s: InspectLease = %+v, %v, %v; want Unreadable naming %q as Inspect", tc.name, l, found, err, tc.unreadable)
+		}
+		err = verify(ctx, name, l.Token)
+		var refused *fence.UnverifiedTokenError
+		switch {
+		case tc.unreadable == "" && err != nil:
+			t.Errorf("%s: the sound record's token %d refused: %v", tc.name, l.Token, err)
+		case tc.unreadable != "" && (!errors.As(err, &refused) || refused.Unreadable == ""):
+			t.Errorf("%s: token %d of an unreadable record: %v, want an *UnverifiedTokenError naming the record unreadable", tc.name, l.Token, err)
+		}
+	}
+	for name, i := range names {
+		tc := cases[i]
+		r, err := b.Acquire(ctx, sid, name)
+		var ok bool
+		switch tc.acquire {
+		case "corrupt":
+			ok = errors.Is(err, spi.ErrCorruptToken)
+		case "granted":
+			ok = err == nil && r.Kind == spi.Granted && r.Token > 7
+		case "held":
+			ok = err == nil && r.Kind == spi.HeldBy && r.Holder == spi.SessionID(holder)
+		}
+		if !ok {
+			t.Errorf("%s: Acquire = %+v, %v; want %s", tc.name, r, err, tc.acquire)
+		}
+	}
+}
