@@ -598,7 +598,8 @@ func (b *Backend) noteAcquired(sid, name string, r spi.Acquire) {
 
 // Release frees name if session holds it with token (on PostgreSQL with a NOTIFY); otherwise it
 // changes nothing. The backend's own Hints subscribers (other clients in this process on this
-// backend) get a Released hint at once, without waiting for the server's.
+// backend) get a Released hint at once, without waiting for the server's (on PostgreSQL only
+// when a session of the backend waits for name).
 func (b *Backend) Release(ctx context.Context, session spi.SessionID, name string, token int64) error {
 	if err := wire.ValidateName(name); err != nil {
 		return err

@@ -42,7 +42,8 @@ type waker interface {
 // two clients of one process sharing a backend hand a lease over without waiting for the
 // server's hint (PostgreSQL), the change-counter poll (SQLite) or the named lock (MySQL). A
 // waiter that gets the same hint again from the server pays at most one acquire for it (the
-// engine damps hints that prove false).
+// engine damps hints that prove false). On PostgreSQL only a name that a session of the
+// backend waits for is hinted (pgDialect.localHubFor); the wakers hint every release.
 func (b *Backend) releasedLocally(sid, name string) {
 	if b.notes != nil {
 		b.notes.released(sid, name)
@@ -52,8 +53,8 @@ func (b *Backend) releasedLocally(sid, name string) {
 	case b.waker != nil:
 		hub = b.waker.local()
 	default:
-		if l, ok := b.d.(interface{ localHub() *hintHub }); ok {
-			hub = l.localHub()
+		if l, ok := b.d.(interface{ localHubFor(name string) *hintHub }); ok {
+			hub = l.localHubFor(name)
 		}
 	}
 	if hub != nil {
