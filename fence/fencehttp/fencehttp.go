@@ -85,6 +85,7 @@ import (
 	"sync"
 
 	"github.com/simba-go/simba/fence"
+	"github.com/simba-go/simba/internal/printable"
 )
 
 const (
@@ -93,7 +94,8 @@ const (
 	// HighestHeader carries, on a 409 rejection, the highest token the resource has seen.
 	HighestHeader = "Simba-Fencing-Highest"
 	// ResourceHeader carries, on a rejection (409, 403, or 503 for a guard out of room), the
-	// resource that refused the token.
+	// resource that refused the token, its control and format characters and invalid UTF-8
+	// bytes escaped as Go escapes them (\x00, \u202e), which a header cannot carry as they are.
 	ResourceHeader = "Simba-Fencing-Resource"
 	// RefusedHeader says, on a guard's rejection, why: "stale" (409), "unverified" (403:
 	// Guard.Verify refused the token) or "too-many-resources" (503: Guard.MaxResources).
@@ -369,7 +371,7 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 					refuse(w, resource, refusedUnverified, http.StatusForbidden, err.Error())
 					return
 				}
-				w.Header().Set(ResourceHeader, resource)
+				w.Header().Set(ResourceHeader, printable.Escape(resource))
 				http.Error(w, fmt.Sprintf("fencehttp: could not verify token %d for resource %q: %v", token, resource, err), http.StatusServiceUnavailable)
 				return
 			}
@@ -385,9 +387,12 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 }
 
 // refuse answers a request the guard refused for resource, with why (the Refused header,
-// which the Transport reads back into a typed error), status and msg.
+// which the Transport reads back into a typed error), status and msg. The resource goes out
+// escaped: net/http writes a header value's NUL and other control bytes as they are (only CR
+// and LF become spaces), and a client's reader then drops the whole answer as malformed, so a
+// request for "/a%00b" got no refusal it could read.
 func refuse(w http.ResponseWriter, resource, why string, status int, msg string) {
-	w.Header().Set(ResourceHeader, resource)
+	w.Header().Set(ResourceHeader, printable.Escape(resource))
 	w.Header().Set(RefusedHeader, why)
 	http.Error(w, msg, status)
 }
