@@ -73,6 +73,10 @@ func (e *UnverifiedTokenError) Is(target error) bool { return target == ErrUnver
 // shared test servers: 0.2 s for 20,000 leases on Redis, 0.1 s for 10,000 on PostgreSQL).
 // The backend need not be a client's: the process that guards a resource usually holds no
 // lease, and Inspect takes none (on ZooKeeper it opens an observer connection of its own).
+// Inspect waits as long as ctx lets it: with a ctx without deadline (a guarded request's,
+// whose client waits) a blackholed PostgreSQL link held a check for minutes, a Redis one
+// for go-redis's 10 s of timeouts and retries; give ctx a deadline, or wrap the verifier in
+// one, to refuse the token sooner.
 //
 // A holder whose tenure ends between its write's request and the check is refused like a
 // stale holder: its successor's token is current. A snapshot that lags the lock service (a

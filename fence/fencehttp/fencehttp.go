@@ -270,10 +270,13 @@ type Guard struct {
 	// token (a resource's first token included) before the request is admitted; a token equal
 	// to the highest is admitted without asking, so it is one call per tenure. A refusal
 	// matching fence.ErrUnverifiedToken gets 403 Forbidden, any other error 503 Service
-	// Unavailable; either way nothing is recorded and the handler does not run.
-	// fence.LeaseVerifier is the ready-made one. Nil trusts every token: a token of another
-	// lease name or a made-up one (the int64 maximum) then raises the highest for good, and
-	// every legitimate holder after it gets 409 until the process restarts.
+	// Unavailable; either way nothing is recorded and the handler does not run. It is asked
+	// without holding the resource, so the holder's requests with the admitted token go on
+	// while a slow or unreachable lock service keeps it (bound it with the request's context
+	// or inside Verify), and a confirmed token is compared with the highest again before it
+	// is admitted. fence.LeaseVerifier is the ready-made one. Nil trusts every token: a token
+	// of another lease name or a made-up one (the int64 maximum) then raises the highest for
+	// good, and every legitimate holder after it gets 409 until the process restarts.
 	Verify fence.Verifier
 	// MaxResources bounds the resources whose highest token the guard keeps (one entry each,
 	// never dropped); zero means DefaultMaxResources, a negative value is an error
@@ -351,31 +354,10 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 			return
 		}
 		defer g.release(resource, st)
-		// Wait for the resource only as long as the client does: a request parked behind a
-		// slow handler (a holder paused mid-upload) whose client gave up must not run later,
-		// recording its token and writing what its client was told had failed.
-		if err := st.lockCtx(r.Context()); err != nil {
-			http.Error(w, fmt.Sprintf("fencehttp: gave up waiting for resource %q: %v", resource, err), http.StatusServiceUnavailable)
+		if !g.admit(w, r, resource, st, token) {
 			return
 		}
 		defer st.unlock()
-		if st.seen && token < st.highest {
-			stale := &fence.StaleTokenError{Resource: resource, Token: token, Highest: st.highest}
-			w.Header().Set(HighestHeader, strconv.FormatInt(st.highest, 10))
-			refuse(w, resource, refusedStale, http.StatusConflict, stale.Error())
-			return
-		}
-		if (!st.seen || token > st.highest) && g.Verify != nil {
-			if err := g.Verify(r.Context(), resource, token); err != nil {
-				if errors.Is(err, fence.ErrUnverifiedToken) {
-					refuse(w, resource, refusedUnverified, http.StatusForbidden, err.Error())
-					return
-				}
-				w.Header().Set(ResourceHeader, printable.Escape(resource))
-				http.Error(w, fmt.Sprintf("fencehttp: could not verify token %d for resource %q: %v", token, resource, err), http.StatusServiceUnavailable)
-				return
-			}
-		}
 		st.highest = token
 		if !st.seen {
 			g.mu.Lock()
@@ -384,6 +366,48 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r.WithContext(WithToken(r.Context(), token)))
 	})
+}
+
+// admit takes st's lock for a request with token and returns true holding it, or answers
+// the request with its refusal and returns false, not holding it.
+//
+// With Verify, a token that would raise the highest is verified with the lock let go: while
+// the lock service answers slowly or not at all (a blackholed link, where a PostgreSQL
+// verifier's read waited for minutes), the holder's writes with its admitted token used to
+// wait behind the check, and any client sending a new token could stall the resource so.
+// Verifying unlocked is sound as raise.Check's early read is: the highest only grows, and it
+// is read again once the lock is back, so a token that a newer one passed meanwhile is
+// refused as stale.
+func (g *Guard) admit(w http.ResponseWriter, r *http.Request, resource string, st *resourceState, token int64) bool {
+	for verified := false; ; verified = true {
+		// Wait for the resource only as long as the client does: a request parked behind a
+		// slow handler (a holder paused mid-upload) whose client gave up must not run later,
+		// recording its token and writing what its client was told had failed.
+		if err := st.lockCtx(r.Context()); err != nil {
+			http.Error(w, fmt.Sprintf("fencehttp: gave up waiting for resource %q: %v", resource, err), http.StatusServiceUnavailable)
+			return false
+		}
+		if st.seen && token < st.highest {
+			stale := &fence.StaleTokenError{Resource: resource, Token: token, Highest: st.highest}
+			w.Header().Set(HighestHeader, strconv.FormatInt(st.highest, 10))
+			st.unlock()
+			refuse(w, resource, refusedStale, http.StatusConflict, stale.Error())
+			return false
+		}
+		if verified || g.Verify == nil || (st.seen && token == st.highest) {
+			return true
+		}
+		st.unlock()
+		if err := g.Verify(r.Context(), resource, token); err != nil {
+			if errors.Is(err, fence.ErrUnverifiedToken) {
+				refuse(w, resource, refusedUnverified, http.StatusForbidden, err.Error())
+				return false
+			}
+			w.Header().Set(ResourceHeader, printable.Escape(resource))
+			http.Error(w, fmt.Sprintf("fencehttp: could not verify token %d for resource %q: %v", token, resource, err), http.StatusServiceUnavailable)
+			return false
+		}
+	}
 }
 
 // refuse answers a request the guard refused for resource, with why (the Refused header,
