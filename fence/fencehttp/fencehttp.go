@@ -266,17 +266,19 @@ type Guard struct {
 	// AllowMissing lets requests without a Simba-Fencing-Token header through, unfenced (for
 	// a handler that also serves readers). By default they get 428 Precondition Required.
 	AllowMissing bool
-	// Verify, when set, is asked about every token that would raise its resource's highest
-	// token (a resource's first token included) before the request is admitted; a token equal
-	// to the highest is admitted without asking, so it is one call per tenure. A refusal
-	// matching fence.ErrUnverifiedToken gets 403 Forbidden, any other error 503 Service
-	// Unavailable; either way nothing is recorded and the handler does not run. It is asked
-	// without holding the resource, so the holder's requests with the admitted token go on
-	// while a slow or unreachable lock service keeps it (bound it with the request's context
-	// or inside Verify), and a confirmed token is compared with the highest again before it
-	// is admitted. fence.LeaseVerifier is the ready-made one. Nil trusts every token: a token
-	// of another lease name or a made-up one (the int64 maximum) then raises the highest for
-	// good, and every legitimate holder after it gets 409 until the process restarts.
+	// Verify, when set, is asked about every token that would raise its resource's highest token
+	// (a resource's first token included) before the request is admitted; a token equal to the
+	// highest is admitted without asking, so it is one call per tenure. A refusal matching
+	// fence.ErrUnverifiedToken gets 403 Forbidden, any other error 503 Service Unavailable; either
+	// way nothing is recorded and the handler does not run. It is asked without holding the
+	// resource, so the holder's requests with the admitted token go on while a slow or unreachable
+	// lock service keeps it (bound it with the request's context or inside Verify), and a
+	// confirmed token is compared with the highest again before it is admitted. A resource's
+	// checks run one at a time: other new tokens wait for the one under way (503 if their context
+	// ends first), then look at the highest again. fence.LeaseVerifier is the ready-made one. Nil
+	// trusts every token: a token of another lease name or a made-up one (the int64 maximum) then
+	// raises the highest for good, and every legitimate holder after it gets 409 until the process
+	// restarts.
 	Verify fence.Verifier
 	// MaxResources bounds the resources whose highest token the guard keeps (one entry each,
 	// never dropped); zero means DefaultMaxResources, a negative value is an error
@@ -287,6 +289,11 @@ type Guard struct {
 
 	mu        sync.Mutex
 	resources map[string]*resourceState
+	// verifying holds, per resource whose token Verify is checking, a channel closed when
+	// the check ends (guarded by mu): one check per resource at a time, so a flood of new
+	// tokens costs the lock service one read at a time, as when checks held the resource.
+	// Only resources being checked have one, so an entry costs no more for it.
+	verifying map[string]chan struct{}
 }
 
 // resourceState is one resource: the highest token admitted, and the lock a request holds
@@ -379,7 +386,8 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 // is read again once the lock is back, so a token that a newer one passed meanwhile is
 // refused as stale.
 func (g *Guard) admit(w http.ResponseWriter, r *http.Request, resource string, st *resourceState, token int64) bool {
-	for verified := false; ; verified = true {
+	verified := false
+	for {
 		// Wait for the resource only as long as the client does: a request parked behind a
 		// slow handler (a holder paused mid-upload) whose client gave up must not run later,
 		// recording its token and writing what its client was told had failed.
@@ -398,16 +406,48 @@ func (g *Guard) admit(w http.ResponseWriter, r *http.Request, resource string, s
 			return true
 		}
 		st.unlock()
-		if err := g.Verify(r.Context(), resource, token); err != nil {
-			if errors.Is(err, fence.ErrUnverifiedToken) {
-				refuse(w, resource, refusedUnverified, http.StatusForbidden, err.Error())
-				return false
-			}
+		ran, err := g.verify(r.Context(), resource, token)
+		switch {
+		case err == nil:
+			verified = ran // after waiting out another check, look at the highest again
+		case errors.Is(err, fence.ErrUnverifiedToken):
+			refuse(w, resource, refusedUnverified, http.StatusForbidden, err.Error())
+			return false
+		default:
 			w.Header().Set(ResourceHeader, printable.Escape(resource))
 			http.Error(w, fmt.Sprintf("fencehttp: could not verify token %d for resource %q: %v", token, resource, err), http.StatusServiceUnavailable)
 			return false
 		}
 	}
+}
+
+// verify asks Verify about token unless another request's check of resource is under way:
+// then it waits for that one to end (or ctx) and returns ran false without asking, as the
+// highest may have changed meanwhile.
+func (g *Guard) verify(ctx context.Context, resource string, token int64) (ran bool, err error) {
+	g.mu.Lock()
+	if busy, ok := g.verifying[resource]; ok {
+		g.mu.Unlock()
+		select {
+		case <-busy:
+			return false, nil
+		case <-ctx.Done():
+			return false, fmt.Errorf("gave up waiting for another token's check: %w", context.Cause(ctx))
+		}
+	}
+	if g.verifying == nil {
+		g.verifying = map[string]chan struct{}{}
+	}
+	done := make(chan struct{})
+	g.verifying[resource] = done
+	g.mu.Unlock()
+	defer func() {
+		g.mu.Lock()
+		delete(g.verifying, resource)
+		g.mu.Unlock()
+		close(done)
+	}()
+	return true, g.Verify(ctx, resource, token)
 }
 
 // refuse answers a request the guard refused for resource, with why (the Refused header,
