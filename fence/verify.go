@@ -80,9 +80,12 @@ func (e *UnverifiedTokenError) Is(target error) bool { return target == ErrUnver
 // A backend with only spi.Inspector is read whole (its Inspect) on every call instead, which
 // grows with the number of leases (BenchmarkLeaseVerifier10000, 10,000 leases held: 0.18 ms
 // for the one lease against 41 ms for the snapshot on PostgreSQL, 0.13 ms against 97 ms on
-// Redis). The backend need not be a client's: the process
-// that guards a resource usually holds no lease, and neither read takes one (on ZooKeeper they
-// open an observer connection of their own).
+// Redis). The backend need not be a client's: the process that guards a resource usually
+// holds no lease, and neither read takes one (on ZooKeeper they open an observer connection
+// of their own). The read waits as long as ctx lets it: with a ctx without deadline (a
+// guarded request's, whose client waits) a blackholed PostgreSQL link held a check for
+// minutes, a Redis one for go-redis's 10 s of timeouts and retries; give ctx a deadline, or
+// wrap the verifier in one, to refuse the token sooner.
 //
 // A holder whose tenure ends between its write's request and the check is refused like a
 // stale holder: its successor's token is current. A snapshot that lags the lock service (a

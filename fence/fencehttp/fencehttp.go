@@ -88,6 +88,7 @@ import (
 	"sync"
 
 	"github.com/simba-go/simba/fence"
+	"github.com/simba-go/simba/internal/printable"
 )
 
 const (
@@ -96,7 +97,8 @@ const (
 	// HighestHeader carries, on a 409 rejection, the highest token the resource has seen.
 	HighestHeader = "Simba-Fencing-Highest"
 	// ResourceHeader carries, on a rejection (409, 403, or 503 for a guard out of room), the
-	// resource that refused the token.
+	// resource that refused the token, its control and format characters and invalid UTF-8
+	// bytes escaped as Go escapes them (\x00, \u202e), which a header cannot carry as they are.
 	ResourceHeader = "Simba-Fencing-Resource"
 	// RefusedHeader says, on a guard's rejection, why: "stale" (409), "unverified" (403:
 	// Guard.Verify refused the token) or "too-many-resources" (503: Guard.MaxResources).
@@ -267,14 +269,19 @@ type Guard struct {
 	// AllowMissing lets requests without a Simba-Fencing-Token header through, unfenced (for
 	// a handler that also serves readers). By default they get 428 Precondition Required.
 	AllowMissing bool
-	// Verify, when set, is asked about every token that would raise its resource's highest
-	// token (a resource's first token included) before the request is admitted; a token equal
-	// to the highest is admitted without asking, so it is one call per tenure. A refusal
-	// matching fence.ErrUnverifiedToken gets 403 Forbidden, any other error 503 Service
-	// Unavailable; either way nothing is recorded and the handler does not run.
-	// fence.LeaseVerifier is the ready-made one. Nil trusts every token: a token of another
-	// lease name or a made-up one (the int64 maximum) then raises the highest for good, and
-	// every legitimate holder after it gets 409 until the process restarts.
+	// Verify, when set, is asked about every token that would raise its resource's highest token
+	// (a resource's first token included) before the request is admitted; a token equal to the
+	// highest is admitted without asking, so it is one call per tenure. A refusal matching
+	// fence.ErrUnverifiedToken gets 403 Forbidden, any other error 503 Service Unavailable; either
+	// way nothing is recorded and the handler does not run. It is asked without holding the
+	// resource, so the holder's requests with the admitted token go on while a slow or unreachable
+	// lock service keeps it (bound it with the request's context or inside Verify), and a
+	// confirmed token is compared with the highest again before it is admitted. A resource's
+	// checks run one at a time: other new tokens wait for the one under way (503 if their context
+	// ends first), then look at the highest again. fence.LeaseVerifier is the ready-made one. Nil
+	// trusts every token: a token of another lease name or a made-up one (the int64 maximum) then
+	// raises the highest for good, and every legitimate holder after it gets 409 until the process
+	// restarts.
 	Verify fence.Verifier
 	// MaxResources bounds the resources whose highest token the guard keeps (one entry each,
 	// never dropped); zero means DefaultMaxResources, a negative value is an error
@@ -285,6 +292,11 @@ type Guard struct {
 
 	mu        sync.Mutex
 	resources map[string]*resourceState
+	// verifying holds, per resource whose token Verify is checking, a channel closed when
+	// the check ends (guarded by mu): one check per resource at a time, so a flood of new
+	// tokens costs the lock service one read at a time, as when checks held the resource.
+	// Only resources being checked have one, so an entry costs no more for it.
+	verifying map[string]chan struct{}
 }
 
 // resourceState is one resource: the highest token admitted, and the lock a request holds
@@ -352,31 +364,10 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 			return
 		}
 		defer g.release(resource, st)
-		// Wait for the resource only as long as the client does: a request parked behind a
-		// slow handler (a holder paused mid-upload) whose client gave up must not run later,
-		// recording its token and writing what its client was told had failed.
-		if err := st.lockCtx(r.Context()); err != nil {
-			http.Error(w, fmt.Sprintf("fencehttp: gave up waiting for resource %q: %v", resource, err), http.StatusServiceUnavailable)
+		if !g.admit(w, r, resource, st, token) {
 			return
 		}
 		defer st.unlock()
-		if st.seen && token < st.highest {
-			stale := &fence.StaleTokenError{Resource: resource, Token: token, Highest: st.highest}
-			w.Header().Set(HighestHeader, strconv.FormatInt(st.highest, 10))
-			refuse(w, resource, refusedStale, http.StatusConflict, stale.Error())
-			return
-		}
-		if (!st.seen || token > st.highest) && g.Verify != nil {
-			if err := g.Verify(r.Context(), resource, token); err != nil {
-				if errors.Is(err, fence.ErrUnverifiedToken) {
-					refuse(w, resource, refusedUnverified, http.StatusForbidden, err.Error())
-					return
-				}
-				w.Header().Set(ResourceHeader, resource)
-				http.Error(w, fmt.Sprintf("fencehttp: could not verify token %d for resource %q: %v", token, resource, err), http.StatusServiceUnavailable)
-				return
-			}
-		}
 		st.highest = token
 		if !st.seen {
 			g.mu.Lock()
@@ -387,10 +378,88 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 	})
 }
 
+// admit takes st's lock for a request with token and returns true holding it, or answers
+// the request with its refusal and returns false, not holding it.
+//
+// With Verify, a token that would raise the highest is verified with the lock let go: while
+// the lock service answers slowly or not at all (a blackholed link, where a PostgreSQL
+// verifier's read waited for minutes), the holder's writes with its admitted token used to
+// wait behind the check, and any client sending a new token could stall the resource so.
+// Verifying unlocked is sound as raise.Check's early read is: the highest only grows, and it
+// is read again once the lock is back, so a token that a newer one passed meanwhile is
+// refused as stale.
+func (g *Guard) admit(w http.ResponseWriter, r *http.Request, resource string, st *resourceState, token int64) bool {
+	verified := false
+	for {
+		// Wait for the resource only as long as the client does: a request parked behind a
+		// slow handler (a holder paused mid-upload) whose client gave up must not run later,
+		// recording its token and writing what its client was told had failed.
+		if err := st.lockCtx(r.Context()); err != nil {
+			http.Error(w, fmt.Sprintf("fencehttp: gave up waiting for resource %q: %v", resource, err), http.StatusServiceUnavailable)
+			return false
+		}
+		if st.seen && token < st.highest {
+			stale := &fence.StaleTokenError{Resource: resource, Token: token, Highest: st.highest}
+			w.Header().Set(HighestHeader, strconv.FormatInt(st.highest, 10))
+			st.unlock()
+			refuse(w, resource, refusedStale, http.StatusConflict, stale.Error())
+			return false
+		}
+		if verified || g.Verify == nil || (st.seen && token == st.highest) {
+			return true
+		}
+		st.unlock()
+		ran, err := g.verify(r.Context(), resource, token)
+		switch {
+		case err == nil:
+			verified = ran // after waiting out another check, look at the highest again
+		case errors.Is(err, fence.ErrUnverifiedToken):
+			refuse(w, resource, refusedUnverified, http.StatusForbidden, err.Error())
+			return false
+		default:
+			w.Header().Set(ResourceHeader, printable.Escape(resource))
+			http.Error(w, fmt.Sprintf("fencehttp: could not verify token %d for resource %q: %v", token, resource, err), http.StatusServiceUnavailable)
+			return false
+		}
+	}
+}
+
+// verify asks Verify about token unless another request's check of resource is under way:
+// then it waits for that one to end (or ctx) and returns ran false without asking, as the
+// highest may have changed meanwhile.
+func (g *Guard) verify(ctx context.Context, resource string, token int64) (ran bool, err error) {
+	g.mu.Lock()
+	if busy, ok := g.verifying[resource]; ok {
+		g.mu.Unlock()
+		select {
+		case <-busy:
+			return false, nil
+		case <-ctx.Done():
+			return false, fmt.Errorf("gave up waiting for another token's check: %w", context.Cause(ctx))
+		}
+	}
+	if g.verifying == nil {
+		g.verifying = map[string]chan struct{}{}
+	}
+	done := make(chan struct{})
+	g.verifying[resource] = done
+	g.mu.Unlock()
+	defer func() {
+		g.mu.Lock()
+		delete(g.verifying, resource)
+		g.mu.Unlock()
+		close(done)
+	}()
+	return true, g.Verify(ctx, resource, token)
+}
+
 // refuse answers a request the guard refused for resource, with why (the Refused header,
-// which the Transport reads back into a typed error), status and msg.
+// which the Transport reads back into a typed error), status and msg. The resource goes out
+// escaped: net/http writes a header value's NUL and other control bytes as they are (only CR
+// and LF become spaces), and a client's reader then drops the whole answer as malformed, so a
+// request for "/a%00b" got no refusal it could read.
 func refuse(w http.ResponseWriter, resource, why string, status int, msg string) {
-	w.Header().Set(ResourceHeader, resource)
+	w.Header().Set(ResourceHeader, printable.Escape(resource))
 	w.Header().Set(RefusedHeader, why)
 	http.Error(w, msg, status)
 }
