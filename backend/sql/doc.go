@@ -222,9 +222,13 @@
 // way a released lease passes to a waiting process in milliseconds rather than when the holder's
 // lease would run out; the named lock and the change counter are only hints, every decision is
 // the table statements'. A backend also hints its own subscribers (other clients of the process
-// on the same backend) at once on a release it makes: on PostgreSQL when a session of the
-// backend waits for the name (so an uncontended Lock and Unlock wakes nobody), on SQLite and
-// MySQL/MariaDB on every release. Group changes are pushed on PostgreSQL
+// on the same backend) at once on a release it makes, on every dialect when a session of the
+// backend waits for the name (so an uncontended Lock and Unlock wakes nobody). Waits are kept
+// per session: when two sessions of one backend wait for a name, the grant to one leaves the
+// other's wait, and the hints owed to it, in place. A wait noted only after the release it
+// waits for still gets its hint: from the LISTEN's catch-up hint on PostgreSQL, from the read
+// of a newly waited name's lease on SQLite, from the first probe of the named lock on
+// MySQL/MariaDB. Group changes are pushed on PostgreSQL
 // only: on SQLite and MySQL/MariaDB a member learns of a join or a leave at its next keep-alive
 // (every renewal interval, TTL/3), so a partition group settles within about one renewal
 // interval there (a trial at TTL 3 s: a leaver's partitions taken over after 0.5 s at the

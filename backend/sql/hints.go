@@ -129,26 +129,16 @@ type pgHub struct {
 	running uint64                   // the generation of the running listener (0: none); waits are noted only while one runs
 	gens    uint64                   // the listeners started
 	ttls    map[string]time.Duration // open session id → its TTL
-	waits   map[string]*pgWait       // lease name → the sessions of the backend that wait for it
+	waits   waitSet                  // lease name → the sessions of the backend that wait for it
 	// groups: group name → the sessions of the backend that are members of it or have a Join
 	// of it in flight (a Members read of it keeps it as a linger does: see read).
-	groups map[string]*pgWait
+	groups waitSet
 	dirty  bool               // a lease or group is wanted that the listener may not LISTEN on yet
 	kick   context.CancelFunc // cuts the listener's wait short (nil while it does not wait)
 	linger time.Duration      // pgLinger unless a test sets it
 
 	// heard, when set (tests only), sees every notification the listener receives.
 	heard func(channel, payload string)
-}
-
-// pgWait is the sessions of a backend that wait for one lease (or take part in one group).
-type pgWait struct {
-	// who maps each waiting session to when its wait ends unless an acquire renews it (for a
-	// group: each member, or joiner, to when its membership is let go unless a Join or a
-	// keep-alive naming the group renews it).
-	who map[string]time.Time
-	// idle is when who became empty (zero while it is not): the linger's start.
-	idle time.Time
 }
 
 // pgLinger is how long the listener stays LISTENing on a lease's channel after the last wait
@@ -217,7 +207,7 @@ func (h *pgHub) acquired(sid, name string, r spi.Acquire) {
 // noteLocked starts or renews sid's wait in set (h.waits or h.groups) for name, for
 // pgWaitTTLs of its TTL from now, and wakes the listener to LISTEN if name is new. A listener
 // must run (h.running != 0).
-func (h *pgHub) noteLocked(set map[string]*pgWait, name, sid string, now time.Time) {
+func (h *pgHub) noteLocked(set waitSet, name, sid string, now time.Time) {
 	ttl, ok := h.ttls[sid]
 	if !ok {
 		ttl = pgDefaultTTL
@@ -227,17 +217,14 @@ func (h *pgHub) noteLocked(set map[string]*pgWait, name, sid string, now time.Ti
 
 // wantLocked returns set's entry for name, made (and the listener woken to LISTEN) if new; it
 // is no longer idle.
-func (h *pgHub) wantLocked(set map[string]*pgWait, name string) *pgWait {
-	w := set[name]
-	if w == nil {
-		w = &pgWait{who: map[string]time.Time{}}
-		set[name] = w
+func (h *pgHub) wantLocked(set waitSet, name string) *nameWaits {
+	w, isNew := set.entry(name)
+	if isNew {
 		h.dirty = true
 		if h.kick != nil {
 			h.kick()
 		}
 	}
-	w.idle = time.Time{}
 	return w
 }
 
@@ -273,7 +260,7 @@ func (h *pgHub) left(sid, group string, st spi.Status, err error) {
 	case st == spi.OK:
 		h.imu.Lock()
 		defer h.imu.Unlock()
-		h.endLocked(h.groups, sid, group, time.Now())
+		h.groups.end(sid, group, time.Now())
 	default:
 		h.closed(sid)
 	}
@@ -318,40 +305,30 @@ func (h *pgHub) read(group string) {
 // withdrawn ends sid's wait for name (a Withdraw).
 func (h *pgHub) withdrawn(sid, name string) { h.endWait(sid, name) }
 
-// waitedFor reports whether a session of the backend waits for name (its acquire's HeldBy
-// noted, no grant or withdraw since). A wait past its time that no sweep has ended yet still
-// counts: a spurious hint costs a waiter one acquire at most.
-func (h *pgHub) waitedFor(name string) bool {
-	h.imu.Lock()
-	defer h.imu.Unlock()
-	w := h.waits[name]
-	return w != nil && len(w.who) > 0
-}
-
 // released: a release by one of the backend's sessions changes no wait (the holder was not
 // waiting).
 func (h *pgHub) released(string, string) {}
+
+// localHubFor is the hub that a release of name by the backend is hinted to at once
+// (releasedLocally), or nil when no session of the backend waits for name (waits are noted
+// only while the listener runs, that is while the hub has subscribers to hint). A waiter whose
+// HeldBy is not noted yet when the release comes misses this hint; the LISTEN that its wait
+// starts delivers a catch-up hint once it is in (syncListens), or the server's notification
+// does if the channel is LISTENed already.
+func (h *pgHub) localHubFor(name string) *hintHub {
+	h.imu.Lock()
+	defer h.imu.Unlock()
+	if !h.waits.waited(name, time.Now()) {
+		return nil
+	}
+	return &h.hintHub
+}
 
 // endWait ends sid's wait for name (a grant, a Withdraw).
 func (h *pgHub) endWait(sid, name string) {
 	h.imu.Lock()
 	defer h.imu.Unlock()
-	h.endLocked(h.waits, sid, name, time.Now())
-}
-
-// endLocked ends sid's wait in set for name; the linger starts if it was the last.
-func (h *pgHub) endLocked(set map[string]*pgWait, sid, name string, now time.Time) {
-	w := set[name]
-	if w == nil {
-		return
-	}
-	if _, ok := w.who[sid]; !ok {
-		return
-	}
-	delete(w.who, sid)
-	if len(w.who) == 0 {
-		w.idle = now
-	}
+	h.waits.end(sid, name, time.Now()) // the linger starts if it was the last
 }
 
 // closed ends every wait and membership of session sid (closed, or found expired) and forgets
@@ -361,12 +338,8 @@ func (h *pgHub) closed(sid string) {
 	defer h.imu.Unlock()
 	delete(h.ttls, sid)
 	now := time.Now()
-	for name := range h.waits {
-		h.endLocked(h.waits, sid, name, now)
-	}
-	for name := range h.groups {
-		h.endLocked(h.groups, sid, name, now)
-	}
+	h.waits.endSession(sid, now)
+	h.groups.endSession(sid, now)
 }
 
 // keptAlive ends the waits of a session that the keep-alive found expired.
@@ -385,7 +358,7 @@ func (h *pgHub) start() (gen uint64) {
 	h.imu.Lock()
 	defer h.imu.Unlock()
 	h.gens++
-	h.running, h.waits, h.groups = h.gens, map[string]*pgWait{}, map[string]*pgWait{}
+	h.running, h.waits, h.groups = h.gens, waitSet{}, waitSet{}
 	return h.gens
 }
 
@@ -418,7 +391,7 @@ func (h *pgHub) plan(listened map[pgChan]bool, lastSweep *time.Time) (listen, un
 	if linger == 0 {
 		linger = pgLinger
 	}
-	sets := [2]map[string]*pgWait{h.waits, h.groups}
+	sets := [2]waitSet{h.waits, h.groups}
 	if h.dirty || now.Sub(*lastSweep) >= pgSweepEvery {
 		*lastSweep = now
 		for _, set := range sets {
@@ -495,22 +468,6 @@ func (h *pgHub) waited() {
 // has checked, under the lock Close takes, that the backend is open.)
 func (d *pgDialect) hints(ctx context.Context, stop <-chan struct{}, wg *sync.WaitGroup) (<-chan spi.Hint, error) {
 	return d.hub.subscribe(ctx, stop, wg, d.listen), nil
-}
-
-// localHubFor is the hub that Release fans a release of name out to at once (wake.go), or nil
-// when no session of the backend waits for name: then there is nobody to wake, and a client
-// that locks and unlocks a name nobody else here waits for sends no hint to itself, as on
-// Redis. Every Unlock used to wake the client's own hint reader on another thread, which
-// found no waiter and dropped the hint: on the 2-CPU VM that cost about 60–100 µs of the
-// process's CPU per uncontended Lock and Unlock, run beside the server's next statement
-// (BenchmarkLockCycle/postgres). A waiter whose HeldBy is not noted yet when the release comes
-// misses this hint; the LISTEN that its wait starts delivers a catch-up hint once it is in
-// (syncListens), or the server's notification does if the channel is LISTENed already.
-func (d *pgDialect) localHubFor(name string) *hintHub {
-	if !d.hub.waitedFor(name) {
-		return nil
-	}
-	return &d.hub.hintHub
 }
 
 // listen keeps one connection LISTENing on the release channels of the leases the backend's

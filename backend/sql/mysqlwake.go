@@ -101,7 +101,7 @@ type mysqlWaker struct {
 	ttl     time.Duration        // the longest session TTL opened (15 s until one is)
 	ttlSet  bool                 // a session was opened: ttl is the longest of theirs
 	held    map[string]heldLease // name → this backend's tenure
-	waiting map[string]time.Time // name → until when it counts as waited for
+	waiting waitSet              // name → the sessions of the backend that wait for it, and until when
 	waits   map[string]func()    // running waits: name → cancel
 	kick    chan struct{}        // held or waiting changed (capacity 1)
 	stats   mysqlStats
@@ -151,7 +151,7 @@ type heldLease struct {
 func newMySQLWaker(db *sql.DB, wd wire.SQLDialect) *mysqlWaker {
 	return &mysqlWaker{db: db, lock: wd.WakeLock, unlock: wd.WakeUnlock, connID: wd.WakeConnID,
 		connHost: wd.WakeConnHost, kill: wd.WakeKill, lockConn: wd.WakeLockConn, log: slog.Default, ttl: 15 * time.Second,
-		held: map[string]heldLease{}, waiting: map[string]time.Time{}, waits: map[string]func(){},
+		held: map[string]heldLease{}, waiting: waitSet{}, waits: map[string]func(){},
 		kick: make(chan struct{}, 1), ids: map[any]connRef{}, abandoned: map[connRef]struct{}{}}
 }
 
@@ -167,7 +167,17 @@ func (w *mysqlWaker) poke() {
 	}
 }
 
-func (w *mysqlWaker) local() *hintHub { return &w.hub }
+// localHubFor is the hub of the waker's subscribers while a session of the backend waits for
+// name, else nil (releasedLocally). A wait noted after the release misses its hint; the probe
+// that the wait starts with reads the lease and hints it instead (wait).
+func (w *mysqlWaker) localHubFor(name string) *hintHub {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.waiting.waited(name, time.Now()) {
+		return nil
+	}
+	return &w.hub
+}
 
 func (w *mysqlWaker) opened(sid string, ttl time.Duration) {
 	w.sessions.add(sid)
@@ -190,12 +200,16 @@ func (w *mysqlWaker) acquired(sid, name string, r spi.Acquire) {
 		if h, ok := w.held[name]; !ok || h.sid != sid {
 			w.held[name] = heldLease{sid: sid, since: time.Now()}
 		}
-		delete(w.waiting, name)
-		if cancel := w.waits[name]; cancel != nil {
+		// Another session of the backend may still wait for name: its wait goes on.
+		now := time.Now()
+		w.waiting.end(sid, name, now)
+		if cancel := w.waits[name]; cancel != nil && !w.waiting.waited(name, now) {
 			cancel()
 		}
 	case spi.HeldBy:
-		w.waiting[name] = time.Now().Add(mysqlWaitTTLs * w.ttl)
+		w.waiting.wait(sid, name, time.Now().Add(mysqlWaitTTLs*w.ttl))
+	case spi.SessionExpired:
+		w.waiting.endSession(sid, time.Now())
 	default:
 		return
 	}
@@ -212,6 +226,9 @@ func (w *mysqlWaker) keptAlive(sid string, ka spi.KeepAlive) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if ka.Expired {
+		w.waiting.endSession(sid, time.Now())
+	}
 	if len(w.held) == 0 {
 		return
 	}
@@ -241,14 +258,19 @@ func (w *mysqlWaker) released(sid, name string) {
 	}
 }
 
-// withdrawn: a withdrawn waiter's name stays waited for until its linger ends (as before a
-// withdrawal was noted at all).
-func (w *mysqlWaker) withdrawn(string, string) {}
+// withdrawn ends sid's wait for name (a wait on the named lock that nobody needs any more ends
+// at the next startWaits).
+func (w *mysqlWaker) withdrawn(sid, name string) {
+	w.mu.Lock()
+	w.waiting.end(sid, name, time.Now())
+	w.mu.Unlock()
+}
 
 func (w *mysqlWaker) closed(sid string) {
 	w.sessions.remove(sid)
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.waiting.endSession(sid, time.Now())
 	for n, h := range w.held {
 		if h.sid == sid {
 			delete(w.held, n)
@@ -311,15 +333,13 @@ func (w *mysqlWaker) run(ctx context.Context) {
 func (w *mysqlWaker) startWaits(ctx context.Context, waits *sync.WaitGroup, limit int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	now := time.Now()
-	for n, until := range w.waiting {
-		if now.After(until) {
-			delete(w.waiting, n)
-			if cancel := w.waits[n]; cancel != nil {
-				cancel()
-			}
-			continue
+	names := w.waiting.sweep(time.Now())
+	for n, cancel := range w.waits {
+		if w.waiting[n] == nil {
+			cancel()
 		}
+	}
+	for _, n := range names {
 		if _, ok := w.waits[n]; ok || len(w.waits) >= limit {
 			continue
 		}
@@ -338,12 +358,20 @@ func (w *mysqlWaker) startWaits(ctx context.Context, waits *sync.WaitGroup, limi
 	}
 }
 
-// waitedFor reports whether name is still waited for, and until when.
+// waitedFor reports whether name is still waited for, and until when (the last of its
+// sessions' waits).
 func (w *mysqlWaker) waitedFor(name string) (time.Time, time.Duration, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	until, ok := w.waiting[name]
-	return until, w.ttl, ok && time.Now().Before(until)
+	var until time.Time
+	if e := w.waiting[name]; e != nil {
+		for _, u := range e.who {
+			if u.After(until) {
+				until = u
+			}
+		}
+	}
+	return until, w.ttl, time.Now().Before(until)
 }
 
 // wait waits for name's release on a connection of its own while name is waited for (see the

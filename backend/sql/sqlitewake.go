@@ -63,9 +63,10 @@ type sqliteWaker struct {
 	file     string  // wire.SQLDialect.DatabaseFile
 
 	mu      sync.Mutex
-	ttl     time.Duration        // the longest session TTL opened (15 s until one is)
-	waiting map[string]time.Time // name → until when it counts as waited for
-	kick    chan struct{}        // a name started to be waited for (capacity 1)
+	ttl     time.Duration // the longest session TTL opened (15 s until one is)
+	waiting waitSet       // name → the sessions of the backend that wait for it, and until when
+	fresh   []string      // names newly waited for that poll has not taken yet
+	kick    chan struct{} // a name started to be waited for (capacity 1)
 
 	// Only poll's goroutine uses these.
 	path  string     // the database file ("" until open, or when not a file)
@@ -88,7 +89,7 @@ type fileKey struct {
 
 func newSQLiteWaker(db *sql.DB, wd wire.SQLDialect) *sqliteWaker {
 	return &sqliteWaker{db: db, counter: wd.ChangeCounter, file: wd.DatabaseFile, ttl: 15 * time.Second,
-		waiting: make(map[string]time.Time), kick: make(chan struct{}, 1)}
+		waiting: waitSet{}, kick: make(chan struct{}, 1)}
 }
 
 // opened notes a session and its TTL.
@@ -99,38 +100,64 @@ func (w *sqliteWaker) opened(sid string, ttl time.Duration) {
 	w.mu.Unlock()
 }
 
-// acquired notes an acquire's reply: a held name is waited for, a granted one no longer.
-func (w *sqliteWaker) acquired(_, name string, r spi.Acquire) {
+// acquired notes an acquire's reply: a held name is waited for by the session, a granted one
+// no longer (another session of the backend may still wait for it); an expired session waits
+// for nothing. A name newly waited for is read at poll's next read (fresh), whatever the
+// change counter says: the holder may have released it between the acquire's read and this
+// note, when the release's own hint (releasedLocally) found nobody waiting.
+func (w *sqliteWaker) acquired(sid, name string, r spi.Acquire) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	switch r.Kind {
 	case spi.HeldBy:
-		w.waiting[name] = time.Now().Add(sqliteWaitTTLs * w.ttl)
-		select {
-		case w.kick <- struct{}{}:
-		default:
+		if w.waiting.wait(sid, name, time.Now().Add(sqliteWaitTTLs*w.ttl)) {
+			w.fresh = append(w.fresh, name)
+			select {
+			case w.kick <- struct{}{}:
+			default:
+			}
 		}
 	case spi.Granted:
-		delete(w.waiting, name)
+		w.waiting.end(sid, name, time.Now())
+	case spi.SessionExpired:
+		w.waiting.endSession(sid, time.Now())
 	}
 }
 
-// keptAlive and closed keep the account of the backend's sessions; the change counter sees
-// every commit, so the waker needs none of what they hold.
+// keptAlive and closed keep the account of the backend's sessions and end the waits of one
+// that is gone; the change counter sees every commit, so the waker needs none of what they
+// hold.
 func (w *sqliteWaker) keptAlive(sid string, ka spi.KeepAlive) {
 	if ka.Expired {
-		w.sessions.remove(sid)
+		w.closed(sid)
 	}
 }
 func (w *sqliteWaker) released(string, string) {}
 
-// withdrawn: a withdrawn waiter's name stays watched until its linger ends (as before a
-// withdrawal was noted at all).
-func (w *sqliteWaker) withdrawn(string, string) {}
-func (w *sqliteWaker) closed(sid string)        { w.sessions.remove(sid) }
+// withdrawn ends sid's wait for name.
+func (w *sqliteWaker) withdrawn(sid, name string) {
+	w.mu.Lock()
+	w.waiting.end(sid, name, time.Now())
+	w.mu.Unlock()
+}
 
-// local is the hub of the waker's subscribers.
-func (w *sqliteWaker) local() *hintHub { return &w.hub }
+func (w *sqliteWaker) closed(sid string) {
+	w.sessions.remove(sid)
+	w.mu.Lock()
+	w.waiting.endSession(sid, time.Now())
+	w.mu.Unlock()
+}
+
+// localHubFor is the hub of the waker's subscribers while a session of the backend waits for
+// name, else nil (releasedLocally).
+func (w *sqliteWaker) localHubFor(name string) *hintHub {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.waiting.waited(name, time.Now()) {
+		return nil
+	}
+	return &w.hub
+}
 
 // hints subscribes to the waker (Backend.Hints has checked that the backend is open).
 func (w *sqliteWaker) hints(ctx context.Context, stop <-chan struct{}, wg *sync.WaitGroup) (<-chan spi.Hint, error) {
@@ -148,6 +175,9 @@ func (w *sqliteWaker) poll(ctx context.Context) {
 		lastRead time.Time
 		series   readSeries // the reads after a file event
 		noWatch  bool       // a file watch failed: poll
+		// fresh: the names newly waited for whose lease no read has looked at yet (see
+		// acquired); the next read looks, whether or not the counter changed.
+		fresh = map[string]bool{}
 	)
 	defer func() {
 		if watch != nil {
@@ -161,9 +191,10 @@ func (w *sqliteWaker) poll(ctx context.Context) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
-		names := w.waitedFor()
+		names := w.waitedFor(fresh)
 		if names == nil {
 			last = -1 // a new wait compares against the version when it began
+			clear(fresh)
 			if watch != nil {
 				watch.close() // no wake-ups from writes while nobody waits
 				watch = nil
@@ -187,15 +218,20 @@ func (w *sqliteWaker) poll(ctx context.Context) {
 			}
 		}
 		timer.Reset(period)
-		event := false
+		event, kicked := false, false
 		select {
 		case <-ctx.Done():
 			return
 		case <-events:
 			event = true
 		case <-timer.C:
+		case <-w.kick: // a name newly waited for: read its lease now (no step of a series)
+			kicked = true
 		}
 		timer.Stop()
+		if names = w.waitedFor(fresh); names == nil {
+			continue
+		}
 		if conn == nil {
 			var err error
 			if db, conn, err = w.open(ctx); err != nil {
@@ -214,7 +250,7 @@ func (w *sqliteWaker) poll(ctx context.Context) {
 				noWatch = true // poll instead (e.g. out of inotify instances)
 			}
 		}
-		if !series.woke(event) && watch == nil && last >= 0 && !w.fileChanged() && time.Since(lastRead) < sqliteWakeFullPoll {
+		if (kicked || !series.woke(event)) && watch == nil && last >= 0 && len(fresh) == 0 && !w.fileChanged() && time.Since(lastRead) < sqliteWakeFullPoll {
 			continue
 		}
 		lastRead = time.Now()
@@ -235,12 +271,20 @@ func (w *sqliteWaker) poll(ctx context.Context) {
 			continue
 		}
 		// On a wait's first read, look at the leases too: the holder may have released
-		// between the acquire that found the lease held and this read.
-		if last < 0 || v != last {
-			for _, n := range w.free(ctx, conn, names) {
-				w.hub.deliver(spi.Hint{Kind: spi.Released, Name: n})
+		// between the acquire that found the lease held and this read. Likewise a name newly
+		// waited for while others were: its release may have come before the counter's last
+		// read (and its local hint before its wait was noted).
+		look := names
+		if last >= 0 && v == last {
+			look = look[:0:0]
+			for n := range fresh {
+				look = append(look, n)
 			}
 		}
+		for _, n := range w.free(ctx, conn, look) {
+			w.hub.deliver(spi.Hint{Kind: spi.Released, Name: n})
+		}
+		clear(fresh)
 		series.read(event, last, v)
 		last = v
 	}
@@ -401,18 +445,21 @@ func (w *sqliteWaker) free(ctx context.Context, conn *preparedConn, names []stri
 	return out
 }
 
-// waitedFor returns the names waited for now (nil if none), forgetting those whose wait ended.
-func (w *sqliteWaker) waitedFor() []string {
+// waitedFor returns the names waited for now (nil if none), forgetting those whose waits all
+// ended, and adds the names newly waited for since the last call to fresh (keeping only the
+// ones still waited for).
+func (w *sqliteWaker) waitedFor(fresh map[string]bool) []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	now := time.Now()
-	var names []string
-	for n, until := range w.waiting {
-		if now.After(until) {
-			delete(w.waiting, n)
-			continue
+	names := w.waiting.sweep(time.Now())
+	for _, n := range w.fresh {
+		fresh[n] = true
+	}
+	w.fresh = w.fresh[:0]
+	for n := range fresh {
+		if w.waiting[n] == nil {
+			delete(fresh, n)
 		}
-		names = append(names, n)
 	}
 	return names
 }
