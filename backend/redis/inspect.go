@@ -232,8 +232,17 @@ func readLease(name string, v []any, now int64) spi.LeaseInfo {
 	}
 	if t, ok := v[1].(string); ok {
 		n, err := plainDecimal(t)
-		if err != nil {
+		switch {
+		case errors.Is(err, errOutOfRange):
+			// The scripts read digits as a Lua number, so they refuse it as an overflow.
+			return unreadable("token %s is %v (acquires fail with spi.ErrTokenOverflow)", clip(t), err)
+		case err != nil:
 			return unreadable("token %s is %v (acquires fail with spi.ErrCorruptToken)", clip(t), err)
+		case n >= maxToken:
+			// No grant writes one (it fails first), and no acquire can follow it: shown free,
+			// the name would look usable while every Lock of it fails for good.
+			info.Token = n
+			return unreadable("token %d is at or above 2^53, which no grant writes (acquires fail with spi.ErrTokenOverflow)", n)
 		}
 		info.Token = n
 	}
@@ -251,12 +260,25 @@ func readLease(name string, v []any, now int64) spi.LeaseInfo {
 	if exp <= now {
 		return info // its holder's expiry has passed: free to the next acquire
 	}
+	if !wire.IsClientSessionID(holder) {
+		// No client holds it, so no token of it may be verified, yet it is not free until an
+		// acquire clears it: shown held by it, the name looked taken for as long as its expiry
+		// said while any Lock took it at once.
+		return unreadable("holder %s is not a client session id (the next acquire frees the lease, keeping its token)", clip(holder))
+	}
 	if left := ms(exp - now); left > maxSessionTTL {
 		return unreadable("expiry %v away, beyond the longest session TTL (%v)", left.Round(time.Second), maxSessionTTL)
 	}
 	info.Holder, info.Owner, info.Remaining = spi.SessionID(holder), owner, ms(exp-now)
 	return info
 }
+
+// maxToken is 2^53: the scripts' Lua numbers are exact below it, so no grant writes a token
+// there or above (spi.ErrTokenOverflow).
+const maxToken = 1 << 53
+
+// errOutOfRange is plainDecimal's error for digits beyond int64.
+var errOutOfRange = errors.New("out of the int64 range")
 
 // plainDecimal parses a field Simba writes as a plain non-negative decimal integer (as the
 // scripts check a token: no sign, hex, fraction or exponent, which Lua's tonumber would take).
@@ -271,7 +293,7 @@ func plainDecimal(s string) (int64, error) {
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
-		return 0, errors.New("out of the int64 range")
+		return 0, errOutOfRange
 	}
 	return n, nil
 }

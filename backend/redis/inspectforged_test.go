@@ -25,7 +25,11 @@ import (
 // refused, a holder without a readable expiry is taken over as the spec's "not live" says, an
 // expiry years away keeps the name held. Before readLease, the corrupt-token records showed
 // as free with token 0, the holders without a readable expiry as free, and the far expiry as
-// held for 87,600 hours: this test failed on that code.
+// held for 87,600 hours: this test failed on that code. Found by trial19, also failing before
+// its fix: a token at or above 2^53, which every acquire refuses as an overflow, was shown free
+// (beyond int64 it was unreadable but said acquires fail with ErrCorruptToken); a holder that
+// is not a client session id, which the next acquire frees, was shown held until its expiry
+// and its token verified.
 func TestInspectForgedLeaseRecords(t *testing.T) {
 	ctx := context.Background()
 	// Database 9, as TestInspect: Inspect SCANs the whole keyspace of its database.
@@ -55,6 +59,9 @@ func TestInspectForgedLeaseRecords(t *testing.T) {
 		{"negative-expiry", map[string]string{wire.LeaseFieldSession: holder, wire.LeaseFieldToken: "7", wire.LeaseFieldExpires: "-5"}, `expiry "-5" is not a plain decimal integer`, "granted"},
 		{"junk-expiry", map[string]string{wire.LeaseFieldSession: holder, wire.LeaseFieldToken: "7", wire.LeaseFieldExpires: "soon"}, `expiry "soon"`, "granted"},
 		{"years-away", map[string]string{wire.LeaseFieldSession: holder, wire.LeaseFieldToken: "7", wire.LeaseFieldExpires: at(10 * 365 * 24 * time.Hour), wire.LeaseFieldOwner: "forger"}, "beyond the longest session TTL (24h0m0s)", "held"},
+		{"token-2p53", map[string]string{wire.LeaseFieldToken: "9007199254740992"}, "at or above 2^53", "overflow"},
+		{"token-beyond-int64", map[string]string{wire.LeaseFieldToken: "99999999999999999999"}, "out of the int64 range (acquires fail with spi.ErrTokenOverflow)", "overflow"},
+		{"foreign-holder", map[string]string{wire.LeaseFieldSession: "not-a-session", wire.LeaseFieldToken: "7", wire.LeaseFieldExpires: at(time.Minute), wire.LeaseFieldOwner: "forger"}, `holder "not-a-session" is not a client session id`, "granted"},
 		{"sound", map[string]string{wire.LeaseFieldSession: holder, wire.LeaseFieldToken: "7", wire.LeaseFieldExpires: at(time.Minute), wire.LeaseFieldOwner: "forger"}, "", "held"},
 	}
 	names := map[string]int{}
@@ -125,6 +132,8 @@ func TestInspectForgedLeaseRecords(t *testing.T) {
 		switch tc.acquire {
 		case "corrupt":
 			ok = errors.Is(err, spi.ErrCorruptToken)
+		case "overflow":
+			ok = errors.Is(err, spi.ErrTokenOverflow)
 		case "granted":
 			ok = err == nil && r.Kind == spi.Granted && r.Token > 7
 		case "held":
