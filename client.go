@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -1873,7 +1874,10 @@ func (c *Client) unregister(name string, h leaseHandle) {
 // goroutine of this client holds or is taking it: then Self is set, Holder and Owner are this
 // client's session and owner, and the message says "held by this client" rather than naming
 // the owner, which would read as some other process holding it (Lock is not reentrant: see
-// Lock). errors.Is(err, ErrLockHeld) holds for it either way.
+// Lock). errors.Is(err, ErrLockHeld) holds for it either way. The message quotes, with Go
+// escapes, an owner or session that is no valid owner (wire.ValidateOwner): both come from the
+// store's record, which can be forged, and a raw one could put a terminal escape sequence or a
+// fake line into a log.
 type LockHeldError struct {
 	// Name is the lock's name.
 	Name string
@@ -1890,9 +1894,24 @@ type LockHeldError struct {
 // Error implements error.
 func (e *LockHeldError) Error() string {
 	if e.Self {
-		return fmt.Sprintf("simba: lock %s held by this client (another Lock or TryLock of this client holds or is taking it; owner %s, session %s)", e.Name, e.Owner, e.Holder)
+		return fmt.Sprintf("simba: lock %s held by this client (another Lock or TryLock of this client holds or is taking it; owner %s, session %s)", e.Name, shown(e.Owner), shown(string(e.Holder)))
 	}
-	return fmt.Sprintf("simba: lock %s held by %s (%s)", e.Name, e.Owner, e.Holder)
+	if e.Owner == "" {
+		return fmt.Sprintf("simba: lock %s held by session %s", e.Name, shown(string(e.Holder)))
+	}
+	return fmt.Sprintf("simba: lock %s held by %s (%s)", e.Name, shown(e.Owner), shown(string(e.Holder)))
+}
+
+// shown is an owner or session id as an error message may carry it: as it is when it is a
+// valid owner, quoted with Go escapes otherwise. Both come from the backend's records, which
+// anyone with write access to the store can forge, and status tools escape them; an error
+// printed raw let such a record put a terminal escape sequence or a fake log line into the
+// logs and terminals the error reaches.
+func shown(s string) string {
+	if wire.ValidateOwner(s) != nil {
+		return strconv.Quote(s)
+	}
+	return s
 }
 
 // Is makes errors.Is(err, ErrLockHeld) hold.

@@ -506,3 +506,39 @@ func TestSessionErrorOncePerSubscriber(t *testing.T) {
 		t.Errorf("the listener received the session error %d times, want 1", n)
 	}
 }
+
+// TestLockHeldErrorEscapesRecords: the owner and session a LockHeldError names come from the
+// backend's record of the holder, which anyone who can write to the store can forge; its
+// message shows them escaped where they are no valid owner, as simba status does, so a forged
+// owner cannot put a terminal escape sequence or a fake line into the logs that print the
+// error. An empty owner is not shown as a blank ("held by  (…)"). Found by trial19: a Redis
+// lease hash with the owner "\x1b[2J\x1b[31mroot\nfake-line" made TryLock's error clear the
+// terminal and print a second line; this test fails on the old message.
+func TestLockHeldErrorEscapesRecords(t *testing.T) {
+	forged := "\x1b[2J\x1b[31mroot\nfake-line"
+	for _, e := range []*simba.LockHeldError{
+		{Name: "x", Holder: "0123456789abcdef0123456789abcdef", Owner: forged},
+		{Name: "x", Holder: "0123456789abcdef0123456789abcdef", Owner: forged, Self: true},
+		{Name: "x", Holder: "\x1b[31mfake", Owner: "node-a"},
+	} {
+		msg := e.Error()
+		if strings.ContainsAny(msg, "\x1b\n") {
+			t.Errorf("%+v: message %q carries the record's control characters", e, msg)
+		}
+		if !strings.Contains(msg, `\x1b`) {
+			t.Errorf("%+v: message %q does not show the escaped record", e, msg)
+		}
+	}
+	for _, tc := range []struct {
+		e    *simba.LockHeldError
+		want string
+	}{
+		{&simba.LockHeldError{Name: "x", Holder: "abc", Owner: "web-7f9c6d8b5-x2kq4"}, "simba: lock x held by web-7f9c6d8b5-x2kq4 (abc)"},
+		{&simba.LockHeldError{Name: "x", Holder: "abc", Owner: "José García"}, "simba: lock x held by José García (abc)"},
+		{&simba.LockHeldError{Name: "x", Holder: "abc"}, "simba: lock x held by session abc"},
+	} {
+		if got := tc.e.Error(); got != tc.want {
+			t.Errorf("Error() = %q, want %q", got, tc.want)
+		}
+	}
+}

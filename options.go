@@ -221,9 +221,12 @@ func WithCooldown(d time.Duration) Option {
 // must pass wire.ValidateOwner: 1 to wire.MaxOwnerLen (255) bytes of valid UTF-8 without a
 // control character (Cc: ESC, NUL...), a format character (Cf: a bidirectional override such
 // as U+202E, a zero-width space, U+FEFF) or a line or paragraph separator (U+2028, U+2029):
-// an owner is an identity operators read, and these would hide or disguise it. The error names
-// the first such character's byte offset and code point, and matches both ErrInvalidOption and
-// ErrInvalidOwner.
+// an owner is an identity operators read, and these would hide or disguise it. Cf includes the
+// zero-width joiner and non-joiner (U+200D, U+200C), so an emoji sequence joined by them (woman
+// + U+200D + laptop, the rainbow flag) and Persian or Indic spellings that need them are
+// refused too; accents, every script written without them, single emoji and skin-tone
+// modifiers pass. The error names the first such character's byte offset and code point, and
+// matches both ErrInvalidOption and ErrInvalidOwner.
 func WithOwner(owner string) Option {
 	return Option{func(c *config) error {
 		if err := wire.ValidateOwner(owner); err != nil {

@@ -358,12 +358,13 @@ type LeaseInfo struct {
 	// as their connection to the ensemble does (plus the session timeout once it is cut).
 	RemainingUnknown bool
 	// Unreadable says why the lease's record is not one Simba could have written (a forged or
-	// damaged record: on Redis a token that is not a plain decimal, a holder with no readable
-	// expiry, an expiry beyond any session's TTL), empty for a sound record. Such a lease is
-	// never free to a status tool, whatever Holder says: it shows "unreadable record: <why>".
-	// Holder, Owner and Token are what could be read of the record (Token 0 when it could
-	// not), and RemainingUnknown is set. What an acquire does with it is the backend's to
-	// document.
+	// damaged record: on Redis a token that is not a plain decimal or is at or above 2^53, a
+	// holder that is not a client session id or has no readable expiry, an expiry beyond any
+	// session's TTL; on SQL a negative token, a holder that is not a client session id or whose
+	// session expires beyond any TTL), empty for a sound record. Such a lease is never free to a status tool,
+	// whatever Holder says: it shows "unreadable record: <why>". Holder, Owner and Token are
+	// what could be read of the record (Token 0 when it could not), and RemainingUnknown is
+	// set. What an acquire does with it is the backend's to document.
 	Unreadable string
 }
 

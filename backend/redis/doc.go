@@ -220,6 +220,15 @@ its time left unknown. What an acquire does with each such record:
   - a token field that is not a plain non-negative decimal ("abc", "0x10", "-5", "1e3"): every
     acquire fails with spi.ErrCorruptToken and writes nothing, as on the SQL backends; the
     lease needs an operator;
+  - a token at or above 2^53 (which no grant writes: Lua's numbers stop being exact there),
+    digits beyond int64 included: every acquire fails with spi.ErrTokenOverflow and writes
+    nothing; the lease needs an operator;
+  - a live holder that is not a client session id (above): freed by the next acquire, which
+    takes it; until then no token of it is verified (fence.LeaseVerifier);
+  - a lease key that is not a hash at all (a string, say): every acquire fails with Redis's
+    WRONGTYPE error, which the client treats as permanent; the key needs an operator. Inspect
+    lists the rest of the keyspace around it, skipping session and group keys of another type
+    (no client's), where one such key used to fail the whole snapshot;
   - a holder with no expires field, or one that is not a plain decimal ("-5", "soon"): the
     spec's lease is live only while its expiry is in the future, and the script reads the
     field with Lua's tonumber, so a value it reads as no number or as a past time frees the

@@ -108,11 +108,14 @@ func (b *Backend) inspectLeaseCall(ctx context.Context, name string) (spi.LeaseI
 	t := pipe.Time(ctx)
 	exists := pipe.Exists(ctx, key)
 	fields := hmgetLease(ctx, pipe, key)
-	if _, err := pipe.Exec(ctx); err != nil {
+	if _, err := pipe.Exec(ctx); err != nil && !(wrongType(fields.Err()) && t.Err() == nil && exists.Err() == nil) {
 		return spi.LeaseInfo{}, false, b.fail("inspect lease", err)
 	}
 	if exists.Val() == 0 {
 		return spi.LeaseInfo{}, false, nil
+	}
+	if fields.Err() != nil {
+		return notAHash(name), true, nil
 	}
 	return readLease(name, fields.Val(), t.Val().UnixMilli()), true, nil
 }
@@ -150,12 +153,16 @@ func inspectNode(ctx context.Context, c goredis.Cmdable) (spi.Snapshot, error) {
 		for i, k := range batch {
 			cmds[i] = hmgetLease(ctx, pipe, k)
 		}
-		if _, err := pipe.Exec(ctx); err != nil {
+		if err := execTolerant(ctx, pipe, cmds); err != nil {
 			return snap, err
 		}
 		for i, k := range batch {
 			name, ok := wire.ParseLeaseKey(k)
 			if !ok {
+				continue
+			}
+			if cmds[i].Err() != nil {
+				snap.Leases = append(snap.Leases, notAHash(name))
 				continue
 			}
 			snap.Leases = append(snap.Leases, readLease(name, cmds[i].Val(), now))
@@ -171,13 +178,13 @@ func inspectNode(ctx context.Context, c goredis.Cmdable) (spi.Snapshot, error) {
 		for i, k := range batch {
 			cmds[i] = pipe.HMGet(ctx, k, wire.SessionFieldOwner, wire.SessionFieldExpires)
 		}
-		if _, err := pipe.Exec(ctx); err != nil {
+		if err := execTolerant(ctx, pipe, cmds); err != nil {
 			return snap, err
 		}
 		for i, k := range batch {
 			sid, ok := wire.ParseSessionKey(k)
-			if !ok {
-				continue
+			if !ok || cmds[i].Err() != nil {
+				continue // a key of another type is no session of a client
 			}
 			v := cmds[i].Val()
 			if exp := num(v[1]); exp > now {
@@ -196,13 +203,13 @@ func inspectNode(ctx context.Context, c goredis.Cmdable) (spi.Snapshot, error) {
 		for i, k := range batch {
 			cmds[i] = pipe.ZRangeByScore(ctx, k, &goredis.ZRangeBy{Min: "(" + strconv.FormatInt(now, 10), Max: "+inf"})
 		}
-		if _, err := pipe.Exec(ctx); err != nil {
+		if err := execTolerant(ctx, pipe, cmds); err != nil {
 			return snap, err
 		}
 		for i, k := range batch {
 			g, ok := wire.ParseGroupKey(k)
-			if !ok {
-				continue
+			if !ok || cmds[i].Err() != nil {
+				continue // a key of another type has no members
 			}
 			for _, m := range cmds[i].Val() {
 				snap.Groups[g] = append(snap.Groups[g], spi.SessionID(m))
@@ -210,6 +217,36 @@ func inspectNode(ctx context.Context, c goredis.Cmdable) (spi.Snapshot, error) {
 		}
 	}
 	return snap, nil
+}
+
+// wrongType reports a command's WRONGTYPE error: the key holds a value of another type than
+// the command reads, which no client wrote there.
+func wrongType(err error) bool {
+	var re goredis.Error
+	return errors.As(err, &re) && strings.HasPrefix(re.Error(), "WRONGTYPE")
+}
+
+// execTolerant runs pipe, whose commands are cmds, and fails only if a command failed otherwise
+// than with WRONGTYPE: one key of another type under Simba's prefix (written by hand or by
+// something else) must not take the whole snapshot with it, as it did simba status and the
+// status page. The callers read a command that failed so as a foreign key.
+func execTolerant[C goredis.Cmder](ctx context.Context, pipe goredis.Pipeliner, cmds []C) error {
+	if _, err := pipe.Exec(ctx); err == nil {
+		return nil
+	}
+	for _, c := range cmds {
+		if err := c.Err(); err != nil && !wrongType(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+// notAHash is the lease whose key holds another type than a hash: never free (every acquire
+// fails on it with Redis's WRONGTYPE error), unreadable.
+func notAHash(name string) spi.LeaseInfo {
+	return spi.LeaseInfo{Name: name, RemainingUnknown: true,
+		Unreadable: "the key is not a hash (acquires fail with Redis's WRONGTYPE error)"}
 }
 
 // maxSessionTTL is the longest TTL a Simba client opens a session with (simba.MaxTTL): a lease
@@ -232,8 +269,17 @@ func readLease(name string, v []any, now int64) spi.LeaseInfo {
 	}
 	if t, ok := v[1].(string); ok {
 		n, err := plainDecimal(t)
-		if err != nil {
+		switch {
+		case errors.Is(err, errOutOfRange):
+			// The scripts read digits as a Lua number, so they refuse it as an overflow.
+			return unreadable("token %s is %v (acquires fail with spi.ErrTokenOverflow)", clip(t), err)
+		case err != nil:
 			return unreadable("token %s is %v (acquires fail with spi.ErrCorruptToken)", clip(t), err)
+		case n >= maxToken:
+			// No grant writes one (it fails first), and no acquire can follow it: shown free,
+			// the name would look usable while every Lock of it fails for good.
+			info.Token = n
+			return unreadable("token %d is at or above 2^53, which no grant writes (acquires fail with spi.ErrTokenOverflow)", n)
 		}
 		info.Token = n
 	}
@@ -251,12 +297,25 @@ func readLease(name string, v []any, now int64) spi.LeaseInfo {
 	if exp <= now {
 		return info // its holder's expiry has passed: free to the next acquire
 	}
+	if !wire.IsClientSessionID(holder) {
+		// No client holds it, so no token of it may be verified, yet it is not free until an
+		// acquire clears it: shown held by it, the name looked taken for as long as its expiry
+		// said while any Lock took it at once.
+		return unreadable("holder %s is not a client session id (the next acquire frees the lease, keeping its token)", clip(holder))
+	}
 	if left := ms(exp - now); left > maxSessionTTL {
 		return unreadable("expiry %v away, beyond the longest session TTL (%v)", left.Round(time.Second), maxSessionTTL)
 	}
 	info.Holder, info.Owner, info.Remaining = spi.SessionID(holder), owner, ms(exp-now)
 	return info
 }
+
+// maxToken is 2^53: the scripts' Lua numbers are exact below it, so no grant writes a token
+// there or above (spi.ErrTokenOverflow).
+const maxToken = 1 << 53
+
+// errOutOfRange is plainDecimal's error for digits beyond int64.
+var errOutOfRange = errors.New("out of the int64 range")
 
 // plainDecimal parses a field Simba writes as a plain non-negative decimal integer (as the
 // scripts check a token: no sign, hex, fraction or exponent, which Lua's tonumber would take).
@@ -271,7 +330,7 @@ func plainDecimal(s string) (int64, error) {
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
-		return 0, errors.New("out of the int64 range")
+		return 0, errOutOfRange
 	}
 	return n, nil
 }

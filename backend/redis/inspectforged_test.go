@@ -25,7 +25,11 @@ import (
 // refused, a holder without a readable expiry is taken over as the spec's "not live" says, an
 // expiry years away keeps the name held. Before readLease, the corrupt-token records showed
 // as free with token 0, the holders without a readable expiry as free, and the far expiry as
-// held for 87,600 hours: this test failed on that code.
+// held for 87,600 hours: this test failed on that code. Found by trial19, also failing before
+// its fix: a token at or above 2^53, which every acquire refuses as an overflow, was shown free
+// (beyond int64 it was unreadable but said acquires fail with ErrCorruptToken); a holder that
+// is not a client session id, which the next acquire frees, was shown held until its expiry
+// and its token verified.
 func TestInspectForgedLeaseRecords(t *testing.T) {
 	ctx := context.Background()
 	// Database 9, as TestInspect: Inspect SCANs the whole keyspace of its database.
@@ -55,6 +59,9 @@ func TestInspectForgedLeaseRecords(t *testing.T) {
 		{"negative-expiry", map[string]string{wire.LeaseFieldSession: holder, wire.LeaseFieldToken: "7", wire.LeaseFieldExpires: "-5"}, `expiry "-5" is not a plain decimal integer`, "granted"},
 		{"junk-expiry", map[string]string{wire.LeaseFieldSession: holder, wire.LeaseFieldToken: "7", wire.LeaseFieldExpires: "soon"}, `expiry "soon"`, "granted"},
 		{"years-away", map[string]string{wire.LeaseFieldSession: holder, wire.LeaseFieldToken: "7", wire.LeaseFieldExpires: at(10 * 365 * 24 * time.Hour), wire.LeaseFieldOwner: "forger"}, "beyond the longest session TTL (24h0m0s)", "held"},
+		{"token-2p53", map[string]string{wire.LeaseFieldToken: "9007199254740992"}, "at or above 2^53", "overflow"},
+		{"token-beyond-int64", map[string]string{wire.LeaseFieldToken: "99999999999999999999"}, "out of the int64 range (acquires fail with spi.ErrTokenOverflow)", "overflow"},
+		{"foreign-holder", map[string]string{wire.LeaseFieldSession: "not-a-session", wire.LeaseFieldToken: "7", wire.LeaseFieldExpires: at(time.Minute), wire.LeaseFieldOwner: "forger"}, `holder "not-a-session" is not a client session id`, "granted"},
 		{"sound", map[string]string{wire.LeaseFieldSession: holder, wire.LeaseFieldToken: "7", wire.LeaseFieldExpires: at(time.Minute), wire.LeaseFieldOwner: "forger"}, "", "held"},
 	}
 	names := map[string]int{}
@@ -125,6 +132,8 @@ func TestInspectForgedLeaseRecords(t *testing.T) {
 		switch tc.acquire {
 		case "corrupt":
 			ok = errors.Is(err, spi.ErrCorruptToken)
+		case "overflow":
+			ok = errors.Is(err, spi.ErrTokenOverflow)
 		case "granted":
 			ok = err == nil && r.Kind == spi.Granted && r.Token > 7
 		case "held":
@@ -133,5 +142,60 @@ func TestInspectForgedLeaseRecords(t *testing.T) {
 		if !ok {
 			t.Errorf("%s: Acquire = %+v, %v; want %s", tc.name, r, err, tc.acquire)
 		}
+	}
+}
+
+// TestInspectKeysOfAnotherType: a key under Simba's prefixes that is not of the type Simba
+// writes (a string where a lease hash, a session hash or a group's sorted set belongs, written
+// by hand or by another program) is one foreign record, not a failure of the whole snapshot:
+// Inspect lists the rest, shows the lease unreadable (never free: every acquire fails on it
+// with WRONGTYPE) and skips the session and the group; InspectLease reads the lease the same
+// way and fence.LeaseVerifier refuses its tokens as unverified, not as a failed read. Found by
+// trial19: on the old code one such key made Inspect fail with WRONGTYPE, so simba status and
+// the status page showed nothing at all, and InspectLease failed (the verifier answering 503).
+// It runs on a private server, since on the old code the shared one's Inspect would fail for
+// every other test while the key exists.
+func TestInspectKeysOfAnotherType(t *testing.T) {
+	ctx := context.Background()
+	c := goredis.NewClient(&goredis.Options{Addr: testenv.PrivateRedis(t)})
+	t.Cleanup(func() { c.Close() })
+	b := newBackend(t, c, WithLogger(discard))
+	sid := open(t, b, privTestTTL)
+	if r, err := b.Acquire(ctx, sid, "sound"); err != nil || r.Kind != spi.Granted {
+		t.Fatalf("Acquire = %+v, %v", r, err)
+	}
+	for _, k := range []string{wire.LeaseKey("stringly"), wire.SessionKey(fmt.Sprintf("%032x", 7)), wire.GroupKey("stringly")} {
+		if err := c.Set(ctx, k, "hello", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snap, err := b.Inspect(ctx)
+	if err != nil {
+		t.Fatalf("Inspect: %v", err)
+	}
+	leases := map[string]spi.LeaseInfo{}
+	for _, l := range snap.Leases {
+		leases[l.Name] = l
+	}
+	if l := leases["sound"]; l.Holder != sid || l.Unreadable != "" {
+		t.Errorf("the sound lease: %+v, want held by %s", l, sid)
+	}
+	want := "not a hash"
+	if l, ok := leases["stringly"]; !ok || !strings.Contains(l.Unreadable, want) || !l.RemainingUnknown {
+		t.Errorf("the string lease key: %+v (listed %v), want Unreadable naming %q", l, ok, want)
+	}
+	if len(snap.Sessions) != 1 || snap.Sessions[0].ID != sid {
+		t.Errorf("sessions %+v, want only %s", snap.Sessions, sid)
+	}
+	if m, ok := snap.Groups["stringly"]; ok {
+		t.Errorf("the string group key listed with members %v", m)
+	}
+	l, found, err := b.InspectLease(ctx, "stringly")
+	if err != nil || !found || !strings.Contains(l.Unreadable, want) {
+		t.Errorf("InspectLease = %+v, %v, %v; want Unreadable naming %q", l, found, err, want)
+	}
+	var refused *fence.UnverifiedTokenError
+	if err := fence.LeaseVerifier(b, nil)(ctx, "stringly", 1); !errors.As(err, &refused) || refused.Unreadable == "" {
+		t.Errorf("verify: %v, want an *UnverifiedTokenError naming the record unreadable", err)
 	}
 }

@@ -838,10 +838,32 @@ func corruptToken(name string, token int64) error {
 // millis converts a reply's milliseconds to a Duration, saturating (spi.Millis).
 func millis(ms int64) time.Duration { return spi.Millis(ms) }
 
-// leaseInfo turns an inspected lease row into a LeaseInfo; an expired holder is shown free.
+// maxSessionTTL is the longest TTL a Simba client opens a session with (simba.MaxTTL): a
+// holder whose session expiry lies farther ahead was not written by a client.
+const maxSessionTTL = 24 * time.Hour
+
+// leaseInfo turns an inspected lease row into a LeaseInfo; an expired holder is shown free. A
+// row no client could have written is never shown free, nor its token verified: it comes back
+// with Unreadable saying why (spi.LeaseInfo), as the Redis backend shows its forged hashes and
+// as an acquire treats the row: a negative token fails every acquire (ErrCorruptToken), a live
+// holder that is not a client session id is freed by the next one, a session expiry beyond any
+// TTL keeps the name held until it passes.
 func leaseInfo(name, holder, owner string, token, remainingMs int64) spi.LeaseInfo {
+	unreadable := func(format string, args ...any) spi.LeaseInfo {
+		return spi.LeaseInfo{Name: name, Holder: spi.SessionID(holder), Owner: owner, Token: token,
+			RemainingUnknown: true, Unreadable: fmt.Sprintf(format, args...)}
+	}
+	if token < 0 {
+		return unreadable("token %d is negative (acquires fail with spi.ErrCorruptToken)", token)
+	}
 	if holder == "" || remainingMs <= 0 {
 		return spi.LeaseInfo{Name: name, Token: token}
+	}
+	if !wire.IsClientSessionID(holder) {
+		return unreadable("holder %q is not a client session id (the next acquire frees the lease, keeping its token)", holder)
+	}
+	if left := millis(remainingMs); left > maxSessionTTL {
+		return unreadable("session expiry %v away, beyond the longest session TTL (%v)", left.Round(time.Second), maxSessionTTL)
 	}
 	return spi.LeaseInfo{Name: name, Holder: spi.SessionID(holder), Owner: owner, Token: token, Remaining: millis(remainingMs)}
 }

@@ -239,7 +239,12 @@
 // Inspect (spi.Inspector) lists every lease with its holder, owner, token and the holder's time
 // left (a lease whose holder expired is shown free: anyone may take it over), every live session
 // and every group's live members. InspectLease (spi.LeaseInspector) reads one lease as Inspect
-// lists it, in one statement by primary key (what fence.LeaseVerifier reads per check).
+// lists it, in one statement by primary key (what fence.LeaseVerifier reads per check). A row
+// no client could have written is never shown free, nor its token verified: it comes with
+// spi.LeaseInfo.Unreadable saying why and its time left unknown: a negative token (every acquire
+// fails with spi.ErrCorruptToken), a live holder that is not a client session id (the next
+// acquire frees it, keeping its token), a holder session whose expiry lies beyond the longest
+// TTL a client opens (24 h; honoured as held until it passes).
 // SchemaVersion and DatabaseNow read the schema version and the database clock.
 //
 // # Housekeeping
