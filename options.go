@@ -62,6 +62,8 @@ var (
 	_ [engine.DefaultBackoffMin - DefaultMinBackoff]struct{}
 	_ [MaxTTL - engine.MaxDuration]struct{}
 	_ [engine.MaxDuration - MaxTTL]struct{}
+	_ [MaxTTL - spi.MaxSessionTTL]struct{}
+	_ [spi.MaxSessionTTL - MaxTTL]struct{}
 	_ [(MaxDrift - engine.MaxDrift) * 1e9]struct{}
 	_ [(engine.MaxDrift - MaxDrift) * 1e9]struct{}
 )

@@ -21,6 +21,11 @@ type RedisSpec struct {
 	// clients can tell Simba's script errors from the server's: ${error_prefix} in Lua,
 	// luascripts.ErrorPrefix in Go. Optional.
 	ErrorPrefix string `yaml:"error_prefix"`
+	// TokenLimit is the least token no grant writes: Lua numbers are doubles, exact only
+	// below 2^53, so a script refuses a tenure whose token would reach it. ${token_limit} in
+	// Lua, luascripts.TokenLimit in Go (a reader of lease hashes tells such a token apart).
+	// Optional; positive when set.
+	TokenLimit int64 `yaml:"token_limit"`
 	// Errors are the named errors scripts raise, each "ERR <error_prefix> <name> ..." (Lua:
 	// 'ERR ${error.<name>} ...'; Go: luascripts.Error<Name>, to match with HasErrorPrefix).
 	// They need error_prefix.
@@ -282,6 +287,12 @@ func (s *RedisSpec) checkStatuses(keys map[string]*RedisKey) (map[string]string,
 		}
 		subst["error_prefix"] = s.ErrorPrefix
 	}
+	if s.TokenLimit < 0 {
+		return nil, specErr(redisFile, "token_limit", "%d must be positive", s.TokenLimit)
+	}
+	if s.TokenLimit > 0 {
+		subst["token_limit"] = strconv.FormatInt(s.TokenLimit, 10)
+	}
 	for i, e := range s.Errors {
 		if err := checkIdent(redisFile, fmt.Sprintf("errors[%d].name", i), e.Name); err != nil {
 			return nil, err
@@ -524,7 +535,7 @@ func (sc *RedisScript) loadLua(specDir, field string, keys map[string]*RedisKey,
 	for n, line := range strings.Split(src, "\n") {
 		for _, m := range placeholderRE.FindAllStringSubmatch(line, -1) {
 			if _, ok := subst[m[1]]; !ok {
-				return specErr(sc.Source, fmt.Sprintf("line %d", n+1), "unknown placeholder %s (want ${<hash key>.<field>}, ${status.<name>}, ${error.<name>} or ${error_prefix})", m[0])
+				return specErr(sc.Source, fmt.Sprintf("line %d", n+1), "unknown placeholder %s (want ${<hash key>.<field>}, ${status.<name>}, ${error.<name>}, ${error_prefix} or ${token_limit})", m[0])
 			}
 		}
 		code, _, _ := strings.Cut(line, "--")
@@ -728,6 +739,10 @@ func (s *RedisSpec) genCommon() (File, error) {
 	if s.ErrorPrefix != "" {
 		f.Comment(cmt("ErrorPrefix starts the message of every error a script raises (after Redis's \"ERR \"): go-redis's HasErrorPrefix(err, ErrorPrefix) tells them from the server's own errors."))
 		f.Const().Id("ErrorPrefix").Op("=").Lit(s.ErrorPrefix)
+	}
+	if s.TokenLimit > 0 {
+		f.Comment(cmt("TokenLimit is the least token no grant writes (Lua numbers are doubles, exact only below it): a script refuses a tenure whose token would reach it, and a stored token at or above it, with ErrorTokenOverflow."))
+		f.Const().Id("TokenLimit").Int64().Op("=").Lit(int(s.TokenLimit))
 	}
 	if len(s.Errors) > 0 {
 		var defs []jen.Code

@@ -12,6 +12,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/simba-go/simba/generated/luascripts"
 	"github.com/simba-go/simba/generated/wire"
 	"github.com/simba-go/simba/spi"
 )
@@ -249,10 +250,6 @@ func notAHash(name string) spi.LeaseInfo {
 		Unreadable: "the key is not a hash (acquires fail with Redis's WRONGTYPE error)"}
 }
 
-// maxSessionTTL is the longest TTL a Simba client opens a session with (simba.MaxTTL): a lease
-// whose expiry lies farther ahead was not written by a client's grant or keep-alive.
-const maxSessionTTL = 24 * time.Hour
-
 // readLease reads a lease hash's session, token, expires and owner fields (v, by HMGET) as
 // Inspect shows it, at the server time now (ms). A record Simba cannot read is never shown
 // free: it comes back with Unreadable saying why, its holder field as Holder, RemainingUnknown
@@ -275,7 +272,7 @@ func readLease(name string, v []any, now int64) spi.LeaseInfo {
 			return unreadable("token %s is %v (acquires fail with spi.ErrTokenOverflow)", clip(t), err)
 		case err != nil:
 			return unreadable("token %s is %v (acquires fail with spi.ErrCorruptToken)", clip(t), err)
-		case n >= maxToken:
+		case n >= luascripts.TokenLimit:
 			// No grant writes one (it fails first), and no acquire can follow it: shown free,
 			// the name would look usable while every Lock of it fails for good.
 			info.Token = n
@@ -303,16 +300,12 @@ func readLease(name string, v []any, now int64) spi.LeaseInfo {
 		// said while any Lock took it at once.
 		return unreadable("holder %s is not a client session id (the next acquire frees the lease, keeping its token)", clip(holder))
 	}
-	if left := ms(exp - now); left > maxSessionTTL {
-		return unreadable("expiry %v away, beyond the longest session TTL (%v)", left.Round(time.Second), maxSessionTTL)
+	if left := ms(exp - now); left > spi.MaxSessionTTL {
+		return unreadable("expiry %v away, beyond the longest session TTL (%v)", left.Round(time.Second), spi.MaxSessionTTL)
 	}
 	info.Holder, info.Owner, info.Remaining = spi.SessionID(holder), owner, ms(exp-now)
 	return info
 }
-
-// maxToken is 2^53: the scripts' Lua numbers are exact below it, so no grant writes a token
-// there or above (spi.ErrTokenOverflow).
-const maxToken = 1 << 53
 
 // errOutOfRange is plainDecimal's error for digits beyond int64.
 var errOutOfRange = errors.New("out of the int64 range")

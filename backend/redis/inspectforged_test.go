@@ -89,7 +89,7 @@ func TestInspectForgedLeaseRecords(t *testing.T) {
 		if l.Holder == "" && l.Unreadable == "" {
 			t.Errorf("%s: shown free: %+v", tc.name, l)
 		}
-		if l.Remaining > maxSessionTTL {
+		if l.Remaining > spi.MaxSessionTTL {
 			t.Errorf("%s: Remaining %v", tc.name, l.Remaining)
 		}
 		switch {

@@ -838,10 +838,6 @@ func corruptToken(name string, token int64) error {
 // millis converts a reply's milliseconds to a Duration, saturating (spi.Millis).
 func millis(ms int64) time.Duration { return spi.Millis(ms) }
 
-// maxSessionTTL is the longest TTL a Simba client opens a session with (simba.MaxTTL): a
-// holder whose session expiry lies farther ahead was not written by a client.
-const maxSessionTTL = 24 * time.Hour
-
 // leaseInfo turns an inspected lease row into a LeaseInfo; an expired holder is shown free. A
 // row no client could have written is never shown free, nor its token verified: it comes back
 // with Unreadable saying why (spi.LeaseInfo), as the Redis backend shows its forged hashes and
@@ -862,8 +858,8 @@ func leaseInfo(name, holder, owner string, token, remainingMs int64) spi.LeaseIn
 	if !wire.IsClientSessionID(holder) {
 		return unreadable("holder %q is not a client session id (the next acquire frees the lease, keeping its token)", holder)
 	}
-	if left := millis(remainingMs); left > maxSessionTTL {
-		return unreadable("session expiry %v away, beyond the longest session TTL (%v)", left.Round(time.Second), maxSessionTTL)
+	if left := millis(remainingMs); left > spi.MaxSessionTTL {
+		return unreadable("session expiry %v away, beyond the longest session TTL (%v)", left.Round(time.Second), spi.MaxSessionTTL)
 	}
 	return spi.LeaseInfo{Name: name, Holder: spi.SessionID(holder), Owner: owner, Token: token, Remaining: millis(remainingMs)}
 }

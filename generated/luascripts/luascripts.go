@@ -30,6 +30,11 @@ const (
 // go-redis's HasErrorPrefix(err, ErrorPrefix) tells them from the server's own errors.
 const ErrorPrefix = "simba:"
 
+// TokenLimit is the least token no grant writes (Lua numbers are doubles, exact only below it): a
+// script refuses a tenure whose token would reach it, and a stored token at or above it, with
+// ErrorTokenOverflow.
+const TokenLimit int64 = 9007199254740992
+
 // The named errors scripts raise: match one with go-redis's HasErrorPrefix(err, Error<Name>).
 const (
 	// ErrorTokenOverflow: the lease's next token would reach 2^53 (Lua numbers are doubles, exact

@@ -45,7 +45,7 @@ if l[2] then
     return redis.error_reply('ERR ${error.corrupt_token} ' .. KEYS[1] .. ' holds token "' .. string.sub(l[2], 1, 32) .. '"')
   end
   last = tonumber(l[2])
-  if last >= 9007199254740992 then
+  if last >= ${token_limit} then
     return redis.error_reply('ERR ${error.token_overflow} ' .. KEYS[1] .. ' holds token ' .. l[2] .. ', at or above 2^53')
   end
 end
@@ -84,7 +84,7 @@ else
   -- allkeys-* policy, a restart without AOF, an operator's DEL): the clock floor keeps the next
   -- token above every earlier one while the server's clock does not go back (DESIGN.md §5).
   token = math.max(last + 1, tonumber(t[1]) * 1000000 + tonumber(t[2]))
-  if token >= 9007199254740992 then
+  if token >= ${token_limit} then
     return redis.error_reply('ERR ${error.token_overflow} ' .. KEYS[1] .. ': the next token would reach 2^53')
   end
 end
