@@ -316,12 +316,7 @@ func (h *pgHub) released(string, string) {}
 // starts delivers a catch-up hint once it is in (syncListens), or the server's notification
 // does if the channel is LISTENed already.
 func (h *pgHub) localHubFor(name string) *hintHub {
-	h.imu.Lock()
-	defer h.imu.Unlock()
-	if !h.waits.waited(name, time.Now()) {
-		return nil
-	}
-	return &h.hintHub
+	return hubIfWaited(&h.imu, &h.waits, name, &h.hintHub)
 }
 
 // endWait ends sid's wait for name (a grant, a Withdraw).

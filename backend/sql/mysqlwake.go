@@ -171,12 +171,7 @@ func (w *mysqlWaker) poke() {
 // name, else nil (releasedLocally). A wait noted after the release misses its hint; the probe
 // that the wait starts with reads the lease and hints it instead (wait).
 func (w *mysqlWaker) localHubFor(name string) *hintHub {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.waiting.waited(name, time.Now()) {
-		return nil
-	}
-	return &w.hub
+	return hubIfWaited(&w.mu, &w.waiting, name, &w.hub)
 }
 
 func (w *mysqlWaker) opened(sid string, ttl time.Duration) {

@@ -151,12 +151,7 @@ func (w *sqliteWaker) closed(sid string) {
 // localHubFor is the hub of the waker's subscribers while a session of the backend waits for
 // name, else nil (releasedLocally).
 func (w *sqliteWaker) localHubFor(name string) *hintHub {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.waiting.waited(name, time.Now()) {
-		return nil
-	}
-	return &w.hub
+	return hubIfWaited(&w.mu, &w.waiting, name, &w.hub)
 }
 
 // hints subscribes to the waker (Backend.Hints has checked that the backend is open).

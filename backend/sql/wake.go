@@ -139,6 +139,18 @@ func (s waitSet) waited(name string, now time.Time) bool {
 	return false
 }
 
+// hubIfWaited is hub while a session waits for name in *s (s itself guarded by mu: a hub
+// replaces its set when a listener starts), else nil: each dialect's localHubFor, so that a
+// release hints the backend's own subscribers only for a waited-for name.
+func hubIfWaited(mu *sync.Mutex, s *waitSet, name string, hub *hintHub) *hintHub {
+	mu.Lock()
+	defer mu.Unlock()
+	if !s.waited(name, time.Now()) {
+		return nil
+	}
+	return hub
+}
+
 // sweep ends the waits over at now and drops the names no session waits for any more; it
 // returns the names still waited for (nil if none). For the wakers, which keep no linger.
 func (s waitSet) sweep(now time.Time) []string {
