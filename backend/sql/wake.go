@@ -118,6 +118,32 @@ func (s waitSet) end(sid, name string, now time.Time) {
 	}
 }
 
+// forget ends sid's wait for name and drops name's entry once no session waits for it: for the
+// wakers, which keep no linger, so that a name nobody waits for leaves nothing behind (and a
+// MySQL/MariaDB blocking wait for it ends at the waker's next round).
+func (s waitSet) forget(sid, name string) {
+	w := s[name]
+	if w == nil {
+		return
+	}
+	delete(w.who, sid)
+	if len(w.who) == 0 {
+		delete(s, name)
+	}
+}
+
+// live counts the names some session waits for at now (entries only lingering, or whose
+// waits all lapsed, are not counted): for the tests.
+func (s waitSet) live(now time.Time) int {
+	n := 0
+	for name := range s {
+		if s.waited(name, now) {
+			n++
+		}
+	}
+	return n
+}
+
 // endSession ends every wait of sid (closed, or found expired).
 func (s waitSet) endSession(sid string, now time.Time) {
 	for name := range s {
