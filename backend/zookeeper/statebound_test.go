@@ -82,7 +82,7 @@ func (w *waitTracker) settled() bool {
 // services have (TryLock of a held name given up, Lock cancelled while it waits, Lock and
 // Unlock, an election's campaign then Stop, Locks that wait out another holder's expiry) and
 // counts, after each, the names the backend keeps as waited for: none. A TryLock's wait used
-// to stay for two of the session's TTLs (spi.WaitEnder ends it).
+// to stay for three of the session's timeouts (spi.WaitEnder ends it).
 func TestManyNamesLeaveNoWaitsBehind(t *testing.T) {
 	dsn := serverDSN(t, "")
 	rec := newRecorder()
