@@ -21,7 +21,8 @@ type sessionNotes interface {
 	keptAlive(sid string, ka spi.KeepAlive)
 	// released notes a release by session sid (whether or not it held the lease).
 	released(sid, name string)
-	// withdrawn notes that session sid withdrew from name's waiter queue.
+	// withdrawn notes that session sid no longer waits for name: it withdrew from name's
+	// waiter queue, or a TryLock that found name held gave up (Backend.EndWait).
 	withdrawn(sid, name string)
 	// closed notes that session sid was closed: it holds and waits for nothing.
 	closed(sid string)
