@@ -252,8 +252,6 @@ func (w *mysqlWaker) released(sid, name string) {
 	}
 }
 
-// withdrawn ends sid's wait for name (a wait on the named lock that nobody needs any more ends
-// at the next startWaits).
 // withdrawn ends sid's wait for name (a Withdraw, or a TryLock that gave up: EndWait); the
 // name's entry goes with its last wait, and so does its blocking wait, which would otherwise
 // hold a connection and one of the waker's mysqlMaxWaits places until the wait lapsed.
