@@ -45,6 +45,9 @@ type Client struct {
 	backend spi.Backend
 	// queuer is backend's waiter queue (nil when it has none): waiting acquires go through it.
 	queuer spi.Queuer
+	// waitEnder is backend's spi.WaitEnder (nil when it has none): told when a TryLock that
+	// found its lease held gives up, so that the backend drops the hint state of that wait.
+	waitEnder spi.WaitEnder
 	// cutSafe: the backend's calls may be cut short by a caller's context (spi.CutSafe).
 	cutSafe bool
 	eng     *engine.Engine // loop goroutine only
@@ -197,6 +200,7 @@ func New(backend spi.Backend, opts ...Option) (*Client, error) {
 	}
 	eopt := cfg.engineOptions()
 	queuer, queues := backend.(spi.Queuer)
+	waitEnder, _ := backend.(spi.WaitEnder)
 	eopt.Queue = queues
 	// Waiter entries that live with the session need no re-attempt to keep their place.
 	eopt.QueueLivesWithSession = queues && spi.EntriesLiveWithSession(backend)
@@ -216,6 +220,7 @@ func New(backend spi.Backend, opts ...Option) (*Client, error) {
 		cfg:        cfg,
 		backend:    backend,
 		queuer:     queuer,
+		waitEnder:  waitEnder,
 		cutSafe:    cutSafe,
 		eng:        eng,
 		rng:        rand.New(rand.NewPCG(seed, seed^0x9E3779B97F4A7C15)),
@@ -1342,6 +1347,11 @@ func (c *Client) call(ctx context.Context, ef engine.Effect, ev *engine.Event) {
 			ev.Acquire, ev.Err = c.queuer.AcquireQueued(ctx, ef.Session, ef.Name)
 		} else {
 			ev.Acquire, ev.Err = b.Acquire(ctx, ef.Session, ef.Name)
+		}
+		if ef.Once && ev.Acquire.Kind == spi.HeldBy && ev.Err == nil && c.waitEnder != nil {
+			// A TryLock does not wait: what the backend noted to hint this session of the
+			// name's release would otherwise stay until the wait lapsed (spi.WaitEnder).
+			c.waitEnder.EndWait(ef.Session, ef.Name)
 		}
 	case engine.OpRelease:
 		ev.Err = b.Release(ctx, ef.Session, ef.Name, ef.Token)

@@ -14,6 +14,10 @@ import (
 // return a *Held. A lock is a cheap value: the client keeps state for a name only while some
 // goroutine holds or waits for it, and forgets the name when the last one lets go, so locking
 // one entity after another (invoice-42, invoice-43, …) from one client leaves nothing behind.
+// Nor does a wait at the backend once it ends: a Lock whose ctx ends withdraws, and a TryLock
+// that finds the name held tells a backend that keeps per-name hint state for the wait
+// (spi.WaitEnder: the SQL, Redis, ZooKeeper and etcd backends) to drop it, without a call to
+// the server.
 //
 // Goroutines of one client that ask for the same name are served one after the other, in the
 // order they asked (FIFO within the client), through one backend lease: only the goroutine at

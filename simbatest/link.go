@@ -114,6 +114,14 @@ func (k linked) QueueEntriesLiveWithSession() bool { return spi.EntriesLiveWithS
 // drops stand, like the backend's own, for hints lost anyway (see Backend.HintsSteady).
 func (k linked) HintsSteady() bool { return spi.AreHintsSteady(k.l.b) }
 
+// EndWait implements spi.WaitEnder as the linked backend does (if it does): a call that stays
+// in the client's process, which a cut link does not stop.
+func (k linked) EndWait(s spi.SessionID, name string) {
+	if we, ok := k.l.b.(spi.WaitEnder); ok {
+		we.EndWait(s, name)
+	}
+}
+
 func (k linked) OpenSession(ctx context.Context, owner string, ttl time.Duration) (spi.Session, error) {
 	return through(k.l, ctx, "open-session", func() (spi.Session, error) { return k.l.b.OpenSession(ctx, owner, ttl) })
 }

@@ -314,7 +314,7 @@ type Hinter interface {
 	// expiries are welcome, not required). It may narrow that to what its own sessions wait
 	// for: Released hints only for the leases one of its own acquires recently found held by
 	// another session (while that session still waits: until it is granted the lease,
-	// withdraws, closes, or stops acquiring it), and GroupChanged hints only for the groups one
+	// withdraws, ends its wait (WaitEnder), closes, or stops acquiring it), and GroupChanged hints only for the groups one
 	// of its sessions joined (until it leaves or closes) — the Redis and PostgreSQL backends
 	// subscribe to those channels alone, so that a client does not receive every release and
 	// membership change of a deployment.
@@ -514,6 +514,28 @@ type SessionQueue interface {
 func EntriesLiveWithSession(b Backend) bool {
 	sq, ok := b.(SessionQueue)
 	return ok && sq.QueueEntriesLiveWithSession()
+}
+
+// WaitEnder is implemented by a Hinter that keeps state per name for its sessions' waits (what
+// it subscribes to, LISTENs on, watches or polls so as to hint a release to a session whose
+// acquire found the lease held): the client tells it when a session stops waiting without a
+// Withdraw, so that the state goes at once instead of when the wait lapses. A service that
+// calls TryLock on many distinct held names (one per order, per tenant) would otherwise keep,
+// per name, a subscription, a LISTEN, a watch or a blocking named-lock wait for up to a few
+// TTLs after each attempt, though nobody waits for the name any more.
+//
+// The client calls EndWait after the one Acquire of a TryLock that found the lease held (a
+// TryLock never waits, and never queues: it sends Acquire, not AcquireQueued, so there is no
+// entry to withdraw). A waiting acquire's wait ends as before: with a grant, a Withdraw, the
+// session's close or its lapse. The client never has a TryLock and a waiting acquire of one name
+// in flight in one session at once, so EndWait never ends a wait that someone still has.
+type WaitEnder interface {
+	// EndWait notes that session no longer waits for name: the backend drops what it keeps for
+	// that wait (a name no other of its sessions waits for is no longer hinted, and its
+	// subscription, LISTEN or watch goes as a Withdraw's would). It makes no call to the server,
+	// must not block on one, changes nothing when the session does not wait for name, and
+	// ignores a name outside the wire grammar.
+	EndWait(session SessionID, name string)
 }
 
 // SteadyHints is implemented by a Hinter whose Released hints for a name one of its sessions

@@ -841,6 +841,13 @@ func (b *Backend) enqueued(ctx context.Context, cli *clientv3.Client, id spi.Ses
 	return a, err
 }
 
+// EndWait implements spi.WaitEnder: id no longer waits for name (a TryLock that found it held
+// gave up). It sends no request: the backend stops hinting the name to the session, and ends
+// the name's watch once no session of the backend waits for it.
+func (b *Backend) EndWait(id spi.SessionID, name string) {
+	b.hints.stopWaiting(id, name)
+}
+
 // Withdraw runs the withdraw transaction: delete the session's waiter key for name, if it
 // has one (spi.Queuer).
 func (b *Backend) Withdraw(ctx context.Context, id spi.SessionID, name string) error {

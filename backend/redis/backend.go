@@ -439,6 +439,14 @@ func (b *Backend) acquireHinted(ctx context.Context, sid spi.SessionID, name str
 	return r, err
 }
 
+// EndWait implements spi.WaitEnder: sid no longer waits for name (a TryLock that found it held
+// gave up). It sends no command: the backend stops hinting the name to the session, and
+// UNSUBSCRIBEs the lease's channel after its linger once no session of the backend waits for
+// it.
+func (b *Backend) EndWait(sid spi.SessionID, name string) {
+	b.hub.withdrew(sid, name)
+}
+
 // Withdraw implements spi.Queuer: one withdraw script call on the lease's slot.
 func (b *Backend) Withdraw(ctx context.Context, sid spi.SessionID, name string) error {
 	return bounded0(ctx, b, "withdraw", name, func() error { return b.withdrawCall(ctx, sid, name) })

@@ -558,6 +558,16 @@ func (b *Backend) Withdraw(ctx context.Context, session spi.SessionID, name stri
 	return nil
 }
 
+// EndWait implements spi.WaitEnder: session no longer waits for name (a TryLock that found it
+// held gave up). It sends no statement: the backend stops hinting the name to the session, and
+// drops the name's LISTEN (PostgreSQL, after its linger), its place in the SQLite waker's poll,
+// or its blocking named-lock wait (MySQL/MariaDB) once no session of the backend waits for it.
+func (b *Backend) EndWait(session spi.SessionID, name string) {
+	if b.notes != nil {
+		b.notes.withdrawn(string(session), name)
+	}
+}
+
 // acquireAs runs the acquire operation op (acquire or acquire_queued).
 func (b *Backend) acquireAs(ctx context.Context, op string, session spi.SessionID, name string) (spi.Acquire, error) {
 	if err := wire.ValidateName(name); err != nil {

@@ -196,9 +196,8 @@ func (w *mysqlWaker) acquired(sid, name string, r spi.Acquire) {
 			w.held[name] = heldLease{sid: sid, since: time.Now()}
 		}
 		// Another session of the backend may still wait for name: its wait goes on.
-		now := time.Now()
-		w.waiting.end(sid, name, now)
-		if cancel := w.waits[name]; cancel != nil && !w.waiting.waited(name, now) {
+		w.waiting.forget(sid, name)
+		if cancel := w.waits[name]; cancel != nil && !w.waiting.waited(name, time.Now()) {
 			cancel()
 		}
 	case spi.HeldBy:
@@ -253,12 +252,16 @@ func (w *mysqlWaker) released(sid, name string) {
 	}
 }
 
-// withdrawn ends sid's wait for name (a wait on the named lock that nobody needs any more ends
-// at the next startWaits).
+// withdrawn ends sid's wait for name (a Withdraw, or a TryLock that gave up: EndWait); the
+// name's entry goes with its last wait, and so does its blocking wait, which would otherwise
+// hold a connection and one of the waker's mysqlMaxWaits places until the wait lapsed.
 func (w *mysqlWaker) withdrawn(sid, name string) {
 	w.mu.Lock()
-	w.waiting.end(sid, name, time.Now())
-	w.mu.Unlock()
+	defer w.mu.Unlock()
+	w.waiting.forget(sid, name)
+	if cancel := w.waits[name]; cancel != nil && !w.waiting.waited(name, time.Now()) {
+		cancel()
+	}
 }
 
 func (w *mysqlWaker) closed(sid string) {

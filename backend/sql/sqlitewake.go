@@ -118,7 +118,7 @@ func (w *sqliteWaker) acquired(sid, name string, r spi.Acquire) {
 			}
 		}
 	case spi.Granted:
-		w.waiting.end(sid, name, time.Now())
+		w.waiting.forget(sid, name)
 	case spi.SessionExpired:
 		w.waiting.endSession(sid, time.Now())
 	}
@@ -134,10 +134,11 @@ func (w *sqliteWaker) keptAlive(sid string, ka spi.KeepAlive) {
 }
 func (w *sqliteWaker) released(string, string) {}
 
-// withdrawn ends sid's wait for name.
+// withdrawn ends sid's wait for name (a Withdraw, or a TryLock that gave up: EndWait); the
+// name's entry goes with its last wait.
 func (w *sqliteWaker) withdrawn(sid, name string) {
 	w.mu.Lock()
-	w.waiting.end(sid, name, time.Now())
+	w.waiting.forget(sid, name)
 	w.mu.Unlock()
 }
 

@@ -21,7 +21,8 @@ type sessionNotes interface {
 	keptAlive(sid string, ka spi.KeepAlive)
 	// released notes a release by session sid (whether or not it held the lease).
 	released(sid, name string)
-	// withdrawn notes that session sid withdrew from name's waiter queue.
+	// withdrawn notes that session sid no longer waits for name: it withdrew from name's
+	// waiter queue, or a TryLock that found name held gave up (Backend.EndWait).
 	withdrawn(sid, name string)
 	// closed notes that session sid was closed: it holds and waits for nothing.
 	closed(sid string)
@@ -116,6 +117,32 @@ func (s waitSet) end(sid, name string, now time.Time) {
 	if len(w.who) == 0 {
 		w.idle = now
 	}
+}
+
+// forget ends sid's wait for name and drops name's entry once no session waits for it: for the
+// wakers, which keep no linger, so that a name nobody waits for leaves nothing behind (and a
+// MySQL/MariaDB blocking wait for it ends at the waker's next round).
+func (s waitSet) forget(sid, name string) {
+	w := s[name]
+	if w == nil {
+		return
+	}
+	delete(w.who, sid)
+	if len(w.who) == 0 {
+		delete(s, name)
+	}
+}
+
+// live counts the names some session waits for at now (entries only lingering, or whose
+// waits all lapsed, are not counted): for the tests.
+func (s waitSet) live(now time.Time) int {
+	n := 0
+	for name := range s {
+		if s.waited(name, now) {
+			n++
+		}
+	}
+	return n
 }
 
 // endSession ends every wait of sid (closed, or found expired).

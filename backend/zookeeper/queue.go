@@ -76,6 +76,13 @@ func (b *Backend) retryWithdrawals(ctx context.Context, s *session) {
 	}
 }
 
+// EndWait implements spi.WaitEnder: sid no longer waits for name (a TryLock that found it held
+// gave up). It sends no request: the backend stops hinting the name to the session, and its
+// watcher drops the watch on the lease node once no session of the backend waits for it.
+func (b *Backend) EndWait(sid spi.SessionID, name string) {
+	b.doneWaiting(sid, name)
+}
+
 // Withdraw implements spi.Queuer: it deletes the session's waiter node for name, if any, in a
 // multi-op that bumps the queue's version.
 func (b *Backend) Withdraw(ctx context.Context, sid spi.SessionID, name string) error {

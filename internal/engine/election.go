@@ -368,7 +368,7 @@ func (s *Engine) acquire(e *election) {
 	queue := s.opt.Queue && e.flavor != FlavorTryLock
 	e.queueUntil = s.sess.deadline
 	e.queued = e.queued || queue
-	e.inflight = s.call(OpAcquire, s.sess.id, pending{e: e, name: e.name, queued: queue}, Effect{Name: e.name, Queue: queue})
+	e.inflight = s.call(OpAcquire, s.sess.id, pending{e: e, name: e.name, queued: queue}, Effect{Name: e.name, Queue: queue, Once: e.flavor == FlavorTryLock})
 	e.current = true
 	s.sync(e)
 }

@@ -547,6 +547,10 @@ type Effect struct {
 	// Queue (EfCall of OpAcquire) says the caller waits for the lease: call AcquireQueued
 	// (spi.Queuer) instead of Acquire. Only set when Options.Queue is.
 	Queue bool
+	// Once (EfCall of OpAcquire) says the acquire is a TryLock's one attempt: should it find
+	// the lease held, the caller stops waiting for it at once (the shell tells a backend that
+	// implements spi.WaitEnder, which drops its hint state for the wait). Not printed.
+	Once bool
 }
 
 // String prints the effect in the stable form transcripts and logs use.

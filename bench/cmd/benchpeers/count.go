@@ -43,6 +43,15 @@ func (c *counting) QueueEntriesLiveWithSession() bool {
 // on those backends, and the harness would count calls that no user's client makes.
 func (c *counting) HintsSteady() bool { return spi.AreHintsSteady(c.Backend) }
 
+// EndWait forwards spi.WaitEnder (a local call, not counted): without it a TryLock that found
+// a lease held would leave the backend's hint state for the wait until it lapsed, as no user's
+// client does.
+func (c *counting) EndWait(s spi.SessionID, name string) {
+	if we, ok := c.Backend.(spi.WaitEnder); ok {
+		we.EndWait(s, name)
+	}
+}
+
 // The decorators below keep the other capabilities the client looks for (spi.Hinter, spi.Queuer):
 // without them the client would fall back to polling, or wait without queueing, and the
 // harness would measure a client that no user runs.
