@@ -297,7 +297,8 @@ gets no hints (go-redis logs the refused SUBSCRIBEs only to its internal logger)
 
 Its commands: EVALSHA, EVAL, SCRIPT LOAD, SMEMBERS, HMGET, SUBSCRIBE, UNSUBSCRIBE, MULTI,
 EXEC, ZRANGE (the read after a subscription's confirmation), PING, WAIT (with
-WithWaitReplicas), SCAN, TIME and ZRANGEBYSCORE (Inspect), CLUSTER SLOTS (Cluster clients),
+WithWaitReplicas), SCAN, TIME and ZRANGEBYSCORE (Inspect), EXISTS (InspectLease), CLUSTER
+SLOTS and ASKING (Cluster clients, the latter to follow an ASK during a slot migration),
 CONFIG GET or else INFO (the durability check; without either it warns that it could not
 check), and inside the scripts TIME, HGET, HMGET, HSET, HDEL, SADD, SREM, DEL, PEXPIREAT,
 PUBLISH, ZADD, ZREM, ZRANGE and ZREMRANGEBYSCORE. TestACLUser runs a backend as such a user
@@ -324,6 +325,9 @@ else the client's read timeout.
 # Inspect
 
 Inspect SCANs the lease, session and group keys (on a Cluster, of every master) and reads them
-in pipelined batches: it is meant for status tools, not hot paths.
+in pipelined batches: it is meant for status tools, not hot paths. InspectLease (what
+fence.LeaseVerifier reads per check) reads one lease key in one round trip: TIME, EXISTS and
+HMGET pipelined, on a Cluster in one MULTI/EXEC that the client sends to the master of the
+key's slot and follows there through MOVED and ASK while the slot migrates.
 */
 package redis

@@ -72,8 +72,9 @@ func (b *Backend) inspectCall(ctx context.Context) (spi.Snapshot, error) {
 
 // InspectLease reads the lease called name as Inspect lists it (spi.LeaseInspector): the
 // server's TIME, whether the lease key exists and its fields, pipelined in one round trip to
-// the server (on a Cluster, the master) that holds the key. It reads nothing else, whatever
-// the number of leases. A name outside the wire grammar is refused before any I/O.
+// the server (on a Cluster, in one MULTI/EXEC on the master of the key's slot, following MOVED
+// and ASK while the slot migrates) that holds the key. It reads nothing else, whatever the
+// number of leases. A name outside the wire grammar is refused before any I/O.
 func (b *Backend) InspectLease(ctx context.Context, name string) (spi.LeaseInfo, bool, error) {
 	if err := wire.ValidateName(name); err != nil {
 		return spi.LeaseInfo{}, false, err
@@ -95,17 +96,18 @@ func (b *Backend) inspectLeaseCall(ctx context.Context, name string) (spi.LeaseI
 		return spi.LeaseInfo{}, false, err
 	}
 	key := wire.LeaseKey(name)
-	var c goredis.Cmdable = b.c
+	var pipe goredis.Pipeliner
 	if b.cc != nil {
-		// TIME has no key: sent through the cluster client it would reach any node, whose
-		// clock is not the one Inspect reads this lease's expiry by.
-		n, err := b.cc.MasterForKey(ctx, key)
-		if err != nil {
-			return spi.LeaseInfo{}, false, b.fail("inspect lease", err)
-		}
-		c = n
+		// One MULTI/EXEC through the Cluster client: it goes to the master of the lease key's
+		// slot with TIME (which has no key) inside, so the clock read is that master's, the one
+		// the lease's expiry was written by; and the client follows a MOVED or ASK for the
+		// whole transaction while the slot migrates, where a pipeline sent to the master the
+		// client's slot map named (MasterForKey) failed with the redirection until the map was
+		// reloaded.
+		pipe = b.cc.TxPipeline()
+	} else {
+		pipe = b.c.Pipeline()
 	}
-	pipe := c.Pipeline()
 	t := pipe.Time(ctx)
 	exists := pipe.Exists(ctx, key)
 	fields := hmgetLease(ctx, pipe, key)
