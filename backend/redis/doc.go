@@ -225,10 +225,15 @@ its time left unknown. What an acquire does with each such record:
     nothing; the lease needs an operator;
   - a live holder that is not a client session id (above): freed by the next acquire, which
     takes it; until then no token of it is verified (fence.LeaseVerifier);
-  - a lease key that is not a hash at all (a string, say): every acquire fails with Redis's
-    WRONGTYPE error, which the client treats as permanent; the key needs an operator. Inspect
-    lists the rest of the keyspace around it, skipping session and group keys of another type
-    (no client's), where one such key used to fail the whole snapshot;
+  - a lease key that is not a hash at all (a string, say): every acquire fails with a
+    permanent error matching spi.ErrCorruptRecord (simba.ErrCorruptRecord) that names the key,
+    the type it holds and the one Simba keeps there (read with TYPE after Redis's WRONGTYPE
+    error, which names neither); the key needs an operator. So does any other call that meets
+    a key of another type: a release, a keep-alive naming the lease (which fails as a whole,
+    as for the session's other leases), a join, a leave, a members read, or an acquire whose
+    session key is not a hash. Inspect lists the rest of the keyspace around it, skipping
+    session and group keys of another type (no client's), where one such key used to fail the
+    whole snapshot;
   - a holder with no expires field, or one that is not a plain decimal ("-5", "soon"): the
     spec's lease is live only while its expiry is in the future, and the script reads the
     field with Lua's tonumber, so a value it reads as no number or as a past time frees the

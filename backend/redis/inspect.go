@@ -246,10 +246,10 @@ func execTolerant[C goredis.Cmder](ctx context.Context, pipe goredis.Pipeliner, 
 }
 
 // notAHash is the lease whose key holds another type than a hash: never free (every acquire
-// fails on it with Redis's WRONGTYPE error), unreadable.
+// fails on it with spi.ErrCorruptRecord), unreadable.
 func notAHash(name string) spi.LeaseInfo {
 	return spi.LeaseInfo{Name: name, RemainingUnknown: true,
-		Unreadable: "the key is not a hash (acquires fail with Redis's WRONGTYPE error)"}
+		Unreadable: "the key is not a hash (acquires fail with spi.ErrCorruptRecord)"}
 }
 
 // readLease reads a lease hash's session, token, expires and owner fields (v, by HMGET) as
