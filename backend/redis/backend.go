@@ -645,7 +645,10 @@ func (b *Backend) releaseCall(ctx context.Context, sid spi.SessionID, name strin
 // number of leases and groups. routeBySlot: one keep_alive call on the session's slot, then one
 // pipelined round per master (keep_alive_leases per slot of the asked names, join_at per group);
 // it succeeds only if every call did. After a failed keep-alive, the next one sends a PING
-// first, and nothing more if that round trip fails.
+// first, and nothing more if that round trip fails. A named lease whose key holds another type
+// than a hash (written over by something else) is left out of Held, with a warning: the
+// session and its other leases are renewed without it (a second renewal, after a TYPE read of
+// the named lease keys).
 func (b *Backend) KeepAlive(ctx context.Context, sid spi.SessionID, names, groups []string) (spi.KeepAlive, error) {
 	ka, err := bounded(ctx, b, "keep-alive", "", func() (spi.KeepAlive, error) { return b.keepAliveCall(ctx, sid, names, groups) })
 	if err != nil && ctx.Err() != nil && !errors.Is(err, spi.ErrInvalidName) {
@@ -695,6 +698,42 @@ func (b *Backend) keepAlive(ctx context.Context, sid spi.SessionID, names, group
 			return spi.KeepAlive{}, b.clusterFail("keep-alive (round trip before a retried renewal)", err)
 		}
 	}
+	ka, err := b.renew(ctx, sid, names, groups)
+	if errors.Is(err, spi.ErrCorruptRecord) && len(names) > 0 {
+		// A lease key of another type (spi.ErrCorruptRecord: written over by something else)
+		// would fail every keep-alive that names it, and so the session and all its other
+		// leases with it. No session holds such a lease: renew the rest without it, leaving it
+		// out of Held, so that the client revokes that term alone.
+		if lost := b.foreignLeases(ctx, names); len(lost) > 0 {
+			b.log.Warn("simba: redis: a lease key holds another type than a hash (written over by something else): the lease is lost, the session and its other leases renewed without it; the key needs an operator",
+				"leases", lost, "err", err.Error())
+			return b.renew(ctx, sid, slices.DeleteFunc(slices.Clone(names), func(n string) bool { return slices.Contains(lost, n) }), groups)
+		}
+	}
+	return ka, err
+}
+
+// foreignLeases returns those of names whose lease key holds another type than the hash Simba
+// keeps there (one TYPE per key, pipelined): keepAlive leaves them out. A failed read returns
+// none.
+func (b *Backend) foreignLeases(ctx context.Context, names []string) []string {
+	pipe := b.c.Pipeline()
+	types := make([]*goredis.StatusCmd, len(names))
+	for i, n := range names {
+		types[i] = pipe.Type(ctx, wire.LeaseKey(n))
+	}
+	_, _ = pipe.Exec(ctx)
+	var lost []string
+	for i, n := range names {
+		if t, err := types[i].Result(); err == nil && t != "none" && t != wire.LeaseKeyType {
+			lost = append(lost, n)
+		}
+	}
+	return lost
+}
+
+// renew is keepAlive's one renewal: keep_alive (standalone) or keepAliveCluster.
+func (b *Backend) renew(ctx context.Context, sid spi.SessionID, names, groups []string) (spi.KeepAlive, error) {
 	if b.cluster {
 		return b.keepAliveCluster(ctx, sid, names, groups)
 	}

@@ -229,9 +229,11 @@ its time left unknown. What an acquire does with each such record:
     permanent error matching spi.ErrCorruptRecord (simba.ErrCorruptRecord) that names the key,
     the type it holds and the one Simba keeps there (read with TYPE after Redis's WRONGTYPE
     error, which names neither); the key needs an operator. So does any other call that meets
-    a key of another type: a release, a keep-alive naming the lease (which fails as a whole,
-    as for the session's other leases), a join, a leave, a members read, or an acquire whose
-    session key is not a hash. Inspect lists the rest of the keyspace around it, skipping
+    a key of another type: a release, a join, a leave, a members read, or an acquire whose
+    session key is not a hash. A keep-alive that names such a lease (a held lease's key
+    written over) renews the session and its other leases without it and logs a warning: the
+    lease is lost, and the client revokes that term alone, where the whole keep-alive used to
+    fail, and with it the session and every lease it held. Inspect lists the rest of the keyspace around it, skipping
     session and group keys of another type (no client's), where one such key used to fail the
     whole snapshot;
   - a holder with no expires field, or one that is not a plain decimal ("-5", "soon"): the

@@ -79,8 +79,14 @@ func checkKeysOfAnotherType(t *testing.T, c goredis.UniversalClient, dsn string)
 	if err := c.RPush(ctx, wire.LeaseKey("listy"), "x").Err(); err != nil {
 		t.Fatal(err)
 	}
-	_, err = b.KeepAlive(ctx, sid, []string{"listy"}, nil)
-	named("keep-alive", err, wire.LeaseKey("listy"), "list", "hash")
+	// The keep-alive renews the session and its other leases, leaving that one out of Held.
+	if r, err := b.Acquire(ctx, sid, "sound"); err != nil || r.Kind != spi.Granted {
+		t.Fatalf("Acquire = %+v, %v", r, err)
+	}
+	ka, err := b.KeepAlive(ctx, sid, []string{"listy", "sound"}, nil)
+	if err != nil || ka.Expired || len(ka.Held) != 1 || ka.Held[0].Name != "sound" {
+		t.Errorf("keep-alive = %+v, %v; want the session renewed, holding sound alone", ka, err)
+	}
 	err = b.Release(ctx, sid, "listy", r.Token)
 	named("release", err, wire.LeaseKey("listy"), "list", "hash")
 
@@ -115,12 +121,48 @@ func checkKeysOfAnotherType(t *testing.T, c goredis.UniversalClient, dsn string)
 		defer cancel()
 		cl.Close(cctx)
 	})
-	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	_, err = cl.Lock(lctx, "stringly")
 	named("Lock", err, wire.LeaseKey("stringly"), "string", "hash")
 	if !simba.IsPermanent(err) || counted.n.Load() != 1 {
 		t.Errorf("Lock: %v after %d acquires; want a permanent error after one", err, counted.n.Load())
+	}
+
+	// A held lock whose key something writes over is lost alone: the client's other lock
+	// keeps its term, renewed (on the old code every keep-alive failed, and both terms ended).
+	lost, err := cl.Lock(lctx, "overwritten")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, err := cl.Lock(lctx, "kept")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Del(ctx, wire.LeaseKey("overwritten")).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Set(ctx, wire.LeaseKey("overwritten"), "hello", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lost.Term.Context().Done():
+	case <-lctx.Done():
+		t.Fatal("the overwritten lock's term did not end within 30 s")
+	}
+	// Keep-alives go on succeeding, renewing the other lease, whose term stays valid.
+	for ok := counted.kaOK.Load(); counted.kaOK.Load() < ok+2; {
+		select {
+		case <-lctx.Done():
+			t.Fatalf("no two successful keep-alives within 30 s after the overwritten lock's term ended (%v)", context.Cause(lost.Term.Context()))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if !kept.Term.IsValid() {
+		t.Errorf("the other lock's term ended too: %v", context.Cause(kept.Term.Context()))
+	}
+	if err := kept.Unlock(lctx); err != nil {
+		t.Errorf("Unlock of the other lock: %v", err)
 	}
 }
 
@@ -132,10 +174,18 @@ func fmtErr(err error) string {
 	return err.Error()
 }
 
-// countAcquires counts a backend's Acquire calls.
+// countAcquires counts a backend's Acquire calls, and its successful keep-alives.
 type countAcquires struct {
 	spi.Backend
-	n atomic.Int64
+	n, kaOK atomic.Int64
+}
+
+func (c *countAcquires) KeepAlive(ctx context.Context, sid spi.SessionID, names, groups []string) (spi.KeepAlive, error) {
+	ka, err := c.Backend.KeepAlive(ctx, sid, names, groups)
+	if err == nil && !ka.Expired {
+		c.kaOK.Add(1)
+	}
+	return ka, err
 }
 
 func (c *countAcquires) Acquire(ctx context.Context, sid spi.SessionID, name string) (spi.Acquire, error) {
