@@ -19,6 +19,7 @@ import (
 	"github.com/simba-go/simba/generated/luascripts"
 	"github.com/simba-go/simba/generated/wire"
 	"github.com/simba-go/simba/internal/foreign"
+	"github.com/simba-go/simba/internal/printable"
 	"github.com/simba-go/simba/internal/silent"
 	"github.com/simba-go/simba/spi"
 )
@@ -299,7 +300,9 @@ func (b *Backend) fail(op string, err error) error {
 	case goredis.HasErrorPrefix(err, luascripts.ErrorTokenOverflow):
 		return spi.AsPermanent(fmt.Errorf("redis: %s: %w: %w", op, spi.ErrTokenOverflow, err))
 	case goredis.HasErrorPrefix(err, luascripts.ErrorCorruptToken):
-		return spi.AsPermanent(fmt.Errorf("redis: %s: %w: %w", op, spi.ErrCorruptToken, err))
+		// The script quotes the stored token as it is: escaped, so that a forged one with
+		// terminal escape sequences reaches no log or terminal raw.
+		return spi.AsPermanent(fmt.Errorf("redis: %s: %w: %w", op, spi.ErrCorruptToken, printable.Error(err)))
 	case errors.Is(err, luascripts.ErrReply), errors.Is(err, luascripts.ErrArgs),
 		goredis.HasErrorPrefix(err, "NOAUTH"), goredis.HasErrorPrefix(err, "WRONGPASS"),
 		goredis.HasErrorPrefix(err, "NOPERM"),
