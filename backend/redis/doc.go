@@ -222,7 +222,9 @@ its time left unknown. What an acquire does with each such record:
     lease needs an operator;
   - a token at or above 2^53 (which no grant writes: Lua's numbers stop being exact there),
     digits beyond int64 included: every acquire fails with spi.ErrTokenOverflow and writes
-    nothing; the lease needs an operator;
+    nothing; the lease needs an operator. So does 2^53 - 1 on a lease that is free or whose
+    holder expired (its next tenure would reach 2^53; a live holder keeps the token, and the
+    lease is shown held);
   - a live holder that is not a client session id (above): freed by the next acquire, which
     takes it; until then no token of it is verified (fence.LeaseVerifier);
   - a lease key that is not a hash at all (a string, say): every acquire fails with a

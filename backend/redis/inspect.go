@@ -282,8 +282,19 @@ func readLease(name string, v []any, now int64) spi.LeaseInfo {
 		}
 		info.Token = n
 	}
+	// free is the lease with no live holder: the next acquire starts a tenure, unless the
+	// token has no successor below 2^53 (the scripts' limit), which every acquire refuses as
+	// an overflow; shown free, the name would look usable while every Lock of it fails for
+	// good. (Held by a live session, such a lease is held: its holder keeps the token.)
+	free := func() spi.LeaseInfo {
+		if info.Token == luascripts.TokenLimit-1 {
+			return spi.LeaseInfo{Name: name, Token: info.Token, RemainingUnknown: true,
+				Unreadable: fmt.Sprintf("token %d has no successor below 2^53 (acquires fail with spi.ErrTokenOverflow)", info.Token)}
+		}
+		return info
+	}
 	if holder == "" {
-		return info // free: an expiry or owner without a holder is no tenure
+		return free() // an expiry or owner without a holder is no tenure
 	}
 	e, ok := v[2].(string)
 	if !ok {
@@ -294,7 +305,7 @@ func readLease(name string, v []any, now int64) spi.LeaseInfo {
 		return unreadable("expiry %s is %v", clip(e), err)
 	}
 	if exp <= now {
-		return info // its holder's expiry has passed: free to the next acquire
+		return free() // its holder's expiry has passed: free to the next acquire
 	}
 	if !wire.IsClientSessionID(holder) {
 		// No client holds it, so no token of it may be verified, yet it is not free until an
