@@ -43,6 +43,10 @@ var (
 	// ErrCorruptToken: a lease record holds a token that is not a non-negative integer (never
 	// coerced); nothing was written. Permanent.
 	ErrCorruptToken = spi.ErrCorruptToken
+	// ErrCorruptRecord: a record where the backend keeps its state is not of the kind it writes
+	// there (Redis: a key of another type, such as a string where a lease hash belongs); the
+	// error names it and what is wrong; nothing was written. Permanent.
+	ErrCorruptRecord = spi.ErrCorruptRecord
 	// ErrTLS: a TLS failure (a certificate that does not verify, a server that does not speak
 	// or refuses TLS); permanent.
 	ErrTLS = spi.ErrTLS
@@ -50,8 +54,9 @@ var (
 
 // IsPermanent reports whether err will not heal by retrying (spi.Classify): an invalid name or
 // option, a closed client, a missing or drifted schema, a token the backend cannot store or
-// read, a TLS failure, and what a backend marks permanent — refused credentials or privileges,
-// a database that does not exist, a server of the wrong kind. The client already acts on it:
+// read, a backend record of the wrong kind, a TLS failure, and what a backend marks permanent —
+// refused credentials or privileges, a database that does not exist, a server of the wrong
+// kind. The client already acts on it:
 // Lock and TryLock return such an error at once instead of retrying, and an election reports
 // it through Err. Everything else (timeouts, lost connections, busy servers, ErrUnavailable
 // around a transient cause) is worth retrying. A nil err is not permanent.

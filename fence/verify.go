@@ -76,7 +76,7 @@ func (e *UnverifiedTokenError) Is(target error) bool { return target == ErrUnver
 // Each call reads that one lease when the backend implements spi.LeaseInspector (every
 // backend Simba ships, and simbatest's, does): one query by primary key on SQL, one pipelined
 // round trip on Redis (standalone or Cluster), one node read on ZooKeeper, three small reads
-// on etcd, whatever the number of leases. The helpers make it once per tenure and resource.
+// in two round trips on etcd, whatever the number of leases. The helpers make it once per tenure and resource.
 // A backend with only spi.Inspector is read whole (its Inspect) on every call instead, which
 // grows with the number of leases (BenchmarkLeaseVerifier10000, 10,000 leases held: 0.18 ms
 // for the one lease against 41 ms for the snapshot on PostgreSQL, 0.13 ms against 97 ms on

@@ -644,6 +644,8 @@ func (s *RedisSpec) genWire() (File, error) {
 		f.Func().Id(fn).Params(jen.Id(k.param).String()).String().Block(
 			jen.Return(jen.Lit(k.prefix).Op("+").Id(k.param).Op("+").Lit(k.suffix)),
 		)
+		f.Comment(cmt(fmt.Sprintf("%sType is the Redis type of the %s key (TYPE's reply for a key Simba wrote).", fn, k.Name)))
+		f.Const().Id(fn + "Type").Op("=").Lit(k.Type)
 		match := k.prefix + "*" + k.suffix
 		f.Comment(cmt(fmt.Sprintf("%sMatch is the glob (SCAN MATCH, PSUBSCRIBE) that matches every %s key.", fn, k.Name)))
 		f.Const().Id(fn + "Match").Op("=").Lit(match)
@@ -665,6 +667,14 @@ func (s *RedisSpec) genWire() (File, error) {
 			f.Const().Defs(defs...)
 		}
 	}
+	var cases []jen.Code
+	for _, k := range s.Keys {
+		fn := camel(k.Name) + "Key"
+		cases = append(cases, jen.If(jen.List(jen.Id("_"), jen.Id("ok")).Op(":=").Id("Parse"+fn).Call(jen.Id("key")), jen.Id("ok")).Block(jen.Return(jen.Id(fn+"Type"))))
+	}
+	cases = append(cases, jen.Return(jen.Lit("")))
+	f.Comment(cmt("RedisKeyType returns the Redis type Simba keeps at key (the *KeyType of the key it parses as: TYPE's reply for a key Simba wrote), and \"\" for a key that is none of Simba's."))
+	f.Func().Id("RedisKeyType").Params(jen.Id("key").String()).String().Block(cases...)
 	keys := map[string]RedisKey{}
 	for _, k := range s.Keys {
 		keys[k.Name] = k

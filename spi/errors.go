@@ -48,6 +48,12 @@ var (
 	// negative SQL token; a Redis token that is not a plain decimal). It is never coerced and
 	// nothing was written. Permanent: the lease needs an operator.
 	ErrCorruptToken = errors.New("simba: corrupt token")
+	// ErrCorruptRecord: a record where the backend keeps its state is not of the kind it
+	// writes there, so no operation can read or update it (Redis: a key of another type, such
+	// as a string or a list where a lease hash belongs, written by hand or by another
+	// program). The wrapping error names the record and what is wrong. Nothing was written.
+	// Permanent: the record needs an operator.
+	ErrCorruptRecord = errors.New("simba: corrupt record")
 	// ErrTLS: a TLS failure: a server certificate that does not verify, a server that does not
 	// speak TLS or refuses it, a handshake the server rejects. Permanent: it does not heal by
 	// retrying; the DSN's TLS settings (sslmode, tls, rediss://) or the server's certificate
@@ -102,7 +108,8 @@ func (c Class) String() string {
 
 // Classify says whether err is worth retrying. Errors are retryable unless marked permanent
 // with AsPermanent, wrapping ErrSchemaMissing (or ErrSchemaDrift), ErrInvalidOption,
-// ErrInvalidName, ErrClosed, ErrTokenOverflow, ErrCorruptToken or context.Canceled, or a TLS
+// ErrInvalidName, ErrClosed, ErrTokenOverflow, ErrCorruptToken, ErrCorruptRecord or
+// context.Canceled, or a TLS
 // failure (IsTLSError, wherever it comes from): an unknown failure of a network call is more
 // likely transient than not, and treating it as transient loses nothing but a retry. The whole
 // chain counts, so Unavailable around a permanent cause is still permanent.
@@ -121,6 +128,7 @@ func Classify(err error) Class {
 		errors.Is(err, ErrClosed),
 		errors.Is(err, ErrTokenOverflow),
 		errors.Is(err, ErrCorruptToken),
+		errors.Is(err, ErrCorruptRecord),
 		errors.Is(err, context.Canceled),
 		IsTLSError(err):
 		return Permanent

@@ -451,3 +451,33 @@ func BenchmarkKeepAlive10000(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkInspectLease: one InspectLease of a held lease (what fence.LeaseVerifier reads per
+// check), with the linearizable Get of the lease key the call cannot do without reported
+// beside it in the same run (get-ns/op): InspectLease costs that read plus its holder's
+// session key and time left.
+func BenchmarkInspectLease(b *testing.B) {
+	e := newBenchEnv(b)
+	name := fmt.Sprintf("bench-inspect-%d", rand.Int64())
+	if r, err := e.b.Acquire(e.ctx, e.session, name); err != nil || r.Kind != spi.Granted {
+		b.Fatalf("Acquire = %+v, %v", r, err)
+	}
+	var getTime, inspectTime time.Duration
+	n := 0
+	for b.Loop() {
+		start := time.Now()
+		if _, err := e.b.cli.Get(e.ctx, e.b.prefix+"/baseline"); err != nil {
+			b.Fatal(err)
+		}
+		getTime += time.Since(start)
+		start = time.Now()
+		if l, found, err := e.b.InspectLease(e.ctx, name); err != nil || !found || l.Holder != e.session {
+			b.Fatalf("InspectLease = %+v, %v, %v", l, found, err)
+		}
+		inspectTime += time.Since(start)
+		n++
+	}
+	b.ReportMetric(float64(inspectTime)/float64(n), "inspect-ns/op")
+	b.ReportMetric(float64(getTime)/float64(n), "get-ns/op")
+	b.ReportMetric(float64(inspectTime)/float64(getTime), "inspect/get")
+}

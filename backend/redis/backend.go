@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/simba-go/simba/generated/luascripts"
 	"github.com/simba-go/simba/generated/wire"
 	"github.com/simba-go/simba/internal/foreign"
+	"github.com/simba-go/simba/internal/printable"
 	"github.com/simba-go/simba/internal/silent"
 	"github.com/simba-go/simba/spi"
 )
@@ -277,7 +279,7 @@ func (b *Backend) checkOpen() error {
 }
 
 // fail classifies err from operation op: authentication and permission errors, wrong-type
-// keys, script argument errors, replies of the wrong shape, TLS failures (spi.ErrTLS), CROSSSLOT,
+// keys (spi.ErrCorruptRecord; failKeys names the key), script argument errors, replies of the wrong shape, TLS failures (spi.ErrTLS), CROSSSLOT,
 // MOVED or ASK met by a standalone client or a Cluster node found by the first OpenSession's
 // check (the DSN names a Cluster node: see checkNotClusterNode) and the
 // scripts' own errors are permanent (token_overflow and corrupt_token match spi.ErrTokenOverflow
@@ -298,12 +300,16 @@ func (b *Backend) fail(op string, err error) error {
 	case goredis.HasErrorPrefix(err, luascripts.ErrorTokenOverflow):
 		return spi.AsPermanent(fmt.Errorf("redis: %s: %w: %w", op, spi.ErrTokenOverflow, err))
 	case goredis.HasErrorPrefix(err, luascripts.ErrorCorruptToken):
-		return spi.AsPermanent(fmt.Errorf("redis: %s: %w: %w", op, spi.ErrCorruptToken, err))
+		// The script quotes the stored token as it is: escaped, so that a forged one with
+		// terminal escape sequences reaches no log or terminal raw.
+		return spi.AsPermanent(fmt.Errorf("redis: %s: %w: %w", op, spi.ErrCorruptToken, printable.Error(err)))
 	case errors.Is(err, luascripts.ErrReply), errors.Is(err, luascripts.ErrArgs),
 		goredis.HasErrorPrefix(err, "NOAUTH"), goredis.HasErrorPrefix(err, "WRONGPASS"),
-		goredis.HasErrorPrefix(err, "NOPERM"), goredis.HasErrorPrefix(err, "WRONGTYPE"),
+		goredis.HasErrorPrefix(err, "NOPERM"),
 		goredis.HasErrorPrefix(err, luascripts.ErrorPrefix): // HasErrorPrefix strips "ERR "
 		return spi.AsPermanent(fmt.Errorf("redis: %s: %w", op, err))
+	case goredis.HasErrorPrefix(err, "WRONGTYPE"):
+		return spi.AsPermanent(fmt.Errorf("redis: %s: %w: a key of another type than Simba keeps there: %w", op, spi.ErrCorruptRecord, err))
 	case spi.IsTLSError(err):
 		return spi.TLSFailure("redis "+op, err)
 	case b.cc == nil && (goredis.HasErrorPrefix(err, "MOVED") || goredis.HasErrorPrefix(err, "ASK") ||
@@ -330,6 +336,49 @@ func (b *Backend) fail(op string, err error) error {
 	}
 	return spi.Unavailable("redis "+op, b.dials.explain(err))
 }
+
+// failKeys is fail for a script call on keys (the script's KEYS, as Build returns them): a
+// WRONGTYPE error, by which Redis says a command of the script met a key of another type than
+// it works on, becomes a permanent spi.ErrCorruptRecord that names the key and what it holds
+// (read with TYPE after the failed call: Redis's own error names neither), so that the caller
+// learns which key needs an operator; the script stopped at that key. Every other error goes
+// to fail.
+func (b *Backend) failKeys(ctx context.Context, op string, err error, keys []string) error {
+	if !goredis.HasErrorPrefix(err, "WRONGTYPE") {
+		return b.fail(op, err)
+	}
+	return spi.AsPermanent(fmt.Errorf("redis: %s: %w: %s (written by something other than Simba: the key needs an operator): %w",
+		op, spi.ErrCorruptRecord, b.foreignKey(ctx, keys), err))
+}
+
+// foreignKey says which of keys holds a value of another type than Simba keeps there
+// (wire.RedisKeyType), for failKeys: one TYPE per key, pipelined (on a Cluster, per master).
+// When that read fails or finds none (the key was changed since), it says so, naming the keys.
+func (b *Backend) foreignKey(ctx context.Context, keys []string) string {
+	pipe := b.c.Pipeline()
+	types := make([]*goredis.StatusCmd, len(keys))
+	for i, k := range keys {
+		types[i] = pipe.Type(ctx, k)
+	}
+	_, err := pipe.Exec(ctx)
+	var found []string
+	for i, k := range keys {
+		want, got := wire.RedisKeyType(k), types[i].Val()
+		if types[i].Err() == nil && want != "" && got != "none" && got != want {
+			found = append(found, fmt.Sprintf("key %q holds a %s where Simba keeps a %s", k, got, want))
+		}
+	}
+	switch {
+	case len(found) > 0:
+		return strings.Join(found, "; ")
+	case err != nil:
+		return fmt.Sprintf("one of the keys %q holds a value of another type than Simba keeps there (which one could not be read: %v)", keys, err)
+	}
+	return fmt.Sprintf("one of the keys %q held a value of another type than Simba keeps there (none does now)", keys)
+}
+
+// scriptKeys returns the KEYS of a script call's Build, for failKeys.
+func scriptKeys(keys []string, _ []any, _ error) []string { return keys }
 
 // The server's errors for a DSN it cannot serve (see fail): the connection's SELECT of a
 // database the server does not have, or of any but 0 on a Cluster node; a Cluster client's
@@ -395,11 +444,11 @@ func (b *Backend) openSessionCall(ctx context.Context, owner string, ttl time.Du
 		return spi.Session{}, fmt.Errorf("redis: open session: %w", err)
 	}
 	s := string(sid)
-	r, err := luascripts.OpenSession.Run(ctx, b.c,
-		luascripts.OpenSessionKeys{Session: wire.SessionKey(s), SessionLeases: wire.SessionLeasesKey(s), SessionGroups: wire.SessionGroupsKey(s)},
-		luascripts.OpenSessionArgs{Owner: owner, TTLMS: max(ttl.Milliseconds(), 1)})
+	okeys := luascripts.OpenSessionKeys{Session: wire.SessionKey(s), SessionLeases: wire.SessionLeasesKey(s), SessionGroups: wire.SessionGroupsKey(s)}
+	oargs := luascripts.OpenSessionArgs{Owner: owner, TTLMS: max(ttl.Milliseconds(), 1)}
+	r, err := luascripts.OpenSession.Run(ctx, b.c, okeys, oargs)
 	if err != nil {
-		return spi.Session{}, b.fail("open session", err)
+		return spi.Session{}, b.failKeys(ctx, "open session", err, scriptKeys(luascripts.OpenSession.Build(okeys, oargs)))
 	}
 	if b.cluster {
 		b.mu.Lock()
@@ -460,10 +509,10 @@ func (b *Backend) withdrawCall(ctx context.Context, sid spi.SessionID, name stri
 	if err := b.checkOpen(); err != nil {
 		return err
 	}
-	_, err := luascripts.Withdraw.Run(ctx, b.c, luascripts.WithdrawKeys{Waiters: wire.WaitersKey(name), Waiting: wire.WaitingKey(name)},
-		luascripts.WithdrawArgs{SessionID: string(sid)})
+	keys := luascripts.WithdrawKeys{Waiters: wire.WaitersKey(name), Waiting: wire.WaitingKey(name)}
+	_, err := luascripts.Withdraw.Run(ctx, b.c, keys, luascripts.WithdrawArgs{SessionID: string(sid)})
 	if err != nil {
-		return b.clusterFail("withdraw "+name, err)
+		return b.clusterFailKeys(ctx, "withdraw "+name, err, []string{keys.Waiters, keys.Waiting})
 	}
 	b.hub.withdrew(sid, name)
 	return nil
@@ -527,7 +576,7 @@ func (b *Backend) acquireOnce(ctx context.Context, sid spi.SessionID, name strin
 		r, err = luascripts.Acquire.Run(ctx, b.c, keys, args)
 	}
 	if err != nil {
-		return spi.Acquire{}, b.fail("acquire "+name, err)
+		return spi.Acquire{}, b.failKeys(ctx, "acquire "+name, err, scriptKeys(luascripts.Acquire.Build(keys, args)))
 	}
 	return acquireReply(r.Status, r.Token, r.RemainingMS, r.Holder, r.Owner)
 }
@@ -576,20 +625,20 @@ func (b *Backend) releaseCall(ctx context.Context, sid spi.SessionID, name strin
 	}
 	s := string(sid)
 	if !b.cluster {
-		_, err := luascripts.Release.Run(ctx, b.c,
-			luascripts.ReleaseKeys{Lease: wire.LeaseKey(name), SessionLeases: b.sessionKeys(s).leases},
-			luascripts.ReleaseArgs{SessionID: s, Name: name, Token: token})
+		keys := luascripts.ReleaseKeys{Lease: wire.LeaseKey(name), SessionLeases: b.sessionKeys(s).leases}
+		args := luascripts.ReleaseArgs{SessionID: s, Name: name, Token: token}
+		_, err := luascripts.Release.Run(ctx, b.c, keys, args)
 		if err != nil {
-			return b.fail("release "+name, err)
+			return b.failKeys(ctx, "release "+name, err, scriptKeys(luascripts.Release.Build(keys, args)))
 		}
 		b.hub.releasedLocally(name)
 		return nil
 	}
-	r, err := luascripts.ReleaseLeases.Run(ctx, b.c,
-		luascripts.ReleaseLeasesKeys{Leases: []string{wire.LeaseKey(name)}},
+	keys := luascripts.ReleaseLeasesKeys{Leases: []string{wire.LeaseKey(name)}}
+	r, err := luascripts.ReleaseLeases.Run(ctx, b.c, keys,
 		luascripts.ReleaseLeasesArgs{SessionID: s, Names: []string{name}, Tokens: []int64{token}})
 	if err != nil {
-		return b.fail("release "+name, err)
+		return b.failKeys(ctx, "release "+name, err, keys.Leases)
 	}
 	if r.Released > 0 {
 		b.mu.Lock()
@@ -607,7 +656,10 @@ func (b *Backend) releaseCall(ctx context.Context, sid spi.SessionID, name strin
 // number of leases and groups. routeBySlot: one keep_alive call on the session's slot, then one
 // pipelined round per master (keep_alive_leases per slot of the asked names, join_at per group);
 // it succeeds only if every call did. After a failed keep-alive, the next one sends a PING
-// first, and nothing more if that round trip fails.
+// first, and nothing more if that round trip fails. A named lease whose key holds another type
+// than a hash (written over by something else) is left out of Held, with a warning: the
+// session and its other leases are renewed without it (a second renewal, after a TYPE read of
+// the named lease keys).
 func (b *Backend) KeepAlive(ctx context.Context, sid spi.SessionID, names, groups []string) (spi.KeepAlive, error) {
 	ka, err := bounded(ctx, b, "keep-alive", "", func() (spi.KeepAlive, error) { return b.keepAliveCall(ctx, sid, names, groups) })
 	if err != nil && ctx.Err() != nil && !errors.Is(err, spi.ErrInvalidName) {
@@ -657,6 +709,42 @@ func (b *Backend) keepAlive(ctx context.Context, sid spi.SessionID, names, group
 			return spi.KeepAlive{}, b.clusterFail("keep-alive (round trip before a retried renewal)", err)
 		}
 	}
+	ka, err := b.renew(ctx, sid, names, groups)
+	if errors.Is(err, spi.ErrCorruptRecord) && len(names) > 0 {
+		// A lease key of another type (spi.ErrCorruptRecord: written over by something else)
+		// would fail every keep-alive that names it, and so the session and all its other
+		// leases with it. No session holds such a lease: renew the rest without it, leaving it
+		// out of Held, so that the client revokes that term alone.
+		if lost := b.foreignLeases(ctx, names); len(lost) > 0 {
+			b.log.Warn("simba: redis: a lease key holds another type than a hash (written over by something else): the lease is lost, the session and its other leases renewed without it; the key needs an operator",
+				"leases", lost, "err", err.Error())
+			return b.renew(ctx, sid, slices.DeleteFunc(slices.Clone(names), func(n string) bool { return slices.Contains(lost, n) }), groups)
+		}
+	}
+	return ka, err
+}
+
+// foreignLeases returns those of names whose lease key holds another type than the hash Simba
+// keeps there (one TYPE per key, pipelined): keepAlive leaves them out. A failed read returns
+// none.
+func (b *Backend) foreignLeases(ctx context.Context, names []string) []string {
+	pipe := b.c.Pipeline()
+	types := make([]*goredis.StatusCmd, len(names))
+	for i, n := range names {
+		types[i] = pipe.Type(ctx, wire.LeaseKey(n))
+	}
+	_, _ = pipe.Exec(ctx)
+	var lost []string
+	for i, n := range names {
+		if t, err := types[i].Result(); err == nil && t != "none" && t != wire.LeaseKeyType {
+			lost = append(lost, n)
+		}
+	}
+	return lost
+}
+
+// renew is keepAlive's one renewal: keep_alive (standalone) or keepAliveCluster.
+func (b *Backend) renew(ctx context.Context, sid spi.SessionID, names, groups []string) (spi.KeepAlive, error) {
 	if b.cluster {
 		return b.keepAliveCluster(ctx, sid, names, groups)
 	}
@@ -679,7 +767,7 @@ func (b *Backend) keepAlive(ctx context.Context, sid spi.SessionID, names, group
 		r, err = luascripts.KeepAlive.Run(ctx, b.c, keys, args)
 	}
 	if err != nil {
-		return spi.KeepAlive{}, b.fail("keep-alive", err)
+		return spi.KeepAlive{}, b.failKeys(ctx, "keep-alive", err, scriptKeys(luascripts.KeepAlive.Build(keys, args)))
 	}
 	if r.Status != luascripts.StatusOK {
 		return spi.KeepAlive{Expired: true}, nil
@@ -759,11 +847,11 @@ func (b *Backend) join(ctx context.Context, sid spi.SessionID, group string) (sp
 		return b.joinAt(ctx, sid, group)
 	}
 	s := string(sid)
-	r, err := luascripts.Join.Run(ctx, b.c,
-		luascripts.JoinKeys{Session: wire.SessionKey(s), SessionGroups: wire.SessionGroupsKey(s), Group: wire.GroupKey(group)},
-		luascripts.JoinArgs{SessionID: s, GroupName: group})
+	keys := luascripts.JoinKeys{Session: wire.SessionKey(s), SessionGroups: wire.SessionGroupsKey(s), Group: wire.GroupKey(group)}
+	args := luascripts.JoinArgs{SessionID: s, GroupName: group}
+	r, err := luascripts.Join.Run(ctx, b.c, keys, args)
 	if err != nil {
-		return 0, b.fail("join "+group, err)
+		return 0, b.failKeys(ctx, "join "+group, err, scriptKeys(luascripts.Join.Build(keys, args)))
 	}
 	return status(r.Status), nil
 }
@@ -793,11 +881,11 @@ func (b *Backend) leave(ctx context.Context, sid spi.SessionID, group string) (s
 		return b.leaveAt(ctx, sid, group)
 	}
 	s := string(sid)
-	r, err := luascripts.Leave.Run(ctx, b.c,
-		luascripts.LeaveKeys{Session: wire.SessionKey(s), SessionGroups: wire.SessionGroupsKey(s), Group: wire.GroupKey(group)},
-		luascripts.LeaveArgs{SessionID: s, GroupName: group})
+	keys := luascripts.LeaveKeys{Session: wire.SessionKey(s), SessionGroups: wire.SessionGroupsKey(s), Group: wire.GroupKey(group)}
+	args := luascripts.LeaveArgs{SessionID: s, GroupName: group}
+	r, err := luascripts.Leave.Run(ctx, b.c, keys, args)
 	if err != nil {
-		return 0, b.fail("leave "+group, err)
+		return 0, b.failKeys(ctx, "leave "+group, err, scriptKeys(luascripts.Leave.Build(keys, args)))
 	}
 	return status(r.Status), nil
 }
@@ -824,7 +912,7 @@ func (b *Backend) membersCall(ctx context.Context, group string) ([]spi.SessionI
 	}
 	r, err := luascripts.Members.Run(ctx, b.c, luascripts.MembersKeys{Group: wire.GroupKey(group)}, luascripts.MembersArgs{GroupName: group})
 	if err != nil {
-		return nil, b.fail("members "+group, err)
+		return nil, b.failKeys(ctx, "members "+group, err, []string{wire.GroupKey(group)})
 	}
 	return b.memberIDs(group, r.Members), nil
 }
@@ -869,8 +957,11 @@ func (b *Backend) closeSession(ctx context.Context, sid spi.SessionID) error {
 	for _, g := range groups {
 		keys.Groups = append(keys.Groups, wire.GroupKey(g))
 	}
-	_, err := luascripts.CloseSession.Run(ctx, b.c, keys, luascripts.CloseSessionArgs{SessionID: s, Names: names, GroupNames: groups})
-	return b.fail("close session", err)
+	args := luascripts.CloseSessionArgs{SessionID: s, Names: names, GroupNames: groups}
+	if _, err := luascripts.CloseSession.Run(ctx, b.c, keys, args); err != nil {
+		return b.failKeys(ctx, "close session", err, scriptKeys(luascripts.CloseSession.Build(keys, args)))
+	}
+	return nil
 }
 
 // nonEmpty drops the "" placeholder of the session's sets (and anything that is not a valid

@@ -191,7 +191,7 @@ func (b *Backend) acquireAt(ctx context.Context, sid spi.SessionID, name string,
 		r, err = luascripts.AcquireAt.Run(ctx, b.c, keys, args)
 	}
 	if err != nil {
-		return spi.Acquire{}, b.clusterFail("acquire "+name, err)
+		return spi.Acquire{}, b.clusterFailKeys(ctx, "acquire "+name, err, scriptKeys(luascripts.AcquireAt.Build(keys, args)))
 	}
 	if r.Status != luascripts.StatusOK {
 		if r.Status == luascripts.StatusHeldBy {
@@ -202,7 +202,7 @@ func (b *Backend) acquireAt(ctx context.Context, sid spi.SessionID, name string,
 	if latest := b.latest(sid); latest > st.expires {
 		kr, err := b.keepAliveLeases(ctx, sid, latest, []string{name})
 		if err != nil {
-			return spi.Acquire{}, b.clusterFail("acquire "+name, err)
+			return spi.Acquire{}, b.clusterFailKeys(ctx, "acquire "+name, err, []string{key})
 		}
 		if kr.Status != luascripts.StatusOK || len(kr.Held) != 1 || kr.Held[0].Token != r.Token {
 			return spi.Acquire{}, spi.Unavailable("redis acquire "+name, fmt.Errorf("moving the grant to the session's renewed expiry: %+v", kr))
@@ -238,6 +238,15 @@ func (b *Backend) keepAliveLeases(ctx context.Context, sid spi.SessionID, expire
 // this, a client kept sending to a killed master for up to a minute after its replica had taken
 // over (TestClusterFailoverLosesStateWithoutWait).
 func (b *Backend) clusterFail(op string, err error) error {
+	return b.clusterFailKeys(context.Background(), op, err, nil)
+}
+
+// clusterFailKeys is clusterFail for a script call on keys: a WRONGTYPE error goes to failKeys,
+// which names the key of another type.
+func (b *Backend) clusterFailKeys(ctx context.Context, op string, err error, keys []string) error {
+	if keys != nil && goredis.HasErrorPrefix(err, "WRONGTYPE") {
+		return b.failKeys(ctx, op, err, keys)
+	}
 	var reply goredis.Error
 	if b.cc != nil && (goredis.HasErrorPrefix(err, "MOVED") || goredis.HasErrorPrefix(err, "ASK") ||
 		goredis.HasErrorPrefix(err, "CLUSTERDOWN") || goredis.HasErrorPrefix(err, "READONLY") ||
@@ -263,7 +272,7 @@ func (b *Backend) joinAt(ctx context.Context, sid spi.SessionID, group string) (
 		r, err := luascripts.JoinAt.Run(ctx, b.c, luascripts.JoinAtKeys{Group: wire.GroupKey(group)},
 			luascripts.JoinAtArgs{SessionID: string(sid), ExpiresMS: expires, GroupName: group})
 		if err != nil {
-			return 0, b.clusterFail("join "+group, err)
+			return 0, b.clusterFailKeys(ctx, "join "+group, err, []string{wire.GroupKey(group)})
 		}
 		if r.Status != luascripts.StatusOK {
 			return spi.Expired, nil
@@ -285,7 +294,7 @@ func (b *Backend) leaveAt(ctx context.Context, sid spi.SessionID, group string) 
 	r, err := luascripts.LeaveAt.Run(ctx, b.c, luascripts.LeaveAtKeys{Group: wire.GroupKey(group)},
 		luascripts.LeaveAtArgs{SessionID: string(sid), ExpiresMS: st.expires, GroupName: group})
 	if err != nil {
-		return 0, b.clusterFail("leave "+group, err)
+		return 0, b.clusterFailKeys(ctx, "leave "+group, err, []string{wire.GroupKey(group)})
 	}
 	b.track(sid, false, group, false)
 	if st.expired {
@@ -294,11 +303,13 @@ func (b *Backend) leaveAt(ctx context.Context, sid spi.SessionID, group string) 
 	return status(r.Status), nil
 }
 
-// call is one script call of a pipelined round: its routing key, its script, how to queue it
-// with EVALSHA and with EVAL, its command once sent, and its failure (the command's error, or
-// its pipeline's WAIT falling short) once the round is over.
+// call is one script call of a pipelined round: its routing key (and all its keys, which
+// failKeys reads after a WRONGTYPE; nil: not read), its script, how to queue it with EVALSHA
+// and with EVAL, its command once sent, and its failure (the command's error, or its
+// pipeline's WAIT falling short) once the round is over.
 type call struct {
 	key    string
+	keys   []string
 	script luascripts.Info
 	sha    func(goredis.Pipeliner) *goredis.Cmd
 	eval   func(goredis.Pipeliner) *goredis.Cmd
@@ -494,7 +505,7 @@ func (b *Backend) keepAliveCluster(ctx context.Context, sid spi.SessionID, names
 		r, err = luascripts.KeepAlive.Run(ctx, b.c, skeys, sargs)
 	}
 	if err != nil {
-		return spi.KeepAlive{}, b.clusterFail("keep-alive", err)
+		return spi.KeepAlive{}, b.clusterFailKeys(ctx, "keep-alive", err, scriptKeys(luascripts.KeepAlive.Build(skeys, sargs)))
 	}
 	if r.Status != luascripts.StatusOK {
 		b.expiredNow(sid)
@@ -516,6 +527,7 @@ func (b *Backend) keepAliveCluster(ctx context.Context, sid spi.SessionID, names
 		args := luascripts.KeepAliveLeasesArgs{SessionID: s, ExpiresMS: e, Names: ns}
 		leaseCalls = append(leaseCalls, &call{
 			key:    keys.Leases[0],
+			keys:   keys.Leases,
 			script: luascripts.KeepAliveLeases.Info(),
 			sha:    func(p goredis.Pipeliner) *goredis.Cmd { return luascripts.KeepAliveLeases.EvalSha(ctx2, p, keys, args) },
 			eval:   func(p goredis.Pipeliner) *goredis.Cmd { return luascripts.KeepAliveLeases.Eval(ctx2, p, keys, args) },
@@ -529,6 +541,7 @@ func (b *Backend) keepAliveCluster(ctx context.Context, sid spi.SessionID, names
 		gargs := luascripts.KeepAliveGroupArgs{SessionID: s, ExpiresMS: e, GroupName: g}
 		groupCalls = append(groupCalls, &call{
 			key:    keys.Group,
+			keys:   []string{keys.Group},
 			script: luascripts.KeepAliveGroup.Info(),
 			sha:    func(p goredis.Pipeliner) *goredis.Cmd { return luascripts.KeepAliveGroup.EvalSha(ctx2, p, keys, gargs) },
 			eval:   func(p goredis.Pipeliner) *goredis.Cmd { return luascripts.KeepAliveGroup.Eval(ctx2, p, keys, gargs) },
@@ -540,9 +553,9 @@ func (b *Backend) keepAliveCluster(ctx context.Context, sid spi.SessionID, names
 		if c.err == nil {
 			continue
 		}
-		// clusterFail has the slot map reloaded, so that the next call goes to whichever master
+		// clusterFailKeys has the slot map reloaded, so that the next call goes to whichever master
 		// serves the slot by then.
-		if f := b.clusterFail("keep-alive", c.err); spi.Classify(f) == spi.Permanent || !errors.Is(f, spi.ErrUnavailable) {
+		if f := b.clusterFailKeys(ctx, "keep-alive", c.err, c.keys); spi.Classify(f) == spi.Permanent || !errors.Is(f, spi.ErrUnavailable) {
 			return spi.KeepAlive{}, f
 		}
 	}
@@ -628,11 +641,10 @@ func (b *Backend) closeCluster(ctx context.Context, sid spi.SessionID) error {
 			return b.clusterFail("close session", err)
 		}
 	}
-	_, err := luascripts.CloseSession.Run(ctx, b.c,
-		luascripts.CloseSessionKeys{Session: wire.SessionKey(s), SessionLeases: wire.SessionLeasesKey(s), SessionGroups: wire.SessionGroupsKey(s)},
-		luascripts.CloseSessionArgs{SessionID: s})
-	if err != nil {
-		return b.clusterFail("close session", err)
+	ckeys := luascripts.CloseSessionKeys{Session: wire.SessionKey(s), SessionLeases: wire.SessionLeasesKey(s), SessionGroups: wire.SessionGroupsKey(s)}
+	cargs := luascripts.CloseSessionArgs{SessionID: s}
+	if _, err := luascripts.CloseSession.Run(ctx, b.c, ckeys, cargs); err != nil {
+		return b.clusterFailKeys(ctx, "close session", err, scriptKeys(luascripts.CloseSession.Build(ckeys, cargs)))
 	}
 	b.mu.Lock()
 	delete(b.sessions, sid) // a later call reads the (deleted) hash and finds it expired

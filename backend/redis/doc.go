@@ -222,13 +222,22 @@ its time left unknown. What an acquire does with each such record:
     lease needs an operator;
   - a token at or above 2^53 (which no grant writes: Lua's numbers stop being exact there),
     digits beyond int64 included: every acquire fails with spi.ErrTokenOverflow and writes
-    nothing; the lease needs an operator;
+    nothing; the lease needs an operator. So does 2^53 - 1 on a lease that is free or whose
+    holder expired (its next tenure would reach 2^53; a live holder keeps the token, and the
+    lease is shown held);
   - a live holder that is not a client session id (above): freed by the next acquire, which
     takes it; until then no token of it is verified (fence.LeaseVerifier);
-  - a lease key that is not a hash at all (a string, say): every acquire fails with Redis's
-    WRONGTYPE error, which the client treats as permanent; the key needs an operator. Inspect
-    lists the rest of the keyspace around it, skipping session and group keys of another type
-    (no client's), where one such key used to fail the whole snapshot;
+  - a lease key that is not a hash at all (a string, say): every acquire fails with a
+    permanent error matching spi.ErrCorruptRecord (simba.ErrCorruptRecord) that names the key,
+    the type it holds and the one Simba keeps there (read with TYPE after Redis's WRONGTYPE
+    error, which names neither); the key needs an operator. So does any other call that meets
+    a key of another type: a release, a join, a leave, a members read, or an acquire whose
+    session key is not a hash. A keep-alive that names such a lease (a held lease's key
+    written over) renews the session and its other leases without it and logs a warning: the
+    lease is lost, and the client revokes that term alone, where the whole keep-alive used to
+    fail, and with it the session and every lease it held. Inspect lists the rest of the keyspace around it, skipping
+    session and group keys of another type (no client's), where one such key used to fail the
+    whole snapshot;
   - a holder with no expires field, or one that is not a plain decimal ("-5", "soon"): the
     spec's lease is live only while its expiry is in the future, and the script reads the
     field with Lua's tonumber, so a value it reads as no number or as a past time frees the
@@ -297,7 +306,8 @@ gets no hints (go-redis logs the refused SUBSCRIBEs only to its internal logger)
 
 Its commands: EVALSHA, EVAL, SCRIPT LOAD, SMEMBERS, HMGET, SUBSCRIBE, UNSUBSCRIBE, MULTI,
 EXEC, ZRANGE (the read after a subscription's confirmation), PING, WAIT (with
-WithWaitReplicas), SCAN, TIME and ZRANGEBYSCORE (Inspect), CLUSTER SLOTS (Cluster clients),
+WithWaitReplicas), SCAN, TIME and ZRANGEBYSCORE (Inspect), EXISTS (InspectLease), CLUSTER
+SLOTS and ASKING (Cluster clients, the latter to follow an ASK during a slot migration),
 CONFIG GET or else INFO (the durability check; without either it warns that it could not
 check), and inside the scripts TIME, HGET, HMGET, HSET, HDEL, SADD, SREM, DEL, PEXPIREAT,
 PUBLISH, ZADD, ZREM, ZRANGE and ZREMRANGEBYSCORE. TestACLUser runs a backend as such a user
@@ -324,6 +334,9 @@ else the client's read timeout.
 # Inspect
 
 Inspect SCANs the lease, session and group keys (on a Cluster, of every master) and reads them
-in pipelined batches: it is meant for status tools, not hot paths.
+in pipelined batches: it is meant for status tools, not hot paths. InspectLease (what
+fence.LeaseVerifier reads per check) reads one lease key in one round trip: TIME, EXISTS and
+HMGET pipelined, on a Cluster in one MULTI/EXEC that the client sends to the master of the
+key's slot and follows there through MOVED and ASK while the slot migrates.
 */
 package redis

@@ -72,8 +72,9 @@ func (b *Backend) inspectCall(ctx context.Context) (spi.Snapshot, error) {
 
 // InspectLease reads the lease called name as Inspect lists it (spi.LeaseInspector): the
 // server's TIME, whether the lease key exists and its fields, pipelined in one round trip to
-// the server (on a Cluster, the master) that holds the key. It reads nothing else, whatever
-// the number of leases. A name outside the wire grammar is refused before any I/O.
+// the server (on a Cluster, in one MULTI/EXEC on the master of the key's slot, following MOVED
+// and ASK while the slot migrates) that holds the key. It reads nothing else, whatever the
+// number of leases. A name outside the wire grammar is refused before any I/O.
 func (b *Backend) InspectLease(ctx context.Context, name string) (spi.LeaseInfo, bool, error) {
 	if err := wire.ValidateName(name); err != nil {
 		return spi.LeaseInfo{}, false, err
@@ -95,17 +96,18 @@ func (b *Backend) inspectLeaseCall(ctx context.Context, name string) (spi.LeaseI
 		return spi.LeaseInfo{}, false, err
 	}
 	key := wire.LeaseKey(name)
-	var c goredis.Cmdable = b.c
+	var pipe goredis.Pipeliner
 	if b.cc != nil {
-		// TIME has no key: sent through the cluster client it would reach any node, whose
-		// clock is not the one Inspect reads this lease's expiry by.
-		n, err := b.cc.MasterForKey(ctx, key)
-		if err != nil {
-			return spi.LeaseInfo{}, false, b.fail("inspect lease", err)
-		}
-		c = n
+		// One MULTI/EXEC through the Cluster client: it goes to the master of the lease key's
+		// slot with TIME (which has no key) inside, so the clock read is that master's, the one
+		// the lease's expiry was written by; and the client follows a MOVED or ASK for the
+		// whole transaction while the slot migrates, where a pipeline sent to the master the
+		// client's slot map named (MasterForKey) failed with the redirection until the map was
+		// reloaded.
+		pipe = b.cc.TxPipeline()
+	} else {
+		pipe = b.c.Pipeline()
 	}
-	pipe := c.Pipeline()
 	t := pipe.Time(ctx)
 	exists := pipe.Exists(ctx, key)
 	fields := hmgetLease(ctx, pipe, key)
@@ -244,10 +246,10 @@ func execTolerant[C goredis.Cmder](ctx context.Context, pipe goredis.Pipeliner, 
 }
 
 // notAHash is the lease whose key holds another type than a hash: never free (every acquire
-// fails on it with Redis's WRONGTYPE error), unreadable.
+// fails on it with spi.ErrCorruptRecord), unreadable.
 func notAHash(name string) spi.LeaseInfo {
 	return spi.LeaseInfo{Name: name, RemainingUnknown: true,
-		Unreadable: "the key is not a hash (acquires fail with Redis's WRONGTYPE error)"}
+		Unreadable: "the key is not a hash (acquires fail with spi.ErrCorruptRecord)"}
 }
 
 // readLease reads a lease hash's session, token, expires and owner fields (v, by HMGET) as
@@ -280,8 +282,19 @@ func readLease(name string, v []any, now int64) spi.LeaseInfo {
 		}
 		info.Token = n
 	}
+	// free is the lease with no live holder: the next acquire starts a tenure, unless the
+	// token has no successor below 2^53 (the scripts' limit), which every acquire refuses as
+	// an overflow; shown free, the name would look usable while every Lock of it fails for
+	// good. (Held by a live session, such a lease is held: its holder keeps the token.)
+	free := func() spi.LeaseInfo {
+		if info.Token == luascripts.TokenLimit-1 {
+			return spi.LeaseInfo{Name: name, Token: info.Token, RemainingUnknown: true,
+				Unreadable: fmt.Sprintf("token %d has no successor below 2^53 (acquires fail with spi.ErrTokenOverflow)", info.Token)}
+		}
+		return info
+	}
 	if holder == "" {
-		return info // free: an expiry or owner without a holder is no tenure
+		return free() // an expiry or owner without a holder is no tenure
 	}
 	e, ok := v[2].(string)
 	if !ok {
@@ -292,7 +305,7 @@ func readLease(name string, v []any, now int64) spi.LeaseInfo {
 		return unreadable("expiry %s is %v", clip(e), err)
 	}
 	if exp <= now {
-		return info // its holder's expiry has passed: free to the next acquire
+		return free() // its holder's expiry has passed: free to the next acquire
 	}
 	if !wire.IsClientSessionID(holder) {
 		// No client holds it, so no token of it may be verified, yet it is not free until an

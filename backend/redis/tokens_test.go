@@ -15,6 +15,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/simba-go/simba/generated/wire"
+	"github.com/simba-go/simba/internal/printable"
 	"github.com/simba-go/simba/internal/testenv"
 	"github.com/simba-go/simba/spi"
 )
@@ -392,6 +393,10 @@ func TestTokenOverflowAndCorruptTokens(t *testing.T) {
 		{"abc", spi.ErrCorruptToken},
 		{"1.5", spi.ErrCorruptToken},
 		{"1e3", spi.ErrCorruptToken},
+		// Terminal escape sequences and a bidirectional override, which the script quotes as
+		// they are: the error shows them escaped (mends5; they reached the text raw before).
+		{"\x1b[2J\x1b]0;owned\x07", spi.ErrCorruptToken},
+		{"7\u202e", spi.ErrCorruptToken},
 	}
 	for _, mode := range []struct {
 		name string
@@ -414,6 +419,9 @@ func TestTokenOverflowAndCorruptTokens(t *testing.T) {
 				r, err := b.Acquire(ctx, s, name)
 				if !errors.Is(err, tc.want) || spi.Classify(err) != spi.Permanent {
 					t.Fatalf("stored %q: %+v, %v; want a permanent %v", tc.stored, r, err, tc.want)
+				}
+				if msg := err.Error(); printable.Escape(msg) != msg {
+					t.Errorf("stored %q: the error's text carries it raw: %q", tc.stored, msg)
 				}
 				if h, err := c.HGetAll(ctx, key).Result(); err != nil || len(h) != 1 || h[wire.LeaseFieldToken] != tc.stored {
 					t.Fatalf("stored %q: the refused acquire wrote %v (%v)", tc.stored, h, err)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -851,9 +852,11 @@ func millis(ms int64) time.Duration { return spi.Millis(ms) }
 // leaseInfo turns an inspected lease row into a LeaseInfo; an expired holder is shown free. A
 // row no client could have written is never shown free, nor its token verified: it comes back
 // with Unreadable saying why (spi.LeaseInfo), as the Redis backend shows its forged hashes and
-// as an acquire treats the row: a negative token fails every acquire (ErrCorruptToken), a live
-// holder that is not a client session id is freed by the next one, a session expiry beyond any
-// TTL keeps the name held until it passes.
+// as an acquire treats the row: a negative token fails every acquire (ErrCorruptToken), a free
+// row (or one whose holder expired) at the int64 maximum fails every acquire (ErrTokenOverflow;
+// a live holder's row there is shown held, as it is: its holder keeps the token), a live holder
+// that is not a client session id is freed by the next one, a session expiry beyond any TTL
+// keeps the name held until it passes.
 func leaseInfo(name, holder, owner string, token, remainingMs int64) spi.LeaseInfo {
 	unreadable := func(format string, args ...any) spi.LeaseInfo {
 		return spi.LeaseInfo{Name: name, Holder: spi.SessionID(holder), Owner: owner, Token: token,
@@ -863,6 +866,13 @@ func leaseInfo(name, holder, owner string, token, remainingMs int64) spi.LeaseIn
 		return unreadable("token %d is negative (acquires fail with spi.ErrCorruptToken)", token)
 	}
 	if holder == "" || remainingMs <= 0 {
+		if token == math.MaxInt64 {
+			// Free to take, but no acquire can: its next tenure has no token (a row at the
+			// maximum held by a live session is held, above, and its holder keeps the token).
+			l := unreadable("token %d is the int64 maximum, which has no successor (acquires fail with spi.ErrTokenOverflow)", token)
+			l.Holder, l.Owner = "", ""
+			return l
+		}
 		return spi.LeaseInfo{Name: name, Token: token}
 	}
 	if !wire.IsClientSessionID(holder) {

@@ -242,9 +242,12 @@
 // lists it, in one statement by primary key (what fence.LeaseVerifier reads per check). A row
 // no client could have written is never shown free, nor its token verified: it comes with
 // spi.LeaseInfo.Unreadable saying why and its time left unknown: a negative token (every acquire
-// fails with spi.ErrCorruptToken), a live holder that is not a client session id (the next
-// acquire frees it, keeping its token), a holder session whose expiry lies beyond the longest
-// TTL a client opens (24 h; honoured as held until it passes).
+// fails with spi.ErrCorruptToken), a token at the int64 maximum on a lease that is free or
+// whose holder expired (every acquire fails with spi.ErrTokenOverflow and writes nothing: no
+// token wraps or repeats; held by a live session, such a lease is shown held, and its holder
+// keeps the token), a live holder that is not a client session id (the next acquire frees it,
+// keeping its token), a holder session whose expiry lies beyond the longest TTL a client opens
+// (24 h; honoured as held until it passes).
 // SchemaVersion and DatabaseNow read the schema version and the database clock.
 //
 // # Housekeeping

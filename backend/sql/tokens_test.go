@@ -123,7 +123,7 @@ func TestTokenOverflowAndCorruptTokens(t *testing.T) {
 			if r, err := b.Acquire(ctx, s2, "max-held"); !errors.Is(err, spi.ErrTokenOverflow) || spi.Classify(err) != spi.Permanent {
 				t.Fatalf("max-held after its holder expired: %+v, %v; want a permanent ErrTokenOverflow", r, err)
 			}
-			// (Inspect shows a lease of an expired holder as free.)
+			// (Inspect shows it unreadable, not free: TestInspectForgedLeaseRows.)
 			if tok, holder, _ := leaseToken(t, b, "max-held"); tok != math.MaxInt64 || holder == string(s2) {
 				t.Fatalf("max-held: the refused takeover wrote: token %d holder %q", tok, holder)
 			}

@@ -33,6 +33,7 @@ import (
 	"github.com/simba-go/simba/fence/internal/raise"
 	"github.com/simba-go/simba/generated/luascripts"
 	"github.com/simba-go/simba/generated/wire"
+	"github.com/simba-go/simba/internal/printable"
 )
 
 // ErrCrossSlot is matched (errors.Is) by the error for a guarded key outside its resource's
@@ -71,7 +72,7 @@ func (f *Fence) Set(ctx context.Context, resource string, token int64, key, valu
 		luascripts.FenceSetKeys{Fence: wire.FenceKey(resource), Target: key},
 		luascripts.FenceSetArgs{Token: token, Value: value})
 	if err != nil {
-		return fmt.Errorf("fenceredis: SET %s for %s: %w", key, resource, err)
+		return fmt.Errorf("fenceredis: SET %s for %s: %w", key, resource, printable.Error(err))
 	}
 	return verdict(resource, token, r.Status, r.Highest)
 }
@@ -89,7 +90,7 @@ func (f *Fence) HSet(ctx context.Context, resource string, token int64, key, fie
 		luascripts.FenceHsetKeys{Fence: wire.FenceKey(resource), Target: key},
 		luascripts.FenceHsetArgs{Token: token, Field: field, Value: value})
 	if err != nil {
-		return fmt.Errorf("fenceredis: HSET %s %s for %s: %w", key, field, resource, err)
+		return fmt.Errorf("fenceredis: HSET %s %s for %s: %w", key, field, resource, printable.Error(err))
 	}
 	return verdict(resource, token, r.Status, r.Highest)
 }

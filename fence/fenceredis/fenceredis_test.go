@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -149,18 +150,23 @@ func TestLargeTokensCompareExactly(t *testing.T) {
 	}
 }
 
-// TestCorruptFenceKey: a fence key holding junk is an error, never coerced.
+// TestCorruptFenceKey: a fence key holding junk is an error, never coerced; the error quotes
+// the junk escaped (a terminal escape sequence or a bidirectional override in it reached the
+// text raw before mends5).
 func TestCorruptFenceKey(t *testing.T) {
 	s := standalone(t)
 	ctx := context.Background()
 	resource := "junk-" + unique(t)
 	key := "{" + resource + "}"
 	cleanup(t, s.c, key, wire.FenceKey(resource))
-	for _, junk := range []string{"0x10", "-5", "1e9", "007", " 5"} {
+	for _, junk := range []string{"0x10", "-5", "1e9", "007", " 5", "\x1b[2J", "5\u202e"} {
 		s.c.Set(ctx, wire.FenceKey(resource), junk, 0)
 		err := fenceredis.New(s.c).Set(ctx, resource, 5, key, "v")
 		if err == nil || errors.Is(err, fence.ErrStaleToken) || !strings.Contains(err.Error(), "corrupt_token") {
 			t.Errorf("fence key %q: %v", junk, err)
+		}
+		if msg := fmt.Sprint(err); strings.ContainsAny(msg, "\x1b\u202e") {
+			t.Errorf("fence key %q: the error's text carries it raw: %q", junk, msg)
 		}
 		if s.c.Exists(ctx, key).Val() != 0 {
 			t.Fatalf("fence key %q: the guarded key was written", junk)

@@ -16,6 +16,9 @@ func LeaseKey(name string) string {
 	return "simba:lease:{" + name + "}"
 }
 
+// LeaseKeyType is the Redis type of the lease key (TYPE's reply for a key Simba wrote).
+const LeaseKeyType = "hash"
+
 // LeaseKeyMatch is the glob (SCAN MATCH, PSUBSCRIBE) that matches every lease key.
 const LeaseKeyMatch = "simba:lease:{*}"
 
@@ -63,6 +66,9 @@ func SessionKey(sid string) string {
 	return "simba:session:{" + sid + "}"
 }
 
+// SessionKeyType is the Redis type of the session key (TYPE's reply for a key Simba wrote).
+const SessionKeyType = "hash"
+
 // SessionKeyMatch is the glob (SCAN MATCH, PSUBSCRIBE) that matches every session key.
 const SessionKeyMatch = "simba:session:{*}"
 
@@ -100,6 +106,10 @@ func SessionLeasesKey(sid string) string {
 	return "simba:session:{" + sid + "}:leases"
 }
 
+// SessionLeasesKeyType is the Redis type of the session_leases key (TYPE's reply for a key Simba
+// wrote).
+const SessionLeasesKeyType = "set"
+
 // SessionLeasesKeyMatch is the glob (SCAN MATCH, PSUBSCRIBE) that matches every session_leases
 // key.
 const SessionLeasesKeyMatch = "simba:session:{*}:leases"
@@ -124,6 +134,10 @@ func ParseSessionLeasesKey(key string) (sid string, ok bool) {
 func SessionGroupsKey(sid string) string {
 	return "simba:session:{" + sid + "}:groups"
 }
+
+// SessionGroupsKeyType is the Redis type of the session_groups key (TYPE's reply for a key Simba
+// wrote).
+const SessionGroupsKeyType = "set"
 
 // SessionGroupsKeyMatch is the glob (SCAN MATCH, PSUBSCRIBE) that matches every session_groups
 // key.
@@ -152,6 +166,9 @@ func WaitersKey(name string) string {
 	return "simba:waiters:{" + name + "}"
 }
 
+// WaitersKeyType is the Redis type of the waiters key (TYPE's reply for a key Simba wrote).
+const WaitersKeyType = "zset"
+
 // WaitersKeyMatch is the glob (SCAN MATCH, PSUBSCRIBE) that matches every waiters key.
 const WaitersKeyMatch = "simba:waiters:{*}"
 
@@ -176,6 +193,9 @@ func WaitingKey(name string) string {
 	return "simba:waiting:{" + name + "}"
 }
 
+// WaitingKeyType is the Redis type of the waiting key (TYPE's reply for a key Simba wrote).
+const WaitingKeyType = "zset"
+
 // WaitingKeyMatch is the glob (SCAN MATCH, PSUBSCRIBE) that matches every waiting key.
 const WaitingKeyMatch = "simba:waiting:{*}"
 
@@ -198,6 +218,9 @@ func ParseWaitingKey(key string) (name string, ok bool) {
 func GroupKey(group string) string {
 	return "simba:group:{" + group + "}"
 }
+
+// GroupKeyType is the Redis type of the group key (TYPE's reply for a key Simba wrote).
+const GroupKeyType = "zset"
 
 // GroupKeyMatch is the glob (SCAN MATCH, PSUBSCRIBE) that matches every group key.
 const GroupKeyMatch = "simba:group:{*}"
@@ -225,6 +248,9 @@ func FenceKey(resource string) string {
 	return "simba:fence:{" + resource + "}"
 }
 
+// FenceKeyType is the Redis type of the fence key (TYPE's reply for a key Simba wrote).
+const FenceKeyType = "string"
+
 // FenceKeyMatch is the glob (SCAN MATCH, PSUBSCRIBE) that matches every fence key.
 const FenceKeyMatch = "simba:fence:{*}"
 
@@ -239,6 +265,36 @@ func ParseFenceKey(key string) (resource string, ok bool) {
 		return "", false
 	}
 	return resource, true
+}
+
+// RedisKeyType returns the Redis type Simba keeps at key (the *KeyType of the key it parses as:
+// TYPE's reply for a key Simba wrote), and "" for a key that is none of Simba's.
+func RedisKeyType(key string) string {
+	if _, ok := ParseLeaseKey(key); ok {
+		return LeaseKeyType
+	}
+	if _, ok := ParseSessionKey(key); ok {
+		return SessionKeyType
+	}
+	if _, ok := ParseSessionLeasesKey(key); ok {
+		return SessionLeasesKeyType
+	}
+	if _, ok := ParseSessionGroupsKey(key); ok {
+		return SessionGroupsKeyType
+	}
+	if _, ok := ParseWaitersKey(key); ok {
+		return WaitersKeyType
+	}
+	if _, ok := ParseWaitingKey(key); ok {
+		return WaitingKeyType
+	}
+	if _, ok := ParseGroupKey(key); ok {
+		return GroupKeyType
+	}
+	if _, ok := ParseFenceKey(key); ok {
+		return FenceKeyType
+	}
+	return ""
 }
 
 // ReleasedChannel is the pub/sub channel "simba:lease:{<name>}", the same string as

@@ -42,3 +42,20 @@ func Escape(s string) string {
 	}
 	return b.String()
 }
+
+// Error returns err with its text escaped (Escape), for an error that quotes what a backend
+// stored (a Redis script's error quoting a forged field); it unwraps to err, so errors.Is and
+// errors.As see through it. nil stays nil, and an error with nothing to escape is returned as
+// it is.
+func Error(err error) error {
+	if err == nil || Escape(err.Error()) == err.Error() {
+		return err
+	}
+	return escapedError{err}
+}
+
+// escapedError is an error shown escaped (Error).
+type escapedError struct{ err error }
+
+func (e escapedError) Error() string { return Escape(e.err.Error()) }
+func (e escapedError) Unwrap() error { return e.err }

@@ -1,0 +1,194 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/simba-go/simba"
+	"github.com/simba-go/simba/generated/wire"
+	"github.com/simba-go/simba/internal/testenv"
+	"github.com/simba-go/simba/spi"
+)
+
+// TestKeysOfAnotherTypeFailNamed: a key under Simba's prefixes that holds another type than
+// Simba keeps there (a string or a list where a lease hash, a session hash or a group's sorted
+// set belongs, written by hand or by another program) makes the call that meets it fail with a
+// permanent spi.ErrCorruptRecord (simba.ErrCorruptRecord) that names the key, what it holds and
+// what Simba keeps there, on a standalone server and on a Cluster; and a Lock on such a lease
+// returns it after one acquire, not retrying. Before (mends5), every such call failed with
+// Redis's bare "WRONGTYPE Operation against a key holding the wrong kind of value", naming
+// neither the key nor the type, and matching no Simba error. Private servers: the shared ones'
+// Inspect must never meet the keys.
+func TestKeysOfAnotherTypeFailNamed(t *testing.T) {
+	t.Run("standalone", func(t *testing.T) {
+		c := goredis.NewClient(&goredis.Options{Addr: testenv.PrivateRedis(t)})
+		t.Cleanup(func() { c.Close() })
+		checkKeysOfAnotherType(t, c, "redis://"+c.Options().Addr)
+	})
+	t.Run("cluster", func(t *testing.T) {
+		pc := startPrivCluster(t)
+		var addrs []string
+		for _, p := range pc.ports {
+			addrs = append(addrs, "127.0.0.1:"+strconv.Itoa(p))
+		}
+		checkKeysOfAnotherType(t, pc.client(), "redis+cluster://"+strings.Join(addrs, ","))
+	})
+}
+
+func checkKeysOfAnotherType(t *testing.T, c goredis.UniversalClient, dsn string) {
+	ctx := context.Background()
+	b := newBackend(t, c, WithLogger(discard))
+	sid := open(t, b, privTestTTL)
+	named := func(what string, err error, key, got, want string) {
+		t.Helper()
+		msg := `key "` + key + `" holds a ` + got + ` where Simba keeps a ` + want
+		if !errors.Is(err, spi.ErrCorruptRecord) || !errors.Is(err, simba.ErrCorruptRecord) || spi.Classify(err) != spi.Permanent || !strings.Contains(fmtErr(err), msg) {
+			t.Errorf("%s: %v; want a permanent ErrCorruptRecord naming %s", what, err, msg)
+		}
+	}
+	set := func(key string) {
+		t.Helper()
+		if err := c.Del(ctx, key).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Set(ctx, key, "hello", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// A lease key that is a string: acquire.
+	set(wire.LeaseKey("stringly"))
+	_, err := b.Acquire(ctx, sid, "stringly")
+	named("acquire", err, wire.LeaseKey("stringly"), "string", "hash")
+
+	// A held lease whose key became a list: release, and the keep-alive that names it.
+	r, err := b.Acquire(ctx, sid, "listy")
+	if err != nil || r.Kind != spi.Granted {
+		t.Fatalf("Acquire = %+v, %v", r, err)
+	}
+	if err := c.Del(ctx, wire.LeaseKey("listy")).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.RPush(ctx, wire.LeaseKey("listy"), "x").Err(); err != nil {
+		t.Fatal(err)
+	}
+	// The keep-alive renews the session and its other leases, leaving that one out of Held.
+	if r, err := b.Acquire(ctx, sid, "sound"); err != nil || r.Kind != spi.Granted {
+		t.Fatalf("Acquire = %+v, %v", r, err)
+	}
+	ka, err := b.KeepAlive(ctx, sid, []string{"listy", "sound"}, nil)
+	if err != nil || ka.Expired || len(ka.Held) != 1 || ka.Held[0].Name != "sound" {
+		t.Errorf("keep-alive = %+v, %v; want the session renewed, holding sound alone", ka, err)
+	}
+	err = b.Release(ctx, sid, "listy", r.Token)
+	named("release", err, wire.LeaseKey("listy"), "list", "hash")
+
+	// A group key that is a string: join and members.
+	set(wire.GroupKey("stringly"))
+	_, err = b.Join(ctx, sid, "stringly")
+	named("join", err, wire.GroupKey("stringly"), "string", "zset")
+	_, err = b.Members(ctx, "stringly")
+	named("members", err, wire.GroupKey("stringly"), "string", "zset")
+
+	// A session key that is a string (standalone: the acquire script reads it).
+	if _, ok := c.(*goredis.Client); ok {
+		other := open(t, b, privTestTTL)
+		set(wire.SessionKey(string(other)))
+		_, err = b.Acquire(ctx, other, "fine")
+		named("acquire of a session whose key is a string", err, wire.SessionKey(string(other)), "string", "hash")
+	}
+
+	// Through the client: Lock returns the error after one acquire, not retrying it.
+	be, err := Open(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { be.Close() })
+	counted := &countAcquires{Backend: be}
+	cl, err := simba.New(counted, simba.WithTTL(3*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		cl.Close(cctx)
+	})
+	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	_, err = cl.Lock(lctx, "stringly")
+	named("Lock", err, wire.LeaseKey("stringly"), "string", "hash")
+	if !simba.IsPermanent(err) || counted.n.Load() != 1 {
+		t.Errorf("Lock: %v after %d acquires; want a permanent error after one", err, counted.n.Load())
+	}
+
+	// A held lock whose key something writes over is lost alone: the client's other lock
+	// keeps its term, renewed (on the old code every keep-alive failed, and both terms ended).
+	lost, err := cl.Lock(lctx, "overwritten")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, err := cl.Lock(lctx, "kept")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Del(ctx, wire.LeaseKey("overwritten")).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Set(ctx, wire.LeaseKey("overwritten"), "hello", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lost.Term.Context().Done():
+	case <-lctx.Done():
+		t.Fatal("the overwritten lock's term did not end within 30 s")
+	}
+	// Keep-alives go on succeeding, renewing the other lease, whose term stays valid.
+	for ok := counted.kaOK.Load(); counted.kaOK.Load() < ok+2; {
+		select {
+		case <-lctx.Done():
+			t.Fatalf("no two successful keep-alives within 30 s after the overwritten lock's term ended (%v)", context.Cause(lost.Term.Context()))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if !kept.Term.IsValid() {
+		t.Errorf("the other lock's term ended too: %v", context.Cause(kept.Term.Context()))
+	}
+	if err := kept.Unlock(lctx); err != nil {
+		t.Errorf("Unlock of the other lock: %v", err)
+	}
+}
+
+// fmtErr is err's text ("" for nil).
+func fmtErr(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// countAcquires counts a backend's Acquire calls, and its successful keep-alives.
+type countAcquires struct {
+	spi.Backend
+	n, kaOK atomic.Int64
+}
+
+func (c *countAcquires) KeepAlive(ctx context.Context, sid spi.SessionID, names, groups []string) (spi.KeepAlive, error) {
+	ka, err := c.Backend.KeepAlive(ctx, sid, names, groups)
+	if err == nil && !ka.Expired {
+		c.kaOK.Add(1)
+	}
+	return ka, err
+}
+
+func (c *countAcquires) Acquire(ctx context.Context, sid spi.SessionID, name string) (spi.Acquire, error) {
+	c.n.Add(1)
+	return c.Backend.Acquire(ctx, sid, name)
+}
