@@ -10,12 +10,13 @@ const hopIdle = time.Second
 // go-zookeeper's requests take no context, so a call that must return once its context ends
 // waits for its request on a goroutine other than its caller's. A goroutine started for each
 // request starts on a small stack, which go-zookeeper's encoding and decoding of the request
-// then grows (a new stack allocated and the old one copied, once or twice a request), and exits
-// after it: on the 2-CPU machine of 2026-12-06, perf put stack growth alone at 4-5 % of the
-// process's CPU in an uncontended acquire and release loop (about 15-20 µs of CPU a cycle of
-// two requests), goroutine starts and exits at another 2-3 %. A worker keeps its grown stack:
-// it takes the next request while one waits for it (an unbuffered hand-off: a request finds an
-// idle worker or starts one), and exits after hopIdle without one or when the backend closes.
+// then grows (a new stack allocated and the old one copied), and exits after it: on the 2-CPU
+// machine of 2026-12-06, perf put stack growth at 4.8-6.2 % of the process's CPU in an
+// uncontended acquire and release loop (SPI calls, and simba.Client Lock cycles, with a
+// deadline; 15-25 µs of CPU a cycle of two requests), and goroutine starts and exits at another
+// 1.4-3.7 %; with workers, 0.05 % and under 1 %. A worker keeps its grown stack: it takes the
+// next request while one waits for it (an unbuffered hand-off: a request finds an idle worker
+// or starts one), and exits after hopIdle without one or when the backend closes.
 type hops struct {
 	q    chan func()
 	stop <-chan struct{} // the backend's stop: closed by Close
