@@ -28,8 +28,10 @@ import (
 
 // BenchmarkLockCycle measures the public Lock + Unlock cycle and reports it in SPI cycles
 // (Acquire + Release called directly on another connection to the same server) measured in the
-// same run: the shell's cost over the backend's own, on the memory backend, Redis and
-// PostgreSQL. (On a fast backend the shell, not the backend, is the cost.)
+// same run: the shell's cost over the backend's own, on the memory backend and each of
+// benchServers (Redis, PostgreSQL, ZooKeeper, MariaDB, SQLite). (On a fast backend the shell,
+// not the backend, is the cost.) What the ZooKeeper server is sent per cycle is pinned by
+// TestZooKeeperLockCycleRequests: the Lock's cycle and the SPI's send the same two multi-ops.
 func BenchmarkLockCycle(b *testing.B) {
 	b.Run("memory", func(b *testing.B) {
 		srv := simbatest.NewServer(simbatest.WithClock(spi.SystemClock()))

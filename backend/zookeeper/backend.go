@@ -98,6 +98,8 @@ type Backend struct {
 	stop       context.Context
 	cancelStop context.CancelFunc
 	bg         sync.WaitGroup
+	// hops runs the requests of calls whose context can end (see call).
+	hops *hops
 
 	rootsMu sync.Mutex
 	rootsOK bool
@@ -170,6 +172,7 @@ func NewFromConfig(cfg Config, opts ...Option) (*Backend, error) {
 		groups:   map[string]*groupUse{},
 	}
 	b.stop, b.cancelStop = context.WithCancel(context.Background())
+	b.hops = newHops(b.stop.Done())
 	b.acls = newACLs(cfg.User != "")
 	return b, nil
 }
@@ -382,7 +385,7 @@ func (b *Backend) ensureRoots(ctx context.Context, s *session) error {
 		return nil
 	}
 	for _, n := range b.lay.persistent(b.acls) {
-		_, err := call(ctx, func() (string, error) { return s.conn.Create(n.path, nil, n.flags, n.acl) })
+		_, err := call(ctx, b, func() (string, error) { return s.conn.Create(n.path, nil, n.flags, n.acl) })
 		switch {
 		case errors.Is(err, zk.ErrNoChildrenForEphemerals):
 			return underEphemeral(n.path, err)
@@ -392,7 +395,7 @@ func (b *Backend) ensureRoots(ctx context.Context, s *session) error {
 				ok   bool
 				stat *zk.Stat
 			}
-			g, err := call(ctx, func() (got, error) {
+			g, err := call(ctx, b, func() (got, error) {
 				ok, stat, err := s.conn.Exists(n.path)
 				return got{ok, stat}, err
 			})
@@ -468,14 +471,14 @@ func (b *Backend) KeepAlive(ctx context.Context, sid spi.SessionID, names []stri
 	// on a fresh one while it still has time (see tap.dropIfTimedOut).
 	defer s.tap.dropIfTimedOut(ctx, time.Now())
 	wg.Go(func() {
-		_, errs[0] = call(ctx, func() (bool, error) {
+		_, errs[0] = call(ctx, b, func() (bool, error) {
 			ok, _, err := s.conn.Exists(b.lay.leasesRoot())
 			return ok, err
 		})
 	})
 	for i, g := range groups {
 		wg.Go(func() {
-			members[i], errs[i+1] = call(ctx, func() ([]spi.SessionID, error) {
+			members[i], errs[i+1] = call(ctx, b, func() ([]spi.SessionID, error) {
 				return s.groupMembers(g)
 			})
 		})
@@ -622,7 +625,7 @@ func (b *Backend) acquire(ctx context.Context, sid spi.SessionID, name string, q
 	path := b.lay.lease(name)
 	for attempt := 0; attempt < 8; attempt++ {
 		q := s.queueGuess(name)
-		token, err := call(ctx, func() (int64, error) { return s.createLease(name, path, q) })
+		token, err := call(ctx, b, func() (int64, error) { return s.createLease(name, path, q) })
 		switch {
 		case err == nil:
 			if h := testHookGranted.Load(); h != nil {
@@ -662,7 +665,7 @@ func (b *Backend) acquire(ctx context.Context, sid spi.SessionID, name string, q
 				stat    *zk.Stat
 				watched bool
 			}
-			g, err := call(ctx, func() (got, error) {
+			g, err := call(ctx, b, func() (got, error) {
 				data, stat, watched, err := s.getData(path)
 				return got{data, stat, watched}, err
 			})
@@ -763,7 +766,7 @@ func (b *Backend) Release(ctx context.Context, sid spi.SessionID, name string, t
 	held := s.forgetHeld(name, token)
 	if held {
 		// Simba never changes a lease node's data, so its version is 0.
-		err := callErr(ctx, func() error { return s.deleteOwn(path, 0) })
+		err := callErr(ctx, b, func() error { return s.deleteOwn(path, 0) })
 		switch {
 		case err == nil, errors.Is(err, zk.ErrNoNode):
 			b.hint(spi.Released, name)
@@ -785,7 +788,7 @@ func (b *Backend) Release(ctx context.Context, sid spi.SessionID, name string, t
 			ok   bool
 			stat *zk.Stat
 		}
-		g, err := call(ctx, func() (got, error) {
+		g, err := call(ctx, b, func() (got, error) {
 			ok, stat, err := s.conn.Exists(path)
 			return got{ok, stat}, err
 		})
@@ -801,7 +804,7 @@ func (b *Backend) Release(ctx context.Context, sid spi.SessionID, name string, t
 		if !g.ok || g.stat.EphemeralOwner != s.zid || g.stat.Czxid != token {
 			return nil
 		}
-		err = callErr(ctx, func() error { return s.deleteOwn(path, g.stat.Version) })
+		err = callErr(ctx, b, func() error { return s.deleteOwn(path, g.stat.Version) })
 		switch {
 		case err == nil, errors.Is(err, zk.ErrNoNode):
 			s.resolved(name)
@@ -847,14 +850,14 @@ func (b *Backend) Join(ctx context.Context, sid spi.SessionID, group string) (sp
 func (b *Backend) join(ctx context.Context, s *session, group string) (spi.Status, error) {
 	member := b.lay.member(group, string(s.id))
 	for attempt := 0; attempt < 4; attempt++ {
-		_, err := call(ctx, func() (string, error) { return s.conn.Create(member, s.owner, wire.MemberNodeFlags, b.acls.member) })
+		_, err := call(ctx, b, func() (string, error) { return s.conn.Create(member, s.owner, wire.MemberNodeFlags, b.acls.member) })
 		switch {
 		case err == nil, errors.Is(err, zk.ErrNodeExists):
 			return spi.OK, nil
 		case errors.Is(err, zk.ErrNoChildrenForEphemerals):
 			return 0, underEphemeral(member, err)
 		case errors.Is(err, zk.ErrNoNode):
-			_, err := call(ctx, func() (string, error) {
+			_, err := call(ctx, b, func() (string, error) {
 				return s.conn.Create(b.lay.group(group), nil, wire.GroupNodeFlags, b.acls.group)
 			})
 			if errors.Is(err, zk.ErrNoNode) {
@@ -892,7 +895,7 @@ func (b *Backend) Leave(ctx context.Context, sid spi.SessionID, group string) (s
 	if s == nil {
 		return spi.Expired, nil
 	}
-	err = callErr(ctx, func() error { return s.conn.Delete(b.lay.member(group, string(s.id)), -1) })
+	err = callErr(ctx, b, func() error { return s.conn.Delete(b.lay.member(group, string(s.id)), -1) })
 	if err != nil && !errors.Is(err, zk.ErrNoNode) {
 		if s.expiredBy(err) {
 			b.joinEnded(s.id, group, s.waitLinger())
@@ -914,7 +917,7 @@ func (b *Backend) Members(ctx context.Context, group string) ([]spi.SessionID, e
 	if err != nil {
 		return nil, err
 	}
-	ms, err := call(ctx, func() ([]spi.SessionID, error) { return s.groupMembers(group) })
+	ms, err := call(ctx, b, func() ([]spi.SessionID, error) { return s.groupMembers(group) })
 	if err != nil {
 		return nil, s.fail("members", err)
 	}
@@ -1048,8 +1051,9 @@ func isAPIError(err error) bool {
 }
 
 // call runs f, a blocking go-zookeeper request, and gives up waiting when ctx is done (the
-// request's outcome is then unknown).
-func call[T any](ctx context.Context, f func() (T, error)) (T, error) {
+// request's outcome is then unknown). With a context that can end, f runs on one of b's hop
+// workers (see hops) and the caller waits for it or for ctx; otherwise on the caller's goroutine.
+func call[T any](ctx context.Context, b *Backend, f func() (T, error)) (T, error) {
 	if ctx.Done() == nil {
 		return f()
 	}
@@ -1062,10 +1066,10 @@ func call[T any](ctx context.Context, f func() (T, error)) (T, error) {
 		err error
 	}
 	ch := make(chan result, 1)
-	go func() {
+	b.hops.run(func() {
 		v, err := f()
 		ch <- result{v, err}
-	}()
+	})
 	select {
 	case r := <-ch:
 		return r.v, r.err
@@ -1074,7 +1078,8 @@ func call[T any](ctx context.Context, f func() (T, error)) (T, error) {
 	}
 }
 
-func callErr(ctx context.Context, f func() error) error {
-	_, err := call(ctx, func() (struct{}, error) { return struct{}{}, f() })
+// callErr is call for a request with no result but its error.
+func callErr(ctx context.Context, b *Backend, f func() error) error {
+	_, err := call(ctx, b, func() (struct{}, error) { return struct{}{}, f() })
 	return err
 }

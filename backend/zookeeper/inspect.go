@@ -77,7 +77,7 @@ func (b *Backend) InspectLease(ctx context.Context, name string) (spi.LeaseInfo,
 		data []byte
 		stat *zk.Stat
 	}
-	g, err := call(ctx, func() (got, error) {
+	g, err := call(ctx, b, func() (got, error) {
 		data, stat, err := s.conn.Get(b.lay.lease(name))
 		return got{data, stat}, err
 	})
@@ -102,7 +102,7 @@ func (b *Backend) Inspect(ctx context.Context) (spi.Snapshot, error) {
 		return spi.Snapshot{}, err
 	}
 	children := func(p string) ([]string, error) {
-		ch, err := call(ctx, func() ([]string, error) {
+		ch, err := call(ctx, b, func() ([]string, error) {
 			ch, _, err := s.conn.Children(p)
 			return ch, err
 		})
@@ -149,7 +149,7 @@ func (b *Backend) Inspect(ctx context.Context) (spi.Snapshot, error) {
 				data []byte
 				stat *zk.Stat
 			}
-			g, err := call(ctx, func() (got, error) {
+			g, err := call(ctx, b, func() (got, error) {
 				data, stat, err := s.conn.Get(nd.path)
 				return got{data, stat}, err
 			})

@@ -107,7 +107,7 @@ func (s *session) withdraw(ctx context.Context, qp, name string) error {
 			return nil
 		}
 		if err == nil {
-			err = callErr(ctx, func() error {
+			err = callErr(ctx, s.b, func() error {
 				_, err := s.conn.Multi(&zk.DeleteRequest{Path: p, Version: -1}, &zk.SetDataRequest{Path: qp, Version: -1})
 				return err
 			})
@@ -224,7 +224,7 @@ func (s *session) readQueue(ctx context.Context, name string) (*spi.Acquire, err
 		children []string
 		stat     *zk.Stat
 	}
-	g, err := call(ctx, func() (got, error) {
+	g, err := call(ctx, s.b, func() (got, error) {
 		ch, st, err := s.conn.Children(qp)
 		return got{ch, st}, err
 	})
@@ -244,7 +244,7 @@ func (s *session) readQueue(ctx context.Context, name string) (*spi.Acquire, err
 			data []byte
 			stat *zk.Stat
 		}
-		n, err := call(ctx, func() (node, error) {
+		n, err := call(ctx, s.b, func() (node, error) {
 			data, stat, _, err := s.getData(w.path)
 			return node{data, stat}, err
 		})
@@ -308,7 +308,7 @@ func (s *session) ownWaiter(ctx context.Context, name string) (string, error) {
 	if p != "" {
 		return p, nil
 	}
-	ch, err := call(ctx, func() ([]string, error) {
+	ch, err := call(ctx, s.b, func() ([]string, error) {
 		ch, _, err := s.conn.Children(s.b.lay.queue(name))
 		return ch, err
 	})
@@ -344,13 +344,13 @@ func (s *session) ensureWaiter(ctx context.Context, name string) error {
 		stat     *zk.Stat
 	}
 	for attempt := 0; attempt < 4; attempt++ {
-		l, err := call(ctx, func() (listed, error) {
+		l, err := call(ctx, s.b, func() (listed, error) {
 			ch, st, err := s.conn.Children(qp)
 			return listed{ch, st}, err
 		})
 		if errors.Is(err, zk.ErrNoNode) {
 			// No queue node yet: create it (the first waiter of name), and the roots if needed.
-			_, err := call(ctx, func() (string, error) {
+			_, err := call(ctx, s.b, func() (string, error) {
 				return s.conn.Create(qp, nil, wire.QueueNodeFlags, s.b.acls.queue)
 			})
 			switch {
@@ -381,7 +381,7 @@ func (s *session) ensureWaiter(ctx context.Context, name string) error {
 			path    string
 			version int32
 		}
-		a, err := call(ctx, func() (added, error) {
+		a, err := call(ctx, s.b, func() (added, error) {
 			mr, err := s.conn.Multi(
 				&zk.CreateRequest{Path: s.b.lay.waiter(name, string(s.id)), Data: s.owner, Acl: s.b.acls.waiter, Flags: wire.WaiterNodeFlags},
 				&zk.SetDataRequest{Path: qp, Version: l.stat.Version})

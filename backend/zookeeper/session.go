@@ -184,7 +184,7 @@ func (b *Backend) connect(ctx context.Context, owner string, ttl time.Duration) 
 		allFailed(n)
 	}
 	for {
-		err = callErr(waitCtx, first)
+		err = callErr(waitCtx, s.b, first)
 		if errors.Is(context.Cause(waitCtx), errEveryDialFailed) && ctx.Err() == nil {
 			err = zk.ErrNoServer
 			break
@@ -221,7 +221,7 @@ func (b *Backend) connect(ctx context.Context, owner string, ttl time.Duration) 
 	// which deletes in one multi with a write of the node, can never delete a node of another
 	// session's tenure (see Backend.Release).
 	user, pw := sessionIdentity()
-	if err := callErr(ctx, func() error { return conn.AddAuth("digest", []byte(user+":"+pw)) }); err != nil {
+	if err := callErr(ctx, s.b, func() error { return conn.AddAuth("digest", []byte(user+":"+pw)) }); err != nil {
 		go conn.Close()
 		return nil, spi.Unavailable("open session: add the session's identity", err)
 	}
@@ -933,7 +933,7 @@ func (s *session) settle(ctx context.Context, name string) error {
 		ok, watched bool
 		stat        *zk.Stat
 	}
-	g, err := call(ctx, func() (got, error) {
+	g, err := call(ctx, s.b, func() (got, error) {
 		ok, stat, watched, err := s.exists(s.b.lay.lease(name))
 		return got{ok: ok, watched: watched, stat: stat}, err
 	})
