@@ -526,7 +526,9 @@ func (e *Election) IsLeader() bool {
 // Leader returns the holder of the lease as this client last learned it (from its own terms
 // and from the holder an acquire reported). It reports false when nothing is known, and once
 // the election is stopped or its client closing: a stopped election follows the lease no more,
-// so the holder it last learned may since have released it.
+// so the holder it last learned may since have released it. Owner may be empty for a while:
+// the SQL and Redis backends name a waiter that a free lease is reserved for by its session
+// alone, and the owner follows with the candidate's next attempt.
 func (e *Election) Leader() (Leader, bool) {
 	if t, ok := e.current(); ok {
 		return Leader{Session: e.c.Session(), Owner: t.Owner(), Self: true}, true

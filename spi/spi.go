@@ -140,7 +140,10 @@ type Acquire struct {
 	// tell the holder's time left; the engine then waits for a released hint, and tries again
 	// one TTL after the reply should it be lost (two TTLs on a backend with SteadyHints).
 	RemainingUnknown bool
-	// Holder and HolderOwner identify the current holder (HeldBy only).
+	// Holder and HolderOwner identify the current holder (HeldBy only). HolderOwner may be
+	// empty where a backend cannot read it in the call: the SQL and Redis backends name a
+	// waiter a free lease is reserved for (Queuer) by its session alone. The client names the
+	// owner once a later HeldBy carries it.
 	Holder      SessionID
 	HolderOwner string
 }
@@ -437,8 +440,8 @@ type LeaseInspector interface {
 //
 //   - A free lease (or one whose holder's session expired) is Granted only to the session of
 //     the first live entry, or to anyone when there is no live entry. Otherwise the reply is
-//     HeldBy naming the first live waiter (Holder, HolderOwner) with Remaining the time left
-//     to its entry: the lease is reserved for it.
+//     HeldBy naming the first live waiter (Holder, and HolderOwner where the backend can
+//     read it) with Remaining the time left to its entry: the lease is reserved for it.
 //   - A grant removes the grantee's entry; a re-acquire by the holder is Granted with the same
 //     token, whatever the queue holds.
 //   - AcquireQueued that is not Granted (HeldBy) appends the session's entry at the end of the

@@ -552,7 +552,7 @@ func (b *Backend) CloseSession(ctx context.Context, sid spi.SessionID) error {
 		go s.end(false)
 	}
 	if err := s.closeOutcome(ctx, retry); err != nil {
-		return spi.Unavailable("close session", err)
+		return spi.Unavailable("zookeeper: close session", err)
 	}
 	b.mu.Lock()
 	first := b.unclosed[sid] == s // the first call to see the close confirmed
@@ -731,7 +731,7 @@ func (b *Backend) acquire(ctx context.Context, sid spi.SessionID, name string, q
 			return spi.Acquire{}, s.fail("acquire", err)
 		}
 	}
-	return spi.Acquire{}, spi.Unavailable("acquire", fmt.Errorf("lease node %s or its waiter queue kept changing", path))
+	return spi.Acquire{}, spi.Unavailable("zookeeper: acquire", fmt.Errorf("lease node %s or its waiter queue kept changing", path))
 }
 
 // Release deletes the lease node if the session holds it with token, and never another
@@ -822,7 +822,7 @@ func (b *Backend) Release(ctx context.Context, sid spi.SessionID, name string, t
 			return s.fail("release", err)
 		}
 	}
-	return spi.Unavailable("release", fmt.Errorf("lease node %s kept changing", path))
+	return spi.Unavailable("zookeeper: release", fmt.Errorf("lease node %s kept changing", path))
 }
 
 // Join creates the session's ephemeral member node of group (and the group's node if
@@ -880,7 +880,7 @@ func (b *Backend) join(ctx context.Context, s *session, group string) (spi.Statu
 			return 0, s.fail("join", err)
 		}
 	}
-	return 0, spi.Unavailable("join", fmt.Errorf("group node of %q kept vanishing", group))
+	return 0, spi.Unavailable("zookeeper: join", fmt.Errorf("group node of %q kept vanishing", group))
 }
 
 // Leave deletes the session's member node of group.

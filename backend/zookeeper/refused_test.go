@@ -32,3 +32,21 @@ func TestOpenSessionAtARefusingServerFailsAtOnce(t *testing.T) {
 		t.Fatalf("OpenSession at a refusing address: %v (context: %v), want a retryable error naming the refused connection before the context ends", err, ctx.Err())
 	}
 }
+
+// TestOpenSessionErrorNamesTheBackend: a failed OpenSession says it is ZooKeeper's, as every
+// other call of the backend and the other backends' opens do ("redis open session", "sql
+// postgres open session"); a client's log line and simba status said only "backend
+// unavailable: open session: zk: …".
+func TestOpenSessionErrorNamesTheBackend(t *testing.T) {
+	b, err := New(fmt.Sprintf("zk://127.0.0.1:%d/simba-refused", freePort(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err = b.OpenSession(ctx, "refused", 40*time.Second)
+	if !errors.Is(err, spi.ErrUnavailable) || !strings.Contains(err.Error(), "zookeeper: open session: ") {
+		t.Fatalf("OpenSession at a refusing address: %v, want a retryable error saying \"zookeeper: open session: \"", err)
+	}
+}

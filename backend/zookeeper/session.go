@@ -215,7 +215,7 @@ func (b *Backend) connect(ctx context.Context, owner string, ttl time.Duration) 
 			// so does a server over its connection limit, so it stays retryable.
 			err = fmt.Errorf("%w (last connection attempt: %v)", err, *p)
 		}
-		return nil, spi.Unavailable("open session", err)
+		return nil, spi.Unavailable("zookeeper: open session", err)
 	}
 	// The session's own identity: its lease nodes grant write to it alone, so that a release,
 	// which deletes in one multi with a write of the node, can never delete a node of another
@@ -233,7 +233,7 @@ func (b *Backend) connect(ctx context.Context, owner string, ttl time.Duration) 
 		if b.connector != nil {
 			return nil, spi.AsPermanent(fmt.Errorf("%w: zookeeper: the Connector's connection did not dial through the dialer it was given (pass zk.WithDialer(dialer) to zk.Connect, and no other dialer)", spi.ErrInvalidOption))
 		}
-		return nil, spi.Unavailable("open session", errors.New("no session handshake seen"))
+		return nil, spi.Unavailable("zookeeper: open session", errors.New("no session handshake seen"))
 	}
 	if !s.hasSession.Load() {
 		// go-zookeeper reports StateHasSession to the callback before any request's reply.
@@ -902,7 +902,7 @@ func (s *session) heldAmong(ctx context.Context, names []string) ([]spi.Held, er
 		select {
 		case <-w:
 		case <-ctx.Done():
-			return nil, spi.Unavailable("keep-alive", ctx.Err())
+			return nil, spi.Unavailable("zookeeper: keep-alive", ctx.Err())
 		}
 	}
 	if len(check) > 0 {

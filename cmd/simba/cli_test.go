@@ -474,3 +474,15 @@ func TestNewSQLiteFileWaitsForAWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestDemoRefusesABadDSNBeforeItStarts: a DSN that cannot work is a usage error (exit 2) with
+// nothing on stdout; the demo used to print its banner ("3 worker processes electing … on
+// foo://") before it found the DSN bad.
+func TestDemoRefusesABadDSNBeforeItStarts(t *testing.T) {
+	for _, dsn := range []string{"foo://x", "postgres://%zz", "redis://127.0.0.1:6379?foo=bar"} {
+		stdout, stderr, status := runSimba(t, "demo", "-dsn", dsn)
+		if status != 2 || stdout != "" || !strings.HasPrefix(stderr, "simba: invalid option: ") {
+			t.Errorf("simba demo -dsn %q: exit %d, stdout %q, stderr %q; want exit 2, nothing on stdout, one invalid option line", dsn, status, stdout, stderr)
+		}
+	}
+}

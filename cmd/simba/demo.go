@@ -55,6 +55,13 @@ func demo(ctx context.Context, args []string) error {
 		if err := checkSQLiteFile(*dsn, false); err != nil {
 			return err
 		}
+		// A DSN that cannot work is a usage error before the demo says what it runs on
+		// (opening does no I/O: the backend only parses the DSN).
+		b, err := openDSN(ctx, *dsn)
+		if err != nil {
+			return err
+		}
+		b.Close()
 	}
 	dir, err := os.MkdirTemp("", "simba-demo-")
 	if err != nil {

@@ -135,7 +135,7 @@ func BenchmarkStep(b *testing.B) {
 			e := benchEngine(b, idle, 3)
 			e.Step(Event{Kind: EvStart, Name: "hot"}, 0)
 			r := ReplyTo(Effect{Req: e.lastReq, Op: OpAcquire})
-			r.Acquire = spi.Acquire{Kind: spi.HeldBy, Holder: "other"}
+			r.Acquire = spi.Acquire{Kind: spi.HeldBy, Holder: "other", HolderOwner: "o"}
 			e.Step(r, 0)
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -189,7 +189,7 @@ func TestStepCostIndependentOfIdle(t *testing.T) {
 		})
 		e.Step(Event{Kind: EvStart, Name: "hot"}, now)
 		r := ReplyTo(Effect{Req: e.lastReq, Op: OpAcquire})
-		r.Acquire = spi.Acquire{Kind: spi.HeldBy, Holder: "other"}
+		r.Acquire = spi.Acquire{Kind: spi.HeldBy, Holder: "other", HolderOwner: "o"}
 		e.Step(r, now)
 		acq = testing.AllocsPerRun(50, func() { acquireCycle(t, e, now) })
 		return ka, acq

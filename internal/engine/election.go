@@ -98,6 +98,13 @@ type election struct {
 	seenKA     ReqID
 	seenToken  int64
 	lastHolder spi.SessionID
+	// pubHolder and pubOwner are the holder last published (PubHolder), which the client shows
+	// (Election.Leader, the status page). A reply that names the holder without its owner (a
+	// lease reserved for its first waiter) leaves the owner to a later reply, and adopt clears
+	// both, since the client shows this client as the holder from then on and forgets that
+	// when the term ends: the holder found after it is published again, even if it was known.
+	pubHolder spi.SessionID
+	pubOwner  string
 
 	activeIdx int // 1-based position in Engine.active; 0 when absent
 }
@@ -462,8 +469,9 @@ func (s *Engine) onAcquireReply(p pending, ev Event) {
 			}
 			e.falseHint, e.falseHintAt = true, s.now
 		}
-		if a.Holder != e.lastHolder {
-			e.lastHolder = a.Holder
+		e.lastHolder = a.Holder
+		if a.Holder != e.pubHolder || (a.HolderOwner != "" && a.HolderOwner != e.pubOwner) {
+			e.pubHolder, e.pubOwner = a.Holder, a.HolderOwner
 			s.emit(Effect{Kind: EfPublish, Publish: PubHolder, Name: e.name, Holder: a.Holder, HolderOwner: a.HolderOwner})
 		}
 		switch {
@@ -573,6 +581,7 @@ func (s *Engine) completeHeld(f FutureID, name string, a spi.Acquire) FutureID {
 // grant's own remaining time (rule 6).
 func (s *Engine) adopt(e *election, token int64, req ReqID, until time.Duration) {
 	e.state, e.token, e.adoptedReq = Leader, token, s.lastReq+1
+	e.pubHolder, e.pubOwner = "", ""
 	e.grantReq, e.grantUntil, e.grantArmed = 0, math.MaxInt64, false
 	if s.opt.Break != Rule6 {
 		e.grantReq, e.grantUntil = req, until

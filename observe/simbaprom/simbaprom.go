@@ -33,7 +33,11 @@
 //	                                              outcome: ok, or error (a keep-alive that timed
 //	                                              out counts its whole timeout here)
 //	simba_backend_errors_total{op,class}          failed backend calls by operation (the
-//	                                              simba.Op constants) and class
+//	                                              simba.Op constants) and class: every one,
+//	                                              also a call on a session the client was
+//	                                              closing, which gives no EventBackendError
+//	                                              (its log line is at DEBUG), so this can
+//	                                              count more than the events and WARN lines
 //	simba_group_members{group}                    live members of a group this client is in
 //	simba_partitions_owned{group}                 partitions of the group assigned to this client
 //	simba_events_dropped_total{name}              events dropped by slow Events subscribers of
