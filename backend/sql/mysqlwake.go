@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	mysqldriver "github.com/go-sql-driver/mysql"
@@ -26,17 +27,18 @@ import (
 // does:
 //
 //   - Holder side (mark): while this backend holds a lease (for longer than mysqlMarkDelay, so
-//     that a short acquire–release cycle sends nothing), one connection of the waker's holds the
-//     lease's named lock: GET_LOCK(lock(name), 1). It lets it go (RELEASE_LOCK) after the
-//     lease's release, its session's close or a keep-alive that no longer lists it; if the
-//     connection dies (a crash) the server lets every lock of it go while the lease lives on
-//     until its session expires. A connection the waker gave up on while the server may keep
-//     it (a silenced link: no reply, no close) would keep its locks until the server's
-//     wait_timeout (8 h by default): the waker ends it (wake_kill) from a working one (reap).
-//     A lock the marker cannot take for its whole timeout is kept by a stuck connection (a
-//     waiter holds it for a round trip; a waiter's connection silenced after the server gave
-//     it the lock keeps it for good): the waker ends that one too (wake_lock_conn, unstick).
-//     One connection holds the locks of every lease of the backend, whatever their number.
+//     that a short acquire–release cycle sends nothing and wakes no goroutine), one connection
+//     of the waker's holds the lease's named lock: GET_LOCK(lock(name), 1). It lets it go
+//     (RELEASE_LOCK) after the lease's release, its session's close or a keep-alive that no
+//     longer lists it; if the connection dies (a crash) the server lets every lock of it go
+//     while the lease lives on until its session expires. A connection the waker gave up on
+//     while the server may keep it (a silenced link: no reply, no close) would keep its locks
+//     until the server's wait_timeout (8 h by default): the waker ends it (wake_kill) from a
+//     working one (reap). A lock the marker cannot take for its whole timeout is kept by a
+//     stuck connection (a waiter holds it for a round trip; a waiter's connection silenced
+//     after the server gave it the lock keeps it for good): the waker ends that one too
+//     (wake_lock_conn, unstick). One connection holds the locks of every lease of the backend,
+//     whatever their number.
 //   - Waiter side: for each name an acquire of this backend found held (for two session TTLs
 //     after, like SQLite's waker), a connection of the waker's probes the lock,
 //     GET_LOCK(lock(name), 0): taken (1) means the holder keeps none (yet) — it is let go at
@@ -105,7 +107,16 @@ type mysqlWaker struct {
 	waits   map[string]func()    // running waits: name → cancel
 	kick    chan struct{}        // held or waiting changed (capacity 1)
 	stats   mysqlStats
-	kaGen   uint64 // keep-alives seen by keptAlive
+	// markDelay is mysqlMarkDelay (a test's may differ); markTimer pokes run when a tenure is
+	// markDelay old (armed by acquired unless already pending, stopped by released once
+	// nothing is held), so that run is not woken at each grant.
+	markDelay time.Duration
+	markTimer *time.Timer
+	markDue   time.Time // when markTimer fires (zero: stopped, or not armed yet)
+	// pokes counts the pokes of run (for the tests: an uncontended acquire and release of a
+	// lease held shorter than markDelay pokes it none).
+	pokes atomic.Int64
+	kaGen uint64 // keep-alives seen by keptAlive
 
 	// ids maps each connection the waker has used (its driver connection) to its id and
 	// client address at the server (wake_conn_id), asked once per connection. abandoned holds
@@ -152,7 +163,8 @@ func newMySQLWaker(db *sql.DB, wd wire.SQLDialect) *mysqlWaker {
 	return &mysqlWaker{db: db, lock: wd.WakeLock, unlock: wd.WakeUnlock, connID: wd.WakeConnID,
 		connHost: wd.WakeConnHost, kill: wd.WakeKill, lockConn: wd.WakeLockConn, log: slog.Default, ttl: 15 * time.Second,
 		held: map[string]heldLease{}, waiting: waitSet{}, waits: map[string]func(){},
-		kick: make(chan struct{}, 1), ids: map[any]connRef{}, abandoned: map[connRef]struct{}{}}
+		kick: make(chan struct{}, 1), ids: map[any]connRef{}, abandoned: map[connRef]struct{}{},
+		markDelay: mysqlMarkDelay}
 }
 
 // ownPool makes db (a pool of the waker's own, closed by the backend's Close) the waker's.
@@ -160,7 +172,9 @@ func (w *mysqlWaker) ownPool(db *sql.DB) {
 	w.db, w.own = db, true
 }
 
+// poke wakes run (if it runs) to look at held and waiting again.
 func (w *mysqlWaker) poke() {
+	w.pokes.Add(1)
 	select {
 	case w.kick <- struct{}{}:
 	default:
@@ -187,6 +201,11 @@ func (w *mysqlWaker) opened(sid string, ttl time.Duration) {
 	w.mu.Unlock()
 }
 
+// acquired notes an acquire's reply. A grant does not poke run: the marker takes a lease's
+// named lock only once it has been held for markDelay, so a timer (markTimer) pokes run then,
+// and a release before it stops the timer and pokes nothing (released). Run used to be poked
+// at every grant and release, to find nothing to do when the tenure was short: two
+// goroutine hand-offs per uncontended Lock and Unlock (go test -trace, BenchmarkLockCycle/mariadb).
 func (w *mysqlWaker) acquired(sid, name string, r spi.Acquire) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -194,12 +213,15 @@ func (w *mysqlWaker) acquired(sid, name string, r spi.Acquire) {
 	case spi.Granted:
 		if h, ok := w.held[name]; !ok || h.sid != sid {
 			w.held[name] = heldLease{sid: sid, since: time.Now()}
+			w.armMark()
 		}
-		// Another session of the backend may still wait for name: its wait goes on.
+		// Another session of the backend may still wait for name: its wait goes on. A wait
+		// running for it is cancelled here; its goroutine pokes run as it ends.
 		w.waiting.forget(sid, name)
 		if cancel := w.waits[name]; cancel != nil && !w.waiting.waited(name, time.Now()) {
 			cancel()
 		}
+		return
 	case spi.HeldBy:
 		w.waiting.wait(sid, name, time.Now().Add(mysqlWaitTTLs*w.ttl))
 	case spi.SessionExpired:
@@ -243,11 +265,37 @@ func (w *mysqlWaker) keptAlive(sid string, ka spi.KeepAlive) {
 	}
 }
 
+// armMark arms markTimer to poke run when the tenure just noted is markDelay old, unless it
+// is armed already (for an older tenure, which is due first). w.mu is held.
+func (w *mysqlWaker) armMark() {
+	now := time.Now()
+	if w.markDue.After(now) {
+		return // pending, and due first
+	}
+	w.markDue = now.Add(w.markDelay)
+	if w.markTimer == nil {
+		w.markTimer = time.AfterFunc(w.markDelay, w.poke)
+		return
+	}
+	w.markTimer.Reset(w.markDelay) // fired or stopped
+}
+
+// released forgets this backend's tenure of name. Only a tenure held for markDelay or longer
+// may have been marked, so only its release pokes run (to let the named lock go); when no
+// tenure is left, the mark timer is stopped (it would wake run for nothing).
 func (w *mysqlWaker) released(sid, name string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if h, ok := w.held[name]; ok && h.sid == sid {
-		delete(w.held, name)
+	h, ok := w.held[name]
+	if !ok || h.sid != sid {
+		return
+	}
+	delete(w.held, name)
+	if len(w.held) == 0 && w.markTimer != nil {
+		w.markTimer.Stop()
+		w.markDue = time.Time{}
+	}
+	if time.Since(h.since) >= w.markDelay {
 		w.poke()
 	}
 }
@@ -772,7 +820,7 @@ func (m *marker) sync(ctx context.Context) time.Duration {
 		if m.marked[n] {
 			continue
 		}
-		if d := h.since.Add(mysqlMarkDelay).Sub(now); d > 0 {
+		if d := h.since.Add(m.w.markDelay).Sub(now); d > 0 {
 			next = min(next, d)
 			continue
 		}

@@ -326,3 +326,39 @@ func TestSQLiteInspectCreatesNoGate(t *testing.T) {
 		t.Fatalf("after OpenSession, the gate's sidecar: %v", err)
 	}
 }
+
+// TestSQLiteCrossProcessGateFreeNoAttempt counts the attempts at the cross-process gate taken
+// on a goroutine of their own over uncontended acquire and release cycles (no other process
+// on the file, one operation at a time): none, since each finds the gate free and takes it on
+// its own goroutine. Every operation used to start one, which cost an uncontended Lock and
+// Unlock two goroutines and their hand-offs (go test -trace of BenchmarkLockCycle/sqlite).
+// The gate still orders the operations: TestSQLiteCrossProcessGate and the others above.
+func TestSQLiteCrossProcessGateFreeNoAttempt(t *testing.T) {
+	ctx := testCtx(t)
+	dsn := liteDSN(t)
+	b := migrated(t, dsn)
+	s, err := b.OpenSession(ctx, "gate", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := crossGateOf(t, liteFile(dsn))
+	const cycles = 20
+	before := x.attempts.Load()
+	for range cycles {
+		a, err := b.Acquire(ctx, s.ID, "free")
+		if err != nil || a.Kind != spi.Granted {
+			t.Fatalf("Acquire: %+v, %v", a, err)
+		}
+		if err := b.Release(ctx, s.ID, "free", a.Token); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := x.attempts.Load() - before; got != 0 {
+		t.Errorf("%d uncontended acquire and release cycles took %d attempts at the gate on goroutines of their own, want 0", cycles, got)
+	}
+	for _, off := range []int64{gateEntryByte, gateByte} {
+		if !gateFree(t, liteFile(dsn), off) {
+			t.Errorf("byte %d of the gate is held after the operations ended", off)
+		}
+	}
+}

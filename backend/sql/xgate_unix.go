@@ -48,6 +48,16 @@ func (g *fcntlGate) lock(off int64) error {
 	}
 }
 
+func (g *fcntlGate) tryLock(off int64) bool {
+	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: off, Len: 1}
+	for {
+		err := unix.FcntlFlock(uintptr(g.fd), setLockSet, &lk)
+		if !errors.Is(err, unix.EINTR) {
+			return err == nil // EAGAIN or EACCES: held; another error: let lock try and tell
+		}
+	}
+}
+
 func (g *fcntlGate) unlock(off int64) {
 	lk := unix.Flock_t{Type: unix.F_UNLCK, Whence: 0, Start: off, Len: 1}
 	for errors.Is(unix.FcntlFlock(uintptr(g.fd), setLockSet, &lk), unix.EINTR) {
