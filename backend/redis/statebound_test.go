@@ -228,8 +228,15 @@ func testManyNamesLeaveNoWaitsBehind(t *testing.T, hb, raw *Backend) {
 	}
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
+	var held []string
 	for i := range n {
 		name := fmt.Sprintf("%sexpiring-%d", prefix, i)
+		// The session lives while it acquires (a loaded machine may take longer than its TTL
+		// for 40 acquires): it is kept alive before each, and "crashes" after the last.
+		if ka, err := hb.KeepAlive(ctx, s.ID, held, nil); err != nil || ka.Expired {
+			t.Fatalf("keep-alive of the session about to crash: %+v %v", ka, err)
+		}
+		held = append(held, name)
 		if r, err := hb.Acquire(ctx, s.ID, name); err != nil || r.Kind != spi.Granted {
 			t.Fatalf("Acquire(%s) by the crashing session: %v %v", name, r.Kind, err)
 		}
