@@ -66,7 +66,8 @@ type Client struct {
 	gate        callGate       // bounds the calls in flight (callgate.go)
 	timeouts    sharedTimeout  // the calls' timeout contexts (callContext)
 	cuts        callerCuts     // the context of calls for a caller whose context can end (runCall)
-	work        sync.WaitGroup // leader work
+	work        sync.WaitGroup // leader work, also work waiting for its name's previous work
+	chains      workChains     // the leader work of each name, run one at a time (startWork)
 	callbacks   sync.WaitGroup // serial dispatchers with callbacks to run
 
 	// stepper is held by the goroutine that steps the engine: the loop goroutine, or a goroutine
@@ -92,8 +93,8 @@ type Client struct {
 	// waits for the lock of that name (a *lockQueue); a group is in groups from JoinGroup to the
 	// step of its Leave. Both are set before the request that needs them is posted, so the
 	// loop reads in them which handle a name is as of each step (Election.ownsName,
-	// PartitionGroup.current). Nothing else keeps per-name state, so the maps return to their
-	// size once names are let go.
+	// PartitionGroup.current). Nothing else keeps per-name state (but chains, while a name's
+	// leader work runs), so the maps return to their size once names are let go.
 	mu         sync.Mutex
 	handles    map[string]leaseHandle
 	groups     map[string]*PartitionGroup
@@ -484,6 +485,16 @@ func (c *Client) post(f func()) bool {
 		return true
 	}
 	return c.enqueue(f)
+}
+
+// loopExited reports that the loop goroutine has exited: the client runs nothing more.
+func (c *Client) loopExited() bool {
+	select {
+	case <-c.loopDone:
+		return true
+	default:
+		return false
+	}
 }
 
 // enqueue hands f to the loop goroutine's channel, never running it inline: for callers that
