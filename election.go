@@ -324,7 +324,8 @@ type ElectionOption struct{ apply func(*leaseCore) error }
 // Callbacks and leader work (RunWhileLeader, Schedule, RunPartition) run on goroutines of
 // their own, in no order between them: a term's work may start before its OnElected (or
 // OnAssigned) runs, and OnRevoked (or OnUnassigned) may run while the term's work is still
-// returning. The handover waits for the work, not for callbacks.
+// returning. The handover waits for the work, not for callbacks. The leader work of one name
+// is ordered, though: it runs one term at a time in a client (see RunWhileLeader).
 func OnElected(fn func(ctx context.Context, t Term)) ElectionOption {
 	return ElectionOption{func(l *leaseCore) error {
 		if fn == nil {
@@ -355,6 +356,13 @@ func OnRevoked(fn func(ctx context.Context, t Term, reason RevokeReason)) Electi
 // valid. Work that ignores its ctx past that deadline runs on with an invalid term
 // (Term.IsValid false) while the next leader may already lead: pass the fencing token on.
 //
+// The work of one name runs one term at a time in a client, like Kafka's revoke-before-assign:
+// when the client wins the name again while the work of its last term still runs (its ctx
+// cancelled, but it has not returned yet), fn for the new term is called only once that work
+// has returned, so state fn keeps in the process sees one worker at a time. A term that ends
+// before then gets no call of fn at all (its handover, if any, waits for the earlier work).
+// The next work may run on the goroutine the earlier work ran on.
+//
 // Work that returns while its term lasts, with nil or an error, leaves this client leading
 // without work until the term ends (a returned error is logged at WARN on WithLogger's
 // logger, nothing more): to let another candidate lead when the work fails, call StepDown or
@@ -376,8 +384,9 @@ func RunWhileLeader(fn func(ctx context.Context, t Term) error) ElectionOption {
 }
 
 // Schedule sets leader work that calls fn at once and then every interval while this client
-// leads (on the client's clock), with handover, panics and StepDown or Stop from inside fn as
-// in RunWhileLeader.
+// leads (on the client's clock), with handover, panics, StepDown or Stop from inside fn and
+// one term at a time as in RunWhileLeader: a term's first call waits until the last term's
+// call has returned.
 func Schedule(every time.Duration, fn func(ctx context.Context, t Term)) ElectionOption {
 	return ElectionOption{func(l *leaseCore) error {
 		if fn == nil {

@@ -19,6 +19,8 @@ type serialWork struct {
 	first     atomic.Int64 // the first term's token
 	firstDone atomic.Bool  // the first term's work has returned
 	release   chan struct{}
+	panics    bool         // the first term's work panics rather than return
+	recovered atomic.Int32 // panics the executor recovered
 
 	mu       sync.Mutex
 	started  []int64 // tokens of the later terms whose work started, in order
@@ -30,10 +32,18 @@ type unsettled struct{ spi.Clock }
 
 func newSerialWork() *serialWork { return &serialWork{release: make(chan struct{})} }
 
-// executor hands each run to a goroutine of its own, counting the handoffs.
+// executor hands each run to a goroutine of its own, counting the handoffs; it recovers a
+// panic of the work.
 func (s *serialWork) executor(f func()) {
 	s.submitted.Add(1)
-	go f()
+	go func() {
+		defer func() {
+			if recover() != nil {
+				s.recovered.Add(1)
+			}
+		}()
+		f()
+	}()
 }
 
 // run is the work of term t (Schedule calls it again every interval: a term counts once).
@@ -42,6 +52,9 @@ func (s *serialWork) run(ctx context.Context, t simba.Term) {
 		<-ctx.Done()
 		<-s.release // the term is over, the work is not: it ignores its ctx a while
 		s.firstDone.Store(true)
+		if s.panics {
+			panic("the first term's work panics")
+		}
 		return
 	}
 	if t.Token() == s.first.Load() {
@@ -198,5 +211,29 @@ func TestWorkSerialEndedTermNotRun(t *testing.T) {
 	}
 	if got := s.startedTokens(); len(got) > 0 {
 		t.Fatalf("the work of terms %v ran; term %d ended before the work of term %d returned", got, second.Token(), first)
+	}
+}
+
+// A work that panics after its term ended still lets the name's next work start (the
+// executor recovers the panic; the next work runs in a new run of the executor).
+func TestWorkSerialAfterPanic(t *testing.T) {
+	w := newWorld(t)
+	s := newSerialWork()
+	s.panics = true
+	c, _ := w.client("a", simba.WithWorkExecutor(s.executor))
+	e, err := c.NewElection("ws-p", simba.RunWhileLeader(func(ctx context.Context, tm simba.Term) error {
+		s.run(ctx, tm)
+		return nil
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.async(func() error { return e.Start(context.Background()) })
+	checkSerialWork(w, c, s, e.Term)
+	if n := s.recovered.Load(); n != 1 {
+		t.Fatalf("the executor recovered %d panics, want 1", n)
+	}
+	if n := s.submitted.Load(); n != 2 {
+		t.Fatalf("%d runs handed to the executor, want 2 (the first term's, the second's after the panic)", n)
 	}
 }
