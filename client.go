@@ -35,11 +35,11 @@ import (
 // session's own (open, keep-alive, close) run at once; the rest wait in the order they were
 // asked for, a lock's, election's or group's own calls ahead of partitions' (callgate.go), so
 // that joining a group of thousands of partitions does not starve the keep-alive. Callbacks go
-// through a serial dispatcher per election;
-// leader work runs on one goroutine per term. On a clock that is an spi.Settler
-// (simbatest.VirtualClock) the client reports which of that work is under way, so that the clock,
-// when a test moves it, waits until the client has processed everything due (settle.go); its calls
-// then time out on that clock. All methods are safe for concurrent use.
+// through a serial dispatcher per election; leader work runs on one goroutine per term, the
+// terms of a name one after another (startWork). On a clock that is an spi.Settler
+// (simbatest.VirtualClock) the client reports which of that work is under way, so that the
+// clock, when a test moves it, waits until the client has processed everything due
+// (settle.go); its calls then time out on that clock. All methods are safe for concurrent use.
 type Client struct {
 	cfg     config
 	backend spi.Backend
