@@ -35,11 +35,11 @@ import (
 // session's own (open, keep-alive, close) run at once; the rest wait in the order they were
 // asked for, a lock's, election's or group's own calls ahead of partitions' (callgate.go), so
 // that joining a group of thousands of partitions does not starve the keep-alive. Callbacks go
-// through a serial dispatcher per election;
-// leader work runs on one goroutine per term. On a clock that is an spi.Settler
-// (simbatest.VirtualClock) the client reports which of that work is under way, so that the clock,
-// when a test moves it, waits until the client has processed everything due (settle.go); its calls
-// then time out on that clock. All methods are safe for concurrent use.
+// through a serial dispatcher per election; leader work runs on one goroutine per term, the
+// terms of a name one after another (startWork). On a clock that is an spi.Settler
+// (simbatest.VirtualClock) the client reports which of that work is under way, so that the
+// clock, when a test moves it, waits until the client has processed everything due
+// (settle.go); its calls then time out on that clock. All methods are safe for concurrent use.
 type Client struct {
 	cfg     config
 	backend spi.Backend
@@ -66,7 +66,8 @@ type Client struct {
 	gate        callGate       // bounds the calls in flight (callgate.go)
 	timeouts    sharedTimeout  // the calls' timeout contexts (callContext)
 	cuts        callerCuts     // the context of calls for a caller whose context can end (runCall)
-	work        sync.WaitGroup // leader work
+	work        sync.WaitGroup // leader work, also work waiting for its name's previous work
+	chains      workChains     // the leader work of each name, run one at a time (startWork)
 	callbacks   sync.WaitGroup // serial dispatchers with callbacks to run
 
 	// stepper is held by the goroutine that steps the engine: the loop goroutine, or a goroutine
@@ -92,8 +93,8 @@ type Client struct {
 	// waits for the lock of that name (a *lockQueue); a group is in groups from JoinGroup to the
 	// step of its Leave. Both are set before the request that needs them is posted, so the
 	// loop reads in them which handle a name is as of each step (Election.ownsName,
-	// PartitionGroup.current). Nothing else keeps per-name state, so the maps return to their
-	// size once names are let go.
+	// PartitionGroup.current). Nothing else keeps per-name state (but chains, while a name's
+	// leader work runs), so the maps return to their size once names are let go.
 	mu         sync.Mutex
 	handles    map[string]leaseHandle
 	groups     map[string]*PartitionGroup
@@ -484,6 +485,16 @@ func (c *Client) post(f func()) bool {
 		return true
 	}
 	return c.enqueue(f)
+}
+
+// loopExited reports that the loop goroutine has exited: the client runs nothing more.
+func (c *Client) loopExited() bool {
+	select {
+	case <-c.loopDone:
+		return true
+	default:
+		return false
+	}
 }
 
 // enqueue hands f to the loop goroutine's channel, never running it inline: for callers that

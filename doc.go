@@ -20,7 +20,8 @@
 //
 //   - Election: a long-lived candidacy (NewElection, Start, Stop, StepDown) with OnElected /
 //     OnRevoked callbacks, leader work (RunWhileLeader, Schedule) and handover: a stopped
-//     leader keeps the lease until its work exits, so no new leader starts while old work runs.
+//     leader keeps the lease until its work exits, so no new leader starts while old work runs;
+//     in one client, the work of a name runs one term at a time.
 //   - Locks: Client.Lock, TryLock and WithLock take a name and return a *Held (its Term and
 //     Unlock). Locks are calls, not objects, so that the common pattern — one lock per entity,
 //     invoice-42, invoice-43, … — costs the client nothing once a lock is released: it keeps a
@@ -84,7 +85,7 @@
 // checked by transcript tests and a deterministic simulator. The Client is its shell: one loop
 // goroutine steps the engine and carries out its effects — backend calls on their own
 // goroutines, timers, callbacks through a serial dispatcher per election, leader work on one
-// goroutine per term. Backends implement the public SPI (package spi, as database/sql drivers
+// goroutine per term (a name's next term's on its last term's, once that work returned). Backends implement the public SPI (package spi, as database/sql drivers
 // implement database/sql/driver); package simbatest offers an
 // in-memory one with fault injection and a virtual clock for your tests, and package tck the
 // conformance suites every backend passes.

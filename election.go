@@ -170,34 +170,118 @@ func (l *leaseCore) current() (Term, bool) {
 	return Term{}, false
 }
 
-// startWork runs leader work for term t on the work executor; when it returns, the loop is
-// told (WorkExited), which ends a handover. Work that settles holds a unit of the client's
-// activity throughout (it waits idle through c.settle.await).
+// workItem is the leader work of one term: fn for term t of lease name.
+type workItem struct {
+	name    string
+	t       Term
+	fn      func(ctx context.Context, t Term) error
+	settles bool
+}
+
+// workChains makes the leader work of a name run one at a time in a client: a name is in m
+// while a work of it runs, with the works of its later terms that wait for that work to
+// return, in the order of their terms. The entry goes once no work of the name runs, so the
+// map keeps no state for names whose work is done.
+type workChains struct {
+	mu sync.Mutex
+	m  map[string][]*workItem
+}
+
+// startWork runs leader work for term t on the work executor, once the previous work of name
+// in this client (an earlier term's, still returning after its term ended) has returned: the
+// work of a name never runs twice at once. When the work returns, the loop is told
+// (WorkExited), which ends a handover. Work that settles holds a unit of the client's
+// activity throughout (it waits idle through c.settle.await); a work waiting for its turn
+// holds none and is counted in c.work, so that Close waits for it.
 func (c *Client) startWork(name string, t Term, fn func(ctx context.Context, t Term) error, settles bool) {
 	c.work.Add(1)
+	w := &workItem{name: name, t: t, fn: fn, settles: settles}
+	c.chains.mu.Lock()
+	if c.chains.m == nil {
+		c.chains.m = make(map[string][]*workItem)
+	}
+	if q, busy := c.chains.m[name]; busy {
+		c.chains.m[name] = append(q, w)
+		c.chains.mu.Unlock()
+		return
+	}
+	c.chains.m[name] = nil
+	c.chains.mu.Unlock()
 	if settles {
 		c.settle.begin()
 	}
-	c.cfg.work(func() {
-		defer c.work.Done()
-		if settles {
-			defer c.settle.end()
-			defer c.settle.own()()
+	c.cfg.work(func() { c.runWork(w) })
+}
+
+// runWork runs w and then, on the same goroutine, each later work of its name that queued
+// meanwhile: the next work starts from the previous one's exit, without a handoff to the
+// executor that a bounded pool could make wait on a goroutine of its own.
+func (c *Client) runWork(w *workItem) {
+	for w != nil {
+		w = c.runOne(w)
+	}
+}
+
+// runOne runs the work w and returns the work of its name to run next, if any (its unit of
+// activity begun, when it settles). The work's exit is told also when fn panics. The panic is
+// not recovered: it goes on up the goroutine (crashing the program, as in any goroutine,
+// unless the work executor recovers it), rather than leaving this client leading with no work
+// and no trace; the name's next work then starts on the executor from a goroutine of its own,
+// so that the panicking goroutine does not wait for the executor.
+func (c *Client) runOne(w *workItem) (next *workItem) {
+	defer c.work.Done()
+	if w.settles {
+		defer c.settle.end()
+		defer c.settle.own()()
+	}
+	name, token := w.name, w.t.Token()
+	leave := c.insideG.enterWork(name)
+	returned := false
+	defer func() {
+		leave()
+		c.post(func() { c.workExited(name, token) })
+		next = c.nextWork(name)
+		if !returned && next != nil {
+			n := next
+			next = nil
+			go c.cfg.work(func() { c.runWork(n) })
 		}
-		leave := c.insideG.enterWork(name)
-		token := t.Token()
-		// The work's exit is told also when fn panics. The panic is not recovered: it goes on
-		// up the goroutine (crashing the program, as in any goroutine, unless the work executor
-		// recovers it), rather than leaving this client leading with no work and no trace.
-		defer func() {
-			leave()
-			c.post(func() { c.workExited(name, token) })
-		}()
-		ctx := context.WithValue(t.Context(), insideKey{}, c)
-		if err := fn(ctx, t); err != nil && ctx.Err() == nil {
-			c.cfg.logger.Warn("simba leader work returned an error", "name", name, "token", token, slog.Any("err", err))
+	}()
+	ctx := context.WithValue(w.t.Context(), insideKey{}, c)
+	err := w.fn(ctx, w.t)
+	returned = true
+	if err != nil && ctx.Err() == nil {
+		c.cfg.logger.Warn("simba leader work returned an error", "name", name, "token", token, slog.Any("err", err))
+	}
+	return nil
+}
+
+// nextWork takes the next work of name that waited for the work that just returned, or
+// lets the name go when none waits. A work whose term ended while it waited (or whose client
+// has stopped) is not run: its exit is told at once, as if fn had returned.
+func (c *Client) nextWork(name string) *workItem {
+	for {
+		c.chains.mu.Lock()
+		q := c.chains.m[name]
+		if len(q) == 0 {
+			delete(c.chains.m, name)
+			c.chains.mu.Unlock()
+			return nil
 		}
-	})
+		w := q[0]
+		q[0] = nil
+		c.chains.m[name] = q[1:]
+		c.chains.mu.Unlock()
+		if !w.t.ended() && !c.loopExited() {
+			if w.settles {
+				c.settle.begin()
+			}
+			return w
+		}
+		token := w.t.Token()
+		c.post(func() { c.workExited(name, token) })
+		c.work.Done()
+	}
 }
 
 // Leader describes the current holder of a lease as this client last learned it.
@@ -240,7 +324,8 @@ type ElectionOption struct{ apply func(*leaseCore) error }
 // Callbacks and leader work (RunWhileLeader, Schedule, RunPartition) run on goroutines of
 // their own, in no order between them: a term's work may start before its OnElected (or
 // OnAssigned) runs, and OnRevoked (or OnUnassigned) may run while the term's work is still
-// returning. The handover waits for the work, not for callbacks.
+// returning. The handover waits for the work, not for callbacks. The leader work of one name
+// is ordered, though: it runs one term at a time in a client (see RunWhileLeader).
 func OnElected(fn func(ctx context.Context, t Term)) ElectionOption {
 	return ElectionOption{func(l *leaseCore) error {
 		if fn == nil {
@@ -271,6 +356,13 @@ func OnRevoked(fn func(ctx context.Context, t Term, reason RevokeReason)) Electi
 // valid. Work that ignores its ctx past that deadline runs on with an invalid term
 // (Term.IsValid false) while the next leader may already lead: pass the fencing token on.
 //
+// The work of one name runs one term at a time in a client, like Kafka's revoke-before-assign:
+// when the client wins the name again while the work of its last term still runs (its ctx
+// cancelled, but it has not returned yet), fn for the new term is called only once that work
+// has returned, so state fn keeps in the process sees one worker at a time. A term that ends
+// before then gets no call of fn at all (its handover, if any, waits for the earlier work).
+// The next work may run on the goroutine the earlier work ran on.
+//
 // Work that returns while its term lasts, with nil or an error, leaves this client leading
 // without work until the term ends (a returned error is logged at WARN on WithLogger's
 // logger, nothing more): to let another candidate lead when the work fails, call StepDown or
@@ -292,8 +384,9 @@ func RunWhileLeader(fn func(ctx context.Context, t Term) error) ElectionOption {
 }
 
 // Schedule sets leader work that calls fn at once and then every interval while this client
-// leads (on the client's clock), with handover, panics and StepDown or Stop from inside fn as
-// in RunWhileLeader.
+// leads (on the client's clock), with handover, panics, StepDown or Stop from inside fn and
+// one term at a time as in RunWhileLeader: a term's first call waits until the last term's
+// call has returned.
 func Schedule(every time.Duration, fn func(ctx context.Context, t Term)) ElectionOption {
 	return ElectionOption{func(l *leaseCore) error {
 		if fn == nil {

@@ -75,7 +75,10 @@ func OnUnassigned(fn func(ctx context.Context, p int, t Term, reason RevokeReaso
 // only after fn returns (or the term's local deadline as it stood at the rebalance passes, as
 // in RunWhileLeader's handover). As in RunWhileLeader, fn returning while its term lasts leaves
 // the partition led without work until the term ends, a panic in fn is not recovered, and
-// Leave called from inside fn returns once the group's terms are revoked.
+// Leave called from inside fn returns once the group's terms are revoked. As there too, the
+// work of a partition runs one term at a time in a client: a term of p won back while fn of
+// the last term of p still runs (ignoring its cancelled ctx) gets fn called only once that
+// one has returned, and none if it ends first.
 func RunPartition(fn func(ctx context.Context, p int, t Term) error) GroupOption {
 	return GroupOption{func(g *PartitionGroup) error {
 		if fn == nil {

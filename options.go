@@ -285,8 +285,11 @@ func WithCallbackExecutor(e Executor) Option {
 }
 
 // WithWorkExecutor sets what runs leader work (RunWhileLeader, Schedule, partition handlers);
-// default: a goroutine per term. A panic in the work goes up to the executor's goroutine: one
-// that recovers it keeps the program running, the client having seen the work exit.
+// default: a goroutine per term. A term whose name's earlier work still runs is not handed to
+// the executor: it runs after that work, on the same run of the executor (after a panic
+// there, in a new run, handed over from a goroutine of its own). A panic in the work goes up
+// to the executor's goroutine: one that recovers it keeps the program running, the client
+// having seen the work exit.
 func WithWorkExecutor(e Executor) Option {
 	return Option{func(c *config) error {
 		if e == nil {

@@ -21,7 +21,8 @@ import (
 //   - a run of a serial dispatcher (OnElected, OnRevoked, OnAssigned, OnUnassigned callbacks)
 //     from the submit that started it until its queue is empty;
 //   - Schedule's leader work while it calls its function, and from its term's end until its
-//     exit is posted; it waits for its next tick idle.
+//     exit is posted; it waits for its next tick idle, and holds no unit while it waits for
+//     the earlier work of its name to return (startWork).
 //
 // Not busy: the loop waiting for work, leader work of RunWhileLeader and RunPartition (user
 // code that typically runs for the whole term), and a callback or Schedule function blocked in

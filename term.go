@@ -84,6 +84,9 @@ func (s *termState) revokedError() error {
 	return &RevokedError{Name: s.name, Token: s.token, Reason: s.reason}
 }
 
+// ended reports that the term has been revoked (its context cancelled, or to be when made).
+func (t Term) ended() bool { return t.s == nil || t.s.revoked.Load() }
+
 // Name is the lease name.
 func (t Term) Name() string {
 	if t.s == nil {
