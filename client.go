@@ -170,7 +170,11 @@ type leaseHandle interface {
 
 type insideKey struct{}
 
-// New starts a client on backend. It validates every option before any I/O and opens the first
+// New starts a client on backend. It validates every option before any I/O, and the TTL
+// against what the backend can serve where the backend knows it without I/O (spi.TTLChecker:
+// a ZooKeeper DSN's tickTime must be less than half the TTL, etcd's TTL at least a second):
+// such a TTL fails New with an error matching ErrInvalidOption that names the constraint,
+// rather than every session open for as long as the client runs. It opens the first
 // session in the background; elections wait for the session by themselves. With a backend that
 // delivers hints (spi.Hinter) New subscribes to them first, on the caller's goroutine, and that
 // may do I/O: the Redis backend subscribes to a probe channel and waits for the server's
@@ -197,6 +201,14 @@ func New(backend spi.Backend, opts ...Option) (*Client, error) {
 		}
 	}
 	if err := cfg.finish(); err != nil {
+		return nil, err
+	}
+	// A TTL the backend can never serve would fail every session open, retried for as long as
+	// the client runs: refuse it here (spi.TTLChecker).
+	if err := spi.CheckTTL(backend, cfg.ttl); err != nil {
+		if !errors.Is(err, ErrInvalidOption) {
+			err = fmt.Errorf("%w: %w", ErrInvalidOption, err)
+		}
 		return nil, err
 	}
 	eopt := cfg.engineOptions()

@@ -155,7 +155,11 @@ func invalid(format string, args ...any) error {
 // WithTTL sets the session TTL (default DefaultTTL, 15 s): how long the backend keeps the
 // session, and so every lease it holds, without a keep-alive. It must be in (0, MaxTTL] (24 h)
 // and at least three renewal intervals; zero is rejected (leave the option out for the
-// default).
+// default). New also checks it against the bounds the backend knows without I/O
+// (spi.TTLChecker), and fails with an error matching ErrInvalidOption that names the bound:
+// etcd leases count whole seconds (at least 1 s), the SQL backend and ZooKeeper milliseconds
+// (at least 1 ms), and a ZooKeeper DSN's tickTime must be less than half the TTL. Bounds only
+// the server knows (ZooKeeper's maxSessionTimeout) show at the first session open.
 func WithTTL(ttl time.Duration) Option {
 	return Option{func(c *config) error {
 		if ttl <= 0 || ttl > MaxTTL {

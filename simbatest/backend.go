@@ -47,6 +47,7 @@ var (
 
 	_ spi.SessionQueue = (*Backend)(nil)
 	_ spi.SteadyHints  = (*Backend)(nil)
+	_ spi.TTLChecker   = (*Backend)(nil)
 )
 
 // Server returns the server this backend is connected to.
@@ -137,6 +138,15 @@ func sleep(ctx context.Context, clock spi.Clock, d time.Duration) error {
 	if err := spi.Await(ctx, done); err != nil {
 		t.Stop()
 		return err
+	}
+	return nil
+}
+
+// CheckTTL implements spi.TTLChecker with the model's rule: a ttl that is not positive is
+// refused, with an error matching spi.ErrInvalidOption, as OpenSession refuses it.
+func (b *Backend) CheckTTL(ttl time.Duration) error {
+	if ttl <= 0 {
+		return fmt.Errorf("%w: session TTL %v is not positive", spi.ErrInvalidOption, ttl)
 	}
 	return nil
 }

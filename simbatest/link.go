@@ -114,6 +114,10 @@ func (k linked) QueueEntriesLiveWithSession() bool { return spi.EntriesLiveWithS
 // drops stand, like the backend's own, for hints lost anyway (see Backend.HintsSteady).
 func (k linked) HintsSteady() bool { return spi.AreHintsSteady(k.l.b) }
 
+// CheckTTL implements spi.TTLChecker as the linked backend does (if it does): a check made
+// without I/O, which a cut link does not stop.
+func (k linked) CheckTTL(ttl time.Duration) error { return spi.CheckTTL(k.l.b, ttl) }
+
 // EndWait implements spi.WaitEnder as the linked backend does (if it does): a call that stays
 // in the client's process, which a cut link does not stop.
 func (k linked) EndWait(s spi.SessionID, name string) {

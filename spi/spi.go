@@ -1,12 +1,12 @@
 // Package spi is Simba's backend service-provider interface, public the way database/sql/driver
 // is: what a backend implements (Backend, and optionally Hinter, Inspector, LeaseInspector,
-// Queuer, SessionQueue, SteadyHints and CutSafe), the plain-value replies it returns, the errors
-// it wraps and how they are classified (Classify, AsPermanent, Unavailable), and the monotonic
-// Clock a client runs on (with Settler, the capability of a test's virtual clock to wait for the
-// clients on it). Package simba (the client), package tck (the conformance suites every backend
-// passes) and package simbatest (the in-memory backend) are written against it, and so is every
-// backend under backend/ — a third-party backend imports only this package and, for its tests,
-// tck.
+// Queuer, SessionQueue, SteadyHints, CutSafe and TTLChecker), the plain-value replies it
+// returns, the errors it wraps and how they are classified (Classify, AsPermanent,
+// Unavailable), and the monotonic Clock a client runs on (with Settler, the capability of a
+// test's virtual clock to wait for the clients on it). Package simba (the client), package tck
+// (the conformance suites every backend passes) and package simbatest (the in-memory backend)
+// are written against it, and so is every backend under backend/ — a third-party backend
+// imports only this package and, for its tests, tck.
 //
 // Replies are values, not errors: an expired session is a reply (Expired / SessionExpired). An
 // error means the outcome of a call is unknown or the backend is unusable; see Classify.
@@ -19,10 +19,10 @@
 // # Writing a backend
 //
 // Implement Backend (and Hinter if the server can push notifications, Inspector if it can list
-// its state, LeaseInspector if it can read one lease of it) on a server that decides by its own
-// clock; check names with ValidateName and owners with ValidateOwner before any I/O; return
-// expected outcomes as replies and classify failures (Unavailable, AsPermanent, the sentinels).
-// Then run the conformance suites of package tck — LeaseBackendSpec, FencingSpec and ClientSpec —
+// its state, LeaseInspector if it can read one lease of it, TTLChecker if it cannot serve
+// every TTL a client may ask for) on a server that decides by its own clock; check names with
+// ValidateName and owners with ValidateOwner before any I/O; return expected outcomes as
+// replies and classify failures (Unavailable, AsPermanent, the sentinels). Then run the conformance suites of package tck — LeaseBackendSpec, FencingSpec and ClientSpec —
 // from the backend's tests with a tck.Factory that opens a new client of a shared server. The
 // directory examples/backend of the Simba repository is a complete in-memory backend in its own
 // module, written this way and passing the three suites: a starting point to copy.
@@ -641,4 +641,34 @@ func CallerCancels(ctx context.Context) bool {
 func IsCutSafe(b Backend) bool {
 	cs, ok := b.(CutSafe)
 	return ok && cs.CutSafe()
+}
+
+// TTLChecker is implemented by a backend that knows, without any I/O, session TTLs it can
+// never serve: a bound of its own (etcd leases count whole seconds, so at least one; the SQL
+// backend and ZooKeeper count milliseconds) or one its configuration sets (a ZooKeeper DSN's
+// tickTime must be less than half the TTL). OpenSession refuses such a TTL with
+// ErrInvalidOption on every attempt, and the client would retry it for as long as it runs,
+// so simba.New asks CheckTTL first and fails at once with the backend's error instead.
+//
+// CheckTTL must agree with OpenSession: a TTL it refuses, OpenSession refuses too, before any
+// I/O, with an error matching ErrInvalidOption; a TTL it accepts, OpenSession refuses only for
+// what the server answers (ZooKeeper's maxSessionTimeout, say). Its error matches
+// ErrInvalidOption and names the constraint and how to meet it (which DSN parameter or option
+// to change). A backend without constraints beyond the client's own (a TTL in (0,
+// MaxSessionTTL]) need not implement it. A decorator forwards it with CheckTTL (the function),
+// which answers nil for a backend without it.
+type TTLChecker interface {
+	// CheckTTL returns nil if OpenSession can serve sessions of ttl as far as the backend
+	// knows without I/O, and otherwise an error matching ErrInvalidOption. It makes no call
+	// to the server, does not block, and may be called on a closed backend.
+	CheckTTL(ttl time.Duration) error
+}
+
+// CheckTTL returns b's answer for ttl if b implements TTLChecker, and nil otherwise: what the
+// client, and a wrapper forwarding the capability, ask of a backend.
+func CheckTTL(b Backend, ttl time.Duration) error {
+	if c, ok := b.(TTLChecker); ok {
+		return c.CheckTTL(ttl)
+	}
+	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simba-go/simba"
 	"github.com/simba-go/simba/spi"
 )
 
@@ -21,6 +22,7 @@ func LeaseBackendSpec(t *testing.T, f Factory) {
 		t.Run("OpenReturnsDistinctIDsAndRemaining", h.sessionOpen)
 		t.Run("InvalidTTLIsRejected", h.sessionInvalidTTL)
 		t.Run("InvalidOwnerIsRejected", h.sessionInvalidOwner)
+		t.Run("CheckTTLAgreesWithOpenSession", h.sessionCheckTTL)
 		t.Run("KeepAliveReturnsRemainingAndHeldLeases", h.sessionKeepAliveHeld)
 		t.Run("ExpiresAfterTTLWithoutKeepAlive", h.sessionExpiresAfterTTL)
 		t.Run("KeepAliveExtendsExpiry", h.sessionKeepAliveExtends)
@@ -99,6 +101,43 @@ func (h *harness) sessionInvalidTTL(t *testing.T) {
 				b.CloseSession(ctx(t), s.ID)
 			}
 			t.Errorf("OpenSession with TTL %v: err = %v, want spi.ErrInvalidOption", ttl, err)
+		}
+	}
+}
+
+// sessionCheckTTL checks spi.TTLChecker (spi.CheckTTL, nil for a backend without it): the
+// TTLs of a default client and of the suites are accepted, and of a few short TTLs, those
+// CheckTTL refuses (with spi.ErrInvalidOption) are exactly those OpenSession refuses with
+// spi.ErrInvalidOption — simba.New refuses a TTL by CheckTTL, so a TTL it lets through that
+// every open refuses would be retried for as long as the client runs.
+func (h *harness) sessionCheckTTL(t *testing.T) {
+	b := h.backend(t)
+	serves := []time.Duration{simba.DefaultTTL, h.short, h.long, h.f.MinTTL, h.f.MinTTL + 1500*time.Microsecond}
+	if h.f.MaxTTL > 0 {
+		serves = append(serves, h.f.MaxTTL)
+	}
+	for _, ttl := range serves {
+		if err := spi.CheckTTL(b.Backend, ttl); err != nil {
+			t.Errorf("CheckTTL(%v) = %v, want nil: a TTL the suites (or a default client) use", ttl, err)
+		}
+	}
+	for _, ttl := range []time.Duration{time.Nanosecond, 999 * time.Microsecond, time.Millisecond, 999 * time.Millisecond, time.Second} {
+		if h.f.MaxTTL > 0 && ttl > h.f.MaxTTL {
+			continue // the server's bound, which only an open learns
+		}
+		checked := spi.CheckTTL(b.Backend, ttl)
+		if checked != nil && !errors.Is(checked, spi.ErrInvalidOption) {
+			t.Errorf("CheckTTL(%v) = %v, want nil or an error matching spi.ErrInvalidOption", ttl, checked)
+		}
+		s, err := b.OpenSession(ctx(t), h.owner(), ttl)
+		if err == nil {
+			b.CloseSession(ctx(t), s.ID)
+		}
+		switch opened := !errors.Is(err, spi.ErrInvalidOption); {
+		case checked != nil && opened:
+			t.Errorf("CheckTTL(%v) = %v, but OpenSession(%v) does not refuse it (err = %v)", ttl, checked, ttl, err)
+		case checked == nil && !opened:
+			t.Errorf("CheckTTL(%v) = nil, but OpenSession(%v) = %v: simba.New would accept a TTL every open refuses", ttl, ttl, err)
 		}
 	}
 }

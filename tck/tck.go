@@ -39,7 +39,10 @@
 //
 // What the suites require beyond the SPI's doc comments: a session is only ever used through
 // the backend (client) that opened it, as on ZooKeeper where a session is a connection;
-// OpenSession rejects a TTL ≤ 0 with an error matching spi.ErrInvalidOption; Acquire, Release
+// OpenSession rejects a TTL ≤ 0 with an error matching spi.ErrInvalidOption, and of the TTLs
+// 1ns, 999µs, 1ms, 999ms and 1s (those up to MaxTTL) refuses with one exactly those
+// spi.CheckTTL refuses (spi.TTLChecker), which accepts the suites' TTLs and simba.DefaultTTL;
+// Acquire, Release
 // and Join reject names outside the wire grammar with one matching spi.ErrInvalidName before
 // any I/O; tokens are positive; Members and KeepAlive list members sorted ascending.
 //

@@ -134,6 +134,7 @@ var (
 
 	_ spi.SessionQueue = (*Backend)(nil)
 	_ spi.SteadyHints  = (*Backend)(nil)
+	_ spi.TTLChecker   = (*Backend)(nil)
 )
 
 // New returns a Backend for the etcd cluster named by dsn (see ParseDSN). Its client is its
@@ -320,14 +321,25 @@ func leaseOf(id spi.SessionID) (clientv3.LeaseID, bool) {
 	return clientv3.LeaseID(n), true
 }
 
+// CheckTTL implements spi.TTLChecker: a ttl outside [1s, MaxTTL] is refused, with an error
+// matching spi.ErrInvalidOption, as OpenSession refuses it before any I/O (etcd leases count
+// whole seconds; a TTL that is not a whole number of seconds is accepted and rounded down).
+// The server's minimum lease TTL is not checked: a longer grant is accepted, with a warning.
+func (b *Backend) CheckTTL(ttl time.Duration) error {
+	if ttl < time.Second || ttl > MaxTTL {
+		return fmt.Errorf("%w: etcd: TTL %v outside [1s, %v] (etcd leases count whole seconds): use a TTL of at least 1s (WithTTL, the CLI's -ttl)", spi.ErrInvalidOption, ttl, MaxTTL)
+	}
+	return nil
+}
+
 // OpenSession grants an etcd lease of ttl (rounded down to whole seconds) and writes the
 // session key on it.
 func (b *Backend) OpenSession(ctx context.Context, owner string, ttl time.Duration) (spi.Session, error) {
 	if err := spi.ValidateOwner(owner); err != nil {
 		return spi.Session{}, err
 	}
-	if ttl < time.Second || ttl > MaxTTL {
-		return spi.Session{}, fmt.Errorf("%w: etcd: TTL %v outside [1s, %v] (etcd leases count whole seconds)", spi.ErrInvalidOption, ttl, MaxTTL)
+	if err := b.CheckTTL(ttl); err != nil {
+		return spi.Session{}, err
 	}
 	secs := int64(ttl / time.Second)
 	b.noteTTL(time.Duration(secs) * time.Second)

@@ -183,6 +183,7 @@ var (
 	_ spi.Inspector      = (*Backend)(nil)
 	_ spi.LeaseInspector = (*Backend)(nil)
 	_ spi.Queuer         = (*Backend)(nil)
+	_ spi.TTLChecker     = (*Backend)(nil)
 )
 
 // New returns a backend on c: a *redis.Client (standalone, or Sentinel failover from
@@ -416,6 +417,16 @@ func newSessionID() (spi.SessionID, error) {
 // ms converts a reply's milliseconds to a Duration, saturating (spi.Millis).
 func ms(d int64) time.Duration { return spi.Millis(d) }
 
+// CheckTTL implements spi.TTLChecker: Redis serves every TTL a client can ask for, and only a
+// ttl that is not positive is refused, with an error matching spi.ErrInvalidOption, as
+// OpenSession refuses it before any I/O.
+func (b *Backend) CheckTTL(ttl time.Duration) error {
+	if ttl <= 0 {
+		return fmt.Errorf("%w: redis: session TTL %v is not positive", spi.ErrInvalidOption, ttl)
+	}
+	return nil
+}
+
 // OpenSession opens a session for owner expiring ttl (rounded down to whole milliseconds, at
 // least 1 ms) after Redis TIME. The id is made here, so a retried open after a lost reply
 // cannot leave a second session behind: open_session is safe to retry with the same id. The
@@ -427,8 +438,8 @@ func (b *Backend) OpenSession(ctx context.Context, owner string, ttl time.Durati
 
 // openSessionCall is OpenSession's body, run by bounded.
 func (b *Backend) openSessionCall(ctx context.Context, owner string, ttl time.Duration) (spi.Session, error) {
-	if ttl <= 0 {
-		return spi.Session{}, fmt.Errorf("%w: redis: session TTL %v is not positive", spi.ErrInvalidOption, ttl)
+	if err := b.CheckTTL(ttl); err != nil {
+		return spi.Session{}, err
 	}
 	if err := spi.ValidateOwner(owner); err != nil {
 		return spi.Session{}, fmt.Errorf("redis: %w", err)

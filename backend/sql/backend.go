@@ -121,6 +121,7 @@ var (
 	_ spi.LeaseInspector = (*Backend)(nil)
 	_ spi.Hinter         = (*Backend)(nil)
 	_ spi.Queuer         = (*Backend)(nil)
+	_ spi.TTLChecker     = (*Backend)(nil)
 )
 
 // dialect is how one SQL dialect runs statements: the operations themselves are the spec's
@@ -430,15 +431,25 @@ func newSessionID() (string, error) {
 	return hex.EncodeToString(b[:]), nil
 }
 
+// CheckTTL implements spi.TTLChecker: a ttl under one millisecond (the tables count whole
+// milliseconds) is refused, with an error matching spi.ErrInvalidOption, as OpenSession
+// refuses it before any I/O.
+func (b *Backend) CheckTTL(ttl time.Duration) error {
+	if ttl < time.Millisecond {
+		return fmt.Errorf("%w: sql %s: session TTL %v is below one millisecond (the tables count whole milliseconds): use a TTL of at least 1ms (WithTTL, the CLI's -ttl)", spi.ErrInvalidOption, b.name, ttl)
+	}
+	return nil
+}
+
 // OpenSession opens a session with a client-made id (128 random bits), live for ttl by the
 // database clock. ttl must be at least one millisecond (it is truncated to whole milliseconds);
 // owner valid by wire.ValidateOwner (else the error matches spi.ErrInvalidOption and
 // wire.ErrInvalidOwner).
 func (b *Backend) OpenSession(ctx context.Context, owner string, ttl time.Duration) (spi.Session, error) {
-	ttlMs := ttl.Milliseconds()
-	if ttlMs <= 0 {
-		return spi.Session{}, fmt.Errorf("%w: sql %s: session TTL %v is below one millisecond", spi.ErrInvalidOption, b.name, ttl)
+	if err := b.CheckTTL(ttl); err != nil {
+		return spi.Session{}, err
 	}
+	ttlMs := ttl.Milliseconds()
 	if err := spi.ValidateOwner(owner); err != nil {
 		return spi.Session{}, fmt.Errorf("sql %s: %w", b.name, err)
 	}

@@ -125,6 +125,7 @@ var (
 
 	_ spi.SessionQueue = (*Backend)(nil)
 	_ spi.SteadyHints  = (*Backend)(nil)
+	_ spi.TTLChecker   = (*Backend)(nil)
 )
 
 // New returns a Backend for the ZooKeeper ensemble named by dsn (see ParseDSN). It does no
@@ -271,9 +272,6 @@ func (b *Backend) OpenSession(ctx context.Context, owner string, ttl time.Durati
 	if err := spi.ValidateOwner(owner); err != nil {
 		return spi.Session{}, fmt.Errorf("zookeeper: %w", err)
 	}
-	if ttl < time.Millisecond || ttl > time.Duration(1<<31-1)*time.Millisecond {
-		return spi.Session{}, fmt.Errorf("%w: zookeeper: ttl %v out of range", spi.ErrInvalidOption, ttl)
-	}
 	ask, err := b.sessionTimeoutFor(ttl)
 	if err != nil {
 		return spi.Session{}, err
@@ -325,15 +323,35 @@ func (b *Backend) OpenSession(ctx context.Context, owner string, ttl time.Durati
 // A tick of half the TTL or more is refused: the timeout would be at most half the TTL, close
 // to the keep-alives' interval (TTL/3), and at or below the server's default minSessionTimeout
 // (2 × tick), which would make the option pointless.
+//
+// A ttl outside [1ms, 2³¹−1 ms] (ZooKeeper's session timeout is an int32 of milliseconds) is
+// refused too, with spi.ErrInvalidOption.
 func (b *Backend) sessionTimeoutFor(ttl time.Duration) (time.Duration, error) {
+	if ttl < time.Millisecond || ttl > maxSessionTimeout {
+		return 0, fmt.Errorf("%w: zookeeper: ttl %v outside [1ms, %v] (ZooKeeper counts a session timeout in milliseconds): use a TTL in that range (WithTTL, the CLI's -ttl)", spi.ErrInvalidOption, ttl, maxSessionTimeout)
+	}
 	tick := b.cfg.TickTime
 	if tick <= 0 {
 		return ttl, nil
 	}
 	if 2*tick >= ttl {
-		return 0, fmt.Errorf("%w: zookeeper: tickTime %v must be less than half the ttl %v", spi.ErrInvalidOption, tick, ttl)
+		return 0, fmt.Errorf("%w: zookeeper: tickTime %v must be less than half the ttl %v: lower the DSN's tickTime or raise the TTL (WithTTL, the CLI's -ttl) above %v", spi.ErrInvalidOption, tick, ttl, 2*tick)
 	}
 	return ttl - tick, nil
+}
+
+// maxSessionTimeout is the longest session timeout ZooKeeper's connect request can carry: an
+// int32 of milliseconds.
+const maxSessionTimeout = time.Duration(1<<31-1) * time.Millisecond
+
+// CheckTTL implements spi.TTLChecker: it refuses, with an error matching
+// spi.ErrInvalidOption and before any I/O, a ttl that OpenSession would refuse before any I/O
+// on every attempt: one outside [1ms, 2³¹−1 ms], or one that is at most twice the DSN's
+// tickTime (see Session timeout and tickTime in the package doc). The server's
+// [minSessionTimeout, maxSessionTimeout] is not checked: only a session open learns it.
+func (b *Backend) CheckTTL(ttl time.Duration) error {
+	_, err := b.sessionTimeoutFor(ttl)
+	return err
 }
 
 func (b *Backend) checkOpen() error {

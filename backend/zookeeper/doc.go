@@ -133,8 +133,10 @@ expires within (last request + TTL − tickTime, last request + TTL]. The price 
 own view: the remaining times a session reports (see Time) run on the negotiated timeout, so a
 holder's term is a tick shorter between keep-alives, and it never outlives what the server
 enforces. Keep-alives (every TTL/3 by default) still land inside the shorter timeout: the
-tick must be less than half the TTL (OpenSession refuses a TTL of two ticks or less with
-spi.ErrInvalidOption, before any I/O), so the timeout is more than half the TTL; a tick below
+tick must be less than half the TTL, so the timeout is more than half the TTL: a TTL of two
+ticks or less is refused with spi.ErrInvalidOption before any I/O, by simba.New (which asks
+Backend.CheckTTL, spi.TTLChecker: "zookeeper: tickTime 2s must be less than half the ttl 3s:
+lower the DSN's tickTime or raise the TTL ...") and by OpenSession; a tick below
 a third of the TTL (ZooKeeper's default 2 s against Simba's default TTL of 15 s) also leaves
 room for one lost keep-alive, whose retry two renewal intervals after the last renewal still
 comes before TTL − tick.

@@ -288,6 +288,12 @@ func TestSessionTimeoutFor(t *testing.T) {
 	if got, err := plain.sessionTimeoutFor(2 * time.Second); err != nil || got != 2*time.Second {
 		t.Errorf("without tickTime: %v, %v; want 2s", got, err)
 	}
+	// ZooKeeper counts a session timeout in int32 milliseconds: CheckTTL refuses a TTL outside.
+	for _, ttl := range []time.Duration{500 * time.Microsecond, 1 << 31 * time.Millisecond} {
+		if err := plain.CheckTTL(ttl); !errors.Is(err, spi.ErrInvalidOption) || !strings.Contains(err.Error(), "outside [1ms, ") {
+			t.Errorf("without tickTime: CheckTTL(%v) = %v; want spi.ErrInvalidOption naming the range", ttl, err)
+		}
+	}
 	b, err := New("zk://127.0.0.1:1?tickTime=200ms") // nothing listens: any I/O would fail differently
 	if err != nil {
 		t.Fatal(err)
@@ -301,10 +307,18 @@ func TestSessionTimeoutFor(t *testing.T) {
 		if got, err := b.sessionTimeoutFor(ttl); err != nil || got != want {
 			t.Errorf("sessionTimeoutFor(%v) = %v, %v; want %v", ttl, got, err, want)
 		}
+		if err := b.CheckTTL(ttl); err != nil {
+			t.Errorf("CheckTTL(%v) = %v; want nil", ttl, err)
+		}
 	}
 	for _, ttl := range []time.Duration{400 * time.Millisecond, 300 * time.Millisecond, time.Millisecond} {
 		if _, err := b.sessionTimeoutFor(ttl); !errors.Is(err, spi.ErrInvalidOption) {
 			t.Errorf("sessionTimeoutFor(%v) = %v; want spi.ErrInvalidOption", ttl, err)
+		}
+		// simba.New asks CheckTTL (spi.TTLChecker) and refuses the TTL up front, with a fix.
+		if err := b.CheckTTL(ttl); !errors.Is(err, spi.ErrInvalidOption) || !strings.Contains(err.Error(), "must be less than half the ttl") ||
+			!strings.Contains(err.Error(), "lower the DSN's tickTime or raise the TTL") {
+			t.Errorf("CheckTTL(%v) = %v; want spi.ErrInvalidOption naming the rule and the fix", ttl, err)
 		}
 		_, err := b.OpenSession(t.Context(), "o", ttl)
 		if !errors.Is(err, spi.ErrInvalidOption) || !strings.Contains(err.Error(), "less than half the ttl") {

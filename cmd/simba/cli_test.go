@@ -110,6 +110,13 @@ func TestErrorsHaveOneSimbaPrefix(t *testing.T) {
 		{[]string{"lock", "-dsn", unmigrated, "-name", "job", "-grace", "-1s", "--", "true"}, 2, "-grace -1s is negative"},
 		{[]string{"demo", "-workers", "2"}, 2, "-workers must be at least 3"},
 		{[]string{"demo", "-ttl", "50ms"}, 2, "-ttl 50ms is too short"},
+		// A TTL the backend can never serve (spi.TTLChecker): refused up front, not retried.
+		{[]string{"lock", "-dsn", "zk://127.0.0.1:2181/simba-cli-ttlcheck?tickTime=2s", "-name", "job", "-ttl", "3s", "--", "true"}, 2,
+			"tickTime 2s must be less than half the ttl 3s: lower the DSN's tickTime or raise the TTL"},
+		{[]string{"run", "-dsn", "etcd://127.0.0.1:2379/simba-cli-ttlcheck", "-name", "job", "-ttl", "500ms", "--", "true"}, 2,
+			"etcd: TTL 500ms outside [1s, "},
+		{[]string{"demo", "-dsn", "zk://127.0.0.1:2181/simba-cli-ttlcheck?tickTime=2s", "-ttl", "3s"}, 2,
+			"tickTime 2s must be less than half the ttl 3s"},
 		{[]string{"lock", "-dsn", unmigrated, "-name", "job", "--", "true"}, 1, "run `simba migrate` with the same -dsn"},
 	} {
 		stdout, stderr, status := runSimba(t, tc.args...)

@@ -23,6 +23,7 @@ import (
 	"github.com/simba-go/simba/fence"
 	"github.com/simba-go/simba/fence/fencesql"
 	"github.com/simba-go/simba/internal/sqlitebusy"
+	"github.com/simba-go/simba/spi"
 
 	dsnutil "github.com/simba-go/simba/internal/dsn"
 )
@@ -56,12 +57,18 @@ func demo(ctx context.Context, args []string) error {
 			return err
 		}
 		// A DSN that cannot work is a usage error before the demo says what it runs on
-		// (opening does no I/O: the backend only parses the DSN).
+		// (opening does no I/O: the backend only parses the DSN), and so is a -ttl the
+		// backend can never serve (a ZooKeeper tickTime of half the TTL or more, an etcd TTL
+		// under 1s), which every worker's simba.New would refuse.
 		b, err := openDSN(ctx, *dsn)
 		if err != nil {
 			return err
 		}
+		err = spi.CheckTTL(b, *ttl)
 		b.Close()
+		if err != nil {
+			return usageError{err}
+		}
 	}
 	dir, err := os.MkdirTemp("", "simba-demo-")
 	if err != nil {

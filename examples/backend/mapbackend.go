@@ -274,6 +274,7 @@ var (
 	_ spi.Hinter         = (*Backend)(nil)
 	_ spi.Inspector      = (*Backend)(nil)
 	_ spi.LeaseInspector = (*Backend)(nil)
+	_ spi.TTLChecker     = (*Backend)(nil)
 )
 
 // begin starts a call: it fails if ctx is done or the connection is closed, and otherwise locks
@@ -311,12 +312,22 @@ func newSessionID() spi.SessionID {
 	return spi.SessionID(hex.EncodeToString(b[:]))
 }
 
+// CheckTTL implements spi.TTLChecker: a TTL that is not positive or exceeds MaxTTL is
+// refused, with an error matching spi.ErrInvalidOption, as OpenSession refuses it before
+// touching any state, so that simba.New refuses it up front rather than every session open.
+func (b *Backend) CheckTTL(ttl time.Duration) error {
+	if ttl <= 0 || ttl > MaxTTL {
+		return fmt.Errorf("mapbackend: %w: TTL %v is not in (0, %v]", spi.ErrInvalidOption, ttl, MaxTTL)
+	}
+	return nil
+}
+
 // OpenSession implements spi.Backend. It checks ttl and owner before touching any state: a TTL
 // that is not positive or exceeds MaxTTL, and an owner that breaks the wire rule, fail with an
 // error matching spi.ErrInvalidOption.
 func (b *Backend) OpenSession(ctx context.Context, owner string, ttl time.Duration) (spi.Session, error) {
-	if ttl <= 0 || ttl > MaxTTL {
-		return spi.Session{}, fmt.Errorf("mapbackend: OpenSession: %w: TTL %v is not in (0, %v]", spi.ErrInvalidOption, ttl, MaxTTL)
+	if err := b.CheckTTL(ttl); err != nil {
+		return spi.Session{}, err
 	}
 	if err := spi.ValidateOwner(owner); err != nil {
 		return spi.Session{}, fmt.Errorf("mapbackend: OpenSession: %w", err)

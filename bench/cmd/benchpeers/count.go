@@ -43,6 +43,10 @@ func (c *counting) QueueEntriesLiveWithSession() bool {
 // on those backends, and the harness would count calls that no user's client makes.
 func (c *counting) HintsSteady() bool { return spi.AreHintsSteady(c.Backend) }
 
+// CheckTTL forwards spi.TTLChecker (a local call, not counted): without it simba.New would
+// not refuse a TTL the backend can never serve.
+func (c *counting) CheckTTL(ttl time.Duration) error { return spi.CheckTTL(c.Backend, ttl) }
+
 // EndWait forwards spi.WaitEnder (a local call, not counted): without it a TryLock that found
 // a lease held would leave the backend's hint state for the wait until it lapsed, as no user's
 // client does.

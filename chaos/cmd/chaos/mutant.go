@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/simba-go/simba/generated/wire"
 	"github.com/simba-go/simba/spi"
@@ -92,6 +93,9 @@ func (m *tokenBlindBackend) AcquireQueued(ctx context.Context, session spi.Sessi
 func (m *tokenBlindBackend) Withdraw(ctx context.Context, session spi.SessionID, name string) error {
 	return m.Backend.(spi.Queuer).Withdraw(ctx, session, name)
 }
+
+// CheckTTL is the real one (spi.TTLChecker).
+func (m *tokenBlindBackend) CheckTTL(ttl time.Duration) error { return spi.CheckTTL(m.Backend, ttl) }
 
 // Hints are the real ones.
 func (m *tokenBlindBackend) Hints(ctx context.Context) (<-chan spi.Hint, error) {
