@@ -164,6 +164,27 @@ func checkKeysOfAnotherType(t *testing.T, c goredis.UniversalClient, dsn string)
 	if err := kept.Unlock(lctx); err != nil {
 		t.Errorf("Unlock of the other lock: %v", err)
 	}
+
+	// A group whose key is a string: its join fails, and so does the leave its Leave sends
+	// (the join's outcome counts as unknown); Leave returns all the same, the leave's error
+	// being permanent and the key holding no member. On the old code the leave was retried
+	// about twice a second for the client's life and Leave returned only when its ctx ended
+	// (trial21: a Leave without deadline hung for 9 minutes, until the process was killed).
+	g, err := cl.JoinGroup(lctx, "stringly", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for g.Err() == nil {
+		select {
+		case <-lctx.Done():
+			t.Fatal("the group's join reported no error within 30 s")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	named("the group's join", g.Err(), wire.GroupKey("stringly"), "string", "zset")
+	if err := g.Leave(lctx); err != nil {
+		t.Errorf("Leave of a group whose key is a string: %v; want it to return nil", err)
+	}
 }
 
 // fmtErr is err's text ("" for nil).

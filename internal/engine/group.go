@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"slices"
 	"time"
 
@@ -287,6 +288,18 @@ func (s *Engine) onLeaveReply(p pending, ev Event) {
 		return
 	}
 	if ev.Err != nil {
+		if errors.Is(ev.Err, spi.ErrCorruptRecord) {
+			// A record the leave needed is not of the kind the backend keeps there: no retry
+			// can succeed until an operator mends it. On Redis a group key of another type
+			// holds no member; the standalone script removes the member before it touches
+			// the session's keys; a session key of another type (which Cluster reads first)
+			// ends the session at its next keep-alive, and the member, scored by the
+			// session's expiry, lapses with it. Report the error and let the group go, so
+			// Leave returns rather than retrying for the client's life.
+			s.failed(OpLeave, g.name, ev.Err)
+			s.dropGroup(g)
+			return
+		}
 		s.retryGroup(g, OpLeave, ev.Err)
 		return
 	}
