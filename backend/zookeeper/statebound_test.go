@@ -2,13 +2,11 @@ package zookeeper
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/simba-go/simba"
+	"github.com/simba-go/simba/internal/waittest"
 	"github.com/simba-go/simba/spi"
 )
 
@@ -27,55 +25,26 @@ func (b *Backend) waitsFor(name string) bool {
 	return b.waits[name] != nil
 }
 
-// waitTracker is a backend (b's methods promoted: Hints, Queuer, WaitEnder) that follows the
-// client's waits as the client sees them: a queued acquire found the name held and no Withdraw
-// or grant came after it. A test waits until none is left and no such call is in flight
-// before it counts what the backend keeps: a late queued acquire (sent before its Lock gave
-// up, answered after its Withdraw) is followed by a second Withdraw, which this waits for.
+// waitTracker is a backend (b's methods promoted: Hints, Queuer, WaitEnder) whose queued
+// acquires and Withdraws reach owed, which follows the client's waits as the client sees them
+// (waittest.Owed).
 type waitTracker struct {
 	*Backend
-	mu       sync.Mutex
-	inflight int
-	owed     map[string]bool
-}
-
-func (w *waitTracker) start() {
-	w.mu.Lock()
-	w.inflight++
-	w.mu.Unlock()
+	owed waittest.Owed
 }
 
 func (w *waitTracker) AcquireQueued(ctx context.Context, s spi.SessionID, name string) (spi.Acquire, error) {
-	w.start()
+	w.owed.Start()
 	r, err := w.Backend.AcquireQueued(ctx, s, name)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.inflight--
-	switch {
-	case err == nil && r.Kind == spi.HeldBy:
-		w.owed[name] = true
-	case err == nil:
-		delete(w.owed, name)
-	}
+	w.owed.Queued(name, r, err)
 	return r, err
 }
 
 func (w *waitTracker) Withdraw(ctx context.Context, s spi.SessionID, name string) error {
-	w.start()
+	w.owed.Start()
 	err := w.Backend.Withdraw(ctx, s, name)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.inflight--
-	delete(w.owed, name)
+	w.owed.Withdrew(name)
 	return err
-}
-
-// settled reports whether the client waits for nothing and has no queued acquire or Withdraw
-// in flight.
-func (w *waitTracker) settled() bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.inflight == 0 && len(w.owed) == 0
 }
 
 // TestManyNamesLeaveNoWaitsBehind drives a client through many distinct names in the patterns
@@ -86,143 +55,13 @@ func (w *waitTracker) settled() bool {
 func TestManyNamesLeaveNoWaitsBehind(t *testing.T) {
 	dsn := serverDSN(t, "")
 	rec := newRecorder()
-	testManyNamesLeaveNoWaitsBehind(t, openBackend(t, dsn), openBackend(t, dsn),
-		func() (recorded, *recorder) { return recorded{Backend: openBackend(t, dsn), r: rec}, rec })
-}
-
-func testManyNamesLeaveNoWaitsBehind(t *testing.T, hb, raw *Backend, crashing func() (recorded, *recorder)) {
-	const (
-		n   = 40
-		ttl = 10 * time.Second // a wait noted lasts two TTLs: longer than the test
-	)
-	ctx, cancelAll := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancelAll()
-	wb := &waitTracker{Backend: raw, owed: map[string]bool{}}
-	holder, err := simba.New(hb, simba.WithOwner("holder"), simba.WithTTL(ttl))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { holder.Close(context.Background()) })
-	waiter, err := simba.New(wb, simba.WithOwner("waiter"), simba.WithTTL(ttl))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { waiter.Close(context.Background()) })
-	prefix := fmt.Sprintf("sb-%d-", time.Now().UnixNano())
-	names := make([]string, n)
-	for i := range names {
-		names[i] = fmt.Sprintf("%s%d", prefix, i)
-		if _, err := holder.Lock(ctx, names[i]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	check := func(pattern string) {
-		t.Helper()
-		for !wb.settled() {
-			if ctx.Err() != nil {
-				t.Fatalf("after %s: the client's waits never ended", pattern)
-			}
-			time.Sleep(time.Millisecond)
-		}
-		if w := wb.waitedNames(); w != 0 {
-			t.Errorf("after %s: the backend keeps %d names as waited for, want 0", pattern, w)
-		}
-	}
-
-	// A Lock whose context is cancelled while it waits (first: it shows that waits are noted,
-	// the hint listener or waker running).
-	for _, name := range names {
-		lctx, cancel := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() {
-			_, err := waiter.Lock(lctx, name)
-			done <- err
-		}()
-		for !wb.waitsFor(name) {
-			if ctx.Err() != nil {
-				t.Fatalf("the waiting Lock of %s was never noted as a wait", name)
-			}
-			time.Sleep(time.Millisecond)
-		}
-		cancel()
-		if err := <-done; !errors.Is(err, context.Canceled) {
-			t.Fatalf("Lock(%s) with its context cancelled: %v", name, err)
-		}
-	}
-	check("Locks cancelled while waiting")
-
-	// TryLock of a held name, given up.
-	for _, name := range names {
-		if _, err := waiter.TryLock(ctx, name); !errors.Is(err, simba.ErrLockHeld) {
-			t.Fatalf("TryLock(%s) of a held name: %v", name, err)
-		}
-	}
-	check("TryLocks of held names")
-
-	// An election's campaign for a held name, then Stop.
-	for _, name := range names {
-		e, err := waiter.NewElection(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := e.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		for !wb.waitsFor(name) {
-			if ctx.Err() != nil {
-				t.Fatalf("the candidacy for %s was never noted as a wait", name)
-			}
-			time.Sleep(time.Millisecond)
-		}
-		if err := e.Stop(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	check("campaigns stopped")
-
-	// Lock and Unlock of free names.
-	for i := range n {
-		h, err := waiter.Lock(ctx, fmt.Sprintf("%sfree-%d", prefix, i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := h.Unlock(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	check("Lock and Unlock")
-
-	// Locks that wait out the expiry of another holder's session (one opened by hand on a
-	// backend of its own, holding names of its own, then ended at the server).
-	cb, rec := crashing()
-	s, err := cb.OpenSession(ctx, "crashed", 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	for i := range n {
-		name := fmt.Sprintf("%sexpiring-%d", prefix, i)
-		if r, err := cb.Acquire(ctx, s.ID, name); err != nil || r.Kind != spi.Granted {
-			t.Fatalf("Acquire(%s) by the crashing session: %v %v", name, r.Kind, err)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			h, err := waiter.Lock(ctx, name)
-			if err == nil {
-				err = h.Unlock(ctx)
-			}
-			errs <- err
-		}()
-	}
-	rec.expire(t, s.ID)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	check("Locks granted after the holder's expiry")
+	wb := &waitTracker{Backend: openBackend(t, dsn)}
+	waittest.ManyNamesLeaveNoWaitsBehind(t, waittest.Setup{
+		Holder: openBackend(t, dsn), Waiter: wb, Owed: &wb.owed, Waits: wb.waitsFor,
+		Waited: func() (int, int) { return wb.waitedNames(), 0 },
+		// The crashing session is opened on a backend of its own and ended at the server.
+		Crashing: recorded{Backend: openBackend(t, dsn), r: rec}, CrashTTL: 10 * time.Second,
+		Expire: func(t *testing.T, id spi.SessionID) { rec.expire(t, id) },
+		Prefix: fmt.Sprintf("sb-%d-", time.Now().UnixNano()),
+	})
 }
