@@ -356,17 +356,11 @@ func (b *Backend) failKeys(ctx context.Context, op string, err error, keys []str
 // (wire.RedisKeyType), for failKeys: one TYPE per key, pipelined (on a Cluster, per master).
 // When that read fails or finds none (the key was changed since), it says so, naming the keys.
 func (b *Backend) foreignKey(ctx context.Context, keys []string) string {
-	pipe := b.c.Pipeline()
-	types := make([]*goredis.StatusCmd, len(keys))
-	for i, k := range keys {
-		types[i] = pipe.Type(ctx, k)
-	}
-	_, err := pipe.Exec(ctx)
+	got, err := b.foreignTypes(ctx, keys)
 	var found []string
 	for i, k := range keys {
-		want, got := wire.RedisKeyType(k), types[i].Val()
-		if types[i].Err() == nil && want != "" && got != "none" && got != want {
-			found = append(found, fmt.Sprintf("key %q holds a %s where Simba keeps a %s", k, got, want))
+		if got[i] != "" {
+			found = append(found, fmt.Sprintf("key %q holds a %s where Simba keeps a %s", k, got[i], wire.RedisKeyType(k)))
 		}
 	}
 	switch {
@@ -376,6 +370,27 @@ func (b *Backend) foreignKey(ctx context.Context, keys []string) string {
 		return fmt.Sprintf("one of the keys %q holds a value of another type than Simba keeps there (which one could not be read: %v)", keys, err)
 	}
 	return fmt.Sprintf("one of the keys %q held a value of another type than Simba keeps there (none does now)", keys)
+}
+
+// foreignTypes reads the type of each of keys (one TYPE per key, pipelined; on a Cluster, per
+// master) and returns, per key, the type it holds where that is another than Simba keeps there
+// (wire.RedisKeyType), "" otherwise (the key's own type, none, or a failed read), and the
+// pipeline's error.
+func (b *Backend) foreignTypes(ctx context.Context, keys []string) ([]string, error) {
+	pipe := b.c.Pipeline()
+	types := make([]*goredis.StatusCmd, len(keys))
+	for i, k := range keys {
+		types[i] = pipe.Type(ctx, k)
+	}
+	_, err := pipe.Exec(ctx)
+	got := make([]string, len(keys))
+	for i, k := range keys {
+		want, t := wire.RedisKeyType(k), types[i].Val()
+		if types[i].Err() == nil && want != "" && t != "none" && t != want {
+			got[i] = t
+		}
+	}
+	return got, err
 }
 
 // scriptKeys returns the KEYS of a script call's Build, for failKeys.
@@ -739,15 +754,14 @@ func (b *Backend) keepAlive(ctx context.Context, sid spi.SessionID, names, group
 // keeps there (one TYPE per key, pipelined): keepAlive leaves them out. A failed read returns
 // none.
 func (b *Backend) foreignLeases(ctx context.Context, names []string) []string {
-	pipe := b.c.Pipeline()
-	types := make([]*goredis.StatusCmd, len(names))
+	keys := make([]string, len(names))
 	for i, n := range names {
-		types[i] = pipe.Type(ctx, wire.LeaseKey(n))
+		keys[i] = wire.LeaseKey(n)
 	}
-	_, _ = pipe.Exec(ctx)
+	got, _ := b.foreignTypes(ctx, keys)
 	var lost []string
 	for i, n := range names {
-		if t, err := types[i].Result(); err == nil && t != "none" && t != wire.LeaseKeyType {
+		if got[i] != "" {
 			lost = append(lost, n)
 		}
 	}
