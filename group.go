@@ -332,7 +332,10 @@ func (g *PartitionGroup) DroppedEvents() uint64 { return g.events.dropped.Load()
 // missing or old schema (matching ErrSchemaMissing), a DSN that names the wrong kind of server,
 // bad credentials or permissions. It is set when a join or members call of the group, or a
 // call of the client's session, fails permanently (an EventBackendError with Class Permanent
-// reports it too) and cleared when such a call succeeds.
+// reports it too) and cleared when such a call succeeds. A refused join is retried every
+// BackoffMax/2 to BackoffMax (the renewal interval), so the group joins by itself once the
+// cause is fixed; the log has an ERROR line for the error once, then one a minute while it
+// repeats.
 func (g *PartitionGroup) Err() error {
 	if err := g.events.lastErrs.permanent(); err != nil {
 		return err
