@@ -117,6 +117,9 @@ type Client struct {
 
 	errSeq  atomic.Uint64 // numbers the backend errors reported, for request's ctx errors
 	sessErr errNote       // errors of session calls (open, keep-alive, close)
+	// permLog damps the log lines of a permanent error that repeats (logPermanent). Owned by
+	// whoever steps the engine (the loop, or a caller stepping inline): no lock.
+	permLog map[permKey]*permSeen
 
 	closeStarted atomic.Bool
 	closeTaken   chan struct{} // closed once the loop has stepped the close
@@ -278,6 +281,18 @@ func (c *Client) Session() SessionID {
 	defer c.mu.Unlock()
 	return c.session
 }
+
+// Err returns the permanent backend error that keeps the client's session from working, or
+// nil: its open or keep-alive failed permanently — a TTL the server refuses (ZooKeeper's
+// maxSessionTimeout below it; etcd grants its minimum lease TTL instead, with a warning), a
+// missing schema, refused credentials — and no such call has succeeded since. New cannot see
+// such a refusal (it makes no call); the client keeps trying to open its session, every
+// BackoffMax/2 to BackoffMax (the renewal interval), and recovers by itself once the cause is
+// fixed. The error is also an
+// EventBackendError to the listeners, a Lock waiting for the session returns it, and each
+// Election's and PartitionGroup's Err reports it; the log has an ERROR line for it once, then
+// one a minute while it repeats.
+func (c *Client) Err() error { return c.sessErr.permanent() }
 
 // Close stops every election, lock and group of the client (their terms end with
 // RevokedClosed; handovers wait for their work as usual), closes the backend session and
@@ -1479,12 +1494,71 @@ func (c *Client) callDone(op engine.Op, name string, err error) {
 	case err != nil && spi.Classify(err) != spi.Permanent:
 		c.backendError(op, name, err, c.cfg.clock.Now())
 	case err != nil:
-	case op == engine.OpOpenSession || op == engine.OpKeepAlive:
-		c.sessErr.clear()
-	case op == engine.OpAcquire || op == engine.OpJoin:
-		if t := c.errTarget(name); t != nil {
-			t.errs().clear()
+	default:
+		if len(c.permLog) > 0 {
+			delete(c.permLog, permKey{op, name}) // the cause is gone: a recurrence logs again
 		}
+		switch op {
+		case engine.OpOpenSession, engine.OpKeepAlive:
+			c.sessErr.clear()
+		case engine.OpAcquire, engine.OpJoin:
+			if t := c.errTarget(name); t != nil {
+				t.errs().clear()
+			}
+		}
+	}
+}
+
+// permKey names the call whose permanent errors logPermanent damps: the operation and the
+// lease or group ("" for the session's calls).
+type permKey struct {
+	op   engine.Op
+	name string
+}
+
+// permSeen is the permanent error a call last logged, when, and how many repeats of it were
+// logged at DEBUG since.
+type permSeen struct {
+	msg   string
+	at    time.Duration
+	quiet int
+}
+
+// permLogInterval is how often a permanent backend error that repeats is logged at ERROR:
+// the first failure of a call (an operation on a lease, a group or the session) with a given
+// error is logged at ERROR, and its repeats — the engine retries a background call such as
+// an election's acquire, a group's Join or the session's open at most about once per
+// BackoffMax — at DEBUG, but for one ERROR line per interval that counts them ("repeats").
+// A different error, or the same after a success of the call, is logged at ERROR at once.
+// The listeners, Err and the metrics see every failure.
+const permLogInterval = time.Minute
+
+// permLogMax bounds permLog: past it the map starts afresh (a client whose calls about many
+// names fail for good logs each once more).
+const permLogMax = 1024
+
+// logPermanent reports whether the permanent error err of the call op/name is logged at
+// ERROR (else at DEBUG), and how many repeats were logged at DEBUG since its last ERROR line.
+func (c *Client) logPermanent(op engine.Op, name string, err error, now time.Duration) (loud bool, repeats int) {
+	k, msg := permKey{op, name}, err.Error()
+	seen := c.permLog[k]
+	switch {
+	case seen == nil:
+		if c.permLog == nil || len(c.permLog) >= permLogMax {
+			c.permLog = make(map[permKey]*permSeen)
+		}
+		c.permLog[k] = &permSeen{msg: msg, at: now}
+		return true, 0
+	case seen.msg != msg || now-seen.at >= permLogInterval:
+		repeats = seen.quiet
+		if seen.msg != msg {
+			repeats = 0
+		}
+		*seen = permSeen{msg: msg, at: now}
+		return true, repeats
+	default:
+		seen.quiet++
+		return false, 0
 	}
 }
 
@@ -1526,11 +1600,18 @@ func (c *Client) backendError(op engine.Op, name string, err error, now time.Dur
 		}
 	}
 	level := slog.LevelWarn
+	attrs := []any{"op", opName, "name", name, "class", class.String(), "err", err}
 	if class == spi.Permanent {
+		// Logged once per distinct error, then once per permLogInterval while it repeats
+		// (a background retry of it comes about once per BackoffMax).
 		level = slog.LevelError
+		if loud, repeats := c.logPermanent(op, name, err, now); !loud {
+			level = slog.LevelDebug
+		} else if repeats > 0 {
+			attrs = append(attrs, "repeats", repeats)
+		}
 	}
-	c.cfg.logger.Log(context.Background(), level, "simba backend error", "op", opName, "name", name,
-		"class", class.String(), "err", err)
+	c.cfg.logger.Log(context.Background(), level, "simba backend error", attrs...)
 	seq := c.errSeq.Add(1)
 	ev := Event{Kind: EventBackendError, At: now, Session: c.eng.SessionID(), Name: name, Op: opName,
 		Class: class, Err: err}

@@ -598,8 +598,9 @@ func (e *Election) StepDown(ctx context.Context) error {
 // missing or old schema (matching ErrSchemaMissing), a DSN that names the wrong kind of server,
 // bad credentials or permissions. It is set when a call for this election or for the client's
 // session fails permanently (an EventBackendError with Class Permanent reports it too) and
-// cleared when such a call succeeds. The election keeps retrying at the longest backoff, since
-// an operator may fix the cause.
+// cleared when such a call succeeds. The election keeps retrying, every BackoffMax/2 to
+// BackoffMax (the renewal interval), since an operator may fix the cause; the log has an ERROR
+// line for the error once, then one a minute while it repeats.
 func (e *Election) Err() error {
 	if err := e.lastErrs.permanent(); err != nil {
 		return err

@@ -206,10 +206,11 @@ func (g *PartitionGroup) Partitions() int { return g.partitions }
 // Leave (see RunPartition): then the partition is released, and Leave returns nil, while that work
 // still runs with an invalid term. A release whose outcome is unknown is reported as an error
 // (keep-alives settle it): one per such partition, joined on one line, each found by errors.Is and
-// errors.As. A leave the backend refuses with ErrCorruptRecord (a Redis group key of another
-// type, which holds no member) is not retried: it is reported as a permanent backend error (an
-// event and an ERROR line) and the group is let go, so Leave returns nil; a leave failing with
-// any other error is retried. If ctx ends first Leave returns ctx's error, and leaving goes on; a JoinGroup of
+// errors.As. A leave the backend refuses with a permanent error (IsPermanent: a Redis group key
+// of another type, ErrCorruptRecord, which holds no member) is not retried: Leave returns it,
+// it is reported as a backend error (an event and an ERROR line) and the group is let go, its
+// membership lapsing with the session; a leave failing with a retryable error is retried. If
+// ctx ends first Leave returns ctx's error, and leaving goes on; a JoinGroup of
 // the group meanwhile waits until the membership is deleted, then joins (see JoinGroup). Called from inside the group's own RunPartition work,
 // which the handover would wait for, Leave returns once the engine has taken it (every term
 // of the group revoked, the work's ctx cancelled): the partitions are released as their work
@@ -331,7 +332,10 @@ func (g *PartitionGroup) DroppedEvents() uint64 { return g.events.dropped.Load()
 // missing or old schema (matching ErrSchemaMissing), a DSN that names the wrong kind of server,
 // bad credentials or permissions. It is set when a join or members call of the group, or a
 // call of the client's session, fails permanently (an EventBackendError with Class Permanent
-// reports it too) and cleared when such a call succeeds.
+// reports it too) and cleared when such a call succeeds. A refused join is retried every
+// BackoffMax/2 to BackoffMax (the renewal interval), so the group joins by itself once the
+// cause is fixed; the log has an ERROR line for the error once, then one a minute while it
+// repeats.
 func (g *PartitionGroup) Err() error {
 	if err := g.events.lastErrs.permanent(); err != nil {
 		return err

@@ -13,7 +13,7 @@ import (
 // WithSessionWaiters, and spi.SteadyHints, true when it was made WithUnknownRemaining). Its
 // embedded Faults apply only to its own calls.
 //
-// A call runs as: refused or hung while cut off; failed by FailNext; delayed by DelayRequests;
+// A call runs as: refused or hung while cut off; failed by FailOp or FailNext; delayed by DelayRequests;
 // applied to the model at the server clock's current time; reply dropped by DropNextReplies;
 // delayed by DelayReplies. The server's faults are checked before the backend's. A call whose
 // context is done before it takes effect has no effect.
@@ -75,7 +75,7 @@ func (b *Backend) call(ctx context.Context, op string, f func(m *Model, now time
 	}
 	var delay time.Duration
 	for _, faults := range []*Faults{srv.Faults, b.Faults} {
-		a := faults.admit()
+		a := faults.admit(op)
 		switch a.cut {
 		case Refuse:
 			return spi.Unavailable(op, ErrCutOff)

@@ -42,7 +42,8 @@
 // clock (a real one, say).
 //
 // Faults are set on a Backend (that client only) or on the Server (every client): FailNext
-// fails calls without effect, DropNextReplies lets calls take effect but lose their replies,
+// fails calls without effect, FailOp fails every call of one SPI method with a given error
+// until cleared (a condition that lasts, such as a permanent refusal), DropNextReplies lets calls take effect but lose their replies,
 // DelayRequests and DelayReplies delay calls on the server's clock (honouring the call's
 // context), CutOff cuts a client off (calls refused or hanging) until Restore, and Heal clears
 // everything. NewLink wraps ANY backend (a real server's too) in a link a test can cut like a

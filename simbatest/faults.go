@@ -43,6 +43,7 @@ type Faults struct {
 	replyDelay time.Duration
 	cut        CutMode
 	restored   chan struct{} // closed by Restore; replaced by CutOff
+	failOps    map[string]error
 }
 
 func newFaults() *Faults { return &Faults{restored: make(chan struct{})} }
@@ -54,6 +55,24 @@ func (f *Faults) FailNext(n int, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.failNext, f.failErr = n, err
+}
+
+// FailOp makes every call of the SPI method op ("OpenSession", "Join", "Leave", "Acquire", …:
+// the names Backend.Calls counts) fail without effect with err, until FailOp(op, nil) or
+// Heal: a condition that lasts, such as a server that refuses the TTL for good or a record
+// of the wrong kind, which err (typically a permanent error, spi.AsPermanent) stands for.
+// A cut-off comes first; FailNext's failures are not consumed by these calls.
+func (f *Faults) FailOp(op string, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err == nil {
+		delete(f.failOps, op)
+		return
+	}
+	if f.failOps == nil {
+		f.failOps = make(map[string]error)
+	}
+	f.failOps[op] = err
 }
 
 // DropNextReplies makes the next n calls take effect at the server but fail with a retryable
@@ -108,6 +127,7 @@ func (f *Faults) Heal() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.failNext, f.failErr, f.dropNext, f.reqDelay, f.replyDelay = 0, nil, 0, 0, 0
+	f.failOps = nil
 }
 
 // admission is what the faults decide for one call before it reaches the model.
@@ -119,11 +139,16 @@ type admission struct {
 	delay    time.Duration // request delay
 }
 
-// admit decides the faults of a call that is starting; a cut-off call consumes no failure.
-func (f *Faults) admit() admission {
+// admit decides the faults of a call of op that is starting; a cut-off call consumes no
+// failure.
+func (f *Faults) admit(op string) admission {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	a := admission{cut: f.cut, restored: f.restored, delay: f.reqDelay}
+	if err, ok := f.failOps[op]; ok && a.cut == 0 {
+		a.fail, a.failErr = true, err
+		return a
+	}
 	if a.cut == 0 && f.failNext > 0 {
 		f.failNext--
 		a.fail, a.failErr = true, f.failErr

@@ -127,6 +127,37 @@
 // backend tells it), so a member that stops renewing loses its partitions when its session
 // expires even on backends that notify no expiry.
 //
+// # Permanent errors
+//
+// A backend call's error is permanent when spi.Classify says so (a missing schema, an invalid
+// option such as a TTL the server refuses, a record of the wrong kind, a token overflow, TLS
+// that cannot work, context.Canceled): retrying the same call cannot heal it, only an operator
+// can. The engine follows one rule for them, by who waits for the call:
+//
+//   - A call made for a caller who waits returns the error to that caller, and the engine does
+//     not retry it for them: a Lock's or TryLock's acquire (the future completes with the error
+//     as it is, not ErrUnavailable), the open of a session a Lock or TryLock waits for (every
+//     such waiter fails with it), a Stop's, StepDown's or Unlock's release (the future says the
+//     outcome is unknown, wrapping the error; keep-alives settle the lease, rule 3), and a
+//     group's Leave (its future completes with the error and the group is let go: whatever
+//     membership the refused leave left lapses with the session).
+//   - A call made in the background, which nobody waits for, publishes the error (PubError)
+//     and is retried after between BackoffMax/2 and BackoffMax, whatever the jitter, so it
+//     heals by itself once the cause is fixed (the key deleted, the server's configuration
+//     changed, the migration applied): the session's open and keep-alive, an election's or a
+//     partition's acquire (an election's user learns of it from the published error: the
+//     handle's Err and events), and a group's Join (the JoinGroup future completed at once). A
+//     failed members read is not retried by itself: every keep-alive brings the members.
+//   - Best-effort calls whose effect lapses by itself publish the error and are not retried:
+//     a Withdraw (the waiter's entry lapses, or the backend withdraws it) and the session's
+//     close (the session expires with its TTL); Stop and Close complete without it.
+//
+// The engine publishes every failure; the driver damps what it logs (package simba logs a
+// permanent error at ERROR once per call and distinct error, then once a minute while it
+// repeats). Retryable errors back off with full jitter from BackoffMin up to BackoffMax and are
+// retried at once on a sign that the backend answers again (reachable); permanent ones are not.
+// testdata/permanent.txt walks through each case.
+//
 // # For tests and the simulator
 //
 // The read-only accessors (SessionState, SessionID, Deadline, Election, Elections, Group,

@@ -333,21 +333,24 @@ func add(a, b time.Duration) time.Duration {
 }
 
 // backoff draws the delay before retry number fails (1-based): full jitter below
-// min(BackoffMin·2^(fails−1), BackoffMax); permanent errors use BackoffMax. The doubling
-// stops at BackoffMax, so it cannot overflow.
+// min(BackoffMin·2^(fails−1), BackoffMax). A permanent error's retry (a background one: see
+// "Permanent errors" in the package doc) waits between BackoffMax/2 and BackoffMax, whatever
+// the jitter, so that a backend that refuses for good is asked at most about once per
+// BackoffMax, never at once. The doubling stops at BackoffMax, so it cannot overflow.
 func (s *Engine) backoff(fails int, err error) time.Duration {
 	bound := s.opt.BackoffMax
-	if spi.Classify(err) != spi.Permanent {
-		b := s.opt.BackoffMin
-		for i := 1; i < fails && b < bound; i++ {
-			b *= 2 // b < bound ≤ MaxDuration: no overflow
-		}
-		bound = min(b, bound)
+	if spi.Classify(err) == spi.Permanent {
+		return bound/2 + time.Duration(s.jitter*float64(bound-bound/2))
 	}
+	b := s.opt.BackoffMin
+	for i := 1; i < fails && b < bound; i++ {
+		b *= 2 // b < bound ≤ MaxDuration: no overflow
+	}
+	bound = min(b, bound)
 	return time.Duration(s.jitter * float64(bound))
 }
 
-// failed publishes a permanent error.
+// failed publishes a permanent error (PubError): every one, the driver's log damps repeats.
 func (s *Engine) failed(op Op, name string, err error) {
 	if spi.Classify(err) == spi.Permanent {
 		s.emit(Effect{Kind: EfPublish, Publish: PubError, Op: op, Name: name, Err: err})

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"errors"
 	"slices"
 	"time"
 
@@ -288,15 +287,20 @@ func (s *Engine) onLeaveReply(p pending, ev Event) {
 		return
 	}
 	if ev.Err != nil {
-		if errors.Is(ev.Err, spi.ErrCorruptRecord) {
-			// A record the leave needed is not of the kind the backend keeps there: no retry
-			// can succeed until an operator mends it. On Redis a group key of another type
-			// holds no member; the standalone script removes the member before it touches
-			// the session's keys; a session key of another type (which Cluster reads first)
-			// ends the session at its next keep-alive, and the member, scored by the
-			// session's expiry, lapses with it. Report the error and let the group go, so
-			// Leave returns rather than retrying for the client's life.
+		if spi.Classify(ev.Err) == spi.Permanent {
+			// A Leave is made for a caller who waits (PartitionGroup.Leave): a permanent
+			// refusal is returned to it, not retried (see "Permanent errors" in the package
+			// doc). No retry can succeed until an operator mends the cause, and whatever
+			// membership the refused leave left lapses with the session: on Redis a group key
+			// of another type (ErrCorruptRecord) holds no member, and a member is scored by
+			// its session's expiry; elsewhere a membership lives as long as its session. The
+			// error is reported and the group let go, so Leave returns with the error rather
+			// than retrying for the client's life.
 			s.failed(OpLeave, g.name, ev.Err)
+			if f := g.leavePart; f != 0 {
+				g.leavePart = 0
+				s.complete(f, ev.Err)
+			}
 			s.dropGroup(g)
 			return
 		}

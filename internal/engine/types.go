@@ -262,8 +262,11 @@ const (
 	PubSessionLost
 	// PubSessionClosed: Close finished (Session may be empty).
 	PubSessionClosed
-	// PubError: a backend call failed permanently (Op, Name, Err). The engine keeps retrying
-	// at the longest backoff, since an operator may fix the cause (apply a migration).
+	// PubError: a backend call failed permanently (Op, Name, Err), published on every
+	// failure. A call made in the background (open, keep-alive, an election's acquire, a Join)
+	// is retried after BackoffMax/2 to BackoffMax, since an operator may fix the cause (apply a
+	// migration); one a caller waits for returns the error to it instead (see "Permanent
+	// errors" in the package doc).
 	PubError
 	// PubHolder: an acquire found Name held by Holder (HolderOwner); published when the holder
 	// changes.

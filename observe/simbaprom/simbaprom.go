@@ -37,7 +37,10 @@
 //	                                              also a call on a session the client was
 //	                                              closing, which gives no EventBackendError
 //	                                              (its log line is at DEBUG), so this can
-//	                                              count more than the events and WARN lines
+//	                                              count more than the events, and more than
+//	                                              the WARN and ERROR lines (a permanent error
+//	                                              that repeats is logged at ERROR once a
+//	                                              minute, its repeats at DEBUG)
 //	simba_group_members{group}                    live members of a group this client is in
 //	simba_partitions_owned{group}                 partitions of the group assigned to this client
 //	simba_events_dropped_total{name}              events dropped by slow Events subscribers of
