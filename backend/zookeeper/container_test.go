@@ -124,6 +124,15 @@ func TestQueueNodesGoWithTheirWaiters(t *testing.T) {
 	}
 }
 
+// sweepless returns a backend on a private server whose container check runs once an hour, so
+// that it deletes no queue that a test needs empty between its steps: the tests that use it
+// delete the queue themselves where the server would.
+func sweepless(t *testing.T) *Backend {
+	t.Helper()
+	z := startPrivateZKJVM(t, "-Dznode.container.checkIntervalMs=3600000")
+	return openBackend(t, "zk://"+z.addr+"/sweepless")
+}
+
 // emptyQueueAt2 leaves name's waiter queue empty at data version 2, the way a wait leaves it: a
 // waiter queued (its add: version 1) and was granted (its node's delete: version 2).
 func emptyQueueAt2(t *testing.T, b *Backend, c *zk.Conn, name string) {
@@ -169,7 +178,7 @@ func requeueAt2(t *testing.T, b *Backend, c *zk.Conn, name string) spi.SessionID
 // in it (ABA). Here the session's memory of the queue spans the deletion: its next acquire is
 // HeldBy the first waiter, not Granted ahead of both (which a check of the version read did).
 func TestQueueCreatedAgainDoesNotPassForTheOneRead(t *testing.T) {
-	b := openBackend(t, serverDSN(t, ""))
+	b := sweepless(t)
 	c := rawClient(t, b, "")
 	a := openSession(t, b, 10*time.Second)
 	emptyQueueAt2(t, b, c, "aba")
@@ -194,7 +203,7 @@ func TestQueueCreatedAgainDoesNotPassForTheOneRead(t *testing.T) {
 // deletes it and two waiters create it again up to version 2 and the lease is released. The
 // acquire is HeldBy the first of them, not Granted.
 func TestAcquireRacingQueueDeletion(t *testing.T) {
-	b := openBackend(t, serverDSN(t, ""))
+	b := sweepless(t)
 	c := rawClient(t, b, "")
 	a := openSession(t, b, 10*time.Second)
 	emptyQueueAt2(t, b, c, "race")
