@@ -48,7 +48,10 @@ var (
 	// Only ephemeral_sequential of the sequential modes, for waiter queues: a lease's token is
 	// its czxid and a lease path must be the name itself so that at most one node per name can
 	// exist, so a token node is never sequential (the token check requires mode ephemeral).
-	zkModes = map[string]int32{"persistent": 0, "ephemeral": 1, "ephemeral_sequential": 3}
+	// container (ZooKeeper 3.5.3 and later) is a persistent node that the server deletes once
+	// its last child is gone (on its container check, znode.container.checkIntervalMs), for
+	// nodes that exist only while they have children: waiter queues.
+	zkModes = map[string]int32{"persistent": 0, "ephemeral": 1, "ephemeral_sequential": 3, "container": 4}
 )
 
 // zkSeqSep separates a sequential node's last parameter from the 10-digit sequence number
@@ -163,8 +166,10 @@ func LoadZK(specDir string) (*ZKSpec, error) {
 			return nil, specErr(zkFile, field+".acl.world", "grants delete, write or admin to everyone: other clients could delete or change Simba's nodes")
 		}
 	}
-	// Every node but the root hangs under a declared, persistent node (ephemeral nodes cannot
-	// have children).
+	// Every node but the root hangs under a declared, persistent or container node (ephemeral
+	// nodes cannot have children); a container node hangs under a persistent one (the server
+	// may delete a container at any time its last child is gone, so nothing Simba keeps
+	// hangs under one but nodes that keep it alive).
 	for i := range s.Nodes {
 		n := &s.Nodes[i]
 		if n.Path == s.Root {
@@ -182,8 +187,11 @@ func LoadZK(specDir string) (*ZKSpec, error) {
 		if pn == nil {
 			return nil, specErr(zkFile, "nodes."+n.Name+".path", "its parent %q is not a declared node", parent)
 		}
-		if pn.Mode != "persistent" {
-			return nil, specErr(zkFile, "nodes."+n.Name+".path", "its parent %s is %s: only persistent nodes have children", pn.Name, pn.Mode)
+		if pn.Mode != "persistent" && pn.Mode != "container" {
+			return nil, specErr(zkFile, "nodes."+n.Name+".path", "its parent %s is %s: only persistent and container nodes have children", pn.Name, pn.Mode)
+		}
+		if pn.Mode == "container" && !strings.HasPrefix(n.Mode, "ephemeral") {
+			return nil, specErr(zkFile, "nodes."+n.Name+".path", "its parent %s is a container, which the server deletes once its last child is gone: only ephemeral nodes may hang under one", pn.Name)
 		}
 	}
 	if byPath[s.Root] == nil {

@@ -16,7 +16,7 @@ func TestZKLayoutFrozen(t *testing.T) {
 		"/simba/groups/<group>":       {"persistent", "", ""},
 		"/simba/groups/<group>/<sid>": {"ephemeral", "owner", ""},
 		"/simba/waiters":              {"persistent", "", ""},
-		"/simba/waiters/<name>":       {"persistent", "", ""},
+		"/simba/waiters/<name>":       {"container", "", ""},
 		"/simba/waiters/<name>/<sid>": {"ephemeral_sequential", "owner", ""},
 	}
 	for _, n := range s.Nodes {

@@ -664,7 +664,10 @@ func (b *Backend) acquire(ctx context.Context, sid spi.SessionID, name string, q
 				}
 				return spi.Acquire{}, s.fail("acquire: read the waiters of "+name, err)
 			case head == nil:
-				continue // the queue lets this session in: try again with its version
+				if h := testHookQueueRead.Load(); h != nil {
+					(*h)(name)
+				}
+				continue // the queue lets this session in: try again with its state
 			}
 			s.resolved(name)
 			if queued {

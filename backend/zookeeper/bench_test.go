@@ -109,8 +109,9 @@ func BenchmarkAcquireRelease(b *testing.B) {
 			}
 		})
 	})
-	// A name that once had waiters (its queue node exists, now empty): the acquire's multi-op
-	// checks the queue node's version.
+	// A name that once had waiters (its queue node exists, now empty): the first acquire's
+	// multi-op deletes the empty queue node (as the server would on its container check), and
+	// the cycle is then the one of a name without a queue node.
 	b.Run("simba-queue-node", func(b *testing.B) {
 		e := newBenchEnv(b)
 		other, err := e.b.OpenSession(e.ctx, "bench-waiter", 30*time.Second)

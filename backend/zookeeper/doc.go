@@ -20,7 +20,8 @@ github.com/go-zookeeper/zk on the layout generated from spec/zk.yaml (package wi
     means anything.
   - Group members are ephemeral nodes /simba/groups/<group>/<sid>.
   - Waiters (spi.Queuer) are ephemeral sequential nodes /simba/waiters/<name>/<sid>-<seq>
-    under a persistent queue node per name; see Waiter queues.
+    under a container queue node per name, which the server deletes once no one waits;
+    see Waiter queues.
 
 # Waiter queues
 
@@ -43,12 +44,28 @@ last HeldBy (whose remaining time is unknown here), in case a hint was lost; see
 
 ZooKeeper's multi-op cannot check a node's children, so every add or remove of a waiter node
 writes the queue node (empty) in the same multi-op, bumping its data version, and an acquire
-creates the lease node in one multi-op with a check of the queue version it last saw (or,
-while the name has no queue node, with a create and delete of it, which succeed only while it
-does not exist); when that check fails, the acquire reads the queue and tries again. Without
-waiters an acquire thus stays one request (the multi-op's zxid is the new node's czxid). A
-queue node, once created, is kept, as group nodes are. A child of a queue node that is not an
-ephemeral node of the session its name gives is skipped with a warning.
+creates the lease node in one multi-op with a check of the queue as it last saw it: while the
+name has no queue node, a create and delete of it, which succeed only while it does not exist;
+while the queue is empty, a delete of it, which succeeds only while it has no children; when
+the session's own waiter node is first, a write of the queue at the version it saw and the
+delete of that node. When that check fails, the acquire reads the queue and tries again.
+Without waiters an acquire thus stays one request (the multi-op's zxid is the new node's
+czxid). A child of a queue node that is not an ephemeral node of the session its name gives
+is skipped with a warning (and the queue's version checked instead).
+
+A queue node is a ZooKeeper container node (ZooKeeper 3.5.3 and later): the server deletes it
+once its last child is gone, on its container check (the server's
+znode.container.checkIntervalMs, 60 s by default), so lock names used once each (per entity,
+per job) leave no node behind, where they used to keep one per name ever waited for. An
+acquire that finds a queue empty deletes it itself. The deletion brings no hint and
+no watch (none is set on queue nodes): a waiter's node goes first, and its deletion is the
+hint. Since a queue deleted and created again starts its version over, no check relies on the
+version of an empty queue: the delete fails while any waiter is in it, and the write of a
+queue in which the session's own node is first cannot meet another queue, as the server
+deletes no container that has a child. A waiter whose add finds the queue gone creates it
+again and adds itself once more; the common path (a queue that exists) takes no extra
+request. Queue nodes that clients of earlier releases created are persistent: they keep
+working with this client and are deleted by its acquires once empty.
 
 # Steady hints
 

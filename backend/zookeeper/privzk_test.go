@@ -33,6 +33,7 @@ type privateZK struct {
 	dir     string
 	cmd     *exec.Cmd
 	extraCP []string // jars added to the class path
+	jvm     []string // JVM flags added to the server's command line (system properties)
 }
 
 // startPrivateZK starts a private single server with a short tick (200 ms, as .ci/zoo.cfg),
@@ -41,6 +42,23 @@ type privateZK struct {
 func startPrivateZK(t *testing.T) *privateZK {
 	t.Helper()
 	return startPrivateZKWith(t, "")
+}
+
+// startPrivateZKJVM is startPrivateZK with extra JVM flags: system properties such as
+// -Dznode.container.checkIntervalMs, which zoo.cfg cannot set (it prefixes its unknown keys
+// with "zookeeper.").
+func startPrivateZKJVM(t *testing.T, jvm ...string) *privateZK {
+	t.Helper()
+	needZK(t, "ZooKeeper (private server)")
+	dir := t.TempDir()
+	port := freePort(t)
+	z := &privateZK{addr: "127.0.0.1:" + strconv.Itoa(port), cfg: filepath.Join(dir, "zoo.cfg"), dir: dir, jvm: jvm}
+	if err := os.WriteFile(z.cfg, []byte(zkConfig(dir, port)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	z.start(t)
+	t.Cleanup(z.stop)
+	return z
 }
 
 // startPrivateZKWith is startPrivateZK with extra lines appended to the server's zoo.cfg and
@@ -118,8 +136,8 @@ func (z *privateZK) launch(t testing.TB) {
 	for _, j := range z.extraCP {
 		cp += ":" + j
 	}
-	cmd := exec.Command(java, "-Xmx256m", "-Dzookeeper.log.dir="+z.dir, "-Dzookeeper.root.logger=WARN,CONSOLE",
-		"-cp", cp, zkMainPeer, z.cfg)
+	args := append([]string{"-Xmx256m", "-Dzookeeper.log.dir=" + z.dir, "-Dzookeeper.root.logger=WARN,CONSOLE"}, z.jvm...)
+	cmd := exec.Command(java, append(args, "-cp", cp, zkMainPeer, z.cfg)...)
 	logf, err := os.OpenFile(filepath.Join(z.dir, "server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		t.Fatal(err)

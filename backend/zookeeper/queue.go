@@ -13,16 +13,29 @@ import (
 	"github.com/simba-go/simba/spi"
 )
 
-// The waiter queue of a name (spec/zk.yaml, nodes queue and waiter) is a persistent queue node
+// The waiter queue of a name (spec/zk.yaml, nodes queue and waiter) is a container queue node
 // with one ephemeral sequential waiter node per waiting session: the lowest sequence number is
-// the first waiter, and a waiter whose session expires drops out with its node. ZooKeeper's
-// multi-op cannot check a node's children, so every add or remove of a waiter node also writes
-// the queue node (empty data) in the same multi-op, bumping its data version; an acquire
-// creates the lease node in one multi-op with a check of the version it read the queue at
-// (or, while there is no queue node, with a create and delete of it, which succeed only while
-// it does not exist). A waiter node that vanishes with its session does not bump the version,
-// but that only shortens the queue: a check that the queue had no one ahead of a session
-// stays true.
+// the first waiter, and a waiter whose session expires drops out with its node. The server
+// deletes the queue node once its last waiter node is gone (on its container check), so names
+// no one waits for any more leave no node behind. ZooKeeper's multi-op cannot check a node's
+// children, so every add or remove of a waiter node also writes the queue node (empty data) in
+// the same multi-op, bumping its data version. An acquire creates the lease node in one
+// multi-op with a check that the queue lets the session in, as it read it:
+//   - no queue node: a create and delete of it, which succeed only while there is none (the
+//     node is created persistent: it exists for no time, and go-zookeeper cannot read the
+//     reply of a multi-op that creates a container);
+//   - an empty queue node: a delete of it, which succeeds only while it has no children. A
+//     check of the version read would not do: the server may delete the queue and a waiter
+//     create it again, whose version starts over at 0 and can reach the one read again with
+//     waiters in it (ABA), and the acquire would pass ahead of them;
+//   - the session's own waiter node first: a write of the queue at the version read and a
+//     delete of that node, which pins the queue read (the server deletes no container that
+//     has a child, and only this session creates its waiter nodes);
+//   - otherwise (children that are not waiter nodes of Simba's, skipped): a check of the
+//     version read; the server deletes no queue while they are there.
+//
+// A waiter node that vanishes with its session does not bump the version, but that only
+// shortens the queue: a check that the queue had no one ahead of a session stays true.
 //
 // Each session remembers, per name, the queue state its last grant check passed with, so an
 // acquire without waiters stays one round trip (the multi-op), as a bare create was.
@@ -35,11 +48,12 @@ const maxQueueStates = 4096
 
 // queueState is what a session knows of a name's waiter queue: absent (the zero value), or
 // present at version with no one ahead of this session, whose own first waiter node is mine
-// (or none).
+// (or none); empty when it has no children at all (the acquire deletes it).
 type queueState struct {
 	exists  bool
 	version int32
 	mine    string
+	empty   bool
 }
 
 // AcquireQueued implements spi.Queuer: Acquire for a session that waits for name. Unless the
@@ -145,9 +159,9 @@ func (s *session) setQueue(name string, q queueState) {
 }
 
 // granted records a grant checked against q: a grant that deleted the session's waiter node
-// changed the queue's version.
+// changed the queue's version, and one that deleted the empty queue node left none.
 func (s *session) granted(name string, q queueState) {
-	if q.mine == "" {
+	if q.mine == "" && !q.empty {
 		return
 	}
 	s.mu.Lock()
@@ -175,11 +189,18 @@ func (s *session) createLease(name, path string, q queueState) (int64, error) {
 	ops[0] = &zk.CreateRequest{Path: path, Data: s.owner, Acl: s.leaseACL, Flags: wire.LeaseNodeFlags}
 	switch {
 	case !q.exists:
-		ops = append(ops, &zk.CreateRequest{Path: qp, Acl: s.b.acls.queue, Flags: wire.QueueNodeFlags},
+		// Persistent, not a container: the node exists for no time, and go-zookeeper cannot
+		// read the reply of a multi-op that creates a container (the server answers it with a
+		// create2 result).
+		ops = append(ops, &zk.CreateRequest{Path: qp, Acl: s.b.acls.queue, Flags: wire.ZKFlagPersistent},
 			&zk.DeleteRequest{Path: qp, Version: -1})
 	case q.mine != "":
 		ops = append(ops, &zk.SetDataRequest{Path: qp, Version: q.version},
 			&zk.DeleteRequest{Path: q.mine, Version: -1})
+	case q.empty:
+		// At any version: the delete fails while the queue has a child, whichever queue node
+		// it is (one the server deleted and a waiter created again has its versions anew).
+		ops = append(ops, &zk.DeleteRequest{Path: qp, Version: -1})
 	default:
 		ops = append(ops, &zk.CheckVersionRequest{Path: qp, Version: q.version})
 	}
@@ -235,7 +256,9 @@ func (s *session) readQueue(ctx context.Context, name string) (*spi.Acquire, err
 	if err != nil {
 		return nil, err
 	}
-	for _, w := range s.scanQueue(name, g.children) {
+	ws := s.scanQueue(name, g.children)
+	foreign := len(g.children) - len(ws) // children not named as waiter nodes
+	for _, w := range ws {
 		if w.sid == string(s.id) {
 			s.setQueue(name, queueState{exists: true, version: g.stat.Version, mine: w.path})
 			return nil, nil
@@ -256,6 +279,7 @@ func (s *session) readQueue(ctx context.Context, name string) (*spi.Acquire, err
 		case SessionIDString(n.stat.EphemeralOwner) != spi.SessionID(w.sid):
 			s.b.warnOnce(w.path, "simba: ZooKeeper: skipping a child of a waiter queue that is not an ephemeral node of the session its name gives; it was not created by Simba and is neither used nor deleted",
 				"name", name, "node", w.path)
+			foreign++
 			continue
 		}
 		owner := string(n.data)
@@ -264,7 +288,9 @@ func (s *session) readQueue(ctx context.Context, name string) (*spi.Acquire, err
 		}
 		return &spi.Acquire{Kind: spi.HeldBy, Holder: spi.SessionID(w.sid), HolderOwner: owner, RemainingUnknown: true}, nil
 	}
-	s.setQueue(name, queueState{exists: true, version: g.stat.Version})
+	// No waiter node ahead: the queue is empty (waiter nodes listed but gone since are
+	// gone), unless children that are not Simba's waiter nodes stay.
+	s.setQueue(name, queueState{exists: true, version: g.stat.Version, empty: foreign == 0})
 	return nil, nil
 }
 
@@ -331,6 +357,11 @@ func (s *session) ownWaiter(ctx context.Context, name string) (string, error) {
 // version it listed the queue at (so it knows whether its node is the first). When the
 // session's node is the first, it records the queue's state, so that the attempt after the
 // Released hint is one request.
+//
+// The queue node is a container: when there is none, the session creates it and adds its node
+// at the version a new node has (0), without listing it again; when the add finds the queue
+// gone (the server deleted it, empty, since it was listed, or an acquire did), the session
+// creates it again and adds its node once more.
 func (s *session) ensureWaiter(ctx context.Context, name string) error {
 	s.mu.Lock()
 	have := s.waiters[name] != ""
@@ -343,60 +374,94 @@ func (s *session) ensureWaiter(ctx context.Context, name string) error {
 		children []string
 		stat     *zk.Stat
 	}
-	for attempt := 0; attempt < 4; attempt++ {
-		l, err := call(ctx, s.b, func() (listed, error) {
-			ch, st, err := s.conn.Children(qp)
-			return listed{ch, st}, err
+	// create creates the queue node; it reports whether this session created it (false:
+	// another one did first, list it).
+	create := func() (bool, error) {
+		_, err := call(ctx, s.b, func() (string, error) {
+			return s.conn.CreateContainer(qp, nil, wire.QueueNodeFlags, s.b.acls.queue)
 		})
-		if errors.Is(err, zk.ErrNoNode) {
-			// No queue node yet: create it (the first waiter of name), and the roots if needed.
-			_, err := call(ctx, s.b, func() (string, error) {
-				return s.conn.Create(qp, nil, wire.QueueNodeFlags, s.b.acls.queue)
-			})
-			switch {
-			case err == nil, errors.Is(err, zk.ErrNodeExists):
-			case errors.Is(err, zk.ErrNoNode):
-				s.b.rootsMissing()
-				if err := s.b.ensureRoots(ctx, s); err != nil {
-					return err
-				}
-			default:
-				return s.fail("queue: create "+qp, err)
-			}
-			continue
+		switch {
+		case err == nil:
+			return true, nil
+		case errors.Is(err, zk.ErrNodeExists):
+			return false, nil
+		case errors.Is(err, zk.ErrNoNode):
+			s.b.rootsMissing()
+			return false, s.b.ensureRoots(ctx, s)
+		default:
+			return false, s.fail("queue: create "+qp, err)
 		}
-		if err != nil {
-			return s.fail("queue: read "+qp, err)
-		}
-		ws := s.scanQueue(name, l.children)
-		for i, w := range ws {
-			if w.sid == string(s.id) {
-				if i == 0 {
-					s.setQueue(name, queueState{exists: true, version: l.stat.Version, mine: w.path})
-				}
-				return nil
-			}
-		}
-		type added struct {
-			path    string
-			version int32
-		}
-		a, err := call(ctx, s.b, func() (added, error) {
+	}
+	type added struct {
+		path    string
+		version int32
+	}
+	add := func(version int32) (added, error) {
+		return call(ctx, s.b, func() (added, error) {
 			mr, err := s.conn.Multi(
 				&zk.CreateRequest{Path: s.b.lay.waiter(name, string(s.id)), Data: s.owner, Acl: s.b.acls.waiter, Flags: wire.WaiterNodeFlags},
-				&zk.SetDataRequest{Path: qp, Version: l.stat.Version})
+				&zk.SetDataRequest{Path: qp, Version: version})
 			if err != nil {
 				return added{}, err
 			}
 			return added{mr[0].String, mr[1].Stat.Version}, nil
 		})
+	}
+	for attempt := 0; attempt < 4; attempt++ {
+		l, err := call(ctx, s.b, func() (listed, error) {
+			ch, st, err := s.conn.Children(qp)
+			return listed{ch, st}, err
+		})
+		var version int32
+		first := true // no waiter node ahead of the one to add
+		switch {
+		case errors.Is(err, zk.ErrNoNode):
+			// No queue node: create it (the first waiter of name), and the roots if needed.
+			made, err := create()
+			if err != nil {
+				return err
+			}
+			if !made {
+				continue
+			}
+		case err != nil:
+			return s.fail("queue: read "+qp, err)
+		default:
+			ws := s.scanQueue(name, l.children)
+			for i, w := range ws {
+				if w.sid == string(s.id) {
+					if i == 0 {
+						s.setQueue(name, queueState{exists: true, version: l.stat.Version, mine: w.path})
+					}
+					return nil
+				}
+			}
+			version, first = l.stat.Version, len(ws) == 0
+			if h := testHookQueueListed.Load(); h != nil {
+				(*h)(name)
+			}
+		}
+		a, err := add(version)
+		if errors.Is(err, zk.ErrNoNode) {
+			// The queue node is gone since it was listed or created: create it again and
+			// add this session's node once more, the first of a new queue.
+			made, cerr := create()
+			if cerr != nil {
+				return cerr
+			}
+			if !made {
+				continue
+			}
+			version, first = 0, true
+			a, err = add(version)
+		}
 		switch {
 		case err == nil:
 			s.mu.Lock()
 			s.waiters[name] = a.path
 			delete(s.queues, name)
 			s.mu.Unlock()
-			if len(ws) == 0 {
+			if first {
 				s.setQueue(name, queueState{exists: true, version: a.version, mine: a.path})
 			}
 			return nil

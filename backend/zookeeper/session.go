@@ -784,6 +784,12 @@ func (s *session) watch(name string, h *heldLease) {
 // has set any watch on the new node (tests use it to change the node in between).
 var testHookGranted atomic.Pointer[func(path string)]
 
+// testHookQueueRead, when set, runs when an acquire has read name's waiter queue and found that
+// it lets the session in, before the multi-op that checks it (tests use it to change the queue
+// in between); testHookQueueListed when a waiter has listed an existing queue, before the
+// multi-op that adds its node.
+var testHookQueueRead, testHookQueueListed atomic.Pointer[func(name string)]
+
 // deleteOwn deletes path, a lease node at data version version, only if it is this session's:
 // one multi-op writes the node (which only the creating session's identity may do, see
 // Backend.Release) and deletes it. It fails with ErrNoAuth when the node is another session's,

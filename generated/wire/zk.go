@@ -56,6 +56,8 @@ const (
 
 // ZooKeeper create flags (modes), as zk.Conn.Create takes them.
 const (
+	// ZKFlagContainer is the create flag of container nodes.
+	ZKFlagContainer int32 = 4
 	// ZKFlagEphemeral is the create flag of ephemeral nodes.
 	ZKFlagEphemeral int32 = 1
 	// ZKFlagEphemeralSequential is the create flag of ephemeral_sequential nodes.
@@ -219,15 +221,28 @@ const (
 	WaitersNodeWorldPerms int32 = 1
 )
 
-// QueuePath returns the path of the persistent ZooKeeper node "/simba/waiters/<name>". The waiter
-// queue of lease <name>: created when the first session queues for it, then kept (an empty queue
-// has no children). Every waiter node a client adds or removes bumps its data version in the same
-// multi-op (setData, empty), so an acquire can check in one multi-op that the queue did not
-// change since it read it: an acquire creates the lease node in a multi-op that also checks the
-// queue's version (or, while there is no queue, creates and deletes it, which succeeds only while
-// it does not exist). A lease is granted only to the session of the first waiter node (lowest
-// sequence number), whose node the granting multi-op deletes, or to anyone while the queue has no
-// waiter node; anyone else is HeldBy that first waiter.
+// QueuePath returns the path of the container ZooKeeper node "/simba/waiters/<name>". The waiter
+// queue of lease <name>: a container node (ZooKeeper 3.5.3 and later), created by the first
+// session that queues for it, which the server deletes once its last waiter node is gone (on its
+// container check, znode.container.checkIntervalMs, 60 s by default), so a name no one waits for
+// leaves nothing behind. Every waiter node a client adds or removes bumps its data version in the
+// same multi-op (setData, empty), so an acquire can check in one multi-op that the queue did not
+// change since it read it. An acquire creates the lease node in a multi-op that also checks the
+// queue: while there is no queue, it creates and deletes one (a persistent node, which exists for
+// no time; it succeeds only while there is none); while the queue is empty, it deletes it (at any
+// version; a delete succeeds only while it has no children, so a queue deleted and created again
+// since the read, whose data version may be the one read again, cannot pass for it); when the
+// session's own waiter node is first, it writes the queue at the version read and deletes that
+// node (which pins the queue it was read in: the server deletes no container that has a child);
+// otherwise (children that are no waiter nodes) it checks the version read. A waiter whose add
+// finds the queue gone (the server deleted it since the read) creates it again and adds itself
+// once more. A lease is granted only to the session of the first waiter node (lowest sequence
+// number), whose node the granting multi-op deletes, or to anyone while the queue has no waiter
+// node; anyone else is HeldBy that first waiter. Clients of earlier 5.x releases create the queue
+// as a persistent node and check only its version: their nodes keep working (a later client
+// deletes such a queue once it is empty, as above), but such a client that remembers a version
+// across the deletion of the queue may, rarely, be granted ahead of waiters queued since
+// (fairness, never safety: the lease node itself is created at most once).
 func QueuePath(name string) string {
 	return "/simba/waiters/" + name
 }
@@ -244,8 +259,8 @@ func ParseQueuePath(p string) (name string, ok bool) {
 
 // Create flags and ACL permissions of queue nodes.
 const (
-	// QueueNodeFlags is the create flag of queue nodes (persistent).
-	QueueNodeFlags = ZKFlagPersistent
+	// QueueNodeFlags is the create flag of queue nodes (container).
+	QueueNodeFlags = ZKFlagContainer
 	// QueueNodeCreatorPerms are the perms of the creator (auth) ACL entry: all.
 	QueueNodeCreatorPerms int32 = 31
 	// QueueNodeWorldPerms are the perms of the world:anyone ACL entry: read.
