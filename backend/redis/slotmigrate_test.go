@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -62,6 +63,7 @@ type slotMove struct {
 	slot     int64
 	src, dst int
 	ids      map[int]string
+	clients  map[int]*goredis.Client // pc.node's, one per port
 }
 
 // newSlotMove prepares the move of key's slot away from its master.
@@ -71,7 +73,7 @@ func newSlotMove(t testing.TB, pc *privCluster, cc *goredis.ClusterClient, key s
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &slotMove{t: t, pc: pc, slot: slot, src: pc.masterOfKey(cc, key), ids: map[int]string{}}
+	m := &slotMove{t: t, pc: pc, slot: slot, src: pc.masterOfKey(cc, key), ids: map[int]string{}, clients: map[int]*goredis.Client{}}
 	for _, n := range pc.nodes(m.src) {
 		m.ids[n.port] = n.id
 		if n.isMaster && n.port != m.src && m.dst == 0 {
@@ -84,9 +86,17 @@ func newSlotMove(t testing.TB, pc *privCluster, cc *goredis.ClusterClient, key s
 	return m
 }
 
+// node is the client of the server on port.
+func (m *slotMove) node(port int) *goredis.Client {
+	if m.clients[port] == nil {
+		m.clients[port] = m.pc.node(port)
+	}
+	return m.clients[port]
+}
+
 func (m *slotMove) do(port int, args ...any) {
 	m.t.Helper()
-	if err := m.pc.node(port).Do(context.Background(), args...).Err(); err != nil {
+	if err := m.node(port).Do(context.Background(), args...).Err(); err != nil {
 		m.t.Fatalf("%d: %v: %v", port, args, err)
 	}
 }
@@ -110,7 +120,7 @@ func (m *slotMove) migrate(keys ...string) {
 func (m *slotMove) migrateAll() {
 	m.t.Helper()
 	for {
-		keys, err := m.pc.node(m.src).ClusterGetKeysInSlot(context.Background(), int(m.slot), 10).Result()
+		keys, err := m.node(m.src).ClusterGetKeysInSlot(context.Background(), int(m.slot), 10).Result()
 		if err != nil {
 			m.t.Fatal(err)
 		}
@@ -128,7 +138,7 @@ func (m *slotMove) finish() {
 	for _, p := range m.pc.ports {
 		if p != m.src && p != m.dst {
 			// Masters learn it by gossip too; replicas may refuse it (ignored).
-			_ = m.pc.node(p).Do(context.Background(), "cluster", "setslot", m.slot, "node", m.ids[m.dst]).Err()
+			_ = m.node(p).Do(context.Background(), "cluster", "setslot", m.slot, "node", m.ids[m.dst]).Err()
 		}
 	}
 }
@@ -375,5 +385,91 @@ func TestClusterLockFollowsSlotMigration(t *testing.T) {
 	defer mu.Unlock()
 	if len(failed) > 0 {
 		t.Errorf("backend calls failed: %q", failed)
+	}
+}
+
+// BenchmarkClusterLockDuringSlotMigration: a simba Lock (after an Unlock) of a name whose slot
+// is being migrated, against an ordinary Lock of the same name in the same run. Each iteration
+// times an ordinary Lock, then moves the slot (padded with keys of the name's hash tag, 3,000 or
+// 20,000, so that the migration takes a while: MIGRATE 10 keys at a time, as redis-cli
+// --cluster reshard does) to another master with a Lock started right after MIGRATING. It
+// reports the medians of the ordinary Lock, the Lock during the migration, the migration
+// (MIGRATING to the importing master's SETSLOT NODE) and the lag (the Lock's end less the
+// migration's end), the ratios during/ordinary and lag/ordinary, and the acquires that failed
+// per migration. TTL 3 s: a call may take up to 1 s.
+func BenchmarkClusterLockDuringSlotMigration(b *testing.B) {
+	pc := startPrivCluster(b)
+	ctx := context.Background()
+	cc := pc.client()
+	var failed atomic.Int64
+	c, err := simba.New(newBackend(b, cc, WithLogger(discard)), simba.WithTTL(3*time.Second), simba.WithOwner("slotbench"),
+		simba.WithCallObserver(func(ci simba.CallInfo) {
+			if ci.Err != nil && ci.Op == simba.OpAcquire {
+				failed.Add(1)
+			}
+		}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close(ctx)
+	for _, pad := range []int{3000, 20000} {
+		name := "slotbench." + strconv.Itoa(pad)
+		padKey := "pad:{" + name + "}:"
+		for i := 0; i < pad; i += 1000 {
+			pipe := cc.Pipeline()
+			for j := i; j < i+1000; j++ {
+				pipe.Set(ctx, padKey+strconv.Itoa(j), "x", 0)
+			}
+			if _, err := pipe.Exec(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+		m := newSlotMove(b, pc, cc, wire.LeaseKey(name))
+		b.Run("keys="+strconv.Itoa(pad), func(b *testing.B) {
+			lock := func() time.Duration {
+				t0 := time.Now()
+				h, err := c.Lock(ctx, name)
+				d := time.Since(t0)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := h.Unlock(ctx); err != nil {
+					b.Fatal(err)
+				}
+				return d
+			}
+			lock() // the scripts loaded
+			failed.Store(0)
+			var ordinary, during, window, lag []time.Duration
+			b.ResetTimer()
+			for range b.N {
+				ordinary = append(ordinary, lock())
+				done := make(chan time.Duration, 1)
+				m.begin()
+				t0 := time.Now()
+				go func() { done <- lock() }()
+				m.migrateAll()
+				m.do(m.dst, "cluster", "setslot", m.slot, "node", m.ids[m.dst])
+				w := time.Since(t0)
+				m.finish()
+				d := <-done
+				during, window, lag = append(during, d), append(window, w), append(lag, d-w)
+				m.src, m.dst = m.dst, m.src // back again next time
+			}
+			b.StopTimer()
+			med := func(ds []time.Duration) time.Duration {
+				ds = slices.Clone(ds)
+				slices.Sort(ds)
+				return ds[len(ds)/2]
+			}
+			o := med(ordinary)
+			b.ReportMetric(float64(o.Microseconds())/1000, "ordinary-ms")
+			b.ReportMetric(float64(med(during).Microseconds())/1000, "during-ms")
+			b.ReportMetric(float64(med(window).Microseconds())/1000, "migration-ms")
+			b.ReportMetric(float64(med(lag).Microseconds())/1000, "lag-ms")
+			b.ReportMetric(float64(med(during))/float64(o), "during/ordinary")
+			b.ReportMetric(float64(med(lag))/float64(o), "lag/ordinary")
+			b.ReportMetric(float64(failed.Load())/float64(b.N), "failed-acquires/op")
+		})
 	}
 }
