@@ -454,6 +454,20 @@ func (b *Backend) pipeline(ctx context.Context, c goredis.Cmdable, calls []*call
 	}
 	if len(again) > 0 {
 		w = send(again, loadScripts(ctx, c, again) != nil)
+		if isCluster {
+			// Still NOSCRIPT: loaded on the master the client's slot map names, while the
+			// slot had moved to another (the map is reloaded lazily after a migration), which
+			// ran the call. With EVAL, whichever master runs it caches it.
+			var still []*call
+			for _, x := range again {
+				if luascripts.IsNoScript(x.cmd.Err()) {
+					still = append(still, x)
+				}
+			}
+			if len(still) > 0 {
+				send(still, true)
+			}
+		}
 	}
 	var werr error
 	if wait {
@@ -680,19 +694,31 @@ func (b *Backend) closeCluster(ctx context.Context, sid spi.SessionID) error {
 		})
 	}
 	if len(calls) > 0 {
-		// Those refused while their slots move are sent again until they settle.
+		// Those refused while their slots move are sent again until they settle; any other
+		// failure fails the close.
 		pending := calls
+		var failed error
 		_, err := followSlotMove(ctx, b, 0, func() (struct{}, error) {
-			err := b.pipeline(ctx, b.c, pending)
+			_ = b.pipeline(ctx, b.c, pending)
+			var moving error
 			still := pending[:0]
 			for _, c := range pending {
-				if slotMoving(c.err) {
+				switch {
+				case slotMoving(c.err):
 					still = append(still, c)
+					if moving == nil {
+						moving = c.err
+					}
+				case c.err != nil && failed == nil:
+					failed = c.err
 				}
 			}
 			pending = still
-			return struct{}{}, err
+			return struct{}{}, moving
 		})
+		if err == nil {
+			err = failed
+		}
 		if err != nil {
 			return b.clusterFail("close session", err)
 		}

@@ -299,6 +299,40 @@ func TestClusterKeepAliveFollowsSlotMigration(t *testing.T) {
 	}
 }
 
+// TestClusterKeepAliveAfterSlotMove: the first keep-alive after a lease's slot moved to a master
+// that never ran keep_alive_leases renews the lease. The backend's slot map still names the old
+// master, which answers MOVED; the call is sent again through the Cluster client to the new
+// one, which answers NOSCRIPT; the script was then loaded on the master the stale map names and
+// the call sent once more with EVALSHA, NOSCRIPT again: on the old code the lease was named
+// unrenewed, and the client revoked its term, when a keep-alive came within the client's 200 ms
+// between two reloads of its slot map after a resharding of the lease's slot.
+func TestClusterKeepAliveAfterSlotMove(t *testing.T) {
+	pc := startPrivCluster(t)
+	ctx := context.Background()
+	cc := pc.client()
+	b := newBackend(t, cc, WithLogger(discard))
+	sid := open(t, b, privTestTTL)
+	const name = "kamoved"
+	r, err := b.Acquire(ctx, sid, name)
+	if err != nil || r.Kind != spi.Granted {
+		t.Fatalf("Acquire = %+v, %v", r, err)
+	}
+	m := newSlotMove(t, pc, cc, wire.LeaseKey(name))
+	m.begin()
+	m.migrateAll()
+	// The client reloads its slot map after an ASK (the lease's master still the source), then
+	// waits 200 ms before it reloads again: the move finished meanwhile, its map stays stale.
+	if err := cc.Exists(ctx, wire.LeaseKey(name)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond) // for that reload
+	m.finish()
+	ka, err := b.KeepAlive(ctx, sid, []string{name}, nil)
+	if err != nil || len(ka.Unrenewed) != 0 || len(ka.Held) != 1 || ka.Held[0].Token != r.Token {
+		t.Fatalf("KeepAlive after the move = %+v, %v; want %s held with token %d", ka, err, name, r.Token)
+	}
+}
+
 // TestClusterLockFollowsSlotMigration: a simba Lock (after an Unlock) of a name whose slot is
 // being migrated is granted once the migration ends without one failed backend call: the
 // backend waits for the migration within the call. On the old code the engine's acquire
@@ -314,7 +348,8 @@ func TestClusterLockFollowsSlotMigration(t *testing.T) {
 	cc, refused := countRefusals(pc)
 	var mu sync.Mutex
 	var failed []string
-	c, err := simba.New(newBackend(t, cc, WithLogger(discard)), simba.WithTTL(3*time.Second), simba.WithOwner("slotmigrate"),
+	be := newBackend(t, cc, WithLogger(discard))
+	c, err := simba.New(be, simba.WithTTL(3*time.Second), simba.WithOwner("slotmigrate"),
 		simba.WithCallObserver(func(ci simba.CallInfo) {
 			if ci.Err != nil {
 				mu.Lock()
@@ -378,8 +413,17 @@ func TestClusterLockFollowsSlotMigration(t *testing.T) {
 		t.Fatalf("Leave during the migration: %v", err)
 	}
 	gm.finish()
+	// The Unlock with the lease key migrated, its slot moving back: the source answers ASK.
+	back := &slotMove{t: t, pc: pc, slot: m.slot, src: m.dst, dst: m.src, ids: m.ids, clients: m.clients}
+	back.begin()
+	back.migrate(wire.LeaseKey(name))
 	if err := h2.Unlock(ctx); err != nil {
-		t.Fatal(err)
+		t.Fatalf("Unlock with the lease key migrated: %v", err)
+	}
+	back.migrateAll()
+	back.finish()
+	if l, found, err := be.InspectLease(ctx, name); err != nil || !found || l.Holder != "" {
+		t.Fatalf("InspectLease after the Unlock = %+v, %v, %v; want the lease free", l, found, err)
 	}
 	mu.Lock()
 	defer mu.Unlock()
