@@ -424,7 +424,9 @@ func (b *Backend) onMasters(ctx context.Context, calls []*call) {
 // pipeline sends calls in one pipeline on c (followed by WAIT when configured and c is not a
 // Cluster client). Calls that met NOSCRIPT are sent again in a second pipeline: with EVALSHA
 // once loadScripts has loaded their scripts (one SCRIPT LOAD per script and master whatever the
-// number of calls, rather than resending every call's source), with EVAL if a load failed.
+// number of calls, rather than resending every call's source), with EVAL if a load failed;
+// on a Cluster client, those still NOSCRIPT then go once more with EVAL (the load went to the
+// master a stale slot map names, after a slot moved).
 // Each call's outcome is left in call.err; pipeline returns the first failure.
 func (b *Backend) pipeline(ctx context.Context, c goredis.Cmdable, calls []*call) error {
 	_, isCluster := c.(*goredis.ClusterClient)

@@ -220,7 +220,10 @@ left half-done, which needs redis-cli --cluster fix) fails it as before, retryab
 Release, keep_alive_leases of one lease, and the group scripts name one key each and run on
 either side throughout; the session's keep_alive and close_session are refused only while a
 migration has moved some of the session's three keys and not the others, and keep_alive_leases
-while it has moved some of the leases of one slot.
+while it has moved some of the leases of one slot. The new master may not have a script in its cache
+yet: a call it answers NOSCRIPT is sent with EVAL (the keep-alive's round loaded the script on
+the master its slot map named, for up to 200 ms after a move the old one, and named the moved
+slot's leases unrenewed: TestClusterKeepAliveAfterSlotMove).
 
 # Replication and failover
 
