@@ -472,7 +472,11 @@ func (b *Backend) openSessionCall(ctx context.Context, owner string, ttl time.Du
 	s := string(sid)
 	okeys := luascripts.OpenSessionKeys{Session: wire.SessionKey(s), SessionLeases: wire.SessionLeasesKey(s), SessionGroups: wire.SessionGroupsKey(s)}
 	oargs := luascripts.OpenSessionArgs{Owner: owner, TTLMS: max(ttl.Milliseconds(), 1)}
-	r, err := luascripts.OpenSession.Run(ctx, b.c, okeys, oargs)
+	// On a Cluster, a slot being migrated refuses the new session's keys until it settles
+	// (followSlotMove).
+	r, err := followSlotMove(ctx, b, 0, func() (luascripts.OpenSessionReply, error) {
+		return luascripts.OpenSession.Run(ctx, b.c, okeys, oargs)
+	})
 	if err != nil {
 		return spi.Session{}, b.failKeys(ctx, "open session", err, scriptKeys(luascripts.OpenSession.Build(okeys, oargs)))
 	}
@@ -536,7 +540,9 @@ func (b *Backend) withdrawCall(ctx context.Context, sid spi.SessionID, name stri
 		return err
 	}
 	keys := luascripts.WithdrawKeys{Waiters: wire.WaitersKey(name), Waiting: wire.WaitingKey(name)}
-	_, err := luascripts.Withdraw.Run(ctx, b.c, keys, luascripts.WithdrawArgs{SessionID: string(sid)})
+	_, err := followSlotMove(ctx, b, 0, func() (luascripts.WithdrawReply, error) {
+		return luascripts.Withdraw.Run(ctx, b.c, keys, luascripts.WithdrawArgs{SessionID: string(sid)})
+	})
 	if err != nil {
 		return b.clusterFailKeys(ctx, "withdraw "+name, err, []string{keys.Waiters, keys.Waiting})
 	}
@@ -661,8 +667,10 @@ func (b *Backend) releaseCall(ctx context.Context, sid spi.SessionID, name strin
 		return nil
 	}
 	keys := luascripts.ReleaseLeasesKeys{Leases: []string{wire.LeaseKey(name)}}
-	r, err := luascripts.ReleaseLeases.Run(ctx, b.c, keys,
-		luascripts.ReleaseLeasesArgs{SessionID: s, Names: []string{name}, Tokens: []int64{token}})
+	r, err := followSlotMove(ctx, b, 0, func() (luascripts.ReleaseLeasesReply, error) {
+		return luascripts.ReleaseLeases.Run(ctx, b.c, keys,
+			luascripts.ReleaseLeasesArgs{SessionID: s, Names: []string{name}, Tokens: []int64{token}})
+	})
 	if err != nil {
 		return b.failKeys(ctx, "release "+name, err, keys.Leases)
 	}

@@ -180,16 +180,19 @@ func (b *Backend) acquireAt(ctx context.Context, sid spi.SessionID, name string,
 	key := wire.LeaseKey(name)
 	keys := luascripts.AcquireAtKeys{Lease: key, Waiters: wire.WaitersKey(name), Waiting: wire.WaitingKey(name)}
 	args := luascripts.AcquireAtArgs{SessionID: string(sid), Owner: st.owner, ExpiresMS: st.expires, Queued: flag(queued)}
-	var r luascripts.AcquireAtReply
-	if b.waitN > 0 {
-		var node goredis.Cmdable
-		if node, err = b.onNode(ctx, key); err == nil {
-			r, err = waited(ctx, b, node, luascripts.AcquireAt.EvalSha, luascripts.AcquireAt.Eval, luascripts.AcquireAt.Decode, keys, args,
-				func(r luascripts.AcquireAtReply) bool { return r.Status == luascripts.StatusOK })
+	// A slot being migrated refuses acquire_at (its keys are never all on one side): wait for
+	// the migration here rather than fail and wait out the engine's backoff (followSlotMove).
+	r, err := followSlotMove(ctx, b, 0, func() (luascripts.AcquireAtReply, error) {
+		if b.waitN == 0 {
+			return luascripts.AcquireAt.Run(ctx, b.c, keys, args)
 		}
-	} else {
-		r, err = luascripts.AcquireAt.Run(ctx, b.c, keys, args)
-	}
+		node, err := b.onNode(ctx, key)
+		if err != nil {
+			return luascripts.AcquireAtReply{}, err
+		}
+		return waited(ctx, b, node, luascripts.AcquireAt.EvalSha, luascripts.AcquireAt.Eval, luascripts.AcquireAt.Decode, keys, args,
+			func(r luascripts.AcquireAtReply) bool { return r.Status == luascripts.StatusOK })
+	})
 	if err != nil {
 		return spi.Acquire{}, b.clusterFailKeys(ctx, "acquire "+name, err, scriptKeys(luascripts.AcquireAt.Build(keys, args)))
 	}
@@ -219,15 +222,17 @@ func (b *Backend) keepAliveLeases(ctx context.Context, sid spi.SessionID, expire
 		keys.Leases[i] = wire.LeaseKey(n)
 	}
 	args := luascripts.KeepAliveLeasesArgs{SessionID: string(sid), ExpiresMS: expires, Names: names}
-	if b.waitN == 0 {
-		return luascripts.KeepAliveLeases.Run(ctx, b.c, keys, args)
-	}
-	node, err := b.onNode(ctx, keys.Leases[0])
-	if err != nil {
-		return luascripts.KeepAliveLeasesReply{}, err
-	}
-	return waited(ctx, b, node, luascripts.KeepAliveLeases.EvalSha, luascripts.KeepAliveLeases.Eval, luascripts.KeepAliveLeases.Decode, keys, args,
-		func(r luascripts.KeepAliveLeasesReply) bool { return r.Status == luascripts.StatusOK })
+	return followSlotMove(ctx, b, 0, func() (luascripts.KeepAliveLeasesReply, error) {
+		if b.waitN == 0 {
+			return luascripts.KeepAliveLeases.Run(ctx, b.c, keys, args)
+		}
+		node, err := b.onNode(ctx, keys.Leases[0])
+		if err != nil {
+			return luascripts.KeepAliveLeasesReply{}, err
+		}
+		return waited(ctx, b, node, luascripts.KeepAliveLeases.EvalSha, luascripts.KeepAliveLeases.Eval, luascripts.KeepAliveLeases.Decode, keys, args,
+			func(r luascripts.KeepAliveLeasesReply) bool { return r.Status == luascripts.StatusOK })
+	})
 }
 
 // clusterFail classifies err and, for a redirection (the slot moved) or a failure with no reply
@@ -269,8 +274,10 @@ func (b *Backend) joinAt(ctx context.Context, sid spi.SessionID, group string) (
 	}
 	expires := st.expires
 	for {
-		r, err := luascripts.JoinAt.Run(ctx, b.c, luascripts.JoinAtKeys{Group: wire.GroupKey(group)},
-			luascripts.JoinAtArgs{SessionID: string(sid), ExpiresMS: expires, GroupName: group})
+		r, err := followSlotMove(ctx, b, 0, func() (luascripts.JoinAtReply, error) {
+			return luascripts.JoinAt.Run(ctx, b.c, luascripts.JoinAtKeys{Group: wire.GroupKey(group)},
+				luascripts.JoinAtArgs{SessionID: string(sid), ExpiresMS: expires, GroupName: group})
+		})
 		if err != nil {
 			return 0, b.clusterFailKeys(ctx, "join "+group, err, []string{wire.GroupKey(group)})
 		}
@@ -291,8 +298,10 @@ func (b *Backend) leaveAt(ctx context.Context, sid spi.SessionID, group string) 
 	if err != nil {
 		return 0, err
 	}
-	r, err := luascripts.LeaveAt.Run(ctx, b.c, luascripts.LeaveAtKeys{Group: wire.GroupKey(group)},
-		luascripts.LeaveAtArgs{SessionID: string(sid), ExpiresMS: st.expires, GroupName: group})
+	r, err := followSlotMove(ctx, b, 0, func() (luascripts.LeaveAtReply, error) {
+		return luascripts.LeaveAt.Run(ctx, b.c, luascripts.LeaveAtKeys{Group: wire.GroupKey(group)},
+			luascripts.LeaveAtArgs{SessionID: string(sid), ExpiresMS: st.expires, GroupName: group})
+	})
 	if err != nil {
 		return 0, b.clusterFailKeys(ctx, "leave "+group, err, []string{wire.GroupKey(group)})
 	}
@@ -330,9 +339,13 @@ type call struct {
 // than the 3 s TTL, so that the masters that answered ran their part after the session's new
 // expiry, and with a call timeout of one renewal interval it failed as a whole
 // (TestClusterKeepAliveSurvivesAMaster). The node's own client retries a refused connection as
-// its options say, delaying no other master's part. A call that a master redirects (MOVED or
-// ASK: its slot is moving) is sent again, without WithWaitReplicas, through the Cluster client,
-// which follows the redirection.
+// its options say, delaying no other master's part. A call that a master refuses because its
+// slot is being migrated (MOVED, ASK, or TRYAGAIN when the slot's keys it names are split
+// between two masters) is sent again until the slot settles, for half the time left at most
+// (followSlotMove): through the Cluster client, which follows the redirection, or
+// WithWaitReplicas on the masters' own clients. Without TRYAGAIN's retry, a keep-alive of two
+// leases of one slot whose keys were half migrated named both unrenewed, and the client revoked
+// both terms (TestClusterKeepAliveFollowsSlotMigration).
 //
 // Nothing is loaded beforehand: the scripts are in the servers' caches from the first call that
 // used them until a restart, a failover or SCRIPT FLUSH, and a round is usually a keep-alive,
@@ -349,6 +362,45 @@ func (b *Backend) round(ctx context.Context, calls []*call) {
 		_ = b.pipeline(ctx, b.c, calls) // each call's outcome is in call.err
 		return
 	}
+	b.onMasters(ctx, calls)
+	var moving []*call
+	for _, c := range calls {
+		if slotMoving(c.err) {
+			moving = append(moving, c)
+		}
+	}
+	if len(moving) == 0 {
+		return
+	}
+	// Sent again until their slots settle (followSlotMove), for half the time left at most, so
+	// that the keep-alive reports what it renewed before its timeout; a call still refused then
+	// fails alone (its leases unrenewed). Through the Cluster client, which follows MOVED and
+	// ASK; WithWaitReplicas on the masters' own clients again (WAIT must follow each call on its
+	// master's connection), the slot map reloaded after a MOVED.
+	_, _ = followSlotMove(ctx, b, halfLeft(ctx), func() (struct{}, error) {
+		if b.waitN > 0 {
+			b.onMasters(ctx, moving)
+		} else {
+			_ = b.pipeline(ctx, b.c, moving)
+		}
+		var first error
+		still := moving[:0]
+		for _, c := range moving {
+			if slotMoving(c.err) {
+				still = append(still, c)
+				if first == nil {
+					first = c.err
+				}
+			}
+		}
+		moving = still
+		return struct{}{}, first
+	})
+}
+
+// onMasters sends calls in one pipeline per master, on that master's own client, all at once
+// (see round); each call's outcome is left in call.err.
+func (b *Backend) onMasters(ctx context.Context, calls []*call) {
 	byNode := map[*goredis.Client][]*call{}
 	for _, c := range calls {
 		n, err := b.cc.MasterForKey(ctx, c.key)
@@ -367,24 +419,14 @@ func (b *Backend) round(ctx context.Context, calls []*call) {
 		}()
 	}
 	wg.Wait()
-	if b.waitN > 0 {
-		return // a redirected call fails: WAIT must follow it on its master's connection
-	}
-	var moved []*call
-	for _, c := range calls {
-		if c.err != nil && (goredis.HasErrorPrefix(c.err, "MOVED") || goredis.HasErrorPrefix(c.err, "ASK")) {
-			moved = append(moved, c)
-		}
-	}
-	if len(moved) > 0 {
-		_ = b.pipeline(ctx, b.c, moved)
-	}
 }
 
 // pipeline sends calls in one pipeline on c (followed by WAIT when configured and c is not a
 // Cluster client). Calls that met NOSCRIPT are sent again in a second pipeline: with EVALSHA
 // once loadScripts has loaded their scripts (one SCRIPT LOAD per script and master whatever the
-// number of calls, rather than resending every call's source), with EVAL if a load failed.
+// number of calls, rather than resending every call's source), with EVAL if a load failed;
+// on a Cluster client, those still NOSCRIPT then go once more with EVAL (the load went to the
+// master a stale slot map names, after a slot moved).
 // Each call's outcome is left in call.err; pipeline returns the first failure.
 func (b *Backend) pipeline(ctx context.Context, c goredis.Cmdable, calls []*call) error {
 	_, isCluster := c.(*goredis.ClusterClient)
@@ -414,6 +456,20 @@ func (b *Backend) pipeline(ctx context.Context, c goredis.Cmdable, calls []*call
 	}
 	if len(again) > 0 {
 		w = send(again, loadScripts(ctx, c, again) != nil)
+		if isCluster {
+			// Still NOSCRIPT: loaded on the master the client's slot map names, while the
+			// slot had moved to another (the map is reloaded lazily after a migration), which
+			// ran the call. With EVAL, whichever master runs it caches it.
+			var still []*call
+			for _, x := range again {
+				if luascripts.IsNoScript(x.cmd.Err()) {
+					still = append(still, x)
+				}
+			}
+			if len(still) > 0 {
+				send(still, true)
+			}
+		}
 	}
 	var werr error
 	if wait {
@@ -494,16 +550,19 @@ func (b *Backend) keepAliveCluster(ctx context.Context, sid spi.SessionID, names
 	s := string(sid)
 	skeys := luascripts.KeepAliveKeys{Session: wire.SessionKey(s), SessionLeases: wire.SessionLeasesKey(s), SessionGroups: wire.SessionGroupsKey(s)}
 	sargs := luascripts.KeepAliveArgs{SessionID: s}
-	var r luascripts.KeepAliveReply
-	if b.waitN > 0 {
-		var node goredis.Cmdable
-		if node, err = b.onNode(ctx, skeys.Session); err == nil {
-			r, err = waited(ctx, b, node, luascripts.KeepAlive.EvalSha, luascripts.KeepAlive.Eval, luascripts.KeepAlive.Decode, skeys, sargs,
-				func(r luascripts.KeepAliveReply) bool { return r.Status == luascripts.StatusOK })
+	// The session's keys are split while its slot's keys are being migrated: wait, for half the
+	// time left at most, so that the round has its share.
+	r, err := followSlotMove(ctx, b, halfLeft(ctx), func() (luascripts.KeepAliveReply, error) {
+		if b.waitN == 0 {
+			return luascripts.KeepAlive.Run(ctx, b.c, skeys, sargs)
 		}
-	} else {
-		r, err = luascripts.KeepAlive.Run(ctx, b.c, skeys, sargs)
-	}
+		node, err := b.onNode(ctx, skeys.Session)
+		if err != nil {
+			return luascripts.KeepAliveReply{}, err
+		}
+		return waited(ctx, b, node, luascripts.KeepAlive.EvalSha, luascripts.KeepAlive.Eval, luascripts.KeepAlive.Decode, skeys, sargs,
+			func(r luascripts.KeepAliveReply) bool { return r.Status == luascripts.StatusOK })
+	})
 	if err != nil {
 		return spi.KeepAlive{}, b.clusterFailKeys(ctx, "keep-alive", err, scriptKeys(luascripts.KeepAlive.Build(skeys, sargs)))
 	}
@@ -637,13 +696,40 @@ func (b *Backend) closeCluster(ctx context.Context, sid spi.SessionID) error {
 		})
 	}
 	if len(calls) > 0 {
-		if err := b.pipeline(ctx, b.c, calls); err != nil {
+		// Those refused while their slots move are sent again until they settle; any other
+		// failure fails the close.
+		pending := calls
+		var failed error
+		_, err := followSlotMove(ctx, b, 0, func() (struct{}, error) {
+			_ = b.pipeline(ctx, b.c, pending)
+			var moving error
+			still := pending[:0]
+			for _, c := range pending {
+				switch {
+				case slotMoving(c.err):
+					still = append(still, c)
+					if moving == nil {
+						moving = c.err
+					}
+				case c.err != nil && failed == nil:
+					failed = c.err
+				}
+			}
+			pending = still
+			return struct{}{}, moving
+		})
+		if err == nil {
+			err = failed
+		}
+		if err != nil {
 			return b.clusterFail("close session", err)
 		}
 	}
 	ckeys := luascripts.CloseSessionKeys{Session: wire.SessionKey(s), SessionLeases: wire.SessionLeasesKey(s), SessionGroups: wire.SessionGroupsKey(s)}
 	cargs := luascripts.CloseSessionArgs{SessionID: s}
-	if _, err := luascripts.CloseSession.Run(ctx, b.c, ckeys, cargs); err != nil {
+	if _, err := followSlotMove(ctx, b, 0, func() (luascripts.CloseSessionReply, error) {
+		return luascripts.CloseSession.Run(ctx, b.c, ckeys, cargs)
+	}); err != nil {
 		return b.clusterFailKeys(ctx, "close session", err, scriptKeys(luascripts.CloseSession.Build(ckeys, cargs)))
 	}
 	b.mu.Lock()

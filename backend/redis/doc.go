@@ -139,8 +139,8 @@ keep_alive_leases(E) once per hash slot of the asked names and keep_alive_group(
 (ZADD XX GT: refresh the membership's score to E, never join; then the live members). That is 1
 session call + 1 pipelined round per master. (Not through the Cluster client's pipeline: with a
 master down it retries that master's part before returning any, and on running out of time marks
-every call failed. A call a master redirects, its slot moving, is sent again through the Cluster
-client, which follows the redirection, unless WithWaitReplicas is set.)
+every call failed. A call a master redirects or refuses, its slot moving, is sent again until
+the slot settles: see Slot migrations.)
 
 A keep-alive fails as a whole, with a retryable error, when the session's own call fails (its
 master is down, say): nothing was renewed that the client may count on, and it keeps its
@@ -184,6 +184,46 @@ Release is release_leases with the one name and token (a token ≤ 0 is never se
 token to release_leases). CloseSession is release_leases (any token of this session) per slot of
 the names the backend recorded and leave_at per group it joined, in one pipelined round, then
 close_session on the session's slot.
+
+# Slot migrations (resharding)
+
+While a slot moves to another master (redis-cli --cluster reshard or rebalance: CLUSTER SETSLOT
+IMPORTING on the target, MIGRATING on the source, MIGRATE of its keys a batch at a time, then
+SETSLOT NODE on the target, the source and the other masters), Redis runs a command on the
+slot's keys only where all of them are: the source runs it while it has them all, sends it on
+with ASK once it has none (the target runs it after ASKING only if it has them all, or if it
+names one key), and refuses it with TRYAGAIN when they are split. A key that does not exist
+counts as missing on both sides, so a script that names one that does not exist yet is refused
+from MIGRATING until the target owns the slot: acquire_at (its waiter keys exist only while a
+session waits), open_session (a new session's keys) and withdraw. Measured on Redis 7.0 on a
+private Cluster, acquire_at on a lease whose slot moved answered: with the target IMPORTING only,
+run on the source; the source MIGRATING, TRYAGAIN there (and after ASKING at the target);
+the lease key migrated, ASK at the source, TRYAGAIN at the target; the target's SETSLOT NODE
+done, run at the target (the source answering ASK, then MOVED). The refusals are made before
+the script starts: Redis never runs it on part of its keys, so a lease is still granted once
+at a time and its token still rises.
+
+Every routeBySlot script call therefore waits for a migration within the call: a TRYAGAIN, or
+an ASK or MOVED left after the Cluster client's redirections (MaxRedirects; a master's own
+client, used WithWaitReplicas, follows none and has the slot map reloaded after a MOVED), sends
+it again after a pause of 1 ms doubling to 16 ms, on top of go-redis's own retry backoff
+(MinRetryBackoff, MaxRetryBackoff), for at most 5 s and never past the call's deadline; a
+keep-alive's session call and then its round each for half the time the keep-alive has left,
+so that what it renewed is reported before its timeout (a lease call still refused then is
+named unrenewed). Before, go-redis gave up after MaxRedirects+1 attempts (12–93 ms) and the
+engine retried the Acquire after its backoff, which doubles up to the renewal interval:
+BenchmarkClusterLockDuringSlotMigration, a Lock started as its slot (20,000 keys) began to
+move, returned 173 ms (median) after the migration ended, 341 times an ordinary Lock, after
+5.4 failed acquires; with the wait, 15.7 ms (56 times), none failed — what is left is
+go-redis's own retry backoff. A migration that outlasts the call (a slot of many keys, or one
+left half-done, which needs redis-cli --cluster fix) fails it as before, retryable.
+Release, keep_alive_leases of one lease, and the group scripts name one key each and run on
+either side throughout; the session's keep_alive and close_session are refused only while a
+migration has moved some of the session's three keys and not the others, and keep_alive_leases
+while it has moved some of the leases of one slot. The new master may not have a script in its cache
+yet: a call it answers NOSCRIPT is sent with EVAL (the keep-alive's round loaded the script on
+the master its slot map named, for up to 200 ms after a move the old one, and named the moved
+slot's leases unrenewed: TestClusterKeepAliveAfterSlotMove).
 
 # Replication and failover
 

@@ -107,7 +107,7 @@ const replUser, replPass = "repl", "replpw"
 // startPrivCluster starts the cluster on 6 ports it picks (privPorts; masters are the first
 // 3). It skips when redis-server or redis-cli is missing (failing under
 // SIMBA_REQUIRE_SERVICES=1), and tears everything down when the test ends.
-func startPrivCluster(t *testing.T) *privCluster {
+func startPrivCluster(t testing.TB) *privCluster {
 	t.Helper()
 	testenv.Short(t, "starts a private Redis Cluster")
 	for _, bin := range []string{"redis-server", "redis-cli"} {
