@@ -178,6 +178,7 @@ func NewFromConfig(cfg Config, opts ...Option) (*Backend, error) {
 	}
 	b := newBackend(nil, cfg.Prefix, cfg.Endpoints, opts)
 	b.conns = newConnWatch(dt, len(cfg.Endpoints), func() time.Duration { return time.Duration(b.minTTL.Load()) })
+	b.conns.tls = cfg.TLS != nil
 	cc.DialOptions = []grpc.DialOption{grpc.WithConnectParams(connectParams(dt)), grpc.WithContextDialer(b.conns.dial)}
 	b.cfg, b.own = cc, true
 	return b, nil
@@ -358,7 +359,7 @@ func (b *Backend) OpenSession(ctx context.Context, owner string, ttl time.Durati
 	g, err := cli.Grant(gctx, secs)
 	if err != nil {
 		if u := unreachable(ctx, gctx); u != nil {
-			return spi.Session{}, spi.Unavailable("etcd: open session: grant", u)
+			return spi.Session{}, unreachableFailure("etcd: open session: grant", u)
 		}
 		b.timedOut(ctx, sent)
 		return spi.Session{}, b.classify("open session: grant", err)
@@ -1041,3 +1042,12 @@ func (e *unreachableError) Error() string {
 }
 
 func (e *unreachableError) Unwrap() error { return e.err }
+
+// unreachableFailure is the error of call op that ended on u (unreachable): a TLS failure
+// (permanent) when the last dial found a member that does not speak TLS, else unavailable.
+func unreachableFailure(op string, u error) error {
+	if errors.Is(u, spi.ErrTLS) {
+		return spi.TLSFailure(op, u)
+	}
+	return spi.Unavailable(op, u)
+}

@@ -2,11 +2,15 @@ package etcd
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"net"
 	"sync"
 	"time"
 
 	"github.com/simba-go/simba/internal/connbound"
+	"github.com/simba-go/simba/spi"
 )
 
 // Connection watch of a backend's own client (New, NewFromConfig): its gRPC connections are
@@ -37,6 +41,9 @@ type connWatch struct {
 	dialTimeout time.Duration
 	endpoints   int
 	minTTL      func() time.Duration // the shortest TTL asked of the backend (0: none yet)
+	// tls is set when the client speaks TLS (etcd+tls): a connection the member ends before
+	// its first byte is then checked for a plain-text server (plainTextServer).
+	tls bool
 
 	mu   sync.Mutex
 	live map[*watchedConn]struct{}
@@ -137,7 +144,7 @@ func (w *connWatch) dial(ctx context.Context, addr string) (net.Conn, error) {
 		fire()
 		return nil, err
 	}
-	c := &watchedConn{Conn: raw, w: w}
+	c := &watchedConn{Conn: raw, w: w, addr: addr}
 	w.mu.Lock()
 	w.live[c] = struct{}{}
 	w.mu.Unlock()
@@ -176,15 +183,26 @@ func (w *connWatch) dropSilent(sent time.Time) {
 type watchedConn struct {
 	net.Conn
 	w     *connWatch
+	addr  string
 	timer *time.Timer // the connect bound, stopped by the first byte read
 
 	mu           sync.Mutex
 	answered     bool      // a byte has been read: the attempt succeeded
+	closed       bool      // Close or handshakeTimedOut closed it: a failed read is ours
 	waitingSince time.Time // the first write since the last read (zero: none)
 }
 
 func (c *watchedConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
+	if n == 0 && err != nil {
+		c.mu.Lock()
+		refused := !c.answered && !c.closed
+		c.closed = c.closed || refused
+		c.mu.Unlock()
+		if refused {
+			c.endedUnanswered(err)
+		}
+	}
 	if n > 0 {
 		c.mu.Lock()
 		first := !c.answered
@@ -209,7 +227,53 @@ func (c *watchedConn) Write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
+// endedUnanswered notes a connection the member ended (EOF, reset) before its first byte as a
+// failed dial for the refusal watches (watchRefusals): gRPC counts the attempt failed and dials
+// again, and a call waiting for a connection would otherwise wait for ever (simba status on an
+// etcd+tls:// DSN at a plain-text member: the member closes the connection on the TLS
+// ClientHello, and gRPC retried the handshake without end, every call timing out as
+// "unavailable"). On a TLS client the error says so when the member answers plain text
+// (plainTextServer): a TLS failure (spi.ErrTLS), permanent.
+func (c *watchedConn) endedUnanswered(err error) {
+	if c.w.tls {
+		if perr := plainTextServer(c.addr); perr != nil {
+			err = perr
+		}
+	}
+	c.w.mu.Lock()
+	delete(c.w.live, c)
+	fire := c.w.dialFailed(c.addr, err)
+	c.w.mu.Unlock()
+	fire()
+}
+
+// errPlainText is a member that answers plain-text HTTP where the client speaks TLS.
+var errPlainText = errors.New("the DSN asks for TLS (etcd+tls://) but the server does not speak TLS: it answers a plain-text HTTP request (use etcd://, or serve TLS: etcd's --cert-file and --key-file)")
+
+// plainTextServer returns an error matching spi.ErrTLS if the member at addr answers a
+// plain-text HTTP request (GET /version, which etcd serves on its client port next to gRPC),
+// within a second, and nil otherwise.
+func plainTextServer(addr string) error {
+	conn, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return nil
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(time.Second)) //nolint:errcheck // the reads fail instead
+	if _, err := io.WriteString(conn, "GET /version HTTP/1.1\r\nHost: "+addr+"\r\nConnection: close\r\n\r\n"); err != nil {
+		return nil
+	}
+	head := make([]byte, 5)
+	if _, err := io.ReadFull(conn, head); err != nil || string(head) != "HTTP/" {
+		return nil
+	}
+	return fmt.Errorf("%w: %s: %w", spi.ErrTLS, addr, errPlainText)
+}
+
 func (c *watchedConn) Close() error {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
 	c.timer.Stop()
 	c.w.mu.Lock()
 	delete(c.w.live, c)
@@ -221,6 +285,7 @@ func (c *watchedConn) Close() error {
 func (c *watchedConn) handshakeTimedOut() {
 	c.mu.Lock()
 	answered := c.answered
+	c.closed = c.closed || !answered
 	c.mu.Unlock()
 	if !answered {
 		c.w.gaveUp()

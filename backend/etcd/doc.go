@@ -103,10 +103,15 @@ holder keeps believing it holds the lease until its session ends.
 # Outages
 
 OpenSession and Inspect on the backend's own client fail at once, with the dial's error
-(retryable), when no member can be reached (a dial to every endpoint refused or failed, and
-no connection open), instead of waiting for a connection until the call's deadline as etcd's
-client does: a client at a cluster that is down hears of it at its first attempt (simba lock
-printed its first "retrying" line after the call timeout, 5 s), and retries with its backoff.
+(retryable), when no member can be reached (a dial to every endpoint refused or failed, or
+its connection ended by the member before a byte of answer, and no connection open), instead
+of waiting for a connection until the call's deadline as etcd's client does: a client at a
+cluster that is down hears of it at its first attempt (simba lock printed its first
+"retrying" line after the call timeout, 5 s), and retries with its backoff. An etcd+tls://
+DSN at a member that serves plain text (which ends the connection on the TLS handshake) is
+told apart by a plain-text GET /version the member answers: the calls fail with a permanent
+TLS failure (spi.ErrTLS) saying to use etcd://, where they timed out as unavailable for as
+long as the client ran (and simba status, whose Inspect has no deadline, hung).
 
 A session lives through an outage of its server if the client is back in time to renew it
 before its deadline, the TTL less 1% and 50 ms after its last renewal was sent; with the

@@ -34,7 +34,7 @@ func (b *Backend) Inspect(ctx context.Context) (spi.Snapshot, error) {
 	).Commit()
 	if err != nil {
 		if u := unreachable(ctx, rctx); u != nil {
-			return spi.Snapshot{}, spi.Unavailable("etcd: inspect", u)
+			return spi.Snapshot{}, unreachableFailure("etcd: inspect", u)
 		}
 		return spi.Snapshot{}, b.classify("inspect", err)
 	}
@@ -98,7 +98,7 @@ func (b *Backend) InspectLease(ctx context.Context, name string) (spi.LeaseInfo,
 	defer done()
 	fail := func(err error) (spi.LeaseInfo, bool, error) {
 		if u := unreachable(ctx, rctx); u != nil {
-			return spi.LeaseInfo{}, false, spi.Unavailable("etcd: inspect lease", u)
+			return spi.LeaseInfo{}, false, unreachableFailure("etcd: inspect lease", u)
 		}
 		return spi.LeaseInfo{}, false, b.classify("inspect lease", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simba-go/simba/internal/testenv"
 	"github.com/simba-go/simba/spi"
 )
 
@@ -57,4 +58,51 @@ func refusingBackend(t *testing.T) *Backend {
 	}
 	t.Cleanup(func() { b.Close() })
 	return b
+}
+
+// TestInspectAtAServerThatHangsUpFailsAtOnce: at a server that takes each connection and
+// closes it before answering a byte, Inspect (simba status, no deadline) fails with a
+// retryable error, as at a refusing one. Such an attempt was no failed dial for the refusal
+// watch, and the read waited for a connection for as long as its context lasted (for ever).
+func TestInspectAtAServerThatHangsUpFailsAtOnce(t *testing.T) {
+	ln := testenv.Serve(t, testenv.Listen(t), func(net.Conn) {})
+	b, err := New("etcd://" + ln.Addr().String() + "/simba-hangup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err = b.Inspect(ctx)
+	if ctx.Err() != nil || !errors.Is(err, spi.ErrUnavailable) || errors.Is(err, spi.ErrTLS) {
+		t.Fatalf("Inspect at a server that hangs up: %v (context: %v), want a retryable error before the context ends", err, ctx.Err())
+	}
+}
+
+// TestTLSAtAPlainTextMemberIsPermanent: an etcd+tls:// DSN at a member that serves plain text
+// fails OpenSession and Inspect with a permanent TLS failure (spi.ErrTLS) that says to use
+// etcd://, before their contexts end. The member closes the connection on the TLS ClientHello;
+// gRPC retried the handshake without end, so every OpenSession timed out as "unavailable"
+// (retried by the client for ever) and simba status, whose Inspect has no deadline, hung.
+func TestTLSAtAPlainTextMemberIsPermanent(t *testing.T) {
+	addr := testenv.Etcd(t)[0]
+	b, err := New("etcd+tls://" + addr + "/simba-tlsplain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err = b.OpenSession(ctx, "tls-at-plain", 6*time.Second)
+	check := func(op string, err error) {
+		t.Helper()
+		if ctx.Err() != nil || !errors.Is(err, spi.ErrTLS) || spi.Classify(err) != spi.Permanent ||
+			!strings.Contains(err.Error(), "use etcd://") {
+			t.Errorf("%s with etcd+tls:// at a plain-text member: %v (%v; context: %v), want a permanent TLS failure saying to use etcd:// before the context ends",
+				op, err, spi.Classify(err), ctx.Err())
+		}
+	}
+	check("OpenSession", err)
+	_, err = b.Inspect(ctx)
+	check("Inspect", err)
 }

@@ -603,6 +603,33 @@ func TestStandaloneOnAClusterNodeFailsAtFirstSession(t *testing.T) {
 	}
 }
 
+// TestStandaloneInspectOnAClusterNode: Inspect through a standalone client at a Cluster node
+// fails with the permanent error that says to use redis+cluster://, as OpenSession does. It
+// used to SCAN that node alone and list its share of the leases as if it were all of them
+// (`simba status -dsn redis://node:7001` printed an empty list and exited 0), with no error.
+func TestStandaloneInspectOnAClusterNode(t *testing.T) {
+	clusterClient(t) // skips or fails as testenv decides when the Cluster is down
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, addr := range testenv.RedisCluster(t) {
+		b, err := Open("redis://" + addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		snap, err := b.Inspect(ctx)
+		b.Close()
+		if err == nil {
+			t.Errorf("Inspect at Cluster node %s through a redis:// DSN listed %d leases, %d sessions and no error; want an error saying to use redis+cluster://",
+				addr, len(snap.Leases), len(snap.Sessions))
+			continue
+		}
+		if spi.Classify(err) != spi.Permanent || errors.Is(err, spi.ErrUnavailable) ||
+			!strings.Contains(err.Error(), "use a redis+cluster:// DSN") {
+			t.Errorf("Inspect at %s: %v (%v), want a permanent error saying to use redis+cluster://", addr, err, spi.Classify(err))
+		}
+	}
+}
+
 // TestKeepAliveMembersRemaining: a keep-alive tells, per group, the time left of the first
 // other member to expire (the caller's own membership is left out), standalone and on a
 // Cluster, so the client reads the members when it expires; a group with no other member has

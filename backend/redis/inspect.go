@@ -26,8 +26,11 @@ const scanCount = 1000
 // never as free. It SCANs the keyspace (on
 // a Cluster, every master) and reads what it finds in pipelined batches, with remaining times
 // by each master's TIME: it is for status tools, not hot paths, and is not a consistent
-// snapshot. It returns once ctx is done, as every call does (see bounded): a status tool's
-// deadline bounds it even when the server stops answering.
+// snapshot. A standalone client's Inspect first checks that the server is not a Redis Cluster
+// node (one CONFIG GET, as the first OpenSession does), whose SCAN would list only that node's
+// share of the leases: it fails with a permanent error saying to use a redis+cluster:// DSN. It
+// returns once ctx is done, as every call does (see bounded): a status tool's deadline bounds it
+// even when the server stops answering.
 func (b *Backend) Inspect(ctx context.Context) (spi.Snapshot, error) {
 	return bounded(ctx, b, "inspect", "", func() (spi.Snapshot, error) { return b.inspectCall(ctx) })
 }
@@ -56,7 +59,10 @@ func (b *Backend) inspectCall(ctx context.Context) (spi.Snapshot, error) {
 	var err error
 	if b.cc != nil {
 		err = b.cc.ForEachMaster(ctx, func(ctx context.Context, c *goredis.Client) error { return node(ctx, c) })
-	} else {
+	} else if err = checkNotClusterNode(ctx, b.c); err == nil {
+		// A standalone client at a Cluster node would SCAN that node's slots alone and list a
+		// part of the leases as if it were all of them (simba status showed an empty list);
+		// fail names the redis+cluster:// DSN instead.
 		err = node(ctx, b.c)
 	}
 	if err != nil {

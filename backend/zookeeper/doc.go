@@ -298,9 +298,11 @@ WithDialer replaces the transport under it (proxies, tunnels). A server certific
 not verify, a peer that does not speak TLS in the handshake, or a server that refuses the
 handshake (ZooKeeper's default ssl.clientAuth=need refuses a client without a certificate its
 trust store accepts) is a permanent error of OpenSession, returned at once. An EOF in the
-handshake stays retryable, since a server over its connection limit closes connections the
-same way as a plain client port that receives a TLS hello; the error then names the last
-connection attempt's failure.
+handshake is told apart by a plain-text ZooKeeper connect request on a new connection: a plain
+client port answers it (the session it opens lasts the server's minSessionTimeout), and the
+error is then a permanent TLS failure (spi.ErrTLS) saying to use zk:// or the secure port; a
+server over its connection limit, which closes connections the same way, answers neither, and
+the error stays retryable, naming the last connection attempt's failure.
 
 # Outages and reconnecting
 

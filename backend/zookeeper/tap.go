@@ -18,6 +18,7 @@ import (
 
 	"github.com/simba-go/simba/internal/connbound"
 	"github.com/simba-go/simba/internal/joinerr"
+	"github.com/simba-go/simba/spi"
 )
 
 // ZooKeeper wire constants the tap needs (jute framing: a 4-byte big-endian length, then the
@@ -239,9 +240,53 @@ func dialTransport(dialer zk.Dialer, cfg *tls.Config, network, address string, t
 	defer cancel()
 	if err := tc.HandshakeContext(ctx); err != nil {
 		c.Close()
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			// A plain client port closes the connection on a ClientHello, and so does a
+			// server over its connection limit or restarting: a plain-text ZooKeeper
+			// handshake tells them apart.
+			if perr := plainTextZooKeeper(dialer, network, address, timeout); perr != nil {
+				return nil, perr
+			}
+		}
 		return nil, err
 	}
 	return tc, nil
+}
+
+// errPlainText is a server that answers a plain-text ZooKeeper handshake where the client
+// speaks TLS (isTLSFailure: permanent).
+var errPlainText = errors.New("the DSN asks for TLS (zk+tls://) but the server does not speak TLS on this port: it answers a plain-text ZooKeeper handshake (use zk://, or the port of the servers' secureClientPort)")
+
+// plainTextZooKeeper returns an error wrapping errPlainText if the server at address answers a
+// plain-text ZooKeeper connect request with a connect response within timeout, nil otherwise
+// (a server that closes this connection too, or does not answer). The request asks for a new
+// session with the shortest timeout, which the server clamps to its minSessionTimeout: the
+// session it may create expires that long after the probe closes the connection.
+func plainTextZooKeeper(dialer zk.Dialer, network, address string, timeout time.Duration) error {
+	c, err := dialer(network, address, timeout)
+	if err != nil {
+		return nil
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(timeout)) //nolint:errcheck // the reads fail instead
+	// ConnectRequest: protocolVersion int32, lastZxidSeen int64, timeOut int32, sessionId
+	// int64, passwd buffer (int32 length + 16 bytes), readOnly bool; after a 4-byte length.
+	req := make([]byte, 4+45)
+	binary.BigEndian.PutUint32(req[0:], 45)
+	binary.BigEndian.PutUint32(req[4+12:], 1)  // timeOut: 1 ms, raised to the server's minimum
+	binary.BigEndian.PutUint32(req[4+24:], 16) // passwd: 16 zero bytes
+	if _, err := c.Write(req); err != nil {
+		return nil
+	}
+	var head [4]byte
+	if _, err := io.ReadFull(c, head[:]); err != nil {
+		return nil
+	}
+	// ConnectResponse: protocolVersion, timeOut, sessionId, passwd (4 + 16), readOnly: 36 or 37.
+	if n := binary.BigEndian.Uint32(head[:]); n < 36 || n > 37 {
+		return nil
+	}
+	return fmt.Errorf("%w: zookeeper: %s: %w", spi.ErrTLS, address, errPlainText)
 }
 
 // noteTLS records err if it is a TLS handshake or verification failure.
@@ -274,7 +319,7 @@ func isTLSFailure(err error) bool {
 		alert      tls.AlertError
 		constraint x509.ConstraintViolationError
 	)
-	if errors.As(err, &unknownCA) || errors.As(err, &hostname) || errors.As(err, &invalid) ||
+	if errors.Is(err, errPlainText) || errors.As(err, &unknownCA) || errors.As(err, &hostname) || errors.As(err, &invalid) ||
 		errors.As(err, &verify) || errors.As(err, &header) || errors.As(err, &alert) ||
 		errors.As(err, &constraint) {
 		return true

@@ -306,15 +306,33 @@ func TestTLSFailureClasses(t *testing.T) {
 	}
 }
 
-// TestTLSToPlainPort: zk+tls to a plain client port stays retryable (the server closes the
-// connection, an EOF), and the error names the last connection attempt's failure.
+// TestTLSToPlainPort: zk+tls to a plain client port fails OpenSession with a permanent TLS
+// failure (spi.ErrTLS) that says to use zk://: the server closes the connection on the TLS
+// hello (an EOF, which alone may be a server over its connection limit) and answers a
+// plain-text ZooKeeper handshake. It used to be retryable, retried for as long as the client
+// ran ("could not connect to a server (last connection attempt: EOF)").
 func TestTLSToPlainPort(t *testing.T) {
 	addrs := testenv.ZooKeeper(t)
 	b := openBackend(t, "zk+tls://"+addrs[0]+"/plain?timeout=1s")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	_, err := b.OpenSession(ctx, "o", 5*time.Second)
-	if err == nil || spi.Classify(err) != spi.Retryable || !strings.Contains(err.Error(), "last connection attempt") {
+	if err == nil || spi.Classify(err) != spi.Permanent || !errors.Is(err, spi.ErrTLS) || !strings.Contains(err.Error(), "use zk://") {
+		t.Fatalf("OpenSession = %v (%v); want a permanent TLS failure saying to use zk://", err, spi.Classify(err))
+	}
+}
+
+// TestTLSToAServerThatHangsUp: zk+tls to a server that closes every connection at once (as one
+// over its connection limit does) stays retryable, and the error names the last connection
+// attempt's failure: the plain-text handshake that tells a plain client port apart gets no
+// answer either.
+func TestTLSToAServerThatHangsUp(t *testing.T) {
+	ln := testenv.Serve(t, testenv.Listen(t), func(net.Conn) {})
+	b := openBackend(t, "zk+tls://"+ln.Addr().String()+"/hangup?timeout=1s")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err := b.OpenSession(ctx, "o", 5*time.Second)
+	if err == nil || spi.Classify(err) != spi.Retryable || errors.Is(err, spi.ErrTLS) || !strings.Contains(err.Error(), "last connection attempt") {
 		t.Fatalf("OpenSession = %v (%v); want a retryable error naming the last connection attempt", err, spi.Classify(err))
 	}
 }

@@ -493,3 +493,29 @@ func TestDemoRefusesABadDSNBeforeItStarts(t *testing.T) {
 		}
 	}
 }
+
+// TestFlagsOnlyCommandsRefuseArguments: migrate, status and demo take flags only; an argument
+// is a usage error (exit 2) naming it, before any I/O. The flag package stops at the first
+// argument that is not a flag, so `simba status extra -dsn D` failed for want of the -dsn it
+// was given, and `simba migrate -dsn D extra` (or status, or demo) ran with extra dropped.
+func TestFlagsOnlyCommandsRefuseArguments(t *testing.T) {
+	dir := t.TempDir()
+	dsn := "sqlite://" + filepath.Join(dir, "simba.db")
+	for _, tc := range []struct {
+		args     []string
+		mentions string
+	}{
+		{[]string{"migrate", "-dsn", dsn, "extra"}, `unexpected argument "extra": simba migrate takes flags only`},
+		{[]string{"status", "extra", "-dsn", dsn}, `unexpected argument "extra": simba status takes flags only, and the flags after it were not read`},
+		{[]string{"status", "-dsn", dsn, "-prefix", "a", "b"}, `unexpected argument "b": simba status takes flags only`},
+		{[]string{"demo", "-workers", "3", "extra"}, `unexpected argument "extra": simba demo takes flags only`},
+	} {
+		stdout, stderr, status := runSimba(t, tc.args...)
+		if status != 2 || stdout != "" || !strings.HasPrefix(stderr, "simba: invalid option: ") || !strings.Contains(stderr, tc.mentions) {
+			t.Errorf("simba %q: exit %d, stdout %q, stderr %q; want exit 2 and an error saying %q", tc.args, status, stdout, stderr, tc.mentions)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "simba.db")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused command created the database file (stat: %v)", err)
+	}
+}

@@ -132,6 +132,24 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	return exitCode(2)
 }
 
+// noArgs refuses the arguments left after fs's flags, for a command that takes flags only
+// (migrate, status, demo): the flag package stops at the first argument that is not a flag,
+// so `simba status extra -dsn D` read no -dsn and `simba migrate -dsn D extra` dropped extra
+// without a word. It names the first one, and says so when flags follow it.
+func noArgs(fs *flag.FlagSet) error {
+	if fs.NArg() == 0 {
+		return nil
+	}
+	why := ""
+	for _, a := range fs.Args()[1:] {
+		if strings.HasPrefix(a, "-") {
+			why = ", and the flags after it were not read: flags come first"
+			break
+		}
+	}
+	return badUsage("unexpected argument %q: simba %s takes flags only%s", fs.Arg(0), fs.Name(), why)
+}
+
 func dsnFlags(name string) (*flag.FlagSet, *string) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	dsn := fs.String("dsn", os.Getenv("SIMBA_DSN"), "backend DSN (default $SIMBA_DSN)")
@@ -226,6 +244,9 @@ func migrate(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if err := noArgs(fs); err != nil {
+		return err
+	}
 	if err := needDSN(*dsn); err != nil {
 		return err
 	}
@@ -297,6 +318,9 @@ func statusTo(ctx context.Context, out io.Writer, args []string) error {
 	fs.StringVar(&filter.prefix, "prefix", "", "show only leases and groups whose name starts with `P`")
 	fs.BoolVar(&filter.all, "all", false, "show free leases too")
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := noArgs(fs); err != nil {
 		return err
 	}
 	if err := needDSN(*dsn); err != nil {

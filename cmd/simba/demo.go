@@ -46,6 +46,9 @@ func demo(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if err := noArgs(fs); err != nil {
+		return err
+	}
 	if *workers < 3 {
 		return badUsage("-workers must be at least 3 (one is killed, one paused)")
 	}

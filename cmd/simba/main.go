@@ -37,9 +37,10 @@
 //	1       an error: the backend refusing (credentials, no schema: run simba migrate), or
 //	        unreachable (migrate, status: run and lock wait for it, retrying), a missing
 //	        SQLite file (status), or, for run and lock, the term lost (CMD was stopped)
-//	2       a usage error: an unknown command or flag, a missing -dsn, -name or CMD, a bad
-//	        flag value (a malformed DSN, a -ttl out of range, a negative -grace, a bad name,
-//	        or one the backend refuses, such as etcd's -ttl under 1s), a bad $SIMBA_LOG_LEVEL
+//	2       a usage error: an unknown command or flag, an argument to migrate, status or
+//	        demo (which take flags only), a missing -dsn, -name or CMD, a bad flag value (a
+//	        malformed DSN, a -ttl out of range, a negative -grace, a bad name, or one the
+//	        backend refuses, such as etcd's -ttl under 1s), a bad $SIMBA_LOG_LEVEL
 //	127     run and lock: CMD could not be started (not found, not executable); simba
 //	        prints why and releases the term at once
 //	128+n   simba stopped by signal n (130 SIGINT, 143 SIGTERM) before CMD started (while
@@ -112,9 +113,10 @@ const exitStatuses = `exit status:
   1      an error: the backend refusing (credentials; no schema: run simba migrate), or
          unreachable (migrate, status: run and lock wait for it, retrying), a missing SQLite
          file (status); run and lock: the term was lost (CMD stopped)
-  2      a usage error: an unknown command or flag; a missing -dsn, -name or CMD; a bad flag
-         value (a malformed DSN, -ttl out of range, a negative -grace, an invalid name, or one
-         the backend refuses, such as etcd's -ttl under 1s); a bad $SIMBA_LOG_LEVEL
+  2      a usage error: an unknown command or flag; an argument to migrate, status or demo
+         (flags only); a missing -dsn, -name or CMD; a bad flag value (a malformed DSN, -ttl
+         out of range, a negative -grace, an invalid name, or one the backend refuses, such as
+         etcd's -ttl under 1s); a bad $SIMBA_LOG_LEVEL
   127    run and lock: CMD could not be started (not found, not executable)
   128+n  simba stopped by signal n (130 SIGINT, 143 SIGTERM) before CMD started (waiting for
          the lock or to lead), or during migrate, status or demo
