@@ -144,11 +144,10 @@ func demo(ctx context.Context, args []string) error {
 	d.waitWrites(ctx, second.owner, 3, limit)
 
 	// 3. SIGSTOP the new leader past its TTL (a long GC pause, a frozen VM), then resume it.
-	fmt.Printf("%6.2fs  SIGSTOP %s\n", time.Since(start).Seconds(), second.owner)
-	_ = procs[second.owner].Process.Signal(syscall.SIGSTOP)
-	if err := pausedOutsideWrite(ctx, *dsn, second.owner, procs[second.owner]); err != nil {
+	if err := d.pauseInGap(ctx, *dsn, second.owner, limit); err != nil {
 		return err
 	}
+	fmt.Printf("%6.2fs  SIGSTOP %s\n", time.Since(start).Seconds(), second.owner)
 	// Another worker: the paused one may have taken the lease again while it was resumed
 	// to finish a write (see pausedOutsideWrite); it loses it past its TTL like any.
 	third, err := d.waitElected(ctx, second.token, second.owner, limit)
@@ -208,9 +207,11 @@ func demo(ctx context.Context, args []string) error {
 // one for good. If it cannot, it lets p finish its write (SIGCONT), stops it again and looks
 // again. A running worker slow enough to hold the lock that long costs p a short resume, well
 // inside its TTL. Other backends have no such lock.
+//
+// It waits until p has stopped, on every backend.
 func pausedOutsideWrite(ctx context.Context, dsn, owner string, p *exec.Cmd) error {
 	if !strings.HasPrefix(dsn, "sqlite://") && !strings.HasPrefix(dsn, "sqlite3://") {
-		return nil
+		return waitStopped(p)
 	}
 	name, err := sqlbackend.SQLiteDSN(dsn)
 	if err != nil {
@@ -236,6 +237,38 @@ func pausedOutsideWrite(ctx context.Context, dsn, owner string, p *exec.Cmd) err
 		_ = p.Process.Signal(syscall.SIGCONT)
 		time.Sleep(20 * time.Millisecond)
 		_ = p.Process.Signal(syscall.SIGSTOP)
+	}
+}
+
+// pauseInGap stops the leading worker owner with SIGSTOP inside the gap between its check of its
+// term and its next write (demoGap; the worker reports each gap's start as a "gap" line), the
+// moment a real pause does its harm: resumed past its TTL, the worker writes with the term it
+// checked before the pause, and the fence must refuse that write. A SIGSTOP sent at a line of
+// the worker's lands in that gap only most of the time (the parent may read the line late, on
+// a loaded machine), so once the worker has stopped, the gap is checked to be still open: the
+// worker's sleep began after the gap's start and lasts demoGap, so a worker stopped within
+// demoGap of the start (with a margin) has not written yet. Otherwise it goes on (SIGCONT) and
+// the next gap is tried.
+func (d *demoRun) pauseInGap(ctx context.Context, dsn, owner string, limit time.Duration) error {
+	p := d.procs[owner]
+	deadline := time.Now().Add(limit)
+	for {
+		seen := d.gaps[owner]
+		var at time.Time
+		if !d.pump(ctx, time.Until(deadline), func(election, bool) bool { at = d.gaps[owner]; return at.After(seen) }) {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			return fmt.Errorf("%s reported no check of its term in time", owner)
+		}
+		_ = p.Process.Signal(syscall.SIGSTOP)
+		if err := pausedOutsideWrite(ctx, dsn, owner, p); err != nil {
+			return err
+		}
+		if time.Since(at) < demoGap*3/4 {
+			return nil
+		}
+		_ = p.Process.Signal(syscall.SIGCONT)
 	}
 }
 
@@ -377,10 +410,16 @@ type demoRun struct {
 	writes   map[string]int
 	accepted int
 	rejected []string
+	gaps     map[string]time.Time // the start of each worker's last gap between check and write
 }
 
+// demoGap is how long a leading worker waits between checking its term and writing: the
+// "check, then act" gap where a pause lands in the demo (pauseInGap).
+const demoGap = 100 * time.Millisecond
+
 // handle applies one worker line: `elected TOKEN`, `revoked TOKEN REASON`, `write TOKEN SEQ`
-// (the ledger took it), `fenced TOKEN HIGHEST` (the ledger refused it).
+// (the ledger took it), `fenced TOKEN HIGHEST` (the ledger refused it), `gap TOKEN UNIXNANO`
+// (the worker found its term valid at that time and waits demoGap before its write).
 func (d *demoRun) handle(l workerLine) (election, bool) {
 	f := strings.Fields(l.text)
 	if len(f) < 2 {
@@ -402,6 +441,15 @@ func (d *demoRun) handle(l workerLine) (election, bool) {
 		msg := fmt.Sprintf("write from %s with token %d; the resource has seen token %s", l.owner, token, highest)
 		fmt.Printf("          FENCED: %s\n", msg)
 		d.rejected = append(d.rejected, msg)
+	case "gap":
+		if len(f) > 2 {
+			if ns, err := strconv.ParseInt(f[2], 10, 64); err == nil {
+				if d.gaps == nil {
+					d.gaps = map[string]time.Time{}
+				}
+				d.gaps[l.owner] = time.Unix(0, ns)
+			}
+		}
 	case "write":
 		d.accepted++
 		if d.writes == nil {
@@ -493,10 +541,11 @@ func demoWorker(ctx context.Context, args []string) error {
 				// Check, then act: the gap between the two is where a pause (SIGSTOP, GC)
 				// lands, and why the resource checks the token itself.
 				valid := t.IsValid()
-				time.Sleep(100 * time.Millisecond)
 				if !valid {
 					return nil
 				}
+				out <- fmt.Sprintf("gap %d %d", t.Token(), time.Now().UnixNano())
+				time.Sleep(demoGap)
 				// The write ignores ctx on purpose: a process that was paused does not know
 				// its term ended. The ledger decides, by the token.
 				wctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -63,7 +63,8 @@ func runDemo(t *testing.T, args ...string) string {
 
 func checkDemo(t *testing.T, out string) {
 	t.Helper()
-	for _, want := range []string{"SIGKILL", "SIGSTOP", "SIGCONT", "failover in", "tokens strictly increased"} {
+	for _, want := range []string{"SIGKILL", "SIGSTOP", "SIGCONT", "failover in", "tokens strictly increased",
+		"FENCED: write from", "1 stale write rejected"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q", want)
 		}
