@@ -164,6 +164,43 @@ type Backend struct {
 	// while the way there works (a one-way partition): the next keep-alive proves a round trip
 	// first (KeepAlive).
 	kaFailed atomic.Bool
+
+	// foreignWarned is when each lease found written over by another type was last warned
+	// about (warnForeignLeases): a key left so is met by every keep-alive that names it, for as
+	// long as the client retries its acquire.
+	foreignMu     sync.Mutex
+	foreignWarned map[string]time.Time
+}
+
+// foreignWarnEvery is how often a lease key that stays of another type is warned about again;
+// the keep-alives in between log it at DEBUG.
+const foreignWarnEvery = time.Minute
+
+// warnForeignLeases logs the leases a keep-alive renewed without, their keys holding another
+// type than a hash: at WARN for a name not warned about in the last foreignWarnEvery, else at
+// DEBUG. An election or a partition whose key stays so retries its acquire once per renewal
+// interval and each keep-alive meets the key again: undamped, that was a WARN line per
+// keep-alive for as long as the key stayed.
+func (b *Backend) warnForeignLeases(lost []string, err error) {
+	now := time.Now()
+	warn := false
+	b.foreignMu.Lock()
+	if b.foreignWarned == nil || len(b.foreignWarned) > 1024 {
+		b.foreignWarned = map[string]time.Time{}
+	}
+	for _, n := range lost {
+		if at, ok := b.foreignWarned[n]; !ok || now.Sub(at) >= foreignWarnEvery {
+			b.foreignWarned[n] = now
+			warn = true
+		}
+	}
+	b.foreignMu.Unlock()
+	level := slog.LevelDebug
+	if warn {
+		level = slog.LevelWarn
+	}
+	b.log.Log(context.Background(), level, "simba: redis: a lease key holds another type than a hash (written over by something else): the lease is lost, the session and its other leases renewed without it; the key needs an operator",
+		"leases", lost, "err", err.Error())
 }
 
 // session is what a routeBySlot backend remembers of a session it opened: the owner and expiry
@@ -750,8 +787,7 @@ func (b *Backend) keepAlive(ctx context.Context, sid spi.SessionID, names, group
 		// leases with it. No session holds such a lease: renew the rest without it, leaving it
 		// out of Held, so that the client revokes that term alone.
 		if lost := b.foreignLeases(ctx, names); len(lost) > 0 {
-			b.log.Warn("simba: redis: a lease key holds another type than a hash (written over by something else): the lease is lost, the session and its other leases renewed without it; the key needs an operator",
-				"leases", lost, "err", err.Error())
+			b.warnForeignLeases(lost, err)
 			return b.renew(ctx, sid, slices.DeleteFunc(slices.Clone(names), func(n string) bool { return slices.Contains(lost, n) }), groups)
 		}
 	}

@@ -273,7 +273,9 @@ its time left unknown. What an acquire does with each such record:
     error, which names neither); the key needs an operator. So does any other call that meets
     a key of another type: a release, a join, a leave, a members read, or an acquire whose
     session key is not a hash. A keep-alive that names such a lease (a held lease's key
-    written over) renews the session and its other leases without it and logs a warning: the
+    written over) renews the session and its other leases without it and logs a warning (once
+    per lease, then once a minute while its key stays so, the keep-alives in between at DEBUG:
+    an election on such a key names it in each keep-alive after each refused acquire): the
     lease is lost, and the client revokes that term alone, where the whole keep-alive used to
     fail, and with it the session and every lease it held. Inspect lists the rest of the keyspace around it, skipping
     session and group keys of another type (no client's), where one such key used to fail the
