@@ -18,7 +18,8 @@ import (
 //     distinct error, at DEBUG while it repeats, with one ERROR line per failLogInterval
 //     counting the repeats ("repeats"); a success of the call resets it.
 //   - A retryable error starts an outage unless one is under way: one WARN line naming the
-//     backend, the call, the error and what it affects. In the outage a failure with an error
+//     backend, the call, the error and what it affects (and one more when the session's call
+//     fails in an outage that began with a lease's or group's). In the outage a failure with an error
 //     not yet logged in it is a WARN line at once; the rest are at DEBUG, with one WARN line
 //     per failLogInterval summarising them ("simba backend still failing": the failures since
 //     the last WARN line, the calls failing, how long). Calls of leases and groups failing
@@ -160,15 +161,21 @@ func (c *Client) failLevel(op engine.Op, name string, class spi.Class, cause err
 		*seen = failSeen{msg: shape, at: now, retryable: true}
 		o.failing++
 	}
-	if isSessionOp(op) {
-		o.session = true
-	}
 	if !o.active {
 		*o = outageLog{active: true, since: now, at: now, fails: 1, session: isSessionOp(op), failing: o.failing,
 			shapes: []string{shape}}
 		return slog.LevelWarn, msg, c.affects(op, name)
 	}
 	o.fails++
+	if isSessionOp(op) && !o.session {
+		// The outage began with a call of a lease or group; now the session's fails too, and
+		// with it every lease and group of the client.
+		o.session, o.at = true, now
+		if !slices.Contains(o.shapes, shape) && len(o.shapes) < failLogShapes {
+			o.shapes = append(o.shapes, shape)
+		}
+		return slog.LevelWarn, msg, append(c.affects(op, name), "outage_failures", o.fails, "outage_for", now-o.since)
+	}
 	if !slices.Contains(o.shapes, shape) && len(o.shapes) < failLogShapes {
 		o.shapes = append(o.shapes, shape)
 		o.at = now

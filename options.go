@@ -262,7 +262,8 @@ func WithClock(clock spi.Clock) Option {
 // every failure. A permanent error is logged at ERROR once per operation, name and error, then
 // once a minute counting the repeats ("repeats"), the rest at DEBUG. A retryable one starts an
 // outage: one WARN line naming the backend, the call, the error and, for the session's open or
-// keep-alive, what it affects; in it, a failure whose root cause (numbers aside) is new is a
+// keep-alive, what it affects (one more line says so if the session's call fails in an outage
+// that began with another); in it, a failure whose root cause (numbers aside) is new is a
 // WARN line at once, the others are at DEBUG but for one WARN line a minute, "simba backend
 // still failing", counting them; calls of elections, locks and groups failing while the
 // session's fail are folded in. It ends with one INFO line, "simba backend reachable again",

@@ -53,8 +53,8 @@ const outageLogDuration = 20 * time.Second
 // cuts it off (every connection reset, new ones refused) for several TTLs. Every failed call
 // is an event, but the log says it in a few lines: the first failure at WARN, the repeats at
 // DEBUG (one WARN a minute summarising them), and one INFO line when the backend is back. The
-// old log had a WARN line per failed call: 80 in a 60 s outage, 6 now, 3 of them distinct
-// causes (EOF, a reset, a broken pipe).
+// old log had a WARN line per failed call: 80 in a 60 s outage; now 4 for 77, one per root
+// cause (EOF, a reset, a broken pipe, a timeout).
 func TestOutageLogRedis(t *testing.T) {
 	testenv.Short(t, "a real outage of several seconds")
 	addr := testenv.PrivateRedis(t)
@@ -153,11 +153,14 @@ func TestOutageLogRedis(t *testing.T) {
 	waitFor("leading every election and partition again", leadsAll)
 	after := levelCount(logs.String()[mark+len(outage):])
 	t.Logf("before the outage: %v; after it: %v (%d failed calls in all)", before, after, failures.Load())
+	t.Logf("the WARN and recovery lines:\n%s", strings.Join(append(linesWith(outage, "level=WARN"),
+		linesWith(logs.String()[mark+len(outage):], "level=WARN")...), "\n"))
+	t.Logf("%s", strings.Join(linesWith(logs.String()[mark:], "reachable again"), "\n"))
 	if fails < 20 {
 		t.Fatalf("%d failed calls in the outage: it did not happen", fails)
 	}
-	// The first failure of each distinct cause (EOF, a reset, a broken pipe: 3 in a 60 s
-	// outage), and a summary a minute.
+	// The first failure of each distinct cause (EOF, a reset, a broken pipe, a timeout: 4 in a
+	// 60 s outage), and a summary a minute.
 	if maxWarn := 9 + int(outageLogDuration/time.Minute); down["WARN"] < 1 || down["WARN"] > maxWarn {
 		t.Errorf("%d WARN lines in the outage for %d failed calls, want 1..%d:\n%s", down["WARN"], fails, maxWarn,
 			strings.Join(linesWith(outage, "level=WARN"), "\n"))
