@@ -117,9 +117,10 @@ type Client struct {
 
 	errSeq  atomic.Uint64 // numbers the backend errors reported, for request's ctx errors
 	sessErr errNote       // errors of session calls (open, keep-alive, close)
-	// permLog damps the log lines of a permanent error that repeats (logPermanent). Owned by
-	// whoever steps the engine (the loop, or a caller stepping inline): no lock.
-	permLog map[permKey]*permSeen
+	// failLog and outage damp the log lines of failures that repeat (failLevel, faillog.go).
+	// Owned by whoever steps the engine (the loop, or a caller stepping inline): no lock.
+	failLog map[failKey]*failSeen
+	outage  outageLog
 
 	closeStarted atomic.Bool
 	closeTaken   chan struct{} // closed once the loop has stepped the close
@@ -1495,8 +1496,8 @@ func (c *Client) callDone(op engine.Op, name string, err error) {
 		c.backendError(op, name, err, c.cfg.clock.Now())
 	case err != nil:
 	default:
-		if len(c.permLog) > 0 {
-			delete(c.permLog, permKey{op, name}) // the cause is gone: a recurrence logs again
+		if len(c.failLog) > 0 {
+			c.callSucceeded(op, name, c.cfg.clock.Now()) // the cause is gone: a recurrence logs again
 		}
 		switch op {
 		case engine.OpOpenSession, engine.OpKeepAlive:
@@ -1506,59 +1507,6 @@ func (c *Client) callDone(op engine.Op, name string, err error) {
 				t.errs().clear()
 			}
 		}
-	}
-}
-
-// permKey names the call whose permanent errors logPermanent damps: the operation and the
-// lease or group ("" for the session's calls).
-type permKey struct {
-	op   engine.Op
-	name string
-}
-
-// permSeen is the permanent error a call last logged, when, and how many repeats of it were
-// logged at DEBUG since.
-type permSeen struct {
-	msg   string
-	at    time.Duration
-	quiet int
-}
-
-// permLogInterval is how often a permanent backend error that repeats is logged at ERROR:
-// the first failure of a call (an operation on a lease, a group or the session) with a given
-// error is logged at ERROR, and its repeats — the engine retries a background call such as
-// an election's acquire, a group's Join or the session's open at most about once per
-// BackoffMax — at DEBUG, but for one ERROR line per interval that counts them ("repeats").
-// A different error, or the same after a success of the call, is logged at ERROR at once.
-// The listeners, Err and the metrics see every failure.
-const permLogInterval = time.Minute
-
-// permLogMax bounds permLog: past it the map starts afresh (a client whose calls about many
-// names fail for good logs each once more).
-const permLogMax = 1024
-
-// logPermanent reports whether the permanent error err of the call op/name is logged at
-// ERROR (else at DEBUG), and how many repeats were logged at DEBUG since its last ERROR line.
-func (c *Client) logPermanent(op engine.Op, name string, err error, now time.Duration) (loud bool, repeats int) {
-	k, msg := permKey{op, name}, err.Error()
-	seen := c.permLog[k]
-	switch {
-	case seen == nil:
-		if c.permLog == nil || len(c.permLog) >= permLogMax {
-			c.permLog = make(map[permKey]*permSeen)
-		}
-		c.permLog[k] = &permSeen{msg: msg, at: now}
-		return true, 0
-	case seen.msg != msg || now-seen.at >= permLogInterval:
-		repeats = seen.quiet
-		if seen.msg != msg {
-			repeats = 0
-		}
-		*seen = permSeen{msg: msg, at: now}
-		return true, repeats
-	default:
-		seen.quiet++
-		return false, 0
 	}
 }
 
@@ -1585,11 +1533,12 @@ func (c *Client) errTarget(name string) errHolder {
 }
 
 // backendError reports a failed backend call (op 0: a request the engine refused): it is
-// logged (WARN, or ERROR if permanent), kept for Err and for request's ctx errors, and emitted
-// as an EventBackendError to the listeners and to the handle concerned (for a session call, to
-// every handle and group).
+// logged (WARN, or ERROR if permanent; damped while failures repeat: failLevel), kept for Err
+// and for request's ctx errors, and emitted as an EventBackendError to the listeners and to the
+// handle concerned (for a session call, to every handle and group).
 func (c *Client) backendError(op engine.Op, name string, err error, now time.Duration) {
 	class := spi.Classify(err)
+	level, msg, extra := c.failLevel(op, name, class, err, now)
 	opName := ""
 	if op != 0 {
 		opName = publicOp(op)
@@ -1599,19 +1548,9 @@ func (c *Client) backendError(op engine.Op, name string, err error, now time.Dur
 			err = fmt.Errorf("simba: %s: %w", opName, err)
 		}
 	}
-	level := slog.LevelWarn
-	attrs := []any{"op", opName, "name", name, "class", class.String(), "err", err}
-	if class == spi.Permanent {
-		// Logged once per distinct error, then once per permLogInterval while it repeats
-		// (a background retry of it comes about once per BackoffMax).
-		level = slog.LevelError
-		if loud, repeats := c.logPermanent(op, name, err, now); !loud {
-			level = slog.LevelDebug
-		} else if repeats > 0 {
-			attrs = append(attrs, "repeats", repeats)
-		}
-	}
-	c.cfg.logger.Log(context.Background(), level, "simba backend error", attrs...)
+	// Damped while it repeats (failLevel): a background retry of a call comes about once per
+	// BackoffMax, for every name.
+	c.cfg.logger.Log(context.Background(), level, msg, append([]any{"op", opName, "name", name, "class", class.String(), "err", err}, extra...)...)
 	seq := c.errSeq.Add(1)
 	ev := Event{Kind: EventBackendError, At: now, Session: c.eng.SessionID(), Name: name, Op: opName,
 		Class: class, Err: err}

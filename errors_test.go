@@ -46,7 +46,8 @@ func (r *errorEvents) count(op string, class spi.Class) int {
 }
 
 // TestEveryFailedCallIsReported: three retryable failures of OpenSession are three
-// EventBackendError events (op open-session, class retryable) and three WARN lines; a permanent
+// EventBackendError events (op open-session, class retryable), one WARN line (the repeats at
+// DEBUG) and an INFO line when the open succeeds; a permanent
 // acquire failure is an event of class permanent, an ERROR line and Lock's error at once;
 // elected and revoked are logged at INFO.
 func TestEveryFailedCallIsReported(t *testing.T) {
@@ -66,8 +67,15 @@ func TestEveryFailedCallIsReported(t *testing.T) {
 	if n := rec.count("open-session", spi.Retryable); n != 3 {
 		t.Errorf("%d retryable open-session events, want 3 (%v)", n, rec.evs)
 	}
-	if n := strings.Count(logs.String(), `level=WARN msg="simba backend error" op=open-session`); n != 3 {
-		t.Errorf("%d WARN lines for the 3 failed calls:\n%s", n, logs.String())
+	// One outage: its first failure at WARN, the repeats at DEBUG, its end at INFO.
+	if n := strings.Count(logs.String(), `level=WARN msg="simba backend error" op=open-session`); n != 1 {
+		t.Errorf("%d WARN lines for the 3 failed calls of one cause, want 1:\n%s", n, logs.String())
+	}
+	if n := strings.Count(logs.String(), `level=DEBUG msg="simba backend error" op=open-session`); n != 2 {
+		t.Errorf("%d DEBUG lines for the 2 repeats, want 2:\n%s", n, logs.String())
+	}
+	if !strings.Contains(logs.String(), `level=INFO msg="simba backend reachable again" op=open-session failures=3 `) {
+		t.Errorf("the recovery is not logged at INFO:\n%s", logs.String())
 	}
 
 	var l *simba.Held

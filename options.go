@@ -255,8 +255,20 @@ func WithClock(clock spi.Clock) Option {
 }
 
 // WithLogger sets the logger (default: discard). Every failed backend call is logged at WARN
-// (ERROR when the error is permanent), elected, revoked and session opened/lost at INFO, and
-// each engine step at DEBUG. A call that failed on a session the client had sent the close of
+// (ERROR when the error is permanent), damped while failures repeat; elected, revoked and
+// session opened/lost at INFO, and each engine step at DEBUG.
+//
+// The damping keeps an outage readable; the listeners, Events, Err and simbaprom still see
+// every failure. A permanent error is logged at ERROR once per operation, name and error, then
+// once a minute counting the repeats ("repeats"), the rest at DEBUG. A retryable one starts an
+// outage: one WARN line naming the backend, the call, the error and, for the session's open or
+// keep-alive, what it affects (one more line says so if the session's call fails in an outage
+// that began with another); in it, a failure whose root cause (numbers aside) is new is a
+// WARN line at once, the others are at DEBUG but for one WARN line a minute, "simba backend
+// still failing", counting them; calls of elections, locks and groups failing while the
+// session's fail are folded in. It ends with one INFO line, "simba backend reachable again",
+// with its failures and length, when the session's call succeeds after failing in it, or every
+// call that failed in it has succeeded. A call that failed on a session the client had sent the close of
 // (at Close, or after losing it) is logged at DEBUG: the close subsumes it (ZooKeeper fails
 // every request in flight on a session being closed), and the close's own failure is logged.
 //

@@ -38,9 +38,11 @@
 //	                                              closing, which gives no EventBackendError
 //	                                              (its log line is at DEBUG), so this can
 //	                                              count more than the events, and more than
-//	                                              the WARN and ERROR lines (a permanent error
-//	                                              that repeats is logged at ERROR once a
-//	                                              minute, its repeats at DEBUG)
+//	                                              the WARN and ERROR lines (the log damps
+//	                                              repeats: an outage's retryable errors are a
+//	                                              WARN per distinct cause and one a minute,
+//	                                              a permanent error that repeats is logged at
+//	                                              ERROR once a minute, the rest at DEBUG)
 //	simba_group_members{group}                    live members of a group this client is in
 //	simba_partitions_owned{group}                 partitions of the group assigned to this client
 //	simba_events_dropped_total{name}              events dropped by slow Events subscribers of
