@@ -48,7 +48,7 @@ func (l *leaseCore) elected(t Term) {
 	l.holder, l.holderOwner, l.holderSelf = l.c.eng.SessionID(), t.Owner(), true
 	l.mu.Unlock()
 	if l.onElected != nil {
-		l.disp.submit(func() { defer l.c.enter()(); l.onElected(l.c.inside, t) })
+		l.c.dispatch(l.disp, func() { l.onElected(l.c.inside, t) })
 	}
 	if l.work != nil {
 		l.c.startWork(l.name, t, l.work, l.workSettles)
@@ -62,7 +62,7 @@ func (l *leaseCore) revoked(t Term, reason RevokeReason) {
 	}
 	l.mu.Unlock()
 	if l.onRevoked != nil {
-		l.disp.submit(func() { defer l.c.enter()(); l.onRevoked(l.c.inside, t, reason) })
+		l.c.dispatch(l.disp, func() { l.onRevoked(l.c.inside, t, reason) })
 	}
 }
 
@@ -425,7 +425,7 @@ func (c *Client) NewElection(name string, opts ...ElectionOption) (*Election, er
 	if err := wire.ValidateName(name); err != nil {
 		return nil, err
 	}
-	e := &Election{leaseCore: leaseCore{c: c, name: name, disp: newSerialDispatcher(c.cfg.callbacks, &c.callbacks)}}
+	e := &Election{leaseCore: leaseCore{c: c, name: name, disp: newSerialDispatcher(c.cfg.callbacks, &c.callbacks, &c.insideG)}}
 	for _, o := range opts {
 		if o.apply == nil {
 			return nil, invalid("zero election option")
@@ -534,7 +534,7 @@ func (e *Election) Stop(ctx context.Context) error {
 	}
 	e.c.mu.Unlock()
 	var err error
-	if e.c.workName() == e.name {
+	if e.c.inWorkOf(e.name) {
 		err = e.c.requestTaken(ctx, ev, e.ownsName, e.letGo)
 	} else {
 		_, err = e.c.requestIf(ctx, ev, e.ownsName, e.letGo)
@@ -587,7 +587,7 @@ func (e *Election) StepDown(ctx context.Context) error {
 		return nilContext("StepDown")
 	}
 	ev := engine.Event{Kind: engine.EvStepDown, Name: e.name}
-	if e.c.workName() == e.name {
+	if e.c.inWorkOf(e.name) {
 		return e.c.requestTaken(ctx, ev, e.ownsName, nil)
 	}
 	_, err := e.c.requestIf(ctx, ev, e.ownsName, nil)

@@ -100,11 +100,14 @@ type config struct {
 	clock      spi.Clock
 	logger     *slog.Logger
 	callbacks  Executor
-	work       Executor
-	listeners  []Listener
-	observers  []func(CallInfo)
-	seed       uint64
-	seeded     bool
+	// callbacksDefault: callbacks is the default (no WithCallbackExecutor), which a call
+	// worker may stand in for (Client.dispatch).
+	callbacksDefault bool
+	work             Executor
+	listeners        []Listener
+	observers        []func(CallInfo)
+	seed             uint64
+	seeded           bool
 }
 
 // defaultConfig starts from the engine's defaults (engine.Defaults: the one place they are
@@ -113,16 +116,17 @@ func defaultConfig() config {
 	host, _ := os.Hostname()
 	d := engine.Defaults()
 	return config{
-		ttl:        d.TTL,
-		renewEvery: d.RenewInterval,
-		drift:      d.Drift,
-		margin:     d.Margin,
-		cooldown:   d.Cooldown,
-		maxJitter:  d.RetryJitter,
-		owner:      defaultOwner(host, os.Getpid()),
-		logger:     slog.New(slog.DiscardHandler),
-		callbacks:  func(f func()) { go f() },
-		work:       func(f func()) { go f() },
+		ttl:              d.TTL,
+		renewEvery:       d.RenewInterval,
+		drift:            d.Drift,
+		margin:           d.Margin,
+		cooldown:         d.Cooldown,
+		maxJitter:        d.RetryJitter,
+		owner:            defaultOwner(host, os.Getpid()),
+		logger:           slog.New(slog.DiscardHandler),
+		callbacks:        func(f func()) { go f() },
+		callbacksDefault: true,
+		work:             func(f func()) { go f() },
 	}
 }
 
@@ -283,7 +287,7 @@ func WithCallbackExecutor(e Executor) Option {
 		if e == nil {
 			return invalid("callback executor is nil")
 		}
-		c.callbacks = e
+		c.callbacks, c.callbacksDefault = e, false
 		return nil
 	}}
 }
