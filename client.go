@@ -373,10 +373,6 @@ func (c *Client) Close(ctx context.Context) error {
 // isClosed reports whether Close has been called.
 func (c *Client) isClosed() bool { return c.closeStarted.Load() }
 
-// enter marks the calling goroutine as running a callback or leader work of c until the
-// returned function is called, so that a Close from it does not wait for it.
-func (c *Client) enter() func() { return c.insideG.enter() }
-
 func (c *Client) isInside(id uint64) bool { return c.insideG.has(id) }
 
 // workName returns the name of the lease whose leader work (RunWhileLeader, Schedule,

@@ -312,7 +312,12 @@ type Election struct {
 type ElectionOption struct{ apply func(*leaseCore) error }
 
 // OnElected sets a callback run when this client becomes leader. Callbacks of one election run
-// one at a time, in order, never on the loop goroutine; ctx marks the callback for Close.
+// one at a time, in order, never on the loop goroutine; ctx marks the callback for Close. By
+// default (no WithCallbackExecutor) a callback that a backend call's reply brings (OnElected
+// on a grant, OnRevoked on a lease found lost) runs on the client's goroutine that received
+// that reply, once it has stepped it and has no other call to run, as a Lock's grant wakes the
+// Lock's caller: a hand-over to an election costs no goroutine of its own. The others (and
+// those whose election's callbacks are already running) run on a goroutine started for them.
 //
 // A callback's ctx (here and in OnRevoked, OnAssigned and OnUnassigned) is never cancelled
 // and has no deadline: not when the term ends, nor when the client closes. It only tells a

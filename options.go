@@ -75,7 +75,8 @@ var (
 var ErrInvalidOwner = wire.ErrInvalidOwner
 
 // Executor runs a function asynchronously: callbacks (OnElected / OnRevoked) and leader work.
-// The default starts a goroutine per call. An executor must not run f on the calling goroutine.
+// The default starts a goroutine per call (for callbacks, see WithCallbackExecutor). An
+// executor must not run f on the calling goroutine.
 type Executor func(f func())
 
 // Listener receives every Event the client publishes, each once (a session's backend error,
@@ -280,8 +281,11 @@ func WithLogger(l *slog.Logger) Option {
 	}}
 }
 
-// WithCallbackExecutor sets what runs OnElected / OnRevoked callbacks (default: a goroutine
-// each). Callbacks of one election are still delivered one at a time, in order.
+// WithCallbackExecutor sets what runs OnElected / OnRevoked callbacks (and a group's
+// OnAssigned / OnUnassigned). Callbacks of one election are still delivered one at a time, in
+// order. The default runs them on a goroutine of the client's: the one that received the
+// backend reply that brought them (a grant's), once it has stepped it and has no other call to
+// run (see OnElected), or else one started for them. With an executor, every callback goes through it.
 func WithCallbackExecutor(e Executor) Option {
 	return Option{func(c *config) error {
 		if e == nil {
