@@ -76,6 +76,11 @@ type Client struct {
 	stepper sync.Mutex
 	claim   *callClaim // the call a request stepping inline runs on its own goroutine
 	claimed callClaim  // where claim points while a request steps inline
+	// drainHere, while a call worker steps its call's reply inline, collects the callback
+	// dispatchers the step found idle and gave callbacks to (OnElected on a grant): the worker
+	// drains them itself once its call is done and it has no other (runDrains), rather than
+	// start a goroutine for each (dispatch).
+	drainHere *[]*serialDispatcher
 
 	// Loop-goroutine state.
 	timers    map[engine.Timer]armedTimer
@@ -384,19 +389,26 @@ func (c *Client) Close(ctx context.Context) error {
 // isClosed reports whether Close has been called.
 func (c *Client) isClosed() bool { return c.closeStarted.Load() }
 
-// enter marks the calling goroutine as running a callback or leader work of c until the
-// returned function is called, so that a Close from it does not wait for it.
-func (c *Client) enter() func() { return c.insideG.enter() }
-
 func (c *Client) isInside(id uint64) bool { return c.insideG.has(id) }
 
 // workName returns the name of the lease whose leader work (RunWhileLeader, Schedule,
-// RunPartition) the calling goroutine runs, or "".
+// RunPartition) the calling goroutine runs, or "". It takes the goroutine's id (goid: a stack
+// trace's header, microseconds) only while some leader work runs in this client.
 func (c *Client) workName() string {
+	if c.insideG.works.Load() == 0 {
+		return "" // no work runs: nor does the caller (its own enterWork would count)
+	}
 	if id := goid(); id != 0 {
 		return c.insideG.workOf(id)
 	}
 	return ""
+}
+
+// inWorkOf reports whether the calling goroutine runs the leader work of lease name. It takes
+// the goroutine's id only while some work of name runs in this client: a Stop or StepDown of
+// an election without work, the common case, costs no stack trace.
+func (c *Client) inWorkOf(name string) bool {
+	return c.insideG.runsWork(name) && c.workName() == name
 }
 
 // requestTaken is request for a Stop, StepDown or Leave called from inside the leader work
@@ -428,18 +440,22 @@ func (c *Client) requestTaken(ctx context.Context, ev engine.Event, guard func()
 
 // goroutines is a set of goroutines (by goid), each counted as often as it entered.
 type goroutines struct {
-	mu   sync.Mutex
-	ids  map[uint64]int
-	work map[uint64]string // of the goroutines that entered as leader work: its lease's name
+	mu    sync.Mutex
+	ids   map[uint64]int
+	work  map[uint64]string // of the goroutines that entered as leader work: its lease's name
+	names map[string]int    // how many goroutines run the leader work of each name
+	works atomic.Int32      // how many goroutines run leader work (of any name)
 }
 
 // enter adds the calling goroutine until the returned function is called.
-func (g *goroutines) enter() func() { return g.enterWork("") }
+func (g *goroutines) enter() func() { return g.enterID(goid(), "") }
 
 // enterWork is enter for the leader work of lease name (when not ""), which workOf tells
 // until the returned function is called.
-func (g *goroutines) enterWork(name string) func() {
-	id := goid()
+func (g *goroutines) enterWork(name string) func() { return g.enterID(goid(), name) }
+
+// enterID is enterWork for the calling goroutine whose id (goid) the caller knows already.
+func (g *goroutines) enterID(id uint64, name string) func() {
 	g.mu.Lock()
 	if g.ids == nil {
 		g.ids = make(map[uint64]int)
@@ -448,8 +464,11 @@ func (g *goroutines) enterWork(name string) func() {
 	if name != "" {
 		if g.work == nil {
 			g.work = make(map[uint64]string)
+			g.names = make(map[string]int)
 		}
 		g.work[id] = name
+		g.names[name]++
+		g.works.Add(1)
 	}
 	g.mu.Unlock()
 	return func() {
@@ -459,6 +478,10 @@ func (g *goroutines) enterWork(name string) func() {
 		}
 		if name != "" {
 			delete(g.work, id)
+			if g.names[name]--; g.names[name] <= 0 {
+				delete(g.names, name)
+			}
+			g.works.Add(-1)
 		}
 		g.mu.Unlock()
 	}
@@ -471,6 +494,16 @@ func (g *goroutines) workOf(id uint64) string {
 	return g.work[id]
 }
 
+// runsWork reports whether some goroutine runs the leader work of lease name.
+func (g *goroutines) runsWork(name string) bool {
+	if g.works.Load() == 0 {
+		return false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.names[name] > 0
+}
+
 // has reports whether goroutine id is in the set.
 func (g *goroutines) has(id uint64) bool {
 	g.mu.Lock()
@@ -480,8 +513,13 @@ func (g *goroutines) has(id uint64) bool {
 
 // goid returns the id of the calling goroutine, read from the header of its stack trace
 // ("goroutine 42 [running]:"). Go has no other way to tell one goroutine from another, and
-// Close must know whether its caller is a callback or work that the close would wait for.
+// Close must know whether its caller is a callback or work that the close would wait for. It
+// costs a traceback of the whole stack under the runtime's print lock, 3 µs and more on the
+// 2-CPU VM of 2026-12-06 (56 % of a Stop's CPU before Stop and StepDown took it only while
+// leader work of their name runs): keep it off the paths of a hand-over. goidCalls counts
+// its calls, for the tests.
 func goid() uint64 {
+	goidCalls.Add(1)
 	var buf [64]byte
 	b := buf[:runtime.Stack(buf[:], false)]
 	const prefix = "goroutine "
@@ -497,6 +535,9 @@ func goid() uint64 {
 	}
 	return id
 }
+
+// goidCalls counts the calls of goid (GoroutineIDsTaken in export_test.go).
+var goidCalls atomic.Uint64
 
 // postSelf queues f for the loop goroutine from the loop goroutine itself: it never blocks
 // (the loop would be waiting for itself on a full channel).
@@ -769,7 +810,7 @@ func (c *Client) requestIf(ctx context.Context, ev engine.Event, guard func() bo
 			c.dispatchCall(own.call)
 			c.calls.Done()
 		default:
-			cut, handed := c.runCall(own.call, ctx)
+			cut, handed := c.runCall(own.call, ctx, nil)
 			if !handed {
 				c.passOn()
 			}
@@ -1038,6 +1079,42 @@ func (c *Client) dispatchCall(cl call) {
 	}
 }
 
+// dispatch gives f, a callback, to d (loop goroutine). A dispatcher that was idle is drained by
+// the call worker stepping its call's reply, if one is (drainHere) and the callbacks run on
+// the client's default executor: once its call is done, the worker runs the callback itself
+// instead of starting a goroutine for it, the same hand-off that a Lock's wait makes (its
+// caller's goroutine woken), rather than one more (OnElected on a grant: the grant's reply
+// wakes the worker, which then runs OnElected). Otherwise d is started on its executor. Either
+// way the callbacks of one dispatcher run one at a time and in order, never on the loop.
+func (c *Client) dispatch(d *serialDispatcher, f func()) {
+	if !d.enqueue(f) {
+		return // running: it takes f in turn
+	}
+	if c.drainHere != nil && c.cfg.callbacksDefault {
+		*c.drainHere = append(*c.drainHere, d)
+		return
+	}
+	d.start()
+}
+
+// runDrains drains ds, the dispatchers a call worker's steps left to it (dispatch), on the
+// worker's goroutine, whose id is id.
+func (c *Client) runDrains(ds []*serialDispatcher, id uint64) {
+	for i, d := range ds {
+		ds[i] = nil
+		d.drainOn(id)
+	}
+}
+
+// startDrains starts ds, dispatchers left to a call worker that has more calls to run, each on
+// its executor.
+func (c *Client) startDrains(ds []*serialDispatcher) {
+	for i, d := range ds {
+		ds[i] = nil
+		d.start()
+	}
+}
+
 // mayRunHere reports whether a request with ctx may run its own backend call (callClaim): its
 // context cannot end; or the backend's calls are cut-safe (spi.CutSafe); or the context has no
 // deadline before the call's own timeout (one renewal interval), so that only a cancellation,
@@ -1080,12 +1157,24 @@ const (
 func (c *Client) callWorker(cl call) {
 	defer c.calls.Done()
 	var idle *time.Timer
+	var drains []*serialDispatcher // the callbacks its calls' replies gave (drainHere)
+	var id uint64                  // this goroutine's (goid), once it ran callbacks
 	for {
-		if _, handed := c.runCall(cl, nil); !handed && cl.gated {
+		if _, handed := c.runCall(cl, nil, &drains); !handed && cl.gated {
 			if next, ok := c.nextCall(); ok {
+				// More calls to run: the callbacks go to goroutines of their own.
+				c.startDrains(drains)
+				drains = drains[:0]
 				cl = next
 				continue
 			}
+		}
+		if len(drains) > 0 {
+			if id == 0 {
+				id = goid()
+			}
+			c.runDrains(drains, id)
+			drains = drains[:0]
 		}
 		if c.idleWorkers.Add(1) > maxIdleWorkers {
 			c.idleWorkers.Add(-1)
@@ -1137,7 +1226,7 @@ func (c *Client) callWorker(cl call) {
 // callGate: the caller must not pass that slot on. The call's timeout, and the time its reply
 // says it was sent, start here, however long it waited for a slot (callGate). A queued acquire
 // of a lost session (cl.skip) is not sent: its reply is an error that the engine ignores.
-func (c *Client) runCall(cl call, caller context.Context) (cut, handed bool) {
+func (c *Client) runCall(cl call, caller context.Context, drains *[]*serialDispatcher) (cut, handed bool) {
 	defer c.settle.end()
 	ef := cl.ef
 	if ef.Op == engine.OpCloseSession {
@@ -1247,7 +1336,7 @@ func (c *Client) runCall(cl call, caller context.Context) (cut, handed bool) {
 		c.dispatchCall(cl)
 		return true, true
 	}
-	c.postReply(ef.Name, ev)
+	c.postReply(ef.Name, ev, drains)
 	for _, req := range cl.also {
 		// An identical release queued after this one: this outcome is its outcome.
 		dup := ev
@@ -1308,8 +1397,14 @@ func (s *sharedTimeout) get(parent context.Context, d time.Duration) context.Con
 
 // postReply posts the step of ev, the reply to a backend call about name, after callDone. An
 // event stepped inline stays on the stack; only one handed to the loop is copied to the heap.
-func (c *Client) postReply(name string, ev engine.Event) {
-	if c.runInline(func() { c.stepReply(name, ev) }) {
+// A call worker passes drains (else nil): the callbacks the step starts, if stepped inline,
+// are left to it there (drainHere).
+func (c *Client) postReply(name string, ev engine.Event, drains *[]*serialDispatcher) {
+	if c.runInline(func() {
+		c.drainHere = drains
+		c.stepReply(name, ev)
+		c.drainHere = nil
+	}) {
 		return
 	}
 	queued := ev

@@ -9,32 +9,58 @@ import (
 
 // serialDispatcher runs submitted functions one at a time, in submission order, on the
 // callback executor: the callbacks of one election never overlap and never block the loop.
+// The goroutine that runs them is marked as inside the client (Client.Close from a callback
+// does not wait for it) while it drains.
 //
 // running counts the dispatchers of a client that have functions to run: the client's close
 // waits for it, so no callback outlives Close, whether or not its election is still known.
 type serialDispatcher struct {
 	exec    Executor
 	running *sync.WaitGroup
+	inside  *goroutines
 	mu      sync.Mutex
 	queue   []func()
 	busy    bool
 }
 
-func newSerialDispatcher(exec Executor, running *sync.WaitGroup) *serialDispatcher {
-	return &serialDispatcher{exec: exec, running: running}
+func newSerialDispatcher(exec Executor, running *sync.WaitGroup, inside *goroutines) *serialDispatcher {
+	return &serialDispatcher{exec: exec, running: running, inside: inside}
 }
 
-// submit queues f; it never blocks.
+// submit queues f and starts the dispatcher on its executor if it was idle; it never blocks.
 func (d *serialDispatcher) submit(f func()) {
+	if d.enqueue(f) {
+		d.start()
+	}
+}
+
+// enqueue queues f and reports whether the dispatcher was idle: then it is busy from now on
+// and counted in running, and the caller must drain it (start, or drainOn).
+func (d *serialDispatcher) enqueue(f func()) (idle bool) {
 	d.mu.Lock()
 	d.queue = append(d.queue, f)
-	start := !d.busy
+	idle = !d.busy
 	d.busy = true
 	d.mu.Unlock()
-	if start {
+	if idle {
 		d.running.Add(1)
-		d.exec(d.drain)
 	}
+	return idle
+}
+
+// start drains d on its executor.
+func (d *serialDispatcher) start() {
+	d.exec(func() {
+		defer d.inside.enter()()
+		d.drain()
+	})
+}
+
+// drainOn drains d on the calling goroutine, whose id is id (goid): a call worker that has
+// nothing else to do (Client.runDrains).
+func (d *serialDispatcher) drainOn(id uint64) {
+	defer d.inside.enterID(id, "")()
+	d.drain()
 }
 
 func (d *serialDispatcher) drain() {

@@ -84,7 +84,8 @@
 // The decisions are made by a pure engine (no goroutines, clocks or I/O),
 // checked by transcript tests and a deterministic simulator. The Client is its shell: one loop
 // goroutine steps the engine and carries out its effects — backend calls on their own
-// goroutines, timers, callbacks through a serial dispatcher per election, leader work on one
+// goroutines, timers, callbacks through a serial dispatcher per election (a grant's OnElected on
+// the goroutine that received the grant, when it has nothing else to do), leader work on one
 // goroutine per term (a name's next term's on its last term's, once that work returned). Backends implement the public SPI (package spi, as database/sql drivers
 // implement database/sql/driver); package simbatest offers an
 // in-memory one with fault injection and a virtual clock for your tests, and package tck the

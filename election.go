@@ -48,7 +48,7 @@ func (l *leaseCore) elected(t Term) {
 	l.holder, l.holderOwner, l.holderSelf = l.c.eng.SessionID(), t.Owner(), true
 	l.mu.Unlock()
 	if l.onElected != nil {
-		l.disp.submit(func() { defer l.c.enter()(); l.onElected(l.c.inside, t) })
+		l.c.dispatch(l.disp, func() { l.onElected(l.c.inside, t) })
 	}
 	if l.work != nil {
 		l.c.startWork(l.name, t, l.work, l.workSettles)
@@ -62,7 +62,7 @@ func (l *leaseCore) revoked(t Term, reason RevokeReason) {
 	}
 	l.mu.Unlock()
 	if l.onRevoked != nil {
-		l.disp.submit(func() { defer l.c.enter()(); l.onRevoked(l.c.inside, t, reason) })
+		l.c.dispatch(l.disp, func() { l.onRevoked(l.c.inside, t, reason) })
 	}
 }
 
@@ -312,7 +312,12 @@ type Election struct {
 type ElectionOption struct{ apply func(*leaseCore) error }
 
 // OnElected sets a callback run when this client becomes leader. Callbacks of one election run
-// one at a time, in order, never on the loop goroutine; ctx marks the callback for Close.
+// one at a time, in order, never on the loop goroutine; ctx marks the callback for Close. By
+// default (no WithCallbackExecutor) a callback that a backend call's reply brings (OnElected
+// on a grant, OnRevoked on a lease found lost) runs on the client's goroutine that received
+// that reply, once it has stepped it and has no other call to run, as a Lock's grant wakes the
+// Lock's caller: a hand-over to an election costs no goroutine of its own. The others (and
+// those whose election's callbacks are already running) run on a goroutine started for them.
 //
 // A callback's ctx (here and in OnRevoked, OnAssigned and OnUnassigned) is never cancelled
 // and has no deadline: not when the term ends, nor when the client closes. It only tells a
@@ -425,7 +430,7 @@ func (c *Client) NewElection(name string, opts ...ElectionOption) (*Election, er
 	if err := wire.ValidateName(name); err != nil {
 		return nil, err
 	}
-	e := &Election{leaseCore: leaseCore{c: c, name: name, disp: newSerialDispatcher(c.cfg.callbacks, &c.callbacks)}}
+	e := &Election{leaseCore: leaseCore{c: c, name: name, disp: newSerialDispatcher(c.cfg.callbacks, &c.callbacks, &c.insideG)}}
 	for _, o := range opts {
 		if o.apply == nil {
 			return nil, invalid("zero election option")
@@ -534,7 +539,7 @@ func (e *Election) Stop(ctx context.Context) error {
 	}
 	e.c.mu.Unlock()
 	var err error
-	if e.c.workName() == e.name {
+	if e.c.inWorkOf(e.name) {
 		err = e.c.requestTaken(ctx, ev, e.ownsName, e.letGo)
 	} else {
 		_, err = e.c.requestIf(ctx, ev, e.ownsName, e.letGo)
@@ -587,7 +592,7 @@ func (e *Election) StepDown(ctx context.Context) error {
 		return nilContext("StepDown")
 	}
 	ev := engine.Event{Kind: engine.EvStepDown, Name: e.name}
-	if e.c.workName() == e.name {
+	if e.c.inWorkOf(e.name) {
 		return e.c.requestTaken(ctx, ev, e.ownsName, nil)
 	}
 	_, err := e.c.requestIf(ctx, ev, e.ownsName, nil)

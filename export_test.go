@@ -57,3 +57,7 @@ func OnHop(c *Client, hook func(hop int, name string)) {
 	h := func(p hop, name string) { hook(int(p), name) }
 	c.testHookHop.Store(&h)
 }
+
+// GoroutineIDsTaken is how many times the package has taken the id of a goroutine (goid, a
+// stack trace each) so far, in every client.
+func GoroutineIDsTaken() uint64 { return goidCalls.Load() }

@@ -125,7 +125,7 @@ func (c *Client) JoinGroup(ctx context.Context, group string, partitions int, op
 	if err := ctxErr(ctx); err != nil {
 		return nil, err
 	}
-	g := &PartitionGroup{c: c, name: group, partitions: partitions, disp: newSerialDispatcher(c.cfg.callbacks, &c.callbacks), parts: make(map[int]*leaseCore)}
+	g := &PartitionGroup{c: c, name: group, partitions: partitions, disp: newSerialDispatcher(c.cfg.callbacks, &c.callbacks, &c.insideG), parts: make(map[int]*leaseCore)}
 	g.events = leaseCore{c: c, name: group, disp: g.disp}
 	for _, o := range opts {
 		if o.apply == nil {

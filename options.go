@@ -75,7 +75,8 @@ var (
 var ErrInvalidOwner = wire.ErrInvalidOwner
 
 // Executor runs a function asynchronously: callbacks (OnElected / OnRevoked) and leader work.
-// The default starts a goroutine per call. An executor must not run f on the calling goroutine.
+// The default starts a goroutine per call (for callbacks, see WithCallbackExecutor). An
+// executor must not run f on the calling goroutine.
 type Executor func(f func())
 
 // Listener receives every Event the client publishes, each once (a session's backend error,
@@ -100,11 +101,14 @@ type config struct {
 	clock      spi.Clock
 	logger     *slog.Logger
 	callbacks  Executor
-	work       Executor
-	listeners  []Listener
-	observers  []func(CallInfo)
-	seed       uint64
-	seeded     bool
+	// callbacksDefault: callbacks is the default (no WithCallbackExecutor), which a call
+	// worker may stand in for (Client.dispatch).
+	callbacksDefault bool
+	work             Executor
+	listeners        []Listener
+	observers        []func(CallInfo)
+	seed             uint64
+	seeded           bool
 }
 
 // defaultConfig starts from the engine's defaults (engine.Defaults: the one place they are
@@ -113,16 +117,17 @@ func defaultConfig() config {
 	host, _ := os.Hostname()
 	d := engine.Defaults()
 	return config{
-		ttl:        d.TTL,
-		renewEvery: d.RenewInterval,
-		drift:      d.Drift,
-		margin:     d.Margin,
-		cooldown:   d.Cooldown,
-		maxJitter:  d.RetryJitter,
-		owner:      defaultOwner(host, os.Getpid()),
-		logger:     slog.New(slog.DiscardHandler),
-		callbacks:  func(f func()) { go f() },
-		work:       func(f func()) { go f() },
+		ttl:              d.TTL,
+		renewEvery:       d.RenewInterval,
+		drift:            d.Drift,
+		margin:           d.Margin,
+		cooldown:         d.Cooldown,
+		maxJitter:        d.RetryJitter,
+		owner:            defaultOwner(host, os.Getpid()),
+		logger:           slog.New(slog.DiscardHandler),
+		callbacks:        func(f func()) { go f() },
+		callbacksDefault: true,
+		work:             func(f func()) { go f() },
 	}
 }
 
@@ -288,14 +293,17 @@ func WithLogger(l *slog.Logger) Option {
 	}}
 }
 
-// WithCallbackExecutor sets what runs OnElected / OnRevoked callbacks (default: a goroutine
-// each). Callbacks of one election are still delivered one at a time, in order.
+// WithCallbackExecutor sets what runs OnElected / OnRevoked callbacks (and a group's
+// OnAssigned / OnUnassigned). Callbacks of one election are still delivered one at a time, in
+// order. The default runs them on a goroutine of the client's: the one that received the
+// backend reply that brought them (a grant's), once it has stepped it and has no other call to
+// run (see OnElected), or else one started for them. With an executor, every callback goes through it.
 func WithCallbackExecutor(e Executor) Option {
 	return Option{func(c *config) error {
 		if e == nil {
 			return invalid("callback executor is nil")
 		}
-		c.callbacks = e
+		c.callbacks, c.callbacksDefault = e, false
 		return nil
 	}}
 }

@@ -85,10 +85,13 @@ func TestStopFromInsideOwnWork(t *testing.T) {
 			var calls atomic.Int32
 			var e *simba.Election
 			var g *simba.PartitionGroup
+			// The partition's work may start before JoinGroup has returned g: it waits for it.
+			ready := make(chan struct{})
 			work := func(wctx context.Context) {
 				if calls.Add(1) != 1 {
 					return
 				}
+				<-ready
 				var err error
 				switch call {
 				case "Stop":
@@ -115,6 +118,7 @@ func TestStopFromInsideOwnWork(t *testing.T) {
 					err = e.Start(ctx)
 				}
 			}
+			close(ready)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -230,6 +230,9 @@ func TestWorkSerialAfterPanic(t *testing.T) {
 	}
 	w.async(func() error { return e.Start(context.Background()) })
 	checkSerialWork(w, c, s, e.Term)
+	// The panic reaches the executor's recover after runOne's deferred calls, which start the
+	// next term's work: the check above can see that work before the recovery is counted.
+	w.until(5*time.Second, "the executor's recovery of the panic", func() bool { return s.recovered.Load() > 0 })
 	if n := s.recovered.Load(); n != 1 {
 		t.Fatalf("the executor recovered %d panics, want 1", n)
 	}
