@@ -137,24 +137,20 @@ func (c *Client) failLevel(op engine.Op, name string, class spi.Class, cause err
 			o.failing--
 			fresh = true
 		}
-		switch {
-		case fresh:
-			*seen = failSeen{msg: text, at: now}
-			return slog.LevelError, msg, nil
-		case seen.msg != text || now-seen.at >= failLogInterval:
-			repeats := seen.quiet
-			if seen.msg != text {
-				repeats = 0
-			}
-			*seen = failSeen{msg: text, at: now}
-			if repeats > 0 {
-				return slog.LevelError, msg, []any{"repeats", repeats}
-			}
-			return slog.LevelError, msg, nil
-		default:
+		same := !fresh && seen.msg == text
+		if same && now-seen.at < failLogInterval {
 			seen.quiet++
 			return slog.LevelDebug, msg, nil
 		}
+		repeats := 0
+		if same {
+			repeats = seen.quiet
+		}
+		*seen = failSeen{msg: text, at: now}
+		if repeats > 0 {
+			return slog.LevelError, msg, []any{"repeats", repeats}
+		}
+		return slog.LevelError, msg, nil
 	}
 	shape := failShape(cause)
 	if !seen.retryable {
@@ -171,13 +167,10 @@ func (c *Client) failLevel(op engine.Op, name string, class spi.Class, cause err
 		// The outage began with a call of a lease or group; now the session's fails too, and
 		// with it every lease and group of the client.
 		o.session, o.at = true, now
-		if !slices.Contains(o.shapes, shape) && len(o.shapes) < failLogShapes {
-			o.shapes = append(o.shapes, shape)
-		}
+		o.addShape(shape)
 		return slog.LevelWarn, msg, append(c.affects(op, name), "outage_failures", o.fails, "outage_for", now-o.since)
 	}
-	if !slices.Contains(o.shapes, shape) && len(o.shapes) < failLogShapes {
-		o.shapes = append(o.shapes, shape)
+	if o.addShape(shape) {
 		o.at = now
 		return slog.LevelWarn, msg, []any{"outage_failures", o.fails, "outage_for", now - o.since}
 	}
@@ -189,6 +182,16 @@ func (c *Client) failLevel(op engine.Op, name string, class spi.Class, cause err
 	}
 	o.quiet++
 	return slog.LevelDebug, msg, nil
+}
+
+// addShape adds shape to the errors the outage has logged, unless it is among them or they
+// are failLogShapes already; it reports whether it did (the failure is news).
+func (o *outageLog) addShape(shape string) bool {
+	if slices.Contains(o.shapes, shape) || len(o.shapes) >= failLogShapes {
+		return false
+	}
+	o.shapes = append(o.shapes, shape)
+	return true
 }
 
 // failingNamesMax bounds the names an outage's summary lists.
