@@ -132,13 +132,14 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	return exitCode(2)
 }
 
-// noArgs refuses the arguments left after fs's flags, for a command that takes flags only
-// (migrate, status, demo): the flag package stops at the first argument that is not a flag,
-// so `simba status extra -dsn D` read no -dsn and `simba migrate -dsn D extra` dropped extra
-// without a word. It names the first one, and says so when flags follow it.
-func noArgs(fs *flag.FlagSet) error {
-	if fs.NArg() == 0 {
-		return nil
+// parseFlagsOnly is parseFlags for a command that takes flags only (migrate, status, demo):
+// it refuses the arguments left after the flags, since the flag package stops at the first
+// argument that is not a flag, so `simba status extra -dsn D` read no -dsn and `simba migrate
+// -dsn D extra` dropped extra without a word. It names the first one, and says so when flags
+// follow it.
+func parseFlagsOnly(fs *flag.FlagSet, args []string) error {
+	if err := parseFlags(fs, args); err != nil || fs.NArg() == 0 {
+		return err
 	}
 	why := ""
 	for _, a := range fs.Args()[1:] {
@@ -241,10 +242,7 @@ func exists(path string) bool {
 // migrate applies the embedded schema of a SQL backend.
 func migrate(ctx context.Context, args []string) error {
 	fs, dsn := dsnFlags("migrate")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := noArgs(fs); err != nil {
+	if err := parseFlagsOnly(fs, args); err != nil {
 		return err
 	}
 	if err := needDSN(*dsn); err != nil {
@@ -317,10 +315,7 @@ func statusTo(ctx context.Context, out io.Writer, args []string) error {
 	var filter statusFilter
 	fs.StringVar(&filter.prefix, "prefix", "", "show only leases and groups whose name starts with `P`")
 	fs.BoolVar(&filter.all, "all", false, "show free leases too")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := noArgs(fs); err != nil {
+	if err := parseFlagsOnly(fs, args); err != nil {
 		return err
 	}
 	if err := needDSN(*dsn); err != nil {

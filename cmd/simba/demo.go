@@ -43,10 +43,7 @@ func demo(ctx context.Context, args []string) error {
 	dsn := fs.String("dsn", "", "backend DSN (default: sqlite:// on a file in a temporary directory)")
 	workers := fs.Int("workers", 3, "worker processes")
 	ttl := fs.Duration("ttl", 2*time.Second, "session TTL of the workers ("+ttlRange+")")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := noArgs(fs); err != nil {
+	if err := parseFlagsOnly(fs, args); err != nil {
 		return err
 	}
 	if *workers < 3 {
