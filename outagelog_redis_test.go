@@ -98,17 +98,7 @@ func TestOutageLogRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer closeClient(c)
-	var elections []*simba.Election
-	for i := range 50 {
-		e, err := c.NewElection(fmt.Sprintf("e-%d", i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := e.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		elections = append(elections, e)
-	}
+	elections := startElections(t, ctx, c, 50)
 	g, err := c.JoinGroup(ctx, "g", 8)
 	if err != nil {
 		t.Fatal(err)

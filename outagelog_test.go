@@ -30,6 +30,23 @@ func (o *outageWatch) options() []simba.Option {
 	})}
 }
 
+// startElections starts n elections of c, named e-0 … e-<n-1>.
+func startElections(t *testing.T, ctx context.Context, c *simba.Client, n int) []*simba.Election {
+	t.Helper()
+	var elections []*simba.Election
+	for i := range n {
+		e, err := c.NewElection(fmt.Sprintf("e-%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		elections = append(elections, e)
+	}
+	return elections
+}
+
 // outageClient starts, on its own connection, a client with 50 elections it leads, a group of
 // 8 partitions it leads and 5 Locks waiting for locks a second client holds; it returns the
 // client's connection and a check that it leads every election and partition.
@@ -42,17 +59,7 @@ func outageClient(t *testing.T, w *world, ow *outageWatch) (*simbatest.Backend, 
 		})
 	}
 	c, b := w.client("a", ow.options()...)
-	var elections []*simba.Election
-	for i := range 50 {
-		e, err := c.NewElection(fmt.Sprintf("e-%d", i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := e.Start(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		elections = append(elections, e)
-	}
+	elections := startElections(t, context.Background(), c, 50)
 	g, err := c.JoinGroup(context.Background(), "g", 8)
 	if err != nil {
 		t.Fatal(err)
@@ -132,17 +139,7 @@ func TestRepeatedCallFailureIsLoggedOnceAMinute(t *testing.T) {
 	c, b := w.client("a", ow.options()...)
 	w.until(10*time.Second, "a session", func() bool { return c.Session() != "" })
 	b.FailOp("Acquire", spi.Unavailable("acquire", errors.New("TRYAGAIN multiple keys request during rehashing of slot 1234")))
-	var elections []*simba.Election
-	for i := range 20 {
-		e, err := c.NewElection(fmt.Sprintf("e-%d", i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := e.Start(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		elections = append(elections, e)
-	}
+	elections := startElections(t, context.Background(), c, 20)
 	const minutes = 3
 	w.run(minutes * time.Minute)
 	b.FailOp("Acquire", spi.Unavailable("acquire", errors.New("LOADING Redis is loading the dataset in memory")))
