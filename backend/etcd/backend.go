@@ -358,8 +358,8 @@ func (b *Backend) OpenSession(ctx context.Context, owner string, ttl time.Durati
 	defer done()
 	g, err := cli.Grant(gctx, secs)
 	if err != nil {
-		if u := unreachable(ctx, gctx); u != nil {
-			return spi.Session{}, unreachableFailure("etcd: open session: grant", u)
+		if u := unreachable(ctx, gctx, "etcd: open session: grant"); u != nil {
+			return spi.Session{}, u
 		}
 		b.timedOut(ctx, sent)
 		return spi.Session{}, b.classify("open session: grant", err)
@@ -1023,14 +1023,19 @@ func (b *Backend) unlessUnreachable(ctx context.Context) (context.Context, func(
 	}
 }
 
-// unreachable returns the *unreachableError that ended cctx (made by unlessUnreachable from
-// ctx), or nil if ctx ended, or neither did.
-func unreachable(ctx, cctx context.Context) error {
+// unreachable returns the error of call op when an *unreachableError ended cctx (made by
+// unlessUnreachable from ctx): a TLS failure (permanent) when the last dial found a member
+// that does not speak TLS, else unavailable; nil if ctx ended, or neither did.
+func unreachable(ctx, cctx context.Context, op string) error {
 	var u *unreachableError
-	if ctx.Err() == nil && errors.As(context.Cause(cctx), &u) {
-		return u
+	switch {
+	case ctx.Err() != nil || !errors.As(context.Cause(cctx), &u):
+		return nil
+	case errors.Is(u, spi.ErrTLS):
+		return spi.TLSFailure(op, u)
+	default:
+		return spi.Unavailable(op, u)
 	}
-	return nil
 }
 
 // unreachableError is why a call that waited for a connection ended: no member could be
@@ -1042,12 +1047,3 @@ func (e *unreachableError) Error() string {
 }
 
 func (e *unreachableError) Unwrap() error { return e.err }
-
-// unreachableFailure is the error of call op that ended on u (unreachable): a TLS failure
-// (permanent) when the last dial found a member that does not speak TLS, else unavailable.
-func unreachableFailure(op string, u error) error {
-	if errors.Is(u, spi.ErrTLS) {
-		return spi.TLSFailure(op, u)
-	}
-	return spi.Unavailable(op, u)
-}

@@ -33,8 +33,8 @@ func (b *Backend) Inspect(ctx context.Context) (spi.Snapshot, error) {
 		clientv3.OpGet(gp, clientv3.WithPrefix(), clientv3.WithKeysOnly()),
 	).Commit()
 	if err != nil {
-		if u := unreachable(ctx, rctx); u != nil {
-			return spi.Snapshot{}, unreachableFailure("etcd: inspect", u)
+		if u := unreachable(ctx, rctx, "etcd: inspect"); u != nil {
+			return spi.Snapshot{}, u
 		}
 		return spi.Snapshot{}, b.classify("inspect", err)
 	}
@@ -97,8 +97,8 @@ func (b *Backend) InspectLease(ctx context.Context, name string) (spi.LeaseInfo,
 	rctx, done := b.unlessUnreachable(ctx)
 	defer done()
 	fail := func(err error) (spi.LeaseInfo, bool, error) {
-		if u := unreachable(ctx, rctx); u != nil {
-			return spi.LeaseInfo{}, false, unreachableFailure("etcd: inspect lease", u)
+		if u := unreachable(ctx, rctx, "etcd: inspect lease"); u != nil {
+			return spi.LeaseInfo{}, false, u
 		}
 		return spi.LeaseInfo{}, false, b.classify("inspect lease", err)
 	}

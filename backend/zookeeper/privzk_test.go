@@ -49,26 +49,24 @@ func startPrivateZK(t *testing.T) *privateZK {
 // with "zookeeper.").
 func startPrivateZKJVM(t *testing.T, jvm ...string) *privateZK {
 	t.Helper()
-	needZK(t, "ZooKeeper (private server)")
-	dir := t.TempDir()
-	port := freePort(t)
-	z := &privateZK{addr: "127.0.0.1:" + strconv.Itoa(port), cfg: filepath.Join(dir, "zoo.cfg"), dir: dir, jvm: jvm}
-	if err := os.WriteFile(z.cfg, []byte(zkConfig(dir, port)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	z.start(t)
-	t.Cleanup(z.stop)
-	return z
+	return startPrivateZKAs(t, &privateZK{jvm: jvm}, "")
 }
 
 // startPrivateZKWith is startPrivateZK with extra lines appended to the server's zoo.cfg and
 // extra jars on its class path.
 func startPrivateZKWith(t *testing.T, extraCfg string, extraCP ...string) *privateZK {
 	t.Helper()
+	return startPrivateZKAs(t, &privateZK{extraCP: extraCP}, extraCfg)
+}
+
+// startPrivateZKAs starts z (its class path and JVM flags set) on a free port in a new
+// directory, with extraCfg appended to its zoo.cfg, and stops it when the test ends.
+func startPrivateZKAs(t *testing.T, z *privateZK, extraCfg string) *privateZK {
+	t.Helper()
 	needZK(t, "ZooKeeper (private server)")
 	dir := t.TempDir()
 	port := freePort(t)
-	z := &privateZK{addr: "127.0.0.1:" + strconv.Itoa(port), cfg: filepath.Join(dir, "zoo.cfg"), dir: dir, extraCP: extraCP}
+	z.addr, z.cfg, z.dir = "127.0.0.1:"+strconv.Itoa(port), filepath.Join(dir, "zoo.cfg"), dir
 	if err := os.WriteFile(z.cfg, []byte(zkConfig(dir, port)+extraCfg), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -269,13 +269,9 @@ func plainTextZooKeeper(dialer zk.Dialer, network, address string, timeout time.
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(timeout)) //nolint:errcheck // the reads fail instead
-	// ConnectRequest: protocolVersion int32, lastZxidSeen int64, timeOut int32, sessionId
-	// int64, passwd buffer (int32 length + 16 bytes), readOnly bool; after a 4-byte length.
-	req := make([]byte, 4+45)
-	binary.BigEndian.PutUint32(req[0:], 45)
-	binary.BigEndian.PutUint32(req[4+12:], 1)  // timeOut: 1 ms, raised to the server's minimum
-	binary.BigEndian.PutUint32(req[4+24:], 16) // passwd: 16 zero bytes
-	if _, err := c.Write(req); err != nil {
+	// A new session (id 0, a password of 16 zero bytes) of timeout 1 ms, raised to the
+	// server's minimum.
+	if _, err := c.Write(connectFrame(1, 0, make([]byte, 16))); err != nil {
 		return nil
 	}
 	var head [4]byte
@@ -511,10 +507,15 @@ func (t *tap) closeAlone(ctx context.Context, servers []string) error {
 // timeout of timeoutMs) followed by a close request: sent on a fresh connection, the server
 // moves the session to it and closes it there.
 func closeSessionFrames(sid int64, passwd []byte, timeoutMs int32) []byte {
+	return append(connectFrame(timeoutMs, sid, passwd), closeFrame(xidOwnClose)...)
+}
+
+// connectFrame is a connect request for session sid (0: a new one) with password passwd and a
+// session timeout of timeoutMs.
+func connectFrame(timeoutMs int32, sid int64, passwd []byte) []byte {
 	var req frameBuilder
 	// connect: protocolVersion, lastZxidSeen, timeOut, sessionId, passwd, readOnly
-	req.i32(0).i64(0).i32(timeoutMs).i64(sid).buf(passwd).u8(0)
-	return append(req.frame(), closeFrame(xidOwnClose)...)
+	return req.i32(0).i64(0).i32(timeoutMs).i64(sid).buf(passwd).u8(0).frame()
 }
 
 // closeFrame is a close-session request of request id xid.

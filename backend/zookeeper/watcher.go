@@ -293,10 +293,7 @@ func (w *watcher) connection(server string) error {
 		c.Close()
 	}()
 	c.SetDeadline(time.Now().Add(bound))
-	// connect: protocolVersion, lastZxidSeen, timeOut, sessionId, passwd, readOnly
-	var req frameBuilder
-	req.i32(0).i64(0).i32(int32(watcherSessionTimeout / time.Millisecond)).i64(0).buf(make([]byte, 16)).u8(0)
-	if err := write(req.frame()); err != nil {
+	if err := write(connectFrame(int32(watcherSessionTimeout/time.Millisecond), 0, make([]byte, 16))); err != nil {
 		return err
 	}
 	resp, err := readZKFrame(c)
