@@ -197,9 +197,14 @@ func (c *watchedConn) Read(p []byte) (int, error) {
 	if n == 0 && err != nil {
 		c.mu.Lock()
 		refused := !c.answered && !c.closed
-		c.closed = c.closed || refused
+		if refused {
+			c.closed = true
+		}
 		c.mu.Unlock()
 		if refused {
+			// Counted here as a failed dial: the connect bound must not count it again as
+			// given up (handshakeTimedOut), as Close's stop of the timer sees to for ours.
+			c.timer.Stop()
 			c.endedUnanswered(err)
 		}
 	}
