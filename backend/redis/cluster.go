@@ -363,12 +363,7 @@ func (b *Backend) round(ctx context.Context, calls []*call) {
 		return
 	}
 	b.onMasters(ctx, calls)
-	var moving []*call
-	for _, c := range calls {
-		if slotMoving(c.err) {
-			moving = append(moving, c)
-		}
-	}
+	moving, _ := slotMovingCalls(calls)
 	if len(moving) == 0 {
 		return
 	}
@@ -384,18 +379,23 @@ func (b *Backend) round(ctx context.Context, calls []*call) {
 			_ = b.pipeline(ctx, b.c, moving)
 		}
 		var first error
-		still := moving[:0]
-		for _, c := range moving {
-			if slotMoving(c.err) {
-				still = append(still, c)
-				if first == nil {
-					first = c.err
-				}
-			}
-		}
-		moving = still
+		moving, first = slotMovingCalls(moving)
 		return struct{}{}, first
 	})
+}
+
+// slotMovingCalls returns those of calls refused because their slot is being migrated
+// (slotMoving), to send again, and the first such refusal.
+func slotMovingCalls(calls []*call) (moving []*call, first error) {
+	for _, c := range calls {
+		if slotMoving(c.err) {
+			moving = append(moving, c)
+			if first == nil {
+				first = c.err
+			}
+		}
+	}
+	return moving, first
 }
 
 // onMasters sends calls in one pipeline per master, on that master's own client, all at once
@@ -702,20 +702,13 @@ func (b *Backend) closeCluster(ctx context.Context, sid spi.SessionID) error {
 		var failed error
 		_, err := followSlotMove(ctx, b, 0, func() (struct{}, error) {
 			_ = b.pipeline(ctx, b.c, pending)
-			var moving error
-			still := pending[:0]
 			for _, c := range pending {
-				switch {
-				case slotMoving(c.err):
-					still = append(still, c)
-					if moving == nil {
-						moving = c.err
-					}
-				case c.err != nil && failed == nil:
+				if c.err != nil && !slotMoving(c.err) && failed == nil {
 					failed = c.err
 				}
 			}
-			pending = still
+			var moving error
+			pending, moving = slotMovingCalls(pending)
 			return struct{}{}, moving
 		})
 		if err == nil {
