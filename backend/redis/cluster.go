@@ -159,6 +159,29 @@ func (b *Backend) onNode(ctx context.Context, key string) (goredis.Cmdable, erro
 	return n, nil
 }
 
+// script is a generated Lua script (package luascripts) with keys K, arguments A and reply R,
+// for runOnNode.
+type script[K, A, R any] interface {
+	Run(ctx context.Context, c goredis.Scripter, keys K, args A) (R, error)
+	EvalSha(ctx context.Context, c goredis.Scripter, keys K, args A) *goredis.Cmd
+	Eval(ctx context.Context, c goredis.Scripter, keys K, args A) *goredis.Cmd
+	Decode(v any) (R, error)
+}
+
+// runOnNode runs s through the backend's client, or WithWaitReplicas on the master of key
+// (onNode) followed by WAIT (waited, with wrote saying which replies wrote).
+func runOnNode[K, A, R any](ctx context.Context, b *Backend, key string, s script[K, A, R], keys K, args A, wrote func(R) bool) (R, error) {
+	if b.waitN == 0 {
+		return s.Run(ctx, b.c, keys, args)
+	}
+	node, err := b.onNode(ctx, key)
+	if err != nil {
+		var zero R
+		return zero, err
+	}
+	return waited(ctx, b, node, s.EvalSha, s.Eval, s.Decode, keys, args, wrote)
+}
+
 // acquireAt is Acquire under routeBySlot: acquire_at on the lease key alone, with the owner and
 // the session's expiry (Redis time) from the latest keep-alive.
 //
@@ -183,14 +206,7 @@ func (b *Backend) acquireAt(ctx context.Context, sid spi.SessionID, name string,
 	// A slot being migrated refuses acquire_at (its keys are never all on one side): wait for
 	// the migration here rather than fail and wait out the engine's backoff (followSlotMove).
 	r, err := followSlotMove(ctx, b, 0, func() (luascripts.AcquireAtReply, error) {
-		if b.waitN == 0 {
-			return luascripts.AcquireAt.Run(ctx, b.c, keys, args)
-		}
-		node, err := b.onNode(ctx, key)
-		if err != nil {
-			return luascripts.AcquireAtReply{}, err
-		}
-		return waited(ctx, b, node, luascripts.AcquireAt.EvalSha, luascripts.AcquireAt.Eval, luascripts.AcquireAt.Decode, keys, args,
+		return runOnNode(ctx, b, key, luascripts.AcquireAt, keys, args,
 			func(r luascripts.AcquireAtReply) bool { return r.Status == luascripts.StatusOK })
 	})
 	if err != nil {
@@ -223,14 +239,7 @@ func (b *Backend) keepAliveLeases(ctx context.Context, sid spi.SessionID, expire
 	}
 	args := luascripts.KeepAliveLeasesArgs{SessionID: string(sid), ExpiresMS: expires, Names: names}
 	return followSlotMove(ctx, b, 0, func() (luascripts.KeepAliveLeasesReply, error) {
-		if b.waitN == 0 {
-			return luascripts.KeepAliveLeases.Run(ctx, b.c, keys, args)
-		}
-		node, err := b.onNode(ctx, keys.Leases[0])
-		if err != nil {
-			return luascripts.KeepAliveLeasesReply{}, err
-		}
-		return waited(ctx, b, node, luascripts.KeepAliveLeases.EvalSha, luascripts.KeepAliveLeases.Eval, luascripts.KeepAliveLeases.Decode, keys, args,
+		return runOnNode(ctx, b, keys.Leases[0], luascripts.KeepAliveLeases, keys, args,
 			func(r luascripts.KeepAliveLeasesReply) bool { return r.Status == luascripts.StatusOK })
 	})
 }
@@ -553,14 +562,7 @@ func (b *Backend) keepAliveCluster(ctx context.Context, sid spi.SessionID, names
 	// The session's keys are split while its slot's keys are being migrated: wait, for half the
 	// time left at most, so that the round has its share.
 	r, err := followSlotMove(ctx, b, halfLeft(ctx), func() (luascripts.KeepAliveReply, error) {
-		if b.waitN == 0 {
-			return luascripts.KeepAlive.Run(ctx, b.c, skeys, sargs)
-		}
-		node, err := b.onNode(ctx, skeys.Session)
-		if err != nil {
-			return luascripts.KeepAliveReply{}, err
-		}
-		return waited(ctx, b, node, luascripts.KeepAlive.EvalSha, luascripts.KeepAlive.Eval, luascripts.KeepAlive.Decode, skeys, sargs,
+		return runOnNode(ctx, b, skeys.Session, luascripts.KeepAlive, skeys, sargs,
 			func(r luascripts.KeepAliveReply) bool { return r.Status == luascripts.StatusOK })
 	})
 	if err != nil {
