@@ -159,6 +159,29 @@ func (b *Backend) onNode(ctx context.Context, key string) (goredis.Cmdable, erro
 	return n, nil
 }
 
+// script is a generated Lua script (package luascripts) with keys K, arguments A and reply R,
+// for runOnNode.
+type script[K, A, R any] interface {
+	Run(ctx context.Context, c goredis.Scripter, keys K, args A) (R, error)
+	EvalSha(ctx context.Context, c goredis.Scripter, keys K, args A) *goredis.Cmd
+	Eval(ctx context.Context, c goredis.Scripter, keys K, args A) *goredis.Cmd
+	Decode(v any) (R, error)
+}
+
+// runOnNode runs s through the backend's client, or WithWaitReplicas on the master of key
+// (onNode) followed by WAIT (waited, with wrote saying which replies wrote).
+func runOnNode[K, A, R any](ctx context.Context, b *Backend, key string, s script[K, A, R], keys K, args A, wrote func(R) bool) (R, error) {
+	if b.waitN == 0 {
+		return s.Run(ctx, b.c, keys, args)
+	}
+	node, err := b.onNode(ctx, key)
+	if err != nil {
+		var zero R
+		return zero, err
+	}
+	return waited(ctx, b, node, s.EvalSha, s.Eval, s.Decode, keys, args, wrote)
+}
+
 // acquireAt is Acquire under routeBySlot: acquire_at on the lease key alone, with the owner and
 // the session's expiry (Redis time) from the latest keep-alive.
 //
@@ -183,14 +206,7 @@ func (b *Backend) acquireAt(ctx context.Context, sid spi.SessionID, name string,
 	// A slot being migrated refuses acquire_at (its keys are never all on one side): wait for
 	// the migration here rather than fail and wait out the engine's backoff (followSlotMove).
 	r, err := followSlotMove(ctx, b, 0, func() (luascripts.AcquireAtReply, error) {
-		if b.waitN == 0 {
-			return luascripts.AcquireAt.Run(ctx, b.c, keys, args)
-		}
-		node, err := b.onNode(ctx, key)
-		if err != nil {
-			return luascripts.AcquireAtReply{}, err
-		}
-		return waited(ctx, b, node, luascripts.AcquireAt.EvalSha, luascripts.AcquireAt.Eval, luascripts.AcquireAt.Decode, keys, args,
+		return runOnNode(ctx, b, key, luascripts.AcquireAt, keys, args,
 			func(r luascripts.AcquireAtReply) bool { return r.Status == luascripts.StatusOK })
 	})
 	if err != nil {
@@ -223,14 +239,7 @@ func (b *Backend) keepAliveLeases(ctx context.Context, sid spi.SessionID, expire
 	}
 	args := luascripts.KeepAliveLeasesArgs{SessionID: string(sid), ExpiresMS: expires, Names: names}
 	return followSlotMove(ctx, b, 0, func() (luascripts.KeepAliveLeasesReply, error) {
-		if b.waitN == 0 {
-			return luascripts.KeepAliveLeases.Run(ctx, b.c, keys, args)
-		}
-		node, err := b.onNode(ctx, keys.Leases[0])
-		if err != nil {
-			return luascripts.KeepAliveLeasesReply{}, err
-		}
-		return waited(ctx, b, node, luascripts.KeepAliveLeases.EvalSha, luascripts.KeepAliveLeases.Eval, luascripts.KeepAliveLeases.Decode, keys, args,
+		return runOnNode(ctx, b, keys.Leases[0], luascripts.KeepAliveLeases, keys, args,
 			func(r luascripts.KeepAliveLeasesReply) bool { return r.Status == luascripts.StatusOK })
 	})
 }
@@ -363,12 +372,7 @@ func (b *Backend) round(ctx context.Context, calls []*call) {
 		return
 	}
 	b.onMasters(ctx, calls)
-	var moving []*call
-	for _, c := range calls {
-		if slotMoving(c.err) {
-			moving = append(moving, c)
-		}
-	}
+	moving, _ := slotMovingCalls(calls)
 	if len(moving) == 0 {
 		return
 	}
@@ -384,18 +388,23 @@ func (b *Backend) round(ctx context.Context, calls []*call) {
 			_ = b.pipeline(ctx, b.c, moving)
 		}
 		var first error
-		still := moving[:0]
-		for _, c := range moving {
-			if slotMoving(c.err) {
-				still = append(still, c)
-				if first == nil {
-					first = c.err
-				}
-			}
-		}
-		moving = still
+		moving, first = slotMovingCalls(moving)
 		return struct{}{}, first
 	})
+}
+
+// slotMovingCalls returns those of calls refused because their slot is being migrated
+// (slotMoving), to send again, and the first such refusal.
+func slotMovingCalls(calls []*call) (moving []*call, first error) {
+	for _, c := range calls {
+		if slotMoving(c.err) {
+			moving = append(moving, c)
+			if first == nil {
+				first = c.err
+			}
+		}
+	}
+	return moving, first
 }
 
 // onMasters sends calls in one pipeline per master, on that master's own client, all at once
@@ -553,14 +562,7 @@ func (b *Backend) keepAliveCluster(ctx context.Context, sid spi.SessionID, names
 	// The session's keys are split while its slot's keys are being migrated: wait, for half the
 	// time left at most, so that the round has its share.
 	r, err := followSlotMove(ctx, b, halfLeft(ctx), func() (luascripts.KeepAliveReply, error) {
-		if b.waitN == 0 {
-			return luascripts.KeepAlive.Run(ctx, b.c, skeys, sargs)
-		}
-		node, err := b.onNode(ctx, skeys.Session)
-		if err != nil {
-			return luascripts.KeepAliveReply{}, err
-		}
-		return waited(ctx, b, node, luascripts.KeepAlive.EvalSha, luascripts.KeepAlive.Eval, luascripts.KeepAlive.Decode, skeys, sargs,
+		return runOnNode(ctx, b, skeys.Session, luascripts.KeepAlive, skeys, sargs,
 			func(r luascripts.KeepAliveReply) bool { return r.Status == luascripts.StatusOK })
 	})
 	if err != nil {
@@ -702,20 +704,13 @@ func (b *Backend) closeCluster(ctx context.Context, sid spi.SessionID) error {
 		var failed error
 		_, err := followSlotMove(ctx, b, 0, func() (struct{}, error) {
 			_ = b.pipeline(ctx, b.c, pending)
-			var moving error
-			still := pending[:0]
 			for _, c := range pending {
-				switch {
-				case slotMoving(c.err):
-					still = append(still, c)
-					if moving == nil {
-						moving = c.err
-					}
-				case c.err != nil && failed == nil:
+				if c.err != nil && !slotMoving(c.err) && failed == nil {
 					failed = c.err
 				}
 			}
-			pending = still
+			var moving error
+			pending, moving = slotMovingCalls(pending)
 			return struct{}{}, moving
 		})
 		if err == nil {
