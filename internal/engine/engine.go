@@ -523,7 +523,9 @@ func (s *Engine) onKeepAliveReply(p pending, ev Event) {
 		s.sess.fails++
 		s.failed(OpKeepAlive, "", ev.Err)
 		s.sess.kaAt = add(s.now, s.backoff(s.sess.fails, ev.Err))
-		if s.sess.poked && spi.Classify(ev.Err) != spi.Permanent {
+		if spi.Classify(ev.Err) == spi.Permanent {
+			s.sess.kaAt = min(s.sess.kaAt, s.keepAliveBy())
+		} else if s.sess.poked {
 			s.sess.kaAt = min(s.sess.kaAt, s.soon())
 		}
 		s.sess.poked = false
@@ -575,6 +577,20 @@ func (s *Engine) onKeepAliveReply(p pending, ev Event) {
 			s.armLapse(g, ka.MembersRemaining)
 		}
 	}
+}
+
+// keepAliveBy is the latest time a keep-alive refused for good (a permanent error) is retried:
+// halfway from now to the session's local deadline, and BackoffMin from now at least. A
+// permanent error's retry waits BackoffMax/2 to BackoffMax (backoff), and no sign that the
+// backend answers brings it forward (reachable), so after two or three refusals in a row the
+// next try could come only after the deadline: a backend healed meanwhile (the key repaired,
+// the migration applied) would then see the session lapse although it answered again well
+// before. Halving the time left keeps a try within reach of the deadline — one every
+// BackoffMin in its last moments, about log2(TTL/BackoffMin) more calls per session lifetime
+// while the refusal lasts — and changes nothing for safety: the deadline timer revokes the
+// terms on time whenever the tries come (rule 4).
+func (s *Engine) keepAliveBy() time.Duration {
+	return add(s.now, max((s.sess.deadline-s.now)/2, s.opt.BackoffMin))
 }
 
 // confirmGrants applies rule 6 to the reply of keep-alive req: a term whose lease the reply
