@@ -81,7 +81,8 @@
 // backend error reaches a caller who waits as itself, never wrapped in ErrUnavailable (which
 // says that retrying may help): TryLock returns the refused open of the session so too.
 // Election.Start and JoinGroup succeed and run in the background, retrying what fails; their
-// Err, and the Client's, report a permanent error meanwhile.
+// Err, and the Client's, report a permanent error meanwhile. Close returns a
+// *SessionCloseError when the session's close call failed (the session lapses at its TTL).
 //
 // # Layers
 //

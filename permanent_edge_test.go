@@ -9,8 +9,89 @@ import (
 	"time"
 
 	"github.com/simba-go/simba"
+	"github.com/simba-go/simba/internal/clocktest"
 	"github.com/simba-go/simba/spi"
 )
+
+// TestCloseReportsTheFailedSessionClose: a Close whose session's close call fails returns a
+// *SessionCloseError naming the session, wrapping the failure: the refusal as itself when the
+// backend refused for good (permanent), an error matching ErrUnavailable when the outcome is
+// unknown; a second Close returns the same. Close returned nil in both cases, so a user who
+// checked it was told that the session was closed while it lives on at the backend until its
+// TTL.
+func TestCloseReportsTheFailedSessionClose(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		err       error
+		want      error
+		permanent bool
+	}{
+		{"refused", spi.AsPermanent(fmt.Errorf("%w: session key holds a string", spi.ErrCorruptRecord)), spi.ErrCorruptRecord, true},
+		{"outcome unknown", errors.New("connection reset by peer"), simba.ErrUnavailable, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t)
+			b := w.srv.Backend()
+			c, err := simba.New(b, simba.WithClock(w.clock), simba.WithTTL(testTTL), simba.WithOwner("a"), simba.WithSeed(1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.until(5*time.Second, "the session to open", func() bool { return c.Session() != "" })
+			sid := c.Session()
+			b.FailOp("CloseSession", tc.err)
+			err = clocktest.Close(w.clock, 10*time.Second, c.Close)
+			var ce *simba.SessionCloseError
+			if !errors.As(err, &ce) {
+				t.Fatalf("Close = %v, want a *SessionCloseError", err)
+			}
+			if ce.Session != sid {
+				t.Errorf("SessionCloseError.Session = %q, want %q", ce.Session, sid)
+			}
+			if !errors.Is(err, tc.want) || simba.IsPermanent(err) != tc.permanent {
+				t.Errorf("Close = %v (permanent %v), want one matching %v (permanent %v)", err, simba.IsPermanent(err), tc.want, tc.permanent)
+			}
+			if tc.permanent && errors.Is(err, simba.ErrUnavailable) {
+				t.Errorf("Close = %v: a refusal must not say ErrUnavailable", err)
+			}
+			t.Logf("Close: %v", err)
+			again := clocktest.Close(w.clock, 10*time.Second, c.Close)
+			if !errors.As(again, &ce) || !errors.Is(again, tc.want) {
+				t.Errorf("second Close = %v, want the same error", again)
+			}
+			if n := w.srv.Calls("CloseSession"); n != 0 {
+				t.Errorf("%d session closes reached the server, want 0", n)
+			}
+		})
+	}
+}
+
+// TestCloseWithoutFailureIsNil: a Close whose session's close succeeds, and one of a client
+// that never opened a session, return nil (the typed error is for a failed close only).
+func TestCloseWithoutFailureIsNil(t *testing.T) {
+	w := newWorld(t)
+	b := w.srv.Backend()
+	c, err := simba.New(b, simba.WithClock(w.clock), simba.WithTTL(testTTL), simba.WithOwner("a"), simba.WithSeed(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.until(5*time.Second, "the session to open", func() bool { return c.Session() != "" })
+	if err := clocktest.Close(w.clock, 10*time.Second, c.Close); err != nil {
+		t.Errorf("Close = %v, want nil", err)
+	}
+	if n := w.srv.Calls("CloseSession"); n != 1 {
+		t.Errorf("%d session closes, want 1", n)
+	}
+	refusing := w.srv.Backend()
+	refusing.FailOp("OpenSession", spi.AsPermanent(fmt.Errorf("%w: ttl refused", spi.ErrInvalidOption)))
+	c2, err := simba.New(refusing, simba.WithClock(w.clock), simba.WithTTL(testTTL), simba.WithOwner("b"), simba.WithSeed(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.until(5*time.Second, "the open to fail", func() bool { return c2.Err() != nil })
+	if err := clocktest.Close(w.clock, 10*time.Second, c2.Close); err != nil {
+		t.Errorf("Close of a client without a session = %v, want nil", err)
+	}
+}
 
 // TestLeaveAfterARefusedJoinDoesNotWait: a group whose Join the backend refused for good (a
 // Redis group key of another type) is left at once, without a Leave call: the refusal did not

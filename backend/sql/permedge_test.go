@@ -53,3 +53,34 @@ func TestTryLockWithoutSchemaIsPermanent(t *testing.T) {
 	check("Election.Err", e.Err())
 	check("Client.Err", c.Err())
 }
+
+// TestCloseReportsADroppedSchema: a client whose PostgreSQL schema was dropped under its live
+// session cannot close the session (the backend answers ErrSchemaMissing): Close returns a
+// *SessionCloseError naming the session and matching ErrSchemaMissing. It returned nil, as if
+// the session had been closed.
+func TestCloseReportsADroppedSchema(t *testing.T) {
+	b := migrated(t, pgDSN(t))
+	c, err := simba.New(b, simba.WithTTL(3*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	h, err := c.Lock(ctx, "l")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := c.Session()
+	exec(t, b, "DROP TABLE simba_session CASCADE")
+	err = c.Close(ctx)
+	var ce *simba.SessionCloseError
+	if !errors.As(err, &ce) || ce.Session != sid || !errors.Is(err, simba.ErrSchemaMissing) || !simba.IsPermanent(err) {
+		t.Fatalf("Close = %v, want a *SessionCloseError of session %s matching ErrSchemaMissing", err, sid)
+	}
+	t.Logf("Close: %v", err)
+	if h.Term.IsValid() {
+		t.Error("the lock's term is valid after Close")
+	}
+	if again := c.Close(ctx); !errors.Is(again, simba.ErrSchemaMissing) {
+		t.Errorf("second Close = %v, want the same error", again)
+	}
+}

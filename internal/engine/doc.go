@@ -155,8 +155,9 @@
 //     session in time; if none succeeds, the deadline revokes the terms on time as always.
 //   - Best-effort calls whose effect lapses by itself publish the error and are not retried:
 //     a Withdraw (the waiter's entry lapses, or the backend withdraws it; the Stop completes
-//     without it) and the session's close (the session expires with its TTL; Close completes
-//     without it).
+//     without it) and the session's close (the session expires with its TTL; Close's future
+//     completes with the error, permanent or matching spi.ErrUnavailable, and Session naming
+//     the session, and so does every later Close).
 //
 // A refused call did not land, unlike one that failed otherwise (a timeout, a lost
 // connection), whose request may still be applied: a refused acquire brings no keep-alive

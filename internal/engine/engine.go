@@ -34,6 +34,9 @@ type Engine struct {
 
 	sess      session
 	closeFuts []FutureID
+	// closeErr is what Close's futures complete with once the client is closed: nil, or the
+	// error of the session's close call (see closed), kept for the Closes that come after.
+	closeErr error
 	// staleClose holds the sessions lost to their deadline whose best-effort close failed
 	// retryably (the backend was unreachable): each is closed once more when the next session
 	// opens, the backend answering again. Until then the backend holds their leases, and
@@ -798,14 +801,38 @@ func (s *Engine) closed() {
 	s.sess.state = SessionClosed
 	s.emit(Effect{Kind: EfPublish, Publish: PubSessionClosed, Session: s.sess.id})
 	for _, f := range s.closeFuts {
-		s.complete(f, nil)
+		s.completeClose(f)
 	}
 	s.closeFuts = nil
 }
 
+// closeFailed is the error Close's futures complete with when the session's close call failed
+// with err: not retried (the session lapses at its TTL at the backend), but not hidden either.
+// A permanent error comes as itself (the backend refused: the session was not closed); any
+// other matches spi.ErrUnavailable (the outcome is unknown: the close may have landed). Either
+// way the effect names the session (Effect.Session).
+func closeFailed(id spi.SessionID, err error) error {
+	if spi.Classify(err) != spi.Permanent && !errors.Is(err, spi.ErrUnavailable) {
+		err = spi.Unavailable("close session "+string(id), err)
+	}
+	return err
+}
+
+// completeClose completes a Close's future f with closeErr, naming the session it concerns.
+func (s *Engine) completeClose(f FutureID) {
+	if f == 0 {
+		return
+	}
+	var id spi.SessionID
+	if s.closeErr != nil {
+		id = s.sess.id
+	}
+	s.emit(Effect{Kind: EfComplete, Future: f, Err: s.closeErr, Session: id})
+}
+
 func (s *Engine) close(f FutureID) {
 	if s.sess.state == SessionClosed {
-		s.complete(f, nil)
+		s.completeClose(f)
 		return
 	}
 	if f != 0 {
@@ -924,6 +951,9 @@ func (s *Engine) reply(ev Event) {
 		}
 		if ev.Req == s.sess.closeReq && s.sess.state == SessionClosing {
 			s.failed(OpCloseSession, "", ev.Err)
+			if ev.Err != nil {
+				s.closeErr = closeFailed(s.sess.id, ev.Err)
+			}
 			s.closed()
 		}
 	case OpAcquire:
