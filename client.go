@@ -316,6 +316,17 @@ func (c *Client) Err() error { return c.sessErr.permanent() }
 // Close cut short by its ctx may still be making. Match it with errors.Is to ignore it, as
 // os.ErrClosed on a closed file.
 //
+// If the session's close call fails, Close returns a *SessionCloseError naming the session
+// and wrapping the failure: a permanent error, as itself, when the backend refused the close
+// for good (a missing schema, a closed backend: the session was not closed), or an error
+// matching ErrUnavailable when its outcome is unknown (a timeout, a lost connection, the call
+// timeout at a blackholed server). The close is not retried; the rest of the close is done all
+// the same (every term revoked, every goroutine exited), and the session, with the leases and
+// memberships it held, lapses at the backend when its TTL runs out. A session that was not
+// live (lost, or never opened) needs no close: Close returns nil. Close is idempotent: every
+// later Close returns the same error (Close from inside a callback, leader work or a Listener,
+// which does not wait for the close, returns nil, as it does not know the outcome yet).
+//
 // Close does not wait for a session being opened: it cuts the open in flight short, which at a
 // server that refuses connections or never answers would otherwise end only at its timeout (one
 // renewal interval). Such a session holds nothing yet; if the server did create it, it expires
@@ -1840,8 +1851,12 @@ func (c *Client) completeFuture(ef *engine.Effect) {
 	delete(c.futures, ef.Future)
 	if ef.Future == c.closeFut && c.closeFut != 0 {
 		c.stopping = true
-		c.closeDone.complete(Term{}, ef.Err)
-		f.complete(Term{}, ef.Err)
+		var err error
+		if ef.Err != nil { // the session's close call failed (see SessionCloseError)
+			err = &SessionCloseError{Session: ef.Session, Err: ef.Err}
+		}
+		c.closeDone.complete(Term{}, err)
+		f.complete(Term{}, err)
 		c.emit(Event{Kind: EventClosed, At: c.eng.Now()}, nil)
 		return
 	}

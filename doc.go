@@ -77,7 +77,12 @@
 // while it waits reports IsPermanent true, one that timed out false. An error that comes from
 // the ctx also matches the ctx's cause, when one was given (context.WithCancelCause,
 // WithTimeoutCause), and says it. A method given a nil ctx does nothing and returns an error
-// matching ErrInvalidOption (Events and All take a nil ctx as one that never ends).
+// matching ErrInvalidOption (Events and All take a nil ctx as one that never ends). A permanent
+// backend error reaches a caller who waits as itself, never wrapped in ErrUnavailable (which
+// says that retrying may help): TryLock returns the refused open of the session so too.
+// Election.Start and JoinGroup succeed and run in the background, retrying what fails; their
+// Err, and the Client's, report a permanent error meanwhile. Close returns a
+// *SessionCloseError when the session's close call failed (the session lapses at its TTL).
 //
 // # Layers
 //

@@ -52,6 +52,34 @@ var (
 	ErrTLS = spi.ErrTLS
 )
 
+// SessionCloseError is Close's error when the client's session could not be closed at the
+// backend: its close call failed, and is not retried. Everything else Close does is done (every
+// term revoked, every goroutine of the client exited); only the backend's record of the session
+// is left, and it lapses at the session's TTL, as a crashed client's would: until then the
+// backend may still list the session and hold the leases and memberships the close would have
+// freed (others take them over once it lapses). Err is the close call's error: a permanent
+// one (IsPermanent: the backend refused, say a missing schema or a closed backend, so the
+// session was not closed) or one matching ErrUnavailable (a timeout, a lost connection: the
+// close may have landed or not). errors.Is and errors.As see through to Err. Every later Close
+// of the client returns the same error.
+type SessionCloseError struct {
+	// Session is the session whose close failed.
+	Session SessionID
+	// Err is the close call's error.
+	Err error
+}
+
+// Error says which session was not closed and why.
+func (e *SessionCloseError) Error() string {
+	if spi.Classify(e.Err) == spi.Permanent {
+		return fmt.Sprintf("simba: close: the backend refused to close session %s (it lapses at its TTL): %v", e.Session, e.Err)
+	}
+	return fmt.Sprintf("simba: close: closing session %s failed, outcome unknown (if not closed, it lapses at its TTL): %v", e.Session, e.Err)
+}
+
+// Unwrap returns Err.
+func (e *SessionCloseError) Unwrap() error { return e.Err }
+
 // IsPermanent reports whether err will not heal by retrying (spi.Classify): an invalid name or
 // option, a closed client, a missing or drifted schema, a token the backend cannot store or
 // read, a backend record of the wrong kind, a TLS failure, and what a backend marks permanent —

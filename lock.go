@@ -91,8 +91,12 @@ func (c *Client) Lock(ctx context.Context, name string) (*Held, error) {
 // unreachable, or the session just lost — it waits only for a session open already in flight
 // (one call timeout at most, as right after New), and otherwise fails at once: with an error
 // matching ErrUnavailable that wraps the last open's error. Both are retryable: try again
-// later (or use Lock, which waits). When ctx ends first, TryLock returns ctx's error at once,
-// as Lock does.
+// later (or use Lock, which waits). A permanent error (IsPermanent) comes back as itself
+// instead, never as ErrUnavailable: the acquire's, and the open's when the session's open was
+// refused for good (a missing schema, a TTL the server refuses; errors.Is finds the backend's
+// sentinel), whether TryLock waited for that open or came while the next one waits for its
+// retry. Lock returns the same error, once the open it waits for is refused. When ctx ends
+// first, TryLock returns ctx's error at once, as Lock does.
 func (c *Client) TryLock(ctx context.Context, name string) (*Held, error) {
 	return c.lock(ctx, name, engine.FlavorTryLock)
 }

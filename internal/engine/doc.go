@@ -137,20 +137,32 @@
 //   - A call made for a caller who waits returns the error to that caller, and the engine does
 //     not retry it for them: a Lock's or TryLock's acquire (the future completes with the error
 //     as it is, not ErrUnavailable), the open of a session a Lock or TryLock waits for (every
-//     such waiter fails with it), a Stop's, StepDown's or Unlock's release (the future says the
-//     outcome is unknown, wrapping the error; keep-alives settle the lease, rule 3), and a
-//     group's Leave (its future completes with the error and the group is let go: whatever
-//     membership the refused leave left lapses with the session).
+//     such waiter fails with it; a TryLock that finds the last open refused and the next not
+//     yet sent fails at once with that error, also as it is, while a Lock waits for the next
+//     open), a Stop's, StepDown's or Unlock's release (the future says the outcome is
+//     unknown, wrapping the error; keep-alives settle the lease, rule 3), and a group's Leave
+//     (its future completes with the error and the group is let go: whatever membership the
+//     refused leave left lapses with the session).
 //   - A call made in the background, which nobody waits for, publishes the error (PubError)
 //     and is retried after between BackoffMax/2 and BackoffMax, whatever the jitter, so it
 //     heals by itself once the cause is fixed (the key deleted, the server's configuration
 //     changed, the migration applied): the session's open and keep-alive, an election's or a
 //     partition's acquire (an election's user learns of it from the published error: the
 //     handle's Err and events), and a group's Join (the JoinGroup future completed at once). A
-//     failed members read is not retried by itself: every keep-alive brings the members.
+//     failed members read is not retried by itself: every keep-alive brings the members. A
+//     keep-alive's retry comes no later than halfway to the session's local deadline (and
+//     BackoffMin from now at least), so that a backend healed before the deadline renews the
+//     session in time; if none succeeds, the deadline revokes the terms on time as always.
 //   - Best-effort calls whose effect lapses by itself publish the error and are not retried:
-//     a Withdraw (the waiter's entry lapses, or the backend withdraws it) and the session's
-//     close (the session expires with its TTL); Stop and Close complete without it.
+//     a Withdraw (the waiter's entry lapses, or the backend withdraws it; the Stop completes
+//     without it) and the session's close (the session expires with its TTL; Close's future
+//     completes with the error, permanent or matching spi.ErrUnavailable, and Session naming
+//     the session, and so does every later Close).
+//
+// A refused call did not land, unlike one that failed otherwise (a timeout, a lost
+// connection), whose request may still be applied: a refused acquire brings no keep-alive
+// forward to settle it, and a refused Join leaves no outcome unknown that a Leave would wait
+// out (the group is left at once, without a Leave call, if no Join can have landed).
 //
 // The engine publishes every failure; the driver damps what it logs (package simba logs a
 // permanent error at ERROR once per call and distinct error, then once a minute while it

@@ -381,9 +381,15 @@ func (s *Engine) acquire(e *election) {
 }
 
 // noSessionErr is the error of a TryLock of name that finds no live session to make its
-// attempt in: retryable (spi.ErrUnavailable), wrapping the last open's error if one failed.
+// attempt in: retryable (spi.ErrUnavailable), wrapping the last open's error if one failed —
+// unless that error is permanent (a missing schema, a TTL the server refuses), which comes
+// back as itself, as it does to a Lock or TryLock that waited for that open (see "Permanent
+// errors" in the package doc): ErrUnavailable would say that retrying may help.
 func (s *Engine) noSessionErr(name string) error {
 	if s.sess.openErr != nil {
+		if spi.Classify(s.sess.openErr) == spi.Permanent {
+			return fmt.Errorf("simba: acquire %s: no live session: opening one failed: %w", name, s.sess.openErr)
+		}
 		return spi.Unavailable("acquire "+name, fmt.Errorf("no live session: opening one failed: %w", s.sess.openErr))
 	}
 	return spi.Unavailable("acquire "+name, errNoSession)

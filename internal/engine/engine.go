@@ -34,6 +34,9 @@ type Engine struct {
 
 	sess      session
 	closeFuts []FutureID
+	// closeErr is what Close's futures complete with once the client is closed: nil, or the
+	// error of the session's close call (see closed), kept for the Closes that come after.
+	closeErr error
 	// staleClose holds the sessions lost to their deadline whose best-effort close failed
 	// retryably (the backend was unreachable): each is closed once more when the next session
 	// opens, the backend answering again. Until then the backend holds their leases, and
@@ -523,7 +526,9 @@ func (s *Engine) onKeepAliveReply(p pending, ev Event) {
 		s.sess.fails++
 		s.failed(OpKeepAlive, "", ev.Err)
 		s.sess.kaAt = add(s.now, s.backoff(s.sess.fails, ev.Err))
-		if s.sess.poked && spi.Classify(ev.Err) != spi.Permanent {
+		if spi.Classify(ev.Err) == spi.Permanent {
+			s.sess.kaAt = min(s.sess.kaAt, s.keepAliveBy())
+		} else if s.sess.poked {
 			s.sess.kaAt = min(s.sess.kaAt, s.soon())
 		}
 		s.sess.poked = false
@@ -575,6 +580,20 @@ func (s *Engine) onKeepAliveReply(p pending, ev Event) {
 			s.armLapse(g, ka.MembersRemaining)
 		}
 	}
+}
+
+// keepAliveBy is the latest time a keep-alive refused for good (a permanent error) is retried:
+// halfway from now to the session's local deadline, and BackoffMin from now at least. A
+// permanent error's retry waits BackoffMax/2 to BackoffMax (backoff), and no sign that the
+// backend answers brings it forward (reachable), so after two or three refusals in a row the
+// next try could come only after the deadline: a backend healed meanwhile (the key repaired,
+// the migration applied) would then see the session lapse although it answered again well
+// before. Halving the time left keeps a try within reach of the deadline — one every
+// BackoffMin in its last moments, about log2(TTL/BackoffMin) more calls per session lifetime
+// while the refusal lasts — and changes nothing for safety: the deadline timer revokes the
+// terms on time whenever the tries come (rule 4).
+func (s *Engine) keepAliveBy() time.Duration {
+	return add(s.now, max((s.sess.deadline-s.now)/2, s.opt.BackoffMin))
 }
 
 // confirmGrants applies rule 6 to the reply of keep-alive req: a term whose lease the reply
@@ -782,14 +801,38 @@ func (s *Engine) closed() {
 	s.sess.state = SessionClosed
 	s.emit(Effect{Kind: EfPublish, Publish: PubSessionClosed, Session: s.sess.id})
 	for _, f := range s.closeFuts {
-		s.complete(f, nil)
+		s.completeClose(f)
 	}
 	s.closeFuts = nil
 }
 
+// closeFailed is the error Close's futures complete with when the session's close call failed
+// with err: not retried (the session lapses at its TTL at the backend), but not hidden either.
+// A permanent error comes as itself (the backend refused: the session was not closed); any
+// other matches spi.ErrUnavailable (the outcome is unknown: the close may have landed). Either
+// way the effect names the session (Effect.Session).
+func closeFailed(id spi.SessionID, err error) error {
+	if spi.Classify(err) != spi.Permanent && !errors.Is(err, spi.ErrUnavailable) {
+		err = spi.Unavailable("close session "+string(id), err)
+	}
+	return err
+}
+
+// completeClose completes a Close's future f with closeErr, naming the session it concerns.
+func (s *Engine) completeClose(f FutureID) {
+	if f == 0 {
+		return
+	}
+	var id spi.SessionID
+	if s.closeErr != nil {
+		id = s.sess.id
+	}
+	s.emit(Effect{Kind: EfComplete, Future: f, Err: s.closeErr, Session: id})
+}
+
 func (s *Engine) close(f FutureID) {
 	if s.sess.state == SessionClosed {
-		s.complete(f, nil)
+		s.completeClose(f)
 		return
 	}
 	if f != 0 {
@@ -908,6 +951,9 @@ func (s *Engine) reply(ev Event) {
 		}
 		if ev.Req == s.sess.closeReq && s.sess.state == SessionClosing {
 			s.failed(OpCloseSession, "", ev.Err)
+			if ev.Err != nil {
+				s.closeErr = closeFailed(s.sess.id, ev.Err)
+			}
 			s.closed()
 		}
 	case OpAcquire:

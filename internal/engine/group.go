@@ -28,7 +28,8 @@ type group struct {
 	// election's (see Engine.reachable).
 	backoffRetry, membersFailed, inReach, poked bool
 	// unknown: a Join failed, so it may still land at the backend; a Leave must wait until
-	// one call timeout after unknownAt, or the late Join would re-add the member.
+	// one call timeout after unknownAt, or the late Join would re-add the member. A Join the
+	// backend refused for good (a permanent error) did not land and leaves unknown as it was.
 	unknown   bool
 	unknownAt time.Duration
 	// joinedAt is when the last Join was confirmed; a keep-alive sent after it that does not
@@ -253,11 +254,27 @@ func (s *Engine) onJoinReply(p pending, ev Event) {
 	}
 	g.joinReq = 0
 	if ev.Err != nil {
-		g.unknown, g.unknownAt = true, s.now
+		// A permanent refusal did not land (the backend refused the call, as it refuses an
+		// acquire: see "Permanent errors" in the package doc); anything else may still land.
+		// A refusal leaves an earlier Join of unknown outcome as it was.
+		refused := spi.Classify(ev.Err) == spi.Permanent
+		if !refused {
+			g.unknown, g.unknownAt = true, s.now
+		}
 		if g.leaving {
-			// The join may still land: leave once it no longer can (a wait no sign shortens).
 			g.poked = false
-			s.retryGroupAt(g, add(s.now, s.opt.RenewInterval), false)
+			settled := add(g.unknownAt, s.opt.RenewInterval)
+			if refused {
+				s.failed(OpJoin, g.name, ev.Err)
+				if !g.unknown || s.now >= settled {
+					// Nothing this session sent can add the member: the group is left
+					// without a Leave call.
+					s.dropGroup(g)
+					return
+				}
+			}
+			// The join may still land: leave once it no longer can (a wait no sign shortens).
+			s.retryGroupAt(g, settled, false)
 			return
 		}
 		s.retryGroup(g, OpJoin, ev.Err)

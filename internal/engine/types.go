@@ -518,7 +518,8 @@ func (k EffectKind) String() string {
 //     its context before doing anything else this step asks.
 //   - EfComplete: answer Future with Err (nil on success); for Lock and TryLock futures Name,
 //     Token, Session and At describe the term, and Holder/HolderOwner name the holder when
-//     Err is spi.ErrLockHeld.
+//     Err is spi.ErrLockHeld; for a Close's future whose session's close call failed, Err is
+//     that failure (permanent, or matching spi.ErrUnavailable) and Session names the session.
 //   - EfPublish: an event for listeners (Publish says which; see PublishKind).
 //   - EfMembers: the view of Group changed: Members (sorted) and Assigned, the partitions this
 //     client owns.

@@ -110,6 +110,13 @@ type Faults struct {
 	// that got through while the calls still fail), a few while an outage lasts. Drawn for
 	// half the seeds with outages, from a stream of their own.
 	Probes []Probe
+	// Refusals makes the outages' quick errors permanent (errRefused): a backend that refuses
+	// every call for good until an operator mends it (a dropped schema, keys of the wrong
+	// type), so that the engine's permanent-error paths (a retry after BackoffMax/2 to
+	// BackoffMax, no sign of the backend answering shortens it; a keep-alive's retry no later
+	// than halfway to the deadline; refused calls that did not land) meet every fault. Drawn
+	// for half the seeds with outages, from a stream of its own.
+	Refusals bool
 	// Pauses are client pauses (the GC-pause case): the client processes nothing during the
 	// window, then everything queued at once with the late time.
 	Pauses []Pause
@@ -306,7 +313,16 @@ func Derive(seed uint64, shape Shape, brk engine.Rule, rng *rand.Rand) Config {
 			}
 		}
 	}
+	if refuse := newRefuseRand(seed); len(f.Outages) > 0 {
+		f.Refusals = refuse.Float64() < 0.5
+	}
 	return c
+}
+
+// newRefuseRand is the stream Faults.Refusals is drawn from, so that adding it changed no
+// other option of any seed.
+func newRefuseRand(seed uint64) *rand.Rand {
+	return rand.New(rand.NewPCG(seed, 0x524546555345)) // "REFUSE"
 }
 
 // String prints the configuration for a failure report.
@@ -323,7 +339,7 @@ func (c *Config) String() string {
 		f.LatencyMin, f.LatencyMax, f.LostRequest, f.LostReply, f.Timeout, f.Late, f.Slow, f.SlowKeepAlive)
 	fmt.Fprintf(&b, "hints=%v lost-hint=%.3f expiry-hints=%v report-all-held=%v lease-expiry=%v session-waiters=%v unknown-remaining=%v forced-expiries=%d\n",
 		f.Hints, f.LostHint, f.ExpiryHints, f.ReportAllHeld, f.LeaseExpiry, f.SessionWaiters, f.UnknownRemaining, f.Expiries)
-	fmt.Fprintf(&b, "outages=%v probes=%v pauses=%v crashes=%v\n", f.Outages, f.Probes, f.Pauses, f.Crashes)
+	fmt.Fprintf(&b, "outages=%v refusals=%v probes=%v pauses=%v crashes=%v\n", f.Outages, f.Refusals, f.Probes, f.Pauses, f.Crashes)
 	fmt.Fprintf(&b, "actions every %v (close %.2f); work=%.2f self-exit=%.2f slow=%.2f never=%.2f",
 		f.ActionMean, f.Close, f.Work, f.WorkSelfExit, f.WorkSlow, f.WorkNever)
 	return b.String()

@@ -21,7 +21,8 @@
 // requests; lost replies (the call takes effect, the client sees a timeout); call timeouts
 // whose requests may still reach the backend after the client gave up (Sim.LandAfterTimeout);
 // late replies (a backend that ignores the call's context: past the deadline); slow legs;
-// sessions expired by force at the backend (Model.ExpireSession); backend outages; client
+// sessions expired by force at the backend (Model.ExpireSession); backend outages (in half
+// the seeds with outages, their quick errors are permanent refusals: Faults.Refusals); client
 // pauses mostly longer than the TTL (nothing is processed, then everything queued at once at
 // the late time); crashes (the engine is dropped, its session expires at the backend) and
 // restarts (a fresh engine); lost hints, no hints, expiry hints or not, keep-alives that report

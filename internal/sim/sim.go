@@ -33,6 +33,9 @@ var (
 	errTimeout = spi.Unavailable("call", context.DeadlineExceeded)
 	// errDown is what a call to an unavailable backend fails with at once.
 	errDown = spi.Unavailable("call", errors.New("connection refused"))
+	// errRefused is what a call fails with at once during an outage of a seed with
+	// Faults.Refusals: permanent, without effect.
+	errRefused = spi.AsPermanent(errors.New("refused for good (simulated)"))
 )
 
 // Violation is an invariant a run broke: which check, when (backend time), and what.
