@@ -3,6 +3,8 @@ package sql
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -147,5 +149,151 @@ collect:
 	time.Sleep(200 * time.Millisecond)
 	if n := w.snapshot().watches - idle; n != 0 {
 		t.Errorf("the watch ran %d statements while nobody waited", n)
+	}
+}
+
+// BenchmarkMySQLHandOverManyNames: one process holds n names (its backend marks them), another
+// waits for all n at once (one client, a goroutine per name, TTL a minute); the holder then
+// releases the n, one after another; in the +8held cases 8 more names, held for good, are
+// waited for first and keep the blocking places. Each op is one such round. It reports the waiters'
+// hand-overs (from the start of each one's release to its grant): the median, and the slowest
+// also as a ratio to the 8-name rounds', measured in the same run (8: every name has a blocking
+// place; past 8 the rest are watched); the fraction of waiters woken within the window (a
+// third of the TTL: a retry comes only at the TTL), and what the waiting backend's waker cost
+// while the n names stayed held for watchHold: its statements per second and the connections
+// its pool held open.
+func BenchmarkMySQLHandOverManyNames(b *testing.B) {
+	const watchHold = time.Second
+	dsn := myDSN(b)
+	holder := migrated(b, dsn)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if _, err := holder.Hints(ctx); err != nil {
+		b.Fatal(err)
+	}
+	hs, err := holder.OpenSession(ctx, "holder", watchTTL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var base time.Duration // the slowest hand-over of the 8-name rounds
+	for _, bc := range []struct{ n, pinned int }{{mysqlMaxWaits, 0}, {20, 0}, {50, 0}, {20, mysqlMaxWaits}, {50, mysqlMaxWaits}} {
+		n := bc.n
+		name := fmt.Sprint(n)
+		if bc.pinned > 0 {
+			name = fmt.Sprintf("%d+%dheld", n, bc.pinned)
+		}
+		b.Run(name, func(b *testing.B) {
+			waiterB := open(b, dsn)
+			w := waiterB.waker.(*mysqlWaker)
+			c := locktest.Clients(b, watchTTL, waiterB)[0]
+			// pinned names: held for good and waited for first, they keep the blocking places.
+			pctx, pcancel := context.WithCancel(ctx)
+			var pinned sync.WaitGroup
+			defer func() {
+				pcancel()
+				pinned.Wait()
+			}()
+			for i := range bc.pinned {
+				name := fmt.Sprintf("pinned-%d-%d", n, i)
+				if r, err := holder.Acquire(ctx, hs.ID, name); err != nil || r.Kind != spi.Granted {
+					b.Fatalf("holder's acquire: %+v %v", r, err)
+				}
+				pinned.Add(1)
+				go func() {
+					defer pinned.Done()
+					_, _ = c.Lock(pctx, name)
+				}()
+			}
+			for end := time.Now().Add(10 * time.Second); w.snapshot().blocks < int64(bc.pinned); time.Sleep(5 * time.Millisecond) {
+				if time.Now().After(end) {
+					b.Fatalf("the pinned names are not waited for on named locks: %+v", w.snapshot())
+				}
+			}
+			var slowest time.Duration
+			var all []time.Duration // every hand-over
+			var woken, stmts, conns float64
+			for round := range b.N {
+				names := make([]string, n)
+				tokens := make([]int64, n)
+				for i := range names {
+					names[i] = fmt.Sprintf("many-%d-%d-%d", n, round, i)
+					r, err := holder.Acquire(ctx, hs.ID, names[i])
+					if err != nil || r.Kind != spi.Granted {
+						b.Fatalf("holder's acquire: %+v %v", r, err)
+					}
+					tokens[i] = r.Token
+				}
+				type grant struct {
+					i  int
+					at time.Time
+				}
+				got := make(chan grant, n)
+				lctx, lcancel := context.WithCancel(ctx)
+				for i, name := range names {
+					go func() {
+						h, err := c.Lock(lctx, name)
+						if err != nil {
+							got <- grant{i: i}
+							return
+						}
+						at := time.Now()
+						_ = h.Unlock(ctx)
+						got <- grant{i, at}
+					}()
+				}
+				for end := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+					w.mu.Lock()
+					live := w.waiting.live(time.Now())
+					w.mu.Unlock()
+					if live == n+bc.pinned {
+						break
+					}
+					if time.Now().After(end) {
+						b.Fatalf("%d of %d names waited for", live, n)
+					}
+				}
+				s0 := w.snapshot()
+				time.Sleep(watchHold)
+				s1 := w.snapshot()
+				stmts += float64(s1.watches+s1.probes+s1.reads+s1.blocks-s0.watches-s0.probes-s0.reads-s0.blocks) / watchHold.Seconds()
+				conns += float64(w.db.Stats().OpenConnections)
+				released := make([]time.Time, n) // when each release began
+				for i, name := range names {
+					released[i] = time.Now()
+					if err := holder.Release(ctx, hs.ID, name, tokens[i]); err != nil {
+						b.Fatal(err)
+					}
+				}
+				window := time.After(watchTTL / 3)
+				for range n {
+					select {
+					case g := <-got:
+						if !g.at.IsZero() {
+							woken++
+							slowest = max(slowest, g.at.Sub(released[g.i]))
+							all = append(all, g.at.Sub(released[g.i]))
+						}
+					case <-window:
+						lcancel()
+						<-got
+					}
+				}
+				lcancel()
+			}
+			slices.Sort(all)
+			if len(all) > 0 {
+				b.ReportMetric(float64(all[len(all)/2])/float64(time.Millisecond), "median-handover-ms")
+			}
+			if n == mysqlMaxWaits && bc.pinned == 0 {
+				base = slowest
+			}
+			b.ReportMetric(float64(slowest)/float64(time.Millisecond), "slowest-handover-ms")
+			if base > 0 {
+				b.ReportMetric(float64(slowest)/float64(base), "slowest/8-names")
+			}
+			b.ReportMetric(woken/float64(b.N*n), "woken-fraction")
+			b.ReportMetric(stmts/float64(b.N), "waker-stmts/s")
+			b.ReportMetric(conns/float64(b.N), "waker-conns")
+		})
 	}
 }
