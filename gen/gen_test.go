@@ -227,6 +227,8 @@ var brokenSpecCases = []struct {
 	{"sql unused variant", "sql.yaml", "variants:\n", "variants:\n  share_lock: {postgres: \"FOR SHARE\"}\n", "spec/sql.yaml: variants.share_lock.postgres: is used by no postgres statement"},
 	{"sql variant missing for a dialect that uses it", "sql.yaml", "    postgres: \" ON CONFLICT DO NOTHING\"\n", "", "spec/sql.yaml: variants.on_conflict_ignore: missing variant for postgres (used by version_insert)"},
 	{"sql migrate lock without unlock", "sql.yaml", "    migrate_unlock: \"DO RELEASE_LOCK({{migrate_lock_name}})\"\n", "", "spec/sql.yaml: dialects.mysql.migrate_unlock: migrate_lock and migrate_unlock go together"},
+	{"sql wake free leases without its names", "sql.yaml", "WHERE name IN ({{names}}) AND", "WHERE name IN (?) AND", "spec/sql.yaml: dialects.mysql.wake_free_leases: must be one statement without ';' that names {{names}} once"},
+	{"sql wake free leases without wake lock", "sql.yaml", "    wake_lock: SELECT GET_LOCK(CONCAT('simba:', ?), ?)\n    wake_unlock: SELECT RELEASE_LOCK(CONCAT('simba:', ?))\n", "", "spec/sql.yaml: dialects.mysql.wake_free_leases: wake_free_leases goes with wake_lock"},
 	{"sql bad migrate lock name", "sql.yaml", "name: simba_migrate", "name: \"simba migrate\"", "spec/sql.yaml: migrate_lock.name: \"simba migrate\" is not a plain lock name"},
 	{"sql migrate lock without key", "sql.yaml", "key: 495690015329, ", "", "spec/sql.yaml: migrate_lock.key: is missing or 0"},
 	{"sql catalog type missing a dialect", "sql.yaml", "VARCHAR: {postgres: [varchar, text], mysql: [varchar], sqlite: [text, varchar]}", "VARCHAR: {postgres: [varchar, text], mysql: [varchar]}", "spec/sql.yaml: schema_check.compatible_types.VARCHAR: missing catalog types for sqlite"},
@@ -296,6 +298,7 @@ var dependentCases = []struct {
 	{"sql session setup", "sql.yaml", "session_setup: [PRAGMA busy_timeout = 10000]", "session_setup: [PRAGMA busy_timeout = 5000]", []string{"generated/wire/sql.go"}},
 	{"sql migrate lock name", "sql.yaml", "name: simba_migrate", "name: simba_migrator", []string{"generated/wire/sql.go"}},
 	{"sql wake lock", "sql.yaml", "wake_lock: SELECT GET_LOCK(CONCAT('simba:', ?), ?)", "wake_lock: SELECT GET_LOCK(CONCAT('simba.', ?), ?)", []string{"generated/wire/sql.go"}},
+	{"sql wake free leases", "sql.yaml", "WHERE name IN ({{names}}) AND session_id IS NULL", "WHERE name IN ({{names}}) AND token > 0 AND session_id IS NULL", []string{"generated/wire/sql.go"}},
 	{"sql change counter", "sql.yaml", "change_counter: PRAGMA data_version", "change_counter: PRAGMA schema_version", []string{"generated/wire/sql.go"}},
 	// The schema check: a catalog query or a compatible type changes only the check.
 	{"sql catalog query", "sql.yaml", "table_definitions: SELECT name, sql FROM", "table_definitions: SELECT name AS table_name, sql FROM", []string{"generated/wire/sqlschema.go"}},

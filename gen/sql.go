@@ -98,8 +98,11 @@ type SQLDialectSpec struct {
 	WakeConnHost  string   `yaml:"wake_conn_host"`
 	WakeKill      string   `yaml:"wake_kill"`
 	WakeLockConn  string   `yaml:"wake_lock_conn"`
-	TableOptions  string   `yaml:"table_options"`
-	InlineIndexes bool     `yaml:"inline_indexes"`
+	// WakeFreeLeases reads the free leases among a set of names: {{names}} stands for one
+	// parameter per name (expanded by the generated wire.SQLDialect.WakeFreeLeases).
+	WakeFreeLeases string `yaml:"wake_free_leases"`
+	TableOptions   string `yaml:"table_options"`
+	InlineIndexes  bool   `yaml:"inline_indexes"`
 }
 
 // SQLTable is one table of the schema.
@@ -389,6 +392,14 @@ func (s *SQLSpec) validate() error {
 		}
 		if (ds.WakeConnID == "") != (ds.WakeKill == "") || (ds.WakeConnID == "") != (ds.WakeConnHost == "") || (ds.WakeConnID == "") != (ds.WakeLockConn == "") || (ds.WakeConnID != "" && ds.WakeLock == "") {
 			return specErr(f, field+".wake_kill", "wake_conn_id, wake_conn_host, wake_kill and wake_lock_conn go together, and with wake_lock")
+		}
+		if ds.WakeFreeLeases != "" {
+			if ds.WakeLock == "" {
+				return specErr(f, field+".wake_free_leases", "wake_free_leases goes with wake_lock")
+			}
+			if _, err := s.expandOwn(field+".wake_free_leases", ds.WakeFreeLeases, d, wakeNames); err != nil {
+				return err
+			}
 		}
 		if ds.InlineIndexes && d == "postgres" {
 			return specErr(f, field+".inline_indexes", "PostgreSQL cannot declare indexes inside CREATE TABLE")
@@ -742,6 +753,8 @@ func (s *SQLSpec) ownChannelPrefixOK(p string) bool {
 const (
 	leaseChannelIdent    = "lease_channel_ident"
 	groupOwnChannelIdent = "group_own_channel_ident"
+	// wakeNames is the placeholder of wake_free_leases for its list of name parameters.
+	wakeNames = "names"
 )
 
 // expandOwn expands a listen_lease, unlisten_lease, listen_group or unlisten_group text, which
@@ -1318,6 +1331,9 @@ func (s *SQLSpec) genWire() (File, error) {
 		jen.Id("WakeConnHost").String(),
 		jen.Id("WakeKill").String(),
 		jen.Id("WakeLockConn").String(),
+		jen.Comment("wakeFreeLeases is the statement that reads the free leases among some names, around its"),
+		jen.Comment("list of name parameters (WakeFreeLeases; empty: the dialect has none)."),
+		jen.Id("wakeFreeLeases").Index(jen.Lit(2)).String(),
 		jen.Comment("Operations maps each SPI operation to the statements it runs."),
 		jen.Id("Operations").Map(jen.String()).Id("SQLOperation"),
 	)
@@ -1386,6 +1402,10 @@ func (s *SQLSpec) genWire() (File, error) {
 				}
 			}
 		}
+		var free [2]string
+		if ds.WakeFreeLeases != "" {
+			free, _ = s.expandOwn("dialects."+d+".wake_free_leases", ds.WakeFreeLeases, d, wakeNames) // validated
+		}
 		lock, _ := s.expand("dialects."+d+".migrate_lock", ds.MigrateLock, d)       // validated
 		unlock, _ := s.expand("dialects."+d+".migrate_unlock", ds.MigrateUnlock, d) // validated
 		var ops []jen.Code
@@ -1439,29 +1459,30 @@ func (s *SQLSpec) genWire() (File, error) {
 		}
 		cases = append(cases, jen.Case(jen.Id("SQL"+sqlDialectGo(d))).Block(
 			jen.Return(jen.Id("SQLDialect").Values(jen.Dict{
-				jen.Id("Name"):          jen.Id("SQL" + sqlDialectGo(d)),
-				jen.Id("Migration"):     jen.Lit(d + "/" + s.migrationFile()),
-				jen.Id("SessionSetup"):  jen.Index().String().Values(setup...),
-				jen.Id("ChangeCounter"): jen.Lit(ds.ChangeCounter),
-				jen.Id("DatabaseFile"):  jen.Lit(ds.DatabaseFile),
-				jen.Id("JournalMode"):   jen.Lit(ds.JournalMode),
-				jen.Id("JournalWAL"):    jen.Lit(ds.JournalWAL),
-				jen.Id("ObjectCount"):   jen.Lit(ds.ObjectCount),
-				jen.Id("Listen"):        jen.Index().String().Values(listen...),
-				jen.Id("listenLease"):   jen.Index(jen.Lit(2)).String().Values(jen.Lit(lease[0][0]), jen.Lit(lease[0][1])),
-				jen.Id("unlistenLease"): jen.Index(jen.Lit(2)).String().Values(jen.Lit(lease[1][0]), jen.Lit(lease[1][1])),
-				jen.Id("listenGroup"):   jen.Index(jen.Lit(2)).String().Values(jen.Lit(group[0][0]), jen.Lit(group[0][1])),
-				jen.Id("unlistenGroup"): jen.Index(jen.Lit(2)).String().Values(jen.Lit(group[1][0]), jen.Lit(group[1][1])),
-				jen.Id("MigrateLock"):   jen.Lit(lock),
-				jen.Id("MigrateUnlock"): jen.Lit(unlock),
-				jen.Id("WakeLock"):      jen.Lit(ds.WakeLock),
-				jen.Id("WakeUnlock"):    jen.Lit(ds.WakeUnlock),
-				jen.Id("WakeConnID"):    jen.Lit(ds.WakeConnID),
-				jen.Id("WakeConnHost"):  jen.Lit(ds.WakeConnHost),
-				jen.Id("WakeKill"):      jen.Lit(ds.WakeKill),
-				jen.Id("WakeLockConn"):  jen.Lit(ds.WakeLockConn),
-				jen.Id("Begin"):         jen.Lit(ds.Begin),
-				jen.Id("Operations"):    jen.Map(jen.String()).Id("SQLOperation").Values(ops...),
+				jen.Id("Name"):           jen.Id("SQL" + sqlDialectGo(d)),
+				jen.Id("Migration"):      jen.Lit(d + "/" + s.migrationFile()),
+				jen.Id("SessionSetup"):   jen.Index().String().Values(setup...),
+				jen.Id("ChangeCounter"):  jen.Lit(ds.ChangeCounter),
+				jen.Id("DatabaseFile"):   jen.Lit(ds.DatabaseFile),
+				jen.Id("JournalMode"):    jen.Lit(ds.JournalMode),
+				jen.Id("JournalWAL"):     jen.Lit(ds.JournalWAL),
+				jen.Id("ObjectCount"):    jen.Lit(ds.ObjectCount),
+				jen.Id("Listen"):         jen.Index().String().Values(listen...),
+				jen.Id("listenLease"):    jen.Index(jen.Lit(2)).String().Values(jen.Lit(lease[0][0]), jen.Lit(lease[0][1])),
+				jen.Id("unlistenLease"):  jen.Index(jen.Lit(2)).String().Values(jen.Lit(lease[1][0]), jen.Lit(lease[1][1])),
+				jen.Id("listenGroup"):    jen.Index(jen.Lit(2)).String().Values(jen.Lit(group[0][0]), jen.Lit(group[0][1])),
+				jen.Id("unlistenGroup"):  jen.Index(jen.Lit(2)).String().Values(jen.Lit(group[1][0]), jen.Lit(group[1][1])),
+				jen.Id("MigrateLock"):    jen.Lit(lock),
+				jen.Id("MigrateUnlock"):  jen.Lit(unlock),
+				jen.Id("WakeLock"):       jen.Lit(ds.WakeLock),
+				jen.Id("WakeUnlock"):     jen.Lit(ds.WakeUnlock),
+				jen.Id("WakeConnID"):     jen.Lit(ds.WakeConnID),
+				jen.Id("WakeConnHost"):   jen.Lit(ds.WakeConnHost),
+				jen.Id("WakeKill"):       jen.Lit(ds.WakeKill),
+				jen.Id("WakeLockConn"):   jen.Lit(ds.WakeLockConn),
+				jen.Id("wakeFreeLeases"): jen.Index(jen.Lit(2)).String().Values(jen.Lit(free[0]), jen.Lit(free[1])),
+				jen.Id("Begin"):          jen.Lit(ds.Begin),
+				jen.Id("Operations"):     jen.Map(jen.String()).Id("SQLOperation").Values(ops...),
 			}), jen.True()),
 		))
 	}
@@ -1494,6 +1515,11 @@ func (s *SQLSpec) genWire() (File, error) {
 			jen.Return(jen.Id("d").Dot(m.field).Index(jen.Lit(0)).Op("+").Id(m.channel).Call(jen.Id("name")).Op("+").Id("d").Dot(m.field).Index(jen.Lit(1))),
 		)
 	}
+	lineComments(f, "WakeFreeLeases returns the statement that reads which of n lease names (its n parameters,\nn > 0) are free: no holder, or one whose session expired. Each row is a free lease's name,\nits last token and the first live waiter of its queue (empty: none). \"\" when the dialect has\nnone.")
+	f.Func().Params(jen.Id("d").Id("SQLDialect")).Id("WakeFreeLeases").Params(jen.Id("n").Int()).String().Block(
+		jen.If(jen.Id("d").Dot("wakeFreeLeases").Index(jen.Lit(0)).Op("==").Lit("").Op("||").Id("n").Op("<=").Lit(0)).Block(jen.Return(jen.Lit(""))),
+		jen.Return(jen.Id("d").Dot("wakeFreeLeases").Index(jen.Lit(0)).Op("+").Qual("strings", "Repeat").Call(jen.Lit("?, "), jen.Id("n").Op("-").Lit(1)).Op("+").Lit("?").Op("+").Id("d").Dot("wakeFreeLeases").Index(jen.Lit(1))),
+	)
 	return renderGo("generated/wire/sql.go", f)
 }
 

@@ -210,7 +210,9 @@
 // those leases and hints the free ones as released. MySQL/MariaDB push nothing either: the
 // holder's backend keeps a named lock per held lease (GET_LOCK, all on one connection of its
 // own) for the tenure, and a waiting backend blocks in GET_LOCK on that lock on a connection of
-// its own (at most eight names at once), hinting the lease as released when it gets it; a
+// its own (at most eight names at once; beyond those, one more connection reads which of the
+// other waited-for leases are free, in one statement every 10 ms, while any is waited for),
+// hinting the lease as released when it gets it (or reads it free); a
 // connection of these that the backend gave up on (a statement timed out: a silenced link the
 // server may keep, with its named locks, until its wait_timeout) is ended with KILL CONNECTION
 // from a working one, which a user may do to its own connections (when the server refuses, as

@@ -27,7 +27,9 @@ import (
 // (see the package doc, Outages); on such a pool the waker's connections come from a pool of
 // their own on the same configuration, as Open's do, which Close closes. On any other pool
 // the waker pins connections of db: one that marks the leases held and one per name waited for
-// at once, at most nine, and at most a quarter of db's SetMaxOpenConns when it is set.
+// at once, at most nine, and at most a quarter of db's SetMaxOpenConns when it is set; while
+// more names are waited for than that leaves blocking places for (at least one), one more
+// connection watches the rest.
 func NewMySQL(db *sql.DB, opts ...Option) (*Backend, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: sql mysql: nil *sql.DB", spi.ErrInvalidOption)

@@ -61,12 +61,31 @@ import (
 //     hint would cost every waiter an acquire that finds the lease held; instead the probes
 //     take over until the lease is free (crash failover on MariaDB: 3 acquires per waiter
 //     from the kill to the grant before, 2 after, in bench-peers).
+//   - Watch (names beyond the blocking places): at most mysqlMaxWaits names are waited for on
+//     named locks at once per backend, since each blocks a connection. While (and only while)
+//     more are waited for, one more connection watches the rest (watch): every mysqlWatchEvery
+//     it reads which of them are free in one statement (spec/sql.yaml: wake_free_leases, one
+//     parameter per name, mysqlWatchBatch names a statement at most), a plain read that takes
+//     no lock, and sends a Released hint for each free lease owed to none of another backend's
+//     sessions, once per free spell (the lease's last token names it) and again every
+//     mysqlProbeMax while it stays free (a hint can be lost: hintHub.deliver; hinting again
+//     after 5 ms, as the probes do, sent 31 hints for 20 releases, acquires being in flight).
+//     Before the watch such a waiter woke at its retry, the holder's remaining time (up to a
+//     TTL): with 8 names held for good waited for first, 0 of 20 released names were handed
+//     over within 20 s at TTL 1 min; with the watch 20 of 20, and 50 of 50, in 11–13 ms median
+//     (BenchmarkMySQLHandOverManyNames, beside 10 ms for 8 names on blocking places). Its cost
+//     does not grow with the names: one statement per mysqlWatchEvery (90 a second on the
+//     server, Questions, for 12 or 42 watched names alike: ~5% of a core of MariaDB's on the
+//     2-CPU VM; 170 a second and ~8% at 5 ms, for no hand-over measurably faster) and one
+//     connection (Threads_connected 14 → 15). More blocking places would cost a connection per
+//     name instead (50 names: 51 per process, of MariaDB's default max_connections of 151). The
+//     blocking waits cost nothing while the lock stays held, so the first names keep them, and a
+//     watched name moves to a blocking place as soon as one is free (startWaits).
 //
-// The named lock is only a hint: every decision is the table statements'. At most
-// mysqlMaxWaits names are waited for on named locks at once per backend (each blocks one
-// connection); others wait on the engine's timing. Open gives the waker a pool of its own (the
-// user's pool limits stay whole); on a pool given to NewMySQL it pins at most a quarter of a
-// bounded pool's connections, and wakes nothing when that is none.
+// The named lock and the watch are only hints: every decision is the table statements'. Open
+// gives the waker a pool of its own (the user's pool limits stay whole); on a pool given to
+// NewMySQL it pins at most a quarter of a bounded pool's connections (the marker's and the
+// blocking waits'), one more while it watches, and wakes nothing when that is none.
 const (
 	// mysqlMarkDelay is how long a lease is held before its named lock is taken.
 	mysqlMarkDelay = 2 * time.Millisecond
@@ -78,13 +97,19 @@ const (
 	mysqlProbeBackoff = 5 * time.Millisecond
 	// mysqlProbeMax caps the pause between probes of an unmarked lock.
 	mysqlProbeMax = 500 * time.Millisecond
-	// mysqlMaxWaits bounds the names waited for on named locks at once (one connection each).
+	// mysqlMaxWaits bounds the names waited for on named locks at once (one connection each);
+	// the watch takes the others.
 	mysqlMaxWaits = 8
 	// mysqlWaitTTLs is how long a name counts as waited for after an acquire found it held, in
 	// session TTLs (a waiting client acquires again at least once per TTL, which renews it).
 	mysqlWaitTTLs = 2
 	// mysqlRetry is the pause before a failed connection is replaced.
 	mysqlRetry = time.Second
+	// mysqlWatchEvery is the pause between the watch's reads of the names beyond the blocking
+	// waits (see watch): a release is hinted within it and a round trip.
+	mysqlWatchEvery = 10 * time.Millisecond
+	// mysqlWatchBatch bounds the names one watch statement reads (one parameter each).
+	mysqlWatchBatch = 256
 )
 
 // mysqlWaker delivers wake-up hints to the Hints subscribers of one MySQL/MariaDB backend and
@@ -92,11 +117,12 @@ const (
 type mysqlWaker struct {
 	hub                    hintHub
 	sessions               sessionSet
-	db                     *sql.DB // where its connections come from (see ownPool)
-	own                    bool    // db is the waker's own pool, not the user's
-	lock, unlock           string  // wire.SQLDialect.WakeLock, WakeUnlock
-	connID, connHost, kill string  // wire.SQLDialect.WakeConnID, WakeConnHost, WakeKill
-	lockConn               string  // wire.SQLDialect.WakeLockConn
+	db                     *sql.DB            // where its connections come from (see ownPool)
+	own                    bool               // db is the waker's own pool, not the user's
+	lock, unlock           string             // wire.SQLDialect.WakeLock, WakeUnlock
+	connID, connHost, kill string             // wire.SQLDialect.WakeConnID, WakeConnHost, WakeKill
+	lockConn               string             // wire.SQLDialect.WakeLockConn
+	freeLeases             func(n int) string // wire.SQLDialect.WakeFreeLeases
 	log                    func() *slog.Logger
 
 	mu      sync.Mutex
@@ -105,8 +131,10 @@ type mysqlWaker struct {
 	held    map[string]heldLease // name → this backend's tenure
 	waiting waitSet              // name → the sessions of the backend that wait for it, and until when
 	waits   map[string]func()    // running waits: name → cancel
-	kick    chan struct{}        // held or waiting changed (capacity 1)
-	stats   mysqlStats
+	// watching: the watch runs (watch), for the names waited for that have no wait in waits.
+	watching bool
+	kick     chan struct{} // held or waiting changed (capacity 1)
+	stats    mysqlStats
 	// markDelay is mysqlMarkDelay (a test's may differ); markTimer pokes run when a tenure is
 	// markDelay old (armed by acquired unless already pending, stopped by released once
 	// nothing is held), so that run is not woken at each grant.
@@ -140,9 +168,14 @@ type connRef struct {
 const mysqlMaxIDs = 64
 
 // mysqlStats counts the waker's statements: marking GET_LOCKs, probes, lease reads, blocking
-// waits, and the hints they sent; the abandoned connections it ended (reap), and the
-// connections it ended that kept a held lease's named lock (unstick).
-type mysqlStats struct{ marks, probes, reads, blocks, hints, kills, unsticks int64 }
+// waits, and the hints they sent; the watch's statements (watches) and the hints among hints
+// that it sent (watchHints); the abandoned connections it ended (reap), and the connections it
+// ended that kept a held lease's named lock (unstick).
+type mysqlStats struct {
+	marks, probes, reads, blocks, hints int64
+	watches, watchHints                 int64
+	kills, unsticks                     int64
+}
 
 // snapshot returns the counts so far.
 func (w *mysqlWaker) snapshot() mysqlStats {
@@ -161,7 +194,8 @@ type heldLease struct {
 
 func newMySQLWaker(db *sql.DB, wd wire.SQLDialect) *mysqlWaker {
 	return &mysqlWaker{db: db, lock: wd.WakeLock, unlock: wd.WakeUnlock, connID: wd.WakeConnID,
-		connHost: wd.WakeConnHost, kill: wd.WakeKill, lockConn: wd.WakeLockConn, log: slog.Default, ttl: 15 * time.Second,
+		connHost: wd.WakeConnHost, kill: wd.WakeKill, lockConn: wd.WakeLockConn, freeLeases: wd.WakeFreeLeases,
+		log: slog.Default, ttl: 15 * time.Second,
 		held: map[string]heldLease{}, waiting: waitSet{}, waits: map[string]func(){},
 		kick: make(chan struct{}, 1), ids: map[any]connRef{}, abandoned: map[connRef]struct{}{},
 		markDelay: mysqlMarkDelay}
@@ -329,7 +363,8 @@ func (w *mysqlWaker) hints(ctx context.Context, stop <-chan struct{}, wg *sync.W
 	return w.hub.subscribe(ctx, stop, wg, w.run), nil
 }
 
-// budget is how many connections the waker may pin: the marker's and the waits'.
+// budget is how many connections the waker may pin: the marker's and the blocking waits'
+// (the watch takes one more while it runs, and none when no blocking wait is allowed).
 func (w *mysqlWaker) budget() int {
 	if w.own {
 		return 1 + mysqlMaxWaits
@@ -374,8 +409,9 @@ func (w *mysqlWaker) run(ctx context.Context) {
 	}
 }
 
-// startWaits starts a wait for every name waited for that has none, within limit, and forgets
-// the names whose wait ended.
+// startWaits starts a wait for every name waited for that has none, within limit, and the
+// watch when some are left over (and limit allows a blocking wait at all), and forgets the
+// names whose wait ended.
 func (w *mysqlWaker) startWaits(ctx context.Context, waits *sync.WaitGroup, limit int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -402,6 +438,122 @@ func (w *mysqlWaker) startWaits(ctx context.Context, waits *sync.WaitGroup, limi
 			w.poke() // a wait that failed is started again on the next run (after mysqlRetry)
 		}()
 	}
+	if w.watching || limit == 0 || len(names) <= len(w.waits) || w.freeLeases(1) == "" {
+		return
+	}
+	w.watching = true
+	waits.Add(1)
+	go func() {
+		defer waits.Done()
+		w.watch(ctx)
+		w.mu.Lock()
+		w.watching = false
+		w.mu.Unlock()
+		w.poke() // a watch that failed is started again on the next run (after mysqlRetry)
+	}()
+}
+
+// watched returns the names waited for now that have no blocking wait (nil if none).
+func (w *mysqlWaker) watched() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := time.Now()
+	var names []string
+	for n := range w.waiting {
+		if _, ok := w.waits[n]; !ok && w.waiting.waited(n, now) {
+			names = append(names, n)
+		}
+	}
+	return names
+}
+
+// freeSpell is the watch's record of a free lease it hinted: the spell (the lease's last
+// token), and when to hint it again while it stays free.
+type freeSpell struct {
+	token int64
+	next  time.Time
+}
+
+// watch watches the names waited for beyond the blocking waits on one connection (see the
+// comment at the top) until there are none, ctx ends, or the connection fails (after
+// mysqlRetry).
+func (w *mysqlWaker) watch(ctx context.Context) {
+	var conn *sql.Conn
+	defer func() {
+		if conn != nil {
+			conn.Close()
+		}
+	}()
+	hinted := map[string]freeSpell{}
+	for {
+		names := w.watched()
+		if len(names) == 0 || ctx.Err() != nil {
+			return
+		}
+		if conn == nil {
+			c, err := w.conn(ctx)
+			if err != nil {
+				sleepCtx(ctx, mysqlRetry)
+				return
+			}
+			conn = c
+		}
+		free := map[string]freeSpell{}
+		for len(names) > 0 {
+			batch := names[:min(len(names), mysqlWatchBatch)]
+			names = names[len(batch):]
+			if err := w.readFree(ctx, conn, batch, free); err != nil {
+				w.abandon(conn) // a silenced link: see abandon
+				sleepCtx(ctx, mysqlRetry)
+				return
+			}
+		}
+		now := time.Now()
+		for n, h := range hinted {
+			if f, ok := free[n]; !ok || f.token != h.token {
+				delete(hinted, n) // taken since, or no longer watched
+			}
+		}
+		for n, f := range free {
+			if h, ok := hinted[n]; ok && now.Before(h.next) {
+				continue
+			}
+			hinted[n] = freeSpell{token: f.token, next: now.Add(mysqlProbeMax)}
+			w.count(&w.stats.watchHints)
+			w.wake(n)
+		}
+		if !sleepCtx(ctx, mysqlWatchEvery) {
+			return
+		}
+	}
+}
+
+// readFree reads which of names are free (wake_free_leases) into free, with their spells:
+// those owed to none of another backend's sessions (sessionSet.wakes).
+func (w *mysqlWaker) readFree(ctx context.Context, conn *sql.Conn, names []string, free map[string]freeSpell) error {
+	w.count(&w.stats.watches)
+	ctx, cancel := context.WithTimeout(ctx, mysqlStmtTimeout)
+	defer cancel()
+	args := make([]any, len(names))
+	for i, n := range names {
+		args[i] = n
+	}
+	rows, err := conn.QueryContext(ctx, w.freeLeases(len(names)), args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name, waiter string
+		var token int64
+		if err := rows.Scan(&name, &token, &waiter); err != nil {
+			return err
+		}
+		if w.sessions.wakes("", 0, waiter) {
+			free[name] = freeSpell{token: token}
+		}
+	}
+	return rows.Err()
 }
 
 // waitedFor reports whether name is still waited for, and until when (the last of its

@@ -5,6 +5,7 @@ package wire
 import (
 	"crypto/md5"
 	"encoding/hex"
+	"strings"
 )
 
 // SQLSchemaVersion is the schema version the generated SQL statements need.
@@ -113,6 +114,9 @@ type SQLDialect struct {
 	WakeConnHost string
 	WakeKill     string
 	WakeLockConn string
+	// wakeFreeLeases is the statement that reads the free leases among some names, around its
+	// list of name parameters (WakeFreeLeases; empty: the dialect has none).
+	wakeFreeLeases [2]string
 	// Operations maps each SPI operation to the statements it runs.
 	Operations map[string]SQLOperation
 }
@@ -304,17 +308,18 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 				Steps:       []SQLStep{{Query: "ClearForeignHolder"}},
 				Transaction: false,
 			}},
-			SessionSetup:  []string{"SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED"},
-			WakeConnHost:  "",
-			WakeConnID:    "",
-			WakeKill:      "",
-			WakeLock:      "",
-			WakeLockConn:  "",
-			WakeUnlock:    "",
-			listenGroup:   [2]string{"LISTEN ", ""},
-			listenLease:   [2]string{"LISTEN ", ""},
-			unlistenGroup: [2]string{"UNLISTEN ", ""},
-			unlistenLease: [2]string{"UNLISTEN ", ""},
+			SessionSetup:   []string{"SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED"},
+			WakeConnHost:   "",
+			WakeConnID:     "",
+			WakeKill:       "",
+			WakeLock:       "",
+			WakeLockConn:   "",
+			WakeUnlock:     "",
+			listenGroup:    [2]string{"LISTEN ", ""},
+			listenLease:    [2]string{"LISTEN ", ""},
+			unlistenGroup:  [2]string{"UNLISTEN ", ""},
+			unlistenLease:  [2]string{"UNLISTEN ", ""},
+			wakeFreeLeases: [2]string{"", ""},
 		}, true
 	case SQLMySQL:
 		return SQLDialect{
@@ -466,17 +471,18 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 				Steps:       []SQLStep{{Query: "ClearForeignHolder"}},
 				Transaction: false,
 			}},
-			SessionSetup:  []string{},
-			WakeConnHost:  "SELECT HOST FROM information_schema.PROCESSLIST WHERE ID = ?",
-			WakeConnID:    "SELECT ID, HOST FROM information_schema.PROCESSLIST WHERE ID = CONNECTION_ID()",
-			WakeKill:      "KILL CONNECTION ?",
-			WakeLock:      "SELECT GET_LOCK(CONCAT('simba:', LEFT(SHA2(CONCAT(COALESCE(DATABASE(), ''), '/', ?), 256), 48)), ?)",
-			WakeLockConn:  "SELECT IS_USED_LOCK(CONCAT('simba:', LEFT(SHA2(CONCAT(COALESCE(DATABASE(), ''), '/', ?), 256), 48)))",
-			WakeUnlock:    "SELECT RELEASE_LOCK(CONCAT('simba:', LEFT(SHA2(CONCAT(COALESCE(DATABASE(), ''), '/', ?), 256), 48)))",
-			listenGroup:   [2]string{"", ""},
-			listenLease:   [2]string{"", ""},
-			unlistenGroup: [2]string{"", ""},
-			unlistenLease: [2]string{"", ""},
+			SessionSetup:   []string{},
+			WakeConnHost:   "SELECT HOST FROM information_schema.PROCESSLIST WHERE ID = ?",
+			WakeConnID:     "SELECT ID, HOST FROM information_schema.PROCESSLIST WHERE ID = CONNECTION_ID()",
+			WakeKill:       "KILL CONNECTION ?",
+			WakeLock:       "SELECT GET_LOCK(CONCAT('simba:', LEFT(SHA2(CONCAT(COALESCE(DATABASE(), ''), '/', ?), 256), 48)), ?)",
+			WakeLockConn:   "SELECT IS_USED_LOCK(CONCAT('simba:', LEFT(SHA2(CONCAT(COALESCE(DATABASE(), ''), '/', ?), 256), 48)))",
+			WakeUnlock:     "SELECT RELEASE_LOCK(CONCAT('simba:', LEFT(SHA2(CONCAT(COALESCE(DATABASE(), ''), '/', ?), 256), 48)))",
+			listenGroup:    [2]string{"", ""},
+			listenLease:    [2]string{"", ""},
+			unlistenGroup:  [2]string{"", ""},
+			unlistenLease:  [2]string{"", ""},
+			wakeFreeLeases: [2]string{"SELECT l.name AS name, CAST(l.token AS SIGNED) AS token, COALESCE(q.session_id, '') AS waiter_id\nFROM simba_lease l\nLEFT JOIN simba_session h ON h.id = l.session_id AND h.expiry_ms > CAST(UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000 AS SIGNED)\nLEFT JOIN simba_waiter q ON q.name = l.name AND q.session_id = (\n    SELECT w.session_id FROM simba_waiter w\n    WHERE w.name = l.name AND w.expiry_ms > CAST(UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000 AS SIGNED)\n    ORDER BY w.arrival_us, w.session_id\n    LIMIT 1)\nWHERE l.name IN (", ") AND h.id IS NULL"},
 		}, true
 	case SQLSQLite:
 		return SQLDialect{
@@ -628,17 +634,18 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 				Steps:       []SQLStep{{Query: "ClearForeignHolder"}},
 				Transaction: false,
 			}},
-			SessionSetup:  []string{"PRAGMA busy_timeout = 10000", "PRAGMA foreign_keys = ON"},
-			WakeConnHost:  "",
-			WakeConnID:    "",
-			WakeKill:      "",
-			WakeLock:      "",
-			WakeLockConn:  "",
-			WakeUnlock:    "",
-			listenGroup:   [2]string{"", ""},
-			listenLease:   [2]string{"", ""},
-			unlistenGroup: [2]string{"", ""},
-			unlistenLease: [2]string{"", ""},
+			SessionSetup:   []string{"PRAGMA busy_timeout = 10000", "PRAGMA foreign_keys = ON"},
+			WakeConnHost:   "",
+			WakeConnID:     "",
+			WakeKill:       "",
+			WakeLock:       "",
+			WakeLockConn:   "",
+			WakeUnlock:     "",
+			listenGroup:    [2]string{"", ""},
+			listenLease:    [2]string{"", ""},
+			unlistenGroup:  [2]string{"", ""},
+			unlistenLease:  [2]string{"", ""},
+			wakeFreeLeases: [2]string{"", ""},
 		}, true
 	default:
 		return SQLDialect{}, false
@@ -679,4 +686,15 @@ func (d SQLDialect) UnlistenGroup(name string) string {
 		return ""
 	}
 	return d.unlistenGroup[0] + SQLGroupOwnChannel(name) + d.unlistenGroup[1]
+}
+
+// WakeFreeLeases returns the statement that reads which of n lease names (its n parameters,
+// n > 0) are free: no holder, or one whose session expired. Each row is a free lease's name,
+// its last token and the first live waiter of its queue (empty: none). "" when the dialect has
+// none.
+func (d SQLDialect) WakeFreeLeases(n int) string {
+	if d.wakeFreeLeases[0] == "" || n <= 0 {
+		return ""
+	}
+	return d.wakeFreeLeases[0] + strings.Repeat("?, ", n-1) + "?" + d.wakeFreeLeases[1]
 }
