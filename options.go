@@ -261,7 +261,8 @@ func WithClock(clock spi.Clock) Option {
 
 // WithLogger sets the logger (default: discard). Every failed backend call is logged at WARN
 // (ERROR when the error is permanent), damped while failures repeat; elected, revoked and
-// session opened/lost at INFO, and each engine step at DEBUG.
+// session opened/lost at INFO, but a lock's own cycle (its grant and its Unlock) at DEBUG,
+// and each engine step at DEBUG.
 //
 // The damping keeps an outage readable; the listeners, Events, Err and simbaprom still see
 // every failure. A permanent error is logged at ERROR once per operation, name and error, then
