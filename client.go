@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -119,6 +120,10 @@ type Client struct {
 	// client closes a session once, at its Close or after losing it, so a few suffice.
 	closing     [4]spi.SessionID
 	closingNext int
+	// lost are the last sessions the client lost (PubSessionLost), a ring, and lostNext its
+	// next slot. Owned by whoever steps the engine: no lock.
+	lost     [4]spi.SessionID
+	lostNext int
 
 	errSeq  atomic.Uint64 // numbers the backend errors reported, for request's ctx errors
 	sessErr errNote       // errors of session calls (open, keep-alive, close)
@@ -1336,7 +1341,7 @@ func (c *Client) runCall(cl call, caller context.Context, drains *[]*serialDispa
 		c.dispatchCall(cl)
 		return true, true
 	}
-	c.postReply(ef.Name, ev, drains)
+	c.postReply(ef.Name, ef.Session, ev, drains)
 	for _, req := range cl.also {
 		// An identical release queued after this one: this outcome is its outcome.
 		dup := ev
@@ -1399,25 +1404,25 @@ func (s *sharedTimeout) get(parent context.Context, d time.Duration) context.Con
 // event stepped inline stays on the stack; only one handed to the loop is copied to the heap.
 // A call worker passes drains (else nil): the callbacks the step starts, if stepped inline,
 // are left to it there (drainHere).
-func (c *Client) postReply(name string, ev engine.Event, drains *[]*serialDispatcher) {
+func (c *Client) postReply(name string, sid spi.SessionID, ev engine.Event, drains *[]*serialDispatcher) {
 	if c.runInline(func() {
 		c.drainHere = drains
-		c.stepReply(name, ev)
+		c.stepReply(name, sid, ev)
 		c.drainHere = nil
 	}) {
 		return
 	}
 	queued := ev
-	c.enqueue(func() { c.stepReply(name, queued) })
+	c.enqueue(func() { c.stepReply(name, sid, queued) })
 }
 
-// stepReply reports the outcome of a backend call about name (callDone) and steps its reply ev
-// (loop goroutine).
-func (c *Client) stepReply(name string, ev engine.Event) {
+// stepReply reports the outcome of a backend call about name on session sid (callDone) and
+// steps its reply ev (loop goroutine).
+func (c *Client) stepReply(name string, sid spi.SessionID, ev engine.Event) {
 	if ev.Op == engine.OpAcquire {
 		c.traceHop(hopReply, name)
 	}
-	c.callDone(ev.Op, name, ev.Err)
+	c.callDone(ev.Op, name, sid, ev.Err)
 	c.step(ev)
 }
 
@@ -1559,6 +1564,19 @@ func (c *Client) isClosing(id spi.SessionID) bool {
 	return false
 }
 
+// sessionGone reports whether session sid is lost: the client lost it (one of its last few),
+// or its local deadline has passed. Owned by whoever steps the engine, as deadlines is.
+func (c *Client) sessionGone(sid spi.SessionID) bool {
+	if sid == "" {
+		return false
+	}
+	if slices.Contains(c.lost[:], sid) {
+		return true
+	}
+	d := c.deadlines[sid]
+	return d != nil && c.cfg.clock.Now() >= time.Duration(d.Load())
+}
+
 // isAbandoned reports whether err is (or wraps) an *abandonedError. Only an error needs the
 // check: errors.As's target escapes, so asking it of every successful call allocated (it
 // did, twice a Lock and Unlock cycle, until nil returned before the target was declared).
@@ -1572,12 +1590,25 @@ func isAbandoned(err error) bool {
 
 // callDone reports a backend call's outcome on the loop goroutine before the engine sees it:
 // a retryable failure is reported here (a permanent one when the engine publishes it), and a
-// success clears the permanent error it proves gone.
-func (c *Client) callDone(op engine.Op, name string, err error) {
+// success clears the permanent error it proves gone. sid is the session the call was made on
+// ("" for an open).
+func (c *Client) callDone(op engine.Op, name string, sid spi.SessionID, err error) {
 	if err != nil && isCloseCut(err) {
 		// Not the backend's failure: the session's close subsumes the call, and the close's
 		// own outcome is reported.
 		c.cfg.logger.Debug("simba call ended by its session's close", "op", publicOp(op), "name", name, "err", err)
+		return
+	}
+	if err != nil && spi.Classify(err) != spi.Permanent && c.sessionGone(sid) {
+		// A call on a session the client has lost, or whose local deadline has passed (it is
+		// lost as soon as the engine sees the time): its failure is no news, "simba session
+		// lost" says it all. Above all after the process was paused (SIGSTOP, a VM or GC
+		// stall) past the session's deadline: the keep-alive in flight times out as the
+		// process resumes, and the lost session's close fails on a server that has expired
+		// it (ZooKeeper: the connection ends under it) — each was a WARN "backend
+		// unavailable" and an INFO "reachable again" milliseconds later, an outage that
+		// never was.
+		c.cfg.logger.Debug("simba call on a lost session failed", "op", publicOp(op), "name", name, "session", sid, "err", err)
 		return
 	}
 	if !isAbandoned(err) {
@@ -1882,6 +1913,8 @@ func (c *Client) published(ef *engine.Effect, now time.Duration) {
 		c.emit(Event{Kind: EventSessionOpened, At: now, Session: ef.Session}, nil)
 	case engine.PubSessionLost:
 		c.gate.sessionGone(ef.Session)
+		c.lost[c.lostNext] = ef.Session
+		c.lostNext = (c.lostNext + 1) % len(c.lost)
 		c.mu.Lock()
 		c.session = ""
 		c.mu.Unlock()
