@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -119,6 +120,10 @@ type Client struct {
 	// client closes a session once, at its Close or after losing it, so a few suffice.
 	closing     [4]spi.SessionID
 	closingNext int
+	// lost are the last sessions the client lost (PubSessionLost), a ring, and lostNext its
+	// next slot. Owned by whoever steps the engine: no lock.
+	lost     [4]spi.SessionID
+	lostNext int
 
 	errSeq  atomic.Uint64 // numbers the backend errors reported, for request's ctx errors
 	sessErr errNote       // errors of session calls (open, keep-alive, close)
@@ -1347,7 +1352,7 @@ func (c *Client) runCall(cl call, caller context.Context, drains *[]*serialDispa
 		c.dispatchCall(cl)
 		return true, true
 	}
-	c.postReply(ef.Name, ev, drains)
+	c.postReply(ef.Name, ef.Session, ev, drains)
 	for _, req := range cl.also {
 		// An identical release queued after this one: this outcome is its outcome.
 		dup := ev
@@ -1410,25 +1415,25 @@ func (s *sharedTimeout) get(parent context.Context, d time.Duration) context.Con
 // event stepped inline stays on the stack; only one handed to the loop is copied to the heap.
 // A call worker passes drains (else nil): the callbacks the step starts, if stepped inline,
 // are left to it there (drainHere).
-func (c *Client) postReply(name string, ev engine.Event, drains *[]*serialDispatcher) {
+func (c *Client) postReply(name string, sid spi.SessionID, ev engine.Event, drains *[]*serialDispatcher) {
 	if c.runInline(func() {
 		c.drainHere = drains
-		c.stepReply(name, ev)
+		c.stepReply(name, sid, ev)
 		c.drainHere = nil
 	}) {
 		return
 	}
 	queued := ev
-	c.enqueue(func() { c.stepReply(name, queued) })
+	c.enqueue(func() { c.stepReply(name, sid, queued) })
 }
 
-// stepReply reports the outcome of a backend call about name (callDone) and steps its reply ev
-// (loop goroutine).
-func (c *Client) stepReply(name string, ev engine.Event) {
+// stepReply reports the outcome of a backend call about name on session sid (callDone) and
+// steps its reply ev (loop goroutine).
+func (c *Client) stepReply(name string, sid spi.SessionID, ev engine.Event) {
 	if ev.Op == engine.OpAcquire {
 		c.traceHop(hopReply, name)
 	}
-	c.callDone(ev.Op, name, ev.Err)
+	c.callDone(ev.Op, name, sid, ev.Err)
 	c.step(ev)
 }
 
@@ -1570,6 +1575,19 @@ func (c *Client) isClosing(id spi.SessionID) bool {
 	return false
 }
 
+// sessionGone reports whether session sid is lost: the client lost it (one of its last few),
+// or its local deadline has passed. Owned by whoever steps the engine, as deadlines is.
+func (c *Client) sessionGone(sid spi.SessionID) bool {
+	if sid == "" {
+		return false
+	}
+	if slices.Contains(c.lost[:], sid) {
+		return true
+	}
+	d := c.deadlines[sid]
+	return d != nil && c.cfg.clock.Now() >= time.Duration(d.Load())
+}
+
 // isAbandoned reports whether err is (or wraps) an *abandonedError. Only an error needs the
 // check: errors.As's target escapes, so asking it of every successful call allocated (it
 // did, twice a Lock and Unlock cycle, until nil returned before the target was declared).
@@ -1583,12 +1601,25 @@ func isAbandoned(err error) bool {
 
 // callDone reports a backend call's outcome on the loop goroutine before the engine sees it:
 // a retryable failure is reported here (a permanent one when the engine publishes it), and a
-// success clears the permanent error it proves gone.
-func (c *Client) callDone(op engine.Op, name string, err error) {
+// success clears the permanent error it proves gone. sid is the session the call was made on
+// ("" for an open).
+func (c *Client) callDone(op engine.Op, name string, sid spi.SessionID, err error) {
 	if err != nil && isCloseCut(err) {
 		// Not the backend's failure: the session's close subsumes the call, and the close's
 		// own outcome is reported.
 		c.cfg.logger.Debug("simba call ended by its session's close", "op", publicOp(op), "name", name, "err", err)
+		return
+	}
+	if err != nil && spi.Classify(err) != spi.Permanent && c.sessionGone(sid) {
+		// A call on a session the client has lost, or whose local deadline has passed (it is
+		// lost as soon as the engine sees the time): its failure is no news, "simba session
+		// lost" says it all. Above all after the process was paused (SIGSTOP, a VM or GC
+		// stall) past the session's deadline: the keep-alive in flight times out as the
+		// process resumes, and the lost session's close fails on a server that has expired
+		// it (ZooKeeper: the connection ends under it) — each was a WARN "backend
+		// unavailable" and an INFO "reachable again" milliseconds later, an outage that
+		// never was.
+		c.cfg.logger.Debug("simba call on a lost session failed", "op", publicOp(op), "name", name, "session", sid, "err", err)
 		return
 	}
 	if !isAbandoned(err) {
@@ -1777,19 +1808,32 @@ func (c *Client) handle(name string) leaseHandle {
 	return c.handles[name]
 }
 
-// infoLogged reports whether the logger takes INFO records: the grants and revocations, one
-// of each per Lock cycle, build their attributes only then (boxing them for slog allocates,
-// even for the default logger, which discards everything).
-func (c *Client) infoLogged() bool {
-	return c.cfg.logger.Enabled(context.Background(), slog.LevelInfo)
+// termLogLevel is the level of the log line of a term granted (reason 0) or revoked (reason)
+// to handle h: INFO, but DEBUG for a lock's own cycle, its grant and its Unlock
+// (RevokedStopped). A job runner that takes a lock per job would otherwise log two INFO
+// lines per job (hundreds a second: 21,000 in 40 s of one process of 16 workers); a lock
+// lost otherwise (deadline, takeover, session expiry, Close) stays at INFO, as do every term
+// of an election and of a partition.
+func termLogLevel(h leaseHandle, reason RevokeReason) slog.Level {
+	if _, ok := h.(*lockQueue); ok && (reason == 0 || reason == RevokedStopped) {
+		return slog.LevelDebug
+	}
+	return slog.LevelInfo
+}
+
+// termLogged reports whether the logger takes records of level: the grants and revocations,
+// one of each per Lock cycle, build their attributes only then (boxing them for slog
+// allocates, even for the default logger, which discards everything).
+func (c *Client) termLogged(level slog.Level) bool {
+	return c.cfg.logger.Enabled(context.Background(), level)
 }
 
 func (c *Client) elected(ef *engine.Effect) {
 	c.traceHop(hopElected, ef.Name)
 	h := c.handleFor(ef.Name)
 	t := newTerm(ef.Name, ef.Token, ef.Owner, c.cfg.clock, c.deadline(ef.Session), ef.Until)
-	if c.infoLogged() {
-		c.cfg.logger.Info("simba elected", "name", ef.Name, "token", ef.Token, "session", ef.Session)
+	if level := termLogLevel(h, 0); c.termLogged(level) {
+		c.cfg.logger.Log(context.Background(), level, "simba elected", "name", ef.Name, "token", ef.Token, "session", ef.Session)
 	}
 	c.emit(Event{Kind: EventElected, At: c.eng.Now(), Session: ef.Session, Name: ef.Name, Token: ef.Token, Term: t}, h)
 	if h != nil {
@@ -1830,8 +1874,8 @@ func (c *Client) revoked(ef *engine.Effect) {
 	c.dropGrantTimer(ef.Name)
 	h := c.handleFor(ef.Name)
 	reason := RevokeReason(ef.Reason)
-	if c.infoLogged() {
-		c.cfg.logger.Info("simba revoked", "name", ef.Name, "token", ef.Token, "reason", reason.String(), "session", ef.Session)
+	if level := termLogLevel(h, reason); c.termLogged(level) {
+		c.cfg.logger.Log(context.Background(), level, "simba revoked", "name", ef.Name, "token", ef.Token, "reason", reason.String(), "session", ef.Session)
 	}
 	if h != nil {
 		if t, ok := h.termFor(ef.Token); ok {
@@ -1884,6 +1928,8 @@ func (c *Client) published(ef *engine.Effect, now time.Duration) {
 		c.emit(Event{Kind: EventSessionOpened, At: now, Session: ef.Session}, nil)
 	case engine.PubSessionLost:
 		c.gate.sessionGone(ef.Session)
+		c.lost[c.lostNext] = ef.Session
+		c.lostNext = (c.lostNext + 1) % len(c.lost)
 		c.mu.Lock()
 		c.session = ""
 		c.mu.Unlock()

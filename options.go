@@ -261,7 +261,8 @@ func WithClock(clock spi.Clock) Option {
 
 // WithLogger sets the logger (default: discard). Every failed backend call is logged at WARN
 // (ERROR when the error is permanent), damped while failures repeat; elected, revoked and
-// session opened/lost at INFO, and each engine step at DEBUG.
+// session opened/lost at INFO, but a lock's own cycle (its grant and its Unlock) at DEBUG,
+// and each engine step at DEBUG.
 //
 // The damping keeps an outage readable; the listeners, Events, Err and simbaprom still see
 // every failure. A permanent error is logged at ERROR once per operation, name and error, then
@@ -275,7 +276,12 @@ func WithClock(clock spi.Clock) Option {
 // with its failures and length, when the session's call succeeds after failing in it, or every
 // call that failed in it has succeeded. A call that failed on a session the client had sent the close of
 // (at Close, or after losing it) is logged at DEBUG: the close subsumes it (ZooKeeper fails
-// every request in flight on a session being closed), and the close's own failure is logged.
+// every request in flight on a session being closed), and the close's own failure is logged
+// at Close. A call on a session the client has lost, or whose local deadline has passed, the
+// lost session's close included, is at DEBUG too: "simba session lost" says what happened
+// (after a pause of the process past the deadline — SIGSTOP, a VM or GC stall — the
+// keep-alive in flight times out and the close fails on a server that has expired the
+// session, which read as an outage of a few milliseconds: a WARN line and "reachable again").
 //
 // It is the client's logger, not the drivers': go-redis (failed dials, pool events) writes to
 // stderr through a process-wide logger that only redis.SetLogger changes, which Simba leaves to

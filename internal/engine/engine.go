@@ -720,12 +720,21 @@ func (s *Engine) reconcile(req ReqID, sent time.Duration, held []spi.Held, unren
 
 // loseSession ends the current session (rule 4: it never comes back): every term is revoked
 // and a new session opened.
+//
+// A session the backend reports expired after this client sent its close (Close) was not
+// lost: the close ended it (etcd revokes the session's lease, and a keep-alive that was in
+// flight behind the close finds none). It ends as closed, without a session-lost, which the
+// shell logs as "simba session lost" and simbaprom counts: at a graceful shutdown that read
+// as a failure.
 func (s *Engine) loseSession(reason Reason) {
 	old := s.sess.id
+	closedByUs := reason == ReasonSessionExpired && s.sess.state == SessionClosing
 	s.sess.state = SessionOpening // not live while the elections are told
 	s.sess.kaReq, s.sess.settleAt = 0, 0
 	s.losing = true
-	s.emit(Effect{Kind: EfPublish, Publish: PubSessionLost, Session: old, Reason: reason})
+	if !closedByUs {
+		s.emit(Effect{Kind: EfPublish, Publish: PubSessionLost, Session: old, Reason: reason})
+	}
 	act := append(s.scratch2[:0], s.active...)
 	for _, e := range act {
 		e.inflight, e.current, e.unknown, e.unknownQueued = 0, false, false, false
