@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -121,6 +120,9 @@ type tap struct {
 	outstanding int              // requests on conn awaiting their reply
 	creates     map[int32]string // xid → path of an outstanding create on conn
 	created     map[string]int64 // path → czxid of creates replied to but not yet collected
+	// lastCreate is the path of the last create recorded in creates: a create of the same
+	// path (a name locked again) takes this string instead of a copy of the frame's bytes.
+	lastCreate string
 	// The close request whose answer closeOutcome awaits: the connection it went out on (nil
 	// until one did) and its request id; closeErr is its outcome once closeSettled.
 	closeConn    *tapConn
@@ -678,8 +680,13 @@ func (t *tap) request(c *tapConn, xid, op int32, body []byte) (first bool) {
 	}
 	if op == opCreate && len(body) >= 4 {
 		n := int(binary.BigEndian.Uint32(body))
-		if n >= 0 && 4+n <= len(body) && (t.tokenRoot == "" || strings.HasPrefix(string(body[4:4+n]), t.tokenRoot)) {
-			t.creates[xid] = string(body[4 : 4+n])
+		// The prefix is compared, not taken with strings.HasPrefix, whose string conversion
+		// of the path allocated.
+		if p := body[4:]; n >= 0 && n <= len(p) && len(t.tokenRoot) <= n && string(p[:len(t.tokenRoot)]) == t.tokenRoot {
+			if p = p[:n]; string(p) != t.lastCreate {
+				t.lastCreate = string(p)
+			}
+			t.creates[xid] = t.lastCreate
 		}
 	}
 	return t.outstanding == 1
