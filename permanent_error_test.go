@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -173,8 +174,9 @@ func TestPermanentOpenRefusal(t *testing.T) {
 }
 
 // TestPermanentLeaveRefusalIsReturned: a group's Leave that the backend refuses for good is
-// returned to the Leave and not retried (it was retried for the client's life, and Leave
-// returned only when its ctx ended; only ErrCorruptRecord was let go, with a nil Leave).
+// returned to the Leave at once, after its one refused attempt (it was retried for the
+// client's life, and Leave returned only when its ctx ended; only ErrCorruptRecord was let go,
+// with a nil Leave). The leave goes on in the background: TestRefusedLeaveRetriedUntilHealed.
 func TestPermanentLeaveRefusalIsReturned(t *testing.T) {
 	w := newWorld(t)
 	pw := newPermWatch()
@@ -209,8 +211,79 @@ func TestPermanentLeaveRefusalIsReturned(t *testing.T) {
 	if !errors.Is(leaveErr, refused) {
 		t.Errorf("Leave = %v, want the refusal", leaveErr)
 	}
-	w.run(10 * time.Second)
 	if n := pw.failures(simba.OpLeave); n != 1 {
-		t.Errorf("%d leave attempts, want 1 (no retry)", n)
+		t.Errorf("Leave returned after %d refused attempts, want 1", n)
+	}
+}
+
+// TestRefusedLeaveRetriedUntilHealed: a Leave refused for good returns the refusal, but the
+// membership is not forgotten: the client retries the leave in the background (about once per
+// renewal interval; one ERROR line for the repeats), and once the cause is mended the member is
+// gone at the backend and the other member leads every partition. The client used to drop the
+// group at the refusal and never leave: its membership stayed while its session lived, the
+// other member kept assigning it partitions, and those went unled (this test fails on that
+// code: no retry, and the member stays).
+func TestRefusedLeaveRetriedUntilHealed(t *testing.T) {
+	w := newWorld(t)
+	pw := newPermWatch()
+	a, ba := w.client("a", pw.options()...)
+	c, bc := w.client("c")
+	const parts = 8
+	ga, err := a.JoinGroup(context.Background(), "g", parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gc, err := c.JoinGroup(context.Background(), "g", parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.until(10*time.Second, "both members to lead their partitions", func() bool {
+		return len(ga.Held()) > 0 && len(gc.Held()) > 0 && len(ga.Held())+len(gc.Held()) == parts
+	})
+	sa := a.Session()
+	members := func() []spi.SessionID {
+		ms, err := bc.Members(context.Background(), "g")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ms
+	}
+	refused := spi.AsPermanent(errors.New("leave refused"))
+	ba.FailOp("Leave", refused)
+	done := make(chan error, 1)
+	go func() { done <- ga.Leave(context.Background()) }()
+	var leaveErr error
+	w.until(10*time.Second, "Leave to return", func() bool {
+		select {
+		case leaveErr = <-done:
+			return true
+		default:
+			return false
+		}
+	})
+	if !errors.Is(leaveErr, refused) {
+		t.Errorf("Leave = %v, want the refusal", leaveErr)
+	}
+	// Still refused: the leave is retried, in the background, about once per renewal interval
+	// (1 s here), and the membership stays meanwhile.
+	w.until(30*time.Second, "the leave's third retry", func() bool { return pw.failures(simba.OpLeave) >= 4 })
+	if !slices.Contains(members(), sa) {
+		t.Fatalf("members %v without %s while its leave is refused", members(), sa)
+	}
+	if lines := pw.errorLines(simba.OpLeave); len(lines) != 1 {
+		t.Errorf("%d ERROR lines for %d refused leaves in under a minute, want 1:\n%s",
+			len(lines), pw.failures(simba.OpLeave), strings.Join(lines, "\n"))
+	}
+	ba.FailOp("Leave", nil) // the cause is mended
+	w.until(30*time.Second, "the member to be gone and the other to lead every partition", func() bool {
+		return !slices.Contains(members(), sa) && len(gc.Held()) == parts
+	})
+	n := pw.failures(simba.OpLeave)
+	w.run(10 * time.Second)
+	if m := pw.failures(simba.OpLeave); m != n {
+		t.Errorf("%d more refused leaves after the leave succeeded", m-n)
+	}
+	if got := members(); slices.Contains(got, sa) {
+		t.Errorf("members %v: the client that left is back", got)
 	}
 }
