@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/simba-go/simba"
+	"github.com/simba-go/simba/internal/clocktest"
 	"github.com/simba-go/simba/internal/testenv"
 	"github.com/simba-go/simba/spi"
 )
@@ -285,5 +286,100 @@ func TestRefusedLeaveRetriedUntilHealed(t *testing.T) {
 	}
 	if got := members(); slices.Contains(got, sa) {
 		t.Errorf("members %v: the client that left is back", got)
+	}
+}
+
+// TestRejoinCancelsRefusedLeave: a JoinGroup of a group whose refused leave is being retried
+// in the background cancels that leave (the membership it could not delete is the one the
+// join wants) and is taken at once: the group leads its partitions again and no further leave
+// is sent, although the backend still refuses leaves.
+func TestRejoinCancelsRefusedLeave(t *testing.T) {
+	w := newWorld(t)
+	pw := newPermWatch()
+	a, ba := w.client("a", pw.options()...)
+	const parts = 4
+	g, err := a.JoinGroup(context.Background(), "g", parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.until(10*time.Second, "the group to lead its partitions", func() bool { return len(g.Held()) == parts })
+	refused := spi.AsPermanent(errors.New("leave refused"))
+	ba.FailOp("Leave", refused)
+	done := make(chan error, 1)
+	go func() { done <- g.Leave(context.Background()) }()
+	var leaveErr error
+	w.until(10*time.Second, "Leave to return", func() bool {
+		select {
+		case leaveErr = <-done:
+			return true
+		default:
+			return false
+		}
+	})
+	if !errors.Is(leaveErr, refused) {
+		t.Errorf("Leave = %v, want the refusal", leaveErr)
+	}
+	w.until(10*time.Second, "the leave's first retry", func() bool { return pw.failures(simba.OpLeave) >= 2 })
+	g2, err := a.JoinGroup(context.Background(), "g", parts)
+	if err != nil {
+		t.Fatalf("JoinGroup while the leave is pending: %v", err)
+	}
+	w.until(10*time.Second, "the group joined again to lead its partitions", func() bool { return len(g2.Held()) == parts })
+	n := pw.failures(simba.OpLeave)
+	w.run(10 * time.Second)
+	if m := pw.failures(simba.OpLeave); m != n {
+		t.Errorf("%d more leave attempts after the group was joined again, want 0", m-n)
+	}
+	if len(g2.Held()) != parts {
+		t.Errorf("the group joined again holds %v, want all %d partitions", g2.Held(), parts)
+	}
+	ms, err := ba.Members(context.Background(), "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(ms, []spi.SessionID{a.Session()}) {
+		t.Errorf("members %v, want [%s]", ms, a.Session())
+	}
+}
+
+// TestCloseEndsRefusedLeave: Close while a refused leave is being retried in the background
+// returns nil (the session's close deletes the membership) and ends the retries.
+func TestCloseEndsRefusedLeave(t *testing.T) {
+	w := newWorld(t)
+	pw := newPermWatch()
+	a, ba := w.client("a", pw.options()...)
+	_, bc := w.client("c")
+	g, err := a.JoinGroup(context.Background(), "g", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.until(10*time.Second, "the group to lead its partitions", func() bool { return len(g.Held()) == 2 })
+	sa := a.Session()
+	ba.FailOp("Leave", spi.AsPermanent(errors.New("leave refused")))
+	done := make(chan error, 1)
+	go func() { done <- g.Leave(context.Background()) }()
+	w.until(10*time.Second, "Leave to return and the leave to be retried", func() bool {
+		select {
+		case err := <-done:
+			done <- err
+		default:
+			return false
+		}
+		return pw.failures(simba.OpLeave) >= 2
+	})
+	if err := clocktest.Close(w.clock, 10*time.Second, a.Close); err != nil {
+		t.Fatalf("Close while a leave is pending: %v", err)
+	}
+	n := pw.failures(simba.OpLeave)
+	w.run(5 * time.Second)
+	if m := pw.failures(simba.OpLeave); m != n {
+		t.Errorf("%d leave attempts after Close, want 0", m-n)
+	}
+	ms, err := bc.Members(context.Background(), "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(ms, sa) {
+		t.Errorf("members %v still hold the closed session %s", ms, sa)
 	}
 }
