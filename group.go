@@ -206,10 +206,14 @@ func (g *PartitionGroup) Partitions() int { return g.partitions }
 // Leave (see RunPartition): then the partition is released, and Leave returns nil, while that work
 // still runs with an invalid term. A release whose outcome is unknown is reported as an error
 // (keep-alives settle it): one per such partition, joined on one line, each found by errors.Is and
-// errors.As. A leave the backend refuses with a permanent error (IsPermanent: a Redis group key
-// of another type, ErrCorruptRecord, which holds no member) is not retried: Leave returns it,
-// it is reported as a backend error (an event and an ERROR line) and the group is let go, its
-// membership lapsing with the session; a leave failing with a retryable error is retried. If
+// errors.As. A leave the backend refuses with a permanent error (IsPermanent: a missing schema,
+// a Redis group key of another type, ErrCorruptRecord) is returned by Leave at once, and
+// reported as a backend error (an event and an ERROR line); the membership it could not delete
+// would stay as long as the session lives, the other members assigning it partitions, so the
+// client retries the leave in the background every BackoffMax/2 to BackoffMax (events, and
+// the log damped to one ERROR line a minute) until it succeeds, the session ends, or a
+// JoinGroup of the group cancels it. No callback of the group runs meanwhile. A leave failing
+// with a retryable error is retried before Leave returns. If
 // ctx ends first Leave returns ctx's error, and leaving goes on; a JoinGroup of
 // the group meanwhile waits until the membership is deleted, then joins (see JoinGroup). Called from inside the group's own RunPartition work,
 // which the handover would wait for, Leave returns once the engine has taken it (every term

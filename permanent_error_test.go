@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/simba-go/simba"
+	"github.com/simba-go/simba/internal/clocktest"
 	"github.com/simba-go/simba/internal/testenv"
 	"github.com/simba-go/simba/spi"
 )
@@ -173,8 +175,9 @@ func TestPermanentOpenRefusal(t *testing.T) {
 }
 
 // TestPermanentLeaveRefusalIsReturned: a group's Leave that the backend refuses for good is
-// returned to the Leave and not retried (it was retried for the client's life, and Leave
-// returned only when its ctx ended; only ErrCorruptRecord was let go, with a nil Leave).
+// returned to the Leave at once, after its one refused attempt (it was retried for the
+// client's life, and Leave returned only when its ctx ended; only ErrCorruptRecord was let go,
+// with a nil Leave). The leave goes on in the background: TestRefusedLeaveRetriedUntilHealed.
 func TestPermanentLeaveRefusalIsReturned(t *testing.T) {
 	w := newWorld(t)
 	pw := newPermWatch()
@@ -209,8 +212,174 @@ func TestPermanentLeaveRefusalIsReturned(t *testing.T) {
 	if !errors.Is(leaveErr, refused) {
 		t.Errorf("Leave = %v, want the refusal", leaveErr)
 	}
-	w.run(10 * time.Second)
 	if n := pw.failures(simba.OpLeave); n != 1 {
-		t.Errorf("%d leave attempts, want 1 (no retry)", n)
+		t.Errorf("Leave returned after %d refused attempts, want 1", n)
+	}
+}
+
+// TestRefusedLeaveRetriedUntilHealed: a Leave refused for good returns the refusal, but the
+// membership is not forgotten: the client retries the leave in the background (about once per
+// renewal interval; one ERROR line for the repeats), and once the cause is mended the member is
+// gone at the backend and the other member leads every partition. The client used to drop the
+// group at the refusal and never leave: its membership stayed while its session lived, the
+// other member kept assigning it partitions, and those went unled (this test fails on that
+// code: no retry, and the member stays).
+func TestRefusedLeaveRetriedUntilHealed(t *testing.T) {
+	w := newWorld(t)
+	pw := newPermWatch()
+	a, ba := w.client("a", pw.options()...)
+	c, bc := w.client("c")
+	const parts = 8
+	ga, err := a.JoinGroup(context.Background(), "g", parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gc, err := c.JoinGroup(context.Background(), "g", parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.until(10*time.Second, "both members to lead their partitions", func() bool {
+		return len(ga.Held()) > 0 && len(gc.Held()) > 0 && len(ga.Held())+len(gc.Held()) == parts
+	})
+	sa := a.Session()
+	members := func() []spi.SessionID {
+		ms, err := bc.Members(context.Background(), "g")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ms
+	}
+	refused := spi.AsPermanent(errors.New("leave refused"))
+	ba.FailOp("Leave", refused)
+	done := make(chan error, 1)
+	go func() { done <- ga.Leave(context.Background()) }()
+	var leaveErr error
+	w.until(10*time.Second, "Leave to return", func() bool {
+		select {
+		case leaveErr = <-done:
+			return true
+		default:
+			return false
+		}
+	})
+	if !errors.Is(leaveErr, refused) {
+		t.Errorf("Leave = %v, want the refusal", leaveErr)
+	}
+	// Still refused: the leave is retried, in the background, about once per renewal interval
+	// (1 s here), and the membership stays meanwhile.
+	w.until(30*time.Second, "the leave's third retry", func() bool { return pw.failures(simba.OpLeave) >= 4 })
+	if !slices.Contains(members(), sa) {
+		t.Fatalf("members %v without %s while its leave is refused", members(), sa)
+	}
+	if lines := pw.errorLines(simba.OpLeave); len(lines) != 1 {
+		t.Errorf("%d ERROR lines for %d refused leaves in under a minute, want 1:\n%s",
+			len(lines), pw.failures(simba.OpLeave), strings.Join(lines, "\n"))
+	}
+	ba.FailOp("Leave", nil) // the cause is mended
+	w.until(30*time.Second, "the member to be gone and the other to lead every partition", func() bool {
+		return !slices.Contains(members(), sa) && len(gc.Held()) == parts
+	})
+	n := pw.failures(simba.OpLeave)
+	w.run(10 * time.Second)
+	if m := pw.failures(simba.OpLeave); m != n {
+		t.Errorf("%d more refused leaves after the leave succeeded", m-n)
+	}
+	if got := members(); slices.Contains(got, sa) {
+		t.Errorf("members %v: the client that left is back", got)
+	}
+}
+
+// TestRejoinCancelsRefusedLeave: a JoinGroup of a group whose refused leave is being retried
+// in the background cancels that leave (the membership it could not delete is the one the
+// join wants) and is taken at once: the group leads its partitions again and no further leave
+// is sent, although the backend still refuses leaves.
+func TestRejoinCancelsRefusedLeave(t *testing.T) {
+	w := newWorld(t)
+	pw := newPermWatch()
+	a, ba := w.client("a", pw.options()...)
+	const parts = 4
+	g, err := a.JoinGroup(context.Background(), "g", parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.until(10*time.Second, "the group to lead its partitions", func() bool { return len(g.Held()) == parts })
+	refused := spi.AsPermanent(errors.New("leave refused"))
+	ba.FailOp("Leave", refused)
+	done := make(chan error, 1)
+	go func() { done <- g.Leave(context.Background()) }()
+	var leaveErr error
+	w.until(10*time.Second, "Leave to return", func() bool {
+		select {
+		case leaveErr = <-done:
+			return true
+		default:
+			return false
+		}
+	})
+	if !errors.Is(leaveErr, refused) {
+		t.Errorf("Leave = %v, want the refusal", leaveErr)
+	}
+	w.until(10*time.Second, "the leave's first retry", func() bool { return pw.failures(simba.OpLeave) >= 2 })
+	g2, err := a.JoinGroup(context.Background(), "g", parts)
+	if err != nil {
+		t.Fatalf("JoinGroup while the leave is pending: %v", err)
+	}
+	w.until(10*time.Second, "the group joined again to lead its partitions", func() bool { return len(g2.Held()) == parts })
+	n := pw.failures(simba.OpLeave)
+	w.run(10 * time.Second)
+	if m := pw.failures(simba.OpLeave); m != n {
+		t.Errorf("%d more leave attempts after the group was joined again, want 0", m-n)
+	}
+	if len(g2.Held()) != parts {
+		t.Errorf("the group joined again holds %v, want all %d partitions", g2.Held(), parts)
+	}
+	ms, err := ba.Members(context.Background(), "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(ms, []spi.SessionID{a.Session()}) {
+		t.Errorf("members %v, want [%s]", ms, a.Session())
+	}
+}
+
+// TestCloseEndsRefusedLeave: Close while a refused leave is being retried in the background
+// returns nil (the session's close deletes the membership) and ends the retries.
+func TestCloseEndsRefusedLeave(t *testing.T) {
+	w := newWorld(t)
+	pw := newPermWatch()
+	a, ba := w.client("a", pw.options()...)
+	_, bc := w.client("c")
+	g, err := a.JoinGroup(context.Background(), "g", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.until(10*time.Second, "the group to lead its partitions", func() bool { return len(g.Held()) == 2 })
+	sa := a.Session()
+	ba.FailOp("Leave", spi.AsPermanent(errors.New("leave refused")))
+	done := make(chan error, 1)
+	go func() { done <- g.Leave(context.Background()) }()
+	w.until(10*time.Second, "Leave to return and the leave to be retried", func() bool {
+		select {
+		case err := <-done:
+			done <- err
+		default:
+			return false
+		}
+		return pw.failures(simba.OpLeave) >= 2
+	})
+	if err := clocktest.Close(w.clock, 10*time.Second, a.Close); err != nil {
+		t.Fatalf("Close while a leave is pending: %v", err)
+	}
+	n := pw.failures(simba.OpLeave)
+	w.run(5 * time.Second)
+	if m := pw.failures(simba.OpLeave); m != n {
+		t.Errorf("%d leave attempts after Close, want 0", m-n)
+	}
+	ms, err := bc.Members(context.Background(), "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(ms, sa) {
+		t.Errorf("members %v still hold the closed session %s", ms, sa)
 	}
 }

@@ -166,9 +166,10 @@ func checkKeysOfAnotherType(t *testing.T, c goredis.UniversalClient, dsn string)
 	}
 
 	// A group whose key is a string: its join fails, and so does the leave its Leave sends
-	// (the join's outcome counts as unknown); Leave returns that permanent error, named, and
-	// is not retried (the key holds no member). On older code the leave was retried about
-	// twice a second for the client's life and Leave returned only when its ctx ended
+	// (the join's outcome counts as unknown); Leave returns that permanent error, named, at
+	// once (the client then retries the leave in the background, about once per renewal
+	// interval, until the key is repaired or the session ends). On older code the leave was
+	// retried about twice a second for the client's life and Leave returned only when its ctx ended
 	// (trial21: a Leave without deadline hung for 9 minutes, until the process was killed).
 	g, err := cl.JoinGroup(lctx, "stringly", 2)
 	if err != nil {

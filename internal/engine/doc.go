@@ -141,14 +141,22 @@
 //     yet sent fails at once with that error, also as it is, while a Lock waits for the next
 //     open), a Stop's, StepDown's or Unlock's release (the future says the outcome is
 //     unknown, wrapping the error; keep-alives settle the lease, rule 3), and a group's Leave
-//     (its future completes with the error and the group is let go: whatever membership the
-//     refused leave left lapses with the session).
+//     (its future completes with the error; the leave itself goes on, see below).
 //   - A call made in the background, which nobody waits for, publishes the error (PubError)
 //     and is retried after between BackoffMax/2 and BackoffMax, whatever the jitter, so it
 //     heals by itself once the cause is fixed (the key deleted, the server's configuration
 //     changed, the migration applied): the session's open and keep-alive, an election's or a
 //     partition's acquire (an election's user learns of it from the published error: the
-//     handle's Err and events), and a group's Join (the JoinGroup future completed at once). A
+//     handle's Err and events), a group's Join (the JoinGroup future completed at once), and a
+//     group's leave once its Leave has returned the refusal: the membership it could not delete
+//     would stay at the backend as long as the session lives (SQL, ZooKeeper and etcd keep
+//     memberships with the session), and the other members would go on assigning partitions
+//     to a member that leads none, so the leave is retried in the background until it
+//     succeeds or the session ends (its memberships with it: a lost session's next one has
+//     nothing to leave; Close deletes them). No group callback fires for the group meanwhile,
+//     and keep-alives do not renew its membership. A Join of the group cancels the pending
+//     leave and is taken at once (a leave call still in flight holds the Join's call back
+//     until its reply, so that it cannot land after the Join); a Leave of it completes at once. A
 //     failed members read is not retried by itself: every keep-alive brings the members. A
 //     keep-alive's retry comes no later than halfway to the session's local deadline (and
 //     BackoffMin from now at least), so that a backend healed before the deadline renews the

@@ -755,6 +755,7 @@ func (s *Engine) loseSession(reason Reason) {
 		g := s.groups[name]
 		g.joined, g.joinReq, g.membersReq, g.membersDirty, g.retrying, g.lapseAt = false, 0, 0, false, false, 0
 		g.backoffRetry, g.membersFailed, g.poked = false, false, false
+		g.leaveReq = 0 // a leave in flight was the lost session's
 		// A Join of unknown outcome was the lost session's: its membership ended with it.
 		g.unknown = false
 		s.setView(g, nil, nil)

@@ -61,6 +61,17 @@ type group struct {
 	// future with it, until the leave's membership is gone (dropGroup), and is joined then.
 	// A Leave taken meanwhile (the shell's, for a JoinGroup whose caller gave up) cancels it.
 	rejoin *Event
+
+	// leaveReq is the Leave call in flight (0: none). On a group that is not leaving it is
+	// the call of a pending leave that a Join cancelled: the group's Join is sent on its
+	// reply, so that the leave cannot land after the Join and delete its membership.
+	leaveReq ReqID
+	// pendingLeave: the backend refused the group's Leave for good and the Leave's caller
+	// has that error; the leave goes on in the background (retried after BackoffMax/2 to
+	// BackoffMax) while the session lives, so the membership is deleted once the cause is
+	// mended. The group is no longer joined for anyone: a Join of it cancels the pending
+	// leave, a Leave of it completes at once.
+	pendingLeave bool
 }
 
 func (s *Engine) join(ev Event) {
@@ -83,7 +94,11 @@ func (s *Engine) join(ev Event) {
 		fail(err)
 		return
 	}
-	if g := s.groups[ev.Name]; g != nil {
+	pendingLeave := s.groups[ev.Name]
+	if pendingLeave != nil && !pendingLeave.pendingLeave {
+		pendingLeave = nil
+	}
+	if g := s.groups[ev.Name]; g != nil && pendingLeave == nil {
 		if g.leaving && g.rejoin == nil {
 			// Joined again right after a Leave: the Join waits for the leave's membership to
 			// be gone (a Join sent before the Leave's reply could be deleted by it), then
@@ -103,12 +118,22 @@ func (s *Engine) join(ev Event) {
 			return
 		}
 	}
-	g := &group{name: ev.Name, partitions: ev.Partitions, hasWork: ev.HasWork, owned: make([]bool, ev.Partitions)}
+	var leaveReq ReqID
+	if old := pendingLeave; old != nil {
+		// Joined again while a refused Leave is retried in the background: the pending leave
+		// is cancelled (the membership it could not delete is the one this Join wants) and
+		// the Join taken at once. A leave call still in flight holds the Join call back until
+		// its reply, so that it cannot land after the Join.
+		leaveReq = old.leaveReq
+		s.dropGroup(old)
+	}
+	g := &group{name: ev.Name, partitions: ev.Partitions, hasWork: ev.HasWork, owned: make([]bool, ev.Partitions),
+		leaveReq: leaveReq}
 	s.groups[g.name] = g
 	i, _ := slices.BinarySearch(s.groupNames, g.name)
 	s.groupNames = slices.Insert(s.groupNames, i, g.name)
 	s.complete(ev.Future, nil)
-	if s.sess.state == SessionLive {
+	if s.sess.state == SessionLive && g.leaveReq == 0 {
 		s.sendJoin(g)
 	}
 }
@@ -119,6 +144,12 @@ func (s *Engine) join(ev Event) {
 func (s *Engine) leave(name string, f FutureID) {
 	g := s.groups[name]
 	if g == nil {
+		s.complete(f, nil)
+		return
+	}
+	if g.pendingLeave {
+		// The Leave of the membership was answered (with the backend's refusal); its leave
+		// goes on in the background: a second Leave has nothing more to wait for.
 		s.complete(f, nil)
 		return
 	}
@@ -141,9 +172,11 @@ func (s *Engine) leave(name string, f FutureID) {
 	defer s.complete(hold, nil)
 	s.setView(g, nil, b)
 	g.leavePart = s.part(b)
-	if g.joined || g.joinReq != 0 || g.unknown {
+	if g.joined || g.joinReq != 0 || g.unknown || g.leaveReq != 0 {
+		// (leaveReq: the call of a pending leave a Join cancelled is still in flight; its
+		// reply is this Leave's.)
 		g.leaving, g.joined = true, false
-		if g.joinReq == 0 && s.sess.state == SessionLive {
+		if g.joinReq == 0 && g.leaveReq == 0 && s.sess.state == SessionLive {
 			if settled := add(g.unknownAt, s.opt.RenewInterval); g.unknown && s.now < settled {
 				g.retrying, g.retryAt = true, settled
 				s.arm(TimerJoin, g.name, settled)
@@ -200,7 +233,7 @@ func (s *Engine) sendJoin(g *group) {
 }
 
 func (s *Engine) sendLeave(g *group) {
-	s.call(OpLeave, s.sess.id, pending{g: g}, Effect{Name: g.name})
+	g.leaveReq = s.call(OpLeave, s.sess.id, pending{g: g}, Effect{Name: g.name})
 }
 
 func (s *Engine) sendMembers(g *group) {
@@ -299,27 +332,46 @@ func (s *Engine) onJoinReply(p pending, ev Event) {
 }
 
 func (s *Engine) onLeaveReply(p pending, ev Event) {
-	g := p.g
-	if p.gen != s.sess.gen || s.sess.state != SessionLive || s.groups[g.name] != g {
+	// The group by name, not p.g: a Join that cancelled a pending leave while its call was in
+	// flight replaced the group, and waits for this reply (leaveReq).
+	g := s.groups[p.g.name]
+	if g == nil || g.leaveReq != ev.Req {
+		return
+	}
+	g.leaveReq = 0
+	if p.gen != s.sess.gen || s.sess.state != SessionLive {
+		return
+	}
+	if !g.leaving {
+		// The pending leave was cancelled by a Join: whatever this call did, the Join's call
+		// comes after it.
+		if !g.joined && g.joinReq == 0 {
+			s.sendJoin(g)
+		}
 		return
 	}
 	if ev.Err != nil {
 		if spi.Classify(ev.Err) == spi.Permanent {
 			// A Leave is made for a caller who waits (PartitionGroup.Leave): a permanent
-			// refusal is returned to it, not retried (see "Permanent errors" in the package
-			// doc). No retry can succeed until an operator mends the cause, and whatever
-			// membership the refused leave left lapses with the session: on Redis a group key
-			// of another type (ErrCorruptRecord) holds no member, and a member is scored by
-			// its session's expiry; elsewhere a membership lives as long as its session. The
-			// error is reported and the group let go, so Leave returns with the error rather
-			// than retrying for the client's life.
-			s.failed(OpLeave, g.name, ev.Err)
+			// refusal is returned to it at once (see "Permanent errors" in the package doc).
+			// The membership stays at the backend, though, as long as the session lives
+			// (SQL, ZooKeeper, etcd keep memberships with the session, and the client renews
+			// it for ever): the other members would go on assigning partitions to a member
+			// that leads none of them. So the leave goes on in the background, as a
+			// background call does: retried after BackoffMax/2..BackoffMax, until it succeeds,
+			// the session ends (its memberships with it), or a Join of the group cancels it.
 			if f := g.leavePart; f != 0 {
 				g.leavePart = 0
 				s.complete(f, ev.Err)
 			}
-			s.dropGroup(g)
-			return
+			if g.rejoin != nil {
+				// A Join waits for this leave: the membership it could not delete is the one
+				// the Join wants.
+				s.failed(OpLeave, g.name, ev.Err)
+				s.dropGroup(g)
+				return
+			}
+			g.pendingLeave = true
 		}
 		s.retryGroup(g, OpLeave, ev.Err)
 		return

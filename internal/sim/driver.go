@@ -169,11 +169,11 @@ func (s *Sim) handleCall(idx int32) {
 		}
 		cl.reply = engine.ReplyTo(*ef)
 		cl.reply.SentAt, cl.reply.Err = cl.sentC, errDown
-		if s.cfg.Faults.Refusals && ef.Op != engine.OpLeave {
-			// Not a Leave: one refused for good lets its group go, and the membership it
-			// left stays while the session lives (on a backend whose memberships live with
-			// the session, as the model's do), which the liveness check rightly reports
-			// (seed 260 with Leave refused too): a known gap, left to its own change.
+		if s.cfg.Faults.Refusals {
+			// A Leave too: its caller gets the refusal, and the engine retries the leave in
+			// the background while the session lives (the model's memberships live with the
+			// session); it used to let the group go, leaving the membership behind, whose
+			// partitions went unled (liveness, seed 260).
 			cl.reply.Err = errRefused
 		}
 		s.q.push(item{at: s.now + s.latency(), kind: kReply, client: cl.client, inc: cl.inc, idx: idx})
