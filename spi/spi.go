@@ -72,6 +72,12 @@ type KeepAlive struct {
 	// reason) rather than taken over. A backend that renews every lease with the session leaves
 	// it nil.
 	Unrenewed []string
+	// Corrupt is optional: the names asked about that Held leaves out because their record is
+	// not one the backend writes, so no session can hold them (Redis: the lease key holds
+	// another type than a hash, written over by something else; see ErrCorruptRecord). The
+	// client revokes such a term all the same, but as corrupt-record rather than taken over:
+	// nobody took it, its record needs an operator.
+	Corrupt []string
 	// Members maps each group named in the request to its live members, sorted ascending. A
 	// backend that could not read a group while it renewed the session (Redis Cluster, the
 	// group's master down) may leave the group out: the client keeps the view it has.
