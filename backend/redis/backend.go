@@ -144,6 +144,9 @@ type Backend struct {
 	durMu     sync.Mutex // serialises the durability check
 	durDone   bool       // the durability check ran (durErr: its verdict in strict mode)
 	durErr    error
+	authMu    sync.Mutex // serialises the password check (checkPassword)
+	authDone  bool       // the password check ran (authErr: its verdict)
+	authErr   error
 
 	mu       sync.Mutex
 	sessions map[spi.SessionID]*session // routeBySlot only
@@ -365,8 +368,9 @@ func (b *Backend) fail(op string, err error) error {
 		// The script quotes the stored token as it is: escaped, so that a forged one with
 		// terminal escape sequences reaches no log or terminal raw.
 		return spi.AsPermanent(fmt.Errorf("redis: %s: %w: %w", op, spi.ErrCorruptToken, printable.Error(err)))
+	case authFailure(err):
+		return spi.AsPermanent(fmt.Errorf("redis: %s: %w: %w", op, ErrAuth, err))
 	case errors.Is(err, luascripts.ErrReply), errors.Is(err, luascripts.ErrArgs),
-		goredis.HasErrorPrefix(err, "NOAUTH"), goredis.HasErrorPrefix(err, "WRONGPASS"),
 		goredis.HasErrorPrefix(err, "NOPERM"),
 		goredis.HasErrorPrefix(err, luascripts.ErrorPrefix): // HasErrorPrefix strips "ERR "
 		return spi.AsPermanent(fmt.Errorf("redis: %s: %w", op, err))
@@ -524,6 +528,9 @@ func (b *Backend) openSessionCall(ctx context.Context, owner string, ttl time.Du
 		return spi.Session{}, err
 	}
 	if err := b.durability(ctx); err != nil {
+		return spi.Session{}, err
+	}
+	if err := b.passwordChecked(ctx); err != nil {
 		return spi.Session{}, err
 	}
 	sid, err := newSessionID()

@@ -27,7 +27,11 @@ being retried until the caller's context ends (the dialer retries only transient
 failures, see ParseDSN). A DSN the server cannot serve fails with a permanent error that says
 what to change: a database out of range or other than 0 on a Cluster node (spi.ErrInvalidOption),
 and redis+cluster:// at a server without cluster support (use redis://), as redis:// at a
-Cluster node is told to use redis+cluster://.
+Cluster node is told to use redis+cluster://. Credentials: a wrong password, an unknown user,
+or none at a server that requires one fails with a permanent error matching ErrAuth; a password
+for the default user at a server that configures none (which Redis would accept, and go-redis
+run unauthenticated without a word) is refused at the first OpenSession with a permanent error
+matching ErrAuth and spi.ErrInvalidOption: drop it from the DSN or set one on the server.
 
 # Layout and time
 
