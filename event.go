@@ -150,6 +150,11 @@ const (
 	RevokedSteppedDown
 	// RevokedClosed: the client was closed.
 	RevokedClosed
+	// RevokedCorruptRecord: the backend found the lease's record not of the kind it writes
+	// (Redis: the lease key written over with another type than a hash), so no session holds
+	// it: nobody took it over, the record needs an operator (see ErrCorruptRecord, which
+	// the term's RevokedError matches).
+	RevokedCorruptRecord
 )
 
 var revokeReasonNames = [...]string{
@@ -159,6 +164,7 @@ var revokeReasonNames = [...]string{
 	RevokedStopped:        "stopped",
 	RevokedSteppedDown:    "stepped-down",
 	RevokedClosed:         "closed",
+	RevokedCorruptRecord:  "corrupt-record",
 }
 
 // String names the reason.
@@ -181,13 +187,18 @@ type RevokedError struct {
 
 // Error implements error.
 func (e *RevokedError) Error() string {
+	if e.Reason == RevokedCorruptRecord {
+		return fmt.Sprintf("simba: term %s#%d revoked: %v (the lease's record at the backend is not one Simba writes, e.g. a Redis key written over with another type: nobody took the lease over, the record needs an operator)", e.Name, e.Token, e.Reason)
+	}
 	return fmt.Sprintf("simba: term %s#%d revoked: %v", e.Name, e.Token, e.Reason)
 }
 
-// Is makes errors.Is(err, ErrNotHeld) hold: a revoked term is no longer held; and
-// errors.Is(err, ErrClosed) for a term the client's Close revoked.
+// Is makes errors.Is(err, ErrNotHeld) hold: a revoked term is no longer held; errors.Is(err,
+// ErrClosed) for a term the client's Close revoked; and errors.Is(err, ErrCorruptRecord) for
+// one whose lease record was found corrupt (RevokedCorruptRecord).
 func (e *RevokedError) Is(target error) bool {
-	return target == ErrNotHeld || target == ErrClosed && e.Reason == RevokedClosed
+	return target == ErrNotHeld || target == ErrClosed && e.Reason == RevokedClosed ||
+		target == ErrCorruptRecord && e.Reason == RevokedCorruptRecord
 }
 
 // publicOps names each engine operation as the client reports it (Event.Op, CallInfo.Op): every

@@ -12,6 +12,10 @@ local expires = tonumber(s[2])
 if not expires or expires <= now then
   return {3, 0, 0, '', ''}
 end
+-- Every key of another type than Simba keeps there fails the script (WRONGTYPE) before its first
+-- write, since Lua scripts are not rolled back: the session's lease set, written last, is read
+-- here, so that a grant never lands in the lease hash without the set naming it.
+redis.call('SISMEMBER', KEYS[3], name)
 local l = redis.call('HMGET', KEYS[1], 'session', 'token', 'expires', 'owner', 'waiters')
 -- The waiter queue (spi.Queuer): KEYS[4] is a sorted set of waiting session ids scored by
 -- arrival (Redis TIME µs), KEYS[5] the same ids scored by their entry's expiry (ms): the

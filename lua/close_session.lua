@@ -8,9 +8,18 @@
 local sid, nl = ARGV[1], tonumber(ARGV[2])
 local ng = #KEYS - 3 - nl
 local released = 0
+-- Every lease and group is read before the first write: a key of another type fails the script
+-- (WRONGTYPE) with nothing written (Lua scripts are not rolled back).
+local holders = {}
+for i = 1, nl do
+  holders[i] = redis.call('HGET', KEYS[3 + i], 'session')
+end
+for j = 1, ng do
+  redis.call('ZSCORE', KEYS[3 + nl + j], sid)
+end
 for i = 1, nl do
   local key, name = KEYS[3 + i], ARGV[2 + i]
-  if redis.call('HGET', key, 'session') == sid then
+  if holders[i] == sid then
     redis.call('HDEL', key, 'session', 'expires', 'owner')
     redis.call('PUBLISH', key, name)
     released = released + 1

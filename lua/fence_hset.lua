@@ -23,8 +23,10 @@ if highest then
     return {4, highest}
   end
 end
+-- The target first: if it is not a hash (WRONGTYPE), the script stops with nothing written,
+-- not with the fence raised for a write that never landed (Lua scripts are not rolled back).
+redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
 if highest ~= token then
   redis.call('SET', KEYS[1], token)
 end
-redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
 return {1, token}

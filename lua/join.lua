@@ -8,6 +8,9 @@ local expires = tonumber(redis.call('HGET', KEYS[1], 'expires'))
 if not expires or expires <= now then
   return {3}
 end
+-- The session's set is read before the first write: of another type, it fails the script
+-- (WRONGTYPE) with the group untouched (Lua scripts are not rolled back).
+redis.call('SISMEMBER', KEYS[2], ARGV[2])
 local e = string.format('%d', expires)
 local changed = redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now) + redis.call('ZADD', KEYS[3], e, ARGV[1])
 redis.call('SADD', KEYS[2], ARGV[2])

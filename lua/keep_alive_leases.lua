@@ -12,9 +12,15 @@ if not expires or expires <= now then
   return {3, 0, {}}
 end
 local e = string.format('%d', expires)
+-- Every lease is read before the first write: one of another type fails the script (WRONGTYPE)
+-- with nothing written (Lua scripts are not rolled back).
+local ls = {}
+for i = 1, #KEYS do
+  ls[i] = redis.call('HMGET', KEYS[i], 'session', 'token', 'expires')
+end
 local held = {}
 for i = 1, #KEYS do
-  local l = redis.call('HMGET', KEYS[i], 'session', 'token', 'expires')
+  local l = ls[i]
   -- A token that is not a plain decimal is never coerced: not reported held (see keep_alive).
   if l[1] == sid and l[2] and string.match(l[2], '^%d+$') then
     if (tonumber(l[3]) or 0) < expires then

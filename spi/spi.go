@@ -30,6 +30,7 @@ package spi
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -72,6 +73,12 @@ type KeepAlive struct {
 	// reason) rather than taken over. A backend that renews every lease with the session leaves
 	// it nil.
 	Unrenewed []string
+	// Corrupt is optional: the names asked about that Held leaves out because their record is
+	// not one the backend writes, so no session can hold them (Redis: the lease key holds
+	// another type than a hash, written over by something else; see ErrCorruptRecord). The
+	// client revokes such a term all the same, but as corrupt-record rather than taken over:
+	// nobody took it, its record needs an operator.
+	Corrupt []string
 	// Members maps each group named in the request to its live members, sorted ascending. A
 	// backend that could not read a group while it renewed the session (Redis Cluster, the
 	// group's master down) may leave the group out: the client keeps the view it has.
@@ -383,6 +390,23 @@ type SessionInfo struct {
 	// RemainingUnknown is set when the backend cannot tell the session's time left (ZooKeeper,
 	// for a session of another client: see LeaseInfo.RemainingUnknown).
 	RemainingUnknown bool
+	// Unreadable says why the session's record is not one Simba could have written (a forged
+	// or damaged one: an expiry beyond any session's TTL, MaxSessionTTL; see BoundSession),
+	// empty for a sound record. A status tool shows "unreadable record: <why>" instead of its
+	// time left; Remaining is then zero and RemainingUnknown set.
+	Unreadable string
+}
+
+// BoundSession returns s, marked Unreadable (its time left unknown) if its Remaining lies
+// beyond MaxSessionTTL, the longest TTL a client opens a session with: no client wrote such a
+// record, and a status tool would otherwise show a forged session's figure of years as if it
+// were one. Backends call it on each session their Inspect lists.
+func BoundSession(s SessionInfo) SessionInfo {
+	if s.Unreadable == "" && !s.RemainingUnknown && s.Remaining > MaxSessionTTL {
+		s.Unreadable = fmt.Sprintf("expiry %v away, beyond the longest session TTL (%v)", s.Remaining.Round(time.Second), MaxSessionTTL)
+		s.Remaining, s.RemainingUnknown = 0, true
+	}
+	return s
 }
 
 // Snapshot is what Inspect returns: the backend's view for status tools.

@@ -49,7 +49,7 @@ func (b *Backend) Inspect(ctx context.Context) (spi.Snapshot, error) {
 			return spi.Snapshot{}, b.classify("inspect: lease", err)
 		}
 		remaining[kv.Lease] = time.Duration(ttl.TTL) * time.Second
-		snap.Sessions = append(snap.Sessions, spi.SessionInfo{ID: spi.SessionID(strings.TrimPrefix(string(kv.Key), sp)), Owner: string(kv.Value), Remaining: remaining[kv.Lease]})
+		snap.Sessions = append(snap.Sessions, spi.BoundSession(spi.SessionInfo{ID: spi.SessionID(strings.TrimPrefix(string(kv.Key), sp)), Owner: string(kv.Value), Remaining: remaining[kv.Lease]}))
 	}
 	for _, kv := range r.Responses[1].GetResponseRange().Kvs {
 		rem, ok := remaining[kv.Lease]

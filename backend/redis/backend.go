@@ -144,6 +144,9 @@ type Backend struct {
 	durMu     sync.Mutex // serialises the durability check
 	durDone   bool       // the durability check ran (durErr: its verdict in strict mode)
 	durErr    error
+	authMu    sync.Mutex // serialises the password check (checkPassword)
+	authDone  bool       // the password check ran (authErr: its verdict)
+	authErr   error
 
 	mu       sync.Mutex
 	sessions map[spi.SessionID]*session // routeBySlot only
@@ -201,6 +204,30 @@ func (b *Backend) warnForeignLeases(lost []string, err error) {
 	}
 	b.log.Log(context.Background(), level, "simba: redis: a lease key holds another type than a hash (written over by something else): the lease is lost, the session and its other leases renewed without it; the key needs an operator",
 		"leases", lost, "err", err.Error())
+}
+
+// warnForeignGroups logs the groups a keep-alive renewed the session without, their keys
+// holding another type than a sorted set, damped as warnForeignLeases damps leases.
+func (b *Backend) warnForeignGroups(lost []string, err error) {
+	now := time.Now()
+	warn := false
+	b.foreignMu.Lock()
+	if b.foreignWarned == nil || len(b.foreignWarned) > 1024 {
+		b.foreignWarned = map[string]time.Time{}
+	}
+	for _, g := range lost {
+		if at, ok := b.foreignWarned["group "+g]; !ok || now.Sub(at) >= foreignWarnEvery {
+			b.foreignWarned["group "+g] = now
+			warn = true
+		}
+	}
+	b.foreignMu.Unlock()
+	level := slog.LevelDebug
+	if warn {
+		level = slog.LevelWarn
+	}
+	b.log.Log(context.Background(), level, "simba: redis: a group key holds another type than a sorted set (written over by something else): the session and its leases renewed without it, the group's view left as it was; the key needs an operator",
+		"groups", lost, "err", err.Error())
 }
 
 // session is what a routeBySlot backend remembers of a session it opened: the owner and expiry
@@ -341,8 +368,9 @@ func (b *Backend) fail(op string, err error) error {
 		// The script quotes the stored token as it is: escaped, so that a forged one with
 		// terminal escape sequences reaches no log or terminal raw.
 		return spi.AsPermanent(fmt.Errorf("redis: %s: %w: %w", op, spi.ErrCorruptToken, printable.Error(err)))
+	case authFailure(err):
+		return spi.AsPermanent(fmt.Errorf("redis: %s: %w: %w", op, ErrAuth, err))
 	case errors.Is(err, luascripts.ErrReply), errors.Is(err, luascripts.ErrArgs),
-		goredis.HasErrorPrefix(err, "NOAUTH"), goredis.HasErrorPrefix(err, "WRONGPASS"),
 		goredis.HasErrorPrefix(err, "NOPERM"),
 		goredis.HasErrorPrefix(err, luascripts.ErrorPrefix): // HasErrorPrefix strips "ERR "
 		return spi.AsPermanent(fmt.Errorf("redis: %s: %w", op, err))
@@ -502,6 +530,9 @@ func (b *Backend) openSessionCall(ctx context.Context, owner string, ttl time.Du
 	if err := b.durability(ctx); err != nil {
 		return spi.Session{}, err
 	}
+	if err := b.passwordChecked(ctx); err != nil {
+		return spi.Session{}, err
+	}
 	sid, err := newSessionID()
 	if err != nil {
 		return spi.Session{}, fmt.Errorf("redis: open session: %w", err)
@@ -645,6 +676,9 @@ func (b *Backend) acquireOnce(ctx context.Context, sid spi.SessionID, name strin
 		r, err = luascripts.Acquire.Run(ctx, b.c, keys, args)
 	}
 	if err != nil {
+		if b.lostSession(ctx, sid, err) {
+			return spi.Acquire{Kind: spi.SessionExpired}, nil
+		}
 		return spi.Acquire{}, b.failKeys(ctx, "acquire "+name, err, scriptKeys(luascripts.Acquire.Build(keys, args)))
 	}
 	return acquireReply(r.Status, r.Token, r.RemainingMS, r.Holder, r.Owner)
@@ -781,26 +815,89 @@ func (b *Backend) keepAlive(ctx context.Context, sid spi.SessionID, names, group
 		}
 	}
 	ka, err := b.renew(ctx, sid, names, groups)
-	if errors.Is(err, spi.ErrCorruptRecord) && len(names) > 0 {
-		// A lease key of another type (spi.ErrCorruptRecord: written over by something else)
-		// would fail every keep-alive that names it, and so the session and all its other
-		// leases with it. No session holds such a lease: renew the rest without it, leaving it
-		// out of Held, so that the client revokes that term alone.
-		if lost := b.foreignLeases(ctx, names); len(lost) > 0 {
-			b.warnForeignLeases(lost, err)
-			return b.renew(ctx, sid, slices.DeleteFunc(slices.Clone(names), func(n string) bool { return slices.Contains(lost, n) }), groups)
-		}
+	if !errors.Is(err, spi.ErrCorruptRecord) {
+		return ka, err
+	}
+	// The session's own record (its hash or one of its sets) of another type: the session
+	// can never be renewed again. It ends, as an expired one does, and the log says why.
+	if b.sessionLost(ctx, sid) {
+		return spi.KeepAlive{Expired: true}, nil
+	}
+	// A lease key of another type (spi.ErrCorruptRecord: written over by something else)
+	// would fail every keep-alive that names it, and so the session and all its other leases
+	// with it. No session holds such a lease: renew the rest without it, leaving it out of
+	// Held and naming it Corrupt, so that the client revokes that term alone, saying why. A
+	// group key of another type is left out the same way: the client keeps its last view of
+	// the group (spi.KeepAlive.Members).
+	lost, lostGroups := b.foreignNames(ctx, wire.LeaseKey, names), b.foreignNames(ctx, wire.GroupKey, groups)
+	if len(lost)+len(lostGroups) == 0 {
+		return ka, err
+	}
+	if len(lost) > 0 {
+		b.warnForeignLeases(lost, err)
+	}
+	if len(lostGroups) > 0 {
+		b.warnForeignGroups(lostGroups, err)
+	}
+	ka, err = b.renew(ctx, sid, without(names, lost), without(groups, lostGroups))
+	if err == nil && !ka.Expired {
+		ka.Corrupt = lost
 	}
 	return ka, err
 }
 
-// foreignLeases returns those of names whose lease key holds another type than the hash Simba
-// keeps there (one TYPE per key, pipelined): keepAlive leaves them out. A failed read returns
-// none.
-func (b *Backend) foreignLeases(ctx context.Context, names []string) []string {
+// without returns names less those in drop (names itself when drop is empty).
+func without(names, drop []string) []string {
+	if len(drop) == 0 {
+		return names
+	}
+	return slices.DeleteFunc(slices.Clone(names), func(n string) bool { return slices.Contains(drop, n) })
+}
+
+// sessionLost reports whether sid's own record — its hash or one of its two sets — holds
+// another type than Simba keeps there (one TYPE per key, pipelined), read after a call of the
+// session failed on a key of another type. If so the session is over: its keys are named
+// after its random id, so something other than Simba wrote over them, and no script can renew
+// or use it again. The caller reports it expired (the client revokes its terms and opens a new
+// session, as for any lost session); sessionLost logs why at WARN, naming the key, and under
+// routeBySlot remembers it expired. The key is left as it is, for an operator to look at.
+func (b *Backend) sessionLost(ctx context.Context, sid spi.SessionID) bool {
+	s := string(sid)
+	keys := []string{wire.SessionKey(s), wire.SessionLeasesKey(s), wire.SessionGroupsKey(s)}
+	got, _ := b.foreignTypes(ctx, keys)
+	var found []string
+	for i, k := range keys {
+		if got[i] != "" {
+			found = append(found, fmt.Sprintf("key %q holds a %s where Simba keeps a %s", k, got[i], wire.RedisKeyType(k)))
+		}
+	}
+	if len(found) == 0 {
+		return false
+	}
+	b.log.Warn("simba: redis: the session's own record holds another type than Simba keeps there (written over by something else): the session is ended and reported expired, its terms revoked; the client opens a new session. The key needs an operator",
+		"session", s, "record", strings.Join(found, "; "))
+	if b.cluster {
+		b.expiredNow(sid)
+	}
+	return true
+}
+
+// lostSession is sessionLost for a call of the session that failed with err: false unless err
+// is Redis's WRONGTYPE.
+func (b *Backend) lostSession(ctx context.Context, sid spi.SessionID, err error) bool {
+	return goredis.HasErrorPrefix(err, "WRONGTYPE") && b.sessionLost(ctx, sid)
+}
+
+// foreignNames returns those of names whose key (key(name): wire.LeaseKey or wire.GroupKey)
+// holds another type than Simba keeps there (one TYPE per key, pipelined): keepAlive and
+// CloseSession leave them out. A failed read returns none.
+func (b *Backend) foreignNames(ctx context.Context, key func(string) string, names []string) []string {
+	if len(names) == 0 {
+		return nil
+	}
 	keys := make([]string, len(names))
 	for i, n := range names {
-		keys[i] = wire.LeaseKey(n)
+		keys[i] = key(n)
 	}
 	got, _ := b.foreignTypes(ctx, keys)
 	var lost []string
@@ -920,6 +1017,9 @@ func (b *Backend) join(ctx context.Context, sid spi.SessionID, group string) (sp
 	args := luascripts.JoinArgs{SessionID: s, GroupName: group}
 	r, err := luascripts.Join.Run(ctx, b.c, keys, args)
 	if err != nil {
+		if b.lostSession(ctx, sid, err) {
+			return spi.Expired, nil
+		}
 		return 0, b.failKeys(ctx, "join "+group, err, scriptKeys(luascripts.Join.Build(keys, args)))
 	}
 	return status(r.Status), nil
@@ -954,6 +1054,9 @@ func (b *Backend) leave(ctx context.Context, sid spi.SessionID, group string) (s
 	args := luascripts.LeaveArgs{SessionID: s, GroupName: group}
 	r, err := luascripts.Leave.Run(ctx, b.c, keys, args)
 	if err != nil {
+		if b.lostSession(ctx, sid, err) {
+			return spi.Expired, nil
+		}
 		return 0, b.failKeys(ctx, "leave "+group, err, scriptKeys(luascripts.Leave.Build(keys, args)))
 	}
 	return status(r.Status), nil
@@ -1015,10 +1118,30 @@ func (b *Backend) closeSession(ctx context.Context, sid spi.SessionID) error {
 	pipe := b.c.Pipeline()
 	lc := pipe.SMembers(ctx, wire.SessionLeasesKey(s))
 	gc := pipe.SMembers(ctx, wire.SessionGroupsKey(s))
-	if _, err := pipe.Exec(ctx); err != nil {
+	if _, err := pipe.Exec(ctx); err != nil && !(wrongTypeOr(lc.Err()) && wrongTypeOr(gc.Err())) {
 		return b.fail("close session", err)
 	}
+	// A set of another type (written over by something else) names nothing to release or
+	// leave: close_session deletes it with the session's other keys.
 	names, groups := nonEmpty(lc.Val()), nonEmpty(gc.Val())
+	err := b.closeSessionScript(ctx, s, names, groups)
+	if errors.Is(err, spi.ErrCorruptRecord) {
+		// A lease or group key of another type: the session holds no such lease and is no
+		// member of such a group. Close without them rather than leave the session and every
+		// other lease it holds to their TTL.
+		lost, lostGroups := b.foreignNames(ctx, wire.LeaseKey, names), b.foreignNames(ctx, wire.GroupKey, groups)
+		if len(lost)+len(lostGroups) > 0 {
+			err = b.closeSessionScript(ctx, s, without(names, lost), without(groups, lostGroups))
+		}
+	}
+	return err
+}
+
+// wrongTypeOr reports a command that succeeded or failed with WRONGTYPE.
+func wrongTypeOr(err error) bool { return err == nil || wrongType(err) }
+
+// closeSessionScript is the close_session call of a standalone CloseSession.
+func (b *Backend) closeSessionScript(ctx context.Context, s string, names, groups []string) error {
 	keys := luascripts.CloseSessionKeys{Session: wire.SessionKey(s), SessionLeases: wire.SessionLeasesKey(s), SessionGroups: wire.SessionGroupsKey(s)}
 	for _, n := range names {
 		keys.Leases = append(keys.Leases, wire.LeaseKey(n))

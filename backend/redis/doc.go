@@ -27,7 +27,11 @@ being retried until the caller's context ends (the dialer retries only transient
 failures, see ParseDSN). A DSN the server cannot serve fails with a permanent error that says
 what to change: a database out of range or other than 0 on a Cluster node (spi.ErrInvalidOption),
 and redis+cluster:// at a server without cluster support (use redis://), as redis:// at a
-Cluster node is told to use redis+cluster://.
+Cluster node is told to use redis+cluster://. Credentials: a wrong password, an unknown user,
+or none at a server that requires one fails with a permanent error matching ErrAuth; a password
+for the default user at a server that configures none (which Redis would accept, and go-redis
+run unauthenticated without a word) is refused at the first OpenSession with a permanent error
+matching ErrAuth and spi.ErrInvalidOption: drop it from the DSN or set one on the server.
 
 # Layout and time
 
@@ -271,15 +275,27 @@ its time left unknown. What an acquire does with each such record:
     permanent error matching spi.ErrCorruptRecord (simba.ErrCorruptRecord) that names the key,
     the type it holds and the one Simba keeps there (read with TYPE after Redis's WRONGTYPE
     error, which names neither); the key needs an operator. So does any other call that meets
-    a key of another type: a release, a join, a leave, a members read, or an acquire whose
-    session key is not a hash. A keep-alive that names such a lease (a held lease's key
-    written over) renews the session and its other leases without it and logs a warning (once
-    per lease, then once a minute while its key stays so, the keep-alives in between at DEBUG:
-    an election on such a key names it in each keep-alive after each refused acquire): the
-    lease is lost, and the client revokes that term alone, where the whole keep-alive used to
-    fail, and with it the session and every lease it held. Inspect lists the rest of the keyspace around it, skipping
+    a key of another type: a release, a join, a leave, a members read. Every script reads each
+    key it touches before its first write, so such a call writes nothing (Lua scripts are not
+    rolled back: a grant used to land in the lease hash before the session's lease set failed
+    it). A keep-alive that names such a lease (a held lease's key written over) renews the
+    session and its other leases without it, names it in spi.KeepAlive.Corrupt and logs a
+    warning (once per lease, then once a minute while its key stays so, the keep-alives in
+    between at DEBUG: an election on such a key names it in each keep-alive after each refused
+    acquire): the lease is lost, and the client revokes that term alone, as
+    simba.RevokedCorruptRecord (its RevokedError matches simba.ErrCorruptRecord; Unlock
+    returns it), where the whole keep-alive used to fail, and with it the session and every
+    lease it held. A group key of another type named by a keep-alive is left out the same way
+    (the client keeps its last view of the group), and CloseSession releases the session's
+    other leases and leaves its other groups without such keys. Inspect lists the rest of the keyspace around it, skipping
     session and group keys of another type (no client's), where one such key used to fail the
     whole snapshot;
+  - the session's own record of another type (its hash simba:session:{<sid>}, or its
+    :leases or :groups set, written over by something else): the session can never be
+    renewed again, so it ends cleanly: the keep-alive (and a standalone acquire, join or leave)
+    reports it expired, a warning names the key, the client revokes its terms as
+    session-expired and opens a new session. Its leases stay held until their expiry (at
+    most one TTL), as for any session that expired; CloseSession deletes its keys;
   - a holder with no expires field, or one that is not a plain decimal ("-5", "soon"): the
     spec's lease is live only while its expiry is in the future, and the script reads the
     field with Lua's tonumber, so a value it reads as no number or as a past time frees the

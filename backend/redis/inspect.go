@@ -198,7 +198,7 @@ func inspectNode(ctx context.Context, c goredis.Cmdable) (spi.Snapshot, error) {
 			v := cmds[i].Val()
 			if exp := num(v[1]); exp > now {
 				owner, _ := v[0].(string)
-				snap.Sessions = append(snap.Sessions, spi.SessionInfo{ID: spi.SessionID(sid), Owner: owner, Remaining: ms(exp - now)})
+				snap.Sessions = append(snap.Sessions, spi.BoundSession(spi.SessionInfo{ID: spi.SessionID(sid), Owner: owner, Remaining: ms(exp - now)}))
 			}
 		}
 	}

@@ -205,3 +205,48 @@ func TestInspectKeysOfAnotherType(t *testing.T) {
 		t.Errorf("verify: %v, want an *UnverifiedTokenError naming the record unreadable", err)
 	}
 }
+
+// TestInspectForgedSession: a session hash that something else wrote with an expiry years
+// away is listed by Inspect with Unreadable saying its expiry lies beyond any session TTL, its
+// Remaining unknown, as a lease record with such an expiry is; a real session beside it is
+// listed with its time left. Before, only lease records were checked against the 24 h bound,
+// and the forged session showed a Remaining of 87,600 hours in simba status: this test failed
+// on that code. A private server: Inspect SCANs the whole keyspace.
+func TestInspectForgedSession(t *testing.T) {
+	ctx := context.Background()
+	c := goredis.NewClient(&goredis.Options{Addr: testenv.PrivateRedis(t)})
+	t.Cleanup(func() { c.Close() })
+	b := newBackend(t, c, WithLogger(discard))
+	sid := open(t, b, privTestTTL)
+	now, err := c.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := fmt.Sprintf("%032x", now.UnixNano())
+	far := strconv.FormatInt(now.Add(10*365*24*time.Hour).UnixMilli(), 10)
+	if err := c.HSet(ctx, wire.SessionKey(forged), wire.SessionFieldOwner, "forger", wire.SessionFieldExpires, far).Err(); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := b.Inspect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, s := range snap.Sessions {
+		switch s.ID {
+		case spi.SessionID(forged):
+			seen++
+			if !strings.Contains(s.Unreadable, "beyond the longest session TTL") || !s.RemainingUnknown || s.Remaining != 0 {
+				t.Errorf("forged session = %+v; want Unreadable (beyond the longest session TTL), its Remaining unknown", s)
+			}
+		case sid:
+			seen++
+			if s.Unreadable != "" || s.RemainingUnknown || s.Remaining <= 0 || s.Remaining > privTestTTL {
+				t.Errorf("real session = %+v; want its time left", s)
+			}
+		}
+	}
+	if seen != 2 {
+		t.Errorf("Inspect listed %d of the 2 sessions: %+v", seen, snap.Sessions)
+	}
+}

@@ -97,12 +97,14 @@ func checkKeysOfAnotherType(t *testing.T, c goredis.UniversalClient, dsn string)
 	_, err = b.Members(ctx, "stringly")
 	named("members", err, wire.GroupKey("stringly"), "string", "zset")
 
-	// A session key that is a string (standalone: the acquire script reads it).
+	// A session key that is a string (standalone: the acquire script reads it): the session's
+	// own record is gone, so the session is (see TestSessionRecordOfAnotherTypeEndsSession).
 	if _, ok := c.(*goredis.Client); ok {
 		other := open(t, b, privTestTTL)
 		set(wire.SessionKey(string(other)))
-		_, err = b.Acquire(ctx, other, "fine")
-		named("acquire of a session whose key is a string", err, wire.SessionKey(string(other)), "string", "hash")
+		if r, err := b.Acquire(ctx, other, "fine"); err != nil || r.Kind != spi.SessionExpired {
+			t.Errorf("acquire of a session whose key is a string = %+v, %v; want SessionExpired", r, err)
+		}
 	}
 
 	// Through the client: Lock returns the error after one acquire, not retrying it.
@@ -161,6 +163,15 @@ func checkKeysOfAnotherType(t *testing.T, c goredis.UniversalClient, dsn string)
 	if !kept.Term.IsValid() {
 		t.Errorf("the other lock's term ended too: %v", context.Cause(kept.Term.Context()))
 	}
+	// The lost term says what happened: its record was found corrupt, not taken over (on the
+	// old code: "revoked: taken-over").
+	var re *simba.RevokedError
+	if cause := context.Cause(lost.Term.Context()); !errors.As(cause, &re) || re.Reason != simba.RevokedCorruptRecord || !errors.Is(cause, simba.ErrCorruptRecord) {
+		t.Errorf("the overwritten lock's term ended with %v; want RevokedCorruptRecord, matching ErrCorruptRecord", cause)
+	}
+	if err := lost.Unlock(lctx); !errors.Is(err, simba.ErrCorruptRecord) || !errors.Is(err, simba.ErrNotHeld) || !strings.Contains(fmtErr(err), "corrupt-record") {
+		t.Errorf("Unlock of the overwritten lock: %v; want a RevokedError saying corrupt-record", err)
+	}
 	if err := kept.Unlock(lctx); err != nil {
 		t.Errorf("Unlock of the other lock: %v", err)
 	}
@@ -215,4 +226,117 @@ func (c *countAcquires) KeepAlive(ctx context.Context, sid spi.SessionID, names,
 func (c *countAcquires) Acquire(ctx context.Context, sid spi.SessionID, name string) (spi.Acquire, error) {
 	c.n.Add(1)
 	return c.Backend.Acquire(ctx, sid, name)
+}
+
+// TestSessionRecordOfAnotherTypeEndsSession: a session whose own record — its hash, or its
+// lease or group set — someone wrote over with another type is ended cleanly: the keep-alive,
+// an acquire, a join report it expired (not an error), a WARN line names the key, and
+// CloseSession still closes it. Through a client, the lock's term is revoked as
+// session-expired and the client goes on with a new session: a second Lock succeeds. On the
+// old code the keep-alive failed with a permanent ErrCorruptRecord on every renewal (a string
+// hash), or renewed the session (a string lease set, until the next acquire wrote its grant
+// and then failed on the set), and the client's terms were lost to the failing keep-alives
+// with no new session opened. A private server: the shared ones' Inspect must never meet the
+// keys.
+func TestSessionRecordOfAnotherTypeEndsSession(t *testing.T) {
+	ctx := context.Background()
+	c := goredis.NewClient(&goredis.Options{Addr: testenv.PrivateRedis(t)})
+	t.Cleanup(func() { c.Close() })
+	var logs testenv.LogBuffer
+	b := newBackend(t, c, WithLogger(logs.Logger()))
+	overwrite := func(key string) {
+		t.Helper()
+		if err := c.Del(ctx, key).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Set(ctx, key, "hello", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, k := range []struct {
+		what string
+		key  func(string) string
+	}{
+		{"hash", wire.SessionKey},
+		{"lease set", wire.SessionLeasesKey},
+		{"group set", wire.SessionGroupsKey},
+	} {
+		sid := open(t, b, privTestTTL)
+		name := "sess-" + strings.ReplaceAll(k.what, " ", "-")
+		if r, err := b.Acquire(ctx, sid, name); err != nil || r.Kind != spi.Granted {
+			t.Fatalf("Acquire = %+v, %v", r, err)
+		}
+		overwrite(k.key(string(sid)))
+		ka, err := b.KeepAlive(ctx, sid, []string{name}, nil)
+		if err != nil || !ka.Expired {
+			t.Errorf("the session's %s a string: keep-alive = %+v, %v; want expired", k.what, ka, err)
+		}
+		if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), k.key(string(sid))) {
+			t.Errorf("the session's %s a string: no WARN line names the key %s:\n%s", k.what, k.key(string(sid)), logs.String())
+		}
+		if k.what != "group set" {
+			if r, err := b.Acquire(ctx, sid, name+"-2"); err != nil || r.Kind != spi.SessionExpired {
+				t.Errorf("the session's %s a string: acquire = %+v, %v; want SessionExpired", k.what, r, err)
+			}
+		} else if st, err := b.Join(ctx, sid, name); err != nil || st != spi.Expired {
+			t.Errorf("the session's %s a string: join = %v, %v; want expired", k.what, st, err)
+		}
+		if err := b.CloseSession(ctx, sid); err != nil {
+			t.Errorf("the session's %s a string: CloseSession: %v", k.what, err)
+		}
+	}
+
+	// A group key of another type is left out of a keep-alive as a lease key is: the session
+	// and its lease are renewed, the group's view is not given (the client keeps its own). On
+	// the old code the keep-alive failed with ErrCorruptRecord.
+	sid := open(t, b, privTestTTL)
+	if r, err := b.Acquire(ctx, sid, "sess-g-lease"); err != nil || r.Kind != spi.Granted {
+		t.Fatalf("Acquire = %+v, %v", r, err)
+	}
+	overwrite(wire.GroupKey("sess-g"))
+	ka, err := b.KeepAlive(ctx, sid, []string{"sess-g-lease"}, []string{"sess-g"})
+	if _, ok := ka.Members["sess-g"]; err != nil || ka.Expired || len(ka.Held) != 1 || ok {
+		t.Errorf("keep-alive naming a group whose key is a string = %+v, %v; want the session and its lease renewed, the group left out", ka, err)
+	}
+	if err := b.CloseSession(ctx, sid); err != nil {
+		t.Fatal(err)
+	}
+
+	// Through a client: the term ends as session-expired and the client goes on.
+	cl, err := simba.New(b, simba.WithTTL(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		cl.Close(cctx)
+	})
+	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	first, err := cl.Lock(lctx, "sess-client")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := c.Keys(ctx, wire.SessionKeyMatch).Result()
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("session keys %q, %v; want the client's one", keys, err)
+	}
+	overwrite(keys[0])
+	select {
+	case <-first.Term.Context().Done():
+	case <-lctx.Done():
+		t.Fatal("the lock's term did not end within 30 s of its session's hash written over")
+	}
+	var re *simba.RevokedError
+	if cause := context.Cause(first.Term.Context()); !errors.As(cause, &re) || re.Reason != simba.RevokedSessionExpired {
+		t.Errorf("the term ended with %v; want RevokedSessionExpired", cause)
+	}
+	second, err := cl.Lock(lctx, "sess-client-2")
+	if err != nil {
+		t.Fatalf("Lock after the session's loss: %v; want a new session and the lock", err)
+	}
+	if err := second.Unlock(lctx); err != nil {
+		t.Errorf("Unlock: %v", err)
+	}
 }

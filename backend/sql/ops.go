@@ -419,7 +419,7 @@ func (b *Backend) inspect(ctx context.Context) (spi.Snapshot, error) {
 		s.Leases = append(s.Leases, leaseInfo(l.Name, l.HolderID, l.Owner, l.Token, l.RemainingMs))
 	}
 	for _, x := range st.Out.InspectSessions {
-		s.Sessions = append(s.Sessions, spi.SessionInfo{ID: spi.SessionID(x.ID), Owner: x.Owner, Remaining: millis(x.RemainingMs)})
+		s.Sessions = append(s.Sessions, spi.BoundSession(spi.SessionInfo{ID: spi.SessionID(x.ID), Owner: x.Owner, Remaining: millis(x.RemainingMs)}))
 	}
 	for _, m := range st.Out.InspectMembers {
 		s.Groups[m.GroupName] = append(s.Groups[m.GroupName], spi.SessionID(m.SessionID))

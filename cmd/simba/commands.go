@@ -410,7 +410,12 @@ func printStatus(out io.Writer, snap spi.Snapshot, f statusFilter) error {
 	}
 	fmt.Fprintln(w, "\nSESSION\tOWNER\tREMAINING")
 	for _, s := range snap.Sessions {
-		fmt.Fprintf(w, "%s\t%s\t%s\n", safe(string(s.ID)), safe(s.Owner), remaining(s.Remaining, s.RemainingUnknown))
+		rem := remaining(s.Remaining, s.RemainingUnknown)
+		if s.Unreadable != "" {
+			// A forged or damaged record (spi.SessionInfo.Unreadable): its figure is not shown.
+			rem = "unreadable record: " + printable.Escape(s.Unreadable)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\n", safe(string(s.ID)), safe(s.Owner), rem)
 	}
 	groups := make([]string, 0, len(snap.Groups))
 	for g := range snap.Groups {

@@ -194,6 +194,35 @@ func TestPrintStatusUnreadableRecord(t *testing.T) {
 	}
 }
 
+// TestPrintStatusUnreadableSession: a session whose record lies beyond any TTL (a forged Redis
+// or SQL session expiring years away; spi.BoundSession marks it) shows "unreadable record:
+// <why>" in REMAINING, never its figure of years. Before, only lease records were checked
+// against the 24 h bound, and such a session showed its real figure (the backend side:
+// TestInspectForgedSession in backend/redis).
+func TestPrintStatusUnreadableSession(t *testing.T) {
+	snap := spi.Snapshot{Sessions: []spi.SessionInfo{
+		spi.BoundSession(spi.SessionInfo{ID: "forged", Owner: "x", Remaining: 10 * 365 * 24 * time.Hour}),
+		spi.BoundSession(spi.SessionInfo{ID: "sound", Owner: "y", Remaining: 15 * time.Second}),
+	}}
+	var buf bytes.Buffer
+	if err := printStatus(&buf, snap, statusFilter{}); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	t.Log("\n" + out)
+	for _, want := range []string{
+		"forged   x      unreadable record: expiry 87600h0m0s away, beyond the longest session TTL (24h0m0s)",
+		"sound    y      15s",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	if strings.Contains(out, "87600h0m0s\n") {
+		t.Errorf("the forged session's figure is shown as its time left")
+	}
+}
+
 // TestStatusOnZooKeeperIsQuiet: simba status at a ZooKeeper DSN without credentials prints the
 // tables and nothing on stderr: it only reads and creates no node, so the warning that the
 // nodes a backend creates without credentials are open is not its business (simba lock, which

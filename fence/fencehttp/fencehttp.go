@@ -112,7 +112,8 @@ const (
 )
 
 // ErrNoToken is matched (errors.Is) when a request carries no fencing token and the guard
-// requires one, or carries one that is not a non-negative decimal int64.
+// requires one, or carries one that is not a token as Simba writes it: a non-negative decimal
+// int64 in its canonical form (see ParseToken; "007", "+7" and "-0" are refused).
 var ErrNoToken = errors.New("fencehttp: missing or malformed " + Header + " header")
 
 type tokenKey struct{}
@@ -137,7 +138,14 @@ func SetToken(req *http.Request, token int64) {
 }
 
 // ParseToken reads the Simba-Fencing-Token header of h; ok is false when it is absent. A
-// present header that is not a non-negative decimal int64 is an error matching ErrNoToken.
+// present header that is not a token as Simba writes it (SetToken: strconv.FormatInt) is an
+// error matching ErrNoToken that says what is wrong with it: the value must be a plain
+// decimal int64 of ASCII digits, "0" or without leading zeros, with no sign ("+7", "-0"), no
+// leading zero ("007"), no space inside or around it (net/http trims the spaces around a
+// header value it reads off the wire) and nothing else. Only the canonical spelling is
+// accepted, so a token has one spelling: a proxy or log that compares or keys on the header's
+// text sees the same token the guard admits, and a client's encoding bug is refused at once
+// rather than read as a number that happens to parse.
 func ParseToken(h http.Header) (token int64, ok bool, err error) {
 	v := h.Values(Header)
 	if len(v) == 0 {
@@ -146,11 +154,40 @@ func ParseToken(h http.Header) (token int64, ok bool, err error) {
 	if len(v) > 1 {
 		return 0, true, fmt.Errorf("%w: %d values", ErrNoToken, len(v))
 	}
-	t, err := strconv.ParseInt(v[0], 10, 64)
-	if err != nil || t < 0 || v[0][0] == '+' {
-		return 0, true, fmt.Errorf("%w: %q", ErrNoToken, v[0])
+	t, why := parseCanonical(v[0])
+	if why != "" {
+		return 0, true, fmt.Errorf("%w: %q: %s", ErrNoToken, v[0], why)
 	}
 	return t, true, nil
+}
+
+// parseCanonical parses s as a token written by SetToken, or says why it is not one.
+func parseCanonical(s string) (int64, string) {
+	switch {
+	case s == "":
+		return 0, "empty (want a plain decimal such as 42)"
+	case s[0] == '+' || s[0] == '-':
+		return 0, "a sign (tokens are non-negative and written without one)"
+	case len(s) > 1 && s[0] == '0' && isDigits(s):
+		return 0, "leading zeros (tokens are written without them: 7, not 007)"
+	case !isDigits(s):
+		return 0, "not a plain decimal (ASCII digits only: no spaces, separators, fraction or exponent)"
+	}
+	t, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, "out of range (above the int64 maximum 9223372036854775807)"
+	}
+	return t, ""
+}
+
+// isDigits reports whether s is one or more ASCII digits.
+func isDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // Transport is an http.RoundTripper that carries the fencing token of each request's context
@@ -333,8 +370,8 @@ func (st *resourceState) lockCtx(ctx context.Context) error {
 
 // Wrap returns next guarded: a request with a token below its resource's highest gets 409
 // Conflict (with the Simba-Fencing-Highest and Simba-Fencing-Resource headers); one without a
-// token 428 Precondition Required (unless AllowMissing), one with a malformed token 400 Bad
-// Request, one whose token Verify refuses 403 Forbidden (with Simba-Fencing-Resource), and 503
+// token 428 Precondition Required (unless AllowMissing), one with a malformed token (not a
+// canonical decimal: see ParseToken) 400 Bad Request, its body saying what is wrong, one whose token Verify refuses 403 Forbidden (with Simba-Fencing-Resource), and 503
 // Service Unavailable one whose context ends while it waits for its resource (held by another
 // request's handler), one whose Verify fails otherwise, and one for a new resource beyond
 // MaxResources (500 Internal Server Error if MaxResources is negative). An admitted request

@@ -152,7 +152,9 @@ func TestResourceFunc(t *testing.T) {
 }
 
 // TestMissingAndMalformedTokens: no token is 428 (or passes with AllowMissing), a malformed one
-// 400, and the handler sees the admitted token.
+// 400 — any but the canonical decimal SetToken writes: leading zeros, a sign (even "-0"),
+// spaces, separators, non-ASCII digits, empty, beyond int64 — and the handler sees the
+// admitted token.
 func TestMissingAndMalformedTokens(t *testing.T) {
 	var seen []int64
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -179,6 +181,17 @@ func TestMissingAndMalformedTokens(t *testing.T) {
 		{[]string{"abc"}, http.StatusBadRequest},
 		{[]string{"-1"}, http.StatusBadRequest},
 		{[]string{"+5"}, http.StatusBadRequest},
+		// Only the canonical spelling SetToken writes: ParseInt read "007" as 7 and "-0" as 0.
+		{[]string{"005"}, http.StatusBadRequest},
+		{[]string{"-0"}, http.StatusBadRequest},
+		{[]string{"00"}, http.StatusBadRequest},
+		{[]string{"5 "}, http.StatusBadRequest},
+		{[]string{" 5"}, http.StatusBadRequest},
+		{[]string{"5\t"}, http.StatusBadRequest},
+		{[]string{"5_0"}, http.StatusBadRequest},
+		{[]string{"٥"}, http.StatusBadRequest},
+		{[]string{""}, http.StatusBadRequest},
+		{[]string{"9223372036854775808"}, http.StatusBadRequest},
 		{[]string{"1", "2"}, http.StatusBadRequest},
 		{[]string{"5"}, http.StatusOK},
 		{[]string{"4"}, http.StatusConflict},
@@ -277,5 +290,39 @@ func TestAbandonedWaiterNotAdmitted(t *testing.T) {
 	}
 	if hi, _ := g.Highest("/doc"); hi != 5 {
 		t.Errorf("Highest = %d, want 5: the abandoned request's token was recorded", hi)
+	}
+}
+
+// TestParseTokenSaysWhy: ParseToken refuses each non-canonical spelling of a token with an
+// error matching ErrNoToken that says what is wrong, and reads the canonical ones. Before,
+// strconv.ParseInt read "007" as 7 and "-0" as 0, and both were admitted.
+func TestParseTokenSaysWhy(t *testing.T) {
+	for _, c := range []struct{ in, why string }{
+		{"007", "leading zeros"},
+		{"00", "leading zeros"},
+		{"+7", "a sign"},
+		{"-0", "a sign"},
+		{"-7", "a sign"},
+		{" 7", "not a plain decimal"},
+		{"7 ", "not a plain decimal"},
+		{"7e3", "not a plain decimal"},
+		{"0x7", "not a plain decimal"},
+		{"", "empty"},
+		{"9223372036854775808", "out of range"},
+	} {
+		h := http.Header{fencehttp.Header: {c.in}}
+		_, ok, err := fencehttp.ParseToken(h)
+		if !ok || !errors.Is(err, fencehttp.ErrNoToken) || !strings.Contains(err.Error(), c.why) {
+			t.Errorf("ParseToken(%q) = ok %v, %v; want ErrNoToken saying %q", c.in, ok, err, c.why)
+		}
+	}
+	for _, c := range []struct {
+		in   string
+		want int64
+	}{{"0", 0}, {"7", 7}, {"10", 10}, {"9223372036854775807", 1<<63 - 1}} {
+		got, ok, err := fencehttp.ParseToken(http.Header{fencehttp.Header: {c.in}})
+		if !ok || err != nil || got != c.want {
+			t.Errorf("ParseToken(%q) = %d, %v, %v; want %d", c.in, got, ok, err, c.want)
+		}
 	}
 }

@@ -23,6 +23,10 @@ local expires = tonumber(s[2])
 if not expires or expires <= now then
   return {3, 0, 0, '', ''}
 end
+-- Every key of another type than Simba keeps there fails the script (WRONGTYPE) before its first
+-- write, since Lua scripts are not rolled back: the session's lease set, written last, is read
+-- here, so that a grant never lands in the lease hash without the set naming it.
+redis.call('SISMEMBER', KEYS[3], name)
 local l = redis.call('HMGET', KEYS[1], 'session', 'token', 'expires', 'owner', 'waiters')
 -- The waiter queue (spi.Queuer): KEYS[4] is a sorted set of waiting session ids scored by
 -- arrival (Redis TIME µs), KEYS[5] the same ids scored by their entry's expiry (ms): the
@@ -113,7 +117,7 @@ return {1, token, expires - now, '', ''}
 `
 
 // AcquireSHA1 is the SHA1 of AcquireSource, the digest EVALSHA and SCRIPT LOAD use.
-const AcquireSHA1 = "9e11e12240570e867092ae9603967cefcb81dc3d"
+const AcquireSHA1 = "cda10b30cf1974753bc77e27a8b274628a2fe3f1"
 
 // AcquireKeys are the KEYS of the acquire script.
 type AcquireKeys struct {

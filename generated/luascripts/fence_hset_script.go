@@ -34,15 +34,17 @@ if highest then
     return {4, highest}
   end
 end
+-- The target first: if it is not a hash (WRONGTYPE), the script stops with nothing written,
+-- not with the fence raised for a write that never landed (Lua scripts are not rolled back).
+redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
 if highest ~= token then
   redis.call('SET', KEYS[1], token)
 end
-redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
 return {1, token}
 `
 
 // FenceHsetSHA1 is the SHA1 of FenceHsetSource, the digest EVALSHA and SCRIPT LOAD use.
-const FenceHsetSHA1 = "0e957fbff44c71acc1c132b216fc2a6fbbf48d7f"
+const FenceHsetSHA1 = "68e5ed4c96b8126c811b411013dba5fe20dd88c6"
 
 // FenceHsetKeys are the KEYS of the fence_hset script.
 type FenceHsetKeys struct {

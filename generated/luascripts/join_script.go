@@ -19,6 +19,9 @@ local expires = tonumber(redis.call('HGET', KEYS[1], 'expires'))
 if not expires or expires <= now then
   return {3}
 end
+-- The session's set is read before the first write: of another type, it fails the script
+-- (WRONGTYPE) with the group untouched (Lua scripts are not rolled back).
+redis.call('SISMEMBER', KEYS[2], ARGV[2])
 local e = string.format('%d', expires)
 local changed = redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now) + redis.call('ZADD', KEYS[3], e, ARGV[1])
 redis.call('SADD', KEYS[2], ARGV[2])
@@ -29,7 +32,7 @@ return {1}
 `
 
 // JoinSHA1 is the SHA1 of JoinSource, the digest EVALSHA and SCRIPT LOAD use.
-const JoinSHA1 = "3f0c8d3c54df12dc2c51f6068c65f802ea83ebab"
+const JoinSHA1 = "5dc19e0bbfb96bce67ad0a2b04d869848cb2b17a"
 
 // JoinKeys are the KEYS of the join script.
 type JoinKeys struct {

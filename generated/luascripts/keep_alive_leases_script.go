@@ -23,9 +23,15 @@ if not expires or expires <= now then
   return {3, 0, {}}
 end
 local e = string.format('%d', expires)
+-- Every lease is read before the first write: one of another type fails the script (WRONGTYPE)
+-- with nothing written (Lua scripts are not rolled back).
+local ls = {}
+for i = 1, #KEYS do
+  ls[i] = redis.call('HMGET', KEYS[i], 'session', 'token', 'expires')
+end
 local held = {}
 for i = 1, #KEYS do
-  local l = redis.call('HMGET', KEYS[i], 'session', 'token', 'expires')
+  local l = ls[i]
   -- A token that is not a plain decimal is never coerced: not reported held (see keep_alive).
   if l[1] == sid and l[2] and string.match(l[2], '^%d+$') then
     if (tonumber(l[3]) or 0) < expires then
@@ -39,7 +45,7 @@ return {1, expires - now, held}
 
 // KeepAliveLeasesSHA1 is the SHA1 of KeepAliveLeasesSource, the digest EVALSHA and SCRIPT LOAD
 // use.
-const KeepAliveLeasesSHA1 = "c03b03a25748b11e650642df69be420f963f5471"
+const KeepAliveLeasesSHA1 = "ba916bd9c64e2ace79f81a3098434f81ce360cba"
 
 // KeepAliveLeasesKeys are the KEYS of the keep_alive_leases script.
 type KeepAliveLeasesKeys struct {

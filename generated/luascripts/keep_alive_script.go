@@ -28,14 +28,25 @@ if not ttl or not expires or expires <= now then
   redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
   return {3, 0, 0, {}, {}, {}}
 end
+-- Every key is read before the first write, so that a key of another type than Simba keeps
+-- there fails the script (WRONGTYPE) with nothing written (Lua scripts are not rolled back): the
+-- session's sets, each asked lease and each asked group.
+redis.call('SISMEMBER', KEYS[2], '')
+redis.call('SISMEMBER', KEYS[3], '')
+local ls = {}
+for i = 1, nl do
+  ls[i] = redis.call('HMGET', KEYS[3 + i], 'session', 'token')
+end
+for j = 1, ng do
+  redis.call('ZSCORE', KEYS[3 + nl + j], sid)
+end
 expires = now + ttl
 local e = string.format('%d', expires)
 redis.call('HSET', KEYS[1], 'expires', e)
 redis.call('PEXPIREAT', KEYS[1], e)
 local held = {}
 for i = 1, nl do
-  local key, name = KEYS[3 + i], ARGV[2 + i]
-  local l = redis.call('HMGET', key, 'session', 'token')
+  local key, name, l = KEYS[3 + i], ARGV[2 + i], ls[i]
   -- A token that is not a plain decimal (someone else wrote it) is never coerced: the lease is
   -- not reported held, and the next acquire refuses it as corrupt_token.
   if l[1] == sid and l[2] and string.match(l[2], '^%d+$') then
@@ -73,7 +84,7 @@ return {1, ttl, expires, held, members, lapse}
 `
 
 // KeepAliveSHA1 is the SHA1 of KeepAliveSource, the digest EVALSHA and SCRIPT LOAD use.
-const KeepAliveSHA1 = "12aca4d77ffbec6c9356ef44603b2af5e9329095"
+const KeepAliveSHA1 = "41fe7b674761b265d9a94571ecc02f2a73ed6429"
 
 // KeepAliveKeys are the KEYS of the keep_alive script.
 type KeepAliveKeys struct {

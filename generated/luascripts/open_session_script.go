@@ -22,7 +22,9 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local expires = now + ttl
 local e = string.format('%d', expires)
-redis.call('DEL', KEYS[2], KEYS[3])
+-- The hash is deleted too (a retried open writes all its fields again), so that nothing under
+-- the session's keys makes HSET or SADD fail midway (Lua scripts are not rolled back).
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
 redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'ttl', string.format('%d', ttl), 'expires', e)
 -- The sets hold the empty string (never a name) from the start, so that they exist, with the
 -- session's expiry, for the session's whole life: SADD and SREM then never need a PEXPIREAT.
@@ -35,7 +37,7 @@ return {ttl, expires}
 `
 
 // OpenSessionSHA1 is the SHA1 of OpenSessionSource, the digest EVALSHA and SCRIPT LOAD use.
-const OpenSessionSHA1 = "2a48db791507c25ac3305e0979e65ee3aef1d1d9"
+const OpenSessionSHA1 = "975cf9f270389c452638c3347f1290a67f622de3"
 
 // OpenSessionKeys are the KEYS of the open_session script.
 type OpenSessionKeys struct {

@@ -19,6 +19,9 @@ local l = redis.call('HMGET', KEYS[1], 'session', 'token')
 if l[1] ~= ARGV[1] or l[2] ~= ARGV[3] then
   return {0}
 end
+-- The session's set is read before the first write: of another type, it fails the script
+-- (WRONGTYPE) with the lease untouched (Lua scripts are not rolled back).
+redis.call('SISMEMBER', KEYS[2], ARGV[2])
 redis.call('HDEL', KEYS[1], 'session', 'expires', 'owner')
 redis.call('SREM', KEYS[2], ARGV[2])
 redis.call('PUBLISH', KEYS[1], ARGV[2])
@@ -26,7 +29,7 @@ return {1}
 `
 
 // ReleaseSHA1 is the SHA1 of ReleaseSource, the digest EVALSHA and SCRIPT LOAD use.
-const ReleaseSHA1 = "4e0463b95fb18583891e735868b5b3ef00f24d0d"
+const ReleaseSHA1 = "75777d04f3b5fbd3b10e1ef1828e1b9ca852b3db"
 
 // ReleaseKeys are the KEYS of the release script.
 type ReleaseKeys struct {

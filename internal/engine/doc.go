@@ -98,7 +98,8 @@
 // keep-alive asks about the names of current terms, acquires in flight and acquires or
 // releases of unknown outcome, and the joined groups; a term adopted before the request but
 // missing from the reply is revoked (taken-over; deadline when the reply names it unrenewed:
-// the backend could not renew it), and a lease in the reply that nothing
+// the backend could not renew it; corrupt-record when it names it corrupt: its record is not
+// one the backend writes), and a lease in the reply that nothing
 // wants is released (rule 3). An acquire whose outcome became unknown (any failure but a
 // refusal) brings the next keep-alive forward to 20 ms later (settleDelay, at most a quarter
 // of the renewal interval), once however many fail before it is sent: a grant that landed

@@ -555,7 +555,7 @@ func (s *Engine) onKeepAliveReply(p pending, ev Event) {
 	s.arm(TimerRenew, "", s.sess.kaAt)
 	found := s.seeHeld(ev.Req, ka.Held)
 	s.confirmGrants(ev.Req)
-	s.reconcile(ev.Req, sent, ka.Held, ka.Unrenewed, found)
+	s.reconcile(ev.Req, sent, ka.Held, ka.Unrenewed, ka.Corrupt, found)
 	if len(ka.Members) > 0 {
 		for _, name := range s.groupNames {
 			g := s.groups[name]
@@ -660,8 +660,9 @@ func (s *Engine) seeHeld(req ReqID, held []spi.Held) []*election {
 // reconcile applies rule 3 to the reply of keep-alive req, sent at sent, whose held leases'
 // elections are found (seeHeld). A term missing from the reply is revoked as taken over, or, if
 // the reply lists its name among those it could not renew (unrenewed), as not renewed
-// (ReasonDeadline): nobody took it, but the client can no longer count on it.
-func (s *Engine) reconcile(req ReqID, sent time.Duration, held []spi.Held, unrenewed []string, found []*election) {
+// (ReasonDeadline): nobody took it, but the client can no longer count on it; or, if it lists
+// it among those whose record is corrupt (corrupt), as ReasonCorruptRecord.
+func (s *Engine) reconcile(req ReqID, sent time.Duration, held []spi.Held, unrenewed, corrupt []string, found []*election) {
 	if s.opt.Break == Rule3 {
 		return
 	}
@@ -673,8 +674,11 @@ func (s *Engine) reconcile(req ReqID, sent time.Duration, held []spi.Held, unren
 		case (e.state == Leader || e.state == Handover) && e.adoptedReq <= req && !(seen && e.seenToken == e.token):
 			if e.state == Leader {
 				reason := ReasonTakenOver
-				if slices.Contains(unrenewed, e.name) {
+				switch {
+				case slices.Contains(unrenewed, e.name):
 					reason = ReasonDeadline
+				case slices.Contains(corrupt, e.name):
+					reason = ReasonCorruptRecord
 				}
 				s.revoke(e, reason)
 				s.afterLoss(e)

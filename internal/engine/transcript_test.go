@@ -43,7 +43,7 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of the tr
 //	reply REQ RESULT [sent=D] [jitter=F]   RESULT by the call's op:
 //	    err[=permanent] [msg=...]                any op
 //	    id=S remaining=D                         open-session
-//	    expired | remaining=D [held=x:1,y:2] [unrenewed=z,w] [members=g:a,b/h:c] [lapse=g:D/h:D]   keep-alive
+//	    expired | remaining=D [held=x:1,y:2] [unrenewed=z,w] [corrupt=v] [members=g:a,b/h:c] [lapse=g:D/h:D]   keep-alive
 //	    granted token=N [remaining=D] | heldby holder=S owner=O remaining=D|unknown | expired   acquire
 //	    ok | expired                             release, close-session, join, leave, withdraw
 //	    members=a,b                              members
@@ -423,6 +423,9 @@ func (d *driver) reply(words []string, args map[string]string) {
 		}
 		if u := args["unrenewed"]; u != "" {
 			ev.KeepAlive.Unrenewed = strings.Split(u, ",")
+		}
+		if u := args["corrupt"]; u != "" {
+			ev.KeepAlive.Corrupt = strings.Split(u, ",")
 		}
 		if m, ok := args["members"]; ok {
 			ev.KeepAlive.Members = map[string][]spi.SessionID{}

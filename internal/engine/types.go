@@ -174,7 +174,7 @@ const (
 	// term's lease (spi.KeepAlive.Unrenewed: its Redis Cluster master did not answer).
 	ReasonDeadline Reason = iota + 1
 	// ReasonTakenOver: a keep-alive reply did not list the lease (and did not report it
-	// unrenewed).
+	// unrenewed or corrupt).
 	ReasonTakenOver
 	// ReasonSessionExpired: the backend reported the session expired.
 	ReasonSessionExpired
@@ -184,10 +184,14 @@ const (
 	ReasonSteppedDown
 	// ReasonClosed: the client was closed.
 	ReasonClosed
+	// ReasonCorruptRecord: a keep-alive reply left the lease out and named it corrupt
+	// (spi.KeepAlive.Corrupt: its record is not one the backend writes, such as a Redis lease
+	// key written over with another type).
+	ReasonCorruptRecord
 	numReasons
 )
 
-var reasonNames = [...]string{"", "deadline", "taken-over", "session-expired", "stopped", "stepped-down", "closed"}
+var reasonNames = [...]string{"", "deadline", "taken-over", "session-expired", "stopped", "stepped-down", "closed", "corrupt-record"}
 
 // String names the reason as transcripts print it.
 func (r Reason) String() string {
@@ -403,6 +407,9 @@ func writeResult(b *strings.Builder, ev Event) {
 		b.WriteByte(']')
 		if len(ka.Unrenewed) > 0 {
 			b.WriteString(" unrenewed=[" + strings.Join(ka.Unrenewed, " ") + "]")
+		}
+		if len(ka.Corrupt) > 0 {
+			b.WriteString(" corrupt=[" + strings.Join(ka.Corrupt, " ") + "]")
 		}
 		if len(ka.Members) > 0 {
 			groups := make([]string, 0, len(ka.Members))

@@ -181,8 +181,12 @@ func (h *Handler) servePage(w http.ResponseWriter, r *http.Request) {
 	}
 	if st.Backend != nil {
 		for _, s := range st.Backend.Sessions {
+			rem := millis(s.RemainingMillis)
+			if s.Unreadable != "" {
+				rem = "unreadable record: " + visible(s.Unreadable)
+			}
 			d.Sessions = append(d.Sessions, pageSession{ID: s.ID, Owner: visible(s.Owner),
-				Remaining: millis(s.RemainingMillis), Self: st.Session.Live && s.ID == st.Session.ID})
+				Remaining: rem, Self: st.Session.Live && s.ID == st.Session.ID})
 		}
 	}
 

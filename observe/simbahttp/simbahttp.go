@@ -484,8 +484,12 @@ type BackendSession struct {
 	ID    simba.SessionID `json:"id"`
 	Owner string          `json:"owner"`
 	// RemainingMillis is the session's time left by the backend's clock; -1 when the backend
-	// cannot tell (spi.SessionInfo.RemainingUnknown).
+	// cannot tell (spi.SessionInfo.RemainingUnknown) or the record is unreadable.
 	RemainingMillis int64 `json:"remaining_ms"`
+	// Unreadable says why the backend could not read the session's record (a forged one, such
+	// as an expiry beyond any session TTL: spi.SessionInfo.Unreadable); absent for a sound
+	// record. The page shows "unreadable record: <why>" as its time left.
+	Unreadable string `json:"unreadable,omitempty"`
 }
 
 // BackendGroup is a group with live members in a BackendSnapshot.
@@ -629,7 +633,7 @@ func live(snap *spi.Snapshot, free bool) (BackendSnapshot, int) {
 	}
 	for _, s := range snap.Sessions {
 		out.Sessions = append(out.Sessions, BackendSession{ID: s.ID, Owner: s.Owner,
-			RemainingMillis: remainingMillis(s.Remaining, s.RemainingUnknown)})
+			RemainingMillis: remainingMillis(s.Remaining, s.RemainingUnknown || s.Unreadable != ""), Unreadable: s.Unreadable})
 	}
 	for g, members := range snap.Groups {
 		out.Groups = append(out.Groups, BackendGroup{Name: g, Members: slices.Clone(members)})

@@ -10,7 +10,9 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local expires = now + ttl
 local e = string.format('%d', expires)
-redis.call('DEL', KEYS[2], KEYS[3])
+-- The hash is deleted too (a retried open writes all its fields again), so that nothing under
+-- the session's keys makes HSET or SADD fail midway (Lua scripts are not rolled back).
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
 redis.call('HSET', KEYS[1], '${session.owner}', ARGV[1], '${session.ttl}', string.format('%d', ttl), '${session.expires}', e)
 -- The sets hold the empty string (never a name) from the start, so that they exist, with the
 -- session's expiry, for the session's whole life: SADD and SREM then never need a PEXPIREAT.

@@ -7,6 +7,9 @@ local l = redis.call('HMGET', KEYS[1], '${lease.session}', '${lease.token}')
 if l[1] ~= ARGV[1] or l[2] ~= ARGV[3] then
   return {0}
 end
+-- The session's set is read before the first write: of another type, it fails the script
+-- (WRONGTYPE) with the lease untouched (Lua scripts are not rolled back).
+redis.call('SISMEMBER', KEYS[2], ARGV[2])
 redis.call('HDEL', KEYS[1], '${lease.session}', '${lease.expires}', '${lease.owner}')
 redis.call('SREM', KEYS[2], ARGV[2])
 redis.call('PUBLISH', KEYS[1], ARGV[2])

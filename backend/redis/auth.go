@@ -1,0 +1,88 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/simba-go/simba/spi"
+)
+
+// ErrAuth matches (errors.Is) a permanent error by which the server refused the client's
+// credentials or the backend refused to run without them: a wrong password or an unknown
+// user (the server's WRONGPASS), a command sent without the authentication the server
+// requires (NOAUTH), and a password given for the default user (redis://:password@host, or
+// user default) at a server that has no password configured for it. Redis accepts any password
+// there (HELLO's and the two-argument AUTH's "nopass"), so go-redis would run without the
+// authentication the DSN asked for; the first OpenSession refuses it instead (see
+// checkPassword), with an error that also matches spi.ErrInvalidOption: drop the password from
+// the DSN or configure one on the server.
+var ErrAuth = errors.New("redis: authentication failed")
+
+// errNoPasswordConfigured is the text of Redis's reply to a one-argument AUTH when the default
+// user has no password ("nopass"): "ERR AUTH <password> called without any password configured
+// for the default user. Are you sure your configuration is correct?" (redis-cli -a prints it as
+// "AUTH failed", then goes on unauthenticated).
+const errNoPasswordConfigured = "called without any password configured"
+
+// authFailure reports a server's refusal of the client's credentials: WRONGPASS or NOAUTH.
+func authFailure(err error) bool {
+	return goredis.HasErrorPrefix(err, "WRONGPASS") || goredis.HasErrorPrefix(err, "NOAUTH")
+}
+
+// checkPassword refuses a password for the default user at a server that configures none: it
+// sends the one-argument AUTH, which Redis answers with errNoPasswordConfigured when the default
+// user has no password (where HELLO's and the two-argument AUTH, which go-redis sends, accept
+// any), on one connection of each server (on a Cluster, each master). A client without a
+// password, or with the password of another user than default (whom the server checks), is
+// not checked. Any other outcome of the AUTH (OK: the server checked the password) passes; a
+// server that cannot be reached returns that error, retryable.
+func (b *Backend) checkPassword(ctx context.Context) error {
+	check := func(ctx context.Context, c *goredis.Client) error {
+		o := c.Options()
+		if o.Password == "" || (o.Username != "" && o.Username != "default") {
+			return nil
+		}
+		conn := c.Conn()
+		defer conn.Close()
+		err := conn.Auth(ctx, o.Password).Err()
+		switch {
+		case err == nil, authFailure(err):
+			return err
+		case strings.Contains(err.Error(), errNoPasswordConfigured):
+			return spi.AsPermanent(fmt.Errorf("%w: %w: the DSN gives a password for the default user, but the server at %s has none configured, so the connection would run unauthenticated (Redis accepts any password then); drop the password from the DSN, or set one on the server (requirepass, or ACL SETUSER default on >password): %w",
+				ErrAuth, spi.ErrInvalidOption, o.Addr, err))
+		}
+		var re goredis.Error
+		if errors.As(err, &re) {
+			return nil // the server's own answer, which says nothing of a missing password
+		}
+		return err
+	}
+	switch c := b.c.(type) {
+	case *goredis.Client:
+		return check(ctx, c)
+	case *goredis.ClusterClient:
+		return c.ForEachMaster(ctx, check)
+	}
+	return nil
+}
+
+// passwordChecked runs checkPassword once per Backend, at the first OpenSession, and keeps its
+// verdict (a server that could not be reached is checked again at the next one).
+func (b *Backend) passwordChecked(ctx context.Context) error {
+	b.authMu.Lock()
+	defer b.authMu.Unlock()
+	if b.authDone {
+		return b.authErr
+	}
+	err := b.checkPassword(ctx)
+	if err != nil && spi.Classify(err) != spi.Permanent {
+		return b.fail("open session: password check", err)
+	}
+	b.authDone, b.authErr = true, err
+	return err
+}
