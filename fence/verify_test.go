@@ -65,6 +65,12 @@ func TestLeaseVerifierOnBackends(t *testing.T) {
 				t.Fatalf("the holder's token %d: %v", held.Token(), err)
 			}
 			for _, tok := range []int64{math.MaxInt64, other.Token(), held.Token() + 1} {
+				if tok == held.Token() {
+					// Tokens rise per name: another name's token can equal this one's (on
+					// SQLite both come from the same millisecond of the database clock), and
+					// is then this lease's current token, rightly verified.
+					continue
+				}
 				err := verify(ctx, "res/"+lease, tok)
 				var refused *fence.UnverifiedTokenError
 				if !errors.As(err, &refused) || !refused.Held || refused.Current != held.Token() || refused.Lease != lease {
