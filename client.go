@@ -91,8 +91,9 @@ type Client struct {
 	deadlines map[SessionID]*atomic.Int64
 	closeFut  engine.FutureID
 	stopping  bool
-	self      []func() // posted by the loop goroutine to itself, run before c.in
-	probe     prober   // probes the backend while the session's calls fail (probe.go)
+	self      []func()   // posted by the loop goroutine to itself, run before c.in
+	probe     prober     // probes the backend while the session's calls fail (probe.go)
+	pause     pauseWatch // notices the client did not run for a while (pause.go)
 
 	// mu guards the fields below. A name is in handles while an Election of this client has
 	// it (from NewElection, or Start, to the step of its Stop) or while some goroutine holds or
@@ -264,6 +265,7 @@ func New(backend spi.Backend, opts ...Option) (*Client, error) {
 		closeDone:  newFuture(),
 		finished:   make(chan struct{}),
 	}
+	c.pause.init(cfg.renewEvery)
 	c.baseCtx, c.cancel = context.WithCancel(context.Background())
 	c.inside = context.WithValue(context.Background(), insideKey{}, c)
 	c.settle.init(cfg.clock, cfg.owner)
@@ -915,6 +917,7 @@ func (c *Client) withLastError(err error, seq uint64, name string) error {
 func (c *Client) step(ev engine.Event) {
 	ev.Jitter = c.rng.Float64()
 	now := c.cfg.clock.Now()
+	c.checkPause(now)
 	effects := c.eng.Step(ev, now)
 	if c.cfg.logger.Enabled(context.Background(), slog.LevelDebug) {
 		c.logStep(ev, len(effects))
@@ -922,6 +925,7 @@ func (c *Client) step(ev engine.Event) {
 	for i := range effects {
 		c.apply(&effects[i], now)
 	}
+	c.pause.inStep = 0
 	if ev.Kind == engine.EvStop {
 		c.dropNameTimers(ev.Name)
 	}
@@ -1036,12 +1040,22 @@ func (c *Client) arm(key engine.Timer, at, now time.Duration) {
 	}
 	c.timerGen++
 	gen := c.timerGen
+	c.pause.armed(key, max(at, now))
 	t := c.cfg.clock.AfterFunc(d, func() {
 		c.enqueue(func() {
+			fired := false
 			if cur, ok := c.timers[key]; ok && cur.gen == gen {
 				delete(c.timers, key)
+				fired = true
 			}
 			c.step(engine.Event{Kind: engine.EvTimer, Timer: key})
+			// A session timer stays due until its firing is stepped (checkPause sees it
+			// overdue in that step), unless the step armed it again.
+			if fired && pauseSlot(key) >= 0 {
+				if _, again := c.timers[key]; !again {
+					c.pause.armed(key, 0)
+				}
+			}
 		})
 	})
 	c.timers[key] = armedTimer{timer: t, gen: gen}
@@ -1059,6 +1073,7 @@ func (c *Client) disarm(key engine.Timer) {
 	if t, ok := c.timers[key]; ok {
 		t.timer.Stop()
 		delete(c.timers, key)
+		c.pause.armed(key, 0)
 	}
 }
 
@@ -1875,7 +1890,11 @@ func (c *Client) revoked(ef *engine.Effect) {
 	h := c.handleFor(ef.Name)
 	reason := RevokeReason(ef.Reason)
 	if level := termLogLevel(h, reason); c.termLogged(level) {
-		c.cfg.logger.Log(context.Background(), level, "simba revoked", "name", ef.Name, "token", ef.Token, "reason", reason.String(), "session", ef.Session)
+		if p := c.pause.inStep; p > 0 {
+			c.cfg.logger.Log(context.Background(), level, "simba revoked", "name", ef.Name, "token", ef.Token, "reason", reason.String(), "session", ef.Session, "paused_for", p.Round(time.Millisecond))
+		} else {
+			c.cfg.logger.Log(context.Background(), level, "simba revoked", "name", ef.Name, "token", ef.Token, "reason", reason.String(), "session", ef.Session)
+		}
 	}
 	if h != nil {
 		if t, ok := h.termFor(ef.Token); ok {
@@ -1884,7 +1903,7 @@ func (c *Client) revoked(ef *engine.Effect) {
 			h.revoked(t, reason)
 		}
 	}
-	c.emit(Event{Kind: EventRevoked, At: c.eng.Now(), Session: ef.Session, Name: ef.Name, Token: ef.Token, Reason: reason}, h)
+	c.emit(Event{Kind: EventRevoked, At: c.eng.Now(), Session: ef.Session, Name: ef.Name, Token: ef.Token, Reason: reason, Paused: c.pause.inStep}, h)
 }
 
 func (c *Client) completeFuture(ef *engine.Effect) {
@@ -1933,8 +1952,12 @@ func (c *Client) published(ef *engine.Effect, now time.Duration) {
 		c.mu.Lock()
 		c.session = ""
 		c.mu.Unlock()
-		c.cfg.logger.Info("simba session lost", "session", ef.Session, "reason", ef.Reason.String())
-		c.emit(Event{Kind: EventSessionExpired, At: now, Session: ef.Session, Reason: RevokeReason(ef.Reason)}, nil)
+		if p := c.pause.inStep; p > 0 {
+			c.cfg.logger.Info("simba session lost", "session", ef.Session, "reason", ef.Reason.String(), "paused_for", p.Round(time.Millisecond))
+		} else {
+			c.cfg.logger.Info("simba session lost", "session", ef.Session, "reason", ef.Reason.String())
+		}
+		c.emit(Event{Kind: EventSessionExpired, At: now, Session: ef.Session, Reason: RevokeReason(ef.Reason), Paused: c.pause.inStep}, nil)
 	case engine.PubSessionClosed:
 		c.gate.sessionGone(ef.Session)
 		c.mu.Lock()

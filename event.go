@@ -38,6 +38,15 @@ const (
 	EventBackendError
 	// EventClosed: the client finished closing.
 	EventClosed
+	// EventPaused: the client did not run for a while (Paused says how long, at least): the
+	// process was stopped (SIGSTOP), frozen with its VM or container, starved of CPU, or the
+	// client's loop was blocked (a listener that does not return), as its session timers,
+	// found overdue, tell. Published once a pause, before anything it caused, when the
+	// session's local deadline passed in it (the session lost and its terms revoked, the
+	// EventSessionExpired and EventRevoked that follow carry Paused too), or when it lasted a
+	// renewal interval or more (and at least a second) though the session outlived it; a
+	// shorter pause that cost nothing is not published. Listeners only (WithListener).
+	EventPaused
 )
 
 var eventKindNames = [...]string{
@@ -48,6 +57,7 @@ var eventKindNames = [...]string{
 	EventMembers:        "members",
 	EventBackendError:   "backend-error",
 	EventClosed:         "closed",
+	EventPaused:         "paused",
 }
 
 // String names the kind.
@@ -88,6 +98,10 @@ type Event struct {
 	Class spi.Class
 	// Err is the failure (EventBackendError).
 	Err error
+	// Paused is how long the client did not run, at least (EventPaused); on EventSessionExpired
+	// and EventRevoked, the pause noticed as the session's deadline passed, their likely cause
+	// (zero when there was none: a network cut, a backend down).
+	Paused time.Duration
 }
 
 // The backend operations, as Event.Op and CallInfo.Op name them (and simbaprom's op label).
@@ -125,6 +139,8 @@ func (e Event) String() string {
 		return fmt.Sprintf("%v %s members=%v partitions=%v", e.Kind, e.Name, e.Members, e.Partitions)
 	case EventBackendError:
 		return fmt.Sprintf("%v %s (%v): %v", e.Kind, e.Op, e.Class, e.Err)
+	case EventPaused:
+		return fmt.Sprintf("%v %v %s", e.Kind, e.Paused.Round(time.Millisecond), e.Session)
 	}
 	return fmt.Sprintf("%v %s", e.Kind, e.Session)
 }

@@ -283,6 +283,21 @@ func WithClock(clock spi.Clock) Option {
 // keep-alive in flight times out and the close fails on a server that has expired the
 // session, which read as an outage of a few milliseconds: a WARN line and "reachable again").
 //
+// A pause of the process is told from a network cut: when the client runs again and finds its
+// session's timers (keep-alive, deadline) overdue by max(renewal interval/2, 1 s) or more —
+// the process was stopped (SIGSTOP), frozen with its VM or container, starved of CPU, or a
+// listener blocked the client's loop — and the session's local deadline passed meanwhile, it
+// logs one WARN line "simba process paused" with paused_for (how long, at least: from when the
+// earliest overdue timer was due), session and session_lost=true before the session's loss,
+// and the "simba session lost" and "simba revoked" lines that follow carry paused_for too (a
+// loss to a network cut or a backend down has none). A pause the session outlived is logged
+// (session_lost=false) only if it reached a renewal interval (and a second): it left the
+// session one pause from lost. A GC pause or a loaded machine delays timers by far less than a
+// second; on a virtual clock (simbatest) timers are never late. EventPaused reports the same to
+// listeners. A system suspend (laptop sleep) is not seen: on Linux Go's monotonic clock
+// (CLOCK_MONOTONIC) stops during it, so the timers are not late; such a loss reads
+// "reason=session-expired", from the backend.
+//
 // It is the client's logger, not the drivers': go-redis (failed dials, pool events) writes to
 // stderr through a process-wide logger that only redis.SetLogger changes, which Simba leaves to
 // the program; go-sql-driver/mysql's lines (bad idle connections) go, at DEBUG, to the logger of

@@ -237,6 +237,9 @@ func (h *Handler) listen(ev simba.Event) {
 	case simba.EventSessionExpired:
 		h.live, h.since = false, now
 		h.lost = fmt.Sprintf("session %s lost (%v)", ev.Session, ev.Reason)
+		if ev.Paused > 0 { // the likely cause: the process did not run (simba.EventPaused)
+			h.lost += fmt.Sprintf(" after the process paused for %v", ev.Paused.Round(time.Millisecond))
+		}
 	case simba.EventClosed:
 		h.live, h.closed, h.since = false, true, now
 	case simba.EventElected:

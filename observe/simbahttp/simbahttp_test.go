@@ -116,6 +116,9 @@ func TestHealthzFollowsTheSessionAcrossACut(t *testing.T) {
 	if !strings.Contains(body, "lost (deadline)") {
 		t.Fatalf("503 without the reason: %q", body)
 	}
+	if strings.Contains(body, "paused") {
+		t.Fatalf("a network cut read as a pause of the process: %q", body)
+	}
 
 	link.Restore()
 	vuntil("200 after healing", 10*ttl, func() bool {

@@ -131,6 +131,8 @@ func TestAlertSeriesStartAtZero(t *testing.T) {
 	want := []string{
 		`simba_sessions_lost_total{client="w1",reason="deadline"}`,
 		`simba_sessions_lost_total{client="w1",reason="session-expired"}`,
+		`simba_pauses_total{client="w1"}`,
+		`simba_paused_seconds_total{client="w1"}`,
 		`simba_keepalive_duration_seconds_count{client="w1",outcome="ok"}`,
 		`simba_keepalive_duration_seconds_count{client="w1",outcome="error"}`,
 	}
