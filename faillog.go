@@ -1,6 +1,7 @@
 package simba
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -23,7 +24,8 @@ import (
 //     not yet logged in it is a WARN line at once; the rest are at DEBUG, with one WARN line
 //     per failLogInterval summarising them ("simba backend still failing": the failures since
 //     the last WARN line, the calls failing, how long). Calls of leases and groups failing
-//     while the session's own calls fail add nothing and are folded in.
+//     while the session's own calls fail add nothing and are folded in, and so does a session
+//     call that a probe cut short (errCutStuck): the backend answers again, the outage ends.
 //   - The outage ends with one INFO line, "simba backend reachable again", counting its
 //     failures and its length, when the session's open or keep-alive succeeds after failing in
 //     it, or when every call that failed in it has succeeded since.
@@ -163,6 +165,12 @@ func (c *Client) failLevel(op engine.Op, name string, class spi.Class, cause err
 		return slog.LevelWarn, msg, c.affects(op, name)
 	}
 	o.fails++
+	if errors.Is(cause, errCutStuck) {
+		// A probe found the backend answering and cut this call short: the outage is ending
+		// (the retry follows at once, and its success says "reachable again"), not news.
+		o.quiet++
+		return slog.LevelDebug, msg, nil
+	}
 	if isSessionOp(op) && !o.session {
 		// The outage began with a call of a lease or group; now the session's fails too, and
 		// with it every lease and group of the client.

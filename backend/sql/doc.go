@@ -273,6 +273,8 @@
 // (PostgreSQL sslmode=verify-ca/verify-full with a certificate that does not verify,
 // sslmode=require to a server without TLS; MySQL tls=true to a server without TLS or with a
 // certificate that does not verify) match spi.ErrTLS and are permanent: retrying cannot fix
-// them. No error shows a DSN's password: DSNs are redacted (internal/dsn) and the drivers' own
+// them. With sslmode=prefer (the default) pgx tries TLS and then a plain connection: a refused
+// TLS attempt is then no failure, and the error is the plain attempt's (a restarted PostgreSQL's
+// "the database system is starting up", 57P03, is retryable). No error shows a DSN's password: DSNs are redacted (internal/dsn) and the drivers' own
 // DSN parse errors are quoted scrubbed of every credential, never wrapped.
 package sql

@@ -649,6 +649,28 @@ func pgTLSRefused(err error) bool {
 	return strings.Contains(err.Error(), "server refused TLS connection")
 }
 
+// pgTLSFailure reports whether err is a TLS failure: a TLS error, or pgconn's refusal of TLS,
+// in each of a failed connect's attempts. pgconn tries each host, and with sslmode=prefer or
+// allow each host with and without TLS, and joins the attempts' errors: with the default
+// sslmode=prefer against a server without TLS the first attempt's error is always the refusal,
+// and the second tells what went wrong (a restarted server that replays its WAL: "the database
+// system is starting up", 57P03; a refused dial), which is what the error is classified by.
+func pgTLSFailure(err error) bool {
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) {
+		if j, ok := ce.Unwrap().(interface{ Unwrap() []error }); ok {
+			attempts := j.Unwrap()
+			for _, a := range attempts {
+				if !spi.IsTLSError(a) && !pgTLSRefused(a) {
+					return false
+				}
+			}
+			return len(attempts) > 0
+		}
+	}
+	return spi.IsTLSError(err) || pgTLSRefused(err)
+}
+
 func isPgUndefined(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && (pe.Code == "42P01" || pe.Code == "42703" || pe.Code == "42883")
@@ -658,9 +680,11 @@ func isPgUndefined(err error) bool {
 // server shutdown and network errors are retryable; a missing table or column is
 // ErrSchemaMissing; authentication, privileges, a missing database, statement errors and TLS
 // failures (a certificate that does not verify with sslmode=verify-ca/verify-full, a server
-// that refuses TLS with sslmode=require) are permanent.
+// that refuses TLS with sslmode=require) are permanent; a connect whose attempts did not all fail
+// at TLS (sslmode=prefer, the default, falls back to a plain attempt) is classified by the
+// others (pgTLSFailure).
 func (d *pgDialect) classify(op string, err error) error {
-	if spi.IsTLSError(err) || pgTLSRefused(err) {
+	if pgTLSFailure(err) {
 		return spi.TLSFailure(op, err)
 	}
 	var pe *pgconn.PgError

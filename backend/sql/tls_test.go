@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -46,6 +47,50 @@ func TestPostgresTLSRefusedIsPermanent(t *testing.T) {
 		io.Copy(io.Discard, c)
 	})
 	wantTLSFailure(t, "postgres://u:pw@"+ln.Addr().String()+"/db?sslmode=require&connect_timeout=5")
+}
+
+// TestPostgresStartingUpIsRetryable: with sslmode=prefer (the default) against a server without
+// TLS that is starting up (a restart after a crash replays its WAL first: "the database system
+// is starting up", 57P03), pgconn's error names both attempts, the TLS one the server refused
+// and the plain one it answered with 57P03. That is an outage, not a TLS failure: on the old
+// code every call during a restarted PostgreSQL's recovery failed with a permanent ErrTLS (an
+// ERROR line, and Lock returned it to its callers) — trial 25. The server is a fake that refuses
+// TLS and answers every startup with 57P03.
+func TestPostgresStartingUpIsRetryable(t *testing.T) {
+	var startups atomic.Int64
+	ln := testenv.Serve(t, testenv.Listen(t), func(c net.Conn) {
+		var req [8]byte // int32 length, int32 code: SSLRequest (80877103) or protocol 3.0
+		if _, err := io.ReadFull(c, req[:]); err != nil {
+			return
+		}
+		if binary.BigEndian.Uint32(req[4:]) == 80877103 {
+			c.Write([]byte{'N'}) // no TLS; pgconn tries again without it on a new connection
+			io.Copy(io.Discard, c)
+			return
+		}
+		rest := make([]byte, binary.BigEndian.Uint32(req[:4])-8)
+		if _, err := io.ReadFull(c, rest); err != nil {
+			return
+		}
+		startups.Add(1)
+		var body []byte
+		for _, f := range []string{"SFATAL", "VFATAL", "C57P03", "Mthe database system is starting up"} {
+			body = append(append(body, f...), 0)
+		}
+		body = append(body, 0)
+		msg := binary.BigEndian.AppendUint32([]byte{'E'}, uint32(4+len(body)))
+		c.Write(append(msg, body...))
+	})
+	b := open(t, "postgres://u:pw@"+ln.Addr().String()+"/db?connect_timeout=5")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := b.OpenSession(ctx, "o", time.Second)
+	if startups.Load() == 0 {
+		t.Fatalf("OpenSession = %v without a plain startup at the fake: nothing checked", err)
+	}
+	if errors.Is(err, spi.ErrTLS) || spi.Classify(err) != spi.Retryable || !errors.Is(err, spi.ErrUnavailable) {
+		t.Errorf("OpenSession = %v (%v), want a retryable ErrUnavailable, not ErrTLS", err, spi.Classify(err))
+	}
 }
 
 // TestMySQLTLSFailureIsPermanent: tls=true against the local MariaDB/MySQL (without TLS, or

@@ -334,6 +334,15 @@ ensemble lost whole
 lost alone is replaced by the next at once, as before. A Connector's connection keeps the host
 provider its caller gives it (go-zookeeper's by default, and its pace).
 
+A longer outage of a server that restarts (a standalone server killed and started again, a
+whole ensemble restarted) costs about one more TTL after it is back: the client has lost its
+session (its deadline passed) and opens a new one at once, but the restarted server reloads the
+old sessions from its snapshot and log and expires them only one session timeout after it
+starts, so until then their ephemeral lease nodes keep every name they held from the new
+sessions' acquires. A private server killed for 40 s under three clients at TTL 10 s: every
+election, partition and lock name was served again 9.8 s after the server was back (trial 25);
+stopped (SIGSTOP) for 40 s instead, the server expires the sessions as soon as it runs again.
+
 A silent outage (the open connection goes silent for good, with no bytes, close or reset
 either way, as in a failover, a lost NAT entry or a partition, and new connections are taken
 and never answered until it ends) used to lose the session every time, even for 300 ms: the
