@@ -94,6 +94,9 @@ type Client struct {
 	self      []func()   // posted by the loop goroutine to itself, run before c.in
 	probe     prober     // probes the backend while the session's calls fail (probe.go)
 	pause     pauseWatch // notices the client did not run for a while (pause.go)
+	// sclock is the default clock, which counts a suspend of the machine (suspend.go); nil
+	// with WithClock.
+	sclock *suspendClock
 
 	// mu guards the fields below. A name is in handles while an Election of this client has
 	// it (from NewElection, or Start, to the step of its Stop) or while some goroutine holds or
@@ -266,6 +269,10 @@ func New(backend spi.Backend, opts ...Option) (*Client, error) {
 		finished:   make(chan struct{}),
 	}
 	c.pause.init(cfg.renewEvery)
+	if sc, ok := cfg.clock.(*suspendClock); ok {
+		c.sclock = sc
+		sc.onSuspend = c.resumed
+	}
 	c.baseCtx, c.cancel = context.WithCancel(context.Background())
 	c.inside = context.WithValue(context.Background(), insideKey{}, c)
 	c.settle.init(cfg.clock, cfg.owner)

@@ -50,7 +50,20 @@
 // The client never reads the wall clock for lease decisions. Remaining times come from the
 // backend (its own clock decides), and the local deadline of a session is
 // sentAt + remaining × (1 − drift) − margin on the client's monotonic clock, where sentAt is
-// when the renewing request was sent. Defaults (DefaultTTL and the other Default constants):
+// when the renewing request was sent. That clock (the default one; WithClock replaces it)
+// counts the time the machine was suspended: Go's monotonic clock stops in a system sleep
+// (laptop sleep, `systemctl suspend`, some VM snapshot/restore), the backend's clock does not,
+// so after a resume a deadline on it alone would lie ahead though the backend has expired the
+// session. On Linux the client reads CLOCK_BOOTTIME, on macOS CLOCK_MONOTONIC (both count
+// sleep), only when the wall clock moved against the monotonic one, which a suspend does: at
+// the first reading after a resume (IsValid's, a step's) the time slept is added, terms whose
+// deadline passed in it are invalid at once and are revoked (reason deadline) with their
+// session before any keep-alive, and the suspend is reported as a pause (EventPaused, "simba
+// process paused" with a cause that says suspended). On other OSes a forward jump of the wall
+// clock counts as a suspend (a wall clock set forward ends terms early, never late); on
+// Windows Go's monotonic clock reads the interrupt time, which Microsoft documents as counting
+// sleep (not tested on Windows here). A VM restored with its clocks stopped and set later by a guest agent is not seen
+// until the wall clock is set. The wall clock never extends a term. Defaults (DefaultTTL and the other Default constants):
 // TTL 15 s, renewal every TTL/3, drift 1 %, margin 50 ms, cooldown one TTL, retry jitter up to
 // 25 ms, backoff from 50 ms up to the renewal interval. A backend that comes back after an
 // outage is not left waiting for the backoff: while the session's calls (or a group's Join)

@@ -45,7 +45,9 @@ const (
 	// session's local deadline passed in it (the session lost and its terms revoked, the
 	// EventSessionExpired and EventRevoked that follow carry Paused too), or when it lasted a
 	// renewal interval or more (and at least a second) though the session outlived it; a
-	// shorter pause that cost nothing is not published. Listeners only (WithListener).
+	// shorter pause that cost nothing is not published. A suspend of the machine is one too,
+	// on the default clock (package doc, Time): Paused is at least the time slept.
+	// Listeners only (WithListener).
 	EventPaused
 )
 

@@ -248,7 +248,9 @@ func WithOwner(owner string) Option {
 	}}
 }
 
-// WithClock sets the monotonic clock (default SystemClock). Tests use simbatest's virtual clock.
+// WithClock sets the monotonic clock. Tests use simbatest's virtual clock. The default is
+// the real monotonic clock plus the time the machine was suspended (package doc, Time), which
+// spi.SystemClock does not count: a clock given here is used as it is.
 func WithClock(clock spi.Clock) Option {
 	return Option{func(c *config) error {
 		if clock == nil {
@@ -294,9 +296,11 @@ func WithClock(clock spi.Clock) Option {
 // (session_lost=false) only if it reached a renewal interval (and a second): it left the
 // session one pause from lost. A GC pause or a loaded machine delays timers by far less than a
 // second; on a virtual clock (simbatest) timers are never late. EventPaused reports the same to
-// listeners. A system suspend (laptop sleep) is not seen: on Linux Go's monotonic clock
-// (CLOCK_MONOTONIC) stops during it, so the timers are not late; such a loss reads
-// "reason=session-expired", from the backend.
+// listeners. A system suspend (laptop sleep) is reported the same way on the default clock
+// (package doc, Time): paused_for is at least the time slept and the cause says "the machine
+// was suspended (…) for …"; the timers, on Go's monotonic clock, which stopped, are not late,
+// but the first reading of the clock after the resume counts the time slept, and the loop
+// steps at once.
 //
 // It is the client's logger, not the drivers': go-redis (failed dials, pool events) writes to
 // stderr through a process-wide logger that only redis.SetLogger changes, which Simba leaves to
@@ -419,7 +423,7 @@ func WithSeed(seed uint64) Option {
 // on every value; New hands the engine the result (engineOptions).
 func (c *config) finish() error {
 	if c.clock == nil {
-		c.clock = spi.SystemClock()
+		c.clock = newSuspendClock()
 	}
 	o, err := c.engineOptions().Resolve()
 	if err != nil {

@@ -40,6 +40,9 @@ type pauseWatch struct {
 	// inStep is, during the step that noticed a pause that is logged, how long it was: the
 	// session-lost and revoked lines of that step name it as their likely cause.
 	inStep time.Duration
+	// slept is the default clock's suspended time (suspend.go) as of the last step: what it
+	// grew by since is a suspend of the machine, noticed since.
+	slept time.Duration
 }
 
 // init sets the thresholds from the renewal interval.
@@ -82,8 +85,18 @@ func (p *pauseWatch) late(now time.Duration) time.Duration {
 // by a pause, it says so once — a WARN line "simba process paused" and an EventPaused — if the
 // session's deadline passed meanwhile (this step loses it: its lost and revoked lines then
 // carry paused_for too) or the pause was long; a shorter one that cost nothing is not logged.
+//
+// A suspend of the machine (suspend.go), which the default clock counts but the timers do not
+// (they run on the monotonic clock, stopped meanwhile), is reported the same way: paused_for
+// is at least its length, and the cause says the machine was suspended.
 func (c *Client) checkPause(now time.Duration) {
 	late := c.pause.late(now)
+	var slept time.Duration
+	if c.sclock != nil {
+		total := c.sclock.suspended()
+		slept, c.pause.slept = total-c.pause.slept, total
+		late = max(late, slept)
+	}
 	if late < c.pause.min {
 		return
 	}
@@ -98,9 +111,14 @@ func (c *Client) checkPause(now time.Duration) {
 	if !live {
 		sid = ""
 	}
+	cause := "the client did not run: the process stopped (SIGSTOP), frozen (VM, container), starved of CPU, or its loop blocked"
+	if slept >= c.pause.min {
+		cause = "the machine was suspended (system sleep, VM snapshot or restore) for " + slept.Round(time.Millisecond).String() +
+			": the clock that counts suspend ran on while the monotonic clock stopped"
+	}
 	c.cfg.logger.LogAttrs(context.Background(), slog.LevelWarn, "simba process paused",
 		slog.Duration("paused_for", late.Round(time.Millisecond)), slog.String("session", string(sid)),
 		slog.Bool("session_lost", lost),
-		slog.String("cause", "the client did not run: the process stopped (SIGSTOP), frozen (VM, container), starved of CPU, or its loop blocked"))
+		slog.String("cause", cause))
 	c.emit(Event{Kind: EventPaused, At: now, Session: sid, Paused: late}, nil)
 }
