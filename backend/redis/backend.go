@@ -185,49 +185,35 @@ const foreignWarnEvery = time.Minute
 // interval and each keep-alive meets the key again: undamped, that was a WARN line per
 // keep-alive for as long as the key stayed.
 func (b *Backend) warnForeignLeases(lost []string, err error) {
-	now := time.Now()
-	warn := false
-	b.foreignMu.Lock()
-	if b.foreignWarned == nil || len(b.foreignWarned) > 1024 {
-		b.foreignWarned = map[string]time.Time{}
-	}
-	for _, n := range lost {
-		if at, ok := b.foreignWarned[n]; !ok || now.Sub(at) >= foreignWarnEvery {
-			b.foreignWarned[n] = now
-			warn = true
-		}
-	}
-	b.foreignMu.Unlock()
-	level := slog.LevelDebug
-	if warn {
-		level = slog.LevelWarn
-	}
-	b.log.Log(context.Background(), level, "simba: redis: a lease key holds another type than a hash (written over by something else): the lease is lost, the session and its other leases renewed without it; the key needs an operator",
+	b.log.Log(context.Background(), b.foreignLevel("", lost), "simba: redis: a lease key holds another type than a hash (written over by something else): the lease is lost, the session and its other leases renewed without it; the key needs an operator",
 		"leases", lost, "err", err.Error())
 }
 
 // warnForeignGroups logs the groups a keep-alive renewed the session without, their keys
 // holding another type than a sorted set, damped as warnForeignLeases damps leases.
 func (b *Backend) warnForeignGroups(lost []string, err error) {
+	b.log.Log(context.Background(), b.foreignLevel("group ", lost), "simba: redis: a group key holds another type than a sorted set (written over by something else): the session and its leases renewed without it, the group's view left as it was; the key needs an operator",
+		"groups", lost, "err", err.Error())
+}
+
+// foreignLevel is the level of a line about the foreign keys of names (kind prefixes each in
+// foreignWarned, so that a lease and a group of one name are told apart): WARN if one of them
+// was not warned about in the last foreignWarnEvery (it is then marked warned), else DEBUG.
+func (b *Backend) foreignLevel(kind string, names []string) slog.Level {
 	now := time.Now()
-	warn := false
+	level := slog.LevelDebug
 	b.foreignMu.Lock()
+	defer b.foreignMu.Unlock()
 	if b.foreignWarned == nil || len(b.foreignWarned) > 1024 {
 		b.foreignWarned = map[string]time.Time{}
 	}
-	for _, g := range lost {
-		if at, ok := b.foreignWarned["group "+g]; !ok || now.Sub(at) >= foreignWarnEvery {
-			b.foreignWarned["group "+g] = now
-			warn = true
+	for _, n := range names {
+		if at, ok := b.foreignWarned[kind+n]; !ok || now.Sub(at) >= foreignWarnEvery {
+			b.foreignWarned[kind+n] = now
+			level = slog.LevelWarn
 		}
 	}
-	b.foreignMu.Unlock()
-	level := slog.LevelDebug
-	if warn {
-		level = slog.LevelWarn
-	}
-	b.log.Log(context.Background(), level, "simba: redis: a group key holds another type than a sorted set (written over by something else): the session and its leases renewed without it, the group's view left as it was; the key needs an operator",
-		"groups", lost, "err", err.Error())
+	return level
 }
 
 // session is what a routeBySlot backend remembers of a session it opened: the owner and expiry
