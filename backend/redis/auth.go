@@ -66,7 +66,19 @@ func (b *Backend) checkPassword(ctx context.Context) error {
 	case *goredis.Client:
 		return check(ctx, c)
 	case *goredis.ClusterClient:
-		return c.ForEachMaster(ctx, check)
+		// Without a password for the default user there is nothing to check: no call, not
+		// even the slot map's (a silent Cluster held OpenSession here, and a reload of the
+		// slot map that an earlier, cancelled OpenSession started failed this one with that
+		// call's context.Canceled).
+		if o := c.Options(); o.Password == "" || (o.Username != "" && o.Username != "default") {
+			return nil
+		}
+		err := c.ForEachMaster(ctx, check)
+		if errors.Is(err, context.Canceled) && !errors.Is(ctx.Err(), context.Canceled) {
+			// The slot map's reload is shared: its cancellation was another call's.
+			err = spi.Unavailable("password check", err)
+		}
+		return err
 	}
 	return nil
 }
