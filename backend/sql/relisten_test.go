@@ -62,3 +62,45 @@ func TestPostgresHintAfterRelisten(t *testing.T) {
 		}
 	}
 }
+
+// TestPostgresHintListenerBacksOffWhileDown: while the server stays unreachable the hint
+// listener does not reconnect in a loop: the backoff it draws its waits from doubles from
+// listenBackoffMin after each failed connect, up to a third of the shortest TTL opened (1 s
+// here), and it LISTENs again once the link heals. Its waits are made 1 ms long here (their
+// bounds are recorded), so the test counts attempts, not time.
+func TestPostgresHintListenerBacksOffWhileDown(t *testing.T) {
+	bounds := make(chan time.Duration, 64)
+	saved := listenRetryWait
+	listenRetryWait = func(backoff time.Duration) time.Duration {
+		select {
+		case bounds <- backoff:
+		default:
+		}
+		return time.Millisecond
+	}
+	t.Cleanup(func() { listenRetryWait = saved }) // after the backend closes (cleanups run last first)
+	dsn, p := proxiedPgDSN(t, map[string]string{"connect_timeout": "2"})
+	b := migrated(t, dsn, WithHousekeepingInterval(-1))
+	openSession(t, b, 3*time.Second) // the backoff's cap: a third of the TTL
+	ctx, cancel := context.WithCancel(testCtx(t))
+	defer cancel()
+	if _, err := b.Hints(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitListening(t, b)
+	p.Set(faultproxy.Fault{Cut: true})
+	want := []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond,
+		400 * time.Millisecond, 800 * time.Millisecond, time.Second, time.Second, time.Second}
+	for i, w := range want {
+		select {
+		case got := <-bounds:
+			if got != w {
+				t.Fatalf("wait %d after the cut drawn from a backoff of %v, want %v", i+1, got, w)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("the listener made %d waits after the cut, want %d", i, len(want))
+		}
+	}
+	p.Heal()
+	waitListening(t, b)
+}
