@@ -435,6 +435,24 @@ func (s *Engine) onAcquireReply(p pending, ev Event) {
 			// The backend answered meanwhile (reachable): this attempt was stuck.
 			e.fails++
 			s.retryLater(e, s.soon())
+		case e.hinted && spi.Classify(ev.Err) != spi.Permanent:
+			// A released hint came while this attempt was in flight, and the attempt failed:
+			// the hint earns its follow-up (as after a HeldBy) at once, not after the
+			// failure's backoff, as a hint that comes during the backoff does (Engine.hint).
+			// The hint of a release right after a server's restart met an attempt failing
+			// on a connection the restart broke and was lost: the waiter tried again at its
+			// backoff, up to a renewal interval later. The follow-up opens a hint window (or
+			// waits for the end of one already open), so a storm of hints against a failing
+			// backend adds at most one attempt per window.
+			e.fails++
+			at := s.soon()
+			if s.now < e.quietUntil {
+				at = e.quietUntil
+			} else {
+				e.quietUntil = add(s.now, s.hintWindow())
+			}
+			e.hintRetry = true
+			s.retryLater(e, at)
 		default:
 			e.fails++
 			s.retryLater(e, add(s.now, s.backoff(e.fails, ev.Err)))

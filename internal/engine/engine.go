@@ -999,7 +999,8 @@ func (s *Engine) reply(ev Event) {
 // who can PUBLISH on a Redis channel or NOTIFY on PostgreSQL) or come in storms, and each
 // would cost every waiter an acquire. So hints are damped per name:
 //   - while an acquire is in flight, any number of hints make at most one follow-up acquire
-//     when its reply is HeldBy;
+//     when its reply is HeldBy, or a retryable failure (then no sooner than the end of a hint
+//     window that such a follow-up opened: hint-failed-attempt.txt);
 //   - when an acquire a hint sent finds the same holder still live (the hint was false),
 //     hints for the next hintWindow are coalesced into one retry at its end.
 //
