@@ -335,13 +335,21 @@ lost alone is replaced by the next at once, as before. A Connector's connection 
 provider its caller gives it (go-zookeeper's by default, and its pace).
 
 A longer outage of a server that restarts (a standalone server killed and started again, a
-whole ensemble restarted) costs about one more TTL after it is back: the client has lost its
-session (its deadline passed) and opens a new one at once, but the restarted server reloads the
-old sessions from its snapshot and log and expires them only one session timeout after it
-starts, so until then their ephemeral lease nodes keep every name they held from the new
-sessions' acquires. A private server killed for 40 s under three clients at TTL 10 s: every
-election, partition and lock name was served again 9.8 s after the server was back (trial 25);
-stopped (SIGSTOP) for 40 s instead, the server expires the sessions as soon as it runs again.
+whole ensemble restarted) no longer costs one more TTL after it is back. The client has lost
+its session (its deadline passed) and opens a new one at once, but the restarted server
+reloads the old sessions from its snapshot and log and would expire them only one session
+timeout after it starts, their ephemeral lease nodes keeping every name they held from the new
+sessions' acquires: 9.8 s at TTL 10 s after a 40 s kill (trial 25; a server stopped with
+SIGSTOP instead expires them as soon as it runs again). The client closed the lost session at
+its deadline, which failed with the server down, and closes it once more as soon as its next
+session opens (the engine's retry of a lost session's close): the backend keeps each unclosed
+session's id and password until a server has answered it again for one session timeout, not
+merely one session timeout after the failed attempt, so that retry reconnects to the reloaded
+session with its credentials and closes it, and its nodes go at once
+(TestLostSessionClosedAfterRestart). Only a session's own id and 128-bit password can close
+it, and a server that has expired the session already answers without it: the retry then
+returns nil. Sessions of clients that did not live through the outage (killed with it) still
+expire one session timeout after the server starts.
 
 A silent outage (the open connection goes silent for good, with no bytes, close or reset
 either way, as in a failover, a lost NAT entry or a partition, and new connections are taken
