@@ -780,7 +780,7 @@ func (b *Backend) acquire(ctx context.Context, sid spi.SessionID, name string, q
 			return spi.Acquire{}, s.fail("acquire", err)
 		}
 	}
-	return spi.Acquire{}, spi.Unavailable("zookeeper: acquire", fmt.Errorf("lease node %s or its waiter queue kept changing", path))
+	return spi.Acquire{}, spi.Contended("zookeeper: acquire", fmt.Errorf("lease node %s or its waiter queue kept changing", path))
 }
 
 // Release deletes the lease node if the session holds it with token, and never another
@@ -871,7 +871,7 @@ func (b *Backend) Release(ctx context.Context, sid spi.SessionID, name string, t
 			return s.fail("release", err)
 		}
 	}
-	return spi.Unavailable("zookeeper: release", fmt.Errorf("lease node %s kept changing", path))
+	return spi.Contended("zookeeper: release", fmt.Errorf("lease node %s kept changing", path))
 }
 
 // Join creates the session's ephemeral member node of group (and the group's node if

@@ -49,6 +49,11 @@ name has no queue node, a create and delete of it, which succeed only while it d
 while the queue is empty, a delete of it, which succeeds only while it has no children; when
 the session's own waiter node is first, a write of the queue at the version it saw and the
 delete of that node. When that check fails, the acquire reads the queue and tries again.
+After eight such rounds (the queue kept changing under busy waiters) it gives up with an
+error that matches spi.ErrContended (and ErrUnavailable): retried like any retryable failure,
+but no outage, so the client logs it at DEBUG, not as a WARN "simba backend error" followed by
+"reachable again" a few milliseconds later. A release, an add of a waiter node and a
+withdrawal that keep losing such races give up the same way.
 Without waiters an acquire thus stays one request (the multi-op's zxid is the new node's
 czxid). A child of a queue node that is not an ephemeral node of the session its name gives
 is skipped with a warning (and the queue's version checked instead).
