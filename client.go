@@ -1645,7 +1645,9 @@ func (c *Client) callDone(op engine.Op, name string, sid spi.SessionID, err erro
 		return
 	}
 	if !isAbandoned(err) {
-		failed := err != nil && spi.Classify(err) != spi.Permanent && !errors.Is(err, ErrClosed)
+		// Contention (the backend answered) is no sign of an outage: it arms no probe.
+		failed := err != nil && spi.Classify(err) != spi.Permanent && !errors.Is(err, ErrClosed) &&
+			!errors.Is(err, spi.ErrContended)
 		c.probeCallDone(op, failed, failed && errors.Is(err, errCutStuck))
 	}
 	switch {

@@ -29,6 +29,10 @@ var (
 	ErrLockHeld = spi.ErrLockHeld
 	// ErrUnavailable: the backend is unreachable or failing transiently; wraps the cause.
 	ErrUnavailable = spi.ErrUnavailable
+	// ErrContended: a backend call lost its race with other clients' changes too many times
+	// in a row (the backend answering); it matches ErrUnavailable too and is retried like it,
+	// but the outage log does not take it for an outage (DEBUG, still an EventBackendError).
+	ErrContended = spi.ErrContended
 	// ErrSchemaMissing: the backend's schema is missing or old; the error names the migration.
 	ErrSchemaMissing = spi.ErrSchemaMissing
 	// ErrSchemaDrift: the backend's schema differs from the one the library needs (a column,

@@ -26,6 +26,11 @@ import (
 //     the last WARN line, the calls failing, how long). Calls of leases and groups failing
 //     while the session's own calls fail add nothing and are folded in, and so does a session
 //     call that a probe cut short (errCutStuck): the backend answers again, the outage ends.
+//   - A call that lost its race with other clients' changes (spi.ErrContended: the backend
+//     answered every request) is contention, not an outage: it is logged at DEBUG ("simba
+//     backend call contended") and neither starts an outage nor counts in one. It was a WARN
+//     "simba backend error" followed by "reachable again" a few ms later under busy locks
+//     (ZooKeeper's "waiter queue kept changing", trial 25).
 //   - The outage ends with one INFO line, "simba backend reachable again", counting its
 //     failures and its length, when the session's open or keep-alive succeeds after failing in
 //     it, or when every call that failed in it has succeeded since.
@@ -130,6 +135,9 @@ func (c *Client) failEntry(k failKey) (seen *failSeen, fresh bool) {
 // Owned by whoever steps the engine, as failLog is.
 func (c *Client) failLevel(op engine.Op, name string, class spi.Class, cause error, now time.Duration) (slog.Level, string, []any) {
 	const msg = "simba backend error"
+	if class != spi.Permanent && errors.Is(cause, spi.ErrContended) {
+		return slog.LevelDebug, "simba backend call contended", nil
+	}
 	seen, fresh := c.failEntry(failKey{op, name})
 	o := &c.outage
 	if class == spi.Permanent {

@@ -30,6 +30,13 @@ var (
 	// ErrUnavailable: the backend could not be reached or answered with a transient failure;
 	// it wraps the cause and is retryable.
 	ErrUnavailable = errors.New("simba: backend unavailable")
+	// ErrContended: the backend answered, but the call lost its race with other clients'
+	// concurrent changes (a ZooKeeper acquire whose waiter queue kept changing under it) too
+	// many times in a row and gave up; it wraps the cause. Retryable, like any ErrUnavailable,
+	// which it matches too (it is unavailable to this call for now), but the backend is
+	// reachable: the client counts it as contention, not as a sign of an outage (see
+	// Contended).
+	ErrContended error = &childError{msg: "simba: backend call contended", parent: ErrUnavailable}
 	// ErrSchemaMissing: the backend's schema is missing or older than this library needs; the
 	// wrapping error names the migration to apply. Permanent.
 	ErrSchemaMissing = errors.New("simba: schema missing")
@@ -203,6 +210,15 @@ func AsPermanent(err error) error {
 		return nil
 	}
 	return permanentError{err}
+}
+
+// Contended wraps the failure of operation op that lost its race with concurrent changes too
+// many times (the backend answering every request) so that it is errors.Is-testable as
+// ErrContended, as ErrUnavailable and as the cause. Classify reports it retryable. The client
+// retries it like any retryable failure, but does not take it for an outage: its outage log
+// tells it at DEBUG (it is still an EventBackendError to the listeners).
+func Contended(op string, cause error) error {
+	return fmt.Errorf("%w: %s: %w", ErrContended, op, cause)
 }
 
 // Unavailable wraps a transient cause from operation op (a timeout, a lost connection, a busy

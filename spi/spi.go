@@ -2,7 +2,7 @@
 // is: what a backend implements (Backend, and optionally Hinter, Inspector, LeaseInspector,
 // Queuer, SessionQueue, SteadyHints, CutSafe and TTLChecker), the plain-value replies it
 // returns, the errors it wraps and how they are classified (Classify, AsPermanent,
-// Unavailable), and the monotonic Clock a client runs on (with Settler, the capability of a
+// Unavailable, Contended), and the monotonic Clock a client runs on (with Settler, the capability of a
 // test's virtual clock to wait for the clients on it). Package simba (the client), package tck
 // (the conformance suites every backend passes) and package simbatest (the in-memory backend)
 // are written against it, and so is every backend under backend/ — a third-party backend
@@ -197,7 +197,10 @@ func (s Status) String() string {
 //     unknown (the request may or may not have taken effect) or the backend is unusable, and
 //     the reply beside it is ignored.
 //   - Classified errors. Wrap a transient failure (timeout, connection lost, server busy,
-//     failover) with Unavailable; make a failure that will not heal by retrying permanent, by
+//     failover) with Unavailable, and a call that gave up after losing its race with other
+//     clients' concurrent changes too many times (the server answering) with Contended, so
+//     that the client does not take contention for an outage; make a failure that will not
+//     heal by retrying permanent, by
 //     wrapping a sentinel (ErrSchemaMissing, ErrSchemaDrift, ErrInvalidOption, ErrClosed,
 //     ErrTokenOverflow, ErrCorruptToken, ErrTLS) or with AsPermanent (authentication, a
 //     misrouted or misconfigured server). Classify is how the client tells them apart; see it

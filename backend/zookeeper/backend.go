@@ -91,7 +91,8 @@ type Backend struct {
 	observer *session // for Members and Inspect when no session is open
 	// unclosed holds the sessions CloseSession is closing or could not confirm closed, so that
 	// a concurrent call waits for the close and a retry tries again (see CloseSession); each
-	// until the close is confirmed or the server has surely expired the session.
+	// until the close is confirmed or the server has surely expired the session (see
+	// sweepUnclosed). It keeps their ids and passwords, which a close needs.
 	unclosed map[spi.SessionID]*session
 	// stop ends, and bg counts, the background closes of sessions (tap.closeAlone); Close
 	// ends and waits for them. bg grows only under mu while the backend is open.
@@ -312,6 +313,7 @@ func (b *Backend) OpenSession(ctx context.Context, owner string, ttl time.Durati
 	}
 	b.sessions[s.id] = s
 	b.mu.Unlock()
+	b.serverAnswered(s.tap.opened())
 	return spi.Session{ID: s.id, Remaining: s.remaining()}, nil
 }
 
@@ -509,6 +511,7 @@ func (b *Backend) KeepAlive(ctx context.Context, sid spi.SessionID, names []stri
 		return spi.KeepAlive{}, s.fail("keep-alive", err)
 	}
 	s.renew(sentAt)
+	b.serverAnswered(sentAt)
 	reply := spi.KeepAlive{Members: make(map[string][]spi.SessionID, len(groups))}
 	for i, g := range groups {
 		reply.Members[g] = members[i]
@@ -542,8 +545,15 @@ func (b *Backend) KeepAlive(ctx context.Context, sid spi.SessionID, names []stri
 // the session and its ephemeral nodes may still be at the server, until it expires them. The
 // session's connection is closed either way, and later calls on the session reply as for an
 // expired one. A retry of CloseSession (or a concurrent call) waits for the close under way,
-// or, if that failed, closes the session over a connection of its own, until the server has
-// surely expired it (one session timeout after the last attempt); from then on it returns nil.
+// or, if that failed, closes the session over a connection of its own (with the session's id
+// and password), until the server has surely expired it; from then on it returns nil. Surely
+// expired means one session timeout after a request of this backend sent after the last
+// attempt was answered, not one after the attempt: a server that was down meanwhile and
+// restarted reloads the session from its snapshot and log and expires it only one session
+// timeout after it starts, so the retry that follows the next session's open (the engine
+// sends one after an outage) still closes it, and its lease nodes go at once rather than a
+// TTL later. A server that expired the session already answers the retry's connect request
+// without it, and the retry returns nil.
 func (b *Backend) CloseSession(ctx context.Context, sid spi.SessionID) error {
 	b.mu.Lock()
 	if b.closed {
@@ -589,12 +599,30 @@ func (b *Backend) CloseSession(ctx context.Context, sid spi.SessionID) error {
 }
 
 // sweepUnclosed drops, under b.mu, the sessions whose close failed that the server has surely
-// expired by now.
+// expired by now: one session timeout has passed since a request of this backend sent after
+// the session's last close attempt was answered (session.answered). Counting from the attempt
+// instead (as before) took a session for expired while the server was down: a restarted
+// server reloads it and expires it one session timeout after it starts, and the close that
+// would have ended it at once had nothing left to close with.
 func (b *Backend) sweepUnclosed() {
 	now := b.clock.Now()
 	for sid, s := range b.unclosed {
-		if time.Duration(s.touched.Load())+s.tap.sessionTimeout() < now {
+		if a := s.answered.Load(); a > s.touched.Load() && time.Duration(a)+s.tap.sessionTimeout() < now {
 			delete(b.unclosed, sid)
+		}
+	}
+}
+
+// serverAnswered notes that a server answered a request of this backend sent at sentAt (a
+// session's open or a keep-alive): for each session whose close failed, the first such answer
+// after its last attempt starts the session timeout after which the server has surely expired
+// it (see sweepUnclosed).
+func (b *Backend) serverAnswered(sentAt time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, s := range b.unclosed {
+		if t := s.touched.Load(); int64(sentAt) > t && s.answered.Load() <= t {
+			s.answered.Store(int64(sentAt))
 		}
 	}
 }
@@ -752,7 +780,7 @@ func (b *Backend) acquire(ctx context.Context, sid spi.SessionID, name string, q
 			return spi.Acquire{}, s.fail("acquire", err)
 		}
 	}
-	return spi.Acquire{}, spi.Unavailable("zookeeper: acquire", fmt.Errorf("lease node %s or its waiter queue kept changing", path))
+	return spi.Acquire{}, spi.Contended("zookeeper: acquire", fmt.Errorf("lease node %s or its waiter queue kept changing", path))
 }
 
 // Release deletes the lease node if the session holds it with token, and never another
@@ -843,7 +871,7 @@ func (b *Backend) Release(ctx context.Context, sid spi.SessionID, name string, t
 			return s.fail("release", err)
 		}
 	}
-	return spi.Unavailable("zookeeper: release", fmt.Errorf("lease node %s kept changing", path))
+	return spi.Contended("zookeeper: release", fmt.Errorf("lease node %s kept changing", path))
 }
 
 // Join creates the session's ephemeral member node of group (and the group's node if

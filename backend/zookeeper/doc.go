@@ -49,6 +49,11 @@ name has no queue node, a create and delete of it, which succeed only while it d
 while the queue is empty, a delete of it, which succeeds only while it has no children; when
 the session's own waiter node is first, a write of the queue at the version it saw and the
 delete of that node. When that check fails, the acquire reads the queue and tries again.
+After eight such rounds (the queue kept changing under busy waiters) it gives up with an
+error that matches spi.ErrContended (and ErrUnavailable): retried like any retryable failure,
+but no outage, so the client logs it at DEBUG, not as a WARN "simba backend error" followed by
+"reachable again" a few milliseconds later. A release, an add of a waiter node and a
+withdrawal that keep losing such races give up the same way.
 Without waiters an acquire thus stays one request (the multi-op's zxid is the new node's
 czxid). A child of a queue node that is not an ephemeral node of the session its name gives
 is skipped with a warning (and the queue's version checked instead).
@@ -335,13 +340,21 @@ lost alone is replaced by the next at once, as before. A Connector's connection 
 provider its caller gives it (go-zookeeper's by default, and its pace).
 
 A longer outage of a server that restarts (a standalone server killed and started again, a
-whole ensemble restarted) costs about one more TTL after it is back: the client has lost its
-session (its deadline passed) and opens a new one at once, but the restarted server reloads the
-old sessions from its snapshot and log and expires them only one session timeout after it
-starts, so until then their ephemeral lease nodes keep every name they held from the new
-sessions' acquires. A private server killed for 40 s under three clients at TTL 10 s: every
-election, partition and lock name was served again 9.8 s after the server was back (trial 25);
-stopped (SIGSTOP) for 40 s instead, the server expires the sessions as soon as it runs again.
+whole ensemble restarted) no longer costs one more TTL after it is back. The client has lost
+its session (its deadline passed) and opens a new one at once, but the restarted server
+reloads the old sessions from its snapshot and log and would expire them only one session
+timeout after it starts, their ephemeral lease nodes keeping every name they held from the new
+sessions' acquires: 9.8 s at TTL 10 s after a 40 s kill (trial 25; a server stopped with
+SIGSTOP instead expires them as soon as it runs again). The client closed the lost session at
+its deadline, which failed with the server down, and closes it once more as soon as its next
+session opens (the engine's retry of a lost session's close): the backend keeps each unclosed
+session's id and password until a server has answered it again for one session timeout, not
+merely one session timeout after the failed attempt, so that retry reconnects to the reloaded
+session with its credentials and closes it, and its nodes go at once
+(TestLostSessionClosedAfterRestart). Only a session's own id and 128-bit password can close
+it, and a server that has expired the session already answers without it: the retry then
+returns nil. Sessions of clients that did not live through the outage (killed with it) still
+expire one session timeout after the server starts.
 
 A silent outage (the open connection goes silent for good, with no bytes, close or reset
 either way, as in a failover, a lost NAT entry or a partition, and new connections are taken

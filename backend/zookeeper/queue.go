@@ -138,7 +138,7 @@ func (s *session) withdraw(ctx context.Context, qp, name string) error {
 		}
 		return s.fail("withdraw", err)
 	}
-	return spi.Unavailable("zookeeper: withdraw", fmt.Errorf("the waiter queue %s kept changing", qp))
+	return spi.Contended("zookeeper: withdraw", fmt.Errorf("the waiter queue %s kept changing", qp))
 }
 
 // queueGuess returns the state of name's queue the session last passed a grant check with.
@@ -474,5 +474,5 @@ func (s *session) ensureWaiter(ctx context.Context, name string) error {
 			return s.fail("queue: add a waiter to "+qp, err)
 		}
 	}
-	return spi.Unavailable("zookeeper: queue", fmt.Errorf("the waiter queue %s kept changing", qp))
+	return spi.Contended("zookeeper: queue", fmt.Errorf("the waiter queue %s kept changing", qp))
 }

@@ -47,6 +47,12 @@ type session struct {
 	// touched is when, on the backend's clock, the last request that could renew the session
 	// at the server was sent: the close that end began, or a retry's (see Backend.CloseSession).
 	touched atomic.Int64
+	// answered is when, on the backend's clock, the first request of this backend sent after
+	// touched that a server answered was sent (at most touched: none yet). Until one session
+	// timeout after it, a session whose close failed may still be at the server: a server
+	// restarted in the outage reloads its sessions and expires them only one session timeout
+	// after it starts (see Backend.sweepUnclosed).
+	answered atomic.Int64
 	// hasSession is set when the event callback sees StateHasSession (a check that a
 	// Connector passed the callback on).
 	hasSession atomic.Bool
