@@ -86,15 +86,11 @@ func (b *Backend) checkPassword(ctx context.Context) error {
 // passwordChecked runs checkPassword once per Backend, at the first OpenSession, and keeps its
 // verdict (a server that could not be reached is checked again at the next one).
 func (b *Backend) passwordChecked(ctx context.Context) error {
-	b.authMu.Lock()
-	defer b.authMu.Unlock()
-	if b.authDone {
-		return b.authErr
-	}
-	err := b.checkPassword(ctx)
-	if err != nil && spi.Classify(err) != spi.Permanent {
-		return b.fail("open session: password check", err)
-	}
-	b.authDone, b.authErr = true, err
-	return err
+	return b.authCheck.run(func() (bool, error) {
+		err := b.checkPassword(ctx)
+		if err != nil && spi.Classify(err) != spi.Permanent {
+			return false, b.fail("open session: password check", err)
+		}
+		return true, err
+	})
 }

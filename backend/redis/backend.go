@@ -140,13 +140,9 @@ type Backend struct {
 	// undropped is the warning, once, for a client of the user's own passed to New without
 	// WithDropSilent.
 	undropped sync.Once
-	strict    bool       // WithStrictDurability
-	durMu     sync.Mutex // serialises the durability check
-	durDone   bool       // the durability check ran (durErr: its verdict in strict mode)
-	durErr    error
-	authMu    sync.Mutex // serialises the password check (checkPassword)
-	authDone  bool       // the password check ran (authErr: its verdict)
-	authErr   error
+	strict    bool         // WithStrictDurability
+	durCheck  settledCheck // the durability check (its verdict in strict mode)
+	authCheck settledCheck // the password check (checkPassword)
 
 	mu       sync.Mutex
 	sessions map[spi.SessionID]*session // routeBySlot only
@@ -214,6 +210,30 @@ func (b *Backend) foreignLevel(kind string, names []string) slog.Level {
 		}
 	}
 	return level
+}
+
+// settledCheck is a check of the server that the first OpenSession runs until it has a
+// verdict (the durability check, the password check): a call that could not reach the server
+// leaves it for the next one. Calls are serialised.
+type settledCheck struct {
+	mu   sync.Mutex
+	done bool
+	err  error
+}
+
+// run returns the check's verdict, running check first while there is none: check says
+// whether its error is the verdict (settled) or this call's alone.
+func (c *settledCheck) run(check func() (settled bool, err error)) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done {
+		return c.err
+	}
+	settled, err := check()
+	if settled {
+		c.done, c.err = true, err
+	}
+	return err
 }
 
 // session is what a routeBySlot backend remembers of a session it opened: the owner and expiry

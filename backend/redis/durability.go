@@ -293,42 +293,38 @@ func infoFields(s string) map[string]string {
 // server that could not be reached leaves the check for the next OpenSession, and fails this
 // one (on a Cluster, only when strict: the session's master may be up).
 func (b *Backend) durability(ctx context.Context) error {
-	b.durMu.Lock()
-	defer b.durMu.Unlock()
-	if b.durDone {
-		return b.durErr
-	}
-	ds, err := b.CheckDurability(ctx)
-	if err != nil {
-		// A server that could not be reached: on a standalone server (or Sentinel's master)
-		// the session's script would go there too, and fail the same way after as long again
-		// (go-redis's retries); say so now. A Cluster opens the session on one master, which
-		// may be up while another is not.
-		if b.strict || b.cc == nil {
-			return err
-		}
-		return nil
-	}
-	b.durDone = true
-	var bad []string
-	for _, d := range ds {
-		if d.Safe() {
-			continue
-		}
-		if b.strict {
-			// The error says it, without the hint to refuse such a server: it is refused; and
-			// why a server could not be checked (the warning's error attribute).
-			why := d.describe("")
-			if !d.Checked {
-				why += " (" + strings.Join(strings.Fields(fmt.Sprint(d.Err)), " ") + ")"
+	return b.durCheck.run(func() (bool, error) {
+		ds, err := b.CheckDurability(ctx)
+		if err != nil {
+			// A server that could not be reached: on a standalone server (or Sentinel's
+			// master) the session's script would go there too, and fail the same way after as
+			// long again (go-redis's retries); say so now. A Cluster opens the session on one
+			// master, which may be up while another is not.
+			if b.strict || b.cc == nil {
+				return false, err
 			}
-			bad = append(bad, why)
-			continue
+			return false, nil
 		}
-		b.log.Warn(d.String(), d.logAttrs()...)
-	}
-	if b.strict && len(bad) > 0 {
-		b.durErr = spi.AsPermanent(fmt.Errorf("%w (strict durability): %s", ErrNotDurable, strings.Join(bad, "; ")))
-	}
-	return b.durErr
+		var bad []string
+		for _, d := range ds {
+			if d.Safe() {
+				continue
+			}
+			if b.strict {
+				// The error says it, without the hint to refuse such a server: it is refused;
+				// and why a server could not be checked (the warning's error attribute).
+				why := d.describe("")
+				if !d.Checked {
+					why += " (" + strings.Join(strings.Fields(fmt.Sprint(d.Err)), " ") + ")"
+				}
+				bad = append(bad, why)
+				continue
+			}
+			b.log.Warn(d.String(), d.logAttrs()...)
+		}
+		if b.strict && len(bad) > 0 {
+			return true, spi.AsPermanent(fmt.Errorf("%w (strict durability): %s", ErrNotDurable, strings.Join(bad, "; ")))
+		}
+		return true, nil
+	})
 }
