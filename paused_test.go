@@ -9,49 +9,9 @@ import (
 	"time"
 
 	"github.com/simba-go/simba"
+	"github.com/simba-go/simba/internal/clocktest"
 	"github.com/simba-go/simba/internal/testenv"
-	"github.com/simba-go/simba/simbatest"
-	"github.com/simba-go/simba/spi"
 )
-
-// pausingClock is a virtual clock on which the client can be stopped: while paused, the timers
-// that fall due run nothing (the process does not run) until resume runs them, late, as a
-// process resumed after SIGSTOP finds its timers overdue. The backend's server runs on.
-type pausingClock struct {
-	*simbatest.VirtualClock
-	mu     sync.Mutex
-	paused bool
-	held   []func()
-}
-
-func (p *pausingClock) AfterFunc(d time.Duration, f func()) spi.Timer {
-	return p.VirtualClock.AfterFunc(d, func() {
-		p.mu.Lock()
-		if p.paused {
-			p.held = append(p.held, f)
-			p.mu.Unlock()
-			return
-		}
-		p.mu.Unlock()
-		f()
-	})
-}
-
-// pauseFor stops the client, moves the time by d and resumes it.
-func (p *pausingClock) pauseFor(d time.Duration) {
-	p.mu.Lock()
-	p.paused = true
-	p.mu.Unlock()
-	p.Advance(d)
-	p.mu.Lock()
-	held := p.held
-	p.held, p.paused = nil, false
-	p.mu.Unlock()
-	for _, f := range held {
-		f()
-	}
-	p.Settle()
-}
 
 // TestPauseIsLoggedAsAPause: a client whose process did not run for a while (its session
 // timers overdue when it runs again) says so once, at WARN, "simba process paused" with how
@@ -63,7 +23,7 @@ func (p *pausingClock) pauseFor(d time.Duration) {
 // cut also gives: there was no "simba process paused" line, no EventPaused, no paused_for.
 func TestPauseIsLoggedAsAPause(t *testing.T) {
 	w := newWorld(t)
-	pc := &pausingClock{VirtualClock: w.clock}
+	pc := clocktest.NewPausing(w.clock)
 	var logs testenv.LogBuffer
 	var mu sync.Mutex
 	var paused, lost, revoked []simba.Event
@@ -113,7 +73,7 @@ func TestPauseIsLoggedAsAPause(t *testing.T) {
 
 	// A short pause (the keep-alive about half a second late) that cost nothing: not logged.
 	afterKeepAlive()
-	pc.pauseFor(1500 * time.Millisecond)
+	pc.PauseFor(1500 * time.Millisecond)
 	w.run(time.Second)
 	if l, n := pauses(); l != 0 || n != 0 {
 		t.Fatalf("%d pause lines and %d events for a short pause, want 0:\n%s", l, n, logs.String())
@@ -121,7 +81,7 @@ func TestPauseIsLoggedAsAPause(t *testing.T) {
 
 	// A long one (the keep-alive 1.3 s late) that the session outlives: one WARN line.
 	afterKeepAlive()
-	pc.pauseFor(2300 * time.Millisecond)
+	pc.PauseFor(2300 * time.Millisecond)
 	w.run(time.Second)
 	if l, n := pauses(); l != 1 || n != 1 {
 		t.Fatalf("%d pause lines and %d events for a long pause, want 1:\n%s", l, n, logs.String())
@@ -138,7 +98,7 @@ func TestPauseIsLoggedAsAPause(t *testing.T) {
 	// the session lost and the term revoked name the pause.
 	afterKeepAlive()
 	from := len(logs.String())
-	pc.pauseFor(2 * testTTL)
+	pc.PauseFor(2 * testTTL)
 	w.until(10*time.Second, "a new session", func() bool { s := c.Session(); return s != "" && s != session })
 	w.until(10*time.Second, "leading again", e.IsLeader)
 	w.run(time.Second)

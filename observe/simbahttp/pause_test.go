@@ -17,35 +17,13 @@ import (
 	"github.com/simba-go/simba/spi"
 )
 
-// stoppableClock is a virtual clock whose timers, while the client is stopped, run nothing
-// until it resumes: then they run late, as in a process resumed after SIGSTOP.
-type stoppableClock struct {
-	*simbatest.VirtualClock
-	mu      sync.Mutex
-	stopped bool
-	held    []func()
-}
-
-func (c *stoppableClock) AfterFunc(d time.Duration, f func()) spi.Timer {
-	return c.VirtualClock.AfterFunc(d, func() {
-		c.mu.Lock()
-		if c.stopped {
-			c.held = append(c.held, f)
-			c.mu.Unlock()
-			return
-		}
-		c.mu.Unlock()
-		f()
-	})
-}
-
 // /healthz of a client whose process was stopped past its session's deadline says the session
 // was lost after a pause, where a network cut (TestHealthzFollowsTheSessionAcrossACut) says
 // only "lost (deadline)"; before, both read the same.
 func TestHealthzNamesAPause(t *testing.T) {
 	const ttl = 3 * time.Second
 	vc := simbatest.NewVirtualClock()
-	clock := &stoppableClock{VirtualClock: vc}
+	clock := clocktest.NewPausing(vc)
 	srv := simbatest.NewServer(simbatest.WithClock(vc))
 	h := simbahttp.New(simbahttp.Opts{Backend: srv.Backend()})
 	// A backend the client reaches only while it runs: the open of a new session is refused
@@ -63,18 +41,10 @@ func TestHealthzNamesAPause(t *testing.T) {
 		code, _ = get(t, hs.URL+"/healthz")
 	}
 
-	clock.mu.Lock()
-	clock.stopped = true
-	clock.mu.Unlock()
+	clock.Stop()
 	b.refuse(true)
 	vc.Advance(2 * ttl)
-	clock.mu.Lock()
-	held := clock.held
-	clock.held, clock.stopped = nil, false
-	clock.mu.Unlock()
-	for _, f := range held {
-		f()
-	}
+	clock.Resume()
 	vc.Settle()
 	code, body := get(t, hs.URL+"/healthz")
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, "lost (deadline) after the process paused for ") {

@@ -2,7 +2,6 @@ package simbaprom_test
 
 import (
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,36 +12,13 @@ import (
 	"github.com/simba-go/simba/internal/clocktest"
 	"github.com/simba-go/simba/observe/simbaprom"
 	"github.com/simba-go/simba/simbatest"
-	"github.com/simba-go/simba/spi"
 )
-
-// stoppableClock is a virtual clock whose timers, while the client is stopped, run nothing
-// until it resumes: then they run late, as in a process resumed after SIGSTOP.
-type stoppableClock struct {
-	*simbatest.VirtualClock
-	mu      sync.Mutex
-	stopped bool
-	held    []func()
-}
-
-func (c *stoppableClock) AfterFunc(d time.Duration, f func()) spi.Timer {
-	return c.VirtualClock.AfterFunc(d, func() {
-		c.mu.Lock()
-		if c.stopped {
-			c.held = append(c.held, f)
-			c.mu.Unlock()
-			return
-		}
-		c.mu.Unlock()
-		f()
-	})
-}
 
 // TestPausesAreCounted: a client stopped for twice its TTL counts one pause, of at least a
 // TTL, and the session it lost (deadline); before, only the loss.
 func TestPausesAreCounted(t *testing.T) {
 	vc := simbatest.NewVirtualClock()
-	clock := &stoppableClock{VirtualClock: vc}
+	clock := clocktest.NewPausing(vc)
 	srv := simbatest.NewServer(simbatest.WithClock(vc))
 	m := simbaprom.New(simbaprom.Opts{ConstLabels: prometheus.Labels{"client": "w1"}})
 	reg := prometheus.NewRegistry()
@@ -74,17 +50,9 @@ func TestPausesAreCounted(t *testing.T) {
 		t.Fatalf("pauses %v before any", s[`simba_pauses_total{client="w1"}`])
 	}
 
-	clock.mu.Lock()
-	clock.stopped = true
-	clock.mu.Unlock()
+	clock.Stop()
 	vc.Advance(2 * ttl)
-	clock.mu.Lock()
-	held := clock.held
-	clock.held, clock.stopped = nil, false
-	clock.mu.Unlock()
-	for _, f := range held {
-		f()
-	}
+	clock.Resume()
 	step("a new session", func(s map[string]float64) bool {
 		return s[`simba_sessions_opened_total{client="w1"}`] == 2
 	})
