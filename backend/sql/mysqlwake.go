@@ -484,7 +484,7 @@ func (w *mysqlWaker) watch(ctx context.Context) {
 			conn.Close()
 		}
 	}()
-	hinted := map[string]freeSpell{}
+	hinted, free := map[string]freeSpell{}, map[string]freeSpell{}
 	for {
 		names := w.watched()
 		if len(names) == 0 || ctx.Err() != nil {
@@ -498,7 +498,7 @@ func (w *mysqlWaker) watch(ctx context.Context) {
 			}
 			conn = c
 		}
-		free := map[string]freeSpell{}
+		clear(free) // this read's free leases (a map kept, not one made every mysqlWatchEvery)
 		for len(names) > 0 {
 			batch := names[:min(len(names), mysqlWatchBatch)]
 			names = names[len(batch):]
