@@ -428,12 +428,7 @@ func (b *Backend) failKeys(ctx context.Context, op string, err error, keys []str
 // When that read fails or finds none (the key was changed since), it says so, naming the keys.
 func (b *Backend) foreignKey(ctx context.Context, keys []string) string {
 	got, err := b.foreignTypes(ctx, keys)
-	var found []string
-	for i, k := range keys {
-		if got[i] != "" {
-			found = append(found, fmt.Sprintf("key %q holds a %s where Simba keeps a %s", k, got[i], wire.RedisKeyType(k)))
-		}
-	}
+	found := foreignFound(keys, got)
 	switch {
 	case len(found) > 0:
 		return strings.Join(found, "; ")
@@ -462,6 +457,18 @@ func (b *Backend) foreignTypes(ctx context.Context, keys []string) ([]string, er
 		}
 	}
 	return got, err
+}
+
+// foreignFound says, for each of keys whose type foreignTypes found foreign (got), which
+// type it holds and which Simba keeps there.
+func foreignFound(keys, got []string) []string {
+	var found []string
+	for i, k := range keys {
+		if got[i] != "" {
+			found = append(found, fmt.Sprintf("key %q holds a %s where Simba keeps a %s", k, got[i], wire.RedisKeyType(k)))
+		}
+	}
+	return found
 }
 
 // scriptKeys returns the KEYS of a script call's Build, for failKeys.
@@ -871,12 +878,7 @@ func (b *Backend) sessionLost(ctx context.Context, sid spi.SessionID) bool {
 	s := string(sid)
 	keys := []string{wire.SessionKey(s), wire.SessionLeasesKey(s), wire.SessionGroupsKey(s)}
 	got, _ := b.foreignTypes(ctx, keys)
-	var found []string
-	for i, k := range keys {
-		if got[i] != "" {
-			found = append(found, fmt.Sprintf("key %q holds a %s where Simba keeps a %s", k, got[i], wire.RedisKeyType(k)))
-		}
-	}
+	found := foreignFound(keys, got)
 	if len(found) == 0 {
 		return false
 	}
