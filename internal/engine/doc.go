@@ -169,8 +169,9 @@
 //     the session, and so does every later Close).
 //
 // A refused call did not land, unlike one that failed otherwise (a timeout, a lost
-// connection), whose request may still be applied: a refused acquire brings no keep-alive
-// forward to settle it, and a refused Join leaves no outcome unknown that a Leave would wait
+// connection), whose request may still be applied: a refused acquire leaves no outcome
+// unknown (no keep-alive is brought forward to settle it, none asks about the name for it, and
+// a queued one leaves no waiter entry to withdraw; testdata/acquire-refused.txt), and a refused Join leaves no outcome unknown that a Leave would wait
 // out (the group is left at once, without a Leave call, if no Join can have landed).
 //
 // The engine publishes every failure; the driver damps what it logs (package simba logs a

@@ -144,8 +144,10 @@ type pending struct {
 	g     *group
 	name  string
 	token int64
-	// queued: the acquire waited in the name's queue (Effect.Queue).
-	queued bool
+	// queued: the acquire waited in the name's queue (Effect.Queue); queuedBefore: the
+	// election may already have been waiting there when it was sent (election.queued), so a
+	// refusal of this attempt, which queued nothing, leaves it so.
+	queued, queuedBefore bool
 	// futures are Stop/StepDown futures that complete with this Release's reply: they return
 	// when the lease is released, not merely when the release was sent.
 	futures []FutureID
