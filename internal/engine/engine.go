@@ -134,6 +134,13 @@ type session struct {
 	// unknown outcome, not every name the session ever released.
 	released  map[string]int64
 	releasing map[string]int
+	// leftUnknown holds, per group, until when a Leave this session sent may still land: the
+	// call failed at least once other than by a refusal (a timeout, a lost connection), and
+	// its request may be applied up to one call timeout after the failure. A Join of the group
+	// is not sent before then (sendJoin), or the late Leave would delete the membership it
+	// makes. Entries are dropped when a Join finds them past; a new session starts empty (the
+	// Leave could only delete the old session's membership).
+	leftUnknown map[string]time.Duration
 }
 
 type pending struct {
