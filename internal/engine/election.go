@@ -451,14 +451,11 @@ func (s *Engine) onAcquireReply(p pending, ev Event) {
 			// waits for the end of one already open), so a storm of hints against a failing
 			// backend adds at most one attempt per window.
 			e.fails++
-			at := s.soon()
-			if s.now < e.quietUntil {
-				at = e.quietUntil
-			} else {
+			if !s.coalesceHint(e) {
 				e.quietUntil = add(s.now, s.hintWindow())
+				e.hintRetry = true
+				s.retryLater(e, s.soon())
 			}
-			e.hintRetry = true
-			s.retryLater(e, at)
 		default:
 			e.fails++
 			s.retryLater(e, add(s.now, s.backoff(e.fails, ev.Err)))

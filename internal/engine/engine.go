@@ -1051,12 +1051,7 @@ func (s *Engine) hint(h spi.Hint) {
 		case e.inflight != 0:
 			e.hinted = true // a HeldBy reply may predate the release: retry at once then
 		case e.waitSess:
-		case s.now < e.quietUntil:
-			// A hint just proved false: coalesce into one retry at the end of the window.
-			if !e.retrying || e.retryAt > e.quietUntil {
-				s.retryLater(e, e.quietUntil)
-			}
-			e.hintRetry = true
+		case s.coalesceHint(e):
 		default:
 			e.hintRetry = true
 			s.acquire(e)
@@ -1066,6 +1061,21 @@ func (s *Engine) hint(h spi.Hint) {
 			s.sendMembers(g)
 		}
 	}
+}
+
+// coalesceHint gives a released hint for candidate e (no attempt in flight) that comes within
+// a hint window (hints just proved false, or a follow-up already sent) one retry at the end of
+// the window, coalesced with any other, unless one is armed before it; it reports whether the
+// window was open. Engine.hint and a failed attempt that a hint came during share it.
+func (s *Engine) coalesceHint(e *election) bool {
+	if s.now >= e.quietUntil {
+		return false
+	}
+	if !e.retrying || e.retryAt > e.quietUntil {
+		s.retryLater(e, e.quietUntil)
+	}
+	e.hintRetry = true
+	return true
 }
 
 // soon is when a call the backend is known to answer again is retried: within a jitter of
