@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/simba-go/simba"
 	"github.com/simba-go/simba/internal/clocktest"
+	"github.com/simba-go/simba/simbatest"
 	"github.com/simba-go/simba/spi"
 )
 
@@ -237,4 +239,56 @@ func TestHealedKeepAliveRenewsInTime(t *testing.T) {
 		}
 	}
 	w.async(func() error { return h.Unlock(context.Background()) })
+}
+
+// kaNames records the names each keep-alive of a simbatest backend asked about.
+type kaNames struct {
+	*simbatest.Backend
+	mu    sync.Mutex
+	asked map[string]int
+}
+
+func (k *kaNames) KeepAlive(ctx context.Context, sid spi.SessionID, names, groups []string) (spi.KeepAlive, error) {
+	k.mu.Lock()
+	for _, n := range names {
+		k.asked[n]++
+	}
+	k.mu.Unlock()
+	return k.Backend.KeepAlive(ctx, sid, names, groups)
+}
+
+func (k *kaNames) times(name string) int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.asked[name]
+}
+
+// TestRefusedLockLeavesNothingUnknown: a Lock whose acquire the backend refused for good (a
+// permanent error: access denied, a missing schema) returns the refusal, and that is a certain
+// answer: nothing was acquired nor queued. The keep-alives that follow do not ask about the
+// name, and no Withdraw is sent for a waiter entry that was never made. The refusal was taken
+// as an acquire of unknown outcome: the keep-alives asked about the name for a call timeout
+// (and one came early to settle it), and the ended Lock withdrew from the waiter queue.
+func TestRefusedLockLeavesNothingUnknown(t *testing.T) {
+	w := newWorld(t)
+	b := &kaNames{Backend: w.srv.Backend(), asked: map[string]int{}}
+	c := w.clientOn(b, "a")
+	w.until(5*time.Second, "the session to open", func() bool { return c.Session() != "" })
+	refused := spi.AsPermanent(fmt.Errorf("%w: relation simba_lease does not exist", spi.ErrSchemaMissing))
+	b.FailOp("Acquire", refused)
+	var lockErr error
+	w.async(func() error {
+		_, lockErr = c.Lock(context.Background(), "l")
+		return nil
+	})
+	if !errors.Is(lockErr, spi.ErrSchemaMissing) {
+		t.Fatalf("Lock = %v, want the refusal", lockErr)
+	}
+	w.run(3 * time.Second) // three renewal intervals: keep-alives come and go
+	if n := b.times("l"); n != 0 {
+		t.Errorf("%d keep-alives asked about l after its acquire was refused, want 0", n)
+	}
+	if n := b.Calls("Withdraw"); n != 0 {
+		t.Errorf("%d Withdraw calls after a refused Lock, want 0 (it never queued)", n)
+	}
 }

@@ -872,7 +872,8 @@ func without(names, drop []string) []string {
 // session failed on a key of another type. If so the session is over: its keys are named
 // after its random id, so something other than Simba wrote over them, and no script can renew
 // or use it again. The caller reports it expired (the client revokes its terms and opens a new
-// session, as for any lost session); sessionLost logs why at WARN, naming the key, and under
+// session, as for any lost session); sessionLost logs why at WARN, naming the key, once per
+// session (the session's other calls that meet the record log it at DEBUG), and under
 // routeBySlot remembers it expired. The key is left as it is, for an operator to look at.
 func (b *Backend) sessionLost(ctx context.Context, sid spi.SessionID) bool {
 	s := string(sid)
@@ -882,7 +883,10 @@ func (b *Backend) sessionLost(ctx context.Context, sid spi.SessionID) bool {
 	if len(found) == 0 {
 		return false
 	}
-	b.log.Warn("simba: redis: the session's own record holds another type than Simba keeps there (written over by something else): the session is ended and reported expired, its terms revoked; the client opens a new session. The key needs an operator",
+	// Once per session (foreignLevel: a minute apart at most): every call of the session in
+	// flight meets the record (a keep-alive, acquires, a join), and each reports the session
+	// expired; the first says why at WARN, the rest at DEBUG.
+	b.log.Log(context.Background(), b.foreignLevel("session ", []string{s}), "simba: redis: the session's own record holds another type than Simba keeps there (written over by something else): the session is ended and reported expired, its terms revoked; the client opens a new session. The key needs an operator",
 		"session", s, "record", strings.Join(found, "; "))
 	if b.cluster {
 		b.expiredNow(sid)

@@ -338,3 +338,53 @@ func TestSessionRecordOfAnotherTypeEndsSession(t *testing.T) {
 		t.Errorf("Unlock: %v", err)
 	}
 }
+
+// TestLostSessionRecordWarnedOnce: a session whose own record was written over is reported
+// expired by every call of it that meets the record — the keep-alive, the acquires of its other
+// elections, a join, all in flight together when it happens — and the WARN line saying why
+// comes once for the session; the others log it at DEBUG. Each call logged the WARN, so one
+// loss read as several (four here).
+func TestLostSessionRecordWarnedOnce(t *testing.T) {
+	ctx := context.Background()
+	c := goredis.NewClient(&goredis.Options{Addr: testenv.PrivateRedis(t)})
+	t.Cleanup(func() { c.Close() })
+	var logs testenv.LogBuffer
+	b := newBackend(t, c, WithLogger(logs.Logger()))
+	sid := open(t, b, privTestTTL)
+	if r, err := b.Acquire(ctx, sid, "once-a"); err != nil || r.Kind != spi.Granted {
+		t.Fatalf("Acquire = %+v, %v", r, err)
+	}
+	key := wire.SessionKey(string(sid))
+	if err := c.Del(ctx, key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Set(ctx, key, "hello", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if ka, err := b.KeepAlive(ctx, sid, []string{"once-a"}, nil); err != nil || !ka.Expired {
+		t.Errorf("keep-alive = %+v, %v; want expired", ka, err)
+	}
+	for _, name := range []string{"once-b", "once-c"} {
+		if r, err := b.Acquire(ctx, sid, name); err != nil || r.Kind != spi.SessionExpired {
+			t.Errorf("acquire %s = %+v, %v; want SessionExpired", name, r, err)
+		}
+	}
+	if st, err := b.Join(ctx, sid, "once-g"); err != nil || st != spi.Expired {
+		t.Errorf("join = %v, %v; want expired", st, err)
+	}
+	var warn, debug int
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if !strings.Contains(l, "the session's own record holds another type") || !strings.Contains(l, string(sid)) {
+			continue
+		}
+		switch {
+		case strings.Contains(l, "level=WARN"):
+			warn++
+		case strings.Contains(l, "level=DEBUG"):
+			debug++
+		}
+	}
+	if warn != 1 || debug != 3 {
+		t.Errorf("%d WARN and %d DEBUG lines about the lost session's record, want 1 and 3:\n%s", warn, debug, logs.String())
+	}
+}

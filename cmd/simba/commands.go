@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"text/tabwriter"
 	"time"
@@ -95,6 +96,9 @@ nor what it starts outlives the term or simba itself:
   - what CMD leaves running in its group when it exits is killed.
 simba exits with CMD's status (128+n after signal n), or 127 if CMD could not be started;
 after losing the term it prints why and exits 1; stopped by SIGINT or SIGTERM before CMD started, it exits 128+n (130, 143).
+If its session cannot be closed at exit (the backend refuses, or the close times out), simba
+prints that on stderr and keeps the exit status: the session, and a lease it still held, lapse
+at the TTL, so the next holder of N may wait up to that long.
 
 On a SQL backend, Simba's tables must exist: simba migrate -dsn D creates them. A new SQLite
 database (a file that does not exist yet, or one without any table) is the exception: simba
@@ -523,7 +527,7 @@ func runCommand(ctx context.Context, args []string, lock bool) error {
 	}))
 	if ctx.Err() != nil { // stopped before it could wait
 		if c != nil {
-			_ = c.Close(context.WithoutCancel(ctx))
+			closeClient(ctx, c, os.Stderr)
 		}
 		return fmt.Errorf("%w %s", context.Cause(ctx), waiting)
 	}
@@ -531,7 +535,8 @@ func runCommand(ctx context.Context, args []string, lock bool) error {
 		// Every option comes from a flag (checked above): what New still refuses is one.
 		return usageError{err}
 	}
-	defer c.Close(context.WithoutCancel(ctx))
+	closeOnce := sync.OnceFunc(func() { closeClient(ctx, c, os.Stderr) })
+	defer closeOnce()
 	// The supervisor hears of the term's validity ten times per TTL (the client renews it
 	// three times per TTL).
 	tick := min(max(*ttl/10, 20*time.Millisecond), time.Second)
@@ -594,12 +599,28 @@ func runCommand(ctx context.Context, args []string, lock bool) error {
 		}
 	}
 	// Stopped by a signal: Close revokes the term, which stops the command, and waits for it.
-	_ = c.Close(context.WithoutCancel(ctx))
+	closeOnce()
 	select {
 	case err := <-done:
 		return err
 	default:
 		return fmt.Errorf("%w %s", context.Cause(ctx), waiting)
+	}
+}
+
+// closeClient closes c (under ctx without its cancellation: a signal that stopped simba must
+// not cut the close short) and says so on stderr, one line, if the session could not be closed
+// at the backend (a *simba.SessionCloseError: refused, or of unknown outcome): the session, and
+// with it whatever lease or membership the close would have freed, lapses at its TTL only, so
+// the next simba run or lock of the name may wait that long. The exit status stays what it was
+// (the command's): the command ran, and nothing is left that the TTL does not end. runCommand
+// calls it once (every later Close returns the same error).
+func closeClient(ctx context.Context, c *simba.Client, stderr io.Writer) {
+	if c == nil {
+		return
+	}
+	if err := c.Close(context.WithoutCancel(ctx)); err != nil {
+		fmt.Fprintln(stderr, errorLine(fmt.Errorf("at exit: %w; the next holder may wait up to the TTL", err)))
 	}
 }
 

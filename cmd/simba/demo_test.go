@@ -18,7 +18,8 @@ import (
 
 // TestMain lets the test binary serve as the demo's worker processes and as the supervisor of
 // run and lock: they re-execute their own binary as `<binary> demo-worker …` and
-// `<binary> run-supervisor …`. It removes the simba binary built by simbaBinary.
+// `<binary> run-supervisor …`; and as a command for run that breaks its SQLite database
+// (dropSessionsCommand). It removes the simba binary built by simbaBinary.
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "demo-worker" {
 		if err := demoWorker(context.Background(), os.Args[2:]); err != nil {
@@ -29,6 +30,9 @@ func TestMain(m *testing.M) {
 	}
 	if len(os.Args) > 1 && os.Args[1] == supervisorCommand {
 		os.Exit(supervise(os.Args[2:]))
+	}
+	if len(os.Args) > 2 && os.Args[1] == dropSessionsCommand {
+		os.Exit(dropSessions(os.Args[2]))
 	}
 	code := m.Run()
 	removeSimbaBinary()

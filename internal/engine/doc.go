@@ -169,9 +169,14 @@
 //     the session, and so does every later Close).
 //
 // A refused call did not land, unlike one that failed otherwise (a timeout, a lost
-// connection), whose request may still be applied: a refused acquire brings no keep-alive
-// forward to settle it, and a refused Join leaves no outcome unknown that a Leave would wait
-// out (the group is left at once, without a Leave call, if no Join can have landed).
+// connection), whose request may still be applied: a refused acquire leaves no outcome
+// unknown (no keep-alive is brought forward to settle it, none asks about the name for it, and
+// a queued one leaves no waiter entry to withdraw; testdata/acquire-refused.txt), and a refused
+// Join leaves no outcome unknown that a Leave would wait out (the group is left at once,
+// without a Leave call, if no Join can have landed). The other way round, a Leave that failed
+// otherwise may still land up to one call timeout after it was abandoned, so a Join of the
+// group (the rejoin after the Leave, or one that cancels a pending leave) sends its call only
+// once it no longer can; the Join itself is taken at once (testdata/leave-unknown.txt).
 //
 // The engine publishes every failure; the driver damps what it logs (package simba logs a
 // permanent error at ERROR once per call and distinct error, then once a minute while it

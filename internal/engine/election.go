@@ -374,8 +374,9 @@ func (s *Engine) acquire(e *election) {
 	e.byHint, e.hintRetry = e.hintRetry, false
 	queue := s.opt.Queue && e.flavor != FlavorTryLock
 	e.queueUntil = s.sess.deadline
+	before := e.queued
 	e.queued = e.queued || queue
-	e.inflight = s.call(OpAcquire, s.sess.id, pending{e: e, name: e.name, queued: queue}, Effect{Name: e.name, Queue: queue, Once: e.flavor == FlavorTryLock})
+	e.inflight = s.call(OpAcquire, s.sess.id, pending{e: e, name: e.name, queued: queue, queuedBefore: before}, Effect{Name: e.name, Queue: queue, Once: e.flavor == FlavorTryLock})
 	e.current = true
 	s.sync(e)
 }
@@ -417,13 +418,18 @@ func (s *Engine) onAcquireReply(p pending, ev Event) {
 	sent := s.sentAt(p, ev)
 	if ev.Err != nil {
 		// The call was abandoned now; the backend may still apply it, so keep-alives ask
-		// about the name until one sent a call timeout from now says otherwise.
-		e.unknown, e.unknownAt = true, s.now
-		e.unknownQueued = e.unknownQueued || p.queued
-		s.failed(OpAcquire, e.name, ev.Err)
+		// about the name until one sent a call timeout from now says otherwise. A permanent
+		// refusal is a certain answer: nothing was acquired (nor queued), so it leaves the
+		// outcome as it was (an earlier attempt of unknown outcome stays unknown) and brings
+		// no keep-alive forward; the retry or the Lock's error follows as for any failure.
 		if spi.Classify(ev.Err) != spi.Permanent {
-			s.settleSoon() // a refusal did not land; anything else may have
+			e.unknown, e.unknownAt = true, s.now
+			e.unknownQueued = e.unknownQueued || p.queued
+			s.settleSoon()
+		} else if p.queued && !p.queuedBefore {
+			e.queued = false // no entry to withdraw should the election stop waiting
 		}
+		s.failed(OpAcquire, e.name, ev.Err)
 		switch {
 		case !current:
 			s.afterStale(e)
@@ -445,14 +451,11 @@ func (s *Engine) onAcquireReply(p pending, ev Event) {
 			// waits for the end of one already open), so a storm of hints against a failing
 			// backend adds at most one attempt per window.
 			e.fails++
-			at := s.soon()
-			if s.now < e.quietUntil {
-				at = e.quietUntil
-			} else {
+			if !s.coalesceHint(e) {
 				e.quietUntil = add(s.now, s.hintWindow())
+				e.hintRetry = true
+				s.retryLater(e, s.soon())
 			}
-			e.hintRetry = true
-			s.retryLater(e, at)
 		default:
 			e.fails++
 			s.retryLater(e, add(s.now, s.backoff(e.fails, ev.Err)))

@@ -134,6 +134,13 @@ type session struct {
 	// unknown outcome, not every name the session ever released.
 	released  map[string]int64
 	releasing map[string]int
+	// leftUnknown holds, per group, until when a Leave this session sent may still land: the
+	// call failed at least once other than by a refusal (a timeout, a lost connection), and
+	// its request may be applied up to one call timeout after the failure. A Join of the group
+	// is not sent before then (sendJoin), or the late Leave would delete the membership it
+	// makes. Entries are dropped when a Join finds them past; a new session starts empty (the
+	// Leave could only delete the old session's membership).
+	leftUnknown map[string]time.Duration
 }
 
 type pending struct {
@@ -144,8 +151,10 @@ type pending struct {
 	g     *group
 	name  string
 	token int64
-	// queued: the acquire waited in the name's queue (Effect.Queue).
-	queued bool
+	// queued: the acquire waited in the name's queue (Effect.Queue); queuedBefore: the
+	// election may already have been waiting there when it was sent (election.queued), so a
+	// refusal of this attempt, which queued nothing, leaves it so.
+	queued, queuedBefore bool
 	// futures are Stop/StepDown futures that complete with this Release's reply: they return
 	// when the lease is released, not merely when the release was sent.
 	futures []FutureID
@@ -1042,12 +1051,7 @@ func (s *Engine) hint(h spi.Hint) {
 		case e.inflight != 0:
 			e.hinted = true // a HeldBy reply may predate the release: retry at once then
 		case e.waitSess:
-		case s.now < e.quietUntil:
-			// A hint just proved false: coalesce into one retry at the end of the window.
-			if !e.retrying || e.retryAt > e.quietUntil {
-				s.retryLater(e, e.quietUntil)
-			}
-			e.hintRetry = true
+		case s.coalesceHint(e):
 		default:
 			e.hintRetry = true
 			s.acquire(e)
@@ -1057,6 +1061,21 @@ func (s *Engine) hint(h spi.Hint) {
 			s.sendMembers(g)
 		}
 	}
+}
+
+// coalesceHint gives a released hint for candidate e (no attempt in flight) that comes within
+// a hint window (hints just proved false, or a follow-up already sent) one retry at the end of
+// the window, coalesced with any other, unless one is armed before it; it reports whether the
+// window was open. Engine.hint and a failed attempt that a hint came during share it.
+func (s *Engine) coalesceHint(e *election) bool {
+	if s.now >= e.quietUntil {
+		return false
+	}
+	if !e.retrying || e.retryAt > e.quietUntil {
+		s.retryLater(e, e.quietUntil)
+	}
+	e.hintRetry = true
+	return true
 }
 
 // soon is when a call the backend is known to answer again is retried: within a jitter of

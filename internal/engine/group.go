@@ -64,7 +64,8 @@ type group struct {
 
 	// leaveReq is the Leave call in flight (0: none). On a group that is not leaving it is
 	// the call of a pending leave that a Join cancelled: the group's Join is sent on its
-	// reply, so that the leave cannot land after the Join and delete its membership.
+	// reply, so that the leave cannot land after the Join and delete its membership (and
+	// one call timeout after it if that reply is a failure: session.leftUnknown).
 	leaveReq ReqID
 	// pendingLeave: the backend refused the group's Leave for good and the Leave's caller
 	// has that error; the leave goes on in the background (retried after BackoffMax/2 to
@@ -229,6 +230,16 @@ func (s *Engine) dropGroup(g *group) {
 }
 
 func (s *Engine) sendJoin(g *group) {
+	if at, ok := s.sess.leftUnknown[g.name]; ok {
+		if s.now < at {
+			// A Leave of the group failed with its outcome unknown and may still land: the
+			// Join waits until it no longer can (a wait no sign shortens, as a Leave's wait
+			// for a Join of unknown outcome), so that it cannot delete this membership.
+			s.retryGroupAt(g, at, false)
+			return
+		}
+		delete(s.sess.leftUnknown, g.name)
+	}
 	g.joinReq = s.call(OpJoin, s.sess.id, pending{g: g}, Effect{Name: g.name})
 }
 
@@ -341,6 +352,14 @@ func (s *Engine) onLeaveReply(p pending, ev Event) {
 	g.leaveReq = 0
 	if p.gen != s.sess.gen || s.sess.state != SessionLive {
 		return
+	}
+	if ev.Err != nil && spi.Classify(ev.Err) != spi.Permanent {
+		// The leave may still land (a refusal did not): no Join of the group goes out before
+		// it no longer can.
+		if s.sess.leftUnknown == nil {
+			s.sess.leftUnknown = make(map[string]time.Duration)
+		}
+		s.sess.leftUnknown[g.name] = max(s.sess.leftUnknown[g.name], add(s.now, s.opt.RenewInterval))
 	}
 	if !g.leaving {
 		// The pending leave was cancelled by a Join: whatever this call did, the Join's call

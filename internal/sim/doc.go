@@ -131,7 +131,9 @@
 //     (TestEngineLeaveAfterLateJoin; seeds 1711, 3236, 5207, 5778);
 //   - a timed-out Leave landing after the group was joined again left the engine believing
 //     it was a member: a keep-alive sent after the Join that does not list the session now
-//     makes the engine join again (TestEngineRejoinAfterLateLeave; seeds 36882, 75172);
+//     makes the engine join again (TestEngineRejoinAfterLateLeave; seeds 36882, 75172), and
+//     a Join now sends its call only once a timed-out Leave of the group can no longer land,
+//     so the late Leave deletes nothing (TestEngineJoinWaitsOutLateLeave, found by reading);
 //   - a Join of unknown outcome outlived its session, so a Leave while the next session
 //     opened never finished and the group could never be joined again (futures-complete once
 //     Leave waited for its work; seed 87; testdata/leave.txt in package engine).
