@@ -189,8 +189,11 @@
 // upgrade), and every join or leave (and a close, for each group the session left) the group
 // name on the group's own channel, simba_grp_ followed by the hex MD5 of the group name
 // (wire.SQLGroupOwnChannel; and on simba_group, for earlier 5.x clients likewise). Hints LISTENs
-// on a dedicated connection that reconnects with backoff, and that it gives up when it goes
-// silent (see Timeouts), on no channel of its own: on the channel of each name a session of the
+// on a dedicated connection that reconnects with backoff (doubling from 50 ms to a third of
+// the shortest TTL, 5 s before a session opened; it starts over only after a connection that
+// stayed up for at least the backoff, so a server or proxy that accepts the connection and
+// drops it at once is retried with growing waits, not 20 times a second), and that it gives
+// up when it goes silent (see Timeouts), on no channel of its own: on the channel of each name a session of the
 // backend waits for (from an acquire's HeldBy reply until its grant, Withdraw, close or expiry,
 // or two TTLs without an acquire of it) and on the channel of each group a session of the
 // backend takes part in (from a Join being sent while the session is a member: until its
