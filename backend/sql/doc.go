@@ -268,7 +268,21 @@
 // database rolled back to break a deadlock (routine under contention on MySQL/MariaDB: an
 // acquire locks the lease row before the holder's session row, the holder's release and close
 // the other way round; rarer on PostgreSQL) or for a serialization failure is first run again
-// by the backend itself, up to four times: nothing of it took effect; a missing schema matches
+// by the backend itself, up to four times: nothing of it took effect. What then still fails for
+// losing to concurrent transactions (a deadlock victim or serialization failure after the last
+// attempt: PostgreSQL 40P01, 40001, MySQL/MariaDB 1213; a row lock not granted in time:
+// PostgreSQL 55P03 after lock_timeout, MySQL/MariaDB 1205 after innodb_lock_wait_timeout) also
+// matches spi.ErrContended: the server answered, so the client retries it but takes it for
+// contention, not an outage (logged at DEBUG, no WARN "simba backend error", no probe, no
+// "reachable again"). A write a read-only server refuses (PostgreSQL 25006: a hot standby, as
+// after a failover that left the DSN's address on a standby, or default_transaction_read_only;
+// MySQL/MariaDB 1290 --read-only, 1836, 1792) is retryable, as a failover may make the server
+// writable again, and its message says the server is read-only and what to check
+// (pg_is_in_recovery(), transaction_read_only; @@global.read_only). The client's outage probe
+// (Members of the probe group) checks that the server takes writes, with one more statement
+// (the dialect's wire.SQLDialect.ReadOnlyCheck), so a read-only server keeps the outage open,
+// one outage with one "reachable again" once it takes writes, rather than a probe that
+// succeeds while every write still fails. A missing schema matches
 // spi.ErrSchemaMissing, a drifted one spi.ErrSchemaDrift too; invalid names spi.ErrInvalidName
 // (before any I/O); invalid options and DSNs spi.ErrInvalidOption; a corrupt or exhausted stored
 // token spi.ErrCorruptToken or spi.ErrTokenOverflow; authentication, privilege and data errors
