@@ -98,6 +98,9 @@ type SQLDialectSpec struct {
 	WakeConnHost  string   `yaml:"wake_conn_host"`
 	WakeKill      string   `yaml:"wake_kill"`
 	WakeLockConn  string   `yaml:"wake_lock_conn"`
+	// ReadOnlyCheck reads whether the server takes writes: one row of one text column, empty
+	// when it does, otherwise why not (the client's outage probe runs it).
+	ReadOnlyCheck string `yaml:"read_only_check"`
 	// WakeFreeLeases reads the free leases among a set of names: {{names}} stands for one
 	// parameter per name (expanded by the generated wire.SQLDialect.WakeFreeLeases).
 	WakeFreeLeases string `yaml:"wake_free_leases"`
@@ -345,7 +348,7 @@ func (s *SQLSpec) validate() error {
 				return specErr(f, fmt.Sprintf("%s.session_setup[%d]", field, i), "must be one non-empty statement without ';'")
 			}
 		}
-		for _, st := range []struct{ key, stmt string }{{"change_counter", ds.ChangeCounter}, {"database_file", ds.DatabaseFile}, {"journal_mode", ds.JournalMode}, {"journal_wal", ds.JournalWAL}, {"object_count", ds.ObjectCount}, {"wake_lock", ds.WakeLock}, {"wake_unlock", ds.WakeUnlock}, {"wake_conn_id", ds.WakeConnID}, {"wake_conn_host", ds.WakeConnHost}, {"wake_kill", ds.WakeKill}, {"wake_lock_conn", ds.WakeLockConn}} {
+		for _, st := range []struct{ key, stmt string }{{"change_counter", ds.ChangeCounter}, {"database_file", ds.DatabaseFile}, {"journal_mode", ds.JournalMode}, {"journal_wal", ds.JournalWAL}, {"object_count", ds.ObjectCount}, {"wake_lock", ds.WakeLock}, {"wake_unlock", ds.WakeUnlock}, {"wake_conn_id", ds.WakeConnID}, {"wake_conn_host", ds.WakeConnHost}, {"wake_kill", ds.WakeKill}, {"wake_lock_conn", ds.WakeLockConn}, {"read_only_check", ds.ReadOnlyCheck}} {
 			if strings.Contains(st.stmt, ";") || (st.stmt != "" && strings.TrimSpace(st.stmt) == "") {
 				return specErr(f, field+"."+st.key, "must be one statement without ';'")
 			}
@@ -1331,6 +1334,11 @@ func (s *SQLSpec) genWire() (File, error) {
 		jen.Id("WakeConnHost").String(),
 		jen.Id("WakeKill").String(),
 		jen.Id("WakeLockConn").String(),
+		jen.Comment("ReadOnlyCheck reads whether the server takes writes: one row of one text column, empty when"),
+		jen.Comment("it does, otherwise why it does not (a standby, a read-only setting). The backend runs it in the"),
+		jen.Comment("client's outage probe, so that a server that answers reads but refuses writes is not taken"),
+		jen.Comment("for reachable again (empty: the dialect has none)."),
+		jen.Id("ReadOnlyCheck").String(),
 		jen.Comment("wakeFreeLeases is the statement that reads the free leases among some names, around its"),
 		jen.Comment("list of name parameters (WakeFreeLeases; empty: the dialect has none)."),
 		jen.Id("wakeFreeLeases").Index(jen.Lit(2)).String(),
@@ -1480,6 +1488,7 @@ func (s *SQLSpec) genWire() (File, error) {
 				jen.Id("WakeConnHost"):   jen.Lit(ds.WakeConnHost),
 				jen.Id("WakeKill"):       jen.Lit(ds.WakeKill),
 				jen.Id("WakeLockConn"):   jen.Lit(ds.WakeLockConn),
+				jen.Id("ReadOnlyCheck"):  jen.Lit(ds.ReadOnlyCheck),
 				jen.Id("wakeFreeLeases"): jen.Index(jen.Lit(2)).String().Values(jen.Lit(free[0]), jen.Lit(free[1])),
 				jen.Id("Begin"):          jen.Lit(ds.Begin),
 				jen.Id("Operations"):     jen.Map(jen.String()).Id("SQLOperation").Values(ops...),

@@ -684,7 +684,9 @@ func (b *Backend) joinLeaveStatus(ctx context.Context, op, sid, group string,
 
 // Members lists the live members of group, sorted ascending (bytewise). A member whose session
 // id is not of the form clients make (a row written by hand) is skipped with a warning, in
-// KeepAlive too: it would take partitions nobody leads.
+// KeepAlive too: it would take partitions nobody leads. For wire.ProbeGroup (the client's
+// outage probe) it also checks that the server takes writes (checkWritable): a read-only
+// server fails the probe with an error naming read-only.
 func (b *Backend) Members(ctx context.Context, group string) ([]spi.SessionID, error) {
 	if err := wire.ValidateName(group); err != nil {
 		return nil, err
@@ -696,6 +698,11 @@ func (b *Backend) Members(ctx context.Context, group string) ([]spi.SessionID, e
 	if err != nil {
 		return nil, b.fail("members", err)
 	}
+	if group == wire.ProbeGroup {
+		if err := b.checkWritable(ctx); err != nil {
+			return nil, err
+		}
+	}
 	if b.groupsN != nil && group != wire.ProbeGroup { // the client's probe: nothing to LISTEN for
 		b.groupsN.read(group)
 	}
@@ -705,6 +712,31 @@ func (b *Backend) Members(ctx context.Context, group string) ([]spi.SessionID, e
 		out[i] = spi.SessionID(id)
 	}
 	return out, nil
+}
+
+// checkWritable fails, retryably, when the server answers but refuses writes (the dialect's
+// wire.SQLDialect.ReadOnlyCheck; none on SQLite). Members runs it for the client's outage
+// probe (wire.ProbeGroup): the probe's read alone succeeded on a read-only server (a hot
+// standby after a failover, default_transaction_read_only, MySQL/MariaDB read_only), so the
+// client took the backend for reachable again, retried its session's calls at once, and they
+// failed again; now the outage lasts until the server takes writes.
+func (b *Backend) checkWritable(ctx context.Context) error {
+	wd, _ := wire.SQLDialectByName(b.name)
+	if wd.ReadOnlyCheck == "" {
+		return nil
+	}
+	rows, err := b.d.catalog(ctx, wd.ReadOnlyCheck, 1)
+	if err != nil {
+		return b.fail("members (probe: read-only check)", err)
+	}
+	if len(rows) != 1 || rows[0][0] == "" {
+		return nil
+	}
+	hint := pgReadOnlyHint
+	if b.name == wire.SQLMySQL {
+		hint = mysqlReadOnlyHint
+	}
+	return spi.Unavailable("sql "+b.name+" members (probe)", errReadOnly(hint, fmt.Errorf("the server answers reads but refuses writes: %s", rows[0][0])))
 }
 
 // Housekeeping deletes the memberships of expired sessions, then the expired sessions that hold

@@ -189,8 +189,11 @@
 // upgrade), and every join or leave (and a close, for each group the session left) the group
 // name on the group's own channel, simba_grp_ followed by the hex MD5 of the group name
 // (wire.SQLGroupOwnChannel; and on simba_group, for earlier 5.x clients likewise). Hints LISTENs
-// on a dedicated connection that reconnects with backoff, and that it gives up when it goes
-// silent (see Timeouts), on no channel of its own: on the channel of each name a session of the
+// on a dedicated connection that reconnects with backoff (doubling from 50 ms to a third of
+// the shortest TTL, 5 s before a session opened; it starts over only after a connection that
+// stayed up for at least the backoff, so a server or proxy that accepts the connection and
+// drops it at once is retried with growing waits, not 20 times a second), and that it gives
+// up when it goes silent (see Timeouts), on no channel of its own: on the channel of each name a session of the
 // backend waits for (from an acquire's HeldBy reply until its grant, Withdraw, close or expiry,
 // or two TTLs without an acquire of it) and on the channel of each group a session of the
 // backend takes part in (from a Join being sent while the session is a member: until its
@@ -265,7 +268,21 @@
 // database rolled back to break a deadlock (routine under contention on MySQL/MariaDB: an
 // acquire locks the lease row before the holder's session row, the holder's release and close
 // the other way round; rarer on PostgreSQL) or for a serialization failure is first run again
-// by the backend itself, up to four times: nothing of it took effect; a missing schema matches
+// by the backend itself, up to four times: nothing of it took effect. What then still fails for
+// losing to concurrent transactions (a deadlock victim or serialization failure after the last
+// attempt: PostgreSQL 40P01, 40001, MySQL/MariaDB 1213; a row lock not granted in time:
+// PostgreSQL 55P03 after lock_timeout, MySQL/MariaDB 1205 after innodb_lock_wait_timeout) also
+// matches spi.ErrContended: the server answered, so the client retries it but takes it for
+// contention, not an outage (logged at DEBUG, no WARN "simba backend error", no probe, no
+// "reachable again"). A write a read-only server refuses (PostgreSQL 25006: a hot standby, as
+// after a failover that left the DSN's address on a standby, or default_transaction_read_only;
+// MySQL/MariaDB 1290 --read-only, 1836, 1792) is retryable, as a failover may make the server
+// writable again, and its message says the server is read-only and what to check
+// (pg_is_in_recovery(), transaction_read_only; @@global.read_only). The client's outage probe
+// (Members of the probe group) checks that the server takes writes, with one more statement
+// (the dialect's wire.SQLDialect.ReadOnlyCheck), so a read-only server keeps the outage open,
+// one outage with one "reachable again" once it takes writes, rather than a probe that
+// succeeds while every write still fails. A missing schema matches
 // spi.ErrSchemaMissing, a drifted one spi.ErrSchemaDrift too; invalid names spi.ErrInvalidName
 // (before any I/O); invalid options and DSNs spi.ErrInvalidOption; a corrupt or exhausted stored
 // token spi.ErrCorruptToken or spi.ErrTokenOverflow; authentication, privilege and data errors

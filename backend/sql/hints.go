@@ -467,8 +467,10 @@ func (d *pgDialect) hints(ctx context.Context, stop <-chan struct{}, wg *sync.Wa
 
 // listen keeps one connection LISTENing on the release channels of the leases the backend's
 // sessions wait for and the own channels of the groups they take part in until ctx ends,
-// reconnecting with capped exponential backoff (full jitter) after any failure. Its connects
-// have a patience of their own (see listenOnce).
+// reconnecting with capped exponential backoff (full jitter) after any failure. The backoff
+// starts over only after a connection that stayed up for at least the current backoff, so a
+// connection that dies as soon as it LISTENs counts as a failed connect. Its connects have a
+// patience of their own (see listenOnce).
 //
 // A session's open or keep-alive that succeeds while the listener backs off ends the wait at
 // once (pgHub.reached): the server answers again, so the outage that failed the listener's
@@ -487,8 +489,12 @@ func (d *pgDialect) listen(ctx context.Context) {
 		case <-d.hub.reached: // what came before this attempt says nothing of its failure
 		default:
 		}
-		ok := d.listenOnce(ctx, &pat)
-		if ok {
+		// The backoff starts over only after a connection that stayed up for at least as
+		// long as the backoff it would have waited: one that connects, LISTENs and dies at
+		// once (a server that accepts and then fails, a proxy that drops it) is a failure
+		// like a failed connect, or the listener reconnected every 50 ms, about 20 times a
+		// second, for as long as the server kept doing so.
+		if since := d.listenOnce(ctx, &pat); !since.IsZero() && time.Since(since) >= backoff {
 			backoff = listenBackoffMin
 		}
 		t := time.NewTimer(listenRetryWait(backoff))
@@ -529,7 +535,7 @@ func (d *pgDialect) probeEvery(timeout time.Duration) (every, ping time.Duration
 }
 
 // listenOnce connects, LISTENs and forwards notifications until the connection fails or ctx
-// ends. It reports whether it got as far as listening.
+// ends. It returns when it got as far as listening (the zero time: it did not).
 //
 // Connecting and LISTENing are bounded by the connect timeout (DefaultConnectTimeout when the
 // pool has none), or one TTL if shorter; while the listener's connects keep failing, each
@@ -542,7 +548,7 @@ func (d *pgDialect) probeEvery(timeout time.Duration) (every, ping time.Duration
 // authenticating under load) was never listened to: at TTL 1 s through a proxy that held
 // each new connection 1.5 s, the listener's connects all gave up at 1 s while the pool's,
 // patient, went through, so sessions worked and hints had stopped for good.
-func (d *pgDialect) listenOnce(ctx context.Context, pat *connectPatience) bool {
+func (d *pgDialect) listenOnce(ctx context.Context, pat *connectPatience) (listening time.Time) {
 	cfg := d.pool.Config().ConnConfig.Copy()
 	timeout := cfg.ConnectTimeout
 	if timeout <= 0 {
@@ -562,7 +568,7 @@ func (d *pgDialect) listenOnce(ctx context.Context, pat *connectPatience) bool {
 	defer cancel()
 	conn, err := pgx.ConnectConfig(cctx, cfg)
 	if err != nil {
-		return false
+		return time.Time{}
 	}
 	pat.connected()
 	defer func() {
@@ -573,10 +579,11 @@ func (d *pgDialect) listenOnce(ctx context.Context, pat *connectPatience) bool {
 	wd, _ := wire.SQLDialectByName(wire.SQLPostgres)
 	for _, listen := range wd.Listen {
 		if _, err := conn.Exec(cctx, listen); err != nil {
-			return false
+			return time.Time{}
 		}
 	}
 	cancel()
+	listening = time.Now()
 	listened := map[pgChan]bool{} // the channels LISTENed on this connection
 	var lastSweep time.Time
 	signalled := false
@@ -584,7 +591,7 @@ func (d *pgDialect) listenOnce(ctx context.Context, pat *connectPatience) bool {
 		every, pingTimeout := d.probeEvery(timeout)
 		changed, err := d.syncListens(ctx, conn, wd, listened, &lastSweep, pingTimeout)
 		if err != nil {
-			return true
+			return listening
 		}
 		if changed || !signalled {
 			signalled = true
@@ -604,13 +611,13 @@ func (d *pgDialect) listenOnce(ctx context.Context, pat *connectPatience) bool {
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil || conn.IsClosed() {
-				return true
+				return listening
 			}
 			if kicked {
 				continue // a lease or group became wanted (a wait cut short leaves the connection usable)
 			}
 			if !pgconn.Timeout(err) {
-				return true
+				return listening
 			}
 			// Nothing for a while: prove the connection still answers (a wait cut short by
 			// its own deadline leaves the connection usable).
@@ -618,7 +625,7 @@ func (d *pgDialect) listenOnce(ctx context.Context, pat *connectPatience) bool {
 			err := conn.Ping(pctx)
 			cancel()
 			if err != nil {
-				return true
+				return listening
 			}
 			continue
 		}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"time"
 
 	mysqldriver "github.com/go-sql-driver/mysql"
@@ -94,9 +95,11 @@ func mysqlDeadlock(err error) bool {
 	return errors.As(err, &me) && me.Number == 1213
 }
 
-// classifyMySQL: deadlocks (1213), lock wait timeouts (1205), too many connections, server
-// shutdown, interrupted or killed connections, read-only servers during a failover and network
-// errors are retryable; a missing table or column is ErrSchemaMissing; access denied, an unknown
+// classifyMySQL: deadlocks (1213) and lock wait timeouts (1205) are retryable and contention
+// (spi.Contended: the server answered); a write refused by a read-only server (1290 --read-only,
+// 1836 read-only mode, 1792 a read-only transaction: a replica, a primary demoted in a
+// failover) is retryable, naming read-only (errReadOnly); too many connections, server
+// shutdown, interrupted or killed connections and network errors are retryable; a missing table or column is ErrSchemaMissing; access denied, an unknown
 // database, syntax and data errors (out-of-range values, 1264 and 1690, included), a session
 // variable the server refuses (1193 unknown, 1231 a bad value, 1232 a bad type, 1238 read-only:
 // go-sql-driver/mysql SETs every DSN parameter it does not know on each new connection, so a
@@ -111,8 +114,20 @@ func classifyMySQL(b *Backend, op string, err error) error {
 		switch me.Number {
 		case 1146, 1054: // ER_NO_SUCH_TABLE, ER_BAD_FIELD_ERROR
 			return b.schemaMissing(fmt.Sprintf("%s: %s", op, me.Message), err)
-		case 1213, 1205, 1040, 1053, 1077, 1080, 1152, 1153, 1154, 1155, 1156, 1157, 1158, 1159,
-			1160, 1161, 1184, 1203, 1226, 1290, 1317, 1836, 1927, 1792, 2002, 2003, 2006, 2013,
+		case 1213, 1205:
+			// The server answered: the transaction lost to concurrent ones (a deadlock victim
+			// still so after retryRolledBack's attempts, a row lock not granted within
+			// innodb_lock_wait_timeout). Contention, not an outage.
+			return spi.Contended(op, err)
+		case 1290, 1836, 1792:
+			// 1290 ER_OPTION_PREVENTS_STATEMENT names the option: read-only is the one a
+			// write of ours can meet (--read-only, super_read_only).
+			if me.Number != 1290 || strings.Contains(strings.ToLower(me.Message), "read") {
+				return spi.Unavailable(op, errReadOnly(mysqlReadOnlyHint, err))
+			}
+			return spi.Unavailable(op, err)
+		case 1040, 1053, 1077, 1080, 1152, 1153, 1154, 1155, 1156, 1157, 1158, 1159,
+			1160, 1161, 1184, 1203, 1226, 1317, 1927, 2002, 2003, 2006, 2013,
 			3024, 4031:
 			return spi.Unavailable(op, err)
 		case 1044, 1045, 1049, 1064, 1142, 1143, 1193, 1227, 1231, 1232, 1238, 1264, 1366, 1406, 1690, 1698,

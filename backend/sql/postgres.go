@@ -676,8 +676,10 @@ func isPgUndefined(err error) bool {
 	return errors.As(err, &pe) && (pe.Code == "42P01" || pe.Code == "42703" || pe.Code == "42883")
 }
 
-// classify: serialization failures, deadlocks, lock timeouts, connection and resource errors,
-// server shutdown and network errors are retryable; a missing table or column is
+// classify: serialization failures, deadlocks and lock timeouts are retryable and contention
+// (spi.Contended: the server answered); a write refused by a read-only server (25006: a hot
+// standby, default_transaction_read_only) is retryable, naming read-only (errReadOnly);
+// connection and resource errors, server shutdown and network errors are retryable; a missing table or column is
 // ErrSchemaMissing; authentication, privileges, a missing database, statement errors and TLS
 // failures (a certificate that does not verify with sslmode=verify-ca/verify-full, a server
 // that refuses TLS with sslmode=require) are permanent; a connect whose attempts did not all fail
@@ -692,10 +694,16 @@ func (d *pgDialect) classify(op string, err error) error {
 		switch {
 		case isPgUndefined(err):
 			return d.b.schemaMissing(fmt.Sprintf("%s: %s", op, pe.Message), err)
-		case pe.Code == "40001", pe.Code == "40P01", pe.Code == "55P03", pe.Code == "57014",
+		case pe.Code == "40001", pe.Code == "40P01", pe.Code == "55P03":
+			// The server answered: the statement lost to concurrent transactions (a
+			// deadlock victim or serialization failure still so after retryRolledBack's
+			// attempts, a lock not granted within lock_timeout). Contention, not an outage.
+			return spi.Contended(op, err)
+		case pe.Code == "25006":
+			return spi.Unavailable(op, errReadOnly(pgReadOnlyHint, err))
+		case pe.Code == "57014",
 			strings.HasPrefix(pe.Code, "08"), strings.HasPrefix(pe.Code, "53"),
-			strings.HasPrefix(pe.Code, "57P"), strings.HasPrefix(pe.Code, "58"),
-			pe.Code == "25006" /* read-only transaction: a standby during failover */ :
+			strings.HasPrefix(pe.Code, "57P"), strings.HasPrefix(pe.Code, "58"):
 			return spi.Unavailable(op, err)
 		case strings.HasPrefix(pe.Code, "28"), pe.Code == "42501", pe.Code == "3D000",
 			strings.HasPrefix(pe.Code, "42"), strings.HasPrefix(pe.Code, "22"):

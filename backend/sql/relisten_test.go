@@ -2,6 +2,7 @@ package sql
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -103,4 +104,51 @@ func TestPostgresHintListenerBacksOffWhileDown(t *testing.T) {
 	}
 	p.Heal()
 	waitListening(t, b)
+}
+
+// TestPostgresHintListenerBacksOffWhenConnectionsDie: a connection that connects, LISTENs and
+// dies at once (here the proxy cuts it as soon as the listener reports listening, and lets the
+// next connect through) is a failure like a failed connect: the backoff the listener's waits
+// are drawn from keeps doubling. The old listener started its backoff over at 50 ms after
+// every connection that got as far as listening, and so reconnected about 20 times a second
+// for as long as the server accepted and dropped it. Waits are made 1 ms long (their bounds
+// recorded), so the test counts attempts, not time.
+func TestPostgresHintListenerBacksOffWhenConnectionsDie(t *testing.T) {
+	bounds := make(chan time.Duration, 64)
+	saved := listenRetryWait
+	listenRetryWait = func(backoff time.Duration) time.Duration {
+		select {
+		case bounds <- backoff:
+		default:
+		}
+		return time.Millisecond
+	}
+	t.Cleanup(func() { listenRetryWait = saved }) // after the backend closes (cleanups run last first)
+	dsn, p := proxiedPgDSN(t, map[string]string{"connect_timeout": "2"})
+	b := migrated(t, dsn, WithHousekeepingInterval(-1))
+	ctx, cancel := context.WithCancel(testCtx(t))
+	defer cancel()
+	if _, err := b.Hints(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const cycles = 6
+	var got []time.Duration
+	for i := 0; i < cycles; i++ {
+		waitListening(t, b)
+		p.Set(faultproxy.Fault{Cut: true}) // the listener's connection dies...
+		p.Heal()                           // ...and the next connect goes through
+		select {
+		case d := <-bounds:
+			got = append(got, d)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("the listener did not back off after its connection %d died", i+1)
+		}
+	}
+	// Each connection lived for far less than the backoff (the cut follows its LISTEN at
+	// once): 50, 100, 200, 400, 800 ms, 1.6 s. A cut held up past the backoff by a busy
+	// machine starts it over, legitimately, so only the growth is asserted.
+	if top := slices.Max(got); top < 400*time.Millisecond {
+		t.Fatalf("the listener's waits after %d connections that died at once were drawn from backoffs of %v, want them doubling (to at least 400 ms)", cycles, got)
+	}
+	t.Logf("backoffs after connections that died at once: %v", got)
 }

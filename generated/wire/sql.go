@@ -114,6 +114,11 @@ type SQLDialect struct {
 	WakeConnHost string
 	WakeKill     string
 	WakeLockConn string
+	// ReadOnlyCheck reads whether the server takes writes: one row of one text column, empty when
+	// it does, otherwise why it does not (a standby, a read-only setting). The backend runs it in the
+	// client's outage probe, so that a server that answers reads but refuses writes is not taken
+	// for reachable again (empty: the dialect has none).
+	ReadOnlyCheck string
 	// wakeFreeLeases is the statement that reads the free leases among some names, around its
 	// list of name parameters (WakeFreeLeases; empty: the dialect has none).
 	wakeFreeLeases [2]string
@@ -308,6 +313,7 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 				Steps:       []SQLStep{{Query: "ClearForeignHolder"}},
 				Transaction: false,
 			}},
+			ReadOnlyCheck:  "SELECT CASE WHEN pg_is_in_recovery() THEN 'in recovery (a hot standby)' WHEN current_setting('transaction_read_only') = 'on' THEN 'transaction_read_only is on' ELSE '' END",
 			SessionSetup:   []string{"SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED"},
 			WakeConnHost:   "",
 			WakeConnID:     "",
@@ -471,6 +477,7 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 				Steps:       []SQLStep{{Query: "ClearForeignHolder"}},
 				Transaction: false,
 			}},
+			ReadOnlyCheck:  "SELECT CASE WHEN @@global.read_only THEN 'read_only is on' ELSE '' END",
 			SessionSetup:   []string{},
 			WakeConnHost:   "SELECT HOST FROM information_schema.PROCESSLIST WHERE ID = ?",
 			WakeConnID:     "SELECT ID, HOST FROM information_schema.PROCESSLIST WHERE ID = CONNECTION_ID()",
@@ -634,6 +641,7 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 				Steps:       []SQLStep{{Query: "ClearForeignHolder"}},
 				Transaction: false,
 			}},
+			ReadOnlyCheck:  "",
 			SessionSetup:   []string{"PRAGMA busy_timeout = 10000", "PRAGMA foreign_keys = ON"},
 			WakeConnHost:   "",
 			WakeConnID:     "",
