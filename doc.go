@@ -87,8 +87,8 @@
 // privileges, a TLS failure, …) or comes from its ctx, joined with the last backend error.
 // ErrAccessDenied matches a refusal of the client's credentials (a wrong or missing password,
 // an unknown user or role) or privileges (a missing GRANT, a ZooKeeper ACL, an etcd role, a
-// Redis ACL rule, a SQLite file this process may not write) on every backend, and says which. Of the context errors,
-// context.Canceled is permanent (the caller chose to stop: retrying under the same ctx cannot
+// Redis ACL rule, a SQLite file this process may not write) on every backend, and says which.
+// Of the context errors, context.Canceled is permanent (the caller chose to stop: retrying under the same ctx cannot
 // help) and context.DeadlineExceeded is not (a new deadline may be enough): a Lock cancelled
 // while it waits reports IsPermanent true, one that timed out false. An error that comes from
 // the ctx also matches the ctx's cause, when one was given (context.WithCancelCause,

@@ -32,8 +32,9 @@ func (authError) Error() string { return "redis: authentication failed" }
 func (authError) Unwrap() error { return spi.ErrAccessDenied }
 
 // denied wraps a server's refusal of the client's credentials (WRONGPASS, NOAUTH: ErrAuth) or
-// of a privilege (NOPERM) from operation op so that it matches spi.ErrAccessDenied (permanent), saying which, for which user at which server, and what to do. It
-// returns nil for other errors.
+// of a privilege (NOPERM) from operation op so that it matches spi.ErrAccessDenied
+// (permanent), saying which, for which user at which server, and what to do. It returns nil
+// for other errors.
 func (b *Backend) denied(op string, err error) error {
 	user, addrs := "default", ""
 	switch c := b.c.(type) {
@@ -42,6 +43,9 @@ func (b *Backend) denied(op string, err error) error {
 			user = o.Username
 		}
 		addrs = c.Options().Addr
+		if addrs == "FailoverClient" { // go-redis's name for a master found through Sentinel
+			addrs = "the Sentinel's master"
+		}
 	case *goredis.ClusterClient:
 		if o := c.Options(); o.Username != "" {
 			user = o.Username

@@ -404,7 +404,7 @@ func sqliteFileError(file string, err error) error {
 	}
 	if denied != nil {
 		return spi.AccessDenied(fmt.Sprintf("database file %s%s", file, why),
-			"privilege refused: this process (its user) may not write the file or its directory: give it write permission there, or run it as the file's owner", err)
+			"privilege refused: this process (its user) may not open or write the file, or write its directory: give it the permission there, or run it as the file's owner", err)
 	}
 	return fmt.Errorf("%w: database file %s%s", err, file, why)
 }
