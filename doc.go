@@ -83,9 +83,12 @@
 // are matched with errors.Is, and IsPermanent says whether retrying could heal an error (an
 // Unlock's ErrNotHeld cannot be: the lease is not held, and only a new Lock holds it again). Lock
 // retries what is not permanent itself while its ctx lasts, so what it returns is permanent (an
-// invalid name or option, a closed client, a missing schema, refused credentials, a TLS
-// failure, …) or comes from its ctx, joined with the last backend error. Of the context errors,
-// context.Canceled is permanent (the caller chose to stop: retrying under the same ctx cannot
+// invalid name or option, a closed client, a missing schema, refused credentials or
+// privileges, a TLS failure, …) or comes from its ctx, joined with the last backend error.
+// ErrAccessDenied matches a refusal of the client's credentials (a wrong or missing password,
+// an unknown user or role) or privileges (a missing GRANT, a ZooKeeper ACL, an etcd role, a
+// Redis ACL rule, a SQLite file this process may not write) on every backend, and says which.
+// Of the context errors, context.Canceled is permanent (the caller chose to stop: retrying under the same ctx cannot
 // help) and context.DeadlineExceeded is not (a new deadline may be enough): a Lock cancelled
 // while it waits reports IsPermanent true, one that timed out false. An error that comes from
 // the ctx also matches the ctx's cause, when one was given (context.WithCancelCause,

@@ -54,6 +54,12 @@ var (
 	// ErrTLS: a TLS failure (a certificate that does not verify, a server that does not speak
 	// or refuses TLS); permanent.
 	ErrTLS = spi.ErrTLS
+	// ErrAccessDenied: the backend refused the client's credentials or privileges — a wrong or
+	// missing password, an unknown user or role, or a missing privilege (a GRANT on Simba's
+	// tables, a ZooKeeper ACL, an etcd role, a Redis ACL rule, a SQLite file this process may
+	// not write) — on any backend; the error says which, for which user and server, and what
+	// to do. Permanent.
+	ErrAccessDenied = spi.ErrAccessDenied
 )
 
 // SessionCloseError is Close's error when the client's session could not be closed at the

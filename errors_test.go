@@ -371,6 +371,8 @@ func TestIsPermanent(t *testing.T) {
 		{simba.ErrInvalidName, true},
 		{simba.ErrClosed, true},
 		{simba.ErrTLS, true},
+		{simba.ErrAccessDenied, true},
+		{spi.Unavailable("open session", spi.AccessDenied("open session", "", errors.New("NOPERM"))), true},
 		{simba.ErrSchemaDrift, true},
 		{spi.Unavailable("open session", spi.AsPermanent(errors.New("password authentication failed"))), true},
 	} {

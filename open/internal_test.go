@@ -37,13 +37,15 @@ func TestCheckError(t *testing.T) {
 	for _, c := range []error{
 		spi.Unavailable("dial", errors.New("bad host hunter2 in list")),
 		spi.AsPermanent(errors.New("password starting hunter2 refused")),
+		spi.AccessDenied("open session", "", errors.New("password starting hunter2 refused")),
 	} {
 		err = checkError(c, dsn)
 		msg := err.Error()
 		if strings.Contains(msg, "hunt") || !strings.Contains(msg, "withheld") || !strings.Contains(msg, "postgres://u:xxxxx@h:5432/db") {
 			t.Errorf("checkError(%q) = %q, want the message withheld and the DSN named", c, msg)
 		}
-		if errors.Is(err, spi.ErrUnavailable) != errors.Is(c, spi.ErrUnavailable) || spi.Classify(err) != spi.Classify(c) {
+		if errors.Is(err, spi.ErrUnavailable) != errors.Is(c, spi.ErrUnavailable) || spi.Classify(err) != spi.Classify(c) ||
+			errors.Is(err, spi.ErrAccessDenied) != errors.Is(c, spi.ErrAccessDenied) {
 			t.Errorf("checkError(%q) = %v: class changed", c, err)
 		}
 		for e := err; e != nil; e = errors.Unwrap(e) {

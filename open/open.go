@@ -26,8 +26,8 @@
 // backend that is down or refuses the credentials shows in the first call, which the client
 // retries or reports. WithPing makes Open find out at once: it then fails with a one-line error
 // matching simba.ErrUnavailable when the servers cannot be reached (retryable), or a permanent
-// one (spi.Classify) naming the refusal when they reject the credentials or the schema is
-// missing (simba.ErrSchemaMissing). No error shows a password: the DSN is quoted redacted
+// one (spi.Classify) naming the refusal when they reject the credentials or privileges
+// (simba.ErrAccessDenied) or the schema is missing (simba.ErrSchemaMissing). No error shows a password: the DSN is quoted redacted
 // (postgres://user:xxxxx@host/db), and every credential of the DSN is masked wherever a
 // driver's message repeats it.
 //
@@ -284,7 +284,7 @@ func (e *checkErr) Unwrap() error { return e.err }
 func classOnly(err error) error {
 	var is []error
 	for _, s := range []error{spi.ErrUnavailable, spi.ErrInvalidOption, spi.ErrSchemaMissing,
-		spi.ErrSchemaDrift, spi.ErrTLS, spi.ErrClosed, context.DeadlineExceeded, context.Canceled} {
+		spi.ErrSchemaDrift, spi.ErrTLS, spi.ErrAccessDenied, spi.ErrClosed, context.DeadlineExceeded, context.Canceled} {
 		if errors.Is(err, s) {
 			is = append(is, s)
 		}

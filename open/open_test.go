@@ -31,6 +31,7 @@ const (
 	invalid     class = iota // errors.Is simba.ErrInvalidOption
 	unavailable              // errors.Is simba.ErrUnavailable (retryable)
 	refused                  // permanent (spi.Classify), not ErrUnavailable: credentials, files
+	denied                   // refused, and errors.Is simba.ErrAccessDenied: credentials
 )
 
 func (c class) check(err error) string {
@@ -43,7 +44,10 @@ func (c class) check(err error) string {
 		if !errors.Is(err, simba.ErrUnavailable) || spi.Classify(err) != spi.Retryable {
 			return "want errors.Is(err, simba.ErrUnavailable), retryable"
 		}
-	case refused:
+	case refused, denied:
+		if c == denied && !errors.Is(err, simba.ErrAccessDenied) {
+			return "want errors.Is(err, simba.ErrAccessDenied), permanent"
+		}
 		if errors.Is(err, simba.ErrUnavailable) || errors.Is(err, simba.ErrInvalidOption) || spi.Classify(err) != spi.Permanent {
 			return "want a permanent error, neither ErrUnavailable nor ErrInvalidOption"
 		}
@@ -82,8 +86,8 @@ func TestBadDSNs(t *testing.T) {
 		{"malformed zk", "zk://u:secret@h:2181?nope=1", invalid, []string{`unknown parameter "nope"`}},
 		{"zk tickTime not positive", "zk://u:secret@h:2181?tickTime=-2s", invalid, []string{`tickTime "-2s"`, "positive"}},
 		{"malformed etcd", "etcd://u:secret@h:2379?nope=1", invalid, []string{`unknown parameter "nope"`}},
-		{"wrong password postgres", "postgres://nobody:secret@" + pgURL.Host + "/test", refused, []string{"nobody", pgURL.Host}},
-		{"wrong password mariadb", "mysql://root:wrongpw@127.0.0.1:3306/test", refused, []string{"Access denied", "root"}},
+		{"wrong password postgres", "postgres://nobody:secret@" + pgURL.Host + "/test", denied, []string{"nobody", pgURL.Host, "authentication refused"}},
+		{"wrong password mariadb", "mysql://root:wrongpw@127.0.0.1:3306/test", denied, []string{"Access denied", "root", "authentication refused"}},
 		{"unreachable postgres", "postgres://u:secret@127.0.0.1:1/test", unavailable, []string{"127.0.0.1:1", "connection refused"}},
 		{"unreachable postgresql", "postgresql://u:secret@127.0.0.1:1/test?sslmode=disable", unavailable, []string{"127.0.0.1:1", "connection refused"}},
 		{"unreachable mysql", "mysql://u:secret@127.0.0.1:1/test", unavailable, []string{"127.0.0.1:1", "connection refused"}},

@@ -66,6 +66,15 @@ var (
 	// retrying; the DSN's TLS settings (sslmode, tls, rediss://) or the server's certificate
 	// need fixing. The wrapping error names the cause (see IsTLSError, TLSFailure).
 	ErrTLS = errors.New("simba: TLS failure")
+	// ErrAccessDenied: the backend refused the client's credentials or privileges. It covers
+	// every authentication failure (a wrong or missing password, an unknown user or role, an
+	// authentication mechanism the server refuses) and every authorization failure (a missing
+	// GRANT on Simba's tables, a ZooKeeper ACL, an etcd role without permission on Simba's
+	// keys, a Redis ACL user without a command, key or channel Simba needs, a SQLite file this
+	// process may not write). The wrapping error says which (authentication or privilege), for
+	// which user, at which server, and what to do. Permanent: credentials and grants do not
+	// change by retrying (see AccessDenied).
+	ErrAccessDenied = errors.New("simba: access denied")
 )
 
 // ValidateName checks a lease or group name for a backend's Acquire, Release, Join, Leave,
@@ -115,8 +124,8 @@ func (c Class) String() string {
 
 // Classify says whether err is worth retrying. Errors are retryable unless marked permanent
 // with AsPermanent, wrapping ErrSchemaMissing (or ErrSchemaDrift), ErrInvalidOption,
-// ErrInvalidName, ErrClosed, ErrTokenOverflow, ErrCorruptToken, ErrCorruptRecord or
-// context.Canceled, or a TLS
+// ErrInvalidName, ErrClosed, ErrTokenOverflow, ErrCorruptToken, ErrCorruptRecord,
+// ErrAccessDenied or context.Canceled, or a TLS
 // failure (IsTLSError, wherever it comes from): an unknown failure of a network call is more
 // likely transient than not, and treating it as transient loses nothing but a retry. The whole
 // chain counts, so Unavailable around a permanent cause is still permanent.
@@ -136,6 +145,7 @@ func Classify(err error) Class {
 		errors.Is(err, ErrTokenOverflow),
 		errors.Is(err, ErrCorruptToken),
 		errors.Is(err, ErrCorruptRecord),
+		errors.Is(err, ErrAccessDenied),
 		errors.Is(err, context.Canceled),
 		IsTLSError(err):
 		return Permanent
@@ -219,6 +229,21 @@ func AsPermanent(err error) error {
 // tells it at DEBUG (it is still an EventBackendError to the listeners).
 func Contended(op string, cause error) error {
 	return fmt.Errorf("%w: %s: %w", ErrContended, op, cause)
+}
+
+// AccessDenied wraps the failure of operation op by which the backend refused the client's
+// credentials or privileges, so that it is errors.Is-testable as ErrAccessDenied (permanent
+// for Classify) and as cause. what says which it was and what to do (the user, the server, the
+// missing privilege, the fix); it goes between op and the cause, and may be "". A cause that
+// already matches ErrAccessDenied is wrapped without it again.
+func AccessDenied(op, what string, cause error) error {
+	if what != "" {
+		what = ": " + what
+	}
+	if errors.Is(cause, ErrAccessDenied) {
+		return fmt.Errorf("%s%s: %w", op, what, cause)
+	}
+	return fmt.Errorf("%w: %s%s: %w", ErrAccessDenied, op, what, cause)
 }
 
 // Unavailable wraps a transient cause from operation op (a timeout, a lost connection, a busy

@@ -58,3 +58,22 @@ func TestValidateName(t *testing.T) {
 		}
 	}
 }
+
+// TestAccessDenied: AccessDenied's error matches ErrAccessDenied and the cause, is permanent
+// (inside Unavailable too), says what between the operation and the cause, and wraps a cause
+// that already matches ErrAccessDenied without repeating it.
+func TestAccessDenied(t *testing.T) {
+	cause := errors.New("WRONGPASS")
+	err := AccessDenied("open session", "authentication refused", cause)
+	if !errors.Is(err, ErrAccessDenied) || !errors.Is(err, cause) || Classify(err) != Permanent ||
+		Classify(Unavailable("op", err)) != Permanent ||
+		err.Error() != "simba: access denied: open session: authentication refused: WRONGPASS" {
+		t.Errorf("AccessDenied = %q (class %v): want a permanent ErrAccessDenied wrapping the cause", err, Classify(err))
+	}
+	if err := AccessDenied("outer", "", err); strings.Count(err.Error(), "access denied") != 1 || !errors.Is(err, ErrAccessDenied) {
+		t.Errorf("AccessDenied of an ErrAccessDenied = %q: want the sentinel once", err)
+	}
+	if Classify(ErrAccessDenied) != Permanent {
+		t.Error("ErrAccessDenied is not permanent")
+	}
+}

@@ -202,8 +202,9 @@ func (s Status) String() string {
 //     that the client does not take contention for an outage; make a failure that will not
 //     heal by retrying permanent, by
 //     wrapping a sentinel (ErrSchemaMissing, ErrSchemaDrift, ErrInvalidOption, ErrClosed,
-//     ErrTokenOverflow, ErrCorruptToken, ErrTLS) or with AsPermanent (authentication, a
-//     misrouted or misconfigured server). Classify is how the client tells them apart; see it
+//     ErrTokenOverflow, ErrCorruptToken, ErrTLS, ErrAccessDenied: wrap refused credentials
+//     or privileges with AccessDenied) or with AsPermanent (a misrouted or misconfigured
+//     server). Classify is how the client tells them apart; see it
 //     for the default of an unmarked error (retryable).
 //   - Contexts. A call returns promptly once ctx is done, with an error that wraps ctx.Err()
 //     where the driver allows; its outcome is then unknown. The client bounds each call with a

@@ -984,10 +984,23 @@ func (b *Backend) Members(ctx context.Context, group string) ([]spi.SessionID, e
 // TLS failures and invalid requests are permanent; the rest (timeouts, lost leaders,
 // unreachable members) retryable.
 func (b *Backend) classify(op string, err error) error {
-	return classify(op+" ("+b.endpoints+")", err)
+	return classifyAs(op+" ("+b.endpoints+")", b.user(), err)
 }
 
-func classify(op string, err error) error {
+// user is the user name the backend authenticates as ("" for none, or a client the caller
+// made).
+func (b *Backend) user() string {
+	if b.cfg != nil {
+		return b.cfg.Username
+	}
+	return ""
+}
+
+func classify(op string, err error) error { return classifyAs(op, "", err) }
+
+// classifyAs is classify for a client that authenticates as user ("": none, or unknown).
+// Refused credentials or permissions match spi.ErrAccessDenied (accessDenied).
+func classifyAs(op, user string, err error) error {
 	switch {
 	case spi.IsTLSError(err):
 		return spi.TLSFailure("etcd: "+op, err)
@@ -995,13 +1008,16 @@ func classify(op string, err error) error {
 		return fmt.Errorf("etcd: %s: %w", op, err)
 	case errors.Is(err, context.DeadlineExceeded):
 		return spi.Unavailable("etcd: "+op, err)
-	case errors.Is(err, rpctypes.ErrAuthFailed), errors.Is(err, rpctypes.ErrPermissionDenied),
-		errors.Is(err, rpctypes.ErrInvalidAuthToken), errors.Is(err, rpctypes.ErrUserEmpty),
-		errors.Is(err, rpctypes.ErrAuthNotEnabled), errors.Is(err, rpctypes.ErrTooManyOps):
+	}
+	if denied := accessDenied(op, user, err); denied != nil {
+		return denied
+	}
+	switch {
+	case errors.Is(err, rpctypes.ErrAuthNotEnabled), errors.Is(err, rpctypes.ErrTooManyOps):
 		return spi.AsPermanent(fmt.Errorf("etcd: %s: %w", op, err))
 	}
 	switch status.Code(err) {
-	case codes.Unauthenticated, codes.PermissionDenied, codes.InvalidArgument:
+	case codes.InvalidArgument:
 		return spi.AsPermanent(fmt.Errorf("etcd: %s: %w", op, err))
 	}
 	return spi.Unavailable("etcd: "+op, err)
@@ -1047,3 +1063,24 @@ func (e *unreachableError) Error() string {
 }
 
 func (e *unreachableError) Unwrap() error { return e.err }
+
+// accessDenied is classify's answer for a refusal of the client's credentials (a wrong
+// password, an unknown user, none given where authentication is on, a token the server no
+// longer takes: authentication) or of a permission (a role without read or write on the
+// backend's key prefix: privilege): a permanent error matching spi.ErrAccessDenied that says
+// which, for which user, and what to do (op names the endpoints). It returns nil for any
+// other error.
+func accessDenied(op, user string, err error) error {
+	who := "without credentials (the DSN gives no user:password)"
+	if user != "" {
+		who = fmt.Sprintf("for user %q", user)
+	}
+	switch {
+	case errors.Is(err, rpctypes.ErrAuthFailed), errors.Is(err, rpctypes.ErrInvalidAuthToken),
+		errors.Is(err, rpctypes.ErrUserEmpty), status.Code(err) == codes.Unauthenticated:
+		return spi.AccessDenied("etcd: "+op, fmt.Sprintf("authentication refused %s: fix the DSN's user:password (etcd://user:password@host), or the user (etcdctl user add, user passwd)", who), err)
+	case errors.Is(err, rpctypes.ErrPermissionDenied), status.Code(err) == codes.PermissionDenied:
+		return spi.AccessDenied("etcd: "+op, fmt.Sprintf("privilege refused %s: its roles lack read and write on the backend's key prefix: grant a role readwrite on it (etcdctl role grant-permission --prefix=true ROLE readwrite PREFIX, then user grant-role)", who), err)
+	}
+	return nil
+}

@@ -90,6 +90,16 @@ of it when it registered. A client of an earlier 5.x version, which does not kno
 keys, takes a free lease without looking at the queue: mixing versions costs the ordering
 guarantee, never the lease's exclusion or the tokens' order.
 
+# Authentication
+
+With etcd's authentication on, the DSN's user:password (etcd://user:password@host/prefix) logs
+in, and the user needs a role with readwrite on the key prefix (etcdctl role grant-permission
+--prefix=true ROLE readwrite PREFIX). Refused credentials (a wrong password, an unknown user,
+none given, a token the server no longer takes: "authentication refused") and a refused
+permission (etcd's permission denied: "privilege refused") fail with a permanent error
+matching spi.ErrAccessDenied (simba.ErrAccessDenied) that names the user, the endpoints and
+what to do, and never the password.
+
 # Keys Simba did not write
 
 Simba's keys are meant to be written by Simba only (with etcd's authentication, give other users

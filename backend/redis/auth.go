@@ -20,7 +20,48 @@ import (
 // authentication the DSN asked for; the first OpenSession refuses it instead (see
 // checkPassword), with an error that also matches spi.ErrInvalidOption: drop the password from
 // the DSN or configure one on the server.
-var ErrAuth = errors.New("redis: authentication failed")
+//
+// It matches spi.ErrAccessDenied (simba.ErrAccessDenied) too, as does a server's refusal of a
+// command, key or channel to an ACL user (NOPERM), which is not an ErrAuth.
+var ErrAuth error = authError{}
+
+// authError is ErrAuth: a sentinel that matches spi.ErrAccessDenied too.
+type authError struct{}
+
+func (authError) Error() string { return "redis: authentication failed" }
+func (authError) Unwrap() error { return spi.ErrAccessDenied }
+
+// denied wraps a server's refusal of the client's credentials (WRONGPASS, NOAUTH: ErrAuth) or
+// of a privilege (NOPERM) from operation op so that it matches spi.ErrAccessDenied
+// (permanent), saying which, for which user at which server, and what to do. It returns nil
+// for other errors.
+func (b *Backend) denied(op string, err error) error {
+	user, addrs := "default", ""
+	switch c := b.c.(type) {
+	case *goredis.Client:
+		if o := c.Options(); o.Username != "" {
+			user = o.Username
+		}
+		addrs = c.Options().Addr
+		if addrs == "FailoverClient" { // go-redis's name for a master found through Sentinel
+			addrs = "the Sentinel's master"
+		}
+	case *goredis.ClusterClient:
+		if o := c.Options(); o.Username != "" {
+			user = o.Username
+		}
+		addrs = strings.Join(c.Options().Addrs, ",")
+	}
+	switch {
+	case goredis.HasErrorPrefix(err, "WRONGPASS"):
+		return fmt.Errorf("redis: %s: %w: the server at %s refused the credentials of user %q (an incorrect password, an unknown or disabled user): fix the DSN's user and password, or the server's ACL: %w", op, ErrAuth, addrs, user, err)
+	case goredis.HasErrorPrefix(err, "NOAUTH"):
+		return fmt.Errorf("redis: %s: %w: the server at %s requires authentication, and the DSN gives no password: add the user and password to the DSN (redis://user:password@host): %w", op, ErrAuth, addrs, err)
+	case goredis.HasErrorPrefix(err, "NOPERM"):
+		return spi.AccessDenied("redis: "+op, fmt.Sprintf("privilege refused: the server at %s refused ACL user %q a command, key or channel Simba needs: grant it the keys ~simba:*, the channels &simba:* and the commands the package documentation lists (ACL SETUSER)", addrs, user), err)
+	}
+	return nil
+}
 
 // errNoPasswordConfigured is the text of Redis's reply to a one-argument AUTH when the default
 // user has no password ("nopass"): "ERR AUTH <password> called without any password configured

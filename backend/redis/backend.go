@@ -349,7 +349,8 @@ func (b *Backend) checkOpen() error {
 	return nil
 }
 
-// fail classifies err from operation op: authentication and permission errors, wrong-type
+// fail classifies err from operation op: authentication and permission errors (WRONGPASS,
+// NOAUTH, NOPERM: spi.ErrAccessDenied, the first two ErrAuth too; see denied), wrong-type
 // keys (spi.ErrCorruptRecord; failKeys names the key), script argument errors, replies of the wrong shape, TLS failures (spi.ErrTLS), CROSSSLOT,
 // MOVED or ASK met by a standalone client or a Cluster node found by the first OpenSession's
 // check (the DSN names a Cluster node: see checkNotClusterNode) and the
@@ -374,10 +375,9 @@ func (b *Backend) fail(op string, err error) error {
 		// The script quotes the stored token as it is: escaped, so that a forged one with
 		// terminal escape sequences reaches no log or terminal raw.
 		return spi.AsPermanent(fmt.Errorf("redis: %s: %w: %w", op, spi.ErrCorruptToken, printable.Error(err)))
-	case authFailure(err):
-		return spi.AsPermanent(fmt.Errorf("redis: %s: %w: %w", op, ErrAuth, err))
+	case authFailure(err), goredis.HasErrorPrefix(err, "NOPERM"):
+		return b.denied(op, err)
 	case errors.Is(err, luascripts.ErrReply), errors.Is(err, luascripts.ErrArgs),
-		goredis.HasErrorPrefix(err, "NOPERM"),
 		goredis.HasErrorPrefix(err, luascripts.ErrorPrefix): // HasErrorPrefix strips "ERR "
 		return spi.AsPermanent(fmt.Errorf("redis: %s: %w", op, err))
 	case goredis.HasErrorPrefix(err, "WRONGTYPE"):

@@ -32,6 +32,10 @@ or none at a server that requires one fails with a permanent error matching ErrA
 for the default user at a server that configures none (which Redis would accept, and go-redis
 run unauthenticated without a word) is refused at the first OpenSession with a permanent error
 matching ErrAuth and spi.ErrInvalidOption: drop it from the DSN or set one on the server.
+ErrAuth matches spi.ErrAccessDenied (simba.ErrAccessDenied), and so does a refused privilege:
+an ACL user without a command, key or channel Simba needs (the server's NOPERM, on a call or
+at the first Hints) fails with a permanent error matching spi.ErrAccessDenied (not ErrAuth).
+Each names the user, the server (a Cluster's seed nodes) and what to do.
 
 # Layout and time
 
@@ -355,7 +359,7 @@ or reset link needs none of this: its connections fail at once.
 An ACL user (Redis 6+) needs the keys ~simba:* and, for hints, channel permissions that
 cover &simba:lease:{*} and &simba:group:{*} (those two patterns, &simba:*, or allchannels:
 SUBSCRIBE checks each channel against the patterns). Hints subscribes once to the channels
-of a probe name and fails with a permanent NOPERM error without them (if the server answers
+of a probe name and fails with a permanent NOPERM error (spi.ErrAccessDenied) without them (if the server answers
 the probe within the client's read timeout, at most 5 s). A server down or silent at the first
 Hints, which simba.New makes, is not checked then: the backend logs a warning that says so
 (WithLogger) and checks once the server answers (a PING 1, 3, 7 … s later, at most 30 s apart,

@@ -297,7 +297,20 @@
 // spi.ErrSchemaMissing, a drifted one spi.ErrSchemaDrift too; invalid names spi.ErrInvalidName
 // (before any I/O); invalid options and DSNs spi.ErrInvalidOption; a corrupt or exhausted stored
 // token spi.ErrCorruptToken or spi.ErrTokenOverflow; authentication, privilege and data errors
-// (MySQL's out-of-range 1264 and 1690 included) are permanent. TLS failures
+// (MySQL's out-of-range 1264 and 1690 included) are permanent. Refused credentials or privileges
+// match spi.ErrAccessDenied (simba.ErrAccessDenied), with an error that says which
+// ("authentication refused" or "privilege refused"), the user and server, and what to do:
+// PostgreSQL's class 28 (a role that does not exist, a wrong or missing password, no
+// pg_hba.conf entry) and 42501 (insufficient_privilege: a missing GRANT on Simba's tables);
+// MySQL/MariaDB's 1045, 1698, 1251, 1275, 1820, 1862, 3118 and 4151 (a wrong password, an
+// unknown user, an authentication method or expired password refused, an account locked), the
+// driver's refusals of an authentication method, and 1044, 1142, 1143, 1227 and 1370 (a missing
+// privilege); SQLite's SQLITE_PERM and SQLITE_AUTH, and a file SQLite cannot open or write
+// because this process may not (permission denied on the file or its directory; not a file
+// opened with mode=ro, nor a read-only file system). A PostgreSQL role without USAGE on the
+// schema of Simba's tables sees no tables there (spi.ErrSchemaMissing), and a MariaDB user with
+// SELECT alone on them sees their foreign keys without ON DELETE (spi.ErrSchemaDrift): grant
+// what the tables need (SELECT, INSERT, UPDATE, DELETE). TLS failures
 // (PostgreSQL sslmode=verify-ca/verify-full with a certificate that does not verify,
 // sslmode=require to a server without TLS; MySQL tls=true to a server without TLS or with a
 // certificate that does not verify) match spi.ErrTLS and are permanent: retrying cannot fix

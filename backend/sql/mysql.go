@@ -39,6 +39,7 @@ func NewMySQL(db *sql.DB, opts ...Option) (*Backend, error) {
 	mc := connectorOf(db.Driver())
 	if mc != nil {
 		d.conns = mc.conns
+		d.server, d.user = mc.server, mc.user
 	}
 	b, err := newBackend(wire.SQLMySQL, d, opts)
 	if err != nil {
@@ -105,9 +106,14 @@ func mysqlDeadlock(err error) bool {
 // go-sql-driver/mysql SETs every DSN parameter it does not know on each new connection, so a
 // misspelt one fails every connection alike) and TLS failures (tls=true to a server without TLS
 // or whose certificate does not verify) are permanent.
+//
+// Refused credentials or privileges match spi.ErrAccessDenied (mysqlAccessDenied).
 func classifyMySQL(b *Backend, op string, err error) error {
 	if spi.IsTLSError(err) || errors.Is(err, mysqldriver.ErrNoTLS) {
 		return spi.TLSFailure(op, err)
+	}
+	if denied := mysqlAccessDenied(b, op, err); denied != nil {
+		return denied
 	}
 	var me *mysqldriver.MySQLError
 	if errors.As(err, &me) {
@@ -142,4 +148,49 @@ func classifyMySQL(b *Backend, op string, err error) error {
 		return spi.Unavailable(op, err)
 	}
 	return spi.Unavailable(op, err)
+}
+
+// MySQL/MariaDB errors by which the server refused the client's credentials (authentication)
+// or privileges (authorization).
+var (
+	mysqlAuthErrors = map[uint16]bool{
+		1045: true, // ER_ACCESS_DENIED_ERROR: a wrong password, an unknown user
+		1251: true, // ER_NOT_SUPPORTED_AUTH_MODE: an authentication method the client lacks
+		1275: true, // ER_SERVER_IS_IN_SECURE_AUTH_MODE: an old password hash refused
+		1698: true, // ER_ACCESS_DENIED_NO_PASSWORD_ERROR: a password needed, none given
+		1820: true, // ER_MUST_CHANGE_PASSWORD: the password expired
+		1862: true, // ER_MUST_CHANGE_PASSWORD_LOGIN: the password expired
+		3118: true, // ER_ACCOUNT_HAS_BEEN_LOCKED (MySQL)
+		4151: true, // ER_ACCOUNT_HAS_BEEN_LOCKED (MariaDB)
+	}
+	mysqlPrivilegeErrors = map[uint16]bool{
+		1044: true, // ER_DBACCESS_DENIED_ERROR: no privilege on the database
+		1142: true, // ER_TABLEACCESS_DENIED_ERROR: a SELECT, INSERT, ... denied on a table
+		1143: true, // ER_COLUMNACCESS_DENIED_ERROR
+		1227: true, // ER_SPECIFIC_ACCESS_DENIED_ERROR: a privilege such as SUPER needed
+		1370: true, // ER_PROCACCESS_DENIED_ERROR
+	}
+)
+
+// mysqlAccessDenied is classifyMySQL's answer for a refusal of the client's credentials (a
+// wrong password, an unknown user, an authentication method the driver cannot speak: the
+// driver's ErrNativePassword, ErrCleartextPassword, ErrOldPassword, ErrUnknownPlugin) or of a
+// privilege (a missing GRANT): a permanent error matching spi.ErrAccessDenied that says which,
+// for which user at which server when the pool was made on MySQLConnector (the server's
+// message names the user in any case), and what to do. It returns nil for any other error.
+func mysqlAccessDenied(b *Backend, op string, err error) error {
+	who := ""
+	if d, ok := b.d.(*stdDialect); ok && d.server != "" {
+		who = fmt.Sprintf(" (user %q at %s)", d.user, d.server)
+	}
+	var me *mysqldriver.MySQLError
+	switch {
+	case errors.As(err, &me) && mysqlAuthErrors[me.Number],
+		errors.Is(err, mysqldriver.ErrNativePassword), errors.Is(err, mysqldriver.ErrCleartextPassword),
+		errors.Is(err, mysqldriver.ErrOldPassword), errors.Is(err, mysqldriver.ErrUnknownPlugin):
+		return spi.AccessDenied(op, "authentication refused"+who+": the server refused the DSN's credentials: fix the user and password in the DSN (or the account: CREATE USER, ALTER USER ... IDENTIFIED BY, ACCOUNT UNLOCK)", err)
+	case errors.As(err, &me) && mysqlPrivilegeErrors[me.Number]:
+		return spi.AccessDenied(op, "privilege refused"+who+": the user lacks a privilege Simba needs: GRANT SELECT, INSERT, UPDATE, DELETE ON the database's simba_* tables TO the user (and CREATE, ALTER, INDEX, DROP for migrations)", err)
+	}
+	return nil
 }

@@ -42,7 +42,8 @@ func MySQLConnector(cfg *mysqldriver.Config) (driver.Connector, error) {
 		return nil, fmt.Errorf("%w: sql mysql: %v", spi.ErrInvalidOption, err)
 	}
 	stop, cancel := context.WithCancel(context.Background())
-	c := &mysqlConnector{plain: plain, conns: &silent.Registry{}, stop: stop, cancel: cancel, timeout: cfg.Timeout}
+	c := &mysqlConnector{plain: plain, conns: &silent.Registry{}, stop: stop, cancel: cancel, timeout: cfg.Timeout,
+		server: cfg.Addr, user: cfg.User}
 	if c.timeout <= 0 {
 		c.timeout = DefaultConnectTimeout
 	}
@@ -77,6 +78,8 @@ type mysqlConnector struct {
 	plain   driver.Connector // cfg as given: the waker's pool (NewMySQL)
 	conns   *silent.Registry
 	timeout time.Duration // bounds a connect apart from its call (cfg.Timeout, or the default)
+	// server and user are cfg's Addr and User: errors of refused access name them.
+	server, user string
 
 	stop   context.Context // ends with Close: the connects apart from their calls
 	cancel context.CancelFunc

@@ -684,10 +684,14 @@ func isPgUndefined(err error) bool {
 // failures (a certificate that does not verify with sslmode=verify-ca/verify-full, a server
 // that refuses TLS with sslmode=require) are permanent; a connect whose attempts did not all fail
 // at TLS (sslmode=prefer, the default, falls back to a plain attempt) is classified by the
-// others (pgTLSFailure).
+// others (pgTLSFailure). Refused credentials or privileges match spi.ErrAccessDenied
+// (accessDenied).
 func (d *pgDialect) classify(op string, err error) error {
 	if pgTLSFailure(err) {
 		return spi.TLSFailure(op, err)
+	}
+	if denied := d.accessDenied(op, err); denied != nil {
+		return denied
 	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
@@ -728,4 +732,26 @@ func (d *pgDialect) classify(op string, err error) error {
 		return fmt.Errorf("%w: %s: %w", spi.ErrInvalidOption, op, err)
 	}
 	return spi.Unavailable(op, err)
+}
+
+// accessDenied is classify's answer for a refusal of the client's credentials (class 28:
+// invalid_authorization_specification, a role that does not exist or no pg_hba.conf entry
+// for it; invalid_password, a wrong or missing password) or of a privilege (42501,
+// insufficient_privilege: a missing GRANT on Simba's tables or schema): a permanent error
+// matching spi.ErrAccessDenied that says which, for which user at which server, and what to
+// do. It returns nil for any other error.
+func (d *pgDialect) accessDenied(op string, err error) error {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || !(strings.HasPrefix(pe.Code, "28") || pe.Code == "42501") {
+		return nil
+	}
+	who := ""
+	if d.pool != nil {
+		cc := d.pool.Config().ConnConfig
+		who = fmt.Sprintf(" (user %q at %s:%d, database %q)", cc.User, cc.Host, cc.Port, cc.Database)
+	}
+	if pe.Code == "42501" {
+		return spi.AccessDenied(op, "privilege refused"+who+": the role lacks a privilege Simba needs: GRANT USAGE ON its schema, and SELECT, INSERT, UPDATE, DELETE ON the simba_* tables, TO the role (CREATE on the schema for migrations)", err)
+	}
+	return spi.AccessDenied(op, "authentication refused"+who+": the server refused the DSN's credentials (an unknown role, a wrong or missing password, no pg_hba.conf entry for it): fix the user and password in the DSN, or the role (CREATE ROLE ... LOGIN PASSWORD) and pg_hba.conf", err)
 }

@@ -361,37 +361,59 @@ func sqliteFileError(file string, err error) error {
 	}
 	why := ""
 	dir := filepath.Dir(file)
+	var denied error // a permission this process lacks: the error matches spi.ErrAccessDenied
+	denies := func(path string) error {
+		werr := notWritable(path)
+		if errors.Is(werr, fs.ErrPermission) {
+			denied = werr
+		}
+		return werr
+	}
 	switch se.Code() & 0xff {
 	case sqliteCantOpen:
 		if _, serr := os.Stat(dir); errors.Is(serr, fs.ErrNotExist) {
 			why = ": its directory " + dir + " does not exist"
 		} else if _, serr := os.Stat(file); errors.Is(serr, fs.ErrNotExist) {
 			why = ": no such file"
-			if werr := notWritable(dir); werr != nil {
+			if werr := denies(dir); werr != nil {
 				// SQLite creates a missing file (unless mode=rw): it could not here.
 				why += ", and its directory " + dir + " is not writable by this process (" + werr.Error() + ")"
 			}
 		} else if st, serr := os.Stat(file); serr != nil {
 			why = ": " + serr.Error()
+			if errors.Is(serr, fs.ErrPermission) {
+				denied = serr
+			}
 		} else if st.IsDir() {
 			why = ": it is a directory"
+		} else if f, oerr := os.Open(file); errors.Is(oerr, fs.ErrPermission) {
+			why = ": " + oerr.Error()
+			denied = oerr
+		} else if oerr == nil {
+			f.Close()
 		}
 	case sqliteReadOnly:
-		if werr := notWritable(file); werr != nil {
+		if werr := denies(file); werr != nil {
 			why = ": not writable by this process (" + werr.Error() + ")"
-		} else if werr := notWritable(dir); werr != nil {
+		} else if werr := denies(dir); werr != nil {
 			// The journal (-wal, -shm) goes beside the file.
 			why = ": its directory " + dir + " is not writable by this process (" + werr.Error() + "), and SQLite writes its journal there"
 		}
 	default:
 		return err
 	}
+	if denied != nil {
+		return spi.AccessDenied(fmt.Sprintf("database file %s%s", file, why),
+			"privilege refused: this process (its user) may not open or write the file, or write its directory: give it the permission there, or run it as the file's owner", err)
+	}
 	return fmt.Errorf("%w: database file %s%s", err, file, why)
 }
 
 // classifySQLite: SQLITE_BUSY and SQLITE_LOCKED (another writer holds the file past the busy
 // timeout) and I/O errors are retryable; "no such table/column" is ErrSchemaMissing; a read-only,
-// corrupt, unopenable or foreign file and statement errors are permanent.
+// corrupt, unopenable or foreign file and statement errors are permanent. SQLITE_PERM and
+// SQLITE_AUTH, and a file that is read-only or cannot be opened because this process lacks
+// the permission (sqliteFileError), match spi.ErrAccessDenied.
 func classifySQLite(b *Backend, op string, err error) error {
 	var se *sqlite.Error
 	if errors.As(err, &se) {
@@ -403,7 +425,9 @@ func classifySQLite(b *Backend, op string, err error) error {
 				return b.schemaMissing(fmt.Sprintf("%s: %s", op, msg), err)
 			}
 			return spi.AsPermanent(fmt.Errorf("%s: %w", op, err))
-		case sqlitePerm, sqliteReadOnly, sqliteCorrupt, sqliteCantOpen, sqliteMisuse, sqliteAuth, sqliteNotADB:
+		case sqlitePerm, sqliteAuth:
+			return spi.AccessDenied(op, "privilege refused: SQLite denied the access (SQLITE_PERM, SQLITE_AUTH)", err)
+		case sqliteReadOnly, sqliteCorrupt, sqliteCantOpen, sqliteMisuse, sqliteNotADB:
 			return spi.AsPermanent(fmt.Errorf("%s: %w", op, err))
 		}
 	}

@@ -1,6 +1,7 @@
 package sql
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -47,7 +48,8 @@ func TestSQLiteCannotOpenNamesTheFile(t *testing.T) {
 // readonly database (8)", which names no file) names the database file and, when this process
 // may not write it or its directory (where the journal goes), says so. The error is permanent.
 // The file is opened with mode=ro; as root a file's mode does not stop a write, so the refused
-// access is simulated for the second and third checks.
+// access is simulated for the second and third checks, whose errors match spi.ErrAccessDenied
+// (the first's, a file opened read-only that the process may write, does not).
 func TestSQLiteReadOnlyNamesTheFile(t *testing.T) {
 	dsn := liteDSN(t)
 	migrated(t, dsn)
@@ -79,6 +81,13 @@ func TestSQLiteReadOnlyNamesTheFile(t *testing.T) {
 			!strings.Contains(err.Error(), tc.want) || spi.Classify(err) != spi.Permanent {
 			t.Errorf("OpenSession on a read-only file (denied %q) = %v (class %v); want a permanent error with %q",
 				tc.denied, err, spi.Classify(err), tc.want)
+		}
+		// A permission this process lacks is access denied; a file opened read-only
+		// (mode=ro) that it may write is not.
+		if denied := errors.Is(err, spi.ErrAccessDenied); denied != (tc.denied != "") ||
+			(denied && !strings.Contains(err.Error(), "privilege refused")) {
+			t.Errorf("OpenSession on a read-only file (denied %q) = %v: errors.Is(spi.ErrAccessDenied) = %v, want %v (saying privilege refused)",
+				tc.denied, err, denied, tc.denied != "")
 		}
 	}
 }

@@ -43,6 +43,9 @@ type stdDialect struct {
 	// conns are the connections of a pool on MySQLConnector (Open's too), for dropSilent;
 	// nil otherwise.
 	conns *silent.Registry
+	// server and user name the MySQL/MariaDB server and user in an error of refused access
+	// (a pool made on MySQLConnector); "" otherwise.
+	server, user string
 	// unstamped is the warning, once, for a MySQL/MariaDB pool not made on MySQLConnector.
 	unstamped sync.Once
 

@@ -291,6 +291,11 @@ What digest auth does and does not protect:
     backend out of the persistent nodes created before (/simba, its leases and groups nodes,
     group nodes): OpenSession, Acquire and Join then fail with a permanent error naming the
     root, until an administrator changes the ACLs or deletes those nodes.
+  - What matches spi.ErrAccessDenied (simba.ErrAccessDenied), permanent: a request a node's ACL
+    refuses (NoAuth: a wrong digest password, which ZooKeeper itself accepts, no credentials
+    where the nodes or the chroot need some, or another identity's nodes), saying "privilege
+    refused", the user and the servers; and credentials the servers refuse (AuthFailed, as
+    with SASL), saying "authentication refused". Both match the zk package's error too.
   - A ZooKeeper super user (superDigest), a server run with skipACL, and anyone with access
     to the servers' data directories bypass ACLs altogether.
 

@@ -214,7 +214,7 @@ func (b *Backend) connect(ctx context.Context, owner string, ttl time.Duration) 
 			return nil, spi.AsPermanent(fmt.Errorf("zookeeper: TLS with %v: %w", b.cfg.Servers, terr))
 		}
 		if errors.Is(err, zk.ErrAuthFailed) {
-			return nil, spi.AsPermanent(fmt.Errorf("zookeeper: authentication: %w", err))
+			return nil, spi.AccessDenied("zookeeper: open session", fmt.Sprintf("authentication refused by %v: the servers refused the client's credentials (a SASL or certificate identity): fix them, or the servers' authentication settings", b.cfg.Servers), err)
 		}
 		if p := s.tap.dialErr.Load(); p != nil {
 			// e.g. an EOF in a TLS handshake: a plain client port closes on a ClientHello, and
@@ -434,11 +434,20 @@ func (s *session) closeOutcome(ctx context.Context, retry bool) error {
 	}
 }
 
-// fail classifies a failed request of operation op.
+// fail classifies a failed request of operation op: a node's ACL that refuses the session
+// (ErrNoAuth) and refused credentials (ErrAuthFailed) match spi.ErrAccessDenied.
 func (s *session) fail(op string, err error) error {
 	s.sawError(err)
 	switch {
-	case errors.Is(err, zk.ErrNoAuth), errors.Is(err, zk.ErrInvalidACL), errors.Is(err, zk.ErrAuthFailed):
+	case errors.Is(err, zk.ErrNoAuth):
+		who := "a client without an identity (the DSN gives no user:password)"
+		if s.b.cfg.User != "" {
+			who = fmt.Sprintf("the digest identity of user %q", s.b.cfg.User)
+		}
+		return spi.AccessDenied("zookeeper: "+op, fmt.Sprintf("privilege refused by %v: a node's ACL does not grant %s what Simba needs (ZooKeeper takes any digest password, so a wrong one shows here): the DSN's user:password must be the identity that created %s, or the nodes' ACLs must grant it (setAcl)", s.b.cfg.Servers, who, s.b.lay.root()), err)
+	case errors.Is(err, zk.ErrAuthFailed):
+		return spi.AccessDenied("zookeeper: "+op, fmt.Sprintf("authentication refused by %v: fix the client's credentials, or the servers' authentication settings", s.b.cfg.Servers), err)
+	case errors.Is(err, zk.ErrInvalidACL):
 		return spi.AsPermanent(fmt.Errorf("zookeeper: %s: %w (the DSN's user:password must be the identity that created %s)", op, err, s.b.lay.root()))
 	case s.ended.Load() && s.closedByCaller.Load() && !s.tap.gone.Load():
 		// The request crossed CloseSession, which closed the connection under it (expiredBy):

@@ -1,0 +1,146 @@
+package sql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/simba-go/simba/spi"
+)
+
+// sessionErr opens a backend on dsn (closed when the test ends) and returns the error of its
+// first OpenSession (the session closed again if it opened).
+func sessionErr(t *testing.T, dsn string) error {
+	t.Helper()
+	b := open(t, dsn)
+	ctx := testCtx(t)
+	s, err := b.OpenSession(ctx, "o", time.Minute)
+	if err == nil {
+		_ = b.CloseSession(ctx, s.ID)
+	}
+	return err
+}
+
+// wantAccessDenied checks that err is a permanent spi.ErrAccessDenied whose message contains
+// each of says and not the password pw (when given).
+func wantAccessDenied(t *testing.T, what string, err error, pw string, says ...string) {
+	t.Helper()
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
+	t.Logf("%s: %v", what, err)
+	ok := errors.Is(err, spi.ErrAccessDenied) && spi.Classify(err) == spi.Permanent &&
+		(pw == "" || !strings.Contains(msg, pw))
+	for _, s := range says {
+		ok = ok && strings.Contains(msg, s)
+	}
+	if !ok {
+		t.Errorf("%s: %v; want a permanent spi.ErrAccessDenied saying %q", what, err, says)
+	}
+}
+
+// withUser returns dsn with its user information replaced.
+func withUser(t *testing.T, dsn string, user *url.Userinfo) string {
+	t.Helper()
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = user
+	return u.String()
+}
+
+// TestPostgresAccessDenied: on the shared PostgreSQL (trust authentication, so no wrong
+// password), a role that does not exist is refused with a permanent error matching
+// spi.ErrAccessDenied that says authentication and names the role; a role the test creates
+// with USAGE on a schema of its own but no privilege on Simba's tables there, and one with
+// SELECT only, are refused with one that says privilege. On the old code both were permanent
+// but matched no sentinel.
+func TestPostgresAccessDenied(t *testing.T) {
+	dsn := pgDSN(t)
+	migrated(t, dsn)
+	ctx := testCtx(t)
+	admin, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(admin.Close)
+	u, _ := url.Parse(dsn)
+	schema := u.Query().Get("search_path")
+
+	nosuch := "simba_nosuch_" + unique(t)
+	wantAccessDenied(t, "unknown role", sessionErr(t, withUser(t, dsn, url.User(nosuch))), "",
+		"authentication refused", nosuch, "127.0.0.1")
+
+	for _, grant := range []string{"", "SELECT"} {
+		role := "simba_noprivs_" + unique(t)
+		for _, q := range []string{
+			"CREATE ROLE " + role + " LOGIN",
+			"GRANT USAGE ON SCHEMA " + schema + " TO " + role,
+		} {
+			if _, err := admin.Exec(ctx, q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+		t.Cleanup(func() {
+			for _, q := range []string{"DROP OWNED BY " + role, "DROP ROLE " + role} {
+				if _, err := admin.Exec(context.Background(), q); err != nil {
+					t.Errorf("%s: %v", q, err)
+				}
+			}
+		})
+		if grant != "" {
+			q := "GRANT " + grant + " ON ALL TABLES IN SCHEMA " + schema + " TO " + role
+			if _, err := admin.Exec(ctx, q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+		wantAccessDenied(t, "a role with "+grant+" only", sessionErr(t, withUser(t, dsn, url.User(role))), "",
+			"privilege refused", role, "GRANT", "42501")
+	}
+}
+
+// TestMySQLAccessDenied: on the shared MariaDB, a user the test creates with a password is
+// refused with a wrong one (1045) with a permanent error matching spi.ErrAccessDenied that says
+// authentication, names the user and the server and does not show the password; the right
+// password without a grant on the database (1044), and with SELECT and UPDATE only on Simba's
+// tables (1142 at the session's INSERT), are refused with one that says privilege. The user is
+// dropped after. On the old code these were permanent but matched no sentinel.
+func TestMySQLAccessDenied(t *testing.T) {
+	dsn, cfg := myDatabase(t, "simba_sqlbe_")
+	migrated(t, dsn)
+	ctx := testCtx(t)
+	admin, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Close() })
+	user := "simba_ad_" + unique(t)
+	if _, err := admin.ExecContext(ctx, "CREATE USER '"+user+"'@'%' IDENTIFIED BY 'right-pw'"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := admin.ExecContext(context.Background(), "DROP USER '"+user+"'@'%'"); err != nil {
+			t.Errorf("dropping user %s: %v", user, err)
+		}
+	})
+	wantAccessDenied(t, "wrong password", sessionErr(t, withUser(t, dsn, url.UserPassword(user, "bad-secret"))), "bad-secret",
+		"authentication refused", user, cfg.Addr, "1045")
+	wantAccessDenied(t, "no grant", sessionErr(t, withUser(t, dsn, url.UserPassword(user, "right-pw"))), "",
+		"privilege refused", user, cfg.Addr, "1044")
+	if _, err := admin.ExecContext(ctx, "GRANT SELECT, UPDATE ON "+cfg.DBName+".* TO '"+user+"'@'%'"); err != nil {
+		t.Fatal(err)
+	}
+	// Not SELECT alone: MariaDB shows a user with no other privilege on a table no row of
+	// information_schema.REFERENTIAL_CONSTRAINTS, so the schema check sees the foreign keys
+	// without their ON DELETE and reports drift before any write.
+	wantAccessDenied(t, "SELECT and UPDATE only", sessionErr(t, withUser(t, dsn, url.UserPassword(user, "right-pw"))), "",
+		"privilege refused", user, "1142")
+}
