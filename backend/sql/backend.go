@@ -474,7 +474,9 @@ func (b *Backend) OpenSession(ctx context.Context, owner string, ttl time.Durati
 // live members of groups, in a fixed number of statements whatever the number of leases: three
 // pipelined in one round trip on PostgreSQL, four on MySQL/MariaDB, three on SQLite (one fewer
 // when groups is empty). After a failed keep-alive, the next one reads the database clock
-// first, and sends nothing more if that round trip fails.
+// first, and sends nothing more if that round trip fails. A lease the session holds whose row
+// has a negative token (written over by something else) is named in Corrupt, not Held, with a
+// warning.
 func (b *Backend) KeepAlive(ctx context.Context, session spi.SessionID, names []string, groups []string) (spi.KeepAlive, error) {
 	for _, g := range groups {
 		if err := wire.ValidateName(g); err != nil {
@@ -504,6 +506,9 @@ func (b *Backend) KeepAlive(ctx context.Context, session spi.SessionID, names []
 	}
 	if ka.Expired {
 		return spi.KeepAlive{Expired: true}, nil
+	}
+	for _, name := range ka.Corrupt {
+		b.foreign.Warn("lease row of this session holds a negative token, written by something else; its term is revoked as corrupt-record and every acquire of it fails until an operator mends the row", "lease", name, "session", string(session))
 	}
 	if b.groupsN != nil {
 		b.groupsN.members(string(session), groups)

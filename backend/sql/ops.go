@@ -324,9 +324,17 @@ func (b *Backend) keepAlive(ctx context.Context, sid string, groups []string) (s
 	}
 	ka := spi.KeepAlive{Remaining: millis(st.remaining)}
 	if len(st.Out.KeepAliveHeld) > 0 {
-		ka.Held = make([]spi.Held, len(st.Out.KeepAliveHeld))
-		for i, h := range st.Out.KeepAliveHeld {
-			ka.Held[i] = spi.Held{Name: h.Name, Token: h.Token}
+		ka.Held = make([]spi.Held, 0, len(st.Out.KeepAliveHeld))
+		for _, h := range st.Out.KeepAliveHeld {
+			if h.Token < 0 {
+				// A negative token is no token Simba grants (the row was written over by
+				// something else): not held as any term knows it, and its record needs an
+				// operator (every acquire of it fails with spi.ErrCorruptToken), so the
+				// client revokes its term as corrupt-record rather than taken over.
+				ka.Corrupt = append(ka.Corrupt, h.Name)
+				continue
+			}
+			ka.Held = append(ka.Held, spi.Held{Name: h.Name, Token: h.Token})
 		}
 	}
 	if len(groups) > 0 {
