@@ -545,7 +545,9 @@ func (b *Backend) CloseSession(ctx context.Context, session spi.SessionID) error
 // Acquire takes the lease name for session if it is free or its holder's session expired by the
 // database clock; a re-acquire by the holder returns the same token. A lease held by a session
 // whose id is not of the form clients make (a row written by hand) is freed, keeping its token,
-// with a warning, and acquired again.
+// with a warning, and acquired again; so is a free lease owed to a first waiter of such an id
+// (its entry is dropped). A waiter entry whose session row is gone or expired, or whose expiry
+// lies beyond its session's, is no entry a client made and is not waited for (spec/sql.yaml).
 func (b *Backend) Acquire(ctx context.Context, session spi.SessionID, name string) (spi.Acquire, error) {
 	return b.acquireAs(ctx, "acquire", session, name)
 }
@@ -593,28 +595,37 @@ func (b *Backend) acquireAs(ctx context.Context, op string, session spi.SessionI
 	if err := b.ready(ctx); err != nil {
 		return spi.Acquire{}, err
 	}
-	r, err := b.acquire(ctx, op, string(session), name)
-	if err != nil {
-		return spi.Acquire{}, b.fail("acquire", err)
+	r, owed, err := b.acquireOwed(ctx, op, string(session), name)
+	// A foreign holder or first waiter: a session row, or a waiter entry, of an id no client
+	// makes (written by hand or by something else), which no Simba client relies on. It would
+	// block the name until its expiry, possibly for ever: free the lease, keeping its token, or
+	// drop the entry, and acquire again (a few times: each round clears one such record).
+	for range maxForeignCleared {
+		if err != nil || r.Kind != spi.HeldBy || wire.IsClientSessionID(string(r.Holder)) {
+			break
+		}
+		if owed {
+			b.foreign.Warn("first waiter of the lease is not a client session id; its entry is dropped", "lease", name, "waiter", string(r.Holder))
+			err = b.withdraw(ctx, string(r.Holder), name)
+		} else {
+			b.foreign.Warn("lease holder is not a client session id; freeing the lease (its token is kept)", "lease", name, "holder", string(r.Holder))
+			err = b.clearForeignHolder(ctx, name, string(r.Holder))
+		}
+		if err != nil {
+			return spi.Acquire{}, b.fail("acquire: clear foreign record", err)
+		}
+		r, owed, err = b.acquireOwed(ctx, op, string(session), name)
 	}
-	if r.Kind != spi.HeldBy || wire.IsClientSessionID(string(r.Holder)) {
-		b.noteAcquired(string(session), name, r)
-		return r, nil
-	}
-	// A foreign holder: a session row no client made (written by hand or by something else),
-	// which no Simba holder relies on. It would block the name until its expiry, possibly
-	// forever; free the lease, keeping its token, and acquire again.
-	b.foreign.Warn("lease holder is not a client session id; freeing the lease (its token is kept)", "lease", name, "holder", string(r.Holder))
-	if err := b.clearForeignHolder(ctx, name, string(r.Holder)); err != nil {
-		return spi.Acquire{}, b.fail("acquire: clear foreign holder", err)
-	}
-	r, err = b.acquire(ctx, op, string(session), name)
 	if err != nil {
 		return spi.Acquire{}, b.fail("acquire", err)
 	}
 	b.noteAcquired(string(session), name, r)
 	return r, nil
 }
+
+// maxForeignCleared bounds the foreign records (holders, waiter entries) one acquire clears
+// before it replies with what it finds.
+const maxForeignCleared = 8
 
 // noteAcquired tells the notes (if any) the reply an acquire returns.
 func (b *Backend) noteAcquired(sid, name string, r spi.Acquire) {

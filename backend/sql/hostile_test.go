@@ -2,6 +2,7 @@ package sql
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"log/slog"
 	"slices"
@@ -84,4 +85,80 @@ func TestHeldLeaseWithNegativeTokenIsCorrupt(t *testing.T) {
 			t.Errorf("Unlock of the other lock: %v", err)
 		}
 	})
+}
+
+// TestForgedWaitersDoNotReserveLeases: a waiter entry no client made does not keep a free
+// lease from the next acquire. An entry whose id is not a client's (for a hand-written
+// session row live for ages) is dropped, with one warning, as a foreign holder is freed; one
+// whose session expired, or whose expiry was forged ahead of its live session's, or (SQLite,
+// written with foreign keys off) whose session row is gone, does not count. A real waiter
+// still does (it is owed the lease). On the old code each forged entry made every acquire of the
+// name on MariaDB and SQLite (and on PostgreSQL once the lease had a row) reply HeldBy naming
+// it, for as long as its own expiry said: 31 years here.
+func TestForgedWaitersDoNotReserveLeases(t *testing.T) {
+	for _, d := range dialects {
+		t.Run(d.name, func(t *testing.T) {
+			var logs testenv.LogBuffer
+			dsn := d.dsn(t)
+			b := migrated(t, dsn, WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+			ctx := testCtx(t)
+			now, err := b.DatabaseNow(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			far := now + 1e12
+			live := openSession(t, b, longTTL)
+			u := unique(t)
+			expired, gone := "0123456789abcdef0123456789abcdef", "00112233445566778899aabbccddeeff"
+			exec(t, b, "INSERT INTO simba_session (id, owner, ttl_ms, expiry_ms) VALUES (?, 'x', 1000, ?)", "intruder", far)
+			exec(t, b, "INSERT INTO simba_session (id, owner, ttl_ms, expiry_ms) VALUES (?, 'x', 1000, ?)", expired, now-60000)
+			cases := []struct{ name, waiter string }{
+				{"foreign", "intruder"},
+				{"expired", expired},
+				{"forged-expiry", string(live)},
+			}
+			if d.name == "sqlite" {
+				cases = append(cases, struct{ name, waiter string }{"gone", gone})
+			}
+			for _, tc := range cases {
+				name := "forgedq-" + u + "." + tc.name
+				exec(t, b, "INSERT INTO simba_lease (name, session_id, token) VALUES (?, NULL, 7)", name)
+				if tc.name == "gone" {
+					// Another program's connection, with SQLite's default: foreign keys off.
+					db, err := sql.Open("sqlite", strings.TrimPrefix(dsn, "sqlite://"))
+					if err != nil {
+						t.Fatal(err)
+					}
+					_, err = db.ExecContext(ctx, "INSERT INTO simba_waiter (name, session_id, arrival_us, expiry_ms) VALUES (?, ?, 0, ?)", name, tc.waiter, far)
+					db.Close()
+					if err != nil {
+						t.Fatal(err)
+					}
+				} else {
+					exec(t, b, "INSERT INTO simba_waiter (name, session_id, arrival_us, expiry_ms) VALUES (?, ?, 0, ?)", name, tc.waiter, far)
+				}
+				s := openSession(t, b, longTTL)
+				r, err := b.AcquireQueued(ctx, s, name)
+				if err != nil || r.Kind != spi.Granted || r.Token <= 7 {
+					t.Errorf("%s: AcquireQueued = %+v, %v; want granted above token 7", tc.name, r, err)
+				}
+			}
+			if n := strings.Count(logs.String(), "waiter=intruder"); n != 1 {
+				t.Errorf("want one warning naming the foreign waiter, got %d; log:\n%s", n, logs.String())
+			}
+			// A real waiter is still owed the lease it waits for.
+			name := "forgedq-" + u + ".sound"
+			holder, waiter, other := openSession(t, b, longTTL), openSession(t, b, longTTL), openSession(t, b, longTTL)
+			tok := grant(t, b, holder, name)
+			if r, err := b.AcquireQueued(ctx, waiter, name); err != nil || r.Kind != spi.HeldBy {
+				t.Fatalf("the waiter's AcquireQueued = %+v, %v; want HeldBy", r, err)
+			}
+			if err := b.Release(ctx, holder, name, tok); err != nil {
+				t.Fatal(err)
+			}
+			if r, err := b.Acquire(ctx, other, name); err != nil || r.Kind != spi.HeldBy || r.Holder != waiter {
+				t.Errorf("another session's Acquire = %+v, %v; want HeldBy naming the waiter %s", r, err, waiter)
+			}
+		})
+	}
 }

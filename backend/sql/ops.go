@@ -26,6 +26,7 @@ type opState struct {
 	sqlq.State
 	outcome   string
 	acquire   spi.Acquire // acquire's reply, when a decision granted or refused
+	owed      bool        // acquire's HeldBy names the first waiter the free lease is owed to
 	remaining int64       // the session's time left in milliseconds, when a decision read it
 }
 
@@ -92,6 +93,7 @@ func decideAcquired(st *opState, _ sqlq.Statement) (string, error) {
 	if stale && r.WaiterID != "" && r.WaiterID != sid && r.WaiterRemainingMs > 0 {
 		// Free, but owed to the first live waiter (spi.Queuer): reserved for it.
 		st.acquire = spi.Acquire{Kind: spi.HeldBy, Holder: spi.SessionID(r.WaiterID), Remaining: millis(r.WaiterRemainingMs)}
+		st.owed = true
 		return "held_by", nil
 	}
 	if stale && r.StoredToken == math.MaxInt64 && r.HolderID != sid {
@@ -125,6 +127,7 @@ func decideLeaseHolder(st *opState, _ sqlq.Statement) (string, error) {
 		if l.WaiterID != "" && l.WaiterID != sid && l.WaiterRemainingMs > 0 {
 			// Free, but owed to the first live waiter (spi.Queuer): reserved for it.
 			st.acquire = spi.Acquire{Kind: spi.HeldBy, Holder: spi.SessionID(l.WaiterID), Remaining: millis(l.WaiterRemainingMs)}
+			st.owed = true
 			return "held_by", nil
 		}
 		if l.NextToken <= l.Token {
@@ -361,18 +364,25 @@ func (b *Backend) closeSession(ctx context.Context, sid string) error {
 
 // acquire runs op: acquire, or acquire_queued (which also registers a waiter).
 func (b *Backend) acquire(ctx context.Context, op, sid, name string) (spi.Acquire, error) {
+	r, _, err := b.acquireOwed(ctx, op, sid, name)
+	return r, err
+}
+
+// acquireOwed is acquire that also tells (owed) that a HeldBy names the first waiter the free
+// lease is owed to, not its holder.
+func (b *Backend) acquireOwed(ctx context.Context, op, sid, name string) (r spi.Acquire, owed bool, err error) {
 	st := &opState{}
 	st.Args.SessionID, st.Args.Name = sid, name
 	if err := b.run(ctx, op, st); err != nil {
-		return spi.Acquire{}, err
+		return spi.Acquire{}, false, err
 	}
 	if st.outcome == "session_expired" {
-		return spi.Acquire{Kind: spi.SessionExpired}, nil
+		return spi.Acquire{Kind: spi.SessionExpired}, false, nil
 	}
 	if st.acquire.Kind == 0 {
-		return spi.Acquire{}, fmt.Errorf("sql %s: acquire ended with outcome %q and no reply", b.name, st.outcome)
+		return spi.Acquire{}, false, fmt.Errorf("sql %s: acquire ended with outcome %q and no reply", b.name, st.outcome)
 	}
-	return st.acquire, nil
+	return st.acquire, st.owed && st.acquire.Kind == spi.HeldBy, nil
 }
 
 // withdraw deletes sid's entry from name's waiter queue.
