@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -158,6 +160,45 @@ func TestForgedWaitersDoNotReserveLeases(t *testing.T) {
 			}
 			if r, err := b.Acquire(ctx, other, name); err != nil || r.Kind != spi.HeldBy || r.Holder != waiter {
 				t.Errorf("another session's Acquire = %+v, %v; want HeldBy naming the waiter %s", r, err, waiter)
+			}
+		})
+	}
+}
+
+// TestSessionRowWithForgedTTLEnds: a session whose row's ttl_ms was written over by something
+// else (0, negative, beyond the longest TTL a client opens a session with, or the int64
+// maximum) is reported expired by KeepAlive, and its row is not renewed: its
+// lease goes to another session once the expiry of its last renewal passes, not in years. A
+// session of the longest TTL (24 h) still renews. On the old code PostgreSQL and SQLite renewed
+// such a row and replied live with the forged time left (-1 s, 0, 277,777 h: the lease then held
+// for as long), and the int64 maximum failed every keep-alive on PostgreSQL and MariaDB with
+// "bigint out of range" while the row stayed live.
+func TestSessionRowWithForgedTTLEnds(t *testing.T) {
+	for _, d := range dialects {
+		t.Run(d.name, func(t *testing.T) {
+			b := migrated(t, d.dsn(t))
+			ctx := testCtx(t)
+			u := unique(t)
+			if s := openSession(t, b, spi.MaxSessionTTL); true {
+				ka, err := b.KeepAlive(ctx, s, nil, nil)
+				if err != nil || ka.Expired || ka.Remaining <= spi.MaxSessionTTL-time.Minute {
+					t.Fatalf("KeepAlive of a %v session = %+v, %v; want live, %v left", spi.MaxSessionTTL, ka, err, spi.MaxSessionTTL)
+				}
+			}
+			for _, ttl := range []int64{-1000, 0, spi.MaxSessionTTL.Milliseconds() + 1, 1e12, math.MaxInt64} {
+				s := openSession(t, b, time.Second)
+				name := fmt.Sprintf("forgedttl-%s.%d", u, ttl)
+				grant(t, b, s, name)
+				exec(t, b, "UPDATE simba_session SET ttl_ms = ? WHERE id = ?", ttl, string(s))
+				ka, err := b.KeepAlive(ctx, s, []string{name}, nil)
+				if err != nil || !ka.Expired {
+					t.Errorf("ttl_ms %d: KeepAlive = %+v, %v; want Expired", ttl, ka, err)
+				}
+				other := openSession(t, b, longTTL)
+				r, err := b.Acquire(ctx, other, name)
+				if err != nil || (r.Kind != spi.Granted && (r.Kind != spi.HeldBy || r.Remaining > time.Second)) {
+					t.Errorf("ttl_ms %d: another session's Acquire = %+v, %v; want granted, or held for at most the 1 s of the last renewal", ttl, r, err)
+				}
 			}
 		})
 	}
