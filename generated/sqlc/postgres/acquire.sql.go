@@ -35,7 +35,9 @@ WITH t AS (
                         OR EXISTS (
                             SELECT 1 FROM simba_session h, t
                             WHERE h.id = l.session_id AND h.expiry_ms <= t.now_ms
-                            FOR SHARE OF h))
+                            FOR SHARE OF h)
+                        OR NOT EXISTS (
+                            SELECT 1 FROM simba_session h WHERE h.id = l.session_id))
                    AND NOT EXISTS (
                         SELECT 1 FROM simba_waiter w, t
                         WHERE w.name = l.name AND w.expiry_ms > t.now_ms
