@@ -475,8 +475,8 @@ func (b *Backend) OpenSession(ctx context.Context, owner string, ttl time.Durati
 // pipelined in one round trip on PostgreSQL, four on MySQL/MariaDB, three on SQLite (one fewer
 // when groups is empty). After a failed keep-alive, the next one reads the database clock
 // first, and sends nothing more if that round trip fails. A lease the session holds whose row
-// has a negative token (written over by something else) is named in Corrupt, not Held, with a
-// warning.
+// has a token no tenure has (below 1, or on SQLite not an integer: written over by something
+// else) is named in Corrupt, not Held, with a warning.
 func (b *Backend) KeepAlive(ctx context.Context, session spi.SessionID, names []string, groups []string) (spi.KeepAlive, error) {
 	for _, g := range groups {
 		if err := wire.ValidateName(g); err != nil {
@@ -508,7 +508,7 @@ func (b *Backend) KeepAlive(ctx context.Context, session spi.SessionID, names []
 		return spi.KeepAlive{Expired: true}, nil
 	}
 	for _, name := range ka.Corrupt {
-		b.foreign.Warn("lease row of this session holds a negative token, written by something else; its term is revoked as corrupt-record and every acquire of it fails until an operator mends the row", "lease", name, "session", string(session))
+		b.foreign.Warn("lease row of this session holds a token below 1 (or not an integer), written by something else; its term is revoked as corrupt-record, and the row needs an operator", "lease", name, "session", string(session))
 	}
 	if b.groupsN != nil {
 		b.groupsN.members(string(session), groups)
@@ -866,6 +866,12 @@ func (b *Backend) PushesHints() bool { return b.name == wire.SQLPostgres }
 // tokenOverflow is the permanent error for a lease whose stored token has no successor.
 func tokenOverflow(name string, token int64) error {
 	return spi.AsPermanent(fmt.Errorf("%w: lease %q holds token %d, which has no successor (nothing written)", spi.ErrTokenOverflow, name, token))
+}
+
+// tokenNotInteger is the permanent error for a lease whose stored token is no integer (SQLite
+// keeps any value in any column: a text or blob written by another program).
+func tokenNotInteger(name string) error {
+	return spi.AsPermanent(fmt.Errorf("%w: lease %q holds a token that is not an integer (nothing written)", spi.ErrCorruptToken, name))
 }
 
 // corruptToken is the permanent error for a lease whose stored token is negative.

@@ -48,7 +48,7 @@ func TestHeldLeaseWithNegativeTokenIsCorrupt(t *testing.T) {
 					t.Fatalf("KeepAlive held %v, corrupt %q; want held %v, corrupt [%s]", ka.Held, ka.Corrupt, want, bad)
 				}
 			}
-			if n := strings.Count(logs.String(), "negative token"); n != 1 {
+			if n := strings.Count(logs.String(), "token below 1"); n != 1 {
 				t.Errorf("want one warning naming the lease, got %d; log:\n%s", n, logs.String())
 			}
 		})
@@ -272,6 +272,45 @@ func TestDanglingHolderFreed(t *testing.T) {
 				if err != nil || r.Kind != spi.Granted || r.Token <= 7 {
 					t.Fatalf("%s = %+v, %v; want granted above token 7", op, r, err)
 				}
+			}
+		})
+	}
+}
+
+// TestTokenOfNoTenure: a lease row whose token is one no tenure has, written by another
+// program, is reported as such. A held row at token 0 (a tenure's token is at least 1) is named
+// Corrupt by KeepAlive, as a negative one is (the client said taken-over). On SQLite, which
+// keeps any value in any column, a token that is text: a held one is named Corrupt (it reads as
+// 0), and an acquire of a free one fails with ErrCorruptToken saying it is not an integer,
+// writing nothing; on the old code it failed with ErrTokenOverflow, "holds token 0, which has
+// no successor".
+func TestTokenOfNoTenure(t *testing.T) {
+	for _, d := range dialects {
+		t.Run(d.name, func(t *testing.T) {
+			b := migrated(t, d.dsn(t))
+			ctx := testCtx(t)
+			s := openSession(t, b, longTTL)
+			held := "notenure-" + unique(t)
+			grant(t, b, s, held)
+			exec(t, b, "UPDATE simba_lease SET token = 0 WHERE name = ?", held)
+			if ka, err := b.KeepAlive(ctx, s, []string{held}, nil); err != nil || len(ka.Held) != 0 || !slices.Equal(ka.Corrupt, []string{held}) {
+				t.Errorf("token 0: KeepAlive = %+v, %v; want %s named Corrupt, nothing held", ka, err, held)
+			}
+			if d.name != "sqlite" {
+				return
+			}
+			exec(t, b, "UPDATE simba_lease SET token = 'abc' WHERE name = ?", held)
+			if ka, err := b.KeepAlive(ctx, s, []string{held}, nil); err != nil || len(ka.Held) != 0 || !slices.Equal(ka.Corrupt, []string{held}) {
+				t.Errorf("text token: KeepAlive = %+v, %v; want %s named Corrupt, nothing held", ka, err, held)
+			}
+			free := "notenure-" + unique(t)
+			exec(t, b, "INSERT INTO simba_lease (name, session_id, token) VALUES (?, NULL, 'abc')", free)
+			r, err := b.Acquire(ctx, s, free)
+			if !errors.Is(err, spi.ErrCorruptToken) || errors.Is(err, spi.ErrTokenOverflow) || !strings.Contains(err.Error(), "not an integer") || spi.Classify(err) != spi.Permanent {
+				t.Errorf("Acquire of a text token = %+v, %v; want a permanent ErrCorruptToken saying not an integer", r, err)
+			}
+			if l, ok, err := b.InspectLease(ctx, free); err != nil || !ok || l.Holder != "" {
+				t.Errorf("after the refused acquire: %+v, %v, %v; want the row still free", l, ok, err)
 			}
 		})
 	}

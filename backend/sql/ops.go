@@ -130,8 +130,13 @@ func decideLeaseHolder(st *opState, _ sqlq.Statement) (string, error) {
 			st.owed = true
 			return "held_by", nil
 		}
-		if l.NextToken <= l.Token {
+		switch {
+		case l.NextToken <= l.Token && l.Token == math.MaxInt64:
 			return "", tokenOverflow(name, l.Token)
+		case l.NextToken <= l.Token:
+			// next_token -1 for a token below the maximum: the stored value compares above
+			// every integer without being one (SQLite, a text or blob: read as 0).
+			return "", tokenNotInteger(name)
 		}
 		st.Args.NextToken = l.NextToken
 		st.acquire = spi.Acquire{Kind: spi.Granted, Token: l.NextToken, Remaining: millis(mine)}
@@ -329,11 +334,13 @@ func (b *Backend) keepAlive(ctx context.Context, sid string, groups []string) (s
 	if len(st.Out.KeepAliveHeld) > 0 {
 		ka.Held = make([]spi.Held, 0, len(st.Out.KeepAliveHeld))
 		for _, h := range st.Out.KeepAliveHeld {
-			if h.Token < 0 {
+			if h.Token <= 0 {
 				// A negative token is no token Simba grants (the row was written over by
 				// something else): not held as any term knows it, and its record needs an
 				// operator (every acquire of it fails with spi.ErrCorruptToken), so the
-				// client revokes its term as corrupt-record rather than taken over.
+				// client revokes its term as corrupt-record rather than taken over. Nor is 0
+				// (a tenure's token is at least 1; only a free row starts at 0), which is
+				// also how a token that is no integer reads on SQLite.
 				ka.Corrupt = append(ka.Corrupt, h.Name)
 				continue
 			}
