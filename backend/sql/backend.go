@@ -874,6 +874,12 @@ func tokenNotInteger(name string) error {
 	return spi.AsPermanent(fmt.Errorf("%w: lease %q holds a token that is not an integer (nothing written)", spi.ErrCorruptToken, name))
 }
 
+// tokenOfNoTenure is the permanent error for a re-acquire of a lease the caller holds whose
+// stored token no tenure has (below 1; on SQLite also a text, read as 0).
+func tokenOfNoTenure(name string, token int64) error {
+	return spi.AsPermanent(fmt.Errorf("%w: lease %q, held by this session, holds the token %d, which no tenure has (nothing written)", spi.ErrCorruptToken, name, token))
+}
+
 // corruptToken is the permanent error for a lease whose stored token is negative.
 func corruptToken(name string, token int64) error {
 	return spi.AsPermanent(fmt.Errorf("%w: lease %q holds the negative token %d (nothing written)", spi.ErrCorruptToken, name, token))
@@ -910,6 +916,11 @@ func leaseInfo(name, holder, owner string, token, remainingMs int64) spi.LeaseIn
 	}
 	if !wire.IsClientSessionID(holder) {
 		return unreadable("holder %q is not a client session id (the next acquire frees the lease, keeping its token)", holder)
+	}
+	if token == 0 {
+		// Held at a token no tenure has (a free row starts at 0; a grant raises it): its
+		// holder's keep-alive names it corrupt and its re-acquire fails.
+		return unreadable("token 0 is no tenure's token (its holder's term is revoked as corrupt-record)")
 	}
 	if left := millis(remainingMs); left > spi.MaxSessionTTL {
 		return unreadable("session expiry %v away, beyond the longest session TTL (%v)", left.Round(time.Second), spi.MaxSessionTTL)

@@ -279,7 +279,9 @@ func TestDanglingHolderFreed(t *testing.T) {
 
 // TestTokenOfNoTenure: a lease row whose token is one no tenure has, written by another
 // program, is reported as such. A held row at token 0 (a tenure's token is at least 1) is named
-// Corrupt by KeepAlive, as a negative one is (the client said taken-over). On SQLite, which
+// Corrupt by KeepAlive, as a negative one is (the client said taken-over), and its holder's
+// re-acquire fails with ErrCorruptToken (it was granted at token 0), and Inspect shows it as an
+// unreadable record (it was shown held at token 0). On SQLite, which
 // keeps any value in any column, a token that is text: a held one is named Corrupt (it reads as
 // 0), and an acquire of a free one fails with ErrCorruptToken saying it is not an integer,
 // writing nothing; on the old code it failed with ErrTokenOverflow, "holds token 0, which has
@@ -295,6 +297,14 @@ func TestTokenOfNoTenure(t *testing.T) {
 			exec(t, b, "UPDATE simba_lease SET token = 0 WHERE name = ?", held)
 			if ka, err := b.KeepAlive(ctx, s, []string{held}, nil); err != nil || len(ka.Held) != 0 || !slices.Equal(ka.Corrupt, []string{held}) {
 				t.Errorf("token 0: KeepAlive = %+v, %v; want %s named Corrupt, nothing held", ka, err, held)
+			}
+			if l, ok, err := b.InspectLease(ctx, held); err != nil || !ok || !strings.Contains(l.Unreadable, "token 0 is no tenure's") || !l.RemainingUnknown {
+				t.Errorf("token 0: InspectLease = %+v, %v, %v; want it unreadable", l, ok, err)
+			}
+			// Its holder's re-acquire is refused, not granted at token 0: the client would adopt
+			// the term and revoke it at every keep-alive (an election flapping at every renewal).
+			if r, err := b.Acquire(ctx, s, held); !errors.Is(err, spi.ErrCorruptToken) || spi.Classify(err) != spi.Permanent {
+				t.Errorf("token 0: the holder's Acquire = %+v, %v; want a permanent ErrCorruptToken", r, err)
 			}
 			if d.name != "sqlite" {
 				return

@@ -82,6 +82,12 @@ func decideAcquired(st *opState, _ sqlq.Statement) (string, error) {
 	switch {
 	case !r.SessionLive:
 		return "session_expired", nil
+	case r.Granted && r.Token <= 0:
+		// Only a re-acquire keeps the stored token (a new tenure's is at least the clock in
+		// µs): the holder's own row was written over with a token no tenure has. Granting it
+		// would have the client adopt it, and its keep-alive revoke it as corrupt, at every
+		// renewal; the statement rewrote the row as it was.
+		return "", tokenOfNoTenure(name, r.Token)
 	case r.Granted:
 		// The statement deleted the grantee's waiter entry, if it had one.
 		st.acquire = spi.Acquire{Kind: spi.Granted, Token: r.Token, Remaining: millis(r.RemainingMs)}
@@ -120,6 +126,9 @@ func decideLeaseHolder(st *opState, _ sqlq.Statement) (string, error) {
 	switch {
 	case l.Token < 0:
 		return "", corruptToken(name, l.Token)
+	case l.HolderID == sid && l.Token <= 0:
+		// The caller's own row written over with a token no tenure has (see decideAcquired).
+		return "", tokenOfNoTenure(name, l.Token)
 	case l.HolderID == sid:
 		st.acquire = spi.Acquire{Kind: spi.Granted, Token: l.Token, Remaining: millis(mine)}
 		return "granted", nil
