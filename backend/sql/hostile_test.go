@@ -325,3 +325,29 @@ func TestTokenOfNoTenure(t *testing.T) {
 		})
 	}
 }
+
+// TestJoinOfForgedTTLSessionWritesNothing: on MariaDB and SQLite, whose Join inserts the
+// membership and then reads the session's time left, a session whose row's ttl_ms is none a
+// client writes is reported Expired by Join (as by KeepAlive) and no membership is left behind:
+// on the old statement the row was inserted before the Expired reply, and the group counted a
+// member its client had given up for the rest of the row's last TTL.
+func TestJoinOfForgedTTLSessionWritesNothing(t *testing.T) {
+	for _, d := range dialects {
+		if d.name == "postgres" {
+			continue // one statement: it joins while the row is live, and replies OK
+		}
+		t.Run(d.name, func(t *testing.T) {
+			b := migrated(t, d.dsn(t))
+			ctx := testCtx(t)
+			s := openSession(t, b, longTTL)
+			group := "forgedttl-" + unique(t)
+			exec(t, b, "UPDATE simba_session SET ttl_ms = 0 WHERE id = ?", string(s))
+			if st, err := b.Join(ctx, s, group); err != nil || st != spi.Expired {
+				t.Fatalf("Join = %v, %v; want Expired", st, err)
+			}
+			if m, err := b.Members(ctx, group); err != nil || len(m) != 0 {
+				t.Errorf("Members = %q, %v; want none", m, err)
+			}
+		})
+	}
+}

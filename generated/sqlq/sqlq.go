@@ -73,7 +73,7 @@ const (
 	StmtReleaseNoNotify
 	// StmtJoin: Makes a live session a member of a group (idempotent) and, if it was not one, NOTIFYs the group's own channel and group_channel (for earlier 5.x clients). session_live false: SessionExpired.
 	StmtJoin
-	// StmtJoinInsert: Makes a live session a member of a group (idempotent); session_remaining follows to tell SessionExpired. Nothing is inserted for an expired session.
+	// StmtJoinInsert: Makes a live session a member of a group (idempotent); session_remaining follows to tell SessionExpired. Nothing is inserted for an expired session, nor for one whose ttl_ms no client writes (session_remaining answers 0 for it: a membership inserted then would be a write behind an Expired reply).
 	StmtJoinInsert
 	// StmtLeave: Removes a session from a group and, if it was a member, NOTIFYs the group's own channel and group_channel (for earlier 5.x clients). session_live false: SessionExpired (the membership is removed anyway). Leaving a group one is not a member of is OK. The client's Leave completes once this reply (or the session's loss) and the release of every partition it led are in.
 	StmtLeave
@@ -407,7 +407,7 @@ type Queries interface {
 	ReleaseNoNotify(ctx context.Context, p ReleaseNoNotifyParams) error
 	// Join: Makes a live session a member of a group (idempotent) and, if it was not one, NOTIFYs the group's own channel and group_channel (for earlier 5.x clients). session_live false: SessionExpired.
 	Join(ctx context.Context, p JoinParams) (JoinRow, error)
-	// JoinInsert: Makes a live session a member of a group (idempotent); session_remaining follows to tell SessionExpired. Nothing is inserted for an expired session.
+	// JoinInsert: Makes a live session a member of a group (idempotent); session_remaining follows to tell SessionExpired. Nothing is inserted for an expired session, nor for one whose ttl_ms no client writes (session_remaining answers 0 for it: a membership inserted then would be a write behind an Expired reply).
 	JoinInsert(ctx context.Context, p JoinInsertParams) error
 	// Leave: Removes a session from a group and, if it was a member, NOTIFYs the group's own channel and group_channel (for earlier 5.x clients). session_live false: SessionExpired (the membership is removed anyway). Leaving a group one is not a member of is OK. The client's Leave completes once this reply (or the session's loss) and the release of every partition it led are in.
 	Leave(ctx context.Context, p LeaveParams) (LeaveRow, error)
