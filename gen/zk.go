@@ -453,7 +453,9 @@ func genZKSeqParse(f *jen.File, n *ZKNode, id string) {
 			jen.Return(zeros...),
 		),
 		jen.List(jen.Id("n"), jen.Id("err")).Op(":=").Qual("strconv", "ParseInt").Call(jen.Id("digits"), jen.Lit(10), jen.Lit(64)),
-		jen.If(jen.Id("err").Op("!=").Nil().Op("||").Id("n").Op("<").Lit(0)).Block(
+		// ParseInt takes a sign too ("+0000000007", "-000000000"): only digits are a sequence
+		// number, as ZooKeeper writes it.
+		jen.If(jen.Id("err").Op("!=").Nil().Op("||").Id("n").Op("<").Lit(0).Op("||").Qual("strings", "Trim").Call(jen.Id("digits"), jen.Lit("0123456789")).Op("!=").Lit("")).Block(
 			jen.Return(zeros...),
 		),
 		jen.Return(vals...),

@@ -75,7 +75,8 @@ type KeepAlive struct {
 	Unrenewed []string
 	// Corrupt is optional: the names asked about that Held leaves out because their record is
 	// not one the backend writes, so no session can hold them (Redis: the lease key holds
-	// another type than a hash, written over by something else; see ErrCorruptRecord). The
+	// another type than a hash, written over by something else; see ErrCorruptRecord; SQL: the
+	// session's lease row holds a token no tenure has, below 1 or not an integer). The
 	// client revokes such a term all the same, but as corrupt-record rather than taken over:
 	// nobody took it, its record needs an operator.
 	Corrupt []string

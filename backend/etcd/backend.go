@@ -101,6 +101,17 @@ func applyOptions(opts []Option) *slog.Logger {
 	return o.slog
 }
 
+// ForeignOwner is the holder owner an Acquire reports for a lease or waiter key whose value is
+// not an owner string (written by something other than Simba): the value is never shown.
+const ForeignOwner = "<foreign key>"
+
+// maxForeignDropped bounds the foreign waiter keys one Acquire or AcquireQueued drops before it
+// replies with what it finds.
+const maxForeignDropped = 8
+
+// errForeignWaiter says that an acquire dropped a foreign waiter key and is to run again.
+var errForeignWaiter = errors.New("etcd: foreign waiter key dropped")
+
 // warnOnce logs msg at warning level, once per key.
 func (b *Backend) warnOnce(key, msg string, args ...any) {
 	if _, dup := b.warned.LoadOrStore(key, struct{}{}); !dup {
@@ -666,6 +677,22 @@ func (b *Backend) CloseSession(ctx context.Context, id spi.SessionID) error {
 // take, as AcquireQueued does. Acquire never adds a waiter.
 func (b *Backend) Acquire(ctx context.Context, id spi.SessionID, name string) (a spi.Acquire, err error) {
 	defer func() { b.settled(id, name, a, err) }()
+	return b.dropping(func() (spi.Acquire, error) { return b.acquireOnce(ctx, id, name) })
+}
+
+// dropping runs an acquire again after it dropped a foreign waiter key (errForeignWaiter), a
+// few times; then, still meeting one, it fails as unavailable (the client retries).
+func (b *Backend) dropping(f func() (spi.Acquire, error)) (spi.Acquire, error) {
+	for range maxForeignDropped {
+		a, err := f()
+		if !errors.Is(err, errForeignWaiter) {
+			return a, err
+		}
+	}
+	return spi.Acquire{}, spi.Unavailable("acquire", fmt.Errorf("etcd: more than %d foreign waiter keys met in one acquire", maxForeignDropped))
+}
+
+func (b *Backend) acquireOnce(ctx context.Context, id spi.SessionID, name string) (spi.Acquire, error) {
 	cli, s, err := b.begin(ctx, id, name)
 	if err != nil {
 		return spi.Acquire{}, err
@@ -706,14 +733,19 @@ func (b *Backend) acquire(ctx context.Context, cli *clientv3.Client, id spi.Sess
 		return spi.Acquire{Kind: spi.Granted, Token: r.Header.Revision, Remaining: s.remaining()}, 0, nil
 	}
 	resp := func(i int) []*mvccpb.KeyValue { return r.Responses[i].GetResponseRange().Kvs }
-	return b.answer(cli, id, s, name, r.Header.Revision, len(resp(etcdtxn.AcquireElseSession)) > 0, resp(etcdtxn.AcquireElseLease), resp(etcdtxn.AcquireElseQueue))
+	return b.answer(ctx, cli, id, s, name, r.Header.Revision, len(resp(etcdtxn.AcquireElseSession)) > 0, resp(etcdtxn.AcquireElseLease), resp(etcdtxn.AcquireElseQueue))
 }
 
 // answer reads the reply of an acquire that did not take the lease from the reads of revision
 // read: the session key, the lease key and the oldest waiter key. A non-zero rev means the
 // lease is free and the caller is the oldest waiter, with that create revision. A HeldBy reply
-// makes the caller wait for name (see Hints).
-func (b *Backend) answer(cli *clientv3.Client, id spi.SessionID, s *session, name string, read int64, live bool, lease, first []*mvccpb.KeyValue) (a spi.Acquire, rev int64, err error) {
+// makes the caller wait for name (see Hints). A lease key on no etcd lease (written by
+// something other than Simba) is honoured as held, with a warning: the name is free again once
+// someone deletes it. An oldest waiter key that is not on the etcd lease of the session its
+// name gives (on none, or on another) is no waiter's: it would reserve the lease for nobody for
+// as long as it stays, so answer drops it, with a warning, and returns errForeignWaiter (run
+// the acquire again). A value that is not an owner string is reported as ForeignOwner.
+func (b *Backend) answer(ctx context.Context, cli *clientv3.Client, id spi.SessionID, s *session, name string, read int64, live bool, lease, first []*mvccpb.KeyValue) (a spi.Acquire, rev int64, err error) {
 	if !live {
 		b.forget(id)
 		return spi.Acquire{Kind: spi.SessionExpired}, 0, nil
@@ -723,8 +755,12 @@ func (b *Backend) answer(cli *clientv3.Client, id spi.SessionID, s *session, nam
 		if clientv3.LeaseID(kv.Lease) == s.lease {
 			return spi.Acquire{Kind: spi.Granted, Token: kv.CreateRevision, Remaining: s.remaining()}, 0, nil
 		}
+		if kv.Lease == 0 {
+			b.warnOnce(string(kv.Key), "simba: etcd: a lease key on no etcd lease, which Simba never writes; the name stays held until someone deletes it",
+				"name", name, "key", string(kv.Key))
+		}
 		b.waitFor(cli, id, name, s.ttl, read, kv)
-		return spi.Acquire{Kind: spi.HeldBy, Holder: sessionID(clientv3.LeaseID(kv.Lease)), HolderOwner: string(kv.Value), RemainingUnknown: true}, 0, nil
+		return spi.Acquire{Kind: spi.HeldBy, Holder: sessionID(clientv3.LeaseID(kv.Lease)), HolderOwner: ownerOf(kv.Value), RemainingUnknown: true}, 0, nil
 	}
 	if len(first) == 0 {
 		// Unreachable: the guard failed on a live session and a free lease, so a waiter existed.
@@ -732,13 +768,31 @@ func (b *Backend) answer(cli *clientv3.Client, id spi.SessionID, s *session, nam
 	}
 	kv := first[0]
 	w := spi.SessionID(strings.TrimPrefix(string(kv.Key), wire.EtcdQueuePrefix(b.prefix, name)))
+	if kv.Lease == 0 || sessionID(clientv3.LeaseID(kv.Lease)) != w {
+		b.warnOnce(string(kv.Key), "simba: etcd: dropping a waiter key that is not on the etcd lease of the session its name gives; Simba never writes one, and it would keep the lease from everyone",
+			"name", name, "key", string(kv.Key))
+		cmps, then, _ := etcdtxn.Withdraw(b.prefix, string(w), name, clientv3.LeaseID(kv.Lease))
+		if _, err := cli.Txn(ctx).If(cmps...).Then(then...).Commit(); err != nil {
+			return spi.Acquire{}, 0, b.classify("acquire: drop a foreign waiter key", err)
+		}
+		return spi.Acquire{}, 0, errForeignWaiter
+	}
 	if w == id {
 		return spi.Acquire{}, kv.CreateRevision, nil
 	}
 	// The free lease is reserved for the oldest waiter, whose key's deletion (a grant, a
 	// withdrawal, its session's end) is a released hint.
 	b.waitFor(cli, id, name, s.ttl, read, kv)
-	return spi.Acquire{Kind: spi.HeldBy, Holder: w, HolderOwner: string(kv.Value), RemainingUnknown: true}, 0, nil
+	return spi.Acquire{Kind: spi.HeldBy, Holder: w, HolderOwner: ownerOf(kv.Value), RemainingUnknown: true}, 0, nil
+}
+
+// ownerOf is the owner a lease or waiter key's value gives: ForeignOwner for a value that is not
+// an owner string.
+func ownerOf(v []byte) string {
+	if wire.ValidateOwner(string(v)) != nil {
+		return ForeignOwner
+	}
+	return string(v)
 }
 
 // take runs the take transaction for the caller's waiter key of create revision rev. gone
@@ -763,7 +817,7 @@ func (b *Backend) take(ctx context.Context, cli *clientv3.Client, id spi.Session
 	if gone {
 		b.setPlace(id, name, 0)
 	}
-	a, first, err := b.answer(cli, id, s, name, r.Header.Revision, len(resp(etcdtxn.TakeElseSession)) > 0, resp(etcdtxn.TakeElseLease), resp(etcdtxn.TakeElseQueue))
+	a, first, err := b.answer(ctx, cli, id, s, name, r.Header.Revision, len(resp(etcdtxn.TakeElseSession)) > 0, resp(etcdtxn.TakeElseLease), resp(etcdtxn.TakeElseQueue))
 	if err == nil && first != 0 {
 		// Only a waiter key with another revision than rev can be the oldest and the caller's.
 		return spi.Acquire{}, true, spi.Unavailable("acquire: take", errors.New("etcd: waiter key replaced inside a transaction"))
@@ -788,6 +842,10 @@ func (b *Backend) take(ctx context.Context, cli *clientv3.Client, id spi.Session
 // the lease is free and the caller turns out to be the oldest waiter already.
 func (b *Backend) AcquireQueued(ctx context.Context, id spi.SessionID, name string) (a spi.Acquire, err error) {
 	defer func() { b.settled(id, name, a, err) }()
+	return b.dropping(func() (spi.Acquire, error) { return b.acquireQueuedOnce(ctx, id, name) })
+}
+
+func (b *Backend) acquireQueuedOnce(ctx context.Context, id spi.SessionID, name string) (spi.Acquire, error) {
 	cli, s, err := b.begin(ctx, id, name)
 	if err != nil {
 		return spi.Acquire{}, err
@@ -846,7 +904,7 @@ func (b *Backend) enqueued(ctx context.Context, cli *clientv3.Client, id spi.Ses
 	}
 	b.setPlace(id, name, place)
 	resp := func(i int) []*mvccpb.KeyValue { return rs[i].GetResponseRange().Kvs }
-	a, first, err := b.answer(cli, id, s, name, read, true, resp(etcdtxn.EnqueueThenLease), resp(etcdtxn.EnqueueThenQueue))
+	a, first, err := b.answer(ctx, cli, id, s, name, read, true, resp(etcdtxn.EnqueueThenLease), resp(etcdtxn.EnqueueThenQueue))
 	if err != nil || first == 0 {
 		return a, err
 	}

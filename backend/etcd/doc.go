@@ -105,8 +105,13 @@ what to do, and never the password.
 Simba's keys are meant to be written by Simba only (with etcd's authentication, give other users
 no write access to the prefix). A key at a lease path that is attached to no lease (a Put by
 hand) holds that name for good: it is reported HeldBy the session id 0000000000000000 until
-someone deletes it. Likewise a key written by hand under <prefix>/waiters/<name>/ holds the
-name's free lease back (a compare cannot skip it) until someone deletes it. Keep-alive trusts the held index: an operator who deletes a lease key by hand
+someone deletes it, with a warning naming the key. A key under <prefix>/waiters/<name>/ that
+is not on the etcd lease of the session its name gives (a Put by hand, on no lease or on
+another) would hold the name's free lease back for as long as it stays (a compare cannot skip
+it): the acquire that finds it the oldest waiter deletes it (if it is still on that etcd
+lease), with a warning naming the key, and runs again. A key's value that is not an owner
+string is never shown as an owner: a HeldBy naming such a key says ForeignOwner. Keep-alive
+trusts the held index: an operator who deletes a lease key by hand
 must delete its held key too (or revoke the holder's lease, which deletes both), or the
 holder keeps believing it holds the lease until its session ends.
 

@@ -474,7 +474,9 @@ func (b *Backend) OpenSession(ctx context.Context, owner string, ttl time.Durati
 // live members of groups, in a fixed number of statements whatever the number of leases: three
 // pipelined in one round trip on PostgreSQL, four on MySQL/MariaDB, three on SQLite (one fewer
 // when groups is empty). After a failed keep-alive, the next one reads the database clock
-// first, and sends nothing more if that round trip fails.
+// first, and sends nothing more if that round trip fails. A lease the session holds whose row
+// has a token no tenure has (below 1, or on SQLite not an integer: written over by something
+// else) is named in Corrupt, not Held, with a warning.
 func (b *Backend) KeepAlive(ctx context.Context, session spi.SessionID, names []string, groups []string) (spi.KeepAlive, error) {
 	for _, g := range groups {
 		if err := wire.ValidateName(g); err != nil {
@@ -504,6 +506,9 @@ func (b *Backend) KeepAlive(ctx context.Context, session spi.SessionID, names []
 	}
 	if ka.Expired {
 		return spi.KeepAlive{Expired: true}, nil
+	}
+	for _, name := range ka.Corrupt {
+		b.foreign.Warn("lease row of this session holds a token below 1 (or not an integer), written by something else; its term is revoked as corrupt-record, and the row needs an operator", "lease", name, "session", string(session))
 	}
 	if b.groupsN != nil {
 		b.groupsN.members(string(session), groups)
@@ -540,7 +545,9 @@ func (b *Backend) CloseSession(ctx context.Context, session spi.SessionID) error
 // Acquire takes the lease name for session if it is free or its holder's session expired by the
 // database clock; a re-acquire by the holder returns the same token. A lease held by a session
 // whose id is not of the form clients make (a row written by hand) is freed, keeping its token,
-// with a warning, and acquired again.
+// with a warning, and acquired again; so is a free lease owed to a first waiter of such an id
+// (its entry is dropped). A waiter entry whose session row is gone or expired, or whose expiry
+// lies beyond its session's, is no entry a client made and is not waited for (spec/sql.yaml).
 func (b *Backend) Acquire(ctx context.Context, session spi.SessionID, name string) (spi.Acquire, error) {
 	return b.acquireAs(ctx, "acquire", session, name)
 }
@@ -588,28 +595,37 @@ func (b *Backend) acquireAs(ctx context.Context, op string, session spi.SessionI
 	if err := b.ready(ctx); err != nil {
 		return spi.Acquire{}, err
 	}
-	r, err := b.acquire(ctx, op, string(session), name)
-	if err != nil {
-		return spi.Acquire{}, b.fail("acquire", err)
+	r, owed, err := b.acquireOwed(ctx, op, string(session), name)
+	// A foreign holder or first waiter: a session row, or a waiter entry, of an id no client
+	// makes (written by hand or by something else), which no Simba client relies on. It would
+	// block the name until its expiry, possibly for ever: free the lease, keeping its token, or
+	// drop the entry, and acquire again (a few times: each round clears one such record).
+	for range maxForeignCleared {
+		if err != nil || r.Kind != spi.HeldBy || wire.IsClientSessionID(string(r.Holder)) {
+			break
+		}
+		if owed {
+			b.foreign.Warn("first waiter of the lease is not a client session id; its entry is dropped", "lease", name, "waiter", string(r.Holder))
+			err = b.withdraw(ctx, string(r.Holder), name)
+		} else {
+			b.foreign.Warn("lease holder is not a client session id; freeing the lease (its token is kept)", "lease", name, "holder", string(r.Holder))
+			err = b.clearForeignHolder(ctx, name, string(r.Holder))
+		}
+		if err != nil {
+			return spi.Acquire{}, b.fail("acquire: clear foreign record", err)
+		}
+		r, owed, err = b.acquireOwed(ctx, op, string(session), name)
 	}
-	if r.Kind != spi.HeldBy || wire.IsClientSessionID(string(r.Holder)) {
-		b.noteAcquired(string(session), name, r)
-		return r, nil
-	}
-	// A foreign holder: a session row no client made (written by hand or by something else),
-	// which no Simba holder relies on. It would block the name until its expiry, possibly
-	// forever; free the lease, keeping its token, and acquire again.
-	b.foreign.Warn("lease holder is not a client session id; freeing the lease (its token is kept)", "lease", name, "holder", string(r.Holder))
-	if err := b.clearForeignHolder(ctx, name, string(r.Holder)); err != nil {
-		return spi.Acquire{}, b.fail("acquire: clear foreign holder", err)
-	}
-	r, err = b.acquire(ctx, op, string(session), name)
 	if err != nil {
 		return spi.Acquire{}, b.fail("acquire", err)
 	}
 	b.noteAcquired(string(session), name, r)
 	return r, nil
 }
+
+// maxForeignCleared bounds the foreign records (holders, waiter entries) one acquire clears
+// before it replies with what it finds.
+const maxForeignCleared = 8
 
 // noteAcquired tells the notes (if any) the reply an acquire returns.
 func (b *Backend) noteAcquired(sid, name string, r spi.Acquire) {
@@ -884,6 +900,18 @@ func tokenOverflow(name string, token int64) error {
 	return spi.AsPermanent(fmt.Errorf("%w: lease %q holds token %d, which has no successor (nothing written)", spi.ErrTokenOverflow, name, token))
 }
 
+// tokenNotInteger is the permanent error for a lease whose stored token is no integer (SQLite
+// keeps any value in any column: a text or blob written by another program).
+func tokenNotInteger(name string) error {
+	return spi.AsPermanent(fmt.Errorf("%w: lease %q holds a token that is not an integer (nothing written)", spi.ErrCorruptToken, name))
+}
+
+// tokenOfNoTenure is the permanent error for a re-acquire of a lease the caller holds whose
+// stored token no tenure has (below 1; on SQLite also a text, read as 0).
+func tokenOfNoTenure(name string, token int64) error {
+	return spi.AsPermanent(fmt.Errorf("%w: lease %q, held by this session, holds the token %d, which no tenure has (nothing written)", spi.ErrCorruptToken, name, token))
+}
+
 // corruptToken is the permanent error for a lease whose stored token is negative.
 func corruptToken(name string, token int64) error {
 	return spi.AsPermanent(fmt.Errorf("%w: lease %q holds the negative token %d (nothing written)", spi.ErrCorruptToken, name, token))
@@ -920,6 +948,11 @@ func leaseInfo(name, holder, owner string, token, remainingMs int64) spi.LeaseIn
 	}
 	if !wire.IsClientSessionID(holder) {
 		return unreadable("holder %q is not a client session id (the next acquire frees the lease, keeping its token)", holder)
+	}
+	if token == 0 {
+		// Held at a token no tenure has (a free row starts at 0; a grant raises it): its
+		// holder's keep-alive names it corrupt and its re-acquire fails.
+		return unreadable("token 0 is no tenure's token (its holder's term is revoked as corrupt-record)")
 	}
 	if left := millis(remainingMs); left > spi.MaxSessionTTL {
 		return unreadable("session expiry %v away, beyond the longest session TTL (%v)", left.Round(time.Second), spi.MaxSessionTTL)

@@ -143,8 +143,18 @@
 // Rows no Simba client wrote never take a partition or a name from the real clients: a group
 // member whose session id is not of the client form (32 lowercase hex digits) is skipped by
 // KeepAlive and Members, and a lease held by such a session is freed by the next Acquire (the
-// clear_foreign_holder statement: its token is kept) and acquired again. Each such record is
-// logged once as a warning (WithLogger; slog.Default() by default).
+// clear_foreign_holder statement: its token is kept) and acquired again; so is a free lease
+// owed to a first waiter of such an id (its waiter row is dropped). Each such record is logged
+// once as a warning (WithLogger; slog.Default() by default).
+//
+// Rows of the client form that no client could have written are judged by what they say: a
+// waiter row counts only while its expiry is not beyond its session row's (so one whose session
+// is gone or expired, or whose expiry was forged ahead, holds no free lease back); a session row
+// whose ttl_ms is not between 1 ms and 24 h is not renewed (KeepAlive reports the session
+// expired); a lease row of the session whose token is below 1 (on SQLite also a text) is named
+// in KeepAlive's Corrupt, so the client revokes that term as corrupt-record; a lease row whose
+// holder's session row is missing (a foreign key bypassed: a restore with triggers disabled,
+// foreign_key_checks = 0, SQLite's foreign_keys off) is taken by the next acquire.
 //
 // # Time
 //

@@ -26,6 +26,7 @@ type opState struct {
 	sqlq.State
 	outcome   string
 	acquire   spi.Acquire // acquire's reply, when a decision granted or refused
+	owed      bool        // acquire's HeldBy names the first waiter the free lease is owed to
 	remaining int64       // the session's time left in milliseconds, when a decision read it
 }
 
@@ -81,6 +82,12 @@ func decideAcquired(st *opState, _ sqlq.Statement) (string, error) {
 	switch {
 	case !r.SessionLive:
 		return "session_expired", nil
+	case r.Granted && r.Token <= 0:
+		// Only a re-acquire keeps the stored token (a new tenure's is at least the clock in
+		// µs): the holder's own row was written over with a token no tenure has. Granting it
+		// would have the client adopt it, and its keep-alive revoke it as corrupt, at every
+		// renewal; the statement rewrote the row as it was.
+		return "", tokenOfNoTenure(name, r.Token)
 	case r.Granted:
 		// The statement deleted the grantee's waiter entry, if it had one.
 		st.acquire = spi.Acquire{Kind: spi.Granted, Token: r.Token, Remaining: millis(r.RemainingMs)}
@@ -92,6 +99,7 @@ func decideAcquired(st *opState, _ sqlq.Statement) (string, error) {
 	if stale && r.WaiterID != "" && r.WaiterID != sid && r.WaiterRemainingMs > 0 {
 		// Free, but owed to the first live waiter (spi.Queuer): reserved for it.
 		st.acquire = spi.Acquire{Kind: spi.HeldBy, Holder: spi.SessionID(r.WaiterID), Remaining: millis(r.WaiterRemainingMs)}
+		st.owed = true
 		return "held_by", nil
 	}
 	if stale && r.StoredToken == math.MaxInt64 && r.HolderID != sid {
@@ -118,6 +126,9 @@ func decideLeaseHolder(st *opState, _ sqlq.Statement) (string, error) {
 	switch {
 	case l.Token < 0:
 		return "", corruptToken(name, l.Token)
+	case l.HolderID == sid && l.Token <= 0:
+		// The caller's own row written over with a token no tenure has (see decideAcquired).
+		return "", tokenOfNoTenure(name, l.Token)
 	case l.HolderID == sid:
 		st.acquire = spi.Acquire{Kind: spi.Granted, Token: l.Token, Remaining: millis(mine)}
 		return "granted", nil
@@ -125,10 +136,16 @@ func decideLeaseHolder(st *opState, _ sqlq.Statement) (string, error) {
 		if l.WaiterID != "" && l.WaiterID != sid && l.WaiterRemainingMs > 0 {
 			// Free, but owed to the first live waiter (spi.Queuer): reserved for it.
 			st.acquire = spi.Acquire{Kind: spi.HeldBy, Holder: spi.SessionID(l.WaiterID), Remaining: millis(l.WaiterRemainingMs)}
+			st.owed = true
 			return "held_by", nil
 		}
-		if l.NextToken <= l.Token {
+		switch {
+		case l.NextToken <= l.Token && l.Token == math.MaxInt64:
 			return "", tokenOverflow(name, l.Token)
+		case l.NextToken <= l.Token:
+			// next_token -1 for a token below the maximum: the stored value compares above
+			// every integer without being one (SQLite, a text or blob: read as 0).
+			return "", tokenNotInteger(name)
 		}
 		st.Args.NextToken = l.NextToken
 		st.acquire = spi.Acquire{Kind: spi.Granted, Token: l.NextToken, Remaining: millis(mine)}
@@ -324,9 +341,19 @@ func (b *Backend) keepAlive(ctx context.Context, sid string, groups []string) (s
 	}
 	ka := spi.KeepAlive{Remaining: millis(st.remaining)}
 	if len(st.Out.KeepAliveHeld) > 0 {
-		ka.Held = make([]spi.Held, len(st.Out.KeepAliveHeld))
-		for i, h := range st.Out.KeepAliveHeld {
-			ka.Held[i] = spi.Held{Name: h.Name, Token: h.Token}
+		ka.Held = make([]spi.Held, 0, len(st.Out.KeepAliveHeld))
+		for _, h := range st.Out.KeepAliveHeld {
+			if h.Token <= 0 {
+				// A negative token is no token Simba grants (the row was written over by
+				// something else): not held as any term knows it, and its record needs an
+				// operator (every acquire of it fails with spi.ErrCorruptToken), so the
+				// client revokes its term as corrupt-record rather than taken over. Nor is 0
+				// (a tenure's token is at least 1; only a free row starts at 0), which is
+				// also how a token that is no integer reads on SQLite.
+				ka.Corrupt = append(ka.Corrupt, h.Name)
+				continue
+			}
+			ka.Held = append(ka.Held, spi.Held{Name: h.Name, Token: h.Token})
 		}
 	}
 	if len(groups) > 0 {
@@ -353,18 +380,25 @@ func (b *Backend) closeSession(ctx context.Context, sid string) error {
 
 // acquire runs op: acquire, or acquire_queued (which also registers a waiter).
 func (b *Backend) acquire(ctx context.Context, op, sid, name string) (spi.Acquire, error) {
+	r, _, err := b.acquireOwed(ctx, op, sid, name)
+	return r, err
+}
+
+// acquireOwed is acquire that also tells (owed) that a HeldBy names the first waiter the free
+// lease is owed to, not its holder.
+func (b *Backend) acquireOwed(ctx context.Context, op, sid, name string) (r spi.Acquire, owed bool, err error) {
 	st := &opState{}
 	st.Args.SessionID, st.Args.Name = sid, name
 	if err := b.run(ctx, op, st); err != nil {
-		return spi.Acquire{}, err
+		return spi.Acquire{}, false, err
 	}
 	if st.outcome == "session_expired" {
-		return spi.Acquire{Kind: spi.SessionExpired}, nil
+		return spi.Acquire{Kind: spi.SessionExpired}, false, nil
 	}
 	if st.acquire.Kind == 0 {
-		return spi.Acquire{}, fmt.Errorf("sql %s: acquire ended with outcome %q and no reply", b.name, st.outcome)
+		return spi.Acquire{}, false, fmt.Errorf("sql %s: acquire ended with outcome %q and no reply", b.name, st.outcome)
 	}
-	return st.acquire, nil
+	return st.acquire, st.owed && st.acquire.Kind == spi.HeldBy, nil
 }
 
 // withdraw deletes sid's entry from name's waiter queue.

@@ -29,11 +29,11 @@ type Statement int
 const (
 	// StmtOpenSession: Creates a session live for ttl_ms from now (database clock); its remaining time is ttl_ms.
 	StmtOpenSession Statement = iota
-	// StmtKeepAliveRenew: Renews a live session: expiry = now + ttl. Returns the time left (ttl_ms); no row means the session expired or is gone (SessionExpired).
+	// StmtKeepAliveRenew: Renews a live session: expiry = now + ttl. Returns the time left (ttl_ms); no row means the session expired or is gone, or its ttl_ms is none a client writes (SessionExpired).
 	StmtKeepAliveRenew
 	// StmtKeepAliveRenewNoReturn: Renews a live session: expiry = now + ttl. MariaDB has no UPDATE ... RETURNING and reports changed rather than matched rows, so session_remaining follows to tell the outcome.
 	StmtKeepAliveRenewNoReturn
-	// StmtSessionRemaining: The session's time left by the database clock; no row, or a value <= 0, means it expired. A renewal that did not match cannot be followed by a positive value here (expired sessions never come back).
+	// StmtSessionRemaining: The session's time left by the database clock; no row, or a value <= 0, means it expired. A renewal that did not match cannot be followed by a positive value here (expired sessions never come back; a row with a ttl_ms no client writes answers 0, as the renewal refuses it).
 	StmtSessionRemaining
 	// StmtKeepAliveHeld: Every lease the session holds, by name. Runs after the renewal: a takeover that judged the session expired has committed by then (see the ground rules), so a taken lease is missing.
 	StmtKeepAliveHeld
@@ -73,7 +73,7 @@ const (
 	StmtReleaseNoNotify
 	// StmtJoin: Makes a live session a member of a group (idempotent) and, if it was not one, NOTIFYs the group's own channel and group_channel (for earlier 5.x clients). session_live false: SessionExpired.
 	StmtJoin
-	// StmtJoinInsert: Makes a live session a member of a group (idempotent); session_remaining follows to tell SessionExpired. Nothing is inserted for an expired session.
+	// StmtJoinInsert: Makes a live session a member of a group (idempotent); session_remaining follows to tell SessionExpired. Nothing is inserted for an expired session, nor for one whose ttl_ms no client writes (session_remaining answers 0 for it: a membership inserted then would be a write behind an Expired reply).
 	StmtJoinInsert
 	// StmtLeave: Removes a session from a group and, if it was a member, NOTIFYs the group's own channel and group_channel (for earlier 5.x clients). session_live false: SessionExpired (the membership is removed anyway). Leaving a group one is not a member of is OK. The client's Leave completes once this reply (or the session's loss) and the release of every partition it led are in.
 	StmtLeave
@@ -363,11 +363,11 @@ type ClearForeignHolderParams struct {
 type Queries interface {
 	// OpenSession: Creates a session live for ttl_ms from now (database clock); its remaining time is ttl_ms.
 	OpenSession(ctx context.Context, p OpenSessionParams) error
-	// KeepAliveRenew: Renews a live session: expiry = now + ttl. Returns the time left (ttl_ms); no row means the session expired or is gone (SessionExpired).
+	// KeepAliveRenew: Renews a live session: expiry = now + ttl. Returns the time left (ttl_ms); no row means the session expired or is gone, or its ttl_ms is none a client writes (SessionExpired).
 	KeepAliveRenew(ctx context.Context, p KeepAliveRenewParams) (int64, error)
 	// KeepAliveRenewNoReturn: Renews a live session: expiry = now + ttl. MariaDB has no UPDATE ... RETURNING and reports changed rather than matched rows, so session_remaining follows to tell the outcome.
 	KeepAliveRenewNoReturn(ctx context.Context, p KeepAliveRenewNoReturnParams) error
-	// SessionRemaining: The session's time left by the database clock; no row, or a value <= 0, means it expired. A renewal that did not match cannot be followed by a positive value here (expired sessions never come back).
+	// SessionRemaining: The session's time left by the database clock; no row, or a value <= 0, means it expired. A renewal that did not match cannot be followed by a positive value here (expired sessions never come back; a row with a ttl_ms no client writes answers 0, as the renewal refuses it).
 	SessionRemaining(ctx context.Context, p SessionRemainingParams) (int64, error)
 	// KeepAliveHeld: Every lease the session holds, by name. Runs after the renewal: a takeover that judged the session expired has committed by then (see the ground rules), so a taken lease is missing.
 	KeepAliveHeld(ctx context.Context, p KeepAliveHeldParams) ([]KeepAliveHeldRow, error)
@@ -407,7 +407,7 @@ type Queries interface {
 	ReleaseNoNotify(ctx context.Context, p ReleaseNoNotifyParams) error
 	// Join: Makes a live session a member of a group (idempotent) and, if it was not one, NOTIFYs the group's own channel and group_channel (for earlier 5.x clients). session_live false: SessionExpired.
 	Join(ctx context.Context, p JoinParams) (JoinRow, error)
-	// JoinInsert: Makes a live session a member of a group (idempotent); session_remaining follows to tell SessionExpired. Nothing is inserted for an expired session.
+	// JoinInsert: Makes a live session a member of a group (idempotent); session_remaining follows to tell SessionExpired. Nothing is inserted for an expired session, nor for one whose ttl_ms no client writes (session_remaining answers 0 for it: a membership inserted then would be a write behind an Expired reply).
 	JoinInsert(ctx context.Context, p JoinInsertParams) error
 	// Leave: Removes a session from a group and, if it was a member, NOTIFYs the group's own channel and group_channel (for earlier 5.x clients). session_live false: SessionExpired (the membership is removed anyway). Leaving a group one is not a member of is OK. The client's Leave completes once this reply (or the session's loss) and the release of every partition it led are in.
 	Leave(ctx context.Context, p LeaveParams) (LeaveRow, error)

@@ -489,7 +489,7 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 			listenLease:    [2]string{"", ""},
 			unlistenGroup:  [2]string{"", ""},
 			unlistenLease:  [2]string{"", ""},
-			wakeFreeLeases: [2]string{"SELECT l.name AS name, CAST(l.token AS SIGNED) AS token, COALESCE(q.session_id, '') AS waiter_id\nFROM simba_lease l\nLEFT JOIN simba_session h ON h.id = l.session_id AND h.expiry_ms > CAST(UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000 AS SIGNED)\nLEFT JOIN simba_waiter q ON q.name = l.name AND q.session_id = (\n    SELECT w.session_id FROM simba_waiter w\n    WHERE w.name = l.name AND w.expiry_ms > CAST(UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000 AS SIGNED)\n    ORDER BY w.arrival_us, w.session_id\n    LIMIT 1)\nWHERE l.name IN (", ") AND h.id IS NULL"},
+			wakeFreeLeases: [2]string{"SELECT l.name AS name, CAST(l.token AS SIGNED) AS token, COALESCE(q.session_id, '') AS waiter_id\nFROM simba_lease l\nLEFT JOIN simba_session h ON h.id = l.session_id AND h.expiry_ms > CAST(UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000 AS SIGNED)\nLEFT JOIN simba_waiter q ON q.name = l.name AND q.session_id = (\n    SELECT w.session_id FROM simba_waiter w\n    WHERE w.name = l.name AND w.expiry_ms > CAST(UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000 AS SIGNED)\n      AND w.expiry_ms <= (SELECT ws.expiry_ms FROM simba_session ws WHERE ws.id = w.session_id)\n    ORDER BY w.arrival_us, w.session_id\n    LIMIT 1)\nWHERE l.name IN (", ") AND h.id IS NULL"},
 		}, true
 	case SQLSQLite:
 		return SQLDialect{

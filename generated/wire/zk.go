@@ -291,7 +291,7 @@ func ParseWaiterPath(p string) (name string, sid string, seq int64, ok bool) {
 		return "", "", 0, false
 	}
 	n, err := strconv.ParseInt(digits, 10, 64)
-	if err != nil || n < 0 {
+	if err != nil || n < 0 || strings.Trim(digits, "0123456789") != "" {
 		return "", "", 0, false
 	}
 	return v[0], pSid, n, true

@@ -28,6 +28,7 @@ LEFT JOIN simba_session h ON h.id = l.session_id
 LEFT JOIN simba_waiter q ON q.name = l.name AND q.session_id = (
     SELECT w.session_id FROM simba_waiter w
     WHERE w.name = l.name AND w.expiry_ms > CAST(UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000 AS SIGNED)
+      AND w.expiry_ms <= (SELECT ws.expiry_ms FROM simba_session ws WHERE ws.id = w.session_id)
     ORDER BY w.arrival_us, w.session_id
     LIMIT 1)
 WHERE l.name = ?

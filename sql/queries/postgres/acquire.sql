@@ -34,10 +34,13 @@ WITH t AS (
                         OR EXISTS (
                             SELECT 1 FROM simba_session h, t
                             WHERE h.id = l.session_id AND h.expiry_ms <= t.now_ms
-                            FOR SHARE OF h))
+                            FOR SHARE OF h)
+                        OR NOT EXISTS (
+                            SELECT 1 FROM simba_session h WHERE h.id = l.session_id))
                    AND NOT EXISTS (
                         SELECT 1 FROM simba_waiter w, t
                         WHERE w.name = l.name AND w.expiry_ms > t.now_ms
+                          AND w.expiry_ms <= (SELECT ws.expiry_ms FROM simba_session ws WHERE ws.id = w.session_id)
                           AND w.session_id <> EXCLUDED.session_id
                           AND NOT EXISTS (
                               SELECT 1 FROM simba_waiter m
@@ -72,6 +75,7 @@ LEFT JOIN simba_session hs ON hs.id = cur.session_id
 LEFT JOIN LATERAL (
     SELECT w.session_id, w.expiry_ms FROM simba_waiter w
     WHERE w.name = sqlc.arg(name) AND w.expiry_ms > t.now_ms
+      AND w.expiry_ms <= (SELECT ws.expiry_ms FROM simba_session ws WHERE ws.id = w.session_id)
     ORDER BY w.arrival_us, w.session_id
     LIMIT 1
 ) q ON true;
