@@ -158,11 +158,15 @@ type SQLStatement struct {
 
 // SQLOperationSpec is one SPI operation: its statements in order.
 type SQLOperationSpec struct {
-	Name        string         `yaml:"name"`
-	Transaction []string       `yaml:"transaction"`
-	Batch       []string       `yaml:"batch"`
-	First       *SQLFirstSpec  `yaml:"first"`
-	Statements  []SQLStepEntry `yaml:"statements"`
+	Name        string   `yaml:"name"`
+	Transaction []string `yaml:"transaction"`
+	Batch       []string `yaml:"batch"`
+	// Pipeline: on these dialects (of Transaction, pgx/v5) the transaction is pipelined: a step
+	// marked pipeline is sent in the previous step's round trip, BEGIN in the first one's, and
+	// COMMIT in the last one's when no decision can follow it.
+	Pipeline   []string       `yaml:"pipeline"`
+	First      *SQLFirstSpec  `yaml:"first"`
+	Statements []SQLStepEntry `yaml:"statements"`
 }
 
 // SQLFirstSpec is an operation's first try on some dialects: another operation run on its own
@@ -200,6 +204,9 @@ type SQLStepEntry struct {
 	If string `yaml:"if"`
 	// Repeat: the step runs again while its decision answers Outcome, Attempts times in all.
 	Repeat *SQLRepeat `yaml:"repeat"`
+	// Pipeline: on the operation's pipeline dialects the statement is sent with the previous
+	// step's, in one round trip, before that one's result is read.
+	Pipeline bool `yaml:"pipeline"`
 }
 
 // SQLRepeat bounds how often a step runs again after one outcome of its decision.
@@ -656,6 +663,9 @@ func (s *SQLSpec) validate() error {
 		if err := sqlCheckDialects(field+".batch", op.Batch); err != nil {
 			return err
 		}
+		if err := sqlCheckDialects(field+".pipeline", op.Pipeline); err != nil {
+			return err
+		}
 		if err := s.validateFirst(field+".first", op); err != nil {
 			return err
 		}
@@ -932,6 +942,9 @@ func (s *SQLSpec) validateFlow(field string, op SQLOperationSpec, d string, step
 	if batch && s.Dialects[d].SQLPackage != "pgx/v5" {
 		return specErr(f, field+".batch", "%s: only a pgx/v5 dialect pipelines a batch", d)
 	}
+	if err := s.validatePipeline(field, op, d, steps); err != nil {
+		return err
+	}
 	continues := map[string]bool{}
 	for _, e := range steps {
 		ef := fmt.Sprintf("%s.statements[%s]", field, e.Name)
@@ -946,6 +959,50 @@ func (s *SQLSpec) validateFlow(field string, op SQLOperationSpec, d string, step
 				continues[o] = true
 			}
 		}
+	}
+	return nil
+}
+
+// validatePipeline checks op's pipelines on dialect d: only a transaction of a pgx/v5 dialect
+// pipelines (its BEGIN and COMMIT join the statements' round trips), and a step joins the
+// previous one's round trip only when whether it runs, and with what, is known before that
+// round trip is sent: it has no when if a step of the same pipeline decides (the outcome it
+// would test is not read yet), and no step before it in the pipeline repeats (a repeat runs
+// that step again on its own, after the later one had run). A step that ends the operation
+// before the last of its pipeline makes the backend roll the transaction back (the later
+// statements ran), so a pipelined step must be harmless to run and undo.
+func (s *SQLSpec) validatePipeline(field string, op SQLOperationSpec, d string, steps []SQLStepEntry) error {
+	f := sqlFile
+	on := slices.Contains(op.Pipeline, d)
+	if on && !slices.Contains(op.Transaction, d) {
+		return specErr(f, field+".pipeline", "%s: only a transaction is pipelined; add it to transaction", d)
+	}
+	if on && s.Dialects[d].SQLPackage != "pgx/v5" {
+		return specErr(f, field+".pipeline", "%s: only a pgx/v5 dialect pipelines", d)
+	}
+	decides := false // a step of the current pipeline decides
+	for i, e := range steps {
+		ef := fmt.Sprintf("%s.statements[%s]", field, e.Name)
+		if !e.Pipeline {
+			decides = e.Decide != ""
+			continue
+		}
+		if len(op.Pipeline) == 0 {
+			return specErr(f, ef+".pipeline", "the operation pipelines on no dialect")
+		}
+		if !on {
+			continue
+		}
+		if i == 0 {
+			return specErr(f, ef+".pipeline", "on %s it is the first step: there is no previous one to join", d)
+		}
+		if steps[i-1].Repeat != nil {
+			return specErr(f, ef+".pipeline", "on %s the previous step (%s) repeats: a repeated step ends its pipeline", d, steps[i-1].Name)
+		}
+		if e.When != "" && decides {
+			return specErr(f, ef+".pipeline", "on %s it runs only when %q, which a decision of its own pipeline answers after the round trip", d, e.When)
+		}
+		decides = decides || e.Decide != ""
 	}
 	return nil
 }
@@ -1352,6 +1409,11 @@ func (s *SQLSpec) genWire() (File, error) {
 		jen.Comment("Batch: the statements are sent at once, pipelined in one round trip; the decisions read"),
 		jen.Comment("their values afterwards, in step order."),
 		jen.Id("Batch").Bool(),
+		jen.Comment("Pipeline: the transaction is pipelined: a step marked Pipeline is sent in the previous"),
+		jen.Comment("step's round trip, the dialect's Begin in the first step's, and COMMIT in the last"),
+		jen.Comment("step's when no decision can follow it (every statement through Queries.Batch). A step"),
+		jen.Comment("that ends the operation before the last statement of its round trip rolls it back."),
+		jen.Id("Pipeline").Bool(),
 		jen.Comment("Queries are the sqlc query names (the methods of generated/sqlc/<dialect>), in order."),
 		jen.Id("Queries").Index().String(),
 		jen.Comment("Steps are the statements with what decides after each, in order (one per query)."),
@@ -1383,6 +1445,9 @@ func (s *SQLSpec) genWire() (File, error) {
 		jen.Id("Repeat").String(),
 		jen.Comment("Attempts bounds the runs of a repeated step."),
 		jen.Id("Attempts").Int(),
+		jen.Comment("Pipeline: the statement is sent in the previous step's round trip, before that one's"),
+		jen.Comment("result is read (only in a Pipeline operation)."),
+		jen.Id("Pipeline").Bool(),
 	)
 
 	var cases []jen.Code
@@ -1447,6 +1512,9 @@ func (s *SQLSpec) genWire() (File, error) {
 					step[jen.Id("Repeat")] = jen.Lit(e.Repeat.Outcome)
 					step[jen.Id("Attempts")] = jen.Lit(e.Repeat.Attempts)
 				}
+				if e.Pipeline && slices.Contains(op.Pipeline, d) {
+					step[jen.Id("Pipeline")] = jen.True()
+				}
 				steps = append(steps, jen.Values(step))
 			}
 			dict := jen.Dict{
@@ -1454,6 +1522,9 @@ func (s *SQLSpec) genWire() (File, error) {
 				jen.Id("Batch"):       jen.Lit(slices.Contains(op.Batch, d)),
 				jen.Id("Queries"):     jen.Index().String().Values(qs...),
 				jen.Id("Steps"):       jen.Index().Id("SQLStep").Values(steps...),
+			}
+			if slices.Contains(op.Pipeline, d) {
+				dict[jen.Id("Pipeline")] = jen.True()
 			}
 			if fs := op.First; fs != nil && slices.Contains(fs.Dialects, d) {
 				var cont []jen.Code
@@ -1568,7 +1639,7 @@ func SQLCOutputs(specDir string) ([]string, error) {
 		dir := "generated/sqlc/" + d + "/"
 		out = append(out, dir+"db.go", dir+"models.go")
 		for _, op := range s.Operations {
-			if slices.Contains(op.Batch, d) {
+			if slices.Contains(op.Batch, d) || slices.Contains(op.Pipeline, d) {
 				// Written after sqlc by simbagen -sqlq.
 				out = append(out, dir+sqlcQueueFile)
 				break

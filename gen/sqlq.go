@@ -230,7 +230,8 @@ func (s *sqlqStatement) Result() string {
 type sqlqDialect struct {
 	Name, Go string
 	Pgx      bool
-	// Batch lists the statements queued in a batch on this dialect.
+	// Batch lists the statements queued in a batch on this dialect (of its batch and pipeline
+	// operations).
 	Batch []*sqlqStatement
 }
 
@@ -326,7 +327,7 @@ func GenerateSQLQ(root string) ([]File, error) {
 	for _, d := range sqlDialects {
 		sd := &sqlqDialect{Name: d, Go: sqlDialectGo(d), Pgx: s.Dialects[d].SQLPackage == "pgx/v5"}
 		for _, op := range s.Operations {
-			if !slices.Contains(op.Batch, d) {
+			if !slices.Contains(op.Batch, d) && !slices.Contains(op.Pipeline, d) {
 				continue
 			}
 			for _, e := range s.stepEntries(op, d) {
@@ -550,7 +551,7 @@ type Queries interface {
 	{{.Name}}(ctx context.Context{{if hasParams .}}, p {{.Name}}Params{{end}}) ({{with .Result}}{{.}}, {{end}}error)
 {{- end}}
 	// Batch sends the statements at once, pipelined in one round trip, reading their values
-	// into st as Exec does (the dialects whose operations the spec declares batch).
+	// into st as Exec does (the dialects whose operations the spec declares batch or pipeline).
 	Batch(ctx context.Context, stmts []Statement, st *State) error
 }
 

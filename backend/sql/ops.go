@@ -17,7 +17,10 @@ import (
 // a one statement returned no row, or runs a named decision (below) whose outcome either ends
 // the operation or lets the later steps run; steps may be conditional on an outcome or on a
 // parameter being given. A batch operation queues its statements in one round trip and runs
-// the decisions afterwards, in step order. Nothing here knows a statement's order: reorder the
+// the decisions afterwards, in step order; a pipelined transaction (PostgreSQL's
+// acquire_queued) sends each step with the steps the spec pipelines after it in one round trip,
+// BEGIN and COMMIT in the first and last, and runs the decisions between round trips. Nothing
+// here knows a statement's order: reorder the
 // spec's steps and regenerate, and this code runs the new order.
 
 // opState is what one run of an operation reads and fills: the statements' parameters and
@@ -168,10 +171,11 @@ type step struct {
 
 // plan is one operation compiled for the backend's dialect.
 type plan struct {
-	name  string
-	tx    bool
-	batch bool
-	steps []step
+	name     string
+	tx       bool
+	batch    bool
+	pipeline bool // a pipelined transaction (wire.SQLOperation.Pipeline)
+	steps    []step
 	// first is the operation run first, on its own (empty: none); the steps run only after
 	// one of the outcomes in firstContinue.
 	first         string
@@ -188,7 +192,7 @@ func compilePlans(dialect string) (map[string]*plan, error) {
 	outcomes := wire.SQLDecisions()
 	plans := make(map[string]*plan, len(wd.Operations))
 	for name, op := range wd.Operations {
-		p := &plan{name: name, tx: op.Transaction, batch: op.Batch, first: op.First, firstContinue: op.FirstContinue}
+		p := &plan{name: name, tx: op.Transaction, batch: op.Batch, pipeline: op.Pipeline && op.Transaction, first: op.First, firstContinue: op.FirstContinue}
 		for _, ws := range op.Steps {
 			s := step{SQLStep: ws}
 			if s.stmt, ok = sqlq.StatementByName(ws.Query); !ok {
@@ -229,6 +233,16 @@ func (b *Backend) run(ctx context.Context, name string, st *opState) error {
 			return nil // the first try's outcome is the reply
 		}
 		st.acquire, st.remaining = spi.Acquire{}, 0
+	}
+	if pl, ok := b.d.(pipeliner); ok && p.pipeline {
+		return pl.withPipeline(ctx, func(q sqlq.Queries, tx *pipeTx) error {
+			if b.wrap != nil {
+				q = b.wrap(q)
+			}
+			// A run again after a deadlock starts afresh.
+			st.Out, st.NoRow, st.outcome = sqlq.Results{}, [sqlq.NumStatements]bool{}, ""
+			return p.runPipelined(ctx, q, st, tx)
+		})
 	}
 	return b.d.with(ctx, p.tx, func(q sqlq.Queries) error {
 		if b.wrap != nil {
@@ -293,6 +307,92 @@ func (p *plan) runBatch(ctx context.Context, q sqlq.Queries, st *opState) error 
 		}
 	}
 	return nil
+}
+
+// pipeliner is a dialect that pipelines a transaction (PostgreSQL): withPipeline runs fn in
+// one transaction on one connection, like with(ctx, true, fn), but sends the dialect's begin
+// with fn's first batch instead of on its own, and COMMIT with the batch fn sends after setting
+// tx.commitNext (or on its own after fn when none did); tx.rollback makes it roll back though
+// fn succeeded.
+type pipeliner interface {
+	withPipeline(ctx context.Context, fn func(q sqlq.Queries, tx *pipeTx) error) error
+}
+
+// pipeTx is one run of a pipelined transaction, between the interpreter and the dialect.
+type pipeTx struct {
+	begun      bool // the begin was sent (in a batch or on its own)
+	commitNext bool // the next batch ends with COMMIT
+	committed  bool // a batch that ended with COMMIT succeeded
+	rollback   bool // end with ROLLBACK although fn succeeded: statements after the end ran
+}
+
+// runPipelined runs a pipelined transaction's steps (spec/sql.yaml, operation attribute
+// pipeline): each step with its following pipeline steps in one batch, one round trip, then
+// their no_rows and decisions in step order on the client, as runSteps would. The spec's
+// generator checks that whether a step of a batch runs does not depend on a decision of the
+// same batch (a when is read before the batch is sent) and that a repeated step ends its
+// batch (its repeats run alone). COMMIT goes in the batch that is the last to run: no step of
+// it decides (no decision can fail or reply after COMMIT), no step but its last can end the
+// operation by no_rows, and no later step can run at the current outcome. When a step ends
+// the operation before the last statement of its batch, the later statements ran: the
+// transaction is rolled back then, never committed (tx.rollback).
+func (p *plan) runPipelined(ctx context.Context, q sqlq.Queries, st *opState, tx *pipeTx) error {
+	var sbuf [8]sqlq.Statement
+	var rbuf [8]*step
+	for i := 0; i < len(p.steps); {
+		j := i + 1
+		for j < len(p.steps) && p.steps[j].Pipeline {
+			j++
+		}
+		stmts, runs := sbuf[:0], rbuf[:0]
+		commit := true
+		for k := i; k < j; k++ {
+			if s := &p.steps[k]; p.runs(s, st) {
+				if s.decide != nil || (s.NoRows != "" && k < j-1) {
+					commit = false
+				}
+				stmts, runs = append(stmts, s.stmt), append(runs, s)
+			}
+		}
+		if len(runs) == 0 {
+			i = j
+			continue
+		}
+		for k := j; commit && k < len(p.steps); k++ {
+			commit = !p.runs(&p.steps[k], st)
+		}
+		tx.commitNext = commit
+		for _, s := range runs {
+			st.NoRow[s.stmt] = false
+		}
+		if err := q.Batch(ctx, stmts, &st.State); err != nil {
+			return err
+		}
+		tx.commitNext = false
+		for k, s := range runs {
+			again, end, err := p.after(s, st)
+			for attempt := 2; err == nil && again && attempt <= s.Attempts; attempt++ {
+				st.NoRow[s.stmt] = false // the generator keeps a repeated step last in its batch
+				if err = q.Batch(ctx, stmts[k:k+1], &st.State); err == nil {
+					again, end, err = p.after(s, st)
+				}
+			}
+			if err != nil {
+				return err
+			}
+			if end || (s.decide != nil && slices.Contains(s.Reply, st.outcome)) {
+				tx.rollback = k < len(runs)-1
+				return nil
+			}
+		}
+		i = j
+	}
+	return nil
+}
+
+// runs tells whether step s runs at the current outcome and parameters.
+func (p *plan) runs(s *step, st *opState) bool {
+	return (s.When == "" || s.When == st.outcome) && (s.If == "" || st.Args.Given(s.If))
 }
 
 // after applies step s's no_rows and decision to the values its statement returned: end says

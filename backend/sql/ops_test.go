@@ -55,7 +55,20 @@ func walk(t *testing.T, d, op string, br branch) (out []string, outcome string) 
 		}
 		outcome = ""
 	}
-	for _, s := range o.Steps {
+	// sent appends the steps sent in step i's pipeline after it (a pipelined transaction): they
+	// ran though the operation ended at step i.
+	sent := func(i int) []string {
+		for _, s := range o.Steps[i+1:] {
+			if !o.Pipeline || !s.Pipeline {
+				break
+			}
+			if (s.When == "" || s.When == outcome) && (s.If == "" || br.given[s.If]) {
+				out = append(out, s.Query)
+			}
+		}
+		return out
+	}
+	for i, s := range o.Steps {
 		if (s.When != "" && s.When != outcome) || (s.If != "" && !br.given[s.If]) {
 			continue
 		}
@@ -64,13 +77,13 @@ func walk(t *testing.T, d, op string, br branch) (out []string, outcome string) 
 			continue // every statement is sent; the values are read afterwards
 		}
 		if s.NoRows != "" && s.NoRows == br.noRows {
-			return out, br.noRows
+			return sent(i), br.noRows
 		}
 		if s.Decide == "" {
 			continue
 		}
 		if br.errAt[s.Decide] {
-			return out, ""
+			return sent(i), ""
 		}
 		got, ok := br.outcomes[s.Decide]
 		if !ok {
@@ -78,7 +91,7 @@ func walk(t *testing.T, d, op string, br branch) (out []string, outcome string) 
 		}
 		outcome = got
 		if slices.Contains(s.Reply, got) {
-			return out, outcome
+			return sent(i), outcome
 		}
 	}
 	return out, outcome

@@ -561,6 +561,123 @@ func (d *pgDialect) withRetry(ctx context.Context, tx bool, fn func(q sqlq.Queri
 	})
 }
 
+// withPipeline implements pipeliner: a transaction on one connection whose begin goes with
+// fn's first batch and whose COMMIT goes with the batch fn sends after setting tx.commitNext
+// (pgPipeConn), so that BEGIN, the statements and COMMIT cost the round trips of fn's batches
+// only. The server runs a batch's statements in order up to its first error and skips the
+// rest, the COMMIT included: a failed batch leaves the transaction aborted (or, when the
+// begin itself failed, none), and it is rolled back as with's are; a connection whose batch
+// was cut (a cancelled or timed-out context: pgconn closes it) fails the ROLLBACK and is
+// closed, so the pool destroys it and never hands out a connection inside a transaction. A
+// run PostgreSQL rolled back to break a deadlock starts afresh, with a new pipeTx.
+func (d *pgDialect) withPipeline(ctx context.Context, fn func(q sqlq.Queries, tx *pipeTx) error) error {
+	t0 := silent.Now()
+	err := retryRolledBack(ctx, pgRolledBack, func() error {
+		conn, err := d.pool.Acquire(withCallDeadline(ctx))
+		if err != nil {
+			return err
+		}
+		defer conn.Release()
+		tx := &pipeTx{}
+		if err := fn(sqlq.Postgres(pgPipeConn{conn: conn, begin: d.begin, tx: tx}), tx); err != nil {
+			if tx.begun {
+				d.rollback(ctx, conn)
+			}
+			return err
+		}
+		switch {
+		case tx.committed || !tx.begun:
+			return nil
+		case tx.rollback:
+			d.rollback(ctx, conn)
+			return nil
+		}
+		if _, err := conn.Exec(ctx, wire.SQLCommit); err != nil {
+			d.rollback(ctx, conn)
+			return err
+		}
+		return nil
+	})
+	if err != nil && (silent.TimedOut(err) || pgconn.Timeout(err)) {
+		d.dropSilent(t0)
+	}
+	return err
+}
+
+// pgPipeConn is a pipelined transaction's connection (sqlq.PostgresDB): its first batch
+// begins with the dialect's begin (a statement sent otherwise goes after a begin of its own),
+// and a batch sent while tx.commitNext ends with COMMIT.
+type pgPipeConn struct {
+	conn  *pgxpool.Conn
+	begin string
+	tx    *pipeTx
+}
+
+func (c pgPipeConn) ensureBegun(ctx context.Context) error {
+	if c.tx.begun {
+		return nil
+	}
+	c.tx.begun = true
+	_, err := c.conn.Exec(ctx, c.begin)
+	return err
+}
+
+func (c pgPipeConn) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if err := c.ensureBegun(ctx); err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	return c.conn.Exec(ctx, sql, args...)
+}
+
+func (c pgPipeConn) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if err := c.ensureBegun(ctx); err != nil {
+		return nil, err
+	}
+	return c.conn.Query(ctx, sql, args...)
+}
+
+func (c pgPipeConn) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	if err := c.ensureBegun(ctx); err != nil {
+		return errRow{err}
+	}
+	return c.conn.QueryRow(ctx, sql, args...)
+}
+
+func (c pgPipeConn) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	if !c.tx.begun {
+		c.tx.begun = true // sent now; if it fails, a ROLLBACK outside a transaction only warns
+		var with pgx.Batch
+		with.Queue(c.begin)
+		with.QueuedQueries = append(with.QueuedQueries, b.QueuedQueries...)
+		b = &with
+	}
+	commit := c.tx.commitNext
+	if commit {
+		b.Queue(wire.SQLCommit)
+	}
+	return pipeResults{BatchResults: c.conn.SendBatch(ctx, b), tx: c.tx, commit: commit}
+}
+
+// pipeResults notes in tx that a batch that ended with COMMIT succeeded.
+type pipeResults struct {
+	pgx.BatchResults
+	tx     *pipeTx
+	commit bool
+}
+
+func (r pipeResults) Close() error {
+	err := r.BatchResults.Close()
+	if err == nil && r.commit {
+		r.tx.committed = true
+	}
+	return err
+}
+
+// errRow is a pgx.Row whose Scan fails with err.
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
 // rollback ends a failed transaction; if even that fails the connection is closed, never
 // returned to the pool inside a transaction.
 func (d *pgDialect) rollback(ctx context.Context, conn *pgxpool.Conn) {

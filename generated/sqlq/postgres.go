@@ -247,6 +247,18 @@ func (a postgresQueries) Batch(ctx context.Context, stmts []Statement, st *State
 			postgres.QueueKeepAliveMembers(&b, st.Args.GroupNames, func(r postgres.KeepAliveMembersRow) {
 				st.Out.KeepAliveMembers = append(st.Out.KeepAliveMembers, KeepAliveMembersRow(r))
 			})
+		case StmtAcquireLockSession:
+			postgres.QueueAcquireLockSession(&b, st.Args.SessionID, func(v int64, found bool) {
+				st.Out.AcquireLockSession, st.NoRow[s] = v, !found
+			})
+		case StmtAcquireLockLease:
+			postgres.QueueAcquireLockLease(&b, st.Args.Name)
+		case StmtAcquire:
+			postgres.QueueAcquire(&b, postgres.AcquireParams{Name: st.Args.Name, SessionID: st.Args.SessionID}, func(v postgres.AcquireRow, found bool) {
+				st.Out.Acquire, st.NoRow[s] = AcquireRow(v), !found
+			})
+		case StmtWaiterEnqueue:
+			postgres.QueueWaiterEnqueue(&b, postgres.WaiterEnqueueParams{Name: st.Args.Name, SessionID: st.Args.SessionID})
 		default:
 			return errors.New("sqlq: statement " + s.String() + " is not batched on postgres")
 		}

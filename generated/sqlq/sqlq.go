@@ -434,7 +434,7 @@ type Queries interface {
 	// ClearForeignHolder: Frees a lease held by a foreign session row (an id no client makes: a row written by hand or by something else, which no Simba holder relies on). The backend runs it when an acquire reports such a holder, with that holder, then acquires again. The token is kept, so tokens still only grow; a lease held by anyone else is left alone.
 	ClearForeignHolder(ctx context.Context, p ClearForeignHolderParams) error
 	// Batch sends the statements at once, pipelined in one round trip, reading their values
-	// into st as Exec does (the dialects whose operations the spec declares batch).
+	// into st as Exec does (the dialects whose operations the spec declares batch or pipeline).
 	Batch(ctx context.Context, stmts []Statement, st *State) error
 }
 

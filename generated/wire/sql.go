@@ -133,6 +133,11 @@ type SQLOperation struct {
 	// Batch: the statements are sent at once, pipelined in one round trip; the decisions read
 	// their values afterwards, in step order.
 	Batch bool
+	// Pipeline: the transaction is pipelined: a step marked Pipeline is sent in the previous
+	// step's round trip, the dialect's Begin in the first step's, and COMMIT in the last
+	// step's when no decision can follow it (every statement through Queries.Batch). A step
+	// that ends the operation before the last statement of its round trip rolls it back.
+	Pipeline bool
 	// Queries are the sqlc query names (the methods of generated/sqlc/<dialect>), in order.
 	Queries []string
 	// Steps are the statements with what decides after each, in order (one per query).
@@ -165,6 +170,9 @@ type SQLStep struct {
 	Repeat string
 	// Attempts bounds the runs of a repeated step.
 	Attempts int
+	// Pipeline: the statement is sent in the previous step's round trip, before that one's
+	// result is read (only in a Pipeline operation).
+	Pipeline bool
 }
 
 // SQLDecisions maps each decision an operation step may name to its outcomes (those that end
@@ -228,13 +236,18 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 				Batch:         false,
 				First:         "acquire",
 				FirstContinue: []string{"held_by", "stale"},
+				Pipeline:      true,
 				Queries:       []string{"AcquireLockSession", "AcquireLockLease", "Acquire", "WaiterEnqueue", "WaiterEnqueue"},
 				Steps: []SQLStep{{
 					NoRows: "session_expired",
 					Query:  "AcquireLockSession",
-				}, {Query: "AcquireLockLease"}, {
+				}, {
+					Pipeline: true,
+					Query:    "AcquireLockLease",
+				}, {
 					Attempts: 3,
 					Decide:   "acquired_queued",
+					Pipeline: true,
 					Query:    "Acquire",
 					Repeat:   "stale",
 					Reply:    []string{"session_expired", "granted"},

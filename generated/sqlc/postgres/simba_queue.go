@@ -64,3 +64,51 @@ func QueueKeepAliveMembers(b *pgx.Batch, groupNames []string, each func(KeepAliv
 		return rows.Err()
 	})
 }
+
+// QueueAcquireLockSession queues AcquireLockSession on b; done receives its row (found false when there is
+// none) while the batch's results are read.
+func QueueAcquireLockSession(b *pgx.Batch, sessionID string, done func(int64, bool)) {
+	b.Queue(acquireLockSession, sessionID).Query(func(rows pgx.Rows) error {
+		v, err := pgx.CollectOneRow(rows, pgx.RowTo[int64])
+		if errors.Is(err, pgx.ErrNoRows) {
+			done(v, false)
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		done(v, true)
+		return nil
+	})
+}
+
+// QueueAcquireLockLease queues AcquireLockLease on b.
+func QueueAcquireLockLease(b *pgx.Batch, name string) {
+	b.Queue(acquireLockLease, name)
+}
+
+// QueueAcquire queues Acquire on b; done receives its row (found false when there is
+// none) while the batch's results are read.
+func QueueAcquire(b *pgx.Batch, arg AcquireParams, done func(AcquireRow, bool)) {
+	b.Queue(acquire, arg.Name, arg.SessionID).Query(func(rows pgx.Rows) error {
+		v, err := pgx.CollectOneRow(rows, func(row pgx.CollectableRow) (AcquireRow, error) {
+			var i AcquireRow
+			err := row.Scan(&i.SessionLive, &i.Granted, &i.Token, &i.RemainingMs, &i.HolderID, &i.HolderOwner, &i.StoredToken, &i.WaiterID, &i.WaiterRemainingMs)
+			return i, err
+		})
+		if errors.Is(err, pgx.ErrNoRows) {
+			done(v, false)
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		done(v, true)
+		return nil
+	})
+}
+
+// QueueWaiterEnqueue queues WaiterEnqueue on b.
+func QueueWaiterEnqueue(b *pgx.Batch, arg WaiterEnqueueParams) {
+	b.Queue(waiterEnqueue, arg.Name, arg.SessionID)
+}
