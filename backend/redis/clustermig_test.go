@@ -274,10 +274,15 @@ func TestClusterSessionSurvivesItsSlotMigration(t *testing.T) {
 // the holder's with its token, the group still has it, and after the release the other session
 // gets the lease with a higher token; a new session opens.
 func TestClusterManualFailoverKeepsLeases(t *testing.T) {
+	t.Run("plain", func(t *testing.T) { manualFailoverKeepsLeases(t) })
+	t.Run("wait-replicas", func(t *testing.T) { manualFailoverKeepsLeases(t, WithWaitReplicas(1, time.Second)) })
+}
+
+func manualFailoverKeepsLeases(t *testing.T, opts ...Option) {
 	pc := startPrivCluster(t)
 	ctx := context.Background()
 	cc := pc.client()
-	b := newBackend(t, cc, WithLogger(discard))
+	b := newBackend(t, cc, append(opts, WithLogger(discard))...)
 	const name, group = "manualfailover", "manualfailover.group"
 	m := pc.masterOfKey(cc, wire.LeaseKey(name))
 	// The holder's session keys on the lease's master too: its keep-alive's session call
@@ -364,10 +369,11 @@ func TestClusterManualFailoverKeepsLeases(t *testing.T) {
 		t.Fatal(err)
 	}
 	pc.waitPromoted(r, 30*time.Second)
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if pc.masterOfKey(cc, wire.LeaseKey(name)) == r {
-			break
+	for deadline := time.Now().Add(30 * time.Second); pc.masterOfKey(cc, wire.LeaseKey(name)) != r; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the client's slot map does not name the promoted replica %d within 30 s", r)
 		}
+		cc.ReloadState(ctx)
 	}
 	time.Sleep(500 * time.Millisecond) // calls to the new master
 	close(stop)

@@ -275,7 +275,8 @@ loses nothing: the master pauses its clients until the replica has caught up, th
 MOVED, which the Cluster client follows. It costs a session nothing:
 TestClusterManualFailoverKeepsLeases fails over the master of a lease and of its holder's
 session while the holder keeps them alive and another session asks for the lease in a loop: no
-call failed, no lease named unrenewed, no grant to the other session, the token unchanged.
+call failed, no lease named unrenewed, no grant to the other session, the token unchanged,
+with and without WithWaitReplicas(1, …).
 
 # Foreign records
 
