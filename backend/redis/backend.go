@@ -159,6 +159,10 @@ type Backend struct {
 	// tells it each call's time (see tlsDialer.probeDelay).
 	tlsd *tlsDialer
 
+	// newID makes the id of a new session (nil: newSessionID); tests set it to open a session
+	// whose keys fall in a slot they chose.
+	newID func() (spi.SessionID, error)
+
 	// kaFailed: the last keep-alive failed, so the way back from the server may be broken
 	// while the way there works (a one-way partition): the next keep-alive proves a round trip
 	// first (KeepAlive).
@@ -546,7 +550,11 @@ func (b *Backend) openSessionCall(ctx context.Context, owner string, ttl time.Du
 	if err := b.passwordChecked(ctx); err != nil {
 		return spi.Session{}, err
 	}
-	sid, err := newSessionID()
+	mkID := b.newID
+	if mkID == nil {
+		mkID = newSessionID
+	}
+	sid, err := mkID()
 	if err != nil {
 		return spi.Session{}, fmt.Errorf("redis: open session: %w", err)
 	}

@@ -215,7 +215,8 @@ Every routeBySlot script call therefore waits for a migration within the call: a
 an ASK or MOVED left after the Cluster client's redirections (MaxRedirects; a master's own
 client, used WithWaitReplicas, follows none and has the slot map reloaded after a MOVED), sends
 it again after a pause of 1 ms doubling to 16 ms, on top of go-redis's own retry backoff
-(MinRetryBackoff, MaxRetryBackoff), for at most 5 s and never past the call's deadline; a
+(MinRetryBackoff, MaxRetryBackoff), until the call's deadline (for at most 5 s when its ctx has
+none: a Simba client's calls always have one, the call timeout, TTL/3); a
 keep-alive's session call and then its round each for half the time the keep-alive has left,
 so that what it renewed is reported before its timeout (a lease call still refused then is
 named unrenewed). Before, go-redis gave up after MaxRedirects+1 attempts (12–93 ms) and the
@@ -224,7 +225,24 @@ BenchmarkClusterLockDuringSlotMigration, a Lock started as its slot (20,000 keys
 move, returned 173 ms (median) after the migration ended, 341 times an ordinary Lock, after
 5.4 failed acquires; with the wait, 15.7 ms (56 times), none failed — what is left is
 go-redis's own retry backoff. A migration that outlasts the call (a slot of many keys, or one
-left half-done, which needs redis-cli --cluster fix) fails it as before, retryable.
+left half-done, which needs redis-cli --cluster fix) fails it at its deadline with a retryable
+spi.ErrUnavailable (simba.ErrUnavailable), having written nothing (the refusal comes before the
+script runs), and the engine retries it; the wait used to end after 5 s whatever the deadline,
+so that with a TTL above 15 s a call failed seconds before its deadline
+(TestClusterAcquireWaitsForSlowMigrationWithinDeadline).
+
+What a migration costs a session: nothing while it ends within the session's TTL. The session's
+keep_alive is refused while the migration has moved some of its three keys and not the others
+(MIGRATE moves a batch of keys at a time, so a session's keys are split for a moment, or for as
+long as a slow or stalled migration leaves them so): the keep-alives in between fail, retryable,
+and the client keeps its session and terms until its own deadline; the first one after the
+move renews them (TestClusterSessionSurvivesItsSlotMigration: a session hash moved and
+its slot held half-done for two thirds of a 3 s TTL, the lock's term and token kept, two
+keep-alives failed). A session's keys left split for longer than its TTL end the session,
+and with it its terms. An OpenSession whose new keys fall in a moving slot waits for the move
+within its call (TestClusterOpenSessionFollowsSlotMigration); a lease's Acquire does the same,
+and its holder's keep-alive renews it throughout (one key per lease call:
+TestClusterCallsOutlastedBySlotMigration).
 Release, keep_alive_leases of one lease, and the group scripts name one key each and run on
 either side throughout; the session's keep_alive and close_session are refused only while a
 migration has moved some of the session's three keys and not the others, and keep_alive_leases
@@ -251,6 +269,14 @@ with a retryable error otherwise, so the client never acts on a write a promoted
 lack (TestClusterFailoverWithWait). Its cost is the replication delay on each grant and renewal,
 and availability: while fewer than n replicas of a master are connected, grants and renewals on
 it fail. WAIT does not make Redis a consensus system: see WithWaitReplicas.
+
+A replica promoted by CLUSTER FAILOVER (a managed Cluster's maintenance, not a master's failure)
+loses nothing: the master pauses its clients until the replica has caught up, then answers
+MOVED, which the Cluster client follows. It costs a session nothing:
+TestClusterManualFailoverKeepsLeases fails over the master of a lease and of its holder's
+session while the holder keeps them alive and another session asks for the lease in a loop: no
+call failed, no lease named unrenewed, no grant to the other session, the token unchanged,
+with and without WithWaitReplicas(1, …).
 
 # Foreign records
 

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -277,6 +279,57 @@ func (pc *privCluster) client() *goredis.ClusterClient {
 		ReadTimeout: time.Second, WriteTimeout: time.Second, MaxRedirects: 3})
 	pc.t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// slotMap is the slot map a frozenSlots client loads: CLUSTER SLOTS of the private Cluster,
+// or, while frozen, the last one it read.
+type slotMap struct {
+	pc      *privCluster
+	frozen  atomic.Bool
+	mu      sync.Mutex
+	last    []goredis.ClusterSlot
+	clients map[int]*goredis.Client
+}
+
+func (s *slotMap) freeze() { s.frozen.Store(true) }
+func (s *slotMap) thaw()   { s.frozen.Store(false) }
+
+func (s *slotMap) load(ctx context.Context) ([]goredis.ClusterSlot, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.frozen.Load() && s.last != nil {
+		return s.last, nil
+	}
+	var firstErr error
+	for _, p := range s.pc.ports {
+		if s.clients[p] == nil {
+			s.clients[p] = s.pc.node(p)
+		}
+		slots, err := s.clients[p].ClusterSlots(ctx).Result()
+		if err == nil {
+			s.last = slots
+			return slots, nil
+		}
+		if firstErr == nil {
+			firstErr = err
+		}
+	}
+	return nil, firstErr
+}
+
+// frozenSlots returns a Cluster client of pc (as client) whose slot map can be frozen: while it
+// is, the client's reloads (after a MOVED, or ReloadState) keep the map it had, so that a test
+// sees a stale map for as long as it chooses, not for go-redis's 200 ms between reloads.
+func frozenSlots(pc *privCluster) (*goredis.ClusterClient, *slotMap) {
+	s := &slotMap{pc: pc, clients: map[int]*goredis.Client{}}
+	var addrs []string
+	for _, p := range pc.ports {
+		addrs = append(addrs, "127.0.0.1:"+strconv.Itoa(p))
+	}
+	c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, DialTimeout: 300 * time.Millisecond,
+		ReadTimeout: time.Second, WriteTimeout: time.Second, MaxRedirects: 3, ClusterSlots: s.load})
+	pc.t.Cleanup(func() { c.Close() })
+	return c, s
 }
 
 // nodeInfo is one line of CLUSTER NODES.

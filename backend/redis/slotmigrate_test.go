@@ -304,12 +304,14 @@ func TestClusterKeepAliveFollowsSlotMigration(t *testing.T) {
 // master, which answers MOVED; the call is sent again through the Cluster client to the new
 // one, which answers NOSCRIPT; the script was then loaded on the master the stale map names and
 // the call sent once more with EVALSHA, NOSCRIPT again: on the old code the lease was named
-// unrenewed, and the client revoked its term, when a keep-alive came within the client's 200 ms
-// between two reloads of its slot map after a resharding of the lease's slot.
+// unrenewed, and the client revoked its term, when a keep-alive came while the client's slot map
+// was stale after a resharding of the lease's slot (go-redis reloads it in the background, at
+// most once per 200 ms). The client's map is frozen here (frozenSlots) from before the move
+// until the keep-alive has returned, where the test used to time the move into that 200 ms gap.
 func TestClusterKeepAliveAfterSlotMove(t *testing.T) {
 	pc := startPrivCluster(t)
 	ctx := context.Background()
-	cc := pc.client()
+	cc, slots := frozenSlots(pc)
 	b := newBackend(t, cc, WithLogger(discard))
 	sid := open(t, b, privTestTTL)
 	const name = "kamoved"
@@ -318,19 +320,18 @@ func TestClusterKeepAliveAfterSlotMove(t *testing.T) {
 		t.Fatalf("Acquire = %+v, %v", r, err)
 	}
 	m := newSlotMove(t, pc, cc, wire.LeaseKey(name))
+	slots.freeze()
 	m.begin()
 	m.migrateAll()
-	// The client reloads its slot map after an ASK (the lease's master still the source), then
-	// waits 200 ms before it reloads again: the move finished meanwhile, its map stays stale.
-	if err := cc.Exists(ctx, wire.LeaseKey(name)).Err(); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(20 * time.Millisecond) // for that reload
 	m.finish()
 	ka, err := b.KeepAlive(ctx, sid, []string{name}, nil)
 	if err != nil || len(ka.Unrenewed) != 0 || len(ka.Held) != 1 || ka.Held[0].Token != r.Token {
 		t.Fatalf("KeepAlive after the move = %+v, %v; want %s held with token %d", ka, err, name, r.Token)
 	}
+	if got := pc.masterOfKey(cc, wire.LeaseKey(name)); got != m.src {
+		t.Fatalf("the client's slot map names master %d for %s; want the stale %d (the test's premise)", got, name, m.src)
+	}
+	slots.thaw()
 }
 
 // TestClusterLockFollowsSlotMigration: a simba Lock (after an Unlock) of a name whose slot is

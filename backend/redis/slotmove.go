@@ -8,8 +8,8 @@ import (
 )
 
 // How a routeBySlot call waits for a slot migration (followSlotMove): it pauses
-// slotMovePauseMin before its first attempt again, doubling up to slotMovePauseMax, for at most
-// slotMoveWait, and never past its ctx's deadline.
+// slotMovePauseMin before its first attempt again, doubling up to slotMovePauseMax, until its
+// ctx's deadline, or for at most slotMoveWait when its ctx has none.
 const (
 	slotMovePauseMin = time.Millisecond
 	slotMovePauseMax = 16 * time.Millisecond
@@ -31,9 +31,9 @@ func slotMoving(err error) bool {
 // followSlotMove runs call, a routeBySlot script call, and again for as long as it fails
 // because its slot is being migrated (slotMoving), after pauses of slotMovePauseMin doubling up
 // to slotMovePauseMax, until it runs (or fails otherwise), limit has passed since the first
-// failure (at most slotMoveWait; limit ≤ 0: slotMoveWait), or ctx's deadline would come before
-// the next attempt. It then returns the last outcome: a refusal that is still slotMoving is
-// retryable, and known not to have run.
+// failure (limit ≤ 0: no limit but ctx's deadline, or slotMoveWait for a ctx without one), or
+// ctx's deadline would come before the next attempt. It then returns the last outcome: a
+// refusal that is still slotMoving is retryable, and known not to have run.
 //
 // Why: while a slot is being migrated (CLUSTER SETSLOT MIGRATING and IMPORTING, then MIGRATE of
 // its keys, then SETSLOT NODE), Redis refuses with TRYAGAIN every multi-key command whose keys
@@ -49,8 +49,11 @@ func slotMoving(err error) bool {
 // the script starts), so a lease is still granted once at a time and its token still rises.
 //
 // The pauses are short because go-redis's own retries space the attempts already; the loop only
-// keeps the call from giving up. A routing refusal that outlasts limit (a migration left
-// half-done, which needs redis-cli --cluster fix) fails the call as before. A MOVED has the
+// keeps the call from giving up. A routing refusal that outlasts the call's deadline (a slow
+// migration, or one left half-done, which needs redis-cli --cluster fix) fails the call with it,
+// retryable; the wait was capped at slotMoveWait whatever the deadline, so that a call with a
+// deadline of 10 s (the engine's call timeout for a TTL of 30 s) failed after 5 s
+// (TestClusterAcquireWaitsForSlowMigrationWithinDeadline). A MOVED has the
 // client's slot map reloaded (a master's own client, used WithWaitReplicas, follows none): the
 // next attempt goes to the new owner.
 func followSlotMove[R any](ctx context.Context, b *Backend, limit time.Duration, call func() (R, error)) (R, error) {
@@ -58,11 +61,11 @@ func followSlotMove[R any](ctx context.Context, b *Backend, limit time.Duration,
 	if err == nil || !b.cluster || !slotMoving(err) {
 		return r, err
 	}
-	if limit <= 0 || limit > slotMoveWait {
-		limit = slotMoveWait
+	end := time.Now().Add(slotMoveWait)
+	if limit > 0 {
+		end = time.Now().Add(limit)
 	}
-	end := time.Now().Add(limit)
-	if d, ok := ctx.Deadline(); ok && d.Before(end) {
+	if d, ok := ctx.Deadline(); ok && (limit <= 0 || d.Before(end)) {
 		end = d
 	}
 	pause := slotMovePauseMin
