@@ -309,8 +309,11 @@ func (c *Client) Session() SessionID {
 // such a refusal (it makes no call); the client keeps trying to open its session, every
 // BackoffMax/2 to BackoffMax (the renewal interval), and recovers by itself once the cause is
 // fixed. The error is also an
-// EventBackendError to the listeners, a Lock waiting for the session returns it, and each
-// Election's and PartitionGroup's Err reports it; the log has an ERROR line for it once, then
+// EventBackendError to the listeners; a Lock or TryLock waiting for the session returns it,
+// and while the client waits to retry the open (no open in flight) a new Lock or TryLock
+// returns the open's refusal at once rather than wait for the retry; Election.Start and
+// JoinGroup return nil (their elections and groups run in the background, waiting for the
+// session), and each Election's and PartitionGroup's Err reports it; the log has an ERROR line for it once, then
 // one a minute while it repeats.
 func (c *Client) Err() error { return c.sessErr.permanent() }
 

@@ -95,8 +95,10 @@
 // WithTimeoutCause), and says it. A method given a nil ctx does nothing and returns an error
 // matching ErrInvalidOption (Events and All take a nil ctx as one that never ends). A permanent
 // backend error reaches a caller who waits as itself, never wrapped in ErrUnavailable (which
-// says that retrying may help): TryLock returns the refused open of the session so too.
-// Election.Start and JoinGroup succeed and run in the background, retrying what fails; their
+// says that retrying may help): TryLock returns the refused open of the session so too, and
+// so does Lock, at once, while the client waits to retry that open (Client.Err is not nil):
+// Lock waits out an outage, not a refusal. The client retries the open in the background and
+// recovers by itself once the cause is fixed. Election.Start and JoinGroup succeed and run in the background, retrying what fails; their
 // Err, and the Client's, report a permanent error meanwhile. Close returns a
 // *SessionCloseError when the session's close call failed (the session lapses at its TTL).
 //

@@ -63,7 +63,15 @@ func (h *Held) passTurn() {
 // at most one call timeout later. (A deadline cuts a call only on a backend whose calls are
 // cut-safe, spi.CutSafe; elsewhere a call that the deadline may fall in runs to its end on a
 // call worker, without the caller.) A permanent backend error (a missing schema, a server of
-// the wrong kind) ends the wait with that error. The name is validated before any I/O: 1–128
+// the wrong kind, refused credentials: IsPermanent, errors.Is finds the backend's sentinel)
+// ends the wait with that error, as itself: the acquire's, and the session open's. Lock waits
+// out an outage, but not a refusal: when the client's last session open was refused for good
+// (Client.Err is not nil, and no open has succeeded since) and the next is not in flight yet
+// (the client retries it every BackoffMax/2 to BackoffMax), Lock returns that refusal at once,
+// as TryLock does, rather than wait for the next open only to be refused again; it waits for
+// an open in flight, and returns its refusal if that one is refused too, as does a Lock
+// already waiting for the session when the refusal comes. Once the cause is fixed, the
+// client's background retry opens the session and a Lock works again. The name is validated before any I/O: 1–128
 // bytes of [A-Za-z0-9._:-], not "." or ".." (ErrInvalidName, permanent: slashes, spaces,
 // non-ASCII letters and NULs are refused).
 //
@@ -95,7 +103,7 @@ func (c *Client) Lock(ctx context.Context, name string) (*Held, error) {
 // instead, never as ErrUnavailable: the acquire's, and the open's when the session's open was
 // refused for good (a missing schema, a TTL the server refuses; errors.Is finds the backend's
 // sentinel), whether TryLock waited for that open or came while the next one waits for its
-// retry. Lock returns the same error, once the open it waits for is refused. When ctx ends
+// retry; Lock returns the same error in both cases. When ctx ends
 // first, TryLock returns ctx's error at once, as Lock does.
 func (c *Client) TryLock(ctx context.Context, name string) (*Held, error) {
 	return c.lock(ctx, name, engine.FlavorTryLock)

@@ -47,3 +47,28 @@ func TestCommandsSayAccessDenied(t *testing.T) {
 		}
 	}
 }
+
+// TestLockSaysRedisAccessDenied: simba lock and simba run at a Redis server that refuses the
+// DSN's credentials (an unknown ACL user: WRONGPASS, refused at the client's hint subscription,
+// before any session) fail with simba.ErrAccessDenied and exit status 1, as every refusal of
+// the backend does. They exited 2, the status of a usage error, since every error of
+// simba.New was taken for a bad flag.
+func TestLockSaysRedisAccessDenied(t *testing.T) {
+	dsn := "redis://simba_lockfast_nosuch:wrong@" + testenv.Redis(t) + "/0"
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, cmd := range []struct {
+		name string
+		lock bool
+	}{{"lock", true}, {"run", false}} {
+		err := runCommand(ctx, []string{"-dsn", dsn, "-name", "x", "--", "true"}, cmd.lock)
+		line := ""
+		if err != nil {
+			line = errorLine(err)
+		}
+		t.Logf("simba %s: %s", cmd.name, line)
+		if !errors.Is(err, simba.ErrAccessDenied) || exitStatusOf(ctx, err) != 1 || strings.Contains(line, "wrong") {
+			t.Errorf("simba %s: %v (exit %d); want simba.ErrAccessDenied, exit 1, no password", cmd.name, line, exitStatusOf(ctx, err))
+		}
+	}
+}

@@ -104,7 +104,8 @@ On a SQL backend, Simba's tables must exist: simba migrate -dsn D creates them. 
 database (a file that does not exist yet, or one without any table) is the exception: simba
 creates the tables in it first. On any other database without them, or with an old schema,
 simba exits 1 saying to run simba migrate (as it does on any other permanent backend error,
-such as bad credentials, met before CMD starts).
+such as bad credentials, met before CMD starts: at once, after the first refused attempt; it
+waits and retries only through an outage).
 
 ` + exitStatuses
 
@@ -532,8 +533,11 @@ func runCommand(ctx context.Context, args []string, lock bool) error {
 		return fmt.Errorf("%w %s", context.Cause(ctx), waiting)
 	}
 	if err != nil {
-		// Every option comes from a flag (checked above): what New still refuses is one.
-		return usageError{err}
+		// What New refuses as an option (ErrInvalidOption: a -ttl the backend refuses) is a
+		// usage error; anything else is the backend's answer to New's hint subscription (a
+		// Redis server refusing the credentials: simba.ErrAccessDenied), exit status 1 as for
+		// any refusal, not 2.
+		return withMigrateHint(err, *dsn)
 	}
 	closeOnce := sync.OnceFunc(func() { closeClient(ctx, c, os.Stderr) })
 	defer closeOnce()

@@ -138,9 +138,10 @@
 //   - A call made for a caller who waits returns the error to that caller, and the engine does
 //     not retry it for them: a Lock's or TryLock's acquire (the future completes with the error
 //     as it is, not ErrUnavailable), the open of a session a Lock or TryLock waits for (every
-//     such waiter fails with it; a TryLock that finds the last open refused and the next not
-//     yet sent fails at once with that error, also as it is, while a Lock waits for the next
-//     open), a Stop's, StepDown's or Unlock's release (the future says the outcome is
+//     such waiter fails with it; a Lock or TryLock that finds the last open refused and the
+//     next not yet sent fails at once with that error, also as it is, rather than wait out the
+//     open's backoff to be refused again, while one that finds an open in flight waits for
+//     it), a Stop's, StepDown's or Unlock's release (the future says the outcome is
 //     unknown, wrapping the error; keep-alives settle the lease, rule 3), and a group's Leave
 //     (its future completes with the error; the leave itself goes on, see below).
 //   - A call made in the background, which nobody waits for, publishes the error (PubError)

@@ -356,10 +356,15 @@ func (s *Engine) becomeCandidate(e *election) {
 // with none in flight — the backend is failing and the next open waits for its backoff, or
 // the session was just lost — it fails at once with spi.ErrUnavailable (noSessionErr), and
 // it fails the same way when the open it waited for fails (onOpenReply). It makes one
-// attempt: it never waits out an outage.
+// attempt: it never waits out an outage. A Lock waits for the next session, except when the
+// last open was refused for good and the next is not in flight yet (it waits for its
+// backoff, BackoffMax/2 to BackoffMax): then it fails at once with that refusal, as a TryLock
+// does, rather than wait for the next open only to be refused again (see "Permanent errors"
+// in the package doc); an open in flight it waits for, whatever the last one's error.
 func (s *Engine) acquire(e *election) {
 	if s.sess.state != SessionLive {
-		if e.flavor == FlavorTryLock && s.sess.state == SessionOpening && s.sess.openReq == 0 {
+		if s.sess.state == SessionOpening && s.sess.openReq == 0 &&
+			(e.flavor == FlavorTryLock || (e.flavor == FlavorLock && s.permanentOpenErr())) {
 			s.end(e, s.noSessionErr(e.name))
 			return
 		}
