@@ -418,7 +418,8 @@ func openSQLite(dsn string, opts []Option) (*Backend, error) {
 	if wal {
 		ws = &walSwitch{file: file}
 	}
-	b, err := newSQLite(db, nil, file, ws, opts)
+	q, _ := url.ParseQuery(strings.SplitN(name, "?", 2)[1])
+	b, err := newSQLite(db, nil, file, q.Get("mode") == "ro", ws, opts)
 	if err != nil {
 		db.Close()
 		return nil, err
