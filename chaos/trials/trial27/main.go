@@ -24,6 +24,8 @@ func main() {
 		err = worker(os.Args[2:])
 	case "run":
 		err = run(os.Args[2:])
+	case "private":
+		err = privateRun(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}

@@ -212,9 +212,9 @@ func run(args []string) error {
 	case "sqlite":
 		r.dsn = "sqlite://" + filepath.Join(dir, "simba.db")
 	case "zk":
-		r.dsn, r.target = "zk://127.0.0.1:2181/t27?tickTime=2s", "127.0.0.1:2181"
+		r.dsn, r.target = "zk://127.0.0.1:2181/t27?tickTime=200ms", "127.0.0.1:2181"
 	case "zkens":
-		r.dsn = "zk://127.0.0.1:2191,127.0.0.1:2192,127.0.0.1:2193/t27?tickTime=2s"
+		r.dsn = "zk://127.0.0.1:2191,127.0.0.1:2192,127.0.0.1:2193/t27?tickTime=200ms"
 	}
 	if *dsnFlag != "" {
 		r.dsn, r.target = *dsnFlag, *target
@@ -318,6 +318,25 @@ func run(args []string) error {
 				time.Sleep(time.Second)
 			}
 			r.note("flap done; owner %s", r.sink.leader(res))
+		case f == "zkleader":
+			zkLeaderKill(r, 5*time.Second)
+			nl, d := r.waitNewOwner(res, lead, 3**ttl)
+			r.note("  owner now %s (%s changed after %v)", r.sink.leader(res), nl, d)
+		case f == "dbrestart":
+			dbRestart(r, 5*time.Second)
+			time.Sleep(2 * *ttl)
+			r.note("  owner now %s", r.sink.leader(res))
+		case f == "rofile":
+			// chmod does not stop root; an immutable file and directory do (ext4).
+			files := []string{r.dir, filepath.Join(r.dir, "simba.db"), filepath.Join(r.dir, "simba.db-wal"), filepath.Join(r.dir, "simba.db-shm")}
+			out, err := exec.Command("chattr", append([]string{"+i"}, files...)...).CombinedOutput()
+			r.note("chattr +i the SQLite file, its WAL and directory: %v %s", err, out)
+			nl, d := r.waitNewOwner(res, lead, 3**ttl)
+			r.note("  owner %s (changed to %q after %v)", r.sink.leader(res), nl, d)
+			out, err = exec.Command("chattr", append([]string{"-i"}, files...)...).CombinedOutput()
+			r.note("chattr -i: %v %s", err, out)
+			time.Sleep(2 * *ttl)
+			r.note("  owner now %s", r.sink.leader(res))
 		case strings.HasPrefix(f, "sleep"):
 			d, _ := time.ParseDuration(f[5:])
 			time.Sleep(d)
