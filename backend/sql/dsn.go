@@ -54,7 +54,10 @@ import (
 // a mattn-style shorthand (_busy_timeout=..., _journal_mode=...: write _pragma=name(value));
 // each _pragma must be name(value) (or name=value) naming a pragma that sets something, as
 // SQLite ignores an unknown pragma, and takes a bare name as a query, without a word.
-// When SQLite cannot open the file, the error names it and, when it can tell, why (its
+// A connection SQLite opened read-only because the file or its directory was not writable then
+// is dropped at its first refused write once they are writable again (the call is retried),
+// unless the DSN asks for mode=ro. When SQLite cannot open the file, the error names it and,
+// when it can tell, why (its
 // directory does not exist; no such file, with mode=rw). Open adds _pragma=busy_timeout(10000)
 // and _pragma=foreign_keys(1) (the dialect's session setup) unless the DSN sets them itself,
 // and, unless the DSN sets a journal_mode, puts the database in WAL mode (readers do not block
