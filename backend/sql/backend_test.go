@@ -239,6 +239,11 @@ func TestOpenRejectsBadDSNs(t *testing.T) {
 		"sqlite://x.db?_pragma=key('secret')",
 		"sqlite://x.db?_pragma=busy_timeout(1);drop%20table%20x",
 		"sqlite://x.db?_pragma=integrity_check(1)",
+		"sqlite://x.db?jurnal_mode=wal",
+		"sqlite://x.db?_pragam=busy_timeout(500)",
+		"sqlite://x.db?_busy_timeout=500",
+		"sqlite://x.db?_journal_mode=DELETE",
+		"sqlite://x.db?_pragma=busy_timeout(500)&Mode=ro",
 	} {
 		b, err := Open(testCtx(t), dsn)
 		if err == nil {
@@ -293,6 +298,10 @@ func TestSQLiteDSNAddsTheSessionSetup(t *testing.T) {
 	}
 	if !strings.HasPrefix(got, "file:rel/simba.db?") || strings.Contains(got, "wal") || strings.Contains(got, "10000") || !strings.Contains(got, "foreign_keys") {
 		t.Errorf("SQLiteDSN with the user's pragmas = %q", got)
+	}
+	// SQLite's and the driver's own parameters pass (an unknown one is refused: TestOpenRejectsBadDSNs).
+	if _, err := SQLiteDSN("sqlite://x.db?mode=rw&cache=shared&_txlock=immediate&_time_format=sqlite&vfs=unix"); err != nil {
+		t.Errorf("SQLiteDSN with known parameters: %v", err)
 	}
 }
 

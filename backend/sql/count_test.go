@@ -218,7 +218,7 @@ func countedBackend(t testing.TB, dialect, dsn string, c *counter) *Backend {
 			connect: func(context.Context) (driver.Conn, error) { return drv.Open(name) },
 			drv:     drv, c: c})
 		t.Cleanup(func() { db.Close() })
-		b, err = newSQLite(db, nil, "", nil, []Option{WithHousekeepingInterval(-1)})
+		b, err = newSQLite(db, nil, "", false, nil, []Option{WithHousekeepingInterval(-1)})
 	}
 	if err != nil {
 		t.Fatal(err)

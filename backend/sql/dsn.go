@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"sort"
 	"strings"
 	"time"
 
@@ -48,10 +49,15 @@ import (
 // a TTL. The database name is required.
 //
 // SQLite: the path is a file name (created if missing, unless mode=rw: an existing file only);
-// the parameters are modernc.org/sqlite's (_pragma=..., mode=ro is refused by the first write);
+// the parameters are SQLite's URI parameters and modernc.org/sqlite's (_pragma=..., mode=ro is
+// refused by the first write); an unknown one (a typo SQLite would ignore) is refused, and so is
+// a mattn-style shorthand (_busy_timeout=..., _journal_mode=...: write _pragma=name(value));
 // each _pragma must be name(value) (or name=value) naming a pragma that sets something, as
 // SQLite ignores an unknown pragma, and takes a bare name as a query, without a word.
-// When SQLite cannot open the file, the error names it and, when it can tell, why (its
+// A connection SQLite opened read-only because the file or its directory was not writable then
+// is dropped at its first refused write once they are writable again (the call is retried),
+// unless the DSN asks for mode=ro. When SQLite cannot open the file, the error names it and,
+// when it can tell, why (its
 // directory does not exist; no such file, with mode=rw). Open adds _pragma=busy_timeout(10000)
 // and _pragma=foreign_keys(1) (the dialect's session setup) unless the DSN sets them itself,
 // and, unless the DSN sets a journal_mode, puts the database in WAL mode (readers do not block
@@ -329,6 +335,9 @@ func sqliteDSN(dsn string) (name string, wal bool, err error) {
 	if err != nil {
 		return bad("bad parameters: %v", err)
 	}
+	if err := checkSQLiteParams(vals); err != nil {
+		return bad("%v", err)
+	}
 	if path == ":memory:" || strings.HasPrefix(path, "file::memory:") || vals.Get("mode") == "memory" {
 		return bad("an in-memory database lives in one connection of one process and cannot coordinate anything; use a file")
 	}
@@ -356,6 +365,47 @@ func sqliteDSN(dsn string) (name string, wal bool, err error) {
 	return "file:" + path + "?" + vals.Encode(), !have("journal_mode"), nil
 }
 
+// sqliteParams are the DSN parameters a SQLite DSN may carry: SQLite's own URI parameters and
+// modernc.org/sqlite's, but for its mattn-style pragma shorthands (sqliteShorthands). SQLite
+// ignores a URI parameter it does not know, so a typo (jurnal_mode=wal, _pragam=...) would
+// otherwise open the file without the setting, silently.
+var sqliteParams = map[string]bool{
+	"vfs": true, "mode": true, "cache": true, "psow": true, "nolock": true, "immutable": true, "modeof": true,
+	"_pragma": true, "_time_format": true, "_time_integer_format": true, "_timezone": true, "_txlock": true,
+	"_inttotime": true, "_texttotime": true, "_dqs": true, "_defensive": true, "_error_rc": true,
+}
+
+// sqliteShorthands are modernc.org/sqlite's mattn-style shorthands for pragmas, refused with the
+// _pragma form to use instead: Simba's session setup (busy_timeout, foreign_keys) and its WAL
+// switch look for the pragma in _pragma only, so a shorthand would run beside or under them.
+var sqliteShorthands = map[string]string{
+	"_busy_timeout": "busy_timeout", "_timeout": "busy_timeout", "_auto_vacuum": "auto_vacuum",
+	"_vacuum": "auto_vacuum", "_foreign_keys": "foreign_keys", "_fk": "foreign_keys",
+	"_journal_mode": "journal_mode", "_journal": "journal_mode", "_synchronous": "synchronous",
+	"_sync": "synchronous", "_query_only": "query_only",
+}
+
+// checkSQLiteParams refuses a parameter of a SQLite DSN that neither SQLite nor the driver
+// knows, naming the known ones, and a pragma shorthand, naming its _pragma form.
+func checkSQLiteParams(vals url.Values) error {
+	keys := make([]string, 0, len(vals))
+	for k := range vals {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if pragma, ok := sqliteShorthands[k]; ok {
+			return fmt.Errorf("parameter %q: write it as _pragma=%s(%s)", k, pragma, vals.Get(k))
+		}
+		if !sqliteParams[k] {
+			return fmt.Errorf("unknown parameter %q (SQLite would ignore it; known: _pragma=name(value), "+
+				"mode, cache, vfs, immutable, nolock, psow, modeof, _txlock, _time_format, _time_integer_format, "+
+				"_timezone, _inttotime, _texttotime, _dqs, _defensive, _error_rc)", k)
+		}
+	}
+	return nil
+}
+
 func openSQLite(dsn string, opts []Option) (*Backend, error) {
 	name, wal, err := sqliteDSN(dsn)
 	if err != nil {
@@ -371,7 +421,8 @@ func openSQLite(dsn string, opts []Option) (*Backend, error) {
 	if wal {
 		ws = &walSwitch{file: file}
 	}
-	b, err := newSQLite(db, nil, file, ws, opts)
+	q, _ := url.ParseQuery(strings.SplitN(name, "?", 2)[1])
+	b, err := newSQLite(db, nil, file, q.Get("mode") == "ro", ws, opts)
 	if err != nil {
 		db.Close()
 		return nil, err

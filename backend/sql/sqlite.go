@@ -41,13 +41,14 @@ func NewSQLite(db *sql.DB, opts ...Option) (*Backend, error) {
 		return nil, fmt.Errorf("%w: sql sqlite: nil *sql.DB", spi.ErrInvalidOption)
 	}
 	wd, _ := wire.SQLDialectByName(wire.SQLSQLite)
-	return newSQLite(db, wd.SessionSetup, "", nil, opts)
+	return newSQLite(db, wd.SessionSetup, "", false, nil, opts)
 }
 
 // newSQLite makes the backend on db; file is the database file Open opened ("" for the user's
-// pool), which its errors name when SQLite cannot open it; wal, if not nil, puts the database
-// in WAL mode before the first operation that may write.
-func newSQLite(db *sql.DB, setup []string, file string, wal *walSwitch, opts []Option) (*Backend, error) {
+// pool), which its errors name when SQLite cannot open it; readOnly, that Open's DSN opens it
+// read-only (mode=ro); wal, if not nil, puts the database in WAL mode before the first
+// operation that may write.
+func newSQLite(db *sql.DB, setup []string, file string, readOnly bool, wal *walSwitch, opts []Option) (*Backend, error) {
 	wd, _ := wire.SQLDialectByName(wire.SQLSQLite)
 	d := &stdDialect{
 		db:    db,
@@ -55,7 +56,18 @@ func newSQLite(db *sql.DB, setup []string, file string, wal *walSwitch, opts []O
 		begin: wd.Begin,
 		setup: setup,
 		classifyErr: func(b *Backend, op string, err error) error {
-			return classifySQLite(b, op, sqliteFileError(file, err))
+			err = sqliteFileError(file, err)
+			if file != "" && !readOnly && staleReadOnly(err) {
+				// SQLite opens a file it may not write read-only, and the connection stays
+				// so: a connection the pool opened while the file (or its directory) was not
+				// writable refused every write after it was again, for as long as the pool
+				// kept it. The pool is Open's own: drop its idle connections (the one that
+				// failed is back among them), and let the call be retried.
+				db.SetMaxIdleConns(0)
+				db.SetMaxIdleConns(2) // database/sql's default, which Open's pool keeps
+				return spi.Unavailable(op, fmt.Errorf("%w (a connection opened while the file was not writable; the pool's connections are reopened)", err))
+			}
+			return classifySQLite(b, op, err)
 		},
 		// The migration runs in one BEGIN IMMEDIATE transaction: SQLite's write lock is the
 		// migration lock.
@@ -407,6 +419,14 @@ func sqliteFileError(file string, err error) error {
 			"privilege refused: this process (its user) may not open or write the file, or write its directory: give it the permission there, or run it as the file's owner", err)
 	}
 	return fmt.Errorf("%w: database file %s%s", err, file, why)
+}
+
+// staleReadOnly reports whether err is SQLITE_READONLY on a file this process may write
+// (sqliteFileError found no permission missing): with a DSN that does not ask for mode=ro, a
+// connection SQLite opened read-only while the file was not writable.
+func staleReadOnly(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqliteReadOnly && !errors.Is(err, spi.ErrAccessDenied)
 }
 
 // classifySQLite: SQLITE_BUSY and SQLITE_LOCKED (another writer holds the file past the busy

@@ -3,6 +3,7 @@ package sql
 import (
 	"errors"
 	"os"
+	osexec "os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -90,4 +91,84 @@ func TestSQLiteReadOnlyNamesTheFile(t *testing.T) {
 				tc.denied, err, denied, tc.denied != "")
 		}
 	}
+}
+
+// unwritable makes file and its directory unwritable to this process until the returned
+// function is called (or the test ends): their modes for a user, the immutable attribute for
+// root, whom modes do not stop (chattr, ext4 and most Linux file systems).
+func unwritable(t *testing.T, file string) func() {
+	t.Helper()
+	paths := []string{filepath.Dir(file), file}
+	for _, suffix := range []string{"-wal", "-shm"} {
+		if _, err := os.Stat(file + suffix); err == nil {
+			paths = append(paths, file+suffix)
+		}
+	}
+	var undo func() error
+	if os.Geteuid() == 0 {
+		if out, err := osexec.Command("chattr", append([]string{"+i"}, paths...)...).CombinedOutput(); err != nil {
+			t.Fatalf("chattr +i (root: a file's mode does not stop a write, the immutable attribute does): %v %s", err, out)
+		}
+		undo = func() error { return osexec.Command("chattr", append([]string{"-i"}, paths...)...).Run() }
+	} else {
+		for _, p := range paths {
+			if err := os.Chmod(p, 0o555); err != nil {
+				t.Fatal(err)
+			}
+		}
+		undo = func() error {
+			for _, p := range paths {
+				if err := os.Chmod(p, 0o755); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	done := false
+	restore := func() {
+		if !done {
+			done = true
+			if err := undo(); err != nil {
+				t.Errorf("making %s writable again: %v", file, err)
+			}
+		}
+	}
+	t.Cleanup(restore)
+	return restore
+}
+
+// TestSQLiteReopensAConnectionOpenedReadOnly: SQLite opens a file it may not write read-only,
+// and such a connection stays read-only. A backend whose pool opened its connection while the
+// file and its directory were not writable failed every call with "attempt to write a readonly
+// database (8)", a permanent error, for good after the file was writable again (trial27: three
+// processes with their SQLite file made immutable for 9 s never got a session back). Now such
+// a refusal on a file the process may write is retryable and the pool's connections are
+// reopened: the backend opens a session again once the file is writable.
+func TestSQLiteReopensAConnectionOpenedReadOnly(t *testing.T) {
+	dsn := liteDSN(t)
+	migrated(t, dsn)
+	file := strings.TrimPrefix(dsn, "sqlite://")
+	file, _, _ = strings.Cut(file, "?")
+	b := open(t, dsn)
+	restore := unwritable(t, file)
+	if s, err := b.OpenSession(testCtx(t), "o", longTTL); err == nil {
+		t.Fatalf("OpenSession on an unwritable file opened session %v", s.ID)
+	} else {
+		t.Logf("while the file is not writable: %v", err)
+	}
+	restore()
+	var err error
+	for i := 0; i < 3; i++ {
+		var s spi.Session
+		if s, err = b.OpenSession(testCtx(t), "o", longTTL); err == nil {
+			_ = b.CloseSession(testCtx(t), s.ID)
+			return
+		}
+		t.Logf("attempt %d after the file is writable again: %v (%v)", i+1, err, spi.Classify(err))
+		if spi.Classify(err) == spi.Permanent {
+			break
+		}
+	}
+	t.Errorf("OpenSession after the file is writable again: %v (%v); want a session within 3 attempts, the failures retryable", err, spi.Classify(err))
 }
