@@ -101,6 +101,9 @@ type SQLDialectSpec struct {
 	// ReadOnlyCheck reads whether the server takes writes: one row of one text column, empty
 	// when it does, otherwise why not (the client's outage probe runs it).
 	ReadOnlyCheck string `yaml:"read_only_check"`
+	// IdleTxTimeout bounds how long the server keeps a connection idle inside a transaction:
+	// one statement with one parameter, the bound in milliseconds (empty: the dialect has none).
+	IdleTxTimeout string `yaml:"idle_tx_timeout"`
 	// WakeFreeLeases reads the free leases among a set of names: {{names}} stands for one
 	// parameter per name (expanded by the generated wire.SQLDialect.WakeFreeLeases).
 	WakeFreeLeases string `yaml:"wake_free_leases"`
@@ -355,7 +358,7 @@ func (s *SQLSpec) validate() error {
 				return specErr(f, fmt.Sprintf("%s.session_setup[%d]", field, i), "must be one non-empty statement without ';'")
 			}
 		}
-		for _, st := range []struct{ key, stmt string }{{"change_counter", ds.ChangeCounter}, {"database_file", ds.DatabaseFile}, {"journal_mode", ds.JournalMode}, {"journal_wal", ds.JournalWAL}, {"object_count", ds.ObjectCount}, {"wake_lock", ds.WakeLock}, {"wake_unlock", ds.WakeUnlock}, {"wake_conn_id", ds.WakeConnID}, {"wake_conn_host", ds.WakeConnHost}, {"wake_kill", ds.WakeKill}, {"wake_lock_conn", ds.WakeLockConn}, {"read_only_check", ds.ReadOnlyCheck}} {
+		for _, st := range []struct{ key, stmt string }{{"change_counter", ds.ChangeCounter}, {"database_file", ds.DatabaseFile}, {"journal_mode", ds.JournalMode}, {"journal_wal", ds.JournalWAL}, {"object_count", ds.ObjectCount}, {"wake_lock", ds.WakeLock}, {"wake_unlock", ds.WakeUnlock}, {"wake_conn_id", ds.WakeConnID}, {"wake_conn_host", ds.WakeConnHost}, {"wake_kill", ds.WakeKill}, {"wake_lock_conn", ds.WakeLockConn}, {"read_only_check", ds.ReadOnlyCheck}, {"idle_tx_timeout", ds.IdleTxTimeout}} {
 			if strings.Contains(st.stmt, ";") || (st.stmt != "" && strings.TrimSpace(st.stmt) == "") {
 				return specErr(f, field+"."+st.key, "must be one statement without ';'")
 			}
@@ -1396,6 +1399,12 @@ func (s *SQLSpec) genWire() (File, error) {
 		jen.Comment("client's outage probe, so that a server that answers reads but refuses writes is not taken"),
 		jen.Comment("for reachable again (empty: the dialect has none)."),
 		jen.Id("ReadOnlyCheck").String(),
+		jen.Comment("IdleTxTimeout sets how long the server keeps the connection idle inside a transaction before"),
+		jen.Comment("it ends the connection (and so the transaction and its locks): one statement with one"),
+		jen.Comment("parameter, the bound in milliseconds. The backend runs it once on each connection it uses"),
+		jen.Comment("for a transaction, so that a client stopped inside one (SIGSTOP, a VM frozen) does not hold"),
+		jen.Comment("its row locks for the server's wait_timeout (empty: the dialect has none)."),
+		jen.Id("IdleTxTimeout").String(),
 		jen.Comment("wakeFreeLeases is the statement that reads the free leases among some names, around its"),
 		jen.Comment("list of name parameters (WakeFreeLeases; empty: the dialect has none)."),
 		jen.Id("wakeFreeLeases").Index(jen.Lit(2)).String(),
@@ -1560,6 +1569,7 @@ func (s *SQLSpec) genWire() (File, error) {
 				jen.Id("WakeKill"):       jen.Lit(ds.WakeKill),
 				jen.Id("WakeLockConn"):   jen.Lit(ds.WakeLockConn),
 				jen.Id("ReadOnlyCheck"):  jen.Lit(ds.ReadOnlyCheck),
+				jen.Id("IdleTxTimeout"):  jen.Lit(ds.IdleTxTimeout),
 				jen.Id("wakeFreeLeases"): jen.Index(jen.Lit(2)).String().Values(jen.Lit(free[0]), jen.Lit(free[1])),
 				jen.Id("Begin"):          jen.Lit(ds.Begin),
 				jen.Id("Operations"):     jen.Map(jen.String()).Id("SQLOperation").Values(ops...),

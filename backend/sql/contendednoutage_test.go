@@ -142,6 +142,13 @@ func holdRowLock(t *testing.T, b *Backend, lock, name string) (commit func()) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if d.idleTx != "" {
+			// The blocker stands for another application's transaction, not bounded by Simba's
+			// idle-transaction timeout, which a connection of the pool may carry.
+			if _, err := conn.ExecContext(ctx, d.idleTx, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
 		if _, err := conn.ExecContext(ctx, "BEGIN"); err != nil {
 			t.Fatal(err)
 		}

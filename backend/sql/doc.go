@@ -59,14 +59,25 @@
 // calls wait in SQLite's busy handler until their deadline, and on Linux that error names the
 // process holding the write lock (read from /proc/locks). PostgreSQL has no such lock: a process
 // stopped there does not hold up the others' keep-alives (trial27: none lost in the same run). MySQL/MariaDB
-// does, through InnoDB's row locks: a process stopped inside one of its transactions keeps that
-// transaction's row locks (the server keeps an idle transaction for wait_timeout, 8 h by default),
-// and the others' statements that need those rows wait in LOCK WAIT past their deadlines, their
-// keep-alives included (seen from outside, 2026-12-07, MariaDB 10.11: 20 goroutines in each of 3
-// processes locking 30 names, one process SIGSTOPped for 18 s; information_schema.INNODB_TRX
-// listed its 5 transactions idle and the others' KeepAliveRenewNoReturn, AcquireLockSession and
-// AcquireEnsureLease in LOCK WAIT; the other two processes lost their sessions 4 times each, and
-// their pools grew until the server refused connections, 1040). For MySQL/MariaDB, Open sets interpolateParams=true (one round trip
+// would, through InnoDB's row locks: a process stopped inside one of its transactions keeps that
+// transaction's row locks, and acquire_read_lease locks the holder's session row in share mode,
+// so the holder's keep-alive waits in LOCK WAIT behind it (trial27, MariaDB 10.11, before the
+// fix: 20 goroutines in each of 3 processes locking 30 names, one process SIGSTOPped for 18 s;
+// the other two lost their sessions 4 times each, and their pools grew until the server refused
+// connections, 1040). The backend therefore sets MariaDB's idle_transaction_timeout (10.3+) on
+// each connection of Open's pool (or of a pool made on MySQLConnector; another pool, which the
+// application may share, is left as it is) that it uses for a transaction, the first time it
+// does once a session opened (one more round trip per connection): a
+// third of the shortest session TTL the backend opened (the renewal interval, which bounds every
+// call), at least 1 s, in whole seconds. The server ends a connection idle inside a transaction
+// for longer, its locks go with it, and the holder's next keep-alive goes through; the stopped
+// process finds its connection gone when it runs again and retries. The bound is fixed per
+// connection: a shorter TTL opened later applies to connections new from then on (the pool
+// replaces its connections). MySQL 8 has no such variable (it refuses it, 1193, and the backend
+// stops asking): there a stopped process's transaction is ended only by wait_timeout (8 h by
+// default), so a MySQL user who runs where processes may stop (SIGSTOP, a VM frozen, a
+// debugger) should lower wait_timeout for Simba's user (it ends idle pooled connections too,
+// which the pool reconnects). For MySQL/MariaDB, Open sets interpolateParams=true (one round trip
 // per statement). For PostgreSQL, a user's pool should run PostgresAfterConnect (READ COMMITTED);
 // PostgresPoolConfig makes a pool configuration from a DSN with everything Open's pool has.
 //

@@ -19,13 +19,16 @@ import (
 
 // NewMySQL returns a MySQL 8 / MariaDB 10.11 backend on the user's go-sql-driver/mysql pool.
 // The database needs InnoDB (the migration creates its tables with it); no session setup is
-// needed (the now-expression does not depend on the time zone), and no logic depends on
+// needed (the now-expression does not depend on the time zone) beyond MariaDB's
+// idle_transaction_timeout, which the backend sets itself (see the package doc), and no logic depends on
 // affected-row counts, so clientFoundRows does not matter. interpolateParams=true in the DSN
 // saves a prepare round trip per statement (Open sets it). NewMySQL does no I/O; the schema is
 // checked (or migrated, WithAutoMigrate) before the first operation. Close does not close db.
 //
 // Make db on MySQLConnector (sql.OpenDB) to get what Open's pool has against a silent link
-// (see the package doc, Outages); on such a pool the waker's connections come from a pool of
+// (see the package doc, Outages) and against a process stopped inside a transaction (MariaDB's
+// idle_transaction_timeout, see the package doc; a pool made otherwise, which the application
+// may share, is left without it: set idle_transaction_timeout in its DSN to get it); on such a pool the waker's connections come from a pool of
 // their own on the same configuration, as Open's do, which Close closes. On any other pool
 // the waker pins connections of db: one that marks the leases held and one per name waited for
 // at once, at most nine, and at most a quarter of db's SetMaxOpenConns when it is set; while
@@ -40,6 +43,10 @@ func NewMySQL(db *sql.DB, opts ...Option) (*Backend, error) {
 	if mc != nil {
 		d.conns = mc.conns
 		d.server, d.user = mc.server, mc.user
+	} else {
+		// A pool made otherwise may be the application's too: its transactions are not bounded
+		// by Simba's TTLs, so its connections are left as they are.
+		d.idleTx = ""
 	}
 	b, err := newBackend(wire.SQLMySQL, d, opts)
 	if err != nil {
@@ -63,10 +70,15 @@ func NewMySQL(db *sql.DB, opts ...Option) (*Backend, error) {
 func mysqlStd(db *sql.DB) *stdDialect {
 	wd, _ := wire.SQLDialectByName(wire.SQLMySQL)
 	return &stdDialect{
-		db:          db,
-		q:           func(c dbtx) sqlq.Queries { return sqlq.MySQL(c) },
-		begin:       wd.Begin,
-		setup:       wd.SessionSetup, // empty for MySQL
+		db:     db,
+		q:      func(c dbtx) sqlq.Queries { return sqlq.MySQL(c) },
+		begin:  wd.Begin,
+		setup:  wd.SessionSetup, // empty for MySQL
+		idleTx: wd.IdleTxTimeout,
+		idleTxUnknown: func(err error) bool {
+			var me *mysqldriver.MySQLError
+			return errors.As(err, &me) && me.Number == 1193 // ER_UNKNOWN_SYSTEM_VARIABLE
+		},
 		classifyErr: classifyMySQL,
 		rolledBack:  mysqlDeadlock,
 		lockMigrate: func(ctx context.Context, c *sql.Conn) (func(), error) {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/simba-go/simba/generated/sqlq"
@@ -36,9 +37,16 @@ type stdDialect struct {
 	// setup is run once on every driver connection before its first use when the pool is the
 	// user's (NewSQLite): Open puts it in the DSN instead.
 	setup []string
+	// idleTx is the dialect's IdleTxTimeout statement (MySQL/MariaDB; "": none), run once on
+	// each connection conn pins once a session opened, with idleTxBound of the backend's
+	// shortest TTL; idleTxUnknown reports the server's refusal of it as an unknown variable
+	// (MySQL 8), after which idleTxOff stops trying.
+	idleTx        string
+	idleTxUnknown func(error) bool
+	idleTxOff     atomic.Bool
 
 	seenMu sync.Mutex
-	seen   map[any]struct{} // driver connections that ran setup
+	seen   map[any]struct{} // driver connections that ran setup (and idleTx, when it ran)
 
 	// conns are the connections of a pool on MySQLConnector (Open's too), for dropSilent;
 	// nil otherwise.
@@ -70,6 +78,21 @@ type stdDialect struct {
 	wal *walSwitch
 }
 
+// idleTxBound is how long a connection may sit idle inside a transaction before the server
+// ends it, for a backend whose shortest session TTL is ttl (0: no session opened yet, and no
+// bound): a third of it, the renewal interval that bounds every call (the client's call
+// timeout), at least minIdleTx. A transaction idle for longer is one whose client gave up on
+// it or is stopped (SIGSTOP, a GC pause, a VM frozen) while it holds row locks.
+func idleTxBound(ttl time.Duration) time.Duration {
+	if ttl <= 0 {
+		return 0
+	}
+	return max(ttl/3, minIdleTx)
+}
+
+// minIdleTx is the least idleTxBound (MariaDB counts whole seconds).
+const minIdleTx = time.Second
+
 // maxSeen bounds the set of connections known to have run setup; when it is exceeded the set
 // is forgotten (setup is idempotent, and the pool has replaced most of those connections).
 const maxSeen = 4096
@@ -82,7 +105,11 @@ func (d *stdDialect) conn(ctx context.Context) (*sql.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(d.setup) == 0 {
+	var idle time.Duration
+	if d.idleTx != "" && d.b != nil && !d.idleTxOff.Load() {
+		idle = idleTxBound(d.b.minTTL.Get())
+	}
+	if len(d.setup) == 0 && idle == 0 {
 		return c, nil
 	}
 	var key any
@@ -100,6 +127,15 @@ func (d *stdDialect) conn(ctx context.Context) (*sql.Conn, error) {
 		if _, err := c.ExecContext(ctx, st); err != nil {
 			c.Close()
 			return nil, fmt.Errorf("session setup %q: %w", st, err)
+		}
+	}
+	if idle > 0 {
+		if _, err := c.ExecContext(ctx, d.idleTx, idle.Milliseconds()); err != nil {
+			if d.idleTxUnknown == nil || !d.idleTxUnknown(err) {
+				c.Close()
+				return nil, fmt.Errorf("session setup %q: %w", d.idleTx, err)
+			}
+			d.idleTxOff.Store(true) // MySQL 8: no such variable; wait_timeout is all there is
 		}
 	}
 	d.seenMu.Lock()

@@ -119,6 +119,12 @@ type SQLDialect struct {
 	// client's outage probe, so that a server that answers reads but refuses writes is not taken
 	// for reachable again (empty: the dialect has none).
 	ReadOnlyCheck string
+	// IdleTxTimeout sets how long the server keeps the connection idle inside a transaction before
+	// it ends the connection (and so the transaction and its locks): one statement with one
+	// parameter, the bound in milliseconds. The backend runs it once on each connection it uses
+	// for a transaction, so that a client stopped inside one (SIGSTOP, a VM frozen) does not hold
+	// its row locks for the server's wait_timeout (empty: the dialect has none).
+	IdleTxTimeout string
 	// wakeFreeLeases is the statement that reads the free leases among some names, around its
 	// list of name parameters (WakeFreeLeases; empty: the dialect has none).
 	wakeFreeLeases [2]string
@@ -190,6 +196,7 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 			Begin:         "BEGIN",
 			ChangeCounter: "",
 			DatabaseFile:  "",
+			IdleTxTimeout: "",
 			JournalMode:   "",
 			JournalWAL:    "",
 			Listen:        []string{},
@@ -345,6 +352,7 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 			Begin:         "START TRANSACTION",
 			ChangeCounter: "",
 			DatabaseFile:  "",
+			IdleTxTimeout: "SET SESSION idle_transaction_timeout = CEILING(? / 1000)",
 			JournalMode:   "",
 			JournalWAL:    "",
 			Listen:        []string{},
@@ -509,6 +517,7 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 			Begin:         "BEGIN IMMEDIATE",
 			ChangeCounter: "PRAGMA data_version",
 			DatabaseFile:  "PRAGMA database_list",
+			IdleTxTimeout: "",
 			JournalMode:   "PRAGMA journal_mode",
 			JournalWAL:    "PRAGMA journal_mode=wal",
 			Listen:        []string{},
