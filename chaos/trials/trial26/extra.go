@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/simba-go/simba/chaos/trials/netproxy"
 	"math/rand"
 	"sort"
 	"syscall"
@@ -61,7 +62,7 @@ func (r *runner) churn(sinkURL string, cut bool) {
 	if rep == nil {
 		rep = &replica{slot: "r4"}
 		if r.target != "" {
-			px, err := newProxy(r.target)
+			px, err := netproxy.New(r.target)
 			if err != nil {
 				return
 			}

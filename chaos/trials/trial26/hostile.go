@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/simba-go/simba/chaos/trials/netproxy"
 	"log/slog"
 	"os"
 	"runtime"
@@ -37,13 +38,13 @@ func hostile(args []string) error {
 	type cl struct {
 		c  *simba.Client
 		b  spi.Backend
-		px *proxy
+		px *netproxy.Proxy
 	}
 	mk := func(owner string, ttl time.Duration) (cl, error) {
 		addr := r.target
-		var px *proxy
+		var px *netproxy.Proxy
 		if r.target != "" {
-			p, err := newProxy(r.target)
+			p, err := netproxy.New(r.target)
 			if err != nil {
 				return cl{}, err
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/simba-go/simba/chaos/trials/netproxy"
 	"sort"
 	"sync"
 	"time"
@@ -49,9 +50,9 @@ func rtt(args []string) error {
 			})
 		}
 		var clients []*simba.Client
-		var pxs []*proxy
+		var pxs []*netproxy.Proxy
 		for _, who := range []string{"holder", "candidate"} {
-			px, err := newProxy(r.target)
+			px, err := netproxy.New(r.target)
 			if err != nil {
 				return err
 			}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/simba-go/simba/chaos/trials/netproxy"
 	"io"
 	"net"
 	"net/http"
@@ -60,7 +61,7 @@ type replica struct {
 	gen   int
 	cmd   *exec.Cmd
 	http  string
-	px    *proxy
+	px    *netproxy.Proxy
 	done  chan struct{}
 	ready chan struct{}
 	stopT int64 // when SIGSTOP was sent (0: not stopped)
@@ -178,7 +179,7 @@ func run(args []string) error {
 	for _, s := range []string{"r1", "r2", "r3"} {
 		rep := &replica{slot: s}
 		if r.target != "" {
-			px, err := newProxy(r.target)
+			px, err := netproxy.New(r.target)
 			if err != nil {
 				return err
 			}
@@ -536,7 +537,7 @@ func (r *runner) blackhole(f float64) {
 	d := time.Duration(f * float64(r.ttl))
 	t0 := r.now()
 	L.px.Cut()
-	lastSend := L.px.lastSend.Load()
+	lastSend := L.px.LastSend()
 	slot, ne := r.waitLeader(t0, L.slot, d)
 	we, ended := r.waitEvent(le.ID, "work-end", t0, time.Until(time.Unix(0, t0).Add(d)))
 	time.Sleep(time.Until(time.Unix(0, t0).Add(d)))

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/simba-go/simba/chaos/trials/netproxy"
 	"net"
 	"net/http"
 	"os"
@@ -109,7 +110,7 @@ func (s *sink) setDead(proc string, dead bool) {
 type proc struct {
 	id    string
 	cmd   *exec.Cmd
-	px    *proxy
+	px    *netproxy.Proxy
 	errf  string
 	outf  string
 	start time.Time
@@ -138,7 +139,7 @@ func (r *runner) startProc(id string) error {
 	if p == nil {
 		p = &proc{id: id, errf: filepath.Join(r.dir, id+".err"), outf: filepath.Join(r.dir, id+".out")}
 		if r.target != "" {
-			px, err := newProxy(r.target)
+			px, err := netproxy.New(r.target)
 			if err != nil {
 				return err
 			}

@@ -1,4 +1,6 @@
-package main
+// Package netproxy is the TCP proxy the outside trials put between a client process and its
+// server to cut, blackhole or slow the link.
+package netproxy
 
 import (
 	"io"
@@ -8,10 +10,10 @@ import (
 	"time"
 )
 
-// proxy forwards TCP connections to target. Blackholed, it accepts but forwards nothing (the bytes
+// Proxy forwards TCP connections to target. Blackholed, it accepts but forwards nothing (the bytes
 // wait, as TCP's retransmits would deliver them after the heal); delay holds every chunk that long
 // before forwarding it.
-type proxy struct {
+type Proxy struct {
 	ln     net.Listener
 	target string
 
@@ -23,27 +25,32 @@ type proxy struct {
 	conns    map[net.Conn]struct{}
 }
 
-func newProxy(target string) (*proxy, error) {
+// New listens on a free port of 127.0.0.1 and forwards what it accepts to target, link up.
+func New(target string) (*Proxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	p := &proxy{ln: ln, target: target, open: make(chan struct{}), conns: map[net.Conn]struct{}{}}
+	p := &Proxy{ln: ln, target: target, open: make(chan struct{}), conns: map[net.Conn]struct{}{}}
 	close(p.open)
 	go p.serve()
 	return p, nil
 }
 
-func (p *proxy) Addr() string { return p.ln.Addr().String() }
+// Addr is the address clients dial instead of the target's.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
-func (p *proxy) gate() chan struct{} {
+// LastSend is when the last client-to-server chunk was forwarded (unix nanoseconds; 0: none).
+func (p *Proxy) LastSend() int64 { return p.lastSend.Load() }
+
+func (p *Proxy) gate() chan struct{} {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.open
 }
 
-// Cut blackholes the link; Heal restores it.
-func (p *proxy) Cut() {
+// Cut blackholes the link: connections stay open, nothing is forwarded until Heal.
+func (p *Proxy) Cut() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.down {
@@ -52,7 +59,8 @@ func (p *proxy) Cut() {
 	}
 }
 
-func (p *proxy) Heal() {
+// Heal restores a cut link; the bytes held meanwhile are forwarded.
+func (p *Proxy) Heal() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.down {
@@ -61,9 +69,10 @@ func (p *proxy) Heal() {
 	}
 }
 
-func (p *proxy) SetDelay(d time.Duration) { p.delay.Store(int64(d)) }
+// SetDelay holds every chunk d before forwarding it (0: none).
+func (p *Proxy) SetDelay(d time.Duration) { p.delay.Store(int64(d)) }
 
-func (p *proxy) serve() {
+func (p *Proxy) serve() {
 	for {
 		c, err := p.ln.Accept()
 		if err != nil {
@@ -73,7 +82,7 @@ func (p *proxy) serve() {
 	}
 }
 
-func (p *proxy) track(c net.Conn, add bool) {
+func (p *Proxy) track(c net.Conn, add bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if add {
@@ -83,7 +92,7 @@ func (p *proxy) track(c net.Conn, add bool) {
 	}
 }
 
-func (p *proxy) handle(c net.Conn) {
+func (p *Proxy) handle(c net.Conn) {
 	p.track(c, true)
 	defer p.track(c, false)
 	defer c.Close()
@@ -101,7 +110,7 @@ func (p *proxy) handle(c net.Conn) {
 	<-done
 }
 
-func (p *proxy) pipe(dst, src net.Conn, up bool) {
+func (p *Proxy) pipe(dst, src net.Conn, up bool) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
@@ -130,13 +139,14 @@ func (p *proxy) pipe(dst, src net.Conn, up bool) {
 }
 
 // Conns counts the connections open through the proxy (both sides).
-func (p *proxy) Conns() int {
+func (p *Proxy) Conns() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.conns)
 }
 
-func (p *proxy) Close() {
+// Close stops listening and closes every connection through the proxy.
+func (p *Proxy) Close() {
 	p.ln.Close()
 	p.mu.Lock()
 	for c := range p.conns {
