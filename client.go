@@ -1359,9 +1359,11 @@ func (c *Client) runCall(cl call, caller context.Context, drains *[]*serialDispa
 	if ev.Err != nil && ef.Op != engine.OpCloseSession && c.isClosing(ef.Session) {
 		ev.Err = &closeCutError{err: ev.Err}
 	}
+	closing := isCloseCut(ev.Err)
 	if openCut != nil && c.unwatchOpen(openCut) && ev.Err != nil && ctx.Err() != nil {
 		// Close cut the open: not the backend's failure, and nothing to retry.
 		ev.Err = fmt.Errorf("%w: open-session cut short by Close (%v)", ErrClosed, ev.Err)
+		closing = true
 	} else if cut {
 		ev.Err = &abandonedError{op: publicOp(ef.Op), name: ef.Name, cause: context.Cause(caller)}
 	} else if ev.Err != nil && ctx.Err() != nil && !errors.Is(ev.Err, ErrUnavailable) {
@@ -1370,7 +1372,7 @@ func (c *Client) runCall(cl call, caller context.Context, drains *[]*serialDispa
 	}
 	for _, f := range c.cfg.observers {
 		f(CallInfo{Op: publicOp(ef.Op), Name: ef.Name, Took: c.cfg.clock.Now() - ev.SentAt,
-			Token: ev.Acquire.Token, Err: ev.Err, Class: spi.Classify(ev.Err), Abandoned: cut})
+			Token: ev.Acquire.Token, Err: ev.Err, Class: spi.Classify(ev.Err), Abandoned: cut, Closing: closing})
 	}
 	if cut && ef.Op == engine.OpRelease {
 		c.settle.begin() // ended by the worker's runCall

@@ -381,6 +381,12 @@ type CallInfo struct {
 	// not a failure of the backend. A release cut so goes on as a second call. A deadline
 	// cuts calls so only on a backend whose calls are cut-safe (spi.CutSafe).
 	Abandoned bool
+	// Closing reports a call ended by a close, not by the backend: it failed on a session
+	// whose close the client had sent (Close, or the end of a lost session; the close
+	// subsumes the call, and the close's own outcome is reported), or it was an open cut
+	// short by Close. Err says what the call saw (often context.Canceled: a release still in
+	// flight when Close finished); the client logs it at DEBUG and sends it to no listener.
+	Closing bool
 }
 
 // WithCallObserver adds an observer of backend calls, for metrics: it is called on the call's

@@ -4,7 +4,7 @@
 //
 //	postgres://user:password@host:5432/db      PostgreSQL (also postgresql://)
 //	mysql://user:password@host:3306/db         MySQL 8, MariaDB
-//	sqlite:///var/lib/app/simba.db             SQLite file (sqlite://relative/path.db)
+//	sqlite:///var/lib/app/simba.db             SQLite file (sqlite://relative/path.db; sqlite3:// too)
 //	redis://[user:password@]host:6379[/db]     Redis (rediss:// over TLS)
 //	redis+cluster://host:7001,host:7002        Redis Cluster (rediss+cluster://)
 //	redis+sentinel://host:26379,host/master    Redis through Sentinel (rediss+sentinel://)

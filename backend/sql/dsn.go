@@ -25,7 +25,7 @@ import (
 //
 //	postgres://user:password@host:port/db?param=value...      PostgreSQL (also postgresql://)
 //	mysql://user:password@host:port/db?param=value...         MySQL 8 / MariaDB 10.11
-//	sqlite:///absolute/path.db?param=value...                  SQLite (sqlite://relative/path.db)
+//	sqlite:///absolute/path.db?param=value...                  SQLite (sqlite://relative/path.db; sqlite3:// too)
 //
 // PostgreSQL: the DSN is pgx's (pgxpool.ParseConfig: pool_max_conns, sslmode, search_path,
 // connect_timeout, ...); every connection runs the session setup (PostgresAfterConnect).

@@ -112,8 +112,9 @@ func mysqlDeadlock(err error) bool {
 // (spi.Contended: the server answered); a write refused by a read-only server (1290 --read-only,
 // 1836 read-only mode, 1792 a read-only transaction: a replica, a primary demoted in a
 // failover) is retryable, naming read-only (errReadOnly); too many connections, server
-// shutdown, interrupted or killed connections and network errors are retryable; a missing table or column is ErrSchemaMissing; access denied, an unknown
-// database, syntax and data errors (out-of-range values, 1264 and 1690, included), a session
+// shutdown, interrupted or killed connections and network errors are retryable; a missing table or column,
+// and a missing database (1049: the hint says to create it before migrating), is ErrSchemaMissing; access denied,
+// syntax and data errors (out-of-range values, 1264 and 1690, included), a session
 // variable the server refuses (1193 unknown, 1231 a bad value, 1232 a bad type, 1238 read-only:
 // go-sql-driver/mysql SETs every DSN parameter it does not know on each new connection, so a
 // misspelt one fails every connection alike) and TLS failures (tls=true to a server without TLS
@@ -132,6 +133,8 @@ func classifyMySQL(b *Backend, op string, err error) error {
 		switch me.Number {
 		case 1146, 1054: // ER_NO_SUCH_TABLE, ER_BAD_FIELD_ERROR
 			return b.schemaMissing(fmt.Sprintf("%s: %s", op, me.Message), err)
+		case 1049: // ER_BAD_DB_ERROR: the DSN's database does not exist
+			return b.schemaMissing(fmt.Sprintf("%s: the DSN's database does not exist (%s): create it first (CREATE DATABASE name), then", op, me.Message), err)
 		case 1213, 1205:
 			// The server answered: the transaction lost to concurrent ones (a deadlock victim
 			// still so after retryRolledBack's attempts, a row lock not granted within
@@ -148,7 +151,7 @@ func classifyMySQL(b *Backend, op string, err error) error {
 			1160, 1161, 1184, 1203, 1226, 1317, 1927, 2002, 2003, 2006, 2013,
 			3024, 4031:
 			return spi.Unavailable(op, err)
-		case 1044, 1045, 1049, 1064, 1142, 1143, 1193, 1227, 1231, 1232, 1238, 1264, 1366, 1406, 1690, 1698,
+		case 1044, 1045, 1064, 1142, 1143, 1193, 1227, 1231, 1232, 1238, 1264, 1366, 1406, 1690, 1698,
 			1820, 1862:
 			// 1690 ER_DATA_OUT_OF_RANGE (a BIGINT overflow): retrying computes the same value.
 			return spi.AsPermanent(fmt.Errorf("%s: %w", op, err))

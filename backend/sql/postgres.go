@@ -797,7 +797,8 @@ func isPgUndefined(err error) bool {
 // (spi.Contended: the server answered); a write refused by a read-only server (25006: a hot
 // standby, default_transaction_read_only) is retryable, naming read-only (errReadOnly);
 // connection and resource errors, server shutdown and network errors are retryable; a missing table or column is
-// ErrSchemaMissing; authentication, privileges, a missing database, statement errors and TLS
+// ErrSchemaMissing, and so is a missing database (3D000: the hint says to create it before
+// migrating); authentication, privileges, statement errors and TLS
 // failures (a certificate that does not verify with sslmode=verify-ca/verify-full, a server
 // that refuses TLS with sslmode=require) are permanent; a connect whose attempts did not all fail
 // at TLS (sslmode=prefer, the default, falls back to a plain attempt) is classified by the
@@ -815,6 +816,8 @@ func (d *pgDialect) classify(op string, err error) error {
 		switch {
 		case isPgUndefined(err):
 			return d.b.schemaMissing(fmt.Sprintf("%s: %s", op, pe.Message), err)
+		case pe.Code == "3D000":
+			return d.b.schemaMissing(pgNoDatabase(op, pe), err)
 		case pe.Code == "40001", pe.Code == "40P01", pe.Code == "55P03":
 			// The server answered: the statement lost to concurrent transactions (a
 			// deadlock victim or serialization failure still so after retryRolledBack's
@@ -826,7 +829,7 @@ func (d *pgDialect) classify(op string, err error) error {
 			strings.HasPrefix(pe.Code, "08"), strings.HasPrefix(pe.Code, "53"),
 			strings.HasPrefix(pe.Code, "57P"), strings.HasPrefix(pe.Code, "58"):
 			return spi.Unavailable(op, err)
-		case strings.HasPrefix(pe.Code, "28"), pe.Code == "42501", pe.Code == "3D000",
+		case strings.HasPrefix(pe.Code, "28"), pe.Code == "42501",
 			strings.HasPrefix(pe.Code, "42"), strings.HasPrefix(pe.Code, "22"):
 			return spi.AsPermanent(fmt.Errorf("%s: %w", op, err))
 		}
@@ -839,7 +842,10 @@ func (d *pgDialect) classify(op string, err error) error {
 	var ce *pgconn.ConnectError
 	if errors.As(err, &ce) {
 		var pe2 *pgconn.PgError
-		if errors.As(ce, &pe2) && (strings.HasPrefix(pe2.Code, "28") || pe2.Code == "3D000") {
+		if errors.As(ce, &pe2) && pe2.Code == "3D000" {
+			return d.b.schemaMissing(pgNoDatabase(op, pe2), err)
+		}
+		if errors.As(ce, &pe2) && strings.HasPrefix(pe2.Code, "28") {
 			return spi.AsPermanent(fmt.Errorf("%s: %w", op, err))
 		}
 		return spi.Unavailable(op, err)
@@ -849,6 +855,13 @@ func (d *pgDialect) classify(op string, err error) error {
 		return fmt.Errorf("%w: %s: %w", spi.ErrInvalidOption, op, err)
 	}
 	return spi.Unavailable(op, err)
+}
+
+// pgNoDatabase is the why of the ErrSchemaMissing for a database that does not exist
+// (3D000, invalid_catalog_name): the server's message, and to create the database before
+// applying the migrations.
+func pgNoDatabase(op string, pe *pgconn.PgError) string {
+	return fmt.Sprintf("%s: the DSN's database does not exist (%s): create it first (CREATE DATABASE name), then", op, pe.Message)
 }
 
 // accessDenied is classify's answer for a refusal of the client's credentials (class 28:

@@ -66,7 +66,7 @@ import (
 
 // dsnForms lists every DSN form the CLI takes; each command's help includes it.
 const dsnForms = `DSN forms (-dsn, or $SIMBA_DSN):
-  sqlite:///path/to/file.db                       SQLite file (created if missing; not by status)
+  sqlite:///path/to/file.db                       SQLite file (created if missing; not by status; sqlite3:// too)
   postgres://user:pass@host:5432/db               PostgreSQL (postgresql:// too)
   mysql://user:pass@host:3306/db                  MySQL or MariaDB
   redis://:pass@host:6379/0                       Redis standalone

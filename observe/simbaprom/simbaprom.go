@@ -38,12 +38,12 @@
 //	                                              outcome: ok, or error (a keep-alive that timed
 //	                                              out counts its whole timeout here)
 //	simba_backend_errors_total{op,class}          failed backend calls by operation (the
-//	                                              simba.Op constants) and class: every one,
-//	                                              also a call on a session the client was
-//	                                              closing, which gives no EventBackendError
-//	                                              (its log line is at DEBUG), so this can
-//	                                              count more than the events, and more than
-//	                                              the WARN and ERROR lines (the log damps
+//	                                              simba.Op constants) and class: every one
+//	                                              but a call a close ended (CallInfo.Closing:
+//	                                              a clean Close counts none) or its caller
+//	                                              abandoned; this can count more than the
+//	                                              events, and more than the WARN and ERROR
+//	                                              lines (the log damps
 //	                                              repeats: an outage's retryable errors are a
 //	                                              WARN per distinct cause and one a minute,
 //	                                              a permanent error that repeats is logged at
@@ -272,9 +272,10 @@ func (m *Metrics) listen(ev simba.Event) {
 }
 
 // observe runs on a backend call's goroutine. A call its caller abandoned (its context ended)
-// is neither an attempt with an outcome nor a backend error: it is not counted.
+// or a close ended (CallInfo.Closing) is neither an attempt with an outcome nor a backend
+// error: it is not counted.
 func (m *Metrics) observe(ci simba.CallInfo) {
-	if ci.Abandoned {
+	if ci.Abandoned || ci.Closing {
 		return
 	}
 	switch ci.Op {
