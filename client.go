@@ -1575,6 +1575,9 @@ func (e *closeCutError) Unwrap() error { return e.err }
 
 // isCloseCut reports whether err is (or wraps) a *closeCutError.
 func isCloseCut(err error) bool {
+	if err == nil {
+		return false // before the target's declaration: errors.As's target escapes (an allocation per call)
+	}
 	var cut *closeCutError
 	return errors.As(err, &cut)
 }
