@@ -260,6 +260,12 @@ func (b *Backend) schemaMissing(why string, cause error) error {
 	return b.schemaMissingFrom(-1, why, cause)
 }
 
+// noDatabase is schemaMissing for a DSN whose database does not exist (MySQL/MariaDB 1049,
+// PostgreSQL 3D000; serverMsg is the server's message): it says to create the database first.
+func (b *Backend) noDatabase(op, serverMsg string, cause error) error {
+	return b.schemaMissing(fmt.Sprintf("%s: the DSN's database does not exist (%s): create it first (CREATE DATABASE name), then", op, serverMsg), cause)
+}
+
 // schemaMissingFrom is schemaMissing for a database at schema version v: it names the
 // migrations after v to apply (all of them for v 0: a database without the version table), in
 // order; for a negative v (unknown), the first one.

@@ -134,7 +134,7 @@ func classifyMySQL(b *Backend, op string, err error) error {
 		case 1146, 1054: // ER_NO_SUCH_TABLE, ER_BAD_FIELD_ERROR
 			return b.schemaMissing(fmt.Sprintf("%s: %s", op, me.Message), err)
 		case 1049: // ER_BAD_DB_ERROR: the DSN's database does not exist
-			return b.schemaMissing(fmt.Sprintf("%s: the DSN's database does not exist (%s): create it first (CREATE DATABASE name), then", op, me.Message), err)
+			return b.noDatabase(op, me.Message, err)
 		case 1213, 1205:
 			// The server answered: the transaction lost to concurrent ones (a deadlock victim
 			// still so after retryRolledBack's attempts, a row lock not granted within
@@ -151,8 +151,8 @@ func classifyMySQL(b *Backend, op string, err error) error {
 			1160, 1161, 1184, 1203, 1226, 1317, 1927, 2002, 2003, 2006, 2013,
 			3024, 4031:
 			return spi.Unavailable(op, err)
-		case 1044, 1045, 1064, 1142, 1143, 1193, 1227, 1231, 1232, 1238, 1264, 1366, 1406, 1690, 1698,
-			1820, 1862:
+		case 1064, 1193, 1231, 1232, 1238, 1264, 1366, 1406, 1690:
+			// (Refused credentials and privileges went to mysqlAccessDenied above.)
 			// 1690 ER_DATA_OUT_OF_RANGE (a BIGINT overflow): retrying computes the same value.
 			return spi.AsPermanent(fmt.Errorf("%s: %w", op, err))
 		}

@@ -817,7 +817,7 @@ func (d *pgDialect) classify(op string, err error) error {
 		case isPgUndefined(err):
 			return d.b.schemaMissing(fmt.Sprintf("%s: %s", op, pe.Message), err)
 		case pe.Code == "3D000":
-			return d.b.schemaMissing(pgNoDatabase(op, pe), err)
+			return d.b.noDatabase(op, pe.Message, err)
 		case pe.Code == "40001", pe.Code == "40P01", pe.Code == "55P03":
 			// The server answered: the statement lost to concurrent transactions (a
 			// deadlock victim or serialization failure still so after retryRolledBack's
@@ -829,8 +829,8 @@ func (d *pgDialect) classify(op string, err error) error {
 			strings.HasPrefix(pe.Code, "08"), strings.HasPrefix(pe.Code, "53"),
 			strings.HasPrefix(pe.Code, "57P"), strings.HasPrefix(pe.Code, "58"):
 			return spi.Unavailable(op, err)
-		case strings.HasPrefix(pe.Code, "28"), pe.Code == "42501",
-			strings.HasPrefix(pe.Code, "42"), strings.HasPrefix(pe.Code, "22"):
+		case strings.HasPrefix(pe.Code, "42"), strings.HasPrefix(pe.Code, "22"):
+			// (Class 28 and 42501 went to accessDenied above.)
 			return spi.AsPermanent(fmt.Errorf("%s: %w", op, err))
 		}
 		return spi.Unavailable(op, err)
@@ -841,13 +841,8 @@ func (d *pgDialect) classify(op string, err error) error {
 	}
 	var ce *pgconn.ConnectError
 	if errors.As(err, &ce) {
-		var pe2 *pgconn.PgError
-		if errors.As(ce, &pe2) && pe2.Code == "3D000" {
-			return d.b.schemaMissing(pgNoDatabase(op, pe2), err)
-		}
-		if errors.As(ce, &pe2) && strings.HasPrefix(pe2.Code, "28") {
-			return spi.AsPermanent(fmt.Errorf("%s: %w", op, err))
-		}
+		// A refusal the server sent while connecting (3D000, class 28) was found above:
+		// errors.As unwraps a ConnectError.
 		return spi.Unavailable(op, err)
 	}
 	var pce *pgconn.ParseConfigError
@@ -855,13 +850,6 @@ func (d *pgDialect) classify(op string, err error) error {
 		return fmt.Errorf("%w: %s: %w", spi.ErrInvalidOption, op, err)
 	}
 	return spi.Unavailable(op, err)
-}
-
-// pgNoDatabase is the why of the ErrSchemaMissing for a database that does not exist
-// (3D000, invalid_catalog_name): the server's message, and to create the database before
-// applying the migrations.
-func pgNoDatabase(op string, pe *pgconn.PgError) string {
-	return fmt.Sprintf("%s: the DSN's database does not exist (%s): create it first (CREATE DATABASE name), then", op, pe.Message)
 }
 
 // accessDenied is classify's answer for a refusal of the client's credentials (class 28:
