@@ -260,7 +260,7 @@ func (b *Backend) run(ctx context.Context, name string, st *opState) error {
 func (p *plan) runSteps(ctx context.Context, q sqlq.Queries, st *opState) error {
 	for i := range p.steps {
 		s := &p.steps[i]
-		if (s.When != "" && s.When != st.outcome) || (s.If != "" && !st.Args.Given(s.If)) {
+		if !p.runs(s, st) {
 			continue
 		}
 		for attempt := 1; ; attempt++ {

@@ -64,12 +64,12 @@ func TestPostgresHintAfterRelisten(t *testing.T) {
 	}
 }
 
-// TestPostgresHintListenerBacksOffWhileDown: while the server stays unreachable the hint
-// listener does not reconnect in a loop: the backoff it draws its waits from doubles from
-// listenBackoffMin after each failed connect, up to a third of the shortest TTL opened (1 s
-// here), and it LISTENs again once the link heals. Its waits are made 1 ms long here (their
-// bounds are recorded), so the test counts attempts, not time.
-func TestPostgresHintListenerBacksOffWhileDown(t *testing.T) {
+// recordListenBackoffs makes the hint listener's retry waits 1 ms long and sends the backoff
+// each was drawn from on the returned channel (dropping what does not fit), so tests count
+// attempts, not time. Set it up before the backend: cleanups run last first, so the real wait
+// comes back after the backend closed.
+func recordListenBackoffs(t *testing.T) <-chan time.Duration {
+	t.Helper()
 	bounds := make(chan time.Duration, 64)
 	saved := listenRetryWait
 	listenRetryWait = func(backoff time.Duration) time.Duration {
@@ -79,7 +79,17 @@ func TestPostgresHintListenerBacksOffWhileDown(t *testing.T) {
 		}
 		return time.Millisecond
 	}
-	t.Cleanup(func() { listenRetryWait = saved }) // after the backend closes (cleanups run last first)
+	t.Cleanup(func() { listenRetryWait = saved })
+	return bounds
+}
+
+// TestPostgresHintListenerBacksOffWhileDown: while the server stays unreachable the hint
+// listener does not reconnect in a loop: the backoff it draws its waits from doubles from
+// listenBackoffMin after each failed connect, up to a third of the shortest TTL opened (1 s
+// here), and it LISTENs again once the link heals. Its waits are made 1 ms long here (their
+// bounds are recorded), so the test counts attempts, not time.
+func TestPostgresHintListenerBacksOffWhileDown(t *testing.T) {
+	bounds := recordListenBackoffs(t)
 	dsn, p := proxiedPgDSN(t, map[string]string{"connect_timeout": "2"})
 	b := migrated(t, dsn, WithHousekeepingInterval(-1))
 	openSession(t, b, 3*time.Second) // the backoff's cap: a third of the TTL
@@ -114,16 +124,7 @@ func TestPostgresHintListenerBacksOffWhileDown(t *testing.T) {
 // for as long as the server accepted and dropped it. Waits are made 1 ms long (their bounds
 // recorded), so the test counts attempts, not time.
 func TestPostgresHintListenerBacksOffWhenConnectionsDie(t *testing.T) {
-	bounds := make(chan time.Duration, 64)
-	saved := listenRetryWait
-	listenRetryWait = func(backoff time.Duration) time.Duration {
-		select {
-		case bounds <- backoff:
-		default:
-		}
-		return time.Millisecond
-	}
-	t.Cleanup(func() { listenRetryWait = saved }) // after the backend closes (cleanups run last first)
+	bounds := recordListenBackoffs(t)
 	dsn, p := proxiedPgDSN(t, map[string]string{"connect_timeout": "2"})
 	b := migrated(t, dsn, WithHousekeepingInterval(-1))
 	ctx, cancel := context.WithCancel(testCtx(t))
