@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"net"
@@ -120,7 +121,7 @@ func groupTeam(args []string) error {
 	t0 := time.Now()
 	killed := false
 	steady := *dur - 12*time.Second
-	for t := *churn; t < steady; t += *churn {
+	for t := *churn; t < steady && *churn < *dur; t += *churn {
 		time.Sleep(time.Until(t0.Add(t)))
 		mu.Lock()
 		count := len(live)
@@ -266,7 +267,8 @@ func member(args []string) error {
 		return err
 	}
 	defer b.Close()
-	c, err := simba.New(b, simba.WithTTL(*ttl), simba.WithOwner(*id))
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	c, err := simba.New(b, simba.WithTTL(*ttl), simba.WithOwner(*id), simba.WithLogger(logger))
 	if err != nil {
 		return err
 	}

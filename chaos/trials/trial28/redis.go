@@ -242,8 +242,8 @@ func redisTeam(args []string) error {
 	})
 	for _, f := range faults {
 		after := firstNewTenure(recs, f.kill)
-		fmt.Printf("%s: the first write of a tenure granted after the kill came %.3fs after the kill, %.3fs after the restart/promotion\n",
-			f.what, after.Sub(f.kill).Seconds(), after.Sub(f.restart).Seconds())
+		fmt.Printf("%s at %s (serving again at %s): the first write of a tenure granted after the kill came %.3fs after the kill, %.3fs after the restart/promotion\n",
+			f.what, f.kill.Format("15:04:05.000"), f.restart.Format("15:04:05.000"), after.Sub(f.kill).Seconds(), after.Sub(f.restart).Seconds())
 	}
 	v := analyse(recs)
 	v.print(os.Stdout)
