@@ -627,7 +627,9 @@ func (e *Election) IsLeader() bool {
 // the election is stopped or its client closing: a stopped election follows the lease no more,
 // so the holder it last learned may since have released it. Owner may be empty for a while:
 // the SQL and Redis backends name a waiter that a free lease is reserved for by its session
-// alone, and the owner follows with the candidate's next attempt.
+// alone, and the owner follows with the candidate's next attempt. An election never started
+// learns nothing, so it reports false even while another client leads: to observe a lease
+// without campaigning, read it with the backend's InspectLease (spi.LeaseInspector).
 func (e *Election) Leader() (Leader, bool) {
 	if t, ok := e.current(); ok {
 		return Leader{Session: e.c.Session(), Owner: t.Owner(), Self: true}, true
