@@ -93,8 +93,11 @@ func WithRouteBySlot(on bool) Option {
 // master acknowledged: a grant (the new master has the lease free or held by the previous
 // holder, so another session is granted it while the client still believes it holds it: two
 // holders), a keep-alive (the lease's expiry on the new master is earlier than the client's
-// deadline: again two holders for a while), or a release. A lost grant also loses its token
-// increment, so the next grant on the new master hands out the same token again: two tenures
+// deadline: again two holders for a while), or a release. A lost grant also loses its token:
+// each grant writes max(token + 1, the master's TIME in µs), so the next grant on the new
+// master hands out a greater token as long as the new master's clock is past the lost grant's
+// (hosts in sync: the lost token is at most a failover's time old); with a new master's clock
+// behind the old one's by more than that, it can hand out the same token again: two tenures
 // with one token, which a fenced resource cannot tell apart. Fencing then protects nothing
 // between those two holders; it still rejects every older token.
 //
@@ -107,7 +110,9 @@ func WithRouteBySlot(on bool) Option {
 // crashes too, and a failover may promote a replica that did not acknowledge unless n covers
 // them all. n ≤ 0 turns the option off; timeout must be positive when n > 0, and should be well
 // below both the client's read timeout (go-redis: 5 s by default) and the engine's call timeout
-// (the renewal interval), since the WAIT's time is part of each grant's and renewal's.
+// (the renewal interval), since the WAIT's time is part of each grant's and renewal's: a
+// timeout of at least TTL/3 (the longest renewal interval) is refused by simba.New and
+// OpenSession with an error matching spi.ErrInvalidOption (see CheckTTL).
 func WithWaitReplicas(n int, timeout time.Duration) Option {
 	return func(c *config) error {
 		if n > 0 && timeout <= 0 {
@@ -514,12 +519,21 @@ func newSessionID() (spi.SessionID, error) {
 // ms converts a reply's milliseconds to a Duration, saturating (spi.Millis).
 func ms(d int64) time.Duration { return spi.Millis(d) }
 
-// CheckTTL implements spi.TTLChecker: Redis serves every TTL a client can ask for, and only a
-// ttl that is not positive is refused, with an error matching spi.ErrInvalidOption, as
-// OpenSession refuses it before any I/O.
+// CheckTTL implements spi.TTLChecker: Redis serves every TTL a client can ask for, so a ttl
+// is refused only when it is not positive, or, with WithWaitReplicas, when the WAIT timeout is
+// at least a third of it: a client's call timeout is its renewal interval, at most TTL/3, and
+// the WAIT's time is part of every grant's and renewal's, so each WAIT that waits out its
+// timeout would outlast its call, which then fails as a call timeout ("context deadline
+// exceeded") instead of naming the replicas that did not acknowledge, and no grant or renewal
+// could succeed while a replica lags. Either error matches spi.ErrInvalidOption, and
+// OpenSession refuses the same before any I/O.
 func (b *Backend) CheckTTL(ttl time.Duration) error {
 	if ttl <= 0 {
 		return fmt.Errorf("%w: redis: session TTL %v is not positive", spi.ErrInvalidOption, ttl)
+	}
+	if b.waitN > 0 && b.waitTO >= ttl/3 {
+		return fmt.Errorf("%w: redis: wait_timeout %v (WithWaitReplicas) must be below the renewal interval, at most TTL/3 = %v for a session TTL of %v: every WAIT that times out would outlast its call; use a WAIT timeout well below it",
+			spi.ErrInvalidOption, b.waitTO, ttl/3, ttl)
 	}
 	return nil
 }

@@ -60,7 +60,7 @@ type Config struct {
 // are the master's and replicas' (as for redis://), and the parameters sentinel_username and
 // sentinel_password authenticate to Sentinels that require it. Simba's own parameters are
 // wait_replicas (an integer, see WithWaitReplicas), wait_timeout (a Go duration, default
-// 1s when wait_replicas is set) and strict_durability (true or false, as strconv.ParseBool
+// 1s when wait_replicas is set; below a third of the client's TTL, or simba.New refuses it) and strict_durability (true or false, as strconv.ParseBool
 // reads it: true is WithStrictDurability, a server that could lose lease hashes fails the
 // first OpenSession with ErrNotDurable instead of a warning); every other parameter is go-redis's (redis.ParseURL and
 // redis.ParseClusterURL, redis.ParseFailoverURL: dial_timeout, read_timeout, pool_size,

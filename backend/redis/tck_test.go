@@ -77,10 +77,14 @@ func TestLeaseBackendSpecCluster(t *testing.T)    { tck.LeaseBackendSpec(t, clus
 func TestFencingSpecCluster(t *testing.T)         { tck.FencingSpec(t, clusterFactory(t)) }
 
 // The suites again with WAIT on (the shared Cluster has a replica per master; the standalone
-// server has none, so WAIT 0 there only checks the pipelined path).
-func TestLeaseBackendSpecClusterWait(t *testing.T) {
-	tck.LeaseBackendSpec(t, clusterFactory(t, WithWaitReplicas(1, 2*time.Second)))
+// server has none, so WAIT 0 there only checks the pipelined path). The WAIT timeout must be
+// below a third of every TTL the suites open (CheckTTL), hence MinTTL 2 s: the replicas are
+// local and acknowledge in well under a millisecond, so 600 ms leaves a margin for a loaded
+// host.
+func clusterWaitFactory(t *testing.T) tck.Factory {
+	f := clusterFactory(t, WithWaitReplicas(1, 600*time.Millisecond))
+	f.MinTTL = 2 * time.Second
+	return f
 }
-func TestFencingSpecClusterWait(t *testing.T) {
-	tck.FencingSpec(t, clusterFactory(t, WithWaitReplicas(1, 2*time.Second)))
-}
+func TestLeaseBackendSpecClusterWait(t *testing.T) { tck.LeaseBackendSpec(t, clusterWaitFactory(t)) }
+func TestFencingSpecClusterWait(t *testing.T)      { tck.FencingSpec(t, clusterWaitFactory(t)) }
