@@ -57,8 +57,21 @@
 // the gate in the other 2). A write transaction from outside Simba on the file (the sqlite3
 // shell's BEGIN IMMEDIATE, the application's own long write) holds them up the same way: the
 // calls wait in SQLite's busy handler until their deadline, and on Linux that error names the
-// process holding the write lock (read from /proc/locks). PostgreSQL has no such lock: a process
-// stopped there does not hold up the others' keep-alives (trial27: none lost in the same run). MySQL/MariaDB
+// process holding the write lock (read from /proc/locks). PostgreSQL has no such lock, but
+// acquire_queued's transaction locks session rows FOR SHARE (the caller's, and in a takeover
+// the holder's) and the lease row: a process stopped inside it, or whose link lost the replies
+// of its first round trip, kept them until the server found the client gone (TCP keepalive,
+// 2 h by default), and the keep-alives of those sessions waited behind it until the sessions
+// expired (TestPostgresStoppedInsideATransactionDoesNotHoldUpKeepAlives: TTL 9 s, the holder's
+// session expired at the 4th keep-alive). The backend therefore sends a transaction-local
+// idle_in_transaction_session_timeout (set_config(..., true)) with the BEGIN of each of its
+// transactions, in the same round trip, once a session opened: a third of the shortest
+// session TTL the backend opened, at least 1 s. The server ends a connection idle inside such
+// a transaction for longer (FATAL 25P03), its locks go with it, and the next keep-alive goes
+// through (the second, in that test); the stopped process, when it runs again, gets a
+// retryable error, and its pool drops the connection. Being transaction-local, it is sent on
+// any pool, the application's own (NewPostgres) included: a connection keeps its own setting
+// outside Simba's transactions. MySQL/MariaDB
 // would, through InnoDB's row locks: a process stopped inside one of its transactions keeps that
 // transaction's row locks, and acquire_read_lease locks the holder's session row in share mode,
 // so the holder's keep-alive waits in LOCK WAIT behind it (trial27, MariaDB 10.11, before the
