@@ -184,7 +184,7 @@
 // waiter row counts only while its expiry is not beyond its session row's (so one whose session
 // is gone or expired, or whose expiry was forged ahead, holds no free lease back); a session row
 // whose ttl_ms is not between 1 ms and 24 h is not renewed (KeepAlive reports the session
-// expired); a lease row of the session whose token is below 1 (on SQLite also a text) is named
+// expired, and so do Join, which makes no membership for it, and Leave, on every dialect); a lease row of the session whose token is below 1 (on SQLite also a text) is named
 // in KeepAlive's Corrupt, so the client revokes that term as corrupt-record; a lease row whose
 // holder's session row is missing (a foreign key bypassed: a restore with triggers disabled,
 // foreign_key_checks = 0, SQLite's foreign_keys off) is taken by the next acquire.
