@@ -187,7 +187,13 @@
 // expired, and so do Join, which makes no membership for it, and Leave, on every dialect); a lease row of the session whose token is below 1 (on SQLite also a text) is named
 // in KeepAlive's Corrupt, so the client revokes that term as corrupt-record; a lease row whose
 // holder's session row is missing (a foreign key bypassed: a restore with triggers disabled,
-// foreign_key_checks = 0, SQLite's foreign_keys off) is taken by the next acquire.
+// foreign_key_checks = 0, SQLite's foreign_keys off) is taken by the next acquire. SQLite keeps
+// any value in any column and compares a text or a blob above every number: a session row whose
+// expiry_ms is not an integer (a text, a blob, a real: none fits PostgreSQL's or MySQL's BIGINT)
+// is taken for an expiry long past by every statement (not live, no member, its leases free,
+// its waiter entries lapsed, deleted by housekeeping; it counted live for ever before), and one
+// whose ttl_ms is not an integer is not renewed, as one out of range; a text the column's
+// INTEGER affinity can read as an integer ('1') is stored as that integer.
 //
 // # Time
 //
