@@ -103,6 +103,8 @@ type SQLDialectSpec struct {
 	ReadOnlyCheck string `yaml:"read_only_check"`
 	// IdleTxTimeout bounds how long the server keeps a connection idle inside a transaction:
 	// one statement with one parameter, the bound in milliseconds (empty: the dialect has none).
+	// On MySQL/MariaDB it sets the connection's session variable; on PostgreSQL it lasts until
+	// the end of the transaction it is sent in (set_config's is_local), with BEGIN.
 	IdleTxTimeout string `yaml:"idle_tx_timeout"`
 	// WakeFreeLeases reads the free leases among a set of names: {{names}} stands for one
 	// parameter per name (expanded by the generated wire.SQLDialect.WakeFreeLeases).
@@ -1401,9 +1403,12 @@ func (s *SQLSpec) genWire() (File, error) {
 		jen.Id("ReadOnlyCheck").String(),
 		jen.Comment("IdleTxTimeout sets how long the server keeps the connection idle inside a transaction before"),
 		jen.Comment("it ends the connection (and so the transaction and its locks): one statement with one"),
-		jen.Comment("parameter, the bound in milliseconds. The backend runs it once on each connection it uses"),
-		jen.Comment("for a transaction, so that a client stopped inside one (SIGSTOP, a VM frozen) does not hold"),
-		jen.Comment("its row locks for the server's wait_timeout (empty: the dialect has none)."),
+		jen.Comment("parameter, the bound in milliseconds, so that a client stopped inside one (SIGSTOP, a VM"),
+		jen.Comment("frozen, a link that lost the replies) does not hold its row locks for the server's own"),
+		jen.Comment("timeouts. MySQL/MariaDB's sets the connection's session variable: the backend runs it once"),
+		jen.Comment("on each connection it uses for a transaction. PostgreSQL's lasts until the end of the"),
+		jen.Comment("transaction (set_config's is_local): the backend sends it with each transaction's BEGIN, in"),
+		jen.Comment("the same round trip (empty: the dialect has none)."),
 		jen.Id("IdleTxTimeout").String(),
 		jen.Comment("wakeFreeLeases is the statement that reads the free leases among some names, around its"),
 		jen.Comment("list of name parameters (WakeFreeLeases; empty: the dialect has none)."),

@@ -57,8 +57,21 @@
 // the gate in the other 2). A write transaction from outside Simba on the file (the sqlite3
 // shell's BEGIN IMMEDIATE, the application's own long write) holds them up the same way: the
 // calls wait in SQLite's busy handler until their deadline, and on Linux that error names the
-// process holding the write lock (read from /proc/locks). PostgreSQL has no such lock: a process
-// stopped there does not hold up the others' keep-alives (trial27: none lost in the same run). MySQL/MariaDB
+// process holding the write lock (read from /proc/locks). PostgreSQL has no such lock, but
+// acquire_queued's transaction locks session rows FOR SHARE (the caller's, and in a takeover
+// the holder's) and the lease row: a process stopped inside it, or whose link lost the replies
+// of its first round trip, kept them until the server found the client gone (TCP keepalive,
+// 2 h by default), and the keep-alives of those sessions waited behind it until the sessions
+// expired (TestPostgresStoppedInsideATransactionDoesNotHoldUpKeepAlives: TTL 9 s, the holder's
+// session expired at the 4th keep-alive). The backend therefore sends a transaction-local
+// idle_in_transaction_session_timeout (set_config(..., true)) with the BEGIN of each of its
+// transactions, in the same round trip, once a session opened: a third of the shortest
+// session TTL the backend opened, at least 1 s. The server ends a connection idle inside such
+// a transaction for longer (FATAL 25P03), its locks go with it, and the next keep-alive goes
+// through (the second, in that test); the stopped process, when it runs again, gets a
+// retryable error, and its pool drops the connection. Being transaction-local, it is sent on
+// any pool, the application's own (NewPostgres) included: a connection keeps its own setting
+// outside Simba's transactions. MySQL/MariaDB
 // would, through InnoDB's row locks: a process stopped inside one of its transactions keeps that
 // transaction's row locks, and acquire_read_lease locks the holder's session row in share mode,
 // so the holder's keep-alive waits in LOCK WAIT behind it (trial27, MariaDB 10.11, before the
@@ -171,10 +184,16 @@
 // waiter row counts only while its expiry is not beyond its session row's (so one whose session
 // is gone or expired, or whose expiry was forged ahead, holds no free lease back); a session row
 // whose ttl_ms is not between 1 ms and 24 h is not renewed (KeepAlive reports the session
-// expired); a lease row of the session whose token is below 1 (on SQLite also a text) is named
+// expired, and so do Join, which makes no membership for it, and Leave, on every dialect); a lease row of the session whose token is below 1 (on SQLite also a text) is named
 // in KeepAlive's Corrupt, so the client revokes that term as corrupt-record; a lease row whose
 // holder's session row is missing (a foreign key bypassed: a restore with triggers disabled,
-// foreign_key_checks = 0, SQLite's foreign_keys off) is taken by the next acquire.
+// foreign_key_checks = 0, SQLite's foreign_keys off) is taken by the next acquire. SQLite keeps
+// any value in any column and compares a text or a blob above every number: a session row whose
+// expiry_ms is not an integer (a text, a blob, a real: none fits PostgreSQL's or MySQL's BIGINT)
+// is taken for an expiry long past by every statement (not live, no member, its leases free,
+// its waiter entries lapsed, deleted by housekeeping; it counted live for ever before), and one
+// whose ttl_ms is not an integer is not renewed, as one out of range; a text the column's
+// INTEGER affinity can read as an integer ('1') is stored as that integer.
 //
 // # Time
 //

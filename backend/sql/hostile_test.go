@@ -326,16 +326,16 @@ func TestTokenOfNoTenure(t *testing.T) {
 	}
 }
 
-// TestJoinOfForgedTTLSessionWritesNothing: on MariaDB and SQLite, whose Join inserts the
-// membership and then reads the session's time left, a session whose row's ttl_ms is none a
-// client writes is reported Expired by Join (as by KeepAlive) and no membership is left behind:
-// on the old statement the row was inserted before the Expired reply, and the group counted a
-// member its client had given up for the rest of the row's last TTL.
+// TestJoinOfForgedTTLSessionWritesNothing: a session whose row's ttl_ms is none a client
+// writes is reported Expired by Join (as by KeepAlive) and no membership is left behind, on
+// every dialect. On MariaDB and SQLite, whose Join inserts the membership and then reads the
+// session's time left, the old statement inserted the row before the Expired reply, and the
+// group counted a member its client had given up for the rest of the row's last TTL; on
+// PostgreSQL (one statement) the join replied OK and inserted the membership while the row had
+// not expired. Leave agrees (Expired; MySQL and SQLite read session_remaining, 0 for such a
+// row; PostgreSQL's leave replied OK).
 func TestJoinOfForgedTTLSessionWritesNothing(t *testing.T) {
 	for _, d := range dialects {
-		if d.name == "postgres" {
-			continue // one statement: it joins while the row is live, and replies OK
-		}
 		t.Run(d.name, func(t *testing.T) {
 			b := migrated(t, d.dsn(t))
 			ctx := testCtx(t)
@@ -344,6 +344,114 @@ func TestJoinOfForgedTTLSessionWritesNothing(t *testing.T) {
 			exec(t, b, "UPDATE simba_session SET ttl_ms = 0 WHERE id = ?", string(s))
 			if st, err := b.Join(ctx, s, group); err != nil || st != spi.Expired {
 				t.Fatalf("Join = %v, %v; want Expired", st, err)
+			}
+			if m, err := b.Members(ctx, group); err != nil || len(m) != 0 {
+				t.Errorf("Members = %q, %v; want none", m, err)
+			}
+			if st, err := b.Leave(ctx, s, group); err != nil || st != spi.Expired {
+				t.Errorf("Leave = %v, %v; want Expired", st, err)
+			}
+		})
+	}
+}
+
+// TestSQLiteExpiryNotAnInteger: SQLite keeps any value in any column and compares a text or a
+// blob above every number, so a session row whose expiry_ms another program set to one was
+// live for ever to every "expiry_ms > now" (its memberships counted in Members, KeepAlive's
+// members and Inspect, its waiter entries never lapsed, housekeeping never deleted it, and its
+// keep-alive renewed it), while the statements that subtract the clock from it read it as 0,
+// long past. PostgreSQL's and MySQL's BIGINT cannot hold such a value; SQLite's statements now
+// take it for an expiry long past, everywhere. (A text that reads as an integer, '1', is stored
+// as the integer by the column's affinity: it is an expiry in 1970, expired already.)
+func TestSQLiteExpiryNotAnInteger(t *testing.T) {
+	for _, v := range []struct{ name, sql string }{{"text", "'never'"}, {"blob", "x'ff'"}, {"real", "1e300"}} {
+		t.Run(v.name, func(t *testing.T) {
+			b := migrated(t, liteDSN(t))
+			ctx := testCtx(t)
+			forged, other := openSession(t, b, longTTL), openSession(t, b, longTTL)
+			group, name := "nonint-"+unique(t), "nonint-"+unique(t)
+			if st, err := b.Join(ctx, forged, group); err != nil || st != spi.OK {
+				t.Fatalf("Join = %v, %v", st, err)
+			}
+			if _, err := b.Join(ctx, other, group); err != nil {
+				t.Fatal(err)
+			}
+			if r, err := b.Acquire(ctx, forged, name); err != nil || r.Kind != spi.Granted {
+				t.Fatalf("Acquire = %+v, %v", r, err)
+			}
+			exec(t, b, "INSERT INTO simba_waiter (name, session_id, arrival_us, expiry_ms) VALUES ('waited', ?, 1, "+v.sql+")", string(other))
+			exec(t, b, "UPDATE simba_session SET expiry_ms = "+v.sql+" WHERE id = ?", string(forged))
+
+			want := []spi.SessionID{other}
+			if m, err := b.Members(ctx, group); err != nil || !slices.Equal(m, want) {
+				t.Errorf("Members = %q, %v; want %q", m, err, want)
+			}
+			ka, err := b.KeepAlive(ctx, other, nil, []string{group})
+			if err != nil || ka.Expired || !slices.Equal(ka.Members[group], want) {
+				t.Errorf("the other's KeepAlive = %+v, %v; want members %q", ka, err, want)
+			}
+			snap, err := b.Inspect(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range snap.Sessions {
+				if s.ID == forged {
+					t.Errorf("Inspect lists the session as live: %+v", s)
+				}
+			}
+			if r, err := b.Acquire(ctx, other, name); err != nil || r.Kind != spi.Granted {
+				t.Errorf("Acquire of the forged session's lease by another = %+v, %v; want Granted", r, err)
+			}
+			if err := b.Housekeeping(ctx); err != nil {
+				t.Fatal(err)
+			}
+			d := b.d.(*stdDialect)
+			var sessions, waiters int
+			if err := d.db.QueryRowContext(ctx, "SELECT count(*) FROM simba_session WHERE id = ?", string(forged)).Scan(&sessions); err != nil {
+				t.Fatal(err)
+			}
+			if err := d.db.QueryRowContext(ctx, "SELECT count(*) FROM simba_waiter WHERE name = 'waited'").Scan(&waiters); err != nil {
+				t.Fatal(err)
+			}
+			if sessions != 0 || waiters != 0 {
+				t.Errorf("after housekeeping: %d session rows, %d waiter rows left; want 0 (expired)", sessions, waiters)
+			}
+			// Its own keep-alive finds it expired (and does not make it an integer again).
+			exec(t, b, "INSERT INTO simba_session (id, owner, ttl_ms, expiry_ms) VALUES (?, 'o', 60000, "+v.sql+")", string(forged))
+			if ka, err := b.KeepAlive(ctx, forged, nil, nil); err != nil || !ka.Expired {
+				t.Errorf("the session's own KeepAlive = %+v, %v; want Expired", ka, err)
+			}
+			if r, err := b.Acquire(ctx, forged, "nonint-other-"+unique(t)); err != nil || r.Kind != spi.SessionExpired {
+				t.Errorf("Acquire by the session = %+v, %v; want SessionExpired", r, err)
+			}
+			if st, err := b.Join(ctx, forged, group); err != nil || st != spi.Expired {
+				t.Errorf("Join by the session = %v, %v; want Expired", st, err)
+			}
+			if m, err := b.Members(ctx, group); err != nil || !slices.Equal(m, want) {
+				t.Errorf("Members after the join = %q, %v; want %q", m, err, want)
+			}
+		})
+	}
+}
+
+// TestSQLiteTTLNotAnInteger: a session row whose ttl_ms another program set to a value that is
+// not an integer (SQLite keeps any) is none a client writes, as one out of range: its
+// keep-alive and its joins report it expired and write nothing. A text or a blob already
+// failed the range test (it compares above every number); a real within range (1000.5) was
+// renewed (its expiry made a real, now + 1000.5) and reported live.
+func TestSQLiteTTLNotAnInteger(t *testing.T) {
+	for _, v := range []struct{ name, sql string }{{"text", "'never'"}, {"blob", "x'ff'"}, {"real", "1000.5"}} {
+		t.Run(v.name, func(t *testing.T) {
+			b := migrated(t, liteDSN(t))
+			ctx := testCtx(t)
+			s := openSession(t, b, longTTL)
+			group := "nonintttl-" + unique(t)
+			exec(t, b, "UPDATE simba_session SET ttl_ms = "+v.sql+" WHERE id = ?", string(s))
+			if ka, err := b.KeepAlive(ctx, s, nil, nil); err != nil || !ka.Expired {
+				t.Errorf("KeepAlive = %+v, %v; want Expired", ka, err)
+			}
+			if st, err := b.Join(ctx, s, group); err != nil || st != spi.Expired {
+				t.Errorf("Join = %v, %v; want Expired", st, err)
 			}
 			if m, err := b.Members(ctx, group); err != nil || len(m) != 0 {
 				t.Errorf("Members = %q, %v; want none", m, err)

@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/simba-go/simba/generated/sqlq"
 	"github.com/simba-go/simba/generated/wire"
 	"github.com/simba-go/simba/spi"
 )
@@ -102,4 +105,152 @@ func TestMySQLIdleTxTimeoutUnknownIsLeft(t *testing.T) {
 	if !d.idleTxOff.Load() {
 		t.Errorf("the refused statement is still tried on every new connection")
 	}
+}
+
+// TestPostgresStoppedInsideATransactionDoesNotHoldUpKeepAlives: PostgreSQL's acquire_queued
+// transaction locks session rows FOR SHARE (the caller's; in a takeover, the holder's), and a
+// client stopped inside it (SIGSTOP, a VM frozen) or whose link lost the replies leaves it
+// idle in transaction with those locks until the server finds the client gone (TCP keepalive,
+// 2 h by default): the keep-alives of those sessions (an UPDATE of their rows) waited behind
+// it until the sessions expired. The backend now sends a transaction-local
+// idle_in_transaction_session_timeout (a third of the shortest TTL, at least 1 s) with each
+// transaction's BEGIN: the server ends the stopped transaction's connection (FATAL 25P03), its
+// locks go with it, and the holder's keep-alive succeeds within a few attempts. The stopped
+// client, when it runs again, gets a retryable error, and its pool keeps no broken connection.
+func TestPostgresStoppedInsideATransactionDoesNotHoldUpKeepAlives(t *testing.T) {
+	const ttl = 9 * time.Second // idle bound 3 s; renewal interval, the call timeout, 3 s
+	dsn := pgDSN(t)
+	holderB := migrated(t, dsn)
+	stoppedB := open(t, dsn)
+	ctx := testCtx(t)
+	holder, err := holderB.OpenSession(ctx, "holder", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped, err := stoppedB.OpenSession(ctx, "stopped", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The stopped process: a transaction of its backend that holds a share lock on the holder's
+	// session row (acquire_lock_session's, run here on the holder's id: the lock a takeover
+	// takes), and then nothing until the holder's keep-alives are done.
+	sd := stoppedB.d.(*pgDialect)
+	locked, resume := make(chan error, 1), make(chan struct{})
+	var resumedErr error
+	done := make(chan error, 1)
+	go func() {
+		done <- sd.withPipeline(ctx, func(q sqlq.Queries, tx *pipeTx) error {
+			_, err := q.AcquireLockSession(ctx, sqlq.AcquireLockSessionParams{SessionID: string(holder.ID)})
+			locked <- err
+			if err != nil {
+				return err
+			}
+			<-resume
+			// Running again: the transaction's next statement.
+			_, resumedErr = q.AcquireLockSession(ctx, sqlq.AcquireLockSessionParams{SessionID: string(stopped.ID)})
+			return resumedErr
+		})
+	}()
+	if err := <-locked; err != nil {
+		t.Fatal(err)
+	}
+
+	// The holder keeps its session alive as the client does: one call per renewal interval,
+	// each bounded by it. Before the fix every one waited for the share lock until its
+	// deadline, and the session expired after three.
+	const attempts = 5
+	var failed []error
+	renewed := false
+	for i := 0; i < attempts && !renewed; i++ {
+		cctx, cancel := context.WithTimeout(ctx, ttl/3)
+		ka, err := holderB.KeepAlive(cctx, holder.ID, nil, nil)
+		cancel()
+		switch {
+		case err != nil:
+			failed = append(failed, err)
+		case ka.Expired:
+			close(resume)
+			<-done
+			t.Fatalf("attempt %d: the holder's session expired (failed before: %v)", i+1, failed)
+		default:
+			renewed = true
+		}
+	}
+	close(resume)
+	err = <-done
+	if !renewed {
+		t.Fatalf("the holder's keep-alive failed %d times in a row behind the stopped transaction: %v", attempts, failed)
+	}
+	t.Logf("keep-alive renewed after %d failed attempts: %v", len(failed), failed)
+
+	// The server ended the stopped transaction's connection: its next statement failed, and
+	// the stopped process retries it.
+	if resumedErr == nil || err == nil {
+		t.Fatalf("the stopped transaction's next statement succeeded (%v, %v): the server kept its idle transaction", resumedErr, err)
+	}
+	t.Logf("the stopped transaction, running again: %v", err)
+	if got := sd.classify("acquire", err); spi.Classify(got) != spi.Retryable {
+		t.Errorf("the stopped connection's error %v classifies as %v, want retryable", err, spi.Classify(got))
+	}
+	// The pool kept no connection the server ended (nor one inside a transaction): every call
+	// of the stopped backend works at once.
+	for i := 0; i < 4; i++ {
+		if _, err := stoppedB.KeepAlive(ctx, stopped.ID, nil, nil); err != nil {
+			t.Fatalf("keep-alive %d of the stopped backend after it ran again: %v", i+1, err)
+		}
+	}
+	for _, c := range sd.pool.AcquireAllIdle(ctx) {
+		closed, status := c.Conn().IsClosed(), c.Conn().PgConn().TxStatus()
+		c.Release()
+		if closed || status != 'I' {
+			t.Errorf("the pool holds a connection closed=%v in transaction status %q", closed, status)
+		}
+	}
+}
+
+// TestPostgresIdleTxBoundIsTransactionLocal: the idle bound goes with the BEGIN of each of the
+// backend's transactions, on both ways a pipelined transaction begins (its first batch, or a
+// statement sent on its own), and lasts only until the transaction ends: the connection, which
+// may belong to the application's pool (NewPostgres), keeps its own setting.
+func TestPostgresIdleTxBoundIsTransactionLocal(t *testing.T) {
+	b := migrated(t, pgDSN(t))
+	ctx := testCtx(t)
+	if _, err := b.OpenSession(ctx, "o", 6*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	d := b.d.(*pgDialect)
+	const show = "SELECT current_setting('idle_in_transaction_session_timeout')"
+	conn, err := d.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	check := func(way string, begin func(pc pgPipeConn) (string, error)) {
+		t.Helper()
+		got, err := begin(pgPipeConn{conn: conn, d: d, tx: &pipeTx{}})
+		if err != nil {
+			t.Fatalf("%s: %v", way, err)
+		}
+		if got != "2s" {
+			t.Errorf("%s: idle_in_transaction_session_timeout inside the transaction = %q, want 2s (a third of the TTL)", way, got)
+		}
+		if _, err := conn.Exec(ctx, "COMMIT"); err != nil {
+			t.Fatal(err)
+		}
+		if err := conn.QueryRow(ctx, show).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got != "0" {
+			t.Errorf("%s: the connection's own setting after the transaction = %q, want 0 (the server's)", way, got)
+		}
+	}
+	check("first batch", func(pc pgPipeConn) (got string, err error) {
+		var batch pgx.Batch
+		batch.Queue(show).QueryRow(func(r pgx.Row) error { return r.Scan(&got) })
+		return got, pc.SendBatch(ctx, &batch).Close()
+	})
+	check("statement on its own", func(pc pgPipeConn) (got string, err error) {
+		return got, pc.QueryRow(ctx, show).Scan(&got)
+	})
 }

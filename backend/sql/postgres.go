@@ -21,7 +21,9 @@ import (
 	"github.com/simba-go/simba/sql/schema"
 )
 
-// NewPostgres returns a PostgreSQL backend on the user's pool. Every connection of the pool must
+// NewPostgres returns a PostgreSQL backend on the user's pool. The backend's transactions each
+// set idle_in_transaction_session_timeout for themselves alone (see the package doc): the
+// pool's connections keep their own setting. Every connection of the pool must
 // run at READ COMMITTED, PostgreSQL's default: when the server or role default is stricter, set
 // PostgresAfterConnect as the pool's AfterConnect. NewPostgres does no I/O; the schema is checked
 // (or migrated, WithAutoMigrate) before the first operation. Close does not close pool. The hint
@@ -48,7 +50,7 @@ func NewPostgres(pool *pgxpool.Pool, opts ...Option) (*Backend, error) {
 		return nil, fmt.Errorf("%w: sql postgres: nil pool", spi.ErrInvalidOption)
 	}
 	wd, _ := wire.SQLDialectByName(wire.SQLPostgres)
-	d := &pgDialect{pool: pool, q: sqlq.Postgres(callPool{pool}), begin: wd.Begin, hub: pgHub{listening: make(chan struct{}, 1), reached: make(chan struct{}, 1)}}
+	d := &pgDialect{pool: pool, q: sqlq.Postgres(callPool{pool}), begin: wd.Begin, idleTx: wd.IdleTxTimeout, hub: pgHub{listening: make(chan struct{}, 1), reached: make(chan struct{}, 1)}}
 	b, err := newBackend(wire.SQLPostgres, d, opts)
 	if err != nil {
 		return nil, err
@@ -476,7 +478,10 @@ type pgDialect struct {
 	pool  *pgxpool.Pool
 	q     sqlq.Queries // the adapter on the pool (generated/sqlq), through callPool
 	begin string
-	hub   pgHub
+	// idleTx is the dialect's IdleTxTimeout (set_config of idle_in_transaction_session_timeout,
+	// transaction-local), sent with every transaction's begin once a session opened (beginTx).
+	idleTx string
+	hub    pgHub
 
 	unstamped sync.Once // the warning for a pool not built from PostgresPoolConfig
 }
@@ -546,7 +551,8 @@ func (d *pgDialect) withRetry(ctx context.Context, tx bool, fn func(q sqlq.Queri
 			return err
 		}
 		defer conn.Release()
-		if _, err := conn.Exec(ctx, d.begin); err != nil {
+		if err := d.beginTx(ctx, conn); err != nil {
+			d.rollback(ctx, conn)
 			return err
 		}
 		if err := fn(sqlq.Postgres(conn)); err != nil {
@@ -559,6 +565,43 @@ func (d *pgDialect) withRetry(ctx context.Context, tx bool, fn func(q sqlq.Queri
 		}
 		return nil
 	})
+}
+
+// idleTxMs is the bound, in milliseconds, on how long the server may keep a transaction begun
+// now idle before it ends the connection (0: none, before any session opened): idleTxBound
+// of the shortest TTL the backend opened, the renewal interval that bounds every call. A
+// transaction idle for longer is one whose client is stopped (SIGSTOP, a VM frozen) or whose
+// link lost the replies, and its row locks held up the keep-alives of the sessions whose rows
+// it locked (acquire_queued: the caller's, the lease row, in a takeover the holder's) until
+// the server found the client gone (TCP keepalive, 2 h by default). The server ends such a
+// connection with FATAL 25P03 (idle_in_transaction_session_timeout), which pgconn reads as the
+// connection closed: the pool destroys it, and the call's error is retryable (classify).
+func (d *pgDialect) idleTxMs() int64 {
+	if d.idleTx == "" || d.b == nil {
+		return 0
+	}
+	return idleTxBound(d.b.minTTL.Get()).Milliseconds()
+}
+
+// queueBegin queues the transaction's begin on b, and after it, when idleMs > 0, the
+// transaction-local idle bound (idleTx): both go in the round trip of b.
+func (d *pgDialect) queueBegin(b *pgx.Batch, idleMs int64) {
+	b.Queue(d.begin)
+	if idleMs > 0 {
+		b.Queue(d.idleTx, idleMs)
+	}
+}
+
+// beginTx begins a transaction on conn with its idle bound (queueBegin), in one round trip.
+func (d *pgDialect) beginTx(ctx context.Context, conn *pgxpool.Conn) error {
+	idle := d.idleTxMs()
+	if idle == 0 {
+		_, err := conn.Exec(ctx, d.begin)
+		return err
+	}
+	var b pgx.Batch
+	d.queueBegin(&b, idle)
+	return conn.SendBatch(ctx, &b).Close()
 }
 
 // withPipeline implements pipeliner: a transaction on one connection whose begin goes with
@@ -579,7 +622,7 @@ func (d *pgDialect) withPipeline(ctx context.Context, fn func(q sqlq.Queries, tx
 		}
 		defer conn.Release()
 		tx := &pipeTx{}
-		if err := fn(sqlq.Postgres(pgPipeConn{conn: conn, begin: d.begin, tx: tx}), tx); err != nil {
+		if err := fn(sqlq.Postgres(pgPipeConn{conn: conn, d: d, tx: tx}), tx); err != nil {
 			if tx.begun {
 				d.rollback(ctx, conn)
 			}
@@ -605,12 +648,13 @@ func (d *pgDialect) withPipeline(ctx context.Context, fn func(q sqlq.Queries, tx
 }
 
 // pgPipeConn is a pipelined transaction's connection (sqlq.PostgresDB): its first batch
-// begins with the dialect's begin (a statement sent otherwise goes after a begin of its own),
-// and a batch sent while tx.commitNext ends with COMMIT.
+// begins with the dialect's begin and the transaction's idle bound (queueBegin; a statement
+// sent otherwise goes after a begin of its own, beginTx), and a batch sent while
+// tx.commitNext ends with COMMIT.
 type pgPipeConn struct {
-	conn  *pgxpool.Conn
-	begin string
-	tx    *pipeTx
+	conn *pgxpool.Conn
+	d    *pgDialect
+	tx   *pipeTx
 }
 
 func (c pgPipeConn) ensureBegun(ctx context.Context) error {
@@ -618,8 +662,7 @@ func (c pgPipeConn) ensureBegun(ctx context.Context) error {
 		return nil
 	}
 	c.tx.begun = true
-	_, err := c.conn.Exec(ctx, c.begin)
-	return err
+	return c.d.beginTx(ctx, c.conn)
 }
 
 func (c pgPipeConn) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
@@ -647,7 +690,7 @@ func (c pgPipeConn) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResult
 	if !c.tx.begun {
 		c.tx.begun = true // sent now; if it fails, a ROLLBACK outside a transaction only warns
 		var with pgx.Batch
-		with.Queue(c.begin)
+		c.d.queueBegin(&with, c.d.idleTxMs())
 		with.QueuedQueries = append(with.QueuedQueries, b.QueuedQueries...)
 		b = &with
 	}
@@ -796,7 +839,9 @@ func isPgUndefined(err error) bool {
 // classify: serialization failures, deadlocks and lock timeouts are retryable and contention
 // (spi.Contended: the server answered); a write refused by a read-only server (25006: a hot
 // standby, default_transaction_read_only) is retryable, naming read-only (errReadOnly);
-// connection and resource errors, server shutdown and network errors are retryable; a missing table or column is
+// connection and resource errors, server shutdown, network errors and the end of a connection
+// left idle inside a transaction past its bound (25P03, FATAL: the connection is closed, and
+// the pool drops it) are retryable; a missing table or column is
 // ErrSchemaMissing, and so is a missing database (3D000: the hint says to create it before
 // migrating); authentication, privileges, statement errors and TLS
 // failures (a certificate that does not verify with sslmode=verify-ca/verify-full, a server
@@ -825,7 +870,7 @@ func (d *pgDialect) classify(op string, err error) error {
 			return spi.Contended(op, err)
 		case pe.Code == "25006":
 			return spi.Unavailable(op, errReadOnly(pgReadOnlyHint, err))
-		case pe.Code == "57014",
+		case pe.Code == "57014", pe.Code == "25P03",
 			strings.HasPrefix(pe.Code, "08"), strings.HasPrefix(pe.Code, "53"),
 			strings.HasPrefix(pe.Code, "57P"), strings.HasPrefix(pe.Code, "58"):
 			return spi.Unavailable(op, err)

@@ -28,6 +28,14 @@
 // transaction that commits does so before the newer writer's, with the token it was admitted
 // with, the order the row lock gave them.
 //
+// The simba_fence row is the fence's whole memory of a resource: a row written over with a
+// lower token (by hand, a restored backup) admits a stale holder's token above it, once,
+// unless Verify is set (that token is then above the row, so it is checked with the lock
+// service, and refused). On SQLite, which keeps any value in any column, a row whose token is
+// not an integer (a text, a blob, a real: no BIGINT holds one) is corrupt: it reads as the
+// int64 maximum, so every write is refused as stale and the row is left as it is until an
+// operator repairs it (a text or a blob admitted every write before).
+//
 // The highest token is stored with the data, so a token that is not the lease's (another lease
 // name's, or the int64 maximum) would lock the resource's holders out for good: set
 // Fence.Verify (fence.LeaseVerifier) and a token above the stored highest is checked with the

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"path/filepath"
 	"slices"
@@ -471,5 +472,145 @@ func TestCheckVerifies(t *testing.T) {
 	}
 	if calls != 2 {
 		t.Fatalf("Verify called %d times, want 2 (token 9, then token 5 once)", calls)
+	}
+}
+
+// TestForgedLowerFenceRow: a simba_fence row written over with a token lower than the highest
+// it had seen (by hand, a restored backup) cannot be told from a resource that saw only that
+// token: the row is the fence's whole memory of the resource. Without Verify, a stale holder's
+// token above the forged value is admitted, once (its write raises the row again, and the
+// current holder's next write raises it past). With Verify = fence.LeaseVerifier the stale
+// token is above the row, so it is checked with the lease service first, and refused
+// (ErrUnverifiedToken): the current holder's token is the lease's, and admitted. Pins both,
+// on each real database. On SQLite the forged value may also be one no BIGINT holds (a text
+// or a blob, which SQLite compares above every number, or a real): see
+// TestForgedNonIntegerFenceRow.
+func TestForgedLowerFenceRow(t *testing.T) {
+	for _, dl := range dialects {
+		t.Run(dl.name, func(t *testing.T) {
+			d := dl.open(t)
+			b := backend(t, d)
+			ledger(t, d)
+			ctx := testCtx(t)
+			const name = "invoice-42"
+			tokenA, tokenB := staleAndCurrent(t, d, b, name)
+			verified, err := fencesql.New(d.db, d.dialect)
+			if err != nil {
+				t.Fatal(err)
+			}
+			verified.Verify = fence.LeaseVerifier(b, nil)
+			plain, _ := fencesql.New(d.db, d.dialect)
+			write, read := writer(t, d, verified, name)
+			if err := write(ctx, tokenB, "B"); err != nil {
+				t.Fatalf("B's write: %v", err)
+			}
+			forge := func() {
+				t.Helper()
+				if _, err := d.db.ExecContext(ctx, d.bind("UPDATE simba_fence SET token = 1 WHERE resource = ?"), name); err != nil {
+					t.Fatal(err)
+				}
+			}
+			forge()
+			if err := write(ctx, tokenA, "A"); !errors.Is(err, fence.ErrUnverifiedToken) {
+				t.Errorf("with Verify, the stale token %d after the row was forged to 1: %v; want ErrUnverifiedToken", tokenA, err)
+			}
+			if v, err := read(ctx); err != nil || v != "B" {
+				t.Errorf("ledger = %q, %v; want B's", v, err)
+			}
+			if err := write(ctx, tokenB, "B2"); err != nil {
+				t.Errorf("with Verify, the current token after the forgery: %v", err)
+			}
+			if h, ok, err := verified.Highest(ctx, name); err != nil || !ok || h != tokenB {
+				t.Errorf("Highest = %d, %v, %v; want %d", h, ok, err, tokenB)
+			}
+
+			forge()
+			err = plain.Write(ctx, name, tokenA, func(ctx context.Context, tx *sql.Tx) error { return nil })
+			if err != nil {
+				t.Errorf("without Verify, the stale token %d above the forged row: %v; the row is the fence's only memory, so it is admitted", tokenA, err)
+			}
+			if err := plain.Write(ctx, name, tokenB, func(ctx context.Context, tx *sql.Tx) error { return nil }); err != nil {
+				t.Errorf("the current token after it: %v", err)
+			}
+			if err := plain.Write(ctx, name, tokenA, func(ctx context.Context, tx *sql.Tx) error { return nil }); !errors.Is(err, fence.ErrStaleToken) {
+				t.Errorf("the stale token once the current one wrote again: %v; want ErrStaleToken", err)
+			}
+		})
+	}
+}
+
+// staleAndCurrent makes two tenures of name on b: A's (its session then expired by hand) and
+// B's, which holds the lease when it returns; their tokens, A's below B's.
+func staleAndCurrent(t *testing.T, d database, b *simbasql.Backend, name string) (tokenA, tokenB int64) {
+	t.Helper()
+	ctx := testCtx(t)
+	sa, err := b.OpenSession(ctx, "holder-a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ra, err := b.Acquire(ctx, sa.ID, name)
+	if err != nil || ra.Kind != spi.Granted {
+		t.Fatalf("A's Acquire = %+v, %v", ra, err)
+	}
+	if _, err := d.db.ExecContext(ctx, d.bind("UPDATE simba_session SET expiry_ms = 0 WHERE id = ?"), string(sa.ID)); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := b.OpenSession(ctx, "holder-b", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb, err := b.Acquire(ctx, sb.ID, name)
+	if err != nil || rb.Kind != spi.Granted || rb.Token <= ra.Token {
+		t.Fatalf("B's Acquire = %+v, %v (A's token %d)", rb, err, ra.Token)
+	}
+	return ra.Token, rb.Token
+}
+
+// TestForgedNonIntegerFenceRow: on SQLite, which keeps any value in any column, a simba_fence
+// row whose token another program set to a text or a blob (compared above every number by
+// MAX, read as 0 by the CAST) admitted every write, a stale holder's included, for as long as
+// the row stayed so. Such a row is corrupt and now reads as the int64 maximum: every write is
+// refused as stale and the row is left as it is (fail closed, as a real such as 1e300 already
+// was), with or without Verify.
+func TestForgedNonIntegerFenceRow(t *testing.T) {
+	for _, v := range []struct{ name, sql string }{{"text", "'x'"}, {"blob", "x'ff'"}, {"real", "1e300"}} {
+		t.Run(v.name, func(t *testing.T) {
+			d := sqliteDB(t)
+			b := backend(t, d)
+			ledger(t, d)
+			ctx := testCtx(t)
+			const name = "invoice-42"
+			tokenA, tokenB := staleAndCurrent(t, d, b, name)
+			f, err := fencesql.New(d.db, d.dialect)
+			if err != nil {
+				t.Fatal(err)
+			}
+			write, read := writer(t, d, f, name)
+			if err := write(ctx, tokenB, "B"); err != nil {
+				t.Fatalf("B's write: %v", err)
+			}
+			if _, err := d.db.ExecContext(ctx, "UPDATE simba_fence SET token = "+v.sql+" WHERE resource = ?", name); err != nil {
+				t.Fatal(err)
+			}
+			for _, verify := range []bool{false, true} {
+				f.Verify = nil
+				if verify {
+					f.Verify = fence.LeaseVerifier(b, nil)
+				}
+				for _, tok := range []int64{tokenA, tokenB} {
+					var stale *fence.StaleTokenError
+					if err := write(ctx, tok, "after"); !errors.As(err, &stale) || stale.Highest != math.MaxInt64 {
+						t.Errorf("verify %v: write with token %d on a %s row: %v; want ErrStaleToken, highest the int64 maximum", verify, tok, v.name, err)
+					}
+				}
+			}
+			if v, err := read(ctx); err != nil || v != "B" {
+				t.Errorf("ledger = %q, %v; want B's", v, err)
+			}
+			var typ string
+			if err := d.db.QueryRowContext(ctx, "SELECT typeof(token) FROM simba_fence WHERE resource = ?", name).Scan(&typ); err != nil || typ == "integer" {
+				t.Errorf("the row's token is now of type %q (%v); want it left as written", typ, err)
+			}
+		})
 	}
 }

@@ -71,11 +71,11 @@ const (
 	StmtRelease
 	// StmtReleaseNoNotify: Frees the lease if the session holds it with that token; otherwise changes nothing.
 	StmtReleaseNoNotify
-	// StmtJoin: Makes a live session a member of a group (idempotent) and, if it was not one, NOTIFYs the group's own channel and group_channel (for earlier 5.x clients). session_live false: SessionExpired.
+	// StmtJoin: Makes a live session a member of a group (idempotent) and, if it was not one, NOTIFYs the group's own channel and group_channel (for earlier 5.x clients). session_live false: SessionExpired, and nothing is inserted: also for a session whose ttl_ms is none a client writes (keep_alive_renew refuses it; MySQL and SQLite's join_insert and session_remaining agree).
 	StmtJoin
 	// StmtJoinInsert: Makes a live session a member of a group (idempotent); session_remaining follows to tell SessionExpired. Nothing is inserted for an expired session, nor for one whose ttl_ms no client writes (session_remaining answers 0 for it: a membership inserted then would be a write behind an Expired reply).
 	StmtJoinInsert
-	// StmtLeave: Removes a session from a group and, if it was a member, NOTIFYs the group's own channel and group_channel (for earlier 5.x clients). session_live false: SessionExpired (the membership is removed anyway). Leaving a group one is not a member of is OK. The client's Leave completes once this reply (or the session's loss) and the release of every partition it led are in.
+	// StmtLeave: Removes a session from a group and, if it was a member, NOTIFYs the group's own channel and group_channel (for earlier 5.x clients). session_live false: SessionExpired (the membership is removed anyway), also for a session whose ttl_ms is none a client writes (as session_remaining answers on MySQL and SQLite). Leaving a group one is not a member of is OK. The client's Leave completes once this reply (or the session's loss) and the release of every partition it led are in.
 	StmtLeave
 	// StmtLeaveDelete: Removes a session from a group; session_remaining follows to tell SessionExpired.
 	StmtLeaveDelete
@@ -405,11 +405,11 @@ type Queries interface {
 	Release(ctx context.Context, p ReleaseParams) error
 	// ReleaseNoNotify: Frees the lease if the session holds it with that token; otherwise changes nothing.
 	ReleaseNoNotify(ctx context.Context, p ReleaseNoNotifyParams) error
-	// Join: Makes a live session a member of a group (idempotent) and, if it was not one, NOTIFYs the group's own channel and group_channel (for earlier 5.x clients). session_live false: SessionExpired.
+	// Join: Makes a live session a member of a group (idempotent) and, if it was not one, NOTIFYs the group's own channel and group_channel (for earlier 5.x clients). session_live false: SessionExpired, and nothing is inserted: also for a session whose ttl_ms is none a client writes (keep_alive_renew refuses it; MySQL and SQLite's join_insert and session_remaining agree).
 	Join(ctx context.Context, p JoinParams) (JoinRow, error)
 	// JoinInsert: Makes a live session a member of a group (idempotent); session_remaining follows to tell SessionExpired. Nothing is inserted for an expired session, nor for one whose ttl_ms no client writes (session_remaining answers 0 for it: a membership inserted then would be a write behind an Expired reply).
 	JoinInsert(ctx context.Context, p JoinInsertParams) error
-	// Leave: Removes a session from a group and, if it was a member, NOTIFYs the group's own channel and group_channel (for earlier 5.x clients). session_live false: SessionExpired (the membership is removed anyway). Leaving a group one is not a member of is OK. The client's Leave completes once this reply (or the session's loss) and the release of every partition it led are in.
+	// Leave: Removes a session from a group and, if it was a member, NOTIFYs the group's own channel and group_channel (for earlier 5.x clients). session_live false: SessionExpired (the membership is removed anyway), also for a session whose ttl_ms is none a client writes (as session_remaining answers on MySQL and SQLite). Leaving a group one is not a member of is OK. The client's Leave completes once this reply (or the session's loss) and the release of every partition it led are in.
 	Leave(ctx context.Context, p LeaveParams) (LeaveRow, error)
 	// LeaveDelete: Removes a session from a group; session_remaining follows to tell SessionExpired.
 	LeaveDelete(ctx context.Context, p LeaveDeleteParams) error

@@ -121,9 +121,12 @@ type SQLDialect struct {
 	ReadOnlyCheck string
 	// IdleTxTimeout sets how long the server keeps the connection idle inside a transaction before
 	// it ends the connection (and so the transaction and its locks): one statement with one
-	// parameter, the bound in milliseconds. The backend runs it once on each connection it uses
-	// for a transaction, so that a client stopped inside one (SIGSTOP, a VM frozen) does not hold
-	// its row locks for the server's wait_timeout (empty: the dialect has none).
+	// parameter, the bound in milliseconds, so that a client stopped inside one (SIGSTOP, a VM
+	// frozen, a link that lost the replies) does not hold its row locks for the server's own
+	// timeouts. MySQL/MariaDB's sets the connection's session variable: the backend runs it once
+	// on each connection it uses for a transaction. PostgreSQL's lasts until the end of the
+	// transaction (set_config's is_local): the backend sends it with each transaction's BEGIN, in
+	// the same round trip (empty: the dialect has none).
 	IdleTxTimeout string
 	// wakeFreeLeases is the statement that reads the free leases among some names, around its
 	// list of name parameters (WakeFreeLeases; empty: the dialect has none).
@@ -196,7 +199,7 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 			Begin:         "BEGIN",
 			ChangeCounter: "",
 			DatabaseFile:  "",
-			IdleTxTimeout: "",
+			IdleTxTimeout: "SELECT set_config('idle_in_transaction_session_timeout', CAST($1 AS bigint)::text, true)",
 			JournalMode:   "",
 			JournalWAL:    "",
 			Listen:        []string{},

@@ -75,12 +75,12 @@ func SQLFenceByName(name string) (SQLFence, bool) {
 		return SQLFence{
 			Advance: SQLFenceStatement{
 				Args: []string{"resource", "token"},
-				SQL:  "INSERT INTO simba_fence (resource, token) VALUES (?, ?)\nON CONFLICT (resource) DO UPDATE SET token = MAX(simba_fence.token, excluded.token)\nRETURNING CAST(token AS INTEGER)",
+				SQL:  "INSERT INTO simba_fence (resource, token) VALUES (?, ?)\nON CONFLICT (resource) DO UPDATE SET token = CASE WHEN typeof(simba_fence.token) = 'integer'\n    THEN MAX(simba_fence.token, excluded.token) ELSE simba_fence.token END\nRETURNING CAST(CASE WHEN typeof(token) = 'integer' THEN token ELSE 9223372036854775807 END AS INTEGER)",
 			},
 			AdvanceReturns: true,
 			Highest: SQLFenceStatement{
 				Args: []string{"resource"},
-				SQL:  "SELECT CAST(token AS INTEGER) FROM simba_fence WHERE resource = ?",
+				SQL:  "SELECT CAST(CASE WHEN typeof(token) = 'integer' THEN token ELSE 9223372036854775807 END AS INTEGER) FROM simba_fence WHERE resource = ?",
 			},
 			Migration: "sqlite/0002_fence.sql",
 			TableExists: SQLFenceStatement{

@@ -20,15 +20,15 @@ SELECT
     CAST(CASE WHEN l.token < 0 OR l.token >= 9223372036854775807 THEN -1
               ELSE MAX(l.token + 1, CAST(unixepoch('subsec') * 1000000 AS INTEGER)) END AS INTEGER) AS next_token,
     COALESCE(h.owner, '') AS holder_owner,
-    CAST(COALESCE(h.expiry_ms, 0) - CAST(unixepoch('subsec') * 1000 AS INTEGER) AS INTEGER) AS holder_remaining_ms,
+    CAST(COALESCE((CASE WHEN typeof(h.expiry_ms) = 'integer' THEN h.expiry_ms ELSE 0 END), 0) - CAST(unixepoch('subsec') * 1000 AS INTEGER) AS INTEGER) AS holder_remaining_ms,
     COALESCE(q.session_id, '') AS waiter_id,
     CAST(COALESCE(q.expiry_ms, 0) - CAST(unixepoch('subsec') * 1000 AS INTEGER) AS INTEGER) AS waiter_remaining_ms
 FROM simba_lease l
 LEFT JOIN simba_session h ON h.id = l.session_id
 LEFT JOIN simba_waiter q ON q.name = l.name AND q.session_id = (
     SELECT w.session_id FROM simba_waiter w
-    WHERE w.name = l.name AND w.expiry_ms > CAST(unixepoch('subsec') * 1000 AS INTEGER)
-      AND w.expiry_ms <= (SELECT ws.expiry_ms FROM simba_session ws WHERE ws.id = w.session_id)
+    WHERE w.name = l.name AND w.expiry_ms > CAST(unixepoch('subsec') * 1000 AS INTEGER) AND typeof(w.expiry_ms) = 'integer'
+      AND w.expiry_ms <= (SELECT ws.expiry_ms FROM simba_session ws WHERE ws.id = w.session_id AND typeof(ws.expiry_ms) = 'integer')
     ORDER BY w.arrival_us, w.session_id
     LIMIT 1)
 WHERE l.name = ?1

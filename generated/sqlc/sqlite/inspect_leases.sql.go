@@ -19,7 +19,7 @@ SELECT
     COALESCE(l.session_id, '') AS holder_id,
     COALESCE(s.owner, '') AS owner,
     CAST(l.token AS INTEGER) AS token,
-    CAST(COALESCE(s.expiry_ms, 0) - CAST(unixepoch('subsec') * 1000 AS INTEGER) AS INTEGER) AS remaining_ms
+    CAST(COALESCE((CASE WHEN typeof(s.expiry_ms) = 'integer' THEN s.expiry_ms ELSE 0 END), 0) - CAST(unixepoch('subsec') * 1000 AS INTEGER) AS INTEGER) AS remaining_ms
 FROM simba_lease l
 LEFT JOIN simba_session s ON s.id = l.session_id
 ORDER BY l.name

@@ -19,7 +19,7 @@ SELECT ?1, s.id, CAST(unixepoch('subsec') * 1000000 AS INTEGER), s.expiry_ms
 FROM simba_session s
 WHERE s.id = ?2
 ON CONFLICT (name, session_id) DO UPDATE
-    SET arrival_us = CASE WHEN simba_waiter.expiry_ms > CAST(unixepoch('subsec') * 1000 AS INTEGER) THEN simba_waiter.arrival_us
+    SET arrival_us = CASE WHEN simba_waiter.expiry_ms > CAST(unixepoch('subsec') * 1000 AS INTEGER) AND typeof(simba_waiter.expiry_ms) = 'integer' THEN simba_waiter.arrival_us
                           ELSE excluded.arrival_us END,
         expiry_ms = excluded.expiry_ms
 `

@@ -11,6 +11,6 @@ SELECT sqlc.arg(name), s.id, CAST(unixepoch('subsec') * 1000000 AS INTEGER), s.e
 FROM simba_session s
 WHERE s.id = sqlc.arg(session_id)
 ON CONFLICT (name, session_id) DO UPDATE
-    SET arrival_us = CASE WHEN simba_waiter.expiry_ms > CAST(unixepoch('subsec') * 1000 AS INTEGER) THEN simba_waiter.arrival_us
+    SET arrival_us = CASE WHEN simba_waiter.expiry_ms > CAST(unixepoch('subsec') * 1000 AS INTEGER) AND typeof(simba_waiter.expiry_ms) = 'integer' THEN simba_waiter.arrival_us
                           ELSE excluded.arrival_us END,
         expiry_ms = excluded.expiry_ms;
