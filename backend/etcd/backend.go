@@ -194,6 +194,9 @@ func NewFromConfig(cfg Config, opts ...Option) (*Backend, error) {
 	b.conns = newConnWatch(dt, len(cfg.Endpoints), func() time.Duration { return time.Duration(b.minTTL.Load()) })
 	b.conns.tls = cfg.TLS != nil
 	cc.DialOptions = []grpc.DialOption{grpc.WithConnectParams(connectParams(dt)), grpc.WithContextDialer(b.conns.dial)}
+	// The client lives within the backend: Close ends a client being made, whose
+	// authentication (with credentials) waits for a connection for up to the dial timeout.
+	cc.Context = b.ctx
 	b.cfg, b.own = cc, true
 	return b, nil
 }
@@ -248,15 +251,23 @@ func newBackend(cli *clientv3.Client, prefix string, endpoints []string, opts []
 }
 
 // client returns the etcd client, making it on first use (a failure is retried by the next
-// call).
+// call). Making it ends with Close (the client's context is the backend's): with credentials
+// it waits for a connection to authenticate, for up to the dial timeout, and Close, which
+// waits for cliMu, waited as long.
 func (b *Backend) client() (*clientv3.Client, error) {
 	b.cliMu.Lock()
 	defer b.cliMu.Unlock()
 	if b.cli != nil {
 		return b.cli, nil
 	}
+	if b.ctx.Err() != nil {
+		return nil, fmt.Errorf("etcd: %w", spi.ErrBackendClosed)
+	}
 	cli, err := clientv3.New(*b.cfg)
 	if err != nil {
+		if b.ctx.Err() != nil {
+			return nil, fmt.Errorf("etcd: connect: %w", spi.ErrBackendClosed)
+		}
 		return nil, b.classify("connect", err)
 	}
 	b.cli = cli
@@ -290,7 +301,10 @@ func (b *Backend) QueueEntriesLiveWithSession() bool { return true }
 func (b *Backend) HintsSteady() bool { return true }
 
 // Close makes later calls fail with spi.ErrBackendClosed, ends the hint watches and, when the
-// backend made its client (New, NewFromConfig), closes it. Sessions are left to expire.
+// backend made its client (New, NewFromConfig), closes it, or ends its making: a call making
+// it (with credentials, waiting for a connection to authenticate) fails with
+// spi.ErrBackendClosed, and Close does not wait out the dial timeout. Sessions are left to
+// expire.
 func (b *Backend) Close() error {
 	b.mu.Lock()
 	if b.closed {
