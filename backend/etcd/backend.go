@@ -674,9 +674,10 @@ const maxTxnOps = 128
 
 // appendLeaseReads appends to then the reads of the lease keys of names (keys only: the lease
 // and the create revision are what a keep-alive needs), using at most room operations: one
-// read per name when they fit, else one range over every lease key (as a keep-alive asking
-// about more than maxGroupRanges groups reads every member key). It returns then and the
-// function that picks the lease keys read out of the transaction's responses, by name.
+// read per name when they fit, else one range over the lease keys from the least name's to the
+// greatest's (every lease key at worst, as a keep-alive asking about more than maxGroupRanges
+// groups reads every member key). It returns then and the function that picks the lease keys
+// read out of the transaction's responses, by name.
 func appendLeaseReads(then []clientv3.Op, prefix string, names []string, room int) ([]clientv3.Op, func([]*etcdserverpb.ResponseOp) map[string]*mvccpb.KeyValue) {
 	first := len(then)
 	if len(names) <= room {
@@ -694,7 +695,8 @@ func appendLeaseReads(then []clientv3.Op, prefix string, names []string, room in
 		}
 	}
 	lp := wire.EtcdLeasesPrefix(prefix)
-	then = append(then, clientv3.OpGet(lp, clientv3.WithPrefix(), clientv3.WithKeysOnly()))
+	lo, hi := slices.Min(names), slices.Max(names)
+	then = append(then, clientv3.OpGet(wire.EtcdLeaseKey(prefix, lo), clientv3.WithRange(wire.EtcdLeaseKey(prefix, hi)+"\x00"), clientv3.WithKeysOnly()))
 	return then, func(rs []*etcdserverpb.ResponseOp) map[string]*mvccpb.KeyValue {
 		m := make(map[string]*mvccpb.KeyValue, len(names))
 		for _, kv := range rs[first].GetResponseRange().GetKvs() {
