@@ -719,15 +719,12 @@ func appendLeaseReads(then []clientv3.Op, prefix string, names []string, room in
 // lease), unless a keep-alive found its lease key moved before.
 func (b *Backend) heldOf(out *spi.KeepAlive, id spi.SessionID, lease clientv3.LeaseID, names []string, held []*mvccpb.KeyValue, leaseKeys map[string]*mvccpb.KeyValue) {
 	heldPrefix := wire.EtcdHeldPrefix(b.prefix, string(id))
-	indexed := make(map[string]int64, len(held))
-	for _, kv := range held {
-		indexed[strings.TrimPrefix(string(kv.Key), heldPrefix)] = kv.CreateRevision
+	if len(held) > 0 {
+		out.Held = make([]spi.Held, 0, len(held))
 	}
-	asked := make(map[string]bool, len(names))
+	var indexed map[string]int64 // the index by name, made for the first name found not held
 	for _, n := range names {
-		asked[n] = true
 		kv := leaseKeys[n]
-		tok, inIndex := indexed[n]
 		switch {
 		case kv != nil && clientv3.LeaseID(kv.Lease) == lease:
 			out.Held = append(out.Held, spi.Held{Name: n, Token: kv.CreateRevision})
@@ -735,6 +732,13 @@ func (b *Backend) heldOf(out *spi.KeepAlive, id spi.SessionID, lease clientv3.Le
 		case kv != nil && kv.Lease == 0:
 			out.Corrupt = append(out.Corrupt, n)
 		}
+		if indexed == nil {
+			indexed = make(map[string]int64, len(held))
+			for _, h := range held {
+				indexed[strings.TrimPrefix(string(h.Key), heldPrefix)] = h.CreateRevision
+			}
+		}
+		tok, inIndex := indexed[n]
 		if !inIndex {
 			continue // not this session's: nothing moved
 		}
@@ -751,9 +755,22 @@ func (b *Backend) heldOf(out *spi.KeepAlive, id spi.SessionID, lease clientv3.Le
 				"name", n, "session", string(id), "key", string(kv.Key), "lease", fmt.Sprintf("%016x", kv.Lease))
 		}
 	}
+	// The index's names not asked about (the client sorts the names it asks about).
+	sorted := slices.IsSorted(names)
+	var asked map[string]bool
+	if !sorted {
+		asked = make(map[string]bool, len(names))
+		for _, n := range names {
+			asked[n] = true
+		}
+	}
 	for _, kv := range held {
 		n := strings.TrimPrefix(string(kv.Key), heldPrefix)
-		if !asked[n] && !b.wasMoved(id, n, kv.CreateRevision) {
+		found := asked[n]
+		if sorted {
+			_, found = slices.BinarySearch(names, n)
+		}
+		if !found && !b.wasMoved(id, n, kv.CreateRevision) {
 			out.Held = append(out.Held, spi.Held{Name: n, Token: kv.CreateRevision})
 		}
 	}
