@@ -66,6 +66,9 @@ type Backend struct {
 	// session, so the session's next keep-alive withdraws again (a waiter that stopped
 	// waiting must not hold a free lease back while its client keeps the session alive).
 	withdrawals map[place]bool
+	// moved holds, per session and name, the token of a held index entry whose lease key a
+	// keep-alive found deleted or put on another etcd lease (see heldOf).
+	moved map[place]int64
 
 	// hints holds the Hints subscribers and the names the backend's sessions wait for.
 	hints hub
@@ -191,6 +194,9 @@ func NewFromConfig(cfg Config, opts ...Option) (*Backend, error) {
 	b.conns = newConnWatch(dt, len(cfg.Endpoints), func() time.Duration { return time.Duration(b.minTTL.Load()) })
 	b.conns.tls = cfg.TLS != nil
 	cc.DialOptions = []grpc.DialOption{grpc.WithConnectParams(connectParams(dt)), grpc.WithContextDialer(b.conns.dial)}
+	// The client lives within the backend: Close ends a client being made, whose
+	// authentication (with credentials) waits for a connection for up to the dial timeout.
+	cc.Context = b.ctx
 	b.cfg, b.own = cc, true
 	return b, nil
 }
@@ -241,19 +247,27 @@ func NewFromClient(cli *clientv3.Client, prefix string, opts ...Option) (*Backen
 
 func newBackend(cli *clientv3.Client, prefix string, endpoints []string, opts []Option) *Backend {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Backend{cli: cli, prefix: prefixOf(prefix), endpoints: strings.Join(endpoints, ","), ctx: ctx, cancel: cancel, sessions: map[spi.SessionID]*session{}, places: map[place]int64{}, withdrawals: map[place]bool{}, log: applyOptions(opts)}
+	return &Backend{cli: cli, prefix: prefixOf(prefix), endpoints: strings.Join(endpoints, ","), ctx: ctx, cancel: cancel, sessions: map[spi.SessionID]*session{}, places: map[place]int64{}, withdrawals: map[place]bool{}, moved: map[place]int64{}, log: applyOptions(opts)}
 }
 
 // client returns the etcd client, making it on first use (a failure is retried by the next
-// call).
+// call). Making it ends with Close (the client's context is the backend's): with credentials
+// it waits for a connection to authenticate, for up to the dial timeout, and Close, which
+// waits for cliMu, waited as long.
 func (b *Backend) client() (*clientv3.Client, error) {
 	b.cliMu.Lock()
 	defer b.cliMu.Unlock()
 	if b.cli != nil {
 		return b.cli, nil
 	}
+	if b.ctx.Err() != nil {
+		return nil, fmt.Errorf("etcd: %w", spi.ErrBackendClosed)
+	}
 	cli, err := clientv3.New(*b.cfg)
 	if err != nil {
+		if b.ctx.Err() != nil {
+			return nil, fmt.Errorf("etcd: connect: %w", spi.ErrBackendClosed)
+		}
 		return nil, b.classify("connect", err)
 	}
 	b.cli = cli
@@ -287,7 +301,10 @@ func (b *Backend) QueueEntriesLiveWithSession() bool { return true }
 func (b *Backend) HintsSteady() bool { return true }
 
 // Close makes later calls fail with spi.ErrBackendClosed, ends the hint watches and, when the
-// backend made its client (New, NewFromConfig), closes it. Sessions are left to expire.
+// backend made its client (New, NewFromConfig), closes it, or ends its making: a call making
+// it (with credentials, waiting for a connection to authenticate) fails with
+// spi.ErrBackendClosed, and Close does not wait out the dial timeout. Sessions are left to
+// expire.
 func (b *Backend) Close() error {
 	b.mu.Lock()
 	if b.closed {
@@ -491,6 +508,11 @@ func (b *Backend) forget(id spi.SessionID) {
 			delete(b.withdrawals, p)
 		}
 	}
+	for p := range b.moved {
+		if p.id == id {
+			delete(b.moved, p)
+		}
+	}
 	b.mu.Unlock()
 	b.hints.dropSession(id)
 }
@@ -577,6 +599,13 @@ func (b *Backend) KeepAlive(ctx context.Context, id spi.SessionID, names []strin
 	// One range per group while that keeps the transaction well under etcd's limit on
 	// operations (--max-txn-ops, 128 by default); beyond, one range over every group.
 	perGroup := len(groups) <= maxGroupRanges
+	groupOps := 1
+	if perGroup {
+		groupOps = len(groups)
+	}
+	// The lease key of each name asked about, read in the same transaction (no round trip
+	// more): a name is held only while its lease key is attached to the session's lease.
+	then, leaseReads := appendLeaseReads(then, b.prefix, names, maxTxnOps-len(then)-groupOps)
 	if perGroup {
 		for _, g := range groups {
 			then = append(then, etcdtxn.MembersRange(b.prefix, g))
@@ -611,10 +640,7 @@ func (b *Backend) KeepAlive(ctx context.Context, id spi.SessionID, names []strin
 	}
 
 	out := spi.KeepAlive{Remaining: rem}
-	heldPrefix := wire.EtcdHeldPrefix(b.prefix, string(id))
-	for _, kv := range r.Responses[etcdtxn.ReportThenHeld].GetResponseRange().Kvs {
-		out.Held = append(out.Held, spi.Held{Name: strings.TrimPrefix(string(kv.Key), heldPrefix), Token: kv.CreateRevision})
-	}
+	b.heldOf(&out, id, lease, names, r.Responses[etcdtxn.ReportThenHeld].GetResponseRange().Kvs, leaseReads(r.Responses))
 	if len(groups) > 0 {
 		out.Members = make(map[string][]spi.SessionID, len(groups))
 		if perGroup {
@@ -639,6 +665,134 @@ func (b *Backend) KeepAlive(ctx context.Context, id spi.SessionID, names []strin
 		}
 	}
 	return out, nil
+}
+
+// maxTxnOps is etcd's default limit on the operations of a transaction (--max-txn-ops): of
+// each branch, and of the branches of a nested transaction together with those of the
+// transactions around it.
+const maxTxnOps = 128
+
+// appendLeaseReads appends to then the reads of the lease keys of names (keys only: the lease
+// and the create revision are what a keep-alive needs), using at most room operations: one
+// read per name when they fit, else one range over the lease keys from the least name's to the
+// greatest's (every lease key at worst, as a keep-alive asking about more than maxGroupRanges
+// groups reads every member key). It returns then and the function that picks the lease keys
+// read out of the transaction's responses, by name.
+func appendLeaseReads(then []clientv3.Op, prefix string, names []string, room int) ([]clientv3.Op, func([]*etcdserverpb.ResponseOp) map[string]*mvccpb.KeyValue) {
+	first := len(then)
+	if len(names) <= room {
+		for _, n := range names {
+			then = append(then, clientv3.OpGet(wire.EtcdLeaseKey(prefix, n), clientv3.WithKeysOnly()))
+		}
+		return then, func(rs []*etcdserverpb.ResponseOp) map[string]*mvccpb.KeyValue {
+			m := make(map[string]*mvccpb.KeyValue, len(names))
+			for i, n := range names {
+				if kvs := rs[first+i].GetResponseRange().GetKvs(); len(kvs) > 0 {
+					m[n] = kvs[0]
+				}
+			}
+			return m
+		}
+	}
+	lp := wire.EtcdLeasesPrefix(prefix)
+	lo, hi := slices.Min(names), slices.Max(names)
+	then = append(then, clientv3.OpGet(wire.EtcdLeaseKey(prefix, lo), clientv3.WithRange(wire.EtcdLeaseKey(prefix, hi)+"\x00"), clientv3.WithKeysOnly()))
+	return then, func(rs []*etcdserverpb.ResponseOp) map[string]*mvccpb.KeyValue {
+		m := make(map[string]*mvccpb.KeyValue, len(names))
+		for _, kv := range rs[first].GetResponseRange().GetKvs() {
+			m[strings.TrimPrefix(string(kv.Key), lp)] = kv
+		}
+		return m
+	}
+}
+
+// heldOf fills out.Held (and out.Corrupt) from a keep-alive's reads: the session's held index
+// (held, whose create revisions are the tokens) and the lease keys of the names asked about
+// (leaseKeys, by name). A name asked about is held only while its lease key is attached to
+// the session's etcd lease, with the key's create revision as the token, whatever the index
+// says: a lease key that was deleted, or put again on another etcd lease (etcdctl put
+// --lease), is left out (taken over: the name is, or will be once that lease ends, anyone's),
+// and one put again on no lease is named Corrupt (Simba never writes one; acquires honour it
+// as held until someone deletes it), with one warning per key in both cases. A name of the
+// index that was not asked about is listed with the index's token, unchecked (the client
+// releases a lease it does not want, and the release compares the lease key's token and
+// lease), unless a keep-alive found its lease key moved before.
+func (b *Backend) heldOf(out *spi.KeepAlive, id spi.SessionID, lease clientv3.LeaseID, names []string, held []*mvccpb.KeyValue, leaseKeys map[string]*mvccpb.KeyValue) {
+	heldPrefix := wire.EtcdHeldPrefix(b.prefix, string(id))
+	if len(held) > 0 {
+		out.Held = make([]spi.Held, 0, len(held))
+	}
+	var indexed map[string]int64 // the index by name, made for the first name found not held
+	for _, n := range names {
+		kv := leaseKeys[n]
+		switch {
+		case kv != nil && clientv3.LeaseID(kv.Lease) == lease:
+			out.Held = append(out.Held, spi.Held{Name: n, Token: kv.CreateRevision})
+			continue
+		case kv != nil && kv.Lease == 0:
+			out.Corrupt = append(out.Corrupt, n)
+		}
+		if indexed == nil {
+			indexed = make(map[string]int64, len(held))
+			for _, h := range held {
+				indexed[strings.TrimPrefix(string(h.Key), heldPrefix)] = h.CreateRevision
+			}
+		}
+		tok, inIndex := indexed[n]
+		if !inIndex {
+			continue // not this session's: nothing moved
+		}
+		b.setMoved(id, n, tok)
+		switch {
+		case kv == nil:
+			b.warnOnce(fmt.Sprintf("gone %s %d", wire.EtcdLeaseKey(b.prefix, n), tok), "simba: etcd: a held lease's key was deleted by something other than Simba; the session's term is revoked (taken over)",
+				"name", n, "session", string(id), "token", tok)
+		case kv.Lease == 0:
+			b.warnOnce(fmt.Sprintf("moved %s %d", kv.Key, kv.ModRevision), "simba: etcd: a held lease's key was put again on no etcd lease by something other than Simba; the session's term is revoked (corrupt record), and the name stays held until someone deletes the key",
+				"name", n, "session", string(id), "key", string(kv.Key))
+		default:
+			b.warnOnce(fmt.Sprintf("moved %s %d", kv.Key, kv.ModRevision), "simba: etcd: a held lease's key was put again on another etcd lease by something other than Simba; the session's term is revoked (taken over), and the name is free once that lease ends",
+				"name", n, "session", string(id), "key", string(kv.Key), "lease", fmt.Sprintf("%016x", kv.Lease))
+		}
+	}
+	// The index's names not asked about (the client sorts the names it asks about).
+	sorted := slices.IsSorted(names)
+	var asked map[string]bool
+	if !sorted {
+		asked = make(map[string]bool, len(names))
+		for _, n := range names {
+			asked[n] = true
+		}
+	}
+	for _, kv := range held {
+		n := strings.TrimPrefix(string(kv.Key), heldPrefix)
+		found := asked[n]
+		if sorted {
+			_, found = slices.BinarySearch(names, n)
+		}
+		if !found && !b.wasMoved(id, n, kv.CreateRevision) {
+			out.Held = append(out.Held, spi.Held{Name: n, Token: kv.CreateRevision})
+		}
+	}
+}
+
+// setMoved records that the held index entry of session id for name, of create revision tok,
+// no longer matches its lease key: a later keep-alive that does not ask about name leaves the
+// entry out rather than have the client release, at every renewal, a lease its session does
+// not hold. A grant of name to the session forgets it (settled).
+func (b *Backend) setMoved(id spi.SessionID, name string, tok int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.moved[place{id, name}] = tok
+}
+
+// wasMoved reports whether a keep-alive found the lease key of session id's held index entry
+// for name, of create revision tok, moved.
+func (b *Backend) wasMoved(id spi.SessionID, name string, tok int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	t, ok := b.moved[place{id, name}]
+	return ok && t == tok
 }
 
 // memberIDs turns member keys under prefix into sorted session ids.
@@ -715,6 +869,9 @@ func (b *Backend) settled(id spi.SessionID, name string, a spi.Acquire, err erro
 	case err != nil:
 	case a.Kind == spi.Granted:
 		b.hints.stopWaiting(id, name)
+		b.mu.Lock()
+		delete(b.moved, place{id, name})
+		b.mu.Unlock()
 	case a.Kind == spi.SessionExpired:
 		b.hints.dropSession(id)
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/simba-go/simba"
@@ -414,8 +415,13 @@ func BenchmarkCrashFailover(b *testing.B) {
 // BenchmarkKeepAlive10000 measures a keep-alive of a session holding 10,000 leases (asking
 // about all of them) in same-run Puts: one LeaseKeepAliveOnce and one read-only transaction,
 // whatever the number of leases.
-func BenchmarkKeepAlive10000(b *testing.B) {
-	const n = 10000
+func BenchmarkKeepAlive10000(b *testing.B) { benchKeepAlive(b, 10000) }
+
+// BenchmarkKeepAlive10 is BenchmarkKeepAlive10000 for a session holding 10 leases, the common
+// case: the keep-alive's transaction reads their lease keys one by one, beside the held index.
+func BenchmarkKeepAlive10(b *testing.B) { benchKeepAlive(b, 10) }
+
+func benchKeepAlive(b *testing.B, n int) {
 	e := newBenchEnv(b)
 	names := make([]string, n)
 	for i := range names {
@@ -480,4 +486,108 @@ func BenchmarkInspectLease(b *testing.B) {
 	b.ReportMetric(float64(inspectTime)/float64(n), "inspect-ns/op")
 	b.ReportMetric(float64(getTime)/float64(n), "get-ns/op")
 	b.ReportMetric(float64(inspectTime)/float64(getTime), "inspect/get")
+}
+
+// BenchmarkReleaseCost breaks a release down against the server's plainest writes, each timed
+// after the same idle pause as a hand-over's release (20 ms) and one sample of each in turn, so
+// that the ratios are same-run: put (one Put, the baseline), delete (one Delete of a key on
+// the session's lease), release (Backend.Release: one transaction, two compares on the lease
+// key, two deletes), release-waited (the same with another session waiting for the name,
+// whose backend watches the lease key and the queue: the watch events it triggers), and
+// release-b2b and put-b2b right after the acquire (or a Put) instead of after the pause. It
+// reports each one's p50 in µs and in idle Puts (p50 ratio).
+func BenchmarkReleaseCost(b *testing.B) {
+	const pause = 20 * time.Millisecond
+	e := newBenchEnv(b)
+	lease, _ := leaseOf(e.session)
+	other := openBackend(b, e.dsn)
+	w, err := other.OpenSession(e.ctx, "waiter", 30*time.Second)
+	if err != nil {
+		b.Fatal(err)
+	}
+	acquire := func(name string) int64 {
+		r, err := e.b.Acquire(e.ctx, e.session, name)
+		if err != nil || r.Kind != spi.Granted {
+			b.Fatalf("Acquire = %+v, %v", r, err)
+		}
+		return r.Token
+	}
+	release := func(name string, tok int64) {
+		if err := e.b.Release(e.ctx, e.session, name, tok); err != nil {
+			b.Fatal(err)
+		}
+	}
+	kinds := []string{"put", "delete", "release", "release-waited", "release-b2b", "put-b2b"}
+	lat := make(map[string][]time.Duration, len(kinds))
+	sample := func(kind string) {
+		var t0 time.Time
+		switch kind {
+		case "put":
+			time.Sleep(pause)
+			t0 = time.Now()
+			e.put(b)
+		case "put-b2b":
+			e.put(b)
+			t0 = time.Now()
+			e.put(b)
+		case "delete":
+			key := e.b.prefix + "/baseline-leased"
+			if _, err := e.b.cli.Put(e.ctx, key, "x", clientv3.WithLease(lease)); err != nil {
+				b.Fatal(err)
+			}
+			time.Sleep(pause)
+			t0 = time.Now()
+			if _, err := e.b.cli.Delete(e.ctx, key); err != nil {
+				b.Fatal(err)
+			}
+		case "release":
+			tok := acquire("cost")
+			time.Sleep(pause)
+			t0 = time.Now()
+			release("cost", tok)
+		case "release-b2b":
+			tok := acquire("cost")
+			t0 = time.Now()
+			release("cost", tok)
+		case "release-waited":
+			tok := acquire("cost-waited")
+			if r, err := other.AcquireQueued(e.ctx, w.ID, "cost-waited"); err != nil || r.Kind != spi.HeldBy {
+				b.Fatalf("the waiter's AcquireQueued = %+v, %v", r, err)
+			}
+			time.Sleep(pause)
+			t0 = time.Now()
+			release("cost-waited", tok)
+			d := time.Since(t0)
+			lat[kind] = append(lat[kind], d)
+			// The waiter takes the lease and gives it back, as a hand-over's would.
+			r, err := other.AcquireQueued(e.ctx, w.ID, "cost-waited")
+			if err != nil || r.Kind != spi.Granted {
+				b.Fatalf("the waiter's AcquireQueued after the release = %+v, %v", r, err)
+			}
+			if err := other.Release(e.ctx, w.ID, "cost-waited", r.Token); err != nil {
+				b.Fatal(err)
+			}
+			return
+		}
+		lat[kind] = append(lat[kind], time.Since(t0))
+	}
+	for i := range 5 * len(kinds) {
+		sample(kinds[i%len(kinds)])
+	}
+	clear(lat)
+	b.ResetTimer()
+	for i := range b.N {
+		for k := range kinds {
+			sample(kinds[(i+k)%len(kinds)])
+		}
+	}
+	b.StopTimer()
+	put := quantile(lat["put"], 0.5)
+	for _, k := range kinds {
+		p50 := quantile(lat[k], 0.5)
+		b.ReportMetric(float64(p50.Microseconds()), "µs-"+k)
+		if k != "put" {
+			b.ReportMetric(float64(p50)/float64(put), "puts-"+k)
+		}
+	}
 }

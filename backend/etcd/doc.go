@@ -14,7 +14,8 @@ package etcdtxn for the transactions):
     the backend logs a warning (WithSlog) once per asked and granted TTL.
   - Keep-alive is one LeaseKeepAliveOnce for the session's lease, whatever the number of names
     it holds, then one read-only transaction that reports the session's held leases (the index
-    <prefix>/held/<sid>/) and each requested group's members.
+    <prefix>/held/<sid>/, checked against the lease key of each name asked about: see Keys
+    Simba did not write) and each requested group's members.
   - A lease is the key <prefix>/leases/<name>, attached to the holder's etcd lease; its value
     is the holder's owner and its create revision the fencing token. Acquire, Release, Join
     and Leave are one etcd transaction each, guarded by compares on create revisions and on
@@ -110,10 +111,21 @@ is not on the etcd lease of the session its name gives (a Put by hand, on no lea
 another) would hold the name's free lease back for as long as it stays (a compare cannot skip
 it): the acquire that finds it the oldest waiter deletes it (if it is still on that etcd
 lease), with a warning naming the key, and runs again. A key's value that is not an owner
-string is never shown as an owner: a HeldBy naming such a key says ForeignOwner. Keep-alive
-trusts the held index: an operator who deletes a lease key by hand
-must delete its held key too (or revoke the holder's lease, which deletes both), or the
-holder keeps believing it holds the lease until its session ends.
+string is never shown as an owner: a HeldBy naming such a key says ForeignOwner.
+
+A held lease is held only while its key stays attached to the holder's etcd lease. Each
+keep-alive reads, in its one read-only transaction, the lease key of every name the client
+asks about (keys only; a client asking about more names than fit etcd's limit on a
+transaction's operations, 128 by default, less one per group read, reads instead the lease keys
+from the least of those names to the greatest, in one range). A held lease whose key was deleted by hand, or put again on another etcd
+lease (etcdctl put --lease=<other>, even with the same value), is reported as no longer held,
+so the client revokes the term (taken over) before anyone else can be granted the name: the
+name is free once the key is gone (at once after a deletion; when the other etcd lease ends
+after a move). One put again on no lease is reported corrupt (the client revokes the term as
+corrupt-record), and the name stays held by nobody until someone deletes the key. Each such
+key is logged once, as a warning naming it. Before, keep-alive trusted the held index
+(<prefix>/held/<sid>/, still on the session's lease), and the holder kept its term while a
+second session could be granted the name.
 
 # Outages
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -264,4 +265,73 @@ func TestQueuedAcquireRoundTrips(t *testing.T) {
 		t.Fatal(err)
 	}
 	step("the attempt after the release", 1, func() { f.acquire(t, true, w, "n", spi.Granted) })
+}
+
+// TestReleaseRequests pins what a release sends, with a waiter whose backend watches the name
+// and without: one request, a Txn of two compares on the lease key (its token and its etcd
+// lease) and two deletes (the lease key and the held index key), no else branch, and nothing
+// on any stream (no keep-alive, watch or revoke): BenchmarkReleaseCost times it against a Put.
+func TestReleaseRequests(t *testing.T) {
+	var calls atomic.Int64
+	var txns []*etcdserverpb.TxnRequest
+	count := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		calls.Add(1)
+		if r, ok := req.(*etcdserverpb.TxnRequest); ok {
+			txns = append(txns, r)
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	countStream := func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		calls.Add(1)
+		return streamer(ctx, desc, cc, method, opts...)
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: testenv.Etcd(t), DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithUnaryInterceptor(count), grpc.WithStreamInterceptor(countStream)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	prefix := testPrefix(t)
+	b, err := NewFromClient(cli, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &queueFixture{b: b, raw: rawClient(t, testenv.Etcd(t)), ctx: context.Background()}
+	other := openBackend(t, "etcd://"+strings.Join(testenv.Etcd(t), ",")+prefix)
+	holder := f.open(t, "holder")
+	w, err := other.OpenSession(f.ctx, "waiter", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, waited := range []bool{false, true} {
+		tok := f.acquire(t, false, holder, "n", spi.Granted).Token
+		if waited {
+			if r, err := other.AcquireQueued(f.ctx, w.ID, "n"); err != nil || r.Kind != spi.HeldBy {
+				t.Fatalf("the waiter's AcquireQueued = %+v, %v", r, err)
+			}
+		}
+		before := calls.Load()
+		txns = nil
+		if err := b.Release(f.ctx, holder, "n", tok); err != nil {
+			t.Fatal(err)
+		}
+		if got := calls.Load() - before; got != 1 || len(txns) != 1 {
+			t.Fatalf("waited %v: a release sent %d requests (%d txns), want one txn", waited, got, len(txns))
+		}
+		r := txns[0]
+		lk := wire.EtcdLeaseKey(prefix, "n")
+		if len(r.Compare) != 2 || len(r.Success) != 2 || len(r.Failure) != 0 ||
+			string(r.Compare[0].Key) != lk || string(r.Compare[1].Key) != lk ||
+			string(r.Success[0].GetRequestDeleteRange().GetKey()) != lk ||
+			string(r.Success[1].GetRequestDeleteRange().GetKey()) != wire.EtcdHeldKey(prefix, string(holder), "n") {
+			t.Errorf("waited %v: the release's txn = %v; want two compares on %s and two deletes", waited, r, lk)
+		}
+		if waited {
+			if r, err := other.AcquireQueued(f.ctx, w.ID, "n"); err != nil || r.Kind != spi.Granted {
+				t.Fatalf("the waiter's AcquireQueued after the release = %+v, %v", r, err)
+			} else if err := other.Release(f.ctx, w.ID, "n", r.Token); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 }

@@ -188,8 +188,11 @@ func Leave(prefix, sid, group string) (cmps []clientv3.Cmp, then, els []clientv3
 
 // Report is the report transaction, guarded by create_revision(session) > 0. The read half of
 // keep-alive, after LeaseKeepAliveOnce: what the session holds (the held index, with the tokens
-// as create revisions), if its session key still exists. The members of each requested group are
-// ranges the caller appends to then (MembersRange).
+// as create revisions), if its session key still exists. The caller appends to then the read of
+// the lease key of each name asked about (keys only; beyond etcd's limit on operations, one range
+// over the lease keys from the least name's to the greatest's): a name is held only while its
+// lease key is attached to the session's lease, with its create revision as the token. The
+// members of each requested group are ranges the caller appends too (MembersRange).
 func Report(prefix, sid string) (cmps []clientv3.Cmp, then, els []clientv3.Op) {
 	cmps = []clientv3.Cmp{
 		clientv3.Compare(clientv3.CreateRevision(wire.EtcdSessionKey(prefix, sid)), ">", 0),

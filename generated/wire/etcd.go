@@ -23,7 +23,7 @@ func EtcdLeaseKey(prefix, name string) string {
 // EtcdHeldKey returns the etcd key "<prefix>/held/<sid>/<name>". The index of what session <sid>
 // holds: written and deleted in the same transaction as the lease key (so its create revision is
 // the same token), so keep-alive reads the session's leases and tokens with one range, whatever
-// else the cluster holds.
+// else the cluster holds (and checks the lease key of each name it is asked about: see report).
 func EtcdHeldKey(prefix, sid, name string) string {
 	return prefix + "/held/" + sid + "/" + name
 }
