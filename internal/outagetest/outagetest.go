@@ -64,7 +64,7 @@ func Run(t testing.TB, backend spi.Backend, proxies []*faultproxy.Proxy, cfg Con
 	kb := &keepAliveBackend{Backend: backend, ok: make(chan time.Time, 1)}
 	var expired, opened atomic.Int64
 	start := time.Now()
-	c, err := simba.New(kb, simba.WithTTL(cfg.TTL), simba.WithListener(func(e simba.Event) {
+	c, err := simba.New(kb, simba.WithTTL(cfg.TTL), simba.WithCallObserver(kb.observe), simba.WithListener(func(e simba.Event) {
 		switch e.Kind {
 		case simba.EventSessionExpired:
 			expired.Add(1)
@@ -154,26 +154,38 @@ func Run(t testing.TB, backend spi.Backend, proxies []*faultproxy.Proxy, cfg Con
 // outage of its try'th round: a test goroutine that a loaded machine descheduled.
 var healLate func(try int) time.Duration
 
-// keepAliveBackend sends, on ok, when each successful keep-alive of a live session was sent.
+// keepAliveBackend sends, on ok, when each successful keep-alive of a live session was sent,
+// by the client's reckoning: the instant its deadline counts from. (Not when the backend's
+// KeepAlive was entered: on a loaded machine the client's call goroutine was once descheduled
+// 90 ms between the two, and an outage timed from the later one left the session that much
+// less time than the Config says.)
 type keepAliveBackend struct {
 	spi.Backend
-	ok chan time.Time
+	ok   chan time.Time
+	live atomic.Bool // the keep-alive that just returned succeeded on a live session
 }
 
 func (b *keepAliveBackend) KeepAlive(ctx context.Context, id spi.SessionID, names, groups []string) (spi.KeepAlive, error) {
-	sent := time.Now()
 	ka, err := b.Backend.KeepAlive(ctx, id, names, groups)
-	if err == nil && !ka.Expired {
-		select { // the newest success replaces one not yet taken
-		case <-b.ok:
-		default:
-		}
-		select {
-		case b.ok <- sent:
-		default:
-		}
-	}
+	b.live.Store(err == nil && !ka.Expired)
 	return ka, err
+}
+
+// observe is the client's call observer: called on the call's goroutine right after the
+// backend call returned, with how long it took since the client stamped it sent.
+func (b *keepAliveBackend) observe(ci simba.CallInfo) {
+	if ci.Op != simba.OpKeepAlive || ci.Err != nil || !b.live.Swap(false) {
+		return
+	}
+	sent := time.Now().Add(-ci.Took)
+	select { // the newest success replaces one not yet taken
+	case <-b.ok:
+	default:
+	}
+	select {
+	case b.ok <- sent:
+	default:
+	}
 }
 
 // Stalls stalls p's link both ways rounds times for stall each (faultproxy.Stall: the bytes
