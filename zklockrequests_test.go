@@ -3,7 +3,6 @@ package simba_test
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"maps"
 	"net"
@@ -14,11 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-zookeeper/zk"
-
 	"github.com/simba-go/simba"
 	"github.com/simba-go/simba/backend/zookeeper"
 	"github.com/simba-go/simba/internal/testenv"
+	"github.com/simba-go/simba/internal/zktest"
 	"github.com/simba-go/simba/spi"
 )
 
@@ -178,10 +176,7 @@ var zkLockCycleRequests = map[string]int{
 // What a keep-alive sends (one exists of the session's node, every renewal interval) is
 // allowed for each keep-alive the client made meanwhile.
 func TestZooKeeperLockCycleRequests(t *testing.T) {
-	addrs := testenv.ZooKeeper(t)
-	chroot := fmt.Sprintf("/simba-test-lockrequests-%d", time.Now().UnixNano())
-	t.Cleanup(func() { removeZKTree(t, addrs, chroot) })
-	dsn := "zk://" + strings.Join(addrs, ",") + chroot
+	dsn := zktest.New(t, testenv.ZooKeeper(t), "simba-test-lockrequests").DSN("", "")
 	const cycles = 20
 	ctx := context.Background()
 
@@ -285,40 +280,3 @@ func showRequests(m map[string]int) string {
 	}
 	return "{" + strings.Join(out, ", ") + "}"
 }
-
-// removeZKTree deletes path and everything under it on the servers, as far as it can (the
-// shared server keeps no chroot per test).
-func removeZKTree(t *testing.T, servers []string, path string) {
-	conn, _, err := zk.Connect(servers, 10*time.Second, zk.WithLogInfo(false), zk.WithLogger(zkQuiet{}))
-	if err != nil {
-		t.Logf("removing %s: %v", path, err)
-		return
-	}
-	defer conn.Close()
-	var remove func(p string) error
-	remove = func(p string) error {
-		children, _, err := conn.Children(p)
-		if errors.Is(err, zk.ErrNoNode) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		for _, ch := range children {
-			if err := remove(p + "/" + ch); err != nil {
-				return err
-			}
-		}
-		if err := conn.Delete(p, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
-			return fmt.Errorf("%s: %w", p, err)
-		}
-		return nil
-	}
-	if err := remove(path); err != nil {
-		t.Logf("removing %s: %v", path, err)
-	}
-}
-
-type zkQuiet struct{}
-
-func (zkQuiet) Printf(string, ...any) {}

@@ -156,7 +156,10 @@ load balancer's failover), at TTL 1 s as at 15 s (TestSessionRidesOutShortOutage
     connections for 1.5 s only 2.6 s after the outage began. The backoff is one per client,
     whatever the sessions' TTLs: 300 ms fits within the renewal interval left at TTL 1 s
     (333 ms), just, and the engine's keep-alive, waiting for the connection or retried within
-    50 ms, goes out with it.
+    50 ms, goes out with it. At TTL 1 s that leaves the keep-alive itself 33 ms when exactly
+    TTL/3 is left: a busy client (a loaded machine, the race detector) can miss it, and the
+    test's outages leave 390 ms (90 ms for the keep-alive); from TTL 2 s on, the margin is
+    the renewal interval less 300 ms, 367 ms and more.
   - Silent: gRPC takes a connection whose packets vanish for a live one until a keep-alive
     ping fails, at least 12 s (gRPC raises any ping interval under 10 s to 10 s), and every
     keep-alive goes on it meanwhile: every such outage lost the session, at any TTL up to

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -14,13 +15,39 @@ import (
 	"github.com/simba-go/simba/internal/testenv"
 )
 
-// testPrefix returns a key prefix no other test or run uses.
+// testPrefix returns a key prefix no other test or run uses, whose keys are deleted from the
+// shared server when the test ends: registered before the test's backends are, it runs after
+// they have closed (the counters and records a client leaves, such as a lease's token, would
+// stay otherwise: a package run left a prefix per test). The test fails if they cannot be.
 func testPrefix(t testing.TB) string {
+	t.Helper()
 	var b [6]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		t.Fatal(err)
 	}
-	return "/simba-test-" + hex.EncodeToString(b[:])
+	prefix := "/simba-test-" + hex.EncodeToString(b[:])
+	endpoints := testenv.Etcd(t)
+	t.Cleanup(func() {
+		if err := deletePrefix(endpoints, prefix); err != nil {
+			t.Errorf("the test's keys are left on the shared etcd: %v", err)
+		}
+	})
+	return prefix
+}
+
+// deletePrefix deletes every key under prefix+"/" on the server at endpoints.
+func deletePrefix(endpoints []string, prefix string) error {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return fmt.Errorf("deleting %s/: %w", prefix, err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := cli.Delete(ctx, prefix+"/", clientv3.WithPrefix()); err != nil {
+		return fmt.Errorf("deleting %s/: %w", prefix, err)
+	}
+	return nil
 }
 
 // serverDSN returns a DSN of the shared etcd test server under a fresh prefix.

@@ -54,11 +54,10 @@ func wantZKDenied(t *testing.T, what string, err error, pw string, says ...strin
 // spi.ErrAccessDenied that names the user and the servers and does not show the password. On
 // the old code NoAuth was permanent but matched no sentinel.
 func TestAccessDeniedDigest(t *testing.T) {
-	dsn := serverDSN(t, "")
-	// Runs after the backends close, before serverDSN's removal: Simba's nodes grant deleting
-	// their children to their creator only.
-	t.Cleanup(func() { removeTreeAs(t, dsn, "simba:s3cret") })
-	right := strings.Replace(dsn, "zk://", "zk://simba:s3cret@", 1)
+	c := serverChroot(t)
+	// Removed with the identity that made Simba's nodes: they grant deleting their children
+	// to their creator only.
+	dsn, right := c.DSN("", ""), c.DSN("simba:s3cret", "")
 	if err := firstErr(t, openBackend(t, right), "guarded", "crew"); err != nil {
 		t.Fatalf("the right credentials: %v", err)
 	}
@@ -74,7 +73,9 @@ func TestAccessDeniedDigest(t *testing.T) {
 // OpenSession (it cannot create Simba's root under it) with a permanent error matching
 // spi.ErrAccessDenied.
 func TestAccessDeniedChrootACL(t *testing.T) {
-	dsn := serverDSN(t, "")
+	ch := serverChroot(t)
+	ch.Auth("owner:0wner-pw")
+	dsn := ch.DSN("", "")
 	u, err := url.Parse(dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -86,34 +87,4 @@ func TestAccessDeniedChrootACL(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantZKDenied(t, "chroot with another identity's ACL", firstErr(t, b, "x", "y"), "", "privilege refused", u.Path)
-}
-
-// removeTreeAs deletes dsn's chroot and everything under it with the digest identity auth.
-func removeTreeAs(t *testing.T, dsn, auth string) {
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Error(err)
-		return
-	}
-	c, _, err := zk.Connect(strings.Split(u.Host, ","), 10*time.Second, zk.WithLogger(quietLogger{}), zk.WithLogInfo(false))
-	if err != nil {
-		t.Logf("removing %s: %v", u.Path, err)
-		return
-	}
-	defer c.Close()
-	if err := c.AddAuth("digest", []byte(auth)); err != nil {
-		t.Logf("removing %s: %v", u.Path, err)
-		return
-	}
-	var remove func(p string)
-	remove = func(p string) {
-		children, _, _ := c.Children(p)
-		for _, ch := range children {
-			remove(p + "/" + ch)
-		}
-		if err := c.Delete(p, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
-			t.Logf("removing %s: %v", p, err)
-		}
-	}
-	remove(u.Path)
 }

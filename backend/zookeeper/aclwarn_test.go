@@ -40,7 +40,7 @@ func TestOpenACLWarningGoesToEachLogger(t *testing.T) {
 		{serverDSN(t, ""), first},
 		{serverDSN(t, ""), second},
 		{serverDSN(t, ""), first}, // the same logger again: not twice
-		{strings.Replace(serverDSN(t, ""), "zk://", "zk://u:s3cr3t@", 1), withCreds},
+		{serverChroot(t).DSN("u:s3cr3t", ""), withCreds},
 	} {
 		b := openBackend(t, o.dsn, WithSlog(o.log))
 		s, err := b.OpenSession(ctx, "acl-warning", 10*time.Second)

@@ -60,7 +60,7 @@ func rawClient(t *testing.T, b *Backend, auth string) *zk.Conn {
 // TestDigestACLProtectsNodes: with credentials in the DSN, clients without them (or with
 // others) can read Simba's nodes but not delete, change or create any.
 func TestDigestACLProtectsNodes(t *testing.T) {
-	dsn := strings.Replace(serverDSN(t, ""), "zk://", "zk://simba:s3cret@", 1)
+	dsn := serverChroot(t).DSN("simba:s3cret", "")
 	b := openBackend(t, dsn)
 	s := openSession(t, b, 10*time.Second)
 	tok := mustGrant(t, b, s, "guarded")
@@ -109,7 +109,7 @@ func TestDigestACLProtectsNodes(t *testing.T) {
 // Released hint is published, the stale release changes nothing and the next grant has a
 // greater token.
 func TestOutsideDeletionIsTakenOver(t *testing.T) {
-	dsn := strings.Replace(serverDSN(t, ""), "zk://", "zk://simba:pw@", 1)
+	dsn := serverChroot(t).DSN("simba:pw", "")
 	b := openBackend(t, dsn)
 	admin := rawClient(t, b, "simba:pw")
 	s := openSession(t, b, 10*time.Second)

@@ -11,6 +11,7 @@ import (
 	"github.com/simba-go/simba/internal/faultproxy"
 	"github.com/simba-go/simba/internal/outagetest"
 	"github.com/simba-go/simba/internal/testenv"
+	"github.com/simba-go/simba/internal/zktest"
 )
 
 // synDropAddr returns a loopback address whose listener's accept queue is full (a backlog of
@@ -74,7 +75,8 @@ func TestOpenSessionPastBlackholedServer(t *testing.T) {
 	const ttl = 3 * time.Second
 	for _, bh := range blackholes {
 		t.Run(bh.name, func(t *testing.T) {
-			b := openBackend(t, "zk://"+bh.addr(t)+","+good+"/simba-test-"+strconv.FormatInt(time.Now().UnixNano(), 10))
+			chroot := zktest.New(t, []string{good}, "simba-test").Path
+			b := openBackend(t, "zk://"+bh.addr(t)+","+good+chroot)
 			for i := range 6 {
 				ctx, cancel := context.WithTimeout(context.Background(), ttl)
 				s, err := b.OpenSession(ctx, "blackholed", ttl)

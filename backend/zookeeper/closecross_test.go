@@ -8,6 +8,7 @@ import (
 
 	"github.com/simba-go/simba/internal/faultproxy"
 	"github.com/simba-go/simba/internal/testenv"
+	"github.com/simba-go/simba/internal/zktest"
 	"github.com/simba-go/simba/spi"
 )
 
@@ -23,7 +24,7 @@ import (
 func TestKeepAliveCrossingCloseSessionIsNotExpiry(t *testing.T) {
 	errExpired := errors.New("the keep-alive answered SessionExpired")
 	px := faultproxy.StartTest(t, testenv.ZooKeeper(t)[0])
-	chroot := "/simba-closecross"
+	chroot := zktest.New(t, testenv.ZooKeeper(t), "simba-closecross").Path
 	b := openBackend(t, "zk://"+px.Addr()+chroot)
 	other := openBackend(t, "zk://"+testenv.ZooKeeper(t)[0]+chroot)
 	ctx := context.Background()

@@ -2,13 +2,13 @@ package zookeeper
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/simba-go/simba/internal/faultproxy"
 	"github.com/simba-go/simba/internal/testenv"
+	"github.com/simba-go/simba/internal/zktest"
 	"github.com/simba-go/simba/spi"
 )
 
@@ -211,8 +211,7 @@ func TestGroupInterestEnds(t *testing.T) {
 // the restored watch.
 func TestGroupHintsAfterReconnect(t *testing.T) {
 	direct := testenv.ZooKeeper(t)[0]
-	chroot := fmt.Sprintf("/simba-test-%d", time.Now().UnixNano())
-	t.Cleanup(func() { removeTree(t, []string{direct}, chroot) })
+	chroot := zktest.New(t, []string{direct}, "simba-test").Path
 	p := faultproxy.StartTest(t, direct)
 	b := openBackend(t, "zk://"+p.Addr()+chroot+"?timeout=60s")
 	other := openBackend(t, "zk://"+direct+chroot)

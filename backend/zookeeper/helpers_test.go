@@ -2,15 +2,12 @@ package zookeeper
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/go-zookeeper/zk"
-
 	"github.com/simba-go/simba/internal/testenv"
+	"github.com/simba-go/simba/internal/zktest"
 	"github.com/simba-go/simba/spi"
 )
 
@@ -103,60 +100,19 @@ func killSession(server string, zid int64, passwd []byte) error {
 	return closeOver(context.Background(), nil, nil, server, 5*time.Second, time.Now().Add(10*time.Second), zid, closeSessionFrames(zid, passwd, 30000))
 }
 
-// serverDSN returns the DSN of the shared test server under a fresh chroot.
+// serverDSN returns the DSN of the shared test server under a fresh chroot, removed when the
+// test ends (zktest.New: the test fails if it is left).
 func serverDSN(t testing.TB, query string) string {
 	t.Helper()
-	addrs := testenv.ZooKeeper(t)
-	dsn := "zk://"
-	for i, a := range addrs {
-		if i > 0 {
-			dsn += ","
-		}
-		dsn += a
-	}
-	chroot := fmt.Sprintf("/simba-test-%d", time.Now().UnixNano())
-	dsn += chroot
-	// Registered before the test's backends are, so it runs after they have closed: the shared
-	// server keeps no chroot per test (a CI run left ~100 of them).
-	t.Cleanup(func() { removeTree(t, addrs, chroot) })
-	if query != "" {
-		dsn += "?" + query
-	}
-	return dsn
+	return serverChroot(t).DSN("", query)
 }
 
-// removeTree deletes the node at path and everything under it on servers, as far as it can: a
-// node that another session still has (an ephemeral one) or that its ACL keeps is left, and
-// logged.
-func removeTree(t testing.TB, servers []string, path string) {
-	c, _, err := zk.Connect(servers, 10*time.Second, zk.WithLogger(quietLogger{}), zk.WithLogInfo(false))
-	if err != nil {
-		t.Logf("removing %s: %v", path, err)
-		return
-	}
-	defer c.Close()
-	var remove func(p string) error
-	remove = func(p string) error {
-		children, _, err := c.Children(p)
-		if errors.Is(err, zk.ErrNoNode) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		for _, ch := range children {
-			if err := remove(p + "/" + ch); err != nil {
-				return err
-			}
-		}
-		if err := c.Delete(p, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
-			return fmt.Errorf("%s: %w", p, err)
-		}
-		return nil
-	}
-	if err := remove(path); err != nil {
-		t.Logf("removing %s: %v", path, err)
-	}
+// serverChroot returns a fresh chroot on the shared test server, removed when the test ends
+// with every digest identity a DSN of it (Chroot.DSN) named: registered before the test's
+// backends are, so it runs after they have closed.
+func serverChroot(t testing.TB) *zktest.Chroot {
+	t.Helper()
+	return zktest.New(t, testenv.ZooKeeper(t), "simba-test")
 }
 
 // openBackend returns a backend for dsn, closed when the test ends.

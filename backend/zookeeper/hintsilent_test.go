@@ -2,13 +2,13 @@ package zookeeper
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
 	"github.com/simba-go/simba/internal/faultproxy"
 	"github.com/simba-go/simba/internal/outagetest"
 	"github.com/simba-go/simba/internal/testenv"
+	"github.com/simba-go/simba/internal/zktest"
 	"github.com/simba-go/simba/spi"
 )
 
@@ -25,8 +25,7 @@ import (
 // arrives: within 10 s (about 1.5 s expected), where the old code heard nothing for 20 s.
 func TestHintsAfterSilentOutage(t *testing.T) {
 	direct := testenv.ZooKeeper(t)[0]
-	chroot := fmt.Sprintf("/simba-test-%d", time.Now().UnixNano())
-	t.Cleanup(func() { removeTree(t, []string{direct}, chroot) })
+	chroot := zktest.New(t, []string{direct}, "simba-test").Path
 	p := faultproxy.StartTest(t, direct)
 	b := openBackend(t, "zk://"+p.Addr()+chroot+"?timeout=60s")
 	other := openBackend(t, "zk://"+direct+chroot)
@@ -98,8 +97,7 @@ func releasedHint(t *testing.T, ctx context.Context, hints <-chan spi.Hint, b *B
 // the heal (about 1-2 s expected).
 func TestHintsAfterBlackholedRedial(t *testing.T) {
 	direct := testenv.ZooKeeper(t)[0]
-	chroot := fmt.Sprintf("/simba-test-%d", time.Now().UnixNano())
-	t.Cleanup(func() { removeTree(t, []string{direct}, chroot) })
+	chroot := zktest.New(t, []string{direct}, "simba-test").Path
 	p := faultproxy.StartTest(t, direct)
 	b := openBackend(t, "zk://"+p.Addr()+chroot+"?timeout=60s")
 	other := openBackend(t, "zk://"+direct+chroot)
@@ -169,8 +167,7 @@ func TestWatcherPacedByTTL(t *testing.T) {
 // five stalls cost none.
 func TestHintsRideOutStalls(t *testing.T) {
 	direct := testenv.ZooKeeper(t)[0]
-	chroot := fmt.Sprintf("/simba-test-%d", time.Now().UnixNano())
-	t.Cleanup(func() { removeTree(t, []string{direct}, chroot) })
+	chroot := zktest.New(t, []string{direct}, "simba-test").Path
 	openSession(t, openBackend(t, "zk://"+direct+chroot), time.Minute) // creates the roots watched
 	p := faultproxy.StartTest(t, direct)
 	b := openBackend(t, "zk://"+p.Addr()+chroot)

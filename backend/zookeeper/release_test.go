@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,7 +20,7 @@ import (
 // conditional on the data version), and session 2 must still hold the name. The second half
 // releases after session 1 has seen the deletion, through the checked path.
 func TestReleaseNeverDeletesTheNextHolder(t *testing.T) {
-	dsn := strings.Replace(serverDSN(t, ""), "zk://", "zk://simba:pw@", 1)
+	dsn := serverChroot(t).DSN("simba:pw", "")
 	b1, b2 := openBackend(t, dsn), openBackend(t, dsn)
 	admin := rawClient(t, b1, "simba:pw")
 	s1, s2 := openSession(t, b1, 10*time.Second), openSession(t, b2, 10*time.Second)

@@ -190,11 +190,15 @@ func startTwoRuns(t *testing.T) (dir string, first runRecord, leader, follower *
 }
 
 // nextCommand waits (30 s at most after event) for a command other than first to start, and
-// fails the test if it ever sees two commands running at once.
-func nextCommand(t *testing.T, dir string, first runRecord, event string) runRecord {
+// fails the test if it ever sees two commands running at once; poll, if not nil, is called
+// at each look (every 10 ms).
+func nextCommand(t *testing.T, dir string, first runRecord, event string, poll func()) runRecord {
 	t.Helper()
 	var next runRecord
 	if !waitFor(30*time.Second, func() bool {
+		if poll != nil {
+			poll()
+		}
 		if now := running(readRuns(t, dir)); len(now) > 1 {
 			t.Fatalf("%d commands run at once: %+v", len(now), now)
 		}
@@ -213,11 +217,17 @@ func nextCommand(t *testing.T, dir string, first runRecord, event string) runRec
 
 // TestRunKilledLeaderLeavesOneCommand: two `simba run -name job` processes on one SQLite file;
 // the one whose command runs is killed with SIGKILL. Its command — the shell and the
-// background process in its group — is gone within one second (the supervisor sees simba's
-// pipe close and stops the group with SIGTERM), and then exactly one command runs: the other
-// simba's, with a greater $SIMBA_TOKEN. Never are two commands seen running at once. Finally
-// SIGTERM to the remaining simba reaches its command as SIGTERM (the signal the help names),
-// and simba exits with the command's status.
+// background process in its group — gets SIGTERM (the supervisor sees simba's pipe close and
+// stops the group; its trap records TERM) and is gone before the other simba's command starts,
+// with a greater $SIMBA_TOKEN; then exactly that one runs. Never are two commands seen running
+// at once. Finally SIGTERM to the remaining simba reaches its command as SIGTERM (the signal
+// the help names), and simba exits with the command's status.
+//
+// The killed leader's command was required gone within one second of the SIGKILL: a timed
+// bound that a loaded machine can miss (the supervisor, the shell and its trap all have to be
+// scheduled) and that the design does not promise; what it promises, and this test checks,
+// is the order: SIGTERM at once, SIGKILL at the latest when the term's validity ends, which
+// is before the lease can go to the other simba. How long it took is logged.
 func TestRunKilledLeaderLeavesOneCommand(t *testing.T) {
 	dir, first, leader, follower := startTwoRuns(t)
 	if first.lease != "job" || first.token <= 0 || !alive(first.shell) || !alive(first.background) {
@@ -230,13 +240,22 @@ func TestRunKilledLeaderLeavesOneCommand(t *testing.T) {
 	}
 	killed := time.Now()
 	<-leader.exited
-	if !waitFor(time.Second, func() bool { return !alive(first.shell) && !alive(first.background) }) {
-		t.Fatalf("1 s after SIGKILL of the leading simba run, its command still runs (shell alive %v, background alive %v)",
-			alive(first.shell), alive(first.background))
+	// nextCommand fails the test if it sees the killed leader's command still running beside
+	// the follower's; gone is when it was first seen gone.
+	var gone time.Duration
+	second := nextCommand(t, dir, first, "the leader's death", func() {
+		if gone == 0 && !alive(first.shell) && !alive(first.background) {
+			gone = time.Since(killed)
+		}
+	})
+	if alive(first.shell) || alive(first.background) {
+		t.Fatalf("the follower's command %+v started while the killed leader's still ran (shell alive %v, background alive %v)",
+			second, alive(first.shell), alive(first.background))
 	}
-	t.Logf("the killed leader's command was gone %v after the SIGKILL", time.Since(killed).Round(time.Millisecond))
-
-	second := nextCommand(t, dir, first, "the leader's death")
+	if gone == 0 { // it went between nextCommand's last look and now
+		gone = time.Since(killed)
+	}
+	t.Logf("the killed leader's command was gone %v after the SIGKILL", gone.Round(time.Millisecond))
 	t.Logf("the follower's command started %v after the SIGKILL: %+v", time.Since(killed).Round(time.Millisecond), second)
 	if !follower.leadsCommand(second.shell) {
 		t.Errorf("the new command %+v is not the follower's (simba run %d)", second, follower.cmd.Process.Pid)
@@ -275,7 +294,7 @@ func TestRunPausedLeaderLosesItsCommand(t *testing.T) {
 	if err := leader.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	second := nextCommand(t, dir, first, "pausing the leader")
+	second := nextCommand(t, dir, first, "pausing the leader", nil)
 	if alive(first.shell) || alive(first.background) {
 		t.Errorf("the paused leader's command %+v still runs beside the new one %+v", first, second)
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
-	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/simba-go/simba/internal/printable"
 	"github.com/simba-go/simba/internal/testenv"
+	"github.com/simba-go/simba/internal/zktest"
 	"github.com/simba-go/simba/spi"
 
 	"github.com/simba-go/simba"
@@ -228,7 +228,7 @@ func TestPrintStatusUnreadableSession(t *testing.T) {
 // nodes a backend creates without credentials are open is not its business (simba lock, which
 // creates them, still warns).
 func TestStatusOnZooKeeperIsQuiet(t *testing.T) {
-	dsn := "zk://" + strings.Join(testenv.ZooKeeper(t), ",") + fmt.Sprintf("/simba-cli-status-%d", time.Now().UnixNano())
+	dsn := zktest.New(t, testenv.ZooKeeper(t), "simba-cli-status").DSN("", "")
 	stdout, stderr, status := runSimba(t, "status", "-dsn", dsn)
 	if status != 0 || !strings.HasPrefix(stdout, "LEASE") || stderr != "" {
 		t.Fatalf("simba status -dsn %s: exit status %d, stdout %q, stderr %q; want 0, the tables and nothing on stderr", dsn, status, stdout, stderr)

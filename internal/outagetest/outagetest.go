@@ -27,8 +27,9 @@ type Config struct {
 	TTL time.Duration
 	// Outage is how long each outage lasts.
 	Outage time.Duration
-	// Phase is when each outage begins, after a keep-alive succeeded: the later, the less of
-	// the session's time is left when the outage ends.
+	// Phase is when each outage begins, after a keep-alive that succeeded was sent (the
+	// instant the client counts the session's deadline from): the later, the less of the
+	// session's time is left when the outage ends, at Phase+Outage after that send.
 	Phase time.Duration
 	// Rounds is the number of outages.
 	Rounds int
@@ -38,17 +39,32 @@ type Config struct {
 	Blackhole bool
 }
 
+// Slack is how late an outage of Run may begin or end, against its schedule counted from the
+// moment the renewal before it was sent, and still count as a round: a round the test itself
+// ran later than that (its goroutine descheduled on a loaded machine, a sleep that overslept,
+// a keep-alive's reply read late) left the session less time than the Config claims, proves
+// nothing about the claim, and is run again.
+const Slack = 50 * time.Millisecond
+
 // Run starts a client on backend (whose connections to its servers all go through proxies)
-// and, Rounds times, waits for a keep-alive to succeed, waits Phase, takes every proxy down for
-// Outage, brings them up again and waits one TTL and a second for the session to be renewed or
-// to lapse. It returns in how many rounds the session was lost (an EventSessionExpired, or
+// and, Rounds times, waits for a keep-alive to succeed, takes every proxy down Phase after
+// that keep-alive was sent (the instant the session's deadline is counted from), brings them
+// up again Phase+Outage after it, and waits one TTL and a second for the session to be renewed
+// or to lapse. It returns in how many rounds the session was lost (an EventSessionExpired, or
 // another session opened), logging each round.
+//
+// The schedule is kept against the clock, not by sleeping from when the test saw the
+// keep-alive's success: under load that was late, and the outages ended later after the
+// renewal than the Config says (less of the session's time left). A round whose outage began
+// or ended more than Slack late, or began after the next renewal was due (TTL/3 after the
+// last was sent) when it was planned before, is logged and run again, not counted; Run fails
+// the test if fewer than Rounds rounds of 3*Rounds ran on schedule.
 func Run(t testing.TB, backend spi.Backend, proxies []*faultproxy.Proxy, cfg Config) (lost int) {
 	t.Helper()
-	kb := &keepAliveBackend{Backend: backend, ok: make(chan struct{}, 1)}
+	kb := &keepAliveBackend{Backend: backend, ok: make(chan time.Time, 1)}
 	var expired, opened atomic.Int64
 	start := time.Now()
-	c, err := simba.New(kb, simba.WithTTL(cfg.TTL), simba.WithListener(func(e simba.Event) {
+	c, err := simba.New(kb, simba.WithTTL(cfg.TTL), simba.WithCallObserver(kb.observe), simba.WithListener(func(e simba.Event) {
 		switch e.Kind {
 		case simba.EventSessionExpired:
 			expired.Add(1)
@@ -68,24 +84,34 @@ func Run(t testing.TB, backend spi.Backend, proxies []*faultproxy.Proxy, cfg Con
 		defer cancel()
 		c.Close(ctx) //nolint:errcheck
 	}()
-	wait := func() {
+	// wait returns when the keep-alive whose success it saw was sent.
+	wait := func() time.Time {
 		t.Helper()
 		select {
-		case <-kb.ok:
+		case sent := <-kb.ok:
+			return sent
 		case <-time.After(time.Minute):
 			t.Fatal("no keep-alive succeeded within a minute")
+			return time.Time{}
 		}
 	}
 	wait() // the session is open and renewed
-	for i := range cfg.Rounds {
+	rounds := 0
+	for try := 0; rounds < cfg.Rounds; try++ {
+		if try == 3*cfg.Rounds {
+			t.Fatalf("only %d of %d outages ran on schedule (within %v) in %d tries: the machine is too loaded to test the claim", rounds, cfg.Rounds, Slack, try)
+		}
+		// Counted from before the round, so that a session lost late in the previous round
+		// counts here rather than not at all.
+		e0, o0 := expired.Load(), opened.Load()
 		select { // a fresh success, not one from before
 		case <-kb.ok:
 		default:
 		}
-		wait()
-		time.Sleep(cfg.Phase)
-		e0, o0 := expired.Load(), opened.Load()
-		t.Logf("%6.2fs round %d: down", time.Since(start).Seconds(), i)
+		sent := wait()
+		planDown, planUp := sent.Add(cfg.Phase), sent.Add(cfg.Phase+cfg.Outage)
+		time.Sleep(time.Until(planDown))
+		down := time.Now()
 		for _, p := range proxies {
 			if cfg.Blackhole {
 				p.Set(faultproxy.Fault{Blackhole: true})
@@ -93,37 +119,73 @@ func Run(t testing.TB, backend spi.Backend, proxies []*faultproxy.Proxy, cfg Con
 				p.Set(outageFault)
 			}
 		}
-		time.Sleep(cfg.Outage)
+		t.Logf("%6.2fs round %d: down (%v after the renewal was sent)", time.Since(start).Seconds(), rounds, down.Sub(sent).Round(time.Millisecond))
+		time.Sleep(time.Until(planUp))
+		if healLate != nil {
+			time.Sleep(healLate(try))
+		}
 		for _, p := range proxies {
 			p.Heal()
 		}
-		t.Logf("%6.2fs round %d: up", time.Since(start).Seconds(), i)
+		up := time.Now()
+		t.Logf("%6.2fs round %d: up (%v after the renewal was sent)", time.Since(start).Seconds(), rounds, up.Sub(sent).Round(time.Millisecond))
 		time.Sleep(cfg.TTL + time.Second)
 		gone := expired.Load() > e0 || opened.Load() > o0
-		t.Logf("%6.2fs round %d: outage of %v, %v after a renewal: session lost: %v", time.Since(start).Seconds(), i, cfg.Outage, cfg.Phase, gone)
+		// An outage planned to begin before the next renewal is due (TTL/3 after this one was
+		// sent) that began after it let that renewal through: a round easier than the Config.
+		due := sent.Add(cfg.TTL / 3)
+		if lateDown, lateUp := down.Sub(planDown), up.Sub(planUp); lateDown > Slack || lateUp > Slack || planDown.Before(due) && !down.Before(due) {
+			t.Logf("%6.2fs round %d not counted: the outage began %v and ended %v late (more than %v, or after the next renewal was due); session lost: %v", time.Since(start).Seconds(), rounds, lateDown.Round(time.Millisecond), lateUp.Round(time.Millisecond), Slack, gone)
+		} else {
+			t.Logf("%6.2fs round %d: outage of %v, %v after a renewal was sent: session lost: %v", time.Since(start).Seconds(), rounds, cfg.Outage, cfg.Phase, gone)
+			rounds++
+			if gone {
+				lost++
+			}
+		}
 		if gone {
-			lost++
 			wait() // a new session is up before the next round
 		}
 	}
 	return lost
 }
 
-// keepAliveBackend signals each successful keep-alive of a live session on ok.
+// healLate, when set (by this package's tests), is how much later than planned Run ends the
+// outage of its try'th round: a test goroutine that a loaded machine descheduled.
+var healLate func(try int) time.Duration
+
+// keepAliveBackend sends, on ok, when each successful keep-alive of a live session was sent,
+// by the client's reckoning: the instant its deadline counts from. (Not when the backend's
+// KeepAlive was entered: on a loaded machine the client's call goroutine was once descheduled
+// 90 ms between the two, and an outage timed from the later one left the session that much
+// less time than the Config says.)
 type keepAliveBackend struct {
 	spi.Backend
-	ok chan struct{}
+	ok   chan time.Time
+	live atomic.Bool // the keep-alive that just returned succeeded on a live session
 }
 
 func (b *keepAliveBackend) KeepAlive(ctx context.Context, id spi.SessionID, names, groups []string) (spi.KeepAlive, error) {
 	ka, err := b.Backend.KeepAlive(ctx, id, names, groups)
-	if err == nil && !ka.Expired {
-		select {
-		case b.ok <- struct{}{}:
-		default:
-		}
-	}
+	b.live.Store(err == nil && !ka.Expired)
 	return ka, err
+}
+
+// observe is the client's call observer: called on the call's goroutine right after the
+// backend call returned, with how long it took since the client stamped it sent.
+func (b *keepAliveBackend) observe(ci simba.CallInfo) {
+	if ci.Op != simba.OpKeepAlive || ci.Err != nil || !b.live.Swap(false) {
+		return
+	}
+	sent := time.Now().Add(-ci.Took)
+	select { // the newest success replaces one not yet taken
+	case <-b.ok:
+	default:
+	}
+	select {
+	case b.ok <- sent:
+	default:
+	}
 }
 
 // Stalls stalls p's link both ways rounds times for stall each (faultproxy.Stall: the bytes
