@@ -1114,7 +1114,9 @@ func status(s int64) spi.Status {
 	return spi.Expired
 }
 
-// Members lists the live members of group, sorted ascending.
+// Members lists the live members of group, sorted ascending. For wire.ProbeGroup (the
+// client's outage probe) with WithWaitReplicas it also fails, retryably, while a master is
+// short of replicas (checkReplicas).
 func (b *Backend) Members(ctx context.Context, group string) ([]spi.SessionID, error) {
 	return bounded(ctx, b, "members", group, func() ([]spi.SessionID, error) { return b.membersCall(ctx, group) })
 }
