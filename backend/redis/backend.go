@@ -85,9 +85,14 @@ func WithRouteBySlot(on bool) Option {
 // lease held by the session with the same token and an expiry no earlier than the client
 // believes; no second holder can be granted the lease, and no later grant reuses its token.
 // Choose n so that every replica that can be promoted is among the acknowledging ones (with one
-// replica per master, n = 1). Releases, joins and session opens do not wait: losing one in a
-// failover costs availability (a lease stays held until its expiry, a session is reported
-// expired and replaced), never safety.
+// replica per master, n = 1). Releases and joins do not wait: losing one in a failover costs
+// availability (a lease stays held until its expiry), never safety. Session opens wait too:
+// a session opened on a master short of replicas could never be renewed, and its open's
+// success told the client the backend was reachable again once per session lost. The client's
+// outage probe (Members of wire.ProbeGroup) also fails while a master (on a Cluster, any
+// master) has fewer than n replicas that acknowledge a WAIT within the timeout, so a WAIT
+// shortfall is one outage in the client's log, from the first failure until a replica
+// rejoins, with one "simba backend reachable again" at its end.
 //
 // Without it, replication is asynchronous and a failover can lose the last writes the old
 // master acknowledged: a grant (the new master has the lease free or held by the previous
@@ -577,8 +582,14 @@ func (b *Backend) openSessionCall(ctx context.Context, owner string, ttl time.Du
 	oargs := luascripts.OpenSessionArgs{Owner: owner, TTLMS: max(ttl.Milliseconds(), 1)}
 	// On a Cluster, a slot being migrated refuses the new session's keys until it settles
 	// (followSlotMove).
+	// With WithWaitReplicas the open waits for the replicas too (pipelined, like a grant's):
+	// a session opened on a master short of replicas could never be kept alive (every
+	// keep-alive's WAIT falls short), and its open's success ended the client's outage in the
+	// log ("simba backend reachable again") once per session lost (trial 28: 12 times in 10 s
+	// while nothing worked).
 	r, err := followSlotMove(ctx, b, 0, func() (luascripts.OpenSessionReply, error) {
-		return luascripts.OpenSession.Run(ctx, b.c, okeys, oargs)
+		return runOnNode(ctx, b, okeys.Session, luascripts.OpenSession, okeys, oargs,
+			func(luascripts.OpenSessionReply) bool { return true })
 	})
 	if err != nil {
 		return spi.Session{}, b.failKeys(ctx, "open session", err, scriptKeys(luascripts.OpenSession.Build(okeys, oargs)))
@@ -1103,7 +1114,9 @@ func status(s int64) spi.Status {
 	return spi.Expired
 }
 
-// Members lists the live members of group, sorted ascending.
+// Members lists the live members of group, sorted ascending. For wire.ProbeGroup (the
+// client's outage probe) with WithWaitReplicas it also fails, retryably, while a master is
+// short of replicas (checkReplicas).
 func (b *Backend) Members(ctx context.Context, group string) ([]spi.SessionID, error) {
 	return bounded(ctx, b, "members", group, func() ([]spi.SessionID, error) { return b.membersCall(ctx, group) })
 }
@@ -1120,7 +1133,66 @@ func (b *Backend) membersCall(ctx context.Context, group string) ([]spi.SessionI
 	if err != nil {
 		return nil, b.failKeys(ctx, "members "+group, err, []string{wire.GroupKey(group)})
 	}
+	if group == wire.ProbeGroup {
+		if err := b.checkReplicas(ctx); err != nil {
+			return nil, err
+		}
+	}
 	return b.memberIDs(group, r.Members), nil
+}
+
+// checkReplicas fails, retryably, when WithWaitReplicas(n, …) is on and a master has fewer
+// than n replicas that acknowledge a WAIT n within the WAIT timeout (at most half of what is
+// left of ctx, so that the failure names the shortfall rather than a deadline): on a Cluster
+// each master is asked (in parallel), standalone the server the backend writes to. Members
+// runs it for the client's outage probe (wire.ProbeGroup): the probe's read needs no WAIT and
+// succeeded on a master with no replica connected (right after a failover), so the client
+// took the backend for reachable again and retried its calls at once, each failing again.
+// Without WithWaitReplicas it costs nothing. A WAIT on a connection that has written nothing
+// yet returns at once the number of replicas connected; one that wrote returns once that many
+// acknowledged its last write (the master asks them at once), so a connected replica answers
+// within a round trip.
+func (b *Backend) checkReplicas(ctx context.Context) error {
+	if b.waitN == 0 {
+		return nil
+	}
+	to := b.waitTO
+	if dl, ok := ctx.Deadline(); ok {
+		to = min(to, time.Until(dl)/2)
+	}
+	ms := max(to.Milliseconds(), 1) // WAIT n 0 would block for ever
+	check := func(ctx context.Context, c interface {
+		Do(context.Context, ...any) *goredis.Cmd
+	}, where string) error {
+		n, err := c.Do(ctx, "wait", b.waitN, ms).Int64()
+		if err != nil {
+			return fmt.Errorf("WAIT %d%s: %w", b.waitN, where, err)
+		}
+		if n < int64(b.waitN) {
+			return fmt.Errorf("WAIT: %d of %d replicas acknowledged within %v%s (WithWaitReplicas: every grant, renewal and session open fails until %d replicas are connected)",
+				n, b.waitN, time.Duration(ms)*time.Millisecond, where, b.waitN)
+		}
+		return nil
+	}
+	var err error
+	if b.cc != nil {
+		var mu sync.Mutex
+		var errs []error
+		err = b.cc.ForEachMaster(ctx, func(ctx context.Context, m *goredis.Client) error {
+			if e := check(ctx, m, " on master "+m.Options().Addr); e != nil {
+				mu.Lock()
+				errs = append(errs, e)
+				mu.Unlock()
+			}
+			return nil
+		})
+		if err == nil {
+			err = errors.Join(errs...)
+		}
+	} else {
+		err = check(ctx, b.c, "")
+	}
+	return b.fail("members (probe: replicas for WAIT)", err)
 }
 
 // CloseSession releases every lease the session holds and leaves its groups (publishing each),

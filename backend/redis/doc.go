@@ -267,8 +267,11 @@ WithWaitReplicas(n, timeout) closes that gap for grants and keep-alives: each wa
 pipelined behind the script on the same connection) until n replicas acknowledged it, and fails
 with a retryable error otherwise, so the client never acts on a write a promoted replica could
 lack (TestClusterFailoverWithWait). Its cost is the replication delay on each grant and renewal,
-and availability: while fewer than n replicas of a master are connected, grants and renewals on
-it fail. WAIT does not make Redis a consensus system: see WithWaitReplicas.
+and availability: while fewer than n replicas of a master are connected, grants, renewals and
+session opens on it fail, and so does the client's outage probe (any master short of replicas),
+so that the client logs the shortfall as one outage, ending with one "simba backend reachable
+again" once a replica rejoins (TestWaitShortfallIsOneOutage). WAIT does not make Redis a
+consensus system: see WithWaitReplicas.
 
 A replica promoted by CLUSTER FAILOVER (a managed Cluster's maintenance, not a master's failure)
 loses nothing: the master pauses its clients until the replica has caught up, then answers

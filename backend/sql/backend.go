@@ -249,7 +249,7 @@ func (b *Backend) fail(op string, err error) error {
 		return err
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
-		return spi.Unavailable("sql "+b.name+" "+op, err)
+		return spi.Unavailable("sql "+b.name+" "+op, pgCauseFirst(err))
 	}
 	return b.d.classify("sql "+b.name+" "+op, err)
 }

@@ -371,6 +371,9 @@
 // certificate that does not verify) match spi.ErrTLS and are permanent: retrying cannot fix
 // them. With sslmode=prefer (the default) pgx tries TLS and then a plain connection: a refused
 // TLS attempt is then no failure, and the error is the plain attempt's (a restarted PostgreSQL's
-// "the database system is starting up", 57P03, is retryable). No error shows a DSN's password: DSNs are redacted (internal/dsn) and the drivers' own
+// "the database system is starting up", 57P03, is retryable); its message leads with the
+// plain attempt's error, on one line, and names the refused TLS attempt after it as
+// sslmode=prefer's (pgx listed the TLS refusal first, so an outage read as a TLS problem;
+// sslmode=disable skips that attempt). No error shows a DSN's password: DSNs are redacted (internal/dsn) and the drivers' own
 // DSN parse errors are quoted scrubbed of every credential, never wrapped.
 package sql

@@ -831,6 +831,52 @@ func pgTLSFailure(err error) bool {
 	return spi.IsTLSError(err) || pgTLSRefused(err)
 }
 
+// pgCauseFirst makes the message of a failed connect lead with the real cause: with
+// sslmode=prefer (the default) against a server without TLS, pgconn's ConnectError lists the
+// TLS attempt the server refused ("tls error: server refused TLS connection") before the
+// plain attempt that failed for the reason that matters (the server shutting down or starting
+// up, a refused password), each on a line of its own, so an outage's WARN line read as a TLS
+// problem (trial 28). The attempts that did not fail at TLS now come first, on one line, and
+// the TLS ones after them, said to be sslmode=prefer's. The error returned wraps err, so
+// errors.Is and errors.As find all they found before (the ConnectError, a PgError); an error
+// without such a ConnectError, or whose attempts all or none failed at TLS, is returned as it
+// is.
+func pgCauseFirst(err error) error {
+	var ce *pgconn.ConnectError
+	if err == nil || !errors.As(err, &ce) || ce.Config == nil {
+		return err
+	}
+	j, ok := ce.Unwrap().(interface{ Unwrap() []error })
+	if !ok {
+		return err
+	}
+	var cause, tls []string
+	for _, a := range j.Unwrap() {
+		if spi.IsTLSError(a) || pgTLSRefused(a) {
+			tls = append(tls, a.Error())
+		} else {
+			cause = append(cause, a.Error())
+		}
+	}
+	whole, full := ce.Error(), err.Error()
+	i := strings.Index(full, whole)
+	if len(tls) == 0 || len(cause) == 0 || i < 0 {
+		return err
+	}
+	msg := fmt.Sprintf("failed to connect to `user=%s database=%s`: %s (attempted before it with TLS: %s: sslmode=prefer, the default, tries TLS first and the server has none; sslmode=disable skips that attempt)",
+		ce.Config.User, ce.Config.Database, strings.Join(cause, "; "), strings.Join(tls, "; "))
+	return &causeFirstError{msg: full[:i] + msg + full[i+len(whole):], err: err}
+}
+
+// causeFirstError is pgCauseFirst's error: msg in place of err's message, err unwrapped.
+type causeFirstError struct {
+	msg string
+	err error
+}
+
+func (e *causeFirstError) Error() string { return e.msg }
+func (e *causeFirstError) Unwrap() error { return e.err }
+
 func isPgUndefined(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && (pe.Code == "42P01" || pe.Code == "42703" || pe.Code == "42883")
@@ -847,12 +893,13 @@ func isPgUndefined(err error) bool {
 // failures (a certificate that does not verify with sslmode=verify-ca/verify-full, a server
 // that refuses TLS with sslmode=require) are permanent; a connect whose attempts did not all fail
 // at TLS (sslmode=prefer, the default, falls back to a plain attempt) is classified by the
-// others (pgTLSFailure). Refused credentials or privileges match spi.ErrAccessDenied
+// others (pgTLSFailure), and its message leads with theirs (pgCauseFirst). Refused credentials or privileges match spi.ErrAccessDenied
 // (accessDenied).
 func (d *pgDialect) classify(op string, err error) error {
 	if pgTLSFailure(err) {
 		return spi.TLSFailure(op, err)
 	}
+	err = pgCauseFirst(err)
 	if denied := d.accessDenied(op, err); denied != nil {
 		return denied
 	}

@@ -7,9 +7,12 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/simba-go/simba/internal/testenv"
 	"github.com/simba-go/simba/spi"
@@ -57,7 +60,55 @@ func TestPostgresTLSRefusedIsPermanent(t *testing.T) {
 // ERROR line, and Lock returned it to its callers) — trial 25. The server is a fake that refuses
 // TLS and answers every startup with 57P03.
 func TestPostgresStartingUpIsRetryable(t *testing.T) {
-	var startups atomic.Int64
+	addr, startups := fakeStartingUp(t)
+	b := open(t, "postgres://u:pw@"+addr+"/db?connect_timeout=5")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := b.OpenSession(ctx, "o", time.Second)
+	if startups.Load() == 0 {
+		t.Fatalf("OpenSession = %v without a plain startup at the fake: nothing checked", err)
+	}
+	if errors.Is(err, spi.ErrTLS) || spi.Classify(err) != spi.Retryable || !errors.Is(err, spi.ErrUnavailable) {
+		t.Errorf("OpenSession = %v (%v), want a retryable ErrUnavailable, not ErrTLS", err, spi.Classify(err))
+	}
+}
+
+// TestPostgresOutageLeadsWithCause: the error of a connect that sslmode=prefer (the default)
+// tried with TLS first, refused by a server without TLS, then without TLS, failing for the
+// real reason (57P03: starting up), leads with that reason, on one line: pgconn's message
+// began with "tls error: server refused TLS connection" and gave each attempt a line, so the
+// client's outage WARN lines read as a TLS problem (trial 28's PostgreSQL restarts). The
+// error still matches what it matched: the ConnectError, the PgError and its code.
+func TestPostgresOutageLeadsWithCause(t *testing.T) {
+	addr, startups := fakeStartingUp(t)
+	b := open(t, "postgres://u:pw@"+addr+"/db?connect_timeout=5")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := b.OpenSession(ctx, "o", time.Second)
+	if startups.Load() == 0 || err == nil {
+		t.Fatalf("OpenSession = %v with %d plain startups at the fake: nothing checked", err, startups.Load())
+	}
+	msg := err.Error()
+	t.Logf("OpenSession: %s", msg)
+	cause, tlsAt := strings.Index(msg, "the database system is starting up"), strings.Index(msg, "server refused TLS connection")
+	if cause < 0 || tlsAt >= 0 && tlsAt < cause || strings.Contains(msg, "\n") {
+		t.Errorf("OpenSession's error does not lead with the cause on one line (cause at %d, the TLS refusal at %d):\n%s", cause, tlsAt, msg)
+	}
+	if !strings.Contains(msg, "sslmode=prefer") {
+		t.Errorf("OpenSession's error does not say the TLS attempt was sslmode=prefer's: %s", msg)
+	}
+	var ce *pgconn.ConnectError
+	var pe *pgconn.PgError
+	if !errors.As(err, &ce) || !errors.As(err, &pe) || pe.Code != "57P03" || !errors.Is(err, spi.ErrUnavailable) {
+		t.Errorf("OpenSession = %v: want a ConnectError, a PgError 57P03 and ErrUnavailable inside", err)
+	}
+}
+
+// fakeStartingUp serves a fake PostgreSQL that refuses TLS and answers every plain startup
+// with 57P03 ("the database system is starting up"); it returns its address and the count of
+// the plain startups it answered.
+func fakeStartingUp(t *testing.T) (string, *atomic.Int64) {
+	startups := new(atomic.Int64)
 	ln := testenv.Serve(t, testenv.Listen(t), func(c net.Conn) {
 		var req [8]byte // int32 length, int32 code: SSLRequest (80877103) or protocol 3.0
 		if _, err := io.ReadFull(c, req[:]); err != nil {
@@ -81,16 +132,7 @@ func TestPostgresStartingUpIsRetryable(t *testing.T) {
 		msg := binary.BigEndian.AppendUint32([]byte{'E'}, uint32(4+len(body)))
 		c.Write(append(msg, body...))
 	})
-	b := open(t, "postgres://u:pw@"+ln.Addr().String()+"/db?connect_timeout=5")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	_, err := b.OpenSession(ctx, "o", time.Second)
-	if startups.Load() == 0 {
-		t.Fatalf("OpenSession = %v without a plain startup at the fake: nothing checked", err)
-	}
-	if errors.Is(err, spi.ErrTLS) || spi.Classify(err) != spi.Retryable || !errors.Is(err, spi.ErrUnavailable) {
-		t.Errorf("OpenSession = %v (%v), want a retryable ErrUnavailable, not ErrTLS", err, spi.Classify(err))
-	}
+	return ln.Addr().String(), startups
 }
 
 // TestMySQLTLSFailureIsPermanent: tls=true against the local MariaDB/MySQL (without TLS, or

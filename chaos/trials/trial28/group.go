@@ -267,7 +267,11 @@ func member(args []string) error {
 		return err
 	}
 	defer b.Close()
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	level := slog.LevelInfo
+	if os.Getenv("T28_DEBUG") != "" { // every failed call and engine step, for a post-mortem
+		level = slog.LevelDebug
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	c, err := simba.New(b, simba.WithTTL(*ttl), simba.WithOwner(*id), simba.WithLogger(logger))
 	if err != nil {
 		return err
