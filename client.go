@@ -229,6 +229,11 @@ func New(backend spi.Backend, opts ...Option) (*Client, error) {
 		}
 		return nil, err
 	}
+	if cfg.loggerSet {
+		// A backend opened without a logger of its own logs its warnings where the client
+		// logs (spi.LoggerAdopter), not to slog.Default().
+		spi.AdoptLogger(backend, cfg.logger)
+	}
 	eopt := cfg.engineOptions()
 	queuer, queues := backend.(spi.Queuer)
 	waitEnder, _ := backend.(spi.WaitEnder)
