@@ -304,7 +304,9 @@ func (c *Client) passTurn(q *lockQueue) {
 // ErrUnavailable), the term has ended all the same, and the client's next keep-alives release
 // the lease if it is still held; do not call Unlock again (it reports ErrNotHeld).
 // After the client was closed, Unlock reports ErrNotHeld with the *RevokedError of reason
-// RevokedClosed (Close released the lease), which also matches ErrClosed.
+// RevokedClosed (Close released the lease), which also matches ErrClosed; so does an Unlock
+// whose release was in flight when Close cut it short (the session's close releases the
+// lease: the next process gets it at once, without waiting for the TTL).
 func (h *Held) Unlock(ctx context.Context) error {
 	if h == nil || h.c == nil {
 		return fmt.Errorf("simba: unlock of no lock: %w", ErrNotHeld)
@@ -329,6 +331,13 @@ func (h *Held) Unlock(ctx context.Context) error {
 		// ErrClosed too). A close that has not revoked it yet leaves ErrClosed alone.
 		var re *RevokedError
 		if cause := context.Cause(h.Context()); errors.As(cause, &re) {
+			if re.Reason == RevokedStopped {
+				// This Unlock's own stop ended the term, and Close cut its release short:
+				// the session's close releases the lease, as for a term Close revoked. Its
+				// own revocation ("revoked: stopped", not ErrClosed) read as a lost lock.
+				return fmt.Errorf("simba: unlock %s: its release was cut short by Close, whose session close releases the lease: %w",
+					h.Name(), &RevokedError{Name: re.Name, Token: re.Token, Reason: RevokedClosed})
+			}
 			return fmt.Errorf("simba: unlock %s: %w", h.Name(), cause)
 		}
 	}
