@@ -111,10 +111,10 @@ Run 'simba <command> -h' for the flags of a command.
 // lock's (the README's CLI section has the same table).
 const exitStatuses = `exit status:
   0      success; run and lock: CMD exited 0
-  1      an error: the backend refusing (credentials: "simba: access denied: ..."; no
-         schema: run simba migrate), or unreachable (migrate, status, demo: run and lock
-         wait for it, retrying), a missing SQLite file (status); run and lock: the term was
-         lost (CMD stopped)
+  1      an error: the backend refusing (credentials, said as "access denied"; no schema:
+         run simba migrate), or unreachable (migrate, status, demo: run and lock wait for
+         it, retrying), a missing SQLite file (status); run and lock: the term was lost (CMD
+         stopped)
   2      a usage error: an unknown command or flag; an argument to migrate, status or demo
          (flags only); a missing -dsn, -name or CMD; a bad flag value (a malformed DSN, -ttl
          out of range, a negative -grace, an invalid name, or one the backend refuses, such as
