@@ -229,6 +229,11 @@ func New(backend spi.Backend, opts ...Option) (*Client, error) {
 		}
 		return nil, err
 	}
+	if cfg.loggerSet {
+		// A backend opened without a logger of its own logs its warnings where the client
+		// logs (spi.LoggerAdopter), not to slog.Default().
+		spi.AdoptLogger(backend, cfg.logger)
+	}
 	eopt := cfg.engineOptions()
 	queuer, queues := backend.(spi.Queuer)
 	waitEnder, _ := backend.(spi.WaitEnder)
@@ -311,7 +316,8 @@ func (c *Client) Session() SessionID {
 // fixed. The error is also an
 // EventBackendError to the listeners; a Lock or TryLock waiting for the session returns it,
 // and while the client waits to retry the open (no open in flight) a new Lock or TryLock
-// returns the open's refusal at once rather than wait for the retry; Election.Start and
+// returns the open's refusal at once rather than wait for the retry (and, in a live session
+// whose keep-alive was refused, that refusal, without an acquire); Election.Start and
 // JoinGroup return nil (their elections and groups run in the background, waiting for the
 // session), and each Election's and PartitionGroup's Err reports it; the log has an ERROR line for it once, then
 // one a minute while it repeats.

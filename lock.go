@@ -70,8 +70,13 @@ func (h *Held) passTurn() {
 // (the client retries it every BackoffMax/2 to BackoffMax), Lock returns that refusal at once,
 // as TryLock does, rather than wait for the next open only to be refused again; it waits for
 // an open in flight, and returns its refusal if that one is refused too, as does a Lock
-// already waiting for the session when the refusal comes. Once the cause is fixed, the
-// client's background retry opens the session and a Lock works again. The name is validated before any I/O: 1–128
+// already waiting for the session when the refusal comes. So with a keep-alive refused for
+// good while the session lives on towards its deadline (revoked credentials, a dropped
+// schema): until a keep-alive succeeds again, a Lock or TryLock made while the next one waits
+// for its retry returns that refusal at once (errors.Is finds ErrAccessDenied, say), without
+// sending an acquire the backend would refuse the same way. Once the cause is fixed, the
+// client's background retry opens (or renews) the session and a Lock works again. The name is
+// validated before any I/O: 1–128
 // bytes of [A-Za-z0-9._:-], not "." or ".." (ErrInvalidName, permanent: slashes, spaces,
 // non-ASCII letters and NULs are refused).
 //
@@ -103,7 +108,8 @@ func (c *Client) Lock(ctx context.Context, name string) (*Held, error) {
 // instead, never as ErrUnavailable: the acquire's, and the open's when the session's open was
 // refused for good (a missing schema, a TTL the server refuses; errors.Is finds the backend's
 // sentinel), whether TryLock waited for that open or came while the next one waits for its
-// retry; Lock returns the same error in both cases. When ctx ends
+// retry, or when the session's keep-alive was refused for good and the next waits for its
+// retry (see Lock); Lock returns the same error in these cases. When ctx ends
 // first, TryLock returns ctx's error at once, as Lock does.
 func (c *Client) TryLock(ctx context.Context, name string) (*Held, error) {
 	return c.lock(ctx, name, engine.FlavorTryLock)
@@ -298,7 +304,9 @@ func (c *Client) passTurn(q *lockQueue) {
 // ErrUnavailable), the term has ended all the same, and the client's next keep-alives release
 // the lease if it is still held; do not call Unlock again (it reports ErrNotHeld).
 // After the client was closed, Unlock reports ErrNotHeld with the *RevokedError of reason
-// RevokedClosed (Close released the lease), which also matches ErrClosed.
+// RevokedClosed (Close released the lease), which also matches ErrClosed; so does an Unlock
+// whose release was in flight when Close cut it short (the session's close releases the
+// lease: the next process gets it at once, without waiting for the TTL).
 func (h *Held) Unlock(ctx context.Context) error {
 	if h == nil || h.c == nil {
 		return fmt.Errorf("simba: unlock of no lock: %w", ErrNotHeld)
@@ -323,6 +331,13 @@ func (h *Held) Unlock(ctx context.Context) error {
 		// ErrClosed too). A close that has not revoked it yet leaves ErrClosed alone.
 		var re *RevokedError
 		if cause := context.Cause(h.Context()); errors.As(cause, &re) {
+			if re.Reason == RevokedStopped {
+				// This Unlock's own stop ended the term, and Close cut its release short:
+				// the session's close releases the lease, as for a term Close revoked. Its
+				// own revocation ("revoked: stopped", not ErrClosed) read as a lost lock.
+				return fmt.Errorf("simba: unlock %s: its release was cut short by Close, whose session close releases the lease: %w",
+					h.Name(), &RevokedError{Name: re.Name, Token: re.Token, Reason: RevokedClosed})
+			}
 			return fmt.Errorf("simba: unlock %s: %w", h.Name(), cause)
 		}
 	}

@@ -100,6 +100,7 @@ type config struct {
 	owner      string
 	clock      spi.Clock
 	logger     *slog.Logger
+	loggerSet  bool // WithLogger was given: New hands the logger to the backend (spi.LoggerAdopter)
 	callbacks  Executor
 	// callbacksDefault: callbacks is the default (no WithCallbackExecutor), which a call
 	// worker may stand in for (Client.dispatch).
@@ -306,14 +307,21 @@ func WithClock(clock spi.Clock) Option {
 // stderr through a process-wide logger that only redis.SetLogger changes, which Simba leaves to
 // the program; go-sql-driver/mysql's lines (bad idle connections) go, at DEBUG, to the logger of
 // the MySQL backend that Open made (its WithLogger), unless the program set its own with
-// mysql.SetLogger first. What they report reaches this logger too, as failed backend calls. The
-// backends' own warnings go to their WithLogger options (slog.Default() by default).
+// mysql.SetLogger first. What they report reaches this logger too, as failed backend calls.
+//
+// The backends' own warnings (foreign records, a Redis server without durable persistence, a
+// ZooKeeper DSN without credentials, an etcd server raising the TTL, ...) go to this logger
+// too when the backend was made without a logger of its own: New hands it to the backend
+// (spi.LoggerAdopter; the SQL, Redis, ZooKeeper and etcd backends take it), so that
+// simba.New(open.Open(dsn), simba.WithLogger(l)) logs everything to l. A backend given its
+// own logger (open.WithLogger, the backend's WithLogger or WithSlog) keeps it; one made
+// without, and given to a client without WithLogger, logs to slog.Default().
 func WithLogger(l *slog.Logger) Option {
 	return Option{func(c *config) error {
 		if l == nil {
 			return invalid("logger is nil")
 		}
-		c.logger = l
+		c.logger, c.loggerSet = l, true
 		return nil
 	}}
 }

@@ -77,8 +77,10 @@ type config struct {
 
 // WithLogger sets the logger every backend logs its warnings to (foreign records it skips, a
 // Redis server without durable persistence, a ZooKeeper DSN without credentials, an etcd
-// server that raises a session's TTL to its minimum, ...). The default is each backend's,
-// slog.Default(). A nil logger is an error matching spi.ErrInvalidOption. go-sql-driver/mysql's
+// server that raises a session's TTL to its minimum, ...). Without it a backend logs to the
+// logger of the client it is given to, if that has one (simba.WithLogger: the client hands it
+// over, spi.LoggerAdopter), and else to slog.Default(); with it, the backend keeps l whatever
+// the client's logger. A nil logger is an error matching spi.ErrInvalidOption. go-sql-driver/mysql's
 // own lines (bad idle connections) go to this logger at DEBUG, unless the program set a logger
 // with mysql.SetLogger before Open: that one is kept, and the process-wide logger is never
 // changed. go-redis's (failed dials, pool events) go to its process-wide logger, which only

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -117,6 +118,9 @@ func (k linked) HintsSteady() bool { return spi.AreHintsSteady(k.l.b) }
 // CheckTTL implements spi.TTLChecker as the linked backend does (if it does): a check made
 // without I/O, which a cut link does not stop.
 func (k linked) CheckTTL(ttl time.Duration) error { return spi.CheckTTL(k.l.b, ttl) }
+
+// AdoptLogger implements spi.LoggerAdopter as the linked backend does (if it does).
+func (k linked) AdoptLogger(l *slog.Logger) { spi.AdoptLogger(k.l.b, l) }
 
 // EndWait implements spi.WaitEnder as the linked backend does (if it does): a call that stays
 // in the client's process, which a cut link does not stop.

@@ -20,7 +20,7 @@
 //
 // Implement Backend (and Hinter if the server can push notifications, Inspector if it can list
 // its state, LeaseInspector if it can read one lease of it, TTLChecker if it cannot serve
-// every TTL a client may ask for) on a server that decides by its own clock; check names with
+// every TTL a client may ask for, LoggerAdopter if it logs warnings of its own) on a server that decides by its own clock; check names with
 // ValidateName and owners with ValidateOwner before any I/O; return expected outcomes as
 // replies and classify failures (Unavailable, AsPermanent, the sentinels). Then run the conformance suites of package tck — LeaseBackendSpec, FencingSpec and ClientSpec —
 // from the backend's tests with a tck.Factory that opens a new client of a shared server. The
@@ -31,6 +31,7 @@ package spi
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 )
 
@@ -700,4 +701,24 @@ func CheckTTL(b Backend, ttl time.Duration) error {
 		return c.CheckTTL(ttl)
 	}
 	return nil
+}
+
+// LoggerAdopter is an optional interface of a backend that logs warnings of its own (foreign
+// records, a server's risky configuration) and was made without a logger for them: simba.New
+// with simba.WithLogger calls AdoptLogger with the client's logger, so that a backend opened
+// on its own (open.Open without open.WithLogger) and given to the client logs where the
+// client does, not to slog.Default(). A backend given a logger of its own (its WithLogger or
+// WithSlog option, open.WithLogger) keeps it and ignores the call. AdoptLogger must be safe
+// to call while the backend is in use, and does nothing with a nil l. A decorator forwards it
+// with AdoptLogger (the function).
+type LoggerAdopter interface {
+	AdoptLogger(l *slog.Logger)
+}
+
+// AdoptLogger hands l to b if b implements LoggerAdopter (see there), and does nothing
+// otherwise: what the client, and a wrapper forwarding the capability, call.
+func AdoptLogger(b Backend, l *slog.Logger) {
+	if a, ok := b.(LoggerAdopter); ok && l != nil {
+		a.AdoptLogger(l)
+	}
 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/simba-go/simba/generated/etcdtxn"
 	"github.com/simba-go/simba/generated/wire"
+	"github.com/simba-go/simba/internal/adoptlog"
 	"github.com/simba-go/simba/spi"
 )
 
@@ -36,6 +37,8 @@ const MaxTTL = 9_000_000_000 * time.Second
 // Backend is the etcd implementation of the Simba SPI (spi.Backend, spi.Hinter, spi.Inspector
 // and spi.Queuer). It is safe for concurrent use.
 type Backend struct {
+	// logSink is where log writes when no WithSlog was given (nil otherwise): AdoptLogger.
+	logSink   *adoptlog.Sink
 	own       bool // Close closes cli
 	prefix    string
 	endpoints string // for errors
@@ -83,25 +86,44 @@ type Option func(*options)
 
 type options struct {
 	slog *slog.Logger
+	// slogSet: WithSlog was given (a nil slog then discards); without it the backend logs
+	// through an adoptlog.Sink (see AdoptLogger).
+	slogSet bool
 }
 
-// WithSlog sends the backend's own warnings to l (slog.Default() by default): a server that
+// WithSlog sends the backend's own warnings to l (by default the logger of the client the
+// backend is given to, if it has one, simba.WithLogger: see AdoptLogger; else slog.Default()): a server that
 // grants a session a longer lease TTL than asked (its minimum lease TTL, which follows its
 // election timeout: 2 s with etcd's defaults), once per asked and granted TTL. A nil l
 // discards them.
-func WithSlog(l *slog.Logger) Option { return func(o *options) { o.slog = l } }
+func WithSlog(l *slog.Logger) Option { return func(o *options) { o.slog, o.slogSet = l, true } }
 
-func applyOptions(opts []Option) *slog.Logger {
-	o := options{slog: slog.Default()}
+// applyOptions returns the backend's logger, and the sink it writes through when no WithSlog
+// was given (nil otherwise).
+func applyOptions(opts []Option) (*slog.Logger, *adoptlog.Sink) {
+	var o options
 	for _, opt := range opts {
 		if opt != nil {
 			opt(&o)
 		}
 	}
-	if o.slog == nil {
-		return slog.New(slog.DiscardHandler)
+	switch {
+	case !o.slogSet: // slog.Default() until a client hands its own (AdoptLogger)
+		sink := &adoptlog.Sink{}
+		return sink.Logger(), sink
+	case o.slog == nil:
+		return slog.New(slog.DiscardHandler), nil
 	}
-	return o.slog
+	return o.slog, nil
+}
+
+// AdoptLogger implements spi.LoggerAdopter: a backend made without WithSlog logs its warnings
+// to l from now on (simba.New hands it the client's simba.WithLogger), where it logged to
+// slog.Default(); one given WithSlog keeps that logger.
+func (b *Backend) AdoptLogger(l *slog.Logger) {
+	if b.logSink != nil {
+		b.logSink.Adopt(l)
+	}
 }
 
 // ForeignOwner is the holder owner an Acquire reports for a lease or waiter key whose value is
@@ -247,7 +269,8 @@ func NewFromClient(cli *clientv3.Client, prefix string, opts ...Option) (*Backen
 
 func newBackend(cli *clientv3.Client, prefix string, endpoints []string, opts []Option) *Backend {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Backend{cli: cli, prefix: prefixOf(prefix), endpoints: strings.Join(endpoints, ","), ctx: ctx, cancel: cancel, sessions: map[spi.SessionID]*session{}, places: map[place]int64{}, withdrawals: map[place]bool{}, moved: map[place]int64{}, log: applyOptions(opts)}
+	log, sink := applyOptions(opts)
+	return &Backend{cli: cli, prefix: prefixOf(prefix), endpoints: strings.Join(endpoints, ","), ctx: ctx, cancel: cancel, sessions: map[spi.SessionID]*session{}, places: map[place]int64{}, withdrawals: map[place]bool{}, moved: map[place]int64{}, log: log, logSink: sink}
 }
 
 // client returns the etcd client, making it on first use (a failure is retried by the next

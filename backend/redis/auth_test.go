@@ -63,3 +63,32 @@ func TestPasswordAtServerWithoutOne(t *testing.T) {
 		t.Errorf("the right password: %v", err)
 	}
 }
+
+// TestInspectPasswordAtServerWithoutOne: Inspect (simba status) with a password for the default
+// user at a server that has none configured is refused as OpenSession refuses it: a permanent
+// ErrAuth saying the server has none configured. On the old code Inspect listed the server
+// unauthenticated (nil error) while OpenSession, with the same DSN, was refused. Without the
+// password Inspect works. Read-only on the shared server, which has no password.
+func TestInspectPasswordAtServerWithoutOne(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	addr := testenv.Redis(t)
+	inspect := func(dsn string) error {
+		t.Helper()
+		b, err := Open(dsn, WithLogger(discard))
+		if err != nil {
+			t.Fatalf("Open(%s): %v", dsn, err)
+		}
+		defer b.Close()
+		_, err = b.Inspect(ctx)
+		return err
+	}
+	err := inspect("redis://:secret@" + addr)
+	if !errors.Is(err, ErrAuth) || !errors.Is(err, spi.ErrAccessDenied) || spi.Classify(err) != spi.Permanent ||
+		!strings.Contains(fmtErr(err), "has none configured") || strings.Contains(fmtErr(err), "secret") {
+		t.Errorf("Inspect with a password at a server without one: %v; want a permanent ErrAuth saying the server has none configured", err)
+	}
+	if err := inspect("redis://" + addr); err != nil {
+		t.Errorf("Inspect without a password: %v", err)
+	}
+}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/simba-go/simba/generated/luascripts"
 	"github.com/simba-go/simba/generated/wire"
+	"github.com/simba-go/simba/internal/adoptlog"
 	"github.com/simba-go/simba/internal/foreign"
 	"github.com/simba-go/simba/internal/printable"
 	"github.com/simba-go/simba/internal/silent"
@@ -132,6 +133,9 @@ func WithWaitReplicas(n int, timeout time.Duration) Option {
 // spi.Inspector). It is safe for concurrent use.
 type Backend struct {
 	c goredis.UniversalClient
+	// logSink is where log writes when New was given no WithLogger (nil otherwise): see
+	// AdoptLogger.
+	logSink *adoptlog.Sink
 	// deadlines: c reads and writes with a call's ctx deadline (ContextTimeoutEnabled); see
 	// bounded.
 	deadlines bool
@@ -279,14 +283,19 @@ func New(c goredis.UniversalClient, opts ...Option) (*Backend, error) {
 	if c == nil {
 		return nil, fmt.Errorf("%w: redis: nil client", spi.ErrInvalidOption)
 	}
-	cfg := config{logger: slog.Default()}
+	var cfg config
 	for _, o := range opts {
 		if err := o(&cfg); err != nil {
 			return nil, err
 		}
 	}
+	var sink *adoptlog.Sink
+	if cfg.logger == nil { // no WithLogger: slog.Default() until a client hands its own (AdoptLogger)
+		sink = &adoptlog.Sink{}
+		cfg.logger = sink.Logger()
+	}
 	b := &Backend{c: c, waitN: cfg.waitN, waitTO: cfg.waitTimeout, sessions: map[spi.SessionID]*session{},
-		foreign: foreign.New(cfg.logger, "redis"), log: cfg.logger, strict: cfg.strict}
+		foreign: foreign.New(cfg.logger, "redis"), log: cfg.logger, logSink: sink, strict: cfg.strict}
 	b.cc, b.cluster = c.(*goredis.ClusterClient)
 	b.deadlines = honoursDeadlines(c)
 	if cfg.route != nil {
@@ -1308,4 +1317,13 @@ func waited[K, A, R any](ctx context.Context, b *Backend, c goredis.Cmdable,
 		return r, nil
 	}
 	return zero, errors.New("NOSCRIPT after EVAL")
+}
+
+// AdoptLogger implements spi.LoggerAdopter: a backend made without WithLogger logs its
+// warnings to l from now on (simba.New hands it the client's simba.WithLogger), where it
+// logged to slog.Default(); one given WithLogger keeps that logger.
+func (b *Backend) AdoptLogger(l *slog.Logger) {
+	if b.logSink != nil {
+		b.logSink.Adopt(l)
+	}
 }

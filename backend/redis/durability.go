@@ -21,7 +21,9 @@ var ErrNotDurable = errors.New("redis: tokens not durable")
 
 // WithLogger sets where the backend logs its warnings: the durability check at the first
 // OpenSession (see CheckDurability) and foreign records it skips or frees, such as a group member
-// or a lease holder that is not a client session id (logged once per record). The default is slog.Default(); nil turns logging off.
+// or a lease holder that is not a client session id (logged once per record). The default is
+// the logger of the client the backend is given to, if it has one (simba.WithLogger: see
+// AdoptLogger), and slog.Default() otherwise; nil turns logging off.
 //
 // go-redis logs on its own (failed dials, "connection pool: failed to dial after 5 attempts",
 // once per failed dial while a server is down; pool and pub/sub events) to stderr, through a

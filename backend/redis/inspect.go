@@ -26,7 +26,8 @@ const scanCount = 1000
 // never as free. It SCANs the keyspace (on
 // a Cluster, every master) and reads what it finds in pipelined batches, with remaining times
 // by each master's TIME: it is for status tools, not hot paths, and is not a consistent
-// snapshot. A standalone client's Inspect first checks that the server is not a Redis Cluster
+// snapshot. Like OpenSession, it refuses a password for the default user at a server that has
+// none configured (ErrAuth). A standalone client's Inspect first checks that the server is not a Redis Cluster
 // node (one CONFIG GET, as the first OpenSession does), whose SCAN would list only that node's
 // share of the leases: it fails with a permanent error saying to use a redis+cluster:// DSN. It
 // returns once ctx is done, as every call does (see bounded): a status tool's deadline bounds it
@@ -38,6 +39,12 @@ func (b *Backend) Inspect(ctx context.Context) (spi.Snapshot, error) {
 // inspectCall is Inspect's body, run by bounded.
 func (b *Backend) inspectCall(ctx context.Context) (spi.Snapshot, error) {
 	if err := b.checkOpen(); err != nil {
+		return spi.Snapshot{}, err
+	}
+	// A password for the default user at a server that has none is refused here as at the
+	// first OpenSession (ErrAuth, spi.ErrInvalidOption): a status tool with the DSN of a
+	// simba lock would otherwise list the server unauthenticated where the lock is refused.
+	if err := b.passwordChecked(ctx); err != nil {
 		return spi.Snapshot{}, err
 	}
 	var mu sync.Mutex

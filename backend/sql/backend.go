@@ -16,6 +16,7 @@ import (
 
 	"github.com/simba-go/simba/generated/sqlq"
 	"github.com/simba-go/simba/generated/wire"
+	"github.com/simba-go/simba/internal/adoptlog"
 	"github.com/simba-go/simba/internal/foreign"
 	"github.com/simba-go/simba/internal/minttl"
 	"github.com/simba-go/simba/spi"
@@ -41,7 +42,8 @@ type config struct {
 
 // WithLogger sets where the backend logs warnings: foreign records it skips, such as a group
 // member whose session id is not of the form clients make (logged once per record). The default
-// is slog.Default().
+// is the logger of the client the backend is given to, if it has one (simba.WithLogger: see
+// AdoptLogger), and slog.Default() otherwise.
 //
 // go-sql-driver/mysql logs on its own ("closing bad idle connection: EOF" after a server
 // restart, packet errors) through the logger its configuration holds, which is filled from the
@@ -85,8 +87,11 @@ func WithAutoMigrate() Option {
 // Backend is the SQL implementation of the Simba SPI (spi.Backend, and spi.Inspector; on
 // PostgreSQL also spi.Hinter) for one of the three dialects. It is safe for concurrent use.
 type Backend struct {
-	d     dialect
-	plans map[string]*plan // the spec's operations on this dialect (ops.go)
+	// logSink is where cfg.logger writes when no WithLogger was given (nil otherwise): see
+	// AdoptLogger.
+	logSink *adoptlog.Sink
+	d       dialect
+	plans   map[string]*plan // the spec's operations on this dialect (ops.go)
 	// wrap, when set (tests only), wraps the queries every operation runs on.
 	wrap    func(sqlq.Queries) sqlq.Queries
 	name    string // wire.SQLPostgres, wire.SQLMySQL or wire.SQLSQLite
@@ -182,7 +187,12 @@ func newBackend(name string, d dialect, opts []Option) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Backend{d: d, name: name, plans: plans, cfg: cfg, stop: make(chan struct{}), foreign: foreign.New(cfg.logger, "sql "+name)}
+	var sink *adoptlog.Sink
+	if cfg.logger == nil { // no WithLogger: slog.Default() until a client hands its own (AdoptLogger)
+		sink = &adoptlog.Sink{}
+		cfg.logger = sink.Logger()
+	}
+	b := &Backend{d: d, name: name, plans: plans, cfg: cfg, logSink: sink, stop: make(chan struct{}), foreign: foreign.New(cfg.logger, "sql "+name)}
 	if cfg.housekeeping > 0 {
 		b.wg.Add(1)
 		go b.housekeepingLoop(cfg.housekeeping)
@@ -1000,7 +1010,18 @@ func retryRolledBack(ctx context.Context, rolledBack func(error) bool, op func()
 	}
 }
 
-// log is where the backend logs warnings (WithLogger; slog.Default() by default).
+// AdoptLogger implements spi.LoggerAdopter: a backend made without WithLogger logs its
+// warnings to l from now on (simba.New hands it the client's simba.WithLogger), where it
+// logged to slog.Default(); one given WithLogger keeps that logger. (go-sql-driver/mysql's own
+// DEBUG lines of a backend Open made without WithLogger stay with slog.Default().)
+func (b *Backend) AdoptLogger(l *slog.Logger) {
+	if b.logSink != nil {
+		b.logSink.Adopt(l)
+	}
+}
+
+// log is where the backend logs warnings (WithLogger; slog.Default() by default, or the
+// logger AdoptLogger handed it).
 func (b *Backend) log() *slog.Logger {
 	if b.cfg.logger != nil {
 		return b.cfg.logger

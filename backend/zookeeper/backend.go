@@ -13,6 +13,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/simba-go/simba/generated/wire"
+	"github.com/simba-go/simba/internal/adoptlog"
 	"github.com/simba-go/simba/internal/joinerr"
 	"github.com/simba-go/simba/internal/minttl"
 	"github.com/simba-go/simba/spi"
@@ -37,8 +38,11 @@ type Option func(*options)
 type options struct {
 	logger zk.Logger
 	slog   *slog.Logger
-	dialer zk.Dialer
-	tls    *tls.Config
+	// slogSet: WithSlog was given (a nil slog then discards); without it the backend logs
+	// through an adoptlog.Sink (see AdoptLogger).
+	slogSet bool
+	dialer  zk.Dialer
+	tls     *tls.Config
 	// connector, when set, makes each session's *zk.Conn (NewFromConnector).
 	connector Connector
 }
@@ -46,12 +50,13 @@ type options struct {
 // WithLogger sends go-zookeeper's connection log lines to l (they are dropped by default).
 func WithLogger(l zk.Logger) Option { return func(o *options) { o.logger = l } }
 
-// WithSlog sends the backend's own warnings to l (slog.Default() by default): open ACLs
+// WithSlog sends the backend's own warnings to l (by default the logger of the client the
+// backend is given to, if it has one, simba.WithLogger: see AdoptLogger; else slog.Default()): open ACLs
 // (a DSN without credentials, at the first OpenSession; once per logger), the hint watcher falling back to per-session
 // watches (a server without addWatch: ZooKeeper before 3.6), and nodes at Simba's paths that
 // Simba did not create (group children that are not members, foreign lease nodes), which the
 // backend skips or honours but never deletes. A nil l discards them.
-func WithSlog(l *slog.Logger) Option { return func(o *options) { o.slog = l } }
+func WithSlog(l *slog.Logger) Option { return func(o *options) { o.slog, o.slogSet = l, true } }
 
 // WithDialer makes every connection of the backend (its sessions' and the hint watcher's) with
 // d instead of net.DialTimeout: a proxy, a tunnel, a custom resolver. The backend still reads
@@ -73,15 +78,17 @@ func WithTLS(cfg *tls.Config) Option { return func(o *options) { o.tls = cfg } }
 // spi.Inspector). Each Simba session is one ZooKeeper session on its own *zk.Conn. It is
 // safe for concurrent use.
 type Backend struct {
-	cfg    Config
-	lay    layout
-	acls   acls
-	clock  monotonic
-	zlog   zk.Logger
-	log    *slog.Logger // the backend's own warnings
-	warned sync.Map     // keys already warned about (warnOnce)
-	dialer zk.Dialer
-	tls    *tls.Config
+	cfg   Config
+	lay   layout
+	acls  acls
+	clock monotonic
+	zlog  zk.Logger
+	log   *slog.Logger // the backend's own warnings
+	// logSink is where log writes when no WithSlog was given (nil otherwise): AdoptLogger.
+	logSink *adoptlog.Sink
+	warned  sync.Map // keys already warned about (warnOnce)
+	dialer  zk.Dialer
+	tls     *tls.Config
 	// connector, when set, makes each session's *zk.Conn (NewFromConnector).
 	connector Connector
 
@@ -149,14 +156,19 @@ func NewFromConfig(cfg Config, opts ...Option) (*Backend, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultTimeout
 	}
-	o := options{logger: quietLogger{}, slog: slog.Default(), tls: cfg.TLS}
+	o := options{logger: quietLogger{}, tls: cfg.TLS}
 	for _, opt := range opts {
 		opt(&o)
 	}
 	if o.logger == nil {
 		o.logger = quietLogger{}
 	}
-	if o.slog == nil {
+	var sink *adoptlog.Sink
+	switch {
+	case !o.slogSet: // slog.Default() until a client hands its own (AdoptLogger)
+		sink = &adoptlog.Sink{}
+		o.slog = sink.Logger()
+	case o.slog == nil:
 		o.slog = slog.New(slog.DiscardHandler)
 	}
 	b := &Backend{
@@ -165,6 +177,7 @@ func NewFromConfig(cfg Config, opts ...Option) (*Backend, error) {
 		clock:    monotonic{origin: time.Now()},
 		zlog:     o.logger,
 		log:      o.slog,
+		logSink:  sink,
 		dialer:   o.dialer,
 		tls:      o.tls,
 		sessions: map[spi.SessionID]*session{},
@@ -238,7 +251,11 @@ func (b *Backend) warnOpenACL() {
 	if b.cfg.User != "" || !b.log.Enabled(context.Background(), slog.LevelWarn) {
 		return
 	}
-	if _, dup := warnedOpenACL.LoadOrStore(b.log, struct{}{}); !dup {
+	key := b.log
+	if b.logSink != nil {
+		key = b.logSink.Target() // slog.Default() is told once per process, as before
+	}
+	if _, dup := warnedOpenACL.LoadOrStore(key, struct{}{}); !dup {
 		b.log.Warn("simba: ZooKeeper DSN without user:password: Simba's nodes get the open ACL world:anyone (all perms), so any client can delete them, a held lease's included; put a user:password in the DSN (zk://user:password@host:2181/chroot: a digest identity, the same for every process sharing the leases) to protect them")
 	}
 }
@@ -1131,4 +1148,13 @@ func call[T any](ctx context.Context, b *Backend, f func() (T, error)) (T, error
 func callErr(ctx context.Context, b *Backend, f func() error) error {
 	_, err := call(ctx, b, func() (struct{}, error) { return struct{}{}, f() })
 	return err
+}
+
+// AdoptLogger implements spi.LoggerAdopter: a backend made without WithSlog logs its warnings
+// to l from now on (simba.New hands it the client's simba.WithLogger), where it logged to
+// slog.Default(); one given WithSlog keeps that logger.
+func (b *Backend) AdoptLogger(l *slog.Logger) {
+	if b.logSink != nil {
+		b.logSink.Adopt(l)
+	}
 }

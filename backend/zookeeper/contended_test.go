@@ -96,6 +96,9 @@ func TestContendedAcquireIsNoOutage(t *testing.T) {
 	}
 	var warns []string
 	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, "ZooKeeper DSN without user:password") {
+			continue // the backend's own warning, handed the client's logger (spi.LoggerAdopter): no outage
+		}
 		if strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") || strings.Contains(line, "reachable again") {
 			warns = append(warns, line)
 		}

@@ -719,8 +719,15 @@ func newSQLiteFile(ctx context.Context, dsn string) (bool, error) {
 // withMigrateHint adds to an error that matches simba.ErrSchemaMissing (no schema, or an old
 // one) the command that applies the schema, and to one that matches simba.ErrSchemaDrift that
 // simba migrate cannot repair it, and makes one that matches simba.ErrInvalidOption
-// (a value of the command line the backend refused) a usage error.
+// (a value of the command line the backend refused) a usage error, unless it matches
+// simba.ErrAccessDenied (refused credentials: exit status 1).
 func withMigrateHint(err error, dsn string) error {
+	if errors.Is(err, simba.ErrAccessDenied) {
+		// Refused credentials are the backend refusing, exit status 1, also when the error
+		// matches ErrInvalidOption too (a Redis password for the default user at a server
+		// that has none: redis.ErrAuth): it was taken for a usage error, exit 2.
+		return err
+	}
 	if errors.Is(err, simba.ErrInvalidOption) {
 		// The backend refused a value of the command line (etcd a -ttl under 1s, ZooKeeper
 		// one outside the server's session timeouts): a usage error, as the CLI's own checks.

@@ -83,6 +83,9 @@ func demo(ctx context.Context, args []string) error {
 	if err := prepare(ctx, *dsn); err != nil {
 		return err
 	}
+	if err := checkSession(ctx, *dsn, *ttl); err != nil {
+		return err
+	}
 	if err := prepareLedger(ctx, resource); err != nil {
 		return err
 	}
@@ -378,6 +381,34 @@ func prepare(ctx context.Context, dsn string) error {
 			return fmt.Errorf("migrating %s: %w", dsnutil.Redact(dsn), err)
 		}
 	}
+	return nil
+}
+
+// checkSessionWait bounds checkSession's session open.
+const checkSessionWait = 15 * time.Second
+
+// checkSession opens a session on dsn and closes it, before the demo starts its workers: a
+// backend that refuses the session (refused credentials, a Redis password the server has
+// none for, a TTL it refuses) or cannot be reached fails the demo at once with that error,
+// exit status 1 and one line. Each worker printed its own refusal and exited, and the demo
+// waited for a leader for its whole limit (10 TTLs and 10 s: 30 s at the default TTL) to
+// say "no new leader in time".
+func checkSession(ctx context.Context, dsn string, ttl time.Duration) error {
+	b, err := openDSN(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	octx, cancel := context.WithTimeout(ctx, checkSessionWait)
+	defer cancel()
+	s, err := b.OpenSession(octx, "simba-demo-check", ttl)
+	if err != nil {
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		return withMigrateHint(fmt.Errorf("opening a session on %s: %w", dsnutil.Redact(dsn), err), dsn)
+	}
+	_ = b.CloseSession(octx, s.ID)
 	return nil
 }
 

@@ -34,9 +34,10 @@
 // Exit status:
 //
 //	0       success; for run and lock: CMD exited 0
-//	1       an error: the backend refusing (credentials, no schema: run simba migrate), or
-//	        unreachable (migrate, status: run and lock wait for it, retrying), a missing
-//	        SQLite file (status), or, for run and lock, the term lost (CMD was stopped)
+//	1       an error: the backend refusing (credentials, printed as one line beginning
+//	        "simba: access denied: " by every command; no schema: run simba migrate), or
+//	        unreachable (migrate, status, demo: run and lock wait for it, retrying), a
+//	        missing SQLite file (status), or, for run and lock, the term lost (CMD was stopped)
 //	2       a usage error: an unknown command or flag, an argument to migrate, status or
 //	        demo (which take flags only), a missing -dsn, -name or CMD, a bad flag value (a
 //	        malformed DSN, a -ttl out of range, a negative -grace, a bad name, or one the
@@ -110,9 +111,10 @@ Run 'simba <command> -h' for the flags of a command.
 // lock's (the README's CLI section has the same table).
 const exitStatuses = `exit status:
   0      success; run and lock: CMD exited 0
-  1      an error: the backend refusing (credentials; no schema: run simba migrate), or
-         unreachable (migrate, status: run and lock wait for it, retrying), a missing SQLite
-         file (status); run and lock: the term was lost (CMD stopped)
+  1      an error: the backend refusing (credentials, said as "access denied"; no schema:
+         run simba migrate), or unreachable (migrate, status, demo: run and lock wait for
+         it, retrying), a missing SQLite file (status); run and lock: the term was lost (CMD
+         stopped)
   2      a usage error: an unknown command or flag; an argument to migrate, status or demo
          (flags only); a missing -dsn, -name or CMD; a bad flag value (a malformed DSN, -ttl
          out of range, a negative -grace, an invalid name, or one the backend refuses, such as
@@ -251,7 +253,8 @@ func badUsage(format string, args ...any) error {
 // characters escaped. The library's errors carry a "simba: " prefix of their own, at the start
 // and after each wrapping "...: "; errorLine drops those, so the line has exactly one. A
 // message of several lines (pgx lists each connect attempt on a line of its own, after "\n\t";
-// errors.Join puts "\n" between errors) is joined with "; ".
+// errors.Join puts "\n" between errors) is joined with "; ". An error matching
+// simba.ErrAccessDenied begins "simba: access denied: ", whichever command and backend.
 func errorLine(err error) string {
 	msg := strings.NewReplacer(":\n\t", ": ", "\n\t", "; ", "\n", "; ").Replace(err.Error())
 	for {
@@ -261,6 +264,13 @@ func errorLine(err error) string {
 			break
 		}
 		msg = trimmed
+	}
+	if errors.Is(err, simba.ErrAccessDenied) && !strings.HasPrefix(msg, "access denied: ") {
+		// Refused credentials or privileges read the same from every command and backend:
+		// "simba: access denied: " first (PostgreSQL's and MySQL's errors begin so, Redis's
+		// "redis: authentication failed", and the demo's "migrating ...: access denied: ..."
+		// did not), said once.
+		msg = "access denied: " + strings.Replace(msg, ": access denied: ", ": ", 1)
 	}
 	return "simba: " + printable.Escape(msg)
 }

@@ -141,7 +141,9 @@
 //     such waiter fails with it; a Lock or TryLock that finds the last open refused and the
 //     next not yet sent fails at once with that error, also as it is, rather than wait out the
 //     open's backoff to be refused again, while one that finds an open in flight waits for
-//     it), a Stop's, StepDown's or Unlock's release (the future says the outcome is
+//     it; in a live session whose last keep-alive was refused and whose next is not in flight,
+//     a Lock or TryLock fails at once with that refusal, sending no acquire:
+//     testdata/keepalive-refused.txt), a Stop's, StepDown's or Unlock's release (the future says the outcome is
 //     unknown, wrapping the error; keep-alives settle the lease, rule 3), and a group's Leave
 //     (its future completes with the error; the leave itself goes on, see below).
 //   - A call made in the background, which nobody waits for, publishes the error (PubError)

@@ -360,8 +360,17 @@ func (s *Engine) becomeCandidate(e *election) {
 // last open was refused for good and the next is not in flight yet (it waits for its
 // backoff, BackoffMax/2 to BackoffMax): then it fails at once with that refusal, as a TryLock
 // does, rather than wait for the next open only to be refused again (see "Permanent errors"
-// in the package doc); an open in flight it waits for, whatever the last one's error.
+// in the package doc); an open in flight it waits for, whatever the last one's error. In a
+// live session whose last keep-alive was refused for good (revoked credentials, a dropped
+// schema) and whose next is not in flight yet, a Lock or TryLock fails at once with that
+// refusal too, without an acquire the backend would refuse the same way; with a keep-alive in
+// flight it makes its attempt as usual, and a keep-alive that succeeds lets them acquire again.
 func (s *Engine) acquire(e *election) {
+	if s.sess.state == SessionLive && s.sess.kaErr != nil && s.sess.kaReq == 0 &&
+		(e.flavor == FlavorLock || e.flavor == FlavorTryLock) {
+		s.end(e, fmt.Errorf("simba: acquire %s: the session's keep-alive was refused: %w", e.name, s.sess.kaErr))
+		return
+	}
 	if s.sess.state != SessionLive {
 		if s.sess.state == SessionOpening && s.sess.openReq == 0 &&
 			(e.flavor == FlavorTryLock || (e.flavor == FlavorLock && s.permanentOpenErr())) {

@@ -126,6 +126,10 @@ type session struct {
 	// openErr is the error of this session's last failed open (nil if none failed): a
 	// TryLock that finds no session and no open in flight fails with it (see noSessionErr).
 	openErr error
+	// kaErr is the permanent error that refused this session's last keep-alive (nil once one
+	// succeeds, and for a new session): a Lock or TryLock that comes while the next keep-alive
+	// waits for its retry fails with it at once, without an acquire (see refusedErr).
+	kaErr error
 	// released is the highest token this session released per name (rule 1), and releasing
 	// the number of its releases in flight per name. A name's entries are dropped once no
 	// release and no acquire for it is in flight and the last release succeeded (forget): an
@@ -432,7 +436,7 @@ func (s *Engine) onOpenReply(p pending, ev Event) {
 	sent := s.sentAt(p, ev)
 	s.sess.state = SessionLive
 	s.sess.id = ev.Session.ID
-	s.sess.fails, s.sess.openErr = 0, nil
+	s.sess.fails, s.sess.openErr, s.sess.kaErr = 0, nil, nil
 	s.sess.openedAt = s.now
 	s.sess.deadline = s.deadlineFrom(sent, ev.Session.Remaining)
 	s.emit(Effect{Kind: EfPublish, Publish: PubSessionOpened, Session: s.sess.id, At: s.sess.deadline})
@@ -535,8 +539,10 @@ func (s *Engine) onKeepAliveReply(p pending, ev Event) {
 		s.sess.fails++
 		s.failed(OpKeepAlive, "", ev.Err)
 		s.sess.kaAt = add(s.now, s.backoff(s.sess.fails, ev.Err))
+		s.sess.kaErr = nil
 		if spi.Classify(ev.Err) == spi.Permanent {
 			s.sess.kaAt = min(s.sess.kaAt, s.keepAliveBy())
+			s.sess.kaErr = ev.Err
 		} else if s.sess.poked {
 			s.sess.kaAt = min(s.sess.kaAt, s.soon())
 		}
@@ -544,7 +550,7 @@ func (s *Engine) onKeepAliveReply(p pending, ev Event) {
 		s.arm(TimerRenew, "", s.sess.kaAt)
 		return
 	}
-	s.sess.fails, s.sess.poked = 0, false
+	s.sess.fails, s.sess.poked, s.sess.kaErr = 0, false, nil
 	sent := s.sentAt(p, ev)
 	// The latest reply is the backend's freshest word, even when it shortens the deadline
 	// (at most one keep-alive is in flight, so replies arrive in order).
@@ -743,7 +749,7 @@ func (s *Engine) loseSession(reason Reason) {
 	old := s.sess.id
 	closedByUs := reason == ReasonSessionExpired && s.sess.state == SessionClosing
 	s.sess.state = SessionOpening // not live while the elections are told
-	s.sess.kaReq, s.sess.settleAt = 0, 0
+	s.sess.kaReq, s.sess.settleAt, s.sess.kaErr = 0, 0, nil
 	s.losing = true
 	if !closedByUs {
 		s.emit(Effect{Kind: EfPublish, Publish: PubSessionLost, Session: old, Reason: reason})
