@@ -1,13 +1,11 @@
 package redis
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,24 +16,6 @@ import (
 	"github.com/simba-go/simba/internal/testenv"
 	"github.com/simba-go/simba/spi"
 )
-
-// lockedBuffer is a bytes.Buffer safe for a logger's concurrent writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // waitConnectedReplicas waits until the master at c reports want connected replicas, all
 // online (connected_slaves counts a replica still waiting for its first sync too, which
@@ -74,7 +54,7 @@ func TestWaitShortfallIsOneOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	var log lockedBuffer
+	var log testenv.LogBuffer
 	c, err := simba.New(b, simba.WithTTL(1500*time.Millisecond), simba.WithOwner("waitprobe"),
 		simba.WithLogger(slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelInfo}))))
 	if err != nil {
