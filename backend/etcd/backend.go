@@ -695,8 +695,12 @@ func (b *Backend) KeepAlive(ctx context.Context, id spi.SessionID, names []strin
 // transactions around it.
 const maxTxnOps = 128
 
-// appendLeaseReads appends to then the reads of the lease keys of names (keys only: the lease
-// and the create revision are what a keep-alive needs), using at most room operations: one
+// appendLeaseReads appends to then the reads of the lease keys of names (whole keys: the lease
+// and the create revision are what a keep-alive needs, and a keys-only read cannot carry the
+// lease: etcd 3.7 (v3.7.3, the bench's embedded server) serves one from its in-memory index,
+// whose entries have no lease, so every key would read as put on no lease; the values are
+// owners, short), using at most
+// room operations: one
 // read per name when they fit, else one range over the lease keys from the least name's to the
 // greatest's (every lease key at worst, as a keep-alive asking about more than maxGroupRanges
 // groups reads every member key). It returns then and the function that picks the lease keys
@@ -705,7 +709,7 @@ func appendLeaseReads(then []clientv3.Op, prefix string, names []string, room in
 	first := len(then)
 	if len(names) <= room {
 		for _, n := range names {
-			then = append(then, clientv3.OpGet(wire.EtcdLeaseKey(prefix, n), clientv3.WithKeysOnly()))
+			then = append(then, clientv3.OpGet(wire.EtcdLeaseKey(prefix, n)))
 		}
 		return then, func(rs []*etcdserverpb.ResponseOp) map[string]*mvccpb.KeyValue {
 			m := make(map[string]*mvccpb.KeyValue, len(names))
@@ -719,7 +723,7 @@ func appendLeaseReads(then []clientv3.Op, prefix string, names []string, room in
 	}
 	lp := wire.EtcdLeasesPrefix(prefix)
 	lo, hi := slices.Min(names), slices.Max(names)
-	then = append(then, clientv3.OpGet(wire.EtcdLeaseKey(prefix, lo), clientv3.WithRange(wire.EtcdLeaseKey(prefix, hi)+"\x00"), clientv3.WithKeysOnly()))
+	then = append(then, clientv3.OpGet(wire.EtcdLeaseKey(prefix, lo), clientv3.WithRange(wire.EtcdLeaseKey(prefix, hi)+"\x00")))
 	return then, func(rs []*etcdserverpb.ResponseOp) map[string]*mvccpb.KeyValue {
 		m := make(map[string]*mvccpb.KeyValue, len(names))
 		for _, kv := range rs[first].GetResponseRange().GetKvs() {

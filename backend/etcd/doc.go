@@ -115,7 +115,8 @@ string is never shown as an owner: a HeldBy naming such a key says ForeignOwner.
 
 A held lease is held only while its key stays attached to the holder's etcd lease. Each
 keep-alive reads, in its one read-only transaction, the lease key of every name the client
-asks about (keys only; a client asking about more names than fit etcd's limit on a
+asks about (whole keys with their values, not keys only: etcd 3.7 answers a keys-only read from
+its in-memory index, without the key's lease; a client asking about more names than fit etcd's limit on a
 transaction's operations, 128 by default, less one per group read, reads instead the lease keys
 from the least of those names to the greatest, in one range). A held lease whose key was deleted by hand, or put again on another etcd
 lease (etcdctl put --lease=<other>, even with the same value), is reported as no longer held,
