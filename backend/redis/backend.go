@@ -291,8 +291,7 @@ func New(c goredis.UniversalClient, opts ...Option) (*Backend, error) {
 	}
 	var sink *adoptlog.Sink
 	if cfg.logger == nil { // no WithLogger: slog.Default() until a client hands its own (AdoptLogger)
-		sink = &adoptlog.Sink{}
-		cfg.logger = sink.Logger()
+		cfg.logger, sink = adoptlog.New()
 	}
 	b := &Backend{c: c, waitN: cfg.waitN, waitTO: cfg.waitTimeout, sessions: map[spi.SessionID]*session{},
 		foreign: foreign.New(cfg.logger, "redis"), log: cfg.logger, logSink: sink, strict: cfg.strict}
@@ -1170,16 +1169,9 @@ func (b *Backend) checkReplicas(ctx context.Context) error {
 		to = min(to, time.Until(dl)/2)
 	}
 	ms := max(to.Milliseconds(), 1) // WAIT n 0 would block for ever
-	check := func(ctx context.Context, c interface {
-		Do(context.Context, ...any) *goredis.Cmd
-	}, where string) error {
-		n, err := c.Do(ctx, "wait", b.waitN, ms).Int64()
-		if err != nil {
-			return fmt.Errorf("WAIT %d%s: %w", b.waitN, where, err)
-		}
-		if n < int64(b.waitN) {
-			return fmt.Errorf("WAIT: %d of %d replicas acknowledged within %v%s (WithWaitReplicas: every grant, renewal and session open fails until %d replicas are connected)",
-				n, b.waitN, time.Duration(ms)*time.Millisecond, where, b.waitN)
+	check := func(ctx context.Context, c doer, where string) error {
+		if err := b.waitShortfall(b.wait(ctx, c, ms), ms, where); err != nil {
+			return fmt.Errorf("%w (WithWaitReplicas: every grant, renewal and session open fails until %d replicas are connected)", err, b.waitN)
 		}
 		return nil
 	}
@@ -1283,6 +1275,31 @@ func nonEmpty(in []string) []string {
 	return out
 }
 
+// doer sends a command that go-redis has no method for: a client, a Cluster master or a
+// pipeline.
+type doer interface {
+	Do(ctx context.Context, args ...any) *goredis.Cmd
+}
+
+// wait sends (or, on a pipeline, queues) WAIT b.waitN ms on c: the replicas' acknowledgement
+// of what c's connection wrote before it, within ms milliseconds (0 blocks until then).
+func (b *Backend) wait(ctx context.Context, c doer, ms int64) *goredis.Cmd {
+	return c.Do(ctx, "wait", b.waitN, ms)
+}
+
+// waitShortfall reads the reply w of a WAIT of ms milliseconds (wait): nil when b.waitN
+// replicas acknowledged, else a retryable error naming the shortfall, or the WAIT's own
+// error, with where (" on master <addr>", or empty) after the count.
+func (b *Backend) waitShortfall(w *goredis.Cmd, ms int64, where string) error {
+	if err := w.Err(); err != nil {
+		return fmt.Errorf("WAIT %d%s: %w", b.waitN, where, err)
+	}
+	if n, _ := w.Int64(); n < int64(b.waitN) {
+		return fmt.Errorf("WAIT: %d of %d replicas acknowledged within %v%s", n, b.waitN, time.Duration(ms)*time.Millisecond, where)
+	}
+	return nil
+}
+
 // waited runs one script call followed by WAIT on the same connection (a pipeline of two
 // commands: one round trip), falling back to EVAL on NOSCRIPT, and fails with a retryable error
 // when the reply is one that wrote (wrote(r)) and fewer than b.waitN replicas acknowledged it.
@@ -1293,7 +1310,7 @@ func waited[K, A, R any](ctx context.Context, b *Backend, c goredis.Cmdable,
 	for _, send := range []func(context.Context, goredis.Scripter, K, A) *goredis.Cmd{evalSha, eval} {
 		pipe := c.Pipeline()
 		cmd := send(ctx, pipe, keys, args)
-		w := pipe.Do(ctx, "wait", b.waitN, b.waitTO.Milliseconds())
+		w := b.wait(ctx, pipe, b.waitTO.Milliseconds())
 		_, _ = pipe.Exec(ctx)
 		if luascripts.IsNoScript(cmd.Err()) {
 			continue
@@ -1308,11 +1325,8 @@ func waited[K, A, R any](ctx context.Context, b *Backend, c goredis.Cmdable,
 		if !wrote(r) {
 			return r, nil
 		}
-		if err := w.Err(); err != nil {
-			return zero, fmt.Errorf("WAIT %d: %w", b.waitN, err)
-		}
-		if n, _ := w.Int64(); n < int64(b.waitN) {
-			return zero, fmt.Errorf("WAIT: %d of %d replicas acknowledged within %v", n, b.waitN, b.waitTO)
+		if err := b.waitShortfall(w, b.waitTO.Milliseconds(), ""); err != nil {
+			return zero, err
 		}
 		return r, nil
 	}
@@ -1323,7 +1337,5 @@ func waited[K, A, R any](ctx context.Context, b *Backend, c goredis.Cmdable,
 // warnings to l from now on (simba.New hands it the client's simba.WithLogger), where it
 // logged to slog.Default(); one given WithLogger keeps that logger.
 func (b *Backend) AdoptLogger(l *slog.Logger) {
-	if b.logSink != nil {
-		b.logSink.Adopt(l)
-	}
+	b.logSink.Adopt(l)
 }

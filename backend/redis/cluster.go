@@ -451,7 +451,7 @@ func (b *Backend) pipeline(ctx context.Context, c goredis.Cmdable, calls []*call
 		}
 		var w *goredis.Cmd
 		if wait {
-			w = pipe.Do(ctx, "wait", b.waitN, b.waitTO.Milliseconds())
+			w = b.wait(ctx, pipe, b.waitTO.Milliseconds())
 		}
 		_, _ = pipe.Exec(ctx)
 		return w
@@ -482,11 +482,7 @@ func (b *Backend) pipeline(ctx context.Context, c goredis.Cmdable, calls []*call
 	}
 	var werr error
 	if wait {
-		if err := w.Err(); err != nil {
-			werr = fmt.Errorf("WAIT %d: %w", b.waitN, err)
-		} else if n, _ := w.Int64(); n < int64(b.waitN) {
-			werr = fmt.Errorf("WAIT: %d of %d replicas acknowledged within %v", n, b.waitN, b.waitTO)
-		}
+		werr = b.waitShortfall(w, b.waitTO.Milliseconds(), "")
 	}
 	var first error
 	for _, x := range calls {
