@@ -109,8 +109,7 @@ func applyOptions(opts []Option) (*slog.Logger, *adoptlog.Sink) {
 	}
 	switch {
 	case !o.slogSet: // slog.Default() until a client hands its own (AdoptLogger)
-		sink := &adoptlog.Sink{}
-		return sink.Logger(), sink
+		return adoptlog.New()
 	case o.slog == nil:
 		return slog.New(slog.DiscardHandler), nil
 	}
@@ -121,9 +120,7 @@ func applyOptions(opts []Option) (*slog.Logger, *adoptlog.Sink) {
 // to l from now on (simba.New hands it the client's simba.WithLogger), where it logged to
 // slog.Default(); one given WithSlog keeps that logger.
 func (b *Backend) AdoptLogger(l *slog.Logger) {
-	if b.logSink != nil {
-		b.logSink.Adopt(l)
-	}
+	b.logSink.Adopt(l)
 }
 
 // ForeignOwner is the holder owner an Acquire reports for a lease or waiter key whose value is

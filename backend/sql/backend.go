@@ -189,8 +189,7 @@ func newBackend(name string, d dialect, opts []Option) (*Backend, error) {
 	}
 	var sink *adoptlog.Sink
 	if cfg.logger == nil { // no WithLogger: slog.Default() until a client hands its own (AdoptLogger)
-		sink = &adoptlog.Sink{}
-		cfg.logger = sink.Logger()
+		cfg.logger, sink = adoptlog.New()
 	}
 	b := &Backend{d: d, name: name, plans: plans, cfg: cfg, logSink: sink, stop: make(chan struct{}), foreign: foreign.New(cfg.logger, "sql "+name)}
 	if cfg.housekeeping > 0 {
@@ -1015,9 +1014,7 @@ func retryRolledBack(ctx context.Context, rolledBack func(error) bool, op func()
 // logged to slog.Default(); one given WithLogger keeps that logger. (go-sql-driver/mysql's own
 // DEBUG lines of a backend Open made without WithLogger stay with slog.Default().)
 func (b *Backend) AdoptLogger(l *slog.Logger) {
-	if b.logSink != nil {
-		b.logSink.Adopt(l)
-	}
+	b.logSink.Adopt(l)
 }
 
 // log is where the backend logs warnings (WithLogger; slog.Default() by default, or the

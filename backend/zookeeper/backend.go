@@ -166,8 +166,7 @@ func NewFromConfig(cfg Config, opts ...Option) (*Backend, error) {
 	var sink *adoptlog.Sink
 	switch {
 	case !o.slogSet: // slog.Default() until a client hands its own (AdoptLogger)
-		sink = &adoptlog.Sink{}
-		o.slog = sink.Logger()
+		o.slog, sink = adoptlog.New()
 	case o.slog == nil:
 		o.slog = slog.New(slog.DiscardHandler)
 	}
@@ -1154,7 +1153,5 @@ func callErr(ctx context.Context, b *Backend, f func() error) error {
 // to l from now on (simba.New hands it the client's simba.WithLogger), where it logged to
 // slog.Default(); one given WithSlog keeps that logger.
 func (b *Backend) AdoptLogger(l *slog.Logger) {
-	if b.logSink != nil {
-		b.logSink.Adopt(l)
-	}
+	b.logSink.Adopt(l)
 }

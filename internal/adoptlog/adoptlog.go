@@ -16,10 +16,18 @@ type Sink struct {
 	to atomic.Pointer[slog.Logger]
 }
 
+// New returns a new Sink and its Logger: what a backend made without a logger of its own
+// logs through.
+func New() (*slog.Logger, *Sink) {
+	s := &Sink{}
+	return s.Logger(), s
+}
+
 // Adopt makes every logger of s (Logger, and what its With and WithGroup derive) write to l
-// from now on. A nil l changes nothing.
+// from now on. A nil l changes nothing, and so does a nil s (a backend given a logger of its
+// own has no Sink), so that a backend's AdoptLogger is Adopt on its Sink.
 func (s *Sink) Adopt(l *slog.Logger) {
-	if l != nil {
+	if s != nil && l != nil {
 		s.to.Store(l)
 	}
 }
