@@ -696,12 +696,11 @@ const maxTxnOps = 128
 // and the create revision are what a keep-alive needs, and a keys-only read cannot carry the
 // lease: etcd 3.7 (v3.7.3, the bench's embedded server) serves one from its in-memory index,
 // whose entries have no lease, so every key would read as put on no lease; the values are
-// owners, short), using at most
-// room operations: one
-// read per name when they fit, else one range over the lease keys from the least name's to the
-// greatest's (every lease key at worst, as a keep-alive asking about more than maxGroupRanges
-// groups reads every member key). It returns then and the function that picks the lease keys
-// read out of the transaction's responses, by name.
+// owners, short), using at most room operations: one read per name when they fit, else one
+// range over the lease keys from the least name's to the greatest's (every lease key at worst,
+// as a keep-alive asking about more than maxGroupRanges groups reads every member key). It
+// returns then and the function that picks the lease keys read out of the transaction's
+// responses, by name.
 func appendLeaseReads(then []clientv3.Op, prefix string, names []string, room int) ([]clientv3.Op, func([]*etcdserverpb.ResponseOp) map[string]*mvccpb.KeyValue) {
 	first := len(then)
 	if len(names) <= room {
@@ -779,22 +778,15 @@ func (b *Backend) heldOf(out *spi.KeepAlive, id spi.SessionID, lease clientv3.Le
 				"name", n, "session", string(id), "key", string(kv.Key), "lease", fmt.Sprintf("%016x", kv.Lease))
 		}
 	}
-	// The index's names not asked about (the client sorts the names it asks about).
-	sorted := slices.IsSorted(names)
-	var asked map[string]bool
-	if !sorted {
-		asked = make(map[string]bool, len(names))
-		for _, n := range names {
-			asked[n] = true
-		}
+	// The index's names not asked about (the client sorts the names it asks about: a copy is
+	// sorted only for another caller).
+	asked := names
+	if !slices.IsSorted(asked) {
+		asked = slices.Sorted(slices.Values(names))
 	}
 	for _, kv := range held {
 		n := strings.TrimPrefix(string(kv.Key), heldPrefix)
-		found := asked[n]
-		if sorted {
-			_, found = slices.BinarySearch(names, n)
-		}
-		if !found && !b.wasMoved(id, n, kv.CreateRevision) {
+		if _, found := slices.BinarySearch(asked, n); !found && !b.wasMoved(id, n, kv.CreateRevision) {
 			out.Held = append(out.Held, spi.Held{Name: n, Token: kv.CreateRevision})
 		}
 	}
