@@ -80,10 +80,7 @@ func demo(ctx context.Context, args []string) error {
 	}
 	resource := filepath.Join(dir, "ledger.db")
 	fmt.Printf("simba demo: %d worker processes electing %q on %s (TTL %v)\n", *workers, demoElection, dsnutil.Redact(*dsn), *ttl)
-	if err := prepare(ctx, *dsn); err != nil {
-		return err
-	}
-	if err := checkSession(ctx, *dsn, *ttl); err != nil {
+	if err := prepare(ctx, *dsn, func(b spi.Backend) error { return checkSession(ctx, b, *dsn, *ttl) }); err != nil {
 		return err
 	}
 	if err := prepareLedger(ctx, resource); err != nil {
@@ -322,7 +319,7 @@ func openLedger(path string) (*sql.DB, error) {
 // prepareLedger creates the fenced resource: Simba's migrations (0002_fence brings the
 // simba_fence table fencesql needs) and the ledger table the leaders append to.
 func prepareLedger(ctx context.Context, path string) error {
-	if err := prepare(ctx, "sqlite://"+path); err != nil {
+	if err := prepare(ctx, "sqlite://"+path, nil); err != nil {
 		return err
 	}
 	db, err := openLedger(path)
@@ -369,8 +366,9 @@ func plural(n int, what string) string {
 	return fmt.Sprintf("%d %ss", n, what)
 }
 
-// prepare applies the schema when the backend has one.
-func prepare(ctx context.Context, dsn string) error {
+// prepare applies the schema when dsn's backend has one, then runs check (if not nil) on the
+// same backend before closing it.
+func prepare(ctx context.Context, dsn string, check func(spi.Backend) error) error {
 	b, err := openDSN(ctx, dsn)
 	if err != nil {
 		return err
@@ -381,24 +379,22 @@ func prepare(ctx context.Context, dsn string) error {
 			return fmt.Errorf("migrating %s: %w", dsnutil.Redact(dsn), err)
 		}
 	}
+	if check != nil {
+		return check(b)
+	}
 	return nil
 }
 
 // checkSessionWait bounds checkSession's session open.
 const checkSessionWait = 15 * time.Second
 
-// checkSession opens a session on dsn and closes it, before the demo starts its workers: a
+// checkSession opens a session on b (dsn's backend) and closes it, before the demo starts its workers: a
 // backend that refuses the session (refused credentials, a Redis password the server has
 // none for, a TTL it refuses) or cannot be reached fails the demo at once with that error,
 // exit status 1 and one line. Each worker printed its own refusal and exited, and the demo
 // waited for a leader for its whole limit (10 TTLs and 10 s: 30 s at the default TTL) to
 // say "no new leader in time".
-func checkSession(ctx context.Context, dsn string, ttl time.Duration) error {
-	b, err := openDSN(ctx, dsn)
-	if err != nil {
-		return err
-	}
-	defer b.Close()
+func checkSession(ctx context.Context, b spi.Backend, dsn string, ttl time.Duration) error {
 	octx, cancel := context.WithTimeout(ctx, checkSessionWait)
 	defer cancel()
 	s, err := b.OpenSession(octx, "simba-demo-check", ttl)
