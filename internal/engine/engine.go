@@ -128,7 +128,7 @@ type session struct {
 	openErr error
 	// kaErr is the permanent error that refused this session's last keep-alive (nil once one
 	// succeeds, and for a new session): a Lock or TryLock that comes while the next keep-alive
-	// waits for its retry fails with it at once, without an acquire (see refusedErr).
+	// waits for its retry fails with it at once, without an acquire (see acquire).
 	kaErr error
 	// released is the highest token this session released per name (rule 1), and releasing
 	// the number of its releases in flight per name. A name's entries are dropped once no
