@@ -51,27 +51,14 @@ func TestMySQLStoppedInsideATransactionDoesNotHoldUpKeepAlives(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The holder keeps its session alive as the client does: one call per renewal interval,
-	// each bounded by it. Before the fix every one waited in LOCK WAIT until its deadline, and
-	// the session expired after three.
-	const attempts = 5
-	var failed []error
-	renewed := false
-	for i := 0; i < attempts && !renewed; i++ {
-		cctx, cancel := context.WithTimeout(ctx, ttl/3)
-		ka, err := holderB.KeepAlive(cctx, holder.ID, nil, nil)
-		cancel()
-		switch {
-		case err != nil:
-			failed = append(failed, err)
-		case ka.Expired:
-			t.Fatalf("attempt %d: the holder's session expired (failed before: %v)", i+1, failed)
-		default:
-			renewed = true
-		}
+	// Before the fix every keep-alive waited in LOCK WAIT until its deadline, and the session
+	// expired after three.
+	failed, renewed, expired := keepAliveBehindStalledTx(ctx, holderB, holder.ID, ttl)
+	if expired > 0 {
+		t.Fatalf("attempt %d: the holder's session expired (failed before: %v)", expired, failed)
 	}
 	if !renewed {
-		t.Fatalf("the holder's keep-alive failed %d times in a row behind the stopped transaction: %v", attempts, failed)
+		t.Fatalf("the holder's keep-alive failed %d times in a row behind the stopped transaction: %v", idleTxAttempts, failed)
 	}
 	t.Logf("keep-alive renewed after %d failed attempts: %v", len(failed), failed)
 
@@ -156,31 +143,16 @@ func TestPostgresStoppedInsideATransactionDoesNotHoldUpKeepAlives(t *testing.T) 
 		t.Fatal(err)
 	}
 
-	// The holder keeps its session alive as the client does: one call per renewal interval,
-	// each bounded by it. Before the fix every one waited for the share lock until its
-	// deadline, and the session expired after three.
-	const attempts = 5
-	var failed []error
-	renewed := false
-	for i := 0; i < attempts && !renewed; i++ {
-		cctx, cancel := context.WithTimeout(ctx, ttl/3)
-		ka, err := holderB.KeepAlive(cctx, holder.ID, nil, nil)
-		cancel()
-		switch {
-		case err != nil:
-			failed = append(failed, err)
-		case ka.Expired:
-			close(resume)
-			<-done
-			t.Fatalf("attempt %d: the holder's session expired (failed before: %v)", i+1, failed)
-		default:
-			renewed = true
-		}
-	}
+	// Before the fix every keep-alive waited for the share lock until its deadline, and the
+	// session expired after three.
+	failed, renewed, expired := keepAliveBehindStalledTx(ctx, holderB, holder.ID, ttl)
 	close(resume)
 	err = <-done
+	if expired > 0 {
+		t.Fatalf("attempt %d: the holder's session expired (failed before: %v)", expired, failed)
+	}
 	if !renewed {
-		t.Fatalf("the holder's keep-alive failed %d times in a row behind the stopped transaction: %v", attempts, failed)
+		t.Fatalf("the holder's keep-alive failed %d times in a row behind the stopped transaction: %v", idleTxAttempts, failed)
 	}
 	t.Logf("keep-alive renewed after %d failed attempts: %v", len(failed), failed)
 
@@ -253,4 +225,29 @@ func TestPostgresIdleTxBoundIsTransactionLocal(t *testing.T) {
 	check("statement on its own", func(pc pgPipeConn) (got string, err error) {
 		return got, pc.QueryRow(ctx, show).Scan(&got)
 	})
+}
+
+// idleTxAttempts is how many keep-alives keepAliveBehindStalledTx makes at most.
+const idleTxAttempts = 5
+
+// keepAliveBehindStalledTx keeps session id alive as the client does while another
+// connection's transaction, stalled, holds a lock on its row: one call per renewal interval
+// (ttl/3), each bounded by it, until one renews, at most idleTxAttempts times. It returns the
+// calls that failed, whether one renewed, and the attempt (from 1) whose reply said the
+// session expired (0: none; it stops there).
+func keepAliveBehindStalledTx(ctx context.Context, b *Backend, id spi.SessionID, ttl time.Duration) (failed []error, renewed bool, expired int) {
+	for i := 0; i < idleTxAttempts && !renewed; i++ {
+		cctx, cancel := context.WithTimeout(ctx, ttl/3)
+		ka, err := b.KeepAlive(cctx, id, nil, nil)
+		cancel()
+		switch {
+		case err != nil:
+			failed = append(failed, err)
+		case ka.Expired:
+			return failed, false, i + 1
+		default:
+			renewed = true
+		}
+	}
+	return failed, renewed, 0
 }
