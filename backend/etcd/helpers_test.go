@@ -55,10 +55,10 @@ func serverDSN(t testing.TB) string {
 	return "etcd://" + strings.Join(testenv.Etcd(t), ",") + testPrefix(t)
 }
 
-// openBackend opens a backend on dsn, closed when the test ends.
-func openBackend(t testing.TB, dsn string) *Backend {
+// openBackend opens a backend on dsn with opts, closed when the test ends.
+func openBackend(t testing.TB, dsn string, opts ...Option) *Backend {
 	t.Helper()
-	b, err := New(dsn)
+	b, err := New(dsn, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

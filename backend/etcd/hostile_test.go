@@ -26,13 +26,8 @@ func TestForeignWaiterKeysDropped(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var logs testenv.LogBuffer
-	b, err := New(serverDSN(t), WithSlog(slog.New(slog.NewTextHandler(&logs, nil))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
+	b := openBackend(t, serverDSN(t), WithSlog(slog.New(slog.NewTextHandler(&logs, nil))))
 	cli := rawClient(t, testenv.Etcd(t))
-	t.Cleanup(func() { cli.Delete(context.Background(), b.prefix+"/", clientv3.WithPrefix()) }) //nolint:errcheck
 	s, err := b.OpenSession(ctx, "me", time.Minute)
 	if err != nil {
 		t.Fatal(err)
@@ -101,13 +96,8 @@ func TestLeaseKeyOnNoLease(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var logs testenv.LogBuffer
-	b, err := New(serverDSN(t), WithSlog(slog.New(slog.NewTextHandler(&logs, nil))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
+	b := openBackend(t, serverDSN(t), WithSlog(slog.New(slog.NewTextHandler(&logs, nil))))
 	cli := rawClient(t, testenv.Etcd(t))
-	t.Cleanup(func() { cli.Delete(context.Background(), b.prefix+"/", clientv3.WithPrefix()) }) //nolint:errcheck
 	s, err := b.OpenSession(ctx, "me", time.Minute)
 	if err != nil {
 		t.Fatal(err)
@@ -147,13 +137,8 @@ func TestLeaseKeyMovedOffSession(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			var logs testenv.LogBuffer
-			b, err := New(serverDSN(t), WithSlog(slog.New(slog.NewTextHandler(&logs, nil))))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { b.Close() })
+			b := openBackend(t, serverDSN(t), WithSlog(slog.New(slog.NewTextHandler(&logs, nil))))
 			cli := rawClient(t, testenv.Etcd(t))
-			t.Cleanup(func() { cli.Delete(context.Background(), b.prefix+"/", clientv3.WithPrefix()) }) //nolint:errcheck
 			first, err := b.OpenSession(ctx, "first", time.Minute)
 			if err != nil {
 				t.Fatal(err)
@@ -240,7 +225,6 @@ func TestLeaseReadsEveryForm(t *testing.T) {
 	defer cancel()
 	b := openBackend(t, serverDSN(t))
 	cli := rawClient(t, testenv.Etcd(t))
-	t.Cleanup(func() { cli.Delete(context.Background(), b.prefix+"/", clientv3.WithPrefix()) }) //nolint:errcheck
 	s, err := b.OpenSession(ctx, "reads", time.Minute)
 	if err != nil {
 		t.Fatal(err)
