@@ -47,9 +47,7 @@ type Exception struct {
 // BackendExceptions are the literals backend/ may keep. Each says why it is not a wire detail.
 var BackendExceptions = []Exception{
 	{File: "redis/backend.go", Kind: "redis-command", Literal: "wait",
-		Reason: "WAIT is the DSN's replication-durability option (wait=N): it reads and writes no key, so it is no part of the layout nodes must agree on"},
-	{File: "redis/cluster.go", Kind: "redis-command", Literal: "wait",
-		Reason: "the same WAIT, in Cluster mode's pipelined rounds"},
+		Reason: "WAIT is the DSN's replication-durability option (wait=N): it reads and writes no key, so it is no part of the layout nodes must agree on; sent from one place (Backend.wait) for grants, Cluster pipelined rounds and the probe"},
 	{File: "redis/hints.go", Kind: "redis-command", Literal: "subscribe",
 		Reason: "the Kind go-redis gives a subscription's confirmation (a *redis.Subscription it received, not a command sent); the channel names come from generated/wire"},
 	{File: "redis/backend.go", Kind: "sql", Literal: "SELECT is not allowed in cluster mode",
