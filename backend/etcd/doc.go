@@ -204,6 +204,18 @@ NewFromClient keeps its own gRPC settings and gets none of this (pass grpc.WithC
 in clientv3.Config.DialOptions for the backoff; a silent connection waits for gRPC's
 keep-alive ping).
 
+# Server versions
+
+The backend needs etcd 3.3 or later (nested transactions). Its tests run against two servers:
+Debian's etcd 3.4 (SIMBA_TEST_ETCD, 127.0.0.1:2379) in `go test ./...`, and a current etcd,
+v3.7.3 (the version bench/ embeds; SIMBA_TEST_ETCD_CURRENT, 127.0.0.1:2479, which
+.ci/services.sh builds from the Go module proxy), in `make test-etcd-current`, which `make test`
+runs: every test of this package, the TCK suites, the outage tests and the private members of
+the authentication and leader-loss tests included. Servers differ where the API leaves room: a
+keys-only read carries the key's lease on 3.4 but not on 3.7, which serves it from its in-memory
+index (see Keys Simba did not write), and keep-alives that read the lease keys keys-only
+revoked every held lease as corrupt on 3.7 only.
+
 Open a backend with New (a DSN, see ParseDSN), NewFromConfig, or NewFromClient (a
 *clientv3.Client you own). Tokens and sessions live in etcd; nothing is kept by the client
 but, per session, when its lease was last renewed.
