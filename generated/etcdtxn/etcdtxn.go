@@ -189,9 +189,10 @@ func Leave(prefix, sid, group string) (cmps []clientv3.Cmp, then, els []clientv3
 // Report is the report transaction, guarded by create_revision(session) > 0. The read half of
 // keep-alive, after LeaseKeepAliveOnce: what the session holds (the held index, with the tokens
 // as create revisions), if its session key still exists. The caller appends to then the read of
-// the lease key of each name asked about (keys only; beyond etcd's limit on operations, one range
-// over the lease keys from the least name's to the greatest's): a name is held only while its
-// lease key is attached to the session's lease, with its create revision as the token. The
+// the lease key of each name asked about (whole keys, not keys only: etcd 3.7 serves a keys-only
+// read from its in-memory index, without the key's lease; beyond etcd's limit on operations, one
+// range over the lease keys from the least name's to the greatest's): a name is held only while
+// its lease key is attached to the session's lease, with its create revision as the token. The
 // members of each requested group are ranges the caller appends too (MembersRange).
 func Report(prefix, sid string) (cmps []clientv3.Cmp, then, els []clientv3.Op) {
 	cmps = []clientv3.Cmp{
