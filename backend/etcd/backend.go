@@ -675,9 +675,20 @@ func (b *Backend) KeepAlive(ctx context.Context, id spi.SessionID, names []strin
 	if perGroup {
 		groupOps = len(groups)
 	}
+	// The held index entries an earlier keep-alive found stale are deleted in this one's
+	// transaction (nested drop_held transactions, after the reads: no round trip more, and the
+	// report is a write only then), so that no backend that adopts the session lists them.
+	drops := b.staleHeld(id)
+	reserve := 0
+	if len(drops) > 0 {
+		reserve = len(drops) + dropHeldOps
+	}
 	// The lease key of each name asked about, read in the same transaction (no round trip
 	// more): a name is held only while its lease key is attached to the session's lease.
-	then, leaseReads := appendLeaseReads(then, b.prefix, names, maxTxnOps-len(then)-groupOps)
+	then, leaseReads := appendLeaseReads(then, b.prefix, names, maxTxnOps-len(then)-groupOps-reserve)
+	for _, d := range drops {
+		then = append(then, clientv3.OpTxn(etcdtxn.DropHeld(b.prefix, string(id), d.name, lease, d.tok)))
+	}
 	if perGroup {
 		for _, g := range groups {
 			then = append(then, etcdtxn.MembersRange(b.prefix, g))
@@ -713,6 +724,7 @@ func (b *Backend) KeepAlive(ctx context.Context, id spi.SessionID, names []strin
 
 	out := spi.KeepAlive{Remaining: rem}
 	b.heldOf(&out, id, lease, names, r.Responses[etcdtxn.ReportThenHeld].GetResponseRange().Kvs, leaseReads(r.Responses))
+	b.dropped(id, drops)
 	if len(groups) > 0 {
 		out.Members = make(map[string][]spi.SessionID, len(groups))
 		if perGroup {
@@ -791,7 +803,8 @@ func appendLeaseReads(then []clientv3.Op, prefix string, names []string, room in
 // as held until someone deletes it), with one warning per key in both cases. A name of the
 // index that was not asked about is listed with the index's token, unchecked (the client
 // releases a lease it does not want, and the release compares the lease key's token and
-// lease), unless a keep-alive found its lease key moved before.
+// lease), unless a keep-alive found its lease key moved before: such an entry is left out,
+// and the next keep-alive deletes it (staleHeld).
 func (b *Backend) heldOf(out *spi.KeepAlive, id spi.SessionID, lease clientv3.LeaseID, names []string, held []*mvccpb.KeyValue, leaseKeys map[string]*mvccpb.KeyValue) {
 	heldPrefix := wire.EtcdHeldPrefix(b.prefix, string(id))
 	if len(held) > 0 {
@@ -844,10 +857,60 @@ func (b *Backend) heldOf(out *spi.KeepAlive, id spi.SessionID, lease clientv3.Le
 	}
 }
 
+// maxDrops bounds the stale held index entries one keep-alive deletes (the rest go in the
+// next ones); dropHeldOps is the operations of a drop_held transaction (its compares): etcd
+// allows a nested transaction only as many operations as its limit leaves to the transaction
+// around it.
+const (
+	maxDrops    = 16
+	dropHeldOps = 2
+)
+
+// stale is a held index entry of a session, for name and of create revision tok, whose lease
+// key a keep-alive found deleted or put on another etcd lease (or none).
+type stale struct {
+	name string
+	tok  int64
+}
+
+// staleHeld returns the stale held index entries of session id (see setMoved), at most
+// maxDrops, by name.
+func (b *Backend) staleHeld(id spi.SessionID) []stale {
+	b.mu.Lock()
+	var out []stale
+	for p, tok := range b.moved {
+		if p.id == id {
+			out = append(out, stale{p.name, tok})
+		}
+	}
+	b.mu.Unlock()
+	slices.SortFunc(out, func(x, y stale) int { return strings.Compare(x.name, y.name) })
+	return out[:min(len(out), maxDrops)]
+}
+
+// dropped forgets the stale held index entries of session id that a keep-alive's transaction,
+// which succeeded, ran drop_held for: each is deleted, or was no longer stale (gone, or the
+// name granted to the session again), unless the same keep-alive found it stale again with
+// another token.
+func (b *Backend) dropped(id spi.SessionID, drops []stale) {
+	if len(drops) == 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, d := range drops {
+		if tok, ok := b.moved[place{id, d.name}]; ok && tok == d.tok {
+			delete(b.moved, place{id, d.name})
+		}
+	}
+}
+
 // setMoved records that the held index entry of session id for name, of create revision tok,
 // no longer matches its lease key: a later keep-alive that does not ask about name leaves the
 // entry out rather than have the client release, at every renewal, a lease its session does
-// not hold. A grant of name to the session forgets it (settled).
+// not hold, and the next keep-alive of the session deletes the entry on the server (drop_held,
+// in its transaction), for the backends that adopt the session. A grant of name to the
+// session forgets it (settled).
 func (b *Backend) setMoved(id spi.SessionID, name string, tok int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -15,7 +15,8 @@ package etcdtxn for the transactions):
   - Keep-alive is one LeaseKeepAliveOnce for the session's lease, whatever the number of names
     it holds, then one read-only transaction that reports the session's held leases (the index
     <prefix>/held/<sid>/, checked against the lease key of each name asked about: see Keys
-    Simba did not write) and each requested group's members.
+    Simba did not write) and each requested group's members (a write only when it deletes
+    stale index entries, there).
   - A lease is the key <prefix>/leases/<name>, attached to the holder's etcd lease; its value
     is the holder's owner and its create revision the fencing token. Acquire, Release, Join
     and Leave are one etcd transaction each, guarded by compares on create revisions and on
@@ -124,7 +125,12 @@ so the client revokes the term (taken over) before anyone else can be granted th
 name is free once the key is gone (at once after a deletion; when the other etcd lease ends
 after a move). One put again on no lease is reported corrupt (the client revokes the term as
 corrupt-record), and the name stays held by nobody until someone deletes the key. Each such
-key is logged once, as a warning naming it. Before, keep-alive trusted the held index
+key is logged once, as a warning naming it. The session's held index entry for such a name is
+deleted by its next keep-alive, in the keep-alive's transaction (a drop_held transaction nested
+in it, compared on the entry's token and on the lease key not being on the session's lease:
+the report is then a write, with no round trip more), so that another backend adopting the
+session does not list the name again (it was hidden in the memory of the backend that found it
+only). Before, keep-alive trusted the held index
 (<prefix>/held/<sid>/, still on the session's lease), and the holder kept its term while a
 second session could be granted the name.
 
