@@ -100,7 +100,9 @@ in, and the user needs a role with readwrite on the key prefix (etcdctl role gra
 none given, a token the server no longer takes: "authentication refused") and a refused
 permission (etcd's permission denied: "privilege refused") fail with a permanent error
 matching spi.ErrAccessDenied (simba.ErrAccessDenied) that names the user, the endpoints and
-what to do, and never the password.
+what to do, and never the password. A backend made by New or NewFromConfig logs in as its first
+call makes its client (waiting for a connection up to the dial timeout); each call waits for
+that within its own context, and Close ends it.
 
 # Keys Simba did not write
 
