@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,7 +19,16 @@ func silentMember(t *testing.T) (addr string, accepted <-chan struct{}) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
+	var mu sync.Mutex
+	var conns []net.Conn
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
 	acc := make(chan struct{}, 64)
 	go func() {
 		for {
@@ -26,7 +36,9 @@ func silentMember(t *testing.T) (addr string, accepted <-chan struct{}) {
 			if err != nil {
 				return
 			}
-			t.Cleanup(func() { c.Close() })
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
 			select {
 			case acc <- struct{}{}:
 			default:
