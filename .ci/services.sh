@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Starts, idempotently, every server Simba's tests need: PostgreSQL, MariaDB, Redis, a Redis
-# Cluster (3 masters with a replica each on 7001-7006) and ZooKeeper (our own zoo.cfg with a
-# short tickTime on 2181), and installs Chromium for the status page test. What already answers
-# is left alone; what is missing is installed from Debian's packages. Used by .ci/run and
-# `make services`.
+# Cluster (3 masters with a replica each on 7001-7006), ZooKeeper (our own zoo.cfg with a
+# short tickTime on 2181), etcd 3.4 on 2379 and a current etcd (v3.7.3) on 2479, and installs
+# Chromium for the status page test. What already answers is left alone; what is missing is
+# installed from Debian's packages, but for etcd v3.7.3, built from the Go module proxy (see
+# .ci/etcd37). Used by .ci/run and `make services`.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 state=${SIMBA_SERVICES_DIR:-/tmp/simba-services}
@@ -104,22 +105,47 @@ for _ in $(seq 1 100); do
   [ "$(echo ruok | timeout 2 bash -c 'exec 3<>/dev/tcp/127.0.0.1/2181; cat >&3; cat <&3' 2>/dev/null)" = imok ] && break
   sleep 0.2
 done
-# etcd: one node on 2379 (Debian's etcd-server), data under $state/etcd. The 3-member cluster
-# of the leader-loss test is started by that test itself, on ports of its own.
+# etcd's /health over plain HTTP (etcdctl is not in etcd-server's package; curl may be absent).
+etcd_healthy() { # port
+  timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1; printf 'GET /health HTTP/1.0\r\n\r\n' >&3; cat <&3" 2>/dev/null |
+    grep -q '"health":"true"'
+}
+wait_etcd() { # port what
+  for _ in $(seq 1 100); do etcd_healthy "$1" && return 0; sleep 0.2; done
+  log "$2 on port $1 is not healthy"; return 1
+}
+start_etcd() { # binary name client-port peer-port dir
+  mkdir -p "$5"
+  nohup "$1" --name "$2" --data-dir "$5/data" \
+    --listen-client-urls "http://127.0.0.1:$3" --advertise-client-urls "http://127.0.0.1:$3" \
+    --listen-peer-urls "http://127.0.0.1:$4" --initial-advertise-peer-urls "http://127.0.0.1:$4" \
+    --initial-cluster "$2=http://127.0.0.1:$4" >"$5/etcd.log" 2>&1 &
+}
+# etcd: one node on 2379 (Debian's etcd-server, 3.4), data under $state/etcd. The 3-member
+# cluster of the leader-loss test is started by that test itself, on ports of its own.
 if ! up 2379; then
   need_pkg etcd etcd-server
   log "starting etcd"
-  mkdir -p "$state/etcd"
-  nohup etcd --name simba-ci --data-dir "$state/etcd/data" \
-    --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
-    --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
-    --initial-cluster simba-ci=http://127.0.0.1:2380 >"$state/etcd/etcd.log" 2>&1 &
+  start_etcd etcd simba-ci 2379 2380 "$state/etcd"
   wait_port 2379 etcd
 fi
-for _ in $(seq 1 100); do
-  etcdctl --endpoints=127.0.0.1:2379 endpoint health >/dev/null 2>&1 && break
-  sleep 0.2
-done
+wait_etcd 2379 etcd
+# A current etcd: v3.7.3 (the version bench/ embeds) on 2479 (peer 2480), data under
+# $state/etcd37, for backend/etcd's tests, which run against both (3.5 and later answer some
+# reads differently from 3.4). Debian has none this new: the binary is built from the Go module
+# proxy, pinned by .ci/etcd37/go.mod and go.sum, and only when it is missing.
+if ! up 2479; then
+  if [ ! -x "$state/etcd37/etcd" ]; then
+    log "building etcd v3.7.3 (.ci/etcd37) into $state/etcd37"
+    mkdir -p "$state/etcd37"
+    go -C "$here/etcd37" build -o "$state/etcd37/etcd.tmp" go.etcd.io/etcd/server/v3
+    mv "$state/etcd37/etcd.tmp" "$state/etcd37/etcd"
+  fi
+  log "starting etcd v3.7.3"
+  start_etcd "$state/etcd37/etcd" simba-ci-37 2479 2480 "$state/etcd37"
+  wait_port 2479 "etcd v3.7.3"
+fi
+wait_etcd 2479 "etcd v3.7.3"
 # Chromium (Debian's package), headless, for the status page test of observe/simbahttp.
 need_pkg chromium chromium
 

@@ -52,6 +52,12 @@ func TestEtcdLayoutFrozen(t *testing.T) {
 			{Key: "lease", Target: "create_revision", Op: "=", Value: "token"},
 			{Key: "lease", Target: "lease", Op: "=", Value: "lease"},
 		},
+		// A stale held index entry goes only while its lease key is not on the session's lease:
+		// the entry of a name granted to the session again keeps its create revision (a put).
+		"drop_held": {
+			{Key: "held", Target: "create_revision", Op: "=", Value: "token"},
+			{Key: "lease", Target: "lease", Op: "!=", Value: "lease"},
+		},
 	}
 	txns := map[string]EtcdTxn{}
 	for _, tx := range s.Txns {
@@ -91,6 +97,7 @@ func TestEtcdTxnParams(t *testing.T) {
 		"acquire_queued": {"prefix", "sid", "name", "owner", "lease"},
 		"take":           {"prefix", "sid", "name", "owner", "lease", "rev"},
 		"withdraw":       {"prefix", "sid", "name", "lease"},
+		"drop_held":      {"prefix", "sid", "name", "lease", "token"},
 	}
 	for _, tx := range s.Txns {
 		var got []string

@@ -44,10 +44,12 @@ type Backend struct {
 	endpoints string // for errors
 
 	// cli is the client; for a backend made from a Config it is made on first use (cfg),
-	// since an etcd client with credentials authenticates as it is made.
-	cliMu sync.Mutex
-	cli   *clientv3.Client
-	cfg   *clientv3.Config
+	// since an etcd client with credentials authenticates as it is made. making is the making
+	// under way (nil when none is), which calls wait for within their contexts.
+	cliMu  sync.Mutex
+	cli    *clientv3.Client
+	cfg    *clientv3.Config
+	making *making
 
 	// conns dials and watches the connections of the backend's own client (nil for a client
 	// passed to NewFromClient); minTTL is the shortest session TTL asked of the backend, which
@@ -270,28 +272,71 @@ func newBackend(cli *clientv3.Client, prefix string, endpoints []string, opts []
 	return &Backend{cli: cli, prefix: prefixOf(prefix), endpoints: strings.Join(endpoints, ","), ctx: ctx, cancel: cancel, sessions: map[spi.SessionID]*session{}, places: map[place]int64{}, withdrawals: map[place]bool{}, moved: map[place]int64{}, log: log, logSink: sink}
 }
 
+// making is one making of a backend's own client: done is closed when it ended, with err
+// (nil: the client is the backend's cli).
+type making struct {
+	done chan struct{}
+	err  error
+}
+
 // client returns the etcd client, making it on first use (a failure is retried by the next
-// call). Making it ends with Close (the client's context is the backend's): with credentials
-// it waits for a connection to authenticate, for up to the dial timeout, and Close, which
-// waits for cliMu, waited as long.
-func (b *Backend) client() (*clientv3.Client, error) {
+// call). With credentials the making authenticates, which waits for a connection for up to the
+// dial timeout: it runs on a goroutine of its own, which the calls that need the client wait
+// for within their contexts (ctx ending fails the call, and the making goes on for the next),
+// and which Close ends (the client's context is the backend's) and waits for.
+func (b *Backend) client(ctx context.Context) (*clientv3.Client, error) {
 	b.cliMu.Lock()
-	defer b.cliMu.Unlock()
 	if b.cli != nil {
-		return b.cli, nil
+		cli := b.cli
+		b.cliMu.Unlock()
+		return cli, nil
 	}
 	if b.ctx.Err() != nil {
+		b.cliMu.Unlock()
 		return nil, fmt.Errorf("etcd: %w", spi.ErrBackendClosed)
 	}
-	cli, err := clientv3.New(*b.cfg)
-	if err != nil {
-		if b.ctx.Err() != nil {
-			return nil, fmt.Errorf("etcd: connect: %w", spi.ErrBackendClosed)
-		}
-		return nil, b.classify("connect", err)
+	m := b.making
+	if m == nil {
+		m = &making{done: make(chan struct{})}
+		b.making = m
+		go b.makeClient(m)
 	}
-	b.cli = cli
-	return cli, nil
+	b.cliMu.Unlock()
+	select {
+	case <-m.done:
+	case <-ctx.Done():
+		select {
+		case <-m.done: // made meanwhile: the call's context ending is not a connect's failure
+		default:
+			return nil, b.classify("connect: waiting for the client to authenticate", context.Cause(ctx))
+		}
+	}
+	if m.err != nil {
+		return nil, m.err
+	}
+	b.cliMu.Lock()
+	defer b.cliMu.Unlock()
+	return b.cli, nil
+}
+
+// makeClient makes the backend's client for m, keeping it unless Close came first.
+func (b *Backend) makeClient(m *making) {
+	cli, err := clientv3.New(*b.cfg)
+	b.cliMu.Lock()
+	defer b.cliMu.Unlock()
+	defer close(m.done)
+	b.making = nil
+	switch {
+	case b.ctx.Err() != nil:
+		if cli != nil {
+			cli.Close()
+		}
+		m.err = fmt.Errorf("etcd: connect: %w", spi.ErrBackendClosed)
+	case err != nil:
+		m.err = b.classify("connect", err)
+	default:
+		b.cli = cli
+	}
 }
 
 // Prefix returns the key prefix the backend keeps its keys under.
@@ -335,6 +380,12 @@ func (b *Backend) Close() error {
 	b.mu.Unlock()
 	b.cancel()
 	b.cliMu.Lock()
+	m := b.making
+	b.cliMu.Unlock()
+	if m != nil {
+		<-m.done // the backend's context ended it
+	}
+	b.cliMu.Lock()
 	defer b.cliMu.Unlock()
 	if b.own && b.cli != nil {
 		return b.cli.Close()
@@ -342,15 +393,16 @@ func (b *Backend) Close() error {
 	return nil
 }
 
-// check fails once the backend is closed and otherwise returns its client.
-func (b *Backend) check() (*clientv3.Client, error) {
+// check fails once the backend is closed and otherwise returns its client, waiting within ctx
+// for it to be made (see client).
+func (b *Backend) check(ctx context.Context) (*clientv3.Client, error) {
 	b.mu.Lock()
 	closed := b.closed
 	b.mu.Unlock()
 	if closed {
 		return nil, fmt.Errorf("etcd: %w", spi.ErrBackendClosed)
 	}
-	return b.client()
+	return b.client(ctx)
 }
 
 // sessionID formats an etcd lease id as a session id.
@@ -392,7 +444,7 @@ func (b *Backend) OpenSession(ctx context.Context, owner string, ttl time.Durati
 	}
 	secs := int64(ttl / time.Second)
 	b.noteTTL(time.Duration(secs) * time.Second)
-	cli, err := b.check()
+	cli, err := b.check(ctx)
 	if err != nil {
 		return spi.Session{}, err
 	}
@@ -468,7 +520,7 @@ func (b *Backend) begin(ctx context.Context, id spi.SessionID, name string) (*cl
 	if err := spi.ValidateName(name); err != nil {
 		return nil, nil, err
 	}
-	cli, err := b.check()
+	cli, err := b.check(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -592,7 +644,7 @@ func (b *Backend) KeepAlive(ctx context.Context, id spi.SessionID, names []strin
 			return spi.KeepAlive{}, err
 		}
 	}
-	cli, err := b.check()
+	cli, err := b.check(ctx)
 	if err != nil {
 		return spi.KeepAlive{}, err
 	}
@@ -623,9 +675,20 @@ func (b *Backend) KeepAlive(ctx context.Context, id spi.SessionID, names []strin
 	if perGroup {
 		groupOps = len(groups)
 	}
+	// The held index entries an earlier keep-alive found stale are deleted in this one's
+	// transaction (nested drop_held transactions, after the reads: no round trip more, and the
+	// report is a write only then), so that no backend that adopts the session lists them.
+	drops := b.staleHeld(id)
+	reserve := 0
+	if len(drops) > 0 {
+		reserve = len(drops) + dropHeldOps
+	}
 	// The lease key of each name asked about, read in the same transaction (no round trip
 	// more): a name is held only while its lease key is attached to the session's lease.
-	then, leaseReads := appendLeaseReads(then, b.prefix, names, maxTxnOps-len(then)-groupOps)
+	then, leaseReads := appendLeaseReads(then, b.prefix, names, maxTxnOps-len(then)-groupOps-reserve)
+	for _, d := range drops {
+		then = append(then, clientv3.OpTxn(etcdtxn.DropHeld(b.prefix, string(id), d.name, lease, d.tok)))
+	}
 	if perGroup {
 		for _, g := range groups {
 			then = append(then, etcdtxn.MembersRange(b.prefix, g))
@@ -661,6 +724,7 @@ func (b *Backend) KeepAlive(ctx context.Context, id spi.SessionID, names []strin
 
 	out := spi.KeepAlive{Remaining: rem}
 	b.heldOf(&out, id, lease, names, r.Responses[etcdtxn.ReportThenHeld].GetResponseRange().Kvs, leaseReads(r.Responses))
+	b.dropped(id, drops)
 	if len(groups) > 0 {
 		out.Members = make(map[string][]spi.SessionID, len(groups))
 		if perGroup {
@@ -739,7 +803,8 @@ func appendLeaseReads(then []clientv3.Op, prefix string, names []string, room in
 // as held until someone deletes it), with one warning per key in both cases. A name of the
 // index that was not asked about is listed with the index's token, unchecked (the client
 // releases a lease it does not want, and the release compares the lease key's token and
-// lease), unless a keep-alive found its lease key moved before.
+// lease), unless a keep-alive found its lease key moved before: such an entry is left out,
+// and the next keep-alive deletes it (staleHeld).
 func (b *Backend) heldOf(out *spi.KeepAlive, id spi.SessionID, lease clientv3.LeaseID, names []string, held []*mvccpb.KeyValue, leaseKeys map[string]*mvccpb.KeyValue) {
 	heldPrefix := wire.EtcdHeldPrefix(b.prefix, string(id))
 	if len(held) > 0 {
@@ -792,10 +857,60 @@ func (b *Backend) heldOf(out *spi.KeepAlive, id spi.SessionID, lease clientv3.Le
 	}
 }
 
+// maxDrops bounds the stale held index entries one keep-alive deletes (the rest go in the
+// next ones); dropHeldOps is the operations of a drop_held transaction (its compares): etcd
+// allows a nested transaction only as many operations as its limit leaves to the transaction
+// around it.
+const (
+	maxDrops    = 16
+	dropHeldOps = 2
+)
+
+// stale is a held index entry of a session, for name and of create revision tok, whose lease
+// key a keep-alive found deleted or put on another etcd lease (or none).
+type stale struct {
+	name string
+	tok  int64
+}
+
+// staleHeld returns the stale held index entries of session id (see setMoved), at most
+// maxDrops, by name.
+func (b *Backend) staleHeld(id spi.SessionID) []stale {
+	b.mu.Lock()
+	var out []stale
+	for p, tok := range b.moved {
+		if p.id == id {
+			out = append(out, stale{p.name, tok})
+		}
+	}
+	b.mu.Unlock()
+	slices.SortFunc(out, func(x, y stale) int { return strings.Compare(x.name, y.name) })
+	return out[:min(len(out), maxDrops)]
+}
+
+// dropped forgets the stale held index entries of session id that a keep-alive's transaction,
+// which succeeded, ran drop_held for: each is deleted, or was no longer stale (gone, or the
+// name granted to the session again), unless the same keep-alive found it stale again with
+// another token.
+func (b *Backend) dropped(id spi.SessionID, drops []stale) {
+	if len(drops) == 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, d := range drops {
+		if tok, ok := b.moved[place{id, d.name}]; ok && tok == d.tok {
+			delete(b.moved, place{id, d.name})
+		}
+	}
+}
+
 // setMoved records that the held index entry of session id for name, of create revision tok,
 // no longer matches its lease key: a later keep-alive that does not ask about name leaves the
 // entry out rather than have the client release, at every renewal, a lease its session does
-// not hold. A grant of name to the session forgets it (settled).
+// not hold, and the next keep-alive of the session deletes the entry on the server (drop_held,
+// in its transaction), for the backends that adopt the session. A grant of name to the
+// session forgets it (settled).
 func (b *Backend) setMoved(id spi.SessionID, name string, tok int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -824,7 +939,7 @@ func memberIDs(kvs []*mvccpb.KeyValue, prefix string) []spi.SessionID {
 // CloseSession revokes the session's lease: etcd deletes its session key, leases and
 // memberships in one revision, which the watches of every client report.
 func (b *Backend) CloseSession(ctx context.Context, id spi.SessionID) error {
-	cli, err := b.check()
+	cli, err := b.check(ctx)
 	if err != nil {
 		return err
 	}
@@ -1098,7 +1213,7 @@ func (b *Backend) Withdraw(ctx context.Context, id spi.SessionID, name string) e
 	if err := spi.ValidateName(name); err != nil {
 		return err
 	}
-	cli, err := b.check()
+	cli, err := b.check(ctx)
 	if err != nil {
 		return err
 	}
@@ -1123,7 +1238,7 @@ func (b *Backend) Release(ctx context.Context, id spi.SessionID, name string, to
 	if err := spi.ValidateName(name); err != nil {
 		return err
 	}
-	cli, err := b.check()
+	cli, err := b.check(ctx)
 	if err != nil {
 		return err
 	}
@@ -1168,7 +1283,7 @@ func (b *Backend) Leave(ctx context.Context, id spi.SessionID, group string) (sp
 	if err := spi.ValidateName(group); err != nil {
 		return 0, err
 	}
-	cli, err := b.check()
+	cli, err := b.check(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -1193,7 +1308,7 @@ func (b *Backend) Members(ctx context.Context, group string) ([]spi.SessionID, e
 	if err := spi.ValidateName(group); err != nil {
 		return nil, err
 	}
-	cli, err := b.check()
+	cli, err := b.check(ctx)
 	if err != nil {
 		return nil, err
 	}

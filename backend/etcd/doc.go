@@ -15,7 +15,8 @@ package etcdtxn for the transactions):
   - Keep-alive is one LeaseKeepAliveOnce for the session's lease, whatever the number of names
     it holds, then one read-only transaction that reports the session's held leases (the index
     <prefix>/held/<sid>/, checked against the lease key of each name asked about: see Keys
-    Simba did not write) and each requested group's members.
+    Simba did not write) and each requested group's members (a write only when it deletes
+    stale index entries, there).
   - A lease is the key <prefix>/leases/<name>, attached to the holder's etcd lease; its value
     is the holder's owner and its create revision the fencing token. Acquire, Release, Join
     and Leave are one etcd transaction each, guarded by compares on create revisions and on
@@ -99,7 +100,9 @@ in, and the user needs a role with readwrite on the key prefix (etcdctl role gra
 none given, a token the server no longer takes: "authentication refused") and a refused
 permission (etcd's permission denied: "privilege refused") fail with a permanent error
 matching spi.ErrAccessDenied (simba.ErrAccessDenied) that names the user, the endpoints and
-what to do, and never the password.
+what to do, and never the password. A backend made by New or NewFromConfig logs in as its first
+call makes its client (waiting for a connection up to the dial timeout); each call waits for
+that within its own context, and Close ends it.
 
 # Keys Simba did not write
 
@@ -124,7 +127,12 @@ so the client revokes the term (taken over) before anyone else can be granted th
 name is free once the key is gone (at once after a deletion; when the other etcd lease ends
 after a move). One put again on no lease is reported corrupt (the client revokes the term as
 corrupt-record), and the name stays held by nobody until someone deletes the key. Each such
-key is logged once, as a warning naming it. Before, keep-alive trusted the held index
+key is logged once, as a warning naming it. The session's held index entry for such a name is
+deleted by its next keep-alive, in the keep-alive's transaction (a drop_held transaction nested
+in it, compared on the entry's token and on the lease key not being on the session's lease:
+the report is then a write, with no round trip more), so that another backend adopting the
+session does not list the name again (it was hidden in the memory of the backend that found it
+only). Before, keep-alive trusted the held index
 (<prefix>/held/<sid>/, still on the session's lease), and the holder kept its term while a
 second session could be granted the name.
 
@@ -203,6 +211,18 @@ previous one went unanswered. A client passed to
 NewFromClient keeps its own gRPC settings and gets none of this (pass grpc.WithConnectParams
 in clientv3.Config.DialOptions for the backoff; a silent connection waits for gRPC's
 keep-alive ping).
+
+# Server versions
+
+The backend needs etcd 3.3 or later (nested transactions). Its tests run against two servers:
+Debian's etcd 3.4 (SIMBA_TEST_ETCD, 127.0.0.1:2379) in `go test ./...`, and a current etcd,
+v3.7.3 (the version bench/ embeds; SIMBA_TEST_ETCD_CURRENT, 127.0.0.1:2479, which
+.ci/services.sh builds from the Go module proxy), in `make test-etcd-current`, which `make test`
+runs: every test of this package, the TCK suites, the outage tests and the private members of
+the authentication and leader-loss tests included. Servers differ where the API leaves room: a
+keys-only read carries the key's lease on 3.4 but not on 3.7, which serves it from its in-memory
+index (see Keys Simba did not write), and keep-alives that read the lease keys keys-only
+revoked every held lease as corrupt on 3.7 only.
 
 Open a backend with New (a DSN, see ParseDSN), NewFromConfig, or NewFromClient (a
 *clientv3.Client you own). Tokens and sessions live in etcd; nothing is kept by the client

@@ -93,7 +93,7 @@ type nameWatch struct {
 // meanwhile, unless that revision was compacted: the name or group is then hinted once, since
 // a release or change may have been missed.
 func (b *Backend) Hints(ctx context.Context) (<-chan spi.Hint, error) {
-	if _, err := b.check(); err != nil {
+	if _, err := b.check(ctx); err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {

@@ -19,7 +19,7 @@ import (
 // transaction (one revision), then each live session's time left with LeaseTimeToLive (whole
 // seconds, rounded down). Free leases have no key, so they do not show.
 func (b *Backend) Inspect(ctx context.Context) (spi.Snapshot, error) {
-	cli, err := b.check()
+	cli, err := b.check(ctx)
 	if err != nil {
 		return spi.Snapshot{}, err
 	}
@@ -90,7 +90,7 @@ func (b *Backend) InspectLease(ctx context.Context, name string) (spi.LeaseInfo,
 	if err := wire.ValidateName(name); err != nil {
 		return spi.LeaseInfo{}, false, err
 	}
-	cli, err := b.check()
+	cli, err := b.check(ctx)
 	if err != nil {
 		return spi.LeaseInfo{}, false, err
 	}

@@ -189,10 +189,13 @@ func Leave(prefix, sid, group string) (cmps []clientv3.Cmp, then, els []clientv3
 // Report is the report transaction, guarded by create_revision(session) > 0. The read half of
 // keep-alive, after LeaseKeepAliveOnce: what the session holds (the held index, with the tokens
 // as create revisions), if its session key still exists. The caller appends to then the read of
-// the lease key of each name asked about (keys only; beyond etcd's limit on operations, one range
-// over the lease keys from the least name's to the greatest's): a name is held only while its
-// lease key is attached to the session's lease, with its create revision as the token. The
-// members of each requested group are ranges the caller appends too (MembersRange).
+// the lease key of each name asked about (whole keys, not keys only: etcd 3.7 serves a keys-only
+// read from its in-memory index, without the key's lease; beyond etcd's limit on operations, one
+// range over the lease keys from the least name's to the greatest's): a name is held only while
+// its lease key is attached to the session's lease, with its create revision as the token. The
+// members of each requested group are ranges the caller appends too (MembersRange), and, after
+// them, a drop_held per stale index entry an earlier keep-alive found (which makes the report a
+// write, only then).
 func Report(prefix, sid string) (cmps []clientv3.Cmp, then, els []clientv3.Op) {
 	cmps = []clientv3.Cmp{
 		clientv3.Compare(clientv3.CreateRevision(wire.EtcdSessionKey(prefix, sid)), ">", 0),
@@ -207,6 +210,25 @@ const (
 	// ReportThenHeld is the index of the report read of held in the then branch's responses.
 	ReportThenHeld = 0
 )
+
+// DropHeld is the drop_held transaction, guarded by create_revision(held) = token and
+// lease(lease) != lease. Delete the session's held index entry for a name if it is still the one
+// of the tenure of this token and the name's lease key is not on the session's lease: an entry a
+// keep-alive found stale (its lease key deleted, or put again on another etcd lease or on none,
+// by hand), which the index would otherwise list, for as long as the session lives, to every
+// backend that adopts the session (a put of the entry by a later grant would also keep the stale
+// entry's create revision as the index's token). The keep-alive after the one that found it nests
+// this in the report transaction (no round trip more); a grant of the name to the session since
+// (its lease key on the session's lease) keeps the entry.
+func DropHeld(prefix, sid, name string, lease clientv3.LeaseID, token int64) (cmps []clientv3.Cmp, then, els []clientv3.Op) {
+	cmps = []clientv3.Cmp{
+		clientv3.Compare(clientv3.CreateRevision(wire.EtcdHeldKey(prefix, sid, name)), "=", token),
+		clientv3.Compare(clientv3.LeaseValue(wire.EtcdLeaseKey(prefix, name)), "!=", lease),
+	}
+	return cmps, []clientv3.Op{
+		clientv3.OpDelete(wire.EtcdHeldKey(prefix, sid, name)),
+	}, nil
+}
 
 // SessionsRange returns the read of every key under <prefix>/sessions/ (every session key).
 func SessionsRange(prefix string) clientv3.Op {

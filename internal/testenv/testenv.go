@@ -142,16 +142,21 @@ func ZooKeeper(t testing.TB) []string {
 }
 
 // Etcd returns the client addresses (host:port) of the etcd test server (SIMBA_TEST_ETCD,
-// comma-separated, overrides; .ci/services.sh starts a single node on 2379).
+// comma-separated, overrides; .ci/services.sh starts Debian's 3.4 on 2379, and a current etcd,
+// v3.7.3, on 2479, which `make test-etcd-current` runs backend/etcd's tests against by setting
+// SIMBA_TEST_ETCD). The service's name in a skip or failure says which server was asked for.
 func Etcd(t testing.TB) []string {
 	t.Helper()
-	addrs := strings.Split(env("SIMBA_TEST_ETCD", "127.0.0.1:2379"), ",")
-	need(t, "etcd", "", addrs...)
+	v := env("SIMBA_TEST_ETCD", "127.0.0.1:2379")
+	addrs := strings.Split(v, ",")
+	need(t, "etcd at "+v, "", addrs...)
 	return addrs
 }
 
 // EtcdBinary returns the path of an etcd server binary for tests that run private members
-// (SIMBA_TEST_ETCD_BIN overrides; .ci/services.sh installs Debian's etcd-server).
+// (SIMBA_TEST_ETCD_BIN, a name on PATH or a path, overrides; .ci/services.sh installs Debian's
+// etcd-server, and builds v3.7.3 as $SIMBA_SERVICES_DIR/etcd37/etcd, which
+// `make test-etcd-current` sets).
 func EtcdBinary(t testing.TB) string {
 	t.Helper()
 	bin := env("SIMBA_TEST_ETCD_BIN", "etcd")
