@@ -106,7 +106,7 @@ type Backend struct {
 	foreign *foreign.Filter // skips and reports foreign group members
 	waker   waker           // SQLite and MySQL/MariaDB: wake-up hints for waiters (wake.go)
 	notes   sessionNotes    // the waker, or PostgreSQL's hint listener (pgHub); nil: none
-	groupsN groupNotes      // PostgreSQL's hint listener (pgHub); nil: none
+	groupsN groupNotes      // PostgreSQL's hint listener (pgHub), or SQLite's waker; nil: none
 
 	// kaFailed: the last keep-alive failed, so the way back from the server may be broken
 	// while the way there works (a one-way partition): the next keep-alive proves a round trip
@@ -160,8 +160,9 @@ type groupNotes interface {
 	left(sid, group string, st spi.Status, err error)
 	// members notes a keep-alive of sid, not expired, that named groups.
 	members(sid string, groups []string)
-	// read notes a successful Members read of group.
-	read(group string)
+	// read notes a successful Members read of group, which found members (sorted, as the
+	// database returned them).
+	read(group string, members []string)
 }
 
 // newConfig applies opts to the defaults, stopping at the first option that fails.
@@ -735,7 +736,7 @@ func (b *Backend) Members(ctx context.Context, group string) ([]spi.SessionID, e
 		}
 	}
 	if b.groupsN != nil && group != wire.ProbeGroup { // the client's probe: nothing to LISTEN for
-		b.groupsN.read(group)
+		b.groupsN.read(group, ids)
 	}
 	ids = foreign.Members(b.foreign, group, ids)
 	out := make([]spi.SessionID, len(ids))
@@ -872,7 +873,8 @@ func (b *Backend) InspectLease(ctx context.Context, name string) (spi.LeaseInfo,
 // deliver wake-ups instead, for the names an acquire of this backend found held (for two
 // session TTLs after): SQLite reads PRAGMA data_version on a connection of its own when the
 // database file is written (inotify on Linux, a 2 ms stat poll elsewhere) and sends a Released
-// hint for each of those leases that is free (sqlitewake.go); MySQL/MariaDB block in GET_LOCK
+// hint for each of those leases that is free, and, for two session TTLs after a session of the
+// backend joined a group, a GroupChanged hint when the group's members changed (sqlitewake.go); MySQL/MariaDB block in GET_LOCK
 // on the named lock that the holder's backend keeps for its tenure, and send a Released hint
 // when they get it (mysqlwake.go). Every dialect also sends its own subscribers a Released
 // hint at once when this backend releases a lease.

@@ -299,11 +299,16 @@
 // other's wait, and the hints owed to it, in place. A wait noted only after the release it
 // waits for still gets its hint: from the LISTEN's catch-up hint on PostgreSQL, from the read
 // of a newly waited name's lease on SQLite, from the first probe of the named lock on
-// MySQL/MariaDB. Group changes are pushed on PostgreSQL
-// only: on SQLite and MySQL/MariaDB a member learns of a join or a leave at its next keep-alive
-// (every renewal interval, TTL/3), so a partition group settles within about one renewal
-// interval there (a trial at TTL 3 s: a leaver's partitions taken over after 0.5 s at the
-// median, a join settled after 1 s), against tens of milliseconds on PostgreSQL.
+// MySQL/MariaDB. Group changes are pushed on PostgreSQL; on
+// SQLite for two TTLs after a session of the backend joined the group: its waker reads the
+// group's members (on the same connection, at most every 20 ms, when the change counter moved)
+// and hints GroupChanged when they differ from the last the client read, so members that start
+// a group together hand each other their partitions at once (the first to join saw only
+// itself and took them all: until its next keep-alive showed the others, 5 s at the default
+// TTL). Otherwise, and on MySQL/MariaDB, a member learns of a join or a leave at its next
+// keep-alive (every renewal interval, TTL/3), so a partition group settles within about one
+// renewal interval there (a trial at TTL 3 s: a leaver's partitions taken over after 0.5 s at
+// the median, a join settled after 1 s), against tens of milliseconds on PostgreSQL.
 //
 // # Inspection
 //

@@ -290,7 +290,7 @@ func (h *pgHub) members(sid string, groups []string) {
 // as after the last member left, so that a change right after the read is heard (the engine
 // reads members after each Join and each group hint). The client's probe reads
 // wire.ProbeGroup, which no member joins: Members does not note it.
-func (h *pgHub) read(group string) {
+func (h *pgHub) read(group string, _ []string) {
 	h.imu.Lock()
 	defer h.imu.Unlock()
 	if h.running == 0 {

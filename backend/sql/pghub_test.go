@@ -76,7 +76,7 @@ func chanNames(cs []pgChan, group bool) []string {
 func TestPgHubGroups(t *testing.T) {
 	h := &pgHub{linger: 10 * time.Millisecond}
 	h.joining("s1", "ignored") // no listener yet
-	h.read("ignored")
+	h.read("ignored", nil)
 	gen := h.start()
 	defer func() { h.stop(gen) }()
 	listened := map[pgChan]bool{}
@@ -97,7 +97,7 @@ func TestPgHubGroups(t *testing.T) {
 	h.joined("short", "unrenewed", spi.OK, nil)
 	h.joining("s1", "closed")
 	h.members("s2", []string{"kept"}) // a keep-alive naming a group the hub missed the Join of
-	h.read("read")
+	h.read("read", nil)
 	listen, unlisten, hint := h.plan(listened, &last)
 	// expired's Join ended before the plan, yet its channel is LISTENed for the linger after
 	// (as a lease's wait that ended so).

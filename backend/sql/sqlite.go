@@ -83,7 +83,7 @@ func newSQLite(db *sql.DB, setup []string, file string, readOnly bool, wal *walS
 	}
 	d.b = b
 	sw := newSQLiteWaker(db, wd)
-	b.waker, b.notes = sw, sw
+	b.waker, b.notes, b.groupsN = sw, sw, sw
 	return b, nil
 }
 

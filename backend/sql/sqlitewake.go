@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,7 +24,9 @@ import (
 // Released hint for each that is free and owed to none of another backend's sessions
 // (sessionSet.wakes: the waiter queue gives a free lease to its first live waiter alone).
 // Commits that free nothing (other sessions' keep-alives) cost a read on the waker's
-// connection, not an acquire.
+// connection, not an acquire. For two TTLs after a session of the backend joined a group it
+// likewise reads the group's members and delivers a GroupChanged hint when they changed
+// (groupWatch); while only groups are watched, it reads at most every sqliteGroupReadGap.
 //
 // When to read: on Linux an inotify watch on the file's directory wakes the waker when the
 // file, its WAL or its journal is written (by any process), and it reads then and again 2, 4,
@@ -51,7 +54,29 @@ const (
 	// sqliteWaitTTLs is how long a name counts as waited for after an acquire found it held,
 	// in session TTLs: a waiting client acquires again at least once per TTL, which renews it.
 	sqliteWaitTTLs = 2
+	// sqliteGroupReadGap is the least time between two reads of the watched groups' members
+	// (and, while nothing is waited for, of the change counter).
+	sqliteGroupReadGap = 20 * time.Millisecond
+	// sqliteGroupWatchTTLs is how long, in session TTLs, the waker watches a group's
+	// membership after a session of the backend joined it (see groupWatch).
+	sqliteGroupWatchTTLs = 2
 )
+
+// groupWatch is a group whose membership the waker watches: for sqliteGroupWatchTTLs TTLs
+// after a session of the backend joined it, poll reads its members whenever the change counter
+// changes and delivers a GroupChanged hint when they differ from the last the backend knows of.
+// Members that join a new group together each read the members once their own Join is in, and
+// the first to read saw only the members that had joined before it: without a hint it took the
+// partitions of those that joined after it, and kept them until its next keep-alive showed them
+// (one renewal interval: 5 s at the default TTL), while their owners found them held. Only
+// the first TTLs after a join are watched, so that a member of a settled group costs no more
+// than it did: a member that joins later is heard of at the others' next keep-alive.
+type groupWatch struct {
+	sids  map[string]time.Time // the joined sessions of the backend, each watched until then
+	seen  []string             // the members last read (poll's or a Members read of the backend)
+	known bool                 // seen is set
+	fresh bool                 // joined since poll's last read: read its members whatever the counter says
+}
 
 // sqliteWaker delivers wake-up hints to the Hints subscribers of one SQLite backend: its hub's
 // runner is poll.
@@ -66,7 +91,10 @@ type sqliteWaker struct {
 	ttl     time.Duration // the longest session TTL opened (15 s until one is)
 	waiting waitSet       // name → the sessions of the backend that wait for it, and until when
 	fresh   []string      // names newly waited for that poll has not taken yet
-	kick    chan struct{} // a name started to be waited for (capacity 1)
+	kick    chan struct{} // a name started to be waited for, or a group joined (capacity 1)
+	// groups are the groups sessions of the backend joined in the last sqliteGroupWatchTTLs
+	// TTLs, whose membership poll watches (see groupWatch).
+	groups map[string]*groupWatch
 
 	// Only poll's goroutine uses these.
 	path  string     // the database file ("" until open, or when not a file)
@@ -89,7 +117,7 @@ type fileKey struct {
 
 func newSQLiteWaker(db *sql.DB, wd wire.SQLDialect) *sqliteWaker {
 	return &sqliteWaker{db: db, counter: wd.ChangeCounter, file: wd.DatabaseFile, ttl: 15 * time.Second,
-		waiting: waitSet{}, kick: make(chan struct{}, 1)}
+		waiting: waitSet{}, kick: make(chan struct{}, 1), groups: map[string]*groupWatch{}}
 }
 
 // opened notes a session and its TTL.
@@ -146,7 +174,131 @@ func (w *sqliteWaker) closed(sid string) {
 	w.sessions.remove(sid)
 	w.mu.Lock()
 	w.waiting.endSession(sid, time.Now())
+	for g, gw := range w.groups {
+		delete(gw.sids, sid)
+		if len(gw.sids) == 0 {
+			delete(w.groups, g)
+		}
+	}
 	w.mu.Unlock()
+}
+
+// joining notes a Join about to be sent: the group is watched once the Join is in (joined).
+func (w *sqliteWaker) joining(string, string) {}
+
+// joined notes a Join's outcome: OK has the group's membership watched for
+// sqliteGroupWatchTTLs TTLs from now (groupWatch), Expired ends sid's watches; a failed Join
+// changes nothing (the engine retries it).
+func (w *sqliteWaker) joined(sid, group string, st spi.Status, err error) {
+	switch {
+	case err != nil:
+	case st == spi.OK:
+		now := time.Now()
+		w.mu.Lock()
+		w.sweepGroupsLocked(now) // (poll sweeps too, but runs only while the backend has subscribers)
+		gw := w.groups[group]
+		if gw == nil {
+			gw = &groupWatch{sids: map[string]time.Time{}}
+			w.groups[group] = gw
+		}
+		gw.sids[sid] = now.Add(sqliteGroupWatchTTLs * w.ttl)
+		gw.fresh = true
+		w.mu.Unlock()
+		select {
+		case w.kick <- struct{}{}:
+		default:
+		}
+	default:
+		w.closed(sid)
+	}
+}
+
+// left notes a Leave's outcome: sid's watch of group ends (OK), or all of sid's (Expired); a
+// failed Leave changes nothing (the engine retries it).
+func (w *sqliteWaker) left(sid, group string, st spi.Status, err error) {
+	switch {
+	case err != nil:
+	case st == spi.OK:
+		w.mu.Lock()
+		if gw := w.groups[group]; gw != nil {
+			delete(gw.sids, sid)
+			if len(gw.sids) == 0 {
+				delete(w.groups, group)
+			}
+		}
+		w.mu.Unlock()
+	default:
+		w.closed(sid)
+	}
+}
+
+// members notes a keep-alive naming groups: the waker's watches run from the joins alone.
+func (w *sqliteWaker) members(string, []string) {}
+
+// read notes the members a Members read of the backend found: the client has them, so poll
+// hints only at members that differ from them.
+func (w *sqliteWaker) read(group string, members []string) {
+	w.mu.Lock()
+	if gw := w.groups[group]; gw != nil {
+		gw.seen, gw.known = slices.Clone(members), true
+	}
+	w.mu.Unlock()
+}
+
+// watchedGroups returns the groups watched now (nil if none), forgetting the watches that
+// ended, and whether one was joined since the last call (fresh).
+func (w *sqliteWaker) watchedGroups() (groups []string, fresh bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.sweepGroupsLocked(time.Now())
+	for g, gw := range w.groups {
+		groups = append(groups, g)
+		fresh = fresh || gw.fresh
+		gw.fresh = false
+	}
+	return groups, fresh
+}
+
+// sweepGroupsLocked forgets the watches that ended by now (w.mu held).
+func (w *sqliteWaker) sweepGroupsLocked(now time.Time) {
+	for g, gw := range w.groups {
+		for sid, until := range gw.sids {
+			if !now.Before(until) {
+				delete(gw.sids, sid)
+			}
+		}
+		if len(gw.sids) == 0 {
+			delete(w.groups, g)
+		}
+	}
+}
+
+// changedGroups reads the members of groups on conn and returns the groups whose members
+// differ from the last the backend knows of (a read that fails counts as a change: a hint only
+// costs a members read). A group read for the first time, before the client's own Members read
+// of it noted any, is only noted.
+func (w *sqliteWaker) changedGroups(ctx context.Context, conn *preparedConn, groups []string) []string {
+	// Like the change counter's read, these do not wait for locks: no context to watch.
+	ctx = context.WithoutCancel(ctx)
+	q := sqlq.SQLite(conn)
+	var out []string
+	for _, g := range groups {
+		ms, err := q.Members(ctx, sqlq.MembersParams{GroupName: g})
+		w.mu.Lock()
+		if gw := w.groups[g]; gw != nil {
+			switch {
+			case err != nil:
+				out = append(out, g)
+			case !gw.known:
+				gw.seen, gw.known = ms, true
+			case !slices.Equal(gw.seen, ms):
+				gw.seen = ms
+				out = append(out, g)
+			}
+		}
+		w.mu.Unlock()
+	}
+	return out
 }
 
 // localHubFor is the hub of the waker's subscribers while a session of the backend waits for
@@ -169,8 +321,13 @@ func (w *sqliteWaker) poll(ctx context.Context) {
 		watch    *fileWatch // nil: none (not Linux, or inotify failed): poll every sqliteWakePoll
 		last     int64      = -1
 		lastRead time.Time
-		series   readSeries // the reads after a file event
-		noWatch  bool       // a file watch failed: poll
+		// The watched groups' members are read after a read of the counter that saw it
+		// change (groupsDirty), at most every sqliteGroupReadGap, and at once for a group
+		// newly joined (freshGroup).
+		lastGroupRead           time.Time
+		groupsDirty, freshGroup bool
+		series                  readSeries // the reads after a file event
+		noWatch                 bool       // a file watch failed: poll
 		// fresh: the names newly waited for whose lease no read has looked at yet (see
 		// acquired); the next read looks, whether or not the counter changed.
 		fresh = map[string]bool{}
@@ -188,19 +345,39 @@ func (w *sqliteWaker) poll(ctx context.Context) {
 	defer timer.Stop()
 	for {
 		names := w.waitedFor(fresh)
-		if names == nil {
+		groups, f := w.watchedGroups()
+		freshGroup = freshGroup || f
+		if names == nil && groups == nil {
 			last = -1 // a new wait compares against the version when it began
 			clear(fresh)
 			if watch != nil {
 				watch.close() // no wake-ups from writes while nobody waits
 				watch = nil
 			}
+			groupsDirty, freshGroup = false, false
 			select {
 			case <-ctx.Done():
 				return
 			case <-w.kick:
 			}
 			continue
+		}
+		if names == nil && !freshGroup {
+			// Only groups are watched: the counter is read at most every sqliteGroupReadGap
+			// (a file event meanwhile waits in the watch), so that the commits of a burst
+			// (a group's partitions taken at its start) cost a read per gap, not one or more
+			// per commit.
+			if wait := sqliteGroupReadGap - time.Since(lastRead); wait > 0 {
+				timer.Reset(wait)
+				select {
+				case <-ctx.Done():
+					return
+				case <-timer.C:
+				case <-w.kick:
+					timer.Stop()
+				}
+				continue
+			}
 		}
 		// Wait for the next look: a file event, or the period (sqliteWakePoll without a
 		// watch; with one, the recheck delay after an event, else sqliteWakeWatchedPoll).
@@ -212,6 +389,8 @@ func (w *sqliteWaker) poll(ctx context.Context) {
 			if d := series.delay(); d > 0 {
 				period = d
 			}
+		} else if names == nil {
+			period = sqliteGroupReadGap // only groups watched: no 2 ms stat poll
 		}
 		timer.Reset(period)
 		event, kicked := false, false
@@ -225,7 +404,10 @@ func (w *sqliteWaker) poll(ctx context.Context) {
 			kicked = true
 		}
 		timer.Stop()
-		if names = w.waitedFor(fresh); names == nil {
+		names = w.waitedFor(fresh)
+		groups, f = w.watchedGroups()
+		freshGroup = freshGroup || f
+		if names == nil && groups == nil {
 			continue
 		}
 		if conn == nil {
@@ -246,7 +428,7 @@ func (w *sqliteWaker) poll(ctx context.Context) {
 				noWatch = true // poll instead (e.g. out of inotify instances)
 			}
 		}
-		if (kicked || !series.woke(event)) && watch == nil && last >= 0 && len(fresh) == 0 && !w.fileChanged() && time.Since(lastRead) < sqliteWakeFullPoll {
+		if (kicked || !series.woke(event)) && watch == nil && last >= 0 && len(fresh) == 0 && !freshGroup && !w.fileChanged() && time.Since(lastRead) < sqliteWakeFullPoll {
 			continue
 		}
 		lastRead = time.Now()
@@ -279,6 +461,16 @@ func (w *sqliteWaker) poll(ctx context.Context) {
 		}
 		for _, n := range w.free(ctx, conn, look) {
 			w.hub.deliver(spi.Hint{Kind: spi.Released, Name: n})
+		}
+		// The watched groups' members likewise: on a change of the counter, or a group's
+		// first read after its join.
+		groupsDirty = groupsDirty || last < 0 || v != last
+		if freshGroup || (groupsDirty && time.Since(lastGroupRead) >= sqliteGroupReadGap) {
+			lastGroupRead = time.Now()
+			for _, g := range w.changedGroups(ctx, conn, groups) {
+				w.hub.deliver(spi.Hint{Kind: spi.GroupChanged, Name: g})
+			}
+			groupsDirty, freshGroup = false, false
 		}
 		clear(fresh)
 		series.read(event, last, v)
