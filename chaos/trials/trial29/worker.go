@@ -39,7 +39,9 @@ func (c levelCounter) Handle(ctx context.Context, r slog.Record) error {
 func (c levelCounter) WithAttrs(as []slog.Attr) slog.Handler {
 	return levelCounter{h: c.h.WithAttrs(as), n: c.n}
 }
-func (c levelCounter) WithGroup(g string) slog.Handler { return levelCounter{h: c.h.WithGroup(g), n: c.n} }
+func (c levelCounter) WithGroup(g string) slog.Handler {
+	return levelCounter{h: c.h.WithGroup(g), n: c.n}
+}
 
 // worker is one worker process: it joins the group and, for each partition it leads, writes a
 // fenced record (fencehttp, its term's token) every -every while its term is valid. It prints a
