@@ -27,6 +27,7 @@ func hostile(args []string) error {
 	huge := fs.Int("huge", 65536, "partitions of the huge group (0: skip)")
 	groups := fs.Int("groups", 200, "groups joined at once by one client")
 	only := fs.String("only", "", "run only the checks whose name contains this")
+	leaveAfter := fs.Duration("leave-after", 0, "huge: first Leave a huge group this long after joining it")
 	fs.Parse(args)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -299,9 +300,49 @@ func hostile(args []string) error {
 
 	if run("huge") && *huge > 0 {
 		fmt.Printf("-- one member, a group of %d partitions (TTL 15 s default)\n", *huge)
-		hc, err := simba.New(b, simba.WithOwner("huge"), simba.WithLogger(logger))
+		hc, hcc, err := newClient(simba.WithOwner("huge"), simba.WithTTL(15*time.Second))
 		if err != nil {
 			return err
+		}
+		if *leaveAfter > 0 {
+			// Leave while the group is still taking its partitions: what runs after the Leave?
+			t := time.Now()
+			g, err := hc.JoinGroup(ctx, "huge-early", *huge, noop)
+			if err != nil {
+				return err
+			}
+			time.Sleep(*leaveAfter)
+			hcc.mu.Lock()
+			acq0, rel0 := hcc.n["acquire"], hcc.n["release"]
+			hcc.mu.Unlock()
+			held0 := len(g.Held())
+			t = time.Now()
+			lctx, lc := context.WithTimeout(ctx, 3*time.Minute)
+			lerr := g.Leave(lctx)
+			lc()
+			hcc.mu.Lock()
+			acq1, rel1 := hcc.n["acquire"], hcc.n["release"]
+			hcc.mu.Unlock()
+			fmt.Printf("    Leave %s after the join: %d held then, %d acquires done; the Leave took %.2fs (%v), during it %d more acquires and %d releases (%d before)\n",
+				*leaveAfter, held0, acq0, time.Since(t).Seconds(), trim(lerr), acq1-acq0, rel1-rel0, rel0)
+			hcc.mu.Lock()
+			fmt.Printf("    calls so far: %v\n", hcc.n)
+			hcc.mu.Unlock()
+			for _, wait := range []time.Duration{0, 2 * time.Second, 20 * time.Second} {
+				time.Sleep(wait)
+				snap, err := b.(spi.Inspector).Inspect(ctx)
+				if err != nil {
+					fmt.Println("    Inspect:", trim(err))
+					break
+				}
+				n := 0
+				for _, l := range snap.Leases {
+					if strings.HasPrefix(l.Name, "huge-early.") && l.Holder != "" {
+						n++
+					}
+				}
+				fmt.Printf("    +%s after Leave returned: %d partitions of the left group still held (Held() %d, Members %v)\n", wait, n, len(g.Held()), g.Members())
+			}
 		}
 		var ms0 runtime.MemStats
 		runtime.ReadMemStats(&ms0)
