@@ -373,6 +373,53 @@ func hostile(args []string) error {
 		}
 		hc.Close(ctx)
 	}
+	if run("pair") && *huge > 0 {
+		// The cost of defect 1 to the other member: B is in the group; A joins and leaves
+		// D later (early: many acquires queued) or once settled; how long until B holds all?
+		for _, early := range []bool{true, false} {
+			bc, _, err := newClient(simba.WithOwner("B"), simba.WithTTL(15*time.Second))
+			if err != nil {
+				return err
+			}
+			ac, _, err := newClient(simba.WithOwner("A"), simba.WithTTL(15*time.Second))
+			if err != nil {
+				return err
+			}
+			name := fmt.Sprintf("pair-%v", early)
+			gb, err := bc.JoinGroup(ctx, name, *huge, noop)
+			if err != nil {
+				return err
+			}
+			if !early { // early: A and B join a new group together
+				d, h := waitHeld(gb, *huge, 2*time.Minute)
+				fmt.Printf("-- pair (early=%v): B alone holds %d of %d after %.2fs\n", early, h, *huge, d.Seconds())
+			} else {
+				fmt.Printf("-- pair (early=%v): A and B join a new group together, A leaves %s later\n", early, *leaveAfter)
+			}
+			ga, err := ac.JoinGroup(ctx, name, *huge, noop)
+			if err != nil {
+				return err
+			}
+			if early {
+				time.Sleep(*leaveAfter)
+			} else {
+				for len(ga.Held())+len(gb.Held()) != *huge || len(ga.Held()) == 0 {
+					time.Sleep(50 * time.Millisecond)
+				}
+				time.Sleep(time.Second)
+			}
+			ha, hb := len(ga.Held()), len(gb.Held())
+			t := time.Now()
+			lerr := ga.Leave(ctx)
+			left := time.Since(t)
+			d, h := waitHeld(gb, *huge, 2*time.Minute)
+			fmt.Printf("    A held %d, B %d; A's Leave took %.2fs (%v); B held all %d %.2fs after the Leave returned (%d)\n",
+				ha, hb, left.Seconds(), trim(lerr), *huge, d.Seconds(), h)
+			ac.Close(ctx)
+			gb.Leave(ctx)
+			bc.Close(ctx)
+		}
+	}
 	fmt.Printf("log lines in all: info %d warn %d error %d (/tmp/trial29-hostile-%s.log)\n", lines[1].Load(), lines[2].Load(), lines[3].Load(), *kind)
 	return nil
 }
