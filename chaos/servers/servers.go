@@ -322,7 +322,8 @@ func Postgres(ctx context.Context, root string) (*Server, error) {
 	// pg_isready says it accepts connections.
 	isready := filepath.Join(bin, "pg_isready")
 	s.ready = func() bool {
-		ctx, cancel := context.WithTimeout(ctx, time.Second)
+		// Not Postgres's ctx: the check runs at every Start, after that ctx may have ended.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		return exec.CommandContext(ctx, isready, "-q", "-h", "127.0.0.1", "-p", strconv.Itoa(s.Port), "-U", "postgres", "-d", "postgres").Run() == nil
 	}
