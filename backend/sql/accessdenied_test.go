@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"net/url"
 	"strings"
 	"testing"
@@ -153,4 +154,141 @@ func TestMySQLAccessDenied(t *testing.T) {
 	}
 	wantAccessDenied(t, "SELECT and UPDATE only", sessionErr(t, withUser(t, dsn, url.UserPassword(user, "right-pw"))), "",
 		"privilege refused", user, "1142")
+}
+
+// wantNotSchemaMissing checks that err, an access refusal, does not also send the operator to
+// a migration (spi.ErrSchemaMissing, spi.ErrSchemaDrift, "apply").
+func wantNotSchemaMissing(t *testing.T, what string, err error) {
+	t.Helper()
+	if errors.Is(err, spi.ErrSchemaMissing) || errors.Is(err, spi.ErrSchemaDrift) || strings.Contains(fmt.Sprint(err), "apply ") {
+		t.Errorf("%s: %v; want no schema missing or drift (the tables are there)", what, err)
+	}
+}
+
+// TestPostgresNoSchemaUsage: a role with every table privilege on Simba's tables but no USAGE
+// on their schema, which its search_path names, is refused with a permanent error matching
+// spi.ErrAccessDenied (not spi.ErrSchemaMissing) that names the missing USAGE ON SCHEMA and
+// the GRANT to run, for CheckSchema and a session's open alike. A role with USAGE on a schema
+// without the tables still gets spi.ErrSchemaMissing. On the old code the first role got
+// ErrSchemaMissing ("relation simba_schema_version does not exist: apply
+// sql/schema/postgres/0001_init.sql …"): PostgreSQL's search_path silently skips a schema the
+// role may not use.
+func TestPostgresNoSchemaUsage(t *testing.T) {
+	dsn := pgDSN(t)
+	migrated(t, dsn)
+	ctx := testCtx(t)
+	admin, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(admin.Close)
+	u, _ := url.Parse(dsn)
+	schema := u.Query().Get("search_path")
+	newRole := func(grants ...string) string {
+		role := "simba_nousage_" + unique(t)
+		if _, err := admin.Exec(ctx, "CREATE ROLE "+role+" LOGIN"); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			for _, q := range []string{"DROP OWNED BY " + role, "DROP ROLE " + role} {
+				if _, err := admin.Exec(context.Background(), q); err != nil {
+					t.Errorf("%s: %v", q, err)
+				}
+			}
+		})
+		for _, g := range grants {
+			if _, err := admin.Exec(ctx, g+" TO "+role); err != nil {
+				t.Fatalf("%s: %v", g, err)
+			}
+		}
+		return role
+	}
+
+	role := newRole("GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA " + schema)
+	roleDSN := withUser(t, dsn, url.User(role))
+	err = open(t, roleDSN).CheckSchema(ctx)
+	wantAccessDenied(t, "CheckSchema without USAGE", err, "", "privilege refused", role,
+		"USAGE ON SCHEMA "+schema, "GRANT USAGE ON SCHEMA "+schema+` TO "`+role+`"`, "simba_schema_version")
+	wantNotSchemaMissing(t, "CheckSchema without USAGE", err)
+	err = sessionErr(t, roleDSN)
+	wantAccessDenied(t, "session without USAGE", err, "", "privilege refused", "GRANT USAGE ON SCHEMA "+schema)
+	wantNotSchemaMissing(t, "session without USAGE", err)
+
+	// The GRANT the error names is the fix.
+	if _, err := admin.Exec(ctx, "GRANT USAGE ON SCHEMA "+schema+" TO "+role); err != nil {
+		t.Fatal(err)
+	}
+	if err := sessionErr(t, roleDSN); err != nil {
+		t.Errorf("session after GRANT USAGE: %v", err)
+	}
+
+	// A schema the role may use, without the tables: they are missing.
+	empty := "simba_empty_" + unique(t)
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+empty); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := admin.Exec(context.Background(), "DROP SCHEMA "+empty+" CASCADE"); err != nil {
+			t.Errorf("dropping schema %s: %v", empty, err)
+		}
+	})
+	other := newRole("GRANT USAGE ON SCHEMA " + empty)
+	err = open(t, withParam(t, withUser(t, dsn, url.User(other)), "search_path", empty)).CheckSchema(ctx)
+	if !errors.Is(err, spi.ErrSchemaMissing) || errors.Is(err, spi.ErrAccessDenied) {
+		t.Errorf("CheckSchema on a schema without the tables: %v, want spi.ErrSchemaMissing", err)
+	}
+}
+
+// TestMySQLTableGrantsHideATable: a MariaDB user granted SELECT, INSERT, UPDATE, DELETE table
+// by table on every Simba table but simba_waiter (grants made before 0003_waiters.sql) is
+// refused with a permanent error matching spi.ErrAccessDenied (not spi.ErrSchemaDrift or
+// spi.ErrSchemaMissing) that names simba_waiter and the GRANT to run, for CheckSchema and a
+// session's open alike; once granted on simba_waiter too, the session opens. On the old code
+// both reported drift ("table simba_waiter is missing … apply sql/schema/mysql/0003_waiters.sql
+// again"): information_schema hides a table on which the user holds no privilege.
+func TestMySQLTableGrantsHideATable(t *testing.T) {
+	dsn, cfg := myDatabase(t, "simba_sqlbe_")
+	migrated(t, dsn)
+	ctx := testCtx(t)
+	admin, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Close() })
+	user := "simba_tg_" + unique(t)
+	account := "'" + user + "'@'%'"
+	if _, err := admin.ExecContext(ctx, "CREATE USER "+account+" IDENTIFIED BY 'right-pw'"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := admin.ExecContext(context.Background(), "DROP USER "+account); err != nil {
+			t.Errorf("dropping user %s: %v", user, err)
+		}
+	})
+	grant := func(table string) {
+		t.Helper()
+		q := "GRANT SELECT, INSERT, UPDATE, DELETE ON " + cfg.DBName + "." + table + " TO " + account
+		if _, err := admin.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	for _, table := range []string{"simba_schema_version", "simba_session", "simba_lease", "simba_member"} {
+		grant(table)
+	}
+	userDSN := withUser(t, dsn, url.UserPassword(user, "right-pw"))
+	err = open(t, userDSN).CheckSchema(ctx)
+	wantAccessDenied(t, "CheckSchema without a grant on simba_waiter", err, "right-pw",
+		"privilege refused", user, "no privilege on table simba_waiter", "GRANT SELECT, INSERT, UPDATE, DELETE ON simba_waiter ", "1142")
+	wantNotSchemaMissing(t, "CheckSchema without a grant on simba_waiter", err)
+	if strings.Contains(err.Error(), "simba_session") {
+		t.Errorf("CheckSchema: %v; names simba_session, which the user may use", err)
+	}
+	err = sessionErr(t, userDSN)
+	wantAccessDenied(t, "session without a grant on simba_waiter", err, "right-pw", "privilege refused", "simba_waiter")
+	wantNotSchemaMissing(t, "session without a grant on simba_waiter", err)
+
+	grant("simba_waiter")
+	if err := sessionErr(t, userDSN); err != nil {
+		t.Errorf("session after the grant on simba_waiter: %v", err)
+	}
 }

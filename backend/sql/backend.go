@@ -364,8 +364,15 @@ func (b *Backend) checkSchemaLocked(ctx context.Context) error {
 	if err != nil {
 		err = b.fail("schema version", err)
 		if se := (*schemaError)(nil); errors.As(err, &se) && se.why != "" {
-			// No version table: a database without Simba's schema, which needs every
-			// migration, in order (naming only the first sent whoever applied it back here).
+			// No version table in sight: a PostgreSQL role without USAGE on the schema
+			// that holds it (hiddenTables), or a database without Simba's schema, which
+			// needs every migration, in order (naming only the first sent whoever applied
+			// it back here).
+			if want, ok := wire.SQLSchemaCheckByName(b.name); ok {
+				if denied := b.hiddenTables(ctx, want, nil, se.cause); denied != nil {
+					return denied
+				}
+			}
 			return b.schemaMissingFrom(0, se.why, se.cause)
 		}
 		if errors.Is(err, spi.ErrSchemaMissing) || spi.Classify(err) == spi.Retryable {

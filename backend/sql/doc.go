@@ -362,10 +362,18 @@
 // driver's refusals of an authentication method, and 1044, 1142, 1143, 1227 and 1370 (a missing
 // privilege); SQLite's SQLITE_PERM and SQLITE_AUTH, and a file SQLite cannot open or write
 // because this process may not (permission denied on the file or its directory; not a file
-// opened with mode=ro, nor a read-only file system). A PostgreSQL role without USAGE on the
-// schema of Simba's tables sees no tables there (spi.ErrSchemaMissing), and a MariaDB user with
-// SELECT alone on them sees their foreign keys without ON DELETE (spi.ErrSchemaDrift): grant
-// what the tables need (SELECT, INSERT, UPDATE, DELETE). TLS failures
+// opened with mode=ro, nor a read-only file system). A table the schema check does not see
+// because of a missing privilege is access denied, not a missing schema: before it reports a
+// table missing, the check asks the catalog (PostgreSQL: a role without USAGE on a schema its
+// search_path names, which the search_path then skips, so every table there reads as missing,
+// 42P01; wire.SQLSchemaCheck.AccessQuery) or probes the table (MySQL/MariaDB, whose
+// information_schema hides a table on which the user holds no privilege, e.g. table-level
+// grants made before a later migration's table: the probe's 1142; a table really missing to a
+// user who may see it answers 1146; wire.SQLTableCheck.ProbeQuery), and the error matches
+// spi.ErrAccessDenied, naming the privilege, the objects and the GRANT to run. A MariaDB user
+// with SELECT alone passes the check (information_schema shows it the foreign keys without
+// their ON DELETE, which the check then accepts) and is refused at its first write (1142).
+// TLS failures
 // (PostgreSQL sslmode=verify-ca/verify-full with a certificate that does not verify,
 // sslmode=require to a server without TLS; MySQL tls=true to a server without TLS or with a
 // certificate that does not verify) match spi.ErrTLS and are permanent: retrying cannot fix
