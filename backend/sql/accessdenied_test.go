@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	mysqldriver "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/simba-go/simba/spi"
@@ -290,5 +291,102 @@ func TestMySQLTableGrantsHideATable(t *testing.T) {
 	grant("simba_waiter")
 	if err := sessionErr(t, userDSN); err != nil {
 		t.Errorf("session after the grant on simba_waiter: %v", err)
+	}
+}
+
+// TestPostgresRoleWithoutLogin: a role without LOGIN is refused (28000) with a permanent error
+// matching spi.ErrAccessDenied that says the role may not log in and names ALTER ROLE … LOGIN;
+// an unknown role's error says there is no such role. On the old code both said only "the
+// server refused the DSN's credentials (an unknown role, a wrong or missing password, no
+// pg_hba.conf entry for it)".
+func TestPostgresRoleWithoutLogin(t *testing.T) {
+	dsn := pgDSN(t)
+	migrated(t, dsn)
+	ctx := testCtx(t)
+	admin, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(admin.Close)
+	role := "simba_nologin_" + unique(t)
+	if _, err := admin.Exec(ctx, "CREATE ROLE "+role+" NOLOGIN"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := admin.Exec(context.Background(), "DROP ROLE "+role); err != nil {
+			t.Errorf("dropping role %s: %v", role, err)
+		}
+	})
+	wantAccessDenied(t, "a role without LOGIN", sessionErr(t, withUser(t, dsn, url.User(role))), "",
+		"authentication refused", "may not log in (NOLOGIN)", `ALTER ROLE "`+role+`" LOGIN`, "28000")
+	nosuch := "simba_nosuch_" + unique(t)
+	wantAccessDenied(t, "an unknown role", sessionErr(t, withUser(t, dsn, url.User(nosuch))), "",
+		"authentication refused", "no such role", "28000")
+}
+
+// TestMySQLAccountLockedOrExpired: on the shared MariaDB, a locked account (4151) and one
+// whose password has expired (1820: the server, disconnect_on_expired_password off, lets it in
+// to set a new password and refuses every other statement) are refused with a permanent error
+// matching spi.ErrAccessDenied that names the cause and its fix (ACCOUNT UNLOCK; a new password
+// or PASSWORD EXPIRE NEVER), not the DSN's password. On the old code both said "the server
+// refused the DSN's credentials: fix the user and password in the DSN".
+func TestMySQLAccountLockedOrExpired(t *testing.T) {
+	dsn, cfg := myDatabase(t, "simba_sqlbe_")
+	migrated(t, dsn)
+	ctx := testCtx(t)
+	admin, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Close() })
+	for _, c := range []struct {
+		what, alter string
+		says        []string
+	}{
+		{"a locked account", "ACCOUNT LOCK", []string{"the account is locked", "ACCOUNT UNLOCK"}},
+		{"an expired password", "PASSWORD EXPIRE", []string{"password has expired", "PASSWORD EXPIRE NEVER"}},
+	} {
+		user := "simba_acct_" + unique(t)
+		account := "'" + user + "'@'%'"
+		for _, q := range []string{
+			"CREATE USER " + account + " IDENTIFIED BY 'right-pw'",
+			"GRANT SELECT, INSERT, UPDATE, DELETE ON " + cfg.DBName + ".* TO " + account,
+			"ALTER USER " + account + " " + c.alter,
+		} {
+			if _, err := admin.ExecContext(ctx, q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+			if strings.HasPrefix(q, "CREATE USER") {
+				t.Cleanup(func() {
+					if _, err := admin.ExecContext(context.Background(), "DROP USER "+account); err != nil {
+						t.Errorf("dropping user %s: %v", user, err)
+					}
+				})
+			}
+		}
+		wantAccessDenied(t, c.what, sessionErr(t, withUser(t, dsn, url.UserPassword(user, "right-pw"))), "right-pw",
+			append([]string{"authentication refused", user}, c.says...)...)
+	}
+}
+
+// TestMySQLAuthCauses: each authentication refusal the shared MariaDB cannot be made to send
+// (MySQL's 3118 for a locked account; 1862, an expired password with
+// disconnect_on_expired_password on; 1251, 1275, 1698) says its own cause, like those it sends
+// (TestMySQLAccountLockedOrExpired, TestMySQLAccessDenied's 1045). On the old code every one
+// said "fix the user and password in the DSN".
+func TestMySQLAuthCauses(t *testing.T) {
+	b := &Backend{name: "mysql"}
+	for n, want := range map[uint16]string{
+		3118: "the account is locked",
+		4151: "the account is locked",
+		1862: "password has expired",
+		1820: "password has expired",
+		1251: "authentication method",
+		1275: "old hash",
+		1698: "needs a password and the DSN gives none",
+		1045: "a wrong password, an unknown user",
+	} {
+		err := mysqlAccessDenied(b, "op", &mysqldriver.MySQLError{Number: n, Message: "refused"})
+		wantAccessDenied(t, fmt.Sprint(n), err, "", "authentication refused", want)
 	}
 }

@@ -354,11 +354,15 @@
 // token spi.ErrCorruptToken or spi.ErrTokenOverflow; authentication, privilege and data errors
 // (MySQL's out-of-range 1264 and 1690 included) are permanent. Refused credentials or privileges
 // match spi.ErrAccessDenied (simba.ErrAccessDenied), with an error that says which
-// ("authentication refused" or "privilege refused"), the user and server, and what to do:
-// PostgreSQL's class 28 (a role that does not exist, a wrong or missing password, no
-// pg_hba.conf entry) and 42501 (insufficient_privilege: a missing GRANT on Simba's tables);
-// MySQL/MariaDB's 1045, 1698, 1251, 1275, 1820, 1862, 3118 and 4151 (a wrong password, an
-// unknown user, an authentication method or expired password refused, an account locked), the
+// ("authentication refused" or "privilege refused"), the user and server, the cause and what
+// to do: PostgreSQL's class 28 (28P01 a wrong or missing password: ALTER ROLE … PASSWORD;
+// 28000 a role without LOGIN: ALTER ROLE … LOGIN, a role that does not exist, no pg_hba.conf
+// entry, told apart by the server's English message, with a general answer for another
+// language) and 42501 (insufficient_privilege: a missing GRANT on Simba's tables);
+// MySQL/MariaDB's 1045, 1698, 1251, 1275, 1820, 1862, 3118 and 4151 (a wrong password or an
+// unknown user; no password given; an authentication method the driver does not speak or
+// allow; an old password hash; a password expired, 1820/1862: a new one, ALTER USER …
+// IDENTIFIED BY, or PASSWORD EXPIRE NEVER; an account locked, 3118/4151: ACCOUNT UNLOCK), the
 // driver's refusals of an authentication method, and 1044, 1142, 1143, 1227 and 1370 (a missing
 // privilege); SQLite's SQLITE_PERM and SQLITE_AUTH, and a file SQLite cannot open or write
 // because this process may not (permission denied on the file or its directory; not a file
