@@ -757,7 +757,8 @@ func (b *Backend) Members(ctx context.Context, group string) ([]spi.SessionID, e
 // probe (wire.ProbeGroup): the probe's read alone succeeded on a read-only server (a hot
 // standby after a failover, default_transaction_read_only, MySQL/MariaDB read_only), so the
 // client took the backend for reachable again, retried its session's calls at once, and they
-// failed again; now the outage lasts until the server takes writes.
+// failed again; now the outage lasts until the server takes writes. A user whose writes the
+// read-only setting does not bind is not held up by it (wire.SQLDialect.ReadOnlyWriteCheck).
 func (b *Backend) checkWritable(ctx context.Context) error {
 	wd, _ := wire.SQLDialectByName(b.name)
 	if wd.ReadOnlyCheck == "" {
@@ -769,6 +770,17 @@ func (b *Backend) checkWritable(ctx context.Context) error {
 	}
 	if len(rows) != 1 || rows[0][0] == "" {
 		return nil
+	}
+	if wd.ReadOnlyWriteCheck != "" {
+		// A user the read-only setting does not bind (MariaDB's READ_ONLY ADMIN) writes
+		// while the check above says read-only: the server's answer to a write that
+		// changes nothing is the verdict (one that refuses it for another reason, a
+		// missing UPDATE grant, leaves the check's).
+		if _, err := b.d.catalog(ctx, wd.ReadOnlyWriteCheck, 0); err == nil {
+			return nil
+		} else if c := b.fail("members (probe: read-only write check)", err); spi.Classify(c) == spi.Retryable && !errors.As(c, new(*readOnlyError)) {
+			return c
+		}
 	}
 	hint := pgReadOnlyHint
 	if b.name == wire.SQLMySQL {

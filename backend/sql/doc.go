@@ -348,7 +348,11 @@
 // (Members of the probe group) checks that the server takes writes, with one more statement
 // (the dialect's wire.SQLDialect.ReadOnlyCheck), so a read-only server keeps the outage open,
 // one outage with one "reachable again" once it takes writes, rather than a probe that
-// succeeds while every write still fails. A missing schema matches
+// succeeds while every write still fails. On MySQL/MariaDB, when read_only is on, the probe
+// also sends a write that changes nothing (wire.SQLDialect.ReadOnlyWriteCheck, an UPDATE of
+// simba_member matching no row): a user the setting does not bind (MariaDB's READ_ONLY ADMIN,
+// MySQL's SUPER or CONNECTION_ADMIN without super_read_only), whose writes succeed, passes
+// the probe; for any other user the server refuses it (1290) and the server is read-only. A missing schema matches
 // spi.ErrSchemaMissing, a drifted one spi.ErrSchemaDrift too; invalid names spi.ErrInvalidName
 // (before any I/O); invalid options and DSNs spi.ErrInvalidOption; a corrupt or exhausted stored
 // token spi.ErrCorruptToken or spi.ErrTokenOverflow; authentication, privilege and data errors
