@@ -57,7 +57,12 @@
 // the gate in the other 2). A write transaction from outside Simba on the file (the sqlite3
 // shell's BEGIN IMMEDIATE, the application's own long write) holds them up the same way: the
 // calls wait in SQLite's busy handler until their deadline, and on Linux that error names the
-// process holding the write lock (read from /proc/locks). PostgreSQL has no such lock, but
+// process holding the write lock (read from /proc/locks). A call whose deadline is longer than
+// busy_timeout (10 s unless the DSN's _pragma=busy_timeout says otherwise) fails with
+// SQLITE_BUSY instead, retryable (spi.ErrUnavailable) like the deadline: the lock lasts as
+// long as the other transaction and nothing but its end lifts it, after which the call
+// succeeds; its error names the file and that another process (on Linux, which) holds its
+// write lock. PostgreSQL has no such lock, but
 // acquire_queued's transaction locks session rows FOR SHARE (the caller's, and in a takeover
 // the holder's) and the lease row: a process stopped inside it, or whose link lost the replies
 // of its first round trip, kept them until the server found the client gone (TCP keepalive,
