@@ -384,7 +384,7 @@ func TestMySQLAuthCauses(t *testing.T) {
 		1251: "authentication method",
 		1275: "old hash",
 		1698: "needs a password and the DSN gives none",
-		1045: "a wrong password, an unknown user",
+		1045: "an incorrect password, an unknown user",
 	} {
 		err := mysqlAccessDenied(b, "op", &mysqldriver.MySQLError{Number: n, Message: "refused"})
 		wantAccessDenied(t, fmt.Sprint(n), err, "", "authentication refused", want)

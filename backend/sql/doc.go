@@ -364,7 +364,7 @@
 // (MySQL's out-of-range 1264 and 1690 included) are permanent. Refused credentials or privileges
 // match spi.ErrAccessDenied (simba.ErrAccessDenied), with an error that says which
 // ("authentication refused" or "privilege refused"), the user and server, the cause and what
-// to do: PostgreSQL's class 28 (28P01 a wrong or missing password: ALTER ROLE … PASSWORD;
+// to do: PostgreSQL's class 28 (28P01 an incorrect or missing password: ALTER ROLE … PASSWORD;
 // 28000 a role without LOGIN: ALTER ROLE … LOGIN, a role that does not exist, no pg_hba.conf
 // entry, told apart by the server's English message, with a general answer for another
 // language) and 42501 (insufficient_privilege: a missing GRANT on Simba's tables);

@@ -204,7 +204,7 @@ func mysqlAuthCause(number uint16) string {
 	case 1698:
 		return "the account needs a password and the DSN gives none: put the user's password in the DSN"
 	}
-	return "the server refused the DSN's credentials (a wrong password, an unknown user or host): fix the user and password in the DSN (or the account: CREATE USER, ALTER USER ... IDENTIFIED BY)"
+	return "the server refused the DSN's credentials (an incorrect password, an unknown user or host): fix the user and password in the DSN (or the account: CREATE USER, ALTER USER ... IDENTIFIED BY)"
 }
 
 // mysqlAccessDenied is classifyMySQL's answer for a refusal of the client's credentials (a

@@ -971,7 +971,7 @@ func (d *pgDialect) accessDenied(op string, err error) error {
 func pgAuthCause(pe *pgconn.PgError, role string) string {
 	switch {
 	case pe.Code == "28P01":
-		return "a wrong or missing password for the role: fix the password in the DSN (or the role's: ALTER ROLE " + role + " PASSWORD)"
+		return "an incorrect or missing password for the role: fix the password in the DSN (or the role's: ALTER ROLE " + role + " PASSWORD)"
 	case strings.Contains(pe.Message, "is not permitted to log in"):
 		return "the role may not log in (NOLOGIN): ALTER ROLE " + role + " LOGIN, or put a role that may in the DSN"
 	case strings.Contains(pe.Message, "does not exist") && strings.HasPrefix(pe.Message, "role "):

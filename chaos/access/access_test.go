@@ -76,7 +76,7 @@ func TestPostgresWrongPassword(t *testing.T) {
 			(c.pw != "" && strings.Contains(msg, c.pw)) {
 			t.Errorf("%s: %v; want a permanent spi.ErrAccessDenied without the password", c.what, err)
 		}
-		for _, want := range []string{"authentication refused", "wrong or missing password", `ALTER ROLE "simba_pw" PASSWORD`, "28P01"} {
+		for _, want := range []string{"authentication refused", "incorrect or missing password", `ALTER ROLE "simba_pw" PASSWORD`, "28P01"} {
 			if !strings.Contains(msg, want) {
 				t.Errorf("%s: %v; want it to say %q", c.what, err, want)
 			}
