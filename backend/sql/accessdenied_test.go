@@ -390,3 +390,49 @@ func TestMySQLAuthCauses(t *testing.T) {
 		wantAccessDenied(t, fmt.Sprint(n), err, "", "authentication refused", want)
 	}
 }
+
+// TestPostgresMigrateWithoutSchema: Migrate by a role without USAGE on the schema its
+// search_path names, which holds Simba's tables, fails with a permanent spi.ErrAccessDenied
+// naming GRANT USAGE ON SCHEMA; Migrate with a search_path that names no existing schema fails
+// permanently, saying the search_path names no schema the role may use. On the old code both
+// were "backend unavailable: … no schema has been selected to create in (SQLSTATE 3F000)",
+// retryable: the client retried them as an outage forever (and Open WithAutoMigrate failed as
+// unavailable).
+func TestPostgresMigrateWithoutSchema(t *testing.T) {
+	dsn := pgDSN(t)
+	migrated(t, dsn)
+	ctx := testCtx(t)
+	admin, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(admin.Close)
+	u, _ := url.Parse(dsn)
+	schema := u.Query().Get("search_path")
+	role := "simba_nousage_" + unique(t)
+	for _, q := range []string{
+		"CREATE ROLE " + role + " LOGIN",
+		"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA " + schema + " TO " + role,
+	} {
+		if _, err := admin.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, q := range []string{"DROP OWNED BY " + role, "DROP ROLE " + role} {
+			if _, err := admin.Exec(context.Background(), q); err != nil {
+				t.Errorf("%s: %v", q, err)
+			}
+		}
+	})
+	err = open(t, withUser(t, dsn, url.User(role))).Migrate(ctx)
+	wantAccessDenied(t, "Migrate without USAGE", err, "", "migrate", "privilege refused", "GRANT USAGE ON SCHEMA "+schema)
+
+	nosuch := "simba_nosuch_" + unique(t)
+	err = open(t, withParam(t, dsn, "search_path", nosuch)).Migrate(ctx)
+	t.Logf("Migrate with a search_path naming no schema: %v", err)
+	if spi.Classify(err) != spi.Permanent || errors.Is(err, spi.ErrUnavailable) ||
+		!strings.Contains(fmt.Sprint(err), "the search_path names no schema the role may use") {
+		t.Errorf("Migrate with a search_path naming no schema: %v (%v); want a permanent error saying the search_path names no schema", err, spi.Classify(err))
+	}
+}

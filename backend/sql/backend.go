@@ -369,7 +369,7 @@ func (b *Backend) checkSchemaLocked(ctx context.Context) error {
 			// needs every migration, in order (naming only the first sent whoever applied
 			// it back here).
 			if want, ok := wire.SQLSchemaCheckByName(b.name); ok {
-				if denied := b.hiddenTables(ctx, want, nil, se.cause); denied != nil {
+				if denied := b.hiddenTables(ctx, "schema check", want, nil, se.cause); denied != nil {
 					return denied
 				}
 			}
@@ -411,6 +411,15 @@ func (b *Backend) migrateLocked(ctx context.Context) error {
 		return spi.AsPermanent(fmt.Errorf("sql %s: no embedded migrations", b.name))
 	}
 	if err := b.d.migrate(ctx, ms); err != nil {
+		if pgNoSchema(err) {
+			// The search_path names no schema to create in: perhaps one the role may not
+			// use (hiddenTables), which the search_path skips.
+			if want, ok := wire.SQLSchemaCheckByName(b.name); ok {
+				if denied := b.hiddenTables(ctx, "migrate", want, nil, err); denied != nil {
+					return denied
+				}
+			}
+		}
 		return b.fail("migrate", err)
 	}
 	v, err := b.schemaVersion(ctx)

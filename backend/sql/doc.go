@@ -383,9 +383,12 @@
 // information_schema hides a table on which the user holds no privilege, e.g. table-level
 // grants made before a later migration's table: the probe's 1142; a table really missing to a
 // user who may see it answers 1146; wire.SQLTableCheck.ProbeQuery), and the error matches
-// spi.ErrAccessDenied, naming the privilege, the objects and the GRANT to run. A MariaDB user
-// with SELECT alone passes the check (information_schema shows it the foreign keys without
-// their ON DELETE, which the check then accepts) and is refused at its first write (1142).
+// spi.ErrAccessDenied, naming the privilege, the objects and the GRANT to run; so does Migrate
+// by such a PostgreSQL role, whose CREATE TABLE finds no schema to create in (3F000). A
+// search_path that names no schema the role may use (none exists) makes Migrate fail
+// permanently (3F000 was retried as an outage), saying so. A MariaDB user with SELECT alone
+// passes the check (information_schema shows it the foreign keys without their ON DELETE,
+// which the check then accepts) and is refused at its first write (1142).
 // TLS failures
 // (PostgreSQL sslmode=verify-ca/verify-full with a certificate that does not verify,
 // sslmode=require to a server without TLS; MySQL tls=true to a server without TLS or with a

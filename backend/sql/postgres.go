@@ -877,6 +877,13 @@ type causeFirstError struct {
 func (e *causeFirstError) Error() string { return e.msg }
 func (e *causeFirstError) Unwrap() error { return e.err }
 
+// pgNoSchema reports PostgreSQL's invalid_schema_name (3F000): no schema in the search_path
+// to create a table in.
+func pgNoSchema(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "3F000"
+}
+
 func isPgUndefined(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && (pe.Code == "42P01" || pe.Code == "42703" || pe.Code == "42883")
@@ -910,6 +917,12 @@ func (d *pgDialect) classify(op string, err error) error {
 			return d.b.schemaMissing(fmt.Sprintf("%s: %s", op, pe.Message), err)
 		case pe.Code == "3D000":
 			return d.b.noDatabase(op, pe.Message, err)
+		case pe.Code == "3F000":
+			// invalid_schema_name: a migration's CREATE TABLE found no schema in the
+			// search_path ("no schema has been selected to create in"): retrying cannot
+			// make one (it was retried as an outage forever).
+			return spi.AsPermanent(fmt.Errorf("%s: the search_path names no schema the role may use (one that does not exist, or on which the role lacks USAGE, is skipped): "+
+				"create it (CREATE SCHEMA), GRANT USAGE, CREATE ON SCHEMA to the role, or fix search_path in the DSN: %w", op, err))
 		case pe.Code == "40001", pe.Code == "40P01", pe.Code == "55P03":
 			// The server answered: the statement lost to concurrent transactions (a
 			// deadlock victim or serialization failure still so after retryRolledBack's

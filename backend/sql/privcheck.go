@@ -40,15 +40,16 @@ func (b *Backend) roleIdent() string {
 }
 
 // hiddenTables is asked, once the schema check found tables missing (missing: their names; nil
-// for all of them, when the version table itself could not be read), whether a missing
-// privilege hides them rather than a missing migration: a PostgreSQL role without USAGE on the
-// schema its search_path names (the search_path skips such a schema, so every table in it reads
-// as missing, 42P01), a MySQL/MariaDB user with table-level grants that leave a table out
-// (information_schema hides a table on which the user holds no privilege). It returns a
-// permanent error matching spi.ErrAccessDenied, not spi.ErrSchemaMissing, that names the
-// privilege and the objects, with cause as its cause; or nil when the tables are really missing
-// (or the catalog cannot tell).
-func (b *Backend) hiddenTables(ctx context.Context, want wire.SQLSchemaCheck, missing []string, cause error) error {
+// for all of them, when the version table itself could not be read, or a migration found no
+// schema to create them in), whether a missing privilege hides them rather than a missing
+// migration: a PostgreSQL role without USAGE on the schema its search_path names (the
+// search_path skips such a schema, so every table in it reads as missing, 42P01, and a
+// migration finds no schema to create in, 3F000), a MySQL/MariaDB user with table-level grants
+// that leave a table out (information_schema hides a table on which the user holds no
+// privilege). It returns a permanent error of op matching spi.ErrAccessDenied, not
+// spi.ErrSchemaMissing, that names the privilege and the objects, with cause as its cause; or
+// nil when the tables are really missing (or the catalog cannot tell).
+func (b *Backend) hiddenTables(ctx context.Context, op string, want wire.SQLSchemaCheck, missing []string, cause error) error {
 	if want.AccessQuery != "" {
 		rows, err := b.d.catalog(ctx, want.AccessQuery, 2)
 		if err != nil || len(rows) == 0 {
@@ -76,7 +77,7 @@ func (b *Backend) hiddenTables(ctx context.Context, want wire.SQLSchemaCheck, mi
 		for i, p := range privs {
 			grants[i] = "GRANT " + p + " TO " + b.roleIdent()
 		}
-		return spi.AccessDenied("sql "+b.name+" schema check", "privilege refused"+b.who()+
+		return spi.AccessDenied("sql "+b.name+" "+op, "privilege refused"+b.who()+
 			": the role lacks "+strings.Join(what, "; ")+
 			": the search_path skips a schema the role may not use, so Simba's tables there read as missing although they exist: "+
 			strings.Join(grants, "; ")+" (and SELECT, INSERT, UPDATE, DELETE ON the simba_* tables there), or fix the search_path", cause)
@@ -110,7 +111,7 @@ func (b *Backend) hiddenTables(ctx context.Context, want wire.SQLSchemaCheck, mi
 		hidden = "tables " + strings.Join(denied, ", ") + ", so the catalog hides them from the user (whether they exist only a user who may see them can tell)"
 		on = "each of " + strings.Join(denied, ", ")
 	}
-	return spi.AccessDenied("sql "+b.name+" schema check", "privilege refused"+b.who()+
+	return spi.AccessDenied("sql "+b.name+" "+op, "privilege refused"+b.who()+
 		": the user holds no privilege on "+hidden+": GRANT SELECT, INSERT, UPDATE, DELETE ON "+on+
 		" (or on the database's simba_* tables) TO the user", first)
 }

@@ -71,7 +71,7 @@ func (b *Backend) checkDrift(ctx context.Context) error {
 	}
 	if len(missing) > 0 {
 		cause := fmt.Errorf("the catalog shows no table %s", strings.Join(missing, ", "))
-		if denied := b.hiddenTables(ctx, want, missing, cause); denied != nil {
+		if denied := b.hiddenTables(ctx, "schema check", want, missing, cause); denied != nil {
 			return denied
 		}
 	}
