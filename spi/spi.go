@@ -703,6 +703,29 @@ func CheckTTL(b Backend, ttl time.Duration) error {
 	return nil
 }
 
+// RenewalChecker is implemented by a backend whose configuration bounds the renewal interval
+// a client may use with it, the interval being each backend call's timeout (a Redis WAIT
+// timeout must be below it). simba.New asks CheckRenewal with the client's TTL and resolved
+// renewal interval, after CheckTTL, and fails at once with the backend's error, which matches
+// ErrInvalidOption and names the constraint and how to meet it. Like CheckTTL it makes no call
+// to the server, does not block, and may be called on a closed backend. OpenSession does not
+// see the renewal interval, so it cannot refuse the same. A decorator forwards it with
+// CheckRenewal (the function), which answers nil for a backend without it.
+type RenewalChecker interface {
+	// CheckRenewal returns nil if the backend can serve a client of ttl renewing every
+	// every, and otherwise an error matching ErrInvalidOption.
+	CheckRenewal(ttl, every time.Duration) error
+}
+
+// CheckRenewal returns b's answer for ttl and every if b implements RenewalChecker, and nil
+// otherwise: what the client, and a wrapper forwarding the capability, ask of a backend.
+func CheckRenewal(b Backend, ttl, every time.Duration) error {
+	if c, ok := b.(RenewalChecker); ok {
+		return c.CheckRenewal(ttl, every)
+	}
+	return nil
+}
+
 // LoggerAdopter is an optional interface of a backend that logs warnings of its own (foreign
 // records, a server's risky configuration) and was made without a logger for them: simba.New
 // with simba.WithLogger calls AdoptLogger with the client's logger, so that a backend opened
