@@ -289,6 +289,7 @@ var (
 	_ spi.LeaseInspector = (*Backend)(nil)
 	_ spi.Queuer         = (*Backend)(nil)
 	_ spi.TTLChecker     = (*Backend)(nil)
+	_ spi.RenewalChecker = (*Backend)(nil)
 )
 
 // New returns a backend on c: a *redis.Client (standalone, or Sentinel failover from
