@@ -50,7 +50,9 @@ var errNotSent = spi.Unavailable("acquire", errors.New("not sent: its session wa
 // sent (EvReply.SentAt): the engine dates a grant from then, no earlier than the backend
 // received the call, so a term's deadline is as safe for a call that waited as for one that
 // did not. Every slot is passed on by the goroutine that finishes its call, so the queue
-// drains as long as calls end, which their timeouts make sure of.
+// drains as long as calls end, which their timeouts make sure of. A queued acquire the engine
+// cancels (engine.EfCancel: its partition stopped, by a Leave or a new view) is dropped
+// unsent (cancel).
 type callGate struct {
 	mu      sync.Mutex
 	running int // gated calls in flight
