@@ -1013,6 +1013,8 @@ func (c *Client) apply(ef *engine.Effect, now time.Duration) {
 		c.completeFuture(ef)
 	case engine.EfPublish:
 		c.published(ef, now)
+	case engine.EfCancel:
+		c.cancelCall(*ef)
 	case engine.EfMembers:
 		c.mu.Lock()
 		g := c.groups[ef.Group]

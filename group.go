@@ -202,11 +202,16 @@ func (g *PartitionGroup) Partitions() int { return g.partitions }
 // Leave leaves the group: every partition this client leads is revoked (RevokedStopped) and handed
 // over. Like Election.Stop, it returns once the work is done: each of those partitions released
 // (after its RunPartition work returned) and the membership deleted, or gone with a lost session.
+// A group still taking its partitions has acquires under way: those not sent yet (a client runs
+// 32 calls at once, so a big group's acquires wait for a slot) are dropped unsent, and Leave
+// waits for those sent to come back and for the release of any partition they were granted, so
+// that it returns with none of the group's partitions held by this client.
 // Work that ignores its ctx is waited for only until the term's local deadline as it stood at the
 // Leave (see RunPartition): then the partition is released, and Leave returns nil, while that work
 // still runs with an invalid term. A release whose outcome is unknown is reported as an error
-// (keep-alives settle it): one per such partition, joined on one line, each found by errors.Is and
-// errors.As. A leave the backend refuses with a permanent error (IsPermanent: a missing schema,
+// (keep-alives settle it), and so is an acquire under way at the Leave whose outcome is unknown
+// (it failed, so it may still land; keep-alives release it then): one per such partition,
+// joined on one line, each found by errors.Is and errors.As. A leave the backend refuses with a permanent error (IsPermanent: a missing schema,
 // a Redis group key of another type, ErrCorruptRecord) is returned by Leave at once, and
 // reported as a backend error (an event and an ERROR line); the membership it could not delete
 // would stay as long as the session lives, the other members assigning it partitions, so the

@@ -420,8 +420,35 @@ func (s *Engine) retryLater(e *election, at time.Duration) {
 	s.sync(e)
 }
 
+// onAcquireNotSent handles an acquire the driver dropped unsent on an EfCancel: nothing was
+// acquired nor queued, and its outcome is known. The Leave parts waiting for it are done.
+func (s *Engine) onAcquireNotSent(p pending, ev Event) {
+	for _, f := range p.futures {
+		s.complete(f, nil)
+	}
+	e := p.e
+	if e.inflight != ev.Req {
+		return // from a session already lost
+	}
+	e.inflight, e.current = 0, false
+	if p.queued && !p.queuedBefore {
+		e.queued = false // nothing to withdraw for it
+	}
+	s.forget(e.name, false)
+	s.afterStale(e) // a partition started again meanwhile sends its own attempt now
+}
+
 func (s *Engine) onAcquireReply(p pending, ev Event) {
 	e := p.e
+	// futs are the Leave parts waiting for this acquire (see awaitAcquire): they complete with
+	// ferr when this reply is handled, unless moved to the release of what it was granted.
+	futs := p.futures
+	var ferr error
+	defer func() {
+		for _, f := range futs {
+			s.complete(f, ferr)
+		}
+	}()
 	if e.inflight != ev.Req {
 		return // from a session already lost
 	}
@@ -431,6 +458,9 @@ func (s *Engine) onAcquireReply(p pending, ev Event) {
 	e.current = false
 	sent := s.sentAt(p, ev)
 	if ev.Err != nil {
+		if spi.Classify(ev.Err) != spi.Permanent && p.gen == s.sess.gen && s.sess.state == SessionLive {
+			ferr = fmt.Errorf("simba: acquire of %s: outcome unknown, the next keep-alives settle it: %w", e.name, ev.Err)
+		}
 		// The call was abandoned now; the backend may still apply it, so keep-alives ask
 		// about the name until one sent a call timeout from now says otherwise. A permanent
 		// refusal is a certain answer: nothing was acquired (nor queued), so it leaves the
@@ -520,7 +550,14 @@ func (s *Engine) onAcquireReply(p pending, ev Event) {
 			if p.queued && e.state != Candidate {
 				// A late queued attempt registered this session after it stopped waiting.
 				e.queued = true
+				before := s.lastReq
 				s.unqueue(e)
+				if s.lastReq > before {
+					for _, f := range futs {
+						s.completeOnRelease(s.lastReq, f)
+					}
+					futs = nil
+				}
 			}
 			s.afterStale(e)
 		case e.flavor == FlavorTryLock:
@@ -586,7 +623,13 @@ func (s *Engine) onAcquireReply(p pending, ev Event) {
 			s.adopt(e, a.Token, ev.Req, until)
 			return
 		}
-		s.release(e.name, a.Token)
+		if req := s.release(e.name, a.Token); req != 0 {
+			// A Leave waiting for this acquire waits for the release of its grant too.
+			for _, f := range futs {
+				s.completeOnRelease(req, f)
+			}
+			futs = nil
+		}
 		if current {
 			// Our own released token came back (the release has not landed yet).
 			e.fails++

@@ -160,8 +160,12 @@ type pending struct {
 	// refusal of this attempt, which queued nothing, leaves it so.
 	queued, queuedBefore bool
 	// futures are Stop/StepDown futures that complete with this Release's reply: they return
-	// when the lease is released, not merely when the release was sent.
+	// when the lease is released, not merely when the release was sent. On an acquire, they
+	// are the parts of a Leave that wait for it (see awaitAcquire): they complete with its
+	// reply, or with the release of what it was granted.
 	futures []FutureID
+	// cancelled: an EfCancel was emitted for this acquire (see awaitAcquire).
+	cancelled bool
 	// lost is the session a lost session's best-effort close closes (OpCloseSession) if that
 	// close should be retried once after the next open (staleClose) when it fails retryably.
 	lost spi.SessionID
@@ -955,6 +959,14 @@ func (s *Engine) reply(ev Event) {
 		return // unknown or duplicate reply
 	}
 	delete(s.pending, ev.Req)
+	if ev.NotSent {
+		// Dropped unsent on an EfCancel: nothing reached the backend, so it says nothing
+		// about it either (no sign that it answers, no failure).
+		if p.op == OpAcquire {
+			s.onAcquireNotSent(p, ev)
+		}
+		return
+	}
 	if ev.Err != nil {
 		s.lastFail = s.now
 	} else if s.sentAt(p, ev) > s.lastFail {

@@ -42,6 +42,7 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of the tr
 //	join G partitions=N [work] | leave G | close
 //	reply REQ RESULT [sent=D] [jitter=F]   RESULT by the call's op:
 //	    err[=permanent] [msg=...]                any op
+//	    not-sent                                 any op (the driver dropped it on an EfCancel)
 //	    id=S remaining=D                         open-session
 //	    expired | remaining=D [held=x:1,y:2] [unrenewed=z,w] [corrupt=v] [members=g:a,b/h:c] [lapse=g:D/h:D]   keep-alive
 //	    granted token=N [remaining=D] | heldby holder=S owner=O remaining=D|unknown | expired   acquire
@@ -393,6 +394,11 @@ func (d *driver) reply(words []string, args map[string]string) {
 	word := ""
 	if len(words) > 1 {
 		word = words[1]
+	}
+	if word == "not-sent" {
+		ev.NotSent = true // the shell dropped it unsent (EfCancel)
+		d.step(ev)
+		return
 	}
 	if word == "err" || args["err"] != "" {
 		msg := args["msg"]

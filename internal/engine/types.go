@@ -300,13 +300,16 @@ func (k PublishKind) String() string {
 //     result for Op: Err (any op), or Session (OpenSession), KeepAlive, Acquire, Status (Join,
 //     Leave), Members (Members). Release and CloseSession carry only Err. Name is the Call's
 //     (the lease or group; "" for session calls), for the driver's logs: Step goes by Req.
+//     NotSent (no result, no Err): the driver dropped the call unsent, as an EfCancel asked;
+//     nothing reached the backend.
 //   - EvHint: Hint.
 //   - EvWorkExited: Name and Token of the term whose work returned.
 //   - EvJoin: Name (the group), Partitions, HasWork, Future (completes at once).
 //   - EvLeave: Name (the group), Future (completes when every partition the session led is
-//     released, after its handover, and the membership is deleted or gone with the session;
-//     with every error among them, such as each release of unknown outcome, joined on one
-//     line).
+//     released, after its handover, every acquire of the group's partitions in flight has its
+//     reply (EfCancel asks the driver to drop those not sent yet) and what it was granted is
+//     released, and the membership is deleted or gone with the session; with every error
+//     among them, such as each release or acquire of unknown outcome, joined on one line).
 //   - EvClose: Future (completes when every handover ended and the session is closed).
 //   - EvReachable: none. The backend answered again after the session's calls failed (the
 //     shell's probe succeeded): the calls that wait out a failure's backoff are retried
@@ -334,6 +337,8 @@ type Event struct {
 	Members    []spi.SessionID
 	Hint       spi.Hint
 	Jitter     float64
+	// NotSent (EvReply) says the call was never sent: the driver dropped it on an EfCancel.
+	NotSent bool
 }
 
 // ReplyTo starts the Reply event for a Call effect: Kind, Req, Op and Name are set; the caller
@@ -384,6 +389,10 @@ func (ev Event) String() string {
 }
 
 func writeResult(b *strings.Builder, ev Event) {
+	if ev.NotSent {
+		b.WriteString(" not-sent")
+		return
+	}
 	if ev.Err != nil {
 		b.WriteString(" err(" + spi.Classify(ev.Err).String() + ")=" + strconv.Quote(ev.Err.Error()))
 		return
@@ -485,10 +494,11 @@ const (
 	EfComplete
 	EfPublish
 	EfMembers
+	EfCancel
 	numEffectKinds
 )
 
-var effectKindNames = [...]string{"", "call", "arm", "deadline", "elected", "revoked", "complete", "publish", "members"}
+var effectKindNames = [...]string{"", "call", "arm", "deadline", "elected", "revoked", "complete", "publish", "members", "cancel"}
 
 // String names the kind as transcripts print it.
 func (k EffectKind) String() string {
@@ -530,6 +540,12 @@ func (k EffectKind) String() string {
 //   - EfPublish: an event for listeners (Publish says which; see PublishKind).
 //   - EfMembers: the view of Group changed: Members (sorted) and Assigned, the partitions this
 //     client owns.
+//   - EfCancel: the engine no longer wants the acquire Req (Op and Name as its Call's):
+//     a partition stopped, by a Leave or a new view, while its acquire waited. A driver that
+//     has not sent that call yet (it queues calls behind a bound on the calls in flight) must
+//     not send it, and steps its Reply at once with NotSent set and no result; one already
+//     sent goes on, and its reply is stepped as usual. A driver that sends every call at once
+//     may ignore the effect.
 type Effect struct {
 	Kind        EffectKind
 	Req         ReqID
@@ -635,6 +651,8 @@ func (ef Effect) String() string {
 		if ef.Err != nil {
 			b.WriteString(" err=" + strconv.Quote(ef.Err.Error()))
 		}
+	case EfCancel:
+		b.WriteString(" " + strconv.FormatUint(uint64(ef.Req), 10) + " " + ef.Op.String() + " " + ef.Name)
 	case EfMembers:
 		b.WriteString(" " + ef.Group + " ")
 		writeIDs(&b, ef.Members)

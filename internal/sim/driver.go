@@ -72,6 +72,30 @@ func (s *Sim) apply(c *client, ef *engine.Effect, now time.Duration) {
 		// Session ids are recorded when the backend opens them.
 	case engine.EfMembers:
 		// The view is checked against the model when the run has settled.
+	case engine.EfCancel:
+		s.cancelCall(c, ef)
+	}
+}
+
+// cancelCall drops client c's acquire ef.Req if its request has not reached the backend yet:
+// the model stands for the shell's queue of calls waiting for a slot with the request's way
+// to the backend (a request lost on its way, or one that reached the backend, goes on).
+func (s *Sim) cancelCall(c *client, ef *engine.Effect) {
+	for i := len(s.calls) - 1; i >= 0; i-- {
+		cl := &s.calls[i]
+		if cl.client != c.idx || cl.inc != c.inc || cl.ef.Req != ef.Req {
+			continue
+		}
+		if cl.ef.Op != engine.OpAcquire || cl.answered || cl.dropped || cl.handled {
+			return
+		}
+		cl.dropped = true
+		s.stats.Dropped++
+		s.note(c.idx, nDropped, int64(ef.Req), ef.Op.String())
+		cl.reply = engine.ReplyTo(cl.ef)
+		cl.reply.SentAt, cl.reply.NotSent = cl.sentC, true
+		s.q.push(item{at: s.now, kind: kReply, client: c.idx, inc: c.inc, idx: int32(i)})
+		return
 	}
 }
 
@@ -157,6 +181,10 @@ func (s *Sim) handleCall(idx int32) {
 	cl := &s.calls[idx]
 	c := &s.clients[cl.client]
 	ef := &cl.ef
+	if cl.dropped {
+		return // dropped unsent (cancelCall)
+	}
+	cl.handled = true
 	if s.down(s.now) {
 		s.note(cl.client, nDown, int64(ef.Req), ef.Op.String())
 		c.disturbed = max(c.disturbed, s.now+c.renewB)

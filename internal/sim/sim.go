@@ -59,6 +59,9 @@ type Stats struct {
 	// Expired counts sessions the backend expired by force; Pauses and Crashes count the
 	// client pauses and crashes that struck a running engine.
 	Expired, Pauses, Crashes int
+	// Dropped counts acquires dropped unsent on an EfCancel (a partition stopped while its
+	// request was on its way).
+	Dropped int
 }
 
 // Add adds o to st.
@@ -72,6 +75,7 @@ func (st *Stats) Add(o Stats) {
 	st.Expired += o.Expired
 	st.Pauses += o.Pauses
 	st.Crashes += o.Crashes
+	st.Dropped += o.Dropped
 }
 
 // Result is the outcome of one run.
@@ -192,6 +196,11 @@ type call struct {
 	deliver  bool          // the reply reaches the client (else a timeout does, or nothing)
 	timeout  bool          // a timeout item is scheduled
 	answered bool
+	// dropped: an EfCancel came before the request reached the backend: it never does, and
+	// the client steps a NotSent reply at once (as the shell drops a call still queued behind
+	// its bound on calls in flight).
+	dropped bool
+	handled bool // the request reached the backend
 }
 
 // term is one Elected, followed until its Revoked.

@@ -39,11 +39,12 @@ const (
 	nOutage // the backend is unavailable until n
 	nHeal
 	nWithdrawAgain // the backend withdraws again from s after a keep-alive (session waiters)
+	nDropped       // request n (op s) dropped unsent on an EfCancel
 )
 
 var noteText = [...]string{"", "backend handled", "request lost", "reply lost", "times out", "reply will be late",
 	"failed: backend unavailable", "hint lost", "pause", "resume", "crash", "restart", "backend expires session",
-	"backend unavailable until", "faults heal", "backend withdraws again from"}
+	"backend unavailable until", "faults heal", "backend withdraws again from", "dropped unsent"}
 
 // record is one transcript line, stored without formatting: events and effects are copied
 // (the engine never mutates the slices inside an effect once emitted) and printed with their
@@ -108,7 +109,7 @@ func (r *ring) String() string {
 		case recNote:
 			b.WriteString(" -- " + noteText[rec.note])
 			switch rec.note {
-			case nHandled, nLostRequest, nLostReply, nTimedOut, nLate, nDown:
+			case nHandled, nLostRequest, nLostReply, nTimedOut, nLate, nDown, nDropped:
 				b.WriteString(" " + strconv.FormatInt(rec.n, 10) + " " + rec.s)
 			case nOutage:
 				b.WriteString(" " + time.Duration(rec.n).String())
