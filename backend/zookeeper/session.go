@@ -81,6 +81,9 @@ type session struct {
 	// with (see queue.go); waiters the path of the session's own waiter node per name.
 	queues  map[string]queueState
 	waiters map[string]string
+	// paths holds the node paths of the names the session acquired or released lately
+	// (pathsOf).
+	paths map[string]leasePaths
 	// withdrawals holds the names whose Withdraw failed: a waiter node lives as long as its
 	// session, not one TTL after the waiter's last attempt (spi.Queuer), so the session's next
 	// keep-alive withdraws again, or a waiter that stopped waiting would keep a free lease
@@ -117,6 +120,7 @@ func (b *Backend) connect(ctx context.Context, owner string, ttl time.Duration) 
 		groupGen:  map[string]uint64{},
 		queues:    map[string]queueState{},
 		waiters:   map[string]string{},
+		paths:     map[string]leasePaths{},
 		setUp:     make(chan struct{}),
 		endDone:   make(chan struct{}),
 		closeMu:   make(chan struct{}, 1),
@@ -805,30 +809,33 @@ var testHookGranted atomic.Pointer[func(path string)]
 // multi-op that adds its node.
 var testHookQueueRead, testHookQueueListed atomic.Pointer[func(name string)]
 
-// deleteOwn deletes path, a lease node at data version version, only if it is this session's:
-// one multi-op writes the node (which only the creating session's identity may do, see
-// Backend.Release) and deletes it. It fails with ErrNoAuth when the node is another session's,
-// ErrBadVersion when its version differs, ErrNoNode when it is gone, and nothing is changed.
-func (s *session) deleteOwn(path string, version int32) error {
-	if version == math.MaxInt32 {
+// deleteOwn deletes r.path, a lease node at data version r.version, only if it is this
+// session's: one multi-op writes the node (which only the creating session's identity may do,
+// see Backend.Release) and deletes it. It fails with ErrNoAuth when the node is another
+// session's, ErrBadVersion when its version differs, ErrNoNode when it is gone, and nothing is
+// changed.
+func (s *session) deleteOwn(r *leaseReq) error {
+	if r.version == math.MaxInt32 {
 		return zk.ErrBadVersion
 	}
-	mr, err := s.conn.Multi(
-		&zk.SetDataRequest{Path: path, Data: nil, Version: version},
-		&zk.DeleteRequest{Path: path, Version: version + 1})
+	r.set = zk.SetDataRequest{Path: r.path, Data: nil, Version: r.version}
+	r.del = zk.DeleteRequest{Path: r.path, Version: r.version + 1}
+	r.ops[0], r.ops[1] = &r.set, &r.del
+	mr, err := s.conn.Multi(r.ops[:2]...)
+	r.answered = err == nil || isAPIError(err)
 	if err != nil {
 		return err
 	}
 	// A failed multi-op is normally reported in the reply header (err above); should a server
 	// report it only per operation, the failing operation's error is the answer.
 	var first error
-	for _, r := range mr {
+	for _, part := range mr {
 		switch {
-		case r.Error == nil:
-		case errors.Is(r.Error, zk.ErrNoAuth), errors.Is(r.Error, zk.ErrBadVersion), errors.Is(r.Error, zk.ErrNoNode):
-			return r.Error
+		case part.Error == nil:
+		case errors.Is(part.Error, zk.ErrNoAuth), errors.Is(part.Error, zk.ErrBadVersion), errors.Is(part.Error, zk.ErrNoNode):
+			return part.Error
 		case first == nil:
-			first = r.Error
+			first = part.Error
 		}
 	}
 	return first
