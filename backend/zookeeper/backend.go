@@ -684,10 +684,13 @@ func (b *Backend) acquire(ctx context.Context, sid spi.SessionID, name string, q
 	if queued {
 		s.setWithdrawal(name, false) // waiting again: its node, if any, is its place
 	}
-	path := b.lay.lease(name)
+	paths := s.pathsOf(name)
+	path := paths.lease
 	for attempt := 0; attempt < 8; attempt++ {
 		q := s.queueGuess(name)
-		token, err := call(ctx, b, func() (int64, error) { return s.createLease(name, path, q) })
+		r := newLeaseReq(s, name, paths)
+		r.q = q
+		token, err := r.do(ctx)
 		switch {
 		case err == nil:
 			if h := testHookGranted.Load(); h != nil {
@@ -826,12 +829,15 @@ func (b *Backend) Release(ctx context.Context, sid spi.SessionID, name string, t
 	if err != nil || s == nil {
 		return err
 	}
-	path := b.lay.lease(name)
+	paths := s.pathsOf(name)
+	path := paths.lease
 	b.doneWaiting(sid, name)
 	held := s.forgetHeld(name, token)
 	if held {
 		// Simba never changes a lease node's data, so its version is 0.
-		err := callErr(ctx, b, func() error { return s.deleteOwn(path, 0) })
+		r := newLeaseReq(s, name, paths)
+		r.release = true
+		_, err := r.do(ctx)
 		switch {
 		case err == nil, errors.Is(err, zk.ErrNoNode):
 			b.hint(spi.Released, name)
@@ -869,7 +875,9 @@ func (b *Backend) Release(ctx context.Context, sid spi.SessionID, name string, t
 		if !g.ok || g.stat.EphemeralOwner != s.zid || g.stat.Czxid != token {
 			return nil
 		}
-		err = callErr(ctx, b, func() error { return s.deleteOwn(path, g.stat.Version) })
+		r := newLeaseReq(s, name, paths)
+		r.release, r.version = true, g.stat.Version
+		_, err = r.do(ctx)
 		switch {
 		case err == nil, errors.Is(err, zk.ErrNoNode):
 			s.resolved(name)

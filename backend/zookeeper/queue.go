@@ -179,32 +179,37 @@ func (s *session) forgetQueue(name string) {
 	delete(s.waiters, name)
 }
 
-// createLease creates name's lease node at path in one multi-op with the check that the
-// queue is still as q says, and returns the new node's czxid (the multi-op's zxid, which the
-// tap reads). It fails with ErrNodeExists when the lease node exists, errQueueChanged when the
-// queue is not as q says, ErrNoNode when the roots are missing.
-func (s *session) createLease(name, path string, q queueState) (int64, error) {
-	qp := s.b.lay.queue(name)
-	ops := make([]any, 1, 3)
-	ops[0] = &zk.CreateRequest{Path: path, Data: s.owner, Acl: s.leaseACL, Flags: wire.LeaseNodeFlags}
+// createLease creates r.name's lease node at r.path in one multi-op with the check that the
+// queue (r.queue) is still as r.q says, and returns the new node's czxid (the multi-op's zxid,
+// which the tap reads). It fails with ErrNodeExists when the lease node exists,
+// errQueueChanged when the queue is not as r.q says, ErrNoNode when the roots are missing.
+func (s *session) createLease(r *leaseReq) (int64, error) {
+	name, path, qp, q := r.name, r.path, r.queue, r.q
+	r.create = zk.CreateRequest{Path: path, Data: s.owner, Acl: s.leaseACL, Flags: wire.LeaseNodeFlags}
+	ops := append(r.ops[:0], &r.create)
 	switch {
 	case !q.exists:
 		// Persistent, not a container: the node exists for no time, and go-zookeeper cannot
 		// read the reply of a multi-op that creates a container (the server answers it with a
 		// create2 result).
-		ops = append(ops, &zk.CreateRequest{Path: qp, Acl: s.b.acls.queue, Flags: wire.ZKFlagPersistent},
-			&zk.DeleteRequest{Path: qp, Version: -1})
+		r.createQueue = zk.CreateRequest{Path: qp, Acl: s.b.acls.queue, Flags: wire.ZKFlagPersistent}
+		r.delQueue = zk.DeleteRequest{Path: qp, Version: -1}
+		ops = append(ops, &r.createQueue, &r.delQueue)
 	case q.mine != "":
-		ops = append(ops, &zk.SetDataRequest{Path: qp, Version: q.version},
-			&zk.DeleteRequest{Path: q.mine, Version: -1})
+		r.set = zk.SetDataRequest{Path: qp, Version: q.version}
+		r.delQueue = zk.DeleteRequest{Path: q.mine, Version: -1}
+		ops = append(ops, &r.set, &r.delQueue)
 	case q.empty:
 		// At any version: the delete fails while the queue has a child, whichever queue node
 		// it is (one the server deleted and a waiter created again has its versions anew).
-		ops = append(ops, &zk.DeleteRequest{Path: qp, Version: -1})
+		r.delQueue = zk.DeleteRequest{Path: qp, Version: -1}
+		ops = append(ops, &r.delQueue)
 	default:
-		ops = append(ops, &zk.CheckVersionRequest{Path: qp, Version: q.version})
+		r.check = zk.CheckVersionRequest{Path: qp, Version: q.version}
+		ops = append(ops, &r.check)
 	}
 	mr, err := s.conn.Multi(ops...)
+	r.answered = err == nil || isAPIError(err)
 	if err == nil {
 		token, ok := s.tap.takeCreated(path)
 		if !ok {
@@ -217,15 +222,15 @@ func (s *session) createLease(name, path string, q queueState) (int64, error) {
 	if !isAPIError(err) {
 		return 0, err
 	}
-	for i, r := range mr {
-		if r.Error == nil || !isAPIError(r.Error) {
+	for i, part := range mr {
+		if part.Error == nil || !isAPIError(part.Error) {
 			continue
 		}
 		switch {
 		case i == 0:
-			return 0, r.Error
-		case !q.exists && errors.Is(r.Error, zk.ErrNoNode):
-			return 0, r.Error // the waiters root is missing
+			return 0, part.Error
+		case !q.exists && errors.Is(part.Error, zk.ErrNoNode):
+			return 0, part.Error // the waiters root is missing
 		}
 		break
 	}

@@ -65,7 +65,13 @@ type session struct {
 	mu        sync.Mutex
 	held      map[string]*heldLease // leases this session holds, kept exact by watches
 	uncertain map[string]struct{}   // names whose acquire or release had an unknown outcome
-	unstarted int                   // held leases whose watch timer has not fired
+	unstarted int                   // held leases whose watch waits for watchDelay (pending)
+	// pendingWatches lists, in the order adopted, held leases whose exists watch waits for
+	// watchDelay (some may have started or gone since); watchTimer, armed while watchArmed,
+	// starts the due ones (startDueWatches).
+	pendingWatches []pendingWatch
+	watchTimer     *time.Timer
+	watchArmed     bool
 	// watching holds the paths with a data or child watch this session set that has not
 	// fired yet: ZooKeeper keeps one watch per path and type, but go-zookeeper adds a channel
 	// per call, so repeating a watching read (a HeldBy poll, a keep-alive's group read) would
@@ -81,6 +87,9 @@ type session struct {
 	// with (see queue.go); waiters the path of the session's own waiter node per name.
 	queues  map[string]queueState
 	waiters map[string]string
+	// paths holds the node paths of the names the session acquired or released lately
+	// (pathsOf).
+	paths map[string]leasePaths
 	// withdrawals holds the names whose Withdraw failed: a waiter node lives as long as its
 	// session, not one TTL after the waiter's last attempt (spi.Queuer), so the session's next
 	// keep-alive withdraws again, or a waiter that stopped waiting would keep a free lease
@@ -96,13 +105,16 @@ type watchState struct {
 
 // heldLease is one lease node of the session.
 type heldLease struct {
-	token   int64
-	timer   *time.Timer   // arms the watch after watchDelay
-	watched chan struct{} // closed once the watch is set (or failed, or not needed)
+	token int64
 	// guarded by session.mu:
-	started bool // the watch is being set (or not needed)
-	done    bool // watched is closed
-	watchOK bool // the watch is set
+	// watched is closed once the watch is set (or failed, or not needed); made only for a
+	// keep-alive that waits for it (heldAmong), and nil while no one does.
+	watched chan struct{}
+	pending bool          // in pendingWatches: the watch waits until due
+	due     time.Duration // when the pending watch is to be set, on the backend's clock
+	started bool          // the watch is being set (or not needed)
+	done    bool          // watched is closed
+	watchOK bool          // the watch is set
 }
 
 // connect opens a ZooKeeper session asking for ttl and waits until it is established.
@@ -117,6 +129,7 @@ func (b *Backend) connect(ctx context.Context, owner string, ttl time.Duration) 
 		groupGen:  map[string]uint64{},
 		queues:    map[string]queueState{},
 		waiters:   map[string]string{},
+		paths:     map[string]leasePaths{},
 		setUp:     make(chan struct{}),
 		endDone:   make(chan struct{}),
 		closeMu:   make(chan struct{}, 1),
@@ -730,24 +743,64 @@ func (s *session) adopt(name string, token int64, watched bool) {
 	if old := s.held[name]; old != nil && s.startLocked(old) {
 		s.finishLocked(old, false)
 	}
-	h := &heldLease{token: token, watched: make(chan struct{})}
+	h := &heldLease{token: token}
 	s.held[name] = h
 	if watched {
 		s.startLocked(h)
 		s.finishLocked(h, true)
 		return
 	}
+	// One timer per session, not one per lease: a time.AfterFunc per acquire, stopped by the
+	// release 1 ms later, allocated twice and added to and removed from the timer heap.
 	s.unstarted++
-	h.timer = time.AfterFunc(watchDelay, func() { s.startWatch(name, h) })
+	h.pending, h.due = true, s.b.clock.Now()+watchDelay
+	s.pendingWatches = append(s.pendingWatches, pendingWatch{name, h})
+	if !s.watchArmed {
+		s.watchArmed = true
+		if s.watchTimer == nil {
+			s.watchTimer = time.AfterFunc(watchDelay, s.startDueWatches)
+		} else {
+			s.watchTimer.Reset(watchDelay)
+		}
+	}
 }
 
-// startWatch sets h's exists watch unless that has started already or h was dropped.
-func (s *session) startWatch(name string, h *heldLease) {
+// pendingWatch is a held lease whose watch waits for watchDelay.
+type pendingWatch struct {
+	name string
+	h    *heldLease
+}
+
+// startDueWatches, the session's watch timer, sets the exists watch of each pending lease
+// whose watchDelay is over, and arms the timer again for the next one, if any.
+func (s *session) startDueWatches() {
+	now := s.b.clock.Now()
+	var start []pendingWatch
 	s.mu.Lock()
-	start := s.startLocked(h)
+	ps := s.pendingWatches
+	i := 0
+	for ; i < len(ps); i++ {
+		p := ps[i]
+		if !p.h.pending {
+			continue // started already, or released
+		}
+		if p.h.due > now {
+			break
+		}
+		s.startLocked(p.h)
+		start = append(start, p)
+	}
+	n := copy(ps, ps[i:])
+	clear(ps[n:])
+	s.pendingWatches = ps[:n]
+	if n > 0 {
+		s.watchTimer.Reset(ps[0].h.due - now)
+	} else {
+		s.watchArmed = false
+	}
 	s.mu.Unlock()
-	if start {
-		s.watch(name, h)
+	for _, p := range start {
+		go s.watch(p.name, p.h)
 	}
 }
 
@@ -758,8 +811,8 @@ func (s *session) startLocked(h *heldLease) bool {
 		return false
 	}
 	h.started = true
-	if h.timer != nil {
-		h.timer.Stop()
+	if h.pending {
+		h.pending = false // the timer skips it
 		s.unstarted--
 	}
 	return true
@@ -768,7 +821,9 @@ func (s *session) startLocked(h *heldLease) bool {
 // finishLocked records the outcome of h's watch.
 func (s *session) finishLocked(h *heldLease, ok bool) {
 	h.done, h.watchOK = true, ok
-	close(h.watched)
+	if h.watched != nil {
+		close(h.watched)
+	}
 }
 
 // watch sets the exists watch on a held lease node.
@@ -805,30 +860,33 @@ var testHookGranted atomic.Pointer[func(path string)]
 // multi-op that adds its node.
 var testHookQueueRead, testHookQueueListed atomic.Pointer[func(name string)]
 
-// deleteOwn deletes path, a lease node at data version version, only if it is this session's:
-// one multi-op writes the node (which only the creating session's identity may do, see
-// Backend.Release) and deletes it. It fails with ErrNoAuth when the node is another session's,
-// ErrBadVersion when its version differs, ErrNoNode when it is gone, and nothing is changed.
-func (s *session) deleteOwn(path string, version int32) error {
-	if version == math.MaxInt32 {
+// deleteOwn deletes r.path, a lease node at data version r.version, only if it is this
+// session's: one multi-op writes the node (which only the creating session's identity may do,
+// see Backend.Release) and deletes it. It fails with ErrNoAuth when the node is another
+// session's, ErrBadVersion when its version differs, ErrNoNode when it is gone, and nothing is
+// changed.
+func (s *session) deleteOwn(r *leaseReq) error {
+	if r.version == math.MaxInt32 {
 		return zk.ErrBadVersion
 	}
-	mr, err := s.conn.Multi(
-		&zk.SetDataRequest{Path: path, Data: nil, Version: version},
-		&zk.DeleteRequest{Path: path, Version: version + 1})
+	r.set = zk.SetDataRequest{Path: r.path, Data: nil, Version: r.version}
+	r.del = zk.DeleteRequest{Path: r.path, Version: r.version + 1}
+	r.ops[0], r.ops[1] = &r.set, &r.del
+	mr, err := s.conn.Multi(r.ops[:2]...)
+	r.answered = err == nil || isAPIError(err)
 	if err != nil {
 		return err
 	}
 	// A failed multi-op is normally reported in the reply header (err above); should a server
 	// report it only per operation, the failing operation's error is the answer.
 	var first error
-	for _, r := range mr {
+	for _, part := range mr {
 		switch {
-		case r.Error == nil:
-		case errors.Is(r.Error, zk.ErrNoAuth), errors.Is(r.Error, zk.ErrBadVersion), errors.Is(r.Error, zk.ErrNoNode):
-			return r.Error
+		case part.Error == nil:
+		case errors.Is(part.Error, zk.ErrNoAuth), errors.Is(part.Error, zk.ErrBadVersion), errors.Is(part.Error, zk.ErrNoNode):
+			return part.Error
 		case first == nil:
-			first = r.Error
+			first = part.Error
 		}
 	}
 	return first
@@ -908,6 +966,9 @@ func (s *session) heldAmong(ctx context.Context, names []string) ([]spi.Held, er
 				}
 			}
 		case !h.done:
+			if h.watched == nil {
+				h.watched = make(chan struct{})
+			}
 			wait = append(wait, h.watched)
 		case !h.watchOK:
 			check = append(check, n)
@@ -971,7 +1032,7 @@ func (s *session) settle(ctx context.Context, name string) error {
 	if g.ok && g.stat.EphemeralOwner == s.zid {
 		// The session holds it; watched unless the read could not vouch for a watch (the
 		// next keep-alive then reads it again).
-		h := &heldLease{token: g.stat.Czxid, watched: make(chan struct{})}
+		h := &heldLease{token: g.stat.Czxid}
 		s.startLocked(h)
 		s.finishLocked(h, g.watched)
 		s.held[name] = h
