@@ -229,6 +229,14 @@ func New(backend spi.Backend, opts ...Option) (*Client, error) {
 		}
 		return nil, err
 	}
+	// So is a renewal interval (each call's timeout) the backend's configuration cannot fit in
+	// (spi.RenewalChecker: a Redis WAIT timeout not below it).
+	if err := spi.CheckRenewal(backend, cfg.ttl, cfg.renewEvery); err != nil {
+		if !errors.Is(err, ErrInvalidOption) {
+			err = fmt.Errorf("%w: %w", ErrInvalidOption, err)
+		}
+		return nil, err
+	}
 	if cfg.loggerSet {
 		// A backend opened without a logger of its own logs its warnings where the client
 		// logs (spi.LoggerAdopter), not to slog.Default().

@@ -165,7 +165,9 @@ func invalid(format string, args ...any) error {
 // (spi.TTLChecker), and fails with an error matching ErrInvalidOption that names the bound:
 // etcd leases count whole seconds (at least 1 s), the SQL backend and ZooKeeper milliseconds
 // (at least 1 ms), and a ZooKeeper DSN's tickTime must be less than half the TTL. Bounds only
-// the server knows (ZooKeeper's maxSessionTimeout) show at the first session open.
+// the server knows (ZooKeeper's maxSessionTimeout) show at the first session open. The margin
+// must also stay below half the TTL: with the default margin (DefaultMargin, 50 ms) a TTL of
+// 100 ms or less is refused whatever the backend; a shorter TTL needs a smaller WithMargin.
 func WithTTL(ttl time.Duration) Option {
 	return Option{func(c *config) error {
 		if ttl <= 0 || ttl > MaxTTL {

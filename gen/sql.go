@@ -101,6 +101,10 @@ type SQLDialectSpec struct {
 	// ReadOnlyCheck reads whether the server takes writes: one row of one text column, empty
 	// when it does, otherwise why not (the client's outage probe runs it).
 	ReadOnlyCheck string `yaml:"read_only_check"`
+	// ReadOnlyWriteCheck is a write that changes nothing, run when ReadOnlyCheck reports the
+	// server read-only: the server taking it means the user's writes pass the read-only
+	// setting (empty: none; needs ReadOnlyCheck).
+	ReadOnlyWriteCheck string `yaml:"read_only_write_check"`
 	// IdleTxTimeout bounds how long the server keeps a connection idle inside a transaction:
 	// one statement with one parameter, the bound in milliseconds (empty: the dialect has none).
 	// On MySQL/MariaDB it sets the connection's session variable; on PostgreSQL it lasts until
@@ -360,10 +364,13 @@ func (s *SQLSpec) validate() error {
 				return specErr(f, fmt.Sprintf("%s.session_setup[%d]", field, i), "must be one non-empty statement without ';'")
 			}
 		}
-		for _, st := range []struct{ key, stmt string }{{"change_counter", ds.ChangeCounter}, {"database_file", ds.DatabaseFile}, {"journal_mode", ds.JournalMode}, {"journal_wal", ds.JournalWAL}, {"object_count", ds.ObjectCount}, {"wake_lock", ds.WakeLock}, {"wake_unlock", ds.WakeUnlock}, {"wake_conn_id", ds.WakeConnID}, {"wake_conn_host", ds.WakeConnHost}, {"wake_kill", ds.WakeKill}, {"wake_lock_conn", ds.WakeLockConn}, {"read_only_check", ds.ReadOnlyCheck}, {"idle_tx_timeout", ds.IdleTxTimeout}} {
+		for _, st := range []struct{ key, stmt string }{{"change_counter", ds.ChangeCounter}, {"database_file", ds.DatabaseFile}, {"journal_mode", ds.JournalMode}, {"journal_wal", ds.JournalWAL}, {"object_count", ds.ObjectCount}, {"wake_lock", ds.WakeLock}, {"wake_unlock", ds.WakeUnlock}, {"wake_conn_id", ds.WakeConnID}, {"wake_conn_host", ds.WakeConnHost}, {"wake_kill", ds.WakeKill}, {"wake_lock_conn", ds.WakeLockConn}, {"read_only_check", ds.ReadOnlyCheck}, {"read_only_write_check", ds.ReadOnlyWriteCheck}, {"idle_tx_timeout", ds.IdleTxTimeout}} {
 			if strings.Contains(st.stmt, ";") || (st.stmt != "" && strings.TrimSpace(st.stmt) == "") {
 				return specErr(f, field+"."+st.key, "must be one statement without ';'")
 			}
+		}
+		if ds.ReadOnlyWriteCheck != "" && ds.ReadOnlyCheck == "" {
+			return specErr(f, field+".read_only_write_check", "needs read_only_check")
 		}
 		for i, st := range ds.Listen {
 			lf := fmt.Sprintf("%s.listen[%d]", field, i)
@@ -1401,6 +1408,12 @@ func (s *SQLSpec) genWire() (File, error) {
 		jen.Comment("client's outage probe, so that a server that answers reads but refuses writes is not taken"),
 		jen.Comment("for reachable again (empty: the dialect has none)."),
 		jen.Id("ReadOnlyCheck").String(),
+		jen.Comment("ReadOnlyWriteCheck is a write that changes nothing, run when ReadOnlyCheck reports the server"),
+		jen.Comment("read-only: when the server takes it, the user's writes pass the read-only setting (MariaDB's"),
+		jen.Comment("READ_ONLY ADMIN; MySQL's SUPER or CONNECTION_ADMIN without super_read_only) and the server is"),
+		jen.Comment("writable for this client; when it refuses it, the server is read-only (empty: the dialect has"),
+		jen.Comment("none, and ReadOnlyCheck's answer stands)."),
+		jen.Id("ReadOnlyWriteCheck").String(),
 		jen.Comment("IdleTxTimeout sets how long the server keeps the connection idle inside a transaction before"),
 		jen.Comment("it ends the connection (and so the transaction and its locks): one statement with one"),
 		jen.Comment("parameter, the bound in milliseconds, so that a client stopped inside one (SIGSTOP, a VM"),
@@ -1552,32 +1565,33 @@ func (s *SQLSpec) genWire() (File, error) {
 		}
 		cases = append(cases, jen.Case(jen.Id("SQL"+sqlDialectGo(d))).Block(
 			jen.Return(jen.Id("SQLDialect").Values(jen.Dict{
-				jen.Id("Name"):           jen.Id("SQL" + sqlDialectGo(d)),
-				jen.Id("Migration"):      jen.Lit(d + "/" + s.migrationFile()),
-				jen.Id("SessionSetup"):   jen.Index().String().Values(setup...),
-				jen.Id("ChangeCounter"):  jen.Lit(ds.ChangeCounter),
-				jen.Id("DatabaseFile"):   jen.Lit(ds.DatabaseFile),
-				jen.Id("JournalMode"):    jen.Lit(ds.JournalMode),
-				jen.Id("JournalWAL"):     jen.Lit(ds.JournalWAL),
-				jen.Id("ObjectCount"):    jen.Lit(ds.ObjectCount),
-				jen.Id("Listen"):         jen.Index().String().Values(listen...),
-				jen.Id("listenLease"):    jen.Index(jen.Lit(2)).String().Values(jen.Lit(lease[0][0]), jen.Lit(lease[0][1])),
-				jen.Id("unlistenLease"):  jen.Index(jen.Lit(2)).String().Values(jen.Lit(lease[1][0]), jen.Lit(lease[1][1])),
-				jen.Id("listenGroup"):    jen.Index(jen.Lit(2)).String().Values(jen.Lit(group[0][0]), jen.Lit(group[0][1])),
-				jen.Id("unlistenGroup"):  jen.Index(jen.Lit(2)).String().Values(jen.Lit(group[1][0]), jen.Lit(group[1][1])),
-				jen.Id("MigrateLock"):    jen.Lit(lock),
-				jen.Id("MigrateUnlock"):  jen.Lit(unlock),
-				jen.Id("WakeLock"):       jen.Lit(ds.WakeLock),
-				jen.Id("WakeUnlock"):     jen.Lit(ds.WakeUnlock),
-				jen.Id("WakeConnID"):     jen.Lit(ds.WakeConnID),
-				jen.Id("WakeConnHost"):   jen.Lit(ds.WakeConnHost),
-				jen.Id("WakeKill"):       jen.Lit(ds.WakeKill),
-				jen.Id("WakeLockConn"):   jen.Lit(ds.WakeLockConn),
-				jen.Id("ReadOnlyCheck"):  jen.Lit(ds.ReadOnlyCheck),
-				jen.Id("IdleTxTimeout"):  jen.Lit(ds.IdleTxTimeout),
-				jen.Id("wakeFreeLeases"): jen.Index(jen.Lit(2)).String().Values(jen.Lit(free[0]), jen.Lit(free[1])),
-				jen.Id("Begin"):          jen.Lit(ds.Begin),
-				jen.Id("Operations"):     jen.Map(jen.String()).Id("SQLOperation").Values(ops...),
+				jen.Id("Name"):               jen.Id("SQL" + sqlDialectGo(d)),
+				jen.Id("Migration"):          jen.Lit(d + "/" + s.migrationFile()),
+				jen.Id("SessionSetup"):       jen.Index().String().Values(setup...),
+				jen.Id("ChangeCounter"):      jen.Lit(ds.ChangeCounter),
+				jen.Id("DatabaseFile"):       jen.Lit(ds.DatabaseFile),
+				jen.Id("JournalMode"):        jen.Lit(ds.JournalMode),
+				jen.Id("JournalWAL"):         jen.Lit(ds.JournalWAL),
+				jen.Id("ObjectCount"):        jen.Lit(ds.ObjectCount),
+				jen.Id("Listen"):             jen.Index().String().Values(listen...),
+				jen.Id("listenLease"):        jen.Index(jen.Lit(2)).String().Values(jen.Lit(lease[0][0]), jen.Lit(lease[0][1])),
+				jen.Id("unlistenLease"):      jen.Index(jen.Lit(2)).String().Values(jen.Lit(lease[1][0]), jen.Lit(lease[1][1])),
+				jen.Id("listenGroup"):        jen.Index(jen.Lit(2)).String().Values(jen.Lit(group[0][0]), jen.Lit(group[0][1])),
+				jen.Id("unlistenGroup"):      jen.Index(jen.Lit(2)).String().Values(jen.Lit(group[1][0]), jen.Lit(group[1][1])),
+				jen.Id("MigrateLock"):        jen.Lit(lock),
+				jen.Id("MigrateUnlock"):      jen.Lit(unlock),
+				jen.Id("WakeLock"):           jen.Lit(ds.WakeLock),
+				jen.Id("WakeUnlock"):         jen.Lit(ds.WakeUnlock),
+				jen.Id("WakeConnID"):         jen.Lit(ds.WakeConnID),
+				jen.Id("WakeConnHost"):       jen.Lit(ds.WakeConnHost),
+				jen.Id("WakeKill"):           jen.Lit(ds.WakeKill),
+				jen.Id("WakeLockConn"):       jen.Lit(ds.WakeLockConn),
+				jen.Id("ReadOnlyCheck"):      jen.Lit(ds.ReadOnlyCheck),
+				jen.Id("ReadOnlyWriteCheck"): jen.Lit(ds.ReadOnlyWriteCheck),
+				jen.Id("IdleTxTimeout"):      jen.Lit(ds.IdleTxTimeout),
+				jen.Id("wakeFreeLeases"):     jen.Index(jen.Lit(2)).String().Values(jen.Lit(free[0]), jen.Lit(free[1])),
+				jen.Id("Begin"):              jen.Lit(ds.Begin),
+				jen.Id("Operations"):         jen.Map(jen.String()).Id("SQLOperation").Values(ops...),
 			}), jen.True()),
 		))
 	}

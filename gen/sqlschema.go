@@ -26,6 +26,12 @@ type SQLCatalogQueries struct {
 	PrimaryKeys      string `yaml:"primary_keys"`
 	ForeignKeys      string `yaml:"foreign_keys"`
 	TableDefinitions string `yaml:"table_definitions"`
+	// Access (optional) returns table_name and missing: the tables the connection cannot
+	// reach for want of a privilege the catalog can tell, and which privilege on which object.
+	Access string `yaml:"access"`
+	// TableProbe (optional) reads nothing from {{table}}: run on a table the catalog did not
+	// show, its refusal tells a missing privilege from a missing table.
+	TableProbe string `yaml:"table_probe"`
 }
 
 // sqlTypePartsRE splits a column type the spec accepts (sqlTypeRE) into base type, length and
@@ -120,10 +126,10 @@ func (s *SQLSpec) validateSchemaCheck() error {
 		}
 		for name, text := range map[string]string{
 			"columns": q.Columns, "primary_keys": q.PrimaryKeys, "foreign_keys": q.ForeignKeys,
-			"table_definitions": q.TableDefinitions,
+			"table_definitions": q.TableDefinitions, "access": q.Access,
 		} {
 			if strings.TrimSpace(text) == "" {
-				if name == "table_definitions" {
+				if name == "table_definitions" || name == "access" {
 					continue
 				}
 				return specErr(f, field+"."+name, "is empty")
@@ -139,8 +145,22 @@ func (s *SQLSpec) validateSchemaCheck() error {
 				return specErr(f, field+"."+name, "must restrict itself to {{schema_tables}}")
 			}
 		}
+		if strings.TrimSpace(q.TableProbe) != "" {
+			if _, err := s.tableProbe(field+".table_probe", q.TableProbe, d, "t"); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
+}
+
+// tableProbe expands dialect d's table_probe for table: {{table}} (once) and the variants.
+func (s *SQLSpec) tableProbe(field, text, d, table string) (string, error) {
+	parts, err := s.expandOwn(field, strings.TrimSpace(text), d, "table")
+	if err != nil {
+		return "", err
+	}
+	return parts[0] + table + parts[1], nil
 }
 
 // genSchemaCheck writes generated/wire/sqlschema.go: the schema each dialect's backend checks at
@@ -164,6 +184,11 @@ func (s *SQLSpec) genSchemaCheck() (File, error) {
 		jen.Comment("TableDefinitionsQuery (may be empty) returns table_name and the CREATE TABLE text,"),
 		jen.Comment("whose column COLLATE clauses override the collation ColumnsQuery reports."),
 		jen.Id("TableDefinitionsQuery").String(),
+		jen.Comment("AccessQuery (may be empty) returns table_name and missing (which privilege on which"),
+		jen.Comment("object): the tables the connection cannot reach for want of a privilege the catalog"),
+		jen.Comment("can tell (PostgreSQL: USAGE on a schema the search_path names). Run after a table"),
+		jen.Comment("was reported missing."),
+		jen.Id("AccessQuery").String(),
 	)
 	f.Comment("SQLTableCheck is one table as the library needs it.")
 	f.Type().Id("SQLTableCheck").Struct(
@@ -178,6 +203,10 @@ func (s *SQLSpec) genSchemaCheck() (File, error) {
 		jen.Comment("Migration is the file of the migration that creates the table, e.g."),
 		jen.Comment("\"0003_waiters.sql\" (under sql/schema/<dialect>/)."),
 		jen.Id("Migration").String(),
+		jen.Comment("ProbeQuery (may be empty) reads nothing from the table: run when the catalog did"),
+		jen.Comment("not show the table, its refusal tells a missing privilege (MySQL/MariaDB 1142)"),
+		jen.Comment("from a missing table (1146)."),
+		jen.Id("ProbeQuery").String(),
 	)
 	f.Comment("SQLColumnCheck is one column as the library needs it.")
 	f.Type().Id("SQLColumnCheck").Struct(
@@ -250,7 +279,15 @@ func (s *SQLSpec) genSchemaCheck() (File, error) {
 			for _, k := range t.PrimaryKey {
 				pk = append(pk, jen.Lit(k))
 			}
+			probe := ""
+			if text := s.SchemaCheck.Queries[d].TableProbe; strings.TrimSpace(text) != "" {
+				var err error
+				if probe, err = s.tableProbe("schema_check.queries."+d+".table_probe", text, d, t.Name); err != nil {
+					return File{}, err
+				}
+			}
 			tables = append(tables, jen.Values(jen.Dict{
+				jen.Id("ProbeQuery"):  jen.Lit(probe),
 				jen.Id("Name"):        jen.Lit(t.Name),
 				jen.Id("Columns"):     jen.Index().Id("SQLColumnCheck").Values(cols...),
 				jen.Id("PrimaryKey"):  jen.Index().String().Values(pk...),
@@ -260,8 +297,8 @@ func (s *SQLSpec) genSchemaCheck() (File, error) {
 		}
 		q := s.SchemaCheck.Queries[d]
 		field := "schema_check.queries." + d
-		var qs [4]string
-		for i, text := range []string{q.Columns, q.PrimaryKeys, q.ForeignKeys, q.TableDefinitions} {
+		var qs [5]string
+		for i, text := range []string{q.Columns, q.PrimaryKeys, q.ForeignKeys, q.TableDefinitions, q.Access} {
 			if strings.TrimSpace(text) == "" {
 				continue
 			}
@@ -278,6 +315,7 @@ func (s *SQLSpec) genSchemaCheck() (File, error) {
 				jen.Id("PrimaryKeysQuery"):      jen.Lit(qs[1]),
 				jen.Id("ForeignKeysQuery"):      jen.Lit(qs[2]),
 				jen.Id("TableDefinitionsQuery"): jen.Lit(qs[3]),
+				jen.Id("AccessQuery"):           jen.Lit(qs[4]),
 			}), jen.True()),
 		))
 	}

@@ -1,6 +1,6 @@
 // Package spi is Simba's backend service-provider interface, public the way database/sql/driver
 // is: what a backend implements (Backend, and optionally Hinter, Inspector, LeaseInspector,
-// Queuer, SessionQueue, SteadyHints, CutSafe and TTLChecker), the plain-value replies it
+// Queuer, SessionQueue, SteadyHints, CutSafe, TTLChecker and RenewalChecker), the plain-value replies it
 // returns, the errors it wraps and how they are classified (Classify, AsPermanent,
 // Unavailable, Contended), and the monotonic Clock a client runs on (with Settler, the capability of a
 // test's virtual clock to wait for the clients on it). Package simba (the client), package tck
@@ -20,7 +20,8 @@
 //
 // Implement Backend (and Hinter if the server can push notifications, Inspector if it can list
 // its state, LeaseInspector if it can read one lease of it, TTLChecker if it cannot serve
-// every TTL a client may ask for, LoggerAdopter if it logs warnings of its own) on a server that decides by its own clock; check names with
+// every TTL a client may ask for, RenewalChecker if its configuration bounds the renewal
+// interval, LoggerAdopter if it logs warnings of its own) on a server that decides by its own clock; check names with
 // ValidateName and owners with ValidateOwner before any I/O; return expected outcomes as
 // replies and classify failures (Unavailable, AsPermanent, the sentinels). Then run the conformance suites of package tck — LeaseBackendSpec, FencingSpec and ClientSpec —
 // from the backend's tests with a tck.Factory that opens a new client of a shared server. The
@@ -699,6 +700,29 @@ type TTLChecker interface {
 func CheckTTL(b Backend, ttl time.Duration) error {
 	if c, ok := b.(TTLChecker); ok {
 		return c.CheckTTL(ttl)
+	}
+	return nil
+}
+
+// RenewalChecker is implemented by a backend whose configuration bounds the renewal interval
+// a client may use with it, the interval being each backend call's timeout (a Redis WAIT
+// timeout must be below it). simba.New asks CheckRenewal with the client's TTL and resolved
+// renewal interval, after CheckTTL, and fails at once with the backend's error, which matches
+// ErrInvalidOption and names the constraint and how to meet it. Like CheckTTL it makes no call
+// to the server, does not block, and may be called on a closed backend. OpenSession does not
+// see the renewal interval, so it cannot refuse the same. A decorator forwards it with
+// CheckRenewal (the function), which answers nil for a backend without it.
+type RenewalChecker interface {
+	// CheckRenewal returns nil if the backend can serve a client of ttl renewing every
+	// every, and otherwise an error matching ErrInvalidOption.
+	CheckRenewal(ttl, every time.Duration) error
+}
+
+// CheckRenewal returns b's answer for ttl and every if b implements RenewalChecker, and nil
+// otherwise: what the client, and a wrapper forwarding the capability, ask of a backend.
+func CheckRenewal(b Backend, ttl, every time.Duration) error {
+	if c, ok := b.(RenewalChecker); ok {
+		return c.CheckRenewal(ttl, every)
 	}
 	return nil
 }

@@ -36,7 +36,7 @@ func TestAcquireReleaseAllocations(t *testing.T) {
 			ctx := context.Background()
 			sid := open(t, b, time.Minute)
 			defer b.CloseSession(ctx, sid)
-			name := uniq("allocs")
+			name := uniq(t, "allocs")
 			cycle := func() {
 				r, err := b.Acquire(ctx, sid, name)
 				if err != nil || r.Kind != spi.Granted {

@@ -114,20 +114,37 @@ func WithRouteBySlot(on bool) Option {
 //
 // WAIT is not a consensus protocol: a replica that acknowledged can still lose the write if it
 // crashes too, and a failover may promote a replica that did not acknowledge unless n covers
-// them all. n ≤ 0 turns the option off; timeout must be positive when n > 0, and should be well
-// below both the client's read timeout (go-redis: 5 s by default) and the engine's call timeout
-// (the renewal interval), since the WAIT's time is part of each grant's and renewal's: a
-// timeout of at least TTL/3 (the longest renewal interval) is refused by simba.New and
-// OpenSession with an error matching spi.ErrInvalidOption (see CheckTTL).
+// them all. n ≤ 0 turns the option off.
+//
+// The timeout bounds each WAIT. Zero (what a DSN without wait_timeout gives) is the default,
+// which always fits: min(DefaultWaitTimeout, TTL/6, half the time left to the call's deadline),
+// per call, where TTL is the session's (for an open) or the shortest this backend opened, so a
+// client's grants and renewals (whose call timeout is its renewal interval, at most TTL/3) keep
+// at least half of it for the script and the reply whatever its TTL and WithRenewEvery; it is
+// at least 1 ms. An explicit timeout is used as given, in whole milliseconds: it must be at
+// least 1 ms (Redis reads WAIT n 0 as "wait until n replicas acknowledge", so a WAIT that falls
+// short would hold its call until its deadline) and should be well below the client's read
+// timeout (go-redis: 5 s by default) and the engine's call timeout (the renewal interval),
+// since the WAIT's time is part of each grant's and renewal's: one of at least TTL/3 (the
+// longest renewal interval) is refused by simba.New and OpenSession (see CheckTTL), and one
+// of at least the client's renewal interval (simba.WithRenewEvery) by simba.New (see
+// CheckRenewal), each with an error matching spi.ErrInvalidOption. A negative timeout, or one
+// in (0, 1 ms), is refused here the same way.
 func WithWaitReplicas(n int, timeout time.Duration) Option {
 	return func(c *config) error {
-		if n > 0 && timeout <= 0 {
-			return fmt.Errorf("%w: redis: WithWaitReplicas(%d, %v): the timeout must be positive", spi.ErrInvalidOption, n, timeout)
+		if n > 0 && (timeout < 0 || timeout > 0 && timeout < time.Millisecond) {
+			return fmt.Errorf("%w: redis: WithWaitReplicas(%d, %v): the timeout must be 0 (the default) or at least 1ms: Redis counts WAIT's timeout in whole milliseconds, and WAIT %d 0 waits until the call's deadline",
+				spi.ErrInvalidOption, n, timeout, n)
 		}
 		c.waitN, c.waitTimeout = max(n, 0), timeout
 		return nil
 	}
 }
+
+// DefaultWaitTimeout bounds the default WAIT timeout (WithWaitReplicas with a zero timeout, a
+// DSN with wait_replicas and no wait_timeout): min(DefaultWaitTimeout, TTL/6, half the call's
+// time left).
+const DefaultWaitTimeout = time.Second
 
 // Backend is the Redis implementation of the Simba SPI (spi.Backend, spi.Hinter,
 // spi.Inspector). It is safe for concurrent use.
@@ -147,7 +164,7 @@ type Backend struct {
 	dials   *lastDial
 	cluster bool // routeBySlot
 	waitN   int
-	waitTO  time.Duration
+	waitTO  time.Duration // WithWaitReplicas's timeout; 0: the default (waitMS)
 	closed  atomic.Bool
 
 	log *slog.Logger
@@ -272,6 +289,7 @@ var (
 	_ spi.LeaseInspector = (*Backend)(nil)
 	_ spi.Queuer         = (*Backend)(nil)
 	_ spi.TTLChecker     = (*Backend)(nil)
+	_ spi.RenewalChecker = (*Backend)(nil)
 )
 
 // New returns a backend on c: a *redis.Client (standalone, or Sentinel failover from
@@ -533,22 +551,59 @@ func newSessionID() (spi.SessionID, error) {
 func ms(d int64) time.Duration { return spi.Millis(d) }
 
 // CheckTTL implements spi.TTLChecker: Redis serves every TTL a client can ask for, so a ttl
-// is refused only when it is not positive, or, with WithWaitReplicas, when the WAIT timeout is
-// at least a third of it: a client's call timeout is its renewal interval, at most TTL/3, and
-// the WAIT's time is part of every grant's and renewal's, so each WAIT that waits out its
-// timeout would outlast its call, which then fails as a call timeout ("context deadline
-// exceeded") instead of naming the replicas that did not acknowledge, and no grant or renewal
-// could succeed while a replica lags. Either error matches spi.ErrInvalidOption, and
-// OpenSession refuses the same before any I/O.
+// is refused only when it is not positive, or, with WithWaitReplicas and an explicit timeout,
+// when that timeout is at least a third of it: a client's call timeout is its renewal
+// interval, at most TTL/3, and the WAIT's time is part of every grant's and renewal's, so each
+// WAIT that waits out its timeout would outlast its call, which then fails as a call timeout
+// ("context deadline exceeded") instead of naming the replicas that did not acknowledge, and
+// no grant or renewal could succeed while a replica lags. The default timeout (zero) always
+// fits. Either error matches spi.ErrInvalidOption, and OpenSession refuses the same before any
+// I/O.
 func (b *Backend) CheckTTL(ttl time.Duration) error {
 	if ttl <= 0 {
 		return fmt.Errorf("%w: redis: session TTL %v is not positive", spi.ErrInvalidOption, ttl)
 	}
 	if b.waitN > 0 && b.waitTO >= ttl/3 {
-		return fmt.Errorf("%w: redis: wait_timeout %v (WithWaitReplicas) must be below the renewal interval, at most TTL/3 = %v for a session TTL of %v: every WAIT that times out would outlast its call; use a WAIT timeout well below it",
-			spi.ErrInvalidOption, b.waitTO, ttl/3, ttl)
+		return fmt.Errorf("%w: redis: wait_timeout %v (WithWaitReplicas) must be below the renewal interval, at most TTL/3 = %v for a session TTL of %v: every WAIT that times out would outlast its call; use a WAIT timeout well below it, or leave it out for the default (min(%v, TTL/6))",
+			spi.ErrInvalidOption, b.waitTO, ttl/3, ttl, DefaultWaitTimeout)
 	}
 	return nil
+}
+
+// CheckRenewal implements spi.RenewalChecker: with WithWaitReplicas and an explicit timeout,
+// a renewal interval (simba.WithRenewEvery, each call's timeout) not above that timeout is
+// refused with an error matching spi.ErrInvalidOption, for the reason CheckTTL gives; the
+// default timeout (zero) takes half of each call's time at most and always fits.
+func (b *Backend) CheckRenewal(ttl, every time.Duration) error {
+	if err := b.CheckTTL(ttl); err != nil {
+		return err
+	}
+	if b.waitN > 0 && b.waitTO >= every {
+		return fmt.Errorf("%w: redis: wait_timeout %v (WithWaitReplicas) must be below the renewal interval %v (simba.WithRenewEvery), each grant's and renewal's call timeout: every WAIT that times out would outlast its call; use a WAIT timeout well below it, or leave it out for the default (min(%v, TTL/6, half the call's time))",
+			spi.ErrInvalidOption, b.waitTO, every, DefaultWaitTimeout)
+	}
+	return nil
+}
+
+// waitMS is the timeout of a WAIT sent within ctx for a session of ttl (0: not known), in
+// whole milliseconds, at least 1 (WAIT n 0 would block until the connection's deadline): the
+// explicit timeout of WithWaitReplicas, or the default, min(DefaultWaitTimeout, TTL/6, half
+// of what is left of ctx), with the shortest TTL the backend opened when ttl is not known.
+func (b *Backend) waitMS(ctx context.Context, ttl time.Duration) int64 {
+	to := b.waitTO
+	if to == 0 {
+		to = DefaultWaitTimeout
+		if ttl == 0 {
+			ttl = b.hub.minTTL.Get()
+		}
+		if ttl > 0 {
+			to = min(to, ttl/6)
+		}
+		if dl, ok := ctx.Deadline(); ok {
+			to = min(to, time.Until(dl)/2)
+		}
+	}
+	return max(to.Milliseconds(), 1)
 }
 
 // OpenSession opens a session for owner expiring ttl (rounded down to whole milliseconds, at
@@ -596,7 +651,7 @@ func (b *Backend) openSessionCall(ctx context.Context, owner string, ttl time.Du
 	// log ("simba backend reachable again") once per session lost (trial 28: 12 times in 10 s
 	// while nothing worked).
 	r, err := followSlotMove(ctx, b, 0, func() (luascripts.OpenSessionReply, error) {
-		return runOnNode(ctx, b, okeys.Session, luascripts.OpenSession, okeys, oargs,
+		return runOnNode(ctx, b, ttl, okeys.Session, luascripts.OpenSession, okeys, oargs,
 			func(luascripts.OpenSessionReply) bool { return true })
 	})
 	if err != nil {
@@ -724,7 +779,7 @@ func (b *Backend) acquireOnce(ctx context.Context, sid spi.SessionID, name strin
 	var r luascripts.AcquireReply
 	var err error
 	if b.waitN > 0 {
-		r, err = waited(ctx, b, b.c, luascripts.Acquire.EvalSha, luascripts.Acquire.Eval, luascripts.Acquire.Decode, keys, args,
+		r, err = waited(ctx, b, 0, b.c, luascripts.Acquire.EvalSha, luascripts.Acquire.Eval, luascripts.Acquire.Decode, keys, args,
 			func(r luascripts.AcquireReply) bool { return r.Status == luascripts.StatusOK })
 	} else {
 		r, err = luascripts.Acquire.Run(ctx, b.c, keys, args)
@@ -980,7 +1035,7 @@ func (b *Backend) renew(ctx context.Context, sid spi.SessionID, names, groups []
 	var r luascripts.KeepAliveReply
 	var err error
 	if b.waitN > 0 {
-		r, err = waited(ctx, b, b.c, luascripts.KeepAlive.EvalSha, luascripts.KeepAlive.Eval, luascripts.KeepAlive.Decode, keys, args,
+		r, err = waited(ctx, b, 0, b.c, luascripts.KeepAlive.EvalSha, luascripts.KeepAlive.Eval, luascripts.KeepAlive.Decode, keys, args,
 			func(r luascripts.KeepAliveReply) bool { return r.Status == luascripts.StatusOK })
 	} else {
 		r, err = luascripts.KeepAlive.Run(ctx, b.c, keys, args)
@@ -1164,11 +1219,10 @@ func (b *Backend) checkReplicas(ctx context.Context) error {
 	if b.waitN == 0 {
 		return nil
 	}
-	to := b.waitTO
-	if dl, ok := ctx.Deadline(); ok {
-		to = min(to, time.Until(dl)/2)
+	ms := b.waitMS(ctx, 0)
+	if dl, ok := ctx.Deadline(); ok && b.waitTO > 0 {
+		ms = max(min(ms, (time.Until(dl)/2).Milliseconds()), 1) // WAIT n 0 would block for ever
 	}
-	ms := max(to.Milliseconds(), 1) // WAIT n 0 would block for ever
 	check := func(ctx context.Context, c doer, where string) error {
 		if err := b.waitShortfall(b.wait(ctx, c, ms), ms, where); err != nil {
 			return fmt.Errorf("%w (WithWaitReplicas: every grant, renewal and session open fails until %d replicas are connected)", err, b.waitN)
@@ -1282,9 +1336,10 @@ type doer interface {
 }
 
 // wait sends (or, on a pipeline, queues) WAIT b.waitN ms on c: the replicas' acknowledgement
-// of what c's connection wrote before it, within ms milliseconds (0 blocks until then).
+// of what c's connection wrote before it, within ms milliseconds: at least 1, as WAIT n 0
+// blocks until then (waitMS gives no less).
 func (b *Backend) wait(ctx context.Context, c doer, ms int64) *goredis.Cmd {
-	return c.Do(ctx, "wait", b.waitN, ms)
+	return c.Do(ctx, "wait", b.waitN, max(ms, 1))
 }
 
 // waitShortfall reads the reply w of a WAIT of ms milliseconds (wait): nil when b.waitN
@@ -1303,14 +1358,16 @@ func (b *Backend) waitShortfall(w *goredis.Cmd, ms int64, where string) error {
 // waited runs one script call followed by WAIT on the same connection (a pipeline of two
 // commands: one round trip), falling back to EVAL on NOSCRIPT, and fails with a retryable error
 // when the reply is one that wrote (wrote(r)) and fewer than b.waitN replicas acknowledged it.
-func waited[K, A, R any](ctx context.Context, b *Backend, c goredis.Cmdable,
+// ttl is the session's TTL when the call opens it, else 0 (see waitMS).
+func waited[K, A, R any](ctx context.Context, b *Backend, ttl time.Duration, c goredis.Cmdable,
 	evalSha, eval func(context.Context, goredis.Scripter, K, A) *goredis.Cmd, decode func(any) (R, error),
 	keys K, args A, wrote func(R) bool) (R, error) {
 	var zero R
+	ms := b.waitMS(ctx, ttl)
 	for _, send := range []func(context.Context, goredis.Scripter, K, A) *goredis.Cmd{evalSha, eval} {
 		pipe := c.Pipeline()
 		cmd := send(ctx, pipe, keys, args)
-		w := b.wait(ctx, pipe, b.waitTO.Milliseconds())
+		w := b.wait(ctx, pipe, ms)
 		_, _ = pipe.Exec(ctx)
 		if luascripts.IsNoScript(cmd.Err()) {
 			continue
@@ -1325,7 +1382,7 @@ func waited[K, A, R any](ctx context.Context, b *Backend, c goredis.Cmdable,
 		if !wrote(r) {
 			return r, nil
 		}
-		if err := b.waitShortfall(w, b.waitTO.Milliseconds(), ""); err != nil {
+		if err := b.waitShortfall(w, ms, ""); err != nil {
 			return zero, err
 		}
 		return r, nil

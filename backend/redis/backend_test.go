@@ -19,10 +19,6 @@ import (
 	"github.com/simba-go/simba/spi"
 )
 
-func uniq(prefix string) string {
-	return "rb." + prefix + "." + strconv.FormatInt(time.Now().UnixNano(), 36)
-}
-
 func open(t *testing.T, b *Backend, ttl time.Duration) spi.SessionID {
 	t.Helper()
 	s, err := b.OpenSession(context.Background(), "test:"+t.Name(), ttl)
@@ -96,7 +92,7 @@ func TestErrorsAreClassified(t *testing.T) {
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, err := b.Acquire(cctx, sid, uniq("cancel")); !errors.Is(err, context.Canceled) {
+	if _, err := b.Acquire(cctx, sid, uniq(t, "cancel")); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled context: %v", err)
 	}
 	b.Close()
@@ -164,7 +160,7 @@ func TestClusterKeepAliveLeavesOutAFailedSlot(t *testing.T) {
 			sid := open(t, b, time.Minute)
 			var names []string
 			for i := range 20 {
-				n := uniq("whole") + "." + strconv.Itoa(i)
+				n := uniq(t, "whole") + "." + strconv.Itoa(i)
 				if r, err := b.Acquire(ctx, sid, n); err != nil || r.Kind != spi.Granted {
 					t.Fatalf("acquire %s: %+v %v", n, r, err)
 				}
@@ -230,7 +226,7 @@ func TestClusterAcquireFollowsRenewal(t *testing.T) {
 			b.renewed(sid, ka.ExpiresMS)
 		}
 	}))
-	name := uniq("follow")
+	name := uniq(t, "follow")
 	r, err := b.Acquire(ctx, sid, name)
 	if err != nil || r.Kind != spi.Granted {
 		t.Fatalf("acquire: %+v %v", r, err)
@@ -267,7 +263,7 @@ func TestReleaseTokenZeroReleasesNothing(t *testing.T) {
 			b := newBackend(t, mode.c(t))
 			ctx := context.Background()
 			sid := open(t, b, time.Minute)
-			name := uniq("zero")
+			name := uniq(t, "zero")
 			r, err := b.Acquire(ctx, sid, name)
 			if err != nil || r.Kind != spi.Granted {
 				t.Fatal(r, err)
@@ -288,7 +284,7 @@ func TestReleaseTokenZeroReleasesNothing(t *testing.T) {
 // TestHintsResubscribeAfterReconnect: the pub/sub connection is killed at the server; hints
 // keep coming after go-redis reconnects.
 func TestHintsResubscribeAfterReconnect(t *testing.T) {
-	name := uniq("hintconn")
+	name := uniq(t, "hintconn")
 	c := goredis.NewClient(&goredis.Options{Addr: testenv.Redis(t), ClientName: name})
 	t.Cleanup(func() { c.Close() })
 	b := newBackend(t, c)
@@ -301,7 +297,7 @@ func TestHintsResubscribeAfterReconnect(t *testing.T) {
 	admin := standaloneClient(t)
 	other := newBackend(t, standaloneClient(t))
 	sid, waiter := open(t, other, time.Minute), open(t, b, time.Minute)
-	lease := uniq("hinted")
+	lease := uniq(t, "hinted")
 	expect := func(what string) {
 		t.Helper()
 		deadline := time.Now().Add(20 * time.Second)
@@ -372,7 +368,7 @@ func TestInspect(t *testing.T) {
 			b := newBackend(t, mode.c(t))
 			ctx := context.Background()
 			sid := open(t, b, time.Minute)
-			held, freed, group := uniq("held"), uniq("freed"), uniq("group")
+			held, freed, group := uniq(t, "held"), uniq(t, "freed"), uniq(t, "group")
 			r, err := b.Acquire(ctx, sid, held)
 			if err != nil || r.Kind != spi.Granted {
 				t.Fatal(r, err)
@@ -423,7 +419,7 @@ func TestKeepAliveRoundTrips(t *testing.T) {
 			b := newBackend(t, c)
 			ctx := context.Background()
 			sid := open(t, b, time.Minute)
-			prefix := uniq("rt")
+			prefix := uniq(t, "rt")
 			held := prefix + ".held"
 			if r, err := b.Acquire(ctx, sid, held); err != nil || r.Kind != spi.Granted {
 				t.Fatal(r, err)
@@ -646,7 +642,7 @@ func TestKeepAliveMembersRemaining(t *testing.T) {
 			me := open(t, b, time.Minute)
 			opened := time.Now() // before the short session opens: its expiry is at most 5 s after
 			short, long := open(t, b, 5*time.Second), open(t, b, time.Minute)
-			g, alone := uniq("lapse"), uniq("alone")
+			g, alone := uniq(t, "lapse"), uniq(t, "alone")
 			for _, s := range []spi.SessionID{me, short, long} {
 				if st, err := b.Join(ctx, s, g); err != nil || st != spi.OK {
 					t.Fatalf("Join(%s) = %v, %v", s, st, err)

@@ -37,6 +37,7 @@ func TestLockWithCancelOnlyContextAtABlackholedServer(t *testing.T) {
 		_ = c.Close(ctx)
 	}()
 	prefix := "cancelonly-" + time.Now().Format("150405.000000")
+	dropKeys(t, prefix)
 	held, err := c.Lock(context.Background(), prefix+".held")
 	if err != nil {
 		t.Fatal(err)

@@ -38,9 +38,9 @@ func TestHintsConfirmationReadsLeasesOfSeveralSlots(t *testing.T) {
 		t.Cleanup(release) // registered after hinted's: runs before the backend closes
 		s := open(t, b, time.Minute)
 
-		names := []string{uniq("slots")}
+		names := []string{uniq(t, "slots")}
 		for len(names) < 3 {
-			if n := uniq("slots"); slotOf(n) != slotOf(names[len(names)-1]) {
+			if n := uniq(t, "slots"); slotOf(n) != slotOf(names[len(names)-1]) {
 				names = append(names, n)
 			}
 		}

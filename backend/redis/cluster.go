@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -170,7 +171,7 @@ type script[K, A, R any] interface {
 
 // runOnNode runs s through the backend's client, or WithWaitReplicas on the master of key
 // (onNode) followed by WAIT (waited, with wrote saying which replies wrote).
-func runOnNode[K, A, R any](ctx context.Context, b *Backend, key string, s script[K, A, R], keys K, args A, wrote func(R) bool) (R, error) {
+func runOnNode[K, A, R any](ctx context.Context, b *Backend, ttl time.Duration, key string, s script[K, A, R], keys K, args A, wrote func(R) bool) (R, error) {
 	if b.waitN == 0 {
 		return s.Run(ctx, b.c, keys, args)
 	}
@@ -179,7 +180,7 @@ func runOnNode[K, A, R any](ctx context.Context, b *Backend, key string, s scrip
 		var zero R
 		return zero, err
 	}
-	return waited(ctx, b, node, s.EvalSha, s.Eval, s.Decode, keys, args, wrote)
+	return waited(ctx, b, ttl, node, s.EvalSha, s.Eval, s.Decode, keys, args, wrote)
 }
 
 // acquireAt is Acquire under routeBySlot: acquire_at on the lease key alone, with the owner and
@@ -206,7 +207,7 @@ func (b *Backend) acquireAt(ctx context.Context, sid spi.SessionID, name string,
 	// A slot being migrated refuses acquire_at (its keys are never all on one side): wait for
 	// the migration here rather than fail and wait out the engine's backoff (followSlotMove).
 	r, err := followSlotMove(ctx, b, 0, func() (luascripts.AcquireAtReply, error) {
-		return runOnNode(ctx, b, key, luascripts.AcquireAt, keys, args,
+		return runOnNode(ctx, b, 0, key, luascripts.AcquireAt, keys, args,
 			func(r luascripts.AcquireAtReply) bool { return r.Status == luascripts.StatusOK })
 	})
 	if err != nil {
@@ -239,7 +240,7 @@ func (b *Backend) keepAliveLeases(ctx context.Context, sid spi.SessionID, expire
 	}
 	args := luascripts.KeepAliveLeasesArgs{SessionID: string(sid), ExpiresMS: expires, Names: names}
 	return followSlotMove(ctx, b, 0, func() (luascripts.KeepAliveLeasesReply, error) {
-		return runOnNode(ctx, b, keys.Leases[0], luascripts.KeepAliveLeases, keys, args,
+		return runOnNode(ctx, b, 0, keys.Leases[0], luascripts.KeepAliveLeases, keys, args,
 			func(r luascripts.KeepAliveLeasesReply) bool { return r.Status == luascripts.StatusOK })
 	})
 }
@@ -440,6 +441,10 @@ func (b *Backend) onMasters(ctx context.Context, calls []*call) {
 func (b *Backend) pipeline(ctx context.Context, c goredis.Cmdable, calls []*call) error {
 	_, isCluster := c.(*goredis.ClusterClient)
 	wait := b.waitN > 0 && !isCluster
+	var ms int64
+	if wait {
+		ms = b.waitMS(ctx, 0)
+	}
 	send := func(cs []*call, eval bool) *goredis.Cmd {
 		pipe := c.Pipeline()
 		for _, x := range cs {
@@ -451,7 +456,7 @@ func (b *Backend) pipeline(ctx context.Context, c goredis.Cmdable, calls []*call
 		}
 		var w *goredis.Cmd
 		if wait {
-			w = b.wait(ctx, pipe, b.waitTO.Milliseconds())
+			w = b.wait(ctx, pipe, ms)
 		}
 		_, _ = pipe.Exec(ctx)
 		return w
@@ -482,7 +487,7 @@ func (b *Backend) pipeline(ctx context.Context, c goredis.Cmdable, calls []*call
 	}
 	var werr error
 	if wait {
-		werr = b.waitShortfall(w, b.waitTO.Milliseconds(), "")
+		werr = b.waitShortfall(w, ms, "")
 	}
 	var first error
 	for _, x := range calls {
@@ -558,7 +563,7 @@ func (b *Backend) keepAliveCluster(ctx context.Context, sid spi.SessionID, names
 	// The session's keys are split while its slot's keys are being migrated: wait, for half the
 	// time left at most, so that the round has its share.
 	r, err := followSlotMove(ctx, b, halfLeft(ctx), func() (luascripts.KeepAliveReply, error) {
-		return runOnNode(ctx, b, skeys.Session, luascripts.KeepAlive, skeys, sargs,
+		return runOnNode(ctx, b, 0, skeys.Session, luascripts.KeepAlive, skeys, sargs,
 			func(r luascripts.KeepAliveReply) bool { return r.Status == luascripts.StatusOK })
 	})
 	if err != nil {

@@ -81,7 +81,7 @@ func onEveryMaster(t testing.TB, cc *goredis.ClusterClient, prefix string, key f
 		if i > 10000 {
 			t.Fatalf("no name on every master: %v", names)
 		}
-		name := uniq(prefix) + "." + strconv.Itoa(i)
+		name := uniq(t, prefix) + "." + strconv.Itoa(i)
 		if a := masterAddr(t, cc, key(name)); names[a] == "" {
 			names[a] = name
 		}
@@ -146,7 +146,7 @@ func TestClusterHintsFollowTheMaster(t *testing.T) {
 	b, hints := hinted(t, func(testing.TB) goredis.UniversalClient { return pc.client() }, nil)
 	other := newBackend(t, pc.client())
 	s, o := open(t, b, time.Minute), open(t, other, time.Minute)
-	name := uniq("follow")
+	name := uniq(t, "follow")
 	ch := wire.ReleasedChannel(name)
 	m := pc.masterOfKey(admin, wire.LeaseKey(name))
 	r, err := other.Acquire(ctx, o, name)

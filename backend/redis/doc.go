@@ -271,7 +271,10 @@ and availability: while fewer than n replicas of a master are connected, grants,
 session opens on it fail, and so does the client's outage probe (any master short of replicas),
 so that the client logs the shortfall as one outage, ending with one "simba backend reachable
 again" once a replica rejoins (TestWaitShortfallIsOneOutage). WAIT does not make Redis a
-consensus system: see WithWaitReplicas.
+consensus system: see WithWaitReplicas. Each WAIT's timeout is the one WithWaitReplicas (the
+DSN's wait_timeout) gives, at least 1 ms and below the client's renewal interval, or by default
+min(DefaultWaitTimeout, TTL/6, half of what is left of the call), which fits every TTL and
+renewal interval (TestDefaultWaitTimeoutFitsEveryTTL).
 
 A replica promoted by CLUSTER FAILOVER (a managed Cluster's maintenance, not a master's failure)
 loses nothing: the master pauses its clients until the replica has caught up, then answers

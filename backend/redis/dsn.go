@@ -31,7 +31,7 @@ type Config struct {
 	// through Redis Sentinel, redis.NewFailoverClient).
 	FailoverOptions *goredis.FailoverOptions
 	// WaitReplicas and WaitTimeout are the wait_replicas and wait_timeout parameters (see
-	// WithWaitReplicas).
+	// WithWaitReplicas); WaitTimeout is 0 without wait_timeout: the default timeout.
 	WaitReplicas int
 	WaitTimeout  time.Duration
 	// StrictDurability is the strict_durability parameter (see WithStrictDurability).
@@ -59,8 +59,10 @@ type Config struct {
 // (default port 26379) and names the master they monitor in its path; its user and password
 // are the master's and replicas' (as for redis://), and the parameters sentinel_username and
 // sentinel_password authenticate to Sentinels that require it. Simba's own parameters are
-// wait_replicas (an integer, see WithWaitReplicas), wait_timeout (a Go duration, default
-// 1s when wait_replicas is set; below a third of the client's TTL, or simba.New refuses it) and strict_durability (true or false, as strconv.ParseBool
+// wait_replicas (an integer, see WithWaitReplicas), wait_timeout (a Go duration of at
+// least 1ms; left out, the default min(1s, TTL/6, half of each call's time), which fits every
+// TTL; given, it must be below a third of the client's TTL and below its renewal interval, or
+// simba.New refuses it) and strict_durability (true or false, as strconv.ParseBool
 // reads it: true is WithStrictDurability, a server that could lose lease hashes fails the
 // first OpenSession with ErrNotDurable instead of a warning); every other parameter is go-redis's (redis.ParseURL and
 // redis.ParseClusterURL, redis.ParseFailoverURL: dial_timeout, read_timeout, pool_size,
@@ -133,6 +135,9 @@ func ParseDSN(dsn string) (Config, error) {
 		if err != nil || d <= 0 {
 			return bad("wait_timeout %q is not a positive duration", v[len(v)-1])
 		}
+		if d < time.Millisecond {
+			return bad("wait_timeout %q is below 1ms: Redis counts WAIT's timeout in whole milliseconds, and WAIT n 0 waits until the call's deadline; leave wait_timeout out for the default (min(%v, TTL/6))", v[len(v)-1], DefaultWaitTimeout)
+		}
 		cfg.WaitTimeout = d
 		vals.Del("wait_timeout")
 	}
@@ -143,9 +148,6 @@ func ParseDSN(dsn string) (Config, error) {
 		}
 		cfg.StrictDurability = strict
 		vals.Del("strict_durability")
-	}
-	if cfg.WaitReplicas > 0 && cfg.WaitTimeout == 0 {
-		cfg.WaitTimeout = time.Second
 	}
 	if _, ok := vals["addr"]; ok {
 		return bad("list the servers in the host part (host:port,host:port), not with addr=")

@@ -65,8 +65,8 @@ func TestParseDSN(t *testing.T) {
 	if !slices.Equal(co.Addrs, []string{"127.0.0.1:7001", "127.0.0.1:7002", "[::1]:7003"}) || co.Username != "u" || co.Password != "p" || co.ReadTimeout != time.Second || co.TLSConfig != nil {
 		t.Errorf("cluster options %+v", co)
 	}
-	if cfg.WaitReplicas != 1 || cfg.WaitTimeout != time.Second {
-		t.Errorf("wait default: %d %v", cfg.WaitReplicas, cfg.WaitTimeout)
+	if cfg.WaitReplicas != 1 || cfg.WaitTimeout != 0 {
+		t.Errorf("wait default: %d %v, want 1 and 0 (the default timeout, see waitMS)", cfg.WaitReplicas, cfg.WaitTimeout)
 	}
 	if !co.ContextTimeoutEnabled {
 		t.Error("cluster: ContextTimeoutEnabled is off: calls would outlive their deadlines (see bounded)")
@@ -181,8 +181,10 @@ func TestOptions(t *testing.T) {
 	if _, err := New(nil); !errors.Is(err, spi.ErrInvalidOption) {
 		t.Errorf("New(nil) = %v", err)
 	}
-	if _, err := Open("redis://h", WithWaitReplicas(1, 0)); !errors.Is(err, spi.ErrInvalidOption) {
-		t.Errorf("WithWaitReplicas(1, 0) = %v", err)
+	for _, to := range []time.Duration{-time.Second, time.Microsecond, time.Millisecond - 1} {
+		if _, err := Open("redis://h", WithWaitReplicas(1, to)); !errors.Is(err, spi.ErrInvalidOption) {
+			t.Errorf("WithWaitReplicas(1, %v) = %v, want spi.ErrInvalidOption", to, err)
+		}
 	}
 	if _, err := Open("redis+cluster://h:1", WithRouteBySlot(false)); !errors.Is(err, spi.ErrInvalidOption) {
 		t.Errorf("routeBySlot off for a Cluster client = %v", err)

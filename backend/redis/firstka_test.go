@@ -24,7 +24,7 @@ func firstKeepAlive(t *testing.T, c *goredis.ClusterClient) (*Backend, spi.Sessi
 	b := newBackend(t, c)
 	ctx := context.Background()
 	sid := open(t, b, time.Minute)
-	name, group := uniq("firstka"), uniq("firstka-g")
+	name, group := uniq(t, "firstka"), uniq(t, "firstka-g")
 	if r, err := b.Acquire(ctx, sid, name); err != nil || r.Kind != spi.Granted {
 		t.Fatal(r, err)
 	}

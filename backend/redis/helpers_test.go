@@ -2,8 +2,13 @@ package redis
 
 import (
 	"context"
+	"errors"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -143,4 +148,146 @@ func mastersOf(t testing.TB, c *goredis.ClusterClient, keys ...string) int {
 		addrs[m.Options().Addr] = true
 	}
 	return len(addrs)
+}
+
+// uniq returns a fresh name, "rb.<prefix>.<base36 nanoseconds>", and deletes when t ends
+// (dropKeys) the keys of the shared test servers named after it or after any name that begins
+// with it (uniq(t, p)+".1"): a lease hash is never deleted by design, so each test name
+// otherwise stays on the shared servers for good.
+func uniq(t testing.TB, prefix string) string {
+	t.Helper()
+	name := "rb." + prefix + "." + strconv.FormatInt(time.Now().UnixNano(), 36)
+	dropKeys(t, name)
+	return name
+}
+
+// dropKeys deletes, when t ends, every key of the shared test servers (the standalone server,
+// and each master of the Cluster) whose hash tag begins with prefix, simba:<kind>:{prefix…}:
+// the lease, waiter and group keys of the names and groups a test made from prefix. It
+// touches no other key (never FLUSH). Sessions a test leaves open at that point find their
+// leases gone and close without writing them again (close_session writes a lease only while
+// the session holds it). A server that does not answer is left alone: the test could not
+// have written there.
+func dropKeys(t testing.TB, prefix string) {
+	t.Helper()
+	t.Cleanup(func() {
+		if _, err := deleteTagged(prefix); err != nil {
+			t.Errorf("deleting the test's keys simba:*:{%s…}: %v", prefix, err)
+		}
+	})
+}
+
+// sharedRedis are clients of the shared test servers for deleteTagged and countTagged (nil
+// when a server does not answer), made once.
+var sharedRedis = sync.OnceValues(func() (*goredis.Client, *goredis.ClusterClient) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var s *goredis.Client
+	var c *goredis.ClusterClient
+	addr := "127.0.0.1:6379"
+	if v := os.Getenv("SIMBA_TEST_REDIS"); v != "" {
+		addr = v
+	}
+	s = goredis.NewClient(&goredis.Options{Addr: addr})
+	if s.Ping(ctx).Err() != nil {
+		s.Close()
+		s = nil
+	}
+	addrs := "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003"
+	if v := os.Getenv("SIMBA_TEST_REDIS_CLUSTER"); v != "" {
+		addrs = v
+	}
+	c = goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: strings.Split(addrs, ",")})
+	if c.Ping(ctx).Err() != nil {
+		c.Close()
+		c = nil
+	}
+	return s, c
+})
+
+// tagPattern is the SCAN pattern of the keys whose hash tag begins with prefix.
+func tagPattern(prefix string) string {
+	var b strings.Builder
+	b.WriteString("simba:*{")
+	for _, r := range prefix {
+		if strings.ContainsRune(`*?[]\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	b.WriteString("*")
+	return b.String()
+}
+
+// eachTagged calls fn with each server of the shared ones (a standalone server or a Cluster
+// master) and the keys on it matching tagPattern(prefix).
+func eachTagged(ctx context.Context, prefix string, fn func(c *goredis.Client, keys []string) error) error {
+	s, cl := sharedRedis()
+	scan := func(c *goredis.Client) error {
+		var keys []string
+		it := c.Scan(ctx, 0, tagPattern(prefix), 1000).Iterator()
+		for it.Next(ctx) {
+			keys = append(keys, it.Val())
+		}
+		if err := it.Err(); err != nil {
+			return err
+		}
+		return fn(c, keys)
+	}
+	var errs []error
+	if s != nil {
+		errs = append(errs, scan(s))
+	}
+	if cl != nil {
+		var mu sync.Mutex
+		var merrs []error
+		err := cl.ForEachMaster(ctx, func(ctx context.Context, m *goredis.Client) error {
+			err := scan(m)
+			mu.Lock()
+			defer mu.Unlock()
+			merrs = append(merrs, err)
+			return nil
+		})
+		errs = append(append(errs, err), merrs...)
+	}
+	return errors.Join(errs...)
+}
+
+// deleteTagged deletes the keys of the shared servers whose hash tag begins with prefix and
+// returns how many it deleted.
+func deleteTagged(prefix string) (int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	n := 0
+	err := eachTagged(ctx, prefix, func(c *goredis.Client, keys []string) error {
+		for _, k := range keys { // one by one: on a Cluster master they span slots
+			if err := c.Unlink(ctx, k).Err(); err != nil {
+				return err
+			}
+		}
+		mu.Lock()
+		n += len(keys)
+		mu.Unlock()
+		return nil
+	})
+	return n, err
+}
+
+// countTagged counts the keys of the shared servers whose hash tag begins with prefix.
+func countTagged(t testing.TB, prefix string) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	n := 0
+	if err := eachTagged(ctx, prefix, func(_ *goredis.Client, keys []string) error {
+		mu.Lock()
+		n += len(keys)
+		mu.Unlock()
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

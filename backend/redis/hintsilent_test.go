@@ -67,6 +67,7 @@ func TestRedisHintsAfterSilentOutage(t *testing.T) {
 		return r.Token
 	}
 	prefix := "hintsilent-" + time.Now().Format("150405.000000")
+	dropKeys(t, prefix)
 	before, after := prefix+".before", prefix+".after"
 	tokens := map[string]int64{before: grant(before), after: grant(after)}
 	for _, name := range []string{before, after} {

@@ -40,7 +40,7 @@ func (c *countingBackend) AcquireQueued(ctx context.Context, s spi.SessionID, na
 func TestForgedReleasedPublishStormIsDamped(t *testing.T) {
 	rc := standaloneClient(t)
 	clock := simbatest.NewVirtualClock()
-	name := uniq("storm")
+	name := uniq(t, "storm")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	newClient := func(owner string) (*simba.Client, *countingBackend) {

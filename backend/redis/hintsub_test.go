@@ -132,7 +132,7 @@ func TestHintsSubscribeOnlyToWaitedNames(t *testing.T) {
 		b, hints := hinted(t, newClient, nil)
 		other := newBackend(t, newClient(t))
 		s, o := open(t, b, time.Minute), open(t, other, time.Minute)
-		name := uniq("notwaited")
+		name := uniq(t, "notwaited")
 		ch := wire.ReleasedChannel(name)
 		for range 3 {
 			for _, x := range []struct {
@@ -155,7 +155,7 @@ func TestHintsSubscribeOnlyToWaitedNames(t *testing.T) {
 		// A wait subscribes; the holder's release (another backend: no local hint) is heard.
 		// (Another name: on a Cluster the releases above may reach this connection's node
 		// over the cluster bus after the subscription.)
-		name = uniq("waited")
+		name = uniq(t, "waited")
 		ch = wire.ReleasedChannel(name)
 		r, err := other.Acquire(ctx, o, name)
 		if err != nil || r.Kind != spi.Granted {
@@ -205,7 +205,7 @@ func TestHintsWaitEnds(t *testing.T) {
 				ttl = time.Second
 			}
 			s := open(t, b, ttl)
-			name := uniq("ends-" + end)
+			name := uniq(t, "ends-"+end)
 			ch := wire.ReleasedChannel(name)
 			if r, err := other.Acquire(ctx, o, name); err != nil || r.Kind != spi.Granted {
 				t.Fatalf("acquire: %+v %v", r, err)
@@ -295,7 +295,7 @@ func TestHintsConfirmationReadsTheLease(t *testing.T) {
 		}
 
 		// Released before the subscription: hinted by the read.
-		lost := uniq("race")
+		lost := uniq(t, "race")
 		tok := grant(other, o, lost)
 		mu.Lock()
 		before[wire.ReleasedChannel(lost)] = func() {
@@ -308,13 +308,13 @@ func TestHintsConfirmationReadsTheLease(t *testing.T) {
 		expect(lost, true)
 
 		// Still held: no hint.
-		held := uniq("held")
+		held := uniq(t, "held")
 		grant(other, o, held)
 		heldBy(held, o)
 		expect(held, false)
 
 		// Free, reserved for the waiter the acquire named: no hint.
-		reserved := uniq("reserved")
+		reserved := uniq(t, "reserved")
 		tok = grant(other, o, reserved)
 		if r, err := third.AcquireQueued(ctx, w, reserved); err != nil || r.Kind != spi.HeldBy {
 			t.Fatalf("third's acquire: %+v %v", r, err)
@@ -329,7 +329,7 @@ func TestHintsConfirmationReadsTheLease(t *testing.T) {
 		// release, in the same round) the first, for which the free lease is now reserved.
 		// The first must be woken.
 		s2 := open(t, b, time.Minute)
-		mine := uniq("mine")
+		mine := uniq(t, "mine")
 		tok = grant(other, o, mine)
 		mu.Lock()
 		before[wire.ReleasedChannel(mine)] = func() {
@@ -356,7 +356,7 @@ func TestHintsGroups(t *testing.T) {
 		b, hints := hinted(t, newClient, nil)
 		other := newBackend(t, newClient(t))
 		s, o := open(t, b, time.Minute), open(t, other, time.Minute)
-		group := uniq("group")
+		group := uniq(t, "group")
 		ch := wire.GroupChangedChannel(group)
 		changed := spi.Hint{Kind: spi.GroupChanged, Name: group}
 		if st, err := other.Join(ctx, o, group); err != nil || st != spi.OK {

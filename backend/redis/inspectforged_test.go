@@ -70,7 +70,7 @@ func TestInspectForgedLeaseRecords(t *testing.T) {
 	}
 	names := map[string]int{}
 	for i, tc := range cases {
-		name := uniq("forged." + tc.name)
+		name := uniq(t, "forged."+tc.name)
 		names[name] = i
 		key := wire.LeaseKey(name)
 		t.Cleanup(func() { c.Del(context.Background(), key) })

@@ -70,7 +70,7 @@ func TestKeepAliveAfterFailureProvesRoundTripFirst(t *testing.T) {
 			b := newBackend(t, c)
 			ctx := context.Background()
 			sid := open(t, b, time.Minute)
-			name := uniq("probe")
+			name := uniq(t, "probe")
 			if r, err := b.Acquire(ctx, sid, name); err != nil {
 				t.Fatal(r, err)
 			}

@@ -41,6 +41,7 @@ func TestReleaseHintsLocally(t *testing.T) {
 			}
 			defer b.CloseSession(ctx, w.ID)
 			name := "local-hint-" + time.Now().Format("150405.000000000")
+			dropKeys(t, name)
 			r, err := b.Acquire(ctx, s.ID, name)
 			if err != nil || r.Kind != spi.Granted {
 				t.Fatalf("Acquire = %+v, %v", r, err)

@@ -82,7 +82,7 @@ func TestNewAtAStoppedServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer holder.Close()
-	name := uniq("stopped-at-new")
+	name := uniq(t, "stopped-at-new")
 	hs := open(t, holder, time.Minute)
 	got, err := holder.Acquire(ctx, hs, name)
 	if err != nil || got.Kind != spi.Granted {

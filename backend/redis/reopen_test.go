@@ -28,7 +28,7 @@ func TestReopenAtOnceAfterOutage(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer direct.Close()
-			outagetest.Reopen(t, b, direct, p, uniq("reopen"), blackhole)
+			outagetest.Reopen(t, b, direct, p, uniq(t, "reopen"), blackhole)
 		})
 	}
 }
@@ -47,7 +47,7 @@ func TestGroupReopenAtOnceAfterOutage(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer b.Close()
-			outagetest.GroupReopen(t, b, p, uniq("groupreopen"), blackhole)
+			outagetest.GroupReopen(t, b, p, uniq(t, "groupreopen"), blackhole)
 		})
 	}
 }

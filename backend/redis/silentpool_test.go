@@ -114,6 +114,7 @@ func keepAliveAfterSilentOutage(t *testing.T, b *Backend, p *faultproxy.Proxy) {
 	}
 	// Calls at once: the pool keeps a connection for each.
 	prefix := "silentpool-" + time.Now().Format("150405.000000")
+	dropKeys(t, prefix)
 	names := make([]string, 8)
 	var wg sync.WaitGroup
 	errs := make([]error, len(names))

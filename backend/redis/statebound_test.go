@@ -81,11 +81,13 @@ func TestManyNamesLeaveNoWaitsBehind(t *testing.T) {
 		{"cluster", func(t *testing.T) *Backend { return newBackend(t, clusterClient(t), WithRouteBySlot(true)) }},
 	} {
 		t.Run(mode.name, func(t *testing.T) {
+			prefix := fmt.Sprintf("sb-%d-", time.Now().UnixNano())
+			dropKeys(t, prefix)
 			wb := &waitTracker{Backend: mode.b(t)}
 			waittest.ManyNamesLeaveNoWaitsBehind(t, waittest.Setup{
 				Holder: mode.b(t), Waiter: wb, Owed: &wb.owed, Waits: wb.waits,
 				Waited:   func() (int, int) { return wb.waitedNames(), 0 },
-				CrashTTL: 2 * time.Second, Prefix: fmt.Sprintf("sb-%d-", time.Now().UnixNano()),
+				CrashTTL: 2 * time.Second, Prefix: prefix,
 			})
 		})
 	}

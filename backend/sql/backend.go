@@ -365,8 +365,15 @@ func (b *Backend) checkSchemaLocked(ctx context.Context) error {
 	if err != nil {
 		err = b.fail("schema version", err)
 		if se := (*schemaError)(nil); errors.As(err, &se) && se.why != "" {
-			// No version table: a database without Simba's schema, which needs every
-			// migration, in order (naming only the first sent whoever applied it back here).
+			// No version table in sight: a PostgreSQL role without USAGE on the schema
+			// that holds it (hiddenTables), or a database without Simba's schema, which
+			// needs every migration, in order (naming only the first sent whoever applied
+			// it back here).
+			if want, ok := wire.SQLSchemaCheckByName(b.name); ok {
+				if denied := b.hiddenTables(ctx, "schema check", want, nil, se.cause); denied != nil {
+					return denied
+				}
+			}
 			return b.schemaMissingFrom(0, se.why, se.cause)
 		}
 		if errors.Is(err, spi.ErrSchemaMissing) || spi.Classify(err) == spi.Retryable {
@@ -405,6 +412,15 @@ func (b *Backend) migrateLocked(ctx context.Context) error {
 		return spi.AsPermanent(fmt.Errorf("sql %s: no embedded migrations", b.name))
 	}
 	if err := b.d.migrate(ctx, ms); err != nil {
+		if pgNoSchema(err) {
+			// The search_path names no schema to create in: perhaps one the role may not
+			// use (hiddenTables), which the search_path skips.
+			if want, ok := wire.SQLSchemaCheckByName(b.name); ok {
+				if denied := b.hiddenTables(ctx, "migrate", want, nil, err); denied != nil {
+					return denied
+				}
+			}
+		}
 		return b.fail("migrate", err)
 	}
 	v, err := b.schemaVersion(ctx)
@@ -751,7 +767,8 @@ func (b *Backend) Members(ctx context.Context, group string) ([]spi.SessionID, e
 // probe (wire.ProbeGroup): the probe's read alone succeeded on a read-only server (a hot
 // standby after a failover, default_transaction_read_only, MySQL/MariaDB read_only), so the
 // client took the backend for reachable again, retried its session's calls at once, and they
-// failed again; now the outage lasts until the server takes writes.
+// failed again; now the outage lasts until the server takes writes. A user whose writes the
+// read-only setting does not bind is not held up by it (wire.SQLDialect.ReadOnlyWriteCheck).
 func (b *Backend) checkWritable(ctx context.Context) error {
 	wd, _ := wire.SQLDialectByName(b.name)
 	if wd.ReadOnlyCheck == "" {
@@ -763,6 +780,17 @@ func (b *Backend) checkWritable(ctx context.Context) error {
 	}
 	if len(rows) != 1 || rows[0][0] == "" {
 		return nil
+	}
+	if wd.ReadOnlyWriteCheck != "" {
+		// A user the read-only setting does not bind (MariaDB's READ_ONLY ADMIN) writes
+		// while the check above says read-only: the server's answer to a write that
+		// changes nothing is the verdict (one that refuses it for another reason, a
+		// missing UPDATE grant, leaves the check's).
+		if _, err := b.d.catalog(ctx, wd.ReadOnlyWriteCheck, 0); err == nil {
+			return nil
+		} else if c := b.fail("members (probe: read-only write check)", err); spi.Classify(c) == spi.Retryable && !errors.As(c, new(*readOnlyError)) {
+			return c
+		}
 	}
 	hint := pgReadOnlyHint
 	if b.name == wire.SQLMySQL {

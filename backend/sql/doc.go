@@ -57,7 +57,12 @@
 // the gate in the other 2). A write transaction from outside Simba on the file (the sqlite3
 // shell's BEGIN IMMEDIATE, the application's own long write) holds them up the same way: the
 // calls wait in SQLite's busy handler until their deadline, and on Linux that error names the
-// process holding the write lock (read from /proc/locks). PostgreSQL has no such lock, but
+// process holding the write lock (read from /proc/locks). A call whose deadline is longer than
+// busy_timeout (10 s unless the DSN's _pragma=busy_timeout says otherwise) fails with
+// SQLITE_BUSY instead, retryable (spi.ErrUnavailable) like the deadline: the lock lasts as
+// long as the other transaction and nothing but its end lifts it, after which the call
+// succeeds; its error names the file and that another process (on Linux, which) holds its
+// write lock. PostgreSQL has no such lock, but
 // acquire_queued's transaction locks session rows FOR SHARE (the caller's, and in a takeover
 // the holder's) and the lease row: a process stopped inside it, or whose link lost the replies
 // of its first round trip, kept them until the server found the client gone (TCP keepalive,
@@ -353,24 +358,43 @@
 // (Members of the probe group) checks that the server takes writes, with one more statement
 // (the dialect's wire.SQLDialect.ReadOnlyCheck), so a read-only server keeps the outage open,
 // one outage with one "reachable again" once it takes writes, rather than a probe that
-// succeeds while every write still fails. A missing schema matches
+// succeeds while every write still fails. On MySQL/MariaDB, when read_only is on, the probe
+// also sends a write that changes nothing (wire.SQLDialect.ReadOnlyWriteCheck, an UPDATE of
+// simba_member matching no row): a user the setting does not bind (MariaDB's READ_ONLY ADMIN,
+// MySQL's SUPER or CONNECTION_ADMIN without super_read_only), whose writes succeed, passes
+// the probe; for any other user the server refuses it (1290) and the server is read-only. A missing schema matches
 // spi.ErrSchemaMissing, a drifted one spi.ErrSchemaDrift too; invalid names spi.ErrInvalidName
 // (before any I/O); invalid options and DSNs spi.ErrInvalidOption; a corrupt or exhausted stored
 // token spi.ErrCorruptToken or spi.ErrTokenOverflow; authentication, privilege and data errors
 // (MySQL's out-of-range 1264 and 1690 included) are permanent. Refused credentials or privileges
 // match spi.ErrAccessDenied (simba.ErrAccessDenied), with an error that says which
-// ("authentication refused" or "privilege refused"), the user and server, and what to do:
-// PostgreSQL's class 28 (a role that does not exist, a wrong or missing password, no
-// pg_hba.conf entry) and 42501 (insufficient_privilege: a missing GRANT on Simba's tables);
-// MySQL/MariaDB's 1045, 1698, 1251, 1275, 1820, 1862, 3118 and 4151 (a wrong password, an
-// unknown user, an authentication method or expired password refused, an account locked), the
+// ("authentication refused" or "privilege refused"), the user and server, the cause and what
+// to do: PostgreSQL's class 28 (28P01 an incorrect or missing password: ALTER ROLE … PASSWORD;
+// 28000 a role without LOGIN: ALTER ROLE … LOGIN, a role that does not exist, no pg_hba.conf
+// entry, told apart by the server's English message, with a general answer for another
+// language) and 42501 (insufficient_privilege: a missing GRANT on Simba's tables);
+// MySQL/MariaDB's 1045, 1698, 1251, 1275, 1820, 1862, 3118 and 4151 (a wrong password or an
+// unknown user; no password given; an authentication method the driver does not speak or
+// allow; an old password hash; a password expired, 1820/1862: a new one, ALTER USER …
+// IDENTIFIED BY, or PASSWORD EXPIRE NEVER; an account locked, 3118/4151: ACCOUNT UNLOCK), the
 // driver's refusals of an authentication method, and 1044, 1142, 1143, 1227 and 1370 (a missing
 // privilege); SQLite's SQLITE_PERM and SQLITE_AUTH, and a file SQLite cannot open or write
 // because this process may not (permission denied on the file or its directory; not a file
-// opened with mode=ro, nor a read-only file system). A PostgreSQL role without USAGE on the
-// schema of Simba's tables sees no tables there (spi.ErrSchemaMissing), and a MariaDB user with
-// SELECT alone on them sees their foreign keys without ON DELETE (spi.ErrSchemaDrift): grant
-// what the tables need (SELECT, INSERT, UPDATE, DELETE). TLS failures
+// opened with mode=ro, nor a read-only file system). A table the schema check does not see
+// because of a missing privilege is access denied, not a missing schema: before it reports a
+// table missing, the check asks the catalog (PostgreSQL: a role without USAGE on a schema its
+// search_path names, which the search_path then skips, so every table there reads as missing,
+// 42P01; wire.SQLSchemaCheck.AccessQuery) or probes the table (MySQL/MariaDB, whose
+// information_schema hides a table on which the user holds no privilege, e.g. table-level
+// grants made before a later migration's table: the probe's 1142; a table really missing to a
+// user who may see it answers 1146; wire.SQLTableCheck.ProbeQuery), and the error matches
+// spi.ErrAccessDenied, naming the privilege, the objects and the GRANT to run; so does Migrate
+// by such a PostgreSQL role, whose CREATE TABLE finds no schema to create in (3F000). A
+// search_path that names no schema the role may use (none exists) makes Migrate fail
+// permanently (3F000 was retried as an outage), saying so. A MariaDB user with SELECT alone
+// passes the check (information_schema shows it the foreign keys without their ON DELETE,
+// which the check then accepts) and is refused at its first write (1142).
+// TLS failures
 // (PostgreSQL sslmode=verify-ca/verify-full with a certificate that does not verify,
 // sslmode=require to a server without TLS; MySQL tls=true to a server without TLS or with a
 // certificate that does not verify) match spi.ErrTLS and are permanent: retrying cannot fix

@@ -187,6 +187,26 @@ var (
 	}
 )
 
+// mysqlAuthCause says what an authentication refusal (mysqlAuthErrors) means and what fixes
+// it: an account locked or a password expired is not fixed in the DSN.
+func mysqlAuthCause(number uint16) string {
+	switch number {
+	case 3118, 4151:
+		return "the account is locked: unlock it (ALTER USER ... ACCOUNT UNLOCK)"
+	case 1820, 1862:
+		return "the account's password has expired (the server accepts nothing but a new password from it): " +
+			"set a new one (ALTER USER ... IDENTIFIED BY) and put it in the DSN, or lift the expiry (ALTER USER ... PASSWORD EXPIRE NEVER)"
+	case 1251:
+		return "the account's authentication method is one the driver does not speak or the DSN does not allow: " +
+			"give the account another (ALTER USER), or allow it in the DSN (allowNativePasswords, allowCleartextPasswords)"
+	case 1275:
+		return "the account's password has an old hash the server refuses (secure_auth): set the password again (ALTER USER ... IDENTIFIED BY)"
+	case 1698:
+		return "the account needs a password and the DSN gives none: put the user's password in the DSN"
+	}
+	return "the server refused the DSN's credentials (an incorrect password, an unknown user or host): fix the user and password in the DSN (or the account: CREATE USER, ALTER USER ... IDENTIFIED BY)"
+}
+
 // mysqlAccessDenied is classifyMySQL's answer for a refusal of the client's credentials (a
 // wrong password, an unknown user, an authentication method the driver cannot speak: the
 // driver's ErrNativePassword, ErrCleartextPassword, ErrOldPassword, ErrUnknownPlugin) or of a
@@ -194,16 +214,14 @@ var (
 // for which user at which server when the pool was made on MySQLConnector (the server's
 // message names the user in any case), and what to do. It returns nil for any other error.
 func mysqlAccessDenied(b *Backend, op string, err error) error {
-	who := ""
-	if d, ok := b.d.(*stdDialect); ok && d.server != "" {
-		who = fmt.Sprintf(" (user %q at %s)", d.user, d.server)
-	}
+	who := b.who()
 	var me *mysqldriver.MySQLError
 	switch {
-	case errors.As(err, &me) && mysqlAuthErrors[me.Number],
-		errors.Is(err, mysqldriver.ErrNativePassword), errors.Is(err, mysqldriver.ErrCleartextPassword),
+	case errors.As(err, &me) && mysqlAuthErrors[me.Number]:
+		return spi.AccessDenied(op, "authentication refused"+who+": "+mysqlAuthCause(me.Number), err)
+	case errors.Is(err, mysqldriver.ErrNativePassword), errors.Is(err, mysqldriver.ErrCleartextPassword),
 		errors.Is(err, mysqldriver.ErrOldPassword), errors.Is(err, mysqldriver.ErrUnknownPlugin):
-		return spi.AccessDenied(op, "authentication refused"+who+": the server refused the DSN's credentials: fix the user and password in the DSN (or the account: CREATE USER, ALTER USER ... IDENTIFIED BY, ACCOUNT UNLOCK)", err)
+		return spi.AccessDenied(op, "authentication refused"+who+": "+mysqlAuthCause(1251), err)
 	case errors.As(err, &me) && mysqlPrivilegeErrors[me.Number]:
 		return spi.AccessDenied(op, "privilege refused"+who+": the user lacks a privilege Simba needs: GRANT SELECT, INSERT, UPDATE, DELETE ON the database's simba_* tables TO the user (and CREATE, ALTER, INDEX, DROP for migrations)", err)
 	}

@@ -877,6 +877,13 @@ type causeFirstError struct {
 func (e *causeFirstError) Error() string { return e.msg }
 func (e *causeFirstError) Unwrap() error { return e.err }
 
+// pgNoSchema reports PostgreSQL's invalid_schema_name (3F000): no schema in the search_path
+// to create a table in.
+func pgNoSchema(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "3F000"
+}
+
 func isPgUndefined(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && (pe.Code == "42P01" || pe.Code == "42703" || pe.Code == "42883")
@@ -910,6 +917,12 @@ func (d *pgDialect) classify(op string, err error) error {
 			return d.b.schemaMissing(fmt.Sprintf("%s: %s", op, pe.Message), err)
 		case pe.Code == "3D000":
 			return d.b.noDatabase(op, pe.Message, err)
+		case pe.Code == "3F000":
+			// invalid_schema_name: a migration's CREATE TABLE found no schema in the
+			// search_path ("no schema has been selected to create in"): retrying cannot
+			// make one (it was retried as an outage forever).
+			return spi.AsPermanent(fmt.Errorf("%s: the search_path names no schema the role may use (one that does not exist, or on which the role lacks USAGE, is skipped): "+
+				"create it (CREATE SCHEMA), GRANT USAGE, CREATE ON SCHEMA to the role, or fix search_path in the DSN: %w", op, err))
 		case pe.Code == "40001", pe.Code == "40P01", pe.Code == "55P03":
 			// The server answered: the statement lost to concurrent transactions (a
 			// deadlock victim or serialization failure still so after retryRolledBack's
@@ -955,13 +968,29 @@ func (d *pgDialect) accessDenied(op string, err error) error {
 	if !errors.As(err, &pe) || !(strings.HasPrefix(pe.Code, "28") || pe.Code == "42501") {
 		return nil
 	}
-	who := ""
-	if d.pool != nil {
-		cc := d.pool.Config().ConnConfig
-		who = fmt.Sprintf(" (user %q at %s:%d, database %q)", cc.User, cc.Host, cc.Port, cc.Database)
-	}
+	who := d.b.who()
 	if pe.Code == "42501" {
 		return spi.AccessDenied(op, "privilege refused"+who+": the role lacks a privilege Simba needs: GRANT USAGE ON its schema, and SELECT, INSERT, UPDATE, DELETE ON the simba_* tables, TO the role (CREATE on the schema for migrations)", err)
 	}
-	return spi.AccessDenied(op, "authentication refused"+who+": the server refused the DSN's credentials (an unknown role, a wrong or missing password, no pg_hba.conf entry for it): fix the user and password in the DSN, or the role (CREATE ROLE ... LOGIN PASSWORD) and pg_hba.conf", err)
+	return spi.AccessDenied(op, "authentication refused"+who+": "+pgAuthCause(pe, d.b.roleIdent()), err)
+}
+
+// pgAuthCause says what an authentication refusal (class 28) means and what fixes it. 28P01
+// (invalid_password) is a wrong or missing password; 28000 (invalid_authorization_specification)
+// covers an unknown role, a role without LOGIN and a connection no pg_hba.conf entry admits,
+// told apart by the server's message (in English unless the server's lc_messages says
+// otherwise: a message in another language gets the general answer, and the server's own
+// message follows it in the error).
+func pgAuthCause(pe *pgconn.PgError, role string) string {
+	switch {
+	case pe.Code == "28P01":
+		return "an incorrect or missing password for the role: fix the password in the DSN (or the role's: ALTER ROLE " + role + " PASSWORD)"
+	case strings.Contains(pe.Message, "is not permitted to log in"):
+		return "the role may not log in (NOLOGIN): ALTER ROLE " + role + " LOGIN, or put a role that may in the DSN"
+	case strings.Contains(pe.Message, "does not exist") && strings.HasPrefix(pe.Message, "role "):
+		return "no such role: fix the user in the DSN, or create the role (CREATE ROLE " + role + " LOGIN PASSWORD ...)"
+	case strings.Contains(pe.Message, "pg_hba.conf"):
+		return "no pg_hba.conf entry admits the role from this host to this database: add one (and reload the server), or connect as a role one admits"
+	}
+	return "the server refused the DSN's credentials (an unknown role, a wrong or missing password, a role without LOGIN, no pg_hba.conf entry for it): fix the user and password in the DSN, or the role (CREATE ROLE ... LOGIN PASSWORD) and pg_hba.conf"
 }

@@ -255,11 +255,15 @@ func (g *fileGate) fileLock(ctx context.Context) (*fileLock, string) {
 	return g.file, g.path
 }
 
-// writeLockHeld adds to err, a statement's deadline on the file, the process that holds
-// SQLite's write lock there, if another does: every process on the file then waits for it,
-// keep-alives included, and sessions expire, and a bare "context deadline exceeded" told the
-// operator nothing of why (a write transaction from outside Simba, such as the sqlite3 shell's
-// BEGIN IMMEDIATE, or a process stopped inside a write).
+// writeLockHeld adds to err, a statement's deadline on the file or its SQLITE_BUSY (the busy
+// handler waited busy_timeout: sqliteWriteBusy), the process that holds SQLite's write lock
+// there, if another does: every process on the file then waits for it, keep-alives included,
+// and sessions expire, and a bare "context deadline exceeded" or "database is locked (5)
+// (SQLITE_BUSY)" told the operator nothing of why, nor which file (a write transaction from
+// outside Simba, such as the sqlite3 shell's BEGIN IMMEDIATE, or a process stopped inside a
+// write). SQLITE_BUSY with no holder found (not Linux, or a connection of this process) still
+// names the file and the write lock. The error stays retryable: the lock is held as long as the
+// other transaction, which only its end lifts, and the call succeeds once it has.
 func (g *fileGate) writeLockHeld(err error) error {
 	g.mu.Lock()
 	path := g.path
@@ -267,10 +271,26 @@ func (g *fileGate) writeLockHeld(err error) error {
 	if path == "" {
 		return err
 	}
+	busy := sqliteWriteBusy(err)
+	waited := ""
+	if busy {
+		waited = "; the call waited busy_timeout for it (the DSN's _pragma=busy_timeout, 10 s by default), and succeeds once that transaction ends"
+	}
 	if pid := sqliteWriter(path); pid != 0 {
-		return fmt.Errorf("%w (process %d holds SQLite's write lock on %s: no other process can write to the file until it ends its transaction)", err, pid, path)
+		return fmt.Errorf("%w (process %d holds SQLite's write lock on %s: no other process can write to the file until it ends its transaction%s)", err, pid, path, waited)
+	}
+	if busy {
+		return fmt.Errorf("%w (another connection, usually another process's, holds SQLite's write lock on %s: no other can write to the file until it ends its transaction%s)", err, path, waited)
 	}
 	return err
+}
+
+// sqliteWriteBusy reports whether err is SQLITE_BUSY itself (5): a write lock another
+// connection held past busy_timeout. Its extended codes are other conflicts (BUSY_SNAPSHOT: a
+// read transaction that cannot become a write one; BUSY_RECOVERY).
+func sqliteWriteBusy(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code() == sqliteBusy
 }
 
 // readOnlyKey marks the context of an operation that only reads (readOnlyCtx).

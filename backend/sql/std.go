@@ -240,7 +240,7 @@ func (d *stdDialect) with1(ctx context.Context, tx bool, fn func(q sqlq.Queries)
 	} else {
 		err = d.run(ctx, fn)
 	}
-	if d.gate != nil && errors.Is(err, context.DeadlineExceeded) {
+	if d.gate != nil && (errors.Is(err, context.DeadlineExceeded) || sqliteWriteBusy(err)) {
 		err = d.gate.writeLockHeld(err)
 	}
 	return err

@@ -7,6 +7,8 @@ package readonly
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -217,4 +219,76 @@ func TestMariaDBReadOnlyIsOneOutage(t *testing.T) {
 			t.Fatalf("%s: %v", q, err)
 		}
 	})
+}
+
+// TestMariaDBReadOnlyAdminProbe: on a private MariaDB with read_only on, a user with READ_ONLY
+// ADMIN, whose writes the setting does not bind, opens a session and passes the client's
+// outage probe (Members of wire.ProbeGroup); a user without it still fails the probe with an
+// error naming read-only. On the old code the probe reported the READ_ONLY ADMIN user's server
+// read-only ("read_only is on") while its writes succeeded, so a client in an outage stayed in
+// it until read_only went off.
+func TestMariaDBReadOnlyAdminProbe(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	s, err := servers.MariaDB(ctx, serverRoot(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	db, err := sql.Open("mysql", "root@tcp("+s.Addr()+")/test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	admin, err := db.Conn(ctx) // opened without grant tables: it may do anything, for good
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	for _, q := range []string{
+		"FLUSH PRIVILEGES", // grant tables on: read_only binds users without READ_ONLY ADMIN
+		"CREATE USER 'roadmin'@'%'",
+		"GRANT ALL PRIVILEGES ON test.* TO 'roadmin'@'%'",
+		"GRANT READ_ONLY ADMIN ON *.* TO 'roadmin'@'%'",
+		"CREATE USER 'plain'@'%'",
+		"GRANT ALL PRIVILEGES ON test.* TO 'plain'@'%'",
+	} {
+		if _, err := admin.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	open := func(user string) *simbasql.Backend {
+		b, err := simbasql.Open(ctx, "mysql://"+user+"@"+s.Addr()+"/test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Close() })
+		return b
+	}
+	roadmin, plain := open("roadmin"), open("plain")
+	if err := roadmin.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := plain.CheckSchema(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.ExecContext(ctx, "SET GLOBAL read_only = ON"); err != nil {
+		t.Fatal(err)
+	}
+
+	sess, err := roadmin.OpenSession(ctx, "o", time.Minute)
+	if err != nil {
+		t.Fatalf("READ_ONLY ADMIN: OpenSession under read_only: %v, want its write to succeed", err)
+	}
+	defer roadmin.CloseSession(ctx, sess.ID)
+	if _, err := roadmin.Members(ctx, wire.ProbeGroup); err != nil {
+		t.Errorf("READ_ONLY ADMIN: the probe under read_only: %v, want it to pass (the user's writes succeed)", err)
+	}
+	_, err = plain.Members(ctx, wire.ProbeGroup)
+	if !errors.Is(err, spi.ErrUnavailable) || !strings.Contains(fmt.Sprint(err), "read_only is on") {
+		t.Errorf("without READ_ONLY ADMIN: the probe under read_only: %v, want an outage naming read_only", err)
+	}
+	if _, err := plain.OpenSession(ctx, "o", time.Minute); !errors.Is(err, spi.ErrUnavailable) {
+		t.Errorf("without READ_ONLY ADMIN: OpenSession under read_only: %v, want it refused (retryable)", err)
+	}
 }

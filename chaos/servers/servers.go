@@ -293,6 +293,22 @@ func pgBin() (string, error) {
 
 // Postgres starts a private PostgreSQL (fsync on) with a database named test, trust auth.
 func Postgres(ctx context.Context, root string) (*Server, error) {
+	return postgres(ctx, root, "")
+}
+
+// PostgresPassword is Postgres with password authentication (scram-sha-256) on TCP, the
+// superuser postgres's password being password (not empty): a server where a wrong password
+// is refused (28P01), which the shared one, trust on 127.0.0.1, never refuses.
+func PostgresPassword(ctx context.Context, root, password string) (*Server, error) {
+	if password == "" {
+		return nil, errors.New("servers: PostgresPassword needs a password")
+	}
+	return postgres(ctx, root, password)
+}
+
+// postgres starts a private PostgreSQL: trust authentication when password is empty,
+// otherwise scram-sha-256 on TCP (the Unix socket, which createdb uses, stays trust).
+func postgres(ctx context.Context, root, password string) (*Server, error) {
 	s, err := newServer("postgres", root, true)
 	if err != nil {
 		return nil, err
@@ -310,7 +326,20 @@ func Postgres(ctx context.Context, root string) (*Server, error) {
 		}
 	}
 	data := filepath.Join(s.dir, "data")
-	if err := run(s.cred, s.log, filepath.Join(bin, "initdb"), "-D", data, "-A", "trust", "-U", "postgres", "--no-sync"); err != nil {
+	initdb := []string{filepath.Join(bin, "initdb"), "-D", data, "-A", "trust", "-U", "postgres", "--no-sync"}
+	if password != "" {
+		pwfile := filepath.Join(s.dir, "pwfile")
+		if err := os.WriteFile(pwfile, []byte(password+"\n"), 0o600); err != nil {
+			return nil, err
+		}
+		if s.cred != nil {
+			if err := os.Chown(pwfile, int(s.cred.Uid), int(s.cred.Gid)); err != nil {
+				return nil, err
+			}
+		}
+		initdb = append(initdb, "--auth-local=trust", "--auth-host=scram-sha-256", "--pwfile="+pwfile)
+	}
+	if err := run(s.cred, s.log, initdb...); err != nil {
 		return nil, err
 	}
 	s.argv = []string{filepath.Join(bin, "postgres"), "-D", data, "-p", strconv.Itoa(s.Port), "-k", s.dir,
@@ -322,7 +351,8 @@ func Postgres(ctx context.Context, root string) (*Server, error) {
 	// pg_isready says it accepts connections.
 	isready := filepath.Join(bin, "pg_isready")
 	s.ready = func() bool {
-		ctx, cancel := context.WithTimeout(ctx, time.Second)
+		// Not Postgres's ctx: the check runs at every Start, after that ctx may have ended.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		return exec.CommandContext(ctx, isready, "-q", "-h", "127.0.0.1", "-p", strconv.Itoa(s.Port), "-U", "postgres", "-d", "postgres").Run() == nil
 	}
@@ -330,7 +360,11 @@ func Postgres(ctx context.Context, root string) (*Server, error) {
 		return nil, err
 	}
 	return s, s.retry(ctx, func() error {
-		return run(s.cred, s.log, filepath.Join(bin, "createdb"), "-h", "127.0.0.1", "-p", strconv.Itoa(s.Port), "-U", "postgres", "test")
+		host := "127.0.0.1"
+		if password != "" {
+			host = s.dir // the Unix socket (-k), trust
+		}
+		return run(s.cred, s.log, filepath.Join(bin, "createdb"), "-h", host, "-p", strconv.Itoa(s.Port), "-U", "postgres", "test")
 	})
 }
 

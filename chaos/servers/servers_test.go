@@ -241,3 +241,32 @@ func TestStartAgainAfterKillRetriesAnExit(t *testing.T) {
 		t.Errorf("the server was started %d times, want 2", n)
 	}
 }
+
+// TestPostgresRestartAfterItsCreationCtxEnded: the readiness check of a restart must not use
+// the ctx Postgres was created with. A harness that starts its server with a bounded ctx (and
+// cancels it once the server serves) then kills and restarts it: the check (pg_isready run
+// under that ended ctx) failed at once every time, so Start waited out its minute and killed a
+// server that had been serving for a minute (trial29's soak: PostgreSQL ready 0.1 s after the
+// restart, killed 60 s later, the workers cut off for the rest of the run).
+func TestPostgresRestartAfterItsCreationCtxEnded(t *testing.T) {
+	root := t.TempDir()
+	for _, d := range []string{filepath.Dir(root), root} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	created, cancelCreated := context.WithTimeout(context.Background(), 2*time.Minute)
+	s, err := Postgres(created, root)
+	cancelCreated()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.startWithin = 20 * time.Second
+	s.Kill()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := s.Start(ctx); err != nil {
+		t.Fatalf("restart after the creation ctx ended: %v", err)
+	}
+}

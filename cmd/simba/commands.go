@@ -244,7 +244,12 @@ func exists(path string) bool {
 	return !errors.Is(err, fs.ErrNotExist)
 }
 
-// migrate applies the embedded schema of a SQL backend.
+// migrate applies the embedded schema of a SQL backend. A backend without a schema (Redis,
+// ZooKeeper, etcd) has nothing to apply, but migrate still connects and opens a session and
+// closes it (checkSession: the checks every client's first session makes, Redis's password
+// and durability checks and WAIT included), so that refused credentials or an unreachable
+// server fail it as they fail the other commands, rather than passing unnoticed until the
+// first lock.
 func migrate(ctx context.Context, args []string) error {
 	fs, dsn := dsnFlags("migrate")
 	if err := parseFlagsOnly(fs, args); err != nil {
@@ -260,7 +265,10 @@ func migrate(ctx context.Context, args []string) error {
 	defer b.Close()
 	m, ok := b.(migrator)
 	if !ok {
-		fmt.Printf("%s needs no schema\n", dsnutil.Redact(*dsn))
+		if err := checkSession(ctx, b, *dsn, "simba-migrate-check", simba.DefaultTTL); err != nil {
+			return err
+		}
+		fmt.Println(noSchemaReport(dsnutil.Redact(*dsn)))
 		return nil
 	}
 	if err := checkSQLiteFile(*dsn, false); err != nil {
@@ -279,6 +287,12 @@ func migrate(ctx context.Context, args []string) error {
 	}
 	fmt.Println(migrateReport(dsnutil.Redact(*dsn), before, after))
 	return nil
+}
+
+// noSchemaReport is what simba migrate prints for dsn (redacted) of a backend without a
+// schema, once a session opened and closed there.
+func noSchemaReport(dsn string) string {
+	return fmt.Sprintf("%s needs no schema: connected and opened a session; nothing to apply", dsn)
 }
 
 // migrator is what a SQL backend offers simba migrate.

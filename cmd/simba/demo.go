@@ -80,7 +80,7 @@ func demo(ctx context.Context, args []string) error {
 	}
 	resource := filepath.Join(dir, "ledger.db")
 	fmt.Printf("simba demo: %d worker processes electing %q on %s (TTL %v)\n", *workers, demoElection, dsnutil.Redact(*dsn), *ttl)
-	if err := prepare(ctx, *dsn, func(b spi.Backend) error { return checkSession(ctx, b, *dsn, *ttl) }); err != nil {
+	if err := prepare(ctx, *dsn, func(b spi.Backend) error { return checkSession(ctx, b, *dsn, "simba-demo-check", *ttl) }); err != nil {
 		return err
 	}
 	if err := prepareLedger(ctx, resource); err != nil {
@@ -388,16 +388,17 @@ func prepare(ctx context.Context, dsn string, check func(spi.Backend) error) err
 // checkSessionWait bounds checkSession's session open.
 const checkSessionWait = 15 * time.Second
 
-// checkSession opens a session on b (dsn's backend) and closes it, before the demo starts its workers: a
+// checkSession opens a session of owner on b (dsn's backend) and closes it, before the demo
+// starts its workers, and for simba migrate on a backend without a schema: a
 // backend that refuses the session (refused credentials, a Redis password the server has
 // none for, a TTL it refuses) or cannot be reached fails the demo at once with that error,
 // exit status 1 and one line. Each worker printed its own refusal and exited, and the demo
 // waited for a leader for its whole limit (10 TTLs and 10 s: 30 s at the default TTL) to
 // say "no new leader in time".
-func checkSession(ctx context.Context, b spi.Backend, dsn string, ttl time.Duration) error {
+func checkSession(ctx context.Context, b spi.Backend, dsn, owner string, ttl time.Duration) error {
 	octx, cancel := context.WithTimeout(ctx, checkSessionWait)
 	defer cancel()
-	s, err := b.OpenSession(octx, "simba-demo-check", ttl)
+	s, err := b.OpenSession(octx, owner, ttl)
 	if err != nil {
 		if ctx.Err() != nil {
 			return context.Cause(ctx)

@@ -2,7 +2,8 @@
 //
 //	simba demo    [-dsn D] [-workers N] [-ttl T]   leader election across real processes, with
 //	                                               SIGKILL and SIGSTOP, and a fenced resource
-//	simba migrate -dsn D                           apply the SQL schema (SQL backends)
+//	simba migrate -dsn D                           apply the SQL schema (SQL backends; others:
+//	                                               connect and open a session, as a check)
 //	simba status  -dsn D [-prefix P] [-all]        list leases, sessions and groups
 //	simba run     -dsn D -name N -- CMD [ARGS]     run CMD while this process leads N
 //	simba lock    -dsn D -name N -- CMD [ARGS]     run CMD under the lock N
@@ -89,7 +90,8 @@ const usage = `usage: simba <command> [flags]
 commands:
   demo      leader election across real processes: SIGKILL and SIGSTOP the leader, watch the
             failover and the fenced resource reject the paused ex-leader's stale write
-  migrate   apply the SQL schema to the database of -dsn
+  migrate   apply the SQL schema to the database of -dsn (Redis, ZooKeeper, etcd: no schema;
+            connect and open a session, to check the DSN's server and credentials)
   status    list the leases, sessions and groups of -dsn (-prefix P, -all)
   run       run a command while this process leads -name; stop it (SIGTERM, then SIGKILL)
             when leadership is lost

@@ -119,6 +119,12 @@ type SQLDialect struct {
 	// client's outage probe, so that a server that answers reads but refuses writes is not taken
 	// for reachable again (empty: the dialect has none).
 	ReadOnlyCheck string
+	// ReadOnlyWriteCheck is a write that changes nothing, run when ReadOnlyCheck reports the server
+	// read-only: when the server takes it, the user's writes pass the read-only setting (MariaDB's
+	// READ_ONLY ADMIN; MySQL's SUPER or CONNECTION_ADMIN without super_read_only) and the server is
+	// writable for this client; when it refuses it, the server is read-only (empty: the dialect has
+	// none, and ReadOnlyCheck's answer stands).
+	ReadOnlyWriteCheck string
 	// IdleTxTimeout sets how long the server keeps the connection idle inside a transaction before
 	// it ends the connection (and so the transaction and its locks): one statement with one
 	// parameter, the bound in milliseconds, so that a client stopped inside one (SIGSTOP, a VM
@@ -336,19 +342,20 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 				Steps:       []SQLStep{{Query: "ClearForeignHolder"}},
 				Transaction: false,
 			}},
-			ReadOnlyCheck:  "SELECT CASE WHEN pg_is_in_recovery() THEN 'in recovery (a hot standby)' WHEN current_setting('transaction_read_only') = 'on' THEN 'transaction_read_only is on' ELSE '' END",
-			SessionSetup:   []string{"SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED"},
-			WakeConnHost:   "",
-			WakeConnID:     "",
-			WakeKill:       "",
-			WakeLock:       "",
-			WakeLockConn:   "",
-			WakeUnlock:     "",
-			listenGroup:    [2]string{"LISTEN ", ""},
-			listenLease:    [2]string{"LISTEN ", ""},
-			unlistenGroup:  [2]string{"UNLISTEN ", ""},
-			unlistenLease:  [2]string{"UNLISTEN ", ""},
-			wakeFreeLeases: [2]string{"", ""},
+			ReadOnlyCheck:      "SELECT CASE WHEN pg_is_in_recovery() THEN 'in recovery (a hot standby)' WHEN current_setting('transaction_read_only') = 'on' THEN 'transaction_read_only is on' ELSE '' END",
+			ReadOnlyWriteCheck: "",
+			SessionSetup:       []string{"SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED"},
+			WakeConnHost:       "",
+			WakeConnID:         "",
+			WakeKill:           "",
+			WakeLock:           "",
+			WakeLockConn:       "",
+			WakeUnlock:         "",
+			listenGroup:        [2]string{"LISTEN ", ""},
+			listenLease:        [2]string{"LISTEN ", ""},
+			unlistenGroup:      [2]string{"UNLISTEN ", ""},
+			unlistenLease:      [2]string{"UNLISTEN ", ""},
+			wakeFreeLeases:     [2]string{"", ""},
 		}, true
 	case SQLMySQL:
 		return SQLDialect{
@@ -501,19 +508,20 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 				Steps:       []SQLStep{{Query: "ClearForeignHolder"}},
 				Transaction: false,
 			}},
-			ReadOnlyCheck:  "SELECT CASE WHEN @@global.read_only THEN 'read_only is on' ELSE '' END",
-			SessionSetup:   []string{},
-			WakeConnHost:   "SELECT HOST FROM information_schema.PROCESSLIST WHERE ID = ?",
-			WakeConnID:     "SELECT ID, HOST FROM information_schema.PROCESSLIST WHERE ID = CONNECTION_ID()",
-			WakeKill:       "KILL CONNECTION ?",
-			WakeLock:       "SELECT GET_LOCK(CONCAT('simba:', LEFT(SHA2(CONCAT(COALESCE(DATABASE(), ''), '/', ?), 256), 48)), ?)",
-			WakeLockConn:   "SELECT IS_USED_LOCK(CONCAT('simba:', LEFT(SHA2(CONCAT(COALESCE(DATABASE(), ''), '/', ?), 256), 48)))",
-			WakeUnlock:     "SELECT RELEASE_LOCK(CONCAT('simba:', LEFT(SHA2(CONCAT(COALESCE(DATABASE(), ''), '/', ?), 256), 48)))",
-			listenGroup:    [2]string{"", ""},
-			listenLease:    [2]string{"", ""},
-			unlistenGroup:  [2]string{"", ""},
-			unlistenLease:  [2]string{"", ""},
-			wakeFreeLeases: [2]string{"SELECT l.name AS name, CAST(l.token AS SIGNED) AS token, COALESCE(q.session_id, '') AS waiter_id\nFROM simba_lease l\nLEFT JOIN simba_session h ON h.id = l.session_id AND h.expiry_ms > CAST(UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000 AS SIGNED)\nLEFT JOIN simba_waiter q ON q.name = l.name AND q.session_id = (\n    SELECT w.session_id FROM simba_waiter w\n    WHERE w.name = l.name AND w.expiry_ms > CAST(UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000 AS SIGNED)\n      AND w.expiry_ms <= (SELECT ws.expiry_ms FROM simba_session ws WHERE ws.id = w.session_id)\n    ORDER BY w.arrival_us, w.session_id\n    LIMIT 1)\nWHERE l.name IN (", ") AND h.id IS NULL"},
+			ReadOnlyCheck:      "SELECT CASE WHEN @@global.read_only THEN 'read_only is on' ELSE '' END",
+			ReadOnlyWriteCheck: "UPDATE simba_member SET group_name = group_name WHERE 1 = 0",
+			SessionSetup:       []string{},
+			WakeConnHost:       "SELECT HOST FROM information_schema.PROCESSLIST WHERE ID = ?",
+			WakeConnID:         "SELECT ID, HOST FROM information_schema.PROCESSLIST WHERE ID = CONNECTION_ID()",
+			WakeKill:           "KILL CONNECTION ?",
+			WakeLock:           "SELECT GET_LOCK(CONCAT('simba:', LEFT(SHA2(CONCAT(COALESCE(DATABASE(), ''), '/', ?), 256), 48)), ?)",
+			WakeLockConn:       "SELECT IS_USED_LOCK(CONCAT('simba:', LEFT(SHA2(CONCAT(COALESCE(DATABASE(), ''), '/', ?), 256), 48)))",
+			WakeUnlock:         "SELECT RELEASE_LOCK(CONCAT('simba:', LEFT(SHA2(CONCAT(COALESCE(DATABASE(), ''), '/', ?), 256), 48)))",
+			listenGroup:        [2]string{"", ""},
+			listenLease:        [2]string{"", ""},
+			unlistenGroup:      [2]string{"", ""},
+			unlistenLease:      [2]string{"", ""},
+			wakeFreeLeases:     [2]string{"SELECT l.name AS name, CAST(l.token AS SIGNED) AS token, COALESCE(q.session_id, '') AS waiter_id\nFROM simba_lease l\nLEFT JOIN simba_session h ON h.id = l.session_id AND h.expiry_ms > CAST(UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000 AS SIGNED)\nLEFT JOIN simba_waiter q ON q.name = l.name AND q.session_id = (\n    SELECT w.session_id FROM simba_waiter w\n    WHERE w.name = l.name AND w.expiry_ms > CAST(UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000 AS SIGNED)\n      AND w.expiry_ms <= (SELECT ws.expiry_ms FROM simba_session ws WHERE ws.id = w.session_id)\n    ORDER BY w.arrival_us, w.session_id\n    LIMIT 1)\nWHERE l.name IN (", ") AND h.id IS NULL"},
 		}, true
 	case SQLSQLite:
 		return SQLDialect{
@@ -666,19 +674,20 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 				Steps:       []SQLStep{{Query: "ClearForeignHolder"}},
 				Transaction: false,
 			}},
-			ReadOnlyCheck:  "",
-			SessionSetup:   []string{"PRAGMA busy_timeout = 10000", "PRAGMA foreign_keys = ON"},
-			WakeConnHost:   "",
-			WakeConnID:     "",
-			WakeKill:       "",
-			WakeLock:       "",
-			WakeLockConn:   "",
-			WakeUnlock:     "",
-			listenGroup:    [2]string{"", ""},
-			listenLease:    [2]string{"", ""},
-			unlistenGroup:  [2]string{"", ""},
-			unlistenLease:  [2]string{"", ""},
-			wakeFreeLeases: [2]string{"", ""},
+			ReadOnlyCheck:      "",
+			ReadOnlyWriteCheck: "",
+			SessionSetup:       []string{"PRAGMA busy_timeout = 10000", "PRAGMA foreign_keys = ON"},
+			WakeConnHost:       "",
+			WakeConnID:         "",
+			WakeKill:           "",
+			WakeLock:           "",
+			WakeLockConn:       "",
+			WakeUnlock:         "",
+			listenGroup:        [2]string{"", ""},
+			listenLease:        [2]string{"", ""},
+			unlistenGroup:      [2]string{"", ""},
+			unlistenLease:      [2]string{"", ""},
+			wakeFreeLeases:     [2]string{"", ""},
 		}, true
 	default:
 		return SQLDialect{}, false

@@ -18,6 +18,11 @@ type SQLSchemaCheck struct {
 	// TableDefinitionsQuery (may be empty) returns table_name and the CREATE TABLE text,
 	// whose column COLLATE clauses override the collation ColumnsQuery reports.
 	TableDefinitionsQuery string
+	// AccessQuery (may be empty) returns table_name and missing (which privilege on which
+	// object): the tables the connection cannot reach for want of a privilege the catalog
+	// can tell (PostgreSQL: USAGE on a schema the search_path names). Run after a table
+	// was reported missing.
+	AccessQuery string
 }
 
 // SQLTableCheck is one table as the library needs it.
@@ -33,6 +38,10 @@ type SQLTableCheck struct {
 	// Migration is the file of the migration that creates the table, e.g.
 	// "0003_waiters.sql" (under sql/schema/<dialect>/).
 	Migration string
+	// ProbeQuery (may be empty) reads nothing from the table: run when the catalog did
+	// not show the table, its refusal tells a missing privilege (MySQL/MariaDB 1142)
+	// from a missing table (1146).
+	ProbeQuery string
 }
 
 // SQLColumnCheck is one column as the library needs it.
@@ -72,6 +81,7 @@ func SQLSchemaCheckByName(name string) (SQLSchemaCheck, bool) {
 	switch name {
 	case SQLPostgres:
 		return SQLSchemaCheck{
+			AccessQuery:           "SELECT c.relname::text AS table_name, ('USAGE ON SCHEMA ' || quote_ident(n.nspname::text))::text AS missing\nFROM pg_namespace n\nJOIN pg_class c ON c.relnamespace = n.oid AND c.relkind IN ('r', 'p')\nWHERE c.relname IN ('simba_schema_version', 'simba_session', 'simba_lease', 'simba_member', 'simba_waiter')\n  AND NOT has_schema_privilege(n.oid, 'USAGE')\n  AND n.nspname IN (\n    SELECT CASE WHEN s IN ('$user', '\"$user\"') THEN current_user::text\n        WHEN s LIKE '\"%\"' THEN replace(substr(s, 2, length(s) - 2), '\"\"', '\"')\n        ELSE lower(s) END\n    FROM unnest(string_to_array(current_setting('search_path'), ',')) AS p(x), btrim(p.x) AS s)\nORDER BY n.nspname, c.relname",
 			ColumnsQuery:          "SELECT c.relname::text AS table_name, a.attname::text AS column_name, t.typname::text AS data_type,\n    (CASE WHEN t.typname IN ('varchar', 'bpchar') AND a.atttypmod >= 4 THEN a.atttypmod - 4 ELSE -1 END)::text AS max_length,\n    COALESCE(co.collname::text, '') AS collation,\n    (CASE WHEN a.attnotnull THEN '0' ELSE '1' END) AS nullable\nFROM pg_class c\nJOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped\nJOIN pg_type t ON t.oid = a.atttypid\nLEFT JOIN pg_collation co ON co.oid = a.attcollation\nWHERE c.oid IN (SELECT to_regclass(n) FROM unnest(ARRAY['simba_schema_version', 'simba_session', 'simba_lease', 'simba_member', 'simba_waiter']) AS n)\nORDER BY c.relname, a.attnum",
 			ForeignKeysQuery:      "SELECT c.relname::text AS table_name, a.attname::text AS column_name,\n    rc.relname::text AS ref_table, ra.attname::text AS ref_column,\n    (CASE k.confdeltype WHEN 'a' THEN 'NO ACTION' WHEN 'r' THEN 'RESTRICT' WHEN 'c' THEN 'CASCADE'\n        WHEN 'n' THEN 'SET NULL' WHEN 'd' THEN 'SET DEFAULT' ELSE '' END) AS on_delete,\n    k.conname::text AS constraint_name\nFROM pg_constraint k\nJOIN pg_class c ON c.oid = k.conrelid\nJOIN pg_class rc ON rc.oid = k.confrelid\nJOIN pg_attribute a ON a.attrelid = k.conrelid AND a.attnum = k.conkey[1]\nJOIN pg_attribute ra ON ra.attrelid = k.confrelid AND ra.attnum = k.confkey[1]\nWHERE k.contype = 'f' AND cardinality(k.conkey) = 1\n  AND c.oid IN (SELECT to_regclass(n) FROM unnest(ARRAY['simba_schema_version', 'simba_session', 'simba_lease', 'simba_member', 'simba_waiter']) AS n)\nORDER BY c.relname, a.attname",
 			PrimaryKeysQuery:      "SELECT c.relname::text AS table_name, a.attname::text AS column_name\nFROM pg_constraint k\nJOIN pg_class c ON c.oid = k.conrelid\nCROSS JOIN LATERAL unnest(k.conkey) WITH ORDINALITY AS u(attnum, pos)\nJOIN pg_attribute a ON a.attrelid = k.conrelid AND a.attnum = u.attnum\nWHERE k.contype = 'p' AND c.oid IN (SELECT to_regclass(n) FROM unnest(ARRAY['simba_schema_version', 'simba_session', 'simba_lease', 'simba_member', 'simba_waiter']) AS n)\nORDER BY c.relname, u.pos",
@@ -89,6 +99,7 @@ func SQLSchemaCheckByName(name string) (SQLSchemaCheck, bool) {
 				Migration:   "0001_init.sql",
 				Name:        "simba_schema_version",
 				PrimaryKey:  []string{"version"},
+				ProbeQuery:  "",
 			}, {
 				Columns: []SQLColumnCheck{{
 					Collation: "C",
@@ -123,6 +134,7 @@ func SQLSchemaCheckByName(name string) (SQLSchemaCheck, bool) {
 				Migration:   "0001_init.sql",
 				Name:        "simba_session",
 				PrimaryKey:  []string{"id"},
+				ProbeQuery:  "",
 			}, {
 				Columns: []SQLColumnCheck{{
 					Collation: "C",
@@ -156,6 +168,7 @@ func SQLSchemaCheckByName(name string) (SQLSchemaCheck, bool) {
 				Migration:  "0001_init.sql",
 				Name:       "simba_lease",
 				PrimaryKey: []string{"name"},
+				ProbeQuery: "",
 			}, {
 				Columns: []SQLColumnCheck{{
 					Collation: "C",
@@ -182,6 +195,7 @@ func SQLSchemaCheckByName(name string) (SQLSchemaCheck, bool) {
 				Migration:  "0001_init.sql",
 				Name:       "simba_member",
 				PrimaryKey: []string{"group_name", "session_id"},
+				ProbeQuery: "",
 			}, {
 				Columns: []SQLColumnCheck{{
 					Collation: "C",
@@ -222,10 +236,12 @@ func SQLSchemaCheckByName(name string) (SQLSchemaCheck, bool) {
 				Migration:  "0003_waiters.sql",
 				Name:       "simba_waiter",
 				PrimaryKey: []string{"name", "session_id"},
+				ProbeQuery: "",
 			}},
 		}, true
 	case SQLMySQL:
 		return SQLSchemaCheck{
+			AccessQuery:           "",
 			ColumnsQuery:          "SELECT CAST(c.TABLE_NAME AS CHAR) AS table_name, CAST(c.COLUMN_NAME AS CHAR) AS column_name,\n    CAST(LOWER(c.DATA_TYPE) AS CHAR) AS data_type,\n    CAST(COALESCE(c.CHARACTER_MAXIMUM_LENGTH, -1) AS CHAR) AS max_length,\n    CAST(COALESCE(c.COLLATION_NAME, '') AS CHAR) AS collation,\n    CASE WHEN c.IS_NULLABLE = 'YES' THEN '1' ELSE '0' END AS nullable\nFROM information_schema.COLUMNS c\nWHERE c.TABLE_SCHEMA = DATABASE() AND c.TABLE_NAME IN ('simba_schema_version', 'simba_session', 'simba_lease', 'simba_member', 'simba_waiter')\nORDER BY c.TABLE_NAME, c.ORDINAL_POSITION",
 			ForeignKeysQuery:      "SELECT CAST(k.TABLE_NAME AS CHAR) AS table_name, CAST(MAX(k.COLUMN_NAME) AS CHAR) AS column_name,\n    CAST(MAX(k.REFERENCED_TABLE_NAME) AS CHAR) AS ref_table, CAST(MAX(k.REFERENCED_COLUMN_NAME) AS CHAR) AS ref_column,\n    CAST(COALESCE((SELECT MAX(r.DELETE_RULE) FROM information_schema.REFERENTIAL_CONSTRAINTS r\n        WHERE r.CONSTRAINT_SCHEMA = DATABASE() AND r.TABLE_NAME = k.TABLE_NAME\n          AND r.CONSTRAINT_NAME = k.CONSTRAINT_NAME), '') AS CHAR) AS on_delete,\n    CAST(k.CONSTRAINT_NAME AS CHAR) AS constraint_name\nFROM information_schema.KEY_COLUMN_USAGE k\nWHERE k.TABLE_SCHEMA = DATABASE() AND k.TABLE_NAME IN ('simba_schema_version', 'simba_session', 'simba_lease', 'simba_member', 'simba_waiter') AND k.REFERENCED_TABLE_NAME IS NOT NULL\nGROUP BY k.TABLE_NAME, k.CONSTRAINT_NAME\nHAVING COUNT(*) = 1\nORDER BY 1, 2",
 			PrimaryKeysQuery:      "SELECT CAST(k.TABLE_NAME AS CHAR) AS table_name, CAST(k.COLUMN_NAME AS CHAR) AS column_name\nFROM information_schema.KEY_COLUMN_USAGE k\nWHERE k.TABLE_SCHEMA = DATABASE() AND k.CONSTRAINT_NAME = 'PRIMARY' AND k.TABLE_NAME IN ('simba_schema_version', 'simba_session', 'simba_lease', 'simba_member', 'simba_waiter')\nORDER BY k.TABLE_NAME, k.ORDINAL_POSITION",
@@ -243,6 +259,7 @@ func SQLSchemaCheckByName(name string) (SQLSchemaCheck, bool) {
 				Migration:   "0001_init.sql",
 				Name:        "simba_schema_version",
 				PrimaryKey:  []string{"version"},
+				ProbeQuery:  "SELECT 1 FROM simba_schema_version WHERE 1 = 0",
 			}, {
 				Columns: []SQLColumnCheck{{
 					Collation: "ascii_bin",
@@ -277,6 +294,7 @@ func SQLSchemaCheckByName(name string) (SQLSchemaCheck, bool) {
 				Migration:   "0001_init.sql",
 				Name:        "simba_session",
 				PrimaryKey:  []string{"id"},
+				ProbeQuery:  "SELECT 1 FROM simba_session WHERE 1 = 0",
 			}, {
 				Columns: []SQLColumnCheck{{
 					Collation: "ascii_bin",
@@ -310,6 +328,7 @@ func SQLSchemaCheckByName(name string) (SQLSchemaCheck, bool) {
 				Migration:  "0001_init.sql",
 				Name:       "simba_lease",
 				PrimaryKey: []string{"name"},
+				ProbeQuery: "SELECT 1 FROM simba_lease WHERE 1 = 0",
 			}, {
 				Columns: []SQLColumnCheck{{
 					Collation: "ascii_bin",
@@ -336,6 +355,7 @@ func SQLSchemaCheckByName(name string) (SQLSchemaCheck, bool) {
 				Migration:  "0001_init.sql",
 				Name:       "simba_member",
 				PrimaryKey: []string{"group_name", "session_id"},
+				ProbeQuery: "SELECT 1 FROM simba_member WHERE 1 = 0",
 			}, {
 				Columns: []SQLColumnCheck{{
 					Collation: "ascii_bin",
@@ -376,10 +396,12 @@ func SQLSchemaCheckByName(name string) (SQLSchemaCheck, bool) {
 				Migration:  "0003_waiters.sql",
 				Name:       "simba_waiter",
 				PrimaryKey: []string{"name", "session_id"},
+				ProbeQuery: "SELECT 1 FROM simba_waiter WHERE 1 = 0",
 			}},
 		}, true
 	case SQLSQLite:
 		return SQLSchemaCheck{
+			AccessQuery:           "",
 			ColumnsQuery:          "SELECT m.name AS table_name, p.name AS column_name,\n    lower(CASE WHEN instr(p.type, '(') > 0 THEN trim(substr(p.type, 1, instr(p.type, '(') - 1)) ELSE trim(p.type) END) AS data_type,\n    '-1' AS max_length,\n    CASE WHEN upper(p.type) LIKE '%CHAR%' OR upper(p.type) LIKE '%CLOB%' OR upper(p.type) LIKE '%TEXT%'\n        THEN 'BINARY' ELSE '' END AS collation,\n    CASE WHEN p.\"notnull\" THEN '0' ELSE '1' END AS nullable\nFROM sqlite_master m, pragma_table_info(m.name) p\nWHERE m.type = 'table' AND m.name IN ('simba_schema_version', 'simba_session', 'simba_lease', 'simba_member', 'simba_waiter')\nORDER BY m.name, p.cid",
 			ForeignKeysQuery:      "SELECT m.name AS table_name, f.\"from\" AS column_name, f.\"table\" AS ref_table,\n    COALESCE(f.\"to\", (SELECT pk.name FROM pragma_table_info(f.\"table\") pk WHERE pk.pk = 1), '') AS ref_column,\n    upper(f.on_delete) AS on_delete, '' AS constraint_name\nFROM sqlite_master m, pragma_foreign_key_list(m.name) f\nWHERE m.type = 'table' AND m.name IN ('simba_schema_version', 'simba_session', 'simba_lease', 'simba_member', 'simba_waiter')\n  AND (SELECT count(*) FROM pragma_foreign_key_list(m.name) g WHERE g.id = f.id) = 1\nORDER BY m.name, f.\"from\"",
 			PrimaryKeysQuery:      "SELECT m.name AS table_name, p.name AS column_name\nFROM sqlite_master m, pragma_table_info(m.name) p\nWHERE m.type = 'table' AND p.pk > 0 AND m.name IN ('simba_schema_version', 'simba_session', 'simba_lease', 'simba_member', 'simba_waiter')\nORDER BY m.name, p.pk",
@@ -397,6 +419,7 @@ func SQLSchemaCheckByName(name string) (SQLSchemaCheck, bool) {
 				Migration:   "0001_init.sql",
 				Name:        "simba_schema_version",
 				PrimaryKey:  []string{"version"},
+				ProbeQuery:  "",
 			}, {
 				Columns: []SQLColumnCheck{{
 					Collation: "BINARY",
@@ -431,6 +454,7 @@ func SQLSchemaCheckByName(name string) (SQLSchemaCheck, bool) {
 				Migration:   "0001_init.sql",
 				Name:        "simba_session",
 				PrimaryKey:  []string{"id"},
+				ProbeQuery:  "",
 			}, {
 				Columns: []SQLColumnCheck{{
 					Collation: "BINARY",
@@ -464,6 +488,7 @@ func SQLSchemaCheckByName(name string) (SQLSchemaCheck, bool) {
 				Migration:  "0001_init.sql",
 				Name:       "simba_lease",
 				PrimaryKey: []string{"name"},
+				ProbeQuery: "",
 			}, {
 				Columns: []SQLColumnCheck{{
 					Collation: "BINARY",
@@ -490,6 +515,7 @@ func SQLSchemaCheckByName(name string) (SQLSchemaCheck, bool) {
 				Migration:  "0001_init.sql",
 				Name:       "simba_member",
 				PrimaryKey: []string{"group_name", "session_id"},
+				ProbeQuery: "",
 			}, {
 				Columns: []SQLColumnCheck{{
 					Collation: "BINARY",
@@ -530,6 +556,7 @@ func SQLSchemaCheckByName(name string) (SQLSchemaCheck, bool) {
 				Migration:  "0003_waiters.sql",
 				Name:       "simba_waiter",
 				PrimaryKey: []string{"name", "session_id"},
+				ProbeQuery: "",
 			}},
 		}, true
 	default:

@@ -97,6 +97,11 @@ func (m *tokenBlindBackend) Withdraw(ctx context.Context, session spi.SessionID,
 // CheckTTL is the real one (spi.TTLChecker).
 func (m *tokenBlindBackend) CheckTTL(ttl time.Duration) error { return spi.CheckTTL(m.Backend, ttl) }
 
+// CheckRenewal is the real one (spi.RenewalChecker).
+func (m *tokenBlindBackend) CheckRenewal(ttl, every time.Duration) error {
+	return spi.CheckRenewal(m.Backend, ttl, every)
+}
+
 // Hints are the real ones.
 func (m *tokenBlindBackend) Hints(ctx context.Context) (<-chan spi.Hint, error) {
 	return m.Backend.(spi.Hinter).Hints(ctx)
