@@ -1,5 +1,3 @@
-//go:build pgstart
-
 package sql
 
 import (
@@ -11,8 +9,8 @@ import (
 )
 
 // TestPostgresWithdrawOfFirstWaiterWakesNext is the wake-up a PostgreSQL partition group's start
-// loses (bench/cmd/groupstart: 5 of 24 starts of 3 processes at TTL 5 s took 4.8 s, one TTL
-// less the first waiter's age; 2 of 16 at TTL 15 s took 14.7 s). The order of events:
+// lost (bench/cmd/groupstart: 14 of 40 starts of 3 processes at TTL 5 s took 4.8 s, one TTL
+// less the first waiter's age; 4 of 16 at TTL 15 s took 14.7 s). The order of events:
 //
 //  1. holder holds the lease; first and then second wait for it (AcquireQueued: HeldBy, and
 //     each is entered in the lease's waiter queue, first ahead of second).
@@ -20,20 +18,17 @@ import (
 //  3. second attempts at once: the lease is free but owed to the first live waiter, so the
 //     reply is HeldBy(first) with the remaining time of first's entry, about a TTL.
 //  4. first withdraws (in a group start: its member view changed and the partition is no
-//     longer its own). waiter_remove is a plain DELETE: nothing is NOTIFYed, so second's
-//     backend delivers no hint, and second's engine tries again only at first's remaining
-//     time, a TTL after the release.
+//     longer its own). The withdraw was waiter_remove, a plain DELETE: nothing was NOTIFYed,
+//     so second's backend delivered no hint, and second's engine tried again only at first's
+//     remaining time, a TTL after the release.
 //
-// The test checks that second's listener hears a notification of the lease's channel after
-// the withdraw, by commit order: a later release of another lease second waits for
-// (sentinel) is heard after it. On the current wire (spec/sql.yaml: withdraw is waiter_remove)
-// it fails; with the proposed withdraw_notify statement (the DELETE NOTIFYing the lease's own
-// channel when the lease was owed to the withdrawn entry: no live session holds it and no live
-// waiter was ahead; see the commit that added this test) it passes. A withdraw from
-// a lease a live session holds, or of a waiter behind a live first waiter, must stay silent
-// (nothing becomes owed to the next waiter then).
-//
-// Built only with -tags pgstart: it stands for a wire change not yet made.
+// The withdraw is now withdraw_notify (spec/sql.yaml): the DELETE NOTIFYs the lease's own
+// channel when the lease was owed to the withdrawn entry (no live session holds it and no live
+// waiter was ahead). The test checks that second's listener hears a notification of the lease's
+// channel after the withdraw, by commit order: a later release of another lease second waits
+// for (a sentinel) is heard after it. A withdraw from a lease a live session holds, or of a
+// waiter behind a live first waiter, must stay silent (nothing becomes owed to the next waiter
+// then).
 func TestPostgresWithdrawOfFirstWaiterWakesNext(t *testing.T) {
 	dsn := pgDSN(t)
 	other := migrated(t, dsn) // the holder's and the first waiter's backend (another process)
