@@ -133,3 +133,108 @@ func TestPostgresWithdrawOfFirstWaiterWakesNext(t *testing.T) {
 		t.Fatalf("AcquireQueued after the withdraw = %+v, %v; want Granted", r, err)
 	}
 }
+
+// TestPostgresCloseOfFirstWaiterWakesNext is the same gap for a first waiter that closes its
+// session instead of withdrawing (a process that stops while it waits, when its withdrawal did
+// not land first): close_session deleted the session, and its waiter entries with it (the
+// foreign key's cascade), without a NOTIFY, so the next waiter, told HeldBy by the closed one
+// with its entry's time left, tried again only then. close_session now NOTIFYs the lease's
+// channel for each entry the lease was owed to, as withdraw_notify does; closing a session that
+// waits for a held lease, or behind a live first waiter, stays silent.
+func TestPostgresCloseOfFirstWaiterWakesNext(t *testing.T) {
+	dsn := pgDSN(t)
+	other := migrated(t, dsn) // the holder's and the first waiters' backend
+	c := migrated(t, dsn)     // the second waiter's backend
+	heard := hearing(c)
+	ctx, cancel := context.WithCancel(testCtx(t))
+	defer cancel()
+	if _, err := c.Hints(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitListening(t, c)
+
+	name, held := "owedc-"+unique(t), "heldc-"+unique(t)
+	sentinels := []string{"sentinelc-a-" + unique(t), "sentinelc-b-" + unique(t), "sentinelc-c-" + unique(t)}
+	holder := openSession(t, other, longTTL)
+	first := openSession(t, other, longTTL)
+	third := openSession(t, other, longTTL) // queued between first and second
+	heldWaiter := openSession(t, other, longTTL)
+	second := openSession(t, c, longTTL)
+	tok := grant(t, other, holder, name)
+	grant(t, other, holder, held)
+	var sentToks []int64
+	for _, n := range sentinels {
+		sentToks = append(sentToks, grant(t, other, holder, n))
+	}
+	queue := func(b *Backend, s spi.SessionID, n string, want spi.SessionID) {
+		t.Helper()
+		r, err := b.AcquireQueued(testCtx(t), s, n)
+		if err != nil || r.Kind != spi.HeldBy || r.Holder != want {
+			t.Fatalf("AcquireQueued(%s) = %+v, %v; want HeldBy %s", n, r, err, want)
+		}
+	}
+	queue(other, heldWaiter, held, holder)
+	queue(other, first, name, holder)
+	queue(other, third, name, holder)
+	for _, n := range append([]string{name, held}, sentinels...) {
+		queue(c, second, n, holder)
+		waitListening(t, c)
+	}
+	heardBefore := func(n string, i int) bool {
+		t.Helper()
+		if err := other.Release(testCtx(t), holder, sentinels[i], sentToks[i]); err != nil {
+			t.Fatal(err)
+		}
+		saw := false
+		timeout := time.After(30 * time.Second)
+		for {
+			select {
+			case h := <-heard:
+				if h.payload == sentinels[i] {
+					return saw
+				}
+				saw = saw || h.payload == n
+			case <-timeout:
+				t.Fatalf("no notification of %q within 30 s", sentinels[i])
+			}
+		}
+	}
+	closeSession := func(s spi.SessionID) {
+		t.Helper()
+		if err := other.CloseSession(testCtx(t), s); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Closing a waiter of a lease a live session holds: nothing is owed.
+	closeSession(heldWaiter)
+	if heardBefore(held, 0) {
+		t.Fatalf("closing a waiter of %q, which a live session holds, notified its channel", held)
+	}
+	if err := other.Release(testCtx(t), holder, name, tok); err != nil {
+		t.Fatal(err)
+	}
+	timeout := time.After(30 * time.Second)
+	for done := false; !done; {
+		select {
+		case h := <-heard:
+			done = h.payload == name
+		case <-timeout:
+			t.Fatalf("no notification of %q's release within 30 s", name)
+		}
+	}
+	queue(c, second, name, first) // free, owed to first
+	// Closing the waiter behind first: still owed to first, nothing notified.
+	closeSession(third)
+	if heardBefore(name, 1) {
+		t.Fatalf("closing a waiter behind a live first waiter of %q notified its channel", name)
+	}
+	closeSession(first)
+	if !heardBefore(name, 2) {
+		t.Fatalf("first's close left %q free and owed to second, but nothing notified its channel: "+
+			"second's engine tries again only at first's remaining time (about a TTL)", name)
+	}
+	if r, err := c.AcquireQueued(testCtx(t), second, name); err != nil || r.Kind != spi.Granted {
+		t.Fatalf("AcquireQueued after the close = %+v, %v; want Granted", r, err)
+	}
+}
