@@ -3,12 +3,14 @@
 // the time from the join to every partition held by exactly the member hashing assigns it to
 // is measured, with each member's backend calls counted (acquires granted, found held, failed;
 // releases and withdrawals). It runs on SQLite (a file in a temporary directory, shared by the
-// processes) or PostgreSQL (-dsn). With -trace DIR each member writes DIR/<group>-<pid>.log:
+// processes) or on the backend -dsn names (any scheme of package open: PostgreSQL, Redis, …;
+// -trace needs a SQL DSN). With -trace DIR each member writes DIR/<group>-<pid>.log:
 // its acquires' replies (with the holder a HeldBy names and its time left), withdrawals,
 // releases, hints and state changes, in milliseconds since its join.
 //
 //	go run ./cmd/groupstart -members 3 -partitions 128 -rounds 5
 //	go run ./cmd/groupstart -dsn postgres://127.0.0.1:5432/test -members 3
+//	go run ./cmd/groupstart -dsn redis://127.0.0.1:6379 -ttl 5s -rounds 16
 //	go run ./cmd/groupstart -dsn postgres://127.0.0.1:5432/test -ttl 5s -rounds 24 -trace /tmp/gs
 package main
 
@@ -29,6 +31,7 @@ import (
 
 	"github.com/simba-go/simba"
 	simbasql "github.com/simba-go/simba/backend/sql"
+	"github.com/simba-go/simba/open"
 	"github.com/simba-go/simba/spi"
 )
 
@@ -94,7 +97,7 @@ func round(dsn, group string, members, partitions int, ttl time.Duration, trace 
 		lines chan string
 	}
 	// Migrate once, before the members start.
-	be, err := simbasql.Open(context.Background(), dsn, simbasql.WithAutoMigrate())
+	be, err := open.Open(context.Background(), dsn, open.WithAutoMigrate())
 	if err != nil {
 		return 0, counts, err
 	}
@@ -208,22 +211,25 @@ func round(dsn, group string, members, partitions int, ttl time.Duration, trace 
 // state until stdin ends, then its call counts; with trace set, it traces its calls there.
 func runChild(dsn, group string, partitions, members int, ttl time.Duration, trace string) int {
 	ctx := context.Background()
-	be, err := simbasql.Open(ctx, dsn)
-	if err != nil {
-		fmt.Println("error:", err)
-		return 1
-	}
-	defer be.Close()
 	tr, err := newTracer(trace, group)
 	if err != nil {
 		fmt.Println("error:", err)
 		return 1
 	}
 	defer tr.close()
-	var sb spi.Backend = be
+	var sb spi.Backend
 	if tr != nil {
+		be, err := simbasql.Open(ctx, dsn)
+		if err != nil {
+			fmt.Println("error:", err)
+			return 1
+		}
 		sb = traced{be, tr}
+	} else if sb, err = open.Open(ctx, dsn); err != nil {
+		fmt.Println("error:", err)
+		return 1
 	}
+	defer sb.Close()
 	var on atomic.Bool
 	var counts [7]atomic.Int64
 	c, err := simba.New(sb, simba.WithTTL(ttl), simba.WithCallObserver(func(ci simba.CallInfo) {
