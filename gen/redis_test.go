@@ -116,7 +116,7 @@ func TestRedisWireFrozen(t *testing.T) {
 		t.Errorf("a release must publish on the lease key's channel, got key %q", channels["released"])
 	}
 	for _, sc := range s.Scripts {
-		if sc.Name == "acquire" || sc.Name == "release" || sc.Name == "acquire_at" {
+		if sc.Name == "acquire" || sc.Name == "release" || sc.Name == "acquire_at" || sc.Name == "withdraw" {
 			if regexp.MustCompile(`redis\.call\('(DEL|UNLINK|P?EXPIRE(AT)?)', KEYS\[1\]`).MatchString(sc.lua) {
 				t.Errorf("%s deletes or expires the lease hash, which is never deleted and never expires", sc.Name)
 			}

@@ -703,7 +703,9 @@ func (b *Backend) EndWait(sid spi.SessionID, name string) {
 	b.hub.withdrew(sid, name)
 }
 
-// Withdraw implements spi.Queuer: one withdraw script call on the lease's slot.
+// Withdraw implements spi.Queuer: one withdraw script call on the lease's slot. When the lease
+// was owed to the session's entry (free, no live waiter ahead), the script publishes the name on
+// the lease's channel, so the next waiter's backend hints Released and it tries again at once.
 func (b *Backend) Withdraw(ctx context.Context, sid spi.SessionID, name string) error {
 	return bounded0(ctx, b, "withdraw", name, func() error { return b.withdrawCall(ctx, sid, name) })
 }
@@ -716,12 +718,12 @@ func (b *Backend) withdrawCall(ctx context.Context, sid spi.SessionID, name stri
 	if err := b.checkOpen(); err != nil {
 		return err
 	}
-	keys := luascripts.WithdrawKeys{Waiters: wire.WaitersKey(name), Waiting: wire.WaitingKey(name)}
+	keys := luascripts.WithdrawKeys{Lease: wire.LeaseKey(name), Waiters: wire.WaitersKey(name), Waiting: wire.WaitingKey(name)}
 	_, err := followSlotMove(ctx, b, 0, func() (luascripts.WithdrawReply, error) {
-		return luascripts.Withdraw.Run(ctx, b.c, keys, luascripts.WithdrawArgs{SessionID: string(sid)})
+		return luascripts.Withdraw.Run(ctx, b.c, keys, luascripts.WithdrawArgs{SessionID: string(sid), Name: name})
 	})
 	if err != nil {
-		return b.clusterFailKeys(ctx, "withdraw "+name, err, []string{keys.Waiters, keys.Waiting})
+		return b.clusterFailKeys(ctx, "withdraw "+name, err, []string{keys.Lease, keys.Waiters, keys.Waiting})
 	}
 	b.hub.withdrew(sid, name)
 	return nil

@@ -52,7 +52,11 @@ holds the waiting session ids scored by arrival and simba:waiting:{name} the sam
 their entry's expiry (the session's expiry as of its latest queued acquire). The acquire
 scripts take a queued flag: a free lease goes to the first live waiter (anyone else gets HeldBy
 naming it, without an owner), a queued acquire that is refused registers its session or keeps
-its place, and a grant removes the grantee's entry; the withdraw script removes an entry. The
+its place, and a grant removes the grantee's entry; the withdraw script removes an entry and,
+when the free lease was owed to it (no live holder, no live entry ahead), publishes the name on
+the lease key's channel as a release does, so the next waiter, told HeldBy by the withdrawn
+session with that entry's time left (up to a TTL), attempts again at once (an earlier 5.x
+client's withdraw script, which its own SHA1 still names, publishes nothing). The
 lease hash's waiters field says the queue may hold entries, so an acquire with nobody waiting
 reads no queue key. A waiter that crashed drops out when its entry expires (no later than its
 session), one that gave up withdraws. So does a live waiter's entry when an outage spans its
@@ -61,7 +65,8 @@ queue keys: the waiters register again, in the order they come back (see spi.Que
 
 Every call is EVALSHA with EVAL on NOSCRIPT (after a restart, failover or SCRIPT FLUSH), and
 every key a script touches is in KEYS. A release publishes the lease name on the lease key's
-channel; a membership change publishes the group name on the group key's channel.
+channel, and so does a withdraw of the waiter a free lease was owed to; a membership change
+publishes the group name on the group key's channel.
 
 # Fencing tokens and durability
 
@@ -403,8 +408,8 @@ EXEC, ZRANGE (the read after a subscription's confirmation), PING, WAIT (with
 WithWaitReplicas), SCAN, TIME and ZRANGEBYSCORE (Inspect), EXISTS (InspectLease), CLUSTER
 SLOTS and ASKING (Cluster clients, the latter to follow an ASK during a slot migration),
 CONFIG GET or else INFO (the durability check; without either it warns that it could not
-check), and inside the scripts TIME, HGET, HMGET, HSET, HDEL, SADD, SREM, DEL, PEXPIREAT,
-PUBLISH, ZADD, ZREM, ZRANGE and ZREMRANGEBYSCORE. TestACLUser runs a backend as such a user
+check), and inside the scripts TIME, HGET, HMGET, HSET, HDEL, SADD, SREM, SISMEMBER, DEL,
+PEXPIREAT, PUBLISH, ZADD, ZREM, ZSCORE, ZRANK (withdraw), ZRANGE and ZREMRANGEBYSCORE. TestACLUser runs a backend as such a user
 (with +@all).
 
 # Timeouts and cancellation

@@ -878,7 +878,9 @@ func (b *Backend) InspectLease(ctx context.Context, name string) (spi.LeaseInfo,
 }
 
 // Hints delivers, until ctx is done, a Released hint for every release (including those of a
-// closed session) of a lease that a session of this backend waits for, and a GroupChanged hint
+// closed session) of a lease that a session of this backend waits for, and on PostgreSQL for
+// every Withdraw of the waiter such a free lease was owed to (it NOTIFYs as a release does),
+// and a GroupChanged hint
 // for every join or leave, by any client, of a group a session of this backend takes part in;
 // then it closes the channel. A hint may repeat, and may be spurious. PostgreSQL pushes hints
 // (LISTEN/NOTIFY on a dedicated connection that reconnects by itself; hints sent while it is

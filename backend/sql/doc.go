@@ -257,7 +257,11 @@
 // On PostgreSQL every release (and the releases of a closed session) NOTIFYs the lease name on
 // the lease's own channel, simba_rel_ followed by the hex MD5 of the name (wire.SQLLeaseChannel;
 // and on simba_released, which only clients of earlier 5.x releases LISTEN on, for a rolling
-// upgrade), and every join or leave (and a close, for each group the session left) the group
+// upgrade), and so does a Withdraw (or a close) of the waiter a free lease was owed to (no live session holds
+// it and no live waiter was ahead: the next waiter, told HeldBy by the withdrawn one with that
+// entry's time left, up to a TTL, attempts again at once; a withdraw from a held lease or behind
+// a live first waiter NOTIFYs nothing, and an earlier 5.x client's withdraw NOTIFYs nothing at
+// all), and every join or leave (and a close, for each group the session left) the group
 // name on the group's own channel, simba_grp_ followed by the hex MD5 of the group name
 // (wire.SQLGroupOwnChannel; and on simba_group, for earlier 5.x clients likewise). Hints LISTENs
 // on a dedicated connection that reconnects with backoff (doubling from 50 ms to a third of

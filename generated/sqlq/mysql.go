@@ -121,6 +121,10 @@ func (a mySQLQueries) WaiterRemove(ctx context.Context, p WaiterRemoveParams) er
 	return a.q.WaiterRemove(ctx, mysql.WaiterRemoveParams{Name: p.Name, SessionID: p.SessionID})
 }
 
+func (mySQLQueries) WithdrawNotify(context.Context, WithdrawNotifyParams) error {
+	return errNotIn("mysql", "WithdrawNotify")
+}
+
 func (a mySQLQueries) HousekeepingWaiters(ctx context.Context) error {
 	return a.q.HousekeepingWaiters(ctx)
 }

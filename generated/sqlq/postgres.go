@@ -130,6 +130,10 @@ func (a postgresQueries) WaiterRemove(ctx context.Context, p WaiterRemoveParams)
 	return a.q.WaiterRemove(ctx, postgres.WaiterRemoveParams{Name: p.Name, SessionID: p.SessionID})
 }
 
+func (a postgresQueries) WithdrawNotify(ctx context.Context, p WithdrawNotifyParams) error {
+	return a.q.WithdrawNotify(ctx, postgres.WithdrawNotifyParams{Name: p.Name, SessionID: p.SessionID})
+}
+
 func (a postgresQueries) HousekeepingWaiters(ctx context.Context) error {
 	return a.q.HousekeepingWaiters(ctx)
 }

@@ -121,6 +121,10 @@ func (a sQLiteQueries) WaiterRemove(ctx context.Context, p WaiterRemoveParams) e
 	return a.q.WaiterRemove(ctx, sqlite.WaiterRemoveParams{Name: p.Name, SessionID: p.SessionID})
 }
 
+func (sQLiteQueries) WithdrawNotify(context.Context, WithdrawNotifyParams) error {
+	return errNotIn("sqlite", "WithdrawNotify")
+}
+
 func (a sQLiteQueries) HousekeepingWaiters(ctx context.Context) error {
 	return a.q.HousekeepingWaiters(ctx)
 }

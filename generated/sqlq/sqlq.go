@@ -39,7 +39,7 @@ const (
 	StmtKeepAliveHeld
 	// StmtKeepAliveMembers: The live members of the groups asked about, sorted by group then session id (bytewise), each with its session's time left by the database clock (remaining_ms): the client reads the members again when the first of the others would expire, instead of at its next keep-alive (no NOTIFY tells an expiry).
 	StmtKeepAliveMembers
-	// StmtCloseSession: Ends a session in one statement: releases every lease it holds (NOTIFY per lease, on the lease's own channel and on release_channel for earlier 5.x clients), drops its memberships (NOTIFY per group, on the group's own channel and on group_channel for earlier 5.x clients) and deletes it. The DELETE of the session reads the released CTE first, so lease rows are locked before the session row (the global lock order).
+	// StmtCloseSession: Ends a session in one statement: releases every lease it holds (NOTIFY per lease, on the lease's own channel and on release_channel for earlier 5.x clients), drops its memberships (NOTIFY per group, on the group's own channel and on group_channel for earlier 5.x clients), deletes its waiter entries (NOTIFY per lease that was owed to the entry, as withdraw_notify does: no live session holds the lease and no live waiter was ahead) and deletes it. The DELETE of the session reads the released CTE first, so lease rows are locked before the session row (the global lock order), and the DELETE of the waiter entries reads gone first, so they are locked after it (as acquire_queued's transaction locks them; the foreign key's cascade would delete them after it too).
 	StmtCloseSession
 	// StmtCloseSessionRelease: Releases every lease the session holds (first statement of close_session's transaction).
 	StmtCloseSessionRelease
@@ -65,6 +65,8 @@ const (
 	StmtWaiterEnqueueDupKey
 	// StmtWaiterRemove: Deletes the session's entry from the lease's waiter queue: after a grant to the first waiter, and for a withdraw.
 	StmtWaiterRemove
+	// StmtWithdrawNotify: waiter_remove for a withdraw on PostgreSQL: deletes the session's entry from the lease's waiter queue and, when the lease was owed to it (no live session holds the lease, and no live waiter was ahead of the entry), NOTIFYs the lease's own release channel and release_channel (for earlier 5.x clients) with its name, as a release does: the next waiter, whom an acquire told HeldBy by the withdrawn waiter with its entry's time left (up to a TTL), tries again at once instead of then.
+	StmtWithdrawNotify
 	// StmtHousekeepingWaiters: Deletes lapsed waiter entries (their expiry passed; they no longer count).
 	StmtHousekeepingWaiters
 	// StmtRelease: Frees the lease if the session holds it with that token, and NOTIFYs the lease's own release channel and release_channel (for earlier 5.x clients) with its name; otherwise changes nothing. Under READ COMMITTED the UPDATE re-checks the session and token on the row's latest version. A release commits without waiting for its WAL flush (synchronous_commit off for its own transaction).
@@ -103,7 +105,7 @@ const (
 	NumStatements int = iota
 )
 
-var statementNames = [...]string{"OpenSession", "KeepAliveRenew", "KeepAliveRenewNoReturn", "SessionRemaining", "KeepAliveHeld", "KeepAliveMembers", "CloseSession", "CloseSessionRelease", "CloseSessionLeave", "CloseSessionDelete", "Acquire", "AcquireLockSession", "AcquireEnsureLease", "AcquireReadLease", "AcquireTake", "AcquireLockLease", "WaiterEnqueue", "WaiterEnqueueDupKey", "WaiterRemove", "HousekeepingWaiters", "Release", "ReleaseNoNotify", "Join", "JoinInsert", "Leave", "LeaveDelete", "Members", "HousekeepingMembers", "HousekeepingSessions", "InspectLeases", "InspectLease", "InspectSessions", "InspectMembers", "SchemaVersion", "DatabaseNow", "ClearForeignHolder"}
+var statementNames = [...]string{"OpenSession", "KeepAliveRenew", "KeepAliveRenewNoReturn", "SessionRemaining", "KeepAliveHeld", "KeepAliveMembers", "CloseSession", "CloseSessionRelease", "CloseSessionLeave", "CloseSessionDelete", "Acquire", "AcquireLockSession", "AcquireEnsureLease", "AcquireReadLease", "AcquireTake", "AcquireLockLease", "WaiterEnqueue", "WaiterEnqueueDupKey", "WaiterRemove", "WithdrawNotify", "HousekeepingWaiters", "Release", "ReleaseNoNotify", "Join", "JoinInsert", "Leave", "LeaveDelete", "Members", "HousekeepingMembers", "HousekeepingSessions", "InspectLeases", "InspectLease", "InspectSessions", "InspectMembers", "SchemaVersion", "DatabaseNow", "ClearForeignHolder"}
 
 // String is the statement's sqlc query name.
 func (s Statement) String() string {
@@ -263,6 +265,12 @@ type WaiterRemoveParams struct {
 	SessionID string
 }
 
+// WithdrawNotifyParams are the parameters of WithdrawNotify.
+type WithdrawNotifyParams struct {
+	Name      string
+	SessionID string
+}
+
 // ReleaseParams are the parameters of Release.
 type ReleaseParams struct {
 	Name      string
@@ -373,7 +381,7 @@ type Queries interface {
 	KeepAliveHeld(ctx context.Context, p KeepAliveHeldParams) ([]KeepAliveHeldRow, error)
 	// KeepAliveMembers: The live members of the groups asked about, sorted by group then session id (bytewise), each with its session's time left by the database clock (remaining_ms): the client reads the members again when the first of the others would expire, instead of at its next keep-alive (no NOTIFY tells an expiry).
 	KeepAliveMembers(ctx context.Context, p KeepAliveMembersParams) ([]KeepAliveMembersRow, error)
-	// CloseSession: Ends a session in one statement: releases every lease it holds (NOTIFY per lease, on the lease's own channel and on release_channel for earlier 5.x clients), drops its memberships (NOTIFY per group, on the group's own channel and on group_channel for earlier 5.x clients) and deletes it. The DELETE of the session reads the released CTE first, so lease rows are locked before the session row (the global lock order).
+	// CloseSession: Ends a session in one statement: releases every lease it holds (NOTIFY per lease, on the lease's own channel and on release_channel for earlier 5.x clients), drops its memberships (NOTIFY per group, on the group's own channel and on group_channel for earlier 5.x clients), deletes its waiter entries (NOTIFY per lease that was owed to the entry, as withdraw_notify does: no live session holds the lease and no live waiter was ahead) and deletes it. The DELETE of the session reads the released CTE first, so lease rows are locked before the session row (the global lock order), and the DELETE of the waiter entries reads gone first, so they are locked after it (as acquire_queued's transaction locks them; the foreign key's cascade would delete them after it too).
 	CloseSession(ctx context.Context, p CloseSessionParams) error
 	// CloseSessionRelease: Releases every lease the session holds (first statement of close_session's transaction).
 	CloseSessionRelease(ctx context.Context, p CloseSessionReleaseParams) error
@@ -399,6 +407,8 @@ type Queries interface {
 	WaiterEnqueueDupKey(ctx context.Context, p WaiterEnqueueDupKeyParams) error
 	// WaiterRemove: Deletes the session's entry from the lease's waiter queue: after a grant to the first waiter, and for a withdraw.
 	WaiterRemove(ctx context.Context, p WaiterRemoveParams) error
+	// WithdrawNotify: waiter_remove for a withdraw on PostgreSQL: deletes the session's entry from the lease's waiter queue and, when the lease was owed to it (no live session holds the lease, and no live waiter was ahead of the entry), NOTIFYs the lease's own release channel and release_channel (for earlier 5.x clients) with its name, as a release does: the next waiter, whom an acquire told HeldBy by the withdrawn waiter with its entry's time left (up to a TTL), tries again at once instead of then.
+	WithdrawNotify(ctx context.Context, p WithdrawNotifyParams) error
 	// HousekeepingWaiters: Deletes lapsed waiter entries (their expiry passed; they no longer count).
 	HousekeepingWaiters(ctx context.Context) error
 	// Release: Frees the lease if the session holds it with that token, and NOTIFYs the lease's own release channel and release_channel (for earlier 5.x clients) with its name; otherwise changes nothing. Under READ COMMITTED the UPDATE re-checks the session and token on the row's latest version. A release commits without waiting for its WAL flush (synchronous_commit off for its own transaction).
@@ -566,6 +576,8 @@ func Exec(ctx context.Context, q Queries, s Statement, st *State) error {
 		return q.WaiterEnqueueDupKey(ctx, WaiterEnqueueDupKeyParams{Name: st.Args.Name, SessionID: st.Args.SessionID})
 	case StmtWaiterRemove:
 		return q.WaiterRemove(ctx, WaiterRemoveParams{Name: st.Args.Name, SessionID: st.Args.SessionID})
+	case StmtWithdrawNotify:
+		return q.WithdrawNotify(ctx, WithdrawNotifyParams{Name: st.Args.Name, SessionID: st.Args.SessionID})
 	case StmtHousekeepingWaiters:
 		return q.HousekeepingWaiters(ctx)
 	case StmtRelease:
@@ -777,6 +789,12 @@ func (r *Recorder) WaiterEnqueueDupKey(ctx context.Context, p WaiterEnqueueDupKe
 func (r *Recorder) WaiterRemove(ctx context.Context, p WaiterRemoveParams) error {
 	r.record(StmtWaiterRemove)
 	return r.Q.WaiterRemove(ctx, p)
+}
+
+// WithdrawNotify records the statement and runs it on r.Q.
+func (r *Recorder) WithdrawNotify(ctx context.Context, p WithdrawNotifyParams) error {
+	r.record(StmtWithdrawNotify)
+	return r.Q.WithdrawNotify(ctx, p)
 }
 
 // HousekeepingWaiters records the statement and runs it on r.Q.

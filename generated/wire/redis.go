@@ -299,7 +299,7 @@ func RedisKeyType(key string) string {
 
 // ReleasedChannel is the pub/sub channel "simba:lease:{<name>}", the same string as
 // LeaseKey(name); the message is the name. A release (or a close) publishes the lease name on the
-// lease key's channel.
+// lease key's channel, and so does a withdraw of the waiter the free lease was owed to.
 func ReleasedChannel(name string) string {
 	return LeaseKey(name)
 }

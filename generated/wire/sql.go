@@ -277,8 +277,8 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 				Transaction: true,
 			}, "withdraw": {
 				Batch:       false,
-				Queries:     []string{"WaiterRemove"},
-				Steps:       []SQLStep{{Query: "WaiterRemove"}},
+				Queries:     []string{"WithdrawNotify"},
+				Steps:       []SQLStep{{Query: "WithdrawNotify"}},
 				Transaction: false,
 			}, "release": {
 				Batch:       false,

@@ -3,10 +3,15 @@
 // the time from the join to every partition held by exactly the member hashing assigns it to
 // is measured, with each member's backend calls counted (acquires granted, found held, failed;
 // releases and withdrawals). It runs on SQLite (a file in a temporary directory, shared by the
-// processes) or PostgreSQL (-dsn).
+// processes) or on the backend -dsn names (any scheme of package open: PostgreSQL, Redis, …;
+// -trace needs a SQL DSN). With -trace DIR each member writes DIR/<group>-<pid>.log:
+// its acquires' replies (with the holder a HeldBy names and its time left), withdrawals,
+// releases, hints and state changes, in milliseconds since its join.
 //
 //	go run ./cmd/groupstart -members 3 -partitions 128 -rounds 5
 //	go run ./cmd/groupstart -dsn postgres://127.0.0.1:5432/test -members 3
+//	go run ./cmd/groupstart -dsn redis://127.0.0.1:6379 -ttl 5s -rounds 16
+//	go run ./cmd/groupstart -dsn postgres://127.0.0.1:5432/test -ttl 5s -rounds 24 -trace /tmp/gs
 package main
 
 import (
@@ -26,6 +31,8 @@ import (
 
 	"github.com/simba-go/simba"
 	simbasql "github.com/simba-go/simba/backend/sql"
+	"github.com/simba-go/simba/open"
+	"github.com/simba-go/simba/spi"
 )
 
 // cpu is the CPU time of the last round's member processes, start to exit.
@@ -39,9 +46,10 @@ func main() {
 	rounds := flag.Int("rounds", 5, "group starts to measure")
 	ttl := flag.Duration("ttl", 3*time.Second, "TTL")
 	group := flag.String("group", "", "group name (internal)")
+	trace := flag.String("trace", "", "a directory for each member's call trace (none by default)")
 	flag.Parse()
 	if *child {
-		os.Exit(runChild(*dsn, *group, *partitions, *members, *ttl))
+		os.Exit(runChild(*dsn, *group, *partitions, *members, *ttl, *trace))
 	}
 	var took, cpus []time.Duration
 	var total [7]int64
@@ -56,7 +64,7 @@ func main() {
 			defer os.RemoveAll(dir)
 			d = "sqlite://" + filepath.Join(dir, "g.db")
 		}
-		t, counts, err := round(d, fmt.Sprintf("gs-%d-%d", time.Now().UnixNano(), r), *members, *partitions, *ttl)
+		t, counts, err := round(d, fmt.Sprintf("gs-%d-%d", time.Now().UnixNano(), r), *members, *partitions, *ttl, *trace)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "round:", err)
 			os.Exit(1)
@@ -80,7 +88,7 @@ func main() {
 
 // round starts the member processes, has them join group together, and returns the time from
 // the join to the settled group and the members' call counts summed.
-func round(dsn, group string, members, partitions int, ttl time.Duration) (time.Duration, [7]int64, error) {
+func round(dsn, group string, members, partitions int, ttl time.Duration, trace string) (time.Duration, [7]int64, error) {
 	cpu = 0
 	var counts [7]int64
 	type member struct {
@@ -89,7 +97,7 @@ func round(dsn, group string, members, partitions int, ttl time.Duration) (time.
 		lines chan string
 	}
 	// Migrate once, before the members start.
-	be, err := simbasql.Open(context.Background(), dsn, simbasql.WithAutoMigrate())
+	be, err := open.Open(context.Background(), dsn, open.WithAutoMigrate())
 	if err != nil {
 		return 0, counts, err
 	}
@@ -97,7 +105,7 @@ func round(dsn, group string, members, partitions int, ttl time.Duration) (time.
 	var ms []*member
 	for range members {
 		cmd := exec.Command(os.Args[0], "-child", "-dsn", dsn, "-group", group,
-			"-partitions", strconv.Itoa(partitions), "-members", strconv.Itoa(members), "-ttl", ttl.String())
+			"-partitions", strconv.Itoa(partitions), "-members", strconv.Itoa(members), "-ttl", ttl.String(), "-trace", trace)
 		cmd.Stderr = os.Stderr
 		out, err := cmd.StdoutPipe()
 		if err != nil {
@@ -200,18 +208,31 @@ func round(dsn, group string, members, partitions int, ttl time.Duration) (time.
 }
 
 // runChild is a member: it opens a client, says "ready", joins group on "join", reports its
-// state until stdin ends, then its call counts.
-func runChild(dsn, group string, partitions, members int, ttl time.Duration) int {
+// state until stdin ends, then its call counts; with trace set, it traces its calls there.
+func runChild(dsn, group string, partitions, members int, ttl time.Duration, trace string) int {
 	ctx := context.Background()
-	be, err := simbasql.Open(ctx, dsn)
+	tr, err := newTracer(trace, group)
 	if err != nil {
 		fmt.Println("error:", err)
 		return 1
 	}
-	defer be.Close()
+	defer tr.close()
+	var sb spi.Backend
+	if tr != nil {
+		be, err := simbasql.Open(ctx, dsn)
+		if err != nil {
+			fmt.Println("error:", err)
+			return 1
+		}
+		sb = traced{be, tr}
+	} else if sb, err = open.Open(ctx, dsn); err != nil {
+		fmt.Println("error:", err)
+		return 1
+	}
+	defer sb.Close()
 	var on atomic.Bool
 	var counts [7]atomic.Int64
-	c, err := simba.New(be, simba.WithTTL(ttl), simba.WithCallObserver(func(ci simba.CallInfo) {
+	c, err := simba.New(sb, simba.WithTTL(ttl), simba.WithCallObserver(func(ci simba.CallInfo) {
 		if !on.Load() || ci.Closing {
 			return
 		}
@@ -250,6 +271,7 @@ func runChild(dsn, group string, partitions, members int, ttl time.Duration) int
 	in := bufio.NewScanner(os.Stdin)
 	in.Scan()
 	on.Store(true)
+	tr.joined()
 	g, err := c.JoinGroup(ctx, group, partitions)
 	if err != nil {
 		fmt.Println("error:", err)
@@ -268,6 +290,7 @@ func runChild(dsn, group string, partitions, members int, ttl time.Duration) int
 		ok, held := memberState(g, members)
 		s := fmt.Sprintf("state %d %d", ok, held)
 		if s != last {
+			tr.printf("%s", s)
 			fmt.Println(s)
 			last = s
 		}

@@ -25,10 +25,29 @@ WITH released AS (
     DELETE FROM simba_session
     WHERE id = $1 AND (SELECT count(*) FROM released) >= 0
     RETURNING id
+), withdrawn AS (
+    DELETE FROM simba_waiter d
+    WHERE d.session_id = $1::text AND EXISTS (SELECT 1 FROM gone)
+    RETURNING d.name, d.session_id, d.arrival_us
+), owed AS (
+    SELECT w.name FROM withdrawn w
+    WHERE NOT EXISTS (
+        SELECT 1 FROM simba_lease l JOIN simba_session h ON h.id = l.session_id
+        WHERE l.name = w.name AND h.id <> w.session_id AND h.expiry_ms > (extract(epoch from clock_timestamp()) * 1000)::bigint)
+      AND NOT EXISTS (
+        SELECT 1 FROM simba_waiter o
+        WHERE o.name = w.name AND o.session_id <> w.session_id AND o.expiry_ms > (extract(epoch from clock_timestamp()) * 1000)::bigint
+          AND o.expiry_ms <= (SELECT s.expiry_ms FROM simba_session s WHERE s.id = o.session_id)
+          AND (o.arrival_us < w.arrival_us
+               OR (o.arrival_us = w.arrival_us AND o.session_id < w.session_id)))
 )
 SELECT pg_notify('simba_rel_' || md5(released.name), released.name) FROM released
 UNION ALL
 SELECT pg_notify('simba_released', released.name) FROM released
+UNION ALL
+SELECT pg_notify('simba_rel_' || md5(owed.name), owed.name) FROM owed
+UNION ALL
+SELECT pg_notify('simba_released', owed.name) FROM owed
 UNION ALL
 SELECT pg_notify('simba_grp_' || md5(left_groups.group_name), left_groups.group_name) FROM left_groups
 UNION ALL
@@ -37,9 +56,13 @@ SELECT pg_notify('simba_group', left_groups.group_name) FROM left_groups
 
 // Ends a session in one statement: releases every lease it holds (NOTIFY per lease, on the lease's
 // own channel and on release_channel for earlier 5.x clients), drops its memberships (NOTIFY per
-// group, on the group's own channel and on group_channel for earlier 5.x clients) and deletes it.
-// The DELETE of the session reads the released CTE first, so lease rows are locked before the
-// session row (the global lock order).
+// group, on the group's own channel and on group_channel for earlier 5.x clients), deletes its
+// waiter entries (NOTIFY per lease that was owed to the entry, as withdraw_notify does: no live
+// session holds the lease and no live waiter was ahead) and deletes it. The DELETE of the session
+// reads the released CTE first, so lease rows are locked before the session row (the global lock
+// order), and the DELETE of the waiter entries reads gone first, so they are locked after it (as
+// acquire_queued's transaction locks them; the foreign key's cascade would delete them after it
+// too).
 func (q *Queries) CloseSession(ctx context.Context, id string) error {
 	_, err := q.db.Exec(ctx, closeSession, id)
 	return err
