@@ -13,6 +13,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/simba-go/simba/generated/wire"
 	"github.com/simba-go/simba/internal/testenv"
 	"github.com/simba-go/simba/spi"
 )
@@ -71,6 +72,10 @@ func TestKeepAliveGetsAConnection(t *testing.T) {
 	if err := c.Ping(context.Background()).Err(); err != nil {
 		testenv.Unavailable(t, "Redis", err.Error())
 	}
+	t.Cleanup(func() { // the lease's keys on the shared server (sessions are closed below)
+		plain := standaloneClient(t)
+		_ = plain.Unlink(context.Background(), wire.LeaseKey(name), wire.WaitersKey(name), wire.WaitingKey(name)).Err()
+	})
 	b := newBackend(t, c, WithLogger(discard))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
