@@ -19,7 +19,10 @@ import (
 // sessions in 10 s with 65,536). 32 keeps a pool of up to 32 connections busy — a round trip's
 // worth of calls per connection is all a pool can run at once — while a keep-alive waits
 // behind at most 32 calls: 32 ms at 1 ms a call, a fifth of the shortest renewal interval
-// even at 5 ms a call on a backend that runs one call at a time (SQLite).
+// even at 5 ms a call on a backend that runs one call at a time (SQLite). The backends that
+// bound their connections keep the keep-alive from queueing behind those calls at their pool
+// too (keepAliveConn in backend/sql and backend/redis, SQLite's turns), which holds for all the
+// clients sharing one backend value.
 const maxCallsInFlight = 32
 
 // call is one backend call an engine effect asks for, as a call worker runs it.

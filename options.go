@@ -168,6 +168,16 @@ func invalid(format string, args ...any) error {
 // the server knows (ZooKeeper's maxSessionTimeout) show at the first session open. The margin
 // must also stay below half the TTL: with the default margin (DefaultMargin, 50 ms) a TTL of
 // 100 ms or less is refused whatever the backend; a shorter TTL needs a smaller WithMargin.
+//
+// Each renewal interval's keep-alive has that interval as its timeout, and it waits behind no
+// other call of the client (the client's other calls wait for one of its 32 call slots, the
+// keep-alive for none), nor behind them for a connection where the backend bounds its own
+// (PostgreSQL and Redis leave one connection of their pool to keep-alives; SQLite runs them
+// first): this holds for every client made on one backend value, which share its pool. It does
+// not hold against the application's own use of a pool or go-redis client passed to the
+// backend, nor against the server's time for other work: a Redis server runs one script at a
+// time, and a keep-alive of tens of thousands of leases runs for a good part of a second there
+// (see README, partition groups). Keep the TTL well above that.
 func WithTTL(ttl time.Duration) Option {
 	return Option{func(c *config) error {
 		if ttl <= 0 || ttl > MaxTTL {

@@ -157,7 +157,9 @@ type Backend struct {
 	// bounded.
 	deadlines bool
 	cc        *goredis.ClusterClient // set when c is a Cluster client
-	owned     bool                   // Close closes c
+	// spare keeps a connection of c's pool for keep-alives (keepAliveConn).
+	spare keepAliveConn
+	owned bool // Close closes c
 	// dials records the last failed dial of a client Open made, or one passed to New
 	// WithDropSilent (nil for any other client passed to New, which the backend adds no hook
 	// to), for fail's message, and drops its silent connections.
@@ -315,6 +317,7 @@ func New(c goredis.UniversalClient, opts ...Option) (*Backend, error) {
 		foreign: foreign.New(cfg.logger, "redis"), log: cfg.logger, logSink: sink, strict: cfg.strict}
 	b.cc, b.cluster = c.(*goredis.ClusterClient)
 	b.deadlines = honoursDeadlines(c)
+	b.spare = newKeepAliveConn(c)
 	if cfg.route != nil {
 		if !*cfg.route && b.cc != nil {
 			return nil, fmt.Errorf("%w: redis: routeBySlot cannot be off for a *redis.ClusterClient", spi.ErrInvalidOption)
@@ -685,7 +688,12 @@ func (b *Backend) acquireHinted(ctx context.Context, sid spi.SessionID, name str
 	var r spi.Acquire
 	var err error
 	if b.direct(ctx) {
+		took, serr := b.spare.enter(ctx, "acquire")
+		if serr != nil {
+			return spi.Acquire{}, b.fail(opAbout("acquire", name), serr)
+		}
 		r, err = b.acquire(ctx, sid, name, queued)
+		b.spare.leave(took)
 	} else {
 		r, err = bounded(ctx, b, "acquire", name, func() (spi.Acquire, error) { return b.acquire(ctx, sid, name, queued) })
 	}
@@ -821,6 +829,11 @@ func acquireReply(status, token, remaining int64, holder, owner string) (spi.Acq
 // this backend) get a Released hint at once, before the server's PUBLISH comes back.
 func (b *Backend) Release(ctx context.Context, sid spi.SessionID, name string, token int64) error {
 	if b.direct(ctx) {
+		took, err := b.spare.enter(ctx, "release")
+		if err != nil {
+			return b.fail(opAbout("release", name), err)
+		}
+		defer b.spare.leave(took)
 		return b.releaseCall(ctx, sid, name, token)
 	}
 	return bounded0(ctx, b, "release", name, func() error { return b.releaseCall(ctx, sid, name, token) })
@@ -877,7 +890,7 @@ func (b *Backend) releaseCall(ctx context.Context, sid spi.SessionID, name strin
 // session and its other leases are renewed without it (a second renewal, after a TYPE read of
 // the named lease keys).
 func (b *Backend) KeepAlive(ctx context.Context, sid spi.SessionID, names, groups []string) (spi.KeepAlive, error) {
-	ka, err := bounded(ctx, b, "keep-alive", "", func() (spi.KeepAlive, error) { return b.keepAliveCall(ctx, sid, names, groups) })
+	ka, err := bounded(ctx, b, opKeepAlive, "", func() (spi.KeepAlive, error) { return b.keepAliveCall(ctx, sid, names, groups) })
 	if err != nil && ctx.Err() != nil && !errors.Is(err, spi.ErrInvalidName) {
 		// Left behind at ctx's end (bounded) before its body noted the failure: the next
 		// keep-alive proves a round trip first. (A body that gets its reply later notes that.)

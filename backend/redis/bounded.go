@@ -50,6 +50,8 @@ func boundedCancel[T any](ctx context.Context, b *Backend, op, about string, f f
 func bound[T any](ctx context.Context, b *Backend, op, about string, f func() (T, error), hop bool) (T, error) {
 	done := ctx.Done()
 	if done == nil {
+		took, _ := b.spare.enter(ctx, op) // waits for a slot: ctx cannot end
+		defer b.spare.leave(took)
 		return f()
 	}
 	if err := ctx.Err(); err != nil { // ended already: nothing is sent
@@ -57,7 +59,14 @@ func bound[T any](ctx context.Context, b *Backend, op, about string, f func() (T
 		return zero, b.fail(opAbout(op, about), err)
 	}
 	b.tlsd.called(ctx)
+	// A slot of the calls other than keep-alives (keepAliveConn), held until f has ended.
+	took, err := b.spare.enter(ctx, op)
+	if err != nil {
+		var zero T
+		return zero, b.fail(opAbout(op, about), err)
+	}
 	if _, ok := ctx.Deadline(); ok && b.deadlines && !hop && !spi.CallerCancels(ctx) {
+		defer b.spare.leave(took)
 		return f()
 	}
 	type result struct {
@@ -67,6 +76,7 @@ func bound[T any](ctx context.Context, b *Backend, op, about string, f func() (T
 	ch := make(chan result, 1)
 	go func() {
 		v, err := f()
+		b.spare.leave(took)
 		ch <- result{v, err}
 	}()
 	select {

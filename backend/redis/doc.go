@@ -37,6 +37,17 @@ an ACL user without a command, key or channel Simba needs (the server's NOPERM, 
 at the first Hints) fails with a permanent error matching spi.ErrAccessDenied (not ErrAuth).
 Each names the user, the server (a Cluster's seed nodes) and what to do.
 
+Every Simba client made on one Backend shares its go-redis client's pool (PoolSize, 10
+connections per CPU by default), while each keeps up to 32 calls in flight. So that a
+keep-alive never waits for a connection behind the others, the backend runs its other calls on
+at most PoolSize-1 connections (on a Cluster client, PoolSize-1 calls to all nodes together),
+leaving one to keep-alives. That counts this backend's calls only: the application's own
+commands on a client passed to New can still take every connection, two backends on one
+go-redis client keep one each, and a client type other than *redis.Client and
+*redis.ClusterClient keeps nothing. The server's own time is not covered: Redis runs one script
+at a time, and a keep-alive of 64,416 leases ran 0.36 s inside it, which every other call to
+that server, other clients' keep-alives included, waited for.
+
 # Layout and time
 
 The lease simba:lease:{name} is a hash {session, token, expires, owner} that Simba never

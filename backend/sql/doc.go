@@ -99,6 +99,20 @@
 // per statement). For PostgreSQL, a user's pool should run PostgresAfterConnect (READ COMMITTED);
 // PostgresPoolConfig makes a pool configuration from a DSN with everything Open's pool has.
 //
+// # Keep-alives and the pool
+//
+// A client keeps up to 32 calls in flight, and a pgxpool has max(4, CPUs) connections by
+// default, so a keep-alive used to ask the pool for a connection behind dozens of acquires
+// (those of every client made on the backend value) and could reach its timeout. The
+// PostgreSQL backend now runs its other calls on at most MaxConns-1 connections of its pool
+// (read once, from the pool's configuration), leaving one to keep-alives, which take none of
+// those slots. That counts this backend's calls only: on a pool passed to NewPostgres that the
+// application uses too, its own queries can still take every connection, and two backends on
+// one pool keep one connection each, not one between them; a pool of one connection keeps
+// nothing. SQLite backends run keep-alives ahead of their other operations on the file (see
+// NewSQLite). Open's MySQL/MariaDB pool is unbounded, so a keep-alive never waits for a
+// connection there; a pool passed to NewMySQL with SetMaxOpenConns can make it wait.
+//
 // # Timeouts
 //
 // Every statement runs with its call's context (the client's call timeout), background work

@@ -50,7 +50,8 @@ func NewPostgres(pool *pgxpool.Pool, opts ...Option) (*Backend, error) {
 		return nil, fmt.Errorf("%w: sql postgres: nil pool", spi.ErrInvalidOption)
 	}
 	wd, _ := wire.SQLDialectByName(wire.SQLPostgres)
-	d := &pgDialect{pool: pool, q: sqlq.Postgres(callPool{pool}), begin: wd.Begin, idleTx: wd.IdleTxTimeout, hub: pgHub{listening: make(chan struct{}, 1), reached: make(chan struct{}, 1)}}
+	d := &pgDialect{pool: pool, q: sqlq.Postgres(callPool{pool}), begin: wd.Begin, idleTx: wd.IdleTxTimeout, hub: pgHub{listening: make(chan struct{}, 1), reached: make(chan struct{}, 1)},
+		spare: newKeepAliveConn(int(pool.Config().MaxConns))}
 	b, err := newBackend(wire.SQLPostgres, d, opts)
 	if err != nil {
 		return nil, err
@@ -482,6 +483,8 @@ type pgDialect struct {
 	// transaction-local), sent with every transaction's begin once a session opened (beginTx).
 	idleTx string
 	hub    pgHub
+	// spare keeps one of the pool's connections for keep-alives (spareConn).
+	spare keepAliveConn
 
 	unstamped sync.Once // the warning for a pool not built from PostgresPoolConfig
 }
@@ -490,8 +493,13 @@ type pgDialect struct {
 // READ COMMITTED), or, when tx, on one connection between the dialect's begin and COMMIT. A
 // run PostgreSQL rolled back to break a deadlock (or a serialization failure) is run again.
 func (d *pgDialect) with(ctx context.Context, tx bool, fn func(q sqlq.Queries) error) error {
+	leave, err := d.spare.enter(ctx)
+	if err != nil {
+		return err
+	}
+	defer leave()
 	t0 := silent.Now()
-	err := d.withRetry(ctx, tx, fn)
+	err = d.withRetry(ctx, tx, fn)
 	if err != nil && (silent.TimedOut(err) || pgconn.Timeout(err)) {
 		d.dropSilent(t0)
 	}
@@ -614,8 +622,13 @@ func (d *pgDialect) beginTx(ctx context.Context, conn *pgxpool.Conn) error {
 // closed, so the pool destroys it and never hands out a connection inside a transaction. A
 // run PostgreSQL rolled back to break a deadlock starts afresh, with a new pipeTx.
 func (d *pgDialect) withPipeline(ctx context.Context, fn func(q sqlq.Queries, tx *pipeTx) error) error {
+	leave, err := d.spare.enter(ctx)
+	if err != nil {
+		return err
+	}
+	defer leave()
 	t0 := silent.Now()
-	err := retryRolledBack(ctx, pgRolledBack, func() error {
+	err = retryRolledBack(ctx, pgRolledBack, func() error {
 		conn, err := d.pool.Acquire(withCallDeadline(ctx))
 		if err != nil {
 			return err
