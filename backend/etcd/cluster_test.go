@@ -1,6 +1,7 @@
 package etcd
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -25,6 +26,7 @@ type member struct {
 	name   string
 	client string // host:port
 	cmd    *exec.Cmd
+	out    *lockedBuffer // what it printed (stdout and stderr)
 }
 
 // privateCluster is a cluster of etcd processes this test owns, on free loopback ports, with
@@ -44,8 +46,46 @@ func freePort(t testing.TB) int {
 }
 
 // startCluster starts n etcd members (the etcd binary of testenv.EtcdBinary) and waits until
-// the cluster has a leader.
+// the cluster has a leader. A cluster that elects none within 20 s is started once more, on
+// new ports and a new data directory, after logging what its members printed: a CI run once
+// saw a fresh 3-member v3.7 cluster elect no leader in 20 s (the ports freePort hands out are
+// free when asked, not when etcd binds them).
 func startCluster(t testing.TB, n int) *privateCluster {
+	for attempt := 1; ; attempt++ {
+		c := startMembers(t, n)
+		if c.waitLeader(20*time.Second) != nil {
+			return c
+		}
+		for _, m := range c.members {
+			c.kill(m)
+		}
+		if attempt == 2 {
+			t.Fatalf("the private etcd cluster has no leader after 20 s, twice; its members printed:\n%s", c.output())
+		}
+		t.Logf("the private etcd cluster has no leader after 20 s; starting it again; its members printed:\n%s", c.output())
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for a process's writes and the test's reads.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// startMembers starts n etcd members of a new cluster, without waiting for a leader.
+func startMembers(t testing.TB, n int) *privateCluster {
 	bin := testenv.EtcdBinary(t)
 	dir := t.TempDir()
 	c := &privateCluster{}
@@ -56,7 +96,7 @@ func startCluster(t testing.TB, n int) *privateCluster {
 		initial = append(initial, fmt.Sprintf("m%d=http://127.0.0.1:%d", i, peers[i]))
 	}
 	for i := range n {
-		m := &member{name: fmt.Sprintf("m%d", i), client: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
+		m := &member{name: fmt.Sprintf("m%d", i), client: fmt.Sprintf("127.0.0.1:%d", freePort(t)), out: &lockedBuffer{}}
 		peer := fmt.Sprintf("http://127.0.0.1:%d", peers[i])
 		m.cmd = exec.Command(bin, "--name", m.name, "--data-dir", filepath.Join(dir, m.name),
 			"--listen-client-urls", "http://"+m.client, "--advertise-client-urls", "http://"+m.client,
@@ -64,14 +104,27 @@ func startCluster(t testing.TB, n int) *privateCluster {
 			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new",
 			"--initial-cluster-token", filepath.Base(dir),
 			"--heartbeat-interval", "50", "--election-timeout", "500", "--log-level", "error")
+		m.cmd.Stdout, m.cmd.Stderr = m.out, m.out
 		if err := m.cmd.Start(); err != nil {
 			testenv.Unavailable(t, "etcd server binary", err.Error())
 		}
 		t.Cleanup(func() { c.kill(m) })
 		c.members = append(c.members, m)
 	}
-	c.leader(t) // waits for one
 	return c
+}
+
+// output is what the members printed (their last 2,000 bytes each), for a failure's message.
+func (c *privateCluster) output() string {
+	var b strings.Builder
+	for _, m := range c.members {
+		out := m.out.String()
+		if len(out) > 2000 {
+			out = out[len(out)-2000:]
+		}
+		fmt.Fprintf(&b, "--- %s (client %s, exit %v):\n%s\n", m.name, m.client, m.cmd.ProcessState, out)
+	}
+	return b.String()
 }
 
 func (c *privateCluster) endpoints() []string {
@@ -93,7 +146,17 @@ func (c *privateCluster) kill(m *member) {
 // leader returns the member that is leader, as the live members agree, waiting up to 20 s.
 func (c *privateCluster) leader(t testing.TB) *member {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	if l := c.waitLeader(20 * time.Second); l != nil {
+		return l
+	}
+	t.Fatalf("the private etcd cluster has no leader after 20 s; its members printed:\n%s", c.output())
+	return nil
+}
+
+// waitLeader returns the member that is leader, as the live members agree, waiting up to
+// limit; nil if none is by then.
+func (c *privateCluster) waitLeader(limit time.Duration) *member {
+	deadline := time.Now().Add(limit)
 	for time.Now().Before(deadline) {
 		for _, m := range c.members {
 			if m.cmd.ProcessState != nil {
@@ -129,7 +192,6 @@ func (c *privateCluster) leader(t testing.TB) *member {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Fatal("the private etcd cluster has no leader after 20 s")
 	return nil
 }
 
