@@ -59,6 +59,30 @@ func withUser(t *testing.T, dsn string, user *url.Userinfo) string {
 	return u.String()
 }
 
+// pgRole creates a PostgreSQL role that may log in, named prefix plus a unique suffix, runs
+// each of grants (a GRANT statement without its " TO role") for it, and drops it and what it
+// owns when the test ends.
+func pgRole(t *testing.T, ctx context.Context, admin *pgxpool.Pool, prefix string, grants ...string) string {
+	t.Helper()
+	role := prefix + unique(t)
+	if _, err := admin.Exec(ctx, "CREATE ROLE "+role+" LOGIN"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, q := range []string{"DROP OWNED BY " + role, "DROP ROLE " + role} {
+			if _, err := admin.Exec(context.Background(), q); err != nil {
+				t.Errorf("%s: %v", q, err)
+			}
+		}
+	})
+	for _, g := range grants {
+		if _, err := admin.Exec(ctx, g+" TO "+role); err != nil {
+			t.Fatalf("%s: %v", g, err)
+		}
+	}
+	return role
+}
+
 // TestPostgresAccessDenied: on the shared PostgreSQL (trust authentication, so no wrong
 // password), a role that does not exist is refused with a permanent error matching
 // spi.ErrAccessDenied that says authentication and names the role; a role the test creates
@@ -82,28 +106,11 @@ func TestPostgresAccessDenied(t *testing.T) {
 		"authentication refused", nosuch, "127.0.0.1")
 
 	for _, grant := range []string{"", "SELECT"} {
-		role := "simba_noprivs_" + unique(t)
-		for _, q := range []string{
-			"CREATE ROLE " + role + " LOGIN",
-			"GRANT USAGE ON SCHEMA " + schema + " TO " + role,
-		} {
-			if _, err := admin.Exec(ctx, q); err != nil {
-				t.Fatalf("%s: %v", q, err)
-			}
-		}
-		t.Cleanup(func() {
-			for _, q := range []string{"DROP OWNED BY " + role, "DROP ROLE " + role} {
-				if _, err := admin.Exec(context.Background(), q); err != nil {
-					t.Errorf("%s: %v", q, err)
-				}
-			}
-		})
+		grants := []string{"GRANT USAGE ON SCHEMA " + schema}
 		if grant != "" {
-			q := "GRANT " + grant + " ON ALL TABLES IN SCHEMA " + schema + " TO " + role
-			if _, err := admin.Exec(ctx, q); err != nil {
-				t.Fatalf("%s: %v", q, err)
-			}
+			grants = append(grants, "GRANT "+grant+" ON ALL TABLES IN SCHEMA "+schema)
 		}
+		role := pgRole(t, ctx, admin, "simba_noprivs_", grants...)
 		wantAccessDenied(t, "a role with "+grant+" only", sessionErr(t, withUser(t, dsn, url.User(role))), "",
 			"privilege refused", role, "GRANT", "42501")
 	}
@@ -185,27 +192,7 @@ func TestPostgresNoSchemaUsage(t *testing.T) {
 	t.Cleanup(admin.Close)
 	u, _ := url.Parse(dsn)
 	schema := u.Query().Get("search_path")
-	newRole := func(grants ...string) string {
-		role := "simba_nousage_" + unique(t)
-		if _, err := admin.Exec(ctx, "CREATE ROLE "+role+" LOGIN"); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			for _, q := range []string{"DROP OWNED BY " + role, "DROP ROLE " + role} {
-				if _, err := admin.Exec(context.Background(), q); err != nil {
-					t.Errorf("%s: %v", q, err)
-				}
-			}
-		})
-		for _, g := range grants {
-			if _, err := admin.Exec(ctx, g+" TO "+role); err != nil {
-				t.Fatalf("%s: %v", g, err)
-			}
-		}
-		return role
-	}
-
-	role := newRole("GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA " + schema)
+	role := pgRole(t, ctx, admin, "simba_nousage_", "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "+schema)
 	roleDSN := withUser(t, dsn, url.User(role))
 	err = open(t, roleDSN).CheckSchema(ctx)
 	wantAccessDenied(t, "CheckSchema without USAGE", err, "", "privilege refused", role,
@@ -233,7 +220,7 @@ func TestPostgresNoSchemaUsage(t *testing.T) {
 			t.Errorf("dropping schema %s: %v", empty, err)
 		}
 	})
-	other := newRole("GRANT USAGE ON SCHEMA " + empty)
+	other := pgRole(t, ctx, admin, "simba_nousage_", "GRANT USAGE ON SCHEMA "+empty)
 	err = open(t, withParam(t, withUser(t, dsn, url.User(other)), "search_path", empty)).CheckSchema(ctx)
 	if !errors.Is(err, spi.ErrSchemaMissing) || errors.Is(err, spi.ErrAccessDenied) {
 		t.Errorf("CheckSchema on a schema without the tables: %v, want spi.ErrSchemaMissing", err)
@@ -409,22 +396,7 @@ func TestPostgresMigrateWithoutSchema(t *testing.T) {
 	t.Cleanup(admin.Close)
 	u, _ := url.Parse(dsn)
 	schema := u.Query().Get("search_path")
-	role := "simba_nousage_" + unique(t)
-	for _, q := range []string{
-		"CREATE ROLE " + role + " LOGIN",
-		"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA " + schema + " TO " + role,
-	} {
-		if _, err := admin.Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	t.Cleanup(func() {
-		for _, q := range []string{"DROP OWNED BY " + role, "DROP ROLE " + role} {
-			if _, err := admin.Exec(context.Background(), q); err != nil {
-				t.Errorf("%s: %v", q, err)
-			}
-		}
-	})
+	role := pgRole(t, ctx, admin, "simba_nousage_", "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "+schema)
 	err = open(t, withUser(t, dsn, url.User(role))).Migrate(ctx)
 	wantAccessDenied(t, "Migrate without USAGE", err, "", "migrate", "privilege refused", "GRANT USAGE ON SCHEMA "+schema)
 
