@@ -54,18 +54,11 @@ func TestPostgresWithdrawOfFirstWaiterWakesNext(t *testing.T) {
 		sentToks = append(sentToks, grant(t, other, holder, n))
 	}
 
-	queue := func(b *Backend, s spi.SessionID, n string, want spi.SessionID) {
-		t.Helper()
-		r, err := b.AcquireQueued(testCtx(t), s, n)
-		if err != nil || r.Kind != spi.HeldBy || r.Holder != want {
-			t.Fatalf("AcquireQueued(%s) = %+v, %v; want HeldBy %s", n, r, err, want)
-		}
-	}
-	queue(other, first, name, holder)
-	queue(other, first, held, holder)
-	queue(other, third, name, holder)
+	queueBehind(t, other, first, name, holder)
+	queueBehind(t, other, first, held, holder)
+	queueBehind(t, other, third, name, holder)
 	for _, n := range append([]string{name, held}, sentinels...) {
-		queue(c, second, n, holder)
+		queueBehind(t, c, second, n, holder)
 		waitListening(t, c) // the LISTEN on n's channel is in
 	}
 	// heardBefore releases sentinel i and drains c's notifications up to its, reporting
@@ -112,7 +105,7 @@ func TestPostgresWithdrawOfFirstWaiterWakesNext(t *testing.T) {
 		}
 	}
 	// 3. Free, but owed to first.
-	queue(c, second, name, first)
+	queueBehind(t, c, second, name, first)
 	// A withdraw of a waiter behind first: the lease is still owed to first, no notification.
 	if err := other.Withdraw(testCtx(t), third, name); err != nil {
 		t.Fatal(err)
@@ -166,18 +159,11 @@ func TestPostgresCloseOfFirstWaiterWakesNext(t *testing.T) {
 	for _, n := range sentinels {
 		sentToks = append(sentToks, grant(t, other, holder, n))
 	}
-	queue := func(b *Backend, s spi.SessionID, n string, want spi.SessionID) {
-		t.Helper()
-		r, err := b.AcquireQueued(testCtx(t), s, n)
-		if err != nil || r.Kind != spi.HeldBy || r.Holder != want {
-			t.Fatalf("AcquireQueued(%s) = %+v, %v; want HeldBy %s", n, r, err, want)
-		}
-	}
-	queue(other, heldWaiter, held, holder)
-	queue(other, first, name, holder)
-	queue(other, third, name, holder)
+	queueBehind(t, other, heldWaiter, held, holder)
+	queueBehind(t, other, first, name, holder)
+	queueBehind(t, other, third, name, holder)
 	for _, n := range append([]string{name, held}, sentinels...) {
-		queue(c, second, n, holder)
+		queueBehind(t, c, second, n, holder)
 		waitListening(t, c)
 	}
 	heardBefore := func(n string, i int) bool {
@@ -223,7 +209,7 @@ func TestPostgresCloseOfFirstWaiterWakesNext(t *testing.T) {
 			t.Fatalf("no notification of %q's release within 30 s", name)
 		}
 	}
-	queue(c, second, name, first) // free, owed to first
+	queueBehind(t, c, second, name, first) // free, owed to first
 	// Closing the waiter behind first: still owed to first, nothing notified.
 	closeSession(third)
 	if heardBefore(name, 1) {
@@ -236,5 +222,14 @@ func TestPostgresCloseOfFirstWaiterWakesNext(t *testing.T) {
 	}
 	if r, err := c.AcquireQueued(testCtx(t), second, name); err != nil || r.Kind != spi.Granted {
 		t.Fatalf("AcquireQueued after the close = %+v, %v; want Granted", r, err)
+	}
+}
+
+// queueBehind queues session s for n on b and fails the test unless the reply is HeldBy want.
+func queueBehind(t *testing.T, b *Backend, s spi.SessionID, n string, want spi.SessionID) {
+	t.Helper()
+	r, err := b.AcquireQueued(testCtx(t), s, n)
+	if err != nil || r.Kind != spi.HeldBy || r.Holder != want {
+		t.Fatalf("AcquireQueued(%s) = %+v, %v; want HeldBy %s", n, r, err, want)
 	}
 }
