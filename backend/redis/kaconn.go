@@ -4,6 +4,8 @@ import (
 	"context"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/simba-go/simba/internal/spareconn"
 )
 
 // keepAliveConn keeps one connection of the go-redis pool free for the sessions' keep-alives:
@@ -23,7 +25,7 @@ import (
 // together. A client type New does not know (neither *redis.Client nor *redis.ClusterClient)
 // has no slots: nothing is kept.
 type keepAliveConn struct {
-	slots chan struct{} // nil: nothing kept
+	slots spareconn.Slots
 }
 
 // newKeepAliveConn returns the keepAliveConn of c's pool.
@@ -35,37 +37,20 @@ func newKeepAliveConn(c goredis.UniversalClient) keepAliveConn {
 	case *goredis.ClusterClient:
 		size = c.Options().PoolSize
 	}
-	if size < 2 {
-		return keepAliveConn{}
-	}
-	return keepAliveConn{slots: make(chan struct{}, size-1)}
+	return keepAliveConn{slots: spareconn.New(size)}
 }
 
 // enter takes a slot for a call of op (none for a keep-alive), waiting for one or for ctx's
 // end; it reports whether it took one, to be let go (leave) once the call has ended.
 func (k keepAliveConn) enter(ctx context.Context, op string) (bool, error) {
-	if k.slots == nil || op == opKeepAlive {
+	if op == opKeepAlive {
 		return false, nil
 	}
-	select {
-	case k.slots <- struct{}{}:
-		return true, nil
-	default:
-	}
-	select {
-	case k.slots <- struct{}{}:
-		return true, nil
-	case <-ctx.Done():
-		return false, ctx.Err()
-	}
+	return k.slots.Enter(ctx)
 }
 
 // leave lets go of a slot enter took (took: what enter reported).
-func (k keepAliveConn) leave(took bool) {
-	if took {
-		<-k.slots
-	}
-}
+func (k keepAliveConn) leave(took bool) { k.slots.Leave(took) }
 
 // opKeepAlive is the op bounded names a keep-alive by.
 const opKeepAlive = "keep-alive"

@@ -113,7 +113,7 @@ func TestKeepAliveGetsAConnection(t *testing.T) {
 	slots := b.spare.slots
 	saturated := func() bool {
 		n := st.stalled.Load()
-		return n == size || (slots != nil && len(slots) == cap(slots) && n == int64(cap(slots)))
+		return n == size || (slots.Cap() > 0 && slots.InUse() == slots.Cap() && n == int64(slots.Cap()))
 	}
 	for end := time.Now().Add(time.Minute); !saturated(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(end) {

@@ -1,6 +1,10 @@
 package sql
 
-import "context"
+import (
+	"context"
+
+	"github.com/simba-go/simba/internal/spareconn"
+)
 
 // keepAliveConn keeps one connection of a bounded pool free for the sessions' keep-alives: the
 // backend's other calls (acquires, releases, withdrawals, joins …) run at most size-1 at a
@@ -16,34 +20,28 @@ import "context"
 // (NewPostgres) can still have its connections taken by the application's own queries, and
 // two backends made on one pool each keep a slot of their own, not one between them.
 type keepAliveConn struct {
-	slots chan struct{} // nil: the pool is unbounded or has one connection; no slot is taken
-	free  func()        // lets a slot go
+	slots spareconn.Slots
+	free  func() // lets a slot go
 }
 
 // newKeepAliveConn returns the keepAliveConn of a pool of size connections (0: unbounded).
 func newKeepAliveConn(size int) keepAliveConn {
-	if size < 2 {
-		return keepAliveConn{}
-	}
-	slots := make(chan struct{}, size-1)
-	return keepAliveConn{slots: slots, free: func() { <-slots }}
+	slots := spareconn.New(size)
+	return keepAliveConn{slots: slots, free: func() { slots.Leave(true) }}
 }
 
 // enter takes a slot for a call with ctx (none for a keep-alive, urgentCtx), waiting for one
 // or for ctx's end, and returns its leave.
 func (s keepAliveConn) enter(ctx context.Context) (func(), error) {
-	if s.slots == nil || urgent(ctx) {
+	if urgent(ctx) {
 		return noLeave, nil
 	}
-	select {
-	case s.slots <- struct{}{}:
+	took, err := s.slots.Enter(ctx)
+	switch {
+	case err != nil:
+		return nil, err
+	case took:
 		return s.free, nil
-	default:
 	}
-	select {
-	case s.slots <- struct{}{}:
-		return s.free, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
+	return noLeave, nil
 }

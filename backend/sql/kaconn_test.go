@@ -126,7 +126,7 @@ func TestPostgresKeepAliveGetsAConnection(t *testing.T) {
 		if pool.Stat().AcquiredConns() == size && blocked() == size {
 			return true // every connection stuck behind the lock
 		}
-		return slots != nil && len(slots) == cap(slots) && blocked() == cap(slots)
+		return slots.Cap() > 0 && slots.InUse() == slots.Cap() && blocked() == slots.Cap()
 	}
 	for end := time.Now().Add(time.Minute); !saturated(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(end) {
