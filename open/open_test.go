@@ -342,3 +342,58 @@ func waitPort(t *testing.T, port int, logFile string) {
 		<-tick.C
 	}
 }
+
+// TestHostThatCannotBeOne: a DSN whose host cannot be a host name or an IP address (the
+// commonest: go-sql-driver's tcp(host:port) form written inside a URL) fails at Open with
+// ErrInvalidOption on every scheme, as a port out of range does, rather than returning a
+// backend whose every connect fails as an outage ("lookup tcp(localhost: no such host"), which
+// a client retries for ever. Hosts that are real stay accepted (Open does no I/O here).
+func TestHostThatCannotBeOne(t *testing.T) {
+	for _, dsn := range []string{
+		"mysql://root:secret@tcp(localhost:3306/test",
+		"mysql://root:secret@localhost:99999/test",
+		"mysql://root@db host:3306/test",
+		"postgres://u:secret@tcp(localhost:5432/test",
+		"postgres://u:secret@h1,tcp(h2:5432/test",
+		"redis://u:secret@tcp(localhost:6379",
+		"redis://u:secret@tcp(localhost",
+		"redis+cluster://u:secret@localhost:7001,tcp(x:7002",
+		"zk://u:secret@tcp(localhost:2181",
+		"etcd://u:secret@tcp(localhost:2379",
+		"etcd://u:secret@h<1>:2379",
+	} {
+		b, err := open.Open(context.Background(), dsn)
+		if err == nil {
+			b.Close()
+			t.Errorf("Open(%q) succeeded", dsn)
+			continue
+		}
+		if !errors.Is(err, spi.ErrInvalidOption) {
+			t.Errorf("Open(%q) = %v, want ErrInvalidOption", dsn, err)
+		}
+		if strings.Contains(err.Error(), "secret") {
+			t.Errorf("Open(%q) shows the password: %v", dsn, err)
+		}
+		if strings.Contains(dsn, "tcp(") && !strings.Contains(err.Error(), "go-sql-driver's own DSN form") {
+			t.Errorf("Open(%q) = %v, want the tcp(host:port) hint", dsn, err)
+		}
+	}
+	for _, dsn := range []string{
+		"mysql://root@db_1:3306/test",
+		"mysql://root@[::1]:3306/test",
+		"mysql://root@[fe80::1%25eth0]:3306/test",
+		"postgres://u@db-1.internal:5432/test",
+		"postgres:///test?host=/var/run/postgresql",
+		"redis://[::1]:6379",
+		"redis://cache_1",
+		"zk://bücher.example:2181",
+		"etcd://10.0.0.1:2379,10.0.0.2",
+	} {
+		b, err := open.Open(context.Background(), dsn)
+		if err != nil {
+			t.Errorf("Open(%q) = %v, want a backend", dsn, err)
+			continue
+		}
+		b.Close()
+	}
+}

@@ -311,10 +311,13 @@ func checkHost(h string, cluster bool) error {
 		if strings.Contains(h, ":") && !strings.HasPrefix(h, "[") {
 			return fmt.Errorf("bad host %q", h)
 		}
-		return nil // standalone default port 6379
+		return dsnutil.CheckHostName(h, "host") // standalone default port 6379
 	}
 	if host == "" {
 		return fmt.Errorf("host %q has no host name", h)
+	}
+	if err := dsnutil.CheckHostName(host, "host"); err != nil {
+		return err
 	}
 	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
 		return fmt.Errorf("host %q has a bad port", h)

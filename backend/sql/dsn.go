@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -151,6 +152,14 @@ func postgresPoolConfig(dsn string) (*pgxpool.Config, *connCut, error) {
 	if err != nil {
 		return nil, nil, dsnutil.Errorf(spi.ErrInvalidOption, "sql postgres DSN", dsn, "%s", pgParseMessage(err))
 	}
+	// pgx takes any text as a host and dials it (a unix socket when it starts with '/'): a
+	// host that cannot be one fails every connect as if the server were down, and a client
+	// retries that for ever. Refuse it here, as the other schemes do.
+	for _, h := range pgHosts(cfg) {
+		if err := dsnutil.CheckHostName(h, "host"); err != nil {
+			return nil, nil, dsnutil.Errorf(spi.ErrInvalidOption, "sql postgres DSN", dsn, "%v", err)
+		}
+	}
 	cfg.AfterConnect = PostgresAfterConnect
 	if !pgSetsConnectTimeout(dsn) {
 		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
@@ -158,6 +167,22 @@ func postgresPoolConfig(dsn string) (*pgxpool.Config, *connCut, error) {
 	stampPgConns(cfg)
 	cut := boundPgConnects(cfg)
 	return cfg, cut, nil
+}
+
+// pgHosts returns the network hosts cfg dials, its fallbacks' included: not unix socket
+// directories (a path).
+func pgHosts(cfg *pgxpool.Config) []string {
+	var out []string
+	add := func(h string) {
+		if h != "" && !strings.HasPrefix(h, "/") {
+			out = append(out, h)
+		}
+	}
+	add(cfg.ConnConfig.Host)
+	for _, f := range cfg.ConnConfig.Fallbacks {
+		add(f.Host)
+	}
+	return out
 }
 
 // pgSetsConnectTimeout reports whether the DSN (or the environment, PGCONNECT_TIMEOUT, which
@@ -267,6 +292,16 @@ func MySQLConfig(dsn string) (*mysqldriver.Config, error) {
 	}
 	if _, _, err := net.SplitHostPort(host); err != nil {
 		host = net.JoinHostPort(strings.Trim(host, "[]"), "3306")
+	}
+	// go-sql-driver dials whatever it is given: a host that cannot be one, or a port out of
+	// range, fails every connect as if the server were down, and a client retries that for
+	// ever. Refuse them here, as the other schemes do.
+	if name, port, err := net.SplitHostPort(host); err != nil {
+		return bad("bad host %q", u.Host)
+	} else if err := dsnutil.CheckHostName(name, "host"); err != nil {
+		return bad("%v", err)
+	} else if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return bad("host %q has a bad port", u.Host)
 	}
 	cfg.Net, cfg.Addr = "tcp", host
 	cfg.DBName = strings.TrimPrefix(u.Path, "/")

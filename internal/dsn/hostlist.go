@@ -116,6 +116,9 @@ func NormaliseHost(h string, defaultPort int, what string) (string, error) {
 	if host == "" {
 		return "", fmt.Errorf("%s %q has no host", what, h)
 	}
+	if err := CheckHostName(host, what); err != nil {
+		return "", err
+	}
 	n, err := strconv.Atoi(port)
 	if err != nil || n < 1 || n > 65535 {
 		return "", fmt.Errorf("%s %q has a bad port", what, h)
