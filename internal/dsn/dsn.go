@@ -67,9 +67,13 @@ func Redact(dsn string) string {
 // (as written in the DSN, percent-decoded and unquoted) by Mask. ok is false when the message
 // still shows a part of a credential (4 bytes or more of one, e.g. a driver that split the
 // password at an unencoded '@' and quotes half of it): the message must then not be shown.
+// A part that the redacted DSN shows anyway (the password "redispass" shares "redi" with
+// "redis://", "postgres" with the user postgres) tells nothing the error's quoted DSN does not,
+// and does not count: go-redis's "redis: invalid database number" was withheld for it.
 func Scrub(msg, dsn string) (scrubbed string, ok bool) {
+	redacted := Redact(dsn)
 	if dsn != "" {
-		msg = strings.ReplaceAll(msg, dsn, Redact(dsn))
+		msg = strings.ReplaceAll(msg, dsn, redacted)
 	}
 	secrets := Secrets(dsn)
 	for _, s := range secrets {
@@ -80,8 +84,8 @@ func Scrub(msg, dsn string) (scrubbed string, ok bool) {
 	for _, s := range secrets {
 		for i := 0; i+4 <= len(s); i++ {
 			w := s[i : i+4]
-			if strings.Trim(w, "x") == "" {
-				continue // the mask itself
+			if strings.Trim(w, "x") == "" || strings.Contains(redacted, w) {
+				continue // the mask itself, or shown by the redacted DSN anyway
 			}
 			if strings.Contains(msg, w) {
 				return "", false

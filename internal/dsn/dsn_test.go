@@ -83,6 +83,18 @@ func TestScrub(t *testing.T) {
 	if err == nil || strings.Contains(err.Error(), "ssw0") || errors.Unwrap(err) != nil {
 		t.Errorf("ScrubError = %v (unwraps to %v), want a withheld message without a cause", err, errors.Unwrap(err))
 	}
+	// A part of the password that the redacted DSN shows anyway does not withhold a message.
+	for _, c := range []struct{ msg, dsn string }{
+		{`redis: invalid database number: "abc"`, "redis://default:redispass@localhost:6379/abc"},
+		{`invalid port "x" for postgres host`, "postgres://postgres:postgres1@h:x/db"},
+	} {
+		if got, ok := Scrub(c.msg, c.dsn); !ok || got != c.msg {
+			t.Errorf("Scrub(%q, %q) = %q, %v; want the message as it is", c.msg, c.dsn, got, ok)
+		}
+	}
+	if _, ok := Scrub(`bad "dispa"`, "redis://default:redispass@localhost:6379/abc"); ok {
+		t.Error(`Scrub shows "dispa", a part of the password "redispass" the redacted DSN does not show`)
+	}
 	if ScrubError(nil, dsn) != nil {
 		t.Error("ScrubError(nil) != nil")
 	}
