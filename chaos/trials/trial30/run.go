@@ -194,6 +194,7 @@ func run(args []string) error {
 	ttl := fs.Duration("ttl", 3*time.Second, "TTL")
 	lag := fs.Duration("lag", 100*time.Millisecond, "writer's lag between IsValid and the write")
 	faults := fs.String("faults", "stop,kill,partition,restart", "faults in order")
+	mode := fs.String("mode", "elect", "elect or lock (settlement batches under Lock)")
 	bump := fs.Bool("bump", false, "writers raise the fence first thing in each term")
 	simbaBin := fs.String("simba", "/tmp/t30simba", "the simba CLI binary (go build -o /tmp/t30simba ./cmd/simba)")
 	fs.Parse(args)
@@ -203,6 +204,10 @@ func run(args []string) error {
 	os.Chmod(dir, 0o755)
 	fmt.Println("run directory", dir)
 	name := "t30-ledger-" + *kind + "-" + stamp
+	lease := name
+	if *mode == "lock" {
+		lease += "-settle"
+	}
 	table := "t30_ledger_" + *kind + "_" + stamp
 
 	srv, dsnFor, err := private(ctx, *kind, dir)
@@ -224,11 +229,11 @@ func run(args []string) error {
 		return err
 	}
 	defer db.Exec("DROP TABLE " + table)
-	defer db.Exec("DELETE FROM simba_fence WHERE resource = $1", name)
+	defer db.Exec("DELETE FROM simba_fence WHERE resource IN ($1, $2)", name, name+"-settle")
 
 	self, _ := os.Executable()
 	fl := &fleet{procs: map[string]*proc{}, bin: self, dir: dir, t0: time.Now(),
-		args: []string{"-ttl", ttl.String(), "-election", name, "-table", table, "-lag", lag.String(), "-bump=" + fmt.Sprint(*bump)}}
+		args: []string{"-ttl", ttl.String(), "-election", name, "-table", table, "-lag", lag.String(), "-bump=" + fmt.Sprint(*bump), "-mode", *mode}}
 	pxs := map[string]*netproxy.Proxy{}
 	for _, id := range []string{"w1", "w2", "w3"} {
 		px, err := netproxy.New(srv.Addr())
@@ -244,13 +249,13 @@ func run(args []string) error {
 	pf, _ := os.Create(filepath.Join(dir, "oncall.txt"))
 	defer pf.Close()
 	pctx, pcancel := context.WithCancel(ctx)
-	go fl.poll(pctx, name, pf)
+	go fl.poll(pctx, lease, pf)
 	defer pcancel()
 
 	waitLeader := func(not string, within time.Duration) (string, time.Duration) {
 		t := time.Now()
 		for time.Since(t) < within {
-			if l := fl.leader(name, not); l != "" {
+			if l := fl.leader(lease, not); l != "" {
 				return l, time.Since(t)
 			}
 			time.Sleep(50 * time.Millisecond)

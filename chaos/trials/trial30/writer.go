@@ -57,6 +57,8 @@ func writer(args []string) error {
 	every := fs.Duration("every", 50*time.Millisecond, "write interval")
 	lag := fs.Duration("lag", 100*time.Millisecond, "wait between the IsValid check and the write (a slow write path)")
 	addr := fs.String("http", "127.0.0.1:0", "metrics and status page address")
+	mode := fs.String("mode", "elect", "elect: an election's leader work writes; lock: Lock, a settlement batch of -batch writes, Unlock, again")
+	batch := fs.Int("batch", 5, "writes per settlement batch (-mode lock)")
 	bump := fs.Bool("bump", false, "the leader work's first act is an empty fenced write (raises the fence to the new token at once)")
 	fs.Parse(args)
 	o := &out{id: *id}
@@ -176,8 +178,54 @@ func writer(args []string) error {
 			}
 		}
 	}()
-	if err := e.Start(ctx); err != nil {
-		return fmt.Errorf("start: %w", err)
+	switch *mode {
+	case "elect":
+		if err := e.Start(ctx); err != nil {
+			return fmt.Errorf("start: %w", err)
+		}
+	case "lock":
+		// A settlement batch under Lock, as README's Quick start: the election above is never
+		// started (it only serves the metrics' Track), so the batches use a name of their own.
+		lockName := *name + "-settle"
+		go func() {
+			for ctx.Err() == nil {
+				held, err := c.Lock(ctx, lockName)
+				if err != nil {
+					if ctx.Err() == nil {
+						o.emit("write-error", map[string]any{"err": "lock: " + err.Error()})
+						time.Sleep(100 * time.Millisecond)
+					}
+					continue
+				}
+				o.emit("elected", map[string]any{"token": held.Token()})
+				for i := 0; i < *batch && held.IsValid(); i++ {
+					time.Sleep(*lag)
+					c2, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					err := f.Write(c2, lockName, held.Token(), func(ctx context.Context, tx *sql.Tx) error {
+						_, err := tx.ExecContext(ctx, "INSERT INTO "+*table+" (writer, token) VALUES ($1, $2)", *id, held.Token())
+						return err
+					})
+					cancel()
+					cmu.Lock()
+					switch {
+					case err == nil:
+						nOK++
+					case errors.Is(err, fence.ErrStaleToken):
+						nStale++
+						o.emit("stale", map[string]any{"token": held.Token(), "err": err.Error(), "valid": held.IsValid()})
+					default:
+						nErr++
+						o.emit("write-error", map[string]any{"token": held.Token(), "err": err.Error(), "valid": held.IsValid()})
+					}
+					cmu.Unlock()
+				}
+				uctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				if err := held.Unlock(uctx); err != nil {
+					o.emit("revoked", map[string]any{"token": held.Token(), "reason": "unlock: " + err.Error()})
+				}
+				cancel()
+			}
+		}()
 	}
 	tick := time.NewTicker(2 * time.Second)
 	defer tick.Stop()
