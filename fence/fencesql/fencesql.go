@@ -129,7 +129,11 @@ func New(db *sql.DB, dialect string) (*Fence, error) {
 // and commits it with token as the resource's highest. Otherwise it writes nothing and returns
 // a *fence.StaleTokenError (errors.Is(err, fence.ErrStaleToken)). An error from write rolls the
 // transaction back (the highest token with it) and is returned as it is; write must do all
-// its work through tx.
+// its work through tx. An error from the commit ("fencesql: commit: …") leaves the outcome
+// unknown, as any database client's: the COMMIT may have reached the server and committed (a
+// writer paused by SIGSTOP while its COMMIT was in flight, whose ctx had ended when it ran
+// again, was told "timeout: context deadline exceeded" of a row that was in the table). Make
+// the write idempotent, or read back, before retrying it.
 //
 // On PostgreSQL the transaction runs at READ COMMITTED; elsewhere at the connection's level.
 // On SQLite set a busy timeout on the connection (e.g. _pragma=busy_timeout(10000)): writers

@@ -29,6 +29,7 @@
 //	                                              and those of a renewal interval or more
 //	simba_paused_seconds_total                    their lengths, summed (each a lower bound)
 //	simba_term_held{name}                         1 while this client holds name's term, else 0
+//	                                              (from Track on, for an election)
 //	simba_term_token{name}                        fencing token of this client's latest term of name
 //	                                              (a float64: exact up to 2^53)
 //	simba_terms_granted_total{name}               terms of name this client was granted
@@ -216,11 +217,21 @@ func (m *Metrics) Options() []simba.Option {
 
 // Track counts the events dropped by Events subscribers of an election or group (an
 // *simba.Election or *simba.PartitionGroup) in simba_events_dropped_total. A later Track of the
-// same name replaces the earlier one, keeping its count.
+// same name replaces the earlier one, keeping its count. For an election whose name has a label
+// of its own (Opts.Names), Track also exports simba_term_held{name} as 0 until the client first
+// leads it: without it a candidate that never led had no series, so an alert on the sum of the
+// candidates' simba_term_held found none when no candidate could lead.
 func (m *Metrics) Track(d Droppable) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	name := d.Name()
+	if _, ok := d.(*simba.Election); ok {
+		if label, own := m.label(name); own {
+			// WithLabelValues creates the series at 0 and leaves an existing one as it is, so a
+			// grant the listener already counted keeps its 1.
+			m.termHeld.WithLabelValues(label)
+		}
+	}
 	var base uint64
 	if old := m.tracked[name]; old != nil {
 		base = old.base + old.src.DroppedEvents()
