@@ -111,7 +111,17 @@
 // one pool keep one connection each, not one between them; a pool of one connection keeps
 // nothing. SQLite backends run keep-alives ahead of their other operations on the file (see
 // NewSQLite). Open's MySQL/MariaDB pool is unbounded, so a keep-alive never waits for a
-// connection there; a pool passed to NewMySQL with SetMaxOpenConns can make it wait.
+// connection there. On a pool passed to NewMySQL with SetMaxOpenConns(n), n ≥ 2 (read once,
+// when NewMySQL is called), the backend's other calls and its waker's named-lock connections
+// together use at most n-1 connections, sharing the slots, so that one is left to keep-alives
+// whatever the mix: the waker's share (at most a quarter of n, one more while it watches and
+// one while it ends abandoned connections) comes out of the calls' n-1 only while it holds
+// connections, rather than out of the calls' share for good, and a waker connection waits for a
+// slot as it waited for the pool, within its statement bound. Before, six acquires stuck on a
+// row lock took all 3 connections of such a pool and a keep-alive waited for one until its
+// timeout (the session lost, and every lock of its client with it). The same limits as on
+// PostgreSQL hold: the application's own queries on the pool, other backends made on it, and a
+// pool of one connection keep nothing.
 //
 // # Timeouts
 //

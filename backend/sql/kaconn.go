@@ -16,9 +16,12 @@ import (
 // behind those of every other client on the same backend value, each waiting for its turn at
 // the server (row locks of contended leases included), past its timeout.
 //
+// The PostgreSQL backend keeps one on its pgxpool, the MySQL/MariaDB backend on a user's pool
+// with SetMaxOpenConns (NewMySQL), where its waker's connections take slots too (mysqlWaker.conn).
 // The slots count this backend's calls only: a pool the application shares with the backend
-// (NewPostgres) can still have its connections taken by the application's own queries, and
-// two backends made on one pool each keep a slot of their own, not one between them.
+// (NewPostgres, NewMySQL) can still have its connections taken by the application's own
+// queries, and two backends made on one pool each keep a slot of their own, not one between
+// them.
 type keepAliveConn struct {
 	slots spareconn.Slots
 	free  func() // lets a slot go

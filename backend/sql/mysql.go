@@ -25,6 +25,13 @@ import (
 // saves a prepare round trip per statement (Open sets it). NewMySQL does no I/O; the schema is
 // checked (or migrated, WithAutoMigrate) before the first operation. Close does not close db.
 //
+// When db has SetMaxOpenConns(n) with n ≥ 2 (read once, here: set it before), the backend's
+// calls other than keep-alives, and the waker's connections below, use at most n-1 of them
+// between them, so that a keep-alive always finds one, however many calls (up to 32 in flight
+// per client, of every client on the backend) wait at the server; the application's own
+// queries on db, and other backends made on it, are not counted, and a pool of one keeps
+// nothing (see the package doc, Keep-alives and the pool).
+//
 // Make db on MySQLConnector (sql.OpenDB) to get what Open's pool has against a silent link
 // (see the package doc, Outages) and against a process stopped inside a transaction (MariaDB's
 // idle_transaction_timeout, see the package doc; a pool made otherwise, which the application
@@ -33,12 +40,15 @@ import (
 // the waker pins connections of db: one that marks the leases held and one per name waited for
 // at once, at most nine, and at most a quarter of db's SetMaxOpenConns when it is set; while
 // more names are waited for than that leaves blocking places for (at least one), one more
-// connection watches the rest.
+// connection watches the rest. Those connections take the calls' slots while they hold them.
 func NewMySQL(db *sql.DB, opts ...Option) (*Backend, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: sql mysql: nil *sql.DB", spi.ErrInvalidOption)
 	}
 	d := mysqlStd(db)
+	// Read once, here, like PostgreSQL's MaxConns: a SetMaxOpenConns made after NewMySQL is
+	// not seen (Open's pool is unbounded: 0, no slots).
+	d.spare = newKeepAliveConn(db.Stats().MaxOpenConnections)
 	mc := connectorOf(db.Driver())
 	if mc != nil {
 		d.conns = mc.conns
@@ -56,6 +66,11 @@ func NewMySQL(db *sql.DB, opts ...Option) (*Backend, error) {
 	wd, _ := wire.SQLDialectByName(wire.SQLMySQL)
 	mw := newMySQLWaker(db, wd)
 	mw.log = b.log
+	if mc == nil {
+		// The waker's connections come from db: each takes one of the calls' slots, so that
+		// the calls and the waker together leave one connection to the keep-alives.
+		mw.slots = d.spare.slots
+	}
 	b.waker, b.notes = mw, mw
 	if mc != nil {
 		// The waker's named-lock waits block a connection without a byte for as long as they

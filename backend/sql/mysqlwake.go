@@ -17,6 +17,7 @@ import (
 
 	genmysql "github.com/simba-go/simba/generated/sqlc/mysql"
 	"github.com/simba-go/simba/generated/wire"
+	"github.com/simba-go/simba/internal/spareconn"
 	"github.com/simba-go/simba/spi"
 )
 
@@ -85,7 +86,9 @@ import (
 // The named lock and the watch are only hints: every decision is the table statements'. Open
 // gives the waker a pool of its own (the user's pool limits stay whole); on a pool given to
 // NewMySQL it pins at most a quarter of a bounded pool's connections (the marker's and the
-// blocking waits'), one more while it watches, and wakes nothing when that is none.
+// blocking waits'), one more while it watches, and wakes nothing when that is none; each
+// connection it holds takes one of the calls' slots (keepAliveConn), so that the keep-alives'
+// connection stays free.
 const (
 	// mysqlMarkDelay is how long a lease is held before its named lock is taken.
 	mysqlMarkDelay = 2 * time.Millisecond
@@ -124,6 +127,11 @@ type mysqlWaker struct {
 	lockConn               string             // wire.SQLDialect.WakeLockConn
 	freeLeases             func(n int) string // wire.SQLDialect.WakeFreeLeases
 	log                    func() *slog.Logger
+	// slots are the slots of the backend's calls on a user's bounded pool (keepAliveConn):
+	// each connection the waker takes from it (conn) holds one until put, so that the calls'
+	// connections and the waker's leave one to the keep-alives whatever their mix. Zero on the
+	// waker's own pool, and on an unbounded one.
+	slots spareconn.Slots
 
 	mu      sync.Mutex
 	ttl     time.Duration        // the longest session TTL opened (15 s until one is)
@@ -481,7 +489,7 @@ func (w *mysqlWaker) watch(ctx context.Context) {
 	var conn *sql.Conn
 	defer func() {
 		if conn != nil {
-			conn.Close()
+			w.put(conn)
 		}
 	}()
 	hinted, free := map[string]freeSpell{}, map[string]freeSpell{}
@@ -581,7 +589,7 @@ func (w *mysqlWaker) wait(ctx context.Context, name string) {
 		sleepCtx(ctx, mysqlRetry)
 		return
 	}
-	defer conn.Close()
+	defer w.put(conn)
 	fail := func() {
 		w.abandon(conn) // it may hold the lock, or be blocked in GET_LOCK at the server
 		sleepCtx(ctx, mysqlRetry)
@@ -707,11 +715,31 @@ const mysqlStmtTimeout = 5 * time.Second
 // outlived the tenure by 5 s more (a waiter woke that much later).
 const mysqlReleaseTimeout = time.Second
 
-// conn takes a connection of the waker's pool, within mysqlStmtTimeout, and learns its id and
-// client address at the server (once per connection) so that it can be ended once abandoned.
+// conn takes a connection of the waker's pool, within mysqlStmtTimeout, after a slot of the
+// calls' (w.slots) when it has them, and learns its id and client address at the server (once
+// per connection) so that it can be ended once abandoned. The connection goes back with put.
 func (w *mysqlWaker) conn(ctx context.Context) (*sql.Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, mysqlStmtTimeout)
 	defer cancel()
+	took, err := w.slots.Enter(ctx)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := w.idConn(ctx)
+	if err != nil {
+		w.slots.Leave(took)
+	}
+	return conn, err
+}
+
+// put closes a connection conn took and lets its slot go.
+func (w *mysqlWaker) put(c *sql.Conn) {
+	c.Close()
+	w.slots.Leave(w.slots.Cap() > 0) // conn took a slot whenever there are any
+}
+
+// idConn is conn's connection, once it has a slot.
+func (w *mysqlWaker) idConn(ctx context.Context) (*sql.Conn, error) {
 	conn, err := w.db.Conn(ctx)
 	if err != nil || w.connID == "" {
 		return conn, err
@@ -812,7 +840,7 @@ func (w *mysqlWaker) reap(ctx context.Context) time.Duration {
 		w.mu.Unlock()
 		return mysqlRetry
 	}
-	defer conn.Close()
+	defer w.put(conn)
 	for _, ref := range refs {
 		killed, err := w.end(ctx, conn, ref)
 		var me *mysqldriver.MySQLError
@@ -1059,7 +1087,7 @@ func (m *marker) drop() {
 	if len(m.marked) > 0 {
 		m.w.abandon(m.conn)
 	}
-	m.conn.Close()
+	m.w.put(m.conn)
 	m.conn, m.marked = nil, nil
 }
 

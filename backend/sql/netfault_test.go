@@ -288,7 +288,7 @@ func TestMySQLWakerStatementOnDeadConnectionEnds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	defer w.put(conn)
 	p.Orphan()
 	done := make(chan error, 1)
 	go func() { done <- w.release(context.Background(), conn, "orphan-"+unique(t)) }()

@@ -76,6 +76,10 @@ type stdDialect struct {
 	// wal, when set, puts the database in WAL mode before the first operation that may write
 	// (SQLite opened by Open without a journal_mode in the DSN: see walSwitch).
 	wal *walSwitch
+	// spare keeps one connection of a user's bounded MySQL/MariaDB pool for keep-alives
+	// (keepAliveConn; its slots are the waker's too, see NewMySQL); the zero keepAliveConn
+	// (SQLite, whose gate runs keep-alives first, and unbounded pools) takes none.
+	spare keepAliveConn
 }
 
 // idleTxBound is how long a connection may sit idle inside a transaction before the server
@@ -192,8 +196,13 @@ func (d *stdDialect) rollback(ctx context.Context, c *sql.Conn) {
 // with runs fn in a transaction (tx) or statement by statement (run), inside the dialect's
 // gate if it has one.
 func (d *stdDialect) with(ctx context.Context, tx bool, fn func(q sqlq.Queries) error) error {
+	leave, err := d.spare.enter(ctx)
+	if err != nil {
+		return err
+	}
+	defer leave()
 	if d.conns == nil {
-		err := d.with1(ctx, tx, fn)
+		err = d.with1(ctx, tx, fn)
 		if err != nil && d.b != nil && d.b.name == wire.SQLMySQL && silent.TimedOut(err) {
 			d.unstamped.Do(func() {
 				d.b.log().Warn("simba: sql mysql: a call ran out of time, and the pool's connections do not note when they last read and wrote: those a silent link left are handed out again after it heals, each failing a call at its timeout, the session's keep-alive too; make the pool on MySQLConnector")
@@ -202,7 +211,7 @@ func (d *stdDialect) with(ctx context.Context, tx bool, fn func(q sqlq.Queries) 
 		return err
 	}
 	t0 := silent.Now()
-	err := d.with1(ctx, tx, fn)
+	err = d.with1(ctx, tx, fn)
 	if err != nil && silent.TimedOut(err) {
 		d.dropSilent(t0)
 	}

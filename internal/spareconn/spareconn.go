@@ -1,7 +1,8 @@
 // Package spareconn keeps one connection of a bounded pool free for keep-alives: the calls
 // that are not keep-alives take a slot each, for their whole run, before they ask the pool
-// for a connection, and there are one fewer slots than connections. The SQL (PostgreSQL) and
-// Redis backends use it, each deciding which of its calls are keep-alives.
+// for a connection, and there are one fewer slots than connections. The SQL (PostgreSQL, and
+// MySQL/MariaDB on a user's bounded pool) and Redis backends use it, each deciding which of
+// its calls are keep-alives.
 package spareconn
 
 import "context"
