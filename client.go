@@ -358,6 +358,11 @@ func (c *Client) Err() error { return c.sessErr.permanent() }
 // later Close returns the same error (Close from inside a callback, leader work or a Listener,
 // which does not wait for the close, returns nil, as it does not know the outcome yet).
 //
+// A Lock, TryLock or election still waiting for its acquire when Close comes ends (ErrClosed,
+// or Stop's nil): an acquire still waiting for one of the client's 32 call slots is dropped
+// unsent, so none goes out during the close to take a lease for nobody until the session's
+// close lands; one already sent is answered, and a grant it brings released.
+//
 // Close does not wait for a session being opened: it cuts the open in flight short, which at a
 // server that refuses connections or never answers would otherwise end only at its timeout (one
 // renewal interval). Such a session holds nothing yet; if the server did create it, it expires

@@ -510,7 +510,11 @@ func (e *Election) letGo() {
 // Stop ends the candidacy. A leader's term is revoked (RevokedStopped) and its lease released once
 // its work exits (handover), or, for work that ignores its ctx, once the term's local deadline as
 // it stood at the stop passes (see RunWhileLeader: the work then runs on with an invalid term);
-// Stop returns when that is done or ctx ends (the release then goes on). Once Stop has been taken
+// Stop returns when that is done or ctx ends (the release then goes on). A candidate's acquire
+// still waiting for one of the client's 32 call slots is dropped unsent (so a StepDown's), so
+// that it never takes the lease for the stopped election; one already sent goes on, and a
+// grant it brings is released, and a candidate that may wait in the backend's queue withdraws
+// from it once that acquire is back: Stop returns after that. Once Stop has been taken
 // the client keeps nothing of the election: the name is free for a new election or lock, and
 // callbacks already due still run (Close waits for them). Called from inside this election's
 // own leader work (RunWhileLeader, Schedule), which the handover waits for, Stop returns once

@@ -55,12 +55,15 @@ func (h *Held) passTurn() {
 // Lock waits until this client holds the lock name, or ctx ends. Goroutines of this client
 // asking for the same name are served one after the other, in order. When ctx ends, Lock
 // returns at once, even while the network is stalled and a backend call hangs: ctx's error,
-// joined with the last backend error if a call failed meanwhile. The attempt is withdrawn in
-// the background: a grant that raced with it is released once its reply is in, or, if ctx's
-// end cut the acquire short, once a keep-alive finds the lease held — the client sends one
-// 20 ms after a call of unknown outcome; the next goroutine of this client waiting for name
-// gets its turn once the withdrawal (leaving the backend's waiter queue, spi.Queuer) is over,
-// at most one call timeout later. (A deadline cuts a call only on a backend whose calls are
+// joined with the last backend error if a call failed meanwhile. Its acquire, if it still
+// waits for one of the client's 32 call slots (see TryLock), is dropped unsent: it never takes
+// the lease for nobody, and no withdrawal follows it (it queued nothing at the backend). An
+// acquire already sent is withdrawn in the background: a grant that raced with it is released
+// once its reply is in, or, if ctx's end cut the acquire short, once a keep-alive finds the
+// lease held — the client sends one 20 ms after a call of unknown outcome; the next goroutine
+// of this client waiting for name gets its turn once the withdrawal (leaving the backend's
+// waiter queue, spi.Queuer), which follows the acquire's reply, is over: at most two call
+// timeouts later on a stalled network, at once after an acquire dropped unsent. (A deadline cuts a call only on a backend whose calls are
 // cut-safe, spi.CutSafe; elsewhere a call that the deadline may fall in runs to its end on a
 // call worker, without the caller.) A permanent backend error (a missing schema, a server of
 // the wrong kind, refused credentials: IsPermanent, errors.Is finds the backend's sentinel)
@@ -110,7 +113,9 @@ func (c *Client) Lock(ctx context.Context, name string) (*Held, error) {
 // sentinel), whether TryLock waited for that open or came while the next one waits for its
 // retry, or when the session's keep-alive was refused for good and the next waits for its
 // retry (see Lock); Lock returns the same error in these cases. When ctx ends
-// first, TryLock returns ctx's error at once, as Lock does.
+// first, TryLock returns ctx's error at once, as Lock does: an acquire still waiting for a
+// call slot is dropped unsent, and a grant of one already sent is released once its reply is
+// in (or, if ctx's end cut the call short, once a keep-alive finds the lease held).
 func (c *Client) TryLock(ctx context.Context, name string) (*Held, error) {
 	return c.lock(ctx, name, engine.FlavorTryLock)
 }
@@ -190,8 +195,11 @@ func (c *Client) lock(ctx context.Context, name string, flavor engine.Flavor) (*
 
 // withdraw ends the attempt of a Lock or TryLock whose caller gave up (its ctx ended) and
 // hands name's turn on once the engine has finished with it, without making the caller wait:
-// the stop completes once the candidate has left the backend's waiter queue (spi.Queuer), a
-// call that lasts up to one call timeout when the network is stalled, and the engine releases
+// the engine drops the attempt's acquire if it still waits for a call slot (engine.EfCancel:
+// sent later, it would take the lease for nobody), and the stop completes once that acquire is
+// back (at once when dropped) and the candidate has left the backend's waiter queue
+// (spi.Queuer), calls that last up to one call timeout each when the network is stalled, and
+// the engine releases
 // a grant that raced with the caller's giving up (or, if the acquire's outcome is unknown,
 // the keep-alives settle it). The next goroutine of this client waiting for name starts only
 // then, so its queued acquire cannot be overtaken by this withdrawal at the backend.

@@ -69,11 +69,13 @@
 //   - EfPublish: hand the event to listeners (session opened/lost/closed, permanent errors,
 //     the holder seen by a candidate).
 //   - EfMembers: the view of Group changed (Members, and Assigned: this client's partitions).
-//   - EfCancel: the acquire Req is no longer wanted (its partition stopped: a Leave, or a new
-//     view). If it still waits to be sent, drop it and step its reply at once with NotSent
-//     set (nothing else); if it was sent, do nothing: its reply comes as usual. A Leave waits
-//     for the reply either way, and for the release of a grant it brings
-//     (testdata/leave-taking.txt).
+//   - EfCancel: the acquire Req is no longer wanted (its election, lock or partition
+//     stopped: a Stop or StepDown, a Close, a Leave, or a new view). If it still waits to be
+//     sent, drop it and step its reply at once with NotSent set (nothing else); if it was
+//     sent, do nothing: its reply comes as usual. A Leave waits for the reply either way, and
+//     for the release of a grant it brings (testdata/leave-taking.txt); so does a Stop whose
+//     candidate's only queued attempt was that acquire, which withdraws after it only if it
+//     queued (testdata/lock-cancel.txt).
 //
 // Request ids (ReqID) are the engine's: it numbers calls 1, 2, 3… and matches replies by id
 // and Op, so a reply to a call from an earlier session, or to an attempt that is no longer

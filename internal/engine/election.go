@@ -238,8 +238,10 @@ func (s *Engine) stop(name string, f FutureID, stepDown bool) {
 		then, reason = Cooldown, ReasonSteppedDown
 	}
 	before := s.lastReq
+	var acq ReqID // the acquire in flight that f waits for instead of a withdrawal (cancelAcquire)
 	switch e.state {
 	case Candidate:
+		acq = s.cancelAcquire(e)
 		if stepDown {
 			s.enter(e, Cooldown)
 		} else {
@@ -271,7 +273,44 @@ func (s *Engine) stop(name string, f FutureID, stepDown bool) {
 		s.completeOnRelease(s.lastReq, f)
 		return
 	}
+	if acq != 0 {
+		// Its acquire was the only one that may have made this session a waiter: the stop
+		// returns once that acquire is back (at once if it was dropped unsent) and, had it
+		// queued, withdrawn — the withdrawal the stop would otherwise have sent itself.
+		s.completeOnRelease(acq, f)
+		return
+	}
 	s.complete(f, nil)
+}
+
+// cancelAcquire asks the driver to drop the acquire in flight of candidate e, which stops
+// waiting (a Stop, a StepDown, an Unlock of a Lock or TryLock whose caller gave up, a
+// Close), if it has not been sent yet (EfCancel), as a partition's stop does (awaitAcquire):
+// the shell queues acquires behind its bound on calls in flight, and one sent after the stop
+// could only take the lease for nobody, held until its release, which other processes'
+// waiters wait for. An acquire already sent goes on, and its reply is handled as a stale
+// attempt's (a grant released). It returns the acquire's request when that acquire is the
+// only one that may have made the session a waiter for the name (a queued attempt sent since
+// the last grant): e then no longer counts as queued, so the stop does not withdraw — a
+// withdrawal of an entry a dropped acquire never made is a wasted call — and the acquire's
+// reply withdraws if it did queue (onAcquireReply). It returns 0 otherwise.
+func (s *Engine) cancelAcquire(e *election) ReqID {
+	req := e.inflight
+	if req == 0 {
+		return 0
+	}
+	p, ok := s.pending[req]
+	if !ok || p.op != OpAcquire || p.cancelled {
+		return 0
+	}
+	p.cancelled = true
+	s.pending[req] = p
+	s.emit(Effect{Kind: EfCancel, Req: req, Op: OpAcquire, Name: e.name})
+	if p.queued && !p.queuedBefore && e.queued {
+		e.queued = false
+		return req
+	}
+	return 0
 }
 
 // completeOnRelease makes future f complete with the reply of Release (or Withdraw) req.

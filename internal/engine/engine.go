@@ -885,6 +885,9 @@ func (s *Engine) close(f FutureID) {
 		s.cancelPendingStart(e, spi.ErrClosed)
 		switch e.state {
 		case Candidate, Cooldown:
+			// Its acquire still waiting for a call slot is dropped unsent: sent during the
+			// close, it could take the lease for nobody until the session's close lands.
+			s.cancelAcquire(e)
 			s.end(e, spi.ErrClosed)
 		case Leader:
 			s.leaderExit(e, ReasonClosed, Ended)

@@ -293,8 +293,10 @@ func (k PublishKind) String() string {
 //   - EvBoot: none. Opens the first session.
 //   - EvStart: Name, Flavor, HasWork, Future (completes with the term for locks; at once for
 //     elections).
-//   - EvStop, EvStepDown: Name, Future (completes once the lease is released; at once when
-//     it is not held).
+//   - EvStop, EvStepDown: Name, Future (completes once the lease is released; when it is not
+//     held, at once, or once a candidate that may wait in the backend's queue has withdrawn —
+//     after the reply of its acquire in flight when that acquire was its only queued attempt,
+//     at once if the driver dropped it unsent on the EfCancel the stop emits).
 //   - EvTimer: Timer (the key of an earlier Arm effect).
 //   - EvReply: Req, Op (both copied from the Call), SentAt (when the request was sent), and the
 //     result for Op: Err (any op), or Session (OpenSession), KeepAlive, Acquire, Status (Join,
@@ -541,7 +543,8 @@ func (k EffectKind) String() string {
 //   - EfMembers: the view of Group changed: Members (sorted) and Assigned, the partitions this
 //     client owns.
 //   - EfCancel: the engine no longer wants the acquire Req (Op and Name as its Call's):
-//     a partition stopped, by a Leave or a new view, while its acquire waited. A driver that
+//     its election, lock or partition stopped while the acquire waited — a Stop, a StepDown,
+//     the Stop of a Lock whose caller gave up, a Close, a Leave or a new view. A driver that
 //     has not sent that call yet (it queues calls behind a bound on the calls in flight) must
 //     not send it, and steps its Reply at once with NotSent set and no result; one already
 //     sent goes on, and its reply is stepped as usual. A driver that sends every call at once
