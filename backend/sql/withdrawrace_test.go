@@ -12,17 +12,37 @@ import (
 )
 
 // TestPostgresSimultaneousWithdrawsWakeThird: A, B and C wait in that order for a free lease
-// (reserved for A), and A and B withdraw at the same instant. Under READ COMMITTED each
-// withdraw_notify decides from its statement's snapshot whether the lease was owed to its
-// entry, so B's, made while A's delete was not yet committed, saw A's entry ahead and stayed
-// silent, while A's notified (A was first). C, woken by A's notification, attempted before
-// B's commit and was told HeldBy B with B's entry's time left (about a TTL); B's commit then
-// sent nothing, and C slept that TTL with the lease free. The two transactions are interleaved
-// by hand: A's withdraw, B's withdraw, A's commit, C's attempt, B's commit; after C's
-// attempt, some notification of the name must come. Now withdraw_notify locks the entries
-// ahead of its own (FOR SHARE) before counting them: B's statement waits for A's uncommitted
-// delete, then skips the deleted entry, finds itself first and notifies at its commit.
+// (reserved for A), and A withdraws while B withdraws or closes its session, at the same
+// instant. Under READ COMMITTED each withdraw_notify (and close_session) decides from its
+// statement's snapshot whether the lease was owed to its entry, so B's, made while A's delete
+// was not yet committed, saw A's entry ahead and stayed silent, while A's notified (A was
+// first). C, woken by A's notification, attempted before B's commit and was told HeldBy B with
+// B's entry's time left (about a TTL); B's commit then sent nothing, and C slept that TTL with
+// the lease free. The two transactions are interleaved by hand: A's withdraw, B's statement,
+// A's commit, C's attempt, B's commit; after C's attempt, some notification of the name must
+// come (both subtests failed before). Now withdraw_notify locks the entries ahead of its own
+// (FOR SHARE) before counting them: B's statement waits for A's uncommitted delete, then skips
+// the deleted entry, finds itself first and notifies at its commit; close_session reads them
+// FOR SHARE SKIP LOCKED: an entry whose delete is in flight does not count.
 func TestPostgresSimultaneousWithdrawsWakeThird(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		b    func(ctx context.Context, q *postgres.Queries, name string, b spi.SessionID) error
+	}{
+		{"withdraw", func(ctx context.Context, q *postgres.Queries, name string, b spi.SessionID) error {
+			return q.WithdrawNotify(ctx, postgres.WithdrawNotifyParams{Name: name, SessionID: string(b)})
+		}},
+		{"close", func(ctx context.Context, q *postgres.Queries, _ string, b spi.SessionID) error {
+			return q.CloseSession(ctx, string(b))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { simultaneousWithdraws(t, tc.b) })
+	}
+}
+
+// simultaneousWithdraws is TestPostgresSimultaneousWithdrawsWakeThird with bOp as B's
+// statement.
+func simultaneousWithdraws(t *testing.T, bOp func(ctx context.Context, q *postgres.Queries, name string, b spi.SessionID) error) {
 	dsn := pgDSN(t)
 	other := migrated(t, dsn) // the holder's, A's and B's backend
 	c := migrated(t, dsn)     // C's backend, which hears the notifications
@@ -70,10 +90,11 @@ func TestPostgresSimultaneousWithdrawsWakeThird(t *testing.T) {
 	if err := postgres.New(txA).WithdrawNotify(testCtx(t), postgres.WithdrawNotifyParams{Name: name, SessionID: string(a)}); err != nil {
 		t.Fatal(err)
 	}
-	// B's withdraw may wait for A's transaction (it does once it locks the entries ahead).
+	// B's statement may wait for A's transaction (a withdraw does once it locks the entries
+	// ahead).
 	bDone := make(chan error, 1)
 	go func() {
-		bDone <- postgres.New(txB).WithdrawNotify(testCtx(t), postgres.WithdrawNotifyParams{Name: name, SessionID: string(b)})
+		bDone <- bOp(testCtx(t), postgres.New(txB), name, b)
 	}()
 	select {
 	case err := <-bDone: // the old statement: B decided at once, seeing A's entry
@@ -109,7 +130,7 @@ func TestPostgresSimultaneousWithdrawsWakeThird(t *testing.T) {
 		}
 	}
 	if !saw {
-		t.Fatalf("A and B withdrew at once; C, woken by A's notification, was told HeldBy B before B's commit, "+
+		t.Fatalf("A withdrew as B left; C, woken by A's notification, was told HeldBy B before B's commit, "+
 			"and B's commit notified nothing: C tries again only at B's entry's expiry (about a TTL) with %q free", name)
 	}
 	if r, err := c.AcquireQueued(testCtx(t), third, name); err != nil || r.Kind != spi.Granted {
