@@ -186,6 +186,10 @@ type Backend struct {
 
 	hub hub
 
+	// queued are the names each session may be a waiter for, which CloseSession withdraws
+	// (see waitSet).
+	queued waitSet
+
 	foreign *foreign.Filter // skips and reports foreign group members
 
 	// tlsd is the TLS dialer of a client OpenConfig made from a TLS DSN (else nil): bounded
@@ -692,14 +696,23 @@ func (b *Backend) acquireHinted(ctx context.Context, sid spi.SessionID, name str
 		if serr != nil {
 			return spi.Acquire{}, b.fail(opAbout("acquire", name), serr)
 		}
-		r, err = b.acquire(ctx, sid, name, queued)
+		r, err = b.acquireNoted(ctx, sid, name, queued)
 		b.spare.leave(took)
 	} else {
-		r, err = bounded(ctx, b, "acquire", name, func() (spi.Acquire, error) { return b.acquire(ctx, sid, name, queued) })
+		r, err = bounded(ctx, b, "acquire", name, func() (spi.Acquire, error) { return b.acquireNoted(ctx, sid, name, queued) })
 	}
 	if err == nil {
 		b.hub.acquired(sid, name, r)
 	}
+	return r, err
+}
+
+// acquireNoted is acquire, with what its outcome tells of the session's waiter entry noted for
+// CloseSession (waitSet) by the call's body itself, so that a body that goes on after its
+// caller left (bounded) notes it too.
+func (b *Backend) acquireNoted(ctx context.Context, sid spi.SessionID, name string, queued bool) (spi.Acquire, error) {
+	r, err := b.acquire(ctx, sid, name, queued)
+	b.queued.noteAcquire(sid, name, queued, r, err)
 	return r, err
 }
 
@@ -733,6 +746,7 @@ func (b *Backend) withdrawCall(ctx context.Context, sid spi.SessionID, name stri
 	if err != nil {
 		return b.clusterFailKeys(ctx, "withdraw "+name, err, []string{keys.Lease, keys.Waiters, keys.Waiting})
 	}
+	b.queued.done(sid, name)
 	b.hub.withdrew(sid, name)
 	return nil
 }
@@ -908,6 +922,7 @@ func (b *Backend) keepAliveCall(ctx context.Context, sid spi.SessionID, names, g
 	switch {
 	case err != nil:
 	case ka.Expired:
+		b.queued.drop(sid)
 		b.hub.forget(sid)
 	default:
 		b.hub.keptAlive(sid, groups)
@@ -1265,11 +1280,15 @@ func (b *Backend) checkReplicas(ctx context.Context) error {
 	return b.fail("members (probe: replicas for WAIT)", err)
 }
 
-// CloseSession releases every lease the session holds and leaves its groups (publishing each),
-// then deletes the session. Standalone: the session's sets are read (one round trip), then one
-// close_session call. routeBySlot: release_leases per slot and leave_at per group (one
-// pipelined round per master) for the names this backend acquired and joined, then
-// close_session on the session's slot. Closing a closed or expired session is not an error.
+// CloseSession withdraws the session from the waiter queues this backend queued it in (see
+// waitSet; a withdraw of a free lease's first waiter publishes, waking the next waiter),
+// releases every lease the session holds and leaves its groups (publishing each), then deletes
+// the session. Standalone: the session's sets are read, with the withdraws in the same
+// pipeline (one round trip), then one close_session call. routeBySlot: the withdraws,
+// release_leases per slot and leave_at per group (one pipelined round per master) for the
+// names this backend queued for, acquired and joined, then close_session on the session's
+// slot. A withdraw that fails is logged and does not fail the close (its entry lapses, up to a
+// TTL). Closing a closed or expired session is not an error.
 func (b *Backend) CloseSession(ctx context.Context, sid spi.SessionID) error {
 	return bounded0(ctx, b, "close session", "", func() error { return b.closeSessionCall(ctx, sid) })
 }
@@ -1278,6 +1297,7 @@ func (b *Backend) CloseSession(ctx context.Context, sid spi.SessionID) error {
 func (b *Backend) closeSessionCall(ctx context.Context, sid spi.SessionID) error {
 	err := b.closeSession(ctx, sid)
 	if err == nil {
+		b.queued.drop(sid)
 		b.hub.forget(sid)
 	}
 	return err
@@ -1291,12 +1311,20 @@ func (b *Backend) closeSession(ctx context.Context, sid spi.SessionID) error {
 		return b.closeCluster(ctx, sid)
 	}
 	s := string(sid)
+	// The withdraws of the names the session may wait for go in the pipeline that reads its
+	// sets, ahead of close_session (see waitSet); their failure does not fail the close.
+	waited := b.queued.names(sid)
 	pipe := b.c.Pipeline()
 	lc := pipe.SMembers(ctx, wire.SessionLeasesKey(s))
 	gc := pipe.SMembers(ctx, wire.SessionGroupsKey(s))
-	if _, err := pipe.Exec(ctx); err != nil && !(wrongTypeOr(lc.Err()) && wrongTypeOr(gc.Err())) {
-		return b.fail("close session", err)
+	wc := b.queueWithdraws(ctx, pipe, sid, waited, false)
+	_, _ = pipe.Exec(ctx)
+	for _, c := range []*goredis.StringSliceCmd{lc, gc} {
+		if err := c.Err(); !wrongTypeOr(err) {
+			return b.fail("close session", err)
+		}
 	}
+	b.withdrewStandalone(ctx, sid, waited, wc)
 	// A set of another type (written over by something else) names nothing to release or
 	// leave: close_session deletes it with the session's other keys.
 	names, groups := nonEmpty(lc.Val()), nonEmpty(gc.Val())
@@ -1311,6 +1339,43 @@ func (b *Backend) closeSession(ctx context.Context, sid spi.SessionID) error {
 		}
 	}
 	return err
+}
+
+// withdrewStandalone finishes a standalone close's withdraws of names (cmds, sent with
+// EVALSHA): those that met NOSCRIPT (a server whose script cache was flushed) are sent again
+// with EVAL, in one more round trip; a failure that remains is logged (warnUnwithdrawn).
+func (b *Backend) withdrewStandalone(ctx context.Context, sid spi.SessionID, names []string, cmds []*goredis.Cmd) {
+	var again []string
+	for i, c := range cmds {
+		if luascripts.IsNoScript(c.Err()) {
+			again = append(again, names[i])
+		}
+	}
+	if len(again) > 0 {
+		pipe := b.c.Pipeline()
+		retried := b.queueWithdraws(ctx, pipe, sid, again, true)
+		_, _ = pipe.Exec(ctx)
+		j := 0
+		for i, c := range cmds {
+			if luascripts.IsNoScript(c.Err()) {
+				cmds[i] = retried[j]
+				j++
+			}
+		}
+	}
+	var failed []string
+	var first error
+	for i, c := range cmds {
+		if err := c.Err(); err != nil {
+			failed = append(failed, names[i])
+			if first == nil {
+				first = err
+			}
+		}
+	}
+	if len(failed) > 0 {
+		b.warnUnwithdrawn(sid, failed, first)
+	}
 }
 
 // wrongTypeOr reports a command that succeeded or failed with WRONGTYPE.

@@ -1,9 +1,11 @@
 package redis
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -334,6 +336,8 @@ type call struct {
 	eval   func(goredis.Pipeliner) *goredis.Cmd
 	cmd    *goredis.Cmd
 	err    error
+	// bestEffort: the call's failure does not fail a close (a withdraw: see waitSet).
+	bestEffort bool
 }
 
 // round sends calls as one pipelined round: one pipeline per master, on that master's own
@@ -663,6 +667,7 @@ func (b *Backend) closeCluster(ctx context.Context, sid spi.SessionID) error {
 	b.mu.Lock()
 	var names, groups []string
 	var e int64
+	expired := false
 	if st := b.sessions[sid]; st != nil {
 		for n := range st.leases {
 			names = append(names, n)
@@ -670,11 +675,19 @@ func (b *Backend) closeCluster(ctx context.Context, sid spi.SessionID) error {
 		for g := range st.groups {
 			groups = append(groups, g)
 		}
-		e = st.expires
+		e, expired = st.expires, st.expired
 	}
 	b.mu.Unlock()
+	// The withdraws of the names the session may wait for (see waitSet) go first in the same
+	// round, ahead of close_session (none for a session known expired: its entries lapsed with
+	// it); their failure does not fail the close.
+	var waited []string
+	if !expired {
+		waited = b.queued.names(sid)
+	}
+	withdraws := b.withdrawCalls(ctx, sid, waited)
+	calls := append([]*call(nil), withdraws...)
 	bySlot := namesBySlot(names)
-	var calls []*call
 	for _, ns := range bySlot {
 		keys := luascripts.ReleaseLeasesKeys{Leases: make([]string, len(ns))}
 		for i, n := range ns {
@@ -699,26 +712,34 @@ func (b *Backend) closeCluster(ctx context.Context, sid spi.SessionID) error {
 		})
 	}
 	if len(calls) > 0 {
-		// Those refused while their slots move are sent again until they settle; any other
-		// failure fails the close.
+		// Those refused while their slots move are sent again until they settle (withdraws
+		// only while a release or leave waits too: they alone do not hold the close up); any
+		// other failure of a release or leave fails the close, a withdraw's is logged.
 		pending := calls
-		var failed error
-		_, err := followSlotMove(ctx, b, 0, func() (struct{}, error) {
+		_, _ = followSlotMove(ctx, b, 0, func() (struct{}, error) {
 			_ = b.pipeline(ctx, b.c, pending)
-			for _, c := range pending {
-				if c.err != nil && !slotMoving(c.err) && failed == nil {
-					failed = c.err
-				}
-			}
 			var moving error
 			pending, moving = slotMovingCalls(pending)
+			if !slices.ContainsFunc(pending, func(c *call) bool { return !c.bestEffort }) {
+				moving = nil
+			}
 			return struct{}{}, moving
 		})
-		if err == nil {
-			err = failed
+		for _, c := range calls {
+			if c.err != nil && !c.bestEffort {
+				return b.clusterFail("close session", c.err)
+			}
 		}
-		if err != nil {
-			return b.clusterFail("close session", err)
+		var unwithdrawn []string
+		var first error
+		for i, c := range withdraws {
+			if c.err != nil {
+				unwithdrawn = append(unwithdrawn, waited[i])
+				first = cmp.Or(first, c.err)
+			}
+		}
+		if len(unwithdrawn) > 0 {
+			b.warnUnwithdrawn(sid, unwithdrawn, first)
 		}
 	}
 	ckeys := luascripts.CloseSessionKeys{Session: wire.SessionKey(s), SessionLeases: wire.SessionLeasesKey(s), SessionGroups: wire.SessionGroupsKey(s)}

@@ -70,7 +70,14 @@ session with that entry's time left (up to a TTL), attempts again at once (an ea
 client's withdraw script, which its own SHA1 still names, publishes nothing). The
 lease hash's waiters field says the queue may hold entries, so an acquire with nobody waiting
 reads no queue key. A waiter that crashed drops out when its entry expires (no later than its
-session), one that gave up withdraws. So does a live waiter's entry when an outage spans its
+session), one that gave up withdraws, and one whose session is closed is withdrawn by the
+close: close_session touches no queue (Redis keeps no per-session set of waited names), so
+CloseSession first runs the withdraw script for each name the backend's own session queued for
+and has not been granted or withdrawn from, in the round trip that reads the session's sets
+(on a Cluster, in the pipelined round of its releases), so that a closed first waiter wakes
+the next one as a withdraw does. A withdraw that fails there does not fail the close: it is
+logged at WARN and that entry lapses on its own (up to a TTL). A session closed through
+another backend than the one that queued it leaves its entries to lapse. So does a live waiter's entry when an outage spans its
 expiry (the waiter's re-attempt before it could not land), and a restart without AOF loses the
 queue keys: the waiters register again, in the order they come back (see spi.Queuer).
 

@@ -285,7 +285,9 @@
 // it and no live waiter was ahead: the next waiter, told HeldBy by the withdrawn one with that
 // entry's time left, up to a TTL, attempts again at once; a withdraw from a held lease or behind
 // a live first waiter NOTIFYs nothing, and an earlier 5.x client's withdraw NOTIFYs nothing at
-// all), and every join or leave (and a close, for each group the session left) the group
+// all; a waiter ahead whose own withdraw or close is still in flight does not count, so of two
+// waiters leaving at once the second notifies too, and a third woken by the first's notice
+// before the second committed is woken again), and every join or leave (and a close, for each group the session left) the group
 // name on the group's own channel, simba_grp_ followed by the hex MD5 of the group name
 // (wire.SQLGroupOwnChannel; and on simba_group, for earlier 5.x clients likewise). Hints LISTENs
 // on a dedicated connection that reconnects with backoff (doubling from 50 ms to a third of

@@ -30,7 +30,8 @@ WHERE NOT EXISTS (
     WHERE o.name = w.name AND o.expiry_ms > (extract(epoch from clock_timestamp()) * 1000)::bigint
       AND o.expiry_ms <= (SELECT s.expiry_ms FROM simba_session s WHERE s.id = o.session_id)
       AND (o.arrival_us < w.arrival_us
-           OR (o.arrival_us = w.arrival_us AND o.session_id < w.session_id)))
+           OR (o.arrival_us = w.arrival_us AND o.session_id < w.session_id))
+    FOR SHARE OF o)
 `
 
 type WithdrawNotifyParams struct {
@@ -43,6 +44,14 @@ type WithdrawNotifyParams struct {
 // ahead of the entry), NOTIFYs the lease's own release channel and release_channel (for earlier 5.x
 // clients) with its name, as a release does: the next waiter, whom an acquire told HeldBy by the
 // withdrawn waiter with its entry's time left (up to a TTL), tries again at once instead of then.
+// The entries ahead are read FOR SHARE: under READ COMMITTED the statement's snapshot still shows
+// an entry whose withdraw (or close) is not committed yet, so of two waiters withdrawing at once
+// the second stayed silent while the first notified, and a third waiter, woken by the first's
+// notification before the second's commit, was told HeldBy the second and slept a TTL with the
+// lease free (TestPostgresSimultaneousWithdrawsWakeThird). Locked, such an entry is waited for and,
+// once its delete commits, skipped, so the second notifies. The statement locks only its own entry
+// and, one at a time, entries that arrived before it, so withdraws cannot deadlock among
+// themselves; an entry locked by a close is held only until that close commits.
 func (q *Queries) WithdrawNotify(ctx context.Context, arg WithdrawNotifyParams) error {
 	_, err := q.db.Exec(ctx, withdrawNotify, arg.Name, arg.SessionID)
 	return err

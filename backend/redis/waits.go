@@ -1,0 +1,144 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/simba-go/simba/generated/luascripts"
+	"github.com/simba-go/simba/generated/wire"
+	"github.com/simba-go/simba/spi"
+)
+
+// waitSet is, per session of this backend, the names whose waiter queue may hold the
+// session's entry: an AcquireQueued that replied HeldBy, or failed (its entry may have been
+// written all the same), adds the name; a grant, a Withdraw that succeeded, the session's
+// close or its expiry remove it. CloseSession withdraws these names before it deletes the
+// session (withdrawCalls, withdrawStandalone): Redis keeps no per-session set of waited names
+// and close_session touches no queue, so a session closed while it was a free lease's first
+// waiter left its entry behind, the lease reserved for a dead session until the entry's
+// expiry (up to a TTL), and the next waiter, told HeldBy naming it, slept that long. The
+// client withdraws before it closes, but that withdraw may fail or be cut by Close's
+// deadline, and an SPI user may call CloseSession directly.
+//
+// The hub's interest is not used for this: it is kept only while the backend has a Hints
+// subscriber, and it lapses on a timer, while an entry lives until it is withdrawn or expires.
+// A name kept after its entry went (a grant or withdraw whose reply was lost) costs one
+// withdraw at close, which finds no entry and changes nothing.
+type waitSet struct {
+	mu sync.Mutex
+	m  map[spi.SessionID]map[string]struct{}
+}
+
+// noteAcquire records what a queued or plain acquire of name by sid tells about its entry.
+// An uncontended grant finds nothing to remove and allocates nothing.
+func (w *waitSet) noteAcquire(sid spi.SessionID, name string, queued bool, r spi.Acquire, err error) {
+	switch {
+	case err != nil:
+		if queued && !errors.Is(err, spi.ErrInvalidName) && !errors.Is(err, spi.ErrBackendClosed) {
+			w.add(sid, name)
+		}
+	case r.Kind == spi.HeldBy:
+		if queued {
+			w.add(sid, name)
+		}
+	case r.Kind == spi.Granted:
+		w.done(sid, name) // a grant removes the grantee's entry
+	case r.Kind == spi.SessionExpired:
+		w.drop(sid)
+	}
+}
+
+func (w *waitSet) add(sid spi.SessionID, name string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.m == nil {
+		w.m = map[spi.SessionID]map[string]struct{}{}
+	}
+	names := w.m[sid]
+	if names == nil {
+		names = map[string]struct{}{}
+		w.m[sid] = names
+	}
+	names[name] = struct{}{}
+}
+
+// done forgets sid's entry for name (granted or withdrawn).
+func (w *waitSet) done(sid spi.SessionID, name string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.m) == 0 {
+		return
+	}
+	if names := w.m[sid]; names != nil {
+		delete(names, name)
+		if len(names) == 0 {
+			delete(w.m, sid)
+		}
+	}
+}
+
+// drop forgets every entry of sid (closed or expired: its entries lapsed or were withdrawn).
+func (w *waitSet) drop(sid spi.SessionID) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.m, sid)
+}
+
+// names returns the names sid may still wait for.
+func (w *waitSet) names(sid spi.SessionID) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]string, 0, len(w.m[sid]))
+	for n := range w.m[sid] {
+		out = append(out, n)
+	}
+	return out
+}
+
+// withdrawCalls are the withdraw script calls of a close of sid, one per name it may wait
+// for, for a Cluster close's pipelined round (closeCluster). Each is best effort: its failure
+// does not fail the close.
+func (b *Backend) withdrawCalls(ctx context.Context, sid spi.SessionID, names []string) []*call {
+	calls := make([]*call, 0, len(names))
+	for _, n := range names {
+		keys := luascripts.WithdrawKeys{Lease: wire.LeaseKey(n), Waiters: wire.WaitersKey(n), Waiting: wire.WaitingKey(n)}
+		args := luascripts.WithdrawArgs{SessionID: string(sid), Name: n}
+		calls = append(calls, &call{
+			key:        keys.Lease,
+			script:     luascripts.Withdraw.Info(),
+			sha:        func(p goredis.Pipeliner) *goredis.Cmd { return luascripts.Withdraw.EvalSha(ctx, p, keys, args) },
+			eval:       func(p goredis.Pipeliner) *goredis.Cmd { return luascripts.Withdraw.Eval(ctx, p, keys, args) },
+			bestEffort: true,
+		})
+	}
+	return calls
+}
+
+// queueWithdraws queues on pipe, for a standalone close, the withdraw calls of names (EVALSHA,
+// or EVAL when eval), in the pipeline that reads the session's sets: no round trip of their
+// own.
+func (b *Backend) queueWithdraws(ctx context.Context, pipe goredis.Pipeliner, sid spi.SessionID, names []string, eval bool) []*goredis.Cmd {
+	cmds := make([]*goredis.Cmd, len(names))
+	for i, n := range names {
+		keys := luascripts.WithdrawKeys{Lease: wire.LeaseKey(n), Waiters: wire.WaitersKey(n), Waiting: wire.WaitingKey(n)}
+		args := luascripts.WithdrawArgs{SessionID: string(sid), Name: n}
+		if eval {
+			cmds[i] = luascripts.Withdraw.Eval(ctx, pipe, keys, args)
+		} else {
+			cmds[i] = luascripts.Withdraw.EvalSha(ctx, pipe, keys, args)
+		}
+	}
+	return cmds
+}
+
+// warnUnwithdrawn logs the names a close could not withdraw the session from (err: the first
+// failure): the session closes all the same, and the next waiter of each such name, told HeldBy
+// naming the closed session, tries again only when that entry lapses (its expiry as of the
+// session's latest queued acquire: up to a TTL), as before CloseSession withdrew at all.
+func (b *Backend) warnUnwithdrawn(sid spi.SessionID, names []string, err error) {
+	b.log.Warn("simba: redis: close session: withdrawing the session from the waiter queues it was in failed; the session is closed all the same, and each such lease stays reserved for it until its entry lapses (up to a TTL)",
+		"session", string(sid), "leases", names, "err", err.Error())
+}
