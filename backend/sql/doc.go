@@ -240,8 +240,9 @@
 // # Cost per operation
 //
 // Every operation is a bounded number of statements, whatever the number of leases a session
-// holds: keep-alive is three statements pipelined in one round trip on PostgreSQL, four on
-// MySQL/MariaDB and three on SQLite (one fewer without groups); acquire, release, join, leave and
+// holds: keep-alive is four statements pipelined in one round trip on PostgreSQL (the fourth
+// moves the session's waiter entries to its new expiry), four on MySQL/MariaDB and three on
+// SQLite (one fewer without groups); acquire, release, join, leave and
 // close are one statement each on PostgreSQL (an acquire that lost a race re-runs its statement,
 // at most three times in all), and acquire and close are one transaction of four and three
 // statements on MySQL/MariaDB and SQLite. A waiting acquire (an election's candidacy, a Lock)
