@@ -112,6 +112,9 @@ type Backend struct {
 	// while the way there works (a one-way partition): the next keep-alive proves a round trip
 	// first (KeepAlive).
 	kaFailed atomic.Bool
+	// withdrawn: the withdrawals that failed, which the session's next keep-alive runs again
+	// (PostgreSQL only, where entries live with their session: sessionqueue.go).
+	withdrawn withdrawals
 	// minTTL is the shortest session TTL OpenSession was asked for (0: none yet); it paces
 	// PostgreSQL's hint listener's probes (see pgDialect.probeEvery).
 	minTTL minttl.Shortest
@@ -503,9 +506,10 @@ func (b *Backend) OpenSession(ctx context.Context, owner string, ttl time.Durati
 }
 
 // KeepAlive renews the session and lists every lease it holds (not only those in names) and the
-// live members of groups, in a fixed number of statements whatever the number of leases: three
-// pipelined in one round trip on PostgreSQL, four on MySQL/MariaDB, three on SQLite (one fewer
-// when groups is empty). After a failed keep-alive, the next one reads the database clock
+// live members of groups, in a fixed number of statements whatever the number of leases: four
+// pipelined in one round trip on PostgreSQL (one of them moves the session's waiter entries to
+// its new expiry: spi.SessionQueue), four on MySQL/MariaDB, three on SQLite (one fewer when
+// groups is empty). On PostgreSQL it then runs again the session's withdrawals that failed. After a failed keep-alive, the next one reads the database clock
 // first, and sends nothing more if that round trip fails. A lease the session holds whose row
 // has a token no tenure has (below 1, or on SQLite not an integer: written over by something
 // else) is named in Corrupt, not Held, with a warning.
@@ -537,8 +541,10 @@ func (b *Backend) KeepAlive(ctx context.Context, session spi.SessionID, names []
 		b.notes.keptAlive(string(session), ka)
 	}
 	if ka.Expired {
+		b.withdrawn.forget(string(session))
 		return spi.KeepAlive{Expired: true}, nil
 	}
+	b.retryWithdrawals(ctx, string(session))
 	for _, name := range ka.Corrupt {
 		b.foreign.Warn("lease row of this session holds a token below 1 (or not an integer), written by something else; its term is revoked as corrupt-record, and the row needs an operator", "lease", name, "session", string(session))
 	}
@@ -568,6 +574,9 @@ func (b *Backend) CloseSession(ctx context.Context, session spi.SessionID) error
 		return err
 	}
 	err := b.closeSession(ctx, string(session))
+	if err == nil {
+		b.withdrawn.forget(string(session)) // the close deleted its entries
+	}
 	if err == nil && b.notes != nil {
 		b.notes.closed(string(session))
 	}
@@ -588,21 +597,29 @@ func (b *Backend) Acquire(ctx context.Context, session spi.SessionID, name strin
 // granted or expired) registers the session in name's waiter queue, or keeps its place, in
 // the same transaction (spec/sql.yaml, operation acquire_queued).
 func (b *Backend) AcquireQueued(ctx context.Context, session spi.SessionID, name string) (spi.Acquire, error) {
+	// Waiting again: the entry, if the failed withdrawal left one, is its place.
+	b.withdrawn.set(string(session), name, false)
 	return b.acquireAs(ctx, "acquire_queued", session, name)
 }
 
 // Withdraw implements spi.Queuer: it deletes session's entry from name's waiter queue, if
-// any.
+// any. On PostgreSQL, where the entry lives as long as its session (spi.SessionQueue), a
+// withdrawal that fails runs again with the session's next keep-alive, unless the session
+// waits for the name again first (AcquireQueued).
 func (b *Backend) Withdraw(ctx context.Context, session spi.SessionID, name string) error {
 	if err := wire.ValidateName(name); err != nil {
 		return err
 	}
+	retry := b.QueueEntriesLiveWithSession()
 	if err := b.ready(ctx); err != nil {
+		b.withdrawn.set(string(session), name, retry)
 		return err
 	}
 	if err := b.withdraw(ctx, string(session), name); err != nil {
+		b.withdrawn.set(string(session), name, retry)
 		return b.fail("withdraw", err)
 	}
+	b.withdrawn.set(string(session), name, false)
 	if b.notes != nil {
 		b.notes.withdrawn(string(session), name)
 	}

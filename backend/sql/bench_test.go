@@ -94,7 +94,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 }
 
 // BenchmarkKeepAlive10000 measures a keep-alive (with one group) of a session holding 10,000
-// leases: a fixed number of statements (stmts/op: 3 on PostgreSQL in one round trip, 4 on
+// leases: a fixed number of statements (stmts/op: 4 on PostgreSQL in one round trip, 4 on
 // MySQL/MariaDB, 3 on SQLite), whose cost is dominated by listing the 10,000 held leases. The
 // baselines are as in BenchmarkAcquireRelease.
 func BenchmarkKeepAlive10000(b *testing.B) {

@@ -272,7 +272,7 @@ func statementsOf(t testing.TB, c *counter, f func() error) (int64, int64, []str
 func TestStatementCounts(t *testing.T) {
 	type want struct{ stmts, trips int64 }
 	wants := map[string]map[string]want{
-		"postgres": {"keep-alive": {3, 1}, "keep-alive-no-groups": {2, 1}, "acquire": {1, 1}, "release": {1, 1}, "join": {1, 1}, "close": {1, 1}},
+		"postgres": {"keep-alive": {4, 1}, "keep-alive-no-groups": {3, 1}, "acquire": {1, 1}, "release": {1, 1}, "join": {1, 1}, "close": {1, 1}},
 		"mysql":    {"keep-alive": {4, 4}, "keep-alive-no-groups": {3, 3}, "acquire": {6, 6}, "release": {1, 1}, "join": {2, 2}, "close": {5, 5}},
 		"sqlite":   {"keep-alive": {3, 3}, "keep-alive-no-groups": {2, 2}, "acquire": {6, 6}, "release": {1, 1}, "join": {2, 2}, "close": {5, 5}},
 	}

@@ -33,6 +33,10 @@ func (mySQLQueries) KeepAliveRenew(context.Context, KeepAliveRenewParams) (int64
 	return zero, errNotIn("mysql", "KeepAliveRenew")
 }
 
+func (mySQLQueries) KeepAliveWaiters(context.Context, KeepAliveWaitersParams) error {
+	return errNotIn("mysql", "KeepAliveWaiters")
+}
+
 func (a mySQLQueries) KeepAliveRenewNoReturn(ctx context.Context, p KeepAliveRenewNoReturnParams) error {
 	return a.q.KeepAliveRenewNoReturn(ctx, p.ID)
 }

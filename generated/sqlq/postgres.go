@@ -42,6 +42,10 @@ func (a postgresQueries) KeepAliveRenew(ctx context.Context, p KeepAliveRenewPar
 	return v, postgresNoRows(err)
 }
 
+func (a postgresQueries) KeepAliveWaiters(ctx context.Context, p KeepAliveWaitersParams) error {
+	return a.q.KeepAliveWaiters(ctx, p.ID)
+}
+
 func (postgresQueries) KeepAliveRenewNoReturn(context.Context, KeepAliveRenewNoReturnParams) error {
 	return errNotIn("postgres", "KeepAliveRenewNoReturn")
 }
@@ -241,6 +245,8 @@ func (a postgresQueries) Batch(ctx context.Context, stmts []Statement, st *State
 			postgres.QueueKeepAliveRenew(&b, st.Args.ID, func(v int64, found bool) {
 				st.Out.KeepAliveRenew, st.NoRow[s] = v, !found
 			})
+		case StmtKeepAliveWaiters:
+			postgres.QueueKeepAliveWaiters(&b, st.Args.ID)
 		case StmtKeepAliveHeld:
 			st.Out.KeepAliveHeld = nil // the batch may be sent again (a retried deadlock)
 			postgres.QueueKeepAliveHeld(&b, st.Args.SessionID, func(r postgres.KeepAliveHeldRow) {

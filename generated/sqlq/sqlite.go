@@ -33,6 +33,10 @@ func (a sQLiteQueries) KeepAliveRenew(ctx context.Context, p KeepAliveRenewParam
 	return v, sQLiteNoRows(err)
 }
 
+func (sQLiteQueries) KeepAliveWaiters(context.Context, KeepAliveWaitersParams) error {
+	return errNotIn("sqlite", "KeepAliveWaiters")
+}
+
 func (sQLiteQueries) KeepAliveRenewNoReturn(context.Context, KeepAliveRenewNoReturnParams) error {
 	return errNotIn("sqlite", "KeepAliveRenewNoReturn")
 }

@@ -31,6 +31,8 @@ const (
 	StmtOpenSession Statement = iota
 	// StmtKeepAliveRenew: Renews a live session: expiry = now + ttl. Returns the time left (ttl_ms); no row means the session expired or is gone, or its ttl_ms is none a client writes (SessionExpired).
 	StmtKeepAliveRenew
+	// StmtKeepAliveWaiters: Sets the expiry of the session's live waiter entries to the session's (as renewed by keep_alive_renew just before): on PostgreSQL an entry lives as long as its session's keep-alives keep it alive (spi.SessionQueue).
+	StmtKeepAliveWaiters
 	// StmtKeepAliveRenewNoReturn: Renews a live session: expiry = now + ttl. MariaDB has no UPDATE ... RETURNING and reports changed rather than matched rows, so session_remaining follows to tell the outcome.
 	StmtKeepAliveRenewNoReturn
 	// StmtSessionRemaining: The session's time left by the database clock; no row, or a value <= 0, means it expired. A renewal that did not match cannot be followed by a positive value here (expired sessions never come back; a row with a ttl_ms no client writes answers 0, as the renewal refuses it).
@@ -105,7 +107,7 @@ const (
 	NumStatements int = iota
 )
 
-var statementNames = [...]string{"OpenSession", "KeepAliveRenew", "KeepAliveRenewNoReturn", "SessionRemaining", "KeepAliveHeld", "KeepAliveMembers", "CloseSession", "CloseSessionRelease", "CloseSessionLeave", "CloseSessionDelete", "Acquire", "AcquireLockSession", "AcquireEnsureLease", "AcquireReadLease", "AcquireTake", "AcquireLockLease", "WaiterEnqueue", "WaiterEnqueueDupKey", "WaiterRemove", "WithdrawNotify", "HousekeepingWaiters", "Release", "ReleaseNoNotify", "Join", "JoinInsert", "Leave", "LeaveDelete", "Members", "HousekeepingMembers", "HousekeepingSessions", "InspectLeases", "InspectLease", "InspectSessions", "InspectMembers", "SchemaVersion", "DatabaseNow", "ClearForeignHolder"}
+var statementNames = [...]string{"OpenSession", "KeepAliveRenew", "KeepAliveWaiters", "KeepAliveRenewNoReturn", "SessionRemaining", "KeepAliveHeld", "KeepAliveMembers", "CloseSession", "CloseSessionRelease", "CloseSessionLeave", "CloseSessionDelete", "Acquire", "AcquireLockSession", "AcquireEnsureLease", "AcquireReadLease", "AcquireTake", "AcquireLockLease", "WaiterEnqueue", "WaiterEnqueueDupKey", "WaiterRemove", "WithdrawNotify", "HousekeepingWaiters", "Release", "ReleaseNoNotify", "Join", "JoinInsert", "Leave", "LeaveDelete", "Members", "HousekeepingMembers", "HousekeepingSessions", "InspectLeases", "InspectLease", "InspectSessions", "InspectMembers", "SchemaVersion", "DatabaseNow", "ClearForeignHolder"}
 
 // String is the statement's sqlc query name.
 func (s Statement) String() string {
@@ -134,6 +136,11 @@ type OpenSessionParams struct {
 
 // KeepAliveRenewParams are the parameters of KeepAliveRenew.
 type KeepAliveRenewParams struct {
+	ID string
+}
+
+// KeepAliveWaitersParams are the parameters of KeepAliveWaiters.
+type KeepAliveWaitersParams struct {
 	ID string
 }
 
@@ -373,6 +380,8 @@ type Queries interface {
 	OpenSession(ctx context.Context, p OpenSessionParams) error
 	// KeepAliveRenew: Renews a live session: expiry = now + ttl. Returns the time left (ttl_ms); no row means the session expired or is gone, or its ttl_ms is none a client writes (SessionExpired).
 	KeepAliveRenew(ctx context.Context, p KeepAliveRenewParams) (int64, error)
+	// KeepAliveWaiters: Sets the expiry of the session's live waiter entries to the session's (as renewed by keep_alive_renew just before): on PostgreSQL an entry lives as long as its session's keep-alives keep it alive (spi.SessionQueue).
+	KeepAliveWaiters(ctx context.Context, p KeepAliveWaitersParams) error
 	// KeepAliveRenewNoReturn: Renews a live session: expiry = now + ttl. MariaDB has no UPDATE ... RETURNING and reports changed rather than matched rows, so session_remaining follows to tell the outcome.
 	KeepAliveRenewNoReturn(ctx context.Context, p KeepAliveRenewNoReturnParams) error
 	// SessionRemaining: The session's time left by the database clock; no row, or a value <= 0, means it expired. A renewal that did not match cannot be followed by a positive value here (expired sessions never come back; a row with a ttl_ms no client writes answers 0, as the renewal refuses it).
@@ -514,6 +523,8 @@ func Exec(ctx context.Context, q Queries, s Statement, st *State) error {
 		}
 		st.Out.KeepAliveRenew = v
 		return err
+	case StmtKeepAliveWaiters:
+		return q.KeepAliveWaiters(ctx, KeepAliveWaitersParams{ID: st.Args.ID})
 	case StmtKeepAliveRenewNoReturn:
 		return q.KeepAliveRenewNoReturn(ctx, KeepAliveRenewNoReturnParams{ID: st.Args.ID})
 	case StmtSessionRemaining:
@@ -687,6 +698,12 @@ func (r *Recorder) OpenSession(ctx context.Context, p OpenSessionParams) error {
 func (r *Recorder) KeepAliveRenew(ctx context.Context, p KeepAliveRenewParams) (int64, error) {
 	r.record(StmtKeepAliveRenew)
 	return r.Q.KeepAliveRenew(ctx, p)
+}
+
+// KeepAliveWaiters records the statement and runs it on r.Q.
+func (r *Recorder) KeepAliveWaiters(ctx context.Context, p KeepAliveWaitersParams) error {
+	r.record(StmtKeepAliveWaiters)
+	return r.Q.KeepAliveWaiters(ctx, p)
 }
 
 // KeepAliveRenewNoReturn records the statement and runs it on r.Q.

@@ -221,13 +221,13 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 				Transaction: false,
 			}, "keep_alive": {
 				Batch:   true,
-				Queries: []string{"KeepAliveRenew", "KeepAliveHeld", "KeepAliveMembers"},
+				Queries: []string{"KeepAliveRenew", "KeepAliveWaiters", "KeepAliveHeld", "KeepAliveMembers"},
 				Steps: []SQLStep{{
 					Decide: "renewed",
 					NoRows: "session_expired",
 					Query:  "KeepAliveRenew",
 					Reply:  []string{},
-				}, {Query: "KeepAliveHeld"}, {
+				}, {Query: "KeepAliveWaiters"}, {Query: "KeepAliveHeld"}, {
 					If:    "group_names",
 					Query: "KeepAliveMembers",
 				}},

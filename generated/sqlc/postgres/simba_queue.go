@@ -25,6 +25,11 @@ func QueueKeepAliveRenew(b *pgx.Batch, id string, done func(int64, bool)) {
 	})
 }
 
+// QueueKeepAliveWaiters queues KeepAliveWaiters on b.
+func QueueKeepAliveWaiters(b *pgx.Batch, id string) {
+	b.Queue(keepAliveWaiters, id)
+}
+
 // QueueKeepAliveHeld queues KeepAliveHeld on b; each receives its rows, in order, while the
 // batch's results are read (no slice is collected: the caller keeps what it needs).
 func QueueKeepAliveHeld(b *pgx.Batch, sessionID string, each func(KeepAliveHeldRow)) {
