@@ -119,7 +119,7 @@ type member struct {
 func (c *clientHarness) client(t testing.TB, label string, ttl time.Duration, opts ...simba.Option) *member {
 	t.Helper()
 	clock := spi.SystemClock()
-	b := c.f.NewBackend(t, BackendConfig{Clock: clock})
+	b := c.f.NewBackend(t, BackendConfig{Clock: clock, Prefix: c.prefix})
 	if b == nil {
 		t.Fatal("tck: Factory.NewBackend returned nil")
 	}

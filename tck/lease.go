@@ -711,7 +711,7 @@ func (h *harness) hintRelease(t *testing.T) {
 // ends with its connection, or that sets it again without looking at what changed meanwhile,
 // never sends it).
 func (h *harness) hintSteady(t *testing.T) {
-	raw, cut := h.f.NewCuttableBackend(t, BackendConfig{Clock: newJumpClock()})
+	raw, cut := h.f.NewCuttableBackend(t, BackendConfig{Clock: newJumpClock(), Prefix: h.prefix})
 	if raw == nil || cut == nil {
 		t.Fatal("tck: Factory.NewCuttableBackend returned a nil backend or cut")
 	}

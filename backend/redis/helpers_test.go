@@ -11,6 +11,7 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/simba-go/simba/generated/wire"
 	"github.com/simba-go/simba/internal/testenv"
@@ -179,7 +180,16 @@ func dropKeys(t testing.TB, prefix string) {
 
 // sharedRedis are clients of the shared test servers for deleteTagged and countTagged (nil
 // when a server does not answer), made once.
-var sharedRedis = sync.OnceValues(func() (*goredis.Client, *goredis.ClusterClient) {
+var sharedRedis = sync.OnceValues(newSharedRedis)
+
+// newSharedRedis makes sharedRedis's clients. They are never closed (the first test to need
+// them may be any test, and they serve the rest), so they start no goroutine that lives on:
+// go-redis's maintenance notifications (on by default in "auto" mode with RESP3) start a
+// circuit-breaker cleanup goroutine with every client, the Cluster's node clients included,
+// that only Close or a failed handshake on a dialed connection stops, so the replicas' node
+// clients, never dialed, kept theirs; a goleak check of whichever test made the clients (a
+// hintModes subtest, in a dropKeys cleanup) reported them. These clients only SCAN and UNLINK.
+func newSharedRedis() (*goredis.Client, *goredis.ClusterClient) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	var s *goredis.Client
@@ -188,7 +198,7 @@ var sharedRedis = sync.OnceValues(func() (*goredis.Client, *goredis.ClusterClien
 	if v := os.Getenv("SIMBA_TEST_REDIS"); v != "" {
 		addr = v
 	}
-	s = goredis.NewClient(&goredis.Options{Addr: addr})
+	s = goredis.NewClient(&goredis.Options{Addr: addr, MaintNotificationsConfig: noMaint()})
 	if s.Ping(ctx).Err() != nil {
 		s.Close()
 		s = nil
@@ -197,13 +207,18 @@ var sharedRedis = sync.OnceValues(func() (*goredis.Client, *goredis.ClusterClien
 	if v := os.Getenv("SIMBA_TEST_REDIS_CLUSTER"); v != "" {
 		addrs = v
 	}
-	c = goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: strings.Split(addrs, ",")})
+	c = goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: strings.Split(addrs, ","), MaintNotificationsConfig: noMaint()})
 	if c.Ping(ctx).Err() != nil {
 		c.Close()
 		c = nil
 	}
 	return s, c
-})
+}
+
+// noMaint turns go-redis's maintenance notifications off (see newSharedRedis).
+func noMaint() *maintnotifications.Config {
+	return &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+}
 
 // tagPattern is the SCAN pattern of the keys whose hash tag begins with prefix.
 func tagPattern(prefix string) string {

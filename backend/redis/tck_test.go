@@ -1,6 +1,9 @@
 package redis
 
 import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"sync"
 	"testing"
 	"time"
@@ -39,11 +42,30 @@ func (r *registry) owner(id spi.SessionID) *Backend {
 
 // factory describes a backend kind to the TCK: every backend a new client of the server that
 // c reaches (each with a client of its own, as a separate process would have).
+//
+// The keys the suites' runs wrote (their names begin with the run's tck.BackendConfig.Prefix)
+// are deleted when t ends, after the subtests' backends have closed: a lease hash is never
+// deleted by design, so each run otherwise left a few hundred on the shared servers.
 func factory(t *testing.T, newClient func(testing.TB) goredis.UniversalClient, opts ...Option) tck.Factory {
 	probe := newClient(t)
 	reg := &registry{}
+	var runs sync.Map // the runs' prefixes
+	t.Cleanup(func() {
+		runs.Range(func(p, _ any) bool {
+			n, err := deleteTagged(p.(string))
+			if err != nil {
+				t.Errorf("deleting the suite run's keys simba:*:{%s…}: %v", p, err)
+			}
+			t.Logf("deleted the %d keys of the suite run %s", n, p)
+			return true
+		})
+	})
 	return tck.Factory{
-		NewBackend: func(t testing.TB, _ tck.BackendConfig) spi.Backend {
+		NewBackend: func(t testing.TB, cfg tck.BackendConfig) spi.Backend {
+			if cfg.Prefix == "" { // deleting by an empty prefix would take every lease's keys
+				t.Fatal("tck.BackendConfig.Prefix is empty")
+			}
+			runs.Store(cfg.Prefix, nil)
 			b, err := New(newClient(t), opts...) // Redis TIME decides: the client clock is unused
 			if err != nil {
 				t.Fatal(err)
@@ -88,3 +110,47 @@ func clusterWaitFactory(t *testing.T) tck.Factory {
 }
 func TestLeaseBackendSpecClusterWait(t *testing.T) { tck.LeaseBackendSpec(t, clusterWaitFactory(t)) }
 func TestFencingSpecClusterWait(t *testing.T)      { tck.FencingSpec(t, clusterWaitFactory(t)) }
+
+// TestTCKFactoryDeletesItsKeys: what a suite run wrote through the factory (here a lease
+// granted and released, whose hash stays by design) is gone from the shared servers once the
+// test that made the factory ends, on the standalone server and on the Cluster; before, each
+// run of the package's suites left a few hundred tck… lease hashes behind.
+func TestTCKFactoryDeletesItsKeys(t *testing.T) {
+	for _, mode := range []struct {
+		name    string
+		factory func(*testing.T, ...Option) tck.Factory
+	}{{"standalone", standaloneFactory}, {"cluster", clusterFactory}} {
+		var rnd [4]byte
+		if _, err := rand.Read(rnd[:]); err != nil {
+			t.Fatal(err)
+		}
+		prefix := "tck" + hex.EncodeToString(rnd[:]) // as tck's own runs name theirs
+		t.Run(mode.name, func(t *testing.T) {
+			f := mode.factory(t)
+			b := f.NewBackend(t, tck.BackendConfig{Clock: spi.SystemClock(), Prefix: prefix})
+			defer b.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			s, err := b.OpenSession(ctx, "tck:"+prefix, 10*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, err := b.Acquire(ctx, s.ID, prefix+"-1-lease")
+			if err != nil || a.Kind != spi.Granted {
+				t.Fatalf("Acquire = %+v, %v; want granted", a, err)
+			}
+			if err := b.Release(ctx, s.ID, prefix+"-1-lease", a.Token); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.CloseSession(ctx, s.ID); err != nil {
+				t.Fatal(err)
+			}
+			if n := countTagged(t, prefix); n == 0 {
+				t.Fatalf("no keys of %s… while the test runs: the check below would prove nothing", prefix)
+			}
+		})
+		if n := countTagged(t, prefix); n != 0 {
+			t.Errorf("%s: %d keys of the run %s… left after the test", mode.name, n, prefix)
+		}
+	}
+}

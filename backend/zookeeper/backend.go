@@ -108,6 +108,10 @@ type Backend struct {
 	bg         sync.WaitGroup
 	// hops runs the requests of calls whose context can end (see call).
 	hops *hops
+	// ending holds a channel per go-zookeeper connection being closed (see retire), closed
+	// once go-zookeeper's goroutines of it have ended, so that Close can wait for them.
+	endingMu sync.Mutex
+	ending   map[chan struct{}]struct{}
 
 	rootsMu sync.Mutex
 	rootsOK bool
@@ -187,6 +191,7 @@ func NewFromConfig(cfg Config, opts ...Option) (*Backend, error) {
 	}
 	b.stop, b.cancelStop = context.WithCancel(context.Background())
 	b.hops = newHops(b.stop.Done())
+	b.ending = map[chan struct{}]struct{}{}
 	b.acls = newACLs(cfg.User != "")
 	return b, nil
 }
@@ -1068,6 +1073,9 @@ func (b *Backend) HintsSteady() bool { return true }
 // backend must not let another take over while it may still be working. It also drops the
 // connections of the sessions whose close CloseSession still awaits, stops the closes it runs
 // over connections of their own and waits for them, stops the hints, and is idempotent.
+// It returns once go-zookeeper's goroutines of the backend's connections have ended too (or
+// after 3 s: go-zookeeper's Conn.Close alone may wait a second for a close reply), so that a
+// program's goroutine-leak check right after Close finds none of them.
 func (b *Backend) Close() error {
 	b.mu.Lock()
 	if b.closed {
@@ -1101,7 +1109,66 @@ func (b *Backend) Close() error {
 	wg.Wait()
 	b.bg.Wait()
 	b.stopHints()
+	b.awaitRetired(retireWait)
 	return nil
+}
+
+// retireWait bounds how long Close waits for go-zookeeper's goroutines of the connections it
+// dropped: its Conn.Close waits up to a second for the close request's answer (which a dropped
+// connection never gets), and its connection loop ends once that request is flushed.
+const retireWait = 3 * time.Second
+
+// retire closes conn, a go-zookeeper connection of this backend (already closed when
+// closeIt is false), and notes it until go-zookeeper's goroutines of it have ended, which
+// Close waits for (awaitRetired): go-zookeeper's Conn.Close only queues the close request and
+// waits for its answer, up to a second, and the connection's loop ends after that, so a
+// Close that returned at once left them running, and a caller's goleak check right after
+// Close (the root package's tests) found them. events is the connection's event channel,
+// which go-zookeeper closes last, after its loop has ended; a Connector's connection has
+// none (nil), and is taken for ended when its Conn.Close returns, about when its loop ends.
+func (b *Backend) retire(conn *zk.Conn, events <-chan zk.Event, closeIt bool) {
+	done := make(chan struct{})
+	b.endingMu.Lock()
+	b.ending[done] = struct{}{}
+	b.endingMu.Unlock()
+	go func() {
+		defer func() {
+			b.endingMu.Lock()
+			delete(b.ending, done)
+			b.endingMu.Unlock()
+			close(done)
+		}()
+		if closeIt {
+			conn.Close()
+		}
+		if events != nil {
+			for range events { // nothing reads it otherwise (the backend uses the callback)
+			}
+		}
+	}()
+}
+
+// awaitRetired waits, up to limit, for go-zookeeper's goroutines of the connections retired
+// so far to end.
+func (b *Backend) awaitRetired(limit time.Duration) {
+	b.endingMu.Lock()
+	pending := make([]chan struct{}, 0, len(b.ending))
+	for done := range b.ending {
+		pending = append(pending, done)
+	}
+	b.endingMu.Unlock()
+	if len(pending) == 0 {
+		return
+	}
+	timer := time.NewTimer(limit)
+	defer timer.Stop()
+	for _, done := range pending {
+		select {
+		case <-done:
+		case <-timer.C:
+			return
+		}
+	}
 }
 
 // outcomeUnknown reports whether a failed request may still have been applied.

@@ -283,3 +283,38 @@ func TestCloseAloneEndsWithCtx(t *testing.T) {
 		t.Fatalf("the server's side: %v; want the client to have closed the connection", err)
 	}
 }
+
+// TestCloseWaitsForGoZookeeper: when Close returns, go-zookeeper's goroutines of the
+// backend's connections have ended too (its Conn.Close only queues the close request and
+// waits up to a second for it, and its connection loop ends after that), so that a caller's
+// own goleak check right after Close passes: the root package's tests (goleak.VerifyNone,
+// and VerifyTestMain) saw go-zookeeper's Conn.Close goroutine of an earlier test's backend.
+// The sessions cover each way a connection goes: dropped by Close (kept), closed by
+// CloseSession (closed), and the observer's.
+func TestCloseWaitsForGoZookeeper(t *testing.T) {
+	leaks := goleak.IgnoreCurrent()
+	b, err := New(serverDSN(t, "timeout=5s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	var ids []spi.SessionID
+	for range 3 {
+		s, err := b.OpenSession(testCtx(t), "close-waits", 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustGrant(t, b, s.ID, fmt.Sprintf("close-waits-%d", len(ids)))
+		ids = append(ids, s.ID)
+	}
+	if err := b.CloseSession(testCtx(t), ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Members(testCtx(t), "close-waits-group"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	goleak.VerifyNone(t, leaks)
+}

@@ -28,6 +28,9 @@ type session struct {
 	owner []byte
 	tap   *tap
 	conn  *zk.Conn // set before the session is shared; never changes
+	// events is conn's event channel (nil for a Connector's connection), which go-zookeeper
+	// closes once its goroutines of conn have ended (see Backend.retire).
+	events <-chan zk.Event
 	// leaseACL is the ACL of this session's lease nodes: all permissions for the session's
 	// own digest identity (added at connect, known to no one else), read for the world.
 	leaseACL []zk.ACL
@@ -141,6 +144,7 @@ func (b *Backend) connect(ctx context.Context, owner string, ttl time.Duration) 
 	s.tap.servers = len(b.cfg.Servers)
 	s.tap.tokenRoot = b.lay.leasesRoot() + "/"
 	var conn *zk.Conn
+	var events <-chan zk.Event // nil with a Connector: it does not return the channel
 	var err error
 	var hosts *pacer // the servers as resolved (nil with a Connector)
 	if b.connector != nil {
@@ -153,7 +157,7 @@ func (b *Backend) connect(ctx context.Context, owner string, ttl time.Duration) 
 		}
 	} else {
 		hosts = s.newPacer(ttl)
-		conn, _, err = zk.Connect(b.cfg.Servers, ttl,
+		conn, events, err = zk.Connect(b.cfg.Servers, ttl,
 			zk.WithDialer(s.tap.dial),
 			zk.WithHostProvider(hosts), // see pacer: redial at once, then a short backoff
 			zk.WithEventCallback(s.onEvent),
@@ -164,7 +168,7 @@ func (b *Backend) connect(ctx context.Context, owner string, ttl time.Duration) 
 			return nil, spi.Unavailable("zookeeper: resolve servers", err)
 		}
 	}
-	s.conn = conn
+	s.conn, s.events = conn, events
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, b.cfg.Timeout)
@@ -212,7 +216,7 @@ func (b *Backend) connect(ctx context.Context, owner string, ttl time.Duration) 
 			break
 		}
 		if terr := s.tap.tlsFailure(); terr != nil {
-			go conn.Close()
+			b.retire(conn, events, true)
 			return nil, spi.AsPermanent(fmt.Errorf("zookeeper: TLS with %v: %w", b.cfg.Servers, terr))
 		}
 
@@ -222,7 +226,7 @@ func (b *Backend) connect(ctx context.Context, owner string, ttl time.Duration) 
 		}
 	}
 	if err != nil {
-		go conn.Close()
+		b.retire(conn, events, true)
 		if terr := s.tap.tlsFailure(); terr != nil {
 			return nil, spi.AsPermanent(fmt.Errorf("zookeeper: TLS with %v: %w", b.cfg.Servers, terr))
 		}
@@ -241,14 +245,14 @@ func (b *Backend) connect(ctx context.Context, owner string, ttl time.Duration) 
 	// session's tenure (see Backend.Release).
 	user, pw := sessionIdentity()
 	if err := callErr(ctx, s.b, func() error { return conn.AddAuth("digest", []byte(user+":"+pw)) }); err != nil {
-		go conn.Close()
+		b.retire(conn, events, true)
 		return nil, spi.Unavailable("open session: add the session's identity", err)
 	}
 	s.leaseACL = append(zk.DigestACL(wire.LeaseNodeCreatorPerms, user, pw), s.b.acls.leaseWorld...)
 	select {
 	case <-s.tap.ready:
 	default:
-		go conn.Close()
+		b.retire(conn, events, true)
 		if b.connector != nil {
 			return nil, spi.AsPermanent(fmt.Errorf("%w: zookeeper: the Connector's connection did not dial through the dialer it was given (pass zk.WithDialer(dialer) to zk.Connect, and no other dialer)", spi.ErrInvalidOption))
 		}
@@ -256,7 +260,7 @@ func (b *Backend) connect(ctx context.Context, owner string, ttl time.Duration) 
 	}
 	if !s.hasSession.Load() {
 		// go-zookeeper reports StateHasSession to the callback before any request's reply.
-		go conn.Close()
+		b.retire(conn, events, true)
 		return nil, spi.AsPermanent(fmt.Errorf("%w: zookeeper: the Connector's connection does not report its events to the callback it was given (pass zk.WithEventCallback(callback) to zk.Connect, and no other callback)", spi.ErrInvalidOption))
 	}
 	// The session's first timeout runs from when the server got the connect request (an auth
@@ -356,7 +360,7 @@ func (s *session) end(abandon bool) {
 		if abandon {
 			s.tap.abandon()
 			if s.conn != nil {
-				go s.conn.Close() // may wait for a close reply that never comes
+				s.b.retire(s.conn, s.events, true) // may wait for a close reply that never comes
 			}
 			return
 		}
@@ -368,6 +372,7 @@ func (s *session) end(abandon bool) {
 		}
 		if s.conn != nil {
 			s.conn.Close()
+			s.b.retire(s.conn, s.events, false)
 		}
 		switch {
 		case !live || closing != nil:
