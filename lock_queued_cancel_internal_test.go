@@ -222,12 +222,14 @@ func TestLockWhoseCtxEndsWhileQueuedIsNotSent(t *testing.T) {
 	}
 	loopBarrier(t, c) // every stop stepped, and every drop it asked for
 
+	// fill-0's acquire runs on its caller's goroutine (a cancel-only ctx may run its own
+	// call), which this backend holds whatever the ctx says: its Lock returns once hold is
+	// closed, with the grant or with its ctx's error, whichever it sees first (both are ready
+	// then; CI's first run of this test saw the grant). Either way the grant is released:
+	// by its Unlock below, or by the engine after the withdrawal.
 	close(b.hold)
-	for i := range maxCallsInFlight {
+	for range maxCallsInFlight {
 		r := <-filled
-		if i == 0 && r.err == nil && r.h.Name() == "fill-0" {
-			t.Fatal("fill-0's Lock succeeded after its ctx ended")
-		}
 		if r.err != nil {
 			if !errors.Is(r.err, context.Canceled) {
 				t.Fatalf("fill Lock = %v", r.err)

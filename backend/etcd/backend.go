@@ -322,6 +322,9 @@ func (b *Backend) client(ctx context.Context) (*clientv3.Client, error) {
 // makeClient makes the backend's client for m, keeping it unless Close came first.
 func (b *Backend) makeClient(m *making) {
 	cli, err := clientv3.New(*b.cfg)
+	if err == nil && b.cfg.Username != "" {
+		b.warnIfAuthOff(cli)
+	}
 	b.cliMu.Lock()
 	defer b.cliMu.Unlock()
 	defer close(m.done)
@@ -337,6 +340,23 @@ func (b *Backend) makeClient(m *making) {
 	default:
 		b.cli = cli
 	}
+}
+
+// warnIfAuthOff warns once when the DSN gives a user and password but the server's
+// authentication is off: etcd's client then drops the credentials without a word (it takes
+// the server's "authentication is not enabled" as success), so a wrong password works and
+// any client that reaches the server can write Simba's keys, a held lease's included. It asks
+// the server once, as the client is made (one round trip, within the dial timeout and the
+// backend's life); a server without AuthStatus (before 3.5) or an error says nothing.
+func (b *Backend) warnIfAuthOff(cli *clientv3.Client) {
+	ctx, cancel := context.WithTimeout(b.ctx, b.cfg.DialTimeout)
+	defer cancel()
+	st, err := cli.AuthStatus(ctx)
+	if err != nil || st.Enabled {
+		return
+	}
+	b.warnOnce("auth off", "simba: etcd: the DSN gives a user and password, but the server's authentication is off: etcd does not check them (a wrong password works) and any client that reaches the server can write Simba's keys, a held lease's included; enable it (etcdctl auth enable) or leave the credentials out",
+		"user", b.cfg.Username)
 }
 
 // Prefix returns the key prefix the backend keeps its keys under.

@@ -104,6 +104,11 @@ what to do, and never the password. A backend made by New or NewFromConfig logs 
 call makes its client (waiting for a connection up to the dial timeout); each call waits for
 that within its own context, and Close ends it.
 
+With etcd's authentication off, etcd's client drops the DSN's credentials without a word (a
+wrong password works, and any client that reaches the server can write Simba's keys): such a
+backend asks the server once, as it makes its client, and warns once that the credentials are
+not checked. A server before 3.5 cannot be asked (no AuthStatus), and nothing is said.
+
 # Keys Simba did not write
 
 Simba's keys are meant to be written by Simba only (with etcd's authentication, give other users

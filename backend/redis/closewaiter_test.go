@@ -1,17 +1,16 @@
 package redis
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/simba-go/simba/generated/wire"
+	"github.com/simba-go/simba/internal/testenv"
 	"github.com/simba-go/simba/spi"
 )
 
@@ -68,7 +67,7 @@ func TestCloseOfFirstWaiterWakesNext(t *testing.T) {
 func TestCloseWithdrawFailureStillCloses(t *testing.T) {
 	hintModes(t, func(t *testing.T, newClient func(testing.TB) goredis.UniversalClient) {
 		ctx := context.Background()
-		var logs syncBuffer
+		var logs testenv.LogBuffer
 		admin := newClient(t)
 		other := newBackend(t, newClient(t), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 		c, hints := hinted(t, newClient, nil)
@@ -137,22 +136,4 @@ func hintWithin(hints <-chan spi.Hint, want spi.Hint, d time.Duration) bool {
 			return false
 		}
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger's concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

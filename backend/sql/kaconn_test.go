@@ -70,26 +70,9 @@ func TestPostgresKeepAliveGetsAConnection(t *testing.T) {
 	if _, err := tx.Exec(ctx, "SELECT 1 FROM simba_lease WHERE name = 'stuck' FOR UPDATE"); err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
+	wg := startStuckAcquires(ctx, t, b, 6)
 	defer wg.Wait()
 	defer unlock() // before the acquires are waited for
-	var waiters []spi.SessionID
-	for range 6 {
-		s, err := b.OpenSession(ctx, "waiter", time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
-		waiters = append(waiters, s.ID)
-	}
-	for _, sid := range waiters {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if _, err := b.Acquire(ctx, sid, "stuck"); err != nil {
-				t.Errorf("acquire: %v", err)
-			}
-		}()
-	}
 	// blocked counts the connections waiting, directly or not, for the locker's row lock.
 	blocked := func() int {
 		rows, err := admin.Query(ctx, "SELECT pid, pg_blocking_pids(pid) FROM pg_stat_activity WHERE cardinality(pg_blocking_pids(pid)) > 0")
@@ -143,4 +126,30 @@ func TestPostgresKeepAliveGetsAConnection(t *testing.T) {
 		t.Fatal("the session expired")
 	}
 	t.Logf("keep-alive answered with %d acquires stuck on %d of %d connections", 6, blocked(), size)
+}
+
+// startStuckAcquires opens n sessions on b and starts, on a goroutine each, an Acquire of
+// "stuck", which waits behind the row lock the caller's transaction holds on that lease; the
+// caller waits for the returned group once it has let the lock go.
+func startStuckAcquires(ctx context.Context, t *testing.T, b *Backend, n int) *sync.WaitGroup {
+	t.Helper()
+	var sids []spi.SessionID
+	for range n {
+		s, err := b.OpenSession(ctx, "waiter", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sids = append(sids, s.ID)
+	}
+	var wg sync.WaitGroup
+	for _, sid := range sids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := b.Acquire(ctx, sid, "stuck"); err != nil {
+				t.Errorf("acquire: %v", err)
+			}
+		}()
+	}
+	return &wg
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -120,26 +119,9 @@ func myKeepAliveBehindBacklog(t *testing.T, size int, marked bool) {
 	if _, err := tx.ExecContext(ctx, "SELECT 1 FROM simba_lease WHERE name = 'stuck' FOR UPDATE"); err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
+	wg := startStuckAcquires(ctx, t, b, waiters)
 	defer wg.Wait()
 	defer unlock() // before the acquires are waited for
-	var sids []spi.SessionID
-	for range waiters {
-		s, err := b.OpenSession(ctx, "waiter", time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sids = append(sids, s.ID)
-	}
-	for _, sid := range sids {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if _, err := b.Acquire(ctx, sid, "stuck"); err != nil {
-				t.Errorf("acquire: %v", err)
-			}
-		}()
-	}
 	// blocked counts the connections of the test's database waiting for a row lock: the
 	// locker's is the only row lock held there. MariaDB refreshes what INNODB_TRX shows only
 	// once it has gone unread for 100 ms: it is polled every 200 ms.

@@ -1,7 +1,6 @@
 package sql
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"database/sql/driver"
@@ -16,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/simba-go/simba/internal/faultproxy"
+	"github.com/simba-go/simba/internal/testenv"
 )
 
 // TestPostgresKeepAliveAfterSilentOutage: once a link that went silent (a blackhole: the open
@@ -185,7 +185,7 @@ func TestUnstampedPoolWarns(t *testing.T) {
 	} {
 		t.Run(tc.dialect, func(t *testing.T) {
 			dsn, p := tc.dsn(t)
-			var logs syncBuffer
+			var logs testenv.LogBuffer
 			b := tc.backend(t, dsn, WithHousekeepingInterval(-1), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 			t.Cleanup(func() { b.Close() })
 			ctx := testCtx(t)
@@ -220,22 +220,4 @@ func mustConnector(t *testing.T, cfg *mysqldriver.Config) driver.Connector {
 		t.Fatal(err)
 	}
 	return c
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writes and reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
