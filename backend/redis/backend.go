@@ -739,9 +739,9 @@ func (b *Backend) withdrawCall(ctx context.Context, sid spi.SessionID, name stri
 	if err := b.checkOpen(); err != nil {
 		return err
 	}
-	keys := luascripts.WithdrawKeys{Lease: wire.LeaseKey(name), Waiters: wire.WaitersKey(name), Waiting: wire.WaitingKey(name)}
+	keys, args := withdrawRequest(sid, name)
 	_, err := followSlotMove(ctx, b, 0, func() (luascripts.WithdrawReply, error) {
-		return luascripts.Withdraw.Run(ctx, b.c, keys, luascripts.WithdrawArgs{SessionID: string(sid), Name: name})
+		return luascripts.Withdraw.Run(ctx, b.c, keys, args)
 	})
 	if err != nil {
 		return b.clusterFailKeys(ctx, "withdraw "+name, err, []string{keys.Lease, keys.Waiters, keys.Waiting})
@@ -1363,19 +1363,7 @@ func (b *Backend) withdrewStandalone(ctx context.Context, sid spi.SessionID, nam
 			}
 		}
 	}
-	var failed []string
-	var first error
-	for i, c := range cmds {
-		if err := c.Err(); err != nil {
-			failed = append(failed, names[i])
-			if first == nil {
-				first = err
-			}
-		}
-	}
-	if len(failed) > 0 {
-		b.warnUnwithdrawn(sid, failed, first)
-	}
+	b.warnUnwithdrawn(sid, names, func(i int) error { return cmds[i].Err() })
 }
 
 // wrongTypeOr reports a command that succeeded or failed with WRONGTYPE.

@@ -1,7 +1,6 @@
 package redis
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -730,17 +729,7 @@ func (b *Backend) closeCluster(ctx context.Context, sid spi.SessionID) error {
 				return b.clusterFail("close session", c.err)
 			}
 		}
-		var unwithdrawn []string
-		var first error
-		for i, c := range withdraws {
-			if c.err != nil {
-				unwithdrawn = append(unwithdrawn, waited[i])
-				first = cmp.Or(first, c.err)
-			}
-		}
-		if len(unwithdrawn) > 0 {
-			b.warnUnwithdrawn(sid, unwithdrawn, first)
-		}
+		b.warnUnwithdrawn(sid, waited, func(i int) error { return withdraws[i].err })
 	}
 	ckeys := luascripts.CloseSessionKeys{Session: wire.SessionKey(s), SessionLeases: wire.SessionLeasesKey(s), SessionGroups: wire.SessionGroupsKey(s)}
 	cargs := luascripts.CloseSessionArgs{SessionID: s}

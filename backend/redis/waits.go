@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"sync"
@@ -104,8 +105,7 @@ func (w *waitSet) names(sid spi.SessionID) []string {
 func (b *Backend) withdrawCalls(ctx context.Context, sid spi.SessionID, names []string) []*call {
 	calls := make([]*call, 0, len(names))
 	for _, n := range names {
-		keys := luascripts.WithdrawKeys{Lease: wire.LeaseKey(n), Waiters: wire.WaitersKey(n), Waiting: wire.WaitingKey(n)}
-		args := luascripts.WithdrawArgs{SessionID: string(sid), Name: n}
+		keys, args := withdrawRequest(sid, n)
 		calls = append(calls, &call{
 			key:        keys.Lease,
 			script:     luascripts.Withdraw.Info(),
@@ -123,8 +123,7 @@ func (b *Backend) withdrawCalls(ctx context.Context, sid spi.SessionID, names []
 func (b *Backend) queueWithdraws(ctx context.Context, pipe goredis.Pipeliner, sid spi.SessionID, names []string, eval bool) []*goredis.Cmd {
 	cmds := make([]*goredis.Cmd, len(names))
 	for i, n := range names {
-		keys := luascripts.WithdrawKeys{Lease: wire.LeaseKey(n), Waiters: wire.WaitersKey(n), Waiting: wire.WaitingKey(n)}
-		args := luascripts.WithdrawArgs{SessionID: string(sid), Name: n}
+		keys, args := withdrawRequest(sid, n)
 		if eval {
 			cmds[i] = luascripts.Withdraw.Eval(ctx, pipe, keys, args)
 		} else {
@@ -134,11 +133,29 @@ func (b *Backend) queueWithdraws(ctx context.Context, pipe goredis.Pipeliner, si
 	return cmds
 }
 
-// warnUnwithdrawn logs the names a close could not withdraw the session from (err: the first
-// failure): the session closes all the same, and the next waiter of each such name, told HeldBy
-// naming the closed session, tries again only when that entry lapses (its expiry as of the
-// session's latest queued acquire: up to a TTL), as before CloseSession withdrew at all.
-func (b *Backend) warnUnwithdrawn(sid spi.SessionID, names []string, err error) {
+// withdrawRequest is the withdraw script's keys and arguments for sid's entry in name's queue.
+func withdrawRequest(sid spi.SessionID, name string) (luascripts.WithdrawKeys, luascripts.WithdrawArgs) {
+	return luascripts.WithdrawKeys{Lease: wire.LeaseKey(name), Waiters: wire.WaitersKey(name), Waiting: wire.WaitingKey(name)},
+		luascripts.WithdrawArgs{SessionID: string(sid), Name: name}
+}
+
+// warnUnwithdrawn logs the names of a close's withdraws (names[i], whose outcome is errOf(i))
+// that failed, with the first failure: the session closes all the same, and the next waiter of
+// each such name, told HeldBy naming the closed session, tries again only when that entry
+// lapses (its expiry as of the session's latest queued acquire: up to a TTL), as before
+// CloseSession withdrew at all.
+func (b *Backend) warnUnwithdrawn(sid spi.SessionID, names []string, errOf func(i int) error) {
+	var failed []string
+	var first error
+	for i, n := range names {
+		if err := errOf(i); err != nil {
+			failed = append(failed, n)
+			first = cmp.Or(first, err)
+		}
+	}
+	if len(failed) == 0 {
+		return
+	}
 	b.log.Warn("simba: redis: close session: withdrawing the session from the waiter queues it was in failed; the session is closed all the same, and each such lease stays reserved for it until its entry lapses (up to a TTL)",
-		"session", string(sid), "leases", names, "err", err.Error())
+		"session", string(sid), "leases", failed, "err", first.Error())
 }
