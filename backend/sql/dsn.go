@@ -5,11 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -286,22 +284,15 @@ func MySQLConfig(dsn string) (*mysqldriver.Config, error) {
 		cfg.User = u.User.Username()
 		cfg.Passwd, _ = u.User.Password()
 	}
-	host := u.Host
-	if host == "" {
+	if u.Host == "" {
 		return bad("no host")
-	}
-	if _, _, err := net.SplitHostPort(host); err != nil {
-		host = net.JoinHostPort(strings.Trim(host, "[]"), "3306")
 	}
 	// go-sql-driver dials whatever it is given: a host that cannot be one, or a port out of
 	// range, fails every connect as if the server were down, and a client retries that for
-	// ever. Refuse them here, as the other schemes do.
-	if name, port, err := net.SplitHostPort(host); err != nil {
-		return bad("bad host %q", u.Host)
-	} else if err := dsnutil.CheckHostName(name, "host"); err != nil {
+	// ever. Refuse them here, as the other schemes do (NormaliseHost: theirs too).
+	host, err := dsnutil.NormaliseHost(u.Host, 3306, "host")
+	if err != nil {
 		return bad("%v", err)
-	} else if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return bad("host %q has a bad port", u.Host)
 	}
 	cfg.Net, cfg.Addr = "tcp", host
 	cfg.DBName = strings.TrimPrefix(u.Path, "/")
