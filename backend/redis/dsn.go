@@ -298,31 +298,14 @@ func (c *Config) UseTLS(tc *tls.Config) {
 	}
 }
 
-// checkHost checks host[:port]; a Cluster seed needs its port.
+// checkHost checks host[:port] as the ZooKeeper and etcd DSNs' hosts are (dsnutil.NormaliseHost:
+// host name, port range; standalone's default port is 6379); a Cluster seed needs its port.
 func checkHost(h string, cluster bool) error {
-	if h == "" {
-		return fmt.Errorf("empty host in the host list")
+	if _, _, err := net.SplitHostPort(h); err != nil && cluster && h != "" {
+		return fmt.Errorf("Cluster seed %q needs host:port", h)
 	}
-	host, port, err := net.SplitHostPort(h)
-	if err != nil {
-		if cluster {
-			return fmt.Errorf("Cluster seed %q needs host:port", h)
-		}
-		if strings.Contains(h, ":") && !strings.HasPrefix(h, "[") {
-			return fmt.Errorf("bad host %q", h)
-		}
-		return dsnutil.CheckHostName(h, "host") // standalone default port 6379
-	}
-	if host == "" {
-		return fmt.Errorf("host %q has no host name", h)
-	}
-	if err := dsnutil.CheckHostName(host, "host"); err != nil {
-		return err
-	}
-	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return fmt.Errorf("host %q has a bad port", h)
-	}
-	return nil
+	_, err := dsnutil.NormaliseHost(h, 6379, "host")
+	return err
 }
 
 // Open parses dsn (see ParseDSN), connects a go-redis client of its own (redis.NewClient,
