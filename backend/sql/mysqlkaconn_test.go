@@ -60,15 +60,7 @@ func myKeepAliveBehindBacklog(t *testing.T, size int, marked bool) {
 	db := sql.OpenDB(conn) // the user's pool: not on MySQLConnector, so the waker's come from it
 	db.SetMaxOpenConns(size)
 	t.Cleanup(func() { db.Close() })
-	b, err := NewMySQL(db, WithHousekeepingInterval(-1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	ctx := testCtx(t)
-	if err := b.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	b, ctx := migratedMySQL(t, db)
 	w := b.waker.(*mysqlWaker)
 	if marked {
 		if got := w.budget(); got != 1 {
@@ -173,15 +165,7 @@ func TestMySQLSlotsLetGoOnErrors(t *testing.T) {
 	}
 	db.SetMaxOpenConns(3)
 	t.Cleanup(func() { db.Close() })
-	b, err := NewMySQL(db, WithHousekeepingInterval(-1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	ctx := testCtx(t)
-	if err := b.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	b, ctx := migratedMySQL(t, db)
 	d := b.d.(*stdDialect)
 	w := b.waker.(*mysqlWaker)
 	slots := d.spare.slots
@@ -247,4 +231,20 @@ func TestMySQLSlotsLetGoOnErrors(t *testing.T) {
 		t.Fatal("conn on a closed pool: no error")
 	}
 	free("a waker connection the pool refused")
+}
+
+// migratedMySQL returns a backend on db (NewMySQL, no housekeeping), closed when the test
+// ends, with the schema migrated, and the test's context.
+func migratedMySQL(t *testing.T, db *sql.DB) (*Backend, context.Context) {
+	t.Helper()
+	b, err := NewMySQL(db, WithHousekeepingInterval(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	ctx := testCtx(t)
+	if err := b.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return b, ctx
 }
