@@ -63,9 +63,12 @@ func (h *Held) passTurn() {
 // lease held — the client sends one 20 ms after a call of unknown outcome; the next goroutine
 // of this client waiting for name gets its turn once the withdrawal (leaving the backend's
 // waiter queue, spi.Queuer), which follows the acquire's reply, is over: at most two call
-// timeouts later on a stalled network, at once after an acquire dropped unsent. (A deadline cuts a call only on a backend whose calls are
-// cut-safe, spi.CutSafe; elsewhere a call that the deadline may fall in runs to its end on a
-// call worker, without the caller.) A permanent backend error (a missing schema, a server of
+// timeouts later on a stalled network, at once after an acquire dropped unsent. (A deadline
+// cuts a call only on a backend whose calls are cut-safe, spi.CutSafe; elsewhere a call that
+// the deadline may fall in runs to its end on a call worker, without the caller.) When ctx
+// ends just as the grant comes in, Lock may return either, as a select on both would: the
+// lease (held, though ctx has ended; Unlock it) or ctx's error (and the lease is released
+// for it). It never returns an error while leaving the lease held for its caller. A permanent backend error (a missing schema, a server of
 // the wrong kind, refused credentials: IsPermanent, errors.Is finds the backend's sentinel)
 // ends the wait with that error, as itself: the acquire's, and the session open's. Lock waits
 // out an outage, but not a refusal: when the client's last session open was refused for good
