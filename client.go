@@ -111,6 +111,7 @@ type Client struct {
 	subs       map[*subscription]struct{} // every live Events / All subscription
 	subsClosed bool                       // the client finished closing: no new subscription
 	session    SessionID
+	sessDL     *atomic.Int64 // the live session's local deadline (deadlines), nil while none
 	closed     bool
 	// openCut cancels the open-session call in flight (nil when none is); cutOpens is set
 	// once the engine has stepped the close, which then cuts that call and every later one
@@ -313,6 +314,22 @@ func (c *Client) Session() SessionID {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.session
+}
+
+// SessionRemaining is how long the current backend session stays live by the client's clock
+// without a further successful keep-alive: the time to its local deadline, which every term
+// it backs shares (Term.Remaining), 0 while no session is live. While keep-alives succeed it
+// stays between about two thirds of the TTL and the TTL (less drift and margin); while they
+// fail it runs down, and the session is lost when it reaches 0. A status page (simbahttp) shows
+// it so that an operator sees how long a failing backend leaves the client.
+func (c *Client) SessionRemaining() time.Duration {
+	c.mu.Lock()
+	dl := c.sessDL
+	c.mu.Unlock()
+	if dl == nil {
+		return 0
+	}
+	return max(time.Duration(dl.Load())-c.cfg.clock.Now(), 0)
 }
 
 // Err returns the permanent backend error that keeps the client's session from working, or
@@ -1977,10 +1994,11 @@ func (c *Client) completeFuture(ef *engine.Effect) {
 func (c *Client) published(ef *engine.Effect, now time.Duration) {
 	switch ef.Publish {
 	case engine.PubSessionOpened:
+		dl := c.deadline(ef.Session)
+		dl.Store(int64(ef.At))
 		c.mu.Lock()
-		c.session = ef.Session
+		c.session, c.sessDL = ef.Session, dl
 		c.mu.Unlock()
-		c.deadline(ef.Session).Store(int64(ef.At))
 		c.cfg.logger.Info("simba session opened", "session", ef.Session, "owner", c.cfg.owner)
 		c.emit(Event{Kind: EventSessionOpened, At: now, Session: ef.Session}, nil)
 	case engine.PubSessionLost:
@@ -1988,7 +2006,7 @@ func (c *Client) published(ef *engine.Effect, now time.Duration) {
 		c.lost[c.lostNext] = ef.Session
 		c.lostNext = (c.lostNext + 1) % len(c.lost)
 		c.mu.Lock()
-		c.session = ""
+		c.session, c.sessDL = "", nil
 		c.mu.Unlock()
 		if p := c.pause.inStep; p > 0 {
 			c.cfg.logger.Info("simba session lost", "session", ef.Session, "reason", ef.Reason.String(), "paused_for", p.Round(time.Millisecond))
@@ -1999,7 +2017,7 @@ func (c *Client) published(ef *engine.Effect, now time.Duration) {
 	case engine.PubSessionClosed:
 		c.gate.sessionGone(ef.Session)
 		c.mu.Lock()
-		c.session = ""
+		c.session, c.sessDL = "", nil
 		c.mu.Unlock()
 	case engine.PubError:
 		c.backendError(ef.Op, ef.Name, ef.Err, now)

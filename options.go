@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -108,6 +109,7 @@ type config struct {
 	work             Executor
 	listeners        []Listener
 	observers        []func(CallInfo)
+	once             map[any]struct{} // the keys of the Once options applied
 	seed             uint64
 	seeded           bool
 }
@@ -377,6 +379,40 @@ func WithListener(l Listener) Option {
 			return invalid("listener is nil")
 		}
 		c.listeners = append(c.listeners, l)
+		return nil
+	}}
+}
+
+// Once makes the options opts apply once per client: the first Once with key that New applies
+// applies them, and a later Once with an equal key (==) is ignored. A package that hands out
+// options feeding an object of its own (a listener and a call observer counting into a metrics
+// collector, as simbaprom's Metrics.Options) wraps them in Once with a key only it can make,
+// so that a program passing those options twice, by a slip of an append, gets them once: a
+// listener added twice sees every event twice (New cannot compare functions), and its counts
+// would double. The key must be a non-nil comparable value (a pointer, or a value of an
+// unexported type of the package wrapping the options, so that no other package can make an
+// equal one); New refuses any other with ErrInvalidOption. opts are applied in order, as if
+// given in Once's place; an error of one fails New.
+func Once(key any, opts ...Option) Option {
+	return Option{func(c *config) error {
+		if key == nil || !reflect.ValueOf(key).Comparable() {
+			return invalid("the key of Once (%T) is not a non-nil comparable value", key)
+		}
+		if _, done := c.once[key]; done {
+			return nil
+		}
+		if c.once == nil {
+			c.once = make(map[any]struct{})
+		}
+		c.once[key] = struct{}{}
+		for _, o := range opts {
+			if o.apply == nil {
+				return invalid("zero option in Once")
+			}
+			if err := o.apply(c); err != nil {
+				return err
+			}
+		}
 		return nil
 	}}
 }

@@ -22,6 +22,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/simba-go/simba/generated/wire"
 	"github.com/simba-go/simba/internal/printable"
 	"github.com/simba-go/simba/internal/sqlitebusy"
 	"github.com/simba-go/simba/spi"
@@ -51,12 +52,15 @@ schema (other backends need none), and say which migrations it applied ("applied
 created (its directory must exist). run and lock apply the schema themselves only to a new
 SQLite database.
 `,
-	"status": `usage: simba status -dsn D [-prefix P] [-all]
+	"status": `usage: simba status -dsn D [-name N | -prefix P] [-all]
 
 List the leases (name, token, holder, owner, time left), the live sessions and the groups with
 live members D knows. Free leases are hidden unless -all is given (a free lease keeps its row
-or hash for its token, so a backend accumulates them); -prefix P keeps only the leases and
-groups whose name starts with P, and the sessions holding or in them. REMAINING is "unknown"
+or hash for its token, so a backend accumulates them). -name N shows one election, lock or
+group: the lease N, the group N with its partitions' leases N.0, N.1, … (a partition's lease is
+its group's name, a dot and its number), and the sessions holding them or in the group; not
+N-2, nor N.eu (a name of its own). -prefix P keeps every lease and group whose name starts
+with P (ledger also shows ledger-2), and the sessions holding or in them. REMAINING is "unknown"
 where the backend cannot tell: ZooKeeper tells a client nothing of another client's sessions,
 which live as long as their connection to the ensemble (plus the session timeout once it is
 cut). A lease record Simba cannot read (forged or damaged: on Redis a token that is not a
@@ -332,10 +336,14 @@ func status(ctx context.Context, args []string) error {
 func statusTo(ctx context.Context, out io.Writer, args []string) error {
 	fs, dsn := dsnFlags("status")
 	var filter statusFilter
+	fs.StringVar(&filter.name, "name", "", "show only the election, lock or group `N` (a group with its partitions N.0, N.1, …)")
 	fs.StringVar(&filter.prefix, "prefix", "", "show only leases and groups whose name starts with `P`")
 	fs.BoolVar(&filter.all, "all", false, "show free leases too")
 	if err := parseFlagsOnly(fs, args); err != nil {
 		return err
+	}
+	if filter.name != "" && filter.prefix != "" {
+		return badUsage("-name and -prefix select alike: give one")
 	}
 	if err := needDSN(*dsn); err != nil {
 		return err
@@ -361,18 +369,50 @@ func statusTo(ctx context.Context, out io.Writer, args []string) error {
 
 // statusFilter says which part of a snapshot simba status prints.
 type statusFilter struct {
+	name   string // only this election, lock or group, with its partitions ("": no such choice)
 	prefix string // only leases and groups whose name starts with it ("": all)
 	all    bool   // free leases too
 }
 
-// apply returns the part of snap that f keeps, and how many free leases it hid. With a prefix,
-// the sessions kept are those holding a kept lease or in a kept group.
+// selects reports whether the filter keeps only some names (and so only their sessions).
+func (f statusFilter) selects() bool { return f.name != "" || f.prefix != "" }
+
+// keepsLease reports whether the lease name is kept: with -name, the name itself or a
+// partition lease of the group of that name.
+func (f statusFilter) keepsLease(name string) bool {
+	if f.name != "" {
+		return name == f.name || isPartitionOf(name, f.name)
+	}
+	return strings.HasPrefix(name, f.prefix)
+}
+
+// keepsGroup reports whether the group is kept.
+func (f statusFilter) keepsGroup(group string) bool {
+	if f.name != "" {
+		return group == f.name
+	}
+	return strings.HasPrefix(group, f.prefix)
+}
+
+// isPartitionOf reports whether lease is the lease of a partition of group, as the client names
+// it (wire.PartitionName: the group, a dot, the partition number in decimal).
+func isPartitionOf(lease, group string) bool {
+	p, ok := strings.CutPrefix(lease, group+wire.PartitionSeparator)
+	if !ok {
+		return false
+	}
+	n, err := strconv.Atoi(p)
+	return err == nil && n >= 0 && n < wire.MaxPartitions && wire.PartitionName(group, n) == lease
+}
+
+// apply returns the part of snap that f keeps, and how many free leases it hid. With a name or
+// a prefix, the sessions kept are those holding a kept lease or in a kept group.
 func (f statusFilter) apply(snap spi.Snapshot) (spi.Snapshot, int) {
 	var out spi.Snapshot
 	hidden := 0
 	sessions := map[simba.SessionID]bool{}
 	for _, l := range snap.Leases {
-		if !strings.HasPrefix(l.Name, f.prefix) {
+		if !f.keepsLease(l.Name) {
 			continue
 		}
 		if l.Holder == "" && l.Unreadable == "" && !f.all {
@@ -386,7 +426,7 @@ func (f statusFilter) apply(snap spi.Snapshot) (spi.Snapshot, int) {
 	for g, members := range snap.Groups {
 		// A group without live members is not listed (spi.Snapshot): drop one a backend
 		// lists anyway.
-		if strings.HasPrefix(g, f.prefix) && len(members) > 0 {
+		if f.keepsGroup(g) && len(members) > 0 {
 			out.Groups[g] = members
 			for _, m := range members {
 				sessions[m] = true
@@ -394,7 +434,7 @@ func (f statusFilter) apply(snap spi.Snapshot) (spi.Snapshot, int) {
 		}
 	}
 	for _, s := range snap.Sessions {
-		if f.prefix == "" || sessions[s.ID] {
+		if !f.selects() || sessions[s.ID] {
 			out.Sessions = append(out.Sessions, s)
 		}
 	}
@@ -426,6 +466,9 @@ func printStatus(out io.Writer, snap spi.Snapshot, f statusFilter) error {
 	}
 	if hidden > 0 {
 		fmt.Fprintf(w, "(%d free lease(s) not shown: -all shows them)\n", hidden)
+	}
+	if f.name != "" && hidden == 0 && len(snap.Leases) == 0 && len(snap.Groups) == 0 {
+		fmt.Fprintf(w, "(no lease %[1]s, no partition lease %[1]s.<n> and no group %[1]s with live members)\n", safe(f.name))
 	}
 	fmt.Fprintln(w, "\nSESSION\tOWNER\tREMAINING")
 	for _, s := range snap.Sessions {

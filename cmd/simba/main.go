@@ -4,7 +4,9 @@
 //	                                               SIGKILL and SIGSTOP, and a fenced resource
 //	simba migrate -dsn D                           apply the SQL schema (SQL backends; others:
 //	                                               connect and open a session, as a check)
-//	simba status  -dsn D [-prefix P] [-all]        list leases, sessions and groups
+//	simba status  -dsn D [-name N | -prefix P] [-all]
+//	                                               list leases, sessions and groups (-name N:
+//	                                               one election, lock or group)
 //	simba run     -dsn D -name N -- CMD [ARGS]     run CMD while this process leads N
 //	simba lock    -dsn D -name N -- CMD [ARGS]     run CMD under the lock N
 //
@@ -92,7 +94,8 @@ commands:
             failover and the fenced resource reject the paused ex-leader's stale write
   migrate   apply the SQL schema to the database of -dsn (Redis, ZooKeeper, etcd: no schema;
             connect and open a session, to check the DSN's server and credentials)
-  status    list the leases, sessions and groups of -dsn (-prefix P, -all)
+  status    list the leases, sessions and groups of -dsn (-name N: one election, lock or
+            group with its partitions; -prefix P; -all)
   run       run a command while this process leads -name; stop it (SIGTERM, then SIGKILL)
             when leadership is lost
   lock      run a command under the lock -name; stop it the same way if the lock is lost

@@ -101,7 +101,14 @@ func (h *Handler) servePage(w http.ResponseWriter, r *http.Request) {
 		hd.Name, hd.Owner, hd.Unreadable = visible(hd.Name), visible(hd.Owner), visible(hd.Unreadable)
 		d.Holders = append(d.Holders, pageHolder{Holder: hd, Color: c})
 	}
-	if st.Healthy {
+	if st.Degraded != nil {
+		dg := *st.Degraded
+		dg.Summary, dg.LastError = visible(dg.Summary), visible(dg.LastError)
+		d.Status.Degraded = &dg
+	}
+	if st.Degraded != nil {
+		d.Health = "degraded"
+	} else if st.Healthy {
 		d.Health = "live"
 	} else {
 		d.Health = "unavailable"
@@ -313,7 +320,7 @@ header .who { color:var(--muted); }
 header nav { margin-left:auto; display:flex; gap:14px; }
 a { color:#0969da; text-decoration:none; } a:hover { text-decoration:underline; }
 .badge { display:inline-block; padding:2px 10px; border-radius:999px; font-weight:600; font-size:12px; color:#fff; }
-.badge.live { background:var(--ok); } .badge.unavailable { background:var(--bad); }
+.badge.live { background:var(--ok); } .badge.unavailable { background:var(--bad); } .badge.degraded { background:#b7791f; }
 .you { display:inline-block; padding:0 6px; border-radius:4px; font-size:11px; font-weight:600; background:#ddf4ff; color:#0969da; margin-left:6px; }
 main { padding:20px 24px; display:grid; gap:18px; max-width:1100px; }
 section { background:#fff; border:1px solid var(--line); border-radius:8px; padding:14px 18px; }
@@ -345,6 +352,7 @@ details summary { cursor:pointer; color:var(--muted); font-size:12px; margin:2px
 </header>
 <main>
 {{if not .Status.Healthy}}<section class="error" id="reason">{{.Status.Session.Reason}}</section>{{end}}
+{{with .Status.Degraded}}<section class="error" id="degraded">{{.Summary}}</section>{{end}}
 <section>
   <h2>Leases</h2>
   {{if .Holders}}

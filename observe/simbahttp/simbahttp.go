@@ -1,8 +1,8 @@
 // Package simbahttp serves a Simba client's health and status over HTTP: a health check for
 // load balancers and orchestrators, a JSON status for tools, and a small page for people.
 //
-// A Handler follows one client through a listener (Options), so it needs nothing from the
-// client's hot paths; Attach tells it the client (for its owner string), and Track adds the
+// A Handler follows one client through a listener and a call observer (Options, applied once
+// however many times they are passed), so it needs nothing from the client's hot paths; Attach tells it the client (for its owner string), and Track adds the
 // live view of elections and groups (time left of their terms, the holder they last learned).
 // When Opts.Backend implements spi.Inspector, the status and the page show the backend's view as
 // well — every held lease with its holder and token, every live session, every group with live
@@ -17,9 +17,27 @@
 //
 // Routes (relative to where the handler is mounted):
 //
-//	GET /healthz   200 "ok" while the client's session is live; 503 with the reason otherwise
-//	               (no session yet, session lost and why, client closed; with the last backend
-//	               error)
+//	GET /livez     200 until the client is closed, whatever the backend does: "ok: session
+//	               …", or "ok: alive; no live session: …" with the reason; 503 "client closed"
+//	               after Close. The Kubernetes livenessProbe: a restart does not bring a backend
+//	               back, so a probe that failed in a backend outage would restart every pod at
+//	               once for nothing.
+//	GET /healthz   200 while the client's session is live: "ok: session …", or, while its
+//	               keep-alives fail, "degraded: keep-alives failing since <first failure, UTC>
+//	               (n failed), session … has <time left> left; last error: …"; 503
+//	               "unavailable: …" without a live session (no session yet, session lost and
+//	               why, client closed; with the last backend error). Not a livenessProbe (it
+//	               fails in a backend outage once the session is lost).
+//	GET /readyz    200 "ok: session …" only while the session is live and its last keep-alive
+//	               succeeded; 503 with /healthz's "degraded: …" line while keep-alives fail, and
+//	               with its "unavailable: …" line without a live session. A load balancer's,
+//	               readinessProbe's or on-call page's check: it turns 503 at the first failed
+//	               keep-alive (a renewal interval, TTL/3 by default, into a backend outage),
+//	               where /healthz turns 503 only when the session is lost, up to a TTL later,
+//	               and it turns 200 again at the first keep-alive that succeeds.
+//	               In a backend outage it is 503 on every instance: as a readinessProbe it
+//	               takes them all out of a Service, right for traffic that needs Simba (a
+//	               leader-only endpoint), wrong for a service that works without it.
 //	GET /status    JSON (Status): session, terms held with token and time left, known
 //	               holders, groups with members and partitions, the timeline of terms per
 //	               name, and the backend's Inspector snapshot of live state when the backend
@@ -27,7 +45,8 @@
 //	               Status.Backend; a record the backend cannot read is never free: it is
 //	               listed with its reason, BackendLease.Unreadable, and the page shows
 //	               "unreadable record: <why>")
-//	GET /          an HTML page that refreshes itself: holders, a timeline of terms per name
+//	GET /          an HTML page that refreshes itself: the state (live, degraded with
+//	               /healthz's line, unavailable), holders, a timeline of terms per name
 //	               (who held what, when, with which token), members and partitions; owners,
 //	               names, session ids and errors shown with control and format characters
 //	               (bidirectional overrides, zero-width ones) escaped as in simba status
@@ -106,14 +125,19 @@ type Handler struct {
 	inspector spi.Inspector
 	mux       *http.ServeMux
 
-	mu        sync.Mutex
-	client    *simba.Client
-	session   simba.SessionID
-	live      bool
-	closed    bool
-	since     time.Time // of the session state
-	lost      string    // why the last session ended
-	lastErr   *BackendError
+	mu      sync.Mutex
+	client  *simba.Client
+	session simba.SessionID
+	live    bool
+	closed  bool
+	since   time.Time // of the session state
+	lost    string    // why the last session ended
+	lastErr *BackendError
+	// The live session's failing keep-alives: how many in a row (0 while the last succeeded),
+	// since when, and the last one's error.
+	kaFails   int
+	kaSince   time.Time
+	kaErr     string
 	held      map[string]heldTerm
 	groups    map[string]groupView
 	timeline  map[string][]*Entry
@@ -191,15 +215,44 @@ func New(o Opts) *Handler {
 	h.inspector, _ = o.Backend.(spi.Inspector)
 	h.mux = http.NewServeMux()
 	h.mux.HandleFunc("GET /healthz", h.serveHealth)
+	h.mux.HandleFunc("GET /readyz", h.serveReady)
+	h.mux.HandleFunc("GET /livez", h.serveLive)
 	h.mux.HandleFunc("GET /status", h.serveStatus)
 	h.mux.HandleFunc("GET /{$}", h.servePage)
 	return h
 }
 
-// Options are the client options that feed the handler (a listener). Pass them to simba.New; a
-// Handler follows one client.
+// Options are the client options that feed the handler: a listener (the session, terms,
+// groups, errors) and a call observer (whether keep-alives succeed, which no event says). Pass
+// them to simba.New; a Handler follows one client. They are applied once per client however
+// many times they are passed (simba.Once), so that passed twice they count each failed
+// keep-alive once.
 func (h *Handler) Options() []simba.Option {
-	return []simba.Option{simba.WithListener(h.listen)}
+	return []simba.Option{simba.Once(onceKey{h}, simba.WithListener(h.listen), simba.WithCallObserver(h.observe))}
+}
+
+// onceKey is the simba.Once key of a Handler's options: of a type no other package can make.
+type onceKey struct{ h *Handler }
+
+// observe runs on a backend call's goroutine: it follows the keep-alives' outcomes, which tell
+// a backend outage as soon as the first keep-alive fails, up to a TTL before the session is
+// lost. A keep-alive a close ended or its caller abandoned says nothing of the backend.
+func (h *Handler) observe(ci simba.CallInfo) {
+	if ci.Op != simba.OpKeepAlive || ci.Abandoned || ci.Closing {
+		return
+	}
+	now := h.o.Now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if ci.Err == nil {
+		h.kaFails, h.kaErr = 0, ""
+		return
+	}
+	if h.kaFails == 0 {
+		h.kaSince = now
+	}
+	h.kaFails++
+	h.kaErr = ci.Err.Error()
 }
 
 // Attach tells the handler its client, whose owner string the status and page then show.
@@ -234,14 +287,17 @@ func (h *Handler) listen(ev simba.Event) {
 	switch ev.Kind {
 	case simba.EventSessionOpened:
 		h.session, h.live, h.since, h.lost, h.lastErr = ev.Session, true, now, "", nil
+		h.kaFails, h.kaErr = 0, ""
 	case simba.EventSessionExpired:
 		h.live, h.since = false, now
+		h.kaFails, h.kaErr = 0, "" // the session's loss says it from here on
 		h.lost = fmt.Sprintf("session %s lost (%v)", ev.Session, ev.Reason)
 		if ev.Paused > 0 { // the likely cause: the process did not run (simba.EventPaused)
 			h.lost += fmt.Sprintf(" after the process paused for %v", ev.Paused.Round(time.Millisecond))
 		}
 	case simba.EventClosed:
 		h.live, h.closed, h.since = false, true, now
+		h.kaFails, h.kaErr = 0, ""
 	case simba.EventElected:
 		h.held[ev.Name] = heldTerm{token: ev.Token, since: now, term: ev.Term}
 		owner := ""
@@ -502,10 +558,32 @@ type BackendGroup struct {
 	Members []simba.SessionID `json:"members"`
 }
 
+// Degraded describes a live session whose keep-alives fail (Status.Degraded): the backend is
+// unreachable or failing, and the session, with every term it backs, is lost when its time
+// left runs out unless a keep-alive succeeds first.
+type Degraded struct {
+	// Since is when the first keep-alive of the run of failures failed; Failures how many
+	// have failed in a row.
+	Since    time.Time `json:"since"`
+	Failures int       `json:"failures"`
+	// SessionRemainingMillis is the session's time left by the client's clock
+	// (simba.Client.SessionRemaining); -1 before Attach.
+	SessionRemainingMillis int64 `json:"session_remaining_ms"`
+	// LastError is the last failed keep-alive's error.
+	LastError string `json:"last_error"`
+	// Summary is the line /healthz and /readyz answer: "degraded: keep-alives failing since
+	// … (n failed), session … has … left; last error: …".
+	Summary string `json:"summary"`
+}
+
 // Status is the body of /status.
 type Status struct {
-	// Healthy is what /healthz answers (the session is live).
+	// Healthy is what /healthz answers (the session is live: 200), Ready what /readyz answers
+	// (live and its keep-alives succeeding: 200).
 	Healthy bool `json:"healthy"`
+	Ready   bool `json:"ready"`
+	// Degraded is set while the session is live but its keep-alives fail (nil otherwise).
+	Degraded *Degraded `json:"degraded,omitempty"`
 	// Session is the client's session: live or not, and why not.
 	Session Session `json:"session"`
 	// Terms are the terms this client holds; Holders every holder known, by name.
@@ -556,19 +634,88 @@ func (h *Handler) healthLocked() (bool, string) {
 	return false, reason
 }
 
-func (h *Handler) serveHealth(w http.ResponseWriter, r *http.Request) {
+// health is the state the probes answer from.
+type health struct {
+	live     bool
+	closed   bool
+	reason   string // why not live
+	session  simba.SessionID
+	degraded *Degraded // live, with failing keep-alives
+}
+
+// health reads the session's state, and, while keep-alives fail, the session's time left from
+// the client (outside h.mu: the client's lock is never taken under the handler's, since the
+// client's loop calls the listener, which takes h.mu).
+func (h *Handler) health() health {
 	h.mu.Lock()
-	ok, reason := h.healthLocked()
-	session := h.session
+	live, reason := h.healthLocked()
+	hs := health{live: live, closed: h.closed, reason: reason, session: h.session}
+	client := h.client
+	var d *Degraded
+	if live && h.kaFails > 0 {
+		d = &Degraded{Since: h.kaSince, Failures: h.kaFails, LastError: h.kaErr, SessionRemainingMillis: -1}
+	}
 	h.mu.Unlock()
+	if d != nil {
+		left := "an unknown time (no Attach)"
+		if client != nil {
+			rem := client.SessionRemaining()
+			d.SessionRemainingMillis = rem.Milliseconds()
+			left = rem.Round(time.Millisecond).String()
+		}
+		d.Summary = fmt.Sprintf("degraded: keep-alives failing since %s (%d failed), session %s has %s left; last error: %s",
+			d.Since.UTC().Format("2006-01-02T15:04:05.000Z"), d.Failures, hs.session, left, d.LastError)
+		hs.degraded = d
+	}
+	return hs
+}
+
+func plain(w http.ResponseWriter, code int, body string) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	if ok {
-		fmt.Fprintf(w, "ok: session %s\n", session)
+	w.WriteHeader(code)
+	fmt.Fprintln(w, body)
+}
+
+// serveHealth answers 200 while the session is live, degraded or not (the body says which),
+// and 503 without a live session.
+func (h *Handler) serveHealth(w http.ResponseWriter, r *http.Request) {
+	hs := h.health()
+	switch {
+	case hs.degraded != nil:
+		plain(w, http.StatusOK, hs.degraded.Summary)
+	case hs.live:
+		plain(w, http.StatusOK, fmt.Sprintf("ok: session %s", hs.session))
+	default:
+		plain(w, http.StatusServiceUnavailable, "unavailable: "+hs.reason)
+	}
+}
+
+// serveReady answers 200 only while the session is live and its keep-alives succeed.
+func (h *Handler) serveReady(w http.ResponseWriter, r *http.Request) {
+	hs := h.health()
+	switch {
+	case hs.degraded != nil:
+		plain(w, http.StatusServiceUnavailable, hs.degraded.Summary)
+	case hs.live:
+		plain(w, http.StatusOK, fmt.Sprintf("ok: session %s", hs.session))
+	default:
+		plain(w, http.StatusServiceUnavailable, "unavailable: "+hs.reason)
+	}
+}
+
+// serveLive answers 200 until the client is closed, whatever the backend does.
+func (h *Handler) serveLive(w http.ResponseWriter, r *http.Request) {
+	hs := h.health()
+	if hs.closed {
+		plain(w, http.StatusServiceUnavailable, "unavailable: client closed")
 		return
 	}
-	w.WriteHeader(http.StatusServiceUnavailable)
-	fmt.Fprintf(w, "unavailable: %s\n", reason)
+	if hs.live {
+		plain(w, http.StatusOK, fmt.Sprintf("ok: session %s", hs.session))
+		return
+	}
+	plain(w, http.StatusOK, "ok: alive; no live session: "+hs.reason)
 }
 
 func (h *Handler) serveStatus(w http.ResponseWriter, r *http.Request) {
@@ -666,12 +813,17 @@ func (h *Handler) status(ctx context.Context, free bool) Status {
 			snap, nfree, snapAt, seq = &s, n, c.at, c.seq
 		}
 	}
+	hs := h.health()
 	now := h.o.Now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	st := Status{Backend: snap, FreeLeases: nfree, BackendAt: snapAt, BackendError: snapErr, At: now,
+	st := Status{Degraded: hs.degraded, Backend: snap, FreeLeases: nfree, BackendAt: snapAt, BackendError: snapErr, At: now,
 		LastError: h.lastErr, Terms: []HeldTerm{}, Holders: []Holder{}, Groups: []Group{}}
 	st.Healthy, st.Session.Reason = h.healthLocked()
+	if !st.Healthy { // the session was lost since health read it
+		st.Degraded = nil
+	}
+	st.Ready = st.Healthy && st.Degraded == nil
 	st.Session.ID, st.Session.Live, st.Session.Since = h.session, h.live, h.since
 	if !h.live {
 		st.Session.ID = ""

@@ -31,7 +31,7 @@
 //	simba_term_held{name}                         1 while this client holds name's term, else 0
 //	                                              (from Track on, for an election)
 //	simba_term_token{name}                        fencing token of this client's latest term of name
-//	                                              (a float64: exact up to 2^53)
+//	                                              (a float64: see "The token" below)
 //	simba_terms_granted_total{name}               terms of name this client was granted
 //	simba_terms_revoked_total{name,reason}        terms of name that ended, by reason
 //	simba_acquire_attempts_total{name,outcome}    acquire calls by outcome (granted, held, error)
@@ -53,6 +53,22 @@
 //	simba_partitions_owned{group}                 partitions of the group assigned to this client
 //	simba_events_dropped_total{name}              events dropped by slow Events subscribers of
 //	                                              the elections and groups passed to Track
+//
+// The token. simba_term_token is a gauge, as a Prometheus user expects of a number that only
+// grows: changes(simba_term_token[1h]) counts a name's terms, and comparing it across
+// instances tells which one holds the latest. Its value is exact for every token Simba's
+// backends issue (a float64 holds every integer up to 2^53; SQL and Redis tokens are a
+// microsecond clock, which reaches 2^53 in the year 2255; etcd's are revisions and ZooKeeper's
+// sequence numbers), but the text exposition prints every value from 10^6 on in e-notation
+// (1.796635562688331e+15 for a microsecond token), as Prometheus's own client does for any
+// gauge. To match a token against a log line, where it is an integer
+// ("ledger#1796635562688331"), read it where Simba prints the integer: simbahttp's /status
+// (terms[].token, holders[].token, the timeline) and page, or simba status; a dashboard shows
+// the gauge as an integer with 0 decimals and no unit. The token is not a label: a label per
+// term would start a new series at each failover.
+//
+// Options are applied once per client (simba.Once): passed twice to one simba.New, they
+// count every event and call once.
 //
 // The series of sessions_lost_total (both reasons), backend_errors_total (every operation with
 // either class) and keepalive_duration_seconds (both outcomes) exist from the start, at 0, so
@@ -210,10 +226,15 @@ var backendOps = []string{simba.OpOpenSession, simba.OpKeepAlive, simba.OpCloseS
 	simba.OpRelease, simba.OpJoin, simba.OpLeave, simba.OpMembers, simba.OpWithdraw}
 
 // Options are the client options that feed the metrics: a listener and a call observer. Pass
-// them to simba.New; a Metrics observes one client.
+// them to simba.New; a Metrics observes one client. They are applied once per client however
+// many times they are passed (simba.Once): Options passed twice to one New count every event
+// once, not twice.
 func (m *Metrics) Options() []simba.Option {
-	return []simba.Option{simba.WithListener(m.listen), simba.WithCallObserver(m.observe)}
+	return []simba.Option{simba.Once(onceKey{m}, simba.WithListener(m.listen), simba.WithCallObserver(m.observe))}
 }
+
+// onceKey is the simba.Once key of a Metrics's options: of a type no other package can make.
+type onceKey struct{ m *Metrics }
 
 // Track counts the events dropped by Events subscribers of an election or group (an
 // *simba.Election or *simba.PartitionGroup) in simba_events_dropped_total. A later Track of the
