@@ -491,11 +491,10 @@ type LeaseInspector interface {
 // outside the queue, in particular not to a holder that releases and re-acquires in a loop.
 //
 // The guarantee lasts only while the entry does, and a server outage can end it. An entry that
-// lapses with the expiry as of the latest attempt (the MySQL/MariaDB, SQLite and Redis
-// backends) is renewed only by a re-attempt, which the client sends just before that expiry: an outage that spans the
+// lapses with the expiry as of the latest attempt (the Redis backend) is renewed only by a re-attempt, which the client sends just before that expiry: an outage that spans the
 // re-attempt and the expiry (anything from a few hundred milliseconds to one TTL, depending on
 // when the waiter last attempted) drops the entry while the session may live on. An entry that
-// lives with its session (SessionQueue: ZooKeeper, etcd, PostgreSQL) survives any outage its
+// lives with its session (SessionQueue: ZooKeeper, etcd, the SQL backends) survives any outage its
 // session survives. None survives its session, and the client gives a session up (and never revives
 // it) when an outage outlasts its local deadline. After the outage the waiters register again,
 // in the order they come back, and the bound counts from then; a holder whose session lived
@@ -518,8 +517,8 @@ type Queuer interface {
 // stays live, keeping its place, while the session's keep-alives keep the session alive,
 // however long ago its last AcquireQueued was, and goes when it is granted, withdrawn
 // (Withdraw) or its session ends — ZooKeeper's ephemeral waiter nodes, etcd's waiter keys on
-// the session's lease, PostgreSQL's waiter rows, whose expiry the session's keep-alive moves
-// to the session's renewed one. Then a waiting client need not re-attempt before its session's
+// the session's lease, the SQL backends' waiter rows (PostgreSQL, MySQL/MariaDB, SQLite), whose
+// expiry the session's keep-alive moves to the session's renewed one. Then a waiting client need not re-attempt before its session's
 // expiry as of its previous attempt to keep its place: it re-attempts only at the holder's
 // remaining time (one TTL when that is unknown, two with SteadyHints) or on a released hint,
 // which saves the call the re-attempt costs (up to one per waiter per TTL while a holder lives
@@ -527,13 +526,12 @@ type Queuer interface {
 //
 // The client withdraws once when it stops waiting and does not retry a Withdraw that failed
 // (an entry that lapses needs no retry): a SessionQueue backend must run such a withdrawal
-// again itself, as ZooKeeper's, etcd's and PostgreSQL's do with the session's next KeepAlive
+// again itself, as the ZooKeeper, etcd and SQL backends do with the session's next KeepAlive
 // (unless the session waits for the name again first), or the entry would hold a free lease
 // back for as long as the session lives.
 //
 // simba.New reads it once, when its backend also implements Queuer; a backend whose entries
-// lapse with the expiry as of an attempt (the MySQL/MariaDB, SQLite and Redis backends) must
-// not report true: its waiters would lose their place while they wait (tck.FairnessSpec
+// lapse with the expiry as of an attempt (the Redis backend) must not report true: its waiters would lose their place while they wait (tck.FairnessSpec
 // checks the claim, see Queue/WaiterKeepsPlaceWithSession). It is a method rather than a marker interface so that
 // a decorator can forward the answer of the backend it wraps; one that does not forward
 // SessionQueue gets the re-attempts, the safe default.

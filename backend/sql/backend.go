@@ -113,8 +113,11 @@ type Backend struct {
 	// first (KeepAlive).
 	kaFailed atomic.Bool
 	// withdrawn: the withdrawals that failed, which the session's next keep-alive runs again
-	// (PostgreSQL only, where entries live with their session: sessionqueue.go).
+	// (entries live with their session: sessionqueue.go).
 	withdrawn withdrawals
+	// queued: the sessions that may have live waiter entries, whose keep-alive moves them on
+	// MySQL/MariaDB and SQLite (sessionqueue.go).
+	queued queuedSessions
 	// minTTL is the shortest session TTL OpenSession was asked for (0: none yet); it paces
 	// PostgreSQL's hint listener's probes (see pgDialect.probeEvery).
 	minTTL minttl.Shortest
@@ -509,7 +512,9 @@ func (b *Backend) OpenSession(ctx context.Context, owner string, ttl time.Durati
 // live members of groups, in a fixed number of statements whatever the number of leases: four
 // pipelined in one round trip on PostgreSQL (one of them moves the session's waiter entries to
 // its new expiry: spi.SessionQueue), four on MySQL/MariaDB, three on SQLite (one fewer when
-// groups is empty). On PostgreSQL it then runs again the session's withdrawals that failed. After a failed keep-alive, the next one reads the database clock
+// groups is empty; on MySQL/MariaDB and SQLite one more, after the renewal, which moves the
+// entries, while the backend knows the session may have any). It then runs again the session's
+// withdrawals that failed. After a failed keep-alive, the next one reads the database clock
 // first, and sends nothing more if that round trip fails. A lease the session holds whose row
 // has a token no tenure has (below 1, or on SQLite not an integer: written over by something
 // else) is named in Corrupt, not Held, with a warning.
@@ -542,6 +547,7 @@ func (b *Backend) KeepAlive(ctx context.Context, session spi.SessionID, names []
 	}
 	if ka.Expired {
 		b.withdrawn.forget(string(session))
+		b.queued.forget(string(session))
 		return spi.KeepAlive{Expired: true}, nil
 	}
 	b.retryWithdrawals(ctx, string(session))
@@ -576,6 +582,7 @@ func (b *Backend) CloseSession(ctx context.Context, session spi.SessionID) error
 	err := b.closeSession(ctx, string(session))
 	if err == nil {
 		b.withdrawn.forget(string(session)) // the close deleted its entries
+		b.queued.forget(string(session))
 	}
 	if err == nil && b.notes != nil {
 		b.notes.closed(string(session))
@@ -590,7 +597,12 @@ func (b *Backend) CloseSession(ctx context.Context, session spi.SessionID) error
 // (its entry is dropped). A waiter entry whose session row is gone or expired, or whose expiry
 // lies beyond its session's, is no entry a client made and is not waited for (spec/sql.yaml).
 func (b *Backend) Acquire(ctx context.Context, session spi.SessionID, name string) (spi.Acquire, error) {
-	return b.acquireAs(ctx, "acquire", session, name)
+	seq := b.queued.at(string(session), name)
+	r, err := b.acquireAs(ctx, "acquire", session, name)
+	if err == nil && r.Kind == spi.Granted {
+		b.queued.drop(string(session), name, seq) // a grant leaves the grantee no live entry
+	}
+	return r, err
 }
 
 // AcquireQueued implements spi.Queuer: Acquire for a session that waits, which (unless
@@ -599,27 +611,39 @@ func (b *Backend) Acquire(ctx context.Context, session spi.SessionID, name strin
 func (b *Backend) AcquireQueued(ctx context.Context, session spi.SessionID, name string) (spi.Acquire, error) {
 	// Waiting again: the entry, if the failed withdrawal left one, is its place.
 	b.withdrawn.set(string(session), name, false)
-	return b.acquireAs(ctx, "acquire_queued", session, name)
+	// Noted before it is sent: a keep-alive whose renewal commits before this call's entry is
+	// made must find the session queued (keepAlive), or the entry keeps the expiry it had.
+	seq := b.queued.note(string(session), name)
+	r, err := b.acquireAs(ctx, "acquire_queued", session, name)
+	switch {
+	case err != nil: // the entry may have been made: kept
+	case r.Kind == spi.Granted:
+		b.queued.drop(string(session), name, seq) // the grant deleted the entry
+	case r.Kind == spi.SessionExpired:
+		b.queued.forget(string(session))
+	}
+	return r, err
 }
 
 // Withdraw implements spi.Queuer: it deletes session's entry from name's waiter queue, if
-// any. On PostgreSQL, where the entry lives as long as its session (spi.SessionQueue), a
-// withdrawal that fails runs again with the session's next keep-alive, unless the session
-// waits for the name again first (AcquireQueued).
+// any. The entry lives as long as its session (spi.SessionQueue), so a withdrawal that fails
+// runs again with the session's next keep-alive, unless the session waits for the name again
+// first (AcquireQueued).
 func (b *Backend) Withdraw(ctx context.Context, session spi.SessionID, name string) error {
 	if err := wire.ValidateName(name); err != nil {
 		return err
 	}
-	retry := b.QueueEntriesLiveWithSession()
 	if err := b.ready(ctx); err != nil {
-		b.withdrawn.set(string(session), name, retry)
+		b.withdrawn.set(string(session), name, true)
 		return err
 	}
+	seq := b.queued.at(string(session), name)
 	if err := b.withdraw(ctx, string(session), name); err != nil {
-		b.withdrawn.set(string(session), name, retry)
+		b.withdrawn.set(string(session), name, true)
 		return b.fail("withdraw", err)
 	}
 	b.withdrawn.set(string(session), name, false)
+	b.queued.drop(string(session), name, seq)
 	if b.notes != nil {
 		b.notes.withdrawn(string(session), name)
 	}

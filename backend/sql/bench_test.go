@@ -2,6 +2,7 @@ package sql
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -126,5 +127,75 @@ func BenchmarkKeepAlive10000(b *testing.B) {
 			b.ReportMetric(float64(trips)/float64(b.N), "trips/op")
 			report(b, update, select1)
 		})
+	}
+}
+
+// BenchmarkKeepAliveQueued measures the keep-alive of a session that waits in queues (entries:
+// 1 or 100 waiter entries, whose expiry each keep-alive moves: spi.SessionQueue) against, in
+// the same run and on the same backend, the keep-alive of a session that waits for nothing
+// (entries=0 times it too, as a check), which sends exactly the statements the keep-alive sent
+// before waiter entries lived with their session. It reports x-unqueued (the time of one
+// keep-alive over the unqueued one's), stmts/op and trips/op, and the baselines as in
+// BenchmarkAcquireRelease. Neither session holds a lease or names a group.
+func BenchmarkKeepAliveQueued(b *testing.B) {
+	for _, d := range dialects {
+		for _, entries := range []int{0, 1, 100} {
+			b.Run(fmt.Sprintf("%s/entries=%d", d.name, entries), func(b *testing.B) {
+				c := &counter{}
+				be := countedBackend(b, d.name, d.dsn(b), c)
+				ctx := context.Background()
+				open := func() spi.SessionID {
+					s, err := be.OpenSession(ctx, "bench", time.Hour)
+					if err != nil {
+						b.Fatal(err)
+					}
+					return s.ID
+				}
+				holder, idle, waiter := open(), open(), open()
+				for i := range entries {
+					name := fmt.Sprintf("kaq-%d-%s", i, unique(b))
+					if r, err := be.Acquire(ctx, holder, name); err != nil || r.Kind != spi.Granted {
+						b.Fatalf("Acquire(%s) = %+v, %v", name, r, err)
+					}
+					if r, err := be.AcquireQueued(ctx, waiter, name); err != nil || r.Kind != spi.HeldBy {
+						b.Fatalf("AcquireQueued(%s) = %+v, %v", name, r, err)
+					}
+				}
+				keepAlive := func(s spi.SessionID) {
+					if ka, err := be.KeepAlive(ctx, s, nil, nil); err != nil || ka.Expired {
+						b.Fatalf("KeepAlive = %+v, %v", ka, err)
+					}
+				}
+				update, select1 := baseline(b, be, max(b.N, 50))
+				for range 20 { // warm-up: connections, prepared statements
+					keepAlive(idle)
+					keepAlive(waiter)
+				}
+				// Interleaved, so that both see the same server and machine load; only the
+				// queued session's keep-alives are timed by the benchmark and counted.
+				var queued, unqueued time.Duration
+				var stmts, trips int64
+				b.ResetTimer()
+				for range b.N {
+					c.reset()
+					t0 := time.Now()
+					keepAlive(waiter)
+					queued += time.Since(t0)
+					n, k, _ := c.reset()
+					stmts, trips = stmts+n, trips+k
+					b.StopTimer()
+					t1 := time.Now()
+					keepAlive(idle)
+					unqueued += time.Since(t1)
+					b.StartTimer()
+				}
+				b.StopTimer()
+				b.ReportMetric(float64(stmts)/float64(b.N), "stmts/op")
+				b.ReportMetric(float64(trips)/float64(b.N), "trips/op")
+				b.ReportMetric(float64(queued)/float64(unqueued), "x-unqueued")
+				b.ReportMetric(float64(unqueued.Nanoseconds())/float64(b.N)/1e3, "unqueued-µs")
+				report(b, update, select1)
+			})
+		}
 	}
 }

@@ -114,6 +114,13 @@ func TestMySQLDeadlockVictimRunsAgain(t *testing.T) {
 // statement waiting for a lock.
 func releaseWaits(t *testing.T, d *stdDialect) bool {
 	t.Helper()
+	return statementWaits(t, d, "ReleaseNoNotify")
+}
+
+// statementWaits reports whether the InnoDB monitor's list of transactions shows the statement
+// of sqlc name query waiting for a lock.
+func statementWaits(t *testing.T, d *stdDialect, query string) bool {
+	t.Helper()
 	var typ, name, status string
 	if err := d.db.QueryRowContext(testCtx(t), "SHOW ENGINE INNODB STATUS").Scan(&typ, &name, &status); err != nil {
 		t.Fatal(err)
@@ -121,11 +128,88 @@ func releaseWaits(t *testing.T, d *stdDialect) bool {
 	// Only the live transactions, not the LATEST DETECTED DEADLOCK section above them.
 	_, trx, _ := strings.Cut(status, "\nTRANSACTIONS\n")
 	for _, tx := range strings.Split(trx, "---TRANSACTION") {
-		if strings.Contains(tx, "ReleaseNoNotify") && strings.Contains(tx, "FOR THIS LOCK TO BE GRANTED") {
+		if strings.Contains(tx, query) && strings.Contains(tx, "FOR THIS LOCK TO BE GRANTED") {
 			return true
 		}
 	}
 	return false
+}
+
+// TestMySQLKeepAliveWaitersLockSessionFirst: the keep-alive's waiter statement on MySQL/MariaDB
+// (keep_alive_waiters_join) locks the session row before its waiter rows, the global lock
+// order (spec/sql.yaml), so that a close of the session (session row, then its waiter rows by
+// the cascade) cannot deadlock with it. Another transaction locks the session's first waiter
+// row; the keep-alive's statement then waits for it, and while it waits the session row is
+// already locked (a FOR UPDATE NOWAIT of it is refused). A statement that locked waiter rows
+// first (a correlated subquery reads the session row after the first waiter row) would be
+// waiting with the session row free. Once the other transaction ends, the keep-alive moves the
+// entries.
+func TestMySQLKeepAliveWaitersLockSessionFirst(t *testing.T) {
+	b := migrated(t, myDSN(t), WithHousekeepingInterval(-1))
+	ctx := testCtx(t)
+	d := b.d.(*stdDialect)
+	first, second := "kaorder-a-"+unique(t), "kaorder-b-"+unique(t)
+	holder, waiter := openSession(t, b, longTTL), openSession(t, b, longTTL)
+	for _, n := range []string{first, second} {
+		grant(t, b, holder, n)
+		queueBehind(t, b, waiter, n, holder)
+	}
+	other, err := d.db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, err := other.ExecContext(ctx, "BEGIN"); err != nil {
+		t.Fatal(err)
+	}
+	// The first of the session's entries in simba_waiter_session's order (session, name).
+	if _, err := other.ExecContext(ctx, "SELECT name FROM simba_waiter WHERE name = ? AND session_id = ? FOR UPDATE", first, string(waiter)); err != nil {
+		t.Fatal(err)
+	}
+	before := waiterExpiry(t, b, waiter, first)
+	kept := make(chan error, 1)
+	go func() {
+		ka, err := b.KeepAlive(ctx, waiter, nil, nil)
+		if err == nil && ka.Expired {
+			err = errors.New("session expired")
+		}
+		kept <- err
+	}()
+	for deadline := time.Now().Add(10 * time.Second); !statementWaits(t, d, "KeepAliveWaitersJoin"); {
+		select {
+		case err := <-kept:
+			t.Fatalf("keep-alive returned (%v) without waiting for the locked waiter row", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the keep-alive's waiter statement never waited for the locked waiter row")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	probe, err := d.db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Close()
+	_, err = probe.ExecContext(ctx, "SELECT id FROM simba_session WHERE id = ? FOR UPDATE NOWAIT", string(waiter))
+	var me *mysqldriver.MySQLError
+	if !errors.As(err, &me) || (me.Number != 1205 && me.Number != 3572) {
+		t.Errorf("FOR UPDATE NOWAIT of the session row while the keep-alive waits for a waiter row: %v; want refused (1205 on MariaDB, 3572 on MySQL 8): the statement locks the session row first", err)
+	}
+	if _, err := other.ExecContext(ctx, "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-kept:
+		if err != nil {
+			t.Fatalf("keep-alive after the waiter row was let go: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("keep-alive did not return")
+	}
+	if after := waiterExpiry(t, b, waiter, first); after <= before {
+		t.Fatalf("entry's expiry %d -> %d after the keep-alive; want moved to the renewed session's", before, after)
+	}
 }
 
 // TestPostgresDeadlockVictimRunsAgain builds the PostgreSQL form of the cycle: an acquire of a

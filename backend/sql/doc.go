@@ -17,22 +17,25 @@
 //
 // The backend implements spi.Queuer with the table simba_waiter: AcquireQueued registers a
 // waiting session (or keeps its place) in the acquire's own transaction, and a free lease goes
-// only to the first live waiter, for Acquire too. On PostgreSQL an entry lives with its
-// session (spi.SessionQueue, QueueEntriesLiveWithSession true): each keep-alive moves the
-// expiry of the session's live entries to the session's renewed expiry (spec/sql.yaml,
-// keep_alive_waiters, in the keep-alive's batch), so a waiter keeps its place however long ago
-// its last AcquireQueued was, and attempts again only at the holder's remaining time or on a
-// hint, not also before its own entry's expiry (a client waiting behind a live holder at TTL
-// 2 s made 1.2 AcquireQueued calls per TTL where it made 1.5), and a database outage drops its
-// place only with its session; a Withdraw that fails
-// runs again with the session's next keep-alive (unless the session waits for the name again
+// only to the first live waiter, for Acquire too. An entry lives with its session
+// (spi.SessionQueue, QueueEntriesLiveWithSession true on every dialect): each keep-alive moves
+// the expiry of the session's live entries to the session's renewed expiry (spec/sql.yaml:
+// keep_alive_waiters in PostgreSQL's keep-alive batch; keep_alive_waiters_join on
+// MySQL/MariaDB and keep_alive_waiters_correlated on SQLite, a statement after the renewal),
+// so a waiter keeps its place however long ago its last AcquireQueued was, and attempts again
+// only at the holder's remaining time or on a hint, not also before its own entry's expiry (a
+// client waiting behind a live holder at TTL 2 s made 1.0 acquire calls per TTL where it made
+// 1.5, on each dialect), and a database outage drops its place only with its session. On
+// MySQL/MariaDB and SQLite, where every keep-alive statement costs a round trip or a turn at
+// the file, the keep-alive runs that statement only while the backend knows the session may
+// have entries (it sent an AcquireQueued and has not since seen the name granted or withdrawn,
+// nor the session closed or expired): a session that waits for nothing pays nothing for the
+// queue, and one that waits pays one statement per keep-alive. A Withdraw that fails runs
+// again with the session's next keep-alive (unless the session waits for the name again
 // first), as the entry would otherwise hold a free lease back while the session lives. An
-// earlier 5.x client's keep-alive does not move its entries: they lapse as below, and it
-// re-attempts as it always did. On MySQL/MariaDB and SQLite an entry lapses at its session's
-// expiry as of the waiter's latest queued acquire, so a database outage that spans that expiry
-// (the waiter's re-attempt just before it could not land) drops the waiter's place, although
-// its session may live on; it registers again, behind whoever came back first (see
-// spi.Queuer). On MySQL/MariaDB and SQLite the queue is read
+// earlier 5.x client's keep-alive does not move its entries: they lapse at its session's
+// expiry as of its latest queued acquire, and it re-attempts before then as it always did.
+// On MySQL/MariaDB and SQLite the queue is read
 // and written under the lease row's lock (the acquire transaction). On PostgreSQL a plain
 // Acquire stays one statement that reads the queue in its snapshot. AcquireQueued tries that
 // statement first (a grant, to a free lease or to the first waiter, costs what Acquire costs)
@@ -261,9 +264,10 @@
 // # Cost per operation
 //
 // Every operation is a bounded number of statements, whatever the number of leases a session
-// holds: keep-alive is four statements pipelined in one round trip on PostgreSQL (the fourth
+// holds: keep-alive is four statements pipelined in one round trip on PostgreSQL (one of them
 // moves the session's waiter entries to its new expiry), four on MySQL/MariaDB and three on
-// SQLite (one fewer without groups); acquire, release, join, leave and
+// SQLite (one fewer without groups; one more on MySQL/MariaDB and SQLite while the session
+// waits in a queue, which moves its entries); acquire, release, join, leave and
 // close are one statement each on PostgreSQL (an acquire that lost a race re-runs its statement,
 // at most three times in all), and acquire and close are one transaction of four and three
 // statements on MySQL/MariaDB and SQLite. A waiting acquire (an election's candidacy, a Lock)

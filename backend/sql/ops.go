@@ -31,6 +31,13 @@ type opState struct {
 	acquire   spi.Acquire // acquire's reply, when a decision granted or refused
 	owed      bool        // acquire's HeldBy names the first waiter the free lease is owed to
 	remaining int64       // the session's time left in milliseconds, when a decision read it
+	// queued, set by a keep-alive, tells whether the session may have live waiter entries. The
+	// decision that the session was renewed asks it and gives queued_id (the session's id) when
+	// so, which the waiter statements of MySQL/MariaDB and SQLite need to run (spec/sql.yaml:
+	// keep_alive_waiters_join, keep_alive_waiters_correlated). Asked after the renewal
+	// committed, not before the keep-alive: an AcquireQueued noted after the answer began after
+	// the renewal, and its entry took the renewed expiry; one noted before is seen.
+	queued func() bool
 }
 
 // decision reads the values the steps so far returned (s is the statement just run) and
@@ -42,6 +49,7 @@ type decision func(st *opState, s sqlq.Statement) (string, error)
 var decisions = map[string]decision{
 	"renewed": func(st *opState, _ sqlq.Statement) (string, error) {
 		st.remaining = st.Out.KeepAliveRenew
+		st.noteQueued()
 		return "live", nil
 	},
 	"session_live": func(st *opState, _ sqlq.Statement) (string, error) {
@@ -49,6 +57,7 @@ var decisions = map[string]decision{
 			return "session_expired", nil
 		}
 		st.remaining = st.Out.SessionRemaining
+		st.noteQueued()
 		return "live", nil
 	},
 	"member_row": func(st *opState, s sqlq.Statement) (string, error) {
@@ -70,6 +79,13 @@ var decisions = map[string]decision{
 	"acquired_queued":     decideAcquired,
 	"lease_holder":        decideLeaseHolder,
 	"lease_holder_queued": decideLeaseHolder,
+}
+
+// noteQueued gives queued_id, after a renewal, when the session may have live waiter entries.
+func (st *opState) noteQueued() {
+	if st.queued != nil && st.queued() {
+		st.Args.QueuedID = st.Args.ID
+	}
 }
 
 // decideAcquired reads PostgreSQL's one-statement acquire. After a race the statement may
@@ -431,7 +447,7 @@ func (b *Backend) openSession(ctx context.Context, id, owner string, ttlMs int64
 // keepAlive renews the session, then lists the held leases and (when groups are asked) the
 // groups' members: a fixed number of statements whatever the number of leases.
 func (b *Backend) keepAlive(ctx context.Context, sid string, groups []string) (spi.KeepAlive, error) {
-	st := &opState{}
+	st := &opState{queued: func() bool { return b.queued.has(sid) }}
 	st.Args.ID, st.Args.SessionID, st.Args.GroupNames = sid, sid, groups
 	if err := b.run(urgentCtx(ctx), "keep_alive", st); err != nil { // ahead at the SQLite file gate
 		return spi.KeepAlive{}, err

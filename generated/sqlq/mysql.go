@@ -37,6 +37,14 @@ func (mySQLQueries) KeepAliveWaiters(context.Context, KeepAliveWaitersParams) er
 	return errNotIn("mysql", "KeepAliveWaiters")
 }
 
+func (a mySQLQueries) KeepAliveWaitersJoin(ctx context.Context, p KeepAliveWaitersJoinParams) error {
+	return a.q.KeepAliveWaitersJoin(ctx, p.QueuedID)
+}
+
+func (mySQLQueries) KeepAliveWaitersCorrelated(context.Context, KeepAliveWaitersCorrelatedParams) error {
+	return errNotIn("mysql", "KeepAliveWaitersCorrelated")
+}
+
 func (a mySQLQueries) KeepAliveRenewNoReturn(ctx context.Context, p KeepAliveRenewNoReturnParams) error {
 	return a.q.KeepAliveRenewNoReturn(ctx, p.ID)
 }

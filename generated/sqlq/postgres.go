@@ -46,6 +46,14 @@ func (a postgresQueries) KeepAliveWaiters(ctx context.Context, p KeepAliveWaiter
 	return a.q.KeepAliveWaiters(ctx, p.ID)
 }
 
+func (postgresQueries) KeepAliveWaitersJoin(context.Context, KeepAliveWaitersJoinParams) error {
+	return errNotIn("postgres", "KeepAliveWaitersJoin")
+}
+
+func (postgresQueries) KeepAliveWaitersCorrelated(context.Context, KeepAliveWaitersCorrelatedParams) error {
+	return errNotIn("postgres", "KeepAliveWaitersCorrelated")
+}
+
 func (postgresQueries) KeepAliveRenewNoReturn(context.Context, KeepAliveRenewNoReturnParams) error {
 	return errNotIn("postgres", "KeepAliveRenewNoReturn")
 }

@@ -37,6 +37,14 @@ func (sQLiteQueries) KeepAliveWaiters(context.Context, KeepAliveWaitersParams) e
 	return errNotIn("sqlite", "KeepAliveWaiters")
 }
 
+func (sQLiteQueries) KeepAliveWaitersJoin(context.Context, KeepAliveWaitersJoinParams) error {
+	return errNotIn("sqlite", "KeepAliveWaitersJoin")
+}
+
+func (a sQLiteQueries) KeepAliveWaitersCorrelated(ctx context.Context, p KeepAliveWaitersCorrelatedParams) error {
+	return a.q.KeepAliveWaitersCorrelated(ctx, p.QueuedID)
+}
+
 func (sQLiteQueries) KeepAliveRenewNoReturn(context.Context, KeepAliveRenewNoReturnParams) error {
 	return errNotIn("sqlite", "KeepAliveRenewNoReturn")
 }

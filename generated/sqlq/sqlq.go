@@ -33,6 +33,10 @@ const (
 	StmtKeepAliveRenew
 	// StmtKeepAliveWaiters: Sets the expiry of the session's live waiter entries to the session's (as renewed by keep_alive_renew just before): on PostgreSQL an entry lives as long as its session's keep-alives keep it alive (spi.SessionQueue).
 	StmtKeepAliveWaiters
+	// StmtKeepAliveWaitersJoin: keep_alive_waiters on MySQL/MariaDB: sets the expiry of the session's live waiter entries to the session's as renewed by the keep-alive before it, so an entry lives as long as its session (spi.SessionQueue). Run only for a session the backend queued.
+	StmtKeepAliveWaitersJoin
+	// StmtKeepAliveWaitersCorrelated: keep_alive_waiters on SQLite: sets the expiry of the session's live waiter entries to the session's as renewed by the keep-alive before it, so an entry lives as long as its session (spi.SessionQueue). Run only for a session the backend queued.
+	StmtKeepAliveWaitersCorrelated
 	// StmtKeepAliveRenewNoReturn: Renews a live session: expiry = now + ttl. MariaDB has no UPDATE ... RETURNING and reports changed rather than matched rows, so session_remaining follows to tell the outcome.
 	StmtKeepAliveRenewNoReturn
 	// StmtSessionRemaining: The session's time left by the database clock; no row, or a value <= 0, means it expired. A renewal that did not match cannot be followed by a positive value here (expired sessions never come back; a row with a ttl_ms no client writes answers 0, as the renewal refuses it).
@@ -107,7 +111,7 @@ const (
 	NumStatements int = iota
 )
 
-var statementNames = [...]string{"OpenSession", "KeepAliveRenew", "KeepAliveWaiters", "KeepAliveRenewNoReturn", "SessionRemaining", "KeepAliveHeld", "KeepAliveMembers", "CloseSession", "CloseSessionRelease", "CloseSessionLeave", "CloseSessionDelete", "Acquire", "AcquireLockSession", "AcquireEnsureLease", "AcquireReadLease", "AcquireTake", "AcquireLockLease", "WaiterEnqueue", "WaiterEnqueueDupKey", "WaiterRemove", "WithdrawNotify", "HousekeepingWaiters", "Release", "ReleaseNoNotify", "Join", "JoinInsert", "Leave", "LeaveDelete", "Members", "HousekeepingMembers", "HousekeepingSessions", "InspectLeases", "InspectLease", "InspectSessions", "InspectMembers", "SchemaVersion", "DatabaseNow", "ClearForeignHolder"}
+var statementNames = [...]string{"OpenSession", "KeepAliveRenew", "KeepAliveWaiters", "KeepAliveWaitersJoin", "KeepAliveWaitersCorrelated", "KeepAliveRenewNoReturn", "SessionRemaining", "KeepAliveHeld", "KeepAliveMembers", "CloseSession", "CloseSessionRelease", "CloseSessionLeave", "CloseSessionDelete", "Acquire", "AcquireLockSession", "AcquireEnsureLease", "AcquireReadLease", "AcquireTake", "AcquireLockLease", "WaiterEnqueue", "WaiterEnqueueDupKey", "WaiterRemove", "WithdrawNotify", "HousekeepingWaiters", "Release", "ReleaseNoNotify", "Join", "JoinInsert", "Leave", "LeaveDelete", "Members", "HousekeepingMembers", "HousekeepingSessions", "InspectLeases", "InspectLease", "InspectSessions", "InspectMembers", "SchemaVersion", "DatabaseNow", "ClearForeignHolder"}
 
 // String is the statement's sqlc query name.
 func (s Statement) String() string {
@@ -142,6 +146,16 @@ type KeepAliveRenewParams struct {
 // KeepAliveWaitersParams are the parameters of KeepAliveWaiters.
 type KeepAliveWaitersParams struct {
 	ID string
+}
+
+// KeepAliveWaitersJoinParams are the parameters of KeepAliveWaitersJoin.
+type KeepAliveWaitersJoinParams struct {
+	QueuedID string
+}
+
+// KeepAliveWaitersCorrelatedParams are the parameters of KeepAliveWaitersCorrelated.
+type KeepAliveWaitersCorrelatedParams struct {
+	QueuedID string
 }
 
 // KeepAliveRenewNoReturnParams are the parameters of KeepAliveRenewNoReturn.
@@ -382,6 +396,10 @@ type Queries interface {
 	KeepAliveRenew(ctx context.Context, p KeepAliveRenewParams) (int64, error)
 	// KeepAliveWaiters: Sets the expiry of the session's live waiter entries to the session's (as renewed by keep_alive_renew just before): on PostgreSQL an entry lives as long as its session's keep-alives keep it alive (spi.SessionQueue).
 	KeepAliveWaiters(ctx context.Context, p KeepAliveWaitersParams) error
+	// KeepAliveWaitersJoin: keep_alive_waiters on MySQL/MariaDB: sets the expiry of the session's live waiter entries to the session's as renewed by the keep-alive before it, so an entry lives as long as its session (spi.SessionQueue). Run only for a session the backend queued.
+	KeepAliveWaitersJoin(ctx context.Context, p KeepAliveWaitersJoinParams) error
+	// KeepAliveWaitersCorrelated: keep_alive_waiters on SQLite: sets the expiry of the session's live waiter entries to the session's as renewed by the keep-alive before it, so an entry lives as long as its session (spi.SessionQueue). Run only for a session the backend queued.
+	KeepAliveWaitersCorrelated(ctx context.Context, p KeepAliveWaitersCorrelatedParams) error
 	// KeepAliveRenewNoReturn: Renews a live session: expiry = now + ttl. MariaDB has no UPDATE ... RETURNING and reports changed rather than matched rows, so session_remaining follows to tell the outcome.
 	KeepAliveRenewNoReturn(ctx context.Context, p KeepAliveRenewNoReturnParams) error
 	// SessionRemaining: The session's time left by the database clock; no row, or a value <= 0, means it expired. A renewal that did not match cannot be followed by a positive value here (expired sessions never come back; a row with a ttl_ms no client writes answers 0, as the renewal refuses it).
@@ -463,6 +481,7 @@ type Args struct {
 	ID         string
 	Owner      string
 	TtlMs      int64
+	QueuedID   string
 	SessionID  string
 	GroupNames []string
 	Name       string
@@ -477,6 +496,8 @@ func (a *Args) Given(param string) bool {
 	switch param {
 	case "group_names":
 		return len(a.GroupNames) > 0
+	case "queued_id":
+		return len(a.QueuedID) > 0
 	}
 	return false
 }
@@ -525,6 +546,10 @@ func Exec(ctx context.Context, q Queries, s Statement, st *State) error {
 		return err
 	case StmtKeepAliveWaiters:
 		return q.KeepAliveWaiters(ctx, KeepAliveWaitersParams{ID: st.Args.ID})
+	case StmtKeepAliveWaitersJoin:
+		return q.KeepAliveWaitersJoin(ctx, KeepAliveWaitersJoinParams{QueuedID: st.Args.QueuedID})
+	case StmtKeepAliveWaitersCorrelated:
+		return q.KeepAliveWaitersCorrelated(ctx, KeepAliveWaitersCorrelatedParams{QueuedID: st.Args.QueuedID})
 	case StmtKeepAliveRenewNoReturn:
 		return q.KeepAliveRenewNoReturn(ctx, KeepAliveRenewNoReturnParams{ID: st.Args.ID})
 	case StmtSessionRemaining:
@@ -704,6 +729,18 @@ func (r *Recorder) KeepAliveRenew(ctx context.Context, p KeepAliveRenewParams) (
 func (r *Recorder) KeepAliveWaiters(ctx context.Context, p KeepAliveWaitersParams) error {
 	r.record(StmtKeepAliveWaiters)
 	return r.Q.KeepAliveWaiters(ctx, p)
+}
+
+// KeepAliveWaitersJoin records the statement and runs it on r.Q.
+func (r *Recorder) KeepAliveWaitersJoin(ctx context.Context, p KeepAliveWaitersJoinParams) error {
+	r.record(StmtKeepAliveWaitersJoin)
+	return r.Q.KeepAliveWaitersJoin(ctx, p)
+}
+
+// KeepAliveWaitersCorrelated records the statement and runs it on r.Q.
+func (r *Recorder) KeepAliveWaitersCorrelated(ctx context.Context, p KeepAliveWaitersCorrelatedParams) error {
+	r.record(StmtKeepAliveWaitersCorrelated)
+	return r.Q.KeepAliveWaitersCorrelated(ctx, p)
 }
 
 // KeepAliveRenewNoReturn records the statement and runs it on r.Q.

@@ -378,12 +378,15 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 				Transaction: false,
 			}, "keep_alive": {
 				Batch:   false,
-				Queries: []string{"KeepAliveRenewNoReturn", "SessionRemaining", "KeepAliveHeld", "KeepAliveMembers"},
+				Queries: []string{"KeepAliveRenewNoReturn", "SessionRemaining", "KeepAliveWaitersJoin", "KeepAliveHeld", "KeepAliveMembers"},
 				Steps: []SQLStep{{Query: "KeepAliveRenewNoReturn"}, {
 					Decide: "session_live",
 					NoRows: "session_expired",
 					Query:  "SessionRemaining",
 					Reply:  []string{"session_expired"},
+				}, {
+					If:    "queued_id",
+					Query: "KeepAliveWaitersJoin",
 				}, {Query: "KeepAliveHeld"}, {
 					If:    "group_names",
 					Query: "KeepAliveMembers",
@@ -544,12 +547,15 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 				Transaction: false,
 			}, "keep_alive": {
 				Batch:   false,
-				Queries: []string{"KeepAliveRenew", "KeepAliveHeld", "KeepAliveMembers"},
+				Queries: []string{"KeepAliveRenew", "KeepAliveWaitersCorrelated", "KeepAliveHeld", "KeepAliveMembers"},
 				Steps: []SQLStep{{
 					Decide: "renewed",
 					NoRows: "session_expired",
 					Query:  "KeepAliveRenew",
 					Reply:  []string{},
+				}, {
+					If:    "queued_id",
+					Query: "KeepAliveWaitersCorrelated",
 				}, {Query: "KeepAliveHeld"}, {
 					If:    "group_names",
 					Query: "KeepAliveMembers",

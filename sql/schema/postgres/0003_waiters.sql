@@ -5,11 +5,11 @@
 -- The waiter queues (spi.Queuer): one row per session waiting for a lease, in arrival order
 -- (arrival_us, the database clock in microseconds when the entry was made, then session_id). An
 -- entry is live while expiry_ms > now: expiry_ms is the waiter's session expiry as of its latest
--- queued acquire or, on PostgreSQL, of its session's latest keep-alive (which sets the expiry of
--- the session's live entries to the session's new one, so an entry lives as long as its session; an
--- earlier 5.x client's keep-alive does not, and it re-attempts instead). A free lease goes only to
--- the first live waiter; a grant deletes the grantee's entry, a withdraw its own, a session's
--- deletion all of its entries.
+-- queued acquire or of its session's latest keep-alive (which sets the expiry of the session's live
+-- entries to the session's new one, so an entry lives as long as its session; an earlier 5.x
+-- client's keep-alive does not, and it re-attempts instead). A free lease goes only to the first
+-- live waiter; a grant deletes the grantee's entry, a withdraw its own, a session's deletion all of
+-- its entries.
 CREATE TABLE IF NOT EXISTS simba_waiter (
     name VARCHAR(128) COLLATE "C" NOT NULL,
     session_id VARCHAR(64) COLLATE "C" NOT NULL,
