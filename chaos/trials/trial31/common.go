@@ -37,12 +37,18 @@ func backendFor(ctx context.Context, kind, dsn string, logger *slog.Logger) (spi
 		if err != nil {
 			return nil, nil, err
 		}
+		// The driver's own lines go where the configuration says (NewMySQL's pool is ours): the
+		// sql.WithLogger doc says to set it here, at DEBUG, as Open does.
+		cfg.Logger = driverLog{logger}
 		conn, err := simbasql.MySQLConnector(cfg)
 		if err != nil {
 			return nil, nil, err
 		}
 		db := sql.OpenDB(conn)
 		db.SetMaxOpenConns(8) // before NewMySQL: it reads the limit once
+		poolsMu.Lock()
+		pools = append(pools, db)
+		poolsMu.Unlock()
 		b, err := simbasql.NewMySQL(db, simbasql.WithAutoMigrate(), simbasql.WithLogger(logger))
 		if err != nil {
 			db.Close()
@@ -74,10 +80,15 @@ type calls struct {
 	grant int // acquires that returned a token
 	max   map[string]time.Duration
 	kaAt  []time.Time // when each keep-alive returned, to tell early ones from the interval's
+	// okSum and okN accumulate the time of successful calls per operation (never reset), so a
+	// phase can tell how long a call took in it (snapshot before, diff after).
+	okSum map[string]time.Duration
+	okN   map[string]int
 }
 
 func newCalls() *calls {
-	return &calls{n: map[string]int{}, errs: map[string]int{}, max: map[string]time.Duration{}}
+	return &calls{n: map[string]int{}, errs: map[string]int{}, max: map[string]time.Duration{},
+		okSum: map[string]time.Duration{}, okN: map[string]int{}}
 }
 
 func (c *calls) observe(ci simba.CallInfo) {
@@ -89,6 +100,9 @@ func (c *calls) observe(ci simba.CallInfo) {
 	}
 	if ci.Err != nil {
 		c.errs[ci.Op]++
+	} else {
+		c.okSum[ci.Op] += ci.Took
+		c.okN[ci.Op]++
 	}
 	if ci.Token != 0 {
 		c.grant++
@@ -106,6 +120,32 @@ func (c *calls) take() (n, errs map[string]int, grant int, max map[string]time.D
 	c.n, c.errs, c.grant, c.max = map[string]int{}, map[string]int{}, 0, map[string]time.Duration{}
 	c.kaAt = nil
 	return
+}
+
+// okSnapshot copies the successful calls' accumulated time and count per operation.
+func (c *calls) okSnapshot() (map[string]time.Duration, map[string]int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, n := map[string]time.Duration{}, map[string]int{}
+	for k, v := range c.okSum {
+		s[k] = v
+	}
+	for k, v := range c.okN {
+		n[k] = v
+	}
+	return s, n
+}
+
+// meanSince is the mean time of the successful calls per operation since the snapshot.
+func (c *calls) meanSince(s0 map[string]time.Duration, n0 map[string]int) string {
+	s1, n1 := c.okSnapshot()
+	var b strings.Builder
+	for _, op := range []string{simba.OpAcquire, simba.OpRelease, simba.OpKeepAlive, simba.OpOpenSession} {
+		if n := n1[op] - n0[op]; n > 0 {
+			fmt.Fprintf(&b, "%s %v (%d) ", op, ((s1[op] - s0[op]) / time.Duration(n)).Round(time.Millisecond), n)
+		}
+	}
+	return strings.TrimSpace(b.String())
 }
 
 // early counts keep-alives that came less than 0.8 of a renewal interval after the one before,
@@ -359,4 +399,29 @@ func newLog(path string) (*slog.Logger, func() string, error) {
 		return strings.TrimSpace(b.String())
 	}
 	return l, count, nil
+}
+
+// driverLog is go-sql-driver/mysql's Logger on a slog logger, at DEBUG.
+type driverLog struct{ l *slog.Logger }
+
+func (d driverLog) Print(v ...any) {
+	d.l.Debug(strings.TrimSpace(fmt.Sprint(v...)), "from", "go-sql-driver/mysql")
+}
+
+var (
+	poolsMu sync.Mutex
+	pools   []*sql.DB // the wrapper's MariaDB pools, for their database/sql statistics
+)
+
+// poolStats summarises the last MariaDB pool made: how many connections it opened and how often
+// and how long a call waited for one (a keep-alive among them would lose its session).
+func poolStats() string {
+	poolsMu.Lock()
+	defer poolsMu.Unlock()
+	if len(pools) == 0 {
+		return "no MariaDB pool"
+	}
+	st := pools[len(pools)-1].Stats()
+	return fmt.Sprintf("pool: max %d, open %d, in use %d, waited %d times for %v in all",
+		st.MaxOpenConnections, st.OpenConnections, st.InUse, st.WaitCount, st.WaitDuration.Round(time.Millisecond))
 }

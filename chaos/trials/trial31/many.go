@@ -178,7 +178,7 @@ func many(args []string) error {
 	o0 := ops.Load()
 	start := time.Now()
 	measure("churn (200 goroutines, 2,000 names)", *churn)
-	say("  churn: %.0f lock cycles/s", float64(ops.Load()-o0)/time.Since(start).Seconds())
+	say("  churn: %.0f lock cycles/s; %s", float64(ops.Load()-o0)/time.Since(start).Seconds(), poolStats())
 	close(stop)
 	wg.Wait()
 	chk.report(out)

@@ -230,6 +230,7 @@ func storm(args []string) error {
 	say("  stormer's Locks: %s; returned granted after their ctx ended: %d; returned >100 ms after their timeout: %d (worst %v); holder tenures %d",
 		res, lateGrants.Load(), overshoots.Load(), time.Duration(worstOver.Load()).Round(time.Millisecond), hcycles.Load())
 	res.examples(out)
+	say("  stormer's %s", poolStats())
 	say("  stormer's backend grants (acquires that returned a token, after warm-up): %d", grants)
 	chk.report(out)
 	var worstFree time.Duration
