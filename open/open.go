@@ -22,7 +22,10 @@
 //
 // Errors: a DSN that cannot work (no or an unknown scheme, a malformed DSN, a bad parameter)
 // fails Open with a one-line error matching simba.ErrInvalidOption (spi.ErrInvalidOption) that
-// names what is wrong. Open does no I/O by default, like the backends' own constructors: a
+// names what is wrong; a mysql:// parameter go-sql-driver/mysql does not know is the exception,
+// since the driver sends it to the server as a session variable: it passes Open and fails the
+// first call (and WithPing) with a permanent error matching simba.ErrInvalidOption that quotes
+// the server's refusal. Open does no I/O by default, like the backends' own constructors: a
 // backend that is down or refuses the credentials shows in the first call, which the client
 // retries or reports. WithPing makes Open find out at once: it then fails with a one-line error
 // matching simba.ErrUnavailable when the servers cannot be reached (retryable), or a permanent

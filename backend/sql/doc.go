@@ -410,7 +410,9 @@
 // MySQL's SUPER or CONNECTION_ADMIN without super_read_only), whose writes succeed, passes
 // the probe; for any other user the server refuses it (1290) and the server is read-only. A missing schema matches
 // spi.ErrSchemaMissing, a drifted one spi.ErrSchemaDrift too; invalid names spi.ErrInvalidName
-// (before any I/O); invalid options and DSNs spi.ErrInvalidOption; a corrupt or exhausted stored
+// (before any I/O); invalid options and DSNs spi.ErrInvalidOption (so does, at the first call, a
+// MySQL/MariaDB DSN parameter go-sql-driver/mysql does not know, which it sets as a session
+// variable on every connection and the server refuses: 1193, 1231, 1232, 1238); a corrupt or exhausted stored
 // token spi.ErrCorruptToken or spi.ErrTokenOverflow; authentication, privilege and data errors
 // (MySQL's out-of-range 1264 and 1690 included) are permanent. Refused credentials or privileges
 // match spi.ErrAccessDenied (simba.ErrAccessDenied), with an error that says which

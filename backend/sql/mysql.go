@@ -132,8 +132,9 @@ func mysqlDeadlock(err error) bool {
 // syntax and data errors (out-of-range values, 1264 and 1690, included), a session
 // variable the server refuses (1193 unknown, 1231 a bad value, 1232 a bad type, 1238 read-only:
 // go-sql-driver/mysql SETs every DSN parameter it does not know on each new connection, so a
-// misspelt one fails every connection alike) and TLS failures (tls=true to a server without TLS
-// or whose certificate does not verify) are permanent.
+// misspelt one fails every connection alike; it matches spi.ErrInvalidOption, naming the DSN
+// parameter as the cause) and TLS failures (tls=true to a server without TLS or whose
+// certificate does not verify) are permanent.
 //
 // Refused credentials or privileges match spi.ErrAccessDenied (mysqlAccessDenied).
 func classifyMySQL(b *Backend, op string, err error) error {
@@ -166,7 +167,15 @@ func classifyMySQL(b *Backend, op string, err error) error {
 			1160, 1161, 1184, 1203, 1226, 1317, 1927, 2002, 2003, 2006, 2013,
 			3024, 4031:
 			return spi.Unavailable(op, err)
-		case 1064, 1193, 1231, 1232, 1238, 1264, 1366, 1406, 1690:
+		case 1193, 1231, 1232, 1238:
+			// A session variable the server refuses: Simba sets none but MariaDB's
+			// idle_transaction_timeout (whole seconds from 1 s to 8 h, within its range; its
+			// 1193 on MySQL 8 never gets here, idleTxUnknown), so it is one of the DSN's
+			// parameters, which go-sql-driver/mysql SETs when it does not know them: the DSN
+			// cannot work, as any other invalid one.
+			return fmt.Errorf("%w: %s: %w (go-sql-driver/mysql sets a DSN parameter it does not know as a session variable on every connection: fix or remove that DSN parameter)",
+				spi.ErrInvalidOption, op, err)
+		case 1064, 1264, 1366, 1406, 1690:
 			// (Refused credentials and privileges went to mysqlAccessDenied above.)
 			// 1690 ER_DATA_OUT_OF_RANGE (a BIGINT overflow): retrying computes the same value.
 			return spi.AsPermanent(fmt.Errorf("%s: %w", op, err))

@@ -1,0 +1,5 @@
+package main
+
+import "errors"
+
+var errorsIs = errors.Is
