@@ -433,8 +433,9 @@ func (b *Backend) fail(op string, err error) error {
 		return spi.TLSFailure("redis "+op, err)
 	case b.cc == nil && (goredis.HasErrorPrefix(err, "MOVED") || goredis.HasErrorPrefix(err, "ASK") ||
 		goredis.HasErrorPrefix(err, "CROSSSLOT") || errors.Is(err, errClusterNode)):
-		// A standalone client talking to a Cluster node: every call would be redirected.
-		return spi.AsPermanent(fmt.Errorf("redis: %s: %w (the server is a Redis Cluster node: use a redis+cluster:// DSN)", op, err))
+		// A standalone client talking to a Cluster node: every call would be redirected. The
+		// DSN is wrong, as with a database the server does not have: ErrInvalidOption.
+		return fmt.Errorf("%w: redis: %s: %w (the server is a Redis Cluster node: use a redis+cluster:// DSN)", spi.ErrInvalidOption, op, err)
 	case goredis.HasErrorPrefix(err, "CROSSSLOT"):
 		return spi.AsPermanent(fmt.Errorf("redis: %s: %w", op, err))
 	case goredis.HasErrorPrefix(err, errDBRange):
@@ -445,8 +446,8 @@ func (b *Backend) fail(op string, err error) error {
 		return fmt.Errorf("%w: redis: %s: %w (the server is a Redis Cluster node, which has database 0 only: use a redis+cluster:// DSN without a database)",
 			spi.ErrInvalidOption, op, err)
 	case goredis.HasErrorPrefix(err, errNoCluster):
-		// A Cluster client's CLUSTER SLOTS to a standalone server.
-		return spi.AsPermanent(fmt.Errorf("redis: %s: %w (the server is not a Redis Cluster node: use a redis:// DSN, or redis+sentinel:// for a master behind Sentinel)", op, err))
+		// A Cluster client's CLUSTER SLOTS to a standalone server: the DSN is wrong.
+		return fmt.Errorf("%w: redis: %s: %w (the server is not a Redis Cluster node: use a redis:// DSN, or redis+sentinel:// for a master behind Sentinel)", spi.ErrInvalidOption, op, err)
 	}
 	if b.dials == nil && silent.TimedOut(err) {
 		b.undropped.Do(func() {

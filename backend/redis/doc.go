@@ -25,9 +25,9 @@ the call's time if that is less, the dialer asks it a plain-text PING on a secon
 fail with a permanent spi.ErrTLS instead of
 being retried until the caller's context ends (the dialer retries only transient dial
 failures, see ParseDSN). A DSN the server cannot serve fails with a permanent error that says
-what to change: a database out of range or other than 0 on a Cluster node (spi.ErrInvalidOption),
-and redis+cluster:// at a server without cluster support (use redis://), as redis:// at a
-Cluster node is told to use redis+cluster://. Credentials: a wrong password, an unknown user,
+what to change and matches spi.ErrInvalidOption, as any DSN that cannot work does: a database
+out of range or other than 0 on a Cluster node, redis+cluster:// at a server without cluster
+support (use redis://), and redis:// at a Cluster node (use redis+cluster://). Credentials: a wrong password, an unknown user,
 or none at a server that requires one fails with a permanent error matching ErrAuth; a password
 for the default user at a server that configures none (which Redis would accept, and go-redis
 run unauthenticated without a word) is refused at the first OpenSession with a permanent error
