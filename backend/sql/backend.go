@@ -51,9 +51,13 @@ type config struct {
 // points its pool's configuration at this logger instead, at DEBUG (the failures that matter
 // reach the client as backend errors), unless the program set a logger of its own with
 // mysql.SetLogger before Open: that one is kept. Open never changes the process-wide logger,
-// so each backend's driver lines go to its own logger. A pool of your own (NewMySQL) logs where
-// its configuration says: set the Logger field of MySQLConfig's configuration, a type with
-// Print(v ...any), before MySQLConnector. pgx and the SQLite driver log nothing by themselves.
+// so each backend's driver lines go to its own logger. A pool of your own made through
+// MySQLConnector does the same: a configuration that still has the driver's default logger
+// sends its lines, at DEBUG, to the logger of the backend NewMySQL makes on that pool (this
+// option; slog.Default() without it); set the configuration's Logger field (a type with
+// Print(v ...any)) before MySQLConnector to keep them yourself. A pool made with another
+// connector logs where its configuration says. pgx and the SQLite driver log nothing by
+// themselves.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) error {
 		c.logger = l

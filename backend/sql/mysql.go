@@ -63,6 +63,9 @@ func NewMySQL(db *sql.DB, opts ...Option) (*Backend, error) {
 		return nil, err
 	}
 	d.b = b
+	if mc != nil && mc.driverLog != nil && b.cfg.logger != nil {
+		mc.driverLog.to.Store(b.cfg.logger)
+	}
 	wd, _ := wire.SQLDialectByName(wire.SQLMySQL)
 	mw := newMySQLWaker(db, wd)
 	mw.log = b.log

@@ -32,10 +32,20 @@ import (
 // A connect runs apart from the call that needs it (see mysqlConnector.Connect), with that
 // call's context's values (for cfg's hooks: DialFunc, BeforeConnect) but not its end, so that
 // a server slower to set connections up than the calls last is still connected to; DB.Close
-// closes the connector, ending those connects. Errors match spi.ErrInvalidOption.
+// closes the connector, ending those connects. The driver's own lines of a configuration that
+// has its default logger go, at DEBUG, to the logger of the backend NewMySQL makes on the pool
+// (see WithLogger); a Logger set on cfg is kept. Errors match spi.ErrInvalidOption.
 func MySQLConnector(cfg *mysqldriver.Config) (driver.Connector, error) {
 	if cfg == nil {
 		return nil, fmt.Errorf("%w: sql mysql: nil *mysql.Config", spi.ErrInvalidOption)
+	}
+	var driverLog *mysqlConnectorLog
+	if isMySQLDefaultLogger(cfg.Logger) {
+		// The driver's own stderr logger: its lines go to the backend's logger instead, as
+		// Open's do (a logger the program chose is kept). A copy: cfg is the caller's.
+		driverLog = &mysqlConnectorLog{}
+		cfg = cfg.Clone()
+		cfg.Logger = driverLog
 	}
 	plain, err := mysqldriver.NewConnector(cfg)
 	if err != nil {
@@ -43,7 +53,7 @@ func MySQLConnector(cfg *mysqldriver.Config) (driver.Connector, error) {
 	}
 	stop, cancel := context.WithCancel(context.Background())
 	c := &mysqlConnector{plain: plain, conns: &silent.Registry{}, stop: stop, cancel: cancel, timeout: cfg.Timeout,
-		server: cfg.Addr, user: cfg.User}
+		server: cfg.Addr, user: cfg.User, driverLog: driverLog}
 	if c.timeout <= 0 {
 		c.timeout = DefaultConnectTimeout
 	}
@@ -77,7 +87,10 @@ type mysqlConnector struct {
 	tracked driver.Connector
 	plain   driver.Connector // cfg as given: the waker's pool (NewMySQL)
 	conns   *silent.Registry
-	timeout time.Duration // bounds a connect apart from its call (cfg.Timeout, or the default)
+	// driverLog routes the driver's lines to the logger of the backend made on this pool
+	// (NewMySQL); nil when the configuration came with a logger of the program's.
+	driverLog *mysqlConnectorLog
+	timeout   time.Duration // bounds a connect apart from its call (cfg.Timeout, or the default)
 	// server and user are cfg's Addr and User: errors of refused access name them.
 	server, user string
 

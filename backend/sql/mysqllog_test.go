@@ -1,6 +1,7 @@
 package sql
 
 import (
+	"database/sql"
 	"log"
 	"os"
 	"strings"
@@ -72,5 +73,51 @@ func TestMySQLDriverLogKeepsTheProgramsLogger(t *testing.T) {
 		if cfg.Logger != own {
 			t.Errorf("the program's logger %#v was replaced by %#v", own, cfg.Logger)
 		}
+	}
+}
+
+// TestMySQLConnectorPoolLogsToTheBackendsLogger: a pool the program makes itself, as NewMySQL's
+// doc says (MySQLConfig, MySQLConnector, sql.OpenDB), sends the driver's lines to the logger of
+// the backend made on it (WithLogger), at DEBUG, as Open's pool does. On the old code they went
+// to the driver's stderr logger unless the program set the configuration's Logger itself
+// (trial 31: ~230 "[mysql] packets.go:58 unexpected EOF" lines on stderr in one fault run), and
+// the backend's logger never saw one. The caller's configuration is left as it was.
+func TestMySQLConnectorPoolLogsToTheBackendsLogger(t *testing.T) {
+	direct, _ := myDatabase(t, "simba_sqlconnlog_")
+	proxied, p := proxyDSN(t, direct, "3306")
+	cfg, err := MySQLConfig(proxied)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := MySQLConnector(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !isMySQLDefaultLogger(cfg.Logger) {
+		t.Errorf("MySQLConnector changed the caller's configuration's Logger to %#v", cfg.Logger)
+	}
+	db := sql.OpenDB(conn)
+	t.Cleanup(func() { db.Close() })
+	var logs testenv.LogBuffer
+	b, err := NewMySQL(db, WithHousekeepingInterval(-1), WithLogger(logs.Logger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	if err := b.Migrate(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	const driverLine = `driver=go-sql-driver/mysql`
+	for i := 0; !strings.Contains(logs.String(), driverLine); i++ {
+		if i == 20 {
+			t.Fatalf("20 cuts of the link, and the backend's logger has no line of the driver's:\n%s", logs.String())
+		}
+		openSession(t, b, time.Minute) // a connection now idle in the pool
+		p.Set(faultproxy.Fault{Cut: true})
+		p.Heal()
+		openSession(t, b, time.Minute) // the driver finds the idle one closed, logs, and dials again
+	}
+	if !strings.Contains(logs.String(), "level=DEBUG") {
+		t.Errorf("the driver's lines are not at DEBUG:\n%s", logs.String())
 	}
 }
