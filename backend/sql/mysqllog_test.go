@@ -29,19 +29,7 @@ func TestMySQLDriverLogsToTheBackendsLogger(t *testing.T) {
 	if _, err := other.Inspect(ctx); err != nil {
 		t.Fatal(err)
 	}
-	const driverLine = `driver=go-sql-driver/mysql`
-	for i := 0; !strings.Contains(logs.String(), driverLine); i++ {
-		if i == 20 {
-			t.Fatalf("20 cuts of the link, and the backend's logger has no line of the driver's:\n%s", logs.String())
-		}
-		openSession(t, b, time.Minute) // a connection now idle in the pool
-		p.Set(faultproxy.Fault{Cut: true})
-		p.Heal()
-		openSession(t, b, time.Minute) // the driver finds the idle one closed, logs, and dials again
-	}
-	if !strings.Contains(logs.String(), "level=DEBUG") {
-		t.Errorf("the driver's lines are not at DEBUG:\n%s", logs.String())
-	}
+	cutUntilDriverLogs(t, b, p, &logs)
 	if strings.Contains(otherLogs.String(), driverLine) {
 		t.Errorf("the other backend's logger has the driver's lines of this one:\n%s", otherLogs.String())
 	}
@@ -107,7 +95,16 @@ func TestMySQLConnectorPoolLogsToTheBackendsLogger(t *testing.T) {
 	if err := b.Migrate(testCtx(t)); err != nil {
 		t.Fatal(err)
 	}
-	const driverLine = `driver=go-sql-driver/mysql`
+	cutUntilDriverLogs(t, b, p, &logs)
+}
+
+// driverLine marks the driver's lines in a backend's log.
+const driverLine = `driver=go-sql-driver/mysql`
+
+// cutUntilDriverLogs cuts b's link (through p) under an idle pooled connection until the driver
+// logs a line of its own ("closing bad idle connection"), and checks that logs has it at DEBUG.
+func cutUntilDriverLogs(t *testing.T, b *Backend, p *faultproxy.Proxy, logs *testenv.LogBuffer) {
+	t.Helper()
 	for i := 0; !strings.Contains(logs.String(), driverLine); i++ {
 		if i == 20 {
 			t.Fatalf("20 cuts of the link, and the backend's logger has no line of the driver's:\n%s", logs.String())

@@ -680,23 +680,21 @@ func plain(w http.ResponseWriter, code int, body string) {
 // serveHealth answers 200 while the session is live, degraded or not (the body says which),
 // and 503 without a live session.
 func (h *Handler) serveHealth(w http.ResponseWriter, r *http.Request) {
-	hs := h.health()
-	switch {
-	case hs.degraded != nil:
-		plain(w, http.StatusOK, hs.degraded.Summary)
-	case hs.live:
-		plain(w, http.StatusOK, fmt.Sprintf("ok: session %s", hs.session))
-	default:
-		plain(w, http.StatusServiceUnavailable, "unavailable: "+hs.reason)
-	}
+	h.serveSession(w, http.StatusOK)
 }
 
 // serveReady answers 200 only while the session is live and its keep-alives succeed.
 func (h *Handler) serveReady(w http.ResponseWriter, r *http.Request) {
+	h.serveSession(w, http.StatusServiceUnavailable)
+}
+
+// serveSession answers /healthz and /readyz, which differ only in the code of a live session
+// whose keep-alives fail: 200 ok, 503 unavailable without a live session, and degraded's.
+func (h *Handler) serveSession(w http.ResponseWriter, degraded int) {
 	hs := h.health()
 	switch {
 	case hs.degraded != nil:
-		plain(w, http.StatusServiceUnavailable, hs.degraded.Summary)
+		plain(w, degraded, hs.degraded.Summary)
 	case hs.live:
 		plain(w, http.StatusOK, fmt.Sprintf("ok: session %s", hs.session))
 	default:
