@@ -237,6 +237,57 @@ func TestClusterAcquireFollowsRenewal(t *testing.T) {
 	}
 }
 
+// TestClusterAcquireOvertakingReleaseAfterRenewal: an acquire that lands before the same
+// session's release of the name's previous term (the engine sends it without waiting for the
+// release's reply) is answered as a re-acquire with the released term's token; when a keep-alive
+// renewed the session meanwhile, the follow-up that moves the grant to the renewed expiry finds
+// the release landed. That was reported as an outage (Unavailable "moving the grant to the
+// session's renewed expiry: {Status:1 ... Held:[]}": a backend error, an early keep-alive,
+// trial 31 finding 1); the acquire now asks again and reports what the lease is now: a fresh
+// grant, held at the server with its token at the renewed expiry.
+func TestClusterAcquireOvertakingReleaseAfterRenewal(t *testing.T) {
+	c := clusterClient(t)
+	b := newBackend(t, c)
+	ctx := context.Background()
+	sid := open(t, b, time.Minute)
+	name := uniq(t, "overtake")
+	first, err := b.Acquire(ctx, sid, name)
+	if err != nil || first.Kind != spi.Granted {
+		t.Fatalf("acquire: %+v %v", first, err)
+	}
+	time.Sleep(5 * time.Millisecond)
+	s := string(sid)
+	ka, err := luascripts.KeepAlive.Run(ctx, c, luascripts.KeepAliveKeys{Session: wire.SessionKey(s), SessionLeases: wire.SessionLeasesKey(s), SessionGroups: wire.SessionGroupsKey(s)}, luascripts.KeepAliveArgs{SessionID: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The second acquire_at lands while the first term is still held (a re-acquire); then the
+	// renewal's reply reaches the backend and the release of the first term lands, both before
+	// the follow-up keep_alive_leases.
+	var fired atomic.Bool
+	var relErr error
+	c.AddHook(hookProcess(func(cmd goredis.Cmder) {
+		if a := cmd.Args(); len(a) > 1 && a[1] == luascripts.AcquireAtSHA1 && !fired.Swap(true) {
+			b.renewed(sid, ka.ExpiresMS)
+			relErr = b.Release(ctx, sid, name, first.Token)
+		}
+	}))
+	r, err := b.Acquire(ctx, sid, name)
+	if !fired.Load() || relErr != nil {
+		t.Fatalf("the release did not land inside the acquire (fired %v): %v", fired.Load(), relErr)
+	}
+	if err != nil || r.Kind != spi.Granted || r.Token <= first.Token {
+		t.Fatalf("acquire overtaking the release of token %d = %+v, %v; want a fresh grant (a token above it)", first.Token, r, err)
+	}
+	vals, err := c.HMGet(ctx, wire.LeaseKey(name), wire.LeaseFieldSession, wire.LeaseFieldToken, wire.LeaseFieldExpires).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []any{s, strconv.FormatInt(r.Token, 10), strconv.FormatInt(ka.ExpiresMS, 10)}; !slices.Equal(vals, want) {
+		t.Fatalf("lease (session, token, expires) = %v, want %v: the grant at the renewed expiry", vals, want)
+	}
+}
+
 type hookProcess func(goredis.Cmder)
 
 func (h hookProcess) DialHook(next goredis.DialHook) goredis.DialHook { return next }

@@ -192,13 +192,35 @@ func runOnNode[K, A, R any](ctx context.Context, b *Backend, ttl time.Duration, 
 // which then carries the older expiry E1 the acquire sent, while the engine adopts the term under
 // the session deadline of E2. When the session's expiry moved while the acquire was in flight,
 // the grant is therefore followed by keep_alive_leases(E2) on the lease before it is reported.
+//
+// That follow-up may find the grant gone: the engine sends a name's acquire without waiting for
+// the reply of the same session's release of the name's previous term, so acquire_at can land
+// first and answer as a re-acquire (the released term's token), and the release then lands
+// before keep_alive_leases. The grant it would report is one the engine refuses anyway (rule 1:
+// not above a token it released); what the caller asked is the lease now, so acquire_at is sent
+// again (a fresh grant, the holder that came in between, or the re-acquire of a term that is
+// still held) rather than the call failing as an outage (a backend error, an early keep-alive).
 func (b *Backend) acquireAt(ctx context.Context, sid spi.SessionID, name string, queued bool) (spi.Acquire, error) {
+	// Each retry needs a renewal during the previous attempt and the grant gone: two in a row
+	// are already unlikely; the bound only keeps a broken server from looping.
+	const attempts = 3
+	for try := 1; ; try++ {
+		r, gone, err := b.acquireAtOnce(ctx, sid, name, queued)
+		if !gone || try == attempts {
+			return r, err
+		}
+	}
+}
+
+// acquireAtOnce is one attempt of acquireAt. gone reports a grant that the follow-up
+// keep_alive_leases no longer found held with its token (err says so too).
+func (b *Backend) acquireAtOnce(ctx context.Context, sid spi.SessionID, name string, queued bool) (_ spi.Acquire, gone bool, _ error) {
 	st, err := b.clusterSession(ctx, sid)
 	if err != nil {
-		return spi.Acquire{}, err
+		return spi.Acquire{}, false, err
 	}
 	if st.expired {
-		return spi.Acquire{Kind: spi.SessionExpired}, nil
+		return spi.Acquire{Kind: spi.SessionExpired}, false, nil
 	}
 	// Tracked before sending, so that CloseSession also releases a grant whose reply is lost.
 	b.track(sid, true, name, true)
@@ -212,25 +234,30 @@ func (b *Backend) acquireAt(ctx context.Context, sid spi.SessionID, name string,
 			func(r luascripts.AcquireAtReply) bool { return r.Status == luascripts.StatusOK })
 	})
 	if err != nil {
-		return spi.Acquire{}, b.clusterFailKeys(ctx, "acquire "+name, err, scriptKeys(luascripts.AcquireAt.Build(keys, args)))
+		return spi.Acquire{}, false, b.clusterFailKeys(ctx, "acquire "+name, err, scriptKeys(luascripts.AcquireAt.Build(keys, args)))
 	}
 	if r.Status != luascripts.StatusOK {
 		if r.Status == luascripts.StatusHeldBy {
 			b.track(sid, true, name, false)
 		}
-		return acquireReply(r.Status, r.Token, r.RemainingMS, r.Holder, r.Owner)
+		a, err := acquireReply(r.Status, r.Token, r.RemainingMS, r.Holder, r.Owner)
+		return a, false, err
 	}
 	if latest := b.latest(sid); latest > st.expires {
 		kr, err := b.keepAliveLeases(ctx, sid, latest, []string{name})
 		if err != nil {
-			return spi.Acquire{}, b.clusterFailKeys(ctx, "acquire "+name, err, []string{key})
+			return spi.Acquire{}, false, b.clusterFailKeys(ctx, "acquire "+name, err, []string{key})
 		}
 		if kr.Status != luascripts.StatusOK || len(kr.Held) != 1 || kr.Held[0].Token != r.Token {
-			return spi.Acquire{}, spi.Unavailable("redis acquire "+name, fmt.Errorf("moving the grant to the session's renewed expiry: %+v", kr))
+			// Status ok (the session lives) and the lease not held with the grant's token: the
+			// grant is gone (see acquireAt); an expired session or a malformed reply is not.
+			gone = kr.Status == luascripts.StatusOK
+			return spi.Acquire{}, gone, spi.Unavailable("redis acquire "+name, fmt.Errorf("moving the grant to the session's renewed expiry: %+v", kr))
 		}
 		r.RemainingMS = kr.RemainingMS
 	}
-	return acquireReply(r.Status, r.Token, r.RemainingMS, r.Holder, r.Owner)
+	a, err := acquireReply(r.Status, r.Token, r.RemainingMS, r.Holder, r.Owner)
+	return a, false, err
 }
 
 // keepAliveLeases runs keep_alive_leases on names (one slot), followed by WAIT when configured.
