@@ -288,6 +288,44 @@ func TestClusterAcquireOvertakingReleaseAfterRenewal(t *testing.T) {
 	}
 }
 
+// TestClusterCloseReleasesGrantOfAcquireDuringRelease: an acquire sent while the session's
+// release of the name's previous term is in flight (the engine does so) and granted after that
+// release landed is still released by CloseSession. The release's reply used to untrack the
+// name after the new grant had tracked it again, so CloseSession left that grant to lapse at
+// its expiry: a closed client's lease blocked the name for up to a TTL.
+func TestClusterCloseReleasesGrantOfAcquireDuringRelease(t *testing.T) {
+	c := clusterClient(t)
+	b := newBackend(t, c)
+	ctx := context.Background()
+	sid := open(t, b, time.Minute)
+	name := uniq(t, "retrack")
+	first, err := b.Acquire(ctx, sid, name)
+	if err != nil || first.Kind != spi.Granted {
+		t.Fatalf("acquire: %+v %v", first, err)
+	}
+	// The release lands; before its reply is handled, the next acquire is granted.
+	var fired atomic.Bool
+	var second spi.Acquire
+	var acqErr error
+	c.AddHook(hookProcess(func(cmd goredis.Cmder) {
+		if a := cmd.Args(); len(a) > 1 && a[1] == luascripts.ReleaseLeasesSHA1 && !fired.Swap(true) {
+			second, acqErr = b.Acquire(ctx, sid, name)
+		}
+	}))
+	if err := b.Release(ctx, sid, name, first.Token); err != nil {
+		t.Fatal(err)
+	}
+	if !fired.Load() || acqErr != nil || second.Kind != spi.Granted || second.Token <= first.Token {
+		t.Fatalf("acquire inside the release (fired %v) = %+v, %v; want a fresh grant", fired.Load(), second, acqErr)
+	}
+	if err := b.CloseSession(ctx, sid); err != nil {
+		t.Fatal(err)
+	}
+	if holder, err := c.HGet(ctx, wire.LeaseKey(name), wire.LeaseFieldSession).Result(); err != goredis.Nil {
+		t.Fatalf("after CloseSession the lease is held by %q (%v), want it free: the grant of token %d was not released", holder, err, second.Token)
+	}
+}
+
 type hookProcess func(goredis.Cmder)
 
 func (h hookProcess) DialHook(next goredis.DialHook) goredis.DialHook { return next }

@@ -82,7 +82,7 @@ func (b *Backend) clusterSession(ctx context.Context, sid spi.SessionID) (sessio
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if st = b.sessions[sid]; st == nil {
-		st = &session{owner: owner, expires: expires, leases: map[string]struct{}{}, groups: map[string]struct{}{}}
+		st = &session{owner: owner, expires: expires, leases: map[string]uint64{}, groups: map[string]struct{}{}}
 		st.expired = vals[0] == nil || perr != nil
 		b.sessions[sid] = st
 	}
@@ -96,7 +96,7 @@ func (b *Backend) renewed(sid spi.SessionID, expires int64) int64 {
 	defer b.mu.Unlock()
 	st := b.sessions[sid]
 	if st == nil {
-		st = &session{leases: map[string]struct{}{}, groups: map[string]struct{}{}}
+		st = &session{leases: map[string]uint64{}, groups: map[string]struct{}{}}
 		b.sessions[sid] = st
 	}
 	st.expires = max(st.expires, expires)
@@ -110,31 +110,61 @@ func (b *Backend) expiredNow(sid spi.SessionID) {
 	if st := b.sessions[sid]; st != nil {
 		// Its leases and memberships expired with it: nothing is left to release on close.
 		st.expired = true
-		st.leases, st.groups = map[string]struct{}{}, map[string]struct{}{}
+		st.leases, st.groups = map[string]uint64{}, map[string]struct{}{}
 		return
 	}
-	b.sessions[sid] = &session{expired: true, leases: map[string]struct{}{}, groups: map[string]struct{}{}}
+	b.sessions[sid] = &session{expired: true, leases: map[string]uint64{}, groups: map[string]struct{}{}}
 }
 
-// track adds (or, with add false, removes) a lease or group name of sid and returns the
-// session's latest expiry.
-func (b *Backend) track(sid spi.SessionID, lease bool, name string, add bool) int64 {
+// track adds (or, with add false, removes) a group name of sid and returns the session's
+// latest expiry.
+func (b *Backend) track(sid spi.SessionID, group string, add bool) int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	st := b.sessions[sid]
 	if st == nil {
 		return 0
 	}
-	m := st.groups
-	if lease {
-		m = st.leases
-	}
 	if add {
-		m[name] = struct{}{}
+		st.groups[group] = struct{}{}
 	} else {
-		delete(m, name)
+		delete(st.groups, group)
 	}
 	return st.expires
+}
+
+// trackLease adds name to the leases of sid (for CloseSession) and returns the number of this
+// tracking, for untrackLease.
+func (b *Backend) trackLease(sid spi.SessionID, name string) uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	st := b.sessions[sid]
+	if st == nil {
+		return 0
+	}
+	st.lastGen++
+	st.leases[name] = st.lastGen
+	return st.lastGen
+}
+
+// leaseGen returns the number of name's latest tracking for sid (0: not tracked).
+func (b *Backend) leaseGen(sid spi.SessionID, name string) uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if st := b.sessions[sid]; st != nil {
+		return st.leases[name]
+	}
+	return 0
+}
+
+// untrackLease removes name from the leases of sid unless an acquire tracked it again after
+// gen (see session.leases).
+func (b *Backend) untrackLease(sid spi.SessionID, name string, gen uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if st := b.sessions[sid]; st != nil && st.leases[name] == gen {
+		delete(st.leases, name)
+	}
 }
 
 // latest returns the session's latest known expiry.
@@ -223,7 +253,7 @@ func (b *Backend) acquireAtOnce(ctx context.Context, sid spi.SessionID, name str
 		return spi.Acquire{Kind: spi.SessionExpired}, false, nil
 	}
 	// Tracked before sending, so that CloseSession also releases a grant whose reply is lost.
-	b.track(sid, true, name, true)
+	gen := b.trackLease(sid, name)
 	key := wire.LeaseKey(name)
 	keys := luascripts.AcquireAtKeys{Lease: key, Waiters: wire.WaitersKey(name), Waiting: wire.WaitingKey(name)}
 	args := luascripts.AcquireAtArgs{SessionID: string(sid), Owner: st.owner, ExpiresMS: st.expires, Queued: flag(queued)}
@@ -238,7 +268,7 @@ func (b *Backend) acquireAtOnce(ctx context.Context, sid spi.SessionID, name str
 	}
 	if r.Status != luascripts.StatusOK {
 		if r.Status == luascripts.StatusHeldBy {
-			b.track(sid, true, name, false)
+			b.untrackLease(sid, name, gen)
 		}
 		a, err := acquireReply(r.Status, r.Token, r.RemainingMS, r.Holder, r.Owner)
 		return a, false, err
@@ -322,7 +352,7 @@ func (b *Backend) joinAt(ctx context.Context, sid spi.SessionID, group string) (
 		if r.Status != luascripts.StatusOK {
 			return spi.Expired, nil
 		}
-		latest := b.track(sid, false, group, true)
+		latest := b.track(sid, group, true)
 		if latest <= expires {
 			return spi.OK, nil
 		}
@@ -343,7 +373,7 @@ func (b *Backend) leaveAt(ctx context.Context, sid spi.SessionID, group string) 
 	if err != nil {
 		return 0, b.clusterFailKeys(ctx, "leave "+group, err, []string{wire.GroupKey(group)})
 	}
-	b.track(sid, false, group, false)
+	b.track(sid, group, false)
 	if st.expired {
 		return spi.Expired, nil
 	}

@@ -221,7 +221,9 @@ redone with the newer one.
 Release is release_leases with the one name and token (a token ≤ 0 is never sent: 0 means any
 token to release_leases). CloseSession is release_leases (any token of this session) per slot of
 the names the backend recorded and leave_at per group it joined, in one pipelined round, then
-close_session on the session's slot.
+close_session on the session's slot. A release's reply drops its name from that record only if
+no acquire of the name recorded it again meanwhile: the grant of an acquire sent while the
+release was in flight used to go unrecorded, and lapsed only at its expiry after the close.
 
 # Slot migrations (resharding)
 
