@@ -237,6 +237,95 @@ func TestClusterAcquireFollowsRenewal(t *testing.T) {
 	}
 }
 
+// TestClusterAcquireOvertakingReleaseAfterRenewal: an acquire that lands before the same
+// session's release of the name's previous term (the engine sends it without waiting for the
+// release's reply) is answered as a re-acquire with the released term's token; when a keep-alive
+// renewed the session meanwhile, the follow-up that moves the grant to the renewed expiry finds
+// the release landed. That was reported as an outage (Unavailable "moving the grant to the
+// session's renewed expiry: {Status:1 ... Held:[]}": a backend error, an early keep-alive,
+// trial 31 finding 1); the acquire now asks again and reports what the lease is now: a fresh
+// grant, held at the server with its token at the renewed expiry.
+func TestClusterAcquireOvertakingReleaseAfterRenewal(t *testing.T) {
+	c := clusterClient(t)
+	b := newBackend(t, c)
+	ctx := context.Background()
+	sid := open(t, b, time.Minute)
+	name := uniq(t, "overtake")
+	first, err := b.Acquire(ctx, sid, name)
+	if err != nil || first.Kind != spi.Granted {
+		t.Fatalf("acquire: %+v %v", first, err)
+	}
+	time.Sleep(5 * time.Millisecond)
+	s := string(sid)
+	ka, err := luascripts.KeepAlive.Run(ctx, c, luascripts.KeepAliveKeys{Session: wire.SessionKey(s), SessionLeases: wire.SessionLeasesKey(s), SessionGroups: wire.SessionGroupsKey(s)}, luascripts.KeepAliveArgs{SessionID: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The second acquire_at lands while the first term is still held (a re-acquire); then the
+	// renewal's reply reaches the backend and the release of the first term lands, both before
+	// the follow-up keep_alive_leases.
+	var fired atomic.Bool
+	var relErr error
+	c.AddHook(hookProcess(func(cmd goredis.Cmder) {
+		if a := cmd.Args(); len(a) > 1 && a[1] == luascripts.AcquireAtSHA1 && !fired.Swap(true) {
+			b.renewed(sid, ka.ExpiresMS)
+			relErr = b.Release(ctx, sid, name, first.Token)
+		}
+	}))
+	r, err := b.Acquire(ctx, sid, name)
+	if !fired.Load() || relErr != nil {
+		t.Fatalf("the release did not land inside the acquire (fired %v): %v", fired.Load(), relErr)
+	}
+	if err != nil || r.Kind != spi.Granted || r.Token <= first.Token {
+		t.Fatalf("acquire overtaking the release of token %d = %+v, %v; want a fresh grant (a token above it)", first.Token, r, err)
+	}
+	vals, err := c.HMGet(ctx, wire.LeaseKey(name), wire.LeaseFieldSession, wire.LeaseFieldToken, wire.LeaseFieldExpires).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []any{s, strconv.FormatInt(r.Token, 10), strconv.FormatInt(ka.ExpiresMS, 10)}; !slices.Equal(vals, want) {
+		t.Fatalf("lease (session, token, expires) = %v, want %v: the grant at the renewed expiry", vals, want)
+	}
+}
+
+// TestClusterCloseReleasesGrantOfAcquireDuringRelease: an acquire sent while the session's
+// release of the name's previous term is in flight (the engine does so) and granted after that
+// release landed is still released by CloseSession. The release's reply used to untrack the
+// name after the new grant had tracked it again, so CloseSession left that grant to lapse at
+// its expiry: a closed client's lease blocked the name for up to a TTL.
+func TestClusterCloseReleasesGrantOfAcquireDuringRelease(t *testing.T) {
+	c := clusterClient(t)
+	b := newBackend(t, c)
+	ctx := context.Background()
+	sid := open(t, b, time.Minute)
+	name := uniq(t, "retrack")
+	first, err := b.Acquire(ctx, sid, name)
+	if err != nil || first.Kind != spi.Granted {
+		t.Fatalf("acquire: %+v %v", first, err)
+	}
+	// The release lands; before its reply is handled, the next acquire is granted.
+	var fired atomic.Bool
+	var second spi.Acquire
+	var acqErr error
+	c.AddHook(hookProcess(func(cmd goredis.Cmder) {
+		if a := cmd.Args(); len(a) > 1 && a[1] == luascripts.ReleaseLeasesSHA1 && !fired.Swap(true) {
+			second, acqErr = b.Acquire(ctx, sid, name)
+		}
+	}))
+	if err := b.Release(ctx, sid, name, first.Token); err != nil {
+		t.Fatal(err)
+	}
+	if !fired.Load() || acqErr != nil || second.Kind != spi.Granted || second.Token <= first.Token {
+		t.Fatalf("acquire inside the release (fired %v) = %+v, %v; want a fresh grant", fired.Load(), second, acqErr)
+	}
+	if err := b.CloseSession(ctx, sid); err != nil {
+		t.Fatal(err)
+	}
+	if holder, err := c.HGet(ctx, wire.LeaseKey(name), wire.LeaseFieldSession).Result(); err != goredis.Nil {
+		t.Fatalf("after CloseSession the lease is held by %q (%v), want it free: the grant of token %d was not released", holder, err, second.Token)
+	}
+}
+
 type hookProcess func(goredis.Cmder)
 
 func (h hookProcess) DialHook(next goredis.DialHook) goredis.DialHook { return next }

@@ -82,7 +82,7 @@ func (b *Backend) clusterSession(ctx context.Context, sid spi.SessionID) (sessio
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if st = b.sessions[sid]; st == nil {
-		st = &session{owner: owner, expires: expires, leases: map[string]struct{}{}, groups: map[string]struct{}{}}
+		st = &session{owner: owner, expires: expires, leases: map[string]uint64{}, groups: map[string]struct{}{}}
 		st.expired = vals[0] == nil || perr != nil
 		b.sessions[sid] = st
 	}
@@ -96,7 +96,7 @@ func (b *Backend) renewed(sid spi.SessionID, expires int64) int64 {
 	defer b.mu.Unlock()
 	st := b.sessions[sid]
 	if st == nil {
-		st = &session{leases: map[string]struct{}{}, groups: map[string]struct{}{}}
+		st = &session{leases: map[string]uint64{}, groups: map[string]struct{}{}}
 		b.sessions[sid] = st
 	}
 	st.expires = max(st.expires, expires)
@@ -110,31 +110,61 @@ func (b *Backend) expiredNow(sid spi.SessionID) {
 	if st := b.sessions[sid]; st != nil {
 		// Its leases and memberships expired with it: nothing is left to release on close.
 		st.expired = true
-		st.leases, st.groups = map[string]struct{}{}, map[string]struct{}{}
+		st.leases, st.groups = map[string]uint64{}, map[string]struct{}{}
 		return
 	}
-	b.sessions[sid] = &session{expired: true, leases: map[string]struct{}{}, groups: map[string]struct{}{}}
+	b.sessions[sid] = &session{expired: true, leases: map[string]uint64{}, groups: map[string]struct{}{}}
 }
 
-// track adds (or, with add false, removes) a lease or group name of sid and returns the
-// session's latest expiry.
-func (b *Backend) track(sid spi.SessionID, lease bool, name string, add bool) int64 {
+// track adds (or, with add false, removes) a group name of sid and returns the session's
+// latest expiry.
+func (b *Backend) track(sid spi.SessionID, group string, add bool) int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	st := b.sessions[sid]
 	if st == nil {
 		return 0
 	}
-	m := st.groups
-	if lease {
-		m = st.leases
-	}
 	if add {
-		m[name] = struct{}{}
+		st.groups[group] = struct{}{}
 	} else {
-		delete(m, name)
+		delete(st.groups, group)
 	}
 	return st.expires
+}
+
+// trackLease adds name to the leases of sid (for CloseSession) and returns the number of this
+// tracking, for untrackLease.
+func (b *Backend) trackLease(sid spi.SessionID, name string) uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	st := b.sessions[sid]
+	if st == nil {
+		return 0
+	}
+	st.lastGen++
+	st.leases[name] = st.lastGen
+	return st.lastGen
+}
+
+// leaseGen returns the number of name's latest tracking for sid (0: not tracked).
+func (b *Backend) leaseGen(sid spi.SessionID, name string) uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if st := b.sessions[sid]; st != nil {
+		return st.leases[name]
+	}
+	return 0
+}
+
+// untrackLease removes name from the leases of sid unless an acquire tracked it again after
+// gen (see session.leases).
+func (b *Backend) untrackLease(sid spi.SessionID, name string, gen uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if st := b.sessions[sid]; st != nil && st.leases[name] == gen {
+		delete(st.leases, name)
+	}
 }
 
 // latest returns the session's latest known expiry.
@@ -192,16 +222,38 @@ func runOnNode[K, A, R any](ctx context.Context, b *Backend, ttl time.Duration, 
 // which then carries the older expiry E1 the acquire sent, while the engine adopts the term under
 // the session deadline of E2. When the session's expiry moved while the acquire was in flight,
 // the grant is therefore followed by keep_alive_leases(E2) on the lease before it is reported.
+//
+// That follow-up may find the grant gone: the engine sends a name's acquire without waiting for
+// the reply of the same session's release of the name's previous term, so acquire_at can land
+// first and answer as a re-acquire (the released term's token), and the release then lands
+// before keep_alive_leases. The grant it would report is one the engine refuses anyway (rule 1:
+// not above a token it released); what the caller asked is the lease now, so acquire_at is sent
+// again (a fresh grant, the holder that came in between, or the re-acquire of a term that is
+// still held) rather than the call failing as an outage (a backend error, an early keep-alive).
 func (b *Backend) acquireAt(ctx context.Context, sid spi.SessionID, name string, queued bool) (spi.Acquire, error) {
+	// Each retry needs a renewal during the previous attempt and the grant gone: two in a row
+	// are already unlikely; the bound only keeps a broken server from looping.
+	const attempts = 3
+	for try := 1; ; try++ {
+		r, gone, err := b.acquireAtOnce(ctx, sid, name, queued)
+		if !gone || try == attempts {
+			return r, err
+		}
+	}
+}
+
+// acquireAtOnce is one attempt of acquireAt. gone reports a grant that the follow-up
+// keep_alive_leases no longer found held with its token (err says so too).
+func (b *Backend) acquireAtOnce(ctx context.Context, sid spi.SessionID, name string, queued bool) (_ spi.Acquire, gone bool, _ error) {
 	st, err := b.clusterSession(ctx, sid)
 	if err != nil {
-		return spi.Acquire{}, err
+		return spi.Acquire{}, false, err
 	}
 	if st.expired {
-		return spi.Acquire{Kind: spi.SessionExpired}, nil
+		return spi.Acquire{Kind: spi.SessionExpired}, false, nil
 	}
 	// Tracked before sending, so that CloseSession also releases a grant whose reply is lost.
-	b.track(sid, true, name, true)
+	gen := b.trackLease(sid, name)
 	key := wire.LeaseKey(name)
 	keys := luascripts.AcquireAtKeys{Lease: key, Waiters: wire.WaitersKey(name), Waiting: wire.WaitingKey(name)}
 	args := luascripts.AcquireAtArgs{SessionID: string(sid), Owner: st.owner, ExpiresMS: st.expires, Queued: flag(queued)}
@@ -212,25 +264,30 @@ func (b *Backend) acquireAt(ctx context.Context, sid spi.SessionID, name string,
 			func(r luascripts.AcquireAtReply) bool { return r.Status == luascripts.StatusOK })
 	})
 	if err != nil {
-		return spi.Acquire{}, b.clusterFailKeys(ctx, "acquire "+name, err, scriptKeys(luascripts.AcquireAt.Build(keys, args)))
+		return spi.Acquire{}, false, b.clusterFailKeys(ctx, "acquire "+name, err, scriptKeys(luascripts.AcquireAt.Build(keys, args)))
 	}
 	if r.Status != luascripts.StatusOK {
 		if r.Status == luascripts.StatusHeldBy {
-			b.track(sid, true, name, false)
+			b.untrackLease(sid, name, gen)
 		}
-		return acquireReply(r.Status, r.Token, r.RemainingMS, r.Holder, r.Owner)
+		a, err := acquireReply(r.Status, r.Token, r.RemainingMS, r.Holder, r.Owner)
+		return a, false, err
 	}
 	if latest := b.latest(sid); latest > st.expires {
 		kr, err := b.keepAliveLeases(ctx, sid, latest, []string{name})
 		if err != nil {
-			return spi.Acquire{}, b.clusterFailKeys(ctx, "acquire "+name, err, []string{key})
+			return spi.Acquire{}, false, b.clusterFailKeys(ctx, "acquire "+name, err, []string{key})
 		}
 		if kr.Status != luascripts.StatusOK || len(kr.Held) != 1 || kr.Held[0].Token != r.Token {
-			return spi.Acquire{}, spi.Unavailable("redis acquire "+name, fmt.Errorf("moving the grant to the session's renewed expiry: %+v", kr))
+			// Status ok (the session lives) and the lease not held with the grant's token: the
+			// grant is gone (see acquireAt); an expired session or a malformed reply is not.
+			gone = kr.Status == luascripts.StatusOK
+			return spi.Acquire{}, gone, spi.Unavailable("redis acquire "+name, fmt.Errorf("moving the grant to the session's renewed expiry: %+v", kr))
 		}
 		r.RemainingMS = kr.RemainingMS
 	}
-	return acquireReply(r.Status, r.Token, r.RemainingMS, r.Holder, r.Owner)
+	a, err := acquireReply(r.Status, r.Token, r.RemainingMS, r.Holder, r.Owner)
+	return a, false, err
 }
 
 // keepAliveLeases runs keep_alive_leases on names (one slot), followed by WAIT when configured.
@@ -295,7 +352,7 @@ func (b *Backend) joinAt(ctx context.Context, sid spi.SessionID, group string) (
 		if r.Status != luascripts.StatusOK {
 			return spi.Expired, nil
 		}
-		latest := b.track(sid, false, group, true)
+		latest := b.track(sid, group, true)
 		if latest <= expires {
 			return spi.OK, nil
 		}
@@ -316,7 +373,7 @@ func (b *Backend) leaveAt(ctx context.Context, sid spi.SessionID, group string) 
 	if err != nil {
 		return 0, b.clusterFailKeys(ctx, "leave "+group, err, []string{wire.GroupKey(group)})
 	}
-	b.track(sid, false, group, false)
+	b.track(sid, group, false)
 	if st.expired {
 		return spi.Expired, nil
 	}

@@ -208,13 +208,22 @@ Two races are closed in the backend. A keep-alive that renews the session to E2 
 Acquire carrying the older E1 is in flight may run its keep_alive_leases on the lease's slot
 before the grant lands, leaving the lease at E1 while the engine adopts the term under E2's
 deadline; so when the session's expiry moved while an acquire was in flight, the grant is moved
-to the newer expiry (one keep_alive_leases call) before it is reported. A Join carrying an older
-expiry is likewise redone with the newer one.
+to the newer expiry (one keep_alive_leases call) before it is reported. That call may find the
+grant gone: the client sends a name's acquire without waiting for its own release of the
+previous term, so the acquire can land first and be answered as a re-acquire with the released
+token, and the release then lands. The acquire is then sent again (at most twice more) and
+reports the lease as it is now: a fresh grant, or the holder that came in between. It used to
+fail as an outage (an "op=acquire" backend error and an early keep-alive, 2-4 per 20 s at
+~4,600 lock cycles/s on one client); the grant it would have reported the client refuses anyway
+(its token is not above one the session released). A Join carrying an older expiry is likewise
+redone with the newer one.
 
 Release is release_leases with the one name and token (a token ≤ 0 is never sent: 0 means any
 token to release_leases). CloseSession is release_leases (any token of this session) per slot of
 the names the backend recorded and leave_at per group it joined, in one pipelined round, then
-close_session on the session's slot.
+close_session on the session's slot. A release's reply drops its name from that record only if
+no acquire of the name recorded it again meanwhile: the grant of an acquire sent while the
+release was in flight used to go unrecorded, and lapsed only at its expiry after the close.
 
 # Slot migrations (resharding)
 
