@@ -110,9 +110,9 @@ func TestAccessDeniedCluster(t *testing.T) {
 // picks (privPorts), every node with requirepass and masterauth pw; killed when the test ends.
 func startPrivClusterPassword(t *testing.T, pw string) *privCluster {
 	t.Helper()
+	root := t.TempDir() // before the servers' cleanup: see startPrivCluster
 	pc := &privCluster{t: t, procs: map[int]*privProc{}, confs: map[int]string{}, logs: map[int]string{}}
 	t.Cleanup(pc.stop)
-	root := t.TempDir()
 	for attempt := 1; ; attempt++ {
 		pc.ports = privPorts(t, 3, true)
 		for _, p := range pc.ports {

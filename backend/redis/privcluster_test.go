@@ -118,9 +118,12 @@ func startPrivCluster(t testing.TB) *privCluster {
 		}
 	}
 	goredis.SetLogger(quiet{})
+	// The directory first: cleanups run last-in first-out, so the servers are killed before
+	// their directory is removed (removing it under running servers, which still write their
+	// logs and nodes.conf, failed a test's cleanup with "directory not empty").
+	root := t.TempDir()
 	pc := &privCluster{t: t, procs: map[int]*privProc{}, confs: map[int]string{}, logs: map[int]string{}}
 	t.Cleanup(pc.stop)
-	root := t.TempDir()
 	for attempt := 1; ; attempt++ {
 		pc.ports = privPorts(t, 6, true)
 		for _, p := range pc.ports {
@@ -477,11 +480,15 @@ func startPrivServerProc(t *testing.T, lines ...string) (*privCluster, int) {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		testenv.Unavailable(t, "redis-server", err.Error())
 	}
+	root := t.TempDir() // before the servers' cleanup: see startPrivCluster
 	pc := &privCluster{t: t, procs: map[int]*privProc{}, confs: map[int]string{}, logs: map[int]string{}}
 	t.Cleanup(pc.stop)
 	for attempt := 1; ; attempt++ {
 		port := privPorts(t, 1, false)[0]
-		dir := t.TempDir()
+		dir, err := os.MkdirTemp(root, "redis")
+		if err != nil {
+			t.Fatal(err)
+		}
 		conf := fmt.Sprintf("port %d\nbind 127.0.0.1\nsave \"\"\nappendonly no\ndir %s\nlogfile %s\n%s\n",
 			port, dir, filepath.Join(dir, "redis.log"), strings.Join(lines, "\n"))
 		cf := filepath.Join(dir, "redis.conf")
@@ -491,7 +498,7 @@ func startPrivServerProc(t *testing.T, lines ...string) (*privCluster, int) {
 		pc.ports = []int{port}
 		pc.confs[port], pc.logs[port] = cf, filepath.Join(dir, "redis.log")
 		pc.start(port)
-		err := pc.waitReady(port)
+		err = pc.waitReady(port)
 		if err == nil {
 			return pc, port
 		}
