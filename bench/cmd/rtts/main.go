@@ -21,12 +21,21 @@
 // own names (rtt-<pid>-…), closes its sessions at the end, and leaves the lease records, as
 // every client does (tokens only grow). SQLite is a local file, with no network to measure.
 //
+// With -churn D it times no call: for each pair of -churn-delays and -churn-ttls it runs
+// clients of simba.Client locking and unlocking names (-churn-shape) through the proxies for D,
+// and prints the grants, the Locks that timed out (each Lock has one TTL), the acquires and
+// keep-alives that failed (WithCallObserver), the sessions lost (EventSessionExpired), the
+// keep-alives' median and maximum time, and the connections the proxies accepted: what happens
+// when a TTL is too short for the RTT.
+//
 //	go -C bench run ./cmd/rtts                       # every backend, -delay 10ms, -reps 7
 //	go -C bench run ./cmd/rtts -backends mysql,redis -delay 20ms
+//	go -C bench run ./cmd/rtts -backends mysql -churn 8s -churn-delays 0,50ms,150ms -churn-ttls 3s,6s,18s
 package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"flag"
 	"fmt"
@@ -41,6 +50,7 @@ import (
 
 	"github.com/simba-go/simba"
 	"github.com/simba-go/simba/backend/redis"
+	simbasql "github.com/simba-go/simba/backend/sql"
 	"github.com/simba-go/simba/open"
 	"github.com/simba-go/simba/spi"
 )
@@ -57,6 +67,7 @@ var (
 	clusterAddr = flag.String("cluster", "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003", "Redis Cluster seed addresses")
 	zkAddr      = flag.String("zookeeper", "127.0.0.1:2181", "ZooKeeper address")
 	etcdAddr    = flag.String("etcd", "127.0.0.1:2379", "etcd address")
+	mysqlIdle   = flag.Int("mysql-idle", 0, "MySQL/MariaDB: make the pool as open.Open does, but with SetMaxIdleConns(n) (0: Open's pool, database/sql's default of 2 idle connections)")
 )
 
 func main() {
@@ -67,6 +78,13 @@ func main() {
 	}
 	var failed bool
 	for _, name := range strings.Split(*backends, ",") {
+		if *churn > 0 {
+			if err := runChurn(strings.TrimSpace(name)); err != nil {
+				fmt.Fprintf(os.Stderr, "rtts: %s: %v\n", name, err)
+				failed = true
+			}
+			continue
+		}
 		rows, err := measureBackend(strings.TrimSpace(name))
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "rtts: %s: %v\n", name, err)
@@ -127,6 +145,17 @@ func (r *run) proxy(target string) (*latencyProxy, error) {
 	return p, nil
 }
 
+// accepted returns the connections the run's proxies accepted so far.
+func (r *run) accepted() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var n int64
+	for _, p := range r.proxies {
+		n += p.accepted.Load()
+	}
+	return n
+}
+
 func (r *run) name() string {
 	r.n++
 	return fmt.Sprintf("%s-%d", r.prefix, r.n)
@@ -180,7 +209,11 @@ func (r *run) openBackend(backend string) (spi.Backend, error) {
 		if err != nil {
 			return nil, err
 		}
-		return open.Open(r.ctx, strings.Replace(dsn, "@"+host+"/", "@"+a+"/", 1))
+		dsn = strings.Replace(dsn, "@"+host+"/", "@"+a+"/", 1)
+		if backend == "mysql" && *mysqlIdle > 0 {
+			return mysqlIdlePool(dsn, *mysqlIdle)
+		}
+		return open.Open(r.ctx, dsn)
 	case "redis", "zookeeper", "etcd":
 		addr := map[string]string{"redis": *redisAddr, "zookeeper": *zkAddr, "etcd": *etcdAddr}[backend]
 		a, err := via(addr)
@@ -207,6 +240,39 @@ func (r *run) openBackend(backend string) (spi.Backend, error) {
 		return redis.OpenConfig(cfg)
 	}
 	return nil, fmt.Errorf("unknown backend %q (postgres, mysql, redis, cluster, zookeeper, etcd)", backend)
+}
+
+// mysqlIdlePool is open.Open's MySQL/MariaDB backend with a pool that keeps up to idle
+// connections instead of database/sql's 2.
+func mysqlIdlePool(dsn string, idle int) (spi.Backend, error) {
+	cfg, err := simbasql.MySQLConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := simbasql.MySQLConnector(cfg)
+	if err != nil {
+		return nil, err
+	}
+	db := sql.OpenDB(conn)
+	db.SetMaxIdleConns(idle)
+	b, err := simbasql.NewMySQL(db)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return poolCloser{b, db}, nil
+}
+
+// poolCloser closes the pool with the backend, which leaves a pool passed to it open.
+type poolCloser struct {
+	*simbasql.Backend
+	db *sql.DB
+}
+
+func (p poolCloser) Close() error {
+	err := p.Backend.Close()
+	p.db.Close()
+	return err
 }
 
 // dsnHost returns the host:port of a postgres:// or mysql:// DSN with a user.

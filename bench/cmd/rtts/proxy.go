@@ -19,13 +19,14 @@ import (
 // exchange, parallel ones each (a Redis Cluster call's rounds at several masters), and so bound
 // from above the round trips on a call's critical path that the delay measures.
 type latencyProxy struct {
-	ln     net.Listener
-	target string
-	delay  *atomic.Int64 // nanoseconds, shared by every proxy of a run
-	turns  *atomic.Int64
-	wg     sync.WaitGroup
-	mu     sync.Mutex
-	conns  []net.Conn
+	ln       net.Listener
+	target   string
+	delay    *atomic.Int64 // nanoseconds, shared by every proxy of a run
+	turns    *atomic.Int64
+	accepted atomic.Int64 // connections accepted
+	wg       sync.WaitGroup
+	mu       sync.Mutex
+	conns    []net.Conn
 }
 
 func startProxy(target string, delay, turns *atomic.Int64) (*latencyProxy, error) {
@@ -58,6 +59,7 @@ func (p *latencyProxy) accept() {
 		if err != nil {
 			return
 		}
+		p.accepted.Add(1)
 		s, err := net.Dial("tcp", p.target)
 		if err != nil {
 			c.Close()
