@@ -75,7 +75,11 @@
 // short (at most once per backoff bound, so that a flapping link cannot make clients hammer a
 // backend). WithDrift(0), WithMargin(0)
 // and WithJitter(0) mean zero, not the default; WithCooldown(0) means the default; WithTTL(0)
-// and WithRenewEvery(0) are rejected.
+// and WithRenewEvery(0) are rejected. Every backend call is bounded by the renewal interval, and
+// a call costs up to k round trips to the server (k from 2 on Redis and etcd to 6 on
+// MySQL/MariaDB, measured per backend and call in the README's "Choosing a TTL", by
+// bench/cmd/rtts), so keep the renewal interval at least 3 × k × the round-trip time: at the
+// default renewal, a TTL of at least 9 × k × RTT.
 //
 // # Errors
 //

@@ -179,7 +179,11 @@ func invalid(format string, args ...any) error {
 // not hold against the application's own use of a pool or go-redis client passed to the
 // backend, nor against the server's time for other work: a Redis server runs one script at a
 // time, and a keep-alive of tens of thousands of leases runs for a good part of a second there
-// (see README, partition groups). Keep the TTL well above that.
+// (see README, partition groups). Keep the TTL well above that, and above the network's share:
+// a call of k round trips needs k × RTT of its interval (k per backend and call in the README's
+// "Choosing a TTL": up to 6 on MySQL/MariaDB, 2 on Redis), so a TTL of at least 9 × k × RTT at
+// the default renewal; more on MySQL/MariaDB for a client that locks much, whose keep-alive
+// waits for its acquires' transactions on the session row.
 func WithTTL(ttl time.Duration) Option {
 	return Option{func(c *config) error {
 		if ttl <= 0 || ttl > MaxTTL {
