@@ -284,13 +284,9 @@ type session struct {
 	owner   string
 	expires int64 // Redis TIME epoch ms, from the latest successful session renewal
 	expired bool  // a keep-alive found the session gone: it never comes back
-	// leases maps each name acquired for the session to the number of its latest tracking
-	// (trackLease, from lastGen): a release or a HeldBy removes a name only if no acquire
-	// tracked it again since it looked, since the engine may send a name's acquire while its
-	// release is in flight, and that acquire's grant must still be released by CloseSession.
-	leases  map[string]uint64
-	lastGen uint64
-	groups  map[string]struct{}
+	// leases are the names acquired for the session and groups the groups it joined, each
+	// recorded when its acquire or join is sent (see trackedSet).
+	leases, groups trackedSet
 }
 
 var (
@@ -672,7 +668,7 @@ func (b *Backend) openSessionCall(ctx context.Context, owner string, ttl time.Du
 	}
 	if b.cluster {
 		b.mu.Lock()
-		b.sessions[sid] = &session{owner: owner, expires: r.ExpiresMS, leases: map[string]uint64{}, groups: map[string]struct{}{}}
+		b.sessions[sid] = &session{owner: owner, expires: r.ExpiresMS}
 		b.mu.Unlock()
 	}
 	b.hub.opened(ttl)
@@ -882,7 +878,7 @@ func (b *Backend) releaseCall(ctx context.Context, sid spi.SessionID, name strin
 		return nil
 	}
 	keys := luascripts.ReleaseLeasesKeys{Leases: []string{wire.LeaseKey(name)}}
-	gen := b.leaseGen(sid, name)
+	gen := b.trackedGen(sid, leaseNames, name)
 	r, err := followSlotMove(ctx, b, 0, func() (luascripts.ReleaseLeasesReply, error) {
 		return luascripts.ReleaseLeases.Run(ctx, b.c, keys,
 			luascripts.ReleaseLeasesArgs{SessionID: s, Names: []string{name}, Tokens: []int64{token}})
@@ -891,7 +887,7 @@ func (b *Backend) releaseCall(ctx context.Context, sid spi.SessionID, name strin
 		return b.failKeys(ctx, "release "+name, err, keys.Leases)
 	}
 	if r.Released > 0 {
-		b.untrackLease(sid, name, gen)
+		b.untrack(sid, leaseNames, name, gen)
 		b.hub.releasedLocally(name)
 	}
 	return nil

@@ -823,3 +823,76 @@ func TestDSNTheServerCannotServeIsPermanent(t *testing.T) {
 		})
 	}
 }
+
+// TestClusterCloseLeavesGroupOfJoinInFlight: a CloseSession sent while the session's Join of a
+// group is in flight (the engine does so: Close does not wait for a Join's reply) and handled
+// after that Join landed still leaves the group. A Join used to record its group only from its
+// reply, so the close, which leaves the groups recorded, left the membership to lapse at the
+// session's expiry: the other members saw a closed client as a member, and kept its
+// partitions unled, for up to a TTL.
+func TestClusterCloseLeavesGroupOfJoinInFlight(t *testing.T) {
+	c := clusterClient(t)
+	b := newBackend(t, c)
+	ctx := context.Background()
+	sid := open(t, b, time.Minute)
+	group := uniq(t, "joinclose")
+	t.Cleanup(func() { c.ZRem(context.Background(), wire.GroupKey(group), string(sid)) })
+	// The Join lands; before its reply is handled, the session is closed.
+	var fired atomic.Bool
+	var closeErr error
+	c.AddHook(hookProcess(func(cmd goredis.Cmder) {
+		if a := cmd.Args(); len(a) > 1 && a[1] == luascripts.JoinAtSHA1 && !fired.Swap(true) {
+			closeErr = b.CloseSession(ctx, sid)
+		}
+	}))
+	if _, err := b.Join(ctx, sid, group); err != nil {
+		t.Fatal(err)
+	}
+	if !fired.Load() || closeErr != nil {
+		t.Fatalf("close inside the join (fired %v): %v", fired.Load(), closeErr)
+	}
+	if m, err := b.Members(ctx, group); err != nil || len(m) != 0 {
+		t.Fatalf("after CloseSession the members of %s are %v (%v), want none: the closed session stays a member until its expiry", group, m, err)
+	}
+}
+
+// TestClusterCloseLeavesGroupJoinedDuringLeave: a Join of a group made while the session's
+// Leave of it is in flight, and answered before that Leave's reply, is still left by
+// CloseSession. The engine sends no Join before a Leave's reply (and, when the Leave failed,
+// not until one call timeout later), but bounded reports a Leave whose caller left while its
+// body goes on until go-redis's own timeouts, which may outlast that wait (a client without
+// ContextTimeoutEnabled reads with its ReadTimeout). The Leave's reply used to drop the group
+// that the Join had recorded again, as a release's reply did a lease (see
+// TestClusterCloseReleasesGrantOfAcquireDuringRelease).
+func TestClusterCloseLeavesGroupJoinedDuringLeave(t *testing.T) {
+	c := clusterClient(t)
+	b := newBackend(t, c)
+	ctx := context.Background()
+	sid := open(t, b, time.Minute)
+	group := uniq(t, "rejoin")
+	t.Cleanup(func() { c.ZRem(context.Background(), wire.GroupKey(group), string(sid)) })
+	if st, err := b.Join(ctx, sid, group); err != nil || st != spi.OK {
+		t.Fatalf("join: %v %v", st, err)
+	}
+	// The Leave lands; before its reply is handled, the group is joined again.
+	var fired atomic.Bool
+	var rejoined spi.Status
+	var joinErr error
+	c.AddHook(hookProcess(func(cmd goredis.Cmder) {
+		if a := cmd.Args(); len(a) > 1 && a[1] == luascripts.LeaveAtSHA1 && !fired.Swap(true) {
+			rejoined, joinErr = b.Join(ctx, sid, group)
+		}
+	}))
+	if _, err := b.Leave(ctx, sid, group); err != nil {
+		t.Fatal(err)
+	}
+	if !fired.Load() || joinErr != nil || rejoined != spi.OK {
+		t.Fatalf("join inside the leave (fired %v) = %v, %v; want OK", fired.Load(), rejoined, joinErr)
+	}
+	if err := b.CloseSession(ctx, sid); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := b.Members(ctx, group); err != nil || len(m) != 0 {
+		t.Fatalf("after CloseSession the members of %s are %v (%v), want none: the closed session stays a member until its expiry", group, m, err)
+	}
+}

@@ -222,7 +222,7 @@ func benchKeepAlive(b *testing.B, c goredis.UniversalClient, n int) {
 		for _, name := range names[i:min(i+1000, n)] {
 			var sha func(goredis.Pipeliner) *goredis.Cmd
 			if be.cluster {
-				be.trackLease(s.ID, name)
+				be.track(s.ID, leaseNames, name)
 				keys := luascripts.AcquireAtKeys{Lease: wire.LeaseKey(name), Waiters: wire.WaitersKey(name), Waiting: wire.WaitingKey(name)}
 				args := luascripts.AcquireAtArgs{SessionID: string(s.ID), Owner: "bench", ExpiresMS: be.sessions[s.ID].expires}
 				sha = func(p goredis.Pipeliner) *goredis.Cmd { return luascripts.AcquireAt.Eval(ctx, p, keys, args) }

@@ -82,7 +82,7 @@ func (b *Backend) clusterSession(ctx context.Context, sid spi.SessionID) (sessio
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if st = b.sessions[sid]; st == nil {
-		st = &session{owner: owner, expires: expires, leases: map[string]uint64{}, groups: map[string]struct{}{}}
+		st = &session{owner: owner, expires: expires}
 		st.expired = vals[0] == nil || perr != nil
 		b.sessions[sid] = st
 	}
@@ -96,7 +96,7 @@ func (b *Backend) renewed(sid spi.SessionID, expires int64) int64 {
 	defer b.mu.Unlock()
 	st := b.sessions[sid]
 	if st == nil {
-		st = &session{leases: map[string]uint64{}, groups: map[string]struct{}{}}
+		st = &session{}
 		b.sessions[sid] = st
 	}
 	st.expires = max(st.expires, expires)
@@ -110,60 +110,91 @@ func (b *Backend) expiredNow(sid spi.SessionID) {
 	if st := b.sessions[sid]; st != nil {
 		// Its leases and memberships expired with it: nothing is left to release on close.
 		st.expired = true
-		st.leases, st.groups = map[string]uint64{}, map[string]struct{}{}
+		st.leases.clear()
+		st.groups.clear()
 		return
 	}
-	b.sessions[sid] = &session{expired: true, leases: map[string]uint64{}, groups: map[string]struct{}{}}
+	b.sessions[sid] = &session{expired: true}
 }
 
-// track adds (or, with add false, removes) a group name of sid and returns the session's
-// latest expiry.
-func (b *Backend) track(sid spi.SessionID, group string, add bool) int64 {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	st := b.sessions[sid]
-	if st == nil {
-		return 0
-	}
-	if add {
-		st.groups[group] = struct{}{}
-	} else {
-		delete(st.groups, group)
-	}
-	return st.expires
+// trackedSet is a set of names — a session's leases or its groups — recorded so that
+// CloseSession releases or leaves them (the session's sets are not maintained in Cluster mode).
+// A name is recorded when its acquire or join is sent, so that one whose reply is lost, or
+// that lands while CloseSession is under way, is released or left too. Each recording carries
+// a number (gen), and a release or leave removes the name only if it was not recorded again
+// after it looked: an acquire or join of the name may be sent while its release or leave is
+// in flight (the engine sends a name's acquire while its release is; a Leave whose caller left
+// goes on after bounded returned), and the release's or leave's reply, handled after that
+// acquire or join was recorded, must leave it recorded. The zero value is an empty set.
+type trackedSet struct {
+	gens map[string]uint64
+	last uint64 // the latest gen handed out; never reset, so that a gen is never reused
 }
 
-// trackLease adds name to the leases of sid (for CloseSession) and returns the number of this
-// tracking, for untrackLease.
-func (b *Backend) trackLease(sid spi.SessionID, name string) uint64 {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	st := b.sessions[sid]
-	if st == nil {
-		return 0
+// add records name and returns the number of this recording.
+func (t *trackedSet) add(name string) uint64 {
+	if t.gens == nil {
+		t.gens = map[string]uint64{}
 	}
-	st.lastGen++
-	st.leases[name] = st.lastGen
-	return st.lastGen
+	t.last++
+	t.gens[name] = t.last
+	return t.last
 }
 
-// leaseGen returns the number of name's latest tracking for sid (0: not tracked).
-func (b *Backend) leaseGen(sid spi.SessionID, name string) uint64 {
+// remove drops name unless it was recorded again after gen (0 when it was not recorded).
+func (t *trackedSet) remove(name string, gen uint64) {
+	if g, ok := t.gens[name]; ok && g == gen {
+		delete(t.gens, name)
+	}
+}
+
+// clear drops every name, keeping the numbering.
+func (t *trackedSet) clear() { clear(t.gens) }
+
+// nameSet selects one of a session's tracked sets.
+type nameSet int
+
+const (
+	leaseNames nameSet = iota // session.leases
+	groupNames                // session.groups
+)
+
+// set returns the session's set which.
+func (st *session) set(which nameSet) *trackedSet {
+	if which == groupNames {
+		return &st.groups
+	}
+	return &st.leases
+}
+
+// track records name in sid's set which and returns the number of this recording, for
+// untrack (0 for a session the backend no longer knows).
+func (b *Backend) track(sid spi.SessionID, which nameSet, name string) uint64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if st := b.sessions[sid]; st != nil {
-		return st.leases[name]
+		return st.set(which).add(name)
 	}
 	return 0
 }
 
-// untrackLease removes name from the leases of sid unless an acquire tracked it again after
-// gen (see session.leases).
-func (b *Backend) untrackLease(sid spi.SessionID, name string, gen uint64) {
+// trackedGen returns the number of name's latest recording in sid's set which (0: none), for
+// a release or leave to pass to untrack after its reply.
+func (b *Backend) trackedGen(sid spi.SessionID, which nameSet, name string) uint64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if st := b.sessions[sid]; st != nil && st.leases[name] == gen {
-		delete(st.leases, name)
+	if st := b.sessions[sid]; st != nil {
+		return st.set(which).gens[name]
+	}
+	return 0
+}
+
+// untrack drops name from sid's set which unless it was recorded again after gen.
+func (b *Backend) untrack(sid spi.SessionID, which nameSet, name string, gen uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if st := b.sessions[sid]; st != nil {
+		st.set(which).remove(name, gen)
 	}
 }
 
@@ -253,7 +284,7 @@ func (b *Backend) acquireAtOnce(ctx context.Context, sid spi.SessionID, name str
 		return spi.Acquire{Kind: spi.SessionExpired}, false, nil
 	}
 	// Tracked before sending, so that CloseSession also releases a grant whose reply is lost.
-	gen := b.trackLease(sid, name)
+	gen := b.track(sid, leaseNames, name)
 	key := wire.LeaseKey(name)
 	keys := luascripts.AcquireAtKeys{Lease: key, Waiters: wire.WaitersKey(name), Waiting: wire.WaitingKey(name)}
 	args := luascripts.AcquireAtArgs{SessionID: string(sid), Owner: st.owner, ExpiresMS: st.expires, Queued: flag(queued)}
@@ -268,7 +299,7 @@ func (b *Backend) acquireAtOnce(ctx context.Context, sid spi.SessionID, name str
 	}
 	if r.Status != luascripts.StatusOK {
 		if r.Status == luascripts.StatusHeldBy {
-			b.untrackLease(sid, name, gen)
+			b.untrack(sid, leaseNames, name, gen)
 		}
 		a, err := acquireReply(r.Status, r.Token, r.RemainingMS, r.Holder, r.Owner)
 		return a, false, err
@@ -341,6 +372,9 @@ func (b *Backend) joinAt(ctx context.Context, sid spi.SessionID, group string) (
 		return spi.Expired, nil
 	}
 	expires := st.expires
+	// Recorded before sending, so that a CloseSession under way when the join lands, or one
+	// after a join whose reply was lost, leaves the group too (see trackedSet).
+	gen := b.track(sid, groupNames, group)
 	for {
 		r, err := followSlotMove(ctx, b, 0, func() (luascripts.JoinAtReply, error) {
 			return luascripts.JoinAt.Run(ctx, b.c, luascripts.JoinAtKeys{Group: wire.GroupKey(group)},
@@ -350,9 +384,10 @@ func (b *Backend) joinAt(ctx context.Context, sid spi.SessionID, group string) (
 			return 0, b.clusterFailKeys(ctx, "join "+group, err, []string{wire.GroupKey(group)})
 		}
 		if r.Status != luascripts.StatusOK {
+			b.untrack(sid, groupNames, group, gen)
 			return spi.Expired, nil
 		}
-		latest := b.track(sid, group, true)
+		latest := b.latest(sid)
 		if latest <= expires {
 			return spi.OK, nil
 		}
@@ -366,6 +401,7 @@ func (b *Backend) leaveAt(ctx context.Context, sid spi.SessionID, group string) 
 	if err != nil {
 		return 0, err
 	}
+	gen := b.trackedGen(sid, groupNames, group)
 	r, err := followSlotMove(ctx, b, 0, func() (luascripts.LeaveAtReply, error) {
 		return luascripts.LeaveAt.Run(ctx, b.c, luascripts.LeaveAtKeys{Group: wire.GroupKey(group)},
 			luascripts.LeaveAtArgs{SessionID: string(sid), ExpiresMS: st.expires, GroupName: group})
@@ -373,7 +409,7 @@ func (b *Backend) leaveAt(ctx context.Context, sid spi.SessionID, group string) 
 	if err != nil {
 		return 0, b.clusterFailKeys(ctx, "leave "+group, err, []string{wire.GroupKey(group)})
 	}
-	b.track(sid, group, false)
+	b.untrack(sid, groupNames, group, gen)
 	if st.expired {
 		return spi.Expired, nil
 	}
@@ -725,10 +761,10 @@ func (b *Backend) closeCluster(ctx context.Context, sid spi.SessionID) error {
 	var e int64
 	expired := false
 	if st := b.sessions[sid]; st != nil {
-		for n := range st.leases {
+		for n := range st.leases.gens {
 			names = append(names, n)
 		}
-		for g := range st.groups {
+		for g := range st.groups.gens {
 			groups = append(groups, g)
 		}
 		e, expired = st.expires, st.expired

@@ -158,10 +158,11 @@ hash tag). Acquire runs acquire_at, touching only the lease key: the holder's li
 from the lease hash alone, and the acquiring session's owner and expiry come from the client —
 the expiry as Redis computed it in the session's last keep-alive, refused as SessionExpired if
 already past. The backend therefore remembers, per session it opened, its owner, its latest
-expiry and the names it asked to acquire (recorded when the acquire is sent, so that a grant
-whose reply was lost is released too; dropped on HeldBy and on release) and the groups it
-joined, for CloseSession: the session's sets are not maintained in Cluster mode, their keys
-being in other slots.
+expiry and the names it asked to acquire and the groups it asked to join (each recorded when
+the acquire or join is sent, so that a grant or membership whose reply was lost, or that lands
+while CloseSession is under way, is released or left too; dropped on HeldBy, on release, on a
+join refused as Expired and on leave), for CloseSession: the session's sets are not maintained
+in Cluster mode, their keys being in other slots.
 
 KeepAlive is bounded by the number of masters, not of leases: one keep_alive call on the
 session's slot renews the session and returns its new expiry E; then one pipelined round, in
@@ -221,9 +222,13 @@ redone with the newer one.
 Release is release_leases with the one name and token (a token ≤ 0 is never sent: 0 means any
 token to release_leases). CloseSession is release_leases (any token of this session) per slot of
 the names the backend recorded and leave_at per group it joined, in one pipelined round, then
-close_session on the session's slot. A release's reply drops its name from that record only if
-no acquire of the name recorded it again meanwhile: the grant of an acquire sent while the
-release was in flight used to go unrecorded, and lapsed only at its expiry after the close.
+close_session on the session's slot. A release's or leave's reply drops its name from that
+record only if no acquire or join of the name recorded it again meanwhile: the grant of an
+acquire sent while the release was in flight used to go unrecorded, and lapsed only at its
+expiry after the close. A join used to be recorded only from its reply, so the membership of
+one that landed while CloseSession was under way (the client's Close does not wait for a Join
+in flight) stayed until the session's expiry: the other members counted the closed client,
+and rendezvous hashing gave it partitions nobody led, for up to a TTL.
 
 # Slot migrations (resharding)
 

@@ -108,10 +108,10 @@ func tracked(t testing.TB, c goredis.UniversalClient, b *Backend, sid spi.Sessio
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if st := b.sessions[sid]; st != nil {
-		for n := range st.leases {
+		for n := range st.leases.gens {
 			names = append(names, n)
 		}
-		for g := range st.groups {
+		for g := range st.groups.gens {
 			groups = append(groups, g)
 		}
 	}
