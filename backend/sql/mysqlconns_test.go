@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/simba-go/simba/internal/locktest"
+	"github.com/simba-go/simba/spi"
 )
 
 // TestMySQLChurnReusesConnections: three backends on MySQLConnector pools (one client each,
@@ -88,5 +89,88 @@ func TestMySQLChurnReusesConnections(t *testing.T) {
 	// of grants.
 	if limit := int64(backends * (mysqlMaxWaits + 3)); n > limit {
 		t.Errorf("%d new connections for %d grants, want at most %d", n, granted.Load(), limit)
+	}
+}
+
+// TestMySQLWakerKeepsItsConnections: a holder's backend holds eight names (and marks them), a
+// waiter's client waits for the eight at once (a blocking wait each, on a connection of its
+// waker's own pool), the holder releases them, the waiter takes and unlocks them; three
+// rounds. The waiter's connections are counted at their dial (its calls' pool keeps 32 idle, a
+// pool of the test's own): from the second round on, the waker's pool had to dial again
+// each wait's connection past database/sql's default of 2 idle ones.
+func TestMySQLWakerKeepsItsConnections(t *testing.T) {
+	const rounds = 3
+	dsn, cfg := myDatabase(t, "simba_sqlbe_")
+	holder := migrated(t, dsn)
+	var dials atomic.Int64
+	var d net.Dialer
+	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		dials.Add(1)
+		return d.DialContext(ctx, network, addr)
+	}
+	conn, err := MySQLConnector(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := sql.OpenDB(conn)
+	db.SetMaxIdleConns(32)
+	t.Cleanup(func() { db.Close() })
+	waiterB, ctx := migratedMySQL(t, db)
+	w := waiterB.waker.(*mysqlWaker)
+	if _, err := holder.Hints(ctx); err != nil {
+		t.Fatal(err)
+	}
+	hs, err := holder.OpenSession(ctx, "holder", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := locktest.Clients(t, time.Minute, waiterB)[0]
+	prefix := "wakerconns-" + unique(t) + "-"
+	var perRound []int64
+	for round := range rounds {
+		before := dials.Load()
+		tokens := make([]int64, mysqlMaxWaits)
+		for i := range tokens {
+			r, err := holder.Acquire(ctx, hs.ID, fmt.Sprintf("%s%d", prefix, i))
+			if err != nil || r.Kind != spi.Granted {
+				t.Fatalf("holder's acquire: %+v %v", r, err)
+			}
+			tokens[i] = r.Token
+		}
+		blocks := w.snapshot().blocks
+		errs := make(chan error, len(tokens))
+		for i := range tokens {
+			go func() {
+				h, err := c.Lock(ctx, fmt.Sprintf("%s%d", prefix, i))
+				if err == nil {
+					err = h.Unlock(ctx)
+				}
+				errs <- err
+			}()
+		}
+		waitUntil(t, "a blocking wait per name", func() bool { return w.snapshot().blocks >= blocks+int64(len(tokens)) })
+		for i, tok := range tokens {
+			if err := holder.Release(ctx, hs.ID, fmt.Sprintf("%s%d", prefix, i), tok); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range tokens {
+			if err := <-errs; err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+		// The waits end once their names are granted.
+		waitUntil(t, "the waits ended", func() bool {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			return len(w.waits) == 0
+		})
+		perRound = append(perRound, dials.Load()-before)
+	}
+	t.Logf("new connections per round: %v", perRound)
+	for r, n := range perRound[1:] {
+		if n > 1 {
+			t.Errorf("round %d dialled %d connections; the waker's pool should have kept the last round's (per round: %v)", r+2, n, perRound)
+		}
 	}
 }
