@@ -97,9 +97,14 @@ func NewMySQL(db *sql.DB, opts ...Option) (*Backend, error) {
 // connection, one per blocking wait, the watch's and reap's.
 const mysqlWakePoolIdle = 1 + mysqlMaxWaits + 2
 
-// mysqlPoolIdleTime is how long the waker's own pool keeps a connection idle: enough to carry
-// it from one burst of waits to the next under steady use, short enough that a burst's extra
-// connections are not kept at the server for long.
+// mysqlPoolIdle is how many idle connections Open's MySQL/MariaDB pool keeps: as many as a
+// client keeps calls in flight.
+const mysqlPoolIdle = 32
+
+// mysqlPoolIdleTime is how long the pools Simba makes for MySQL/MariaDB (Open's, and the
+// waker's own) keep a connection idle: enough to carry it from one burst of calls or waits to
+// the next under steady use, short enough that a burst's extra connections are not kept at the
+// server for long.
 const mysqlPoolIdleTime = time.Minute
 
 func mysqlStd(db *sql.DB) *stdDialect {

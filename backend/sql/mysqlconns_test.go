@@ -174,3 +174,46 @@ func TestMySQLWakerKeepsItsConnections(t *testing.T) {
 		}
 	}
 }
+
+// TestMySQLOpenPoolKeepsBurstConnections: a backend Open made runs rounds of 8 acquires at
+// once (as 8 goroutines of a client do); its calls' pool then closes none of their connections
+// for its idle limit. It kept database/sql's default of 2: every connection past the second
+// was closed as its call ended, and the next round dialled it again.
+func TestMySQLOpenPoolKeepsBurstConnections(t *testing.T) {
+	const rounds, burst = 5, 8
+	b := migrated(t, myDSN(t))
+	ctx := testCtx(t)
+	s, err := b.OpenSession(ctx, "burst", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := "burst-" + unique(t) + "-"
+	for round := range rounds {
+		var wg sync.WaitGroup
+		errs := make(chan error, burst)
+		for i := range burst {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				name := fmt.Sprintf("%s%d-%d", prefix, round, i)
+				r, err := b.Acquire(ctx, s.ID, name)
+				if err == nil {
+					err = b.Release(ctx, s.ID, name, r.Token)
+				}
+				if err != nil {
+					errs <- err
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+	}
+	st := b.d.(*stdDialect).db.Stats()
+	t.Logf("calls' pool: %d open, %d closed for the idle limit", st.OpenConnections, st.MaxIdleClosed)
+	if st.MaxIdleClosed != 0 {
+		t.Errorf("Open's pool closed %d connections for its idle limit after %d rounds of %d calls at once", st.MaxIdleClosed, rounds, burst)
+	}
+}
