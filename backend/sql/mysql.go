@@ -82,8 +82,8 @@ func NewMySQL(db *sql.DB, opts ...Option) (*Backend, error) {
 		wakeDB := sql.OpenDB(mc.plain)
 		// database/sql keeps 2 idle connections by default, and the waker holds up to
 		// mysqlWakePoolIdle at once: each wait that ended past the second closed its
-		// connection, and the next wait dialled one again (66 of the wakers' 208 new
-		// connections in 8 s of bench/cmd/rtts -churn on MariaDB). Idle ones go after
+		// connection, and the next wait dialled one again (one of 3 backends' waker pools
+		// closed 66 so in 8 s of bench/cmd/rtts -churn on MariaDB). Idle ones go after
 		// mysqlPoolIdleTime, so a burst of waits leaves no connections for long.
 		wakeDB.SetMaxIdleConns(mysqlWakePoolIdle)
 		wakeDB.SetConnMaxIdleTime(mysqlPoolIdleTime)
