@@ -125,7 +125,9 @@
 // one pool keep one connection each, not one between them; a pool of one connection keeps
 // nothing. SQLite backends run keep-alives ahead of their other operations on the file (see
 // NewSQLite). Open's MySQL/MariaDB pool is unbounded, so a keep-alive never waits for a
-// connection there. On a pool passed to NewMySQL with SetMaxOpenConns(n), n ≥ 2 (read once,
+// connection there; it keeps up to 32 connections idle (as many as a client keeps calls in
+// flight; database/sql's default of 2 closed every other connection a burst of calls used, and
+// the next burst dialled them again) and closes one idle for a minute. On a pool passed to NewMySQL with SetMaxOpenConns(n), n ≥ 2 (read once,
 // when NewMySQL is called), the backend's other calls and its waker's named-lock connections
 // together use at most n-1 connections, sharing the slots, so that one is left to keep-alives
 // whatever the mix: the waker's share (at most a quarter of n, one more while it watches and

@@ -36,7 +36,8 @@ import (
 // (see the package doc, Outages) and against a process stopped inside a transaction (MariaDB's
 // idle_transaction_timeout, see the package doc; a pool made otherwise, which the application
 // may share, is left without it: set idle_transaction_timeout in its DSN to get it); on such a pool the waker's connections come from a pool of
-// their own on the same configuration, as Open's do, which Close closes. On any other pool
+// their own on the same configuration, as Open's do, which keeps up to 11 of them idle (what
+// the waker holds at most) for a minute, and which Close closes. On any other pool
 // the waker pins connections of db: one that marks the leases held and one per name waited for
 // at once, at most nine, and at most a quarter of db's SetMaxOpenConns when it is set; while
 // more names are waited for than that leaves blocking places for (at least one), one more
@@ -79,11 +80,32 @@ func NewMySQL(db *sql.DB, opts ...Option) (*Backend, error) {
 		// The waker's named-lock waits block a connection without a byte for as long as they
 		// wait: a pool of their own keeps them apart from the calls' silent connections.
 		wakeDB := sql.OpenDB(mc.plain)
+		// database/sql keeps 2 idle connections by default, and the waker holds up to
+		// mysqlWakePoolIdle at once: each wait that ended past the second closed its
+		// connection, and the next wait dialled one again (one of 3 backends' waker pools
+		// closed 66 so in 8 s of bench/cmd/rtts -churn on MariaDB). Idle ones go after
+		// mysqlPoolIdleTime, so a burst of waits leaves no connections for long.
+		wakeDB.SetMaxIdleConns(mysqlWakePoolIdle)
+		wakeDB.SetConnMaxIdleTime(mysqlPoolIdleTime)
 		b.waker.(*mysqlWaker).ownPool(wakeDB)
 		b.closers = append(b.closers, func() { wakeDB.Close() })
 	}
 	return b, nil
 }
+
+// mysqlWakePoolIdle is what the waker holds at most on its own pool: the marker's
+// connection, one per blocking wait, the watch's and reap's.
+const mysqlWakePoolIdle = 1 + mysqlMaxWaits + 2
+
+// mysqlPoolIdle is how many idle connections Open's MySQL/MariaDB pool keeps: as many as a
+// client keeps calls in flight.
+const mysqlPoolIdle = 32
+
+// mysqlPoolIdleTime is how long the pools Simba makes for MySQL/MariaDB (Open's, and the
+// waker's own) keep a connection idle: enough to carry it from one burst of calls or waits to
+// the next under steady use, short enough that a burst's extra connections are not kept at the
+// server for long.
+const mysqlPoolIdleTime = time.Minute
 
 func mysqlStd(db *sql.DB) *stdDialect {
 	wd, _ := wire.SQLDialectByName(wire.SQLMySQL)

@@ -138,7 +138,7 @@ type mysqlWaker struct {
 	ttlSet  bool                 // a session was opened: ttl is the longest of theirs
 	held    map[string]heldLease // name → this backend's tenure
 	waiting waitSet              // name → the sessions of the backend that wait for it, and until when
-	waits   map[string]func()    // running waits: name → cancel
+	waits   map[string]*waitCtl  // running waits by name
 	// watching: the watch runs (watch), for the names waited for that have no wait in waits.
 	watching bool
 	kick     chan struct{} // held or waiting changed (capacity 1)
@@ -204,7 +204,7 @@ func newMySQLWaker(db *sql.DB, wd wire.SQLDialect) *mysqlWaker {
 	return &mysqlWaker{db: db, lock: wd.WakeLock, unlock: wd.WakeUnlock, connID: wd.WakeConnID,
 		connHost: wd.WakeConnHost, kill: wd.WakeKill, lockConn: wd.WakeLockConn, freeLeases: wd.WakeFreeLeases,
 		log: slog.Default, ttl: 15 * time.Second,
-		held: map[string]heldLease{}, waiting: waitSet{}, waits: map[string]func(){},
+		held: map[string]heldLease{}, waiting: waitSet{}, waits: map[string]*waitCtl{},
 		kick: make(chan struct{}, 1), ids: map[any]connRef{}, abandoned: map[connRef]struct{}{},
 		markDelay: mysqlMarkDelay}
 }
@@ -258,11 +258,9 @@ func (w *mysqlWaker) acquired(sid, name string, r spi.Acquire) {
 			w.armMark()
 		}
 		// Another session of the backend may still wait for name: its wait goes on. A wait
-		// running for it is cancelled here; its goroutine pokes run as it ends.
+		// running for it is asked to stop (stopWait); its goroutine pokes run as it ends.
 		w.waiting.forget(sid, name)
-		if cancel := w.waits[name]; cancel != nil && !w.waiting.waited(name, time.Now()) {
-			cancel()
-		}
+		w.stopWait(name)
 		return
 	case spi.HeldBy:
 		w.waiting.wait(sid, name, time.Now().Add(mysqlWaitTTLs*w.ttl))
@@ -349,8 +347,8 @@ func (w *mysqlWaker) withdrawn(sid, name string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.waiting.forget(sid, name)
-	if cancel := w.waits[name]; cancel != nil && !w.waiting.waited(name, time.Now()) {
-		cancel()
+	if c := w.waits[name]; c != nil && !w.waiting.waited(name, time.Now()) {
+		c.cancel()
 	}
 }
 
@@ -390,8 +388,8 @@ func (w *mysqlWaker) run(ctx context.Context) {
 	m := marker{w: w}
 	defer func() {
 		w.mu.Lock()
-		for _, cancel := range w.waits {
-			cancel()
+		for _, c := range w.waits {
+			c.cancel()
 		}
 		w.mu.Unlock()
 		waits.Wait()
@@ -424,9 +422,9 @@ func (w *mysqlWaker) startWaits(ctx context.Context, waits *sync.WaitGroup, limi
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	names := w.waiting.sweep(time.Now())
-	for n, cancel := range w.waits {
+	for n := range w.waits {
 		if w.waiting[n] == nil {
-			cancel()
+			w.stopWait(n)
 		}
 	}
 	for _, n := range names {
@@ -434,14 +432,18 @@ func (w *mysqlWaker) startWaits(ctx context.Context, waits *sync.WaitGroup, limi
 			continue
 		}
 		wctx, cancel := context.WithCancel(ctx)
-		w.waits[n] = cancel
+		c := &waitCtl{cancel: cancel, stop: make(chan struct{}, 1)}
+		w.waits[n] = c
 		waits.Add(1)
 		go func() {
 			defer waits.Done()
-			w.wait(wctx, n)
+			w.wait(wctx, c.stop, n)
 			cancel()
 			w.mu.Lock()
 			delete(w.waits, n)
+			if c.cut != nil {
+				c.cut.Stop()
+			}
 			w.mu.Unlock()
 			w.poke() // a wait that failed is started again on the next run (after mysqlRetry)
 		}()
@@ -459,6 +461,70 @@ func (w *mysqlWaker) startWaits(ctx context.Context, waits *sync.WaitGroup, limi
 		w.mu.Unlock()
 		w.poke() // a watch that failed is started again on the next run (after mysqlRetry)
 	}()
+}
+
+// waitCtl is a running wait (startWaits).
+type waitCtl struct {
+	// cancel ends the wait at once: a statement in flight is cut, and go-sql-driver closes its
+	// connection with it (the waker's shutdown, a withdrawn wait, and stopWait's last resort).
+	cancel func()
+	// stop asks the wait to end at the end of its statement in flight, or at once if it sleeps
+	// (stopWait; capacity 1).
+	stop chan struct{}
+	// cut is stopWait's timer, which cancels the wait if it still runs, unwaited, after
+	// mysqlWaitGrace; nil when not armed. Under mysqlWaker.mu.
+	cut *time.Timer
+}
+
+// mysqlWaitGrace is how long a wait nobody needs any more may take to end by itself
+// (stopWait) before it is cut: a blocked GET_LOCK that the grant overtook gets the lock when
+// the old holder's marker lets it go, a round trip or two after the release.
+const mysqlWaitGrace = time.Second
+
+// stopWait ends name's running wait, if any and if no session of the backend waits for name
+// any more. A wait is most often stopped by its own session's grant, while it blocks in
+// GET_LOCK: cutting it there closed its connection (go-sql-driver closes a connection whose
+// context ends mid-statement), and the next wait dialled a new one. Under lock churn on
+// MariaDB (bench/cmd/rtts -churn, 3 clients) that was 477 of the waker pools' 615 new
+// connections in 8 s. So the wait is asked to stop at its statement's end (that GET_LOCK gets
+// the lock as soon as the old holder's marker lets it go), and cut only if it still runs
+// after mysqlWaitGrace (the lock kept by a stuck connection, or by this backend's own marker
+// when the wait blocked just after the grant). w.mu is held.
+func (w *mysqlWaker) stopWait(name string) {
+	c := w.waits[name]
+	if c == nil || w.waiting.waited(name, time.Now()) {
+		return
+	}
+	select {
+	case c.stop <- struct{}{}:
+	default:
+	}
+	if c.cut != nil {
+		return
+	}
+	c.cut = time.AfterFunc(mysqlWaitGrace, func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		c.cut = nil
+		if !w.waiting.waited(name, time.Now()) {
+			c.cancel()
+		}
+	})
+}
+
+// sleepWait sleeps for d or until ctx ends or the wait is asked to stop (stopWait), and
+// reports whether it slept the whole d.
+func sleepWait(ctx context.Context, stop <-chan struct{}, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-stop:
+		return false
+	case <-t.C:
+		return true
+	}
 }
 
 // watched returns the names waited for now that have no blocking wait (nil if none).
@@ -581,9 +647,9 @@ func (w *mysqlWaker) waitedFor(name string) (time.Time, time.Duration, bool) {
 }
 
 // wait waits for name's release on a connection of its own while name is waited for (see the
-// comment at the top); it returns when it is not, ctx ends, or the connection fails (after
-// mysqlRetry).
-func (w *mysqlWaker) wait(ctx context.Context, name string) {
+// comment at the top); it returns when it is not (at the end of a statement, or of a sleep that
+// stop interrupts: see stopWait), ctx ends, or the connection fails (after mysqlRetry).
+func (w *mysqlWaker) wait(ctx context.Context, stop <-chan struct{}, name string) {
 	conn, err := w.conn(ctx)
 	if err != nil {
 		sleepCtx(ctx, mysqlRetry)
@@ -625,13 +691,18 @@ func (w *mysqlWaker) wait(ctx context.Context, name string) {
 			if st.tenure != tenure {
 				tenure, backoff = st.tenure, mysqlProbeBackoff
 			}
-			if !sleepCtx(ctx, backoff) {
+			if !sleepWait(ctx, stop, backoff) && ctx.Err() != nil {
 				return
 			}
 			backoff = min(4*backoff, mysqlProbeMax, ttl)
 			continue
 		}
 		backoff, tenure = mysqlProbeBackoff, ""
+		// A grant since the probe (this backend's marker may hold the lock now): blocking
+		// would wait on it until stopWait cuts the wait.
+		if _, _, ok := w.waitedFor(name); !ok {
+			return
+		}
 		secs := int64(math.Ceil(min(ttl, time.Until(until)).Seconds()))
 		w.count(&w.stats.blocks)
 		got, err = w.getLock(ctx, conn, name, max(secs, 1))

@@ -67,7 +67,7 @@ var (
 	clusterAddr = flag.String("cluster", "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003", "Redis Cluster seed addresses")
 	zkAddr      = flag.String("zookeeper", "127.0.0.1:2181", "ZooKeeper address")
 	etcdAddr    = flag.String("etcd", "127.0.0.1:2379", "etcd address")
-	mysqlIdle   = flag.Int("mysql-idle", 0, "MySQL/MariaDB: make the pool as open.Open does, but with SetMaxIdleConns(n) (0: Open's pool, database/sql's default of 2 idle connections)")
+	mysqlIdle   = flag.Int("mysql-idle", 0, "MySQL/MariaDB: make the pool as open.Open does, but with SetMaxIdleConns(n) (0: Open's pool, which keeps 32 idle connections)")
 )
 
 func main() {
@@ -243,7 +243,7 @@ func (r *run) openBackend(backend string) (spi.Backend, error) {
 }
 
 // mysqlIdlePool is open.Open's MySQL/MariaDB backend with a pool that keeps up to idle
-// connections instead of database/sql's 2.
+// connections instead of Open's 32 (with no idle time: database/sql's default).
 func mysqlIdlePool(dsn string, idle int) (spi.Backend, error) {
 	cfg, err := simbasql.MySQLConfig(dsn)
 	if err != nil {
