@@ -127,9 +127,12 @@
 // NewSQLite). Open's MySQL/MariaDB pool is unbounded, so a keep-alive never waits for a
 // connection there; it keeps up to 32 connections idle (as many as a client keeps calls in
 // flight; database/sql's default of 2 closed every other connection a burst of calls used, and
-// the next burst dialled them again) and closes one idle for a minute. On a pool passed to NewMySQL with SetMaxOpenConns(n), n ≥ 2 (read once,
-// when NewMySQL is called), the backend's other calls and its waker's named-lock connections
-// together use at most n-1 connections, sharing the slots, so that one is left to keep-alives
+// the next burst dialled them again) and closes one idle for a minute, and the waker's own
+// pool keeps up to 11: after a burst, count up to 43 connections per backend against the
+// server's max_connections (151 by default) for that minute, or pass a pool of your own. On a
+// pool passed to NewMySQL with SetMaxOpenConns(n), n ≥ 2 (read once, when NewMySQL is
+// called), the backend's other calls and its waker's named-lock connections together use at
+// most n-1 connections, sharing the slots, so that one is left to keep-alives
 // whatever the mix: the waker's share (at most a quarter of n, one more while it watches and
 // one while it ends abandoned connections) comes out of the calls' n-1 only while it holds
 // connections, rather than out of the calls' share for good, and a waker connection waits for a
