@@ -197,6 +197,18 @@ func (f *failWithdraw) WaiterRemove(ctx context.Context, p sqlq.WaiterRemovePara
 	return f.Queries.WaiterRemove(ctx, p)
 }
 
+// failingWithdrawBackend returns a migrated backend on dsn whose withdrawals f cuts while
+// f.fail is set.
+func failingWithdrawBackend(t *testing.T, dsn string) (*Backend, *failWithdraw) {
+	b := migrated(t, dsn, WithHousekeepingInterval(-1))
+	f := &failWithdraw{}
+	b.wrap = func(inner sqlq.Queries) sqlq.Queries {
+		f.Queries = inner
+		return f
+	}
+	return b, f
+}
+
 // TestFailedWithdrawRunsAgainWithKeepAlive: the client withdraws once and does not retry; the
 // entry it leaves behind lives as long as its session (on every dialect), so it would hold a
 // free lease back while the session lives. The backend runs the withdrawal again with
@@ -204,12 +216,7 @@ func (f *failWithdraw) WaiterRemove(ctx context.Context, p sqlq.WaiterRemovePara
 func TestFailedWithdrawRunsAgainWithKeepAlive(t *testing.T) {
 	for _, d := range dialects {
 		t.Run(d.name, func(t *testing.T) {
-			b := migrated(t, d.dsn(t), WithHousekeepingInterval(-1))
-			f := &failWithdraw{}
-			b.wrap = func(inner sqlq.Queries) sqlq.Queries {
-				f.Queries = inner
-				return f
-			}
+			b, f := failingWithdrawBackend(t, d.dsn(t))
 			ctx := testCtx(t)
 			name, again := "sessq-wd-"+unique(t), "sessq-wd-again-"+unique(t)
 			holder, late, waiter := openSession(t, b, longTTL), openSession(t, b, longTTL), openSession(t, b, longTTL)
@@ -253,12 +260,7 @@ func TestFailedWithdrawRunsAgainWithKeepAlive(t *testing.T) {
 func TestPendingWithdrawalsGoWithSession(t *testing.T) {
 	for _, d := range dialects {
 		t.Run(d.name, func(t *testing.T) {
-			b := migrated(t, d.dsn(t), WithHousekeepingInterval(-1))
-			f := &failWithdraw{}
-			b.wrap = func(inner sqlq.Queries) sqlq.Queries {
-				f.Queries = inner
-				return f
-			}
+			b, f := failingWithdrawBackend(t, d.dsn(t))
 			ctx := testCtx(t)
 			name := "sessq-gone-" + unique(t)
 			holder, closed, expired := openSession(t, b, longTTL), openSession(t, b, longTTL), openSession(t, b, longTTL)
