@@ -100,7 +100,18 @@
 //
 // An election is Candidate, Leader, Handover, Cooldown or Ended (DESIGN.md §2). A term is
 // adopted only from a reply to the election's current attempt, before the local deadline,
-// with a token above every token the session released for the name (rule 1). A term is
+// with a token above every token the session released for the name (rule 1). A name's next
+// acquire does not wait for the session's release of its previous term, so at the server it
+// may overtake that release (about 1 % of same-client lock churn's acquires) and come back
+// granted with the released token: rule 1 refuses it, the token is released again, and the
+// attempt is retried as soon as the releases of the name in flight have all landed
+// successfully — the lease is free at the server then, or someone else's, which the retry's
+// reply says — not after a blind backoff (0-50 ms) as before; the backoff stays armed as the
+// fallback, and is what retries when one of those releases fails (its outcome is unknown, and
+// it may still land) or the name has an outcome still unknown. The retry waits for the last
+// release rather than the first, so that no release of the name is on its way when it is sent
+// (ZooKeeper's release of a lease its backend thinks held compares the node's version, not
+// its token, and a new node of the same session has that version too). A term is
 // revoked before its lease is released, and the release carries the token (rule 2). Each
 // keep-alive asks about the names of current terms, acquires in flight and acquires or
 // releases of unknown outcome, and the joined groups; a term adopted before the request but

@@ -65,6 +65,11 @@ type election struct {
 	// inBackingOff: e is in Engine.backingOff; poked: the backend was seen answering while
 	// the acquire in flight was, so it is retried at once should it fail (see reachable).
 	backoffRetry, inBackingOff, poked bool
+	// overtaken: the current attempt's grant was this session's own released token (the
+	// acquire overtook the release at the server), so the armed retry is sent early, as soon
+	// as the releases of the name in flight have landed (see retryOvertaken); the retry timer
+	// stays armed as the fallback. 0 when the armed retry is not such a one.
+	overtaken int64
 	// falseHint: a hint proved false at falseHintAt (see onAcquireReply).
 	falseHint   bool
 	falseHintAt time.Duration
@@ -423,7 +428,7 @@ func (s *Engine) acquire(e *election) {
 		s.sync(e)
 		return
 	}
-	e.retrying, e.hinted, e.backoffRetry, e.poked = false, false, false, false
+	e.retrying, e.hinted, e.backoffRetry, e.poked, e.overtaken = false, false, false, false, 0
 	e.byHint, e.hintRetry = e.hintRetry, false
 	queue := s.opt.Queue && e.flavor != FlavorTryLock
 	e.queueUntil = s.sess.deadline
@@ -454,7 +459,7 @@ func (s *Engine) noSessionErr(name string) error {
 var errNoSession = errors.New("no live session")
 
 func (s *Engine) retryLater(e *election, at time.Duration) {
-	e.retrying, e.retryAt, e.backoffRetry = true, max(at, s.now), false
+	e.retrying, e.retryAt, e.backoffRetry, e.overtaken = true, max(at, s.now), false, 0
 	s.arm(TimerRetry, e.name, e.retryAt)
 	s.sync(e)
 }
@@ -670,9 +675,15 @@ func (s *Engine) onAcquireReply(p pending, ev Event) {
 			futs = nil
 		}
 		if current {
-			// Our own released token came back (the release has not landed yet).
+			// Our own released token came back: the acquire overtook the release at the
+			// server (the engine does not wait for the release before the next acquire).
+			// The retry goes out as soon as the releases of the name in flight have landed
+			// (retryOvertaken): the lease is free at the server then, or someone else's,
+			// which the retry's reply says. The backoff stays armed as the fallback should
+			// one fail or be lost.
 			e.fails++
 			s.retryLater(e, add(s.now, s.backoff(e.fails, nil)))
+			e.overtaken = a.Token
 			return
 		}
 		s.afterStale(e)
@@ -873,6 +884,7 @@ func (s *Engine) onReleaseReply(p pending, ev Event) {
 	if s.sess.releasing[p.name]--; s.sess.releasing[p.name] <= 0 {
 		delete(s.sess.releasing, p.name)
 		if ev.Err == nil {
+			s.retryOvertaken(p.name) // before forget: rule 1 keeps refusing the released token
 			s.forget(p.name, false)
 		}
 	}
@@ -887,5 +899,29 @@ func (s *Engine) onReleaseReply(p pending, ev Event) {
 		s.elections[p.name] = e
 	}
 	e.unknown, e.unknownAt = true, s.now
+	e.overtaken = 0 // an overtaken attempt's retry waits for its backoff, as before
 	s.sync(e)
+}
+
+// retryOvertaken sends at once the retry of candidate name whose current attempt was granted
+// this session's own released token (e.overtaken: the acquire overtook the release at the
+// server), once the last release of the name in flight has landed, every one of them since
+// that grant successfully: each release is conditioned on the session and the token, and the
+// last one was sent after the grant came back, so the lease is free at the server now — or
+// someone else's, which the retry's reply says. Waiting for the last release, not the first,
+// sends no acquire while a release of the name is still on its way: such a release could
+// otherwise land after the retry's new grant, and a backend whose release were conditioned on
+// less than the token (ZooKeeper's releases of a lease it thinks held compare the node's
+// version, which a new node of the same session has too) would free the new term's lease.
+// A failed release leaves the retry to its backoff (onReleaseReply clears e.overtaken), as
+// does an outcome still unknown (e.unknown): a call of unknown outcome may still land.
+func (s *Engine) retryOvertaken(name string) {
+	e := s.elections[name]
+	if e == nil || e.overtaken == 0 {
+		return
+	}
+	if e.state == Candidate && e.inflight == 0 && e.retrying && !e.unknown &&
+		s.sess.state == SessionLive && !s.closing {
+		s.acquire(e) // clears retrying and overtaken: the timer's firing is ignored
+	}
 }
