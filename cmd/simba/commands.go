@@ -97,7 +97,10 @@ nor what it starts outlives the term or simba itself:
   - if simba dies, even by SIGKILL, a supervisor process does the same at once; if simba is
     paused past the term's validity, the supervisor SIGKILLs the group when it runs out
     (on Linux CMD also gets SIGKILL if the supervisor dies);
-  - what CMD leaves running in its group when it exits is killed.
+  - what CMD leaves running in its group when it exits is killed;
+  - on Linux, so is what CMD started outside its group (setsid, a daemon's double fork): the
+    supervisor is its subreaper and signals it with the group. Elsewhere, and for what
+    is not CMD's descendant (systemd-run, docker run -d), only the group is reached.
 simba exits with CMD's status (128+n after signal n), or 127 if CMD could not be started;
 after losing the term it prints why and exits 1; stopped by SIGINT or SIGTERM before CMD started, it exits 128+n (130, 143).
 If its session cannot be closed at exit (the backend refuses, or the close times out), simba
