@@ -65,7 +65,8 @@ where the backend cannot tell: ZooKeeper tells a client nothing of another clien
 which live as long as their connection to the ensemble (plus the session timeout once it is
 cut). A lease record Simba cannot read (forged or damaged: on Redis a token that is not a
 plain decimal, a holder with no readable expiry, an expiry beyond any session's TTL) is
-listed, never as free, with REMAINING "unreadable record: <why>". status only reads and creates no file: on a SQLite file that does not exist it fails
+listed, never as free, with REMAINING "unreadable record: <why>". A column with nothing to
+show has "-" (a free lease's HOLDER, OWNER and REMAINING), so a row splits on spaces. status only reads and creates no file: on a SQLite file that does not exist it fails
 (exit status 1) instead of creating it, and beside one that exists it does not create the gate
 file (<file>-simba-gate) that the commands that write use; it changes nothing in the file
 either (neither its schema nor its journal mode, which the commands that write set to WAL).
@@ -465,7 +466,7 @@ func printStatus(out io.Writer, snap spi.Snapshot, f statusFilter) error {
 		case l.Holder == "":
 			holder, rem = "-", "-"
 		}
-		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\n", safe(l.Name), l.Token, holder, owner, rem)
+		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\n", safe(l.Name), l.Token, holder, orDash(owner), rem)
 	}
 	if hidden > 0 {
 		fmt.Fprintf(w, "(%d free lease(s) not shown: -all shows them)\n", hidden)
@@ -480,7 +481,7 @@ func printStatus(out io.Writer, snap spi.Snapshot, f statusFilter) error {
 			// A forged or damaged record (spi.SessionInfo.Unreadable): its figure is not shown.
 			rem = "unreadable record: " + printable.Escape(s.Unreadable)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\n", safe(string(s.ID)), safe(s.Owner), rem)
+		fmt.Fprintf(w, "%s\t%s\t%s\n", safe(string(s.ID)), orDash(safe(s.Owner)), rem)
 	}
 	groups := make([]string, 0, len(snap.Groups))
 	for g := range snap.Groups {
@@ -496,6 +497,15 @@ func printStatus(out io.Writer, snap spi.Snapshot, f statusFilter) error {
 		fmt.Fprintf(w, "%s\t[%s]\n", safe(g), strings.Join(members, " "))
 	}
 	return w.Flush()
+}
+
+// orDash is s, or "-" for an empty s: a blank column would shift the fields of its row for a
+// script that splits the rows on spaces (awk '{print $4}').
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 // remaining is what the REMAINING column shows: the time left, to the millisecond, or
