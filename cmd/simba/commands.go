@@ -164,10 +164,27 @@ func parseFlagsOnly(fs *flag.FlagSet, args []string) error {
 	return badUsage("unexpected argument %q: simba %s takes flags only%s", fs.Arg(0), fs.Name(), why)
 }
 
+// dsnFlags returns the flag set of the command name with its -dsn flag, which holds
+// $SIMBA_DSN until -dsn is given.
 func dsnFlags(name string) (*flag.FlagSet, *string) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	dsn := fs.String("dsn", os.Getenv("SIMBA_DSN"), "backend DSN (default $SIMBA_DSN)")
-	return fs, dsn
+	dsn := os.Getenv("SIMBA_DSN")
+	fs.Var(dsnValue{&dsn}, "dsn", "backend `DSN` (default $SIMBA_DSN)")
+	return fs, &dsn
+}
+
+// dsnValue is the -dsn flag. Its String is always empty, so the help never prints its value as
+// the default: the flag package printed $SIMBA_DSN there, password included, in every -h and
+// in the help a bad flag puts on stderr (a cron job's mail, a unit's journal).
+type dsnValue struct{ dsn *string }
+
+// String returns "": the DSN is never shown (see dsnValue).
+func (v dsnValue) String() string { return "" }
+
+// Set sets the DSN.
+func (v dsnValue) Set(s string) error {
+	*v.dsn = s
+	return nil
 }
 
 func needDSN(dsn string) error {
