@@ -74,12 +74,15 @@ either (neither its schema nor its journal mode, which the commands that write s
 	"run": `usage: simba run -dsn D -name N [-ttl T] [-grace G] -- CMD [ARGS]
 
 Stand for election as leader of N and run CMD while leading, like etcdctl elect or consul
-lock: one CMD at a time across every simba run of N.
+lock: one CMD at a time across every simba run of N. simba waits to lead as long as it takes
+(there is no try-once or timeout flag), so every simba run of N runs CMD in its turn: four
+hosts firing simba run -name nightly from cron run the job four times, one after another.
 ` + commandDetails,
 	"lock": `usage: simba lock -dsn D -name N [-ttl T] [-grace G] -- CMD [ARGS]
 
 Take the lock N, run CMD and release the lock when CMD exits, like flock(1), etcdctl lock or
-consul lock.
+consul lock. simba waits for the lock as long as it takes (there is no flag like flock's -n or
+-w; timeout(1) around simba would bound CMD's run as well).
 ` + commandDetails,
 	"demo-worker": "usage: simba demo-worker (started by simba demo)\n",
 }
@@ -94,7 +97,8 @@ CMD runs in a process group of its own (so it cannot read from the terminal); ne
 nor what it starts outlives the term or simba itself:
   - when the term ends (leadership or the lock lost) or simba gets SIGINT or SIGTERM, the
     group gets SIGTERM, then SIGKILL after -grace or when the term's validity runs out,
-    whichever comes first;
+    whichever comes first (a term lost to an outage ends when its validity has run out: the
+    SIGKILL follows the SIGTERM at once, and a cleanup trap for SIGTERM rarely runs);
   - if simba dies, even by SIGKILL, a supervisor process does the same at once; if simba is
     paused past the term's validity, the supervisor SIGKILLs the group when it runs out
     (on Linux CMD also gets SIGKILL if the supervisor dies);
