@@ -65,7 +65,8 @@ where the backend cannot tell: ZooKeeper tells a client nothing of another clien
 which live as long as their connection to the ensemble (plus the session timeout once it is
 cut). A lease record Simba cannot read (forged or damaged: on Redis a token that is not a
 plain decimal, a holder with no readable expiry, an expiry beyond any session's TTL) is
-listed, never as free, with REMAINING "unreadable record: <why>". status only reads and creates no file: on a SQLite file that does not exist it fails
+listed, never as free, with REMAINING "unreadable record: <why>". A column with nothing to
+show has "-" (a free lease's HOLDER, OWNER and REMAINING), so a row splits on spaces. status only reads and creates no file: on a SQLite file that does not exist it fails
 (exit status 1) instead of creating it, and beside one that exists it does not create the gate
 file (<file>-simba-gate) that the commands that write use; it changes nothing in the file
 either (neither its schema nor its journal mode, which the commands that write set to WAL).
@@ -73,12 +74,15 @@ either (neither its schema nor its journal mode, which the commands that write s
 	"run": `usage: simba run -dsn D -name N [-ttl T] [-grace G] -- CMD [ARGS]
 
 Stand for election as leader of N and run CMD while leading, like etcdctl elect or consul
-lock: one CMD at a time across every simba run of N.
+lock: one CMD at a time across every simba run of N. simba waits to lead as long as it takes
+(there is no try-once or timeout flag), so every simba run of N runs CMD in its turn: four
+hosts firing simba run -name nightly from cron run the job four times, one after another.
 ` + commandDetails,
 	"lock": `usage: simba lock -dsn D -name N [-ttl T] [-grace G] -- CMD [ARGS]
 
 Take the lock N, run CMD and release the lock when CMD exits, like flock(1), etcdctl lock or
-consul lock.
+consul lock. simba waits for the lock as long as it takes (there is no flag like flock's -n or
+-w; timeout(1) around simba would bound CMD's run as well).
 ` + commandDetails,
 	"demo-worker": "usage: simba demo-worker (started by simba demo)\n",
 }
@@ -93,11 +97,15 @@ CMD runs in a process group of its own (so it cannot read from the terminal); ne
 nor what it starts outlives the term or simba itself:
   - when the term ends (leadership or the lock lost) or simba gets SIGINT or SIGTERM, the
     group gets SIGTERM, then SIGKILL after -grace or when the term's validity runs out,
-    whichever comes first;
+    whichever comes first (a term lost to an outage ends when its validity has run out: the
+    SIGKILL follows the SIGTERM at once, and a cleanup trap for SIGTERM rarely runs);
   - if simba dies, even by SIGKILL, a supervisor process does the same at once; if simba is
     paused past the term's validity, the supervisor SIGKILLs the group when it runs out
     (on Linux CMD also gets SIGKILL if the supervisor dies);
-  - what CMD leaves running in its group when it exits is killed.
+  - what CMD leaves running in its group when it exits is killed;
+  - on Linux, so is what CMD started outside its group (setsid, a daemon's double fork): the
+    supervisor is its subreaper and signals it with the group. Elsewhere, and for what
+    is not CMD's descendant (systemd-run, docker run -d), only the group is reached.
 simba exits with CMD's status (128+n after signal n), or 127 if CMD could not be started;
 after losing the term it prints why and exits 1; stopped by SIGINT or SIGTERM before CMD started, it exits 128+n (130, 143).
 If its session cannot be closed at exit (the backend refuses, or the close times out), simba
@@ -160,10 +168,27 @@ func parseFlagsOnly(fs *flag.FlagSet, args []string) error {
 	return badUsage("unexpected argument %q: simba %s takes flags only%s", fs.Arg(0), fs.Name(), why)
 }
 
+// dsnFlags returns the flag set of the command name with its -dsn flag, which holds
+// $SIMBA_DSN until -dsn is given.
 func dsnFlags(name string) (*flag.FlagSet, *string) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	dsn := fs.String("dsn", os.Getenv("SIMBA_DSN"), "backend DSN (default $SIMBA_DSN)")
-	return fs, dsn
+	dsn := os.Getenv("SIMBA_DSN")
+	fs.Var(dsnValue{&dsn}, "dsn", "backend `DSN` (default $SIMBA_DSN)")
+	return fs, &dsn
+}
+
+// dsnValue is the -dsn flag. Its String is always empty, so the help never prints its value as
+// the default: the flag package printed $SIMBA_DSN there, password included, in every -h and
+// in the help a bad flag puts on stderr (a cron job's mail, a unit's journal).
+type dsnValue struct{ dsn *string }
+
+// String returns "": the DSN is never shown (see dsnValue).
+func (v dsnValue) String() string { return "" }
+
+// Set sets the DSN.
+func (v dsnValue) Set(s string) error {
+	*v.dsn = s
+	return nil
 }
 
 func needDSN(dsn string) error {
@@ -462,7 +487,7 @@ func printStatus(out io.Writer, snap spi.Snapshot, f statusFilter) error {
 		case l.Holder == "":
 			holder, rem = "-", "-"
 		}
-		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\n", safe(l.Name), l.Token, holder, owner, rem)
+		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\n", safe(l.Name), l.Token, holder, orDash(owner), rem)
 	}
 	if hidden > 0 {
 		fmt.Fprintf(w, "(%d free lease(s) not shown: -all shows them)\n", hidden)
@@ -477,7 +502,7 @@ func printStatus(out io.Writer, snap spi.Snapshot, f statusFilter) error {
 			// A forged or damaged record (spi.SessionInfo.Unreadable): its figure is not shown.
 			rem = "unreadable record: " + printable.Escape(s.Unreadable)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\n", safe(string(s.ID)), safe(s.Owner), rem)
+		fmt.Fprintf(w, "%s\t%s\t%s\n", safe(string(s.ID)), orDash(safe(s.Owner)), rem)
 	}
 	groups := make([]string, 0, len(snap.Groups))
 	for g := range snap.Groups {
@@ -493,6 +518,15 @@ func printStatus(out io.Writer, snap spi.Snapshot, f statusFilter) error {
 		fmt.Fprintf(w, "%s\t[%s]\n", safe(g), strings.Join(members, " "))
 	}
 	return w.Flush()
+}
+
+// orDash is s, or "-" for an empty s: a blank column would shift the fields of its row for a
+// script that splits the rows on spaces (awk '{print $4}').
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 // remaining is what the REMAINING column shows: the time left, to the millisecond, or

@@ -19,7 +19,9 @@
 // or the simba process: when the term ends, or simba is stopped by SIGINT or SIGTERM, the
 // group gets SIGTERM and, after -grace (cut to the term's remaining validity), SIGKILL; when
 // simba itself dies (even by SIGKILL) or is paused past the term's validity, a small
-// supervisor process between simba and CMD does the same. The exit status is CMD's.
+// supervisor process between simba and CMD does the same. On Linux the supervisor is the
+// subreaper of what CMD starts and signals what left the group (setsid, a daemon's double
+// fork) with it. The exit status is CMD's.
 //
 // The SQL backends need Simba's tables, which migrate creates or upgrades. run and lock
 // create them themselves in a new SQLite database (a file that does not exist yet, or one

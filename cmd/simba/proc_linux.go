@@ -3,6 +3,9 @@
 package main
 
 import (
+	"os"
+	"strconv"
+	"strings"
 	"syscall"
 	"unsafe"
 )
@@ -24,4 +27,73 @@ func monoNow() int64 {
 		panic("clock_gettime(CLOCK_MONOTONIC): " + errno.Error())
 	}
 	return ts.Nano()
+}
+
+// prSetChildSubreaper is prctl(2)'s PR_SET_CHILD_SUBREAPER.
+const prSetChildSubreaper = 36
+
+// adoptOrphans makes the supervisor its descendants' subreaper: what the command starts and
+// leaves behind — a daemon that left its process group and session (setsid, a double fork) —
+// is reparented to the supervisor instead of to init, so that signalDescendants still finds it.
+func adoptOrphans() error {
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); errno != 0 {
+		return errno
+	}
+	return nil
+}
+
+// signalDescendants sends sig to every live process descended from this one (found through
+// the parent pids of /proc), whatever its process group or session, and returns how many it
+// signalled. A process that is gone by then, or a zombie, is skipped.
+func signalDescendants(sig syscall.Signal) int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	children := map[int][]int{}
+	zombie := map[int]bool{}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		ppid, state, ok := procStat(pid)
+		if !ok {
+			continue
+		}
+		children[ppid] = append(children[ppid], pid)
+		zombie[pid] = state == 'Z'
+	}
+	n := 0
+	queue := append([]int(nil), children[os.Getpid()]...)
+	for len(queue) > 0 {
+		pid := queue[0]
+		queue = queue[1:]
+		queue = append(queue, children[pid]...)
+		if !zombie[pid] && syscall.Kill(pid, sig) == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// procStat reads the parent pid and the state of pid from /proc/<pid>/stat.
+func procStat(pid int) (ppid int, state byte, ok bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, 0, false
+	}
+	// pid (comm) state ppid ...: comm may hold spaces and parentheses; the state follows the
+	// last ')'.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, 0, false
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 2 || len(f[0]) != 1 {
+		return 0, 0, false
+	}
+	ppid, err = strconv.Atoi(f[1])
+	return ppid, f[0][0], err == nil
 }

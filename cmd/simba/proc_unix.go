@@ -19,3 +19,10 @@ func commandSysProcAttr() *syscall.SysProcAttr {
 // one outside Linux. A step of the system time while a command runs shifts its deadline by as
 // much.
 func monoNow() int64 { return time.Now().UnixNano() }
+
+// adoptOrphans does nothing outside Linux: what the command starts in a process group or
+// session of its own is beyond the supervisor's reach there.
+func adoptOrphans() error { return nil }
+
+// signalDescendants does nothing outside Linux (see adoptOrphans) and returns 0.
+func signalDescendants(syscall.Signal) int { return 0 }

@@ -181,7 +181,7 @@ func TestPrintStatusUnreadableRecord(t *testing.T) {
 	out := buf.String()
 	t.Log("\n" + out)
 	for _, want := range []string{
-		`forged-token   0      ?              unreadable record: token "abc" is not a plain decimal integer`,
+		`forged-token   0      ?       -      unreadable record: token "abc" is not a plain decimal integer`,
 		`forged-expiry  7      h1      x      unreadable record: held by "h1" with no expiry\x1b`,
 		"(1 free lease(s) not shown",
 	} {
@@ -236,5 +236,39 @@ func TestStatusOnZooKeeperIsQuiet(t *testing.T) {
 	_, stderr, status = runSimba(t, "lock", "-dsn", dsn, "-name", "quiet", "--", "true")
 	if status != 0 || !strings.Contains(stderr, "put a user:password in the DSN") {
 		t.Errorf("simba lock -dsn %s: exit status %d, stderr %q; want 0 and the open-ACL warning", dsn, status, stderr)
+	}
+}
+
+// TestPrintStatusColumnsSplitOnSpaces: every row of the lease and session tables has one
+// field per column when split on spaces, as a script's awk or cut splits it: a free lease, or
+// a session with no owner, shows "-" in OWNER. Before, a free lease's OWNER was blank, so
+// `simba status -all | awk '{print $4}'` read its REMAINING as its owner (trial 32).
+func TestPrintStatusColumnsSplitOnSpaces(t *testing.T) {
+	snap := spi.Snapshot{
+		Leases: []spi.LeaseInfo{
+			{Name: "held", Holder: "0123456789abcdef", Owner: "web-1:42", Token: 7, Remaining: time.Second},
+			{Name: "free", Token: 3},
+			{Name: "noowner", Holder: "fedcba9876543210", Token: 9, Remaining: time.Second},
+		},
+		Sessions: []spi.SessionInfo{
+			{ID: "0123456789abcdef", Owner: "web-1:42", Remaining: time.Second},
+			{ID: "fedcba9876543210", Remaining: time.Second},
+		},
+	}
+	var buf bytes.Buffer
+	if err := printStatus(&buf, snap, statusFilter{all: true}); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	tables := strings.Split(out, "\n\n")
+	if len(tables) != 3 {
+		t.Fatalf("want 3 tables, got %d:\n%s", len(tables), out)
+	}
+	for i, cols := range []int{5, 3} {
+		for _, row := range strings.Split(tables[i], "\n") {
+			if f := strings.Fields(row); len(f) != cols {
+				t.Errorf("row %q has %d fields, want %d:\n%s", row, len(f), cols, out)
+			}
+		}
 	}
 }

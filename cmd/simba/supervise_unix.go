@@ -40,6 +40,11 @@ import (
 // may hold the lease. A simba paused (SIGSTOP) past that deadline therefore finds its command
 // killed. On Linux the command also gets SIGKILL if the supervisor itself dies
 // (PR_SET_PDEATHSIG), though the rest of its group then survives.
+//
+// On Linux the supervisor is also its descendants' subreaper (PR_SET_CHILD_SUBREAPER), and
+// each signal it sends the group goes to every process descended from it as well: what the
+// command starts in a group or session of its own (setsid, a daemon's double fork) is stopped
+// with the command and does not outlive the term.
 
 // supervisorFD is the supervisor's end of the pipe from simba.
 const supervisorFD = 3
@@ -132,6 +137,10 @@ func supervise(args []string) int {
 	// thread, which then never exits before the process does.
 	runtime.LockOSThread()
 	syscall.CloseOnExec(supervisorFD) // the pipe is the supervisor's, not the command's
+	// On Linux what the command starts outside its group (setsid, a daemon's double fork) is
+	// stopped with it: as their subreaper the supervisor still finds them once their parent
+	// has exited. Without it (a kernel before 3.4) they are found while their parent lives.
+	_ = adoptOrphans()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.SysProcAttr = commandSysProcAttr()
@@ -158,7 +167,7 @@ func supervise(args []string) int {
 		if !stopping {
 			stopping = true
 			killAt = kill
-			_ = syscall.Kill(group, syscall.SIGTERM)
+			signalAll(group, syscall.SIGTERM)
 		} else if kill.Before(killAt) {
 			killAt = kill
 		}
@@ -178,12 +187,13 @@ func supervise(args []string) int {
 		}
 		select {
 		case <-exited:
-			// What the command left behind in its group must not outlive the term either.
-			_ = syscall.Kill(group, syscall.SIGKILL)
+			// What the command left behind, in its group or not, must not outlive the term
+			// either.
+			killAll(group)
 			return exitStatus(cmd.ProcessState)
 		case <-fire:
 			if !time.Now().Before(next) {
-				_ = syscall.Kill(group, syscall.SIGKILL)
+				killAll(group)
 				killed = true
 			}
 		case sig := <-sigs:
@@ -210,6 +220,29 @@ func supervise(args []string) int {
 				stop(at(mono))
 			}
 		}
+	}
+}
+
+// signalAll sends sig to the command's process group and to every other process descended
+// from the supervisor (see adoptOrphans).
+func signalAll(group int, sig syscall.Signal) {
+	_ = syscall.Kill(group, sig)
+	signalDescendants(sig)
+}
+
+// killRounds bounds killAll's rounds.
+const killRounds = 100
+
+// killAll SIGKILLs the command's process group and every process descended from the
+// supervisor, round after round until none is left alive (the children of a process killed in
+// one round are the supervisor's to kill in the next), for killRounds rounds at most.
+func killAll(group int) {
+	_ = syscall.Kill(group, syscall.SIGKILL)
+	for range killRounds {
+		if signalDescendants(syscall.SIGKILL) == 0 {
+			return
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
