@@ -100,3 +100,63 @@ func TestKilledSimbaStopsWhatTheCommandDaemonized(t *testing.T) {
 		t.Fatalf("the command's daemon (pid %d) outlives a SIGKILLed simba by 30 s", pid)
 	}
 }
+
+// TestAdoptedOrphansAreReaped: what the command's descendants leave behind is reparented to
+// the supervisor (its subreaper), and each of those that exits while the command runs is
+// reaped: a long `simba run` whose command daemonizes helpers again and again would otherwise
+// hold their zombies, and their pids, until it ends.
+func TestAdoptedOrphansAreReaped(t *testing.T) {
+	bin := simbaBinary(t)
+	dir := t.TempDir()
+	log, err := os.Create(filepath.Join(dir, "simba.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	const orphans = 20
+	script := `for i in $(seq ` + strconv.Itoa(orphans) + `); do ( setsid sh -c 'sleep 0.1' & ); done
+sleep 1; touch "$0/spawned"; exec sleep 600`
+	cmd := exec.Command(bin, "lock", "-dsn", "sqlite://"+filepath.Join(dir, "simba.db"), "-name", "job", "-ttl", "2s",
+		"--", "sh", "-c", script, dir)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	}()
+	if !waitFor(30*time.Second, func() bool { _, err := os.Stat(filepath.Join(dir, "spawned")); return err == nil }) {
+		out, _ := os.ReadFile(log.Name())
+		t.Fatalf("the command did not start its orphans within 30 s; simba printed:\n%s", out)
+	}
+	// The supervisor is simba's child; its zombies are its children in state Z.
+	zombies := func() (supervisor, n int) {
+		ents, _ := os.ReadDir("/proc")
+		kids := map[int][]int{}
+		state := map[int]byte{}
+		for _, e := range ents {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil {
+				continue
+			}
+			if ppid, st, ok := procStat(pid); ok {
+				kids[ppid] = append(kids[ppid], pid)
+				state[pid] = st
+			}
+		}
+		for _, s := range kids[cmd.Process.Pid] {
+			supervisor = s
+			for _, k := range kids[s] {
+				if state[k] == 'Z' {
+					n++
+				}
+			}
+		}
+		return supervisor, n
+	}
+	var sup, n int
+	if !waitFor(30*time.Second, func() bool { sup, n = zombies(); return sup != 0 && n == 0 }) {
+		t.Fatalf("the supervisor (pid %d) holds %d zombies of the %d orphans its command left behind", sup, n, orphans)
+	}
+}

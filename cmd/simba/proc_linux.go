@@ -97,3 +97,26 @@ func procStat(pid int) (ppid int, state byte, ok bool) {
 	ppid, err = strconv.Atoi(f[1])
 	return ppid, f[0][0], err == nil
 }
+
+// reapOrphans waits for every zombie child of this process but the command (pid except): as
+// the subreaper (adoptOrphans) the supervisor inherits what the command's descendants leave
+// behind, and each of them that exits stays a zombie, holding its pid, until its parent
+// waits for it. A long `simba run` whose command daemonizes helpers again and again would
+// otherwise collect them for as long as it runs. The command itself is left to its Wait.
+func reapOrphans(except int) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return
+	}
+	self := os.Getpid()
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == except {
+			continue
+		}
+		if ppid, state, ok := procStat(pid); ok && ppid == self && state == 'Z' {
+			var ws syscall.WaitStatus
+			_, _ = syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
+		}
+	}
+}

@@ -26,3 +26,6 @@ func adoptOrphans() error { return nil }
 
 // signalDescendants does nothing outside Linux (see adoptOrphans) and returns 0.
 func signalDescendants(syscall.Signal) int { return 0 }
+
+// reapOrphans does nothing: without a subreaper the supervisor inherits no orphans.
+func reapOrphans(int) {}

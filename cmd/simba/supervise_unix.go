@@ -132,6 +132,9 @@ func supervise(args []string) int {
 	// sends "stop". A SIGTERM or SIGHUP for this process alone stops the command as well.
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	// An orphan the supervisor adopted (adoptOrphans) that exits is reaped (reapOrphans).
+	chld := make(chan os.Signal, 1)
+	signal.Notify(chld, syscall.SIGCHLD)
 
 	// Pdeathsig is tied to the thread that starts the child: keep this goroutine on its
 	// thread, which then never exits before the process does.
@@ -196,6 +199,8 @@ func supervise(args []string) int {
 				killAll(group)
 				killed = true
 			}
+		case <-chld:
+			reapOrphans(cmd.Process.Pid)
 		case sig := <-sigs:
 			if sig != syscall.SIGINT {
 				stop(time.Now().Add(*grace))
