@@ -48,6 +48,50 @@ func sessionAtServer(t *testing.T, addr string, zid int64, passwd []byte) bool {
 	return true
 }
 
+// TestCloseClosesObserverAtServer: Close closes the observer session (which holds nothing: it
+// only reads, for Members and Inspect) at the server, whose answer ends its connection in a
+// round trip, so that once Close returns the server has dropped it, watches and all. Before,
+// Close dropped its connection like a session's, without a close request, and the server kept
+// it for its 30 s timeout (and go-zookeeper's Conn.Close, left without an answer, now and then
+// waited its one-second timer). A session the client opened is still dropped, not closed: it
+// stays at the server, its lease held, until it expires, as a crashed client's.
+func TestCloseClosesObserverAtServer(t *testing.T) {
+	b, err := New(serverDSN(t, "timeout=5s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	if _, err := b.Members(testCtx(t), "close-observer"); err != nil { // opens the observer
+		t.Fatal(err)
+	}
+	b.mu.Lock()
+	o := b.observer
+	b.mu.Unlock()
+	if o == nil {
+		t.Fatal("Members with no session open made no observer session")
+	}
+	ozid, opw := o.tap.credentials()
+	s, err := b.OpenSession(testCtx(t), "close-observer", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustGrant(t, b, s.ID, "close-observer")
+	kept, ok := b.credentialsOf(s.ID)
+	if !ok {
+		t.Fatal("no credentials of the open session")
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	server := testenv.ZooKeeper(t)[0]
+	if sessionAtServer(t, server, ozid, opw) {
+		t.Errorf("the observer session %s is still at the server after Close; want it closed", SessionIDString(ozid))
+	}
+	if !sessionAtServer(t, server, kept.zid, kept.passwd) {
+		t.Errorf("the client's session %s is gone from the server after Close; want it left to expire, as a crashed client's", SessionIDString(kept.zid))
+	}
+}
+
 // closeRecorder is a dialer whose connections record the stack of the first call to their
 // Close.
 type closeRecorder struct {
