@@ -1073,9 +1073,12 @@ func (b *Backend) HintsSteady() bool { return true }
 // backend must not let another take over while it may still be working. It also drops the
 // connections of the sessions whose close CloseSession still awaits, stops the closes it runs
 // over connections of their own and waits for them, stops the hints, and is idempotent.
-// It returns once go-zookeeper's goroutines of the backend's connections have ended too (or
-// after 3 s: go-zookeeper's Conn.Close alone may wait a second for a close reply), so that a
-// program's goroutine-leak check right after Close finds none of them.
+// Only the observer session (the backend's own, for Members and Inspect), which holds
+// nothing, is closed at the server, when its connection is established (see closeObserver).
+// It returns once go-zookeeper's goroutines of the backend's connections have ended too,
+// about a round trip when the server answers (or after 3 s at most: go-zookeeper's Conn.Close
+// alone may wait a second for a close reply, see tap.abandon), so that a program's
+// goroutine-leak check right after Close finds none of them.
 func (b *Backend) Close() error {
 	b.mu.Lock()
 	if b.closed {
@@ -1083,13 +1086,11 @@ func (b *Backend) Close() error {
 		return nil
 	}
 	b.closed = true
-	all := make([]*session, 0, len(b.sessions)+1)
+	all := make([]*session, 0, len(b.sessions))
 	for _, s := range b.sessions {
 		all = append(all, s)
 	}
-	if b.observer != nil {
-		all = append(all, b.observer)
-	}
+	observer := b.observer
 	closing := make([]*session, 0, len(b.unclosed))
 	for _, s := range b.unclosed {
 		closing = append(closing, s)
@@ -1099,6 +1100,9 @@ func (b *Backend) Close() error {
 	b.observer = nil
 	b.mu.Unlock()
 	b.cancelStop()
+	if observer != nil {
+		b.closeObserver(observer)
+	}
 	var wg sync.WaitGroup
 	for _, s := range all {
 		wg.Go(func() { s.end(true) })
@@ -1113,9 +1117,63 @@ func (b *Backend) Close() error {
 	return nil
 }
 
+// closeObserver ends the observer session o for Close. It holds nothing (it only reads, for
+// Members and Inspect), so it is closed at the server when its connection is established:
+// the server's answer ends go-zookeeper's connection in a round trip, and the server drops the
+// session and its watches at once instead of one session timeout later. Should the answer not
+// come within closeGrace (a server that stopped answering), the connection is dropped (the
+// close request awaiting its answer then fails at once). Without an established connection o
+// is dropped like the sessions. Close's wait for retired connections (awaitRetired) covers
+// this close too.
+func (b *Backend) closeObserver(o *session) {
+	if !o.tap.established() {
+		o.end(true)
+		return
+	}
+	done := b.track()
+	go func() {
+		defer done()
+		ended := make(chan struct{})
+		go func() {
+			defer close(ended)
+			o.end(false)
+		}()
+		grace := time.NewTimer(closeGrace)
+		select {
+		case <-ended:
+		case <-grace.C:
+			o.tap.abandon()
+			<-ended
+		}
+		grace.Stop()
+		// end retired the connection (retire) before it returned: awaitRetired waits for that.
+	}()
+}
+
+// closeGrace bounds how long Close waits for the server's answer to the observer session's
+// close (closeObserver) before it drops the connection.
+const closeGrace = 500 * time.Millisecond
+
+// track notes a go-zookeeper connection being ended that Close is to wait for
+// (awaitRetired); the caller calls the function returned once its goroutines have ended.
+func (b *Backend) track() (done func()) {
+	ch := make(chan struct{})
+	b.endingMu.Lock()
+	b.ending[ch] = struct{}{}
+	b.endingMu.Unlock()
+	return func() {
+		b.endingMu.Lock()
+		delete(b.ending, ch)
+		b.endingMu.Unlock()
+		close(ch)
+	}
+}
+
 // retireWait bounds how long Close waits for go-zookeeper's goroutines of the connections it
-// dropped: its Conn.Close waits up to a second for the close request's answer (which a dropped
-// connection never gets), and its connection loop ends once that request is flushed.
+// dropped or closed: its Conn.Close waits up to a second for the close request's answer (a
+// dropped connection's is go-zookeeper's own failure of it, as the connection ends, unless the
+// request was queued after the connection's loop had ended: see tap.abandon), and its
+// connection loop ends once that request is flushed.
 const retireWait = 3 * time.Second
 
 // retire closes conn, a go-zookeeper connection of this backend (already closed when
@@ -1127,17 +1185,9 @@ const retireWait = 3 * time.Second
 // which go-zookeeper closes last, after its loop has ended; a Connector's connection has
 // none (nil), and is taken for ended when its Conn.Close returns, about when its loop ends.
 func (b *Backend) retire(conn *zk.Conn, events <-chan zk.Event, closeIt bool) {
-	done := make(chan struct{})
-	b.endingMu.Lock()
-	b.ending[done] = struct{}{}
-	b.endingMu.Unlock()
+	done := b.track()
 	go func() {
-		defer func() {
-			b.endingMu.Lock()
-			delete(b.ending, done)
-			b.endingMu.Unlock()
-			close(done)
-		}()
+		defer done()
 		if closeIt {
 			conn.Close()
 		}
@@ -1149,24 +1199,30 @@ func (b *Backend) retire(conn *zk.Conn, events <-chan zk.Event, closeIt bool) {
 }
 
 // awaitRetired waits, up to limit, for go-zookeeper's goroutines of the connections retired
-// so far to end.
+// so far to end, and for those of the connections retired meanwhile (the observer's close,
+// closeObserver, retires its connection while Close waits).
 func (b *Backend) awaitRetired(limit time.Duration) {
-	b.endingMu.Lock()
-	pending := make([]chan struct{}, 0, len(b.ending))
-	for done := range b.ending {
-		pending = append(pending, done)
-	}
-	b.endingMu.Unlock()
-	if len(pending) == 0 {
-		return
-	}
-	timer := time.NewTimer(limit)
-	defer timer.Stop()
-	for _, done := range pending {
-		select {
-		case <-done:
-		case <-timer.C:
+	var timer *time.Timer
+	for {
+		b.endingMu.Lock()
+		pending := make([]chan struct{}, 0, len(b.ending))
+		for done := range b.ending {
+			pending = append(pending, done)
+		}
+		b.endingMu.Unlock()
+		if len(pending) == 0 {
 			return
+		}
+		if timer == nil {
+			timer = time.NewTimer(limit)
+			defer timer.Stop()
+		}
+		for _, done := range pending {
+			select {
+			case <-done:
+			case <-timer.C:
+				return
+			}
 		}
 	}
 }

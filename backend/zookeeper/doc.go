@@ -460,13 +460,38 @@ of the heal; such an attempt used to wait Config.Timeout (10 s) for its connect 
 hints came back 7.8 s after a 3 s blackhole healed at TTL 1 s (TestHintsAfterBlackholedRedial:
 0.4 s now).
 
+# Closing the backend
+
+Backend.Close drops the connections of the sessions the client opened without closing the
+sessions: like a crashed client's, they expire at the server after their timeout, and only
+then free their leases, since a process that merely lost its backend must not let another
+take over while it may still be working (CloseSession, which the client's Close calls first,
+is what closes a session at once). Nothing reaches the server from a dropped connection,
+the close request least of all: the backend closes the connection once go-zookeeper's
+Conn.Close has handed it that request, so go-zookeeper's goroutines end at once. Closed
+earlier, go-zookeeper's connection loop could end before the request was queued, and its
+Conn.Close then waited out its one-second timer: a backend's Close took 1.0 s now and then
+(1-5 in 40 with one session open).
+
+The observer session (the backend's own, for Members and Inspect when no session is open)
+holds nothing, and is closed at the server when its connection is established: Close returns
+about a round trip later, and the server has dropped the session and its watches by then
+instead of one session timeout later. A server that does not answer that close within half a
+second is taken for gone and the connection dropped.
+
+Close returns once go-zookeeper's goroutines of every connection of the backend have ended
+(a goroutine-leak check right after it finds none), or after 3 s at most: a connection that
+fails while Close drops it, or one that was reconnecting to a server that is down, may still
+leave go-zookeeper's Conn.Close to its one-second timer. CloseSession closes still running
+over connections of the backend's own are stopped and waited for.
+
 # DSN
 
 	zk://[user:password@]host1[:port][,host2[:port]...][/chroot][?timeout=10s&tickTime=2s]
 	zk+tls://[user:password@]host1:securePort[,...][/chroot][?ca=…&cert=…&key=…&servername=…&tickTime=2s]
 
 See ParseDSN; tickTime is the servers' tickTime (see Session timeout and tickTime). Close drops the connections without closing the sessions (a crashed client's
-sessions expire after their timeout); CloseSession closes one session at once, deleting its
-nodes.
+sessions expire after their timeout: see Closing the backend); CloseSession closes one
+session at once, deleting its nodes.
 */
 package zookeeper

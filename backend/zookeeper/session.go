@@ -337,6 +337,11 @@ func (s *session) remaining() time.Duration {
 // session expired: the session is dropped and its connection closed, since go-zookeeper
 // would otherwise keep redialling.
 func (s *session) onGone() {
+	if s.ended.Load() {
+		// end is under way (it marks the tap gone as it finishes): nothing to do, and no
+		// goroutine to outlive the backend's Close.
+		return
+	}
 	go func() {
 		<-s.setUp
 		s.end(false)

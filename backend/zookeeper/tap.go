@@ -60,8 +60,9 @@ var errSessionGone = errors.New("zookeeper: the session of this connection has e
 //   - A bounded handshake: go-zookeeper waits ten receive timeouts for a connect response,
 //     holding every queued request meanwhile; the tap gives it one reply timeout (see
 //     tapConn.SetReadDeadline).
-//   - Crash-like shutdown: once abandoned, the close-session request is dropped, so closing
-//     the backend leaves the session to expire at the server like a crashed client's.
+//   - Crash-like shutdown: once abandoned, nothing more is written, the close-session request
+//     least of all (it closes the connection instead: see abandon), so closing the backend
+//     leaves the session to expire at the server like a crashed client's.
 //   - A close that reaches the server while go-zookeeper has no established connection (see
 //     beginClose and closeAlone), and its confirmation: the reply to the close request, or a
 //     connect response without the session (see closeOutcome).
@@ -338,17 +339,49 @@ func (t *tap) markGone() {
 	})
 }
 
-// abandon makes the connection go away like a crashed client's: no more dials, the
-// close-session request is dropped and the TCP connection is closed.
+// abandon makes the connection go away like a crashed client's: no more dials, nothing
+// written from now on reaches the server (the close-session request least of all), and the
+// TCP connection is closed.
+//
+// An established connection that is idle (no write under way, no close request out) is
+// closed only when go-zookeeper's close request comes to be written (see tapConn.Write), so
+// abandon must be followed by go-zookeeper's Conn.Close. go-zookeeper's Conn.Close flags its
+// connection loop to stop and then queues its close request, and waits up to a second for an
+// answer: a connection closed before that request was handed to go-zookeeper's send loop left
+// it to the race between the loop, which ends at once when it sees the flag, and the queueing,
+// and a request queued after the loop had ended was answered by Conn.Close's one-second timer
+// alone (a backend's Close took 1.0 s now and then). Closed once the send loop has taken the
+// request, the connection's end answers it at once (go-zookeeper fails the requests awaiting
+// replies with ErrClosing). A connection that is not established, or is writing (it could be
+// stuck at a server that stopped reading), or awaits a close reply already, is closed at once.
 func (t *tap) abandon() {
 	t.abandoned.Store(true)
 	t.gone.Store(true)
 	t.mu.Lock()
 	c := t.conn
+	closeOut := t.closeConn == c && c != nil && !t.closeSettled
 	t.mu.Unlock()
-	if c != nil {
+	if c == nil {
+		return
+	}
+	// A Write that counted itself after this check sees abandoned (set above) and writes
+	// nothing; one that counted itself before makes the check fail.
+	if !c.answered.Load() || c.broken.Load() || c.writing.Load() != 0 || closeOut {
 		c.Conn.Close()
 	}
+}
+
+// established reports whether go-zookeeper's current connection has been answered its
+// handshake and still carries the session: a close request sent now reaches the server, which
+// answers it (unless it stopped answering meanwhile).
+func (t *tap) established() bool {
+	if t.gone.Load() || t.closing.Load() {
+		return false
+	}
+	t.mu.Lock()
+	c := t.conn
+	t.mu.Unlock()
+	return c != nil && c.answered.Load() && !c.broken.Load()
 }
 
 // beginClose starts the close of the bound session: from now on go-zookeeper may not dial
@@ -719,6 +752,8 @@ type tapConn struct {
 	t *tap
 
 	answered atomic.Bool // the connect response has been read
+	// writing counts the Writes under way past the connect request (see tap.abandon).
+	writing atomic.Int32
 	// expired: the connect response said that the session is gone (read by Read's goroutine)
 	expired bool
 	broken  atomic.Bool // a read failed or the connection was closed: it carries no more
@@ -747,17 +782,27 @@ type tapConn struct {
 	inFrames int
 }
 
-// Write passes p through and parses the complete request frames it contains. A lone ping,
-// and a close-session request once the tap is abandoned, are dropped (reported as written).
+// Write passes p through and parses the complete request frames it contains. A lone ping is
+// dropped (reported as written), and so is everything once the tap is abandoned: a
+// close-session request then closes the connection instead (see tap.abandon).
 func (c *tapConn) Write(p []byte) (int, error) {
 	if c.outFrames == 0 {
 		return c.writeConnect(p)
+	}
+	c.writing.Add(1)
+	defer c.writing.Add(-1)
+	if c.t.abandoned.Load() {
+		if len(c.out) == 0 && len(p) >= 12 && int(binary.BigEndian.Uint32(p)) == len(p)-4 &&
+			int32(binary.BigEndian.Uint32(p[8:])) == opCloseSession {
+			c.Close()
+		}
+		return len(p), nil
 	}
 	closeReq := false
 	if len(c.out) == 0 && c.outFrames > 0 && len(p) >= 12 && int(binary.BigEndian.Uint32(p)) == len(p)-4 {
 		switch op := int32(binary.BigEndian.Uint32(p[8:])); {
 		case op == opPing && int32(binary.BigEndian.Uint32(p[4:])) == xidPing,
-			op == opCloseSession && c.t.abandoned.Load():
+			op == opCloseSession && c.t.abandoned.Load(): // abandoned since the check above
 			return len(p), nil
 		case op == opCloseSession:
 			closeReq = true
