@@ -137,8 +137,11 @@ waits and retries only through an outage).
 ` + exitStatuses
 
 // parseFlags parses args with fs. After -h it prints the command's help to stdout and returns
-// exitCode(0); after a bad flag it prints the problem and the help to stderr and returns
-// exitCode(2).
+// exitCode(0). After an unknown flag it prints the problem and the help, which lists the flags
+// the command has, to stderr; after a bad value of a flag it has (`-ttl x`, a -name without its
+// argument) one line with the problem and one pointing to -h, as for the values the commands
+// check themselves (`-ttl 0`): the whole help, some 75 lines, said nothing more about the value
+// and filled a cron job's mail. Both return exitCode(2).
 func parseFlags(fs *flag.FlagSet, args []string) error {
 	fs.SetOutput(io.Discard)
 	err := fs.Parse(args)
@@ -159,7 +162,13 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 		help(os.Stdout)
 		return exitCode(0)
 	}
-	fmt.Fprintf(os.Stderr, "simba: %s: %v\n\n", fs.Name(), err)
+	// The flag package's errors, as its own help text: an unknown flag is "flag provided but
+	// not defined: -x"; anything else concerns a flag the command has.
+	if !strings.HasPrefix(err.Error(), "flag provided but not defined") {
+		fmt.Fprintf(os.Stderr, "simba: %s: %s\nrun 'simba %s -h' for help\n", fs.Name(), printable.Escape(err.Error()), fs.Name())
+		return exitCode(2)
+	}
+	fmt.Fprintf(os.Stderr, "simba: %s: %s\n\n", fs.Name(), printable.Escape(err.Error()))
 	help(os.Stderr)
 	return exitCode(2)
 }

@@ -235,3 +235,22 @@ func TestStatusNameExitStatuses(t *testing.T) {
 		}
 	}
 }
+
+// TestBadFlagValueIsTwoLines: a bad value of a flag the command has prints the problem and a
+// pointer to -h, not the whole help, which an unknown flag still prints (it lists the flags
+// there are). Before, `simba lock -ttl x` printed some 75 lines.
+func TestBadFlagValueIsTwoLines(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"lock", "-ttl", "x", "-name", "n", "--", "true"}, "simba: lock: invalid value \"x\" for flag -ttl: parse error\nrun 'simba lock -h' for help\n"},
+		{[]string{"status", "-all=maybe"}, "simba: status: invalid boolean value \"maybe\" for -all: parse error\nrun 'simba status -h' for help\n"},
+		{[]string{"status", "-name"}, "simba: status: flag needs an argument: -name\nrun 'simba status -h' for help\n"},
+	} {
+		stdout, stderr, status := runSimba(t, tc.args...)
+		if status != 2 || stdout != "" || stderr != tc.want {
+			t.Errorf("simba %q: exit status %d, stdout %q, stderr %q; want 2 and %q", tc.args, status, stdout, stderr, tc.want)
+		}
+	}
+}
