@@ -52,7 +52,7 @@ schema (other backends need none), and say which migrations it applied ("applied
 created (its directory must exist). run and lock apply the schema themselves only to a new
 SQLite database.
 `,
-	"status": `usage: simba status -dsn D [-name N | -prefix P] [-all]
+	"status": `usage: simba status -dsn D [-name N | -prefix P] [-all] [-json]
 
 List the leases (name, token, holder, owner, time left), the live sessions and the groups with
 live members D knows. Free leases are hidden unless -all is given (a free lease keeps its row
@@ -70,7 +70,22 @@ show has "-" (a free lease's HOLDER, OWNER and REMAINING), so a row splits on sp
 (exit status 1) instead of creating it, and beside one that exists it does not create the gate
 file (<file>-simba-gate) that the commands that write use; it changes nothing in the file
 either (neither its schema nor its journal mode, which the commands that write set to WAL).
-`,
+
+-json prints one JSON document instead of the tables, in the dialect of simbahttp's /status
+(its "backend" snapshot): {"leases": [{"name", "session", "owner", "token", "remaining_ms",
+"unreadable"}], "sessions": [{"id", "owner", "remaining_ms", "unreadable"}], "groups":
+[{"name", "members"}], "free_leases"}, with "name" and "found" for -name and "prefix" for
+-prefix. remaining_ms is -1 where REMAINING says "unknown" or "unreadable record" (whose
+reason is in "unreadable", present only then), 0 for a free lease; a free lease's "session"
+and "owner" are "". Names and owners are given as they are (JSON escapes them; the tables
+escape control and format characters). Errors go to stderr, with the exit statuses below.
+
+-name N that matches nothing (no lease record N or N.<n>, no group N with live members) exits 3
+with "no lease, lock or group named N" on stderr (with -json, after the document with "found":
+false). A free lease keeps its record on SQL and Redis, so is found there; etcd and ZooKeeper
+keep none, so a name no one holds there exits 3. N must be a name lock and run take (exit 2).
+
+` + exitStatuses,
 	"run": `usage: simba run -dsn D -name N [-ttl T] [-grace G] -- CMD [ARGS]
 
 Stand for election as leader of N and run CMD while leading, like etcdctl elect or consul
@@ -122,8 +137,11 @@ waits and retries only through an outage).
 ` + exitStatuses
 
 // parseFlags parses args with fs. After -h it prints the command's help to stdout and returns
-// exitCode(0); after a bad flag it prints the problem and the help to stderr and returns
-// exitCode(2).
+// exitCode(0). After an unknown flag it prints the problem and the help, which lists the flags
+// the command has, to stderr; after a bad value of a flag it has (`-ttl x`, a -name without its
+// argument) one line with the problem and one pointing to -h, as for the values the commands
+// check themselves (`-ttl 0`): the whole help, some 75 lines, said nothing more about the value
+// and filled a cron job's mail. Both return exitCode(2).
 func parseFlags(fs *flag.FlagSet, args []string) error {
 	fs.SetOutput(io.Discard)
 	err := fs.Parse(args)
@@ -144,7 +162,13 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 		help(os.Stdout)
 		return exitCode(0)
 	}
-	fmt.Fprintf(os.Stderr, "simba: %s: %v\n\n", fs.Name(), err)
+	// The flag package's errors, as its own help text: an unknown flag is "flag provided but
+	// not defined: -x"; anything else concerns a flag the command has.
+	if !strings.HasPrefix(err.Error(), "flag provided but not defined") {
+		fmt.Fprintf(os.Stderr, "simba: %s: %s\nrun 'simba %s -h' for help\n", fs.Name(), printable.Escape(err.Error()), fs.Name())
+		return exitCode(2)
+	}
+	fmt.Fprintf(os.Stderr, "simba: %s: %s\n\n", fs.Name(), printable.Escape(err.Error()))
 	help(os.Stderr)
 	return exitCode(2)
 }
@@ -357,18 +381,26 @@ func status(ctx context.Context, args []string) error {
 	return statusTo(ctx, os.Stdout, args)
 }
 
-// statusTo is status writing to out.
+// statusTo is status writing to out. With -name N that matches nothing it returns a
+// notFoundError (exit status 3) after printing, with -json, the document saying so.
 func statusTo(ctx context.Context, out io.Writer, args []string) error {
 	fs, dsn := dsnFlags("status")
 	var filter statusFilter
-	fs.StringVar(&filter.name, "name", "", "show only the election, lock or group `N` (a group with its partitions N.0, N.1, …)")
+	fs.StringVar(&filter.name, "name", "", "show only the election, lock or group `N` (a group with its partitions N.0, N.1, …); exit status 3 if nothing has that name")
 	fs.StringVar(&filter.prefix, "prefix", "", "show only leases and groups whose name starts with `P`")
 	fs.BoolVar(&filter.all, "all", false, "show free leases too")
+	asJSON := fs.Bool("json", false, "print one JSON document (the dialect of simbahttp's /status) instead of the tables")
 	if err := parseFlagsOnly(fs, args); err != nil {
 		return err
 	}
 	if filter.name != "" && filter.prefix != "" {
 		return badUsage("-name and -prefix select alike: give one")
+	}
+	if filter.name != "" {
+		// The name rules of lock and run: a name no client can hold is a typo, not a free name.
+		if err := spi.ValidateName(filter.name); err != nil {
+			return usageError{fmt.Errorf("-name: %w", err)}
+		}
 	}
 	if err := needDSN(*dsn); err != nil {
 		return err
@@ -389,7 +421,30 @@ func statusTo(ctx context.Context, out io.Writer, args []string) error {
 	if err != nil {
 		return withMigrateHint(err, *dsn)
 	}
-	return printStatus(out, snap, filter)
+	kept, free := filter.apply(snap)
+	found := len(kept.Leases)+free+len(kept.Groups) > 0
+	if *asJSON {
+		if err := writeStatusJSON(out, newStatusDoc(kept, filter, free, found)); err != nil {
+			return err
+		}
+	} else if filter.name == "" || found {
+		if err := printKept(out, kept, filter, free); err != nil {
+			return err
+		}
+	}
+	if filter.name != "" && !found {
+		return notFoundError{filter.name}
+	}
+	return nil
+}
+
+// notFoundError is simba status -name N finding nothing named N: no lease record (held, or free
+// where the backend keeps one), no partition lease N.<n> and no group N with live members. main
+// prints it and exits 3.
+type notFoundError struct{ name string }
+
+func (e notFoundError) Error() string {
+	return fmt.Sprintf("no lease, lock or group named %s (no lease record %[1]s or %[1]s.<n>, no group %[1]s with live members)", safe(e.name))
 }
 
 // statusFilter says which part of a snapshot simba status prints.
@@ -430,19 +485,22 @@ func isPartitionOf(lease, group string) bool {
 	return err == nil && n >= 0 && n < wire.MaxPartitions && wire.PartitionName(group, n) == lease
 }
 
-// apply returns the part of snap that f keeps, and how many free leases it hid. With a name or
-// a prefix, the sessions kept are those holding a kept lease or in a kept group.
+// apply returns the part of snap that f keeps, and how many free lease records it selected
+// (hidden unless f.all). With a name or a prefix, the sessions kept are those holding a kept
+// lease or in a kept group.
 func (f statusFilter) apply(snap spi.Snapshot) (spi.Snapshot, int) {
 	var out spi.Snapshot
-	hidden := 0
+	free := 0
 	sessions := map[simba.SessionID]bool{}
 	for _, l := range snap.Leases {
 		if !f.keepsLease(l.Name) {
 			continue
 		}
-		if l.Holder == "" && l.Unreadable == "" && !f.all {
-			hidden++
-			continue
+		if l.Holder == "" && l.Unreadable == "" {
+			free++
+			if !f.all {
+				continue
+			}
 		}
 		out.Leases = append(out.Leases, l)
 		sessions[l.Holder] = true
@@ -463,14 +521,24 @@ func (f statusFilter) apply(snap spi.Snapshot) (spi.Snapshot, int) {
 			out.Sessions = append(out.Sessions, s)
 		}
 	}
-	return out, hidden
+	return out, free
 }
 
 // printStatus prints a snapshot as tables. Every string in it comes from backend records that
 // anyone with write access to the backend can forge, so each goes through safe: no control
 // character (a terminal escape sequence) or invalid UTF-8 reaches the terminal.
 func printStatus(out io.Writer, snap spi.Snapshot, f statusFilter) error {
-	snap, hidden := f.apply(snap)
+	kept, free := f.apply(snap)
+	return printKept(out, kept, f, free)
+}
+
+// printKept is printStatus for the part snap of a snapshot that f kept, with free the number
+// of free lease records f selected.
+func printKept(out io.Writer, snap spi.Snapshot, f statusFilter, free int) error {
+	hidden := free
+	if f.all {
+		hidden = 0
+	}
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "LEASE\tTOKEN\tHOLDER\tOWNER\tREMAINING")
 	for _, l := range snap.Leases {
@@ -492,9 +560,6 @@ func printStatus(out io.Writer, snap spi.Snapshot, f statusFilter) error {
 	if hidden > 0 {
 		fmt.Fprintf(w, "(%d free lease(s) not shown: -all shows them)\n", hidden)
 	}
-	if f.name != "" && hidden == 0 && len(snap.Leases) == 0 && len(snap.Groups) == 0 {
-		fmt.Fprintf(w, "(no lease %[1]s, no partition lease %[1]s.<n> and no group %[1]s with live members)\n", safe(f.name))
-	}
 	fmt.Fprintln(w, "\nSESSION\tOWNER\tREMAINING")
 	for _, s := range snap.Sessions {
 		rem := remaining(s.Remaining, s.RemainingUnknown)
@@ -504,13 +569,8 @@ func printStatus(out io.Writer, snap spi.Snapshot, f statusFilter) error {
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\n", safe(string(s.ID)), orDash(safe(s.Owner)), rem)
 	}
-	groups := make([]string, 0, len(snap.Groups))
-	for g := range snap.Groups {
-		groups = append(groups, g)
-	}
-	sort.Strings(groups)
 	fmt.Fprintln(w, "\nGROUP\tMEMBERS")
-	for _, g := range groups {
+	for _, g := range sortedGroups(snap) {
 		members := make([]string, len(snap.Groups[g]))
 		for i, m := range snap.Groups[g] {
 			members[i] = safe(string(m))
@@ -518,6 +578,16 @@ func printStatus(out io.Writer, snap spi.Snapshot, f statusFilter) error {
 		fmt.Fprintf(w, "%s\t[%s]\n", safe(g), strings.Join(members, " "))
 	}
 	return w.Flush()
+}
+
+// sortedGroups returns the names of snap's groups, sorted.
+func sortedGroups(snap spi.Snapshot) []string {
+	groups := make([]string, 0, len(snap.Groups))
+	for g := range snap.Groups {
+		groups = append(groups, g)
+	}
+	sort.Strings(groups)
+	return groups
 }
 
 // orDash is s, or "-" for an empty s: a blank column would shift the fields of its row for a

@@ -4,9 +4,10 @@
 //	                                               SIGKILL and SIGSTOP, and a fenced resource
 //	simba migrate -dsn D                           apply the SQL schema (SQL backends; others:
 //	                                               connect and open a session, as a check)
-//	simba status  -dsn D [-name N | -prefix P] [-all]
+//	simba status  -dsn D [-name N | -prefix P] [-all] [-json]
 //	                                               list leases, sessions and groups (-name N:
-//	                                               one election, lock or group)
+//	                                               one election, lock or group; -json: one
+//	                                               JSON document)
 //	simba run     -dsn D -name N -- CMD [ARGS]     run CMD while this process leads N
 //	simba lock    -dsn D -name N -- CMD [ARGS]     run CMD under the lock N
 //
@@ -47,6 +48,9 @@
 //	        demo (which take flags only), a missing -dsn, -name or CMD, a bad flag value (a
 //	        malformed DSN, a -ttl out of range, a negative -grace, a bad name, or one the
 //	        backend refuses, such as etcd's -ttl under 1s), a bad $SIMBA_LOG_LEVEL
+//	3       status -name N: nothing is named N (no lease record N or N.<n>, no group N with
+//	        live members; a free lease counts where the backend keeps its record: SQL and
+//	        Redis do, etcd and ZooKeeper do not); with -json the document still goes to stdout
 //	127     run and lock: CMD could not be started (not found, not executable); simba
 //	        prints why and releases the term at once
 //	128+n   simba stopped by signal n (130 SIGINT, 143 SIGTERM) before CMD started (while
@@ -126,6 +130,9 @@ const exitStatuses = `exit status:
          (flags only); a missing -dsn, -name or CMD; a bad flag value (a malformed DSN, -ttl
          out of range, a negative -grace, an invalid name, or one the backend refuses, such as
          etcd's -ttl under 1s); a bad $SIMBA_LOG_LEVEL
+  3      status -name N: nothing is named N (no lease record N or N.<n>, no group N with
+         live members; a free lease counts where the backend keeps its record: SQL and
+         Redis do, etcd and ZooKeeper do not); with -json the document still goes to stdout
   127    run and lock: CMD could not be started (not found, not executable)
   128+n  simba stopped by signal n (130 SIGINT, 143 SIGTERM) before CMD started (waiting for
          the lock or to lead), or during migrate, status or demo
@@ -225,19 +232,23 @@ func (c signalCause) Error() string {
 }
 
 // exitStatusOf is the status simba exits with after a command's error err (see the table in
-// the package doc and exitStatuses): CMD's own for an exitCode, 2 for a usage error, 128+n
+// the package doc and exitStatuses): CMD's own for an exitCode, 2 for a usage error, 3 for
+// status -name N finding nothing named N, 128+n
 // after signal n stopped simba, 1 otherwise.
 func exitStatusOf(ctx context.Context, err error) int {
 	var (
-		code  exitCode
-		usage usageError
-		sig   signalCause
+		code     exitCode
+		usage    usageError
+		notFound notFoundError
+		sig      signalCause
 	)
 	switch {
 	case errors.As(err, &code):
 		return int(code)
 	case errors.As(err, &usage):
 		return 2
+	case errors.As(err, &notFound):
+		return 3
 	case errors.As(err, &sig), errors.As(context.Cause(ctx), &sig):
 		return 128 + int(sig.sig)
 	}

@@ -82,8 +82,10 @@ func statusNameScenario(t *testing.T, ctx context.Context, dsn string, b spi.Bac
 	if !out["ledger.0"] || out["ledger"] || out["ledger.1"] || out[string(leader.ID)] {
 		t.Errorf("-name ledger.0: want the partition lease ledger.0 alone")
 	}
-	if s := status("-name", "nosuch"); !strings.Contains(s, "no lease nosuch, no partition lease nosuch.<n> and no group nosuch") {
-		t.Errorf("-name nosuch does not say that nothing has that name")
+	var buf bytes.Buffer
+	err := statusTo(ctx, &buf, []string{"-dsn", dsn, "-name", "nosuch"})
+	if _, ok := err.(notFoundError); !ok || buf.Len() != 0 || !strings.Contains(err.Error(), "no lease, lock or group named nosuch") {
+		t.Errorf("-name nosuch: error %v, output %q; want that nothing has that name (exit status 3), and no tables", err, buf.String())
 	}
 }
 
