@@ -98,6 +98,7 @@ type SQLDialectSpec struct {
 	WakeConnHost  string   `yaml:"wake_conn_host"`
 	WakeKill      string   `yaml:"wake_kill"`
 	WakeLockConn  string   `yaml:"wake_lock_conn"`
+	WakeKillQuery string   `yaml:"wake_kill_query"`
 	// ReadOnlyCheck reads whether the server takes writes: one row of one text column, empty
 	// when it does, otherwise why not (the client's outage probe runs it).
 	ReadOnlyCheck string `yaml:"read_only_check"`
@@ -364,7 +365,7 @@ func (s *SQLSpec) validate() error {
 				return specErr(f, fmt.Sprintf("%s.session_setup[%d]", field, i), "must be one non-empty statement without ';'")
 			}
 		}
-		for _, st := range []struct{ key, stmt string }{{"change_counter", ds.ChangeCounter}, {"database_file", ds.DatabaseFile}, {"journal_mode", ds.JournalMode}, {"journal_wal", ds.JournalWAL}, {"object_count", ds.ObjectCount}, {"wake_lock", ds.WakeLock}, {"wake_unlock", ds.WakeUnlock}, {"wake_conn_id", ds.WakeConnID}, {"wake_conn_host", ds.WakeConnHost}, {"wake_kill", ds.WakeKill}, {"wake_lock_conn", ds.WakeLockConn}, {"read_only_check", ds.ReadOnlyCheck}, {"read_only_write_check", ds.ReadOnlyWriteCheck}, {"idle_tx_timeout", ds.IdleTxTimeout}} {
+		for _, st := range []struct{ key, stmt string }{{"change_counter", ds.ChangeCounter}, {"database_file", ds.DatabaseFile}, {"journal_mode", ds.JournalMode}, {"journal_wal", ds.JournalWAL}, {"object_count", ds.ObjectCount}, {"wake_lock", ds.WakeLock}, {"wake_unlock", ds.WakeUnlock}, {"wake_conn_id", ds.WakeConnID}, {"wake_conn_host", ds.WakeConnHost}, {"wake_kill", ds.WakeKill}, {"wake_lock_conn", ds.WakeLockConn}, {"wake_kill_query", ds.WakeKillQuery}, {"read_only_check", ds.ReadOnlyCheck}, {"read_only_write_check", ds.ReadOnlyWriteCheck}, {"idle_tx_timeout", ds.IdleTxTimeout}} {
 			if strings.Contains(st.stmt, ";") || (st.stmt != "" && strings.TrimSpace(st.stmt) == "") {
 				return specErr(f, field+"."+st.key, "must be one statement without ';'")
 			}
@@ -414,6 +415,9 @@ func (s *SQLSpec) validate() error {
 		}
 		if (ds.WakeConnID == "") != (ds.WakeKill == "") || (ds.WakeConnID == "") != (ds.WakeConnHost == "") || (ds.WakeConnID == "") != (ds.WakeLockConn == "") || (ds.WakeConnID != "" && ds.WakeLock == "") {
 			return specErr(f, field+".wake_kill", "wake_conn_id, wake_conn_host, wake_kill and wake_lock_conn go together, and with wake_lock")
+		}
+		if ds.WakeKillQuery != "" && ds.WakeConnID == "" {
+			return specErr(f, field+".wake_kill_query", "wake_kill_query needs wake_conn_id, wake_conn_host and wake_kill")
 		}
 		if ds.WakeFreeLeases != "" {
 			if ds.WakeLock == "" {
@@ -1403,6 +1407,10 @@ func (s *SQLSpec) genWire() (File, error) {
 		jen.Id("WakeConnHost").String(),
 		jen.Id("WakeKill").String(),
 		jen.Id("WakeLockConn").String(),
+		jen.Comment("WakeKillQuery (parameter: an id as WakeConnID returns) ends the statement a connection of the"),
+		jen.Comment("same user's runs, leaving the connection open and usable (a named-lock wait ends without its"),
+		jen.Comment("lock) (empty: the waker ends a wait it no longer needs by closing its connection)."),
+		jen.Id("WakeKillQuery").String(),
 		jen.Comment("ReadOnlyCheck reads whether the server takes writes: one row of one text column, empty when"),
 		jen.Comment("it does, otherwise why it does not (a standby, a read-only setting). The backend runs it in the"),
 		jen.Comment("client's outage probe, so that a server that answers reads but refuses writes is not taken"),
@@ -1586,6 +1594,7 @@ func (s *SQLSpec) genWire() (File, error) {
 				jen.Id("WakeConnHost"):       jen.Lit(ds.WakeConnHost),
 				jen.Id("WakeKill"):           jen.Lit(ds.WakeKill),
 				jen.Id("WakeLockConn"):       jen.Lit(ds.WakeLockConn),
+				jen.Id("WakeKillQuery"):      jen.Lit(ds.WakeKillQuery),
 				jen.Id("ReadOnlyCheck"):      jen.Lit(ds.ReadOnlyCheck),
 				jen.Id("ReadOnlyWriteCheck"): jen.Lit(ds.ReadOnlyWriteCheck),
 				jen.Id("IdleTxTimeout"):      jen.Lit(ds.IdleTxTimeout),

@@ -134,7 +134,7 @@
 // called), the backend's other calls and its waker's named-lock connections together use at
 // most n-1 connections, sharing the slots, so that one is left to keep-alives
 // whatever the mix: the waker's share (at most a quarter of n, one more while it watches and
-// one while it ends abandoned connections) comes out of the calls' n-1 only while it holds
+// one while it ends abandoned connections or interrupts a wait) comes out of the calls' n-1 only while it holds
 // connections, rather than out of the calls' share for good, and a waker connection waits for a
 // slot as it waited for the pool, within its statement bound. Before, six acquires stuck on a
 // row lock took all 3 connections of such a pool and a keep-alive waited for one until its
@@ -342,11 +342,16 @@
 // server may keep, with its named locks, until its wait_timeout) is ended with KILL CONNECTION
 // from a working one, which a user may do to its own connections (when the server refuses, as
 // through a proxy such as ProxySQL may, the backend logs it once and such locks last until the
-// server drops the connection; the waiters then wait for their retries). A holder that cannot
-// take its lease's named lock for a second ends the connection that keeps it (a waiter's
-// silenced after the server gave it the lock), and a waiting backend whose wait runs out (one
-// TTL) reads the lease row, so a lock kept by such a connection delays a hint a TTL at most. Either
-// way a released lease passes to a waiting process in milliseconds rather than when the holder's
+// server drops the connection; the waiters then wait for their retries). A blocking wait that
+// nobody needs any more (its Lock timed out or was withdrawn, or the lease was granted and the
+// wait still blocks a second later) is ended with KILL QUERY from another of these connections,
+// which keeps its connection open for the next wait (100 Locks that timed out while their
+// backend blocked for them dialled 100 new connections before, 0 now); when the server
+// refuses that, the backend logs it once and closes such a wait's connection, as before. A
+// holder that cannot take its lease's named lock for a second ends the connection that keeps
+// it (a waiter's silenced after the server gave it the lock), and a waiting backend whose wait
+// runs out (one TTL) reads the lease row, so a lock kept by such a connection delays a hint a
+// TTL at most. Either way a released lease passes to a waiting process in milliseconds rather than when the holder's
 // lease would run out; the named lock and the change counter are only hints, every decision is
 // the table statements'. A backend also hints its own subscribers (other clients of the process
 // on the same backend) at once on a release it makes, on every dialect when a session of the

@@ -82,6 +82,20 @@ import (
 //     name instead (50 names: 51 per process, of MariaDB's default max_connections of 151). The
 //     blocking waits cost nothing while the lock stays held, so the first names keep them, and a
 //     watched name moves to a blocking place as soon as one is free (startWaits).
+//   - Ending a wait: a blocking wait nobody needs any more ends without closing its
+//     connection. One its own session's grant overtook is asked to stop at its statement's
+//     end (stopWait: it gets the lock when the old holder's marker lets it go); a withdrawn
+//     one (a Lock whose context ended — a Lock's timeout —, Withdraw, a TryLock that gave up),
+//     and one still blocked mysqlWaitGrace after it was asked to stop, is interrupted at once
+//     by KILL QUERY (spec/sql.yaml: wake_kill_query) sent from another of the waker's
+//     connections (block, interrupt): its GET_LOCK ends without the lock (MariaDB returns NULL,
+//     MySQL fails with 1317) and its connection goes back to the pool. Ending the statement's
+//     context instead made go-sql-driver close the connection, and the next wait dialled a new
+//     one: 100 Locks that timed out while their waker blocked for them opened 100 new
+//     connections (a TCP connection, an authentication and a server thread each), 0 now
+//     (TestMySQLWithdrawnWaitKeepsItsConnection). When the waker cannot interrupt (the server
+//     refuses: a proxy that does not pass KILL on; logged once), it closes the connection as
+//     before; the waker's shutdown (Close) still cuts every wait at once.
 //
 // The named lock and the watch are only hints: every decision is the table statements'. Open
 // gives the waker a pool of its own (the user's pool limits stay whole); on a pool given to
@@ -125,6 +139,7 @@ type mysqlWaker struct {
 	lock, unlock           string             // wire.SQLDialect.WakeLock, WakeUnlock
 	connID, connHost, kill string             // wire.SQLDialect.WakeConnID, WakeConnHost, WakeKill
 	lockConn               string             // wire.SQLDialect.WakeLockConn
+	killQuery              string             // wire.SQLDialect.WakeKillQuery
 	freeLeases             func(n int) string // wire.SQLDialect.WakeFreeLeases
 	log                    func() *slog.Logger
 	// slots are the slots of the backend's calls on a user's bounded pool (keepAliveConn):
@@ -157,11 +172,13 @@ type mysqlWaker struct {
 	// ids maps each connection the waker has used (its driver connection) to its id and
 	// client address at the server (wake_conn_id), asked once per connection. abandoned holds
 	// the ones it gave up on that the server may keep (see reap); reapFailed is when reap last
-	// failed on its connection, cannotKill that the server refused (logged once).
-	ids        map[any]connRef
-	abandoned  map[connRef]struct{}
-	reapFailed time.Time
-	cannotKill bool
+	// failed on its connection, cannotKill that the server refused (logged once), and
+	// cannotInterrupt that it refused a wait's interruption (interrupt; logged once).
+	ids             map[any]connRef
+	abandoned       map[connRef]struct{}
+	reapFailed      time.Time
+	cannotKill      bool
+	cannotInterrupt bool
 }
 
 // connRef is a connection at the server: its id and its client's address (host:port) as the
@@ -178,11 +195,14 @@ const mysqlMaxIDs = 64
 // mysqlStats counts the waker's statements: marking GET_LOCKs, probes, lease reads, blocking
 // waits, and the hints they sent; the watch's statements (watches) and the hints among hints
 // that it sent (watchHints); the abandoned connections it ended (reap), and the connections it
-// ended that kept a held lease's named lock (unstick).
+// ended that kept a held lease's named lock (unstick); the KILL QUERYs it sent to end blocking
+// waits nobody needed any more, keeping their connections (interrupts), and the waits it cut
+// instead, closing their connections (cuts: see block).
 type mysqlStats struct {
 	marks, probes, reads, blocks, hints int64
 	watches, watchHints                 int64
 	kills, unsticks                     int64
+	interrupts, cuts                    int64
 }
 
 // snapshot returns the counts so far.
@@ -202,8 +222,8 @@ type heldLease struct {
 
 func newMySQLWaker(db *sql.DB, wd wire.SQLDialect) *mysqlWaker {
 	return &mysqlWaker{db: db, lock: wd.WakeLock, unlock: wd.WakeUnlock, connID: wd.WakeConnID,
-		connHost: wd.WakeConnHost, kill: wd.WakeKill, lockConn: wd.WakeLockConn, freeLeases: wd.WakeFreeLeases,
-		log: slog.Default, ttl: 15 * time.Second,
+		connHost: wd.WakeConnHost, kill: wd.WakeKill, lockConn: wd.WakeLockConn,
+		killQuery: wd.WakeKillQuery, freeLeases: wd.WakeFreeLeases, log: slog.Default, ttl: 15 * time.Second,
 		held: map[string]heldLease{}, waiting: waitSet{}, waits: map[string]*waitCtl{},
 		kick: make(chan struct{}, 1), ids: map[any]connRef{}, abandoned: map[connRef]struct{}{},
 		markDelay: mysqlMarkDelay}
@@ -340,15 +360,16 @@ func (w *mysqlWaker) released(sid, name string) {
 	}
 }
 
-// withdrawn ends sid's wait for name (a Withdraw, or a TryLock that gave up: EndWait); the
-// name's entry goes with its last wait, and so does its blocking wait, which would otherwise
-// hold a connection and one of the waker's mysqlMaxWaits places until the wait lapsed.
+// withdrawn ends sid's wait for name (a Withdraw, a Lock whose context ended, or a TryLock
+// that gave up: EndWait); the name's entry goes with its last wait, and so does its blocking
+// wait, which would otherwise hold a connection and one of the waker's mysqlMaxWaits places
+// until the wait lapsed: it is ended at once (waitCtl.end), and keeps its connection.
 func (w *mysqlWaker) withdrawn(sid, name string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.waiting.forget(sid, name)
 	if c := w.waits[name]; c != nil && !w.waiting.waited(name, time.Now()) {
-		c.cancel()
+		c.end()
 	}
 }
 
@@ -432,12 +453,12 @@ func (w *mysqlWaker) startWaits(ctx context.Context, waits *sync.WaitGroup, limi
 			continue
 		}
 		wctx, cancel := context.WithCancel(ctx)
-		c := &waitCtl{cancel: cancel, stop: make(chan struct{}, 1)}
+		c := &waitCtl{cancel: cancel, stop: make(chan struct{}, 1), intr: make(chan struct{}, 1)}
 		w.waits[n] = c
 		waits.Add(1)
 		go func() {
 			defer waits.Done()
-			w.wait(wctx, c.stop, n)
+			w.wait(wctx, c, n)
 			cancel()
 			w.mu.Lock()
 			delete(w.waits, n)
@@ -466,14 +487,28 @@ func (w *mysqlWaker) startWaits(ctx context.Context, waits *sync.WaitGroup, limi
 // waitCtl is a running wait (startWaits).
 type waitCtl struct {
 	// cancel ends the wait at once: a statement in flight is cut, and go-sql-driver closes its
-	// connection with it (the waker's shutdown, a withdrawn wait, and stopWait's last resort).
+	// connection with it (the waker's shutdown).
 	cancel func()
 	// stop asks the wait to end at the end of its statement in flight, or at once if it sleeps
 	// (stopWait; capacity 1).
 	stop chan struct{}
-	// cut is stopWait's timer, which cancels the wait if it still runs, unwaited, after
+	// intr asks the wait to end its blocking GET_LOCK now, keeping its connection (block; a
+	// withdrawn wait, and stopWait's last resort; capacity 1).
+	intr chan struct{}
+	// cut is stopWait's timer, which ends the wait (end) if it still runs, unwaited, after
 	// mysqlWaitGrace; nil when not armed. Under mysqlWaker.mu.
 	cut *time.Timer
+}
+
+// end asks the wait to end now: a sleep at once, a blocking GET_LOCK by its interruption
+// (block), any other statement at its end.
+func (c *waitCtl) end() {
+	for _, ch := range []chan struct{}{c.stop, c.intr} {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // mysqlWaitGrace is how long a wait nobody needs any more may take to end by itself
@@ -489,7 +524,8 @@ const mysqlWaitGrace = time.Second
 // connections in 8 s. So the wait is asked to stop at its statement's end (that GET_LOCK gets
 // the lock as soon as the old holder's marker lets it go), and cut only if it still runs
 // after mysqlWaitGrace (the lock kept by a stuck connection, or by this backend's own marker
-// when the wait blocked just after the grant). w.mu is held.
+// when the wait blocked just after the grant): then it is interrupted (waitCtl.end, block), which
+// keeps its connection too. w.mu is held.
 func (w *mysqlWaker) stopWait(name string) {
 	c := w.waits[name]
 	if c == nil || w.waiting.waited(name, time.Now()) {
@@ -507,7 +543,7 @@ func (w *mysqlWaker) stopWait(name string) {
 		defer w.mu.Unlock()
 		c.cut = nil
 		if !w.waiting.waited(name, time.Now()) {
-			c.cancel()
+			c.end()
 		}
 	})
 }
@@ -647,9 +683,11 @@ func (w *mysqlWaker) waitedFor(name string) (time.Time, time.Duration, bool) {
 }
 
 // wait waits for name's release on a connection of its own while name is waited for (see the
-// comment at the top); it returns when it is not (at the end of a statement, or of a sleep that
-// stop interrupts: see stopWait), ctx ends, or the connection fails (after mysqlRetry).
-func (w *mysqlWaker) wait(ctx context.Context, stop <-chan struct{}, name string) {
+// comment at the top); it returns when it is not (at the end of a statement, of a sleep that
+// c.stop interrupts, or of a blocking GET_LOCK that c.intr interrupts: see stopWait, withdrawn),
+// ctx ends, or the connection fails (after mysqlRetry).
+func (w *mysqlWaker) wait(ctx context.Context, c *waitCtl, name string) {
+	stop := c.stop
 	conn, err := w.conn(ctx)
 	if err != nil {
 		sleepCtx(ctx, mysqlRetry)
@@ -698,14 +736,23 @@ func (w *mysqlWaker) wait(ctx context.Context, stop <-chan struct{}, name string
 			continue
 		}
 		backoff, tenure = mysqlProbeBackoff, ""
+		// An interruption asked for before is stale (the name is waited for again, or the
+		// check below ends the wait); one asked for from now on ends the GET_LOCK.
+		select {
+		case <-c.intr:
+		default:
+		}
 		// A grant since the probe (this backend's marker may hold the lock now): blocking
-		// would wait on it until stopWait cuts the wait.
+		// would wait on it until stopWait ends the wait.
 		if _, _, ok := w.waitedFor(name); !ok {
 			return
 		}
 		secs := int64(math.Ceil(min(ttl, time.Until(until)).Seconds()))
 		w.count(&w.stats.blocks)
-		got, err = w.getLock(ctx, conn, name, max(secs, 1))
+		got, err = w.block(ctx, c.intr, conn, name, max(secs, 1))
+		if errors.Is(err, errWaitInterrupted) {
+			continue // the connection is clean; the loop's check ends the wait
+		}
 		if err != nil {
 			fail()
 			return
@@ -736,6 +783,126 @@ func (w *mysqlWaker) wait(ctx context.Context, stop <-chan struct{}, name string
 			return
 		}
 	}
+}
+
+// errWaitInterrupted is a blocking GET_LOCK that block interrupted: it took no lock, and its
+// connection is open and clean.
+var errWaitInterrupted = errors.New("sql mysql waker: wait interrupted")
+
+// mysqlQueryInterrupted is the server's error for a statement that KILL QUERY ended
+// (ER_QUERY_INTERRUPTED): MySQL's GET_LOCK fails with it, where MariaDB's returns NULL.
+const mysqlQueryInterrupted = 1317
+
+// block runs a wait's blocking wake_lock on conn (as getLock) and ends it early when intr
+// is signalled (a withdrawn wait, or one stopWait gave up on). Ending its context would make
+// go-sql-driver close conn, and the next wait dial a new connection (a TCP connection, an
+// authentication and a server thread per Lock that timed out while its waker blocked), so
+// it is interrupted instead by wake_kill_query (KILL QUERY) from another connection of the
+// waker's (interrupt): the GET_LOCK then ends without the lock and conn stays open and usable
+// (errWaitInterrupted). The interruption may race the GET_LOCK's own return: a GET_LOCK that
+// got the lock just before returns true (the caller lets it go, as after any wait), one
+// interrupted between taking the lock and answering is followed by a RELEASE_LOCK (block sends
+// one after every interruption), and the server ignores a KILL QUERY that finds the connection
+// between statements; block sends no other statement on conn until the KILL has been answered. When the waker cannot interrupt
+// (no id for conn, a dialect without the statement, a server or proxy that refuses it, no
+// connection to send it from) or the GET_LOCK still runs mysqlReleaseTimeout after the KILL
+// (it reached the server after it), the GET_LOCK's context is ended: conn is closed, as
+// before. The waker's shutdown (ctx) still cuts it at once.
+func (w *mysqlWaker) block(ctx context.Context, intr <-chan struct{}, conn *sql.Conn, name string, timeoutSecs int64) (bool, error) {
+	ref := w.ref(conn) // before the statement: conn is busy during it
+	qctx, cut := context.WithCancel(ctx)
+	defer cut()
+	done, ended := make(chan struct{}), make(chan struct{})
+	var interrupted, cutOff bool // the helper's, read after ended
+	go func() {
+		defer close(ended)
+		select {
+		case <-done:
+			return
+		case <-intr:
+		}
+		if interrupted = w.interrupt(ctx, ref); !interrupted {
+			cutOff = true
+			cut()
+			return
+		}
+		t := time.NewTimer(mysqlReleaseTimeout)
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
+			cutOff = true
+			cut()
+		}
+	}()
+	got, err := w.getLock(qctx, conn, name, timeoutSecs)
+	close(done)
+	<-ended
+	if cutOff && ctx.Err() == nil {
+		w.count(&w.stats.cuts)
+	}
+	var me *mysqldriver.MySQLError
+	if interrupted && !cutOff && (errors.Is(err, errWakeLockNull) || errors.As(err, &me) && me.Number == mysqlQueryInterrupted) {
+		// The KILL may have come after the server gave the GET_LOCK the lock, and before it
+		// answered: let the lock go whatever the answer said (nothing if not held).
+		if err := w.release(ctx, conn, name); err != nil {
+			return false, err
+		}
+		return false, errWaitInterrupted
+	}
+	return got, err
+}
+
+// ref returns conn's id and client address at the server (zero if unknown: see idConn).
+func (w *mysqlWaker) ref(conn *sql.Conn) connRef {
+	var ref connRef
+	_ = conn.Raw(func(dc any) error {
+		w.mu.Lock()
+		ref = w.ids[dc]
+		w.mu.Unlock()
+		return nil
+	})
+	return ref
+}
+
+// interrupt ends the statement that the waker's connection ref runs (wake_kill_query) from
+// another of its connections, if the server still shows ref's id with ref's address (as reap
+// checks before it ends one), and reports whether it did. A server that refuses (another
+// user's connection, a proxy that does not pass KILL on) is logged once and asked no more:
+// block then cuts, as before.
+func (w *mysqlWaker) interrupt(ctx context.Context, ref connRef) bool {
+	w.mu.Lock()
+	refused := w.cannotInterrupt
+	w.mu.Unlock()
+	if w.killQuery == "" || ref.id == 0 || refused {
+		return false
+	}
+	conn, err := w.conn(ctx)
+	if err != nil {
+		return false
+	}
+	defer w.put(conn)
+	killed, err := w.end(ctx, conn, ref, w.killQuery)
+	var me *mysqldriver.MySQLError
+	switch {
+	case err == nil:
+	case errors.As(err, &me) && me.Number == mysqlUnknownThread:
+	case errors.As(err, &me):
+		w.mu.Lock()
+		first := !w.cannotInterrupt
+		w.cannotInterrupt = true
+		w.mu.Unlock()
+		if first {
+			w.log().Warn("sql mysql waker: cannot interrupt its own waits (KILL QUERY); a wait nobody needs any more closes its connection instead",
+				"connection", ref.id, "error", err)
+		}
+	default:
+		w.abandon(conn)
+	}
+	if killed {
+		w.count(&w.stats.interrupts)
+	}
+	return killed
 }
 
 // leaseState is what a read of name's lease row tells a waiter.
@@ -913,7 +1080,7 @@ func (w *mysqlWaker) reap(ctx context.Context) time.Duration {
 	}
 	defer w.put(conn)
 	for _, ref := range refs {
-		killed, err := w.end(ctx, conn, ref)
+		killed, err := w.end(ctx, conn, ref, w.kill)
 		var me *mysqldriver.MySQLError
 		switch {
 		case err == nil, errors.As(err, &me) && me.Number == mysqlUnknownThread:
@@ -939,9 +1106,9 @@ func (w *mysqlWaker) reap(ctx context.Context) time.Duration {
 	return time.Hour
 }
 
-// end ends the connection ref on conn if the server still shows it (see reap), and reports
-// whether it did.
-func (w *mysqlWaker) end(ctx context.Context, conn *sql.Conn, ref connRef) (bool, error) {
+// end runs kill (wake_kill: the connection ref; wake_kill_query: its statement) on conn if the
+// server still shows ref (see reap), and reports whether it did.
+func (w *mysqlWaker) end(ctx context.Context, conn *sql.Conn, ref connRef, kill string) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, mysqlStmtTimeout)
 	defer cancel()
 	var host sql.NullString
@@ -953,7 +1120,7 @@ func (w *mysqlWaker) end(ctx context.Context, conn *sql.Conn, ref connRef) (bool
 	case host.String != ref.host:
 		return false, nil // another connection's id now
 	}
-	if _, err := conn.ExecContext(ctx, w.kill, ref.id); err != nil {
+	if _, err := conn.ExecContext(ctx, kill, ref.id); err != nil {
 		return false, err
 	}
 	return true, nil

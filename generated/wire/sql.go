@@ -114,6 +114,10 @@ type SQLDialect struct {
 	WakeConnHost string
 	WakeKill     string
 	WakeLockConn string
+	// WakeKillQuery (parameter: an id as WakeConnID returns) ends the statement a connection of the
+	// same user's runs, leaving the connection open and usable (a named-lock wait ends without its
+	// lock) (empty: the waker ends a wait it no longer needs by closing its connection).
+	WakeKillQuery string
 	// ReadOnlyCheck reads whether the server takes writes: one row of one text column, empty when
 	// it does, otherwise why it does not (a standby, a read-only setting). The backend runs it in the
 	// client's outage probe, so that a server that answers reads but refuses writes is not taken
@@ -348,6 +352,7 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 			WakeConnHost:       "",
 			WakeConnID:         "",
 			WakeKill:           "",
+			WakeKillQuery:      "",
 			WakeLock:           "",
 			WakeLockConn:       "",
 			WakeUnlock:         "",
@@ -517,6 +522,7 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 			WakeConnHost:       "SELECT HOST FROM information_schema.PROCESSLIST WHERE ID = ?",
 			WakeConnID:         "SELECT ID, HOST FROM information_schema.PROCESSLIST WHERE ID = CONNECTION_ID()",
 			WakeKill:           "KILL CONNECTION ?",
+			WakeKillQuery:      "KILL QUERY ?",
 			WakeLock:           "SELECT GET_LOCK(CONCAT('simba:', LEFT(SHA2(CONCAT(COALESCE(DATABASE(), ''), '/', ?), 256), 48)), ?)",
 			WakeLockConn:       "SELECT IS_USED_LOCK(CONCAT('simba:', LEFT(SHA2(CONCAT(COALESCE(DATABASE(), ''), '/', ?), 256), 48)))",
 			WakeUnlock:         "SELECT RELEASE_LOCK(CONCAT('simba:', LEFT(SHA2(CONCAT(COALESCE(DATABASE(), ''), '/', ?), 256), 48)))",
@@ -686,6 +692,7 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 			WakeConnHost:       "",
 			WakeConnID:         "",
 			WakeKill:           "",
+			WakeKillQuery:      "",
 			WakeLock:           "",
 			WakeLockConn:       "",
 			WakeUnlock:         "",
