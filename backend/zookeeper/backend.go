@@ -691,11 +691,24 @@ func (b *Backend) acquire(ctx context.Context, sid spi.SessionID, name string, q
 	}
 	paths := s.pathsOf(name)
 	path := paths.lease
+	// The claim keeps a release of the name by this session from crossing this acquire (see
+	// session.claim): one in flight is waited for, so that its multi-op is answered before the
+	// create is sent.
+	if err := s.claim(ctx, name); err != nil {
+		return spi.Acquire{}, s.fail("acquire", err)
+	}
+	kept := true
+	defer func() {
+		if kept {
+			s.unclaim(name)
+		}
+	}()
 	for attempt := 0; attempt < 8; attempt++ {
 		q := s.queueGuess(name)
 		r := newLeaseReq(s, name, paths)
 		r.q = q
-		token, err := r.do(ctx)
+		var token int64
+		token, kept, err = r.do(ctx)
 		switch {
 		case err == nil:
 			if h := testHookGranted.Load(); h != nil {
@@ -822,6 +835,11 @@ func (b *Backend) acquire(ctx context.Context, sid spi.SessionID, name string, q
 // round trip, as a bare delete); otherwise Release reads the stat first and sends it only if
 // the ephemeral owner is this session and the czxid is token.
 //
+// The ACL does not keep the multi-op off the session's own next node of the name (at version 0
+// too), so Release and Acquire of one name by one session do not cross (see session.claim):
+// a release waits for an acquire of the name in flight to record its outcome, and an acquire
+// for a release in flight to be answered.
+//
 // What this does not cover: a node created at the path by a client holding a write
 // permission that this session's identities also hold (a Simba client of an earlier 5.x
 // release, whose nodes grant all to the shared DSN identity, or a foreign client with an open
@@ -837,12 +855,24 @@ func (b *Backend) Release(ctx context.Context, sid spi.SessionID, name string, t
 	paths := s.pathsOf(name)
 	path := paths.lease
 	b.doneWaiting(sid, name)
-	held := s.forgetHeld(name, token)
-	if held {
+	// The claim keeps the session's acquires of the name from crossing this release (see
+	// session.claim): from the check that the session holds the node until the multi-op that
+	// deletes it is answered, no create of the name by this session is sent.
+	if err := s.claim(ctx, name); err != nil {
+		return s.fail("release", err)
+	}
+	kept := true
+	defer func() {
+		if kept {
+			s.unclaim(name)
+		}
+	}()
+	held, sure := s.forgetHeld(name, token)
+	if held && sure {
 		// Simba never changes a lease node's data, so its version is 0.
 		r := newLeaseReq(s, name, paths)
 		r.release = true
-		_, err := r.do(ctx)
+		_, kept, err = r.do(ctx)
 		switch {
 		case err == nil, errors.Is(err, zk.ErrNoNode):
 			b.hint(spi.Released, name)
@@ -882,7 +912,7 @@ func (b *Backend) Release(ctx context.Context, sid spi.SessionID, name string, t
 		}
 		r := newLeaseReq(s, name, paths)
 		r.release, r.version = true, g.stat.Version
-		_, err = r.do(ctx)
+		_, kept, err = r.do(ctx)
 		switch {
 		case err == nil, errors.Is(err, zk.ErrNoNode):
 			s.resolved(name)
