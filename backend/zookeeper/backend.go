@@ -691,24 +691,17 @@ func (b *Backend) acquire(ctx context.Context, sid spi.SessionID, name string, q
 	}
 	paths := s.pathsOf(name)
 	path := paths.lease
-	// The claim keeps a release of the name by this session from crossing this acquire (see
-	// session.claim): one in flight is waited for, so that its multi-op is answered before the
-	// create is sent.
-	if err := s.claim(ctx, name); err != nil {
-		return spi.Acquire{}, s.fail("acquire", err)
-	}
-	kept := true
-	defer func() {
-		if kept {
-			s.unclaim(name)
-		}
-	}()
 	for attempt := 0; attempt < 8; attempt++ {
+		// The claim keeps a release of the name by this session from crossing the create (see
+		// session.claim): one in flight is waited for, so that its multi-op is answered before
+		// the create is sent, and the create's outcome is recorded before a release checks.
+		if err := s.claim(ctx, name); err != nil {
+			return spi.Acquire{}, s.fail("acquire", err)
+		}
 		q := s.queueGuess(name)
 		r := newLeaseReq(s, name, paths)
 		r.q = q
-		var token int64
-		token, kept, err = r.do(ctx)
+		token, kept, err := r.do(ctx)
 		switch {
 		case err == nil:
 			if h := testHookGranted.Load(); h != nil {
@@ -716,6 +709,15 @@ func (b *Backend) acquire(ctx context.Context, sid spi.SessionID, name string, q
 			}
 			s.granted(name, q)
 			s.adopt(name, token, false)
+		case !errors.Is(err, errQueueChanged) && outcomeUnknown(err):
+			s.markUncertain(name)
+			s.forgetQueue(name) // the multi-op may have deleted the session's waiter node
+		}
+		if kept {
+			s.unclaim(name)
+		}
+		switch {
+		case err == nil:
 			b.doneWaiting(sid, name)
 			return spi.Acquire{Kind: spi.Granted, Token: token, Remaining: s.remaining()}, nil
 		case errors.Is(err, errQueueChanged):
@@ -810,11 +812,7 @@ func (b *Backend) acquire(ctx context.Context, sid spi.SessionID, name string, q
 			if s.expiredBy(err) {
 				return spi.Acquire{Kind: spi.SessionExpired}, nil
 			}
-			if outcomeUnknown(err) {
-				s.markUncertain(name)
-				s.forgetQueue(name) // the multi-op may have deleted the session's waiter node
-			}
-			return spi.Acquire{}, s.fail("acquire", err)
+			return spi.Acquire{}, s.fail("acquire", err) // an unknown outcome is marked above
 		}
 	}
 	return spi.Acquire{}, spi.Contended("zookeeper: acquire", fmt.Errorf("lease node %s or its waiter queue kept changing", path))
@@ -837,8 +835,8 @@ func (b *Backend) acquire(ctx context.Context, sid spi.SessionID, name string, q
 //
 // The ACL does not keep the multi-op off the session's own next node of the name (at version 0
 // too), so Release and Acquire of one name by one session do not cross (see session.claim):
-// a release waits for an acquire of the name in flight to record its outcome, and an acquire
-// for a release in flight to be answered.
+// a release waits for an acquire's create of the name in flight to be answered and recorded,
+// and an acquire's create for a release in flight to be answered.
 //
 // What this does not cover: a node created at the path by a client holding a write
 // permission that this session's identities also hold (a Simba client of an earlier 5.x

@@ -741,10 +741,17 @@ func (s *session) onEvent(ev zk.Event) {
 const watchDelay = 100 * time.Millisecond
 
 // adopt records that the session holds name with token. Unless watched (the node was read
-// with a watch) it arms the lease's exists watch after watchDelay.
+// with a watch) it arms the lease's exists watch after watchDelay. A record of a greater token
+// is kept: an acquire that read the session's node outside the name's claim (see
+// session.claim) may adopt it after a newer node of the session was created and recorded, and
+// the record must never go back to an older term, whose release would then take the newer
+// node for its own.
 func (s *session) adopt(name string, token int64, watched bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if h := s.held[name]; h != nil && h.token > token {
+		return
+	}
 	delete(s.uncertain, name)
 	if h := s.held[name]; h != nil && h.token == token {
 		return
@@ -948,7 +955,8 @@ func (s *session) forgetHeld(name string, token int64) (held, sure bool) {
 
 // claim waits, bounded by ctx, until no other lease request of name by this session is in
 // flight, and then marks one (the caller's) as in flight until unclaim. Acquire holds the
-// claim from before its create is sent until it has recorded the outcome, Release from its
+// claim from before its create is sent until it has recorded the create's outcome (not over
+// its read of a node that exists: adopt keeps the newest token), Release from its
 // check that the session holds the node until its multi-op is answered, and a keep-alive's
 // read of an uncertain name (settle) until it has recorded what it read; a request whose
 // caller gives up while it is in flight keeps the claim until it is over (see leaseReq.do).
