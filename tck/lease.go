@@ -36,6 +36,7 @@ func LeaseBackendSpec(t *testing.T, f Factory) {
 		t.Run("ReacquireByHolderIsIdempotent", h.leaseReacquire)
 		t.Run("ReleaseWithWrongTokenOrSessionChangesNothing", h.leaseBadRelease)
 		t.Run("ReleaseFreesForOthers", h.leaseRelease)
+		t.Run("StaleReleaseLeavesTheNextTerm", h.leaseStaleRelease)
 		t.Run("TakeoverAfterHolderExpiryHasGreaterToken", h.leaseTakeover)
 	})
 	t.Run("Names", func(t *testing.T) {
@@ -383,6 +384,36 @@ func (h *harness) leaseRelease(t *testing.T) {
 		t.Fatalf("token after release = %d, want > %d", next, tok)
 	}
 	h.heldBy(t, b, s, name, o)
+}
+
+// leaseStaleRelease: a release of an old token that arrives after the same session's next
+// acquire of the name was granted (a release retried, or one that timed out and landed late)
+// frees nothing: the new term stays held, by the session's own record and for others. On a
+// backend whose release cannot be conditioned on the token itself (ZooKeeper's delete checks
+// a data version, 0 for every new node) this is where a stale release would delete the new
+// term.
+func (h *harness) leaseStaleRelease(t *testing.T) {
+	b, other := h.backend(t), h.backend(t)
+	s, o := h.open(t, b, h.long), h.open(t, other, h.long)
+	name := h.name("stale")
+	tok1 := h.grant(t, b, s, name)
+	h.release(t, b, s, name, tok1)
+	tok2 := h.grant(t, b, s, name)
+	if tok2 <= tok1 {
+		t.Fatalf("the next term's token = %d, want > %d", tok2, tok1)
+	}
+	for range 2 { // the release again, and once more
+		h.release(t, b, s, name, tok1)
+	}
+	h.heldBy(t, other, o, name, s)
+	ka := h.keepAlive(t, b, s, []string{name}, nil)
+	if !slices.Contains(ka.Held, spi.Held{Name: name, Token: tok2}) {
+		t.Fatalf("after stale releases of token %d KeepAlive held = %v, want %s with token %d", tok1, ka.Held, name, tok2)
+	}
+	if again := h.grant(t, b, s, name); again != tok2 {
+		t.Fatalf("after stale releases the holder's token = %d, want %d", again, tok2)
+	}
+	h.release(t, b, s, name, tok2)
 }
 
 func (h *harness) leaseTakeover(t *testing.T) {

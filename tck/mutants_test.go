@@ -2,6 +2,7 @@ package tck_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"slices"
@@ -153,6 +154,34 @@ var mutants = map[string]mutant{
 			}
 		}),
 		fails: []string{"LeaseBackendSpec/Leases/ReleaseWithWrongTokenOrSessionChangesNothing"},
+	},
+	// ZooKeeper's hole of 2026-12: a delete can check only the node's data version, the same
+	// for every term, so a late release of an old token freed the session's next term.
+	"stale-release-frees-the-next-term": {
+		wrap: with(func(b *broken) {
+			var mu sync.Mutex
+			granted := map[string]bool{} // session, name, token of every grant
+			key := func(s spi.SessionID, name string, tok int64) string { return fmt.Sprint(s, "\x00", name, "\x00", tok) }
+			b.acquire = func(b *broken, ctx context.Context, s spi.SessionID, name string) (spi.Acquire, error) {
+				r, err := b.Backend.Acquire(ctx, s, name)
+				if err == nil && r.Kind == spi.Granted {
+					mu.Lock()
+					granted[key(s, name, r.Token)] = true
+					mu.Unlock()
+				}
+				return r, err
+			}
+			b.release = func(b *broken, ctx context.Context, s spi.SessionID, name string, token int64) error {
+				mu.Lock()
+				was := granted[key(s, name, token)]
+				mu.Unlock()
+				if info, ok := b.Server().Lease(name); ok && info.Holder == s && was {
+					return b.Backend.Release(ctx, s, name, info.Token)
+				}
+				return b.Backend.Release(ctx, s, name, token)
+			}
+		}),
+		fails: []string{"LeaseBackendSpec/Leases/StaleReleaseLeavesTheNextTerm"},
 	},
 	"release-ignores-session": {
 		wrap: with(func(b *broken) {

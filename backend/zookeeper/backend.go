@@ -692,10 +692,16 @@ func (b *Backend) acquire(ctx context.Context, sid spi.SessionID, name string, q
 	paths := s.pathsOf(name)
 	path := paths.lease
 	for attempt := 0; attempt < 8; attempt++ {
+		// The claim keeps a release of the name by this session from crossing the create (see
+		// session.claim): one in flight is waited for, so that its multi-op is answered before
+		// the create is sent, and the create's outcome is recorded before a release checks.
+		if err := s.claim(ctx, name); err != nil {
+			return spi.Acquire{}, s.fail("acquire", err)
+		}
 		q := s.queueGuess(name)
 		r := newLeaseReq(s, name, paths)
 		r.q = q
-		token, err := r.do(ctx)
+		token, kept, err := r.do(ctx)
 		switch {
 		case err == nil:
 			if h := testHookGranted.Load(); h != nil {
@@ -703,6 +709,15 @@ func (b *Backend) acquire(ctx context.Context, sid spi.SessionID, name string, q
 			}
 			s.granted(name, q)
 			s.adopt(name, token, false)
+		case !errors.Is(err, errQueueChanged) && outcomeUnknown(err):
+			s.markUncertain(name)
+			s.forgetQueue(name) // the multi-op may have deleted the session's waiter node
+		}
+		if kept {
+			s.unclaim(name)
+		}
+		switch {
+		case err == nil:
 			b.doneWaiting(sid, name)
 			return spi.Acquire{Kind: spi.Granted, Token: token, Remaining: s.remaining()}, nil
 		case errors.Is(err, errQueueChanged):
@@ -797,11 +812,7 @@ func (b *Backend) acquire(ctx context.Context, sid spi.SessionID, name string, q
 			if s.expiredBy(err) {
 				return spi.Acquire{Kind: spi.SessionExpired}, nil
 			}
-			if outcomeUnknown(err) {
-				s.markUncertain(name)
-				s.forgetQueue(name) // the multi-op may have deleted the session's waiter node
-			}
-			return spi.Acquire{}, s.fail("acquire", err)
+			return spi.Acquire{}, s.fail("acquire", err) // an unknown outcome is marked above
 		}
 	}
 	return spi.Acquire{}, spi.Contended("zookeeper: acquire", fmt.Errorf("lease node %s or its waiter queue kept changing", path))
@@ -822,6 +833,11 @@ func (b *Backend) acquire(ctx context.Context, sid spi.SessionID, name string, q
 // round trip, as a bare delete); otherwise Release reads the stat first and sends it only if
 // the ephemeral owner is this session and the czxid is token.
 //
+// The ACL does not keep the multi-op off the session's own next node of the name (at version 0
+// too), so Release and Acquire of one name by one session do not cross (see session.claim):
+// a release waits for an acquire's create of the name in flight to be answered and recorded,
+// and an acquire's create for a release in flight to be answered.
+//
 // What this does not cover: a node created at the path by a client holding a write
 // permission that this session's identities also hold (a Simba client of an earlier 5.x
 // release, whose nodes grant all to the shared DSN identity, or a foreign client with an open
@@ -837,12 +853,24 @@ func (b *Backend) Release(ctx context.Context, sid spi.SessionID, name string, t
 	paths := s.pathsOf(name)
 	path := paths.lease
 	b.doneWaiting(sid, name)
-	held := s.forgetHeld(name, token)
-	if held {
+	// The claim keeps the session's acquires of the name from crossing this release (see
+	// session.claim): from the check that the session holds the node until the multi-op that
+	// deletes it is answered, no create of the name by this session is sent.
+	if err := s.claim(ctx, name); err != nil {
+		return s.fail("release", err)
+	}
+	kept := true
+	defer func() {
+		if kept {
+			s.unclaim(name)
+		}
+	}()
+	held, sure := s.forgetHeld(name, token)
+	if held && sure {
 		// Simba never changes a lease node's data, so its version is 0.
 		r := newLeaseReq(s, name, paths)
 		r.release = true
-		_, err := r.do(ctx)
+		_, kept, err = r.do(ctx)
 		switch {
 		case err == nil, errors.Is(err, zk.ErrNoNode):
 			b.hint(spi.Released, name)
@@ -882,7 +910,7 @@ func (b *Backend) Release(ctx context.Context, sid spi.SessionID, name string, t
 		}
 		r := newLeaseReq(s, name, paths)
 		r.release, r.version = true, g.stat.Version
-		_, err = r.do(ctx)
+		_, kept, err = r.do(ctx)
 		switch {
 		case err == nil, errors.Is(err, zk.ErrNoNode):
 			s.resolved(name)

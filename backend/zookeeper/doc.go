@@ -257,6 +257,26 @@ the shared DSN identity; a foreign client's node with an open ACL), and ZooKeepe
 users, who bypass ACLs. The release's write fires a NodeDataChanged to watchers of the node;
 the backend takes it, on a lease it does not hold, as a Released hint.
 
+The ACL keeps a release off other sessions' nodes, not off the same session's next node of the
+name, which is at version 0 too and which the session may write. So a release and an acquire of
+one name by one session never cross: ZooKeeper applies a session's requests in the order they
+were sent, and the backend sends an acquire's create only once no release of the name by the
+session is in flight (from its check that the session holds the node until its multi-op is
+answered), and a release's check only once no acquire's create of the name is (from before it
+is sent until its outcome is recorded; the record keeps the newest token). A late release of an
+old token (one retried after its acquire overtook it, or one whose caller gave up and whose
+multi-op was still to be sent) therefore finds the next term's node recorded with its own token
+and leaves it alone, where it used to delete it while the session held the new token by its
+reply. The cost is one round trip for an acquire that would have overtaken its own release (it
+waits for the release, and is then granted a new term instead of re-acquiring the old node; one
+whose create went first still re-acquires the old node, as before); calls on different names,
+or of different sessions, do not wait for each other. A request whose caller gave up before it
+was sent is not sent; one in flight when its caller gives up is still waited for by the
+session's next call on the name (an acquire's caller waits no longer than its context allows).
+Join and Leave do not take part: a member node's path is the session's own, and a late Leave
+can still delete the membership of a later Join of the group (a membership, unlike a lease, is
+not exclusive and has no token).
+
 # Security
 
 With a user:password in the DSN every session adds it as a ZooKeeper digest identity and every

@@ -3,6 +3,7 @@ package zookeeper
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 
 	"github.com/go-zookeeper/zk"
 )
@@ -35,6 +36,10 @@ type leaseReq struct {
 	token    int64
 	err      error
 	answered bool // the server answered the multi-op, or it was not sent: go-zookeeper is done with the parts
+
+	// state is 0 while a hop worker has the request, then reqOver when the worker is done,
+	// or reqGivenUp when the caller gave up first (atomic: both sides set it by CAS).
+	state int32
 
 	done chan struct{} // buffered: the hop worker's run is over
 	run  func()        // r.hop, made once per leaseReq
@@ -70,35 +75,63 @@ func (r *leaseReq) exec() {
 	}
 }
 
-// hop runs the request on a hop worker and tells the caller.
+// The states of a leaseReq handed to a hop worker (leaseReq.state).
+const (
+	reqOver    = 1 // the worker has run it: the caller takes the outcome
+	reqGivenUp = 2 // the caller gave up first: the worker ends the request's claim
+)
+
+// hop runs the request on a hop worker and tells the caller. A request whose caller gave up
+// before it started is not sent: the caller's outcome is unknown either way. Once the caller
+// has given up, the request's claim of its name (see session.claim) is the worker's to end,
+// when the request is over: after an acquire's create that was sent, having marked the name
+// uncertain, since no caller records the create's outcome.
 func (r *leaseReq) hop() {
-	r.exec()
-	r.done <- struct{}{}
+	if atomic.LoadInt32(&r.state) == reqGivenUp {
+		r.answered, r.err = true, context.Canceled // not sent
+	} else {
+		r.exec()
+	}
+	if atomic.CompareAndSwapInt32(&r.state, 0, reqOver) {
+		r.done <- struct{}{}
+		return
+	}
+	if !r.release && r.err != context.Canceled {
+		r.s.markUncertain(r.name)
+	}
+	r.s.unclaim(r.name) // r is left to the garbage collector
 }
 
 // do runs the request as call runs a request (on the caller's goroutine when ctx cannot end,
-// else on a hop worker, given up when ctx ends) and returns its outcome. r must not be used
-// after: it goes back to the pool when go-zookeeper is done with it.
-func (r *leaseReq) do(ctx context.Context) (int64, error) {
+// else on a hop worker, given up when ctx ends) and returns its outcome. The caller holds the
+// session's claim of r.name (see session.claim); kept reports whether it still does: it does
+// unless it gave up on the request while a hop worker had it, and the worker then ends the
+// claim when the request is over. A request that ended before the caller could give up
+// returns its outcome. r must not be used after: it goes back to the pool when go-zookeeper is
+// done with it.
+func (r *leaseReq) do(ctx context.Context) (token int64, kept bool, err error) {
 	if ctx.Done() == nil {
 		r.exec()
 	} else {
 		if err := ctx.Err(); err != nil {
 			r.put()
-			return 0, err
+			return 0, true, err
 		}
 		r.s.b.hops.run(r.run)
 		select {
 		case <-r.done:
 		case <-ctx.Done():
-			return 0, ctx.Err() // the worker still has r: it is not put back
+			if atomic.CompareAndSwapInt32(&r.state, 0, reqGivenUp) {
+				return 0, false, ctx.Err() // the worker still has r: it is not put back
+			}
+			<-r.done // the request is over: its outcome is in
 		}
 	}
-	token, err := r.token, r.err
+	token, err = r.token, r.err
 	if r.answered {
 		r.put()
 	}
-	return token, err
+	return token, true, err
 }
 
 // put clears r and puts it back in the pool.

@@ -98,6 +98,9 @@ type session struct {
 	// keep-alive withdraws again, or a waiter that stopped waiting would keep a free lease
 	// reserved for as long as its process runs.
 	withdrawals map[string]struct{}
+	// claims holds the names with a lease request of this session in flight (see claim), each
+	// with the channel that its end closes (nil until a request waits for it).
+	claims map[string]chan struct{}
 }
 
 // watchState is a watch this session set (or is setting) on a path and that has not fired.
@@ -138,6 +141,7 @@ func (b *Backend) connect(ctx context.Context, owner string, ttl time.Duration) 
 		closeMu:   make(chan struct{}, 1),
 
 		withdrawals: map[string]struct{}{},
+		claims:      map[string]chan struct{}{},
 	}
 	defer close(s.setUp)
 	s.tap = newTap(b.clock.Now, b.cfg.Timeout, ttl, b.dialer, b.tls, s.onGone)
@@ -742,10 +746,17 @@ func (s *session) onEvent(ev zk.Event) {
 const watchDelay = 100 * time.Millisecond
 
 // adopt records that the session holds name with token. Unless watched (the node was read
-// with a watch) it arms the lease's exists watch after watchDelay.
+// with a watch) it arms the lease's exists watch after watchDelay. A record of a greater token
+// is kept: an acquire that read the session's node outside the name's claim (see
+// session.claim) may adopt it after a newer node of the session was created and recorded, and
+// the record must never go back to an older term, whose release would then take the newer
+// node for its own.
 func (s *session) adopt(name string, token int64, watched bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if h := s.held[name]; h != nil && h.token > token {
+		return
+	}
 	delete(s.uncertain, name)
 	if h := s.held[name]; h != nil && h.token == token {
 		return
@@ -870,6 +881,14 @@ var testHookGranted atomic.Pointer[func(path string)]
 // multi-op that adds its node.
 var testHookQueueRead, testHookQueueListed atomic.Pointer[func(name string)]
 
+// testHookReleasing, when set, runs when a release's multi-op is about to be sent (on the
+// goroutine that sends it: a hop worker when the caller's context can end), after the
+// release has checked that the session holds the node, and testHookReleased once it is
+// answered (or failed); testHookNameBusy when a lease request
+// of name finds another of the same session and name in flight and waits for it (see
+// session.claim). Tests use them to order a late release against the session's next acquire.
+var testHookReleasing, testHookReleased, testHookNameBusy atomic.Pointer[func(name string)]
+
 // deleteOwn deletes r.path, a lease node at data version r.version, only if it is this
 // session's: one multi-op writes the node (which only the creating session's identity may do,
 // see Backend.Release) and deletes it. It fails with ErrNoAuth when the node is another
@@ -879,10 +898,16 @@ func (s *session) deleteOwn(r *leaseReq) error {
 	if r.version == math.MaxInt32 {
 		return zk.ErrBadVersion
 	}
+	if h := testHookReleasing.Load(); h != nil {
+		(*h)(r.name)
+	}
 	r.set = zk.SetDataRequest{Path: r.path, Data: nil, Version: r.version}
 	r.del = zk.DeleteRequest{Path: r.path, Version: r.version + 1}
 	r.ops[0], r.ops[1] = &r.set, &r.del
 	mr, err := s.conn.Multi(r.ops[:2]...)
+	if h := testHookReleased.Load(); h != nil {
+		(*h)(r.name)
+	}
 	r.answered = err == nil || isAPIError(err)
 	if err != nil {
 		return err
@@ -916,8 +941,10 @@ func (s *session) resolved(name string) {
 	s.mu.Unlock()
 }
 
-// forgetHeld drops name from the held set if it is held with token, reporting whether it was.
-func (s *session) forgetHeld(name string, token int64) bool {
+// forgetHeld drops name from the held set if it is held with token, reporting whether it was,
+// and whether that record is sure: no request on name had an unknown outcome since (see
+// markUncertain).
+func (s *session) forgetHeld(name string, token int64) (held, sure bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if h := s.held[name]; h != nil && h.token == token {
@@ -925,9 +952,62 @@ func (s *session) forgetHeld(name string, token int64) bool {
 		if s.startLocked(h) { // the watch is no longer needed
 			s.finishLocked(h, false)
 		}
-		return true
+		_, unsure := s.uncertain[name]
+		return true, !unsure
 	}
-	return false
+	return false, false
+}
+
+// claim waits, bounded by ctx, until no other lease request of name by this session is in
+// flight, and then marks one (the caller's) as in flight until unclaim. Acquire holds the
+// claim from before its create is sent until it has recorded the create's outcome (not over
+// its read of a node that exists: adopt keeps the newest token), Release from its
+// check that the session holds the node until its multi-op is answered, and a keep-alive's
+// read of an uncertain name (settle) until it has recorded what it read; a request whose
+// caller gives up while it is in flight keeps the claim until it is over (see leaseReq.do).
+//
+// This is what keeps a release of an old term from deleting a newer term of the session. A
+// release's multi-op can only check the node's data version, which is 0 for every lease node,
+// so it would delete whatever node of this session is at the path when it arrives; and
+// ZooKeeper applies one session's requests in the order they were sent. With the claim, the
+// session's next create of the name is sent only after the release's multi-op was answered
+// (or was never sent), and the release's check sees every node of the session created before
+// it: adopted into the held set with its token, or, for a create with an unknown outcome,
+// the name marked uncertain, which makes the release read the node's czxid first.
+func (s *session) claim(ctx context.Context, name string) error {
+	for {
+		s.mu.Lock()
+		w, busy := s.claims[name]
+		if !busy {
+			s.claims[name] = nil
+			s.mu.Unlock()
+			return nil
+		}
+		if w == nil {
+			w = make(chan struct{})
+			s.claims[name] = w
+		}
+		s.mu.Unlock()
+		if h := testHookNameBusy.Load(); h != nil {
+			(*h)(name)
+		}
+		select {
+		case <-w:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// unclaim ends a claim of name (see claim) and wakes the requests waiting for it.
+func (s *session) unclaim(name string) {
+	s.mu.Lock()
+	w := s.claims[name]
+	delete(s.claims, name)
+	s.mu.Unlock()
+	if w != nil {
+		close(w)
+	}
 }
 
 func (s *session) heldNames() []string {
@@ -1021,6 +1101,12 @@ func (s *session) heldAmong(ctx context.Context, names []string) ([]spi.Held, er
 
 // settle reads name's node with a watch and records whether this session holds it.
 func (s *session) settle(ctx context.Context, name string) error {
+	// Under the claim, so that what it records is not older than an acquire's or a release's
+	// outcome recorded meanwhile (see claim).
+	if err := s.claim(ctx, name); err != nil {
+		return err
+	}
+	defer s.unclaim(name)
 	type got struct {
 		ok, watched bool
 		stat        *zk.Stat
