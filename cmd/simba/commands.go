@@ -651,7 +651,7 @@ func runCommand(ctx context.Context, args []string, lock bool) error {
 	ttl := fs.Duration("ttl", simba.DefaultTTL, "session TTL: how long a dead simba holds the lease ("+ttlRange+")")
 	grace := fs.Duration("grace", 5*time.Second, "time the command has after SIGTERM before SIGKILL (at most the term's remaining validity)")
 	var wait waitValue
-	fs.Var(&wait, "wait", "wait at most `D` for the "+what+", then exit 75 without running CMD; 0: one attempt, never queued (default: without limit)")
+	fs.Var(&wait, "wait", "wait at most `W` for the "+what+", then exit 75 without running CMD; 0: one attempt, never queued (default: without limit)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -765,7 +765,7 @@ func runCommand(ctx context.Context, args []string, lock bool) error {
 			return fmt.Errorf("%w %s", context.Cause(ctx), waiting)
 		case wait.set && errors.Is(err, simba.ErrLockHeld):
 			return notAcquiredError{fmt.Errorf("%w: %s not run (-wait 0)", err, argv[0])}
-		case wait.set && ctx.Err() == nil && lockCtx.Err() != nil && !started.Load():
+		case wait.set && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) && !started.Load():
 			return notAcquired(ctx, c, b, what, *lease, wait.d, argv[0], *ttl, err)
 		}
 		return withMigrateHint(err, *dsn)
