@@ -86,21 +86,38 @@ false). A free lease keeps its record on SQL and Redis, so is found there; etcd 
 keep none, so a name no one holds there exits 3. N must be a name lock and run take (exit 2).
 
 ` + exitStatuses,
-	"run": `usage: simba run -dsn D -name N [-ttl T] [-grace G] -- CMD [ARGS]
+	"run": `usage: simba run -dsn D -name N [-ttl T] [-grace G] [-wait W] -- CMD [ARGS]
 
 Stand for election as leader of N and run CMD while leading, like etcdctl elect or consul
-lock: one CMD at a time across every simba run of N. simba waits to lead as long as it takes
-(there is no try-once or timeout flag), so every simba run of N runs CMD in its turn: four
-hosts firing simba run -name nightly from cron run the job four times, one after another.
-` + commandDetails,
-	"lock": `usage: simba lock -dsn D -name N [-ttl T] [-grace G] -- CMD [ARGS]
+lock: one CMD at a time across every simba run of N. Without -wait simba waits to lead as long
+as it takes, so every simba run of N runs CMD in its turn: four hosts firing simba run -name
+nightly from cron run the job four times, one after another. -wait W bounds the wait: a
+candidate that has not led within W stops standing (it leaves N's waiter queue) and exits 75
+without running CMD, naming the leader on stderr if it can read it. -wait 0 makes one attempt
+and never queues: one acquire of the lease N, as simba lock -wait 0 makes (an election's first
+attempt would queue), so N cron hosts firing simba run -wait 0 run the job once.
+` + waitDetails + commandDetails,
+	"lock": `usage: simba lock -dsn D -name N [-ttl T] [-grace G] [-wait W] -- CMD [ARGS]
 
 Take the lock N, run CMD and release the lock when CMD exits, like flock(1), etcdctl lock or
-consul lock. simba waits for the lock as long as it takes (there is no flag like flock's -n or
--w; timeout(1) around simba would bound CMD's run as well).
-` + commandDetails,
+consul lock. Without -wait simba waits for the lock as long as it takes, so every simba lock of
+N runs CMD in its turn. -wait W bounds the wait, as flock -w does: a lock not taken within W is
+given up (simba leaves N's waiter queue) and simba exits 75 without running CMD, naming the
+holder on stderr if it can read it. -wait 0 tries once, as flock -n: one acquire, never queued
+(it takes no place ahead of, or behind, the waiters), so N cron hosts firing simba lock
+-wait 0 -name nightly run the job once. Unlike timeout(1) around simba, -wait never bounds
+CMD's run.
+` + waitDetails + commandDetails,
 	"demo-worker": "usage: simba demo-worker (started by simba demo)\n",
 }
+
+// waitDetails is the part of run's and lock's help about -wait's exit status.
+const waitDetails = `
+Exit status 75 (EX_TEMPFAIL, "try again later", as FreeBSD's lockf(1) exits on a held lock)
+means that -wait ran out: CMD did not run, and simba left no waiter and no lease behind. A
+SIGINT or SIGTERM during the wait still exits 128+n; a backend that cannot be reached or
+refuses is an error (exit 1), not 75, with -wait 0 too.
+`
 
 // commandDetails is the part of run's and lock's help about the command.
 const commandDetails = `
@@ -633,6 +650,8 @@ func runCommand(ctx context.Context, args []string, lock bool) error {
 	lease := fs.String("name", "", "lease `name` (in the command's $SIMBA_LEASE)")
 	ttl := fs.Duration("ttl", simba.DefaultTTL, "session TTL: how long a dead simba holds the lease ("+ttlRange+")")
 	grace := fs.Duration("grace", 5*time.Second, "time the command has after SIGTERM before SIGKILL (at most the term's remaining validity)")
+	var wait waitValue
+	fs.Var(&wait, "wait", "wait at most `W` for the "+what+", then exit 75 without running CMD; 0: one attempt, never queued (default: without limit)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -729,12 +748,50 @@ func runCommand(ctx context.Context, args []string, lock bool) error {
 		return nil
 	}
 
-	if lock {
-		err := lockAndRun(ctx, c, *lease, run)
-		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+	if lock || (wait.set && wait.d == 0) {
+		// lock, and run -wait 0: run's one attempt is TryLock's, one acquire of the lease N
+		// that never queues, as an election's first attempt would be but for its queueing.
+		acquire, lockCtx := c.Lock, ctx
+		if wait.set && wait.d == 0 {
+			acquire = c.TryLock
+		} else if wait.set {
+			var cancel context.CancelFunc
+			lockCtx, cancel = context.WithTimeout(ctx, wait.d)
+			defer cancel()
+		}
+		err := lockAndRun(ctx, lockCtx, c, *lease, acquire, run)
+		switch {
+		case ctx.Err() != nil && errors.Is(err, context.Canceled):
 			return fmt.Errorf("%w %s", context.Cause(ctx), waiting)
+		case wait.set && errors.Is(err, simba.ErrLockHeld):
+			return notAcquiredError{fmt.Errorf("%w: %s not run (-wait 0)", err, argv[0])}
+		case wait.set && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) && !started.Load():
+			return notAcquired(ctx, c, b, what, *lease, wait.d, argv[0], *ttl, err)
 		}
 		return withMigrateHint(err, *dsn)
+	}
+	// run -wait D: the election is a candidate for D at most. The command starts only if the
+	// term comes before D runs out; a term that comes after is released by the close.
+	var (
+		waitMu sync.Mutex
+		gaveUp bool
+		waited <-chan time.Time
+	)
+	if wait.set {
+		timer := time.NewTimer(wait.d)
+		defer timer.Stop()
+		waited = timer.C
+	}
+	leads := run
+	run = func(runCtx context.Context, t simba.Term) error {
+		waitMu.Lock()
+		if gaveUp {
+			waitMu.Unlock()
+			return nil
+		}
+		started.Store(true)
+		waitMu.Unlock()
+		return leads(runCtx, t)
 	}
 	done := make(chan error, 1)
 	e, err := c.NewElection(*lease, simba.RunWhileLeader(func(ctx context.Context, t simba.Term) error {
@@ -758,6 +815,15 @@ func runCommand(ctx context.Context, args []string, lock bool) error {
 		case err := <-permanent:
 			if !started.Load() {
 				return withMigrateHint(fmt.Errorf("while waiting to lead %s: %w", *lease, err), *dsn)
+			}
+		case <-waited:
+			waitMu.Lock()
+			gaveUp = !started.Load()
+			waitMu.Unlock()
+			if gaveUp {
+				err := notAcquired(ctx, c, b, what, *lease, wait.d, argv[0], *ttl, nil)
+				closeOnce() // stops the election: its queue entry is withdrawn with the session
+				return err
 			}
 		case <-ctx.Done():
 			waiting = false
@@ -789,14 +855,16 @@ func closeClient(ctx context.Context, c *simba.Client, stderr io.Writer) {
 	}
 }
 
-// lockAndRun runs fn under the lock lease, as c.WithLock does, with fn's ctx ended by ctx or
+// lockAndRun runs fn under the lock lease, taken by acquire (c.Lock or c.TryLock) under
+// lockCtx (ctx, or ctx with -wait's deadline), as c.WithLock does, with fn's ctx ended by ctx or
 // by the term's end (with its cause), except that once ctx has ended (simba stopped by a
 // signal) it leaves the release to the client's Close, which the caller makes next: Close
 // sends it together with the session's close, where WithLock's Unlock waited for it first. At
 // a backend gone silent each waits a call timeout (TTL/3), and `lock` exited two of them after
 // SIGTERM (2.0 s at -ttl 3s), `run` one.
-func lockAndRun(ctx context.Context, c *simba.Client, lease string, fn func(context.Context, simba.Term) error) error {
-	h, err := c.Lock(ctx, lease)
+func lockAndRun(ctx, lockCtx context.Context, c *simba.Client, lease string,
+	acquire func(context.Context, string) (*simba.Held, error), fn func(context.Context, simba.Term) error) error {
+	h, err := acquire(lockCtx, lease)
 	if err != nil {
 		return err
 	}
@@ -915,4 +983,72 @@ func withMigrateHint(err error, dsn string) error {
 // $SIMBA_LEASE set.
 func termEnv(t simba.Term) []string {
 	return append(os.Environ(), fmt.Sprintf("SIMBA_TOKEN=%d", t.Token()), "SIMBA_LEASE="+t.Name())
+}
+
+// exitNotAcquired is the exit status of run and lock when -wait ran out before the lock or
+// leadership came: EX_TEMPFAIL of sysexits.h, as FreeBSD's lockf(1) exits when the lock is
+// held ("try again later"); none of simba's other statuses, nor timeout(1)'s 124.
+const exitNotAcquired = 75
+
+// waitValue is the -wait flag of run and lock: how long to wait for the lock or to lead. Unset
+// (the default), they wait without limit.
+type waitValue struct {
+	d   time.Duration
+	set bool
+}
+
+func (v *waitValue) String() string {
+	if v == nil || !v.set {
+		return ""
+	}
+	return v.d.String()
+}
+
+func (v *waitValue) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return errors.New("not a duration (such as 0, 30s or 5m)")
+	}
+	if d < 0 {
+		return errors.New("negative")
+	}
+	v.d, v.set = d, true
+	return nil
+}
+
+// notAcquiredError is run's or lock's giving up when -wait ran out: main prints it and exits
+// exitNotAcquired.
+type notAcquiredError struct{ err error }
+
+func (e notAcquiredError) Error() string { return e.err.Error() }
+func (e notAcquiredError) Unwrap() error { return e.err }
+
+// notAcquired is the notAcquiredError of a -wait d that ran out for lease, naming its holder
+// as the backend reads it now, if it can tell (one read, of at most a call timeout). With no
+// live session at the backend (unreachable, or refusing) it is not that someone else holds
+// lease: it returns a plain error (exit status 1) instead, with waitErr, the wait's error if
+// any (Lock's, which carries the last backend error).
+func notAcquired(ctx context.Context, c *simba.Client, b spi.Backend, what, lease string, d time.Duration, cmd string,
+	ttl time.Duration, waitErr error) error {
+	if c.Session() == "" {
+		err := fmt.Errorf("%s of %s not taken within -wait %v: no live session at the backend: %s not run", what, lease, d, cmd)
+		if waitErr != nil {
+			err = fmt.Errorf("%w: %w", err, waitErr)
+		}
+		return err
+	}
+	held := ""
+	if li, ok := b.(spi.LeaseInspector); ok {
+		ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ttl/3)
+		info, found, err := li.InspectLease(ictx, lease)
+		cancel()
+		switch {
+		case err != nil || !found || info.Holder == "":
+		case info.Owner == "":
+			held = fmt.Sprintf(" (held by session %s)", info.Holder)
+		default:
+			held = fmt.Sprintf(" (held by %s, session %s)", info.Owner, info.Holder)
+		}
+	}
+	return notAcquiredError{fmt.Errorf("%s of %s not taken within -wait %v%s: %s not run", what, lease, d, held, cmd)}
 }

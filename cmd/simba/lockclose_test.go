@@ -57,7 +57,7 @@ func TestLockStoppedLeavesTheReleaseToClose(t *testing.T) {
 	ctx, stop := context.WithCancel(context.Background()) // the signal
 	errc := make(chan error, 1)
 	go func() {
-		errc <- lockAndRun(ctx, c, "lockclose", func(run context.Context, _ simba.Term) error {
+		errc <- lockAndRun(ctx, ctx, c, "lockclose", c.Lock, func(run context.Context, _ simba.Term) error {
 			stop()
 			<-run.Done()
 			return nil

@@ -8,8 +8,16 @@
 //	                                               list leases, sessions and groups (-name N:
 //	                                               one election, lock or group; -json: one
 //	                                               JSON document)
-//	simba run     -dsn D -name N -- CMD [ARGS]     run CMD while this process leads N
-//	simba lock    -dsn D -name N -- CMD [ARGS]     run CMD under the lock N
+//	simba run     -dsn D -name N [-wait W] -- CMD [ARGS]
+//	                                               run CMD while this process leads N
+//	simba lock    -dsn D -name N [-wait W] -- CMD [ARGS]
+//	                                               run CMD under the lock N
+//
+// run and lock wait for N without limit, unless -wait W bounds the wait: not led or locked
+// within W, simba gives up (leaving no waiter behind) and exits 75 without running CMD, saying
+// on stderr who holds N if it can read it; -wait 0 makes one attempt, one acquire that never
+// queues (TryLock's), for run as for lock, so N cron hosts firing simba lock -wait 0 run the
+// job once.
 //
 // D is a backend DSN: sqlite://path (the default for demo: a file in a temporary directory),
 // postgres://…, mysql://…, redis://…, rediss://…, redis+cluster://…, redis+sentinel://…,
@@ -51,6 +59,10 @@
 //	3       status -name N: nothing is named N (no lease record N or N.<n>, no group N with
 //	        live members; a free lease counts where the backend keeps its record: SQL and
 //	        Redis do, etcd and ZooKeeper do not); with -json the document still goes to stdout
+//	75      run and lock with -wait W: N was not taken within W (held by another); CMD did
+//	        not run (75 is sysexits.h's EX_TEMPFAIL, which FreeBSD's lockf(1) exits with on a
+//	        held lock; flock(1)'s 1 would read as simba's errors, timeout(1)'s 124 as a
+//	        command cut short)
 //	127     run and lock: CMD could not be started (not found, not executable); simba
 //	        prints why and releases the term at once
 //	128+n   simba stopped by signal n (130 SIGINT, 143 SIGTERM) before CMD started (while
@@ -103,8 +115,9 @@ commands:
   status    list the leases, sessions and groups of -dsn (-name N: one election, lock or
             group with its partitions; -prefix P; -all)
   run       run a command while this process leads -name; stop it (SIGTERM, then SIGKILL)
-            when leadership is lost
+            when leadership is lost (-wait W: give up, exit 75, if not leading within W)
   lock      run a command under the lock -name; stop it the same way if the lock is lost
+            (-wait W: give up, exit 75, if not taken within W; -wait 0: try once)
 
 run and lock give the command $SIMBA_TOKEN (the fencing token) and $SIMBA_LEASE (the lease
 name). The command never outlives simba: if simba dies, even by SIGKILL, its command is
@@ -133,6 +146,8 @@ const exitStatuses = `exit status:
   3      status -name N: nothing is named N (no lease record N or N.<n>, no group N with
          live members; a free lease counts where the backend keeps its record: SQL and
          Redis do, etcd and ZooKeeper do not); with -json the document still goes to stdout
+  75     run and lock -wait W: not taken within W (held by another, named on stderr); CMD
+         did not run
   127    run and lock: CMD could not be started (not found, not executable)
   128+n  simba stopped by signal n (130 SIGINT, 143 SIGTERM) before CMD started (waiting for
          the lock or to lead), or during migrate, status or demo
@@ -249,6 +264,8 @@ func exitStatusOf(ctx context.Context, err error) int {
 		return 2
 	case errors.As(err, &notFound):
 		return 3
+	case errors.As(err, &notAcquiredError{}):
+		return exitNotAcquired
 	case errors.As(err, &sig), errors.As(context.Cause(ctx), &sig):
 		return 128 + int(sig.sig)
 	}

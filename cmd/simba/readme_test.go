@@ -27,7 +27,7 @@ func TestREADMEExitStatuses(t *testing.T) {
 			help[last] += " " + strings.Join(f, " ")
 		}
 	}
-	row := regexp.MustCompile("(?m)^\\| (0|1|2|3|127|128\\+n|other) \\| (.+) \\|$")
+	row := regexp.MustCompile("(?m)^\\| (0|1|2|3|75|127|128\\+n|other) \\| (.+) \\|$")
 	rows := row.FindAllStringSubmatch(string(readme), -1)
 	if len(rows) != len(help) {
 		t.Fatalf("README.md has %d exit status rows, simba -h %d", len(rows), len(help))
