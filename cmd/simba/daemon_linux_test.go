@@ -132,19 +132,7 @@ sleep 1; touch "$0/spawned"; exec sleep 600`
 	}
 	// The supervisor is simba's child; its zombies are its children in state Z.
 	zombies := func() (supervisor, n int) {
-		ents, _ := os.ReadDir("/proc")
-		kids := map[int][]int{}
-		state := map[int]byte{}
-		for _, e := range ents {
-			pid, err := strconv.Atoi(e.Name())
-			if err != nil {
-				continue
-			}
-			if ppid, st, ok := procStat(pid); ok {
-				kids[ppid] = append(kids[ppid], pid)
-				state[pid] = st
-			}
-		}
+		kids, state := procTable()
 		for _, s := range kids[cmd.Process.Pid] {
 			supervisor = s
 			for _, k := range kids[s] {

@@ -46,35 +46,39 @@ func adoptOrphans() error {
 // the parent pids of /proc), whatever its process group or session, and returns how many it
 // signalled. A process that is gone by then, or a zombie, is skipped.
 func signalDescendants(sig syscall.Signal) int {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return 0
-	}
-	children := map[int][]int{}
-	zombie := map[int]bool{}
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		ppid, state, ok := procStat(pid)
-		if !ok {
-			continue
-		}
-		children[ppid] = append(children[ppid], pid)
-		zombie[pid] = state == 'Z'
-	}
+	children, state := procTable()
 	n := 0
 	queue := append([]int(nil), children[os.Getpid()]...)
 	for len(queue) > 0 {
 		pid := queue[0]
 		queue = queue[1:]
 		queue = append(queue, children[pid]...)
-		if !zombie[pid] && syscall.Kill(pid, sig) == nil {
+		if state[pid] != 'Z' && syscall.Kill(pid, sig) == nil {
 			n++
 		}
 	}
 	return n
+}
+
+// procTable reads every process of /proc: the children of each parent pid, and each pid's
+// state ('Z' for a zombie). A process gone while it is read is left out.
+func procTable() (children map[int][]int, state map[int]byte) {
+	children, state = map[int][]int{}, map[int]byte{}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return children, state
+	}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if ppid, st, ok := procStat(pid); ok {
+			children[ppid] = append(children[ppid], pid)
+			state[pid] = st
+		}
+	}
+	return children, state
 }
 
 // procStat reads the parent pid and the state of pid from /proc/<pid>/stat.
@@ -104,17 +108,9 @@ func procStat(pid int) (ppid int, state byte, ok bool) {
 // waits for it. A long `simba run` whose command daemonizes helpers again and again would
 // otherwise collect them for as long as it runs. The command itself is left to its Wait.
 func reapOrphans(except int) {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return
-	}
-	self := os.Getpid()
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == except {
-			continue
-		}
-		if ppid, state, ok := procStat(pid); ok && ppid == self && state == 'Z' {
+	children, state := procTable()
+	for _, pid := range children[os.Getpid()] {
+		if pid != except && state[pid] == 'Z' {
 			var ws syscall.WaitStatus
 			_, _ = syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
 		}
