@@ -888,14 +888,8 @@ func (w *mysqlWaker) interrupt(ctx context.Context, ref connRef) bool {
 	case err == nil:
 	case errors.As(err, &me) && me.Number == mysqlUnknownThread:
 	case errors.As(err, &me):
-		w.mu.Lock()
-		first := !w.cannotInterrupt
-		w.cannotInterrupt = true
-		w.mu.Unlock()
-		if first {
-			w.log().Warn("sql mysql waker: cannot interrupt its own waits (KILL QUERY); a wait nobody needs any more closes its connection instead",
-				"connection", ref.id, "error", err)
-		}
+		w.refusedOnce(&w.cannotInterrupt, "sql mysql waker: cannot interrupt its own waits (KILL QUERY); a wait nobody needs any more closes its connection instead",
+			ref.id, err)
 	default:
 		w.abandon(conn)
 	}
@@ -1177,10 +1171,18 @@ func (w *mysqlWaker) unstick(ctx context.Context, conn *sql.Conn, name, sid stri
 // proxy that does not pass KILL on): the waker tries to end none again (reap, unstick) and logs
 // msg the first time.
 func (w *mysqlWaker) refused(msg string, id int64, err error) {
+	w.refusedOnce(&w.cannotKill, msg, id, err)
 	w.mu.Lock()
-	first := !w.cannotKill
-	w.cannotKill = true
 	clear(w.abandoned)
+	w.mu.Unlock()
+}
+
+// refusedOnce sets flag (cannotKill or cannotInterrupt, under w.mu) and logs msg the first
+// time the server refuses that kind of KILL.
+func (w *mysqlWaker) refusedOnce(flag *bool, msg string, id int64, err error) {
+	w.mu.Lock()
+	first := !*flag
+	*flag = true
 	w.mu.Unlock()
 	if first {
 		w.log().Warn(msg, "connection", id, "error", err)
