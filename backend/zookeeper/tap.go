@@ -791,17 +791,17 @@ func (c *tapConn) Write(p []byte) (int, error) {
 	}
 	c.writing.Add(1)
 	defer c.writing.Add(-1)
+	op, xid, whole := c.wholeRequest(p)
 	if c.t.abandoned.Load() {
-		if len(c.out) == 0 && len(p) >= 12 && int(binary.BigEndian.Uint32(p)) == len(p)-4 &&
-			int32(binary.BigEndian.Uint32(p[8:])) == opCloseSession {
+		if whole && op == opCloseSession {
 			c.Close()
 		}
 		return len(p), nil
 	}
 	closeReq := false
-	if len(c.out) == 0 && c.outFrames > 0 && len(p) >= 12 && int(binary.BigEndian.Uint32(p)) == len(p)-4 {
-		switch op := int32(binary.BigEndian.Uint32(p[8:])); {
-		case op == opPing && int32(binary.BigEndian.Uint32(p[4:])) == xidPing,
+	if whole {
+		switch {
+		case op == opPing && xid == xidPing,
 			op == opCloseSession && c.t.abandoned.Load(): // abandoned since the check above
 			return len(p), nil
 		case op == opCloseSession:
@@ -812,7 +812,7 @@ func (c *tapConn) Write(p []byte) (int, error) {
 	// Record before writing: the reply may be read before Write returns. If the write
 	// fails, go-zookeeper drops the connection, and with it what was recorded for it.
 	if closeReq {
-		c.t.closeOn(c, int32(binary.BigEndian.Uint32(p[4:])))
+		c.t.closeOn(c, xid)
 	}
 	c.parseOut(p)
 	n, err := c.Conn.Write(p)
@@ -823,6 +823,15 @@ func (c *tapConn) Write(p []byte) (int, error) {
 		c.t.closeNotOn(c)
 	}
 	return n, err
+}
+
+// wholeRequest reports whether p, written with nothing of an earlier request pending, is one
+// whole request frame (go-zookeeper writes each request in one call), and its op and xid.
+func (c *tapConn) wholeRequest(p []byte) (op, xid int32, whole bool) {
+	if len(c.out) != 0 || len(p) < 12 || int(binary.BigEndian.Uint32(p)) != len(p)-4 {
+		return 0, 0, false
+	}
+	return int32(binary.BigEndian.Uint32(p[8:])), int32(binary.BigEndian.Uint32(p[4:])), true
 }
 
 // writeConnect writes the connect request (go-zookeeper writes it whole, in one call), unless
