@@ -541,16 +541,10 @@ func (f statusFilter) apply(snap spi.Snapshot) (spi.Snapshot, int) {
 	return out, free
 }
 
-// printStatus prints a snapshot as tables. Every string in it comes from backend records that
-// anyone with write access to the backend can forge, so each goes through safe: no control
-// character (a terminal escape sequence) or invalid UTF-8 reaches the terminal.
-func printStatus(out io.Writer, snap spi.Snapshot, f statusFilter) error {
-	kept, free := f.apply(snap)
-	return printKept(out, kept, f, free)
-}
-
-// printKept is printStatus for the part snap of a snapshot that f kept, with free the number
-// of free lease records f selected.
+// printKept prints as tables the part snap of a snapshot that f kept (statusFilter.apply),
+// with free the number of free lease records f selected. Every string in it comes from backend
+// records that anyone with write access to the backend can forge, so each goes through safe:
+// no control character (a terminal escape sequence) or invalid UTF-8 reaches the terminal.
 func printKept(out io.Writer, snap spi.Snapshot, f statusFilter, free int) error {
 	hidden := free
 	if f.all {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -271,4 +272,10 @@ func TestPrintStatusColumnsSplitOnSpaces(t *testing.T) {
 			}
 		}
 	}
+}
+
+// printStatus prints snap as simba status does: the part f keeps, as tables.
+func printStatus(out io.Writer, snap spi.Snapshot, f statusFilter) error {
+	kept, free := f.apply(snap)
+	return printKept(out, kept, f, free)
 }
