@@ -68,8 +68,8 @@ type election struct {
 	// overtaken: the current attempt's grant was this session's own released token (the
 	// acquire overtook the release at the server), so the armed retry is sent early, as soon
 	// as the releases of the name in flight have landed (see retryOvertaken); the retry timer
-	// stays armed as the fallback. 0 when the armed retry is not such a one.
-	overtaken int64
+	// stays armed as the fallback. False when the armed retry is not such a one.
+	overtaken bool
 	// falseHint: a hint proved false at falseHintAt (see onAcquireReply).
 	falseHint   bool
 	falseHintAt time.Duration
@@ -428,7 +428,7 @@ func (s *Engine) acquire(e *election) {
 		s.sync(e)
 		return
 	}
-	e.retrying, e.hinted, e.backoffRetry, e.poked, e.overtaken = false, false, false, false, 0
+	e.retrying, e.hinted, e.backoffRetry, e.poked, e.overtaken = false, false, false, false, false
 	e.byHint, e.hintRetry = e.hintRetry, false
 	queue := s.opt.Queue && e.flavor != FlavorTryLock
 	e.queueUntil = s.sess.deadline
@@ -459,7 +459,7 @@ func (s *Engine) noSessionErr(name string) error {
 var errNoSession = errors.New("no live session")
 
 func (s *Engine) retryLater(e *election, at time.Duration) {
-	e.retrying, e.retryAt, e.backoffRetry, e.overtaken = true, max(at, s.now), false, 0
+	e.retrying, e.retryAt, e.backoffRetry, e.overtaken = true, max(at, s.now), false, false
 	s.arm(TimerRetry, e.name, e.retryAt)
 	s.sync(e)
 }
@@ -683,7 +683,7 @@ func (s *Engine) onAcquireReply(p pending, ev Event) {
 			// one fail or be lost.
 			e.fails++
 			s.retryLater(e, add(s.now, s.backoff(e.fails, nil)))
-			e.overtaken = a.Token
+			e.overtaken = true
 			return
 		}
 		s.afterStale(e)
@@ -899,7 +899,7 @@ func (s *Engine) onReleaseReply(p pending, ev Event) {
 		s.elections[p.name] = e
 	}
 	e.unknown, e.unknownAt = true, s.now
-	e.overtaken = 0 // an overtaken attempt's retry waits for its backoff, as before
+	e.overtaken = false // an overtaken attempt's retry waits for its backoff, as before
 	s.sync(e)
 }
 
@@ -917,7 +917,7 @@ func (s *Engine) onReleaseReply(p pending, ev Event) {
 // does an outcome still unknown (e.unknown): a call of unknown outcome may still land.
 func (s *Engine) retryOvertaken(name string) {
 	e := s.elections[name]
-	if e == nil || e.overtaken == 0 {
+	if e == nil || !e.overtaken {
 		return
 	}
 	if e.state == Candidate && e.inflight == 0 && e.retrying && !e.unknown &&
