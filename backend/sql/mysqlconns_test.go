@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	mysqldriver "github.com/go-sql-driver/mysql"
+
 	"github.com/simba-go/simba/internal/locktest"
 	"github.com/simba-go/simba/spi"
 )
@@ -25,21 +27,9 @@ func TestMySQLChurnReusesConnections(t *testing.T) {
 	const backends, workers, names, grants = 3, 3, 2, 300
 	_, cfg := myDatabase(t, "simba_sqlbe_")
 	var dials atomic.Int64
-	var d net.Dialer
-	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		dials.Add(1)
-		return d.DialContext(ctx, network, addr)
-	}
 	bs := make([]*Backend, backends)
 	for i := range bs {
-		conn, err := MySQLConnector(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		db := sql.OpenDB(conn)
-		db.SetMaxIdleConns(32)
-		t.Cleanup(func() { db.Close() })
-		bs[i], _ = migratedMySQL(t, db)
+		bs[i], _ = migratedMySQL(t, countingPool(t, cfg, &dials))
 	}
 	clients := locktest.Clients(t, 3*time.Second, bs[0], bs[1], bs[2])
 	ctx := testCtx(t)
@@ -103,19 +93,7 @@ func TestMySQLWakerKeepsItsConnections(t *testing.T) {
 	dsn, cfg := myDatabase(t, "simba_sqlbe_")
 	holder := migrated(t, dsn)
 	var dials atomic.Int64
-	var d net.Dialer
-	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		dials.Add(1)
-		return d.DialContext(ctx, network, addr)
-	}
-	conn, err := MySQLConnector(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := sql.OpenDB(conn)
-	db.SetMaxIdleConns(32)
-	t.Cleanup(func() { db.Close() })
-	waiterB, ctx := migratedMySQL(t, db)
+	waiterB, ctx := migratedMySQL(t, countingPool(t, cfg, &dials))
 	w := waiterB.waker.(*mysqlWaker)
 	if _, err := holder.Hints(ctx); err != nil {
 		t.Fatal(err)
@@ -216,4 +194,24 @@ func TestMySQLOpenPoolKeepsBurstConnections(t *testing.T) {
 	if st.MaxIdleClosed != 0 {
 		t.Errorf("Open's pool closed %d connections for its idle limit after %d rounds of %d calls at once", st.MaxIdleClosed, rounds, burst)
 	}
+}
+
+// countingPool is a pool of the test's own on cfg (a MySQLConnector, as NewMySQL's doc says)
+// that keeps 32 idle connections, so that only the waker's dials add up, and counts every
+// connection it dials in dials.
+func countingPool(t testing.TB, cfg *mysqldriver.Config, dials *atomic.Int64) *sql.DB {
+	t.Helper()
+	var d net.Dialer
+	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		dials.Add(1)
+		return d.DialContext(ctx, network, addr)
+	}
+	conn, err := MySQLConnector(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := sql.OpenDB(conn)
+	db.SetMaxIdleConns(32)
+	t.Cleanup(func() { db.Close() })
+	return db
 }

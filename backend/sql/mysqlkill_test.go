@@ -6,7 +6,6 @@ import (
 	"database/sql"
 	"errors"
 	"log/slog"
-	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -39,24 +38,14 @@ func newKillRig(t *testing.T) *killRig {
 	t.Helper()
 	dsn, cfg := myDatabase(t, "simba_sqlbe_")
 	r := &killRig{holder: migrated(t, dsn)}
-	var d net.Dialer
-	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		r.dials.Add(1)
-		return d.DialContext(ctx, network, addr)
-	}
-	conn, err := MySQLConnector(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.db = sql.OpenDB(conn)
-	r.db.SetMaxIdleConns(32)
-	t.Cleanup(func() { r.db.Close() })
+	r.db = countingPool(t, cfg, &r.dials)
 	r.waiter, r.ctx = migratedMySQL(t, r.db)
 	r.w = r.waiter.waker.(*mysqlWaker)
 	r.c = locktest.Clients(t, time.Minute, r.waiter)[0]
 	if _, err := r.holder.Hints(r.ctx); err != nil {
 		t.Fatal(err)
 	}
+	var err error
 	if r.hs, err = r.holder.OpenSession(r.ctx, "holder", time.Minute); err != nil {
 		t.Fatal(err)
 	}
@@ -237,19 +226,7 @@ func TestMySQLOverdueWaitKeepsItsConnection(t *testing.T) {
 	dsn, cfg := myDatabase(t, "simba_sqlbe_")
 	holder := migrated(t, dsn) // no Hints: it marks nothing
 	var dials atomic.Int64
-	var d net.Dialer
-	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		dials.Add(1)
-		return d.DialContext(ctx, network, addr)
-	}
-	conn, err := MySQLConnector(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := sql.OpenDB(conn)
-	db.SetMaxIdleConns(32)
-	t.Cleanup(func() { db.Close() })
-	waiter, ctx := migratedMySQL(t, db)
+	waiter, ctx := migratedMySQL(t, countingPool(t, cfg, &dials))
 	w := waiter.waker.(*mysqlWaker)
 	w.markDelay = time.Hour // its marker would end the stuck connection (unstick)
 	if _, err := waiter.Hints(ctx); err != nil {
