@@ -385,14 +385,7 @@ func TestErrorLine(t *testing.T) {
 // and other (held by another session): -prefix jobs. shows only jobs. leases and the session
 // holding one; free leases show only with -all, and a line says how many were hidden.
 func TestStatusPrefixAndAll(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	dsn := "sqlite://" + filepath.Join(t.TempDir(), "simba.db")
-	b, err := sqlbackend.Open(ctx, dsn, sqlbackend.WithAutoMigrate())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	ctx, dsn, b := sqliteStatusBackend(t)
 	jobs, err := b.OpenSession(ctx, "jobs-worker", time.Minute)
 	if err != nil {
 		t.Fatal(err)

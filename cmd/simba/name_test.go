@@ -90,14 +90,7 @@ func statusNameScenario(t *testing.T, ctx context.Context, dsn string, b spi.Bac
 }
 
 func TestStatusNameOnSQLite(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	dsn := "sqlite://" + filepath.Join(t.TempDir(), "simba.db")
-	b, err := sqlbackend.Open(ctx, dsn, sqlbackend.WithAutoMigrate())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	ctx, dsn, b := sqliteStatusBackend(t)
 	statusNameScenario(t, ctx, dsn, b)
 }
 
@@ -120,4 +113,19 @@ func TestStatusNameAndPrefixRefused(t *testing.T) {
 	if status != 2 || !strings.Contains(stderr, "-name and -prefix") {
 		t.Fatalf("exit status %d, stderr %q; want 2 and the reason", status, stderr)
 	}
+}
+
+// sqliteStatusBackend is a migrated SQLite backend on a file of the test's own, its DSN for
+// simba status, and a context of a minute; both end with the test.
+func sqliteStatusBackend(t *testing.T) (context.Context, string, *sqlbackend.Backend) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	dsn := "sqlite://" + filepath.Join(t.TempDir(), "simba.db")
+	b, err := sqlbackend.Open(ctx, dsn, sqlbackend.WithAutoMigrate())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return ctx, dsn, b
 }

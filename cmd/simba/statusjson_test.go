@@ -6,13 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	sqlbackend "github.com/simba-go/simba/backend/sql"
 	"github.com/simba-go/simba/internal/testenv"
 	"github.com/simba-go/simba/spi"
 )
@@ -164,14 +162,7 @@ func statusJSONScenario(t *testing.T, ctx context.Context, dsn string, b spi.Bac
 // TestStatusJSONOnSQLite: simba status -json says what the tables say (statusJSONScenario).
 // Before, -json was an unknown flag: exit status 2 and the help.
 func TestStatusJSONOnSQLite(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	dsn := "sqlite://" + filepath.Join(t.TempDir(), "simba.db")
-	b, err := sqlbackend.Open(ctx, dsn, sqlbackend.WithAutoMigrate())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	ctx, dsn, b := sqliteStatusBackend(t)
 	statusJSONScenario(t, ctx, dsn, b, "")
 }
 
@@ -194,13 +185,7 @@ func TestStatusJSONOnRedis(t *testing.T) {
 // there, and 2 with the reason for a name lock and run refuse (a/b). Before, the unknown name
 // exited 0, as if free, and a/b was accepted.
 func TestStatusNameExitStatuses(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	dsn := "sqlite://" + filepath.Join(t.TempDir(), "simba.db")
-	b, err := sqlbackend.Open(ctx, dsn, sqlbackend.WithAutoMigrate())
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, dsn, b := sqliteStatusBackend(t)
 	s, err := b.OpenSession(ctx, "there", time.Minute)
 	if err != nil {
 		t.Fatal(err)
