@@ -288,7 +288,7 @@ func (b *Backend) begin(ctx context.Context, op string) (time.Duration, error) {
 	b.srv.mu.Lock()
 	if b.closed {
 		b.srv.mu.Unlock()
-		return 0, fmt.Errorf("mapbackend: %s: %w", op, spi.ErrClosed)
+		return 0, fmt.Errorf("mapbackend: %s: %w", op, spi.ErrBackendClosed)
 	}
 	now := b.srv.clock.Now()
 	b.srv.expire(now)
@@ -639,8 +639,9 @@ func (s *Server) leaseInfo(name string, l *lease, now time.Duration) spi.LeaseIn
 	return info
 }
 
-// Close implements spi.Backend: later calls on this connection fail with spi.ErrClosed and its
-// hint channels are closed. Like a real connection's Close, it leaves the sessions opened
+// Close implements spi.Backend: later calls on this connection fail with spi.ErrBackendClosed
+// (which matches spi.ErrClosed too, and says that the backend, not a client, was closed) and
+// its hint channels are closed. Like a real connection's Close, it leaves the sessions opened
 // through it to expire at the server (a client that wants them gone calls CloseSession first).
 // Closing twice is not an error.
 func (b *Backend) Close() error {
