@@ -260,9 +260,9 @@ func (s *Server) hint(kind spi.HintKind, name string) {
 	}
 }
 
-// Backend is one client's connection to a Server. It implements spi.Backend and three
-// optional capabilities, spi.Hinter, spi.Inspector and spi.LeaseInspector, and is safe for
-// concurrent use.
+// Backend is one client's connection to a Server. It implements spi.Backend and the optional
+// capabilities spi.Hinter, spi.Queuer, spi.Inspector, spi.LeaseInspector, spi.TTLChecker and
+// spi.CutSafe, and is safe for concurrent use.
 type Backend struct {
 	srv    *Server
 	closed bool // guarded by srv.mu
@@ -275,6 +275,8 @@ var (
 	_ spi.Inspector      = (*Backend)(nil)
 	_ spi.LeaseInspector = (*Backend)(nil)
 	_ spi.TTLChecker     = (*Backend)(nil)
+	_ spi.Queuer         = (*Backend)(nil)
+	_ spi.CutSafe        = (*Backend)(nil)
 )
 
 // begin starts a call: it fails if ctx is done or the connection is closed, and otherwise locks
