@@ -63,6 +63,12 @@ type Backend struct {
 
 // Open connects to url and opens (or creates, in memory storage) the KV bucket named bucket.
 func Open(ctx context.Context, url, bucket string) (*Backend, error) {
+	return OpenStorage(ctx, url, bucket, jetstream.MemoryStorage)
+}
+
+// OpenStorage is Open that creates a missing bucket with storage (jetstream.FileStorage for
+// records that survive a server restart).
+func OpenStorage(ctx context.Context, url, bucket string, storage jetstream.StorageType) (*Backend, error) {
 	nc, err := nats.Connect(url)
 	if err != nil {
 		return nil, spi.Unavailable("natskv open", err)
@@ -74,7 +80,7 @@ func Open(ctx context.Context, url, bucket string) (*Backend, error) {
 	}
 	kv, err := js.KeyValue(ctx, bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket, History: 1, Storage: jetstream.MemoryStorage})
+		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket, History: 1, Storage: storage})
 		if errors.Is(err, jetstream.ErrBucketExists) {
 			kv, err = js.KeyValue(ctx, bucket)
 		}
