@@ -52,7 +52,8 @@ type Client struct {
 	// cutSafe: the backend's calls may be cut short by a caller's context (spi.CutSafe).
 	cutSafe bool
 	eng     *engine.Engine // loop goroutine only
-	rng     *rand.Rand     // loop goroutine only
+	// seed keys the jitter of each step (see draw): WithSeed's, or random.
+	seed uint64
 
 	in       chan func()
 	pending  atomic.Int64 // functions sent to in and not yet run
@@ -268,7 +269,7 @@ func New(backend spi.Backend, opts ...Option) (*Client, error) {
 		waitEnder:  waitEnder,
 		cutSafe:    cutSafe,
 		eng:        eng,
-		rng:        rand.New(rand.NewPCG(seed, seed^0x9E3779B97F4A7C15)),
+		seed:       seed,
 		in:         make(chan func(), 1024),
 		callQ:      make(chan call),
 		loopDone:   make(chan struct{}),
@@ -961,8 +962,8 @@ func (c *Client) withLastError(err error, seq uint64, name string) error {
 
 // step runs one engine step and carries out its effects, on the loop goroutine.
 func (c *Client) step(ev engine.Event) {
-	ev.Jitter = c.rng.Float64()
 	now := c.cfg.clock.Now()
+	ev.Jitter = c.eventJitter(&ev, now)
 	c.checkPause(now)
 	effects := c.eng.Step(ev, now)
 	if c.cfg.logger.Enabled(context.Background(), slog.LevelDebug) {

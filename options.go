@@ -475,7 +475,12 @@ func WithJitter(max time.Duration) Option {
 	}}
 }
 
-// WithSeed makes the client's jitter deterministic (for tests); by default it is random.
+// WithSeed makes the client's jitter deterministic (for tests); by default it is random. Each
+// draw (a retry's backoff, the jitter added to a candidate's retry) is a hash of the seed, the
+// event it is drawn for and the clock's reading, not the next number of a stream, so on a
+// virtual clock (simbatest) events that reach the client at one instant in either order get
+// the same delays. Which of several clients that contend at one instant wins stays a race of
+// their goroutines: a test that needs one winner lets each settle before the next starts.
 func WithSeed(seed uint64) Option {
 	return Option{func(c *config) error {
 		c.seed, c.seeded = seed, true

@@ -107,7 +107,7 @@ func (c *Client) probeCallDone(op engine.Op, failed, cut bool) {
 func (c *Client) armProbe() {
 	p := &c.probe
 	p.busy = true
-	d := p.bound/2 + time.Duration(c.rng.Int64N(int64(p.bound/2)+1))
+	d := p.bound/2 + time.Duration(c.draw(jitterProbe, uint64(p.bound), 0, c.cfg.clock.Now())*float64(p.bound/2))
 	p.timer = c.cfg.clock.AfterFunc(d, func() { c.enqueue(c.sendProbe) })
 }
 

@@ -88,6 +88,20 @@
 // channel. A client's backend calls time out on the client's clock, so a hanging call fails
 // after one renewal interval of virtual time.
 //
+// Runs repeat, within limits. Session ids come from the model's seed and each client's jitter
+// from its simba.WithSeed, but clients (and the calls of one client) run on goroutines of
+// their own: of several clients that contend for a free lease at one instant, which one wins
+// differs from run to run, so a test that needs a given leader starts (and settles) that
+// client first, as Example_failover does; and a retry's exact time can still differ by a few
+// milliseconds of virtual time between runs when events of one client coincide. Assert on who
+// leads, with which token and in which order, not on the nanosecond of a retry.
+//
+// A paused process (a GC pause, SIGSTOP) is a client whose clock stands still while the
+// server's moves: give that client a VirtualClock of its own (the server keeps its own through
+// NewServer), advance the server's clock for the others, then the paused client's to let it
+// run again. Its term reads valid by its own clock while it is held, as a paused process's
+// would if it could look, and invalid once its clock has caught up past its deadline.
+//
 // BlockUntil is for code that is not a simba.Client: it waits until such code, running on
 // goroutines the clock does not know, has armed its timers.
 package simbatest

@@ -18,15 +18,32 @@
 //
 // # Writing a backend
 //
-// Implement Backend (and Hinter if the server can push notifications, Inspector if it can list
-// its state, LeaseInspector if it can read one lease of it, TTLChecker if it cannot serve
-// every TTL a client may ask for, RenewalChecker if its configuration bounds the renewal
-// interval, LoggerAdopter if it logs warnings of its own) on a server that decides by its own clock; check names with
-// ValidateName and owners with ValidateOwner before any I/O; return expected outcomes as
-// replies and classify failures (Unavailable, AsPermanent, the sentinels). Then run the conformance suites of package tck — LeaseBackendSpec, FencingSpec and ClientSpec —
-// from the backend's tests with a tck.Factory that opens a new client of a shared server. The
-// directory examples/backend of the Simba repository is a complete in-memory backend in its own
-// module, written this way and passing the three suites: a starting point to copy.
+// Implement Backend (and Hinter if the server can push notifications, Queuer if it can keep
+// waiters in arrival order, Inspector if it can list its state, LeaseInspector if it can read
+// one lease of it, CutSafe if a call cut short at any point costs the server nothing,
+// TTLChecker if it cannot serve every TTL a client may ask for, RenewalChecker if its
+// configuration bounds the renewal interval, LoggerAdopter if it logs warnings of its own) on
+// a server that decides by its own clock; check names with ValidateName and owners with
+// ValidateOwner before any I/O; return expected outcomes as replies and classify failures
+// (Unavailable, AsPermanent, the sentinels). Without Queuer a backend still works, without the
+// ordering guarantee (see Queuer), and tck.FairnessSpec does not apply to it. Then run the
+// conformance suites of package tck — LeaseBackendSpec, FencingSpec, ClientSpec and, for a
+// Queuer, FairnessSpec — from the backend's tests with a tck.Factory that opens a new client
+// of a shared server. The directory examples/backend of the Simba repository is a complete
+// in-memory backend in its own module, written this way and passing the four suites: a
+// starting point to copy.
+//
+// A store without multi-record transactions, only compare-and-set on one record at a revision
+// (a key-value store such as NATS JetStream KV or Consul), can still make each call atomic in
+// effect: read the records the call decides on, then write the one it changes on the revision
+// it read, and start again when that write loses. Two races need care there. An acquire that
+// finds the holder's session expired must read the server's time after the lease record and
+// before the holder's session record, so that a keep-alive that renewed the session in time is
+// seen. And a keep-alive that lands after its session's expiry must not revive the session
+// (reply Expired, and remove it): an acquire may have taken its leases meanwhile. The suites
+// catch the second (a late keep-alive), not the first (see package tck). Wire names may hold
+// characters such a store refuses in keys (":", ".." or a trailing "." in a NATS subject):
+// escape them, since tck's Names suite uses them all.
 package spi
 
 import (

@@ -15,7 +15,7 @@ import (
 // (TryLock) never queues. On a backend that says its entries live with their session
 // (spi.SessionQueue), Queue/WaiterKeepsPlaceWithSession checks the claim: a waiter keeps its
 // place without re-attempting for longer than its TTL while its session is kept alive (it is
-// skipped on other backends). Its client scenario is the starvation scenario of a holder that
+// not run on other backends, which the suite logs). Its client scenario is the starvation scenario of a holder that
 // re-locks in a loop of short sections while another client waits: the waiter must enter after
 // at most one more section of the looping holder. Every backend of this module runs it; a
 // backend without spi.Queuer fails it at once.
@@ -37,6 +37,8 @@ func FairnessSpec(t *testing.T, f Factory) {
 		t.Run("DeadWaiterDropsOut", h.fairDeadWaiter)
 		if spi.EntriesLiveWithSession(h.backend(t).Backend) {
 			t.Run("WaiterKeepsPlaceWithSession", h.fairSessionWaiter)
+		} else {
+			t.Log("tck: the backend does not report spi.SessionQueue: Queue/WaiterKeepsPlaceWithSession is not run")
 		}
 	})
 	c := newClientHarness(h)

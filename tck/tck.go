@@ -46,6 +46,16 @@
 // and Join reject names outside the wire grammar with one matching spi.ErrInvalidName before
 // any I/O; tokens are positive; Members and KeepAlive list members sorted ascending.
 //
+// What the suites do not check, so that a backend passing them may still break the SPI there:
+// the number of round trips a call makes (the SPI's "bounded round trips": a KeepAlive that
+// reads each name it is asked about passes); calls on a backend after its Close (the SPI asks
+// for errors matching spi.ErrBackendClosed); GroupChanged hints; and races the suites cannot
+// time, such as a keep-alive landing just as another session's acquire decides its session
+// expired — a late keep-alive that revives an expired session is caught
+// (Sessions/ExpiresAfterTTLWithoutKeepAlive), one racing an acquire is not. Each suite logs
+// (go test -v) what it leaves out for the backend at hand: hints without Factory.Hints,
+// InspectLease without spi.LeaseInspector, a SessionQueue's claim without spi.SessionQueue.
+//
 // The suites run their subtests one after another on one server, each on lease and group names
 // no other subtest or earlier run uses (a random prefix per run), so they can share a database
 // with other tests. No call they make carries client time: every remaining time they check

@@ -68,7 +68,8 @@ func TestConformance(t *testing.T) {
 }
 
 // Inspect (spi.Inspector) lists the lease rows, including free ones with their latest token, the
-// live sessions and the groups; a closed connection fails every call with spi.ErrClosed and
+// live sessions and the groups; a closed connection fails every call with spi.ErrBackendClosed
+// (which matches spi.ErrClosed too: the SPI asks for the former, naming what was closed) and
 // closes its hint channels, while its sessions stay until they expire.
 func TestInspectAndClose(t *testing.T) {
 	ctx := context.Background()
@@ -123,8 +124,8 @@ func TestInspectAndClose(t *testing.T) {
 	if _, ok := <-hints; ok {
 		t.Error("hint channel still open after Close")
 	}
-	if _, err := a.KeepAlive(ctx, s.ID, nil, nil); !errors.Is(err, spi.ErrClosed) || spi.Classify(err) != spi.Permanent {
-		t.Errorf("KeepAlive after Close: %v, want a permanent spi.ErrClosed", err)
+	if _, err := a.KeepAlive(ctx, s.ID, nil, nil); !errors.Is(err, spi.ErrBackendClosed) || spi.Classify(err) != spi.Permanent {
+		t.Errorf("KeepAlive after Close: %v, want a permanent spi.ErrBackendClosed", err)
 	}
 	if r, err := b.Acquire(ctx, mustOpen(t, b), "held"); err != nil || r.Kind != spi.HeldBy || r.Holder != s.ID {
 		t.Errorf("Acquire after the holder's connection closed = %+v, %v; want held by %s until its session expires", r, err, s.ID)

@@ -260,9 +260,9 @@ func (s *Server) hint(kind spi.HintKind, name string) {
 	}
 }
 
-// Backend is one client's connection to a Server. It implements spi.Backend and three
-// optional capabilities, spi.Hinter, spi.Inspector and spi.LeaseInspector, and is safe for
-// concurrent use.
+// Backend is one client's connection to a Server. It implements spi.Backend and the optional
+// capabilities spi.Hinter, spi.Queuer, spi.Inspector, spi.LeaseInspector, spi.TTLChecker and
+// spi.CutSafe, and is safe for concurrent use.
 type Backend struct {
 	srv    *Server
 	closed bool // guarded by srv.mu
@@ -275,6 +275,8 @@ var (
 	_ spi.Inspector      = (*Backend)(nil)
 	_ spi.LeaseInspector = (*Backend)(nil)
 	_ spi.TTLChecker     = (*Backend)(nil)
+	_ spi.Queuer         = (*Backend)(nil)
+	_ spi.CutSafe        = (*Backend)(nil)
 )
 
 // begin starts a call: it fails if ctx is done or the connection is closed, and otherwise locks
@@ -288,7 +290,7 @@ func (b *Backend) begin(ctx context.Context, op string) (time.Duration, error) {
 	b.srv.mu.Lock()
 	if b.closed {
 		b.srv.mu.Unlock()
-		return 0, fmt.Errorf("mapbackend: %s: %w", op, spi.ErrClosed)
+		return 0, fmt.Errorf("mapbackend: %s: %w", op, spi.ErrBackendClosed)
 	}
 	now := b.srv.clock.Now()
 	b.srv.expire(now)
@@ -639,8 +641,9 @@ func (s *Server) leaseInfo(name string, l *lease, now time.Duration) spi.LeaseIn
 	return info
 }
 
-// Close implements spi.Backend: later calls on this connection fail with spi.ErrClosed and its
-// hint channels are closed. Like a real connection's Close, it leaves the sessions opened
+// Close implements spi.Backend: later calls on this connection fail with spi.ErrBackendClosed
+// (which matches spi.ErrClosed too, and says that the backend, not a client, was closed) and
+// its hint channels are closed. Like a real connection's Close, it leaves the sessions opened
 // through it to expire at the server (a client that wants them gone calls CloseSession first).
 // Closing twice is not an error.
 func (b *Backend) Close() error {

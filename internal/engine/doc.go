@@ -85,8 +85,8 @@
 // The engine draws no randomness: each event carries Jitter in [0, 1], the driver's random
 // draw, which the engine multiplies into the delays it picks on that event (full-jitter
 // backoff from 50 ms up to the renewal interval; up to 25 ms added to a candidate's retry at
-// the holder's remaining time). A simulator makes Jitter from its seed; the shell from
-// math/rand/v2.
+// the holder's remaining time). A simulator makes Jitter from its seed; the shell from a hash
+// of its seed (WithSeed, random by default), the event and the clock's reading.
 //
 // # Semantics in brief
 //
