@@ -32,7 +32,10 @@
 // nor the session closed or expired): a session that waits for nothing pays nothing for the
 // queue, and one that waits pays one statement per keep-alive. A Withdraw that fails runs
 // again with the session's next keep-alive (unless the session waits for the name again
-// first), as the entry would otherwise hold a free lease back while the session lives. An
+// first), as the entry would otherwise hold a free lease back while the session lives; an
+// AcquireQueued of the name waits for a withdrawal of it still running (that retry, or a
+// Withdraw whose caller gave up), which would otherwise delete the entry it makes and cost the
+// waiter its place. An
 // earlier 5.x client's keep-alive does not move its entries: they lapse at its session's
 // expiry as of its latest queued acquire, and it re-attempts before then as it always did.
 // On MySQL/MariaDB and SQLite the queue is read
