@@ -71,6 +71,14 @@ type Backend struct {
 	// session, so the session's next keep-alive withdraws again (a waiter that stopped
 	// waiting must not hold a free lease back while its client keeps the session alive).
 	withdrawals map[place]bool
+	// withdrawing counts, per session and name, the withdrawals being sent, which an
+	// AcquireQueued of the same session and name waits for (awaitWithdrawals).
+	withdrawing map[place]*inflight
+	// Test hooks (nil outside tests): beforeRetry runs before a keep-alive's retried
+	// withdrawal of name is sent; awaiting runs when an AcquireQueued starts waiting for a
+	// withdrawal in flight.
+	beforeRetry func(name string)
+	awaiting    func()
 	// moved holds, per session and name, the token of a held index entry whose lease key a
 	// keep-alive found deleted or put on another etcd lease (see heldOf).
 	moved map[place]int64
@@ -609,30 +617,95 @@ func (b *Backend) forget(id spi.SessionID) {
 	b.hints.dropSession(id)
 }
 
-// setWithdrawal records (pending) or forgets a withdrawal to retry at the next keep-alive.
-func (b *Backend) setWithdrawal(id spi.SessionID, name string, pending bool) {
+// inflight counts the withdrawals of one session and name being sent; done is closed when the
+// last one has ended.
+type inflight struct {
+	n    int
+	done chan struct{}
+}
+
+// beginWithdrawal notes a withdrawal of p about to be sent (b.mu held); endWithdrawal must
+// follow.
+func (b *Backend) beginWithdrawal(p place) {
+	if b.withdrawing == nil {
+		b.withdrawing = map[place]*inflight{}
+	}
+	r := b.withdrawing[p]
+	if r == nil {
+		r = &inflight{done: make(chan struct{})}
+		b.withdrawing[p] = r
+	}
+	r.n++
+}
+
+// endWithdrawal notes the end of a withdrawal begun, recorded to retry at the next keep-alive
+// when it failed, forgotten otherwise.
+func (b *Backend) endWithdrawal(id spi.SessionID, name string, failed bool) {
+	p := place{id, name}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if pending {
-		b.withdrawals[place{id, name}] = true
+	if failed {
+		b.withdrawals[p] = true
 	} else {
-		delete(b.withdrawals, place{id, name})
+		delete(b.withdrawals, p)
+	}
+	if r := b.withdrawing[p]; r != nil {
+		if r.n--; r.n == 0 {
+			close(r.done)
+			delete(b.withdrawing, p)
+		}
+	}
+}
+
+// awaitWithdrawals is called by an AcquireQueued of id for name before it sends anything: it
+// waits for the withdrawals of id from name in flight (or for ctx), then forgets a failed one
+// (the session waits again: the key, if any, is its place). A withdrawal sent after the
+// AcquireQueued's enqueue — a keep-alive's retry, read as pending and then sent, or a client's
+// withdrawal still running (a call the client abandoned) — would delete the key it made: the
+// waiter, told HeldBy, would wait on without a place, and a late comer be granted the lease
+// it was owed. retryWithdrawals claims its withdrawals under b.mu, so an AcquireQueued either
+// forgot the withdrawal first or waits for it.
+func (b *Backend) awaitWithdrawals(ctx context.Context, id spi.SessionID, name string) error {
+	p := place{id, name}
+	for {
+		b.mu.Lock()
+		r := b.withdrawing[p]
+		if r == nil {
+			delete(b.withdrawals, p)
+			b.mu.Unlock()
+			return nil
+		}
+		b.mu.Unlock()
+		if h := b.awaiting; h != nil {
+			h()
+		}
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+			return b.classify("acquire", ctx.Err())
+		}
 	}
 }
 
 // retryWithdrawals runs again the withdrawals of session id that failed (best effort: one that
-// fails again stays pending).
+// fails again stays pending). Each is claimed (begun, no longer pending) before it is sent (see
+// awaitWithdrawals).
 func (b *Backend) retryWithdrawals(ctx context.Context, id spi.SessionID) {
 	b.mu.Lock()
 	var names []string
 	for p := range b.withdrawals {
 		if p.id == id {
 			names = append(names, p.name)
+			delete(b.withdrawals, p)
+			b.beginWithdrawal(p)
 		}
 	}
 	b.mu.Unlock()
 	for _, n := range names {
-		_ = b.Withdraw(ctx, id, n) // a failure is recorded again
+		if h := b.beforeRetry; h != nil {
+			h(n)
+		}
+		_ = b.withdrawBegun(ctx, id, n) // a failure is recorded again
 	}
 }
 
@@ -1154,6 +1227,11 @@ func (b *Backend) AcquireQueued(ctx context.Context, id spi.SessionID, name stri
 }
 
 func (b *Backend) acquireQueuedOnce(ctx context.Context, id spi.SessionID, name string) (spi.Acquire, error) {
+	// Waiting again: the key, if a failed withdrawal left one, is its place; a withdrawal of it
+	// in flight is let end first, so that it cannot delete the key this call makes.
+	if err := b.awaitWithdrawals(ctx, id, name); err != nil {
+		return spi.Acquire{}, err
+	}
 	cli, s, err := b.begin(ctx, id, name)
 	if err != nil {
 		return spi.Acquire{}, err
@@ -1161,7 +1239,6 @@ func (b *Backend) acquireQueuedOnce(ctx context.Context, id spi.SessionID, name 
 	if s == nil {
 		return spi.Acquire{Kind: spi.SessionExpired}, nil
 	}
-	b.setWithdrawal(id, name, false) // waiting again: the key, if any, is its place
 	if rev, ok := b.placeOf(id, name); ok {
 		a, gone, err := b.take(ctx, cli, id, s, name, rev)
 		if err != nil || !gone || a.Kind != spi.HeldBy {
@@ -1241,14 +1318,34 @@ func (b *Backend) Withdraw(ctx context.Context, id spi.SessionID, name string) e
 	if !ok {
 		return nil
 	}
+	b.mu.Lock()
+	b.beginWithdrawal(place{id, name})
+	b.mu.Unlock()
+	return b.withdrawSend(ctx, cli, id, name, lease)
+}
+
+// withdrawBegun is Withdraw of a withdrawal begun (beginWithdrawal), which it ends.
+func (b *Backend) withdrawBegun(ctx context.Context, id spi.SessionID, name string) error {
+	cli, err := b.check(ctx)
+	if err != nil {
+		b.endWithdrawal(id, name, true)
+		return err
+	}
+	lease, _ := leaseOf(id) // a session id this backend retried for: one of its own
+	return b.withdrawSend(ctx, cli, id, name, lease)
+}
+
+// withdrawSend sends the withdraw transaction of a withdrawal begun, which it ends (an
+// AcquireQueued waiting for it goes on then, after the place and hint are dropped here).
+func (b *Backend) withdrawSend(ctx context.Context, cli *clientv3.Client, id spi.SessionID, name string, lease clientv3.LeaseID) error {
 	b.setPlace(id, name, 0)
 	b.hints.stopWaiting(id, name)
 	cmps, then, _ := etcdtxn.Withdraw(b.prefix, string(id), name, lease)
 	if _, err := cli.Txn(ctx).If(cmps...).Then(then...).Commit(); err != nil {
-		b.setWithdrawal(id, name, true)
+		b.endWithdrawal(id, name, true)
 		return b.classify("withdraw", err)
 	}
-	b.setWithdrawal(id, name, false)
+	b.endWithdrawal(id, name, false)
 	return nil
 }
 

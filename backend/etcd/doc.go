@@ -76,7 +76,9 @@ A free lease goes only to the oldest waiter, or to anyone while the name has no 
   - A waiter key lives as long as its session (the session's keep-alive keeps it), not just
     until one TTL after the waiter's last attempt: a withdrawal that fails is therefore run
     again by the session's next KeepAlive, so that a waiter that stopped waiting does not hold
-    a free lease back while its client lives. The backend says so (spi.SessionQueue), so a
+    a free lease back while its client lives; an AcquireQueued of the name waits for such a
+    withdrawal still running (or a Withdraw whose caller gave up), which would otherwise
+    delete the waiter key it makes and cost the waiter its place. The backend says so (spi.SessionQueue), so a
     waiting client does not re-attempt before its session's deadline as of its previous
     attempt, as it must where entries lapse (SQL, Redis): besides the take a Released hint
     wakes, a waiter tries again only two TTLs after its last HeldBy (whose remaining time is

@@ -613,8 +613,12 @@ func (b *Backend) Acquire(ctx context.Context, session spi.SessionID, name strin
 // granted or expired) registers the session in name's waiter queue, or keeps its place, in
 // the same transaction (spec/sql.yaml, operation acquire_queued).
 func (b *Backend) AcquireQueued(ctx context.Context, session spi.SessionID, name string) (spi.Acquire, error) {
-	// Waiting again: the entry, if the failed withdrawal left one, is its place.
-	b.withdrawn.set(string(session), name, false)
+	// Waiting again: the entry, if the failed withdrawal left one, is its place; a withdrawal
+	// of it in flight (a keep-alive's retry, a call abandoned) is let end first, so that it
+	// cannot delete the entry this call makes (see withdrawals).
+	if err := b.withdrawn.await(ctx, string(session), name); err != nil {
+		return spi.Acquire{}, b.fail("acquire", err)
+	}
 	// Noted before it is sent: a keep-alive whose renewal commits before this call's entry is
 	// made must find the session queued (keepAlive), or the entry keeps the expiry it had.
 	seq := b.queued.note(string(session), name)
@@ -632,25 +636,33 @@ func (b *Backend) AcquireQueued(ctx context.Context, session spi.SessionID, name
 // Withdraw implements spi.Queuer: it deletes session's entry from name's waiter queue, if
 // any. The entry lives as long as its session (spi.SessionQueue), so a withdrawal that fails
 // runs again with the session's next keep-alive, unless the session waits for the name again
-// first (AcquireQueued).
+// first (AcquireQueued). An AcquireQueued of the same session and name sent while it runs waits
+// for its end.
 func (b *Backend) Withdraw(ctx context.Context, session spi.SessionID, name string) error {
 	if err := wire.ValidateName(name); err != nil {
 		return err
 	}
+	b.withdrawn.begin(string(session), name)
+	return b.withdrawBegun(ctx, session, name)
+}
+
+// withdrawBegun is Withdraw of a withdrawal begun (withdrawals.begin or claim), which it ends.
+func (b *Backend) withdrawBegun(ctx context.Context, session spi.SessionID, name string) error {
 	if err := b.ready(ctx); err != nil {
-		b.withdrawn.set(string(session), name, true)
+		b.withdrawn.end(string(session), name, true)
 		return err
 	}
 	seq := b.queued.at(string(session), name)
 	if err := b.withdraw(ctx, string(session), name); err != nil {
-		b.withdrawn.set(string(session), name, true)
+		b.withdrawn.end(string(session), name, true)
 		return b.fail("withdraw", err)
 	}
-	b.withdrawn.set(string(session), name, false)
 	b.queued.drop(string(session), name, seq)
 	if b.notes != nil {
 		b.notes.withdrawn(string(session), name)
 	}
+	// Last: an AcquireQueued waiting for this end notes its entry and its hints after it.
+	b.withdrawn.end(string(session), name, false)
 	return nil
 }
 

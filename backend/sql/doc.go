@@ -32,7 +32,10 @@
 // nor the session closed or expired): a session that waits for nothing pays nothing for the
 // queue, and one that waits pays one statement per keep-alive. A Withdraw that fails runs
 // again with the session's next keep-alive (unless the session waits for the name again
-// first), as the entry would otherwise hold a free lease back while the session lives. An
+// first), as the entry would otherwise hold a free lease back while the session lives; an
+// AcquireQueued of the name waits for a withdrawal of it still running (that retry, or a
+// Withdraw whose caller gave up), which would otherwise delete the entry it makes and cost the
+// waiter its place. An
 // earlier 5.x client's keep-alive does not move its entries: they lapse at its session's
 // expiry as of its latest queued acquire, and it re-attempts before then as it always did.
 // On MySQL/MariaDB and SQLite the queue is read
@@ -308,7 +311,11 @@
 // a live first waiter NOTIFYs nothing, and an earlier 5.x client's withdraw NOTIFYs nothing at
 // all; a waiter ahead whose own withdraw or close is still in flight does not count, so of two
 // waiters leaving at once the second notifies too, and a third woken by the first's notice
-// before the second committed is woken again), and every join or leave (and a close, for each group the session left) the group
+// before the second committed is woken again; and a release that commits as the first waiter
+// withdraws is seen by the withdraw, which locks the lease row before it decides, in one
+// pipelined transaction: before, a release committed under the withdraw's snapshot left it
+// silent, and the next waiter, woken by the release before the withdraw's commit, was told
+// HeldBy the withdrawn waiter and slept up to a TTL), and every join or leave (and a close, for each group the session left) the group
 // name on the group's own channel, simba_grp_ followed by the hex MD5 of the group name
 // (wire.SQLGroupOwnChannel; and on simba_group, for earlier 5.x clients likewise). Hints LISTENs
 // on a dedicated connection that reconnects with backoff (doubling from 50 ms to a third of

@@ -94,26 +94,121 @@ func (q *queuedSessions) has(sid string) bool {
 // QueueEntriesLiveWithSession): the client withdraws once and does not retry, and such
 // an entry, kept alive by every keep-alive, would hold a free lease back for as long as its
 // session lives. The session's next keep-alive runs them again.
+//
+// It also orders a session's withdrawals of a name with its AcquireQueued of that name: an
+// AcquireQueued waits for the withdrawals of its session and name in flight (running) before
+// it is sent (await). A retried withdrawal, read as pending, then sent, would otherwise delete
+// the entry of an AcquireQueued made in between (the waiter came back for the name), and so
+// would a client's withdrawal still running when the AcquireQueued is sent (a call the client
+// abandoned): the waiter, told HeldBy, would wait on without a place, and a late comer be
+// granted the lease it was owed. The retry claims its withdrawals (claim) under the lock that
+// await takes, so an AcquireQueued either cleared the withdrawal first or waits for it.
 type withdrawals struct {
 	mu      sync.Mutex
 	pending map[withdrawal]struct{}
+	running map[withdrawal]*inflight
+
+	// Test hooks (nil outside tests): beforeRetry runs before a keep-alive's retried
+	// withdrawal of name is sent; waiting runs when an AcquireQueued starts waiting for a
+	// withdrawal of its session and name in flight.
+	beforeRetry func(name string)
+	waiting     func()
 }
 
 // withdrawal is one session's withdrawal from one name's queue.
 type withdrawal struct{ sid, name string }
 
-// set records (pending) or forgets the withdrawal of sid from name.
-func (w *withdrawals) set(sid, name string, pending bool) {
+// inflight counts the withdrawals of one session and name being sent; done is closed when the
+// last one has ended.
+type inflight struct {
+	n    int
+	done chan struct{}
+}
+
+// begin notes a withdrawal of sid from name about to be sent; end must follow.
+func (w *withdrawals) begin(sid, name string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.beginLocked(withdrawal{sid, name})
+}
+
+func (w *withdrawals) beginLocked(p withdrawal) {
+	if w.running == nil {
+		w.running = map[withdrawal]*inflight{}
+	}
+	r := w.running[p]
+	if r == nil {
+		r = &inflight{done: make(chan struct{})}
+		w.running[p] = r
+	}
+	r.n++
+}
+
+// end notes the end of a withdrawal begun, pending again when it failed (set).
+func (w *withdrawals) end(sid, name string, failed bool) {
+	p := withdrawal{sid, name}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.setLocked(p, failed)
+	if r := w.running[p]; r != nil {
+		if r.n--; r.n == 0 {
+			close(r.done)
+			delete(w.running, p)
+		}
+	}
+}
+
+// claim returns the names of sid's pending withdrawals, each begun (end must follow) and no
+// longer pending, for a keep-alive to run again.
+func (w *withdrawals) claim(sid string) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var names []string
+	for p := range w.pending {
+		if p.sid == sid {
+			names = append(names, p.name)
+			delete(w.pending, p)
+			w.beginLocked(p)
+		}
+	}
+	return names
+}
+
+// await is called by an AcquireQueued of sid for name before it is sent: it waits for the
+// withdrawals of sid from name in flight (or for ctx), then forgets a pending one (the session
+// waits again: the entry, if the failed withdrawal left one, is its place).
+func (w *withdrawals) await(ctx context.Context, sid, name string) error {
+	p := withdrawal{sid, name}
+	for {
+		w.mu.Lock()
+		r := w.running[p]
+		if r == nil {
+			delete(w.pending, p)
+			w.mu.Unlock()
+			return nil
+		}
+		w.mu.Unlock()
+		if h := w.waiting; h != nil {
+			h()
+		}
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// setLocked records (pending) or forgets the withdrawal p.
+func (w *withdrawals) setLocked(p withdrawal, pending bool) {
 	if !pending {
-		delete(w.pending, withdrawal{sid, name})
+		delete(w.pending, p)
 		return
 	}
 	if w.pending == nil {
 		w.pending = map[withdrawal]struct{}{}
 	}
-	w.pending[withdrawal{sid, name}] = struct{}{}
+	w.pending[p] = struct{}{}
 }
 
 // of returns the names of sid's pending withdrawals.
@@ -144,9 +239,12 @@ func (w *withdrawals) forget(sid string) {
 // retryWithdrawals runs again, after a keep-alive that renewed sid, the withdrawals of sid
 // that failed (best effort: one that fails again stays pending for the next keep-alive). It
 // runs after the keep-alive's own statements, so it never delays the renewal, only the reply,
-// and only after a failed withdrawal.
+// and only after a failed withdrawal. Each is claimed before it is sent (see withdrawals).
 func (b *Backend) retryWithdrawals(ctx context.Context, sid string) {
-	for _, name := range b.withdrawn.of(sid) {
-		_ = b.Withdraw(ctx, spi.SessionID(sid), name) // a failure is recorded again
+	for _, name := range b.withdrawn.claim(sid) {
+		if h := b.withdrawn.beforeRetry; h != nil {
+			h(name)
+		}
+		_ = b.withdrawBegun(ctx, spi.SessionID(sid), name) // a failure is recorded again
 	}
 }

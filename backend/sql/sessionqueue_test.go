@@ -189,6 +189,15 @@ func (f *failWithdraw) WithdrawNotify(ctx context.Context, p sqlq.WithdrawNotify
 	return f.Queries.WithdrawNotify(ctx, p)
 }
 
+// Batch fails a batch with WithdrawNotify as WithdrawNotify does: PostgreSQL's withdraw is a
+// pipelined transaction (acquire_lock_lease, withdraw_notify).
+func (f *failWithdraw) Batch(ctx context.Context, stmts []sqlq.Statement, st *sqlq.State) error {
+	if f.fail.Load() && slices.Contains(stmts, sqlq.StmtWithdrawNotify) {
+		return errWithdrawCut
+	}
+	return f.Queries.Batch(ctx, stmts, st)
+}
+
 // WaiterRemove fails as WithdrawNotify does: it is MySQL's and SQLite's withdraw.
 func (f *failWithdraw) WaiterRemove(ctx context.Context, p sqlq.WaiterRemoveParams) error {
 	if f.fail.Load() {

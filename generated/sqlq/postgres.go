@@ -277,6 +277,8 @@ func (a postgresQueries) Batch(ctx context.Context, stmts []Statement, st *State
 			})
 		case StmtWaiterEnqueue:
 			postgres.QueueWaiterEnqueue(&b, postgres.WaiterEnqueueParams{Name: st.Args.Name, SessionID: st.Args.SessionID})
+		case StmtWithdrawNotify:
+			postgres.QueueWithdrawNotify(&b, postgres.WithdrawNotifyParams{Name: st.Args.Name, SessionID: st.Args.SessionID})
 		default:
 			return errors.New("sqlq: statement " + s.String() + " is not batched on postgres")
 		}

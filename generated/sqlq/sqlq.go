@@ -63,7 +63,7 @@ const (
 	StmtAcquireReadLease
 	// StmtAcquireTake: Acquire, step 4: takes the lease with step 3's next_token. token is assigned before session_id (MySQL evaluates SET left to right). The rows read in steps 1-3 stay locked, so next_token is still max(token + 1, the clock in microseconds) of the row as it is.
 	StmtAcquireTake
-	// StmtAcquireLockLease: acquire_queued on PostgreSQL, step 2 (in a transaction, after acquire_lock_session): makes the lease row (free, token 0, if missing) and locks it until COMMIT, so that the acquire statement that follows reads the waiter queue in a snapshot taken under the lock (every entry is made under it) and the caller's entry is made before anyone else can take the lease.
+	// StmtAcquireLockLease: acquire_queued on PostgreSQL, step 2 (in a transaction, after acquire_lock_session): makes the lease row (free, token 0, if missing) and locks it until COMMIT, so that the acquire statement that follows reads the waiter queue in a snapshot taken under the lock (every entry is made under it) and the caller's entry is made before anyone else can take the lease. Also withdraw's first step on PostgreSQL, so that withdraw_notify sees a release of the lease that committed before it (see the withdraw operation).
 	StmtAcquireLockLease
 	// StmtWaiterEnqueue: Makes the caller a waiter for the lease, at the end of the queue (arrival now), or keeps the place of its live entry; either way the entry's expiry becomes the session's. Runs in the acquire_queued transaction, under the lease row's lock.
 	StmtWaiterEnqueue
@@ -426,7 +426,7 @@ type Queries interface {
 	AcquireReadLease(ctx context.Context, p AcquireReadLeaseParams) (AcquireReadLeaseRow, error)
 	// AcquireTake: Acquire, step 4: takes the lease with step 3's next_token. token is assigned before session_id (MySQL evaluates SET left to right). The rows read in steps 1-3 stay locked, so next_token is still max(token + 1, the clock in microseconds) of the row as it is.
 	AcquireTake(ctx context.Context, p AcquireTakeParams) error
-	// AcquireLockLease: acquire_queued on PostgreSQL, step 2 (in a transaction, after acquire_lock_session): makes the lease row (free, token 0, if missing) and locks it until COMMIT, so that the acquire statement that follows reads the waiter queue in a snapshot taken under the lock (every entry is made under it) and the caller's entry is made before anyone else can take the lease.
+	// AcquireLockLease: acquire_queued on PostgreSQL, step 2 (in a transaction, after acquire_lock_session): makes the lease row (free, token 0, if missing) and locks it until COMMIT, so that the acquire statement that follows reads the waiter queue in a snapshot taken under the lock (every entry is made under it) and the caller's entry is made before anyone else can take the lease. Also withdraw's first step on PostgreSQL, so that withdraw_notify sees a release of the lease that committed before it (see the withdraw operation).
 	AcquireLockLease(ctx context.Context, p AcquireLockLeaseParams) error
 	// WaiterEnqueue: Makes the caller a waiter for the lease, at the end of the queue (arrival now), or keeps the place of its live entry; either way the entry's expiry becomes the session's. Runs in the acquire_queued transaction, under the lease row's lock.
 	WaiterEnqueue(ctx context.Context, p WaiterEnqueueParams) error

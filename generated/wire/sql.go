@@ -280,10 +280,14 @@ func SQLDialectByName(name string) (SQLDialect, bool) {
 				}},
 				Transaction: true,
 			}, "withdraw": {
-				Batch:       false,
-				Queries:     []string{"WithdrawNotify"},
-				Steps:       []SQLStep{{Query: "WithdrawNotify"}},
-				Transaction: false,
+				Batch:    false,
+				Pipeline: true,
+				Queries:  []string{"AcquireLockLease", "WithdrawNotify"},
+				Steps: []SQLStep{{Query: "AcquireLockLease"}, {
+					Pipeline: true,
+					Query:    "WithdrawNotify",
+				}},
+				Transaction: true,
 			}, "release": {
 				Batch:       false,
 				Queries:     []string{"Release"},

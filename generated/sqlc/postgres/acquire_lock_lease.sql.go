@@ -22,7 +22,9 @@ ON CONFLICT (name) DO UPDATE SET token = l.token
 // acquire_queued on PostgreSQL, step 2 (in a transaction, after acquire_lock_session): makes the
 // lease row (free, token 0, if missing) and locks it until COMMIT, so that the acquire statement
 // that follows reads the waiter queue in a snapshot taken under the lock (every entry is made under
-// it) and the caller's entry is made before anyone else can take the lease.
+// it) and the caller's entry is made before anyone else can take the lease. Also withdraw's first
+// step on PostgreSQL, so that withdraw_notify sees a release of the lease that committed before it
+// (see the withdraw operation).
 func (q *Queries) AcquireLockLease(ctx context.Context, name string) error {
 	_, err := q.db.Exec(ctx, acquireLockLease, name)
 	return err

@@ -117,3 +117,8 @@ func QueueAcquire(b *pgx.Batch, arg AcquireParams, done func(AcquireRow, bool)) 
 func QueueWaiterEnqueue(b *pgx.Batch, arg WaiterEnqueueParams) {
 	b.Queue(waiterEnqueue, arg.Name, arg.SessionID)
 }
+
+// QueueWithdrawNotify queues WithdrawNotify on b.
+func QueueWithdrawNotify(b *pgx.Batch, arg WithdrawNotifyParams) {
+	b.Queue(withdrawNotify, arg.Name, arg.SessionID)
+}
