@@ -1,8 +1,11 @@
 package main
 
 import (
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -111,5 +114,32 @@ func TestEarlyStopAt(t *testing.T) {
 		if got := earlyStopAt(tc.ttl, tc.grace); got != tc.want {
 			t.Errorf("earlyStopAt(%v, %v) = %v, want %v", tc.ttl, tc.grace, got, tc.want)
 		}
+	}
+}
+
+// TestSupervisorSaysWhyItKillsAtTheDeadline: a supervisor that hears nothing from simba after
+// the deadline it was started with (simba paused or starved, or a -ttl too short for the host:
+// trial 32's -ttl 150ms ended with exit status 137 and no message) kills the command when the
+// deadline passes and says so on stderr. Old code: 137 without a word.
+func TestSupervisorSaysWhyItKillsAtTheDeadline(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close() // simba, silent but alive
+	deadline := monoNow() + int64(300*time.Millisecond)
+	cmd := exec.Command(os.Args[0], supervisorCommand, "-grace", "1s", "-deadline", strconv.FormatInt(deadline, 10),
+		"--", "sleep", "30")
+	var stderr testenv.LogBuffer
+	cmd.Stderr = &stderr
+	cmd.ExtraFiles = []*os.File{r}
+	err = cmd.Run()
+	r.Close()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 137 {
+		t.Fatalf("the supervisor: %v, want exit status 137 (the command killed); stderr: %q", err, stderr.String())
+	}
+	if want := "simba: the term's validity ran out with no word from simba (paused or starved past it): sleep killed"; !strings.Contains(stderr.String(), want) {
+		t.Errorf("the supervisor's stderr %q lacks %q", stderr.String(), want)
 	}
 }

@@ -228,6 +228,11 @@ func supervise(args []string) int {
 			return exitStatus(cmd.ProcessState)
 		case <-fire:
 			if !time.Now().Before(next) {
+				if !stopping {
+					// No word from simba since the last deadline it sent (paused, starved, or a
+					// -ttl too short for this host): say why CMD dies, which 137 alone did not.
+					fmt.Fprintf(os.Stderr, "simba: the term's validity ran out with no word from simba (paused or starved past it): %s killed\n", argv[0])
+				}
 				killAll(group)
 				killed = true
 			}
