@@ -63,8 +63,9 @@
 //	        failing renewals (CMD was stopped)
 //	2       a usage error: an unknown command or flag, an argument to migrate, status or
 //	        demo (which take flags only), a missing -dsn, -name or CMD, a bad flag value (a
-//	        malformed DSN, a -ttl out of range, a negative -grace, a bad name, or one the
-//	        backend refuses, such as etcd's -ttl under 1s), a bad $SIMBA_LOG_LEVEL
+//	        malformed DSN, a -ttl out of range (for run and lock, under 500ms), a negative
+//	        -grace, a bad name, or one the backend refuses, such as etcd's -ttl under 1s), a
+//	        bad $SIMBA_LOG_LEVEL
 //	3       status -name N: nothing is named N (no lease record N or N.<n>, no group N with
 //	        live members; a free lease counts where the backend keeps its record: SQL and
 //	        Redis do, etcd and ZooKeeper do not); with -json the document still goes to stdout
