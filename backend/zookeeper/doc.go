@@ -336,10 +336,15 @@ the error stays retryable, naming the last connection attempt's failure.
 
 # Outages and reconnecting
 
-OpenSession fails at once, with the last dial's error (retryable), when a dial to each server
-has failed and none has succeeded (an ensemble that is down, a wrong port), instead of waiting
-until the call's deadline: a client hears of it at its first attempt, and retries with its
-backoff.
+OpenSession fails at once, with the last attempt's error (retryable), when an attempt at each
+server has failed and none has answered a connect request: the dial failed (an ensemble that is
+down, a wrong port), or the server closed the connection before any byte of its connect response
+(a server out of its quorum or over its connection limit, or a proxy or load balancer in front
+of a server that is down, "<addr> closed the connection before answering the connect request"),
+instead of waiting until the call's deadline (10 s, Config.Timeout, for a context without one:
+simba status took that long at a proxy whose server was down): a client hears of it at its
+first attempt, and retries with its backoff. A server that takes the connection and never
+answers is still waited for, up to the attempt's bound.
 
 A session lives through an outage of its servers (a restart, connections reset and new ones
 refused) if its connection is back in time to renew it before its deadline, the session

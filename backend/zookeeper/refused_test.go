@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/simba-go/simba/internal/testenv"
 	"github.com/simba-go/simba/spi"
 )
 
@@ -48,5 +50,27 @@ func TestOpenSessionErrorNamesTheBackend(t *testing.T) {
 	_, err = b.OpenSession(ctx, "refused", 40*time.Second)
 	if !errors.Is(err, spi.ErrUnavailable) || !strings.Contains(err.Error(), "zookeeper: open session: ") {
 		t.Fatalf("OpenSession at a refusing address: %v, want a retryable error saying \"zookeeper: open session: \"", err)
+	}
+}
+
+// TestOpenSessionAtAClosingServerFailsAtOnce: at a server that takes each connection and closes
+// it before answering the connect request (one out of its quorum, or a proxy in front of a
+// server that is down), OpenSession fails as at a refusing one: with a retryable error naming
+// the server and the close, before its context ends. It waited for the context (10 s from
+// simba status, whose context has no deadline: Config.Timeout), ending with "context deadline
+// exceeded".
+func TestOpenSessionAtAClosingServerFailsAtOnce(t *testing.T) {
+	addr := testenv.Serve(t, testenv.Listen(t), func(c net.Conn) { c.Close() }).Addr().String()
+	b, err := New("zk://" + addr + "/simba-closing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err = b.OpenSession(ctx, "closing", 40*time.Second)
+	want := addr + " closed the connection before answering the connect request"
+	if ctx.Err() != nil || !errors.Is(err, spi.ErrUnavailable) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("OpenSession at a closing server: %v (context: %v), want a retryable error saying %q before the context ends", err, ctx.Err(), want)
 	}
 }

@@ -189,8 +189,11 @@ func (b *Backend) connect(ctx context.Context, owner string, ttl time.Duration) 
 	}
 	// go-zookeeper fails queued requests with ErrNoServer whenever it has tried every server
 	// once; the connection keeps trying, so the first request is re-sent until ctx ends —
-	// unless no dial has succeeded and one to each server has failed (refused, unreachable):
-	// the wait then ends at once (refused), and the call fails with the last dial's error, so
+	// unless no server has answered a connect request and an attempt at each has failed
+	// (the dial refused or unreachable, or the connection closed before the server answered:
+	// a server out of its quorum, or a proxy in front of a server that is down, which took
+	// 10 s, Config.Timeout, to fail simba status): the wait then ends at once, and the call
+	// fails with the last attempt's error, so
 	// that a client at an ensemble that is down hears of it at its first attempt, not at the
 	// call's timeout (the renewal interval: 5 s by default; the pacer keeps the request queued
 	// for up to a session timeout), and retries with its backoff.
@@ -207,7 +210,7 @@ func (b *Backend) connect(ctx context.Context, owner string, ttl time.Duration) 
 	}
 	s.tap.onFail.Store(&allFailed)
 	defer s.tap.onFail.Store(nil)
-	if n := s.tap.failed.Load(); n > 0 && !s.tap.dialed.Load() {
+	if n := s.tap.failed.Load(); n > 0 && !s.tap.answered.Load() {
 		allFailed(n)
 	}
 	for {

@@ -87,11 +87,16 @@ type tap struct {
 	tls     *tls.Config // when set, every connection is TLS over the dialer's
 	// tlsFailed holds the last TLS handshake or verification failure (see tlsFailure).
 	tlsFailed atomic.Pointer[error]
-	dialErr   atomic.Pointer[error] // the last failed dial, for error messages
-	dialed    atomic.Bool           // a dial has succeeded (the connection's first answer aside)
-	failed    atomic.Int64          // dials that failed
-	// onFail, when set, is called with the number of failed dials after each failure before
-	// any dial succeeded (connect: every server refused or unreachable).
+	dialErr   atomic.Pointer[error] // the last failed connection attempt, for error messages
+	// answered: a server has answered a connect request (the tap's first handshake).
+	answered atomic.Bool
+	// failed counts the connection attempts that failed: a dial that failed, or a connection
+	// the server closed before any byte of its connect response (a server that takes
+	// connections but does not serve: one out of its quorum, over its connection limit, or a
+	// proxy or load balancer in front of a server that is down).
+	failed atomic.Int64
+	// onFail, when set, is called with the number of failed attempts after each failure before
+	// any server answered (connect: every server refused, unreachable or closing).
 	onFail atomic.Pointer[func(failed int64)]
 	onGone func() // called once, on go-zookeeper's goroutine, when the session ends
 	// tokenRoot, when set, is the prefix ("<leases root>/") of the only paths whose creates
@@ -200,14 +205,9 @@ func (t *tap) dial(network, address string, timeout time.Duration) (net.Conn, er
 			t.cut.Store(0)
 		}
 		t.noteTLS(err)
-		t.dialErr.Store(&err)
-		n := t.failed.Add(1)
-		if f := t.onFail.Load(); f != nil && !t.dialed.Load() {
-			(*f)(n)
-		}
+		t.attemptFailed(err)
 		return nil, err
 	}
-	t.dialed.Store(true)
 	tc := &tapConn{Conn: c, t: t, hsDeadline: start.Add(bound)}
 	t.mu.Lock()
 	t.conn = tc
@@ -219,6 +219,15 @@ func (t *tap) dial(network, address string, timeout time.Duration) (net.Conn, er
 		return nil, errSessionGone
 	}
 	return tc, nil
+}
+
+// attemptFailed records a connection attempt that failed with err (see tap.failed).
+func (t *tap) attemptFailed(err error) {
+	t.dialErr.Store(&err)
+	n := t.failed.Add(1)
+	if f := t.onFail.Load(); f != nil && !t.answered.Load() {
+		(*f)(n)
+	}
 }
 
 // dialTransport connects to a server with dialer (net.DialTimeout if nil) and, when cfg is set,
@@ -692,6 +701,7 @@ func (t *tap) handshake(c *tapConn, timeoutMs int32, sid int64, passwd []byte) (
 	}
 	t.timeoutMs.Store(timeoutMs)
 	t.cut.Store(0)
+	t.answered.Store(true)
 	t.readyOnce.Do(func() { close(t.ready) })
 	return false
 }
@@ -990,8 +1000,14 @@ func (c *tapConn) Read(p []byte) (int, error) {
 		// With TLS 1.3 a server that rejects the client's certificate says so after the
 		// handshake, on the first read.
 		c.t.noteTLS(err)
-		if isTimeout(err) {
+		switch {
+		case isTimeout(err):
 			c.t.cut.Add(1) // the attempt was given up at its bound
+		case n == 0 && !c.haveLen && len(c.lenBuf) == 0 && !errors.Is(err, net.ErrClosed):
+			// The server closed the connection before any byte of its connect response
+			// (not this process: net.ErrClosed): it takes connections but does not serve,
+			// a failed attempt as a refused dial is.
+			c.t.attemptFailed(fmt.Errorf("%s closed the connection before answering the connect request: %w", c.RemoteAddr(), err))
 		}
 	}
 	return n, err

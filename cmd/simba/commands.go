@@ -129,11 +129,19 @@ CMD runs in a process group of its own (so it cannot read from the terminal); ne
 nor what it starts outlives the term or simba itself:
   - when the term ends (leadership or the lock lost) or simba gets SIGINT or SIGTERM, the
     group gets SIGTERM, then SIGKILL after -grace or when the term's validity runs out,
-    whichever comes first (a term lost to an outage ends when its validity has run out: the
-    SIGKILL follows the SIGTERM at once, and a cleanup trap for SIGTERM rarely runs);
+    whichever comes first;
+  - while renewals fail (the backend unreachable), the group gets SIGTERM once the term's
+    remaining validity is down to the early stop, and SIGKILL when the validity runs out, so
+    that a cleanup trap for SIGTERM runs inside the term (a term lost to an outage ends only
+    once its validity has run out, too late for it). The early stop is -grace, but at most
+    TTL/4 and under TTL/3 - 100ms (what one keep-alive failing at its timeout leaves): one
+    failed keep-alive never stops CMD, renewals that recover before it change nothing, and
+    -grace 0 or a -ttl of 300ms or less means none. simba says why in one stderr line; CMD
+    stopped early is stopped for good, even if renewals recover meanwhile: simba releases N
+    if it still holds it and exits 1, as after losing the term;
   - if simba dies, even by SIGKILL, a supervisor process does the same at once; if simba is
-    paused past the term's validity, the supervisor SIGKILLs the group when it runs out
-    (on Linux CMD also gets SIGKILL if the supervisor dies);
+    paused past the term's validity, the supervisor SIGKILLs the group when it runs out,
+    saying so on stderr (on Linux CMD also gets SIGKILL if the supervisor dies);
   - what CMD leaves running in its group when it exits is killed;
   - on Linux, so is what CMD started outside its group (setsid, a daemon's double fork): the
     supervisor is its subreaper and signals it with the group. Elsewhere, and for what
@@ -252,8 +260,13 @@ func openDSN(ctx context.Context, dsn string) (spi.Backend, error) {
 // checkTTL checks a -ttl flag, in the CLI's terms: the client keeps a safety margin
 // (simba.DefaultMargin) on its deadlines that must be under half the TTL, and no TTL is over
 // simba.MaxTTL. (simba.New says the same in the library's terms: "margin ... for the TTL".)
-func checkTTL(ttl time.Duration) error {
+// For run and lock (supervised: minCommandTTL, 0 for demo) it must also be at least
+// minCommandTTL.
+func checkTTL(ttl time.Duration, supervised bool) error {
 	switch {
+	case supervised && ttl < minCommandTTL:
+		return badUsage("-ttl %v is too short: run and lock need at least %v (the term's validity, down to about two thirds of the TTL less %v between renewals, must cover starting CMD under its supervisor and telling it the validity; shorter TTLs failed on a loaded host: the term ended before CMD could start, or CMD was killed)",
+			ttl, minCommandTTL, simba.DefaultMargin)
 	case ttl <= 2*simba.DefaultMargin:
 		return badUsage("-ttl %v is too short: it must be longer than %v (twice the %v safety margin of the client's deadlines)",
 			ttl, 2*simba.DefaultMargin, simba.DefaultMargin)
@@ -263,8 +276,21 @@ func checkTTL(ttl time.Duration) error {
 	return nil
 }
 
-// ttlRange is the range of -ttl, for the flags' help.
-var ttlRange = fmt.Sprintf("more than %v, at most %v", 2*simba.DefaultMargin, simba.MaxTTL)
+// minCommandTTL is the shortest -ttl of run and lock. The library takes any TTL over twice its
+// margin (100 ms), but run and lock start CMD under a supervisor process that must start, and
+// hear the term's validity from simba (every TTL/10, at least 20 ms), within that validity: on
+// a loaded 2-CPU host `simba lock -ttl T -- sh -c 'sleep 0.3'` failed 10 of 15 runs at 120ms,
+// 8 of 15 at 150ms, 6 of 15 at 200ms, 6 of 35 at 300ms (exit 1 "the term ended before its
+// command could start", or 137 without a word: the supervisor's deadline passed before
+// simba's next message), and none of 35 at 500ms nor of 20 at 1s. A TTL of 300 ms or less
+// also leaves no early stop (earlyStopAt).
+const minCommandTTL = 500 * time.Millisecond
+
+// ttlRange is the range of -ttl, for the flags' help (commandTTLRange: run and lock).
+var (
+	ttlRange        = fmt.Sprintf("more than %v, at most %v", 2*simba.DefaultMargin, simba.MaxTTL)
+	commandTTLRange = fmt.Sprintf("at least %v, at most %v", minCommandTTL, simba.MaxTTL)
+)
 
 // sqliteFile returns the file of a sqlite:// DSN, and "" for a DSN of another scheme (or a
 // malformed one, which opening it reports).
@@ -642,8 +668,8 @@ func runCommand(ctx context.Context, args []string, lock bool) error {
 	}
 	fs, dsn := dsnFlags(name)
 	lease := fs.String("name", "", "lease `name` (in the command's $SIMBA_LEASE)")
-	ttl := fs.Duration("ttl", simba.DefaultTTL, "session TTL: how long a dead simba holds the lease ("+ttlRange+")")
-	grace := fs.Duration("grace", 5*time.Second, "time the command has after SIGTERM before SIGKILL (at most the term's remaining validity)")
+	ttl := fs.Duration("ttl", simba.DefaultTTL, "session TTL: how long a dead simba holds the lease ("+commandTTLRange+")")
+	grace := fs.Duration("grace", 5*time.Second, "time the command has after SIGTERM before SIGKILL (at most the term's remaining validity); with renewals failing, SIGTERM comes when that much validity is left (at most TTL/4)")
 	var wait waitValue
 	fs.Var(&wait, "wait", "wait at most `W` for the "+what+", then exit 75 without running CMD; 0: one attempt, never queued (default: without limit)")
 	if err := parseFlags(fs, args); err != nil {
@@ -662,7 +688,7 @@ func runCommand(ctx context.Context, args []string, lock bool) error {
 	if len(argv) == 0 {
 		return badUsage("no command given (simba %s -dsn D -name N -- CMD [ARGS])", name)
 	}
-	if err := checkTTL(*ttl); err != nil {
+	if err := checkTTL(*ttl, true); err != nil {
 		return err
 	}
 	if *grace < 0 {
@@ -687,12 +713,14 @@ func runCommand(ctx context.Context, args []string, lock bool) error {
 	// an election retries through it; run fails on one too while it waits to lead, as lock does.
 	permanent := make(chan error, 1)
 	outages := newOutageReporter(slog.Default())
+	errs := &backendErrors{}
 	waiting := "while waiting to lead " + *lease
 	if lock {
 		waiting = "while waiting for the lock " + *lease
 	}
 	c, err := newClient(ctx, b, simba.WithTTL(*ttl), simba.WithListener(func(ev simba.Event) {
 		outages.event(ev)
+		errs.event(ev)
 		if ev.Kind == simba.EventBackendError && ev.Class == spi.Permanent {
 			select {
 			case permanent <- ev.Err:
@@ -719,15 +747,25 @@ func runCommand(ctx context.Context, args []string, lock bool) error {
 	// three times per TTL).
 	tick := min(max(*ttl/10, 20*time.Millisecond), time.Second)
 
+	// Renewals failing, the command gets SIGTERM while the term still holds, so that its
+	// graceful stop fits in the term (earlyStopAt).
+	early := earlyStop{at: earlyStopAt(*ttl, *grace), what: what, errs: errs, stderr: os.Stderr}
+
 	var started atomic.Bool // the command has started once
 	run := func(runCtx context.Context, t simba.Term) error {
 		started.Store(true)
-		status, err := runTerm(runCtx, t, argv, *grace, tick)
+		status, stoppedEarly, err := runTerm(runCtx, t, argv, *grace, tick, early)
 		switch {
 		case err != nil:
 			return err
 		case ctx.Err() != nil: // simba was told to stop: exit as the command did
 			return exitCode(status)
+		case stoppedEarly:
+			// The command is stopped for good even if the renewals recovered meanwhile:
+			// simba ends as for a term lost (exit status 1), releasing the lease if it still
+			// holds it.
+			return fmt.Errorf("%s of %s given up (token %d): not renewed, its validity fell to %v; the command was stopped (exit status %d)",
+				what, t.Name(), t.Token(), early.at, status)
 		case runCtx.Err() != nil:
 			return fmt.Errorf("%s of %s lost (token %d); the command was stopped (exit status %d): %w",
 				what, t.Name(), t.Token(), status, context.Cause(runCtx))

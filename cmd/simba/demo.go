@@ -49,7 +49,7 @@ func demo(ctx context.Context, args []string) error {
 	if *workers < 3 {
 		return badUsage("-workers must be at least 3 (one is killed, one paused)")
 	}
-	if err := checkTTL(*ttl); err != nil {
+	if err := checkTTL(*ttl, false); err != nil {
 		return err
 	}
 	if *dsn != "" {

@@ -28,7 +28,15 @@
 // or the simba process: when the term ends, or simba is stopped by SIGINT or SIGTERM, the
 // group gets SIGTERM and, after -grace (cut to the term's remaining validity), SIGKILL; when
 // simba itself dies (even by SIGKILL) or is paused past the term's validity, a small
-// supervisor process between simba and CMD does the same. On Linux the supervisor is the
+// supervisor process between simba and CMD does the same. A term lost to an outage ends only
+// once its validity has run out, too late for a SIGTERM: so while renewals fail, the group
+// gets SIGTERM when the term's remaining validity falls to the early stop, -grace capped at a
+// quarter of the TTL (and below what one failed keep-alive leaves, TTL/3 less 100 ms; none
+// under a TTL of 300 ms or a -grace of 0), and SIGKILL when the validity runs out, with one
+// stderr line saying why. One failed keep-alive never gets there; renewals that recover
+// before it change nothing. CMD stopped early is stopped for good, even if renewals recover
+// meanwhile: simba releases the lease if it still holds it and exits 1, as for a term lost.
+// On Linux the supervisor is the
 // subreaper of what CMD starts and signals what left the group (setsid, a daemon's double
 // fork) with it. The exit status is CMD's.
 //
@@ -51,11 +59,13 @@
 //	1       an error: the backend refusing (credentials, printed as one line beginning
 //	        "simba: access denied: " by every command; no schema: run simba migrate), or
 //	        unreachable (migrate, status, demo: run and lock wait for it, retrying), a
-//	        missing SQLite file (status), or, for run and lock, the term lost (CMD was stopped)
+//	        missing SQLite file (status), or, for run and lock, the term lost or given up to
+//	        failing renewals (CMD was stopped)
 //	2       a usage error: an unknown command or flag, an argument to migrate, status or
 //	        demo (which take flags only), a missing -dsn, -name or CMD, a bad flag value (a
-//	        malformed DSN, a -ttl out of range, a negative -grace, a bad name, or one the
-//	        backend refuses, such as etcd's -ttl under 1s), a bad $SIMBA_LOG_LEVEL
+//	        malformed DSN, a -ttl out of range (for run and lock, under 500ms), a negative
+//	        -grace, a bad name, or one the backend refuses, such as etcd's -ttl under 1s), a
+//	        bad $SIMBA_LOG_LEVEL
 //	3       status -name N: nothing is named N (no lease record N or N.<n>, no group N with
 //	        live members; a free lease counts where the backend keeps its record: SQL and
 //	        Redis do, etcd and ZooKeeper do not); with -json the document still goes to stdout
@@ -137,8 +147,8 @@ const exitStatuses = `exit status:
   0      success; run and lock: CMD exited 0
   1      an error: the backend refusing (credentials, said as "access denied"; no schema:
          run simba migrate), or unreachable (migrate, status, demo: run and lock wait for
-         it, retrying), a missing SQLite file (status); run and lock: the term was lost (CMD
-         stopped)
+         it, retrying), a missing SQLite file (status); run and lock: the term was lost, or
+         given up to failing renewals (CMD stopped)
   2      a usage error: an unknown command or flag; an argument to migrate, status or demo
          (flags only); a missing -dsn, -name or CMD; a bad flag value (a malformed DSN, -ttl
          out of range, a negative -grace, an invalid name, or one the backend refuses, such as

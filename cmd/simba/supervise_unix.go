@@ -51,20 +51,22 @@ const supervisorFD = 3
 
 // runTerm runs argv under the supervisor for the term t and returns its exit status: the
 // command's, or 128 plus the number of the signal that ended it. When ctx ends, the command
-// is stopped with a grace of at most grace and the term's remaining validity. tick is how
-// often the supervisor is told the term's validity.
-func runTerm(ctx context.Context, t simba.Term, argv []string, grace, tick time.Duration) (int, error) {
+// is stopped with a grace of at most grace and the term's remaining validity. When the term's
+// remaining validity falls to early.at first (its renewals failing), runTerm stops the command
+// then, with the rest of the validity as its grace, says so on early.stderr and reports
+// stoppedEarly. tick is how often the supervisor is told the term's validity.
+func runTerm(ctx context.Context, t simba.Term, argv []string, grace, tick time.Duration, early earlyStop) (status int, stoppedEarly bool, err error) {
 	lastDeadline := monoNow() + int64(t.Remaining())
 	if !t.IsValid() {
-		return 0, fmt.Errorf("term %s ended before its command started", t)
+		return 0, false, fmt.Errorf("term %s ended before its command started", t)
 	}
 	self, err := os.Executable()
 	if err != nil {
-		return 0, fmt.Errorf("finding the simba binary to supervise the command: %w", err)
+		return 0, false, fmt.Errorf("finding the simba binary to supervise the command: %w", err)
 	}
 	r, w, err := os.Pipe()
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	defer w.Close()
 	args := append([]string{supervisorCommand, "-grace", grace.String(), "-deadline", strconv.FormatInt(lastDeadline, 10), "--"}, argv...)
@@ -75,7 +77,7 @@ func runTerm(ctx context.Context, t simba.Term, argv []string, grace, tick time.
 	err = cmd.Start()
 	r.Close()
 	if err != nil {
-		return 0, fmt.Errorf("starting the command's supervisor: %w", err)
+		return 0, false, fmt.Errorf("starting the command's supervisor: %w", err)
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
@@ -86,6 +88,16 @@ func runTerm(ctx context.Context, t simba.Term, argv []string, grace, tick time.
 	}
 	ticker := time.NewTicker(tick)
 	defer ticker.Stop()
+	// The early stop is due when the validity is down to early.at: the timer is armed for
+	// then as the validity stands, and armed again when it fires early (a renewal moved the
+	// term's end) and at each tick.
+	var earlyDue <-chan time.Time
+	var earlyTimer *time.Timer
+	if early.at > 0 {
+		earlyTimer = time.NewTimer(max(t.Remaining()-early.at, 0))
+		defer earlyTimer.Stop()
+		earlyDue = earlyTimer.C
+	}
 	done := ctx.Done()
 	for {
 		select {
@@ -94,17 +106,37 @@ func runTerm(ctx context.Context, t simba.Term, argv []string, grace, tick time.
 			if rem := t.Remaining(); rem > 0 {
 				lastDeadline = now + int64(rem)
 				send("deadline %d\n", lastDeadline)
+				if earlyDue != nil {
+					earlyTimer.Reset(max(rem-early.at, 0))
+				}
 			}
+		case <-earlyDue:
+			rem := t.Remaining()
+			if rem > early.at { // renewed meanwhile
+				earlyTimer.Reset(rem - early.at)
+				continue
+			}
+			earlyDue = nil
+			if rem <= 0 {
+				// Past the validity: the supervisor kills the command at the deadline it
+				// has, and the term's revocation ends ctx.
+				continue
+			}
+			done, stoppedEarly = nil, true
+			ticker.Stop()
+			lastDeadline = monoNow() + int64(rem)
+			send("stop %d\n", lastDeadline)
+			fmt.Fprintln(early.stderr, early.line(t, rem))
 		case <-done:
-			done = nil
+			done, earlyDue = nil, nil
 			ticker.Stop()
 			send("stop %d\n", min(monoNow()+int64(grace), lastDeadline))
 		case err := <-exited:
 			var exit *exec.ExitError
 			if err == nil || errors.As(err, &exit) {
-				return exitStatus(cmd.ProcessState), nil // 128+n if the supervisor itself was killed
+				return exitStatus(cmd.ProcessState), stoppedEarly, nil // 128+n if the supervisor itself was killed
 			}
-			return 0, err
+			return 0, stoppedEarly, err
 		}
 	}
 }
@@ -196,6 +228,11 @@ func supervise(args []string) int {
 			return exitStatus(cmd.ProcessState)
 		case <-fire:
 			if !time.Now().Before(next) {
+				if !stopping {
+					// No word from simba since the last deadline it sent (paused, starved, or a
+					// -ttl too short for this host): say why CMD dies, which 137 alone did not.
+					fmt.Fprintf(os.Stderr, "simba: the term's validity ran out with no word from simba (paused or starved past it): %s killed\n", argv[0])
+				}
 				killAll(group)
 				killed = true
 			}
