@@ -362,7 +362,10 @@ func (c *Client) Err() error { return c.sessErr.permanent() }
 // Unlock (a *RevokedError of reason RevokedClosed, the lease lost to the close, which matches
 // ErrClosed too). Close has ended them; the error tells a deferred Stop or Leave that runs
 // after it that it did nothing, where nil would say that it released the lease, a release a
-// Close cut short by its ctx may still be making. Match it with errors.Is to ignore it, as
+// Close cut short by its ctx may still be making. A Stop, Leave or Unlock whose release was in
+// flight when Close came and failed (the close cut it short, as ZooKeeper's does) returns such
+// an error too, once the session's close, which releases the lease, is done; one whose release
+// landed first returns nil. Match it with errors.Is to ignore it, as
 // os.ErrClosed on a closed file.
 //
 // If the session's close call fails, Close returns a *SessionCloseError naming the session
