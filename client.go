@@ -158,6 +158,10 @@ type Client struct {
 	// acquire sent and its reply back (hopSent, hopBack), the reply's step begun (hopReply),
 	// a grant stepped (hopElected).
 	testHookHop atomic.Pointer[func(hop hop, name string)]
+	// testHookReply, when set (only by tests, through export_test.go), runs right after the
+	// step of each backend call's reply, where the engine is stepped (the stepper held): a
+	// reply posted after the hook returns is stepped after this one.
+	testHookReply atomic.Pointer[func(op engine.Op, name string)]
 }
 
 // hop is a point on the way from a Released hint to the waiter's grant (testHookHop).
@@ -1504,6 +1508,9 @@ func (c *Client) stepReply(name string, sid spi.SessionID, ev engine.Event) {
 	}
 	c.callDone(ev.Op, name, sid, ev.Err)
 	c.step(ev)
+	if h := c.testHookReply.Load(); h != nil {
+		(*h)(ev.Op, name)
+	}
 }
 
 // watchOpen makes cancel, the context's cancel of an open-session call about to be made, the
