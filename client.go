@@ -158,6 +158,10 @@ type Client struct {
 	// acquire sent and its reply back (hopSent, hopBack), the reply's step begun (hopReply),
 	// a grant stepped (hopElected).
 	testHookHop atomic.Pointer[func(hop hop, name string)]
+	// testHookReply, when set (only by tests, through export_test.go), runs right after the
+	// step of each backend call's reply, where the engine is stepped (the stepper held): a
+	// reply posted after the hook returns is stepped after this one.
+	testHookReply atomic.Pointer[func(op engine.Op, name string)]
 }
 
 // hop is a point on the way from a Released hint to the waiter's grant (testHookHop).
@@ -362,7 +366,10 @@ func (c *Client) Err() error { return c.sessErr.permanent() }
 // Unlock (a *RevokedError of reason RevokedClosed, the lease lost to the close, which matches
 // ErrClosed too). Close has ended them; the error tells a deferred Stop or Leave that runs
 // after it that it did nothing, where nil would say that it released the lease, a release a
-// Close cut short by its ctx may still be making. Match it with errors.Is to ignore it, as
+// Close cut short by its ctx may still be making. A Stop, Leave or Unlock whose release was in
+// flight when Close came and failed (the close cut it short, as ZooKeeper's does) returns such
+// an error too, once the session's close, which releases the lease, is done; one whose release
+// landed first returns nil. Match it with errors.Is to ignore it, as
 // os.ErrClosed on a closed file.
 //
 // If the session's close call fails, Close returns a *SessionCloseError naming the session
@@ -1501,6 +1508,9 @@ func (c *Client) stepReply(name string, sid spi.SessionID, ev engine.Event) {
 	}
 	c.callDone(ev.Op, name, sid, ev.Err)
 	c.step(ev)
+	if h := c.testHookReply.Load(); h != nil {
+		(*h)(ev.Op, name)
+	}
 }
 
 // watchOpen makes cancel, the context's cancel of an open-session call about to be made, the

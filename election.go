@@ -528,7 +528,8 @@ func (e *Election) letGo() {
 // NewElection, Lock or JoinGroup that took the name: where the client steps requests, one at
 // a time and in order, it checks that the name is still this election's, or nobody's, before
 // it steps a Stop or a StepDown. After the client's Close, Stop returns ErrClosed, as every
-// operation does (see Client.Close).
+// operation does (see Client.Close); so does a Stop whose release was in flight when Close cut
+// it short, once the session's close, which releases the lease, is done.
 func (e *Election) Stop(ctx context.Context) error {
 	if ctx == nil {
 		return nilContext("Stop")

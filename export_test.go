@@ -58,6 +58,19 @@ func OnHop(c *Client, hook func(hop int, name string)) {
 	c.testHookHop.Store(&h)
 }
 
+// OnReply makes c run hook, with the operation of a backend call ("release", "close-session",
+// as CallInfo.Op says) and the name it is about, right after the step of the call's reply,
+// where the engine is stepped: a reply posted after hook returns is stepped after this one; a
+// nil hook removes it.
+func OnReply(c *Client, hook func(op, name string)) {
+	if hook == nil {
+		c.testHookReply.Store(nil)
+		return
+	}
+	h := func(op engine.Op, name string) { hook(publicOp(op), name) }
+	c.testHookReply.Store(&h)
+}
+
 // GoroutineIDsTaken is how many times the package has taken the id of a goroutine (goid, a
 // stack trace each) so far, in every client.
 func GoroutineIDsTaken() uint64 { return goidCalls.Load() }

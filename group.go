@@ -230,7 +230,9 @@ func (g *PartitionGroup) Partitions() int { return g.partitions }
 // group again, it returns nil at once and never reaches the new membership, even when it races
 // with that JoinGroup: where the client steps requests, one at a time and in order, it checks
 // that no other handle has the group before it steps a Leave. After the client's Close, Leave
-// returns ErrClosed, as every operation does (see Client.Close).
+// returns ErrClosed, as every operation does (see Client.Close); so does a Leave whose
+// partition's release was in flight when Close cut it short, once the session's close, which
+// releases the lease, is done.
 func (g *PartitionGroup) Leave(ctx context.Context) error {
 	if ctx == nil {
 		return nilContext("Leave")

@@ -317,7 +317,9 @@ func (c *Client) passTurn(q *lockQueue) {
 // After the client was closed, Unlock reports ErrNotHeld with the *RevokedError of reason
 // RevokedClosed (Close released the lease), which also matches ErrClosed; so does an Unlock
 // whose release was in flight when Close cut it short (the session's close releases the
-// lease: the next process gets it at once, without waiting for the TTL).
+// lease: the next process gets it at once, without waiting for the TTL), whichever of the
+// release's failure and the session's close the client hears of first: it returns once that
+// close is done (or ctx ends). An Unlock whose release landed before the close returns nil.
 func (h *Held) Unlock(ctx context.Context) error {
 	if h == nil || h.c == nil {
 		return fmt.Errorf("simba: unlock of no lock: %w", ErrNotHeld)

@@ -135,7 +135,9 @@
 // not the lease.
 // The futures of Stop and StepDown complete with the reply of the Release they cause (after
 // the handover, if any), so a caller returns once the lease is free at the backend; a failed
-// release completes them with an error saying the outcome is unknown. Locks end with their
+// release completes them with an error saying the outcome is unknown — except while the
+// client is closing: then the session's close releases the lease, and they complete once that
+// close is done, with an error matching spi.ErrClosed (close-cut-release.txt). Locks end with their
 // term instead of becoming candidates again. A TryLock makes one attempt and never waits out
 // an outage: with no live session it waits only for an open in flight, and fails with
 // spi.ErrUnavailable (wrapping the open's error) when that open fails or none is in flight. Partitions are elections named

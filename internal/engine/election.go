@@ -871,8 +871,22 @@ func (s *Engine) forget(name string, releaseFailed bool) {
 func (s *Engine) onReleaseReply(p pending, ev Event) {
 	// Stop and StepDown return when the lease is released. When the release failed its outcome
 	// is unknown; keep-alives settle it (rule 3), and the caller is told so.
+	// A release that failed while the client is closing (a close that cut it short, as
+	// ZooKeeper's does, or a call that failed by itself) is left to the session's close, which
+	// releases the lease: its futures complete once that close is done, with an error matching
+	// spi.ErrClosed, as they do when the close is done before this reply comes in. They
+	// completed at once with nothing while the session's close was in flight, as if the lease
+	// had been released (close-cut-release.txt).
 	var ferr error
-	if ev.Err != nil && p.gen == s.sess.gen && s.sess.state == SessionLive {
+	switch {
+	case ev.Err != nil && s.closing && s.sess.state != SessionClosed:
+		for _, f := range p.futures {
+			s.closeCut = append(s.closeCut, closeCutFuture{f: f, name: p.name, err: ev.Err})
+		}
+		p.futures = nil
+	case ev.Err != nil && s.closing:
+		ferr = closeCutErr(p.name, ev.Err)
+	case ev.Err != nil && p.gen == s.sess.gen && s.sess.state == SessionLive:
 		ferr = fmt.Errorf("simba: release of %s: outcome unknown, the next keep-alives settle it: %w", p.name, ev.Err)
 	}
 	for _, f := range p.futures {

@@ -34,6 +34,11 @@ type Engine struct {
 
 	sess      session
 	closeFuts []FutureID
+	// closeCut holds the futures of Stops (an Unlock's, a Leave's part) whose release failed
+	// while the client was closing: the session's close releases those leases, and the futures
+	// complete once it is done (closed), with an error matching spi.ErrClosed (closeCutErr),
+	// as they would had the close been done before their release's reply came in.
+	closeCut []closeCutFuture
 	// closeErr is what Close's futures complete with once the client is closed: nil, or the
 	// error of the session's close call (see closed), kept for the Closes that come after.
 	closeErr error
@@ -833,10 +838,28 @@ func (s *Engine) closed() {
 	}
 	s.sess.state = SessionClosed
 	s.emit(Effect{Kind: EfPublish, Publish: PubSessionClosed, Session: s.sess.id})
+	for _, c := range s.closeCut {
+		s.complete(c.f, closeCutErr(c.name, c.err))
+	}
+	s.closeCut = nil
 	for _, f := range s.closeFuts {
 		s.completeClose(f)
 	}
 	s.closeFuts = nil
+}
+
+// closeCutFuture is a future whose release of name failed with err during the close (closeCut).
+type closeCutFuture struct {
+	f    FutureID
+	name string
+	err  error
+}
+
+// closeCutErr is the error a Stop's future completes with when its release of name failed with
+// err while the client was closing: it matches spi.ErrClosed (the lease goes with the session's
+// close), not the release's error (nothing for the caller to retry or to settle).
+func closeCutErr(name string, err error) error {
+	return fmt.Errorf("simba: release of %s failed during the close (%v), whose session close releases the lease: %w", name, err, spi.ErrClosed)
 }
 
 // closeFailed is the error Close's futures complete with when the session's close call failed
