@@ -96,6 +96,12 @@ type Backend struct {
 	closed   bool
 	sessions map[spi.SessionID]*session
 	observer *session // for Members and Inspect when no session is open
+	// conning holds the sessions whose connection connect has made and whose caller has not
+	// yet handed them over (to sessions or observer) nor ended them: Close drops their
+	// connections too, so that a session still connecting when Close came (its handshake or
+	// first request under way) leaves no goroutine behind, and its caller's connect fails at
+	// once instead of at its deadline.
+	conning map[*session]struct{}
 	// unclosed holds the sessions CloseSession is closing or could not confirm closed, so that
 	// a concurrent call waits for the close and a retry tries again (see CloseSession); each
 	// until the close is confirmed or the server has surely expired the session (see
@@ -184,6 +190,7 @@ func NewFromConfig(cfg Config, opts ...Option) (*Backend, error) {
 		dialer:   o.dialer,
 		tls:      o.tls,
 		sessions: map[spi.SessionID]*session{},
+		conning:  map[*session]struct{}{},
 		unclosed: map[spi.SessionID]*session{},
 		subs:     map[chan spi.Hint]struct{}{},
 		waits:    map[string]map[spi.SessionID]waitMark{},
@@ -329,9 +336,9 @@ func (b *Backend) OpenSession(ctx context.Context, owner string, ttl time.Durati
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
-		s.end(false)
-		return spi.Session{}, spi.ErrBackendClosed
+		return spi.Session{}, spi.ErrBackendClosed // Close has dropped it (conning)
 	}
+	delete(b.conning, s)
 	b.sessions[s.id] = s
 	b.mu.Unlock()
 	b.serverAnswered(s.tap.opened())
@@ -404,9 +411,29 @@ func (b *Backend) lookup(sid spi.SessionID) (*session, error) {
 	return s, nil
 }
 
+// connecting notes s, whose connection connect has just made, in conning (see there),
+// unless the backend is closed; it reports whether it did.
+func (b *Backend) connecting(s *session) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return false
+	}
+	b.conning[s] = struct{}{}
+	return true
+}
+
+// notConnecting drops s from conning: its connect failed.
+func (b *Backend) notConnecting(s *session) {
+	b.mu.Lock()
+	delete(b.conning, s)
+	b.mu.Unlock()
+}
+
 // forget drops s from the session table.
 func (b *Backend) forget(s *session) {
 	b.mu.Lock()
+	delete(b.conning, s)
 	if b.sessions[s.id] == s {
 		delete(b.sessions, s.id)
 	}
@@ -598,7 +625,8 @@ func (b *Backend) CloseSession(ctx context.Context, sid spi.SessionID) error {
 		names := s.heldNames()
 		s.heldAtClose.Store(&names)
 		s.closedByCaller.Store(true)
-		go s.end(false)
+		// On a goroutine Close waits for; once the backend is closed, Close ends s itself.
+		b.background(func() { s.end(false) })
 	}
 	if err := s.closeOutcome(ctx, retry); err != nil {
 		return spi.Unavailable("zookeeper: close session", err)
@@ -653,6 +681,11 @@ func (b *Backend) serverAnswered(sentAt time.Duration) {
 func (b *Backend) background(f func()) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	return b.backgroundLocked(f)
+}
+
+// backgroundLocked is background for a caller that holds b.mu.
+func (b *Backend) backgroundLocked(f func()) bool {
 	if b.closed {
 		return false
 	}
@@ -1056,11 +1089,11 @@ func (b *Backend) anySession(ctx context.Context) (*session, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
-		go o.end(false)
-		return nil, spi.ErrBackendClosed
+		return nil, spi.ErrBackendClosed // Close has dropped it (conning)
 	}
+	delete(b.conning, o)
 	if b.observer != nil && !b.observer.gone() {
-		go o.end(false)
+		b.backgroundLocked(func() { o.end(false) }) // a goroutine Close waits for
 		return b.observer, nil
 	}
 	b.observer = o
@@ -1103,10 +1136,12 @@ func (b *Backend) HintsSteady() bool { return true }
 // over connections of their own and waits for them, stops the hints, and is idempotent.
 // Only the observer session (the backend's own, for Members and Inspect), which holds
 // nothing, is closed at the server, when its connection is established (see closeObserver).
-// It returns once go-zookeeper's goroutines of the backend's connections have ended too,
-// about a round trip when the server answers (or after 3 s at most: go-zookeeper's Conn.Close
-// alone may wait a second for a close reply, see tap.abandon), so that a program's
-// goroutine-leak check right after Close finds none of them.
+// Sessions still connecting (an OpenSession or a Members under way) are dropped too, and their
+// callers' calls fail with spi.ErrBackendClosed. It returns once every goroutine the backend
+// started has ended (go-zookeeper's of the backend's connections, the hop workers that ran
+// requests for calls with a deadline), about a round trip when the server answers (or after 3 s
+// at most: go-zookeeper's Conn.Close alone may wait a second for a close reply, see
+// tap.abandon), so that a program's goroutine-leak check right after Close finds none of them.
 func (b *Backend) Close() error {
 	b.mu.Lock()
 	if b.closed {
@@ -1123,10 +1158,16 @@ func (b *Backend) Close() error {
 	for _, s := range b.unclosed {
 		closing = append(closing, s)
 	}
+	conning := make([]*session, 0, len(b.conning))
+	for s := range b.conning {
+		conning = append(conning, s)
+	}
 	b.sessions = map[spi.SessionID]*session{}
 	b.unclosed = map[spi.SessionID]*session{}
+	b.conning = map[*session]struct{}{}
 	b.observer = nil
 	b.mu.Unlock()
+	deadline := time.Now().Add(retireWait)
 	b.cancelStop()
 	if observer != nil {
 		b.closeObserver(observer)
@@ -1136,12 +1177,21 @@ func (b *Backend) Close() error {
 		wg.Go(func() { s.end(true) })
 	}
 	for _, s := range closing {
-		s.tap.abandon() // a close still awaited on go-zookeeper's connection
+		wg.Go(func() {
+			s.tap.abandon() // a close still awaited on go-zookeeper's connection
+			s.end(true)     // waits for CloseSession's end of s, if under way
+		})
+	}
+	for _, s := range conning {
+		wg.Go(s.drop)
 	}
 	wg.Wait()
 	b.bg.Wait()
 	b.stopHints()
-	b.awaitRetired(retireWait)
+	b.awaitRetired(time.Until(deadline))
+	// The hop workers' requests have failed with their connections (or will, once go-zookeeper
+	// ends them: awaitRetired gave up at its bound).
+	b.hops.wait(max(time.Until(deadline), 0))
 	return nil
 }
 

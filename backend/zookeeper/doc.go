@@ -499,11 +499,16 @@ about a round trip later, and the server has dropped the session and its watches
 instead of one session timeout later. A server that does not answer that close within half a
 second is taken for gone and the connection dropped.
 
-Close returns once go-zookeeper's goroutines of every connection of the backend have ended
-(a goroutine-leak check right after it finds none), or after 3 s at most: a connection that
-fails while Close drops it, or one that was reconnecting to a server that is down, may still
-leave go-zookeeper's Conn.Close to its one-second timer. CloseSession closes still running
-over connections of the backend's own are stopped and waited for.
+Close returns once every goroutine the backend started has ended (a goroutine-leak check
+right after it finds none): go-zookeeper's of every connection of the backend, the workers
+that run requests for calls with a deadline (a request under way fails once its connection is
+dropped), and those of sessions still connecting when Close came (an OpenSession, or the
+observer a Members opens, at a server that has not answered the handshake yet), which Close
+drops like the others, their callers' calls then failing at once with spi.ErrBackendClosed
+instead of at their deadline while their connections ran on. It waits 3 s at most: a
+connection that fails while Close drops it, or one that was reconnecting to a server that is
+down, may still leave go-zookeeper's Conn.Close to its one-second timer. CloseSession closes
+still running over connections of the backend's own are stopped and waited for.
 
 # DSN
 
