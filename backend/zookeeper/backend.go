@@ -869,7 +869,8 @@ func (b *Backend) acquire(ctx context.Context, sid spi.SessionID, name string, q
 // The ACL does not keep the multi-op off the session's own next node of the name (at version 0
 // too), so Release and Acquire of one name by one session do not cross (see session.claim):
 // a release waits for an acquire's create of the name in flight to be answered and recorded,
-// and an acquire's create for a release in flight to be answered.
+// and an acquire's create for a release in flight to be written to the session's connection
+// (see tap.releaseWritten), or answered when the release read the node first.
 //
 // What this does not cover: a node created at the path by a client holding a write
 // permission that this session's identities also hold (a Simba client of an earlier 5.x
@@ -900,9 +901,11 @@ func (b *Backend) Release(ctx context.Context, sid spi.SessionID, name string, t
 	}()
 	held, sure := s.forgetHeld(name, token)
 	if held && sure {
-		// Simba never changes a lease node's data, so its version is 0.
+		// Simba never changes a lease node's data, so its version is 0. The claim ends as
+		// the multi-op is written (see tap.releaseWritten): an acquire of the name waiting for
+		// it sends its create right behind, not a round trip later.
 		r := newLeaseReq(s, name, paths)
-		r.release = true
+		r.release, r.early = true, true
 		_, kept, err = r.do(ctx)
 		switch {
 		case err == nil, errors.Is(err, zk.ErrNoNode):
@@ -921,6 +924,14 @@ func (b *Backend) Release(ctx context.Context, sid spi.SessionID, name string, t
 		}
 	}
 	for attempt := 0; attempt < 4; attempt++ {
+		if !kept {
+			// The early release above ended its claim when its multi-op was written: claim the
+			// name again before the check (an acquire may have created a node since).
+			if err := s.claim(ctx, name); err != nil {
+				return s.fail("release", err)
+			}
+			kept = true
+		}
 		type got struct {
 			ok   bool
 			stat *zk.Stat

@@ -968,7 +968,13 @@ func (s *session) deleteOwn(r *leaseReq) error {
 	r.set = zk.SetDataRequest{Path: r.path, Data: nil, Version: r.version}
 	r.del = zk.DeleteRequest{Path: r.path, Version: r.version + 1}
 	r.ops[0], r.ops[1] = &r.set, &r.del
+	if r.early {
+		s.tap.expectRelease(r)
+	}
 	mr, err := s.conn.Multi(r.ops[:2]...)
+	if r.early {
+		s.tap.unexpectRelease(r) // r.claimEnded is final from here on
+	}
 	if h := testHookReleased.Load(); h != nil {
 		(*h)(r.name)
 	}
@@ -1026,7 +1032,8 @@ func (s *session) forgetHeld(name string, token int64) (held, sure bool) {
 // flight, and then marks one (the caller's) as in flight until unclaim. Acquire holds the
 // claim from before its create is sent until it has recorded the create's outcome (not over
 // its read of a node that exists: adopt keeps the newest token), Release from its
-// check that the session holds the node until its multi-op is answered, and a keep-alive's
+// check that the session holds the node until its multi-op is written to the connection (see
+// tap.releaseWritten; answered, when it read the node first), and a keep-alive's
 // read of an uncertain name (settle) until it has recorded what it read; a request whose
 // caller gives up while it is in flight keeps the claim until it is over (see leaseReq.do).
 //
@@ -1034,8 +1041,9 @@ func (s *session) forgetHeld(name string, token int64) (held, sure bool) {
 // release's multi-op can only check the node's data version, which is 0 for every lease node,
 // so it would delete whatever node of this session is at the path when it arrives; and
 // ZooKeeper applies one session's requests in the order they were sent. With the claim, the
-// session's next create of the name is sent only after the release's multi-op was answered
-// (or was never sent), and the release's check sees every node of the session created before
+// session's next create of the name is sent only after the release's multi-op was written
+// ahead of it on the session's connection, or answered, or failed, or was never sent (see
+// tap.releaseWritten), and the release's check sees every node of the session created before
 // it: adopted into the held set with its token, or, for a create with an unknown outcome,
 // the name marked uncertain, which makes the release read the node's czxid first.
 func (s *session) claim(ctx context.Context, name string) error {

@@ -25,6 +25,7 @@ import (
 // err int32. The first frame each way on a TCP connection is the connect request/response.
 const (
 	opCreate       = 1
+	opSetData      = 5
 	opMulti        = 14
 	multiHeaderLen = 9 // a multi-op's part header: type int32, done bool, err int32
 	opPing         = 11
@@ -124,6 +125,10 @@ type tap struct {
 	// lastCreate is the path of the last create recorded in creates: a create of the same
 	// path (a name locked again) takes this string instead of a copy of the frame's bytes.
 	lastCreate string
+	// releases holds, by lease node path, the early releases whose multi-op is being sent
+	// (see releaseWritten); expecting counts them, so that Write looks only while any is.
+	releases  map[string]*leaseReq
+	expecting atomic.Int32
 	// The close request whose answer closeOutcome awaits: the connection it went out on (nil
 	// until one did) and its request id; closeErr is its outcome once closeSettled.
 	closeConn    *tapConn
@@ -144,7 +149,69 @@ func newTap(now func() time.Duration, dialTimeout, asked time.Duration, dialer z
 		closeDone:   make(chan struct{}),
 		creates:     map[int32]string{},
 		created:     map[string]int64{},
+		releases:    map[string]*leaseReq{},
 	}
+}
+
+// expectRelease notes r, an early release (leaseReq.early) about to send its multi-op: once
+// the multi-op is written to the connection, releaseWritten ends r's claim of its name.
+func (t *tap) expectRelease(r *leaseReq) {
+	t.mu.Lock()
+	t.releases[r.path] = r
+	t.mu.Unlock()
+	t.expecting.Add(1)
+}
+
+// unexpectRelease drops r's note once its multi-op is over (answered, or failed); r.claimEnded
+// then tells whether releaseWritten ended its claim.
+func (t *tap) unexpectRelease(r *leaseReq) {
+	t.mu.Lock()
+	if t.releases[r.path] == r {
+		delete(t.releases, r.path)
+		t.expecting.Add(-1)
+	}
+	t.mu.Unlock()
+}
+
+// releaseWritten ends the claim of the release whose multi-op p (a whole request frame) was
+// just written to a connection, if one awaits that (expectRelease).
+//
+// Why a release's claim can end when its multi-op is written rather than answered: the claim
+// keeps the session's next create of the name from reaching the server before the release's
+// multi-op, which would delete the new node (see session.claim). ZooKeeper applies one
+// session's requests in the order its connection delivers them, and go-zookeeper writes every
+// request of a connection from one goroutine, in the order taken from its queue. A create
+// queued once the multi-op is written therefore goes out behind it on the same connection, and
+// the server reads it after the multi-op, or not at all. Should that connection fail first,
+// the create goes out on a later connection, and go-zookeeper has failed every request of the
+// failed one (the multi-op's Multi returns ErrConnectionClosed) before it dials again: the
+// order is then what it was when the claim lasted until the multi-op's outcome, a failure
+// included (the release marks the name uncertain either way). A multi-op not written (a failed
+// write, an abandoned connection) ends no claim: the release ends it when the request is over.
+func (t *tap) releaseWritten(p []byte) {
+	// The frame: length, xid, op, then the multi-op's first part: its header (type, done, err)
+	// and the setData's path (length, bytes).
+	const at = 4 + 8 + multiHeaderLen
+	if len(p) < at+4 || int32(binary.BigEndian.Uint32(p[12:])) != opSetData {
+		return
+	}
+	n := int(binary.BigEndian.Uint32(p[at:]))
+	if n < 0 || at+4+n > len(p) {
+		return
+	}
+	path := p[at+4 : at+4+n]
+	t.mu.Lock()
+	r := t.releases[string(path)]
+	if r == nil {
+		t.mu.Unlock()
+		return
+	}
+	delete(t.releases, r.path)
+	t.expecting.Add(-1)
+	r.claimEnded = true
+	s, name := r.s, r.name // r may go back to its pool once the lock is released
+	t.mu.Unlock()
+	s.unclaim(name)
 }
 
 // Connection attempts: a dial and its session handshake (TLS included) are given up after
@@ -821,6 +888,8 @@ func (c *tapConn) Write(p []byte) (int, error) {
 		c.t.closeSent.Store(true)
 	case closeReq:
 		c.t.closeNotOn(c)
+	case err == nil && whole && op == opMulti && c.t.expecting.Load() > 0:
+		c.t.releaseWritten(p)
 	}
 	return n, err
 }
