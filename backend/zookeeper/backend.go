@@ -1150,9 +1150,10 @@ func (b *Backend) HintsSteady() bool { return true }
 // Sessions still connecting (an OpenSession or a Members under way) are dropped too, and their
 // callers' calls fail with spi.ErrBackendClosed. It returns once every goroutine the backend
 // started has ended (go-zookeeper's of the backend's connections, the hop workers that ran
-// requests for calls with a deadline), about a round trip when the server answers (or after 3 s
-// at most: go-zookeeper's Conn.Close alone may wait a second for a close reply, see
-// tap.abandon), so that a program's goroutine-leak check right after Close finds none of them.
+// requests for calls with a deadline), about a round trip when the server answers (3 s at
+// most; see tap.abandon and standIn for how go-zookeeper's Conn.Close is kept from waiting its
+// one-second timer), so that a program's goroutine-leak check right after Close finds none of
+// them.
 func (b *Backend) Close() error {
 	b.mu.Lock()
 	if b.closed {
@@ -1265,6 +1266,11 @@ func (b *Backend) track() (done func()) {
 // connection loop ends once that request is flushed.
 const retireWait = 3 * time.Second
 
+// standInWait bounds how long retire waits for a connection loop to dial its stand-in before
+// it closes the connection anyway (a Connector's connection without the backend's pacer may
+// wait between its rounds of dials).
+const standInWait = 200 * time.Millisecond
+
 // retire closes conn, a go-zookeeper connection of this backend (already closed when
 // closeIt is false), and notes it until go-zookeeper's goroutines of it have ended, which
 // Close waits for (awaitRetired): go-zookeeper's Conn.Close only queues the close request and
@@ -1273,11 +1279,25 @@ const retireWait = 3 * time.Second
 // Close (the root package's tests) found them. events is the connection's event channel,
 // which go-zookeeper closes last, after its loop has ended; a Connector's connection has
 // none (nil), and is taken for ended when its Conn.Close returns, about when its loop ends.
-func (b *Backend) retire(conn *zk.Conn, events <-chan zk.Event, closeIt bool) {
+//
+// When after is set, conn.Close waits for it (up to standInWait): a connection loop that is
+// to dial again (see tap.abandon) first gets its stand-in, whose send loop then takes the close
+// request, so that go-zookeeper's Conn.Close is answered at once. Closed earlier, the loop could
+// see Close's flag between its connection's end and the queueing of the close request, and end
+// without taking it: Conn.Close then waited out its one-second timer.
+func (b *Backend) retire(conn *zk.Conn, events <-chan zk.Event, closeIt bool, after <-chan struct{}) {
 	done := b.track()
 	go func() {
 		defer done()
 		if closeIt {
+			if after != nil {
+				t := time.NewTimer(standInWait)
+				select {
+				case <-after:
+				case <-t.C:
+				}
+				t.Stop()
+			}
 			conn.Close()
 		}
 		if events != nil {

@@ -52,9 +52,11 @@ func TestCloseWhileConnectingLeavesNoGoroutine(t *testing.T) {
 				done := make(chan error, 1)
 				go func() { done <- callConnecting(ctx, b, call) }()
 				waitFor(t, "the session's connection at the proxy", func() bool { return len(p.Conns()) > 0 })
+				start := time.Now()
 				if err := b.Close(); err != nil {
 					t.Fatal(err)
 				}
+				t.Logf("Close took %v", time.Since(start))
 				// The caller's goroutine is the test's, not the backend's: it may still be
 				// on its way out.
 				goleak.VerifyNone(t, append([]goleak.Option{leaks,

@@ -301,7 +301,18 @@ func (b *Backend) connect(ctx context.Context, owner string, ttl time.Duration) 
 // retireConn retires the session's connection (see Backend.retire), once: closeIt as
 // Backend.retire's.
 func (s *session) retireConn(closeIt bool) {
-	s.retireOnce.Do(func() { s.b.retire(s.conn, s.events, closeIt) })
+	s.retireOnce.Do(func() { s.b.retire(s.conn, s.events, closeIt, nil) })
+}
+
+// retireAbandoned retires the session's connection once its tap is abandoned: when redial
+// (the connection loop is to dial again, see tap.abandon), go-zookeeper's Conn.Close waits for
+// the loop's stand-in.
+func (s *session) retireAbandoned(redial bool) {
+	var after <-chan struct{}
+	if redial {
+		after = s.tap.standInDialed()
+	}
+	s.retireOnce.Do(func() { s.b.retire(s.conn, s.events, true, after) })
 }
 
 // drop drops the connection of a session that connect has made and not yet handed to its
@@ -309,9 +320,9 @@ func (s *session) retireConn(closeIt bool) {
 // id, which connect may still be setting. A connect under way then fails at once (its
 // requests fail with the connection), and so does a later end of s.
 func (s *session) drop() {
+	redial := s.tap.abandon() // first: the pacer then dials at once (see standIn)
 	s.ended.Store(true)
-	s.tap.abandon()
-	s.retireConn(true)
+	s.retireAbandoned(redial)
 }
 
 // sessionIdentity makes a session's own digest identity: the spec's user and 128 random bits of
@@ -400,6 +411,9 @@ func (s *session) onGone() {
 func (s *session) end(abandon bool) {
 	s.once.Do(func() {
 		defer close(s.endDone)
+		if abandon {
+			s.tap.abandoned.Store(true) // before ended: the pacer then dials at once (see standIn)
+		}
 		s.ended.Store(true)
 		s.touched.Store(int64(s.b.clock.Now()))
 		s.stopWatchTimer()
@@ -409,9 +423,9 @@ func (s *session) end(abandon bool) {
 			s.b.notConnecting(s)
 		}
 		if abandon {
-			s.tap.abandon()
+			redial := s.tap.abandon()
 			if s.conn != nil {
-				s.retireConn(true) // may wait for a close reply that never comes
+				s.retireAbandoned(redial)
 			}
 			return
 		}

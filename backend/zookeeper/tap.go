@@ -109,8 +109,11 @@ type tap struct {
 	gone      atomic.Bool
 	goneOnce  sync.Once
 	abandoned atomic.Bool
-	closing   atomic.Bool // the session is being closed: no more dials nor connect requests (see beginClose)
-	closeSent atomic.Bool // a close-session request went out on go-zookeeper's connection
+	// standInOut is closed once dial has handed out a stand-in (see standInDialed).
+	standInOut  chan struct{}
+	standInOnce sync.Once
+	closing     atomic.Bool // the session is being closed: no more dials nor connect requests (see beginClose)
+	closeSent   atomic.Bool // a close-session request went out on go-zookeeper's connection
 	// closeDone is closed once the outcome of the close request that went out on closeConn is
 	// known: closeErr, nil when the server answered it (see closeOutcome).
 	closeDone chan struct{}
@@ -150,6 +153,7 @@ func newTap(now func() time.Duration, dialTimeout, asked time.Duration, dialer z
 		creates:     map[int32]string{},
 		created:     map[string]int64{},
 		releases:    map[string]*leaseReq{},
+		standInOut:  make(chan struct{}),
 	}
 }
 
@@ -248,6 +252,13 @@ func isTimeout(err error) bool {
 // dial is the go-zookeeper Dialer: it refuses once the session is gone or being closed, and
 // gives a connection attempt connectBound (go-zookeeper's timeout if shorter).
 func (t *tap) dial(network, address string, timeout time.Duration) (net.Conn, error) {
+	if t.abandoned.Load() {
+		// Closed by Close: go-zookeeper's close request ends it at once (see standIn).
+		sid, passwd := t.credentials()
+		c := newStandIn(sid, passwd, t.timeoutMs.Load())
+		t.standInOnce.Do(func() { close(t.standInOut) })
+		return c, nil
+	}
 	if t.gone.Load() || t.closing.Load() {
 		return nil, errSessionGone
 	}
@@ -421,7 +432,11 @@ func (t *tap) markGone() {
 // request, the connection's end answers it at once (go-zookeeper fails the requests awaiting
 // replies with ErrClosing). A connection that is not established, or is writing (it could be
 // stuck at a server that stopped reading), or awaits a close reply already, is closed at once.
-func (t *tap) abandon() {
+//
+// It reports whether go-zookeeper's connection loop is to dial again (its connection is
+// closed, or it had none): it then gets a stand-in (see standIn), which its Conn.Close should
+// wait for (standInDialed).
+func (t *tap) abandon() (redial bool) {
 	t.abandoned.Store(true)
 	t.gone.Store(true)
 	t.mu.Lock()
@@ -429,14 +444,19 @@ func (t *tap) abandon() {
 	closeOut := t.closeConn == c && c != nil && !t.closeSettled
 	t.mu.Unlock()
 	if c == nil {
-		return
+		return true
 	}
 	// A Write that counted itself after this check sees abandoned (set above) and writes
 	// nothing; one that counted itself before makes the check fail.
 	if !c.answered.Load() || c.broken.Load() || c.writing.Load() != 0 || closeOut {
 		c.Conn.Close()
+		return true
 	}
+	return false
 }
+
+// standInDialed returns a channel closed once the dialer has handed go-zookeeper a stand-in.
+func (t *tap) standInDialed() <-chan struct{} { return t.standInOut }
 
 // established reports whether go-zookeeper's current connection has been answered its
 // handshake and still carries the session: a close request sent now reaches the server, which
