@@ -86,3 +86,70 @@ func callConnecting(ctx context.Context, b *Backend, call string) error {
 	_, err := b.Members(ctx, "close-connecting")
 	return err
 }
+
+// TestCloseWhileRequestLeavesNoGoroutine: an open session's requests under way on hop
+// workers when Close comes (an Acquire and a KeepAlive with deadlines, at a server whose
+// replies are held back or that went silent) end with their connection, and Close waits for
+// the workers: none is left when it returns.
+func TestCloseWhileRequestLeavesNoGoroutine(t *testing.T) {
+	for _, fault := range []struct {
+		name  string
+		fault faultproxy.Fault
+	}{
+		{"Stalled", faultproxy.Fault{Up: faultproxy.Stall, Down: faultproxy.Stall}},
+		{"RepliesHeld", faultproxy.Fault{Down: faultproxy.Stall}},
+		{"Blackholed", faultproxy.Fault{Blackhole: true}},
+	} {
+		t.Run(fault.name, func(t *testing.T) {
+			chroot := serverChroot(t)
+			p := faultproxy.StartTest(t, testenv.ZooKeeper(t)[0])
+			leaks := goleak.IgnoreCurrent()
+			b, err := New("zk://" + p.Addr() + chroot.Path + "?timeout=10s")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { b.Close() })
+			sid := openSession(t, b, 10*time.Second)
+			mustGrant(t, b, sid, "close-request-held")
+			if _, err := b.KeepAlive(testCtx(t), sid, []string{"close-request-held"}, nil); err != nil {
+				t.Fatal(err)
+			}
+			c, _ := b.credentialsOf(sid)
+			p.Set(fault.fault)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			done := make(chan error, 2)
+			go func() { done <- requestAtClose(ctx, b, sid, "acquire") }()
+			go func() { done <- requestAtClose(ctx, b, sid, "keep-alive") }()
+			waitFor(t, "the requests to be written", func() bool {
+				c.s.tap.mu.Lock()
+				defer c.s.tap.mu.Unlock()
+				return c.s.tap.outstanding >= 2
+			})
+			if err := b.Close(); err != nil {
+				t.Fatal(err)
+			}
+			goleak.VerifyNone(t, append([]goleak.Option{leaks,
+				goleak.IgnoreAnyFunction("github.com/simba-go/simba/backend/zookeeper.requestAtClose")},
+				proxyGoroutines...)...)
+			for range 2 {
+				select {
+				case <-done: // an error, or the session's end (expired: the backend dropped it)
+				case <-time.After(30 * time.Second):
+					t.Fatal("a request went on after Close")
+				}
+			}
+			goleak.VerifyNone(t, append([]goleak.Option{leaks}, proxyGoroutines...)...)
+		})
+	}
+}
+
+// requestAtClose makes an Acquire of another name, or a KeepAlive, of session sid.
+func requestAtClose(ctx context.Context, b *Backend, sid spi.SessionID, what string) error {
+	if what == "acquire" {
+		_, err := b.Acquire(ctx, sid, "close-request-other")
+		return err
+	}
+	_, err := b.KeepAlive(ctx, sid, nil, []string{"close-request-group"})
+	return err
+}

@@ -87,13 +87,26 @@ func (c *standIn) Close() error {
 	return nil
 }
 
-func (c *standIn) LocalAddr() net.Addr              { return standInAddr{} }
-func (c *standIn) RemoteAddr() net.Addr             { return standInAddr{} }
-func (c *standIn) SetDeadline(time.Time) error      { return nil }
-func (c *standIn) SetReadDeadline(time.Time) error  { return nil }
+// LocalAddr implements net.Conn.
+func (c *standIn) LocalAddr() net.Addr { return standInAddr{} }
+
+// RemoteAddr implements net.Conn.
+func (c *standIn) RemoteAddr() net.Addr { return standInAddr{} }
+
+// SetDeadline implements net.Conn: a stand-in has no deadlines (its reads end with Close).
+func (c *standIn) SetDeadline(time.Time) error { return nil }
+
+// SetReadDeadline implements net.Conn (see SetDeadline).
+func (c *standIn) SetReadDeadline(time.Time) error { return nil }
+
+// SetWriteDeadline implements net.Conn (see SetDeadline).
 func (c *standIn) SetWriteDeadline(time.Time) error { return nil }
-func (standInAddr) Network() string                 { return "standin" }
-func (standInAddr) String() string                  { return "standin" }
+
+// Network implements net.Addr.
+func (standInAddr) Network() string { return "standin" }
+
+// String implements net.Addr.
+func (standInAddr) String() string { return "standin" }
 
 // standInAddr is a stand-in's address.
 type standInAddr struct{}
