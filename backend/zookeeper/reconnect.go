@@ -100,7 +100,7 @@ func (p *pacer) Next() (server string, retryStart bool) {
 		p.mu.Unlock()
 		return server, false
 	}
-	if p.abandoned() {
+	if p.standIn() {
 		// Dialled at once: the tap's dialer hands go-zookeeper a stand-in, which its Close
 		// ends at once (see standIn), where its wait between rounds could cost Close a second.
 		p.mu.Unlock()
@@ -119,7 +119,7 @@ func (p *pacer) Next() (server string, retryStart bool) {
 	d = d/2 + rand.N(d/2+1) + time.Duration(testPacerHold.Load())
 	for end := now.Add(d); ; {
 		if p.stop() {
-			return server, !p.abandoned() // abandoned: see above
+			return server, !p.standIn() // abandoned: see above
 		}
 		left := time.Until(end)
 		if left <= 0 {
@@ -171,3 +171,7 @@ func (s *session) stopReconnecting() bool {
 	}
 	return s.ended.Load() || s.tap.gone.Load() || s.tap.closing.Load() || s.tap.abandoned.Load()
 }
+
+// standIn reports whether the session's connection is abandoned, so that the dialer hands out
+// stand-ins (see standIn): dialled at once.
+func (p *pacer) standIn() bool { return p.abandoned != nil && p.abandoned() }
