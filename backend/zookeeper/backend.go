@@ -96,6 +96,12 @@ type Backend struct {
 	closed   bool
 	sessions map[spi.SessionID]*session
 	observer *session // for Members and Inspect when no session is open
+	// conning holds the sessions whose connection connect has made and whose caller has not
+	// yet handed them over (to sessions or observer) nor ended them: Close drops their
+	// connections too, so that a session still connecting when Close came (its handshake or
+	// first request under way) leaves no goroutine behind, and its caller's connect fails at
+	// once instead of at its deadline.
+	conning map[*session]struct{}
 	// unclosed holds the sessions CloseSession is closing or could not confirm closed, so that
 	// a concurrent call waits for the close and a retry tries again (see CloseSession); each
 	// until the close is confirmed or the server has surely expired the session (see
@@ -184,6 +190,7 @@ func NewFromConfig(cfg Config, opts ...Option) (*Backend, error) {
 		dialer:   o.dialer,
 		tls:      o.tls,
 		sessions: map[spi.SessionID]*session{},
+		conning:  map[*session]struct{}{},
 		unclosed: map[spi.SessionID]*session{},
 		subs:     map[chan spi.Hint]struct{}{},
 		waits:    map[string]map[spi.SessionID]waitMark{},
@@ -329,9 +336,9 @@ func (b *Backend) OpenSession(ctx context.Context, owner string, ttl time.Durati
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
-		s.end(false)
-		return spi.Session{}, spi.ErrBackendClosed
+		return spi.Session{}, spi.ErrBackendClosed // Close has dropped it (conning)
 	}
+	delete(b.conning, s)
 	b.sessions[s.id] = s
 	b.mu.Unlock()
 	b.serverAnswered(s.tap.opened())
@@ -404,9 +411,29 @@ func (b *Backend) lookup(sid spi.SessionID) (*session, error) {
 	return s, nil
 }
 
+// connecting notes s, whose connection connect has just made, in conning (see there),
+// unless the backend is closed; it reports whether it did.
+func (b *Backend) connecting(s *session) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return false
+	}
+	b.conning[s] = struct{}{}
+	return true
+}
+
+// notConnecting drops s from conning: its connect failed.
+func (b *Backend) notConnecting(s *session) {
+	b.mu.Lock()
+	delete(b.conning, s)
+	b.mu.Unlock()
+}
+
 // forget drops s from the session table.
 func (b *Backend) forget(s *session) {
 	b.mu.Lock()
+	delete(b.conning, s)
 	if b.sessions[s.id] == s {
 		delete(b.sessions, s.id)
 	}
@@ -598,7 +625,8 @@ func (b *Backend) CloseSession(ctx context.Context, sid spi.SessionID) error {
 		names := s.heldNames()
 		s.heldAtClose.Store(&names)
 		s.closedByCaller.Store(true)
-		go s.end(false)
+		// On a goroutine Close waits for; once the backend is closed, Close ends s itself.
+		b.background(func() { s.end(false) })
 	}
 	if err := s.closeOutcome(ctx, retry); err != nil {
 		return spi.Unavailable("zookeeper: close session", err)
@@ -653,6 +681,11 @@ func (b *Backend) serverAnswered(sentAt time.Duration) {
 func (b *Backend) background(f func()) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	return b.backgroundLocked(f)
+}
+
+// backgroundLocked is background for a caller that holds b.mu.
+func (b *Backend) backgroundLocked(f func()) bool {
 	if b.closed {
 		return false
 	}
@@ -836,7 +869,8 @@ func (b *Backend) acquire(ctx context.Context, sid spi.SessionID, name string, q
 // The ACL does not keep the multi-op off the session's own next node of the name (at version 0
 // too), so Release and Acquire of one name by one session do not cross (see session.claim):
 // a release waits for an acquire's create of the name in flight to be answered and recorded,
-// and an acquire's create for a release in flight to be answered.
+// and an acquire's create for a release in flight to be written to the session's connection
+// (see tap.releaseWritten), or answered when the release read the node first.
 //
 // What this does not cover: a node created at the path by a client holding a write
 // permission that this session's identities also hold (a Simba client of an earlier 5.x
@@ -867,9 +901,11 @@ func (b *Backend) Release(ctx context.Context, sid spi.SessionID, name string, t
 	}()
 	held, sure := s.forgetHeld(name, token)
 	if held && sure {
-		// Simba never changes a lease node's data, so its version is 0.
+		// Simba never changes a lease node's data, so its version is 0. The claim ends as
+		// the multi-op is written (see tap.releaseWritten): an acquire of the name waiting for
+		// it sends its create right behind, not a round trip later.
 		r := newLeaseReq(s, name, paths)
-		r.release = true
+		r.release, r.early = true, true
 		_, kept, err = r.do(ctx)
 		switch {
 		case err == nil, errors.Is(err, zk.ErrNoNode):
@@ -888,6 +924,14 @@ func (b *Backend) Release(ctx context.Context, sid spi.SessionID, name string, t
 		}
 	}
 	for attempt := 0; attempt < 4; attempt++ {
+		if !kept {
+			// The early release above ended its claim when its multi-op was written: claim the
+			// name again before the check (an acquire may have created a node since).
+			if err := s.claim(ctx, name); err != nil {
+				return s.fail("release", err)
+			}
+			kept = true
+		}
 		type got struct {
 			ok   bool
 			stat *zk.Stat
@@ -1056,11 +1100,11 @@ func (b *Backend) anySession(ctx context.Context) (*session, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
-		go o.end(false)
-		return nil, spi.ErrBackendClosed
+		return nil, spi.ErrBackendClosed // Close has dropped it (conning)
 	}
+	delete(b.conning, o)
 	if b.observer != nil && !b.observer.gone() {
-		go o.end(false)
+		b.backgroundLocked(func() { o.end(false) }) // a goroutine Close waits for
 		return b.observer, nil
 	}
 	b.observer = o
@@ -1103,10 +1147,13 @@ func (b *Backend) HintsSteady() bool { return true }
 // over connections of their own and waits for them, stops the hints, and is idempotent.
 // Only the observer session (the backend's own, for Members and Inspect), which holds
 // nothing, is closed at the server, when its connection is established (see closeObserver).
-// It returns once go-zookeeper's goroutines of the backend's connections have ended too,
-// about a round trip when the server answers (or after 3 s at most: go-zookeeper's Conn.Close
-// alone may wait a second for a close reply, see tap.abandon), so that a program's
-// goroutine-leak check right after Close finds none of them.
+// Sessions still connecting (an OpenSession or a Members under way) are dropped too, and their
+// callers' calls fail with spi.ErrBackendClosed. It returns once every goroutine the backend
+// started has ended (go-zookeeper's of the backend's connections, the hop workers that ran
+// requests for calls with a deadline), about a round trip when the server answers (3 s at
+// most; see tap.abandon and standIn for how go-zookeeper's Conn.Close is kept from waiting its
+// one-second timer), so that a program's goroutine-leak check right after Close finds none of
+// them.
 func (b *Backend) Close() error {
 	b.mu.Lock()
 	if b.closed {
@@ -1123,10 +1170,16 @@ func (b *Backend) Close() error {
 	for _, s := range b.unclosed {
 		closing = append(closing, s)
 	}
+	conning := make([]*session, 0, len(b.conning))
+	for s := range b.conning {
+		conning = append(conning, s)
+	}
 	b.sessions = map[spi.SessionID]*session{}
 	b.unclosed = map[spi.SessionID]*session{}
+	b.conning = map[*session]struct{}{}
 	b.observer = nil
 	b.mu.Unlock()
+	deadline := time.Now().Add(retireWait)
 	b.cancelStop()
 	if observer != nil {
 		b.closeObserver(observer)
@@ -1136,12 +1189,21 @@ func (b *Backend) Close() error {
 		wg.Go(func() { s.end(true) })
 	}
 	for _, s := range closing {
-		s.tap.abandon() // a close still awaited on go-zookeeper's connection
+		wg.Go(func() {
+			s.tap.abandon() // a close still awaited on go-zookeeper's connection
+			s.end(true)     // waits for CloseSession's end of s, if under way
+		})
+	}
+	for _, s := range conning {
+		wg.Go(s.drop)
 	}
 	wg.Wait()
 	b.bg.Wait()
 	b.stopHints()
-	b.awaitRetired(retireWait)
+	b.awaitRetired(time.Until(deadline))
+	// The hop workers' requests have failed with their connections (or will, once go-zookeeper
+	// ends them: awaitRetired gave up at its bound).
+	b.hops.wait(max(time.Until(deadline), 0))
 	return nil
 }
 
@@ -1204,6 +1266,11 @@ func (b *Backend) track() (done func()) {
 // connection loop ends once that request is flushed.
 const retireWait = 3 * time.Second
 
+// standInWait bounds how long retire waits for a connection loop to dial its stand-in before
+// it closes the connection anyway (a Connector's connection without the backend's pacer may
+// wait between its rounds of dials).
+const standInWait = 200 * time.Millisecond
+
 // retire closes conn, a go-zookeeper connection of this backend (already closed when
 // closeIt is false), and notes it until go-zookeeper's goroutines of it have ended, which
 // Close waits for (awaitRetired): go-zookeeper's Conn.Close only queues the close request and
@@ -1212,11 +1279,25 @@ const retireWait = 3 * time.Second
 // Close (the root package's tests) found them. events is the connection's event channel,
 // which go-zookeeper closes last, after its loop has ended; a Connector's connection has
 // none (nil), and is taken for ended when its Conn.Close returns, about when its loop ends.
-func (b *Backend) retire(conn *zk.Conn, events <-chan zk.Event, closeIt bool) {
+//
+// When after is set, conn.Close waits for it (up to standInWait): a connection loop that is
+// to dial again (see tap.abandon) first gets its stand-in, whose send loop then takes the close
+// request, so that go-zookeeper's Conn.Close is answered at once. Closed earlier, the loop could
+// see Close's flag between its connection's end and the queueing of the close request, and end
+// without taking it: Conn.Close then waited out its one-second timer.
+func (b *Backend) retire(conn *zk.Conn, events <-chan zk.Event, closeIt bool, after <-chan struct{}) {
 	done := b.track()
 	go func() {
 		defer done()
 		if closeIt {
+			if after != nil {
+				t := time.NewTimer(standInWait)
+				select {
+				case <-after:
+				case <-t.C:
+				}
+				t.Stop()
+			}
 			conn.Close()
 		}
 		if events != nil {

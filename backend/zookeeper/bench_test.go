@@ -12,6 +12,8 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/simba-go/simba/internal/faultproxy"
+	"github.com/simba-go/simba/internal/testenv"
 	"github.com/simba-go/simba/spi"
 )
 
@@ -357,4 +359,43 @@ func BenchmarkCloseWithSession(b *testing.B) {
 			b.ReportMetric(float64(slow)/float64(b.N), "slow/op")
 		})
 	}
+}
+
+// BenchmarkCloseReconnecting measures Backend.Close of a backend whose session's connection
+// is reconnecting to a server that is down (a fault proxy cuts its connection and refuses new
+// ones while Close runs), set up outside the timer. It reports the mean and the share of closes
+// slower than 500 ms ("slow/op": go-zookeeper's Conn.Close waiting out its one-second timer for
+// a close request its connection loop, ending between two rounds of dials, never took).
+func BenchmarkCloseReconnecting(b *testing.B) {
+	chroot := serverChroot(b)
+	slow := 0
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		p, err := faultproxy.Start(testenv.ZooKeeper(b)[0])
+		if err != nil {
+			b.Fatal(err)
+		}
+		be, err := New("zk://"+p.Addr()+chroot.Path+"?timeout=5s", WithSlog(nil))
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if _, err := be.OpenSession(ctx, "bench-close-reconnecting", 10*time.Second); err != nil {
+			b.Fatal(err)
+		}
+		cancel()
+		p.Set(faultproxy.Fault{Cut: true})
+		time.Sleep(time.Duration(i%8) * 25 * time.Millisecond) // somewhere in the redial rounds
+		b.StartTimer()
+		start := time.Now()
+		be.Close()
+		if d := time.Since(start); d > 500*time.Millisecond {
+			slow++
+			b.Logf("close %d (%d ms into the cut) took %v", i, (i%8)*25, d)
+		}
+		b.StopTimer()
+		p.Close()
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(slow)/float64(b.N), "slow/op")
 }

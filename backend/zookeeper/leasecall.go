@@ -30,6 +30,11 @@ type leaseReq struct {
 	q       queueState
 	release bool  // deleteOwn, else createLease
 	version int32 // deleteOwn's expected data version
+	// early: a release whose claim of its name ends as soon as its multi-op is written to the
+	// session's connection (see tap.releaseWritten), not when it is answered. claimEnded is
+	// set (under the tap's lock) when that happened: the caller no longer holds the claim.
+	early      bool
+	claimEnded bool
 
 	// The outcome, written by whoever runs the request (the caller or a hop worker) before
 	// done is sent.
@@ -99,14 +104,18 @@ func (r *leaseReq) hop() {
 	if !r.release && r.err != context.Canceled {
 		r.s.markUncertain(r.name)
 	}
-	r.s.unclaim(r.name) // r is left to the garbage collector
+	if !r.claimEnded { // else the tap ended it as the multi-op was written
+		r.s.unclaim(r.name)
+	}
+	// r is left to the garbage collector
 }
 
 // do runs the request as call runs a request (on the caller's goroutine when ctx cannot end,
 // else on a hop worker, given up when ctx ends) and returns its outcome. The caller holds the
 // session's claim of r.name (see session.claim); kept reports whether it still does: it does
 // unless it gave up on the request while a hop worker had it, and the worker then ends the
-// claim when the request is over. A request that ended before the caller could give up
+// claim when the request is over, or an early release's claim ended when its multi-op was
+// written (see tap.releaseWritten). A request that ended before the caller could give up
 // returns its outcome. r must not be used after: it goes back to the pool when go-zookeeper is
 // done with it.
 func (r *leaseReq) do(ctx context.Context) (token int64, kept bool, err error) {
@@ -127,11 +136,11 @@ func (r *leaseReq) do(ctx context.Context) (token int64, kept bool, err error) {
 			<-r.done // the request is over: its outcome is in
 		}
 	}
-	token, err = r.token, r.err
+	token, err, kept = r.token, r.err, !r.claimEnded
 	if r.answered {
 		r.put()
 	}
-	return token, true, err
+	return token, kept, err
 }
 
 // put clears r and puts it back in the pool.

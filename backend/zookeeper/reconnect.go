@@ -56,7 +56,9 @@ type pacer struct {
 	dns     zk.DNSHostProvider
 	timeout func() time.Duration // the session timeout
 	stop    func() bool          // the session has ended: go-zookeeper must see its Close
-	giveUp  func() bool          // retrying fast is pointless (a TLS failure)
+	// abandoned: Close dropped the session; the dialer hands out stand-ins (see standIn)
+	abandoned func() bool
+	giveUp    func() bool // retrying fast is pointless (a TLS failure)
 
 	mu          sync.Mutex
 	rounds      int       // failed rounds since the pacing last started over
@@ -98,6 +100,12 @@ func (p *pacer) Next() (server string, retryStart bool) {
 		p.mu.Unlock()
 		return server, false
 	}
+	if p.standIn() {
+		// Dialled at once: the tap's dialer hands go-zookeeper a stand-in, which its Close
+		// ends at once (see standIn), where its wait between rounds could cost Close a second.
+		p.mu.Unlock()
+		return server, false
+	}
 	timeout := p.timeout()
 	long := now.Sub(p.roundStart) >= reconnectMaxDelay
 	p.roundStart = now
@@ -111,7 +119,7 @@ func (p *pacer) Next() (server string, retryStart bool) {
 	d = d/2 + rand.N(d/2+1) + time.Duration(testPacerHold.Load())
 	for end := now.Add(d); ; {
 		if p.stop() {
-			return server, true
+			return server, !p.standIn() // abandoned: see above
 		}
 		left := time.Until(end)
 		if left <= 0 {
@@ -145,8 +153,9 @@ func (s *session) newPacer(ttl time.Duration) *pacer {
 			}
 			return ttl
 		},
-		stop:   s.stopReconnecting,
-		giveUp: func() bool { return s.tap.tlsFailed.Load() != nil },
+		stop:      s.stopReconnecting,
+		abandoned: s.tap.abandoned.Load,
+		giveUp:    func() bool { return s.tap.tlsFailed.Load() != nil },
 	}
 }
 
@@ -162,3 +171,7 @@ func (s *session) stopReconnecting() bool {
 	}
 	return s.ended.Load() || s.tap.gone.Load() || s.tap.closing.Load() || s.tap.abandoned.Load()
 }
+
+// standIn reports whether the session's connection is abandoned, so that the dialer hands out
+// stand-ins (see standIn): dialled at once.
+func (p *pacer) standIn() bool { return p.abandoned != nil && p.abandoned() }

@@ -64,6 +64,9 @@ type session struct {
 	renewed atomic.Int64
 	once    sync.Once
 	setUp   chan struct{} // closed when connect has set conn, id and zid (or failed)
+	// retireOnce retires conn once (retireConn): connect's failure, end and the backend's
+	// Close may each come to it.
+	retireOnce sync.Once
 
 	mu        sync.Mutex
 	held      map[string]*heldLease // leases this session holds, kept exact by watches
@@ -173,6 +176,21 @@ func (b *Backend) connect(ctx context.Context, owner string, ttl time.Duration) 
 		}
 	}
 	s.conn, s.events = conn, events
+	// From now on Close knows of the session (and ends it, see Backend.Close) until its caller
+	// hands it over (Backend.adoptSession) or it ends.
+	if !b.connecting(s) {
+		// Closed: on this (the caller's) goroutine, since Close may have returned.
+		conn.Close()
+		for range events {
+		}
+		return nil, spi.ErrBackendClosed
+	}
+	connected := false
+	defer func() {
+		if !connected {
+			b.notConnecting(s) // after its retireConn, which Close's drop of s waits for
+		}
+	}()
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, b.cfg.Timeout)
@@ -219,11 +237,11 @@ func (b *Backend) connect(ctx context.Context, owner string, ttl time.Duration) 
 			err = zk.ErrNoServer
 			break
 		}
-		if err == nil || !(errors.Is(err, zk.ErrNoServer) || errors.Is(err, zk.ErrConnectionClosed)) || ctx.Err() != nil {
+		if err == nil || !(errors.Is(err, zk.ErrNoServer) || errors.Is(err, zk.ErrConnectionClosed)) || ctx.Err() != nil || s.ended.Load() {
 			break
 		}
 		if terr := s.tap.tlsFailure(); terr != nil {
-			b.retire(conn, events, true)
+			s.retireConn(true)
 			return nil, spi.AsPermanent(fmt.Errorf("zookeeper: TLS with %v: %w", b.cfg.Servers, terr))
 		}
 
@@ -232,8 +250,11 @@ func (b *Backend) connect(ctx context.Context, owner string, ttl time.Duration) 
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+	if s.ended.Load() {
+		return nil, spi.ErrBackendClosed // dropped by Close (see drop)
+	}
 	if err != nil {
-		b.retire(conn, events, true)
+		s.retireConn(true)
 		if terr := s.tap.tlsFailure(); terr != nil {
 			return nil, spi.AsPermanent(fmt.Errorf("zookeeper: TLS with %v: %w", b.cfg.Servers, terr))
 		}
@@ -252,14 +273,14 @@ func (b *Backend) connect(ctx context.Context, owner string, ttl time.Duration) 
 	// session's tenure (see Backend.Release).
 	user, pw := sessionIdentity()
 	if err := callErr(ctx, s.b, func() error { return conn.AddAuth("digest", []byte(user+":"+pw)) }); err != nil {
-		b.retire(conn, events, true)
+		s.retireConn(true)
 		return nil, spi.Unavailable("open session: add the session's identity", err)
 	}
 	s.leaseACL = append(zk.DigestACL(wire.LeaseNodeCreatorPerms, user, pw), s.b.acls.leaseWorld...)
 	select {
 	case <-s.tap.ready:
 	default:
-		b.retire(conn, events, true)
+		s.retireConn(true)
 		if b.connector != nil {
 			return nil, spi.AsPermanent(fmt.Errorf("%w: zookeeper: the Connector's connection did not dial through the dialer it was given (pass zk.WithDialer(dialer) to zk.Connect, and no other dialer)", spi.ErrInvalidOption))
 		}
@@ -267,7 +288,7 @@ func (b *Backend) connect(ctx context.Context, owner string, ttl time.Duration) 
 	}
 	if !s.hasSession.Load() {
 		// go-zookeeper reports StateHasSession to the callback before any request's reply.
-		b.retire(conn, events, true)
+		s.retireConn(true)
 		return nil, spi.AsPermanent(fmt.Errorf("%w: zookeeper: the Connector's connection does not report its events to the callback it was given (pass zk.WithEventCallback(callback) to zk.Connect, and no other callback)", spi.ErrInvalidOption))
 	}
 	// The session's first timeout runs from when the server got the connect request (an auth
@@ -276,7 +297,35 @@ func (b *Backend) connect(ctx context.Context, owner string, ttl time.Duration) 
 	zid, _ := s.tap.credentials()
 	s.zid = zid
 	s.id = SessionIDString(zid)
+	connected = true
 	return s, nil
+}
+
+// retireConn retires the session's connection (see Backend.retire), once: closeIt as
+// Backend.retire's.
+func (s *session) retireConn(closeIt bool) {
+	s.retireOnce.Do(func() { s.b.retire(s.conn, s.events, closeIt, nil) })
+}
+
+// retireAbandoned retires the session's connection once its tap is abandoned: when redial
+// (the connection loop is to dial again, see tap.abandon), go-zookeeper's Conn.Close waits for
+// the loop's stand-in.
+func (s *session) retireAbandoned(redial bool) {
+	var after <-chan struct{}
+	if redial {
+		after = s.tap.standInDialed()
+	}
+	s.retireOnce.Do(func() { s.b.retire(s.conn, s.events, true, after) })
+}
+
+// drop drops the connection of a session that connect has made and not yet handed to its
+// caller (Backend.conning), for Close: as end(true) does, without end's use of the session's
+// id, which connect may still be setting. A connect under way then fails at once (its
+// requests fail with the connection), and so does a later end of s.
+func (s *session) drop() {
+	redial := s.tap.abandon() // first: the pacer then dials at once (see standIn)
+	s.ended.Store(true)
+	s.retireAbandoned(redial)
 }
 
 // sessionIdentity makes a session's own digest identity: the spec's user and 128 random bits of
@@ -349,10 +398,11 @@ func (s *session) onGone() {
 		// goroutine to outlive the backend's Close.
 		return
 	}
-	go func() {
+	// On a goroutine Close waits for; once the backend is closed, Close ends the session.
+	s.b.background(func() {
 		<-s.setUp
 		s.end(false)
-	}()
+	})
 }
 
 // end ends the session once and drops it from the backend. Normally it closes the ZooKeeper
@@ -364,15 +414,21 @@ func (s *session) onGone() {
 func (s *session) end(abandon bool) {
 	s.once.Do(func() {
 		defer close(s.endDone)
+		if abandon {
+			s.tap.abandoned.Store(true) // before ended: the pacer then dials at once (see standIn)
+		}
 		s.ended.Store(true)
 		s.touched.Store(int64(s.b.clock.Now()))
+		s.stopWatchTimer()
 		if s.id != "" {
 			s.b.forget(s)
+		} else {
+			s.b.notConnecting(s)
 		}
 		if abandon {
-			s.tap.abandon()
+			redial := s.tap.abandon()
 			if s.conn != nil {
-				s.b.retire(s.conn, s.events, true) // may wait for a close reply that never comes
+				s.retireAbandoned(redial)
 			}
 			return
 		}
@@ -384,7 +440,7 @@ func (s *session) end(abandon bool) {
 		}
 		if s.conn != nil {
 			s.conn.Close()
-			s.b.retire(s.conn, s.events, false)
+			s.retireConn(false)
 		}
 		switch {
 		case !live || closing != nil:
@@ -801,6 +857,10 @@ func (s *session) startDueWatches() {
 	now := s.b.clock.Now()
 	var start []pendingWatch
 	s.mu.Lock()
+	if s.ended.Load() { // see stopWatchTimer
+		s.mu.Unlock()
+		return
+	}
 	ps := s.pendingWatches
 	i := 0
 	for ; i < len(ps); i++ {
@@ -824,8 +884,26 @@ func (s *session) startDueWatches() {
 	}
 	s.mu.Unlock()
 	for _, p := range start {
-		go s.watch(p.name, p.h)
+		s.goWatch(p.name, p.h)
 	}
+}
+
+// goWatch sets h's watch (watch) on a goroutine that the backend's Close waits for, or on the
+// caller's once the backend is closed (its request then fails at once).
+func (s *session) goWatch(name string, h *heldLease) {
+	if !s.b.background(func() { s.watch(name, h) }) {
+		s.watch(name, h)
+	}
+}
+
+// stopWatchTimer stops the session's watch timer for end: no watch is set once it has ended.
+func (s *session) stopWatchTimer() {
+	s.mu.Lock()
+	if s.watchTimer != nil {
+		s.watchTimer.Stop()
+	}
+	s.watchArmed = true // never armed again
+	s.mu.Unlock()
 }
 
 // startLocked claims the start of h's watch; it reports whether the caller must set it (or
@@ -907,7 +985,13 @@ func (s *session) deleteOwn(r *leaseReq) error {
 	r.set = zk.SetDataRequest{Path: r.path, Data: nil, Version: r.version}
 	r.del = zk.DeleteRequest{Path: r.path, Version: r.version + 1}
 	r.ops[0], r.ops[1] = &r.set, &r.del
+	if r.early {
+		s.tap.expectRelease(r)
+	}
 	mr, err := s.conn.Multi(r.ops[:2]...)
+	if r.early {
+		s.tap.unexpectRelease(r) // r.claimEnded is final from here on
+	}
 	if h := testHookReleased.Load(); h != nil {
 		(*h)(r.name)
 	}
@@ -965,7 +1049,8 @@ func (s *session) forgetHeld(name string, token int64) (held, sure bool) {
 // flight, and then marks one (the caller's) as in flight until unclaim. Acquire holds the
 // claim from before its create is sent until it has recorded the create's outcome (not over
 // its read of a node that exists: adopt keeps the newest token), Release from its
-// check that the session holds the node until its multi-op is answered, and a keep-alive's
+// check that the session holds the node until its multi-op is written to the connection (see
+// tap.releaseWritten; answered, when it read the node first), and a keep-alive's
 // read of an uncertain name (settle) until it has recorded what it read; a request whose
 // caller gives up while it is in flight keeps the claim until it is over (see leaseReq.do).
 //
@@ -973,8 +1058,9 @@ func (s *session) forgetHeld(name string, token int64) (held, sure bool) {
 // release's multi-op can only check the node's data version, which is 0 for every lease node,
 // so it would delete whatever node of this session is at the path when it arrives; and
 // ZooKeeper applies one session's requests in the order they were sent. With the claim, the
-// session's next create of the name is sent only after the release's multi-op was answered
-// (or was never sent), and the release's check sees every node of the session created before
+// session's next create of the name is sent only after the release's multi-op was written
+// ahead of it on the session's connection, or answered, or failed, or was never sent (see
+// tap.releaseWritten), and the release's check sees every node of the session created before
 // it: adopted into the held set with its token, or, for a create with an unknown outcome,
 // the name marked uncertain, which makes the release read the node's czxid first.
 func (s *session) claim(ctx context.Context, name string) error {
@@ -1037,7 +1123,7 @@ func (s *session) startWatches(names []string) {
 	}
 	s.mu.Unlock()
 	for i, n := range start {
-		go s.watch(n, hs[i])
+		s.goWatch(n, hs[i])
 	}
 }
 

@@ -25,6 +25,7 @@ import (
 // err int32. The first frame each way on a TCP connection is the connect request/response.
 const (
 	opCreate       = 1
+	opSetData      = 5
 	opMulti        = 14
 	multiHeaderLen = 9 // a multi-op's part header: type int32, done bool, err int32
 	opPing         = 11
@@ -113,8 +114,11 @@ type tap struct {
 	gone      atomic.Bool
 	goneOnce  sync.Once
 	abandoned atomic.Bool
-	closing   atomic.Bool // the session is being closed: no more dials nor connect requests (see beginClose)
-	closeSent atomic.Bool // a close-session request went out on go-zookeeper's connection
+	// standInOut is closed once dial has handed out a stand-in (see standInDialed).
+	standInOut  chan struct{}
+	standInOnce sync.Once
+	closing     atomic.Bool // the session is being closed: no more dials nor connect requests (see beginClose)
+	closeSent   atomic.Bool // a close-session request went out on go-zookeeper's connection
 	// closeDone is closed once the outcome of the close request that went out on closeConn is
 	// known: closeErr, nil when the server answered it (see closeOutcome).
 	closeDone chan struct{}
@@ -129,6 +133,10 @@ type tap struct {
 	// lastCreate is the path of the last create recorded in creates: a create of the same
 	// path (a name locked again) takes this string instead of a copy of the frame's bytes.
 	lastCreate string
+	// releases holds, by lease node path, the early releases whose multi-op is being sent
+	// (see releaseWritten); expecting counts them, so that Write looks only while any is.
+	releases  map[string]*leaseReq
+	expecting atomic.Int32
 	// The close request whose answer closeOutcome awaits: the connection it went out on (nil
 	// until one did) and its request id; closeErr is its outcome once closeSettled.
 	closeConn    *tapConn
@@ -149,7 +157,70 @@ func newTap(now func() time.Duration, dialTimeout, asked time.Duration, dialer z
 		closeDone:   make(chan struct{}),
 		creates:     map[int32]string{},
 		created:     map[string]int64{},
+		releases:    map[string]*leaseReq{},
+		standInOut:  make(chan struct{}),
 	}
+}
+
+// expectRelease notes r, an early release (leaseReq.early) about to send its multi-op: once
+// the multi-op is written to the connection, releaseWritten ends r's claim of its name.
+func (t *tap) expectRelease(r *leaseReq) {
+	t.mu.Lock()
+	t.releases[r.path] = r
+	t.mu.Unlock()
+	t.expecting.Add(1)
+}
+
+// unexpectRelease drops r's note once its multi-op is over (answered, or failed); r.claimEnded
+// then tells whether releaseWritten ended its claim.
+func (t *tap) unexpectRelease(r *leaseReq) {
+	t.mu.Lock()
+	if t.releases[r.path] == r {
+		delete(t.releases, r.path)
+		t.expecting.Add(-1)
+	}
+	t.mu.Unlock()
+}
+
+// releaseWritten ends the claim of the release whose multi-op p (a whole request frame) was
+// just written to a connection, if one awaits that (expectRelease).
+//
+// Why a release's claim can end when its multi-op is written rather than answered: the claim
+// keeps the session's next create of the name from reaching the server before the release's
+// multi-op, which would delete the new node (see session.claim). ZooKeeper applies one
+// session's requests in the order its connection delivers them, and go-zookeeper writes every
+// request of a connection from one goroutine, in the order taken from its queue. A create
+// queued once the multi-op is written therefore goes out behind it on the same connection, and
+// the server reads it after the multi-op, or not at all. Should that connection fail first,
+// the create goes out on a later connection, and go-zookeeper has failed every request of the
+// failed one (the multi-op's Multi returns ErrConnectionClosed) before it dials again: the
+// order is then what it was when the claim lasted until the multi-op's outcome, a failure
+// included (the release marks the name uncertain either way). A multi-op not written (a failed
+// write, an abandoned connection) ends no claim: the release ends it when the request is over.
+func (t *tap) releaseWritten(p []byte) {
+	// The frame: length, xid, op, then the multi-op's first part: its header (type, done, err)
+	// and the setData's path (length, bytes).
+	const at = 4 + 8 + multiHeaderLen
+	if len(p) < at+4 || int32(binary.BigEndian.Uint32(p[12:])) != opSetData {
+		return
+	}
+	n := int(binary.BigEndian.Uint32(p[at:]))
+	if n < 0 || at+4+n > len(p) {
+		return
+	}
+	path := p[at+4 : at+4+n]
+	t.mu.Lock()
+	r := t.releases[string(path)]
+	if r == nil {
+		t.mu.Unlock()
+		return
+	}
+	delete(t.releases, r.path)
+	t.expecting.Add(-1)
+	r.claimEnded = true
+	s, name := r.s, r.name // r may go back to its pool once the lock is released
+	t.mu.Unlock()
+	s.unclaim(name)
 }
 
 // Connection attempts: a dial and its session handshake (TLS included) are given up after
@@ -186,6 +257,13 @@ func isTimeout(err error) bool {
 // dial is the go-zookeeper Dialer: it refuses once the session is gone or being closed, and
 // gives a connection attempt connectBound (go-zookeeper's timeout if shorter).
 func (t *tap) dial(network, address string, timeout time.Duration) (net.Conn, error) {
+	if t.abandoned.Load() {
+		// Closed by Close: go-zookeeper's close request ends it at once (see standIn).
+		sid, passwd := t.credentials()
+		c := newStandIn(sid, passwd, t.timeoutMs.Load())
+		t.standInOnce.Do(func() { close(t.standInOut) })
+		return c, nil
+	}
 	if t.gone.Load() || t.closing.Load() {
 		return nil, errSessionGone
 	}
@@ -363,7 +441,11 @@ func (t *tap) markGone() {
 // request, the connection's end answers it at once (go-zookeeper fails the requests awaiting
 // replies with ErrClosing). A connection that is not established, or is writing (it could be
 // stuck at a server that stopped reading), or awaits a close reply already, is closed at once.
-func (t *tap) abandon() {
+//
+// It reports whether go-zookeeper's connection loop is to dial again (its connection is
+// closed, or it had none): it then gets a stand-in (see standIn), which its Conn.Close should
+// wait for (standInDialed).
+func (t *tap) abandon() (redial bool) {
 	t.abandoned.Store(true)
 	t.gone.Store(true)
 	t.mu.Lock()
@@ -371,14 +453,19 @@ func (t *tap) abandon() {
 	closeOut := t.closeConn == c && c != nil && !t.closeSettled
 	t.mu.Unlock()
 	if c == nil {
-		return
+		return true
 	}
 	// A Write that counted itself after this check sees abandoned (set above) and writes
 	// nothing; one that counted itself before makes the check fail.
 	if !c.answered.Load() || c.broken.Load() || c.writing.Load() != 0 || closeOut {
 		c.Conn.Close()
+		return true
 	}
+	return false
 }
+
+// standInDialed returns a channel closed once the dialer has handed go-zookeeper a stand-in.
+func (t *tap) standInDialed() <-chan struct{} { return t.standInOut }
 
 // established reports whether go-zookeeper's current connection has been answered its
 // handshake and still carries the session: a close request sent now reaches the server, which
@@ -831,6 +918,8 @@ func (c *tapConn) Write(p []byte) (int, error) {
 		c.t.closeSent.Store(true)
 	case closeReq:
 		c.t.closeNotOn(c)
+	case err == nil && whole && op == opMulti && c.t.expecting.Load() > 0:
+		c.t.releaseWritten(p)
 	}
 	return n, err
 }

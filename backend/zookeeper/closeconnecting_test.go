@@ -1,0 +1,155 @@
+package zookeeper
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/simba-go/simba/internal/faultproxy"
+	"github.com/simba-go/simba/internal/testenv"
+	"github.com/simba-go/simba/spi"
+)
+
+// proxyGoroutines ignores the fault proxy's own goroutines, which the test starts.
+var proxyGoroutines = []goleak.Option{
+	goleak.IgnoreAnyFunction("github.com/simba-go/simba/internal/faultproxy.(*Proxy).accept"),
+	goleak.IgnoreAnyFunction("github.com/simba-go/simba/internal/faultproxy.(*Proxy).serve"),
+	goleak.IgnoreAnyFunction("github.com/simba-go/simba/internal/faultproxy.(*Proxy).pipe"),
+}
+
+// TestCloseWhileConnectingLeavesNoGoroutine: a session still connecting when Close comes (an
+// OpenSession, or the observer session a Members opens, whose handshake a stalled or
+// blackholed server never answers) is dropped by Close like an open one: when Close returns,
+// no goroutine of the backend runs on (the hop worker that ran the session's first request,
+// go-zookeeper's connection), and the caller's call fails at once with ErrBackendClosed,
+// starting nothing after Close. Close knew nothing of such a session: its hop worker and
+// go-zookeeper's goroutines ran on after Close until the caller's deadline, and then the caller
+// dropped the connection (and the observer's caller closed it on a goroutine of its own).
+func TestCloseWhileConnectingLeavesNoGoroutine(t *testing.T) {
+	for _, server := range []struct {
+		name  string
+		fault faultproxy.Fault
+	}{
+		{"Stalled", faultproxy.Fault{Up: faultproxy.Stall, Down: faultproxy.Stall}},
+		{"Blackholed", faultproxy.Fault{Blackhole: true}},
+	} {
+		for _, call := range []string{"OpenSession", "Members"} {
+			t.Run(server.name+"/"+call, func(t *testing.T) {
+				chroot := serverChroot(t)
+				p := faultproxy.StartTest(t, testenv.ZooKeeper(t)[0])
+				p.Set(server.fault)
+				leaks := goleak.IgnoreCurrent()
+				b, err := New("zk://" + p.Addr() + chroot.Path + "?timeout=10s")
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { b.Close() })
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				done := make(chan error, 1)
+				go func() { done <- callConnecting(ctx, b, call) }()
+				waitFor(t, "the session's connection at the proxy", func() bool { return len(p.Conns()) > 0 })
+				start := time.Now()
+				if err := b.Close(); err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("Close took %v", time.Since(start))
+				// The caller's goroutine is the test's, not the backend's: it may still be
+				// on its way out.
+				goleak.VerifyNone(t, append([]goleak.Option{leaks,
+					goleak.IgnoreAnyFunction("github.com/simba-go/simba/backend/zookeeper.callConnecting")},
+					proxyGoroutines...)...)
+				select {
+				case err := <-done:
+					if !errors.Is(err, spi.ErrBackendClosed) {
+						t.Errorf("%s after Close: %v; want ErrBackendClosed", call, err)
+					}
+				case <-time.After(30 * time.Second):
+					t.Fatalf("%s went on after Close", call)
+				}
+				// Nor did it start anything on its way out.
+				goleak.VerifyNone(t, append([]goleak.Option{leaks}, proxyGoroutines...)...)
+			})
+		}
+	}
+}
+
+// callConnecting makes call (OpenSession or Members), which connects a session.
+func callConnecting(ctx context.Context, b *Backend, call string) error {
+	if call == "OpenSession" {
+		_, err := b.OpenSession(ctx, "close-connecting", 10*time.Second)
+		return err
+	}
+	_, err := b.Members(ctx, "close-connecting")
+	return err
+}
+
+// TestCloseWhileRequestLeavesNoGoroutine: an open session's requests under way on hop
+// workers when Close comes (an Acquire and a KeepAlive with deadlines, at a server whose
+// replies are held back or that went silent) end with their connection, and Close waits for
+// the workers: none is left when it returns.
+func TestCloseWhileRequestLeavesNoGoroutine(t *testing.T) {
+	for _, fault := range []struct {
+		name  string
+		fault faultproxy.Fault
+	}{
+		{"Stalled", faultproxy.Fault{Up: faultproxy.Stall, Down: faultproxy.Stall}},
+		{"RepliesHeld", faultproxy.Fault{Down: faultproxy.Stall}},
+		{"Blackholed", faultproxy.Fault{Blackhole: true}},
+	} {
+		t.Run(fault.name, func(t *testing.T) {
+			chroot := serverChroot(t)
+			p := faultproxy.StartTest(t, testenv.ZooKeeper(t)[0])
+			leaks := goleak.IgnoreCurrent()
+			b, err := New("zk://" + p.Addr() + chroot.Path + "?timeout=10s")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { b.Close() })
+			sid := openSession(t, b, 10*time.Second)
+			mustGrant(t, b, sid, "close-request-held")
+			if _, err := b.KeepAlive(testCtx(t), sid, []string{"close-request-held"}, nil); err != nil {
+				t.Fatal(err)
+			}
+			c, _ := b.credentialsOf(sid)
+			p.Set(fault.fault)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			done := make(chan error, 2)
+			go func() { done <- requestAtClose(ctx, b, sid, "acquire") }()
+			go func() { done <- requestAtClose(ctx, b, sid, "keep-alive") }()
+			waitFor(t, "the requests to be written", func() bool {
+				c.s.tap.mu.Lock()
+				defer c.s.tap.mu.Unlock()
+				return c.s.tap.outstanding >= 2
+			})
+			if err := b.Close(); err != nil {
+				t.Fatal(err)
+			}
+			goleak.VerifyNone(t, append([]goleak.Option{leaks,
+				goleak.IgnoreAnyFunction("github.com/simba-go/simba/backend/zookeeper.requestAtClose")},
+				proxyGoroutines...)...)
+			for range 2 {
+				select {
+				case <-done: // an error, or the session's end (expired: the backend dropped it)
+				case <-time.After(30 * time.Second):
+					t.Fatal("a request went on after Close")
+				}
+			}
+			goleak.VerifyNone(t, append([]goleak.Option{leaks}, proxyGoroutines...)...)
+		})
+	}
+}
+
+// requestAtClose makes an Acquire of another name, or a KeepAlive, of session sid.
+func requestAtClose(ctx context.Context, b *Backend, sid spi.SessionID, what string) error {
+	if what == "acquire" {
+		_, err := b.Acquire(ctx, sid, "close-request-other")
+		return err
+	}
+	_, err := b.KeepAlive(ctx, sid, nil, []string{"close-request-group"})
+	return err
+}
