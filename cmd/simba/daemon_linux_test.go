@@ -148,3 +148,51 @@ sleep 1; touch "$0/spawned"; exec sleep 600`
 		t.Fatalf("the supervisor (pid %d) holds %d zombies of the %d orphans its command left behind", sup, n, orphans)
 	}
 }
+
+// TestTermTrapRunsOnce: simba stopped by SIGTERM gives its command one SIGTERM, so a shell's
+// TERM trap runs once. Since the supervisor signals what the command daemonized as well
+// (signalAll), it sent the command's own processes a second SIGTERM right after the group's:
+// a cleanup trap that took any time ran twice.
+func TestTermTrapRunsOnce(t *testing.T) {
+	bin := simbaBinary(t)
+	dir := t.TempDir()
+	script := `trap 'echo trap >> "$0/traps"; sleep 0.2; exit 7' TERM
+echo ready > "$0/ready.tmp"; mv "$0/ready.tmp" "$0/ready"
+sleep 600 & wait`
+	cmd := exec.Command(bin, "lock", "-dsn", "sqlite://"+filepath.Join(dir, "simba.db"), "-name", "job", "-ttl", "2s",
+		"--", "sh", "-c", script, dir)
+	log, err := os.Create(filepath.Join(dir, "simba.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(dir, "ready")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			out, _ := os.ReadFile(log.Name())
+			t.Fatalf("the command did not start within 30 s:\n%s", out)
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	err = cmd.Wait()
+	out, _ := os.ReadFile(log.Name())
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 7 {
+		t.Errorf("simba lock after SIGTERM: %v; want the command's exit status 7\n%s", err, out)
+	}
+	traps, err := os.ReadFile(filepath.Join(dir, "traps"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(traps), "trap\n"); n != 1 {
+		t.Errorf("the command's TERM trap ran %d times; want once\n%s", n, out)
+	}
+}

@@ -43,9 +43,11 @@ func adoptOrphans() error {
 }
 
 // signalDescendants sends sig to every live process descended from this one (found through
-// the parent pids of /proc), whatever its process group or session, and returns how many it
-// signalled. A process that is gone by then, or a zombie, is skipped.
-func signalDescendants(sig syscall.Signal) int {
+// the parent pids of /proc), whatever its session, and returns how many it signalled. A
+// process that is gone by then, or a zombie, is skipped, and so is one in process group
+// skipGroup (when > 0), which the caller has just signalled as a group: a second SIGTERM would
+// run a shell's TERM trap twice.
+func signalDescendants(sig syscall.Signal, skipGroup int) int {
 	children, state := procTable()
 	n := 0
 	queue := append([]int(nil), children[os.Getpid()]...)
@@ -53,6 +55,11 @@ func signalDescendants(sig syscall.Signal) int {
 		pid := queue[0]
 		queue = queue[1:]
 		queue = append(queue, children[pid]...)
+		if skipGroup > 0 {
+			if pg, err := syscall.Getpgid(pid); err == nil && pg == skipGroup {
+				continue
+			}
+		}
 		if state[pid] != 'Z' && syscall.Kill(pid, sig) == nil {
 			n++
 		}

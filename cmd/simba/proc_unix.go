@@ -25,7 +25,7 @@ func monoNow() int64 { return time.Now().UnixNano() }
 func adoptOrphans() error { return nil }
 
 // signalDescendants does nothing outside Linux (see adoptOrphans) and returns 0.
-func signalDescendants(syscall.Signal) int { return 0 }
+func signalDescendants(syscall.Signal, int) int { return 0 }
 
 // reapOrphans does nothing: without a subreaper the supervisor inherits no orphans.
 func reapOrphans(int) {}

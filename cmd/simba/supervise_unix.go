@@ -265,11 +265,11 @@ func supervise(args []string) int {
 	}
 }
 
-// signalAll sends sig to the command's process group and to every other process descended
-// from the supervisor (see adoptOrphans).
+// signalAll sends sig to the command's process group (group is its negated id) and to every
+// process descended from the supervisor outside that group (see adoptOrphans), once each.
 func signalAll(group int, sig syscall.Signal) {
 	_ = syscall.Kill(group, sig)
-	signalDescendants(sig)
+	signalDescendants(sig, -group)
 }
 
 // killRounds bounds killAll's rounds.
@@ -281,7 +281,7 @@ const killRounds = 100
 func killAll(group int) {
 	_ = syscall.Kill(group, syscall.SIGKILL)
 	for range killRounds {
-		if signalDescendants(syscall.SIGKILL) == 0 {
+		if signalDescendants(syscall.SIGKILL, 0) == 0 {
 			return
 		}
 		time.Sleep(time.Millisecond)
