@@ -37,7 +37,9 @@ queued; a holder that re-locks in a loop cannot keep it out. A waiter node lives
 its session, not one TTL after the waiter's last attempt, so a Withdraw that fails is run
 again after the session's next keep-alive (unless the session queues for that name again
 first): a waiter that stopped waiting does not keep a free lease reserved while its process
-runs. The backend says so (spi.SessionQueue), so a waiting client does not re-attempt before
+runs. An AcquireQueued of the name waits for such a withdrawal still running (that retry, or
+a Withdraw whose caller gave up before its delete was answered), which would otherwise delete
+the waiter node it keeps as its place. The backend says so (spi.SessionQueue), so a waiting client does not re-attempt before
 its session's deadline as of its previous attempt, as it must where entries lapse (SQL,
 Redis): besides the attempt a Released hint wakes, a waiter tries again only two TTLs after its
 last HeldBy (whose remaining time is unknown here), in case a hint was lost; see Steady hints.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 
 	"github.com/go-zookeeper/zk"
 
@@ -61,8 +62,56 @@ type queueState struct {
 // (one created now, or the one it had). A free lease with waiters is HeldBy the first waiter
 // (RemainingUnknown), and the reply's read of the waiter's node leaves a watch, so its
 // deletion (a grant, a withdrawal or its session's expiry) yields a Released hint.
+//
+// A withdrawal of name by the session still in flight (a keep-alive's retry, or a Withdraw
+// whose caller gave up) is let end first, so that it cannot delete the node this call keeps or
+// makes (see awaitWithdrawals).
 func (b *Backend) AcquireQueued(ctx context.Context, sid spi.SessionID, name string) (spi.Acquire, error) {
+	if s, _ := b.lookup(sid); s != nil { // an error, or none, is acquire's to report
+		if err := s.awaitWithdrawals(ctx, name); err != nil {
+			return spi.Acquire{}, s.fail("acquire", err)
+		}
+	}
 	return b.acquire(ctx, sid, name, true)
+}
+
+// awaitWithdrawals is called by an AcquireQueued of name before it sends anything: it waits,
+// bounded by ctx, until no request of name by the session is in flight (its claim, see
+// session.claim), then forgets a failed withdrawal of name (the session waits again: its
+// node, if the withdrawal left one, is its place).
+//
+// A withdrawal holds the name's claim from before it looks for the session's waiter node until
+// its delete is answered (or was never sent), and records its failure before it lets the claim
+// go; a keep-alive's retry takes the claim in the same hold of s.mu in which it takes the
+// withdrawal off the pending ones (retryWithdrawals). So an AcquireQueued either forgot the
+// withdrawal before the retry read it, or waits for the delete and then makes a new node.
+// Without this, a retry read as pending and sent after the AcquireQueued's enqueue, or a
+// Withdraw whose caller gave up before its delete was sent, deleted the node the AcquireQueued
+// had kept as its place: the waiter, told HeldBy, waited on without a place, and a late comer
+// was granted the lease it was owed when the holder released.
+func (s *session) awaitWithdrawals(ctx context.Context, name string) error {
+	for {
+		s.mu.Lock()
+		w, busy := s.claims[name]
+		if !busy {
+			delete(s.withdrawals, name)
+			s.mu.Unlock()
+			return nil
+		}
+		if w == nil {
+			w = make(chan struct{})
+			s.claims[name] = w
+		}
+		s.mu.Unlock()
+		if h := testHookNameBusy.Load(); h != nil {
+			(*h)(name)
+		}
+		select {
+		case <-w:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // setWithdrawal records (pending) or forgets a withdrawal for the next keep-alive to retry.
@@ -77,16 +126,27 @@ func (s *session) setWithdrawal(name string, pending bool) {
 }
 
 // retryWithdrawals runs again, after a keep-alive, the withdrawals of the session that failed
-// (best effort: one that fails again stays pending for the next keep-alive).
+// (best effort: one that fails again stays pending for the next keep-alive). Each is taken off
+// the pending ones and claimed in one hold of s.mu before it is sent (see awaitWithdrawals); one
+// of a name with a request in flight is left for the next keep-alive, which does not wait.
 func (b *Backend) retryWithdrawals(ctx context.Context, s *session) {
 	s.mu.Lock()
-	names := make([]string, 0, len(s.withdrawals))
+	var names []string
 	for n := range s.withdrawals {
+		if _, busy := s.claims[n]; busy {
+			continue
+		}
+		delete(s.withdrawals, n)
+		s.claims[n] = nil
 		names = append(names, n)
 	}
 	s.mu.Unlock()
 	for _, n := range names {
-		_ = b.Withdraw(ctx, s.id, n) // a failure is recorded again
+		if h := testHookRetryWithdrawal.Load(); h != nil {
+			(*h)(n)
+		}
+		b.doneWaiting(s.id, n)
+		_ = s.withdrawClaimed(ctx, n) // a failure is recorded again
 	}
 }
 
@@ -98,7 +158,10 @@ func (b *Backend) EndWait(sid spi.SessionID, name string) {
 }
 
 // Withdraw implements spi.Queuer: it deletes the session's waiter node for name, if any, in a
-// multi-op that bumps the queue's version.
+// multi-op that bumps the queue's version. It waits first, bounded by ctx, for a request of
+// name by the session in flight (session.claim). When ctx ends before the delete is answered,
+// Withdraw returns and the withdrawal goes on; an AcquireQueued of the name waits for its end
+// (awaitWithdrawals). One that fails runs again after the session's next keep-alive.
 func (b *Backend) Withdraw(ctx context.Context, sid spi.SessionID, name string) error {
 	if err := wire.ValidateName(name); err != nil {
 		return err
@@ -108,8 +171,40 @@ func (b *Backend) Withdraw(ctx context.Context, sid spi.SessionID, name string) 
 		return err
 	}
 	b.doneWaiting(sid, name)
-	err = s.withdraw(ctx, b.lay.queue(name), name)
+	if err := s.claim(ctx, name); err != nil {
+		s.setWithdrawal(name, true) // nothing sent: the next keep-alive withdraws
+		return s.fail("withdraw", err)
+	}
+	return s.withdrawClaimed(ctx, name)
+}
+
+// withdrawClaimed is Withdraw with the name's claim taken, which it lets go once the withdrawal
+// is over, after recording whether it failed (see awaitWithdrawals). When ctx can end, the
+// requests run on a hop without it and the call returns when ctx ends: the withdrawal then
+// goes on, and keeps the claim, until its delete is answered.
+func (s *session) withdrawClaimed(ctx context.Context, name string) error {
+	qp := s.b.lay.queue(name)
+	if ctx.Done() == nil {
+		return s.withdrawn(name, s.withdraw(ctx, qp, name))
+	}
+	if err := ctx.Err(); err != nil {
+		return s.withdrawn(name, s.fail("withdraw", err))
+	}
+	done := make(chan error, 1)
+	bg := context.WithoutCancel(ctx)
+	s.b.hops.run(func() { done <- s.withdrawn(name, s.withdraw(bg, qp, name)) })
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return s.fail("withdraw", ctx.Err()) // recorded by the hop when it is over
+	}
+}
+
+// withdrawn ends a claimed withdrawal of name with its outcome err, which it returns.
+func (s *session) withdrawn(name string, err error) error {
 	s.setWithdrawal(name, err != nil)
+	s.unclaim(name)
 	return err
 }
 
@@ -122,7 +217,13 @@ func (s *session) withdraw(ctx context.Context, qp, name string) error {
 		}
 		if err == nil {
 			err = callErr(ctx, s.b, func() error {
+				if h := testHookWithdrawSend.Load(); h != nil {
+					(*h)(name)
+				}
 				_, err := s.conn.Multi(&zk.DeleteRequest{Path: p, Version: -1}, &zk.SetDataRequest{Path: qp, Version: -1})
+				if h := testHookWithdrawSent.Load(); h != nil {
+					(*h)(name)
+				}
 				return err
 			})
 			s.forgetQueue(name)
@@ -481,3 +582,8 @@ func (s *session) ensureWaiter(ctx context.Context, name string) error {
 	}
 	return spi.Contended("zookeeper: queue", fmt.Errorf("the waiter queue %s kept changing", qp))
 }
+
+// testHookRetryWithdrawal, when set, runs when a keep-alive is about to send the retried
+// withdrawal of name (claimed); testHookWithdrawSend when a withdrawal's delete of the session's
+// waiter node of name is about to be sent, and testHookWithdrawSent when it is answered.
+var testHookRetryWithdrawal, testHookWithdrawSend, testHookWithdrawSent atomic.Pointer[func(name string)]
