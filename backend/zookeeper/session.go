@@ -1051,8 +1051,11 @@ func (s *session) forgetHeld(name string, token int64) (held, sure bool) {
 // its read of a node that exists: adopt keeps the newest token), Release from its
 // check that the session holds the node until its multi-op is written to the connection (see
 // tap.releaseWritten; answered, when it read the node first), and a keep-alive's
-// read of an uncertain name (settle) until it has recorded what it read; a request whose
-// caller gives up while it is in flight keeps the claim until it is over (see leaseReq.do).
+// read of an uncertain name (settle) until it has recorded what it read; a withdrawal of the
+// session's waiter node (Withdraw, the keep-alive's retry) from before it looks its node up
+// until the delete is answered, so that it cannot delete the node of a wait begun meanwhile
+// (see queue.go); a request whose caller gives up while it is in flight keeps the claim until
+// it is over (see leaseReq.do).
 //
 // This is what keeps a release of an old term from deleting a newer term of the session. A
 // release's multi-op can only check the node's data version, which is 0 for every lease node,
