@@ -118,18 +118,7 @@ func TestPostgresReleaseAsFirstWaiterWithdrawsWakesNext(t *testing.T) {
 	if err := other.Release(testCtx(t), holder, sentinel, sentTok); err != nil {
 		t.Fatal(err)
 	}
-	saw := false
-	timeout := time.After(30 * time.Second)
-	for done := false; !done; {
-		select {
-		case h := <-heard:
-			done = h.payload == sentinel
-			saw = saw || h.payload == name
-		case <-timeout:
-			t.Fatalf("no notification of %q within 30 s", sentinel)
-		}
-	}
-	if !saw {
+	if !notifiedBefore(t, heard, name, sentinel) {
 		t.Fatalf("the holder released as the first waiter A withdrew; C, woken by the release, was told HeldBy A "+
 			"before A's commit, and A's commit notified nothing: C tries again only at A's entry's expiry (about a TTL) with %q free", name)
 	}

@@ -118,23 +118,31 @@ func simultaneousWithdraws(t *testing.T, bOp func(ctx context.Context, q *postgr
 	if err := other.Release(testCtx(t), holder, sentinel, sentTok); err != nil {
 		t.Fatal(err)
 	}
-	saw := false
-	timeout := time.After(30 * time.Second)
-	for done := false; !done; {
-		select {
-		case h := <-heard:
-			done = h.payload == sentinel
-			saw = saw || h.payload == name
-		case <-timeout:
-			t.Fatalf("no notification of %q within 30 s", sentinel)
-		}
-	}
-	if !saw {
+	if !notifiedBefore(t, heard, name, sentinel) {
 		t.Fatalf("A withdrew as B left; C, woken by A's notification, was told HeldBy B before B's commit, "+
 			"and B's commit notified nothing: C tries again only at B's entry's expiry (about a TTL) with %q free", name)
 	}
 	if r, err := c.AcquireQueued(testCtx(t), third, name); err != nil || r.Kind != spi.Granted {
 		t.Fatalf("C's AcquireQueued after both withdraws = %+v, %v; want Granted", r, err)
+	}
+}
+
+// notifiedBefore reports whether a notification carrying name comes on heard before the first
+// one carrying sentinel (which it waits for, skipping others).
+func notifiedBefore(t *testing.T, heard <-chan notification, name, sentinel string) bool {
+	t.Helper()
+	saw := false
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case h := <-heard:
+			if h.payload == sentinel {
+				return saw
+			}
+			saw = saw || h.payload == name
+		case <-timeout:
+			t.Fatalf("no notification of %q within 30 s", sentinel)
+		}
 	}
 }
 

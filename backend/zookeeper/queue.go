@@ -90,28 +90,7 @@ func (b *Backend) AcquireQueued(ctx context.Context, sid spi.SessionID, name str
 // had kept as its place: the waiter, told HeldBy, waited on without a place, and a late comer
 // was granted the lease it was owed when the holder released.
 func (s *session) awaitWithdrawals(ctx context.Context, name string) error {
-	for {
-		s.mu.Lock()
-		w, busy := s.claims[name]
-		if !busy {
-			delete(s.withdrawals, name)
-			s.mu.Unlock()
-			return nil
-		}
-		if w == nil {
-			w = make(chan struct{})
-			s.claims[name] = w
-		}
-		s.mu.Unlock()
-		if h := testHookNameBusy.Load(); h != nil {
-			(*h)(name)
-		}
-		select {
-		case <-w:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	return s.whenUnclaimed(ctx, name, func() { delete(s.withdrawals, name) })
 }
 
 // setWithdrawal records (pending) or forgets a withdrawal for the next keep-alive to retry.

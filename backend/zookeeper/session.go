@@ -1067,11 +1067,17 @@ func (s *session) forgetHeld(name string, token int64) (held, sure bool) {
 // it: adopted into the held set with its token, or, for a create with an unknown outcome,
 // the name marked uncertain, which makes the release read the node's czxid first.
 func (s *session) claim(ctx context.Context, name string) error {
+	return s.whenUnclaimed(ctx, name, func() { s.claims[name] = nil })
+}
+
+// whenUnclaimed waits, bounded by ctx, until no request of name by this session holds its claim,
+// and then runs then under s.mu, in the same hold that saw the name unclaimed.
+func (s *session) whenUnclaimed(ctx context.Context, name string, then func()) error {
 	for {
 		s.mu.Lock()
 		w, busy := s.claims[name]
 		if !busy {
-			s.claims[name] = nil
+			then()
 			s.mu.Unlock()
 			return nil
 		}
