@@ -157,3 +157,23 @@ func heldByOf(t *testing.T, be *Backend, s spi.SessionID, n string, want spi.Ses
 		t.Fatalf("Acquire(%s) = %+v, %v; want HeldBy %s", n, r, err, want)
 	}
 }
+
+// TestWithdrawNeverSentEndsItsWithdrawal: a Withdraw whose ctx ended before it was sent (its
+// body never runs) ends its withdrawal all the same, so that a later AcquireQueued of the
+// session and name does not wait for it.
+func TestWithdrawNeverSentEndsItsWithdrawal(t *testing.T) {
+	be := newBackend(t, standaloneClient(t))
+	sid := open(t, be, time.Minute)
+	name := uniq(t, "wdnever")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := be.Withdraw(ctx, sid, name); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Withdraw with its ctx ended = %v; want context.Canceled", err)
+	}
+	if n := be.withdrawing.n.Load(); n != 0 {
+		t.Fatalf("%d withdrawals in flight after a Withdraw that was never sent; want 0", n)
+	}
+	if r, err := be.AcquireQueued(context.Background(), sid, name); err != nil || r.Kind != spi.Granted {
+		t.Fatalf("AcquireQueued = %+v, %v; want Granted", r, err)
+	}
+}
