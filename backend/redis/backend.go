@@ -190,6 +190,13 @@ type Backend struct {
 	// (see waitSet).
 	queued waitSet
 
+	// withdrawing are the Withdraws in flight, which an AcquireQueued of the same session and
+	// name waits for (see withdrawals).
+	withdrawing withdrawals
+
+	// withdrawHooks are test hooks (zero outside tests).
+	withdrawHooks withdrawHooks
+
 	foreign *foreign.Filter // skips and reports foreign group members
 
 	// tlsd is the TLS dialer of a client OpenConfig made from a TLS DSN (else nil): bounded
@@ -691,6 +698,13 @@ func (b *Backend) AcquireQueued(ctx context.Context, sid spi.SessionID, name str
 
 // acquireHinted is acquire, with its reply noted for Hints: a lease found held is waited for.
 func (b *Backend) acquireHinted(ctx context.Context, sid spi.SessionID, name string, queued bool) (spi.Acquire, error) {
+	if queued {
+		// A Withdraw of this wait still in flight (one whose caller gave up goes on) would
+		// delete the entry this call makes, or forget it once answered: let it end first.
+		if err := b.withdrawing.await(ctx, sid, name, b.withdrawHooks.waiting); err != nil {
+			return spi.Acquire{}, b.fail(opAbout("acquire", name), err)
+		}
+	}
 	var r spi.Acquire
 	var err error
 	if b.direct(ctx) {
@@ -729,8 +743,25 @@ func (b *Backend) EndWait(sid spi.SessionID, name string) {
 // Withdraw implements spi.Queuer: one withdraw script call on the lease's slot. When the lease
 // was owed to the session's entry (free, no live waiter ahead), the script publishes the name on
 // the lease's channel, so the next waiter's backend hints Released and it tries again at once.
+// An AcquireQueued of the same session and name waits for the Withdraw's end, even one whose
+// caller gave up (see withdrawals).
 func (b *Backend) Withdraw(ctx context.Context, sid spi.SessionID, name string) error {
-	return bounded0(ctx, b, "withdraw", name, func() error { return b.withdrawCall(ctx, sid, name) })
+	w := b.withdrawing.begin(sid, name)
+	err := bounded0(ctx, b, "withdraw", name, func() error {
+		if !w.run() { // the caller left before this began: nothing is sent
+			return errWithdrawAbandoned
+		}
+		err := b.withdrawCall(ctx, sid, name)
+		b.withdrawing.end(w) // after withdrawCall's bookkeeping: see withdrawals
+		if h := b.withdrawHooks.ended; h != nil {
+			h(sid, name)
+		}
+		return err
+	})
+	if w.abandon() {
+		b.withdrawing.end(w)
+	}
+	return err
 }
 
 // withdrawCall is Withdraw's body, run by bounded.
@@ -742,11 +773,17 @@ func (b *Backend) withdrawCall(ctx context.Context, sid spi.SessionID, name stri
 		return err
 	}
 	keys, args := withdrawRequest(sid, name)
+	if h := b.withdrawHooks.sending; h != nil {
+		h(sid, name)
+	}
 	_, err := followSlotMove(ctx, b, 0, func() (luascripts.WithdrawReply, error) {
 		return luascripts.Withdraw.Run(ctx, b.c, keys, args)
 	})
 	if err != nil {
 		return b.clusterFailKeys(ctx, "withdraw "+name, err, []string{keys.Lease, keys.Waiters, keys.Waiting})
+	}
+	if h := b.withdrawHooks.answered; h != nil {
+		h(sid, name)
 	}
 	b.queued.done(sid, name)
 	b.hub.withdrew(sid, name)

@@ -76,7 +76,10 @@ CloseSession first runs the withdraw script for each name the backend's own sess
 and has not been granted or withdrawn from, in the round trip that reads the session's sets
 (on a Cluster, in the pipelined round of its releases), so that a closed first waiter wakes
 the next one as a withdraw does. A withdraw that fails there does not fail the close: it is
-logged at WARN and that entry lapses on its own (up to a TTL). A session closed through
+logged at WARN and that entry lapses on its own (up to a TTL). A queued acquire of a name
+waits for a withdraw of the same session and name still in flight (one whose caller gave up
+goes on to its end), so that the withdraw can neither delete the entry the acquire makes nor,
+once answered, make the backend forget it (the close would not withdraw it). A session closed through
 another backend than the one that queued it leaves its entries to lapse. So does a live waiter's entry when an outage spans its
 expiry (the waiter's re-attempt before it could not land), and a restart without AOF loses the
 queue keys: the waiters register again, in the order they come back (see spi.Queuer).

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -158,4 +159,119 @@ func (b *Backend) warnUnwithdrawn(sid spi.SessionID, names []string, errOf func(
 	}
 	b.log.Warn("simba: redis: close session: withdrawing the session from the waiter queues it was in failed; the session is closed all the same, and each such lease stays reserved for it until its entry lapses (up to a TTL)",
 		"session", string(sid), "leases", failed, "err", first.Error())
+}
+
+// withdrawHooks are test hooks, nil outside tests: sending runs before a Withdraw's script is
+// sent, answered after its reply came, before the backend notes the wait ended, ended when the
+// Withdraw's body has ended; waiting when an AcquireQueued starts waiting for a withdrawal of
+// its session and name in flight.
+type withdrawHooks struct {
+	sending, answered, ended func(sid spi.SessionID, name string)
+	waiting                  func()
+}
+
+// withdrawals orders a session's withdrawals of a name with its AcquireQueued of that name:
+// an AcquireQueued waits for the Withdraws of its session and name in flight before it is sent
+// (await), and a Withdraw ends (end) only after its bookkeeping (waitSet, the hub). A Withdraw
+// whose caller gave up goes on to its end (bounded), so without this an AcquireQueued of the
+// same session and name made meanwhile (the waiter came back for the name) could lose its wait
+// either way: answered after the withdraw script ran, its entry was then forgotten by waitSet
+// (the session's CloseSession no longer withdrew it: the lease stayed reserved for the closed
+// session for up to a TTL) and by the hub; answered before the script ran (a withdraw still on
+// its way), its entry was deleted by it (the waiter, told HeldBy, waited without a place, and a
+// late comer could be granted the lease it was owed). backend/sql and backend/etcd order them
+// alike.
+type withdrawals struct {
+	n       atomic.Int32 // Withdraws in flight: an AcquireQueued looks no further while 0
+	mu      sync.Mutex
+	running map[withdrawKey]*inflight
+}
+
+// errWithdrawAbandoned is the result of a Withdraw's body that found its caller gone before it
+// began: it sends nothing, and nobody reads the result.
+var errWithdrawAbandoned = errors.New("redis: withdraw: abandoned before it was sent")
+
+// withdrawKey is one session's withdrawal from one name's queue.
+type withdrawKey struct {
+	sid  spi.SessionID
+	name string
+}
+
+// inflight counts the Withdraws of one session and name in flight; done is closed when the
+// last one has ended.
+type inflight struct {
+	n    int
+	done chan struct{}
+}
+
+// withdrawal is one Withdraw begun (withdrawals.begin). Its body claims it before it sends
+// anything (run); a Withdraw whose body never ran (its caller left first) ends it itself
+// (abandon), and the body, if it starts later, sends nothing.
+type withdrawal struct {
+	key   withdrawKey
+	state atomic.Int32 // 0 begun, 1 run by the body, 2 abandoned before the body ran
+}
+
+// run reports whether the body may go on: false once the Withdraw was abandoned.
+func (w *withdrawal) run() bool { return w.state.CompareAndSwap(0, 1) }
+
+// abandon reports whether the body never ran and now never will: the Withdraw ends it.
+func (w *withdrawal) abandon() bool { return w.state.CompareAndSwap(0, 2) }
+
+// begin notes a Withdraw of sid from name; end must follow.
+func (ws *withdrawals) begin(sid spi.SessionID, name string) *withdrawal {
+	w := &withdrawal{key: withdrawKey{sid, name}}
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if ws.running == nil {
+		ws.running = map[withdrawKey]*inflight{}
+	}
+	r := ws.running[w.key]
+	if r == nil {
+		r = &inflight{done: make(chan struct{})}
+		ws.running[w.key] = r
+	}
+	r.n++
+	ws.n.Add(1)
+	return w
+}
+
+// end notes the end of w: an AcquireQueued waiting for it goes on once no other Withdraw of
+// its session and name is in flight.
+func (ws *withdrawals) end(w *withdrawal) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	ws.n.Add(-1)
+	if r := ws.running[w.key]; r != nil {
+		if r.n--; r.n == 0 {
+			close(r.done)
+			delete(ws.running, w.key)
+		}
+	}
+}
+
+// await waits, for an AcquireQueued of sid for name about to be sent, until no Withdraw of sid
+// from name is in flight, or ctx is done (its error). waiting (a test hook, else nil) runs when
+// it starts waiting.
+func (ws *withdrawals) await(ctx context.Context, sid spi.SessionID, name string, waiting func()) error {
+	if ws.n.Load() == 0 {
+		return nil
+	}
+	k := withdrawKey{sid, name}
+	for {
+		ws.mu.Lock()
+		r := ws.running[k]
+		ws.mu.Unlock()
+		if r == nil {
+			return nil
+		}
+		if waiting != nil {
+			waiting()
+		}
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
