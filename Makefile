@@ -2,7 +2,7 @@
 GO ?= go
 SEEDS ?= 10000
 
-.PHONY: all generate verify test test-etcd-current test-short vet fmt bench bench-peers bench-outage sim failover services redis-cluster zookeeper zk-ensemble zk-ensemble-stop demo chaos chaos-short chaos-mutant
+.PHONY: all generate verify test test-etcd-current test-short vet vet-cross fmt bench bench-peers bench-outage sim failover services redis-cluster zookeeper zk-ensemble zk-ensemble-stop demo chaos chaos-short chaos-mutant
 
 all: verify test
 
@@ -22,8 +22,9 @@ verify:
 	$(GO) test -count=1 ./internal/wirecheck
 	$(GO) -C tools run ./cmd/sqlcvet -root ..
 
-## vet: static checks over the modules: the root, gen/, examples/backend, observe/, bench/ and tools/
-## (bench/ is only vetted, so CI compiles it; its run is make bench-peers)
+## vet: static checks over the modules: the root, gen/, examples/backend, observe/, bench/, tools/
+## and chaos/ (bench/ is only vetted, so CI compiles it; its run is make bench-peers); then
+## vet-cross
 vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
@@ -33,6 +34,19 @@ vet:
 	$(GO) -C bench vet ./...
 	$(GO) -C tools vet ./...
 	$(GO) -C chaos vet ./...
+	$(MAKE) --no-print-directory vet-cross
+
+## vet-cross: go vet of every module (which compiles its tests too) for the other systems a Go
+## user has: Windows, macOS (amd64 and arm64), FreeBSD, and Linux on arm64, so that a file
+## that only builds on Linux fails CI (go install of cmd/simba on Windows, the tests on a
+## Mac). chaos/ needs a Unix system (process groups, SIGSTOP): not vetted for Windows.
+CROSS_TARGETS = windows/amd64 darwin/amd64 darwin/arm64 freebsd/amd64 linux/arm64
+VET_MODULES = . gen examples/backend observe bench tools chaos
+vet-cross:
+	@set -e; for t in $(CROSS_TARGETS); do for m in $(VET_MODULES); do \
+	  if [ "$${t%/*}" = windows ] && [ "$$m" = chaos ]; then continue; fi; \
+	  echo "GOOS=$${t%/*} GOARCH=$${t#*/} go -C $$m vet ./..."; \
+	  GOOS=$${t%/*} GOARCH=$${t#*/} $(GO) -C $$m vet ./...; done; done
 
 ## test: every test of the root, gen/, examples/backend, observe/ and chaos/ modules (chaos/'s
 ## own unit tests: the checkers; the harness runs with make chaos), with the race detector

@@ -182,7 +182,7 @@ func (pc *privCluster) start(port int) {
 		from = fi.Size()
 	}
 	cmd := exec.Command("redis-server", pc.confs[port])
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = testenv.OwnGroup()
 	if err := cmd.Start(); err != nil {
 		pc.t.Fatalf("starting redis-server on %d: %v", port, err)
 	}

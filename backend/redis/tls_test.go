@@ -141,7 +141,7 @@ func startPlainRedisProc(t *testing.T) (string, *os.Process) {
 	ln.Close()
 	_, port, _ := net.SplitHostPort(addr)
 	cmd := exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = testenv.OwnGroup()
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting redis-server on %s: %v", port, err)
 	}

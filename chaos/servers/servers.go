@@ -131,8 +131,7 @@ func (s *Server) startOnce(ctx context.Context, deadline time.Time) error {
 	cmd.Dir = s.dir
 	cmd.Stdout, cmd.Stderr = s.log, s.log
 	cmd.Env = append(os.Environ(), s.env...)
-	// Pdeathsig: a harness that dies takes its servers with it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: s.cred, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = serverAttr(s.cred)
 	if err := cmd.Start(); err != nil {
 		return err
 	}

@@ -385,30 +385,6 @@ func prepare(ctx context.Context, dsn string, check func(spi.Backend) error) err
 	return nil
 }
 
-// checkSessionWait bounds checkSession's session open.
-const checkSessionWait = 15 * time.Second
-
-// checkSession opens a session of owner on b (dsn's backend) and closes it, before the demo
-// starts its workers, and for simba migrate on a backend without a schema: a
-// backend that refuses the session (refused credentials, a Redis password the server has
-// none for, a TTL it refuses) or cannot be reached fails the demo at once with that error,
-// exit status 1 and one line. Each worker printed its own refusal and exited, and the demo
-// waited for a leader for its whole limit (10 TTLs and 10 s: 30 s at the default TTL) to
-// say "no new leader in time".
-func checkSession(ctx context.Context, b spi.Backend, dsn, owner string, ttl time.Duration) error {
-	octx, cancel := context.WithTimeout(ctx, checkSessionWait)
-	defer cancel()
-	s, err := b.OpenSession(octx, owner, ttl)
-	if err != nil {
-		if ctx.Err() != nil {
-			return context.Cause(ctx)
-		}
-		return withMigrateHint(fmt.Errorf("opening a session on %s: %w", dsnutil.Redact(dsn), err), dsn)
-	}
-	_ = b.CloseSession(octx, s.ID)
-	return nil
-}
-
 type workerLine struct {
 	owner string
 	text  string

@@ -5,10 +5,12 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 )
 
+// demo fails outside Unix with an error that wraps errors.ErrUnsupported (exit status 1).
 func demo(context.Context, []string) error {
-	return errors.New("the demo sends SIGKILL and SIGSTOP to its workers: it needs a Unix system")
+	return fmt.Errorf("the demo sends SIGKILL and SIGSTOP to its workers: it needs a Unix system (%w)", errors.ErrUnsupported)
 }
 
 func demoWorker(context.Context, []string) error { return demo(context.Background(), nil) }

@@ -40,6 +40,12 @@
 // subreaper of what CMD starts and signals what left the group (setsid, a daemon's double
 // fork) with it. The exit status is CMD's.
 //
+// The above holds on Unix (Linux, macOS, the BSDs). Outside Unix (Windows) there are no
+// signals to send and no process groups: run and lock start CMD alone, without a supervisor,
+// and kill it (no SIGTERM first, no -grace, no early stop) when the term ends or simba is
+// interrupted; a simba that is itself killed leaves CMD running. demo, which sends SIGKILL
+// and SIGSTOP to its workers, fails there saying it needs a Unix system (exit status 1).
+//
 // The SQL backends need Simba's tables, which migrate creates or upgrades. run and lock
 // create them themselves in a new SQLite database (a file that does not exist yet, or one
 // without any table); on any other database that lacks them or has an old schema they fail,
@@ -131,7 +137,8 @@ commands:
 
 run and lock give the command $SIMBA_TOKEN (the fencing token) and $SIMBA_LEASE (the lease
 name). The command never outlives simba: if simba dies, even by SIGKILL, its command is
-stopped at once, and never later than the term's validity.
+stopped at once, and never later than the term's validity. (On Unix; on Windows the command
+is killed when the term ends or simba is interrupted, and outlives a simba that is killed.)
 
 ` + dsnForms + `
 ` + exitStatuses + `

@@ -236,7 +236,7 @@ func PrivateRedis(t testing.TB) string {
 		logFile := dir + "/redis.log"
 		cmd := exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
 			"--dir", dir, "--logfile", logFile)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.SysProcAttr = OwnGroup()
 		if err := cmd.Start(); err != nil {
 			t.Fatalf("starting redis-server on %s: %v", addr, err)
 		}

@@ -313,15 +313,6 @@ func helperConf(role string) (c conf, open opener, ok bool) {
 	return c, open, true
 }
 
-// cpuTime is this process's CPU time so far (user + system).
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // measureWaiting runs the waiting-cost measure of one Simba backend: a holder process takes
 // name, a waiting process waits for it and reports its CPU time and calls; an idle process
 // started with it (with idleEnv: on SQLite a file of its own) reports its own, waiting for

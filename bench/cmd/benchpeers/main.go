@@ -14,7 +14,8 @@
 // -only and -measures run a part of it (see -h).
 // Servers: Redis 127.0.0.1:6379, PostgreSQL 127.0.0.1:5432 (db test), MariaDB 127.0.0.1:3306
 // (root, db test), ZooKeeper 127.0.0.1:2181; SQLite on a temporary file and etcd embedded in
-// a child process. Run it with `make bench-peers`.
+// a child process. Run it with `make bench-peers`. Outside Unix there is no SIGSTOP: the
+// stale measure's rows report an error (errors.ErrUnsupported) instead of a result.
 package main
 
 import (

@@ -21,7 +21,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"cirello.io/pglock"
@@ -665,17 +664,21 @@ func (h *staleChild) line(ctx context.Context, d time.Duration) (string, error) 
 	}
 }
 
-// signal sends sig to the child and keeps track of whether it is stopped.
-func (h *staleChild) signal(sig syscall.Signal) error {
-	if err := h.cmd.Process.Signal(sig); err != nil {
+// pause stops the child (SIGSTOP; see pauseProcess) and keeps track of it.
+func (h *staleChild) pause() error {
+	if err := pauseProcess(h.cmd.Process); err != nil {
 		return err
 	}
-	switch sig {
-	case syscall.SIGSTOP:
-		h.stopped = true
-	case syscall.SIGCONT:
-		h.stopped = false
+	h.stopped = true
+	return nil
+}
+
+// resume lets a stopped child go on (SIGCONT; see resumeProcess).
+func (h *staleChild) resume() error {
+	if err := resumeProcess(h.cmd.Process); err != nil {
+		return err
 	}
+	h.stopped = false
 	return nil
 }
 
@@ -684,7 +687,7 @@ func (h *staleChild) signal(sig syscall.Signal) error {
 func (h *staleChild) reap() {
 	_ = h.in.Close()
 	if h.stopped {
-		_ = h.signal(syscall.SIGCONT)
+		_ = h.resume()
 	}
 	select {
 	case <-h.eof:
@@ -849,7 +852,7 @@ func runStale(ctx context.Context, c conf, lib staleLib, res *staleResource, row
 		return staleSample{}, fmt.Errorf("holder process said %q: %w", l, err)
 	}
 	// The holder has checked its lock and waits for "go": stop it there.
-	if err := h.signal(syscall.SIGSTOP); err != nil {
+	if err := h.pause(); err != nil {
 		return staleSample{}, err
 	}
 	stopped := time.Now()
@@ -877,7 +880,7 @@ func runStale(ctx context.Context, c conf, lib staleLib, res *staleResource, row
 	if _, err := io.WriteString(h.in, "go\n"); err != nil {
 		return staleSample{}, fmt.Errorf("holder process: %w", err)
 	}
-	if err := h.signal(syscall.SIGCONT); err != nil {
+	if err := h.resume(); err != nil {
 		return staleSample{}, err
 	}
 	s := staleSample{paused: time.Since(stopped)}

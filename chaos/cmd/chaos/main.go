@@ -9,6 +9,10 @@
 //
 // run prints its seed and the command that replays it; the schedule of faults (which, on whom,
 // for how long) follows from the seed. See docs/reliability.md.
+//
+// The harness needs a Unix system: it kills process groups, pauses processes with SIGSTOP and
+// runs servers as their own users. make vet vets it for Linux, macOS and FreeBSD, not Windows;
+// only on Linux do its servers and workers die with it (a parent-death signal).
 package main
 
 import (

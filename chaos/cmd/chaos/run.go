@@ -145,8 +145,7 @@ func (r *runner) startWorker(ctx context.Context, w *workerProc) error {
 	}
 	cmd := exec.Command(r.bin, args...)
 	cmd.Env = os.Environ()
-	// A harness that dies takes its workers with it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = workerAttr()
 	errLog, err := os.OpenFile(filepath.Join(r.dir, w.base+".stderr"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return err
