@@ -163,15 +163,7 @@ func (w *withdrawals) end(sid, name string, failed bool) {
 func (w *withdrawals) claim(sid string) []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	var names []string
-	for p := range w.pending {
-		if p.sid == sid {
-			names = append(names, p.name)
-			delete(w.pending, p)
-			w.beginLocked(p)
-		}
-	}
-	return names
+	return w.pendingLocked(sid, true)
 }
 
 // await is called by an AcquireQueued of sid for name before it is sent: it waits for the
@@ -215,10 +207,20 @@ func (w *withdrawals) setLocked(p withdrawal, pending bool) {
 func (w *withdrawals) of(sid string) []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	return w.pendingLocked(sid, false)
+}
+
+// pendingLocked returns the names of sid's pending withdrawals; with claim, each is begun and
+// no longer pending (see claim).
+func (w *withdrawals) pendingLocked(sid string, claim bool) []string {
 	var names []string
 	for p := range w.pending {
 		if p.sid == sid {
 			names = append(names, p.name)
+			if claim {
+				delete(w.pending, p)
+				w.beginLocked(p)
+			}
 		}
 	}
 	return names
