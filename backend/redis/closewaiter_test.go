@@ -34,10 +34,7 @@ func TestCloseOfFirstWaiterWakesNext(t *testing.T) {
 		c, hints := hinted(t, newClient, nil)
 		holder, a, b := open(t, other, time.Minute), open(t, other, time.Minute), open(t, c, time.Minute)
 		name := uniq(t, "closeowed")
-		r, err := other.Acquire(ctx, holder, name)
-		if err != nil || r.Kind != spi.Granted {
-			t.Fatalf("Acquire = %+v, %v", r, err)
-		}
+		r := mustGrant(t, other, holder, name)
 		queueBehind(t, other, a, name, holder)
 		queueBehind(t, c, b, name, holder)
 		awaitNumsub(t, c.c, wire.ReleasedChannel(name), 1)

@@ -74,10 +74,7 @@ func TestAbandonedWithdrawKeepsNewerWaitTracked(t *testing.T) {
 		be := newBackend(t, newClient(t))
 		holder, a, late := open(t, be, time.Minute), open(t, be, time.Minute), open(t, be, time.Minute)
 		name := uniq(t, "wdafter")
-		g, err := be.Acquire(ctx, holder, name)
-		if err != nil || g.Kind != spi.Granted {
-			t.Fatalf("Acquire(holder) = %+v, %v", g, err)
-		}
+		g := mustGrant(t, be, holder, name)
 		queueBehind(t, be, a, name, holder)
 
 		wctx, cancel := context.WithCancel(ctx)
@@ -125,10 +122,7 @@ func TestWithdrawInFlightLeavesNewerEntry(t *testing.T) {
 		be := newBackend(t, newClient(t))
 		holder, a, late := open(t, be, time.Minute), open(t, be, time.Minute), open(t, be, time.Minute)
 		name := uniq(t, "wdbefore")
-		g, err := be.Acquire(ctx, holder, name)
-		if err != nil || g.Kind != spi.Granted {
-			t.Fatalf("Acquire(holder) = %+v, %v", g, err)
-		}
+		g := mustGrant(t, be, holder, name)
 		queueBehind(t, be, a, name, holder)
 
 		hook, reply := queueAgainAt(be, a, name, nil)
@@ -176,4 +170,14 @@ func TestWithdrawNeverSentEndsItsWithdrawal(t *testing.T) {
 	if r, err := be.AcquireQueued(context.Background(), sid, name); err != nil || r.Kind != spi.Granted {
 		t.Fatalf("AcquireQueued = %+v, %v; want Granted", r, err)
 	}
+}
+
+// mustGrant has s acquire the free lease n and returns the grant, failing the test otherwise.
+func mustGrant(t *testing.T, be *Backend, s spi.SessionID, n string) spi.Acquire {
+	t.Helper()
+	g, err := be.Acquire(context.Background(), s, n)
+	if err != nil || g.Kind != spi.Granted {
+		t.Fatalf("Acquire(%s) = %+v, %v; want Granted", s, g, err)
+	}
+	return g
 }
