@@ -63,7 +63,10 @@ func (h *Held) passTurn() {
 // lease held — the client sends one 20 ms after a call of unknown outcome; the next goroutine
 // of this client waiting for name gets its turn once the withdrawal (leaving the backend's
 // waiter queue, spi.Queuer), which follows the acquire's reply, is over: at most two call
-// timeouts later on a stalled network, at once after an acquire dropped unsent. (A deadline
+// timeouts later on a stalled network, at once after an acquire dropped unsent. An acquire whose
+// outcome is unknown (cut short, timed out) may still register the session as a waiter after
+// that withdrawal: the keep-alive that settles its outcome a call timeout later withdraws
+// again, so such an entry never holds the lease back for others longer than that. (A deadline
 // cuts a call only on a backend whose calls are cut-safe, spi.CutSafe; elsewhere a call that
 // the deadline may fall in runs to its end on a call worker, without the caller.) When ctx
 // ends just as the grant comes in, Lock may return either, as a select on both would: the

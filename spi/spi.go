@@ -498,6 +498,21 @@ type LeaseInspector interface {
 //   - Withdraw removes the session's entry: a waiter that stopped waiting (a Lock whose
 //     context ended, an election stopped while a candidate) no longer holds the lease back.
 //
+// An AcquireQueued still in flight when its waiter stops waiting may be applied at the server
+// after the client's Withdraw: the two may travel on different connections, and a call cut
+// short with its caller, or one that timed out, may still be applied after the client heard
+// of its failure. The client keeps such a late entry from outliving the waiter's decision by
+// more than one call timeout, whatever the backend: it withdraws again when the attempt comes
+// back HeldBy or failed (unless refused for good: a refusal applied nothing), and once more
+// when the keep-alive sent a call timeout (one renewal interval) after the failure settles the
+// attempt's outcome, by which time the request has landed. Left alone, such an entry would
+// hold a free lease back for a session that no longer waits: until it lapsed (up to a TTL) on
+// a backend whose entries lapse, as long as the session lives on a SessionQueue backend. A
+// late attempt that comes back Granted is released at once; one that failed and was granted
+// all the same is released by that keep-alive, which asks about the name (the client asks
+// about every name whose acquire has an unknown outcome). A backend needs no more for this
+// than Withdraw as specified (idempotent, nil without an entry).
+//
 // The guarantee, as long as every waiter re-attempts before its entry expires (the client
 // does: it retries a queued wait at the earlier of the holder's remaining time and its own
 // session's local deadline as of the attempt, and at once on a released hint; on a

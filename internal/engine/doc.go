@@ -75,7 +75,8 @@
 //     sent, do nothing: its reply comes as usual. A Leave waits for the reply either way, and
 //     for the release of a grant it brings (testdata/leave-taking.txt); so does a Stop whose
 //     candidate's only queued attempt was that acquire, which withdraws after it only if it
-//     queued (testdata/lock-cancel.txt).
+//     queued or may have (HeldBy, or a failure other than a refusal: testdata/lock-cancel.txt,
+//     testdata/late-queued.txt).
 //
 // Request ids (ReqID) are the engine's: it numbers calls 1, 2, 3… and matches replies by id
 // and Op, so a reply to a call from an earlier session, or to an attempt that is no longer

@@ -79,10 +79,11 @@ type election struct {
 	unknown   bool
 	unknownAt time.Duration
 	// unknownQueued: a queued acquire's outcome is unknown too, so it may register this
-	// session as a waiter when it lands — after the election stopped waiting. Where entries
-	// live with the session (Options.QueueLivesWithSession) such an entry would hold a free
-	// lease back for as long as the session lives, so the keep-alive that settles the outcome
-	// withdraws it (see reconcile).
+	// session as a waiter when it lands — after the election stopped waiting, and after the
+	// withdrawal the stop (or the failure) sent. Such an entry would hold a free lease back
+	// for as long as the session lives where entries live with the session
+	// (Options.QueueLivesWithSession), and until it lapses (up to a TTL) elsewhere, so the
+	// keep-alive that settles the outcome withdraws it (see reconcile).
 	unknownQueued bool
 
 	// The term (Leader, Handover).
@@ -298,7 +299,8 @@ func (s *Engine) stop(name string, f FutureID, stepDown bool) {
 // only one that may have made the session a waiter for the name (a queued attempt sent since
 // the last grant): e then no longer counts as queued, so the stop does not withdraw — a
 // withdrawal of an entry a dropped acquire never made is a wasted call — and the acquire's
-// reply withdraws if it did queue (onAcquireReply). It returns 0 otherwise.
+// reply withdraws if it did queue, or may have (a failure other than a refusal: the request
+// may have been applied; onAcquireReply). It returns 0 otherwise.
 func (s *Engine) cancelAcquire(e *election) ReqID {
 	req := e.inflight
 	if req == 0 {
@@ -520,6 +522,14 @@ func (s *Engine) onAcquireReply(p pending, ev Event) {
 		s.failed(OpAcquire, e.name, ev.Err)
 		switch {
 		case !current:
+			if p.queued && spi.Classify(ev.Err) != spi.Permanent && e.state != Candidate {
+				// A queued attempt of an election that no longer waits failed, or was cut
+				// short with its caller: it may have registered this session as a waiter
+				// already, so withdraw now (the stop's future waits for that), as after a
+				// late HeldBy; the keep-alive that settles its outcome withdraws once more,
+				// should the request land later still (reconcile).
+				futs = s.withdrawLate(e, futs)
+			}
 			s.afterStale(e)
 		case (e.flavor == FlavorLock || e.flavor == FlavorTryLock) && spi.Classify(ev.Err) == spi.Permanent:
 			s.end(e, ev.Err) // as it is: not ErrUnavailable, which says that retrying may help
@@ -593,15 +603,7 @@ func (s *Engine) onAcquireReply(p pending, ev Event) {
 		case !current:
 			if p.queued && e.state != Candidate {
 				// A late queued attempt registered this session after it stopped waiting.
-				e.queued = true
-				before := s.lastReq
-				s.unqueue(e)
-				if s.lastReq > before {
-					for _, f := range futs {
-						s.completeOnRelease(s.lastReq, f)
-					}
-					futs = nil
-				}
+				futs = s.withdrawLate(e, futs)
 			}
 			s.afterStale(e)
 		case e.flavor == FlavorTryLock:
@@ -691,6 +693,22 @@ func (s *Engine) onAcquireReply(p pending, ev Event) {
 		e.fails++
 		s.retryLater(e, add(s.now, s.backoff(e.fails, nil)))
 	}
+}
+
+// withdrawLate withdraws e, which no longer waits, from its name's waiter queue after a late
+// queued attempt (answered HeldBy, or failed: it may have queued the session), and returns
+// futs, the futures waiting for that attempt, unless they now wait for the withdrawal (nil).
+func (s *Engine) withdrawLate(e *election, futs []FutureID) []FutureID {
+	e.queued = true
+	before := s.lastReq
+	s.unqueue(e)
+	if s.lastReq > before {
+		for _, f := range futs {
+			s.completeOnRelease(s.lastReq, f)
+		}
+		return nil
+	}
+	return futs
 }
 
 // afterStale continues after the reply of an attempt that is no longer current: a restarted

@@ -715,10 +715,13 @@ func (s *Engine) reconcile(req ReqID, sent time.Duration, held []spi.Held, unren
 			// that did not answer): that says nothing of whether the acquire landed, so it
 			// stays unknown and is asked about again.
 			e.unknown = false
-			if e.unknownQueued && s.opt.QueueLivesWithSession && e.state != Candidate && e.state != Leader && e.state != Handover {
-				// The queued attempt has landed by now, and may have left an entry that
-				// lives as long as the session while the election no longer waits: withdraw
-				// it (a waiting candidate keeps it; a grant removed it).
+			if e.unknownQueued && e.state != Candidate && e.state != Leader && e.state != Handover {
+				// The queued attempt has landed by now, and may have left an entry, after
+				// the withdrawal of its stop, while the election no longer waits: one that
+				// lives as long as the session (QueueLivesWithSession), or lapses only with
+				// the session's expiry as of the attempt, up to a TTL away, the free lease
+				// reserved for a session that does not want it meanwhile. Withdraw it (a
+				// waiting candidate keeps it; a grant removed it).
 				s.withdraw(e)
 			}
 			e.unknownQueued = false
