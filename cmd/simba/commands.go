@@ -140,8 +140,12 @@ nor what it starts outlives the term or simba itself:
     stopped early is stopped for good, even if renewals recover meanwhile: simba releases N
     if it still holds it and exits 1, as after losing the term;
   - if simba dies, even by SIGKILL, a supervisor process does the same at once; if simba is
-    paused past the term's validity, the supervisor SIGKILLs the group when it runs out,
-    saying so on stderr (on Linux CMD also gets SIGKILL if the supervisor dies);
+    paused (SIGSTOP, a frozen VM, a long stall), the supervisor makes the early stop itself:
+    simba silent for two of its ticks (TTL/10) and the last validity it told down to the
+    early stop, the group gets SIGTERM, and SIGKILL when that validity runs out, with a
+    stderr line saying so; the resumed simba exits 1 as after its own early stop (with no
+    early stop, the SIGKILL comes when the validity runs out, with that line) (on Linux CMD
+    also gets SIGKILL if the supervisor dies);
   - what CMD leaves running in its group when it exits is killed;
   - on Linux, so is what CMD started outside its group (setsid, a daemon's double fork): the
     supervisor is its subreaper and signals it with the group. Elsewhere, and for what

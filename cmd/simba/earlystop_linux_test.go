@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -141,5 +142,63 @@ func TestSupervisorSaysWhyItKillsAtTheDeadline(t *testing.T) {
 	}
 	if want := "simba: the term's validity ran out with no word from simba (paused or starved past it): sleep killed"; !strings.Contains(stderr.String(), want) {
 		t.Errorf("the supervisor's stderr %q lacks %q", stderr.String(), want)
+	}
+}
+
+// TestPausedSimbaStillStopsTheCommandEarly: simba lock paused (SIGSTOP) while its command runs
+// no longer renews the term, nor tells its supervisor anything; the supervisor, silent simba or
+// not, makes the early stop itself (-ttl 3s -grace 2s: SIGTERM with 750 ms of the last
+// validity it heard left, SIGKILL at its end), so the command's TERM trap (300 ms) runs to its
+// end, and says why on stderr. Resumed, simba ends as after its own early stop: exit status 1,
+// "given up". Old code: the supervisor SIGKILLed the command at the deadline, and the trap
+// never ran (no cleaned file).
+func TestPausedSimbaStillStopsTheCommandEarly(t *testing.T) {
+	_, dsn := waitDB(t)
+	dir := t.TempDir()
+	p := startSimba(t, "lock", "-dsn", dsn, "-name", "job", "-ttl", "3s", "-grace", "2s",
+		"--", "sh", "-c", earlyJobScript, dir)
+	started := filepath.Join(dir, "started")
+	if !waitFor(30*time.Second, func() bool { return exists(started) }) {
+		t.Fatalf("simba lock never ran its command:\n%s", p.out)
+	}
+	b, err := os.ReadFile(started)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.cmd.Process.Signal(syscall.SIGCONT) }) // before startSimba's SIGTERM
+	if !waitFor(30*time.Second, func() bool { return !alive(pid) }) {
+		t.Fatalf("the command of a simba paused for 30 s still runs:\n%s", p.out)
+	}
+	cleaned := exists(filepath.Join(dir, "cleaned"))
+	if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	status := p.status(t)
+	out := p.out.String()
+	t.Logf("simba lock's stderr:\n%s", out)
+	if !cleaned {
+		t.Errorf("the command's TERM trap did not finish before the SIGKILL (simba paused)")
+	}
+	if status != 1 {
+		t.Errorf("simba lock resumed after its supervisor stopped the command early exited %d, want 1", status)
+	}
+	var missing []string
+	for _, want := range []string{
+		"simba: no word from simba for ", "(paused or starved) and ", "(early stop at 750ms): sending sh SIGTERM now, SIGKILL when the validity runs out",
+		"given up (token ", "the command was stopped (exit status 7)",
+	} {
+		if !strings.Contains(out, want) {
+			missing = append(missing, want)
+		}
+	}
+	if len(missing) > 0 {
+		t.Errorf("simba lock's stderr lacks %q", missing)
 	}
 }

@@ -27,8 +27,9 @@
 // lease name) in its environment, in a process group of its own. CMD never outlives the term
 // or the simba process: when the term ends, or simba is stopped by SIGINT or SIGTERM, the
 // group gets SIGTERM and, after -grace (cut to the term's remaining validity), SIGKILL; when
-// simba itself dies (even by SIGKILL) or is paused past the term's validity, a small
-// supervisor process between simba and CMD does the same. A term lost to an outage ends only
+// simba itself dies (even by SIGKILL), a small supervisor process between simba and CMD does
+// the same, and when simba is paused (SIGSTOP, a frozen VM) the supervisor makes the early stop
+// below itself, from the last validity simba told it. A term lost to an outage ends only
 // once its validity has run out, too late for a SIGTERM: so while renewals fail, the group
 // gets SIGTERM when the term's remaining validity falls to the early stop, -grace capped at a
 // quarter of the TTL (and below what one failed keep-alive leaves, TTL/3 less 100 ms; none
