@@ -136,7 +136,8 @@ nor what it starts outlives the term or simba itself:
     once its validity has run out, too late for it). The early stop is -grace, but at most
     TTL/4 and under TTL/3 - 100ms (what one keep-alive failing at its timeout leaves): one
     failed keep-alive never stops CMD, renewals that recover before it change nothing, and
-    -grace 0 or a -ttl of 300ms or less means none. simba says why in one stderr line; CMD
+    -grace 0 or a -ttl of 300ms or less means none. simba says why in one stderr line (the
+    last backend error since the term was last renewed, or "no keep-alive reply"); CMD
     stopped early is stopped for good, even if renewals recover meanwhile: simba releases N
     if it still holds it and exits 1, as after losing the term;
   - if simba dies, even by SIGKILL, a supervisor process does the same at once; if simba is

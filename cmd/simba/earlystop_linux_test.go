@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -11,8 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simba-go/simba"
 	"github.com/simba-go/simba/internal/faultproxy"
 	"github.com/simba-go/simba/internal/testenv"
+	"github.com/simba-go/simba/spi"
 )
 
 // earlyJobScript is the command of the early-stop test: it records its pid in <dir>/started
@@ -200,5 +203,49 @@ func TestPausedSimbaStillStopsTheCommandEarly(t *testing.T) {
 	}
 	if len(missing) > 0 {
 		t.Errorf("simba lock's stderr lacks %q", missing)
+	}
+}
+
+// TestEarlyStopLineForgetsARecoveredError: the early stop's line names the last backend error
+// only if the term has not been renewed since: a keep-alive that succeeded after it ended
+// that outage (the client publishes no event for it, but the term's validity moves), and the
+// line then says "no keep-alive reply" rather than an error that no longer holds. Old code:
+// the line named the last error ever noted, one from an outage long over.
+func TestEarlyStopLineForgetsARecoveredError(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, dsn := waitDB(t)
+	b, err := openDSN(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	errs := &backendErrors{}
+	c, err := simba.New(b, simba.WithTTL(600*time.Millisecond), simba.WithListener(errs.event))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	h, err := c.Lock(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs.watch(h.Term)
+	early := earlyStop{at: 100 * time.Millisecond, what: "lock", errs: errs}
+	const refused = "keep-alive: connection refused (an outage)"
+
+	before := h.Term.Remaining()
+	errs.event(simba.Event{Kind: simba.EventBackendError, Op: simba.OpKeepAlive, Class: spi.Retryable, Err: errors.New(refused)})
+	line := early.line(h.Term, 100*time.Millisecond)
+	if h.Term.Remaining() <= before && !strings.Contains(line, "(last error: "+refused+")") { // no renewal in between
+		t.Errorf("right after the error, the early stop's line does not name it: %s", line)
+	}
+
+	if !waitFor(30*time.Second, func() bool { return h.Term.Remaining() > before }) {
+		t.Fatal("the term was never renewed")
+	}
+	line = early.line(h.Term, 100*time.Millisecond)
+	if strings.Contains(line, "connection refused") || !strings.Contains(line, "(no keep-alive reply)") {
+		t.Errorf("after a renewal, the early stop's line names the error of an outage that is over: %s", line)
 	}
 }

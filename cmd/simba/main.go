@@ -34,7 +34,8 @@
 // gets SIGTERM when the term's remaining validity falls to the early stop, -grace capped at a
 // quarter of the TTL (and below what one failed keep-alive leaves, TTL/3 less 100 ms; none
 // under a TTL of 300 ms or a -grace of 0), and SIGKILL when the validity runs out, with one
-// stderr line saying why. One failed keep-alive never gets there; renewals that recover
+// stderr line saying why (the last backend error since the term was last renewed, or "no
+// keep-alive reply"). One failed keep-alive never gets there; renewals that recover
 // before it change nothing. CMD stopped early is stopped for good, even if renewals recover
 // meanwhile: simba releases the lease if it still holds it and exits 1, as for a term lost.
 // On Linux the supervisor is the

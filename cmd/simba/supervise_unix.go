@@ -137,6 +137,7 @@ func runTerm(ctx context.Context, t simba.Term, argv []string, grace, tick time.
 		earlyDue = earlyTimer.C
 	}
 	done := ctx.Done()
+	early.errs.watch(t)
 	finish := func(err error) (int, bool, error) {
 		stoppedEarly = supervisorStoppedEarly(time.Second) || stoppedEarly
 		var exit *exec.ExitError
