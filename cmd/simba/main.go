@@ -76,7 +76,8 @@
 //	        bad $SIMBA_LOG_LEVEL
 //	3       status -name N: nothing is named N (no lease record N or N.<n>, no group N with
 //	        live members; a free lease counts where the backend keeps its record: SQL and
-//	        Redis do, etcd and ZooKeeper do not); with -json the document still goes to stdout
+//	        Redis do, etcd and ZooKeeper do not); status -prefix P: no such name starts with
+//	        P; with -json the document ("found": false) still goes to stdout
 //	75      run and lock with -wait W: N was not taken within W (held by another); CMD did
 //	        not run (75 is sysexits.h's EX_TEMPFAIL, which FreeBSD's lockf(1) exits with on a
 //	        held lock; flock(1)'s 1 would read as simba's errors, timeout(1)'s 124 as a
@@ -164,7 +165,8 @@ const exitStatuses = `exit status:
          etcd's -ttl under 1s); a bad $SIMBA_LOG_LEVEL
   3      status -name N: nothing is named N (no lease record N or N.<n>, no group N with
          live members; a free lease counts where the backend keeps its record: SQL and
-         Redis do, etcd and ZooKeeper do not); with -json the document still goes to stdout
+         Redis do, etcd and ZooKeeper do not); status -prefix P: no such name starts with
+         P; with -json the document ("found": false) still goes to stdout
   75     run and lock -wait W: not taken within W (held by another, named on stderr); CMD
          did not run
   127    run and lock: CMD could not be started (not found, not executable)
@@ -267,7 +269,7 @@ func (c signalCause) Error() string {
 
 // exitStatusOf is the status simba exits with after a command's error err (see the table in
 // the package doc and exitStatuses): CMD's own for an exitCode, 2 for a usage error, 3 for
-// status -name N finding nothing named N, 128+n
+// status -name N or -prefix P finding nothing, 128+n
 // after signal n stopped simba, 1 otherwise.
 func exitStatusOf(ctx context.Context, err error) int {
 	var (
