@@ -120,6 +120,9 @@ const dsnForms = `DSN forms (-dsn, or $SIMBA_DSN):
   etcd+tls://host:2379/prefix?ca=ca.pem           etcd over TLS (cert=, key= for client certs)
 Redis DSNs take ?strict_durability=true: refuse (exit 1) a server that could lose a held lease's
 record (appendonly no, or an allkeys-* maxmemory-policy) instead of only warning of it.
+A ZooKeeper DSN without user:pass leaves Simba's nodes open to every client (world:anyone) and
+warns so at each run or lock; ?acl=open says the open ACL is intended and keeps that warning for
+SIMBA_LOG_LEVEL=debug (a job started from cron every minute then logs nothing about it).
 The SQL backends need Simba's tables: simba migrate creates or upgrades them (run and lock
 create them themselves in a new SQLite database only).
 `
