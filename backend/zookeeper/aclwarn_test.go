@@ -63,4 +63,35 @@ func TestOpenACLWarningGoesToEachLogger(t *testing.T) {
 	if credsBuf.Len() != 0 {
 		t.Errorf("a backend with credentials logged:\n%s", credsBuf)
 	}
+	if !strings.Contains(firstBuf.String(), "add ?acl=open to say the open ACL is intended") {
+		t.Errorf("the warning does not say how to acknowledge an intended open ACL:\n%s", firstBuf)
+	}
+}
+
+// TestOpenACLAcknowledged: a DSN with acl=open (Config.OpenACL) says the open ACL is intended:
+// the backend logs no WARN about it (a simba lock that cron starts every minute logged one
+// every minute), and says it at the debug level only, where the security message stays
+// available. Old code: acl=open was refused as an unknown parameter.
+func TestOpenACLAcknowledged(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, level := range []slog.Level{slog.LevelInfo, slog.LevelDebug} {
+		var buf bytes.Buffer
+		log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: level}))
+		b := openBackend(t, serverDSN(t, "acl=open"), WithSlog(log))
+		s, err := b.OpenSession(ctx, "acl-open", 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.CloseSession(ctx, s.ID); err != nil {
+			t.Fatal(err)
+		}
+		out := buf.String()
+		if strings.Contains(out, "level=WARN") {
+			t.Errorf("at %v, a backend with acl=open warned:\n%s", level, out)
+		}
+		if got, want := strings.Contains(out, "open ACL world:anyone"), level == slog.LevelDebug; got != want {
+			t.Errorf("at %v, the open ACL said: %v, want %v:\n%s", level, got, want, out)
+		}
+	}
 }

@@ -255,11 +255,16 @@ func (b *Backend) warnOnce(key, msg string, args ...any) {
 var warnedOpenACL sync.Map
 
 // warnOpenACL warns, without credentials, that the nodes the backend is about to create are
-// open to every client (once per logger, warnedOpenACL). OpenSession calls it: a backend that
+// open to every client (once per logger, warnedOpenACL), at the debug level when the DSN says
+// the open ACL is intended (acl=open, Config.OpenACL). OpenSession calls it: a backend that
 // never opens a session creates no node (Inspect, for simba status, only reads), and has
 // nothing to warn of.
 func (b *Backend) warnOpenACL() {
-	if b.cfg.User != "" || !b.log.Enabled(context.Background(), slog.LevelWarn) {
+	level := slog.LevelWarn
+	if b.cfg.OpenACL {
+		level = slog.LevelDebug
+	}
+	if b.cfg.User != "" || !b.log.Enabled(context.Background(), level) {
 		return
 	}
 	key := b.log
@@ -267,7 +272,11 @@ func (b *Backend) warnOpenACL() {
 		key = b.logSink.Target() // slog.Default() is told once per process, as before
 	}
 	if _, dup := warnedOpenACL.LoadOrStore(key, struct{}{}); !dup {
-		b.log.Warn("simba: ZooKeeper DSN without user:password: Simba's nodes get the open ACL world:anyone (all perms), so any client can delete them, a held lease's included; put a user:password in the DSN (zk://user:password@host:2181/chroot: a digest identity, the same for every process sharing the leases) to protect them")
+		if b.cfg.OpenACL {
+			b.log.Debug("simba: ZooKeeper DSN with acl=open: Simba's nodes get the open ACL world:anyone (all perms), so any client can delete them, a held lease's included")
+			return
+		}
+		b.log.Warn("simba: ZooKeeper DSN without user:password: Simba's nodes get the open ACL world:anyone (all perms), so any client can delete them, a held lease's included; put a user:password in the DSN (zk://user:password@host:2181/chroot: a digest identity, the same for every process sharing the leases) to protect them, or add ?acl=open to say the open ACL is intended (this warning then goes to the debug level)")
 	}
 }
 

@@ -295,7 +295,10 @@ session only) and nothing protects them from deletion by other clients; the back
 a warning, saying to put a user:password in the DSN, through the logger given with WithSlog
 (once per logger; slog.Default(), once per process, when none is given) at its first
 OpenSession, before it creates any node: a backend that only reads (Inspect, as simba status
-does) creates none and does not warn.
+does) creates none and does not warn. The DSN's acl=open (Config.OpenACL) says the open ACL is
+intended (a private ensemble, a test) and moves that warning to the debug level, so that a
+process started again and again (simba lock from cron, every minute) does not log it each time;
+it changes no ACL, and beside a user:password it is refused.
 
 What digest auth does and does not protect:
 

@@ -35,6 +35,12 @@ type Config struct {
 	// change or delete them. Without a user the nodes are open (world-all). A user needs a
 	// password that is not empty (ErrInvalidOption).
 	User, Password string
+	// OpenACL, without a User, says that the open ACL is intended (a private ensemble, a
+	// test): the backend then logs its open-ACL warning at the debug level instead of WARN
+	// (see the package doc, Security), so that a command run every minute (simba lock from
+	// cron) does not log it every time. It changes no ACL. With a User it is refused
+	// (ErrInvalidOption): the nodes are not open then. The DSN's acl=open sets it.
+	OpenACL bool
 	// Timeout bounds dialing one server and establishing a session when the caller's
 	// context has no deadline (DefaultTimeout if zero).
 	Timeout time.Duration
@@ -60,6 +66,7 @@ type Config struct {
 // The user information, if present, is the digest identity (see Config.User). The path is
 // the chroot (optional), percent-decoded; a percent-encoded slash (%2F) in it is refused, as
 // no ZooKeeper node name can hold a /. Query parameters: timeout, a Go duration (see Config.Timeout);
+// acl=open, without a user, to say the open ACL is intended (Config.OpenACL);
 // tickTime, the servers' tickTime as a Go duration or a bare number of milliseconds as zoo.cfg
 // writes it (tickTime=2000 is 2s), which makes sessions ask for their TTL less one tick (see
 // Config.TickTime); and,
@@ -113,6 +120,13 @@ func ParseDSN(dsn string) (Config, error) {
 			cfg.Timeout = d
 			continue
 		}
+		if k == "acl" {
+			if last != "open" {
+				return bad("acl %q: the only value is open (the open ACL is intended; for a protected one put a user:password in the DSN)", last)
+			}
+			cfg.OpenACL = true
+			continue
+		}
 		if k == "tickTime" {
 			d, err := parseTickTime(last)
 			if err != nil {
@@ -124,12 +138,15 @@ func ParseDSN(dsn string) (Config, error) {
 		isTLS, err := files.Set(k, last)
 		switch {
 		case !isTLS:
-			return bad("unknown parameter %q (known: timeout, tickTime; with zk+tls: ca, cert, key, servername)", k)
+			return bad("unknown parameter %q (known: timeout, tickTime, acl; with zk+tls: ca, cert, key, servername)", k)
 		case !useTLS:
 			return bad("parameter %q needs the scheme zk+tls", k)
 		case err != nil:
 			return bad("%v", err)
 		}
+	}
+	if cfg.OpenACL && cfg.User != "" {
+		return bad("%v", errOpenACLWithUser)
 	}
 	if useTLS {
 		if cfg.TLS, err = files.Config(); err != nil {
@@ -195,7 +212,10 @@ func validateChroot(p string) error {
 	return nil
 }
 
-// validate checks a Config filled by hand.
+// errOpenACLWithUser refuses acl=open (Config.OpenACL) beside a user:password, whose nodes are
+// not open.
+var errOpenACLWithUser = errors.New("acl=open with a user:password: the nodes of a DSN with credentials are not open; drop one")
+
 // checkDigest checks a digest identity's user and password: both or neither. A digest identity
 // is the user name and a hash of "user:password": with an empty password anyone who knows the
 // user name has it, so the ACL would protect nothing while looking like it does.
@@ -209,6 +229,7 @@ func checkDigest(user, password string) error {
 	return nil
 }
 
+// validate checks a Config filled by hand.
 func (c Config) validate() error {
 	if len(c.Servers) == 0 {
 		return fmt.Errorf("%w: zookeeper: no servers", spi.ErrInvalidOption)
@@ -225,6 +246,9 @@ func (c Config) validate() error {
 	}
 	if err := checkDigest(c.User, c.Password); err != nil {
 		return fmt.Errorf("%w: zookeeper: %v", spi.ErrInvalidOption, err)
+	}
+	if c.OpenACL && c.User != "" {
+		return fmt.Errorf("%w: zookeeper: %v", spi.ErrInvalidOption, errOpenACLWithUser)
 	}
 	if c.Timeout < 0 {
 		return fmt.Errorf("%w: zookeeper: negative timeout", spi.ErrInvalidOption)

@@ -22,6 +22,7 @@ func TestParseDSN(t *testing.T) {
 			Servers: []string{"h1:2181", "h2:2181", "h3:2181"}, Chroot: "/apps/simba", Timeout: 3 * time.Second}},
 		{"zk://simba:s%40cret:x@h1/c", Config{Servers: []string{"h1:2181"}, Chroot: "/c", User: "simba", Password: "s@cret:x"}},
 		{"zk://[::1]:2181,[::1]", Config{Servers: []string{"[::1]:2181", "[::1]:2181"}}},
+		{"zk://h/c?acl=open", Config{Servers: []string{"h:2181"}, Chroot: "/c", OpenACL: true}},
 		{"zk://h?tickTime=200ms", Config{Servers: []string{"h:2181"}, TickTime: 200 * time.Millisecond}},
 		{"zk://h/c?tickTime=2s&timeout=3s", Config{Servers: []string{"h:2181"}, Chroot: "/c", TickTime: 2 * time.Second, Timeout: 3 * time.Second}},
 		{"zk://h?tickTime=2000", Config{Servers: []string{"h:2181"}, TickTime: 2 * time.Second}}, // zoo.cfg's form: milliseconds
@@ -76,6 +77,10 @@ func TestParseDSNRejects(t *testing.T) {
 		"zk://:pw@h",
 		"zk://h/a%2Fb", // a node name cannot hold a /
 		"zk://h/a%2fb/c",
+		"zk://h?acl=closed", // acl's one value is open
+		"zk://h?acl=",
+		"zk://u:pw@h?acl=open",     // credentials: the nodes are not open
+		"zk://h?acl=open&acl=auth", // the last wins, as for timeout
 	} {
 		_, err := ParseDSN(dsn)
 		if !errors.Is(err, spi.ErrInvalidOption) {
@@ -104,6 +109,7 @@ func TestNewFromConfigValidates(t *testing.T) {
 		{Servers: []string{"h"}, Timeout: -time.Second},
 		{Servers: []string{"h"}, TickTime: -time.Millisecond},
 		{Servers: []string{"h"}, TickTime: 200*time.Millisecond + time.Microsecond},
+		{Servers: []string{"h"}, User: "simba", Password: "pw", OpenACL: true},
 	} {
 		if _, err := NewFromConfig(cfg); !errors.Is(err, spi.ErrInvalidOption) {
 			t.Errorf("NewFromConfig(%+v) = %v, want spi.ErrInvalidOption", cfg, err)

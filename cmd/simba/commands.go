@@ -74,8 +74,8 @@ either (neither its schema nor its journal mode, which the commands that write s
 -json prints one JSON document instead of the tables, in the dialect of simbahttp's /status
 (its "backend" snapshot): {"leases": [{"name", "session", "owner", "token", "remaining_ms",
 "unreadable"}], "sessions": [{"id", "owner", "remaining_ms", "unreadable"}], "groups":
-[{"name", "members"}], "free_leases"}, with "name" and "found" for -name and "prefix" for
--prefix. remaining_ms is -1 where REMAINING says "unknown" or "unreadable record" (whose
+[{"name", "members"}], "free_leases"}, with "name" and "found" for -name and "prefix" and
+"found" for -prefix. remaining_ms is -1 where REMAINING says "unknown" or "unreadable record" (whose
 reason is in "unreadable", present only then), 0 for a free lease; a free lease's "session"
 and "owner" are "". Names and owners are given as they are (JSON escapes them; the tables
 escape control and format characters). Errors go to stderr, with the exit statuses below.
@@ -84,6 +84,9 @@ escape control and format characters). Errors go to stderr, with the exit status
 with "no lease, lock or group named N" on stderr (with -json, after the document with "found":
 false). A free lease keeps its record on SQL and Redis, so is found there; etcd and ZooKeeper
 keep none, so a name no one holds there exits 3. N must be a name lock and run take (exit 2).
+-prefix P that matches nothing (no lease record, no group with live members whose name starts
+with P) exits 3 too, with "no lease, lock or group whose name starts with P" on stderr, as grep
+exits 1 when it selects no line (with -json, after the document with "found": false).
 
 ` + exitStatuses,
 	"run": `usage: simba run -dsn D -name N [-ttl T] [-grace G] [-wait W] -- CMD [ARGS]
@@ -136,12 +139,17 @@ nor what it starts outlives the term or simba itself:
     once its validity has run out, too late for it). The early stop is -grace, but at most
     TTL/4 and under TTL/3 - 100ms (what one keep-alive failing at its timeout leaves): one
     failed keep-alive never stops CMD, renewals that recover before it change nothing, and
-    -grace 0 or a -ttl of 300ms or less means none. simba says why in one stderr line; CMD
+    -grace 0 or a -ttl of 300ms or less means none. simba says why in one stderr line (the
+    last backend error since the term was last renewed, or "no keep-alive reply"); CMD
     stopped early is stopped for good, even if renewals recover meanwhile: simba releases N
     if it still holds it and exits 1, as after losing the term;
   - if simba dies, even by SIGKILL, a supervisor process does the same at once; if simba is
-    paused past the term's validity, the supervisor SIGKILLs the group when it runs out,
-    saying so on stderr (on Linux CMD also gets SIGKILL if the supervisor dies);
+    paused (SIGSTOP, a frozen VM, a long stall), the supervisor makes the early stop itself:
+    simba silent for two of its ticks (TTL/10) and the last validity it told down to the
+    early stop, the group gets SIGTERM, and SIGKILL when that validity runs out, with a
+    stderr line saying so; the resumed simba exits 1 as after its own early stop (with no
+    early stop, the SIGKILL comes when the validity runs out, with that line) (on Linux CMD
+    also gets SIGKILL if the supervisor dies);
   - what CMD leaves running in its group when it exits is killed;
   - on Linux, so is what CMD started outside its group (setsid, a daemon's double fork): the
     supervisor is its subreaper and signals it with the group. Elsewhere, and for what
@@ -448,13 +456,13 @@ func status(ctx context.Context, args []string) error {
 	return statusTo(ctx, os.Stdout, args)
 }
 
-// statusTo is status writing to out. With -name N that matches nothing it returns a
-// notFoundError (exit status 3) after printing, with -json, the document saying so.
+// statusTo is status writing to out. With -name N or -prefix P that matches nothing it returns
+// a notFoundError (exit status 3) after printing, with -json, the document saying so.
 func statusTo(ctx context.Context, out io.Writer, args []string) error {
 	fs, dsn := dsnFlags("status")
 	var filter statusFilter
 	fs.StringVar(&filter.name, "name", "", "show only the election, lock or group `N` (a group with its partitions N.0, N.1, …); exit status 3 if nothing has that name")
-	fs.StringVar(&filter.prefix, "prefix", "", "show only leases and groups whose name starts with `P`")
+	fs.StringVar(&filter.prefix, "prefix", "", "show only leases and groups whose name starts with `P`; exit status 3 if none does")
 	fs.BoolVar(&filter.all, "all", false, "show free leases too")
 	asJSON := fs.Bool("json", false, "print one JSON document (the dialect of simbahttp's /status) instead of the tables")
 	if err := parseFlagsOnly(fs, args); err != nil {
@@ -494,23 +502,27 @@ func statusTo(ctx context.Context, out io.Writer, args []string) error {
 		if err := writeStatusJSON(out, newStatusDoc(kept, filter, free, found)); err != nil {
 			return err
 		}
-	} else if filter.name == "" || found {
+	} else if !filter.selects() || found {
 		if err := printKept(out, kept, filter, free); err != nil {
 			return err
 		}
 	}
-	if filter.name != "" && !found {
-		return notFoundError{filter.name}
+	if filter.selects() && !found {
+		return notFoundError{name: filter.name, prefix: filter.prefix}
 	}
 	return nil
 }
 
 // notFoundError is simba status -name N finding nothing named N: no lease record (held, or free
-// where the backend keeps one), no partition lease N.<n> and no group N with live members. main
-// prints it and exits 3.
-type notFoundError struct{ name string }
+// where the backend keeps one), no partition lease N.<n> and no group N with live members; or
+// -prefix P finding no lease record and no group with live members whose name starts with P.
+// main prints it and exits 3, as grep does 1 for no line selected.
+type notFoundError struct{ name, prefix string }
 
 func (e notFoundError) Error() string {
+	if e.name == "" {
+		return fmt.Sprintf("no lease, lock or group whose name starts with %s (no lease record, no group with live members)", safe(e.prefix))
+	}
 	return fmt.Sprintf("no lease, lock or group named %s (no lease record %[1]s or %[1]s.<n>, no group %[1]s with live members)", safe(e.name))
 }
 

@@ -7,11 +7,14 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/simba-go/simba"
 	"github.com/simba-go/simba/internal/faultproxy"
 	"github.com/simba-go/simba/internal/testenv"
+	"github.com/simba-go/simba/spi"
 )
 
 // earlyJobScript is the command of the early-stop test: it records its pid in <dir>/started
@@ -127,7 +130,9 @@ func TestSupervisorSaysWhyItKillsAtTheDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Close() // simba, silent but alive
-	deadline := monoNow() + int64(300*time.Millisecond)
+	// Two seconds: a -race test binary started as the supervisor on a loaded host took over
+	// 300 ms to start, and said the term had ended before its command could start.
+	deadline := monoNow() + int64(2*time.Second)
 	cmd := exec.Command(os.Args[0], supervisorCommand, "-grace", "1s", "-deadline", strconv.FormatInt(deadline, 10),
 		"--", "sleep", "30")
 	var stderr testenv.LogBuffer
@@ -141,5 +146,101 @@ func TestSupervisorSaysWhyItKillsAtTheDeadline(t *testing.T) {
 	}
 	if want := "simba: the term's validity ran out with no word from simba (paused or starved past it): sleep killed"; !strings.Contains(stderr.String(), want) {
 		t.Errorf("the supervisor's stderr %q lacks %q", stderr.String(), want)
+	}
+}
+
+// TestPausedSimbaStillStopsTheCommandEarly: simba lock paused (SIGSTOP) while its command runs
+// no longer renews the term, nor tells its supervisor anything; the supervisor, silent simba or
+// not, makes the early stop itself (-ttl 3s -grace 2s: SIGTERM with 750 ms of the last
+// validity it heard left, SIGKILL at its end), so the command's TERM trap (300 ms) runs to its
+// end, and says why on stderr. Resumed, simba ends as after its own early stop: exit status 1,
+// "given up". Old code: the supervisor SIGKILLed the command at the deadline, and the trap
+// never ran (no cleaned file).
+func TestPausedSimbaStillStopsTheCommandEarly(t *testing.T) {
+	_, dsn := waitDB(t)
+	dir := t.TempDir()
+	p := startSimba(t, "lock", "-dsn", dsn, "-name", "job", "-ttl", "3s", "-grace", "2s",
+		"--", "sh", "-c", earlyJobScript, dir)
+	started := filepath.Join(dir, "started")
+	if !waitFor(30*time.Second, func() bool { return exists(started) }) {
+		t.Fatalf("simba lock never ran its command:\n%s", p.out)
+	}
+	b, err := os.ReadFile(started)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.cmd.Process.Signal(syscall.SIGCONT) }) // before startSimba's SIGTERM
+	if !waitFor(30*time.Second, func() bool { return !alive(pid) }) {
+		t.Fatalf("the command of a simba paused for 30 s still runs:\n%s", p.out)
+	}
+	cleaned := exists(filepath.Join(dir, "cleaned"))
+	if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	status := p.status(t)
+	out := p.out.String()
+	t.Logf("simba lock's stderr:\n%s", out)
+	if !cleaned {
+		t.Errorf("the command's TERM trap did not finish before the SIGKILL (simba paused)")
+	}
+	if status != 1 {
+		t.Errorf("simba lock resumed after its supervisor stopped the command early exited %d, want 1", status)
+	}
+	var missing []string
+	for _, want := range []string{
+		"simba: no word from simba for ", "(paused or starved) and ", "(early stop at 750ms): sending sh SIGTERM now, SIGKILL when the validity runs out",
+		"given up (token ", "the command was stopped (exit status 7)",
+	} {
+		if !strings.Contains(out, want) {
+			missing = append(missing, want)
+		}
+	}
+	if len(missing) > 0 {
+		t.Errorf("simba lock's stderr lacks %q", missing)
+	}
+}
+
+// TestEarlyStopLineForgetsARecoveredError: the early stop's line names the last backend error
+// only if the term has not been renewed since: a keep-alive that succeeded after it ended
+// that outage (the client publishes no event for it, but the term's validity moves), and the
+// line then says "no keep-alive reply" rather than an error that no longer holds. Old code:
+// the line named the last error ever noted, one from an outage long over.
+func TestEarlyStopLineForgetsARecoveredError(t *testing.T) {
+	ctx, _, b := sqliteStatusBackend(t)
+	errs := &backendErrors{}
+	// A TTL of 3 s: renewals every second, and room for a loaded host's slow keep-alive.
+	c, err := simba.New(b, simba.WithTTL(3*time.Second), simba.WithListener(errs.event))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	h, err := c.Lock(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs.watch(h.Term)
+	early := earlyStop{at: 100 * time.Millisecond, what: "lock", errs: errs}
+	const refused = "keep-alive: connection refused (an outage)"
+
+	before := h.Term.Remaining()
+	errs.event(simba.Event{Kind: simba.EventBackendError, Op: simba.OpKeepAlive, Class: spi.Retryable, Err: errors.New(refused)})
+	line := early.line(h.Term, 100*time.Millisecond)
+	if h.Term.Remaining() <= before && !strings.Contains(line, "(last error: "+refused+")") { // no renewal in between
+		t.Errorf("right after the error, the early stop's line does not name it: %s", line)
+	}
+
+	if !waitFor(30*time.Second, func() bool { return h.Term.Remaining() > before || !h.Term.IsValid() }) || !h.Term.IsValid() {
+		t.Fatalf("the term was lost, or never renewed, within 30 s (%v left)", h.Term.Remaining())
+	}
+	line = early.line(h.Term, 100*time.Millisecond)
+	if strings.Contains(line, "connection refused") || !strings.Contains(line, "(no keep-alive reply)") {
+		t.Errorf("after a renewal, the early stop's line names the error of an outage that is over: %s", line)
 	}
 }

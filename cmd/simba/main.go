@@ -27,13 +27,15 @@
 // lease name) in its environment, in a process group of its own. CMD never outlives the term
 // or the simba process: when the term ends, or simba is stopped by SIGINT or SIGTERM, the
 // group gets SIGTERM and, after -grace (cut to the term's remaining validity), SIGKILL; when
-// simba itself dies (even by SIGKILL) or is paused past the term's validity, a small
-// supervisor process between simba and CMD does the same. A term lost to an outage ends only
+// simba itself dies (even by SIGKILL), a small supervisor process between simba and CMD does
+// the same, and when simba is paused (SIGSTOP, a frozen VM) the supervisor makes the early stop
+// below itself, from the last validity simba told it. A term lost to an outage ends only
 // once its validity has run out, too late for a SIGTERM: so while renewals fail, the group
 // gets SIGTERM when the term's remaining validity falls to the early stop, -grace capped at a
 // quarter of the TTL (and below what one failed keep-alive leaves, TTL/3 less 100 ms; none
 // under a TTL of 300 ms or a -grace of 0), and SIGKILL when the validity runs out, with one
-// stderr line saying why. One failed keep-alive never gets there; renewals that recover
+// stderr line saying why (the last backend error since the term was last renewed, or "no
+// keep-alive reply"). One failed keep-alive never gets there; renewals that recover
 // before it change nothing. CMD stopped early is stopped for good, even if renewals recover
 // meanwhile: simba releases the lease if it still holds it and exits 1, as for a term lost.
 // On Linux the supervisor is the
@@ -74,7 +76,8 @@
 //	        bad $SIMBA_LOG_LEVEL
 //	3       status -name N: nothing is named N (no lease record N or N.<n>, no group N with
 //	        live members; a free lease counts where the backend keeps its record: SQL and
-//	        Redis do, etcd and ZooKeeper do not); with -json the document still goes to stdout
+//	        Redis do, etcd and ZooKeeper do not); status -prefix P: no such name starts with
+//	        P; with -json the document ("found": false) still goes to stdout
 //	75      run and lock with -wait W: N was not taken within W (held by another); CMD did
 //	        not run (75 is sysexits.h's EX_TEMPFAIL, which FreeBSD's lockf(1) exits with on a
 //	        held lock; flock(1)'s 1 would read as simba's errors, timeout(1)'s 124 as a
@@ -117,6 +120,9 @@ const dsnForms = `DSN forms (-dsn, or $SIMBA_DSN):
   etcd+tls://host:2379/prefix?ca=ca.pem           etcd over TLS (cert=, key= for client certs)
 Redis DSNs take ?strict_durability=true: refuse (exit 1) a server that could lose a held lease's
 record (appendonly no, or an allkeys-* maxmemory-policy) instead of only warning of it.
+A ZooKeeper DSN without user:pass leaves Simba's nodes open to every client (world:anyone) and
+warns so at each run or lock; ?acl=open says the open ACL is intended and keeps that warning for
+SIMBA_LOG_LEVEL=debug (a job started from cron every minute then logs nothing about it).
 The SQL backends need Simba's tables: simba migrate creates or upgrades them (run and lock
 create them themselves in a new SQLite database only).
 `
@@ -162,7 +168,8 @@ const exitStatuses = `exit status:
          etcd's -ttl under 1s); a bad $SIMBA_LOG_LEVEL
   3      status -name N: nothing is named N (no lease record N or N.<n>, no group N with
          live members; a free lease counts where the backend keeps its record: SQL and
-         Redis do, etcd and ZooKeeper do not); with -json the document still goes to stdout
+         Redis do, etcd and ZooKeeper do not); status -prefix P: no such name starts with
+         P; with -json the document ("found": false) still goes to stdout
   75     run and lock -wait W: not taken within W (held by another, named on stderr); CMD
          did not run
   127    run and lock: CMD could not be started (not found, not executable)
@@ -265,7 +272,7 @@ func (c signalCause) Error() string {
 
 // exitStatusOf is the status simba exits with after a command's error err (see the table in
 // the package doc and exitStatuses): CMD's own for an exitCode, 2 for a usage error, 3 for
-// status -name N finding nothing named N, 128+n
+// status -name N or -prefix P finding nothing, 128+n
 // after signal n stopped simba, 1 otherwise.
 func exitStatusOf(ctx context.Context, err error) int {
 	var (

@@ -272,9 +272,10 @@ func TestRunKilledLeaderLeavesOneCommand(t *testing.T) {
 }
 
 // TestRunPausedLeaderLosesItsCommand: the leading `simba run` is paused with SIGSTOP past its
-// TTL. Its supervisor kills its command when the term's validity runs out, before the other
-// simba's command starts (with a greater token): never two at once. Resumed, the paused simba
-// finds its term lost and exits 1 naming it.
+// TTL. Its supervisor stops its command (the early stop: SIGTERM with the early stop's
+// validity left, SIGKILL when it runs out) before the other simba's command starts (with a
+// greater token): never two at once. Resumed, the paused simba finds its leadership given up
+// to the early stop and exits 1 naming it, with the supervisor's line saying why.
 func TestRunPausedLeaderLosesItsCommand(t *testing.T) {
 	dir, first, leader, _ := startTwoRuns(t)
 	if err := leader.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
@@ -292,8 +293,9 @@ func TestRunPausedLeaderLosesItsCommand(t *testing.T) {
 	}
 	<-leader.exited
 	var exit *exec.ExitError
-	if !errors.As(leader.err, &exit) || exit.ExitCode() != 1 || !strings.Contains(leader.output.String(), "simba: leadership of job lost") {
-		t.Errorf("the resumed ex-leader: %v, printed %q; want exit status 1 and the loss named", leader.err, leader.output.String())
+	if out := leader.output.String(); !errors.As(leader.err, &exit) || exit.ExitCode() != 1 ||
+		!strings.Contains(out, "simba: leadership of job given up") || !strings.Contains(out, "simba: no word from simba for ") {
+		t.Errorf("the resumed ex-leader: %v, printed %q; want exit status 1, the supervisor's early stop and the leadership given up named", leader.err, out)
 	}
 }
 

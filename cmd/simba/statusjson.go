@@ -18,11 +18,11 @@ import (
 // they are: JSON escapes what needs escaping, where the text form escapes control and format
 // characters for the terminal.
 type statusDoc struct {
-	// Name is -name's N and Found whether anything has that name (both absent without -name;
-	// Found false goes with exit status 3).
-	Name  string `json:"name,omitempty"`
-	Found *bool  `json:"found,omitempty"`
-	// Prefix is -prefix's P (absent without it).
+	// Name is -name's N, Prefix -prefix's P (each absent without its flag), and Found whether
+	// anything has that name or a name with that prefix (absent without either; Found false
+	// goes with exit status 3).
+	Name   string `json:"name,omitempty"`
+	Found  *bool  `json:"found,omitempty"`
 	Prefix string `json:"prefix,omitempty"`
 	// Leases are the held leases (with -all the free lease records too), Sessions the sessions
 	// holding them or in the groups, Groups the groups with live members, sorted by name.
@@ -71,12 +71,12 @@ func remainingMillis(d time.Duration, unknown bool) int64 {
 }
 
 // newStatusDoc builds the document of the snapshot snap that the filter f kept, with free the
-// number of free lease records among the names f selects and found whether -name's name
-// matched anything.
+// number of free lease records among the names f selects and found whether -name's name or
+// -prefix's prefix matched anything.
 func newStatusDoc(snap spi.Snapshot, f statusFilter, free int, found bool) statusDoc {
 	doc := statusDoc{Name: f.name, Prefix: f.prefix, FreeLeases: free, Leases: []statusLease{},
 		Sessions: []statusSession{}, Groups: []statusGroup{}}
-	if f.name != "" {
+	if f.selects() {
 		doc.Found = &found
 	}
 	for _, l := range snap.Leases {

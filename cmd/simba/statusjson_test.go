@@ -78,8 +78,9 @@ func statusJSONScenario(t *testing.T, ctx context.Context, dsn string, b spi.Bac
 		t.Fatal(err)
 	}
 	doc := decode(js)
-	if doc.Prefix != p || doc.Name != "" || doc.Found != nil || doc.FreeLeases != 1 {
-		t.Errorf("prefix %q, name %q, found %v, free_leases %d; want %q, none, none, 1", doc.Prefix, doc.Name, doc.Found, doc.FreeLeases, p)
+	// "found" goes with a selection: -prefix P (on SQLite the scenario's P is "", no selection).
+	if doc.Prefix != p || doc.Name != "" || (doc.Found == nil) != (p == "") || (doc.Found != nil && !*doc.Found) || doc.FreeLeases != 1 {
+		t.Errorf("prefix %q, name %q, found %v, free_leases %d; want %q, none, true (absent without a prefix), 1", doc.Prefix, doc.Name, doc.Found, doc.FreeLeases, p)
 	}
 	tables := strings.Split(strings.TrimSuffix(text, "\n"), "\n\n")
 	if len(tables) != 3 {
@@ -182,8 +183,9 @@ func TestStatusJSONOnRedis(t *testing.T) {
 
 // TestStatusNameExitStatuses: simba status -name N exits 3 with one line on stderr when nothing
 // has that name (with -json, the document on stdout says "found": false), 0 for a name that is
-// there, and 2 with the reason for a name lock and run refuse (a/b). Before, the unknown name
-// exited 0, as if free, and a/b was accepted.
+// there, and 2 with the reason for a name lock and run refuse (a/b); -prefix P exits 3 and 0
+// alike. Before, the unknown name exited 0, as if free, and a/b was accepted; a -prefix that
+// matched nothing exited 0 with empty tables, and its -json had no "found".
 func TestStatusNameExitStatuses(t *testing.T) {
 	ctx, dsn, b := sqliteStatusBackend(t)
 	s, err := b.OpenSession(ctx, "there", time.Minute)
@@ -208,6 +210,27 @@ func TestStatusNameExitStatuses(t *testing.T) {
 	stdout, stderr, status = runSimba(t, "status", "-dsn", dsn, "-name", "deploy", "-json")
 	if err := json.Unmarshal([]byte(stdout), &doc); status != 0 || err != nil || doc["found"] != true || stderr != "" {
 		t.Errorf("status -name deploy -json: exit status %d, stdout %q (%v), stderr %q; want 0 and found true", status, stdout, err, stderr)
+	}
+
+	// -prefix P is the same: 3 when no name starts with P (grep's 1 for no line selected,
+	// which scripts test as `if simba status -prefix P >/dev/null`), 0 when one does.
+	stdout, stderr, status = runSimba(t, "status", "-dsn", dsn, "-prefix", "depo")
+	if status != 3 || stdout != "" || stderr != "simba: no lease, lock or group whose name starts with depo (no lease record, no group with live members)\n" {
+		t.Errorf("status -prefix depo: exit status %d, stdout %q, stderr %q; want 3, nothing, one line", status, stdout, stderr)
+	}
+	doc = nil
+	stdout, stderr, status = runSimba(t, "status", "-dsn", dsn, "-prefix", "depo", "-json")
+	if err := json.Unmarshal([]byte(stdout), &doc); status != 3 || err != nil || doc["found"] != false || doc["prefix"] != "depo" ||
+		!strings.HasPrefix(stderr, "simba: no lease, lock or group whose name starts with depo") {
+		t.Errorf("status -prefix depo -json: exit status %d, stdout %q (%v), stderr %q; want 3, found false, the line", status, stdout, err, stderr)
+	}
+	doc = nil
+	stdout, stderr, status = runSimba(t, "status", "-dsn", dsn, "-prefix", "dep", "-json")
+	if err := json.Unmarshal([]byte(stdout), &doc); status != 0 || err != nil || doc["found"] != true || stderr != "" {
+		t.Errorf("status -prefix dep -json: exit status %d, stdout %q (%v), stderr %q; want 0 and found true", status, stdout, err, stderr)
+	}
+	if stdout, stderr, status = runSimba(t, "status", "-dsn", dsn, "-prefix", "dep"); status != 0 || !strings.Contains(stdout, "deploy") || stderr != "" {
+		t.Errorf("status -prefix dep: exit status %d, stdout %q, stderr %q; want 0 and the lease deploy", status, stdout, stderr)
 	}
 	for _, cmd := range []string{"status", "lock"} {
 		args := []string{cmd, "-dsn", dsn, "-name", "a/b"}

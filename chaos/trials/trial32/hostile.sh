@@ -32,8 +32,9 @@ t "CMD not executable" "$S" lock -dsn "$lite" -name x -- /etc/passwd
 t "CMD a directory" "$S" lock -dsn "$lite" -name x -- /tmp
 t "-ttl 0" "$S" lock -dsn "$lite" -name x -ttl 0 -- true
 t "-ttl 100ms" "$S" lock -dsn "$lite" -name x -ttl 100ms -- true
-t "-ttl 101ms (accepted by the check)" "$S" lock -dsn "$lite" -name x -ttl 101ms -- true
-t "-ttl 150ms" "$S" lock -dsn "$lite" -name x -ttl 150ms -- true
+t "-ttl 150ms (run/lock: under 500ms)" "$S" lock -dsn "$lite" -name x -ttl 150ms -- true
+t "-ttl 499ms (run/lock: under 500ms)" "$S" lock -dsn "$lite" -name x -ttl 499ms -- true
+t "-ttl 500ms (run/lock's least)" "$S" lock -dsn "$lite" -name x -ttl 500ms -- true
 t "-ttl 25h" "$S" lock -dsn "$lite" -name x -ttl 25h -- true
 t "-ttl 5 (no unit)" "$S" lock -dsn "$lite" -name x -ttl 5 -- true
 t "-grace -1s" "$S" lock -dsn "$lite" -name x -grace -1s -- true
