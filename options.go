@@ -494,7 +494,9 @@ func WithJitter(max time.Duration) Option {
 //   - the order in which a client takes another client's doing (a hint of a release) and
 //     its own reply or timer of the same instant;
 //   - requests made at one instant from several goroutines (the test's, callbacks', leader
-//     work's), which reach the client in either order;
+//     work's), which reach the client in either order, and a request the test makes while
+//     the client still works (before Settle: a Start right after New, while the session's
+//     open is in flight), which it takes before or after that work's replies;
 //   - timers of code that is not the client (a backend's or a test server's own: simbatest's
 //     DelayRequests and DelayReplies of calls made at one instant).
 func WithSeed(seed uint64) Option {

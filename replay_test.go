@@ -20,9 +20,10 @@ import (
 
 // replayTrace is what one seeded run of replayScenario did, client by client: the events each
 // client's listener received, in order, with their exact virtual time, and the backend calls
-// each made (CallInfo), with the virtual time they returned at. Calls that return at one
-// instant on distinct goroutines report to the observer in either order, so each instant's
-// calls are sorted; every other order is kept.
+// each made (CallInfo), with the virtual time they returned at. Each instant's calls are
+// sorted, so that the harness also measures a client whose calls of one instant ran at once
+// and reported to the observer in either order (before callturn.go); every other order is
+// kept.
 type replayTrace struct {
 	mu     sync.Mutex
 	events map[string][]string

@@ -97,7 +97,8 @@
 // run to run, so a test that needs a given leader starts (and settles) that client first, as
 // Example_failover does; likewise a client takes a hint of another client's release and its
 // own events of the same instant in either order, requests made at one instant from several
-// goroutines reach a client in either order, and delays of calls made at one instant
+// goroutines reach a client in either order (and a request made before the client settled,
+// before or after its replies in flight: settle after New and after each Start), and delays of calls made at one instant
 // (DelayRequests, DelayReplies) end in either order. A scenario whose clients act at
 // distinct instants, or settle one after the other, repeats; otherwise, assert on who leads,
 // with which token and in which order, not on the nanosecond of a retry.
