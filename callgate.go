@@ -40,6 +40,8 @@ type call struct {
 	// cancelled: a queued acquire the engine no longer wants (engine.EfCancel), dropped
 	// unsent (callGate.cancel): it stays in its queue until popped, and is skipped then.
 	cancelled bool
+	// turn is the call's turn on a settling clock (callturn.go; 0 until it has one).
+	turn uint64
 }
 
 // errNotSent is the error replied to a queued acquire of a lost session, which is not sent.

@@ -1097,24 +1097,42 @@ func (c *Client) arm(key engine.Timer, at, now time.Duration) {
 	c.timerGen++
 	gen := c.timerGen
 	c.pause.armed(key, max(at, now))
-	t := c.cfg.clock.AfterFunc(d, func() {
-		c.enqueue(func() {
-			fired := false
-			if cur, ok := c.timers[key]; ok && cur.gen == gen {
-				delete(c.timers, key)
-				fired = true
-			}
-			c.step(engine.Event{Kind: engine.EvTimer, Timer: key})
-			// A session timer stays due until its firing is stepped (checkPause sees it
-			// overdue in that step), unless the step armed it again.
-			if fired && pauseSlot(key) >= 0 {
-				if _, again := c.timers[key]; !again {
-					c.pause.armed(key, 0)
-				}
+	var t spi.Timer
+	switch {
+	case c.settle.timers == nil:
+		t = c.cfg.clock.AfterFunc(d, func() { c.enqueue(func() { c.timerFired(key, gen) }) })
+	case d > 0:
+		t = c.settle.timers.afterFunc(d, keyEngine|gen&keyMask, func() { c.enqueue(func() { c.timerFired(key, gen) }) })
+	default:
+		// Due now, on a settling clock: stepped right after this step, in the order of the
+		// effects that armed it, not from a goroutine of the clock's (selfTimer).
+		st := &selfTimer{}
+		c.postSelf(func() {
+			if !st.stopped {
+				st.fired = true
+				c.timerFired(key, gen)
 			}
 		})
-	})
+		t = st
+	}
 	c.timers[key] = armedTimer{timer: t, gen: gen}
+}
+
+// timerFired steps the firing of the timer key armed as arm number gen (loop goroutine).
+func (c *Client) timerFired(key engine.Timer, gen uint64) {
+	fired := false
+	if cur, ok := c.timers[key]; ok && cur.gen == gen {
+		delete(c.timers, key)
+		fired = true
+	}
+	c.step(engine.Event{Kind: engine.EvTimer, Timer: key})
+	// A session timer stays due until its firing is stepped (checkPause sees it overdue in
+	// that step), unless the step armed it again.
+	if fired && pauseSlot(key) >= 0 {
+		if _, again := c.timers[key]; !again {
+			c.pause.armed(key, 0)
+		}
+	}
 }
 
 // dropGrantTimer stops the name's TimerGrant once the term it was armed for is confirmed or
@@ -1147,6 +1165,9 @@ func (c *Client) startCall(ef engine.Effect) {
 		return // queued: the call that passes its slot on starts it (nextCall)
 	}
 	cl := call{ef: ef, gated: gated}
+	if c.settle.turns != nil {
+		cl.turn = c.settle.turns.take()
+	}
 	if own := c.claim; own != nil && own.claimable && !own.taken && ef.Name == own.name && (ef.Op == engine.OpAcquire || ef.Op == engine.OpRelease) {
 		own.call, own.taken = cl, true
 		c.calls.Add(1) // before the loop can exit and wait for the calls: it needs the stepper
@@ -1315,6 +1336,13 @@ func (c *Client) callWorker(cl call) {
 // of a lost session (cl.skip) is not sent: its reply is an error that the engine ignores.
 func (c *Client) runCall(cl call, caller context.Context, drains *[]*serialDispatcher) (cut, handed bool) {
 	defer c.settle.end()
+	if t := c.settle.turns; t != nil {
+		if cl.turn == 0 { // a call that waited for a slot (callGate)
+			cl.turn = t.take()
+		}
+		t.wait(cl.turn)
+		defer t.end(cl.turn)
+	}
 	ef := cl.ef
 	if ef.Op == engine.OpCloseSession {
 		c.noteClosing(ef.Session)
@@ -1339,7 +1367,7 @@ func (c *Client) runCall(cl call, caller context.Context, drains *[]*serialDispa
 		defer cc.release()
 		ctx, shared = cc.ctx, true
 	} else {
-		ctx, cancel = c.callContext(sessOp || callerEnds)
+		ctx, cancel = c.callContext(sessOp || callerEnds, keyCall|uint64(ef.Req)&keyMask, cl.turn)
 		defer cancel()
 	}
 	ev := engine.ReplyTo(ef)
@@ -1441,9 +1469,11 @@ func (c *Client) runCall(cl call, caller context.Context, drains *[]*serialDispa
 // derives from a shared one on a real clock. A call's own timeout context cost a timer armed
 // and stopped, a context registered with and removed from baseCtx, and four allocations per
 // call: a fifth of the shell's CPU in a Lock and Unlock cycle (BenchmarkLockCycle/memory).
-func (c *Client) callContext(own bool) (context.Context, context.CancelFunc) {
+// On a settling clock key orders the timeout (ordertimer.go) and turn is the call's turn
+// (callturn.go).
+func (c *Client) callContext(own bool, key, turn uint64) (context.Context, context.CancelFunc) {
 	if c.settle.act != nil {
-		return c.settle.callContext(c.baseCtx, c.cfg.clock, c.cfg.renewEvery)
+		return c.settle.callContext(c.baseCtx, c.cfg.renewEvery, key, turn)
 	}
 	ctx := c.timeouts.get(c.baseCtx, c.cfg.renewEvery)
 	if !own {

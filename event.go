@@ -2,6 +2,7 @@ package simba
 
 import (
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/simba-go/simba/internal/engine"
@@ -130,21 +131,80 @@ const (
 	OpWithdraw = "withdraw"
 )
 
-// String renders the event for logs.
+// String renders the event for logs, with the fields that mean something for its kind only
+// (see LogValue for the same as log attributes):
+//
+//	session-opened <session>
+//	session-expired <session> (<reason>)[ paused <paused>]
+//	elected <name>#<token>
+//	revoked <name>#<token> (<reason>)[ paused <paused>]
+//	members <group> members=[...] partitions=[...]
+//	backend-error <op>[ <name>] (<class>): <err>
+//	closed
+//	paused <paused> <session>
 func (e Event) String() string {
 	switch e.Kind {
+	case EventSessionExpired:
+		return fmt.Sprintf("%v %s (%v)%s", e.Kind, e.Session, e.Reason, pausedSuffix(e.Paused))
 	case EventElected:
 		return fmt.Sprintf("%v %s#%d", e.Kind, e.Name, e.Token)
 	case EventRevoked:
-		return fmt.Sprintf("%v %s#%d (%v)", e.Kind, e.Name, e.Token, e.Reason)
+		return fmt.Sprintf("%v %s#%d (%v)%s", e.Kind, e.Name, e.Token, e.Reason, pausedSuffix(e.Paused))
 	case EventMembers:
 		return fmt.Sprintf("%v %s members=%v partitions=%v", e.Kind, e.Name, e.Members, e.Partitions)
 	case EventBackendError:
+		if e.Name != "" {
+			return fmt.Sprintf("%v %s %s (%v): %v", e.Kind, e.Op, e.Name, e.Class, e.Err)
+		}
 		return fmt.Sprintf("%v %s (%v): %v", e.Kind, e.Op, e.Class, e.Err)
+	case EventClosed:
+		return e.Kind.String()
 	case EventPaused:
 		return fmt.Sprintf("%v %v %s", e.Kind, e.Paused.Round(time.Millisecond), e.Session)
 	}
 	return fmt.Sprintf("%v %s", e.Kind, e.Session)
+}
+
+// pausedSuffix is " paused <d>" for a revocation or session loss a pause caused, else empty.
+func pausedSuffix(d time.Duration) string {
+	if d <= 0 {
+		return ""
+	}
+	return " paused " + d.Round(time.Millisecond).String()
+}
+
+// LogValue implements slog.LogValuer: a logged Event is a group of the attributes that mean
+// something for its kind — kind, at and, as set for the kind, session, name, token, reason,
+// paused, members, partitions, op, class and err — so that a log (text or JSON) shows no
+// zero Reason, Token or Class of an event that has none.
+func (e Event) LogValue() slog.Value {
+	attrs := make([]slog.Attr, 0, 6)
+	attrs = append(attrs, slog.String("kind", e.Kind.String()), slog.Duration("at", e.At))
+	if e.Session != "" {
+		attrs = append(attrs, slog.String("session", string(e.Session)))
+	}
+	switch e.Kind {
+	case EventSessionExpired:
+		attrs = append(attrs, slog.String("reason", e.Reason.String()))
+	case EventElected:
+		attrs = append(attrs, slog.String("name", e.Name), slog.Int64("token", e.Token))
+	case EventRevoked:
+		attrs = append(attrs, slog.String("name", e.Name), slog.Int64("token", e.Token), slog.String("reason", e.Reason.String()))
+	case EventMembers:
+		attrs = append(attrs, slog.String("name", e.Name), slog.Any("members", e.Members), slog.Any("partitions", e.Partitions))
+	case EventBackendError:
+		if e.Name != "" {
+			attrs = append(attrs, slog.String("name", e.Name))
+		}
+		attrs = append(attrs, slog.String("op", e.Op), slog.String("class", e.Class.String()), slog.Any("err", e.Err))
+	}
+	switch e.Kind {
+	case EventSessionExpired, EventRevoked, EventPaused:
+		if e.Paused > 0 || e.Kind == EventPaused {
+			attrs = append(attrs, slog.Duration("paused", e.Paused))
+		}
+	}
+	return slog.GroupValue(attrs...)
 }
 
 // RevokeReason says why a term ended.
@@ -185,8 +245,12 @@ var revokeReasonNames = [...]string{
 	RevokedCorruptRecord:  "corrupt-record",
 }
 
-// String names the reason.
+// String names the reason; the zero RevokeReason, the Reason of an Event that is no
+// revocation or session loss, is "none".
 func (r RevokeReason) String() string {
+	if r == 0 {
+		return "none"
+	}
 	if int(r) < len(revokeReasonNames) && revokeReasonNames[r] != "" {
 		return revokeReasonNames[r]
 	}

@@ -479,8 +479,26 @@ func WithJitter(max time.Duration) Option {
 // draw (a retry's backoff, the jitter added to a candidate's retry) is a hash of the seed, the
 // event it is drawn for and the clock's reading, not the next number of a stream, so on a
 // virtual clock (simbatest) events that reach the client at one instant in either order get
-// the same delays. Which of several clients that contend at one instant wins stays a race of
-// their goroutines: a test that needs one winner lets each settle before the next starts.
+// the same delays.
+//
+// On such a clock (an spi.Settler) a seeded client's course repeats from run to run, to the
+// nanosecond: it orders its own timers that fall due at one instant (the engine's, its calls'
+// timeouts, its probes, Schedule's ticks) by keys that do not depend on goroutine scheduling,
+// whatever order the clock fires them in; it steps a timer due at once right after the step
+// that armed it; and its backend calls take turns, in the order it started them, each once
+// the calls before it have replied or wait idle on the clock (a fault's delay, a cut link).
+// What stays a race of goroutines, and may differ between runs:
+//   - which of several clients that contend at one instant wins (each client's goroutines
+//     run on their own): a test that needs one winner lets each settle before the next
+//     starts, and gives each client its own seed;
+//   - the order in which a client takes another client's doing (a hint of a release) and
+//     its own reply or timer of the same instant;
+//   - requests made at one instant from several goroutines (the test's, callbacks', leader
+//     work's), which reach the client in either order, and a request the test makes while
+//     the client still works (before Settle: a Start right after New, while the session's
+//     open is in flight), which it takes before or after that work's replies;
+//   - timers of code that is not the client (a backend's or a test server's own: simbatest's
+//     DelayRequests and DelayReplies of calls made at one instant).
 func WithSeed(seed uint64) Option {
 	return Option{func(c *config) error {
 		c.seed, c.seeded = seed, true

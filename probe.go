@@ -71,6 +71,7 @@ type prober struct {
 	busy  bool
 	bound time.Duration // the delay bound of the next probe
 	timer spi.Timer     // the armed probe, if any
+	n     uint64        // numbers the probes: their timers' keys on a settling clock
 }
 
 // probeCallDone tells the prober how a call of op ended (loop goroutine): a session call's
@@ -108,6 +109,11 @@ func (c *Client) armProbe() {
 	p := &c.probe
 	p.busy = true
 	d := p.bound/2 + time.Duration(c.draw(jitterProbe, uint64(p.bound), 0, c.cfg.clock.Now())*float64(p.bound/2))
+	if c.settle.timers != nil {
+		p.n++
+		p.timer = c.settle.timers.afterFunc(d, keyProbe|p.n&keyMask, func() { c.enqueue(c.sendProbe) })
+		return
+	}
 	p.timer = c.cfg.clock.AfterFunc(d, func() { c.enqueue(c.sendProbe) })
 }
 
@@ -122,11 +128,21 @@ func (c *Client) sendProbe() {
 	}
 	c.settle.begin() // ended once the outcome is posted
 	c.calls.Add(1)
+	p.n++
+	key := keyProbe | p.n&keyMask
+	var turn uint64
+	if c.settle.turns != nil {
+		turn = c.settle.turns.take()
+	}
 	go func() {
 		defer c.calls.Done()
 		defer c.settle.end()
+		if turn != 0 {
+			c.settle.turns.wait(turn)
+			defer c.settle.turns.end(turn)
+		}
 		start := c.cfg.clock.Now()
-		ctx, cancel := c.settle.callContext(c.baseCtx, c.cfg.clock, min(probeTimeout, c.cfg.renewEvery))
+		ctx, cancel := c.settle.callContext(c.baseCtx, min(probeTimeout, c.cfg.renewEvery), key, turn)
 		_, err := c.backend.Members(ctx, wire.ProbeGroup)
 		cancel()
 		c.post(func() { c.probed(start, err) })

@@ -31,6 +31,10 @@ type settle struct {
 	act    spi.Activity // nil unless the clock is a spi.Settler
 	hints  spi.Activity // hints received and not yet posted to the loop
 	owners goroutines   // goroutines that hold a unit of act: callback runs, Schedule work
+	// timers arms the client's timers on the clock in a deterministic order (ordertimer.go),
+	// and turns has its backend calls take turns (callturn.go).
+	timers *orderedTimers
+	turns  *callTurns
 }
 
 // init starts tracking when clock is a Settler.
@@ -41,6 +45,8 @@ func (s *settle) init(clock spi.Clock, owner string) {
 	}
 	s.act = st.Track("simba client " + owner)
 	s.hints = st.Track("simba client " + owner + " hints")
+	s.timers = &orderedTimers{clock: clock}
+	s.turns = newCallTurns()
 }
 
 // close stops tracking: the loop has exited and will run nothing more.
@@ -115,15 +121,17 @@ func (s *settle) await(ctx context.Context, ch <-chan struct{}) error {
 }
 
 // callContext is the context of one backend call: a timeout of d. On a settling clock the
-// timeout runs on the clock, and the context carries the activity, whose unit the call's
-// goroutine holds, so that a backend that waits on the clock waits idle (spi.Await).
-func (s *settle) callContext(parent context.Context, clock spi.Clock, d time.Duration) (context.Context, context.CancelFunc) {
+// timeout runs on the clock, ordered by key among the client's timers due at one instant
+// (ordertimer.go), and the context carries the activity, whose unit the call's goroutine
+// holds, so that a backend that waits on the clock waits idle (spi.Await), and ends the call's
+// turn (callturn.go) as it does.
+func (s *settle) callContext(parent context.Context, d time.Duration, key, turn uint64) (context.Context, context.CancelFunc) {
 	if s.act == nil {
 		return context.WithTimeout(parent, d)
 	}
 	ctx, cancel := context.WithCancelCause(parent)
-	t := clock.AfterFunc(d, func() { cancel(context.DeadlineExceeded) })
-	return spi.ContextWithActivity(clockTimeout{ctx}, s.act), func() {
+	t := s.timers.afterFunc(d, key, func() { cancel(context.DeadlineExceeded) })
+	return spi.ContextWithActivity(clockTimeout{ctx}, turnActivity{Activity: s.act, turns: s.turns, n: turn}), func() {
 		t.Stop()
 		cancel(context.Canceled)
 	}

@@ -12,8 +12,8 @@ import (
 // VirtualClock is an spi.Clock whose time moves only when a test advances it. It starts at 0.
 //
 // Firing: Advance and Set move the time forward step by step to each due timer's deadline, in
-// deadline order (ties in the order the timers were armed), and run each callback on its own
-// goroutine, as spi.Clock requires, waiting for it to return before firing the next one. So when
+// deadline order (ties in the order the timers were armed, or the reverse: ReverseTies), and
+// run each callback on its own goroutine, as spi.Clock requires, waiting for it to return before firing the next one. So when
 // Advance returns, every callback due by the new time has run, including those armed by earlier
 // callbacks within the advanced span, and each callback saw Now() equal to its deadline. A
 // callback must therefore not wait for the goroutine that called Advance, and must not call
@@ -53,6 +53,7 @@ type VirtualClock struct {
 	now     time.Duration
 	timers  timerHeap
 	seq     uint64
+	reverse bool          // ties fire in the reverse of their arming order (ReverseTies)
 	changed chan struct{} // closed and replaced whenever the set of pending timers changes
 
 	smu       sync.Mutex // guards acts and immediate; lock order: mu, then smu
@@ -104,6 +105,7 @@ func (c *VirtualClock) AfterFunc(d time.Duration, f func()) spi.Timer {
 	t.deadline = c.now + d
 	t.seq = c.seq
 	c.seq++
+	t.tie = c.tieKey(t.seq)
 	heap.Push(&c.timers, t)
 	c.notifyLocked()
 	return t
@@ -179,6 +181,30 @@ func (c *VirtualClock) advanceTo(target time.Duration) {
 	}
 }
 
+// ReverseTies makes the timers due at one instant fire in the reverse of the order they were
+// armed in (by default, in that order), those pending included. On a real clock the order of
+// timers due together is arbitrary: a test runs a scenario with and without ReverseTies to
+// check that nothing it asserts depends on it. A simba.Client orders its own timers due at
+// one instant itself, so a client's course on the clock is the same either way (see the
+// package doc, "Runs repeat").
+func (c *VirtualClock) ReverseTies() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.reverse = true
+	for _, t := range c.timers {
+		t.tie = c.tieKey(t.seq)
+	}
+	heap.Init(&c.timers)
+}
+
+// tieKey orders a timer armed as number seq among the timers due at one instant.
+func (c *VirtualClock) tieKey(seq uint64) uint64 {
+	if c.reverse {
+		return ^seq
+	}
+	return seq
+}
+
 // Pending returns the number of armed timers that have not fired or been stopped.
 func (c *VirtualClock) Pending() int {
 	c.mu.Lock()
@@ -230,7 +256,8 @@ type virtualTimer struct {
 	f        func()
 	deadline time.Duration
 	seq      uint64
-	index    int // in the heap; -1 when not pending
+	tie      uint64 // the order among timers of one deadline (tieKey)
+	index    int    // in the heap; -1 when not pending
 }
 
 // Stop cancels the timer if it has not fired yet and reports whether it did so.
@@ -253,7 +280,7 @@ func (h timerHeap) Less(i, j int) bool {
 	if h[i].deadline != h[j].deadline {
 		return h[i].deadline < h[j].deadline
 	}
-	return h[i].seq < h[j].seq
+	return h[i].tie < h[j].tie
 }
 func (h timerHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]

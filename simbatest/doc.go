@@ -89,12 +89,19 @@
 // after one renewal interval of virtual time.
 //
 // Runs repeat, within limits. Session ids come from the model's seed and each client's jitter
-// from its simba.WithSeed, but clients (and the calls of one client) run on goroutines of
-// their own: of several clients that contend for a free lease at one instant, which one wins
-// differs from run to run, so a test that needs a given leader starts (and settles) that
-// client first, as Example_failover does; and a retry's exact time can still differ by a few
-// milliseconds of virtual time between runs when events of one client coincide. Assert on who
-// leads, with which token and in which order, not on the nanosecond of a retry.
+// from its simba.WithSeed, and a seeded client orders what falls due for it at one instant
+// itself — its timers (whatever order the clock fires ties in: see ReverseTies) and its
+// backend calls, which take turns in the order it started them — so a single client's course
+// repeats to the nanosecond. Distinct clients still run on goroutines of their own: of
+// several clients that contend for a free lease at one instant, which one wins differs from
+// run to run, so a test that needs a given leader starts (and settles) that client first, as
+// Example_failover does; likewise a client takes a hint of another client's release and its
+// own events of the same instant in either order, requests made at one instant from several
+// goroutines reach a client in either order (and a request made before the client settled,
+// before or after its replies in flight: settle after New and after each Start), and delays of calls made at one instant
+// (DelayRequests, DelayReplies) end in either order. A scenario whose clients act at
+// distinct instants, or settle one after the other, repeats; otherwise, assert on who leads,
+// with which token and in which order, not on the nanosecond of a retry.
 //
 // A paused process (a GC pause, SIGSTOP) is a client whose clock stands still while the
 // server's moves: give that client a VirtualClock of its own (the server keeps its own through

@@ -45,6 +45,9 @@ func (p *Pausing) Stop() {
 }
 
 // Resume runs the timers that fell due while stopped, late, and lets later ones run in time.
+// It settles the clock after each, as the clock does after each timer it fires, so that what
+// a timer starts (a call it times out, ending on its own goroutine) is done before the next
+// runs, and a seeded run repeats.
 func (p *Pausing) Resume() {
 	p.mu.Lock()
 	held := p.held
@@ -52,6 +55,7 @@ func (p *Pausing) Resume() {
 	p.mu.Unlock()
 	for _, f := range held {
 		f()
+		p.Settle()
 	}
 }
 
