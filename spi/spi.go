@@ -29,9 +29,15 @@
 // ordering guarantee (see Queuer), and tck.FairnessSpec does not apply to it. Then run the
 // conformance suites of package tck — LeaseBackendSpec, FencingSpec, ClientSpec and, for a
 // Queuer, FairnessSpec — from the backend's tests with a tck.Factory that opens a new client
-// of a shared server. The directory examples/backend of the Simba repository is a complete
-// in-memory backend in its own module, written this way and passing the four suites: a
-// starting point to copy.
+// of a shared server. Tell the Factory what the backend offers, or the checks of it are left
+// out: Hints for a Hinter, GroupHints if its hints include GroupChanged for every join and
+// leave, and RoundTrips if the tests can count the backend's round trips to its server (a
+// hook on its driver), for the bounded-round-trips rule. The suites also call every method
+// after Close (each must fail with an error matching ErrBackendClosed, which a bare ErrClosed
+// does not, before its context ends) and race a session's keep-alive with its own acquires and
+// releases; what they still cannot check is listed in package tck. The directory
+// examples/backend of the Simba repository is a complete in-memory backend in its own module,
+// written this way and passing the four suites: a starting point to copy.
 //
 // A store without multi-record transactions, only compare-and-set on one record at a revision
 // (a key-value store such as NATS JetStream KV or Consul), can still make each call atomic in

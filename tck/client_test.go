@@ -43,7 +43,7 @@ func TestMemoryClientSpecWithoutHintsOrExpiryHook(t *testing.T) {
 	f.NewBackend = func(t testing.TB, cfg tck.BackendConfig) spi.Backend {
 		return struct{ spi.Backend }{newBackend(t, cfg)} // hides spi.Hinter
 	}
-	f.ExpireSession, f.Hints = nil, false
+	f.ExpireSession, f.Hints, f.GroupHints = nil, false, false
 	tck.ClientSpec(t, f)
 }
 

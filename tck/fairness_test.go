@@ -31,7 +31,7 @@ func TestMemoryFairnessSpecWithoutHints(t *testing.T) {
 			spi.Queuer
 		}{b, b.(spi.Queuer)}
 	}
-	f.ExpireSession, f.Hints = nil, false
+	f.ExpireSession, f.Hints, f.GroupHints = nil, false, false
 	tck.FairnessSpec(t, f)
 }
 

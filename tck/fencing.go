@@ -8,8 +8,9 @@ import (
 )
 
 // FencingSpec checks that fencing tokens strictly increase per name across holders, releases,
-// expiries, client restarts and (where the backend persists them) server restarts, and that of
-// many sessions racing for one lease exactly one is granted it.
+// expiries, client restarts and (where the backend persists them) server restarts, that of
+// many sessions racing for one lease exactly one is granted it, and that a session's
+// keep-alive racing its own acquires and releases neither loses nor revives a lease.
 func FencingSpec(t *testing.T, f Factory) {
 	h := newHarness(t, f)
 	t.Run("TokensIncrease", func(t *testing.T) {
@@ -27,6 +28,7 @@ func FencingSpec(t *testing.T, f Factory) {
 	t.Run("Concurrent", func(t *testing.T) {
 		t.Run("ExactlyOneGrantedOfFreeLease", h.raceFree)
 		t.Run("ExactlyOneGrantedOfExpiredHolder", h.raceTakeover)
+		t.Run("KeepAliveRacesOwnAcquireAndRelease", h.keepAliveRaces)
 	})
 }
 

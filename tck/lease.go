@@ -53,11 +53,17 @@ func LeaseBackendSpec(t *testing.T, f Factory) {
 		t.Run("ExpiryRemovesMember", h.groupExpiry)
 		t.Run("KeepAliveKeepsMembershipPastTTL", h.groupKeepAlive)
 		t.Run("EmptyGroupHasNoMembers", h.groupEmpty)
+		t.Run("KeepAliveRacesJoinAndLeave", h.keepAliveGroupRaces)
 	})
 	if f.Hints {
 		t.Run("Hints", func(t *testing.T) {
 			t.Run("SubscriberSeesRelease", h.hintRelease)
 			t.Run("ChannelClosesWithContext", h.hintClose)
+			if f.GroupHints {
+				t.Run("GroupChangedOnJoinAndLeave", h.hintGroup)
+			} else {
+				t.Log("tck: Factory.GroupHints is false: GroupChanged hints are not checked")
+			}
 			if f.NewCuttableBackend != nil {
 				t.Run("SurvivesReconnect", h.hintSteady)
 			} else {
@@ -68,6 +74,16 @@ func LeaseBackendSpec(t *testing.T, f Factory) {
 		t.Log("tck: Factory.Hints is false: the hint suite does not apply")
 	}
 	t.Run("Inspect", h.inspectSpec)
+	if f.RoundTrips != nil {
+		t.Run("Bounded", func(t *testing.T) {
+			t.Run("KeepAliveAndCloseDoNotGrow", h.boundedCalls)
+		})
+	} else {
+		t.Log("tck: Factory.RoundTrips is nil: bounded round trips are not checked")
+	}
+	t.Run("Closed", func(t *testing.T) {
+		t.Run("CallsFailWithErrBackendClosed", h.closedCallsFail)
+	})
 	t.Run("Time", func(t *testing.T) {
 		t.Run("ClientClockJumpsChangeNothing", h.timeClientJumps)
 		t.Run("RemainingIsBackendTime", h.timeRemainingShrinks)
@@ -806,6 +822,65 @@ func (h *harness) hintSteady(t *testing.T) {
 	}
 	// The session lived through it.
 	h.live(t, raw, waiter, h.long)
+}
+
+// hintGroup checks Factory.GroupHints: a subscriber one of whose sessions is a member of a
+// group gets a GroupChanged hint for it when another client's session joins the group, and
+// another when it leaves, each before the wait ends (a second; the join and leave are made
+// again, up to callTimeout, since hints may be lost while a subscription is being set up, as
+// on Redis, where the subscriber's own join subscribes to the group's channel). A hint
+// that comes late for one change may stand for the next: the check asks for a hint after each
+// of a join and the leave that follows, in one round, not which change each hint is for.
+func (h *harness) hintGroup(t *testing.T) {
+	sub, hb := h.hinter(t)
+	subCtx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	hints, err := hb.Hints(subCtx)
+	if err != nil {
+		t.Fatalf("Hints: %v", err)
+	}
+	b := h.backend(t)
+	member, s := h.open(t, sub, h.long), h.open(t, b, h.long)
+	group := h.name("hintedg")
+	// The subscriber takes part in the group, as a PartitionGroup's member does: a backend may
+	// narrow its GroupChanged hints to its own sessions' groups.
+	h.join(t, sub, member, group)
+	await := func() bool {
+		wait := time.After(time.Second)
+		for {
+			select {
+			case hint, ok := <-hints:
+				if !ok {
+					t.Fatal("hint channel closed while its context is live")
+				}
+				if hint.Kind == spi.GroupChanged && hint.Name == group {
+					return true
+				}
+			case <-wait:
+				return false
+			}
+		}
+	}
+	var joins, leaves int
+	deadline := time.Now().Add(callTimeout)
+	for time.Now().Before(deadline) {
+		h.join(t, b, s, group)
+		joined := await()
+		if st, err := b.Leave(ctx(t), s, group); err != nil || st != spi.OK {
+			t.Fatalf("Leave(%s, %q) = %s, %v; want ok", s, group, st, err)
+		}
+		left := await()
+		if joined && left {
+			return
+		}
+		if joined {
+			joins++
+		}
+		if left {
+			leaves++
+		}
+	}
+	t.Fatalf("no round of another session's join and leave of %q brought a GroupChanged hint after each within %v (hints after %d joins, %d leaves)", group, callTimeout, joins, leaves)
 }
 
 func (h *harness) hintClose(t *testing.T) {

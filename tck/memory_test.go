@@ -28,8 +28,24 @@ func memoryFactory(wrap func(*simbatest.Backend, tck.BackendConfig) spi.Backend)
 		PersistsTokens: true,
 		MinTTL:         time.Second,
 		Hints:          true,
+		GroupHints:     true,
 		Wait:           func(_ testing.TB, d time.Duration) { clock.Advance(d) },
+		RoundTrips:     memoryRoundTrips,
 	}, srv
+}
+
+// memoryRoundTrips counts the calls b, a simbatest client (or a wrapper embedding one), made
+// that reached the server: one round trip each.
+func memoryRoundTrips(b spi.Backend) int64 {
+	c, ok := b.(interface{ Calls(op string) int })
+	if !ok {
+		panic("memoryRoundTrips: not a simbatest backend")
+	}
+	var n int64
+	for _, op := range []string{"OpenSession", "KeepAlive", "CloseSession", "Acquire", "AcquireQueued", "Release", "Withdraw", "Join", "Leave", "Members", "Inspect", "InspectLease"} {
+		n += int64(c.Calls(op))
+	}
+	return n
 }
 
 func TestMemoryLeaseBackendSpec(t *testing.T) {
@@ -46,7 +62,7 @@ func TestMemoryFencingSpec(t *testing.T) {
 // the restart hook they skip server restarts; simbatest passes that way too.
 func TestMemoryWithoutOptionalHooks(t *testing.T) {
 	f, _ := memoryFactory(nil)
-	f.ExpireSession, f.Restart, f.Hints = nil, nil, false
+	f.ExpireSession, f.Restart, f.Hints, f.GroupHints, f.RoundTrips = nil, nil, false, false, nil
 	t.Run("LeaseBackendSpec", func(t *testing.T) { tck.LeaseBackendSpec(t, f) })
 	t.Run("FencingSpec", func(t *testing.T) { tck.FencingSpec(t, f) })
 }
@@ -69,6 +85,7 @@ func TestMemoryModelVariants(t *testing.T) {
 				ExpireSession:  func(_ testing.TB, id spi.SessionID) { srv.ExpireSession(id) },
 				PersistsTokens: true,
 				Hints:          true,
+				GroupHints:     true,
 				Wait:           func(_ testing.TB, d time.Duration) { clock.Advance(d) },
 			}
 			t.Run("LeaseBackendSpec", func(t *testing.T) { tck.LeaseBackendSpec(t, f) })
@@ -93,6 +110,7 @@ func TestMemoryOnRealTime(t *testing.T) {
 		NewBackend: func(testing.TB, tck.BackendConfig) spi.Backend { return srv.Backend() },
 		MinTTL:     300 * time.Millisecond,
 		Hints:      true,
+		GroupHints: true,
 	}
 	t.Run("LeaseBackendSpec", func(t *testing.T) { tck.LeaseBackendSpec(t, f) })
 	t.Run("FencingSpec", func(t *testing.T) { tck.FencingSpec(t, f) })

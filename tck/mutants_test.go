@@ -2,6 +2,7 @@ package tck_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -44,7 +45,39 @@ type broken struct {
 	close     func(b *broken, ctx context.Context, s spi.SessionID) error
 	members   func(b *broken, ctx context.Context, group string) ([]spi.SessionID, error)
 	inspect   func(b *broken, ctx context.Context, name string) (spi.LeaseInfo, bool, error)
+	hints     func(b *broken, ctx context.Context) (<-chan spi.Hint, error)
+	shut      func(b *broken) error
 }
+
+func (b *broken) Hints(ctx context.Context) (<-chan spi.Hint, error) {
+	if b.hints != nil {
+		return b.hints(b, ctx)
+	}
+	return b.Backend.Hints(ctx)
+}
+
+func (b *broken) Close() error {
+	if b.shut != nil {
+		return b.shut(b)
+	}
+	return b.Backend.Close()
+}
+
+// heldBy returns the names of names that s holds at the server, by the simbatest server's
+// own view.
+func (b *broken) heldBy(s spi.SessionID, names []string) map[string]bool {
+	held := map[string]bool{}
+	for _, n := range names {
+		if info, ok := b.Server().Lease(n); ok && info.Holder == s {
+			held[n] = true
+		}
+	}
+	return held
+}
+
+// raceWindow is how long the keep-alive mutants below take between the read and the write
+// their broken keep-alive makes, so that a call racing it lands in between.
+const raceWindow = 2 * time.Millisecond
 
 func (b *broken) InspectLease(ctx context.Context, name string) (spi.LeaseInfo, bool, error) {
 	if b.inspect != nil {
@@ -380,6 +413,120 @@ var mutants = map[string]mutant{
 			}
 		}),
 		fails: []string{"LeaseBackendSpec/Inspect/HeldAgrees"},
+	},
+	// A backend whose Close does nothing: calls after it still reach the server.
+	"close-does-nothing": {
+		wrap: with(func(b *broken) {
+			b.shut = func(*broken) error { return nil }
+		}),
+		fails: []string{"LeaseBackendSpec/Closed/CallsFailWithErrBackendClosed"},
+	},
+	// A backend whose calls after Close fail with spi.ErrClosed, the client's sentinel, which
+	// does not match spi.ErrBackendClosed (examples/backend did so until 2026-12).
+	"closed-says-err-closed": {
+		wrap: with(func(b *broken) {
+			b.acquire = func(b *broken, ctx context.Context, s spi.SessionID, name string) (spi.Acquire, error) {
+				r, err := b.Backend.Acquire(ctx, s, name)
+				if errors.Is(err, spi.ErrBackendClosed) {
+					return spi.Acquire{}, fmt.Errorf("mutant: acquire: %w", spi.ErrClosed)
+				}
+				return r, err
+			}
+		}),
+		fails: []string{"LeaseBackendSpec/Closed/CallsFailWithErrBackendClosed"},
+	},
+	// A backend whose hint channel carries Released hints only, though the factory says it
+	// sends GroupChanged hints too.
+	"no-group-changed-hints": {
+		wrap: with(func(b *broken) {
+			b.hints = func(b *broken, ctx context.Context) (<-chan spi.Hint, error) {
+				in, err := b.Backend.Hints(ctx)
+				if err != nil {
+					return nil, err
+				}
+				out := make(chan spi.Hint, cap(in))
+				go func() {
+					defer close(out)
+					for h := range in {
+						if h.Kind != spi.GroupChanged {
+							out <- h
+						}
+					}
+				}()
+				return out, nil
+			}
+		}),
+		fails: []string{"LeaseBackendSpec/Hints/GroupChangedOnJoinAndLeave"},
+	},
+	// A backend whose keep-alive reads which of names the session holds, then renews them in a
+	// second step (as a Redis KeepAlive renewing lease keys by a held list it read before would),
+	// taking back a lease released in between.
+	"keep-alive-revives-released": {
+		wrap: with(func(b *broken) {
+			b.keepAlive = func(b *broken, ctx context.Context, s spi.SessionID, names, groups []string) (spi.KeepAlive, error) {
+				ka, err := b.Backend.KeepAlive(ctx, s, names, groups)
+				time.Sleep(raceWindow)
+				for _, held := range ka.Held {
+					if info, ok := b.Server().Lease(held.Name); ok && info.Holder == "" {
+						b.Backend.Acquire(ctx, s, held.Name)
+					}
+				}
+				return ka, err
+			}
+		}),
+		fails: []string{"FencingSpec/Concurrent/KeepAliveRacesOwnAcquireAndRelease"},
+	},
+	// A backend whose keep-alive reads the session's leases among names, then writes that set
+	// back, releasing a lease the session was granted in between.
+	"keep-alive-writes-back-stale-held": {
+		wrap: with(func(b *broken) {
+			b.keepAlive = func(b *broken, ctx context.Context, s spi.SessionID, names, groups []string) (spi.KeepAlive, error) {
+				before := b.heldBy(s, names)
+				time.Sleep(raceWindow)
+				ka, err := b.Backend.KeepAlive(ctx, s, names, groups)
+				for _, held := range ka.Held {
+					if !before[held.Name] {
+						b.Backend.Release(ctx, s, held.Name, held.Token)
+					}
+				}
+				ka.Held = slices.DeleteFunc(ka.Held, func(h spi.Held) bool { return !before[h.Name] })
+				return ka, err
+			}
+		}),
+		fails: []string{"FencingSpec/Concurrent/KeepAliveRacesOwnAcquireAndRelease"},
+	},
+	// A backend whose keep-alive reads the session's memberships, then refreshes them in a
+	// second step that adds the session again (a Redis ZADD without XX would), undoing a leave
+	// made in between.
+	"keep-alive-undoes-leave": {
+		wrap: with(func(b *broken) {
+			b.keepAlive = func(b *broken, ctx context.Context, s spi.SessionID, names, groups []string) (spi.KeepAlive, error) {
+				ka, err := b.Backend.KeepAlive(ctx, s, names, groups)
+				time.Sleep(raceWindow)
+				for g, ms := range ka.Members {
+					if slices.Contains(ms, s) {
+						b.Backend.Join(ctx, s, g)
+					}
+				}
+				return ka, err
+			}
+		}),
+		fails: []string{"LeaseBackendSpec/Groups/KeepAliveRacesJoinAndLeave"},
+	},
+	// A backend whose keep-alive reads each lease it is asked about in a round trip of its
+	// own before it renews the session: correct replies, unbounded round trips.
+	"keep-alive-reads-each-name": {
+		wrap: with(func(b *broken) {
+			b.keepAlive = func(b *broken, ctx context.Context, s spi.SessionID, names, groups []string) (spi.KeepAlive, error) {
+				for _, n := range names {
+					if _, _, err := b.Backend.InspectLease(ctx, n); err != nil {
+						return spi.KeepAlive{}, err
+					}
+				}
+				return b.Backend.KeepAlive(ctx, s, names, groups)
+			}
+		}),
+		fails: []string{"LeaseBackendSpec/Bounded/KeepAliveAndCloseDoNotGrow"},
 	},
 	// A backend that reports spi.SteadyHints but whose hints go with its connection: a
 	// simbatest link drops every hint while it is cut, and nothing hints the release made

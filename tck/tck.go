@@ -46,15 +46,37 @@
 // and Join reject names outside the wire grammar with one matching spi.ErrInvalidName before
 // any I/O; tokens are positive; Members and KeepAlive list members sorted ascending.
 //
+// Beyond single calls, the suites check what a backend author most easily gets wrong at the
+// edges: calls on a backend after its Close (Closed/CallsFailWithErrBackendClosed: every SPI
+// method, and every method of the optional interfaces the backend implements, fails with an
+// error matching spi.ErrBackendClosed — not spi.ErrClosed alone, nor a timeout — before its
+// context ends; Close twice is not an error; a hint channel subscribed before Close closes);
+// GroupChanged hints, for a backend that sends them (Factory.GroupHints: a subscriber whose
+// session is a member of a group hears another client's session join it and leave it,
+// Hints/GroupChangedOnJoinAndLeave); and a session's keep-alive racing its own Acquire,
+// AcquireQueued and Release (FencingSpec's Concurrent/KeepAliveRacesOwnAcquireAndRelease:
+// the keep-alive stays live and lists the lease with the racing tenure's token or not at all,
+// loses no lease granted beside it, revives none released beside it, and tokens keep growing),
+// and its own Join and Leave (Groups/KeepAliveRacesJoinAndLeave: it loses no join and undoes
+// no leave). With Factory.RoundTrips, the SPI's bounded round trips for KeepAlive and
+// CloseSession (Bounded/KeepAliveAndCloseDoNotGrow).
+//
 // What the suites do not check, so that a backend passing them may still break the SPI there:
-// the number of round trips a call makes (the SPI's "bounded round trips": a KeepAlive that
-// reads each name it is asked about passes); calls on a backend after its Close (the SPI asks
-// for errors matching spi.ErrBackendClosed); GroupChanged hints; and races the suites cannot
-// time, such as a keep-alive landing just as another session's acquire decides its session
-// expired — a late keep-alive that revives an expired session is caught
-// (Sessions/ExpiresAfterTTLWithoutKeepAlive), one racing an acquire is not. Each suite logs
+// the number of round trips a call makes, unless Factory.RoundTrips counts them (without it a
+// KeepAlive that reads each name it is asked about passes) — the suites see only the SPI's
+// replies, and a backend's link to its server (a pool, a multiplexed client, a ZooKeeper
+// session) is its own, so nothing the suites could wrap around the SPI counts round trips, and
+// comparing the time of a KeepAlive over many names with one over a few would be a timing
+// assertion a loaded machine breaks; only a hook on the backend's driver counts them (the
+// Redis backend's tests set RoundTrips so; backend/sql's count_test.go counts statements
+// outside the suites), and with it the suites check only KeepAlive and CloseSession.
+// Nor races the suites cannot time: a keep-alive landing just as another session's acquire
+// decides its session expired — a late keep-alive that revives an expired session is caught
+// (Sessions/ExpiresAfterTTLWithoutKeepAlive), one racing that acquire at the instant of expiry
+// is not; nor GroupChanged hints of expiries (welcome, not required). Each suite logs
 // (go test -v) what it leaves out for the backend at hand: hints without Factory.Hints,
-// InspectLease without spi.LeaseInspector, a SessionQueue's claim without spi.SessionQueue.
+// GroupChanged hints without Factory.GroupHints, InspectLease without spi.LeaseInspector, a
+// SessionQueue's claim without spi.SessionQueue.
 //
 // The suites run their subtests one after another on one server, each on lease and group names
 // no other subtest or earlier run uses (a random prefix per run), so they can share a database
@@ -115,6 +137,14 @@ type Factory struct {
 	// least spi.Hinter asks of every hinting backend).
 	Hints bool
 
+	// GroupHints says that the backends' hints (Hints must be set too) include GroupChanged
+	// hints as spi.Hinter describes them: a subscriber one of whose sessions is a member of a
+	// group gets a GroupChanged hint for the group when another client's session joins or
+	// leaves it (PostgreSQL, Redis, ZooKeeper, etcd, simbatest; not MySQL/MariaDB or SQLite,
+	// whose hints cover releases alone). LeaseBackendSpec then checks that
+	// (Hints/GroupChangedOnJoinAndLeave); without it that check is left out.
+	GroupHints bool
+
 	// NewCuttableBackend is NewBackend for a backend whose link to the server the test can cut
 	// (a fault proxy of its own, say): cut closes every connection the backend has to the
 	// server and refuses new ones until heal is called; then the backend reconnects. The
@@ -123,6 +153,14 @@ type Factory struct {
 	// Released hint of a release made while the link was cut arrives once it heals, with no
 	// further release (Hints/SurvivesReconnect). Without it that check is left out.
 	NewCuttableBackend func(t testing.TB, cfg BackendConfig) (b spi.Backend, cut func() (heal func()))
+
+	// RoundTrips returns how many round trips to the server b, a backend NewBackend returned,
+	// has made so far (a counter on a hook of the backend's driver, say; background work of the
+	// backend may add to it). Optional: with it, LeaseBackendSpec checks the SPI's "bounded
+	// round trips" for KeepAlive and CloseSession (Bounded/KeepAliveAndCloseDoNotGrow: a
+	// session with 64 leases and 16 groups costs no more round trips than one with 16 and 4);
+	// without it that check is left out.
+	RoundTrips func(b spi.Backend) int64
 
 	// Wait waits until d has passed on the server's clock. Optional: nil means time.Sleep;
 	// simbatest advances its virtual clock instead. ClientSpec does not use it.
@@ -164,6 +202,9 @@ func newHarness(t *testing.T, f Factory) *harness {
 	}
 	if f.MinTTL <= 0 {
 		f.MinTTL = time.Second
+	}
+	if f.GroupHints && !f.Hints {
+		t.Fatal("tck: Factory.GroupHints is set but Hints is not")
 	}
 	if f.MaxTTL > 0 && f.MaxTTL < f.MinTTL {
 		t.Fatalf("tck: Factory.MaxTTL %v is shorter than MinTTL %v", f.MaxTTL, f.MinTTL)

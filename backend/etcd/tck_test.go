@@ -44,8 +44,9 @@ func factory(t *testing.T) tck.Factory {
 		MaxTTL: MaxTTL,
 		// etcd revokes expired leases on a 500 ms timer of the leader's, then commits the
 		// revocation through raft.
-		ExpiryLag: time.Second,
-		Hints:     true,
+		ExpiryLag:  time.Second,
+		Hints:      true,
+		GroupHints: true,
 		// A backend through a fault proxy of its own: cut closes its connection and refuses
 		// new ones until heal.
 		NewCuttableBackend: func(t testing.TB, _ tck.BackendConfig) (spi.Backend, func() func()) {

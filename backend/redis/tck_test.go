@@ -49,7 +49,8 @@ func (r *registry) owner(id spi.SessionID) *Backend {
 func factory(t *testing.T, newClient func(testing.TB) goredis.UniversalClient, opts ...Option) tck.Factory {
 	probe := newClient(t)
 	reg := &registry{}
-	var runs sync.Map // the runs' prefixes
+	var trips sync.Map // *Backend -> *counter of its client's commands and pipelines
+	var runs sync.Map  // the runs' prefixes
 	t.Cleanup(func() {
 		runs.Range(func(p, _ any) bool {
 			n, err := deleteTagged(p.(string))
@@ -66,12 +67,29 @@ func factory(t *testing.T, newClient func(testing.TB) goredis.UniversalClient, o
 				t.Fatal("tck.BackendConfig.Prefix is empty")
 			}
 			runs.Store(cfg.Prefix, nil)
-			b, err := New(newClient(t), opts...) // Redis TIME decides: the client clock is unused
+			c := newClient(t)
+			cnt := &counter{}
+			if cc, ok := c.(*goredis.ClusterClient); ok {
+				onMasters(t, cc, cnt) // where every command runs, also those sent to each master
+			} else {
+				c.AddHook(cnt)
+			}
+			b, err := New(c, opts...) // Redis TIME decides: the client clock is unused
 			if err != nil {
 				t.Fatal(err)
 			}
 			reg.add(b)
+			trips.Store(b, cnt)
 			return b
+		},
+		// Every command and pipeline the backend's client sends (on a Cluster, to each master:
+		// the bound there is per master).
+		RoundTrips: func(b spi.Backend) int64 {
+			cnt, ok := trips.Load(b)
+			if !ok {
+				panic("RoundTrips: not a backend of this factory")
+			}
+			return cnt.(*counter).n.Load()
 		},
 		// As if the TTL had run out: the session's keys go, and the leases and memberships it
 		// held carry an expiry in the past (on Redis they carry the session's expiry).
@@ -80,8 +98,9 @@ func factory(t *testing.T, newClient func(testing.TB) goredis.UniversalClient, o
 			names, groups := tracked(t, probe, b, id)
 			expireSession(t, probe, id, names, groups, b)
 		},
-		MinTTL: time.Second, // Redis has ms precision; a second leaves room for a loaded CI machine
-		Hints:  true,
+		MinTTL:     time.Second, // Redis has ms precision; a second leaves room for a loaded CI machine
+		Hints:      true,
+		GroupHints: true,
 	}
 }
 

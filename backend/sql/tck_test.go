@@ -24,6 +24,7 @@ func factory(t *testing.T, dsn string) tck.Factory {
 		ExpireSession:  func(t testing.TB, id spi.SessionID) { expire(t, admin, id) },
 		PersistsTokens: true,
 		Hints:          admin.PushesHints(),
+		GroupHints:     admin.PushesHints(), // PostgreSQL NOTIFY; MySQL/MariaDB and SQLite hint releases alone
 	}
 }
 

@@ -35,8 +35,9 @@ func factory(t *testing.T) tck.Factory {
 		MaxTTL: hi,
 		// ZooKeeper checks expiries on its ticks (half the minimum session timeout by
 		// default) and the client learns of it when it reconnects.
-		ExpiryLag: lo,
-		Hints:     true,
+		ExpiryLag:  lo,
+		Hints:      true,
+		GroupHints: true,
 		// A backend through a fault proxy of its own, on the first server: cut closes its
 		// connections (the session's and the hint watch's) and refuses new ones until heal.
 		NewCuttableBackend: func(t testing.TB, _ tck.BackendConfig) (spi.Backend, func() func()) {

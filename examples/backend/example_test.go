@@ -49,7 +49,8 @@ func Example() {
 // Backend implements spi.Queuer), each on its own server on real time (ClientSpec and
 // FairnessSpec's client scenario need real time; the others would accept a Factory.Wait that
 // advances a virtual clock). ExpireSession lets the suites force an expiry instead of
-// waiting out a TTL, and Hints turns on the hint checks since Backend implements spi.Hinter.
+// waiting out a TTL, and Hints and GroupHints turn on the hint checks (Released and GroupChanged
+// hints) since Backend implements spi.Hinter and hints every membership change.
 func TestConformance(t *testing.T) {
 	factory := func() tck.Factory {
 		srv := mapbackend.NewServer(spi.SystemClock())
@@ -59,6 +60,7 @@ func TestConformance(t *testing.T) {
 			MinTTL:        300 * time.Millisecond,
 			MaxTTL:        mapbackend.MaxTTL,
 			Hints:         true,
+			GroupHints:    true,
 		}
 	}
 	t.Run("LeaseBackendSpec", func(t *testing.T) { tck.LeaseBackendSpec(t, factory()) })

@@ -45,9 +45,10 @@ func factory(t *testing.T) tck.Factory {
 				t.Fatal(err)
 			}
 		},
-		MinTTL: 300 * time.Millisecond,
-		MaxTTL: spi.MaxSessionTTL,
-		Hints:  true,
+		MinTTL:     300 * time.Millisecond,
+		MaxTTL:     spi.MaxSessionTTL,
+		Hints:      true,
+		GroupHints: true, // Hints watches the groups' keys
 	}
 }
 
