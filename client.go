@@ -369,7 +369,10 @@ func (c *Client) Err() error { return c.sessErr.permanent() }
 // Close cut short by its ctx may still be making. A Stop, Leave or Unlock whose release was in
 // flight when Close came and failed (the close cut it short, as ZooKeeper's does) returns such
 // an error too, once the session's close, which releases the lease, is done; one whose release
-// landed first returns nil. Match it with errors.Is to ignore it, as
+// landed first returns nil. So does a Leave whose membership was still to be deleted when Close
+// came (its leave call in flight, whatever its outcome), once the session's close, which
+// deletes the membership, is done: a Leave returns nil only if all of its work was done before
+// Close began. Match it with errors.Is to ignore it, as
 // os.ErrClosed on a closed file.
 //
 // If the session's close call fails, Close returns a *SessionCloseError naming the session

@@ -536,7 +536,10 @@ func (e *Election) letGo() {
 // a time and in order, it checks that the name is still this election's, or nobody's, before
 // it steps a Stop or a StepDown. After the client's Close, Stop returns ErrClosed, as every
 // operation does (see Client.Close); so does a Stop whose release was in flight when Close cut
-// it short, once the session's close, which releases the lease, is done.
+// it short, once the session's close, which releases the lease, is done. A Stop whose release
+// fails after the client's session was lost returns nil, as one whose session is lost during
+// its handover or before it: the lease went with the session (at a backend that has not noticed
+// the loss yet, it lapses at the session's TTL), and the client holds nothing of the name.
 func (e *Election) Stop(ctx context.Context) error {
 	if ctx == nil {
 		return nilContext("Stop")
@@ -598,7 +601,9 @@ func (e *Election) ownsName() bool {
 // On an election that was never started, or is stopped, StepDown does nothing and returns
 // nil (it does not start it), also when another election or a lock of this client has taken
 // the name since, even when racing with its Start or Lock (as Stop). After the client's
-// Close, StepDown returns ErrClosed, as every operation does (see Client.Close).
+// Close, StepDown returns ErrClosed, as every operation does (see Client.Close); so does a
+// StepDown whose release was in flight when Close cut it short, once the session's close,
+// which releases the lease, is done (as Stop).
 func (e *Election) StepDown(ctx context.Context) error {
 	if ctx == nil {
 		return nilContext("StepDown")

@@ -232,7 +232,11 @@ func (g *PartitionGroup) Partitions() int { return g.partitions }
 // that no other handle has the group before it steps a Leave. After the client's Close, Leave
 // returns ErrClosed, as every operation does (see Client.Close); so does a Leave whose
 // partition's release was in flight when Close cut it short, once the session's close, which
-// releases the lease, is done.
+// releases the lease, is done, and a Leave whose membership was still to be deleted when Close
+// came (its leave call in flight, or waiting for a join's reply), whatever that call's outcome:
+// the session's close deletes the membership. Only a Leave whose work was all done before
+// Close began returns nil. A partition's release that fails after the client's session was
+// lost counts as done, as the membership gone with it does: the lease went with the session.
 func (g *PartitionGroup) Leave(ctx context.Context) error {
 	if ctx == nil {
 		return nilContext("Leave")

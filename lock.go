@@ -316,7 +316,12 @@ func (c *Client) passTurn(q *lockQueue) {
 // that says why) or was already unlocked. If the release call fails (a connection the server
 // dropped, a timeout), its outcome is unknown: Unlock returns that error (matching
 // ErrUnavailable), the term has ended all the same, and the client's next keep-alives release
-// the lease if it is still held; do not call Unlock again (it reports ErrNotHeld).
+// the lease if it is still held; do not call Unlock again (it reports ErrNotHeld). A release
+// that fails after the client's session was lost (expired, or past its local deadline) is no
+// unknown outcome: the lease went with the session (at a backend that has not noticed the loss
+// yet, it lapses at the session's TTL), so the lock was lost before Unlock could release it,
+// and Unlock returns the *RevokedError of the loss (RevokedSessionExpired or RevokedDeadline,
+// matching ErrNotHeld), as it does when the session is lost before the Unlock.
 // After the client was closed, Unlock reports ErrNotHeld with the *RevokedError of reason
 // RevokedClosed (Close released the lease), which also matches ErrClosed; so does an Unlock
 // whose release was in flight when Close cut it short (the session's close releases the
@@ -356,6 +361,14 @@ func (h *Held) Unlock(ctx context.Context) error {
 			}
 			return fmt.Errorf("simba: unlock %s: %w", h.Name(), cause)
 		}
+	}
+	var lost *engine.ReleaseLostError
+	if errors.As(err, &lost) {
+		// The session was lost before the release could free the lease: the lease went with
+		// it, and the lock was lost before this Unlock released it, as an Unlock taken after
+		// the loss says (the term's RevokedError).
+		return fmt.Errorf("simba: unlock %s: its release failed (%v) after the session was lost, and the lease with it: %w",
+			h.Name(), lost.Err, &RevokedError{Name: lost.Name, Token: lost.Token, Reason: RevokeReason(lost.Reason)})
 	}
 	if err != nil {
 		return err

@@ -239,3 +239,137 @@ func TestLeaveCutByCloseSaysClosed(t *testing.T) {
 		}
 	})
 }
+
+// TestStepDownCutByCloseSaysClosed: a leader's StepDown whose release Close cuts short returns
+// an error matching ErrClosed, whichever reply is stepped first, as a StepDown that meets Close
+// does (see Client.Close): nil would say that it released the lease, which the session's close
+// does. It shares Stop's path (the release's futures); with the release's reply first, the
+// engine before the close-cut fix completed it at once with nothing.
+func TestStepDownCutByCloseSaysClosed(t *testing.T) {
+	inOrder(t, func(t *testing.T, releaseFirst bool) {
+		err := closeCutInOrder(t, releaseFirst, "down", func(ctx context.Context, c *simba.Client) func(context.Context) error {
+			elected := make(chan struct{})
+			e, err := c.NewElection("down", simba.OnElected(func(context.Context, simba.Term) { close(elected) }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := e.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			<-elected
+			return e.StepDown
+		})
+		if !errors.Is(err, simba.ErrClosed) {
+			t.Errorf("StepDown cut by Close = %v; want an error matching ErrClosed", err)
+		}
+	})
+}
+
+// leaveCuts is a backend whose Leave of group "idle" blocks until its session's CloseSession
+// is called (or the call's ctx ends), then fails as a call the close cut short (or, with ok,
+// succeeds), its reply stepped before or after the session close's as leaveFirst says
+// (simba.OnReply); its Members of "idle" fail until then, so that the group holds no partition.
+type leaveCuts struct {
+	*simbatest.Backend
+	ok, leaveFirst bool
+	joined         chan struct{} // the Join's reply was stepped
+	blocked        chan struct{} // the Leave call is in flight
+	closing        chan struct{} // CloseSession was called
+	leaveDone      chan struct{} // the Leave's reply was stepped
+	closeDone      chan struct{} // the session close's reply was stepped
+}
+
+func (b *leaveCuts) Members(ctx context.Context, group string) ([]spi.SessionID, error) {
+	if group != "idle" {
+		return b.Backend.Members(ctx, group)
+	}
+	return nil, spi.Unavailable("members", errors.New("not read in this test"))
+}
+
+func (b *leaveCuts) Leave(ctx context.Context, id spi.SessionID, group string) (spi.Status, error) {
+	if group != "idle" {
+		return b.Backend.Leave(ctx, id, group)
+	}
+	close(b.blocked)
+	select {
+	case <-b.closing:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	if !b.leaveFirst {
+		select {
+		case <-b.closeDone:
+		case <-ctx.Done():
+		}
+	}
+	if b.ok {
+		return b.Backend.Leave(ctx, id, group)
+	}
+	return 0, spi.Unavailable("leave", errors.New("the session is being closed"))
+}
+
+func (b *leaveCuts) CloseSession(ctx context.Context, id spi.SessionID) error {
+	close(b.closing)
+	if b.leaveFirst {
+		select {
+		case <-b.leaveDone:
+		case <-ctx.Done():
+		}
+	}
+	return b.Backend.CloseSession(ctx, id)
+}
+
+// TestLeaveWithoutPartitionsCutByCloseSaysClosed: a Leave of a group holding no partition,
+// whose leave call is in flight when Close comes, returns an error matching ErrClosed, however
+// that call ends (cut short by the close or answered) and whichever reply is stepped first, as
+// every operation that meets Close does (see Client.Close): the session's close deletes the
+// membership. Close marked the membership gone as it began, and the Leave returned nil before
+// the session's close had landed, as if its own leave had deleted the membership first.
+func TestLeaveWithoutPartitionsCutByCloseSaysClosed(t *testing.T) {
+	for _, ok := range []bool{false, true} {
+		outcome := "LeaveFails"
+		if ok {
+			outcome = "LeaveLands"
+		}
+		t.Run(outcome, func(t *testing.T) {
+			inOrder(t, func(t *testing.T, leaveFirst bool) {
+				srv := simbatest.NewServer(simbatest.WithClock(spi.SystemClock()))
+				b := &leaveCuts{Backend: srv.Backend(), ok: ok, leaveFirst: leaveFirst, joined: make(chan struct{}), blocked: make(chan struct{}),
+					closing: make(chan struct{}), leaveDone: make(chan struct{}), closeDone: make(chan struct{})}
+				c, err := simba.New(b, simba.WithTTL(3*time.Second))
+				if err != nil {
+					t.Fatal(err)
+				}
+				simba.OnReply(c, func(op, n string) {
+					switch {
+					case op == simba.OpJoin && n == "idle":
+						close(b.joined)
+					case op == simba.OpLeave && n == "idle":
+						close(b.leaveDone)
+					case op == simba.OpCloseSession:
+						close(b.closeDone)
+					}
+				})
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				g, err := c.JoinGroup(ctx, "idle", 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				<-b.joined // a Leave now deletes the membership with a leave call
+				left := make(chan error, 1)
+				go func() { left <- g.Leave(ctx) }()
+				<-b.blocked // the leave call is in flight
+				if err := c.Close(ctx); err != nil {
+					t.Fatalf("Close: %v", err)
+				}
+				if err := <-left; !errors.Is(err, simba.ErrClosed) {
+					t.Errorf("Leave cut by Close = %v; want an error matching ErrClosed", err)
+				}
+				if members, err := srv.Backend().Members(ctx, "idle"); err != nil || len(members) != 0 {
+					t.Errorf("members after Close: %v, %v; want none", members, err)
+				}
+			})
+		})
+	}
+}

@@ -59,7 +59,8 @@ func WithLogger(l zk.Logger) Option { return func(o *options) { o.logger = l } }
 func WithSlog(l *slog.Logger) Option { return func(o *options) { o.slog, o.slogSet = l, true } }
 
 // WithDialer makes every connection of the backend (its sessions' and the hint watcher's) with
-// d instead of net.DialTimeout: a proxy, a tunnel, a custom resolver. The backend still reads
+// d instead of a net.Dialer: a proxy, a tunnel, a custom resolver. d takes no context, so
+// Backend.Close cannot cut a dial of d's short as it does the default dialer's. The backend still reads
 // the ZooKeeper protocol over the connection d returns (see the package doc), so d must return
 // a connection that carries the client port's plain protocol, or one that TLS then wraps (with
 // WithTLS or a zk+tls DSN). A d that does TLS itself should return crypto/tls errors as they
@@ -1162,7 +1163,8 @@ func (b *Backend) HintsSteady() bool { return true }
 // requests for calls with a deadline), about a round trip when the server answers (3 s at
 // most; see tap.abandon and standIn for how go-zookeeper's Conn.Close is kept from waiting its
 // one-second timer), so that a program's goroutine-leak check right after Close finds none of
-// them.
+// them. A dial under way (the hint connection's, a session's) is cut short, unless it is a
+// WithDialer dialer's, which takes no context.
 func (b *Backend) Close() error {
 	b.mu.Lock()
 	if b.closed {

@@ -153,3 +153,88 @@ func requestAtClose(ctx context.Context, b *Backend, sid spi.SessionID, what str
 	_, err := b.KeepAlive(ctx, sid, nil, []string{"close-request-group"})
 	return err
 }
+
+// TestCloseWhileDialingLeavesNoGoroutine: a dial still hanging when Close comes, at a server
+// that drops the SYN, is cut short by Close, which then returns within its bound (retireWait)
+// and leaves no goroutine. The hint connection's dial gets connectBound (10 s here: the
+// shortest TTL 60 s / 6, within Config.Timeout 20 s), and Close waited for the watcher, so for
+// that dial: 10 s, where Close is bounded at 3 s. A session's dial (an OpenSession's, or the
+// observer session's a Members opens) is cut short too (abandon), though go-zookeeper's own
+// connect timeout (1 s) already kept it below Close's wait for the connection's goroutines.
+func TestCloseWhileDialingLeavesNoGoroutine(t *testing.T) {
+	for _, call := range []string{"HintConnection", "OpenSession", "Members"} {
+		t.Run(call, func(t *testing.T) {
+			addr := synDropAddr(t)
+			leaks := goleak.IgnoreCurrent()
+			b, err := New("zk://" + addr + "/simba-dial?timeout=20s")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { b.Close() })
+			ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+			defer cancel()
+			done := make(chan error, 1)
+			if call == "HintConnection" {
+				b.minTTL.Note(time.Minute) // as an OpenSession of TTL 60 s would
+				if _, err := b.Hints(ctx); err != nil {
+					t.Fatal(err)
+				}
+				b.waitFor(testWaiter, "dialing", time.Hour, false) // something to watch
+				waitFor(t, "the hint connection's dial", func() bool {
+					b.hmu.Lock()
+					defer b.hmu.Unlock()
+					return b.watcher != nil && b.watcher.dials.Load() > 0
+				})
+				done <- spi.ErrBackendClosed
+			} else {
+				go func() { done <- callDialing(ctx, b, call) }()
+				waitFor(t, "the session's dial", func() bool { return b.dialing() })
+			}
+			closed := make(chan error, 1)
+			go func() { closed <- b.Close() }()
+			select {
+			case err := <-closed:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(retireWait + 2*time.Second):
+				t.Fatalf("Close still waits after %v, past its bound (%v): the dial was not cut short", retireWait+2*time.Second, retireWait)
+			}
+			goleak.VerifyNone(t, leaks, goleak.IgnoreAnyFunction("github.com/simba-go/simba/backend/zookeeper.callDialing"))
+			select {
+			case err := <-done:
+				if !errors.Is(err, spi.ErrBackendClosed) {
+					t.Errorf("%s after Close: %v; want ErrBackendClosed", call, err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatalf("%s went on after Close", call)
+			}
+			goleak.VerifyNone(t, leaks)
+		})
+	}
+}
+
+// callDialing makes call (OpenSession of TTL 60 s, or Members), which dials a session.
+func callDialing(ctx context.Context, b *Backend, call string) error {
+	if call == "OpenSession" {
+		_, err := b.OpenSession(ctx, "close-dialing", 60*time.Second)
+		return err
+	}
+	_, err := b.Members(ctx, "close-dialing")
+	return err
+}
+
+// dialing reports whether a session still connecting has begun to dial a server.
+func (b *Backend) dialing() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for s := range b.conning {
+		s.tap.mu.Lock()
+		addr := s.tap.addr
+		s.tap.mu.Unlock()
+		if addr != "" {
+			return true
+		}
+	}
+	return false
+}

@@ -528,7 +528,12 @@ go-zookeeper's Conn.Close is called only then: called earlier, its connection lo
 between two rounds of dials without taking the close request, and Conn.Close waited out its
 one-second timer (Close took 1.0 s for 7 of 80 sessions closed while connecting to a stalled
 or blackholed server, none now). Close waits 3 s at most. CloseSession closes still running
-over connections of the backend's own are stopped and waited for.
+over connections of the backend's own are stopped and waited for. A dial still hanging when
+Close comes (a server that drops the SYN) is cut short: the hint connection's, which Close
+waits for and whose dial was given up only at its bound (a sixth of the shortest TTL, up to
+Config.Timeout: 10 s for a TTL of 60 s, where Close is bounded at 3 s), and a session's (one
+still connecting, or reconnecting), which go-zookeeper's connect timeout bounds at 1 s. A
+dialer given with WithDialer takes no context: its dial runs to its own end.
 
 # DSN
 

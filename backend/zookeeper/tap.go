@@ -114,6 +114,12 @@ type tap struct {
 	gone      atomic.Bool
 	goneOnce  sync.Once
 	abandoned atomic.Bool
+	// dialCtx is the context of the tap's dials (a connection's dial and TLS handshake),
+	// cancelled by abandon (stopDials): a dial still hanging when Close drops the session (a
+	// dropped SYN, waited up to connectBound, 5 s for a session timeout of 30 s) ends at once,
+	// not after Close's wait for the connection's goroutines.
+	dialCtx   context.Context
+	stopDials context.CancelFunc
 	// standInOut is closed once dial has handed out a stand-in (see standInDialed).
 	standInOut  chan struct{}
 	standInOnce sync.Once
@@ -146,7 +152,10 @@ type tap struct {
 }
 
 func newTap(now func() time.Duration, dialTimeout, asked time.Duration, dialer zk.Dialer, tlsCfg *tls.Config, onGone func()) *tap {
+	dialCtx, stopDials := context.WithCancel(context.Background())
 	return &tap{
+		dialCtx:     dialCtx,
+		stopDials:   stopDials,
 		now:         now,
 		dialTimeout: dialTimeout,
 		asked:       asked,
@@ -275,8 +284,13 @@ func (t *tap) dial(network, address string, timeout time.Duration) (net.Conn, er
 	if timeout <= 0 || bound < timeout {
 		timeout = bound
 	}
-	c, err := dialTransport(t.dialer, t.tls, network, address, timeout)
+	c, err := dialTransport(t.dialCtx, t.dialer, t.tls, network, address, timeout)
 	if err != nil {
+		if t.dialCtx.Err() != nil {
+			// Abandoned while dialling (Close): not a failed attempt. go-zookeeper's next dial
+			// gets the stand-in.
+			return nil, errSessionGone
+		}
 		if isTimeout(err) {
 			t.cut.Add(1)
 		} else {
@@ -308,14 +322,19 @@ func (t *tap) attemptFailed(err error) {
 	}
 }
 
-// dialTransport connects to a server with dialer (net.DialTimeout if nil) and, when cfg is set,
+// dialTransport connects to a server with dialer (a net.Dialer if nil) and, when cfg is set,
 // completes a TLS handshake over it within timeout (the server name defaults to the address's
-// host, as crypto/tls verifies it).
-func dialTransport(dialer zk.Dialer, cfg *tls.Config, network, address string, timeout time.Duration) (net.Conn, error) {
+// host, as crypto/tls verifies it). ctx ending cuts the default dialer's dial and the TLS
+// handshake short; a WithDialer dialer, which takes no context, runs to its own end.
+func dialTransport(ctx context.Context, dialer zk.Dialer, cfg *tls.Config, network, address string, timeout time.Duration) (net.Conn, error) {
+	var c net.Conn
+	var err error
 	if dialer == nil {
-		dialer = net.DialTimeout
+		c, err = (&net.Dialer{Timeout: timeout}).DialContext(ctx, network, address)
+		dialer = net.DialTimeout // for plainTextZooKeeper
+	} else {
+		c, err = dialer(network, address, timeout)
 	}
-	c, err := dialer(network, address, timeout)
 	if err != nil || cfg == nil {
 		return c, err
 	}
@@ -326,7 +345,7 @@ func dialTransport(dialer zk.Dialer, cfg *tls.Config, network, address string, t
 		}
 	}
 	tc := tls.Client(c, cfg)
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if err := tc.HandshakeContext(ctx); err != nil {
 		c.Close()
@@ -448,6 +467,7 @@ func (t *tap) markGone() {
 func (t *tap) abandon() (redial bool) {
 	t.abandoned.Store(true)
 	t.gone.Store(true)
+	t.stopDials() // a dial under way ends now (see dialCtx)
 	t.mu.Lock()
 	c := t.conn
 	closeOut := t.closeConn == c && c != nil && !t.closeSettled
@@ -659,7 +679,7 @@ func closeFrame(xid int32) []byte {
 // and waits until deadline, or until ctx ends, for the close reply or a connect response
 // without the session.
 func closeOver(ctx context.Context, dialer zk.Dialer, tlsCfg *tls.Config, addr string, dialTimeout time.Duration, deadline time.Time, sid int64, frames []byte) error {
-	c, err := dialTransport(dialer, tlsCfg, "tcp", addr, dialTimeout)
+	c, err := dialTransport(ctx, dialer, tlsCfg, "tcp", addr, dialTimeout)
 	if err != nil {
 		return err
 	}

@@ -95,6 +95,7 @@ type watcher struct {
 	timeout  atomic.Int64  // the current connection's negotiated session timeout
 	cut      atomic.Int32  // connection attempts given up at connectBound in a row
 	sessions atomic.Int32  // connections that got a session (tests count them)
+	dials    atomic.Int32  // connection attempts begun (tests wait for them)
 
 	mu sync.Mutex
 	// covered holds the lease and group node paths whose watch is set on the current
@@ -268,7 +269,10 @@ type watchReq struct {
 // (errIdle), or the watcher stops.
 func (w *watcher) connection(server string) error {
 	bound := w.connectBound()
-	c, err := dialTransport(w.b.dialer, w.b.tls, "tcp", server, bound)
+	w.dials.Add(1)
+	// Close (b.stop) ends a dial still hanging at a server that drops the SYN: Close waits for
+	// the watcher, and the dial's bound (up to Config.Timeout) could exceed Close's own (3 s).
+	c, err := dialTransport(w.b.stop, w.b.dialer, w.b.tls, "tcp", server, bound)
 	if err != nil {
 		w.noteAttempt(err)
 		return err

@@ -138,7 +138,11 @@
 // the handover, if any), so a caller returns once the lease is free at the backend; a failed
 // release completes them with an error saying the outcome is unknown — except while the
 // client is closing: then the session's close releases the lease, and they complete once that
-// close is done, with an error matching spi.ErrClosed (close-cut-release.txt). Locks end with their
+// close is done, with an error matching spi.ErrClosed (close-cut-release.txt); and after the
+// session was lost: the lease went with it, a lock's stop completes with ReleaseLostError (the
+// lock was lost first), an election's with nothing (release-lost.txt). A Leave whose membership
+// is still to be deleted when Close comes completes once the session's close is done, with an
+// error matching spi.ErrClosed (close-cut-leave.txt). Locks end with their
 // term instead of becoming candidates again. A TryLock makes one attempt and never waits out
 // an outage: with no live session it waits only for an open in flight, and fails with
 // spi.ErrUnavailable (wrapping the open's error) when that open fails or none is in flight. Partitions are elections named

@@ -260,6 +260,11 @@ func (s *Engine) stop(name string, f FutureID, stepDown bool) {
 	case Leader:
 		if req := s.leaderExit(e, reason, then); req != 0 && e.state != Handover {
 			s.completeOnRelease(req, f)
+			if e.flavor == FlavorLock || e.flavor == FlavorTryLock {
+				p := s.pending[req]
+				p.lock = true
+				s.pending[req] = p
+			}
 			return
 		}
 	case Handover:
@@ -899,13 +904,26 @@ func (s *Engine) onReleaseReply(p pending, ev Event) {
 	switch {
 	case ev.Err != nil && s.closing && s.sess.state != SessionClosed:
 		for _, f := range p.futures {
-			s.closeCut = append(s.closeCut, closeCutFuture{f: f, name: p.name, err: ev.Err})
+			s.closeCut = append(s.closeCut, closeCutFuture{f: f, err: closeCutErr(p.name, ev.Err)})
 		}
 		p.futures = nil
 	case ev.Err != nil && s.closing:
 		ferr = closeCutErr(p.name, ev.Err)
 	case ev.Err != nil && p.gen == s.sess.gen && s.sess.state == SessionLive:
 		ferr = fmt.Errorf("simba: release of %s: outcome unknown, the next keep-alives settle it: %w", p.name, ev.Err)
+	case ev.Err != nil && p.lock:
+		// The session that held the lease was lost before the release could free it: the
+		// lease went with the session (or lapses at its TTL at a backend that has not noticed
+		// yet), so the lock was lost before its Unlock released it, and the Unlock says so
+		// as one taken after the loss does (its term's RevokedError), not with nothing, as if
+		// the release had freed the lease (release-lost.txt). A Stop or Leave completes with
+		// nothing: what it waits for, the client holding nothing of the name, is done, as
+		// when the session is lost during its handover or before it.
+		reason := s.lostReason
+		if p.gen != s.lostGen {
+			reason = ReasonDeadline // a session lost before the last one: its reason is gone
+		}
+		ferr = &ReleaseLostError{Name: p.name, Token: p.token, Reason: reason, Err: ev.Err}
 	}
 	for _, f := range p.futures {
 		s.complete(f, ferr)

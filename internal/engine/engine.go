@@ -35,9 +35,11 @@ type Engine struct {
 	sess      session
 	closeFuts []FutureID
 	// closeCut holds the futures of Stops (an Unlock's, a Leave's part) whose release failed
-	// while the client was closing: the session's close releases those leases, and the futures
-	// complete once it is done (closed), with an error matching spi.ErrClosed (closeCutErr),
-	// as they would had the close been done before their release's reply came in.
+	// while the client was closing, and those of Leaves whose membership was still to be
+	// deleted when Close came: the session's close releases those leases and deletes those
+	// memberships, and the futures complete once it is done (closed), with an error matching
+	// spi.ErrClosed (closeCutErr, leaveCutErr), as they would had the close been done before
+	// their release's reply came in.
 	closeCut []closeCutFuture
 	// closeErr is what Close's futures complete with once the client is closed: nil, or the
 	// error of the session's close call (see closed), kept for the Closes that come after.
@@ -49,6 +51,10 @@ type Engine struct {
 	// them (etcd's new leader renews every lease: a lost holder's lease outlived the restart by
 	// up to 2 × TTL in the chaos campaign of 2026-12-05, seed 1205).
 	staleClose []spi.SessionID
+	// lostGen and lostReason are the generation and reason of the last session lost
+	// (loseSession), for a release of that session failing after the loss (ReleaseLostError).
+	lostGen    uint64
+	lostReason Reason
 	// shortLived counts the sessions in a row that were lost within one renewal interval of
 	// their opening (a backend that grants no time, or expires every session at once): from
 	// the second, the next session is opened after a backoff, not at once, so such a backend
@@ -176,6 +182,9 @@ type pending struct {
 	lost spi.SessionID
 	// stale marks the close of a lost session sent once more after the next open (staleClose).
 	stale bool
+	// lock: futures holds a lock's stop (an Unlock's), which says when its release fails
+	// after its session was lost (ReleaseLostError).
+	lock bool
 }
 
 // New returns an engine for opts, resolved by Options.Resolve (which fills only the derived
@@ -760,6 +769,7 @@ func (s *Engine) reconcile(req ReqID, sent time.Duration, held []spi.Held, unren
 func (s *Engine) loseSession(reason Reason) {
 	old := s.sess.id
 	closedByUs := reason == ReasonSessionExpired && s.sess.state == SessionClosing
+	s.lostGen, s.lostReason = s.sess.gen, reason
 	s.sess.state = SessionOpening // not live while the elections are told
 	s.sess.kaReq, s.sess.settleAt, s.sess.kaErr = 0, 0, nil
 	s.losing = true
@@ -842,7 +852,7 @@ func (s *Engine) closed() {
 	s.sess.state = SessionClosed
 	s.emit(Effect{Kind: EfPublish, Publish: PubSessionClosed, Session: s.sess.id})
 	for _, c := range s.closeCut {
-		s.complete(c.f, closeCutErr(c.name, c.err))
+		s.complete(c.f, c.err)
 	}
 	s.closeCut = nil
 	for _, f := range s.closeFuts {
@@ -851,11 +861,10 @@ func (s *Engine) closed() {
 	s.closeFuts = nil
 }
 
-// closeCutFuture is a future whose release of name failed with err during the close (closeCut).
+// closeCutFuture is a future that completes with err once the client is closed (closeCut).
 type closeCutFuture struct {
-	f    FutureID
-	name string
-	err  error
+	f   FutureID
+	err error
 }
 
 // closeCutErr is the error a Stop's future completes with when its release of name failed with
@@ -863,6 +872,32 @@ type closeCutFuture struct {
 // close), not the release's error (nothing for the caller to retry or to settle).
 func closeCutErr(name string, err error) error {
 	return fmt.Errorf("simba: release of %s failed during the close (%v), whose session close releases the lease: %w", name, err, spi.ErrClosed)
+}
+
+// ReleaseLostError completes the future of a lock's stop (an Unlock's) whose release failed
+// after the session that held the lease was lost: the lease went with the session, which
+// Reason says how it ended (ReasonDeadline or ReasonSessionExpired), so the lock was lost
+// before the release could free it. Err is the release's error.
+type ReleaseLostError struct {
+	Name   string
+	Token  int64
+	Reason Reason
+	Err    error
+}
+
+// Error says that the release failed after the session was lost, and why.
+func (e *ReleaseLostError) Error() string {
+	return fmt.Sprintf("simba: release of %s (token %d) failed (%v) after its session was lost (%v), and the lease with it", e.Name, e.Token, e.Err, e.Reason)
+}
+
+// Is makes errors.Is(err, spi.ErrNotHeld) hold: the lease is no longer held.
+func (e *ReleaseLostError) Is(target error) bool { return target == spi.ErrNotHeld }
+
+// leaveCutErr is the error a Leave's future completes with when the Leave of group name had
+// not deleted the membership when Close came: it matches spi.ErrClosed (the membership goes
+// with the session's close).
+func leaveCutErr(name string) error {
+	return fmt.Errorf("simba: leave of group %s cut short by the close, whose session close deletes the membership: %w", name, spi.ErrClosed)
 }
 
 // closeFailed is the error Close's futures complete with when the session's close call failed
@@ -926,7 +961,14 @@ func (s *Engine) close(f FutureID) {
 		if len(g.assigned) > 0 {
 			s.emit(Effect{Kind: EfMembers, Group: name})
 		}
-		s.membershipGone(g) // closing the session deletes it
+		if f := g.leavePart; f != 0 {
+			// A Leave under way: closing the session deletes the membership, and the Leave,
+			// which met the Close, says so once that close is done, as a Stop whose release
+			// the close cut short does (close-cut-leave.txt). It completed at once with
+			// nothing, as if the membership had been deleted before Close began.
+			g.leavePart = 0
+			s.closeCut = append(s.closeCut, closeCutFuture{f: f, err: leaveCutErr(name)})
+		}
 		s.cancelRejoin(g, spi.ErrClosed)
 	}
 	s.groups = make(map[string]*group)
