@@ -199,8 +199,9 @@ That needs the other masters to serve meanwhile. With Redis's default
 cluster-require-full-coverage yes, once the nodes mark a failed master FAIL (after
 cluster-node-timeout) every node answers CLUSTERDOWN until its replica is promoted, so every
 session's keep-alive fails for that window, on whatever master the session lives: an outside
-trial (chaos/trials/trial34, cluster-node-timeout 1 s, TTL 3 s) saw every client's keep-alive
-fail and sessions on healthy masters lost (deadline) when a master was killed or paused.
+trial (chaos/trials/trial34, cluster-node-timeout 1 s, TTL 3 s) saw the keep-alives of
+clients whose sessions lived on healthy masters fail, and one such session lost (deadline),
+when a master was killed or paused.
 cluster-require-full-coverage no keeps the other masters serving their slots.
 
 A master paused (SIGSTOP, a long GC-like stall, a frozen VM) for less than the TTL and less than
