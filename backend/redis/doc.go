@@ -195,6 +195,15 @@ every master for about a TTL (TestClusterKeepAliveSurvivesAMaster). The client r
 revoked lease once the master's replica takes over; a call that failed after the master applied
 it leaves that lease held a little longer than the client believes, which is harmless: it lapses.
 
+That needs the other masters to serve meanwhile. With Redis's default
+cluster-require-full-coverage yes, once the nodes mark a failed master FAIL (after
+cluster-node-timeout) every node answers CLUSTERDOWN until its replica is promoted, so every
+session's keep-alive fails for that window, on whatever master the session lives: an outside
+trial (chaos/trials/trial34, cluster-node-timeout 1 s, TTL 3 s) saw the keep-alives of
+clients whose sessions lived on healthy masters fail, and one such session lost (deadline),
+when a master was killed or paused.
+cluster-require-full-coverage no keeps the other masters serving their slots.
+
 A master paused (SIGSTOP, a long GC-like stall, a frozen VM) for less than the TTL and less than
 cluster-node-timeout, so that no failover happens, counts as failed for each keep-alive whose
 part it does not answer within the call timeout: its leases' terms end (taken over) although

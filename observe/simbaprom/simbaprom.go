@@ -51,6 +51,10 @@
 //	                                              ERROR once a minute, the rest at DEBUG)
 //	simba_group_members{group}                    live members of a group this client is in
 //	simba_partitions_owned{group}                 partitions of the group assigned to this client
+//	                                              by the membership it last read, led or not
+//	                                              (an outage that revokes their terms leaves
+//	                                              it as it was: count the partitions led with
+//	                                              simba_term_held{name=~"group\\.[0-9]+"})
 //	simba_events_dropped_total{name}              events dropped by slow Events subscribers of
 //	                                              the elections and groups passed to Track
 //
@@ -197,7 +201,7 @@ func New(o Opts) *Metrics {
 		groupMembers: gauge("simba_group_members",
 			"Live members of a partition group this client is in.", "group"),
 		partitions: gauge("simba_partitions_owned",
-			"Partitions of the group assigned to this client.", "group"),
+			"Partitions of the group assigned to this client, led or not (simba_term_held says which are led).", "group"),
 		dropped: prometheus.NewDesc("simba_events_dropped_total",
 			"Events dropped because an Events subscriber of the election or group was full.",
 			[]string{"name"}, cl),
