@@ -715,14 +715,21 @@ func (h *harness) hinter(t *testing.T) (*client, spi.Hinter) {
 	return c, hb
 }
 
-func (h *harness) hintRelease(t *testing.T) {
+// subscribe returns a new client and the hints of its subscription, which ends with the test.
+func (h *harness) subscribe(t *testing.T) (*client, <-chan spi.Hint) {
+	t.Helper()
 	sub, hb := h.hinter(t)
 	subCtx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	t.Cleanup(cancel)
 	hints, err := hb.Hints(subCtx)
 	if err != nil {
 		t.Fatalf("Hints: %v", err)
 	}
+	return sub, hints
+}
+
+func (h *harness) hintRelease(t *testing.T) {
+	sub, hints := h.subscribe(t)
 	b := h.backend(t)
 	s, waiter := h.open(t, b, h.long), h.open(t, sub, h.long)
 	name := h.name("hinted")
@@ -832,13 +839,7 @@ func (h *harness) hintSteady(t *testing.T) {
 // that comes late for one change may stand for the next: the check asks for a hint after each
 // of a join and the leave that follows, in one round, not which change each hint is for.
 func (h *harness) hintGroup(t *testing.T) {
-	sub, hb := h.hinter(t)
-	subCtx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	hints, err := hb.Hints(subCtx)
-	if err != nil {
-		t.Fatalf("Hints: %v", err)
-	}
+	sub, hints := h.subscribe(t)
 	b := h.backend(t)
 	member, s := h.open(t, sub, h.long), h.open(t, b, h.long)
 	group := h.name("hintedg")
