@@ -100,6 +100,9 @@ func TestForwardsAndRecordsConnections(t *testing.T) {
 	a.expect("ping")
 	eventually(t, "both connections recorded", func() bool { return len(p.Conns()) == 2 })
 	first := p.Conns()[0]
+	// The proxy counts bytes once its write upstream returned, which may be after the echo
+	// came back to the client.
+	eventually(t, "the first connection's 5 bytes counted", func() bool { return first.BytesUp() >= 5 })
 	if first.BytesUp() != 5 || first.ClientClosed() {
 		t.Fatalf("first connection: %d bytes up, client closed %v; want 5, false", first.BytesUp(), first.ClientClosed())
 	}
