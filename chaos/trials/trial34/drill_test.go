@@ -10,6 +10,8 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/simba-go/simba/internal/testenv"
 )
 
 // TestDrillsShort runs one drill of each kind on a private Redis Cluster and a private
@@ -22,7 +24,7 @@ import (
 func TestDrillsShort(t *testing.T) {
 	for _, bin := range []string{"redis-server", "redis-cli", "etcd"} {
 		if _, err := exec.LookPath(bin); err != nil {
-			t.Skipf("%s not found", bin)
+			testenv.Unavailable(t, bin, err.Error())
 		}
 	}
 	goredis.SetLogger(quiet{})
