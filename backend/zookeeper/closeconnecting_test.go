@@ -3,6 +3,7 @@ package zookeeper
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -50,41 +51,45 @@ func TestCloseWhileConnectingLeavesNoGoroutine(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 				defer cancel()
 				done := make(chan error, 1)
-				go func() { done <- callConnecting(ctx, b, call) }()
+				go func() { done <- callSession(ctx, b, call, "close-connecting", 10*time.Second) }()
 				waitFor(t, "the session's connection at the proxy", func() bool { return len(p.Conns()) > 0 })
 				start := time.Now()
 				if err := b.Close(); err != nil {
 					t.Fatal(err)
 				}
 				t.Logf("Close took %v", time.Since(start))
-				// The caller's goroutine is the test's, not the backend's: it may still be
-				// on its way out.
-				goleak.VerifyNone(t, append([]goleak.Option{leaks,
-					goleak.IgnoreAnyFunction("github.com/simba-go/simba/backend/zookeeper.callConnecting")},
-					proxyGoroutines...)...)
-				select {
-				case err := <-done:
-					if !errors.Is(err, spi.ErrBackendClosed) {
-						t.Errorf("%s after Close: %v; want ErrBackendClosed", call, err)
-					}
-				case <-time.After(30 * time.Second):
-					t.Fatalf("%s went on after Close", call)
-				}
-				// Nor did it start anything on its way out.
-				goleak.VerifyNone(t, append([]goleak.Option{leaks}, proxyGoroutines...)...)
+				awaitClosedCall(t, call, done, append([]goleak.Option{leaks}, proxyGoroutines...)...)
 			})
 		}
 	}
 }
 
-// callConnecting makes call (OpenSession or Members), which connects a session.
-func callConnecting(ctx context.Context, b *Backend, call string) error {
+// callSession makes call (OpenSession of ttl, or Members) of name: either connects a session.
+func callSession(ctx context.Context, b *Backend, call, name string, ttl time.Duration) error {
 	if call == "OpenSession" {
-		_, err := b.OpenSession(ctx, "close-connecting", 10*time.Second)
+		_, err := b.OpenSession(ctx, name, ttl)
 		return err
 	}
-	_, err := b.Members(ctx, "close-connecting")
+	_, err := b.Members(ctx, name)
 	return err
+}
+
+// awaitClosedCall checks what a call Close cut short (callSession, reporting on done) left:
+// no goroutine of the backend's once Close returned (ignore: what the test's own goroutines
+// may be), the call's end with ErrBackendClosed, and nothing started on the call's way out.
+func awaitClosedCall(t *testing.T, call string, done <-chan error, ignore ...goleak.Option) {
+	t.Helper()
+	// The caller's goroutine is the test's, not the backend's: it may still be on its way out.
+	goleak.VerifyNone(t, append(slices.Clip(ignore), goleak.IgnoreAnyFunction("github.com/simba-go/simba/backend/zookeeper.callSession"))...)
+	select {
+	case err := <-done:
+		if !errors.Is(err, spi.ErrBackendClosed) {
+			t.Errorf("%s after Close: %v; want ErrBackendClosed", call, err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s went on after Close", call)
+	}
+	goleak.VerifyNone(t, ignore...)
 }
 
 // TestCloseWhileRequestLeavesNoGoroutine: an open session's requests under way on hop
@@ -187,7 +192,7 @@ func TestCloseWhileDialingLeavesNoGoroutine(t *testing.T) {
 				})
 				done <- spi.ErrBackendClosed
 			} else {
-				go func() { done <- callDialing(ctx, b, call) }()
+				go func() { done <- callSession(ctx, b, call, "close-dialing", 60*time.Second) }()
 				waitFor(t, "the session's dial", func() bool { return b.dialing() })
 			}
 			closed := make(chan error, 1)
@@ -200,28 +205,9 @@ func TestCloseWhileDialingLeavesNoGoroutine(t *testing.T) {
 			case <-time.After(retireWait + 2*time.Second):
 				t.Fatalf("Close still waits after %v, past its bound (%v): the dial was not cut short", retireWait+2*time.Second, retireWait)
 			}
-			goleak.VerifyNone(t, leaks, goleak.IgnoreAnyFunction("github.com/simba-go/simba/backend/zookeeper.callDialing"))
-			select {
-			case err := <-done:
-				if !errors.Is(err, spi.ErrBackendClosed) {
-					t.Errorf("%s after Close: %v; want ErrBackendClosed", call, err)
-				}
-			case <-time.After(30 * time.Second):
-				t.Fatalf("%s went on after Close", call)
-			}
-			goleak.VerifyNone(t, leaks)
+			awaitClosedCall(t, call, done, leaks)
 		})
 	}
-}
-
-// callDialing makes call (OpenSession of TTL 60 s, or Members), which dials a session.
-func callDialing(ctx context.Context, b *Backend, call string) error {
-	if call == "OpenSession" {
-		_, err := b.OpenSession(ctx, "close-dialing", 60*time.Second)
-		return err
-	}
-	_, err := b.Members(ctx, "close-dialing")
-	return err
 }
 
 // dialing reports whether a session still connecting has begun to dial a server.
