@@ -284,6 +284,16 @@ func etcdDrills(ctx context.Context, ec *etcdCluster, ttl time.Duration) []drill
 		return "?"
 	}
 	healthy := func() error { return ec.waitHealthy(ctx, 60*time.Second) }
+	// pause stops the victim for the TTL and 2 s; resume lets it run again.
+	pause := func() error {
+		victim.p.signal(syscall.SIGSTOP)
+		time.Sleep(ttl + 2*time.Second)
+		return nil
+	}
+	resume := func() error {
+		victim.p.signal(syscall.SIGCONT)
+		return healthy()
+	}
 	return []drillKind{
 		{name: "etcd-kill-leader", target: pickLeader,
 			fault: func() error {
@@ -303,16 +313,7 @@ func etcdDrills(ctx context.Context, ec *etcdCluster, ttl time.Duration) []drill
 				return victim.p.start()
 			},
 			heal: healthy},
-		{name: "etcd-pause-leader", target: pickLeader,
-			fault: func() error {
-				victim.p.signal(syscall.SIGSTOP)
-				time.Sleep(ttl + 2*time.Second)
-				return nil
-			},
-			heal: func() error {
-				victim.p.signal(syscall.SIGCONT)
-				return healthy()
-			}},
+		{name: "etcd-pause-leader", target: pickLeader, fault: pause, heal: resume},
 		{name: "etcd-pause", target: func() string {
 			pauses++
 			if pauses%2 == 1 {
@@ -320,14 +321,6 @@ func etcdDrills(ctx context.Context, ec *etcdCluster, ttl time.Duration) []drill
 			}
 			return pickFollower()
 		},
-			fault: func() error {
-				victim.p.signal(syscall.SIGSTOP)
-				time.Sleep(ttl + 2*time.Second)
-				return nil
-			},
-			heal: func() error {
-				victim.p.signal(syscall.SIGCONT)
-				return healthy()
-			}},
+			fault: pause, heal: resume},
 	}
 }
