@@ -1101,12 +1101,9 @@ func (c *Client) arm(key engine.Timer, at, now time.Duration) {
 	gen := c.timerGen
 	c.pause.armed(key, max(at, now))
 	var t spi.Timer
-	switch {
-	case c.settle.timers == nil:
-		t = c.cfg.clock.AfterFunc(d, func() { c.enqueue(func() { c.timerFired(key, gen) }) })
-	case d > 0:
-		t = c.settle.timers.afterFunc(d, keyEngine|gen&keyMask, func() { c.enqueue(func() { c.timerFired(key, gen) }) })
-	default:
+	if c.settle.timers == nil || d > 0 {
+		t = c.settle.afterFunc(c.cfg.clock, d, keyEngine|gen&keyMask, func() { c.enqueue(func() { c.timerFired(key, gen) }) })
+	} else {
 		// Due now, on a settling clock: stepped right after this step, in the order of the
 		// effects that armed it, not from a goroutine of the clock's (selfTimer).
 		st := &selfTimer{}

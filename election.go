@@ -11,7 +11,6 @@ import (
 
 	"github.com/simba-go/simba/generated/wire"
 	"github.com/simba-go/simba/internal/engine"
-	"github.com/simba-go/simba/spi"
 )
 
 // eventBuffer is the capacity of each Events channel. The loop never blocks on a subscriber:
@@ -410,13 +409,8 @@ func Schedule(every time.Duration, fn func(ctx context.Context, t Term)) Electio
 			for {
 				fn(ctx, t)
 				tick := make(chan struct{})
-				var timer spi.Timer
-				if c.settle.timers != nil {
-					// Ordered by its name among the client's timers due at one instant.
-					timer = c.settle.timers.afterFunc(every, keyTick|strHash(l.name)&keyMask, func() { close(tick) })
-				} else {
-					timer = c.cfg.clock.AfterFunc(every, func() { close(tick) })
-				}
+				// Ordered by its name among the client's timers due at one instant.
+				timer := c.settle.afterFunc(c.cfg.clock, every, keyTick|strHash(l.name)&keyMask, func() { close(tick) })
 				if c.settle.await(ctx, tick) != nil {
 					timer.Stop()
 					return nil

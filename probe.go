@@ -109,12 +109,8 @@ func (c *Client) armProbe() {
 	p := &c.probe
 	p.busy = true
 	d := p.bound/2 + time.Duration(c.draw(jitterProbe, uint64(p.bound), 0, c.cfg.clock.Now())*float64(p.bound/2))
-	if c.settle.timers != nil {
-		p.n++
-		p.timer = c.settle.timers.afterFunc(d, keyProbe|p.n&keyMask, func() { c.enqueue(c.sendProbe) })
-		return
-	}
-	p.timer = c.cfg.clock.AfterFunc(d, func() { c.enqueue(c.sendProbe) })
+	p.n++
+	p.timer = c.settle.afterFunc(c.cfg.clock, d, keyProbe|p.n&keyMask, func() { c.enqueue(c.sendProbe) })
 }
 
 // sendProbe starts a probe, unless the session's calls succeed again or the client closes

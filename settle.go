@@ -49,6 +49,16 @@ func (s *settle) init(clock spi.Clock, owner string) {
 	s.turns = newCallTurns()
 }
 
+// afterFunc arms f to run after d on clock: on a settling clock ordered by key among the
+// client's timers due at one instant (orderedTimers, keys in ordertimer.go), elsewhere on the
+// clock directly.
+func (s *settle) afterFunc(clock spi.Clock, d time.Duration, key uint64, f func()) spi.Timer {
+	if s.timers == nil {
+		return clock.AfterFunc(d, f)
+	}
+	return s.timers.afterFunc(d, key, f)
+}
+
 // close stops tracking: the loop has exited and will run nothing more.
 func (s *settle) close() {
 	if s.act != nil {
